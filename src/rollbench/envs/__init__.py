@@ -1,0 +1,1 @@
+"""Env families, one module each; registered under the ``rollbench.envs`` entry point group."""

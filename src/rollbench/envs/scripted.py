@@ -1,0 +1,126 @@
+"""A tiny deterministic env family for fast tests and for checking a pipeline end to end without a simulator.
+
+``scripted/reach``: a point in the unit square moves by ``0.1 * clip(action, -1, 1)`` metres per step toward a goal.
+State ``float32 (4,)`` = ``[x, y, goal_x, goal_y]`` (metres). Success: distance to goal < 0.05 m. Reward: minus the
+distance after the step. Start and goal are drawn from ``numpy.random.default_rng(seed)``, so the scene is a pure
+function of the seed. Horizon 50 steps, 10 fps, cameras ``top`` (a drawn top view).
+
+``scripted/reach-final``: the same dynamics, judged with the ``final_step`` success rule.
+
+``scripted/faulty``: the same dynamics, but ``reset`` raises ``RuntimeError`` when ``seed % 3 == 2``; it exists to
+exercise the "an env error ends that episode, not the run" path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from rollbench.registry import EnvOptions, unknown_name_error
+from rollbench.types import Observation, StepResult, TaskInfo
+
+STEP_SIZE = 0.1  # metres per unit action per step
+SUCCESS_RADIUS = 0.05  # metres
+
+_COMMON = dict(
+    max_steps=50,
+    cameras=("top",),
+    action_dim=2,
+    state_dim=4,
+    action_low=(-1.0, -1.0),
+    action_high=(1.0, 1.0),
+    fps=10,
+    source="rollbench.envs.scripted (this module)",
+)
+
+TASKS: dict[str, TaskInfo] = {
+    t.name: t
+    for t in (
+        TaskInfo(
+            name="scripted/reach",
+            instruction="move the point to the goal",
+            success_rule="any_step",
+            **_COMMON,  # type: ignore[arg-type]
+        ),
+        TaskInfo(
+            name="scripted/reach-final",
+            instruction="move the point to the goal and stay there",
+            success_rule="final_step",
+            **_COMMON,  # type: ignore[arg-type]
+        ),
+        TaskInfo(
+            name="scripted/faulty",
+            instruction="move the point to the goal",
+            success_rule="any_step",
+            **_COMMON,  # type: ignore[arg-type]
+        ),
+    )
+}
+
+
+class ScriptedEnv:
+    """See the module docstring. ``render`` draws the point (white) and goal (green) on a black square."""
+
+    def __init__(self, task: TaskInfo, options: EnvOptions) -> None:
+        self.task = task
+        self.image_size = options.image_size
+        self.pos = np.zeros(2)
+        self.goal = np.zeros(2)
+
+    def reset(self, seed: int, initial_state: int | None = None) -> Observation:
+        if self.task.name == "scripted/faulty" and seed % 3 == 2:
+            raise RuntimeError(f"scripted/faulty: reset fails on purpose for seed {seed} (seed % 3 == 2)")
+        rng = np.random.default_rng(seed)
+        self.pos = rng.uniform(0.1, 0.9, size=2)
+        self.goal = rng.uniform(0.1, 0.9, size=2)
+        return self._obs()
+
+    def _obs(self) -> Observation:
+        return Observation(state=np.concatenate([self.pos, self.goal]).astype(np.float32))
+
+    def step(self, action: np.ndarray) -> StepResult:
+        self.pos = np.clip(self.pos + STEP_SIZE * np.clip(action, -1.0, 1.0), 0.0, 1.0)
+        dist = float(np.linalg.norm(self.pos - self.goal))
+        return StepResult(self._obs(), reward=-dist, terminated=False, truncated=False, success=self.success())
+
+    def success(self) -> bool:
+        return bool(np.linalg.norm(self.pos - self.goal) < SUCCESS_RADIUS)
+
+    def render(self, camera: str) -> np.ndarray:
+        if camera not in self.task.cameras:
+            raise ValueError(f"unknown camera {camera!r}; {self.task.name} has {self.task.cameras}")
+        h, w = self.image_size
+        img = np.zeros((h, w, 3), dtype=np.uint8)
+        for p, color in ((self.goal, (0, 200, 0)), (self.pos, (255, 255, 255))):
+            r, c = int(p[1] * (h - 1)), int(p[0] * (w - 1))
+            img[max(r - 2, 0) : r + 3, max(c - 2, 0) : c + 3] = color
+        return img
+
+    def close(self) -> None:
+        pass
+
+
+class ScriptedFamily:
+    name = "scripted"
+    description = "tiny deterministic point-reaching env (no simulator; for tests and pipeline checks)"
+
+    def missing(self) -> str | None:
+        return None
+
+    def tasks(self) -> Sequence[TaskInfo]:
+        return list(TASKS.values())
+
+    def suites(self) -> Mapping[str, Sequence[str]]:
+        return {"all": ["scripted/reach", "scripted/reach-final"]}
+
+    def task(self, name: str) -> TaskInfo:
+        if name not in TASKS:
+            raise unknown_name_error("task", name, sorted(TASKS))
+        return TASKS[name]
+
+    def make(self, task: TaskInfo, options: EnvOptions) -> ScriptedEnv:
+        return ScriptedEnv(task, options)
+
+
+FAMILY = ScriptedFamily()

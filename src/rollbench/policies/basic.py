@@ -1,0 +1,119 @@
+"""Simulator-agnostic policies: ``random``, ``zero``, ``scripted-expert``, and the Gaussian action-noise wrapper."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rollbench.types import ConfigError, Observation, Policy, PolicyInfo, TaskInfo
+
+
+class RandomPolicy:
+    """Uniform actions within the task's bounds; ``numpy.random.default_rng(seed)`` per episode. Chunk ``(1, A)``."""
+
+    def __init__(self, name: str = "random") -> None:
+        self.info = PolicyInfo(name=name)
+        self._rng = np.random.default_rng(0)
+        self._low = self._high = np.zeros(1)
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+        self._low = np.asarray(task.action_low, dtype=np.float64)
+        self._high = np.asarray(task.action_high, dtype=np.float64)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return self._rng.uniform(self._low, self._high)[None, :].astype(np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+class ZeroPolicy:
+    """All-zero actions, chunk ``(1, action_dim)``."""
+
+    def __init__(self, name: str = "zero") -> None:
+        self.info = PolicyInfo(name=name)
+        self._dim = 1
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self._dim = task.action_dim
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return np.zeros((1, self._dim), dtype=np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+class ScriptedExpert:
+    """Expert for the ``scripted`` family: steps straight at the goal (state ``[x, y, gx, gy]``, metres).
+
+    Returns chunks of ``chunk_size`` identical actions; ``(chunk_size, 2)``.
+    """
+
+    def __init__(self, name: str = "scripted-expert", chunk_size: int = 1) -> None:
+        self.info = PolicyInfo(name=name, chunk_size=chunk_size)
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        if task.family != "scripted":
+            raise ConfigError(f"scripted-expert only drives scripted/* tasks, not {task.name}")
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        s = observation.state
+        delta = (s[2:4] - s[0:2]) / 0.1  # scripted.STEP_SIZE
+        a = np.clip(delta, -1.0, 1.0).astype(np.float32)
+        return np.repeat(a[None, :], self.info.chunk_size, axis=0)
+
+    def close(self) -> None:
+        pass
+
+
+class ActionNoise:
+    """Adds ``N(0, scale^2)`` noise to every action of the wrapped policy, then clips to the task bounds.
+
+    The noise generator is ``numpy.random.default_rng([seed, 0x4E4F4953])`` per episode, so noisy runs are
+    reproducible and independent of the inner policy's randomness. ``scale`` is in action units.
+    """
+
+    def __init__(self, inner: Policy, scale: float) -> None:
+        if not np.isfinite(scale) or scale < 0:
+            raise ConfigError(f"--action-noise must be a finite number >= 0, got {scale}")
+        self.inner = inner
+        self.scale = float(scale)
+        self.info = PolicyInfo(
+            name=inner.info.name,
+            chunk_size=inner.info.chunk_size,
+            replan_every=inner.info.replan_every,
+            needs_images=inner.info.needs_images,
+            provenance={**inner.info.provenance, "action_noise": self.scale},
+        )
+        self._rng = np.random.default_rng(0)
+        self._low = self._high = np.zeros(1)
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+        self._rng = np.random.default_rng([seed, 0x4E4F4953])
+        self._low = np.asarray(task.action_low, dtype=np.float32)
+        self._high = np.asarray(task.action_high, dtype=np.float32)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        chunk = np.atleast_2d(np.asarray(self.inner.act(observation, instruction), dtype=np.float32))
+        noisy = chunk + self._rng.normal(0.0, self.scale, size=chunk.shape).astype(np.float32)
+        return np.clip(noisy, self._low, self._high)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def make_random(name: str, options: Mapping[str, Any]) -> RandomPolicy:
+    return RandomPolicy(name)
+
+
+def make_zero(name: str, options: Mapping[str, Any]) -> ZeroPolicy:
+    return ZeroPolicy(name)
+
+
+def make_scripted_expert(name: str, options: Mapping[str, Any]) -> ScriptedExpert:
+    return ScriptedExpert(name, chunk_size=int(options.get("chunk_size", 1)))

@@ -1,0 +1,192 @@
+"""The small typed contracts every part of rollbench is built on: tasks, observations, envs and policies.
+
+Shapes and units used throughout:
+
+* ``state``: ``float32`` array ``(state_dim,)``, in the simulator's own units (metres, radians, as the env defines).
+* ``images``: ``uint8`` arrays ``(H, W, 3)``, RGB, keyed by camera name.
+* an *action chunk*: ``float32`` array ``(k, action_dim)`` with ``k >= 1``; the runner executes the first
+  ``replan_every`` rows before asking the policy again.
+* time is counted in env steps; ``fps`` converts steps to seconds for LeRobot timestamps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+SuccessRule = Literal["any_step", "final_step"]
+SUCCESS_RULES: tuple[str, ...] = ("any_step", "final_step")
+
+TerminationReason = Literal["success", "env_terminated", "truncated", "max_steps", "policy_stop", "error"]
+TERMINATION_REASONS: tuple[str, ...] = (
+    "success",
+    "env_terminated",
+    "truncated",
+    "max_steps",
+    "policy_stop",
+    "error",
+)
+
+
+class RollbenchError(Exception):
+    """Base class of rollbench's own errors; the message is meant to be shown to a user as it is."""
+
+
+class ConfigError(RollbenchError):
+    """Bad input found before any episode runs (unknown name, invalid value, conflicting run directory)."""
+
+
+class EpisodeError(RollbenchError):
+    """Something ended one episode as an error (bad action, policy or env exception); the run goes on."""
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A named env configuration.
+
+    Attributes:
+        name: full task name, ``family/task``, e.g. ``metaworld/pick-place-v3``.
+        instruction: the English instruction given to the policy; empty only if ``has_instruction`` is False.
+        max_steps: the task's horizon in env steps (after any settle steps).
+        cameras: camera names the env can render.
+        success_rule: ``any_step`` (latched once reached, episode ends) or ``final_step`` (judged at the end).
+        action_dim, state_dim: sizes of the flat action and ``observation.state`` vectors.
+        action_low, action_high: per-dimension action bounds, length ``action_dim``.
+        fps: control frequency in steps per second (LeRobot ``fps``; timestamps are ``frame_index / fps``).
+        settle_steps: no-op steps run after reset/initial state and before the policy acts (LIBERO uses 10).
+        initial_states: number of stored initial states (0 = scenes come from the seed only).
+        has_instruction: False for tasks that declare no instruction (then an empty one is allowed).
+        source: where the instruction, horizon and success rule come from (paper, upstream file).
+    """
+
+    name: str
+    instruction: str
+    max_steps: int
+    cameras: tuple[str, ...]
+    success_rule: SuccessRule
+    action_dim: int
+    state_dim: int
+    action_low: tuple[float, ...]
+    action_high: tuple[float, ...]
+    fps: int = 10
+    settle_steps: int = 0
+    initial_states: int = 0
+    has_instruction: bool = True
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if "/" not in self.name:
+            raise ValueError(f"task name {self.name!r} must be 'family/task'")
+        if self.max_steps < 1:
+            raise ValueError(f"task {self.name}: max_steps must be >= 1, got {self.max_steps}")
+        if self.success_rule not in SUCCESS_RULES:
+            raise ValueError(f"task {self.name}: success_rule must be one of {SUCCESS_RULES}")
+        if len(self.action_low) != self.action_dim or len(self.action_high) != self.action_dim:
+            raise ValueError(f"task {self.name}: action bounds must have length action_dim={self.action_dim}")
+        if self.has_instruction and not self.instruction.strip():
+            raise ValueError(f"task {self.name}: declares an instruction but it is empty")
+
+    @property
+    def family(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+@dataclass
+class Observation:
+    """What a policy sees at one step.
+
+    Attributes:
+        state: ``float32 (state_dim,)``.
+        images: camera name -> ``uint8 (H, W, 3)``; only the cameras the run asked for.
+        raw: the simulator's native observation (for scripted experts that need it); never recorded.
+    """
+
+    state: np.ndarray
+    images: dict[str, np.ndarray] = field(default_factory=dict)
+    raw: Any = None
+
+
+@dataclass
+class StepResult:
+    """The outcome of one ``Env.step``.
+
+    ``success`` is the env's own success check *after* the action; ``terminated``/``truncated`` follow gymnasium.
+    """
+
+    observation: Observation
+    reward: float
+    terminated: bool
+    truncated: bool
+    success: bool
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A simulator instance for one task. Built inside the process that uses it (GL contexts do not travel)."""
+
+    task: TaskInfo
+
+    def reset(self, seed: int, initial_state: int | None = None) -> Observation:
+        """Reset to the scene determined by ``seed`` (and stored initial state ``initial_state`` if given).
+
+        The same ``(seed, initial_state)`` must give the same initial scene in any process.
+        """
+        ...
+
+    def step(self, action: np.ndarray) -> StepResult:
+        """Apply one ``float32 (action_dim,)`` action."""
+        ...
+
+    def render(self, camera: str) -> np.ndarray:
+        """Return ``uint8 (H, W, 3)`` from ``camera`` (one of ``task.cameras``)."""
+        ...
+
+    def success(self) -> bool:
+        """The env's own success check for the current state."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    """Static description of a policy.
+
+    Attributes:
+        name: the name it was built from (``metaworld-expert``, ``ws://host:8000``...).
+        chunk_size: rows of the action chunks it returns (``k``); 1 for single-step policies.
+        replan_every: actions of each chunk it advertises to execute before replanning (None: no preference).
+        needs_images: whether ``act`` needs rendered camera images.
+        provenance: free-form facts recorded in run.json (checkpoint, server URL, server metadata...).
+    """
+
+    name: str
+    chunk_size: int = 1
+    replan_every: int | None = None
+    needs_images: bool = False
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+
+class PolicyStop(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by ``Policy.act`` to end the episode on purpose (termination reason ``policy_stop``)."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Maps (observation, instruction) to an action chunk ``float32 (k, action_dim)``."""
+
+    info: PolicyInfo
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        """Called before every episode; must drop any state (queued actions, hidden state) of the last one."""
+        ...
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        """Return an action chunk ``(k, action_dim)`` (a ``(action_dim,)`` vector is read as ``k = 1``)."""
+        ...
+
+    def close(self) -> None: ...

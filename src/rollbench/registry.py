@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol
 
 from rollbench.types import ConfigError, Env, Policy, TaskInfo
@@ -72,14 +72,48 @@ def env_families() -> dict[str, EnvFamily]:
     """Family name -> EnvFamily, from the ``rollbench.envs`` entry points (sorted by name)."""
     out: dict[str, EnvFamily] = {}
     for ep in sorted(entry_points(group="rollbench.envs"), key=lambda e: e.name):
-        out[ep.name] = ep.load()
+        try:
+            out[ep.name] = ep.load()
+        except Exception as exc:  # a broken plug-in must not hide the others; it reports why it is broken
+            out[ep.name] = _BrokenFamily(ep.name, f"its plug-in {ep.value} failed to load: {exc!r}")
     return out
 
 
+class _BrokenFamily:
+    """Stands in for an env family whose entry point could not be imported, so listing and errors say why."""
+
+    def __init__(self, name: str, why: str) -> None:
+        self.name, self.description, self._why = name, why, why
+
+    def missing(self) -> str | None:
+        return self._why
+
+    def tasks(self) -> Sequence[TaskInfo]:
+        return []
+
+    def suites(self) -> Mapping[str, Sequence[str]]:
+        return {}
+
+    def task(self, name: str) -> TaskInfo:
+        raise ConfigError(f"env family {self.name!r} is unavailable: {self._why}")
+
+    def make(self, task: TaskInfo, options: EnvOptions) -> Env:
+        raise ConfigError(f"env family {self.name!r} is unavailable: {self._why}")
+
+
 @cache
-def policy_factories() -> dict[str, PolicyFactory]:
-    """Policy name (or URL scheme for remote policies) -> factory, from ``rollbench.policies`` entry points."""
-    return {ep.name: ep.load() for ep in sorted(entry_points(group="rollbench.policies"), key=lambda e: e.name)}
+def policy_names() -> dict[str, EntryPoint]:
+    """Policy name (or URL scheme for remote policies) -> its ``rollbench.policies`` entry point (not loaded)."""
+    return {ep.name: ep for ep in sorted(entry_points(group="rollbench.policies"), key=lambda e: e.name)}
+
+
+def describe_policy(name: str) -> str:
+    """First line of the factory's docstring, or why the plug-in cannot load."""
+    try:
+        doc = policy_names()[name].load().__doc__ or ""
+    except Exception as exc:
+        return f"unavailable: {exc!r}"
+    return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
 def family_of(name: str) -> EnvFamily:
@@ -98,7 +132,9 @@ def resolve_tasks(env: str) -> list[TaskInfo]:
     """
     names = [n.strip() for n in env.split(",") if n.strip()]
     if not names:
-        raise ConfigError("--env is empty; give a task such as metaworld/pick-place-v3 (see `rollbench envs`)")
+        raise ConfigError(
+            "--env is empty; give a task such as metaworld/pick-place-v3 (see `rollbench envs`)"
+        )
     out: list[TaskInfo] = []
     for name in names:
         fam = family_of(name)
@@ -123,13 +159,17 @@ def make_env(task: TaskInfo, options: EnvOptions) -> Env:
 
 def policy_factory(name: str) -> PolicyFactory:
     """The factory for ``name``: an exact registered name, or a URL whose scheme is registered (``ws://...``)."""
-    factories = policy_factories()
+    names = policy_names()
     key = name.split("://", 1)[0] if "://" in name else name
-    if key not in factories:
-        valid = sorted(k for k in factories if k not in ("ws", "http", "https"))
-        schemes = sorted(k + "://HOST:PORT" for k in factories if k in ("ws", "http", "https"))
+    if key not in names:
+        valid = sorted(k for k in names if k not in ("ws", "http", "https"))
+        schemes = sorted(k + "://HOST:PORT" for k in names if k in ("ws", "http", "https"))
         raise unknown_name_error("policy", name, valid + schemes)
-    return factories[key]
+    try:
+        factory: PolicyFactory = names[key].load()
+    except ImportError as exc:
+        raise ConfigError(f"policy {name!r} cannot load: {exc} (is its extra installed?)") from None
+    return factory
 
 
 def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:

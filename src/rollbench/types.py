@@ -171,7 +171,7 @@ class PolicyInfo:
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
 
-class PolicyStop(Exception):  # noqa: N818 - a signal, not an error
+class PolicyStop(Exception):
     """Raised by ``Policy.act`` to end the episode on purpose (termination reason ``policy_stop``)."""
 
 

@@ -82,7 +82,9 @@ class ScriptedEnv:
     def step(self, action: np.ndarray) -> StepResult:
         self.pos = np.clip(self.pos + STEP_SIZE * np.clip(action, -1.0, 1.0), 0.0, 1.0)
         dist = float(np.linalg.norm(self.pos - self.goal))
-        return StepResult(self._obs(), reward=-dist, terminated=False, truncated=False, success=self.success())
+        return StepResult(
+            self._obs(), reward=-dist, terminated=False, truncated=False, success=self.success()
+        )
 
     def success(self) -> bool:
         return bool(np.linalg.norm(self.pos - self.goal) < SUCCESS_RADIUS)

@@ -108,12 +108,15 @@ class ActionNoise:
 
 
 def make_random(name: str, options: Mapping[str, Any]) -> RandomPolicy:
+    """Uniform random actions within the task's bounds, seeded per episode."""
     return RandomPolicy(name)
 
 
 def make_zero(name: str, options: Mapping[str, Any]) -> ZeroPolicy:
+    """All-zero actions (a do-nothing baseline)."""
     return ZeroPolicy(name)
 
 
 def make_scripted_expert(name: str, options: Mapping[str, Any]) -> ScriptedExpert:
+    """Scripted expert for the scripted/* tasks (steps straight at the goal)."""
     return ScriptedExpert(name, chunk_size=int(options.get("chunk_size", 1)))

@@ -1,0 +1,240 @@
+"""The Python API every surface shares (CLI, MCP server, tests): :func:`evaluate` and :func:`grade`.
+
+``evaluate`` = plan → execute → record → grade. It returns what :func:`rollbench.grade.grade` computes from the
+run directory, never in-process counters.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rollbench.grade import grade as grade_run_dir
+from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
+from rollbench.record.lerobot import dataset_features
+from rollbench.record.runlog import (
+    LiveSnapshot,
+    RunLock,
+    provenance,
+    read_run_log,
+    utc_now,
+    write_run_log,
+)
+from rollbench.record.writer import DatasetWriter
+from rollbench.registry import family_of
+from rollbench.runners import run_episodes
+from rollbench.spec import EvalSpec, build_spec
+from rollbench.types import ConfigError, PolicyInfo
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+"""Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}}`` once, then
+``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode."""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How to run (not part of the run's identity): worker count and executor."""
+
+    workers: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
+
+
+def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
+    """``runs/<task>-<policy>-<UTC timestamp>`` with unsafe characters replaced."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.env}-{spec.policy}")[:80].strip("_")
+    return root / f"{name}-{stamp}"
+
+
+def _plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -> dict[str, Any]:
+    suites = {}
+    for part in (p.strip() for p in spec.env.split(",")):
+        fam = family_of(part)
+        suite = part.split("/", 1)[1] if "/" in part else ""
+        if suite in fam.suites():
+            suites[part] = list(fam.suites()[suite])
+    return {
+        "episodes_requested": len(plan.episodes),
+        "replan_every": replan_every,
+        "policy": {
+            "name": info.name,
+            "chunk_size": info.chunk_size,
+            "replan_every": info.replan_every,
+            "needs_images": info.needs_images,
+            "provenance": dict(info.provenance),
+        },
+        "tasks": [
+            {
+                "name": t.name,
+                "instruction": ep0.instruction,
+                "max_steps": ep0.max_steps,
+                "success_rule": ep0.success_rule,
+                "declared_success_rule": t.success_rule,
+                "cameras": list(t.cameras),
+                "fps": t.fps,
+                "settle_steps": t.settle_steps,
+                "source": t.source,
+            }
+            for t in plan.tasks
+            for ep0 in [next(e for e in plan.episodes if e.task == t.name)]
+        ],
+        "suites": suites,
+        "instructions": list(plan.instructions),
+        "episodes": [e.to_dict() for e in plan.episodes],
+    }
+
+
+def _probe_policy(spec: EvalSpec) -> PolicyInfo:
+    """Build the policy once before any episode: unknown names and unreachable servers fail here, clearly."""
+    from rollbench.execute import build_policy
+
+    policy = build_policy(spec)
+    try:
+        return policy.info
+    finally:
+        policy.close()
+
+
+def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
+    """Validate everything that can be validated before motion; return the plan and the run log to write."""
+    plan = make_plan(spec)
+    for t in plan.tasks:
+        why = family_of(t.name).missing()
+        if why:
+            raise ConfigError(f"cannot evaluate {t.name}: {why}")
+    info = _probe_policy(spec)
+    replan_every = spec.replan_every or info.replan_every or 1
+    existing = read_run_log(run_dir)
+    if existing is not None and existing.get("spec_identity") != spec.identity():
+        raise ConfigError(
+            f"{run_dir} already holds a run of a different spec (identity {existing.get('spec_identity')}, "
+            f"this spec {spec.identity()}); choose another --out or resume it with the same options"
+        )
+    if existing is None and run_dir.exists() and any(run_dir.iterdir()):
+        raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
+    warnings = []
+    if spec.success_rule:
+        for t in plan.tasks:
+            if t.success_rule != spec.success_rule:
+                warnings.append(
+                    f"success rule of {t.name} overridden: declared {t.success_rule}, "
+                    f"graded with {spec.success_rule}"
+                )
+    log = existing or {
+        "rollbench_run_log": 1,
+        "run_id": run_dir.name,
+        "spec": spec.model_dump(mode="json"),
+        "spec_identity": spec.identity(),
+        "plan": _plan_log(spec, plan, info, replan_every),
+        "provenance": provenance({t.family for t in plan.tasks}),
+        "warnings": warnings,
+        "status": "RUNNING",
+    }
+    return plan, log
+
+
+def evaluate(
+    spec: EvalSpec | None = None,
+    *,
+    out: str | Path | None = None,
+    execution: Execution | None = None,
+    progress: ProgressCallback | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see grade.grade).
+
+    Re-running into an existing run directory of the same spec resumes it: only missing episodes run.
+    Raises ConfigError (before anything is written) on bad input; episode failures end up in the result.
+    """
+    spec = spec or build_spec(**fields)
+    execution = execution or Execution()
+    run_dir = Path(out) if out is not None else default_run_dir(spec)
+    plan, log = prepare_run(spec, run_dir)
+    created = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with RunLock(run_dir):
+            return _execute(spec, plan, log, run_dir, execution, progress)
+    except ConfigError:
+        if created and read_run_log(run_dir) is None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _execute(
+    spec: EvalSpec,
+    plan: Plan,
+    log: dict[str, Any],
+    run_dir: Path,
+    execution: Execution,
+    progress: ProgressCallback | None,
+) -> dict[str, Any]:
+    log["status"] = "RUNNING"
+    log.setdefault("executions", []).append(
+        {"started": utc_now(), "workers": execution.workers, "executor": execution.executor}
+    )
+    write_run_log(run_dir, log)
+    first = plan.tasks[0]
+    cams = cameras_for(spec, first, log["plan"]["policy"]["needs_images"]) if spec.video else ()
+    for t in plan.tasks[1:]:
+        if spec.video and cameras_for(spec, t, log["plan"]["policy"]["needs_images"]) != cams:
+            raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
+    writer = DatasetWriter(
+        run_dir,
+        dataset_features(first, cams, spec.image_size),
+        first.fps,
+        plan.instructions,
+        robot_type=first.family,
+    )
+    writer.promote_ready()
+    already = set(range(writer.committed)) | set(writer.staged())
+    todo: list[PlannedEpisode] = [e for e in plan.episodes if e.episode_index not in already]
+    live = LiveSnapshot(
+        run_dir, {t.name: sum(1 for e in plan.episodes if e.task == t.name) for t in plan.tasks}
+    )
+    for e in plan.episodes:
+        if e.episode_index in already:
+            live.done[e.task] += 1
+    live.done_at_start = len(already)
+    live.write(force=True)
+    if progress:
+        progress(
+            {"event": "start", "run_dir": str(run_dir), "totals": dict(live.totals), "done": dict(live.done)}
+        )
+
+    def on_result(summary: Any) -> None:
+        writer.promote_ready()
+        live.episode_done(summary.task, summary.success)
+        live.write()
+        if progress:
+            progress({"event": "episode", **summary.__dict__})
+
+    run_episodes(
+        spec,
+        plan,
+        run_dir,
+        todo,
+        log["plan"]["replan_every"],
+        log["plan"]["policy"]["needs_images"],
+        execution,
+        on_result,
+    )
+    writer.promote_ready()
+    result = grade_run_dir(run_dir)
+    log["status"] = result["status"]
+    log["results"] = result
+    log["executions"][-1]["finished"] = utc_now()
+    write_run_log(run_dir, log)
+    live.remove()
+    return result
+
+
+def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
+    """Recompute a run's results from its directory (see :func:`rollbench.grade.grade`)."""
+    return grade_run_dir(Path(run_dir), check_videos=check_videos)

@@ -1,0 +1,193 @@
+"""The ``rollbench`` command line: a thin layer over :mod:`rollbench.api`.
+
+Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = bad input (nothing was run).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from rollbench.types import ConfigError, RollbenchError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk.",
+)
+console = Console(stderr=True)
+out = Console()
+if not out.is_terminal:  # piped output: do not squeeze tables into 80 columns
+    out = Console(width=160)
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _image_size(value: str) -> tuple[int, int]:
+    try:
+        parts = [int(v) for v in value.lower().replace("x", ",").split(",")]
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not HEIGHTxWIDTH or a single size, e.g. 224 or 240x320"
+        ) from None
+    if len(parts) == 1:
+        parts *= 2
+    if len(parts) != 2:
+        raise typer.BadParameter(f"{value!r} is not HEIGHTxWIDTH")
+    return parts[0], parts[1]
+
+
+@app.command("eval")
+def eval_cmd(
+    env: Annotated[
+        str, typer.Option(help="Task, suite or comma-separated tasks, e.g. metaworld/pick-place-v3.")
+    ],
+    policy: Annotated[str, typer.Option(help="Policy name (see `rollbench policies`) or server URL.")],
+    episodes: Annotated[int, typer.Option(min=1, help="Independently reset episodes per task.")] = 10,
+    max_steps: Annotated[
+        int | None, typer.Option(min=1, help="Horizon in steps (default: the task's).")
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Base seed; episode k of each task uses seed + k.")] = 0,
+    action_noise: Annotated[
+        float, typer.Option(min=0.0, help="Std of Gaussian action noise (action units).")
+    ] = 0.0,
+    replan_every: Annotated[
+        int | None, typer.Option(min=1, help="Actions executed per chunk (default: policy's, else 1).")
+    ] = None,
+    video: Annotated[
+        bool, typer.Option("--video/--no-video", help="Record an mp4 per camera per episode.")
+    ] = False,
+    cameras: Annotated[
+        str | None, typer.Option(help="Comma-separated cameras (default: the task's first).")
+    ] = None,
+    image_size: Annotated[str, typer.Option(help="Rendered image size, HxW or one number.")] = "224",
+    success_rule: Annotated[str | None, typer.Option(help="Override: any_step or final_step.")] = None,
+    instruction: Annotated[str | None, typer.Option(help="Override the task's instruction.")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Run directory (default runs/<task>-<policy>-<UTC>).")
+    ] = None,
+    resume: Annotated[
+        Path | None, typer.Option(help="Resume RUN_DIR with the spec stored in its run.json.")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Local worker processes (or Ray actors).")] = 1,
+    executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default: start a local one).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
+) -> None:
+    """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
+    from rollbench.api import Execution, evaluate
+    from rollbench.report import ProgressDisplay
+    from rollbench.spec import build_spec
+
+    try:
+        if resume is not None:
+            from rollbench.record.runlog import read_run_log
+
+            log = read_run_log(resume)
+            if log is None:
+                _fail(f"{resume} is not a rollbench run directory (no run.json)")
+                return
+            spec = build_spec(**log["spec"])
+            out_dir = resume
+        else:
+            spec = build_spec(
+                env=env,
+                policy=policy,
+                episodes=episodes,
+                max_steps=max_steps,
+                seed=seed,
+                action_noise=action_noise,
+                replan_every=replan_every,
+                video=video,
+                cameras=tuple(c.strip() for c in cameras.split(",")) if cameras else None,
+                image_size=_image_size(image_size),
+                success_rule=success_rule,
+                instruction=instruction,
+            )
+        if executor not in ("local", "ray"):
+            raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
+        execution = Execution(workers=workers, executor=executor, ray_address=ray_address)
+        with ProgressDisplay(console, enabled=not as_json) as display:
+            result = evaluate(spec, out=out_dir, execution=execution, progress=display.update)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    except RollbenchError as exc:
+        _fail(str(exc), code=1)
+        return
+    _emit(result, as_json, display.run_dir)
+
+
+def _emit(result: dict[str, Any], as_json: bool, run_dir: Path | None) -> None:
+    from rollbench.report import print_result
+
+    if as_json:
+        out.print_json(json.dumps(result))
+    else:
+        print_result(out, result, run_dir)
+    raise typer.Exit(0 if result["status"] == "OK" else 1)
+
+
+@app.command("grade")
+def grade_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `rollbench eval`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    check_videos: Annotated[bool, typer.Option("--check-videos/--no-check-videos")] = True,
+) -> None:
+    """Recompute every result of a run from its files and check its invariants."""
+    from rollbench.api import grade
+
+    try:
+        result = grade(run_dir, check_videos=check_videos)
+    except RollbenchError as exc:
+        _fail(str(exc))
+        return
+    _emit(result, as_json, run_dir)
+
+
+@app.command("envs")
+def envs_cmd(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    tasks: Annotated[
+        bool, typer.Option("--tasks/--no-tasks", help="List every task, not just families.")
+    ] = True,
+) -> None:
+    """List env families, their tasks (horizon, cameras, success rule) and whether each is installed."""
+    from rollbench.report import list_envs, print_envs
+
+    rows = list_envs()
+    if as_json:
+        out.print_json(json.dumps(rows))
+    else:
+        print_envs(out, rows, show_tasks=tasks)
+
+
+@app.command("policies")
+def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List the available policies, one line each."""
+    from rollbench.report import list_policies
+
+    rows = list_policies()
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    for r in rows:
+        out.print(f"[bold]{r['name']:<22}[/] {r['description']}", highlight=False)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        console.print("interrupted: committed episodes are kept; re-run the same command to resume")
+        sys.exit(130)

@@ -1,0 +1,297 @@
+"""The ``gym`` family: any registered gymnasium env whose ``info`` reports success, plus the shared gymnasium adapter.
+
+Names: ``gym:<id>`` or ``gym/<id>``, e.g. ``gym:FetchReach-v4``, ``gym/gym_pusht/PushT-v0``,
+``gym:gymnasium_robotics:FetchPush-v4`` (gymnasium's own ``module:id`` form imports ``module`` first). The task's
+canonical name is ``gym/<id>`` because every task name is ``family/task`` (:class:`rollbench.types.TaskInfo`). If
+``<id>`` is not registered, the known plug-in packages ``gymnasium_robotics`` and ``gym_pusht`` are imported (each
+registers its ids on import) and the id is looked up again.
+
+What a ``gym`` task must offer (checked once by :meth:`GymFamily.task`, which builds the env, resets it with seed 0
+and takes one step with the mid-range action; the result is cached per process):
+
+* a flat ``Box`` action space ``(action_dim,)`` with finite bounds (else ConfigError);
+* a ``Box`` or ``Dict``-of-``Box`` observation space; ``state`` is ``gymnasium.spaces.flatten`` of the observation as
+  ``float32 (state_dim,)`` (``Dict`` keys in gymnasium's sorted order);
+* ``info["is_success"]`` or ``info["success"]`` after a step: the success signal (any truthy number counts). An env
+  reporting neither is a ConfigError naming the env and the keys it did report, raised by ``task()`` and again by
+  ``step()`` should an env drop the key later.
+
+Horizon: the env's own ``spec.max_episode_steps`` (its TimeLimit), else 1000. Success rule ``any_step``. No
+instruction (``has_instruction=False``). fps: ``metadata["render_fps"]``, else ``1 / env.dt``, else 10. Camera
+``render`` (the env's ``render()`` in ``rgb_array`` mode) when the env supports ``rgb_array``; ``width``/``height``
+are passed to ``gymnasium.make`` when the env accepts them (MuJoCo envs do), otherwise the frame is resized to
+``options.image_size`` by nearest neighbour.
+
+:class:`GymnasiumEnv` is the adapter the ``fetch`` and ``pusht`` families reuse, overriding ``_state``,
+``_render_rgb`` and ``success``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rollbench.registry import EnvOptions, unknown_name_error
+from rollbench.types import ConfigError, Observation, StepResult, TaskInfo
+
+DEFAULT_MAX_STEPS = 1000  # horizon when the env registers no max_episode_steps
+SUCCESS_KEYS = ("is_success", "success")  # info keys read as the env's own success signal, in this order
+PLUGIN_MODULES = ("gymnasium_robotics", "gym_pusht")  # imported to register their ids when an id is unknown
+RENDER_CAMERA = "render"
+
+
+def configure_gl_quietly(strict: bool = False) -> None:
+    """Pick an offscreen GL back-end before any MuJoCo import.
+
+    With ``strict=False`` a machine without GL can still build envs that do not render; with ``strict=True``
+    (cameras requested) the ConfigError from :func:`rollbench.envs.gl.configure_offscreen_gl` propagates.
+    """
+    from rollbench.envs.gl import configure_offscreen_gl
+
+    try:
+        configure_offscreen_gl()
+    except ConfigError:
+        if strict:
+            raise
+
+
+def resize_nearest(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``uint8 (h, w, 3)`` -> ``uint8 (H, W, 3)`` for ``size = (H, W)`` by nearest neighbour (no new dependency)."""
+    h, w = size
+    if img.shape[:2] == (h, w):
+        return img
+    rows = (np.arange(h) * img.shape[0] // h).clip(0, img.shape[0] - 1)
+    cols = (np.arange(w) * img.shape[1] // w).clip(0, img.shape[1] - 1)
+    return img[rows][:, cols]
+
+
+def scalar_info(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The scalar (bool/int/float) entries of a gymnasium ``info`` dict, as plain Python values."""
+    out: dict[str, Any] = {}
+    for k, v in info.items():
+        if isinstance(v, bool | int | float | np.bool_ | np.integer | np.floating) or (
+            isinstance(v, np.ndarray) and v.shape == ()
+        ):
+            out[str(k)] = np.asarray(v).item()
+    return out
+
+
+def success_from_info(env_id: str, info: Mapping[str, Any]) -> bool:
+    """``info["is_success"]`` or ``info["success"]`` as a bool; ConfigError naming the keys reported otherwise."""
+    for key in SUCCESS_KEYS:
+        if key in info:
+            return bool(np.asarray(info[key]).item())
+    raise ConfigError(
+        f"gymnasium env {env_id!r} reports no success signal: its step info has neither 'is_success' nor "
+        f"'success' (it reported {sorted(map(str, info)) or 'no keys'}); rollbench needs one of them to grade"
+    )
+
+
+class GymnasiumEnv:
+    """:class:`rollbench.types.Env` over a gymnasium env built by ``factory(**render_kwargs)``.
+
+    ``state``: ``float32 (state_dim,)`` from :meth:`_state`; ``images`` are filled by the episode loop via
+    :meth:`render`. ``raw`` is the native gymnasium observation.
+    """
+
+    def __init__(
+        self,
+        task: TaskInfo,
+        options: EnvOptions,
+        env_id: str,
+        factory: Callable[..., Any],
+        render_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.task = task
+        self.env_id = env_id
+        self.image_size = options.image_size
+        self.cameras = tuple(options.cameras)
+        for cam in self.cameras:
+            if cam not in task.cameras:
+                raise ConfigError(f"{task.name} has no camera {cam!r}; its cameras: {list(task.cameras)}")
+        self.env = factory(**(render_kwargs or {})) if self.cameras else factory()
+        self._success = False
+        self._last_obs: Any = None
+
+    # hooks -----------------------------------------------------------------------------------------------
+    def _state(self, obs: Any) -> np.ndarray:
+        from gymnasium import spaces
+
+        return np.asarray(spaces.flatten(self.env.observation_space, obs), dtype=np.float32)
+
+    def _success_from(self, info: Mapping[str, Any]) -> bool:
+        return success_from_info(self.env_id, info)
+
+    def _render_rgb(self) -> np.ndarray:
+        return np.asarray(self.env.render())
+
+    # Env protocol ----------------------------------------------------------------------------------------
+    def reset(self, seed: int, initial_state: int | None = None) -> Observation:
+        if initial_state is not None:
+            raise ConfigError(
+                f"{self.task.name} has no stored initial states (got initial_state={initial_state})"
+            )
+        obs, _info = self.env.reset(seed=int(seed))
+        self._success = False
+        self._last_obs = obs
+        return Observation(state=self._state(obs), raw=obs)
+
+    def step(self, action: np.ndarray) -> StepResult:
+        dtype = getattr(self.env.action_space, "dtype", np.float32)
+        obs, reward, terminated, truncated, info = self.env.step(np.asarray(action, dtype=dtype))
+        self._last_obs = obs
+        self._success = self._success_from(info)
+        return StepResult(
+            Observation(state=self._state(obs), raw=obs),
+            reward=float(reward),
+            terminated=bool(terminated),
+            truncated=bool(truncated),
+            success=self._success,
+            info=scalar_info(info),
+        )
+
+    def success(self) -> bool:
+        return self._success
+
+    def render(self, camera: str) -> np.ndarray:
+        if camera not in self.task.cameras:
+            raise ValueError(f"unknown camera {camera!r}; {self.task.name} has {self.task.cameras}")
+        if camera not in self.cameras:
+            raise ValueError(
+                f"camera {camera!r} was not requested when {self.task.name} was built (EnvOptions)"
+            )
+        img = self._render_rgb()
+        if img.ndim != 3 or img.shape[2] < 3:
+            raise RuntimeError(f"{self.task.name}: render returned shape {img.shape}, expected (H, W, 3)")
+        return np.ascontiguousarray(resize_nearest(img[..., :3], self.image_size), dtype=np.uint8)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+# the gym family ----------------------------------------------------------------------------------------------
+def gym_id(name: str) -> str:
+    """``gym:<id>`` or ``gym/<id>`` -> ``<id>``; ConfigError otherwise."""
+    for prefix in ("gym:", "gym/"):
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return name[len(prefix) :]
+    raise ConfigError(f"{name!r} is not a gym task; write gym:<gymnasium id>, e.g. gym:FetchReach-v4")
+
+
+def _make_factory(env_id: str, size: tuple[int, int] | None = None) -> Callable[..., Any]:
+    import gymnasium
+
+    def factory(**kwargs: Any) -> Any:
+        if "render_mode" in kwargs and size is not None:
+            try:
+                return gymnasium.make(env_id, width=size[1], height=size[0], **kwargs)
+            except TypeError:  # the env takes no width/height: render at its own size, resize afterwards
+                pass
+        return gymnasium.make(env_id, **kwargs)
+
+    return factory
+
+
+def _register_plugins(env_id: str) -> None:
+    import gymnasium
+
+    base = env_id.split(":", 1)[1] if ":" in env_id else env_id
+    if ":" in env_id or base in gymnasium.registry:
+        return
+    for mod in PLUGIN_MODULES:
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            continue
+
+
+def _probe(env_id: str) -> TaskInfo:
+    """Build ``env_id`` once, check its spaces and success key, and describe it as a TaskInfo."""
+    configure_gl_quietly()
+    import gymnasium
+    from gymnasium import spaces
+
+    _register_plugins(env_id)
+    try:
+        env = gymnasium.make(env_id)
+    except gymnasium.error.Error as exc:
+        raise unknown_name_error("gymnasium env id", env_id, sorted(gymnasium.registry)) from exc
+    try:
+        act = env.action_space
+        if not isinstance(act, spaces.Box) or len(act.shape) != 1:
+            raise ConfigError(f"gymnasium env {env_id!r} has action space {act}; rollbench needs a flat Box")
+        low, high = np.asarray(act.low, dtype=np.float64), np.asarray(act.high, dtype=np.float64)
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            raise ConfigError(
+                f"gymnasium env {env_id!r} has unbounded actions {act}; rollbench needs finite bounds"
+            )
+        obs_space = env.observation_space
+        boxes = obs_space.spaces.values() if isinstance(obs_space, spaces.Dict) else [obs_space]
+        if not all(isinstance(b, spaces.Box) for b in boxes):
+            raise ConfigError(
+                f"gymnasium env {env_id!r} has observation space {obs_space}; need Box or Dict of Box"
+            )
+        env.reset(seed=0)
+        _obs, _r, _te, _tr, info = env.step(((low + high) / 2).astype(act.dtype))
+        success_from_info(env_id, info)  # raises ConfigError naming the keys it did report
+        spec = env.spec
+        fps = env.metadata.get("render_fps") or (
+            1.0 / env.unwrapped.dt if hasattr(env.unwrapped, "dt") else 10
+        )
+        return TaskInfo(
+            name=f"gym/{env_id}",
+            instruction="",
+            has_instruction=False,
+            max_steps=int(spec.max_episode_steps) if spec and spec.max_episode_steps else DEFAULT_MAX_STEPS,
+            cameras=(RENDER_CAMERA,) if "rgb_array" in env.metadata.get("render_modes", ()) else (),
+            success_rule="any_step",
+            action_dim=int(act.shape[0]),
+            state_dim=int(spaces.flatdim(obs_space)),
+            action_low=tuple(float(x) for x in low),
+            action_high=tuple(float(x) for x in high),
+            fps=max(1, round(float(fps))),
+            source=f"gymnasium registry entry {env_id!r} (spaces, TimeLimit, render_fps); success from step info",
+        )
+    finally:
+        env.close()
+
+
+class GymFamily:
+    name = "gym"
+    description = "any registered gymnasium env whose step info reports is_success or success (gym:<id>)"
+
+    def __init__(self) -> None:
+        self._cache: dict[str, TaskInfo] = {}
+
+    def missing(self) -> str | None:
+        return None  # gymnasium is a core dependency
+
+    def tasks(self) -> Sequence[TaskInfo]:
+        return list(self._cache.values())  # ids are open-ended: only those already looked up in this process
+
+    def suites(self) -> Mapping[str, Sequence[str]]:
+        return {}
+
+    def task(self, name: str) -> TaskInfo:
+        env_id = gym_id(name)
+        if env_id not in self._cache:
+            self._cache[env_id] = _probe(env_id)
+        return self._cache[env_id]
+
+    def make(self, task: TaskInfo, options: EnvOptions) -> GymnasiumEnv:
+        env_id = gym_id(task.name)
+        configure_gl_quietly(strict=bool(options.cameras))
+        _register_plugins(env_id)
+        return GymnasiumEnv(
+            task,
+            options,
+            env_id,
+            _make_factory(env_id, options.image_size),
+            render_kwargs={"render_mode": "rgb_array"},
+        )
+
+
+FAMILY = GymFamily()

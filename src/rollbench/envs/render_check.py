@@ -1,0 +1,74 @@
+"""Detect render faults in an episode's frames: all-black frames, or a picture frozen while the scene moved.
+
+Offscreen renderers fail quietly: an EGL/OSMesa context lost during a long run returns buffers of zeros, and a
+renderer bound to a stale simulator (robosuite's hard reset re-creates the simulation; a forked GL context) keeps
+returning the same picture while the physics goes on. Neither raises, so the episode would be recorded and graded
+with a useless video. :func:`render_fault` is the one check: a pure function over the frames of one camera (and,
+optionally, the ``observation.state`` rows of the same steps), returning ``None`` when the frames look sound or a
+one-line reason when they do not. The termination reason of the episode stays what it was; callers add a
+``render_fault`` flag with this reason.
+
+Inputs:
+    frames: sequence of ``uint8 (H, W, 3)`` arrays (or ``(H, W)``), one per recorded step, one camera.
+    states: optional sequence of ``float32 (state_dim,)`` arrays, one per frame.
+
+Rules (deliberately simple):
+    * **black**: a frame whose brightest pixel is ``<= black_level`` (default 8 of 255). A real scene always has
+      something brighter; a lost GL context gives exact zeros. Any such frame is a fault.
+    * **frozen**: at least 2 frames, every frame bit-identical to the first, *and* the state changed (some state
+      row differs from the first by more than ``state_atol``). Without ``states`` no frozen check is made, since a
+      still scene under a zero policy legitimately renders identical frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+BLACK_LEVEL = 8  # max pixel value (0..255) at or below which a frame counts as black
+STATE_ATOL = 1e-6  # absolute tolerance for "the state changed"
+
+
+def render_fault(
+    frames: Sequence[np.ndarray],
+    states: Sequence[np.ndarray] | None = None,
+    *,
+    black_level: int = BLACK_LEVEL,
+    state_atol: float = STATE_ATOL,
+) -> str | None:
+    """Return why the frames of one camera are faulty (``"black: ..."`` / ``"frozen: ..."``), or None if sound.
+
+    Raises ValueError when ``states`` is given with a different length than ``frames``.
+    """
+    if states is not None and len(states) != len(frames):
+        raise ValueError(f"render_fault: {len(frames)} frames but {len(states)} states; they must pair up")
+    if len(frames) == 0:
+        return None
+    black = [
+        i for i, f in enumerate(frames) if np.asarray(f).size == 0 or int(np.asarray(f).max()) <= black_level
+    ]
+    if black:
+        shown = ", ".join(str(i) for i in black[:5]) + (", ..." if len(black) > 5 else "")
+        return (
+            f"black: {len(black)} of {len(frames)} frames have no pixel brighter than {black_level} "
+            f"(frame indices {shown})"
+        )
+    if states is None or len(frames) < 2:
+        return None
+    first = np.asarray(frames[0])
+    if not all(np.array_equal(first, np.asarray(f)) for f in frames[1:]):
+        return None
+    s0 = np.asarray(states[0], dtype=np.float64)
+    moved = [
+        i
+        for i, s in enumerate(states[1:], start=1)
+        if np.asarray(s).shape != s0.shape
+        or not np.allclose(np.asarray(s, dtype=np.float64), s0, atol=state_atol)
+    ]
+    if moved:
+        return (
+            f"frozen: all {len(frames)} frames are identical while the state changed "
+            f"(first change at step {moved[0]})"
+        )
+    return None

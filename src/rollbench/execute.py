@@ -1,0 +1,118 @@
+"""Runs planned episodes in the current process: builds the policy and envs here, rolls out, stages the result.
+
+Every runner (in-process, local worker processes, Ray actors) calls :class:`EpisodeWorker`; the episode loop
+itself is :func:`rollbench.rollout.rollout`. Workers never compute metrics: they stage recorded episodes and
+return a small summary used only for progress display.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rollbench.plan import PlannedEpisode, cameras_for
+from rollbench.policies.basic import ActionNoise
+from rollbench.record.lerobot import stage_episode
+from rollbench.registry import EnvOptions, make_env, make_policy
+from rollbench.rollout import failed_episode, rollout
+from rollbench.spec import EvalSpec
+from rollbench.types import Env, Policy, TaskInfo
+
+
+def build_policy(spec: EvalSpec) -> Policy:
+    """The spec's policy, wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``."""
+    policy = make_policy(spec.policy, spec.policy_options)
+    if spec.action_noise > 0:
+        policy = ActionNoise(policy, spec.action_noise)
+    return policy
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """What a worker reports back after staging an episode (progress display only, never results)."""
+
+    episode_index: int
+    task: str
+    success: bool
+    length: int
+    termination_reason: str
+    staged: bool  # False if another attempt of the same episode had already been staged
+
+
+class EpisodeWorker:
+    """Holds one policy and the env of the current task; episodes of a task reuse the env (reset between them).
+
+    Args:
+        spec: the run's spec.
+        run_dir: where episodes are staged.
+        tasks: task name -> TaskInfo for every task of the plan.
+        replan_every: the effective replan interval (resolved once by the caller, recorded in run.json).
+        needs_images: whether the policy reads camera images.
+    """
+
+    def __init__(
+        self,
+        spec: EvalSpec,
+        run_dir: Path,
+        tasks: dict[str, TaskInfo],
+        replan_every: int,
+        needs_images: bool,
+    ) -> None:
+        self.spec, self.run_dir, self.tasks = spec, run_dir, tasks
+        self.replan_every, self.needs_images = replan_every, needs_images
+        self.policy: Policy = build_policy(spec)
+        self._env: Env | None = None
+        self._env_task: str | None = None
+
+    def _env_for(self, task: TaskInfo) -> Env:
+        if self._env is None or self._env_task != task.name:
+            self.close_env()
+            cams = cameras_for(self.spec, task, self.needs_images)
+            self._env = make_env(task, EnvOptions(cameras=cams, image_size=self.spec.image_size))
+            self._env_task = task.name
+        return self._env
+
+    def run(self, planned: PlannedEpisode) -> EpisodeSummary:
+        task = self.tasks[planned.task]
+        cams = cameras_for(self.spec, task, self.needs_images)
+        try:
+            env = self._env_for(task)
+        except Exception as exc:
+            rec = failed_episode(planned, task, exc)
+        else:
+            rec = rollout(
+                env,
+                self.policy,
+                planned,
+                cameras=cams,
+                record_frames=self.spec.video,
+                replan_every=self.replan_every,
+            )
+            if rec.termination_reason == "error":
+                self.close_env()  # never reuse an env whose episode failed: its state is unknown
+        fault = _render_fault(rec.frames) if rec.frames else None
+        staged = stage_episode(self.run_dir, rec, task.fps, fault)
+        return EpisodeSummary(
+            planned.episode_index, planned.task, rec.success, rec.length, rec.termination_reason, staged
+        )
+
+    def close_env(self) -> None:
+        if self._env is not None:
+            try:
+                self._env.close()
+            finally:
+                self._env, self._env_task = None, None
+
+    def close(self) -> None:
+        self.close_env()
+        self.policy.close()
+
+
+def _render_fault(frames: dict[str, Any]) -> str | None:
+    try:
+        from rollbench.envs.render_check import render_fault
+    except ImportError:
+        return None
+    faults = [f"{cam}: {why}" for cam, fr in frames.items() if fr and (why := render_fault(fr))]
+    return "; ".join(faults) or None

@@ -1,0 +1,117 @@
+"""spec → the full list of episodes, before anything runs.
+
+Each episode's task, index, seed and initial state are a pure function of the spec: never of batch size,
+worker count, timing or other episodes' outcomes. Episodes are numbered task-major: task ``i`` (in ``--env``
+order) owns episode indices ``i * episodes .. (i + 1) * episodes - 1``; its k-th episode (its *trial* k) runs
+with seed ``spec.seed + k`` and, for tasks with stored initial states (LIBERO), initial state ``k``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rollbench.registry import resolve_tasks
+from rollbench.spec import EvalSpec
+from rollbench.types import ConfigError, TaskInfo
+
+
+@dataclass(frozen=True)
+class PlannedEpisode:
+    """One episode to run.
+
+    Attributes:
+        episode_index: 0..N-1 over the whole run (N = tasks × episodes).
+        task: full task name.
+        trial: index of this episode within its task, 0..episodes-1.
+        seed: ``spec.seed + trial``.
+        initial_state: stored initial state index (``trial``) for tasks that have them, else None.
+        task_index: row of the episode's instruction in ``meta/tasks.parquet``.
+        instruction: what the policy is told.
+        max_steps: the horizon this episode runs to (steps).
+        success_rule: ``any_step`` or ``final_step``.
+    """
+
+    episode_index: int
+    task: str
+    trial: int
+    seed: int
+    initial_state: int | None
+    task_index: int
+    instruction: str
+    max_steps: int
+    success_rule: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The resolved tasks (in order), the distinct instructions (LeRobot tasks) and every planned episode."""
+
+    tasks: tuple[TaskInfo, ...]
+    instructions: tuple[str, ...]
+    episodes: tuple[PlannedEpisode, ...]
+
+    def task(self, name: str) -> TaskInfo:
+        return next(t for t in self.tasks if t.name == name)
+
+
+def check_compatible(tasks: list[TaskInfo]) -> None:
+    """All tasks of one run share a dataset schema: same action and state sizes and fps."""
+    first = tasks[0]
+    for t in tasks[1:]:
+        if (t.action_dim, t.state_dim, t.fps) != (first.action_dim, first.state_dim, first.fps):
+            raise ConfigError(
+                f"tasks {first.name} and {t.name} cannot share one run directory: action_dim "
+                f"{first.action_dim} vs {t.action_dim}, state_dim {first.state_dim} vs {t.state_dim}, "
+                f"fps {first.fps} vs {t.fps}; evaluate them in separate runs"
+            )
+
+
+def make_plan(spec: EvalSpec) -> Plan:
+    """Resolve the spec's tasks and plan every episode. Raises ConfigError on unknown names or bad values."""
+    tasks = resolve_tasks(spec.env)
+    check_compatible(tasks)
+    instructions: list[str] = []
+    episodes: list[PlannedEpisode] = []
+    for ti, task in enumerate(tasks):
+        instruction = spec.instruction if spec.instruction is not None else task.instruction
+        if task.has_instruction and not instruction.strip():
+            raise ConfigError(f"task {task.name} declares an instruction but it is empty")
+        if instruction not in instructions:
+            instructions.append(instruction)
+        if task.initial_states and spec.episodes > task.initial_states:
+            raise ConfigError(
+                f"task {task.name} has {task.initial_states} stored initial states; --episodes "
+                f"{spec.episodes} would need more (episode k starts from initial state k)"
+            )
+        if spec.cameras:
+            bad = [c for c in spec.cameras if c not in task.cameras]
+            if bad:
+                raise ConfigError(f"task {task.name} has no camera {bad}; its cameras: {list(task.cameras)}")
+        for k in range(spec.episodes):
+            episodes.append(
+                PlannedEpisode(
+                    episode_index=ti * spec.episodes + k,
+                    task=task.name,
+                    trial=k,
+                    seed=spec.seed + k,
+                    initial_state=k if task.initial_states else None,
+                    task_index=instructions.index(instruction),
+                    instruction=instruction,
+                    max_steps=spec.max_steps or task.max_steps,
+                    success_rule=spec.success_rule or task.success_rule,
+                )
+            )
+    return Plan(tuple(tasks), tuple(instructions), tuple(episodes))
+
+
+def cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
+    """Cameras to render each step: the spec's, else the task's first one if video or the policy needs images."""
+    if spec.cameras:
+        return tuple(spec.cameras)
+    if (spec.video or needs_images) and task.cameras:
+        return (task.cameras[0],)
+    return ()

@@ -1,0 +1,106 @@
+"""Atomic file writes and episode video encoding. Every file rollbench writes appears whole or not at all.
+
+Atomicity: write to a temporary file in the same directory, ``fsync`` it, ``os.replace`` it onto the target, then
+``fsync`` the directory (POSIX rename is atomic within one file system).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+VIDEO_CODEC = (
+    "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
+)
+VIDEO_PIX_FMT = "yuv420p"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(
+        path, (json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n").encode()
+    )
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def atomic_write_parquet(path: Path, table: pa.Table) -> None:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
+    """Encode ``uint8 (H, W, 3)`` RGB frames as an H.264 mp4 at ``fps`` frames per second, atomically.
+
+    One frame is written per step; the decoder sees exactly ``len(frames)`` frames.
+    """
+    import av  # PyAV: heavy-ish import, only needed when videos are recorded
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".mp4")
+    os.close(fd)
+    try:
+        with av.open(tmp, mode="w") as container:
+            stream = container.add_stream(VIDEO_CODEC, rate=fps)
+            h, w = frames[0].shape[:2]
+            stream.width, stream.height, stream.pix_fmt = w, h, VIDEO_PIX_FMT
+            stream.options = {"crf": "23", "preset": "veryfast", "g": "2"}
+            for img in frames:
+                container.mux(
+                    stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24"))
+                )
+            container.mux(stream.encode(None))
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def count_video_frames(path: Path) -> int:
+    """Decode ``path`` and count its video frames (decoding, not trusting container metadata)."""
+    import av
+
+    with av.open(str(path)) as container:
+        return sum(1 for _ in container.decode(video=0))

@@ -1,0 +1,233 @@
+"""The run directory as a LeRobot v3.0 dataset, written one whole episode at a time.
+
+Layout (LeRobot ``codebase_version`` v3.0; see lerobot ``datasets/utils.py`` for the path templates)::
+
+    meta/info.json                                   features, fps, totals, path templates
+    meta/tasks.parquet                               one row per distinct instruction (index: task string)
+    meta/episodes/chunk-CCC/file-FFF.parquet         one row per episode (the commit record)
+    meta/stats.json                                  aggregate stats of numeric features
+    data/chunk-CCC/file-FFF.parquet                  one file per episode, one row per step
+    videos/observation.images.CAM/chunk-CCC/file-FFF.mp4
+
+Episode ``e`` lives in chunk ``e // 1000``, file ``e % 1000`` (``chunks_size`` = 1000 files per chunk).
+
+Commit protocol, so that a crash at any instant leaves every committed episode readable:
+
+1. ``stage_episode`` (runs wherever the episode ran) writes ``.staging/episode-EEEEEE`` as a temporary directory and
+   renames it into place: a staged episode is whole or absent. A second copy of the same episode (a retried
+   worker) loses the rename and is dropped, so an episode is recorded exactly once.
+2. ``DatasetWriter.promote_ready`` commits staged episodes strictly in episode order (LeRobot's global ``index``
+   column needs every earlier episode's length): data file, then videos, then the episode's meta row, which is
+   the commit point; then ``info.json`` and ``stats.json`` are rewritten. Data or video files without a meta row
+   are leftovers of an interrupted commit and are removed (their staged copy is still there) when the writer opens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rollbench.record.files import encode_video, fsync_dir
+from rollbench.rollout import EpisodeRecord
+from rollbench.types import TaskInfo
+
+CODEBASE_VERSION = "v3.0"
+CHUNKS_SIZE = 1000
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+STAGING = ".staging"
+NUMERIC_FEATURES = ("observation.state", "action", "next.reward", "policy.latency_s")
+
+# rollbench's own per-episode columns in meta/episodes (prefixed so LeRobot readers ignore them)
+EPISODE_FIELDS: dict[str, pa.DataType] = {
+    "rollbench/task": pa.string(),
+    "rollbench/trial": pa.int64(),
+    "rollbench/seed": pa.int64(),
+    "rollbench/initial_state": pa.int64(),
+    "rollbench/instruction": pa.string(),
+    "rollbench/max_steps": pa.int64(),
+    "rollbench/success_rule": pa.string(),
+    "rollbench/success": pa.bool_(),
+    "rollbench/success_at_reset": pa.bool_(),
+    "rollbench/termination_reason": pa.string(),
+    "rollbench/error": pa.string(),
+    "rollbench/return": pa.float64(),
+    "rollbench/wall_time_s": pa.float64(),
+    "rollbench/render_fault": pa.string(),
+}
+
+
+def chunk_file(episode_index: int) -> tuple[int, int]:
+    return episode_index // CHUNKS_SIZE, episode_index % CHUNKS_SIZE
+
+
+def video_key(camera: str) -> str:
+    return f"observation.images.{camera}"
+
+
+def dataset_features(task: TaskInfo, cameras: Sequence[str], image_size: tuple[int, int]) -> dict[str, Any]:
+    """LeRobot ``features`` of a run: dtype and shape of every per-step column, video features per camera."""
+
+    def scalar(dtype: str) -> dict[str, Any]:
+        return {"dtype": dtype, "shape": [1], "names": None}
+
+    feats: dict[str, Any] = {
+        "observation.state": {"dtype": "float32", "shape": [task.state_dim], "names": None},
+        "action": {"dtype": "float32", "shape": [task.action_dim], "names": None},
+        "next.reward": scalar("float32"),
+        "next.success": scalar("bool"),
+        "next.done": scalar("bool"),
+        "policy.latency_s": scalar("float32"),
+        "timestamp": scalar("float32"),
+        "frame_index": scalar("int64"),
+        "episode_index": scalar("int64"),
+        "index": scalar("int64"),
+        "task_index": scalar("int64"),
+    }
+    h, w = image_size
+    for cam in cameras:
+        feats[video_key(cam)] = {
+            "dtype": "video",
+            "shape": [h, w, 3],
+            "names": ["height", "width", "channels"],
+            "info": {
+                "video.height": h,
+                "video.width": w,
+                "video.codec": "h264",
+                "video.pix_fmt": "yuv420p",
+                "video.is_depth_map": False,
+                "video.fps": task.fps,
+                "video.channels": 3,
+                "has_audio": False,
+            },
+        }
+    return feats
+
+
+def _data_schema(state_dim: int, action_dim: int, with_index: bool) -> pa.Schema:
+    fields = [
+        ("observation.state", pa.list_(pa.float32(), state_dim)),
+        ("action", pa.list_(pa.float32(), action_dim)),
+        ("next.reward", pa.float32()),
+        ("next.success", pa.bool_()),
+        ("next.done", pa.bool_()),
+        ("policy.latency_s", pa.float32()),
+        ("timestamp", pa.float32()),
+        ("frame_index", pa.int64()),
+        ("episode_index", pa.int64()),
+        ("task_index", pa.int64()),
+    ]
+    if with_index:
+        fields.append(("index", pa.int64()))
+    return pa.schema(fields)
+
+
+def _fixed_list(arr: np.ndarray, dim: int) -> pa.Array:
+    flat = pa.array(np.ascontiguousarray(arr, dtype=np.float32).reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, dim)
+
+
+def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str | None = None) -> bool:
+    """Write one finished episode to ``run_dir/.staging`` atomically. Returns False if it was already staged."""
+    p = rec.planned
+    n = rec.length
+    final = run_dir / STAGING / f"episode-{p.episode_index:06d}"
+    if final.exists():
+        return False
+    tmp = run_dir / STAGING / f".tmp-{p.episode_index:06d}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)
+    try:
+        state_dim, action_dim = rec.states.shape[1], rec.actions.shape[1]
+        table = pa.Table.from_arrays(
+            [
+                _fixed_list(rec.states, state_dim),
+                _fixed_list(rec.actions, action_dim),
+                pa.array(rec.rewards, pa.float32()),
+                pa.array(rec.successes, pa.bool_()),
+                pa.array(rec.dones, pa.bool_()),
+                pa.array(rec.latencies, pa.float32()),
+                pa.array(np.arange(n, dtype=np.float32) / np.float32(fps), pa.float32()),
+                pa.array(np.arange(n, dtype=np.int64)),
+                pa.array(np.full(n, p.episode_index, dtype=np.int64)),
+                pa.array(np.full(n, p.task_index, dtype=np.int64)),
+            ],
+            schema=_data_schema(state_dim, action_dim, with_index=False),
+        )
+        pq.write_table(table, tmp / "data.parquet")
+        for cam, frames in rec.frames.items():
+            if frames:
+                encode_video(tmp / f"{video_key(cam)}.mp4", frames, fps)
+        row = {
+            "rollbench/task": p.task,
+            "rollbench/trial": p.trial,
+            "rollbench/seed": p.seed,
+            "rollbench/initial_state": p.initial_state,
+            "rollbench/instruction": p.instruction,
+            "rollbench/max_steps": p.max_steps,
+            "rollbench/success_rule": p.success_rule,
+            "rollbench/success": rec.success,
+            "rollbench/success_at_reset": rec.success_at_reset,
+            "rollbench/termination_reason": rec.termination_reason,
+            "rollbench/error": rec.error,
+            "rollbench/return": float(rec.rewards.astype(np.float64).sum()),
+            "rollbench/wall_time_s": rec.wall_time_s,
+            "rollbench/render_fault": render_fault,
+            "length": n,
+            "episode_index": p.episode_index,
+            "task_index": p.task_index,
+            "traceback": rec.error_traceback,
+        }
+        (tmp / "episode.json").write_text(json.dumps(row))
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        try:
+            tmp.rename(final)
+        except OSError:  # another attempt of this episode staged first: keep that one
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        fsync_dir(final.parent)
+        return True
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def tasks_table(instructions: Sequence[str]) -> pa.Table:
+    """``meta/tasks.parquet``: column ``task_index`` with the task string as the pandas index (as LeRobot writes it)."""
+    table = pa.table(
+        {"task_index": pa.array(range(len(instructions)), pa.int64()), "task": list(instructions)}
+    )
+    pandas_meta = {
+        "index_columns": ["task"],
+        "column_indexes": [],
+        "columns": [
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {
+                "name": "task",
+                "field_name": "task",
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": None,
+            },
+        ],
+        "creator": {"library": "rollbench"},
+        "pandas_version": "2.2.0",
+    }
+    return table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})

@@ -1,0 +1,157 @@
+"""run.json (the run log), run.live.json (live snapshot) and the run-directory lock.
+
+``run.json`` holds the spec, the plan (every planned episode), provenance, status and the results *as graded*
+from the directory. It is rewritten atomically; results in it are never read back as truth: ``rollbench grade``
+recomputes them from the dataset files.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import socket
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from rollbench.record.files import atomic_write_json
+from rollbench.types import ConfigError
+
+RUN_LOG_VERSION = 1
+LIVE_MIN_INTERVAL_S = 1.0
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> str | None:
+    src = Path(__file__).resolve().parents[3]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(src), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def provenance(families: set[str]) -> dict[str, Any]:
+    """Versions of rollbench, the simulators used, MuJoCo and numpy; git commit; host; UTC time."""
+    sims = {
+        "metaworld": "metaworld",
+        "robosuite": "robosuite",
+        "pusht": "gym-pusht",
+        "fetch": "gymnasium-robotics",
+        "libero": "libero",
+    }
+    versions = {
+        "rollbench": _version("rollbench"),
+        "numpy": _version("numpy"),
+        "gymnasium": _version("gymnasium"),
+    }
+    for fam in sorted(families):
+        if fam in sims:
+            versions[sims[fam]] = _version(sims[fam])
+    if families & {"metaworld", "robosuite", "fetch", "libero"}:
+        versions["mujoco"] = _version("mujoco")
+    return {
+        "versions": versions,
+        "python": platform.python_version(),
+        "git_commit": _git_commit(),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "created": utc_now(),
+    }
+
+
+def write_run_log(run_dir: Path, log: dict[str, Any]) -> None:
+    atomic_write_json(run_dir / "run.json", log)
+
+
+def read_run_log(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / "run.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+class RunLock:
+    """An exclusive lock on a run directory (``run.lock``, fcntl ``flock``): released by the OS if the holder dies."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / "run.lock"
+        self._lock = filelock.FileLock(str(self.path), timeout=0)
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire()
+        except filelock.Timeout:
+            raise ConfigError(
+                f"{self.path.parent} is being written by another rollbench process (it holds {self.path}); "
+                "wait for it to finish or stop it, then resume"
+            ) from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+class LiveSnapshot:
+    """Rewrites ``run.live.json`` atomically, at most once per second (and always when forced)."""
+
+    def __init__(self, run_dir: Path, totals: dict[str, int]) -> None:
+        self.path = run_dir / "run.live.json"
+        self.totals = totals
+        self.done = dict.fromkeys(totals, 0)
+        self.successes = dict.fromkeys(totals, 0)
+        self.workers: dict[str, str] = {}
+        self.started = time.monotonic()
+        self.done_at_start = 0
+        self._last = 0.0
+
+    def episode_done(self, task: str, success: bool) -> None:
+        self.done[task] += 1
+        self.successes[task] += int(success)
+
+    def write(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < LIVE_MIN_INTERVAL_S:
+            return
+        self._last = now
+        total, done = sum(self.totals.values()), sum(self.done.values())
+        ran = done - self.done_at_start
+        rate = ran / (now - self.started) if ran else None
+        atomic_write_json(
+            self.path,
+            {
+                "updated": utc_now(),
+                "episodes_done": done,
+                "episodes_total": total,
+                "tasks": {
+                    t: {"done": self.done[t], "total": self.totals[t], "successes_so_far": self.successes[t]}
+                    for t in self.totals
+                },
+                "workers": self.workers,
+                "eta_s": (total - done) / rate if rate else None,
+                "note": "live progress only; results come from `rollbench grade`",
+            },
+        )
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,248 @@
+"""DatasetWriter: commits staged episodes into the LeRobot v3 layout in episode order (see record.lerobot)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from rollbench.record.files import atomic_write_json, atomic_write_parquet
+from rollbench.record.lerobot import (
+    CHUNKS_SIZE,
+    CODEBASE_VERSION,
+    DATA_PATH,
+    EPISODE_FIELDS,
+    EPISODES_PATH,
+    NUMERIC_FEATURES,
+    STAGING,
+    VIDEO_PATH,
+    chunk_file,
+    tasks_table,
+)
+
+
+class _Stats:
+    """Running min/max/mean/std/count of one numeric feature (NaN rows ignored), in LeRobot's stats.json form."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sum: np.ndarray | None = None
+        self.sumsq: np.ndarray | None = None
+        self.min: np.ndarray | None = None
+        self.max: np.ndarray | None = None
+
+    def add(self, x: np.ndarray) -> None:
+        x = x.astype(np.float64).reshape(len(x), -1)
+        x = x[~np.isnan(x).any(axis=1)]
+        if not len(x):
+            return
+        s, ss, lo, hi = x.sum(0), (x * x).sum(0), x.min(0), x.max(0)
+        if self.sum is None or self.sumsq is None or self.min is None or self.max is None:
+            self.sum, self.sumsq, self.min, self.max = s, ss, lo, hi
+        else:
+            self.sum, self.sumsq = self.sum + s, self.sumsq + ss
+            self.min, self.max = np.minimum(self.min, lo), np.maximum(self.max, hi)
+        self.count += len(x)
+
+    def to_json(self) -> dict[str, Any] | None:
+        if self.sum is None or self.sumsq is None or self.min is None or self.max is None:
+            return None
+        mean = self.sum / self.count
+        std = np.sqrt(np.maximum(self.sumsq / self.count - mean * mean, 0.0))
+        return {
+            "min": self.min.tolist(),
+            "max": self.max.tolist(),
+            "mean": mean.tolist(),
+            "std": std.tolist(),
+            "count": [self.count],
+        }
+
+
+class DatasetWriter:
+    """Owns a run directory's dataset files. Only one process may hold one (the run lock ensures it).
+
+    Opening repairs what an interrupted commit left behind (files without a meta row, staged copies of committed
+    episodes) and rewrites info.json/stats.json from the committed episodes.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        features: dict[str, Any],
+        fps: int,
+        instructions: Sequence[str],
+        robot_type: str,
+    ) -> None:
+        self.run_dir = run_dir
+        self.features = features
+        self.fps = fps
+        self.robot_type = robot_type
+        self.video_keys = [k for k, v in features.items() if v["dtype"] == "video"]
+        (run_dir / STAGING).mkdir(parents=True, exist_ok=True)
+        tasks_path = run_dir / "meta" / "tasks.parquet"
+        if not tasks_path.exists():
+            atomic_write_parquet(tasks_path, tasks_table(instructions))
+        self.instructions = list(instructions)
+        self.lengths: list[int] = self._scan_committed()
+        self._remove_leftovers()
+        self.stats = {k: _Stats() for k in NUMERIC_FEATURES}
+        for e in range(len(self.lengths)):
+            self._add_stats(pq.read_table(self._path(DATA_PATH, e)))
+        self._write_info()
+
+    # ---- reading what is committed -------------------------------------------------------------------------
+    def _path(self, template: str, episode_index: int, **kw: str) -> Path:
+        c, f = chunk_file(episode_index)
+        return self.run_dir / template.format(chunk_index=c, file_index=f, **kw)
+
+    def _scan_committed(self) -> list[int]:
+        files = sorted((self.run_dir / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
+        found: dict[int, int] = {}
+        for f in files:
+            t = pq.read_table(f, columns=["episode_index", "length"])
+            for e, n in zip(t["episode_index"].to_pylist(), t["length"].to_pylist(), strict=True):
+                found[e] = n
+        # commits happen strictly in episode order, so the committed set is 0..k-1; anything else was edited
+        lengths = []
+        for e in range(len(found)):
+            if e not in found:
+                raise RuntimeError(
+                    f"{self.run_dir}: committed episodes are not contiguous (episode {e} is missing but "
+                    f"{max(found)} is committed); the directory was modified outside rollbench"
+                )
+            lengths.append(found[e])
+        return lengths
+
+    def _remove_leftovers(self) -> None:
+        k = len(self.lengths)
+        for pattern in ("data/chunk-*/file-*.parquet", "videos/*/chunk-*/file-*.mp4"):
+            for f in self.run_dir.glob(pattern):
+                c = int(f.parent.name.split("-")[1])
+                i = int(f.stem.split("-")[1])
+                if c * CHUNKS_SIZE + i >= k:
+                    f.unlink()
+        for d in (self.run_dir / STAGING).iterdir():
+            if d.name.startswith(".tmp-") or (d.name.startswith("episode-") and int(d.name[8:]) < k):
+                shutil.rmtree(d, ignore_errors=True)
+
+    @property
+    def committed(self) -> int:
+        """Number of committed episodes (they are exactly 0..committed-1)."""
+        return len(self.lengths)
+
+    def staged(self) -> list[int]:
+        return sorted(int(d.name[8:]) for d in (self.run_dir / STAGING).glob("episode-*"))
+
+    # ---- committing ----------------------------------------------------------------------------------------
+    def promote_ready(self) -> list[int]:
+        """Commit every staged episode that is next in order. Returns the episode indices committed."""
+        done = []
+        while (self.run_dir / STAGING / f"episode-{self.committed:06d}").is_dir():
+            e = self.committed
+            self._commit(e, self.run_dir / STAGING / f"episode-{e:06d}")
+            done.append(e)
+        if done:
+            self._write_info()
+        return done
+
+    def _commit(self, e: int, staged: Path) -> None:
+        row = json.loads((staged / "episode.json").read_text())
+        table = pq.read_table(staged / "data.parquet")
+        n = table.num_rows
+        start = sum(self.lengths)
+        table = table.append_column("index", pa.array(np.arange(start, start + n, dtype=np.int64)))
+        atomic_write_parquet(self._path(DATA_PATH, e), table)
+        c, f = chunk_file(e)
+        meta: dict[str, Any] = {
+            "episode_index": e,
+            "tasks": [self.instructions[row["task_index"]]],
+            "length": n,
+            "data/chunk_index": c,
+            "data/file_index": f,
+            "dataset_from_index": start,
+            "dataset_to_index": start + n,
+        }
+        for key in self.video_keys:
+            src = staged / f"{key}.mp4"
+            has = src.exists()
+            if has:
+                dst = self._path(VIDEO_PATH, e, video_key=key)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.unlink(missing_ok=True)
+                try:
+                    os.link(src, dst)  # staged copy stays until the commit point has passed
+                except OSError:
+                    shutil.copyfile(src, dst)
+            meta[f"videos/{key}/chunk_index"] = c if has else None
+            meta[f"videos/{key}/file_index"] = f if has else None
+            meta[f"videos/{key}/from_timestamp"] = 0.0 if has else None
+            meta[f"videos/{key}/to_timestamp"] = n / self.fps if has else None
+        meta["meta/episodes/chunk_index"] = c
+        meta["meta/episodes/file_index"] = f
+        meta.update({k: row[k] for k in EPISODE_FIELDS})
+        atomic_write_parquet(
+            self._path(EPISODES_PATH, e), pa.Table.from_pylist([meta], schema=self._meta_schema())
+        )
+        # ---- commit point passed ----
+        self.lengths.append(n)
+        self._add_stats(table)
+        shutil.rmtree(staged, ignore_errors=True)
+
+    def _meta_schema(self) -> pa.Schema:
+        fields: list[tuple[str, pa.DataType]] = [
+            ("episode_index", pa.int64()),
+            ("tasks", pa.list_(pa.string())),
+            ("length", pa.int64()),
+            ("data/chunk_index", pa.int64()),
+            ("data/file_index", pa.int64()),
+            ("dataset_from_index", pa.int64()),
+            ("dataset_to_index", pa.int64()),
+        ]
+        for key in self.video_keys:
+            fields += [
+                (f"videos/{key}/chunk_index", pa.int64()),
+                (f"videos/{key}/file_index", pa.int64()),
+                (f"videos/{key}/from_timestamp", pa.float64()),
+                (f"videos/{key}/to_timestamp", pa.float64()),
+            ]
+        fields += [("meta/episodes/chunk_index", pa.int64()), ("meta/episodes/file_index", pa.int64())]
+        fields += list(EPISODE_FIELDS.items())
+        return pa.schema(fields)
+
+    def _add_stats(self, table: pa.Table) -> None:
+        for k, st in self.stats.items():
+            col = table[k]
+            if pa.types.is_fixed_size_list(col.type):
+                arr = pc.list_flatten(col).to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
+            else:
+                arr = col.to_numpy(zero_copy_only=False).reshape(-1, 1)
+            st.add(arr)
+
+    def _write_info(self) -> None:
+        n = self.committed
+        info = {
+            "codebase_version": CODEBASE_VERSION,
+            "robot_type": self.robot_type,
+            "total_episodes": n,
+            "total_frames": sum(self.lengths),
+            "total_tasks": len(self.instructions),
+            "chunks_size": CHUNKS_SIZE,
+            "data_files_size_in_mb": 100,
+            "video_files_size_in_mb": 500,
+            "fps": self.fps,
+            "splits": {"train": f"0:{n}"},
+            "data_path": DATA_PATH,
+            "video_path": VIDEO_PATH if self.video_keys else None,
+            "features": self.features,
+        }
+        atomic_write_json(self.run_dir / "meta" / "info.json", info)
+        stats = {k: s for k, st in self.stats.items() if (s := st.to_json()) is not None}
+        atomic_write_json(self.run_dir / "meta" / "stats.json", stats)

@@ -1,0 +1,198 @@
+"""Formatting only: progress bars, result tables and listings. Every number shown comes from grade's result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+
+class ProgressDisplay:
+    """One progress bar per task, fed by :data:`rollbench.api.ProgressCallback` events."""
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.run_dir: Path | None = None
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[ok]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not enabled,
+        )
+        self.bars: dict[str, Any] = {}
+
+    def __enter__(self) -> ProgressDisplay:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def update(self, event: dict[str, Any]) -> None:
+        if event["event"] == "start":
+            self.run_dir = Path(event["run_dir"]) if event.get("run_dir") else None
+            for task, total in event["totals"].items():
+                self.bars[task] = self.progress.add_task(
+                    task, total=total, completed=event["done"][task], ok=""
+                )
+        elif event["event"] == "episode":
+            self.progress.advance(self.bars[event["task"]])
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def print_result(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
+    """The results table (per task, per suite, overall), latency, status and reasons."""
+    table = Table(title="rollbench results (graded from the recorded files)")
+    for col in (
+        "task",
+        "episodes",
+        "successes",
+        "success rate",
+        "95% CI",
+        "mean len",
+        "median len",
+        "termination",
+    ):
+        table.add_column(col, justify="left" if col in ("task", "termination") else "right")
+    for name, t in result["tasks"].items():
+        reasons = ", ".join(f"{k} {v}" for k, v in t["termination_reasons"].items())
+        table.add_row(
+            name,
+            str(t["episodes"]),
+            str(t["successes"]),
+            _pct(t["success_rate"]),
+            f"{_pct(t['ci95_low'])} – {_pct(t['ci95_high'])}",
+            _num(t["mean_length"]),
+            _num(t["median_length"]),
+            reasons,
+        )
+    for name, s in result.get("suites", {}).items():
+        table.add_row(
+            f"[bold]{name}[/] (suite, pooled)",
+            str(s["episodes"]),
+            str(s["successes"]),
+            _pct(s["pooled_success_rate"]),
+            f"{_pct(s['pooled_ci95_low'])} – {_pct(s['pooled_ci95_high'])}",
+            "",
+            "",
+            f"mean over {s['tasks']} tasks: {_pct(s['mean_task_success_rate'])}",
+        )
+    o = result["overall"]
+    if len(result["tasks"]) > 1:
+        table.add_row(
+            "[bold]overall (pooled)[/]",
+            str(o["episodes"]),
+            str(o["successes"]),
+            _pct(o["pooled_success_rate"]),
+            f"{_pct(o['pooled_ci95_low'])} – {_pct(o['pooled_ci95_high'])}",
+            "",
+            "",
+            f"mean over {o['tasks']} tasks: {_pct(o['mean_task_success_rate'])}",
+        )
+    console.print(table)
+    lat = result.get("latency", {})
+    if lat.get("policy_calls"):
+        console.print(
+            f"policy latency: p50 {1e3 * lat['p50_s']:.2f} ms, p95 {1e3 * lat['p95_s']:.2f} ms, "
+            f"p99 {1e3 * lat['p99_s']:.2f} ms over {lat['policy_calls']} calls"
+        )
+    color = {"OK": "green", "PARTIAL": "yellow", "FAILED": "red"}[result["status"]]
+    console.print(
+        f"status: [bold {color}]{result['status']}[/] — {result['episodes_recorded']} of "
+        f"{result['episodes_requested']} requested episodes recorded",
+        highlight=False,
+    )
+    for r in result["reasons"]:
+        console.print(f"  - {r}", highlight=False, soft_wrap=True)
+    if run_dir is not None:
+        console.print(f"run directory: {run_dir}", highlight=False, soft_wrap=True)
+
+
+def list_envs() -> list[dict[str, Any]]:
+    """Every env family with install state, tasks (horizon, cameras, success rule) and suites."""
+    from rollbench.registry import env_families
+
+    rows = []
+    for name, fam in env_families().items():
+        why = fam.missing()
+        rows.append(
+            {
+                "family": name,
+                "description": fam.description,
+                "installed": why is None,
+                "missing": why,
+                "suites": {k: list(v) for k, v in fam.suites().items()},
+                "tasks": [
+                    {
+                        "name": t.name,
+                        "max_steps": t.max_steps,
+                        "cameras": list(t.cameras),
+                        "success_rule": t.success_rule,
+                        "instruction": t.instruction,
+                    }
+                    for t in fam.tasks()
+                ],
+            }
+        )
+    return rows
+
+
+def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = True) -> None:
+    table = Table(title="env families and tasks")
+    for col in ("task", "installed", "horizon", "success rule", "cameras"):
+        table.add_column(col)
+    for r in rows:
+        installed = "[green]yes[/]" if r["installed"] else f"[red]no[/]: {r['missing']}"
+        suites = ", ".join(f"{r['family']}/{s} ({len(v)})" for s, v in r["suites"].items())
+        table.add_row(
+            f"[bold]{r['family']}[/] — {r['description']}" + (f"; suites: {suites}" if suites else ""),
+            installed,
+            "",
+            "",
+            "",
+            end_section=not show_tasks,
+        )
+        if show_tasks:
+            for i, t in enumerate(r["tasks"]):
+                table.add_row(
+                    f"  {t['name']}",
+                    "",
+                    str(t["max_steps"]),
+                    t["success_rule"],
+                    ", ".join(t["cameras"]),
+                    end_section=i == len(r["tasks"]) - 1,
+                )
+    console.print(table)
+
+
+def list_policies() -> list[dict[str, str]]:
+    from rollbench.registry import describe_policy, policy_names
+
+    return [
+        {
+            "name": n + ("://HOST:PORT" if n in ("ws", "http", "https") else ""),
+            "description": describe_policy(n),
+        }
+        for n in policy_names()
+    ]

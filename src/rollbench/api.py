@@ -145,11 +145,14 @@ def evaluate(
     out: str | Path | None = None,
     execution: Execution | None = None,
     progress: ProgressCallback | None = None,
+    should_stop: Callable[[], bool] | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see grade.grade).
 
     Re-running into an existing run directory of the same spec resumes it: only missing episodes run.
+    ``should_stop`` is polled between episodes; when it returns True no new episode starts, the episodes already
+    finished are committed, and the (resumable) run is graded as it stands.
     Raises ConfigError (before anything is written) on bad input; episode failures end up in the result.
     """
     spec = spec or build_spec(**fields)
@@ -160,7 +163,7 @@ def evaluate(
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         with RunLock(run_dir):
-            return _execute(spec, plan, log, run_dir, execution, progress)
+            return _execute(spec, plan, log, run_dir, execution, progress, should_stop)
     except ConfigError:
         if created and read_run_log(run_dir) is None:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -174,6 +177,7 @@ def _execute(
     run_dir: Path,
     execution: Execution,
     progress: ProgressCallback | None,
+    should_stop: Callable[[], bool] | None,
 ) -> dict[str, Any]:
     log["status"] = "RUNNING"
     log.setdefault("executions", []).append(

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rollbench.api import Execution
 
 OnResult = Callable[[EpisodeSummary], None]
+ShouldStop = Callable[[], bool]
 
 
 def run_in_process(
@@ -28,11 +29,14 @@ def run_in_process(
     replan_every: int,
     needs_images: bool,
     on_result: OnResult,
+    should_stop: ShouldStop,
 ) -> None:
-    """Run ``todo`` one after another in this process."""
+    """Run ``todo`` one after another in this process; stop starting episodes once ``should_stop()``."""
     worker = EpisodeWorker(spec, run_dir, {t.name: t for t in plan.tasks}, replan_every, needs_images)
     try:
         for planned in todo:
+            if should_stop():
+                return
             on_result(worker.run(planned))
     finally:
         worker.close()
@@ -47,12 +51,13 @@ def run_episodes(
     needs_images: bool,
     execution: Execution,
     on_result: OnResult,
+    should_stop: ShouldStop,
 ) -> None:
     """Dispatch to the runner named by ``execution`` (``local`` with 1 worker runs in this process)."""
     if execution.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {execution.workers}")
     if execution.executor == "local" and execution.workers == 1:
-        run_in_process(spec, plan, run_dir, todo, replan_every, needs_images, on_result)
+        run_in_process(spec, plan, run_dir, todo, replan_every, needs_images, on_result, should_stop)
         return
     raise ConfigError(
         f"executor {execution.executor!r} with {execution.workers} workers is not available yet"

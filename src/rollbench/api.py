@@ -228,6 +228,7 @@ def _execute(
         log["plan"]["policy"]["needs_images"],
         execution,
         on_result,
+        should_stop or (lambda: False),
     )
     writer.promote_ready()
     result = grade_run_dir(run_dir)

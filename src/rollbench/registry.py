@@ -8,6 +8,7 @@ A plug-in package registers ``[project.entry-points."rollbench.envs"] myfamily =
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -132,9 +133,7 @@ def resolve_tasks(env: str) -> list[TaskInfo]:
     """
     names = [n.strip() for n in env.split(",") if n.strip()]
     if not names:
-        raise ConfigError(
-            "--env is empty; give a task such as metaworld/pick-place-v3 (see `rollbench envs`)"
-        )
+        raise ConfigError("--env is empty; give a task such as metaworld/pick-place-v3 (see `rollbench envs`)")
     out: list[TaskInfo] = []
     for name in names:
         fam = family_of(name)
@@ -158,7 +157,10 @@ def make_env(task: TaskInfo, options: EnvOptions) -> Env:
 
 
 def policy_factory(name: str) -> PolicyFactory:
-    """The factory for ``name``: an exact registered name, or a URL whose scheme is registered (``ws://...``)."""
+    """The factory for ``name``: a registered name, a URL whose scheme is registered (``ws://...``), or
+    ``package.module:factory`` for an unpackaged policy. Raises ConfigError naming the valid policies."""
+    if ":" in name and "://" not in name:
+        return _factory_from_path(name)
     names = policy_names()
     key = name.split("://", 1)[0] if "://" in name else name
     if key not in names:
@@ -170,6 +172,19 @@ def policy_factory(name: str) -> PolicyFactory:
     except ImportError as exc:
         raise ConfigError(f"policy {name!r} cannot load: {exc} (is its extra installed?)") from None
     return factory
+
+
+def _factory_from_path(name: str) -> PolicyFactory:
+    """``package.module:factory`` names a factory directly, for policies that are not packaged as plug-ins."""
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"policy {name!r}: cannot import module {module_name!r} ({exc})") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"policy {name!r}: module {module_name!r} has no callable {attr!r}")
+    return factory  # type: ignore[no-any-return]
 
 
 def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:

@@ -188,9 +188,7 @@ class DatasetWriter:
         meta["meta/episodes/chunk_index"] = c
         meta["meta/episodes/file_index"] = f
         meta.update({k: row[k] for k in EPISODE_FIELDS})
-        atomic_write_parquet(
-            self._path(EPISODES_PATH, e), pa.Table.from_pylist([meta], schema=self._meta_schema())
-        )
+        atomic_write_parquet(self._path(EPISODES_PATH, e), pa.Table.from_pylist([meta], schema=self._meta_schema()))
         # ---- commit point passed ----
         self.lengths.append(n)
         self._add_stats(table)
@@ -218,6 +216,8 @@ class DatasetWriter:
         return pa.schema(fields)
 
     def _add_stats(self, table: pa.Table) -> None:
+        if table.num_rows == 0:  # an episode that errored before its first step
+            return
         for k, st in self.stats.items():
             col = table[k]
             if pa.types.is_fixed_size_list(col.type):

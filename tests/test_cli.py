@@ -1,0 +1,138 @@
+"""The `rollbench` command line as a user runs it: a subprocess, exit codes, messages, files written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "COLUMNS": "200"}
+    return subprocess.run([ROLLBENCH, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_eval_prints_the_table_and_grade_json_reproduces_run_json(tmp_path: Path) -> None:
+    r = cli(
+        "eval",
+        "--env",
+        "scripted/reach",
+        "--policy",
+        "scripted-expert",
+        "--episodes",
+        "5",
+        "--out",
+        "run",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "scripted/reach" in r.stdout and "100.0%" in r.stdout
+    assert "status: OK — 5 of 5 requested episodes recorded" in r.stdout
+    g = cli("grade", "run", "--json", cwd=tmp_path)
+    assert g.returncode == 0
+    assert json.loads(g.stdout) == json.loads((tmp_path / "run/run.json").read_text())["results"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing written outside --out
+
+
+def test_default_run_directory_is_under_runs(tmp_path: Path) -> None:
+    r = cli("eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "1", "--max-steps", "3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    assert run.name.startswith("scripted_reach-zero-") and (run / "meta/info.json").exists()
+
+
+def test_unknown_env_lists_valid_tasks_and_writes_nothing(tmp_path: Path) -> None:
+    r = cli("eval", "--env", "scripted/rech", "--policy", "zero", "--out", "run", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "unknown task 'scripted/rech'. Did you mean scripted/reach" in r.stderr
+    assert "Valid tasks: scripted/faulty, scripted/reach, scripted/reach-final" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_policy_lists_valid_policies(tmp_path: Path) -> None:
+    r = cli("eval", "--env", "scripted/reach", "--policy", "expert", "--out", "run", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "unknown policy 'expert'" in r.stderr and "scripted-expert" in r.stderr and "random" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_invalid_flag_values_exit_2_with_one_line(tmp_path: Path) -> None:
+    for args in (
+        ["--episodes", "0"],
+        ["--image-size", "abc"],
+        ["--success-rule", "sometimes"],
+        ["--image-size", "15"],
+        ["--executor", "slurm"],
+    ):
+        r = cli("eval", "--env", "scripted/reach", "--policy", "zero", "--out", "run", *args, cwd=tmp_path)
+        assert r.returncode == 2, (args, r.stderr)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_out_from_a_different_spec_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    assert (
+        cli(
+            "eval",
+            "--env",
+            "scripted/reach",
+            "--policy",
+            "zero",
+            "--episodes",
+            "2",
+            "--max-steps",
+            "3",
+            "--out",
+            "run",
+            cwd=tmp_path,
+        ).returncode
+        == 0
+    )
+    before = (tmp_path / "run/run.json").read_text()
+    r = cli(
+        "eval",
+        "--env",
+        "scripted/reach",
+        "--policy",
+        "zero",
+        "--episodes",
+        "3",
+        "--max-steps",
+        "3",
+        "--out",
+        "run",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 2 and "already holds a run of a different spec" in r.stderr
+    assert (tmp_path / "run/run.json").read_text() == before
+
+
+def test_partial_run_exits_1_and_prints_the_reason(tmp_path: Path) -> None:
+    r = cli(
+        "eval",
+        "--env",
+        "scripted/faulty",
+        "--policy",
+        "scripted-expert",
+        "--episodes",
+        "3",
+        "--out",
+        "run",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 1
+    assert "status: PARTIAL" in r.stdout
+    assert "episode 2 (scripted/faulty, seed 2) ended in error" in r.stdout
+
+
+def test_envs_and_policies_list_what_exists(tmp_path: Path) -> None:
+    envs = json.loads(cli("envs", "--json", cwd=tmp_path).stdout)
+    scripted = next(f for f in envs if f["family"] == "scripted")
+    assert scripted["installed"] and {t["name"] for t in scripted["tasks"]} >= {"scripted/reach"}
+    pols = cli("policies", cwd=tmp_path).stdout
+    for name in ("random", "zero", "scripted-expert", "metaworld-expert"):
+        assert name in pols

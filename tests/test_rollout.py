@@ -1,0 +1,163 @@
+"""The episode loop on the scripted env, checked against an independent replay of the recorded actions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fault_policies import Overshoot
+from rollbench.envs.scripted import FAMILY, STEP_SIZE, SUCCESS_RADIUS
+from rollbench.plan import PlannedEpisode
+from rollbench.policies.basic import RandomPolicy, ScriptedExpert
+from rollbench.registry import EnvOptions
+from rollbench.rollout import rollout
+from rollbench.types import Observation, PolicyInfo, PolicyStop, TaskInfo
+
+
+def planned(task: str = "scripted/reach", seed: int = 0, max_steps: int = 50, rule: str = "any_step") -> PlannedEpisode:
+    t = FAMILY.task(task)
+    return PlannedEpisode(0, task, 0, seed, None, 0, t.instruction, max_steps, rule)
+
+
+def replay(seed: int, actions: np.ndarray) -> tuple[np.ndarray, list[bool]]:
+    """Oracle: the scripted dynamics written out by hand (start/goal from default_rng(seed), 0.1 m per unit)."""
+    rng = np.random.default_rng(seed)
+    pos, goal = rng.uniform(0.1, 0.9, size=2), rng.uniform(0.1, 0.9, size=2)
+    states, succ = [], []
+    for a in actions:
+        states.append(np.concatenate([pos, goal]))
+        pos = np.clip(pos + STEP_SIZE * np.clip(a, -1, 1), 0, 1)  # a is the recorded float32 action
+        succ.append(bool(np.linalg.norm(pos - goal) < SUCCESS_RADIUS))
+    return np.asarray(states, dtype=np.float32), succ
+
+
+def make_env(task: str = "scripted/reach"):
+    return FAMILY.make(FAMILY.task(task), EnvOptions(cameras=("top",), image_size=(32, 32)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 7])
+def test_expert_episode_matches_independent_replay(seed: int) -> None:
+    rec = rollout(make_env(), ScriptedExpert(), planned(seed=seed))
+    states, succ = replay(seed, rec.actions)
+    np.testing.assert_array_equal(rec.states, states)
+    assert rec.successes.tolist() == succ
+    # any_step: the episode ends at the first success, so only the last step succeeds
+    assert succ[-1] and not any(succ[:-1])
+    assert rec.termination_reason == "success" and rec.success
+    assert rec.dones.tolist() == [False] * (rec.length - 1) + [True]
+
+
+def test_random_policy_runs_to_horizon_with_replayed_states() -> None:
+    rec = rollout(make_env(), RandomPolicy(), planned(seed=3, max_steps=20))
+    states, succ = replay(3, rec.actions)
+    np.testing.assert_array_equal(rec.states, states)
+    assert rec.successes.tolist() == succ
+    assert rec.length == (succ.index(True) + 1 if any(succ) else 20)
+    assert rec.termination_reason == ("success" if any(succ) else "max_steps")
+
+
+class _Recorder:
+    def __init__(
+        self, out: np.ndarray | None = None, raise_at: int | None = None, stop_at: int | None = None, chunk: int = 1
+    ) -> None:
+        self.info = PolicyInfo(name="recorder", chunk_size=chunk)
+        self.out, self.raise_at, self.stop_at, self.chunk = out, raise_at, stop_at, chunk
+        self.instructions: list[str] = []
+        self.calls = 0
+        self.resets: list[int] = []
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.resets.append(seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        self.instructions.append(instruction)
+        self.calls += 1
+        if self.raise_at is not None and self.calls > self.raise_at:
+            raise RuntimeError("policy server exploded")
+        if self.stop_at is not None and self.calls > self.stop_at:
+            raise PolicyStop
+        if self.out is not None:
+            return self.out
+        return np.zeros((self.chunk, 2), dtype=np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+def test_policy_receives_the_task_instruction_every_call_and_is_reset_with_the_seed() -> None:
+    pol = _Recorder()
+    rollout(make_env(), pol, planned(seed=5, max_steps=7))
+    assert pol.instructions == ["move the point to the goal"] * 7
+    assert pol.resets == [5]
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        (np.array([[np.nan, 0.0]], dtype=np.float32), "non-finite action (NaN or inf) at step 0"),
+        (np.array([[np.inf, 0.0]], dtype=np.float32), "non-finite action (NaN or inf) at step 0"),
+        (np.zeros((1, 3), dtype=np.float32), "shape (1, 3) at step 0; expected (2,) or (k, 2)"),
+        (np.zeros((0, 2), dtype=np.float32), "shape (0, 2) at step 0"),
+    ],
+)
+def test_bad_action_ends_the_episode_as_an_error_with_the_reason(out: np.ndarray, message: str) -> None:
+    rec = rollout(make_env(), _Recorder(out=out), planned())
+    assert rec.termination_reason == "error"
+    assert rec.error is not None and message in rec.error
+    assert rec.length == 0 and not rec.success
+
+
+def test_policy_exception_keeps_earlier_steps_and_frames() -> None:
+    rec = rollout(make_env(), _Recorder(raise_at=4), planned(max_steps=10), cameras=("top",), record_frames=True)
+    assert rec.termination_reason == "error"
+    assert rec.error == "RuntimeError: policy server exploded"
+    assert rec.length == 4
+    assert len(rec.frames["top"]) == 4  # the frame rendered for the failed step is dropped
+
+
+def test_policy_stop_is_its_own_termination_reason() -> None:
+    rec = rollout(make_env(), _Recorder(stop_at=6), planned())
+    assert (rec.termination_reason, rec.length, rec.error) == ("policy_stop", 6, None)
+
+
+@pytest.mark.parametrize(("replan_every", "steps", "calls"), [(1, 10, 10), (3, 10, 4), (4, 10, 3), (5, 10, 2)])
+def test_replan_every_executes_k_actions_per_chunk(replan_every: int, steps: int, calls: int) -> None:
+    pol = _Recorder(chunk=5)
+    rec = rollout(make_env(), pol, planned(max_steps=steps), replan_every=replan_every)
+    assert pol.calls == calls == math.ceil(steps / replan_every)
+    assert int(np.isfinite(rec.latencies).sum()) == calls
+    assert np.isfinite(rec.latencies[::replan_every]).all()
+
+
+def test_env_reset_error_is_an_error_episode() -> None:
+    rec = rollout(make_env("scripted/faulty"), ScriptedExpert(), planned("scripted/faulty", seed=2))
+    assert rec.termination_reason == "error" and rec.length == 0
+    assert "reset fails on purpose for seed 2" in (rec.error or "")
+
+
+def test_success_reached_then_lost_differs_between_rules() -> None:
+    """The success-rule oracle: the overshooting policy reaches the goal, then leaves it before the horizon."""
+    any_rec = rollout(make_env("scripted/reach-final"), Overshoot(), planned("scripted/reach-final", 1, 30, "any_step"))
+    fin_rec = rollout(
+        make_env("scripted/reach-final"), Overshoot(), planned("scripted/reach-final", 1, 30, "final_step")
+    )
+    assert any_rec.success and any_rec.termination_reason == "success"
+    assert fin_rec.successes.any() and not fin_rec.successes[-1]
+    assert not fin_rec.success and fin_rec.termination_reason == "max_steps" and fin_rec.length == 30
+
+
+def test_success_at_reset_is_flagged_and_never_a_policy_success() -> None:
+    env = make_env()
+    original = env.reset
+
+    def reset_on_goal(seed: int, initial_state: int | None = None) -> Observation:
+        obs = original(seed, initial_state)
+        env.pos = env.goal.copy()
+        return env._obs()
+
+    env.reset = reset_on_goal  # type: ignore[method-assign]
+    rec = rollout(env, _Recorder(), planned())
+    assert rec.success_at_reset and rec.successes[0]
+    assert not rec.success

@@ -153,7 +153,7 @@ def test_success_at_reset_is_flagged_and_never_a_policy_success() -> None:
     original = env.reset
 
     def reset_on_goal(seed: int, initial_state: int | None = None) -> Observation:
-        obs = original(seed, initial_state)
+        original(seed, initial_state)
         env.pos = env.goal.copy()
         return env._obs()
 

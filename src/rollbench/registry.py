@@ -184,7 +184,7 @@ def _factory_from_path(name: str) -> PolicyFactory:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"policy {name!r}: module {module_name!r} has no callable {attr!r}")
-    return factory  # type: ignore[no-any-return]
+    return factory
 
 
 def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:

@@ -68,11 +68,12 @@ def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
         arr = np.asarray(raw, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise EpisodeError(f"policy returned a non-numeric action at step {step}: {exc}") from None
+    shape = arr.shape
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] != action_dim:
         raise EpisodeError(
-            f"policy returned an action of shape {tuple(np.shape(raw))} at step {step}; expected "
+            f"policy returned an action of shape {shape} at step {step}; expected "
             f"({action_dim},) or (k, {action_dim}) with k >= 1"
         )
     if not np.isfinite(arr).all():

@@ -81,6 +81,7 @@ def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
     try:
         with av.open(tmp, mode="w") as container:
             stream = container.add_stream(VIDEO_CODEC, rate=fps)
+            assert isinstance(stream, av.VideoStream)
             h, w = frames[0].shape[:2]
             stream.width, stream.height, stream.pix_fmt = w, h, VIDEO_PIX_FMT
             stream.options = {"crf": "23", "preset": "veryfast", "g": "2"}

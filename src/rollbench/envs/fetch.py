@@ -75,9 +75,7 @@ class FetchEnv(GymnasiumEnv):
     """A Fetch task; ``state = observation ++ desired_goal ++ achieved_goal`` (see the module docstring)."""
 
     def _state(self, obs: Any) -> np.ndarray:
-        return np.concatenate([obs["observation"], obs["desired_goal"], obs["achieved_goal"]]).astype(
-            np.float32
-        )
+        return np.concatenate([obs["observation"], obs["desired_goal"], obs["achieved_goal"]]).astype(np.float32)
 
     def _success_from(self, info: Mapping[str, Any]) -> bool:
         return self.success()

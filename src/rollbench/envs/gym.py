@@ -131,9 +131,7 @@ class GymnasiumEnv:
     # Env protocol ----------------------------------------------------------------------------------------
     def reset(self, seed: int, initial_state: int | None = None) -> Observation:
         if initial_state is not None:
-            raise ConfigError(
-                f"{self.task.name} has no stored initial states (got initial_state={initial_state})"
-            )
+            raise ConfigError(f"{self.task.name} has no stored initial states (got initial_state={initial_state})")
         obs, _info = self.env.reset(seed=int(seed))
         self._success = False
         self._last_obs = obs
@@ -160,9 +158,7 @@ class GymnasiumEnv:
         if camera not in self.task.cameras:
             raise ValueError(f"unknown camera {camera!r}; {self.task.name} has {self.task.cameras}")
         if camera not in self.cameras:
-            raise ValueError(
-                f"camera {camera!r} was not requested when {self.task.name} was built (EnvOptions)"
-            )
+            raise ValueError(f"camera {camera!r} was not requested when {self.task.name} was built (EnvOptions)")
         img = self._render_rgb()
         if img.ndim != 3 or img.shape[2] < 3:
             raise RuntimeError(f"{self.task.name}: render returned shape {img.shape}, expected (H, W, 3)")
@@ -225,22 +221,16 @@ def _probe(env_id: str) -> TaskInfo:
             raise ConfigError(f"gymnasium env {env_id!r} has action space {act}; rollbench needs a flat Box")
         low, high = np.asarray(act.low, dtype=np.float64), np.asarray(act.high, dtype=np.float64)
         if not (np.isfinite(low).all() and np.isfinite(high).all()):
-            raise ConfigError(
-                f"gymnasium env {env_id!r} has unbounded actions {act}; rollbench needs finite bounds"
-            )
+            raise ConfigError(f"gymnasium env {env_id!r} has unbounded actions {act}; rollbench needs finite bounds")
         obs_space = env.observation_space
         boxes = obs_space.spaces.values() if isinstance(obs_space, spaces.Dict) else [obs_space]
         if not all(isinstance(b, spaces.Box) for b in boxes):
-            raise ConfigError(
-                f"gymnasium env {env_id!r} has observation space {obs_space}; need Box or Dict of Box"
-            )
+            raise ConfigError(f"gymnasium env {env_id!r} has observation space {obs_space}; need Box or Dict of Box")
         env.reset(seed=0)
         _obs, _r, _te, _tr, info = env.step(((low + high) / 2).astype(act.dtype))
         success_from_info(env_id, info)  # raises ConfigError naming the keys it did report
         spec = env.spec
-        fps = env.metadata.get("render_fps") or (
-            1.0 / env.unwrapped.dt if hasattr(env.unwrapped, "dt") else 10
-        )
+        fps = env.metadata.get("render_fps") or (1.0 / env.unwrapped.dt if hasattr(env.unwrapped, "dt") else 10)
         return TaskInfo(
             name=f"gym/{env_id}",
             instruction="",

@@ -45,9 +45,7 @@ def render_fault(
         raise ValueError(f"render_fault: {len(frames)} frames but {len(states)} states; they must pair up")
     if len(frames) == 0:
         return None
-    black = [
-        i for i, f in enumerate(frames) if np.asarray(f).size == 0 or int(np.asarray(f).max()) <= black_level
-    ]
+    black = [i for i, f in enumerate(frames) if np.asarray(f).size == 0 or int(np.asarray(f).max()) <= black_level]
     if black:
         shown = ", ".join(str(i) for i in black[:5]) + (", ..." if len(black) > 5 else "")
         return (
@@ -63,12 +61,10 @@ def render_fault(
     moved = [
         i
         for i, s in enumerate(states[1:], start=1)
-        if np.asarray(s).shape != s0.shape
-        or not np.allclose(np.asarray(s, dtype=np.float64), s0, atol=state_atol)
+        if np.asarray(s).shape != s0.shape or not np.allclose(np.asarray(s, dtype=np.float64), s0, atol=state_atol)
     ]
     if moved:
         return (
-            f"frozen: all {len(frames)} frames are identical while the state changed "
-            f"(first change at step {moved[0]})"
+            f"frozen: all {len(frames)} frames are identical while the state changed (first change at step {moved[0]})"
         )
     return None

@@ -26,6 +26,11 @@ function of ``seed`` (same in any process, whatever ran before in this env), num
 read nor written, and the rejection-sampling loops some tasks run (object and goal at least 10-25 cm apart) keep
 drawing fresh vectors instead of spinning forever on a frozen one.
 
+First observation: six tasks' ``reset`` returns object positions from before their final move (9 to 20 cm
+off; window-close reports success at reset on every seed). The first observation, the success check at reset and
+the first rendered frame are computed on a forwarded copy of the reset state instead, so they describe the real
+scene; the simulation itself stays bit-identical to MetaWorld's (see ``MetaWorldEnv._settled_reset_view``).
+
 Horizon and truncation: MetaWorld truncates at ``max_path_length`` (500) and raises on any later step. This
 adapter sets ``max_path_length`` to a value never reached, so rollbench's ``max_steps`` is the one horizon and an
 unsolved episode always ends as ``max_steps``, never as an ambiguous ``truncated`` on the same step. A horizon
@@ -229,9 +234,7 @@ class MetaWorldEnv:
 
     def reset(self, seed: int, initial_state: int | None = None) -> Observation:
         if initial_state is not None:
-            raise ConfigError(
-                f"{self.task.name} has no stored initial states; scenes come from the seed only"
-            )
+            raise ConfigError(f"{self.task.name} has no stored initial states; scenes come from the seed only")
         if not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"{self.task.name}: seed must be an integer >= 0, got {seed!r}")
         self._env.np_random = np.random.default_rng(int(seed))
@@ -297,7 +300,7 @@ class MetaWorldEnv:
 
         Upstream bug: several tasks' ``reset_model`` move bodies or joints *after* the last physics update and
         return positions computed before the move (dial-turn, drawer-open, faucet-open, lever-pull, window-open
-        and window-close are off by 6-20 cm; window-close even reports success at reset, on every seed). The
+        and window-close are off by 9-20 cm; window-close even reports success at reset, on every seed). The
         fix runs ``mj_forward`` on a *copy* of the MuJoCo data, so the observation, the success check and the
         first rendered frame describe the true scene while the live simulation stays bit-identical to what
         MetaWorld alone would run (an extra ``mj_forward`` on the live data perturbs contacts at round-off level,
@@ -336,9 +339,7 @@ class MetaWorldEnv:
 
 class MetaWorldFamily:
     name = "metaworld"
-    description = (
-        "MetaWorld v3: 50 Sawyer manipulation tasks (MuJoCo), suites MT10/MT25/MT50, ML10/ML45 splits"
-    )
+    description = "MetaWorld v3: 50 Sawyer manipulation tasks (MuJoCo), suites MT10/MT25/MT50, ML10/ML45 splits"
 
     def missing(self) -> str | None:
         found = all(importlib.util.find_spec(m) is not None for m in ("metaworld", "mujoco"))
@@ -361,9 +362,7 @@ class MetaWorldFamily:
             raise unknown_name_error("task", task.name, list(TASKS))
         bad = [c for c in options.cameras if c not in CAMERAS]
         if bad:
-            raise ConfigError(
-                f"{task.name} has no camera {', '.join(bad)}; its cameras: {', '.join(CAMERAS)}"
-            )
+            raise ConfigError(f"{task.name} has no camera {', '.join(bad)}; its cameras: {', '.join(CAMERAS)}")
         if self.missing():
             raise ConfigError(f"cannot build {task.name}: {INSTALL_HINT}")
         return MetaWorldEnv(task, options)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from rollbench.envs.render_check import render_fault
 from rollbench.plan import PlannedEpisode, cameras_for
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.registry import EnvOptions, make_env, make_policy
-from rollbench.rollout import failed_episode, rollout
+from rollbench.rollout import EpisodeRecord, failed_episode, rollout
 from rollbench.spec import EvalSpec
 from rollbench.types import Env, Policy, TaskInfo
 
@@ -91,7 +91,7 @@ class EpisodeWorker:
             )
             if rec.termination_reason == "error":
                 self.close_env()  # never reuse an env whose episode failed: its state is unknown
-        fault = _render_fault(rec.frames) if rec.frames else None
+        fault = _render_fault(rec)
         staged = stage_episode(self.run_dir, rec, task.fps, fault)
         return EpisodeSummary(
             planned.episode_index, planned.task, rec.success, rec.length, rec.termination_reason, staged
@@ -109,10 +109,7 @@ class EpisodeWorker:
         self.policy.close()
 
 
-def _render_fault(frames: dict[str, Any]) -> str | None:
-    try:
-        from rollbench.envs.render_check import render_fault
-    except ImportError:
-        return None
-    faults = [f"{cam}: {why}" for cam, fr in frames.items() if fr and (why := render_fault(fr))]
+def _render_fault(rec: EpisodeRecord) -> str | None:
+    """Black or frozen frames in any recorded camera (see :func:`rollbench.envs.render_check.render_fault`)."""
+    faults = [f"{cam}: {why}" for cam, fr in rec.frames.items() if fr and (why := render_fault(fr, list(rec.states)))]
     return "; ".join(faults) or None

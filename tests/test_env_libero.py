@@ -1,0 +1,258 @@
+"""libero family: task table, install/asset checks, and the episode-start protocol.
+
+The real LIBERO package and assets are not installed here (see rollbench.envs.libero's docstring for what that
+leaves untested). The protocol (reset -> stored initial state i -> 10 no-op settle steps) is tested against a
+robosuite 1.5 Lift scene standing in for a LIBERO scene: its flattened MuJoCo state is stored and restored as
+the "initial state", through the same ControlEnv surface LIBERO offers (reset / set_init_state / step / seed /
+check_success / close).
+"""
+
+from __future__ import annotations
+
+import builtins
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rollbench.envs import libero
+from rollbench.envs.libero import (
+    FAMILY,
+    NOOP_ACTION,
+    SUITE_TASKS,
+    LiberoEnv,
+    instruction_of,
+    quat_to_axis_angle,
+    start_episode,
+)
+from rollbench.registry import EnvOptions, make_env, resolve_tasks
+from rollbench.types import ConfigError
+
+
+# task table ------------------------------------------------------------------------------------------------------
+def test_suites_horizons_and_instructions() -> None:
+    assert {s: len(t) for s, t in SUITE_TASKS.items()} == {
+        "libero_spatial": 10, "libero_object": 10, "libero_goal": 10, "libero_10": 10, "libero_90": 90,
+    }  # fmt: skip
+    horizons = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
+    for t in FAMILY.tasks():
+        suite = t.name.split("/")[1]
+        assert t.max_steps == horizons[suite] and t.settle_steps == 10 and t.initial_states == 50
+        assert t.instruction.strip() and t.success_rule == "any_step" and t.state_dim == 8 and t.action_dim == 7
+    assert len({t.instruction for t in FAMILY.tasks()}) > 100  # instructions are the tasks' own, not a template
+    assert FAMILY.task("libero/libero_spatial/0").instruction == (
+        "pick up the black bowl between the plate and the ramekin and place it on the plate"
+    )
+    assert [t.name for t in resolve_tasks("libero/libero_goal")] == [f"libero/libero_goal/{i}" for i in range(10)]
+    with pytest.raises(ConfigError, match="libero/libero_spatial"):
+        FAMILY.task("libero/libero_spatial/10")
+
+
+def test_instruction_rule_matches_libero_grab_language_from_filename() -> None:
+    assert (
+        instruction_of("KITCHEN_SCENE10_close_the_top_drawer_of_the_cabinet") == "close the top drawer of the cabinet"
+    )
+    assert instruction_of("LIVING_ROOM_SCENE2_put_both_the_alphabet_soup_and_the_tomato_sauce_in_the_basket") == (
+        "put both the alphabet soup and the tomato sauce in the basket"
+    )
+    assert instruction_of("turn_on_the_stove") == "turn on the stove"
+    assert SUITE_TASKS["libero_90"][0] == "KITCHEN_SCENE10_close_the_top_drawer_of_the_cabinet"
+    assert (
+        SUITE_TASKS["libero_90"][-1]
+        == "STUDY_SCENE4_pick_up_the_book_on_the_right_and_place_it_under_the_cabinet_shelf"
+    )
+
+
+# installation checks ---------------------------------------------------------------------------------------------
+def test_missing_names_the_package_and_how_to_install(monkeypatch) -> None:
+    monkeypatch.setattr(libero, "_package_dir", lambda: None)
+    why = FAMILY.missing()
+    assert why and "not installed" in why and "robosuite 1.4" in why and libero.ASSETS_ENV in why
+    with pytest.raises(ConfigError, match="not installed"):
+        make_env(FAMILY.task("libero/libero_10/0"), EnvOptions())
+
+
+def _fake_package(tmp_path: Path) -> Path:
+    pkg = tmp_path / "site" / "libero" / "libero"
+    for d in ("bddl_files", "init_files", "assets/scenes"):
+        (pkg / d).mkdir(parents=True)
+    return pkg
+
+
+def test_missing_assets_are_named_with_the_env_var(monkeypatch, tmp_path) -> None:
+    pkg = _fake_package(tmp_path)
+    monkeypatch.setattr(libero, "_package_dir", lambda: pkg)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LIBERO_CONFIG_PATH", raising=False)
+    monkeypatch.delenv(libero.ASSETS_ENV, raising=False)
+    why = FAMILY.missing() or ""
+    assert "scene assets are missing" in why and "articulated_objects" in why and libero.ASSETS_ENV in why
+    assert "robosuite 1.4" in why  # the shared venv has robosuite 1.5: named too
+    # rollbench wrote LIBERO's config so that its import will not prompt
+    cfg = tmp_path / "home" / ".cache" / "rollbench" / "libero" / "config.yaml"
+    assert cfg.is_file() and libero._read_config(cfg)["bddl_files"] == str(pkg / "bddl_files")
+    assert libero.os.environ["LIBERO_CONFIG_PATH"] == str(cfg.parent)
+    # assets given by the env var, with meshes: no asset complaint any more
+    assets = tmp_path / "assets"
+    (assets / "scenes").mkdir(parents=True)
+    (assets / "articulated_objects").mkdir()
+    (assets / "scenes" / "table.obj").write_text("v 0 0 0\n")
+    monkeypatch.setenv(libero.ASSETS_ENV, str(assets))
+    why = FAMILY.missing() or ""
+    assert "assets" not in why and libero._read_config(cfg)["assets"] == str(assets)
+
+
+def test_no_stdin_turns_a_prompt_into_eof() -> None:
+    with libero._no_stdin(), pytest.raises(EOFError):
+        builtins.input("Do you want to specify a custom path for the dataset folder? (Y/N): ")
+
+
+def test_quat_to_axis_angle() -> None:
+    np.testing.assert_allclose(quat_to_axis_angle(np.array([0.0, 0.0, 0.0, 1.0])), np.zeros(3))
+    half = np.sqrt(0.5)  # 90 degrees about z
+    np.testing.assert_allclose(quat_to_axis_angle(np.array([0.0, 0.0, half, half])), [0, 0, np.pi / 2], atol=1e-9)
+
+
+# the protocol against a robosuite stand-in -----------------------------------------------------------------------
+class StandIn:
+    """A robosuite Lift scene behind LIBERO's ControlEnv surface; records the order of calls."""
+
+    def __init__(self, image_size: int = 0) -> None:
+        import robosuite
+        from robosuite.controllers import load_composite_controller_config
+
+        from rollbench.envs.gl import configure_offscreen_gl
+
+        configure_offscreen_gl()
+        cams: dict[str, Any] = (
+            {"camera_names": list(libero.CAMERAS), "camera_heights": image_size, "camera_widths": image_size}
+            if image_size
+            else {}
+        )
+        self.env = robosuite.make(
+            "Lift", robots="Panda", controller_configs=load_composite_controller_config(robot="Panda"),
+            has_renderer=False, has_offscreen_renderer=bool(image_size), use_camera_obs=bool(image_size),
+            ignore_done=True, hard_reset=False, renderer="mujoco", seed=0, **cams,
+        )  # fmt: skip
+        self.calls: list[Any] = []
+
+    def seed(self, seed: int) -> None:
+        self.calls.append("seed")
+        self.env.rng.bit_generator.state = np.random.default_rng(seed).bit_generator.state
+
+    def reset(self) -> Any:
+        self.calls.append("reset")
+        return self.env.reset()
+
+    def set_init_state(self, state: np.ndarray) -> Any:  # as LIBERO's regenerate_obs_from_state
+        self.calls.append("set_init_state")
+        self.env.sim.set_state_from_flattened(state)
+        self.env.sim.forward()
+        self.env._update_observables(force=True)
+        return self.env._get_observations()
+
+    def step(self, action: np.ndarray) -> Any:
+        self.calls.append(("step", tuple(np.asarray(action).tolist())))
+        return self.env.step(action)
+
+    def check_success(self) -> bool:
+        return bool(self.env._check_success())
+
+    def cube_xy(self) -> np.ndarray:
+        return np.array(self.env.sim.data.body_xpos[self.env.cube_body_id][:2])
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _initial_states(n: int) -> list[np.ndarray]:
+    """n stored scenes whose cubes sit 4 cm apart along y (far beyond the placement sampler's +-3 cm)."""
+    sim = StandIn()
+    sim.env.reset()
+    addr = sim.env.sim.model.get_joint_qpos_addr(sim.env.cube.joints[0])[0]
+    states = []
+    for i in range(n):
+        sim.env.sim.data.qpos[addr : addr + 2] = [0.0, -0.1 + 0.04 * i]
+        sim.env.sim.forward()
+        states.append(sim.env.sim.get_state().flatten().copy())
+    sim.close()
+    return states
+
+
+@pytest.fixture(scope="module")
+def init_states() -> list[np.ndarray]:
+    return _initial_states(6)
+
+
+@pytest.mark.sim
+def test_order_is_reset_then_initial_state_then_ten_noop_steps(init_states) -> None:
+    sim = StandIn()
+    try:
+        start_episode(sim, init_states, 2)
+        assert sim.calls == ["reset", "set_init_state"] + [("step", NOOP_ACTION)] * 10
+        assert NOOP_ACTION == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+        # episode 2 starts from stored state 2 (not from the scene the reset sampled)
+        np.testing.assert_allclose(sim.cube_xy(), [0.0, -0.1 + 0.04 * 2], atol=0.005)
+        # the stand-in is sensitive to the bug the order prevents: a reset after the state overwrites it
+        sim.set_init_state(init_states[0])
+        sim.reset()
+        assert abs(sim.cube_xy()[1] - (-0.1)) > 0.05
+        sim.calls.clear()
+        start_episode(sim, init_states, 4, settle_steps=0)
+        np.testing.assert_array_equal(sim.env.sim.get_state().flatten(), init_states[4])
+        for bad in (6, -1, True):
+            with pytest.raises(ConfigError, match="out of range"):
+                start_episode(sim, init_states, bad)  # type: ignore[arg-type]
+    finally:
+        sim.close()
+
+
+@pytest.mark.sim
+def test_episode_i_gets_state_i_whatever_the_number_of_workers(init_states) -> None:
+    task = FAMILY.task("libero/libero_spatial/0")
+    opts = EnvOptions()
+
+    cube_y: dict[int, float] = {}
+
+    def run(worker_envs: list[LiberoEnv], episodes: list[int]) -> dict[int, np.ndarray]:
+        out = {}
+        for k, ep in enumerate(episodes):  # round-robin over workers, as a pool would
+            env = worker_envs[k % len(worker_envs)]
+            obs = env.reset(seed=1000 + ep, initial_state=ep)
+            cube_y[ep] = float(env.sim.cube_xy()[1])
+            env.step(np.zeros(7, dtype=np.float32))
+            out[ep] = np.concatenate([obs.state, env.sim.env.sim.get_state().flatten()])
+        return out
+
+    one = [LiberoEnv(task, opts, StandIn(), init_states)]
+    three = [LiberoEnv(task, opts, StandIn(), init_states) for _ in range(3)]
+    try:
+        serial = run(one, list(range(6)))
+        spread = run(three, [5, 3, 1, 0, 4, 2])  # other order, other workers
+        for ep in range(6):
+            np.testing.assert_array_equal(serial[ep], spread[ep])
+        assert np.all(np.diff([cube_y[ep] for ep in range(6)]) > 0.03)  # episode i sat on stored state i
+        assert one[0].sim.calls[:3] == ["seed", "reset", "set_init_state"]
+        with pytest.raises(ConfigError, match="stored initial state"):
+            one[0].reset(seed=0)
+    finally:
+        for env in one + three:
+            env.close()
+
+
+@pytest.mark.sim
+def test_libero_env_state_render_and_success(init_states) -> None:
+    task = FAMILY.task("libero/libero_object/3")
+    env = LiberoEnv(task, EnvOptions(cameras=libero.CAMERAS, image_size=(32, 32)), StandIn(image_size=32), init_states)
+    try:
+        obs = env.reset(seed=0, initial_state=1)
+        assert obs.state.shape == (8,) and obs.state.dtype == np.float32
+        np.testing.assert_allclose(obs.state[:3], obs.raw["robot0_eef_pos"], rtol=1e-6)
+        res = env.step(np.zeros(7, dtype=np.float32))
+        assert res.success is False and env.success() is False
+        img = env.render("agentview")
+        assert img.shape == (32, 32, 3) and img.dtype == np.uint8 and img.max() > 8
+        np.testing.assert_array_equal(img, res.observation.raw["agentview_image"][::-1, ::-1])
+    finally:
+        env.close()

@@ -44,6 +44,14 @@ class Execution:
     executor: str = "local"
     ray_address: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ConfigError(f"--workers must be >= 1, got {self.workers}")
+        if self.executor not in ("local", "ray"):
+            raise ConfigError(f"unknown executor {self.executor!r}; valid executors: local, ray")
+        if self.ray_address and self.executor != "ray":
+            raise ConfigError("--ray-address only applies to --executor ray")
+
 
 def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
     """``runs/<task>-<policy>-<UTC timestamp>`` with unsafe characters replaced."""
@@ -219,7 +227,11 @@ def _execute(
         if progress:
             progress({"event": "episode", **summary.__dict__})
 
-    run_episodes(
+    def on_worker(worker: str, state: str) -> None:
+        live.workers[worker] = state
+        live.write()
+
+    counters = run_episodes(
         spec,
         plan,
         run_dir,
@@ -229,7 +241,9 @@ def _execute(
         execution,
         on_result,
         should_stop or (lambda: False),
+        on_worker,
     )
+    log["executions"][-1].update(counters)
     writer.promote_ready()
     result = grade_run_dir(run_dir)
     log["status"] = result["status"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rollbench.execute import EpisodeSummary, EpisodeWorker
 from rollbench.plan import Plan, PlannedEpisode
@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from rollbench.api import Execution
 
 OnResult = Callable[[EpisodeSummary], None]
+OnWorker = Callable[[str, str], None]
 ShouldStop = Callable[[], bool]
+EXECUTORS = ("local", "ray")
 
 
 def run_in_process(
@@ -30,14 +32,20 @@ def run_in_process(
     needs_images: bool,
     on_result: OnResult,
     should_stop: ShouldStop,
+    on_worker: OnWorker | None = None,
 ) -> None:
     """Run ``todo`` one after another in this process; stop starting episodes once ``should_stop()``."""
+    state = on_worker or (lambda worker, what: None)
+    state("0", "starting")
     worker = EpisodeWorker(spec, run_dir, {t.name: t for t in plan.tasks}, replan_every, needs_images)
     try:
         for planned in todo:
             if should_stop():
                 return
-            on_result(worker.run(planned))
+            state("0", f"episode {planned.episode_index} ({planned.task})")
+            summary = worker.run(planned)
+            state("0", "idle")
+            on_result(summary)
     finally:
         worker.close()
 
@@ -52,13 +60,47 @@ def run_episodes(
     execution: Execution,
     on_result: OnResult,
     should_stop: ShouldStop,
-) -> None:
-    """Dispatch to the runner named by ``execution`` (``local`` with 1 worker runs in this process)."""
+    on_worker: OnWorker | None = None,
+) -> dict[str, Any]:
+    """Run ``todo`` with the runner named by ``execution`` and report each staged episode to ``on_result``.
+
+    ``local`` with 1 worker runs in this process; ``local`` with K > 1 in K spawned worker processes
+    (:mod:`rollbench.runners.local`); ``ray`` on K Ray actors (:mod:`rollbench.runners.ray_runner`). ``on_worker``
+    receives ``(worker id, state)`` for the live snapshot. Returns counters for the run log (worker starts and deaths,
+    episodes re-run or lost; empty for the in-process runner). Raises ConfigError on a bad execution choice and
+    RollbenchError when workers cannot run at all.
+    """
     if execution.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {execution.workers}")
+    if execution.executor not in EXECUTORS:
+        raise ConfigError(f"unknown executor {execution.executor!r}; valid executors: {', '.join(EXECUTORS)}")
+    if execution.ray_address and execution.executor != "ray":
+        raise ConfigError("--ray-address only applies to --executor ray")
+    state: OnWorker = on_worker or (lambda worker, what: None)
+    tasks = {t.name: t for t in plan.tasks}
+    if not todo:
+        return {}
     if execution.executor == "local" and execution.workers == 1:
-        run_in_process(spec, plan, run_dir, todo, replan_every, needs_images, on_result, should_stop)
-        return
-    raise ConfigError(
-        f"executor {execution.executor!r} with {execution.workers} workers is not available yet"
+        run_in_process(spec, plan, run_dir, todo, replan_every, needs_images, on_result, should_stop, state)
+        return {}
+    if execution.executor == "local":
+        from rollbench.runners.local import LocalBackend
+        from rollbench.runners.pool import run_pool
+
+        backend = LocalBackend(spec, run_dir, tasks, replan_every, needs_images)
+        return run_pool(backend, execution.workers, todo, run_dir, tasks, on_result, should_stop, state)
+    from rollbench.runners.ray_runner import run_ray
+
+    return run_ray(
+        spec,
+        run_dir,
+        tasks,
+        list(todo),
+        replan_every,
+        needs_images,
+        execution.workers,
+        execution.ray_address,
+        on_result,
+        should_stop,
+        state,
     )

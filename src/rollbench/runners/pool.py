@@ -1,0 +1,231 @@
+"""The dispatch loop shared by the local-process and Ray runners: exactly-once episode accounting.
+
+A runner *backend* owns K worker slots (a process or an actor each, holding one
+:class:`~rollbench.execute.EpisodeWorker`) and reports what happened as :class:`Event` s. :func:`run_pool` hands
+episodes to idle slots in plan order and handles every failure the same way for both backends:
+
+* a worker that dies (SIGKILL, segfault, removed Ray node) while running an episode is replaced by a fresh one and
+  the episode is re-run from its planned seed, first in line. If the dead worker had already staged it, the staged
+  copy is kept and nothing re-runs. Staging is atomic and first-wins (:func:`rollbench.record.lerobot.stage_episode`),
+  so a duplicate attempt can never be recorded twice.
+* an episode that kills :data:`MAX_ATTEMPTS` workers in a row is recorded (by this process) as an ``error`` episode
+  saying so, and the run goes on: a deterministic simulator crash must not loop forever.
+* a worker that cannot start (its policy fails to build) or raises outside an episode aborts the run with
+  :class:`~rollbench.types.RollbenchError`; so do :data:`MAX_START_FAILURES` consecutive deaths while starting, and
+  :data:`START_TIMEOUT_S` without any live worker (e.g. a Ray cluster with no free CPU).
+
+``should_stop()`` is polled at least every :data:`POLL_S` seconds: once it returns True no new episode starts and the
+episodes in flight finish. Worker states (``"starting"``, ``"idle"``, ``"episode 17 (metaworld/reach-v3)"``) go to
+``on_worker`` for ``run.live.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+import pyarrow.parquet as pq
+
+from rollbench.execute import EpisodeSummary
+from rollbench.plan import PlannedEpisode
+from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
+from rollbench.rollout import failed_episode
+from rollbench.types import RollbenchError, TaskInfo
+
+MAX_ATTEMPTS = 3  # worker deaths on one episode before it is recorded as an error
+MAX_START_FAILURES = 3  # consecutive deaths of a slot's worker before it became ready
+START_TIMEOUT_S = 300.0  # longest time with no live worker at all
+POLL_S = 0.5
+
+OnResult = Callable[[EpisodeSummary], None]
+OnWorker = Callable[[str, str], None]
+ShouldStop = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something a backend observed about one slot.
+
+    kind: ``ready`` (the worker built its policy and is waiting), ``done`` (``summary`` of a staged episode),
+    ``died`` (the worker is gone; ``detail`` says how), ``fatal`` (the worker raised outside an episode; ``detail``
+    holds the error and traceback).
+    """
+
+    kind: Literal["ready", "done", "died", "fatal"]
+    slot: int
+    summary: EpisodeSummary | None = None
+    detail: str = ""
+
+
+class Backend(Protocol):
+    """K slots of workers. ``start`` and ``submit`` return at once; ``wait`` blocks up to ``timeout`` seconds."""
+
+    def start(self, slot: int) -> None:
+        """Start a fresh worker in ``slot`` (replacing a dead one); it reports ``ready`` when it can take episodes."""
+        ...
+
+    def submit(self, slot: int, planned: PlannedEpisode) -> None:
+        """Hand one episode to the (ready, idle) worker of ``slot``."""
+        ...
+
+    def wait(self, timeout: float) -> list[Event]:
+        """Events that happened, possibly none after ``timeout`` seconds."""
+        ...
+
+    def close(self) -> None:
+        """Stop every worker (finished or not); must not raise."""
+        ...
+
+
+class WorkerLost(RuntimeError):
+    """The worker processes running an episode kept dying (the episode is recorded as an error with this reason)."""
+
+
+def describe(planned: PlannedEpisode) -> str:
+    return f"episode {planned.episode_index} ({planned.task})"
+
+
+def recorded_summary(run_dir: Path, planned: PlannedEpisode) -> EpisodeSummary | None:
+    """The summary of ``planned`` if it is already staged or committed in ``run_dir``, else None."""
+    e = planned.episode_index
+    staged = run_dir / STAGING / f"episode-{e:06d}" / "episode.json"
+    if staged.exists():
+        row = json.loads(staged.read_text())
+    else:
+        c, f = chunk_file(e)
+        meta = run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)
+        if not meta.exists():
+            return None
+        row = pq.read_table(meta).to_pylist()[0]
+    return EpisodeSummary(
+        e, planned.task, bool(row["rollbench/success"]), int(row["length"]), row["rollbench/termination_reason"], False
+    )
+
+
+def run_pool(
+    backend: Backend,
+    slots: int,
+    todo: Sequence[PlannedEpisode],
+    run_dir: Path,
+    tasks: dict[str, TaskInfo],
+    on_result: OnResult,
+    should_stop: ShouldStop,
+    on_worker: OnWorker,
+) -> dict[str, int]:
+    """Run ``todo`` on ``slots`` workers of ``backend`` (see the module docstring); always closes the backend.
+
+    Returns counters for the run log: ``worker_starts``, ``worker_deaths``, ``episodes_rerun`` (re-dispatched
+    after a death), ``episodes_lost`` (recorded as errors after :data:`MAX_ATTEMPTS` deaths).
+    Raises RollbenchError when workers cannot be started or fail outside an episode.
+    """
+    queue: deque[PlannedEpisode] = deque(todo)
+    n = min(slots, len(queue))
+    running: dict[int, PlannedEpisode | None] = {}
+    ready: set[int] = set()
+    alive: set[int] = set()
+    start_failures: Counter[int] = Counter()
+    attempts: Counter[int] = Counter()
+    stats = {"worker_starts": 0, "worker_deaths": 0, "episodes_rerun": 0, "episodes_lost": 0}
+    no_live_since = time.monotonic()
+
+    def start(slot: int) -> None:
+        backend.start(slot)
+        alive.add(slot)
+        running[slot] = None
+        stats["worker_starts"] += 1
+        on_worker(str(slot), "starting")
+
+    def handle_death(slot: int, detail: str) -> None:
+        stats["worker_deaths"] += 1
+        alive.discard(slot)
+        planned = running.pop(slot, None)
+        if slot not in ready:
+            start_failures[slot] += 1
+            if start_failures[slot] >= MAX_START_FAILURES:
+                raise RollbenchError(f"worker {slot} died {start_failures[slot]} times while starting, last: {detail}")
+        ready.discard(slot)
+        on_worker(str(slot), f"died ({detail})")
+        if planned is not None:
+            attempts[planned.episode_index] += 1
+            done = recorded_summary(run_dir, planned)
+            if done is not None:  # it staged the episode before dying: keep that copy
+                on_result(done)
+            elif attempts[planned.episode_index] >= MAX_ATTEMPTS:
+                stats["episodes_lost"] += 1
+                on_result(_record_lost(run_dir, planned, tasks[planned.task], attempts, detail))
+            else:
+                stats["episodes_rerun"] += 1
+                queue.appendleft(planned)
+
+    def dispatch() -> None:
+        for slot in sorted(ready):
+            if running.get(slot) is None and queue:
+                planned = queue.popleft()
+                running[slot] = planned
+                backend.submit(slot, planned)
+                on_worker(str(slot), describe(planned))
+        for slot in range(n):  # replace dead workers while episodes wait (idle ones took theirs above)
+            if slot not in alive and queue:
+                start(slot)
+
+    try:
+        for slot in range(n):
+            start(slot)
+        while True:
+            stopping = should_stop()
+            if not stopping:
+                dispatch()
+            busy = [s for s, p in running.items() if p is not None]
+            if not busy and (stopping or not queue):
+                return stats
+            if ready:
+                no_live_since = time.monotonic()
+            elif time.monotonic() - no_live_since > START_TIMEOUT_S:
+                raise RollbenchError(
+                    f"no worker became ready within {START_TIMEOUT_S:.0f} s (are there free CPUs for "
+                    f"{n} workers? for Ray: `ray status`)"
+                )
+            finished: list[EpisodeSummary] = []
+            for ev in backend.wait(POLL_S):
+                if ev.kind == "ready":
+                    ready.add(ev.slot)
+                    start_failures[ev.slot] = 0
+                    on_worker(str(ev.slot), "idle")
+                elif ev.kind == "done":
+                    assert ev.summary is not None
+                    running[ev.slot] = None
+                    on_worker(str(ev.slot), "idle")
+                    finished.append(ev.summary)
+                elif ev.kind == "died":
+                    handle_death(ev.slot, ev.detail)
+                else:
+                    raise RollbenchError(f"worker {ev.slot} failed: {ev.detail}")
+            if finished and not should_stop():
+                dispatch()  # keep workers busy while this process commits what they staged
+            for summary in finished:
+                on_result(summary)
+    finally:
+        backend.close()
+
+
+def _record_lost(
+    run_dir: Path, planned: PlannedEpisode, task: TaskInfo, attempts: Counter[int], detail: str
+) -> EpisodeSummary:
+    try:
+        raise WorkerLost(
+            f"the worker running this episode died {attempts[planned.episode_index]} times (last: {detail}); "
+            "not retried again"
+        )
+    except WorkerLost as exc:
+        rec = failed_episode(planned, task, exc)
+    staged = stage_episode(run_dir, rec, task.fps)
+    if not staged:  # a late copy won the race after all
+        done = recorded_summary(run_dir, planned)
+        if done is not None:
+            return done
+    return EpisodeSummary(planned.episode_index, planned.task, False, 0, "error", staged)

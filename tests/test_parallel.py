@@ -1,0 +1,178 @@
+"""Local worker processes (``--workers K``): the recorded run is a pure function of the spec, whatever K is, and a
+worker that dies or whose env fails never costs, duplicates or reorders an episode.
+
+Everything here is real: spawned worker processes, real SIGKILLs, the real run directory. ``fault_policies:slow``
+(tests/fault_policies.py) is the scripted expert with a sleep per action, so that a kill lands mid-run.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rollbench.api import Execution, evaluate, grade
+from rollbench.types import ConfigError
+
+TIMING_COLUMNS = {"policy.latency_s", "rollbench/wall_time_s"}  # measured durations: differ between any two runs
+
+
+def recorded_tables(run_dir: Path) -> tuple[pa.Table, list[dict[str, Any]]]:
+    """All per-step rows (data/) and all episode records (meta/episodes/) of a run, minus timing columns."""
+    data = pa.concat_tables(pq.read_table(f) for f in sorted(run_dir.glob("data/chunk-*/file-*.parquet"))).drop_columns(
+        ["policy.latency_s"]
+    )
+    meta = [
+        {k: v for k, v in row.items() if k not in TIMING_COLUMNS}
+        for f in sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet"))
+        for row in pq.read_table(f).to_pylist()
+    ]
+    return data, meta
+
+
+def info_and_stats(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    info = json.loads((run_dir / "meta/info.json").read_text())
+    stats = json.loads((run_dir / "meta/stats.json").read_text())
+    stats.pop("policy.latency_s", None)
+    return info, stats
+
+
+def last_execution(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "run.json").read_text())["executions"][-1]
+
+
+def worker_processes() -> list[multiprocessing.process.BaseProcess]:
+    return [p for p in multiprocessing.active_children() if p.name.startswith("rollbench-worker-")]
+
+
+def test_recorded_run_is_identical_with_1_2_and_3_workers(tmp_path: Path) -> None:
+    spec = dict(env="scripted/reach", policy="scripted-expert", episodes=7, seed=11, action_noise=0.3)
+    runs = {}
+    for k in (1, 2, 3):
+        out = tmp_path / f"w{k}"
+        result = evaluate(**spec, out=out, execution=Execution(workers=k))
+        assert result["status"] == "OK" and result["episodes_recorded"] == 7
+        runs[k] = (result["episodes"], recorded_tables(out), info_and_stats(out))
+        assert last_execution(out)["workers"] == k
+        assert not (out / "run.live.json").exists()
+        assert list((out / ".staging").iterdir()) == []
+    assert [e["episode_index"] for e in runs[1][0]] == list(range(7))
+    assert len({e["length"] for e in runs[1][0]}) > 1  # the noise makes episodes differ: a real comparison
+    for k in (2, 3):
+        assert runs[k][0] == runs[1][0]  # per-episode results
+        assert runs[k][1][0].equals(runs[1][1][0])  # every recorded step, including the global index
+        assert runs[k][1][1] == runs[1][1][1]  # every episode record
+        assert runs[k][2] == runs[1][2]  # info.json and stats.json
+    assert last_execution(tmp_path / "w3")["worker_starts"] == 3
+
+
+def test_sigkilled_workers_are_replaced_and_their_episodes_rerun_exactly_once(tmp_path: Path) -> None:
+    spec = dict(env="scripted/reach", episodes=12, seed=3, max_steps=10)
+    ref = evaluate(**spec, policy="scripted-expert", out=tmp_path / "ref")
+    killed: list[int] = []
+
+    def kill_all_workers_once(event: dict[str, Any]) -> None:
+        # on the 3rd finished episode: the worker that reported it already holds its next episode, so at least
+        # one killed worker dies with an episode in flight
+        if event["event"] == "episode" and not killed and event["episode_index"] >= 2:
+            for p in worker_processes():
+                assert p.pid is not None
+                os.kill(p.pid, signal.SIGKILL)
+                killed.append(p.pid)
+
+    out = tmp_path / "run"
+    result = evaluate(
+        **spec,
+        policy="fault_policies:slow",
+        out=out,
+        execution=Execution(workers=2),
+        progress=kill_all_workers_once,
+    )
+    assert len(killed) == 2
+    assert result["status"] == "OK" and result["violations"] == []
+    assert result["episodes"] == ref["episodes"]  # exactly 0..11, each once, same outcomes
+    ex = last_execution(out)
+    assert ex["worker_deaths"] == 2 and ex["worker_starts"] == 4
+    assert 1 <= ex["episodes_rerun"] <= 2 and ex["episodes_lost"] == 0
+    assert grade(out) == result
+    assert worker_processes() == []
+
+
+def test_env_failing_on_reset_in_a_worker_records_error_episodes_and_the_worker_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = evaluate(
+        env="scripted/faulty", policy="scripted-expert", episodes=7, out=out, execution=Execution(workers=2)
+    )
+    assert result["status"] == "PARTIAL" and result["episodes_recorded"] == 7
+    errors = {e["episode_index"]: e["error"] for e in result["episodes"] if e["termination_reason"] == "error"}
+    assert sorted(errors) == [2, 5]  # seeds 2 and 5: seed % 3 == 2
+    assert all("reset fails on purpose" in why for why in errors.values())
+    assert sum(1 for e in result["episodes"] if e["success"]) == 5
+    assert any("episode 2 (scripted/faulty, seed 2) ended in error" in r for r in result["reasons"])
+    ex = last_execution(out)
+    assert ex["worker_deaths"] == 0 and ex["worker_starts"] == 2  # no worker was lost to the env errors
+
+
+def test_live_snapshot_shows_each_worker_and_an_eta_while_running(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    seen: list[dict[str, Any]] = []
+    first: list[float] = []
+
+    def read_live(event: dict[str, Any]) -> None:
+        if event["event"] != "episode":
+            return
+        first.append(time.monotonic())
+        # the snapshot is rewritten at most once a second: 1.2 s after the first episode it has been rewritten
+        if first[-1] - first[0] > 1.2 and not seen:
+            seen.append(json.loads((out / "run.live.json").read_text()))
+
+    evaluate(
+        env="scripted/reach",
+        policy="fault_policies:slow",
+        policy_options={"sleep_s": 0.03},
+        episodes=40,
+        max_steps=10,
+        out=out,
+        execution=Execution(workers=2),
+        progress=read_live,
+    )
+    assert seen, "the run finished before the snapshot could be read"
+    live = seen[0]
+    assert set(live["workers"]) == {"0", "1"}
+    for state in live["workers"].values():
+        assert re.fullmatch(r"idle|starting|episode \d+ \(scripted/reach\)", state), state
+    assert 0 < live["episodes_done"] < 40 and live["episodes_total"] == 40
+    assert live["tasks"]["scripted/reach"]["total"] == 40
+    assert live["eta_s"] is not None and live["eta_s"] > 0
+    assert not (out / "run.live.json").exists()  # removed on completion
+
+
+def test_bad_execution_choices_are_refused_with_the_valid_values() -> None:
+    with pytest.raises(ConfigError, match=">= 1"):
+        Execution(workers=0)
+    with pytest.raises(ConfigError, match="valid executors: local, ray"):
+        Execution(executor="dask")
+    with pytest.raises(ConfigError, match="--ray-address only applies to --executor ray"):
+        Execution(ray_address="127.0.0.1:6379")
+
+
+@pytest.mark.sim
+def test_metaworld_episodes_identical_with_one_and_two_workers(tmp_path: Path) -> None:
+    pytest.importorskip("metaworld")
+    spec = dict(env="metaworld/reach-v3", policy="random", episodes=3, max_steps=40, seed=5)
+    one = evaluate(**spec, out=tmp_path / "w1")
+    two = evaluate(**spec, out=tmp_path / "w2", execution=Execution(workers=2))
+    assert one["status"] == two["status"] == "OK"
+    assert two["episodes"] == one["episodes"]
+    d1, m1 = recorded_tables(tmp_path / "w1")
+    d2, m2 = recorded_tables(tmp_path / "w2")
+    assert d2.equals(d1) and m2 == m1

@@ -185,6 +185,27 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
         out.print(f"[bold]{r['name']:<22}[/] {r['description']}", highlight=False)
 
 
+@app.command("mcp")
+def mcp_cmd(
+    transport: Annotated[
+        str, typer.Option(help="stdio (the agent launches this server) or http (streamable HTTP at /mcp).")
+    ] = "stdio",
+    root: Annotated[Path, typer.Option(help="Directory every run is written under; run names cannot leave it.")] = Path(
+        "runs"
+    ),
+    max_steps_ceiling: Annotated[int, typer.Option(min=1, help="Largest max_steps a client may request.")] = 1000,
+    host: Annotated[str, typer.Option(help="http only: interface to bind (loopback unless trusted).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="http only: port.")] = 8000,
+) -> None:
+    """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
+    from rollbench.mcp_server import serve
+
+    try:
+        serve(transport, root, max_steps_ceiling, host, port)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
 def main() -> None:
     try:
         app()

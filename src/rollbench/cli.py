@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from rollbench.serve import serve_policy
 from rollbench.types import ConfigError, RollbenchError
 
 app = typer.Typer(
@@ -71,6 +72,9 @@ def eval_cmd(
     image_size: Annotated[str, typer.Option(help="Rendered image size, HxW or one number.")] = "224",
     success_rule: Annotated[str | None, typer.Option(help="Override: any_step or final_step.")] = None,
     instruction: Annotated[str | None, typer.Option(help="Override the task's instruction.")] = None,
+    policy_options: Annotated[
+        str | None, typer.Option(help="Policy options (e.g. obs_map, timeout_s): a JSON object or a JSON file.")
+    ] = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Run directory (default runs/<task>-<policy>-<UTC>).")
     ] = None,
@@ -86,6 +90,7 @@ def eval_cmd(
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
+    from rollbench.policies.obs_map import load_policy_options
     from rollbench.report import ProgressDisplay
     from rollbench.spec import build_spec
 
@@ -113,6 +118,7 @@ def eval_cmd(
                 image_size=_image_size(image_size),
                 success_rule=success_rule,
                 instruction=instruction,
+                policy_options=load_policy_options(policy_options),
             )
         if executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
@@ -204,6 +210,9 @@ def mcp_cmd(
         serve(transport, root, max_steps_ceiling, host, port)
     except ConfigError as exc:
         _fail(str(exc))
+
+
+app.command("serve-policy")(serve_policy)
 
 
 def main() -> None:

@@ -73,23 +73,42 @@ def load_run_log(run_dir: Path) -> dict[str, Any]:
         raise RollbenchError(f"{path} is not valid JSON: {exc}") from None
 
 
-def _percentiles(con: duckdb.DuckDBPyConnection, files: list[Path]) -> dict[str, Any]:
-    rows = _query(
-        con,
-        files,
-        """SELECT count("policy.latency_s") AS calls,
-                  quantile_cont("policy.latency_s", 0.5) AS p50, quantile_cont("policy.latency_s", 0.95) AS p95,
-                  quantile_cont("policy.latency_s", 0.99) AS p99, avg("policy.latency_s") AS mean
-           FROM FILES WHERE NOT isnan("policy.latency_s")""",
-    )
-    r = rows[0] if rows else {"calls": 0, "p50": None, "p95": None, "p99": None, "mean": None}
-    return {
-        "policy_calls": int(r["calls"] or 0),
-        "p50_s": r["p50"],
-        "p95_s": r["p95"],
-        "p99_s": r["p99"],
-        "mean_s": r["mean"],
-    }
+def _percentiles(con: duckdb.DuckDBPyConnection, files: list[Path], meta_files: list[Path]) -> dict[str, Any]:
+    """Policy-call latency over all calls (NaN rows were served from a queued chunk), calls per episode (mean over
+    recorded episodes with steps), and the same per task (``by_task``)."""
+    lat = '"policy.latency_s"'
+    stats = f"""count(*) FILTER (WHERE NOT isnan({lat})) AS calls, count(DISTINCT episode_index) AS episodes,
+                quantile_cont({lat}, 0.5) FILTER (WHERE NOT isnan({lat})) AS p50,
+                quantile_cont({lat}, 0.95) FILTER (WHERE NOT isnan({lat})) AS p95,
+                quantile_cont({lat}, 0.99) FILTER (WHERE NOT isnan({lat})) AS p99,
+                avg({lat}) FILTER (WHERE NOT isnan({lat})) AS mean"""
+
+    def block(r: dict[str, Any]) -> dict[str, Any]:
+        calls, eps = int(r["calls"] or 0), int(r["episodes"] or 0)
+        return {
+            "policy_calls": calls,
+            "calls_per_episode": calls / eps if eps else None,
+            "p50_s": r["p50"],
+            "p95_s": r["p95"],
+            "p99_s": r["p99"],
+            "mean_s": r["mean"],
+        }
+
+    rows = _query(con, files, f"SELECT {stats} FROM FILES")
+    empty = {"calls": 0, "episodes": 0, "p50": None, "p95": None, "p99": None, "mean": None}
+    out = block(rows[0] if rows else empty)
+    meta = ", ".join(f"'{_sql_glob(f)}'" for f in meta_files)
+    by_task = []
+    if meta_files:
+        by_task = _query(
+            con,
+            files,
+            f"""SELECT m.task, {stats} FROM FILES
+                JOIN (SELECT DISTINCT episode_index, "rollbench/task" AS task FROM read_parquet([{meta}])) m
+                USING (episode_index) GROUP BY m.task ORDER BY m.task""",
+        )
+    out["by_task"] = {r["task"]: block(r) for r in by_task}
+    return out
 
 
 def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
@@ -221,7 +240,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 "render_fault": m["rollbench/render_fault"],
             }
         )
-    return _summarise(log, episodes, requested, missing, violations, _percentiles(con, data_files))
+    return _summarise(log, episodes, requested, missing, violations, _percentiles(con, data_files, meta_files))
 
 
 def _video_frames(path: Path) -> int:

@@ -1,0 +1,204 @@
+"""``--policy ws://HOST:PORT``: a policy served over the openpi websocket protocol.
+
+Protocol (openpi, ``packages/openpi-client`` and ``src/openpi/serving/websocket_policy_server.py``): binary
+websocket frames packed with ``openpi_client.msgpack_numpy`` (msgpack; numpy arrays as ``{"__ndarray__": True,
+"data": bytes, "dtype": str, "shape": list}``). On connect the server sends one frame, its metadata (a dict).
+Then, per call, the client sends an observation dict and receives a dict with ``actions``: ``(N, action_dim)``
+(``(action_dim,)`` reads as N = 1). A server error arrives as a *text* frame holding the traceback, after which
+openpi closes the connection. The observation dict is built by :mod:`rollbench.policies.obs_map` (by default
+``observation/image``, ``observation/wrist_image``, ``observation/state``, ``prompt`` = the task's instruction).
+
+rollbench extension, used only when the metadata says ``"reset": true`` (``rollbench serve-policy`` does, a plain
+openpi server does not, so nothing unknown is ever sent to it): before every episode the client sends
+``{"reset": {"task": "metaworld/reach-v3", "seed": 0, "instruction": "..."}}`` and expects ``{"reset": true}``,
+so a stateful served policy starts each episode fresh.
+
+Why not ``openpi_client.websocket_client_policy.WebsocketClientPolicy`` itself (openpi-client 0.1.2): its
+``infer`` calls ``recv()`` with no timeout, so a stalled server blocks the evaluation forever; it never
+reconnects after a dropped connection; and it connects with websockets' default 10 s open timeout and no bound on
+the wait for the metadata frame. This module keeps openpi's wire format (its ``msgpack_numpy`` packer, no
+compression, no size limit) on the ``websockets`` sync client, and adds the bounds:
+
+* construction connects and reads the metadata within ``connect_timeout_s`` (default 5 s), else ConfigError
+  (so ``rollbench eval`` fails before any episode with exit code 2);
+* every reply must arrive within ``timeout_s`` (default 30 s), else EpisodeError (that episode ends as
+  ``error``); the connection is then dropped, so a late reply can never be taken for the next call's;
+* a dropped connection is reopened with exponential backoff (0.25 s, 0.5 s, 1 s ... ``retries`` times, default
+  3); after a reconnect the episode's reset is sent again before the pending call is repeated;
+* a text (error) frame, a reply that is not msgpack or has no numeric ``actions`` of the task's action size
+  raises EpisodeError naming the server and what was wrong.
+
+Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries``, ``obs_map`` (see obs_map).
+Advertised ``replan_every``/``replan_steps`` become ``PolicyInfo.replan_every``; ``action_horizon``/``chunk_size``
+only ``PolicyInfo.chunk_size`` (see :func:`rollbench.policies.obs_map.advertised`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rollbench.policies.obs_map import (
+    ObsMap,
+    advertised,
+    check_actions,
+    check_options,
+    check_overrides,
+    jsonable,
+    positive,
+    resolve_obs_map,
+)
+from rollbench.types import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
+
+OPTIONS: dict[str, type | tuple[type, ...]] = {
+    "timeout_s": (int, float),
+    "connect_timeout_s": (int, float),
+    "retries": int,
+    "obs_map": dict,
+}
+
+
+class WebsocketPolicy:
+    """A client of one openpi-protocol websocket server. See the module docstring for protocol and bounds."""
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        check_options(options, OPTIONS)
+        self.url = url
+        self.timeout_s = positive(options, "timeout_s", 30.0)
+        self.connect_timeout_s = positive(options, "connect_timeout_s", 5.0)
+        self.retries = int(options.get("retries", 3))
+        if self.retries < 0:
+            raise ConfigError(f"policy option retries must be >= 0, got {self.retries}")
+        self._overrides = check_overrides(options.get("obs_map"))
+        from openpi_client import msgpack_numpy
+
+        self._packb, self._unpackb = msgpack_numpy.Packer().pack, msgpack_numpy.unpackb
+        self._ws: Any = None
+        self._task: TaskInfo | None = None
+        self._episode: dict[str, Any] | None = None
+        self._map = ObsMap()
+        try:
+            self.metadata = self._connect()
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot reach the policy server {url} within {self.connect_timeout_s:g} s "
+                f"({type(exc).__name__}: {exc}); is `rollbench serve-policy` or your openpi server running there?"
+            ) from None
+        self.reconnects = 0
+        chunk, replan = advertised(self.metadata)
+        self.info = PolicyInfo(
+            name=url,
+            chunk_size=chunk,
+            replan_every=replan,
+            needs_images=True,
+            provenance={
+                "server": url,
+                "protocol": "openpi-websocket (msgpack_numpy)",
+                "server_metadata": jsonable(self.metadata),
+                "timeout_s": self.timeout_s,
+                "obs_map_overrides": jsonable(self._overrides),
+            },
+        )
+
+    def _connect(self) -> dict[str, Any]:
+        from websockets.sync.client import connect
+
+        ws = connect(
+            self.url,
+            open_timeout=self.connect_timeout_s,
+            close_timeout=1,
+            compression=None,
+            max_size=None,
+        )
+        try:
+            frame = ws.recv(timeout=self.connect_timeout_s)
+            if isinstance(frame, str):
+                raise ConnectionError(f"the server sent an error instead of its metadata: {frame[-500:]}")
+            metadata = self._unpackb(frame)
+            if not isinstance(metadata, dict):
+                raise ConnectionError(f"the server's metadata is a {type(metadata).__name__}, not a dict")
+        except BaseException:
+            ws.close()
+            raise
+        self._ws = ws
+        return metadata
+
+    def _drop(self) -> None:
+        if self._ws is not None:
+            with contextlib.suppress(Exception):  # closing an already broken connection
+                self._ws.close()
+            self._ws = None
+
+    def _exchange(self, message: dict[str, Any]) -> Any:
+        """Send one message and return the unpacked reply; bounded by ``timeout_s``; raises EpisodeError."""
+        from websockets.exceptions import WebSocketException
+
+        data = self._packb(message)
+        last: BaseException | None = None
+        for attempt in range(self.retries + 1):
+            try:
+                if self._ws is None:
+                    if attempt:
+                        time.sleep(0.25 * 2 ** (attempt - 1))
+                    self._connect()
+                    self.reconnects += 1
+                    if self._episode is not None and "reset" not in message:
+                        self._roundtrip(self._packb({"reset": self._episode}), check_reset=True)
+                return self._roundtrip(data)
+            except (WebSocketException, OSError) as exc:  # dropped, refused or bad handshake: reconnect, backoff
+                self._drop()
+                last = exc
+        raise EpisodeError(
+            f"lost the connection to {self.url} and {self.retries} reconnect(s) failed ({type(last).__name__}: {last})"
+        )
+
+    def _roundtrip(self, data: bytes, check_reset: bool = False) -> Any:
+        self._ws.send(data)
+        try:
+            frame = self._ws.recv(timeout=self.timeout_s)
+        except TimeoutError:
+            self._drop()
+            raise EpisodeError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
+        if isinstance(frame, str):
+            self._drop()
+            raise EpisodeError(f"server error from {self.url}: {frame.strip()[-1500:]}")
+        try:
+            reply = self._unpackb(frame)
+        except Exception as exc:
+            self._drop()
+            raise EpisodeError(f"malformed reply from {self.url}: not msgpack ({type(exc).__name__}: {exc})") from None
+        if check_reset and not (isinstance(reply, Mapping) and reply.get("reset") is True):
+            raise EpisodeError(f"malformed reply from {self.url} to reset: {jsonable(reply)!r:.300}")
+        return reply
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        """Start an episode: pick the obs map of ``task``'s family; tell a rollbench server (task, seed)."""
+        self._task, self._episode = task, None
+        self._map = resolve_obs_map(task.family, "ws", self._overrides)
+        if self.metadata.get("reset") is True:
+            # the instruction here is the task's declared one, for the server's log; each call carries the prompt
+            episode = {"task": task.name, "seed": int(seed), "instruction": task.instruction}
+            reply = self._exchange({"reset": episode})
+            if not (isinstance(reply, Mapping) and reply.get("reset") is True):
+                raise EpisodeError(f"malformed reply from {self.url} to reset: {jsonable(reply)!r:.300}")
+            self._episode = episode
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        """Send ``observation`` + ``instruction`` (as the prompt); return the server's ``float32 (N, A)`` chunk."""
+        m = self._map
+        message: dict[str, Any] = m.images_of(observation)
+        message[m.state_key] = m.state_of(observation)
+        message[m.prompt_key] = instruction
+        return check_actions(self._exchange(message), self.url, self._task)
+
+    def close(self) -> None:
+        self._drop()
+
+
+def make_ws_policy(name: str, options: Mapping[str, Any]) -> WebsocketPolicy:
+    """A policy served over the openpi websocket protocol at ws://HOST:PORT (openpi servers, rollbench serve-policy)."""
+    return WebsocketPolicy(name, options)

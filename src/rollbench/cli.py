@@ -49,9 +49,9 @@ def _image_size(value: str) -> tuple[int, int]:
 @app.command("eval")
 def eval_cmd(
     env: Annotated[
-        str, typer.Option(help="Task, suite or comma-separated tasks, e.g. metaworld/pick-place-v3.")
-    ],
-    policy: Annotated[str, typer.Option(help="Policy name (see `rollbench policies`) or server URL.")],
+        str | None, typer.Option(help="Task, suite or comma-separated tasks, e.g. metaworld/pick-place-v3.")
+    ] = None,
+    policy: Annotated[str | None, typer.Option(help="Policy name (see `rollbench policies`) or server URL.")] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Independently reset episodes per task.")] = 10,
     max_steps: Annotated[
         int | None, typer.Option(min=1, help="Horizon in steps (default: the task's).")
@@ -105,6 +105,8 @@ def eval_cmd(
             spec = build_spec(**log["spec"])
             out_dir = resume
         else:
+            if env is None or policy is None:
+                raise ConfigError("--env and --policy are required (or --resume RUN_DIR to continue a run)")
             spec = build_spec(
                 env=env,
                 policy=policy,

@@ -94,8 +94,9 @@ class DatasetWriter:
         self.lengths: list[int] = self._scan_committed()
         self._remove_leftovers()
         self.stats = {k: _Stats() for k in NUMERIC_FEATURES}
-        for e in range(len(self.lengths)):
-            self._add_stats(pq.read_table(self._path(DATA_PATH, e)))
+        for e, n in enumerate(self.lengths):
+            if n:  # an episode with no step has no data file (see _commit)
+                self._add_stats(pq.read_table(self._path(DATA_PATH, e)))
         self._write_info()
 
     # ---- reading what is committed -------------------------------------------------------------------------
@@ -159,7 +160,8 @@ class DatasetWriter:
         n = table.num_rows
         start = sum(self.lengths)
         table = table.append_column("index", pa.array(np.arange(start, start + n, dtype=np.int64)))
-        atomic_write_parquet(self._path(DATA_PATH, e), table)
+        if n:  # a 0-row parquet file breaks LeRobot's reader (HF `datasets`); an episode with no step gets none
+            atomic_write_parquet(self._path(DATA_PATH, e), table)
         c, f = chunk_file(e)
         meta: dict[str, Any] = {
             "episode_index": e,

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install rollbench into ./.venv on a fresh Debian machine with Python 3.11. Safe to run again.
+#   bash scripts/install.sh         everything the README's main job needs: rollbench[all]
+#   bash scripts/install.sh --dev   the same plus the test and lint tools: rollbench[dev]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=all
+case "${1:-}" in
+  --dev) extras=dev ;;
+  "") ;;
+  *) echo "usage: bash scripts/install.sh [--dev]" >&2; exit 2 ;;
+esac
+
+# Offscreen OpenGL for MuJoCo rendering (EGL, with OSMesa as the fallback), only what is missing;
+# Debian's own Python 3.11 needs python3.11-venv for `-m venv`.
+missing=()
+for p in libegl1 libgl1-mesa-dri libosmesa6; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+python3.11 -c "import ensurepip" 2>/dev/null || missing+=(python3.11 python3.11-venv)
+if ((${#missing[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3.11 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[${extras}]"
+.venv/bin/python -c "import rollbench; print('rollbench installed in .venv (extras: ${extras})')"

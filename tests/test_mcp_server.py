@@ -90,6 +90,8 @@ async def test_scripted_rollout_records_three_reset_episodes_and_reports_graded_
         async with mcp_session(root) as s:
             args = {"policy": "scripted-expert", "env": "scripted/reach", "n_episodes": 3, "max_steps": 20}
             res = await s.call_tool("run_policy_rollout", args, progress_callback=on_progress)
+            while len(events) < 4:  # the SDK runs progress callbacks as tasks: the last may trail the result
+                await anyio.sleep(0.01)
     out = structured(res)
     assert Path(out["run_dir"]).parent == root.resolve()
     assert out["run_dir"] == str(root.resolve() / out["run_id"])
@@ -172,6 +174,32 @@ async def test_cancelled_run_stops_cleanly_and_resumes_to_exactly_n_episodes(tmp
     assert [e["episode_index"] for e in g["episodes"]] == list(range(40))
     assert f"{before} of them were recorded by an earlier call (resumed)" in resumed["summary"]
     assert [r["run_id"] for r in listed] == ["long"] and listed[0]["status"] == "OK"
+
+
+async def test_run_killed_mid_way_is_reported_interrupted_and_resumed_by_the_tool(tmp_path: Path) -> None:
+    """A ``rollbench eval`` process killed with SIGKILL mid-run; the tool sees the same spec and finishes the run."""
+    run_dir = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "rollbench", "eval", "--env", "scripted/reach", "--policy", "zero"]
+    cmd += ["--episodes", "30", "--max-steps", "1000", "--out", str(run_dir)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with anyio.fail_after(120):
+            while not list(run_dir.glob("meta/episodes/chunk-*/file-*.parquet")):
+                assert proc.poll() is None, "the eval finished before it could be killed"
+                await anyio.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    args = {"policy": "zero", "env": "scripted/reach", "n_episodes": 30, "max_steps": 1000, "run_name": "killed"}
+    with anyio.fail_after(120):
+        async with mcp_session(tmp_path) as s:
+            info = structured(await s.call_tool("get_run", {"run_id": "killed"}))
+            out = structured(await s.call_tool("run_policy_rollout", args))
+    assert info["state"] == "interrupted" and info["status"] == "RUNNING"
+    assert "run_name='killed'" in info["summary"]
+    assert 1 <= out["episodes_recorded_before_this_call"] < 30
+    assert out["episodes_recorded"] == 30 == total_episodes(out["run_dir"]) and out["status"] == "OK"
+    assert_matches_grade(out)
 
 
 async def test_bad_arguments_are_tool_errors_naming_valid_values_and_write_nothing(tmp_path: Path) -> None:

@@ -78,7 +78,7 @@ class FetchEnv(GymnasiumEnv):
         return np.concatenate([obs["observation"], obs["desired_goal"], obs["achieved_goal"]]).astype(np.float32)
 
     def _success_from(self, info: Mapping[str, Any]) -> bool:
-        return self.success()
+        return bool(info["is_success"])  # the env computes it with _is_success on the new observation
 
     def success(self) -> bool:
         inner = self.env.unwrapped

@@ -2,7 +2,9 @@
 
 Names: ``gym:<id>`` or ``gym/<id>``, e.g. ``gym:FetchReach-v4``, ``gym/gym_pusht/PushT-v0``,
 ``gym:gymnasium_robotics:FetchPush-v4`` (gymnasium's own ``module:id`` form imports ``module`` first). The task's
-canonical name is ``gym/<id>`` because every task name is ``family/task`` (:class:`rollbench.types.TaskInfo`). If
+canonical name is ``gym/<id>`` because every task name is ``family/task`` (:class:`rollbench.types.TaskInfo`). An id
+with a namespace (``gym_pusht/PushT-v0``) must be given as ``gym/<ns>/<id>`` on the command line:
+``registry.family_of`` reads ``gym:gym_pusht/...`` as family ``gym:gym_pusht``. If
 ``<id>`` is not registered, the known plug-in packages ``gymnasium_robotics`` and ``gym_pusht`` are imported (each
 registers its ids on import) and the id is looked up again.
 

@@ -27,11 +27,13 @@ planner), never derived from batch size, worker or timing; the settle steps run 
 recorded (``TaskInfo.settle_steps = 10`` records that they happened; the episode loop must not run them again).
 ``seed`` goes to ``env.seed(seed)`` (LIBERO seeds numpy's global generator) before the reset.
 
-Installing LIBERO (optional, never in the shared venv): every LIBERO distribution found (LIBERO at 4f0dd18, PyPI
-``hf-libero`` 0.1.4) requires **robosuite 1.4** (``suite.load_controller_config``, ``SingleArmEnv``), while
-rollbench's robosuite family needs 1.5; it also imports torch. So LIBERO runs from a separate environment with
-``pip install rollbench hf-libero`` (or LIBERO from source). Its scene assets (meshes and textures) are not in the
-wheel and its own download from a model hub is unavailable offline: give their directory with
+Installing LIBERO (optional, never in the shared venv): the sources read (Lifelong-Robot-Learning/LIBERO at 4f0dd18;
+huggingface/lerobot-libero, whose pyproject pins ``robosuite==1.4.0``) need **robosuite 1.4**: they call
+``robosuite.load_controller_config`` and subclass ``SingleArmEnv``, both gone in robosuite 1.5, which rollbench's
+robosuite family needs. LIBERO also imports torch. So LIBERO runs from a separate environment (e.g.
+``pip install rollbench hf-libero``, or LIBERO from source); this was not tried here. Its scene assets (meshes,
+textures) may be missing from a wheel and its own download from a model hub is unavailable offline: give their
+directory with
 ``ROLLBENCH_LIBERO_ASSETS=/path/to/libero/assets`` (the folder holding ``articulated_objects/``, ``scenes/``...).
 LIBERO asks an interactive question on first import when ``$LIBERO_CONFIG_PATH/config.yaml`` (default
 ``~/.libero/config.yaml``) is missing: :func:`prepare_libero_config` writes that file first (under
@@ -414,8 +416,8 @@ def libero_missing() -> str | None:
     if pkg is None:
         return (
             "the LIBERO package is not installed. It needs robosuite 1.4 (rollbench's robosuite family needs 1.5) "
-            "and torch, so install it in a separate environment: pip install rollbench hf-libero "
-            f"(or LIBERO from source), then set {ASSETS_ENV} to its scene assets folder"
+            "and torch, so install it in a separate environment (e.g. pip install rollbench hf-libero, "
+            f"or LIBERO from source), then set {ASSETS_ENV} to its scene assets folder"
         )
     problems = []
     try:

@@ -119,7 +119,9 @@ def describe_policy(name: str) -> str:
 
 def family_of(name: str) -> EnvFamily:
     families = env_families()
-    fam = name.split("/", 1)[0] if "/" in name else name.split(":", 1)[0]
+    colon, slash = name.find(":"), name.find("/")
+    # ``gym:gym_pusht/PushT-v0``: a "family:" prefix wins over slashes inside the id
+    fam = name[:colon] if colon != -1 and (slash == -1 or colon < slash) else name.split("/", 1)[0]
     if fam not in families:
         raise unknown_name_error("env family", fam, sorted(families))
     return families[fam]

@@ -65,7 +65,8 @@ def _close_matches(name: str, valid: Sequence[str]) -> str:
 def unknown_name_error(kind: str, name: str, valid: Sequence[str]) -> ConfigError:
     """A ConfigError naming the valid choices (all of them if few, else a count and the closest)."""
     shown = ", ".join(valid) if len(valid) <= 60 else ", ".join(valid[:60]) + f", ... ({len(valid)} in all)"
-    return ConfigError(f"unknown {kind} {name!r}.{_close_matches(name, valid)} Valid {kind}s: {shown}")
+    plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+    return ConfigError(f"unknown {kind} {name!r}.{_close_matches(name, valid)} Valid {plural}: {shown}")
 
 
 @cache

@@ -76,6 +76,9 @@ def load_run_log(run_dir: Path) -> dict[str, Any]:
 def _percentiles(con: duckdb.DuckDBPyConnection, files: list[Path], meta_files: list[Path]) -> dict[str, Any]:
     """Policy-call latency over all calls (NaN rows were served from a queued chunk), calls per episode (mean over
     recorded episodes with steps), and the same per task (``by_task``)."""
+    # pyarrow leaves NaN out of float min/max statistics and DuckDB then assumes a column holds no NaN, folding
+    # isnan() to false in some plans (duckdb/duckdb#25521): steps served from a queued chunk counted as calls.
+    con.execute("SET parquet_can_have_nan = true")
     lat = '"policy.latency_s"'
     stats = f"""count(*) FILTER (WHERE NOT isnan({lat})) AS calls, count(DISTINCT episode_index) AS episodes,
                 quantile_cont({lat}, 0.5) FILTER (WHERE NOT isnan({lat})) AS p50,

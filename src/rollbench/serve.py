@@ -85,6 +85,7 @@ class Session:
         name, seed = request.get("task"), request.get("seed")
         if not isinstance(name, str) or not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"a reset needs a task name and an integer seed, got {jsonable(request)!r}")
+        self.host.log(session=self.key, kind="reset", task=name, seed=seed, instruction=request.get("instruction"))
         task = family_of(name).task(name)
         with self.lock:
             self.policy.reset(task, seed)
@@ -217,10 +218,7 @@ class PolicyHost:
         if not isinstance(request, Mapping):
             raise ValueError(f"a request must be a map, got {type(request).__name__}")
         if isinstance(request.get("reset"), Mapping):
-            try:
-                session.reset(request["reset"])
-            finally:
-                self.log(session=session.key, kind="reset", **dict(request["reset"]))
+            session.reset(request["reset"])
             return {"reset": True}
         task = session.ensure_reset()
         obs, instruction = decode(request, self.obs_map_for(task))

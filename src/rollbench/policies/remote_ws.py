@@ -113,6 +113,7 @@ class WebsocketPolicy:
             close_timeout=1,
             compression=None,
             max_size=None,
+            legacy=True,  # websockets >= 16: a plain connection (we reconnect ourselves, see _exchange)
         )
         try:
             frame = ws.recv(timeout=self.connect_timeout_s)

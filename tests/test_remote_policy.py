@@ -1,0 +1,315 @@
+"""Remote policies end to end: real ``rollbench serve-policy`` processes on loopback, both protocols.
+
+Every server here is a real subprocess on a free loopback port; faults (wrong shapes, malformed replies, errors,
+slowness, a crash) come from serve-policy's documented ``--fault`` injection, not from mocks. What the server
+received is read from its own ``--log-requests`` file.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from rollbench.api import evaluate
+from rollbench.policies.obs_map import default_obs_map, load_policy_options, resolve_obs_map
+from rollbench.policies.remote_http import decode_array, encode_array
+from rollbench.types import ConfigError
+
+ROLLBENCH = str(Path(sys.executable).parent / "rollbench")
+PROTOCOLS = ("ws", "http")
+REACH = "move the point to the goal"  # scripted/reach's declared instruction
+MW_TASK, MW_INSTRUCTION = "metaworld/pick-place-v3", "pick up the puck and place it at the goal"  # as declared
+
+
+@contextmanager
+def served(tmp: Path, policy: str, protocol: str, *extra: str) -> Iterator[tuple[str, Path, subprocess.Popen]]:
+    """Start ``rollbench serve-policy --port 0``; yield (url, request log, process); kill it afterwards."""
+    log = tmp / f"requests-{protocol}-{time.monotonic_ns()}.jsonl"
+    cmd = [ROLLBENCH, "serve-policy", "--policy", policy, "--protocol", protocol, "--port", "0"]
+    proc = subprocess.Popen(
+        [*cmd, "--log-requests", str(log), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "serving POLICY at URL", printed once the port is open
+        assert line.startswith("serving "), (
+            f"server did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+        )
+        yield line.split()[-1], log, proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def requests(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def url_of(protocol: str, port: int) -> str:
+    return f"ws://127.0.0.1:{port}" if protocol == "ws" else f"http://127.0.0.1:{port}/act"
+
+
+def rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
+    keys = ("episode_index", "seed", "success", "length", "return", "termination_reason", "error")
+    return [tuple(e[k] for k in keys) for e in result["episodes"]]
+
+
+def actions(run_dir: Path) -> np.ndarray:
+    table = pq.read_table(sorted(run_dir.glob("data/chunk-*/file-*.parquet")))
+    return np.asarray(table.column("action").to_pylist(), dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- MetaWorld
+
+
+@pytest.fixture(scope="module")
+def in_process_pick_place(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], np.ndarray]:
+    pytest.importorskip("metaworld")
+    out = tmp_path_factory.mktemp("inproc") / "run"
+    result = evaluate(env=MW_TASK, policy="metaworld-expert", episodes=3, max_steps=60, out=out)
+    return result, actions(out)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_served_metaworld_expert_reproduces_the_in_process_expert_exactly(
+    protocol: str, tmp_path: Path, in_process_pick_place: tuple[dict[str, Any], np.ndarray]
+) -> None:
+    expected, expected_actions = in_process_pick_place
+    assert expected["status"] == "OK"
+    with served(tmp_path, "metaworld-expert", protocol) as (url, log, _):
+        result = evaluate(env=MW_TASK, policy=url, episodes=3, max_steps=60, out=tmp_path / "run")
+    assert result["status"] == "OK", result["reasons"]
+    assert rows(result) == rows(expected)
+    np.testing.assert_array_equal(actions(tmp_path / "run"), expected_actions)
+
+    lengths = [e["length"] for e in result["episodes"]]
+    assert result["latency"]["policy_calls"] == sum(lengths)  # replan_every 1: one call per step
+    assert result["latency"]["calls_per_episode"] == pytest.approx(sum(lengths) / 3)
+    assert result["latency"]["by_task"][MW_TASK]["policy_calls"] == sum(lengths)
+    assert 0 < result["latency"]["p50_s"] <= result["latency"]["p95_s"] <= result["latency"]["p99_s"]
+
+    # server side: a reset with the episode's task and seed, then exactly `length` calls with the task's instruction
+    got = [(r["kind"], r["seed"]) for r in requests(log)]
+    assert got == [kind_seed for seed, n in enumerate(lengths) for kind_seed in [("reset", seed)] + [("act", seed)] * n]
+    acts = [r for r in requests(log) if r["kind"] == "act"]
+    assert {r["instruction"] for r in acts} == {MW_INSTRUCTION}
+    assert {r["task"] for r in acts} == {MW_TASK}
+    assert acts[0]["state"] == ["float64", [39]]  # MetaWorld's native observation, full precision
+    assert acts[0]["images"] == {"corner": [224, 224, 3]}
+
+    run_log = json.loads((tmp_path / "run" / "run.json").read_text())
+    meta = run_log["plan"]["policy"]["provenance"]["server_metadata"]
+    assert (meta["policy"], meta["protocol"], meta["reset"]) == ("metaworld-expert", protocol, True)
+    assert run_log["plan"]["replan_every"] == 1
+
+
+# ------------------------------------------------------------------------------------ scripted, fast
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_server_receives_the_instruction_override_and_chunks_are_replanned(protocol: str, tmp_path: Path) -> None:
+    """Through the CLI, as a user runs it: --replan-every, --instruction and --policy-options reach the server."""
+    with served(tmp_path, "scripted-expert", protocol, "--policy-options", '{"chunk_size": 4}') as (url, log, _):
+        cmd = [ROLLBENCH, "eval", "--env", "scripted/reach", "--policy", url, "--episodes", "3", "--replan-every", "2"]
+        cmd += ["--instruction", "go to the green dot", "--policy-options", '{"timeout_s": 10}', "--json"]
+        proc = subprocess.run([*cmd, "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "OK", result["reasons"]
+    lengths = [e["length"] for e in result["episodes"]]
+    calls = [-(-n // 2) for n in lengths]  # 2 actions executed per returned chunk of 4
+    assert result["latency"]["policy_calls"] == sum(calls)
+    assert result["latency"]["calls_per_episode"] == pytest.approx(sum(calls) / 3)
+    acts = [r for r in requests(log) if r["kind"] == "act"]
+    assert len(acts) == sum(calls)
+    assert {r["instruction"] for r in acts} == {"go to the green dot"}
+    resets = [r for r in requests(log) if r["kind"] == "reset"]
+    assert [(r["task"], r["seed"]) for r in resets] == [("scripted/reach", s) for s in range(3)]
+    run_log = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run_log["plan"]["policy"]["chunk_size"] == 4  # advertised by the server
+    assert run_log["plan"]["replan_every"] == 2
+    assert run_log["plan"]["policy"]["provenance"]["timeout_s"] == 10
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_server_that_dies_mid_run_errors_the_remaining_episodes(protocol: str, tmp_path: Path) -> None:
+    reference = evaluate(env="scripted/reach", policy="scripted-expert", episodes=4, out=tmp_path / "ref")
+    first = reference["episodes"][0]["length"]
+    die_after = first + 1  # answers all of episode 0 and one call of episode 1, then exits without replying
+    with served(tmp_path, "scripted-expert", protocol, "--fault", f"die-after:{die_after}") as (url, _, proc):
+        t0 = time.monotonic()
+        result = evaluate(
+            env="scripted/reach", policy=url, episodes=4, out=tmp_path / "run", policy_options={"retries": 2}
+        )
+        elapsed = time.monotonic() - t0
+        assert proc.wait(timeout=5) == 70  # serve.DIE_EXIT_CODE: it really crashed
+    assert result["status"] == "PARTIAL"
+    assert rows(result)[0] == rows(reference)[0]
+    eps = result["episodes"]
+    assert [e["termination_reason"] for e in eps] == ["success", "error", "error", "error"]
+    assert eps[1]["length"] == 1  # the step answered before the crash is kept
+    assert all("lost the connection" in e["error"] and url in e["error"] for e in eps[1:])
+    assert elapsed < 60  # bounded: 3 episodes x 2 reconnects with backoff, not a hang
+
+
+FAULTS = [
+    ("wrong-shape", "returned actions of shape (1, 3); scripted/reach needs (2,) or (N, 2)"),
+    ("malformed", "malformed reply from"),
+    ("error", "fault injection (--fault error): the policy failed"),
+]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(("fault", "reason"), FAULTS, ids=[f for f, _ in FAULTS])
+def test_a_bad_reply_ends_each_episode_as_error_with_the_reason(
+    protocol: str, fault: str, reason: str, tmp_path: Path
+) -> None:
+    with served(tmp_path, "scripted-expert", protocol, "--fault", fault) as (url, _, _):
+        result = evaluate(env="scripted/reach", policy=url, episodes=2, out=tmp_path / "run")
+    assert result["status"] == "FAILED"
+    assert result["episodes_recorded"] == 2
+    for e in result["episodes"]:
+        assert (e["termination_reason"], e["length"], e["success"]) == ("error", 0, False)
+        assert reason in e["error"], e["error"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_server_slower_than_the_timeout_errors_the_episode_in_bounded_time(protocol: str, tmp_path: Path) -> None:
+    with served(tmp_path, "scripted-expert", protocol, "--fault", "slow:5") as (url, _, _):
+        t0 = time.monotonic()
+        result = evaluate(
+            env="scripted/reach", policy=url, episodes=2, out=tmp_path / "run", policy_options={"timeout_s": 0.5}
+        )
+        elapsed = time.monotonic() - t0
+    assert [e["termination_reason"] for e in result["episodes"]] == ["error", "error"]
+    assert all("within timeout_s=0.5 s" in e["error"] for e in result["episodes"])
+    assert elapsed < 8  # two 0.5 s timeouts; waiting for the replies would take >= 10 s
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_unreachable_server_exits_2_within_seconds_and_writes_nothing(protocol: str, tmp_path: Path) -> None:
+    url = url_of(protocol, free_port())
+    t0 = time.monotonic()
+    cmd = [
+        ROLLBENCH,
+        "eval",
+        "--env",
+        "scripted/reach",
+        "--policy",
+        url,
+        "--episodes",
+        "2",
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stderr
+    assert f"cannot reach the policy server {url}" in proc.stderr.replace("\n", "")
+    assert not (tmp_path / "r").exists()
+    assert elapsed < 15  # interpreter start-up included; the connection attempt itself is refused at once
+
+
+def test_obs_map_overrides_rename_keys_on_both_sides_and_a_mismatch_is_an_episode_error(tmp_path: Path) -> None:
+    renamed = {"images": {"top": "cam/top"}, "state_key": "obs/state", "prompt_key": "task"}
+    with served(tmp_path, "scripted-expert", "ws", "--obs-map", json.dumps(renamed)) as (url, log, _):
+        ok = evaluate(
+            env="scripted/reach", policy=url, episodes=1, out=tmp_path / "ok", policy_options={"obs_map": renamed}
+        )
+        bad = evaluate(env="scripted/reach", policy=url, episodes=1, out=tmp_path / "bad")
+    assert ok["status"] == "OK"
+    assert requests(log)[1]["images"] == {"top": [224, 224, 3]}  # the server mapped cam/top back to its camera
+    assert bad["status"] == "FAILED"
+    assert "the observation has no 'obs/state'" in bad["episodes"][0]["error"]
+
+
+def test_the_server_speaks_openpi_to_openpis_own_client(tmp_path: Path) -> None:
+    """openpi-client's WebsocketClientPolicy (no reset message) against serve-policy --env: the task's reset is
+    implied by --env, metadata arrives on connect, ``actions`` come back."""
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    with served(tmp_path, "scripted-expert", "ws", "--env", "scripted/reach") as (url, log, _):
+        client = WebsocketClientPolicy(url)
+        try:
+            meta = client.get_server_metadata()
+            reply = client.infer({"observation/state": np.array([0.1, 0.1, 0.5, 0.1], np.float32), "prompt": REACH})
+        finally:
+            client._ws.close()
+    assert (meta["policy"], meta["env"], meta["reset"]) == ("scripted-expert", "scripted/reach", True)
+    np.testing.assert_array_equal(reply["actions"], np.array([[1.0, 0.0]], np.float32))
+    assert [(r["kind"], r["task"], r["instruction"]) for r in requests(log)] == [
+        ("reset", "scripted/reach", None),
+        ("act", "scripted/reach", REACH),
+    ]
+
+
+# ------------------------------------------------------------------------------------ pure parts
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "float64", "int64", "bool"])
+def test_json_arrays_round_trip_exactly(dtype: str) -> None:
+    arr = (np.arange(24).reshape(2, 3, 4) % 7).astype(dtype)
+    wire = json.loads(json.dumps(encode_array(arr)))
+    back = decode_array(wire)
+    assert back.dtype == arr.dtype and back.shape == arr.shape
+    np.testing.assert_array_equal(back, arr)
+
+
+def test_json_arrays_accept_lists_and_reject_inconsistent_sizes() -> None:
+    np.testing.assert_array_equal(
+        decode_array({"dtype": "float32", "shape": [1, 2], "data": "AACAPwAAAEA="}), [[1.0, 2.0]]
+    )
+    np.testing.assert_array_equal(decode_array({"dtype": "float32", "shape": [2], "data": [[3, 4]]}), [3.0, 4.0])
+    with pytest.raises(ValueError, match="holds 2 values but shape"):
+        decode_array({"dtype": "float32", "shape": [3], "data": "AACAPwAAAEA="})
+    with pytest.raises(ValueError, match="unsupported dtype 'complex64'"):
+        decode_array({"dtype": "complex64", "shape": [1], "data": []})
+
+
+def test_obs_map_defaults_and_bad_overrides() -> None:
+    mw = default_obs_map("metaworld")
+    assert (mw.image_key("corner"), mw.image_key("gripperPOV"), mw.state_source) == (
+        "observation/image",
+        "observation/wrist_image",
+        "raw",
+    )
+    assert default_obs_map("metaworld", "http").image_key("corner") == "corner"
+    assert default_obs_map("robosuite").image_key("topview") == "observation/images/topview"
+    with pytest.raises(ConfigError, match="valid keys: images, state_key, prompt_key, state_source, image_size"):
+        resolve_obs_map("scripted", "ws", {"state": "x"})
+    with pytest.raises(ConfigError, match="state_source must be one of state, raw"):
+        resolve_obs_map("scripted", "ws", {"state_source": "float32"})
+
+
+def test_policy_options_come_from_json_or_a_file(tmp_path: Path) -> None:
+    spec = tmp_path / "options.json"
+    spec.write_text('{"timeout_s": 2, "obs_map": {"prompt_key": "task"}}')
+    assert load_policy_options(str(spec)) == {"timeout_s": 2, "obs_map": {"prompt_key": "task"}}
+    assert load_policy_options('{"retries": 0}') == {"retries": 0}
+    with pytest.raises(ConfigError, match="neither a JSON object nor an existing file"):
+        load_policy_options(str(tmp_path / "missing.json"))
+
+
+def test_unknown_client_options_are_refused_before_connecting() -> None:
+    from rollbench.registry import make_policy
+
+    with pytest.raises(ConfigError, match="valid options: timeout_s, connect_timeout_s, retries, obs_map"):
+        make_policy(url_of("ws", free_port()), {"timeout": 3})

@@ -1,0 +1,147 @@
+"""rollbench run directories open with lerobot's own reader, ``lerobot.datasets.lerobot_dataset.LeRobotDataset``
+(lerobot 0.4.4, codebase v3.0), from the local directory only (``HF_HUB_OFFLINE=1``: no hub access).
+
+Runs only in the LeRobot venv made by ``scripts/lerobot_compat.sh`` (tests/conftest.py skips collecting this folder
+where lerobot is not importable). The runs are recorded by the core install's ``rollbench eval`` in a subprocess.
+
+The oracle for every value is rollbench's own record of the same run: ``rollbench grade --json`` (counts, lengths,
+episode order), ``run.json`` (instructions and task indices) and the parquet and mp4 files read with pyarrow and PyAV.
+
+Known limit of LeRobot 0.4.4, not of these files: an episode that ended in an error before its first step has no
+frames, and ``LeRobotDataset(root=...)`` requires frames for every episode in ``meta/episodes`` (otherwise it goes
+to the hub); such a run opens with ``episodes=`` listing the episodes that have frames (tested below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import av
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+from conftest import run_cli
+
+HEIGHT, WIDTH = 48, 64  # not square, so a swapped height and width cannot pass
+
+
+def record(out: Path, *args: str) -> dict[str, Any]:
+    """Record a run with ``rollbench eval --video`` and return ``rollbench grade OUT --json``."""
+    r = run_cli("eval", *args, "--video", "--image-size", f"{HEIGHT}x{WIDTH}", "--out", out, timeout=600)
+    assert r.returncode in (0, 1), r.stderr  # 1 = PARTIAL, expected for the faulty env
+    g = run_cli("grade", out, "--json")
+    assert g.returncode == r.returncode, g.stderr
+    return json.loads(g.stdout)
+
+
+@pytest.fixture(scope="module")
+def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("runs") / "scripted"
+    args = ("--env", "scripted/reach,scripted/reach-final", "--policy", "scripted-expert", "--episodes", "3")
+    return out, record(out, *args, "--max-steps", "12", "--action-noise", "0.3", "--seed", "5")
+
+
+@pytest.fixture(scope="module")
+def metaworld_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("runs") / "metaworld"
+    args = ("--env", "metaworld/pick-place-v3,metaworld/reach-v3", "--policy", "metaworld-expert", "--episodes", "1")
+    return out, record(out, *args, "--max-steps", "60", "--seed", "0")
+
+
+def open_dataset(run_dir: Path, **kw: Any) -> LeRobotDataset:
+    return LeRobotDataset(repo_id=f"rollbench/{run_dir.name}", root=run_dir, **kw)
+
+
+def recorded_rows(run_dir: Path) -> pa.Table:
+    files = sorted(run_dir.glob("data/chunk-*/file-*.parquet"))
+    return pa.concat_tables(pq.read_table(f) for f in files).sort_by("index")
+
+
+def decode_frame(path: Path, k: int) -> np.ndarray:
+    """Frame ``k`` of ``path`` as uint8 (H, W, 3), decoded with PyAV (an independent decoder)."""
+    with av.open(str(path)) as c:
+        for i, frame in enumerate(c.decode(video=0)):
+            if i == k:
+                return frame.to_ndarray(format="rgb24")
+    raise AssertionError(f"{path} has no frame {k}")
+
+
+def check_run(run_dir: Path, graded: dict[str, Any]) -> None:
+    ds = open_dataset(run_dir)
+    log = json.loads((run_dir / "run.json").read_text())
+    episodes = graded["episodes"]
+    lengths = [e["length"] for e in episodes]
+
+    assert ds.num_episodes == graded["episodes_recorded"] == graded["episodes_requested"] == len(episodes)
+    assert ds.num_frames == len(ds) == sum(lengths)
+    assert list(ds.meta.episodes["length"]) == lengths
+
+    # meta/tasks.parquet: task_index -> the instruction rollbench gave the policy
+    tasks = {int(row["task_index"]): task for task, row in ds.meta.tasks.iterrows()}
+    assert tasks == dict(enumerate(log["plan"]["instructions"]))
+
+    rows = recorded_rows(run_dir)
+    state_dim = rows.schema.field("observation.state").type.list_size
+    action_dim = rows.schema.field("action").type.list_size
+    planned = {p["episode_index"]: p for p in log["plan"]["episodes"]}
+    expected_episode = np.repeat(np.arange(len(lengths)), lengths)
+    expected_frame = np.concatenate([np.arange(n) for n in lengths])
+    for i in range(len(ds)):
+        item = ds[i]
+        e = int(item["episode_index"])
+        assert (e, int(item["frame_index"]), int(item["index"])) == (expected_episode[i], expected_frame[i], i)
+        assert item["observation.state"].shape == (state_dim,)
+        assert item["action"].shape == (action_dim,)
+        np.testing.assert_array_equal(item["observation.state"].numpy(), rows["observation.state"][i].values)
+        np.testing.assert_array_equal(item["action"].numpy(), rows["action"][i].values)
+        assert item["task"] == planned[e]["instruction"]
+        assert int(item["task_index"]) == planned[e]["task_index"]
+
+    (key,) = ds.meta.video_keys
+    for i in (0, len(ds) - 1):  # first frame of the run and last frame of the last episode
+        item = ds[i]
+        frame = item[key]
+        assert frame.shape == (3, HEIGHT, WIDTH)
+        e, k = int(item["episode_index"]), int(item["frame_index"])
+        mp4 = run_dir / f"videos/{key}/chunk-000/file-{e:03d}.mp4"
+        ours = decode_frame(mp4, k).astype(np.float32) / 255.0
+        theirs = frame.permute(1, 2, 0).numpy()
+        assert np.abs(ours - theirs).max() <= 1.5 / 255, "LeRobot decoded another frame than PyAV (1 level allowed)"
+
+
+def test_scripted_run_opens_with_lerobot_dataset(scripted_run: tuple[Path, dict[str, Any]]) -> None:
+    run_dir, graded = scripted_run
+    assert graded["status"] == "OK"
+    assert len(graded["tasks"]) == 2
+    check_run(run_dir, graded)
+
+
+@pytest.mark.sim
+def test_metaworld_run_opens_with_lerobot_dataset(metaworld_run: tuple[Path, dict[str, Any]]) -> None:
+    run_dir, graded = metaworld_run
+    assert graded["episodes_recorded"] == 2
+    check_run(run_dir, graded)
+    ds = open_dataset(run_dir)
+    assert ds.fps == 80 and ds[0]["observation.state"].shape == (39,) and ds[0]["action"].shape == (4,)
+
+
+def test_run_with_an_episode_that_failed_at_reset_opens_its_other_episodes(tmp_path: Path) -> None:
+    out = tmp_path / "faulty"
+    graded = record(out, "--env", "scripted/faulty", "--policy", "scripted-expert", "--episodes", "4")
+    assert graded["status"] == "PARTIAL"
+    lengths = {e["episode_index"]: e["length"] for e in graded["episodes"]}
+    assert lengths[2] == 0 and all(n > 0 for e, n in lengths.items() if e != 2)  # seed 2 fails at reset
+    with_frames = [e for e, n in sorted(lengths.items()) if n]
+    ds = open_dataset(out, episodes=with_frames)
+    assert ds.num_frames == len(ds) == sum(lengths.values())
+    assert sorted({int(ds[i]["episode_index"]) for i in range(len(ds))}) == with_frames
+    assert list(ds.meta.episodes["length"]) == [lengths[e] for e in sorted(lengths)]

@@ -1,0 +1,43 @@
+"""Shared test helpers (keep this file small and free of rollbench imports: tests/compat loads it from the LeRobot
+venv, where rollbench is not installed).
+
+``run_cli(*args)`` runs the ``rollbench`` command line as a subprocess, with no stdin, and returns the completed
+process (stdout/stderr as text). The executable is ``$ROLLBENCH_BIN``, else the one beside this Python, else
+``.venv/bin/rollbench`` of this checkout.
+
+``tests/compat`` (read run directories with lerobot's own ``LeRobotDataset``) is collected only where lerobot is
+importable: ``scripts/lerobot_compat.sh`` runs it in its own venv; lerobot never enters the core install.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+collect_ignore = [] if importlib.util.find_spec("lerobot") else ["compat"]
+
+
+def rollbench_bin() -> str:
+    if os.environ.get("ROLLBENCH_BIN"):
+        return os.environ["ROLLBENCH_BIN"]
+    beside = Path(sys.executable).with_name("rollbench")
+    return str(beside if beside.exists() else REPO / ".venv" / "bin" / "rollbench")
+
+
+def run_cli(
+    *args: object, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [rollbench_bin(), *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -123,7 +123,6 @@ class HttpPolicy:
         except BaseException:
             self._client.close()
             raise
-        self.reconnects = 0
         chunk, replan = advertised(self.metadata)
         self.info = PolicyInfo(
             name=url,
@@ -175,7 +174,6 @@ class HttpPolicy:
             try:
                 if attempt and self._episode is not None and "reset" not in body:
                     self._send(json.dumps({"session": self._session, "reset": self._episode}).encode())
-                    self.reconnects += 1
                 return self._send(payload)
             except httpx.TimeoutException:
                 raise EpisodeError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None

@@ -88,7 +88,6 @@ class WebsocketPolicy:
                 f"cannot reach the policy server {url} within {self.connect_timeout_s:g} s "
                 f"({type(exc).__name__}: {exc}); is `rollbench serve-policy` or your openpi server running there?"
             ) from None
-        self.reconnects = 0
         chunk, replan = advertised(self.metadata)
         self.info = PolicyInfo(
             name=url,
@@ -146,7 +145,6 @@ class WebsocketPolicy:
                     if attempt:
                         time.sleep(0.25 * 2 ** (attempt - 1))
                     self._connect()
-                    self.reconnects += 1
                     if self._episode is not None and "reset" not in message:
                         self._roundtrip(self._packb({"reset": self._episode}), check_reset=True)
                 return self._roundtrip(data)

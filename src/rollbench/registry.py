@@ -62,10 +62,10 @@ def _close_matches(name: str, valid: Sequence[str]) -> str:
     return f" Did you mean {', '.join(close)}?" if close else ""
 
 
-def unknown_name_error(kind: str, name: str, valid: Sequence[str]) -> ConfigError:
+def unknown_name_error(kind: str, name: str, valid: Sequence[str], plural: str | None = None) -> ConfigError:
     """A ConfigError naming the valid choices (all of them if few, else a count and the closest)."""
     shown = ", ".join(valid) if len(valid) <= 60 else ", ".join(valid[:60]) + f", ... ({len(valid)} in all)"
-    plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+    plural = plural or (kind[:-1] + "ies" if kind.endswith("y") else kind + "s")
     return ConfigError(f"unknown {kind} {name!r}.{_close_matches(name, valid)} Valid {plural}: {shown}")
 
 

@@ -27,13 +27,14 @@ Scripted policy with nonzero success: ``fetch-expert`` (``rollbench.policies.fet
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv, configure_gl_quietly
-from rollbench.registry import EnvOptions, unknown_name_error
+from rollbench.registry import EnvOptions
 from rollbench.types import TaskInfo
 
 CAMERA = "external"
@@ -86,29 +87,11 @@ class FetchEnv(GymnasiumEnv):
         return bool(inner._is_success(obs["achieved_goal"], obs["desired_goal"]))
 
 
-class FetchFamily:
+class FetchFamily(TableFamily):
     name = "fetch"
     description = "gymnasium-robotics Fetch arm: Reach, Push, PickAndPlace, Slide (MuJoCo)"
-
-    def missing(self) -> str | None:
-        import importlib.util
-
-        if importlib.util.find_spec("gymnasium_robotics") is None:
-            return "gymnasium-robotics is not installed: pip install 'rollbench[fetch]'"
-        if importlib.util.find_spec("mujoco") is None:
-            return "mujoco is not installed: pip install 'rollbench[fetch]'"
-        return None
-
-    def tasks(self) -> Sequence[TaskInfo]:
-        return list(TASKS.values())
-
-    def suites(self) -> Mapping[str, Sequence[str]]:
-        return {"all": list(TASKS)}
-
-    def task(self, name: str) -> TaskInfo:
-        if name not in TASKS:
-            raise unknown_name_error("task", name, sorted(TASKS))
-        return TASKS[name]
+    requires = ("gymnasium_robotics", "mujoco")
+    install_hint = "pip install 'rollbench[fetch]'"
 
     def make(self, task: TaskInfo, options: EnvOptions) -> FetchEnv:
         configure_gl_quietly(strict=bool(options.cameras))
@@ -125,4 +108,4 @@ class FetchFamily:
         return FetchEnv(task, options, env_id, factory, {"render_mode": "rgb_array", "width": w, "height": h})
 
 
-FAMILY = FetchFamily()
+FAMILY = FetchFamily(TASKS, {"all": list(TASKS)})

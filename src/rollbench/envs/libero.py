@@ -65,7 +65,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rollbench.registry import EnvOptions, unknown_name_error
+from rollbench.envs.base import TableFamily
+from rollbench.registry import EnvOptions
 from rollbench.types import ConfigError, Observation, StepResult, TaskInfo
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
@@ -476,27 +477,18 @@ def _build_libero_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, Sequenc
     return sim, list(bench.get_task_init_states(int(task_id)))
 
 
-class LiberoFamily:
+class LiberoFamily(TableFamily):
     name = "libero"
     description = "LIBERO suites (spatial, object, goal, 10, 90) with stored initial states; optional, needs assets"
 
     def missing(self) -> str | None:
         return libero_missing()
 
-    def tasks(self) -> Sequence[TaskInfo]:
-        return list(TASKS.values())
-
-    def suites(self) -> Mapping[str, Sequence[str]]:
-        return {suite: [f"libero/{suite}/{i}" for i in range(len(n))] for suite, n in SUITE_TASKS.items()}
-
-    def task(self, name: str) -> TaskInfo:
-        if name not in TASKS:
-            raise unknown_name_error("task", name, [*(f"libero/{s}" for s in SUITE_TASKS), *TASKS])
-        return TASKS[name]
-
     def make(self, task: TaskInfo, options: EnvOptions) -> LiberoEnv:
         sim, init_states = _build_libero_sim(task, options)
         return LiberoEnv(task, options, sim, init_states)
 
 
-FAMILY = LiberoFamily()
+FAMILY = LiberoFamily(
+    TASKS, {suite: [f"libero/{suite}/{i}" for i in range(len(n))] for suite, n in SUITE_TASKS.items()}
+)

@@ -43,12 +43,12 @@ for), with shadows and reflections off (about 4x faster at 224 px).
 from __future__ import annotations
 
 import copy
-import importlib.util
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from rollbench.envs.base import TableFamily
 from rollbench.envs.gl import configure_offscreen_gl
 from rollbench.registry import EnvOptions, unknown_name_error
 from rollbench.types import ConfigError, Observation, StepResult, TaskInfo
@@ -337,24 +337,11 @@ class MetaWorldEnv:
         return Observation(state=np.asarray(obs, dtype=np.float32), raw=obs)
 
 
-class MetaWorldFamily:
+class MetaWorldFamily(TableFamily):
     name = "metaworld"
     description = "MetaWorld v3: 50 Sawyer manipulation tasks (MuJoCo), suites MT10/MT25/MT50, ML10/ML45 splits"
-
-    def missing(self) -> str | None:
-        found = all(importlib.util.find_spec(m) is not None for m in ("metaworld", "mujoco"))
-        return None if found else INSTALL_HINT
-
-    def tasks(self) -> Sequence[TaskInfo]:
-        return list(TASKS.values())
-
-    def suites(self) -> Mapping[str, Sequence[str]]:
-        return SUITES
-
-    def task(self, name: str) -> TaskInfo:
-        if name not in TASKS:
-            raise unknown_name_error("task", name, list(TASKS))
-        return TASKS[name]
+    requires = ("metaworld", "mujoco")
+    install_hint = "pip install 'rollbench[metaworld]'"
 
     def make(self, task: TaskInfo, options: EnvOptions) -> MetaWorldEnv:
         configure_offscreen_gl()  # before metaworld imports mujoco, which fixes its GL back-end at import
@@ -368,4 +355,4 @@ class MetaWorldFamily:
         return MetaWorldEnv(task, options)
 
 
-FAMILY = MetaWorldFamily()
+FAMILY = MetaWorldFamily(TASKS, SUITES)

@@ -23,13 +23,14 @@ lerobot's diffusion policy).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv
-from rollbench.registry import EnvOptions, unknown_name_error
+from rollbench.registry import EnvOptions
 from rollbench.types import TaskInfo
 
 CAMERA = "top"
@@ -69,27 +70,11 @@ class PushTEnv(GymnasiumEnv):
         return np.asarray(self.env.unwrapped._render(visualize=False))
 
 
-class PushTFamily:
+class PushTFamily(TableFamily):
     name = "pusht"
     description = "gym-pusht: push a T-shaped block onto a target (2-D, pymunk)"
-
-    def missing(self) -> str | None:
-        import importlib.util
-
-        if importlib.util.find_spec("gym_pusht") is None:
-            return "gym-pusht is not installed: pip install 'rollbench[pusht]'"
-        return None
-
-    def tasks(self) -> Sequence[TaskInfo]:
-        return list(TASKS.values())
-
-    def suites(self) -> Mapping[str, Sequence[str]]:
-        return {"all": list(TASKS)}
-
-    def task(self, name: str) -> TaskInfo:
-        if name not in TASKS:
-            raise unknown_name_error("task", name, sorted(TASKS))
-        return TASKS[name]
+    requires = ("gym_pusht",)
+    install_hint = "pip install 'rollbench[pusht]'"
 
     def make(self, task: TaskInfo, options: EnvOptions) -> PushTEnv:
         import gym_pusht
@@ -112,4 +97,4 @@ class PushTFamily:
         return PushTEnv(task, options, GYM_ID, factory)
 
 
-FAMILY = PushTFamily()
+FAMILY = PushTFamily(TASKS, {"all": list(TASKS)})

@@ -38,12 +38,13 @@ lift or open anything); a nonzero rate needs a scripted grasp (not provided) or 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from rollbench.registry import EnvOptions, unknown_name_error
+from rollbench.envs.base import TableFamily
+from rollbench.registry import EnvOptions
 from rollbench.types import ConfigError, Observation, StepResult, TaskInfo
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -204,15 +205,16 @@ class RobosuiteEnv:
         self.env.close()
 
 
-class RobosuiteFamily:
+class RobosuiteFamily(TableFamily):
     name = "robosuite"
     description = "robosuite 1.5 single-arm manipulation (Panda, OSC_POSE): Lift, Stack, Door, PickPlace*, Nut*"
+    requires = ("robosuite", "mujoco")
+    install_hint = "pip install 'rollbench[robosuite]'"
 
     def missing(self) -> str | None:
-        import importlib.util
-
-        if importlib.util.find_spec("robosuite") is None:
-            return "robosuite is not installed: pip install 'rollbench[robosuite]'"
+        why = super().missing()
+        if why:
+            return why
         from importlib.metadata import version
 
         v = version("robosuite")
@@ -220,22 +222,8 @@ class RobosuiteFamily:
             return f"robosuite {v} is installed but this adapter needs 1.5.x: pip install 'rollbench[robosuite]'"
         return None
 
-    def tasks(self) -> Sequence[TaskInfo]:
-        return list(TASKS.values())
-
-    def suites(self) -> Mapping[str, Sequence[str]]:
-        return {
-            "benchmark": list(TASKS),
-            "pick_place": [t for t in TASKS if "PickPlace" in t],
-        }
-
-    def task(self, name: str) -> TaskInfo:
-        if name not in TASKS:
-            raise unknown_name_error("task", name, sorted(TASKS))
-        return TASKS[name]
-
     def make(self, task: TaskInfo, options: EnvOptions) -> RobosuiteEnv:
         return RobosuiteEnv(task, options)
 
 
-FAMILY = RobosuiteFamily()
+FAMILY = RobosuiteFamily(TASKS, {"benchmark": list(TASKS), "pick_place": [t for t in TASKS if "PickPlace" in t]})

@@ -13,11 +13,10 @@ exercise the "an env error ends that episode, not the run" path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import numpy as np
 
-from rollbench.registry import EnvOptions, unknown_name_error
+from rollbench.envs.base import TableFamily
+from rollbench.registry import EnvOptions
 from rollbench.types import Observation, StepResult, TaskInfo
 
 STEP_SIZE = 0.1  # metres per unit action per step
@@ -82,9 +81,7 @@ class ScriptedEnv:
     def step(self, action: np.ndarray) -> StepResult:
         self.pos = np.clip(self.pos + STEP_SIZE * np.clip(action, -1.0, 1.0), 0.0, 1.0)
         dist = float(np.linalg.norm(self.pos - self.goal))
-        return StepResult(
-            self._obs(), reward=-dist, terminated=False, truncated=False, success=self.success()
-        )
+        return StepResult(self._obs(), reward=-dist, terminated=False, truncated=False, success=self.success())
 
     def success(self) -> bool:
         return bool(np.linalg.norm(self.pos - self.goal) < SUCCESS_RADIUS)
@@ -103,26 +100,12 @@ class ScriptedEnv:
         pass
 
 
-class ScriptedFamily:
+class ScriptedFamily(TableFamily):
     name = "scripted"
     description = "tiny deterministic point-reaching env (no simulator; for tests and pipeline checks)"
-
-    def missing(self) -> str | None:
-        return None
-
-    def tasks(self) -> Sequence[TaskInfo]:
-        return list(TASKS.values())
-
-    def suites(self) -> Mapping[str, Sequence[str]]:
-        return {"all": ["scripted/reach", "scripted/reach-final"]}
-
-    def task(self, name: str) -> TaskInfo:
-        if name not in TASKS:
-            raise unknown_name_error("task", name, sorted(TASKS))
-        return TASKS[name]
 
     def make(self, task: TaskInfo, options: EnvOptions) -> ScriptedEnv:
         return ScriptedEnv(task, options)
 
 
-FAMILY = ScriptedFamily()
+FAMILY = ScriptedFamily(TASKS, {"all": ["scripted/reach", "scripted/reach-final"]})

@@ -1,0 +1,118 @@
+"""Harness overhead: ``rollbench eval`` (the Python API, no video) against a bare hand-written gymnasium loop doing
+the same steps with the same policy.
+
+Both sides run ``metaworld/pick-place-v3`` with MetaWorld's scripted expert (``SawyerPickPlaceV3Policy``) for N
+episodes, episode k seeded with ``seed + k``, each until success or ``max_steps``:
+
+* rollbench: ``rollbench.api.evaluate(env=..., policy="metaworld-expert", ...)`` into a fresh run directory, which
+  includes everything ``rollbench eval`` does after start-up: planning, building the env and policy, the episode
+  loop, staging and committing each episode (parquet files, fsync), grading from disk with DuckDB, run.json.
+* bare: ``gymnasium.make("Meta-World/goal_observable", env_name="pick-place-v3")``, seeded as rollbench seeds it
+  (numpy ``default_rng(seed + k)`` as the env's ``np_random`` with MetaWorld's seeded, unfrozen rand_vec, since
+  ``reset(seed=...)`` is ignored upstream), ``policy.get_action(obs)`` clipped to [-1, 1] as float32, ``env.step``.
+  Nothing is recorded.
+
+The two must do the same work: the script checks that both ran the same number of steps in every episode and stops
+otherwise. Both sides run in this one process, after a warm-up of each, in interleaved repetitions (the order
+alternates), so drift on a shared machine hits both alike; the reported ratio is median(rollbench) / median(bare).
+
+Run: ``MUJOCO_GL=egl .venv/bin/python benchmarks/bench_harness.py [--episodes 10] [--max-steps 150] [--reps 7]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+TASK = "pick-place-v3"
+
+
+def bare_loop(episodes: int, max_steps: int, seed: int) -> list[int]:
+    """The hand-written loop: returns the number of steps of each episode."""
+    import gymnasium as gym
+    import metaworld  # noqa: F401  (registers the Meta-World/* gymnasium ids)
+    from metaworld.policies import SawyerPickPlaceV3Policy
+
+    env = gym.make("Meta-World/goal_observable", env_name=TASK, seed=seed, disable_env_checker=True)
+    raw = env.unwrapped
+    raw._freeze_rand_vec = False  # type: ignore[attr-defined]
+    raw.seeded_rand_vec = True  # type: ignore[attr-defined]
+    policy = SawyerPickPlaceV3Policy()
+    lengths = []
+    for k in range(episodes):
+        raw.np_random = np.random.default_rng(seed + k)
+        obs, _ = env.reset()
+        steps = 0
+        for steps in range(1, max_steps + 1):  # noqa: B007
+            action = np.clip(policy.get_action(obs), -1.0, 1.0).astype(np.float32)
+            obs, _, terminated, truncated, info = env.step(action)
+            if info["success"] or terminated or truncated:
+                break
+        lengths.append(steps)
+    env.close()
+    return lengths
+
+
+def rollbench_eval(episodes: int, max_steps: int, seed: int) -> list[int]:
+    """``rollbench.api.evaluate`` into a fresh run directory: returns the graded length of each episode."""
+    from rollbench.api import evaluate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        result = evaluate(
+            env=f"metaworld/{TASK}",
+            policy="metaworld-expert",
+            episodes=episodes,
+            max_steps=max_steps,
+            seed=seed,
+            out=Path(tmp) / "run",
+        )
+    assert result["status"] == "OK", result["reasons"]
+    return [e["length"] for e in result["episodes"]]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=10)
+    ap.add_argument("--max-steps", type=int, default=150)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reps", type=int, default=7, help="timed repetitions of each side (after one warm-up)")
+    args = ap.parse_args()
+    sides = {"bare": bare_loop, "rollbench": rollbench_eval}
+
+    lengths = {name: fn(args.episodes, args.max_steps, args.seed) for name, fn in sides.items()}  # warm-up
+    if lengths["bare"] != lengths["rollbench"]:
+        raise SystemExit(f"the two loops did different work: {lengths}")
+    steps = sum(lengths["bare"])
+
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for r in range(args.reps):
+        order = list(sides) if r % 2 == 0 else list(sides)[::-1]
+        for name in order:
+            t0 = time.perf_counter()
+            got = sides[name](args.episodes, args.max_steps, args.seed)
+            times[name].append(time.perf_counter() - t0)
+            assert got == lengths[name]
+
+    med = {name: statistics.median(t) for name, t in times.items()}
+    ratio = med["rollbench"] / med["bare"]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[0]
+    print(f"metaworld/{TASK}, metaworld-expert: {args.episodes} episodes, {steps} steps in all (max {args.max_steps})")
+    print(f"commit {commit}, python {platform.python_version()}, load average {load}, {args.reps} repetitions")
+    print("| side | median s | min s | max s | ms/step (median) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, t in times.items():
+        print(f"| {name} | {med[name]:.3f} | {min(t):.3f} | {max(t):.3f} | {1000 * med[name] / steps:.3f} |")
+    print(f"ratio rollbench / bare (medians): {ratio:.3f}x; overhead {1000 * (med['rollbench'] - med['bare']):.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

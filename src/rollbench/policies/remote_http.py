@@ -49,25 +49,11 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.policies.obs_map import (
-    ObsMap,
-    advertised,
-    check_actions,
-    check_options,
-    check_overrides,
-    jsonable,
-    positive,
-    resolve_obs_map,
-)
-from rollbench.types import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
+from rollbench.policies.obs_map import check_actions, positive
+from rollbench.policies.remote import RemotePolicy
+from rollbench.types import ConfigError, EpisodeError, Observation
 
 DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
-OPTIONS: dict[str, type | tuple[type, ...]] = {
-    "timeout_s": (int, float),
-    "connect_timeout_s": (int, float),
-    "retries": int,
-    "obs_map": dict,
-}
 
 
 def encode_array(arr: np.ndarray) -> dict[str, Any]:
@@ -99,44 +85,33 @@ def decode_array(obj: Any) -> np.ndarray:
     raise ValueError("data must be a base64 string or a list of numbers")
 
 
-class HttpPolicy:
+class HttpPolicy(RemotePolicy):
     """A client of one JSON /act server (see the module docstring for the wire format and bounds)."""
+
+    protocol = "rollbench JSON /act v1"
+    obs_protocol = "http"
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         import httpx
 
-        check_options(options, OPTIONS)
-        self.url = url
-        self.timeout_s = positive(options, "timeout_s", 30.0)
-        self.connect_timeout_s = positive(options, "connect_timeout_s", 5.0)
-        self.retries = int(options.get("retries", 3))
-        if self.retries < 0:
-            raise ConfigError(f"policy option retries must be >= 0, got {self.retries}")
-        self._overrides = check_overrides(options.get("obs_map"))
-        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s))
         self._session = uuid.uuid4().hex
-        self._task: TaskInfo | None = None
-        self._episode: dict[str, Any] | None = None
-        self._map = ObsMap()
+        # options are read by RemotePolicy.__init__; the client needs the timeouts first
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(
+                positive(options, "timeout_s", 30.0), connect=positive(options, "connect_timeout_s", 5.0)
+            )
+        )
         try:
-            self.metadata = self._wait_ready()
+            super().__init__(url, options)
         except BaseException:
             self._client.close()
             raise
-        chunk, replan = advertised(self.metadata)
-        self.info = PolicyInfo(
-            name=url,
-            chunk_size=chunk,
-            replan_every=replan,
-            needs_images=True,
-            provenance={
-                "server": url,
-                "protocol": "rollbench JSON /act v1",
-                "server_metadata": jsonable(self.metadata),
-                "timeout_s": self.timeout_s,
-                "obs_map_overrides": jsonable(self._overrides),
-            },
-        )
+
+    def _open(self) -> dict[str, Any]:
+        return self._wait_ready()
+
+    def _reset_message(self, episode: dict[str, Any]) -> dict[str, Any]:
+        return {"session": self._session, "reset": episode}
 
     def _wait_ready(self) -> dict[str, Any]:
         import httpx
@@ -162,7 +137,7 @@ class HttpPolicy:
                 raise ConfigError(f"the policy server {self.url} is not ready ({why})")
             time.sleep(0.2)
 
-    def _post(self, body: dict[str, Any]) -> Any:
+    def _request(self, body: dict[str, Any]) -> Any:
         """POST one request; return the JSON reply; bounded by ``timeout_s``; raises EpisodeError."""
         import httpx
 
@@ -205,17 +180,6 @@ class HttpPolicy:
             raise EpisodeError(f"malformed reply from {self.url}: not JSON ({text[:200]!r})")
         return reply
 
-    def reset(self, task: TaskInfo, seed: int) -> None:
-        """Start an episode: pick the obs map of ``task``'s family; tell a server that accepts resets."""
-        self._task, self._episode = task, None
-        self._map = resolve_obs_map(task.family, "http", self._overrides)
-        if self.metadata.get("reset") is True:
-            episode = {"task": task.name, "seed": int(seed), "instruction": task.instruction}
-            reply = self._post({"session": self._session, "reset": episode})
-            if not (isinstance(reply, Mapping) and reply.get("reset") is True):
-                raise EpisodeError(f"malformed reply from {self.url} to reset: {jsonable(reply)!r:.300}")
-            self._episode = episode
-
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """POST the observation and instruction; return the server's ``float32 (N, action_dim)`` chunk."""
         m = self._map
@@ -225,7 +189,7 @@ class HttpPolicy:
             "state": encode_array(m.state_of(observation)),
             "images": {k: encode_array(v) for k, v in m.images_of(observation).items()},
         }
-        reply = self._post(body)
+        reply = self._request(body)
         if isinstance(reply, dict) and isinstance(reply.get("actions"), dict):
             try:
                 reply = {**reply, "actions": decode_array(reply["actions"])}

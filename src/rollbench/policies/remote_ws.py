@@ -42,66 +42,35 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.policies.obs_map import (
-    ObsMap,
-    advertised,
-    check_actions,
-    check_options,
-    check_overrides,
-    jsonable,
-    positive,
-    resolve_obs_map,
-)
-from rollbench.types import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
-
-OPTIONS: dict[str, type | tuple[type, ...]] = {
-    "timeout_s": (int, float),
-    "connect_timeout_s": (int, float),
-    "retries": int,
-    "obs_map": dict,
-}
+from rollbench.policies.obs_map import check_actions
+from rollbench.policies.remote import RemotePolicy, check_reset_reply
+from rollbench.types import ConfigError, EpisodeError, Observation
 
 
-class WebsocketPolicy:
+class WebsocketPolicy(RemotePolicy):
     """A client of one openpi-protocol websocket server. See the module docstring for protocol and bounds."""
 
+    protocol = "openpi-websocket (msgpack_numpy)"
+    obs_protocol = "ws"
+
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
-        check_options(options, OPTIONS)
-        self.url = url
-        self.timeout_s = positive(options, "timeout_s", 30.0)
-        self.connect_timeout_s = positive(options, "connect_timeout_s", 5.0)
-        self.retries = int(options.get("retries", 3))
-        if self.retries < 0:
-            raise ConfigError(f"policy option retries must be >= 0, got {self.retries}")
-        self._overrides = check_overrides(options.get("obs_map"))
         from openpi_client import msgpack_numpy
 
         self._packb, self._unpackb = msgpack_numpy.Packer().pack, msgpack_numpy.unpackb
         self._ws: Any = None
-        self._task: TaskInfo | None = None
-        self._episode: dict[str, Any] | None = None
-        self._map = ObsMap()
+        super().__init__(url, options)
+
+    def _open(self) -> dict[str, Any]:
         try:
-            self.metadata = self._connect()
+            return self._connect()
         except Exception as exc:
             raise ConfigError(
-                f"cannot reach the policy server {url} within {self.connect_timeout_s:g} s "
+                f"cannot reach the policy server {self.url} within {self.connect_timeout_s:g} s "
                 f"({type(exc).__name__}: {exc}); is `rollbench serve-policy` or your openpi server running there?"
             ) from None
-        chunk, replan = advertised(self.metadata)
-        self.info = PolicyInfo(
-            name=url,
-            chunk_size=chunk,
-            replan_every=replan,
-            needs_images=True,
-            provenance={
-                "server": url,
-                "protocol": "openpi-websocket (msgpack_numpy)",
-                "server_metadata": jsonable(self.metadata),
-                "timeout_s": self.timeout_s,
-                "obs_map_overrides": jsonable(self._overrides),
-            },
-        )
+
+    def _reset_message(self, episode: dict[str, Any]) -> dict[str, Any]:
+        return {"reset": episode}
 
     def _connect(self) -> dict[str, Any]:
         from websockets.sync.client import connect
@@ -112,7 +81,7 @@ class WebsocketPolicy:
             close_timeout=1,
             compression=None,
             max_size=None,
-            legacy=True,  # websockets >= 16: a plain connection (we reconnect ourselves, see _exchange)
+            legacy=True,  # websockets >= 16: a plain connection (we reconnect ourselves, see _request)
         )
         try:
             frame = ws.recv(timeout=self.connect_timeout_s)
@@ -133,7 +102,7 @@ class WebsocketPolicy:
                 self._ws.close()
             self._ws = None
 
-    def _exchange(self, message: dict[str, Any]) -> Any:
+    def _request(self, message: dict[str, Any]) -> Any:
         """Send one message and return the unpacked reply; bounded by ``timeout_s``; raises EpisodeError."""
         from websockets.exceptions import WebSocketException
 
@@ -146,7 +115,7 @@ class WebsocketPolicy:
                         time.sleep(0.25 * 2 ** (attempt - 1))
                     self._connect()
                     if self._episode is not None and "reset" not in message:
-                        self._roundtrip(self._packb({"reset": self._episode}), check_reset=True)
+                        check_reset_reply(self._roundtrip(self._packb({"reset": self._episode})), self.url)
                 return self._roundtrip(data)
             except (WebSocketException, OSError) as exc:  # dropped, refused or bad handshake: reconnect, backoff
                 self._drop()
@@ -155,7 +124,7 @@ class WebsocketPolicy:
             f"lost the connection to {self.url} and {self.retries} reconnect(s) failed ({type(last).__name__}: {last})"
         )
 
-    def _roundtrip(self, data: bytes, check_reset: bool = False) -> Any:
+    def _roundtrip(self, data: bytes) -> Any:
         self._ws.send(data)
         try:
             frame = self._ws.recv(timeout=self.timeout_s)
@@ -170,21 +139,7 @@ class WebsocketPolicy:
         except Exception as exc:
             self._drop()
             raise EpisodeError(f"malformed reply from {self.url}: not msgpack ({type(exc).__name__}: {exc})") from None
-        if check_reset and not (isinstance(reply, Mapping) and reply.get("reset") is True):
-            raise EpisodeError(f"malformed reply from {self.url} to reset: {jsonable(reply)!r:.300}")
         return reply
-
-    def reset(self, task: TaskInfo, seed: int) -> None:
-        """Start an episode: pick the obs map of ``task``'s family; tell a rollbench server (task, seed)."""
-        self._task, self._episode = task, None
-        self._map = resolve_obs_map(task.family, "ws", self._overrides)
-        if self.metadata.get("reset") is True:
-            # the instruction here is the task's declared one, for the server's log; each call carries the prompt
-            episode = {"task": task.name, "seed": int(seed), "instruction": task.instruction}
-            reply = self._exchange({"reset": episode})
-            if not (isinstance(reply, Mapping) and reply.get("reset") is True):
-                raise EpisodeError(f"malformed reply from {self.url} to reset: {jsonable(reply)!r:.300}")
-            self._episode = episode
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """Send ``observation`` + ``instruction`` (as the prompt); return the server's ``float32 (N, A)`` chunk."""
@@ -192,7 +147,7 @@ class WebsocketPolicy:
         message: dict[str, Any] = m.images_of(observation)
         message[m.state_key] = m.state_of(observation)
         message[m.prompt_key] = instruction
-        return check_actions(self._exchange(message), self.url, self._task)
+        return check_actions(self._request(message), self.url, self._task)
 
     def close(self) -> None:
         self._drop()

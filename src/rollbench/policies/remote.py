@@ -1,0 +1,94 @@
+"""What the ``ws://`` and ``http://`` policy clients share: options, PolicyInfo, and the per-episode reset.
+
+A subclass supplies the transport: ``_open()`` (connect, return the server's metadata, raise ConfigError when
+unreachable), ``_request(message)`` (one bounded round trip, raise EpisodeError), ``_reset_message(episode)``,
+``act`` and ``close``. Options shared by both (``--policy-options``): ``timeout_s`` (per call, default 30 s),
+``connect_timeout_s`` (default 5 s), ``retries`` (reconnects with exponential backoff, default 3), ``obs_map``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from rollbench.policies.obs_map import (
+    ObsMap,
+    advertised,
+    check_options,
+    check_overrides,
+    jsonable,
+    positive,
+    resolve_obs_map,
+)
+from rollbench.types import ConfigError, EpisodeError, PolicyInfo, TaskInfo
+
+OPTIONS: dict[str, type | tuple[type, ...]] = {
+    "timeout_s": (int, float),
+    "connect_timeout_s": (int, float),
+    "retries": int,
+    "obs_map": dict,
+}
+
+
+class RemotePolicy:
+    """Base of the remote policy clients (see the module docstring for the subclass hooks)."""
+
+    protocol: ClassVar[str]  # recorded in run.json provenance
+    obs_protocol: ClassVar[str]  # "ws" or "http": selects the default observation map (see obs_map)
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        check_options(options, OPTIONS)
+        self.url = url
+        self.timeout_s = positive(options, "timeout_s", 30.0)
+        self.connect_timeout_s = positive(options, "connect_timeout_s", 5.0)
+        self.retries = int(options.get("retries", 3))
+        if self.retries < 0:
+            raise ConfigError(f"policy option retries must be >= 0, got {self.retries}")
+        self._overrides = check_overrides(options.get("obs_map"))
+        self._task: TaskInfo | None = None
+        self._episode: dict[str, Any] | None = None
+        self._map = ObsMap()
+        self.metadata = self._open()
+        chunk, replan = advertised(self.metadata)
+        self.info = PolicyInfo(
+            name=url,
+            chunk_size=chunk,
+            replan_every=replan,
+            needs_images=True,
+            provenance={
+                "server": url,
+                "protocol": self.protocol,
+                "server_metadata": jsonable(self.metadata),
+                "timeout_s": self.timeout_s,
+                "obs_map_overrides": jsonable(self._overrides),
+            },
+        )
+
+    def _open(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _request(self, message: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _reset_message(self, episode: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        """Start an episode: pick the obs map of ``task``'s family; tell a server that accepts resets (task, seed).
+
+        The instruction in the reset message is the task's declared one, for the server's log; each call carries
+        the prompt actually used. Raises EpisodeError when the server rejects the reset.
+        """
+        self._task, self._episode = task, None
+        self._map = resolve_obs_map(task.family, self.obs_protocol, self._overrides)
+        if self.metadata.get("reset") is True:
+            episode = {"task": task.name, "seed": int(seed), "instruction": task.instruction}
+            reply = self._request(self._reset_message(episode))
+            check_reset_reply(reply, self.url)
+            self._episode = episode
+
+
+def check_reset_reply(reply: Any, url: str) -> None:
+    """A reset must be answered ``{"reset": true}``; raises EpisodeError otherwise."""
+    if not (isinstance(reply, Mapping) and reply.get("reset") is True):
+        raise EpisodeError(f"malformed reply from {url} to reset: {jsonable(reply)!r:.300}")

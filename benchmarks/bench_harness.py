@@ -17,11 +17,13 @@ otherwise. Both sides run in this one process, after a warm-up of each, in inter
 alternates), so drift on a shared machine hits both alike; the reported ratio is median(rollbench) / median(bare).
 
 Run: ``MUJOCO_GL=egl .venv/bin/python benchmarks/bench_harness.py [--episodes 10] [--max-steps 150] [--reps 7]``
+(``--no-fsync``: diagnosis only, shows what the per-episode durable commits cost.)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import subprocess
@@ -34,12 +36,13 @@ import numpy as np
 TASK = "pick-place-v3"
 
 
-def bare_loop(episodes: int, max_steps: int, seed: int) -> list[int]:
-    """The hand-written loop: returns the number of steps of each episode."""
+def bare_loop(episodes: int, max_steps: int, seed: int) -> tuple[list[int], float]:
+    """The hand-written loop: returns the number of steps of each episode and the seconds it took."""
     import gymnasium as gym
     import metaworld  # noqa: F401  (registers the Meta-World/* gymnasium ids)
     from metaworld.policies import SawyerPickPlaceV3Policy
 
+    t0 = time.perf_counter()
     env = gym.make("Meta-World/goal_observable", env_name=TASK, seed=seed, disable_env_checker=True)
     raw = env.unwrapped
     raw._freeze_rand_vec = False  # type: ignore[attr-defined]
@@ -57,14 +60,16 @@ def bare_loop(episodes: int, max_steps: int, seed: int) -> list[int]:
                 break
         lengths.append(steps)
     env.close()
-    return lengths
+    return lengths, time.perf_counter() - t0
 
 
-def rollbench_eval(episodes: int, max_steps: int, seed: int) -> list[int]:
-    """``rollbench.api.evaluate`` into a fresh run directory: returns the graded length of each episode."""
+def rollbench_eval(episodes: int, max_steps: int, seed: int) -> tuple[list[int], float]:
+    """``rollbench.api.evaluate`` into a fresh run directory: returns the graded length of each episode and the
+    seconds ``evaluate`` took (making and removing the temporary directory is not timed)."""
     from rollbench.api import evaluate
 
     with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
         result = evaluate(
             env=f"metaworld/{TASK}",
             policy="metaworld-expert",
@@ -73,8 +78,9 @@ def rollbench_eval(episodes: int, max_steps: int, seed: int) -> list[int]:
             seed=seed,
             out=Path(tmp) / "run",
         )
+        elapsed = time.perf_counter() - t0
     assert result["status"] == "OK", result["reasons"]
-    return [e["length"] for e in result["episodes"]]
+    return [e["length"] for e in result["episodes"]], elapsed
 
 
 def main() -> None:
@@ -83,10 +89,17 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reps", type=int, default=7, help="timed repetitions of each side (after one warm-up)")
+    ap.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="diagnosis only: make os.fsync a no-op in this process, to show what rollbench's durable commits cost",
+    )
     args = ap.parse_args()
+    if args.no_fsync:
+        os.fsync = lambda fd: None
     sides = {"bare": bare_loop, "rollbench": rollbench_eval}
 
-    lengths = {name: fn(args.episodes, args.max_steps, args.seed) for name, fn in sides.items()}  # warm-up
+    lengths = {name: fn(args.episodes, args.max_steps, args.seed)[0] for name, fn in sides.items()}  # warm-up
     if lengths["bare"] != lengths["rollbench"]:
         raise SystemExit(f"the two loops did different work: {lengths}")
     steps = sum(lengths["bare"])
@@ -95,9 +108,8 @@ def main() -> None:
     for r in range(args.reps):
         order = list(sides) if r % 2 == 0 else list(sides)[::-1]
         for name in order:
-            t0 = time.perf_counter()
-            got = sides[name](args.episodes, args.max_steps, args.seed)
-            times[name].append(time.perf_counter() - t0)
+            got, elapsed = sides[name](args.episodes, args.max_steps, args.seed)
+            times[name].append(elapsed)
             assert got == lengths[name]
 
     med = {name: statistics.median(t) for name, t in times.items()}
@@ -106,7 +118,8 @@ def main() -> None:
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     print(f"metaworld/{TASK}, metaworld-expert: {args.episodes} episodes, {steps} steps in all (max {args.max_steps})")
-    print(f"commit {commit}, python {platform.python_version()}, load average {load}, {args.reps} repetitions")
+    fsync = ", os.fsync disabled (diagnosis)" if args.no_fsync else ""
+    print(f"commit {commit}, python {platform.python_version()}, load average {load}, {args.reps} repetitions{fsync}")
     print("| side | median s | min s | max s | ms/step (median) |")
     print("|---|---:|---:|---:|---:|")
     for name, t in times.items():

@@ -16,9 +16,12 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
+import types
+from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -109,7 +112,8 @@ class LocalBackend:
             name=f"rollbench-worker-{slot}",
             daemon=True,
         )
-        proc.start()
+        with _parent_main_hidden():
+            proc.start()
         child_end.close()
         self.procs[slot], self._conns[slot] = proc, parent_end
 
@@ -175,6 +179,20 @@ class LocalBackend:
         deadline = time.monotonic() + CLOSE_GRACE_S
         for slot in list(self.procs):
             self._stop(slot, max(0.0, deadline - time.monotonic()))
+
+
+@contextlib.contextmanager
+def _parent_main_hidden() -> Iterator[None]:
+    """Start children without re-running the parent's ``__main__`` (spawn's default, to find pickled ``__main__``
+    objects). Workers need nothing from it: their entry point and arguments live in rollbench modules. Without this,
+    a script that calls ``evaluate(..., Execution(workers=2))`` without an ``if __name__ == "__main__":`` guard would
+    start a second evaluation inside every worker."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 def _exit_text(proc: BaseProcess) -> str:

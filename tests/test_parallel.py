@@ -12,6 +12,8 @@ import multiprocessing
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -176,3 +178,17 @@ def test_metaworld_episodes_identical_with_one_and_two_workers(tmp_path: Path) -
     d1, m1 = recorded_tables(tmp_path / "w1")
     d2, m2 = recorded_tables(tmp_path / "w2")
     assert d2.equals(d1) and m2 == m1
+
+
+def test_script_without_a_main_guard_can_use_workers(tmp_path: Path) -> None:
+    """Spawned workers must not re-run the caller's script (which would start a second evaluation per worker)."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from rollbench.api import Execution, evaluate\n"
+        f"r = evaluate(env='scripted/reach', policy='scripted-expert', episodes=4, out={str(tmp_path / 'run')!r},\n"
+        "             execution=Execution(workers=2))\n"
+        "print(r['status'], r['episodes_recorded'])\n"
+    )
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["OK", "4"]

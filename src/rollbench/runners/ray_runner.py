@@ -30,7 +30,7 @@ from rollbench.runners.pool import Event, OnResult, OnWorker, ShouldStop, run_po
 from rollbench.spec import EvalSpec
 from rollbench.types import ConfigError, TaskInfo
 
-FORWARDED_ENV = ("MUJOCO_GL", "PYOPENGL_PLATFORM")  # offscreen GL choice of the driver, given to every actor
+FORWARDED_ENV = ("MUJOCO_GL", "PYOPENGL_PLATFORM")  # offscreen GL choice of the driver, given to actors on a cluster
 
 
 class EpisodeActor:
@@ -80,13 +80,14 @@ class RayBackend:
         tasks: dict[str, TaskInfo],
         replan_every: int,
         needs_images: bool,
+        forward_env: bool = True,
     ) -> None:
         import ray
 
         self._ray = ray
         env_vars = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
         options: dict[str, Any] = {"scheduling_strategy": "SPREAD"}
-        if env_vars:
+        if env_vars and forward_env:
             options["runtime_env"] = {"env_vars": env_vars}
         self._cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(EpisodeActor).options(**options)
         self._args = (spec, str(run_dir.resolve()), tasks, replan_every, needs_images)
@@ -181,7 +182,8 @@ def run_ray(
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise ConfigError(f"cannot start or reach Ray at {address or 'a new local instance'}: {exc}") from None
     try:
-        backend = RayBackend(spec, run_dir, tasks, replan_every, needs_images)
+        # a private instance inherits this process's environment; a cluster gets the GL choice via runtime_env
+        backend = RayBackend(spec, run_dir, tasks, replan_every, needs_images, forward_env=not owned or bool(address))
         return run_pool(backend, workers, todo, run_dir, tasks, on_result, should_stop, on_worker)
     finally:
         if owned:

@@ -17,9 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-VIDEO_CODEC = (
-    "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
-)
+VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
 VIDEO_PIX_FMT = "yuv420p"
 
 
@@ -47,9 +45,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(
-        path, (json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n").encode()
-    )
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n").encode())
 
 
 def _json_default(obj: Any) -> Any:
@@ -86,9 +82,7 @@ def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
             stream.width, stream.height, stream.pix_fmt = w, h, VIDEO_PIX_FMT
             stream.options = {"crf": "23", "preset": "veryfast", "g": "2"}
             for img in frames:
-                container.mux(
-                    stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24"))
-                )
+                container.mux(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")))
             container.mux(stream.encode(None))
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())

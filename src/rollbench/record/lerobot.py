@@ -137,57 +137,66 @@ def _fixed_list(arr: np.ndarray, dim: int) -> pa.Array:
     return pa.FixedSizeListArray.from_arrays(flat, dim)
 
 
+def episode_table(rec: EpisodeRecord, fps: int) -> pa.Table:
+    """The episode's per-step rows (every data column but the global ``index``, which needs earlier episodes)."""
+    p, n = rec.planned, rec.length
+    state_dim, action_dim = rec.states.shape[1], rec.actions.shape[1]
+    return pa.Table.from_arrays(
+        [
+            _fixed_list(rec.states, state_dim),
+            _fixed_list(rec.actions, action_dim),
+            pa.array(rec.rewards, pa.float32()),
+            pa.array(rec.successes, pa.bool_()),
+            pa.array(rec.dones, pa.bool_()),
+            pa.array(rec.latencies, pa.float32()),
+            pa.array(np.arange(n, dtype=np.float32) / np.float32(fps), pa.float32()),
+            pa.array(np.arange(n, dtype=np.int64)),
+            pa.array(np.full(n, p.episode_index, dtype=np.int64)),
+            pa.array(np.full(n, p.task_index, dtype=np.int64)),
+        ],
+        schema=_data_schema(state_dim, action_dim, with_index=False),
+    )
+
+
+def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
+    """The episode's facts: rollbench's ``rollbench/*`` columns plus length, indices and the error traceback."""
+    p = rec.planned
+    return {
+        "rollbench/task": p.task,
+        "rollbench/trial": p.trial,
+        "rollbench/seed": p.seed,
+        "rollbench/initial_state": p.initial_state,
+        "rollbench/instruction": p.instruction,
+        "rollbench/max_steps": p.max_steps,
+        "rollbench/success_rule": p.success_rule,
+        "rollbench/success": rec.success,
+        "rollbench/success_at_reset": rec.success_at_reset,
+        "rollbench/termination_reason": rec.termination_reason,
+        "rollbench/error": rec.error,
+        "rollbench/return": float(rec.rewards.astype(np.float64).sum()),
+        "rollbench/wall_time_s": rec.wall_time_s,
+        "rollbench/render_fault": render_fault,
+        "length": rec.length,
+        "episode_index": p.episode_index,
+        "task_index": p.task_index,
+        "traceback": rec.error_traceback,
+    }
+
+
 def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str | None = None) -> bool:
     """Write one finished episode to ``run_dir/.staging`` atomically. Returns False if it was already staged."""
     p = rec.planned
-    n = rec.length
     final = run_dir / STAGING / f"episode-{p.episode_index:06d}"
     if final.exists():
         return False
     tmp = run_dir / STAGING / f".tmp-{p.episode_index:06d}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
-        state_dim, action_dim = rec.states.shape[1], rec.actions.shape[1]
-        table = pa.Table.from_arrays(
-            [
-                _fixed_list(rec.states, state_dim),
-                _fixed_list(rec.actions, action_dim),
-                pa.array(rec.rewards, pa.float32()),
-                pa.array(rec.successes, pa.bool_()),
-                pa.array(rec.dones, pa.bool_()),
-                pa.array(rec.latencies, pa.float32()),
-                pa.array(np.arange(n, dtype=np.float32) / np.float32(fps), pa.float32()),
-                pa.array(np.arange(n, dtype=np.int64)),
-                pa.array(np.full(n, p.episode_index, dtype=np.int64)),
-                pa.array(np.full(n, p.task_index, dtype=np.int64)),
-            ],
-            schema=_data_schema(state_dim, action_dim, with_index=False),
-        )
-        pq.write_table(table, tmp / "data.parquet")
+        pq.write_table(episode_table(rec, fps), tmp / "data.parquet")
         for cam, frames in rec.frames.items():
             if frames:
                 encode_video(tmp / f"{video_key(cam)}.mp4", frames, fps)
-        row = {
-            "rollbench/task": p.task,
-            "rollbench/trial": p.trial,
-            "rollbench/seed": p.seed,
-            "rollbench/initial_state": p.initial_state,
-            "rollbench/instruction": p.instruction,
-            "rollbench/max_steps": p.max_steps,
-            "rollbench/success_rule": p.success_rule,
-            "rollbench/success": rec.success,
-            "rollbench/success_at_reset": rec.success_at_reset,
-            "rollbench/termination_reason": rec.termination_reason,
-            "rollbench/error": rec.error,
-            "rollbench/return": float(rec.rewards.astype(np.float64).sum()),
-            "rollbench/wall_time_s": rec.wall_time_s,
-            "rollbench/render_fault": render_fault,
-            "length": n,
-            "episode_index": p.episode_index,
-            "task_index": p.task_index,
-            "traceback": rec.error_traceback,
-        }
-        (tmp / "episode.json").write_text(json.dumps(row))
+        (tmp / "episode.json").write_text(json.dumps(episode_row(rec, render_fault)))
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
@@ -205,9 +214,7 @@ def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str
 
 def tasks_table(instructions: Sequence[str]) -> pa.Table:
     """``meta/tasks.parquet``: column ``task_index`` with the task string as the pandas index (as LeRobot writes it)."""
-    table = pa.table(
-        {"task_index": pa.array(range(len(instructions)), pa.int64()), "task": list(instructions)}
-    )
+    table = pa.table({"task_index": pa.array(range(len(instructions)), pa.int64()), "task": list(instructions)})
     pandas_meta = {
         "index_columns": ["task"],
         "column_indexes": [],

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from rollbench.record.files import atomic_write_json, atomic_write_parquet
+from rollbench.record.files import atomic_write_json, atomic_write_parquet, encode_video
 from rollbench.record.lerobot import (
     CHUNKS_SIZE,
     CODEBASE_VERSION,
@@ -25,8 +25,13 @@ from rollbench.record.lerobot import (
     STAGING,
     VIDEO_PATH,
     chunk_file,
+    episode_row,
+    episode_table,
+    stage_episode,
     tasks_table,
+    video_key,
 )
+from rollbench.rollout import EpisodeRecord
 
 
 class _Stats:
@@ -148,15 +153,36 @@ class DatasetWriter:
         done = []
         while (self.run_dir / STAGING / f"episode-{self.committed:06d}").is_dir():
             e = self.committed
-            self._commit(e, self.run_dir / STAGING / f"episode-{e:06d}")
+            staged = self.run_dir / STAGING / f"episode-{e:06d}"
+            row = json.loads((staged / "episode.json").read_text())
+            videos = {k: staged / f"{k}.mp4" for k in self.video_keys if (staged / f"{k}.mp4").exists()}
+            self._commit(e, pq.read_table(staged / "data.parquet"), row, videos)
+            shutil.rmtree(staged, ignore_errors=True)
             done.append(e)
         if done:
             self._write_info()
         return done
 
-    def _commit(self, e: int, staged: Path) -> None:
-        row = json.loads((staged / "episode.json").read_text())
-        table = pq.read_table(staged / "data.parquet")
+    def commit_record(self, rec: EpisodeRecord, render_fault: str | None) -> None:
+        """Commit an episode that ran in this process: directly when it is next in order, else via staging.
+
+        The direct path writes the final files once (no staged copy to re-read); the result on disk is the same.
+        """
+        e = rec.planned.episode_index
+        if e != self.committed or (self.run_dir / STAGING / f"episode-{e:06d}").exists():
+            stage_episode(self.run_dir, rec, self.fps, render_fault)
+            self.promote_ready()
+            return
+        videos = {}
+        for cam, frames in rec.frames.items():
+            if frames:
+                videos[video_key(cam)] = path = self._path(VIDEO_PATH, e, video_key=video_key(cam))
+                encode_video(path, frames, self.fps)
+        self._commit(e, episode_table(rec, self.fps), episode_row(rec, render_fault), videos)
+        self._write_info()
+
+    def _commit(self, e: int, table: pa.Table, row: dict[str, Any], videos: dict[str, Path]) -> None:
+        """Write episode ``e``'s data file, place its videos, then its meta row (the commit point)."""
         n = table.num_rows
         start = sum(self.lengths)
         table = table.append_column("index", pa.array(np.arange(start, start + n, dtype=np.int64)))
@@ -173,16 +199,17 @@ class DatasetWriter:
             "dataset_to_index": start + n,
         }
         for key in self.video_keys:
-            src = staged / f"{key}.mp4"
-            has = src.exists()
-            if has:
+            src = videos.get(key)
+            if src is not None:
                 dst = self._path(VIDEO_PATH, e, video_key=key)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                dst.unlink(missing_ok=True)
-                try:
-                    os.link(src, dst)  # staged copy stays until the commit point has passed
-                except OSError:
-                    shutil.copyfile(src, dst)
+                if src != dst:
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    dst.unlink(missing_ok=True)
+                    try:
+                        os.link(src, dst)  # the staged copy stays until the commit point has passed
+                    except OSError:
+                        shutil.copyfile(src, dst)
+            has = src is not None
             meta[f"videos/{key}/chunk_index"] = c if has else None
             meta[f"videos/{key}/file_index"] = f if has else None
             meta[f"videos/{key}/from_timestamp"] = 0.0 if has else None
@@ -194,7 +221,6 @@ class DatasetWriter:
         # ---- commit point passed ----
         self.lengths.append(n)
         self._add_stats(table)
-        shutil.rmtree(staged, ignore_errors=True)
 
     def _meta_schema(self) -> pa.Schema:
         fields: list[tuple[str, pa.DataType]] = [

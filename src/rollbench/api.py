@@ -131,8 +131,7 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
         for t in plan.tasks:
             if t.success_rule != spec.success_rule:
                 warnings.append(
-                    f"success rule of {t.name} overridden: declared {t.success_rule}, "
-                    f"graded with {spec.success_rule}"
+                    f"success rule of {t.name} overridden: declared {t.success_rule}, graded with {spec.success_rule}"
                 )
     log = existing or {
         "rollbench_run_log": 1,
@@ -207,18 +206,14 @@ def _execute(
     writer.promote_ready()
     already = set(range(writer.committed)) | set(writer.staged())
     todo: list[PlannedEpisode] = [e for e in plan.episodes if e.episode_index not in already]
-    live = LiveSnapshot(
-        run_dir, {t.name: sum(1 for e in plan.episodes if e.task == t.name) for t in plan.tasks}
-    )
+    live = LiveSnapshot(run_dir, {t.name: sum(1 for e in plan.episodes if e.task == t.name) for t in plan.tasks})
     for e in plan.episodes:
         if e.episode_index in already:
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
     if progress:
-        progress(
-            {"event": "start", "run_dir": str(run_dir), "totals": dict(live.totals), "done": dict(live.done)}
-        )
+        progress({"event": "start", "run_dir": str(run_dir), "totals": dict(live.totals), "done": dict(live.done)})
 
     def on_result(summary: Any) -> None:
         writer.promote_ready()
@@ -242,6 +237,7 @@ def _execute(
         on_result,
         should_stop or (lambda: False),
         on_worker,
+        commit=writer.commit_record,
     )
     log["executions"][-1].update(counters)
     writer.promote_ready()

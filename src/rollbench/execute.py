@@ -7,6 +7,7 @@ return a small summary used only for progress display.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,7 @@ class EpisodeSummary:
     success: bool
     length: int
     termination_reason: str
-    staged: bool  # False if another attempt of the same episode had already been staged
+    staged: bool  # False if another attempt of the same episode had already been recorded
 
 
 class EpisodeWorker:
@@ -49,6 +50,8 @@ class EpisodeWorker:
         tasks: task name -> TaskInfo for every task of the plan.
         replan_every: the effective replan interval (resolved once by the caller, recorded in run.json).
         needs_images: whether the policy reads camera images.
+        commit: records a finished episode, returns False if it was already recorded; default: stage it in
+            ``run_dir`` (for worker processes); the in-process runner passes ``DatasetWriter.commit_record``.
     """
 
     def __init__(
@@ -58,8 +61,12 @@ class EpisodeWorker:
         tasks: dict[str, TaskInfo],
         replan_every: int,
         needs_images: bool,
+        commit: Callable[[EpisodeRecord, str | None], bool] | None = None,
     ) -> None:
         self.spec, self.run_dir, self.tasks = spec, run_dir, tasks
+        self.commit = commit or (
+            lambda rec, fault: stage_episode(run_dir, rec, self.tasks[rec.planned.task].fps, fault)
+        )
         self.replan_every, self.needs_images = replan_every, needs_images
         self.policy: Policy = build_policy(spec)
         self._env: Env | None = None
@@ -92,7 +99,7 @@ class EpisodeWorker:
             if rec.termination_reason == "error":
                 self.close_env()  # never reuse an env whose episode failed: its state is unknown
         fault = _render_fault(rec)
-        staged = stage_episode(self.run_dir, rec, task.fps, fault)
+        staged = self.commit(rec, fault)
         return EpisodeSummary(
             planned.episode_index, planned.task, rec.success, rec.length, rec.termination_reason, staged
         )

@@ -163,16 +163,19 @@ class DatasetWriter:
             self._write_info()
         return done
 
-    def commit_record(self, rec: EpisodeRecord, render_fault: str | None) -> None:
+    def commit_record(self, rec: EpisodeRecord, render_fault: str | None) -> bool:
         """Commit an episode that ran in this process: directly when it is next in order, else via staging.
 
         The direct path writes the final files once (no staged copy to re-read); the result on disk is the same.
+        Returns False if the episode was already committed.
         """
         e = rec.planned.episode_index
+        if e < self.committed:
+            return False
         if e != self.committed or (self.run_dir / STAGING / f"episode-{e:06d}").exists():
-            stage_episode(self.run_dir, rec, self.fps, render_fault)
+            staged = stage_episode(self.run_dir, rec, self.fps, render_fault)
             self.promote_ready()
-            return
+            return staged
         videos = {}
         for cam, frames in rec.frames.items():
             if frames:
@@ -180,6 +183,7 @@ class DatasetWriter:
                 encode_video(path, frames, self.fps)
         self._commit(e, episode_table(rec, self.fps), episode_row(rec, render_fault), videos)
         self._write_info()
+        return True
 
     def _commit(self, e: int, table: pa.Table, row: dict[str, Any], videos: dict[str, Path]) -> None:
         """Write episode ``e``'s data file, place its videos, then its meta row (the commit point)."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollbench.execute import EpisodeSummary, EpisodeWorker
 from rollbench.plan import Plan, PlannedEpisode
+from rollbench.rollout import EpisodeRecord
 from rollbench.spec import EvalSpec
 from rollbench.types import ConfigError
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 OnResult = Callable[[EpisodeSummary], None]
 OnWorker = Callable[[str, str], None]
 ShouldStop = Callable[[], bool]
+Commit = Callable[[EpisodeRecord, str | None], bool]
 EXECUTORS = ("local", "ray")
 
 
@@ -33,11 +35,14 @@ def run_in_process(
     on_result: OnResult,
     should_stop: ShouldStop,
     on_worker: OnWorker | None = None,
+    commit: Commit | None = None,
 ) -> None:
-    """Run ``todo`` one after another in this process; stop starting episodes once ``should_stop()``."""
+    """Run ``todo`` one after another in this process; stop starting episodes once ``should_stop()``.
+
+    ``commit`` records each episode (the caller's ``DatasetWriter.commit_record``); default: stage it."""
     state = on_worker or (lambda worker, what: None)
     state("0", "starting")
-    worker = EpisodeWorker(spec, run_dir, {t.name: t for t in plan.tasks}, replan_every, needs_images)
+    worker = EpisodeWorker(spec, run_dir, {t.name: t for t in plan.tasks}, replan_every, needs_images, commit)
     try:
         for planned in todo:
             if should_stop():
@@ -61,12 +66,14 @@ def run_episodes(
     on_result: OnResult,
     should_stop: ShouldStop,
     on_worker: OnWorker | None = None,
+    commit: Commit | None = None,
 ) -> dict[str, Any]:
     """Run ``todo`` with the runner named by ``execution`` and report each staged episode to ``on_result``.
 
     ``local`` with 1 worker runs in this process; ``local`` with K > 1 in K spawned worker processes
     (:mod:`rollbench.runners.local`); ``ray`` on K Ray actors (:mod:`rollbench.runners.ray_runner`). ``on_worker``
-    receives ``(worker id, state)`` for the live snapshot. Returns counters for the run log (worker starts and deaths,
+    receives ``(worker id, state)`` for the live snapshot. ``commit`` records episodes run in this process
+    (workers elsewhere stage theirs, and ``on_result`` lets the caller commit them in order). Returns counters for the run log (worker starts and deaths,
     episodes re-run or lost; empty for the in-process runner). Raises ConfigError on a bad execution choice and
     RollbenchError when workers cannot run at all.
     """
@@ -81,7 +88,7 @@ def run_episodes(
     if not todo:
         return {}
     if execution.executor == "local" and execution.workers == 1:
-        run_in_process(spec, plan, run_dir, todo, replan_every, needs_images, on_result, should_stop, state)
+        run_in_process(spec, plan, run_dir, todo, replan_every, needs_images, on_result, should_stop, state, commit)
         return {}
     if execution.executor == "local":
         from rollbench.runners.local import LocalBackend

@@ -241,6 +241,7 @@ def _execute(
     )
     log["executions"][-1].update(counters)
     writer.promote_ready()
+    writer.write_stats()
     result = grade_run_dir(run_dir)
     log["status"] = result["status"]
     log["results"] = result

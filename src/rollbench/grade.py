@@ -54,11 +54,22 @@ def _readable(files: list[Path], violations: list[str]) -> list[Path]:
     return ok
 
 
-def _query(con: duckdb.DuckDBPyConnection, files: list[Path], sql: str) -> list[dict[str, Any]]:
-    if not files:
-        return []
-    listing = ", ".join(f"'{_sql_glob(f)}'" for f in files)
-    rel = con.sql(sql.replace("FILES", f"read_parquet([{listing}], union_by_name=true)"))
+STEP_COLUMNS = (
+    'episode_index, frame_index, "index", task_index, "next.reward", "next.success", "next.done", "policy.latency_s"'
+)
+
+
+def _load(con: duckdb.DuckDBPyConnection, table: str, files: list[Path], columns: str = "*") -> None:
+    """Read ``files`` once into the temporary table ``table`` (an empty table when there are none)."""
+    if files:
+        listing = ", ".join(f"'{_sql_glob(f)}'" for f in files)
+        con.execute(f"CREATE TEMP TABLE {table} AS SELECT {columns} FROM read_parquet([{listing}], union_by_name=true)")
+    else:
+        con.execute(f"CREATE TEMP TABLE {table} (episode_index BIGINT)")
+
+
+def _query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    rel = con.sql(sql)
     cols = rel.columns
     return [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
 
@@ -73,12 +84,11 @@ def load_run_log(run_dir: Path) -> dict[str, Any]:
         raise RollbenchError(f"{path} is not valid JSON: {exc}") from None
 
 
-def _percentiles(con: duckdb.DuckDBPyConnection, files: list[Path], meta_files: list[Path]) -> dict[str, Any]:
+def _percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, Any]:
     """Policy-call latency over all calls (NaN rows were served from a queued chunk), calls per episode (mean over
     recorded episodes with steps), and the same per task (``by_task``)."""
     # pyarrow leaves NaN out of float min/max statistics and DuckDB then assumes a column holds no NaN, folding
     # isnan() to false in some plans (duckdb/duckdb#25521): steps served from a queued chunk counted as calls.
-    con.execute("SET parquet_can_have_nan = true")
     lat = '"policy.latency_s"'
     stats = f"""count(*) FILTER (WHERE NOT isnan({lat})) AS calls, count(DISTINCT episode_index) AS episodes,
                 quantile_cont({lat}, 0.5) FILTER (WHERE NOT isnan({lat})) AS p50,
@@ -97,17 +107,15 @@ def _percentiles(con: duckdb.DuckDBPyConnection, files: list[Path], meta_files: 
             "mean_s": r["mean"],
         }
 
-    rows = _query(con, files, f"SELECT {stats} FROM FILES")
     empty = {"calls": 0, "episodes": 0, "p50": None, "p95": None, "p99": None, "mean": None}
+    rows = _query(con, f"SELECT {stats} FROM steps") if has_steps else []
     out = block(rows[0] if rows else empty)
-    meta = ", ".join(f"'{_sql_glob(f)}'" for f in meta_files)
     by_task = []
-    if meta_files:
+    if has_steps:
         by_task = _query(
             con,
-            files,
-            f"""SELECT m.task, {stats} FROM FILES
-                JOIN (SELECT DISTINCT episode_index, "rollbench/task" AS task FROM read_parquet([{meta}])) m
+            f"""SELECT m.task, {stats} FROM steps
+                JOIN (SELECT DISTINCT episode_index, "rollbench/task" AS task FROM episodes) m
                 USING (episode_index) GROUP BY m.task ORDER BY m.task""",
         )
     out["by_task"] = {r["task"]: block(r) for r in by_task}
@@ -129,20 +137,17 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     con = duckdb.connect()
     meta_files = _readable(sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet")), violations)
     data_files = _readable(sorted(run_dir.glob("data/chunk-*/file-*.parquet")), violations)
-    meta = _query(con, meta_files, "SELECT * FROM FILES ORDER BY episode_index")
-    data = {
-        r["episode_index"]: r
-        for r in _query(
-            con,
-            data_files,
-            """SELECT episode_index, count(*) AS rows, sum("next.reward") AS ret,
+    con.execute("SET parquet_can_have_nan = true")  # see _percentiles
+    _load(con, "episodes", meta_files)
+    _load(con, "steps", data_files, STEP_COLUMNS)
+    meta = _query(con, "SELECT * FROM episodes ORDER BY episode_index") if meta_files else []
+    per_episode = """SELECT episode_index, count(*) AS rows, sum("next.reward") AS ret,
                       bool_or("next.success") AS any_success, arg_max("next.success", frame_index) AS last_success,
                       min(frame_index) AS f0, max(frame_index) AS f1, min("index") AS i0, max("index") AS i1,
                       count(DISTINCT "index" - frame_index) AS offsets, count(DISTINCT task_index) AS n_task_index,
                       sum(CASE WHEN "next.done" THEN 1 ELSE 0 END) AS dones
-               FROM FILES GROUP BY episode_index""",
-        )
-    }
+               FROM steps GROUP BY episode_index"""
+    data = {r["episode_index"]: r for r in (_query(con, per_episode) if data_files else [])}
     info_path = run_dir / "meta" / "info.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
     if not info:
@@ -155,9 +160,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
         if count > 1:
             violations.append(f"episode {e} is recorded {count} times")
         if e not in planned:
-            violations.append(
-                f"episode {e} is recorded but was never planned (indices must be 0..{requested - 1})"
-            )
+            violations.append(f"episode {e} is recorded but was never planned (indices must be 0..{requested - 1})")
     missing = sorted(set(planned) - set(seen))
     extra_data = sorted(set(data) - set(seen))
     if extra_data:
@@ -165,14 +168,12 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     recorded = len(seen)
     if info and info.get("total_episodes") != recorded:
         violations.append(
-            f"meta/info.json says total_episodes={info.get('total_episodes')} but {recorded} "
-            "episodes are recorded"
+            f"meta/info.json says total_episodes={info.get('total_episodes')} but {recorded} episodes are recorded"
         )
     total_rows = sum(int(d["rows"]) for d in data.values())
     if info and info.get("total_frames") != total_rows:
         violations.append(
-            f"meta/info.json says total_frames={info.get('total_frames')} but the data files hold "
-            f"{total_rows} rows"
+            f"meta/info.json says total_frames={info.get('total_frames')} but the data files hold {total_rows} rows"
         )
 
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"]
@@ -183,17 +184,11 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
         d = data.get(e)
         length = int(d["rows"]) if d else 0
         if m["length"] != length:
-            violations.append(
-                f"episode {e}: episode record says length {m['length']} but data holds {length} rows"
-            )
+            violations.append(f"episode {e}: episode record says length {m['length']} but data holds {length} rows")
         if d:
             if (d["f0"], d["f1"]) != (0, length - 1):
                 violations.append(f"episode {e}: frame_index is not 0..{length - 1}")
-            if (
-                d["offsets"] != 1
-                or d["i0"] != m["dataset_from_index"]
-                or d["i1"] != m["dataset_to_index"] - 1
-            ):
+            if d["offsets"] != 1 or d["i0"] != m["dataset_from_index"] or d["i1"] != m["dataset_to_index"] - 1:
                 violations.append(f"episode {e}: global index is not dataset_from_index + frame_index")
             if d["n_task_index"] != 1 or d["dones"] != 1:
                 violations.append(f"episode {e}: expected one task_index and exactly one next.done row")
@@ -243,7 +238,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 "render_fault": m["rollbench/render_fault"],
             }
         )
-    return _summarise(log, episodes, requested, missing, violations, _percentiles(con, data_files, meta_files))
+    return _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
 
 
 def _video_frames(path: Path) -> int:
@@ -288,28 +283,19 @@ def _summarise(
 ) -> dict[str, Any]:
     task_names = [t["name"] for t in log["plan"]["tasks"]]
     tasks = {t: _task_block([e for e in episodes if e["task"] == t]) for t in task_names}
-    suites = {
-        name: _overall({t: tasks[t] for t in members})
-        for name, members in log["plan"].get("suites", {}).items()
-    }
+    suites = {name: _overall({t: tasks[t] for t in members}) for name, members in log["plan"].get("suites", {}).items()}
     errored = [e for e in episodes if e["termination_reason"] == "error"]
     reasons: list[str] = []
     if missing:
         shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
-        reasons.append(
-            f"{len(missing)} of {requested} requested episodes are not recorded (episodes {shown})"
-        )
+        reasons.append(f"{len(missing)} of {requested} requested episodes are not recorded (episodes {shown})")
     for e in errored[:20]:
-        reasons.append(
-            f"episode {e['episode_index']} ({e['task']}, seed {e['seed']}) ended in error: {e['error']}"
-        )
+        reasons.append(f"episode {e['episode_index']} ({e['task']}, seed {e['seed']}) ended in error: {e['error']}")
     if len(errored) > 20:
         reasons.append(f"... and {len(errored) - 20} more episodes ended in error")
     for e in episodes:
         if e["success_at_reset"]:
-            reasons.append(
-                f"episode {e['episode_index']} was already successful at reset (not counted as success)"
-            )
+            reasons.append(f"episode {e['episode_index']} was already successful at reset (not counted as success)")
         if e["render_fault"]:
             reasons.append(f"episode {e['episode_index']} has a render fault: {e['render_fault']}")
     reasons.extend(violations)

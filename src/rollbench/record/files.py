@@ -29,23 +29,28 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically. ``durable=False`` skips the fsyncs: still atomic against process
+    crashes (rename), but after a power loss the file may be old; only for files rebuilt from others on open."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n").encode())
+def atomic_write_json(path: Path, obj: Any, durable: bool = True) -> None:
+    text = json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
+    atomic_write_bytes(path, text.encode(), durable)
 
 
 def _json_default(obj: Any) -> Any:

@@ -103,6 +103,7 @@ class DatasetWriter:
             if n:  # an episode with no step has no data file (see _commit)
                 self._add_stats(pq.read_table(self._path(DATA_PATH, e)))
         self._write_info()
+        self.write_stats()
 
     # ---- reading what is committed -------------------------------------------------------------------------
     def _path(self, template: str, episode_index: int, **kw: str) -> Path:
@@ -275,6 +276,14 @@ class DatasetWriter:
             "video_path": VIDEO_PATH if self.video_keys else None,
             "features": self.features,
         }
-        atomic_write_json(self.run_dir / "meta" / "info.json", info)
+        # derived from meta/episodes and the data files, and rebuilt whenever a writer opens the directory
+        atomic_write_json(self.run_dir / "meta" / "info.json", info, durable=False)
+
+    def write_stats(self) -> None:
+        """Rewrite ``meta/stats.json`` (LeRobot's normalisation stats) from the committed episodes.
+
+        Called when the writer opens and when a run ends, not per episode: stats are only read for training, and a
+        crashed run's stats are rebuilt the next time the directory is opened (resume).
+        """
         stats = {k: s for k, st in self.stats.items() if (s := st.to_json()) is not None}
-        atomic_write_json(self.run_dir / "meta" / "stats.json", stats)
+        atomic_write_json(self.run_dir / "meta" / "stats.json", stats, durable=False)

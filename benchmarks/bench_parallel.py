@@ -1,7 +1,7 @@
 """Episodes per hour of rollbench's runners side by side: 1 vs 2 local workers, local vs Ray at 2 workers, and the
 harness overhead against a bare hand-written MetaWorld loop in 2 processes.
 
-Configuration (default): MetaWorld MT10 (10 tasks) x 10 episodes, ``metaworld-expert``, no video, each task's own
+Configuration (default): MetaWorld MT10 (10 tasks) x 30 episodes, ``metaworld-expert``, no video, each task's own
 horizon (500 steps; the expert usually succeeds in 50-100 steps and the episode ends there, ``any_step`` rule).
 
 Variants, each run in a fresh Python process (so every one pays its own imports), interleaved over ``--repeats``
@@ -18,7 +18,7 @@ Two rates per variant: *end-to-end* (episodes / wall time of the whole process, 
 imports, worker spawn, Ray start, grading) and *steady* ((N - 1) episodes / time between the first and the last
 episode finishing, i.e. without start-up).
 
-Reproduce: ``MUJOCO_GL=egl .venv/bin/python benchmarks/bench_parallel.py [--episodes 10] [--repeats 3]``
+Reproduce: ``MUJOCO_GL=egl .venv/bin/python benchmarks/bench_parallel.py [--episodes 30] [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def measure(variant: str, episodes: int, max_steps: int | None, root: Path) -> d
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--episodes", type=int, default=10, help="episodes per MT10 task (default 10: 100 episodes)")
+    ap.add_argument("--episodes", type=int, default=30, help="episodes per MT10 task (default 30: 300 episodes)")
     ap.add_argument("--max-steps", type=int, default=None, help="horizon override (default: the task's, 500)")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the median is reported")
     ap.add_argument("--json", type=Path, default=None, help="also write all measurements here")

@@ -73,9 +73,9 @@ def run_episodes(
     ``local`` with 1 worker runs in this process; ``local`` with K > 1 in K spawned worker processes
     (:mod:`rollbench.runners.local`); ``ray`` on K Ray actors (:mod:`rollbench.runners.ray_runner`). ``on_worker``
     receives ``(worker id, state)`` for the live snapshot. ``commit`` records episodes run in this process
-    (workers elsewhere stage theirs, and ``on_result`` lets the caller commit them in order). Returns counters for the run log (worker starts and deaths,
-    episodes re-run or lost; empty for the in-process runner). Raises ConfigError on a bad execution choice and
-    RollbenchError when workers cannot run at all.
+    (workers elsewhere stage theirs, and ``on_result`` lets the caller commit them in order). Returns counters for
+    the run log (worker starts and deaths, episodes re-run or lost; empty for the in-process runner). Raises
+    ConfigError on a bad execution choice and RollbenchError when workers cannot run at all.
     """
     if execution.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {execution.workers}")

@@ -2,7 +2,7 @@
 
 A runner *backend* owns K worker slots (a process or an actor each, holding one
 :class:`~rollbench.execute.EpisodeWorker`) and reports what happened as :class:`Event` s. :func:`run_pool` hands
-episodes to idle slots in plan order and handles every failure the same way for both backends:
+episodes to idle slots (in plan order within a task, keeping each worker on one task while it lasts) and handles every failure the same way for both backends:
 
 * a worker that dies (SIGKILL, segfault, removed Ray node) while running an episode is replaced by a fresh one and
   the episode is re-run from its planned seed, first in line. If the dead worker had already staged it, the staged
@@ -130,6 +130,7 @@ def run_pool(
     alive: set[int] = set()
     start_failures: Counter[int] = Counter()
     attempts: Counter[int] = Counter()
+    last_task: dict[int, str] = {}
     stats = {"worker_starts": 0, "worker_deaths": 0, "episodes_rerun": 0, "episodes_lost": 0}
     no_live_since = time.monotonic()
 
@@ -162,10 +163,25 @@ def run_pool(
                 stats["episodes_rerun"] += 1
                 queue.appendleft(planned)
 
+    def take(slot: int) -> PlannedEpisode:
+        """Task affinity: the slot's current task first, else a task no other worker is on, else the next one.
+
+        Building a simulator costs ~0.1 s (MetaWorld), a scripted episode ~30 ms: without affinity every worker
+        would build every task's env. Results do not depend on this order (the plan fixes every episode)."""
+        mine = last_task.get(slot)
+        others = {p.task for s, p in running.items() if p is not None and s != slot}
+        for wanted in (lambda p: p.task == mine, lambda p: p.task not in others):
+            for i, planned in enumerate(queue):
+                if wanted(planned):
+                    del queue[i]
+                    return planned
+        return queue.popleft()
+
     def dispatch() -> None:
         for slot in sorted(ready):
             if running.get(slot) is None and queue:
-                planned = queue.popleft()
+                planned = take(slot)
+                last_task[slot] = planned.task
                 running[slot] = planned
                 backend.submit(slot, planned)
                 on_worker(str(slot), describe(planned))

@@ -1,6 +1,6 @@
 """The Python API every surface shares (CLI, MCP server, tests): :func:`evaluate` and :func:`grade`.
 
-``evaluate`` = plan → execute → record → grade. It returns what :func:`rollbench.grade.grade` computes from the
+``evaluate`` = plan → execute → record → grade. It returns what :func:`rollbench.grading.grade` computes from the
 run directory, never in-process counters.
 """
 
@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rollbench.grade import grade as grade_run_dir
+from rollbench.grading import grade as grade_run_dir
 from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.runlog import (
@@ -252,5 +252,5 @@ def _execute(
 
 
 def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
-    """Recompute a run's results from its directory (see :func:`rollbench.grade.grade`)."""
+    """Recompute a run's results from its directory (see :func:`rollbench.grading.grade`)."""
     return grade_run_dir(Path(run_dir), check_videos=check_videos)

@@ -11,7 +11,7 @@ a non-finite or wrongly shaped action: the steps before it are kept, the episode
 
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
 An env that already reports success right after reset sets ``success_at_reset``; such an episode never counts as
-a policy success (see :mod:`rollbench.grade`).
+a policy success (see :mod:`rollbench.grading`).
 """
 
 from __future__ import annotations

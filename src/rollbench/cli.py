@@ -36,9 +36,7 @@ def _image_size(value: str) -> tuple[int, int]:
     try:
         parts = [int(v) for v in value.lower().replace("x", ",").split(",")]
     except ValueError:
-        raise typer.BadParameter(
-            f"{value!r} is not HEIGHTxWIDTH or a single size, e.g. 224 or 240x320"
-        ) from None
+        raise typer.BadParameter(f"{value!r} is not HEIGHTxWIDTH or a single size, e.g. 224 or 240x320") from None
     if len(parts) == 1:
         parts *= 2
     if len(parts) != 2:
@@ -53,22 +51,14 @@ def eval_cmd(
     ] = None,
     policy: Annotated[str | None, typer.Option(help="Policy name (see `rollbench policies`) or server URL.")] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Independently reset episodes per task.")] = 10,
-    max_steps: Annotated[
-        int | None, typer.Option(min=1, help="Horizon in steps (default: the task's).")
-    ] = None,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="Horizon in steps (default: the task's).")] = None,
     seed: Annotated[int, typer.Option(min=0, help="Base seed; episode k of each task uses seed + k.")] = 0,
-    action_noise: Annotated[
-        float, typer.Option(min=0.0, help="Std of Gaussian action noise (action units).")
-    ] = 0.0,
+    action_noise: Annotated[float, typer.Option(min=0.0, help="Std of Gaussian action noise (action units).")] = 0.0,
     replan_every: Annotated[
         int | None, typer.Option(min=1, help="Actions executed per chunk (default: policy's, else 1).")
     ] = None,
-    video: Annotated[
-        bool, typer.Option("--video/--no-video", help="Record an mp4 per camera per episode.")
-    ] = False,
-    cameras: Annotated[
-        str | None, typer.Option(help="Comma-separated cameras (default: the task's first).")
-    ] = None,
+    video: Annotated[bool, typer.Option("--video/--no-video", help="Record an mp4 per camera per episode.")] = False,
+    cameras: Annotated[str | None, typer.Option(help="Comma-separated cameras (default: the task's first).")] = None,
     image_size: Annotated[str, typer.Option(help="Rendered image size, HxW or one number.")] = "224",
     success_rule: Annotated[str | None, typer.Option(help="Override: any_step or final_step.")] = None,
     instruction: Annotated[str | None, typer.Option(help="Override the task's instruction.")] = None,
@@ -78,14 +68,10 @@ def eval_cmd(
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Run directory (default runs/<task>-<policy>-<UTC>).")
     ] = None,
-    resume: Annotated[
-        Path | None, typer.Option(help="Resume RUN_DIR with the spec stored in its run.json.")
-    ] = None,
+    resume: Annotated[Path | None, typer.Option(help="Resume RUN_DIR with the spec stored in its run.json.")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Local worker processes (or Ray actors).")] = 1,
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
-    ray_address: Annotated[
-        str | None, typer.Option(help="Ray cluster address (default: start a local one).")
-    ] = None,
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
@@ -166,9 +152,7 @@ def grade_cmd(
 @app.command("envs")
 def envs_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
-    tasks: Annotated[
-        bool, typer.Option("--tasks/--no-tasks", help="List every task, not just families.")
-    ] = True,
+    tasks: Annotated[bool, typer.Option("--tasks/--no-tasks", help="List every task, not just families.")] = True,
 ) -> None:
     """List env families, their tasks (horizon, cameras, success rule) and whether each is installed."""
     from rollbench.report import list_envs, print_envs

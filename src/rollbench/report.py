@@ -46,9 +46,7 @@ class ProgressDisplay:
         if event["event"] == "start":
             self.run_dir = Path(event["run_dir"]) if event.get("run_dir") else None
             for task, total in event["totals"].items():
-                self.bars[task] = self.progress.add_task(
-                    task, total=total, completed=event["done"][task], ok=""
-                )
+                self.bars[task] = self.progress.add_task(task, total=total, completed=event["done"][task], ok="")
         elif event["event"] == "episode":
             self.progress.advance(self.bars[event["task"]])
 

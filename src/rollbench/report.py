@@ -114,6 +114,7 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
         console.print(
             f"policy latency: p50 {1e3 * lat['p50_s']:.2f} ms, p95 {1e3 * lat['p95_s']:.2f} ms, "
             f"p99 {1e3 * lat['p99_s']:.2f} ms over {lat['policy_calls']} calls"
+            + (f" ({lat['calls_per_episode']:.1f} per episode)" if lat.get("calls_per_episode") else "")
         )
     color = {"OK": "green", "PARTIAL": "yellow", "FAILED": "red"}[result["status"]]
     console.print(

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rollbench.execute import WorkerSetup
 from rollbench.grading import grade as grade_run_dir
 from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
 from rollbench.record.lerobot import dataset_features
@@ -226,18 +227,15 @@ def _execute(
         live.workers[worker] = state
         live.write()
 
-    counters = run_episodes(
+    setup = WorkerSetup(
         spec,
-        plan,
-        run_dir,
-        todo,
+        run_dir.resolve(),
+        {t.name: t for t in plan.tasks},
         log["plan"]["replan_every"],
         log["plan"]["policy"]["needs_images"],
-        execution,
-        on_result,
-        should_stop or (lambda: False),
-        on_worker,
-        commit=writer.commit_record,
+    )
+    counters = run_episodes(
+        setup, todo, execution, on_result, should_stop or (lambda: False), on_worker, commit=writer.commit_record
     )
     log["executions"][-1].update(counters)
     writer.promote_ready()

@@ -41,28 +41,35 @@ class EpisodeSummary:
     staged: bool  # False if another attempt of the same episode had already been recorded
 
 
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What every worker needs to run planned episodes; picklable, sent as is to worker processes and Ray actors.
+
+    Attributes:
+        spec: the run's spec.
+        run_dir: the run directory (absolute), where workers stage episodes.
+        tasks: task name -> TaskInfo for every task of the plan.
+        replan_every: the effective replan interval (resolved once before the run, recorded in run.json).
+        needs_images: whether the policy reads camera images.
+    """
+
+    spec: EvalSpec
+    run_dir: Path
+    tasks: dict[str, TaskInfo]
+    replan_every: int
+    needs_images: bool
+
+
 class EpisodeWorker:
     """Holds one policy and the env of the current task; episodes of a task reuse the env (reset between them).
 
-    Args:
-        spec: the run's spec.
-        run_dir: where episodes are staged.
-        tasks: task name -> TaskInfo for every task of the plan.
-        replan_every: the effective replan interval (resolved once by the caller, recorded in run.json).
-        needs_images: whether the policy reads camera images.
-        commit: records a finished episode, returns False if it was already recorded; default: stage it in
-            ``run_dir`` (for worker processes); the in-process runner passes ``DatasetWriter.commit_record``.
+    ``commit`` records a finished episode and returns False if it was already recorded; default: stage it in the run
+    directory (worker processes, Ray actors); the in-process runner passes ``DatasetWriter.commit_record``.
     """
 
-    def __init__(
-        self,
-        spec: EvalSpec,
-        run_dir: Path,
-        tasks: dict[str, TaskInfo],
-        replan_every: int,
-        needs_images: bool,
-        commit: Callable[[EpisodeRecord, str | None], bool] | None = None,
-    ) -> None:
+    def __init__(self, setup: WorkerSetup, commit: Callable[[EpisodeRecord, str | None], bool] | None = None) -> None:
+        spec, run_dir, tasks = setup.spec, setup.run_dir, setup.tasks
+        replan_every, needs_images = setup.replan_every, setup.needs_images
         self.spec, self.run_dir, self.tasks = spec, run_dir, tasks
         self.commit = commit or (
             lambda rec, fault: stage_episode(run_dir, rec, self.tasks[rec.planned.task].fps, fault)

@@ -6,13 +6,11 @@ A runner never computes metrics and never decides what an episode is: the plan f
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollbench.execute import EpisodeSummary, EpisodeWorker
-from rollbench.plan import Plan, PlannedEpisode
+from rollbench.execute import EpisodeSummary, EpisodeWorker, WorkerSetup
+from rollbench.plan import PlannedEpisode
 from rollbench.rollout import EpisodeRecord
-from rollbench.spec import EvalSpec
 from rollbench.types import ConfigError
 
 if TYPE_CHECKING:
@@ -26,12 +24,8 @@ EXECUTORS = ("local", "ray")
 
 
 def run_in_process(
-    spec: EvalSpec,
-    plan: Plan,
-    run_dir: Path,
+    setup: WorkerSetup,
     todo: Sequence[PlannedEpisode],
-    replan_every: int,
-    needs_images: bool,
     on_result: OnResult,
     should_stop: ShouldStop,
     on_worker: OnWorker | None = None,
@@ -42,7 +36,7 @@ def run_in_process(
     ``commit`` records each episode (the caller's ``DatasetWriter.commit_record``); default: stage it."""
     state = on_worker or (lambda worker, what: None)
     state("0", "starting")
-    worker = EpisodeWorker(spec, run_dir, {t.name: t for t in plan.tasks}, replan_every, needs_images, commit)
+    worker = EpisodeWorker(setup, commit)
     try:
         for planned in todo:
             if should_stop():
@@ -56,12 +50,8 @@ def run_in_process(
 
 
 def run_episodes(
-    spec: EvalSpec,
-    plan: Plan,
-    run_dir: Path,
+    setup: WorkerSetup,
     todo: Sequence[PlannedEpisode],
-    replan_every: int,
-    needs_images: bool,
     execution: Execution,
     on_result: OnResult,
     should_stop: ShouldStop,
@@ -84,30 +74,17 @@ def run_episodes(
     if execution.ray_address and execution.executor != "ray":
         raise ConfigError("--ray-address only applies to --executor ray")
     state: OnWorker = on_worker or (lambda worker, what: None)
-    tasks = {t.name: t for t in plan.tasks}
     if not todo:
         return {}
     if execution.executor == "local" and execution.workers == 1:
-        run_in_process(spec, plan, run_dir, todo, replan_every, needs_images, on_result, should_stop, state, commit)
+        run_in_process(setup, todo, on_result, should_stop, state, commit)
         return {}
     if execution.executor == "local":
         from rollbench.runners.local import LocalBackend
         from rollbench.runners.pool import run_pool
 
-        backend = LocalBackend(spec, run_dir, tasks, replan_every, needs_images)
-        return run_pool(backend, execution.workers, todo, run_dir, tasks, on_result, should_stop, state)
+        backend = LocalBackend(setup)
+        return run_pool(backend, execution.workers, todo, setup.run_dir, setup.tasks, on_result, should_stop, state)
     from rollbench.runners.ray_runner import run_ray
 
-    return run_ray(
-        spec,
-        run_dir,
-        tasks,
-        list(todo),
-        replan_every,
-        needs_images,
-        execution.workers,
-        execution.ray_address,
-        on_result,
-        should_stop,
-        state,
-    )
+    return run_ray(setup, list(todo), execution.workers, execution.ray_address, on_result, should_stop, state)

@@ -24,14 +24,11 @@ import types
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 from typing import Any
 
-from rollbench.execute import EpisodeWorker
+from rollbench.execute import EpisodeWorker, WorkerSetup
 from rollbench.plan import PlannedEpisode
 from rollbench.runners.pool import Event
-from rollbench.spec import EvalSpec
-from rollbench.types import TaskInfo
 
 JOIN_TIMEOUT_S = 10.0
 CLOSE_GRACE_S = 5.0
@@ -47,15 +44,7 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="rollbench-parent-watch", daemon=True).start()
 
 
-def worker_main(
-    conn: Connection,
-    parent: int,
-    spec: EvalSpec,
-    run_dir: str,
-    tasks: dict[str, TaskInfo],
-    replan_every: int,
-    needs_images: bool,
-) -> None:
+def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
     """Entry point of a worker process: build one EpisodeWorker, then run episodes until told to stop.
 
     Messages sent: ``("ready", pid)``, ``("done", EpisodeSummary)``, ``("fatal", text)``. Received: a
@@ -64,7 +53,7 @@ def worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent(parent)
     try:
-        worker = EpisodeWorker(spec, Path(run_dir), tasks, replan_every, needs_images)
+        worker = EpisodeWorker(setup)
     except BaseException as exc:
         conn.send(("fatal", f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
         return
@@ -90,15 +79,8 @@ def worker_main(
 class LocalBackend:
     """Worker slots backed by spawned processes (see the module docstring)."""
 
-    def __init__(
-        self,
-        spec: EvalSpec,
-        run_dir: Path,
-        tasks: dict[str, TaskInfo],
-        replan_every: int,
-        needs_images: bool,
-    ) -> None:
-        self._args = (spec, str(run_dir.resolve()), tasks, replan_every, needs_images)
+    def __init__(self, setup: WorkerSetup) -> None:
+        self._setup = setup
         self._ctx = mp.get_context("spawn")
         self.procs: dict[int, BaseProcess] = {}
         self._conns: dict[int, Connection] = {}
@@ -108,7 +90,7 @@ class LocalBackend:
         parent_end, child_end = self._ctx.Pipe()
         proc = self._ctx.Process(
             target=worker_main,
-            args=(child_end, os.getpid(), *self._args),
+            args=(child_end, os.getpid(), self._setup),
             name=f"rollbench-worker-{slot}",
             daemon=True,
         )

@@ -21,14 +21,12 @@ import logging
 import os
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
-from rollbench.execute import EpisodeSummary, EpisodeWorker
+from rollbench.execute import EpisodeSummary, EpisodeWorker, WorkerSetup
 from rollbench.plan import PlannedEpisode
 from rollbench.runners.pool import Event, OnResult, OnWorker, ShouldStop, run_pool
-from rollbench.spec import EvalSpec
-from rollbench.types import ConfigError, TaskInfo
+from rollbench.types import ConfigError
 
 FORWARDED_ENV = ("MUJOCO_GL", "PYOPENGL_PLATFORM")  # offscreen GL choice of the driver, given to actors on a cluster
 
@@ -40,18 +38,11 @@ class EpisodeActor:
     not mistaken for a lost node.
     """
 
-    def __init__(
-        self,
-        spec: EvalSpec,
-        run_dir: str,
-        tasks: dict[str, TaskInfo],
-        replan_every: int,
-        needs_images: bool,
-    ) -> None:
+    def __init__(self, setup: WorkerSetup) -> None:
         self.error: str | None = None
         self.worker: EpisodeWorker | None = None
         try:
-            self.worker = EpisodeWorker(spec, Path(run_dir), tasks, replan_every, needs_images)
+            self.worker = EpisodeWorker(setup)
         except Exception as exc:
             self.error = f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
 
@@ -73,15 +64,7 @@ class EpisodeActor:
 class RayBackend:
     """Worker slots backed by Ray actors (see the module docstring)."""
 
-    def __init__(
-        self,
-        spec: EvalSpec,
-        run_dir: Path,
-        tasks: dict[str, TaskInfo],
-        replan_every: int,
-        needs_images: bool,
-        forward_env: bool = True,
-    ) -> None:
+    def __init__(self, setup: WorkerSetup, forward_env: bool = True) -> None:
         import ray
 
         self._ray = ray
@@ -90,14 +73,14 @@ class RayBackend:
         if env_vars and forward_env:
             options["runtime_env"] = {"env_vars": env_vars}
         self._cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(EpisodeActor).options(**options)
-        self._args = (spec, str(run_dir.resolve()), tasks, replan_every, needs_images)
+        self._setup = setup
         self.actors: dict[int, Any] = {}
         self.where: dict[int, str] = {}
         self._pending: dict[Any, tuple[int, str]] = {}
 
     def start(self, slot: int) -> None:
         self._kill(slot)
-        actor = self._cls.remote(*self._args)
+        actor = self._cls.remote(self._setup)
         self.actors[slot] = actor
         self.where[slot] = "not yet placed"
         self._pending[actor.ready.remote()] = (slot, "ready")  # type: ignore[attr-defined]
@@ -151,12 +134,8 @@ class RayBackend:
 
 
 def run_ray(
-    spec: EvalSpec,
-    run_dir: Path,
-    tasks: dict[str, TaskInfo],
+    setup: WorkerSetup,
     todo: list[PlannedEpisode],
-    replan_every: int,
-    needs_images: bool,
     workers: int,
     address: str | None,
     on_result: OnResult,
@@ -183,8 +162,8 @@ def run_ray(
             raise ConfigError(f"cannot start or reach Ray at {address or 'a new local instance'}: {exc}") from None
     try:
         # a private instance inherits this process's environment; a cluster gets the GL choice via runtime_env
-        backend = RayBackend(spec, run_dir, tasks, replan_every, needs_images, forward_env=not owned or bool(address))
-        return run_pool(backend, workers, todo, run_dir, tasks, on_result, should_stop, on_worker)
+        backend = RayBackend(setup, forward_env=not owned or bool(address))
+        return run_pool(backend, workers, todo, setup.run_dir, setup.tasks, on_result, should_stop, on_worker)
     finally:
         if owned:
             ray.shutdown()

@@ -19,6 +19,8 @@ from rollbench.types import ConfigError, RollbenchError
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain click errors: "Error: Invalid value for '--episodes': ..." on one line
+    pretty_exceptions_enable=False,
     help="Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk.",
 )
 console = Console(stderr=True)

@@ -136,3 +136,35 @@ def test_envs_and_policies_list_what_exists(tmp_path: Path) -> None:
     pols = cli("policies", cwd=tmp_path).stdout
     for name in ("random", "zero", "scripted-expert", "metaworld-expert"):
         assert name in pols
+
+
+def test_spec_file_with_flag_overrides_and_run_json_as_spec(tmp_path: Path) -> None:
+    spec = {"env": "scripted/reach", "policy": "random", "episodes": 3, "max_steps": 5, "seed": 7}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    r = cli("eval", "--spec", "spec.json", "--episodes", "4", "--out", "a", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [e["seed"] for e in json.loads(r.stdout)["episodes"]] == [7, 8, 9, 10]  # spec file + --episodes 4
+    again = cli("eval", "--spec", "a/run.json", "--out", "b", "--json", cwd=tmp_path)  # a run.json reproduces
+    assert json.loads(again.stdout)["episodes"] == json.loads(r.stdout)["episodes"]
+
+
+def test_resume_refuses_spec_flags_instead_of_ignoring_them(tmp_path: Path) -> None:
+    assert (
+        cli(
+            "eval",
+            "--env",
+            "scripted/reach",
+            "--policy",
+            "zero",
+            "--episodes",
+            "2",
+            "--max-steps",
+            "3",
+            "--out",
+            "run",
+            cwd=tmp_path,
+        ).returncode
+        == 0
+    )
+    r = cli("eval", "--resume", "run", "--episodes", "9", cwd=tmp_path)
+    assert r.returncode == 2 and "--resume takes the spec from run/run.json; drop --episodes" in r.stderr

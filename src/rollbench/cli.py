@@ -48,6 +48,7 @@ def _image_size(value: str) -> tuple[int, int]:
 
 @app.command("eval")
 def eval_cmd(
+    ctx: typer.Context,
     env: Annotated[
         str | None, typer.Option(help="Task, suite or comma-separated tasks, e.g. metaworld/pick-place-v3.")
     ] = None,
@@ -67,6 +68,10 @@ def eval_cmd(
     policy_options: Annotated[
         str | None, typer.Option(help="Policy options (e.g. obs_map, timeout_s): a JSON object or a JSON file.")
     ] = None,
+    spec_file: Annotated[
+        Path | None,
+        typer.Option("--spec", help='EvalSpec as a JSON file (e.g. run.json\'s "spec"); flags given override it.'),
+    ] = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Run directory (default runs/<task>-<policy>-<UTC>).")
     ] = None,
@@ -82,34 +87,49 @@ def eval_cmd(
     from rollbench.report import ProgressDisplay
     from rollbench.spec import build_spec
 
+    flags: dict[str, Any] = {
+        "env": env,
+        "policy": policy,
+        "episodes": episodes,
+        "max_steps": max_steps,
+        "seed": seed,
+        "action_noise": action_noise,
+        "replan_every": replan_every,
+        "video": video,
+        "cameras": cameras,
+        "image_size": image_size,
+        "success_rule": success_rule,
+        "instruction": instruction,
+        "policy_options": policy_options,
+    }
+    # flags typed on the command line (typer vendors click, so compare the source by name)
+    given = [k for k in flags if getattr(ctx.get_parameter_source(k), "name", None) == "COMMANDLINE"]
     try:
         if resume is not None:
             from rollbench.record.runlog import read_run_log
 
+            if given or spec_file:
+                shown = ", ".join("--" + k.replace("_", "-") for k in given) or "--spec"
+                raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
             log = read_run_log(resume)
             if log is None:
-                _fail(f"{resume} is not a rollbench run directory (no run.json)")
-                return
+                raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
             spec = build_spec(**log["spec"])
             out_dir = resume
         else:
-            if env is None or policy is None:
-                raise ConfigError("--env and --policy are required (or --resume RUN_DIR to continue a run)")
-            spec = build_spec(
-                env=env,
-                policy=policy,
-                episodes=episodes,
-                max_steps=max_steps,
-                seed=seed,
-                action_noise=action_noise,
-                replan_every=replan_every,
-                video=video,
-                cameras=tuple(c.strip() for c in cameras.split(",")) if cameras else None,
-                image_size=_image_size(image_size),
-                success_rule=success_rule,
-                instruction=instruction,
-                policy_options=load_policy_options(policy_options),
-            )
+            fields = _load_spec_file(spec_file) if spec_file else {}
+            for k in given if spec_file else list(flags):
+                value: Any = flags[k]
+                if k == "cameras":
+                    value = tuple(c.strip() for c in cameras.split(",")) if cameras else None
+                elif k == "image_size":
+                    value = _image_size(image_size)
+                elif k == "policy_options":
+                    value = load_policy_options(policy_options)
+                fields[k] = value
+            if not fields.get("env") or not fields.get("policy"):
+                raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
+            spec = build_spec(**fields)
         if executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
         execution = Execution(workers=workers, executor=executor, ray_address=ray_address)
@@ -122,6 +142,19 @@ def eval_cmd(
         _fail(str(exc), code=1)
         return
     _emit(result, as_json, display.run_dir)
+
+
+def _load_spec_file(path: Path) -> dict[str, Any]:
+    """An EvalSpec's fields from a JSON file: a spec object, or a run.json (its ``spec`` is used)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"--spec {path}: cannot read a JSON object ({exc})") from None
+    if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data:
+        data = data["spec"]
+    if not isinstance(data, dict):
+        raise ConfigError(f"--spec {path}: expected a JSON object with EvalSpec fields (env, policy, episodes, ...)")
+    return data
 
 
 def _emit(result: dict[str, Any], as_json: bool, run_dir: Path | None) -> None:

@@ -97,3 +97,47 @@ def test_interrupted_commit_is_repaired_from_the_staged_copy(tmp_path: Path) -> 
     assert writer.promote_ready() == [2]
     again = grade(out)
     assert again["violations"] == [] and again["episodes"] == ref["episodes"]
+
+
+def test_ctrl_c_marks_the_run_interrupted_keeps_finished_episodes_and_says_how_to_resume(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [
+        ROLLBENCH,
+        "eval",
+        "--env",
+        "scripted/reach",
+        "--policy",
+        "fault_policies:slow",
+        "--policy-options",
+        '{"sleep_s": 0.05}',
+        "--episodes",
+        "40",
+        "--max-steps",
+        "10",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        args, env={**os.environ, "PYTHONPATH": str(TESTS)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and len(list(out.glob("meta/episodes/chunk-000/*.parquet"))) < 3:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert f"resume with `rollbench eval --resume {out}`" in err
+    log = json.loads((out / "run.json").read_text())
+    k = log["results"]["episodes_recorded"]
+    assert log["status"] == "INTERRUPTED" and log["executions"][-1]["interrupted"] is True
+    assert 3 <= k < 40 and log["results"]["violations"] == []
+    assert not (out / "run.live.json").exists()
+    again = subprocess.run(
+        [ROLLBENCH, "eval", "--resume", str(out), "--json"],
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["episodes_recorded"] == 40

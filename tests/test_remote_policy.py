@@ -95,7 +95,15 @@ def test_served_metaworld_expert_reproduces_the_in_process_expert_exactly(
     expected, expected_actions = in_process_pick_place
     assert expected["status"] == "OK"
     with served(tmp_path, "metaworld-expert", protocol) as (url, log, _):
-        result = evaluate(env=MW_TASK, policy=url, episodes=3, max_steps=60, out=tmp_path / "run")
+        # images are sent although the expert reads none, to check them on the server side
+        result = evaluate(
+            env=MW_TASK,
+            policy=url,
+            episodes=3,
+            max_steps=60,
+            out=tmp_path / "run",
+            policy_options={"needs_images": True},
+        )
     assert result["status"] == "OK", result["reasons"]
     assert rows(result) == rows(expected)
     np.testing.assert_array_equal(actions(tmp_path / "run"), expected_actions)
@@ -232,11 +240,20 @@ def test_obs_map_overrides_rename_keys_on_both_sides_and_a_mismatch_is_an_episod
     renamed = {"images": {"top": "cam/top"}, "state_key": "obs/state", "prompt_key": "task"}
     with served(tmp_path, "scripted-expert", "ws", "--obs-map", json.dumps(renamed)) as (url, log, _):
         ok = evaluate(
-            env="scripted/reach", policy=url, episodes=1, out=tmp_path / "ok", policy_options={"obs_map": renamed}
+            env="scripted/reach",
+            policy=url,
+            episodes=1,
+            out=tmp_path / "ok",
+            policy_options={"obs_map": renamed, "needs_images": True},
         )
         bad = evaluate(env="scripted/reach", policy=url, episodes=1, out=tmp_path / "bad")
+        plain = evaluate(
+            env="scripted/reach", policy=url, episodes=1, out=tmp_path / "plain", policy_options={"obs_map": renamed}
+        )
     assert ok["status"] == "OK"
     assert requests(log)[1]["images"] == {"top": [224, 224, 3]}  # the server mapped cam/top back to its camera
+    # the served scripted expert says it reads no images: by default none are rendered or sent
+    assert plain["status"] == "OK" and requests(log)[-1]["images"] == {}
     assert bad["status"] == "FAILED"
     assert "the observation has no 'obs/state'" in bad["episodes"][0]["error"]
 

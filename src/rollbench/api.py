@@ -121,9 +121,11 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
     replan_every = spec.replan_every or info.replan_every or 1
     existing = read_run_log(run_dir)
     if existing is not None and existing.get("spec_identity") != spec.identity():
+        old, new = existing.get("spec", {}), spec.model_dump(mode="json")
+        diff = ", ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in new if old.get(k) != new.get(k))
         raise ConfigError(
-            f"{run_dir} already holds a run of a different spec (identity {existing.get('spec_identity')}, "
-            f"this spec {spec.identity()}); choose another --out or resume it with the same options"
+            f"{run_dir} already holds a run of a different spec ({diff or 'identity ' + str(existing.get('spec_identity'))}); "
+            "choose another --out, or resume it with the same options (rollbench eval --resume RUN_DIR)"
         )
     if existing is None and run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
@@ -234,16 +236,31 @@ def _execute(
         log["plan"]["replan_every"],
         log["plan"]["policy"]["needs_images"],
     )
-    counters = run_episodes(
-        setup, todo, execution, on_result, should_stop or (lambda: False), on_worker, commit=writer.commit_record
-    )
+    try:
+        counters = run_episodes(
+            setup, todo, execution, on_result, should_stop or (lambda: False), on_worker, commit=writer.commit_record
+        )
+    except KeyboardInterrupt:
+        # keep what finished, say so on disk, and leave the directory resumable
+        _finish(run_dir, writer, log, live, status="INTERRUPTED")
+        raise
     log["executions"][-1].update(counters)
+    return _finish(run_dir, writer, log, live)
+
+
+def _finish(
+    run_dir: Path, writer: DatasetWriter, log: dict[str, Any], live: LiveSnapshot, status: str | None = None
+) -> dict[str, Any]:
+    """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given)."""
     writer.promote_ready()
     writer.write_stats()
+    writer.remove_empty_staging()
     result = grade_run_dir(run_dir)
-    log["status"] = result["status"]
+    log["status"] = status or result["status"]
     log["results"] = result
     log["executions"][-1]["finished"] = utc_now()
+    if status == "INTERRUPTED":
+        log["executions"][-1]["interrupted"] = True
     write_run_log(run_dir, log)
     live.remove()
     return result

@@ -103,6 +103,7 @@ def eval_cmd(
         "policy_options": policy_options,
     }
     # flags typed on the command line (typer vendors click, so compare the source by name)
+    display = ProgressDisplay(console, enabled=not as_json)
     given = [k for k in flags if getattr(ctx.get_parameter_source(k), "name", None) == "COMMANDLINE"]
     try:
         if resume is not None:
@@ -133,8 +134,17 @@ def eval_cmd(
         if executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
         execution = Execution(workers=workers, executor=executor, ray_address=ray_address)
-        with ProgressDisplay(console, enabled=not as_json) as display:
+        with display:
             result = evaluate(spec, out=out_dir, execution=execution, progress=display.update)
+    except KeyboardInterrupt:
+        where = display.run_dir if display.run_dir else out_dir
+        console.print(
+            f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
+            f"`rollbench eval --resume {where}` (or the same command)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(130) from None
     except ConfigError as exc:
         _fail(str(exc))
         return

@@ -47,4 +47,5 @@ class FetchReachExpert:
 
 
 def make_fetch_expert(name: str, options: Mapping[str, Any]) -> FetchReachExpert:
+    """Proportional controller toward the goal for fetch/Reach (option ``gain``, default 1.0); state only."""
     return FetchReachExpert(name, gain=float(options.get("gain", 1.0)))

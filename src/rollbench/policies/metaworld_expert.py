@@ -93,5 +93,5 @@ class MetaWorldExpert:
 
 
 def make_metaworld_expert(name: str, options: Mapping[str, Any]) -> MetaWorldExpert:
-    """Factory registered as the ``metaworld-expert`` policy; takes no options."""
+    """MetaWorld's own scripted expert for each of its 50 v3 tasks (metaworld.policies); state only."""
     return MetaWorldExpert(name)

@@ -3,7 +3,8 @@
 A subclass supplies the transport: ``_open()`` (connect, return the server's metadata, raise ConfigError when
 unreachable), ``_request(message)`` (one bounded round trip, raise EpisodeError), ``_reset_message(episode)``,
 ``act`` and ``close``. Options shared by both (``--policy-options``): ``timeout_s`` (per call, default 30 s),
-``connect_timeout_s`` (default 5 s), ``retries`` (reconnects with exponential backoff, default 3), ``obs_map``.
+``connect_timeout_s`` (default 5 s), ``retries`` (reconnects with exponential backoff, default 3), ``obs_map``,
+``needs_images`` (render and send camera images; default: the server metadata's ``needs_images``, else true).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ OPTIONS: dict[str, type | tuple[type, ...]] = {
     "connect_timeout_s": (int, float),
     "retries": int,
     "obs_map": dict,
+    "needs_images": bool,
 }
 
 
@@ -54,7 +56,9 @@ class RemotePolicy:
             name=url,
             chunk_size=chunk,
             replan_every=replan,
-            needs_images=True,
+            # the option, else the server's word (rollbench serve-policy of a state-based policy says False),
+            # else True: openpi servers do not say, and VLAs read images
+            needs_images=bool(options.get("needs_images", self.metadata.get("needs_images", True))),
             provenance={
                 "server": url,
                 "protocol": self.protocol,

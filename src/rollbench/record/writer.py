@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -144,6 +145,11 @@ class DatasetWriter:
     def committed(self) -> int:
         """Number of committed episodes (they are exactly 0..committed-1)."""
         return len(self.lengths)
+
+    def remove_empty_staging(self) -> None:
+        """Remove ``.staging/`` when nothing is left in it (a finished run)."""
+        with contextlib.suppress(OSError):
+            (self.run_dir / STAGING).rmdir()
 
     def staged(self) -> list[int]:
         return sorted(int(d.name[8:]) for d in (self.run_dir / STAGING).glob("episode-*"))

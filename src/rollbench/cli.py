@@ -196,13 +196,19 @@ def grade_cmd(
 
 @app.command("envs")
 def envs_cmd(
+    family: Annotated[str | None, typer.Argument(help="Only this family (e.g. metaworld).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     tasks: Annotated[bool, typer.Option("--tasks/--no-tasks", help="List every task, not just families.")] = True,
 ) -> None:
     """List env families, their tasks (horizon, cameras, success rule) and whether each is installed."""
+    from rollbench.registry import unknown_name_error
     from rollbench.report import list_envs, print_envs
 
     rows = list_envs()
+    if family is not None:
+        if family not in {r["family"] for r in rows}:
+            _fail(str(unknown_name_error("env family", family, [r["family"] for r in rows])))
+        rows = [r for r in rows if r["family"] == family]
     if as_json:
         out.print_json(json.dumps(rows))
     else:

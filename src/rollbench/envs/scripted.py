@@ -102,7 +102,10 @@ class ScriptedEnv:
 
 class ScriptedFamily(TableFamily):
     name = "scripted"
-    description = "tiny deterministic point-reaching env (no simulator; for tests and pipeline checks)"
+    description = (
+        "tiny deterministic point-reaching env (no simulator; for tests and pipeline checks);"
+        " scripted/faulty fails at reset when seed % 3 == 2 (fault injection, not in scripted/all)"
+    )
 
     def make(self, task: TaskInfo, options: EnvOptions) -> ScriptedEnv:
         return ScriptedEnv(task, options)

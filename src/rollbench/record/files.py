@@ -21,6 +21,16 @@ VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot'
 VIDEO_PIX_FMT = "yuv420p"
 
 
+def _file_mode() -> int:
+    """The mode ``open()`` would give a new file (0o666 minus the umask); ``mkstemp`` alone gives 0o600."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -34,6 +44,7 @@ def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
     crashes (rename), but after a power loss the file may be old; only for files rebuilt from others on open."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, FILE_MODE)  # run directories are shared (other users, Ray nodes): not owner-only
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -78,6 +89,7 @@ def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".mp4")
+    os.fchmod(fd, FILE_MODE)
     os.close(fd)
     try:
         with av.open(tmp, mode="w") as container:

@@ -74,24 +74,27 @@ def test_invalid_flag_values_exit_2_with_one_line(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_existing_out_from_a_different_spec_is_refused_and_left_untouched(tmp_path: Path) -> None:
-    assert (
-        cli(
-            "eval",
-            "--env",
-            "scripted/reach",
-            "--policy",
-            "zero",
-            "--episodes",
-            "2",
-            "--max-steps",
-            "3",
-            "--out",
-            "run",
-            cwd=tmp_path,
-        ).returncode
-        == 0
+def record_small_run(cwd: Path) -> None:
+    """`rollbench eval` of 2 zero-policy episodes of 3 steps into ``cwd/run``."""
+    r = cli(
+        "eval",
+        "--env",
+        "scripted/reach",
+        "--policy",
+        "zero",
+        "--episodes",
+        "2",
+        "--max-steps",
+        "3",
+        "--out",
+        "run",
+        cwd=cwd,
     )
+    assert r.returncode == 0, r.stderr
+
+
+def test_existing_out_from_a_different_spec_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    record_small_run(tmp_path)
     before = (tmp_path / "run/run.json").read_text()
     r = cli(
         "eval",
@@ -149,22 +152,6 @@ def test_spec_file_with_flag_overrides_and_run_json_as_spec(tmp_path: Path) -> N
 
 
 def test_resume_refuses_spec_flags_instead_of_ignoring_them(tmp_path: Path) -> None:
-    assert (
-        cli(
-            "eval",
-            "--env",
-            "scripted/reach",
-            "--policy",
-            "zero",
-            "--episodes",
-            "2",
-            "--max-steps",
-            "3",
-            "--out",
-            "run",
-            cwd=tmp_path,
-        ).returncode
-        == 0
-    )
+    record_small_run(tmp_path)
     r = cli("eval", "--resume", "run", "--episodes", "9", cwd=tmp_path)
     assert r.returncode == 2 and "--resume takes the spec from run/run.json; drop --episodes" in r.stderr

@@ -18,8 +18,17 @@ TESTS = Path(__file__).resolve().parent
 ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))
 
 
-def test_sigkill_mid_run_leaves_committed_episodes_readable_and_resume_completes(tmp_path: Path) -> None:
-    out = tmp_path / "run"
+SLOW_RUN = {
+    "env": "scripted/reach",
+    "policy": "fault_policies:slow",
+    "policy_options": {"sleep_s": 0.05},
+    "episodes": 40,
+    "max_steps": 10,
+}
+
+
+def start_slow_run(out: Path, **popen: object) -> subprocess.Popen[str]:
+    """`rollbench eval` of SLOW_RUN (40 episodes of ~0.2 s) into ``out``, as a subprocess."""
     args = [
         ROLLBENCH,
         "eval",
@@ -36,14 +45,19 @@ def test_sigkill_mid_run_leaves_committed_episodes_readable_and_resume_completes
         "--out",
         str(out),
     ]
-    proc = subprocess.Popen(
-        args, env={**os.environ, "PYTHONPATH": str(TESTS)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    return subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(TESTS)}, text=True, **popen)  # type: ignore[call-overload]
+
+
+def wait_for_committed(out: Path, n: int) -> None:
     deadline = time.monotonic() + 180  # generous: start-up can be slow on a loaded 2-core machine
-    while time.monotonic() < deadline:
-        if len(list(out.glob("meta/episodes/chunk-000/*.parquet"))) >= 5:
-            break
+    while time.monotonic() < deadline and len(list(out.glob("meta/episodes/chunk-000/*.parquet"))) < n:
         time.sleep(0.05)
+
+
+def test_sigkill_mid_run_leaves_committed_episodes_readable_and_resume_completes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = start_slow_run(out, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_committed(out, 5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     r = grade(out)
@@ -53,14 +67,7 @@ def test_sigkill_mid_run_leaves_committed_episodes_readable_and_resume_completes
     assert [e["episode_index"] for e in r["episodes"]] == list(range(k))
     for e in range(k):
         assert pq.read_table(out / f"data/chunk-000/file-{e:03d}.parquet").num_rows == r["episodes"][e]["length"]
-    done = evaluate(
-        env="scripted/reach",
-        policy="fault_policies:slow",
-        policy_options={"sleep_s": 0.05},
-        episodes=40,
-        max_steps=10,
-        out=out,
-    )
+    done = evaluate(**SLOW_RUN, out=out)  # type: ignore[arg-type]
     assert done["status"] == "OK" and done["episodes_recorded"] == 40
     assert [e["episode_index"] for e in done["episodes"]] == list(range(40))
 
@@ -101,28 +108,8 @@ def test_interrupted_commit_is_repaired_from_the_staged_copy(tmp_path: Path) -> 
 
 def test_ctrl_c_marks_the_run_interrupted_keeps_finished_episodes_and_says_how_to_resume(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = [
-        ROLLBENCH,
-        "eval",
-        "--env",
-        "scripted/reach",
-        "--policy",
-        "fault_policies:slow",
-        "--policy-options",
-        '{"sleep_s": 0.05}',
-        "--episodes",
-        "40",
-        "--max-steps",
-        "10",
-        "--out",
-        str(out),
-    ]
-    proc = subprocess.Popen(
-        args, env={**os.environ, "PYTHONPATH": str(TESTS)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and len(list(out.glob("meta/episodes/chunk-000/*.parquet"))) < 3:
-        time.sleep(0.05)
+    proc = start_slow_run(out, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for_committed(out, 3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130

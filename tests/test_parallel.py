@@ -66,7 +66,7 @@ def test_recorded_run_is_identical_with_1_2_and_3_workers(tmp_path: Path) -> Non
         runs[k] = (result["episodes"], recorded_tables(out), info_and_stats(out))
         assert last_execution(out)["workers"] == k
         assert not (out / "run.live.json").exists()
-        assert list((out / ".staging").iterdir()) == []
+        assert not (out / ".staging").exists()  # everything staged was committed and the empty folder removed
     assert [e["episode_index"] for e in runs[1][0]] == list(range(7))
     assert len({e["length"] for e in runs[1][0]}) > 1  # the noise makes episodes differ: a real comparison
     for k in (2, 3):

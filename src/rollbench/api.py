@@ -256,10 +256,11 @@ def _finish(
     writer.write_stats()
     writer.remove_empty_staging()
     result = grade_run_dir(run_dir)
-    log["status"] = status or result["status"]
+    # an interruption that lost nothing (every episode already recorded) leaves the graded status
+    log["status"] = status if status and result["status"] != "OK" else result["status"]
     log["results"] = result
     log["executions"][-1]["finished"] = utc_now()
-    if status == "INTERRUPTED":
+    if status:
         log["executions"][-1]["interrupted"] = True
     write_run_log(run_dir, log)
     live.remove()

@@ -202,5 +202,5 @@ class HttpPolicy(RemotePolicy):
 
 
 def make_http_policy(name: str, options: Mapping[str, Any]) -> HttpPolicy:
-    """A policy served over the JSON /act protocol at http://HOST:PORT/act (see rollbench serve-policy)."""
+    """A policy served over the JSON /act protocol at http(s)://HOST:PORT/act (see rollbench serve-policy)."""
     return HttpPolicy(name, options)

@@ -50,7 +50,7 @@ def test_unknown_env_lists_valid_tasks_and_writes_nothing(tmp_path: Path) -> Non
     r = cli("eval", "--env", "scripted/rech", "--policy", "zero", "--out", "run", cwd=tmp_path)
     assert r.returncode == 2
     assert "unknown task or suite 'scripted/rech'. Did you mean scripted/reach" in r.stderr
-    assert "Valid tasks and suites: scripted/all, scripted/reach, scripted/reach-final, scripted/faulty" in r.stderr
+    assert "Valid tasks and suites: scripted/all, scripted/reach, scripted/reach-final, scripted/reach-init" in r.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -56,6 +56,31 @@ def worker_processes() -> list[multiprocessing.process.BaseProcess]:
     return [p for p in multiprocessing.active_children() if p.name.startswith("rollbench-worker-")]
 
 
+def test_episode_k_starts_from_stored_initial_state_k_with_1_and_3_workers(tmp_path: Path) -> None:
+    """The LIBERO protocol's indexing, through real worker processes: scripted/reach-init stands in for a LIBERO
+    task (a stored table of initial states; the seed does not choose the scene)."""
+    from rollbench.envs.scripted import INITIAL_STATES
+
+    spec = dict(env="scripted/reach-init", policy="scripted-expert", episodes=7, seed=3)
+    first_states = {}
+    for k in (1, 3):
+        out = tmp_path / f"w{k}"
+        result = evaluate(**spec, out=out, execution=Execution(workers=k))
+        assert result["status"] == "OK"
+        assert [e["initial_state"] for e in result["episodes"]] == list(range(7))
+        data = recorded_tables(out)[0]
+        frames, states = data["frame_index"].to_pylist(), data["observation.state"].to_pylist()
+        first_states[k] = [s for s, f in zip(states, frames, strict=True) if f == 0]
+    expected = [pytest.approx(list(INITIAL_STATES[i]), abs=1e-6) for i in range(7)]
+    assert first_states[1] == first_states[3] == expected
+
+
+def test_more_episodes_than_stored_initial_states_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="has 10 stored initial states; --episodes 11 would need more"):
+        evaluate(env="scripted/reach-init", policy="scripted-expert", episodes=11, out=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
 def test_recorded_run_is_identical_with_1_2_and_3_workers(tmp_path: Path) -> None:
     spec = dict(env="scripted/reach", policy="scripted-expert", episodes=7, seed=11, action_noise=0.3)
     runs = {}

@@ -7,6 +7,10 @@ function of the seed. Horizon 50 steps, 10 fps, cameras ``top`` (a drawn top vie
 
 ``scripted/reach-final``: the same dynamics, judged with the ``final_step`` success rule.
 
+``scripted/reach-init``: the same dynamics, but scenes come from :data:`INITIAL_STATES`, a stored table of 10
+``(start, goal)`` pairs, like LIBERO's stored initial states: episode k starts from state k, whatever its seed; it
+exists to exercise initial-state indexing (plan → workers → env) without LIBERO.
+
 ``scripted/faulty``: the same dynamics, but ``reset`` raises ``RuntimeError`` when ``seed % 3 == 2``; it exists to
 exercise the "an env error ends that episode, not the run" path.
 """
@@ -33,6 +37,11 @@ _COMMON = dict(
     source="rollbench.envs.scripted (this module)",
 )
 
+# the stored initial states of scripted/reach-init: (start x, start y, goal x, goal y), metres
+INITIAL_STATES: tuple[tuple[float, ...], ...] = tuple(
+    tuple(float(v) for v in row) for row in np.random.default_rng(20261129).uniform(0.1, 0.9, size=(10, 4))
+)
+
 TASKS: dict[str, TaskInfo] = {
     t.name: t
     for t in (
@@ -46,6 +55,13 @@ TASKS: dict[str, TaskInfo] = {
             name="scripted/reach-final",
             instruction="move the point to the goal and stay there",
             success_rule="final_step",
+            **_COMMON,  # type: ignore[arg-type]
+        ),
+        TaskInfo(
+            name="scripted/reach-init",
+            instruction="move the point to the goal",
+            success_rule="any_step",
+            initial_states=len(INITIAL_STATES),
             **_COMMON,  # type: ignore[arg-type]
         ),
         TaskInfo(
@@ -70,6 +86,14 @@ class ScriptedEnv:
     def reset(self, seed: int, initial_state: int | None = None) -> Observation:
         if self.task.name == "scripted/faulty" and seed % 3 == 2:
             raise RuntimeError(f"scripted/faulty: reset fails on purpose for seed {seed} (seed % 3 == 2)")
+        if self.task.initial_states:
+            if initial_state is None or not 0 <= initial_state < len(INITIAL_STATES):
+                raise ValueError(
+                    f"{self.task.name} needs an initial state 0..{len(INITIAL_STATES) - 1}, got {initial_state}"
+                )
+            row = np.asarray(INITIAL_STATES[initial_state])
+            self.pos, self.goal = row[:2].copy(), row[2:].copy()
+            return self._obs()
         rng = np.random.default_rng(seed)
         self.pos = rng.uniform(0.1, 0.9, size=2)
         self.goal = rng.uniform(0.1, 0.9, size=2)

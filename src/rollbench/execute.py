@@ -68,30 +68,26 @@ class EpisodeWorker:
     """
 
     def __init__(self, setup: WorkerSetup, commit: Callable[[EpisodeRecord, str | None], bool] | None = None) -> None:
-        spec, run_dir, tasks = setup.spec, setup.run_dir, setup.tasks
-        replan_every, needs_images = setup.replan_every, setup.needs_images
-        self.spec, self.run_dir, self.tasks = spec, run_dir, tasks
+        self.setup = setup
         self.commit = commit or (
-            lambda rec, fault: stage_episode(run_dir, rec, self.tasks[rec.planned.task].fps, fault)
+            lambda rec, fault: stage_episode(setup.run_dir, rec, setup.tasks[rec.planned.task].fps, fault)
         )
-        self.replan_every, self.needs_images = replan_every, needs_images
-        self.policy: Policy = build_policy(spec)
+        self.policy: Policy = build_policy(setup.spec)
         self._env: Env | None = None
         self._env_task: str | None = None
 
-    def _env_for(self, task: TaskInfo) -> Env:
+    def _env_for(self, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
         if self._env is None or self._env_task != task.name:
             self.close_env()
-            cams = cameras_for(self.spec, task, self.needs_images)
-            self._env = make_env(task, EnvOptions(cameras=cams, image_size=self.spec.image_size))
+            self._env = make_env(task, EnvOptions(cameras=cameras, image_size=self.setup.spec.image_size))
             self._env_task = task.name
         return self._env
 
     def run(self, planned: PlannedEpisode) -> EpisodeSummary:
-        task = self.tasks[planned.task]
-        cams = cameras_for(self.spec, task, self.needs_images)
+        spec, task = self.setup.spec, self.setup.tasks[planned.task]
+        cams = cameras_for(spec, task, self.setup.needs_images)
         try:
-            env = self._env_for(task)
+            env = self._env_for(task, cams)
         except Exception as exc:
             rec = failed_episode(planned, task, exc)
         else:
@@ -100,8 +96,8 @@ class EpisodeWorker:
                 self.policy,
                 planned,
                 cameras=cams,
-                record_frames=self.spec.video,
-                replan_every=self.replan_every,
+                record_frames=spec.video,
+                replan_every=self.setup.replan_every,
             )
             if rec.termination_reason == "error":
                 self.close_env()  # never reuse an env whose episode failed: its state is unknown

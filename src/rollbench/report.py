@@ -59,6 +59,20 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
+def _pooled_row(table: Table, label: str, block: dict[str, Any]) -> None:
+    """A suite or overall row: the pooled count and rate, and the unweighted mean over its tasks."""
+    table.add_row(
+        label,
+        str(block["episodes"]),
+        str(block["successes"]),
+        _pct(block["pooled_success_rate"]),
+        f"{_pct(block['pooled_ci95_low'])} – {_pct(block['pooled_ci95_high'])}",
+        "",
+        "",
+        f"mean over {block['tasks']} tasks: {_pct(block['mean_task_success_rate'])}",
+    )
+
+
 def print_result(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
     """The results table (per task, per suite, overall), latency, status and reasons."""
     table = Table(title="rollbench results (graded from the recorded files)")
@@ -85,29 +99,10 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
             _num(t["median_length"]),
             reasons,
         )
-    for name, s in result.get("suites", {}).items():
-        table.add_row(
-            f"[bold]{name}[/] (suite, pooled)",
-            str(s["episodes"]),
-            str(s["successes"]),
-            _pct(s["pooled_success_rate"]),
-            f"{_pct(s['pooled_ci95_low'])} – {_pct(s['pooled_ci95_high'])}",
-            "",
-            "",
-            f"mean over {s['tasks']} tasks: {_pct(s['mean_task_success_rate'])}",
-        )
-    o = result["overall"]
+    for name, suite in result.get("suites", {}).items():
+        _pooled_row(table, f"[bold]{name}[/] (suite, pooled)", suite)
     if len(result["tasks"]) > 1:
-        table.add_row(
-            "[bold]overall (pooled)[/]",
-            str(o["episodes"]),
-            str(o["successes"]),
-            _pct(o["pooled_success_rate"]),
-            f"{_pct(o['pooled_ci95_low'])} – {_pct(o['pooled_ci95_high'])}",
-            "",
-            "",
-            f"mean over {o['tasks']} tasks: {_pct(o['mean_task_success_rate'])}",
-        )
+        _pooled_row(table, "[bold]overall (pooled)[/]", result["overall"])
     console.print(table)
     lat = result.get("latency", {})
     if lat.get("policy_calls"):

@@ -39,8 +39,37 @@ class ConfigError(RollbenchError):
     """Bad input found before any episode runs (unknown name, invalid value, conflicting run directory)."""
 
 
+Fault = Literal["policy", "environment", "infrastructure"]
+FAULTS: tuple[str, ...] = ("policy", "environment", "infrastructure")
+
+
 class EpisodeError(RollbenchError):
-    """Something ended one episode as an error (bad action, policy or env exception); the run goes on."""
+    """Something ended one episode as an error; the run goes on.
+
+    ``fault`` says whose fault it was, so that grading can tell a policy's failure from a broken setup:
+
+    * ``policy``: the policy raised, or returned a non-finite or wrongly shaped action, or a served policy replied
+      with an error or a malformed answer;
+    * ``environment``: the simulator raised, or rendered black/frozen frames;
+    * ``infrastructure``: the policy server was unreachable, disconnected or timed out, a worker died, an env
+      could not be built.
+    """
+
+    def __init__(self, message: str, fault: Fault = "policy") -> None:
+        super().__init__(message)
+        if fault not in FAULTS:
+            raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
+        self.fault: Fault = fault
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keep ``fault`` across pickling (worker processes, Ray actors)
+        return (type(self), (str(self), self.fault))
+
+
+class InfrastructureError(EpisodeError):
+    """An episode ended by the infrastructure (server down, disconnect, timeout, worker death, env build)."""
+
+    def __init__(self, message: str, fault: Fault = "infrastructure") -> None:
+        super().__init__(message, fault)
 
 
 @dataclass(frozen=True)

@@ -37,17 +37,24 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 ``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode."""
 
 
+MAX_BATCH_SIZE = 256  # episodes (and simulators) one worker keeps in lockstep
+
+
 @dataclass(frozen=True)
 class Execution:
-    """How to run (not part of the run's identity): worker count and executor."""
+    """How to run (not part of the run's identity): worker count, executor, and episodes per worker in lockstep
+    (``batch_size``, see :mod:`rollbench.batching`). None of these changes what an episode records."""
 
     workers: int = 1
     executor: str = "local"
     ray_address: str | None = None
+    batch_size: int = 1
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ConfigError(f"--workers must be >= 1, got {self.workers}")
+        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            raise ConfigError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}, got {self.batch_size}")
         if self.executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {self.executor!r}; valid executors: local, ray")
         if self.ray_address and self.executor != "ray":
@@ -191,7 +198,12 @@ def _execute(
 ) -> dict[str, Any]:
     log["status"] = "RUNNING"
     log.setdefault("executions", []).append(
-        {"started": utc_now(), "workers": execution.workers, "executor": execution.executor}
+        {
+            "started": utc_now(),
+            "workers": execution.workers,
+            "executor": execution.executor,
+            "batch_size": execution.batch_size,
+        }
     )
     write_run_log(run_dir, log)
     first = plan.tasks[0]
@@ -235,6 +247,7 @@ def _execute(
         {t.name: t for t in plan.tasks},
         log["plan"]["replan_every"],
         log["plan"]["policy"]["needs_images"],
+        execution.batch_size,
     )
     try:
         counters = run_episodes(

@@ -6,6 +6,7 @@ run directory, never in-process counters.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 from rollbench.execute import WorkerSetup
 from rollbench.grading import grade as grade_run_dir
 from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
+from rollbench.record.background import BackgroundCommitter
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.runlog import (
     LiveSnapshot,
@@ -230,8 +232,10 @@ def _execute(
     if progress:
         progress({"event": "start", "run_dir": str(run_dir), "totals": dict(live.totals), "done": dict(live.done)})
 
+    committer = BackgroundCommitter(writer)
+
     def on_result(summary: Any) -> None:
-        writer.promote_ready()
+        committer.promote_ready()
         live.episode_done(summary.task, summary.success)
         live.write()
         if progress:
@@ -251,12 +255,18 @@ def _execute(
     )
     try:
         counters = run_episodes(
-            setup, todo, execution, on_result, should_stop or (lambda: False), on_worker, commit=writer.commit_record
+            setup, todo, execution, on_result, should_stop or (lambda: False), on_worker, commit=committer.commit
         )
     except KeyboardInterrupt:
         # keep what finished, say so on disk, and leave the directory resumable
+        committer.close()
         _finish(run_dir, writer, log, live, status="INTERRUPTED")
         raise
+    except BaseException:
+        with contextlib.suppress(Exception):
+            committer.close()  # what finished is written before the error propagates
+        raise
+    committer.close()
     log["executions"][-1].update(counters)
     return _finish(run_dir, writer, log, live)
 

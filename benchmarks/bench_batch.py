@@ -88,11 +88,12 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     options = {"inner": "metaworld-expert", "latency_ms": args.latency_ms}
     walls: dict[int, list[float]] = {b: [] for b in sizes}
+    run_options: dict[str, Any]
     reference = None
     with contextlib.ExitStack() as stack:
         if args.served:
             url = stack.enter_context(served(args.served, options, max(sizes)))
-            policy, run_options: dict[str, Any] = url, {}
+            policy, run_options = url, {}
         else:
             policy, run_options = "gpu-standin", options
         for rep in range(args.reps):

@@ -14,19 +14,23 @@ from pathlib import Path
 from rollbench.envs.render_check import render_fault
 from rollbench.plan import PlannedEpisode, cameras_for
 from rollbench.policies.basic import ActionNoise
+from rollbench.policies.deadline import Deadline
 from rollbench.record.lerobot import stage_episode
 from rollbench.registry import EnvOptions, make_env, make_policy
 from rollbench.rollout import EpisodeRecord, failed_episode, rollout
 from rollbench.spec import EvalSpec
-from rollbench.types import Env, Policy, TaskInfo
+from rollbench.types import Env, TaskInfo
 
 
-def build_policy(spec: EvalSpec) -> Policy:
-    """The spec's policy, wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``."""
+def build_policy(spec: EvalSpec) -> Deadline:
+    """The spec's policy, wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``, every call bounded
+    by ``spec.policy_timeout_s`` (:mod:`rollbench.policies.deadline`; a served policy's missed deadline is an
+    infrastructure fault, an in-process one's the policy's)."""
     policy = make_policy(spec.policy, spec.policy_options)
     if spec.action_noise > 0:
         policy = ActionNoise(policy, spec.action_noise)
-    return policy
+    served = "://" in spec.policy
+    return Deadline(policy, spec.policy_timeout_s, "infrastructure" if served else "policy")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class EpisodeSummary:
     length: int
     termination_reason: str
     staged: bool  # False if another attempt of the same episode had already been recorded
+    policy_hung: bool = False  # a policy call missed its deadline: the worker must be replaced (runners.pool)
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ class EpisodeWorker:
         self.commit = commit or (
             lambda rec, fault: stage_episode(setup.run_dir, rec, setup.tasks[rec.planned.task].fps, fault)
         )
-        self.policy: Policy = build_policy(setup.spec)
+        self.policy: Deadline = build_policy(setup.spec)
         self._env: Env | None = None
         self._env_task: str | None = None
 
@@ -86,10 +91,12 @@ class EpisodeWorker:
     def run(self, planned: PlannedEpisode) -> EpisodeSummary:
         spec, task = self.setup.spec, self.setup.tasks[planned.task]
         cams = cameras_for(spec, task, self.setup.needs_images)
+        if self.policy.hung:  # abandoned in its helper thread (see policies.deadline); never called again
+            self.policy = build_policy(spec)
         try:
             env = self._env_for(task, cams)
         except Exception as exc:
-            rec = failed_episode(planned, task, exc)
+            rec = failed_episode(planned, task, exc, "infrastructure")
         else:
             rec = rollout(
                 env,
@@ -101,10 +108,15 @@ class EpisodeWorker:
             )
             if rec.termination_reason == "error":
                 self.close_env()  # never reuse an env whose episode failed: its state is unknown
-        fault = _render_fault(rec)
-        staged = self.commit(rec, fault)
+        staged = self.commit(rec, _render_fault(rec))
         return EpisodeSummary(
-            planned.episode_index, planned.task, rec.success, rec.length, rec.termination_reason, staged
+            planned.episode_index,
+            planned.task,
+            rec.success,
+            rec.length,
+            rec.termination_reason,
+            staged,
+            policy_hung=self.policy.hung,
         )
 
     def close_env(self) -> None:

@@ -9,6 +9,16 @@ the first success), ``env_terminated``, ``truncated``, ``max_steps`` (the horizo
 the policy raises :class:`~rollbench.types.PolicyStop`; ``error`` when the env or policy raises, or the policy returns
 a non-finite or wrongly shaped action: the steps before it are kept, the episode is not a success, the run goes on.
 
+Fault of an error (``EpisodeRecord.error_fault``, see :class:`~rollbench.types.EpisodeError`): the exception's own
+``fault`` attribute when it has a valid one (``EpisodeError``, ``InfrastructureError`` raised by remote clients);
+otherwise where it was raised: ``policy`` inside ``policy.reset``/``policy.act`` or for a bad action, ``environment``
+inside ``env.reset``/``step``/``render``/``success``.
+
+Values crossing a boundary are copied once when rollbench keeps them: the action chunk the policy returns (so a
+policy reusing its output buffer cannot rewrite recorded actions; the env steps a copy of its row, so an env
+clipping in place cannot either), the observation state the env returns, and every recorded video frame the
+renderer returns. The policy sees the env's own observation arrays.
+
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
 An env that already reports success right after reset sets ``success_at_reset``; such an episode never counts as
 a policy success (see :mod:`rollbench.grading`).
@@ -24,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rollbench.plan import PlannedEpisode
-from rollbench.types import Env, EpisodeError, Observation, Policy, PolicyStop, TaskInfo
+from rollbench.types import FAULTS, Env, EpisodeError, Fault, Observation, Policy, PolicyStop, TaskInfo
 
 
 @dataclass
@@ -39,6 +49,7 @@ class EpisodeRecord:
             from a queued action chunk.
         frames: camera -> list of ``uint8 (H, W, 3)``, one per step (empty unless video was asked for).
         error: ``"ExceptionType: message"`` when termination_reason is ``error``.
+        error_fault: whose fault the error was (``policy``, ``environment``, ``infrastructure``), else None.
     """
 
     planned: PlannedEpisode
@@ -53,6 +64,7 @@ class EpisodeRecord:
     success_at_reset: bool
     termination_reason: str
     error: str | None = None
+    error_fault: Fault | None = None
     error_traceback: str | None = None
     wall_time_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
@@ -65,7 +77,7 @@ class EpisodeRecord:
 def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
     """Validate a policy's output as a ``float32 (k, action_dim)`` chunk, k >= 1; raise EpisodeError if not."""
     try:
-        arr = np.asarray(raw, dtype=np.float32)
+        arr = np.array(raw, dtype=np.float32, copy=True)  # ours from here on, even if the policy reuses its buffer
     except (TypeError, ValueError) as exc:
         raise EpisodeError(f"policy returned a non-numeric action at step {step}: {exc}") from None
     shape = arr.shape
@@ -112,27 +124,33 @@ def rollout(
     latencies: list[float] = []
     frames: dict[str, list[np.ndarray]] = {c: [] for c in cameras} if record_frames else {}
     reason, error, tb, success_at_reset = "max_steps", None, None, False
+    fault: Fault | None = None
+    where: Fault = "environment"  # whose code runs now: the fault of a plain exception raised there
     queue: list[np.ndarray] = []
     start = time.perf_counter()
     step = 0
     try:
         obs: Observation = env.reset(planned.seed, planned.initial_state)
         success_at_reset = bool(env.success())
+        where = "policy"
         policy.reset(task, planned.seed)
         for step in range(horizon):
+            where = "environment"
+            state = np.array(obs.state, dtype=np.float32, copy=True).reshape(task.state_dim)
             if cameras:
                 obs.images = {c: env.render(c) for c in cameras}
                 for c in frames:
-                    frames[c].append(obs.images[c])
+                    frames[c].append(np.array(obs.images[c], dtype=np.uint8, copy=True))
             latency = float("nan")
             if not queue:
+                where = "policy"
                 t0 = time.perf_counter()
                 raw = policy.act(obs, planned.instruction)
                 latency = time.perf_counter() - t0
                 queue = list(_as_chunk(raw, task.action_dim, step)[:replan_every])
             action = queue.pop(0)
-            state = np.asarray(obs.state, dtype=np.float32).reshape(task.state_dim)
-            result = env.step(action)
+            where = "environment"
+            result = env.step(action.copy())
             states.append(state)
             actions.append(action)
             rewards.append(float(result.reward))
@@ -153,7 +171,7 @@ def rollout(
     except PolicyStop:
         reason = "policy_stop"
     except Exception as exc:
-        reason, error = "error", f"{type(exc).__name__}: {exc}"
+        reason, error, fault = "error", f"{type(exc).__name__}: {exc}", fault_of(exc, where)
         tb = traceback.format_exc(limit=8)
     n = len(actions)
     # a frame rendered for a step whose action then failed has no row: keep frames == rows
@@ -177,13 +195,25 @@ def rollout(
         success_at_reset=success_at_reset,
         termination_reason=reason,
         error=error,
+        error_fault=fault,
         error_traceback=tb,
         wall_time_s=time.perf_counter() - start,
     )
 
 
-def failed_episode(planned: PlannedEpisode, task: TaskInfo, exc: BaseException) -> EpisodeRecord:
-    """The record of an episode that could not start (e.g. its env failed to build): 0 steps, reason ``error``."""
+def fault_of(exc: BaseException, default: Fault) -> Fault:
+    """``exc.fault`` when it is one of :data:`rollbench.types.FAULTS`, else ``default``."""
+    fault = getattr(exc, "fault", None)
+    return fault if fault in FAULTS else default
+
+
+def failed_episode(
+    planned: PlannedEpisode, task: TaskInfo, exc: BaseException, fault: Fault = "infrastructure"
+) -> EpisodeRecord:
+    """The record of an episode that could not start: 0 steps, reason ``error``.
+
+    ``fault`` (default ``infrastructure``: an env that cannot be built, a worker that keeps dying) is used unless
+    ``exc`` carries its own (see :func:`fault_of`)."""
     return EpisodeRecord(
         planned=planned,
         states=np.zeros((0, task.state_dim), dtype=np.float32),
@@ -197,5 +227,6 @@ def failed_episode(planned: PlannedEpisode, task: TaskInfo, exc: BaseException) 
         success_at_reset=False,
         termination_reason="error",
         error=f"{type(exc).__name__}: {exc}",
+        error_fault=fault_of(exc, fault),
         error_traceback=traceback.format_exc(limit=8),
     )

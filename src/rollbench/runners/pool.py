@@ -10,6 +10,9 @@ episodes to idle slots (in plan order within a task, keeping each worker on one 
   so a duplicate attempt can never be recorded twice.
 * an episode that kills :data:`MAX_ATTEMPTS` workers in a row is recorded (by this process) as an ``error`` episode
   saying so, and the run goes on: a deterministic simulator crash must not loop forever.
+* a worker whose policy missed a call's deadline (``EpisodeSummary.policy_hung``, see
+  :mod:`rollbench.policies.deadline`) has recorded that episode as an error; it is replaced by a fresh worker (the
+  hung call is still running in it) and counted in ``workers_replaced``.
 * a worker that cannot start (its policy fails to build) or raises outside an episode aborts the run with
   :class:`~rollbench.types.RollbenchError`; so do :data:`MAX_START_FAILURES` consecutive deaths while starting, and
   :data:`START_TIMEOUT_S` without any live worker (e.g. a Ray cluster with no free CPU).
@@ -35,7 +38,7 @@ from rollbench.execute import EpisodeSummary
 from rollbench.plan import PlannedEpisode
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
 from rollbench.rollout import failed_episode
-from rollbench.types import RollbenchError, TaskInfo
+from rollbench.types import InfrastructureError, RollbenchError, TaskInfo
 
 MAX_ATTEMPTS = 3  # worker deaths on one episode before it is recorded as an error
 MAX_START_FAILURES = 3  # consecutive deaths of a slot's worker before it became ready
@@ -82,7 +85,7 @@ class Backend(Protocol):
         ...
 
 
-class WorkerLost(RuntimeError):
+class WorkerLost(InfrastructureError):
     """The worker processes running an episode kept dying (the episode is recorded as an error with this reason)."""
 
 
@@ -119,7 +122,8 @@ def run_pool(
 ) -> dict[str, int]:
     """Run ``todo`` on ``slots`` workers of ``backend`` (see the module docstring); always closes the backend.
 
-    Returns counters for the run log: ``worker_starts``, ``worker_deaths``, ``episodes_rerun`` (re-dispatched
+    Returns counters for the run log: ``worker_starts``, ``worker_deaths``, ``workers_replaced`` (their policy
+    hung), ``episodes_rerun`` (re-dispatched
     after a death), ``episodes_lost`` (recorded as errors after :data:`MAX_ATTEMPTS` deaths).
     Raises RollbenchError when workers cannot be started or fail outside an episode.
     """
@@ -131,7 +135,7 @@ def run_pool(
     start_failures: Counter[int] = Counter()
     attempts: Counter[int] = Counter()
     last_task: dict[int, str] = {}
-    stats = {"worker_starts": 0, "worker_deaths": 0, "episodes_rerun": 0, "episodes_lost": 0}
+    stats = {"worker_starts": 0, "worker_deaths": 0, "workers_replaced": 0, "episodes_rerun": 0, "episodes_lost": 0}
     no_live_since = time.monotonic()
 
     def start(slot: int) -> None:
@@ -162,6 +166,13 @@ def run_pool(
             else:
                 stats["episodes_rerun"] += 1
                 queue.appendleft(planned)
+
+    def retire(slot: int) -> None:
+        """Take a worker whose policy hung out of service; dispatch starts a fresh one when episodes wait."""
+        stats["workers_replaced"] += 1
+        ready.discard(slot)
+        alive.discard(slot)
+        on_worker(str(slot), "replaced (a policy call missed its deadline)")
 
     def take(slot: int) -> PlannedEpisode:
         """Task affinity: the slot's current task first, else a task no other worker is on, else the next one.
@@ -215,7 +226,10 @@ def run_pool(
                 elif ev.kind == "done":
                     assert ev.summary is not None
                     running[ev.slot] = None
-                    on_worker(str(ev.slot), "idle")
+                    if ev.summary.policy_hung:
+                        retire(ev.slot)
+                    else:
+                        on_worker(str(ev.slot), "idle")
                     finished.append(ev.summary)
                 elif ev.kind == "died":
                     handle_death(ev.slot, ev.detail)

@@ -12,7 +12,7 @@ real gymnasium env, stepped by rollbench's real adapter and episode loop.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -32,7 +32,7 @@ class Point(gym.Env[np.ndarray, np.ndarray]):
     * ``step_error_at``: ``step`` raises RuntimeError at that step (a simulator fault).
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(
         self,

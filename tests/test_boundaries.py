@@ -58,7 +58,11 @@ def test_buffer_reusing_policy_env_and_renderer_record_the_same_episodes_as_fres
     assert len(fa) == len(fb) == 16
     for x, y in zip(fa, fb, strict=True):
         np.testing.assert_array_equal(x, y)
-    assert [e["render_fault"] for e in reused["episodes"]] == [None, None] == [e["render_fault"] for e in fresh["episodes"]]
+    assert (
+        [e["render_fault"] for e in reused["episodes"]]
+        == [None, None]
+        == [e["render_fault"] for e in fresh["episodes"]]
+    )
     assert reused["status"] == "OK"
 
 

@@ -166,7 +166,9 @@ class HttpPolicy(RemotePolicy):
             for part in r.iter_bytes():  # the watchdog: a reply trickling in slower than timeout_s is cut off
                 parts.append(part)
                 if time.monotonic() > deadline:
-                    raise InfrastructureError(f"no complete reply from {self.url} within timeout_s={self.timeout_s:g} s")
+                    raise InfrastructureError(
+                        f"no complete reply from {self.url} within timeout_s={self.timeout_s:g} s"
+                    )
             status = r.status_code
         text = b"".join(parts)
         try:

@@ -155,25 +155,25 @@ def reuse_buffer(name: str, options: Mapping[str, Any]) -> ReuseBuffer:
 
 
 class FailOnSeeds:
-    """The scripted expert, but ``reset`` raises on the seeds in ``options["seeds"]`` while the file
-    ``options["while_exists"]`` exists: ``InfrastructureError`` by default, or a plain ``RuntimeError`` with
-    ``options["plain"]`` (a policy's own bug), so a resume after removing the file can run those seeds cleanly."""
+    """The scripted expert, but ``reset`` raises ``InfrastructureError`` on the seeds in ``options["infra_seeds"]``
+    while the file ``options["while_exists"]`` exists (a server that is down, then back), and a plain
+    ``RuntimeError`` (the policy's own bug) on the seeds in ``options["policy_seeds"]``, always."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         from pathlib import Path
 
         self.inner = make_policy("scripted-expert", {})
-        self.seeds = {int(s) for s in options["seeds"]}
+        self.infra_seeds = {int(s) for s in options.get("infra_seeds", [])}
+        self.policy_seeds = {int(s) for s in options.get("policy_seeds", [])}
         self.flag = Path(options["while_exists"])
-        self.plain = bool(options.get("plain", False))
         self.info = PolicyInfo(name="fail-on-seeds")
 
     def reset(self, task: TaskInfo, seed: int) -> None:
         from rollbench.types import InfrastructureError
 
-        if seed in self.seeds and self.flag.exists():
-            if self.plain:
-                raise RuntimeError(f"policy bug on seed {seed}")
+        if seed in self.policy_seeds:
+            raise RuntimeError(f"policy bug on seed {seed}")
+        if seed in self.infra_seeds and self.flag.exists():
             raise InfrastructureError(f"policy server unreachable on seed {seed}")
         self.inner.reset(task, seed)
 

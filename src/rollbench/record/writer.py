@@ -194,8 +194,8 @@ class DatasetWriter:
             for key in self.video_keys:
                 self._path(VIDEO_PATH, e, video_key=key).unlink(missing_ok=True)
             self.lengths.pop()
+            self._write_info()
         self._rebuild_stats()
-        self._write_info()
 
     def _restage(self, e: int) -> None:
         """Stage committed episode ``e`` again from its files (as ``stage_episode`` would have staged it)."""

@@ -1,0 +1,89 @@
+"""``--policy-timeout``: a policy call past its deadline ends that episode as ``error`` and the run goes on, in this
+process and in worker processes (where the worker is replaced).
+
+``fault_policies:hang`` (tests/fault_policies.py) is the scripted expert stuck in ``act`` on one seed: a test double
+of the policy under evaluation. The envs, worker processes and recording are real.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from rollbench.api import Execution, evaluate
+from rollbench.policies.deadline import Deadline, PolicyTimeout
+from rollbench.registry import make_policy
+from test_parallel import recorded_tables
+
+TESTS = Path(__file__).resolve().parent
+HANG = {"bad_seed": 1, "hang_s": 120}
+
+
+def check_hung_run(result: dict, seconds: float) -> None:
+    eps = result["episodes"]
+    assert [e["termination_reason"] for e in eps] == ["success", "error", "success", "success"]
+    assert eps[1]["error"] == "PolicyTimeout: policy.act did not return within --policy-timeout 1 s"
+    assert eps[1]["error_fault"] == "policy"  # an in-process policy that hangs is the policy's fault
+    assert eps[1]["length"] == 0
+    assert result["overall"]["errors_by_fault"] == {"policy": 1, "environment": 0, "infrastructure": 0}
+    assert seconds < 60  # one 1 s deadline, not the 120 s hang
+
+
+def test_a_hanging_in_process_policy_errors_its_episode_and_the_run_goes_on(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    r = evaluate(env="scripted/reach", policy="fault_policies:hang", policy_options=HANG, episodes=4,
+                 policy_timeout_s=1.0, out=tmp_path / "r")  # fmt: skip
+    check_hung_run(r, time.monotonic() - t0)
+    log = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert log["spec"]["policy_timeout_s"] == 1.0
+
+
+def test_a_hanging_policy_in_a_worker_process_is_replaced_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    t0 = time.monotonic()
+    r = evaluate(env="scripted/reach", policy="fault_policies:hang", policy_options=HANG, episodes=4,
+                 policy_timeout_s=1.0, out=tmp_path / "w", execution=Execution(workers=2))  # fmt: skip
+    check_hung_run(r, time.monotonic() - t0)
+    execution = json.loads((tmp_path / "w" / "run.json").read_text())["executions"][-1]
+    assert execution["workers_replaced"] == 1 and execution["worker_deaths"] == 0
+    # the same episodes as in this process
+    evaluate(env="scripted/reach", policy="fault_policies:hang", policy_options=HANG, episodes=4,
+             policy_timeout_s=1.0, out=tmp_path / "p")  # fmt: skip
+    (_, meta_w), (_, meta_p) = recorded_tables(tmp_path / "w"), recorded_tables(tmp_path / "p")
+    assert meta_w == meta_p
+
+
+def test_a_policy_past_its_deadline_is_never_called_again() -> None:
+    from rollbench.envs.scripted import TASKS
+    from rollbench.types import Observation
+
+    task = TASKS["scripted/reach"]
+    policy = Deadline(make_policy("fault_policies:hang", {"hang_s": 120}), 0.2, "policy")
+    policy.reset(task, 0)
+    obs = Observation(state=__import__("numpy").zeros(4, "float32"))
+    with pytest.raises(PolicyTimeout, match="did not return within --policy-timeout 0.2 s"):
+        policy.act(obs, "")
+    assert policy.hung
+    t0 = time.monotonic()
+    with pytest.raises(PolicyTimeout, match="still inside an earlier call"):
+        policy.reset(task, 1)
+    assert time.monotonic() - t0 < 0.1
+    policy.close()  # abandons it: returns at once
+
+
+def test_a_served_policy_past_the_deadline_is_an_infrastructure_fault(tmp_path: Path) -> None:
+    """The client's own per-call timeout (30 s here) is longer than the deadline (1 s): the deadline fires, and a
+    round trip that hangs is the transport's fault, not the model's."""
+    from test_remote_policy import served
+
+    with served(tmp_path, "scripted-expert", "ws", "--fault", "slow:4") as (url, _, _):
+        r = evaluate(env="scripted/reach", policy=url, episodes=1, policy_timeout_s=1.0, out=tmp_path / "r",
+                     policy_options={"timeout_s": 30})  # fmt: skip
+    (e,) = r["episodes"]
+    assert (e["termination_reason"], e["error_fault"]) == ("error", "infrastructure")
+    assert "did not return within --policy-timeout 1 s" in e["error"]

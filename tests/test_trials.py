@@ -34,7 +34,10 @@ def test_trials_k_to_m_run_alone_equal_the_same_trials_of_the_full_run(tmp_path:
     for e in part["episodes"]:
         f = by_trial[(e["task"], e["trial"])]
         assert [e[k] for k in keys] == [f[k] for k in keys]
-        mine, theirs = episode_rows(tmp_path / "part", e["episode_index"]), episode_rows(tmp_path / "full", f["episode_index"])
+        mine, theirs = (
+            episode_rows(tmp_path / "part", e["episode_index"]),
+            episode_rows(tmp_path / "full", f["episode_index"]),
+        )
         for col in mine:
             np.testing.assert_array_equal(mine[col], theirs[col], err_msg=f"{e['task']} trial {e['trial']} {col}")
     assert part["status"] == "OK"

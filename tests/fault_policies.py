@@ -186,3 +186,31 @@ class FailOnSeeds:
 
 def fail_on_seeds(name: str, options: Mapping[str, Any]) -> FailOnSeeds:
     return FailOnSeeds(options)
+
+
+class DieOnSeed:
+    """The scripted expert, but the process running it is killed with SIGKILL at ``reset`` of the episode whose seed is
+    ``options["bad_seed"]`` (a worker that dies: a segfault, the OOM killer). Use only with worker processes."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.inner = make_policy("scripted-expert", {})
+        self.bad_seed = int(options["bad_seed"])
+        self.info = PolicyInfo(name="die-on-seed")
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        import os
+        import signal
+
+        if seed == self.bad_seed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        pass
+
+
+def die_on_seed(name: str, options: Mapping[str, Any]) -> DieOnSeed:
+    return DieOnSeed(options)

@@ -34,14 +34,6 @@ class PolicyTimeout(EpisodeError):
     """A policy call did not return within its deadline (see the module docstring for the fault)."""
 
 
-class _Call:
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.fn, self.args = fn, args
-        self.done = threading.Event()
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
 class Deadline:
     """``inner`` with every ``reset``/``act`` bounded by ``timeout_s`` seconds (see the module docstring).
 
@@ -55,16 +47,18 @@ class Deadline:
         self.timeout_s = float(timeout_s)
         self.fault: Fault = fault
         self.hung = False
-        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        # two C-implemented queues: a call costs ~30 us of thread hand-off (BENCHMARKS.md), an Event twice that
+        self._calls: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._replies: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
     def _serve(self) -> None:
         while (call := self._calls.get()) is not None:
+            fn, args = call
             try:
-                call.result = call.fn(*call.args)
+                self._replies.put((True, fn(*args)))
             except BaseException as exc:  # handed to the waiting caller, raised there
-                call.error = exc
-            call.done.set()
+                self._replies.put((False, exc))
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         if self.hung:
@@ -73,16 +67,17 @@ class Deadline:
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="rollbench-policy-call", daemon=True)
             self._thread.start()
-        call = _Call(fn, args)
-        self._calls.put(call)
-        if not call.done.wait(self.timeout_s):
-            self.hung = True
+        self._calls.put((fn, args))
+        try:
+            ok, value = self._replies.get(timeout=self.timeout_s)
+        except queue.Empty:
+            self.hung = True  # a late reply would sit in _replies: the policy is never called again
             raise PolicyTimeout(
                 f"policy.{what} did not return within --policy-timeout {self.timeout_s:g} s", self.fault
-            )
-        if call.error is not None:
-            raise call.error
-        return call.result
+            ) from None
+        if not ok:
+            raise value
+        return value
 
     def reset(self, task: TaskInfo, seed: int) -> None:
         self._call("reset", self.inner.reset, task, seed)

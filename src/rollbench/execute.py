@@ -91,11 +91,11 @@ class EpisodeWorker:
     def run(self, planned: PlannedEpisode) -> EpisodeSummary:
         spec, task = self.setup.spec, self.setup.tasks[planned.task]
         cams = cameras_for(spec, task, self.setup.needs_images)
-        if self.policy.hung:  # abandoned in its helper thread (see policies.deadline); never called again
-            self.policy = build_policy(spec)
         try:
+            if self.policy.hung:  # abandoned in its helper thread (see policies.deadline); never called again
+                self.policy = build_policy(spec)
             env = self._env_for(task, cams)
-        except Exception as exc:
+        except Exception as exc:  # a policy or env that cannot be built (a server gone, a missing asset)
             rec = failed_episode(planned, task, exc, "infrastructure")
         else:
             rec = rollout(

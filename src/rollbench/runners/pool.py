@@ -105,8 +105,14 @@ def recorded_summary(run_dir: Path, planned: PlannedEpisode) -> EpisodeSummary |
         if not meta.exists():
             return None
         row = pq.read_table(meta).to_pylist()[0]
+    steps = row.get("rollbench/steps")  # the committed "length" counts an episode's padding frame
     return EpisodeSummary(
-        e, planned.task, bool(row["rollbench/success"]), int(row["length"]), row["rollbench/termination_reason"], False
+        e,
+        planned.task,
+        bool(row["rollbench/success"]),
+        int(row["length"] if steps is None else steps),
+        row["rollbench/termination_reason"],
+        False,
     )
 
 

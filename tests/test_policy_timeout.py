@@ -59,22 +59,32 @@ def test_a_hanging_policy_in_a_worker_process_is_replaced_and_the_run_goes_on(
     assert meta_w == meta_p
 
 
-def test_a_policy_past_its_deadline_is_never_called_again() -> None:
+def test_a_policy_past_its_deadline_is_abandoned_and_a_fresh_one_serves_later_episodes() -> None:
+    from rollbench.batching import PolicyLoop
     from rollbench.envs.scripted import TASKS
     from rollbench.types import Observation
 
-    task = TASKS["scripted/reach"]
-    policy = Deadline(make_policy("fault_policies:hang", {"hang_s": 120}), 0.2, "policy")
-    policy.reset(task, 0)
-    obs = Observation(state=np.zeros(4, np.float32))
-    with pytest.raises(PolicyTimeout, match=r"did not return within --policy-timeout 0\.2 s"):
-        policy.act(obs, "")
-    assert policy.hung
+    task, built = TASKS["scripted/reach"], []
+
+    def build() -> PolicyLoop:
+        built.append(make_policy("fault_policies:hang", {"bad_seed": 0, "hang_s": 120}))
+        return PolicyLoop([built[-1]])
+
+    policy = Deadline(build, 0.2, "policy")
+    obs = Observation(state=np.asarray([0.1, 0.1, 0.5, 0.5], np.float32))
+    policy.reset_slot(0, task, 0)
+    with pytest.raises(PolicyTimeout, match=r"did not return within --policy-timeout 0\.2 s") as missed:
+        policy.act_batch([0], [obs], [""])
+    assert missed.value.fault == "policy" and policy.misses == 1
     t0 = time.monotonic()
-    with pytest.raises(PolicyTimeout, match="still inside an earlier call"):
-        policy.reset(task, 1)
-    assert time.monotonic() - t0 < 0.1
-    policy.close()  # abandons it: returns at once
+    (answer,) = policy.act_batch([0], [obs], [""])  # the episode reset on the abandoned policy cannot go on
+    assert isinstance(answer, PolicyTimeout) and "was abandoned" in str(answer)
+    assert time.monotonic() - t0 < 0.1 and len(built) == 1  # not called, nothing built
+    policy.reset_slot(0, task, 1)  # the next episode: a fresh policy
+    (chunk,) = policy.act_batch([0], [obs], [""])
+    assert len(built) == 2
+    np.testing.assert_array_equal(chunk, [[1.0, 1.0]])
+    policy.close()
 
 
 def test_a_served_policy_past_the_deadline_is_an_infrastructure_fault(tmp_path: Path) -> None:

@@ -11,26 +11,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rollbench.batching import BatchPolicy, NextEpisode, as_batch_policy, run_lockstep
 from rollbench.envs.render_check import render_fault
 from rollbench.plan import PlannedEpisode, cameras_for
 from rollbench.policies.basic import ActionNoise
 from rollbench.policies.deadline import Deadline
 from rollbench.record.lerobot import stage_episode
 from rollbench.registry import EnvOptions, make_env, make_policy
-from rollbench.rollout import EpisodeRecord, failed_episode, rollout
+from rollbench.rollout import EpisodeRecord, EpisodeRun, failed_episode
 from rollbench.spec import EvalSpec
-from rollbench.types import Env, TaskInfo
+from rollbench.types import Env, Fault, Policy, TaskInfo
 
 
-def build_policy(spec: EvalSpec) -> Deadline:
-    """The spec's policy, wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``, every call bounded
-    by ``spec.policy_timeout_s`` (:mod:`rollbench.policies.deadline`; a served policy's missed deadline is an
-    infrastructure fault, an in-process one's the policy's)."""
+def build_policy(spec: EvalSpec) -> Policy:
+    """The spec's policy, wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``."""
     policy = make_policy(spec.policy, spec.policy_options)
     if spec.action_noise > 0:
         policy = ActionNoise(policy, spec.action_noise)
-    served = "://" in spec.policy
-    return Deadline(policy, spec.policy_timeout_s, "infrastructure" if served else "policy")
+    return policy
+
+
+def deadline_fault(spec: EvalSpec) -> Fault:
+    """Whose fault a policy call past ``--policy-timeout`` is: a served policy's is the transport's (infrastructure),
+    an in-process one's the policy's (see :mod:`rollbench.policies.deadline`)."""
+    return "infrastructure" if "://" in spec.policy else "policy"
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class EpisodeSummary:
     length: int
     termination_reason: str
     staged: bool  # False if another attempt of the same episode had already been recorded
-    policy_hung: bool = False  # a policy call missed its deadline: the worker must be replaced (runners.pool)
+    policy_hung: bool = False  # a policy call of this worker missed its deadline: replace the worker (runners.pool)
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class WorkerSetup:
         tasks: task name -> TaskInfo for every task of the plan.
         replan_every: the effective replan interval (resolved once before the run, recorded in run.json).
         needs_images: whether the policy reads camera images.
+        batch_size: episodes a worker runs in lockstep (``--batch-size``; see :mod:`rollbench.batching`).
     """
 
     spec: EvalSpec
@@ -63,10 +68,12 @@ class WorkerSetup:
     tasks: dict[str, TaskInfo]
     replan_every: int
     needs_images: bool
+    batch_size: int = 1
 
 
 class EpisodeWorker:
-    """Holds one policy and the env of the current task; episodes of a task reuse the env (reset between them).
+    """Holds the policy (one instance per batch slot unless it batches natively) and one env per slot; episodes of
+    a task reuse their slot's env (reset between them).
 
     ``commit`` records a finished episode and returns False if it was already recorded; default: stage it in the run
     directory (worker processes, Ray actors); the in-process runner passes ``DatasetWriter.commit_record``.
@@ -77,58 +84,72 @@ class EpisodeWorker:
         self.commit = commit or (
             lambda rec, fault: stage_episode(setup.run_dir, rec, setup.tasks[rec.planned.task].fps, fault)
         )
-        self.policy: Deadline = build_policy(setup.spec)
-        self._env: Env | None = None
-        self._env_task: str | None = None
+        size = max(1, setup.batch_size)
+        spec = setup.spec
 
-    def _env_for(self, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
-        if self._env is None or self._env_task != task.name:
-            self.close_env()
-            self._env = make_env(task, EnvOptions(cameras=cameras, image_size=self.setup.spec.image_size))
-            self._env_task = task.name
-        return self._env
+        def batch() -> BatchPolicy:
+            return as_batch_policy(build_policy(spec), lambda: build_policy(spec), size)
 
-    def run(self, planned: PlannedEpisode) -> EpisodeSummary:
+        # every policy call bounded by --policy-timeout; a policy past it is abandoned and rebuilt
+        self.batch = Deadline(batch, spec.policy_timeout_s, deadline_fault(spec))
+        self._envs: list[Env | None] = [None] * size
+        self._env_tasks: list[str | None] = [None] * size
+
+    def _env_for(self, slot: int, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
+        env = self._envs[slot]
+        if env is None or self._env_tasks[slot] != task.name:
+            self.close_env(slot)
+            env = self._envs[slot] = make_env(task, EnvOptions(cameras=cameras, image_size=self.setup.spec.image_size))
+            self._env_tasks[slot] = task.name
+        return env
+
+    def start(self, slot: int, planned: PlannedEpisode) -> EpisodeRun | EpisodeRecord:
+        """Begin ``planned`` in ``slot``: its env reset to the planned scene, the slot's policy reset."""
         spec, task = self.setup.spec, self.setup.tasks[planned.task]
         cams = cameras_for(spec, task, self.setup.needs_images)
         try:
-            if self.policy.hung:  # abandoned in its helper thread (see policies.deadline); never called again
-                self.policy = build_policy(spec)
-            env = self._env_for(task, cams)
-        except Exception as exc:  # a policy or env that cannot be built (a server gone, a missing asset)
-            rec = failed_episode(planned, task, exc, "infrastructure")
-        else:
-            rec = rollout(
-                env,
-                self.policy,
-                planned,
-                cameras=cams,
-                record_frames=spec.video,
-                replan_every=self.setup.replan_every,
-            )
-            if rec.termination_reason == "error":
-                self.close_env()  # never reuse an env whose episode failed: its state is unknown
+            env = self._env_for(slot, task, cams)
+        except Exception as exc:  # an env that cannot be built (a missing asset, a broken install)
+            return failed_episode(planned, task, exc, "infrastructure")
+        run = EpisodeRun(env, planned, cameras=cams, record_frames=spec.video, replan_every=self.setup.replan_every)
+        run.begin(lambda: self.batch.reset_slot(slot, task, planned.seed))
+        return run
+
+    def finish(self, slot: int, rec: EpisodeRecord) -> EpisodeSummary:
+        """Commit a finished episode and summarise it (progress display only)."""
+        if rec.termination_reason == "error":
+            self.close_env(slot)  # never reuse an env whose episode failed: its state is unknown
         staged = self.commit(rec, _render_fault(rec))
+        p = rec.planned
         return EpisodeSummary(
-            planned.episode_index,
-            planned.task,
-            rec.success,
-            rec.length,
-            rec.termination_reason,
-            staged,
-            policy_hung=self.policy.hung,
+            p.episode_index, p.task, rec.success, rec.length, rec.termination_reason, staged, self.batch.misses > 0
         )
 
-    def close_env(self) -> None:
-        if self._env is not None:
-            try:
-                self._env.close()
-            finally:
-                self._env, self._env_task = None, None
+    def run_stream(self, next_episode: NextEpisode, on_summary: Callable[[EpisodeSummary], None]) -> None:
+        """Run episodes from ``next_episode`` (see :func:`rollbench.batching.run_lockstep`) ``batch_size`` at a
+        time, committing each as it ends and passing its summary to ``on_summary``."""
+        run_lockstep(
+            len(self._envs), next_episode, self.start, self.batch, lambda slot, rec: on_summary(self.finish(slot, rec))
+        )
+
+    def run(self, planned: PlannedEpisode) -> EpisodeSummary:
+        """Run one episode and return its summary."""
+        todo, out = [planned], list[EpisodeSummary]()
+        self.run_stream(lambda block: todo.pop() if todo else None, out.append)
+        return out[0]
+
+    def close_env(self, slot: int | None = None) -> None:
+        """Close the env of ``slot`` (None: every slot's)."""
+        for i in range(len(self._envs)) if slot is None else (slot,):
+            env, self._envs[i], self._env_tasks[i] = self._envs[i], None, None
+            if env is not None:
+                env.close()
 
     def close(self) -> None:
-        self.close_env()
-        self.policy.close()
+        try:
+            self.close_env()
+        finally:
+            self.batch.close()
 
 
 def _render_fault(rec: EpisodeRecord) -> str | None:

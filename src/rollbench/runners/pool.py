@@ -11,8 +11,9 @@ episodes to idle slots (in plan order within a task, keeping each worker on one 
 * an episode that kills :data:`MAX_ATTEMPTS` workers in a row is recorded (by this process) as an ``error`` episode
   saying so, and the run goes on: a deterministic simulator crash must not loop forever.
 * a worker whose policy missed a call's deadline (``EpisodeSummary.policy_hung``, see
-  :mod:`rollbench.policies.deadline`) has recorded that episode as an error; it is replaced by a fresh worker (the
-  hung call is still running in it) and counted in ``workers_replaced``.
+  :mod:`rollbench.policies.deadline`) has recorded that episode as an error; it is handed no more episodes and, once
+  its in-flight episodes are done, replaced by a fresh worker (the hung call is still running in it), counted in
+  ``workers_replaced``.
 * a worker that cannot start (its policy fails to build) or raises outside an episode aborts the run with
   :class:`~rollbench.types.RollbenchError`; so do :data:`MAX_START_FAILURES` consecutive deaths while starting, and
   :data:`START_TIMEOUT_S` without any live worker (e.g. a Ray cluster with no free CPU).
@@ -125,43 +126,56 @@ def run_pool(
     on_result: OnResult,
     should_stop: ShouldStop,
     on_worker: OnWorker,
+    capacity: int = 1,
 ) -> dict[str, int]:
     """Run ``todo`` on ``slots`` workers of ``backend`` (see the module docstring); always closes the backend.
 
-    Returns counters for the run log: ``worker_starts``, ``worker_deaths``, ``workers_replaced`` (their policy
-    hung), ``episodes_rerun`` (re-dispatched
+    ``capacity`` is how many episodes one worker runs at once (``--batch-size``): each worker is handed up to that
+    many, and a worker that dies gives all of its in-flight episodes back to the queue.
+
+    Returns counters for the run log: ``worker_starts``, ``worker_deaths``, ``workers_replaced`` (a policy call
+    missed its deadline), ``episodes_rerun`` (re-dispatched
     after a death), ``episodes_lost`` (recorded as errors after :data:`MAX_ATTEMPTS` deaths).
     Raises RollbenchError when workers cannot be started or fail outside an episode.
     """
     queue: deque[PlannedEpisode] = deque(todo)
     n = min(slots, len(queue))
-    running: dict[int, PlannedEpisode | None] = {}
+    running: dict[int, list[PlannedEpisode]] = {}
     ready: set[int] = set()
     alive: set[int] = set()
     start_failures: Counter[int] = Counter()
     attempts: Counter[int] = Counter()
     last_task: dict[int, str] = {}
     stats = {"worker_starts": 0, "worker_deaths": 0, "workers_replaced": 0, "episodes_rerun": 0, "episodes_lost": 0}
+    retiring: set[int] = set()  # workers whose policy hung: no new episodes, replaced once theirs are done
     no_live_since = time.monotonic()
 
     def start(slot: int) -> None:
         backend.start(slot)
         alive.add(slot)
-        running[slot] = None
+        running[slot] = []
         stats["worker_starts"] += 1
         on_worker(str(slot), "starting")
 
+    def retire_when_idle(slot: int) -> None:
+        if slot in retiring and not running.get(slot):
+            retiring.discard(slot)
+            alive.discard(slot)  # dispatch starts a fresh worker in this slot while episodes wait
+            stats["workers_replaced"] += 1
+            on_worker(str(slot), "replaced (a policy call missed its deadline)")
+
     def handle_death(slot: int, detail: str) -> None:
         stats["worker_deaths"] += 1
+        retiring.discard(slot)
         alive.discard(slot)
-        planned = running.pop(slot, None)
+        lost = running.pop(slot, [])
         if slot not in ready:
             start_failures[slot] += 1
             if start_failures[slot] >= MAX_START_FAILURES:
                 raise RollbenchError(f"worker {slot} died {start_failures[slot]} times while starting, last: {detail}")
         ready.discard(slot)
         on_worker(str(slot), f"died ({detail})")
-        if planned is not None:
+        for planned in reversed(lost):  # reversed: appendleft keeps them in plan order at the head of the queue
             attempts[planned.episode_index] += 1
             done = recorded_summary(run_dir, planned)
             if done is not None:  # it staged the episode before dying: keep that copy
@@ -173,20 +187,13 @@ def run_pool(
                 stats["episodes_rerun"] += 1
                 queue.appendleft(planned)
 
-    def retire(slot: int) -> None:
-        """Take a worker whose policy hung out of service; dispatch starts a fresh one when episodes wait."""
-        stats["workers_replaced"] += 1
-        ready.discard(slot)
-        alive.discard(slot)
-        on_worker(str(slot), "replaced (a policy call missed its deadline)")
-
     def take(slot: int) -> PlannedEpisode:
         """Task affinity: the slot's current task first, else a task no other worker is on, else the next one.
 
         Building a simulator costs ~0.1 s (MetaWorld), a scripted episode ~30 ms: without affinity every worker
         would build every task's env. Results do not depend on this order (the plan fixes every episode)."""
         mine = last_task.get(slot)
-        others = {p.task for s, p in running.items() if p is not None and s != slot}
+        others = {p.task for s, ps in running.items() if s != slot for p in ps}
         for wanted in (lambda p: p.task == mine, lambda p: p.task not in others):
             for i, planned in enumerate(queue):
                 if wanted(planned):
@@ -196,12 +203,12 @@ def run_pool(
 
     def dispatch() -> None:
         for slot in sorted(ready):
-            if running.get(slot) is None and queue:
+            while len(running.setdefault(slot, [])) < capacity and queue:
                 planned = take(slot)
                 last_task[slot] = planned.task
-                running[slot] = planned
+                running[slot].append(planned)
                 backend.submit(slot, planned)
-                on_worker(str(slot), describe(planned))
+                on_worker(str(slot), ", ".join(describe(p) for p in running[slot]))
         for slot in range(n):  # replace dead workers while episodes wait (idle ones took theirs above)
             if slot not in alive and queue:
                 start(slot)
@@ -213,7 +220,7 @@ def run_pool(
             stopping = should_stop()
             if not stopping:
                 dispatch()
-            busy = [s for s, p in running.items() if p is not None]
+            busy = [s for s, ps in running.items() if ps]
             if not busy and (stopping or not queue):
                 return stats
             if ready:
@@ -231,11 +238,14 @@ def run_pool(
                     on_worker(str(ev.slot), "idle")
                 elif ev.kind == "done":
                     assert ev.summary is not None
-                    running[ev.slot] = None
-                    if ev.summary.policy_hung:
-                        retire(ev.slot)
-                    else:
-                        on_worker(str(ev.slot), "idle")
+                    running[ev.slot] = [
+                        p for p in running.get(ev.slot, []) if p.episode_index != ev.summary.episode_index
+                    ]
+                    on_worker(str(ev.slot), ", ".join(describe(p) for p in running[ev.slot]) or "idle")
+                    if ev.summary.policy_hung and ev.slot in alive:
+                        retiring.add(ev.slot)
+                        ready.discard(ev.slot)
+                    retire_when_idle(ev.slot)
                     finished.append(ev.summary)
                 elif ev.kind == "died":
                     handle_death(ev.slot, ev.detail)

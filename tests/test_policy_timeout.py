@@ -98,3 +98,15 @@ def test_a_served_policy_past_the_deadline_is_an_infrastructure_fault(tmp_path: 
     (e,) = r["episodes"]
     assert (e["termination_reason"], e["error_fault"]) == ("error", "infrastructure")
     assert "did not return within --policy-timeout 1 s" in e["error"]
+
+
+def test_with_batch_size_2_the_missed_call_ends_the_episodes_it_was_for_and_later_ones_get_a_fresh_policy(
+    tmp_path: Path,
+) -> None:
+    """Episodes 0 and 1 run in lockstep: the one batched call that hangs (on seed 1) was for both."""
+    r = evaluate(env="scripted/reach", policy="fault_policies:hang", policy_options=HANG, episodes=4,
+                 policy_timeout_s=1.0, out=tmp_path / "b", execution=Execution(batch_size=2))  # fmt: skip
+    eps = r["episodes"]
+    assert [e["termination_reason"] for e in eps] == ["error", "error", "success", "success"]
+    assert {e["error"] for e in eps[:2]} == {"PolicyTimeout: policy.act did not return within --policy-timeout 1 s"}
+    assert r["overall"]["errors_by_fault"]["policy"] == 2

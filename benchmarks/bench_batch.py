@@ -90,6 +90,7 @@ def main() -> None:
     walls: dict[int, list[float]] = {b: [] for b in sizes}
     run_options: dict[str, Any]
     reference = None
+    run_options: dict[str, Any]
     with contextlib.ExitStack() as stack:
         if args.served:
             url = stack.enter_context(served(args.served, options, max(sizes)))

@@ -127,3 +127,122 @@ class ShortBatch:
 
 def short_batch(name: str, options: Mapping[str, Any]) -> ShortBatch:
     return ShortBatch()
+
+
+class Hang:
+    """The scripted expert, but ``act`` never returns (sleeps ``options["hang_s"]``, default an hour) on the episode
+    whose seed is ``options["bad_seed"]`` (every episode if absent): a policy stuck in its own code."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        import time
+
+        self._sleep, self._hang_s = time.sleep, float(options.get("hang_s", 3600.0))
+        self.bad_seed = options.get("bad_seed")
+        self.inner = make_policy("scripted-expert", {})
+        self.info = PolicyInfo(name="hang")
+        self._seed = -1
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+        self._seed = seed
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        if self.bad_seed is None or self._seed == int(self.bad_seed):
+            self._sleep(self._hang_s)
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        pass
+
+
+def hang(name: str, options: Mapping[str, Any]) -> Hang:
+    return Hang(options)
+
+
+class ReuseBuffer:
+    """The scripted expert (``options["inner"]``, default ``scripted-expert``) returning its action in the *same*
+    array object every call, overwritten in place: a policy that reuses its output buffer."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.inner = make_policy(options.get("inner", "scripted-expert"), {})
+        self.info = PolicyInfo(name="reuse-buffer", chunk_size=self.inner.info.chunk_size)
+        self._out: np.ndarray | None = None
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        a = np.atleast_2d(np.asarray(self.inner.act(observation, instruction), dtype=np.float32))
+        if self._out is None or self._out.shape != a.shape:
+            self._out = np.empty_like(a)
+        self._out[...] = a
+        return self._out
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def reuse_buffer(name: str, options: Mapping[str, Any]) -> ReuseBuffer:
+    return ReuseBuffer(options)
+
+
+class FailOnSeeds:
+    """The scripted expert, but ``reset`` raises ``InfrastructureError`` on the seeds in ``options["infra_seeds"]``
+    while the file ``options["while_exists"]`` exists (a server that is down, then back), and a plain
+    ``RuntimeError`` (the policy's own bug) on the seeds in ``options["policy_seeds"]``, always."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        from pathlib import Path
+
+        self.inner = make_policy("scripted-expert", {})
+        self.infra_seeds = {int(s) for s in options.get("infra_seeds", [])}
+        self.policy_seeds = {int(s) for s in options.get("policy_seeds", [])}
+        self.flag = Path(options["while_exists"])
+        self.info = PolicyInfo(name="fail-on-seeds")
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        from rollbench.types import InfrastructureError
+
+        if seed in self.policy_seeds:
+            raise RuntimeError(f"policy bug on seed {seed}")
+        if seed in self.infra_seeds and self.flag.exists():
+            raise InfrastructureError(f"policy server unreachable on seed {seed}")
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        pass
+
+
+def fail_on_seeds(name: str, options: Mapping[str, Any]) -> FailOnSeeds:
+    return FailOnSeeds(options)
+
+
+class DieOnSeed:
+    """The scripted expert, but the process running it is killed with SIGKILL at ``reset`` of the episode whose seed is
+    ``options["bad_seed"]`` (a worker that dies: a segfault, the OOM killer). Use only with worker processes."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.inner = make_policy("scripted-expert", {})
+        self.bad_seed = int(options["bad_seed"])
+        self.info = PolicyInfo(name="die-on-seed")
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        import os
+        import signal
+
+        if seed == self.bad_seed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        pass
+
+
+def die_on_seed(name: str, options: Mapping[str, Any]) -> DieOnSeed:
+    return DieOnSeed(options)

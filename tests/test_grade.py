@@ -106,9 +106,12 @@ def test_one_errored_episode_makes_the_run_partial_with_its_reason(tmp_path: Pat
     assert r["status"] == "PARTIAL"
     assert r["episodes_recorded"] == 4
     assert r["tasks"]["scripted/faulty"]["errors"] == 1
+    faults = {"policy": 0, "environment": 1, "infrastructure": 0}
+    assert r["tasks"]["scripted/faulty"]["errors_by_fault"] == r["overall"]["errors_by_fault"] == faults
     assert r["reasons"] == [
-        "episode 2 (scripted/faulty, seed 2) ended in error: RuntimeError: scripted/faulty: reset fails on purpose "
-        "for seed 2 (seed % 3 == 2)"
+        "episode 2 (scripted/faulty, seed 2) ended in error (environment fault): RuntimeError: scripted/faulty: "
+        "reset fails on purpose for seed 2 (seed % 3 == 2)",
+        "errors by fault: 1 environment",
     ]
 
 

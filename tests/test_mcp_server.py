@@ -132,10 +132,14 @@ async def test_episode_that_errors_makes_the_run_partial_and_the_summary_names_i
     assert out["episodes_recorded"] == 3 == total_episodes(out["run_dir"])
     assert [e["episode_index"] for e in out["errored_episodes"]] == [2]
     assert "reset fails on purpose for seed 2" in out["errored_episodes"][0]["error"]
+    assert out["errored_episodes"][0]["error_fault"] == "environment"
     assert out["termination_reasons"] == {"error": 1, "success": 2}
     summary = out["summary"]
     assert "Status PARTIAL, not OK" in summary and "Status OK" not in summary
-    assert "episode 2 (scripted/faulty, seed 2) ended in error: RuntimeError: scripted/faulty: reset fails" in summary
+    assert (
+        "episode 2 (scripted/faulty, seed 2) ended in error (environment fault): RuntimeError: scripted/faulty: "
+        in summary
+    )
 
 
 async def test_cancelled_run_stops_cleanly_and_resumes_to_exactly_n_episodes(tmp_path: Path) -> None:

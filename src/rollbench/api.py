@@ -20,6 +20,7 @@ from rollbench.grading import grade as grade_run_dir
 from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.lerobot import dataset_features
+from rollbench.record.retry import check_mode, record_outcomes, retry_errored
 from rollbench.record.runlog import (
     LiveSnapshot,
     RunLock,
@@ -45,12 +46,15 @@ MAX_BATCH_SIZE = 256  # episodes (and simulators) one worker keeps in lockstep
 @dataclass(frozen=True)
 class Execution:
     """How to run (not part of the run's identity): worker count, executor, and episodes per worker in lockstep
-    (``batch_size``, see :mod:`rollbench.batching`). None of these changes what an episode records."""
+    (``batch_size``, see :mod:`rollbench.batching`). None of these changes what an episode records.
+    ``retry_errors`` says which errored episodes a resume re-runs: ``infra``, ``all`` or ``none`` (see
+    :mod:`rollbench.record.retry`)."""
 
     workers: int = 1
     executor: str = "local"
     ray_address: str | None = None
     batch_size: int = 1
+    retry_errors: str = "infra"
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -61,6 +65,7 @@ class Execution:
             raise ConfigError(f"unknown executor {self.executor!r}; valid executors: local, ray")
         if self.ray_address and self.executor != "ray":
             raise ConfigError("--ray-address only applies to --executor ray")
+        check_mode(self.retry_errors)
 
 
 def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
@@ -169,7 +174,8 @@ def evaluate(
 ) -> dict[str, Any]:
     """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see grade.grade).
 
-    Re-running into an existing run directory of the same spec resumes it: only missing episodes run.
+    Re-running into an existing run directory of the same spec resumes it: missing episodes run, and errored ones
+    selected by ``execution.retry_errors`` (default: infrastructure faults) are re-run and replaced.
     ``should_stop`` is polled between episodes; when it returns True no new episode starts, the episodes already
     finished are committed, and the (resumable) run is graded as it stands.
     Raises ConfigError (before anything is written) on bad input; episode failures end up in the result.
@@ -221,6 +227,7 @@ def _execute(
         robot_type=first.family,
     )
     writer.promote_ready()
+    retry_errored(run_dir, writer, log, execution.retry_errors)
     already = set(range(writer.committed)) | set(writer.staged())
     todo: list[PlannedEpisode] = [e for e in plan.episodes if e.episode_index not in already]
     live = LiveSnapshot(run_dir, {t.name: sum(1 for e in plan.episodes if e.task == t.name) for t in plan.tasks})
@@ -279,6 +286,7 @@ def _finish(
     writer.write_stats()
     writer.remove_empty_staging()
     result = grade_run_dir(run_dir)
+    record_outcomes(log, result["episodes"])
     # an interruption that lost nothing (every episode already recorded) leaves the graded status
     log["status"] = status if status and result["status"] != "OK" else result["status"]
     log["results"] = result

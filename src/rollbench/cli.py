@@ -83,6 +83,15 @@ def eval_cmd(
     ] = 1,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
+    policy_timeout: Annotated[
+        float, typer.Option(min=0.001, help="Deadline of every policy call in seconds; past it the episode errors.")
+    ] = 300.0,
+    first_trial: Annotated[
+        int, typer.Option(min=0, help="Run trials FIRST_TRIAL.. of each task, with the full plan's seeds and states.")
+    ] = 0,
+    retry_errors: Annotated[
+        str, typer.Option(help="On resume, re-run errored episodes: infra (infrastructure faults), all or none.")
+    ] = "infra",
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
@@ -104,16 +113,19 @@ def eval_cmd(
         "success_rule": success_rule,
         "instruction": instruction,
         "policy_options": policy_options,
+        "policy_timeout_s": policy_timeout,
+        "first_trial": first_trial,
     }
     # flags typed on the command line (typer vendors click, so compare the source by name)
     display = ProgressDisplay(console, enabled=not as_json)
-    given = [k for k in flags if getattr(ctx.get_parameter_source(k), "name", None) == "COMMANDLINE"]
+    params = {"policy_timeout_s": "policy_timeout"}  # spec field -> CLI parameter, where they differ
+    given = [k for k in flags if getattr(ctx.get_parameter_source(params.get(k, k)), "name", None) == "COMMANDLINE"]
     try:
         if resume is not None:
             from rollbench.record.runlog import read_run_log
 
             if given or spec_file:
-                shown = ", ".join("--" + k.replace("_", "-") for k in given) or "--spec"
+                shown = ", ".join("--" + params.get(k, k).replace("_", "-") for k in given) or "--spec"
                 raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
             log = read_run_log(resume)
             if log is None:
@@ -136,7 +148,13 @@ def eval_cmd(
             spec = build_spec(**fields)
         if executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
-        execution = Execution(workers=workers, executor=executor, ray_address=ray_address, batch_size=batch_size)
+        execution = Execution(
+            workers=workers,
+            executor=executor,
+            ray_address=ray_address,
+            batch_size=batch_size,
+            retry_errors=retry_errors,
+        )
         with display:
             result = evaluate(spec, out=out_dir, execution=execution, progress=display.update)
     except KeyboardInterrupt:

@@ -15,11 +15,12 @@ from rollbench.batching import BatchPolicy, NextEpisode, as_batch_policy, run_lo
 from rollbench.envs.render_check import render_fault
 from rollbench.plan import PlannedEpisode, cameras_for
 from rollbench.policies.basic import ActionNoise
+from rollbench.policies.deadline import Deadline
 from rollbench.record.lerobot import stage_episode
 from rollbench.registry import EnvOptions, make_env, make_policy
 from rollbench.rollout import EpisodeRecord, EpisodeRun, failed_episode
 from rollbench.spec import EvalSpec
-from rollbench.types import Env, Policy, TaskInfo
+from rollbench.types import Env, Fault, Policy, TaskInfo
 
 
 def build_policy(spec: EvalSpec) -> Policy:
@@ -28,6 +29,12 @@ def build_policy(spec: EvalSpec) -> Policy:
     if spec.action_noise > 0:
         policy = ActionNoise(policy, spec.action_noise)
     return policy
+
+
+def deadline_fault(spec: EvalSpec) -> Fault:
+    """Whose fault a policy call past ``--policy-timeout`` is: a served policy's is the transport's (infrastructure),
+    an in-process one's the policy's (see :mod:`rollbench.policies.deadline`)."""
+    return "infrastructure" if "://" in spec.policy else "policy"
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,7 @@ class EpisodeSummary:
     length: int
     termination_reason: str
     staged: bool  # False if another attempt of the same episode had already been recorded
+    policy_hung: bool = False  # a policy call of this worker missed its deadline: replace the worker (runners.pool)
 
 
 @dataclass(frozen=True)
@@ -77,8 +85,13 @@ class EpisodeWorker:
             lambda rec, fault: stage_episode(setup.run_dir, rec, setup.tasks[rec.planned.task].fps, fault)
         )
         size = max(1, setup.batch_size)
-        self.policy: Policy = build_policy(setup.spec)
-        self.batch: BatchPolicy = as_batch_policy(self.policy, lambda: build_policy(setup.spec), size)
+        spec = setup.spec
+
+        def batch() -> BatchPolicy:
+            return as_batch_policy(build_policy(spec), lambda: build_policy(spec), size)
+
+        # every policy call bounded by --policy-timeout; a policy past it is abandoned and rebuilt
+        self.batch = Deadline(batch, spec.policy_timeout_s, deadline_fault(spec))
         self._envs: list[Env | None] = [None] * size
         self._env_tasks: list[str | None] = [None] * size
 
@@ -96,8 +109,8 @@ class EpisodeWorker:
         cams = cameras_for(spec, task, self.setup.needs_images)
         try:
             env = self._env_for(slot, task, cams)
-        except Exception as exc:
-            return failed_episode(planned, task, exc)
+        except Exception as exc:  # an env that cannot be built (a missing asset, a broken install)
+            return failed_episode(planned, task, exc, "infrastructure")
         run = EpisodeRun(env, planned, cameras=cams, record_frames=spec.video, replan_every=self.setup.replan_every)
         run.begin(lambda: self.batch.reset_slot(slot, task, planned.seed))
         return run
@@ -108,7 +121,9 @@ class EpisodeWorker:
             self.close_env(slot)  # never reuse an env whose episode failed: its state is unknown
         staged = self.commit(rec, _render_fault(rec))
         p = rec.planned
-        return EpisodeSummary(p.episode_index, p.task, rec.success, rec.length, rec.termination_reason, staged)
+        return EpisodeSummary(
+            p.episode_index, p.task, rec.success, rec.length, rec.termination_reason, staged, self.batch.misses > 0
+        )
 
     def run_stream(self, next_episode: NextEpisode, on_summary: Callable[[EpisodeSummary], None]) -> None:
         """Run episodes from ``next_episode`` (see :func:`rollbench.batching.run_lockstep`) ``batch_size`` at a

@@ -3,14 +3,19 @@
 Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and the LeRobot files (for what
 *happened*), writes nothing. Per-episode numbers come from the per-step rows via DuckDB:
 
-* length = number of rows; return = sum of ``next.reward``;
+* length = number of step rows (an episode without steps has one padding frame, see :mod:`rollbench.record.lerobot`,
+  which is checked and not counted); return = sum of ``next.reward``;
 * success = ``bool_or(next.success)`` for the ``any_step`` rule, the last row's ``next.success`` for ``final_step``,
   and never for an episode that errored or was already successful at reset;
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
   with the 95% Wilson score interval (Wilson 1927; z = 1.959964).
 
+Errors are counted per fault (``errors_by_fault``: ``policy``, ``environment``, ``infrastructure``, from the
+``rollbench/error_fault`` column; ``unclassified`` for runs recorded before it existed), per task and overall.
+
 Status: ``OK`` only when every requested episode is recorded, none errored and no invariant is violated;
-``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words.
+``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words, naming
+the fault of every error.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 
-from rollbench.types import RollbenchError
+from rollbench.types import FAULTS, RollbenchError
 
 Z95 = 1.959963984540054
 
@@ -55,7 +60,8 @@ def _readable(files: list[Path], violations: list[str]) -> list[Path]:
 
 
 STEP_COLUMNS = (
-    'episode_index, frame_index, "index", task_index, "next.reward", "next.success", "next.done", "policy.latency_s"'
+    'episode_index, frame_index, "index", task_index, "next.reward", "next.success", "next.done", "policy.latency_s", '
+    'isnan("action"[1]) AS pad'  # the padding frame of an episode without steps (record.lerobot): action all NaN
 )
 
 
@@ -108,7 +114,7 @@ def _percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, A
         }
 
     empty = {"calls": 0, "episodes": 0, "p50": None, "p95": None, "p99": None, "mean": None}
-    rows = _query(con, f"SELECT {stats} FROM steps") if has_steps else []
+    rows = _query(con, f"SELECT {stats} FROM steps WHERE NOT pad") if has_steps else []
     out = block(rows[0] if rows else empty)
     by_task = []
     if has_steps:
@@ -116,7 +122,7 @@ def _percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, A
             con,
             f"""SELECT m.task, {stats} FROM steps
                 JOIN (SELECT DISTINCT episode_index, "rollbench/task" AS task FROM episodes) m
-                USING (episode_index) GROUP BY m.task ORDER BY m.task""",
+                USING (episode_index) WHERE NOT pad GROUP BY m.task ORDER BY m.task""",
         )
     out["by_task"] = {r["task"]: block(r) for r in by_task}
     return out
@@ -141,7 +147,8 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     _load(con, "episodes", meta_files)
     _load(con, "steps", data_files, STEP_COLUMNS)
     meta = _query(con, "SELECT * FROM episodes ORDER BY episode_index") if meta_files else []
-    per_episode = """SELECT episode_index, count(*) AS rows, sum("next.reward") AS ret,
+    per_episode = """SELECT episode_index, count(*) FILTER (WHERE NOT pad) AS steps, count(*) AS rows,
+                      count(*) FILTER (WHERE pad) AS pads, sum("next.reward") AS ret,
                       bool_or("next.success") AS any_success, arg_max("next.success", frame_index) AS last_success,
                       min(frame_index) AS f0, max(frame_index) AS f1, min("index") AS i0, max("index") AS i1,
                       count(DISTINCT "index" - frame_index) AS offsets, count(DISTINCT task_index) AS n_task_index,
@@ -182,12 +189,20 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
         e = m["episode_index"]
         plan_ep = planned.get(e, {})
         d = data.get(e)
-        length = int(d["rows"]) if d else 0
-        if m["length"] != length:
-            violations.append(f"episode {e}: episode record says length {m['length']} but data holds {length} rows")
+        rows = int(d["rows"]) if d else 0  # LeRobot frames: the steps, or the one padding frame
+        length = int(d["steps"]) if d else 0  # steps executed
+        if m["length"] != rows:
+            violations.append(f"episode {e}: episode record says length {m['length']} but data holds {rows} rows")
+        if d and d["pads"] and (length or d["pads"] != 1 or m["rollbench/termination_reason"] != "error"):
+            violations.append(
+                f"episode {e}: {d['pads']} rows with a NaN action; only an errored episode without steps may have "
+                "one (its padding frame)"
+            )
+        if m.get("rollbench/steps") is not None and m["rollbench/steps"] != length:
+            violations.append(f"episode {e}: episode record says {m['rollbench/steps']} steps but data holds {length}")
         if d:
-            if (d["f0"], d["f1"]) != (0, length - 1):
-                violations.append(f"episode {e}: frame_index is not 0..{length - 1}")
+            if (d["f0"], d["f1"]) != (0, rows - 1):
+                violations.append(f"episode {e}: frame_index is not 0..{rows - 1}")
             if d["offsets"] != 1 or d["i0"] != m["dataset_from_index"] or d["i1"] != m["dataset_to_index"] - 1:
                 violations.append(f"episode {e}: global index is not dataset_from_index + frame_index")
             if d["n_task_index"] != 1 or d["dones"] != 1:
@@ -209,7 +224,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
             )
         if length > m["rollbench/max_steps"]:
             violations.append(f"episode {e}: {length} steps exceed its horizon of {m['rollbench/max_steps']}")
-        if check_videos and length:
+        if check_videos and rows:
             for key in video_keys:
                 if m.get(f"videos/{key}/file_index") is None:
                     violations.append(f"episode {e}: no video for {key}")
@@ -220,8 +235,8 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                     file_index=m[f"videos/{key}/file_index"],
                 )
                 frames = _video_frames(vpath)
-                if frames != length:
-                    violations.append(f"episode {e}: video {key} has {frames} frames for {length} steps")
+                if frames != rows:
+                    violations.append(f"episode {e}: video {key} has {frames} frames for {rows} steps")
         episodes.append(
             {
                 "episode_index": e,
@@ -235,10 +250,27 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 "return": float(d["ret"]) if d else 0.0,
                 "termination_reason": reason,
                 "error": m["rollbench/error"],
+                "error_fault": _fault(m) if reason == "error" else None,
                 "render_fault": m["rollbench/render_fault"],
             }
         )
     return _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
+
+
+def _fault(meta_row: dict[str, Any]) -> str:
+    """An errored episode's fault; ``unclassified`` for runs recorded before ``rollbench/error_fault`` existed."""
+    fault = meta_row.get("rollbench/error_fault")
+    return fault if fault in FAULTS else "unclassified"
+
+
+def errors_by_fault(eps: list[dict[str, Any]]) -> dict[str, int]:
+    """Errored episodes per fault: every fault of :data:`rollbench.types.FAULTS` (0 if none), plus ``unclassified``
+    when there are any."""
+    counts = dict.fromkeys(FAULTS, 0)
+    for e in eps:
+        if e["termination_reason"] == "error":
+            counts[e["error_fault"]] = counts.get(e["error_fault"], 0) + 1
+    return counts
 
 
 def _video_frames(path: Path) -> int:
@@ -268,6 +300,7 @@ def _task_block(eps: list[dict[str, Any]]) -> dict[str, Any]:
         "mean_length": sum(lengths) / n if n else None,
         "median_length": median,
         "errors": reasons.get("error", 0),
+        "errors_by_fault": errors_by_fault(eps),
         "success_at_reset": sum(1 for e in eps if e["success_at_reset"]),
         "termination_reasons": dict(sorted(reasons.items())),
     }
@@ -290,9 +323,20 @@ def _summarise(
         shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
         reasons.append(f"{len(missing)} of {requested} requested episodes are not recorded (episodes {shown})")
     for e in errored[:20]:
-        reasons.append(f"episode {e['episode_index']} ({e['task']}, seed {e['seed']}) ended in error: {e['error']}")
+        reasons.append(
+            f"episode {e['episode_index']} ({e['task']}, seed {e['seed']}) ended in error "
+            f"({e['error_fault']} fault): {e['error']}"
+        )
     if len(errored) > 20:
         reasons.append(f"... and {len(errored) - 20} more episodes ended in error")
+    by_fault = errors_by_fault(errored)
+    if errored:
+        reasons.append("errors by fault: " + ", ".join(f"{n} {fault}" for fault, n in by_fault.items() if n))
+    if by_fault["infrastructure"]:
+        reasons.append(
+            f"{by_fault['infrastructure']} episode(s) failed through no fault of the policy (infrastructure: server "
+            "unreachable, disconnect, timeout, worker death, env build); re-running the same command re-runs them"
+        )
     for e in episodes:
         if e["success_at_reset"]:
             reasons.append(f"episode {e['episode_index']} was already successful at reset (not counted as success)")
@@ -328,10 +372,16 @@ def _overall(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
     s = sum(t["successes"] for t in tasks.values())
     rates = [t["success_rate"] for t in tasks.values() if t["success_rate"] is not None]
     lo, hi = wilson_interval(s, n)
+    faults: dict[str, int] = {}
+    for t in tasks.values():
+        for fault, k in t["errors_by_fault"].items():
+            faults[fault] = faults.get(fault, 0) + k
     return {
         "tasks": len(tasks),
         "episodes": n,
         "successes": s,
+        "errors": sum(t["errors"] for t in tasks.values()),
+        "errors_by_fault": faults,
         "pooled_success_rate": s / n if n else None,
         "pooled_ci95_low": lo,
         "pooled_ci95_high": hi,

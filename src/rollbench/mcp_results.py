@@ -33,6 +33,7 @@ class ErroredEpisode(BaseModel):
     task: str
     seed: int | None
     error: str
+    error_fault: str | None = None  # policy, environment or infrastructure (grade's errors_by_fault)
 
 
 class RunResult(BaseModel):
@@ -143,7 +144,13 @@ def run_result(
         episodes_recorded=result["episodes_recorded"],
         episodes_missing=[i for i in planned if i not in recorded],
         errored_episodes=[
-            ErroredEpisode(episode_index=e["episode_index"], task=e["task"], seed=e["seed"], error=e["error"] or "")
+            ErroredEpisode(
+                episode_index=e["episode_index"],
+                task=e["task"],
+                seed=e["seed"],
+                error=e["error"] or "",
+                error_fault=e.get("error_fault"),
+            )
             for e in result["episodes"]
             if e["termination_reason"] == "error"
         ],

@@ -2,8 +2,10 @@
 
 Each episode's task, index, seed and initial state are a pure function of the spec: never of batch size,
 worker count, timing or other episodes' outcomes. Episodes are numbered task-major: task ``i`` (in ``--env``
-order) owns episode indices ``i * episodes .. (i + 1) * episodes - 1``; its k-th episode (its *trial* k) runs
-with seed ``spec.seed + k`` and, for tasks with stored initial states (LIBERO), initial state ``k``.
+order) owns episode indices ``i * episodes .. (i + 1) * episodes - 1``; its j-th episode is trial
+``k = spec.first_trial + j``, run with seed ``spec.seed + k`` and, for tasks with stored initial states (LIBERO),
+initial state ``k``. So trials k..m of a plan run alone (``--first-trial k --episodes m-k+1``) exactly as in the
+full run.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class PlannedEpisode:
     Attributes:
         episode_index: 0..N-1 over the whole run (N = tasks × episodes).
         task: full task name.
-        trial: index of this episode within its task, 0..episodes-1.
+        trial: index of this episode within its task's full plan, ``first_trial .. first_trial + episodes - 1``.
         seed: ``spec.seed + trial``.
         initial_state: stored initial state index (``trial``) for tasks that have them, else None.
         task_index: row of the episode's instruction in ``meta/tasks.parquet``.
@@ -82,19 +84,24 @@ def make_plan(spec: EvalSpec) -> Plan:
             raise ConfigError(f"task {task.name} declares an instruction but it is empty")
         if instruction not in instructions:
             instructions.append(instruction)
-        if task.initial_states and spec.episodes > task.initial_states:
+        last = spec.first_trial + spec.episodes - 1
+        if task.initial_states and last >= task.initial_states:
+            asked = f"--episodes {spec.episodes}" + (
+                f" from --first-trial {spec.first_trial}" if spec.first_trial else ""
+            )
             raise ConfigError(
-                f"task {task.name} has {task.initial_states} stored initial states; --episodes "
-                f"{spec.episodes} would need more (episode k starts from initial state k)"
+                f"task {task.name} has {task.initial_states} stored initial states; {asked} would need more "
+                f"(trials up to {last}; trial k starts from initial state k)"
             )
         if spec.cameras:
             bad = [c for c in spec.cameras if c not in task.cameras]
             if bad:
                 raise ConfigError(f"task {task.name} has no camera {bad}; its cameras: {list(task.cameras)}")
-        for k in range(spec.episodes):
+        for j in range(spec.episodes):
+            k = spec.first_trial + j
             episodes.append(
                 PlannedEpisode(
-                    episode_index=ti * spec.episodes + k,
+                    episode_index=ti * spec.episodes + j,
                     task=task.name,
                     trial=k,
                     seed=spec.seed + k,

@@ -9,6 +9,16 @@ the first success), ``env_terminated``, ``truncated``, ``max_steps`` (the horizo
 the policy raises :class:`~rollbench.types.PolicyStop`; ``error`` when the env or policy raises, or the policy returns
 a non-finite or wrongly shaped action: the steps before it are kept, the episode is not a success, the run goes on.
 
+Fault of an error (``EpisodeRecord.error_fault``, see :class:`~rollbench.types.EpisodeError`): the exception's own
+``fault`` attribute when it has a valid one (``EpisodeError``, ``InfrastructureError`` raised by remote clients);
+otherwise where it was raised: ``policy`` inside ``policy.reset``/``policy.act`` or for a bad action, ``environment``
+inside ``env.reset``/``step``/``render``/``success``.
+
+Values crossing a boundary are copied once when rollbench keeps them: the action chunk the policy returns (so a
+policy reusing its output buffer cannot rewrite recorded actions; the env steps a copy of its row, so an env
+clipping in place cannot either), the observation state the env returns, and every recorded video frame the
+renderer returns. The policy sees the env's own observation arrays.
+
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
 An env that already reports success right after reset sets ``success_at_reset``; such an episode never counts as
 a policy success (see :mod:`rollbench.grading`).
@@ -24,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rollbench.plan import PlannedEpisode
-from rollbench.types import Env, EpisodeError, Observation, Policy, PolicyStop, TaskInfo
+from rollbench.types import FAULTS, Env, EpisodeError, Fault, Observation, Policy, PolicyStop, TaskInfo
 
 
 @dataclass
@@ -39,6 +49,7 @@ class EpisodeRecord:
             from a queued action chunk.
         frames: camera -> list of ``uint8 (H, W, 3)``, one per step (empty unless video was asked for).
         error: ``"ExceptionType: message"`` when termination_reason is ``error``.
+        error_fault: whose fault the error was (``policy``, ``environment``, ``infrastructure``), else None.
     """
 
     planned: PlannedEpisode
@@ -53,6 +64,7 @@ class EpisodeRecord:
     success_at_reset: bool
     termination_reason: str
     error: str | None = None
+    error_fault: Fault | None = None
     error_traceback: str | None = None
     wall_time_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
@@ -65,7 +77,7 @@ class EpisodeRecord:
 def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
     """Validate a policy's output as a ``float32 (k, action_dim)`` chunk, k >= 1; raise EpisodeError if not."""
     try:
-        arr = np.asarray(raw, dtype=np.float32)
+        arr = np.array(raw, dtype=np.float32, copy=True)  # ours from here on, even if the policy reuses its buffer
     except (TypeError, ValueError) as exc:
         raise EpisodeError(f"policy returned a non-numeric action at step {step}: {exc}") from None
     shape = arr.shape
@@ -113,6 +125,7 @@ class EpisodeRun:
         self.frames: dict[str, list[np.ndarray]] = {c: [] for c in cameras} if record_frames else {}
         self.reason = "max_steps"
         self.error: str | None = None
+        self.error_fault: Fault | None = None
         self.tb: str | None = None
         self.success_at_reset = False
         self.queue: list[np.ndarray] = []
@@ -135,9 +148,13 @@ class EpisodeRun:
         try:
             self.obs = self.env.reset(self.planned.seed, self.planned.initial_state)
             self.success_at_reset = bool(self.env.success())
+        except Exception as exc:
+            self.fail(exc, "environment")
+            return
+        try:
             reset_policy()
         except Exception as exc:
-            self.fail(exc)
+            self.fail(exc, "policy")
 
     def prepare(self) -> bool:
         """Render this step's camera images; return True if the policy must be asked for a new chunk."""
@@ -148,9 +165,9 @@ class EpisodeRun:
             if self.cameras:
                 self.obs.images = {c: self.env.render(c) for c in self.cameras}
                 for c in self.frames:
-                    self.frames[c].append(self.obs.images[c])
+                    self.frames[c].append(np.array(self.obs.images[c], dtype=np.uint8, copy=True))
         except Exception as exc:
-            self.fail(exc)
+            self.fail(exc, "environment")
             return False
         self.latency = float("nan")
         return not self.queue
@@ -161,7 +178,7 @@ class EpisodeRun:
             self.queue = list(_as_chunk(raw, self.task.action_dim, self.step)[: self.replan_every])
             self.latency = latency
         except Exception as exc:
-            self.fail(exc)
+            self.fail(exc, "policy")
 
     def ask(self, policy: Policy) -> None:
         """Call ``policy.act`` for this step and :meth:`give` its answer (PolicyStop and errors end the episode)."""
@@ -173,7 +190,7 @@ class EpisodeRun:
         except PolicyStop:
             self.stop()
         except Exception as exc:
-            self.fail(exc)
+            self.fail(exc, "policy")
         else:
             self.give(raw, latency)
 
@@ -184,10 +201,10 @@ class EpisodeRun:
         assert self.obs is not None
         try:
             action = self.queue.pop(0)
-            state = np.asarray(self.obs.state, dtype=np.float32).reshape(self.task.state_dim)
-            result = self.env.step(action)
+            state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
+            result = self.env.step(action.copy())
         except Exception as exc:
-            self.fail(exc)
+            self.fail(exc, "environment")
             return
         self.states.append(state)
         self.actions.append(action)
@@ -208,9 +225,13 @@ class EpisodeRun:
         """The policy ended the episode on purpose (termination reason ``policy_stop``)."""
         self.reason, self.done = "policy_stop", True
 
-    def fail(self, exc: BaseException) -> None:
-        """End the episode as ``error`` with ``exc`` as its reason; the steps before it are kept."""
+    def fail(self, exc: BaseException, where: Fault = "policy") -> None:
+        """End the episode as ``error`` with ``exc`` as its reason; the steps before it are kept.
+
+        ``where``: whose code raised it (``policy`` or ``environment``), the fault unless ``exc`` carries its own
+        (see :func:`fault_of`)."""
         self.reason, self.error, self.done = "error", f"{type(exc).__name__}: {exc}", True
+        self.error_fault = fault_of(exc, where)
         self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
 
     def finish(self) -> EpisodeRecord:
@@ -238,6 +259,7 @@ class EpisodeRun:
             success_at_reset=self.success_at_reset,
             termination_reason=self.reason,
             error=self.error,
+            error_fault=self.error_fault,
             error_traceback=self.tb,
             wall_time_s=time.perf_counter() - self._start,
         )
@@ -278,8 +300,19 @@ def rollout(
     return run.finish()
 
 
-def failed_episode(planned: PlannedEpisode, task: TaskInfo, exc: BaseException) -> EpisodeRecord:
-    """The record of an episode that could not start (e.g. its env failed to build): 0 steps, reason ``error``."""
+def fault_of(exc: BaseException, default: Fault) -> Fault:
+    """``exc.fault`` when it is one of :data:`rollbench.types.FAULTS`, else ``default``."""
+    fault = getattr(exc, "fault", None)
+    return fault if fault in FAULTS else default
+
+
+def failed_episode(
+    planned: PlannedEpisode, task: TaskInfo, exc: BaseException, fault: Fault = "infrastructure"
+) -> EpisodeRecord:
+    """The record of an episode that could not start: 0 steps, reason ``error``.
+
+    ``fault`` (default ``infrastructure``: an env that cannot be built, a worker that keeps dying) is used unless
+    ``exc`` carries its own (see :func:`fault_of`)."""
     return EpisodeRecord(
         planned=planned,
         states=np.zeros((0, task.state_dim), dtype=np.float32),
@@ -293,5 +326,6 @@ def failed_episode(planned: PlannedEpisode, task: TaskInfo, exc: BaseException) 
         success_at_reset=False,
         termination_reason="error",
         error=f"{type(exc).__name__}: {exc}",
+        error_fault=fault_of(exc, fault),
         error_traceback=traceback.format_exc(limit=8),
     )

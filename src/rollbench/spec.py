@@ -15,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rollbench.types import ConfigError
 
 MAX_EPISODES_PER_TASK = 100_000
+DEFAULT_POLICY_TIMEOUT_S = 300.0  # generous: a VLA's first call (compilation, warm-up) can take a minute
+# fields added after run directories existed: left out of the identity hash at their default, so those runs resume
+LATER_FIELDS: dict[str, object] = {"first_trial": 0, "policy_timeout_s": DEFAULT_POLICY_TIMEOUT_S}
 
 
 class EvalSpec(BaseModel):
@@ -25,8 +28,10 @@ class EvalSpec(BaseModel):
         policy: a registered policy name (``rollbench policies``) or a server URL (``ws://host:port``).
         episodes: episodes per task (each independently reset); >= 1.
         max_steps: horizon override in env steps; None = each task's own horizon.
-        seed: base seed; episode k of every task runs with seed ``seed + k``, so a single episode is reproduced
-            by ``--seed (seed + k) --episodes 1``.
+        seed: base seed; trial k of every task runs with seed ``seed + k`` (and stored initial state k).
+        first_trial: the first trial of each task to run: the run holds trials ``first_trial .. first_trial +
+            episodes - 1`` of the plan with ``--seed seed``, each with the seed and initial state it has in the full
+            plan, so trial k is reproduced alone by ``--seed seed --first-trial k --episodes 1``.
         action_noise: std of Gaussian noise added to every action (action units), 0 = none.
         replan_every: actions executed from each chunk before asking the policy again; None = the policy's
             advertised value, else 1.
@@ -36,6 +41,8 @@ class EvalSpec(BaseModel):
         success_rule: override of the tasks' declared success rule (a warning is recorded in the run log).
         instruction: override of the tasks' instruction given to the policy (recorded); None = the task's own.
         policy_options: extra options passed to the policy factory (e.g. observation key mapping).
+        policy_timeout_s: deadline in seconds of every policy call (``reset`` and ``act``, in-process too); a call
+            past it ends its episode as ``error`` (see :mod:`rollbench.policies.deadline`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -53,6 +60,8 @@ class EvalSpec(BaseModel):
     success_rule: Literal["any_step", "final_step"] | None = None
     instruction: str | None = None
     policy_options: dict[str, Any] = Field(default_factory=dict)
+    first_trial: int = Field(default=0, ge=0, le=MAX_EPISODES_PER_TASK)
+    policy_timeout_s: float = Field(default=DEFAULT_POLICY_TIMEOUT_S, gt=0.0, le=86_400.0, allow_inf_nan=False)
 
     @field_validator("image_size")
     @classmethod
@@ -69,8 +78,15 @@ class EvalSpec(BaseModel):
         return v
 
     def identity(self) -> str:
-        """A stable hash of every field; two runs with equal identity must record the same episodes."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """A stable hash of every field; two runs with equal identity must record the same episodes.
+
+        Fields of :data:`LATER_FIELDS` at their default are left out, so runs recorded before they existed keep
+        their identity (and resume)."""
+        fields = self.model_dump(mode="json")
+        for name, default in LATER_FIELDS.items():
+            if fields.get(name) == default:
+                del fields[name]
+        blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -7,9 +7,10 @@ where lerobot is not importable). The runs are recorded by the core install's ``
 The oracle for every value is rollbench's own record of the same run: ``rollbench grade --json`` (counts, lengths,
 episode order), ``run.json`` (instructions and task indices) and the parquet and mp4 files read with pyarrow and PyAV.
 
-Known limit of LeRobot 0.4.4, not of these files: an episode that ended in an error before its first step has no
-frames, and ``LeRobotDataset(root=...)`` requires frames for every episode in ``meta/episodes`` (otherwise it goes
-to the hub); such a run opens with ``episodes=`` listing the episodes that have frames (tested below).
+Every run directory opens as it is, with no ``episodes=`` argument: LeRobot 0.4.4 requires frames for every episode in
+``meta/episodes`` (otherwise it goes to the hub), so an episode that ended in an error before its first step is
+recorded with one padding frame (NaN state and action, ``next.done`` true, a black video frame; see
+``rollbench.record.lerobot``), tested below.
 """
 
 from __future__ import annotations
@@ -134,14 +135,21 @@ def test_metaworld_run_opens_with_lerobot_dataset(metaworld_run: tuple[Path, dic
     assert ds.fps == 80 and ds[0]["observation.state"].shape == (39,) and ds[0]["action"].shape == (4,)
 
 
-def test_run_with_an_episode_that_failed_at_reset_opens_its_other_episodes(tmp_path: Path) -> None:
+def test_run_with_an_episode_that_failed_at_reset_opens_as_it_is(tmp_path: Path) -> None:
     out = tmp_path / "faulty"
     graded = record(out, "--env", "scripted/faulty", "--policy", "scripted-expert", "--episodes", "4")
     assert graded["status"] == "PARTIAL"
-    lengths = {e["episode_index"]: e["length"] for e in graded["episodes"]}
-    assert lengths[2] == 0 and all(n > 0 for e, n in lengths.items() if e != 2)  # seed 2 fails at reset
-    with_frames = [e for e, n in sorted(lengths.items()) if n]
-    ds = open_dataset(out, episodes=with_frames)
-    assert ds.num_frames == len(ds) == sum(lengths.values())
-    assert sorted({int(ds[i]["episode_index"]) for i in range(len(ds))}) == with_frames
-    assert list(ds.meta.episodes["length"]) == [lengths[e] for e in sorted(lengths)]
+    steps = {e["episode_index"]: e["length"] for e in graded["episodes"]}
+    assert steps[2] == 0 and all(n > 0 for e, n in steps.items() if e != 2)  # seed 2 fails at reset
+    frames = [max(n, 1) for _, n in sorted(steps.items())]  # the padding frame of episode 2
+    ds = open_dataset(out)
+    assert ds.num_episodes == 4
+    assert ds.num_frames == len(ds) == sum(frames)
+    assert list(ds.meta.episodes["length"]) == frames
+    assert list(ds.meta.episodes["rollbench/steps"]) == [steps[e] for e in sorted(steps)]
+    assert [int(ds[i]["episode_index"]) for i in range(len(ds))] == list(np.repeat(range(4), frames))
+    pad = ds[frames[0] + frames[1]]  # the one frame of episode 2
+    assert (int(pad["episode_index"]), int(pad["frame_index"]), bool(pad["next.done"])) == (2, 0, True)
+    assert np.isnan(pad["action"].numpy()).all() and np.isnan(pad["observation.state"].numpy()).all()
+    (key,) = ds.meta.video_keys
+    assert pad[key].shape == (3, HEIGHT, WIDTH) and float(pad[key].max()) <= 2 / 255  # black

@@ -16,7 +16,9 @@ and takes one step with the mid-range action; the result is cached per process):
   ``float32 (state_dim,)`` (``Dict`` keys in gymnasium's sorted order);
 * ``info["is_success"]`` or ``info["success"]`` after a step: the success signal (any truthy number counts). An env
   reporting neither is a ConfigError naming the env and the keys it did report, raised by ``task()`` and again by
-  ``step()`` should an env drop the key later.
+  ``step()`` should an env drop the key later. Success at reset is read from the same keys of the *reset* info
+  (:meth:`GymnasiumEnv._success_at_reset`), so an env that starts solved is flagged ``success_at_reset``; an env
+  whose reset info has neither key is taken as not successful at reset (gymnasium does not require reset info).
 
 Horizon: the env's own ``spec.max_episode_steps`` (its TimeLimit), else 1000. Success rule ``any_step``. No
 instruction (``has_instruction=False``). fps: ``metadata["render_fps"]``, else ``1 / env.dt``, else 10. Camera
@@ -127,6 +129,12 @@ class GymnasiumEnv:
     def _success_from(self, info: Mapping[str, Any]) -> bool:
         return success_from_info(self.env_id, info)
 
+    def _success_at_reset(self, info: Mapping[str, Any]) -> bool:
+        """Success right after reset, from the reset info's success key (the step source); False without one.
+
+        Families with their own success check (``fetch``, ``pusht``) override :meth:`success` instead."""
+        return self._success_from(info) if any(k in info for k in SUCCESS_KEYS) else False
+
     def _render_rgb(self) -> np.ndarray:
         return np.asarray(self.env.render())
 
@@ -134,8 +142,8 @@ class GymnasiumEnv:
     def reset(self, seed: int, initial_state: int | None = None) -> Observation:
         if initial_state is not None:
             raise ConfigError(f"{self.task.name} has no stored initial states (got initial_state={initial_state})")
-        obs, _info = self.env.reset(seed=int(seed))
-        self._success = False
+        obs, info = self.env.reset(seed=int(seed))
+        self._success = self._success_at_reset(info)
         self._last_obs = obs
         return Observation(state=self._state(obs), raw=obs)
 

@@ -9,9 +9,17 @@ import numpy as np
 
 from rollbench.types import ConfigError, Observation, Policy, PolicyInfo, TaskInfo
 
+RANDOM_POLICY_TAG = 0x52414E44  # "RAND": entropy tag that separates the random policy's stream from the env's
+
 
 class RandomPolicy:
-    """Uniform actions within the task's bounds; ``numpy.random.default_rng(seed)`` per episode. Chunk ``(1, A)``."""
+    """Uniform actions within the task's bounds, chunk ``(1, A)``.
+
+    The generator is ``numpy.random.default_rng([seed, RANDOM_POLICY_TAG])`` per episode: a ``SeedSequence`` with
+    its own entropy, so the policy's draws are independent of the env's, which gymnasium (and the scripted family)
+    draw from ``default_rng(seed)`` for the same seed; with that same stream the first actions would be functions of
+    the initial scene.
+    """
 
     def __init__(self, name: str = "random") -> None:
         self.info = PolicyInfo(name=name)
@@ -19,7 +27,7 @@ class RandomPolicy:
         self._low = self._high = np.zeros(1)
 
     def reset(self, task: TaskInfo, seed: int) -> None:
-        self._rng = np.random.default_rng(seed)
+        self._rng = np.random.default_rng([seed, RANDOM_POLICY_TAG])
         self._low = np.asarray(task.action_low, dtype=np.float64)
         self._high = np.asarray(task.action_high, dtype=np.float64)
 

@@ -51,7 +51,7 @@ import numpy as np
 
 from rollbench.policies.obs_map import check_actions, positive
 from rollbench.policies.remote import RemotePolicy
-from rollbench.types import ConfigError, EpisodeError, Observation
+from rollbench.types import ConfigError, EpisodeError, InfrastructureError, Observation
 
 DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
 
@@ -151,10 +151,10 @@ class HttpPolicy(RemotePolicy):
                     self._send(json.dumps({"session": self._session, "reset": self._episode}).encode())
                 return self._send(payload)
             except httpx.TimeoutException:
-                raise EpisodeError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
+                raise InfrastructureError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
             except httpx.TransportError as exc:  # refused, reset, dropped mid-reply: retry with backoff
                 last = exc
-        raise EpisodeError(
+        raise InfrastructureError(
             f"lost the connection to {self.url} and {self.retries} retries failed ({type(last).__name__}: {last})"
         )
 
@@ -166,7 +166,9 @@ class HttpPolicy(RemotePolicy):
             for part in r.iter_bytes():  # the watchdog: a reply trickling in slower than timeout_s is cut off
                 parts.append(part)
                 if time.monotonic() > deadline:
-                    raise EpisodeError(f"no complete reply from {self.url} within timeout_s={self.timeout_s:g} s")
+                    raise InfrastructureError(
+                        f"no complete reply from {self.url} within timeout_s={self.timeout_s:g} s"
+                    )
             status = r.status_code
         text = b"".join(parts)
         try:

@@ -44,7 +44,7 @@ import numpy as np
 
 from rollbench.policies.obs_map import check_actions
 from rollbench.policies.remote import RemotePolicy, check_reset_reply
-from rollbench.types import ConfigError, EpisodeError, Observation
+from rollbench.types import ConfigError, EpisodeError, InfrastructureError, Observation
 
 
 class WebsocketPolicy(RemotePolicy):
@@ -120,7 +120,7 @@ class WebsocketPolicy(RemotePolicy):
             except (WebSocketException, OSError) as exc:  # dropped, refused or bad handshake: reconnect, backoff
                 self._drop()
                 last = exc
-        raise EpisodeError(
+        raise InfrastructureError(
             f"lost the connection to {self.url} and {self.retries} reconnect(s) failed ({type(last).__name__}: {last})"
         )
 
@@ -130,7 +130,7 @@ class WebsocketPolicy(RemotePolicy):
             frame = self._ws.recv(timeout=self.timeout_s)
         except TimeoutError:
             self._drop()
-            raise EpisodeError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
+            raise InfrastructureError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
         if isinstance(frame, str):
             self._drop()
             raise EpisodeError(f"server error from {self.url}: {frame.strip()[-1500:]}")

@@ -11,6 +11,15 @@ Layout (LeRobot ``codebase_version`` v3.0; see lerobot ``datasets/utils.py`` for
 
 Episode ``e`` lives in chunk ``e // 1000``, file ``e % 1000`` (``chunks_size`` = 1000 files per chunk).
 
+Every episode has at least one frame, because LeRobot's reader needs frames for every episode listed in
+``meta/episodes`` (lerobot 0.4.4 ``LeRobotDataset._check_cached_episodes_sufficient``; otherwise it goes to the hub)
+and HF ``datasets`` cannot load a 0-row parquet file. An episode that ended before its first step (its env failed to
+build or reset, its policy failed before the first action) is therefore recorded with one *padding frame*:
+``observation.state`` and ``action`` all NaN (so it can never pass for a transition: rollbench rejects non-finite
+actions, so no real row has one), ``next.reward`` 0, ``next.success`` false, ``next.done`` true,
+``policy.latency_s`` NaN, and one black video frame per camera. Its meta row says ``length`` 1 (LeRobot's frame
+count) and ``rollbench/steps`` 0 (steps executed, what ``grade`` reports as its length); stats leave it out.
+
 Commit protocol, so that a crash at any instant leaves every committed episode readable:
 
 1. ``stage_episode`` (runs wherever the episode ran) writes ``.staging/episode-EEEEEE`` as a temporary directory and
@@ -61,6 +70,8 @@ EPISODE_FIELDS: dict[str, pa.DataType] = {
     "rollbench/success_at_reset": pa.bool_(),
     "rollbench/termination_reason": pa.string(),
     "rollbench/error": pa.string(),
+    "rollbench/error_fault": pa.string(),
+    "rollbench/steps": pa.int64(),
     "rollbench/return": pa.float64(),
     "rollbench/wall_time_s": pa.float64(),
     "rollbench/render_fault": pa.string(),
@@ -138,21 +149,47 @@ def _fixed_list(arr: np.ndarray, dim: int) -> pa.Array:
 
 
 def episode_table(rec: EpisodeRecord, fps: int) -> pa.Table:
-    """The episode's per-step rows (every data column but the global ``index``, which needs earlier episodes)."""
+    """The episode's per-step rows (every data column but the global ``index``, which needs earlier episodes); the
+    one padding frame (see the module docstring) for an episode without steps."""
     p, n = rec.planned, rec.length
     state_dim, action_dim = rec.states.shape[1], rec.actions.shape[1]
+    if n == 0:
+        return padding_frame(state_dim, action_dim, p.episode_index, p.task_index)
+    return _table(rec.states, rec.actions, rec.rewards, rec.successes, rec.dones, rec.latencies, fps, p.episode_index,
+                  p.task_index)  # fmt: skip
+
+
+def padding_frame(state_dim: int, action_dim: int, episode_index: int, task_index: int) -> pa.Table:
+    """The one data row of an episode without steps (see the module docstring), without ``index``."""
+    nan = np.full((1, max(state_dim, action_dim)), np.nan, np.float32)
+    return _table(nan[:, :state_dim], nan[:, :action_dim], np.zeros(1, np.float32), np.zeros(1, bool),
+                  np.ones(1, bool), nan[0, :1], 1, episode_index, task_index)  # fmt: skip
+
+
+def _table(
+    states: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    successes: np.ndarray,
+    dones: np.ndarray,
+    latencies: np.ndarray,
+    fps: int,
+    episode_index: int,
+    task_index: int,
+) -> pa.Table:
+    n, state_dim, action_dim = len(actions), states.shape[1], actions.shape[1]
     return pa.Table.from_arrays(
         [
-            _fixed_list(rec.states, state_dim),
-            _fixed_list(rec.actions, action_dim),
-            pa.array(rec.rewards, pa.float32()),
-            pa.array(rec.successes, pa.bool_()),
-            pa.array(rec.dones, pa.bool_()),
-            pa.array(rec.latencies, pa.float32()),
+            _fixed_list(states, state_dim),
+            _fixed_list(actions, action_dim),
+            pa.array(rewards, pa.float32()),
+            pa.array(successes, pa.bool_()),
+            pa.array(dones, pa.bool_()),
+            pa.array(latencies, pa.float32()),
             pa.array(np.arange(n, dtype=np.float32) / np.float32(fps), pa.float32()),
             pa.array(np.arange(n, dtype=np.int64)),
-            pa.array(np.full(n, p.episode_index, dtype=np.int64)),
-            pa.array(np.full(n, p.task_index, dtype=np.int64)),
+            pa.array(np.full(n, episode_index, dtype=np.int64)),
+            pa.array(np.full(n, task_index, dtype=np.int64)),
         ],
         schema=_data_schema(state_dim, action_dim, with_index=False),
     )
@@ -173,6 +210,8 @@ def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
         "rollbench/success_at_reset": rec.success_at_reset,
         "rollbench/termination_reason": rec.termination_reason,
         "rollbench/error": rec.error,
+        "rollbench/error_fault": rec.error_fault,
+        "rollbench/steps": rec.length,
         "rollbench/return": float(rec.rewards.astype(np.float64).sum()),
         "rollbench/wall_time_s": rec.wall_time_s,
         "rollbench/render_fault": render_fault,

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from rollbench.record.files import atomic_write_json, atomic_write_parquet, encode_video
+from rollbench.record.files import atomic_write_json, atomic_write_parquet, encode_video, fsync_dir
 from rollbench.record.lerobot import (
     CHUNKS_SIZE,
     CODEBASE_VERSION,
@@ -28,6 +29,7 @@ from rollbench.record.lerobot import (
     chunk_file,
     episode_row,
     episode_table,
+    padding_frame,
     stage_episode,
     tasks_table,
     video_key,
@@ -99,12 +101,15 @@ class DatasetWriter:
         self.instructions = list(instructions)
         self.lengths: list[int] = self._scan_committed()
         self._remove_leftovers()
-        self.stats = {k: _Stats() for k in NUMERIC_FEATURES}
-        for e, n in enumerate(self.lengths):
-            if n:  # an episode with no step has no data file (see _commit)
-                self._add_stats(pq.read_table(self._path(DATA_PATH, e)))
+        self._rebuild_stats()
         self._write_info()
         self.write_stats()
+
+    def _rebuild_stats(self) -> None:
+        self.stats = {k: _Stats() for k in NUMERIC_FEATURES}
+        for e, n in enumerate(self.lengths):
+            if n:  # runs recorded before padding frames existed have no data file for an episode without steps
+                self._add_stats(pq.read_table(self._path(DATA_PATH, e)))
 
     # ---- reading what is committed -------------------------------------------------------------------------
     def _path(self, template: str, episode_index: int, **kw: str) -> Path:
@@ -154,6 +159,74 @@ class DatasetWriter:
     def staged(self) -> list[int]:
         return sorted(int(d.name[8:]) for d in (self.run_dir / STAGING).glob("episode-*"))
 
+    # ---- replacing committed episodes (resume re-runs errored episodes) ------------------------------------
+    def discard_staged(self, episode_index: int) -> None:
+        """Drop the staged, not yet committed copy of ``episode_index`` (rename first: a staged episode is whole
+        or absent, and ``.tmp-*`` leftovers are removed when a writer opens)."""
+        staged = self.run_dir / STAGING / f"episode-{episode_index:06d}"
+        if staged.is_dir():
+            doomed = self.run_dir / STAGING / f".tmp-{episode_index:06d}-discarded"
+            staged.rename(doomed)
+            fsync_dir(staged.parent)
+            shutil.rmtree(doomed, ignore_errors=True)
+
+    def uncommit(self, drop: set[int]) -> None:
+        """Remove the committed episodes of ``drop`` so that they can be recorded again, keeping the others.
+
+        LeRobot's global ``index`` and ``dataset_from_index``/``dataset_to_index`` of every later episode depend on
+        the earlier episodes' lengths, so the committed tail from ``min(drop)`` on is taken back, last episode first:
+        each kept episode is first staged again (whole or absent, its videos hard-linked), then its meta row (the
+        commit point) is removed, then its data and video files. At every instant the committed episodes are
+        0..k-1 and every other kept episode is staged, which is exactly what a writer opening the directory
+        repairs (staged copies of committed episodes and files without a meta row are removed); the staged ones
+        are committed again, in order, with their new global indices, as soon as the dropped ones are re-run.
+        """
+        if not drop or min(drop) >= self.committed:
+            return
+        for e in range(self.committed - 1, min(drop) - 1, -1):
+            if e not in drop:
+                self._restage(e)
+            meta = self._path(EPISODES_PATH, e)
+            meta.unlink()
+            fsync_dir(meta.parent)
+            # ---- episode e is no longer committed ----
+            self._path(DATA_PATH, e).unlink(missing_ok=True)
+            for key in self.video_keys:
+                self._path(VIDEO_PATH, e, video_key=key).unlink(missing_ok=True)
+            self.lengths.pop()
+            self._write_info()
+        self._rebuild_stats()
+
+    def _restage(self, e: int) -> None:
+        """Stage committed episode ``e`` again from its files (as ``stage_episode`` would have staged it)."""
+        row = pq.read_table(self._path(EPISODES_PATH, e)).to_pylist()[0]
+        row["task_index"] = self.instructions.index(row["tasks"][0])
+        final = self.run_dir / STAGING / f"episode-{e:06d}"
+        tmp = self.run_dir / STAGING / f".tmp-{e:06d}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir(parents=True)
+        try:
+            data = self._path(DATA_PATH, e)
+            if data.exists():
+                table = pq.read_table(data)
+                pq.write_table(table.drop_columns(["index"]), tmp / "data.parquet")
+            else:  # recorded before padding frames existed: no data file for an episode without steps
+                dims = (self.features["observation.state"]["shape"][0], self.features["action"]["shape"][0])
+                pq.write_table(padding_frame(*dims, e, row["task_index"]), tmp / "data.parquet")
+                row["rollbench/steps"] = 0
+            for key in self.video_keys:
+                video = self._path(VIDEO_PATH, e, video_key=key)
+                if video.exists():
+                    os.link(video, tmp / f"{key}.mp4")
+            (tmp / "episode.json").write_text(json.dumps(row))
+            for f in tmp.iterdir():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+            tmp.rename(final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        fsync_dir(final.parent)
+
     # ---- committing ----------------------------------------------------------------------------------------
     def promote_ready(self) -> list[int]:
         """Commit every staged episode that is next in order. Returns the episode indices committed."""
@@ -197,8 +270,7 @@ class DatasetWriter:
         n = table.num_rows
         start = sum(self.lengths)
         table = table.append_column("index", pa.array(np.arange(start, start + n, dtype=np.int64)))
-        if n:  # a 0-row parquet file breaks LeRobot's reader (HF `datasets`); an episode with no step gets none
-            atomic_write_parquet(self._path(DATA_PATH, e), table)
+        atomic_write_parquet(self._path(DATA_PATH, e), table)  # never 0 rows: see the padding frame (record.lerobot)
         c, f = chunk_file(e)
         meta: dict[str, Any] = {
             "episode_index": e,
@@ -211,6 +283,9 @@ class DatasetWriter:
         }
         for key in self.video_keys:
             src = videos.get(key)
+            if src is None and row.get("rollbench/steps") == 0:  # the padding frame's video: one black frame
+                src = self._path(VIDEO_PATH, e, video_key=key)
+                encode_video(src, [np.zeros(self.features[key]["shape"], dtype=np.uint8)], self.fps)
             if src is not None:
                 dst = self._path(VIDEO_PATH, e, video_key=key)
                 if src != dst:
@@ -227,7 +302,7 @@ class DatasetWriter:
             meta[f"videos/{key}/to_timestamp"] = n / self.fps if has else None
         meta["meta/episodes/chunk_index"] = c
         meta["meta/episodes/file_index"] = f
-        meta.update({k: row[k] for k in EPISODE_FIELDS})
+        meta.update({k: row.get(k) for k in EPISODE_FIELDS})  # a run recorded before a column existed: null
         atomic_write_parquet(self._path(EPISODES_PATH, e), pa.Table.from_pylist([meta], schema=self._meta_schema()))
         # ---- commit point passed ----
         self.lengths.append(n)
@@ -255,7 +330,11 @@ class DatasetWriter:
         return pa.schema(fields)
 
     def _add_stats(self, table: pa.Table) -> None:
-        if table.num_rows == 0:  # an episode that errored before its first step
+        if table.num_rows == 0:
+            return
+        actions = pc.list_flatten(table["action"]).to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
+        table = table.filter(pa.array(~np.isnan(actions).any(axis=1)))  # drop the padding frame (record.lerobot)
+        if table.num_rows == 0:  # an episode that ended before its first step
             return
         for k, st in self.stats.items():
             col = table[k]

@@ -10,6 +10,10 @@ episodes to idle slots (in plan order within a task, keeping each worker on one 
   so a duplicate attempt can never be recorded twice.
 * an episode that kills :data:`MAX_ATTEMPTS` workers in a row is recorded (by this process) as an ``error`` episode
   saying so, and the run goes on: a deterministic simulator crash must not loop forever.
+* a worker whose policy missed a call's deadline (``EpisodeSummary.policy_hung``, see
+  :mod:`rollbench.policies.deadline`) has recorded that episode as an error; it is handed no more episodes and, once
+  its in-flight episodes are done, replaced by a fresh worker (the hung call is still running in it), counted in
+  ``workers_replaced``.
 * a worker that cannot start (its policy fails to build) or raises outside an episode aborts the run with
   :class:`~rollbench.types.RollbenchError`; so do :data:`MAX_START_FAILURES` consecutive deaths while starting, and
   :data:`START_TIMEOUT_S` without any live worker (e.g. a Ray cluster with no free CPU).
@@ -35,7 +39,7 @@ from rollbench.execute import EpisodeSummary
 from rollbench.plan import PlannedEpisode
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
 from rollbench.rollout import failed_episode
-from rollbench.types import RollbenchError, TaskInfo
+from rollbench.types import InfrastructureError, RollbenchError, TaskInfo
 
 MAX_ATTEMPTS = 3  # worker deaths on one episode before it is recorded as an error
 MAX_START_FAILURES = 3  # consecutive deaths of a slot's worker before it became ready
@@ -82,7 +86,7 @@ class Backend(Protocol):
         ...
 
 
-class WorkerLost(RuntimeError):
+class WorkerLost(InfrastructureError):
     """The worker processes running an episode kept dying (the episode is recorded as an error with this reason)."""
 
 
@@ -102,8 +106,14 @@ def recorded_summary(run_dir: Path, planned: PlannedEpisode) -> EpisodeSummary |
         if not meta.exists():
             return None
         row = pq.read_table(meta).to_pylist()[0]
+    steps = row.get("rollbench/steps")  # the committed "length" counts an episode's padding frame
     return EpisodeSummary(
-        e, planned.task, bool(row["rollbench/success"]), int(row["length"]), row["rollbench/termination_reason"], False
+        e,
+        planned.task,
+        bool(row["rollbench/success"]),
+        int(row["length"] if steps is None else steps),
+        row["rollbench/termination_reason"],
+        False,
     )
 
 
@@ -123,7 +133,8 @@ def run_pool(
     ``capacity`` is how many episodes one worker runs at once (``--batch-size``): each worker is handed up to that
     many, and a worker that dies gives all of its in-flight episodes back to the queue.
 
-    Returns counters for the run log: ``worker_starts``, ``worker_deaths``, ``episodes_rerun`` (re-dispatched
+    Returns counters for the run log: ``worker_starts``, ``worker_deaths``, ``workers_replaced`` (a policy call
+    missed its deadline), ``episodes_rerun`` (re-dispatched
     after a death), ``episodes_lost`` (recorded as errors after :data:`MAX_ATTEMPTS` deaths).
     Raises RollbenchError when workers cannot be started or fail outside an episode.
     """
@@ -135,7 +146,8 @@ def run_pool(
     start_failures: Counter[int] = Counter()
     attempts: Counter[int] = Counter()
     last_task: dict[int, str] = {}
-    stats = {"worker_starts": 0, "worker_deaths": 0, "episodes_rerun": 0, "episodes_lost": 0}
+    stats = {"worker_starts": 0, "worker_deaths": 0, "workers_replaced": 0, "episodes_rerun": 0, "episodes_lost": 0}
+    retiring: set[int] = set()  # workers whose policy hung: no new episodes, replaced once theirs are done
     no_live_since = time.monotonic()
 
     def start(slot: int) -> None:
@@ -145,8 +157,16 @@ def run_pool(
         stats["worker_starts"] += 1
         on_worker(str(slot), "starting")
 
+    def retire_when_idle(slot: int) -> None:
+        if slot in retiring and not running.get(slot):
+            retiring.discard(slot)
+            alive.discard(slot)  # dispatch starts a fresh worker in this slot while episodes wait
+            stats["workers_replaced"] += 1
+            on_worker(str(slot), "replaced (a policy call missed its deadline)")
+
     def handle_death(slot: int, detail: str) -> None:
         stats["worker_deaths"] += 1
+        retiring.discard(slot)
         alive.discard(slot)
         lost = running.pop(slot, [])
         if slot not in ready:
@@ -222,6 +242,10 @@ def run_pool(
                         p for p in running.get(ev.slot, []) if p.episode_index != ev.summary.episode_index
                     ]
                     on_worker(str(ev.slot), ", ".join(describe(p) for p in running[ev.slot]) or "idle")
+                    if ev.summary.policy_hung and ev.slot in alive:
+                        retiring.add(ev.slot)
+                        ready.discard(ev.slot)
+                    retire_when_idle(ev.slot)
                     finished.append(ev.summary)
                 elif ev.kind == "died":
                     handle_death(ev.slot, ev.detail)

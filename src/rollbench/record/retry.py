@@ -1,0 +1,110 @@
+"""Resume re-runs errored episodes (``eval --retry-errors infra|all|none``, default ``infra``), replacing them.
+
+When a run directory is resumed (the same command again, ``eval --resume``, or an MCP call with the same run name),
+the episodes that ended in ``error`` with a fault the mode selects are recorded again from their planned seed and
+initial state: ``infra`` = ``infrastructure`` faults only (server unreachable, disconnect, timeout, worker death,
+env build: nothing the policy did), ``all`` = every errored episode, ``none`` = keep them as recorded.
+
+Replacing keeps the directory a valid LeRobot dataset with contiguous indices (see
+:meth:`rollbench.record.writer.DatasetWriter.uncommit` for how and why the committed tail is re-staged, crash-safely).
+Every replacement is recorded in ``run.json`` under ``replacements`` *before* anything is removed: episode, task,
+trial, seed, the old termination reason, error, fault and length, the UTC time, and the invocation
+(``executions`` index); ``new`` holds the re-run's outcome once it is recorded (filled by :func:`record_outcomes`,
+also on a later resume if this one was interrupted first).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file
+from rollbench.record.runlog import utc_now, write_run_log
+from rollbench.record.writer import DatasetWriter
+from rollbench.types import ConfigError
+
+RETRY_MODES = ("infra", "all", "none")
+
+
+def check_mode(mode: str) -> str:
+    if mode not in RETRY_MODES:
+        raise ConfigError(f"unknown --retry-errors {mode!r}; valid values: {', '.join(RETRY_MODES)}")
+    return mode
+
+
+def _selected(row: dict[str, Any], mode: str) -> bool:
+    if row.get("rollbench/termination_reason") != "error" or mode == "none":
+        return False
+    return mode == "all" or row.get("rollbench/error_fault") == "infrastructure"
+
+
+def _old(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "termination_reason": row.get("rollbench/termination_reason"),
+        "error": row.get("rollbench/error"),
+        "error_fault": row.get("rollbench/error_fault"),
+        "length": row.get("rollbench/steps", row.get("length")),
+    }
+
+
+def retry_errored(run_dir: Path, writer: DatasetWriter, log: dict[str, Any], mode: str) -> list[int]:
+    """Take back the recorded episodes that ``mode`` re-runs, after logging them in ``log["replacements"]`` (and
+    writing run.json); returns their indices, which are then missing and run like any missing episode."""
+    check_mode(mode)
+    if mode == "none":
+        return []
+    chosen: dict[int, dict[str, Any]] = {}
+    for e in range(writer.committed):
+        c, f = chunk_file(e)
+        row = pq.read_table(run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)).to_pylist()[0]
+        if _selected(row, mode):
+            chosen[e] = row
+    staged: set[int] = set()
+    for e in writer.staged():
+        row = json.loads((run_dir / STAGING / f"episode-{e:06d}" / "episode.json").read_text())
+        if _selected(row, mode):
+            chosen[e] = row
+            staged.add(e)
+    if not chosen:
+        return []
+    now, execution = utc_now(), len(log.get("executions", [])) - 1
+    pending = {r["episode_index"] for r in log.get("replacements", []) if r.get("new") is None}  # interrupted
+    log.setdefault("replacements", []).extend(
+        {
+            "episode_index": e,
+            "task": row["rollbench/task"],
+            "trial": row["rollbench/trial"],
+            "seed": row["rollbench/seed"],
+            "retry_errors": mode,
+            "time": now,
+            "execution": execution,
+            "old": _old(row),
+            "new": None,
+        }
+        for e, row in sorted(chosen.items())
+        if e not in pending
+    )
+    write_run_log(run_dir, log)  # the record of what is replaced comes first
+    for e in sorted(staged):
+        writer.discard_staged(e)
+    writer.uncommit(set(chosen) - staged)
+    return sorted(chosen)
+
+
+def record_outcomes(log: dict[str, Any], graded_episodes: list[dict[str, Any]]) -> None:
+    """Fill ``new`` of every replacement whose re-run is now recorded, from ``grade``'s per-episode rows."""
+    by_index = {e["episode_index"]: e for e in graded_episodes}
+    for r in log.get("replacements", []):
+        ep = by_index.get(r["episode_index"])
+        if r.get("new") is None and ep is not None:
+            r["new"] = {
+                "termination_reason": ep["termination_reason"],
+                "success": ep["success"],
+                "error": ep["error"],
+                "error_fault": ep.get("error_fault"),
+                "length": ep["length"],
+                "recorded": utc_now(),
+            }

@@ -98,7 +98,10 @@ def test_video_with_wrong_frame_count_is_a_violation(run: Path) -> None:
     encode_video(video, [np.zeros((32, 32, 3), np.uint8)] * 2, fps=10)
     r = grade(run)
     length = r["episodes"][1]["length"]
-    assert f"episode 1: video observation.images.top has 2 frames for {length} steps" in r["violations"]
+    assert (
+        f"episode 1: video file videos/observation.images.top/chunk-000/file-001.mp4 (observation.images.top) has 2 "
+        f"frames for {length} steps"
+    ) in r["violations"]
 
 
 def test_one_errored_episode_makes_the_run_partial_with_its_reason(tmp_path: Path) -> None:

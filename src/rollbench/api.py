@@ -17,6 +17,7 @@ from typing import Any
 from rollbench.execute import WorkerSetup
 from rollbench.grading import grade as grade_run_dir
 from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
+from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.runlog import (
     LiveSnapshot,
@@ -26,7 +27,7 @@ from rollbench.record.runlog import (
     utc_now,
     write_run_log,
 )
-from rollbench.record.writer import DatasetWriter
+from rollbench.record.writer import DatasetWriter, committed_lengths
 from rollbench.registry import family_of
 from rollbench.runners import run_episodes
 from rollbench.spec import EvalSpec, build_spec
@@ -110,8 +111,23 @@ def _probe_policy(spec: EvalSpec) -> PolicyInfo:
         policy.close()
 
 
+def check_run_dir(run_dir: Path) -> None:
+    """ConfigError (nothing touched) unless ``run_dir`` is absent or a directory rollbench may open: no link in it
+    leads outside it, and its committed episodes are intact (see ``record.writer.committed_lengths``)."""
+    if not run_dir.exists():
+        if run_dir.is_symlink():
+            raise ConfigError(f"{run_dir} is a dangling link; choose another --out")
+        return
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir} exists and is not a directory; choose another --out")
+    check_no_escaping_links(run_dir)
+    if (run_dir / "run.json").exists():
+        committed_lengths(run_dir)
+
+
 def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
     """Validate everything that can be validated before motion; return the plan and the run log to write."""
+    check_run_dir(run_dir)
     plan = make_plan(spec)
     for t in plan.tasks:
         why = family_of(t.name).missing()
@@ -175,7 +191,7 @@ def evaluate(
         with RunLock(run_dir):
             return _execute(spec, plan, log, run_dir, execution, progress, should_stop)
     except ConfigError:
-        if created and read_run_log(run_dir) is None:
+        if created and not (run_dir / "run.json").exists():
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
 
@@ -194,6 +210,25 @@ def _execute(
         {"started": utc_now(), "workers": execution.workers, "executor": execution.executor}
     )
     write_run_log(run_dir, log)
+    try:
+        return _run(spec, plan, log, run_dir, execution, progress, should_stop)
+    except Exception as exc:
+        # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
+        log["status"] = "INTERRUPTED"
+        log["executions"][-1].update(finished=utc_now(), error=f"{type(exc).__name__}: {exc}")
+        write_run_log(run_dir, log)
+        raise
+
+
+def _run(
+    spec: EvalSpec,
+    plan: Plan,
+    log: dict[str, Any],
+    run_dir: Path,
+    execution: Execution,
+    progress: ProgressCallback | None,
+    should_stop: Callable[[], bool] | None,
+) -> dict[str, Any]:
     first = plan.tasks[0]
     cams = cameras_for(spec, first, log["plan"]["policy"]["needs_images"]) if spec.video else ()
     for t in plan.tasks[1:]:

@@ -15,15 +15,20 @@ Status: ``OK`` only when every requested episode is recorded, none errored and n
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow.parquet as pq
 
-from rollbench.types import RollbenchError
+from rollbench.grading_files import (
+    link_violations,
+    missing_episode_columns,
+    read_info,
+    readable_parquet,
+    video_violation,
+)
+from rollbench.types import ConfigError
 
 Z95 = 1.959963984540054
 
@@ -43,17 +48,6 @@ def _sql_glob(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _readable(files: list[Path], violations: list[str]) -> list[Path]:
-    ok = []
-    for f in files:
-        try:
-            pq.ParquetFile(f).metadata  # noqa: B018 - reading the footer is the check
-            ok.append(f)
-        except Exception as exc:
-            violations.append(f"file {f} is unreadable ({type(exc).__name__}: {exc})")
-    return ok
-
-
 STEP_COLUMNS = (
     'episode_index, frame_index, "index", task_index, "next.reward", "next.success", "next.done", "policy.latency_s"'
 )
@@ -68,6 +62,22 @@ def _load(con: duckdb.DuckDBPyConnection, table: str, files: list[Path], columns
         con.execute(f"CREATE TEMP TABLE {table} (episode_index BIGINT)")
 
 
+def _load_or_report(
+    con: duckdb.DuckDBPyConnection, table: str, files: list[Path], columns: str, violations: list[str]
+) -> list[Path]:
+    """:func:`_load`, or (files that are not rollbench's: columns missing, types clash) an empty table and a
+    violation saying why; returns the files loaded."""
+    try:
+        _load(con, table, files, columns)
+        return files
+    except duckdb.Error as exc:
+        what = "episode rows (meta/episodes)" if table == "episodes" else "step rows (data/)"
+        violations.append(f"the {what} cannot be read as rollbench's: {str(exc).splitlines()[0]}")
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+        _load(con, table, [], columns)
+        return []
+
+
 def _query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     rel = con.sql(sql)
     cols = rel.columns
@@ -75,13 +85,13 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
 
 
 def load_run_log(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    if not path.exists():
-        raise RollbenchError(f"{run_dir} is not a rollbench run directory (no run.json)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RollbenchError(f"{path} is not valid JSON: {exc}") from None
+    """run.json, or ConfigError when ``run_dir`` is not a rollbench run directory (see ``read_run_log``)."""
+    from rollbench.record.runlog import read_run_log
+
+    log = read_run_log(run_dir)
+    if log is None:
+        raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json)")
+    return log
 
 
 def _percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, Any]:
@@ -133,25 +143,26 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     log = load_run_log(run_dir)
     planned = {ep["episode_index"]: ep for ep in log["plan"]["episodes"]}
     requested = len(planned)
-    violations: list[str] = []
+    violations: list[str] = link_violations(run_dir)  # files behind a link leading outside are not read
     con = duckdb.connect()
-    meta_files = _readable(sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet")), violations)
-    data_files = _readable(sorted(run_dir.glob("data/chunk-*/file-*.parquet")), violations)
+    meta_files = readable_parquet(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
+    data_files = readable_parquet(run_dir, "data/chunk-*/file-*.parquet", violations)
     con.execute("SET parquet_can_have_nan = true")  # see _percentiles
-    _load(con, "episodes", meta_files)
-    _load(con, "steps", data_files, STEP_COLUMNS)
+    meta_files = _load_or_report(con, "episodes", meta_files, "*", violations)
+    data_files = _load_or_report(con, "steps", data_files, STEP_COLUMNS, violations)
     meta = _query(con, "SELECT * FROM episodes ORDER BY episode_index") if meta_files else []
+    if meta and (lacking := missing_episode_columns(list(meta[0]))):
+        violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")
+        meta = []
     per_episode = """SELECT episode_index, count(*) AS rows, sum("next.reward") AS ret,
                       bool_or("next.success") AS any_success, arg_max("next.success", frame_index) AS last_success,
                       min(frame_index) AS f0, max(frame_index) AS f1, min("index") AS i0, max("index") AS i1,
                       count(DISTINCT "index" - frame_index) AS offsets, count(DISTINCT task_index) AS n_task_index,
-                      sum(CASE WHEN "next.done" THEN 1 ELSE 0 END) AS dones
+                      sum(CASE WHEN "next.done" THEN 1 ELSE 0 END) AS dones,
+                      min(frame_index) FILTER (WHERE "next.done") AS first_done
                FROM steps GROUP BY episode_index"""
     data = {r["episode_index"]: r for r in (_query(con, per_episode) if data_files else [])}
-    info_path = run_dir / "meta" / "info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
-    if not info:
-        violations.append("meta/info.json is missing")
+    info = read_info(run_dir, violations)
 
     seen: dict[int, int] = {}
     for m in meta:
@@ -165,7 +176,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     extra_data = sorted(set(data) - set(seen))
     if extra_data:
         violations.append(f"data rows exist for episodes without an episode record: {extra_data}")
-    recorded = len(seen)
+    recorded = len(seen)  # distinct episode rows (info.json counts each committed episode once)
     if info and info.get("total_episodes") != recorded:
         violations.append(
             f"meta/info.json says total_episodes={info.get('total_episodes')} but {recorded} episodes are recorded"
@@ -178,9 +189,13 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
 
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"]
     episodes: list[dict[str, Any]] = []
+    graded: set[int] = set()
     for m in meta:
         e = m["episode_index"]
-        plan_ep = planned.get(e, {})
+        if e in graded or e not in planned:
+            continue  # a duplicate or unplanned row is a violation above and never counts (nor inflates a task)
+        graded.add(e)
+        plan_ep = planned[e]
         d = data.get(e)
         length = int(d["rows"]) if d else 0
         if m["length"] != length:
@@ -190,8 +205,15 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 violations.append(f"episode {e}: frame_index is not 0..{length - 1}")
             if d["offsets"] != 1 or d["i0"] != m["dataset_from_index"] or d["i1"] != m["dataset_to_index"] - 1:
                 violations.append(f"episode {e}: global index is not dataset_from_index + frame_index")
-            if d["n_task_index"] != 1 or d["dones"] != 1:
-                violations.append(f"episode {e}: expected one task_index and exactly one next.done row")
+            if d["n_task_index"] != 1:
+                violations.append(f"episode {e}: expected one task_index, found {d['n_task_index']}")
+            if d["dones"] == 0:
+                violations.append(f"episode {e}: no row has next.done (its last frame {length - 1} must)")
+            elif d["first_done"] != length - 1 or d["dones"] != 1:
+                violations.append(
+                    f"episode {e}: next.done is true on frame {d['first_done']}, but only the last frame "
+                    f"({length - 1}) may be done"
+                )
         for key in ("task", "seed", "initial_state", "success_rule", "max_steps"):
             if plan_ep and m[f"rollbench/{key}"] != plan_ep.get(key):
                 violations.append(
@@ -211,17 +233,8 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
             violations.append(f"episode {e}: {length} steps exceed its horizon of {m['rollbench/max_steps']}")
         if check_videos and length:
             for key in video_keys:
-                if m.get(f"videos/{key}/file_index") is None:
-                    violations.append(f"episode {e}: no video for {key}")
-                    continue
-                vpath = run_dir / info["video_path"].format(
-                    video_key=key,
-                    chunk_index=m[f"videos/{key}/chunk_index"],
-                    file_index=m[f"videos/{key}/file_index"],
-                )
-                frames = _video_frames(vpath)
-                if frames != length:
-                    violations.append(f"episode {e}: video {key} has {frames} frames for {length} steps")
+                if (why := video_violation(run_dir, info, m, key, length)) is not None:
+                    violations.append(why)
         episodes.append(
             {
                 "episode_index": e,
@@ -239,15 +252,6 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
             }
         )
     return _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
-
-
-def _video_frames(path: Path) -> int:
-    from rollbench.record.files import count_video_frames
-
-    try:
-        return count_video_frames(path)
-    except Exception:
-        return -1
 
 
 def _task_block(eps: list[dict[str, Any]]) -> dict[str, Any]:

@@ -34,16 +34,19 @@ class ProgressDisplay:
             disable=not enabled,
         )
         self.bars: dict[str, Any] = {}
+        self._started = False
 
     def __enter__(self) -> ProgressDisplay:
-        self.progress.__enter__()
-        return self
+        return self  # the bars start with the run's "start" event: an error before it prints one line, no bars
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(None, None, None)
+        if self._started:
+            self.progress.__exit__(None, None, None)
 
     def update(self, event: dict[str, Any]) -> None:
         if event["event"] == "start":
+            self.progress.__enter__()
+            self._started = True
             self.run_dir = Path(event["run_dir"]) if event.get("run_dir") else None
             for task, total in event["totals"].items():
                 self.bars[task] = self.progress.add_task(task, total=total, completed=event["done"][task], ok="")

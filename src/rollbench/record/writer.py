@@ -15,7 +15,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from rollbench.record.files import atomic_write_json, atomic_write_parquet, encode_video
+from rollbench.record.files import (
+    atomic_write_json,
+    atomic_write_parquet,
+    check_no_escaping_links,
+    encode_video,
+    remove_temp_files,
+    resolve_inside,
+)
 from rollbench.record.lerobot import (
     CHUNKS_SIZE,
     CODEBASE_VERSION,
@@ -33,6 +40,7 @@ from rollbench.record.lerobot import (
     video_key,
 )
 from rollbench.rollout import EpisodeRecord
+from rollbench.types import ConfigError
 
 
 class _Stats:
@@ -72,11 +80,65 @@ class _Stats:
         }
 
 
+def committed_lengths(run_dir: Path) -> list[int]:
+    """Lengths (steps) of the committed episodes ``0..k-1`` of ``run_dir``, read from ``meta/episodes``.
+
+    Raises ConfigError (one line, nothing changed) when the committed episodes cannot be resumed from: an unreadable
+    episode row file, duplicate or non-contiguous episode rows, a data file missing, unreadable or of another length
+    than its row says. Commits happen strictly in episode order, so anything else was damaged or edited outside
+    rollbench; ``rollbench grade`` reports every problem.
+    """
+
+    def damaged(why: str) -> ConfigError:
+        return ConfigError(
+            f"{run_dir} is damaged and cannot be resumed: {why}; nothing was changed "
+            f"(`rollbench grade {run_dir}` reports every problem)"
+        )
+
+    found: dict[int, int] = {}
+    for f in sorted((run_dir / "meta" / "episodes").glob("chunk-*/file-*.parquet")):
+        try:
+            t = pq.read_table(resolve_inside(run_dir, f), columns=["episode_index", "length"])
+        except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+            raise damaged(f"episode row file {f.relative_to(run_dir)} is unreadable ({type(exc).__name__})") from None
+        for e, n in zip(t["episode_index"].to_pylist(), t["length"].to_pylist(), strict=True):
+            if e in found:
+                raise damaged(f"episode {e} has more than one episode row")
+            found[e] = n
+    lengths = []
+    for e in range(len(found)):
+        if e not in found:
+            raise damaged(f"episode {e} has no episode row but episode {max(found)} has one")
+        lengths.append(found[e])
+    for e, n in enumerate(lengths):
+        if not n:
+            continue
+        c, i = chunk_file(e)
+        path = run_dir / DATA_PATH.format(chunk_index=c, file_index=i)
+        try:
+            rows = pq.ParquetFile(resolve_inside(run_dir, path)).metadata.num_rows
+        except FileNotFoundError:
+            raise damaged(f"episode {e} has no data file {path.relative_to(run_dir)}") from None
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise damaged(f"data file {path.relative_to(run_dir)} is unreadable ({type(exc).__name__})") from None
+        if rows != n:
+            raise damaged(f"data file {path.relative_to(run_dir)} holds {rows} rows but episode {e} has {n} steps")
+    return lengths
+
+
+def _staged_index(name: str) -> int | None:
+    """The episode index of a staged episode directory ``episode-EEEEEE``, else None (not rollbench's)."""
+    digits = name.removeprefix("episode-")
+    return int(digits) if name.startswith("episode-") and digits.isdigit() else None
+
+
 class DatasetWriter:
     """Owns a run directory's dataset files. Only one process may hold one (the run lock ensures it).
 
     Opening repairs what an interrupted commit left behind (files without a meta row, staged copies of committed
-    episodes) and rewrites info.json/stats.json from the committed episodes.
+    episodes, half-written ``.staging/.tmp-*`` directories, temporary ``.NAME.XXXX.tmp`` files and partial videos)
+    and rewrites info.json/stats.json from the committed episodes. It refuses (OutsideRunDirError, a ConfigError) a
+    directory holding a link that leads outside it, before touching anything.
     """
 
     def __init__(
@@ -92,6 +154,7 @@ class DatasetWriter:
         self.fps = fps
         self.robot_type = robot_type
         self.video_keys = [k for k, v in features.items() if v["dtype"] == "video"]
+        check_no_escaping_links(run_dir)
         (run_dir / STAGING).mkdir(parents=True, exist_ok=True)
         tasks_path = run_dir / "meta" / "tasks.parquet"
         if not tasks_path.exists():
@@ -112,34 +175,27 @@ class DatasetWriter:
         return self.run_dir / template.format(chunk_index=c, file_index=f, **kw)
 
     def _scan_committed(self) -> list[int]:
-        files = sorted((self.run_dir / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
-        found: dict[int, int] = {}
-        for f in files:
-            t = pq.read_table(f, columns=["episode_index", "length"])
-            for e, n in zip(t["episode_index"].to_pylist(), t["length"].to_pylist(), strict=True):
-                found[e] = n
-        # commits happen strictly in episode order, so the committed set is 0..k-1; anything else was edited
-        lengths = []
-        for e in range(len(found)):
-            if e not in found:
-                raise RuntimeError(
-                    f"{self.run_dir}: committed episodes are not contiguous (episode {e} is missing but "
-                    f"{max(found)} is committed); the directory was modified outside rollbench"
-                )
-            lengths.append(found[e])
-        return lengths
+        return committed_lengths(self.run_dir)
 
     def _remove_leftovers(self) -> None:
         k = len(self.lengths)
-        for pattern in ("data/chunk-*/file-*.parquet", "videos/*/chunk-*/file-*.mp4"):
+        for pattern in (
+            "data/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].parquet",
+            "videos/*/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].mp4",
+        ):
             for f in self.run_dir.glob(pattern):
                 c = int(f.parent.name.split("-")[1])
                 i = int(f.stem.split("-")[1])
                 if c * CHUNKS_SIZE + i >= k:
-                    f.unlink()
+                    resolve_inside(self.run_dir, f).unlink()
         for d in (self.run_dir / STAGING).iterdir():
-            if d.name.startswith(".tmp-") or (d.name.startswith("episode-") and int(d.name[8:]) < k):
-                shutil.rmtree(d, ignore_errors=True)
+            e = _staged_index(d.name)
+            if d.name.startswith(".tmp-") or (e is not None and e < k):
+                if d.is_symlink():  # rmtree refuses links; unlinking one never touches its target
+                    d.unlink()
+                else:
+                    shutil.rmtree(resolve_inside(self.run_dir, d), ignore_errors=True)
+        remove_temp_files(self.run_dir)
 
     @property
     def committed(self) -> int:
@@ -152,7 +208,7 @@ class DatasetWriter:
             (self.run_dir / STAGING).rmdir()
 
     def staged(self) -> list[int]:
-        return sorted(int(d.name[8:]) for d in (self.run_dir / STAGING).glob("episode-*"))
+        return sorted(e for d in (self.run_dir / STAGING).glob("episode-*") if (e := _staged_index(d.name)) is not None)
 
     # ---- committing ----------------------------------------------------------------------------------------
     def promote_ready(self) -> list[int]:

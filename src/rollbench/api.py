@@ -34,7 +34,8 @@ from rollbench.spec import EvalSpec, build_spec
 from rollbench.types import ConfigError, PolicyInfo
 
 ProgressCallback = Callable[[dict[str, Any]], None]
-"""Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}}`` once, then
+"""Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "warnings": [str]}``
+once (``done``: episodes already recorded or staged, which a resume does not re-run), then
 ``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode."""
 
 
@@ -134,6 +135,11 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
         if why:
             raise ConfigError(f"cannot evaluate {t.name}: {why}")
     info = _probe_policy(spec)
+    cannot = [t.name for t in plan.tasks if not info.drives(t.name)]
+    if cannot:
+        raise ConfigError(
+            f"policy {spec.policy} cannot drive {', '.join(cannot)}: it drives {', '.join(info.tasks)} only"
+        )
     replan_every = spec.replan_every or info.replan_every or 1
     existing = read_run_log(run_dir)
     if existing is not None and existing.get("spec_identity") != spec.identity():
@@ -152,6 +158,13 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
                 warnings.append(
                     f"success rule of {t.name} overridden: declared {t.success_rule}, graded with {spec.success_rule}"
                 )
+    if spec.replan_every and info.chunk_size_known and spec.replan_every > info.chunk_size:
+        warnings.append(
+            f"--replan-every {spec.replan_every} is larger than the action chunk of policy {spec.policy} "
+            f"({info.chunk_size} action{'s' if info.chunk_size > 1 else ''}): each chunk is executed whole and the "
+            f"policy is asked again every {info.chunk_size} step{'s' if info.chunk_size > 1 else ''}, not every "
+            f"{spec.replan_every}"
+        )
     log = existing or {
         "rollbench_run_log": 1,
         "run_id": run_dir.name,
@@ -251,7 +264,15 @@ def _run(
     live.done_at_start = len(already)
     live.write(force=True)
     if progress:
-        progress({"event": "start", "run_dir": str(run_dir), "totals": dict(live.totals), "done": dict(live.done)})
+        progress(
+            {
+                "event": "start",
+                "run_dir": str(run_dir),
+                "totals": dict(live.totals),
+                "done": dict(live.done),
+                "warnings": list(log.get("warnings", [])),
+            }
+        )
 
     def on_result(summary: Any) -> None:
         writer.promote_ready()

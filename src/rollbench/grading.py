@@ -121,7 +121,7 @@ def _percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, A
     rows = _query(con, f"SELECT {stats} FROM steps") if has_steps else []
     out = block(rows[0] if rows else empty)
     by_task = []
-    if has_steps:
+    if has_steps and "rollbench/task" in con.sql("SELECT * FROM episodes LIMIT 0").columns:  # else: no episode rows
         by_task = _query(
             con,
             f"""SELECT m.task, {stats} FROM steps

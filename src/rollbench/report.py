@@ -45,6 +45,16 @@ class ProgressDisplay:
 
     def update(self, event: dict[str, Any]) -> None:
         if event["event"] == "start":
+            say = self.progress.console.print
+            for w in event.get("warnings", []):
+                say(f"warning: {w}", highlight=False, soft_wrap=True)
+            done, total = sum(event["done"].values()), sum(event["totals"].values())
+            if done:
+                say(
+                    f"resuming {event['run_dir']}: {done} of {total} episodes already recorded, {total - done} to run",
+                    highlight=False,
+                    soft_wrap=True,
+                )
             self.progress.__enter__()
             self._started = True
             self.run_dir = Path(event["run_dir"]) if event.get("run_dir") else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -311,13 +312,16 @@ def _finish(
     writer.promote_ready()
     writer.write_stats()
     writer.remove_empty_staging()
+    # this invocation's times first, so that the graded timing (from run.json) includes it
+    log["executions"][-1]["finished"] = utc_now()
+    log["executions"][-1]["elapsed_s"] = round(time.monotonic() - live.started, 3)
+    if status:
+        log["executions"][-1]["interrupted"] = True
+    write_run_log(run_dir, log)
     result = grade_run_dir(run_dir)
     # an interruption that lost nothing (every episode already recorded) leaves the graded status
     log["status"] = status if status and result["status"] != "OK" else result["status"]
     log["results"] = result
-    log["executions"][-1]["finished"] = utc_now()
-    if status:
-        log["executions"][-1]["interrupted"] = True
     write_run_log(run_dir, log)
     live.remove()
     return result

@@ -151,6 +151,8 @@ def eval_cmd(
     except RollbenchError as exc:
         _fail(str(exc), code=1)
         return
+    if as_json and display.run_dir is not None:
+        result = {**result, "run_dir": str(display.run_dir)}  # where the run went (also without --out)
     _emit(result, as_json, display.run_dir)
 
 

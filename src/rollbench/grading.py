@@ -6,6 +6,8 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
 * length = number of rows; return = sum of ``next.reward``;
 * success = ``bool_or(next.success)`` for the ``any_step`` rule, the last row's ``next.success`` for ``final_step``,
   and never for an episode that errored or was already successful at reset;
+* mean and median length, mean return per task: over the episodes that ran (an episode that errored before its
+  first step is left out; ``episodes_ran`` counts the others);
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
   with the 95% Wilson score interval (Wilson 1927; z = 1.959964).
 
@@ -26,6 +28,7 @@ from rollbench.grading_files import (
     missing_episode_columns,
     read_info,
     readable_parquet,
+    run_timing,
     video_violation,
 )
 from rollbench.types import ConfigError
@@ -251,26 +254,33 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 "render_fault": m["rollbench/render_fault"],
             }
         )
-    return _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
+    result = _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
+    result["timing"] = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
+    return result
 
 
 def _task_block(eps: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(eps)
     s = sum(1 for e in eps if e["success"])
     lo, hi = wilson_interval(s, n)
-    lengths = sorted(e["length"] for e in eps)
+    # lengths and returns are over the episodes that ran: an episode that errored before its first step has none
+    ran = [e for e in eps if e["length"] or e["termination_reason"] != "error"]
+    k = len(ran)
+    lengths = sorted(e["length"] for e in ran)
     reasons: dict[str, int] = {}
     for e in eps:
         reasons[e["termination_reason"]] = reasons.get(e["termination_reason"], 0) + 1
-    median = (lengths[(n - 1) // 2] + lengths[n // 2]) / 2 if n else None
+    median = (lengths[(k - 1) // 2] + lengths[k // 2]) / 2 if k else None
     return {
         "episodes": n,
         "successes": s,
         "success_rate": s / n if n else None,
         "ci95_low": lo,
         "ci95_high": hi,
-        "mean_length": sum(lengths) / n if n else None,
+        "episodes_ran": k,
+        "mean_length": sum(lengths) / k if k else None,
         "median_length": median,
+        "mean_return": sum(e["return"] for e in ran) / k if k else None,
         "errors": reasons.get("error", 0),
         "success_at_reset": sum(1 for e in eps if e["success_at_reset"]),
         "termination_reasons": dict(sorted(reasons.items())),

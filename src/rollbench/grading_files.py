@@ -119,3 +119,17 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key:
     if frames != length:
         return f"episode {e}: video file {rel} ({key}) has {frames} frames for {length} steps"
     return None
+
+
+def run_timing(log: dict[str, Any], episode_times: list[float | None]) -> dict[str, Any]:
+    """Wall time of a run, from disk: ``eval_wall_time_s`` = the summed ``elapsed_s`` of every finished invocation
+    in run.json's ``executions`` (None when none is recorded), ``invocations`` = how many, ``episode_time_s`` = the
+    summed per-episode wall times of the graded episodes (``rollbench/wall_time_s``: reset to last step, in the
+    process that ran the episode; with K workers it can exceed the wall time). Seconds."""
+    runs = [x for x in log.get("executions") or [] if isinstance(x, dict) and isinstance(x.get("elapsed_s"), float)]
+    times = [t for t in episode_times if isinstance(t, float)]
+    return {
+        "eval_wall_time_s": sum(x["elapsed_s"] for x in runs) if runs else None,
+        "invocations": len(runs),
+        "episode_time_s": sum(times),
+    }

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from rollbench.cli_runs import register as register_runs
 from rollbench.serve import serve_policy
 from rollbench.types import ConfigError, RollbenchError
 
@@ -252,6 +253,7 @@ def mcp_cmd(
 
 
 app.command("serve-policy")(serve_policy)
+register_runs(app)
 
 
 def main() -> None:

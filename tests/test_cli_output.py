@@ -86,3 +86,20 @@ def test_table_shows_mean_return_and_eval_wall_time_from_disk(tmp_path: Path) ->
     mean_return = log["results"]["tasks"]["scripted/reach"]["mean_return"]
     assert "mean return" in r.stdout and f"{mean_return:.2f}" in r.stdout
     assert grade(run) == log["results"]
+
+
+def test_videos_index_maps_each_episode_to_its_video_file_and_time_range(tmp_path: Path) -> None:
+    from rollbench.record.files import count_video_frames
+
+    run = tmp_path / "run"
+    r = evaluate(
+        out=run, env="scripted/reach", policy="random", episodes=3, max_steps=4, seed=3, video=True, image_size=(32, 32)
+    )
+    index = json.loads((run / "meta/videos_index.json").read_text())
+    assert index["fps"] == 10 and [e["episode_index"] for e in index["episodes"]] == [0, 1, 2]
+    for entry, ep in zip(index["episodes"], r["episodes"], strict=True):
+        assert (entry["task"], entry["trial"], entry["seed"]) == (ep["task"], ep["trial"], ep["seed"])
+        video = entry["videos"]["observation.images.top"]
+        assert video["file"] == f"videos/observation.images.top/chunk-000/file-{ep['episode_index']:03d}.mp4"
+        assert count_video_frames(run / video["file"]) == ep["length"]
+        assert (video["from_s"], video["to_s"]) == (0.0, ep["length"] / 10)

@@ -311,6 +311,7 @@ def _finish(
     """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given)."""
     writer.promote_ready()
     writer.write_stats()
+    writer.write_videos_index()
     writer.remove_empty_staging()
     # this invocation's times first, so that the graded timing (from run.json) includes it
     log["executions"][-1]["finished"] = utc_now()

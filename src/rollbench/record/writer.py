@@ -168,6 +168,7 @@ class DatasetWriter:
                 self._add_stats(pq.read_table(self._path(DATA_PATH, e)))
         self._write_info()
         self.write_stats()
+        self.write_videos_index()
 
     # ---- reading what is committed -------------------------------------------------------------------------
     def _path(self, template: str, episode_index: int, **kw: str) -> Path:
@@ -340,6 +341,45 @@ class DatasetWriter:
         }
         # derived from meta/episodes and the data files, and rebuilt whenever a writer opens the directory
         atomic_write_json(self.run_dir / "meta" / "info.json", info, durable=False)
+
+    def write_videos_index(self) -> None:
+        """Rewrite ``meta/videos_index.json``: episode -> task, trial, seed and, per camera, the video file (relative
+        to the run directory) and the time range in it (seconds), read from the committed episode rows.
+
+        A derived file like ``info.json`` (rebuilt on open and at the end of a run); absent when no video is
+        recorded. Form: ``{"fps": int, "episodes": [{"episode_index", "task", "trial", "seed", "videos": {key:
+        {"file", "from_s", "to_s"}}}]}`` (an episode without steps has an empty ``videos``).
+        """
+        if not self.video_keys:
+            return
+        parts = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
+        cols = ["episode_index", "rollbench/task", "rollbench/trial", "rollbench/seed"]
+        cols += [f"videos/{k}/{p}" for k in self.video_keys for p in parts]
+        episodes = []
+        for e in range(self.committed):
+            m = pq.read_table(self._path(EPISODES_PATH, e), columns=cols).to_pylist()[0]
+            videos = {
+                k: {
+                    "file": VIDEO_PATH.format(
+                        video_key=k, chunk_index=m[f"videos/{k}/chunk_index"], file_index=m[f"videos/{k}/file_index"]
+                    ),
+                    "from_s": m[f"videos/{k}/from_timestamp"],
+                    "to_s": m[f"videos/{k}/to_timestamp"],
+                }
+                for k in self.video_keys
+                if m[f"videos/{k}/file_index"] is not None
+            }
+            episodes.append(
+                {
+                    "episode_index": e,
+                    "task": m["rollbench/task"],
+                    "trial": m["rollbench/trial"],
+                    "seed": m["rollbench/seed"],
+                    "videos": videos,
+                }
+            )
+        index = {"fps": self.fps, "episodes": episodes}
+        atomic_write_json(self.run_dir / "meta" / "videos_index.json", index, durable=False)
 
     def write_stats(self) -> None:
         """Rewrite ``meta/stats.json`` (LeRobot's normalisation stats) from the committed episodes.

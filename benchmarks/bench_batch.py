@@ -92,6 +92,7 @@ def main() -> None:
     reference = None
     run_options: dict[str, Any]
     with contextlib.ExitStack() as stack:
+        run_options: dict[str, Any]
         if args.served:
             url = stack.enter_context(served(args.served, options, max(sizes)))
             policy, run_options = url, {}

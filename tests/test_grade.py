@@ -98,7 +98,10 @@ def test_video_with_wrong_frame_count_is_a_violation(run: Path) -> None:
     encode_video(video, [np.zeros((32, 32, 3), np.uint8)] * 2, fps=10)
     r = grade(run)
     length = r["episodes"][1]["length"]
-    assert f"episode 1: video observation.images.top has 2 frames for {length} steps" in r["violations"]
+    assert (
+        f"episode 1: video file videos/observation.images.top/chunk-000/file-001.mp4 (observation.images.top) has 2 "
+        f"frames for {length} steps"
+    ) in r["violations"]
 
 
 def test_one_errored_episode_makes_the_run_partial_with_its_reason(tmp_path: Path) -> None:
@@ -132,3 +135,45 @@ def test_nan_in_one_episode_is_partial_and_names_that_episode(tmp_path: Path) ->
     assert [e["termination_reason"] for e in r["episodes"]] == ["success", "error", "success"]
     assert "non-finite action (NaN or inf) at step 1" in r["reasons"][0]
     assert r["episodes"][1]["length"] == 1
+
+
+def test_next_done_on_a_row_before_the_last_is_a_violation(run: Path) -> None:
+    f = run / "data/chunk-000/file-002.parquet"
+    t = pq.read_table(f)
+    n = t.num_rows
+    assert n >= 2
+    done = [True] + [False] * (n - 2) + [True]  # also done at frame 0
+    pq.write_table(t.set_column(t.schema.get_field_index("next.done"), "next.done", [done]), f)
+    r = grade(run)
+    assert r["status"] == "PARTIAL"
+    assert r["violations"] == [
+        f"episode 2: next.done is true on frame 0, but only the last frame ({n - 1}) may be done"
+    ]
+
+
+def test_an_episode_without_a_done_row_is_a_violation(run: Path) -> None:
+    f = run / "data/chunk-000/file-001.parquet"
+    t = pq.read_table(f)
+    pq.write_table(t.set_column(t.schema.get_field_index("next.done"), "next.done", [[False] * t.num_rows]), f)
+    assert grade(run)["violations"] == [f"episode 1: no row has next.done (its last frame {t.num_rows - 1} must)"]
+
+
+def test_duplicate_episode_rows_count_once_for_the_run_and_the_task(run: Path) -> None:
+    ref = grade(run)
+    shutil.copy(run / "meta/episodes/chunk-000/file-001.parquet", run / "meta/episodes/chunk-000/file-099.parquet")
+    r = grade(run)
+    assert r["episodes_recorded"] == 6 and r["tasks"]["scripted/reach"]["episodes"] == 6
+    assert [e["episode_index"] for e in r["episodes"]] == list(range(6))
+    assert r["tasks"]["scripted/reach"]["successes"] == ref["tasks"]["scripted/reach"]["successes"]
+    assert r["violations"] == ["episode 1 is recorded 2 times"]
+
+
+def test_a_missing_or_unreadable_video_is_named(run: Path) -> None:
+    videos = run / "videos/observation.images.top/chunk-000"
+    (videos / "file-003.mp4").unlink()
+    (videos / "file-004.mp4").write_bytes(b"not an mp4 at all")
+    r = grade(run)
+    assert "episode 3: video file videos/observation.images.top/chunk-000/file-003.mp4 is missing" in r["violations"]
+    (bad,) = [v for v in r["violations"] if v.startswith("episode 4:")]
+    assert bad.startswith("episode 4: video file videos/observation.images.top/chunk-000/file-004.mp4 is unreadable (")
+    assert not any("-1 frames" in v for v in r["violations"])

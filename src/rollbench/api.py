@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from rollbench.execute import WorkerSetup
 from rollbench.grading import grade as grade_run_dir
 from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
 from rollbench.record.background import BackgroundCommitter
+from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.retry import check_mode, record_outcomes, retry_errored
 from rollbench.record.runlog import (
@@ -29,14 +31,15 @@ from rollbench.record.runlog import (
     utc_now,
     write_run_log,
 )
-from rollbench.record.writer import DatasetWriter
+from rollbench.record.writer import DatasetWriter, committed_lengths
 from rollbench.registry import family_of
 from rollbench.runners import run_episodes
 from rollbench.spec import EvalSpec, build_spec
 from rollbench.types import ConfigError, PolicyInfo
 
 ProgressCallback = Callable[[dict[str, Any]], None]
-"""Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}}`` once, then
+"""Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "warnings": [str]}``
+once (``done``: episodes already recorded or staged, which a resume does not re-run), then
 ``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode."""
 
 
@@ -124,14 +127,34 @@ def _probe_policy(spec: EvalSpec) -> PolicyInfo:
         policy.close()
 
 
+def check_run_dir(run_dir: Path) -> None:
+    """ConfigError (nothing touched) unless ``run_dir`` is absent or a directory rollbench may open: no link in it
+    leads outside it, and its committed episodes are intact (see ``record.writer.committed_lengths``)."""
+    if not run_dir.exists():
+        if run_dir.is_symlink():
+            raise ConfigError(f"{run_dir} is a dangling link; choose another --out")
+        return
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir} exists and is not a directory; choose another --out")
+    check_no_escaping_links(run_dir)
+    if (run_dir / "run.json").exists():
+        committed_lengths(run_dir)
+
+
 def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
     """Validate everything that can be validated before motion; return the plan and the run log to write."""
+    check_run_dir(run_dir)
     plan = make_plan(spec)
     for t in plan.tasks:
         why = family_of(t.name).missing()
         if why:
             raise ConfigError(f"cannot evaluate {t.name}: {why}")
     info = _probe_policy(spec)
+    cannot = [t.name for t in plan.tasks if not info.drives(t.name)]
+    if cannot:
+        raise ConfigError(
+            f"policy {spec.policy} cannot drive {', '.join(cannot)}: it drives {', '.join(info.tasks)} only"
+        )
     replan_every = spec.replan_every or info.replan_every or 1
     existing = read_run_log(run_dir)
     if existing is not None and existing.get("spec_identity") != spec.identity():
@@ -150,6 +173,13 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
                 warnings.append(
                     f"success rule of {t.name} overridden: declared {t.success_rule}, graded with {spec.success_rule}"
                 )
+    if spec.replan_every and info.chunk_size_known and spec.replan_every > info.chunk_size:
+        warnings.append(
+            f"--replan-every {spec.replan_every} is larger than the action chunk of policy {spec.policy} "
+            f"({info.chunk_size} action{'s' if info.chunk_size > 1 else ''}): each chunk is executed whole and the "
+            f"policy is asked again every {info.chunk_size} step{'s' if info.chunk_size > 1 else ''}, not every "
+            f"{spec.replan_every}"
+        )
     log = existing or {
         "rollbench_run_log": 1,
         "run_id": run_dir.name,
@@ -190,7 +220,7 @@ def evaluate(
         with RunLock(run_dir):
             return _execute(spec, plan, log, run_dir, execution, progress, should_stop)
     except ConfigError:
-        if created and read_run_log(run_dir) is None:
+        if created and not (run_dir / "run.json").exists():
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
 
@@ -214,6 +244,25 @@ def _execute(
         }
     )
     write_run_log(run_dir, log)
+    try:
+        return _run(spec, plan, log, run_dir, execution, progress, should_stop)
+    except Exception as exc:
+        # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
+        log["status"] = "INTERRUPTED"
+        log["executions"][-1].update(finished=utc_now(), error=f"{type(exc).__name__}: {exc}")
+        write_run_log(run_dir, log)
+        raise
+
+
+def _run(
+    spec: EvalSpec,
+    plan: Plan,
+    log: dict[str, Any],
+    run_dir: Path,
+    execution: Execution,
+    progress: ProgressCallback | None,
+    should_stop: Callable[[], bool] | None,
+) -> dict[str, Any]:
     first = plan.tasks[0]
     cams = cameras_for(spec, first, log["plan"]["policy"]["needs_images"]) if spec.video else ()
     for t in plan.tasks[1:]:
@@ -237,7 +286,15 @@ def _execute(
     live.done_at_start = len(already)
     live.write(force=True)
     if progress:
-        progress({"event": "start", "run_dir": str(run_dir), "totals": dict(live.totals), "done": dict(live.done)})
+        progress(
+            {
+                "event": "start",
+                "run_dir": str(run_dir),
+                "totals": dict(live.totals),
+                "done": dict(live.done),
+                "warnings": list(log.get("warnings", [])),
+            }
+        )
 
     committer = BackgroundCommitter(writer)
 
@@ -284,15 +341,19 @@ def _finish(
     """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given)."""
     writer.promote_ready()
     writer.write_stats()
+    writer.write_videos_index()
     writer.remove_empty_staging()
+    # this invocation's times first, so that the graded timing (from run.json) includes it
+    log["executions"][-1]["finished"] = utc_now()
+    log["executions"][-1]["elapsed_s"] = round(time.monotonic() - live.started, 3)
+    if status:
+        log["executions"][-1]["interrupted"] = True
+    write_run_log(run_dir, log)
     result = grade_run_dir(run_dir)
     record_outcomes(log, result["episodes"])
     # an interruption that lost nothing (every episode already recorded) leaves the graded status
     log["status"] = status if status and result["status"] != "OK" else result["status"]
     log["results"] = result
-    log["executions"][-1]["finished"] = utc_now()
-    if status:
-        log["executions"][-1]["interrupted"] = True
     write_run_log(run_dir, log)
     live.remove()
     return result

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from rollbench.cli_runs import register as register_runs
 from rollbench.serve import serve_policy
 from rollbench.types import ConfigError, RollbenchError
 
@@ -172,6 +173,8 @@ def eval_cmd(
     except RollbenchError as exc:
         _fail(str(exc), code=1)
         return
+    if as_json and display.run_dir is not None:
+        result = {**result, "run_dir": str(display.run_dir)}  # where the run went (also without --out)
     _emit(result, as_json, display.run_dir)
 
 
@@ -271,6 +274,7 @@ def mcp_cmd(
 
 
 app.command("serve-policy")(serve_policy)
+register_runs(app)
 
 
 def main() -> None:

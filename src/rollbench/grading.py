@@ -7,6 +7,8 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
   which is checked and not counted); return = sum of ``next.reward``;
 * success = ``bool_or(next.success)`` for the ``any_step`` rule, the last row's ``next.success`` for ``final_step``,
   and never for an episode that errored or was already successful at reset;
+* mean and median length, mean return per task: over the episodes that ran (an episode that errored before its
+  first step is left out; ``episodes_ran`` counts the others);
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
   with the 95% Wilson score interval (Wilson 1927; z = 1.959964).
 
@@ -20,15 +22,21 @@ the fault of every error.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow.parquet as pq
 
-from rollbench.types import FAULTS, RollbenchError
+from rollbench.grading_files import (
+    link_violations,
+    missing_episode_columns,
+    read_info,
+    readable_parquet,
+    run_timing,
+    video_violation,
+)
+from rollbench.types import FAULTS, ConfigError
 
 Z95 = 1.959963984540054
 
@@ -48,17 +56,6 @@ def _sql_glob(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _readable(files: list[Path], violations: list[str]) -> list[Path]:
-    ok = []
-    for f in files:
-        try:
-            pq.ParquetFile(f).metadata  # noqa: B018 - reading the footer is the check
-            ok.append(f)
-        except Exception as exc:
-            violations.append(f"file {f} is unreadable ({type(exc).__name__}: {exc})")
-    return ok
-
-
 STEP_COLUMNS = (
     'episode_index, frame_index, "index", task_index, "next.reward", "next.success", "next.done", "policy.latency_s", '
     'isnan("action"[1]) AS pad'  # the padding frame of an episode without steps (record.lerobot): action all NaN
@@ -74,6 +71,22 @@ def _load(con: duckdb.DuckDBPyConnection, table: str, files: list[Path], columns
         con.execute(f"CREATE TEMP TABLE {table} (episode_index BIGINT)")
 
 
+def _load_or_report(
+    con: duckdb.DuckDBPyConnection, table: str, files: list[Path], columns: str, violations: list[str]
+) -> list[Path]:
+    """:func:`_load`, or (files that are not rollbench's: columns missing, types clash) an empty table and a
+    violation saying why; returns the files loaded."""
+    try:
+        _load(con, table, files, columns)
+        return files
+    except duckdb.Error as exc:
+        what = "episode rows (meta/episodes)" if table == "episodes" else "step rows (data/)"
+        violations.append(f"the {what} cannot be read as rollbench's: {str(exc).splitlines()[0]}")
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+        _load(con, table, [], columns)
+        return []
+
+
 def _query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     rel = con.sql(sql)
     cols = rel.columns
@@ -81,13 +94,13 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
 
 
 def load_run_log(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    if not path.exists():
-        raise RollbenchError(f"{run_dir} is not a rollbench run directory (no run.json)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RollbenchError(f"{path} is not valid JSON: {exc}") from None
+    """run.json, or ConfigError when ``run_dir`` is not a rollbench run directory (see ``read_run_log``)."""
+    from rollbench.record.runlog import read_run_log
+
+    log = read_run_log(run_dir)
+    if log is None:
+        raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json)")
+    return log
 
 
 def _percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, Any]:
@@ -117,7 +130,7 @@ def _percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, A
     rows = _query(con, f"SELECT {stats} FROM steps WHERE NOT pad") if has_steps else []
     out = block(rows[0] if rows else empty)
     by_task = []
-    if has_steps:
+    if has_steps and "rollbench/task" in con.sql("SELECT * FROM episodes LIMIT 0").columns:  # else: no episode rows
         by_task = _query(
             con,
             f"""SELECT m.task, {stats} FROM steps
@@ -139,26 +152,27 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     log = load_run_log(run_dir)
     planned = {ep["episode_index"]: ep for ep in log["plan"]["episodes"]}
     requested = len(planned)
-    violations: list[str] = []
+    violations: list[str] = link_violations(run_dir)  # files behind a link leading outside are not read
     con = duckdb.connect()
-    meta_files = _readable(sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet")), violations)
-    data_files = _readable(sorted(run_dir.glob("data/chunk-*/file-*.parquet")), violations)
+    meta_files = readable_parquet(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
+    data_files = readable_parquet(run_dir, "data/chunk-*/file-*.parquet", violations)
     con.execute("SET parquet_can_have_nan = true")  # see _percentiles
-    _load(con, "episodes", meta_files)
-    _load(con, "steps", data_files, STEP_COLUMNS)
+    meta_files = _load_or_report(con, "episodes", meta_files, "*", violations)
+    data_files = _load_or_report(con, "steps", data_files, STEP_COLUMNS, violations)
     meta = _query(con, "SELECT * FROM episodes ORDER BY episode_index") if meta_files else []
+    if meta and (lacking := missing_episode_columns(list(meta[0]))):
+        violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")
+        meta = []
     per_episode = """SELECT episode_index, count(*) FILTER (WHERE NOT pad) AS steps, count(*) AS rows,
                       count(*) FILTER (WHERE pad) AS pads, sum("next.reward") AS ret,
                       bool_or("next.success") AS any_success, arg_max("next.success", frame_index) AS last_success,
                       min(frame_index) AS f0, max(frame_index) AS f1, min("index") AS i0, max("index") AS i1,
                       count(DISTINCT "index" - frame_index) AS offsets, count(DISTINCT task_index) AS n_task_index,
-                      sum(CASE WHEN "next.done" THEN 1 ELSE 0 END) AS dones
+                      sum(CASE WHEN "next.done" THEN 1 ELSE 0 END) AS dones,
+                      min(frame_index) FILTER (WHERE "next.done") AS first_done
                FROM steps GROUP BY episode_index"""
     data = {r["episode_index"]: r for r in (_query(con, per_episode) if data_files else [])}
-    info_path = run_dir / "meta" / "info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
-    if not info:
-        violations.append("meta/info.json is missing")
+    info = read_info(run_dir, violations)
 
     seen: dict[int, int] = {}
     for m in meta:
@@ -172,7 +186,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     extra_data = sorted(set(data) - set(seen))
     if extra_data:
         violations.append(f"data rows exist for episodes without an episode record: {extra_data}")
-    recorded = len(seen)
+    recorded = len(seen)  # distinct episode rows (info.json counts each committed episode once)
     if info and info.get("total_episodes") != recorded:
         violations.append(
             f"meta/info.json says total_episodes={info.get('total_episodes')} but {recorded} episodes are recorded"
@@ -185,9 +199,13 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
 
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"]
     episodes: list[dict[str, Any]] = []
+    graded: set[int] = set()
     for m in meta:
         e = m["episode_index"]
-        plan_ep = planned.get(e, {})
+        if e in graded or e not in planned:
+            continue  # a duplicate or unplanned row is a violation above and never counts (nor inflates a task)
+        graded.add(e)
+        plan_ep = planned[e]
         d = data.get(e)
         rows = int(d["rows"]) if d else 0  # LeRobot frames: the steps, or the one padding frame
         length = int(d["steps"]) if d else 0  # steps executed
@@ -205,8 +223,15 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 violations.append(f"episode {e}: frame_index is not 0..{rows - 1}")
             if d["offsets"] != 1 or d["i0"] != m["dataset_from_index"] or d["i1"] != m["dataset_to_index"] - 1:
                 violations.append(f"episode {e}: global index is not dataset_from_index + frame_index")
-            if d["n_task_index"] != 1 or d["dones"] != 1:
-                violations.append(f"episode {e}: expected one task_index and exactly one next.done row")
+            if d["n_task_index"] != 1:
+                violations.append(f"episode {e}: expected one task_index, found {d['n_task_index']}")
+            if d["dones"] == 0:
+                violations.append(f"episode {e}: no row has next.done (its last frame {rows - 1} must)")
+            elif d["first_done"] != rows - 1 or d["dones"] != 1:
+                violations.append(
+                    f"episode {e}: next.done is true on frame {d['first_done']}, but only the last frame "
+                    f"({rows - 1}) may be done"
+                )
         for key in ("task", "seed", "initial_state", "success_rule", "max_steps"):
             if plan_ep and m[f"rollbench/{key}"] != plan_ep.get(key):
                 violations.append(
@@ -226,17 +251,8 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
             violations.append(f"episode {e}: {length} steps exceed its horizon of {m['rollbench/max_steps']}")
         if check_videos and rows:
             for key in video_keys:
-                if m.get(f"videos/{key}/file_index") is None:
-                    violations.append(f"episode {e}: no video for {key}")
-                    continue
-                vpath = run_dir / info["video_path"].format(
-                    video_key=key,
-                    chunk_index=m[f"videos/{key}/chunk_index"],
-                    file_index=m[f"videos/{key}/file_index"],
-                )
-                frames = _video_frames(vpath)
-                if frames != rows:
-                    violations.append(f"episode {e}: video {key} has {frames} frames for {rows} steps")
+                if (why := video_violation(run_dir, info, m, key, rows)) is not None:
+                    violations.append(why)
         episodes.append(
             {
                 "episode_index": e,
@@ -254,7 +270,9 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 "render_fault": m["rollbench/render_fault"],
             }
         )
-    return _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
+    result = _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
+    result["timing"] = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
+    return result
 
 
 def _fault(meta_row: dict[str, Any]) -> str:
@@ -273,32 +291,28 @@ def errors_by_fault(eps: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def _video_frames(path: Path) -> int:
-    from rollbench.record.files import count_video_frames
-
-    try:
-        return count_video_frames(path)
-    except Exception:
-        return -1
-
-
 def _task_block(eps: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(eps)
     s = sum(1 for e in eps if e["success"])
     lo, hi = wilson_interval(s, n)
-    lengths = sorted(e["length"] for e in eps)
+    # lengths and returns are over the episodes that ran: an episode that errored before its first step has none
+    ran = [e for e in eps if e["length"] or e["termination_reason"] != "error"]
+    k = len(ran)
+    lengths = sorted(e["length"] for e in ran)
     reasons: dict[str, int] = {}
     for e in eps:
         reasons[e["termination_reason"]] = reasons.get(e["termination_reason"], 0) + 1
-    median = (lengths[(n - 1) // 2] + lengths[n // 2]) / 2 if n else None
+    median = (lengths[(k - 1) // 2] + lengths[k // 2]) / 2 if k else None
     return {
         "episodes": n,
         "successes": s,
         "success_rate": s / n if n else None,
         "ci95_low": lo,
         "ci95_high": hi,
-        "mean_length": sum(lengths) / n if n else None,
+        "episodes_ran": k,
+        "mean_length": sum(lengths) / k if k else None,
         "median_length": median,
+        "mean_return": sum(e["return"] for e in ran) / k if k else None,
         "errors": reasons.get("error", 0),
         "errors_by_fault": errors_by_fault(eps),
         "success_at_reset": sum(1 for e in eps if e["success_at_reset"]),

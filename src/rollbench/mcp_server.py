@@ -99,7 +99,11 @@ class RolloutService:
 
     def existing_run_dir(self, run_id: str) -> Path:
         path = self.run_dir(run_id)
-        if read_run_log(path) is None:
+        try:
+            found = read_run_log(path)
+        except ConfigError as exc:  # a foreign or damaged run.json: say so, not a crash
+            raise ToolError(str(exc)) from None
+        if found is None:
             known = ", ".join(r.run_id for r in self.list_runs(20)) or "none yet"
             raise ToolError(f"no run named {run_id!r} under {self.root}; recent runs: {known}")
         return path
@@ -252,7 +256,7 @@ class RolloutService:
                 try:
                     mtime = (d / "run.json").stat().st_mtime
                     rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
-                except (OSError, ValueError, KeyError, TypeError) as exc:
+                except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
                     log.warning("skipping unreadable run %s: %r", d, exc)
         rows.sort(key=lambda r: r[0], reverse=True)
         return [r for _, r in rows[:limit]]

@@ -56,6 +56,42 @@ class EnvFamily(Protocol):
 PolicyFactory = Callable[[str, Mapping[str, Any]], Policy]
 """``factory(name, options) -> Policy``; ``name`` is what the user typed (a URL for remote policies)."""
 
+OPTIONS_ATTR = "rollbench_policy_options"
+
+
+def policy_options(**valid: type | tuple[type, ...]) -> Callable[[Any], Any]:
+    """Declare the ``--policy-options`` keys a policy factory accepts (name -> type or types); ``make_policy`` then
+    refuses unknown keys and values of the wrong type with a ConfigError listing the valid keys, before the
+    factory runs. ``@policy_options()`` declares a policy that takes no options. A factory without the declaration
+    receives its options unchecked and must check them itself (the ``ws``/``http`` clients do)."""
+
+    def mark(factory: Any) -> Any:
+        setattr(factory, OPTIONS_ATTR, dict(valid))
+        return factory
+
+    return mark
+
+
+def check_policy_options(name: str, factory: PolicyFactory, options: Mapping[str, Any]) -> None:
+    """ConfigError when ``options`` has keys (or value types) that ``factory`` did not declare (policy_options)."""
+    valid: dict[str, type | tuple[type, ...]] | None = getattr(factory, OPTIONS_ATTR, None)
+    if valid is None:
+        return
+    unknown = sorted(set(options) - set(valid))
+    if unknown and not valid:
+        raise ConfigError(f"policy {name} takes no options; got {', '.join(unknown)}")
+    if unknown:
+        raise ConfigError(f"policy {name} has no option(s) {', '.join(unknown)}; its options: {', '.join(valid)}")
+    for key, kind in valid.items():
+        value = options.get(key)
+        if key in options and ((isinstance(value, bool) and kind is not bool) or not isinstance(value, kind)):
+            raise ConfigError(f"policy {name}: option {key} must be {_type_names(kind)}, got {value!r}")
+
+
+def _type_names(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
 
 def _close_matches(name: str, valid: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
@@ -191,4 +227,8 @@ def _factory_from_path(name: str) -> PolicyFactory:
 
 
 def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
-    return policy_factory(name)(name, dict(options or {}))
+    """Build policy ``name`` with ``options`` (checked against the factory's declared options, see
+    :func:`policy_options`). Raises ConfigError for unknown names and options."""
+    factory = policy_factory(name)
+    check_policy_options(name, factory, options or {})
+    return factory(name, dict(options or {}))

@@ -34,16 +34,29 @@ class ProgressDisplay:
             disable=not enabled,
         )
         self.bars: dict[str, Any] = {}
+        self._started = False
 
     def __enter__(self) -> ProgressDisplay:
-        self.progress.__enter__()
-        return self
+        return self  # the bars start with the run's "start" event: an error before it prints one line, no bars
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(None, None, None)
+        if self._started:
+            self.progress.__exit__(None, None, None)
 
     def update(self, event: dict[str, Any]) -> None:
         if event["event"] == "start":
+            say = self.progress.console.print
+            for w in event.get("warnings", []):
+                say(f"warning: {w}", highlight=False, soft_wrap=True)
+            done, total = sum(event["done"].values()), sum(event["totals"].values())
+            if done:
+                say(
+                    f"resuming {event['run_dir']}: {done} of {total} episodes already recorded, {total - done} to run",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            self.progress.__enter__()
+            self._started = True
             self.run_dir = Path(event["run_dir"]) if event.get("run_dir") else None
             for task, total in event["totals"].items():
                 self.bars[task] = self.progress.add_task(task, total=total, completed=event["done"][task], ok="")
@@ -59,6 +72,10 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
+def _ret(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
 def _pooled_row(table: Table, label: str, block: dict[str, Any]) -> None:
     """A suite or overall row: the pooled count and rate, and the unweighted mean over its tasks."""
     table.add_row(
@@ -67,6 +84,7 @@ def _pooled_row(table: Table, label: str, block: dict[str, Any]) -> None:
         str(block["successes"]),
         _pct(block["pooled_success_rate"]),
         f"{_pct(block['pooled_ci95_low'])} – {_pct(block['pooled_ci95_high'])}",
+        "",
         "",
         "",
         f"mean over {block['tasks']} tasks: {_pct(block['mean_task_success_rate'])}",
@@ -84,6 +102,7 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
         "95% CI",
         "mean len",
         "median len",
+        "mean return",
         "termination",
     ):
         table.add_column(col, justify="left" if col in ("task", "termination") else "right")
@@ -97,6 +116,7 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
             f"{_pct(t['ci95_low'])} – {_pct(t['ci95_high'])}",
             _num(t["mean_length"]),
             _num(t["median_length"]),
+            _ret(t.get("mean_return")),
             reasons,
         )
     for name, suite in result.get("suites", {}).items():
@@ -111,12 +131,29 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
             f"p99 {1e3 * lat['p99_s']:.2f} ms over {lat['policy_calls']} calls"
             + (f" ({lat['calls_per_episode']:.1f} per episode)" if lat.get("calls_per_episode") else "")
         )
+    timing = result.get("timing") or {}
+    if timing.get("eval_wall_time_s") is not None:
+        n = timing["invocations"]
+        console.print(
+            f"eval wall time: {timing['eval_wall_time_s']:.1f} s"
+            + (f" over {n} invocations (resumes)" if n > 1 else "")
+            + f"; time in episodes {timing['episode_time_s']:.1f} s",
+            highlight=False,
+        )
     color = {"OK": "green", "PARTIAL": "yellow", "FAILED": "red"}[result["status"]]
     console.print(
         f"status: [bold {color}]{result['status']}[/] — {result['episodes_recorded']} of "
         f"{result['episodes_requested']} requested episodes recorded",
         highlight=False,
     )
+    if result["status"] == "OK":
+        rate = (result.get("overall") or {}).get("pooled_success_rate")
+        console.print(
+            "  (OK: the run is complete and valid — every requested episode recorded, none errored, no broken "
+            f"invariant; it says nothing about the policy: its success rate is {_pct(rate)})",
+            highlight=False,
+            soft_wrap=True,
+        )
     for r in result["reasons"]:
         console.print(f"  - {r}", highlight=False, soft_wrap=True)
     if run_dir is not None:

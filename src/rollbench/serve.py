@@ -157,6 +157,7 @@ class PolicyHost:
             "protocol": self.protocol,
             "reset": True,
             "chunk_size": self.info.chunk_size,
+            "tasks": list(self.info.tasks),  # what the served policy drives: the client refuses other tasks
             "needs_images": self.info.needs_images,
             "env": self.default_task.name if self.default_task else None,
             "provenance": jsonable(self.info.provenance),

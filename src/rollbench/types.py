@@ -193,6 +193,10 @@ class PolicyInfo:
         io_bound: whether ``act`` mostly waits on I/O (a policy server), so calls of several instances may overlap
             in threads (batched stepping, :mod:`rollbench.batching`).
         provenance: free-form facts recorded in run.json (checkpoint, server URL, server metadata...).
+        tasks: the tasks it can drive, as ``fnmatch`` patterns of task names (``metaworld/*``, ``fetch/Reach``);
+            empty = any task. Checked before a run starts (``api.prepare_run``): a mismatch is a ConfigError.
+        chunk_size_known: False when ``chunk_size`` is a default rather than declared (a server that does not
+            advertise its chunk length); then ``--replan-every`` cannot be checked against it.
     """
 
     name: str
@@ -201,6 +205,14 @@ class PolicyInfo:
     needs_images: bool = False
     io_bound: bool = False
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    tasks: tuple[str, ...] = ()
+    chunk_size_known: bool = True
+
+    def drives(self, task: str) -> bool:
+        """Whether ``task`` (a full task name) matches one of :attr:`tasks` (always True when none is declared)."""
+        from fnmatch import fnmatchcase
+
+        return not self.tasks or any(fnmatchcase(task, p) for p in self.tasks)
 
 
 class PolicyStop(Exception):

@@ -225,6 +225,10 @@ def _probe(env_id: str) -> TaskInfo:
         env = gymnasium.make(env_id)
     except gymnasium.error.Error as exc:
         raise unknown_name_error("gymnasium env id", env_id, sorted(gymnasium.registry)) from exc
+    except ImportError as exc:  # ``module:ID``: the module (or something it imports) is missing
+        raise ConfigError(f"gymnasium env {env_id!r} cannot be imported: {exc}") from None
+    except Exception as exc:  # the env's own constructor failed
+        raise ConfigError(f"gymnasium env {env_id!r} failed to build: {type(exc).__name__}: {exc}") from None
     try:
         act = env.action_space
         if not isinstance(act, spaces.Box) or len(act.shape) != 1:

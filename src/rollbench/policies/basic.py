@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from rollbench.registry import policy_options
 from rollbench.types import ConfigError, Observation, Policy, PolicyInfo, TaskInfo
 
 RANDOM_POLICY_TAG = 0x52414E44  # "RAND": entropy tag that separates the random policy's stream from the env's
@@ -62,7 +64,7 @@ class ScriptedExpert:
     """
 
     def __init__(self, name: str = "scripted-expert", chunk_size: int = 1) -> None:
-        self.info = PolicyInfo(name=name, chunk_size=chunk_size)
+        self.info = PolicyInfo(name=name, chunk_size=chunk_size, tasks=("scripted/*",))
 
     def reset(self, task: TaskInfo, seed: int) -> None:
         if task.family != "scripted":
@@ -90,13 +92,7 @@ class ActionNoise:
             raise ConfigError(f"--action-noise must be a finite number >= 0, got {scale}")
         self.inner = inner
         self.scale = float(scale)
-        self.info = PolicyInfo(
-            name=inner.info.name,
-            chunk_size=inner.info.chunk_size,
-            replan_every=inner.info.replan_every,
-            needs_images=inner.info.needs_images,
-            provenance={**inner.info.provenance, "action_noise": self.scale},
-        )
+        self.info = replace(inner.info, provenance={**inner.info.provenance, "action_noise": self.scale})
         self._rng = np.random.default_rng(0)
         self._low = self._high = np.zeros(1)
 
@@ -115,16 +111,19 @@ class ActionNoise:
         self.inner.close()
 
 
+@policy_options()
 def make_random(name: str, options: Mapping[str, Any]) -> RandomPolicy:
     """Uniform random actions within the task's bounds, seeded per episode."""
     return RandomPolicy(name)
 
 
+@policy_options()
 def make_zero(name: str, options: Mapping[str, Any]) -> ZeroPolicy:
     """All-zero actions (a do-nothing baseline)."""
     return ZeroPolicy(name)
 
 
+@policy_options(chunk_size=int)
 def make_scripted_expert(name: str, options: Mapping[str, Any]) -> ScriptedExpert:
     """Scripted expert for the scripted/* tasks (steps straight at the goal)."""
     return ScriptedExpert(name, chunk_size=int(options.get("chunk_size", 1)))

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.registry import policy_options
 from rollbench.types import ConfigError, Observation, PolicyInfo, TaskInfo
 
 POS_STEP = 0.05  # metres per unit action (gymnasium-robotics fetch_env.py)
@@ -29,7 +30,7 @@ class FetchReachExpert:
         if not np.isfinite(gain) or gain <= 0:
             raise ConfigError(f"fetch-expert gain must be a finite number > 0, got {gain}")
         self.gain = float(gain)
-        self.info = PolicyInfo(name=name, provenance={"gain": self.gain})
+        self.info = PolicyInfo(name=name, provenance={"gain": self.gain}, tasks=("fetch/Reach",))
 
     def reset(self, task: TaskInfo, seed: int) -> None:
         if task.name != "fetch/Reach":
@@ -46,6 +47,7 @@ class FetchReachExpert:
         pass
 
 
+@policy_options(gain=(int, float))
 def make_fetch_expert(name: str, options: Mapping[str, Any]) -> FetchReachExpert:
     """Proportional controller toward the goal for fetch/Reach (option ``gain``, default 1.0); state only."""
     return FetchReachExpert(name, gain=float(options.get("gain", 1.0)))

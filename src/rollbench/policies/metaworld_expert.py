@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.registry import policy_options
 from rollbench.types import ConfigError, Observation, PolicyInfo, TaskInfo
 
 NAME = "metaworld-expert"
@@ -62,6 +63,7 @@ class MetaWorldExpert:
         self.info = PolicyInfo(
             name=name,
             chunk_size=1,
+            tasks=("metaworld/*",),
             provenance={"source": "metaworld.policies (Sawyer*V3Policy)", "metaworld": _metaworld_version()},
         )
         self._policy: Any = None
@@ -92,6 +94,7 @@ class MetaWorldExpert:
         self._policy = None
 
 
+@policy_options()
 def make_metaworld_expert(name: str, options: Mapping[str, Any]) -> MetaWorldExpert:
     """MetaWorld's own scripted expert for each of its 50 v3 tasks (metaworld.policies); state only."""
     return MetaWorldExpert(name)

@@ -226,6 +226,18 @@ def advertised(metadata: Mapping[str, Any]) -> tuple[int, int | None]:
     return pos_int("chunk_size", "action_horizon") or 1, pos_int("replan_every", "replan_steps")
 
 
+def advertised_chunk_size(metadata: Mapping[str, Any]) -> bool:
+    """Whether a server's metadata states its chunk length (``chunk_size`` or ``action_horizon``)."""
+    return any(isinstance(metadata.get(k), int | np.integer) for k in ("chunk_size", "action_horizon"))
+
+
+def advertised_tasks(metadata: Mapping[str, Any]) -> tuple[str, ...]:
+    """The task patterns a server says its policy drives (``tasks``, as ``rollbench serve-policy`` sends them);
+    empty (any task) when it says nothing."""
+    tasks = metadata.get("tasks")
+    return tuple(tasks) if isinstance(tasks, list) and all(isinstance(t, str) for t in tasks) else ()
+
+
 def check_actions(reply: Any, server: str, task: TaskInfo | None) -> np.ndarray:
     """``reply["actions"]`` as a numeric array of the task's action size, else EpisodeError naming the problem."""
     if not isinstance(reply, Mapping) or "actions" not in reply:

@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 from rollbench.policies.obs_map import (
     ObsMap,
     advertised,
+    advertised_chunk_size,
+    advertised_tasks,
     check_options,
     check_overrides,
     jsonable,
@@ -55,7 +57,9 @@ class RemotePolicy:
         self.info = PolicyInfo(
             name=url,
             chunk_size=chunk,
+            chunk_size_known=advertised_chunk_size(self.metadata),
             replan_every=replan,
+            tasks=advertised_tasks(self.metadata),
             # the option, else the server's word (rollbench serve-policy of a state-based policy says False),
             # else True: openpi servers do not say, and VLAs read images
             needs_images=bool(options.get("needs_images", self.metadata.get("needs_images", True))),

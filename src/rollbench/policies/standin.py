@@ -35,6 +35,7 @@ class StandinGPU:
             chunk_size=first.chunk_size,
             replan_every=first.replan_every,
             needs_images=first.needs_images,
+            tasks=first.tasks,  # it drives what its inner policy drives
             provenance={"inner": first.name, "latency_ms": latency_s * 1000, "model_of": "batched GPU inference"},
         )
         self._build: Any = None

@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.types import ConfigError
+
 VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
 VIDEO_PIX_FMT = "yuv420p"
 
@@ -116,3 +118,86 @@ def count_video_frames(path: Path) -> int:
 
     with av.open(str(path)) as container:
         return sum(1 for _ in container.decode(video=0))
+
+
+# ---- staying inside a run directory ----------------------------------------------------------------------------
+# A run directory may be shared, copied or tampered with. rollbench never reads, writes or deletes through a link
+# that leads out of it: every path it touches there is checked with these helpers first.
+
+
+class OutsideRunDirError(ConfigError):
+    """A path inside a run directory resolves (through a symbolic link) to a place outside it."""
+
+
+def is_inside(root: Path, path: Path) -> bool:
+    """True when ``path``, with every symbolic link resolved, is ``root`` (resolved) or lies under it."""
+    real_root = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(path))
+    return real == real_root or real_root in real.parents
+
+
+def resolve_inside(root: Path, path: Path) -> Path:
+    """``path`` if it resolves inside ``root``, else OutsideRunDirError naming the link and where it leads.
+
+    Use before every read, write or delete of a file in a run directory (``path`` need not exist).
+    """
+    if not is_inside(root, path):
+        raise OutsideRunDirError(
+            f"{path} leads outside the run directory {root} (to {os.path.realpath(path)}); rollbench never reads, "
+            "writes or deletes through such a link: remove it and run the command again"
+        )
+    return path
+
+
+def escaping_links(root: Path) -> list[tuple[Path, Path]]:
+    """Every symbolic link under ``root`` (not followed while walking) whose target lies outside ``root``.
+
+    Returns ``(link, resolved target)`` pairs, sorted; a dangling link counts by where it points. Cost: one
+    ``scandir`` per directory of the run (a few per thousand episodes).
+    """
+    found: list[tuple[Path, Path]] = []
+    if not root.is_dir():
+        return found
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            if p.is_symlink() and not is_inside(root, p):
+                found.append((p, Path(os.path.realpath(p))))
+    return sorted(found)
+
+
+def check_no_escaping_links(root: Path) -> None:
+    """Raise OutsideRunDirError naming the first link under ``root`` that leads outside it (see escaping_links)."""
+    links = escaping_links(root)
+    if links:
+        link, target = links[0]
+        more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
+        raise OutsideRunDirError(
+            f"{link} is a link leading outside the run directory (to {target}){more}; rollbench never reads, writes "
+            "or deletes through such a link: remove it and run the command again"
+        )
+
+
+TEMP_SUFFIXES = (".tmp", ".mp4")
+"""A crashed writer's temporary files are hidden (``.NAME.XXXX``) with these suffixes: ``atomic_write_bytes``
+(``.NAME.XXXX.tmp``) and ``encode_video`` (``.NAME.XXXX.mp4``, a partial video)."""
+
+
+def remove_temp_files(root: Path, subdirs: Sequence[str] = ("data", "meta", "videos")) -> list[Path]:
+    """Remove a crashed writer's temporary files from ``root`` (top level) and under ``subdirs``; return them.
+
+    Only regular files and links *inside* ``root`` are removed (a link itself is unlinked, never its target);
+    directories reached through a link are not entered. Call only while holding the run lock.
+    """
+    removed: list[Path] = []
+    candidates: list[Path] = list(root.glob(".*.tmp"))  # run.json, run.live.json
+    for sub in subdirs:
+        d = root / sub
+        if d.is_dir() and not d.is_symlink():
+            for dirpath, _dirs, files in os.walk(d, followlinks=False):
+                candidates += [Path(dirpath) / f for f in files if f.startswith(".") and f.endswith(TEMP_SUFFIXES)]
+    for p in sorted(set(candidates)):
+        if p.is_symlink() or (p.is_file() and is_inside(root, p)):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed

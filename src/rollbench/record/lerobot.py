@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollbench.record.files import encode_video, fsync_dir
+from rollbench.record.files import encode_video, fsync_dir, resolve_inside
 from rollbench.rollout import EpisodeRecord
 from rollbench.types import TaskInfo
 
@@ -225,8 +225,8 @@ def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
 def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str | None = None) -> bool:
     """Write one finished episode to ``run_dir/.staging`` atomically. Returns False if it was already staged."""
     p = rec.planned
-    final = run_dir / STAGING / f"episode-{p.episode_index:06d}"
-    if final.exists():
+    final = resolve_inside(run_dir, run_dir / STAGING / f"episode-{p.episode_index:06d}")
+    if final.exists() or final.is_symlink():
         return False
     tmp = run_dir / STAGING / f".tmp-{p.episode_index:06d}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)

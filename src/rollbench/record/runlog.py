@@ -19,7 +19,7 @@ from typing import Any
 
 import filelock
 
-from rollbench.record.files import atomic_write_json
+from rollbench.record.files import atomic_write_json, resolve_inside
 from rollbench.types import ConfigError
 
 RUN_LOG_VERSION = 1
@@ -86,8 +86,42 @@ def write_run_log(run_dir: Path, log: dict[str, Any]) -> None:
 
 
 def read_run_log(run_dir: Path) -> dict[str, Any] | None:
+    """``run_dir/run.json`` as a dict, or None when ``run_dir`` holds no ``run.json``.
+
+    Raises ConfigError (one line, naming the file) when it is a link leading outside ``run_dir``, unreadable, not
+    JSON, or not a rollbench run log (see :func:`check_run_log`).
+    """
     path = run_dir / "run.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    if not (path.exists() or path.is_symlink()) or not run_dir.is_dir():
+        return None
+    resolve_inside(run_dir, path)
+    try:
+        log = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path} is not a rollbench run log: it is not readable JSON ({exc})") from None
+    check_run_log(log, path)
+    return log
+
+
+def check_run_log(log: Any, path: Path) -> None:
+    """ConfigError unless ``log`` has the shape rollbench writes: an object with ``spec`` (object) and ``plan``
+    (object with ``episodes``, a list of objects with ``episode_index``, and ``tasks``, a list of objects with
+    ``name``)."""
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"{path} is not a rollbench run log: {why}")
+
+    if not isinstance(log, dict):
+        raise bad(f"it holds a JSON {type(log).__name__}, not an object")
+    for key in ("spec", "plan"):
+        if not isinstance(log.get(key), dict):
+            raise bad(f"it has no {key!r} object")
+    plan = log["plan"]
+    episodes, tasks = plan.get("episodes"), plan.get("tasks")
+    if not isinstance(episodes, list) or not all(isinstance(e, dict) and "episode_index" in e for e in episodes):
+        raise bad("its plan has no list of episodes")
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) and "name" in t for t in tasks):
+        raise bad("its plan has no list of tasks")
 
 
 class RunLock:

@@ -16,7 +16,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from rollbench.record.files import atomic_write_json, atomic_write_parquet, encode_video, fsync_dir
+from rollbench.record.files import (
+    atomic_write_json,
+    atomic_write_parquet,
+    check_no_escaping_links,
+    encode_video,
+    fsync_dir,
+    remove_temp_files,
+    resolve_inside,
+)
 from rollbench.record.lerobot import (
     CHUNKS_SIZE,
     CODEBASE_VERSION,
@@ -35,6 +43,7 @@ from rollbench.record.lerobot import (
     video_key,
 )
 from rollbench.rollout import EpisodeRecord
+from rollbench.types import ConfigError
 
 
 class _Stats:
@@ -74,11 +83,65 @@ class _Stats:
         }
 
 
+def committed_lengths(run_dir: Path) -> list[int]:
+    """Lengths (steps) of the committed episodes ``0..k-1`` of ``run_dir``, read from ``meta/episodes``.
+
+    Raises ConfigError (one line, nothing changed) when the committed episodes cannot be resumed from: an unreadable
+    episode row file, duplicate or non-contiguous episode rows, a data file missing, unreadable or of another length
+    than its row says. Commits happen strictly in episode order, so anything else was damaged or edited outside
+    rollbench; ``rollbench grade`` reports every problem.
+    """
+
+    def damaged(why: str) -> ConfigError:
+        return ConfigError(
+            f"{run_dir} is damaged and cannot be resumed: {why}; nothing was changed "
+            f"(`rollbench grade {run_dir}` reports every problem)"
+        )
+
+    found: dict[int, int] = {}
+    for f in sorted((run_dir / "meta" / "episodes").glob("chunk-*/file-*.parquet")):
+        try:
+            t = pq.read_table(resolve_inside(run_dir, f), columns=["episode_index", "length"])
+        except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+            raise damaged(f"episode row file {f.relative_to(run_dir)} is unreadable ({type(exc).__name__})") from None
+        for e, n in zip(t["episode_index"].to_pylist(), t["length"].to_pylist(), strict=True):
+            if e in found:
+                raise damaged(f"episode {e} has more than one episode row")
+            found[e] = n
+    lengths = []
+    for e in range(len(found)):
+        if e not in found:
+            raise damaged(f"episode {e} has no episode row but episode {max(found)} has one")
+        lengths.append(found[e])
+    for e, n in enumerate(lengths):
+        if not n:
+            continue
+        c, i = chunk_file(e)
+        path = run_dir / DATA_PATH.format(chunk_index=c, file_index=i)
+        try:
+            rows = pq.ParquetFile(resolve_inside(run_dir, path)).metadata.num_rows
+        except FileNotFoundError:
+            raise damaged(f"episode {e} has no data file {path.relative_to(run_dir)}") from None
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise damaged(f"data file {path.relative_to(run_dir)} is unreadable ({type(exc).__name__})") from None
+        if rows != n:
+            raise damaged(f"data file {path.relative_to(run_dir)} holds {rows} rows but episode {e} has {n} steps")
+    return lengths
+
+
+def _staged_index(name: str) -> int | None:
+    """The episode index of a staged episode directory ``episode-EEEEEE``, else None (not rollbench's)."""
+    digits = name.removeprefix("episode-")
+    return int(digits) if name.startswith("episode-") and digits.isdigit() else None
+
+
 class DatasetWriter:
     """Owns a run directory's dataset files. Only one process may hold one (the run lock ensures it).
 
     Opening repairs what an interrupted commit left behind (files without a meta row, staged copies of committed
-    episodes) and rewrites info.json/stats.json from the committed episodes.
+    episodes, half-written ``.staging/.tmp-*`` directories, temporary ``.NAME.XXXX.tmp`` files and partial videos)
+    and rewrites info.json/stats.json from the committed episodes. It refuses (OutsideRunDirError, a ConfigError) a
+    directory holding a link that leads outside it, before touching anything.
     """
 
     def __init__(
@@ -94,6 +157,7 @@ class DatasetWriter:
         self.fps = fps
         self.robot_type = robot_type
         self.video_keys = [k for k, v in features.items() if v["dtype"] == "video"]
+        check_no_escaping_links(run_dir)
         (run_dir / STAGING).mkdir(parents=True, exist_ok=True)
         tasks_path = run_dir / "meta" / "tasks.parquet"
         if not tasks_path.exists():
@@ -104,6 +168,7 @@ class DatasetWriter:
         self._rebuild_stats()
         self._write_info()
         self.write_stats()
+        self.write_videos_index()
 
     def _rebuild_stats(self) -> None:
         self.stats = {k: _Stats() for k in NUMERIC_FEATURES}
@@ -117,34 +182,27 @@ class DatasetWriter:
         return self.run_dir / template.format(chunk_index=c, file_index=f, **kw)
 
     def _scan_committed(self) -> list[int]:
-        files = sorted((self.run_dir / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
-        found: dict[int, int] = {}
-        for f in files:
-            t = pq.read_table(f, columns=["episode_index", "length"])
-            for e, n in zip(t["episode_index"].to_pylist(), t["length"].to_pylist(), strict=True):
-                found[e] = n
-        # commits happen strictly in episode order, so the committed set is 0..k-1; anything else was edited
-        lengths = []
-        for e in range(len(found)):
-            if e not in found:
-                raise RuntimeError(
-                    f"{self.run_dir}: committed episodes are not contiguous (episode {e} is missing but "
-                    f"{max(found)} is committed); the directory was modified outside rollbench"
-                )
-            lengths.append(found[e])
-        return lengths
+        return committed_lengths(self.run_dir)
 
     def _remove_leftovers(self) -> None:
         k = len(self.lengths)
-        for pattern in ("data/chunk-*/file-*.parquet", "videos/*/chunk-*/file-*.mp4"):
+        for pattern in (
+            "data/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].parquet",
+            "videos/*/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].mp4",
+        ):
             for f in self.run_dir.glob(pattern):
                 c = int(f.parent.name.split("-")[1])
                 i = int(f.stem.split("-")[1])
                 if c * CHUNKS_SIZE + i >= k:
-                    f.unlink()
+                    resolve_inside(self.run_dir, f).unlink()
         for d in (self.run_dir / STAGING).iterdir():
-            if d.name.startswith(".tmp-") or (d.name.startswith("episode-") and int(d.name[8:]) < k):
-                shutil.rmtree(d, ignore_errors=True)
+            e = _staged_index(d.name)
+            if d.name.startswith(".tmp-") or (e is not None and e < k):
+                if d.is_symlink():  # rmtree refuses links; unlinking one never touches its target
+                    d.unlink()
+                else:
+                    shutil.rmtree(resolve_inside(self.run_dir, d), ignore_errors=True)
+        remove_temp_files(self.run_dir)
 
     @property
     def committed(self) -> int:
@@ -157,7 +215,7 @@ class DatasetWriter:
             (self.run_dir / STAGING).rmdir()
 
     def staged(self) -> list[int]:
-        return sorted(int(d.name[8:]) for d in (self.run_dir / STAGING).glob("episode-*"))
+        return sorted(e for d in (self.run_dir / STAGING).glob("episode-*") if (e := _staged_index(d.name)) is not None)
 
     # ---- replacing committed episodes (resume re-runs errored episodes) ------------------------------------
     def discard_staged(self, episode_index: int) -> None:
@@ -363,6 +421,45 @@ class DatasetWriter:
         }
         # derived from meta/episodes and the data files, and rebuilt whenever a writer opens the directory
         atomic_write_json(self.run_dir / "meta" / "info.json", info, durable=False)
+
+    def write_videos_index(self) -> None:
+        """Rewrite ``meta/videos_index.json``: episode -> task, trial, seed and, per camera, the video file (relative
+        to the run directory) and the time range in it (seconds), read from the committed episode rows.
+
+        A derived file like ``info.json`` (rebuilt on open and at the end of a run); absent when no video is
+        recorded. Form: ``{"fps": int, "episodes": [{"episode_index", "task", "trial", "seed", "videos": {key:
+        {"file", "from_s", "to_s"}}}]}`` (an episode without steps has an empty ``videos``).
+        """
+        if not self.video_keys:
+            return
+        parts = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
+        cols = ["episode_index", "rollbench/task", "rollbench/trial", "rollbench/seed"]
+        cols += [f"videos/{k}/{p}" for k in self.video_keys for p in parts]
+        episodes = []
+        for e in range(self.committed):
+            m = pq.read_table(self._path(EPISODES_PATH, e), columns=cols).to_pylist()[0]
+            videos = {
+                k: {
+                    "file": VIDEO_PATH.format(
+                        video_key=k, chunk_index=m[f"videos/{k}/chunk_index"], file_index=m[f"videos/{k}/file_index"]
+                    ),
+                    "from_s": m[f"videos/{k}/from_timestamp"],
+                    "to_s": m[f"videos/{k}/to_timestamp"],
+                }
+                for k in self.video_keys
+                if m[f"videos/{k}/file_index"] is not None
+            }
+            episodes.append(
+                {
+                    "episode_index": e,
+                    "task": m["rollbench/task"],
+                    "trial": m["rollbench/trial"],
+                    "seed": m["rollbench/seed"],
+                    "videos": videos,
+                }
+            )
+        index = {"fps": self.fps, "episodes": episodes}
+        atomic_write_json(self.run_dir / "meta" / "videos_index.json", index, durable=False)
 
     def write_stats(self) -> None:
         """Rewrite ``meta/stats.json`` (LeRobot's normalisation stats) from the committed episodes.

@@ -1,0 +1,76 @@
+"""``rollbench runs [ROOT]``: one row per run directory, newest first, from real recorded runs (Typer's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rollbench.api import evaluate
+from rollbench.cli import app
+
+
+def runs(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(app, ["runs", *args])
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_runs_lists_each_run_with_tasks_policy_status_episodes_rate_and_date(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    evaluate(out=root / "zero", env="scripted/reach", policy="zero", episodes=2, max_steps=3)
+    time.sleep(1.1)  # run.json's creation time has one-second resolution: make the order certain
+    evaluate(out=root / "expert", env="scripted/reach,scripted/reach-final", policy="scripted-expert", episodes=2)
+    (root / "notes").mkdir()  # not a run: no run.json, not listed
+    (root / "foreign").mkdir()
+    (root / "foreign" / "run.json").write_text("[]")
+    code, out, _ = runs(str(root), "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["run"] for r in rows] == ["expert", "zero", "foreign"]  # newest first, unreadable last
+    expert, zero, foreign = rows
+    created = json.loads((root / "expert/run.json").read_text())["provenance"]["created"]
+    assert expert == {
+        "run": "expert",
+        "run_dir": str(root / "expert"),
+        "tasks": ["scripted/reach", "scripted/reach-final"],
+        "policy": "scripted-expert",
+        "status": "OK",
+        "episodes_recorded": 4,
+        "episodes_requested": 4,
+        "success_rate": 1.0,
+        "created": created,
+        "source": "run.json (graded when the run last finished)",
+    }
+    assert (zero["status"], zero["episodes_recorded"], zero["success_rate"]) == ("OK", 2, 0.0)
+    assert (
+        foreign["error"]
+        == f"{root / 'foreign' / 'run.json'} is not a rollbench run log: it holds a JSON list, not an object"
+    )
+    code, out, _ = runs(str(root))
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if "expert" in ln and "scripted-expert" in ln)
+    for cell in ("scripted/reach +1 more", "OK", "4/4", "100.0%", created):
+        assert cell in line
+
+
+def test_a_run_left_running_by_a_dead_process_is_shown_as_stale_and_grade_recomputes(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "crashed"
+    evaluate(out=run, env="scripted/reach", policy="zero", episodes=3, max_steps=3)
+    log = json.loads((run / "run.json").read_text())
+    log["status"] = "RUNNING"
+    (run / "run.json").write_text(json.dumps(log))
+    (run / "meta/episodes/chunk-000/file-002.parquet").unlink()
+    (stale,) = json.loads(runs(str(tmp_path / "runs"), "--json")[1])
+    assert stale["status"].startswith("RUNNING (stale: no process is writing it")
+    (now,) = json.loads(runs(str(tmp_path / "runs"), "--json", "--grade")[1])
+    assert (now["status"], now["episodes_recorded"], now["source"]) == ("PARTIAL", 2, "graded now")
+
+
+def test_runs_of_a_missing_root_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    code, out, err = runs(str(tmp_path / "nope"))
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"error: {tmp_path / 'nope'} is not a directory (give the directory your runs are in, e.g. runs/)"
+    ]

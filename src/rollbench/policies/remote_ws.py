@@ -44,7 +44,8 @@ import numpy as np
 
 from rollbench.policies.obs_map import check_actions
 from rollbench.policies.remote import RemotePolicy, check_reset_reply
-from rollbench.types import ConfigError, EpisodeError, Observation
+from rollbench.policies.remote_wire import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack
+from rollbench.types import ConfigError, EpisodeError, InfrastructureError, Observation
 
 
 class WebsocketPolicy(RemotePolicy):
@@ -56,7 +57,7 @@ class WebsocketPolicy(RemotePolicy):
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         from openpi_client import msgpack_numpy
 
-        self._packb, self._unpackb = msgpack_numpy.Packer().pack, msgpack_numpy.unpackb
+        self._packb = msgpack_numpy.Packer().pack
         self._ws: Any = None
         super().__init__(url, options)
 
@@ -80,14 +81,14 @@ class WebsocketPolicy(RemotePolicy):
             open_timeout=self.connect_timeout_s,
             close_timeout=1,
             compression=None,
-            max_size=None,
+            max_size=MAX_REPLY_BYTES,  # a larger reply frame closes the connection (1009) instead of filling memory
             legacy=True,  # websockets >= 16: a plain connection (we reconnect ourselves, see _request)
         )
         try:
             frame = ws.recv(timeout=self.connect_timeout_s)
             if isinstance(frame, str):
                 raise ConnectionError(f"the server sent an error instead of its metadata: {frame[-500:]}")
-            metadata = self._unpackb(frame)
+            metadata = self._unpack(frame, "its metadata")
             if not isinstance(metadata, dict):
                 raise ConnectionError(f"the server's metadata is a {type(metadata).__name__}, not a dict")
         except BaseException:
@@ -102,9 +103,21 @@ class WebsocketPolicy(RemotePolicy):
                 self._ws.close()
             self._ws = None
 
+    def _unpack(self, frame: bytes, what: str) -> Any:
+        try:
+            return unpack_msgpack(frame)
+        except ProtocolError as exc:
+            self._drop()
+            raise EpisodeError(f"malformed reply from {self.url} ({what}): {exc}") from None
+
     def _request(self, message: dict[str, Any]) -> Any:
-        """Send one message and return the unpacked reply; bounded by ``timeout_s``; raises EpisodeError."""
-        from websockets.exceptions import WebSocketException
+        """Send one message and return the unpacked reply; bounded by ``timeout_s``.
+
+        Raises InfrastructureError when the server cannot be reached again after ``retries`` reconnects, does not
+        answer within ``timeout_s``, or refuses the frame as too large (close 1009, not retried); EpisodeError
+        (fault: policy) for an error text frame or a malformed reply.
+        """
+        from websockets.exceptions import ConnectionClosed, WebSocketException
 
         data = self._packb(message)
         last: BaseException | None = None
@@ -120,7 +133,12 @@ class WebsocketPolicy(RemotePolicy):
             except (WebSocketException, OSError) as exc:  # dropped, refused or bad handshake: reconnect, backoff
                 self._drop()
                 last = exc
-        raise EpisodeError(
+                if isinstance(exc, ConnectionClosed) and exc.rcvd is not None and exc.rcvd.code == 1009:
+                    raise InfrastructureError(
+                        f"{self.url} refused a request of {len(data)} bytes as too large ({exc.rcvd.reason}); "
+                        "raise its limit (serve-policy --max-request-mb) or send smaller images"
+                    ) from None
+        raise InfrastructureError(
             f"lost the connection to {self.url} and {self.retries} reconnect(s) failed ({type(last).__name__}: {last})"
         )
 
@@ -130,16 +148,11 @@ class WebsocketPolicy(RemotePolicy):
             frame = self._ws.recv(timeout=self.timeout_s)
         except TimeoutError:
             self._drop()
-            raise EpisodeError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
+            raise InfrastructureError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
         if isinstance(frame, str):
             self._drop()
             raise EpisodeError(f"server error from {self.url}: {frame.strip()[-1500:]}")
-        try:
-            reply = self._unpackb(frame)
-        except Exception as exc:
-            self._drop()
-            raise EpisodeError(f"malformed reply from {self.url}: not msgpack ({type(exc).__name__}: {exc})") from None
-        return reply
+        return self._unpack(frame, "its reply")
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """Send ``observation`` + ``instruction`` (as the prompt); return the server's ``float32 (N, A)`` chunk."""

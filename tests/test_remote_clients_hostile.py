@@ -126,7 +126,7 @@ def test_http_policy_url_without_a_path_means_act(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("protocol", ["ws", "http"])
-def test_a_server_at_its_session_limit_is_an_infrastructure_error_with_the_reason(
+def test_a_server_at_its_session_limit_refuses_with_the_reason_until_a_client_closes(
     protocol: str, tmp_path: Path
 ) -> None:
     from rollbench.types import ConfigError
@@ -145,6 +145,10 @@ def test_a_server_at_its_session_limit_is_an_infrastructure_error_with_the_reaso
                 second.close()
         finally:
             first.close()
+        # a closed client's session is over at once (ws: its connection; http: the client's close message)
+        third = make_policy(url, {"retries": 0})
+        third.reset(REACH, 0)
+        third.close()
 
 
 def test_the_cli_prints_error_reasons_with_brackets_verbatim(tmp_path: Path) -> None:

@@ -153,7 +153,7 @@ def test_limits_are_recorded_in_the_metadata_and_configurable(tmp_path: Path) ->
         assert unpack_msgpack(ws.recv(timeout=10))["limits"] == {
             "max_request_bytes": DEFAULT_MAX_REQUEST_BYTES,
             "max_sessions": 64,
-            "session_idle_s": 300.0,
+            "session_idle_s": 60.0,
             "request_timeout_s": 30.0,
         }
     assert DEFAULT_MAX_REQUEST_BYTES == 16 * 2**20

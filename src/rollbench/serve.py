@@ -112,7 +112,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
         key = f"ws-{id(conn):x}"
         try:
             try:
-                session = host.open_session(key, evictable=False)
+                session = host.open_session(key, evictable=False, wait_s=1.0)
             except SessionRefused as exc:
                 refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
                 return
@@ -201,7 +201,7 @@ def serve_policy(
     ] = 64,
     session_idle_s: Annotated[
         float, typer.Option(help="http: a session idle this many seconds may be evicted when the server is full.")
-    ] = 300.0,
+    ] = 60.0,
     request_timeout_s: Annotated[
         float, typer.Option(help="Seconds to receive one HTTP request (headers and body) or a websocket handshake.")
     ] = 30.0,

@@ -58,6 +58,9 @@ def serve_body(host: PolicyHost, body: bytes | bytearray) -> tuple[int, bytes, s
             session = host.open_session("default", evictable=True)
         elif not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID:
             raise ProtocolError(f'"session" must be a string of 1 to {MAX_SESSION_ID} characters')
+        elif request.get("close") is True:  # the client is done: its instance returns to the pool at once
+            host.end_session(f"id:{sid}")
+            return 200, b'{"closed": true}', JSON
         elif "reset" in request:  # a reset starts (or restarts) the session of this id
             session = host.open_session(f"id:{sid}", evictable=True, revive=True)
         else:

@@ -64,7 +64,7 @@ class Limits:
 
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_sessions: int = 64
-    session_idle_s: float = 300.0
+    session_idle_s: float = 60.0
     request_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
@@ -187,6 +187,7 @@ class PolicyHost:
         self._gone: OrderedDict[str, None] = OrderedDict()
         self._pending = 0
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)  # notified when a session ends
         self._acts = 0
         self._log = log_path.open("a", encoding="utf-8") if log_path else None
 
@@ -210,10 +211,11 @@ class PolicyHost:
 
     # ---------------------------------------------------------------------------------------- sessions
 
-    def open_session(self, key: str, evictable: bool, revive: bool = False) -> Session:
+    def open_session(self, key: str, evictable: bool, revive: bool = False, wait_s: float = 0.0) -> Session:
         """The live session ``key``, or a new one with its own policy instance.
 
-        Raises SessionRefused when ``max_sessions`` are live and none can be evicted, SessionGone for an id that
+        Raises SessionRefused when ``max_sessions`` are live, none can be evicted and none ends within ``wait_s``
+        seconds (a websocket client that just closed may still be ending its session), SessionGone for an id that
         was evicted unless ``revive`` (a reset request, which starts a new episode anyway).
         """
         from rollbench.registry import make_policy
@@ -226,7 +228,10 @@ class PolicyHost:
                 if not revive:
                     raise SessionGone(self._gone_message(key))
                 del self._gone[key]
-            if len(self._sessions) + self._pending >= self.limits.max_sessions and not self._evict_idle():
+            deadline = time.monotonic() + wait_s
+            while len(self._sessions) + self._pending >= self.limits.max_sessions and not self._evict_idle():
+                if self._freed.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    continue
                 raise SessionRefused(
                     f"server busy: {self.limits.max_sessions} sessions are open (serve-policy --max-sessions); "
                     "try again later"
@@ -239,6 +244,7 @@ class PolicyHost:
         except BaseException:
             with self._lock:
                 self._pending -= 1
+                self._freed.notify()
             raise
         session = Session(self, key, policy, evictable)
         with self._lock:
@@ -299,6 +305,7 @@ class PolicyHost:
             s.closed = True
         with self._lock:
             self._idle.append(s.policy)
+            self._freed.notify()
 
     def live_sessions(self) -> int:
         with self._lock:

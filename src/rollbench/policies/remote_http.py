@@ -1,4 +1,4 @@
-"""``--policy http://HOST:PORT/act``: a policy served over rollbench's JSON /act protocol.
+"""``--policy http://HOST:PORT[/PATH]``: a policy served over rollbench's JSON /act protocol (no path means ``/act``).
 
 Wire format, version 1 (a spec: any server that follows it can be evaluated; ``rollbench serve-policy
 --protocol http`` is the reference server):
@@ -25,15 +25,25 @@ accepts reset requests.
 * reset, sent before every episode only to servers whose metadata says ``"reset": true``:
   ``{"session": S, "reset": {"task": "metaworld/reach-v3", "seed": 0, "instruction": str}}`` -> ``200 {"reset":
   true}``.
+* close, sent when the client is done, only to servers whose metadata says ``"reset": true``: ``{"session": S,
+  "close": true}`` -> ``200 {"closed": true}`` (the server may free the session's state at once); errors ignored.
 * ``S`` is a random hex id per client (one per evaluation worker), so a server can keep per-client episode
-  state; a server may ignore it.
-* errors: any non-2xx status; a JSON body ``{"error": "message"}`` is quoted in the episode's error.
+  state; a server may ignore it. ``rollbench serve-policy`` starts a session with a reset and answers 410 to an id
+  it does not know (evicted, or from before a restart); requests without ``session`` share one session.
+* errors: any non-2xx status with the body ``{"error": "message"}``, quoted in the episode's error (a body without
+  ``error`` is quoted as it is, e.g. FastAPI's ``{"detail": ...}``). ``rollbench serve-policy`` uses 400 (the
+  request breaks the protocol, e.g. an array of an unsupported dtype or a non-finite observation), 404/405, 408
+  (the body did not arrive in time), 410 (unknown session), 413 (larger than its ``--max-request-mb``), 500 (the
+  policy raised; the traceback), 503 (``--max-sessions`` reached).
 
 Bounds: an unreachable server or one that never becomes ready raises ConfigError at construction (before any
 episode); each call must complete within ``timeout_s`` (default 30 s; a watchdog also stops a reply that trickles
 in slowly); dropped connections are retried with exponential backoff (0.25 s, 0.5 s, ... ``retries`` times,
 default 3), re-sending the episode's reset first; a non-2xx reply, a body that is not JSON, or ``actions`` that are
-missing or of the wrong size raise EpisodeError (that episode ends as ``error``). Client: ``httpx``.
+missing or of the wrong size raise EpisodeError (that episode ends as ``error``, fault ``policy``); timeouts, lost
+connections and 408/410/413/503 raise InfrastructureError (fault ``infrastructure``). Replies are read up to
+``remote_wire.MAX_REPLY_BYTES`` and decoded by :mod:`rollbench.policies.remote_wire` (numeric arrays only, no
+NaN/Infinity literals). Client: ``httpx``.
 
 Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries``, ``obs_map``.
 """
@@ -41,6 +51,7 @@ Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries`
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 import uuid
@@ -242,6 +253,13 @@ class HttpPolicy(RemotePolicy):
         return check_actions(reply, self.url, self._task)
 
     def close(self) -> None:
+        """Tell a server that keeps sessions (metadata ``reset: true``) that this one is over, then disconnect."""
+        import httpx
+
+        if getattr(self, "metadata", {}).get("reset") is True:
+            payload = json.dumps({"session": self._session, "close": True}).encode()
+            with contextlib.suppress(httpx.HTTPError, EpisodeError):  # best effort: the server may be gone
+                self._exchange("POST", payload, min(self.timeout_s, 2.0))
         self._client.close()
 
 

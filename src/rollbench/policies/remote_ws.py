@@ -17,16 +17,21 @@ Why not ``openpi_client.websocket_client_policy.WebsocketClientPolicy`` itself (
 ``infer`` calls ``recv()`` with no timeout, so a stalled server blocks the evaluation forever; it never
 reconnects after a dropped connection; and it connects with websockets' default 10 s open timeout and no bound on
 the wait for the metadata frame. This module keeps openpi's wire format (its ``msgpack_numpy`` packer, no
-compression, no size limit) on the ``websockets`` sync client, and adds the bounds:
+compression) on the ``websockets`` sync client, decodes what it receives with :mod:`rollbench.policies.remote_wire`
+instead of ``msgpack_numpy.unpackb`` (which builds arrays of any dtype the server names, object pointers included),
+and adds the bounds:
 
 * construction connects and reads the metadata within ``connect_timeout_s`` (default 5 s), else ConfigError
   (so ``rollbench eval`` fails before any episode with exit code 2);
-* every reply must arrive within ``timeout_s`` (default 30 s), else EpisodeError (that episode ends as
-  ``error``); the connection is then dropped, so a late reply can never be taken for the next call's;
+* every reply must arrive within ``timeout_s`` (default 30 s), else InfrastructureError (that episode ends as
+  ``error``); the connection is then dropped, so a late reply can never be taken for the next call's; a reply frame
+  larger than ``remote_wire.MAX_REPLY_BYTES`` closes the connection;
 * a dropped connection is reopened with exponential backoff (0.25 s, 0.5 s, 1 s ... ``retries`` times, default
-  3); after a reconnect the episode's reset is sent again before the pending call is repeated;
-* a text (error) frame, a reply that is not msgpack or has no numeric ``actions`` of the task's action size
-  raises EpisodeError naming the server and what was wrong.
+  3), then InfrastructureError; after a reconnect the episode's reset is sent again before the pending call is
+  repeated; a server that closes with 1009 (the request exceeds its size limit) is not retried;
+* a text (error) frame, a reply that is not msgpack, has arrays of a non-numeric dtype, or has no numeric
+  ``actions`` of the task's action size raises EpisodeError (fault ``policy``) naming the server and what was
+  wrong.
 
 Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries``, ``obs_map`` (see obs_map).
 Advertised ``replan_every``/``replan_steps`` become ``PolicyInfo.replan_every``; ``action_horizon``/``chunk_size``

@@ -35,6 +35,7 @@ from rollbench.types import ConfigError, Observation, Policy, RollbenchError, Ta
 
 FAULTS = ("wrong-shape", "malformed", "error", "slow:SECONDS", "die-after:N")
 DIE_EXIT_CODE = 70
+MAX_TASK_NAME = 200
 MAX_SHOWN = 40  # characters of a peer's session id quoted in an error
 FORGET_AFTER = 4096  # evicted http session ids remembered (so they get 410, not a new session)
 
@@ -115,6 +116,10 @@ class Session:
             raise ProtocolError(
                 f"a reset needs a task name (string) and an integer seed, got {type(name).__name__} and "
                 f"{type(seed).__name__}"
+            )
+        if len(name) > MAX_TASK_NAME or not 0 <= seed < 2**63:
+            raise ProtocolError(
+                f"a reset needs a task name of at most {MAX_TASK_NAME} characters and a seed in [0, 2**63)"
             )
         instruction = request.get("instruction")
         self.host.log(

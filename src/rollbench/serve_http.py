@@ -54,8 +54,8 @@ def serve_body(host: PolicyHost, body: bytes | bytearray) -> tuple[int, bytes, s
         if not isinstance(request, dict):
             raise ProtocolError(f"the request body must be a JSON object, got {type(request).__name__}")
         sid = request.get("session")
-        if sid is None:  # clients that send no id share one session, reset to --env on first use
-            session = host.open_session("default", evictable=True)
+        if sid is None:  # clients that send no id share one session, reset to --env on first use, never evicted
+            session = host.open_session("default", evictable=False)
         elif not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID:
             raise ProtocolError(f'"session" must be a string of 1 to {MAX_SESSION_ID} characters')
         elif request.get("close") is True:  # the client is done: its instance returns to the pool at once

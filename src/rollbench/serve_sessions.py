@@ -6,7 +6,8 @@ the session's lock, so a call in flight finishes first), and a closed session ca
 ``max_sessions`` sessions are live: past that, a new session is refused (:class:`SessionRefused`: websocket close
 code 1013 "try again later", HTTP 503), except that an HTTP session idle for longer than ``session_idle_s`` is
 evicted to make room (its id is remembered, and its next request is answered :class:`SessionGone`, HTTP 410,
-never a silent reset). Websocket sessions end when their connection closes and are never evicted.
+never a silent reset). Websocket sessions end when their connection closes and are never evicted, nor is the
+JSON protocol's shared session of requests without an id.
 
 Requests are decoded with :mod:`rollbench.policies.remote_wire` (numeric and boolean arrays only, bounded shapes);
 observations must be finite. Errors raised to the protocol layers: :class:`ProtocolError` (the request does not

@@ -9,6 +9,7 @@ every run, so a failure is reproducible by its label).
 from __future__ import annotations
 
 import base64
+import json
 import random
 import socket
 import threading
@@ -173,9 +174,28 @@ def http_bodies(seed: int = 0, random_cases: int = 80) -> Iterator[tuple[str, by
         yield f"random bytes {j}", rng.randbytes(rng.randint(1, 200))
 
 
-def json_bytes(value: Any) -> bytes:
-    import json
+def http_replies(seed: int = 0) -> Iterator[tuple[str, tuple[int, bytes]]]:
+    """(label, (status, body)) replies of a broken JSON /act server: actions of every dtype and odd shapes,
+    error bodies of odd shapes, and bodies that are not JSON."""
+    for label, body in http_bodies(seed, random_cases=40):
+        try:
+            state = json.loads(body).get("state")
+        except Exception:
+            state = None
+        if isinstance(state, dict):
+            yield f"actions from {label}", (200, json_bytes({"actions": state}))
+        else:
+            yield label, (200, body)
+    for status in (400, 404, 422, 500, 503):
+        for body in (b"", b"null", b'{"error": 5}', b'{"detail": {"deep": [1, 2]}}', b"\xff\xfe", b"[" * 5000):
+            yield f"{status} {body[:20]!r}", (status, body)
+    yield "nested actions", (200, json_bytes({"actions": [[[1.0, 2.0]]]}))
+    yield "string actions", (200, json_bytes({"actions": [["a", "b"]]}))
+    yield "ragged actions", (200, json_bytes({"actions": [[1.0, 2.0], [3.0]]}))
+    yield "valid", (200, json_bytes({"actions": [[0.5, -0.5]]}))
 
+
+def json_bytes(value: Any) -> bytes:
     return json.dumps(value).encode()
 
 
@@ -217,7 +237,8 @@ def hostile_http_server() -> Iterator[str]:
     """A real FastAPI app on uvicorn, 127.0.0.1, in a thread; yields its base URL. Paths (each also answers GET
     readiness with ``reset: false``): ``/detail`` validates its body with a pydantic model (FastAPI's own 422
     ``{"detail": [...]}`` for rollbench's act body), ``/object`` answers actions of dtype ``object``, ``/plain``
-    answers 500 with a text body, ``/nan`` answers ``NaN`` actions as JSON would never allow."""
+    answers 500 with a text body, ``/nan`` answers ``NaN`` actions as JSON would never allow, ``/fuzz`` answers the
+    replies of :func:`http_replies` in turn."""
     import uvicorn
     from fastapi import FastAPI
     from fastapi.responses import PlainTextResponse, Response
@@ -227,7 +248,9 @@ def hostile_http_server() -> Iterator[str]:
         observation: dict[str, float]
 
     app = FastAPI()
-    for path in ("/detail", "/object", "/plain", "/nan"):
+    fuzz = [b for _, b in http_replies()]
+    calls = [0]
+    for path in ("/detail", "/object", "/plain", "/nan", "/fuzz"):
         app.get(path)(lambda: {"ready": True, "metadata": {"reset": False, "needs_images": False}})
 
     @app.post("/detail")
@@ -245,6 +268,12 @@ def hostile_http_server() -> Iterator[str]:
     @app.post("/nan")
     def nan() -> Response:
         return Response(b'{"actions": [[NaN, 0.0]]}', media_type="application/json")
+
+    @app.post("/fuzz")
+    def fuzzed() -> Response:
+        calls[0] += 1
+        status, body = fuzz[(calls[0] - 1) % len(fuzz)]
+        return Response(body, status_code=status, media_type="application/json")
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -17,7 +17,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from hostile_peers import hostile_http_server, hostile_ws_server, http_bodies, ws_cases
+from hostile_peers import hostile_http_server, hostile_ws_server, http_bodies, http_replies, ws_cases
 from rollbench.policies.remote_http import decode_array
 from rollbench.policies.remote_wire import ProtocolError, loads_json, unpack_msgpack
 from rollbench.registry import make_policy, resolve_tasks
@@ -77,6 +77,26 @@ def test_fuzzed_replies_end_each_call_as_an_episode_error_or_a_valid_chunk_never
         finally:
             client.close()
     assert outcomes["error"] > 100 and sum(outcomes.values()) == len(replies)
+
+
+def test_fuzzed_http_replies_end_each_call_as_an_episode_error_or_a_valid_chunk_never_a_crash() -> None:
+    n = len(list(http_replies()))
+    outcomes = {"chunk": 0, "error": 0}
+    with hostile_http_server() as base:
+        client = make_policy(base + "/fuzz", {"retries": 0})
+        try:
+            client.reset(REACH, 0)
+            for _ in range(n):
+                try:
+                    chunk = client.act(Observation(state=STATE), REACH.instruction)
+                    assert chunk.dtype == np.float32 and chunk.shape[-1] == 2
+                    outcomes["chunk"] += 1
+                except EpisodeError as exc:
+                    assert str(exc) and exc.fault in ("policy", "infrastructure")
+                    outcomes["error"] += 1
+        finally:
+            client.close()
+    assert outcomes["chunk"] >= 1 and outcomes["error"] > 80 and sum(outcomes.values()) == n
 
 
 def test_http_client_shows_fastapis_detail_a_plain_body_and_refuses_nan_json(tmp_path: Path) -> None:

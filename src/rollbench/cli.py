@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from rollbench.cli_runs import register as register_runs
 from rollbench.serve import serve_policy
@@ -31,7 +32,7 @@ if not out.is_terminal:  # piped output: do not squeeze tables into 80 columns
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -263,12 +264,23 @@ def mcp_cmd(
     max_steps_ceiling: Annotated[int, typer.Option(min=1, help="Largest max_steps a client may request.")] = 1000,
     host: Annotated[str, typer.Option(help="http only: interface to bind (loopback unless trusted).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="http only: port.")] = 8000,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ROLLBENCH_MCP_TOKEN",
+            help="http only: secret clients send as 'Authorization: Bearer TOKEN'; required off loopback.",
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(help="http only: a host name clients use to reach the server (Host/Origin check); repeatable."),
+    ] = None,
 ) -> None:
     """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
     from rollbench.mcp_server import serve
 
     try:
-        serve(transport, root, max_steps_ceiling, host, port)
+        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()))
     except ConfigError as exc:
         _fail(str(exc))
 

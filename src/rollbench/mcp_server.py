@@ -376,11 +376,21 @@ def serve(
     max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING,
     host: str = "127.0.0.1",
     port: int = 8000,
+    token: str | None = None,
+    allow_hosts: tuple[str, ...] = (),
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http: streamable HTTP at
-    ``http://host:port/mcp``). Raises ConfigError for an unknown transport or an unusable root."""
+    ``http://host:port/mcp``, with the token and Host/Origin checks of :mod:`rollbench.mcp_http`). Raises
+    ConfigError, before anything is created, for an unknown transport, an unusable root, or an http host that is
+    not loopback and has no token."""
+    from rollbench import mcp_http
+
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport {transport!r}; valid transports: stdio, http")
+    if transport == "http":
+        mcp_http.allowed_names(host, token, allow_hosts)  # refuse an unsafe host before anything is created
+    elif token is not None or allow_hosts:
+        raise ConfigError("--token and --allow-host apply to --transport http only")
     root = root.expanduser().resolve()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -391,4 +401,4 @@ def serve(
     if transport == "stdio":
         server.run("stdio")
     else:
-        server.run("streamable-http", host=host, port=port)
+        mcp_http.run_http(server, host, port, token, allow_hosts)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -154,10 +155,10 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
             highlight=False,
             soft_wrap=True,
         )
-    for r in result["reasons"]:
-        console.print(f"  - {r}", highlight=False, soft_wrap=True)
+    for r in result["reasons"]:  # error texts quote values such as [[nan, 0.0]]: never read them as markup
+        console.print(f"  - {escape(r)}", highlight=False, soft_wrap=True)
     if run_dir is not None:
-        console.print(f"run directory: {run_dir}", highlight=False, soft_wrap=True)
+        console.print(f"run directory: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
 
 
 def list_envs() -> list[dict[str, Any]]:

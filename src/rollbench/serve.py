@@ -3,18 +3,37 @@
 The same wire formats the clients speak (:mod:`rollbench.policies.remote_ws`, :mod:`rollbench.policies.remote_http`),
 so scripted baselines sit behind the same interface as a VLA server, and the tests exercise real servers.
 
-Episodes and sessions: the policy is built with :func:`rollbench.registry.make_policy`. A *session* is one
-websocket connection, or one ``session`` id of the JSON protocol. Each session drives its own policy instance
-(idle instances are reused, so one client at a time costs one instance), and a reset request ``{"reset": {"task",
-"seed", "instruction"}}`` calls ``policy.reset(task, seed)`` with the task resolved from rollbench's registry, so
-stateful policies start every episode fresh. Metadata says ``"reset": true`` so rollbench clients send it; a plain
-openpi client never does, and then ``--env TASK`` names the task the policy is reset to (seed 0) when a session
-starts. Without either, an observation is answered with an error.
+Episodes and sessions (:mod:`rollbench.serve_sessions`): the policy is built with
+:func:`rollbench.registry.make_policy`. A *session* is one websocket connection, or one ``session`` id of the JSON
+protocol; each live session owns its own policy instance (idle instances are reused, never shared). A reset
+request ``{"reset": {"task", "seed", "instruction"}}`` calls ``policy.reset(task, seed)`` with the task resolved
+from rollbench's registry, so stateful policies start every episode fresh. Metadata says ``"reset": true`` so
+rollbench clients send it; a plain openpi client never does, and then ``--env TASK`` names the task the policy is
+reset to (seed 0) when a websocket session (or the JSON protocol's shared session of requests without a
+``session`` id) starts. Without either, an observation is answered with an error. A JSON request with a
+``session`` id the server does not know (never reset, evicted, or from before a restart) gets HTTP 410, never a
+silent reset to ``--env``.
 
-Observations are decoded with the task family's :mod:`rollbench.policies.obs_map` (overridable with
-``--obs-map``): images back to camera names, the state as ``observation.state`` (``float32``) with the array as
-received in ``observation.raw`` (so MetaWorld's experts read the full-precision vector), the prompt/instruction
-passed to ``act``. Each reply is ``{"actions": float32 (k, action_dim), "server_timing": {"infer_ms": ...}}``.
+Limits, recorded in the metadata under ``"limits"`` (:class:`rollbench.serve_sessions.Limits`):
+``--max-request-mb`` (largest websocket frame / HTTP body, default 16 MiB: 8 cameras of 512x512 RGB as base64 JSON,
+twice over; larger ones are refused, websocket close 1009 / HTTP 413, before they are read),
+``--max-sessions`` (default 64; past it a new session is refused: websocket close 1013 after an error text frame,
+HTTP 503), ``--session-idle-s`` (an HTTP session idle this long may be evicted to make room),
+``--request-timeout-s`` (an HTTP request's headers and body, and a websocket handshake, must arrive within it; idle
+keep-alive HTTP connections close after 5 s, idle websocket peers are detected by pings). Decoding happens off the
+event loop: websocket connections each run in their own thread, HTTP bodies are parsed in a worker thread.
+
+Observations are decoded safely (:mod:`rollbench.policies.remote_wire`: numeric and boolean arrays only, bounded
+shapes) and mapped with the task family's :mod:`rollbench.policies.obs_map` (overridable with ``--obs-map``):
+images back to camera names, the state as ``observation.state`` (``float32``) with the array as received in
+``observation.raw`` (so MetaWorld's experts read the full-precision vector), the prompt/instruction passed to
+``act``. A state or image with NaN or infinity is refused. Each reply is ``{"actions": float32 (k, action_dim),
+"server_timing": {"infer_ms": ...}}``.
+
+Errors: websocket: a text frame with the error, then a close with a reason (1008 for a request that breaks the
+protocol, 1011 for the policy's own exception, whose traceback is the text frame, as openpi does; 1013 busy).
+HTTP: every non-2xx body is ``{"error": "message"}`` (400 protocol, 404/405 wrong path or method, 408 request too
+slow, 410 unknown session, 413 too large, 500 the policy raised, 503 busy).
 
 ``--log-requests FILE`` appends one JSON line per request: ``{"time", "protocol", "session", "kind": "reset" |
 "act", "task", "seed", "instruction", "state": [dtype, shape], "images": {camera: shape}, "outcome"}``; the tests
@@ -28,250 +47,51 @@ code 70, without replying, on act request N + 1: a crashed server).
 
 from __future__ import annotations
 
-import json
-import os
 import socket
-import threading
-import time
 import traceback
-from collections.abc import Mapping
-from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 
-from rollbench.policies.obs_map import check_overrides, jsonable, load_policy_options, resolve_obs_map
-from rollbench.types import ConfigError, Observation, Policy, RollbenchError, TaskInfo
+from rollbench.policies.obs_map import load_policy_options
+from rollbench.policies.remote_wire import DEFAULT_MAX_REQUEST_BYTES, ProtocolError, unpack_msgpack
+from rollbench.serve_sessions import (
+    DIE_EXIT_CODE,
+    FAULTS,
+    Limits,
+    MalformedReply,
+    PolicyHost,
+    SessionGone,
+    SessionRefused,
+    decode_json,
+    decode_openpi,
+    parse_fault,
+)
+from rollbench.types import ConfigError, RollbenchError
 
-FAULTS = ("wrong-shape", "malformed", "error", "slow:SECONDS", "die-after:N")
-MAX_SESSIONS = 64
-DIE_EXIT_CODE = 70
+# re-exported: what the tests and older code import from here
+__all__ = [
+    "DIE_EXIT_CODE",
+    "FAULTS",
+    "Limits",
+    "PolicyHost",
+    "ProtocolError",
+    "SessionGone",
+    "SessionRefused",
+    "decode_json",
+    "decode_openpi",
+    "parse_fault",
+    "serve_policy",
+]
 
-
-class MalformedReply(Exception):
-    """Raised by the ``malformed`` fault: the protocol layer then sends bytes that are not a valid reply."""
-
-
-def parse_fault(fault: str | None) -> tuple[str, float] | None:
-    """``--fault`` -> ``(kind, number)``; raises ConfigError naming the valid faults."""
-    if not fault:
-        return None
-    kind, _, arg = fault.partition(":")
-    try:
-        if kind in ("wrong-shape", "malformed", "error") and not arg:
-            return kind, 0.0
-        if kind in ("slow", "die-after") and float(arg) >= 0:
-            return kind, float(arg)
-    except ValueError:
-        pass
-    raise ConfigError(f"unknown --fault {fault!r}; valid faults: {', '.join(FAULTS)}")
-
-
-class Session:
-    """One client's episode state: a policy instance, its current task, and a lock serialising its calls."""
-
-    def __init__(self, host: PolicyHost, key: str) -> None:
-        self.host, self.key = host, key
-        self.policy: Policy = host.take_policy()
-        self.task: TaskInfo | None = None
-        self.seed: int | None = None
-        self.lock = threading.Lock()
-
-    def reset(self, request: Mapping[str, Any]) -> None:
-        from rollbench.registry import family_of
-
-        name, seed = request.get("task"), request.get("seed")
-        if not isinstance(name, str) or not isinstance(seed, int) or isinstance(seed, bool):
-            raise ValueError(f"a reset needs a task name and an integer seed, got {jsonable(request)!r}")
-        self.host.log(session=self.key, kind="reset", task=name, seed=seed, instruction=request.get("instruction"))
-        task = family_of(name).task(name)
-        with self.lock:
-            self.policy.reset(task, seed)
-            self.task, self.seed = task, seed
-
-    def ensure_reset(self) -> TaskInfo:
-        if self.task is None:
-            if self.host.default_task is None:
-                raise ValueError(
-                    "no episode was started: send a reset request first, or start the server with --env TASK"
-                )
-            self.reset({"task": self.host.default_task.name, "seed": 0})
-        assert self.task is not None
-        return self.task
-
-    def act(self, observation: Observation, instruction: str) -> np.ndarray:
-        host, fault = self.host, self.host.fault
-        n = host.count_act()
-        if fault and fault[0] == "die-after" and n > fault[1]:
-            os._exit(DIE_EXIT_CODE)  # a crash: no reply, no clean close
-        if fault and fault[0] == "slow":
-            time.sleep(fault[1])
-        if fault and fault[0] == "error":
-            raise RuntimeError("fault injection (--fault error): the policy failed")
-        with self.lock:
-            actions = np.atleast_2d(np.asarray(self.policy.act(observation, instruction), dtype=np.float32))
-        if fault and fault[0] == "wrong-shape":
-            actions = np.concatenate([actions, np.zeros((actions.shape[0], 1), np.float32)], axis=1)
-        if fault and fault[0] == "malformed":
-            raise MalformedReply
-        return actions
-
-    def close(self) -> None:
-        self.host.give_back(self.policy)
+MAX_QUEUE = 2  # frames a websocket connection buffers before it stops reading: bounds memory per connection
 
 
-class PolicyHost:
-    """The served policy: builds instances, keeps sessions, decodes observations, logs requests."""
-
-    def __init__(
-        self,
-        policy: str,
-        options: Mapping[str, Any],
-        default_env: str | None,
-        obs_overrides: Mapping[str, Any],
-        log_path: Path | None,
-        fault: str | None,
-        protocol: str,
-    ) -> None:
-        from rollbench.registry import family_of, make_policy
-
-        self.name, self.options, self.protocol = policy, dict(options), protocol
-        self.fault = parse_fault(fault)
-        self.obs_overrides = check_overrides(obs_overrides)
-        self.default_task = family_of(default_env).task(default_env) if default_env else None
-        template = make_policy(policy, self.options)  # unknown names fail here, before the port opens
-        self.info = template.info
-        self._idle: list[Policy] = [template]
-        self._sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
-        self._acts = 0
-        self._log = log_path.open("a", encoding="utf-8") if log_path else None
-
-    def metadata(self) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "server": "rollbench serve-policy",
-            "rollbench": version("rollbench"),
-            "policy": self.name,
-            "protocol": self.protocol,
-            "reset": True,
-            "chunk_size": self.info.chunk_size,
-            "tasks": list(self.info.tasks),  # what the served policy drives: the client refuses other tasks
-            "needs_images": self.info.needs_images,
-            "env": self.default_task.name if self.default_task else None,
-            "provenance": jsonable(self.info.provenance),
-            "fault": f"{self.fault[0]}:{self.fault[1]:g}" if self.fault else None,
-        }
-        if self.info.replan_every is not None:
-            meta["replan_every"] = self.info.replan_every
-        return meta
-
-    def take_policy(self) -> Policy:
-        from rollbench.registry import make_policy
-
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return make_policy(self.name, self.options)
-
-    def give_back(self, policy: Policy) -> None:
-        with self._lock:
-            self._idle.append(policy)
-
-    def session(self, key: str) -> Session:
-        with self._lock:
-            s = self._sessions.pop(key, None)
-        if s is None:
-            s = Session(self, key)
-        with self._lock:
-            self._sessions[key] = s  # most recently used last
-            stale = list(self._sessions)[:-MAX_SESSIONS]
-            dropped = [self._sessions.pop(k) for k in stale]
-        for d in dropped:
-            d.close()
-        return s
-
-    def end_session(self, key: str) -> None:
-        with self._lock:
-            s = self._sessions.pop(key, None)
-        if s is not None:
-            s.close()
-
-    def count_act(self) -> int:
-        with self._lock:
-            self._acts += 1
-            return self._acts
-
-    def obs_map_for(self, task: TaskInfo) -> Any:
-        return resolve_obs_map(task.family, self.protocol, self.obs_overrides)
-
-    def log(self, **record: Any) -> None:
-        if self._log is None:
-            return
-        line = json.dumps(jsonable({"time": time.time(), "protocol": self.protocol, **record}))
-        with self._lock:
-            self._log.write(line + "\n")
-            self._log.flush()
-
-    def handle(self, session: Session, request: Any, decode: Any) -> dict[str, Any]:
-        """Serve one decoded request (reset or act); ``decode(request, obs_map) -> (Observation, instruction)``."""
-        if not isinstance(request, Mapping):
-            raise ValueError(f"a request must be a map, got {type(request).__name__}")
-        if isinstance(request.get("reset"), Mapping):
-            session.reset(request["reset"])
-            return {"reset": True}
-        task = session.ensure_reset()
-        obs, instruction = decode(request, self.obs_map_for(task))
-        record = {
-            "session": session.key,
-            "kind": "act",
-            "task": task.name,
-            "seed": session.seed,
-            "instruction": instruction,
-            "state": [str(obs.raw.dtype), list(obs.raw.shape)],
-            "images": {c: list(v.shape) for c, v in obs.images.items()},
-        }
-        t0 = time.perf_counter()
-        try:
-            actions = session.act(obs, instruction)
-        except BaseException as exc:
-            self.log(**record, outcome=f"{type(exc).__name__}: {exc}")
-            raise
-        infer_ms = 1e3 * (time.perf_counter() - t0)
-        self.log(**record, outcome=f"actions {list(actions.shape)}")
-        return {"actions": actions, "server_timing": {"infer_ms": infer_ms}}
-
-
-def _observation(state: Any, images: dict[str, np.ndarray]) -> Observation:
-    raw = np.asarray(state)
-    if raw.ndim != 1 or raw.dtype.kind not in "fiu":
-        raise ValueError(f"the state must be a numeric vector, got {raw.dtype} {raw.shape}")
-    return Observation(state=raw.astype(np.float32), images=images, raw=raw)
-
-
-def decode_openpi(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]:
-    """An openpi-style flat observation dict -> (Observation, prompt)."""
-    images = {cam: np.asarray(v) for k, v in request.items() if (cam := m.camera_of(k)) is not None}
-    for key in (m.state_key, m.prompt_key):
-        if key not in request:
-            raise ValueError(f"the observation has no {key!r}; its keys: {sorted(request)}")
-    if not isinstance(request[m.prompt_key], str):
-        raise ValueError(f"{m.prompt_key!r} must be a string")
-    return _observation(request[m.state_key], images), request[m.prompt_key]
-
-
-def decode_json(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]:
-    """A JSON /act request body -> (Observation, instruction)."""
-    from rollbench.policies.remote_http import decode_array
-
-    if not isinstance(request.get("instruction"), str) or "state" not in request:
-        raise ValueError('an act request needs "instruction" (a string) and "state" (an array)')
-    images_in = request.get("images") or {}
-    if not isinstance(images_in, Mapping):
-        raise ValueError('"images" must map names to arrays')
-    images = {(m.camera_of(k) or k): decode_array(v) for k, v in images_in.items()}
-    return _observation(decode_array(request["state"]), images), request["instruction"]
+def close_reason(text: str) -> str:
+    """The last line of ``text`` (a traceback's exception), cut to a websocket close reason's 123 bytes of UTF-8 (RFC 6455 section 5.5)."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    return line.encode()[:123].decode(errors="ignore")
 
 
 def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
@@ -284,21 +104,35 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
 
     packb = msgpack_numpy.Packer().pack
 
+    def refuse(conn: ServerConnection, code: int, text: str) -> None:
+        conn.send(text)  # openpi's convention: the error as a text frame; then a close that says it too
+        conn.close(code=code, reason=close_reason(text))
+
     def handler(conn: ServerConnection) -> None:
         key = f"ws-{id(conn):x}"
-        session = host.session(key)
         try:
+            try:
+                session = host.open_session(key, evictable=False, wait_s=1.0)
+            except SessionRefused as exc:
+                refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                return
             conn.send(packb(host.metadata()))
             while True:
-                request = msgpack_numpy.unpackb(conn.recv())
+                frame = conn.recv()
                 try:
-                    conn.send(packb(host.handle(session, request, decode_openpi)))
+                    reply = packb(host.handle(session, unpack_msgpack(frame), decode_openpi))
                 except MalformedReply:
                     conn.send(b"\xc1 fault injection: not msgpack")
-                except Exception:  # as openpi: the traceback as a text frame, then close
-                    conn.send(traceback.format_exc())
-                    conn.close(code=1011, reason="internal server error; traceback in the previous frame")
+                    continue
+                except (ValueError, RollbenchError) as exc:  # the request breaks the protocol or cannot be served
+                    refuse(conn, 1008, f"{type(exc).__name__}: {exc}")
                     return
+                except Exception:  # the policy's own failure: as openpi, the traceback as a text frame, then close
+                    text = traceback.format_exc(limit=8)
+                    conn.send(text)
+                    conn.close(code=1011, reason=close_reason(text))
+                    return
+                conn.send(reply)
         except ConnectionClosed:
             pass
         finally:
@@ -307,41 +141,17 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
     def health(conn: ServerConnection, request: Any) -> Any:
         return conn.respond(http.HTTPStatus.OK, "OK\n") if request.path == "/healthz" else None
 
-    with serve(handler, sock=sock, compression=None, max_size=None, process_request=health) as server:
+    limits = host.limits
+    with serve(
+        handler,
+        sock=sock,
+        compression=None,
+        max_size=limits.max_request_bytes,  # a larger frame is refused from its header: close 1009, never read
+        max_queue=MAX_QUEUE,
+        open_timeout=limits.request_timeout_s,
+        process_request=health,
+    ) as server:
         server.serve_forever()
-
-
-def http_app(host: PolicyHost, path: str) -> Any:
-    """The FastAPI app of the JSON /act protocol at ``path``."""
-    from fastapi import Body, FastAPI
-    from fastapi.responses import JSONResponse, Response
-
-    from rollbench.policies.remote_http import encode_array
-
-    app = FastAPI(title="rollbench serve-policy", description="JSON /act protocol v1 (rollbench.policies.remote_http)")
-
-    @app.get(path)
-    def ready() -> dict[str, Any]:
-        return {"ready": True, "metadata": host.metadata()}
-
-    @app.post(path)
-    def act(body: Any = Body(...)) -> Response:  # noqa: B008 - FastAPI's documented way to take a raw JSON body
-        if not isinstance(body, dict):
-            return JSONResponse({"error": "the request body must be a JSON object"}, status_code=400)
-        session = host.session(str(body.get("session") or "default"))
-        try:
-            reply = host.handle(session, body, decode_json)
-        except MalformedReply:
-            return Response(b"fault injection: this is not JSON", media_type="text/plain")
-        except (ValueError, RollbenchError) as exc:
-            return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=400)
-        except Exception:
-            return JSONResponse({"error": traceback.format_exc(limit=6)}, status_code=500)
-        if "actions" in reply:
-            reply = {**reply, "actions": encode_array(reply["actions"])}
-        return JSONResponse(reply)
-
-    return app
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -383,6 +193,18 @@ def serve_policy(
         Path | None, typer.Option(help="Append one JSON line per request (task, seed, instruction, shapes).")
     ] = None,
     fault: Annotated[str | None, typer.Option(help="Fault injection: " + ", ".join(FAULTS) + ".")] = None,
+    max_request_mb: Annotated[
+        float, typer.Option(help="Largest websocket frame / HTTP body in MiB; larger ones are refused (1009 / 413).")
+    ] = DEFAULT_MAX_REQUEST_BYTES / 2**20,
+    max_sessions: Annotated[
+        int, typer.Option(help="Live sessions at once; past it new ones are refused (ws close 1013 / HTTP 503).")
+    ] = 64,
+    session_idle_s: Annotated[
+        float, typer.Option(help="http: a session idle this many seconds may be evicted when the server is full.")
+    ] = 60.0,
+    request_timeout_s: Annotated[
+        float, typer.Option(help="Seconds to receive one HTTP request (headers and body) or a websocket handshake.")
+    ] = 30.0,
 ) -> None:
     """Serve a rollbench policy over the openpi websocket protocol or JSON /act, for `--policy ws://` or `http://`."""
     err = typer.echo
@@ -391,6 +213,7 @@ def serve_policy(
             raise ConfigError(f"unknown protocol {protocol!r}; valid protocols: ws, http")
         if not path.startswith("/"):
             raise ConfigError(f"--path must start with '/', got {path!r}")
+        limits = Limits(int(max_request_mb * 2**20), max_sessions, session_idle_s, request_timeout_s)
         served = PolicyHost(
             policy,
             load_policy_options(policy_options),
@@ -399,6 +222,7 @@ def serve_policy(
             log_requests,
             fault,
             protocol,
+            limits,
         )
         sock = _listen(host, port)
     except (RollbenchError, OSError) as exc:
@@ -411,9 +235,8 @@ def serve_policy(
         if protocol == "ws":
             serve_ws(served, sock)
         else:
-            import uvicorn
+            from rollbench.serve_http import run_http
 
-            server = uvicorn.Server(uvicorn.Config(http_app(served, path), log_level="warning", access_log=False))
-            server.run(sockets=[sock])
+            run_http(served, path, sock)
     except KeyboardInterrupt:
         pass

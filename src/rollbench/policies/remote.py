@@ -60,6 +60,7 @@ class RemotePolicy:
             chunk_size_known=advertised_chunk_size(self.metadata),
             replan_every=replan,
             tasks=advertised_tasks(self.metadata),
+            io_bound=True,  # calls wait on the server: batch slots may overlap them (rollbench.batching)
             # the option, else the server's word (rollbench serve-policy of a state-based policy says False),
             # else True: openpi servers do not say, and VLAs read images
             needs_images=bool(options.get("needs_images", self.metadata.get("needs_images", True))),

@@ -1,4 +1,4 @@
-"""``--policy http://HOST:PORT/act``: a policy served over rollbench's JSON /act protocol.
+"""``--policy http://HOST:PORT[/PATH]``: a policy served over rollbench's JSON /act protocol (no path means ``/act``).
 
 Wire format, version 1 (a spec: any server that follows it can be evaluated; ``rollbench serve-policy
 --protocol http`` is the reference server):
@@ -25,15 +25,25 @@ accepts reset requests.
 * reset, sent before every episode only to servers whose metadata says ``"reset": true``:
   ``{"session": S, "reset": {"task": "metaworld/reach-v3", "seed": 0, "instruction": str}}`` -> ``200 {"reset":
   true}``.
+* close, sent when the client is done, only to servers whose metadata says ``"reset": true``: ``{"session": S,
+  "close": true}`` -> ``200 {"closed": true}`` (the server may free the session's state at once); errors ignored.
 * ``S`` is a random hex id per client (one per evaluation worker), so a server can keep per-client episode
-  state; a server may ignore it.
-* errors: any non-2xx status; a JSON body ``{"error": "message"}`` is quoted in the episode's error.
+  state; a server may ignore it. ``rollbench serve-policy`` starts a session with a reset and answers 410 to an id
+  it does not know (evicted, or from before a restart); requests without ``session`` share one session.
+* errors: any non-2xx status with the body ``{"error": "message"}``, quoted in the episode's error (a body without
+  ``error`` is quoted as it is, e.g. FastAPI's ``{"detail": ...}``). ``rollbench serve-policy`` uses 400 (the
+  request breaks the protocol, e.g. an array of an unsupported dtype or a non-finite observation), 404/405, 408
+  (the body did not arrive in time), 410 (unknown session), 413 (larger than its ``--max-request-mb``), 500 (the
+  policy raised; the traceback), 503 (``--max-sessions`` reached).
 
 Bounds: an unreachable server or one that never becomes ready raises ConfigError at construction (before any
 episode); each call must complete within ``timeout_s`` (default 30 s; a watchdog also stops a reply that trickles
 in slowly); dropped connections are retried with exponential backoff (0.25 s, 0.5 s, ... ``retries`` times,
 default 3), re-sending the episode's reset first; a non-2xx reply, a body that is not JSON, or ``actions`` that are
-missing or of the wrong size raise EpisodeError (that episode ends as ``error``). Client: ``httpx``.
+missing or of the wrong size raise EpisodeError (that episode ends as ``error``, fault ``policy``); timeouts, lost
+connections and 408/410/413/503 raise InfrastructureError (fault ``infrastructure``). Replies are read up to
+``remote_wire.MAX_REPLY_BYTES`` and decoded by :mod:`rollbench.policies.remote_wire` (numeric arrays only, no
+NaN/Infinity literals). Client: ``httpx``.
 
 Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries``, ``obs_map``.
 """
@@ -41,6 +51,7 @@ Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries`
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 import uuid
@@ -51,9 +62,19 @@ import numpy as np
 
 from rollbench.policies.obs_map import check_actions, positive
 from rollbench.policies.remote import RemotePolicy
+from rollbench.policies.remote_wire import (
+    MAX_REPLY_BYTES,
+    ProtocolError,
+    array_from_bytes,
+    array_from_list,
+    loads_json,
+)
 from rollbench.types import ConfigError, EpisodeError, InfrastructureError, Observation
 
 DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
+# replies that say the server cannot take the call now (not the policy's answer): request timeout, session gone
+# (evicted or restarted server), request too large for the server's limit, server busy
+INFRA_STATUSES = (408, 410, 413, 503)
 
 
 def encode_array(arr: np.ndarray) -> dict[str, Any]:
@@ -66,23 +87,45 @@ def encode_array(arr: np.ndarray) -> dict[str, Any]:
 
 
 def decode_array(obj: Any) -> np.ndarray:
-    """Wire JSON (base64 or list ``data``) -> numpy array; raises ValueError saying what is wrong."""
+    """Wire JSON (base64 or list ``data``) -> numpy array, checked by :mod:`remote_wire` (numeric and boolean
+    dtypes only, bounded shapes, exact sizes); raises ProtocolError (a ValueError) saying what is wrong."""
     if not isinstance(obj, Mapping) or not {"dtype", "shape", "data"} <= set(obj):
-        raise ValueError('an array must be an object with "dtype", "shape" and "data"')
+        raise ProtocolError('an array must be an object with "dtype", "shape" and "data"')
     dtype, shape, data = obj["dtype"], obj["shape"], obj["data"]
     if dtype not in DTYPES:
-        raise ValueError(f"unsupported dtype {dtype!r}; supported: {', '.join(DTYPES)}")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise ValueError(f"shape must be a list of non-negative integers, got {shape!r}")
+        raise ProtocolError(f"unsupported dtype {str(dtype)[:40]!r}; supported: {', '.join(DTYPES)}")
     if isinstance(data, str):
-        raw = base64.b64decode(data, validate=True)
-        out = np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<"))
-        if out.size != int(np.prod(shape)):
-            raise ValueError(f"data holds {out.size} values but shape {shape} needs {int(np.prod(shape))}")
-        return out.reshape(shape).astype(dtype, copy=False)
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except ValueError:
+            raise ProtocolError("array data is not valid base64") from None
+        return array_from_bytes(raw, np.dtype(dtype).newbyteorder("<").str, shape).astype(dtype, copy=False)
     if isinstance(data, list):
-        return np.asarray(data, dtype=dtype).reshape(shape)
-    raise ValueError("data must be a base64 string or a list of numbers")
+        return array_from_list(data, dtype, shape)
+    raise ProtocolError("data must be a base64 string or a list of numbers")
+
+
+def endpoint(url: str) -> str:
+    """The URL requests go to: ``http://HOST:PORT`` (no path, the form ``rollbench policies`` prints) means
+    ``http://HOST:PORT/act``; a URL with a path is used as it is."""
+    from urllib.parse import urlsplit
+
+    return url.rstrip("/") + "/act" if urlsplit(url).path in ("", "/") else url
+
+
+def server_said(status: int, text: bytes) -> str:
+    """What a non-2xx reply says: its ``error`` (this protocol), else FastAPI's ``detail``, else the body."""
+    try:
+        body = loads_json(text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        said = body["error"]
+    elif isinstance(body, dict) and "detail" in body:
+        said = json.dumps(body["detail"])
+    else:
+        said = text[:1500].decode(errors="replace") or "(empty body)"
+    return f"HTTP {status}: {said.strip()[-1500:]}"
 
 
 class HttpPolicy(RemotePolicy):
@@ -102,7 +145,7 @@ class HttpPolicy(RemotePolicy):
             )
         )
         try:
-            super().__init__(url, options)
+            super().__init__(endpoint(url), options)
         except BaseException:
             self._client.close()
             raise
@@ -119,26 +162,31 @@ class HttpPolicy(RemotePolicy):
         deadline = time.monotonic() + self.connect_timeout_s
         while True:
             try:
-                r = self._client.get(self.url, timeout=self.connect_timeout_s)
-            except httpx.HTTPError as exc:
+                status, text = self._exchange("GET", None, self.connect_timeout_s)
+            except (httpx.HTTPError, EpisodeError) as exc:
                 raise ConfigError(
                     f"cannot reach the policy server {self.url} ({type(exc).__name__}: {exc}); is "
                     "`rollbench serve-policy --protocol http` or your /act server running there?"
                 ) from None
             try:
-                body = r.json()
+                body = loads_json(text)
             except ValueError:
                 body = None
-            if r.status_code == 200 and isinstance(body, dict) and body.get("ready") is True:
+            if status == 200 and isinstance(body, dict) and body.get("ready") is True:
                 meta = body.get("metadata", {})
                 return meta if isinstance(meta, dict) else {"metadata": meta}
-            why = f"GET answered HTTP {r.status_code}: {r.text[:300]!r}"
-            if r.status_code != 503 or time.monotonic() > deadline:
+            if status != 503 or time.monotonic() > deadline:
+                why = server_said(status, text) if status != 200 else f"GET answered {text[:300]!r}"
                 raise ConfigError(f"the policy server {self.url} is not ready ({why})")
             time.sleep(0.2)
 
     def _request(self, body: dict[str, Any]) -> Any:
-        """POST one request; return the JSON reply; bounded by ``timeout_s``; raises EpisodeError."""
+        """POST one request; return the JSON reply; bounded by ``timeout_s``.
+
+        Raises InfrastructureError for transport failures (timeout, lost connection after ``retries``) and for
+        the statuses that say the server cannot take the call now (408, 410 session gone, 413, 503), else
+        EpisodeError (fault: policy) for an error reply or a malformed one, quoting what the server said.
+        """
         import httpx
 
         payload = json.dumps(body).encode()
@@ -158,29 +206,34 @@ class HttpPolicy(RemotePolicy):
             f"lost the connection to {self.url} and {self.retries} retries failed ({type(last).__name__}: {last})"
         )
 
-    def _send(self, payload: bytes) -> Any:
-        deadline = time.monotonic() + self.timeout_s
-        headers = {"content-type": "application/json"}
-        with self._client.stream("POST", self.url, content=payload, headers=headers) as r:
-            parts = []
-            for part in r.iter_bytes():  # the watchdog: a reply trickling in slower than timeout_s is cut off
+    def _exchange(self, method: str, payload: bytes | None, timeout_s: float) -> tuple[int, bytes]:
+        """One request -> (status, body), reading at most MAX_REPLY_BYTES within ``timeout_s`` (a watchdog cuts off
+        a reply that trickles in slower). Raises httpx errors for transport failures, EpisodeError otherwise."""
+        deadline = time.monotonic() + timeout_s
+        headers = {"content-type": "application/json"} if payload is not None else None
+        import httpx
+
+        per_phase = httpx.Timeout(timeout_s) if method == "GET" else httpx.USE_CLIENT_DEFAULT
+        with self._client.stream(method, self.url, content=payload, headers=headers, timeout=per_phase) as r:
+            parts, size = [], 0
+            for part in r.iter_bytes():
                 parts.append(part)
+                size += len(part)
+                if size > MAX_REPLY_BYTES:
+                    raise EpisodeError(f"malformed reply from {self.url}: larger than {MAX_REPLY_BYTES} bytes")
                 if time.monotonic() > deadline:
-                    raise InfrastructureError(
-                        f"no complete reply from {self.url} within timeout_s={self.timeout_s:g} s"
-                    )
-            status = r.status_code
-        text = b"".join(parts)
-        try:
-            reply = json.loads(text)
-        except ValueError:
-            reply = None
+                    raise InfrastructureError(f"no complete reply from {self.url} within {timeout_s:g} s")
+            return r.status_code, b"".join(parts)
+
+    def _send(self, payload: bytes) -> Any:
+        status, text = self._exchange("POST", payload, self.timeout_s)
         if not 200 <= status < 300:
-            why = reply.get("error") if isinstance(reply, dict) else text[:1500].decode(errors="replace")
-            raise EpisodeError(f"server error from {self.url}: HTTP {status}: {str(why).strip()[-1500:]}")
-        if reply is None:
-            raise EpisodeError(f"malformed reply from {self.url}: not JSON ({text[:200]!r})")
-        return reply
+            said = f"server error from {self.url}: {server_said(status, text)}"
+            raise InfrastructureError(said) if status in INFRA_STATUSES else EpisodeError(said)
+        try:
+            return loads_json(text)
+        except ProtocolError as exc:
+            raise EpisodeError(f"malformed reply from {self.url}: {exc} ({text[:200]!r})") from None
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """POST the observation and instruction; return the server's ``float32 (N, action_dim)`` chunk."""
@@ -200,9 +253,17 @@ class HttpPolicy(RemotePolicy):
         return check_actions(reply, self.url, self._task)
 
     def close(self) -> None:
+        """Tell a server that keeps sessions (metadata ``reset: true``) that this one is over, then disconnect."""
+        import httpx
+
+        if getattr(self, "metadata", {}).get("reset") is True:
+            payload = json.dumps({"session": self._session, "close": True}).encode()
+            with contextlib.suppress(httpx.HTTPError, EpisodeError):  # best effort: the server may be gone
+                self._exchange("POST", payload, min(self.timeout_s, 2.0))
         self._client.close()
 
 
 def make_http_policy(name: str, options: Mapping[str, Any]) -> HttpPolicy:
-    """A policy served over the JSON /act protocol at http(s)://HOST:PORT/act (see rollbench serve-policy)."""
+    """A policy served over the JSON /act protocol at http(s)://HOST:PORT/act (see rollbench serve-policy);
+    ``http://HOST:PORT`` without a path means ``/act``."""
     return HttpPolicy(name, options)

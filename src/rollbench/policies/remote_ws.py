@@ -17,16 +17,21 @@ Why not ``openpi_client.websocket_client_policy.WebsocketClientPolicy`` itself (
 ``infer`` calls ``recv()`` with no timeout, so a stalled server blocks the evaluation forever; it never
 reconnects after a dropped connection; and it connects with websockets' default 10 s open timeout and no bound on
 the wait for the metadata frame. This module keeps openpi's wire format (its ``msgpack_numpy`` packer, no
-compression, no size limit) on the ``websockets`` sync client, and adds the bounds:
+compression) on the ``websockets`` sync client, decodes what it receives with :mod:`rollbench.policies.remote_wire`
+instead of ``msgpack_numpy.unpackb`` (which builds arrays of any dtype the server names, object pointers included),
+and adds the bounds:
 
 * construction connects and reads the metadata within ``connect_timeout_s`` (default 5 s), else ConfigError
   (so ``rollbench eval`` fails before any episode with exit code 2);
-* every reply must arrive within ``timeout_s`` (default 30 s), else EpisodeError (that episode ends as
-  ``error``); the connection is then dropped, so a late reply can never be taken for the next call's;
+* every reply must arrive within ``timeout_s`` (default 30 s), else InfrastructureError (that episode ends as
+  ``error``); the connection is then dropped, so a late reply can never be taken for the next call's; a reply frame
+  larger than ``remote_wire.MAX_REPLY_BYTES`` closes the connection;
 * a dropped connection is reopened with exponential backoff (0.25 s, 0.5 s, 1 s ... ``retries`` times, default
-  3); after a reconnect the episode's reset is sent again before the pending call is repeated;
-* a text (error) frame, a reply that is not msgpack or has no numeric ``actions`` of the task's action size
-  raises EpisodeError naming the server and what was wrong.
+  3), then InfrastructureError; after a reconnect the episode's reset is sent again before the pending call is
+  repeated; a server that closes with 1009 (the request exceeds its size limit) is not retried;
+* a text (error) frame, a reply that is not msgpack, has arrays of a non-numeric dtype, or has no numeric
+  ``actions`` of the task's action size raises EpisodeError (fault ``policy``) naming the server and what was
+  wrong.
 
 Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries``, ``obs_map`` (see obs_map).
 Advertised ``replan_every``/``replan_steps`` become ``PolicyInfo.replan_every``; ``action_horizon``/``chunk_size``
@@ -44,6 +49,7 @@ import numpy as np
 
 from rollbench.policies.obs_map import check_actions
 from rollbench.policies.remote import RemotePolicy, check_reset_reply
+from rollbench.policies.remote_wire import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack
 from rollbench.types import ConfigError, EpisodeError, InfrastructureError, Observation
 
 
@@ -56,7 +62,7 @@ class WebsocketPolicy(RemotePolicy):
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         from openpi_client import msgpack_numpy
 
-        self._packb, self._unpackb = msgpack_numpy.Packer().pack, msgpack_numpy.unpackb
+        self._packb = msgpack_numpy.Packer().pack
         self._ws: Any = None
         super().__init__(url, options)
 
@@ -80,14 +86,14 @@ class WebsocketPolicy(RemotePolicy):
             open_timeout=self.connect_timeout_s,
             close_timeout=1,
             compression=None,
-            max_size=None,
+            max_size=MAX_REPLY_BYTES,  # a larger reply frame closes the connection (1009) instead of filling memory
             legacy=True,  # websockets >= 16: a plain connection (we reconnect ourselves, see _request)
         )
         try:
             frame = ws.recv(timeout=self.connect_timeout_s)
             if isinstance(frame, str):
                 raise ConnectionError(f"the server sent an error instead of its metadata: {frame[-500:]}")
-            metadata = self._unpackb(frame)
+            metadata = self._unpack(frame, "its metadata")
             if not isinstance(metadata, dict):
                 raise ConnectionError(f"the server's metadata is a {type(metadata).__name__}, not a dict")
         except BaseException:
@@ -102,9 +108,21 @@ class WebsocketPolicy(RemotePolicy):
                 self._ws.close()
             self._ws = None
 
+    def _unpack(self, frame: bytes, what: str) -> Any:
+        try:
+            return unpack_msgpack(frame)
+        except ProtocolError as exc:
+            self._drop()
+            raise EpisodeError(f"malformed reply from {self.url} ({what}): {exc}") from None
+
     def _request(self, message: dict[str, Any]) -> Any:
-        """Send one message and return the unpacked reply; bounded by ``timeout_s``; raises EpisodeError."""
-        from websockets.exceptions import WebSocketException
+        """Send one message and return the unpacked reply; bounded by ``timeout_s``.
+
+        Raises InfrastructureError when the server cannot be reached again after ``retries`` reconnects, does not
+        answer within ``timeout_s``, or refuses the frame as too large (close 1009, not retried); EpisodeError
+        (fault: policy) for an error text frame or a malformed reply.
+        """
+        from websockets.exceptions import ConnectionClosed, WebSocketException
 
         data = self._packb(message)
         last: BaseException | None = None
@@ -120,6 +138,11 @@ class WebsocketPolicy(RemotePolicy):
             except (WebSocketException, OSError) as exc:  # dropped, refused or bad handshake: reconnect, backoff
                 self._drop()
                 last = exc
+                if isinstance(exc, ConnectionClosed) and exc.rcvd is not None and exc.rcvd.code == 1009:
+                    raise InfrastructureError(
+                        f"{self.url} refused a request of {len(data)} bytes as too large ({exc.rcvd.reason}); "
+                        "raise its limit (serve-policy --max-request-mb) or send smaller images"
+                    ) from None
         raise InfrastructureError(
             f"lost the connection to {self.url} and {self.retries} reconnect(s) failed ({type(last).__name__}: {last})"
         )
@@ -134,12 +157,7 @@ class WebsocketPolicy(RemotePolicy):
         if isinstance(frame, str):
             self._drop()
             raise EpisodeError(f"server error from {self.url}: {frame.strip()[-1500:]}")
-        try:
-            reply = self._unpackb(frame)
-        except Exception as exc:
-            self._drop()
-            raise EpisodeError(f"malformed reply from {self.url}: not msgpack ({type(exc).__name__}: {exc})") from None
-        return reply
+        return self._unpack(frame, "its reply")
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """Send ``observation`` + ``instruction`` (as the prompt); return the server's ``float32 (N, A)`` chunk."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,7 +28,7 @@ from rollbench.record.runlog import (
     write_run_log,
 )
 from rollbench.record.writer import DatasetWriter
-from rollbench.registry import family_of
+from rollbench.registry import env_families, family_of
 from rollbench.runners import run_episodes
 from rollbench.spec import EvalSpec, build_spec
 from rollbench.types import ConfigError, PolicyInfo
@@ -136,13 +137,23 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
                 warnings.append(
                     f"success rule of {t.name} overridden: declared {t.success_rule}, graded with {spec.success_rule}"
                 )
+    prov = provenance({t.family for t in plan.tasks})
+    for fam_name in sorted({t.family for t in plan.tasks}):
+        fam: Any = env_families().get(fam_name)
+        if hasattr(fam, "provenance"):  # optional family hooks: facts for run.json, and warnings about them
+            prov[fam_name] = fam.provenance()
+        if hasattr(fam, "run_warnings"):
+            warnings.extend(fam.run_warnings(spec))
+    if existing is None:
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
     log = existing or {
         "rollbench_run_log": 1,
         "run_id": run_dir.name,
         "spec": spec.model_dump(mode="json"),
         "spec_identity": spec.identity(),
         "plan": _plan_log(spec, plan, info, replan_every),
-        "provenance": provenance({t.family for t in plan.tasks}),
+        "provenance": prov,
         "warnings": warnings,
         "status": "RUNNING",
     }

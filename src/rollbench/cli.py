@@ -80,6 +80,12 @@ def eval_cmd(
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
+    success_hold: Annotated[
+        int, typer.Option(min=1, help="Success must hold this many consecutive steps to count (recorded).")
+    ] = 1,
+    fast_render: Annotated[
+        bool, typer.Option("--fast-render/--no-fast-render", help="Reflections and shadows off (LIBERO; recorded).")
+    ] = False,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
@@ -101,6 +107,8 @@ def eval_cmd(
         "success_rule": success_rule,
         "instruction": instruction,
         "policy_options": policy_options,
+        "success_hold": success_hold,
+        "fast_render": fast_render,
     }
     # flags typed on the command line (typer vendors click, so compare the source by name)
     display = ProgressDisplay(console, enabled=not as_json)

@@ -79,7 +79,9 @@ class EpisodeWorker:
     def _env_for(self, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
         if self._env is None or self._env_task != task.name:
             self.close_env()
-            self._env = make_env(task, EnvOptions(cameras=cameras, image_size=self.setup.spec.image_size))
+            spec = self.setup.spec
+            options = EnvOptions(cameras=cameras, image_size=spec.image_size, fast_render=spec.fast_render)
+            self._env = make_env(task, options)
             self._env_task = task.name
         return self._env
 
@@ -98,6 +100,7 @@ class EpisodeWorker:
                 cameras=cams,
                 record_frames=spec.video,
                 replan_every=self.setup.replan_every,
+                success_hold=spec.success_hold,
             )
             if rec.termination_reason == "error":
                 self.close_env()  # never reuse an env whose episode failed: its state is unknown

@@ -109,9 +109,12 @@ def make_plan(spec: EvalSpec) -> Plan:
 
 
 def cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
-    """Cameras to render each step: the spec's, else the task's first one if video or the policy needs images."""
+    """Cameras to render each step: the spec's, else the task's ``policy_cameras`` if the policy needs images,
+    else the task's first one if video or the policy needs images."""
     if spec.cameras:
         return tuple(spec.cameras)
+    if needs_images and task.policy_cameras:
+        return tuple(task.policy_cameras)
     if (spec.video or needs_images) and task.cameras:
         return (task.cameras[0],)
     return ()

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -133,7 +134,8 @@ def list_envs() -> list[dict[str, Any]]:
         rows.append(
             {
                 "family": name,
-                "description": fam.description,
+                "description": fam.description
+                + (f". {variants()}" if callable(variants := getattr(fam, "variants", None)) else ""),
                 "installed": why is None,
                 "missing": why,
                 "suites": {k: list(v) for k, v in fam.suites().items()},
@@ -170,7 +172,7 @@ def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = 
         if show_tasks:
             for i, t in enumerate(r["tasks"]):
                 table.add_row(
-                    f"  {t['name']}",
+                    f"  {t['name']}" + (f"\n    [dim]{escape(t['instruction'])}[/]" if t["instruction"] else ""),
                     "",
                     str(t["max_steps"]),
                     t["success_rule"],

@@ -10,6 +10,9 @@ the policy raises :class:`~rollbench.types.PolicyStop`; ``error`` when the env o
 a non-finite or wrongly shaped action: the steps before it are kept, the episode is not a success, the run goes on.
 
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
+With ``success_hold = K > 1`` (``--success-hold``) success must hold for K consecutive steps: ``any_step`` then
+needs a run of K true ``next.success`` rows (the episode stops at the K-th), ``final_step`` the last K rows true.
+:func:`held_success` is that rule; grading recomputes success from the recorded rows with the same function.
 An env that already reports success right after reset sets ``success_at_reset``; such an episode never counts as
 a policy success (see :mod:`rollbench.grading`).
 """
@@ -81,6 +84,19 @@ def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
     return arr
 
 
+def held_success(successes: Sequence[bool], hold: int = 1, final_step: bool = False) -> bool:
+    """Whether ``successes`` (``next.success`` per step, in order) count as a success: any run of ``hold``
+    consecutive true steps (``any_step``), or the last ``hold`` steps all true (``final_step``)."""
+    if final_step:
+        return len(successes) >= hold and all(successes[len(successes) - hold :])
+    run = 0
+    for s in successes:
+        run = run + 1 if s else 0
+        if run >= hold:
+            return True
+    return False
+
+
 def rollout(
     env: Env,
     policy: Policy,
@@ -90,6 +106,7 @@ def rollout(
     record_frames: bool = False,
     replan_every: int = 1,
     on_step: Callable[[int], None] | None = None,
+    success_hold: int = 1,
 ) -> EpisodeRecord:
     """Run one episode of ``planned`` (its seed, initial state, instruction, horizon and success rule).
 
@@ -100,6 +117,7 @@ def rollout(
         record_frames: keep rendered frames for the episode video.
         replan_every: actions executed from each chunk before the policy is asked again (>= 1).
         on_step: called with the step number after every step (progress reporting).
+        success_hold: consecutive success steps needed (see :func:`held_success`).
 
     Never raises for episode-level failures: they end the episode with termination reason ``error``.
     """
@@ -114,7 +132,7 @@ def rollout(
     reason, error, tb, success_at_reset = "max_steps", None, None, False
     queue: list[np.ndarray] = []
     start = time.perf_counter()
-    step = 0
+    step, streak = 0, 0
     try:
         obs: Observation = env.reset(planned.seed, planned.initial_state)
         success_at_reset = bool(env.success())
@@ -141,7 +159,8 @@ def rollout(
             if on_step is not None:
                 on_step(step)
             obs = result.observation
-            if result.success and not final_rule:
+            streak = streak + 1 if result.success else 0
+            if streak >= success_hold and not final_rule:
                 reason = "success"
                 break
             if result.terminated:
@@ -160,7 +179,7 @@ def rollout(
     for c in frames:
         del frames[c][n:]
     succ = np.asarray(successes, dtype=bool)
-    reached = bool(succ[-1]) if (final_rule and n) else bool(succ.any())
+    reached = held_success(successes, success_hold, final_rule)
     dones = np.zeros(n, dtype=bool)
     if n:
         dones[-1] = True

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rollbench.types import ConfigError
 
 MAX_EPISODES_PER_TASK = 100_000
+_LATER_FIELDS: dict[str, Any] = {"success_hold": 1, "fast_render": False}
 
 
 class EvalSpec(BaseModel):
@@ -36,6 +37,9 @@ class EvalSpec(BaseModel):
         success_rule: override of the tasks' declared success rule (a warning is recorded in the run log).
         instruction: override of the tasks' instruction given to the policy (recorded); None = the task's own.
         policy_options: extra options passed to the policy factory (e.g. observation key mapping).
+        success_hold: success must hold for this many consecutive steps to count (1 = the first success step);
+            for benchmarks whose goal predicates fire while an object is still in the air.
+        fast_render: reflections and shadows off (LIBERO); changes what a policy sees, so off unless asked for.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -53,6 +57,8 @@ class EvalSpec(BaseModel):
     success_rule: Literal["any_step", "final_step"] | None = None
     instruction: str | None = None
     policy_options: dict[str, Any] = Field(default_factory=dict)
+    success_hold: int = Field(default=1, ge=1, le=10_000)
+    fast_render: bool = False
 
     @field_validator("image_size")
     @classmethod
@@ -69,8 +75,15 @@ class EvalSpec(BaseModel):
         return v
 
     def identity(self) -> str:
-        """A stable hash of every field; two runs with equal identity must record the same episodes."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """A stable hash of every field; two runs with equal identity must record the same episodes.
+
+        Fields added later (``success_hold``, ``fast_render``) enter the hash only when not at their default, so
+        runs recorded before they existed keep their identity (and stay resumable)."""
+        fields = self.model_dump(mode="json")
+        for key, default in _LATER_FIELDS.items():
+            if fields.get(key) == default:
+                fields.pop(key)
+        blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

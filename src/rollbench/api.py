@@ -119,7 +119,9 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
         if why:
             raise ConfigError(f"cannot evaluate {t.name}: {why}")
     info = _probe_policy(spec)
-    replan_every = spec.replan_every or info.replan_every or 1
+    # the spec's, else the server's advertised one, else the tasks' reference client's (LIBERO: openpi's 5), else 1
+    task_replan = {t.replan_every for t in plan.tasks}
+    replan_every = spec.replan_every or info.replan_every or (task_replan.pop() if len(task_replan) == 1 else None) or 1
     existing = read_run_log(run_dir)
     if existing is not None and existing.get("spec_identity") != spec.identity():
         old, new = existing.get("spec", {}), spec.model_dump(mode="json")

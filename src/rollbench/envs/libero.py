@@ -20,6 +20,8 @@ The protocol, as the reference clients run it (openpi ``examples/libero/main.py`
   run inside :meth:`LiberoEnv.reset`, are not recorded and do not count against the horizon;
 * horizons ``max_steps`` 220 / 280 / 300 / 520 / 400 for spatial / object / goal / 10 / 90 (openpi: "longest
   training demo has 193 / 254 / 270 / 505 / 373 steps");
+* a returned action chunk is executed for its first ``replan_steps = 5`` actions (the run's default replan
+  interval for LIBERO tasks unless ``--replan-every`` or the server says otherwise);
 * success is the env's ``_check_success()`` (its ``done``) at any executed step: rule ``any_step``;
 * the instruction is the benchmark's ``task.language`` (openpi's ``prompt``; for LIBERO-PRO the BDDL's language).
   Note: for the base suites this differs from the BDDL's ``(:language ...)`` line in a few tasks (libero_spatial 0:
@@ -55,6 +57,7 @@ from rollbench.types import ConfigError, Observation, StepResult, TaskInfo
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # openpi: LIBERO_DUMMY_ACTION = [0.0] * 6 + [-1.0]
+REPLAN_STEPS = 5  # openpi examples/libero/main.py: replan_steps, actions executed per returned chunk
 INIT_STATES_PER_TASK = 50  # LIBERO's .pruned_init files; openpi num_trials_per_task = 50
 HORIZONS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
 CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -80,6 +83,7 @@ def _task_info(suite: str, task_id: int, instruction: str, base: str) -> TaskInf
         settle_steps=SETTLE_STEPS,
         initial_states=INIT_STATES_PER_TASK,
         policy_cameras=CAMERAS,
+        replan_every=REPLAN_STEPS,
         source=(
             f"{what} task {task_id} ({stem}.bddl, libero_suite_task_map.py); horizon, 10 settle steps and no-op "
             "action from openpi examples/libero/main.py"

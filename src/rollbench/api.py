@@ -17,7 +17,7 @@ from typing import Any
 
 from rollbench.execute import WorkerSetup
 from rollbench.grading import grade as grade_run_dir
-from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
+from rollbench.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.runlog import (
     LiveSnapshot,
@@ -214,7 +214,7 @@ def _execute(
             raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
     writer = DatasetWriter(
         run_dir,
-        dataset_features(first, cams, spec.image_size),
+        dataset_features(first, cams, image_size_for(spec, first)),
         first.fps,
         plan.instructions,
         robot_type=first.family,

@@ -62,7 +62,9 @@ def eval_cmd(
     ] = None,
     video: Annotated[bool, typer.Option("--video/--no-video", help="Record an mp4 per camera per episode.")] = False,
     cameras: Annotated[str | None, typer.Option(help="Comma-separated cameras (default: the task's first).")] = None,
-    image_size: Annotated[str, typer.Option(help="Rendered image size, HxW or one number.")] = "224",
+    image_size: Annotated[
+        str | None, typer.Option(help="Rendered image size, HxW or one number (default: the task's, 224; LIBERO 256).")
+    ] = None,
     success_rule: Annotated[str | None, typer.Option(help="Override: any_step or final_step.")] = None,
     instruction: Annotated[str | None, typer.Option(help="Override the task's instruction.")] = None,
     policy_options: Annotated[
@@ -132,7 +134,7 @@ def eval_cmd(
                 if k == "cameras":
                     value = tuple(c.strip() for c in cameras.split(",")) if cameras else None
                 elif k == "image_size":
-                    value = _image_size(image_size)
+                    value = _image_size(image_size) if image_size else None
                 elif k == "policy_options":
                     value = load_policy_options(policy_options)
                 fields[k] = value

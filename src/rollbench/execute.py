@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rollbench.envs.render_check import render_fault
-from rollbench.plan import PlannedEpisode, cameras_for
+from rollbench.plan import PlannedEpisode, cameras_for, image_size_for
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.registry import EnvOptions, make_env, make_policy
@@ -80,7 +80,8 @@ class EpisodeWorker:
         if self._env is None or self._env_task != task.name:
             self.close_env()
             spec = self.setup.spec
-            options = EnvOptions(cameras=cameras, image_size=spec.image_size, fast_render=spec.fast_render)
+            size = image_size_for(spec, task)
+            options = EnvOptions(cameras=cameras, image_size=size, fast_render=spec.fast_render)
             self._env = make_env(task, options)
             self._env_task = task.name
         return self._env

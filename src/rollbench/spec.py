@@ -16,6 +16,7 @@ from rollbench.types import ConfigError
 
 MAX_EPISODES_PER_TASK = 100_000
 _LATER_FIELDS: dict[str, Any] = {"success_hold": 1, "fast_render": False}
+# image_size None (the tasks' own) came later too; old runs stored an explicit size, so their identity is unchanged
 
 
 class EvalSpec(BaseModel):
@@ -33,7 +34,8 @@ class EvalSpec(BaseModel):
             advertised value, else 1.
         video: record one mp4 per camera per episode.
         cameras: cameras to render (for the policy and the video); None = the task's first camera.
-        image_size: ``(height, width)`` in pixels of rendered images.
+        image_size: ``(height, width)`` in pixels of rendered images; None = the tasks' own (``TaskInfo.image_size``:
+            224 x 224, LIBERO 256 x 256 as its reference client renders).
         success_rule: override of the tasks' declared success rule (a warning is recorded in the run log).
         instruction: override of the tasks' instruction given to the policy (recorded); None = the task's own.
         policy_options: extra options passed to the policy factory (e.g. observation key mapping).
@@ -53,7 +55,7 @@ class EvalSpec(BaseModel):
     replan_every: int | None = Field(default=None, ge=1)
     video: bool = False
     cameras: tuple[str, ...] | None = None
-    image_size: tuple[int, int] = (224, 224)
+    image_size: tuple[int, int] | None = None
     success_rule: Literal["any_step", "final_step"] | None = None
     instruction: str | None = None
     policy_options: dict[str, Any] = Field(default_factory=dict)
@@ -62,8 +64,8 @@ class EvalSpec(BaseModel):
 
     @field_validator("image_size")
     @classmethod
-    def _even_positive(cls, v: tuple[int, int]) -> tuple[int, int]:
-        if any(d < 16 or d > 4096 or d % 2 for d in v):
+    def _even_positive(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        if v is not None and any(d < 16 or d > 4096 or d % 2 for d in v):
             raise ValueError("image size must be two even numbers of pixels between 16 and 4096")
         return v
 

@@ -84,6 +84,7 @@ def _task_info(suite: str, task_id: int, instruction: str, base: str) -> TaskInf
         initial_states=INIT_STATES_PER_TASK,
         policy_cameras=CAMERAS,
         replan_every=REPLAN_STEPS,
+        image_size=(256, 256),  # openpi examples/libero/main.py: LIBERO_ENV_RESOLUTION = 256
         source=(
             f"{what} task {task_id} ({stem}.bddl, libero_suite_task_map.py); horizon, 10 settle steps and no-op "
             "action from openpi examples/libero/main.py"

@@ -68,7 +68,9 @@ def main() -> None:
         ("agentview + wrist", both, False),
         ("agentview + wrist, fast_render", both, True),
     ]
-    print(f"{args.task}, {args.steps} random steps x {args.reps} reps, {args.size}x{args.size}, MUJOCO_GL={os.environ.get('MUJOCO_GL')}")
+    print(
+        f"{args.task}, {args.steps} random steps x {args.reps} reps, {args.size}x{args.size}, MUJOCO_GL={os.environ.get('MUJOCO_GL')}"
+    )
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     print("| variant | steps/s (median) | ms/step | env build s | reset s |")
     print("|---|---:|---:|---:|---:|")

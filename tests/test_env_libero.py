@@ -303,3 +303,27 @@ def test_held_success_needs_k_consecutive_steps() -> None:
     assert held_success(seq, 1) and held_success(seq, 3) and not held_success(seq, 4)
     assert not held_success(seq, 1, final_step=True)
     assert held_success([*seq[:-1]], 3, final_step=True) and not held_success([*seq[:-1]], 4, final_step=True)
+
+
+def test_more_episodes_than_stored_init_states_is_refused() -> None:
+    from rollbench.plan import make_plan
+    from rollbench.spec import build_spec
+
+    plan = make_plan(build_spec(env="libero/libero_spatial/0", policy="zero", episodes=50))
+    assert [e.initial_state for e in plan.episodes] == list(range(50))
+    with pytest.raises(ConfigError, match="50 stored initial states"):
+        make_plan(build_spec(env="libero/libero_spatial/0", policy="zero", episodes=51))
+
+
+def test_a_mujoco_other_than_the_reference_is_warned_about(monkeypatch) -> None:
+    from rollbench.spec import build_spec
+
+    spec = build_spec(env="libero/libero_spatial/0", policy="zero", episodes=1)
+    real = libero_setup.provenance()
+    monkeypatch.setattr(libero_setup, "provenance", lambda: {**real, "mujoco": "3.3.0"})
+    assert FAMILY.run_warnings(spec) == []
+    monkeypatch.setattr(libero_setup, "provenance", lambda: {**real, "mujoco": "3.5.0"})
+    (warning,) = FAMILY.run_warnings(spec)
+    assert "MuJoCo 3.5.0 differs from 3.3.0" in warning and "libero_spatial init state" in warning
+    fast = build_spec(env="libero/libero_spatial/0", policy="zero", episodes=1, fast_render=True)
+    assert any("reflections and shadows are off" in w for w in FAMILY.run_warnings(fast))

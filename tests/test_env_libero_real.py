@@ -54,6 +54,8 @@ def test_task0_of_each_suite_builds_takes_init_state_0_settles_and_steps(suite: 
         settled = env.sim.get_sim_state()
         assert settled.shape == env.init_states[0].shape and not np.array_equal(settled, env.init_states[0])
         assert obs.state.shape == (8,) and obs.state.dtype == np.float32 and np.isfinite(obs.state).all()
+        # no camera asked for: no offscreen renderer, no image rendered
+        assert env.sim.env.has_offscreen_renderer is False and not any(k.endswith("_image") for k in obs.raw)
         res = env.step(np.array([0.5, 0, 0, 0, 0, 0, -1], dtype=np.float32))
         assert res.observation.state[0] != obs.state[0]  # the arm moved along x
         assert res.success is False and env.success() is False

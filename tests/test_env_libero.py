@@ -327,3 +327,16 @@ def test_a_mujoco_other_than_the_reference_is_warned_about(monkeypatch) -> None:
     assert "MuJoCo 3.5.0 differs from 3.3.0" in warning and "libero_spatial init state" in warning
     fast = build_spec(env="libero/libero_spatial/0", policy="zero", episodes=1, fast_render=True)
     assert any("reflections and shadows are off" in w for w in FAMILY.run_warnings(fast))
+
+
+def test_the_assets_link_is_made_by_rollbench_with_libero_own_function() -> None:
+    pkg, assets = libero_setup.libero_dir(), libero_setup.assets_dir()
+    if pkg is None or assets is None:
+        pytest.skip("rpent-libero or the assets packages are not installed")
+    target = pkg / "assets"
+    if target.is_symlink():
+        target.unlink()  # as on a fresh install: rpent-libero ships no assets folder
+    assert not target.exists()
+    assert libero_setup.link_assets() == assets
+    assert target.is_symlink() and target.resolve() == assets.resolve() and (target / "scenes").is_dir()
+    assert libero_setup.link_assets() == assets  # idempotent

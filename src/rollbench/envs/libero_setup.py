@@ -152,12 +152,15 @@ def link_assets() -> Path:
     target = pkg / "assets"
     if target.resolve() == assets.resolve():
         return assets
-    use_rollbench_config()
+    cfg = use_rollbench_config()
+    from filelock import FileLock
     from libero.libero.utils.download_utils import libero_assets_link
 
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # it prints what it did
-            libero_assets_link(str(assets))
+    try:  # worker processes may get here at once on a first run: one makes the link, the others see it
+        with FileLock(str(cfg.parent / "assets-link.lock")):
+            if target.resolve() != assets.resolve():
+                with contextlib.redirect_stdout(io.StringIO()):  # it prints what it did
+                    libero_assets_link(str(assets))
     except OSError as exc:
         raise ConfigError(f"cannot link LIBERO's assets folder {target} to {assets}: {exc}") from None
     return assets

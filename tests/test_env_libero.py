@@ -340,3 +340,18 @@ def test_the_assets_link_is_made_by_rollbench_with_libero_own_function() -> None
     assert libero_setup.link_assets() == assets
     assert target.is_symlink() and target.resolve() == assets.resolve() and (target / "scenes").is_dir()
     assert libero_setup.link_assets() == assets  # idempotent
+
+
+def test_on_the_ground_panda_base_is_null_mount_after_the_patch_and_only_that_property_changes() -> None:
+    if libero_setup.missing():
+        pytest.skip("LIBERO is not installed")
+    libero_setup.use_rollbench_config()
+    from libero.libero.envs.robots.mounted_panda import MountedPanda
+    from libero.libero.envs.robots.on_the_ground_panda import OnTheGroundPanda
+
+    assert libero_setup.patch_on_the_ground_panda() is True
+    robot = object.__new__(OnTheGroundPanda)
+    assert robot.default_base == "NullMount"
+    assert robot.default_gripper == {"right": "PandaGripper"}
+    assert object.__new__(MountedPanda).default_base == "RethinkMount"  # other robots untouched
+    assert libero_setup.patch_on_the_ground_panda() is True  # idempotent

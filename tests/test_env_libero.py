@@ -355,3 +355,44 @@ def test_on_the_ground_panda_base_is_null_mount_after_the_patch_and_only_that_pr
     assert robot.default_gripper == {"right": "PandaGripper"}
     assert object.__new__(MountedPanda).default_base == "RethinkMount"  # other robots untouched
     assert libero_setup.patch_on_the_ground_panda() is True  # idempotent
+
+
+def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() -> None:
+    from conftest import run_cli
+
+    r = run_cli("envs", "libero", "--json")
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    if not row["installed"]:
+        pytest.skip(f"LIBERO is not installed: {row['missing']}")
+    tasks = {t["name"]: t["instruction"] for t in row["tasks"]}
+    assert len([n for n in tasks if not n.split("/")[1].endswith("_lan")]) == 130
+    for suite, names in SUITE_TASKS.items():
+        for i, stem in enumerate(names):
+            assert tasks[f"libero/{suite}/{i}"] == instruction_of(stem)
+    assert tasks["libero/libero_10_lan/0"] and tasks["libero/libero_10_lan/0"] != tasks["libero/libero_10/0"]
+    assert "LIBERO-PRO suites run: libero_10_lan" in row["description"]
+    text = run_cli("envs", "libero").stdout
+    assert "pick up the black bowl between the plate and the ramekin and place it on the plate" in " ".join(
+        text.split()
+    )
+
+
+def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_http() -> None:
+    from rollbench.policies.obs_map import default_obs_map
+
+    ws = default_obs_map("libero", "ws")
+    assert dict(ws.images) == {"agentview": "observation/image", "robot0_eye_in_hand": "observation/wrist_image"}
+    assert (ws.state_key, ws.prompt_key, ws.state_source, ws.image_size) == (
+        "observation/state", "prompt", "state", (224, 224),
+    )  # fmt: skip
+    http = default_obs_map("libero", "http")
+    assert dict(http.images) == {"agentview": "agentview", "robot0_eye_in_hand": "robot0_eye_in_hand"}
+    assert http.image_size == (224, 224)
+    task = FAMILY.task("libero/libero_90/3")
+    assert task.policy_cameras == libero.CAMERAS and task.replan_every == 5 and task.image_size == (256, 256)
+    img = np.zeros((256, 256, 3), dtype=np.uint8)
+    from rollbench.types import Observation
+
+    sent = ws.images_of(Observation(state=np.zeros(8, np.float32), images={"agentview": img}))
+    assert sent["observation/image"].shape == (224, 224, 3) and sent["observation/image"].dtype == np.uint8

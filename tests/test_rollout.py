@@ -161,3 +161,22 @@ def test_success_at_reset_is_flagged_and_never_a_policy_success() -> None:
     rec = rollout(env, _Recorder(), planned())
     assert rec.success_at_reset and rec.successes[0]
     assert not rec.success
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_success_hold_k_stops_k_minus_1_steps_after_the_first_success_and_grade_agrees(seed: int, tmp_path) -> None:
+    """The expert stays at the goal once there, so with --success-hold 3 the episode runs 2 steps past its first
+    success; grading recomputes the same success from the recorded rows (no violation)."""
+    from rollbench.api import evaluate
+
+    one = rollout(make_env(), ScriptedExpert(), planned(seed=seed))
+    held = rollout(make_env(), ScriptedExpert(), planned(seed=seed), success_hold=3)
+    assert held.length == one.length + 2 and held.successes[-3:].all() and held.success
+    assert held.termination_reason == "success"
+    short = rollout(make_env(), ScriptedExpert(), planned(seed=seed, max_steps=one.length + 1), success_hold=3)
+    assert short.successes[-2:].all() and not short.success and short.termination_reason == "max_steps"
+    result = evaluate(
+        env="scripted/reach", policy="scripted-expert", episodes=2, seed=seed, success_hold=3, out=tmp_path / "r"
+    )
+    assert result["status"] == "OK" and result["violations"] == []
+    assert result["episodes"][0]["length"] == one.length + 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 
 from rollbench.execute import WorkerSetup
 from rollbench.grading import grade as grade_run_dir
-from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
+from rollbench.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
@@ -32,7 +33,7 @@ from rollbench.record.runlog import (
     write_run_log,
 )
 from rollbench.record.writer import DatasetWriter, committed_lengths
-from rollbench.registry import family_of
+from rollbench.registry import env_families, family_of
 from rollbench.runners import run_episodes
 from rollbench.spec import EvalSpec, build_spec
 from rollbench.types import ConfigError, PolicyInfo
@@ -155,7 +156,9 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
         raise ConfigError(
             f"policy {spec.policy} cannot drive {', '.join(cannot)}: it drives {', '.join(info.tasks)} only"
         )
-    replan_every = spec.replan_every or info.replan_every or 1
+    # the spec's, else the server's advertised one, else the tasks' reference client's (LIBERO: openpi's 5), else 1
+    task_replan = {t.replan_every for t in plan.tasks}
+    replan_every = spec.replan_every or info.replan_every or (task_replan.pop() if len(task_replan) == 1 else None) or 1
     existing = read_run_log(run_dir)
     if existing is not None and existing.get("spec_identity") != spec.identity():
         old, new = existing.get("spec", {}), spec.model_dump(mode="json")
@@ -180,13 +183,23 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
             f"policy is asked again every {info.chunk_size} step{'s' if info.chunk_size > 1 else ''}, not every "
             f"{spec.replan_every}"
         )
+    prov = provenance({t.family for t in plan.tasks})
+    for fam_name in sorted({t.family for t in plan.tasks}):
+        fam: Any = env_families().get(fam_name)
+        if hasattr(fam, "provenance"):  # optional family hooks: facts for run.json, and warnings about them
+            prov[fam_name] = fam.provenance()
+        if hasattr(fam, "run_warnings"):
+            warnings.extend(fam.run_warnings(spec))
+    if existing is None:
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
     log = existing or {
         "rollbench_run_log": 1,
         "run_id": run_dir.name,
         "spec": spec.model_dump(mode="json"),
         "spec_identity": spec.identity(),
         "plan": _plan_log(spec, plan, info, replan_every),
-        "provenance": provenance({t.family for t in plan.tasks}),
+        "provenance": prov,
         "warnings": warnings,
         "status": "RUNNING",
     }
@@ -270,7 +283,7 @@ def _run(
             raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
     writer = DatasetWriter(
         run_dir,
-        dataset_features(first, cams, spec.image_size),
+        dataset_features(first, cams, image_size_for(spec, first)),
         first.fps,
         plan.instructions,
         robot_type=first.family,

@@ -64,7 +64,9 @@ def eval_cmd(
     ] = None,
     video: Annotated[bool, typer.Option("--video/--no-video", help="Record an mp4 per camera per episode.")] = False,
     cameras: Annotated[str | None, typer.Option(help="Comma-separated cameras (default: the task's first).")] = None,
-    image_size: Annotated[str, typer.Option(help="Rendered image size, HxW or one number.")] = "224",
+    image_size: Annotated[
+        str | None, typer.Option(help="Rendered image size, HxW or one number (default: the task's, 224; LIBERO 256).")
+    ] = None,
     success_rule: Annotated[str | None, typer.Option(help="Override: any_step or final_step.")] = None,
     instruction: Annotated[str | None, typer.Option(help="Override the task's instruction.")] = None,
     policy_options: Annotated[
@@ -94,6 +96,12 @@ def eval_cmd(
     retry_errors: Annotated[
         str, typer.Option(help="On resume, re-run errored episodes: infra (infrastructure faults), all or none.")
     ] = "infra",
+    success_hold: Annotated[
+        int, typer.Option(min=1, help="Success must hold this many consecutive steps to count (recorded).")
+    ] = 1,
+    fast_render: Annotated[
+        bool, typer.Option("--fast-render/--no-fast-render", help="Reflections and shadows off (LIBERO; recorded).")
+    ] = False,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
@@ -117,6 +125,8 @@ def eval_cmd(
         "policy_options": policy_options,
         "policy_timeout_s": policy_timeout,
         "first_trial": first_trial,
+        "success_hold": success_hold,
+        "fast_render": fast_render,
     }
     # flags typed on the command line (typer vendors click, so compare the source by name)
     display = ProgressDisplay(console, enabled=not as_json)
@@ -141,7 +151,7 @@ def eval_cmd(
                 if k == "cameras":
                     value = tuple(c.strip() for c in cameras.split(",")) if cameras else None
                 elif k == "image_size":
-                    value = _image_size(image_size)
+                    value = _image_size(image_size) if image_size else None
                 elif k == "policy_options":
                     value = load_policy_options(policy_options)
                 fields[k] = value

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rollbench.batching import BatchPolicy, NextEpisode, as_batch_policy, run_lockstep
 from rollbench.envs.render_check import render_fault
-from rollbench.plan import PlannedEpisode, cameras_for
+from rollbench.plan import PlannedEpisode, cameras_for, image_size_for
 from rollbench.policies.basic import ActionNoise
 from rollbench.policies.deadline import Deadline
 from rollbench.record.lerobot import stage_episode
@@ -99,7 +99,9 @@ class EpisodeWorker:
         env = self._envs[slot]
         if env is None or self._env_tasks[slot] != task.name:
             self.close_env(slot)
-            env = self._envs[slot] = make_env(task, EnvOptions(cameras=cameras, image_size=self.setup.spec.image_size))
+            spec = self.setup.spec
+            options = EnvOptions(cameras=cameras, image_size=image_size_for(spec, task), fast_render=spec.fast_render)
+            env = self._envs[slot] = make_env(task, options)
             self._env_tasks[slot] = task.name
         return env
 
@@ -111,7 +113,14 @@ class EpisodeWorker:
             env = self._env_for(slot, task, cams)
         except Exception as exc:  # an env that cannot be built (a missing asset, a broken install)
             return failed_episode(planned, task, exc, "infrastructure")
-        run = EpisodeRun(env, planned, cameras=cams, record_frames=spec.video, replan_every=self.setup.replan_every)
+        run = EpisodeRun(
+            env,
+            planned,
+            cameras=cams,
+            record_frames=spec.video,
+            replan_every=self.setup.replan_every,
+            success_hold=spec.success_hold,
+        )
         run.begin(lambda: self.batch.reset_slot(slot, task, planned.seed))
         return run
 

@@ -9,6 +9,8 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
   and never for an episode that errored or was already successful at reset;
 * mean and median length, mean return per task: over the episodes that ran (an episode that errored before its
   first step is left out; ``episodes_ran`` counts the others);
+* with the spec's ``success_hold`` K > 1, success needs K consecutive true rows (``rollout.held_success``, the
+  same function the episode loop uses);
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
   with the 95% Wilson score interval (Wilson 1927; z = 1.959964).
 
@@ -36,6 +38,7 @@ from rollbench.grading_files import (
     run_timing,
     video_violation,
 )
+from rollbench.rollout import held_success
 from rollbench.types import FAULTS, ConfigError
 
 Z95 = 1.959963984540054
@@ -151,6 +154,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     run_dir = Path(run_dir)
     log = load_run_log(run_dir)
     planned = {ep["episode_index"]: ep for ep in log["plan"]["episodes"]}
+    hold = int(log.get("spec", {}).get("success_hold", 1))
     requested = len(planned)
     violations: list[str] = link_violations(run_dir)  # files behind a link leading outside are not read
     con = duckdb.connect()
@@ -165,6 +169,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
         meta = []
     per_episode = """SELECT episode_index, count(*) FILTER (WHERE NOT pad) AS steps, count(*) AS rows,
                       count(*) FILTER (WHERE pad) AS pads, sum("next.reward") AS ret,
+                      list("next.success" ORDER BY frame_index) AS successes,
                       bool_or("next.success") AS any_success, arg_max("next.success", frame_index) AS last_success,
                       min(frame_index) AS f0, max(frame_index) AS f1, min("index") AS i0, max("index") AS i1,
                       count(DISTINCT "index" - frame_index) AS offsets, count(DISTINCT task_index) AS n_task_index,
@@ -240,12 +245,12 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 )
         rule = m["rollbench/success_rule"]
         reason = m["rollbench/termination_reason"]
-        reached = bool(d and (d["last_success"] if rule == "final_step" else d["any_success"]))
+        reached = d is not None and held_success(d["successes"], hold, rule == "final_step")
         success = reached and reason != "error" and not m["rollbench/success_at_reset"]
         if success != m["rollbench/success"]:
             violations.append(
                 f"episode {e}: recorded success={m['rollbench/success']} but its step data gives "
-                f"{success} under the {rule} rule"
+                f"{success} under the {rule} rule" + (f" with success held {hold} steps" if hold > 1 else "")
             )
         if length > m["rollbench/max_steps"]:
             violations.append(f"episode {e}: {length} steps exceed its horizon of {m['rollbench/max_steps']}")

@@ -60,6 +60,11 @@ class Plan:
         return next(t for t in self.tasks if t.name == name)
 
 
+def image_size_for(spec: EvalSpec, task: TaskInfo) -> tuple[int, int]:
+    """Rendered ``(height, width)``: the spec's ``image_size``, else the task's own."""
+    return (spec.image_size[0], spec.image_size[1]) if spec.image_size else task.image_size
+
+
 def check_compatible(tasks: list[TaskInfo]) -> None:
     """All tasks of one run share a dataset schema: same action and state sizes and fps."""
     first = tasks[0]
@@ -76,6 +81,9 @@ def make_plan(spec: EvalSpec) -> Plan:
     """Resolve the spec's tasks and plan every episode. Raises ConfigError on unknown names or bad values."""
     tasks = resolve_tasks(spec.env)
     check_compatible(tasks)
+    if spec.image_size is None and len({t.image_size for t in tasks}) > 1:
+        sizes = ", ".join(sorted({f"{t.name}: {t.image_size[0]}x{t.image_size[1]}" for t in tasks}))
+        raise ConfigError(f"these tasks render at different sizes ({sizes}); give one with --image-size")
     instructions: list[str] = []
     episodes: list[PlannedEpisode] = []
     for ti, task in enumerate(tasks):
@@ -116,9 +124,12 @@ def make_plan(spec: EvalSpec) -> Plan:
 
 
 def cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
-    """Cameras to render each step: the spec's, else the task's first one if video or the policy needs images."""
+    """Cameras to render each step: the spec's, else the task's ``policy_cameras`` if the policy needs images,
+    else the task's first one if video or the policy needs images."""
     if spec.cameras:
         return tuple(spec.cameras)
+    if needs_images and task.policy_cameras:
+        return tuple(task.policy_cameras)
     if (spec.video or needs_images) and task.cameras:
         return (task.cameras[0],)
     return ()

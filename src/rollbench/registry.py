@@ -20,10 +20,12 @@ from rollbench.types import ConfigError, Env, Policy, TaskInfo
 
 @dataclass(frozen=True)
 class EnvOptions:
-    """How to build an env: which cameras to render and at what size (pixels, ``(height, width)``)."""
+    """How to build an env: which cameras to render and at what size (pixels, ``(height, width)``); ``fast_render``
+    turns reflections and shadows off where the family supports it (LIBERO)."""
 
     cameras: tuple[str, ...] = ()
     image_size: tuple[int, int] = (224, 224)
+    fast_render: bool = False
 
 
 class EnvFamily(Protocol):

@@ -171,7 +171,8 @@ def list_envs() -> list[dict[str, Any]]:
         rows.append(
             {
                 "family": name,
-                "description": fam.description,
+                "description": fam.description
+                + (f". {variants()}" if callable(variants := getattr(fam, "variants", None)) else ""),
                 "installed": why is None,
                 "missing": why,
                 "suites": {k: list(v) for k, v in fam.suites().items()},
@@ -208,7 +209,7 @@ def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = 
         if show_tasks:
             for i, t in enumerate(r["tasks"]):
                 table.add_row(
-                    f"  {t['name']}",
+                    f"  {t['name']}" + (f"\n    [dim]{escape(t['instruction'])}[/]" if t["instruction"] else ""),
                     "",
                     str(t["max_steps"]),
                     t["success_rule"],

@@ -20,6 +20,9 @@ clipping in place cannot either), the observation state the env returns, and eve
 renderer returns. The policy sees the env's own observation arrays.
 
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
+With ``success_hold = K > 1`` (``--success-hold``) success must hold for K consecutive steps: ``any_step`` then
+needs a run of K true ``next.success`` rows (the episode stops at the K-th), ``final_step`` the last K rows true.
+:func:`held_success` is that rule; grading recomputes success from the recorded rows with the same function.
 An env that already reports success right after reset sets ``success_at_reset``; such an episode never counts as
 a policy success (see :mod:`rollbench.grading`).
 """
@@ -93,6 +96,19 @@ def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
     return arr
 
 
+def held_success(successes: Sequence[bool], hold: int = 1, final_step: bool = False) -> bool:
+    """Whether ``successes`` (``next.success`` per step, in order) count as a success: any run of ``hold``
+    consecutive true steps (``any_step``), or the last ``hold`` steps all true (``final_step``)."""
+    if final_step:
+        return len(successes) >= hold and all(successes[len(successes) - hold :])
+    run = 0
+    for s in successes:
+        run = run + 1 if s else 0
+        if run >= hold:
+            return True
+    return False
+
+
 class EpisodeRun:
     """One episode, advanced a step at a time: the single implementation of the episode loop's rules.
 
@@ -112,8 +128,10 @@ class EpisodeRun:
         cameras: Sequence[str] = (),
         record_frames: bool = False,
         replan_every: int = 1,
+        success_hold: int = 1,
     ) -> None:
         self.env, self.planned, self.task = env, planned, env.task
+        self.success_hold, self._streak = success_hold, 0
         self.cameras = tuple(cameras)
         self.replan_every = replan_every
         self.final_rule = planned.success_rule == "final_step"
@@ -212,7 +230,8 @@ class EpisodeRun:
         self.successes.append(bool(result.success))
         self.latencies.append(self.latency)
         self.obs = result.observation
-        if result.success and not self.final_rule:
+        self._streak = self._streak + 1 if result.success else 0
+        if self._streak >= self.success_hold and not self.final_rule:
             self.reason, self.done = "success", True
         elif result.terminated:
             self.reason, self.done = "env_terminated", True
@@ -241,7 +260,7 @@ class EpisodeRun:
         for c in self.frames:
             del self.frames[c][n:]
         succ = np.asarray(self.successes, dtype=bool)
-        reached = bool(succ[-1]) if (self.final_rule and n) else bool(succ.any())
+        reached = held_success(self.successes, self.success_hold, self.final_rule)
         dones = np.zeros(n, dtype=bool)
         if n:
             dones[-1] = True
@@ -274,6 +293,7 @@ def rollout(
     record_frames: bool = False,
     replan_every: int = 1,
     on_step: Callable[[int], None] | None = None,
+    success_hold: int = 1,
 ) -> EpisodeRecord:
     """Run one episode of ``planned`` (its seed, initial state, instruction, horizon and success rule).
 
@@ -284,10 +304,13 @@ def rollout(
         record_frames: keep rendered frames for the episode video.
         replan_every: actions executed from each chunk before the policy is asked again (>= 1).
         on_step: called with the step number after every step (progress reporting).
+        success_hold: consecutive success steps needed (see :func:`held_success`).
 
     Never raises for episode-level failures: they end the episode with termination reason ``error``.
     """
-    run = EpisodeRun(env, planned, cameras=cameras, record_frames=record_frames, replan_every=replan_every)
+    run = EpisodeRun(
+        env, planned, cameras=cameras, record_frames=record_frames, replan_every=replan_every, success_hold=success_hold
+    )
     run.begin(lambda: policy.reset(env.task, planned.seed))
     while not run.done:
         if run.prepare():

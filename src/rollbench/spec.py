@@ -17,7 +17,13 @@ from rollbench.types import ConfigError
 MAX_EPISODES_PER_TASK = 100_000
 DEFAULT_POLICY_TIMEOUT_S = 300.0  # generous: a VLA's first call (compilation, warm-up) can take a minute
 # fields added after run directories existed: left out of the identity hash at their default, so those runs resume
-LATER_FIELDS: dict[str, object] = {"first_trial": 0, "policy_timeout_s": DEFAULT_POLICY_TIMEOUT_S}
+LATER_FIELDS: dict[str, object] = {
+    "first_trial": 0,
+    "policy_timeout_s": DEFAULT_POLICY_TIMEOUT_S,
+    "success_hold": 1,
+    "fast_render": False,
+}
+# image_size None (the tasks' own) came later too; old runs stored an explicit size, so their identity is unchanged
 
 
 class EvalSpec(BaseModel):
@@ -37,12 +43,16 @@ class EvalSpec(BaseModel):
             advertised value, else 1.
         video: record one mp4 per camera per episode.
         cameras: cameras to render (for the policy and the video); None = the task's first camera.
-        image_size: ``(height, width)`` in pixels of rendered images.
+        image_size: ``(height, width)`` in pixels of rendered images; None = the tasks' own (``TaskInfo.image_size``:
+            224 x 224, LIBERO 256 x 256 as its reference client renders).
         success_rule: override of the tasks' declared success rule (a warning is recorded in the run log).
         instruction: override of the tasks' instruction given to the policy (recorded); None = the task's own.
         policy_options: extra options passed to the policy factory (e.g. observation key mapping).
         policy_timeout_s: deadline in seconds of every policy call (``reset`` and ``act``, in-process too); a call
             past it ends its episode as ``error`` (see :mod:`rollbench.policies.deadline`).
+        success_hold: success must hold for this many consecutive steps to count (1 = the first success step);
+            for benchmarks whose goal predicates fire while an object is still in the air.
+        fast_render: reflections and shadows off (LIBERO); changes what a policy sees, so off unless asked for.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -56,17 +66,19 @@ class EvalSpec(BaseModel):
     replan_every: int | None = Field(default=None, ge=1)
     video: bool = False
     cameras: tuple[str, ...] | None = None
-    image_size: tuple[int, int] = (224, 224)
+    image_size: tuple[int, int] | None = None
     success_rule: Literal["any_step", "final_step"] | None = None
     instruction: str | None = None
     policy_options: dict[str, Any] = Field(default_factory=dict)
     first_trial: int = Field(default=0, ge=0, le=MAX_EPISODES_PER_TASK)
     policy_timeout_s: float = Field(default=DEFAULT_POLICY_TIMEOUT_S, gt=0.0, le=86_400.0, allow_inf_nan=False)
+    success_hold: int = Field(default=1, ge=1, le=10_000)
+    fast_render: bool = False
 
     @field_validator("image_size")
     @classmethod
-    def _even_positive(cls, v: tuple[int, int]) -> tuple[int, int]:
-        if any(d < 16 or d > 4096 or d % 2 for d in v):
+    def _even_positive(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        if v is not None and any(d < 16 or d > 4096 or d % 2 for d in v):
             raise ValueError("image size must be two even numbers of pixels between 16 and 4096")
         return v
 

@@ -89,6 +89,12 @@ class TaskInfo:
         initial_states: number of stored initial states (0 = scenes come from the seed only).
         has_instruction: False for tasks that declare no instruction (then an empty one is allowed).
         source: where the instruction, horizon and success rule come from (paper, upstream file).
+        replan_every: actions executed per returned chunk by the benchmark's reference client (LIBERO: openpi's
+            ``replan_steps = 5``); used when neither ``--replan-every`` nor the policy says (None: 1).
+        image_size: ``(height, width)`` rendered when the run gives no ``--image-size`` (LIBERO: 256 x 256, the
+            size openpi's LIBERO client renders before resizing to 224).
+        policy_cameras: cameras rendered for a policy that reads images when the run names none (empty: the
+            first camera); LIBERO: both, as openpi's LIBERO client sends them.
     """
 
     name: str
@@ -105,6 +111,9 @@ class TaskInfo:
     initial_states: int = 0
     has_instruction: bool = True
     source: str = ""
+    policy_cameras: tuple[str, ...] = ()
+    replan_every: int | None = None
+    image_size: tuple[int, int] = (224, 224)
 
     def __post_init__(self) -> None:
         if "/" not in self.name:

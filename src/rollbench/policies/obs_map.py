@@ -11,12 +11,16 @@ Documented defaults (websocket keys; HTTP uses the camera names themselves unles
 * ``metaworld``: ``corner`` -> ``observation/image``, ``gripperPOV`` -> ``observation/wrist_image``; state ``raw``
   (MetaWorld's ``float64 (39,)`` observation).
 * ``robosuite``, ``libero``: ``agentview`` -> ``observation/image``, ``robot0_eye_in_hand`` ->
-  ``observation/wrist_image`` (openpi's LIBERO keys); state ``state``.
+  ``observation/wrist_image`` (openpi's LIBERO keys); state ``state``. For ``libero`` that is exactly what openpi's
+  LIBERO client sends (``examples/libero/main.py``): both cameras (a LIBERO task's ``policy_cameras``, rendered
+  whenever the policy needs images), rotated 180° by the env, resized with padding to 224 × 224
+  (``image_size``), state ``float32 (8,)`` = eef position, eef axis-angle, gripper qpos; prompt = the task's
+  language. So an openpi π0/π0.5 LIBERO server needs no options.
 * ``scripted``, ``pusht``: ``top``; ``fetch``: ``external``; ``gym``: ``render`` -> ``observation/image``; state
   ``state``.
 
 Every family: state key ``observation/state``, prompt key ``prompt``, no resize (images are sent at the run's
-``--image-size``, 224×224 by default, as openpi's examples send them). Only cameras the run renders are sent (the
+``--image-size``, 224×224 by default, as openpi's examples send them) except ``libero`` (resize with pad to 224). Only cameras the run renders are sent (the
 task's first camera unless ``--cameras`` names more); a rendered camera missing from ``images`` is sent under
 ``observation/images/<camera>``.
 
@@ -104,6 +108,7 @@ _FAMILY_IMAGES: dict[str, dict[str, str]] = {
     "gym": {"render": _MAIN},
 }
 _FAMILY_STATE_SOURCE = {"metaworld": "raw"}
+_FAMILY_IMAGE_SIZE = {"libero": (224, 224)}  # openpi examples/libero/main.py: resize_with_pad to 224 x 224
 
 
 def default_obs_map(family: str, protocol: str = "ws") -> ObsMap:
@@ -111,7 +116,11 @@ def default_obs_map(family: str, protocol: str = "ws") -> ObsMap:
     images = dict(_FAMILY_IMAGES.get(family, {}))
     if protocol == "http":
         images = {cam: cam for cam in images}
-    return ObsMap(images=images, state_source=_FAMILY_STATE_SOURCE.get(family, "state"))
+    return ObsMap(
+        images=images,
+        state_source=_FAMILY_STATE_SOURCE.get(family, "state"),
+        image_size=_FAMILY_IMAGE_SIZE.get(family),
+    )
 
 
 def check_overrides(overrides: Any) -> dict[str, Any]:

@@ -259,6 +259,10 @@ def mcp_cmd(
 
 app.command("serve-policy")(serve_policy)
 
+from rollbench import cli_dashboard  # noqa: E402  (registers on the shared app)
+
+cli_dashboard.register(app)
+
 
 def main() -> None:
     try:

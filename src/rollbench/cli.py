@@ -80,6 +80,12 @@ def eval_cmd(
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
+    host_label: Annotated[
+        str | None, typer.Option(help="Host segment of the run's identity host/robot/name (default: machine name).")
+    ] = None,
+    robot: Annotated[
+        str | None, typer.Option(help="Robot segment of the run's identity (default: the env family's embodiment).")
+    ] = None,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
@@ -135,7 +141,9 @@ def eval_cmd(
             raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
         execution = Execution(workers=workers, executor=executor, ray_address=ray_address)
         with display:
-            result = evaluate(spec, out=out_dir, execution=execution, progress=display.update)
+            result = evaluate(
+                spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
+            )
     except KeyboardInterrupt:
         where = display.run_dir if display.run_dir else out_dir
         console.print(
@@ -250,6 +258,10 @@ def mcp_cmd(
 
 
 app.command("serve-policy")(serve_policy)
+
+from rollbench import cli_dashboard  # noqa: E402  (registers on the shared app)
+
+cli_dashboard.register(app)
 
 
 def main() -> None:

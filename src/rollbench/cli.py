@@ -262,6 +262,9 @@ app.command("serve-policy")(serve_policy)
 from rollbench import cli_dashboard  # noqa: E402  (registers on the shared app)
 
 cli_dashboard.register(app)
+from rollbench import cli_analysis  # noqa: E402  (summarize, compare, report)
+
+cli_analysis.register(app)
 
 
 def main() -> None:

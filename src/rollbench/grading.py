@@ -218,6 +218,9 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 "trial": m["rollbench/trial"],
                 "seed": m["rollbench/seed"],
                 "initial_state": m["rollbench/initial_state"],
+                "instruction": m.get("rollbench/instruction"),
+                # an instruction variant the run declared (episode row column, else the plan), None when canonical
+                "variant": m.get("rollbench/variant", plan_ep.get("variant")),
                 "success": success,
                 "success_at_reset": bool(m["rollbench/success_at_reset"]),
                 "length": length,

@@ -28,6 +28,7 @@ def test_wilson_interval_reference_values_and_grade_uses_the_same_function() -> 
     assert wilson_interval(0, 10) == pytest.approx((0.0, 0.27753), abs=1e-5)
     assert wilson_interval(10, 10) == pytest.approx((0.72247, 1.0), abs=1e-5)
     assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson_interval(0, 3)[0] == 0.0 and wilson_interval(3, 3)[1] == 1.0  # exact, not 5.6e-17 from rounding
     assert rollbench.grading.wilson_interval is wilson_interval
     with pytest.raises(ValueError, match="successes"):
         wilson_interval(11, 10)

@@ -202,7 +202,50 @@ def compare_cmd(
         print_comparison(out, doc)
 
 
+def report_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="Run directories, roots containing them, /api/runs exports.")],
+    out_path: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
+    plots: Annotated[
+        Path | None, typer.Option(help="Also write every figure as PNG and SVG into this directory.")
+    ] = None,
+    dashboard_url: Annotated[
+        str | None, typer.Option(help="Link episodes to this dashboard's review pages and videos.")
+    ] = None,
+    labels: Annotated[Path | None, typer.Option(help="Label sidecar (checked as in summarize).")] = None,
+    rubric: Annotated[
+        str | None, typer.Option(help="Rubric name or file (default: the one the labels record).")
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
+) -> None:
+    """Write one self-contained offline HTML report: success rates with intervals, comparisons, length and latency
+    distributions (and the same figures as PNG/SVG with --plots)."""
+    from rollbench.analysis.html_report import render_report, report_comparison
+    from rollbench.analysis.sources import load_runs
+    from rollbench.analysis.summarize import load_label_set
+
+    if dashboard_url is not None and not dashboard_url.startswith(("http://", "https://")):
+        _fail(f"--dashboard-url {dashboard_url!r} is not an http(s) URL")
+    try:
+        loaded = load_runs(list(paths))
+        if not loaded.runs:
+            raise ConfigError("no finished run among the inputs")
+        label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
+        comparison = report_comparison(loaded, seed=seed)
+        text = render_report(
+            loaded, labels=label_set, comparison=comparison, dashboard_url=dashboard_url, plots_dir=plots
+        )
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out_path)
+    _out().print(f"report written to {out_path}" + (f"; figures in {plots}" if plots else ""), highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add summarize, compare and report to the shared ``rollbench`` app."""
     app.command("summarize")(summarize_cmd)
     app.command("compare")(compare_cmd)
+    app.command("report")(report_cmd)

@@ -211,8 +211,9 @@ def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_r
         s = sum(1 for e in r.episodes if e["success"])
         totals.append({"run": r.key, "model": r.model, **_rate(s, len(r.episodes))})
     ranking = sorted(totals, key=lambda t: -(t["success_rate"] or 0.0))
-    for i, t in enumerate(ranking, 1):
-        t["rank"] = i
+    for i, t in enumerate(ranking):  # equal rates share a rank (1, 2, 2, 4)
+        same = i and ranking[i - 1]["success_rate"] == t["success_rate"]
+        t["rank"] = ranking[i - 1]["rank"] if same else i + 1
     return {
         "statistics": "paired" if paired else "unpaired",
         "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},

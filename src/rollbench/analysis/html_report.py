@@ -191,7 +191,17 @@ def render_report(
     )
     if comparison:
         diffs = "".join(v for k, v in img.items() if k.startswith("difference_"))
-        sections.append("<h2>Comparison</h2>" + _comparison_html(comparison) + diffs)
+        b = comparison["bootstrap"]
+        method = (
+            "<p class=note>Episodes are paired by (task, seed, initial state); the difference is B minus A with a "
+            f"paired bootstrap 95% percentile interval ({b['n_resamples']} resamples, seed {b['seed']}; pooled: "
+            "resampled within each task); p is the exact McNemar test on the discordant pairs, Holm-corrected across "
+            "tasks (pooled, with more than two runs: across pairs). Errored episodes count as failures.</p>"
+            if comparison["statistics"] == "paired"
+            else "<p class=note>Unpaired: Fisher's exact test and an unpaired bootstrap 95% percentile interval "
+            f"({b['n_resamples']} resamples, seed {b['seed']}), Holm-corrected across tasks.</p>"
+        )
+        sections.append("<h2>Comparison</h2>" + method + _comparison_html(comparison) + diffs)
     sections.append("<h2>Episode lengths and policy latency</h2>" + img["episode_length"] + img.get("latency", ""))
     if dashboard_url:
         sections.append("<h2>Episodes</h2>" + _episode_links(loaded, dashboard_url))

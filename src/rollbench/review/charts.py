@@ -11,7 +11,7 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 def rate_chart(tasks: dict[str, dict[str, Any]], width: int = 640) -> str:
     """One row per task: a bar for the success rate and a whisker for the 95% Wilson interval (0-100%)."""
     label_w, row_h, pad = 220, 24, 28
-    plot_w = width - label_w - 20
+    plot_w = width - label_w - 34
     height = pad + row_h * len(tasks) + 10
     parts = [
         f'<svg class="chart" role="img" aria-label="success rate per task" viewBox="0 0 {width} {height}" width="{width}" height="{height}">'

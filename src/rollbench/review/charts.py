@@ -57,8 +57,8 @@ def timeline_svg(steps: dict[str, Any], fps: float | None, width: int = 640) -> 
     if n == 0:
         return '<p class="timeline-empty">No steps recorded.</p>'
     x0, w = 60, width - 70
-    rows = {"reward": (8, 40), "success": (56, 14), "action": (78, 70)}
-    height = 158
+    rows = {"reward": (16, 36), "success": (60, 14), "action": (82, 66)}
+    height = 162
     duration = n / (fps or 10)
     parts = [
         f'<svg id="timeline" class="timeline" data-duration="{duration:.4f}" data-steps="{n}" data-x0="{x0}" data-w="{w}" '

@@ -34,6 +34,7 @@ def build_dashboard(
     cache_dir: Path | None = None,
     stale_after_s: float = 120.0,
     peer_refresh_s: float = 5.0,
+    sync_budget_s: float = 2.0,
 ) -> Dashboard:
     """Validate the options and return the :class:`rollbench.review.service.Dashboard` (ConfigError if bad)."""
     from rollbench.identity import check_segment
@@ -64,6 +65,7 @@ def build_dashboard(
         token=token,
         stale_after_s=stale_after_s,
         peer_refresh_s=peer_refresh_s,
+        sync_budget_s=sync_budget_s,
     )
     return Dashboard(cfg)
 

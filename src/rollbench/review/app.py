@@ -103,7 +103,7 @@ def create_app(dash: Dashboard) -> FastAPI:
     # ---- API
     @app.get("/api/runs")
     def api_runs() -> Response:
-        return _json(dash.runs())
+        return Response(dash.runs_json(), media_type="application/json")
 
     @app.get("/api/run/{host}/{robot}/{name}")
     def api_run(host: str, robot: str, name: str) -> Response:

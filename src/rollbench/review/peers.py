@@ -40,6 +40,7 @@ class Peer:
         self.stale_since: str | None = None
         self.last_ok: str | None = None
         self._fetched = 0.0
+        self.generation = 0  # bumped on every good answer (the central dashboard's cache key)
         self._lock = threading.Lock()
 
     def _headers(self) -> dict[str, str]:
@@ -63,12 +64,10 @@ class Peer:
                 self.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 self.stale_since = self.stale_since or self.last_ok or utc_now()
                 return
-            self.runs = [{**r, "source": self.url, "stale": False} for r in runs]
+            self.runs = [{**r, "source": self.url} for r in runs]
+            self.generation += 1
             self.hosts = sorted({r["host"] for r in self.runs})
             self.error, self.stale_since, self.last_ok = None, None, utc_now()
-
-    def visible_runs(self) -> list[dict[str, Any]]:
-        return [{**r, "stale": self.error is not None} for r in self.runs]
 
     def host_rows(self) -> list[dict[str, Any]]:
         base = {"source": self.url, "error": self.error, "stale_since": self.stale_since, "last_ok": self.last_ok}

@@ -205,6 +205,7 @@ def episode_page(d: dict[str, Any]) -> str:
 <p class="nav">{links}</p>
 <div class="review"><section class="player"><div class="videos">{videos}</div>
 <div class="controls"><button type="button" id="play">play (space)</button> <span id="clock">0.00 s</span>
+<label>speed <select id="speed"><option>0.1</option><option>0.25</option><option>0.5</option><option selected>1</option><option>2</option></select></label>
 <small>← → 1 s · , . one frame · [ ] 10 s · 1-9 label · 0 clear · n next unlabelled</small></div>
 {timeline_svg(d["steps"], run.get("fps"))}</section>
 <aside><table class="facts">{facts_html}</table>

@@ -248,3 +248,21 @@ def test_cli_refuses_a_public_address_without_token_and_bad_options(tmp_path: Pa
     assert r.returncode == 2 and "is not a directory" in r.stderr
     r = run_cli("dashboard", "--root", tmp_path, "--labels", tmp_path / "l.json", "--rubric", "bogus")
     assert r.returncode == 2 and "outcome-v1, harm-five-class-v1" in r.stderr
+
+
+def test_a_chunked_body_over_64_kb_is_refused(server: ServerThread):
+    def chunks():
+        for _ in range(20):
+            yield b" " * 8192
+
+    url = server.url + "/api/label/hostA/point/expert/1"
+    resp = httpx.post(url, content=chunks(), headers={"Content-Type": "application/json"})
+    assert resp.status_code == 413 and httpx.get(url).json()["entry"] is None
+
+
+def test_notes_are_escaped_in_pages(server: ServerThread):
+    evil = "</script><script>alert(1)</script><img src=x onerror=alert(2)>"
+    httpx.post(server.url + "/api/label/hostA/point/expert/1", json={"label": "invalid", "note": evil})
+    page = httpx.get(server.url + "/episode/hostA/point/expert/1").text
+    assert "<script>alert(1)" not in page and "<img src=x" not in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page

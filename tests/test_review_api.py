@@ -266,3 +266,40 @@ def test_notes_are_escaped_in_pages(server: ServerThread):
     page = httpx.get(server.url + "/episode/hostA/point/expert/1").text
     assert "<script>alert(1)" not in page and "<img src=x" not in page
     assert "&lt;img src=x onerror=alert(2)&gt;" in page
+
+
+def test_the_dashboard_command_serves_the_api_and_reports_unknown_labels(runs_root: Path, tmp_path: Path):
+    import subprocess
+    import sys
+
+    from dashboard_support import free_port
+
+    labels = tmp_path / "labels.json"
+    labels.write_text(
+        json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {"hostA/point/rand/0": {"label": "meh"}}})
+    )
+    port = free_port()
+    exe = Path(sys.executable).with_name("rollbench")
+    proc = subprocess.Popen(
+        [exe, "dashboard", "--root", runs_root, "--labels", labels, "--port", str(port), "--cache-dir", tmp_path / "c"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                doc = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=30).json()
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None and time.monotonic() < deadline, (
+                    proc.stderr.read().decode() if proc.stderr else ""
+                )
+                time.sleep(0.2)
+        assert doc["unknown_labels"] == [{"key": "hostA/point/rand/0", "label": "meh"}]
+        assert "hostA/point/rand" in {r["key"] for r in doc["runs"]}
+        assert "is not in rubric outcome-v1" in httpx.get(f"http://127.0.0.1:{port}/").text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -49,11 +49,15 @@ def _hosts(doc: dict[str, Any]) -> str:
             f"<td>{state}</td><td>{stale}</td></tr>"
         )
     errors = "".join(f"<li>{_e(e)}</li>" for e in doc.get("errors", []))
+    errors += "".join(
+        f"<li>label {_e(u['label'])} of {_e(u['key'])} is not in rubric {_e(doc['rubric']['id'])} (kept in the file)</li>"
+        for u in doc.get("unknown_labels", [])
+    )
     return (
         '<details class="hosts"><summary>Hosts</summary><table><tr><th>host</th><th>source</th><th>runs</th>'
         f"<th>state</th><th></th></tr>{''.join(rows)}</table>"
-        + (f'<ul class="bad">{errors}</ul>' if errors else "")
         + "</details>"
+        + (f'<ul class="bad">{errors}</ul>' if errors else "")
     )
 
 

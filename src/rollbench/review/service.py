@@ -152,6 +152,7 @@ class Dashboard:
             "disagreements": [d for _, _, dis, _, _ in rows for d in dis],
             "pending": pending,
             "errors": list(self.catalog.errors),
+            "unknown_labels": [{"key": u.key, "label": u.label} for u in labels.unknown],
         }
         return rows, meta
 

@@ -83,7 +83,10 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option(min=0, max=65535)] = 8301,
         token: Annotated[str | None, typer.Option(help="Require this token (bearer header or ?token= cookie).")] = None,
         annotator: Annotated[str | None, typer.Option(help="Name recorded with each label (default: OS user).")] = None,
-        cache_dir: Annotated[Path | None, typer.Option(help="Where peers' media are cached.")] = None,
+        cache_dir: Annotated[
+            Path | None,
+            typer.Option(help="Cache of graded run records and peers' videos (default ~/.cache/rollbench/dashboard)."),
+        ] = None,
         stale_after: Annotated[
             float, typer.Option(help="Seconds without run.live.json updates before 'stale'.")
         ] = 120.0,

@@ -71,6 +71,8 @@ def runs_page(doc: dict[str, Any]) -> str:
             progress = f'{live["episodes_done"]}/{live["episodes_total"]} <span class="{"bad" if live["stale"] else "ok"}">{"stale" if live["stale"] else "live"}</span>'
         elif r.get("stale"):
             progress = '<span class="bad">stale (peer down)</span>'
+        if r.get("run_status") in ("RUNNING", "INTERRUPTED"):
+            progress = f'<span class="status">{_e(r["run_status"])}</span> ' + progress
         n = r["episodes_recorded"]
         label_state = "none" if r["labeled"] == 0 else ("all" if r["labeled"] >= n else "some")
         rows.append(

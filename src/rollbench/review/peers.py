@@ -5,7 +5,8 @@ answer, and when the peer stops answering reports it in ``hosts[]`` with ``error
 of the last good answer, or of the first failure if there never was one) while still listing the runs it last saw,
 marked ``stale``. Episode details and media are fetched from the peer on demand; media files are cached under the
 central dashboard's cache directory (never inside a run directory), so a peer that goes down keeps the videos
-already watched. Labels are never sent to peers: the central dashboard keeps them in its own sidecar.
+already watched. Labels are never sent to peers: the central dashboard keeps them in its own sidecar. Only a peer's own runs
+(``source: local`` in its answer) are taken, so a central dashboard listed as another's peer is not re-exported.
 """
 
 from __future__ import annotations

@@ -303,3 +303,20 @@ def test_the_dashboard_command_serves_the_api_and_reports_unknown_labels(runs_ro
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_custom_rubric_file_drives_labels_and_disagreements(runs_root: Path, tmp_path: Path):
+    rubric = tmp_path / "grasp.yaml"
+    rubric.write_text("name: grasp\nversion: 3\nlabels:\n  - name: clean\n    implies_success: true\n  - dropped\n")
+    srv = ServerThread([runs_root], tmp_path / "l.json", rubric=str(rubric), cache_dir=tmp_path / "c").start()
+    try:
+        assert httpx.get(srv.url + "/api/runs").json()["rubric"]["id"] == "grasp-v3"
+        url = srv.url + "/api/label/hostA/point/rand/0"
+        bad = httpx.post(url, json={"label": "succeeded"})
+        assert bad.status_code == 400 and "valid labels: clean, dropped" in bad.json()["error"]
+        assert httpx.post(url, json={"label": "clean"}).status_code == 200
+        rows = httpx.get(srv.url + "/api/runs").json()["disagreements"]
+        assert [r["key"] for r in rows] == ["hostA/point/rand/0"]  # "clean" implies success; the episode failed
+        assert json.loads((tmp_path / "l.json").read_text())["rubric"] == "grasp-v3"
+    finally:
+        srv.stop()

@@ -69,3 +69,48 @@ def test_review_an_episode_with_the_keyboard_and_export_the_label(tmp_path: Path
         assert all(u.startswith(srv.url) for u in requests), [u for u in requests if not u.startswith(srv.url)]
     finally:
         srv.stop()
+
+
+@pytest.mark.sim
+def test_every_recorded_camera_plays_in_sync(tmp_path: Path):
+    """A MetaWorld run recorded with two cameras: playing, seeking and stepping keep both videos at one time."""
+    pytest.importorskip("metaworld")
+    from playwright.sync_api import sync_playwright
+
+    from rollbench.api import evaluate
+
+    evaluate(
+        env="metaworld/reach-v3",
+        policy="random",
+        episodes=1,
+        max_steps=120,
+        video=True,
+        cameras=("corner", "gripperPOV"),
+        image_size=(64, 64),
+        out=tmp_path / "runs" / "two-cams",
+        host_label="lab1",
+    )
+    srv = ServerThread([tmp_path / "runs"], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
+    spread = (
+        "(() => { const t = Array.from(document.querySelectorAll('video')).map(v => v.currentTime);"
+        " return Math.max(...t) - Math.min(...t); })()"
+    )
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page()
+            page.goto(srv.url + "/episode/lab1/sawyer/two-cams/0")
+            assert page.eval_on_selector_all("video", "vs => vs.length") == 2
+            page.wait_for_function("Array.from(document.querySelectorAll('video')).every(v => v.readyState >= 2)")
+            page.select_option("#speed", "0.25")
+            page.keyboard.press(" ")
+            page.wait_for_function("document.querySelector('video').currentTime > 0.3", timeout=10_000)
+            page.keyboard.press(" ")
+            page.wait_for_timeout(200)
+            assert page.evaluate(spread) < 0.1
+            page.keyboard.press(".")
+            page.wait_for_timeout(200)
+            assert page.evaluate(spread) < 0.02
+            browser.close()
+    finally:
+        srv.stop()

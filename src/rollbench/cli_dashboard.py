@@ -110,4 +110,5 @@ def register(app: typer.Typer) -> None:
         typer.echo(
             f"rollbench dashboard on http://{shown}:{port}/ (labels: {labels}, rubric: {dash.rubric.id})", err=True
         )
+        dash.warm_up()
         uvicorn.run(create_app(dash), host=host, port=port, log_level="warning")

@@ -177,6 +177,12 @@ class Dashboard:
         head = json.dumps(meta, allow_nan=False, default=str).encode()[:-1]
         return head + b', "runs": [' + b", ".join(parts) + b"]}"
 
+    def warm_up(self) -> threading.Thread:
+        """List every run once in a daemon thread (grading starts, caches fill) so the first visitor waits less."""
+        thread = threading.Thread(target=self.runs_json, name="rollbench-dashboard-warm-up", daemon=True)
+        thread.start()
+        return thread
+
     def find(self, ident: RunIdentity) -> tuple[RunRecord | None, Peer | None, dict[str, Any] | None]:
         """(local record, None, summary) or (None, peer, summary) or (None, None, None)."""
         rec = self.catalog.get(ident)

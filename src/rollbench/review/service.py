@@ -59,7 +59,7 @@ class Dashboard:
         """The sidecar, re-read when its (mtime, size) changed."""
         try:
             st = self.cfg.labels.stat()
-            sig: Any = (st.st_mtime_ns, st.st_size)
+            sig: Any = (st.st_ino, st.st_mtime_ns, st.st_size)  # each write is a new file (atomic replace)
         except OSError:
             sig = None
         with self._lock:

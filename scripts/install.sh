@@ -19,9 +19,9 @@ for p in libegl1 libgl1-mesa-dri libosmesa6; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 python3.11 -c "import ensurepip" 2>/dev/null || missing+=(python3.11 python3.11-venv)
-# --dev: Debian's Chromium for the Playwright browser tests (never `playwright install`, which downloads a browser)
-if [ "$extras" = dev ] && [ ! -x /usr/bin/chromium ]; then
-  missing+=(chromium)
+# --dev: the browser tests (dashboard, analysis report) drive Debian's Chromium through Playwright (never `playwright install`)
+if [ "$extras" = dev ]; then
+  dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed" || missing+=(chromium)
 fi
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -34,6 +34,7 @@ def build_dashboard(
     cache_dir: Path | None = None,
     stale_after_s: float = 120.0,
     peer_refresh_s: float = 5.0,
+    sync_budget_s: float = 2.0,
 ) -> Dashboard:
     """Validate the options and return the :class:`rollbench.review.service.Dashboard` (ConfigError if bad)."""
     from rollbench.identity import check_segment
@@ -64,6 +65,7 @@ def build_dashboard(
         token=token,
         stale_after_s=stale_after_s,
         peer_refresh_s=peer_refresh_s,
+        sync_budget_s=sync_budget_s,
     )
     return Dashboard(cfg)
 
@@ -81,7 +83,10 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option(min=0, max=65535)] = 8301,
         token: Annotated[str | None, typer.Option(help="Require this token (bearer header or ?token= cookie).")] = None,
         annotator: Annotated[str | None, typer.Option(help="Name recorded with each label (default: OS user).")] = None,
-        cache_dir: Annotated[Path | None, typer.Option(help="Where peers' media are cached.")] = None,
+        cache_dir: Annotated[
+            Path | None,
+            typer.Option(help="Cache of graded run records and peers' videos (default ~/.cache/rollbench/dashboard)."),
+        ] = None,
         stale_after: Annotated[
             float, typer.Option(help="Seconds without run.live.json updates before 'stale'.")
         ] = 120.0,
@@ -105,4 +110,5 @@ def register(app: typer.Typer) -> None:
         typer.echo(
             f"rollbench dashboard on http://{shown}:{port}/ (labels: {labels}, rubric: {dash.rubric.id})", err=True
         )
+        dash.warm_up()
         uvicorn.run(create_app(dash), host=host, port=port, log_level="warning")

@@ -30,7 +30,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from rollbench.identity import RunIdentity
+from rollbench.identity import RunIdentity, check_segment
 from rollbench.review import pages
 from rollbench.review.security import MAX_BODY_BYTES, make_guard
 from rollbench.review.service import Dashboard
@@ -103,7 +103,7 @@ def create_app(dash: Dashboard) -> FastAPI:
     # ---- API
     @app.get("/api/runs")
     def api_runs() -> Response:
-        return _json(dash.runs())
+        return Response(dash.runs_json(), media_type="application/json")
 
     @app.get("/api/run/{host}/{robot}/{name}")
     def api_run(host: str, robot: str, name: str) -> Response:
@@ -155,7 +155,10 @@ def create_app(dash: Dashboard) -> FastAPI:
     @app.get("/media/{host}/{robot}/{name}/{episode}/{camera}")
     def media(host: str, robot: str, name: str, episode: str, camera: str) -> Response:
         ident, e = _ident(host, robot, name), _episode(episode)
-        _ident(camera, "x", "x")  # the camera name is a segment too
+        try:
+            check_segment(camera, "camera")
+        except ConfigError as exc:
+            raise ApiError(400, str(exc)) from None
         rec, peer, _ = dash.find(ident)
         path: Path | None = None
         if rec is not None:

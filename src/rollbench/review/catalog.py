@@ -15,8 +15,12 @@ outside the run directory is refused. Nothing here writes inside a run directory
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.metadata
 import json
 import os
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,10 +32,12 @@ import pyarrow.parquet as pq
 
 from rollbench.grading import grade, load_run_log
 from rollbench.identity import RunIdentity
+from rollbench.record.files import atomic_write_json
 from rollbench.types import RollbenchError
 
 MAX_DEPTH = 3  # run directories are found at most this many levels below a root
 TRANSCRIPT_COLUMN = "rollbench/transcript"
+CACHE_VERSION = 1  # of the on-disk cache of graded records (bump when RunRecord changes)
 
 
 def inside(path: Path, base: Path) -> Path | None:
@@ -44,16 +50,18 @@ def inside(path: Path, base: Path) -> Path | None:
     return real if real == base_real or base_real in real.parents else None
 
 
-def _stat_sig(path: Path) -> tuple[int, int]:
+def _stat_sig(path: str) -> tuple[int, int]:
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return (0, -1)
     return (st.st_mtime_ns, st.st_size)
 
 
 def run_signature(run_dir: Path) -> tuple[tuple[int, int], tuple[int, int]]:
-    return _stat_sig(run_dir / "run.json"), _stat_sig(run_dir / "meta" / "info.json")
+    """(mtime_ns, size) of ``run.json`` and ``meta/info.json`` (``(0, -1)`` for a missing file)."""
+    d = os.fspath(run_dir)
+    return _stat_sig(os.path.join(d, "run.json")), _stat_sig(os.path.join(d, "meta", "info.json"))
 
 
 def _iso(ts: float) -> str:
@@ -114,7 +122,7 @@ def read_run(run_dir: Path) -> RunRecord:
     rows: dict[int, dict[str, Any]] = {}
     for f in sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet")):
         try:
-            for r in pq.read_table(f).to_pylist():
+            for r in pq.ParquetFile(f).read().to_pylist():
                 rows[int(r["episode_index"])] = r
         except Exception:  # grade reported the unreadable file as a violation
             continue
@@ -132,10 +140,11 @@ def read_run(run_dir: Path) -> RunRecord:
 
 def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None) -> dict[str, Any] | None:
     """``run.live.json`` (progress of a running run) with ``stale``: not rewritten for ``stale_after_s`` seconds."""
-    path = run_dir / "run.live.json"
+    path = os.path.join(os.fspath(run_dir), "run.live.json")
     try:
-        mtime = path.stat().st_mtime
-        live = json.loads(path.read_text())
+        mtime = os.stat(path).st_mtime
+        with open(path, encoding="utf-8") as fh:
+            live = json.load(fh)
     except (OSError, ValueError):
         return None
     if not isinstance(live, dict):
@@ -152,43 +161,73 @@ def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None)
 
 
 class Catalog:
-    """The runs below ``roots``; thread-safe; re-grades a run only when its signature changes."""
+    """The runs below ``roots``; thread-safe; re-grades a run only when its signature changes.
 
-    def __init__(self, roots: list[Path], stale_after_s: float = 120.0) -> None:
+    A listing grades stale or new runs itself for up to ``sync_budget_s`` seconds, then hands the rest to one
+    background thread and reports them as *pending* (so a first listing of a thousand runs answers at once and fills
+    in as they are graded). With ``cache_dir``, graded records are also kept on disk (``cache_dir/graded/``, keyed
+    by run directory, checked against the signature), so a restarted dashboard does not re-grade unchanged runs.
+    """
+
+    def __init__(
+        self,
+        roots: list[Path],
+        stale_after_s: float = 120.0,
+        cache_dir: Path | None = None,
+        sync_budget_s: float = 2.0,
+    ) -> None:
         self.roots = [r.resolve() for r in roots]
         self.stale_after_s = stale_after_s
+        self.cache_dir = cache_dir / "graded" if cache_dir else None
+        self.sync_budget_s = sync_budget_s
         self._cache: dict[Path, RunRecord] = {}
+        self._index: dict[str, Path] = {}
         self._lock = threading.Lock()
+        self._queue: queue.Queue[Path] = queue.Queue()
+        self._queued: set[Path] = set()
+        self._worker: threading.Thread | None = None
         self.errors: list[str] = []
+        self._version = importlib.metadata.version("rollbench")  # graded records of another version are not reused
 
     def _find(self) -> list[Path]:
         found: list[Path] = []
 
-        def walk(d: Path, depth: int) -> None:
+        def walk(d: str, depth: int) -> None:
+            if os.path.isfile(os.path.join(d, "run.json")):
+                found.append(Path(d))
+                return
+            if depth >= MAX_DEPTH:
+                return
             try:
                 entries = sorted(os.scandir(d), key=lambda x: x.name)
             except OSError:
                 return
-            if any(x.name == "run.json" and x.is_file() for x in entries):
-                found.append(d)
-                return
-            if depth >= MAX_DEPTH:
-                return
             for x in entries:
-                if x.is_dir(follow_symlinks=False) and not x.name.startswith("."):
-                    walk(Path(x.path), depth + 1)
+                if not x.name.startswith(".") and x.is_dir(follow_symlinks=False):
+                    walk(x.path, depth + 1)
 
         for root in self.roots:
-            walk(root, 0)
+            walk(os.fspath(root), 0)
         return found
 
-    def records(self) -> list[RunRecord]:
-        """Every run below the roots (duplicated identities: the first root wins, the others are in ``errors``)."""
+    def records(self) -> tuple[list[RunRecord], list[RunIdentity]]:
+        """Every graded run below the roots, and the identities of runs still being graded (pending).
+
+        Duplicated identities: the first root wins; the others are reported in ``errors``."""
         out: dict[str, RunRecord] = {}
+        pending: list[RunIdentity] = []
         errors: list[str] = []
+        deadline = time.monotonic() + self.sync_budget_s
         for run_dir in self._find():
-            rec = self._record(run_dir, errors)
+            with self._lock:
+                queued = run_dir in self._queued
+            rec = self._record(run_dir, errors, grade_now=not queued and time.monotonic() < deadline)
             if rec is None:
+                with self._lock:
+                    waiting = run_dir in self._queued
+                if waiting:
+                    with contextlib.suppress(RollbenchError, OSError, ValueError):
+                        pending.append(RunIdentity.from_run_log(load_run_log(run_dir), run_dir))
                 continue
             if rec.identity.key in out:
                 errors.append(
@@ -198,14 +237,29 @@ class Catalog:
             out[rec.identity.key] = rec
         with self._lock:
             self.errors = errors
-        return list(out.values())
+            self._index = {k: r.run_dir for k, r in out.items()}
+        return list(out.values()), pending
 
-    def _record(self, run_dir: Path, errors: list[str]) -> RunRecord | None:
+    def _cache_file(self, run_dir: Path) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        digest = hashlib.sha256(f"{CACHE_VERSION}:{self._version}:{run_dir}".encode()).hexdigest()[:40]
+        return self.cache_dir / f"{digest}.json"
+
+    def _record(self, run_dir: Path, errors: list[str], grade_now: bool = True) -> RunRecord | None:
         sig = run_signature(run_dir)
         with self._lock:
             cached = self._cache.get(run_dir)
         if cached is not None and cached.signature == sig:
             return cached
+        stored = self._load_stored(run_dir, sig)
+        if stored is not None:
+            with self._lock:
+                self._cache[run_dir] = stored
+            return stored
+        if not grade_now:
+            self._enqueue(run_dir)
+            return None
         try:
             rec = read_run(run_dir)
         except (RollbenchError, OSError, ValueError, KeyError, TypeError) as exc:
@@ -213,13 +267,88 @@ class Catalog:
             return None
         with self._lock:
             self._cache[run_dir] = rec
+        self._store(rec)
         return rec
 
+    def _load_stored(self, run_dir: Path, sig: Any) -> RunRecord | None:
+        path = self._cache_file(run_dir)
+        if path is None or not path.is_file():
+            return None
+        try:
+            doc = json.loads(path.read_text())
+            if doc["run_dir"] != str(run_dir) or tuple(map(tuple, doc["signature"])) != sig:
+                return None
+            rec = RunRecord(
+                RunIdentity(**doc["identity"]),
+                run_dir,
+                sig,
+                doc["log"],
+                doc["result"],
+                doc["episodes"],
+                doc["cameras"],
+                doc["fps"],
+            )
+        except (OSError, ValueError, KeyError, TypeError, RollbenchError):
+            return None
+        rec.by_index = {ep["episode_index"]: ep for ep in rec.episodes}
+        return rec
+
+    def _store(self, rec: RunRecord) -> None:
+        path = self._cache_file(rec.run_dir)
+        if path is None:
+            return
+        log = rec.log
+        doc = {
+            "run_dir": str(rec.run_dir),
+            "signature": rec.signature,
+            "identity": rec.identity.to_dict(),
+            "log": {
+                "spec": log.get("spec"),
+                "status": log.get("status"),
+                "warnings": log.get("warnings", []),
+                "provenance": {"created": (log.get("provenance") or {}).get("created")},
+                "plan": {"policy": (log.get("plan") or {}).get("policy")},
+            },
+            "result": rec.result,
+            "episodes": rec.episodes,
+            "cameras": rec.cameras,
+            "fps": rec.fps,
+        }
+        with contextlib.suppress(OSError, TypeError, ValueError):
+            atomic_write_json(path, doc, durable=False)
+
+    def _enqueue(self, run_dir: Path) -> None:
+        with self._lock:
+            if run_dir in self._queued:
+                return
+            self._queued.add(run_dir)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._grade_queued, name="rollbench-grader", daemon=True)
+                self._worker.start()
+        self._queue.put(run_dir)
+
+    def _grade_queued(self) -> None:
+        while True:
+            try:
+                run_dir = self._queue.get(timeout=5)
+            except queue.Empty:
+                return
+            errors: list[str] = []
+            try:
+                self._record(run_dir, errors)
+            finally:
+                with self._lock:
+                    self._queued.discard(run_dir)
+
     def get(self, identity: RunIdentity) -> RunRecord | None:
-        for rec in self.records():
-            if rec.identity == identity:
+        with self._lock:
+            run_dir = self._index.get(identity.key)
+        if run_dir is not None:
+            rec = self._record(run_dir, [])
+            if rec is not None and rec.identity == identity:
                 return rec
-        return None
+        records, _ = self.records()
+        return next((r for r in records if r.identity == identity), None)
 
     def steps(self, rec: RunRecord, episode_index: int) -> dict[str, list[Any]]:
         """The episode's per-step ``timestamp``, ``next.reward``, ``next.success`` and ``action`` (lists; action rows

@@ -11,7 +11,7 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 def rate_chart(tasks: dict[str, dict[str, Any]], width: int = 640) -> str:
     """One row per task: a bar for the success rate and a whisker for the 95% Wilson interval (0-100%)."""
     label_w, row_h, pad = 220, 24, 28
-    plot_w = width - label_w - 20
+    plot_w = width - label_w - 34
     height = pad + row_h * len(tasks) + 10
     parts = [
         f'<svg class="chart" role="img" aria-label="success rate per task" viewBox="0 0 {width} {height}" width="{width}" height="{height}">'
@@ -57,8 +57,8 @@ def timeline_svg(steps: dict[str, Any], fps: float | None, width: int = 640) -> 
     if n == 0:
         return '<p class="timeline-empty">No steps recorded.</p>'
     x0, w = 60, width - 70
-    rows = {"reward": (8, 40), "success": (56, 14), "action": (78, 70)}
-    height = 158
+    rows = {"reward": (16, 36), "success": (60, 14), "action": (82, 66)}
+    height = 162
     duration = n / (fps or 10)
     parts = [
         f'<svg id="timeline" class="timeline" data-duration="{duration:.4f}" data-steps="{n}" data-x0="{x0}" data-w="{w}" '

@@ -49,11 +49,15 @@ def _hosts(doc: dict[str, Any]) -> str:
             f"<td>{state}</td><td>{stale}</td></tr>"
         )
     errors = "".join(f"<li>{_e(e)}</li>" for e in doc.get("errors", []))
+    errors += "".join(
+        f"<li>label {_e(u['label'])} of {_e(u['key'])} is not in rubric {_e(doc['rubric']['id'])} (kept in the file)</li>"
+        for u in doc.get("unknown_labels", [])
+    )
     return (
         '<details class="hosts"><summary>Hosts</summary><table><tr><th>host</th><th>source</th><th>runs</th>'
         f"<th>state</th><th></th></tr>{''.join(rows)}</table>"
-        + (f'<ul class="bad">{errors}</ul>' if errors else "")
         + "</details>"
+        + (f'<ul class="bad">{errors}</ul>' if errors else "")
     )
 
 
@@ -67,6 +71,8 @@ def runs_page(doc: dict[str, Any]) -> str:
             progress = f'{live["episodes_done"]}/{live["episodes_total"]} <span class="{"bad" if live["stale"] else "ok"}">{"stale" if live["stale"] else "live"}</span>'
         elif r.get("stale"):
             progress = '<span class="bad">stale (peer down)</span>'
+        if r.get("run_status") in ("RUNNING", "INTERRUPTED"):
+            progress = f'<span class="status">{_e(r["run_status"])}</span> ' + progress
         n = r["episodes_recorded"]
         label_state = "none" if r["labeled"] == 0 else ("all" if r["labeled"] >= n else "some")
         rows.append(
@@ -205,6 +211,7 @@ def episode_page(d: dict[str, Any]) -> str:
 <p class="nav">{links}</p>
 <div class="review"><section class="player"><div class="videos">{videos}</div>
 <div class="controls"><button type="button" id="play">play (space)</button> <span id="clock">0.00 s</span>
+<label>speed <select id="speed"><option>0.1</option><option>0.25</option><option>0.5</option><option selected>1</option><option>2</option></select></label>
 <small>← → 1 s · , . one frame · [ ] 10 s · 1-9 label · 0 clear · n next unlabelled</small></div>
 {timeline_svg(d["steps"], run.get("fps"))}</section>
 <aside><table class="facts">{facts_html}</table>

@@ -5,7 +5,8 @@ answer, and when the peer stops answering reports it in ``hosts[]`` with ``error
 of the last good answer, or of the first failure if there never was one) while still listing the runs it last saw,
 marked ``stale``. Episode details and media are fetched from the peer on demand; media files are cached under the
 central dashboard's cache directory (never inside a run directory), so a peer that goes down keeps the videos
-already watched. Labels are never sent to peers: the central dashboard keeps them in its own sidecar.
+already watched. Labels are never sent to peers: the central dashboard keeps them in its own sidecar. Only a peer's own runs
+(``source: local`` in its answer) are taken, so a central dashboard listed as another's peer is not re-exported.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Peer:
         self.stale_since: str | None = None
         self.last_ok: str | None = None
         self._fetched = 0.0
+        self.generation = 0  # bumped on every good answer (the central dashboard's cache key)
         self._lock = threading.Lock()
 
     def _headers(self) -> dict[str, str]:
@@ -63,12 +65,10 @@ class Peer:
                 self.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 self.stale_since = self.stale_since or self.last_ok or utc_now()
                 return
-            self.runs = [{**r, "source": self.url, "stale": False} for r in runs]
+            self.runs = [{**r, "source": self.url} for r in runs]
+            self.generation += 1
             self.hosts = sorted({r["host"] for r in self.runs})
             self.error, self.stale_since, self.last_ok = None, None, utc_now()
-
-    def visible_runs(self) -> list[dict[str, Any]]:
-        return [{**r, "stale": self.error is not None} for r in self.runs]
 
     def host_rows(self) -> list[dict[str, Any]]:
         base = {"source": self.url, "error": self.error, "stale_since": self.stale_since, "last_ok": self.last_ok}

@@ -5,6 +5,7 @@ Every method returns plain JSON-able data; :mod:`rollbench.review.app` turns it 
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from rollbench.review.catalog import Catalog, RunRecord, inside, live_progress
 from rollbench.review.labels import LabelFile, load_labels, set_label
 from rollbench.review.peers import Peer
 from rollbench.review.rubrics import Rubric
-from rollbench.review.summary import disagreement_rows, episode_status, join_labels, run_summary
+from rollbench.review.summary import disagreement_rows, episode_status, join_labels, pending_summary, run_summary
 
 
 @dataclass
@@ -35,6 +36,7 @@ class DashboardConfig:
     token: str | None = None
     stale_after_s: float = 120.0
     peer_refresh_s: float = 5.0
+    sync_budget_s: float = 2.0
 
 
 class Dashboard:
@@ -43,9 +45,11 @@ class Dashboard:
     def __init__(self, cfg: DashboardConfig) -> None:
         self.cfg = cfg
         self.rubric = cfg.rubric
-        self.catalog = Catalog(cfg.roots, cfg.stale_after_s)
+        self.catalog = Catalog(cfg.roots, cfg.stale_after_s, cfg.cache_dir, cfg.sync_budget_s)
         self.peers = [Peer(url, token, cfg.peer_refresh_s) for url, token in cfg.peers]
         self._summaries: dict[Path, tuple[Any, dict[str, Any]]] = {}
+        self._joined_cache: dict[str, tuple[Any, dict[str, Any], bytes, list[dict[str, Any]]]] = {}
+        self._index: tuple[LabelFile, dict[str, list[tuple[str, dict[str, Any]]]]] | None = None
         self._labels: tuple[Any, LabelFile] | None = None
         self._lock = threading.Lock()
         self.labels()  # a malformed sidecar or one of another rubric fails at start (ConfigError)
@@ -55,7 +59,7 @@ class Dashboard:
         """The sidecar, re-read when its (mtime, size) changed."""
         try:
             st = self.cfg.labels.stat()
-            sig: Any = (st.st_mtime_ns, st.st_size)
+            sig: Any = (st.st_ino, st.st_mtime_ns, st.st_size)  # each write is a new file (atomic replace)
         except OSError:
             sig = None
         with self._lock:
@@ -77,45 +81,107 @@ class Dashboard:
             self._summaries[rec.run_dir] = (rec.signature, summary)
         return summary
 
-    def _all_summaries(self) -> list[dict[str, Any]]:
-        local = []
-        for rec in self.catalog.records():
-            s = dict(self._summary(rec))
-            s["live"] = live_progress(rec.run_dir, self.cfg.stale_after_s)
-            s["stale"] = bool(s["live"] and s["live"]["stale"])
-            local.append(s)
+    def _all_summaries(self) -> tuple[list[tuple[Any, dict[str, Any], Any, bool]], int]:
+        """(version, label-free summary, live, stale) of every run, local first, and the count of pending runs."""
+        out: list[tuple[Any, dict[str, Any], Any, bool]] = []
+        records, pending = self.catalog.records()
+        for rec in records:
+            live = live_progress(rec.run_dir, self.cfg.stale_after_s)
+            out.append((rec.signature, self._summary(rec), live, bool(live and live["stale"])))
+        for ident in pending:
+            out.append((("pending",), pending_summary(ident), None, False))
         if self.peers:
             with ThreadPoolExecutor(max_workers=len(self.peers)) as pool:
                 list(pool.map(lambda p: p.refresh(), self.peers))
-        keys = {s["key"] for s in local}
-        remote = []
+        keys = {s["key"] for _, s, _, _ in out}
         for peer in self.peers:
-            for s in peer.visible_runs():
+            for s in peer.runs:
                 if s["key"] not in keys:
                     keys.add(s["key"])
-                    remote.append(s)
-        return local + remote
+                    live = s.get("live")
+                    out.append(((peer.url, peer.generation), s, live, peer.error is not None or bool(s.get("stale"))))
+        return out, len(pending)
 
-    def runs(self) -> dict[str, Any]:
-        """``/api/runs``: every run (local and peers') joined with the labels, hosts, disagreements."""
+    def _joined(
+        self, version: Any, summary: dict[str, Any], labels: LabelFile
+    ) -> tuple[dict[str, Any], bytes, list[dict[str, Any]]]:
+        """The summary joined with its labels, and its JSON without ``live``/``stale``; cached until the run or its
+        labels change (so a listing of a thousand unchanged runs re-encodes nothing)."""
+        key = summary["key"]
+        mine = self._label_index(labels).get(key, ())
+        cache_key = (version, tuple((k, e.get("labeled_at"), e.get("label")) for k, e in mine))
+        with self._lock:
+            hit = self._joined_cache.get(key)
+        if hit is not None and hit[0] == cache_key:
+            return hit[1], hit[2], hit[3]
+        base = {k: v for k, v in summary.items() if k not in ("live", "stale")}
+        joined = join_labels(base, labels, self.rubric)
+        encoded = json.dumps(joined, allow_nan=False, default=str).encode()
+        disagreements = disagreement_rows([joined])
+        with self._lock:
+            self._joined_cache[key] = (cache_key, joined, encoded, disagreements)
+        return joined, encoded, disagreements
+
+    def _label_index(self, labels: LabelFile) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+        with self._lock:
+            if self._index is not None and self._index[0] is labels:
+                return self._index[1]
+        index: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for k, e in labels.entries.items():
+            index.setdefault(k.rsplit("/", 1)[0], []).append((k, e))
+        with self._lock:
+            self._index = (labels, index)
+        return index
+
+    def _listing(self) -> tuple[list[tuple[dict[str, Any], bytes, list[dict[str, Any]], Any, bool]], dict[str, Any]]:
         labels = self.labels()
-        runs = [join_labels(s, labels, self.rubric) for s in self._all_summaries()]
+        summaries, pending = self._all_summaries()
+        rows = [(*self._joined(v, s, labels), live, stale) for v, s, live, stale in summaries]
         hosts: dict[str, dict[str, Any]] = {}
-        for r in runs:
-            if r["source"] == "local":
+        for joined, *_ in rows:
+            if joined["source"] == "local":
                 row = hosts.setdefault(
-                    r["host"], {"host": r["host"], "source": "local", "runs": 0, "error": None, "stale_since": None}
+                    joined["host"],
+                    {"host": joined["host"], "source": "local", "runs": 0, "error": None, "stale_since": None},
                 )
                 row["runs"] += 1
-        host_rows = list(hosts.values()) + [row for p in self.peers for row in p.host_rows()]
-        return {
+        meta = {
             "generated_at": utc_now(),
             "rubric": self.rubric.to_dict(),
-            "runs": runs,
-            "hosts": host_rows,
-            "disagreements": disagreement_rows(runs),
+            "hosts": list(hosts.values()) + [row for p in self.peers for row in p.host_rows()],
+            "disagreements": [d for _, _, dis, _, _ in rows for d in dis],
+            "pending": pending,
             "errors": list(self.catalog.errors),
+            "unknown_labels": [{"key": u.key, "label": u.label} for u in labels.unknown],
         }
+        return rows, meta
+
+    def runs(self) -> dict[str, Any]:
+        """``/api/runs`` as a dict: every run (local and peers') joined with the labels, with ``live`` and ``stale``;
+        ``hosts``, ``disagreements``, ``pending`` (runs still being graded, listed with status ``GRADING``)."""
+        rows, meta = self._listing()
+        return {**meta, "runs": [{**j, "live": live, "stale": stale} for j, _, _, live, stale in rows]}
+
+    def runs_json(self) -> bytes:
+        """:meth:`runs` encoded, from the per-run cached encodings (what ``GET /api/runs`` sends)."""
+        rows, meta = self._listing()
+        parts = [
+            b'{"live": '
+            + json.dumps(live).encode()
+            + b', "stale": '
+            + (b"true" if stale else b"false")
+            + b", "
+            + encoded[1:]
+            for _, encoded, _, live, stale in rows
+        ]
+        head = json.dumps(meta, allow_nan=False, default=str).encode()[:-1]
+        return head + b', "runs": [' + b", ".join(parts) + b"]}"
+
+    def warm_up(self) -> threading.Thread:
+        """List every run once in a daemon thread (grading starts, caches fill) so the first visitor waits less."""
+        thread = threading.Thread(target=self.runs_json, name="rollbench-dashboard-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     def find(self, ident: RunIdentity) -> tuple[RunRecord | None, Peer | None, dict[str, Any] | None]:
         """(local record, None, summary) or (None, peer, summary) or (None, None, None)."""
@@ -124,7 +190,7 @@ class Dashboard:
             return rec, None, self._summary(rec)
         for peer in self.peers:
             peer.refresh()
-            for s in peer.visible_runs():
+            for s in peer.runs:
                 if s["key"] == ident.key:
                     return None, peer, s
         return None, None, None

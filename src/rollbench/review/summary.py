@@ -18,6 +18,7 @@ import io
 from collections import Counter
 from typing import Any
 
+from rollbench.identity import RunIdentity
 from rollbench.review.catalog import RunRecord
 from rollbench.review.labels import LabelFile
 from rollbench.review.rubrics import Rubric
@@ -101,6 +102,32 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
         "fps": rec.fps,
         "urls": {"page": f"/run/{path}", "api": f"/api/run/{path}"},
         "episodes": episodes,
+    }
+
+
+def pending_summary(ident: RunIdentity) -> dict[str, Any]:
+    """A run found but not graded yet (the catalog grades it in the background): status ``GRADING``, no numbers."""
+    return {
+        **ident.to_dict(),
+        "key": ident.key,
+        "source": "local",
+        "status": "GRADING",
+        "run_status": None,
+        "env": None,
+        "policy": None,
+        "model": None,
+        "created": None,
+        "tasks": [],
+        "episodes_requested": 0,
+        "episodes_recorded": 0,
+        "successes": None,
+        "success_rate": None,
+        "ci95_low": None,
+        "ci95_high": None,
+        "cameras": [],
+        "fps": None,
+        "urls": {"page": f"/run/{ident.key}", "api": f"/api/run/{ident.key}"},
+        "episodes": [],
     }
 
 

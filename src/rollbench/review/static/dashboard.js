@@ -90,6 +90,8 @@
     lead.addEventListener("loadedmetadata", () => { if (lead.currentTime < from(lead)) seek(0); });
     requestAnimationFrame(draw);
   }
+  const speed = document.getElementById("speed");
+  if (speed) speed.addEventListener("change", () => videos.forEach((v) => { v.playbackRate = Number(speed.value); }));
   const playBtn = document.getElementById("play");
   if (playBtn) playBtn.addEventListener("click", toggle);
   if (timeline) timeline.addEventListener("click", (ev) => {
@@ -115,6 +117,8 @@
       if (!resp.ok) { status.textContent = body.error || "failed"; status.className = "bad"; return; }
       label = value;
       current.textContent = value || "none";
+      const by = document.getElementById("label-by");
+      if (by) by.textContent = value && body.entry ? body.entry.annotator : "";
       status.textContent = "saved"; status.className = "ok";
       document.querySelectorAll(".label-btn").forEach((b) => b.classList.toggle("active", b.dataset.label === (value || "")));
     } catch (err) { status.textContent = "failed: " + err; status.className = "bad"; }

@@ -31,6 +31,11 @@ def _short(task: str) -> str:
     return task.split("/", 1)[-1]
 
 
+def _run_label(run: RunData) -> str:
+    """The model, with the run's name when it says more than the model."""
+    return run.model if run.identity.name == run.model else f"{run.model} ({run.identity.name})"
+
+
 def success_rate_figure(summary: dict[str, Any], series_key: str = "model") -> Figure:
     """Success rate per task (rows) for each ``series_key`` value (bars), with 95% Wilson interval whiskers."""
     cells = summary["cells"]
@@ -49,11 +54,15 @@ def success_rate_figure(summary: dict[str, Any], series_key: str = "model") -> F
             rates.append(100 * c["success_rate"])
             lo.append(100 * (c["success_rate"] - c["ci95_low"]))
             hi.append(100 * (c["ci95_high"] - c["success_rate"]))
-        bars = ax.barh(ys, rates, height=bar * 0.9, xerr=[lo, hi], capsize=2, label=name, error_kw={"elinewidth": 0.8})
-        ax.plot(rates, ys, "|", color=bars.patches[0].get_facecolor() if bars.patches else None, markersize=10)
+        color = f"C{j % 10}"
+        ax.barh(ys, rates, height=bar * 0.9, color=color, label=name)
+        # the point marks the rate in the series' colour, so a 0% rate (no bar) still shows whose interval it is
+        ax.errorbar(
+            rates, ys, xerr=[lo, hi], fmt="o", color=color, mec="black", ecolor="black", elinewidth=0.8, capsize=2
+        )
     ax.set_yticks(range(len(tasks)), [_short(t) for t in tasks])
     ax.invert_yaxis()
-    ax.set_xlim(0, 100)
+    ax.set_xlim(-2, 102)
     ax.set_xlabel("success rate (%), bars: 95% Wilson interval")
     ax.legend(title=series_key, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
@@ -84,7 +93,7 @@ def length_figure(runs: list[RunData]) -> Figure:
     for run in runs:
         for task in sorted({e["task"] for e in run.episodes}):
             lengths = [int(e["length"]) for e in run.episodes if e["task"] == task]
-            groups.append((f"{_short(task)} · {run.model} ({run.identity.name})", lengths))
+            groups.append((f"{_short(task)} · {_run_label(run)}", lengths))
     fig, ax = plt.subplots(figsize=(7.0, max(2.0, 0.3 * len(groups) + 1.0)), layout="constrained")
     if groups:
         ax.boxplot([g[1] for g in groups], orientation="horizontal", tick_labels=[g[0] for g in groups])
@@ -110,7 +119,7 @@ def read_latencies(run: RunData) -> np.ndarray:
 def latency_figure(runs: list[RunData]) -> Figure:
     """Histogram of per-call policy latency (ms, log scale) for each run directory."""
     fig, ax = plt.subplots(figsize=(7.0, 3.0), layout="constrained")
-    data = [(f"{r.model} ({r.identity.name})", read_latencies(r) * 1000) for r in runs]
+    data = [(_run_label(r), read_latencies(r) * 1000) for r in runs]
     data = [(name, v[v > 0]) for name, v in data if v.size]
     if data:
         lo = min(float(v.min()) for _, v in data)

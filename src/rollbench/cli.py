@@ -102,6 +102,12 @@ def eval_cmd(
     fast_render: Annotated[
         bool, typer.Option("--fast-render/--no-fast-render", help="Reflections and shadows off (LIBERO; recorded).")
     ] = False,
+    host_label: Annotated[
+        str | None, typer.Option(help="Host segment of the run's identity host/robot/name (default: machine name).")
+    ] = None,
+    robot: Annotated[
+        str | None, typer.Option(help="Robot segment of the run's identity (default: the env family's embodiment).")
+    ] = None,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
@@ -168,7 +174,9 @@ def eval_cmd(
             retry_errors=retry_errors,
         )
         with display:
-            result = evaluate(spec, out=out_dir, execution=execution, progress=display.update)
+            result = evaluate(
+                spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
+            )
     except KeyboardInterrupt:
         where = display.run_dir if display.run_dir else out_dir
         console.print(
@@ -297,6 +305,13 @@ def mcp_cmd(
 
 app.command("serve-policy")(serve_policy)
 register_runs(app)
+
+from rollbench import cli_dashboard  # noqa: E402  (registers on the shared app)
+
+cli_dashboard.register(app)
+from rollbench import cli_analysis  # noqa: E402  (summarize, compare, report)
+
+cli_analysis.register(app)
 
 
 def main() -> None:

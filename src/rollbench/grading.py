@@ -12,7 +12,7 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
 * with the spec's ``success_hold`` K > 1, success needs K consecutive true rows (``rollout.held_success``, the
   same function the episode loop uses);
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
-  with the 95% Wilson score interval (Wilson 1927; z = 1.959964).
+  with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.analysis.stats.wilson_interval`).
 
 Errors are counted per fault (``errors_by_fault``: ``policy``, ``environment``, ``infrastructure``, from the
 ``rollbench/error_fault`` column; ``unclassified`` for runs recorded before it existed), per task and overall.
@@ -24,12 +24,12 @@ the fault of every error.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from rollbench.analysis.stats import Z95, wilson_interval
 from rollbench.grading_files import (
     link_violations,
     missing_episode_columns,
@@ -41,18 +41,7 @@ from rollbench.grading_files import (
 from rollbench.rollout import held_success
 from rollbench.types import FAULTS, ConfigError
 
-Z95 = 1.959963984540054
-
-
-def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """95% Wilson score interval for a binomial proportion; ``(0.0, 1.0)`` when n == 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+__all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.analysis
 
 
 def _sql_glob(path: Path) -> str:
@@ -265,6 +254,9 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 "trial": m["rollbench/trial"],
                 "seed": m["rollbench/seed"],
                 "initial_state": m["rollbench/initial_state"],
+                "instruction": m.get("rollbench/instruction"),
+                # an instruction variant the run declared (episode row column, else the plan), None when canonical
+                "variant": m.get("rollbench/variant", plan_ep.get("variant")),
                 "success": success,
                 "success_at_reset": bool(m["rollbench/success_at_reset"]),
                 "length": length,

@@ -279,6 +279,7 @@ def build_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, np.ndarray]:
 
 class LiberoFamily(TableFamily):
     name = "libero"
+    robot = "panda"
     description = "LIBERO suites (spatial, object, goal, 10, 90; LIBERO-PRO *_lan) by the openpi reference protocol"
 
     def missing(self) -> str | None:

@@ -1,0 +1,223 @@
+"""``rollbench compare``: compare runs (policies) on paired episodes.
+
+Two runs are *paired* when they ran the same episodes: the same tasks, and per task the same (seed, initial state)
+set, horizon (``max_steps``) and success rule. rollbench plans episode k of a task with seed ``seed + k`` and initial
+state k, so two runs of the same ``--env --episodes --seed --max-steps`` are paired by construction. Episode i of A is
+paired with the episode of B with the same (task, seed, initial state). Errored episodes count as failures (as in
+:mod:`rollbench.grading`).
+
+Per task and pooled over tasks: both success rates, the difference ``rate(B) - rate(A)`` with a paired bootstrap 95%
+percentile interval (pooled: resampled within each task), and the exact McNemar test on the discordant pairs
+(:mod:`rollbench.analysis.stats`); per-task p-values are Holm-corrected across the tasks of the pair. With more than
+two runs every pair is compared, the pooled p-values are Holm-corrected across the pairs, and the runs are ranked by
+pooled success rate. ``paired=False`` (``--unpaired``) uses Fisher's exact test and an unpaired bootstrap instead, and
+the document says so (``"statistics": "unpaired"``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from rollbench.analysis.sources import RunData
+from rollbench.analysis.stats import (
+    bootstrap_difference,
+    fisher_exact_test,
+    holm,
+    mcnemar_exact,
+    wilson_interval,
+)
+from rollbench.types import ConfigError
+
+EpisodeKey = tuple[Any, Any]  # (seed, initial_state) within a task
+
+
+def _compact(values: list[Any]) -> str:
+    """[0, 1, 2, 3, 7] -> '0-3, 7' (None shown as 'none'); at most 8 parts."""
+    ints = sorted(v for v in values if isinstance(v, int))
+    parts: list[str] = []
+    i = 0
+    while i < len(ints):
+        j = i
+        while j + 1 < len(ints) and ints[j + 1] == ints[j] + 1:
+            j += 1
+        parts.append(str(ints[i]) if i == j else f"{ints[i]}-{ints[j]}")
+        i = j + 1
+    if any(v is None for v in values):
+        parts.append("none")
+    return ", ".join(parts[:8]) + (" ..." if len(parts) > 8 else "")
+
+
+def _by_task(run: RunData) -> dict[str, dict[EpisodeKey, dict[str, Any]]]:
+    out: dict[str, dict[EpisodeKey, dict[str, Any]]] = {}
+    for ep in run.episodes:
+        key = (ep["seed"], ep["initial_state"])
+        task = out.setdefault(ep["task"], {})
+        if key in task:
+            raise ConfigError(
+                f"run {run.source} has two episodes of task {ep['task']} with seed {key[0]} and initial state "
+                f"{key[1]} (episodes {task[key]['episode_index']} and {ep['episode_index']}); pairing needs one"
+            )
+        task[key] = ep
+    return out
+
+
+def pairing_problem(a: RunData, b: RunData) -> str | None:
+    """Why runs ``a`` and ``b`` are not paired, naming the field (tasks, seeds, initial states, horizon, success
+    rule), or None when they are."""
+    ta, tb = _by_task(a), _by_task(b)
+    if set(ta) != set(tb):
+        return (
+            f"tasks differ ({a.key}: {', '.join(sorted(ta))}; {b.key}: {', '.join(sorted(tb))})"
+            if len(ta) + len(tb) < 12
+            else f"tasks differ (only in {a.key}: {sorted(set(ta) - set(tb))}; only in {b.key}: {sorted(set(tb) - set(ta))})"
+        )
+    for task in sorted(ta):
+        sa, sb = Counter(k[0] for k in ta[task]), Counter(k[0] for k in tb[task])
+        if sa != sb:
+            return f"seeds differ (task {task}: {a.key} has {_compact(list(sa))}, {b.key} has {_compact(list(sb))})"
+        if set(ta[task]) != set(tb[task]):
+            ia = [k[1] for k in sorted(ta[task], key=str)]
+            ib = [k[1] for k in sorted(tb[task], key=str)]
+            return f"initial states differ (task {task}: {a.key} has {_compact(ia)}, {b.key} has {_compact(ib)})"
+    for task in sorted(ta):
+        for field, label in (("max_steps", "horizon"), ("success_rule", "success rule")):
+            va, vb = a.task_settings(task).get(field), b.task_settings(task).get(field)
+            if va != vb:
+                return f"{label} differs (task {task}: {a.key} has {va}, {b.key} has {vb})"
+    return None
+
+
+def _rate(s: int, n: int) -> dict[str, Any]:
+    lo, hi = wilson_interval(s, n)
+    return {"successes": s, "episodes": n, "success_rate": s / n if n else None, "ci95_low": lo, "ci95_high": hi}
+
+
+def _paired_block(xa: np.ndarray, xb: np.ndarray, strata: list[str] | None, seed: int, n_resamples: int) -> dict:
+    boot = bootstrap_difference(xa, xb, strata=strata, seed=seed, n_resamples=n_resamples)
+    mc = mcnemar_exact(xa, xb)
+    return {
+        "a": _rate(int(xa.sum()), xa.size),
+        "b": _rate(int(xb.sum()), xb.size),
+        "pairs": int(xa.size),
+        "difference": boot.difference,
+        "diff_ci95_low": boot.low,
+        "diff_ci95_high": boot.high,
+        "a_only": mc.a_only,
+        "b_only": mc.b_only,
+        "p_value": mc.p_value,
+        "test": "exact McNemar (two-sided)",
+    }
+
+
+def _unpaired_block(
+    xa: np.ndarray, xb: np.ndarray, sa: list[str] | None, sb: list[str] | None, seed: int, n_resamples: int
+) -> dict:
+    boot = bootstrap_difference(xa, xb, paired=False, strata=sa, strata_b=sb, seed=seed, n_resamples=n_resamples)
+    fi = fisher_exact_test(int(xa.sum()), xa.size, int(xb.sum()), xb.size)
+    return {
+        "a": _rate(int(xa.sum()), xa.size),
+        "b": _rate(int(xb.sum()), xb.size),
+        "pairs": None,
+        "difference": boot.difference,
+        "diff_ci95_low": boot.low,
+        "diff_ci95_high": boot.high,
+        "p_value": fi.p_value,
+        "test": "Fisher exact (two-sided), unpaired",
+    }
+
+
+def compare_pair(a: RunData, b: RunData, *, paired: bool = True, seed: int = 0, n_resamples: int = 10_000) -> dict:
+    """Compare run ``b`` with run ``a`` (differences are B minus A); see the module docstring.
+
+    Returns ``{"a", "b", "model_a", "model_b", "statistics", "tasks": [per task], "pooled", "tasks_not_compared"}``;
+    each block has both rates with Wilson intervals, ``difference`` with ``diff_ci95_low/high``, ``p_value`` (and
+    per task ``p_holm``). Raises ConfigError when ``paired`` and the runs are not paired (naming the field).
+    """
+    if paired:
+        problem = pairing_problem(a, b)
+        if problem:
+            raise ConfigError(
+                f"runs {a.source} and {b.source} are not paired: {problem}; pass --unpaired for unpaired statistics"
+            )
+    ta, tb = _by_task(a), _by_task(b)
+    common = sorted(set(ta) & set(tb))
+    rows, all_a, all_b, strata_a, strata_b = [], [], [], [], []
+    for task in common:
+        if paired:
+            keys = sorted(ta[task], key=str)
+            xa = np.array([int(ta[task][k]["success"]) for k in keys], dtype=np.int8)
+            xb = np.array([int(tb[task][k]["success"]) for k in keys], dtype=np.int8)
+            block = _paired_block(xa, xb, None, seed, n_resamples)
+        else:
+            xa = np.array([int(e["success"]) for e in ta[task].values()], dtype=np.int8)
+            xb = np.array([int(e["success"]) for e in tb[task].values()], dtype=np.int8)
+            block = _unpaired_block(xa, xb, None, None, seed, n_resamples)
+        rows.append({"task": task, **block})
+        all_a.append(xa)
+        all_b.append(xb)
+        strata_a += [task] * xa.size
+        strata_b += [task] * xb.size
+    for row, p in zip(rows, holm([r["p_value"] for r in rows]), strict=True):
+        row["p_holm"] = p
+    xa_all = np.concatenate(all_a) if all_a else np.zeros(0, dtype=np.int8)
+    xb_all = np.concatenate(all_b) if all_b else np.zeros(0, dtype=np.int8)
+    pooled = (
+        _paired_block(xa_all, xb_all, strata_a, seed, n_resamples)
+        if paired
+        else _unpaired_block(xa_all, xb_all, strata_a, strata_b, seed, n_resamples)
+    )
+    return {
+        "a": a.key,
+        "b": b.key,
+        "model_a": a.model,
+        "model_b": b.model,
+        "statistics": "paired" if paired else "unpaired",
+        "tasks": rows,
+        "pooled": pooled,
+        "tasks_not_compared": sorted(set(ta) ^ set(tb)),
+    }
+
+
+def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_resamples: int = 10_000) -> dict:
+    """Compare every pair of ``runs`` (2 or more) and rank them by pooled success rate.
+
+    Returns ``{"statistics", "bootstrap": {seed, n_resamples, confidence}, "runs", "comparisons", "ranking"}``;
+    with more than two runs each comparison's pooled block also has ``p_holm_pairs`` (Holm across pairs).
+    Raises ConfigError for fewer than two runs or, when ``paired``, any pair that is not paired (checked for all
+    pairs before anything is computed).
+    """
+    if len(runs) < 2:
+        raise ConfigError(f"compare needs at least two runs, got {len(runs)}")
+    if paired:
+        for a, b in itertools.combinations(runs, 2):
+            problem = pairing_problem(a, b)
+            if problem:
+                raise ConfigError(
+                    f"runs {a.source} and {b.source} are not paired: {problem}; pass --unpaired for unpaired statistics"
+                )
+    comparisons = [
+        compare_pair(a, b, paired=paired, seed=seed, n_resamples=n_resamples)
+        for a, b in itertools.combinations(runs, 2)
+    ]
+    if len(comparisons) > 1:
+        for c, p in zip(comparisons, holm([c["pooled"]["p_value"] for c in comparisons]), strict=True):
+            c["pooled"]["p_holm_pairs"] = p
+    totals = []
+    for r in runs:
+        s = sum(1 for e in r.episodes if e["success"])
+        totals.append({"run": r.key, "model": r.model, **_rate(s, len(r.episodes))})
+    ranking = sorted(totals, key=lambda t: -(t["success_rate"] or 0.0))
+    for i, t in enumerate(ranking):  # equal rates share a rank (1, 2, 2, 4)
+        same = i and ranking[i - 1]["success_rate"] == t["success_rate"]
+        t["rank"] = ranking[i - 1]["rank"] if same else i + 1
+    return {
+        "statistics": "paired" if paired else "unpaired",
+        "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
+        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy} for r in runs],
+        "comparisons": comparisons,
+        "ranking": ranking,
+    }

@@ -1,0 +1,150 @@
+"""Figures of analysed runs (matplotlib, Agg backend: no display needed). Each function takes the documents of
+:mod:`rollbench.analysis.summarize` / :mod:`rollbench.analysis.compare` (or :class:`~rollbench.analysis.sources.RunData`)
+and returns a :class:`matplotlib.figure.Figure`; :func:`to_png` and :func:`to_svg` serialise one. The HTML report and
+the dashboard's run page use the same functions.
+
+Every plotted number is one of the documents' numbers: success rates with their 95% Wilson intervals, differences
+with their paired bootstrap 95% intervals, episode lengths (steps) from grade, and per-call policy latency (ms) as
+recorded in the run's ``policy.latency_s`` column (NaN rows, steps served from a queued action chunk, are not calls).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: files only, never a window
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from rollbench.analysis.sources import RunData
+
+plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "none"})
+
+
+def _short(task: str) -> str:
+    return task.split("/", 1)[-1]
+
+
+def _run_label(run: RunData) -> str:
+    """The model, with the run's name when it says more than the model."""
+    return run.model if run.identity.name == run.model else f"{run.model} ({run.identity.name})"
+
+
+def success_rate_figure(summary: dict[str, Any], series_key: str = "model") -> Figure:
+    """Success rate per task (rows) for each ``series_key`` value (bars), with 95% Wilson interval whiskers."""
+    cells = summary["cells"]
+    tasks = sorted({c["task"] for c in cells})
+    series = sorted({str(c.get(series_key)) for c in cells})
+    height = max(2.0, 0.35 * len(tasks) * max(1, len(series)) + 1.0)
+    fig, ax = plt.subplots(figsize=(7.0, height), layout="constrained")
+    bar = 0.8 / max(1, len(series))
+    for j, name in enumerate(series):
+        ys, rates, lo, hi = [], [], [], []
+        for i, task in enumerate(tasks):
+            c = next((c for c in cells if c["task"] == task and str(c.get(series_key)) == name), None)
+            if c is None or c["success_rate"] is None:
+                continue
+            ys.append(i + (j - (len(series) - 1) / 2) * bar)
+            rates.append(100 * c["success_rate"])
+            lo.append(100 * (c["success_rate"] - c["ci95_low"]))
+            hi.append(100 * (c["ci95_high"] - c["success_rate"]))
+        color = f"C{j % 10}"
+        ax.barh(ys, rates, height=bar * 0.9, color=color, label=name)
+        # the point marks the rate in the series' colour, so a 0% rate (no bar) still shows whose interval it is
+        ax.errorbar(
+            rates, ys, xerr=[lo, hi], fmt="o", color=color, mec="black", ecolor="black", elinewidth=0.8, capsize=2
+        )
+    ax.set_yticks(range(len(tasks)), [_short(t) for t in tasks])
+    ax.invert_yaxis()
+    ax.set_xlim(-2, 102)
+    ax.set_xlabel("success rate (%), bars: 95% Wilson interval")
+    ax.legend(title=series_key, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return fig
+
+
+def difference_figure(comparison: dict[str, Any]) -> Figure:
+    """One pair's ``rate(B) - rate(A)`` per task and pooled (points) with paired bootstrap 95% intervals."""
+    rows = [*comparison["tasks"], {"task": "pooled", **comparison["pooled"]}]
+    fig, ax = plt.subplots(figsize=(7.0, max(2.0, 0.35 * len(rows) + 1.2)), layout="constrained")
+    for i, r in enumerate(rows):
+        if r["difference"] is None:
+            continue
+        d, lo, hi = (100 * r[k] for k in ("difference", "diff_ci95_low", "diff_ci95_high"))
+        color = "black" if r["task"] == "pooled" else "tab:blue"
+        ax.errorbar([d], [i], xerr=[[d - lo], [hi - d]], fmt="o", color=color, capsize=3)
+    ax.axvline(0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_yticks(range(len(rows)), [_short(r["task"]) for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(-105, 105)
+    kind = "paired" if comparison["statistics"] == "paired" else "unpaired"
+    ax.set_xlabel(f"{comparison['model_b']} minus {comparison['model_a']} (percentage points), {kind} bootstrap 95% CI")
+    return fig
+
+
+def length_figure(runs: list[RunData]) -> Figure:
+    """Episode length (steps) distribution per task and run (box plots; errored episodes included)."""
+    groups: list[tuple[str, list[int]]] = []
+    for run in runs:
+        for task in sorted({e["task"] for e in run.episodes}):
+            lengths = [int(e["length"]) for e in run.episodes if e["task"] == task]
+            groups.append((f"{_short(task)} · {_run_label(run)}", lengths))
+    fig, ax = plt.subplots(figsize=(7.0, max(2.0, 0.3 * len(groups) + 1.0)), layout="constrained")
+    if groups:
+        ax.boxplot([g[1] for g in groups], orientation="horizontal", tick_labels=[g[0] for g in groups])
+        ax.invert_yaxis()
+    ax.set_xlabel("episode length (steps)")
+    return fig
+
+
+def read_latencies(run: RunData) -> np.ndarray:
+    """Per-call policy latency (seconds, float64) recorded in a run directory's step files; empty for exports."""
+    import pyarrow.parquet as pq
+
+    if run.run_dir is None:
+        return np.zeros(0)
+    parts = [
+        pq.read_table(f, columns=["policy.latency_s"]).column(0).to_numpy(zero_copy_only=False)
+        for f in sorted(Path(run.run_dir).glob("data/chunk-*/file-*.parquet"))
+    ]
+    values = np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+    return values[~np.isnan(values)]
+
+
+def latency_figure(runs: list[RunData]) -> Figure:
+    """Histogram of per-call policy latency (ms, log scale) for each run directory."""
+    fig, ax = plt.subplots(figsize=(7.0, 3.0), layout="constrained")
+    data = [(_run_label(r), read_latencies(r) * 1000) for r in runs]
+    data = [(name, v[v > 0]) for name, v in data if v.size]
+    if data:
+        lo = min(float(v.min()) for _, v in data)
+        hi = max(float(v.max()) for _, v in data)
+        bins = np.geomspace(lo, max(hi, lo * 1.01), 40).tolist()
+        for name, v in data:
+            ax.hist(v, bins=bins, histtype="step", linewidth=1.2, label=f"{name}: p50 {np.median(v):.3g} ms")
+        ax.set_xscale("log")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("policy call latency (ms)")
+    ax.set_ylabel("calls")
+    return fig
+
+
+def to_png(fig: Figure, dpi: int = 110) -> bytes:
+    """The figure as PNG bytes (closes it)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def to_svg(fig: Figure) -> str:
+    """The figure as an SVG document (text; closes it)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,226 @@
+"""``rollbench report``: one self-contained, offline HTML file (figures inlined as base64 PNG, no script, no
+external resource) with the inputs, the task x model summary, success rate per task with interval bars, the
+comparison tables and difference plots, episode length and policy latency distributions, and, when a dashboard URL
+is given, links to every episode's review page and video. ``--plots DIR`` writes the same figures as PNG and SVG.
+
+The comparison covers the run directories among the inputs (exports carry no horizon or success rule, so they are
+summarised but not compared): paired statistics when every pair of runs is paired, otherwise unpaired statistics
+with the reason stated in the report.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rollbench.analysis.sources import Loaded
+from rollbench.analysis.summarize import Labels, summarize_runs
+
+_CSS = """
+body{font-family:Georgia,serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;font-size:.85em;margin:.6em 0}th,td{border:1px solid #ccc;padding:.2em .5em}
+th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
+figure{margin:1em 0}figure img{max-width:100%}figcaption{font-size:.85em;color:#555}
+.note{font-size:.85em;color:#555}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape("—" if value is None else str(value))
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _pts(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.1f}"
+
+
+def _p(x: float | None) -> str:
+    return "—" if x is None else (f"{x:.3g}" if x >= 0.001 else f"{x:.1e}")
+
+
+def _table(head: list[str], rows: list[list[str]], numeric_from: int) -> str:
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f"<td{' class=n' if i >= numeric_from else ''}>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def build_figures(loaded: Loaded, summary: dict[str, Any], comparison: dict[str, Any] | None) -> dict[str, Any]:
+    """Name -> (matplotlib Figure, caption) for the report, in report order."""
+    from rollbench.analysis import figures
+
+    out: dict[str, Any] = {
+        "success_rate": (
+            figures.success_rate_figure(summary),
+            "Success rate per task and model (95% Wilson interval).",
+        ),
+    }
+    for i, c in enumerate((comparison or {}).get("comparisons", []), 1):
+        cap = f"{c['b']} minus {c['a']} per task and pooled ({c['statistics']} bootstrap 95% interval)."
+        out[f"difference_{i}"] = (figures.difference_figure(c), cap)
+    out["episode_length"] = (figures.length_figure(loaded.runs), "Episode length (steps) per task and run.")
+    dirs = [r for r in loaded.runs if r.run_dir is not None]
+    if dirs:
+        out["latency"] = (figures.latency_figure(dirs), "Policy call latency per run (recorded per step).")
+    return out
+
+
+def write_plots(figs: dict[str, Any], plots_dir: Path) -> list[Path]:
+    """Write every figure as ``NAME.png`` and ``NAME.svg`` into ``plots_dir``; return the paths."""
+    import matplotlib.pyplot as plt
+
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, (fig, _) in figs.items():
+        for ext in ("png", "svg"):
+            path = plots_dir / f"{name}.{ext}"
+            fig.savefig(path, format=ext, dpi=150)
+            paths.append(path)
+        plt.close(fig)
+    return paths
+
+
+def _comparison_html(comparison: dict[str, Any]) -> str:
+    parts = []
+    if comparison.get("unpaired_reason"):
+        parts.append(f"<p class=note>Unpaired statistics: {_e(comparison['unpaired_reason'])}</p>")
+    for c in comparison["comparisons"]:
+        paired = c["statistics"] == "paired"
+        head = ["task", "A", "B", "B − A (pts)", "95% CI (bootstrap)"]
+        head += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
+        rows = []
+        for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
+            row = [_e(r["task"]), _pct(r["a"]["success_rate"]), _pct(r["b"]["success_rate"]), _pts(r["difference"])]
+            row.append(f"[{_pts(r['diff_ci95_low'])}, {_pts(r['diff_ci95_high'])}]")
+            row += [_e(r["a_only"]), _e(r["b_only"])] if paired else []
+            row += [_p(r["p_value"]), _p(r.get("p_holm", r.get("p_holm_pairs")))]
+            rows.append(row)
+        title = f"A = {_e(c['a'])} ({_e(c['model_a'])}), B = {_e(c['b'])} ({_e(c['model_b'])})"
+        parts.append(f"<h3>{title}</h3>" + _table(head, rows, 1))
+    if len(comparison["ranking"]) > 2:
+        rows = [
+            [_e(r["rank"]), _e(r["run"]), _e(r["model"]), _pct(r["success_rate"]), _e(r["episodes"])]
+            for r in comparison["ranking"]
+        ]
+        parts.append("<h3>Ranking by pooled success rate</h3>" + _table(["rank", "run", "model", "rate", "n"], rows, 3))
+    return "".join(parts)
+
+
+def _episode_links(loaded: Loaded, url: str) -> str:
+    base = html.escape(url.rstrip("/"), quote=True)
+    parts = []
+    for run in loaded.runs:
+        cams = []
+        info = (Path(run.run_dir) / "meta" / "info.json") if run.run_dir else None
+        if info is not None and info.exists():
+            import json
+
+            feats = json.loads(info.read_text()).get("features", {})
+            cams = [k.removeprefix("observation.images.") for k, v in feats.items() if v.get("dtype") == "video"]
+        rows = []
+        for ep in run.episodes:
+            key = html.escape(run.identity.episode_key(ep["episode_index"]), quote=True)
+            links = f'<a href="{base}/episode/{key}">review</a>'
+            links += "".join(f' <a href="{base}/media/{key}/{html.escape(c, quote=True)}">{_e(c)}</a>' for c in cams)
+            ok = "success" if ep["success"] else ep.get("termination_reason")
+            rows.append([_e(ep["episode_index"]), _e(ep["task"]), _e(ep["seed"]), _e(ok), links])
+        parts.append(
+            f"<details><summary>{_e(run.key)} ({len(rows)} episodes)</summary>"
+            + _table(["episode", "task", "seed", "outcome", "links"], rows, 99)
+            + "</details>"
+        )
+    return "".join(parts)
+
+
+def render_report(
+    loaded: Loaded,
+    *,
+    labels: Labels | None = None,
+    comparison: dict[str, Any] | None = None,
+    dashboard_url: str | None = None,
+    plots_dir: Path | None = None,
+) -> str:
+    """The report as one HTML document (str). Figures are PNG data URIs; ``plots_dir`` also gets PNG + SVG files."""
+    from rollbench import __version__
+    from rollbench.analysis.figures import to_png
+
+    summary = summarize_runs(loaded, labels=labels)
+    figs = build_figures(loaded, summary, comparison)
+    if plots_dir is not None:
+        write_plots(build_figures(loaded, summary, comparison), plots_dir)
+    img = {
+        name: f'<figure><img alt="{_e(cap)}" src="data:image/png;base64,{base64.b64encode(to_png(fig)).decode()}">'
+        f"<figcaption>{_e(cap)}</figcaption></figure>"
+        for name, (fig, cap) in figs.items()
+    }
+    runs_rows = [
+        [_e(r["run"]), _e(r["model"]), _e(r["policy"]), _e(r["status"]), _e(r["episodes"]), _e(r["path"])]
+        for r in summary["runs"]
+    ]
+    cell_rows = [
+        [
+            *(_e(c.get(k)) for k in ("task", "model", "variant", "episodes", "errored", "successes")),
+            _pct(c["success_rate"]),
+            f"{_pct(c['ci95_low'])} – {_pct(c['ci95_high'])}",
+        ]
+        for c in summary["cells"]
+    ]
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    sections = [
+        f"<h1>rollbench report</h1><p class=note>Generated {now} by rollbench {_e(__version__)} from the recorded "
+        "run files; every number is recomputed from disk (<code>rollbench grade</code>, <code>rollbench "
+        "summarize</code>, <code>rollbench compare</code>).</p>",
+        "<h2>Runs</h2>" + _table(["run", "model", "policy", "status", "episodes", "source"], runs_rows, 4),
+    ]
+    if loaded.in_progress:
+        left = ", ".join(f"{p['run']} ({p['why']})" for p in loaded.in_progress)
+        sections.append(f"<p class=note>Left out, still being recorded: {_e(left)}</p>")
+    sections.append(
+        "<h2>Success rate per task</h2>"
+        + _table(["task", "model", "variant", "n", "errored", "successes", "rate", "95% CI (Wilson)"], cell_rows, 3)
+        + img["success_rate"]
+    )
+    if comparison:
+        diffs = "".join(v for k, v in img.items() if k.startswith("difference_"))
+        b = comparison["bootstrap"]
+        method = (
+            "<p class=note>Episodes are paired by (task, seed, initial state); the difference is B minus A with a "
+            f"paired bootstrap 95% percentile interval ({b['n_resamples']} resamples, seed {b['seed']}; pooled: "
+            "resampled within each task); p is the exact McNemar test on the discordant pairs, Holm-corrected across "
+            "tasks (pooled, with more than two runs: across pairs). Errored episodes count as failures.</p>"
+            if comparison["statistics"] == "paired"
+            else "<p class=note>Unpaired: Fisher's exact test and an unpaired bootstrap 95% percentile interval "
+            f"({b['n_resamples']} resamples, seed {b['seed']}), Holm-corrected across tasks.</p>"
+        )
+        sections.append("<h2>Comparison</h2>" + method + _comparison_html(comparison) + diffs)
+    sections.append("<h2>Episode lengths and policy latency</h2>" + img["episode_length"] + img.get("latency", ""))
+    if dashboard_url:
+        sections.append("<h2>Episodes</h2>" + _episode_links(loaded, dashboard_url))
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>rollbench report</title>'
+        f"<style>{_CSS}</style></head><body>{''.join(sections)}</body></html>"
+    )
+
+
+def report_comparison(loaded: Loaded, seed: int = 0, n_resamples: int = 10_000) -> dict[str, Any] | None:
+    """The comparison a report shows: paired over the run directories when all pairs are paired, else unpaired
+    with ``unpaired_reason``; None with fewer than two run directories."""
+    from rollbench.analysis.compare import compare_runs, pairing_problem
+
+    dirs = [r for r in loaded.runs if r.run_dir is not None]
+    if len(dirs) < 2:
+        return None
+    problems = [p for i, a in enumerate(dirs) for b in dirs[i + 1 :] if (p := pairing_problem(a, b))]
+    doc = compare_runs(dirs, paired=not problems, seed=seed, n_resamples=n_resamples)
+    if problems:
+        doc["unpaired_reason"] = f"the runs are not paired ({problems[0]})"
+    return doc

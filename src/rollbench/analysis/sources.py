@@ -1,0 +1,218 @@
+"""Reading the runs to analyse: run directories, roots containing them, and JSON exports of the dashboard's
+``/api/runs``. Every per-episode fact comes from :func:`rollbench.grading.grade` (for run directories) or from the
+export's episode rows (which the dashboard built from ``grade``); nothing is re-derived here.
+
+A JSON export is read tolerantly: an object with a ``runs`` list (what ``GET /api/runs`` returns) or a bare list of
+runs. Of each run it reads ``host``, ``robot``, ``name`` (the identity), ``policy``, ``model``, ``run_status``
+(``RUNNING`` = in progress; ``live`` present and not stale also counts as in progress) and ``episodes[]`` with
+``episode_index``, ``task``, ``seed``, ``initial_state``, ``instruction``, ``variant`` (optional), ``success``,
+``length``, ``termination_reason`` and, when the export was joined with labels, ``label``. Unknown fields are
+ignored; a run without an identity or episodes is an error naming the file.
+
+Errors: :class:`rollbench.types.ConfigError` with one line naming the offending paths.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rollbench.identity import RunIdentity
+from rollbench.types import ConfigError, RollbenchError
+
+MAX_DEPTH = 4  # run directories are found at most this many levels below a root
+
+
+@dataclass
+class RunData:
+    """One run to analyse. ``episodes`` are grade's episode rows (``episode_index``, ``task``, ``seed``,
+    ``initial_state``, ``instruction``, ``variant``, ``success``, ``length``, ``termination_reason``, ...);
+    ``result`` is the whole grade document for run directories (None for exports); ``log`` is run.json (empty for
+    exports); ``embedded_labels`` maps episode_index to the label an export carried."""
+
+    identity: RunIdentity
+    source: str
+    policy: str
+    model: str
+    status: str
+    episodes: list[dict[str, Any]]
+    run_dir: Path | None = None
+    result: dict[str, Any] | None = None
+    log: dict[str, Any] = field(default_factory=dict)
+    embedded_labels: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.identity.key
+
+    def task_settings(self, task: str) -> dict[str, Any]:
+        """The recorded plan entry of ``task`` (``max_steps``, ``success_rule``, ``instruction``), or {}."""
+        for t in (self.log.get("plan") or {}).get("tasks", []):
+            if t.get("name") == task:
+                return dict(t)
+        return {}
+
+
+@dataclass
+class Loaded:
+    """What :func:`load_runs` found: the runs, and the runs left out because they are still being recorded."""
+
+    runs: list[RunData]
+    in_progress: list[dict[str, str]]
+
+
+def strip_provider(model: str) -> str:
+    """``openai/gpt-x`` -> ``gpt-x``: the model name without any ``provider/`` prefix (the last path segment)."""
+    return model.rsplit("/", 1)[-1]
+
+
+def model_of(log: dict[str, Any]) -> str:
+    """The model a run's policy recorded (without provider prefix), else the policy's name."""
+    from rollbench.review.summary import policy_model
+
+    policy = (log.get("plan") or {}).get("policy") or {}
+    model = policy_model(log) or (policy.get("model") if isinstance(policy.get("model"), str) else None)
+    if model:
+        return strip_provider(model)
+    return str(policy.get("name") or (log.get("spec") or {}).get("policy") or "unknown")
+
+
+def _run_dirs(path: Path) -> list[Path]:
+    if (path / "run.json").is_file():
+        return [path]
+    found: list[Path] = []
+    frontier = [path]
+    for _ in range(MAX_DEPTH):
+        nxt: list[Path] = []
+        for d in frontier:
+            for child in sorted(d.iterdir()):
+                if not child.is_dir() or child.name.startswith("."):
+                    continue
+                (found if (child / "run.json").is_file() else nxt).append(child)
+        frontier = nxt
+    return found
+
+
+def _locked(run_dir: Path) -> bool:
+    from rollbench.record.runlog import RunLock
+
+    try:
+        with RunLock(run_dir):
+            return False
+    except ConfigError:
+        return True
+
+
+def _from_run_dir(run_dir: Path, loaded: Loaded) -> None:
+    from rollbench.grading import grade, load_run_log
+
+    log = load_run_log(run_dir)
+    identity = RunIdentity.from_run_log(log, run_dir)
+    if log.get("status") == "RUNNING":
+        why = (
+            "being recorded" if _locked(run_dir) else "not finished (its writer stopped; resume it with eval --resume)"
+        )
+        loaded.in_progress.append({"run": identity.key, "path": str(run_dir), "why": why})
+        return
+    result = grade(run_dir, check_videos=False)  # rollbench grade checks videos; no per-episode fact depends on them
+    loaded.runs.append(
+        RunData(
+            identity=identity,
+            source=str(run_dir),
+            policy=str(((log.get("plan") or {}).get("policy") or {}).get("name") or log["spec"].get("policy")),
+            model=model_of(log),
+            status=result["status"],
+            episodes=result["episodes"],
+            run_dir=run_dir,
+            result=result,
+            log=log,
+        )
+    )
+
+
+def _from_export(path: Path, loaded: Loaded) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path} is not a readable JSON export of /api/runs: {exc}") from None
+    runs = data.get("runs") if isinstance(data, dict) else data
+    if not isinstance(runs, list):
+        raise ConfigError(f"{path} is not a JSON export of /api/runs (expected an object with a 'runs' list)")
+    for i, run in enumerate(runs):
+        where = f"{path} (runs[{i}])"
+        if not isinstance(run, dict) or not isinstance(run.get("episodes"), list):
+            raise ConfigError(f"{where} has no episodes list")
+        try:
+            identity = RunIdentity(str(run.get("host")), str(run.get("robot")), str(run.get("name")))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        live = run.get("live") if isinstance(run.get("live"), dict) else None
+        if run.get("run_status") == "RUNNING" or (live and not live.get("stale")):
+            loaded.in_progress.append({"run": identity.key, "path": where, "why": "being recorded"})
+            continue
+        episodes, labels = [], {}
+        for ep in run["episodes"]:
+            if not isinstance(ep, dict) or not isinstance(ep.get("episode_index"), int) or "task" not in ep:
+                raise ConfigError(f"{where}: an episode lacks episode_index or task")
+            episodes.append({**ep, "variant": ep.get("variant"), "success": bool(ep.get("success"))})
+            if isinstance(ep.get("label"), str):
+                labels[ep["episode_index"]] = ep["label"]
+        model = run.get("model")
+        loaded.runs.append(
+            RunData(
+                identity=identity,
+                source=where,
+                policy=str(run.get("policy") or "unknown"),
+                model=strip_provider(model)
+                if isinstance(model, str) and model
+                else str(run.get("policy") or "unknown"),
+                status=str(run.get("status") or "unknown"),
+                episodes=episodes,
+                embedded_labels=labels,
+            )
+        )
+
+
+def load_runs(paths: list[str | Path], *, allow_exports: bool = True) -> Loaded:
+    """Read every run under ``paths`` (run directories, roots searched up to 4 levels deep, JSON exports).
+
+    Runs still being recorded (``run.json`` status ``RUNNING``) are left out and listed in ``in_progress``. The same
+    directory reached twice (a root and a run inside it) is read once.
+
+    Raises:
+        ConfigError: a path that does not exist, holds no run, or is a malformed export; two runs with the same
+            identity ``host/robot/name`` (naming both paths: a copy of a run would count its episodes twice).
+    """
+    loaded = Loaded([], [])
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise ConfigError(f"{path} does not exist")
+        if path.is_file():
+            if not allow_exports:
+                raise ConfigError(f"{path} is a file; give run directories (or roots containing them)")
+            _from_export(path, loaded)
+            continue
+        dirs = _run_dirs(path)
+        if not dirs:
+            raise ConfigError(f"{path} holds no rollbench run (no run.json up to {MAX_DEPTH} levels down)")
+        for d in dirs:
+            real = d.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            try:
+                _from_run_dir(d, loaded)
+            except RollbenchError as exc:
+                raise ConfigError(str(exc)) from None
+    by_key: dict[str, list[str]] = {}
+    for r in loaded.runs:
+        by_key.setdefault(r.key, []).append(r.source)
+    dupes = {k: v for k, v in by_key.items() if len(v) > 1}
+    if dupes:
+        shown = "; ".join(f"{k} at {' and '.join(v)}" for k, v in sorted(dupes.items()))
+        raise ConfigError(f"duplicate run identities (their episodes would be counted twice): {shown}")
+    return loaded

@@ -1,0 +1,368 @@
+"""The runs a dashboard serves from its ``--root`` directories: discovery, graded summaries (cached), artifacts.
+
+Every number comes from :func:`rollbench.grading.grade` over the run directory (``check_videos=False``: decoding
+every video of a thousand runs per listing would be too slow; ``rollbench grade`` checks frame counts). A summary is
+cached under the run's *signature*, the (mtime_ns, size) of ``run.json`` and ``meta/info.json``: the writer rewrites
+``info.json`` after every committed episode and ``run.json`` when a run starts or ends, so a changed run is re-graded
+and an unchanged one costs two ``stat`` calls.
+
+Artifact paths are read from what the run recorded, never guessed: a video is ``info.json``'s ``video_path``
+template filled with the episode row's ``videos/KEY/chunk_index`` and ``file_index`` (the clip is the episode row's
+``from_timestamp``..``to_timestamp`` of that file); a transcript is the episode row's optional
+``rollbench/transcript`` column, a path relative to the run directory. A path that resolves (symlinks included)
+outside the run directory is refused. Nothing here writes inside a run directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from rollbench.grading import grade, load_run_log
+from rollbench.identity import RunIdentity
+from rollbench.record.files import atomic_write_json
+from rollbench.types import RollbenchError
+
+MAX_DEPTH = 3  # run directories are found at most this many levels below a root
+TRANSCRIPT_COLUMN = "rollbench/transcript"
+CACHE_VERSION = 1  # of the on-disk cache of graded records (bump when RunRecord changes)
+
+
+def inside(path: Path, base: Path) -> Path | None:
+    """``path`` resolved (symlinks followed) if it stays within ``base`` (resolved), else None."""
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    base_real = base.resolve()
+    return real if real == base_real or base_real in real.parents else None
+
+
+def _stat_sig(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (0, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
+def run_signature(run_dir: Path) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(mtime_ns, size) of ``run.json`` and ``meta/info.json`` (``(0, -1)`` for a missing file)."""
+    d = os.fspath(run_dir)
+    return _stat_sig(os.path.join(d, "run.json")), _stat_sig(os.path.join(d, "meta", "info.json"))
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class RunRecord:
+    """One local run: identity, directory, and what was graded and read from its files (cached)."""
+
+    identity: RunIdentity
+    run_dir: Path
+    signature: tuple[tuple[int, int], tuple[int, int]]
+    log: dict[str, Any]
+    result: dict[str, Any]
+    episodes: list[dict[str, Any]]  # grade's episode rows + instruction + artifacts, by position
+    cameras: list[str]
+    fps: float | None
+    error: str | None = None
+    by_index: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def _artifacts(run_dir: Path, info: dict[str, Any], row: dict[str, Any], cameras: list[str]) -> dict[str, Any]:
+    videos: dict[str, Any] = {}
+    template = info.get("video_path")
+    for cam in cameras:
+        key = f"observation.images.{cam}"
+        chunk, file = row.get(f"videos/{key}/chunk_index"), row.get(f"videos/{key}/file_index")
+        if not template or chunk is None or file is None:
+            continue
+        rel = template.format(video_key=key, chunk_index=chunk, file_index=file)
+        videos[cam] = {
+            "path": rel,
+            "ready": inside(run_dir / rel, run_dir) is not None,
+            "from_s": row.get(f"videos/{key}/from_timestamp"),
+            "to_s": row.get(f"videos/{key}/to_timestamp"),
+        }
+    transcript = row.get(TRANSCRIPT_COLUMN)
+    data_rel = None
+    if info.get("data_path") and row.get("data/chunk_index") is not None and row.get("length"):
+        data_rel = info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
+    return {"videos": videos, "transcript": transcript if isinstance(transcript, str) else None, "data": data_rel}
+
+
+def read_run(run_dir: Path) -> RunRecord:
+    """Grade ``run_dir`` and read its episode rows' artifact paths. Raises RollbenchError if it is not a run."""
+    signature = run_signature(run_dir)
+    log = load_run_log(run_dir)
+    identity = RunIdentity.from_run_log(log, run_dir)
+    result = grade(run_dir, check_videos=False)
+    info_path = run_dir / "meta" / "info.json"
+    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    cameras = [
+        k.removeprefix("observation.images.")
+        for k, v in info.get("features", {}).items()
+        if v.get("dtype") == "video" and k.startswith("observation.images.")
+    ]
+    rows: dict[int, dict[str, Any]] = {}
+    for f in sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet")):
+        try:
+            for r in pq.ParquetFile(f).read().to_pylist():
+                rows[int(r["episode_index"])] = r
+        except Exception:  # grade reported the unreadable file as a violation
+            continue
+    episodes = []
+    for e in result["episodes"]:
+        row = rows.get(e["episode_index"], {})
+        ep = dict(e)
+        ep["instruction"] = row.get("rollbench/instruction")
+        ep["artifacts"] = _artifacts(run_dir, info, row, cameras)
+        episodes.append(ep)
+    rec = RunRecord(identity, run_dir, signature, log, result, episodes, cameras, info.get("fps"))
+    rec.by_index = {ep["episode_index"]: ep for ep in episodes}
+    return rec
+
+
+def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None) -> dict[str, Any] | None:
+    """``run.live.json`` (progress of a running run) with ``stale``: not rewritten for ``stale_after_s`` seconds."""
+    path = os.path.join(os.fspath(run_dir), "run.live.json")
+    try:
+        mtime = os.stat(path).st_mtime
+        with open(path, encoding="utf-8") as fh:
+            live = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(live, dict):
+        return None
+    age = (now or time.time()) - mtime
+    return {
+        "episodes_done": live.get("episodes_done"),
+        "episodes_total": live.get("episodes_total"),
+        "eta_s": live.get("eta_s"),
+        "updated": _iso(mtime),
+        "age_s": round(age, 1),
+        "stale": age > stale_after_s,
+    }
+
+
+class Catalog:
+    """The runs below ``roots``; thread-safe; re-grades a run only when its signature changes.
+
+    A listing grades stale or new runs itself for up to ``sync_budget_s`` seconds, then hands the rest to one
+    background thread and reports them as *pending* (so a first listing of a thousand runs answers at once and fills
+    in as they are graded). With ``cache_dir``, graded records are also kept on disk (``cache_dir/graded/``, keyed
+    by run directory, checked against the signature), so a restarted dashboard does not re-grade unchanged runs.
+    """
+
+    def __init__(
+        self,
+        roots: list[Path],
+        stale_after_s: float = 120.0,
+        cache_dir: Path | None = None,
+        sync_budget_s: float = 2.0,
+    ) -> None:
+        self.roots = [r.resolve() for r in roots]
+        self.stale_after_s = stale_after_s
+        self.cache_dir = cache_dir / "graded" if cache_dir else None
+        self.sync_budget_s = sync_budget_s
+        self._cache: dict[Path, RunRecord] = {}
+        self._index: dict[str, Path] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[Path] = queue.Queue()
+        self._queued: set[Path] = set()
+        self._worker: threading.Thread | None = None
+        self.errors: list[str] = []
+        self._version = importlib.metadata.version("rollbench")  # graded records of another version are not reused
+
+    def _find(self) -> list[Path]:
+        found: list[Path] = []
+
+        def walk(d: str, depth: int) -> None:
+            if os.path.isfile(os.path.join(d, "run.json")):
+                found.append(Path(d))
+                return
+            if depth >= MAX_DEPTH:
+                return
+            try:
+                entries = sorted(os.scandir(d), key=lambda x: x.name)
+            except OSError:
+                return
+            for x in entries:
+                if not x.name.startswith(".") and x.is_dir(follow_symlinks=False):
+                    walk(x.path, depth + 1)
+
+        for root in self.roots:
+            walk(os.fspath(root), 0)
+        return found
+
+    def records(self) -> tuple[list[RunRecord], list[RunIdentity]]:
+        """Every graded run below the roots, and the identities of runs still being graded (pending).
+
+        Duplicated identities: the first root wins; the others are reported in ``errors``."""
+        out: dict[str, RunRecord] = {}
+        pending: list[RunIdentity] = []
+        errors: list[str] = []
+        deadline = time.monotonic() + self.sync_budget_s
+        for run_dir in self._find():
+            with self._lock:
+                queued = run_dir in self._queued
+            rec = self._record(run_dir, errors, grade_now=not queued and time.monotonic() < deadline)
+            if rec is None:
+                with self._lock:
+                    waiting = run_dir in self._queued
+                if waiting:
+                    with contextlib.suppress(RollbenchError, OSError, ValueError):
+                        pending.append(RunIdentity.from_run_log(load_run_log(run_dir), run_dir))
+                continue
+            if rec.identity.key in out:
+                errors.append(
+                    f"{run_dir}: identity {rec.identity.key} is already served from {out[rec.identity.key].run_dir}"
+                )
+                continue
+            out[rec.identity.key] = rec
+        with self._lock:
+            self.errors = errors
+            self._index = {k: r.run_dir for k, r in out.items()}
+        return list(out.values()), pending
+
+    def _cache_file(self, run_dir: Path) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        digest = hashlib.sha256(f"{CACHE_VERSION}:{self._version}:{run_dir}".encode()).hexdigest()[:40]
+        return self.cache_dir / f"{digest}.json"
+
+    def _record(self, run_dir: Path, errors: list[str], grade_now: bool = True) -> RunRecord | None:
+        sig = run_signature(run_dir)
+        with self._lock:
+            cached = self._cache.get(run_dir)
+        if cached is not None and cached.signature == sig:
+            return cached
+        stored = self._load_stored(run_dir, sig)
+        if stored is not None:
+            with self._lock:
+                self._cache[run_dir] = stored
+            return stored
+        if not grade_now:
+            self._enqueue(run_dir)
+            return None
+        try:
+            rec = read_run(run_dir)
+        except (RollbenchError, OSError, ValueError, KeyError, TypeError) as exc:
+            errors.append(f"{run_dir}: cannot read the run ({type(exc).__name__}: {exc})")
+            return None
+        with self._lock:
+            self._cache[run_dir] = rec
+        self._store(rec)
+        return rec
+
+    def _load_stored(self, run_dir: Path, sig: Any) -> RunRecord | None:
+        path = self._cache_file(run_dir)
+        if path is None or not path.is_file():
+            return None
+        try:
+            doc = json.loads(path.read_text())
+            if doc["run_dir"] != str(run_dir) or tuple(map(tuple, doc["signature"])) != sig:
+                return None
+            rec = RunRecord(
+                RunIdentity(**doc["identity"]),
+                run_dir,
+                sig,
+                doc["log"],
+                doc["result"],
+                doc["episodes"],
+                doc["cameras"],
+                doc["fps"],
+            )
+        except (OSError, ValueError, KeyError, TypeError, RollbenchError):
+            return None
+        rec.by_index = {ep["episode_index"]: ep for ep in rec.episodes}
+        return rec
+
+    def _store(self, rec: RunRecord) -> None:
+        path = self._cache_file(rec.run_dir)
+        if path is None:
+            return
+        log = rec.log
+        doc = {
+            "run_dir": str(rec.run_dir),
+            "signature": rec.signature,
+            "identity": rec.identity.to_dict(),
+            "log": {
+                "spec": log.get("spec"),
+                "status": log.get("status"),
+                "warnings": log.get("warnings", []),
+                "provenance": {"created": (log.get("provenance") or {}).get("created")},
+                "plan": {"policy": (log.get("plan") or {}).get("policy")},
+            },
+            "result": rec.result,
+            "episodes": rec.episodes,
+            "cameras": rec.cameras,
+            "fps": rec.fps,
+        }
+        with contextlib.suppress(OSError, TypeError, ValueError):
+            atomic_write_json(path, doc, durable=False)
+
+    def _enqueue(self, run_dir: Path) -> None:
+        with self._lock:
+            if run_dir in self._queued:
+                return
+            self._queued.add(run_dir)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._grade_queued, name="rollbench-grader", daemon=True)
+                self._worker.start()
+        self._queue.put(run_dir)
+
+    def _grade_queued(self) -> None:
+        while True:
+            try:
+                run_dir = self._queue.get(timeout=5)
+            except queue.Empty:
+                return
+            errors: list[str] = []
+            try:
+                self._record(run_dir, errors)
+            finally:
+                with self._lock:
+                    self._queued.discard(run_dir)
+
+    def get(self, identity: RunIdentity) -> RunRecord | None:
+        with self._lock:
+            run_dir = self._index.get(identity.key)
+        if run_dir is not None:
+            rec = self._record(run_dir, [])
+            if rec is not None and rec.identity == identity:
+                return rec
+        records, _ = self.records()
+        return next((r for r in records if r.identity == identity), None)
+
+    def steps(self, rec: RunRecord, episode_index: int) -> dict[str, list[Any]]:
+        """The episode's per-step ``timestamp``, ``next.reward``, ``next.success`` and ``action`` (lists; action rows
+        are lists of floats), read from the data file the episode row names; empty lists when it has no steps."""
+        ep = rec.by_index.get(episode_index)
+        rel = ep["artifacts"]["data"] if ep else None
+        path = inside(rec.run_dir / rel, rec.run_dir) if rel else None
+        if path is None:
+            return {"timestamp": [], "reward": [], "success": [], "action": []}
+        table = pq.read_table(path, columns=["episode_index", "timestamp", "next.reward", "next.success", "action"])
+        rows = [r for r in table.to_pylist() if r["episode_index"] == episode_index]
+        return {
+            "timestamp": [r["timestamp"] for r in rows],
+            "reward": [r["next.reward"] for r in rows],
+            "success": [bool(r["next.success"]) for r in rows],
+            "action": [list(r["action"]) for r in rows],
+        }

@@ -1,0 +1,47 @@
+"""The dashboard's run catalog: runs over the grading budget are listed as pending and graded in the background;
+graded records are kept on disk outside the run directory and reused until the run changes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from dashboard_support import record_run
+from rollbench.grading import grade
+from rollbench.review.catalog import Catalog
+
+
+def _wait_graded(catalog: Catalog, timeout: float = 120) -> list:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records, pending = catalog.records()
+        if records and not pending:
+            return records
+        time.sleep(0.2)
+    raise AssertionError("the background grader did not grade the run")
+
+
+def test_runs_over_the_budget_are_pending_then_graded_in_the_background(tmp_path: Path):
+    run = record_run(tmp_path / "runs" / "r", "hostA", policy="zero", episodes=2)
+    catalog = Catalog([tmp_path / "runs"], sync_budget_s=0)
+    records, pending = catalog.records()
+    assert records == [] and [p.key for p in pending] == ["hostA/point/r"]
+    (rec,) = _wait_graded(catalog)
+    assert rec.result == grade(run, check_videos=False)
+
+
+def test_graded_records_are_reused_after_a_restart_until_the_run_changes(tmp_path: Path):
+    run = record_run(tmp_path / "runs" / "r", "hostA", policy="zero", episodes=2)
+    before = sorted(p.name for p in run.rglob("*"))
+    Catalog([tmp_path / "runs"], cache_dir=tmp_path / "cache").records()
+    assert len(list((tmp_path / "cache" / "graded").glob("*.json"))) == 1
+    restarted = Catalog([tmp_path / "runs"], cache_dir=tmp_path / "cache", sync_budget_s=0)
+    records, pending = restarted.records()
+    assert [r.identity.key for r in records] == ["hostA/point/r"] and pending == []
+    info = run / "meta" / "info.json"
+    info.write_text(info.read_text())  # the writer rewrites info.json after every committed episode
+    changed = Catalog([tmp_path / "runs"], cache_dir=tmp_path / "cache", sync_budget_s=0)
+    records, pending = changed.records()
+    assert records == [] and [p.key for p in pending] == ["hostA/point/r"]
+    _wait_graded(changed)
+    assert sorted(p.name for p in run.rglob("*")) == before  # nothing written inside the run directory

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from rollbench.cli_optimize import register as _register_optimize
 from rollbench.serve import serve_policy
 from rollbench.types import ConfigError, RollbenchError
 
@@ -80,9 +81,18 @@ def eval_cmd(
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
+    instructions: Annotated[
+        Path | None,
+        typer.Option(help="Instruction sweep: a file, one instruction per line or JSON with names; paired per task."),
+    ] = None,
+    instruction_perturb: Annotated[
+        str | None,
+        typer.Option(help="Robustness sweep: comma-separated paraphrase, synonym, drop-object, distractor."),
+    ] = None,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
+    from rollbench.optimize.variants import read_variants
     from rollbench.policies.obs_map import load_policy_options
     from rollbench.report import ProgressDisplay
     from rollbench.spec import build_spec
@@ -101,6 +111,8 @@ def eval_cmd(
         "success_rule": success_rule,
         "instruction": instruction,
         "policy_options": policy_options,
+        "instructions": instructions,
+        "instruction_perturb": instruction_perturb,
     }
     # flags typed on the command line (typer vendors click, so compare the source by name)
     display = ProgressDisplay(console, enabled=not as_json)
@@ -127,6 +139,10 @@ def eval_cmd(
                     value = _image_size(image_size)
                 elif k == "policy_options":
                     value = load_policy_options(policy_options)
+                elif k == "instructions":
+                    value = read_variants(instructions) if instructions else None
+                elif k == "instruction_perturb":
+                    value = tuple(p.strip() for p in instruction_perturb.split(",")) if instruction_perturb else None
                 fields[k] = value
             if not fields.get("env") or not fields.get("policy"):
                 raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
@@ -250,6 +266,7 @@ def mcp_cmd(
 
 
 app.command("serve-policy")(serve_policy)
+_register_optimize(app)
 
 
 def main() -> None:

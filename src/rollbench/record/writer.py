@@ -227,7 +227,7 @@ class DatasetWriter:
             meta[f"videos/{key}/to_timestamp"] = n / self.fps if has else None
         meta["meta/episodes/chunk_index"] = c
         meta["meta/episodes/file_index"] = f
-        meta.update({k: row[k] for k in EPISODE_FIELDS})
+        meta.update({k: row.get(k) for k in EPISODE_FIELDS})  # .get: a row staged by an older version
         atomic_write_parquet(self._path(EPISODES_PATH, e), pa.Table.from_pylist([meta], schema=self._meta_schema()))
         # ---- commit point passed ----
         self.lengths.append(n)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install rollbench into ./.venv on a fresh Debian machine with Python 3.11. Safe to run again.
 #   bash scripts/install.sh         everything the README's main job needs: rollbench[all]
-#   bash scripts/install.sh --dev   the same plus the test and lint tools: rollbench[dev]
+#   bash scripts/install.sh --dev   the same plus the test and lint tools: rollbench[dev], and apt's chromium
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +19,10 @@ for p in libegl1 libgl1-mesa-dri libosmesa6; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 python3.11 -c "import ensurepip" 2>/dev/null || missing+=(python3.11 python3.11-venv)
+# --dev: Debian's Chromium for the Playwright browser tests (never `playwright install`, which downloads a browser)
+if [ "$extras" = dev ] && [ ! -x /usr/bin/chromium ]; then
+  missing+=(chromium)
+fi
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing ${missing[*]}"

@@ -38,8 +38,14 @@ def optimize_cmd(out: Path, policy: str, *flags: str) -> list[str]:
     return [ROLLBENCH, "optimize-instruction", "--env", REACH, "--policy", policy, "--out", str(out), *FAST, *flags]
 
 
+def run_dirs(out: Path) -> list[Path]:
+    """Every run of a search, from its optimize.json: the rounds, then the held-out run."""
+    state = json.loads((out / "optimize.json").read_text())
+    return [out / r["run_dir"] for r in state["rounds"]] + [out / state["holdout"]["run_dir"]]
+
+
 def recorded_instructions(out: Path) -> set[str]:
-    runs = [*sorted((out / "rounds").iterdir()), out / "holdout"]
+    runs = run_dirs(out)
     return {e["instruction"] for r in runs for e in grade(r, check_videos=False)["episodes"]}
 
 
@@ -161,6 +167,11 @@ def test_the_search_climbs_from_a_vague_instruction_to_a_precise_one_over_served
     assert state["stop_reason"] == "perfect score"
     # what the server received is exactly what every recorded run says it was told
     assert received == recorded_instructions(out)
+    # every run of the search is an ordinary run directory the review dashboard's catalog lists
+    from rollbench.review.catalog import Catalog
+
+    listed = {rec.run_dir for rec in Catalog([tmp_path]).records() if rec.error is None}
+    assert {d.resolve() for d in run_dirs(out)} <= listed
     held = set(range(0, 6))
     for r in state["rounds"]:
         seeds = {e["seed"] for e in grade(out / r["run_dir"], check_videos=False)["episodes"]}
@@ -211,7 +222,7 @@ def test_a_search_killed_mid_round_resumes_to_the_uninterrupted_result(tmp_path:
     proc = subprocess.Popen(
         optimize_cmd(killed, "metaworld-lang-expert", *flags), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    committed = killed / "rounds" / "r000" / "meta" / "episodes" / "chunk-000"
+    committed = killed / "rounds" / "killed-r000" / "meta" / "episodes" / "chunk-000"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and len(list(committed.glob("file-*.parquet"))) < 2:
         time.sleep(0.05)
@@ -234,11 +245,15 @@ def test_a_search_killed_mid_round_resumes_to_the_uninterrupted_result(tmp_path:
         == 0
     )
     resumed, reference = (json.loads((d / "optimize.json").read_text()) for d in (killed, whole))
+    for doc in (resumed, reference):  # the run directories are named after the search directory
+        for part in (*doc["rounds"], doc["holdout"]):
+            part["run_dir"] = part["run_dir"].replace("killed-", "").replace("whole-", "")
+        doc["runs_prefix"] = None
     assert resumed["rounds"] == reference["rounds"]
     assert resumed["holdout"] == reference["holdout"]
-    r0 = grade(killed / "rounds" / "r000", check_videos=False)
+    r0 = grade(killed / "rounds" / "killed-r000", check_videos=False)
     assert (r0["status"], r0["episodes_recorded"], r0["episodes_requested"]) == ("OK", 9, 9)
-    run_log = json.loads((killed / "rounds" / "r000" / "run.json").read_text())
+    run_log = json.loads((killed / "rounds" / "killed-r000" / "run.json").read_text())
     assert len(run_log["executions"]) == 2  # killed, then resumed
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from rollbench.execute import WorkerSetup
 from rollbench.grading import grade as grade_run_dir
+from rollbench.identity import run_identity
 from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan, task_variants
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.runlog import (
@@ -113,9 +114,15 @@ def _probe_policy(spec: EvalSpec) -> PolicyInfo:
         policy.close()
 
 
-def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
-    """Validate everything that can be validated before motion; return the plan and the run log to write."""
+def prepare_run(
+    spec: EvalSpec, run_dir: Path, host_label: str | None = None, robot: str | None = None
+) -> tuple[Plan, dict[str, Any]]:
+    """Validate everything that can be validated before motion; return the plan and the run log to write.
+
+    ``host_label`` and ``robot`` set the run's identity (defaults: see :func:`rollbench.identity.run_identity`); a
+    resumed run keeps the identity it recorded, and asking for another one is a ConfigError."""
     plan = make_plan(spec)
+    identity = run_identity(run_dir, [t.family for t in plan.tasks], host_label, robot).to_dict()
     for t in plan.tasks:
         why = family_of(t.name).missing()
         if why:
@@ -139,9 +146,23 @@ def prepare_run(spec: EvalSpec, run_dir: Path) -> tuple[Plan, dict[str, Any]]:
                 warnings.append(
                     f"success rule of {t.name} overridden: declared {t.success_rule}, graded with {spec.success_rule}"
                 )
+    if existing is not None and isinstance(existing.get("identity"), dict):
+        asked = {"host": host_label, "robot": robot}
+        clash = [
+            f"{k} {existing['identity'].get(k)!r} there, {v!r} asked"
+            for k, v in asked.items()
+            if v and v != existing["identity"].get(k)
+        ]
+        if clash:
+            raise ConfigError(
+                f"{run_dir} was recorded with identity {existing['identity']} ({'; '.join(clash)}); drop --host-label/--robot to resume it"
+            )
+    elif existing is not None:
+        existing["identity"] = identity
     log = existing or {
         "rollbench_run_log": 1,
         "run_id": run_dir.name,
+        "identity": identity,
         "spec": spec.model_dump(mode="json"),
         "spec_identity": spec.identity(),
         "plan": _plan_log(spec, plan, info, replan_every),
@@ -159,6 +180,8 @@ def evaluate(
     execution: Execution | None = None,
     progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
+    host_label: str | None = None,
+    robot: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see grade.grade).
@@ -166,12 +189,13 @@ def evaluate(
     Re-running into an existing run directory of the same spec resumes it: only missing episodes run.
     ``should_stop`` is polled between episodes; when it returns True no new episode starts, the episodes already
     finished are committed, and the (resumable) run is graded as it stands.
+    ``host_label``/``robot`` set the run's identity ``host/robot/name`` recorded in run.json (see prepare_run).
     Raises ConfigError (before anything is written) on bad input; episode failures end up in the result.
     """
     spec = spec or build_spec(**fields)
     execution = execution or Execution()
     run_dir = Path(out) if out is not None else default_run_dir(spec)
-    plan, log = prepare_run(spec, run_dir)
+    plan, log = prepare_run(spec, run_dir, host_label, robot)
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     try:

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from rollbench.cli_optimize import register as _register_optimize
 from rollbench.serve import serve_policy
 from rollbench.types import ConfigError, RollbenchError
 
@@ -81,6 +80,12 @@ def eval_cmd(
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
+    host_label: Annotated[
+        str | None, typer.Option(help="Host segment of the run's identity host/robot/name (default: machine name).")
+    ] = None,
+    robot: Annotated[
+        str | None, typer.Option(help="Robot segment of the run's identity (default: the env family's embodiment).")
+    ] = None,
     instructions: Annotated[
         Path | None,
         typer.Option(help="Instruction sweep: a file, one instruction per line or JSON with names; paired per task."),
@@ -151,7 +156,9 @@ def eval_cmd(
             raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
         execution = Execution(workers=workers, executor=executor, ray_address=ray_address)
         with display:
-            result = evaluate(spec, out=out_dir, execution=execution, progress=display.update)
+            result = evaluate(
+                spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
+            )
     except KeyboardInterrupt:
         where = display.run_dir if display.run_dir else out_dir
         console.print(
@@ -266,7 +273,11 @@ def mcp_cmd(
 
 
 app.command("serve-policy")(serve_policy)
-_register_optimize(app)
+
+from rollbench import cli_dashboard, cli_optimize  # noqa: E402  (register on the shared app)
+
+cli_dashboard.register(app)
+cli_optimize.register(app)
 
 
 def main() -> None:

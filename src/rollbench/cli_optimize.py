@@ -68,7 +68,7 @@ def print_search(out: Console, state: dict[str, Any], out_dir: Path) -> None:
         highlight=False,
     )
     out.print(f"  verdict: {h['verdict']}", highlight=False, soft_wrap=True)
-    out.print(f"search directory: {out_dir} (optimize.json, rounds/rNNN, holdout)", highlight=False, soft_wrap=True)
+    out.print(f"search directory: {out_dir} (optimize.json, rounds/*-rNNN, *-holdout)", highlight=False, soft_wrap=True)
 
 
 def optimize_instruction(

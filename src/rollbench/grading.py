@@ -7,7 +7,7 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
 * success = ``bool_or(next.success)`` for the ``any_step`` rule, the last row's ``next.success`` for ``final_step``,
   and never for an episode that errored or was already successful at reset;
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
-  with the 95% Wilson score interval (Wilson 1927; z = 1.959964).
+  with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.analysis.stats.wilson_interval`).
 
 Status: ``OK`` only when every requested episode is recorded, none errored and no invariant is violated;
 ``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words.
@@ -16,27 +16,16 @@ Status: ``OK`` only when every requested episode is recorded, none errored and n
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow.parquet as pq
 
+from rollbench.analysis.stats import Z95, wilson_interval
 from rollbench.types import RollbenchError
 
-Z95 = 1.959963984540054
-
-
-def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """95% Wilson score interval for a binomial proportion; ``(0.0, 1.0)`` when n == 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+__all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.analysis
 
 
 def _sql_glob(path: Path) -> str:

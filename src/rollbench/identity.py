@@ -74,3 +74,39 @@ class RunIdentity:
         )
         robot = recorded.get("robot") or "unknown"
         return cls(host=str(host), robot=str(robot), name=sanitize_segment(run_dir.name, "run"))
+
+
+def default_host() -> str:
+    """This machine's name as an identity segment (``socket.gethostname()``, invalid characters replaced)."""
+    import socket
+
+    return sanitize_segment(socket.gethostname(), "localhost")
+
+
+def family_robot(family_name: str) -> str:
+    """The embodiment an env family declares (its ``robot`` attribute; ``unknown`` when it declares none)."""
+    from rollbench.registry import env_families
+
+    robot = getattr(env_families().get(family_name), "robot", None)
+    return sanitize_segment(str(robot), "unknown") if robot else "unknown"
+
+
+def run_identity(
+    run_dir: Path, families: list[str], host_label: str | None = None, robot: str | None = None
+) -> RunIdentity:
+    """The identity of a new run in ``run_dir``: ``host_label`` or this machine's name; ``robot`` or the robot the
+    tasks' families declare (``mixed`` when they declare different ones); the directory's name.
+
+    Raises:
+        ConfigError: ``host_label`` or ``robot`` is not a valid segment.
+    """
+    if host_label is not None:
+        check_segment(host_label, "--host-label")
+    if robot is not None:
+        check_segment(robot, "--robot")
+    robots = sorted({family_robot(f) for f in families}) or ["unknown"]
+    return RunIdentity(
+        host=host_label or default_host(),
+        robot=robot or (robots[0] if len(robots) == 1 else "mixed"),
+        name=sanitize_segment(run_dir.name, "run"),
+    )

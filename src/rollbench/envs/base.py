@@ -23,6 +23,7 @@ class TableFamily:
     description: ClassVar[str]
     requires: ClassVar[tuple[str, ...]] = ()
     install_hint: ClassVar[str] = ""
+    robot: ClassVar[str] = "unknown"  # the embodiment every task of the family uses (run identity's default robot)
 
     def __init__(self, tasks: Mapping[str, TaskInfo], suites: Mapping[str, Sequence[str]]) -> None:
         self._tasks = dict(tasks)

@@ -89,6 +89,7 @@ class FetchEnv(GymnasiumEnv):
 
 class FetchFamily(TableFamily):
     name = "fetch"
+    robot = "fetch"
     description = "gymnasium-robotics Fetch arm: Reach, Push, PickAndPlace, Slide (MuJoCo)"
     requires = ("gymnasium_robotics", "mujoco")
     install_hint = "pip install 'rollbench[fetch]'"

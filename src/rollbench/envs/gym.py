@@ -253,6 +253,7 @@ def _probe(env_id: str) -> TaskInfo:
 
 class GymFamily:
     name = "gym"
+    robot = "unknown"  # any gymnasium env: no one embodiment
     description = "any registered gymnasium env whose step info reports is_success or success (gym:<id>)"
 
     def __init__(self) -> None:

@@ -479,6 +479,7 @@ def _build_libero_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, Sequenc
 
 class LiberoFamily(TableFamily):
     name = "libero"
+    robot = "panda"
     description = "LIBERO suites (spatial, object, goal, 10, 90) with stored initial states; optional, needs assets"
 
     def missing(self) -> str | None:

@@ -339,6 +339,7 @@ class MetaWorldEnv:
 
 class MetaWorldFamily(TableFamily):
     name = "metaworld"
+    robot = "sawyer"
     description = "MetaWorld v3: 50 Sawyer manipulation tasks (MuJoCo), suites MT10/MT25/MT50, ML10/ML45 splits"
     requires = ("metaworld", "mujoco")
     install_hint = "pip install 'rollbench[metaworld]'"

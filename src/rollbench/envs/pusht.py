@@ -72,6 +72,7 @@ class PushTEnv(GymnasiumEnv):
 
 class PushTFamily(TableFamily):
     name = "pusht"
+    robot = "pusht"
     description = "gym-pusht: push a T-shaped block onto a target (2-D, pymunk)"
     requires = ("gym_pusht",)
     install_hint = "pip install 'rollbench[pusht]'"

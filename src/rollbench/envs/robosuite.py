@@ -207,6 +207,7 @@ class RobosuiteEnv:
 
 class RobosuiteFamily(TableFamily):
     name = "robosuite"
+    robot = "panda"
     description = "robosuite 1.5 single-arm manipulation (Panda, OSC_POSE): Lift, Stack, Door, PickPlace*, Nut*"
     requires = ("robosuite", "mujoco")
     install_hint = "pip install 'rollbench[robosuite]'"

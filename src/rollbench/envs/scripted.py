@@ -126,6 +126,7 @@ class ScriptedEnv:
 
 class ScriptedFamily(TableFamily):
     name = "scripted"
+    robot = "point"
     description = (
         "tiny deterministic point-reaching env (no simulator; for tests and pipeline checks);"
         " scripted/faulty fails at reset when seed % 3 == 2 (fault injection, not in scripted/all)"

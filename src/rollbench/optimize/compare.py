@@ -3,8 +3,7 @@
 Two variants of one task are paired by trial: same seed, same initial state. With ``b`` = pairs only the variant
 solved and ``c`` = pairs only the reference solved, the exact McNemar test conditions on the ``b + c`` discordant
 pairs, where ``b ~ Binomial(b + c, 1/2)`` under "no difference" (McNemar 1947; the exact form: binomial test on the
-discordant pairs). The tests themselves come from :mod:`rollbench.analysis.stats` once it exists; until then
-:func:`mcnemar_p` and :func:`paired_interval` are the only statistics here, each a thin call into scipy / numpy.
+discordant pairs). The statistics themselves are :mod:`rollbench.analysis.stats`'s; this module only pairs episodes.
 """
 
 from __future__ import annotations
@@ -12,32 +11,23 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
 
 def mcnemar_p(b: int, c: int, alternative: str = "greater") -> float:
-    """Exact McNemar p-value: ``scipy.stats.binomtest(b, b + c, 0.5, alternative)``; 1.0 with no discordant pair.
+    """Exact McNemar p-value with ``b`` = pairs only the variant solved, ``c`` = only the reference;
+    ``alternative="greater"``: the variant is better (one-sided), ``"two-sided"``: they differ.
+    :func:`rollbench.analysis.stats.mcnemar_from_counts` with the variant as its A."""
+    from rollbench.analysis.stats import mcnemar_from_counts
 
-    ``alternative="greater"``: the variant is better (one-sided); ``"two-sided"``: they differ.
-    """
-    if b + c == 0:
-        return 1.0
-    from scipy.stats import binomtest
-
-    return float(binomtest(b, b + c, 0.5, alternative=alternative).pvalue)
+    return mcnemar_from_counts(b, c, alternative=alternative).p_value  # type: ignore[arg-type]
 
 
-def paired_interval(ref: list[bool], var: list[bool], seed: int = 0, n_boot: int = 10_000) -> tuple[float, float]:
-    """95% paired percentile-bootstrap interval of ``mean(var) - mean(ref)`` (pairs resampled together).
+def paired_interval(ref: list[bool], var: list[bool], seed: int = 0) -> tuple[float, float]:
+    """95% paired bootstrap interval of ``rate(var) - rate(ref)`` (:func:`rollbench.analysis.stats.bootstrap_difference`,
+    10 000 resamples, ``seed``); ``(0.0, 0.0)`` for no pair."""
+    from rollbench.analysis.stats import bootstrap_difference
 
-    ``numpy.random.default_rng(seed)``; ``(0.0, 0.0)`` for no pair. Efron & Tibshirani 1993, ch. 13.
-    """
-    if not ref:
-        return 0.0, 0.0
-    d = np.asarray(var, dtype=float) - np.asarray(ref, dtype=float)
-    idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
-    means = d[idx].mean(axis=1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+    ci = bootstrap_difference(ref, var, paired=True, seed=seed)
+    return (ci.low or 0.0, ci.high or 0.0) if ci.low is not None else (0.0, 0.0)
 
 
 @dataclass(frozen=True)

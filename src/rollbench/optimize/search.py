@@ -4,7 +4,8 @@ Seeds (disjoint by construction, and checked against the recorded episodes at th
 uses seeds ``seed .. seed + H - 1``; round ``r`` uses ``seed + H + r * E .. seed + H + (r + 1) * E - 1``. So no
 search round ever sees a held-out scene, and every round sees fresh scenes.
 
-A round is one ordinary rollbench run (``OUT/rounds/rNNN``, an instruction sweep): variant ``incumbent`` and the
+A round is one ordinary rollbench run (``OUT/rounds/NAME-rNNN``, NAME = OUT's own name, so run identities stay
+distinct across searches kept under one root; an instruction sweep): variant ``incumbent`` and the
 proposed candidates ``c1..cC``, each on the round's E seeds, so every candidate is paired with the incumbent.
 Scores come from :func:`rollbench.grade` of that directory. A candidate is *better* when, on the paired episodes,
 
@@ -17,7 +18,7 @@ regresses on the round it was chosen in. The search stops on a perfect round (th
 incumbent, solved all E), after ``rounds`` rounds, after ``patience`` rounds in a row without a change, when the
 next round would exceed ``budget`` search episodes, or when the proposer has nothing new.
 
-Then ``OUT/holdout`` runs the original and the winner on the H held-out seeds, and that paired comparison (rates
+Then ``OUT/NAME-holdout`` runs the original and the winner on the H held-out seeds, and that paired comparison (rates
 with Wilson intervals, the difference with a paired bootstrap interval, one-sided exact McNemar) is the headline.
 
 State: ``OUT/optimize.json`` is rewritten atomically after every step (round proposed, round decided, stop, held-out
@@ -29,13 +30,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rollbench.grading import wilson_interval
+from rollbench.analysis.stats import wilson_interval
 from rollbench.optimize.compare import Paired, paired, paired_interval, successes_by_trial
 from rollbench.optimize.proposers import PROPOSERS, Context, propose
 from rollbench.record.files import atomic_write_json
@@ -163,7 +165,8 @@ class Search:
             raise ConfigError(f"{self.out} exists and holds no {STATE}; choose another --out")
         start = self.cfg.start if self.cfg.start is not None else task.instruction
         # the policy, the task and the round spec are checked here, before the first write (exit 2, nothing written)
-        prepare_run(self._spec([(INCUMBENT, start)], self.cfg.round_seeds(0)), self.out / "rounds" / "r000")
+        prefix = re.sub(r"[^A-Za-z0-9._-]+", "_", self.out.resolve().name).strip("_.") or "search"
+        prepare_run(self._spec([(INCUMBENT, start)], self.cfg.round_seeds(0)), self.out / "rounds" / f"{prefix}-r000")
         if self.cfg.proposer == "llm":
             from rollbench.optimize.proposers import LLMProposer
 
@@ -175,6 +178,7 @@ class Search:
             "task": task.name,
             "task_instruction": task.instruction,
             "original": start,
+            "runs_prefix": prefix,
             "seeds": {
                 "holdout": list(self.cfg.holdout_seeds()),
                 "rounds": "round r: [seed + H + r*E, seed + H + (r+1)*E)",
@@ -236,7 +240,7 @@ class Search:
         rnd = {
             "round": r,
             "seeds": list(self.cfg.round_seeds(r)),
-            "run_dir": f"rounds/r{r:03d}",
+            "run_dir": f"rounds/{self.state['runs_prefix']}-r{r:03d}",
             "incumbent": inc,
             "candidates": [{"name": f"c{i + 1}", "instruction": t, "proposer": p} for i, (t, p) in enumerate(cands)],
             "status": "proposed",
@@ -357,7 +361,8 @@ class Search:
         seeds = self.cfg.holdout_seeds()
         spec = self._spec([("original", st["original"]), ("winner", st["incumbent"])], seeds)
         self.log(f"held-out: original vs winner on seeds {seeds[0]}..{seeds[1] - 1} (never used in the search)")
-        result = self.evaluate(spec, out=self.out / "holdout")
+        run_dir = f"{st['runs_prefix']}-holdout"
+        result = self.evaluate(spec, out=self.out / run_dir)
         self._check_disjoint(result)
         cmp = paired(result, task, "original", "winner", alternative="greater")
         ref, win = successes_by_trial(result, task, "original"), successes_by_trial(result, task, "winner")
@@ -389,7 +394,7 @@ class Search:
                 f"{self.cfg.alpha}): the improvement seen during the search did not replicate"
             )
         return {
-            "run_dir": "holdout",
+            "run_dir": run_dir,
             "seeds": list(seeds),
             "status": result["status"],
             "original": block("original", cmp.reference_successes),
@@ -397,7 +402,7 @@ class Search:
             "paired": {
                 **cmp.to_dict(),
                 "difference_ci95": [lo, hi],
-                "interval": "paired percentile bootstrap, 10000 resamples",
+                "interval": "paired percentile bootstrap (rollbench.analysis.stats.bootstrap_difference), 10000 resamples",
             },
             "significant": significant,
             "verdict": verdict,

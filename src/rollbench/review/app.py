@@ -1,0 +1,214 @@
+"""The dashboard's FastAPI application: the HTTP API, media, and the server-rendered pages.
+
+API (JSON unless said; identities are ``HOST/ROBOT/NAME``, each segment ``^[A-Za-z0-9][A-Za-z0-9._-]*$``):
+
+* ``GET /api/runs``: ``generated_at``, ``rubric``, ``runs`` (summaries joined with labels, see
+  :mod:`rollbench.review.summary`), ``hosts`` (``host``, ``source``, ``runs``, ``error``, ``stale_since``),
+  ``disagreements``, ``errors`` (run directories that could not be read).
+* ``GET /api/run/HOST/ROBOT/NAME``: one run with its graded ``results`` (tasks, suites, overall, latency, reasons).
+* ``GET /api/episode/HOST/ROBOT/NAME/E``: one episode with its per-step timeline and label entry (with history).
+* ``GET|POST /api/label/HOST/ROBOT/NAME/E``: read, or set with ``{"label": L|null, "note": "..."}`` (400 naming
+  the valid labels for an unknown one; 413 over 64 kB; 404 for an unknown episode).
+* ``GET /api/labels``: totals per label, task and model; ``GET /api/labels.csv``: one row per labelled episode.
+* ``GET /media/HOST/ROBOT/NAME/E/CAMERA`` (video/mp4, HTTP range requests: 206, 416) and
+  ``GET /transcript/HOST/ROBOT/NAME/E``.
+
+Errors are ``{"error": "..."}`` with 400 (bad segment or body), 401/403/413/415/421 (see
+:mod:`rollbench.review.security`), 404 (no such run, episode or file) or 502 (a peer failed).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+
+from rollbench.identity import RunIdentity
+from rollbench.review import pages
+from rollbench.review.security import MAX_BODY_BYTES, make_guard
+from rollbench.review.service import Dashboard
+from rollbench.review.summary import label_totals, labels_csv
+from rollbench.types import ConfigError
+
+STATIC = Path(__file__).with_name("static")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(json.dumps(data, allow_nan=False, default=str), status_code=status, media_type="application/json")
+
+
+def _ident(host: str, robot: str, name: str) -> RunIdentity:
+    try:
+        return RunIdentity(host, robot, name)
+    except ConfigError as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+def _episode(value: str) -> int:
+    if not value.isdigit() or len(value) > 9:
+        raise ApiError(400, f"episode {value!r} is not an episode index (a non-negative integer)")
+    return int(value)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    data = b""
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_BODY_BYTES:
+            raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
+    try:
+        body = json.loads(data or b"{}")
+    except ValueError:
+        raise ApiError(400, "the body is not JSON") from None
+    if not isinstance(body, dict) or set(body) - {"label", "note"}:
+        raise ApiError(400, 'the body is {"label": LABEL or null, "note": TEXT}')
+    if body.get("label") is not None and not isinstance(body["label"], str):
+        raise ApiError(400, "label must be a string or null")
+    if not isinstance(body.get("note", ""), str):
+        raise ApiError(400, "note must be a string")
+    return body
+
+
+def create_app(dash: Dashboard) -> FastAPI:
+    """The ASGI app serving ``dash`` (no OpenAPI/docs pages: they would load assets from a CDN)."""
+    app = FastAPI(title="rollbench dashboard", docs_url=None, redoc_url=None, openapi_url=None)
+    app.middleware("http")(make_guard(dash.cfg.token))
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        return JSONResponse({"error": "bad request"}, status_code=400)
+
+    # ---- API
+    @app.get("/api/runs")
+    def api_runs() -> Response:
+        return _json(dash.runs())
+
+    @app.get("/api/run/{host}/{robot}/{name}")
+    def api_run(host: str, robot: str, name: str) -> Response:
+        detail = dash.run_detail(_ident(host, robot, name))
+        if detail is None:
+            raise ApiError(404, f"no run {host}/{robot}/{name}")
+        return _json(detail)
+
+    @app.get("/api/episode/{host}/{robot}/{name}/{episode}")
+    def api_episode(host: str, robot: str, name: str, episode: str) -> Response:
+        detail = dash.episode_detail(_ident(host, robot, name), _episode(episode))
+        if detail is None:
+            raise ApiError(404, f"no episode {host}/{robot}/{name}/{episode}")
+        return _json(detail)
+
+    @app.get("/api/label/{host}/{robot}/{name}/{episode}")
+    def api_label_get(host: str, robot: str, name: str, episode: str) -> Response:
+        ident, e = _ident(host, robot, name), _episode(episode)
+        if dash.label_context(ident, e) is None:
+            raise ApiError(404, f"no episode {ident.episode_key(e)}")
+        return _json({"key": ident.episode_key(e), "entry": dash.labels().entries.get(ident.episode_key(e))})
+
+    @app.post("/api/label/{host}/{robot}/{name}/{episode}")
+    async def api_label_set(host: str, robot: str, name: str, episode: str, request: Request) -> Response:
+        ident, e = _ident(host, robot, name), _episode(episode)
+        body = await _body(request)
+        try:
+            result = dash.set_label(ident, e, body.get("label"), body.get("note") or "")
+        except ConfigError as exc:
+            raise ApiError(400, str(exc)) from None
+        if result is None:
+            raise ApiError(404, f"no episode {ident.episode_key(e)}")
+        return _json(result)
+
+    @app.get("/api/labels")
+    def api_labels() -> Response:
+        runs = dash.runs()
+        return _json({**label_totals(dash.labels()), "disagreements": runs["disagreements"]})
+
+    @app.get("/api/labels.csv")
+    def api_labels_csv() -> Response:
+        return Response(
+            labels_csv(dash.labels()),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="labels.csv"'},
+        )
+
+    # ---- media
+    @app.get("/media/{host}/{robot}/{name}/{episode}/{camera}")
+    def media(host: str, robot: str, name: str, episode: str, camera: str) -> Response:
+        ident, e = _ident(host, robot, name), _episode(episode)
+        _ident(camera, "x", "x")  # the camera name is a segment too
+        rec, peer, _ = dash.find(ident)
+        path: Path | None = None
+        if rec is not None:
+            path = dash.local_video(rec, e, camera)
+        elif peer is not None:
+            try:
+                path = peer.cached_media(dash.cfg.cache_dir, ident.episode_key(e), camera)
+            except httpx.HTTPStatusError as exc:
+                raise ApiError(404 if exc.response.status_code == 404 else 502, f"peer {peer.url}: {exc}") from None
+            except httpx.HTTPError as exc:
+                raise ApiError(502, f"peer {peer.url} is unreachable: {exc}") from None
+        if path is None:
+            raise ApiError(404, f"no recorded video {camera} for {ident.episode_key(e)}")
+        return FileResponse(path, media_type="video/mp4")
+
+    @app.get("/transcript/{host}/{robot}/{name}/{episode}")
+    def transcript(host: str, robot: str, name: str, episode: str) -> Response:
+        ident, e = _ident(host, robot, name), _episode(episode)
+        rec, peer, _ = dash.find(ident)
+        if rec is not None:
+            path = dash.local_transcript(rec, e)
+            if path is None:
+                raise ApiError(404, f"no recorded transcript for {ident.episode_key(e)}")
+            return FileResponse(path, media_type="text/plain; charset=utf-8")
+        if peer is not None:
+            try:
+                resp = httpx.get(f"{peer.url}/transcript/{ident.episode_key(e)}", headers=peer._headers(), timeout=3)
+            except httpx.HTTPError as exc:
+                raise ApiError(502, f"peer {peer.url} is unreachable: {exc}") from None
+            return Response(resp.content, status_code=resp.status_code, media_type="text/plain; charset=utf-8")
+        raise ApiError(404, f"no run {ident.key}")
+
+    # ---- pages
+    @app.get("/", response_class=HTMLResponse)
+    def index() -> Response:
+        return HTMLResponse(pages.runs_page(dash.runs()))
+
+    @app.get("/disagreements", response_class=HTMLResponse)
+    def disagreements_page() -> Response:
+        return HTMLResponse(pages.disagreements_page(dash.runs()))
+
+    @app.get("/run/{host}/{robot}/{name}", response_class=HTMLResponse)
+    def run_page(host: str, robot: str, name: str) -> Response:
+        detail = dash.run_detail(_ident(host, robot, name))
+        if detail is None:
+            raise ApiError(404, f"no run {host}/{robot}/{name}")
+        return HTMLResponse(pages.run_page(detail))
+
+    @app.get("/episode/{host}/{robot}/{name}/{episode}", response_class=HTMLResponse)
+    def episode_page(host: str, robot: str, name: str, episode: str) -> Response:
+        detail = dash.episode_detail(_ident(host, robot, name), _episode(episode))
+        if detail is None:
+            raise ApiError(404, f"no episode {host}/{robot}/{name}/{episode}")
+        return HTMLResponse(pages.episode_page(detail))
+
+    return app

@@ -1,0 +1,115 @@
+"""Peers of a central dashboard: other ``rollbench dashboard`` servers, each serving its own host's runs.
+
+The central dashboard reads a peer's ``/api/runs`` (with the peer's token as a bearer header), keeps the last good
+answer, and when the peer stops answering reports it in ``hosts[]`` with ``error`` and ``stale_since`` (the time
+of the last good answer, or of the first failure if there never was one) while still listing the runs it last saw,
+marked ``stale``. Episode details and media are fetched from the peer on demand; media files are cached under the
+central dashboard's cache directory (never inside a run directory), so a peer that goes down keeps the videos
+already watched. Labels are never sent to peers: the central dashboard keeps them in its own sidecar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from rollbench.identity import check_segment
+from rollbench.record.runlog import utc_now
+
+TIMEOUT_S = 3.0
+
+
+class Peer:
+    """One peer dashboard: its URL, token and last known runs."""
+
+    def __init__(self, url: str, token: str | None, refresh_s: float = 5.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.refresh_s = refresh_s
+        self.runs: list[dict[str, Any]] = []
+        self.hosts: list[str] = []
+        self.error: str | None = None
+        self.stale_since: str | None = None
+        self.last_ok: str | None = None
+        self._fetched = 0.0
+        self._lock = threading.Lock()
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def get_json(self, path: str) -> Any:
+        resp = httpx.get(self.url + path, headers=self._headers(), timeout=TIMEOUT_S)
+        resp.raise_for_status()
+        return resp.json()
+
+    def refresh(self, force: bool = False) -> None:
+        """Re-read the peer's ``/api/runs`` if the last read is older than ``refresh_s`` (or ``force``)."""
+        with self._lock:
+            if not force and time.monotonic() - self._fetched < self.refresh_s:
+                return
+            self._fetched = time.monotonic()
+            try:
+                doc = self.get_json("/api/runs")
+                runs = [r for r in doc["runs"] if r.get("source") == "local" and _valid_identity(r)]
+            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+                self.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                self.stale_since = self.stale_since or self.last_ok or utc_now()
+                return
+            self.runs = [{**r, "source": self.url, "stale": False} for r in runs]
+            self.hosts = sorted({r["host"] for r in self.runs})
+            self.error, self.stale_since, self.last_ok = None, None, utc_now()
+
+    def visible_runs(self) -> list[dict[str, Any]]:
+        return [{**r, "stale": self.error is not None} for r in self.runs]
+
+    def host_rows(self) -> list[dict[str, Any]]:
+        base = {"source": self.url, "error": self.error, "stale_since": self.stale_since, "last_ok": self.last_ok}
+        if not self.hosts:
+            return [{"host": None, "runs": 0, **base}]
+        return [{"host": h, "runs": sum(1 for r in self.runs if r["host"] == h), **base} for h in self.hosts]
+
+    def episode(self, key_path: str) -> dict[str, Any]:
+        return dict(self.get_json(f"/api/episode/{key_path}"))
+
+    def cached_media(self, cache_dir: Path, key_path: str, camera: str) -> Path:
+        """The peer's video ``/media/KEY/CAMERA`` as a local file under ``cache_dir`` (downloaded once; temp file +
+        rename). Raises httpx.HTTPError when the peer cannot deliver it."""
+        for seg in [*key_path.split("/"), camera]:
+            check_segment(seg, "path segment")
+        dest = cache_dir / "media" / key_path / f"{camera}.mp4"
+        if dest.is_file():
+            return dest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, suffix=".part")
+        try:
+            with (
+                os.fdopen(fd, "wb") as fh,
+                httpx.stream(
+                    "GET", f"{self.url}/media/{key_path}/{quote(camera)}", headers=self._headers(), timeout=TIMEOUT_S
+                ) as resp,
+            ):
+                resp.raise_for_status()
+                for chunk in resp.iter_bytes():
+                    fh.write(chunk)
+            os.replace(tmp, dest)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        return dest
+
+
+def _valid_identity(run: dict[str, Any]) -> bool:
+    try:
+        for k in ("host", "robot", "name"):
+            check_segment(run[k], k)
+    except Exception:
+        return False
+    return True

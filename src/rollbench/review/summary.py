@@ -1,0 +1,192 @@
+"""JSON documents the dashboard serves, built from graded runs and the label sidecar.
+
+A *run summary* (one element of ``/api/runs``'s ``runs``) is built from a :class:`~rollbench.review.catalog.RunRecord`
+by :func:`run_summary` and carries no labels; :func:`join_labels` adds the labels of the sidecar the serving dashboard
+keeps (a central dashboard joins its own sidecar to its peers' summaries). URLs are paths on the serving dashboard:
+``/episode/HOST/ROBOT/NAME/E`` (review page), ``/media/HOST/ROBOT/NAME/E/CAMERA`` (video, range requests),
+``/transcript/HOST/ROBOT/NAME/E`` (when the run recorded one).
+
+An episode's ``status`` is its recorded outcome as graded: ``error`` (termination reason ``error``), ``success``
+or ``failure``. A *disagreement* is a labelled episode whose label implies a success value
+(:meth:`rollbench.review.rubrics.Rubric.implies_success`) different from the graded one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from typing import Any
+
+from rollbench.review.catalog import RunRecord
+from rollbench.review.labels import LabelFile
+from rollbench.review.rubrics import Rubric
+
+CSV_COLUMNS = ("key", "label", "note", "annotator", "labeled_at", "task", "instruction", "policy", "model", "status")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def episode_status(ep: dict[str, Any]) -> str:
+    if ep.get("termination_reason") == "error":
+        return "error"
+    return "success" if ep.get("success") else "failure"
+
+
+def policy_model(log: dict[str, Any]) -> str | None:
+    """The model behind the policy, when the policy (e.g. a policy server's metadata) recorded one."""
+    prov = (log.get("plan") or {}).get("policy", {}).get("provenance") or {}
+    for key in ("model", "model_name", "checkpoint", "model_id"):
+        if isinstance(prov.get(key), str) and prov[key]:
+            return str(prov[key])
+    return None
+
+
+def run_summary(rec: RunRecord) -> dict[str, Any]:
+    """The label-free summary of one local run (see the module docstring)."""
+    ident = rec.identity
+    spec = rec.log.get("spec") or {}
+    overall = rec.result.get("overall") or {}
+    path = ident.key
+    episodes = []
+    for ep in rec.episodes:
+        e = ep["episode_index"]
+        arts = ep["artifacts"]
+        videos = {
+            cam: {"url": f"/media/{path}/{e}/{cam}", "ready": v["ready"], "from_s": v["from_s"], "to_s": v["to_s"]}
+            for cam, v in arts["videos"].items()
+        }
+        episodes.append(
+            {
+                "episode_index": e,
+                "key": ident.episode_key(e),
+                "task": ep["task"],
+                "trial": ep["trial"],
+                "seed": ep["seed"],
+                "initial_state": ep["initial_state"],
+                "instruction": ep["instruction"],
+                "success": ep["success"],
+                "success_at_reset": ep["success_at_reset"],
+                "length": ep["length"],
+                "return": ep["return"],
+                "termination_reason": ep["termination_reason"],
+                "error": ep["error"],
+                "render_fault": ep["render_fault"],
+                "status": episode_status(ep),
+                "video_ready": bool(videos) and all(v["ready"] for v in videos.values()),
+                "videos": videos,
+                "urls": {
+                    "review": f"/episode/{path}/{e}",
+                    "transcript": f"/transcript/{path}/{e}" if arts["transcript"] else None,
+                },
+            }
+        )
+    return {
+        **ident.to_dict(),
+        "key": ident.key,
+        "source": "local",
+        "status": rec.result["status"],
+        "run_status": rec.log.get("status"),
+        "env": spec.get("env"),
+        "policy": spec.get("policy"),
+        "model": policy_model(rec.log),
+        "created": (rec.log.get("provenance") or {}).get("created"),
+        "tasks": list(rec.result.get("tasks", {})),
+        "episodes_requested": rec.result["episodes_requested"],
+        "episodes_recorded": rec.result["episodes_recorded"],
+        "successes": overall.get("successes"),
+        "success_rate": overall.get("pooled_success_rate"),
+        "ci95_low": overall.get("pooled_ci95_low"),
+        "ci95_high": overall.get("pooled_ci95_high"),
+        "cameras": rec.cameras,
+        "fps": rec.fps,
+        "urls": {"page": f"/run/{path}", "api": f"/api/run/{path}"},
+        "episodes": episodes,
+    }
+
+
+def join_labels(summary: dict[str, Any], labels: LabelFile, rubric: Rubric) -> dict[str, Any]:
+    """A copy of ``summary`` whose episodes carry ``label``/``annotator``/``labeled_at``/``disagreement`` from
+    ``labels``, and whose run carries ``labeled``, ``label_counts`` and ``disagreements`` (a count)."""
+    out = dict(summary)
+    eps = []
+    counts: Counter[str] = Counter()
+    disagreements = 0
+    for ep in summary["episodes"]:
+        entry = labels.entries.get(ep["key"]) or {}
+        label = entry.get("label") if isinstance(entry.get("label"), str) else None
+        implied = rubric.implies_success(label) if label else None
+        disagree = implied is not None and implied != bool(ep["success"])
+        eps.append(
+            {
+                **ep,
+                "label": label,
+                "note": entry.get("note") if label else None,
+                "annotator": entry.get("annotator") if label else None,
+                "labeled_at": entry.get("labeled_at") if label else None,
+                "disagreement": disagree,
+            }
+        )
+        if label:
+            counts[label] += 1
+        disagreements += disagree
+    out["episodes"] = eps
+    out["labeled"] = sum(counts.values())
+    out["label_counts"] = dict(sorted(counts.items()))
+    out["disagreements"] = disagreements
+    return out
+
+
+def disagreement_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every episode (of label-joined runs) whose label contradicts its graded success."""
+    return [
+        {
+            "key": ep["key"],
+            "label": ep["label"],
+            "success": ep["success"],
+            "termination_reason": ep["termination_reason"],
+            "task": ep["task"],
+            "policy": run["policy"],
+            "review_url": ep["urls"]["review"],
+        }
+        for run in runs
+        for ep in run["episodes"]
+        if ep.get("disagreement")
+    ]
+
+
+def label_totals(labels: LabelFile) -> dict[str, Any]:
+    """``/api/labels``: totals per label, per task and per model (from the sidecar's copied context)."""
+    per_label: Counter[str] = Counter()
+    per_task: dict[str, Counter[str]] = {}
+    per_model: dict[str, Counter[str]] = {}
+    for entry in labels.labeled().values():
+        lab = entry["label"]
+        per_label[lab] += 1
+        per_task.setdefault(str(entry.get("task")), Counter())[lab] += 1
+        model = entry.get("model") or entry.get("policy")
+        per_model.setdefault(str(model), Counter())[lab] += 1
+    return {
+        "rubric": labels.rubric,
+        "total": sum(per_label.values()),
+        "per_label": dict(sorted(per_label.items())),
+        "per_task": {k: dict(sorted(v.items())) for k, v in sorted(per_task.items())},
+        "per_model": {k: dict(sorted(v.items())) for k, v in sorted(per_model.items())},
+        "unknown_labels": [{"key": u.key, "label": u.label} for u in labels.unknown],
+    }
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell: ``None`` is empty; text starting with ``= + - @`` (or tab/CR) gets a leading ``'`` so a
+    spreadsheet shows it as text instead of evaluating it (OWASP "CSV Injection")."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def labels_csv(labels: LabelFile) -> str:
+    """``/api/labels.csv``: a header then one row per labelled episode (:data:`CSV_COLUMNS`), RFC 4180 quoting."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    for key, entry in labels.labeled().items():
+        writer.writerow([_cell(key)] + [_cell(entry.get(c)) for c in CSV_COLUMNS[1:]])
+    return buf.getvalue()

@@ -123,6 +123,29 @@ def test_variant_files_plain_lines_and_json(tmp_path: Path) -> None:
         build_spec(env=REACH, policy="zero", episodes=1, instruction_perturb=("shout",))
 
 
+def test_a_sweep_resumes_from_its_run_json_and_keeps_an_older_specs_identity(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cmd = [ROLLBENCH, "eval", "--env", "scripted/reach", "--policy", "scripted-expert", "--episodes", "2"]
+    cmd += ["--instructions", str(sweep_file(tmp_path)), "--json", "--out", str(out)]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run(
+        [ROLLBENCH, "eval", "--resume", str(out), "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["variants"] == json.loads(first.stdout)["variants"]
+    run_log = json.loads((out / "run.json").read_text())
+    assert len(run_log["executions"]) == 2 and run_log["results"]["episodes_recorded"] == 8
+    # a spec without a sweep hashes as before the sweep fields existed
+    plain = build_spec(env="scripted/reach", policy="zero", episodes=1)
+    dump = plain.model_dump(mode="json")
+    del dump["instructions"], dump["instruction_perturb"]
+    import hashlib
+
+    blob = json.dumps(dump, sort_keys=True, separators=(",", ":"))
+    assert plain.identity() == hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def test_bad_sweep_flags_exit_2_and_write_nothing(tmp_path: Path) -> None:
     for flags in (
         ["--instruction-perturb", "shout"],

@@ -96,7 +96,9 @@ def optimize_instruction(
     from rollbench.optimize.search import Search, build_config
     from rollbench.policies.obs_map import load_policy_options
 
-    out = Console() if as_json else Console(width=160) if not Console().is_terminal else Console()
+    out = Console()
+    if not out.is_terminal:  # piped output: do not squeeze tables into 80 columns
+        out = Console(width=160)
     try:
         cfg = build_config(
             env=env,

@@ -12,7 +12,8 @@ Scores come from :func:`rollbench.grade` of that directory. A candidate is *bett
 * default: the one-sided exact McNemar test (candidate better) gives ``p <= alpha`` (``--alpha``, 0.05);
 * with ``--margin M``: its success rate exceeds the incumbent's by at least ``M`` (> 0; no test).
 
-Among better candidates the winner is the one with the most successes, then the smallest p, then the shortest text,
+Errored episodes count as failures, as in :func:`rollbench.grade` (each variant's ``errors`` is recorded and a
+warning printed). Among better candidates the winner is the one with the most successes, then the smallest p, then the shortest text,
 then the alphabetically first: deterministic. The incumbent changes only to a better candidate, so it never
 regresses on the round it was chosen in. The search stops on a perfect round (the incumbent, or the new
 incumbent, solved all E), after ``rounds`` rounds, after ``patience`` rounds in a row without a change, when the
@@ -348,6 +349,12 @@ class Search:
             self.log(
                 f"round {rnd['round']}: {rnd['decision']['accepted'] or 'kept the incumbent'} - {rnd['decision']['reason']}"
             )
+            errors = sum(v["errors"] for v in rnd["scores"].values())
+            if errors:
+                self.log(
+                    f"round {rnd['round']}: warning: {errors} episodes ended in error and count as failures "
+                    f"(see rollbench grade {self.out / rnd['run_dir']})"
+                )
             self._save()
         self._save()
         st["holdout"] = self._holdout()

@@ -141,6 +141,7 @@ def test_bad_optimize_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 def test_the_search_climbs_from_a_vague_instruction_to_a_precise_one_over_served_ws(tmp_path: Path) -> None:
     pytest.importorskip("metaworld")
     out = tmp_path / "search"
@@ -214,6 +215,7 @@ def test_a_chance_winner_on_search_seeds_shows_no_gain_on_held_out_seeds(tmp_pat
 
 
 @pytest.mark.sim
+@pytest.mark.slow
 def test_a_search_killed_mid_round_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
     pytest.importorskip("metaworld")
     flags = ["--start", "move", "--rounds", "2", "--candidates", "2", "--episodes-per-candidate", "3"]

@@ -20,7 +20,7 @@ from typing import Any
 from rollbench.execute import WorkerSetup
 from rollbench.grading import grade as grade_run_dir
 from rollbench.identity import run_identity
-from rollbench.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan
+from rollbench.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan, task_variants
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
@@ -108,6 +108,9 @@ def _plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -
                 "fps": t.fps,
                 "settle_steps": t.settle_steps,
                 "source": t.source,
+                "variants": [{"name": v, "instruction": i} for v, i in task_variants(spec, t)]
+                if ep0.variant is not None
+                else None,
             }
             for t in plan.tasks
             for ep0 in [next(e for e in plan.episodes if e.task == t.name)]

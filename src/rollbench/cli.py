@@ -108,9 +108,18 @@ def eval_cmd(
     robot: Annotated[
         str | None, typer.Option(help="Robot segment of the run's identity (default: the env family's embodiment).")
     ] = None,
+    instructions: Annotated[
+        Path | None,
+        typer.Option(help="Instruction sweep: a file, one instruction per line or JSON with names; paired per task."),
+    ] = None,
+    instruction_perturb: Annotated[
+        str | None,
+        typer.Option(help="Robustness sweep: comma-separated paraphrase, synonym, drop-object, distractor."),
+    ] = None,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
+    from rollbench.optimize.variants import read_variants
     from rollbench.policies.obs_map import load_policy_options
     from rollbench.report import ProgressDisplay
     from rollbench.spec import build_spec
@@ -133,6 +142,8 @@ def eval_cmd(
         "first_trial": first_trial,
         "success_hold": success_hold,
         "fast_render": fast_render,
+        "instructions": instructions,
+        "instruction_perturb": instruction_perturb,
     }
     # flags typed on the command line (typer vendors click, so compare the source by name)
     display = ProgressDisplay(console, enabled=not as_json)
@@ -160,6 +171,10 @@ def eval_cmd(
                     value = _image_size(image_size) if image_size else None
                 elif k == "policy_options":
                     value = load_policy_options(policy_options)
+                elif k == "instructions":
+                    value = read_variants(instructions) if instructions else None
+                elif k == "instruction_perturb":
+                    value = tuple(p.strip() for p in instruction_perturb.split(",")) if instruction_perturb else None
                 fields[k] = value
             if not fields.get("env") or not fields.get("policy"):
                 raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
@@ -306,12 +321,13 @@ def mcp_cmd(
 app.command("serve-policy")(serve_policy)
 register_runs(app)
 
-from rollbench import cli_dashboard  # noqa: E402  (registers on the shared app)
+from rollbench import cli_dashboard, cli_optimize  # noqa: E402  (register on the shared app)
 
 cli_dashboard.register(app)
 from rollbench import cli_analysis  # noqa: E402  (summarize, compare, report)
 
 cli_analysis.register(app)
+cli_optimize.register(app)
 
 
 def main() -> None:

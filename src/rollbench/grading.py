@@ -137,7 +137,9 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     """Recompute a run's results from ``run_dir`` and check its invariants. See the module docstring.
 
     Returns the ``grade --json`` document: ``status``, ``reasons``, ``violations``, ``episodes_requested``,
-    ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``.
+    ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``, and for an instruction
+    sweep ``variants`` (task -> variant -> results and paired counts; see :func:`_variants`). In a sweep, ``tasks``
+    pools every variant of the task.
     Raises RollbenchError only when ``run_dir`` is not a run directory at all.
     """
     run_dir = Path(run_dir)
@@ -226,10 +228,10 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                     f"episode {e}: next.done is true on frame {d['first_done']}, but only the last frame "
                     f"({rows - 1}) may be done"
                 )
-        for key in ("task", "seed", "initial_state", "success_rule", "max_steps"):
-            if plan_ep and m[f"rollbench/{key}"] != plan_ep.get(key):
+        for key in ("task", "seed", "initial_state", "success_rule", "max_steps", "instruction", "variant"):
+            if plan_ep and m.get(f"rollbench/{key}") != plan_ep.get(key):
                 violations.append(
-                    f"episode {e}: recorded {key} {m[f'rollbench/{key}']!r} differs from the "
+                    f"episode {e}: recorded {key} {m.get(f'rollbench/{key}')!r} differs from the "
                     f"planned {plan_ep.get(key)!r}"
                 )
         rule = m["rollbench/success_rule"]
@@ -363,7 +365,7 @@ def _summarise(
         status = "OK"
     if status == "FAILED" and not reasons:
         reasons.append("no episode was recorded")
-    return {
+    result = {
         "status": status,
         "reasons": reasons,
         "violations": violations,
@@ -375,6 +377,43 @@ def _summarise(
         "latency": latency,
         "episodes": episodes,
     }
+    if any(ep.get("variant") is not None for ep in log["plan"]["episodes"]):
+        result["variants"] = _variants(log["plan"]["episodes"], episodes)
+    return result
+
+
+def _variants(planned: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Instruction sweeps: task -> variant (plan order; the first is the reference) -> the task block of its
+    recorded episodes, its ``instruction``, and ``paired``: counts over trials recorded for both it and the
+    reference (same seed and initial state): ``pairs``, ``both``, ``reference_only``, ``variant_only``, ``neither``.
+    Counts only; tests on them (McNemar) are :mod:`rollbench.analysis`'s."""
+    out: dict[str, Any] = {}
+    for p in planned:
+        out.setdefault(p["task"], {}).setdefault(p["variant"], p["instruction"])
+    blocks: dict[str, Any] = {}
+    for task, variants in out.items():
+        names = list(variants)
+        won = {
+            v: {e["trial"]: e["success"] for e in episodes if e["task"] == task and e["variant"] == v} for v in names
+        }
+        ref = won[names[0]]
+        blocks[task] = {}
+        for v in names:
+            trials = sorted(set(ref) & set(won[v]))
+            pairs = [(ref[k], won[v][k]) for k in trials]
+            blocks[task][v] = {
+                "instruction": variants[v],
+                **_task_block([e for e in episodes if e["task"] == task and e["variant"] == v]),
+                "paired": {
+                    "reference": names[0],
+                    "pairs": len(pairs),
+                    "both": sum(1 for a, b in pairs if a and b),
+                    "reference_only": sum(1 for a, b in pairs if a and not b),
+                    "variant_only": sum(1 for a, b in pairs if b and not a),
+                    "neither": sum(1 for a, b in pairs if not a and not b),
+                },
+            }
+    return blocks
 
 
 def _overall(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:

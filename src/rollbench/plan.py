@@ -6,6 +6,10 @@ order) owns episode indices ``i * episodes .. (i + 1) * episodes - 1``; its j-th
 ``k = spec.first_trial + j``, run with seed ``spec.seed + k`` and, for tasks with stored initial states (LIBERO),
 initial state ``k``. So trials k..m of a plan run alone (``--first-trial k --episodes m-k+1``) exactly as in the
 full run.
+
+Instruction sweeps (``spec.instructions`` or ``spec.instruction_perturb``): every task runs each of its V variants on
+the same E trials, so variant pairs share seeds and initial states. Indices are task-major, then variant, then
+trial: episode ``(i * V + v) * E + k`` is trial ``k`` of variant ``v`` of task ``i``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class PlannedEpisode:
         instruction: what the policy is told.
         max_steps: the horizon this episode runs to (steps).
         success_rule: ``any_step`` or ``final_step``.
+        variant: name of the instruction variant in a sweep, else None.
     """
 
     episode_index: int
@@ -43,6 +48,7 @@ class PlannedEpisode:
     instruction: str
     max_steps: int
     success_rule: str
+    variant: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,11 +93,12 @@ def make_plan(spec: EvalSpec) -> Plan:
     instructions: list[str] = []
     episodes: list[PlannedEpisode] = []
     for ti, task in enumerate(tasks):
-        instruction = spec.instruction if spec.instruction is not None else task.instruction
-        if task.has_instruction and not instruction.strip():
-            raise ConfigError(f"task {task.name} declares an instruction but it is empty")
-        if instruction not in instructions:
-            instructions.append(instruction)
+        variants = task_variants(spec, task)
+        for _, instruction in variants:
+            if task.has_instruction and not instruction.strip():
+                raise ConfigError(f"task {task.name} declares an instruction but it is empty")
+            if instruction not in instructions:
+                instructions.append(instruction)
         last = spec.first_trial + spec.episodes - 1
         if task.initial_states and last >= task.initial_states:
             asked = f"--episodes {spec.episodes}" + (
@@ -105,22 +112,42 @@ def make_plan(spec: EvalSpec) -> Plan:
             bad = [c for c in spec.cameras if c not in task.cameras]
             if bad:
                 raise ConfigError(f"task {task.name} has no camera {bad}; its cameras: {list(task.cameras)}")
-        for j in range(spec.episodes):
-            k = spec.first_trial + j
-            episodes.append(
-                PlannedEpisode(
-                    episode_index=ti * spec.episodes + j,
-                    task=task.name,
-                    trial=k,
-                    seed=spec.seed + k,
-                    initial_state=k if task.initial_states else None,
-                    task_index=instructions.index(instruction),
-                    instruction=instruction,
-                    max_steps=spec.max_steps or task.max_steps,
-                    success_rule=spec.success_rule or task.success_rule,
+        for vi, (variant, instruction) in enumerate(variants):
+            for j in range(spec.episodes):
+                k = spec.first_trial + j
+                episodes.append(
+                    PlannedEpisode(
+                        episode_index=(ti * len(variants) + vi) * spec.episodes + j,
+                        task=task.name,
+                        trial=k,
+                        seed=spec.seed + k,
+                        initial_state=k if task.initial_states else None,
+                        task_index=instructions.index(instruction),
+                        instruction=instruction,
+                        max_steps=spec.max_steps or task.max_steps,
+                        success_rule=spec.success_rule or task.success_rule,
+                        variant=variant,
+                    )
                 )
-            )
     return Plan(tuple(tasks), tuple(instructions), tuple(episodes))
+
+
+def task_variants(spec: EvalSpec, task: TaskInfo) -> list[tuple[str | None, str]]:
+    """``(variant name, exact instruction)`` pairs ``task`` runs, in order; ``[(None, instruction)]`` without a sweep.
+
+    A perturbation sweep is ``original`` (the task's instruction, or the spec's override) then one variant per
+    perturbation, each generated from it by :func:`rollbench.optimize.perturb.perturb`.
+    """
+    if spec.instructions is not None:
+        named: list[tuple[str | None, str]] = [(v.name, v.instruction) for v in spec.instructions]
+        return named
+    base = spec.instruction if spec.instruction is not None else task.instruction
+    if spec.instruction_perturb is None:
+        return [(None, base)]
+    from rollbench.optimize.perturb import perturb
+
+    perturbed: list[tuple[str | None, str]] = [(p, perturb(base, p)) for p in spec.instruction_perturb]
+    return [("original", base), *perturbed]
 
 
 def cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:

@@ -125,6 +125,8 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
     if len(result["tasks"]) > 1:
         _pooled_row(table, "[bold]overall (pooled)[/]", result["overall"])
     console.print(table)
+    if result.get("variants"):
+        print_variants(console, result)
     lat = result.get("latency", {})
     if lat.get("policy_calls"):
         console.print(
@@ -159,6 +161,34 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
         console.print(f"  - {escape(r)}", highlight=False, soft_wrap=True)
     if run_dir is not None:
         console.print(f"run directory: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
+
+
+def print_variants(console: Console, result: dict[str, Any]) -> None:
+    """The instruction sweep (robustness) table: per task and variant, the success rate, its change against the
+    task's first variant on the same trials, the discordant pairs and the two-sided exact McNemar p-value."""
+    from rollbench.optimize.compare import paired
+
+    table = Table(title="instruction variants (paired on the same seeds; Δ and p against the first variant)")
+    for col in ("task", "variant", "instruction", "episodes", "success rate", "95% CI", "Δ", "b / c", "p"):
+        table.add_column(col, justify="left" if col in ("task", "variant", "instruction") else "right")
+    for task, variants in result["variants"].items():
+        names = list(variants)
+        for i, (name, v) in enumerate(variants.items()):
+            cmp = paired(result, task, names[0], name, alternative="two-sided")
+            table.add_row(
+                task if i == 0 else "",
+                name,
+                v["instruction"],
+                str(v["episodes"]),
+                _pct(v["success_rate"]),
+                f"{_pct(v['ci95_low'])} – {_pct(v['ci95_high'])}",
+                "(reference)" if i == 0 else f"{100 * cmp.difference:+.1f} pts",
+                "" if i == 0 else f"{cmp.variant_only} / {cmp.reference_only}",
+                "" if i == 0 else f"{cmp.p_value:.3g}",
+                end_section=i == len(variants) - 1,
+            )
+    console.print(table)
+    console.print("b / c: trials only the variant / only the reference solved; p: exact McNemar, two-sided")
 
 
 def list_envs() -> list[dict[str, Any]]:

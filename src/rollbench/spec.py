@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rollbench.types import ConfigError
 
@@ -22,8 +22,28 @@ LATER_FIELDS: dict[str, object] = {
     "policy_timeout_s": DEFAULT_POLICY_TIMEOUT_S,
     "success_hold": 1,
     "fast_render": False,
+    "instructions": None,
+    "instruction_perturb": None,
 }
 # image_size None (the tasks' own) came later too; old runs stored an explicit size, so their identity is unchanged
+MAX_VARIANTS = 64
+VARIANT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class InstructionVariant(BaseModel):
+    """One instruction of a sweep: a short name (recorded per episode as ``rollbench/variant``) and the exact text."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=VARIANT_NAME)
+    instruction: str = Field(min_length=1)
+
+    @field_validator("instruction")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("an instruction variant must not be blank")
+        return v
 
 
 class EvalSpec(BaseModel):
@@ -53,6 +73,11 @@ class EvalSpec(BaseModel):
         success_hold: success must hold for this many consecutive steps to count (1 = the first success step);
             for benchmarks whose goal predicates fire while an object is still in the air.
         fast_render: reflections and shadows off (LIBERO); changes what a policy sees, so off unless asked for.
+        instructions: an instruction sweep: every task runs every variant on the same seeds and initial states
+            (paired); None = one instruction per task. Excludes ``instruction`` and ``instruction_perturb``.
+        instruction_perturb: a perturbation sweep: variant ``original`` (the task's instruction, or ``instruction``)
+            plus one variant per named perturbation (:data:`rollbench.optimize.perturb.PERTURBATIONS`), generated
+            deterministically from each task's instruction.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -74,6 +99,8 @@ class EvalSpec(BaseModel):
     policy_timeout_s: float = Field(default=DEFAULT_POLICY_TIMEOUT_S, gt=0.0, le=86_400.0, allow_inf_nan=False)
     success_hold: int = Field(default=1, ge=1, le=10_000)
     fast_render: bool = False
+    instructions: tuple[InstructionVariant, ...] | None = Field(default=None, min_length=1, max_length=MAX_VARIANTS)
+    instruction_perturb: tuple[str, ...] | None = Field(default=None, min_length=1)
 
     @field_validator("image_size")
     @classmethod
@@ -88,6 +115,33 @@ class EvalSpec(BaseModel):
         if v is not None and not v.strip():
             raise ValueError("an instruction override must not be empty")
         return v
+
+    @field_validator("instructions")
+    @classmethod
+    def _unique_names(cls, v: tuple[InstructionVariant, ...] | None) -> tuple[InstructionVariant, ...] | None:
+        names = [x.name for x in v or ()]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"instruction variant names must be unique; repeated: {', '.join(dup)}")
+        return v
+
+    @field_validator("instruction_perturb")
+    @classmethod
+    def _known_perturbations(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        from rollbench.optimize.perturb import PERTURBATIONS
+
+        for p in v or ():
+            if p not in PERTURBATIONS:
+                raise ValueError(f"unknown perturbation {p!r}; valid perturbations: {', '.join(PERTURBATIONS)}")
+        if v and len(set(v)) != len(v):
+            raise ValueError("each perturbation may be named once")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source_of_instructions(self) -> EvalSpec:
+        if self.instructions is not None and (self.instruction is not None or self.instruction_perturb is not None):
+            raise ValueError("an instruction sweep (instructions) excludes instruction and instruction_perturb")
+        return self
 
     def identity(self) -> str:
         """A stable hash of every field; two runs with equal identity must record the same episodes.

@@ -1,0 +1,189 @@
+"""Candidate instructions from an incumbent: the proposers of ``rollbench optimize-instruction``.
+
+Built in (deterministic: the candidate order is a seeded shuffle, ``numpy.random.default_rng([seed, round,
+crc32(incumbent)])``; texts already evaluated in the search are never proposed again):
+
+* ``drop``: the incumbent with one word removed;
+* ``insert``: one word inserted at any position, from the task's own instruction (words the incumbent lacks) and
+  :data:`.lexicon.FILLERS`;
+* ``reorder``: two adjacent words swapped, or the last word moved to the front;
+* ``synonym``: one word replaced by a synonym from :data:`.lexicon.SYNONYMS` (both directions);
+* ``template``: the incumbent, and the task's own instruction, in the sentence frames of :data:`.lexicon.FRAMES`;
+* ``mix`` (default): all of the above, interleaved one proposer at a time;
+* ``llm``: asks an OpenAI-compatible chat-completions endpoint (see :class:`LLMProposer`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rollbench.optimize.lexicon import FILLERS, FRAMES, SYNONYMS, words
+from rollbench.types import ConfigError, RollbenchError
+
+BUILT_IN = ("drop", "insert", "reorder", "synonym", "template")
+PROPOSERS = (*BUILT_IN, "mix", "llm")
+LLM_ENV = ("ROLLBENCH_LLM_BASE_URL", "ROLLBENCH_LLM_API_KEY", "ROLLBENCH_LLM_MODEL")
+DEFAULT_LLM_MODEL = "gpt-4o-mini"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a proposer may use: the task, its own instruction, the round, the search seed, the texts already
+    evaluated (never proposed again) and the history ``[(instruction, successes, episodes), ...]``."""
+
+    task: str
+    task_instruction: str
+    round: int
+    seed: int
+    seen: frozenset[str]
+    history: tuple[tuple[str, int, int], ...] = ()
+
+
+def _join(ws: list[str]) -> str:
+    return " ".join(ws)
+
+
+def _drop(inc: str, ctx: Context) -> list[str]:
+    ws = inc.split()
+    return [_join(ws[:i] + ws[i + 1 :]) for i in range(len(ws))] if len(ws) > 1 else []
+
+
+def _insert(inc: str, ctx: Context) -> list[str]:
+    ws = inc.split()
+    have = set(words(inc))
+    vocab = list(dict.fromkeys([w for w in words(ctx.task_instruction) if w not in have] + list(FILLERS)))
+    return [_join([*ws[:i], w, *ws[i:]]) for w in vocab for i in range(len(ws) + 1)]
+
+
+def _reorder(inc: str, ctx: Context) -> list[str]:
+    ws = inc.split()
+    out = [_join([*ws[:i], ws[i + 1], ws[i], *ws[i + 2 :]]) for i in range(len(ws) - 1)]
+    return [*out, _join(ws[-1:] + ws[:-1])] if len(ws) > 2 else out
+
+
+_BOTH_WAYS: dict[str, list[str]] = {}
+for _w, _syns in SYNONYMS.items():
+    for _s in _syns:
+        _BOTH_WAYS.setdefault(_w, []).append(_s)
+        _BOTH_WAYS.setdefault(_s, []).append(_w)
+
+
+def _synonym(inc: str, ctx: Context) -> list[str]:
+    ws = inc.split()
+    out = []
+    for i, w in enumerate(ws):
+        core = re.sub(r"[^A-Za-z]", "", w).lower()
+        for s in dict.fromkeys(_BOTH_WAYS.get(core, [])):
+            out.append(_join([*ws[:i], w.lower().replace(core, s), *ws[i + 1 :]]))
+    return out
+
+
+def _template(inc: str, ctx: Context) -> list[str]:
+    core = inc.strip().rstrip(".!?")
+    own = ctx.task_instruction.strip().rstrip(".!?")
+    return [f.format(i=core) for f in FRAMES[1:]] + [f.format(i=own) for f in FRAMES]
+
+
+_RULES: dict[str, Callable[[str, Context], list[str]]] = {
+    "drop": _drop,
+    "insert": _insert,
+    "reorder": _reorder,
+    "synonym": _synonym,
+    "template": _template,
+}
+
+
+def _rng(incumbent: str, ctx: Context) -> np.random.Generator:
+    return np.random.default_rng([ctx.seed, ctx.round, zlib.crc32(incumbent.encode("utf-8"))])
+
+
+def propose(name: str, incumbent: str, ctx: Context, n: int) -> list[tuple[str, str]]:
+    """Up to ``n`` new candidates ``(instruction, proposer)`` from ``incumbent``; fewer when the proposer is out of
+    ideas. Raises ConfigError for an unknown proposer and RollbenchError when the ``llm`` endpoint fails."""
+    if name == "llm":
+        return [(t, "llm") for t in LLMProposer.from_env().propose(incumbent, ctx, n)]
+    if name not in _RULES and name != "mix":
+        raise ConfigError(f"unknown proposer {name!r}; valid proposers: {', '.join(PROPOSERS)}")
+    rng = _rng(incumbent, ctx)
+    queues: list[list[tuple[str, str]]] = []
+    for rule in BUILT_IN if name == "mix" else (name,):
+        cands = [(" ".join(c.split()), rule) for c in _RULES[rule](incumbent, ctx)]
+        cands = [c for c in cands if c[0]]
+        queues.append([cands[i] for i in rng.permutation(len(cands))])
+    out: list[tuple[str, str]] = []
+    taken = set(ctx.seen) | {incumbent}
+    while len(out) < n and any(queues):
+        for q in queues:
+            while q:
+                text, rule = q.pop(0)
+                if text not in taken:
+                    taken.add(text)
+                    out.append((text, rule))
+                    break
+            if len(out) == n:
+                break
+    return out
+
+
+class LLMProposer:
+    """Candidates from an OpenAI-compatible ``POST {base_url}/chat/completions`` endpoint.
+
+    Configured by environment variables: ``ROLLBENCH_LLM_BASE_URL`` (e.g. ``https://api.openai.com/v1``),
+    ``ROLLBENCH_LLM_API_KEY`` (sent as ``Authorization: Bearer``), ``ROLLBENCH_LLM_MODEL`` (default
+    ``gpt-4o-mini``). Request: ``{"model", "messages": [system, user], "temperature": 0}``; the reply's
+    ``choices[0].message.content`` is read one candidate per line (list numbering, bullets and quotes stripped).
+    The candidates are stored in ``optimize.json`` before they are evaluated, so a resumed search never asks again.
+    """
+
+    def __init__(self, base_url: str, api_key: str, model: str = DEFAULT_LLM_MODEL, timeout_s: float = 60.0) -> None:
+        self.base_url, self.api_key, self.model, self.timeout_s = base_url.rstrip("/"), api_key, model, timeout_s
+
+    @classmethod
+    def from_env(cls) -> LLMProposer:
+        base, key = os.environ.get(LLM_ENV[0]), os.environ.get(LLM_ENV[1])
+        if not base or not key:
+            raise ConfigError(f"the llm proposer needs {LLM_ENV[0]} and {LLM_ENV[1]} in the environment")
+        return cls(base, key, os.environ.get(LLM_ENV[2]) or DEFAULT_LLM_MODEL)
+
+    def messages(self, incumbent: str, ctx: Context, n: int) -> list[dict[str, str]]:
+        tried = "\n".join(f"- {t!r}: {s}/{e} successes" for t, s, e in ctx.history) or "- (none yet)"
+        return [
+            {
+                "role": "system",
+                "content": "You rewrite instructions for a language-conditioned robot policy. Reply with exactly the "
+                "requested number of new instructions, one per line, nothing else.",
+            },
+            {
+                "role": "user",
+                "content": f"Task {ctx.task}; its reference instruction: {ctx.task_instruction!r}.\n"
+                f"Current best instruction: {incumbent!r}.\nInstructions evaluated so far:\n{tried}\n"
+                f"Write {n} new instructions likely to make the policy succeed more often.",
+            },
+        ]
+
+    def propose(self, incumbent: str, ctx: Context, n: int) -> list[str]:
+        import httpx
+
+        body: dict[str, Any] = {"model": self.model, "messages": self.messages(incumbent, ctx, n), "temperature": 0}
+        url = f"{self.base_url}/chat/completions"
+        try:
+            reply = httpx.post(
+                url, json=body, headers={"Authorization": f"Bearer {self.api_key}"}, timeout=self.timeout_s
+            )
+            reply.raise_for_status()
+            content = reply.json()["choices"][0]["message"]["content"]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise RollbenchError(f"the llm proposer's endpoint {url} failed: {type(exc).__name__}: {exc}") from None
+        out: list[str] = []
+        for line in str(content).splitlines():
+            text = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip().strip("\"'`").strip()
+            if text and text != incumbent and text not in ctx.seen and text not in out:
+                out.append(text)
+        return out[:n]

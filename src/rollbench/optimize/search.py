@@ -1,0 +1,429 @@
+"""The instruction search of ``rollbench optimize-instruction``: paired rounds, a held-out verdict, resumable.
+
+Seeds (disjoint by construction, and checked against the recorded episodes at the end): the held-out evaluation
+uses seeds ``seed .. seed + H - 1``; round ``r`` uses ``seed + H + r * E .. seed + H + (r + 1) * E - 1``. So no
+search round ever sees a held-out scene, and every round sees fresh scenes.
+
+A round is one ordinary rollbench run (``OUT/rounds/NAME-rNNN``, NAME = OUT's own name, so run identities stay
+distinct across searches kept under one root; an instruction sweep): variant ``incumbent`` and the
+proposed candidates ``c1..cC``, each on the round's E seeds, so every candidate is paired with the incumbent.
+Scores come from :func:`rollbench.grade` of that directory. A candidate is *better* when, on the paired episodes,
+
+* default: the one-sided exact McNemar test (candidate better) gives ``p <= alpha`` (``--alpha``, 0.05);
+* with ``--margin M``: its success rate exceeds the incumbent's by at least ``M`` (> 0; no test).
+
+Errored episodes count as failures, as in :func:`rollbench.grade` (each variant's ``errors`` is recorded and a
+warning printed). Among better candidates the winner is the one with the most successes, then the smallest p, then the shortest text,
+then the alphabetically first: deterministic. The incumbent changes only to a better candidate, so it never
+regresses on the round it was chosen in. The search stops on a perfect round (the incumbent, or the new
+incumbent, solved all E), after ``rounds`` rounds, after ``patience`` rounds in a row without a change, when the
+next round would exceed ``budget`` search episodes, or when the proposer has nothing new.
+
+Then ``OUT/NAME-holdout`` runs the original and the winner on the H held-out seeds, and that paired comparison (rates
+with Wilson intervals, the difference with a paired bootstrap interval, one-sided exact McNemar) is the headline.
+
+State: ``OUT/optimize.json`` is rewritten atomically after every step (round proposed, round decided, stop, held-out
+result). Killed at any point, the same command resumes: a proposed round's run resumes through ``evaluate``, a
+decided round is re-graded from disk and must give the recorded decision (else an error says what differs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rollbench.analysis.stats import wilson_interval
+from rollbench.optimize.compare import Paired, paired, paired_interval, successes_by_trial
+from rollbench.optimize.proposers import PROPOSERS, Context, propose
+from rollbench.record.files import atomic_write_json
+from rollbench.spec import EvalSpec, build_spec
+from rollbench.types import ConfigError, RollbenchError
+
+STATE = "optimize.json"
+INCUMBENT = "incumbent"
+
+
+class SearchConfig(BaseModel):
+    """Everything that decides what the search does; stored in optimize.json, must match on resume."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    env: str = Field(min_length=1)
+    policy: str = Field(min_length=1)
+    rounds: int = Field(default=5, ge=1, le=1000)
+    candidates: int = Field(default=4, ge=1, le=63)
+    episodes_per_candidate: int = Field(default=10, ge=1, le=10_000)
+    seed: int = Field(default=0, ge=0)
+    holdout_episodes: int = Field(default=20, ge=1, le=100_000)
+    proposer: str = "mix"
+    start: str | None = None
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    margin: float | None = Field(default=None, gt=0.0, le=1.0)
+    patience: int = Field(default=3, ge=1)
+    budget: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
+    policy_options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> SearchConfig:
+        if self.proposer not in PROPOSERS:
+            raise ValueError(f"unknown proposer {self.proposer!r}; valid proposers: {', '.join(PROPOSERS)}")
+        if self.start is not None and not self.start.strip():
+            raise ValueError("--start must not be blank")
+        last = self.seed + self.holdout_episodes + self.rounds * self.episodes_per_candidate - 1
+        if last > 2**31 - 1:
+            raise ValueError(f"the seeds would run past 2**31 - 1 (last seed {last}); use a smaller --seed")
+        cost = (self.candidates + 1) * self.episodes_per_candidate
+        if self.budget is not None and self.budget < cost:
+            raise ValueError(f"--budget {self.budget} is below one round's {cost} episodes")
+        return self
+
+    def identity(self) -> str:
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def round_seeds(self, r: int) -> tuple[int, int]:
+        """``[first, last + 1)`` of round ``r``'s seeds."""
+        lo = self.seed + self.holdout_episodes + r * self.episodes_per_candidate
+        return lo, lo + self.episodes_per_candidate
+
+    def holdout_seeds(self) -> tuple[int, int]:
+        return self.seed, self.seed + self.holdout_episodes
+
+
+def build_config(**fields: Any) -> SearchConfig:
+    """A SearchConfig, pydantic's errors turned into one ConfigError."""
+    try:
+        return SearchConfig(**fields)
+    except ValidationError as exc:
+        parts = [f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError("invalid optimize-instruction options: " + "; ".join(parts)) from None
+
+
+def is_better(cmp: Paired, cfg: SearchConfig) -> bool:
+    """The acceptance rule (module docstring)."""
+    if cfg.margin is not None:
+        return cmp.difference >= cfg.margin - 1e-12
+    return cmp.variant_only > cmp.reference_only and cmp.p_value <= cfg.alpha
+
+
+class Search:
+    """One search in directory ``out``. ``run()`` does (or resumes) it and returns the state document."""
+
+    def __init__(
+        self,
+        cfg: SearchConfig,
+        out: Path,
+        log: Callable[[str], None] = lambda _m: None,
+        evaluate: Callable[..., dict[str, Any]] | None = None,
+    ) -> None:
+        from rollbench.api import evaluate as _evaluate
+
+        self.cfg, self.out, self.log = cfg, out, log
+        self.evaluate = evaluate or _evaluate
+        self.state: dict[str, Any] = {}
+
+    # ---- state ----
+    def _save(self) -> None:
+        atomic_write_json(self.out / STATE, self.state)
+
+    def _spec(self, variants: list[tuple[str, str]], seeds: tuple[int, int]) -> EvalSpec:
+        c = self.cfg
+        return build_spec(
+            env=c.env,
+            policy=c.policy,
+            episodes=seeds[1] - seeds[0],
+            seed=seeds[0],
+            max_steps=c.max_steps,
+            policy_options=c.policy_options,
+            instructions=tuple({"name": n, "instruction": t} for n, t in variants),
+        )
+
+    def prepare(self) -> None:
+        """Validate everything before anything is written; load or create the state. Raises ConfigError."""
+        from rollbench.api import prepare_run
+        from rollbench.registry import resolve_tasks
+
+        tasks = resolve_tasks(self.cfg.env)
+        if len(tasks) != 1:
+            raise ConfigError(f"--env must name one task, got {len(tasks)} ({self.cfg.env})")
+        task = tasks[0]
+        path = self.out / STATE
+        if path.exists():
+            self.state = json.loads(path.read_text())
+            if self.state.get("config_identity") != self.cfg.identity():
+                old, new = self.state.get("config", {}), self.cfg.model_dump(mode="json")
+                diff = ", ".join(f"{k}: {old.get(k)!r} there, {v!r} here" for k, v in new.items() if old.get(k) != v)
+                raise ConfigError(f"{self.out} holds a search with other options ({diff}); choose another --out")
+            return
+        if self.out.exists() and any(self.out.iterdir()):
+            raise ConfigError(f"{self.out} exists and holds no {STATE}; choose another --out")
+        start = self.cfg.start if self.cfg.start is not None else task.instruction
+        # the policy, the task and the round spec are checked here, before the first write (exit 2, nothing written)
+        prefix = re.sub(r"[^A-Za-z0-9._-]+", "_", self.out.resolve().name).strip("_.") or "search"
+        prepare_run(self._spec([(INCUMBENT, start)], self.cfg.round_seeds(0)), self.out / "rounds" / f"{prefix}-r000")
+        if self.cfg.proposer == "llm":
+            from rollbench.optimize.proposers import LLMProposer
+
+            LLMProposer.from_env()
+        self.state = {
+            "rollbench_optimize": 1,
+            "config": self.cfg.model_dump(mode="json"),
+            "config_identity": self.cfg.identity(),
+            "task": task.name,
+            "task_instruction": task.instruction,
+            "original": start,
+            "runs_prefix": prefix,
+            "seeds": {
+                "holdout": list(self.cfg.holdout_seeds()),
+                "rounds": "round r: [seed + H + r*E, seed + H + (r+1)*E)",
+            },
+            "status": "RUNNING",
+            "incumbent": start,
+            "episodes_used": 0,
+            "rounds": [],
+            "stop_reason": None,
+            "holdout": None,
+        }
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._save()
+
+    # ---- rounds ----
+    def _seen(self) -> frozenset[str]:
+        seen = {self.state["original"]}
+        for r in self.state["rounds"]:
+            seen |= {c["instruction"] for c in r["candidates"]} | {r["incumbent"]}
+        return frozenset(seen)
+
+    def _history(self) -> tuple[tuple[str, int, int], ...]:
+        out = []
+        for r in self.state["rounds"]:
+            texts = dict(self._variants(r))
+            for name, s in (r.get("scores") or {}).items():
+                out.append((texts[name], s["successes"], s["episodes"]))
+        return tuple(out)
+
+    def _stop_reason(self) -> str | None:
+        c, rounds = self.cfg, self.state["rounds"]
+        if rounds and rounds[-1].get("perfect"):
+            return "perfect score"
+        if len(rounds) >= c.rounds:
+            return f"{c.rounds} rounds done"
+        idle = 0
+        for r in reversed(rounds):
+            if r["decision"]["accepted"] is not None:
+                break
+            idle += 1
+        if idle >= c.patience:
+            return f"no improvement in {idle} rounds in a row (patience {c.patience})"
+        if (
+            c.budget is not None
+            and self.state["episodes_used"] + (c.candidates + 1) * c.episodes_per_candidate > c.budget
+        ):
+            return f"episode budget: {self.state['episodes_used']} used, a round needs {(c.candidates + 1) * c.episodes_per_candidate} more than {c.budget}"
+        return None
+
+    def _propose(self) -> dict[str, Any] | None:
+        r = len(self.state["rounds"])
+        inc = self.state["incumbent"]
+        ctx = Context(
+            self.state["task"], self.state["task_instruction"], r, self.cfg.seed, self._seen(), self._history()
+        )
+        cands = propose(self.cfg.proposer, inc, ctx, self.cfg.candidates)
+        if not cands:
+            return None
+        rnd = {
+            "round": r,
+            "seeds": list(self.cfg.round_seeds(r)),
+            "run_dir": f"rounds/{self.state['runs_prefix']}-r{r:03d}",
+            "incumbent": inc,
+            "candidates": [{"name": f"c{i + 1}", "instruction": t, "proposer": p} for i, (t, p) in enumerate(cands)],
+            "status": "proposed",
+        }
+        self.state["rounds"].append(rnd)
+        self._save()
+        return rnd
+
+    def _variants(self, rnd: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(INCUMBENT, rnd["incumbent"])] + [(c["name"], c["instruction"]) for c in rnd["candidates"]]
+
+    def _decide(self, rnd: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        """Scores, comparisons and the decision of a round, from its graded run (pure: recomputed on resume)."""
+        task, e = self.state["task"], self.cfg.episodes_per_candidate
+        scores, comparisons = {}, []
+        for name, _ in self._variants(rnd):
+            won = successes_by_trial(result, task, name)
+            errors = sum(1 for x in result["episodes"] if x["variant"] == name and x["termination_reason"] == "error")
+            scores[name] = {"successes": sum(won.values()), "episodes": len(won), "errors": errors}
+        best = None
+        for c in rnd["candidates"]:
+            cmp = paired(result, task, INCUMBENT, c["name"], alternative="greater")
+            better = cmp.pairs == e and is_better(cmp, self.cfg)
+            comparisons.append({**cmp.to_dict(), "better": better})
+            key = (-cmp.variant_successes, cmp.p_value, len(c["instruction"]), c["instruction"])
+            if better and (best is None or key < best[0]):
+                best = (key, c)
+        inc_perfect = scores[INCUMBENT]["successes"] == e
+        if best is None:
+            why = (
+                "the incumbent solved every episode"
+                if inc_perfect
+                else "no candidate was better on the paired episodes"
+            )
+            decision = {"accepted": None, "instruction": rnd["incumbent"], "reason": why}
+        else:
+            c = best[1]
+            chosen = next(x for x in comparisons if x["variant"] == c["name"])
+            rule = (
+                f"margin {self.cfg.margin}"
+                if self.cfg.margin is not None
+                else f"one-sided exact McNemar p <= {self.cfg.alpha}"
+            )
+            decision = {
+                "accepted": c["name"],
+                "instruction": c["instruction"],
+                "reason": f"{chosen['variant_successes']}/{e} vs {chosen['reference_successes']}/{e} on the same seeds "
+                f"(b={chosen['variant_only']}, c={chosen['reference_only']}, p={chosen['p_value']:.4g}; rule: {rule})",
+            }
+        perfect = inc_perfect or (best is not None and scores[best[1]["name"]]["successes"] == e)
+        return {
+            "scores": scores,
+            "comparisons": comparisons,
+            "decision": decision,
+            "perfect": perfect,
+            "status": result["status"],
+        }
+
+    def _run_round(self, rnd: dict[str, Any]) -> dict[str, Any]:
+        spec = self._spec(self._variants(rnd), tuple(rnd["seeds"]))
+        return self.evaluate(spec, out=self.out / rnd["run_dir"])
+
+    def _verify(self, rnd: dict[str, Any]) -> None:
+        """A decided round, re-graded from its run directory, must give the recorded decision."""
+        from rollbench.api import grade
+
+        again = self._decide(rnd, grade(self.out / rnd["run_dir"], check_videos=False))
+        for key in ("scores", "decision", "perfect"):
+            if again[key] != rnd.get(key):
+                raise RollbenchError(
+                    f"{self.out / STATE}: round {rnd['round']}'s recorded {key} {rnd.get(key)!r} differs from its run "
+                    f"directory graded again ({again[key]!r}); the search state and the recorded episodes disagree"
+                )
+
+    def run(self) -> dict[str, Any]:
+        self.prepare()
+        st = self.state
+        for rnd in st["rounds"]:
+            if rnd["status"] == "decided":
+                self._verify(rnd)
+        while st["stop_reason"] is None:
+            if st["rounds"] and st["rounds"][-1]["status"] == "proposed":
+                rnd = st["rounds"][-1]
+            else:
+                why = self._stop_reason()
+                if why is not None:
+                    st["stop_reason"] = why
+                    break
+                rnd = self._propose()
+                if rnd is None:
+                    st["stop_reason"] = "the proposer has no new candidate"
+                    break
+            self.log(
+                f"round {rnd['round']}: incumbent {rnd['incumbent']!r} vs {len(rnd['candidates'])} candidates "
+                f"on seeds {rnd['seeds'][0]}..{rnd['seeds'][1] - 1}"
+            )
+            result = self._run_round(rnd)
+            rnd.update(self._decide(rnd, result))
+            rnd["status"] = "decided"
+            st["episodes_used"] = sum(
+                (len(r["candidates"]) + 1) * self.cfg.episodes_per_candidate for r in st["rounds"]
+            )
+            if rnd["decision"]["accepted"] is not None:
+                st["incumbent"] = rnd["decision"]["instruction"]
+            self.log(
+                f"round {rnd['round']}: {rnd['decision']['accepted'] or 'kept the incumbent'} - {rnd['decision']['reason']}"
+            )
+            errors = sum(v["errors"] for v in rnd["scores"].values())
+            if errors:
+                self.log(
+                    f"round {rnd['round']}: warning: {errors} episodes ended in error and count as failures "
+                    f"(see rollbench grade {self.out / rnd['run_dir']})"
+                )
+            self._save()
+        self._save()
+        st["holdout"] = self._holdout()
+        st["status"] = "DONE"
+        self._save()
+        return st
+
+    # ---- held-out ----
+    def _holdout(self) -> dict[str, Any]:
+        st, task = self.state, self.state["task"]
+        seeds = self.cfg.holdout_seeds()
+        spec = self._spec([("original", st["original"]), ("winner", st["incumbent"])], seeds)
+        self.log(f"held-out: original vs winner on seeds {seeds[0]}..{seeds[1] - 1} (never used in the search)")
+        run_dir = f"{st['runs_prefix']}-holdout"
+        result = self.evaluate(spec, out=self.out / run_dir)
+        self._check_disjoint(result)
+        cmp = paired(result, task, "original", "winner", alternative="greater")
+        ref, win = successes_by_trial(result, task, "original"), successes_by_trial(result, task, "winner")
+        trials = sorted(set(ref) & set(win))
+        lo, hi = paired_interval([ref[k] for k in trials], [win[k] for k in trials], seed=self.cfg.seed)
+        n = cmp.pairs
+
+        def block(name: str, s: int) -> dict[str, Any]:
+            w = wilson_interval(s, n)
+            text = st["original"] if name == "original" else st["incumbent"]
+            return {
+                "instruction": text,
+                "successes": s,
+                "episodes": n,
+                "success_rate": s / n if n else None,
+                "ci95_low": w[0],
+                "ci95_high": w[1],
+            }
+
+        changed = st["incumbent"] != st["original"]
+        significant = cmp.variant_only > cmp.reference_only and cmp.p_value <= self.cfg.alpha
+        if not changed:
+            verdict = "the search accepted no candidate: the winner is the original instruction"
+        elif significant:
+            verdict = f"the winner is better than the original on held-out seeds (one-sided exact McNemar p = {cmp.p_value:.3g} <= {self.cfg.alpha})"
+        else:
+            verdict = (
+                f"no significant gain on held-out seeds (one-sided exact McNemar p = {cmp.p_value:.3g} > "
+                f"{self.cfg.alpha}): the improvement seen during the search did not replicate"
+            )
+        return {
+            "run_dir": run_dir,
+            "seeds": list(seeds),
+            "status": result["status"],
+            "original": block("original", cmp.reference_successes),
+            "winner": block("winner", cmp.variant_successes),
+            "paired": {
+                **cmp.to_dict(),
+                "difference_ci95": [lo, hi],
+                "interval": "paired percentile bootstrap (rollbench.analysis.stats.bootstrap_difference), 10000 resamples",
+            },
+            "significant": significant,
+            "verdict": verdict,
+        }
+
+    def _check_disjoint(self, holdout: dict[str, Any]) -> None:
+        """No seed of the held-out run appears in any search round's recorded episodes (read from disk)."""
+        from rollbench.api import grade
+
+        held = {e["seed"] for e in holdout["episodes"]}
+        for rnd in self.state["rounds"]:
+            used = {e["seed"] for e in grade(self.out / rnd["run_dir"], check_videos=False)["episodes"]}
+            if used & held:
+                raise RollbenchError(
+                    f"held-out seeds {sorted(used & held)} were used in search round {rnd['round']}; "
+                    "the held-out comparison would not be held out"
+                )

@@ -80,6 +80,10 @@ def eval_cmd(
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
+    wire_capture: Annotated[
+        bool,
+        typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
+    ] = False,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
@@ -130,6 +134,8 @@ def eval_cmd(
                 fields[k] = value
             if not fields.get("env") or not fields.get("policy"):
                 raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
+            if wire_capture:
+                fields["policy_options"] = _with_wire_capture(fields["policy"], fields.get("policy_options"))
             spec = build_spec(**fields)
         if executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
@@ -152,6 +158,13 @@ def eval_cmd(
         _fail(str(exc), code=1)
         return
     _emit(result, as_json, display.run_dir)
+
+
+def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    """``--wire-capture`` is the agent policy option ``wire_capture: true`` (part of the spec, so a resume keeps it)."""
+    if not str(policy).startswith("agent:"):
+        raise ConfigError(f"--wire-capture applies to agent:PROVIDER/MODEL policies only, not {policy!r}")
+    return {**(options or {}), "wire_capture": True}
 
 
 def _load_spec_file(path: Path) -> dict[str, Any]:

@@ -9,6 +9,10 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
   with the 95% Wilson score interval (Wilson 1927; z = 1.959964).
 
+LLM agent runs (episodes with a ``rollbench/transcript``): ``agent_usage`` gives model calls, tokens and cost
+(``overall`` and ``by_task``) summed from the transcripts' ``call`` lines; an unreadable transcript, or one whose
+stated totals or termination reason disagree with its lines or the episode row, is a violation.
+
 Status: ``OK`` only when every requested episode is recorded, none errored and no invariant is violated;
 ``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words.
 """
@@ -23,6 +27,7 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 
+from rollbench.record.transcript import check_transcript, sum_totals
 from rollbench.types import RollbenchError
 
 Z95 = 1.959963984540054
@@ -126,7 +131,8 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     """Recompute a run's results from ``run_dir`` and check its invariants. See the module docstring.
 
     Returns the ``grade --json`` document: ``status``, ``reasons``, ``violations``, ``episodes_requested``,
-    ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``.
+    ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``; ``agent_usage`` when
+    any episode has a transcript.
     Raises RollbenchError only when ``run_dir`` is not a run directory at all.
     """
     run_dir = Path(run_dir)
@@ -236,9 +242,24 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 "termination_reason": reason,
                 "error": m["rollbench/error"],
                 "render_fault": m["rollbench/render_fault"],
+                "transcript": m.get("rollbench/transcript"),
             }
         )
-    return _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
+        if m.get("rollbench/transcript"):
+            usage = check_transcript(run_dir, m["rollbench/transcript"], episodes[-1], violations)
+            if usage is not None:
+                episodes[-1]["agent_usage"] = usage
+    result = _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
+    if any("agent_usage" in e for e in episodes):
+        with_usage = [e for e in episodes if "agent_usage" in e]
+        result["agent_usage"] = {
+            "overall": sum_totals([e["agent_usage"] for e in with_usage]),
+            "by_task": {
+                t: sum_totals([e["agent_usage"] for e in with_usage if e["task"] == t])
+                for t in sorted({e["task"] for e in with_usage})
+            },
+        }
+    return result
 
 
 def _video_frames(path: Path) -> int:

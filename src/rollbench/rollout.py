@@ -6,7 +6,8 @@ episode of ``T`` steps has ``T`` rows and ``T`` video frames.
 
 Termination reasons (first that applies after each step): ``success`` (``any_step`` rule only: the episode stops at
 the first success), ``env_terminated``, ``truncated``, ``max_steps`` (the horizon was reached). ``policy_stop`` when
-the policy raises :class:`~rollbench.types.PolicyStop`; ``error`` when the env or policy raises, or the policy returns
+the policy raises :class:`~rollbench.types.PolicyStop`, ``give_up`` when it raises
+:class:`~rollbench.types.PolicyGiveUp`; ``error`` when the env or policy raises, or the policy returns
 a non-finite or wrongly shaped action: the steps before it are kept, the episode is not a success, the run goes on.
 
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
@@ -39,6 +40,9 @@ class EpisodeRecord:
             from a queued action chunk.
         frames: camera -> list of ``uint8 (H, W, 3)``, one per step (empty unless video was asked for).
         error: ``"ExceptionType: message"`` when termination_reason is ``error``.
+        extra: ``{"artifacts": {kind: bytes}}`` when the policy has a ``finish_episode(outcome) -> {kind: bytes}``
+            method (see :data:`rollbench.record.lerobot.ARTIFACT_PATHS` for the kinds, e.g. an LLM agent's
+            ``transcript``); they are staged and committed atomically with the episode.
     """
 
     planned: PlannedEpisode
@@ -102,6 +106,9 @@ def rollout(
         on_step: called with the step number after every step (progress reporting).
 
     Never raises for episode-level failures: they end the episode with termination reason ``error``.
+    After the last step, a policy that defines ``finish_episode(outcome)`` (``outcome``: termination_reason,
+    success, length, error) is asked for the episode's artifacts (``{kind: bytes}``), kept in ``extra``; if it
+    raises, the episode ends as ``error``.
     """
     task: TaskInfo = env.task
     horizon, final_rule = planned.max_steps, planned.success_rule == "final_step"
@@ -150,8 +157,8 @@ def rollout(
             if result.truncated:
                 reason = "truncated"
                 break
-    except PolicyStop:
-        reason = "policy_stop"
+    except PolicyStop as stop:
+        reason = stop.termination_reason
     except Exception as exc:
         reason, error = "error", f"{type(exc).__name__}: {exc}"
         tb = traceback.format_exc(limit=8)
@@ -164,6 +171,17 @@ def rollout(
     dones = np.zeros(n, dtype=bool)
     if n:
         dones[-1] = True
+    success = reached and reason != "error" and not success_at_reset
+    artifacts: dict[str, bytes] = {}
+    finish = getattr(policy, "finish_episode", None)
+    if callable(finish):  # e.g. an LLM agent's transcript; staged and committed with the episode
+        outcome = {"termination_reason": reason, "success": success, "length": n, "error": error}
+        try:
+            artifacts = {str(k): bytes(v) for k, v in finish(outcome).items()}
+        except Exception as exc:
+            if reason != "error":
+                reason, error, success = "error", f"{type(exc).__name__}: {exc}", False
+                tb = traceback.format_exc(limit=8)
     return EpisodeRecord(
         planned=planned,
         states=np.asarray(states, dtype=np.float32).reshape(n, task.state_dim),
@@ -173,12 +191,13 @@ def rollout(
         dones=dones,
         latencies=np.asarray(latencies, dtype=np.float32),
         frames=frames,
-        success=reached and reason != "error" and not success_at_reset,
+        success=success,
         success_at_reset=success_at_reset,
         termination_reason=reason,
         error=error,
         error_traceback=tb,
         wall_time_s=time.perf_counter() - start,
+        extra={"artifacts": artifacts} if artifacts else {},
     )
 
 

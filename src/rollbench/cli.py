@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from rollbench.cli_release import register as _register_release
 from rollbench.serve import serve_policy
 from rollbench.types import ConfigError, RollbenchError
 
@@ -263,6 +264,7 @@ def mcp_cmd(
 
 
 app.command("serve-policy")(serve_policy)
+_register_release(app)
 
 
 def main() -> None:

@@ -200,3 +200,31 @@ def test_bad_agent_setups_fail_before_anything_is_written(
     assert not any((tmp_path / n).exists() for n in "abcd")
     proc = run_cli("eval", "--env", REACH, "--policy", "zero", "--wire-capture", "--out", tmp_path / "e")
     assert proc.returncode == 2 and "--wire-capture applies to agent:PROVIDER/MODEL" in proc.stderr
+
+
+def test_a_transcript_is_committed_with_its_episode_and_an_orphan_is_removed_on_open(
+    double: Double, tmp_path: Path
+) -> None:
+    from rollbench.record.writer import DatasetWriter
+
+    out = tmp_path / "run"
+    evaluate(env=REACH, policy="agent:local/giver", episodes=2, out=out)
+    ref = grade(out)
+    # a crash after episode 1's data and transcript were placed but before its meta row (the commit point)
+    meta = out / "meta/episodes/chunk-000/file-001.parquet"
+    data, tr = out / "data/chunk-000/file-001.parquet", out / "transcripts/chunk-000/file-001.jsonl"
+    staged = out / ".staging/episode-000001"
+    staged.mkdir(parents=True)
+    pq.write_table(pq.read_table(data).drop_columns(["index"]), staged / "data.parquet")
+    (staged / "transcript.jsonl").write_bytes(tr.read_bytes())
+    row = pq.read_table(meta).to_pylist()[0]
+    keep = {k: v for k, v in row.items() if k.startswith("rollbench/")}
+    (staged / "episode.json").write_text(
+        json.dumps({**keep, "length": row["length"], "episode_index": 1, "task_index": 0, "traceback": None})
+    )
+    meta.unlink()
+    info = json.loads((out / "meta/info.json").read_text())
+    writer = DatasetWriter(out, info["features"], 10, [row["rollbench/instruction"]], "scripted")
+    assert writer.committed == 1 and not tr.exists() and not data.exists()  # orphans of the uncommitted episode
+    assert writer.promote_ready() == [1]
+    assert tr.exists() and grade(out) == ref

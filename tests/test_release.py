@@ -18,7 +18,7 @@ from conftest import run_cli
 from rollbench.api import evaluate, grade
 from rollbench.identity import sanitize_segment
 from rollbench.release import build_release
-from rollbench.release_rules import PLACEHOLDER
+from rollbench.release_rules import PLACEHOLDER, Scanner
 from rollbench.types import ConfigError
 
 EMAIL = "alice.smith@example.org"
@@ -229,3 +229,38 @@ def test_a_release_into_or_around_a_source_is_refused_and_sources_stay_untouched
     with pytest.raises(ConfigError, match="not an empty directory"):
         build_release([copy], tmp_path / "full")
     assert files(run) == before
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "scripted_reach-agent_local_solver-20261201T000912Z",  # a default run name
+        "metaworld_pick-place-v3-agent_openai_gpt-4o-20261201T000912Z",
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",  # sha256
+        "0a1b2c3d4e5f67890a1b2c3d4e5f6789",  # uuid4 hex
+        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAEAAAABACAIAAAAlC+aJAAAA" + "Qk9YZ3p1" * 40,
+        "/work/runs/pick-place/meta/episodes/chunk-000/file-000.parquet",
+        "pick up the puck and place it at the goal",
+        "chatcmpl-1 call_0 tok=5",
+    ],
+)
+def test_ordinary_run_text_is_not_mistaken_for_a_secret(text: str) -> None:
+    assert Scanner(set(), set()).find(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("key sk-proj-Zq8xW3vB7nM2kL5pR9tY1uI4oP6aS0dF end", "openai_key"),
+        ("AWS AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
+        ("Authorization: Bearer abc.DEF-123_456", "bearer_token"),
+        ("password=hunter2hunter2", "secret_field"),
+        ("cd /Users/bob/x", "home_path"),
+        ("cd /root/x", "home_path"),
+        ("mail me: first.last@sub.example.co.uk", "email"),
+        ("on workstation-42 today", "host_name"),
+    ],
+)
+def test_each_rule_finds_its_kind(text: str, rule: str) -> None:
+    found = Scanner({"workstation-42"}, set()).find(text)
+    assert [f.rule for f in found] == [rule]

@@ -82,7 +82,7 @@ def _check_paths(runs: list[Path], labels: list[Path], out: Path) -> None:
         if not f.is_file():
             raise ConfigError(f"--labels {f} is not a file")
     o = out.resolve()
-    for src in [*runs, *(f.parent for f in labels)]:
+    for src in [*runs, *labels]:
         s = src.resolve()
         if _is_inside(o, s):
             raise ConfigError(f"--out {out} is inside the source {src}; a release is written elsewhere")

@@ -36,6 +36,12 @@ per line, ``type``:
 * ``end``: ``termination_reason``, ``success``, ``length``, ``error``, ``totals`` (``model_calls``,
   ``prompt_tokens``, ``completion_tokens``, ``total_tokens``, ``cost_usd``). ``rollbench grade`` sums the totals.
 
+Request: ``model``, ``messages``, ``tools``, ``tool_choice: "auto"``, ``seed`` (the episode's seed, for providers
+that honour it), and ``temperature`` / ``max_tokens`` only when given as options (some reasoning models refuse
+them). Other options: ``timeout_s`` (60), ``connect_timeout_s`` (10), ``retries`` (4), ``backoff_s`` (1.0),
+``max_move_steps`` (50), ``gripper_steps`` (10), ``max_text_replies`` (3), ``images`` (true), ``camera`` (default:
+the first rendered), ``probe`` (true: ``GET /models`` before any episode).
+
 Cost: ``price_per_mtok`` (``{"input": USD, "output": USD}`` per million tokens) when given, else the provider's
 ``usage.cost`` when it reports one, else null. ``wire_capture: true`` (``eval --wire-capture``) also writes every
 raw HTTP exchange to ``wire/chunk-CCC/file-FFF.jsonl`` (row column ``rollbench/wire_capture``), credentials redacted.
@@ -137,7 +143,7 @@ class AgentPolicy:
         retries = int(options.get("retries", 4))
         if min(self.max_move_steps, self.gripper_steps) < 1 or min(self.max_text_replies, retries) < 0:
             raise ConfigError("max_move_steps and gripper_steps must be >= 1; max_text_replies, retries >= 0")
-        self.temperature = float(options.get("temperature", 0.0))
+        self.temperature = options.get("temperature")  # sent only when given: reasoning models refuse it
         self.max_tokens = options.get("max_tokens")
         self.camera = options.get("camera")
         self.images = bool(options.get("images", True))
@@ -266,7 +272,8 @@ class AgentPolicy:
             for other in p["skipped"]:
                 self._add({"role": "tool", "tool_call_id": other, "content": "not executed: one tool call per turn"})
             if p["name"] == "take_picture":
-                self._user("The picture you took:", observation)
+                has = self.images and bool(observation.images)
+                self._user("The picture you took:" if has else "No camera image is available in this run.", observation)
             self.pending = None
         text_replies = 0
         while True:
@@ -323,9 +330,10 @@ class AgentPolicy:
             "messages": self.messages,
             "tools": self.tools.schemas(),
             "tool_choice": "auto",
-            "temperature": self.temperature,
             "seed": int(self.seed),
         }
+        if self.temperature is not None:
+            body["temperature"] = float(self.temperature)
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         t = time.perf_counter()

@@ -402,4 +402,8 @@ def _jsonl(lines: list[dict[str, Any]], redact: Any) -> bytes:
 
 def make_agent_policy(name: str, options: Mapping[str, Any]) -> AgentPolicy:
     """An LLM agent over an OpenAI-compatible chat API: agent:PROVIDER/MODEL (tools, transcripts; see docs)."""
+    try:
+        import httpx  # noqa: F401  (the remote extra)
+    except ImportError:
+        raise ConfigError("agent policies need httpx: pip install 'rollbench[remote]'") from None
     return AgentPolicy(name, options)

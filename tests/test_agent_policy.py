@@ -228,3 +228,21 @@ def test_a_transcript_is_committed_with_its_episode_and_an_orphan_is_removed_on_
     assert writer.committed == 1 and not tr.exists() and not data.exists()  # orphans of the uncommitted episode
     assert writer.promote_ready() == [1]
     assert tr.exists() and grade(out) == ref
+
+
+def test_grade_reports_a_transcript_that_disagrees_with_its_calls_or_is_missing(double: Double, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    evaluate(env=REACH, policy="agent:local/giver", episodes=2, out=out)
+    tr0 = out / "transcripts/chunk-000/file-000.jsonl"
+    lines = transcript(out, "transcripts/chunk-000/file-000.jsonl")
+    lines[-1]["totals"]["total_tokens"] += 1
+    tr0.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    (out / "transcripts/chunk-000/file-001.jsonl").unlink()
+    result = grade(out)
+    assert result["status"] == "PARTIAL"
+    assert result["violations"] == [
+        f"episode 0: transcript transcripts/chunk-000/file-000.jsonl states total_tokens="
+        f"{lines[-1]['totals']['total_tokens']} but its call lines sum to {lines[-1]['totals']['total_tokens'] - 1}",
+        "episode 1: transcript transcripts/chunk-000/file-001.jsonl is unreadable ([Errno 2] No such file or directory: "
+        f"'{out / 'transcripts/chunk-000/file-001.jsonl'}')",
+    ]

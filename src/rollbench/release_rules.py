@@ -55,7 +55,13 @@ SECRET_FIELDS = re.compile(
 )
 HOST_FIELDS = frozenset({"host", "hostname", "host_name"})
 USER_FIELDS = frozenset({"user", "username", "user_name", "operator"})
-COMMON_NAMES = frozenset({"root", "user", "admin", "ubuntu", "runner", "debian", "localhost", "vm", "host", "test"})
+# names that are also ordinary words of run files (``"executor": "ray"``): matched only in their own fields
+COMMON_NAMES = frozenset(
+    {
+        "root", "user", "admin", "ubuntu", "runner", "debian", "localhost", "vm", "host", "test", "ray", "dev",
+        "docker", "agent", "robot", "local", "server", "jenkins", "gitlab", "github", "ci", "ml", "gpu", "node",
+    }
+)  # fmt: skip
 
 BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group redacted
     ("private_key", "private_key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----", 0),

@@ -9,7 +9,8 @@ wire protocol (``GET /v1/models``, ``POST /v1/chat/completions`` with ``tools``,
   calls ``move_to`` the goal; ``done`` once the point is within 1 cm of it.
 * ``arm``: MetaWorld: ``move_delta(0, 0, 0.05)``, ``gripper("close")``, ``take_picture``, ``done``.
 * ``giver``: ``move_delta(0.1, 0)`` then ``give_up("cannot see the goal")``.
-* ``flaky``: like ``solver``, but the first attempt of every turn answers HTTP 429 (``Retry-After: 0``).
+* ``flaky``: like ``solver``, but the first attempt of every turn answers HTTP 429 (``Retry-After: 0``) and the
+  second HTTP 503 (no ``Retry-After``).
 * ``always429``: always HTTP 429. ``slow``: sleeps 3 s before answering. ``badjson``: a tool call whose arguments
   are not JSON. ``texty``: plain text, never a tool call.
 
@@ -111,6 +112,9 @@ def make_app(double: Double) -> FastAPI:
         if model == "always429" or (model == "flaky" and attempt == 0):
             double.log.append({"model": model, "status": 429, "messages": len(messages)})
             return JSONResponse({"error": {"message": "rate limited"}}, status_code=429, headers={"retry-after": "0"})
+        if model == "flaky" and attempt == 1:
+            double.log.append({"model": model, "status": 503, "messages": len(messages)})
+            return JSONResponse({"error": {"message": "overloaded"}}, status_code=503)
         if model == "slow":
             await asyncio.sleep(3)
         usage = {"prompt_tokens": 10 * len(messages), "completion_tokens": 5}

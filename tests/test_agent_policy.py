@@ -138,7 +138,7 @@ def test_an_agent_drives_metaworld_with_cartesian_gripper_and_picture_tools(doub
     assert (out / "videos/observation.images.corner/chunk-000/file-000.mp4").exists()
 
 
-def test_a_429_is_retried_with_backoff_and_the_wire_capture_redacts_the_key(double: Double, tmp_path: Path) -> None:
+def test_429_and_503_are_retried_with_backoff_and_the_wire_capture_redacts_the_key(double: Double, tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = evaluate(
         env=REACH,
@@ -150,9 +150,11 @@ def test_a_429_is_retried_with_backoff_and_the_wire_capture_redacts_the_key(doub
     assert result["status"] == "OK", result["reasons"]
     lines = transcript(out, result["episodes"][0]["transcript"])
     calls = [ln for ln in lines if ln["type"] == "call"]
-    assert calls and all([a["status"] for a in c["attempts"]] == [429, 200] for c in calls)
+    # Retry-After: 0 is obeyed after the 429; the 503 has none, so the second wait is backoff_s * 2**1
+    waits = [[(a["status"], a["waited_s"]) for a in c["attempts"]] for c in calls]
+    assert calls and waits == [[(429, 0.0), (503, 0.0), (200, 0.02)]] * len(calls)
     wire = [json.loads(x) for x in (out / "wire/chunk-000/file-000.jsonl").read_text().splitlines()]
-    assert [w["response"]["status"] for w in wire] == [429, 200] * len(calls)
+    assert [w["response"]["status"] for w in wire] == [429, 503, 200] * len(calls)
     assert all(w["request"]["headers"]["authorization"] == "<redacted>" for w in wire)
     assert meta_rows(out)[0]["rollbench/wire_capture"] == "wire/chunk-000/file-000.jsonl"
     assert_key_nowhere(out)

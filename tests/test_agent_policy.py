@@ -138,7 +138,9 @@ def test_an_agent_drives_metaworld_with_cartesian_gripper_and_picture_tools(doub
     assert (out / "videos/observation.images.corner/chunk-000/file-000.mp4").exists()
 
 
-def test_429_and_503_are_retried_with_backoff_and_the_wire_capture_redacts_the_key(double: Double, tmp_path: Path) -> None:
+def test_429_and_503_are_retried_with_backoff_and_the_wire_capture_redacts_the_key(
+    double: Double, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
     result = evaluate(
         env=REACH,

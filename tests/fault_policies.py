@@ -95,3 +95,35 @@ class Slow:
 
 def slow(name: str, options: Mapping[str, Any]) -> Slow:
     return Slow(options)
+
+
+class ShortBatch:
+    """The scripted expert, natively batched, whose batched form answers one observation too few whenever it is
+    asked for more than one (a policy server that drops a request). Single calls are answered correctly."""
+
+    def __init__(self) -> None:
+        self.info = PolicyInfo(name="short-batch")
+        self.inner = make_policy("scripted-expert", {})
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return self.inner.act(observation, instruction)
+
+    def batched(self, size: int) -> ShortBatch:
+        return self
+
+    def reset_slot(self, slot: int, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+
+    def act_batch(self, slots: Any, observations: Any, instructions: Any) -> list[Any]:
+        answers = [self.inner.act(o, i) for o, i in zip(observations, instructions, strict=True)]
+        return answers[:-1] if len(answers) > 1 else answers
+
+    def close(self) -> None:
+        pass
+
+
+def short_batch(name: str, options: Mapping[str, Any]) -> ShortBatch:
+    return ShortBatch()

@@ -6,6 +6,7 @@ run directory, never in-process counters.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 from rollbench.execute import WorkerSetup
 from rollbench.grading import grade as grade_run_dir
 from rollbench.plan import Plan, PlannedEpisode, cameras_for, make_plan
+from rollbench.record.background import BackgroundCommitter
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.runlog import (
     LiveSnapshot,
@@ -37,17 +39,24 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 ``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode."""
 
 
+MAX_BATCH_SIZE = 256  # episodes (and simulators) one worker keeps in lockstep
+
+
 @dataclass(frozen=True)
 class Execution:
-    """How to run (not part of the run's identity): worker count and executor."""
+    """How to run (not part of the run's identity): worker count, executor, and episodes per worker in lockstep
+    (``batch_size``, see :mod:`rollbench.batching`). None of these changes what an episode records."""
 
     workers: int = 1
     executor: str = "local"
     ray_address: str | None = None
+    batch_size: int = 1
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ConfigError(f"--workers must be >= 1, got {self.workers}")
+        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            raise ConfigError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}, got {self.batch_size}")
         if self.executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {self.executor!r}; valid executors: local, ray")
         if self.ray_address and self.executor != "ray":
@@ -191,7 +200,12 @@ def _execute(
 ) -> dict[str, Any]:
     log["status"] = "RUNNING"
     log.setdefault("executions", []).append(
-        {"started": utc_now(), "workers": execution.workers, "executor": execution.executor}
+        {
+            "started": utc_now(),
+            "workers": execution.workers,
+            "executor": execution.executor,
+            "batch_size": execution.batch_size,
+        }
     )
     write_run_log(run_dir, log)
     first = plan.tasks[0]
@@ -218,8 +232,10 @@ def _execute(
     if progress:
         progress({"event": "start", "run_dir": str(run_dir), "totals": dict(live.totals), "done": dict(live.done)})
 
+    committer = BackgroundCommitter(writer)
+
     def on_result(summary: Any) -> None:
-        writer.promote_ready()
+        committer.promote_ready()
         live.episode_done(summary.task, summary.success)
         live.write()
         if progress:
@@ -235,15 +251,22 @@ def _execute(
         {t.name: t for t in plan.tasks},
         log["plan"]["replan_every"],
         log["plan"]["policy"]["needs_images"],
+        execution.batch_size,
     )
     try:
         counters = run_episodes(
-            setup, todo, execution, on_result, should_stop or (lambda: False), on_worker, commit=writer.commit_record
+            setup, todo, execution, on_result, should_stop or (lambda: False), on_worker, commit=committer.commit
         )
     except KeyboardInterrupt:
         # keep what finished, say so on disk, and leave the directory resumable
+        committer.close()
         _finish(run_dir, writer, log, live, status="INTERRUPTED")
         raise
+    except BaseException:
+        with contextlib.suppress(Exception):
+            committer.close()  # what finished is written before the error propagates
+        raise
+    committer.close()
     log["executions"][-1].update(counters)
     return _finish(run_dir, writer, log, live)
 

@@ -79,6 +79,9 @@ def eval_cmd(
     resume: Annotated[Path | None, typer.Option(help="Resume RUN_DIR with the spec stored in its run.json.")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Local worker processes (or Ray actors).")] = 1,
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
+    batch_size: Annotated[
+        int, typer.Option(min=1, help="Episodes each worker runs in lockstep, one batched policy call per step.")
+    ] = 1,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
     wire_capture: Annotated[
@@ -140,7 +143,7 @@ def eval_cmd(
             spec = build_spec(**fields)
         if executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
-        execution = Execution(workers=workers, executor=executor, ray_address=ray_address)
+        execution = Execution(workers=workers, executor=executor, ray_address=ray_address, batch_size=batch_size)
         with display:
             result = evaluate(spec, out=out_dir, execution=execution, progress=display.update)
     except KeyboardInterrupt:

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rollbench.batching import BatchPolicy, NextEpisode, as_batch_policy, run_lockstep
 from rollbench.envs.render_check import render_fault
 from rollbench.plan import PlannedEpisode, cameras_for
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.registry import EnvOptions, make_env, make_policy
-from rollbench.rollout import EpisodeRecord, failed_episode, rollout
+from rollbench.rollout import EpisodeRecord, EpisodeRun, failed_episode
 from rollbench.spec import EvalSpec
 from rollbench.types import Env, Policy, TaskInfo
 
@@ -51,6 +52,7 @@ class WorkerSetup:
         tasks: task name -> TaskInfo for every task of the plan.
         replan_every: the effective replan interval (resolved once before the run, recorded in run.json).
         needs_images: whether the policy reads camera images.
+        batch_size: episodes a worker runs in lockstep (``--batch-size``; see :mod:`rollbench.batching`).
     """
 
     spec: EvalSpec
@@ -58,10 +60,12 @@ class WorkerSetup:
     tasks: dict[str, TaskInfo]
     replan_every: int
     needs_images: bool
+    batch_size: int = 1
 
 
 class EpisodeWorker:
-    """Holds one policy and the env of the current task; episodes of a task reuse the env (reset between them).
+    """Holds the policy (one instance per batch slot unless it batches natively) and one env per slot; episodes of
+    a task reuse their slot's env (reset between them).
 
     ``commit`` records a finished episode and returns False if it was already recorded; default: stage it in the run
     directory (worker processes, Ray actors); the in-process runner passes ``DatasetWriter.commit_record``.
@@ -72,51 +76,65 @@ class EpisodeWorker:
         self.commit = commit or (
             lambda rec, fault: stage_episode(setup.run_dir, rec, setup.tasks[rec.planned.task].fps, fault)
         )
+        size = max(1, setup.batch_size)
         self.policy: Policy = build_policy(setup.spec)
-        self._env: Env | None = None
-        self._env_task: str | None = None
+        self.batch: BatchPolicy = as_batch_policy(self.policy, lambda: build_policy(setup.spec), size)
+        self._envs: list[Env | None] = [None] * size
+        self._env_tasks: list[str | None] = [None] * size
 
-    def _env_for(self, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
-        if self._env is None or self._env_task != task.name:
-            self.close_env()
-            self._env = make_env(task, EnvOptions(cameras=cameras, image_size=self.setup.spec.image_size))
-            self._env_task = task.name
-        return self._env
+    def _env_for(self, slot: int, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
+        env = self._envs[slot]
+        if env is None or self._env_tasks[slot] != task.name:
+            self.close_env(slot)
+            env = self._envs[slot] = make_env(task, EnvOptions(cameras=cameras, image_size=self.setup.spec.image_size))
+            self._env_tasks[slot] = task.name
+        return env
 
-    def run(self, planned: PlannedEpisode) -> EpisodeSummary:
+    def start(self, slot: int, planned: PlannedEpisode) -> EpisodeRun | EpisodeRecord:
+        """Begin ``planned`` in ``slot``: its env reset to the planned scene, the slot's policy reset."""
         spec, task = self.setup.spec, self.setup.tasks[planned.task]
         cams = cameras_for(spec, task, self.setup.needs_images)
         try:
-            env = self._env_for(task, cams)
+            env = self._env_for(slot, task, cams)
         except Exception as exc:
-            rec = failed_episode(planned, task, exc)
-        else:
-            rec = rollout(
-                env,
-                self.policy,
-                planned,
-                cameras=cams,
-                record_frames=spec.video,
-                replan_every=self.setup.replan_every,
-            )
-            if rec.termination_reason == "error":
-                self.close_env()  # never reuse an env whose episode failed: its state is unknown
-        fault = _render_fault(rec)
-        staged = self.commit(rec, fault)
-        return EpisodeSummary(
-            planned.episode_index, planned.task, rec.success, rec.length, rec.termination_reason, staged
+            return failed_episode(planned, task, exc)
+        run = EpisodeRun(env, planned, cameras=cams, record_frames=spec.video, replan_every=self.setup.replan_every)
+        run.begin(lambda: self.batch.reset_slot(slot, task, planned.seed))
+        return run
+
+    def finish(self, slot: int, rec: EpisodeRecord) -> EpisodeSummary:
+        """Commit a finished episode and summarise it (progress display only)."""
+        if rec.termination_reason == "error":
+            self.close_env(slot)  # never reuse an env whose episode failed: its state is unknown
+        staged = self.commit(rec, _render_fault(rec))
+        p = rec.planned
+        return EpisodeSummary(p.episode_index, p.task, rec.success, rec.length, rec.termination_reason, staged)
+
+    def run_stream(self, next_episode: NextEpisode, on_summary: Callable[[EpisodeSummary], None]) -> None:
+        """Run episodes from ``next_episode`` (see :func:`rollbench.batching.run_lockstep`) ``batch_size`` at a
+        time, committing each as it ends and passing its summary to ``on_summary``."""
+        run_lockstep(
+            len(self._envs), next_episode, self.start, self.batch, lambda slot, rec: on_summary(self.finish(slot, rec))
         )
 
-    def close_env(self) -> None:
-        if self._env is not None:
-            try:
-                self._env.close()
-            finally:
-                self._env, self._env_task = None, None
+    def run(self, planned: PlannedEpisode) -> EpisodeSummary:
+        """Run one episode and return its summary."""
+        todo, out = [planned], list[EpisodeSummary]()
+        self.run_stream(lambda block: todo.pop() if todo else None, out.append)
+        return out[0]
+
+    def close_env(self, slot: int | None = None) -> None:
+        """Close the env of ``slot`` (None: every slot's)."""
+        for i in range(len(self._envs)) if slot is None else (slot,):
+            env, self._envs[i], self._env_tasks[i] = self._envs[i], None, None
+            if env is not None:
+                env.close()
 
     def close(self) -> None:
-        self.close_env()
-        self.policy.close()
+        try:
+            self.close_env()
+        finally:
+            self.batch.close()
 
 
 def _render_fault(rec: EpisodeRecord) -> str | None:

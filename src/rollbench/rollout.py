@@ -85,6 +85,185 @@ def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
     return arr
 
 
+class EpisodeRun:
+    """One episode, advanced a step at a time: the single implementation of the episode loop's rules.
+
+    :func:`rollout` drives one of these with a single policy; the batched driver
+    (:mod:`rollbench.batch`) drives B of them in lockstep with one batched policy call per step. Both call, per
+    step: :meth:`prepare` (render this step's images; True when the action queue is empty), then, if it returned
+    True, :meth:`give` with the policy's chunk (or :meth:`fail`/:meth:`stop`), then :meth:`advance` (execute one
+    action). After :meth:`begin` and after every call, :attr:`done` says whether the episode has ended;
+    :meth:`finish` returns its :class:`EpisodeRecord`. No method raises for episode-level failures.
+    """
+
+    def __init__(
+        self,
+        env: Env,
+        planned: PlannedEpisode,
+        *,
+        cameras: Sequence[str] = (),
+        record_frames: bool = False,
+        replan_every: int = 1,
+    ) -> None:
+        self.env, self.planned, self.task = env, planned, env.task
+        self.cameras = tuple(cameras)
+        self.replan_every = replan_every
+        self.final_rule = planned.success_rule == "final_step"
+        self.states: list[np.ndarray] = []
+        self.actions: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.successes: list[bool] = []
+        self.latencies: list[float] = []
+        self.frames: dict[str, list[np.ndarray]] = {c: [] for c in cameras} if record_frames else {}
+        self.reason = "max_steps"
+        self.error: str | None = None
+        self.tb: str | None = None
+        self.success_at_reset = False
+        self.queue: list[np.ndarray] = []
+        self.latency = float("nan")
+        self.done = False
+        self.obs: Observation | None = None
+        self._start = time.perf_counter()
+
+    @property
+    def step(self) -> int:
+        """Index of the step about to run (= rows recorded so far)."""
+        return len(self.actions)
+
+    @property
+    def instruction(self) -> str:
+        return self.planned.instruction
+
+    def begin(self, reset_policy: Callable[[], None]) -> None:
+        """Reset the env to the planned seed and initial state, note success at reset, then reset the policy."""
+        try:
+            self.obs = self.env.reset(self.planned.seed, self.planned.initial_state)
+            self.success_at_reset = bool(self.env.success())
+            reset_policy()
+        except Exception as exc:
+            self.fail(exc)
+
+    def prepare(self) -> bool:
+        """Render this step's camera images; return True if the policy must be asked for a new chunk."""
+        if self.done:
+            return False
+        assert self.obs is not None
+        try:
+            if self.cameras:
+                self.obs.images = {c: self.env.render(c) for c in self.cameras}
+                for c in self.frames:
+                    self.frames[c].append(self.obs.images[c])
+        except Exception as exc:
+            self.fail(exc)
+            return False
+        self.latency = float("nan")
+        return not self.queue
+
+    def give(self, raw: object, latency: float) -> None:
+        """The policy's answer for this step (``latency``: seconds the call took); checked as a chunk."""
+        try:
+            self.queue = list(_as_chunk(raw, self.task.action_dim, self.step)[: self.replan_every])
+            self.latency = latency
+        except Exception as exc:
+            self.fail(exc)
+
+    def ask(self, policy: Policy) -> None:
+        """Call ``policy.act`` for this step and :meth:`give` its answer (PolicyStop and errors end the episode)."""
+        assert self.obs is not None
+        try:
+            t0 = time.perf_counter()
+            raw = policy.act(self.obs, self.planned.instruction)
+            latency = time.perf_counter() - t0
+        except PolicyStop as stop:
+            self.stop(stop.termination_reason)
+        except Exception as exc:
+            self.fail(exc)
+        else:
+            self.give(raw, latency)
+
+    def advance(self) -> None:
+        """Execute the next queued action and record the step; set :attr:`done` on a termination reason."""
+        if self.done:
+            return
+        assert self.obs is not None
+        try:
+            action = self.queue.pop(0)
+            state = np.asarray(self.obs.state, dtype=np.float32).reshape(self.task.state_dim)
+            result = self.env.step(action)
+        except Exception as exc:
+            self.fail(exc)
+            return
+        self.states.append(state)
+        self.actions.append(action)
+        self.rewards.append(float(result.reward))
+        self.successes.append(bool(result.success))
+        self.latencies.append(self.latency)
+        self.obs = result.observation
+        if result.success and not self.final_rule:
+            self.reason, self.done = "success", True
+        elif result.terminated:
+            self.reason, self.done = "env_terminated", True
+        elif result.truncated:
+            self.reason, self.done = "truncated", True
+        elif self.step >= self.planned.max_steps:
+            self.reason, self.done = "max_steps", True
+
+    def stop(self, reason: str = "policy_stop") -> None:
+        """The policy ended the episode on purpose (``policy_stop``, or ``give_up`` from PolicyGiveUp)."""
+        self.reason, self.done = reason, True
+
+    def fail(self, exc: BaseException) -> None:
+        """End the episode as ``error`` with ``exc`` as its reason; the steps before it are kept."""
+        self.reason, self.error, self.done = "error", f"{type(exc).__name__}: {exc}", True
+        self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
+
+    def finish(self, policy: object | None = None) -> EpisodeRecord:
+        """The episode's record (call once, after :attr:`done`).
+
+        ``policy``: the (per-slot) policy that played the episode; if it has ``finish_episode(outcome) -> {kind:
+        bytes}`` (``outcome``: termination_reason, success, length, error), its artifacts (e.g. an LLM agent's
+        transcript) go into ``extra["artifacts"]``; if that raises, the episode ends as ``error``.
+        """
+        n = len(self.actions)
+        # a frame rendered for a step whose action then failed has no row: keep frames == rows
+        for c in self.frames:
+            del self.frames[c][n:]
+        succ = np.asarray(self.successes, dtype=bool)
+        reached = bool(succ[-1]) if (self.final_rule and n) else bool(succ.any())
+        dones = np.zeros(n, dtype=bool)
+        if n:
+            dones[-1] = True
+        task = self.task
+        success = reached and self.reason != "error" and not self.success_at_reset
+        artifacts: dict[str, bytes] = {}
+        finish = getattr(policy, "finish_episode", None)
+        if callable(finish):  # staged and committed with the episode
+            outcome = {"termination_reason": self.reason, "success": success, "length": n, "error": self.error}
+            try:
+                artifacts = {str(k): bytes(v) for k, v in finish(outcome).items()}
+            except Exception as exc:
+                if self.reason != "error":
+                    self.fail(exc)
+                    success = False
+        return EpisodeRecord(
+            planned=self.planned,
+            states=np.asarray(self.states, dtype=np.float32).reshape(n, task.state_dim),
+            actions=np.asarray(self.actions, dtype=np.float32).reshape(n, task.action_dim),
+            rewards=np.asarray(self.rewards, dtype=np.float32),
+            successes=succ,
+            dones=dones,
+            latencies=np.asarray(self.latencies, dtype=np.float32),
+            frames=self.frames,
+            success=success,
+            success_at_reset=self.success_at_reset,
+            termination_reason=self.reason,
+            error=self.error,
+            error_traceback=self.tb,
+            wall_time_s=time.perf_counter() - self._start,
+            extra={"artifacts": artifacts} if artifacts else {},
+        )
+
+
 def rollout(
     env: Env,
     policy: Policy,
@@ -110,95 +289,17 @@ def rollout(
     success, length, error) is asked for the episode's artifacts (``{kind: bytes}``), kept in ``extra``; if it
     raises, the episode ends as ``error``.
     """
-    task: TaskInfo = env.task
-    horizon, final_rule = planned.max_steps, planned.success_rule == "final_step"
-    states: list[np.ndarray] = []
-    actions: list[np.ndarray] = []
-    rewards: list[float] = []
-    successes: list[bool] = []
-    latencies: list[float] = []
-    frames: dict[str, list[np.ndarray]] = {c: [] for c in cameras} if record_frames else {}
-    reason, error, tb, success_at_reset = "max_steps", None, None, False
-    queue: list[np.ndarray] = []
-    start = time.perf_counter()
-    step = 0
-    try:
-        obs: Observation = env.reset(planned.seed, planned.initial_state)
-        success_at_reset = bool(env.success())
-        policy.reset(task, planned.seed)
-        for step in range(horizon):
-            if cameras:
-                obs.images = {c: env.render(c) for c in cameras}
-                for c in frames:
-                    frames[c].append(obs.images[c])
-            latency = float("nan")
-            if not queue:
-                t0 = time.perf_counter()
-                raw = policy.act(obs, planned.instruction)
-                latency = time.perf_counter() - t0
-                queue = list(_as_chunk(raw, task.action_dim, step)[:replan_every])
-            action = queue.pop(0)
-            state = np.asarray(obs.state, dtype=np.float32).reshape(task.state_dim)
-            result = env.step(action)
-            states.append(state)
-            actions.append(action)
-            rewards.append(float(result.reward))
-            successes.append(bool(result.success))
-            latencies.append(latency)
-            if on_step is not None:
-                on_step(step)
-            obs = result.observation
-            if result.success and not final_rule:
-                reason = "success"
-                break
-            if result.terminated:
-                reason = "env_terminated"
-                break
-            if result.truncated:
-                reason = "truncated"
-                break
-    except PolicyStop as stop:
-        reason = stop.termination_reason
-    except Exception as exc:
-        reason, error = "error", f"{type(exc).__name__}: {exc}"
-        tb = traceback.format_exc(limit=8)
-    n = len(actions)
-    # a frame rendered for a step whose action then failed has no row: keep frames == rows
-    for c in frames:
-        del frames[c][n:]
-    succ = np.asarray(successes, dtype=bool)
-    reached = bool(succ[-1]) if (final_rule and n) else bool(succ.any())
-    dones = np.zeros(n, dtype=bool)
-    if n:
-        dones[-1] = True
-    success = reached and reason != "error" and not success_at_reset
-    artifacts: dict[str, bytes] = {}
-    finish = getattr(policy, "finish_episode", None)
-    if callable(finish):  # e.g. an LLM agent's transcript; staged and committed with the episode
-        outcome = {"termination_reason": reason, "success": success, "length": n, "error": error}
-        try:
-            artifacts = {str(k): bytes(v) for k, v in finish(outcome).items()}
-        except Exception as exc:
-            if reason != "error":
-                reason, error, success = "error", f"{type(exc).__name__}: {exc}", False
-                tb = traceback.format_exc(limit=8)
-    return EpisodeRecord(
-        planned=planned,
-        states=np.asarray(states, dtype=np.float32).reshape(n, task.state_dim),
-        actions=np.asarray(actions, dtype=np.float32).reshape(n, task.action_dim),
-        rewards=np.asarray(rewards, dtype=np.float32),
-        successes=succ,
-        dones=dones,
-        latencies=np.asarray(latencies, dtype=np.float32),
-        frames=frames,
-        success=success,
-        success_at_reset=success_at_reset,
-        termination_reason=reason,
-        error=error,
-        error_traceback=tb,
-        wall_time_s=time.perf_counter() - start,
-        extra={"artifacts": artifacts} if artifacts else {},
-    )
+    run = EpisodeRun(env, planned, cameras=cameras, record_frames=record_frames, replan_every=replan_every)
+    run.begin(lambda: policy.reset(env.task, planned.seed))
+    while not run.done:
+        if run.prepare():
+            run.ask(policy)
+        if run.done:
+            break
+        run.advance()
+        if on_step is not None:
+            on_step(run.step - 1)
+    return run.finish(policy)
 
 
 def failed_episode(planned: PlannedEpisode, task: TaskInfo, exc: BaseException) -> EpisodeRecord:

@@ -191,6 +191,8 @@ class PolicyInfo:
         chunk_size: rows of the action chunks it returns (``k``); 1 for single-step policies.
         replan_every: actions of each chunk it advertises to execute before replanning (None: no preference).
         needs_images: whether ``act`` needs rendered camera images.
+        io_bound: whether ``act`` mostly waits on I/O (a policy server), so calls of several instances may overlap
+            in threads (batched stepping, :mod:`rollbench.batching`).
         provenance: free-form facts recorded in run.json (checkpoint, server URL, server metadata...).
     """
 
@@ -198,6 +200,7 @@ class PolicyInfo:
     chunk_size: int = 1
     replan_every: int | None = None
     needs_images: bool = False
+    io_bound: bool = False
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -31,20 +31,30 @@ def run_in_process(
     on_worker: OnWorker | None = None,
     commit: Commit | None = None,
 ) -> None:
-    """Run ``todo`` one after another in this process; stop starting episodes once ``should_stop()``.
+    """Run ``todo`` in plan order in this process (``setup.batch_size`` at a time); stop starting episodes once
+    ``should_stop()``.
 
     ``commit`` records each episode (the caller's ``DatasetWriter.commit_record``); default: stage it."""
     state = on_worker or (lambda worker, what: None)
     state("0", "starting")
     worker = EpisodeWorker(setup, commit)
+    pending = iter(todo)
+    running: dict[int, str] = {}
+
+    def next_episode(block: bool) -> PlannedEpisode | None:
+        planned = None if should_stop() else next(pending, None)
+        if planned is not None:
+            running[planned.episode_index] = f"episode {planned.episode_index} ({planned.task})"
+            state("0", ", ".join(running.values()))
+        return planned
+
+    def done(summary: EpisodeSummary) -> None:
+        running.pop(summary.episode_index, None)
+        state("0", ", ".join(running.values()) or "idle")
+        on_result(summary)
+
     try:
-        for planned in todo:
-            if should_stop():
-                return
-            state("0", f"episode {planned.episode_index} ({planned.task})")
-            summary = worker.run(planned)
-            state("0", "idle")
-            on_result(summary)
+        worker.run_stream(next_episode, done)
     finally:
         worker.close()
 
@@ -84,7 +94,17 @@ def run_episodes(
         from rollbench.runners.pool import run_pool
 
         backend = LocalBackend(setup)
-        return run_pool(backend, execution.workers, todo, setup.run_dir, setup.tasks, on_result, should_stop, state)
+        return run_pool(
+            backend,
+            execution.workers,
+            todo,
+            setup.run_dir,
+            setup.tasks,
+            on_result,
+            should_stop,
+            state,
+            setup.batch_size,
+        )
     from rollbench.runners.ray_runner import run_ray
 
     return run_ray(setup, list(todo), execution.workers, execution.ray_address, on_result, should_stop, state)

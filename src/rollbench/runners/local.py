@@ -48,7 +48,8 @@ def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
     """Entry point of a worker process: build one EpisodeWorker, then run episodes until told to stop.
 
     Messages sent: ``("ready", pid)``, ``("done", EpisodeSummary)``, ``("fatal", text)``. Received: a
-    PlannedEpisode, or None to stop.
+    PlannedEpisode, or None to stop. With ``setup.batch_size`` B the parent keeps up to B episodes handed over;
+    they run in lockstep (:mod:`rollbench.batching`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent(parent)
@@ -57,21 +58,26 @@ def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
     except BaseException as exc:
         conn.send(("fatal", f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
         return
+    stopping = False
+
+    def next_episode(block: bool) -> PlannedEpisode | None:
+        """The next episode the parent handed over: wait for one only when every slot is idle."""
+        nonlocal stopping
+        if stopping or (not block and not conn.poll()):
+            return None
+        try:
+            planned: PlannedEpisode | None = conn.recv()
+        except EOFError:
+            planned = None
+        stopping = planned is None
+        return planned
+
     try:
         conn.send(("ready", os.getpid()))
-        while True:
-            try:
-                planned = conn.recv()
-            except EOFError:
-                return
-            if planned is None:
-                return
-            try:
-                summary = worker.run(planned)
-            except BaseException as exc:
-                conn.send(("fatal", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-                return
-            conn.send(("done", summary))
+        try:
+            worker.run_stream(next_episode, lambda summary: conn.send(("done", summary)))
+        except BaseException as exc:
+            conn.send(("fatal", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
     finally:
         worker.close()
 

@@ -116,8 +116,12 @@ def run_pool(
     on_result: OnResult,
     should_stop: ShouldStop,
     on_worker: OnWorker,
+    capacity: int = 1,
 ) -> dict[str, int]:
     """Run ``todo`` on ``slots`` workers of ``backend`` (see the module docstring); always closes the backend.
+
+    ``capacity`` is how many episodes one worker runs at once (``--batch-size``): each worker is handed up to that
+    many, and a worker that dies gives all of its in-flight episodes back to the queue.
 
     Returns counters for the run log: ``worker_starts``, ``worker_deaths``, ``episodes_rerun`` (re-dispatched
     after a death), ``episodes_lost`` (recorded as errors after :data:`MAX_ATTEMPTS` deaths).
@@ -125,7 +129,7 @@ def run_pool(
     """
     queue: deque[PlannedEpisode] = deque(todo)
     n = min(slots, len(queue))
-    running: dict[int, PlannedEpisode | None] = {}
+    running: dict[int, list[PlannedEpisode]] = {}
     ready: set[int] = set()
     alive: set[int] = set()
     start_failures: Counter[int] = Counter()
@@ -137,21 +141,21 @@ def run_pool(
     def start(slot: int) -> None:
         backend.start(slot)
         alive.add(slot)
-        running[slot] = None
+        running[slot] = []
         stats["worker_starts"] += 1
         on_worker(str(slot), "starting")
 
     def handle_death(slot: int, detail: str) -> None:
         stats["worker_deaths"] += 1
         alive.discard(slot)
-        planned = running.pop(slot, None)
+        lost = running.pop(slot, [])
         if slot not in ready:
             start_failures[slot] += 1
             if start_failures[slot] >= MAX_START_FAILURES:
                 raise RollbenchError(f"worker {slot} died {start_failures[slot]} times while starting, last: {detail}")
         ready.discard(slot)
         on_worker(str(slot), f"died ({detail})")
-        if planned is not None:
+        for planned in reversed(lost):  # reversed: appendleft keeps them in plan order at the head of the queue
             attempts[planned.episode_index] += 1
             done = recorded_summary(run_dir, planned)
             if done is not None:  # it staged the episode before dying: keep that copy
@@ -169,7 +173,7 @@ def run_pool(
         Building a simulator costs ~0.1 s (MetaWorld), a scripted episode ~30 ms: without affinity every worker
         would build every task's env. Results do not depend on this order (the plan fixes every episode)."""
         mine = last_task.get(slot)
-        others = {p.task for s, p in running.items() if p is not None and s != slot}
+        others = {p.task for s, ps in running.items() if s != slot for p in ps}
         for wanted in (lambda p: p.task == mine, lambda p: p.task not in others):
             for i, planned in enumerate(queue):
                 if wanted(planned):
@@ -179,12 +183,12 @@ def run_pool(
 
     def dispatch() -> None:
         for slot in sorted(ready):
-            if running.get(slot) is None and queue:
+            while len(running.setdefault(slot, [])) < capacity and queue:
                 planned = take(slot)
                 last_task[slot] = planned.task
-                running[slot] = planned
+                running[slot].append(planned)
                 backend.submit(slot, planned)
-                on_worker(str(slot), describe(planned))
+                on_worker(str(slot), ", ".join(describe(p) for p in running[slot]))
         for slot in range(n):  # replace dead workers while episodes wait (idle ones took theirs above)
             if slot not in alive and queue:
                 start(slot)
@@ -196,7 +200,7 @@ def run_pool(
             stopping = should_stop()
             if not stopping:
                 dispatch()
-            busy = [s for s, p in running.items() if p is not None]
+            busy = [s for s, ps in running.items() if ps]
             if not busy and (stopping or not queue):
                 return stats
             if ready:
@@ -214,8 +218,10 @@ def run_pool(
                     on_worker(str(ev.slot), "idle")
                 elif ev.kind == "done":
                     assert ev.summary is not None
-                    running[ev.slot] = None
-                    on_worker(str(ev.slot), "idle")
+                    running[ev.slot] = [
+                        p for p in running.get(ev.slot, []) if p.episode_index != ev.summary.episode_index
+                    ]
+                    on_worker(str(ev.slot), ", ".join(describe(p) for p in running[ev.slot]) or "idle")
                     finished.append(ev.summary)
                 elif ev.kind == "died":
                     handle_death(ev.slot, ev.detail)

@@ -19,8 +19,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
+import threading
 import time
 import traceback
+from concurrent.futures import Future
 from typing import Any
 
 from rollbench.execute import EpisodeSummary, EpisodeWorker, WorkerSetup
@@ -35,16 +38,26 @@ class EpisodeActor:
     """The body of a Ray actor: one EpisodeWorker built in the actor's own process.
 
     A policy that fails to build is reported by :meth:`ready` (a run-level error), not by killing the actor, so it is
-    not mistaken for a lost node.
+    not mistaken for a lost node. With ``batch_size`` B > 1 the actor is a threaded Ray actor: :meth:`run` calls (up
+    to B at once) hand their episode to one stepping thread that runs them in lockstep (:mod:`rollbench.batching`)
+    and each call returns when its own episode is committed.
     """
 
     def __init__(self, setup: WorkerSetup) -> None:
         self.error: str | None = None
         self.worker: EpisodeWorker | None = None
+        self._inbox: queue.Queue[PlannedEpisode | None] = queue.Queue()
+        self._waiting: dict[int, Future[EpisodeSummary]] = {}
+        self._lock = threading.Lock()
+        self._stepper: threading.Thread | None = None
         try:
             self.worker = EpisodeWorker(setup)
         except Exception as exc:
             self.error = f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            return
+        if setup.batch_size > 1:
+            self._stepper = threading.Thread(target=self._step_loop, name="rollbench-lockstep", daemon=True)
+            self._stepper.start()
 
     def ready(self) -> tuple[str | None, int, str]:
         """``(error or None, pid, node IP)``."""
@@ -54,9 +67,43 @@ class EpisodeActor:
 
     def run(self, planned: PlannedEpisode) -> EpisodeSummary:
         assert self.worker is not None
-        return self.worker.run(planned)
+        if self._stepper is None:
+            return self.worker.run(planned)
+        future: Future[EpisodeSummary] = Future()
+        with self._lock:
+            self._waiting[planned.episode_index] = future
+        self._inbox.put(planned)
+        return future.result()
+
+    def _step_loop(self) -> None:
+        assert self.worker is not None
+
+        def next_episode(block: bool) -> PlannedEpisode | None:
+            try:
+                return self._inbox.get(block=block)
+            except queue.Empty:
+                return None
+
+        def done(summary: EpisodeSummary) -> None:
+            with self._lock:
+                future = self._waiting.pop(summary.episode_index)
+            future.set_result(summary)
+
+        try:
+            while True:  # run_stream returns when every slot is idle and the inbox said stop
+                self.worker.run_stream(next_episode, done)
+                if self._inbox.empty():
+                    return
+        except BaseException as exc:  # reported to every waiting call (a run-level failure)
+            with self._lock:
+                waiting, self._waiting = list(self._waiting.values()), {}
+            for future in waiting:
+                future.set_exception(exc)
 
     def close(self) -> None:
+        if self._stepper is not None:
+            self._inbox.put(None)
+            self._stepper.join(timeout=30)
         if self.worker is not None:
             self.worker.close()
 
@@ -72,6 +119,8 @@ class RayBackend:
         options: dict[str, Any] = {"scheduling_strategy": "SPREAD"}
         if env_vars and forward_env:
             options["runtime_env"] = {"env_vars": env_vars}
+        if setup.batch_size > 1:  # a threaded actor: B concurrent run() calls feed one lockstep loop
+            options["max_concurrency"] = setup.batch_size + 1
         self._cls = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(EpisodeActor).options(**options)
         self._setup = setup
         self.actors: dict[int, Any] = {}
@@ -163,7 +212,9 @@ def run_ray(
     try:
         # a private instance inherits this process's environment; a cluster gets the GL choice via runtime_env
         backend = RayBackend(setup, forward_env=not owned or bool(address))
-        return run_pool(backend, workers, todo, setup.run_dir, setup.tasks, on_result, should_stop, on_worker)
+        return run_pool(
+            backend, workers, todo, setup.run_dir, setup.tasks, on_result, should_stop, on_worker, setup.batch_size
+        )
     finally:
         if owned:
             ray.shutdown()

@@ -90,15 +90,24 @@ def test_an_agent_solves_scripted_reach_with_linked_transcripts_and_usage_graded
     assert_key_nowhere(out)
 
 
-def test_give_up_is_its_own_termination_reason(double: Double, tmp_path: Path) -> None:
-    result = evaluate(env=REACH, policy="agent:local/giver", episodes=1, out=tmp_path / "run")
-    ep = result["episodes"][0]
-    assert (ep["termination_reason"], ep["length"], ep["success"]) == ("give_up", 1, False)
-    assert result["tasks"][REACH]["termination_reasons"] == {"give_up": 1}
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_give_up_is_its_own_termination_reason(double: Double, tmp_path: Path, batch_size: int) -> None:
+    result = evaluate(
+        env=REACH,
+        policy="agent:local/giver",
+        episodes=3,
+        out=tmp_path / "run",
+        execution=Execution(batch_size=batch_size),
+    )
+    for i, ep in enumerate(result["episodes"]):
+        assert (ep["termination_reason"], ep["length"], ep["success"]) == ("give_up", 1, False)
+        assert ep["transcript"] == f"transcripts/chunk-000/file-{i:03d}.jsonl"
+        lines = transcript(tmp_path / "run", ep["transcript"])
+        assert (lines[0]["seed"], lines[-1]["termination_reason"]) == (i, "give_up")
+        assert [a["tool"] for a in lines if a["type"] == "action"] == ["move_delta", "give_up"]
+        assert lines[-2]["arguments"] == {"reason": "cannot see the goal"}
+    assert result["tasks"][REACH]["termination_reasons"] == {"give_up": 3}
     assert result["status"] == "OK"  # giving up is a failure of the task, not a broken run
-    lines = transcript(tmp_path / "run", ep["transcript"])
-    assert [a["tool"] for a in lines if a["type"] == "action"] == ["move_delta", "give_up"]
-    assert lines[-2]["arguments"] == {"reason": "cannot see the goal"}
 
 
 @pytest.mark.sim

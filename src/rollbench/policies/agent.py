@@ -169,6 +169,7 @@ class AgentPolicy:
             chunk_size=self.max_move_steps,
             replan_every=self.max_move_steps,  # every tool call's chunk is executed whole
             needs_images=self.images,
+            io_bound=True,  # waits on the provider: batch slots' calls overlap in threads
             provenance={
                 "kind": "llm-agent",
                 "provider": provider,

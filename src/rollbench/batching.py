@@ -129,7 +129,7 @@ def run_lockstep(size: int, next_episode: NextEpisode, start: StartEpisode, poli
                 if isinstance(run, EpisodeRecord):
                     done(i, run)
                 elif run.done:
-                    done(i, run.finish())
+                    done(i, run.finish(_slot_policy(policy, i)))
                 else:
                     slots[i] = run
         active = [i for i in range(size) if slots[i] is not None]
@@ -143,7 +143,13 @@ def run_lockstep(size: int, next_episode: NextEpisode, start: StartEpisode, poli
             runs[i].advance()
             if runs[i].done:
                 slots[i] = None
-                done(i, runs[i].finish())
+                done(i, runs[i].finish(_slot_policy(policy, i)))
+
+
+def _slot_policy(policy: BatchPolicy, slot: int) -> Policy | None:
+    """The slot's own policy instance (for its episode artifacts, e.g. an agent's transcript); a native batched
+    policy has none, so its episodes carry no artifacts."""
+    return policy.policies[slot] if isinstance(policy, PolicyLoop) else None
 
 
 def _ask(policy: BatchPolicy, asks: list[tuple[int, EpisodeRun]]) -> None:
@@ -166,7 +172,7 @@ def _ask(policy: BatchPolicy, asks: list[tuple[int, EpisodeRun]]) -> None:
     latency = time.perf_counter() - t0
     for (_, run), answer in zip(asks, answers, strict=True):
         if isinstance(answer, PolicyStop):
-            run.stop()
+            run.stop(answer.termination_reason)
         elif isinstance(answer, BaseException):
             run.fail(answer)
         else:

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from rollbench.cli_release import register as _register_release
 from rollbench.cli_runs import register as register_runs
 from rollbench.serve import serve_policy
 from rollbench.types import ConfigError, RollbenchError
@@ -116,6 +117,10 @@ def eval_cmd(
         str | None,
         typer.Option(help="Robustness sweep: comma-separated paraphrase, synonym, drop-object, distractor."),
     ] = None,
+    wire_capture: Annotated[
+        bool,
+        typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
+    ] = False,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
@@ -178,6 +183,8 @@ def eval_cmd(
                 fields[k] = value
             if not fields.get("env") or not fields.get("policy"):
                 raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
+            if wire_capture:
+                fields["policy_options"] = _with_wire_capture(fields["policy"], fields.get("policy_options"))
             spec = build_spec(**fields)
         if executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
@@ -210,6 +217,13 @@ def eval_cmd(
     if as_json and display.run_dir is not None:
         result = {**result, "run_dir": str(display.run_dir)}  # where the run went (also without --out)
     _emit(result, as_json, display.run_dir)
+
+
+def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    """``--wire-capture`` is the agent policy option ``wire_capture: true`` (part of the spec, so a resume keeps it)."""
+    if not str(policy).startswith("agent:"):
+        raise ConfigError(f"--wire-capture applies to agent:PROVIDER/MODEL policies only, not {policy!r}")
+    return {**(options or {}), "wire_capture": True}
 
 
 def _load_spec_file(path: Path) -> dict[str, Any]:
@@ -328,6 +342,7 @@ from rollbench import cli_analysis  # noqa: E402  (summarize, compare, report)
 
 cli_analysis.register(app)
 cli_optimize.register(app)
+_register_release(app)
 
 
 def main() -> None:

@@ -17,6 +17,10 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
 Errors are counted per fault (``errors_by_fault``: ``policy``, ``environment``, ``infrastructure``, from the
 ``rollbench/error_fault`` column; ``unclassified`` for runs recorded before it existed), per task and overall.
 
+LLM agent runs (episodes with a ``rollbench/transcript``): ``agent_usage`` gives model calls, tokens and cost
+(``overall`` and ``by_task``) summed from the transcripts' ``call`` lines; an unreadable transcript, or one whose
+stated totals or termination reason disagree with its lines or the episode row, is a violation.
+
 Status: ``OK`` only when every requested episode is recorded, none errored and no invariant is violated;
 ``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words, naming
 the fault of every error.
@@ -38,6 +42,7 @@ from rollbench.grading_files import (
     run_timing,
     video_violation,
 )
+from rollbench.record.transcript import check_transcript, sum_totals
 from rollbench.rollout import held_success
 from rollbench.types import FAULTS, ConfigError
 
@@ -139,7 +144,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     Returns the ``grade --json`` document: ``status``, ``reasons``, ``violations``, ``episodes_requested``,
     ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``, and for an instruction
     sweep ``variants`` (task -> variant -> results and paired counts; see :func:`_variants`). In a sweep, ``tasks``
-    pools every variant of the task.
+    pools every variant of the task; ``agent_usage`` when any episode has a transcript.
     Raises RollbenchError only when ``run_dir`` is not a run directory at all.
     """
     run_dir = Path(run_dir)
@@ -267,9 +272,23 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
                 "error": m["rollbench/error"],
                 "error_fault": _fault(m) if reason == "error" else None,
                 "render_fault": m["rollbench/render_fault"],
+                "transcript": m.get("rollbench/transcript"),
             }
         )
+        if m.get("rollbench/transcript"):
+            usage = check_transcript(run_dir, m["rollbench/transcript"], episodes[-1], violations)
+            if usage is not None:
+                episodes[-1]["agent_usage"] = usage
     result = _summarise(log, episodes, requested, missing, violations, _percentiles(con, bool(data_files)))
+    if any("agent_usage" in e for e in episodes):
+        with_usage = [e for e in episodes if "agent_usage" in e]
+        result["agent_usage"] = {
+            "overall": sum_totals([e["agent_usage"] for e in with_usage]),
+            "by_task": {
+                t: sum_totals([e["agent_usage"] for e in with_usage if e["task"] == t])
+                for t in sorted({e["task"] for e in with_usage})
+            },
+        }
     result["timing"] = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
     return result
 

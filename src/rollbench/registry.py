@@ -197,17 +197,24 @@ def make_env(task: TaskInfo, options: EnvOptions) -> Env:
     return fam.make(task, options)
 
 
+PREFIX_POLICIES: dict[str, str] = {"agent": "agent:PROVIDER/MODEL"}
+"""Entry points named by a prefix before ``:`` (``agent:openai/gpt-4o``), with the form shown in listings."""
+
+
 def policy_factory(name: str) -> PolicyFactory:
-    """The factory for ``name``: a registered name, a URL whose scheme is registered (``ws://...``), or
-    ``package.module:factory`` for an unpackaged policy. Raises ConfigError naming the valid policies."""
-    if ":" in name and "://" not in name:
-        return _factory_from_path(name)
+    """The factory for ``name``: a registered name, a URL whose scheme is registered (``ws://...``), a registered
+    prefix (``agent:PROVIDER/MODEL``), or ``package.module:factory`` for an unpackaged policy. Raises ConfigError
+    naming the valid policies."""
     names = policy_names()
-    key = name.split("://", 1)[0] if "://" in name else name
+    prefix = name.split(":", 1)[0]
+    if ":" in name and "://" not in name and prefix not in PREFIX_POLICIES:
+        return _factory_from_path(name)
+    key = name.split("://", 1)[0] if "://" in name else prefix if ":" in name else name
     if key not in names:
-        valid = sorted(k for k in names if k not in ("ws", "http", "https"))
+        valid = sorted(k for k in names if k not in ("ws", "http", "https", *PREFIX_POLICIES))
         schemes = sorted(k + "://HOST:PORT" for k in names if k in ("ws", "http", "https"))
-        raise unknown_name_error("policy", name, valid + schemes)
+        prefixed = sorted(PREFIX_POLICIES[k] for k in names if k in PREFIX_POLICIES)
+        raise unknown_name_error("policy", name, valid + schemes + prefixed)
     try:
         factory: PolicyFactory = names[key].load()
     except ImportError as exc:

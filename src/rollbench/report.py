@@ -143,6 +143,18 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
             + f"; time in episodes {timing['episode_time_s']:.1f} s",
             highlight=False,
         )
+    agent = result.get("agent_usage") or {}
+    blocks = [("overall", agent.get("overall"))]
+    if len(result["tasks"]) > 1:
+        blocks += list(agent.get("by_task", {}).items())
+    for name, u in blocks:
+        if u:
+            cost = f", cost ${u['cost_usd']:.4f}" if u["cost_usd"] is not None else ", cost unknown"
+            console.print(
+                f"agent usage ({name}): {u['model_calls']} model calls, {u['prompt_tokens']} prompt + "
+                f"{u['completion_tokens']} completion = {u['total_tokens']} tokens{cost}",
+                highlight=False,
+            )
     color = {"OK": "green", "PARTIAL": "yellow", "FAILED": "red"}[result["status"]]
     console.print(
         f"status: [bold {color}]{result['status']}[/] — {result['episodes_recorded']} of "
@@ -250,11 +262,11 @@ def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = 
 
 
 def list_policies() -> list[dict[str, str]]:
-    from rollbench.registry import describe_policy, policy_names
+    from rollbench.registry import PREFIX_POLICIES, describe_policy, policy_names
 
     return [
         {
-            "name": n + ("://HOST:PORT" if n in ("ws", "http", "https") else ""),
+            "name": PREFIX_POLICIES.get(n, n + ("://HOST:PORT" if n in ("ws", "http", "https") else "")),
             "description": describe_policy(n),
         }
         for n in policy_names()

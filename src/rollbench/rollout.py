@@ -6,7 +6,8 @@ episode of ``T`` steps has ``T`` rows and ``T`` video frames.
 
 Termination reasons (first that applies after each step): ``success`` (``any_step`` rule only: the episode stops at
 the first success), ``env_terminated``, ``truncated``, ``max_steps`` (the horizon was reached). ``policy_stop`` when
-the policy raises :class:`~rollbench.types.PolicyStop`; ``error`` when the env or policy raises, or the policy returns
+the policy raises :class:`~rollbench.types.PolicyStop`, ``give_up`` when it raises
+:class:`~rollbench.types.PolicyGiveUp`; ``error`` when the env or policy raises, or the policy returns
 a non-finite or wrongly shaped action: the steps before it are kept, the episode is not a success, the run goes on.
 
 Fault of an error (``EpisodeRecord.error_fault``, see :class:`~rollbench.types.EpisodeError`): the exception's own
@@ -53,6 +54,9 @@ class EpisodeRecord:
         frames: camera -> list of ``uint8 (H, W, 3)``, one per step (empty unless video was asked for).
         error: ``"ExceptionType: message"`` when termination_reason is ``error``.
         error_fault: whose fault the error was (``policy``, ``environment``, ``infrastructure``), else None.
+        extra: ``{"artifacts": {kind: bytes}}`` when the policy has a ``finish_episode(outcome) -> {kind: bytes}``
+            method (see :data:`rollbench.record.lerobot.ARTIFACT_PATHS` for the kinds, e.g. an LLM agent's
+            ``transcript``); they are staged and committed atomically with the episode.
     """
 
     planned: PlannedEpisode
@@ -205,8 +209,8 @@ class EpisodeRun:
             t0 = time.perf_counter()
             raw = policy.act(self.obs, self.planned.instruction)
             latency = time.perf_counter() - t0
-        except PolicyStop:
-            self.stop()
+        except PolicyStop as stop:
+            self.stop(stop.termination_reason)
         except Exception as exc:
             self.fail(exc, "policy")
         else:
@@ -240,9 +244,9 @@ class EpisodeRun:
         elif self.step >= self.planned.max_steps:
             self.reason, self.done = "max_steps", True
 
-    def stop(self) -> None:
-        """The policy ended the episode on purpose (termination reason ``policy_stop``)."""
-        self.reason, self.done = "policy_stop", True
+    def stop(self, reason: str = "policy_stop") -> None:
+        """The policy ended the episode on purpose (``policy_stop``, or ``give_up`` from PolicyGiveUp)."""
+        self.reason, self.done = reason, True
 
     def fail(self, exc: BaseException, where: Fault = "policy") -> None:
         """End the episode as ``error`` with ``exc`` as its reason; the steps before it are kept.
@@ -253,8 +257,13 @@ class EpisodeRun:
         self.error_fault = fault_of(exc, where)
         self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
 
-    def finish(self) -> EpisodeRecord:
-        """The episode's record (call once, after :attr:`done`)."""
+    def finish(self, policy: object | None = None) -> EpisodeRecord:
+        """The episode's record (call once, after :attr:`done`).
+
+        ``policy``: the (per-slot) policy that played the episode; if it has ``finish_episode(outcome) -> {kind:
+        bytes}`` (``outcome``: termination_reason, success, length, error), its artifacts (e.g. an LLM agent's
+        transcript) go into ``extra["artifacts"]``; if that raises, the episode ends as ``error``.
+        """
         n = len(self.actions)
         # a frame rendered for a step whose action then failed has no row: keep frames == rows
         for c in self.frames:
@@ -265,6 +274,17 @@ class EpisodeRun:
         if n:
             dones[-1] = True
         task = self.task
+        success = reached and self.reason != "error" and not self.success_at_reset
+        artifacts: dict[str, bytes] = {}
+        finish = getattr(policy, "finish_episode", None)
+        if callable(finish):  # staged and committed with the episode
+            outcome = {"termination_reason": self.reason, "success": success, "length": n, "error": self.error}
+            try:
+                artifacts = {str(k): bytes(v) for k, v in finish(outcome).items()}
+            except Exception as exc:
+                if self.reason != "error":
+                    self.fail(exc)
+                    success = False
         return EpisodeRecord(
             planned=self.planned,
             states=np.asarray(self.states, dtype=np.float32).reshape(n, task.state_dim),
@@ -274,13 +294,14 @@ class EpisodeRun:
             dones=dones,
             latencies=np.asarray(self.latencies, dtype=np.float32),
             frames=self.frames,
-            success=reached and self.reason != "error" and not self.success_at_reset,
+            success=success,
             success_at_reset=self.success_at_reset,
             termination_reason=self.reason,
             error=self.error,
             error_fault=self.error_fault,
             error_traceback=self.tb,
             wall_time_s=time.perf_counter() - self._start,
+            extra={"artifacts": artifacts} if artifacts else {},
         )
 
 
@@ -307,6 +328,9 @@ def rollout(
         success_hold: consecutive success steps needed (see :func:`held_success`).
 
     Never raises for episode-level failures: they end the episode with termination reason ``error``.
+    After the last step, a policy that defines ``finish_episode(outcome)`` (``outcome``: termination_reason,
+    success, length, error) is asked for the episode's artifacts (``{kind: bytes}``), kept in ``extra``; if it
+    raises, the episode ends as ``error``.
     """
     run = EpisodeRun(
         env, planned, cameras=cameras, record_frames=record_frames, replan_every=replan_every, success_hold=success_hold
@@ -320,7 +344,7 @@ def rollout(
         run.advance()
         if on_step is not None:
             on_step(run.step - 1)
-    return run.finish()
+    return run.finish(policy)
 
 
 def fault_of(exc: BaseException, default: Fault) -> Fault:

@@ -20,13 +20,14 @@ import numpy as np
 SuccessRule = Literal["any_step", "final_step"]
 SUCCESS_RULES: tuple[str, ...] = ("any_step", "final_step")
 
-TerminationReason = Literal["success", "env_terminated", "truncated", "max_steps", "policy_stop", "error"]
+TerminationReason = Literal["success", "env_terminated", "truncated", "max_steps", "policy_stop", "give_up", "error"]
 TERMINATION_REASONS: tuple[str, ...] = (
     "success",
     "env_terminated",
     "truncated",
     "max_steps",
     "policy_stop",
+    "give_up",
     "error",
 )
 
@@ -225,7 +226,22 @@ class PolicyInfo:
 
 
 class PolicyStop(Exception):
-    """Raised by ``Policy.act`` to end the episode on purpose (termination reason ``policy_stop``)."""
+    """Raised by ``Policy.act`` to end the episode on purpose (termination reason ``policy_stop``).
+
+    An LLM agent raises it when it calls its ``done`` tool: it claims the task is done; success is still judged by
+    the env, never by the claim.
+    """
+
+    termination_reason: TerminationReason = "policy_stop"
+
+
+class PolicyGiveUp(PolicyStop):
+    """Raised by ``Policy.act`` when the policy declares it cannot do the task (termination reason ``give_up``).
+
+    An LLM agent raises it when it calls its ``give_up`` tool; the message is the agent's stated reason.
+    """
+
+    termination_reason: TerminationReason = "give_up"
 
 
 @runtime_checkable

@@ -107,6 +107,11 @@ class ActionNoise:
         noisy = chunk + self._rng.normal(0.0, self.scale, size=chunk.shape).astype(np.float32)
         return np.clip(noisy, self._low, self._high)
 
+    def finish_episode(self, outcome: Mapping[str, Any]) -> Mapping[str, bytes]:
+        """The inner policy's episode artifacts (see :func:`rollbench.rollout.rollout`), if it has any."""
+        finish = getattr(self.inner, "finish_episode", None)
+        return finish(outcome) if callable(finish) else {}
+
     def close(self) -> None:
         self.inner.close()
 

@@ -8,6 +8,8 @@ Layout (LeRobot ``codebase_version`` v3.0; see lerobot ``datasets/utils.py`` for
     meta/stats.json                                  aggregate stats of numeric features
     data/chunk-CCC/file-FFF.parquet                  one file per episode, one row per step
     videos/observation.images.CAM/chunk-CCC/file-FFF.mp4
+    transcripts/chunk-CCC/file-FFF.jsonl             an LLM agent's transcript (row column rollbench/transcript)
+    wire/chunk-CCC/file-FFF.jsonl                    its raw provider requests/responses (rollbench/wire_capture)
 
 Episode ``e`` lives in chunk ``e // 1000``, file ``e % 1000`` (``chunks_size`` = 1000 files per chunk).
 
@@ -27,7 +29,8 @@ Commit protocol, so that a crash at any instant leaves every committed episode r
    worker) loses the rename and is dropped, so an episode is recorded exactly once.
 2. ``DatasetWriter.promote_ready`` commits staged episodes strictly in episode order (LeRobot's global ``index``
    column needs every earlier episode's length): data file, then videos, then the episode's meta row, which is
-   the commit point; then ``info.json`` and ``stats.json`` are rewritten. Data or video files without a meta row
+   the commit point; then ``info.json`` and ``stats.json`` are rewritten. A policy's episode artifacts (an LLM
+   agent's transcript and wire capture, :data:`ARTIFACT_PATHS`) are staged and placed like the videos. Data or video files without a meta row
    are leftovers of an interrupted commit and are removed (their staged copy is still there) when the writer opens.
 """
 
@@ -55,6 +58,12 @@ DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 STAGING = ".staging"
+# episode artifacts a policy hands over (EpisodeRecord.extra["artifacts"]): kind -> path template in the run dir;
+# the episode row's ``rollbench/<kind>`` column holds the path relative to the run dir (null when absent)
+ARTIFACT_PATHS: dict[str, str] = {
+    "transcript": "transcripts/chunk-{chunk_index:03d}/file-{file_index:03d}.jsonl",
+    "wire_capture": "wire/chunk-{chunk_index:03d}/file-{file_index:03d}.jsonl",
+}
 NUMERIC_FEATURES = ("observation.state", "action", "next.reward", "policy.latency_s")
 
 # rollbench's own per-episode columns in meta/episodes (prefixed so LeRobot readers ignore them)
@@ -76,11 +85,29 @@ EPISODE_FIELDS: dict[str, pa.DataType] = {
     "rollbench/return": pa.float64(),
     "rollbench/wall_time_s": pa.float64(),
     "rollbench/render_fault": pa.string(),
+    "rollbench/transcript": pa.string(),
+    "rollbench/wire_capture": pa.string(),
 }
 
 
 def chunk_file(episode_index: int) -> tuple[int, int]:
     return episode_index // CHUNKS_SIZE, episode_index % CHUNKS_SIZE
+
+
+def artifacts_of(rec: EpisodeRecord) -> dict[str, bytes]:
+    """The episode's artifacts (kind -> bytes); unknown kinds raise ValueError (a policy bug, not data loss)."""
+    arts = rec.extra.get("artifacts") or {}
+    assert isinstance(arts, dict)
+    bad = sorted(set(arts) - set(ARTIFACT_PATHS))
+    if bad:
+        raise ValueError(f"unknown episode artifact kind(s) {bad}; valid: {', '.join(ARTIFACT_PATHS)}")
+    return {str(k): bytes(v) for k, v in arts.items()}
+
+
+def artifact_path(kind: str, episode_index: int) -> str:
+    """``kind``'s file of episode ``episode_index``, relative to the run directory."""
+    c, f = chunk_file(episode_index)
+    return ARTIFACT_PATHS[kind].format(chunk_index=c, file_index=f)
 
 
 def video_key(camera: str) -> str:
@@ -198,7 +225,7 @@ def _table(
 
 def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
     """The episode's facts: rollbench's ``rollbench/*`` columns plus length, indices and the error traceback."""
-    p = rec.planned
+    p, arts = rec.planned, artifacts_of(rec)
     return {
         "rollbench/task": p.task,
         "rollbench/trial": p.trial,
@@ -217,6 +244,7 @@ def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
         "rollbench/return": float(rec.rewards.astype(np.float64).sum()),
         "rollbench/wall_time_s": rec.wall_time_s,
         "rollbench/render_fault": render_fault,
+        **{f"rollbench/{k}": artifact_path(k, p.episode_index) if k in arts else None for k in ARTIFACT_PATHS},
         "length": rec.length,
         "episode_index": p.episode_index,
         "task_index": p.task_index,
@@ -237,6 +265,8 @@ def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str
         for cam, frames in rec.frames.items():
             if frames:
                 encode_video(tmp / f"{video_key(cam)}.mp4", frames, fps)
+        for kind, data in artifacts_of(rec).items():
+            (tmp / f"{kind}.jsonl").write_bytes(data)
         (tmp / "episode.json").write_text(json.dumps(episode_row(rec, render_fault)))
         for f in tmp.iterdir():
             with open(f, "rb") as fh:

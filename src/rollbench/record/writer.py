@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rollbench.record.files import (
+    atomic_write_bytes,
     atomic_write_json,
     atomic_write_parquet,
     check_no_escaping_links,
@@ -26,6 +27,7 @@ from rollbench.record.files import (
     resolve_inside,
 )
 from rollbench.record.lerobot import (
+    ARTIFACT_PATHS,
     CHUNKS_SIZE,
     CODEBASE_VERSION,
     DATA_PATH,
@@ -34,6 +36,7 @@ from rollbench.record.lerobot import (
     NUMERIC_FEATURES,
     STAGING,
     VIDEO_PATH,
+    artifacts_of,
     chunk_file,
     episode_row,
     episode_table,
@@ -81,6 +84,17 @@ class _Stats:
             "std": std.tolist(),
             "count": [self.count],
         }
+
+
+def _place(src: Path, dst: Path) -> None:
+    """Hard-link (else copy) a staged file to its final place; the staged copy stays until the commit point."""
+    if src != dst:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.unlink(missing_ok=True)
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
 
 
 def committed_lengths(run_dir: Path) -> list[int]:
@@ -186,10 +200,14 @@ class DatasetWriter:
 
     def _remove_leftovers(self) -> None:
         k = len(self.lengths)
-        for pattern in (
+        patterns = [
             "data/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].parquet",
             "videos/*/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].mp4",
-        ):
+        ]
+        patterns += [
+            t.split("/chunk-")[0] + "/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].jsonl" for t in ARTIFACT_PATHS.values()
+        ]
+        for pattern in patterns:
             for f in self.run_dir.glob(pattern):
                 c = int(f.parent.name.split("-")[1])
                 i = int(f.stem.split("-")[1])
@@ -294,6 +312,7 @@ class DatasetWriter:
             staged = self.run_dir / STAGING / f"episode-{e:06d}"
             row = json.loads((staged / "episode.json").read_text())
             videos = {k: staged / f"{k}.mp4" for k in self.video_keys if (staged / f"{k}.mp4").exists()}
+            videos.update({k: staged / f"{k}.jsonl" for k in ARTIFACT_PATHS if (staged / f"{k}.jsonl").exists()})
             self._commit(e, pq.read_table(staged / "data.parquet"), row, videos)
             shutil.rmtree(staged, ignore_errors=True)
             done.append(e)
@@ -319,16 +338,24 @@ class DatasetWriter:
             if frames:
                 videos[video_key(cam)] = path = self._path(VIDEO_PATH, e, video_key=video_key(cam))
                 encode_video(path, frames, self.fps)
+        for kind, data in artifacts_of(rec).items():
+            videos[kind] = path = self._path(ARTIFACT_PATHS[kind], e)
+            atomic_write_bytes(path, data)
         self._commit(e, episode_table(rec, self.fps), episode_row(rec, render_fault), videos)
         self._write_info()
         return True
 
     def _commit(self, e: int, table: pa.Table, row: dict[str, Any], videos: dict[str, Path]) -> None:
-        """Write episode ``e``'s data file, place its videos, then its meta row (the commit point)."""
+        """Write episode ``e``'s data file, place its videos and artifacts (``videos`` holds both: video key or
+        artifact kind -> file), then its meta row (the commit point)."""
         n = table.num_rows
         start = sum(self.lengths)
         table = table.append_column("index", pa.array(np.arange(start, start + n, dtype=np.int64)))
         atomic_write_parquet(self._path(DATA_PATH, e), table)  # never 0 rows: see the padding frame (record.lerobot)
+        for kind in ARTIFACT_PATHS:
+            src = videos.get(kind)
+            if src is not None:
+                _place(src, self._path(ARTIFACT_PATHS[kind], e))
         c, f = chunk_file(e)
         meta: dict[str, Any] = {
             "episode_index": e,
@@ -345,14 +372,7 @@ class DatasetWriter:
                 src = self._path(VIDEO_PATH, e, video_key=key)
                 encode_video(src, [np.zeros(self.features[key]["shape"], dtype=np.uint8)], self.fps)
             if src is not None:
-                dst = self._path(VIDEO_PATH, e, video_key=key)
-                if src != dst:
-                    dst.parent.mkdir(parents=True, exist_ok=True)
-                    dst.unlink(missing_ok=True)
-                    try:
-                        os.link(src, dst)  # the staged copy stays until the commit point has passed
-                    except OSError:
-                        shutil.copyfile(src, dst)
+                _place(src, self._path(VIDEO_PATH, e, video_key=key))
             has = src is not None
             meta[f"videos/{key}/chunk_index"] = c if has else None
             meta[f"videos/{key}/file_index"] = f if has else None

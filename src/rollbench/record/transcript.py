@@ -1,0 +1,83 @@
+"""Reading an LLM agent's episode transcript back (format: :mod:`rollbench.policies.agent`) for grading.
+
+Token and cost totals are recomputed from the transcript's ``call`` lines (one per model call, with the provider's
+``usage``) and checked against the totals its ``end`` line states.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def read_transcript(path: Path) -> list[dict[str, Any]]:
+    """The transcript's lines; raises ValueError (with the line number) when one is not a JSON object."""
+    lines = []
+    for i, text in enumerate(path.read_text().splitlines(), 1):
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"line {i} is not JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"line {i} is not a JSON object")
+        lines.append(obj)
+    return lines
+
+
+def usage_totals(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """``model_calls``, token sums and ``cost_usd`` (None when no call reports a cost) over the ``call`` lines."""
+    calls = [ln for ln in lines if ln.get("type") == "call"]
+    out: dict[str, Any] = {"model_calls": len(calls)}
+    for k in TOKEN_KEYS:
+        out[k] = sum(int((c.get("usage") or {}).get(k) or 0) for c in calls)
+    costs = [float(c["cost_usd"]) for c in calls if isinstance(c.get("cost_usd"), int | float)]
+    out["cost_usd"] = sum(costs) if costs else None
+    return out
+
+
+def check_transcript(run_dir: Path, rel: str, row: dict[str, Any], violations: list[str]) -> dict[str, Any] | None:
+    """Totals of the transcript at ``run_dir/rel`` for episode ``row`` (grade's episode dict); appends violations
+    when it is missing, unreadable, of another episode, or its stated totals differ from its call lines."""
+    e = row["episode_index"]
+    path = run_dir / rel
+    try:
+        lines = read_transcript(path)
+    except (OSError, ValueError) as exc:
+        violations.append(f"episode {e}: transcript {rel} is unreadable ({exc})")
+        return None
+    head = next((ln for ln in lines if ln.get("type") == "episode"), {})
+    end = next((ln for ln in reversed(lines) if ln.get("type") == "end"), None)
+    if head.get("task") != row["task"] or head.get("seed") != row["seed"]:
+        violations.append(
+            f"episode {e}: transcript {rel} is of {head.get('task')!r} seed {head.get('seed')!r}, "
+            f"not {row['task']!r} seed {row['seed']!r}"
+        )
+    totals = usage_totals(lines)
+    if end is None:
+        violations.append(f"episode {e}: transcript {rel} has no end line")
+    else:
+        if end.get("termination_reason") != row["termination_reason"]:
+            violations.append(
+                f"episode {e}: transcript {rel} ends as {end.get('termination_reason')!r} but the episode row says "
+                f"{row['termination_reason']!r}"
+            )
+        stated = end.get("totals") or {}
+        for k in ("model_calls", *TOKEN_KEYS):
+            if stated.get(k) != totals[k]:
+                violations.append(
+                    f"episode {e}: transcript {rel} states {k}={stated.get(k)} but its call lines sum to {totals[k]}"
+                )
+    return totals
+
+
+def sum_totals(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Episode totals summed (``cost_usd`` None unless some episode reports one), with the episode count."""
+    out: dict[str, Any] = {"episodes": len(blocks), "model_calls": sum(b["model_calls"] for b in blocks)}
+    for k in TOKEN_KEYS:
+        out[k] = sum(b[k] for b in blocks)
+    costs = [b["cost_usd"] for b in blocks if b["cost_usd"] is not None]
+    out["cost_usd"] = sum(costs) if costs else None
+    return out

@@ -1,0 +1,261 @@
+"""LLM agent policies end to end: full episodes on the scripted env and MetaWorld against a provider test double.
+
+The provider is :mod:`tests.agent_double` (a documented test double: no LLM provider is reachable here), served
+for real on loopback; everything else (rollout, recording, staging, grading) is the real thing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from agent_double import KEY, Double, serve_double
+from conftest import run_cli
+from rollbench.api import Execution, evaluate, grade
+from rollbench.types import ConfigError
+
+REACH = "scripted/reach"
+
+
+@pytest.fixture
+def double(monkeypatch: pytest.MonkeyPatch) -> Any:
+    with serve_double() as d:
+        monkeypatch.setenv("ROLLBENCH_AGENT_BASE_URL", d.url)
+        monkeypatch.setenv("ROLLBENCH_AGENT_API_KEY", KEY)
+        yield d
+
+
+def meta_rows(run_dir: Path) -> list[dict[str, Any]]:
+    files = sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet"))
+    return [r for f in files for r in pq.read_table(f).to_pylist()]
+
+
+def transcript(run_dir: Path, rel: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / rel).read_text().splitlines()]
+
+
+def assert_key_nowhere(run_dir: Path) -> None:
+    for f in run_dir.rglob("*"):
+        if f.is_file():
+            assert KEY.encode() not in f.read_bytes(), f"the API key leaked into {f}"
+
+
+def served_usage(double: Double, model: str) -> dict[str, int]:
+    ok = [r for r in double.log if r["model"] == model and r["status"] == 200]
+    return {
+        "model_calls": len(ok),
+        "prompt_tokens": sum(r["usage"]["prompt_tokens"] for r in ok),
+        "completion_tokens": 5 * len(ok),
+    }
+
+
+def test_an_agent_solves_scripted_reach_with_linked_transcripts_and_usage_graded_from_them(
+    double: Double, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    # two worker processes: episodes are staged (transcript included) and committed by the main process
+    result = evaluate(env=REACH, policy="agent:local/solver", episodes=2, out=out, execution=Execution(workers=2))
+    assert result["status"] == "OK", result["reasons"]
+    assert [e["termination_reason"] for e in result["episodes"]] == ["success", "success"]
+    rows = meta_rows(out)
+    assert [r["rollbench/transcript"] for r in rows] == [
+        "transcripts/chunk-000/file-000.jsonl",
+        "transcripts/chunk-000/file-001.jsonl",
+    ]
+    assert [r["rollbench/wire_capture"] for r in rows] == [None, None]
+    lines = transcript(out, rows[0]["rollbench/transcript"])
+    assert lines[0]["type"] == "episode" and lines[0]["model"] == "solver" and lines[0]["tool_set"] == "planar"
+    roles = [ln["message"]["role"] for ln in lines if ln["type"] == "message"]
+    assert roles[:3] == ["system", "user", "assistant"]
+    assert lines[-1]["type"] == "end" and lines[-1]["termination_reason"] == "success"
+    actions = [ln for ln in lines if ln["type"] == "action"]
+    assert actions[0]["tool"] == "move_to" and actions[0]["step"] == 0
+    assert sum(a["steps"] for a in actions) >= result["episodes"][0]["length"]
+    # usage in grade = what the double returned, summed from the transcripts (cost: 0.001 per call)
+    usage = result["agent_usage"]["overall"]
+    served = served_usage(double, "solver")
+    assert {k: usage[k] for k in served} == served
+    assert usage["cost_usd"] == pytest.approx(0.001 * served["model_calls"])
+    assert result["agent_usage"]["by_task"][REACH]["episodes"] == 2
+    assert grade(out)["agent_usage"] == result["agent_usage"]
+    log = json.loads((out / "run.json").read_text())
+    prov = log["plan"]["policy"]["provenance"]
+    assert (prov["provider"], prov["model"], prov["api_key_env"]) == ("local", "solver", "ROLLBENCH_AGENT_API_KEY")
+    assert prov["model_listed"] is True
+    assert not (out / ".staging").exists()
+    assert_key_nowhere(out)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_give_up_is_its_own_termination_reason(double: Double, tmp_path: Path, batch_size: int) -> None:
+    result = evaluate(
+        env=REACH,
+        policy="agent:local/giver",
+        episodes=3,
+        out=tmp_path / "run",
+        execution=Execution(batch_size=batch_size),
+    )
+    for i, ep in enumerate(result["episodes"]):
+        assert (ep["termination_reason"], ep["length"], ep["success"]) == ("give_up", 1, False)
+        assert ep["transcript"] == f"transcripts/chunk-000/file-{i:03d}.jsonl"
+        lines = transcript(tmp_path / "run", ep["transcript"])
+        assert (lines[0]["seed"], lines[-1]["termination_reason"]) == (i, "give_up")
+        assert [a["tool"] for a in lines if a["type"] == "action"] == ["move_delta", "give_up"]
+        assert lines[-2]["arguments"] == {"reason": "cannot see the goal"}
+    assert result["tasks"][REACH]["termination_reasons"] == {"give_up": 3}
+    assert result["status"] == "OK"  # giving up is a failure of the task, not a broken run
+
+
+@pytest.mark.sim
+def test_an_agent_drives_metaworld_with_cartesian_gripper_and_picture_tools(double: Double, tmp_path: Path) -> None:
+    pytest.importorskip("metaworld")
+    out = tmp_path / "run"
+    result = evaluate(
+        env="metaworld/pick-place-v3",
+        policy="agent:local/arm",
+        episodes=1,
+        max_steps=40,
+        video=True,
+        image_size=(64, 64),
+        out=out,
+        policy_options={"gripper_steps": 4},
+    )
+    assert result["status"] == "OK", result["reasons"]
+    ep = result["episodes"][0]
+    # move_delta dz=0.05 m at 1 cm per step = 5 steps, gripper 4 steps, picture 1 hold step, then done
+    assert (ep["termination_reason"], ep["length"]) == ("policy_stop", 10)
+    data = pq.read_table(out / "data/chunk-000/file-000.parquet").to_pylist()
+    assert [round(r["action"][2], 6) for r in data[:5]] == [1.0] * 5  # dz units: 0.05 m / (5 steps * 0.01 m)
+    assert [r["action"][3] for r in data] == [-1.0] * 5 + [1.0] * 5  # open, then closed and kept closed
+    lines = transcript(out, ep["transcript"])
+    assert lines[0]["tool_set"] == "arm"
+    refs = [
+        p
+        for ln in lines
+        if ln["type"] == "message" and isinstance(ln["message"]["content"], list)
+        for p in ln["message"]["content"]
+        if p.get("type") == "image_ref"
+    ]
+    assert [(r["camera"], r["step"], r["width"]) for r in refs] == [("corner", 0, 64), ("corner", 10, 64)]
+    sent = [r["body"] for r in double.log if r["model"] == "arm"]
+    assert "data:image/png;base64," in json.dumps(sent[-1]["messages"])  # the picture went to the model
+    assert "data:image/png;base64," not in (out / ep["transcript"]).read_text()  # referenced, not copied
+    assert (out / "videos/observation.images.corner/chunk-000/file-000.mp4").exists()
+
+
+def test_429_and_503_are_retried_with_backoff_and_the_wire_capture_redacts_the_key(
+    double: Double, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    result = evaluate(
+        env=REACH,
+        policy="agent:local/flaky",
+        episodes=1,
+        out=out,
+        policy_options={"backoff_s": 0.01, "wire_capture": True},
+    )
+    assert result["status"] == "OK", result["reasons"]
+    lines = transcript(out, result["episodes"][0]["transcript"])
+    calls = [ln for ln in lines if ln["type"] == "call"]
+    # Retry-After: 0 is obeyed after the 429; the 503 has none, so the second wait is backoff_s * 2**1
+    waits = [[(a["status"], a["waited_s"]) for a in c["attempts"]] for c in calls]
+    assert calls and waits == [[(429, 0.0), (503, 0.0), (200, 0.02)]] * len(calls)
+    wire = [json.loads(x) for x in (out / "wire/chunk-000/file-000.jsonl").read_text().splitlines()]
+    assert [w["response"]["status"] for w in wire] == [429, 503, 200] * len(calls)
+    assert all(w["request"]["headers"]["authorization"] == "<redacted>" for w in wire)
+    assert meta_rows(out)[0]["rollbench/wire_capture"] == "wire/chunk-000/file-000.jsonl"
+    assert_key_nowhere(out)
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "expected"),
+    [
+        ("slow", {"timeout_s": 0.5}, "InfrastructureError: no reply from the model API"),
+        ("always429", {"retries": 1, "backoff_s": 0.01}, "InfrastructureError: the model API"),
+        ("badjson", {}, "EpisodeError: malformed tool call"),
+        ("texty", {"max_text_replies": 1}, "EpisodeError: the model replied 2 times in a row without a tool call"),
+    ],
+)
+def test_provider_and_model_faults_end_the_episode_as_error_with_the_reason(
+    double: Double, tmp_path: Path, model: str, options: dict[str, Any], expected: str
+) -> None:
+    out = tmp_path / "run"
+    result = evaluate(env=REACH, policy=f"agent:local/{model}", episodes=2, out=out, policy_options=options)
+    assert result["status"] == "FAILED"
+    assert [e["termination_reason"] for e in result["episodes"]] == ["error", "error"]  # the run went on
+    for e in result["episodes"]:
+        assert e["error"].startswith(expected), e["error"]
+        assert transcript(out, e["transcript"])[-1]["error"] == e["error"]
+    if model == "always429":
+        assert "HTTP 429" in result["episodes"][0]["error"]
+        assert [r["status"] for r in double.log] == [429] * 4  # 2 episodes x (1 try + 1 retry)
+
+
+def test_bad_agent_setups_fail_before_anything_is_written(
+    double: Double, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ConfigError, match="agent:PROVIDER/MODEL"):
+        evaluate(env=REACH, policy="agent:nomodel", episodes=1, out=tmp_path / "a")
+    monkeypatch.setenv("ROLLBENCH_AGENT_API_KEY", "sk-wrong-key-0000000000000000")
+    with pytest.raises(ConfigError, match="refused the API key") as exc:
+        evaluate(env=REACH, policy="agent:local/solver", episodes=1, out=tmp_path / "b")
+    assert "sk-wrong-key" not in str(exc.value)
+    monkeypatch.setenv("ROLLBENCH_AGENT_BASE_URL", "http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match="cannot reach the model API"):
+        evaluate(env=REACH, policy="agent:local/solver", episodes=1, out=tmp_path / "c")
+    monkeypatch.delenv("ROLLBENCH_AGENT_BASE_URL")
+    with pytest.raises(ConfigError, match="ROLLBENCH_AGENT_BASE_URL or ACME_BASE_URL"):
+        evaluate(env=REACH, policy="agent:acme/m1", episodes=1, out=tmp_path / "d")
+    assert not any((tmp_path / n).exists() for n in "abcd")
+    proc = run_cli("eval", "--env", REACH, "--policy", "zero", "--wire-capture", "--out", tmp_path / "e")
+    assert proc.returncode == 2 and "--wire-capture applies to agent:PROVIDER/MODEL" in proc.stderr
+
+
+def test_a_transcript_is_committed_with_its_episode_and_an_orphan_is_removed_on_open(
+    double: Double, tmp_path: Path
+) -> None:
+    from rollbench.record.writer import DatasetWriter
+
+    out = tmp_path / "run"
+    evaluate(env=REACH, policy="agent:local/giver", episodes=2, out=out)
+    ref = grade(out)
+    # a crash after episode 1's data and transcript were placed but before its meta row (the commit point)
+    meta = out / "meta/episodes/chunk-000/file-001.parquet"
+    data, tr = out / "data/chunk-000/file-001.parquet", out / "transcripts/chunk-000/file-001.jsonl"
+    staged = out / ".staging/episode-000001"
+    staged.mkdir(parents=True)
+    pq.write_table(pq.read_table(data).drop_columns(["index"]), staged / "data.parquet")
+    (staged / "transcript.jsonl").write_bytes(tr.read_bytes())
+    row = pq.read_table(meta).to_pylist()[0]
+    keep = {k: v for k, v in row.items() if k.startswith("rollbench/")}
+    (staged / "episode.json").write_text(
+        json.dumps({**keep, "length": row["length"], "episode_index": 1, "task_index": 0, "traceback": None})
+    )
+    meta.unlink()
+    info = json.loads((out / "meta/info.json").read_text())
+    writer = DatasetWriter(out, info["features"], 10, [row["rollbench/instruction"]], "scripted")
+    assert writer.committed == 1 and not tr.exists() and not data.exists()  # orphans of the uncommitted episode
+    assert writer.promote_ready() == [1]
+    assert tr.exists() and grade(out) == ref
+
+
+def test_grade_reports_a_transcript_that_disagrees_with_its_calls_or_is_missing(double: Double, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    evaluate(env=REACH, policy="agent:local/giver", episodes=2, out=out)
+    tr0 = out / "transcripts/chunk-000/file-000.jsonl"
+    lines = transcript(out, "transcripts/chunk-000/file-000.jsonl")
+    lines[-1]["totals"]["total_tokens"] += 1
+    tr0.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    (out / "transcripts/chunk-000/file-001.jsonl").unlink()
+    result = grade(out)
+    assert result["status"] == "PARTIAL"
+    assert result["violations"] == [
+        f"episode 0: transcript transcripts/chunk-000/file-000.jsonl states total_tokens="
+        f"{lines[-1]['totals']['total_tokens']} but its call lines sum to {lines[-1]['totals']['total_tokens'] - 1}",
+        "episode 1: transcript transcripts/chunk-000/file-001.jsonl is unreadable ([Errno 2] No such file or directory: "
+        f"'{out / 'transcripts/chunk-000/file-001.jsonl'}')",
+    ]

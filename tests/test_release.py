@@ -1,0 +1,266 @@
+"""``rollbench release`` on a real agent run (provider test double on loopback, see tests/agent_double.py) with
+secrets planted in every kind of file it holds: run.json, a transcript, a wire capture, parquet string columns
+(through the instruction), a notes file in the run directory, and a labels file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from agent_double import KEY, serve_double
+from conftest import run_cli
+from rollbench.api import evaluate, grade
+from rollbench.identity import sanitize_segment
+from rollbench.release import build_release
+from rollbench.release_rules import PLACEHOLDER, Scanner
+from rollbench.types import ConfigError
+
+EMAIL = "alice.smith@example.org"
+INSTRUCTION = f"move the point to the goal, then mail {EMAIL}"
+PLANTED = {
+    "openai": "sk-proj-Zq8xW3vB7nM2kL5pR9tY1uI4oP6aS0dF",
+    "anthropic": "sk-ant-api03-Hj7Kl9Mn2Bv4Cx6Zz8Qw1Er3Ty5Ui7Op9",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "github": "ghp_" + "aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV1wX2",
+    "hf": "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm1234567890",
+    "slack": "xoxb-123456789012-abcdefABCDEF",
+    "google": "AIza" + "SyA1bC2dE3fG4hI5jK6lM7nO8pQ9rS0tU1v",
+    "entropy": "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9",
+    "bearer": "tok3nV4lue9Xy8Wz7",
+    "xapikey": "abcd1234secretvalue",
+    "home": "/home/zoltan",
+    "mac_home": "/Users/bob",
+    "email": EMAIL,
+    "email2": "bob@corp.example.com",
+}
+PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+HOST = socket.gethostname()
+
+
+def plant(run: Path) -> None:
+    log = json.loads((run / "run.json").read_text())
+    log["notes"] = {"operator_env": {"OPENAI_API_KEY": PLANTED["openai"]}, "config": f"{PLANTED['home']}/cfg.yaml"}
+    (run / "run.json").write_text(json.dumps(log, indent=2) + "\n")
+    tr = run / "transcripts/chunk-000/file-000.jsonl"
+    lines = tr.read_text().splitlines(keepends=True)
+    note = {
+        "type": "message",
+        "t_s": 0.5,
+        "message": {"role": "user", "content": f"use {PLANTED['anthropic']} and {PLANTED['hf']}"},
+    }
+    tr.write_text("".join([lines[0], json.dumps(note) + "\n", *lines[1:]]))
+    wire = run / "wire/chunk-000/file-000.jsonl"
+    extra = {
+        "response": {"status": 200, "headers": {"x-api-key": PLANTED["xapikey"]}, "body": f"id {PLANTED['aws']}"},
+        "request": {"headers": {"authorization": f"Bearer {PLANTED['bearer']}"}},
+    }
+    wire.write_text(wire.read_text() + json.dumps(extra) + "\n")
+    (run / "notes.md").write_text(
+        f"# notes\nrecorded from {PLANTED['mac_home']}/robots; slack {PLANTED['slack']}\n"
+        f"google {PLANTED['google']} and {PLANTED['entropy']}\ncontact {PLANTED['email2']}\n"
+        f"{PEM}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("release-src")
+    mp = pytest.MonkeyPatch()
+    with serve_double() as double:
+        mp.setenv("ROLLBENCH_AGENT_BASE_URL", double.url)
+        mp.setenv("ROLLBENCH_AGENT_API_KEY", KEY)
+        try:
+            evaluate(
+                env="scripted/reach",
+                policy="agent:local/solver",
+                episodes=2,
+                instruction=INSTRUCTION,
+                video=True,
+                image_size=(32, 32),
+                out=root / "agent-run",
+                policy_options={"wire_capture": True},
+            )
+        finally:
+            mp.undo()
+    run = root / "agent-run"
+    plant(run)
+    labels = root / "labels.jsonl"
+    labels.write_text(
+        json.dumps({"episode": f"{HOST}/scripted/agent-run/0", "label": "good", "labeler": PLANTED["email2"]})
+        + "\n"
+        + json.dumps({"episode": f"{HOST}/scripted/agent-run/1", "note": f"see {PLANTED['github']}"})
+        + "\n"
+    )
+    return run, labels
+
+
+def files(d: Path) -> dict[str, bytes]:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def masked_source(text: str) -> str:
+    """The source text with every planted secret (and the recording host in its fields) replaced by one mark."""
+    for value in sorted([*PLANTED.values(), PEM], key=len, reverse=True):
+        text = text.replace(value, "§")
+    text = text.replace(f'"host": "{HOST}"', '"host": "§"')
+    return text.replace(f'"{HOST}/scripted/', '"§/scripted/')
+
+
+def masked_release(text: str) -> str:
+    return PLACEHOLDER.sub("§", text)
+
+
+def test_every_planted_secret_is_replaced_consistently_and_nothing_else_changes(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run, labels = source
+    doc = build_release([run], tmp_path / "rel", labels=[labels])
+    out = files(tmp_path / "rel")
+    for rel, data in out.items():
+        for name, secret in [*PLANTED.items(), ("pem", PEM), ("key", KEY)]:
+            assert secret.encode() not in data, f"{name} left in {rel}"
+    found = {(r["file"], r["rule"]) for r in doc["redactions"]}
+    for expected in [
+        ("agent-run/run.json", "openai_key"),
+        ("agent-run/run.json", "home_path"),
+        ("agent-run/run.json", "email"),
+        ("agent-run/run.json", "host_name"),
+        ("agent-run/transcripts/chunk-000/file-000.jsonl", "anthropic_key"),
+        ("agent-run/transcripts/chunk-000/file-000.jsonl", "huggingface_token"),
+        ("agent-run/transcripts/chunk-000/file-000.jsonl", "email"),
+        ("agent-run/wire/chunk-000/file-000.jsonl", "secret_field"),
+        ("agent-run/wire/chunk-000/file-000.jsonl", "aws_access_key"),
+        ("agent-run/wire/chunk-000/file-000.jsonl", "bearer_token"),
+        ("agent-run/wire/chunk-000/file-000.jsonl", "email"),
+        ("agent-run/meta/tasks.parquet", "email"),
+        ("agent-run/meta/episodes/chunk-000/file-000.parquet", "email"),
+        ("agent-run/notes.md", "slack_token"),
+        ("agent-run/notes.md", "google_api_key"),
+        ("agent-run/notes.md", "high_entropy"),
+        ("agent-run/notes.md", "private_key"),
+        ("agent-run/notes.md", "home_path"),
+        ("agent-run/notes.md", "email"),
+        ("labels/labels.jsonl", "github_token"),
+        ("labels/labels.jsonl", "email"),
+        ("labels/labels.jsonl", "host_segment"),
+    ]:
+        assert expected in found, expected
+    # the same secret gets the same placeholder in every file (the instruction's e-mail is met first)
+    assert {r["placeholder"] for r in doc["redactions"] if r["file"].endswith(".parquet")} == {"<REDACTED:email:1>"}
+    email2 = {r["placeholder"] for r in doc["redactions"] if r["category"] == "email"} - {"<REDACTED:email:1>"}
+    assert email2 == {"<REDACTED:email:2>"}
+    assert b"<REDACTED:email:2>" in out["labels/labels.jsonl"] and b"<REDACTED:email:2>" in out["agent-run/notes.md"]
+    log = json.loads(out["agent-run/run.json"])
+    host_ph = log["provenance"]["host"]
+    assert host_ph.startswith("<REDACTED:host_name:")
+    first_label = json.loads(out["labels/labels.jsonl"].splitlines()[0])
+    assert first_label["episode"] == sanitize_segment(host_ph) + "/scripted/agent-run/0"
+    # nothing else changes: unredacted files are byte-identical (data parquet, videos, info.json...); redacted text
+    # is the source with each secret swapped for a placeholder; parquet schemas and other columns are untouched
+    src = {**{f"agent-run/{k}": v for k, v in files(run).items()}, "labels/labels.jsonl": labels.read_bytes()}
+    counted = {f["path"]: f["redactions"] for f in doc["files"]}
+    assert set(counted) | {"MANIFEST.json"} == set(out)
+    assert set(src) - set(counted) == {"agent-run/run.lock"}
+    assert any(p.endswith(".mp4") for p in counted) and any(p.startswith("agent-run/data/") for p in counted)
+    for rel, n in counted.items():
+        if n == 0:
+            assert out[rel] == src[rel], rel
+        elif not rel.endswith(".parquet"):
+            assert masked_release(out[rel].decode()) == masked_source(src[rel].decode()), rel
+    for rel in ("agent-run/meta/episodes/chunk-000/file-000.parquet", "agent-run/meta/tasks.parquet"):
+        a, b = pq.read_table(run.parent / rel), pq.read_table(tmp_path / "rel" / rel)
+        assert a.schema == b.schema and a.schema.metadata == b.schema.metadata
+        assert json.dumps(b.to_pylist()) == json.dumps(a.to_pylist()).replace(EMAIL, "<REDACTED:email:1>")
+
+
+def test_the_released_run_grades_exactly_as_the_original(source: tuple[Path, Path], tmp_path: Path) -> None:
+    run, labels = source
+    build_release([run], tmp_path / "rel", labels=[labels])
+    original, released = grade(run), grade(tmp_path / "rel" / "agent-run")
+    assert original["status"] == "OK", original["reasons"]
+    assert released == original
+
+
+def test_a_second_release_is_byte_identical_and_dry_run_writes_nothing(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run, labels = source
+    first = build_release([run], tmp_path / "one", labels=[labels])
+    build_release([run], tmp_path / "two", labels=[labels])
+    assert files(tmp_path / "one") == files(tmp_path / "two")
+    manifest = json.loads((tmp_path / "one" / "MANIFEST.json").read_text())
+    assert manifest == json.loads(json.dumps(first))
+    assert manifest["date"] == json.loads((run / "run.json").read_text())["executions"][-1]["finished"]
+    on_disk = files(tmp_path / "one")
+    for f in manifest["files"]:
+        assert hashlib.sha256(on_disk[f["path"]]).hexdigest() == f["release_sha256"]
+    dry = build_release([run], tmp_path / "dry", labels=[labels], dry_run=True)
+    assert not (tmp_path / "dry").exists()
+    assert dry["redactions"] == first["redactions"]
+    proc = run_cli("release", run, "--out", tmp_path / "cli", "--labels", labels, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "would replace" in proc.stdout and "openai_key -> <REDACTED:api_key:" in proc.stdout
+    assert not (tmp_path / "cli").exists()
+
+
+def test_a_release_into_or_around_a_source_is_refused_and_sources_stay_untouched(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run, _ = source
+    before = files(run)
+    for bad in (run, run / "release", run.parent):
+        with pytest.raises(ConfigError):
+            build_release([run], bad)
+    assert not (run / "release").exists()
+    proc = run_cli("release", run, "--out", run / "sub")
+    assert proc.returncode == 2 and "inside the source" in proc.stderr
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    with pytest.raises(ConfigError, match="not a rollbench run directory"):
+        build_release([tmp_path / "nowhere"], tmp_path / "x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f").write_text("x")
+    with pytest.raises(ConfigError, match="not an empty directory"):
+        build_release([copy], tmp_path / "full")
+    assert files(run) == before
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "scripted_reach-agent_local_solver-20261201T000912Z",  # a default run name
+        "metaworld_pick-place-v3-agent_openai_gpt-4o-20261201T000912Z",
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",  # sha256
+        "0a1b2c3d4e5f67890a1b2c3d4e5f6789",  # uuid4 hex
+        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAEAAAABACAIAAAAlC+aJAAAA" + "Qk9YZ3p1" * 40,
+        "/work/runs/pick-place/meta/episodes/chunk-000/file-000.parquet",
+        "pick up the puck and place it at the goal",
+        "chatcmpl-1 call_0 tok=5",
+    ],
+)
+def test_ordinary_run_text_is_not_mistaken_for_a_secret(text: str) -> None:
+    assert Scanner(set(), set()).find(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("key sk-proj-Zq8xW3vB7nM2kL5pR9tY1uI4oP6aS0dF end", "openai_key"),
+        ("AWS AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
+        ("Authorization: Bearer abc.DEF-123_456", "bearer_token"),
+        ("password=hunter2hunter2", "secret_field"),
+        ("cd /Users/bob/x", "home_path"),
+        ("cd /root/x", "home_path"),
+        ("mail me: first.last@sub.example.co.uk", "email"),
+        ("on workstation-42 today", "host_name"),
+    ],
+)
+def test_each_rule_finds_its_kind(text: str, rule: str) -> None:
+    found = Scanner({"workstation-42"}, set()).find(text)
+    assert [f.rule for f in found] == [rule]

@@ -171,7 +171,9 @@ def test_the_search_climbs_from_a_vague_instruction_to_a_precise_one_over_served
     # every run of the search is an ordinary run directory the review dashboard's catalog lists
     from rollbench.review.catalog import Catalog
 
-    listed = {rec.run_dir for rec in Catalog([tmp_path]).records() if rec.error is None}
+    records, pending = Catalog([tmp_path], sync_budget_s=600).records()
+    assert pending == []
+    listed = {rec.run_dir for rec in records if rec.error is None}
     assert {d.resolve() for d in run_dirs(out)} <= listed
     held = set(range(0, 6))
     for r in state["rounds"]:

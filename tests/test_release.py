@@ -184,7 +184,9 @@ def test_the_released_run_grades_exactly_as_the_original(source: tuple[Path, Pat
     build_release([run], tmp_path / "rel", labels=[labels])
     original, released = grade(run), grade(tmp_path / "rel" / "agent-run")
     assert original["status"] == "OK", original["reasons"]
-    assert released == original
+    # the graded episodes name their instruction, which carried the planted address: redacted, nothing else differs
+    assert EMAIL in json.dumps(original) and EMAIL not in json.dumps(released)
+    assert json.dumps(released) == json.dumps(original).replace(EMAIL, "<REDACTED:email:1>")
 
 
 def test_a_second_release_is_byte_identical_and_dry_run_writes_nothing(

@@ -99,7 +99,9 @@ def test_main_process_sigkilled_mid_run_then_resumed_holds_exactly_the_planned_e
     done = grade(out)
     assert done["status"] == "OK" and done["violations"] == []
     assert done["episodes"] == ref["episodes"]  # exactly 0..29, each once, the planned seeds and outcomes
-    assert done == json.loads(r.stdout) == json.loads((out / "run.json").read_text())["results"]
+    printed = json.loads(r.stdout)
+    assert printed.pop("run_dir") == str(out)  # --json also says where the run went
+    assert done == printed == json.loads((out / "run.json").read_text())["results"]
     info = json.loads((out / "meta/info.json").read_text())
     assert info["total_episodes"] == 30 and info["total_frames"] == sum(e["length"] for e in done["episodes"])
     for e in done["episodes"]:  # every LeRobot data file is readable on its own

@@ -83,6 +83,10 @@ class PolicyLoop:
             return [self._one(s, o, i) for s, o, i in zip(slots, observations, instructions, strict=True)]
         return list(self._pool.map(self._one, slots, observations, instructions))
 
+    def slot_policy(self, slot: int) -> Policy:
+        """Slot ``slot``'s own policy instance (its episode artifacts, e.g. an agent's transcript)."""
+        return self.policies[slot]
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
@@ -147,9 +151,12 @@ def run_lockstep(size: int, next_episode: NextEpisode, start: StartEpisode, poli
 
 
 def _slot_policy(policy: BatchPolicy, slot: int) -> Policy | None:
-    """The slot's own policy instance (for its episode artifacts, e.g. an agent's transcript); a native batched
-    policy has none, so its episodes carry no artifacts."""
-    return policy.policies[slot] if isinstance(policy, PolicyLoop) else None
+    """The slot's own policy instance (for its episode artifacts, e.g. an agent's transcript), from the batch
+    policy's optional ``slot_policy(slot)`` (a :class:`PolicyLoop`'s, passed on by wrappers such as
+    :class:`~rollbench.policies.deadline.Deadline`); a native batched policy has none, so its episodes carry no
+    artifacts."""
+    get = getattr(policy, "slot_policy", None)
+    return get(slot) if callable(get) else None
 
 
 def _ask(policy: BatchPolicy, asks: list[tuple[int, EpisodeRun]]) -> None:

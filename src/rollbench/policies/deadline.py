@@ -143,6 +143,12 @@ class Deadline:
         answers: list[Answer] = self._call("act", inner.act_batch, slots, observations, instructions)
         return answers
 
+    def slot_policy(self, slot: int) -> object | None:
+        """The live inner policy's instance for ``slot`` (see :func:`rollbench.batching._slot_policy`); None after
+        a missed deadline abandoned it (its episodes already ended as ``error``)."""
+        get = getattr(self.inner, "slot_policy", None)
+        return get(slot) if callable(get) else None
+
     def close(self) -> None:
         """Close the live policy; an abandoned one is left alone (closing it could block behind its hung call)."""
         if self._caller is not None:

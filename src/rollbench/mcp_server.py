@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 from rollbench import report
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.mcp_results import EnvFamilyRow, PolicyRow, RunInfo, RunResult, RunRow, run_info, run_result, run_row
-from rollbench.record.runlog import RunLock, read_run_log
+from rollbench.record.runlog import is_locked, read_run_log
 from rollbench.registry import PREFIX_POLICIES
 from rollbench.spec import EvalSpec, build_spec
 from rollbench.types import ConfigError, RollbenchError
@@ -238,7 +238,7 @@ class RolloutService:
         if active is not None:
             state = "stopping" if active.stop.is_set() else "running"
         elif log_.get("status") == "RUNNING":
-            state = "running" if _locked(run_dir) else "interrupted"
+            state = "running" if is_locked(run_dir) else "interrupted"
         else:
             state = "finished"
         live_path = run_dir / "run.live.json"
@@ -261,15 +261,6 @@ class RolloutService:
                     log.warning("skipping unreadable run %s: %r", d, exc)
         rows.sort(key=lambda r: r[0], reverse=True)
         return [r for _, r in rows[:limit]]
-
-
-def _locked(run_dir: Path) -> bool:
-    """True when another process holds the run's lock (a run is being written)."""
-    try:
-        with RunLock(run_dir):
-            return False
-    except ConfigError:
-        return True
 
 
 def _call_result(summary: str, model: BaseModel) -> CallToolResult:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.identity import RunIdentity
+from rollbench.record.runlog import is_locked
 from rollbench.types import ConfigError, RollbenchError
 
 MAX_DEPTH = 4  # run directories are found at most this many levels below a root
@@ -95,16 +96,6 @@ def _run_dirs(path: Path) -> list[Path]:
     return found
 
 
-def _locked(run_dir: Path) -> bool:
-    from rollbench.record.runlog import RunLock
-
-    try:
-        with RunLock(run_dir):
-            return False
-    except ConfigError:
-        return True
-
-
 def _from_run_dir(run_dir: Path, loaded: Loaded) -> None:
     from rollbench.grading import grade, load_run_log
 
@@ -112,7 +103,9 @@ def _from_run_dir(run_dir: Path, loaded: Loaded) -> None:
     identity = RunIdentity.from_run_log(log, run_dir)
     if log.get("status") == "RUNNING":
         why = (
-            "being recorded" if _locked(run_dir) else "not finished (its writer stopped; resume it with eval --resume)"
+            "being recorded"
+            if is_locked(run_dir)
+            else "not finished (its writer stopped; resume it with eval --resume)"
         )
         loaded.in_progress.append({"run": identity.key, "path": str(run_dir), "why": why})
         return

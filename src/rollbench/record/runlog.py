@@ -146,6 +146,15 @@ class RunLock:
         self._lock.release()
 
 
+def is_locked(run_dir: Path) -> bool:
+    """True when another process holds the run's lock (the run is being written right now)."""
+    try:
+        with RunLock(run_dir):
+            return False
+    except ConfigError:
+        return True
+
+
 class LiveSnapshot:
     """Rewrites ``run.live.json`` atomically, at most once per second (and always when forced)."""
 

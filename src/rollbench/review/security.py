@@ -16,27 +16,18 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from rollbench.mcp_http import is_loopback
 from rollbench.types import ConfigError
 
 COOKIE = "rollbench_token"
 MAX_BODY_BYTES = 64 * 1024
 _SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_binding(host: str, token: str | None) -> None:

@@ -1,5 +1,5 @@
-"""Cost of the policy-call deadline (``rollbench.policies.deadline.Deadline``): the ``zero`` policy's ``act`` called
-directly and through the wrapper (which hands each call to its helper thread and waits for the reply).
+"""Cost of the policy-call deadline (``rollbench.policies.deadline.Deadline``): the ``zero`` policy (in a one-slot
+``PolicyLoop``, as the episode loop drives it) called directly and through the wrapper (which hands each call to its helper thread and waits for the reply).
 
 Run: ``.venv/bin/python benchmarks/bench_deadline.py [--calls 20000] [--reps 5]``; prints the median µs per call of
 each side and the difference, the overhead every policy call of a run pays.
@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from rollbench.batching import BatchPolicy, PolicyLoop
 from rollbench.envs.scripted import TASKS
 from rollbench.policies.deadline import Deadline
 from rollbench.registry import make_policy
@@ -21,13 +22,15 @@ from rollbench.types import Observation
 
 
 def per_call_us(wrapped: bool, calls: int) -> float:
-    inner = make_policy("zero", {})
-    policy = Deadline(inner, 300.0, "policy") if wrapped else inner
-    policy.reset(TASKS["scripted/reach"], 0)
+    def build() -> BatchPolicy:
+        return PolicyLoop([make_policy("zero", {})])
+
+    policy: BatchPolicy = Deadline(build, 300.0, "policy") if wrapped else build()
+    policy.reset_slot(0, TASKS["scripted/reach"], 0)
     obs = Observation(state=np.zeros(4, np.float32))
     t0 = time.perf_counter()
     for _ in range(calls):
-        policy.act(obs, "")
+        policy.act_batch([0], [obs], [""])
     elapsed = time.perf_counter() - t0
     policy.close()
     return elapsed / calls * 1e6

@@ -56,6 +56,7 @@ import typer
 
 from rollbench.policies.obs_map import load_policy_options
 from rollbench.policies.remote_wire import DEFAULT_MAX_REQUEST_BYTES, ProtocolError, unpack_msgpack
+from rollbench.serve_batch import Batching, ws_request
 from rollbench.serve_sessions import (
     DIE_EXIT_CODE,
     FAULTS,
@@ -110,6 +111,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
 
     def handler(conn: ServerConnection) -> None:
         key = f"ws-{id(conn):x}"
+        slots: set[str] = set()  # sessions of this connection's batch slots (rollbench.serve_batch)
         try:
             try:
                 session = host.open_session(key, evictable=False, wait_s=1.0)
@@ -120,7 +122,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
             while True:
                 frame = conn.recv()
                 try:
-                    reply = packb(host.handle(session, unpack_msgpack(frame), decode_openpi))
+                    reply = packb(ws_request(host, session, key, unpack_msgpack(frame), slots))
                 except MalformedReply:
                     conn.send(b"\xc1 fault injection: not msgpack")
                     continue
@@ -137,6 +139,8 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
             pass
         finally:
             host.end_session(key)
+            for slot in slots:
+                host.end_session(slot)
 
     def health(conn: ServerConnection, request: Any) -> Any:
         return conn.respond(http.HTTPStatus.OK, "OK\n") if request.path == "/healthz" else None
@@ -205,6 +209,22 @@ def serve_policy(
     request_timeout_s: Annotated[
         float, typer.Option(help="Seconds to receive one HTTP request (headers and body) or a websocket handshake.")
     ] = 30.0,
+    max_batch: Annotated[
+        int,
+        typer.Option(
+            help="Most observations in one request and in one policy call. Above 1, acts arriving from all clients "
+            "within --batch-window-ms are gathered into one call of the policy's batched form (a policy without one "
+            "is called in turn); rollbench clients with --batch-size then send one batch request per step. "
+            "1: no batching."
+        ),
+    ] = 1,
+    batch_window_ms: Annotated[
+        float,
+        typer.Option(
+            help="With --max-batch > 1: milliseconds a call waits, after its oldest observation arrived, for more "
+            "(it goes at once when --max-batch are waiting or every started session has one waiting)."
+        ),
+    ] = 5.0,
 ) -> None:
     """Serve a rollbench policy over the openpi websocket protocol or JSON /act, for `--policy ws://` or `http://`."""
     err = typer.echo
@@ -214,6 +234,7 @@ def serve_policy(
         if not path.startswith("/"):
             raise ConfigError(f"--path must start with '/', got {path!r}")
         limits = Limits(int(max_request_mb * 2**20), max_sessions, session_idle_s, request_timeout_s)
+        batching = Batching(max_batch, batch_window_ms)
         served = PolicyHost(
             policy,
             load_policy_options(policy_options),
@@ -223,6 +244,7 @@ def serve_policy(
             fault,
             protocol,
             limits,
+            batching,
         )
         sock = _listen(host, port)
     except (RollbenchError, OSError) as exc:

@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.policies.obs_map import check_actions, positive
+from rollbench.policies.obs_map import ObsMap, check_actions, positive
 from rollbench.policies.remote import RemotePolicy
 from rollbench.policies.remote_wire import (
     MAX_REPLY_BYTES,
@@ -195,8 +195,8 @@ class HttpPolicy(RemotePolicy):
             if attempt:
                 time.sleep(0.25 * 2 ** (attempt - 1))
             try:
-                if attempt and self._episode is not None and "reset" not in body:
-                    self._send(json.dumps({"session": self._session, "reset": self._episode}).encode())
+                for replay in self._replays(body) if attempt else []:  # the episode's reset (every slot's) again
+                    self._send(json.dumps(replay).encode())
                 return self._send(payload)
             except httpx.TimeoutException:
                 raise InfrastructureError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
@@ -237,30 +237,50 @@ class HttpPolicy(RemotePolicy):
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """POST the observation and instruction; return the server's ``float32 (N, action_dim)`` chunk."""
-        m = self._map
-        body = {
-            "session": self._session,
+        reply = self._request(self._batch_item(self._session, self._map, observation, instruction))
+        return check_actions(self._item_reply(reply), self.url, self._task)
+
+    # batch requests (rollbench.policies.remote_batch): every slot is a session of its own id
+    def _slot_id(self, slot: int) -> str:
+        return uuid.uuid4().hex
+
+    def _slot_reset_message(self, slot_id: Any, episode: dict[str, Any]) -> dict[str, Any]:
+        return {"session": slot_id, "reset": episode}
+
+    def _batch_item(self, slot_id: Any, obs_map: ObsMap, observation: Observation, instruction: str) -> dict[str, Any]:
+        """An act request (alone, or as an item of a batch) for session ``slot_id``."""
+        return {
+            "session": slot_id,
             "instruction": instruction,
-            "state": encode_array(m.state_of(observation)),
-            "images": {k: encode_array(v) for k, v in m.images_of(observation).items()},
+            "state": encode_array(obs_map.state_of(observation)),
+            "images": {k: encode_array(v) for k, v in obs_map.images_of(observation).items()},
         }
-        reply = self._request(body)
-        if isinstance(reply, dict) and isinstance(reply.get("actions"), dict):
+
+    def _item_reply(self, entry: Any) -> Any:
+        """An act reply with its ``actions`` array decoded; EpisodeError if the array is malformed."""
+        if isinstance(entry, dict) and isinstance(entry.get("actions"), dict):
             try:
-                reply = {**reply, "actions": decode_array(reply["actions"])}
+                return {**entry, "actions": decode_array(entry["actions"])}
             except ValueError as exc:
                 raise EpisodeError(f"malformed reply from {self.url}: 'actions' {exc}") from None
-        return check_actions(reply, self.url, self._task)
+        return entry
+
+    def _close_slot(self, slot_id: Any) -> None:
+        self._end_session(slot_id)
 
     def close(self) -> None:
         """Tell a server that keeps sessions (metadata ``reset: true``) that this one is over, then disconnect."""
+        self._end_session(self._session)
+        self._client.close()
+
+    def _end_session(self, session: str) -> None:
+        """Tell a server that keeps sessions (metadata ``reset: true``) that ``session`` is over; best effort."""
         import httpx
 
         if getattr(self, "metadata", {}).get("reset") is True:
-            payload = json.dumps({"session": self._session, "close": True}).encode()
+            payload = json.dumps({"session": session, "close": True}).encode()
             with contextlib.suppress(httpx.HTTPError, EpisodeError):  # best effort: the server may be gone
                 self._exchange("POST", payload, min(self.timeout_s, 2.0))
-        self._client.close()
 
 
 def make_http_policy(name: str, options: Mapping[str, Any]) -> HttpPolicy:

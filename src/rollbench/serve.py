@@ -35,13 +35,22 @@ protocol, 1011 for the policy's own exception, whose traceback is the text frame
 HTTP: every non-2xx body is ``{"error": "message"}`` (400 protocol, 404/405 wrong path or method, 408 request too
 slow, 410 unknown session, 413 too large, 500 the policy raised, 503 busy).
 
+Batches (:mod:`rollbench.serve_batch`): the metadata says ``"max_batch": N`` (``--max-batch``, default 1); a request
+may hold up to N act items, one per session (HTTP ``{"batch": [...]}``; websocket slots of one connection), answered
+one entry per item. With N > 1, acts arriving from all clients within ``--batch-window-ms`` are gathered into one
+call of the policy's batched form (``batched(--max-sessions)``, one slot per session; a policy without one is
+called in turn for each session). rollbench clients with ``--batch-size B >= 2`` send one batch request per
+lockstep step to such a server, and single observations to any other.
+
 ``--log-requests FILE`` appends one JSON line per request: ``{"time", "protocol", "session", "kind": "reset" |
-"act", "task", "seed", "instruction", "state": [dtype, shape], "images": {camera: shape}, "outcome"}``; the tests
-read it to check, on the server side, which instruction arrived.
+"act", "task", "seed", "instruction", "state": [dtype, shape], "images": {camera: shape}, "outcome"}`` (acts of a
+batch request add ``"batch": items``), and with ``--max-batch`` above 1 one line per policy call ``{"kind":
+"call", "call": n, "size", "sessions": [keys]}``; the tests read it to check, on the server side, which
+instruction arrived and which sessions shared a call.
 
 ``--fault`` is fault injection for tests and drills, recorded in the metadata (so in the client's run.json):
 ``wrong-shape`` (actions get one extra column), ``malformed`` (the reply is not msgpack / not JSON), ``error``
-(every act raises), ``slow:SECONDS`` (sleep before every act reply), ``die-after:N`` (the process exits with
+(every act raises), ``short-batch`` (a batch reply of more than one entry loses its last one), ``slow:SECONDS`` (sleep before every act reply), ``die-after:N`` (the process exits with
 code 70, without replying, on act request N + 1: a crashed server).
 """
 

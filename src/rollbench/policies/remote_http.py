@@ -13,7 +13,7 @@ writes base64. Example: ``{"dtype": "float32", "shape": [1, 2], "data": "AACAPwA
 {"ready": false, "error": "..."}``; the client polls it for up to ``connect_timeout_s``. Metadata is free-form and
 recorded in run.json; recognised keys: ``replan_every`` (or ``replan_steps``): actions of each chunk to execute
 before asking again; ``chunk_size`` (or ``action_horizon``): rows of the chunks it returns; ``reset``: true if it
-accepts reset requests.
+accepts reset requests; ``max_batch``: the most items of a batch request it accepts (absent: no batches).
 
 **POST URL**, ``Content-Type: application/json``, one of:
 
@@ -27,8 +27,14 @@ accepts reset requests.
   true}``.
 * close, sent when the client is done, only to servers whose metadata says ``"reset": true``: ``{"session": S,
   "close": true}`` -> ``200 {"closed": true}`` (the server may free the session's state at once); errors ignored.
-* ``S`` is a random hex id per client (one per evaluation worker), so a server can keep per-client episode
-  state; a server may ignore it. ``rollbench serve-policy`` starts a session with a reset and answers 410 to an id
+* batch, sent only to servers whose metadata says ``"max_batch": N`` with ``N >= 2``, by a client with
+  ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote_batch`): ``{"batch": [ACT, ...]}``, at most ``N`` act
+  requests, each with its own ``session`` (one per batch slot, each started by its own reset) -> ``200 {"batch":
+  [ENTRY, ...]}``, one entry per item in order, ``{"actions": ARRAY}`` or ``{"error": "message", "status": S}``
+  (the status that item would have had alone). A batch of more than ``N`` items, or naming a session twice, is
+  refused whole (400). See :mod:`rollbench.serve_batch`.
+* ``S`` is a random hex id per client (one per evaluation worker, one per batch slot), so a server can keep
+  per-client episode state; a server may ignore it. ``rollbench serve-policy`` starts a session with a reset and answers 410 to an id
   it does not know (evicted, or from before a restart); requests without ``session`` share one session.
 * errors: any non-2xx status with the body ``{"error": "message"}``, quoted in the episode's error (a body without
   ``error`` is quoted as it is, e.g. FastAPI's ``{"detail": ...}``). ``rollbench serve-policy`` uses 400 (the

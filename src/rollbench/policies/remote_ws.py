@@ -13,6 +13,13 @@ openpi server does not, so nothing unknown is ever sent to it): before every epi
 ``{"reset": {"task": "metaworld/reach-v3", "seed": 0, "instruction": "..."}}`` and expects ``{"reset": true}``,
 so a stateful served policy starts each episode fresh.
 
+rollbench extension for batches, used only when the metadata says ``"max_batch": N`` with ``N >= 2`` (``rollbench
+serve-policy --max-batch N``; openpi servers never say it, and get single observations from one connection per
+batch slot) by a client with ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote_batch`): one connection serves
+all slots, each its own server session: ``{"slot": i, "reset": {...}}`` starts slot ``i``'s episode, and ``{"batch":
+[{"slot": i, "observation": {observation dict}}, ...]}`` (at most ``N`` items) is answered ``{"batch": [{"actions":
+...} | {"error": "message", "status": S}, ...]}``, one entry per item, in order (see :mod:`rollbench.serve_batch`).
+
 Why not ``openpi_client.websocket_client_policy.WebsocketClientPolicy`` itself (openpi-client 0.1.2): its
 ``infer`` calls ``recv()`` with no timeout, so a stalled server blocks the evaluation forever; it never
 reconnects after a dropped connection; and it connects with websockets' default 10 s open timeout and no bound on

@@ -6,6 +6,8 @@ every call, single or batched, sleeps ``latency_ms`` (default 50 ms, a typical Ï
 returns the actions of an ``inner`` policy (default ``zero``; ``metaworld-expert`` makes episodes succeed). Its
 results are therefore those of ``inner`` and its timing that of a batch-size-independent model call, so
 ``eval --batch-size B`` throughput against it shows what batching buys a GPU policy (``benchmarks/bench_batch.py``).
+Served by ``rollbench serve-policy --max-batch N``, every gathered batch is one ``act_batch`` call (one sleep), one
+slot per client session; slots' ``inner`` instances are built at their first reset.
 
 Options: ``latency_ms`` (float >= 0), ``inner`` (a policy name).
 """

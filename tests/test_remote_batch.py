@@ -174,6 +174,16 @@ def test_a_max_batch_1_server_gets_single_requests_from_a_batch_size_4_client(tm
     assert not [r for r in requests(log) if r["kind"] == "call"]  # no gathering
 
 
+def test_a_ws_batch_client_of_4_slots_holds_4_server_sessions(tmp_path: Path) -> None:
+    """One connection, one session per slot: the connection's own session (unused by a batch client) is given
+    back, so 4 slots fit a server of 4 sessions."""
+    extra = ("--max-batch", "4", "--max-sessions", "4")
+    with served(tmp_path, "fault_policies:stateful", "ws", *extra) as (url, log, _):
+        result = _eval(url, tmp_path / "run", SCRIPTED, batch_size=4)
+    assert result["status"] == "OK", result["reasons"]
+    assert sorted({r["session"].split("/")[1] for r in _acts(log)}) == ["slot-0", "slot-1", "slot-2", "slot-3"]
+
+
 def test_a_batch_larger_than_max_batch_or_naming_a_session_twice_is_refused_clearly(tmp_path: Path) -> None:
     from websockets.sync.client import connect
 

@@ -65,7 +65,7 @@ import typer
 
 from rollbench.policies.obs_map import load_policy_options
 from rollbench.policies.remote_wire import DEFAULT_MAX_REQUEST_BYTES, ProtocolError, unpack_msgpack
-from rollbench.serve_batch import Batching, ws_request
+from rollbench.serve_batch import Batching, WsConnection
 from rollbench.serve_sessions import (
     DIE_EXIT_CODE,
     FAULTS,
@@ -120,10 +120,10 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
 
     def handler(conn: ServerConnection) -> None:
         key = f"ws-{id(conn):x}"
-        slots: set[str] = set()  # sessions of this connection's batch slots (rollbench.serve_batch)
+        connection = WsConnection(host, key)
         try:
             try:
-                session = host.open_session(key, evictable=False, wait_s=1.0)
+                connection.session = host.open_session(key, evictable=False, wait_s=1.0)
             except SessionRefused as exc:
                 refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
                 return
@@ -131,10 +131,13 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
             while True:
                 frame = conn.recv()
                 try:
-                    reply = packb(ws_request(host, session, key, unpack_msgpack(frame), slots))
+                    reply = packb(connection.handle(unpack_msgpack(frame)))
                 except MalformedReply:
                     conn.send(b"\xc1 fault injection: not msgpack")
                     continue
+                except SessionRefused as exc:  # a batch slot past --max-sessions
+                    refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                    return
                 except (ValueError, RollbenchError) as exc:  # the request breaks the protocol or cannot be served
                     refuse(conn, 1008, f"{type(exc).__name__}: {exc}")
                     return
@@ -147,9 +150,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
         except ConnectionClosed:
             pass
         finally:
-            host.end_session(key)
-            for slot in slots:
-                host.end_session(slot)
+            connection.close()
 
     def health(conn: ServerConnection, request: Any) -> Any:
         return conn.respond(http.HTTPStatus.OK, "OK\n") if request.path == "/healthz" else None

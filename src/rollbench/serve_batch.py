@@ -13,7 +13,9 @@ more than ``N`` items, an empty one, or one naming a session twice breaks the pr
   started by a reset, as for single requests.
 * websocket: one connection serves several *slots*, each its own session (own policy instance, own episode):
   ``{"slot": i, "reset": {...}}`` starts slot ``i``'s episode (``0 <= i < --max-sessions``), then ``{"batch":
-  [{"slot": i, "observation": {openpi observation dict}}, ...]}``. The slots' sessions end with the connection.
+  [{"slot": i, "observation": {openpi observation dict}}, ...]}``. The slots' sessions end with the connection,
+  and the connection's own session (opened on connect, for openpi clients) is given back at the first slot reset
+  if it was never used (:class:`WsConnection`), so B slots hold B sessions.
 
 **Gathering** (``--max-batch N`` with N > 1, ``--batch-window-ms W``): every act of every session, single or batch
 item, joins one queue; a :class:`Gatherer` thread takes up to N of them and calls the policy once. It waits at most
@@ -322,26 +324,47 @@ def slot_key(host: PolicyHost, connection: str, slot: Any) -> str:
     return f"{connection}/slot-{slot}"
 
 
-def ws_request(host: PolicyHost, session: Session, connection: str, request: Any, slots: set[str]) -> dict[str, Any]:
-    """Serve one decoded websocket message of ``connection``: a slot reset, a batch, or a plain (openpi) request on
-    the connection's own ``session``. Slot sessions opened here are added to ``slots`` (ended with the
-    connection)."""
-    from rollbench.serve_decode import decode_openpi
+class WsConnection:
+    """The sessions of one websocket connection: its own (opened on connect; what openpi clients use) and its batch
+    slots' (``{"slot": i, ...}``). A connection whose first slot reset arrives before any plain request gives its own
+    session's instance back, so a batch client of B slots holds B sessions, not B + 1."""
 
-    if isinstance(request, Mapping) and "batch" in request:
+    def __init__(self, host: PolicyHost, key: str) -> None:
+        self.host, self.key = host, key
+        self.session: Session | None = None
+        self.slots: set[str] = set()
 
-        def locate(item: Mapping[str, Any]) -> tuple[Session, Any]:
-            observation = item.get("observation")
-            if not isinstance(observation, Mapping):
-                raise ProtocolError('every batch item needs "slot" and "observation" (a map)')
-            return host.get_session(slot_key(host, connection, item.get("slot"))), observation
+    def handle(self, request: Any) -> dict[str, Any]:
+        """Serve one decoded message: a batch, a slot reset, or a plain (openpi) request on the connection's own
+        session. Raises as :meth:`PolicyHost.handle` does."""
+        from rollbench.serve_decode import decode_openpi
 
-        return handle_batch(host, request["batch"], locate, decode_openpi)
-    if isinstance(request, Mapping) and "slot" in request:
-        if "reset" not in request:
-            raise ProtocolError('a message with "slot" must be a reset; send observations of slots in a "batch"')
-        key = slot_key(host, connection, request["slot"])
-        slot_session = host.open_session(key, evictable=False)
-        slots.add(key)
-        return host.handle(slot_session, {"reset": request["reset"]}, decode_openpi)
-    return host.handle(session, request, decode_openpi)
+        host = self.host
+        if isinstance(request, Mapping) and "batch" in request:
+
+            def locate(item: Mapping[str, Any]) -> tuple[Session, Any]:
+                observation = item.get("observation")
+                if not isinstance(observation, Mapping):
+                    raise ProtocolError('every batch item needs "slot" and "observation" (a map)')
+                return host.get_session(slot_key(host, self.key, item.get("slot"))), observation
+
+            return handle_batch(host, request["batch"], locate, decode_openpi)
+        if isinstance(request, Mapping) and "slot" in request:
+            if "reset" not in request:
+                raise ProtocolError('a message with "slot" must be a reset; send observations of slots in a "batch"')
+            key = slot_key(host, self.key, request["slot"])
+            if self.session is not None and self.session.task is None:  # a batch client: its own one is unused
+                host.end_session(self.key)
+                self.session = None
+            slot_session = host.open_session(key, evictable=False)
+            self.slots.add(key)
+            return host.handle(slot_session, {"reset": request["reset"]}, decode_openpi)
+        if self.session is None:
+            self.session = host.open_session(self.key, evictable=False)
+        return host.handle(self.session, request, decode_openpi)
+
+    def close(self) -> None:
+        """End every session of this connection (their instances return to the idle pool)."""
+        self.host.end_session(self.key)
+        for key in self.slots:
+            self.host.end_session(key)

@@ -8,19 +8,21 @@ per-episode results as ``B = 1`` (the batching must change the speed only). Repo
 variant, episodes per hour, and the ratio to ``B = 1``. The target (issue 13) is ``B = 8`` ≥ 5× ``B = 1`` with a 50 ms
 policy.
 
-``--served ws|http`` runs the same stand-in behind ``rollbench serve-policy`` on loopback (``--max-batch B``), so
-the batch crosses the wire.
+``--served ws|http`` runs the same stand-in behind one ``rollbench serve-policy --max-batch max(sizes)`` on loopback
+for every variant: ``B = 1`` sends one observation per request, ``B > 1`` one batch request per lockstep step, which
+the server answers with one batched call of the stand-in (50 ms for the whole batch).
 
 Run: ``MUJOCO_GL=egl .venv/bin/python benchmarks/bench_batch.py [--episodes 16] [--latency-ms 50] [--reps 3]
-[--sizes 1,4,8] [--served ws|http]``
+[--sizes 1,4,8] [--served ws|http] [--window-ms 5]``
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,26 +35,19 @@ from typing import Any
 from rollbench.api import Execution, evaluate
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
-def served(protocol: str, options: dict[str, Any], max_batch: int) -> Iterator[str]:
-    """``rollbench serve-policy`` of the stand-in on a loopback port; yields the URL to evaluate."""
-    port = _free_port()
+def served(protocol: str, options: dict[str, Any], max_batch: int, window_ms: float) -> Iterator[str]:
+    """``rollbench serve-policy --max-batch`` of the stand-in on a loopback port; yields the URL to evaluate."""
     cmd = [sys.executable, "-m", "rollbench", "serve-policy", "--policy", "gpu-standin", "--protocol", protocol]
-    cmd += ["--port", str(port), "--policy-options", __import__("json").dumps(options), "--max-batch", str(max_batch)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd += ["--port", "0", "--policy-options", json.dumps(options), "--max-batch", str(max_batch)]
+    cmd += ["--batch-window-ms", str(window_ms)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            time.sleep(0.1)
-        yield f"ws://127.0.0.1:{port}" if protocol == "ws" else f"http://127.0.0.1:{port}/act"
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "serving gpu-standin at URL", once the port is open
+        if not line.startswith("serving "):
+            raise SystemExit(f"serve-policy did not start: {line!r}")
+        yield line.split()[-1]
     finally:
         proc.terminate()
         proc.wait(10)
@@ -84,18 +79,18 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sizes", default="1,4,8")
     ap.add_argument("--served", choices=("ws", "http"), default=None)
+    ap.add_argument("--window-ms", type=float, default=5.0, help="serve-policy --batch-window-ms (--served)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     options = {"inner": "metaworld-expert", "latency_ms": args.latency_ms}
     walls: dict[int, list[float]] = {b: [] for b in sizes}
-    run_options: dict[str, Any]
     reference = None
-    run_options: dict[str, Any]
+    load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:
         run_options: dict[str, Any]
-        if args.served:
-            url = stack.enter_context(served(args.served, options, max(sizes)))
-            policy, run_options = url, {}
+        if args.served:  # one server for every variant: B = 1 sends single requests, B > 1 batch requests
+            policy = stack.enter_context(served(args.served, options, max(sizes), args.window_ms))
+            run_options = {}
         else:
             policy, run_options = "gpu-standin", options
         for rep in range(args.reps):
@@ -106,15 +101,23 @@ def main() -> None:
                 if facts != reference:
                     raise SystemExit(f"batch size {b} recorded different episodes than the first variant")
                 walls[b].append(wall)
-    where = f"served over {args.served}" if args.served else "in-process"
+    where = (
+        f"served over {args.served} by serve-policy --max-batch {max(sizes)} --batch-window-ms {args.window_ms:g}"
+        if args.served
+        else "in-process"
+    )
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"gpu-standin {args.latency_ms:g} ms over metaworld-expert, {where}; metaworld/reach-v3 x {args.episodes}")
-    print(f"episodes, max-steps {args.max_steps}, {args.reps} reps (median); load average {os.getloadavg()[0]:.1f}")
-    print("| batch size | wall s | episodes/hour | vs B=1 |")
-    print("|---:|---:|---:|---:|")
+    print(f"episodes, max-steps {args.max_steps}, {args.reps} reps (median); {now}; {os.cpu_count()} cores; load")
+    print(f"average (1/5/15 min) {'/'.join(f'{x:.1f}' for x in load_before)} before, ", end="")
+    print(f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())} after; identical per-episode results in every variant")
+    print("| batch size | wall s (median) | all reps s | episodes/hour | vs B=1 |")
+    print("|---:|---:|---|---:|---:|")
     base = statistics.median(walls[sizes[0]])
     for b in sizes:
         m = statistics.median(walls[b])
-        print(f"| {b} | {m:.2f} | {args.episodes / m * 3600:,.0f} | {base / m:.2f}x |")
+        reps = ", ".join(f"{w:.1f}" for w in walls[b])
+        print(f"| {b} | {m:.2f} | {reps} | {args.episodes / m * 3600:,.0f} | {base / m:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -246,3 +246,58 @@ class DieOnSeed:
 
 def die_on_seed(name: str, options: Mapping[str, Any]) -> DieOnSeed:
     return DieOnSeed(options)
+
+
+class Stateful:
+    """The scripted expert at a speed set by its own episode state: ``0.4 + 0.3 * ((seed + t) % 3)`` of the expert's
+    action, ``t`` counting this episode's calls since ``reset``. An instance whose state leaked into another
+    episode (a served slot answered from another slot's session) acts differently, so its recorded actions differ."""
+
+    def __init__(self) -> None:
+        self.inner = make_policy("scripted-expert", {})
+        self.info = PolicyInfo(name="stateful", tasks=("scripted/*",))
+        self._seed, self._t = -1, 0
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+        self._seed, self._t = seed, 0
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        speed = 0.4 + 0.3 * ((self._seed + self._t) % 3)
+        self._t += 1
+        return (np.asarray(self.inner.act(observation, instruction), np.float32) * speed).astype(np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+def stateful(name: str, options: Mapping[str, Any]) -> Stateful:
+    return Stateful()
+
+
+class RaiseOnSeed:
+    """The scripted expert, but ``act`` raises ``RuntimeError("the policy failed on seed S")`` at call
+    ``options["step"]`` (default 1) of the episode whose seed is ``options["bad_seed"]`` (default 2)."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.inner = make_policy("scripted-expert", {})
+        self.info = PolicyInfo(name="raise-on-seed", tasks=("scripted/*",))
+        self.bad_seed, self.bad_step = int(options.get("bad_seed", 2)), int(options.get("step", 1))
+        self._seed, self._t = -1, 0
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+        self._seed, self._t = seed, 0
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        self._t += 1
+        if self._seed == self.bad_seed and self._t > self.bad_step:
+            raise RuntimeError(f"the policy failed on seed {self._seed}")
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        pass
+
+
+def raise_on_seed(name: str, options: Mapping[str, Any]) -> RaiseOnSeed:
+    return RaiseOnSeed(options)

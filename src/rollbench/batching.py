@@ -11,9 +11,10 @@ which env finished first, more trajectories than asked for). Here nothing of the
   :func:`rollbench.rollout.rollout` drives for ``B = 1``; so per-episode results equal ``--batch-size 1``'s for any
   policy whose per-slot answers do not depend on the other slots (tested for B = 1, 3, 8).
 
-Policies: a policy may offer a native batched form through a method ``batched(size) -> BatchPolicy``; otherwise
-:class:`PolicyLoop` keeps one policy instance per slot and calls them one by one (concurrently in threads when the
-policy says its calls wait on I/O, ``PolicyInfo.io_bound``, e.g. a policy server).
+Policies: a policy may offer a native batched form through a method ``batched(size) -> BatchPolicy | None``
+(``ws://``/``http://`` clients do when their server accepts batch requests, :mod:`rollbench.policies.remote_batch`;
+None means "not now"); otherwise :class:`PolicyLoop` keeps one policy instance per slot and calls them one by one
+(concurrently in threads when the policy says its calls wait on I/O, ``PolicyInfo.io_bound``, e.g. a policy server).
 """
 
 from __future__ import annotations
@@ -95,11 +96,12 @@ class PolicyLoop:
 
 
 def as_batch_policy(first: Policy, build: Callable[[], Policy], size: int) -> BatchPolicy:
-    """``first``'s native batched form if it has one (``first.batched(size)``), else a :class:`PolicyLoop` over
-    ``first`` and ``size - 1`` more instances from ``build``."""
+    """``first``'s native batched form if it has one (``first.batched(size)``, which may return None when it cannot
+    batch now, e.g. a remote client whose server takes no batches), else a :class:`PolicyLoop` over ``first`` and
+    ``size - 1`` more instances from ``build``."""
     native = getattr(first, "batched", None)
-    if callable(native):
-        policy: BatchPolicy = native(size)
+    policy: BatchPolicy | None = native(size) if callable(native) else None
+    if policy is not None:
         return policy
     return PolicyLoop([first, *(build() for _ in range(size - 1))])
 

@@ -35,13 +35,22 @@ protocol, 1011 for the policy's own exception, whose traceback is the text frame
 HTTP: every non-2xx body is ``{"error": "message"}`` (400 protocol, 404/405 wrong path or method, 408 request too
 slow, 410 unknown session, 413 too large, 500 the policy raised, 503 busy).
 
+Batches (:mod:`rollbench.serve_batch`): the metadata says ``"max_batch": N`` (``--max-batch``, default 1); a request
+may hold up to N act items, one per session (HTTP ``{"batch": [...]}``; websocket slots of one connection), answered
+one entry per item. With N > 1, acts arriving from all clients within ``--batch-window-ms`` are gathered into one
+call of the policy's batched form (``batched(--max-sessions)``, one slot per session; a policy without one is
+called in turn for each session). rollbench clients with ``--batch-size B >= 2`` send one batch request per
+lockstep step to such a server, and single observations to any other.
+
 ``--log-requests FILE`` appends one JSON line per request: ``{"time", "protocol", "session", "kind": "reset" |
-"act", "task", "seed", "instruction", "state": [dtype, shape], "images": {camera: shape}, "outcome"}``; the tests
-read it to check, on the server side, which instruction arrived.
+"act", "task", "seed", "instruction", "state": [dtype, shape], "images": {camera: shape}, "outcome"}`` (acts of a
+batch request add ``"batch": items``), and with ``--max-batch`` above 1 one line per policy call ``{"kind":
+"call", "call": n, "size", "sessions": [keys]}``; the tests read it to check, on the server side, which
+instruction arrived and which sessions shared a call.
 
 ``--fault`` is fault injection for tests and drills, recorded in the metadata (so in the client's run.json):
 ``wrong-shape`` (actions get one extra column), ``malformed`` (the reply is not msgpack / not JSON), ``error``
-(every act raises), ``slow:SECONDS`` (sleep before every act reply), ``die-after:N`` (the process exits with
+(every act raises), ``short-batch`` (a batch reply of more than one entry loses its last one), ``slow:SECONDS`` (sleep before every act reply), ``die-after:N`` (the process exits with
 code 70, without replying, on act request N + 1: a crashed server).
 """
 
@@ -56,6 +65,7 @@ import typer
 
 from rollbench.policies.obs_map import load_policy_options
 from rollbench.policies.remote_wire import DEFAULT_MAX_REQUEST_BYTES, ProtocolError, unpack_msgpack
+from rollbench.serve_batch import Batching, WsConnection
 from rollbench.serve_sessions import (
     DIE_EXIT_CODE,
     FAULTS,
@@ -110,9 +120,10 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
 
     def handler(conn: ServerConnection) -> None:
         key = f"ws-{id(conn):x}"
+        connection = WsConnection(host, key)
         try:
             try:
-                session = host.open_session(key, evictable=False, wait_s=1.0)
+                connection.session = host.open_session(key, evictable=False, wait_s=1.0)
             except SessionRefused as exc:
                 refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
                 return
@@ -120,10 +131,13 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
             while True:
                 frame = conn.recv()
                 try:
-                    reply = packb(host.handle(session, unpack_msgpack(frame), decode_openpi))
+                    reply = packb(connection.handle(unpack_msgpack(frame)))
                 except MalformedReply:
                     conn.send(b"\xc1 fault injection: not msgpack")
                     continue
+                except SessionRefused as exc:  # a batch slot past --max-sessions
+                    refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                    return
                 except (ValueError, RollbenchError) as exc:  # the request breaks the protocol or cannot be served
                     refuse(conn, 1008, f"{type(exc).__name__}: {exc}")
                     return
@@ -136,7 +150,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
         except ConnectionClosed:
             pass
         finally:
-            host.end_session(key)
+            connection.close()
 
     def health(conn: ServerConnection, request: Any) -> Any:
         return conn.respond(http.HTTPStatus.OK, "OK\n") if request.path == "/healthz" else None
@@ -205,6 +219,22 @@ def serve_policy(
     request_timeout_s: Annotated[
         float, typer.Option(help="Seconds to receive one HTTP request (headers and body) or a websocket handshake.")
     ] = 30.0,
+    max_batch: Annotated[
+        int,
+        typer.Option(
+            help="Most observations in one request and in one policy call. Above 1, acts arriving from all clients "
+            "within --batch-window-ms are gathered into one call of the policy's batched form (a policy without one "
+            "is called in turn); rollbench clients with --batch-size then send one batch request per step. "
+            "1: no batching."
+        ),
+    ] = 1,
+    batch_window_ms: Annotated[
+        float,
+        typer.Option(
+            help="With --max-batch > 1: milliseconds a call waits, after its oldest observation arrived, for more "
+            "(it goes at once when --max-batch are waiting or every started session has one waiting)."
+        ),
+    ] = 5.0,
 ) -> None:
     """Serve a rollbench policy over the openpi websocket protocol or JSON /act, for `--policy ws://` or `http://`."""
     err = typer.echo
@@ -214,6 +244,7 @@ def serve_policy(
         if not path.startswith("/"):
             raise ConfigError(f"--path must start with '/', got {path!r}")
         limits = Limits(int(max_request_mb * 2**20), max_sessions, session_idle_s, request_timeout_s)
+        batching = Batching(max_batch, batch_window_ms)
         served = PolicyHost(
             policy,
             load_policy_options(policy_options),
@@ -223,6 +254,7 @@ def serve_policy(
             fault,
             protocol,
             limits,
+            batching,
         )
         sock = _listen(host, port)
     except (RollbenchError, OSError) as exc:

@@ -33,11 +33,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from rollbench.policies.remote_wire import ProtocolError, loads_json
-from rollbench.serve_sessions import MalformedReply, PolicyHost, SessionGone, SessionRefused, decode_json
+from rollbench.serve_batch import MAX_SESSION_ID, handle_batch, http_locate
+from rollbench.serve_sessions import MalformedReply, PolicyHost, Session, SessionGone, SessionRefused, decode_json
 from rollbench.types import RollbenchError
 
 JSON = "application/json"
-MAX_SESSION_ID = 128
 
 
 def error_body(message: str) -> bytes:
@@ -54,18 +54,15 @@ def serve_body(host: PolicyHost, body: bytes | bytearray) -> tuple[int, bytes, s
         if not isinstance(request, dict):
             raise ProtocolError(f"the request body must be a JSON object, got {type(request).__name__}")
         sid = request.get("session")
-        if sid is None:  # clients that send no id share one session, reset to --env on first use, never evicted
-            session = host.open_session("default", evictable=False)
-        elif not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID:
-            raise ProtocolError(f'"session" must be a string of 1 to {MAX_SESSION_ID} characters')
-        elif request.get("close") is True:  # the client is done: its instance returns to the pool at once
+        if "batch" in request:  # one item per session (rollbench.serve_batch)
+            reply = handle_batch(host, request["batch"], http_locate(host), decode_json)
+        elif sid is not None and request.get("close") is True:  # the client is done: its instance returns at once
+            if not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID:
+                raise ProtocolError(f'"session" must be a string of 1 to {MAX_SESSION_ID} characters')
             host.end_session(f"id:{sid}")
             return 200, b'{"closed": true}', JSON
-        elif "reset" in request:  # a reset starts (or restarts) the session of this id
-            session = host.open_session(f"id:{sid}", evictable=True, revive=True)
         else:
-            session = host.get_session(f"id:{sid}")
-        reply = host.handle(session, request, decode_json)
+            reply = host.handle(session_of(host, request, sid), request, decode_json)
     except MalformedReply:
         return 200, b"fault injection: this is not JSON", "text/plain"
     except SessionGone as exc:
@@ -78,7 +75,20 @@ def serve_body(host: PolicyHost, body: bytes | bytearray) -> tuple[int, bytes, s
         return 500, error_body(traceback.format_exc(limit=6)), JSON
     if "actions" in reply:
         reply = {**reply, "actions": encode_array(reply["actions"])}
+    if "batch" in reply:
+        reply["batch"] = [{**e, "actions": encode_array(e["actions"])} if "actions" in e else e for e in reply["batch"]]
     return 200, json.dumps(reply).encode(), JSON
+
+
+def session_of(host: PolicyHost, request: dict[str, Any], sid: Any) -> Session:
+    """The session a single (reset or act) request is for."""
+    if sid is None:  # clients that send no id share one session, reset to --env on first use, never evicted
+        return host.open_session("default", evictable=False)
+    if not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID:
+        raise ProtocolError(f'"session" must be a string of 1 to {MAX_SESSION_ID} characters')
+    if "reset" in request:  # a reset starts (or restarts) the session of this id
+        return host.open_session(f"id:{sid}", evictable=True, revive=True)
+    return host.get_session(f"id:{sid}")
 
 
 def http_app(host: PolicyHost, path: str) -> Any:

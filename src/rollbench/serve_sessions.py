@@ -18,23 +18,29 @@ the server cannot serve, e.g. an unknown task), anything else is the served poli
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rollbench.policies.obs_map import check_overrides, jsonable, resolve_obs_map
 from rollbench.policies.remote_wire import DEFAULT_MAX_REQUEST_BYTES, ProtocolError
+from rollbench.serve_batch import Batching, Gatherer, SlotPolicy, act_many
+from rollbench.serve_decode import decode_json, decode_openpi, finite_array, observation
 from rollbench.types import ConfigError, Observation, Policy, RollbenchError, TaskInfo
 
-FAULTS = ("wrong-shape", "malformed", "error", "slow:SECONDS", "die-after:N")
+if TYPE_CHECKING:
+    from rollbench.batching import Answer
+
+__all__ = ["decode_json", "decode_openpi", "finite_array", "observation"]  # re-exported (moved to serve_decode)
+
+FAULTS = ("wrong-shape", "malformed", "error", "short-batch", "slow:SECONDS", "die-after:N")
 DIE_EXIT_CODE = 70
 MAX_TASK_NAME = 200
 MAX_SHOWN = 40  # characters of a peer's session id quoted in an error
@@ -82,7 +88,7 @@ def parse_fault(fault: str | None) -> tuple[str, float] | None:
         return None
     kind, _, arg = fault.partition(":")
     try:
-        if kind in ("wrong-shape", "malformed", "error") and not arg:
+        if kind in ("wrong-shape", "malformed", "error", "short-batch") and not arg:
             return kind, 0.0
         if kind in ("slow", "die-after") and float(arg) >= 0:
             return kind, float(arg)
@@ -147,22 +153,11 @@ class Session:
         return self.task
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
-        host, fault = self.host, self.host.fault
-        n = host.count_act()
-        if fault and fault[0] == "die-after" and n > fault[1]:
-            os._exit(DIE_EXIT_CODE)  # a crash: no reply, no clean close
-        if fault and fault[0] == "slow":
-            time.sleep(fault[1])
-        if fault and fault[0] == "error":
-            raise RuntimeError("fault injection (--fault error): the policy failed")
-        with self.lock:
-            self._check_open()
-            actions = np.atleast_2d(np.asarray(self.policy.act(observation, instruction), dtype=np.float32))
-        if fault and fault[0] == "wrong-shape":
-            actions = np.concatenate([actions, np.zeros((actions.shape[0], 1), np.float32)], axis=1)
-        if fault and fault[0] == "malformed":
-            raise MalformedReply
-        return actions
+        """This session's action chunk ``float32 (k, action_dim)`` (see :meth:`PolicyHost.act_many`)."""
+        answer = self.host.act_many([(self, observation, instruction)])[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
 
 
 class PolicyHost:
@@ -178,17 +173,30 @@ class PolicyHost:
         fault: str | None,
         protocol: str,
         limits: Limits | None = None,
+        batching: Batching | None = None,
     ) -> None:
         from rollbench.registry import family_of, make_policy
 
         self.name, self.options, self.protocol = policy, dict(options), protocol
         self.limits = limits or Limits()
+        self.batching = batching or Batching()
         self.fault = parse_fault(fault)
         self.obs_overrides = check_overrides(obs_overrides)
         self.default_task = family_of(default_env).task(default_env) if default_env else None
         template = make_policy(policy, self.options)  # unknown names fail here, before the port opens
         self.info = template.info
         self._idle: list[Policy] = [template]
+        # --max-batch > 1: a natively batched policy serves every session from one batched form, one slot each
+        native = getattr(template, "batched", None) if self.batching.max_batch > 1 else None
+        self._native = native(self.limits.max_sessions) if callable(native) else None
+        self._native_lock = threading.Lock()
+        self._slots_made = 0
+        if self._native is not None:
+            self._idle = []
+        self._gatherer = (
+            Gatherer(self.batching, self.started_sessions, self._log_call) if self.batching.max_batch > 1 else None
+        )
+        self._calls = 0
         self._sessions: dict[str, Session] = {}
         self._gone: OrderedDict[str, None] = OrderedDict()
         self._pending = 0
@@ -211,6 +219,10 @@ class PolicyHost:
             "provenance": jsonable(self.info.provenance),
             "fault": f"{self.fault[0]}:{self.fault[1]:g}" if self.fault else None,
             "limits": asdict(self.limits),
+            # it accepts batch requests of up to max_batch items (rollbench.serve_batch); clients batch when >= 2
+            "max_batch": self.batching.max_batch,
+            "batch_window_ms": self.batching.window_ms,
+            "batched_form": self._native is not None,
         }
         if self.info.replan_every is not None:
             meta["replan_every"] = self.info.replan_every
@@ -225,8 +237,6 @@ class PolicyHost:
         seconds (a websocket client that just closed may still be ending its session), SessionGone for an id that
         was evicted unless ``revive`` (a reset request, which starts a new episode anyway).
         """
-        from rollbench.registry import make_policy
-
         with self._lock:
             live = self._sessions.get(key)
             if live is not None:
@@ -247,7 +257,7 @@ class PolicyHost:
             policy = self._idle.pop() if self._idle else None
         try:
             if policy is None:
-                policy = make_policy(self.name, self.options)
+                policy = self._new_instance()
         except BaseException:
             with self._lock:
                 self._pending -= 1
@@ -262,6 +272,16 @@ class PolicyHost:
                 return session
             self._idle.append(policy)  # two first requests of one id at once: both use the first session
             return raced
+
+    def _new_instance(self) -> Policy:
+        """A policy instance for a new session: a fresh one, or the next slot of the natively batched form."""
+        from rollbench.registry import make_policy
+
+        if self._native is None:
+            return make_policy(self.name, self.options)
+        with self._lock:
+            slot, self._slots_made = self._slots_made, self._slots_made + 1
+        return SlotPolicy(self._native, slot, self._native_lock)
 
     def get_session(self, key: str) -> Session:
         """The live session ``key``; SessionGone if there is none (evicted, never reset, or before a restart)."""
@@ -318,6 +338,11 @@ class PolicyHost:
         with self._lock:
             return len(self._sessions)
 
+    def started_sessions(self) -> int:
+        """Live sessions that have had a reset (those that may send an act)."""
+        with self._lock:
+            return sum(1 for s in self._sessions.values() if s.task is not None)
+
     # ---------------------------------------------------------------------------------------- requests
 
     def count_act(self) -> int:
@@ -345,15 +370,7 @@ class PolicyHost:
             return {"reset": True}
         task = session.ensure_reset()
         obs, instruction = decode(request, self.obs_map_for(task))
-        record = {
-            "session": session.key,
-            "kind": "act",
-            "task": task.name,
-            "seed": session.seed,
-            "instruction": instruction,
-            "state": [str(obs.raw.dtype), list(obs.raw.shape)],
-            "images": {c: list(v.shape) for c, v in obs.images.items()},
-        }
+        record = self.act_record(session, task, obs, instruction)
         t0 = time.perf_counter()
         try:
             actions = session.act(obs, instruction)
@@ -364,50 +381,23 @@ class PolicyHost:
         self.log(**record, outcome=f"actions {list(actions.shape)}")
         return {"actions": actions, "server_timing": {"infer_ms": infer_ms}}
 
+    def act_record(self, session: Session, task: TaskInfo, obs: Observation, instruction: str) -> dict[str, Any]:
+        """What ``--log-requests`` writes of one act (the outcome is added once known)."""
+        return {
+            "session": session.key,
+            "kind": "act",
+            "task": task.name,
+            "seed": session.seed,
+            "instruction": instruction,
+            "state": [str(obs.raw.dtype), list(obs.raw.shape)],
+            "images": {c: list(v.shape) for c, v in obs.images.items()},
+        }
 
-def finite_array(value: Any, what: str) -> np.ndarray:
-    """``value`` if it is a decoded numeric array with only finite values; else ProtocolError naming ``what``."""
-    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
-        kind = f"{value.dtype} array" if isinstance(value, np.ndarray) else type(value).__name__
-        raise ProtocolError(f"{what} must be a numeric array, got {kind}")
-    if value.dtype.kind == "f" and not np.isfinite(value).all():
-        bad = np.argwhere(~np.isfinite(value))
-        raise ProtocolError(
-            f"{what} has {len(bad)} non-finite value(s) (NaN or infinity), first at index {bad[0].tolist()}; "
-            "the server does not act on it"
-        )
-    return value
+    def _log_call(self, keys: list[str]) -> None:
+        """``--log-requests`` of one gathered policy call: its number and the sessions it answers, in order."""
+        self._calls += 1
+        self.log(kind="call", call=self._calls, size=len(keys), sessions=keys)
 
-
-def observation(state: Any, images: dict[str, Any]) -> Observation:
-    """The decoded state and images -> Observation; state a finite numeric vector, images finite numeric arrays."""
-    raw = finite_array(state, "the state")
-    if raw.ndim != 1:
-        raise ProtocolError(f"the state must be a vector, got shape {list(raw.shape)}")
-    checked = {cam: finite_array(v, f"image {cam!r}"[:80]) for cam, v in images.items()}
-    return Observation(state=raw.astype(np.float32), images=checked, raw=raw)
-
-
-def decode_openpi(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]:
-    """An openpi-style flat observation dict (arrays already decoded by remote_wire) -> (Observation, prompt)."""
-    images = {cam: v for k, v in request.items() if isinstance(k, str) and (cam := m.camera_of(k)) is not None}
-    for key in (m.state_key, m.prompt_key):
-        if key not in request:
-            keys = sorted(str(k)[:60] for k in list(request)[:40])
-            raise ProtocolError(f"the observation has no {key!r}; its keys: {keys}")
-    if not isinstance(request[m.prompt_key], str):
-        raise ProtocolError(f"{m.prompt_key!r} must be a string")
-    return observation(request[m.state_key], images), request[m.prompt_key]
-
-
-def decode_json(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]:
-    """A JSON /act request body (already parsed by remote_wire) -> (Observation, instruction)."""
-    from rollbench.policies.remote_http import decode_array
-
-    if not isinstance(request.get("instruction"), str) or "state" not in request:
-        raise ProtocolError('an act request needs "instruction" (a string) and "state" (an array)')
-    images_in = request.get("images") or {}
-    if not isinstance(images_in, Mapping):
-        raise ProtocolError('"images" must map names to arrays')
-    images = {(m.camera_of(k) or k): decode_array(v) for k, v in images_in.items()}
-    return observation(decode_array(request["state"]), images), request["instruction"]
+    def act_many(self, items: Sequence[tuple[Session, Observation, str]]) -> list[Answer]:
+        """Act for each ``(session, observation, instruction)``: see :func:`rollbench.serve_batch.act_many`."""
+        return act_many(self, items, self._gatherer)

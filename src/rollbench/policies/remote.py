@@ -1,8 +1,10 @@
 """What the ``ws://`` and ``http://`` policy clients share: options, PolicyInfo, and the per-episode reset.
 
 A subclass supplies the transport: ``_open()`` (connect, return the server's metadata, raise ConfigError when
-unreachable), ``_request(message)`` (one bounded round trip, raise EpisodeError), ``_reset_message(episode)``,
-``act`` and ``close``. Options shared by both (``--policy-options``): ``timeout_s`` (per call, default 30 s),
+unreachable), ``_request(message)`` (one bounded round trip, raise EpisodeError; after a reconnect it re-sends
+``_replays(message)`` first), ``_reset_message(episode)``, ``act`` and ``close``, and for batch requests
+(:mod:`rollbench.policies.remote_batch`) ``_slot_id``, ``_slot_reset_message``, ``_batch_item``, ``_item_reply``
+and ``_close_slot``. Options shared by both (``--policy-options``): ``timeout_s`` (per call, default 30 s),
 ``connect_timeout_s`` (default 5 s), ``retries`` (reconnects with exponential backoff, default 3), ``obs_map``,
 ``needs_images`` (render and send camera images; default: the server metadata's ``needs_images``, else true).
 """
@@ -10,7 +12,7 @@ unreachable), ``_request(message)`` (one bounded round trip, raise EpisodeError)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rollbench.policies.obs_map import (
     ObsMap,
@@ -23,7 +25,10 @@ from rollbench.policies.obs_map import (
     positive,
     resolve_obs_map,
 )
-from rollbench.types import ConfigError, EpisodeError, PolicyInfo, TaskInfo
+from rollbench.types import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
+
+if TYPE_CHECKING:
+    from rollbench.policies.remote_batch import RemoteBatch
 
 OPTIONS: dict[str, type | tuple[type, ...]] = {
     "timeout_s": (int, float),
@@ -51,6 +56,7 @@ class RemotePolicy:
         self._overrides = check_overrides(options.get("obs_map"))
         self._task: TaskInfo | None = None
         self._episode: dict[str, Any] | None = None
+        self._batch: RemoteBatch | None = None  # set when this client serves several slots with batch requests
         self._map = ObsMap()
         self.metadata = self._open()
         chunk, replan = advertised(self.metadata)
@@ -73,7 +79,51 @@ class RemotePolicy:
             },
         )
 
+    @property
+    def max_batch(self) -> int:
+        """The most observations the server takes in one request (metadata ``max_batch``; 1 if it does not say)."""
+        n = self.metadata.get("max_batch")
+        return n if type(n) is int and n >= 1 else 1
+
+    def batched(self, size: int) -> RemoteBatch | None:
+        """This client serving ``size`` slots with one batch request per step (see
+        :mod:`rollbench.policies.remote_batch`) when the server accepts batches of 2 or more (metadata
+        ``max_batch``); None otherwise (openpi servers, ``serve-policy --max-batch 1``): then
+        :func:`rollbench.batching.as_batch_policy` keeps one client per slot, each sending single observations."""
+        if size < 2 or self.max_batch < 2:
+            return None
+        from rollbench.policies.remote_batch import RemoteBatch
+
+        return RemoteBatch(self, size)
+
+    def _replays(self, message: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The reset messages to re-send after a reconnect, before ``message``: the current episode's (every
+        slot's in batch mode), none when ``message`` is itself a reset."""
+        if self._batch is not None:
+            return self._batch.replays()
+        if self._episode is None or "reset" in message:
+            return []
+        return [self._reset_message(self._episode)]
+
+    def _slot_id(self, slot: int) -> Any:
+        raise NotImplementedError
+
+    def _slot_reset_message(self, slot_id: Any, episode: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _batch_item(self, slot_id: Any, obs_map: ObsMap, observation: Observation, instruction: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _item_reply(self, entry: Any) -> Any:
+        return entry
+
+    def _close_slot(self, slot_id: Any) -> None:
+        pass
+
     def _open(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def close(self) -> None:
         raise NotImplementedError
 
     def _request(self, message: dict[str, Any]) -> Any:

@@ -13,7 +13,7 @@ writes base64. Example: ``{"dtype": "float32", "shape": [1, 2], "data": "AACAPwA
 {"ready": false, "error": "..."}``; the client polls it for up to ``connect_timeout_s``. Metadata is free-form and
 recorded in run.json; recognised keys: ``replan_every`` (or ``replan_steps``): actions of each chunk to execute
 before asking again; ``chunk_size`` (or ``action_horizon``): rows of the chunks it returns; ``reset``: true if it
-accepts reset requests.
+accepts reset requests; ``max_batch``: the most items of a batch request it accepts (absent: no batches).
 
 **POST URL**, ``Content-Type: application/json``, one of:
 
@@ -27,8 +27,14 @@ accepts reset requests.
   true}``.
 * close, sent when the client is done, only to servers whose metadata says ``"reset": true``: ``{"session": S,
   "close": true}`` -> ``200 {"closed": true}`` (the server may free the session's state at once); errors ignored.
-* ``S`` is a random hex id per client (one per evaluation worker), so a server can keep per-client episode
-  state; a server may ignore it. ``rollbench serve-policy`` starts a session with a reset and answers 410 to an id
+* batch, sent only to servers whose metadata says ``"max_batch": N`` with ``N >= 2``, by a client with
+  ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote_batch`): ``{"batch": [ACT, ...]}``, at most ``N`` act
+  requests, each with its own ``session`` (one per batch slot, each started by its own reset) -> ``200 {"batch":
+  [ENTRY, ...]}``, one entry per item in order, ``{"actions": ARRAY}`` or ``{"error": "message", "status": S}``
+  (the status that item would have had alone). A batch of more than ``N`` items, or naming a session twice, is
+  refused whole (400). See :mod:`rollbench.serve_batch`.
+* ``S`` is a random hex id per client (one per evaluation worker, one per batch slot), so a server can keep
+  per-client episode state; a server may ignore it. ``rollbench serve-policy`` starts a session with a reset and answers 410 to an id
   it does not know (evicted, or from before a restart); requests without ``session`` share one session.
 * errors: any non-2xx status with the body ``{"error": "message"}``, quoted in the episode's error (a body without
   ``error`` is quoted as it is, e.g. FastAPI's ``{"detail": ...}``). ``rollbench serve-policy`` uses 400 (the
@@ -60,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.policies.obs_map import check_actions, positive
+from rollbench.policies.obs_map import ObsMap, check_actions, positive
 from rollbench.policies.remote import RemotePolicy
 from rollbench.policies.remote_wire import (
     MAX_REPLY_BYTES,
@@ -195,8 +201,8 @@ class HttpPolicy(RemotePolicy):
             if attempt:
                 time.sleep(0.25 * 2 ** (attempt - 1))
             try:
-                if attempt and self._episode is not None and "reset" not in body:
-                    self._send(json.dumps({"session": self._session, "reset": self._episode}).encode())
+                for replay in self._replays(body) if attempt else []:  # the episode's reset (every slot's) again
+                    self._send(json.dumps(replay).encode())
                 return self._send(payload)
             except httpx.TimeoutException:
                 raise InfrastructureError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
@@ -237,30 +243,50 @@ class HttpPolicy(RemotePolicy):
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """POST the observation and instruction; return the server's ``float32 (N, action_dim)`` chunk."""
-        m = self._map
-        body = {
-            "session": self._session,
+        reply = self._request(self._batch_item(self._session, self._map, observation, instruction))
+        return check_actions(self._item_reply(reply), self.url, self._task)
+
+    # batch requests (rollbench.policies.remote_batch): every slot is a session of its own id
+    def _slot_id(self, slot: int) -> str:
+        return uuid.uuid4().hex
+
+    def _slot_reset_message(self, slot_id: Any, episode: dict[str, Any]) -> dict[str, Any]:
+        return {"session": slot_id, "reset": episode}
+
+    def _batch_item(self, slot_id: Any, obs_map: ObsMap, observation: Observation, instruction: str) -> dict[str, Any]:
+        """An act request (alone, or as an item of a batch) for session ``slot_id``."""
+        return {
+            "session": slot_id,
             "instruction": instruction,
-            "state": encode_array(m.state_of(observation)),
-            "images": {k: encode_array(v) for k, v in m.images_of(observation).items()},
+            "state": encode_array(obs_map.state_of(observation)),
+            "images": {k: encode_array(v) for k, v in obs_map.images_of(observation).items()},
         }
-        reply = self._request(body)
-        if isinstance(reply, dict) and isinstance(reply.get("actions"), dict):
+
+    def _item_reply(self, entry: Any) -> Any:
+        """An act reply with its ``actions`` array decoded; EpisodeError if the array is malformed."""
+        if isinstance(entry, dict) and isinstance(entry.get("actions"), dict):
             try:
-                reply = {**reply, "actions": decode_array(reply["actions"])}
+                return {**entry, "actions": decode_array(entry["actions"])}
             except ValueError as exc:
                 raise EpisodeError(f"malformed reply from {self.url}: 'actions' {exc}") from None
-        return check_actions(reply, self.url, self._task)
+        return entry
+
+    def _close_slot(self, slot_id: Any) -> None:
+        self._end_session(slot_id)
 
     def close(self) -> None:
         """Tell a server that keeps sessions (metadata ``reset: true``) that this one is over, then disconnect."""
+        self._end_session(self._session)
+        self._client.close()
+
+    def _end_session(self, session: str) -> None:
+        """Tell a server that keeps sessions (metadata ``reset: true``) that ``session`` is over; best effort."""
         import httpx
 
         if getattr(self, "metadata", {}).get("reset") is True:
-            payload = json.dumps({"session": self._session, "close": True}).encode()
+            payload = json.dumps({"session": session, "close": True}).encode()
             with contextlib.suppress(httpx.HTTPError, EpisodeError):  # best effort: the server may be gone
                 self._exchange("POST", payload, min(self.timeout_s, 2.0))
-        self._client.close()
 
 
 def make_http_policy(name: str, options: Mapping[str, Any]) -> HttpPolicy:

@@ -13,6 +13,13 @@ openpi server does not, so nothing unknown is ever sent to it): before every epi
 ``{"reset": {"task": "metaworld/reach-v3", "seed": 0, "instruction": "..."}}`` and expects ``{"reset": true}``,
 so a stateful served policy starts each episode fresh.
 
+rollbench extension for batches, used only when the metadata says ``"max_batch": N`` with ``N >= 2`` (``rollbench
+serve-policy --max-batch N``; openpi servers never say it, and get single observations from one connection per
+batch slot) by a client with ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote_batch`): one connection serves
+all slots, each its own server session: ``{"slot": i, "reset": {...}}`` starts slot ``i``'s episode, and ``{"batch":
+[{"slot": i, "observation": {observation dict}}, ...]}`` (at most ``N`` items) is answered ``{"batch": [{"actions":
+...} | {"error": "message", "status": S}, ...]}``, one entry per item, in order (see :mod:`rollbench.serve_batch`).
+
 Why not ``openpi_client.websocket_client_policy.WebsocketClientPolicy`` itself (openpi-client 0.1.2): its
 ``infer`` calls ``recv()`` with no timeout, so a stalled server blocks the evaluation forever; it never
 reconnects after a dropped connection; and it connects with websockets' default 10 s open timeout and no bound on
@@ -47,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.policies.obs_map import check_actions
+from rollbench.policies.obs_map import ObsMap, check_actions
 from rollbench.policies.remote import RemotePolicy, check_reset_reply
 from rollbench.policies.remote_wire import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack
 from rollbench.types import ConfigError, EpisodeError, InfrastructureError, Observation
@@ -132,8 +139,8 @@ class WebsocketPolicy(RemotePolicy):
                     if attempt:
                         time.sleep(0.25 * 2 ** (attempt - 1))
                     self._connect()
-                    if self._episode is not None and "reset" not in message:
-                        check_reset_reply(self._roundtrip(self._packb({"reset": self._episode})), self.url)
+                    for replay in self._replays(message):  # the episode's reset (every slot's) again
+                        check_reset_reply(self._roundtrip(self._packb(replay)), self.url)
                 return self._roundtrip(data)
             except (WebSocketException, OSError) as exc:  # dropped, refused or bad handshake: reconnect, backoff
                 self._drop()
@@ -161,14 +168,30 @@ class WebsocketPolicy(RemotePolicy):
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """Send ``observation`` + ``instruction`` (as the prompt); return the server's ``float32 (N, A)`` chunk."""
-        m = self._map
-        message: dict[str, Any] = m.images_of(observation)
-        message[m.state_key] = m.state_of(observation)
-        message[m.prompt_key] = instruction
-        return check_actions(self._request(message), self.url, self._task)
+        return check_actions(
+            self._request(observation_message(self._map, observation, instruction)), self.url, self._task
+        )
+
+    # batch requests (rollbench.policies.remote_batch): the slots share this connection, named by their index
+    def _slot_id(self, slot: int) -> int:
+        return slot
+
+    def _slot_reset_message(self, slot_id: Any, episode: dict[str, Any]) -> dict[str, Any]:
+        return {"slot": slot_id, "reset": episode}
+
+    def _batch_item(self, slot_id: Any, obs_map: ObsMap, observation: Observation, instruction: str) -> dict[str, Any]:
+        return {"slot": slot_id, "observation": observation_message(obs_map, observation, instruction)}
 
     def close(self) -> None:
         self._drop()
+
+
+def observation_message(m: ObsMap, observation: Observation, instruction: str) -> dict[str, Any]:
+    """The openpi observation dict: images and state under ``m``'s keys, the instruction as the prompt."""
+    message: dict[str, Any] = m.images_of(observation)
+    message[m.state_key] = m.state_of(observation)
+    message[m.prompt_key] = instruction
+    return message
 
 
 def make_ws_policy(name: str, options: Mapping[str, Any]) -> WebsocketPolicy:

@@ -6,6 +6,8 @@ every call, single or batched, sleeps ``latency_ms`` (default 50 ms, a typical Ï
 returns the actions of an ``inner`` policy (default ``zero``; ``metaworld-expert`` makes episodes succeed). Its
 results are therefore those of ``inner`` and its timing that of a batch-size-independent model call, so
 ``eval --batch-size B`` throughput against it shows what batching buys a GPU policy (``benchmarks/bench_batch.py``).
+Served by ``rollbench serve-policy --max-batch N``, every gathered batch is one ``act_batch`` call (one sleep), one
+slot per client session; slots' ``inner`` instances are built at their first reset.
 
 Options: ``latency_ms`` (float >= 0), ``inner`` (a policy name).
 """
@@ -39,6 +41,7 @@ class StandinGPU:
             provenance={"inner": first.name, "latency_ms": latency_s * 1000, "model_of": "batched GPU inference"},
         )
         self._build: Any = None
+        self.slots = 1
 
     # single-observation form (batch size 1)
     def reset(self, task: TaskInfo, seed: int) -> None:
@@ -50,12 +53,16 @@ class StandinGPU:
 
     # native batched form
     def batched(self, size: int) -> StandinGPU:
-        """This policy with ``size`` slots (one ``inner`` instance each) answering a whole batch in one sleep."""
-        while len(self.inner) < size:
-            self.inner.append(self._build())
+        """This policy with ``size`` slots (one ``inner`` instance each, built at the slot's first reset) answering
+        a whole batch in one sleep."""
+        self.slots = size
         return self
 
     def reset_slot(self, slot: int, task: TaskInfo, seed: int) -> None:
+        if not 0 <= slot < max(self.slots, 1):
+            raise ValueError(f"gpu-standin: slot {slot} out of range 0..{self.slots - 1}")
+        while len(self.inner) <= slot:
+            self.inner.append(self._build())
         self.inner[slot].reset(task, seed)
 
     def act_batch(

@@ -110,3 +110,39 @@ def test_with_batch_size_2_the_missed_call_ends_the_episodes_it_was_for_and_late
     assert [e["termination_reason"] for e in eps] == ["error", "error", "success", "success"]
     assert {e["error"] for e in eps[:2]} == {"PolicyTimeout: policy.act did not return within --policy-timeout 1 s"}
     assert r["overall"]["errors_by_fault"]["policy"] == 2
+
+
+def test_builtin_bounded_policies_run_inline_and_any_other_policy_on_the_deadline_thread() -> None:
+    """Built-in arithmetic policies (PolicyInfo.bounded) skip the helper thread's hand-offs; a user policy never does."""
+    import threading
+
+    from rollbench.batching import PolicyLoop
+    from rollbench.envs.scripted import TASKS
+    from rollbench.types import Observation, PolicyInfo
+
+    seen: list[str] = []
+
+    class Spy:
+        def __init__(self, bounded: bool) -> None:
+            self.inner = make_policy("scripted-expert", {})
+            self.info = PolicyInfo(name="spy", bounded=bounded)
+
+        def reset(self, task, seed):  # type: ignore[no-untyped-def]
+            self.inner.reset(task, seed)
+
+        def act(self, observation, instruction):  # type: ignore[no-untyped-def]
+            seen.append(threading.current_thread().name)
+            return self.inner.act(observation, instruction)
+
+        def close(self) -> None:
+            pass
+
+    assert all(make_policy(n, {}).info.bounded for n in ("zero", "random", "scripted-expert", "metaworld-expert"))
+    obs = Observation(state=np.array([0.0, 0.0, 0.5, 0.5], np.float32))
+    for bounded, thread in ((True, threading.current_thread().name), (False, "rollbench-policy-call")):
+        seen.clear()
+        d = Deadline(lambda b=bounded: PolicyLoop([Spy(b)]), 5.0, "policy")  # type: ignore[misc]
+        d.reset_slot(0, TASKS["scripted/reach"], 0)
+        d.act_batch([0], [obs], [""])
+        d.close()
+        assert seen == [thread]

@@ -207,6 +207,11 @@ class PolicyInfo:
             empty = any task. Checked before a run starts (``api.prepare_run``): a mismatch is a ConfigError.
         chunk_size_known: False when ``chunk_size`` is a default rather than declared (a server that does not
             advertise its chunk length); then ``--replan-every`` cannot be checked against it.
+        bounded: True only for rollbench's own built-in policies (``zero``, ``random``, the scripted, MetaWorld and
+            Fetch experts): a few microseconds of arithmetic with no I/O and no loop that could fail to end. Their
+            calls run inline instead of through the ``--policy-timeout`` helper thread
+            (:mod:`rollbench.policies.deadline`), whose hand-offs cost up to ~18% of in-process throughput next to
+            the background committer (BENCHMARKS.md). Leave False for anything else.
     """
 
     name: str
@@ -217,6 +222,7 @@ class PolicyInfo:
     provenance: Mapping[str, Any] = field(default_factory=dict)
     tasks: tuple[str, ...] = ()
     chunk_size_known: bool = True
+    bounded: bool = False
 
     def drives(self, task: str) -> bool:
         """Whether ``task`` (a full task name) matches one of :attr:`tasks` (always True when none is declared)."""

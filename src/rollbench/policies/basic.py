@@ -24,7 +24,7 @@ class RandomPolicy:
     """
 
     def __init__(self, name: str = "random") -> None:
-        self.info = PolicyInfo(name=name)
+        self.info = PolicyInfo(name=name, bounded=True)
         self._rng = np.random.default_rng(0)
         self._low = self._high = np.zeros(1)
 
@@ -44,7 +44,7 @@ class ZeroPolicy:
     """All-zero actions, chunk ``(1, action_dim)``."""
 
     def __init__(self, name: str = "zero") -> None:
-        self.info = PolicyInfo(name=name)
+        self.info = PolicyInfo(name=name, bounded=True)
         self._dim = 1
 
     def reset(self, task: TaskInfo, seed: int) -> None:
@@ -64,7 +64,7 @@ class ScriptedExpert:
     """
 
     def __init__(self, name: str = "scripted-expert", chunk_size: int = 1) -> None:
-        self.info = PolicyInfo(name=name, chunk_size=chunk_size, tasks=("scripted/*",))
+        self.info = PolicyInfo(name=name, chunk_size=chunk_size, tasks=("scripted/*",), bounded=True)
 
     def reset(self, task: TaskInfo, seed: int) -> None:
         if task.family != "scripted":

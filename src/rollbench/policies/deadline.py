@@ -22,7 +22,11 @@ Whose fault a missed deadline is (``EpisodeError.fault``):
   bounds with its own, shorter ``timeout_s`` (default 30 s, an ``InfrastructureError``); still being inside it at
   the deadline means the transport hung, not the model.
 
-Cost: one hand-off to the helper thread per call, ~30-45 µs (``benchmarks/bench_deadline.py``, BENCHMARKS.md). A
+Policies whose ``PolicyInfo.bounded`` is True (rollbench's own built-in arithmetic policies) are called inline: they
+cannot hang, and the hand-offs cost up to ~18% of in-process throughput when the background committer competes for
+the GIL (each hand-off may wait out the interpreter's 5 ms switch interval).
+
+Cost: one hand-off to the helper thread per call, ~30-55 µs (``benchmarks/bench_deadline.py``, BENCHMARKS.md). A
 thread rather than ``signal.alarm``: signals reach only the main thread (Ray actor methods run in another), and a
 Python signal handler cannot end a call blocked in C code.
 """
@@ -101,11 +105,13 @@ class Deadline:
                 raise InfrastructureError(
                     f"could not build a fresh policy after a missed deadline ({type(exc).__name__}: {exc})"
                 ) from exc
-        if self._caller is None:
+        if self._caller is None and not self.info.bounded:
             self._caller = _Caller()
         return self.inner
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.info.bounded:  # rollbench's own arithmetic policies: nothing to time out (PolicyInfo.bounded)
+            return fn(*args)
         assert self._caller is not None
         try:
             return self._caller.call(self.timeout_s, fn, *args)

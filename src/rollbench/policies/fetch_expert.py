@@ -30,7 +30,7 @@ class FetchReachExpert:
         if not np.isfinite(gain) or gain <= 0:
             raise ConfigError(f"fetch-expert gain must be a finite number > 0, got {gain}")
         self.gain = float(gain)
-        self.info = PolicyInfo(name=name, provenance={"gain": self.gain}, tasks=("fetch/Reach",))
+        self.info = PolicyInfo(name=name, provenance={"gain": self.gain}, tasks=("fetch/Reach",), bounded=True)
 
     def reset(self, task: TaskInfo, seed: int) -> None:
         if task.name != "fetch/Reach":

@@ -63,6 +63,7 @@ class MetaWorldExpert:
         self.info = PolicyInfo(
             name=name,
             chunk_size=1,
+            bounded=True,
             tasks=("metaworld/*",),
             provenance={"source": "metaworld.policies (Sawyer*V3Policy)", "metaworld": _metaworld_version()},
         )

@@ -87,6 +87,7 @@ class MetaWorldLangExpert:
         self.info = PolicyInfo(
             name=name,
             chunk_size=1,
+            bounded=True,
             provenance={**self.expert.info.provenance, "language_rule": f"{NAME} {mode}", "attention": ATTENTION},
         )
         self._task: TaskInfo | None = None

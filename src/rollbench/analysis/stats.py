@@ -2,7 +2,14 @@
 
 Conventions: a success is ``1``, a failure ``0``. "A" and "B" are the two policies (runs) being compared; a
 *difference* is always ``rate(B) - rate(A)``. Paired data are two equal-length 0/1 sequences where position ``i`` is
-the same episode (same task, seed and initial state) run by A and by B.
+the same episode (same task, seed, initial state and instruction) run by A and by B.
+
+Unit of independence: every statistic here assumes its units are independent draws. For a rate (Wilson) and for
+unpaired comparisons (Fisher, unpaired bootstrap) the unit is one episode: n episodes are n independent Bernoulli
+trials. For paired comparisons (McNemar, paired bootstrap) the unit is one *pair* of episodes (A's and B's episode of
+one task, seed, initial state and instruction); the two episodes of a pair may be correlated, pairs may not. An
+episode recorded twice with the same (task, seed, initial state, instruction) is an independent draw only when the
+policy or env is stochastic: ``summarize`` counts such repeats and warns about them.
 
 Sources:
 
@@ -19,7 +26,7 @@ Sources:
 * Paired sample size for McNemar's test: A. J. Connor (1987), "Sample size for testing differences in proportions
   for the paired-sample design", Biometrics 43:207-211, eq. (3); the exact power of the exact test at that size is
   computed by enumeration (the number of discordant pairs is Binomial(n, psi); given it, the test is a binomial test).
-* Unpaired comparison (``compare --unpaired``): Fisher's exact test (:func:`scipy.stats.fisher_exact`).
+* Unpaired comparison (``compare --unpaired``; ``report`` for pairs whose episodes do not pair): Fisher's exact test (:func:`scipy.stats.fisher_exact`).
 
 scipy and statsmodels are imported inside the functions that use them, so ``rollbench grade`` (which needs only the
 Wilson interval) does not pay for importing them.
@@ -42,6 +49,7 @@ ALTERNATIVES: tuple[str, ...] = ("two-sided", "greater", "less")
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval (Wilson 1927) for a binomial proportion ``successes / n``; 95% with the default ``z``.
+    The ``n`` trials (episodes) are assumed independent with one success probability.
 
     Returns ``(low, high)`` as floats in [0, 1]; ``(0.0, 1.0)`` when ``n == 0`` (nothing is known).
     Raises ValueError when ``successes`` is outside ``0..n``.
@@ -96,6 +104,7 @@ def mcnemar_exact(
     a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.ndarray, alternative: Alternative = "two-sided"
 ) -> McNemarResult:
     """Exact McNemar test on paired 0/1 outcomes ``a`` and ``b`` (equal length, position i = the same episode).
+    The unit of independence is the pair: pairs are independent; A's and B's outcome within a pair need not be.
 
     Conditional on the ``n = a_only + b_only`` discordant pairs, ``a_only ~ Binomial(n, 1/2)`` under the null
     hypothesis that A and B succeed equally often; the p-value is :func:`scipy.stats.binomtest` of ``a_only`` in
@@ -161,7 +170,8 @@ def bootstrap_difference(
     replacement, so both policies keep the same episodes. ``paired=False``: ``a`` and ``b`` are resampled
     independently (lengths may differ). ``strata`` (one label per position of ``a``; ``strata_b`` for ``b`` when
     unpaired, defaulting to ``strata``) resamples within each stratum, e.g. each task, so a pooled interval keeps the
-    task mix. The same ``seed`` gives the same interval. Empty input gives ``None`` fields.
+    task mix. The same ``seed`` gives the same interval. Empty input gives ``None`` fields. The resampled units (pairs
+    when paired, episodes otherwise) are assumed independent.
     Raises ValueError on non-0/1 values, unequal paired lengths or a confidence outside (0, 1).
     """
     if not 0 < confidence < 1:
@@ -232,7 +242,8 @@ def fisher_exact_test(
     successes_a: int, n_a: int, successes_b: int, n_b: int, alternative: Alternative = "two-sided"
 ) -> FisherResult:
     """Fisher's exact test (:func:`scipy.stats.fisher_exact`) for unpaired runs: are A's and B's success rates
-    equal? ``"greater"``: A's rate is higher. Returns p = 1.0 when either sample is empty."""
+    equal? ``"greater"``: A's rate is higher. Returns p = 1.0 when either sample is empty. The unit of independence
+    is one episode: every episode of A and of B is an independent draw (no pairing)."""
     if alternative not in ALTERNATIVES:
         raise ValueError(f"unknown alternative {alternative!r}; valid: {', '.join(ALTERNATIVES)}")
     if not (0 <= successes_a <= n_a and 0 <= successes_b <= n_b):

@@ -54,7 +54,7 @@ def test_summarize_pools_runs_into_task_model_cells_with_hand_counts(runs: dict[
     proc = run_cli("summarize", runs["expert"].parent, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["by"] == ["task", "model", "variant"]
+    assert doc["by"] == ["task", "model", "instruction"]
     cells = {(c["task"], c["model"]): c for c in doc["cells"]}
     assert set(cells) == {(t, m) for t in TASKS.split(",") for m in ("metaworld-expert", "zero", "random")}
     expert = _successes(runs["expert"])
@@ -73,8 +73,9 @@ def test_summarize_pools_runs_into_task_model_cells_with_hand_counts(runs: dict[
         ("zero", 6),
     ]
     csv_text = run_cli("summarize", runs["zero"], "--csv").stdout.splitlines()
-    assert csv_text[0].startswith("task,model,variant,hosts,runs,episodes,errored,successes,success_rate")
-    assert csv_text[1].startswith("metaworld/button-press-v3,zero,,hostA/sawyer,hostA/sawyer/zero,3,0,0,0.0,0.0,")
+    assert csv_text[0].startswith("task,model,instruction,variants,hosts,runs,episodes,repeats,errored,successes,")
+    assert csv_text[1].startswith("metaworld/button-press-v3,zero,")
+    assert ",,hostA/sawyer,hostA/sawyer/zero,3,0,0,0,0.0,0.0," in csv_text[1]
 
 
 def test_summarize_refuses_duplicate_run_identities_naming_both_paths(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -172,9 +173,10 @@ def test_summarize_reads_a_dashboard_export_with_its_labels_and_variant_cells(
     export.write_text(json.dumps({"generated_at": "x", "runs": [summary], "hosts": []}))
     doc = json.loads(run_cli("summarize", export, "--json").stdout)
     assert doc["rubric"] == "outcome-v1" and doc["labels"] == "the JSON exports"
-    reach = {c["variant"]: c for c in doc["cells"] if c["task"] == "metaworld/reach-v3"}
-    assert (reach[None]["episodes"], reach["polite"]["episodes"]) == (2, 1)
-    assert reach[None]["label_counts"]["no_attempt"] == 1 and reach[None]["rates"]["no_attempt_rate"] == 1.0
+    reach = {tuple(c["variants"]): c for c in doc["cells"] if c["task"] == "metaworld/reach-v3"}
+    assert (reach[()]["episodes"], reach[("polite",)]["episodes"]) == (2, 1)
+    assert reach[("polite",)]["instruction"] == "please reach the goal"
+    assert reach[()]["label_counts"]["no_attempt"] == 1 and reach[()]["rates"]["no_attempt_rate"] == 1.0
     both = run_cli("summarize", export, runs["zero"])
     assert both.returncode == 2 and "duplicate run identities" in both.stderr
 
@@ -183,6 +185,11 @@ def test_model_is_the_recorded_model_without_provider_prefix_else_the_policy() -
     log = {"plan": {"policy": {"name": "ws://h:8000", "provenance": {"model": "openai/gpt-x"}}}}
     assert model_of(log) == "gpt-x"
     assert model_of({"plan": {"policy": {"name": "zero", "provenance": {}}}}) == "zero"
+    served = {"server": "ws://h:8000", "server_metadata": {"policy": "pi0", "provenance": {"checkpoint": "x/pi0-ft"}}}
+    assert model_of({"plan": {"policy": {"name": "ws://h:8000", "provenance": served}}}) == "pi0-ft via ws://h:8000"
+    assert model_of({"plan": {"policy": {"name": "ws://h:8000", "provenance": served}}}, merge_served=True) == "pi0-ft"
+    anonymous = {"server": "ws://h:8000", "server_metadata": {}}
+    assert model_of({"plan": {"policy": {"name": "ws://h:8000", "provenance": anonymous}}}) == "ws://h:8000"
 
 
 def test_compare_real_metaworld_runs_paired_with_mcnemar_and_reproducible_bootstrap(runs: dict[str, Path]) -> None:

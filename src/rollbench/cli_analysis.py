@@ -24,6 +24,12 @@ def _out() -> Console:
     return out if out.is_terminal else Console(width=200)
 
 
+MERGE_SERVED_HELP = (
+    "Label a served policy by the name its server reported (NAME), not NAME via URL: pools it across URLs and with "
+    "in-process runs of that name."
+)
+
+
 def _fail(msg: str, code: int = 2) -> None:
     console.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True, markup=True)
     raise typer.Exit(code)
@@ -46,15 +52,16 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
     table = Table(title="rollbench summarize (episodes pooled across runs and hosts)")
     for k in doc["by"]:
         table.add_column(k)
-    for col in ("hosts", "runs", "episodes", "errored", "successes", "success rate", "95% CI"):
-        table.add_column(col, justify="right" if col not in ("hosts",) else "left")
+    for col in ("variants", "hosts", "runs", "episodes", "repeats", "errored", "successes", "success rate", "95% CI"):
+        table.add_column(col, justify="right" if col not in ("hosts", "variants") else "left")
     labelled = doc["rubric"] is not None
     if labelled:
         table.add_column(f"labels ({doc['rubric']})")
         table.add_column("rates")
     for c in doc["cells"]:
         row = ["—" if c[k] is None else str(c[k]) for k in doc["by"]]
-        row += [", ".join(c["hosts"]), str(len(c["runs"])), str(c["episodes"]), str(c["errored"])]
+        row += [", ".join(c["variants"]) or "—", ", ".join(c["hosts"]), str(len(c["runs"])), str(c["episodes"])]
+        row += [str(c["repeats"]), str(c["errored"])]
         row += [str(c["successes"]), _pct(c["success_rate"]), f"{_pct(c['ci95_low'])} – {_pct(c['ci95_high'])}"]
         if labelled:
             counts = " ".join(f"{k}={v}" for k, v in c["label_counts"].items() if v)
@@ -64,6 +71,12 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
     out.print(table)
     for p in doc["in_progress"]:
         out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """Each warning as one ``warning:`` line on stderr (so --json / --csv output stays machine-readable)."""
+    for w in warnings:
+        console.print(f"[bold yellow]warning:[/] {w}", highlight=False, soft_wrap=True, markup=True)
 
 
 def print_comparison(out: Console, doc: dict[str, Any]) -> None:
@@ -107,9 +120,11 @@ def summarize_cmd(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per cell.")] = False,
+    merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,
 ) -> None:
-    """Pool episodes across runs and hosts into task x model cells: counts, success rate with its Wilson
-    interval, label counts and the rubric's rates."""
+    """Pool episodes across runs and hosts into task x model x instruction cells: counts, success rate with its
+    Wilson interval, label counts and the rubric's rates. Episodes repeating a (task, seed, initial state,
+    instruction) already in a cell are counted and named in a warning on stderr."""
     from rollbench.analysis.sources import load_runs
     from rollbench.analysis.summarize import cells_csv, load_label_set, parse_by, summarize_runs
 
@@ -117,12 +132,13 @@ def summarize_cmd(
         _fail("give --json or --csv, not both")
     try:
         keys = parse_by(by)
-        loaded = load_runs(list(paths))
+        loaded = load_runs(list(paths), merge_served=merge_served)
         label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
         doc = summarize_runs(loaded, keys, label_set)
     except ConfigError as exc:
         _fail(str(exc))
         return
+    print_warnings(doc["warnings"])
     out = _out()
     if as_json:
         out.print_json(json.dumps(doc))
@@ -216,17 +232,19 @@ def report_cmd(
         str | None, typer.Option(help="Rubric name or file (default: the one the labels record).")
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
+    merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,
 ) -> None:
-    """Write one self-contained offline HTML report: success rates with intervals, comparisons, length and latency
-    distributions (and the same figures as PNG/SVG with --plots)."""
-    from rollbench.analysis.html_report import render_report, report_comparison
+    """Write one self-contained offline HTML report: success rates with intervals, comparisons (paired where a
+    pair's episodes pair, else unpaired and said so), length and latency distributions (and the same figures as
+    PNG/SVG with --plots). Its warnings are also printed on stderr."""
+    from rollbench.analysis.html_report import render_report, report_comparison, unpaired_warning
     from rollbench.analysis.sources import load_runs
-    from rollbench.analysis.summarize import load_label_set
+    from rollbench.analysis.summarize import load_label_set, summarize_runs
 
     if dashboard_url is not None and not dashboard_url.startswith(("http://", "https://")):
         _fail(f"--dashboard-url {dashboard_url!r} is not an http(s) URL")
     try:
-        loaded = load_runs(list(paths))
+        loaded = load_runs(list(paths), merge_served=merge_served)
         if not loaded.runs:
             raise ConfigError("no finished run among the inputs")
         label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
@@ -234,9 +252,13 @@ def report_cmd(
         text = render_report(
             loaded, labels=label_set, comparison=comparison, dashboard_url=dashboard_url, plots_dir=plots
         )
+        warnings = [w for w in [unpaired_warning(comparison)] if w] + summarize_runs(loaded, labels=label_set)[
+            "warnings"
+        ]
     except ConfigError as exc:
         _fail(str(exc))
         return
+    print_warnings(warnings)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")

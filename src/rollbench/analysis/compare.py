@@ -1,9 +1,9 @@
 """``rollbench compare``: compare runs (policies) on paired episodes.
 
-Two runs are *paired* when they ran the same episodes: the same tasks, and per task the same (seed, initial state)
-set, horizon (``max_steps``) and success rule. rollbench plans episode k of a task with seed ``seed + k`` and initial
+Two runs are *paired* when they ran the same episodes: the same tasks, and per task the same (seed, initial state,
+instruction) set, horizon (``max_steps``) and success rule. rollbench plans episode k of a task with seed ``seed + k`` and initial
 state k, so two runs of the same ``--env --episodes --seed --max-steps`` are paired by construction. Episode i of A is
-paired with the episode of B with the same (task, seed, initial state). Errored episodes count as failures (as in
+paired with the episode of B with the same (task, seed, initial state, instruction). Errored episodes count as failures (as in
 :mod:`rollbench.grading`).
 
 Per task and pooled over tasks: both success rates, the difference ``rate(B) - rate(A)`` with a paired bootstrap 95%
@@ -11,13 +11,17 @@ percentile interval (pooled: resampled within each task), and the exact McNemar 
 (:mod:`rollbench.analysis.stats`); per-task p-values are Holm-corrected across the tasks of the pair. With more than
 two runs every pair is compared, the pooled p-values are Holm-corrected across the pairs, and the runs are ranked by
 pooled success rate. ``paired=False`` (``--unpaired``) uses Fisher's exact test and an unpaired bootstrap instead, and
-the document says so (``"statistics": "unpaired"``).
+the document says so (``"statistics": "unpaired"``). ``report`` uses :func:`compare_where_paired` instead, which
+decides pairing per pair of runs and skips pairs with no task in common.
+
+Unit of independence: the McNemar test and the paired bootstrap treat each *pair* of episodes (A's and B's episode
+of one task, seed, initial state and instruction) as one independent draw; Fisher's test and the unpaired bootstrap
+treat each episode as one independent draw.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -32,7 +36,7 @@ from rollbench.analysis.stats import (
 )
 from rollbench.types import ConfigError
 
-EpisodeKey = tuple[Any, Any]  # (seed, initial_state) within a task
+EpisodeKey = tuple[Any, Any, Any]  # (seed, initial_state, instruction) within a task
 
 
 def _compact(values: list[Any]) -> str:
@@ -54,21 +58,27 @@ def _compact(values: list[Any]) -> str:
 def _by_task(run: RunData) -> dict[str, dict[EpisodeKey, dict[str, Any]]]:
     out: dict[str, dict[EpisodeKey, dict[str, Any]]] = {}
     for ep in run.episodes:
-        key = (ep["seed"], ep["initial_state"])
+        key = (ep["seed"], ep["initial_state"], ep.get("instruction"))
         task = out.setdefault(ep["task"], {})
         if key in task:
             raise ConfigError(
-                f"run {run.source} has two episodes of task {ep['task']} with seed {key[0]} and initial state "
-                f"{key[1]} (episodes {task[key]['episode_index']} and {ep['episode_index']}); pairing needs one"
+                f"run {run.source} has two episodes of task {ep['task']} with seed {key[0]}, initial state "
+                f"{key[1]} and instruction {key[2]!r} (episodes {task[key]['episode_index']} and "
+                f"{ep['episode_index']}); pairing needs one"
             )
         task[key] = ep
     return out
 
 
-def pairing_problem(a: RunData, b: RunData) -> str | None:
-    """Why runs ``a`` and ``b`` are not paired, naming the field (tasks, seeds, initial states, horizon, success
-    rule), or None when they are."""
+def pairing_problem(a: RunData, b: RunData, *, common_tasks_only: bool = False) -> str | None:
+    """Why runs ``a`` and ``b`` are not paired, naming the field (tasks, seeds, initial states, instructions,
+    horizon, success rule), or None when they are. ``common_tasks_only``: judge only the tasks both ran (``report``
+    compares those; ``compare`` needs the same tasks)."""
     ta, tb = _by_task(a), _by_task(b)
+    if common_tasks_only:
+        common = set(ta) & set(tb)
+        ta = {t: v for t, v in ta.items() if t in common}
+        tb = {t: v for t, v in tb.items() if t in common}
     if set(ta) != set(tb):
         return (
             f"tasks differ ({a.key}: {', '.join(sorted(ta))}; {b.key}: {', '.join(sorted(tb))})"
@@ -76,13 +86,20 @@ def pairing_problem(a: RunData, b: RunData) -> str | None:
             else f"tasks differ (only in {a.key}: {sorted(set(ta) - set(tb))}; only in {b.key}: {sorted(set(tb) - set(ta))})"
         )
     for task in sorted(ta):
-        sa, sb = Counter(k[0] for k in ta[task]), Counter(k[0] for k in tb[task])
+        sa, sb = {k[0] for k in ta[task]}, {k[0] for k in tb[task]}
         if sa != sb:
             return f"seeds differ (task {task}: {a.key} has {_compact(list(sa))}, {b.key} has {_compact(list(sb))})"
-        if set(ta[task]) != set(tb[task]):
+        if {k[:2] for k in ta[task]} != {k[:2] for k in tb[task]}:
             ia = [k[1] for k in sorted(ta[task], key=str)]
             ib = [k[1] for k in sorted(tb[task], key=str)]
             return f"initial states differ (task {task}: {a.key} has {_compact(ia)}, {b.key} has {_compact(ib)})"
+        if set(ta[task]) != set(tb[task]):
+            only_a = sorted({str(k[2]) for k in set(ta[task]) - set(tb[task])})
+            only_b = sorted({str(k[2]) for k in set(tb[task]) - set(ta[task])})
+            return (
+                f"instructions differ (task {task}: only {a.key} has {'; '.join(map(repr, only_a[:3]))}, only "
+                f"{b.key} has {'; '.join(map(repr, only_b[:3]))})"
+            )
     for task in sorted(ta):
         for field, label in (("max_steps", "horizon"), ("success_rule", "success rule")):
             va, vb = a.task_settings(task).get(field), b.task_settings(task).get(field)
@@ -130,15 +147,24 @@ def _unpaired_block(
     }
 
 
-def compare_pair(a: RunData, b: RunData, *, paired: bool = True, seed: int = 0, n_resamples: int = 10_000) -> dict:
-    """Compare run ``b`` with run ``a`` (differences are B minus A); see the module docstring.
+def compare_pair(
+    a: RunData,
+    b: RunData,
+    *,
+    paired: bool = True,
+    seed: int = 0,
+    n_resamples: int = 10_000,
+    common_tasks_only: bool = False,
+) -> dict:
+    """Compare run ``b`` with run ``a`` (differences are B minus A) on the tasks both ran; see the module docstring.
 
     Returns ``{"a", "b", "model_a", "model_b", "statistics", "tasks": [per task], "pooled", "tasks_not_compared"}``;
     each block has both rates with Wilson intervals, ``difference`` with ``diff_ci95_low/high``, ``p_value`` (and
-    per task ``p_holm``). Raises ConfigError when ``paired`` and the runs are not paired (naming the field).
+    per task ``p_holm``). Raises ConfigError when ``paired`` and the runs are not paired (naming the field; with
+    ``common_tasks_only`` judged on their common tasks only).
     """
     if paired:
-        problem = pairing_problem(a, b)
+        problem = pairing_problem(a, b, common_tasks_only=common_tasks_only)
         if problem:
             raise ConfigError(
                 f"runs {a.source} and {b.source} are not paired: {problem}; pass --unpaired for unpaired statistics"
@@ -206,6 +232,16 @@ def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_r
     if len(comparisons) > 1:
         for c, p in zip(comparisons, holm([c["pooled"]["p_value"] for c in comparisons]), strict=True):
             c["pooled"]["p_holm_pairs"] = p
+    return {
+        "statistics": "paired" if paired else "unpaired",
+        "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
+        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy} for r in runs],
+        "comparisons": comparisons,
+        "ranking": _ranking(runs),
+    }
+
+
+def _ranking(runs: list[RunData]) -> list[dict[str, Any]]:
     totals = []
     for r in runs:
         s = sum(1 for e in r.episodes if e["success"])
@@ -214,10 +250,41 @@ def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_r
     for i, t in enumerate(ranking):  # equal rates share a rank (1, 2, 2, 4)
         same = i and ranking[i - 1]["success_rate"] == t["success_rate"]
         t["rank"] = ranking[i - 1]["rank"] if same else i + 1
+    return ranking
+
+
+def compare_where_paired(runs: list[RunData], *, seed: int = 0, n_resamples: int = 10_000) -> dict:
+    """``report``'s comparison: every pair of ``runs`` that shares a task, each decided on its own.
+
+    A pair is compared on the tasks both ran. Where their episodes pair there (same task, seed, initial state and
+    instruction per episode, same horizon and success rule) the pair gets paired statistics (exact McNemar, paired
+    bootstrap); otherwise unpaired ones (Fisher's exact test, unpaired bootstrap) and ``unpaired_reason`` says why.
+    So one odd run (e.g. a LIBERO run next to MetaWorld runs) changes only its own pairs. A pair with no task in
+    common is not compared: it is listed in ``not_compared`` (``{"a", "b", "reason"}``). With more than one
+    comparison, ``pooled.p_holm_pairs`` is Holm across the comparisons made. ``statistics`` is ``paired``,
+    ``unpaired`` or ``mixed``; ``unpaired_pairs`` counts the unpaired comparisons. None with fewer than two runs.
+    """
+    comparisons: list[dict[str, Any]] = []
+    not_compared: list[dict[str, str]] = []
+    for a, b in itertools.combinations(runs, 2):
+        if not {e["task"] for e in a.episodes} & {e["task"] for e in b.episodes}:
+            not_compared.append({"a": a.key, "b": b.key, "reason": "no task in common"})
+            continue
+        problem = pairing_problem(a, b, common_tasks_only=True)
+        c = compare_pair(a, b, paired=problem is None, seed=seed, n_resamples=n_resamples, common_tasks_only=True)
+        if problem:
+            c["unpaired_reason"] = problem
+        comparisons.append(c)
+    if len(comparisons) > 1:
+        for c, p in zip(comparisons, holm([c["pooled"]["p_value"] for c in comparisons]), strict=True):
+            c["pooled"]["p_holm_pairs"] = p
+    kinds = {c["statistics"] for c in comparisons}
     return {
-        "statistics": "paired" if paired else "unpaired",
+        "statistics": kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "none"),
+        "unpaired_pairs": sum(1 for c in comparisons if c["statistics"] == "unpaired"),
         "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
         "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy} for r in runs],
         "comparisons": comparisons,
-        "ranking": ranking,
+        "not_compared": not_compared,
+        "ranking": _ranking(runs),
     }

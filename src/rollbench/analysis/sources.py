@@ -69,15 +69,63 @@ def strip_provider(model: str) -> str:
     return model.rsplit("/", 1)[-1]
 
 
-def model_of(log: dict[str, Any]) -> str:
-    """The model a run's policy recorded (without provider prefix), else the policy's name."""
+MODEL_KEYS = ("model", "model_name", "checkpoint", "model_id")  # as rollbench.review.summary.policy_model reads them
+SERVED_NAME_KEYS = ("policy", "policy_name", "name")  # a policy server's own name for what it serves
+
+
+def _first_str(d: Any, keys: tuple[str, ...]) -> str | None:
+    if not isinstance(d, dict):
+        return None
+    return next((d[k] for k in keys if isinstance(d.get(k), str) and d[k]), None)
+
+
+def served_by(log: dict[str, Any]) -> tuple[str, str | None, str | None] | None:
+    """For a run whose policy was reached over the network (``plan.policy.provenance.server``): ``(url, name,
+    model)``, where ``name`` is the policy name the server reported in its metadata (``server_metadata.policy``,
+    ``policy_name`` or ``name``; ``rollbench serve-policy`` sends ``policy``) and ``model`` the model it reported
+    (``server_metadata`` or its ``provenance``: ``model``, ``model_name``, ``checkpoint``, ``model_id``; without
+    provider prefix); either is None when the server did not say. None for an in-process policy."""
+    prov = ((log.get("plan") or {}).get("policy") or {}).get("provenance") or {}
+    url = prov.get("server") if isinstance(prov, dict) else None
+    if not isinstance(url, str) or not url:
+        return None
+    meta = prov.get("server_metadata")
+    model = _first_str(meta, MODEL_KEYS) or _first_str((meta or {}).get("provenance"), MODEL_KEYS)
+    return url, _first_str(meta, SERVED_NAME_KEYS), strip_provider(model) if model else None
+
+
+def model_of(log: dict[str, Any], *, merge_served: bool = False) -> str:
+    """The model a run's policy recorded (without provider prefix), else the policy's name.
+
+    A served policy (see :func:`served_by`) is ``NAME via URL``, NAME the model the server reported, else its policy
+    name; just the URL when the server reported neither. So one policy reached through two URLs (or in process) is
+    two models unless ``merge_served`` (``--merge-served``): then NAME alone, which pools it with every run whose
+    model or policy has that name."""
     from rollbench.review.summary import policy_model
 
     policy = (log.get("plan") or {}).get("policy") or {}
     model = policy_model(log) or (policy.get("model") if isinstance(policy.get("model"), str) else None)
     if model:
         return strip_provider(model)
+    served = served_by(log)
+    if served is not None:
+        return _served_label(served[0], served[2] or served[1], merge_served)
     return str(policy.get("name") or (log.get("spec") or {}).get("policy") or "unknown")
+
+
+def policy_of(log: dict[str, Any], *, merge_served: bool = False) -> str:
+    """The policy's name; a served policy is ``NAME via URL`` (NAME the server-reported policy name, see
+    :func:`served_by`), NAME alone with ``merge_served``, the URL alone when the server reported no name."""
+    served = served_by(log)
+    if served is not None:
+        return _served_label(served[0], served[1], merge_served)
+    return str(((log.get("plan") or {}).get("policy") or {}).get("name") or (log.get("spec") or {}).get("policy"))
+
+
+def _served_label(url: str, name: str | None, merge_served: bool) -> str:
+    if name is None:
+        return url
+    return name if merge_served else f"{name} via {url}"
 
 
 def _run_dirs(path: Path) -> list[Path]:
@@ -96,7 +144,7 @@ def _run_dirs(path: Path) -> list[Path]:
     return found
 
 
-def _from_run_dir(run_dir: Path, loaded: Loaded) -> None:
+def _from_run_dir(run_dir: Path, loaded: Loaded, merge_served: bool) -> None:
     from rollbench.grading import grade, load_run_log
 
     log = load_run_log(run_dir)
@@ -114,8 +162,8 @@ def _from_run_dir(run_dir: Path, loaded: Loaded) -> None:
         RunData(
             identity=identity,
             source=str(run_dir),
-            policy=str(((log.get("plan") or {}).get("policy") or {}).get("name") or log["spec"].get("policy")),
-            model=model_of(log),
+            policy=policy_of(log, merge_served=merge_served),
+            model=model_of(log, merge_served=merge_served),
             status=result["status"],
             episodes=result["episodes"],
             run_dir=run_dir,
@@ -168,8 +216,12 @@ def _from_export(path: Path, loaded: Loaded) -> None:
         )
 
 
-def load_runs(paths: list[str | Path], *, allow_exports: bool = True) -> Loaded:
+def load_runs(paths: list[str | Path], *, allow_exports: bool = True, merge_served: bool = False) -> Loaded:
     """Read every run under ``paths`` (run directories, roots searched up to 4 levels deep, JSON exports).
+
+    A served policy's ``policy`` and ``model`` are ``NAME via URL`` (:func:`policy_of`, :func:`model_of`), so the
+    same policy reached through different URLs stays apart; ``merge_served`` labels it NAME alone (exports carry no
+    server metadata: their policy is what the dashboard recorded, the URL for a served policy).
 
     Runs still being recorded (``run.json`` status ``RUNNING``) are left out and listed in ``in_progress``. The same
     directory reached twice (a root and a run inside it) is read once.
@@ -198,7 +250,7 @@ def load_runs(paths: list[str | Path], *, allow_exports: bool = True) -> Loaded:
                 continue
             seen.add(real)
             try:
-                _from_run_dir(d, loaded)
+                _from_run_dir(d, loaded, merge_served)
             except RollbenchError as exc:
                 raise ConfigError(str(exc)) from None
     by_key: dict[str, list[str]] = {}

@@ -1,4 +1,10 @@
-"""``rollbench summarize``: pool episodes across runs and hosts into cells (task x model by default).
+"""``rollbench summarize``: pool episodes across runs and hosts into cells (task x model x instruction by default).
+
+A cell is keyed by the ``--by`` keys plus the instruction *text* (never a variant name alone: ``original`` or ``c1``
+name different texts in different runs); it lists the variant names its episodes were recorded under. The unit of
+every count and interval is one recorded episode, taken as an independent Bernoulli trial; episodes that repeat a
+(task, seed, initial state, instruction) already in the cell are counted too (``repeats``) and named in a warning,
+because they are independent only when the policy or env is stochastic (see :func:`summarize_runs`).
 
 Each cell counts the recorded (finished) episodes of its runs: ``errored`` (termination reason ``error``; counted as
 failures, as :mod:`rollbench.grading` does), ``successes`` with the 95% Wilson interval, and, with labels, the count
@@ -15,8 +21,8 @@ the attempted episodes). Any other rubric: ``rate:LABEL`` for each label except 
 
 Refused with an error naming the offending paths, never a quiet change of denominators: duplicate run identities
 (:func:`rollbench.analysis.sources.load_runs`), labels outside the rubric, and episodes whose instruction differs from
-their task's canonical instruction unless the run declared it as an instruction variant (``variant``, then a cell
-key) or ``instruction`` is one of the ``--by`` keys.
+their task's canonical instruction unless the run declared it as an instruction variant (``variant``) or
+``instruction`` is one of the ``--by`` keys.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from rollbench.analysis.stats import wilson_interval
 from rollbench.types import ConfigError
 
 BY_KEYS: tuple[str, ...] = ("task", "model", "policy", "host", "robot", "run", "variant", "instruction")
-DEFAULT_BY: tuple[str, ...] = ("task", "model")
+DEFAULT_BY: tuple[str, ...] = ("task", "model")  # summarize_runs adds "instruction"
 INVALID = "invalid"
 
 _HARM_ATTEMPT = ("attempted_succeeded", "attempted_failed")
@@ -181,30 +187,74 @@ def rubric_rates(rubric: Any, counts: Counter[str]) -> tuple[dict[str, float | N
     return rates, parts
 
 
-def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Labels | None = None) -> dict[str, Any]:
-    """The ``summarize --json`` document: ``by``, ``rubric``, ``labels``, ``cells``, ``runs``, ``in_progress``.
+def _is_canonical(run: RunData, ep: dict[str, Any]) -> bool:
+    instr = ep.get("instruction")
+    return instr is None or (ep.get("variant") is None) or instr == canonical_instruction(run, ep["task"])
 
-    Cells are sorted by their key values; ``variant`` is always part of a cell's key (null = the canonical
-    instruction). Raises ConfigError for instructions that differ from the canonical one (:func:`check_instructions`).
+
+def _repeat_key(ep: dict[str, Any]) -> tuple[Any, ...]:
+    return (ep["task"], ep.get("seed"), ep.get("initial_state"), ep.get("instruction"))
+
+
+def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Labels | None = None) -> dict[str, Any]:
+    """The ``summarize --json`` document: ``by``, ``rubric``, ``labels``, ``cells``, ``runs``, ``in_progress``,
+    ``warnings``.
+
+    Cells are sorted by their key values. ``instruction`` (the text the policy was given) is always part of a cell's
+    key: two episodes are pooled only when their instruction texts are equal, whatever their variant names (names
+    such as ``original`` or ``c1`` mean different texts in different runs). Each cell lists the ``variants`` names
+    its episodes were recorded under (canonical-instruction episodes have none); an episode without a recorded text
+    is keyed by its variant name instead. When ``task`` is not a cell key (e.g. ``--by policy``), the episodes given
+    their task's canonical instruction have ``instruction`` null, so they pool across tasks; other texts stay apart.
+
+    Repeated episodes: the unit of the Wilson interval is one recorded episode, assumed independent of the others.
+    When a cell holds several episodes of the same (task, seed, initial state, instruction) (e.g. seeds 0-2 run
+    twice by one policy), each is counted (they are separate rollouts), the cell's ``repeats`` says how many episodes
+    repeat one already in the cell, and ``warnings`` names the cell: the repeats are independent draws only if the
+    policy (or env) is stochastic; for a deterministic pair they are copies and the interval is too narrow.
+
+    Raises ConfigError for instructions that differ from the canonical one (:func:`check_instructions`).
     """
     check_instructions(loaded.runs, by)
-    keys = by if ("variant" in by or "instruction" in by) else (*by, "variant")
+    keys = by if "instruction" in by else (*by, "instruction")
+    # across tasks (task not a key) the canonical instructions differ by task yet mean "as the task says": null
+    canonical_null = "task" not in by and "instruction" not in by
     groups: dict[tuple[Any, ...], list[tuple[RunData, dict[str, Any]]]] = {}
     for run in loaded.runs:
         for ep in run.episodes:
-            groups.setdefault(tuple(_key_value(run, ep, k) for k in keys), []).append((run, ep))
+            values = [_key_value(run, ep, k) for k in keys]
+            if canonical_null and _is_canonical(run, ep):
+                values[-1] = None
+            # an episode without a recorded text: its variant name is the best key left (hidden, last)
+            hidden = ep.get("variant") if ep.get("instruction") is None else None
+            groups.setdefault((*values, hidden), []).append((run, ep))
+    warnings: list[str] = []
     cells = []
     for key in sorted(groups, key=lambda k: tuple("" if v is None else str(v) for v in k)):
         members = groups[key]
         n = len(members)
         s = sum(1 for _, ep in members if ep["success"])
         lo, hi = wilson_interval(s, n)
-        cell: dict[str, Any] = dict(zip(keys, key, strict=True))
+        cell: dict[str, Any] = dict(zip(keys, key[:-1], strict=True))
+        seen = Counter(_repeat_key(ep) for _, ep in members)
+        repeats = sum(c - 1 for c in seen.values())
+        runs = sorted({r.key for r, _ in members})
+        if repeats:
+            where = ", ".join(f"{k}={'—' if v is None else v}" for k, v in cell.items())
+            warnings.append(
+                f"cell {where}: {repeats} of its {n} episodes repeat a (task, seed, initial state, instruction) "
+                f"already in the cell ({sum(1 for c in seen.values() if c > 1)} such episode(s) recorded more than "
+                f"once, across runs {', '.join(runs)}); each is counted, which is honest only if the policy or env "
+                "is stochastic (a deterministic policy repeats the same outcome and the interval is too narrow)"
+            )
+        variants = {ep.get("variant") for _, ep in members} - {None}
         cell.update(
             {
+                "variants": sorted(str(v) for v in variants),
                 "hosts": sorted({f"{r.identity.host}/{r.identity.robot}" for r, _ in members}),
-                "runs": sorted({r.key for r, _ in members}),
+                "runs": runs,
                 "episodes": n,
+                "repeats": repeats,
                 "errored": sum(1 for _, ep in members if ep.get("termination_reason") == "error"),
                 "successes": s,
                 "success_rate": s / n if n else None,
@@ -248,6 +298,7 @@ def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Lab
             for r in sorted(loaded.runs, key=lambda r: r.key)
         ],
         "in_progress": loaded.in_progress,
+        "warnings": warnings,
     }
 
 
@@ -255,15 +306,16 @@ def cells_csv(doc: dict[str, Any]) -> str:
     """One CSV row per cell: the key columns, counts, rate, interval, then label counts and rubric rates."""
     label_names = list(doc["cells"][0]["label_counts"]) if doc["cells"] and "label_counts" in doc["cells"][0] else []
     rate_names = list(doc["cells"][0]["rates"]) if label_names else []
-    head = [*doc["by"], "hosts", "runs", "episodes", "errored", "successes", "success_rate", "ci95_low", "ci95_high"]
+    head = [*doc["by"], "variants", "hosts", "runs", "episodes", "repeats", "errored", "successes", "success_rate"]
+    head += ["ci95_low", "ci95_high"]
     if label_names:
         head += ["n_labeled", "n_unlabeled", "n_invalid", *(f"label:{x}" for x in label_names), *rate_names]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(head)
     for c in doc["cells"]:
-        row = [c[k] for k in doc["by"]] + [";".join(c["hosts"]), ";".join(c["runs"])]
-        row += [c[k] for k in ("episodes", "errored", "successes", "success_rate", "ci95_low", "ci95_high")]
+        row = [c[k] for k in doc["by"]] + [";".join(c["variants"]), ";".join(c["hosts"]), ";".join(c["runs"])]
+        row += [c[k] for k in ("episodes", "repeats", "errored", "successes", "success_rate", "ci95_low", "ci95_high")]
         if label_names:
             row += [c["n_labeled"], c["n_unlabeled"], c["n_invalid"], *(c["label_counts"][x] for x in label_names)]
             row += [c["rates"][r] for r in rate_names]

@@ -108,6 +108,13 @@ def test_summarize_keys_cells_by_instruction_text_never_by_a_shared_variant_name
         "reach it": (["c2"], 2, ["lab/point/round1"], 0),
     }
     assert doc["warnings"] == []
+    from rollbench.analysis.figures import success_rate_figure, to_png
+
+    fig = success_rate_figure(doc)  # one bar per instruction text, labelled by its variant names
+    assert sorted(t.get_text() for t in fig.axes[0].get_legend().get_texts()) == [
+        "zero · c1", "zero · c1, incumbent", "zero · c2",
+    ]  # fmt: skip
+    to_png(fig)
     by_variant = summarize_runs(load_runs([tmp_path]), ("task", "variant"))
     assert [(c["variant"], c["instruction"], c["episodes"]) for c in by_variant["cells"]] == [
         ("c1", "go to the goal", 2),

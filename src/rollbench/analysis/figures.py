@@ -11,6 +11,7 @@ recorded in the run's ``policy.latency_s`` column (NaN rows, steps served from a
 from __future__ import annotations
 
 import io
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +41,23 @@ def success_rate_figure(summary: dict[str, Any], series_key: str = "model") -> F
     """Success rate per task (rows) for each ``series_key`` value (bars), with 95% Wilson interval whiskers."""
     cells = summary["cells"]
     tasks = sorted({c["task"] for c in cells})
-    series = sorted({str(c.get(series_key)) for c in cells})
+    # a (task, series) with several cells (several instruction texts) gets one bar per text, never just the first
+    shared = Counter((c["task"], str(c.get(series_key))) for c in cells)
+
+    def label(c: dict[str, Any]) -> str:
+        name = str(c.get(series_key))
+        if shared[(c["task"], name)] < 2:
+            return name
+        return f"{name} · {', '.join(c.get('variants') or []) or c.get('instruction') or 'canonical'}"
+
+    series = sorted({label(c) for c in cells})
     height = max(2.0, 0.35 * len(tasks) * max(1, len(series)) + 1.0)
     fig, ax = plt.subplots(figsize=(7.0, height), layout="constrained")
     bar = 0.8 / max(1, len(series))
     for j, name in enumerate(series):
         ys, rates, lo, hi = [], [], [], []
         for i, task in enumerate(tasks):
-            c = next((c for c in cells if c["task"] == task and str(c.get(series_key)) == name), None)
+            c = next((c for c in cells if c["task"] == task and label(c) == name), None)
             if c is None or c["success_rate"] is None:
                 continue
             ys.append(i + (j - (len(series) - 1) / 2) * bar)

@@ -52,3 +52,34 @@ def test_readme_example_runs_as_written(
     assert results["episodes_recorded"] == 5
     if success_rate is not None:
         assert results["tasks"][task]["success_rate"] == success_rate
+
+
+def _grade_table() -> dict[str, str]:
+    """The README's ``grade --json`` field table as field -> meaning (one table: no blank line inside it)."""
+    section = README.split("## `rollbench grade RUN_DIR --json`\n\n", 1)[1]
+    table = section.split("\n\n", 1)[0].splitlines()
+    assert table[:2] == ["| field | meaning |", "|---|---|"]
+    rows: dict[str, str] = {}
+    for line in table[2:]:
+        cells = line.split(" | ")
+        assert line.startswith("| ") and line.endswith(" |") and len(cells) == 2, line
+        for name in re.findall(r"`([a-z_0-9]+)`", cells[0]):
+            assert name not in rows, f"{name} has two rows"
+            rows[name] = cells[1]
+    return rows
+
+
+def test_readme_grade_table_is_one_table_naming_exactly_the_fields_grade_emits(tmp_path: Path) -> None:
+    from rollbench.api import evaluate, grade
+
+    evaluate(out=tmp_path / "run", env="scripted/reach", policy="scripted-expert", episodes=3)
+    doc = grade(tmp_path / "run")
+    rows = _grade_table()
+    optional = {"variants", "agent_usage"}  # sweeps only, agent runs only
+    assert set(rows) == set(doc) | optional
+    mentioned = lambda field: set(re.findall(r"`([a-z_0-9]+)`", rows[field]))  # noqa: E731
+    assert set(doc["episodes"][0]) | {"agent_usage"} <= mentioned("episodes")
+    assert set(doc["tasks"]["scripted/reach"]) <= mentioned("tasks")
+    assert set(doc["overall"]) <= mentioned("overall")
+    assert set(doc["latency"]) <= mentioned("latency")
+    assert set(doc["timing"]) <= mentioned("timing")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import platform
 import socket
 import subprocess
@@ -24,6 +25,7 @@ from rollbench.types import ConfigError
 
 RUN_LOG_VERSION = 1
 LIVE_MIN_INTERVAL_S = 1.0
+RUN_SEARCH_DEPTH = 3  # run directories are found at most this many levels below a root (runs/NAME/rounds/RUN)
 
 
 def utc_now() -> str:
@@ -83,6 +85,32 @@ def provenance(families: set[str]) -> dict[str, Any]:
 
 def write_run_log(run_dir: Path, log: dict[str, Any]) -> None:
     atomic_write_json(run_dir / "run.json", log)
+
+
+def find_run_dirs(roots: list[Path], max_depth: int = RUN_SEARCH_DEPTH) -> list[Path]:
+    """The run directories (holding a ``run.json``) at or below each root, at most ``max_depth`` levels down, in
+    path order per root: a root that is a run directory is itself the only one found there; a run directory's own
+    subdirectories are not searched; hidden directories, links to directories and unreadable directories are
+    skipped. Used by ``rollbench runs`` and the dashboard's catalog."""
+    found: list[Path] = []
+
+    def walk(d: str, depth: int) -> None:
+        if os.path.isfile(os.path.join(d, "run.json")):
+            found.append(Path(d))
+            return
+        if depth >= max_depth:
+            return
+        try:
+            entries = sorted(os.scandir(d), key=lambda x: x.name)
+        except OSError:
+            return
+        for x in entries:
+            if not x.name.startswith(".") and x.is_dir(follow_symlinks=False):
+                walk(x.path, depth + 1)
+
+    for root in roots:
+        walk(os.fspath(root), 0)
+    return found
 
 
 def read_run_log(run_dir: Path) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ recomputes them from the dataset files.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -54,14 +55,34 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+MUJOCO_FAMILIES = frozenset({"metaworld", "robosuite", "fetch", "libero"})
+
+
+def gl_provenance(families: set[str]) -> dict[str, str | None]:
+    """The offscreen OpenGL back-end the run renders with: ``MUJOCO_GL`` (``egl``, ``osmesa``, ``glfw``; None when
+    unset) and ``PYOPENGL_PLATFORM`` when set. For MuJoCo families the back-end is chosen first, as the envs do
+    (:func:`rollbench.envs.gl.configure_offscreen_gl`; its variables are inherited by workers and Ray actors); a
+    machine without GL records None (such runs cannot render)."""
+    if families & MUJOCO_FAMILIES:
+        from rollbench.envs.gl import configure_offscreen_gl
+
+        with contextlib.suppress(ConfigError):
+            configure_offscreen_gl()
+    out: dict[str, str | None] = {"MUJOCO_GL": os.environ.get("MUJOCO_GL") or None}
+    if os.environ.get("PYOPENGL_PLATFORM"):
+        out["PYOPENGL_PLATFORM"] = os.environ["PYOPENGL_PLATFORM"]
+    return out
+
+
 def provenance(families: set[str]) -> dict[str, Any]:
-    """Versions of rollbench, the simulators used, MuJoCo and numpy; git commit; host; UTC time."""
-    sims = {
-        "metaworld": "metaworld",
-        "robosuite": "robosuite",
-        "pusht": "gym-pusht",
-        "fetch": "gymnasium-robotics",
-        "libero": "libero",
+    """Versions of rollbench, the simulators used (``libero``: the rpent-libero distribution), MuJoCo and numpy;
+    the OpenGL back-end (``gl``, see :func:`gl_provenance`); git commit; host; UTC time."""
+    sims = {  # family -> (key in ``versions``, distribution)
+        "metaworld": ("metaworld", "metaworld"),
+        "robosuite": ("robosuite", "robosuite"),
+        "pusht": ("gym-pusht", "gym-pusht"),
+        "fetch": ("gymnasium-robotics", "gymnasium-robotics"),
+        "libero": ("libero", "rpent-libero"),  # the distribution of ``libero.libero`` (envs/libero_setup.py)
     }
     versions = {
         "rollbench": _version("rollbench"),
@@ -70,11 +91,13 @@ def provenance(families: set[str]) -> dict[str, Any]:
     }
     for fam in sorted(families):
         if fam in sims:
-            versions[sims[fam]] = _version(sims[fam])
-    if families & {"metaworld", "robosuite", "fetch", "libero"}:
+            key, dist = sims[fam]
+            versions[key] = _version(dist)
+    if families & MUJOCO_FAMILIES:
         versions["mujoco"] = _version("mujoco")
     return {
         "versions": versions,
+        "gl": gl_provenance(families),
         "python": platform.python_version(),
         "git_commit": _git_commit(),
         "host": socket.gethostname(),

@@ -155,3 +155,21 @@ def test_resume_refuses_spec_flags_instead_of_ignoring_them(tmp_path: Path) -> N
     record_small_run(tmp_path)
     r = cli("eval", "--resume", "run", "--episodes", "9", cwd=tmp_path)
     assert r.returncode == 2 and "--resume takes the spec from run/run.json; drop --episodes" in r.stderr
+
+
+def test_version_prints_the_installed_distribution_version(tmp_path: Path) -> None:
+    import importlib.metadata
+
+    r = cli("--version", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout == f"rollbench {importlib.metadata.version('rollbench')}\n"
+
+
+def test_policies_prints_each_description_whole_on_one_line(tmp_path: Path) -> None:
+    lines = cli("policies", cwd=tmp_path).stdout.splitlines()
+    (http,) = [ln for ln in lines if ln.startswith("http://HOST:PORT ")]
+    assert http == (
+        "http://HOST:PORT       A policy served over the JSON /act protocol at http(s)://HOST:PORT[/PATH] "
+        "(path default /act; see rollbench serve-policy --protocol http)."
+    )
+    assert len(lines) == len(json.loads(cli("policies", "--json", cwd=tmp_path).stdout))

@@ -148,12 +148,13 @@ def policy_names() -> dict[str, EntryPoint]:
 
 
 def describe_policy(name: str) -> str:
-    """First line of the factory's docstring, or why the plug-in cannot load."""
+    """The first paragraph of the factory's docstring (its lines joined: a sentence wrapped over two lines is not
+    cut), or why the plug-in cannot load."""
     try:
         doc = policy_names()[name].load().__doc__ or ""
     except Exception as exc:
         return f"unavailable: {exc!r}"
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    return " ".join(ln.strip() for ln in doc.strip().split("\n\n", 1)[0].splitlines())
 
 
 def family_of(name: str) -> EnvFamily:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))
 
@@ -155,3 +157,44 @@ def test_resume_refuses_spec_flags_instead_of_ignoring_them(tmp_path: Path) -> N
     record_small_run(tmp_path)
     r = cli("eval", "--resume", "run", "--episodes", "9", cwd=tmp_path)
     assert r.returncode == 2 and "--resume takes the spec from run/run.json; drop --episodes" in r.stderr
+
+
+def test_version_prints_the_installed_distribution_version(tmp_path: Path) -> None:
+    import importlib.metadata
+
+    r = cli("--version", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout == f"rollbench {importlib.metadata.version('rollbench')}\n"
+
+
+def test_policies_prints_each_description_whole_on_one_line(tmp_path: Path) -> None:
+    lines = cli("policies", cwd=tmp_path).stdout.splitlines()
+    (http,) = [ln for ln in lines if ln.startswith("http://HOST:PORT ")]
+    assert http == (
+        "http://HOST:PORT       A policy served over the JSON /act protocol at http(s)://HOST:PORT[/PATH] "
+        "(path default /act; see rollbench serve-policy --protocol http)."
+    )
+    assert len(lines) == len(json.loads(cli("policies", "--json", cwd=tmp_path).stdout))
+
+
+def test_a_task_typed_without_its_family_suggests_the_full_name_and_writes_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("metaworld")
+    r = cli("eval", "--env", "pick-place-v3", "--policy", "zero", "--out", "run", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == (
+        "error: unknown env family 'pick-place-v3'. Did you mean metaworld/pick-place-v3? (tasks are named "
+        "FAMILY/TASK) Valid env families: fetch, gym, libero, metaworld, pusht, robosuite, scripted"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_typo_in_a_long_task_list_shows_the_closest_and_how_to_list_all(tmp_path: Path) -> None:
+    pytest.importorskip("metaworld")
+    r = cli("eval", "--env", "metaworld/pick-plce-v3", "--policy", "zero", "--out", "run", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == (
+        "error: unknown task or suite 'metaworld/pick-plce-v3'. Did you mean metaworld/pick-place-v3, "
+        "metaworld/pick-place-wall-v3, metaworld/stick-pull-v3? 57 valid tasks and suites: list them with "
+        "`rollbench envs metaworld`"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -74,3 +74,25 @@ def test_runs_of_a_missing_root_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert err.strip().splitlines() == [
         f"error: {tmp_path / 'nope'} is not a directory (give the directory your runs are in, e.g. runs/)"
     ]
+
+
+def test_runs_lists_nested_runs_like_the_optimisers_rounds_as_the_dashboard_finds_them(tmp_path: Path) -> None:
+    """An optimiser's directory holds no run.json itself; its rounds and held-out run are found below it and named
+    by their path under ROOT. A run directory's own subdirectories and hidden directories are not searched."""
+    from rollbench.review.catalog import Catalog
+
+    root = tmp_path / "runs"
+    small = {"env": "scripted/reach", "policy": "zero", "episodes": 1, "max_steps": 2}
+    evaluate(out=root / "search/rounds/search-r000", **small)
+    evaluate(out=root / "search/search-holdout", **small)
+    evaluate(out=root / "top", **small)
+    evaluate(out=root / "top/inner", **small)  # inside a run directory: not searched
+    evaluate(out=root / ".hidden/run", **small)
+    evaluate(out=root / "a/b/c/too-deep", **small)  # four levels down
+    code, out, _ = runs(str(root), "--json")
+    assert code == 0
+    listed = sorted(r["run"] for r in json.loads(out))
+    assert listed == ["search/rounds/search-r000", "search/search-holdout", "top"]
+    assert sorted(rec.run_dir for rec in Catalog([root]).records()[0]) == sorted(
+        (root / name).resolve() for name in listed
+    )

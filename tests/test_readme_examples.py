@@ -52,3 +52,64 @@ def test_readme_example_runs_as_written(
     assert results["episodes_recorded"] == 5
     if success_rate is not None:
         assert results["tasks"][task]["success_rate"] == success_rate
+
+
+def _grade_table() -> dict[str, str]:
+    """The README's ``grade --json`` field table as field -> meaning (one table: no blank line inside it)."""
+    section = README.split("## `rollbench grade RUN_DIR --json`\n\n", 1)[1]
+    table = section.split("\n\n", 1)[0].splitlines()
+    assert table[:2] == ["| field | meaning |", "|---|---|"]
+    rows: dict[str, str] = {}
+    for line in table[2:]:
+        cells = line.split(" | ")
+        assert line.startswith("| ") and line.endswith(" |") and len(cells) == 2, line
+        for name in re.findall(r"`([a-z_0-9]+)`", cells[0]):
+            assert name not in rows, f"{name} has two rows"
+            rows[name] = cells[1]
+    return rows
+
+
+def test_readme_grade_table_is_one_table_naming_exactly_the_fields_grade_emits(tmp_path: Path) -> None:
+    from rollbench.api import evaluate, grade
+
+    evaluate(out=tmp_path / "run", env="scripted/reach", policy="scripted-expert", episodes=3)
+    doc = grade(tmp_path / "run")
+    rows = _grade_table()
+    optional = {"variants", "agent_usage"}  # sweeps only, agent runs only
+    assert set(rows) == set(doc) | optional
+    mentioned = lambda field: set(re.findall(r"`([a-z_0-9]+)`", rows[field]))  # noqa: E731
+    assert set(doc["episodes"][0]) | {"agent_usage"} <= mentioned("episodes")
+    assert set(doc["tasks"]["scripted/reach"]) <= mentioned("tasks")
+    assert set(doc["overall"]) <= mentioned("overall")
+    assert set(doc["latency"]) <= mentioned("latency")
+    assert set(doc["timing"]) <= mentioned("timing")
+
+
+def test_readme_release_example_runs_as_written_on_a_plain_run_and_its_dashboard_labels(tmp_path: Path) -> None:
+    """The run the set-up writes (here a small stand-in under the same name) and the labels file the dashboard
+    example writes are what the release example reads; both commands succeed as written."""
+    from rollbench.api import evaluate
+    from rollbench.identity import RunIdentity
+    from rollbench.review.labels import set_label
+    from rollbench.review.rubrics import load_rubric
+
+    dashboard = next(ln for ln in README.splitlines() if ln.startswith(".venv/bin/rollbench dashboard"))
+    labels_file = shlex.split(dashboard.split("#")[0])[shlex.split(dashboard).index("--labels") + 1]
+    assert labels_file == "labels.json"
+    evaluate(out=tmp_path / "runs/pick-place-expert", env="scripted/reach", policy="scripted-expert", episodes=2)
+    run = tmp_path / "runs/pick-place-expert"
+    ident = RunIdentity.from_run_log(json.loads((run / "run.json").read_text()), run)
+    set_label(tmp_path / labels_file, ident.episode_key(0), "succeeded", rubric=load_rubric())
+    commands = [ln for ln in README.splitlines() if ln.startswith(".venv/bin/rollbench release ")]
+    assert len(commands) == 2
+    for line in commands:
+        args = shlex.split(line.split("#")[0])
+        r = subprocess.run(
+            [rollbench_bin(), *args[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert r.returncode == 0, r.stderr
+    released = tmp_path / "release"
+    assert (released / "MANIFEST.json").is_file() and (released / "pick-place-expert/run.json").is_file()
+    assert json.loads((released / "pick-place-expert/run.json").read_text())["identity"]["host"].startswith(
+        "REDACTED-host_name-"
+    )

@@ -32,6 +32,24 @@ if not out.is_terminal:  # piped output: do not squeeze tables into 80 columns
     out = Console(width=160)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        import importlib.metadata
+
+        print(f"rollbench {importlib.metadata.version('rollbench')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the installed version and exit."),
+    ] = False,
+) -> None:
+    """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
+
+
 def _fail(msg: str, code: int = 2) -> None:
     console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -296,8 +314,10 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     if as_json:
         out.print_json(json.dumps(rows))
         return
-    for r in rows:
-        out.print(f"[bold]{r['name']:<22}[/] {r['description']}", highlight=False)
+    from rich.text import Text
+
+    for r in rows:  # plain text (no markup from docstrings), never cut: a long line is left to the terminal to wrap
+        out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", r["description"]), soft_wrap=True)
 
 
 @app.command("mcp")

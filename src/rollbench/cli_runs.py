@@ -85,14 +85,20 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
 
 
 def list_runs(root: Path, regrade: bool = False) -> list[dict[str, Any]]:
-    """Rows (see :func:`run_row`) for ``root`` itself if it is a run directory, else for each directory directly
-    under it holding a ``run.json``; newest first. ConfigError when ``root`` is not a directory."""
+    """Rows (see :func:`run_row`) for the run directories found at or below ``root`` the way the dashboard finds
+    them (:func:`rollbench.record.runlog.find_run_dirs`: up to three levels down, e.g. the instruction optimiser's
+    ``NAME/rounds/NAME-r000``), each named by its path relative to ``root``; newest first. ConfigError when
+    ``root`` is not a directory."""
+    from rollbench.record.runlog import find_run_dirs
+
     if not root.is_dir():
         raise ConfigError(f"{root} is not a directory (give the directory your runs are in, e.g. runs/)")
-    if (root / "run.json").exists():
-        return [run_row(root, regrade)]
-    dirs = [d for d in sorted(root.iterdir()) if d.is_dir() and (d / "run.json").exists()]
-    rows = [run_row(d, regrade) for d in dirs]
+    rows = []
+    for d in find_run_dirs([root]):
+        row = run_row(d, regrade)
+        if d != root:
+            row["run"] = d.relative_to(root).as_posix()
+        rows.append(row)
     rows.sort(key=lambda r: r.get("created") or "", reverse=True)
     return rows
 

@@ -100,11 +100,34 @@ def _close_matches(name: str, valid: Sequence[str]) -> str:
     return f" Did you mean {', '.join(close)}?" if close else ""
 
 
-def unknown_name_error(kind: str, name: str, valid: Sequence[str], plural: str | None = None) -> ConfigError:
-    """A ConfigError naming the valid choices (all of them if few, else a count and the closest)."""
-    shown = ", ".join(valid) if len(valid) <= 60 else ", ".join(valid[:60]) + f", ... ({len(valid)} in all)"
+LIST_ALL_UP_TO = 12  # an unknown-name error lists every valid name up to this many, else the closest and a hint
+
+
+def unknown_name_error(
+    kind: str, name: str, valid: Sequence[str], plural: str | None = None, list_with: str | None = None
+) -> ConfigError:
+    """A ConfigError naming the closest valid choices, then all of them when there are at most
+    :data:`LIST_ALL_UP_TO` (or no ``list_with``), else their count and ``list_with``, the command that lists them."""
     plural = plural or (kind[:-1] + "ies" if kind.endswith("y") else kind + "s")
-    return ConfigError(f"unknown {kind} {name!r}.{_close_matches(name, valid)} Valid {plural}: {shown}")
+    close = _close_matches(name, valid)
+    if list_with and len(valid) > LIST_ALL_UP_TO:
+        return ConfigError(f"unknown {kind} {name!r}.{close} {len(valid)} valid {plural}: list them with {list_with}")
+    shown = ", ".join(valid) if len(valid) <= 60 else ", ".join(valid[:60]) + f", ... ({len(valid)} in all)"
+    return ConfigError(f"unknown {kind} {name!r}.{close} Valid {plural}: {shown}")
+
+
+def _tasks_containing(fragment: str, families: Mapping[str, EnvFamily]) -> list[str]:
+    """Full task and suite names (``FAMILY/NAME``) of the installed families that contain ``fragment`` (a name
+    typed without its family), those ending in ``/fragment`` first; at most 5."""
+    found: list[str] = []
+    for fam in families.values():
+        try:
+            names = [f"{fam.name}/{s}" for s in fam.suites()] + [t.name for t in fam.tasks()]
+        except Exception:  # a broken or uninstalled plug-in cannot suggest anything
+            continue
+        found.extend(n for n in names if fragment.lower() in n.lower())
+    found.sort(key=lambda n: (not n.lower().endswith("/" + fragment.lower()), len(n), n))
+    return found[:5]
 
 
 @cache
@@ -148,12 +171,13 @@ def policy_names() -> dict[str, EntryPoint]:
 
 
 def describe_policy(name: str) -> str:
-    """First line of the factory's docstring, or why the plug-in cannot load."""
+    """The first paragraph of the factory's docstring (its lines joined: a sentence wrapped over two lines is not
+    cut), or why the plug-in cannot load."""
     try:
         doc = policy_names()[name].load().__doc__ or ""
     except Exception as exc:
         return f"unavailable: {exc!r}"
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    return " ".join(ln.strip() for ln in doc.strip().split("\n\n", 1)[0].splitlines())
 
 
 def family_of(name: str) -> EnvFamily:
@@ -162,6 +186,11 @@ def family_of(name: str) -> EnvFamily:
     # ``gym:gym_pusht/PushT-v0``: a "family:" prefix wins over slashes inside the id
     fam = name[:colon] if colon != -1 and (slash == -1 or colon < slash) else name.split("/", 1)[0]
     if fam not in families:
+        if "/" not in name and ":" not in name and (full := _tasks_containing(name, families)):
+            raise ConfigError(
+                f"unknown env family {fam!r}. Did you mean {', '.join(full)}? (tasks are named FAMILY/TASK) "
+                f"Valid env families: {', '.join(sorted(families))}"
+            )
         raise unknown_name_error("env family", fam, sorted(families))
     return families[fam]
 

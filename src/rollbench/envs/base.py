@@ -44,5 +44,7 @@ class TableFamily:
     def task(self, name: str) -> TaskInfo:
         if name not in self._tasks:
             suites = [f"{self.name}/{s}" for s in self._suites]
-            raise unknown_name_error("task or suite", name, [*suites, *self._tasks], "tasks and suites")
+            raise unknown_name_error(
+                "task or suite", name, [*suites, *self._tasks], "tasks and suites", f"`rollbench envs {self.name}`"
+            )
         return self._tasks[name]

@@ -186,7 +186,12 @@ def _null_mount(self: Any) -> str:
 
 
 def prepare() -> Path:
-    """Everything a LIBERO env build needs, idempotent: config, asset link, base fix. Returns the assets folder."""
+    """Everything a LIBERO env build needs, idempotent: robosuite's and gym's start-up notices silenced
+    (:mod:`rollbench.envs.quiet`), config, asset link, base fix. Returns the assets folder."""
+    from rollbench.envs.quiet import import_gym_quietly, silence_robosuite_notices
+
+    silence_robosuite_notices()
+    import_gym_quietly()
     use_rollbench_config()
     assets = link_assets()
     patch_on_the_ground_panda()

@@ -139,6 +139,9 @@ class RobosuiteEnv:
         except ConfigError:
             if options.cameras:
                 raise
+        from rollbench.envs.quiet import silence_robosuite_notices
+
+        silence_robosuite_notices()
         import robosuite
         from robosuite.controllers import load_composite_controller_config
 

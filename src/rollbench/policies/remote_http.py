@@ -290,6 +290,8 @@ class HttpPolicy(RemotePolicy):
 
 
 def make_http_policy(name: str, options: Mapping[str, Any]) -> HttpPolicy:
-    """A policy served over the JSON /act protocol at http(s)://HOST:PORT/act (see rollbench serve-policy);
-    ``http://HOST:PORT`` without a path means ``/act``."""
+    """A policy served over the JSON /act protocol at http(s)://HOST:PORT[/PATH] (path default /act; see
+    rollbench serve-policy --protocol http).
+
+    Wire format: this module's docstring."""
     return HttpPolicy(name, options)

@@ -7,8 +7,10 @@ recomputes them from the dataset files.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
+import os
 import platform
 import socket
 import subprocess
@@ -24,6 +26,7 @@ from rollbench.types import ConfigError
 
 RUN_LOG_VERSION = 1
 LIVE_MIN_INTERVAL_S = 1.0
+RUN_SEARCH_DEPTH = 3  # run directories are found at most this many levels below a root (runs/NAME/rounds/RUN)
 
 
 def utc_now() -> str:
@@ -52,14 +55,34 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+MUJOCO_FAMILIES = frozenset({"metaworld", "robosuite", "fetch", "libero"})
+
+
+def gl_provenance(families: set[str]) -> dict[str, str | None]:
+    """The offscreen OpenGL back-end the run renders with: ``MUJOCO_GL`` (``egl``, ``osmesa``, ``glfw``; None when
+    unset) and ``PYOPENGL_PLATFORM`` when set. For MuJoCo families the back-end is chosen first, as the envs do
+    (:func:`rollbench.envs.gl.configure_offscreen_gl`; its variables are inherited by workers and Ray actors); a
+    machine without GL records None (such runs cannot render)."""
+    if families & MUJOCO_FAMILIES:
+        from rollbench.envs.gl import configure_offscreen_gl
+
+        with contextlib.suppress(ConfigError):
+            configure_offscreen_gl()
+    out: dict[str, str | None] = {"MUJOCO_GL": os.environ.get("MUJOCO_GL") or None}
+    if os.environ.get("PYOPENGL_PLATFORM"):
+        out["PYOPENGL_PLATFORM"] = os.environ["PYOPENGL_PLATFORM"]
+    return out
+
+
 def provenance(families: set[str]) -> dict[str, Any]:
-    """Versions of rollbench, the simulators used, MuJoCo and numpy; git commit; host; UTC time."""
-    sims = {
-        "metaworld": "metaworld",
-        "robosuite": "robosuite",
-        "pusht": "gym-pusht",
-        "fetch": "gymnasium-robotics",
-        "libero": "libero",
+    """Versions of rollbench, the simulators used (``libero``: the rpent-libero distribution), MuJoCo and numpy;
+    the OpenGL back-end (``gl``, see :func:`gl_provenance`); git commit; host; UTC time."""
+    sims = {  # family -> (key in ``versions``, distribution)
+        "metaworld": ("metaworld", "metaworld"),
+        "robosuite": ("robosuite", "robosuite"),
+        "pusht": ("gym-pusht", "gym-pusht"),
+        "fetch": ("gymnasium-robotics", "gymnasium-robotics"),
+        "libero": ("libero", "rpent-libero"),  # the distribution of ``libero.libero`` (envs/libero_setup.py)
     }
     versions = {
         "rollbench": _version("rollbench"),
@@ -68,11 +91,13 @@ def provenance(families: set[str]) -> dict[str, Any]:
     }
     for fam in sorted(families):
         if fam in sims:
-            versions[sims[fam]] = _version(sims[fam])
-    if families & {"metaworld", "robosuite", "fetch", "libero"}:
+            key, dist = sims[fam]
+            versions[key] = _version(dist)
+    if families & MUJOCO_FAMILIES:
         versions["mujoco"] = _version("mujoco")
     return {
         "versions": versions,
+        "gl": gl_provenance(families),
         "python": platform.python_version(),
         "git_commit": _git_commit(),
         "host": socket.gethostname(),
@@ -83,6 +108,32 @@ def provenance(families: set[str]) -> dict[str, Any]:
 
 def write_run_log(run_dir: Path, log: dict[str, Any]) -> None:
     atomic_write_json(run_dir / "run.json", log)
+
+
+def find_run_dirs(roots: list[Path], max_depth: int = RUN_SEARCH_DEPTH) -> list[Path]:
+    """The run directories (holding a ``run.json``) at or below each root, at most ``max_depth`` levels down, in
+    path order per root: a root that is a run directory is itself the only one found there; a run directory's own
+    subdirectories are not searched; hidden directories, links to directories and unreadable directories are
+    skipped. Used by ``rollbench runs`` and the dashboard's catalog."""
+    found: list[Path] = []
+
+    def walk(d: str, depth: int) -> None:
+        if os.path.isfile(os.path.join(d, "run.json")):
+            found.append(Path(d))
+            return
+        if depth >= max_depth:
+            return
+        try:
+            entries = sorted(os.scandir(d), key=lambda x: x.name)
+        except OSError:
+            return
+        for x in entries:
+            if not x.name.startswith(".") and x.is_dir(follow_symlinks=False):
+                walk(x.path, depth + 1)
+
+    for root in roots:
+        walk(os.fspath(root), 0)
+    return found
 
 
 def read_run_log(run_dir: Path) -> dict[str, Any] | None:

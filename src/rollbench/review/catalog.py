@@ -33,9 +33,9 @@ import pyarrow.parquet as pq
 from rollbench.grading import grade, load_run_log
 from rollbench.identity import RunIdentity
 from rollbench.record.files import atomic_write_json
+from rollbench.record.runlog import find_run_dirs
 from rollbench.types import RollbenchError
 
-MAX_DEPTH = 3  # run directories are found at most this many levels below a root
 TRANSCRIPT_COLUMN = "rollbench/transcript"
 CACHE_VERSION = 1  # of the on-disk cache of graded records (bump when RunRecord changes)
 
@@ -190,25 +190,7 @@ class Catalog:
         self._version = importlib.metadata.version("rollbench")  # graded records of another version are not reused
 
     def _find(self) -> list[Path]:
-        found: list[Path] = []
-
-        def walk(d: str, depth: int) -> None:
-            if os.path.isfile(os.path.join(d, "run.json")):
-                found.append(Path(d))
-                return
-            if depth >= MAX_DEPTH:
-                return
-            try:
-                entries = sorted(os.scandir(d), key=lambda x: x.name)
-            except OSError:
-                return
-            for x in entries:
-                if not x.name.startswith(".") and x.is_dir(follow_symlinks=False):
-                    walk(x.path, depth + 1)
-
-        for root in self.roots:
-            walk(os.fspath(root), 0)
-        return found
+        return find_run_dirs(self.roots)
 
     def records(self) -> tuple[list[RunRecord], list[RunIdentity]]:
         """Every graded run below the roots, and the identities of runs still being graded (pending).

@@ -1,0 +1,39 @@
+"""robosuite's and gym's start-up notices are dropped when rollbench builds LIBERO/robosuite envs; nothing else is."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from rollbench.envs.quiet import ROBOSUITE_LOGGER, silence_robosuite_notices
+
+
+def test_libero_start_up_prints_no_robosuite_or_gym_notice() -> None:
+    pytest.importorskip("libero.libero")
+    code = (
+        "from rollbench.envs import libero_setup\n"
+        "libero_setup.prepare()\n"
+        "from libero.libero.envs.env_wrapper import ControlEnv\n"
+        "import robosuite, gym\n"
+        "print('imported')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "imported\n"
+    for noise in ("No private macro file", "robosuite_models", "mink-based", "Gym has been unmaintained", "NumPy 2.0"):
+        assert noise not in r.stderr
+
+
+def test_other_robosuite_log_records_still_reach_its_handlers(caplog: pytest.LogCaptureFixture) -> None:
+    silence_robosuite_notices()
+    silence_robosuite_notices()  # idempotent: one filter
+    logger = logging.getLogger(ROBOSUITE_LOGGER)
+    assert len(logger.filters) == 1
+    with caplog.at_level(logging.WARNING, logger=ROBOSUITE_LOGGER):
+        logger.warning("No private macro file found!")
+        logger.warning("Could not import robosuite_models. Some robots may not be available.")
+        logger.warning("Controller config not found: using defaults")
+    assert [r.getMessage() for r in caplog.records] == ["Controller config not found: using defaults"]

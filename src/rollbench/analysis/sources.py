@@ -20,10 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.identity import RunIdentity
-from rollbench.record.runlog import is_locked
+from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
 from rollbench.types import ConfigError, RollbenchError
-
-MAX_DEPTH = 4  # run directories are found at most this many levels below a root
 
 
 @dataclass
@@ -128,22 +126,6 @@ def _served_label(url: str, name: str | None, merge_served: bool) -> str:
     return name if merge_served else f"{name} via {url}"
 
 
-def _run_dirs(path: Path) -> list[Path]:
-    if (path / "run.json").is_file():
-        return [path]
-    found: list[Path] = []
-    frontier = [path]
-    for _ in range(MAX_DEPTH):
-        nxt: list[Path] = []
-        for d in frontier:
-            for child in sorted(d.iterdir()):
-                if not child.is_dir() or child.name.startswith("."):
-                    continue
-                (found if (child / "run.json").is_file() else nxt).append(child)
-        frontier = nxt
-    return found
-
-
 def _from_run_dir(run_dir: Path, loaded: Loaded, merge_served: bool) -> None:
     from rollbench.grading import grade, load_run_log
 
@@ -217,7 +199,7 @@ def _from_export(path: Path, loaded: Loaded) -> None:
 
 
 def load_runs(paths: list[str | Path], *, allow_exports: bool = True, merge_served: bool = False) -> Loaded:
-    """Read every run under ``paths`` (run directories, roots searched up to 4 levels deep, JSON exports).
+    """Read every run under ``paths`` (run directories, roots searched up to 3 levels deep by :func:`rollbench.record.runlog.find_run_dirs`, JSON exports).
 
     A served policy's ``policy`` and ``model`` are ``NAME via URL`` (:func:`policy_of`, :func:`model_of`), so the
     same policy reached through different URLs stays apart; ``merge_served`` labels it NAME alone (exports carry no
@@ -241,9 +223,9 @@ def load_runs(paths: list[str | Path], *, allow_exports: bool = True, merge_serv
                 raise ConfigError(f"{path} is a file; give run directories (or roots containing them)")
             _from_export(path, loaded)
             continue
-        dirs = _run_dirs(path)
+        dirs = find_run_dirs([path])
         if not dirs:
-            raise ConfigError(f"{path} holds no rollbench run (no run.json up to {MAX_DEPTH} levels down)")
+            raise ConfigError(f"{path} holds no rollbench run (no run.json up to {RUN_SEARCH_DEPTH} levels down)")
         for d in dirs:
             real = d.resolve()
             if real in seen:

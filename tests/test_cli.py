@@ -174,7 +174,12 @@ def test_policies_prints_each_description_whole_on_one_line(tmp_path: Path) -> N
         "http://HOST:PORT       A policy served over the JSON /act protocol at http(s)://HOST:PORT[/PATH] "
         "(path default /act; see rollbench serve-policy --protocol http)."
     )
-    assert len(lines) == len(json.loads(cli("policies", "--json", cwd=tmp_path).stdout))
+    assert "``" not in "\n".join(lines)  # reStructuredText literals are shown as `x`
+    assert lines[-1] == (
+        "module:factory         Your own policy: factory(name, options) in an importable module (README, "
+        '"Your own policy or env").'
+    )
+    assert len(lines) - 1 == len(json.loads(cli("policies", "--json", cwd=tmp_path).stdout))
 
 
 def test_a_task_typed_without_its_family_suggests_the_full_name_and_writes_nothing(tmp_path: Path) -> None:

@@ -32,7 +32,8 @@ def test_other_robosuite_log_records_still_reach_its_handlers(caplog: pytest.Log
     silence_robosuite_notices()  # idempotent: one filter
     logger = logging.getLogger(ROBOSUITE_LOGGER)
     assert len(logger.filters) == 1
-    with caplog.at_level(logging.WARNING, logger=ROBOSUITE_LOGGER):
+    with caplog.at_level(logging.INFO, logger=ROBOSUITE_LOGGER):
+        logger.info("Loading controller configuration from: /x/robosuite/controllers/config/robots/default_panda.json")
         logger.warning("No private macro file found!")
         logger.warning("Could not import robosuite_models. Some robots may not be available.")
         logger.warning("Controller config not found: using defaults")

@@ -318,6 +318,13 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
 
     for r in rows:  # plain text (no markup from docstrings), never cut: a long line is left to the terminal to wrap
         out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", r["description"]), soft_wrap=True)
+    out.print(
+        Text.assemble(
+            (f"{'module:factory':<22}", "bold"),
+            ' Your own policy: factory(name, options) in an importable module (README, "Your own policy or env").',
+        ),
+        soft_wrap=True,
+    )
 
 
 @app.command("mcp")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -172,12 +173,13 @@ def policy_names() -> dict[str, EntryPoint]:
 
 def describe_policy(name: str) -> str:
     """The first paragraph of the factory's docstring (its lines joined: a sentence wrapped over two lines is not
-    cut), or why the plug-in cannot load."""
+    cut; ````x```` shown as ```x```), or why the plug-in cannot load."""
     try:
         doc = policy_names()[name].load().__doc__ or ""
     except Exception as exc:
         return f"unavailable: {exc!r}"
-    return " ".join(ln.strip() for ln in doc.strip().split("\n\n", 1)[0].splitlines())
+    text = " ".join(ln.strip() for ln in doc.strip().split("\n\n", 1)[0].splitlines())
+    return re.sub(r"``([^`]+)``", r"`\1`", text)  # reStructuredText literals as the terminal shows code
 
 
 def family_of(name: str) -> EnvFamily:

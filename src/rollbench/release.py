@@ -44,7 +44,10 @@ from rollbench.identity import sanitize_segment
 from rollbench.release_rules import BUILTIN, Finding, Scanner
 from rollbench.types import ConfigError, RollbenchError
 
-EXCLUDED = {"run.lock": "lock file of a live writer", "run.live.json": "live progress, not a result"}
+EXCLUDED = {
+    "run.lock": "the writer's lock file (empty; only its flock matters)",
+    "run.live.json": "live progress, not a result",
+}
 TEXT_SUFFIXES = {".md", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".toml", ".ini", ".html"}
 IDENTITY_SEGMENT_FIELDS = ("identity.host", "identity.robot", "identity.name")
 _HOME = re.compile(BUILTIN[-1][2])

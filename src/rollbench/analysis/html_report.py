@@ -135,14 +135,21 @@ def _comparison_html(comparison: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+SHOWN_PAIRS = 5  # pairs named in the unpaired warning; the rest are counted (each is marked in the report)
+
+
 def unpaired_warning(comparison: dict[str, Any] | None) -> str | None:
-    """The report's top warning when any comparison uses unpaired statistics (naming the pairs), else None."""
+    """The report's top warning when any comparison uses unpaired statistics (naming the first
+    :data:`SHOWN_PAIRS` pairs and counting the rest), else None."""
     if not comparison:
         return None
     unpaired = [c for c in comparison["comparisons"] if c["statistics"] != "paired"]
     if not unpaired:
         return None
-    pairs = "; ".join(f"{c['a']} vs {c['b']} ({c.get('unpaired_reason', 'unpaired')})" for c in unpaired)
+    shown = unpaired[:SHOWN_PAIRS]
+    pairs = "; ".join(f"{c['a']} vs {c['b']} ({c.get('unpaired_reason', 'unpaired')})" for c in shown)
+    if len(unpaired) > len(shown):
+        pairs += f"; and {len(unpaired) - len(shown)} more, each marked UNPAIRED in the report"
     return (
         f"{len(unpaired)} of {len(comparison['comparisons'])} comparisons use unpaired statistics (Fisher's exact "
         f"test), weaker than the paired McNemar test, because their episodes do not pair: {pairs}"

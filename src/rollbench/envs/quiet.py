@@ -3,7 +3,8 @@
 * robosuite logs, when imported (logger ``robosuite_logs``, WARNING): "No private macro file found!" (and two lines
   on how to make one), "Could not import robosuite_models" (extra robot models; rollbench's robosuite and LIBERO
   tasks use robosuite's own Panda) and "Could not load the mink-based whole-body IK" (the GR1 humanoid's
-  controller, unused). A :class:`logging.Filter` on that logger drops these records only; every other robosuite
+  controller, unused); and, at INFO, "Loading controller configuration from: PATH" at every env build
+  (informational: the default Panda controller). A :class:`logging.Filter` on that logger drops these records only; every other robosuite
   record is shown as before.
 * The legacy ``gym`` package (which LIBERO imports) prints a notice that it is unmaintained and does not support
   NumPy 2.0 (from ``gym_notices``) on stderr. rollbench never steps a ``gym`` env (LIBERO's ``ControlEnv`` is used
@@ -27,6 +28,7 @@ ROBOSUITE_NOTICES = (
     "To setup, run: python ",
     "Could not import robosuite_models.",
     "Could not load the mink-based whole-body IK.",
+    "Loading controller configuration from:",
 )
 
 

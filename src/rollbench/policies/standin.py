@@ -83,7 +83,8 @@ class StandinGPU:
 
 
 def make_standin(name: str, options: Mapping[str, Any]) -> StandinGPU:
-    """A fixed-latency model of batched GPU inference over an ``inner`` policy (see the module docstring)."""
+    """A fixed-latency model of batched GPU inference for throughput benchmarks: every call, single or batched, sleeps
+    ``latency_ms`` (default 50) once, then answers with the ``inner`` policy's actions (default ``zero``)."""
     from rollbench.registry import make_policy
 
     unknown = sorted(set(options) - set(OPTIONS))

@@ -266,3 +266,20 @@ def test_ordinary_run_text_is_not_mistaken_for_a_secret(text: str) -> None:
 def test_each_rule_finds_its_kind(text: str, rule: str) -> None:
     found = Scanner({"workstation-42"}, set()).find(text)
     assert [f.rule for f in found] == [rule]
+
+
+def test_a_labels_annotator_that_is_the_os_user_is_redacted_even_when_a_common_name(
+    source: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dashboard records the OS user as the annotator by default; "root" is too common a word to redact
+    everywhere, so it is redacted as the value of the annotator field."""
+    run, _ = source
+    monkeypatch.setenv("USER", "root")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        json.dumps({"episode": f"{HOST}/scripted/agent-run/0", "label": "good", "annotator": "root"}) + "\n"
+    )
+    build_release([run], tmp_path / "rel", labels=[labels])
+    (released,) = (tmp_path / "rel" / "labels" / "labels.jsonl").read_text().splitlines()
+    assert json.loads(released)["annotator"].startswith("<REDACTED:user_name:")
+    assert json.loads(released)["label"] == "good"

@@ -25,7 +25,7 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   :class:`Scanner` (the recording machines' host names from run.json provenance and identity, this machine's host
   name and OS user, user names seen in home paths), matched as whole words; names shorter than 3 characters or
   common words (:data:`COMMON_NAMES`) are matched only as the whole value of the fields that hold them
-  (``host``, ``user``); a host name as the first segment of an identity key ``HOST/ROBOT/NAME[/EPISODE]``
+  (``host``, ``user``, a label's ``annotator``); a host name as the first segment of an identity key ``HOST/ROBOT/NAME[/EPISODE]``
   (labels, URLs) is matched at any length (rule ``host_segment``), and replaced by the segment-safe form of its
   placeholder (``REDACTED-host_name-1-``, what run.json's ``identity.host`` gets), so released labels still join;
 * ``--rules FILE``: extra ``{"patterns": [{"name", "regex", "category"}], "literals": [{"value", "category"}],
@@ -54,7 +54,7 @@ SECRET_FIELDS = re.compile(
     re.IGNORECASE,
 )
 HOST_FIELDS = frozenset({"host", "hostname", "host_name"})
-USER_FIELDS = frozenset({"user", "username", "user_name", "operator"})
+USER_FIELDS = frozenset({"user", "username", "user_name", "operator", "annotator"})  # annotator: the OS user by default
 # names that are also ordinary words of run files (``"executor": "ray"``): matched only in their own fields
 COMMON_NAMES = frozenset(
     {

@@ -64,36 +64,16 @@ from typing import Annotated, Any
 import typer
 
 from rollbench.policies.obs_map import load_policy_options
-from rollbench.policies.remote_wire import DEFAULT_MAX_REQUEST_BYTES, ProtocolError, unpack_msgpack
+from rollbench.policies.remote_wire import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
 from rollbench.serve_batch import Batching, WsConnection
 from rollbench.serve_sessions import (
-    DIE_EXIT_CODE,
     FAULTS,
     Limits,
     MalformedReply,
     PolicyHost,
-    SessionGone,
     SessionRefused,
-    decode_json,
-    decode_openpi,
-    parse_fault,
 )
 from rollbench.types import ConfigError, RollbenchError
-
-# re-exported: what the tests and older code import from here
-__all__ = [
-    "DIE_EXIT_CODE",
-    "FAULTS",
-    "Limits",
-    "PolicyHost",
-    "ProtocolError",
-    "SessionGone",
-    "SessionRefused",
-    "decode_json",
-    "decode_openpi",
-    "parse_fault",
-    "serve_policy",
-]
 
 MAX_QUEUE = 2  # frames a websocket connection buffers before it stops reading: bounds memory per connection
 

@@ -51,6 +51,15 @@ if TYPE_CHECKING:
 MAX_BATCH = 256
 MAX_SESSION_ID = 128  # characters of an HTTP session id
 
+
+def session_key(sid: Any, context: str = "") -> str:
+    """The host's key of HTTP session id ``sid``; ProtocolError unless it is a string of 1 to
+    :data:`MAX_SESSION_ID` characters (``context`` starts the message, e.g. for a batch item)."""
+    if not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID:
+        raise ProtocolError(f'{context}"session" must be a string of 1 to {MAX_SESSION_ID} characters')
+    return f"id:{sid}"
+
+
 Call = tuple[Policy, Observation, str]  # a session's policy (instance or SlotPolicy), observation, instruction
 
 
@@ -308,10 +317,7 @@ def http_locate(host: PolicyHost) -> Locate:
     """A JSON /act batch item's session (by its ``session`` id, which a reset must have started)."""
 
     def locate(item: Mapping[str, Any]) -> tuple[Session, Any]:
-        sid = item.get("session")
-        if not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID:
-            raise ProtocolError(f'every batch item needs a "session": a string of 1 to {MAX_SESSION_ID} characters')
-        return host.get_session(f"id:{sid}"), item
+        return host.get_session(session_key(item.get("session"), "every batch item: ")), item
 
     return locate
 

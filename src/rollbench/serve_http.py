@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import socket
-import traceback
 from typing import Any
 
 import anyio
@@ -33,9 +32,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from rollbench.policies.remote_wire import ProtocolError, loads_json
-from rollbench.serve_batch import MAX_SESSION_ID, handle_batch, http_locate
-from rollbench.serve_sessions import MalformedReply, PolicyHost, Session, SessionGone, SessionRefused, decode_json
-from rollbench.types import RollbenchError
+from rollbench.serve_batch import handle_batch, http_locate, item_error, session_key
+from rollbench.serve_decode import decode_json
+from rollbench.serve_sessions import MalformedReply, PolicyHost, Session
 
 JSON = "application/json"
 
@@ -57,22 +56,15 @@ def serve_body(host: PolicyHost, body: bytes | bytearray) -> tuple[int, bytes, s
         if "batch" in request:  # one item per session (rollbench.serve_batch)
             reply = handle_batch(host, request["batch"], http_locate(host), decode_json)
         elif sid is not None and request.get("close") is True:  # the client is done: its instance returns at once
-            if not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID:
-                raise ProtocolError(f'"session" must be a string of 1 to {MAX_SESSION_ID} characters')
-            host.end_session(f"id:{sid}")
+            host.end_session(session_key(sid))
             return 200, b'{"closed": true}', JSON
         else:
             reply = host.handle(session_of(host, request, sid), request, decode_json)
     except MalformedReply:
         return 200, b"fault injection: this is not JSON", "text/plain"
-    except SessionGone as exc:
-        return 410, error_body(f"{type(exc).__name__}: {exc}"), JSON
-    except SessionRefused as exc:
-        return 503, error_body(f"{type(exc).__name__}: {exc}"), JSON
-    except (ValueError, RollbenchError) as exc:
-        return 400, error_body(f"{type(exc).__name__}: {exc}"), JSON
-    except Exception:
-        return 500, error_body(traceback.format_exc(limit=6)), JSON
+    except Exception as exc:  # the status a batch item with this error gets too (410, 503, 400, 500)
+        err = item_error(exc)
+        return err["status"], error_body(err["error"]), JSON
     if "actions" in reply:
         reply = {**reply, "actions": encode_array(reply["actions"])}
     if "batch" in reply:
@@ -84,11 +76,10 @@ def session_of(host: PolicyHost, request: dict[str, Any], sid: Any) -> Session:
     """The session a single (reset or act) request is for."""
     if sid is None:  # clients that send no id share one session, reset to --env on first use, never evicted
         return host.open_session("default", evictable=False)
-    if not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID:
-        raise ProtocolError(f'"session" must be a string of 1 to {MAX_SESSION_ID} characters')
+    key = session_key(sid)
     if "reset" in request:  # a reset starts (or restarts) the session of this id
-        return host.open_session(f"id:{sid}", evictable=True, revive=True)
-    return host.get_session(f"id:{sid}")
+        return host.open_session(key, evictable=True, revive=True)
+    return host.get_session(key)
 
 
 def http_app(host: PolicyHost, path: str) -> Any:

@@ -32,13 +32,10 @@ import numpy as np
 from rollbench.policies.obs_map import check_overrides, jsonable, resolve_obs_map
 from rollbench.policies.remote_wire import DEFAULT_MAX_REQUEST_BYTES, ProtocolError
 from rollbench.serve_batch import Batching, Gatherer, SlotPolicy, act_many
-from rollbench.serve_decode import decode_json, decode_openpi, finite_array, observation
 from rollbench.types import ConfigError, Observation, Policy, RollbenchError, TaskInfo
 
 if TYPE_CHECKING:
     from rollbench.batching import Answer
-
-__all__ = ["decode_json", "decode_openpi", "finite_array", "observation"]  # re-exported (moved to serve_decode)
 
 FAULTS = ("wrong-shape", "malformed", "error", "short-batch", "slow:SECONDS", "die-after:N")
 DIE_EXIT_CODE = 70
@@ -333,10 +330,6 @@ class PolicyHost:
         with self._lock:
             self._idle.append(s.policy)
             self._freed.notify()
-
-    def live_sessions(self) -> int:
-        with self._lock:
-            return len(self._sessions)
 
     def started_sessions(self) -> int:
         """Live sessions that have had a reset (those that may send an act)."""

@@ -200,9 +200,6 @@ def prepare_run(
             prov[fam_name] = fam.provenance()
         if hasattr(fam, "run_warnings"):
             warnings.extend(fam.run_warnings(spec))
-    if existing is None:
-        for w in warnings:
-            print(f"warning: {w}", file=sys.stderr)
     if existing is not None and isinstance(existing.get("identity"), dict):
         asked = {"host": host_label, "robot": robot}
         clash = [
@@ -325,7 +322,7 @@ def _run(
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
-    if progress:
+    if progress:  # the progress display prints the warnings (rollbench.report.ProgressDisplay)
         progress(
             {
                 "event": "start",
@@ -335,6 +332,9 @@ def _run(
                 "warnings": list(log.get("warnings", [])),
             }
         )
+    else:
+        for w in log.get("warnings", []):
+            print(f"warning: {w}", file=sys.stderr)
 
     committer = BackgroundCommitter(writer)
 

@@ -9,9 +9,7 @@ only: nothing is written, no lock is taken, and nothing is read through a link l
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,32 +18,13 @@ import typer
 from rollbench.types import ConfigError
 
 
-def _held(lock: Path) -> bool:
-    """True when a process holds ``run.lock`` (a run is being written); opens it read-only, never creates it."""
-    if not lock.is_file():
-        return False
-    try:
-        fd = os.open(lock, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
 def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
     """One run's row: ``run``, ``run_dir``, ``tasks``, ``policy``, ``status``, ``episodes_recorded``,
     ``episodes_requested``, ``success_rate`` (pooled over tasks, 0..1), ``created`` (UTC, ISO 8601), ``source``
     (where the numbers come from), or ``run``, ``run_dir`` and ``error`` when it cannot be read."""
     from rollbench.grading import grade
     from rollbench.record.files import is_inside
-    from rollbench.record.runlog import read_run_log
+    from rollbench.record.runlog import is_locked, read_run_log
 
     base: dict[str, Any] = {"run": run_dir.name, "run_dir": str(run_dir)}
     try:
@@ -72,9 +51,9 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         row["success_rate"] = (results.get("overall") or {}).get("pooled_success_rate")
         if regrade:
             row["status"] = results.get("status")
-    lock, live = run_dir / "run.lock", run_dir / "run.live.json"
+    live = run_dir / "run.live.json"
     if log.get("status") == "RUNNING" and not regrade:
-        if is_inside(run_dir, lock) and _held(lock):
+        if is_locked(run_dir):
             with contextlib.suppress(OSError, ValueError):
                 if is_inside(run_dir, live):
                     row["episodes_recorded"] = json.loads(live.read_text()).get("episodes_done")

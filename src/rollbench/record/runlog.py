@@ -8,6 +8,7 @@ recomputes them from the dataset files.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.metadata
 import json
 import os
@@ -21,7 +22,7 @@ from typing import Any
 
 import filelock
 
-from rollbench.record.files import atomic_write_json, resolve_inside
+from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.types import ConfigError
 
 RUN_LOG_VERSION = 1
@@ -198,12 +199,26 @@ class RunLock:
 
 
 def is_locked(run_dir: Path) -> bool:
-    """True when another process holds the run's lock (the run is being written right now)."""
+    """True when a process holds the run's lock (the run is being written right now). Read-only: probes
+    ``run.lock`` with a non-blocking ``flock`` (the lock :class:`RunLock` takes) and never creates it, so asking
+    cannot make a writer starting at that moment fail; a lock file that is a link leading outside ``run_dir`` is
+    taken as not held."""
+    lock = run_dir / "run.lock"
+    if not lock.is_file() or not is_inside(run_dir, lock):
+        return False
     try:
-        with RunLock(run_dir):
-            return False
-    except ConfigError:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
         return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 class LiveSnapshot:

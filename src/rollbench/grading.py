@@ -166,7 +166,6 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     per_episode = """SELECT episode_index, count(*) FILTER (WHERE NOT pad) AS steps, count(*) AS rows,
                       count(*) FILTER (WHERE pad) AS pads, sum("next.reward") AS ret,
                       list("next.success" ORDER BY frame_index) AS successes,
-                      bool_or("next.success") AS any_success, arg_max("next.success", frame_index) AS last_success,
                       min(frame_index) AS f0, max(frame_index) AS f1, min("index") AS i0, max("index") AS i1,
                       count(DISTINCT "index" - frame_index) AS offsets, count(DISTINCT task_index) AS n_task_index,
                       sum(CASE WHEN "next.done" THEN 1 ELSE 0 END) AS dones,

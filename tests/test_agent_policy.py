@@ -259,3 +259,11 @@ def test_grade_reports_a_transcript_that_disagrees_with_its_calls_or_is_missing(
         "episode 1: transcript transcripts/chunk-000/file-001.jsonl is unreadable ([Errno 2] No such file or directory: "
         f"'{out / 'transcripts/chunk-000/file-001.jsonl'}')",
     ]
+
+
+def test_an_api_key_given_as_a_policy_option_is_refused_saying_where_keys_come_from() -> None:
+    from rollbench.registry import make_policy
+
+    with pytest.raises(ConfigError) as err:
+        make_policy("agent:openai/gpt-4o", {"api_key": "sk-not-here"})
+    assert str(err.value) == ("the API key is read from $ROLLBENCH_AGENT_API_KEY or $<PROVIDER>_API_KEY, not options")

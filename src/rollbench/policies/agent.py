@@ -116,9 +116,9 @@ class AgentPolicy:
     """See the module docstring. ``name``: ``agent:PROVIDER/MODEL``; options: :data:`OPTIONS`."""
 
     def __init__(self, name: str, options: Mapping[str, Any]) -> None:
-        check_options(options, OPTIONS)
-        if "api_key" in options:
+        if "api_key" in options:  # before the unknown-option check, which would refuse it less helpfully
             raise ConfigError("the API key is read from $ROLLBENCH_AGENT_API_KEY or $<PROVIDER>_API_KEY, not options")
+        check_options(options, OPTIONS)
         spec = name.split(":", 1)[1] if ":" in name else ""
         provider, _, model = spec.partition("/")
         if not provider or not model:

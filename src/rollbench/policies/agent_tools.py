@@ -99,9 +99,6 @@ class ToolSet:
         self.grip = -self.arm.close if self.arm and self.arm.gripper_dim is not None else 0.0  # starts open
         self.axes = _AXES[: (3 if self.kind == "arm" else 2)]
 
-    def reset(self) -> None:
-        self.grip = -self.arm.close if self.arm and self.arm.gripper_dim is not None else 0.0
-
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI ``tools`` list for this set."""
         tools = []

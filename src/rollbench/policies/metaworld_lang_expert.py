@@ -37,6 +37,7 @@ import numpy as np
 
 from rollbench.optimize.lexicon import OBJECTS, STOPWORDS, VERBS, words
 from rollbench.policies.metaworld_expert import MetaWorldExpert
+from rollbench.registry import policy_options
 from rollbench.types import ConfigError, Observation, PolicyInfo, TaskInfo
 
 NAME = "metaworld-lang-expert"
@@ -116,11 +117,9 @@ class MetaWorldLangExpert:
         self.expert.close()
 
 
+@policy_options(mode=str, p=(int, float))
 def make_metaworld_lang_expert(name: str, options: Mapping[str, Any]) -> MetaWorldLangExpert:
     """MetaWorld's expert acting only when the instruction names the target object (a language test policy)."""
-    unknown = sorted(set(options) - {"mode", "p"})
-    if unknown:
-        raise ConfigError(f"{NAME}: unknown options {unknown}; valid options: mode, p")
     mode = str(options.get("mode", "precision"))
     if mode not in MODES:
         raise ConfigError(f"{NAME}: unknown mode {mode!r}; valid modes: {', '.join(MODES)}")

@@ -1,7 +1,7 @@
 """Figures of analysed runs (matplotlib, Agg backend: no display needed). Each function takes the documents of
 :mod:`rollbench.analysis.summarize` / :mod:`rollbench.analysis.compare` (or :class:`~rollbench.analysis.sources.RunData`)
-and returns a :class:`matplotlib.figure.Figure`; :func:`to_png` and :func:`to_svg` serialise one. The HTML report and
-the dashboard's run page use the same functions.
+and returns a :class:`matplotlib.figure.Figure`; :func:`to_png` serialises one. The HTML report (``rollbench report``) draws
+with them.
 
 Every plotted number is one of the documents' numbers: success rates with their 95% Wilson intervals, differences
 with their paired bootstrap 95% intervals, episode lengths (steps) from grade, and per-call policy latency (ms) as
@@ -148,13 +148,5 @@ def to_png(fig: Figure, dpi: int = 110) -> bytes:
     """The figure as PNG bytes (closes it)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def to_svg(fig: Figure) -> str:
-    """The figure as an SVG document (text; closes it)."""
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
     plt.close(fig)
     return buf.getvalue()

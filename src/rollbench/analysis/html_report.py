@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -86,17 +85,17 @@ def render_figure(draw: Any, plots_dir: Path | None) -> bytes:
     and return it as PNG bytes; the figure is closed before returning."""
     import matplotlib.pyplot as plt
 
+    from rollbench.analysis import figures
+
     name, make = draw
     fig = make()
     try:
         if plots_dir is not None:
             for ext in ("png", "svg"):
                 fig.savefig(plots_dir / f"{name}.{ext}", format=ext, dpi=150)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110)
-        return buf.getvalue()
+        return figures.to_png(fig)
     finally:
-        plt.close(fig)
+        plt.close(fig)  # also when writing a plot file failed
 
 
 def _comparison_html(comparison: dict[str, Any]) -> str:

@@ -35,7 +35,7 @@ from rollbench import report
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.mcp_results import EnvFamilyRow, PolicyRow, RunInfo, RunResult, RunRow, run_info, run_result, run_row
 from rollbench.record.runlog import is_locked, read_run_log
-from rollbench.registry import PREFIX_POLICIES
+from rollbench.registry import is_import_path
 from rollbench.spec import EvalSpec, build_spec
 from rollbench.types import ConfigError, RollbenchError
 
@@ -129,7 +129,7 @@ class RolloutService:
             raise ToolError(
                 f"max_steps must be between 1 and {self.ceiling} (this server's --max-steps-ceiling), got {max_steps}"
             )
-        if ":" in policy and "://" not in policy and policy.split(":", 1)[0] not in PREFIX_POLICIES:
+        if is_import_path(policy):
             valid = ", ".join(p["name"] for p in report.list_policies())
             raise ToolError(
                 f"policy {policy!r} looks like a Python import path; this server runs registered policies and "

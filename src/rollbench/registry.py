@@ -232,13 +232,19 @@ PREFIX_POLICIES: dict[str, str] = {"agent": "agent:PROVIDER/MODEL"}
 """Entry points named by a prefix before ``:`` (``agent:openai/gpt-4o``), with the form shown in listings."""
 
 
+def is_import_path(name: str) -> bool:
+    """Whether policy ``name`` is the ``package.module:factory`` form (a ``:`` that is neither a URL's ``://`` nor
+    after a registered prefix such as ``agent:``)."""
+    return ":" in name and "://" not in name and name.split(":", 1)[0] not in PREFIX_POLICIES
+
+
 def policy_factory(name: str) -> PolicyFactory:
     """The factory for ``name``: a registered name, a URL whose scheme is registered (``ws://...``), a registered
     prefix (``agent:PROVIDER/MODEL``), or ``package.module:factory`` for an unpackaged policy. Raises ConfigError
     naming the valid policies."""
     names = policy_names()
     prefix = name.split(":", 1)[0]
-    if ":" in name and "://" not in name and prefix not in PREFIX_POLICIES:
+    if is_import_path(name):
         return _factory_from_path(name)
     key = name.split("://", 1)[0] if "://" in name else prefix if ":" in name else name
     if key not in names:

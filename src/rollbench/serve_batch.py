@@ -209,8 +209,11 @@ def act_many(
         for s in sorted({s.key: s for s, _, _ in items}.values(), key=lambda s: s.key):  # one order: no deadlock
             held.enter_context(s.lock)  # the instance stays this session's until its call returns
         for s, _, _ in items:
-            s.last_used = time.monotonic()
-            answers.append(SessionGone(host._gone_message(s.key)) if s.closed else None)
+            try:
+                s._check_open()  # its lock is held
+                answers.append(None)
+            except SessionGone as gone:
+                answers.append(gone)
         live = [i for i, a in enumerate(answers) if a is None]
         if live:
             calls = [(items[i][0].policy, items[i][1], items[i][2]) for i in live]

@@ -30,14 +30,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rollbench.policies.obs_map import ObsMap, check_actions, jsonable, resolve_obs_map
-from rollbench.types import EpisodeError, InfrastructureError, Observation, TaskInfo
+from rollbench.policies.remote_wire import status_error
+from rollbench.types import EpisodeError, Observation, TaskInfo
 
 if TYPE_CHECKING:
     from rollbench.batching import Answer
     from rollbench.policies.remote import RemotePolicy
-
-# item statuses that say the server cannot take the call now (as remote_http.INFRA_STATUSES)
-INFRA_STATUSES = (408, 410, 413, 503)
 
 
 class RemoteBatch:
@@ -114,7 +112,7 @@ class RemoteBatch:
         if isinstance(entry, Mapping) and "error" in entry and "actions" not in entry:
             status = entry.get("status")
             said = f"server error from {c.url}: HTTP {status}: {str(entry['error']).strip()[-1500:]}"
-            raise InfrastructureError(said) if status in INFRA_STATUSES else EpisodeError(said)
+            raise status_error(status, said)
         return check_actions(c._item_reply(entry), c.url, self.tasks[slot])
 
     def close(self) -> None:

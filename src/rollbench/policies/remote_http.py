@@ -74,13 +74,11 @@ from rollbench.policies.remote_wire import (
     array_from_bytes,
     array_from_list,
     loads_json,
+    status_error,
 )
 from rollbench.types import ConfigError, EpisodeError, InfrastructureError, Observation
 
 DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
-# replies that say the server cannot take the call now (not the policy's answer): request timeout, session gone
-# (evicted or restarted server), request too large for the server's limit, server busy
-INFRA_STATUSES = (408, 410, 413, 503)
 
 
 def encode_array(arr: np.ndarray) -> dict[str, Any]:
@@ -235,7 +233,7 @@ class HttpPolicy(RemotePolicy):
         status, text = self._exchange("POST", payload, self.timeout_s)
         if not 200 <= status < 300:
             said = f"server error from {self.url}: {server_said(status, text)}"
-            raise InfrastructureError(said) if status in INFRA_STATUSES else EpisodeError(said)
+            raise status_error(status, said)
         try:
             return loads_json(text)
         except ProtocolError as exc:

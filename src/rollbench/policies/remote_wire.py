@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.types import EpisodeError, InfrastructureError
+
 MAX_NDIM = 8
 MAX_DIM = 2**24
 MAX_DEPTH = 32
@@ -45,6 +47,17 @@ _DTYPE_STR = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f[248])")
 _DTYPE_NAMES = frozenset(
     ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
 )
+
+
+# replies that say the server cannot take the call now (not the policy's answer): request timeout, session gone
+# (evicted or restarted server), request too large for the server's limit, server busy
+INFRA_STATUSES = (408, 410, 413, 503)
+
+
+def status_error(status: Any, said: str) -> EpisodeError:
+    """The error for a server's non-2xx reply (a whole request's, or one batch item's ``status``):
+    InfrastructureError for :data:`INFRA_STATUSES`, else an EpisodeError (the policy's fault)."""
+    return InfrastructureError(said) if status in INFRA_STATUSES else EpisodeError(said)
 
 
 class ProtocolError(ValueError):

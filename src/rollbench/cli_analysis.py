@@ -237,7 +237,7 @@ def report_cmd(
     """Write one self-contained offline HTML report: success rates with intervals, comparisons (paired where a
     pair's episodes pair, else unpaired and said so), length and latency distributions (and the same figures as
     PNG/SVG with --plots). Its warnings are also printed on stderr."""
-    from rollbench.analysis.html_report import render_report, report_comparison, unpaired_warning
+    from rollbench.analysis.html_report import render_report, report_comparison, report_warnings
     from rollbench.analysis.sources import load_runs
     from rollbench.analysis.summarize import load_label_set, summarize_runs
 
@@ -249,12 +249,16 @@ def report_cmd(
             raise ConfigError("no finished run among the inputs")
         label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
         comparison = report_comparison(loaded, seed=seed)
+        summary = summarize_runs(loaded, labels=label_set)
         text = render_report(
-            loaded, labels=label_set, comparison=comparison, dashboard_url=dashboard_url, plots_dir=plots
+            loaded,
+            labels=label_set,
+            comparison=comparison,
+            dashboard_url=dashboard_url,
+            plots_dir=plots,
+            summary=summary,
         )
-        warnings = [w for w in [unpaired_warning(comparison)] if w] + summarize_runs(loaded, labels=label_set)[
-            "warnings"
-        ]
+        warnings = report_warnings(comparison, summary)
     except ConfigError as exc:
         _fail(str(exc))
         return

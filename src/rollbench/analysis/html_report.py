@@ -155,6 +155,11 @@ def unpaired_warning(comparison: dict[str, Any] | None) -> str | None:
     )
 
 
+def report_warnings(comparison: dict[str, Any] | None, summary: dict[str, Any]) -> list[str]:
+    """The report's warnings, in order: unpaired comparisons (:func:`unpaired_warning`), then the summary's."""
+    return [w for w in [unpaired_warning(comparison)] if w] + summary["warnings"]
+
+
 def _episode_links(loaded: Loaded, url: str) -> str:
     base = html.escape(url.rstrip("/"), quote=True)
     parts = []
@@ -188,11 +193,14 @@ def render_report(
     comparison: dict[str, Any] | None = None,
     dashboard_url: str | None = None,
     plots_dir: Path | None = None,
+    summary: dict[str, Any] | None = None,
 ) -> str:
-    """The report as one HTML document (str). Figures are PNG data URIs; ``plots_dir`` also gets PNG + SVG files."""
+    """The report as one HTML document (str). Figures are PNG data URIs; ``plots_dir`` also gets PNG + SVG files.
+    ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not)."""
     from rollbench import __version__
 
-    summary = summarize_runs(loaded, labels=labels)
+    if summary is None:
+        summary = summarize_runs(loaded, labels=labels)
     if plots_dir is not None:
         plots_dir.mkdir(parents=True, exist_ok=True)
     img = {}
@@ -221,7 +229,7 @@ def render_report(
         "run files; every number is recomputed from disk (<code>rollbench grade</code>, <code>rollbench "
         "summarize</code>, <code>rollbench compare</code>).</p>",
     ]
-    warnings = [w for w in [unpaired_warning(comparison)] if w] + summary["warnings"]
+    warnings = report_warnings(comparison, summary)
     sections += [f"<p class=warn><strong>Warning:</strong> {_e(w)}</p>" for w in warnings]
     sections.append("<h2>Runs</h2>" + _table(["run", "model", "policy", "status", "episodes", "source"], runs_rows, 4))
     if loaded.in_progress:

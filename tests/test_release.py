@@ -283,3 +283,13 @@ def test_a_labels_annotator_that_is_the_os_user_is_redacted_even_when_a_common_n
     (released,) = (tmp_path / "rel" / "labels" / "labels.jsonl").read_text().splitlines()
     assert json.loads(released)["annotator"].startswith("<REDACTED:user_name:")
     assert json.loads(released)["label"] == "good"
+
+
+def test_a_damaged_run_json_is_a_one_line_error_naming_it_and_nothing_is_written(tmp_path: Path) -> None:
+    run = tmp_path / "damaged"
+    run.mkdir()
+    (run / "run.json").write_text("{not json")
+    proc = run_cli("release", run, "--out", tmp_path / "out")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"error: {run / 'run.json'} is not a rollbench run log: it is not readable JSON")
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()

@@ -40,6 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.grading import load_run_log
 from rollbench.identity import sanitize_segment
 from rollbench.release_rules import BUILTIN, Finding, Scanner
 from rollbench.types import ConfigError, RollbenchError
@@ -334,7 +335,7 @@ def build_release(
             rules_obj = json.loads(rules.read_text())
         except (OSError, ValueError) as exc:
             raise ConfigError(f"--rules {rules}: cannot read a JSON object ({exc})") from None
-    logs = [json.loads((r / "run.json").read_text()) for r in runs]
+    logs = [load_run_log(r) for r in runs]  # ConfigError naming the file for a damaged or foreign run.json
     listed = [_run_files(r) for r in runs]
     sources: list[tuple[str, Path]] = [
         (f"{r.name}/{p.relative_to(r).as_posix()}", p)
@@ -342,11 +343,14 @@ def build_release(
         for p in files
     ]
     sources += [(f"labels/{f.name}", f) for f in labels]
-    texts = [p.read_bytes().decode("utf-8", errors="ignore") for _, p in sources if p.suffix != ".mp4"]
+    raws = [p.read_bytes() for _, p in sources]  # each file read once
+    texts = [
+        raw.decode("utf-8", errors="ignore") for (_, p), raw in zip(sources, raws, strict=True) if p.suffix != ".mp4"
+    ]
     hosts, users = _names(runs, logs, texts)
     scanner = Scanner(hosts, users, rules_obj)
     releaser = Releaser(scanner)
-    released = [releaser.file(rel, p.read_bytes()) for rel, p in sources]
+    released = [releaser.file(rel, raw) for (rel, _), raw in zip(sources, raws, strict=True)]
     when, when_source = _release_date(logs, date)
     doc = manifest(released, [e for _, ex in listed for e in ex], scanner, when, when_source, runs, labels)
     if not dry_run:

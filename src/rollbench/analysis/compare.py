@@ -229,9 +229,7 @@ def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_r
         compare_pair(a, b, paired=paired, seed=seed, n_resamples=n_resamples)
         for a, b in itertools.combinations(runs, 2)
     ]
-    if len(comparisons) > 1:
-        for c, p in zip(comparisons, holm([c["pooled"]["p_value"] for c in comparisons]), strict=True):
-            c["pooled"]["p_holm_pairs"] = p
+    _holm_across_pairs(comparisons)
     return {
         "statistics": "paired" if paired else "unpaired",
         "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
@@ -239,6 +237,13 @@ def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_r
         "comparisons": comparisons,
         "ranking": _ranking(runs),
     }
+
+
+def _holm_across_pairs(comparisons: list[dict[str, Any]]) -> None:
+    """With more than one comparison, set each one's ``pooled.p_holm_pairs``: Holm across the comparisons made."""
+    if len(comparisons) > 1:
+        for c, p in zip(comparisons, holm([c["pooled"]["p_value"] for c in comparisons]), strict=True):
+            c["pooled"]["p_holm_pairs"] = p
 
 
 def _ranking(runs: list[RunData]) -> list[dict[str, Any]]:
@@ -275,9 +280,7 @@ def compare_where_paired(runs: list[RunData], *, seed: int = 0, n_resamples: int
         if problem:
             c["unpaired_reason"] = problem
         comparisons.append(c)
-    if len(comparisons) > 1:
-        for c, p in zip(comparisons, holm([c["pooled"]["p_value"] for c in comparisons]), strict=True):
-            c["pooled"]["p_holm_pairs"] = p
+    _holm_across_pairs(comparisons)
     kinds = {c["statistics"] for c in comparisons}
     return {
         "statistics": kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "none"),

@@ -177,16 +177,18 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
 
 def print_variants(console: Console, result: dict[str, Any]) -> None:
     """The instruction sweep (robustness) table: per task and variant, the success rate, its change against the
-    task's first variant on the same trials, the discordant pairs and the two-sided exact McNemar p-value."""
-    from rollbench.optimize.compare import paired
+    task's first variant on the same trials, the discordant pairs (grade's ``paired`` counts) and the two-sided
+    exact McNemar p-value."""
+    from rollbench.optimize.compare import mcnemar_p
 
     table = Table(title="instruction variants (paired on the same seeds; Δ and p against the first variant)")
     for col in ("task", "variant", "instruction", "episodes", "success rate", "95% CI", "Δ", "b / c", "p"):
         table.add_column(col, justify="left" if col in ("task", "variant", "instruction") else "right")
     for task, variants in result["variants"].items():
-        names = list(variants)
         for i, (name, v) in enumerate(variants.items()):
-            cmp = paired(result, task, names[0], name, alternative="two-sided")
+            pc = v["paired"]  # grade's counts over the trials both recorded
+            b, c = pc["variant_only"], pc["reference_only"]
+            delta = (b - c) / pc["pairs"] if pc["pairs"] else 0.0
             table.add_row(
                 task if i == 0 else "",
                 name,
@@ -194,9 +196,9 @@ def print_variants(console: Console, result: dict[str, Any]) -> None:
                 str(v["episodes"]),
                 _pct(v["success_rate"]),
                 f"{_pct(v['ci95_low'])} – {_pct(v['ci95_high'])}",
-                "(reference)" if i == 0 else f"{100 * cmp.difference:+.1f} pts",
-                "" if i == 0 else f"{cmp.variant_only} / {cmp.reference_only}",
-                "" if i == 0 else f"{cmp.p_value:.3g}",
+                "(reference)" if i == 0 else f"{100 * delta:+.1f} pts",
+                "" if i == 0 else f"{b} / {c}",
+                "" if i == 0 else f"{mcnemar_p(b, c, 'two-sided'):.3g}",
                 end_section=i == len(variants) - 1,
             )
     console.print(table)

@@ -11,7 +11,7 @@ and ``_close_slot``. Options shared by both (``--policy-options``): ``timeout_s`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rollbench.policies.obs_map import (
@@ -139,12 +139,20 @@ class RemotePolicy:
         the prompt actually used. Raises EpisodeError when the server rejects the reset.
         """
         self._task, self._episode = task, None
-        self._map = resolve_obs_map(task.family, self.obs_protocol, self._overrides)
-        if self.metadata.get("reset") is True:
-            episode = {"task": task.name, "seed": int(seed), "instruction": task.instruction}
-            reply = self._request(self._reset_message(episode))
-            check_reset_reply(reply, self.url)
-            self._episode = episode
+        self._map, self._episode = self._start_episode(task, seed, self._reset_message)
+
+    def _start_episode(
+        self, task: TaskInfo, seed: int, message: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> tuple[ObsMap, dict[str, Any] | None]:
+        """``task``'s obs map, and the episode ``{"task", "seed", "instruction"}`` once a server that accepts resets
+        has acknowledged ``message(episode)`` (None for a server that does not); used by :meth:`reset` and by each
+        slot of a batch client (:class:`~rollbench.policies.remote_batch.RemoteBatch`). Raises EpisodeError."""
+        obs_map = resolve_obs_map(task.family, self.obs_protocol, self._overrides)
+        if self.metadata.get("reset") is not True:
+            return obs_map, None
+        episode = {"task": task.name, "seed": int(seed), "instruction": task.instruction}
+        check_reset_reply(self._request(message(episode)), self.url)
+        return obs_map, episode
 
 
 def check_reset_reply(reply: Any, url: str) -> None:

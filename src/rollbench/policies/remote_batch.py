@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rollbench.policies.obs_map import ObsMap, check_actions, jsonable, resolve_obs_map
+from rollbench.policies.obs_map import ObsMap, check_actions, jsonable
 from rollbench.policies.remote_wire import status_error
 from rollbench.types import EpisodeError, Observation, TaskInfo
 
@@ -58,15 +58,11 @@ class RemoteBatch:
     def reset_slot(self, slot: int, task: TaskInfo, seed: int) -> None:
         """Start slot ``slot``'s episode: its task's obs map, and its own reset on the server. Raises EpisodeError
         (InfrastructureError for transport failures) when the server rejects or does not answer the reset."""
-        from rollbench.policies.remote import check_reset_reply
-
         c = self.client
         self.episodes.pop(slot, None)
         self.tasks[slot] = task
-        self.maps[slot] = resolve_obs_map(task.family, c.obs_protocol, c._overrides)
-        if c.metadata.get("reset") is True:
-            episode = {"task": task.name, "seed": int(seed), "instruction": task.instruction}
-            check_reset_reply(c._request(c._slot_reset_message(self.ids[slot], episode)), c.url)
+        self.maps[slot], episode = c._start_episode(task, seed, lambda e: c._slot_reset_message(self.ids[slot], e))
+        if episode is not None:
             self.episodes[slot] = episode
 
     def act_batch(

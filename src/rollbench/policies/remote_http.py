@@ -158,7 +158,7 @@ class HttpPolicy(RemotePolicy):
         return self._wait_ready()
 
     def _reset_message(self, episode: dict[str, Any]) -> dict[str, Any]:
-        return {"session": self._session, "reset": episode}
+        return self._slot_reset_message(self._session, episode)
 
     def _wait_ready(self) -> dict[str, Any]:
         import httpx

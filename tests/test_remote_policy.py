@@ -330,3 +330,15 @@ def test_unknown_client_options_are_refused_before_connecting() -> None:
 
     with pytest.raises(ConfigError, match="valid options: timeout_s, connect_timeout_s, retries, obs_map"):
         make_policy(url_of("ws", free_port()), {"timeout": 3})
+
+
+def test_a_chunk_length_counts_as_advertised_only_when_it_is_a_positive_integer() -> None:
+    """An invalid ``chunk_size`` (0, negative, a bool) is not a declared chunk length: the client keeps the default
+    of 1 and does not check --replan-every against it."""
+    from rollbench.policies.obs_map import advertised, advertised_chunk_size
+
+    for bad in (0, -3, True, 2.0, "4"):
+        assert advertised({"chunk_size": bad}) == (1, None)
+        assert advertised_chunk_size({"chunk_size": bad}) is False
+    assert advertised({"action_horizon": 10, "replan_steps": 5}) == (10, 5)
+    assert advertised_chunk_size({"action_horizon": 10}) is True

@@ -224,20 +224,22 @@ def advertised(metadata: Mapping[str, Any]) -> tuple[int, int | None]:
     apart on purpose: executing the whole chunk because a server said how long its chunks are would silently
     change the executed chunk length, which moves published LIBERO numbers by many points.
     """
+    return _pos_int(metadata, "chunk_size", "action_horizon") or 1, _pos_int(metadata, "replan_every", "replan_steps")
 
-    def pos_int(*keys: str) -> int | None:
-        for k in keys:
-            v = metadata.get(k)
-            if isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1:
-                return int(v)
-        return None
 
-    return pos_int("chunk_size", "action_horizon") or 1, pos_int("replan_every", "replan_steps")
+def _pos_int(metadata: Mapping[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` whose value is an integer >= 1 (not a bool), else None."""
+    for k in keys:
+        v = metadata.get(k)
+        if isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1:
+            return int(v)
+    return None
 
 
 def advertised_chunk_size(metadata: Mapping[str, Any]) -> bool:
-    """Whether a server's metadata states its chunk length (``chunk_size`` or ``action_horizon``)."""
-    return any(isinstance(metadata.get(k), int | np.integer) for k in ("chunk_size", "action_horizon"))
+    """Whether a server's metadata states a valid chunk length (``chunk_size`` or ``action_horizon``, an integer
+    >= 1): the same test :func:`advertised` takes its chunk size from."""
+    return _pos_int(metadata, "chunk_size", "action_horizon") is not None
 
 
 def advertised_tasks(metadata: Mapping[str, Any]) -> tuple[str, ...]:

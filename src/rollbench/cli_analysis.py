@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -30,9 +30,10 @@ MERGE_SERVED_HELP = (
 )
 
 
-def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True, markup=True)
-    raise typer.Exit(code)
+def _fail(msg: str, code: int = 2) -> NoReturn:
+    from rollbench.cli import _fail as fail  # the CLI's one error line (imported late: cli imports this module)
+
+    fail(msg, code)
 
 
 def _pct(x: float | None) -> str:

@@ -93,6 +93,7 @@ def optimize_instruction(
     as_json: Annotated[bool, typer.Option("--json", help="Print optimize.json instead of the tables.")] = False,
 ) -> None:
     """Search a task's instruction for a policy on paired seeds; report the winner vs the original on held-out seeds."""
+    from rollbench.cli import _fail  # imported late: cli imports this module
     from rollbench.optimize.search import Search, build_config
     from rollbench.policies.obs_map import load_policy_options
 
@@ -123,11 +124,9 @@ def optimize_instruction(
         console.print(f"interrupted: re-run the same command to resume the search in {out_dir}", highlight=False)
         raise typer.Exit(130) from None
     except ConfigError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(str(exc))
     except RollbenchError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        _fail(str(exc), code=1)
     if as_json:
         out.print_json(json.dumps(state))
     else:

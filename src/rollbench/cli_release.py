@@ -37,17 +37,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Copy runs (and label files) with API keys, tokens, private paths, host/user names and e-mails replaced
         by stable placeholders, and write MANIFEST.json (hashes, every redaction, filters)."""
+        from rollbench.cli import _fail  # imported late: cli imports this module
         from rollbench.release import build_release
 
-        err, out_console = Console(stderr=True), Console(width=160)
+        out_console = Console(width=160)
         try:
             doc = build_release(list(paths), out, labels=list(labels or []), rules=rules, date=date, dry_run=dry_run)
         except ConfigError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+            _fail(str(exc))
         except RollbenchError as exc:
-            err.print(f"[bold red]error:[/] {exc} (nothing was written)", highlight=False, soft_wrap=True)
-            raise typer.Exit(1) from None
+            _fail(f"{exc} (nothing was written)", code=1)
         if as_json:
             out_console.print_json(json.dumps(doc))
             return

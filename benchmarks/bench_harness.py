@@ -17,7 +17,8 @@ otherwise. Both sides run in this one process, after a warm-up of each, in inter
 alternates), so drift on a shared machine hits both alike; the reported ratio is median(rollbench) / median(bare).
 
 Run: ``MUJOCO_GL=egl .venv/bin/python benchmarks/bench_harness.py [--episodes 10] [--max-steps 150] [--reps 7]``
-(``--no-fsync``: diagnosis only, shows what the per-episode durable commits cost.)
+(``--no-fsync``: diagnosis only, shows what the per-episode durable commits cost. ``--profile``: diagnosis only, runs
+the rollbench side once under cProfile after the warm-up and prints where its time goes, by rollbench function.)
 """
 
 from __future__ import annotations
@@ -83,6 +84,22 @@ def rollbench_eval(episodes: int, max_steps: int, seed: int) -> tuple[list[int],
     return [e["length"] for e in result["episodes"]], elapsed
 
 
+def profile(episodes: int, max_steps: int, seed: int) -> None:
+    """cProfile of one ``rollbench_eval`` after a warm-up: cumulative seconds of rollbench's own functions."""
+    import cProfile
+    import io
+    import pstats
+
+    rollbench_eval(episodes, max_steps, seed)
+    prof = cProfile.Profile()
+    prof.enable()
+    rollbench_eval(episodes, max_steps, seed)
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(r"rollbench/(api|grading|execute|rollout)", 25)
+    print(text.getvalue())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=10)
@@ -94,7 +111,11 @@ def main() -> None:
         action="store_true",
         help="diagnosis only: make os.fsync a no-op in this process, to show what rollbench's durable commits cost",
     )
+    ap.add_argument("--profile", action="store_true", help="diagnosis only: cProfile of one rollbench run")
     args = ap.parse_args()
+    if args.profile:
+        profile(args.episodes, args.max_steps, args.seed)
+        return
     if args.no_fsync:
         os.fsync = lambda fd: None
     sides = {"bare": bare_loop, "rollbench": rollbench_eval}

@@ -22,6 +22,7 @@ matplotlib.use("Agg")  # before pyplot: files only, never a window
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from rollbench.analysis.sources import RunData
 
@@ -138,6 +139,10 @@ def latency_figure(runs: list[RunData]) -> Figure:
         for name, v in data:
             ax.hist(v, bins=bins, histtype="step", linewidth=1.2, label=f"{name}: p50 {np.median(v):.3g} ms")
         ax.set_xscale("log")
+        # labels at 1, 2 and 5 per decade, plain numbers: matplotlib's own labels of a short log range overlap
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=8)
     ax.set_xlabel("policy call latency (ms)")
     ax.set_ylabel("calls")

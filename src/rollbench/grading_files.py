@@ -44,13 +44,16 @@ def link_violations(run_dir: Path) -> list[str]:
     ]
 
 
-def readable_parquet(run_dir: Path, pattern: str, violations: list[str]) -> list[Path]:
-    """Files matching ``pattern`` under ``run_dir`` whose parquet footer reads; the others are named in
-    ``violations`` (unreadable), files reached through a link leading outside are skipped (see link_violations)."""
+def parquet_files(run_dir: Path, pattern: str) -> list[Path]:
+    """Files matching ``pattern`` under ``run_dir``, in path order, without those reached through a link leading
+    outside (see link_violations)."""
+    return [f for f in sorted(run_dir.glob(pattern)) if is_inside(run_dir, f)]
+
+
+def readable_parquet(files: list[Path], violations: list[str]) -> list[Path]:
+    """The ``files`` whose parquet footer reads; the others are named in ``violations`` (unreadable)."""
     ok = []
-    for f in sorted(run_dir.glob(pattern)):
-        if not is_inside(run_dir, f):
-            continue
+    for f in files:
         try:
             pq.ParquetFile(f).metadata  # noqa: B018 - reading the footer is the check
             ok.append(f)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import importlib.metadata
 import json
 import os
@@ -34,6 +35,9 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Both looked up once per process (each lookup costs ~5 ms: a scan of site-packages, a git subprocess). A package
+# upgraded under a long-lived process (an MCP server, a dashboard) is not what that process runs anyway.
+@functools.cache
 def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
@@ -41,6 +45,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
+@functools.cache
 def _git_commit() -> str | None:
     src = Path(__file__).resolve().parents[3]
     try:

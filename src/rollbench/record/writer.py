@@ -23,6 +23,7 @@ from rollbench.record.files import (
     check_no_escaping_links,
     encode_video,
     fsync_dir,
+    read_parquet,
     remove_temp_files,
     resolve_inside,
 )
@@ -115,7 +116,7 @@ def committed_lengths(run_dir: Path) -> list[int]:
     found: dict[int, int] = {}
     for f in sorted((run_dir / "meta" / "episodes").glob("chunk-*/file-*.parquet")):
         try:
-            t = pq.read_table(resolve_inside(run_dir, f), columns=["episode_index", "length"])
+            t = read_parquet(resolve_inside(run_dir, f), columns=["episode_index", "length"])
         except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
             raise damaged(f"episode row file {f.relative_to(run_dir)} is unreadable ({type(exc).__name__})") from None
         for e, n in zip(t["episode_index"].to_pylist(), t["length"].to_pylist(), strict=True):
@@ -188,7 +189,7 @@ class DatasetWriter:
         self.stats = {k: _Stats() for k in NUMERIC_FEATURES}
         for e, n in enumerate(self.lengths):
             if n:  # runs recorded before padding frames existed have no data file for an episode without steps
-                self._add_stats(pq.read_table(self._path(DATA_PATH, e)))
+                self._add_stats(read_parquet(self._path(DATA_PATH, e)))
 
     # ---- reading what is committed -------------------------------------------------------------------------
     def _path(self, template: str, episode_index: int, **kw: str) -> Path:
@@ -275,7 +276,7 @@ class DatasetWriter:
 
     def _restage(self, e: int) -> None:
         """Stage committed episode ``e`` again from its files (as ``stage_episode`` would have staged it)."""
-        row = pq.read_table(self._path(EPISODES_PATH, e)).to_pylist()[0]
+        row = read_parquet(self._path(EPISODES_PATH, e)).to_pylist()[0]
         row["task_index"] = self.instructions.index(row["tasks"][0])
         final = self.run_dir / STAGING / f"episode-{e:06d}"
         tmp = self.run_dir / STAGING / f".tmp-{e:06d}-{uuid.uuid4().hex[:8]}"
@@ -283,7 +284,7 @@ class DatasetWriter:
         try:
             data = self._path(DATA_PATH, e)
             if data.exists():
-                table = pq.read_table(data)
+                table = read_parquet(data)
                 pq.write_table(table.drop_columns(["index"]), tmp / "data.parquet")
             else:  # recorded before padding frames existed: no data file for an episode without steps
                 dims = (self.features["observation.state"]["shape"][0], self.features["action"]["shape"][0])
@@ -313,7 +314,7 @@ class DatasetWriter:
             row = json.loads((staged / "episode.json").read_text())
             videos = {k: staged / f"{k}.mp4" for k in self.video_keys if (staged / f"{k}.mp4").exists()}
             videos.update({k: staged / f"{k}.jsonl" for k in ARTIFACT_PATHS if (staged / f"{k}.jsonl").exists()})
-            self._commit(e, pq.read_table(staged / "data.parquet"), row, videos)
+            self._commit(e, read_parquet(staged / "data.parquet"), row, videos)
             shutil.rmtree(staged, ignore_errors=True)
             done.append(e)
         if done:
@@ -457,7 +458,7 @@ class DatasetWriter:
         cols += [f"videos/{k}/{p}" for k in self.video_keys for p in parts]
         episodes = []
         for e in range(self.committed):
-            m = pq.read_table(self._path(EPISODES_PATH, e), columns=cols).to_pylist()[0]
+            m = read_parquet(self._path(EPISODES_PATH, e), columns=cols).to_pylist()[0]
             videos = {
                 k: {
                     "file": VIDEO_PATH.format(

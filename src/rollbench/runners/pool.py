@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-import pyarrow.parquet as pq
-
 from rollbench.execute import EpisodeSummary
 from rollbench.plan import PlannedEpisode
+from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
 from rollbench.rollout import failed_episode
 from rollbench.types import InfrastructureError, RollbenchError, TaskInfo
@@ -105,7 +104,7 @@ def recorded_summary(run_dir: Path, planned: PlannedEpisode) -> EpisodeSummary |
         meta = run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)
         if not meta.exists():
             return None
-        row = pq.read_table(meta).to_pylist()[0]
+        row = read_parquet(meta).to_pylist()[0]
     steps = row.get("rollbench/steps")  # the committed "length" counts an episode's padding frame
     return EpisodeSummary(
         e,

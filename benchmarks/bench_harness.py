@@ -17,7 +17,7 @@ otherwise. Both sides run in this one process, after a warm-up of each, in inter
 alternates), so drift on a shared machine hits both alike; the reported ratio is median(rollbench) / median(bare).
 
 Run: ``MUJOCO_GL=egl .venv/bin/python benchmarks/bench_harness.py [--episodes 10] [--max-steps 150] [--reps 7]``
-(``--no-fsync``: diagnosis only, shows what the per-episode durable commits cost. ``--profile``: diagnosis only, runs
+(``--episodes 20,100``: both counts, and the overhead split into a per-run and a per-episode part. ``--no-fsync``: diagnosis only, shows what the per-episode durable commits cost. ``--profile``: diagnosis only, runs
 the rollbench side once under cProfile after the warm-up and prints where its time goes, by rollbench function.)
 """
 
@@ -100,9 +100,30 @@ def profile(episodes: int, max_steps: int, seed: int) -> None:
     print(text.getvalue())
 
 
+def measure(episodes: int, max_steps: int, seed: int, reps: int) -> tuple[int, dict[str, list[float]]]:
+    """Warm-up, the same-work check, then ``reps`` interleaved timings of each side: (steps in all, side -> s)."""
+    sides = {"bare": bare_loop, "rollbench": rollbench_eval}
+    lengths = {name: fn(episodes, max_steps, seed)[0] for name, fn in sides.items()}  # warm-up
+    if lengths["bare"] != lengths["rollbench"]:
+        raise SystemExit(f"the two loops did different work: {lengths}")
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for r in range(reps):
+        order = list(sides) if r % 2 == 0 else list(sides)[::-1]
+        for name in order:
+            got, elapsed = sides[name](episodes, max_steps, seed)
+            times[name].append(elapsed)
+            assert got == lengths[name]
+    return sum(lengths["bare"]), times
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=10)
+    ap.add_argument(
+        "--episodes",
+        default="10",
+        help="episodes per run; a comma-separated list (e.g. 20,100) measures each and splits the overhead into a "
+        "per-run and a per-episode part (least squares over the counts)",
+    )
     ap.add_argument("--max-steps", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reps", type=int, default=7, help="timed repetitions of each side (after one warm-up)")
@@ -113,39 +134,40 @@ def main() -> None:
     )
     ap.add_argument("--profile", action="store_true", help="diagnosis only: cProfile of one rollbench run")
     args = ap.parse_args()
+    counts = [int(x) for x in str(args.episodes).split(",")]
     if args.profile:
-        profile(args.episodes, args.max_steps, args.seed)
+        profile(counts[0], args.max_steps, args.seed)
         return
     if args.no_fsync:
         os.fsync = lambda fd: None
-    sides = {"bare": bare_loop, "rollbench": rollbench_eval}
-
-    lengths = {name: fn(args.episodes, args.max_steps, args.seed)[0] for name, fn in sides.items()}  # warm-up
-    if lengths["bare"] != lengths["rollbench"]:
-        raise SystemExit(f"the two loops did different work: {lengths}")
-    steps = sum(lengths["bare"])
-
-    times: dict[str, list[float]] = {name: [] for name in sides}
-    for r in range(args.reps):
-        order = list(sides) if r % 2 == 0 else list(sides)[::-1]
-        for name in order:
-            got, elapsed = sides[name](args.episodes, args.max_steps, args.seed)
-            times[name].append(elapsed)
-            assert got == lengths[name]
-
-    med = {name: statistics.median(t) for name, t in times.items()}
-    ratio = med["rollbench"] / med["bare"]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    with open("/proc/loadavg") as f:
-        load = f.read().split()[0]
-    print(f"metaworld/{TASK}, metaworld-expert: {args.episodes} episodes, {steps} steps in all (max {args.max_steps})")
     fsync = ", os.fsync disabled (diagnosis)" if args.no_fsync else ""
-    print(f"commit {commit}, python {platform.python_version()}, load average {load}, {args.reps} repetitions{fsync}")
-    print("| side | median s | min s | max s | ms/step (median) |")
-    print("|---|---:|---:|---:|---:|")
-    for name, t in times.items():
-        print(f"| {name} | {med[name]:.3f} | {min(t):.3f} | {max(t):.3f} | {1000 * med[name] / steps:.3f} |")
-    print(f"ratio rollbench / bare (medians): {ratio:.3f}x; overhead {1000 * (med['rollbench'] - med['bare']):.0f} ms")
+    overheads: list[tuple[int, float]] = []
+    for episodes in counts:
+        steps, times = measure(episodes, args.max_steps, args.seed, args.reps)
+        med = {name: statistics.median(t) for name, t in times.items()}
+        ratio = med["rollbench"] / med["bare"]
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[0]
+        print(f"\nmetaworld/{TASK}, metaworld-expert: {episodes} episodes, {steps} steps in all (max {args.max_steps})")
+        print(
+            f"commit {commit}, python {platform.python_version()}, load average {load}, {args.reps} repetitions{fsync}"
+        )
+        print("| side | median s | min s | max s | ms/step (median) |")
+        print("|---|---:|---:|---:|---:|")
+        for name, t in times.items():
+            print(f"| {name} | {med[name]:.3f} | {min(t):.3f} | {max(t):.3f} | {1000 * med[name] / steps:.3f} |")
+        overhead = med["rollbench"] - med["bare"]
+        print(f"ratio rollbench / bare (medians): {ratio:.3f}x; overhead {1000 * overhead:.0f} ms")
+        overheads.append((episodes, overhead))
+    if len(overheads) > 1:
+        n = np.array([e for e, _ in overheads], dtype=float)
+        o = np.array([v for _, v in overheads])
+        per_episode, per_run = np.polyfit(n, o, 1)
+        print(
+            f"\noverhead = per run {1000 * per_run:.0f} ms + per episode {1000 * per_episode:.2f} ms "
+            f"(least squares over {', '.join(str(e) for e, _ in overheads)} episodes)"
+        )
 
 
 if __name__ == "__main__":

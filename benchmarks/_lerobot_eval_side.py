@@ -164,8 +164,12 @@ class StepLog(gym.vector.VectorWrapper):
             ended = info["_final_info"]
             success[ended] = np.asarray(info["final_info"]["is_success"], dtype=bool)[ended]
         self.steps.append(
-            {"reward": np.asarray(reward, dtype=np.float64), "terminated": terminated, "truncated": truncated,
-             "success": success}
+            {
+                "reward": np.asarray(reward, dtype=np.float64),
+                "terminated": terminated,
+                "truncated": truncated,
+                "success": success,
+            }
         )
         return obs, reward, terminated, truncated, info
 
@@ -197,18 +201,11 @@ def first_episodes(log: list[dict[str, np.ndarray]], actions: list[np.ndarray], 
     return episodes
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--episodes", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch-size", type=int, default=1, help="envs in lerobot's SyncVectorEnv")
-    parser.add_argument("--no-actions", action="store_true", help="leave the per-step actions out of the output")
-    args = parser.parse_args()
-
+def evaluate(episodes: int, seed: int, batch_size: int, actions: bool = True) -> dict[str, Any]:
+    """Run lerobot's ``eval_policy`` as described in the module docstring; returns the document ``main`` prints."""
     t0 = time.perf_counter()
     env_cfg = PushtEnv(obs_type="environment_state_agent_pos")
-    envs = make_env(env_cfg, n_envs=args.batch_size)
-    vec = envs["pusht"][0]
+    vec = make_env(env_cfg, n_envs=batch_size)["pusht"][0]
     logged = StepLog(vec)
     policy = PushTControllerPolicy(PushTControllerConfig(device="cpu"), vec)
     env_pre, env_post = make_env_pre_post_processors(env_cfg, policy.config)
@@ -225,21 +222,21 @@ def main() -> None:
             env_postprocessor=env_post,
             preprocessor=pre,
             postprocessor=post,
-            n_episodes=args.episodes,
-            start_seed=args.seed,
+            n_episodes=episodes,
+            start_seed=seed,
         )
     t2 = time.perf_counter()
     vec.close()
 
-    n_slots = -(-args.episodes // args.batch_size) * args.batch_size
-    episodes = first_episodes(logged.steps, policy.actions, list(range(args.seed, args.seed + n_slots)))
-    for e in episodes:
-        if args.no_actions:
+    n_slots = -(-episodes // batch_size) * batch_size
+    played = first_episodes(logged.steps, policy.actions, list(range(seed, seed + n_slots)))[:episodes]
+    if not actions:
+        for e in played:
             del e["actions"]
-    out = {
+    return {
         "lerobot_version": __import__("lerobot").__version__,
         "per_episode": info["per_episode"],
-        "env_episodes": episodes[: args.episodes],
+        "env_episodes": played,
         "timing": {
             "import_s": T_IMPORTED - T_START,
             "make_env_s": t1 - t0,
@@ -248,7 +245,16 @@ def main() -> None:
             "total_s": time.perf_counter() - T_START,
         },
     }
-    json.dump(out, sys.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=1, help="envs in lerobot's SyncVectorEnv")
+    parser.add_argument("--no-actions", action="store_true", help="leave the per-step actions out of the output")
+    args = parser.parse_args()
+    json.dump(evaluate(args.episodes, args.seed, args.batch_size, actions=not args.no_actions), sys.stdout)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,13 @@
 # LeRobot compatibility test: rollbench run directories opened with lerobot's own LeRobotDataset (tests/compat).
 # lerobot and torch never enter rollbench's install: they live in their own venv, .venv-lerobot. The runs are
 # recorded by the core .venv (bash scripts/install.sh --dev first). Safe to run again.
-#   bash scripts/lerobot_compat.sh [extra pytest arguments]
+#   bash scripts/lerobot_compat.sh [--eval] [extra pytest arguments]
+# --eval: also install what lerobot's own evaluation loop needs (scripts/lerobot_eval_setup.sh), so that
+# tests/compat/test_lerobot_eval.py (rollbench and lerobot-eval count the same PushT successes) runs instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_eval=0
+if [ "${1:-}" = "--eval" ]; then with_eval=1; shift; fi
 [ -x .venv/bin/rollbench ] || { echo "no .venv/bin/rollbench: run bash scripts/install.sh --dev first" >&2; exit 2; }
 
 # Why these pins:
@@ -32,6 +36,7 @@ pip=(timeout "$INSTALL_TIMEOUT" .venv-lerobot/bin/python -m pip install -q)
 "${pip[@]}" --upgrade pip
 "${pip[@]}" "${PACKAGES[@]}"
 "${pip[@]}" --no-deps "$LEROBOT"
+[ "$with_eval" = 0 ] || bash scripts/lerobot_eval_setup.sh
 
 # Local files only: no hub access, and a throw-away cache for HF datasets' Arrow copies.
 hf_home=$(mktemp -d)

@@ -42,7 +42,6 @@ for), with shadows and reflections off (about 4x faster at 224 px).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -229,6 +228,7 @@ class MetaWorldEnv:
         self._env: Any = env
         self._renderer: Any = None
         self._view: Any = None  # forwarded copy of the reset state, rendered until the first step
+        self._view_data: Any = None  # (model, MjData, state buffer) that holds that copy, reused across resets
         self._last_success = False
         self._ready = False
 
@@ -304,7 +304,11 @@ class MetaWorldEnv:
         fix runs ``mj_forward`` on a *copy* of the MuJoCo data, so the observation, the success check and the
         first rendered frame describe the true scene while the live simulation stays bit-identical to what
         MetaWorld alone would run (an extra ``mj_forward`` on the live data perturbs contacts at round-off level,
-        which grows to millimetres within 40 steps). Both frame-stack halves of the observation are the
+        which grows to millimetres within 40 steps). The copy is MuJoCo's full integration state
+        (``mj_getState``/``mj_setState`` with ``mjSTATE_INTEGRATION``: time, qpos, qvel, act, warm start, controls,
+        applied forces, equality flags, mocap, user data, plugin state) put into one ``MjData`` kept for the env's
+        life; forwarding it gives the same arrays as forwarding ``copy.copy(data)``, without allocating a new
+        ``MjData`` per reset (0.015 vs 0.36 ms here). Both frame-stack halves of the observation are the
         current frame, as upstream; ``_prev_obs`` is set to it so the next step's stack is right too.
 
         ``evaluate_state`` is called as ``step`` calls it (clipped observation) but with its side effects undone:
@@ -315,7 +319,13 @@ class MetaWorldEnv:
 
         env = self._env
         live = env.data
-        view = copy.copy(live)
+        whole = mujoco.mjtState.mjSTATE_INTEGRATION
+        if self._view_data is None or self._view_data[0] is not env.model:
+            state = np.empty(mujoco.mj_stateSize(env.model, whole), dtype=np.float64)
+            self._view_data = (env.model, mujoco.MjData(env.model), state)
+        _, view, state = self._view_data
+        mujoco.mj_getState(env.model, live, state, whole)
+        mujoco.mj_setState(env.model, view, state, whole)
         mujoco.mj_forward(env.model, view)
         saved = dict(env.__dict__)
         try:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from rollbench.api import evaluate, grade
 
@@ -128,3 +129,31 @@ def test_ctrl_c_marks_the_run_interrupted_keeps_finished_episodes_and_says_how_t
     )
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["episodes_recorded"] == 40
+
+
+def test_staged_episode_damaged_by_a_power_loss_is_removed_on_reopen_and_runs_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Staging is not fsync'd (record.lerobot): after a power loss a staged episode can be empty files. Oracle: the
+    same run never interrupted."""
+    from rollbench.record.writer import DatasetWriter
+
+    run = {"env": "scripted/reach", "policy": "random", "episodes": 6, "max_steps": 5}
+    ref = evaluate(**run, out=tmp_path / "ref")  # type: ignore[arg-type]
+    out = tmp_path / "run"
+    evaluate(**run, out=out)  # type: ignore[arg-type]
+    info = json.loads((out / "meta/info.json").read_text())
+    writer = DatasetWriter(out, info["features"], 10, ["move the point to the goal"], "scripted")
+    writer.uncommit({4})  # episode 5 is staged again (whole), episode 4 is gone
+    damaged = out / ".staging/episode-000004"
+    damaged.mkdir()
+    (damaged / "episode.json").write_bytes(b"")  # what a power loss leaves of files never fsync'd
+    (damaged / "data.parquet").write_bytes(b"")
+    capsys.readouterr()
+    again = evaluate(**run, out=out)  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert "staged episode 4 is damaged (episode.json: JSONDecodeError" in err and "it will run again" in err
+    assert "staged episode 5" not in err
+    assert again["status"] == "OK" and again["violations"] == []
+    assert again["episodes"] == ref["episodes"]
+    assert not (out / ".staging").exists()

@@ -90,8 +90,9 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> None:
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
-def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
-    """Encode ``uint8 (H, W, 3)`` RGB frames as an H.264 mp4 at ``fps`` frames per second, atomically.
+def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int, durable: bool = True) -> None:
+    """Encode ``uint8 (H, W, 3)`` RGB frames as an H.264 mp4 at ``fps`` frames per second, atomically
+    (``durable=False``: without the fsync, for staged episodes; see :mod:`rollbench.record.lerobot`).
 
     One frame is written per step; the decoder sees exactly ``len(frames)`` frames.
     """
@@ -111,8 +112,9 @@ def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
             for img in frames:
                 container.mux(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")))
             container.mux(stream.encode(None))
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
+        if durable:
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -26,7 +26,11 @@ Commit protocol, so that a crash at any instant leaves every committed episode r
 
 1. ``stage_episode`` (runs wherever the episode ran) writes ``.staging/episode-EEEEEE`` as a temporary directory and
    renames it into place: a staged episode is whole or absent. A second copy of the same episode (a retried
-   worker) loses the rename and is dropped, so an episode is recorded exactly once.
+   worker) loses the rename and is dropped, so an episode is recorded exactly once. Staging is not fsync'd: a
+   staged episode is not recorded yet, and its files survive the crash of any process (they are in the page cache);
+   after a power loss or a kernel crash a staged episode may be damaged, and the writer that opens the directory
+   next removes it (see ``DatasetWriter``), so it runs again. Only committing (step 2) is durable. (Three fsyncs
+   per staged episode cost a worker ~8% of its time on this machine's 2-worker MT10 benchmark.)
 2. ``DatasetWriter.promote_ready`` commits staged episodes strictly in episode order (LeRobot's global ``index``
    column needs every earlier episode's length): data file, then videos, then the episode's meta row, which is
    the commit point; then ``info.json`` and ``stats.json`` are rewritten. A policy's episode artifacts (an LLM
@@ -37,7 +41,6 @@ Commit protocol, so that a crash at any instant leaves every committed episode r
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import uuid
 from collections.abc import Sequence
@@ -48,7 +51,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollbench.record.files import encode_video, fsync_dir, resolve_inside
+from rollbench.record.files import encode_video, resolve_inside
 from rollbench.rollout import EpisodeRecord
 from rollbench.types import TaskInfo
 
@@ -253,7 +256,8 @@ def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
 
 
 def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str | None = None) -> bool:
-    """Write one finished episode to ``run_dir/.staging`` atomically. Returns False if it was already staged."""
+    """Write one finished episode to ``run_dir/.staging`` atomically, not durably (see the module docstring).
+    Returns False if it was already staged."""
     p = rec.planned
     final = resolve_inside(run_dir, run_dir / STAGING / f"episode-{p.episode_index:06d}")
     if final.exists() or final.is_symlink():
@@ -264,19 +268,15 @@ def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str
         pq.write_table(episode_table(rec, fps), tmp / "data.parquet")
         for cam, frames in rec.frames.items():
             if frames:
-                encode_video(tmp / f"{video_key(cam)}.mp4", frames, fps)
+                encode_video(tmp / f"{video_key(cam)}.mp4", frames, fps, durable=False)
         for kind, data in artifacts_of(rec).items():
             (tmp / f"{kind}.jsonl").write_bytes(data)
         (tmp / "episode.json").write_text(json.dumps(episode_row(rec, render_fault)))
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        try:
+        try:  # not fsync'd: see the module docstring (commit protocol, step 1)
             tmp.rename(final)
         except OSError:  # another attempt of this episode staged first: keep that one
             shutil.rmtree(tmp, ignore_errors=True)
             return False
-        fsync_dir(final.parent)
         return True
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -150,6 +151,24 @@ def _staged_index(name: str) -> int | None:
     return int(digits) if name.startswith("episode-") and digits.isdigit() else None
 
 
+def _staged_damage(staged: Path) -> str | None:
+    """Why the staged episode directory ``staged`` does not read back whole, or None (see
+    :meth:`DatasetWriter._remove_damaged_staged`)."""
+    try:
+        row = json.loads((staged / "episode.json").read_text())
+        length = int(row["length"])
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        return f"episode.json: {type(exc).__name__}: {exc}"
+    try:
+        rows = pq.ParquetFile(staged / "data.parquet").metadata.num_rows
+    except Exception as exc:  # pyarrow raises several types for a cut or empty file
+        return f"data.parquet: {type(exc).__name__}: {exc}"
+    if rows != max(length, 1):
+        return f"data.parquet holds {rows} rows, its episode.json says length {length}"
+    empty = sorted(f.name for f in staged.iterdir() if f.suffix in (".mp4", ".jsonl") and f.stat().st_size == 0)
+    return f"empty files: {', '.join(empty)}" if empty else None
+
+
 class DatasetWriter:
     """Owns a run directory's dataset files. Only one process may hold one (the run lock ensures it).
 
@@ -180,6 +199,7 @@ class DatasetWriter:
         self.instructions = list(instructions)
         self.lengths: list[int] = self._scan_committed()
         self._remove_leftovers()
+        self._remove_damaged_staged()
         self._rebuild_stats()
         self._write_info()
         self.write_stats()
@@ -222,6 +242,22 @@ class DatasetWriter:
                 else:
                     shutil.rmtree(resolve_inside(self.run_dir, d), ignore_errors=True)
         remove_temp_files(self.run_dir)
+
+    def _remove_damaged_staged(self) -> None:
+        """Remove staged episodes that do not read back whole, so that they run again.
+
+        Staging is not fsync'd (:mod:`rollbench.record.lerobot`, commit protocol): after a power loss a staged
+        episode can hold empty or cut files. Checked: ``episode.json`` parses to an object with a ``length``, the
+        parquet footer of ``data.parquet`` reads and holds ``max(length, 1)`` rows, and every staged video or
+        artifact file is non-empty. A damaged one is named on stderr and removed; it was never recorded."""
+        for e in self.staged():
+            d = self.run_dir / STAGING / f"episode-{e:06d}"
+            if d.is_symlink():
+                continue  # refused by check_no_escaping_links, or a link inside: promote_ready reports it
+            why = _staged_damage(d)
+            if why is not None:
+                print(f"warning: staged episode {e} is damaged ({why}); it will run again", file=sys.stderr)
+                self.discard_staged(e)
 
     @property
     def committed(self) -> int:

@@ -57,17 +57,22 @@ SUM_TOL = 1e-9  # lerobot's own sums vs its env's: the same float64 rewards summ
 FLOAT32_TOL = 1e-4
 
 
+def timed_json(cmd: list[str], env: dict[str, str], what: str) -> tuple[float, dict[str, Any]]:
+    """Run ``cmd``; returns (process wall seconds, its stdout parsed as JSON); exits naming ``what`` if it fails."""
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"{what} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return wall, json.loads(r.stdout)
+
+
 def run_rollbench(out: Path, episodes: int, seed: int, batch_size: int) -> tuple[float, dict[str, Any]]:
     """``rollbench eval`` into ``out``; returns (process wall seconds, ``grade --json``)."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "benchmarks")}
     cmd = [str(ROLLBENCH), "eval", "--env", TASK, "--policy", "_pusht_controller:make", "--episodes", str(episodes)]
     cmd += ["--seed", str(seed), "--batch-size", str(batch_size), "--out", str(out), "--json"]
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise SystemExit(f"rollbench eval failed ({r.returncode}):\n{r.stderr[-3000:]}")
-    return wall, json.loads(r.stdout)
+    return timed_json(cmd, env, "rollbench eval")
 
 
 def run_lerobot(episodes: int, seed: int, batch_size: int, actions: bool) -> tuple[float, dict[str, Any]]:
@@ -75,12 +80,7 @@ def run_lerobot(episodes: int, seed: int, batch_size: int, actions: bool) -> tup
     cmd = [str(LEROBOT_PY), str(LEROBOT_SIDE), "--episodes", str(episodes), "--seed", str(seed)]
     cmd += ["--batch-size", str(batch_size)] + ([] if actions else ["--no-actions"])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise SystemExit(f"lerobot side failed ({r.returncode}):\n{r.stderr[-3000:]}")
-    return wall, json.loads(r.stdout)
+    return timed_json(cmd, env, "lerobot side")
 
 
 def recorded_steps(run_dir: Path) -> dict[int, dict[str, np.ndarray]]:

@@ -24,6 +24,7 @@ from rollbench.plan import Plan, PlannedEpisode, cameras_for, image_size_for, ma
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
+from rollbench.record.on_disk import committed_lengths
 from rollbench.record.retry import check_mode, record_outcomes, retry_errored
 from rollbench.record.runlog import (
     LiveSnapshot,
@@ -33,7 +34,7 @@ from rollbench.record.runlog import (
     utc_now,
     write_run_log,
 )
-from rollbench.record.writer import DatasetWriter, committed_lengths
+from rollbench.record.writer import DatasetWriter
 from rollbench.registry import env_families, family_of
 from rollbench.runners import run_episodes
 from rollbench.spec import EvalSpec, build_spec

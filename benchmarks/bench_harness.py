@@ -226,7 +226,7 @@ def measure(episodes: int, max_steps: int, seed: int, reps: int) -> tuple[int, d
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument(
         "--episodes",
         default="10",

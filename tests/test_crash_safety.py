@@ -107,13 +107,16 @@ def test_interrupted_commit_is_repaired_from_the_staged_copy(tmp_path: Path) -> 
     assert again["violations"] == [] and again["episodes"] == ref["episodes"]
 
 
-def test_ctrl_c_marks_the_run_interrupted_keeps_finished_episodes_and_says_how_to_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and_says_how_to_resume(
+    tmp_path: Path, signum: int, code: int
+) -> None:
     out = tmp_path / "run"
     proc = start_slow_run(out, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wait_for_committed(out, 3)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == code
     assert f"resume with `rollbench eval --resume {out}`" in err
     log = json.loads((out / "run.json").read_text())
     k = log["results"]["episodes_recorded"]

@@ -118,7 +118,9 @@ def test_resume_reruns_infrastructure_errored_episodes_and_replaces_them_in_plac
     assert first["overall"]["errors_by_fault"] == {"policy": 2, "environment": 0, "infrastructure": 4}
     assert [e["length"] for e in first["episodes"] if e["error_fault"] == "infrastructure"] == [0, 0, 0, 0]
     flag.unlink()  # the server is back: the same call again
-    again = _run(tmp_path / "run", flag)
+    events: list[dict[str, Any]] = []
+    again = _run(tmp_path / "run", flag, progress=events.append)
+    assert (events[0]["event"], sum(events[0]["done"].values()), events[0]["retried"]) == ("start", 6, 4)
     assert again["overall"]["errors_by_fault"] == {"policy": 2, "environment": 0, "infrastructure": 0}
     assert again["violations"] == [] and _same(again, reference)
     assert_same_dataset(tmp_path / "run", tmp_path / "ref")

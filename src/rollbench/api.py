@@ -41,8 +41,9 @@ from rollbench.spec import EvalSpec, build_spec
 from rollbench.types import ConfigError, PolicyInfo
 
 ProgressCallback = Callable[[dict[str, Any]], None]
-"""Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "warnings": [str]}``
-once (``done``: episodes already recorded or staged, which a resume does not re-run), then
+"""Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "retried": n,
+"warnings": [str]}`` once (``done``: episodes already recorded or staged, which a resume does not re-run;
+``retried``: recorded episodes taken back by ``--retry-errors`` to run again, not in ``done``), then
 ``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode."""
 
 
@@ -314,7 +315,7 @@ def _run(
         robot_type=first.family,
     )
     writer.promote_ready()
-    retry_errored(run_dir, writer, log, execution.retry_errors)
+    retried = retry_errored(run_dir, writer, log, execution.retry_errors)
     already = set(range(writer.committed)) | set(writer.staged())
     todo: list[PlannedEpisode] = [e for e in plan.episodes if e.episode_index not in already]
     live = LiveSnapshot(run_dir, {t.name: sum(1 for e in plan.episodes if e.task == t.name) for t in plan.tasks})
@@ -330,6 +331,7 @@ def _run(
                 "run_dir": str(run_dir),
                 "totals": dict(live.totals),
                 "done": dict(live.done),
+                "retried": len(retried),  # errored episodes taken back to run again (--retry-errors)
                 "warnings": list(log.get("warnings", [])),
             }
         )

@@ -5,8 +5,11 @@ Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -65,6 +68,27 @@ def _image_size(value: str) -> tuple[int, int]:
     if len(parts) != 2:
         raise typer.BadParameter(f"{value!r} is not HEIGHTxWIDTH")
     return parts[0], parts[1]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during ``rollbench eval``: handled like Ctrl-C (the run ends INTERRUPTED, resumable), exit 143."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM (what systemd, ``docker stop``, Slurm and a plain ``kill`` send) into :class:`Terminated` while
+    a run executes, so that it ends like a Ctrl-C instead of leaving run.json saying RUNNING. (A background job
+    started by a non-interactive shell ignores SIGINT, a shell rule rollbench keeps; SIGTERM is the signal to send
+    it.)"""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @app.command("eval")
@@ -213,11 +237,11 @@ def eval_cmd(
             batch_size=batch_size,
             retry_errors=retry_errors,
         )
-        with display:
+        with display, _terminate_as_interrupt():
             result = evaluate(
                 spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
             )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         where = display.run_dir if display.run_dir else out_dir
         console.print(
             f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
@@ -225,7 +249,7 @@ def eval_cmd(
             highlight=False,
             soft_wrap=True,
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
     except ConfigError as exc:
         _fail(str(exc))
         return

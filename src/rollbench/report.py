@@ -50,9 +50,12 @@ class ProgressDisplay:
             for w in event.get("warnings", []):
                 say(f"warning: {w}", highlight=False, soft_wrap=True)
             done, total = sum(event["done"].values()), sum(event["totals"].values())
-            if done:
+            retried = int(event.get("retried", 0))
+            if done or retried:
+                again = f" ({retried} of them errored before and run again, --retry-errors)" if retried else ""
                 say(
-                    f"resuming {event['run_dir']}: {done} of {total} episodes already recorded, {total - done} to run",
+                    f"resuming {event['run_dir']}: {done} of {total} episodes already recorded, "
+                    f"{total - done} to run{again}",
                     highlight=False,
                     soft_wrap=True,
                 )

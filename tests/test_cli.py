@@ -203,3 +203,15 @@ def test_a_typo_in_a_long_task_list_shows_the_closest_and_how_to_list_all(tmp_pa
         "`rollbench envs metaworld`"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_policy_on_a_busy_port_exits_2_naming_the_address(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = cli("serve-policy", "--policy", "zero", "--port", str(port), cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"error: [Errno 98] cannot listen on 127.0.0.1:{port}: Address already in use"

@@ -215,3 +215,9 @@ def test_serve_policy_on_a_busy_port_exits_2_naming_the_address(tmp_path: Path) 
         r = cli("serve-policy", "--policy", "zero", "--port", str(port), cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.strip() == f"error: [Errno 98] cannot listen on 127.0.0.1:{port}: Address already in use"
+
+
+def test_gpu_standin_with_an_unknown_inner_policy_exits_2_naming_the_option(tmp_path: Path) -> None:
+    r = cli("serve-policy", "--policy", "gpu-standin", "--policy-options", '{"inner": "nonexistent"}', cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: gpu-standin: option inner: unknown policy 'nonexistent'. Valid policies: ")

@@ -128,11 +128,13 @@ def run_timing(log: dict[str, Any], episode_times: list[float | None]) -> dict[s
     """Wall time of a run, from disk: ``eval_wall_time_s`` = the summed ``elapsed_s`` of every finished invocation
     in run.json's ``executions`` (None when none is recorded), ``invocations`` = how many, ``episode_time_s`` = the
     summed per-episode wall times of the graded episodes (``rollbench/wall_time_s``: reset to last step, in the
-    process that ran the episode; with K workers it can exceed the wall time). Seconds."""
+    process that ran the episode; with K workers it can exceed the wall time). Seconds; the wall time is rounded to
+    milliseconds, as each ``elapsed_s`` is (a sum of such floats is not exact). An invocation killed by SIGKILL
+    recorded no ``elapsed_s`` and is not counted."""
     runs = [x for x in log.get("executions") or [] if isinstance(x, dict) and isinstance(x.get("elapsed_s"), float)]
     times = [t for t in episode_times if isinstance(t, float)]
     return {
-        "eval_wall_time_s": sum(x["elapsed_s"] for x in runs) if runs else None,
+        "eval_wall_time_s": round(sum(x["elapsed_s"] for x in runs), 3) if runs else None,  # each is in ms
         "invocations": len(runs),
         "episode_time_s": sum(times),
     }

@@ -97,6 +97,10 @@ def make_standin(name: str, options: Mapping[str, Any]) -> StandinGPU:
     if not latency_s >= 0:
         raise ConfigError(f"gpu-standin: latency_ms must be >= 0, got {options.get('latency_ms')!r}")
     inner_name = str(options.get("inner", "zero"))
-    policy = StandinGPU(name, latency_s, [make_policy(inner_name, {})])
+    try:
+        first = make_policy(inner_name, {})
+    except ConfigError as exc:
+        raise ConfigError(f"gpu-standin: option inner: {exc}") from None
+    policy = StandinGPU(name, latency_s, [first])
     policy._build = lambda: make_policy(inner_name, {})
     return policy

@@ -115,12 +115,12 @@ def length_figure(runs: list[RunData]) -> Figure:
 
 def read_latencies(run: RunData) -> np.ndarray:
     """Per-call policy latency (seconds, float64) recorded in a run directory's step files; empty for exports."""
-    import pyarrow.parquet as pq
+    from rollbench.record.files import read_parquet
 
     if run.run_dir is None:
         return np.zeros(0)
     parts = [
-        pq.read_table(f, columns=["policy.latency_s"]).column(0).to_numpy(zero_copy_only=False)
+        read_parquet(f, columns=["policy.latency_s"]).column(0).to_numpy(zero_copy_only=False)
         for f in sorted(Path(run.run_dir).glob("data/chunk-*/file-*.parquet"))
     ]
     values = np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)

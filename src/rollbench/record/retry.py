@@ -19,8 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
+from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file
 from rollbench.record.runlog import utc_now, write_run_log
 from rollbench.record.writer import DatasetWriter
@@ -59,7 +58,7 @@ def retry_errored(run_dir: Path, writer: DatasetWriter, log: dict[str, Any], mod
     chosen: dict[int, dict[str, Any]] = {}
     for e in range(writer.committed):
         c, f = chunk_file(e)
-        row = pq.read_table(run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)).to_pylist()[0]
+        row = read_parquet(run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)).to_pylist()[0]
         if _selected(row, mode):
             chosen[e] = row
     staged: set[int] = set()

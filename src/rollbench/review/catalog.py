@@ -28,11 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from rollbench.grading import grade, load_run_log
 from rollbench.identity import RunIdentity
-from rollbench.record.files import atomic_write_json
+from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.runlog import find_run_dirs
 from rollbench.types import RollbenchError
 
@@ -122,7 +120,7 @@ def read_run(run_dir: Path) -> RunRecord:
     rows: dict[int, dict[str, Any]] = {}
     for f in sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet")):
         try:
-            for r in pq.ParquetFile(f).read().to_pylist():
+            for r in read_parquet(f).to_pylist():
                 rows[int(r["episode_index"])] = r
         except Exception:  # grade reported the unreadable file as a violation
             continue
@@ -340,7 +338,7 @@ class Catalog:
         path = inside(rec.run_dir / rel, rec.run_dir) if rel else None
         if path is None:
             return {"timestamp": [], "reward": [], "success": [], "action": []}
-        table = pq.read_table(path, columns=["episode_index", "timestamp", "next.reward", "next.success", "action"])
+        table = read_parquet(path, columns=["episode_index", "timestamp", "next.reward", "next.success", "action"])
         rows = [r for r in table.to_pylist() if r["episode_index"] == episode_index]
         return {
             "timestamp": [r["timestamp"] for r in rows],

@@ -102,8 +102,9 @@ _database_lock = threading.Lock()
 def _connection() -> duckdb.DuckDBPyConnection:
     """A new connection (its own temporary tables; close it) to this process's one in-memory DuckDB database.
 
-    Opening a database costs ~15 ms, a connection to an open one ~0.5 ms (measured here; a run's grading is
-    ~50 ms). A child process made by ``fork`` opens its own database: DuckDB's threads do not survive a fork."""
+    Opening a database costs ~13 ms, a connection to an open one well under 0.1 ms, grading a 20-episode run ~30 ms
+    (``benchmarks/bench_micro.py``). A child process made by ``fork`` opens its own database: DuckDB's threads do
+    not survive a fork."""
     global _database
     with _database_lock:
         if _database is None or _database[0] != os.getpid():

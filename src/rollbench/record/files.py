@@ -78,8 +78,8 @@ def _json_default(obj: Any) -> Any:
 
 def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """One parquet file as a table (``columns``: only those). The same table as ``pq.read_table``, which goes through
-    pyarrow's dataset layer and takes about twice as long on rollbench's small per-episode files (0.73 vs 0.34 ms
-    for a 50-row data file, measured here); raises what pyarrow raises for a missing or damaged file."""
+    pyarrow's dataset layer and takes about twice as long on rollbench's small per-episode files (0.68 vs 0.35 ms
+    for a 53-row data file, ``benchmarks/bench_micro.py``); raises what pyarrow raises for a missing or damaged file."""
     with pq.ParquetFile(path) as f:
         return f.read(columns=list(columns) if columns is not None else None)
 

@@ -29,8 +29,9 @@ Commit protocol, so that a crash at any instant leaves every committed episode r
    worker) loses the rename and is dropped, so an episode is recorded exactly once. Staging is not fsync'd: a
    staged episode is not recorded yet, and its files survive the crash of any process (they are in the page cache);
    after a power loss or a kernel crash a staged episode may be damaged, and the writer that opens the directory
-   next removes it (see ``DatasetWriter``), so it runs again. Only committing (step 2) is durable. (Three fsyncs
-   per staged episode cost a worker ~8% of its time on this machine's 2-worker MT10 benchmark.)
+   next removes it (see ``DatasetWriter``), so it runs again. Only committing (step 2) is durable. (Without the
+   three fsyncs per staged episode, 2 workers went from 1.75x to 1.81x one worker in ``benchmarks/bench_parallel.py``;
+   BENCHMARKS.md.)
 2. ``DatasetWriter.promote_ready`` commits staged episodes strictly in episode order (LeRobot's global ``index``
    column needs every earlier episode's length): data file, then videos, then the episode's meta row, which is
    the commit point; then ``info.json`` and ``stats.json`` are rewritten. A policy's episode artifacts (an LLM

@@ -35,7 +35,8 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# Both looked up once per process (each lookup costs ~5 ms: a scan of site-packages, a git subprocess). A package
+# Both looked up once per process (a scan of site-packages, a git subprocess: with the rest of provenance ~12 ms of
+# each run's start-up in `benchmarks/bench_harness.py --profile` before). A package
 # upgraded under a long-lived process (an MCP server, a dashboard) is not what that process runs anyway.
 @functools.cache
 def _version(dist: str) -> str | None:

@@ -108,7 +108,9 @@ def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int, durable: bo
             assert isinstance(stream, av.VideoStream)
             h, w = frames[0].shape[:2]
             stream.width, stream.height, stream.pix_fmt = w, h, VIDEO_PIX_FMT
-            stream.options = {"crf": "23", "preset": "veryfast", "g": "2"}
+            # one x264 thread: the same frames always give the same file (a CI run once decoded different pixels
+            # from two encodings of identical frames with x264's default thread pool)
+            stream.options = {"crf": "23", "preset": "veryfast", "g": "2", "threads": "1"}
             for img in frames:
                 container.mux(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")))
             container.mux(stream.encode(None))

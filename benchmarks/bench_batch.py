@@ -1,6 +1,6 @@
 """Batched stepping throughput: episodes per hour at ``--batch-size B`` against ``B = 1``, with the ``gpu-standin``
 policy (a fixed latency per call whatever the batch size: a model of GPU inference, see
-``rollbench/policies/standin.py``) over MetaWorld's scripted expert.
+``rollbench/testing/standin.py``) over MetaWorld's scripted expert.
 
 Every variant runs the same plan (``metaworld/reach-v3``, N episodes, seed 0, a fixed horizon) in this one process,
 in interleaved repetitions (the order alternates), and the script checks that every variant recorded the same

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from dashboard_support import ServerThread
 from rollbench.api import evaluate
-from rollbench.identity import RunIdentity
+from rollbench.core.identity import RunIdentity
 from rollbench.review.catalog import read_run, run_signature
 
 

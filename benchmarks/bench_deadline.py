@@ -1,4 +1,4 @@
-"""Cost of the policy-call deadline (``rollbench.policies.deadline.Deadline``): the ``zero`` policy (in a one-slot
+"""Cost of the policy-call deadline (``rollbench.run.deadline.Deadline``): the ``zero`` policy (in a one-slot
 ``PolicyLoop``, as the episode loop drives it) called directly and through the wrapper (which hands each call to its helper thread and waits for the reply).
 
 Run: ``.venv/bin/python benchmarks/bench_deadline.py [--calls 20000] [--reps 5]``; prints the median µs per call of
@@ -20,11 +20,12 @@ import time
 
 import numpy as np
 
-from rollbench.batching import BatchPolicy, PolicyLoop
+from rollbench.core.batch import BatchPolicy
+from rollbench.core.registry import make_policy
+from rollbench.core.types import Observation
 from rollbench.envs.scripted import TASKS
-from rollbench.policies.deadline import Deadline
-from rollbench.registry import make_policy
-from rollbench.types import Observation
+from rollbench.run.deadline import Deadline
+from rollbench.run.lockstep import PolicyLoop
 
 
 def per_call_us(wrapped: bool, calls: int) -> float:

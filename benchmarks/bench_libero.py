@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
+from rollbench.core.registry import EnvOptions
 from rollbench.envs.libero import FAMILY, LiberoEnv
-from rollbench.registry import EnvOptions
 
 
 def measure(task: str, cameras: tuple[str, ...], size: int, fast: bool, steps: int, reps: int) -> dict[str, float]:

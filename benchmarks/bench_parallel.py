@@ -97,8 +97,8 @@ def bare_loop(episodes: list[tuple[str, int]], max_steps: int | None) -> list[tu
 
 
 def run_bare(variant: str, episodes: int, max_steps: int | None) -> dict[str, Any]:
-    from rollbench.plan import make_plan
-    from rollbench.spec import build_spec
+    from rollbench.core.plan import make_plan
+    from rollbench.core.spec import build_spec
 
     plan = make_plan(build_spec(env=ENV, policy=POLICY, episodes=episodes, max_steps=max_steps))
     todo = [(e.task, e.seed) for e in plan.episodes]

@@ -7,7 +7,7 @@ process (stdout/stderr as text). The executable is ``$ROLLBENCH_BIN``, else the 
 
 Offscreen GL: MuJoCo fixes its GL back-end when first imported, and a test module may import a simulator (e.g.
 ``pytest.importorskip("metaworld")``) before anything of rollbench runs; so the back-end is chosen here, once, the
-way rollbench chooses it (:func:`rollbench.envs.gl.configure_offscreen_gl`), before any test module is imported.
+way rollbench chooses it (:func:`rollbench.core.gl.configure_offscreen_gl`), before any test module is imported.
 
 ``tests/compat`` (read run directories with lerobot's own ``LeRobotDataset``) is collected only where lerobot is
 importable: ``scripts/lerobot_compat.sh`` runs it in its own venv; lerobot never enters the core install.
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 collect_ignore = [] if importlib.util.find_spec("lerobot") else ["compat"]
 
 if importlib.util.find_spec("rollbench"):  # not in the LeRobot venv
-    from rollbench.envs.gl import configure_offscreen_gl
+    from rollbench.core.gl import configure_offscreen_gl
 
     configure_offscreen_gl()
 

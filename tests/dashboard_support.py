@@ -13,7 +13,7 @@ import httpx
 import uvicorn
 
 from rollbench.api import evaluate
-from rollbench.cli_dashboard import build_dashboard
+from rollbench.cli.dashboard import build_dashboard
 from rollbench.review.app import create_app
 
 

@@ -16,7 +16,7 @@ import pytest
 from agent_double import KEY, Double, serve_double
 from conftest import run_cli
 from rollbench.api import Execution, evaluate, grade
-from rollbench.types import ConfigError
+from rollbench.core.types import ConfigError
 
 REACH = "scripted/reach"
 
@@ -262,7 +262,7 @@ def test_grade_reports_a_transcript_that_disagrees_with_its_calls_or_is_missing(
 
 
 def test_an_api_key_given_as_a_policy_option_is_refused_saying_where_keys_come_from() -> None:
-    from rollbench.registry import make_policy
+    from rollbench.core.registry import make_policy
 
     with pytest.raises(ConfigError) as err:
         make_policy("agent:openai/gpt-4o", {"api_key": "sk-not-here"})

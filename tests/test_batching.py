@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from rollbench.api import Execution, evaluate, grade
-from rollbench.types import ConfigError
+from rollbench.core.types import ConfigError
 from test_parallel import info_and_stats, last_execution, recorded_tables
 
 TESTS = Path(__file__).resolve().parent

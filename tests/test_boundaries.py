@@ -102,8 +102,8 @@ class _StateBufferEnv:
     returning its internal buffer through rollbench's Env protocol)."""
 
     def __init__(self) -> None:
+        from rollbench.core.registry import EnvOptions
         from rollbench.envs.scripted import TASKS, ScriptedEnv
-        from rollbench.registry import EnvOptions
 
         self.inner = ScriptedEnv(TASKS["scripted/reach"], EnvOptions(cameras=(), image_size=(32, 32)))
         self.task = self.inner.task
@@ -133,11 +133,11 @@ class _StateBufferEnv:
 
 
 def test_env_returning_its_state_buffer_records_every_state() -> None:
+    from rollbench.core.plan import PlannedEpisode
+    from rollbench.core.registry import EnvOptions
     from rollbench.envs.scripted import TASKS, ScriptedEnv
-    from rollbench.plan import PlannedEpisode
     from rollbench.policies.basic import ScriptedExpert
-    from rollbench.registry import EnvOptions
-    from rollbench.rollout import rollout
+    from rollbench.run.episode import rollout
 
     planned = PlannedEpisode(0, "scripted/reach", 0, 5, None, 0, "reach", 6, "any_step")
     fresh = ScriptedEnv(TASKS["scripted/reach"], EnvOptions(cameras=(), image_size=(32, 32)))

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rollbench.api import evaluate, grade
-from rollbench.cli import app
+from rollbench.cli.main import app
 
 SMALL = ["--env", "scripted/reach", "--policy", "zero", "--episodes", "3", "--max-steps", "3"]
 

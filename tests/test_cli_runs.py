@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from rollbench.api import evaluate
-from rollbench.cli import app
+from rollbench.cli.main import app
 
 
 def runs(*args: str) -> tuple[int, str, str]:

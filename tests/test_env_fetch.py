@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rollbench.core.registry import EnvOptions
+from rollbench.core.types import ConfigError
 from rollbench.envs.fetch import FAMILY, OBS_DIMS
-from rollbench.registry import EnvOptions
-from rollbench.types import ConfigError
 
 pytestmark = pytest.mark.sim
 if FAMILY.missing():
@@ -55,7 +55,7 @@ def test_same_seed_same_scene_in_fresh_envs_and_seeds_differ() -> None:
 
 
 def test_fetch_expert_solves_reach_and_random_mostly_not() -> None:
-    from rollbench.registry import make_policy
+    from rollbench.core.registry import make_policy
 
     task = FAMILY.task("fetch/Reach")
     env = FAMILY.make(task, EnvOptions())

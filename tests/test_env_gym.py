@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rollbench.core.registry import EnvOptions, resolve_tasks
+from rollbench.core.types import ConfigError
 from rollbench.envs.gym import FAMILY, gym_id, resize_nearest
-from rollbench.registry import EnvOptions, resolve_tasks
-from rollbench.types import ConfigError
 
 
 def test_names() -> None:

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rollbench.core.registry import EnvOptions, make_env, resolve_tasks
+from rollbench.core.types import ConfigError
 from rollbench.envs import libero, libero_setup
 from rollbench.envs.libero import (
     FAMILY,
@@ -30,8 +32,6 @@ from rollbench.envs.libero import (
     start_episode,
 )
 from rollbench.envs.libero_tasks import LAN_SUITES
-from rollbench.registry import EnvOptions, make_env, resolve_tasks
-from rollbench.types import ConfigError
 
 
 # task table ------------------------------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ class StandIn:
         import robosuite
         from robosuite.controllers import load_composite_controller_config
 
-        from rollbench.envs.gl import configure_offscreen_gl
+        from rollbench.core.gl import configure_offscreen_gl
 
         configure_offscreen_gl()
         cams: dict[str, Any] = (
@@ -297,7 +297,7 @@ def test_task_table_equals_the_installed_libero_task_map_and_lan_instructions_ar
 
 
 def test_held_success_needs_k_consecutive_steps() -> None:
-    from rollbench.rollout import held_success
+    from rollbench.core.episode import held_success
 
     seq = [False, True, True, False, True, True, True, False]
     assert held_success(seq, 1) and held_success(seq, 3) and not held_success(seq, 4)
@@ -306,8 +306,8 @@ def test_held_success_needs_k_consecutive_steps() -> None:
 
 
 def test_more_episodes_than_stored_init_states_is_refused() -> None:
-    from rollbench.plan import make_plan
-    from rollbench.spec import build_spec
+    from rollbench.core.plan import make_plan
+    from rollbench.core.spec import build_spec
 
     plan = make_plan(build_spec(env="libero/libero_spatial/0", policy="zero", episodes=50))
     assert [e.initial_state for e in plan.episodes] == list(range(50))
@@ -316,7 +316,7 @@ def test_more_episodes_than_stored_init_states_is_refused() -> None:
 
 
 def test_a_mujoco_other_than_the_reference_is_warned_about(monkeypatch) -> None:
-    from rollbench.spec import build_spec
+    from rollbench.core.spec import build_spec
 
     spec = build_spec(env="libero/libero_spatial/0", policy="zero", episodes=1)
     real = libero_setup.provenance()
@@ -379,7 +379,7 @@ def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() 
 
 
 def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_http() -> None:
-    from rollbench.policies.obs_map import default_obs_map
+    from rollbench.wire.obs_map import default_obs_map
 
     ws = default_obs_map("libero", "ws")
     assert dict(ws.images) == {"agentview": "observation/image", "robot0_eye_in_hand": "observation/wrist_image"}
@@ -392,7 +392,7 @@ def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_htt
     task = FAMILY.task("libero/libero_90/3")
     assert task.policy_cameras == libero.CAMERAS and task.replan_every == 5 and task.image_size == (256, 256)
     img = np.zeros((256, 256, 3), dtype=np.uint8)
-    from rollbench.types import Observation
+    from rollbench.core.types import Observation
 
     sent = ws.images_of(Observation(state=np.zeros(8, np.float32), images={"agentview": img}))
     assert sent["observation/image"].shape == (224, 224, 3) and sent["observation/image"].dtype == np.uint8

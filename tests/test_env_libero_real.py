@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import Execution, evaluate
+from rollbench.core.registry import EnvOptions
 from rollbench.envs import libero_setup
 from rollbench.envs.libero import FAMILY, NOOP_ACTION, LiberoEnv, start_episode
 from rollbench.envs.libero_tasks import bddl_language
-from rollbench.registry import EnvOptions
 
 pytestmark = [
     pytest.mark.sim,

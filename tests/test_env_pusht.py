@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rollbench.core.registry import EnvOptions
 from rollbench.envs.pusht import FAMILY
-from rollbench.registry import EnvOptions
 
 pytestmark = pytest.mark.sim
 if FAMILY.missing():

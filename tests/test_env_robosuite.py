@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rollbench.core.registry import EnvOptions
+from rollbench.core.types import ConfigError
 from rollbench.envs.robosuite import FAMILY, OBJECT_KEYS, PROPRIO_KEYS
-from rollbench.registry import EnvOptions
-from rollbench.types import ConfigError
 
 pytestmark = pytest.mark.sim
 if FAMILY.missing():

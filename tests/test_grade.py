@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import evaluate, grade
-from rollbench.grading import wilson_interval
+from rollbench.grade.grade import wilson_interval
 from test_rollout import replay
 
 

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import evaluate, grade
-from rollbench.optimize.perturb import perturb
-from rollbench.optimize.variants import read_variants
-from rollbench.plan import make_plan
-from rollbench.policies.metaworld_lang_expert import acts, instruction_level
-from rollbench.spec import build_spec
-from rollbench.types import ConfigError
+from rollbench.core.perturb import perturb
+from rollbench.core.plan import make_plan
+from rollbench.core.spec import build_spec
+from rollbench.core.types import ConfigError
+from rollbench.core.variants import read_variants
+from rollbench.testing.metaworld_lang_expert import acts, instruction_level
 from test_remote_policy import ROLLBENCH, requests, served
 
 REACH = "metaworld/reach-v3"
@@ -40,7 +40,7 @@ def sweep_file(tmp: Path) -> Path:
 def replay_successes(episodes: list[tuple[int, np.ndarray]]) -> list[bool]:
     """Independent replay: a MetaWorld env of its own, reset with each episode's seed, its recorded actions stepped
     in order; success = the env's own check after any step."""
-    from rollbench.registry import EnvOptions, family_of
+    from rollbench.core.registry import EnvOptions, family_of
 
     fam = family_of(REACH)
     env = fam.make(fam.task(REACH), EnvOptions())

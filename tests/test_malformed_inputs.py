@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from conftest import run_cli
 from rollbench.api import evaluate
-from rollbench.cli import app
+from rollbench.cli.main import app
 
 RUN_ARGS = ["--env", "scripted/reach", "--policy", "zero", "--episodes", "3", "--max-steps", "3", "--seed", "2"]
 

@@ -14,10 +14,10 @@ import pytest
 pytest.importorskip("metaworld")
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from rollbench.core.registry import EnvOptions
+from rollbench.core.types import ConfigError, TaskInfo
 from rollbench.envs.metaworld import CAMERAS, FAMILY
 from rollbench.policies.metaworld_expert import make_metaworld_expert
-from rollbench.registry import EnvOptions
-from rollbench.types import ConfigError, TaskInfo
 
 pytestmark = pytest.mark.sim
 
@@ -100,7 +100,7 @@ def test_reset_is_a_pure_function_of_the_seed() -> None:
 
     code = (
         "import os; os.environ.setdefault('MUJOCO_GL', 'egl'); "
-        "from rollbench.envs.metaworld import FAMILY; from rollbench.registry import EnvOptions; "
+        "from rollbench.envs.metaworld import FAMILY; from rollbench.core.registry import EnvOptions; "
         "e = FAMILY.make(FAMILY.task('metaworld/pick-place-v3'), EnvOptions()); "
         "print(e.reset(7).raw.tobytes().hex())"
     )

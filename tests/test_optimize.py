@@ -22,11 +22,12 @@ import pytest
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handler's annotations here
 
 from rollbench.api import grade
+from rollbench.core.types import ConfigError
 from rollbench.optimize.compare import Paired
+from rollbench.optimize.config import build_config, is_better
 from rollbench.optimize.proposers import Context, propose
-from rollbench.optimize.search import Search, build_config, is_better
-from rollbench.policies.metaworld_lang_expert import instruction_level
-from rollbench.types import ConfigError
+from rollbench.optimize.search import Search
+from rollbench.testing.metaworld_lang_expert import instruction_level
 from test_remote_policy import ROLLBENCH, requests, served
 
 REACH = "metaworld/reach-v3"

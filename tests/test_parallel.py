@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import Execution, evaluate, grade
-from rollbench.types import ConfigError
+from rollbench.core.types import ConfigError
 
 TIMING_COLUMNS = {"policy.latency_s", "rollbench/wall_time_s"}  # measured durations: differ between any two runs
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from rollbench.api import Execution, evaluate
-from rollbench.policies.deadline import Deadline, PolicyTimeout
-from rollbench.registry import make_policy
+from rollbench.core.registry import make_policy
+from rollbench.run.deadline import Deadline, PolicyTimeout
 from test_parallel import recorded_tables
 
 TESTS = Path(__file__).resolve().parent
@@ -60,9 +60,9 @@ def test_a_hanging_policy_in_a_worker_process_is_replaced_and_the_run_goes_on(
 
 
 def test_a_policy_past_its_deadline_is_abandoned_and_a_fresh_one_serves_later_episodes() -> None:
-    from rollbench.batching import PolicyLoop
+    from rollbench.core.types import Observation
     from rollbench.envs.scripted import TASKS
-    from rollbench.types import Observation
+    from rollbench.run.lockstep import PolicyLoop
 
     task, built = TASKS["scripted/reach"], []
 
@@ -116,9 +116,9 @@ def test_builtin_bounded_policies_run_inline_and_any_other_policy_on_the_deadlin
     """Built-in arithmetic policies (PolicyInfo.bounded) skip the helper thread's hand-offs; a user policy never does."""
     import threading
 
-    from rollbench.batching import PolicyLoop
+    from rollbench.core.types import Observation, PolicyInfo
     from rollbench.envs.scripted import TASKS
-    from rollbench.types import Observation, PolicyInfo
+    from rollbench.run.lockstep import PolicyLoop
 
     seen: list[str] = []
 

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rollbench.api import evaluate
-from rollbench.cli import app
-from rollbench.types import ConfigError
+from rollbench.cli.main import app
+from rollbench.core.types import ConfigError
 
 
 @pytest.mark.parametrize(

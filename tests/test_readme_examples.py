@@ -89,7 +89,7 @@ def test_readme_release_example_runs_as_written_on_a_plain_run_and_its_dashboard
     """The run the set-up writes (here a small stand-in under the same name) and the labels file the dashboard
     example writes are what the release example reads; both commands succeed as written."""
     from rollbench.api import evaluate
-    from rollbench.identity import RunIdentity
+    from rollbench.core.identity import RunIdentity
     from rollbench.review.labels import set_label
     from rollbench.review.rubrics import load_rubric
 

@@ -16,10 +16,10 @@ import pytest
 from agent_double import KEY, serve_double
 from conftest import run_cli
 from rollbench.api import evaluate, grade
-from rollbench.identity import sanitize_segment
-from rollbench.release import build_release
-from rollbench.release_rules import PLACEHOLDER, Scanner
-from rollbench.types import ConfigError
+from rollbench.core.identity import sanitize_segment
+from rollbench.core.types import ConfigError
+from rollbench.release.copy import build_release
+from rollbench.release.rules import PLACEHOLDER, Scanner
 
 EMAIL = "alice.smith@example.org"
 INSTRUCTION = f"move the point to the goal, then mail {EMAIL}"

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from rollbench.api import Execution, evaluate
-from rollbench.policies.remote_wire import unpack_msgpack
+from rollbench.wire.decode import unpack_msgpack
 from test_parallel import recorded_tables
 from test_remote_policy import ROLLBENCH, actions, requests, rows, served
 

@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import evaluate
-from rollbench.policies.obs_map import default_obs_map, load_policy_options, resolve_obs_map
-from rollbench.policies.remote_http import decode_array, encode_array
-from rollbench.types import ConfigError
+from rollbench.core.types import ConfigError
+from rollbench.wire.decode import decode_array, encode_array
+from rollbench.wire.obs_map import default_obs_map, load_policy_options, resolve_obs_map
 
 ROLLBENCH = str(Path(sys.executable).parent / "rollbench")
 PROTOCOLS = ("ws", "http")
@@ -326,7 +326,7 @@ def test_policy_options_come_from_json_or_a_file(tmp_path: Path) -> None:
 
 
 def test_unknown_client_options_are_refused_before_connecting() -> None:
-    from rollbench.registry import make_policy
+    from rollbench.core.registry import make_policy
 
     with pytest.raises(ConfigError, match="valid options: timeout_s, connect_timeout_s, retries, obs_map"):
         make_policy(url_of("ws", free_port()), {"timeout": 3})
@@ -335,7 +335,7 @@ def test_unknown_client_options_are_refused_before_connecting() -> None:
 def test_a_chunk_length_counts_as_advertised_only_when_it_is_a_positive_integer() -> None:
     """An invalid ``chunk_size`` (0, negative, a bool) is not a declared chunk length: the client keeps the default
     of 1 and does not check --replan-every against it."""
-    from rollbench.policies.obs_map import advertised, advertised_chunk_size
+    from rollbench.wire.obs_map import advertised, advertised_chunk_size
 
     for bad in (0, -3, True, 2.0, "4"):
         assert advertised({"chunk_size": bad}) == (1, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rollbench.envs.render_check import render_fault
+from rollbench.run.render_check import render_fault
 
 
 def _frames(n: int, seed: int = 0) -> list[np.ndarray]:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from rollbench.core.types import ConfigError
 from rollbench.review.labels import load_labels, parse_episode_key, set_label
 from rollbench.review.rubrics import BUILTIN_RUBRICS, load_rubric
-from rollbench.types import ConfigError
 
 OUTCOME = load_rubric("outcome-v1")
 CTX = {"task": "metaworld/reach-v3", "instruction": "reach", "policy": "zero", "model": None, "status": "failure"}

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from fault_policies import Overshoot
+from rollbench.core.plan import PlannedEpisode
+from rollbench.core.registry import EnvOptions
+from rollbench.core.types import Observation, PolicyInfo, PolicyStop, TaskInfo
 from rollbench.envs.scripted import FAMILY, STEP_SIZE, SUCCESS_RADIUS
-from rollbench.plan import PlannedEpisode
 from rollbench.policies.basic import RandomPolicy, ScriptedExpert
-from rollbench.registry import EnvOptions
-from rollbench.rollout import rollout
-from rollbench.types import Observation, PolicyInfo, PolicyStop, TaskInfo
+from rollbench.run.episode import rollout
 
 
 def planned(task: str = "scripted/reach", seed: int = 0, max_steps: int = 50, rule: str = "any_step") -> PlannedEpisode:

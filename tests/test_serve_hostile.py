@@ -22,7 +22,7 @@ from websockets.sync.client import connect
 
 from hostile_peers import http_bodies, ws_cases
 from rollbench.api import evaluate
-from rollbench.policies.remote_wire import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
+from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
 from test_remote_policy import served
 
 OBJECT_SEED = {b"__ndarray__": True, b"data": b"\x01" * 8, b"dtype": "|O", b"shape": [1]}
@@ -131,8 +131,8 @@ def test_an_undecodable_frame_gets_the_error_text_before_a_close_with_a_reason(t
 
 @pytest.mark.parametrize("protocol", ["ws", "http"])
 def test_nan_in_an_observation_gets_an_error_reply_not_nan_actions(protocol: str, tmp_path: Path) -> None:
-    from rollbench.registry import make_policy, resolve_tasks
-    from rollbench.types import EpisodeError, Observation
+    from rollbench.core.registry import make_policy, resolve_tasks
+    from rollbench.core.types import EpisodeError, Observation
 
     task = resolve_tasks("scripted/reach")[0]
     with served(tmp_path, "scripted-expert", protocol) as (url, _, _):
@@ -207,8 +207,8 @@ def test_an_evicted_or_unknown_http_session_gets_410_never_a_reset_to_env(tmp_pa
 
 def _latencies_while(url: str, attack: Any) -> tuple[list[float], Any]:
     """Run ``attack()`` while a second (rollbench) client keeps calling; return its call latencies and the result."""
-    from rollbench.registry import make_policy, resolve_tasks
-    from rollbench.types import Observation
+    from rollbench.core.registry import make_policy, resolve_tasks
+    from rollbench.core.types import Observation
 
     task = resolve_tasks("scripted/reach")[0]
     client = make_policy(url, {})
@@ -337,7 +337,7 @@ DRAWER, OTHER = "metaworld/drawer-open-v3", "metaworld/reach-v3"
 def drawer_observations() -> list[Any]:
     """Three real drawer-open-v3 observations (seed 0, expert-driven) and the in-process expert's actions on them."""
     pytest.importorskip("metaworld")
-    from rollbench.registry import EnvOptions, make_env, make_policy, resolve_tasks
+    from rollbench.core.registry import EnvOptions, make_env, make_policy, resolve_tasks
 
     task = resolve_tasks(DRAWER)[0]
     env, expert = make_env(task, EnvOptions()), make_policy("metaworld-expert")
@@ -352,7 +352,7 @@ def drawer_observations() -> list[Any]:
 
 
 def _session_a(url: str) -> Any:
-    from rollbench.registry import make_policy, resolve_tasks
+    from rollbench.core.registry import make_policy, resolve_tasks
 
     client = make_policy(url, {"retries": 0})
     client.reset(resolve_tasks(DRAWER)[0], 0)

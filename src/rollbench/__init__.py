@@ -8,7 +8,7 @@ The Python API (see :mod:`rollbench.api`)::
     again = rollbench.grade("runs/x")          # the same document, recomputed from the files
 
 Both are loaded on first use (PEP 562 module ``__getattr__``), so ``import rollbench`` stays light: no simulator,
-DuckDB or pyarrow import. The grading code itself is :mod:`rollbench.grading`.
+DuckDB or pyarrow import. The grading code itself is :mod:`rollbench.grade.grade`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rollbench.api import Execution, evaluate, grade
-    from rollbench.spec import EvalSpec
+    from rollbench.core.spec import EvalSpec
 
 __all__ = ["EvalSpec", "Execution", "__version__", "evaluate", "grade"]
 
@@ -26,7 +26,7 @@ _LAZY = {
     "evaluate": "rollbench.api",
     "grade": "rollbench.api",
     "Execution": "rollbench.api",
-    "EvalSpec": "rollbench.spec",
+    "EvalSpec": "rollbench.core.spec",
 }
 
 

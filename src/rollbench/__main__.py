@@ -1,6 +1,6 @@
 """``python -m rollbench`` runs the ``rollbench`` command line."""
 
-from rollbench.cli import main
+from rollbench.cli.main import main
 
 if __name__ == "__main__":
     main()

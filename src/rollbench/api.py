@@ -1,6 +1,6 @@
 """The Python API every surface shares (CLI, MCP server, tests): :func:`evaluate` and :func:`grade`.
 
-``evaluate`` = plan → execute → record → grade. It returns what :func:`rollbench.grading.grade` computes from the
+``evaluate`` = plan → execute → record → grade. It returns what :func:`rollbench.grade.grade.grade` computes from the
 run directory, never in-process counters.
 """
 
@@ -12,20 +12,21 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rollbench.execute import WorkerSetup
-from rollbench.grading import grade as grade_run_dir
-from rollbench.identity import run_identity
-from rollbench.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan, task_variants
+from rollbench.core.identity import run_identity
+from rollbench.core.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan, task_variants
+from rollbench.core.registry import env_families, family_of
+from rollbench.core.spec import EvalSpec, build_spec
+from rollbench.core.types import ConfigError, PolicyInfo
+from rollbench.grade.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.on_disk import committed_lengths
-from rollbench.record.retry import check_mode, record_outcomes, retry_errored
+from rollbench.record.retry import record_outcomes, retry_errored
 from rollbench.record.runlog import (
     LiveSnapshot,
     RunLock,
@@ -35,44 +36,14 @@ from rollbench.record.runlog import (
     write_run_log,
 )
 from rollbench.record.writer import DatasetWriter
-from rollbench.registry import env_families, family_of
-from rollbench.runners import run_episodes
-from rollbench.spec import EvalSpec, build_spec
-from rollbench.types import ConfigError, PolicyInfo
+from rollbench.run.runners import Execution, run_episodes
+from rollbench.run.worker import WorkerSetup
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 """Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "retried": n,
 "warnings": [str]}`` once (``done``: episodes already recorded or staged, which a resume does not re-run;
 ``retried``: recorded episodes taken back by ``--retry-errors`` to run again, not in ``done``), then
 ``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode."""
-
-
-MAX_BATCH_SIZE = 256  # episodes (and simulators) one worker keeps in lockstep
-
-
-@dataclass(frozen=True)
-class Execution:
-    """How to run (not part of the run's identity): worker count, executor, and episodes per worker in lockstep
-    (``batch_size``, see :mod:`rollbench.batching`). None of these changes what an episode records.
-    ``retry_errors`` says which errored episodes a resume re-runs: ``infra``, ``all`` or ``none`` (see
-    :mod:`rollbench.record.retry`)."""
-
-    workers: int = 1
-    executor: str = "local"
-    ray_address: str | None = None
-    batch_size: int = 1
-    retry_errors: str = "infra"
-
-    def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ConfigError(f"--workers must be >= 1, got {self.workers}")
-        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
-            raise ConfigError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}, got {self.batch_size}")
-        if self.executor not in ("local", "ray"):
-            raise ConfigError(f"unknown executor {self.executor!r}; valid executors: local, ray")
-        if self.ray_address and self.executor != "ray":
-            raise ConfigError("--ray-address only applies to --executor ray")
-        check_mode(self.retry_errors)
 
 
 def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
@@ -125,7 +96,7 @@ def _plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -
 
 def _probe_policy(spec: EvalSpec) -> PolicyInfo:
     """Build the policy once before any episode: unknown names and unreachable servers fail here, clearly."""
-    from rollbench.execute import build_policy
+    from rollbench.run.worker import build_policy
 
     policy = build_policy(spec)
     try:
@@ -153,7 +124,7 @@ def prepare_run(
 ) -> tuple[Plan, dict[str, Any]]:
     """Validate everything that can be validated before motion; return the plan and the run log to write.
 
-    ``host_label`` and ``robot`` set the run's identity (defaults: see :func:`rollbench.identity.run_identity`); a
+    ``host_label`` and ``robot`` set the run's identity (defaults: see :func:`rollbench.core.identity.run_identity`); a
     resumed run keeps the identity it recorded, and asking for another one is a ConfigError."""
     check_run_dir(run_dir)
     plan = make_plan(spec)
@@ -324,7 +295,7 @@ def _run(
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
-    if progress:  # the progress display prints the warnings (rollbench.report.ProgressDisplay)
+    if progress:  # the progress display prints the warnings (rollbench.cli.display.ProgressDisplay)
         progress(
             {
                 "event": "start",
@@ -403,5 +374,5 @@ def _finish(
 
 
 def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
-    """Recompute a run's results from its directory (see :func:`rollbench.grading.grade`)."""
+    """Recompute a run's results from its directory (see :func:`rollbench.grade.grade.grade`)."""
     return grade_run_dir(Path(run_dir), check_videos=check_videos)

@@ -197,7 +197,9 @@ def render_report(
 ) -> str:
     """The report as one HTML document (str). Figures are PNG data URIs; ``plots_dir`` also gets PNG + SVG files.
     ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not)."""
-    from rollbench import __version__
+    from importlib.metadata import version
+
+    __version__ = version("rollbench")
 
     if summary is None:
         summary = summarize_runs(loaded, labels=labels)

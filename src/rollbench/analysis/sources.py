@@ -1,5 +1,5 @@
 """Reading the runs to analyse: run directories, roots containing them, and JSON exports of the dashboard's
-``/api/runs``. Every per-episode fact comes from :func:`rollbench.grading.grade` (for run directories) or from the
+``/api/runs``. Every per-episode fact comes from :func:`rollbench.grade.grade.grade` (for run directories) or from the
 export's episode rows (which the dashboard built from ``grade``); nothing is re-derived here.
 
 A JSON export is read tolerantly: an object with a ``runs`` list (what ``GET /api/runs`` returns) or a bare list of
@@ -9,7 +9,7 @@ runs. Of each run it reads ``host``, ``robot``, ``name`` (the identity), ``polic
 ``length``, ``termination_reason`` and, when the export was joined with labels, ``label``. Unknown fields are
 ignored; a run without an identity or episodes is an error naming the file.
 
-Errors: :class:`rollbench.types.ConfigError` with one line naming the offending paths.
+Errors: :class:`rollbench.core.types.ConfigError` with one line naming the offending paths.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rollbench.identity import RunIdentity
+from rollbench.core.identity import RunIdentity
+from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
-from rollbench.types import ConfigError, RollbenchError
 
 
 @dataclass
@@ -127,7 +127,7 @@ def _served_label(url: str, name: str | None, merge_served: bool) -> str:
 
 
 def _from_run_dir(run_dir: Path, loaded: Loaded, merge_served: bool) -> None:
-    from rollbench.grading import grade, load_run_log
+    from rollbench.grade.grade import grade, load_run_log
 
     log = load_run_log(run_dir)
     identity = RunIdentity.from_run_log(log, run_dir)

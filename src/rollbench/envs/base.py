@@ -6,12 +6,12 @@ import importlib.util
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from rollbench.registry import unknown_name_error
-from rollbench.types import TaskInfo
+from rollbench.core.registry import unknown_name_error
+from rollbench.core.types import TaskInfo
 
 
 class TableFamily:
-    """Implements ``missing``, ``tasks``, ``suites`` and ``task`` of :class:`rollbench.registry.EnvFamily` from data;
+    """Implements ``missing``, ``tasks``, ``suites`` and ``task`` of :class:`rollbench.core.registry.EnvFamily` from data;
     subclasses set the class attributes and write ``make``.
 
     Attributes:

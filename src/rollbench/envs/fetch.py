@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.registry import EnvOptions
+from rollbench.core.types import TaskInfo
 from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv, configure_gl_quietly
-from rollbench.registry import EnvOptions
-from rollbench.types import TaskInfo
 
 CAMERA = "external"
 OBS_DIMS = {"Reach": 10, "Push": 25, "PickAndPlace": 25, "Slide": 25}  # len(observation), fetch_env._get_obs

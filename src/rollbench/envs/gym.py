@@ -2,7 +2,7 @@
 
 Names: ``gym:<id>`` or ``gym/<id>``, e.g. ``gym:FetchReach-v4``, ``gym/gym_pusht/PushT-v0``,
 ``gym:gymnasium_robotics:FetchPush-v4`` (gymnasium's own ``module:id`` form imports ``module`` first). The task's
-canonical name is ``gym/<id>`` because every task name is ``family/task`` (:class:`rollbench.types.TaskInfo`). An id
+canonical name is ``gym/<id>`` because every task name is ``family/task`` (:class:`rollbench.core.types.TaskInfo`). An id
 with a namespace (``gym_pusht/PushT-v0``) must be given as ``gym/<ns>/<id>`` on the command line:
 ``registry.family_of`` reads ``gym:gym_pusht/...`` as family ``gym:gym_pusht``. If
 ``<id>`` is not registered, the known plug-in packages ``gymnasium_robotics`` and ``gym_pusht`` are imported (each
@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.registry import EnvOptions, unknown_name_error
-from rollbench.types import ConfigError, Observation, StepResult, TaskInfo
+from rollbench.core.registry import EnvOptions, unknown_name_error
+from rollbench.core.types import ConfigError, Observation, StepResult, TaskInfo
 
 DEFAULT_MAX_STEPS = 1000  # horizon when the env registers no max_episode_steps
 SUCCESS_KEYS = ("is_success", "success")  # info keys read as the env's own success signal, in this order
@@ -51,9 +51,9 @@ def configure_gl_quietly(strict: bool = False) -> None:
     """Pick an offscreen GL back-end before any MuJoCo import.
 
     With ``strict=False`` a machine without GL can still build envs that do not render; with ``strict=True``
-    (cameras requested) the ConfigError from :func:`rollbench.envs.gl.configure_offscreen_gl` propagates.
+    (cameras requested) the ConfigError from :func:`rollbench.core.gl.configure_offscreen_gl` propagates.
     """
-    from rollbench.envs.gl import configure_offscreen_gl
+    from rollbench.core.gl import configure_offscreen_gl
 
     try:
         configure_offscreen_gl()
@@ -95,7 +95,7 @@ def success_from_info(env_id: str, info: Mapping[str, Any]) -> bool:
 
 
 class GymnasiumEnv:
-    """:class:`rollbench.types.Env` over a gymnasium env built by ``factory(**render_kwargs)``.
+    """:class:`rollbench.core.types.Env` over a gymnasium env built by ``factory(**render_kwargs)``.
 
     ``state``: ``float32 (state_dim,)`` from :meth:`_state`; ``images`` are filled by the episode loop via
     :meth:`render`. ``raw`` is the native gymnasium observation.

@@ -49,11 +49,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from rollbench.core.registry import EnvOptions
+from rollbench.core.types import ConfigError, Observation, StepResult, TaskInfo
 from rollbench.envs import libero_setup
 from rollbench.envs.base import TableFamily
 from rollbench.envs.libero_tasks import LAN_SUITES, SUITE_TASKS, instruction_of, pro_suites, pro_variants_present
-from rollbench.registry import EnvOptions
-from rollbench.types import ConfigError, Observation, StepResult, TaskInfo
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # openpi: LIBERO_DUMMY_ACTION = [0.0] * 6 + [-1.0]
@@ -258,7 +258,7 @@ def build_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, np.ndarray]:
     bddl, init_file = task_files(task)
     init_states = libero_setup.load_init_states(init_file)
     libero_setup.prepare()
-    from rollbench.envs.gl import configure_offscreen_gl
+    from rollbench.core.gl import configure_offscreen_gl
 
     configure_offscreen_gl()
     from libero.libero.envs.env_wrapper import ControlEnv

@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.gl import configure_offscreen_gl
+from rollbench.core.registry import EnvOptions, unknown_name_error
+from rollbench.core.types import ConfigError, Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
-from rollbench.envs.gl import configure_offscreen_gl
-from rollbench.registry import EnvOptions, unknown_name_error
-from rollbench.types import ConfigError, Observation, StepResult, TaskInfo
 
 HORIZON = 500  # metaworld.sawyer_xyz_env.SawyerXYZEnv.max_path_length
 FPS = 80  # SawyerXYZEnv.metadata["render_fps"] == 1 / env.dt

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.registry import EnvOptions
+from rollbench.core.types import TaskInfo
 from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv
-from rollbench.registry import EnvOptions
-from rollbench.types import TaskInfo
 
 CAMERA = "top"
 GYM_ID = "gym_pusht/PushT-v0"

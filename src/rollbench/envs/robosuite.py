@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.registry import EnvOptions
+from rollbench.core.types import ConfigError, Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
-from rollbench.registry import EnvOptions
-from rollbench.types import ConfigError, Observation, StepResult, TaskInfo
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 HORIZON = 500  # robosuite v1.0 benchmark: "500 steps per episode" (docs/algorithms/benchmarking.md)
@@ -132,7 +132,7 @@ class RobosuiteEnv:
         for cam in options.cameras:
             if cam not in task.cameras:
                 raise ConfigError(f"{task.name} has no camera {cam!r}; its cameras: {list(task.cameras)}")
-        from rollbench.envs.gl import configure_offscreen_gl
+        from rollbench.core.gl import configure_offscreen_gl
 
         try:
             configure_offscreen_gl()

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rollbench.core.registry import EnvOptions
+from rollbench.core.types import Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
-from rollbench.registry import EnvOptions
-from rollbench.types import Observation, StepResult, TaskInfo
 
 STEP_SIZE = 0.1  # metres per unit action per step
 SUCCESS_RADIUS = 0.05  # metres

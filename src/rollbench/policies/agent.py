@@ -61,10 +61,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from rollbench.policies.agent_client import ChatClient
+from rollbench.core.types import ConfigError, EpisodeError, Observation, PolicyGiveUp, PolicyInfo, PolicyStop, TaskInfo
+from rollbench.policies.agent_client import ChatClient, call_cost, parse_prices
 from rollbench.policies.agent_tools import ToolSet
-from rollbench.policies.obs_map import check_options, positive
-from rollbench.types import ConfigError, EpisodeError, Observation, PolicyGiveUp, PolicyInfo, PolicyStop, TaskInfo
+from rollbench.wire.obs_map import check_options, positive
 
 PROVIDER_URLS = {"openai": "https://api.openai.com/v1", "openrouter": "https://openrouter.ai/api/v1"}
 OPTIONS: dict[str, type | tuple[type, ...]] = {
@@ -147,7 +147,7 @@ class AgentPolicy:
         self.max_tokens = options.get("max_tokens")
         self.camera = options.get("camera")
         self.images = bool(options.get("images", True))
-        self.prices = self._prices(options.get("price_per_mtok"))
+        self.prices = parse_prices(options.get("price_per_mtok"))
         self.wire_enabled = bool(options.get("wire_capture", False))
         self._wire: list[dict[str, Any]] = []
         self.client = ChatClient(
@@ -182,15 +182,6 @@ class AgentPolicy:
             },
         )
         self._active = False
-
-    @staticmethod
-    def _prices(value: Any) -> tuple[float, float] | None:
-        if value is None:
-            return None
-        try:
-            return float(value["input"]), float(value["output"])
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError('price_per_mtok must be {"input": USD, "output": USD} per million tokens') from None
 
     # ---- episode ---------------------------------------------------------------------------------------------
     def reset(self, task: TaskInfo, seed: int) -> None:
@@ -348,7 +339,7 @@ class AgentPolicy:
             raise EpisodeError(f"malformed reply from the model API (no choices[0].message): {reply!r:.300}") from None
         raw_usage = reply.get("usage")
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-        cost = self._cost(usage)
+        cost = call_cost(usage, self.prices)
         self.totals["model_calls"] += 1
         for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
             self.totals[k] += int(usage.get(k) or 0)
@@ -369,14 +360,6 @@ class AgentPolicy:
             kept["tool_calls"] = message["tool_calls"]
         self._add(kept)
         return message
-
-    def _cost(self, usage: Mapping[str, Any]) -> float | None:
-        if self.prices is not None:
-            return (int(usage.get("prompt_tokens") or 0) * self.prices[0]) / 1e6 + (
-                int(usage.get("completion_tokens") or 0) * self.prices[1]
-            ) / 1e6
-        cost = usage.get("cost")
-        return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
 
     def finish_episode(self, outcome: Mapping[str, Any]) -> dict[str, bytes]:
         """The episode's transcript (and wire capture) as JSONL bytes; see the module docstring."""

@@ -8,7 +8,7 @@ that the endpoint answers and the key is accepted, before any episode.
 Bounds and faults:
 
 * each call must complete within ``timeout_s`` (httpx timeouts plus a watchdog while the body streams in); a timeout
-  raises :class:`~rollbench.types.InfrastructureError` at once (no retry: the episode ends as ``error``);
+  raises :class:`~rollbench.core.types.InfrastructureError` at once (no retry: the episode ends as ``error``);
 * HTTP 429 and 5xx and dropped connections are retried ``retries`` times, waiting ``backoff_s * 2**attempt``
   seconds (or the server's ``Retry-After`` seconds), capped at 60 s; then InfrastructureError with the status;
 * any other non-2xx status and a body that is not a JSON object raise InfrastructureError.
@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from rollbench.types import ConfigError, InfrastructureError
+from rollbench.core.types import ConfigError, InfrastructureError
 
 MAX_BACKOFF_S = 60.0
 SECRET_HEADER = re.compile(r"authorization|api[-_]?key|cookie|token|secret", re.IGNORECASE)
@@ -196,3 +196,25 @@ class ChatClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+def parse_prices(value: Any) -> tuple[float, float] | None:
+    """``price_per_mtok`` ``{"input": USD, "output": USD}`` (per million tokens) -> ``(input, output)``, or None
+    when not given; raises ConfigError for any other form."""
+    if value is None:
+        return None
+    try:
+        return float(value["input"]), float(value["output"])
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError('price_per_mtok must be {"input": USD, "output": USD} per million tokens') from None
+
+
+def call_cost(usage: Mapping[str, Any], prices: tuple[float, float] | None) -> float | None:
+    """One model call's cost in USD: from ``prices`` (USD per million prompt / completion tokens) when given, else
+    the provider's own ``usage.cost`` (OpenRouter reports it), else None."""
+    if prices is not None:
+        return (int(usage.get("prompt_tokens") or 0) * prices[0]) / 1e6 + (
+            int(usage.get("completion_tokens") or 0) * prices[1]
+        ) / 1e6
+    cost = usage.get("cost")
+    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None

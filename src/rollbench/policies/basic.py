@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.registry import policy_options
-from rollbench.types import ConfigError, Observation, Policy, PolicyInfo, TaskInfo
+from rollbench.core.registry import policy_options
+from rollbench.core.types import ConfigError, Observation, Policy, PolicyInfo, TaskInfo
 
 RANDOM_POLICY_TAG = 0x52414E44  # "RAND": entropy tag that separates the random policy's stream from the env's
 
@@ -108,7 +108,7 @@ class ActionNoise:
         return np.clip(noisy, self._low, self._high)
 
     def finish_episode(self, outcome: Mapping[str, Any]) -> Mapping[str, bytes]:
-        """The inner policy's episode artifacts (see :func:`rollbench.rollout.rollout`), if it has any."""
+        """The inner policy's episode artifacts (see :func:`rollbench.run.episode.rollout`), if it has any."""
         finish = getattr(self.inner, "finish_episode", None)
         return finish(outcome) if callable(finish) else {}
 

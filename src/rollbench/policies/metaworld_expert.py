@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.registry import policy_options
-from rollbench.types import ConfigError, Observation, PolicyInfo, TaskInfo
+from rollbench.core.registry import policy_options
+from rollbench.core.types import ConfigError, Observation, PolicyInfo, TaskInfo
 
 NAME = "metaworld-expert"
 
@@ -35,7 +35,7 @@ def _metaworld_version() -> str:
 
 def _policy_map() -> dict[str, Any]:
     """``env name -> Sawyer*V3Policy class`` from the installed metaworld."""
-    from rollbench.envs.gl import configure_offscreen_gl
+    from rollbench.core.gl import configure_offscreen_gl
 
     # Importing metaworld imports mujoco, which fixes its OpenGL back-end at import time; choose the offscreen
     # one first so an env built later in this process can still render. No GL at all only matters to rendering.

@@ -3,7 +3,7 @@
 A subclass supplies the transport: ``_open()`` (connect, return the server's metadata, raise ConfigError when
 unreachable), ``_request(message)`` (one bounded round trip, raise EpisodeError; after a reconnect it re-sends
 ``_replays(message)`` first), ``_reset_message(episode)``, ``act`` and ``close``, and for batch requests
-(:mod:`rollbench.policies.remote_batch`) ``_slot_id``, ``_slot_reset_message``, ``_batch_item``, ``_item_reply``
+(:class:`RemoteBatch`, below) ``_slot_id``, ``_slot_reset_message``, ``_batch_item``, ``_item_reply``
 and ``_close_slot``. Options shared by both (``--policy-options``): ``timeout_s`` (per call, default 30 s),
 ``connect_timeout_s`` (default 5 s), ``retries`` (reconnects with exponential backoff, default 3), ``obs_map``,
 ``needs_images`` (render and send camera images; default: the server metadata's ``needs_images``, else true).
@@ -11,24 +11,26 @@ and ``_close_slot``. Options shared by both (``--policy-options``): ``timeout_s`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rollbench.policies.obs_map import (
+from rollbench.core.types import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
+from rollbench.wire.decode import status_error
+from rollbench.wire.obs_map import (
     ObsMap,
     advertised,
     advertised_chunk_size,
     advertised_tasks,
+    check_actions,
     check_options,
     check_overrides,
     jsonable,
     positive,
     resolve_obs_map,
 )
-from rollbench.types import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
 
 if TYPE_CHECKING:
-    from rollbench.policies.remote_batch import RemoteBatch
+    from rollbench.core.batch import Answer
 
 OPTIONS: dict[str, type | tuple[type, ...]] = {
     "timeout_s": (int, float),
@@ -66,7 +68,7 @@ class RemotePolicy:
             chunk_size_known=advertised_chunk_size(self.metadata),
             replan_every=replan,
             tasks=advertised_tasks(self.metadata),
-            io_bound=True,  # calls wait on the server: batch slots may overlap them (rollbench.batching)
+            io_bound=True,  # calls wait on the server: batch slots may overlap them (rollbench.run.lockstep)
             # the option, else the server's word (rollbench serve-policy of a state-based policy says False),
             # else True: openpi servers do not say, and VLAs read images
             needs_images=bool(options.get("needs_images", self.metadata.get("needs_images", True))),
@@ -87,12 +89,11 @@ class RemotePolicy:
 
     def batched(self, size: int) -> RemoteBatch | None:
         """This client serving ``size`` slots with one batch request per step (see
-        :mod:`rollbench.policies.remote_batch`) when the server accepts batches of 2 or more (metadata
+        :mod:`rollbench.policies.remote`) when the server accepts batches of 2 or more (metadata
         ``max_batch``); None otherwise (openpi servers, ``serve-policy --max-batch 1``): then
-        :func:`rollbench.batching.as_batch_policy` keeps one client per slot, each sending single observations."""
+        :func:`rollbench.run.lockstep.as_batch_policy` keeps one client per slot, each sending single observations."""
         if size < 2 or self.max_batch < 2:
             return None
-        from rollbench.policies.remote_batch import RemoteBatch
 
         return RemoteBatch(self, size)
 
@@ -146,7 +147,7 @@ class RemotePolicy:
     ) -> tuple[ObsMap, dict[str, Any] | None]:
         """``task``'s obs map, and the episode ``{"task", "seed", "instruction"}`` once a server that accepts resets
         has acknowledged ``message(episode)`` (None for a server that does not); used by :meth:`reset` and by each
-        slot of a batch client (:class:`~rollbench.policies.remote_batch.RemoteBatch`). Raises EpisodeError."""
+        slot of a batch client (:class:`~rollbench.policies.remote.RemoteBatch`). Raises EpisodeError."""
         obs_map = resolve_obs_map(task.family, self.obs_protocol, self._overrides)
         if self.metadata.get("reset") is not True:
             return obs_map, None
@@ -159,3 +160,116 @@ def check_reset_reply(reply: Any, url: str) -> None:
     """A reset must be answered ``{"reset": true}``; raises EpisodeError otherwise."""
     if not (isinstance(reply, Mapping) and reply.get("reset") is True):
         raise EpisodeError(f"malformed reply from {url} to reset: {jsonable(reply)!r:.300}")
+
+
+# One client serving B slots with one batch request per lockstep step.
+# One ``ws://`` or ``http://`` client serving B slots with one batch request per lockstep step (``--batch-size B``).
+#
+# Used only against servers whose metadata says ``"max_batch": N`` with ``N >= 2`` (``rollbench serve-policy
+# --max-batch N``); openpi servers, which do not say it, and ``serve-policy --max-batch 1`` get single observations
+# from one client per slot, exactly as before (:meth:`rollbench.policies.remote.RemotePolicy.batched` returns None).
+# The wire format of batch requests is in :mod:`rollbench.serve.batch`.
+#
+# Each slot is its own server-side session, so its episode state never mixes with another slot's: over http a slot
+# has its own ``session`` id; over websocket the slots share the client's one connection and are named by their
+# index (``{"slot": i, "reset": ...}``, batch items ``{"slot": i, "observation": ...}``). ``reset_slot`` sends that
+# slot's reset (only to servers whose metadata says ``"reset": true``). ``act_batch`` sends the observations of the
+# asking slots in requests of at most ``N`` items, and gives each slot its own answer: its chunk ``float32 (k,
+# action_dim)``, or the exception that ends its episode:
+#
+# * an item's ``{"error", "status"}`` entry: InfrastructureError for the statuses that say the server cannot take
+#   the call now (408, 410, 413, 503), else EpisodeError (fault ``policy``), quoting the server;
+# * actions missing or of the wrong size for the slot's task: EpisodeError;
+# * a reply with another number of entries than items: EpisodeError naming both counts, for every slot of that
+#   request (which answer belongs to which slot is then unknown);
+# * a failed round trip (timeout, lost connection after the retries, an error frame, HTTP error status):
+#   the client's own exception, for every slot of that request.
+#
+# After a reconnect every slot's reset is re-sent before the pending request (as the single client does for its one
+# episode). ``close`` ends every slot's session (http) and the connection.
+
+
+class RemoteBatch:
+    """A :class:`~rollbench.run.lockstep.BatchPolicy` over one remote client (see the module docstring)."""
+
+    def __init__(self, client: RemotePolicy, size: int) -> None:
+        self.client = client
+        self.info = client.info
+        self.size = size
+        self.ids = [client._slot_id(i) for i in range(size)]
+        self.tasks: list[TaskInfo | None] = [None] * size
+        self.maps = [ObsMap() for _ in range(size)]
+        self.episodes: dict[int, dict[str, Any]] = {}  # slot -> its episode's reset, for replays after a reconnect
+        client._batch = self
+
+    def replays(self) -> list[dict[str, Any]]:
+        """Every slot's reset message for its current episode (re-sent after a reconnect)."""
+        return [self.client._slot_reset_message(self.ids[s], ep) for s, ep in sorted(self.episodes.items())]
+
+    def reset_slot(self, slot: int, task: TaskInfo, seed: int) -> None:
+        """Start slot ``slot``'s episode: its task's obs map, and its own reset on the server. Raises EpisodeError
+        (InfrastructureError for transport failures) when the server rejects or does not answer the reset."""
+        c = self.client
+        self.episodes.pop(slot, None)
+        self.tasks[slot] = task
+        self.maps[slot], episode = c._start_episode(task, seed, lambda e: c._slot_reset_message(self.ids[slot], e))
+        if episode is not None:
+            self.episodes[slot] = episode
+
+    def act_batch(
+        self, slots: Sequence[int], observations: Sequence[Observation], instructions: Sequence[str]
+    ) -> list[Answer]:
+        """One answer per slot, in order (see the module docstring); requests of at most ``max_batch`` items."""
+        n = self.client.max_batch
+        answers: list[Answer] = []
+        for start in range(0, len(slots), n):
+            part = slice(start, start + n)
+            answers += self._request(list(slots[part]), list(observations[part]), list(instructions[part]))
+        return answers
+
+    def _request(self, slots: list[int], observations: list[Observation], instructions: list[str]) -> list[Answer]:
+        c = self.client
+        try:
+            items = [
+                c._batch_item(self.ids[s], self.maps[s], o, i)
+                for s, o, i in zip(slots, observations, instructions, strict=True)
+            ]
+            reply = c._request({"batch": items})
+            entries = reply.get("batch") if isinstance(reply, Mapping) else None
+            if not isinstance(entries, list):
+                raise EpisodeError(
+                    f"malformed reply from {c.url} to a batch request: no 'batch' list ({_shown(reply)})"
+                )
+            if len(entries) != len(slots):
+                raise EpisodeError(
+                    f"malformed reply from {c.url}: {len(entries)} answers for a batch of {len(slots)} observations"
+                )
+        except Exception as exc:  # the whole request failed: every slot of it ends with the reason
+            return [exc] * len(slots)
+        answers: list[Answer] = []
+        for slot, entry in zip(slots, entries, strict=True):
+            try:
+                answers.append(self._answer(slot, entry))
+            except EpisodeError as exc:
+                answers.append(exc)
+        return answers
+
+    def _answer(self, slot: int, entry: Any) -> Any:
+        c = self.client
+        if isinstance(entry, Mapping) and "error" in entry and "actions" not in entry:
+            status = entry.get("status")
+            said = f"server error from {c.url}: HTTP {status}: {str(entry['error']).strip()[-1500:]}"
+            raise status_error(status, said)
+        return check_actions(c._item_reply(entry), c.url, self.tasks[slot])
+
+    def close(self) -> None:
+        """End every slot's session (http; best effort), then the client's connection."""
+        try:
+            for slot_id in self.ids:
+                self.client._close_slot(slot_id)
+        finally:
+            self.client.close()
+
+
+def _shown(reply: Any) -> str:
+    return f"got keys {sorted(map(str, reply))[:20]}" if isinstance(reply, Mapping) else f"got {jsonable(reply)!r:.200}"

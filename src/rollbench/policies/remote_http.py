@@ -28,11 +28,11 @@ accepts reset requests; ``max_batch``: the most items of a batch request it acce
 * close, sent when the client is done, only to servers whose metadata says ``"reset": true``: ``{"session": S,
   "close": true}`` -> ``200 {"closed": true}`` (the server may free the session's state at once); errors ignored.
 * batch, sent only to servers whose metadata says ``"max_batch": N`` with ``N >= 2``, by a client with
-  ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote_batch`): ``{"batch": [ACT, ...]}``, at most ``N`` act
+  ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote`): ``{"batch": [ACT, ...]}``, at most ``N`` act
   requests, each with its own ``session`` (one per batch slot, each started by its own reset) -> ``200 {"batch":
   [ENTRY, ...]}``, one entry per item in order, ``{"actions": ARRAY}`` or ``{"error": "message", "status": S}``
   (the status that item would have had alone). A batch of more than ``N`` items, or naming a session twice, is
-  refused whole (400). See :mod:`rollbench.serve_batch`.
+  refused whole (400). See :mod:`rollbench.serve.batch`.
 * ``S`` is a random hex id per client (one per evaluation worker, one per batch slot), so a server can keep
   per-client episode state; a server may ignore it. ``rollbench serve-policy`` starts a session with a reset and answers 410 to an id
   it does not know (evicted, or from before a restart); requests without ``session`` share one session.
@@ -48,7 +48,7 @@ in slowly); dropped connections are retried with exponential backoff (0.25 s, 0.
 default 3), re-sending the episode's reset first; a non-2xx reply, a body that is not JSON, or ``actions`` that are
 missing or of the wrong size raise EpisodeError (that episode ends as ``error``, fault ``policy``); timeouts, lost
 connections and 408/410/413/503 raise InfrastructureError (fault ``infrastructure``). Replies are read up to
-``remote_wire.MAX_REPLY_BYTES`` and decoded by :mod:`rollbench.policies.remote_wire` (numeric arrays only, no
+``remote_wire.MAX_REPLY_BYTES`` and decoded by :mod:`rollbench.wire.decode` (numeric arrays only, no
 NaN/Infinity literals). Client: ``httpx``.
 
 Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries``, ``obs_map``.
@@ -56,7 +56,6 @@ Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries`
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import time
@@ -66,47 +65,17 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.policies.obs_map import ObsMap, check_actions, positive
+from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation
 from rollbench.policies.remote import RemotePolicy
-from rollbench.policies.remote_wire import (
+from rollbench.wire.decode import (
     MAX_REPLY_BYTES,
     ProtocolError,
-    array_from_bytes,
-    array_from_list,
+    decode_array,
+    encode_array,
     loads_json,
     status_error,
 )
-from rollbench.types import ConfigError, EpisodeError, InfrastructureError, Observation
-
-DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
-
-
-def encode_array(arr: np.ndarray) -> dict[str, Any]:
-    """An array as wire JSON ``{"dtype", "shape", "data": base64}`` (little-endian, C order)."""
-    a = np.asarray(arr)
-    if a.dtype.name not in DTYPES:
-        raise ValueError(f"arrays of dtype {a.dtype} cannot be sent; supported: {', '.join(DTYPES)}")
-    le = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-    return {"dtype": a.dtype.name, "shape": list(a.shape), "data": base64.b64encode(le.tobytes()).decode("ascii")}
-
-
-def decode_array(obj: Any) -> np.ndarray:
-    """Wire JSON (base64 or list ``data``) -> numpy array, checked by :mod:`remote_wire` (numeric and boolean
-    dtypes only, bounded shapes, exact sizes); raises ProtocolError (a ValueError) saying what is wrong."""
-    if not isinstance(obj, Mapping) or not {"dtype", "shape", "data"} <= set(obj):
-        raise ProtocolError('an array must be an object with "dtype", "shape" and "data"')
-    dtype, shape, data = obj["dtype"], obj["shape"], obj["data"]
-    if dtype not in DTYPES:
-        raise ProtocolError(f"unsupported dtype {str(dtype)[:40]!r}; supported: {', '.join(DTYPES)}")
-    if isinstance(data, str):
-        try:
-            raw = base64.b64decode(data, validate=True)
-        except ValueError:
-            raise ProtocolError("array data is not valid base64") from None
-        return array_from_bytes(raw, np.dtype(dtype).newbyteorder("<").str, shape).astype(dtype, copy=False)
-    if isinstance(data, list):
-        return array_from_list(data, dtype, shape)
-    raise ProtocolError("data must be a base64 string or a list of numbers")
+from rollbench.wire.obs_map import ObsMap, check_actions, positive
 
 
 def endpoint(url: str) -> str:
@@ -244,7 +213,7 @@ class HttpPolicy(RemotePolicy):
         reply = self._request(self._batch_item(self._session, self._map, observation, instruction))
         return check_actions(self._item_reply(reply), self.url, self._task)
 
-    # batch requests (rollbench.policies.remote_batch): every slot is a session of its own id
+    # batch requests (rollbench.policies.remote): every slot is a session of its own id
     def _slot_id(self, slot: int) -> str:
         return uuid.uuid4().hex
 

@@ -5,7 +5,7 @@ websocket frames packed with ``openpi_client.msgpack_numpy`` (msgpack; numpy arr
 "data": bytes, "dtype": str, "shape": list}``). On connect the server sends one frame, its metadata (a dict).
 Then, per call, the client sends an observation dict and receives a dict with ``actions``: ``(N, action_dim)``
 (``(action_dim,)`` reads as N = 1). A server error arrives as a *text* frame holding the traceback, after which
-openpi closes the connection. The observation dict is built by :mod:`rollbench.policies.obs_map` (by default
+openpi closes the connection. The observation dict is built by :mod:`rollbench.wire.obs_map` (by default
 ``observation/image``, ``observation/wrist_image``, ``observation/state``, ``prompt`` = the task's instruction).
 
 rollbench extension, used only when the metadata says ``"reset": true`` (``rollbench serve-policy`` does, a plain
@@ -15,16 +15,16 @@ so a stateful served policy starts each episode fresh.
 
 rollbench extension for batches, used only when the metadata says ``"max_batch": N`` with ``N >= 2`` (``rollbench
 serve-policy --max-batch N``; openpi servers never say it, and get single observations from one connection per
-batch slot) by a client with ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote_batch`): one connection serves
+batch slot) by a client with ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote`): one connection serves
 all slots, each its own server session: ``{"slot": i, "reset": {...}}`` starts slot ``i``'s episode, and ``{"batch":
 [{"slot": i, "observation": {observation dict}}, ...]}`` (at most ``N`` items) is answered ``{"batch": [{"actions":
-...} | {"error": "message", "status": S}, ...]}``, one entry per item, in order (see :mod:`rollbench.serve_batch`).
+...} | {"error": "message", "status": S}, ...]}``, one entry per item, in order (see :mod:`rollbench.serve.batch`).
 
 Why not ``openpi_client.websocket_client_policy.WebsocketClientPolicy`` itself (openpi-client 0.1.2): its
 ``infer`` calls ``recv()`` with no timeout, so a stalled server blocks the evaluation forever; it never
 reconnects after a dropped connection; and it connects with websockets' default 10 s open timeout and no bound on
 the wait for the metadata frame. This module keeps openpi's wire format (its ``msgpack_numpy`` packer, no
-compression) on the ``websockets`` sync client, decodes what it receives with :mod:`rollbench.policies.remote_wire`
+compression) on the ``websockets`` sync client, decodes what it receives with :mod:`rollbench.wire.decode`
 instead of ``msgpack_numpy.unpackb`` (which builds arrays of any dtype the server names, object pointers included),
 and adds the bounds:
 
@@ -42,7 +42,7 @@ and adds the bounds:
 
 Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries``, ``obs_map`` (see obs_map).
 Advertised ``replan_every``/``replan_steps`` become ``PolicyInfo.replan_every``; ``action_horizon``/``chunk_size``
-only ``PolicyInfo.chunk_size`` (see :func:`rollbench.policies.obs_map.advertised`).
+only ``PolicyInfo.chunk_size`` (see :func:`rollbench.wire.obs_map.advertised`).
 """
 
 from __future__ import annotations
@@ -54,10 +54,10 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.policies.obs_map import ObsMap, check_actions
+from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation
 from rollbench.policies.remote import RemotePolicy, check_reset_reply
-from rollbench.policies.remote_wire import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack
-from rollbench.types import ConfigError, EpisodeError, InfrastructureError, Observation
+from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack
+from rollbench.wire.obs_map import ObsMap, check_actions
 
 
 class WebsocketPolicy(RemotePolicy):
@@ -172,7 +172,7 @@ class WebsocketPolicy(RemotePolicy):
             self._request(observation_message(self._map, observation, instruction)), self.url, self._task
         )
 
-    # batch requests (rollbench.policies.remote_batch): the slots share this connection, named by their index
+    # batch requests (rollbench.policies.remote): the slots share this connection, named by their index
     def _slot_id(self, slot: int) -> int:
         return slot
 

@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rollbench.core.episode import EpisodeRecord
 from rollbench.record.writer import DatasetWriter
-from rollbench.rollout import EpisodeRecord
 
 QUEUE_SIZE = 4
 

@@ -52,9 +52,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.episode import EpisodeRecord
+from rollbench.core.types import TaskInfo
 from rollbench.record.files import encode_video, resolve_inside
-from rollbench.rollout import EpisodeRecord
-from rollbench.types import TaskInfo
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000

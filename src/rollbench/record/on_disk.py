@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.types import ConfigError
 from rollbench.record.files import read_parquet, resolve_inside
 from rollbench.record.lerobot import DATA_PATH, chunk_file
-from rollbench.types import ConfigError
 
 
 class FeatureStats:

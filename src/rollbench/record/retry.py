@@ -19,11 +19,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.types import ConfigError
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file
 from rollbench.record.runlog import utc_now, write_run_log
 from rollbench.record.writer import DatasetWriter
-from rollbench.types import ConfigError
 
 RETRY_MODES = ("infra", "all", "none")
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import filelock
 
+from rollbench.core.types import ConfigError
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
-from rollbench.types import ConfigError
 
 RUN_LOG_VERSION = 1
 LIVE_MIN_INTERVAL_S = 1.0
@@ -68,10 +68,10 @@ MUJOCO_FAMILIES = frozenset({"metaworld", "robosuite", "fetch", "libero"})
 def gl_provenance(families: set[str]) -> dict[str, str | None]:
     """The offscreen OpenGL back-end the run renders with: ``MUJOCO_GL`` (``egl``, ``osmesa``, ``glfw``; None when
     unset) and ``PYOPENGL_PLATFORM`` when set. For MuJoCo families the back-end is chosen first, as the envs do
-    (:func:`rollbench.envs.gl.configure_offscreen_gl`; its variables are inherited by workers and Ray actors); a
+    (:func:`rollbench.core.gl.configure_offscreen_gl`; its variables are inherited by workers and Ray actors); a
     machine without GL records None (such runs cannot render)."""
     if families & MUJOCO_FAMILIES:
-        from rollbench.envs.gl import configure_offscreen_gl
+        from rollbench.core.gl import configure_offscreen_gl
 
         with contextlib.suppress(ConfigError):
             configure_offscreen_gl()

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from rollbench.core.episode import EpisodeRecord
+from rollbench.record.derived import add_stats, info_document, meta_schema, write_videos_index
 from rollbench.record.files import (
     atomic_write_bytes,
     atomic_write_json,
@@ -31,7 +32,6 @@ from rollbench.record.files import (
 from rollbench.record.lerobot import (
     ARTIFACT_PATHS,
     CHUNKS_SIZE,
-    CODEBASE_VERSION,
     DATA_PATH,
     EPISODE_FIELDS,
     EPISODES_PATH,
@@ -48,7 +48,6 @@ from rollbench.record.lerobot import (
     video_key,
 )
 from rollbench.record.on_disk import FeatureStats, committed_lengths, staged_damage, staged_index
-from rollbench.rollout import EpisodeRecord
 
 
 def _place(src: Path, dst: Path) -> None:
@@ -317,99 +316,19 @@ class DatasetWriter:
         self._add_stats(table)
 
     def _meta_schema(self) -> pa.Schema:
-        fields: list[tuple[str, pa.DataType]] = [
-            ("episode_index", pa.int64()),
-            ("tasks", pa.list_(pa.string())),
-            ("length", pa.int64()),
-            ("data/chunk_index", pa.int64()),
-            ("data/file_index", pa.int64()),
-            ("dataset_from_index", pa.int64()),
-            ("dataset_to_index", pa.int64()),
-        ]
-        for key in self.video_keys:
-            fields += [
-                (f"videos/{key}/chunk_index", pa.int64()),
-                (f"videos/{key}/file_index", pa.int64()),
-                (f"videos/{key}/from_timestamp", pa.float64()),
-                (f"videos/{key}/to_timestamp", pa.float64()),
-            ]
-        fields += [("meta/episodes/chunk_index", pa.int64()), ("meta/episodes/file_index", pa.int64())]
-        fields += list(EPISODE_FIELDS.items())
-        return pa.schema(fields)
+        return meta_schema(self.video_keys)
 
     def _add_stats(self, table: pa.Table) -> None:
-        if table.num_rows == 0:
-            return
-        actions = pc.list_flatten(table["action"]).to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
-        table = table.filter(pa.array(~np.isnan(actions).any(axis=1)))  # drop the padding frame (record.lerobot)
-        if table.num_rows == 0:  # an episode that ended before its first step
-            return
-        for k, st in self.stats.items():
-            col = table[k]
-            if pa.types.is_fixed_size_list(col.type):
-                arr = pc.list_flatten(col).to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
-            else:
-                arr = col.to_numpy(zero_copy_only=False).reshape(-1, 1)
-            st.add(arr)
+        add_stats(self.stats, table)
 
     def _write_info(self) -> None:
-        n = self.committed
-        info = {
-            "codebase_version": CODEBASE_VERSION,
-            "robot_type": self.robot_type,
-            "total_episodes": n,
-            "total_frames": sum(self.lengths),
-            "total_tasks": len(self.instructions),
-            "chunks_size": CHUNKS_SIZE,
-            "data_files_size_in_mb": 100,
-            "video_files_size_in_mb": 500,
-            "fps": self.fps,
-            "splits": {"train": f"0:{n}"},
-            "data_path": DATA_PATH,
-            "video_path": VIDEO_PATH if self.video_keys else None,
-            "features": self.features,
-        }
         # derived from meta/episodes and the data files, and rebuilt whenever a writer opens the directory
+        info = info_document(self.robot_type, self.lengths, len(self.instructions), self.fps, self.features)
         atomic_write_json(self.run_dir / "meta" / "info.json", info, durable=False)
 
     def write_videos_index(self) -> None:
-        """Rewrite ``meta/videos_index.json``: episode -> task, trial, seed and, per camera, the video file (relative
-        to the run directory) and the time range in it (seconds), read from the committed episode rows.
-
-        A derived file like ``info.json`` (rebuilt on open and at the end of a run); absent when no video is
-        recorded. Form: ``{"fps": int, "episodes": [{"episode_index", "task", "trial", "seed", "videos": {key:
-        {"file", "from_s", "to_s"}}}]}`` (an episode without steps has an empty ``videos``).
-        """
-        if not self.video_keys:
-            return
-        parts = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
-        cols = ["episode_index", "rollbench/task", "rollbench/trial", "rollbench/seed"]
-        cols += [f"videos/{k}/{p}" for k in self.video_keys for p in parts]
-        episodes = []
-        for e in range(self.committed):
-            m = read_parquet(self._path(EPISODES_PATH, e), columns=cols).to_pylist()[0]
-            videos = {
-                k: {
-                    "file": VIDEO_PATH.format(
-                        video_key=k, chunk_index=m[f"videos/{k}/chunk_index"], file_index=m[f"videos/{k}/file_index"]
-                    ),
-                    "from_s": m[f"videos/{k}/from_timestamp"],
-                    "to_s": m[f"videos/{k}/to_timestamp"],
-                }
-                for k in self.video_keys
-                if m[f"videos/{k}/file_index"] is not None
-            }
-            episodes.append(
-                {
-                    "episode_index": e,
-                    "task": m["rollbench/task"],
-                    "trial": m["rollbench/trial"],
-                    "seed": m["rollbench/seed"],
-                    "videos": videos,
-                }
-            )
-        index = {"fps": self.fps, "episodes": episodes}
-        atomic_write_json(self.run_dir / "meta" / "videos_index.json", index, durable=False)
+        """Rewrite ``meta/videos_index.json`` (see :func:`rollbench.record.derived.write_videos_index`)."""
+        write_videos_index(self.run_dir, self.fps, self.video_keys, self.committed)
 
     def write_stats(self) -> None:
         """Rewrite ``meta/stats.json`` (LeRobot's normalisation stats) from the committed episodes.

@@ -30,12 +30,12 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from rollbench.identity import RunIdentity, check_segment
+from rollbench.core.identity import RunIdentity, check_segment
+from rollbench.core.types import ConfigError
 from rollbench.review import pages
 from rollbench.review.security import MAX_BODY_BYTES, make_guard
 from rollbench.review.service import Dashboard
 from rollbench.review.summary import label_totals, labels_csv
-from rollbench.types import ConfigError
 
 STATIC = Path(__file__).with_name("static")
 

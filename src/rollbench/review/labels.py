@@ -9,7 +9,7 @@ Format (``version`` 1)::
                                             "status": "success" | "failure" | "error" | null,
                                             "history": [earlier entries, oldest first, without their own history]}}}
 
-* The key is the episode's identity (:meth:`rollbench.identity.RunIdentity.episode_key`).
+* The key is the episode's identity (:meth:`rollbench.core.identity.RunIdentity.episode_key`).
 * ``label`` is a label of the file's rubric, or ``null`` for a cleared label (the entry and its history stay; a
   cleared episode counts as unlabelled).
 * ``task``, ``instruction``, ``policy``, ``model`` and ``status`` are copied from the run when the label is set, so
@@ -23,7 +23,7 @@ Writes (:func:`set_label`) hold an OS file lock (``FILE.lock``, :mod:`filelock`,
 dies) around read-modify-write, and replace the file atomically (temp file in the same directory, fsync, rename),
 so concurrent writers in any number of threads and processes lose nothing and a reader never sees half a file.
 
-Errors: :class:`rollbench.types.ConfigError` (unreadable or malformed file, another rubric, unknown label, bad key).
+Errors: :class:`rollbench.core.types.ConfigError` (unreadable or malformed file, another rubric, unknown label, bad key).
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from rollbench.identity import RunIdentity, sanitize_segment
+from rollbench.core.identity import RunIdentity, sanitize_segment
+from rollbench.core.types import ConfigError
 from rollbench.review.rubrics import BUILTIN_RUBRICS, Rubric
-from rollbench.types import ConfigError
 
 SIDECAR_VERSION = 1
 CONTEXT_FIELDS: tuple[str, ...] = ("task", "instruction", "policy", "model", "status")

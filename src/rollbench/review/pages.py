@@ -1,7 +1,7 @@
 """Server-rendered HTML pages of the dashboard (every value escaped; assets under ``/static``, nothing remote).
 
 The success-rate chart is an inline SVG drawn here: one row per task, a bar for the rate and a whisker for its
-95% Wilson interval (both as graded by :func:`rollbench.grading.grade`).
+95% Wilson interval (both as graded by :func:`rollbench.grade.grade.grade`).
 """
 
 from __future__ import annotations

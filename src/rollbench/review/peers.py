@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import httpx
 
-from rollbench.identity import check_segment
+from rollbench.core.identity import check_segment
 from rollbench.record.runlog import utc_now
 
 TIMEOUT_S = 3.0

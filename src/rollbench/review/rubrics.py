@@ -18,7 +18,7 @@ A custom rubric is a JSON or YAML file::
      "labels": ["clean", {"name": "fumbled", "implies_success": true, "description": "succeeded after regrasping"},
                 {"name": "dropped", "implies_success": false}]}
 
-Errors: :class:`rollbench.types.ConfigError` with a one-line reason (unknown built-in names list the valid ones).
+Errors: :class:`rollbench.core.types.ConfigError` with a one-line reason (unknown built-in names list the valid ones).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rollbench.types import ConfigError
+from rollbench.core.types import ConfigError
 
 DEFAULT_RUBRIC = "outcome-v1"
 _LABEL = re.compile(r"^[a-z0-9][a-z0-9_-]*$")

@@ -22,8 +22,8 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from rollbench.mcp_http import is_loopback
-from rollbench.types import ConfigError
+from rollbench.core.types import ConfigError
+from rollbench.wire.guard import is_loopback
 
 COOKIE = "rollbench_token"
 MAX_BODY_BYTES = 64 * 1024

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from rollbench.identity import RunIdentity
+from rollbench.core.identity import RunIdentity
 from rollbench.record.runlog import utc_now
 from rollbench.review.catalog import Catalog, RunRecord, inside, live_progress
 from rollbench.review.labels import LabelFile, load_labels, set_label
@@ -25,7 +25,7 @@ from rollbench.review.summary import disagreement_rows, episode_status, join_lab
 
 @dataclass
 class DashboardConfig:
-    """What ``rollbench dashboard`` was started with (see :mod:`rollbench.cli_dashboard`)."""
+    """What ``rollbench dashboard`` was started with (see :mod:`rollbench.cli.dashboard`)."""
 
     roots: list[Path]
     labels: Path

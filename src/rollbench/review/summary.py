@@ -18,7 +18,7 @@ import io
 from collections import Counter
 from typing import Any
 
-from rollbench.identity import RunIdentity
+from rollbench.core.identity import RunIdentity
 from rollbench.review.catalog import RunRecord
 from rollbench.review.labels import LabelFile
 from rollbench.review.rubrics import Rubric

@@ -1,0 +1,1 @@
+"""The ``rollbench`` command line, one module per command group."""

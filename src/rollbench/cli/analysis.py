@@ -1,0 +1,278 @@
+"""``rollbench summarize``, ``rollbench compare`` (and ``compare --power``) and ``rollbench report``.
+
+Bad input (unknown ``--by`` key, duplicate run identities, labels outside the rubric, instructions that differ from
+the canonical one, unpaired runs without ``--unpaired``) is one line on stderr and exit code 2; nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rollbench.core.types import ConfigError, RollbenchError
+
+console = Console(stderr=True)
+
+
+def _out() -> Console:
+    out = Console()
+    return out if out.is_terminal else Console(width=200)
+
+
+MERGE_SERVED_HELP = (
+    "Label a served policy by the name its server reported (NAME), not NAME via URL: pools it across URLs and with "
+    "in-process runs of that name."
+)
+
+
+def _fail(msg: str, code: int = 2) -> NoReturn:
+    from rollbench.cli.common import fail
+
+    fail(msg, code)
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _signed(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.1f}"
+
+
+def _p(x: float | None) -> str:
+    return "—" if x is None else (f"{x:.3g}" if x >= 0.001 else f"{x:.1e}")
+
+
+def print_summary(out: Console, doc: dict[str, Any]) -> None:
+    """The summarize document as a table (one row per cell), then the runs left out."""
+    table = Table(title="rollbench summarize (episodes pooled across runs and hosts)")
+    for k in doc["by"]:
+        table.add_column(k)
+    for col in ("variants", "hosts", "runs", "episodes", "repeats", "errored", "successes", "success rate", "95% CI"):
+        table.add_column(col, justify="right" if col not in ("hosts", "variants") else "left")
+    labelled = doc["rubric"] is not None
+    if labelled:
+        table.add_column(f"labels ({doc['rubric']})")
+        table.add_column("rates")
+    for c in doc["cells"]:
+        row = ["—" if c[k] is None else str(c[k]) for k in doc["by"]]
+        row += [", ".join(c["variants"]) or "—", ", ".join(c["hosts"]), str(len(c["runs"])), str(c["episodes"])]
+        row += [str(c["repeats"]), str(c["errored"])]
+        row += [str(c["successes"]), _pct(c["success_rate"]), f"{_pct(c['ci95_low'])} – {_pct(c['ci95_high'])}"]
+        if labelled:
+            counts = " ".join(f"{k}={v}" for k, v in c["label_counts"].items() if v)
+            row.append(f"{counts} (labelled {c['n_labeled']}, unlabelled {c['n_unlabeled']}, invalid {c['n_invalid']})")
+            row.append(" ".join(f"{k}={_pct(v)}" for k, v in c["rates"].items()))
+        table.add_row(*row)
+    out.print(table)
+    for p in doc["in_progress"]:
+        out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """Each warning as one ``warning:`` line on stderr (so --json / --csv output stays machine-readable)."""
+    for w in warnings:
+        console.print(f"[bold yellow]warning:[/] {w}", highlight=False, soft_wrap=True, markup=True)
+
+
+def print_comparison(out: Console, doc: dict[str, Any]) -> None:
+    """Each pair as a table (per task and pooled), then the ranking when there are more than two runs."""
+    if doc["statistics"] == "unpaired":
+        out.print("[bold yellow]unpaired statistics[/] (Fisher's exact test, unpaired bootstrap): --unpaired was given")
+    for c in doc["comparisons"]:
+        paired = c["statistics"] == "paired"
+        table = Table(title=f"A = {c['a']} ({c['model_a']})   vs   B = {c['b']} ({c['model_b']})")
+        cols = ["task", "A", "B", "B − A (pts)", "95% CI (bootstrap)"]
+        cols += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
+        for col in cols:
+            table.add_column(col, justify="left" if col == "task" else "right")
+        for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
+            row = [r["task"], _pct(r["a"]["success_rate"]), _pct(r["b"]["success_rate"]), _signed(r["difference"])]
+            row.append(f"[{_signed(r['diff_ci95_low'])}, {_signed(r['diff_ci95_high'])}]")
+            row += [str(r["a_only"]), str(r["b_only"])] if paired else []
+            row += [_p(r["p_value"]), _p(r.get("p_holm", r.get("p_holm_pairs")))]
+            table.add_row(*row)
+        out.print(table)
+        if c["tasks_not_compared"]:
+            out.print(f"tasks not in both runs (not compared): {', '.join(c['tasks_not_compared'])}", highlight=False)
+    if len(doc["runs"]) > 2:
+        table = Table(title="ranking by pooled success rate (see the pairwise p-values above)")
+        for col in ("rank", "run", "model", "success rate", "95% CI", "episodes"):
+            table.add_column(col)
+        for r in doc["ranking"]:
+            ci = f"{_pct(r['ci95_low'])} – {_pct(r['ci95_high'])}"
+            table.add_row(str(r["rank"]), r["run"], r["model"], _pct(r["success_rate"]), ci, str(r["episodes"]))
+        out.print(table)
+
+
+def summarize_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="Run directories, roots containing them, /api/runs exports.")],
+    labels: Annotated[Path | None, typer.Option(help="Label sidecar (written by rollbench dashboard).")] = None,
+    rubric: Annotated[
+        str | None, typer.Option(help="Rubric name or file (default: the one the labels record).")
+    ] = None,
+    by: Annotated[str, typer.Option(help="Cell keys: task, model, policy, host, robot, run, variant, instruction.")] = (
+        "task,model"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per cell.")] = False,
+    merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,
+) -> None:
+    """Pool episodes across runs and hosts into task x model x instruction cells: counts, success rate with its
+    Wilson interval, label counts and the rubric's rates. Episodes repeating a (task, seed, initial state,
+    instruction) already in a cell are counted and named in a warning on stderr."""
+    from rollbench.analysis.sources import load_runs
+    from rollbench.analysis.summarize import cells_csv, load_label_set, parse_by, summarize_runs
+
+    if as_json and as_csv:
+        _fail("give --json or --csv, not both")
+    try:
+        keys = parse_by(by)
+        loaded = load_runs(list(paths), merge_served=merge_served)
+        label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
+        doc = summarize_runs(loaded, keys, label_set)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    print_warnings(doc["warnings"])
+    out = _out()
+    if as_json:
+        out.print_json(json.dumps(doc))
+    elif as_csv:
+        typer.echo(cells_csv(doc), nl=False)
+    else:
+        print_summary(out, doc)
+
+
+def compare_cmd(
+    runs: Annotated[list[Path] | None, typer.Argument(help="Two or more run directories.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    unpaired: Annotated[bool, typer.Option(help="Allow runs that are not paired: unpaired statistics.")] = False,
+    seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed (the intervals are reproducible).")] = 0,
+    resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 10_000,
+    power: Annotated[bool, typer.Option("--power", help="Plan: paired episodes per task needed (no runs).")] = False,
+    p_a: Annotated[float | None, typer.Option("--p-a", help="--power: expected success rate of A.")] = None,
+    p_b: Annotated[float | None, typer.Option("--p-b", help="--power: expected success rate of B.")] = None,
+    alpha: Annotated[float, typer.Option(help="--power: significance level.")] = 0.05,
+    power_target: Annotated[float, typer.Option(help="--power: wanted power.")] = 0.8,
+    discordant: Annotated[
+        float | None,
+        typer.Option(help="--power: P(exactly one policy succeeds), e.g. from a pilot; default: independent."),
+    ] = None,
+) -> None:
+    """Compare runs on paired episodes (same task, seed, initial state): rates, difference with a paired bootstrap
+    interval, exact McNemar test, Holm across tasks; or, with --power, the episodes per task a comparison needs."""
+    out = _out()
+    if power:
+        from rollbench.grade.stats import paired_sample_size
+
+        if runs:
+            _fail("--power plans a comparison; give --p-a and --p-b, not runs")
+        if p_a is None or p_b is None:
+            _fail("--power needs --p-a and --p-b (the success rates you expect), e.g. --p-a 0.6 --p-b 0.7")
+            return
+        try:
+            r = paired_sample_size(p_a, p_b, alpha=alpha, power=power_target, discordant=discordant)
+        except ValueError as exc:
+            _fail(str(exc))
+            return
+        if as_json:
+            out.print_json(json.dumps(r.to_dict()))
+            return
+        out.print(
+            f"{r.n_exact} paired episodes per task (exact McNemar test, two-sided alpha {alpha}, power "
+            f"{power_target}) to detect {p_a:.0%} vs {p_b:.0%}; Connor (1987)'s approximation gives {r.n} "
+            f"(exact power {r.exact_power:.3f}). Assumed P(only A succeeds) = {r.p_a_only:.3f}, P(only B) = "
+            f"{r.p_b_only:.3f}"
+            + (" (independent policies; give --discordant from a pilot run)" if discordant is None else ""),
+            highlight=False,
+        )
+        return
+    from rollbench.analysis.compare import compare_runs
+    from rollbench.analysis.sources import load_runs
+
+    try:
+        if not runs or len(runs) < 2:
+            raise ConfigError("compare needs two or more run directories (or --power --p-a P --p-b P)")
+        loaded = load_runs(list(runs), allow_exports=False)
+        if loaded.in_progress:
+            raise ConfigError(
+                f"{loaded.in_progress[0]['path']} is {loaded.in_progress[0]['why']}; compare finished runs"
+            )
+        if len(loaded.runs) != len(runs):
+            raise ConfigError(f"give one run directory per argument ({len(runs)} paths hold {len(loaded.runs)} runs)")
+        doc = compare_runs(loaded.runs, paired=not unpaired, seed=seed, n_resamples=resamples)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    except RollbenchError as exc:
+        _fail(str(exc), code=1)
+        return
+    if as_json:
+        out.print_json(json.dumps(doc))
+    else:
+        print_comparison(out, doc)
+
+
+def report_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="Run directories, roots containing them, /api/runs exports.")],
+    out_path: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
+    plots: Annotated[
+        Path | None, typer.Option(help="Also write every figure as PNG and SVG into this directory.")
+    ] = None,
+    dashboard_url: Annotated[
+        str | None, typer.Option(help="Link episodes to this dashboard's review pages and videos.")
+    ] = None,
+    labels: Annotated[Path | None, typer.Option(help="Label sidecar (checked as in summarize).")] = None,
+    rubric: Annotated[
+        str | None, typer.Option(help="Rubric name or file (default: the one the labels record).")
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
+    merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,
+) -> None:
+    """Write one self-contained offline HTML report: success rates with intervals, comparisons (paired where a
+    pair's episodes pair, else unpaired and said so), length and latency distributions (and the same figures as
+    PNG/SVG with --plots). Its warnings are also printed on stderr."""
+    from rollbench.analysis.html_report import render_report, report_comparison, report_warnings
+    from rollbench.analysis.sources import load_runs
+    from rollbench.analysis.summarize import load_label_set, summarize_runs
+
+    if dashboard_url is not None and not dashboard_url.startswith(("http://", "https://")):
+        _fail(f"--dashboard-url {dashboard_url!r} is not an http(s) URL")
+    try:
+        loaded = load_runs(list(paths), merge_served=merge_served)
+        if not loaded.runs:
+            raise ConfigError("no finished run among the inputs")
+        label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
+        comparison = report_comparison(loaded, seed=seed)
+        summary = summarize_runs(loaded, labels=label_set)
+        text = render_report(
+            loaded,
+            labels=label_set,
+            comparison=comparison,
+            dashboard_url=dashboard_url,
+            plots_dir=plots,
+            summary=summary,
+        )
+        warnings = report_warnings(comparison, summary)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    print_warnings(warnings)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out_path)
+    _out().print(f"report written to {out_path}" + (f"; figures in {plots}" if plots else ""), highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add summarize, compare and report to the shared ``rollbench`` app."""
+    app.command("summarize")(summarize_cmd)
+    app.command("compare")(compare_cmd)
+    app.command("report")(report_cmd)

@@ -1,0 +1,114 @@
+"""``rollbench dashboard``: serve the review dashboard over run directories (and peers)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from rollbench.core.types import ConfigError
+
+if TYPE_CHECKING:
+    from rollbench.review.service import Dashboard
+
+
+def _peer(value: str) -> tuple[str, str | None]:
+    """``URL`` or ``URL#TOKEN`` (the peer's token; ``#`` never reaches the server)."""
+    url, _, token = value.partition("#")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"--peer {value!r} is not an http(s) URL (e.g. http://gpu-box:8301 or http://gpu-box:8301#TOKEN)"
+        )
+    return url.rstrip("/"), token or None
+
+
+def build_dashboard(
+    roots: list[Path],
+    labels: Path,
+    rubric: str | None = None,
+    peers: list[str] | None = None,
+    token: str | None = None,
+    annotator: str | None = None,
+    cache_dir: Path | None = None,
+    stale_after_s: float = 120.0,
+    peer_refresh_s: float = 5.0,
+    sync_budget_s: float = 2.0,
+) -> Dashboard:
+    """Validate the options and return the :class:`rollbench.review.service.Dashboard` (ConfigError if bad)."""
+    from rollbench.core.identity import check_segment
+    from rollbench.review.labels import default_annotator
+    from rollbench.review.rubrics import load_rubric
+    from rollbench.review.service import Dashboard, DashboardConfig
+
+    for root in roots:
+        if not root.is_dir():
+            raise ConfigError(f"--root {root} is not a directory")
+    if not roots and not peers:
+        raise ConfigError("give at least one --root DIR or --peer URL")
+    for what, path in (("--labels", labels), ("--cache-dir", cache_dir)):
+        if path is not None and any((d / "run.json").is_file() for d in path.resolve().parents):
+            raise ConfigError(
+                f"{what} {path} is inside a run directory; the dashboard never writes inside run directories"
+            )
+    if annotator is not None:
+        check_segment(annotator, "--annotator")
+    cfg = DashboardConfig(
+        roots=list(roots),
+        labels=labels,
+        rubric=load_rubric(rubric),
+        annotator=annotator or default_annotator(),
+        cache_dir=cache_dir
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rollbench" / "dashboard",
+        peers=[_peer(p) for p in peers or []],
+        token=token,
+        stale_after_s=stale_after_s,
+        peer_refresh_s=peer_refresh_s,
+        sync_budget_s=sync_budget_s,
+    )
+    return Dashboard(cfg)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("dashboard")
+    def dashboard_cmd(
+        labels: Annotated[Path, typer.Option(help="Label sidecar JSON file (created on the first label).")],
+        root: Annotated[list[Path] | None, typer.Option(help="Directory of run directories (repeatable).")] = None,
+        peer: Annotated[
+            list[str] | None, typer.Option(help="Another dashboard, URL or URL#TOKEN (repeatable): central mode.")
+        ] = None,
+        rubric: Annotated[str | None, typer.Option(help="outcome-v1 (default), harm-five-class-v1, or a file.")] = None,
+        host: Annotated[str, typer.Option(help="Address to bind; non-loopback needs --token.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(min=0, max=65535)] = 8301,
+        token: Annotated[str | None, typer.Option(help="Require this token (bearer header or ?token= cookie).")] = None,
+        annotator: Annotated[str | None, typer.Option(help="Name recorded with each label (default: OS user).")] = None,
+        cache_dir: Annotated[
+            Path | None,
+            typer.Option(help="Cache of graded run records and peers' videos (default ~/.cache/rollbench/dashboard)."),
+        ] = None,
+        stale_after: Annotated[
+            float, typer.Option(help="Seconds without run.live.json updates before 'stale'.")
+        ] = 120.0,
+    ) -> None:
+        """Watch, label and export every episode: a web dashboard over run directories (and other dashboards)."""
+        import uvicorn
+
+        from rollbench.cli.common import fail as _fail
+        from rollbench.review.app import create_app
+        from rollbench.review.security import check_binding
+
+        try:
+            check_binding(host, token)
+            dash = build_dashboard(
+                list(root or []), labels, rubric, list(peer or []), token, annotator, cache_dir, stale_after
+            )
+        except ConfigError as exc:
+            _fail(str(exc))
+            return
+        shown = "localhost" if host in ("127.0.0.1", "::1") else host
+        typer.echo(
+            f"rollbench dashboard on http://{shown}:{port}/ (labels: {labels}, rubric: {dash.rubric.id})", err=True
+        )
+        dash.warm_up()
+        uvicorn.run(create_app(dash), host=host, port=port, log_level="warning")

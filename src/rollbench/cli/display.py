@@ -1,0 +1,236 @@
+"""Formatting only: progress bars, result tables and listings. Every number shown comes from grade's result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+
+class ProgressDisplay:
+    """One progress bar per task, fed by :data:`rollbench.api.ProgressCallback` events."""
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.run_dir: Path | None = None
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[ok]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not enabled,
+        )
+        self.bars: dict[str, Any] = {}
+        self._started = False
+
+    def __enter__(self) -> ProgressDisplay:
+        return self  # the bars start with the run's "start" event: an error before it prints one line, no bars
+
+    def __exit__(self, *exc: object) -> None:
+        if self._started:
+            self.progress.__exit__(None, None, None)
+
+    def update(self, event: dict[str, Any]) -> None:
+        if event["event"] == "start":
+            say = self.progress.console.print
+            for w in event.get("warnings", []):
+                say(f"warning: {w}", highlight=False, soft_wrap=True)
+            done, total = sum(event["done"].values()), sum(event["totals"].values())
+            retried = int(event.get("retried", 0))
+            if done or retried:
+                again = f" ({retried} of them errored before and run again, --retry-errors)" if retried else ""
+                say(
+                    f"resuming {event['run_dir']}: {done} of {total} episodes already recorded, "
+                    f"{total - done} to run{again}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            self.progress.__enter__()
+            self._started = True
+            self.run_dir = Path(event["run_dir"]) if event.get("run_dir") else None
+            for task, total in event["totals"].items():
+                self.bars[task] = self.progress.add_task(task, total=total, completed=event["done"][task], ok="")
+        elif event["event"] == "episode":
+            self.progress.advance(self.bars[event["task"]])
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _ret(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _pooled_row(table: Table, label: str, block: dict[str, Any]) -> None:
+    """A suite or overall row: the pooled count and rate, and the unweighted mean over its tasks."""
+    table.add_row(
+        label,
+        str(block["episodes"]),
+        str(block["successes"]),
+        _pct(block["pooled_success_rate"]),
+        f"{_pct(block['pooled_ci95_low'])} – {_pct(block['pooled_ci95_high'])}",
+        "",
+        "",
+        "",
+        f"mean over {block['tasks']} tasks: {_pct(block['mean_task_success_rate'])}",
+    )
+
+
+def print_result(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
+    """The results table (per task, per suite, overall), latency, status and reasons."""
+    table = Table(title="rollbench results (graded from the recorded files)")
+    for col in (
+        "task",
+        "episodes",
+        "successes",
+        "success rate",
+        "95% CI",
+        "mean len",
+        "median len",
+        "mean return",
+        "termination",
+    ):
+        table.add_column(col, justify="left" if col in ("task", "termination") else "right")
+    for name, t in result["tasks"].items():
+        reasons = ", ".join(f"{k} {v}" for k, v in t["termination_reasons"].items())
+        table.add_row(
+            name,
+            str(t["episodes"]),
+            str(t["successes"]),
+            _pct(t["success_rate"]),
+            f"{_pct(t['ci95_low'])} – {_pct(t['ci95_high'])}",
+            _num(t["mean_length"]),
+            _num(t["median_length"]),
+            _ret(t.get("mean_return")),
+            reasons,
+        )
+    for name, suite in result.get("suites", {}).items():
+        _pooled_row(table, f"[bold]{name}[/] (suite, pooled)", suite)
+    if len(result["tasks"]) > 1:
+        _pooled_row(table, "[bold]overall (pooled)[/]", result["overall"])
+    console.print(table)
+    if result.get("variants"):
+        print_variants(console, result)
+    lat = result.get("latency", {})
+    if lat.get("policy_calls"):
+        console.print(
+            f"policy latency: p50 {1e3 * lat['p50_s']:.2f} ms, p95 {1e3 * lat['p95_s']:.2f} ms, "
+            f"p99 {1e3 * lat['p99_s']:.2f} ms over {lat['policy_calls']} calls"
+            + (f" ({lat['calls_per_episode']:.1f} per episode)" if lat.get("calls_per_episode") else "")
+        )
+    timing = result.get("timing") or {}
+    if timing.get("eval_wall_time_s") is not None:
+        n = timing["invocations"]
+        console.print(
+            f"eval wall time: {timing['eval_wall_time_s']:.1f} s"
+            + (f" over {n} invocations (resumes)" if n > 1 else "")
+            + f"; time in episodes {timing['episode_time_s']:.1f} s",
+            highlight=False,
+        )
+    agent = result.get("agent_usage") or {}
+    blocks = [("overall", agent.get("overall"))]
+    if len(result["tasks"]) > 1:
+        blocks += list(agent.get("by_task", {}).items())
+    for name, u in blocks:
+        if u:
+            cost = f", cost ${u['cost_usd']:.4f}" if u["cost_usd"] is not None else ", cost unknown"
+            console.print(
+                f"agent usage ({name}): {u['model_calls']} model calls, {u['prompt_tokens']} prompt + "
+                f"{u['completion_tokens']} completion = {u['total_tokens']} tokens{cost}",
+                highlight=False,
+            )
+    color = {"OK": "green", "PARTIAL": "yellow", "FAILED": "red"}[result["status"]]
+    console.print(
+        f"status: [bold {color}]{result['status']}[/] — {result['episodes_recorded']} of "
+        f"{result['episodes_requested']} requested episodes recorded",
+        highlight=False,
+    )
+    if result["status"] == "OK":
+        rate = (result.get("overall") or {}).get("pooled_success_rate")
+        console.print(
+            "  (OK: the run is complete and valid — every requested episode recorded, none errored, no broken "
+            f"invariant; it says nothing about the policy: its success rate is {_pct(rate)})",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for r in result["reasons"]:  # error texts quote values such as [[nan, 0.0]]: never read them as markup
+        console.print(f"  - {escape(r)}", highlight=False, soft_wrap=True)
+    if run_dir is not None:
+        console.print(f"run directory: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
+
+
+def print_variants(console: Console, result: dict[str, Any]) -> None:
+    """The instruction sweep (robustness) table: per task and variant, the success rate, its change against the
+    task's first variant on the same trials, the discordant pairs (grade's ``paired`` counts) and the two-sided
+    exact McNemar p-value."""
+    from rollbench.optimize.compare import mcnemar_p
+
+    table = Table(title="instruction variants (paired on the same seeds; Δ and p against the first variant)")
+    for col in ("task", "variant", "instruction", "episodes", "success rate", "95% CI", "Δ", "b / c", "p"):
+        table.add_column(col, justify="left" if col in ("task", "variant", "instruction") else "right")
+    for task, variants in result["variants"].items():
+        for i, (name, v) in enumerate(variants.items()):
+            pc = v["paired"]  # grade's counts over the trials both recorded
+            b, c = pc["variant_only"], pc["reference_only"]
+            delta = (b - c) / pc["pairs"] if pc["pairs"] else 0.0
+            table.add_row(
+                task if i == 0 else "",
+                name,
+                v["instruction"],
+                str(v["episodes"]),
+                _pct(v["success_rate"]),
+                f"{_pct(v['ci95_low'])} – {_pct(v['ci95_high'])}",
+                "(reference)" if i == 0 else f"{100 * delta:+.1f} pts",
+                "" if i == 0 else f"{b} / {c}",
+                "" if i == 0 else f"{mcnemar_p(b, c, 'two-sided'):.3g}",
+                end_section=i == len(variants) - 1,
+            )
+    console.print(table)
+    console.print("b / c: trials only the variant / only the reference solved; p: exact McNemar, two-sided")
+
+
+def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = True) -> None:
+    table = Table(title="env families and tasks")
+    for col in ("task", "installed", "horizon", "success rule", "cameras"):
+        table.add_column(col)
+    for r in rows:
+        installed = "[green]yes[/]" if r["installed"] else f"[red]no[/]: {r['missing']}"
+        suites = ", ".join(f"{r['family']}/{s} ({len(v)})" for s, v in r["suites"].items())
+        table.add_row(
+            f"[bold]{r['family']}[/] — {r['description']}" + (f"; suites: {suites}" if suites else ""),
+            installed,
+            "",
+            "",
+            "",
+            end_section=not show_tasks,
+        )
+        if show_tasks:
+            for i, t in enumerate(r["tasks"]):
+                table.add_row(
+                    f"  {t['name']}" + (f"\n    [dim]{escape(t['instruction'])}[/]" if t["instruction"] else ""),
+                    "",
+                    str(t["max_steps"]),
+                    t["success_rule"],
+                    ", ".join(t["cameras"]),
+                    end_section=i == len(r["tasks"]) - 1,
+                )
+    console.print(table)

@@ -1,0 +1,126 @@
+"""``rollbench runs [ROOT]``: the runs under a directory, one row each (task(s), policy, status, episodes, success
+rate, date), newest first.
+
+Numbers are those ``grade`` stored in each ``run.json`` when the run last finished (a running run shows its live
+progress from ``run.live.json``); ``--grade`` recomputes each from its files instead (no video decoding). Reads
+only: nothing is written, no lock is taken, and nothing is read through a link leading out of a run directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rollbench.core.types import ConfigError
+
+
+def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
+    """One run's row: ``run``, ``run_dir``, ``tasks``, ``policy``, ``status``, ``episodes_recorded``,
+    ``episodes_requested``, ``success_rate`` (pooled over tasks, 0..1), ``created`` (UTC, ISO 8601), ``source``
+    (where the numbers come from), or ``run``, ``run_dir`` and ``error`` when it cannot be read."""
+    from rollbench.grade.grade import grade
+    from rollbench.record.files import is_inside
+    from rollbench.record.runlog import is_locked, read_run_log
+
+    base: dict[str, Any] = {"run": run_dir.name, "run_dir": str(run_dir)}
+    try:
+        log = read_run_log(run_dir)
+        if log is None:
+            raise ConfigError("no run.json")
+        results = grade(run_dir, check_videos=False) if regrade else log.get("results")
+    except ConfigError as exc:
+        return {**base, "error": str(exc)}
+    spec, plan = log["spec"], log["plan"]
+    row = {
+        **base,
+        "tasks": [t["name"] for t in plan["tasks"]],
+        "policy": spec.get("policy"),
+        "status": log.get("status"),
+        "episodes_recorded": None,
+        "episodes_requested": len(plan["episodes"]),
+        "success_rate": None,
+        "created": (log.get("provenance") or {}).get("created"),
+        "source": "graded now" if regrade else "run.json (graded when the run last finished)",
+    }
+    if isinstance(results, dict):
+        row["episodes_recorded"] = results.get("episodes_recorded")
+        row["success_rate"] = (results.get("overall") or {}).get("pooled_success_rate")
+        if regrade:
+            row["status"] = results.get("status")
+    live = run_dir / "run.live.json"
+    if log.get("status") == "RUNNING" and not regrade:
+        if is_locked(run_dir):
+            with contextlib.suppress(OSError, ValueError):
+                if is_inside(run_dir, live):
+                    row["episodes_recorded"] = json.loads(live.read_text()).get("episodes_done")
+            row["source"] = "run.live.json (running)"
+        else:
+            row["status"] = "RUNNING (stale: no process is writing it; resume it with rollbench eval --resume)"
+    return row
+
+
+def list_runs(root: Path, regrade: bool = False) -> list[dict[str, Any]]:
+    """Rows (see :func:`run_row`) for the run directories found at or below ``root`` the way the dashboard finds
+    them (:func:`rollbench.record.runlog.find_run_dirs`: up to three levels down, e.g. the instruction optimiser's
+    ``NAME/rounds/NAME-r000``), each named by its path relative to ``root``; newest first. ConfigError when
+    ``root`` is not a directory."""
+    from rollbench.record.runlog import find_run_dirs
+
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a directory (give the directory your runs are in, e.g. runs/)")
+    rows = []
+    for d in find_run_dirs([root]):
+        row = run_row(d, regrade)
+        if d != root:
+            row["run"] = d.relative_to(root).as_posix()
+        rows.append(row)
+    rows.sort(key=lambda r: r.get("created") or "", reverse=True)
+    return rows
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("runs")
+    def runs_cmd(
+        root: Annotated[Path, typer.Argument(help="Directory holding run directories (or one run directory).")] = Path(
+            "runs"
+        ),
+        as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+        regrade: Annotated[
+            bool, typer.Option("--grade", help="Recompute each run's numbers from its files (slower).")
+        ] = False,
+    ) -> None:
+        """List runs: task(s), policy, status, episodes, success rate and date, newest first."""
+        from rich.console import Console
+        from rich.table import Table
+
+        out = Console(width=None if Console().is_terminal else 200)
+        try:
+            rows = list_runs(root, regrade)
+        except ConfigError as exc:
+            Console(stderr=True).print(f"error: {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        if as_json:
+            out.print_json(json.dumps(rows))
+            return
+        if not rows:
+            out.print(f"no runs under {root}", highlight=False)
+            return
+        table = Table(title=f"runs under {root} (numbers as graded in each run.json; --grade recomputes them)")
+        for col in ("run", "task(s)", "policy", "status", "episodes", "success rate", "created (UTC)"):
+            table.add_column(col, justify="right" if col in ("episodes", "success rate") else "left")
+        for r in rows:
+            if "error" in r:
+                table.add_row(r["run"], "", "", f"unreadable: {r['error']}", "", "", "")
+                continue
+            tasks = r["tasks"][0] if len(r["tasks"]) == 1 else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
+            rec = "?" if r["episodes_recorded"] is None else str(r["episodes_recorded"])
+            rate = "-" if r["success_rate"] is None else f"{100 * r['success_rate']:.1f}%"
+            table.add_row(
+                r["run"], tasks, str(r["policy"]), str(r["status"]), f"{rec}/{r['episodes_requested']}", rate,
+                r["created"] or "",
+            )  # fmt: skip
+        out.print(table)

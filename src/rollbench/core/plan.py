@@ -1,0 +1,162 @@
+"""spec → the full list of episodes, before anything runs.
+
+Each episode's task, index, seed and initial state are a pure function of the spec: never of batch size,
+worker count, timing or other episodes' outcomes. Episodes are numbered task-major: task ``i`` (in ``--env``
+order) owns episode indices ``i * episodes .. (i + 1) * episodes - 1``; its j-th episode is trial
+``k = spec.first_trial + j``, run with seed ``spec.seed + k`` and, for tasks with stored initial states (LIBERO),
+initial state ``k``. So trials k..m of a plan run alone (``--first-trial k --episodes m-k+1``) exactly as in the
+full run.
+
+Instruction sweeps (``spec.instructions`` or ``spec.instruction_perturb``): every task runs each of its V variants on
+the same E trials, so variant pairs share seeds and initial states. Indices are task-major, then variant, then
+trial: episode ``(i * V + v) * E + k`` is trial ``k`` of variant ``v`` of task ``i``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rollbench.core.registry import resolve_tasks
+from rollbench.core.spec import EvalSpec
+from rollbench.core.types import ConfigError, TaskInfo
+
+
+@dataclass(frozen=True)
+class PlannedEpisode:
+    """One episode to run.
+
+    Attributes:
+        episode_index: 0..N-1 over the whole run (N = tasks × episodes).
+        task: full task name.
+        trial: index of this episode within its task's full plan, ``first_trial .. first_trial + episodes - 1``.
+        seed: ``spec.seed + trial``.
+        initial_state: stored initial state index (``trial``) for tasks that have them, else None.
+        task_index: row of the episode's instruction in ``meta/tasks.parquet``.
+        instruction: what the policy is told.
+        max_steps: the horizon this episode runs to (steps).
+        success_rule: ``any_step`` or ``final_step``.
+        variant: name of the instruction variant in a sweep, else None.
+    """
+
+    episode_index: int
+    task: str
+    trial: int
+    seed: int
+    initial_state: int | None
+    task_index: int
+    instruction: str
+    max_steps: int
+    success_rule: str
+    variant: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The resolved tasks (in order), the distinct instructions (LeRobot tasks) and every planned episode."""
+
+    tasks: tuple[TaskInfo, ...]
+    instructions: tuple[str, ...]
+    episodes: tuple[PlannedEpisode, ...]
+
+    def task(self, name: str) -> TaskInfo:
+        return next(t for t in self.tasks if t.name == name)
+
+
+def image_size_for(spec: EvalSpec, task: TaskInfo) -> tuple[int, int]:
+    """Rendered ``(height, width)``: the spec's ``image_size``, else the task's own."""
+    return (spec.image_size[0], spec.image_size[1]) if spec.image_size else task.image_size
+
+
+def check_compatible(tasks: list[TaskInfo]) -> None:
+    """All tasks of one run share a dataset schema: same action and state sizes and fps."""
+    first = tasks[0]
+    for t in tasks[1:]:
+        if (t.action_dim, t.state_dim, t.fps) != (first.action_dim, first.state_dim, first.fps):
+            raise ConfigError(
+                f"tasks {first.name} and {t.name} cannot share one run directory: action_dim "
+                f"{first.action_dim} vs {t.action_dim}, state_dim {first.state_dim} vs {t.state_dim}, "
+                f"fps {first.fps} vs {t.fps}; evaluate them in separate runs"
+            )
+
+
+def make_plan(spec: EvalSpec) -> Plan:
+    """Resolve the spec's tasks and plan every episode. Raises ConfigError on unknown names or bad values."""
+    tasks = resolve_tasks(spec.env)
+    check_compatible(tasks)
+    if spec.image_size is None and len({t.image_size for t in tasks}) > 1:
+        sizes = ", ".join(sorted({f"{t.name}: {t.image_size[0]}x{t.image_size[1]}" for t in tasks}))
+        raise ConfigError(f"these tasks render at different sizes ({sizes}); give one with --image-size")
+    instructions: list[str] = []
+    episodes: list[PlannedEpisode] = []
+    for ti, task in enumerate(tasks):
+        variants = task_variants(spec, task)
+        for _, instruction in variants:
+            if task.has_instruction and not instruction.strip():
+                raise ConfigError(f"task {task.name} declares an instruction but it is empty")
+            if instruction not in instructions:
+                instructions.append(instruction)
+        last = spec.first_trial + spec.episodes - 1
+        if task.initial_states and last >= task.initial_states:
+            asked = f"--episodes {spec.episodes}" + (
+                f" from --first-trial {spec.first_trial}" if spec.first_trial else ""
+            )
+            raise ConfigError(
+                f"task {task.name} has {task.initial_states} stored initial states; {asked} would need more "
+                f"(trials up to {last}; trial k starts from initial state k)"
+            )
+        if spec.cameras:
+            bad = [c for c in spec.cameras if c not in task.cameras]
+            if bad:
+                raise ConfigError(f"task {task.name} has no camera {bad}; its cameras: {list(task.cameras)}")
+        for vi, (variant, instruction) in enumerate(variants):
+            for j in range(spec.episodes):
+                k = spec.first_trial + j
+                episodes.append(
+                    PlannedEpisode(
+                        episode_index=(ti * len(variants) + vi) * spec.episodes + j,
+                        task=task.name,
+                        trial=k,
+                        seed=spec.seed + k,
+                        initial_state=k if task.initial_states else None,
+                        task_index=instructions.index(instruction),
+                        instruction=instruction,
+                        max_steps=spec.max_steps or task.max_steps,
+                        success_rule=spec.success_rule or task.success_rule,
+                        variant=variant,
+                    )
+                )
+    return Plan(tuple(tasks), tuple(instructions), tuple(episodes))
+
+
+def task_variants(spec: EvalSpec, task: TaskInfo) -> list[tuple[str | None, str]]:
+    """``(variant name, exact instruction)`` pairs ``task`` runs, in order; ``[(None, instruction)]`` without a sweep.
+
+    A perturbation sweep is ``original`` (the task's instruction, or the spec's override) then one variant per
+    perturbation, each generated from it by :func:`rollbench.core.perturb.perturb`.
+    """
+    if spec.instructions is not None:
+        named: list[tuple[str | None, str]] = [(v.name, v.instruction) for v in spec.instructions]
+        return named
+    base = spec.instruction if spec.instruction is not None else task.instruction
+    if spec.instruction_perturb is None:
+        return [(None, base)]
+    from rollbench.core.perturb import perturb
+
+    perturbed: list[tuple[str | None, str]] = [(p, perturb(base, p)) for p in spec.instruction_perturb]
+    return [("original", base), *perturbed]
+
+
+def cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
+    """Cameras to render each step: the spec's, else the task's ``policy_cameras`` if the policy needs images,
+    else the task's first one if video or the policy needs images."""
+    if spec.cameras:
+        return tuple(spec.cameras)
+    if needs_images and task.policy_cameras:
+        return tuple(task.policy_cameras)
+    if (spec.video or needs_images) and task.cameras:
+        return (task.cameras[0],)
+    return ()

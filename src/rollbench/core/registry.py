@@ -1,0 +1,319 @@
+"""Env families and policies, found through the ``rollbench.envs`` and ``rollbench.policies`` entry points.
+
+A plug-in package registers ``[project.entry-points."rollbench.envs"] myfamily = "pkg.module:FAMILY"`` (an
+:class:`EnvFamily`) or ``[project.entry-points."rollbench.policies"] my-policy = "pkg.module:factory"`` (a
+:data:`PolicyFactory`); nothing in the core changes. Heavy simulator imports happen only inside ``EnvFamily.make``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Protocol
+
+from rollbench.core.types import ConfigError, Env, Policy, TaskInfo
+
+
+@dataclass(frozen=True)
+class EnvOptions:
+    """How to build an env: which cameras to render and at what size (pixels, ``(height, width)``); ``fast_render``
+    turns reflections and shadows off where the family supports it (LIBERO)."""
+
+    cameras: tuple[str, ...] = ()
+    image_size: tuple[int, int] = (224, 224)
+    fast_render: bool = False
+
+
+class EnvFamily(Protocol):
+    """One simulator family (``metaworld``, ``robosuite``, ``scripted``...)."""
+
+    name: str
+    description: str
+
+    def missing(self) -> str | None:
+        """None when the simulator is importable here, else what is missing and how to install it."""
+        ...
+
+    def tasks(self) -> Sequence[TaskInfo]:
+        """Every task of the family with its metadata; must not import the simulator."""
+        ...
+
+    def suites(self) -> Mapping[str, Sequence[str]]:
+        """Suite name (without family prefix) -> full task names."""
+        ...
+
+    def task(self, name: str) -> TaskInfo:
+        """Full task name -> TaskInfo. Raises ConfigError listing valid names when unknown."""
+        ...
+
+    def make(self, task: TaskInfo, options: EnvOptions) -> Env:
+        """Build a live env for ``task``; may raise ConfigError when the simulator is missing."""
+        ...
+
+
+PolicyFactory = Callable[[str, Mapping[str, Any]], Policy]
+"""``factory(name, options) -> Policy``; ``name`` is what the user typed (a URL for remote policies)."""
+
+OPTIONS_ATTR = "rollbench_policy_options"
+
+
+def policy_options(**valid: type | tuple[type, ...]) -> Callable[[Any], Any]:
+    """Declare the ``--policy-options`` keys a policy factory accepts (name -> type or types); ``make_policy`` then
+    refuses unknown keys and values of the wrong type with a ConfigError listing the valid keys, before the
+    factory runs. ``@policy_options()`` declares a policy that takes no options. A factory without the declaration
+    receives its options unchecked and must check them itself (the ``ws``/``http`` clients do)."""
+
+    def mark(factory: Any) -> Any:
+        setattr(factory, OPTIONS_ATTR, dict(valid))
+        return factory
+
+    return mark
+
+
+def check_policy_options(name: str, factory: PolicyFactory, options: Mapping[str, Any]) -> None:
+    """ConfigError when ``options`` has keys (or value types) that ``factory`` did not declare (policy_options)."""
+    valid: dict[str, type | tuple[type, ...]] | None = getattr(factory, OPTIONS_ATTR, None)
+    if valid is None:
+        return
+    unknown = sorted(set(options) - set(valid))
+    if unknown and not valid:
+        raise ConfigError(f"policy {name} takes no options; got {', '.join(unknown)}")
+    if unknown:
+        raise ConfigError(f"policy {name} has no option(s) {', '.join(unknown)}; its options: {', '.join(valid)}")
+    for key, kind in valid.items():
+        value = options.get(key)
+        if key in options and ((isinstance(value, bool) and kind is not bool) or not isinstance(value, kind)):
+            raise ConfigError(f"policy {name}: option {key} must be {_type_names(kind)}, got {value!r}")
+
+
+def _type_names(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+def _close_matches(name: str, valid: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+    return f" Did you mean {', '.join(close)}?" if close else ""
+
+
+LIST_ALL_UP_TO = 12  # an unknown-name error lists every valid name up to this many, else the closest and a hint
+
+
+def unknown_name_error(
+    kind: str, name: str, valid: Sequence[str], plural: str | None = None, list_with: str | None = None
+) -> ConfigError:
+    """A ConfigError naming the closest valid choices, then all of them when there are at most
+    :data:`LIST_ALL_UP_TO` (or no ``list_with``), else their count and ``list_with``, the command that lists them."""
+    plural = plural or (kind[:-1] + "ies" if kind.endswith("y") else kind + "s")
+    close = _close_matches(name, valid)
+    if list_with and len(valid) > LIST_ALL_UP_TO:
+        return ConfigError(f"unknown {kind} {name!r}.{close} {len(valid)} valid {plural}: list them with {list_with}")
+    shown = ", ".join(valid) if len(valid) <= 60 else ", ".join(valid[:60]) + f", ... ({len(valid)} in all)"
+    return ConfigError(f"unknown {kind} {name!r}.{close} Valid {plural}: {shown}")
+
+
+def _tasks_containing(fragment: str, families: Mapping[str, EnvFamily]) -> list[str]:
+    """Full task and suite names (``FAMILY/NAME``) of the installed families that contain ``fragment`` (a name
+    typed without its family), those ending in ``/fragment`` first; at most 5."""
+    found: list[str] = []
+    for fam in families.values():
+        try:
+            names = [f"{fam.name}/{s}" for s in fam.suites()] + [t.name for t in fam.tasks()]
+        except Exception:  # a broken or uninstalled plug-in cannot suggest anything
+            continue
+        found.extend(n for n in names if fragment.lower() in n.lower())
+    found.sort(key=lambda n: (not n.lower().endswith("/" + fragment.lower()), len(n), n))
+    return found[:5]
+
+
+@cache
+def env_families() -> dict[str, EnvFamily]:
+    """Family name -> EnvFamily, from the ``rollbench.envs`` entry points (sorted by name)."""
+    out: dict[str, EnvFamily] = {}
+    for ep in sorted(entry_points(group="rollbench.envs"), key=lambda e: e.name):
+        try:
+            out[ep.name] = ep.load()
+        except Exception as exc:  # a broken plug-in must not hide the others; it reports why it is broken
+            out[ep.name] = _BrokenFamily(ep.name, f"its plug-in {ep.value} failed to load: {exc!r}")
+    return out
+
+
+class _BrokenFamily:
+    """Stands in for an env family whose entry point could not be imported, so listing and errors say why."""
+
+    def __init__(self, name: str, why: str) -> None:
+        self.name, self.description, self._why = name, why, why
+
+    def missing(self) -> str | None:
+        return self._why
+
+    def tasks(self) -> Sequence[TaskInfo]:
+        return []
+
+    def suites(self) -> Mapping[str, Sequence[str]]:
+        return {}
+
+    def task(self, name: str) -> TaskInfo:
+        raise ConfigError(f"env family {self.name!r} is unavailable: {self._why}")
+
+    def make(self, task: TaskInfo, options: EnvOptions) -> Env:
+        raise ConfigError(f"env family {self.name!r} is unavailable: {self._why}")
+
+
+@cache
+def policy_names() -> dict[str, EntryPoint]:
+    """Policy name (or URL scheme for remote policies) -> its ``rollbench.policies`` entry point (not loaded)."""
+    return {ep.name: ep for ep in sorted(entry_points(group="rollbench.policies"), key=lambda e: e.name)}
+
+
+def describe_policy(name: str) -> str:
+    """The first paragraph of the factory's docstring (its lines joined: a sentence wrapped over two lines is not
+    cut; ````x```` shown as ```x```), or why the plug-in cannot load."""
+    try:
+        doc = policy_names()[name].load().__doc__ or ""
+    except Exception as exc:
+        return f"unavailable: {exc!r}"
+    text = " ".join(ln.strip() for ln in doc.strip().split("\n\n", 1)[0].splitlines())
+    return re.sub(r"``([^`]+)``", r"`\1`", text)  # reStructuredText literals as the terminal shows code
+
+
+def family_of(name: str) -> EnvFamily:
+    families = env_families()
+    colon, slash = name.find(":"), name.find("/")
+    # ``gym:gym_pusht/PushT-v0``: a "family:" prefix wins over slashes inside the id
+    fam = name[:colon] if colon != -1 and (slash == -1 or colon < slash) else name.split("/", 1)[0]
+    if fam not in families:
+        if "/" not in name and ":" not in name and (full := _tasks_containing(name, families)):
+            raise ConfigError(
+                f"unknown env family {fam!r}. Did you mean {', '.join(full)}? (tasks are named FAMILY/TASK) "
+                f"Valid env families: {', '.join(sorted(families))}"
+            )
+        raise unknown_name_error("env family", fam, sorted(families))
+    return families[fam]
+
+
+def resolve_tasks(env: str) -> list[TaskInfo]:
+    """Resolve ``--env``: a task (``metaworld/reach-v3``), a suite (``metaworld/MT10``) or a comma-separated list.
+
+    Returns the tasks in the order given (suite order for suites), without duplicates.
+    Raises ConfigError naming the valid tasks and suites when a name is unknown.
+    """
+    names = [n.strip() for n in env.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--env is empty; give a task such as metaworld/pick-place-v3 (see `rollbench envs`)")
+    out: list[TaskInfo] = []
+    for name in names:
+        fam = family_of(name)
+        suite = name.split("/", 1)[1] if "/" in name else ""
+        suites = fam.suites()
+        if suite in suites:
+            out.extend(fam.task(t) for t in suites[suite])
+        else:
+            out.append(fam.task(name))
+    seen: set[str] = set()
+    unique = [t for t in out if not (t.name in seen or seen.add(t.name))]  # type: ignore[func-returns-value]
+    return unique
+
+
+def make_env(task: TaskInfo, options: EnvOptions) -> Env:
+    fam = family_of(task.name)
+    why = fam.missing()
+    if why:
+        raise ConfigError(f"cannot build {task.name}: {why}")
+    return fam.make(task, options)
+
+
+PREFIX_POLICIES: dict[str, str] = {"agent": "agent:PROVIDER/MODEL"}
+"""Entry points named by a prefix before ``:`` (``agent:openai/gpt-4o``), with the form shown in listings."""
+
+
+def is_import_path(name: str) -> bool:
+    """Whether policy ``name`` is the ``package.module:factory`` form (a ``:`` that is neither a URL's ``://`` nor
+    after a registered prefix such as ``agent:``)."""
+    return ":" in name and "://" not in name and name.split(":", 1)[0] not in PREFIX_POLICIES
+
+
+def policy_factory(name: str) -> PolicyFactory:
+    """The factory for ``name``: a registered name, a URL whose scheme is registered (``ws://...``), a registered
+    prefix (``agent:PROVIDER/MODEL``), or ``package.module:factory`` for an unpackaged policy. Raises ConfigError
+    naming the valid policies."""
+    names = policy_names()
+    prefix = name.split(":", 1)[0]
+    if is_import_path(name):
+        return _factory_from_path(name)
+    key = name.split("://", 1)[0] if "://" in name else prefix if ":" in name else name
+    if key not in names:
+        valid = sorted(k for k in names if k not in ("ws", "http", "https", *PREFIX_POLICIES))
+        schemes = sorted(k + "://HOST:PORT" for k in names if k in ("ws", "http", "https"))
+        prefixed = sorted(PREFIX_POLICIES[k] for k in names if k in PREFIX_POLICIES)
+        raise unknown_name_error("policy", name, valid + schemes + prefixed)
+    try:
+        factory: PolicyFactory = names[key].load()
+    except ImportError as exc:
+        raise ConfigError(f"policy {name!r} cannot load: {exc} (is its extra installed?)") from None
+    return factory
+
+
+def _factory_from_path(name: str) -> PolicyFactory:
+    """``package.module:factory`` names a factory directly, for policies that are not packaged as plug-ins."""
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"policy {name!r}: cannot import module {module_name!r} ({exc})") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"policy {name!r}: module {module_name!r} has no callable {attr!r}")
+    return factory
+
+
+def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
+    """Build policy ``name`` with ``options`` (checked against the factory's declared options, see
+    :func:`policy_options`). Raises ConfigError for unknown names and options."""
+    factory = policy_factory(name)
+    check_policy_options(name, factory, options or {})
+    return factory(name, dict(options or {}))
+
+
+def list_envs() -> list[dict[str, Any]]:
+    """Every env family with install state, tasks (horizon, cameras, success rule) and suites."""
+    rows = []
+    for name, fam in env_families().items():
+        why = fam.missing()
+        rows.append(
+            {
+                "family": name,
+                "description": fam.description
+                + (f". {variants()}" if callable(variants := getattr(fam, "variants", None)) else ""),
+                "installed": why is None,
+                "missing": why,
+                "suites": {k: list(v) for k, v in fam.suites().items()},
+                "tasks": [
+                    {
+                        "name": t.name,
+                        "max_steps": t.max_steps,
+                        "cameras": list(t.cameras),
+                        "success_rule": t.success_rule,
+                        "instruction": t.instruction,
+                    }
+                    for t in fam.tasks()
+                ],
+            }
+        )
+    return rows
+
+
+def list_policies() -> list[dict[str, str]]:
+    """Every registered policy name (with its ``PREFIX:ARG`` form where it takes one) and its description."""
+    return [
+        {
+            "name": PREFIX_POLICIES.get(n, n + ("://HOST:PORT" if n in ("ws", "http", "https") else "")),
+            "description": describe_policy(n),
+        }
+        for n in policy_names()
+    ]

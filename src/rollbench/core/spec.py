@@ -1,0 +1,168 @@
+"""EvalSpec: what to evaluate. Every field here can change results, so the spec is the run's identity.
+
+How to execute (worker count, executor, output directory) is deliberately *not* in the spec: running the same
+spec with 1 or 3 workers must record the same episodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rollbench.core.types import ConfigError
+
+MAX_EPISODES_PER_TASK = 100_000
+DEFAULT_POLICY_TIMEOUT_S = 300.0  # generous: a VLA's first call (compilation, warm-up) can take a minute
+# fields added after run directories existed: left out of the identity hash at their default, so those runs resume
+LATER_FIELDS: dict[str, object] = {
+    "first_trial": 0,
+    "policy_timeout_s": DEFAULT_POLICY_TIMEOUT_S,
+    "success_hold": 1,
+    "fast_render": False,
+    "instructions": None,
+    "instruction_perturb": None,
+}
+# image_size None (the tasks' own) came later too; old runs stored an explicit size, so their identity is unchanged
+MAX_VARIANTS = 64
+VARIANT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class InstructionVariant(BaseModel):
+    """One instruction of a sweep: a short name (recorded per episode as ``rollbench/variant``) and the exact text."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=VARIANT_NAME)
+    instruction: str = Field(min_length=1)
+
+    @field_validator("instruction")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("an instruction variant must not be blank")
+        return v
+
+
+class EvalSpec(BaseModel):
+    """A policy × tasks × episodes evaluation.
+
+    Attributes:
+        env: a task (``metaworld/pick-place-v3``), a suite (``metaworld/MT10``) or a comma-separated list.
+        policy: a registered policy name (``rollbench policies``) or a server URL (``ws://host:port``).
+        episodes: episodes per task (each independently reset); >= 1.
+        max_steps: horizon override in env steps; None = each task's own horizon.
+        seed: base seed; trial k of every task runs with seed ``seed + k`` (and stored initial state k).
+        first_trial: the first trial of each task to run: the run holds trials ``first_trial .. first_trial +
+            episodes - 1`` of the plan with ``--seed seed``, each with the seed and initial state it has in the full
+            plan, so trial k is reproduced alone by ``--seed seed --first-trial k --episodes 1``.
+        action_noise: std of Gaussian noise added to every action (action units), 0 = none.
+        replan_every: actions executed from each chunk before asking the policy again; None = the policy's
+            advertised value, else 1.
+        video: record one mp4 per camera per episode.
+        cameras: cameras to render (for the policy and the video); None = the task's first camera.
+        image_size: ``(height, width)`` in pixels of rendered images; None = the tasks' own (``TaskInfo.image_size``:
+            224 x 224, LIBERO 256 x 256 as its reference client renders).
+        success_rule: override of the tasks' declared success rule (a warning is recorded in the run log).
+        instruction: override of the tasks' instruction given to the policy (recorded); None = the task's own.
+        policy_options: extra options passed to the policy factory (e.g. observation key mapping).
+        policy_timeout_s: deadline in seconds of every policy call (``reset`` and ``act``, in-process too); a call
+            past it ends its episode as ``error`` (see :mod:`rollbench.run.deadline`).
+        success_hold: success must hold for this many consecutive steps to count (1 = the first success step);
+            for benchmarks whose goal predicates fire while an object is still in the air.
+        fast_render: reflections and shadows off (LIBERO); changes what a policy sees, so off unless asked for.
+        instructions: an instruction sweep: every task runs every variant on the same seeds and initial states
+            (paired); None = one instruction per task. Excludes ``instruction`` and ``instruction_perturb``.
+        instruction_perturb: a perturbation sweep: variant ``original`` (the task's instruction, or ``instruction``)
+            plus one variant per named perturbation (:data:`rollbench.core.perturb.PERTURBATIONS`), generated
+            deterministically from each task's instruction.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    env: str = Field(min_length=1)
+    policy: str = Field(min_length=1)
+    episodes: int = Field(ge=1, le=MAX_EPISODES_PER_TASK)
+    max_steps: int | None = Field(default=None, ge=1, le=1_000_000)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    action_noise: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    replan_every: int | None = Field(default=None, ge=1)
+    video: bool = False
+    cameras: tuple[str, ...] | None = None
+    image_size: tuple[int, int] | None = None
+    success_rule: Literal["any_step", "final_step"] | None = None
+    instruction: str | None = None
+    policy_options: dict[str, Any] = Field(default_factory=dict)
+    first_trial: int = Field(default=0, ge=0, le=MAX_EPISODES_PER_TASK)
+    policy_timeout_s: float = Field(default=DEFAULT_POLICY_TIMEOUT_S, gt=0.0, le=86_400.0, allow_inf_nan=False)
+    success_hold: int = Field(default=1, ge=1, le=10_000)
+    fast_render: bool = False
+    instructions: tuple[InstructionVariant, ...] | None = Field(default=None, min_length=1, max_length=MAX_VARIANTS)
+    instruction_perturb: tuple[str, ...] | None = Field(default=None, min_length=1)
+
+    @field_validator("image_size")
+    @classmethod
+    def _even_positive(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        if v is not None and any(d < 16 or d > 4096 or d % 2 for d in v):
+            raise ValueError("image size must be two even numbers of pixels between 16 and 4096")
+        return v
+
+    @field_validator("instruction")
+    @classmethod
+    def _not_blank(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("an instruction override must not be empty")
+        return v
+
+    @field_validator("instructions")
+    @classmethod
+    def _unique_names(cls, v: tuple[InstructionVariant, ...] | None) -> tuple[InstructionVariant, ...] | None:
+        names = [x.name for x in v or ()]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"instruction variant names must be unique; repeated: {', '.join(dup)}")
+        return v
+
+    @field_validator("instruction_perturb")
+    @classmethod
+    def _known_perturbations(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        from rollbench.core.perturb import PERTURBATIONS
+
+        for p in v or ():
+            if p not in PERTURBATIONS:
+                raise ValueError(f"unknown perturbation {p!r}; valid perturbations: {', '.join(PERTURBATIONS)}")
+        if v and len(set(v)) != len(v):
+            raise ValueError("each perturbation may be named once")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source_of_instructions(self) -> EvalSpec:
+        if self.instructions is not None and (self.instruction is not None or self.instruction_perturb is not None):
+            raise ValueError("an instruction sweep (instructions) excludes instruction and instruction_perturb")
+        return self
+
+    def identity(self) -> str:
+        """A stable hash of every field; two runs with equal identity must record the same episodes.
+
+        Fields of :data:`LATER_FIELDS` at their default are left out, so runs recorded before they existed keep
+        their identity (and resume)."""
+        fields = self.model_dump(mode="json")
+        for name, default in LATER_FIELDS.items():
+            if fields.get(name) == default:
+                del fields[name]
+        blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def build_spec(**fields: Any) -> EvalSpec:
+    """Build an EvalSpec, turning pydantic's validation errors into one ConfigError with plain sentences."""
+    try:
+        return EvalSpec(**fields)
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "spec"
+            parts.append(f"{where}: {err['msg']} (got {err.get('input')!r})")
+        raise ConfigError("invalid evaluation spec: " + "; ".join(parts)) from None

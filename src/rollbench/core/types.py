@@ -1,0 +1,267 @@
+"""The small typed contracts every part of rollbench is built on: tasks, observations, envs and policies.
+
+Shapes and units used throughout:
+
+* ``state``: ``float32`` array ``(state_dim,)``, in the simulator's own units (metres, radians, as the env defines).
+* ``images``: ``uint8`` arrays ``(H, W, 3)``, RGB, keyed by camera name.
+* an *action chunk*: ``float32`` array ``(k, action_dim)`` with ``k >= 1``; the runner executes the first
+  ``replan_every`` rows before asking the policy again.
+* time is counted in env steps; ``fps`` converts steps to seconds for LeRobot timestamps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+SuccessRule = Literal["any_step", "final_step"]
+SUCCESS_RULES: tuple[str, ...] = ("any_step", "final_step")
+
+TerminationReason = Literal["success", "env_terminated", "truncated", "max_steps", "policy_stop", "give_up", "error"]
+TERMINATION_REASONS: tuple[str, ...] = (
+    "success",
+    "env_terminated",
+    "truncated",
+    "max_steps",
+    "policy_stop",
+    "give_up",
+    "error",
+)
+
+
+class RollbenchError(Exception):
+    """Base class of rollbench's own errors; the message is meant to be shown to a user as it is."""
+
+
+class ConfigError(RollbenchError):
+    """Bad input found before any episode runs (unknown name, invalid value, conflicting run directory)."""
+
+
+Fault = Literal["policy", "environment", "infrastructure"]
+FAULTS: tuple[str, ...] = ("policy", "environment", "infrastructure")
+
+
+class EpisodeError(RollbenchError):
+    """Something ended one episode as an error; the run goes on.
+
+    ``fault`` says whose fault it was, so that grading can tell a policy's failure from a broken setup:
+
+    * ``policy``: the policy raised, or returned a non-finite or wrongly shaped action, or a served policy replied
+      with an error or a malformed answer;
+    * ``environment``: the simulator raised, or rendered black/frozen frames;
+    * ``infrastructure``: the policy server was unreachable, disconnected or timed out, a worker died, an env
+      could not be built.
+    """
+
+    def __init__(self, message: str, fault: Fault = "policy") -> None:
+        super().__init__(message)
+        if fault not in FAULTS:
+            raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
+        self.fault: Fault = fault
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keep ``fault`` across pickling (worker processes, Ray actors)
+        return (type(self), (str(self), self.fault))
+
+
+class InfrastructureError(EpisodeError):
+    """An episode ended by the infrastructure (server down, disconnect, timeout, worker death, env build)."""
+
+    def __init__(self, message: str, fault: Fault = "infrastructure") -> None:
+        super().__init__(message, fault)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A named env configuration.
+
+    Attributes:
+        name: full task name, ``family/task``, e.g. ``metaworld/pick-place-v3``.
+        instruction: the English instruction given to the policy; empty only if ``has_instruction`` is False.
+        max_steps: the task's horizon in env steps (after any settle steps).
+        cameras: camera names the env can render.
+        success_rule: ``any_step`` (latched once reached, episode ends) or ``final_step`` (judged at the end).
+        action_dim, state_dim: sizes of the flat action and ``observation.state`` vectors.
+        action_low, action_high: per-dimension action bounds, length ``action_dim``.
+        fps: control frequency in steps per second (LeRobot ``fps``; timestamps are ``frame_index / fps``).
+        settle_steps: no-op steps run after reset/initial state and before the policy acts (LIBERO uses 10).
+        initial_states: number of stored initial states (0 = scenes come from the seed only).
+        has_instruction: False for tasks that declare no instruction (then an empty one is allowed).
+        source: where the instruction, horizon and success rule come from (paper, upstream file).
+        replan_every: actions executed per returned chunk by the benchmark's reference client (LIBERO: openpi's
+            ``replan_steps = 5``); used when neither ``--replan-every`` nor the policy says (None: 1).
+        image_size: ``(height, width)`` rendered when the run gives no ``--image-size`` (LIBERO: 256 x 256, the
+            size openpi's LIBERO client renders before resizing to 224).
+        policy_cameras: cameras rendered for a policy that reads images when the run names none (empty: the
+            first camera); LIBERO: both, as openpi's LIBERO client sends them.
+    """
+
+    name: str
+    instruction: str
+    max_steps: int
+    cameras: tuple[str, ...]
+    success_rule: SuccessRule
+    action_dim: int
+    state_dim: int
+    action_low: tuple[float, ...]
+    action_high: tuple[float, ...]
+    fps: int = 10
+    settle_steps: int = 0
+    initial_states: int = 0
+    has_instruction: bool = True
+    source: str = ""
+    policy_cameras: tuple[str, ...] = ()
+    replan_every: int | None = None
+    image_size: tuple[int, int] = (224, 224)
+
+    def __post_init__(self) -> None:
+        if "/" not in self.name:
+            raise ValueError(f"task name {self.name!r} must be 'family/task'")
+        if self.max_steps < 1:
+            raise ValueError(f"task {self.name}: max_steps must be >= 1, got {self.max_steps}")
+        if self.success_rule not in SUCCESS_RULES:
+            raise ValueError(f"task {self.name}: success_rule must be one of {SUCCESS_RULES}")
+        if len(self.action_low) != self.action_dim or len(self.action_high) != self.action_dim:
+            raise ValueError(f"task {self.name}: action bounds must have length action_dim={self.action_dim}")
+        if self.has_instruction and not self.instruction.strip():
+            raise ValueError(f"task {self.name}: declares an instruction but it is empty")
+
+    @property
+    def family(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+@dataclass
+class Observation:
+    """What a policy sees at one step.
+
+    Attributes:
+        state: ``float32 (state_dim,)``.
+        images: camera name -> ``uint8 (H, W, 3)``; only the cameras the run asked for.
+        raw: the simulator's native observation (for scripted experts that need it); never recorded.
+    """
+
+    state: np.ndarray
+    images: dict[str, np.ndarray] = field(default_factory=dict)
+    raw: Any = None
+
+
+@dataclass
+class StepResult:
+    """The outcome of one ``Env.step``.
+
+    ``success`` is the env's own success check *after* the action; ``terminated``/``truncated`` follow gymnasium.
+    """
+
+    observation: Observation
+    reward: float
+    terminated: bool
+    truncated: bool
+    success: bool
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A simulator instance for one task. Built inside the process that uses it (GL contexts do not travel)."""
+
+    task: TaskInfo
+
+    def reset(self, seed: int, initial_state: int | None = None) -> Observation:
+        """Reset to the scene determined by ``seed`` (and stored initial state ``initial_state`` if given).
+
+        The same ``(seed, initial_state)`` must give the same initial scene in any process.
+        """
+        ...
+
+    def step(self, action: np.ndarray) -> StepResult:
+        """Apply one ``float32 (action_dim,)`` action."""
+        ...
+
+    def render(self, camera: str) -> np.ndarray:
+        """Return ``uint8 (H, W, 3)`` from ``camera`` (one of ``task.cameras``)."""
+        ...
+
+    def success(self) -> bool:
+        """The env's own success check for the current state."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    """Static description of a policy.
+
+    Attributes:
+        name: the name it was built from (``metaworld-expert``, ``ws://host:8000``...).
+        chunk_size: rows of the action chunks it returns (``k``); 1 for single-step policies.
+        replan_every: actions of each chunk it advertises to execute before replanning (None: no preference).
+        needs_images: whether ``act`` needs rendered camera images.
+        io_bound: whether ``act`` mostly waits on I/O (a policy server), so calls of several instances may overlap
+            in threads (batched stepping, :mod:`rollbench.run.lockstep`).
+        provenance: free-form facts recorded in run.json (checkpoint, server URL, server metadata...).
+        tasks: the tasks it can drive, as ``fnmatch`` patterns of task names (``metaworld/*``, ``fetch/Reach``);
+            empty = any task. Checked before a run starts (``api.prepare_run``): a mismatch is a ConfigError.
+        chunk_size_known: False when ``chunk_size`` is a default rather than declared (a server that does not
+            advertise its chunk length); then ``--replan-every`` cannot be checked against it.
+        bounded: True only for rollbench's own built-in policies (``zero``, ``random``, the scripted, MetaWorld and
+            Fetch experts): a few microseconds of arithmetic with no I/O and no loop that could fail to end. Their
+            calls run inline instead of through the ``--policy-timeout`` helper thread
+            (:mod:`rollbench.run.deadline`), whose hand-offs cost up to ~18% of in-process throughput next to
+            the background committer (BENCHMARKS.md). Leave False for anything else.
+    """
+
+    name: str
+    chunk_size: int = 1
+    replan_every: int | None = None
+    needs_images: bool = False
+    io_bound: bool = False
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    tasks: tuple[str, ...] = ()
+    chunk_size_known: bool = True
+    bounded: bool = False
+
+    def drives(self, task: str) -> bool:
+        """Whether ``task`` (a full task name) matches one of :attr:`tasks` (always True when none is declared)."""
+        from fnmatch import fnmatchcase
+
+        return not self.tasks or any(fnmatchcase(task, p) for p in self.tasks)
+
+
+class PolicyStop(Exception):
+    """Raised by ``Policy.act`` to end the episode on purpose (termination reason ``policy_stop``).
+
+    An LLM agent raises it when it calls its ``done`` tool: it claims the task is done; success is still judged by
+    the env, never by the claim.
+    """
+
+    termination_reason: TerminationReason = "policy_stop"
+
+
+class PolicyGiveUp(PolicyStop):
+    """Raised by ``Policy.act`` when the policy declares it cannot do the task (termination reason ``give_up``).
+
+    An LLM agent raises it when it calls its ``give_up`` tool; the message is the agent's stated reason.
+    """
+
+    termination_reason: TerminationReason = "give_up"
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Maps (observation, instruction) to an action chunk ``float32 (k, action_dim)``."""
+
+    info: PolicyInfo
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        """Called before every episode; must drop any state (queued actions, hidden state) of the last one."""
+        ...
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        """Return an action chunk ``(k, action_dim)`` (a ``(action_dim,)`` vector is read as ``k = 1``)."""
+        ...
+
+    def close(self) -> None: ...

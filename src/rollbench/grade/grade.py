@@ -1,0 +1,243 @@
+"""Grade a run directory from its files alone: every reported number, plus invariant checks.
+
+Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and the LeRobot files (for what
+*happened*), writes nothing. Per-episode numbers come from the per-step rows via DuckDB:
+
+* length = number of step rows (an episode without steps has one padding frame, see :mod:`rollbench.record.lerobot`,
+  which is checked and not counted); return = sum of ``next.reward``;
+* success = ``bool_or(next.success)`` for the ``any_step`` rule, the last row's ``next.success`` for ``final_step``,
+  and never for an episode that errored or was already successful at reset;
+* mean and median length, mean return per task: over the episodes that ran (an episode that errored before its
+  first step is left out; ``episodes_ran`` counts the others);
+* with the spec's ``success_hold`` K > 1, success needs K consecutive true rows (:func:`rollbench.core.episode.held_success`,
+  the same function the episode loop uses);
+* success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
+  with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.grade.stats.wilson_interval`).
+
+Errors are counted per fault (``errors_by_fault``: ``policy``, ``environment``, ``infrastructure``, from the
+``rollbench/error_fault`` column; ``unclassified`` for runs recorded before it existed), per task and overall.
+
+LLM agent runs (episodes with a ``rollbench/transcript``): ``agent_usage`` gives model calls, tokens and cost
+(``overall`` and ``by_task``) summed from the transcripts' ``call`` lines; an unreadable transcript, or one whose
+stated totals or termination reason disagree with its lines or the episode row, is a violation.
+
+Status: ``OK`` only when every requested episode is recorded, none errored and no invariant is violated;
+``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words, naming
+the fault of every error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from rollbench.core.episode import held_success
+from rollbench.core.types import ConfigError
+from rollbench.grade.files import (
+    link_violations,
+    missing_episode_columns,
+    parquet_files,
+    read_info,
+    run_timing,
+    video_violation,
+)
+from rollbench.grade.stats import Z95, wilson_interval
+from rollbench.grade.summary import agent_usage, episode_fault, summarise
+from rollbench.grade.tables import PER_EPISODE, STEP_COLUMNS, connection, load_or_report, percentiles, query
+from rollbench.record.transcript import check_transcript
+
+__all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grade.stats
+
+
+def load_run_log(run_dir: Path) -> dict[str, Any]:
+    """run.json, or ConfigError when ``run_dir`` is not a rollbench run directory (see ``read_run_log``)."""
+    from rollbench.record.runlog import read_run_log
+
+    log = read_run_log(run_dir)
+    if log is None:
+        raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json)")
+    return log
+
+
+def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
+    """Recompute a run's results from ``run_dir`` and check its invariants. See the module docstring.
+
+    Returns the ``grade --json`` document: ``status``, ``reasons``, ``violations``, ``episodes_requested``,
+    ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``, and for an instruction
+    sweep ``variants`` (task -> variant -> results and paired counts; see :func:`_variants`). In a sweep, ``tasks``
+    pools every variant of the task; ``agent_usage`` when any episode has a transcript.
+    Raises RollbenchError only when ``run_dir`` is not a run directory at all.
+    """
+    run_dir = Path(run_dir)
+    log = load_run_log(run_dir)
+    violations: list[str] = link_violations(run_dir)  # files behind a link leading outside are not read
+    con = connection()
+    try:
+        return _grade(run_dir, log, violations, con, check_videos)
+    finally:
+        con.close()
+
+
+def _grade(
+    run_dir: Path, log: dict[str, Any], violations: list[str], con: duckdb.DuckDBPyConnection, check_videos: bool
+) -> dict[str, Any]:
+    planned = {ep["episode_index"]: ep for ep in log["plan"]["episodes"]}
+    hold = int(log.get("spec", {}).get("success_hold", 1))
+    meta, data, has_steps = _load_tables(run_dir, con, violations)
+    info = read_info(run_dir, violations)
+    missing = _check_counts(meta, data, planned, info, violations)
+    video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"] if check_videos else []
+    episodes: list[dict[str, Any]] = []
+    graded: set[int] = set()
+    for m in meta:
+        e = m["episode_index"]
+        if e in graded or e not in planned:
+            continue  # a duplicate or unplanned row is a violation above and never counts (nor inflates a task)
+        graded.add(e)
+        row = _episode_row(m, data.get(e), planned[e], hold, violations)
+        for key in video_keys if row["rows"] else ():
+            if (why := video_violation(run_dir, info, m, key, row["rows"])) is not None:
+                violations.append(why)
+        del row["rows"]
+        if m.get("rollbench/transcript"):
+            usage = check_transcript(run_dir, m["rollbench/transcript"], row, violations)
+            if usage is not None:
+                row["agent_usage"] = usage
+        episodes.append(row)
+    result = summarise(log, episodes, len(planned), missing, violations, percentiles(con, has_steps))
+    if any("agent_usage" in e for e in episodes):
+        result["agent_usage"] = agent_usage(episodes)
+    result["timing"] = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
+    return result
+
+
+def _load_tables(
+    run_dir: Path, con: duckdb.DuckDBPyConnection, violations: list[str]
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], bool]:
+    """The episode rows (ordered by index; empty when their columns are not rollbench's), the per-episode step
+    facts (:data:`~rollbench.grade.tables.PER_EPISODE`, by index) and whether any step file was loaded."""
+    meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet")
+    data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet")
+    con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles
+    meta_files = load_or_report(con, "episodes", meta_files, "*", violations)
+    data_files = load_or_report(con, "steps", data_files, STEP_COLUMNS, violations)
+    meta = query(con, "SELECT * FROM episodes ORDER BY episode_index") if meta_files else []
+    if meta and (lacking := missing_episode_columns(list(meta[0]))):
+        violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")
+        meta = []
+    data = {r["episode_index"]: r for r in (query(con, PER_EPISODE) if data_files else [])}
+    return meta, data, bool(data_files)
+
+
+def _check_counts(
+    meta: list[dict[str, Any]],
+    data: dict[int, dict[str, Any]],
+    planned: dict[int, dict[str, Any]],
+    info: dict[str, Any],
+    violations: list[str],
+) -> list[int]:
+    """Indices recorded once each and planned, data only for recorded episodes, ``info.json``'s totals equal to
+    what is recorded; returns the planned episodes that are not recorded."""
+    requested = len(planned)
+    seen: dict[int, int] = {}
+    for m in meta:
+        seen[m["episode_index"]] = seen.get(m["episode_index"], 0) + 1
+    for e, count in sorted(seen.items()):
+        if count > 1:
+            violations.append(f"episode {e} is recorded {count} times")
+        if e not in planned:
+            violations.append(f"episode {e} is recorded but was never planned (indices must be 0..{requested - 1})")
+    extra_data = sorted(set(data) - set(seen))
+    if extra_data:
+        violations.append(f"data rows exist for episodes without an episode record: {extra_data}")
+    recorded = len(seen)  # distinct episode rows (info.json counts each committed episode once)
+    if info and info.get("total_episodes") != recorded:
+        violations.append(
+            f"meta/info.json says total_episodes={info.get('total_episodes')} but {recorded} episodes are recorded"
+        )
+    total_rows = sum(int(d["rows"]) for d in data.values())
+    if info and info.get("total_frames") != total_rows:
+        violations.append(
+            f"meta/info.json says total_frames={info.get('total_frames')} but the data files hold {total_rows} rows"
+        )
+    return sorted(set(planned) - set(seen))
+
+
+def _check_steps(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations: list[str]) -> tuple[int, int]:
+    """Episode ``e``'s row counts against its episode record and the frame/index/done invariants; returns
+    ``(rows, steps)``: LeRobot frames (the steps, or the one padding frame) and steps executed."""
+    rows = int(d["rows"]) if d else 0
+    length = int(d["steps"]) if d else 0
+    if m["length"] != rows:
+        violations.append(f"episode {e}: episode record says length {m['length']} but data holds {rows} rows")
+    if d and d["pads"] and (length or d["pads"] != 1 or m["rollbench/termination_reason"] != "error"):
+        violations.append(
+            f"episode {e}: {d['pads']} rows with a NaN action; only an errored episode without steps may have "
+            "one (its padding frame)"
+        )
+    if m.get("rollbench/steps") is not None and m["rollbench/steps"] != length:
+        violations.append(f"episode {e}: episode record says {m['rollbench/steps']} steps but data holds {length}")
+    if d:
+        if (d["f0"], d["f1"]) != (0, rows - 1):
+            violations.append(f"episode {e}: frame_index is not 0..{rows - 1}")
+        if d["offsets"] != 1 or d["i0"] != m["dataset_from_index"] or d["i1"] != m["dataset_to_index"] - 1:
+            violations.append(f"episode {e}: global index is not dataset_from_index + frame_index")
+        if d["n_task_index"] != 1:
+            violations.append(f"episode {e}: expected one task_index, found {d['n_task_index']}")
+        if d["dones"] == 0:
+            violations.append(f"episode {e}: no row has next.done (its last frame {rows - 1} must)")
+        elif d["first_done"] != rows - 1 or d["dones"] != 1:
+            violations.append(
+                f"episode {e}: next.done is true on frame {d['first_done']}, but only the last frame "
+                f"({rows - 1}) may be done"
+            )
+    return rows, length
+
+
+def _episode_row(
+    m: dict[str, Any], d: dict[str, Any] | None, plan_ep: dict[str, Any], hold: int, violations: list[str]
+) -> dict[str, Any]:
+    """One episode of ``grade``'s ``episodes``, recomputed from its step facts ``d`` and checked against its
+    episode record ``m`` and its plan entry; success is :func:`~rollbench.core.episode.held_success` over the
+    recorded ``next.success`` rows. The returned row carries ``rows`` (LeRobot frames) for the video check."""
+    e = m["episode_index"]
+    rows, length = _check_steps(e, m, d, violations)
+    for key in ("task", "seed", "initial_state", "success_rule", "max_steps", "instruction", "variant"):
+        if plan_ep and m.get(f"rollbench/{key}") != plan_ep.get(key):
+            violations.append(
+                f"episode {e}: recorded {key} {m.get(f'rollbench/{key}')!r} differs from the "
+                f"planned {plan_ep.get(key)!r}"
+            )
+    rule = m["rollbench/success_rule"]
+    reason = m["rollbench/termination_reason"]
+    reached = d is not None and held_success(d["successes"], hold, rule == "final_step")
+    success = reached and reason != "error" and not m["rollbench/success_at_reset"]
+    if success != m["rollbench/success"]:
+        violations.append(
+            f"episode {e}: recorded success={m['rollbench/success']} but its step data gives "
+            f"{success} under the {rule} rule" + (f" with success held {hold} steps" if hold > 1 else "")
+        )
+    if length > m["rollbench/max_steps"]:
+        violations.append(f"episode {e}: {length} steps exceed its horizon of {m['rollbench/max_steps']}")
+    return {
+        "episode_index": e,
+        "task": m["rollbench/task"],
+        "trial": m["rollbench/trial"],
+        "seed": m["rollbench/seed"],
+        "initial_state": m["rollbench/initial_state"],
+        "instruction": m.get("rollbench/instruction"),
+        # an instruction variant the run declared (episode row column, else the plan), None when canonical
+        "variant": m.get("rollbench/variant", plan_ep.get("variant")),
+        "success": success,
+        "success_at_reset": bool(m["rollbench/success_at_reset"]),
+        "length": length,
+        "return": float(d["ret"]) if d else 0.0,
+        "termination_reason": reason,
+        "error": m["rollbench/error"],
+        "error_fault": episode_fault(m) if reason == "error" else None,
+        "render_fault": m["rollbench/render_fault"],
+        "transcript": m.get("rollbench/transcript"),
+        "rows": rows,
+    }

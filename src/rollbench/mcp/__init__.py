@@ -1,0 +1,1 @@
+"""``rollbench mcp``: rollbench as a Model Context Protocol tool for agents."""

@@ -1,0 +1,271 @@
+"""The MCP tools' structured results and their plain-language summaries (see :mod:`rollbench.mcp.server`).
+
+Every number comes from :func:`rollbench.grade.grade.grade`'s document or the run directory's ``run.json`` and
+``meta/info.json``; this module only reshapes them and says them in words an agent can repeat.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class TaskRow(BaseModel):
+    """One task's graded numbers (success rate with its 95% Wilson interval; lengths in env steps)."""
+
+    task: str
+    episodes: int
+    successes: int
+    success_rate: float | None
+    ci95_low: float
+    ci95_high: float
+    mean_length: float | None
+    errors: int
+    termination_reasons: dict[str, int]
+
+
+class ErroredEpisode(BaseModel):
+    episode_index: int
+    task: str
+    seed: int | None
+    error: str
+    error_fault: str | None = None  # policy, environment or infrastructure (grade's errors_by_fault)
+
+
+class RunResult(BaseModel):
+    """What run_policy_rollout and grade_run return; every number is graded from the run directory."""
+
+    run_id: str
+    run_dir: str
+    status: Literal["OK", "PARTIAL", "FAILED"]
+    episodes_requested: int
+    episodes_recorded: int
+    episodes_missing: list[int] = Field(description="Planned episode indices with no recording.")
+    errored_episodes: list[ErroredEpisode]
+    successes: int
+    success_rate: float | None = Field(description="successes / recorded episodes; errored episodes count as failures.")
+    success_rate_ci95: tuple[float, float] = Field(description="95% Wilson score interval of the success rate.")
+    termination_reasons: dict[str, int]
+    tasks: list[TaskRow]
+    reasons: list[str] = Field(description="Why the status is not OK, in words (empty when OK).")
+    dataset_total_episodes: int | None = Field(description="total_episodes in the dataset's meta/info.json.")
+    episodes_recorded_before_this_call: int | None = Field(description="Episodes a resumed run already held.")
+    summary: str
+
+
+class RunInfo(BaseModel):
+    """get_run: what a run was asked to do, its state, live progress and the status recorded in run.json."""
+
+    run_id: str
+    run_dir: str
+    state: Literal["running", "stopping", "finished", "interrupted"]
+    status: str = Field(description="As recorded in run.json: RUNNING while running, then OK, PARTIAL or FAILED.")
+    env: str
+    policy: str
+    n_episodes: int
+    max_steps: int | None
+    seed: int
+    instruction: str | None
+    video: bool
+    episodes_requested: int
+    episodes_recorded: int | None
+    success_rate: float | None
+    reasons: list[str]
+    created: str | None
+    executions: list[dict[str, Any]]
+    live: dict[str, Any] | None = Field(description="Live progress while the run is running.")
+    summary: str
+
+
+class RunRow(BaseModel):
+    run_id: str
+    status: str
+    env: str
+    policy: str
+    episodes_requested: int
+    episodes_recorded: int | None
+    success_rate: float | None
+    created: str | None
+    updated: str
+
+
+class EnvTaskRow(BaseModel):
+    name: str
+    max_steps: int
+    cameras: list[str]
+    success_rule: str
+    instruction: str
+
+
+class EnvFamilyRow(BaseModel):
+    family: str
+    description: str
+    installed: bool
+    missing: str | None
+    suites: dict[str, list[str]]
+    tasks: list[EnvTaskRow]
+
+
+class PolicyRow(BaseModel):
+    name: str
+    description: str
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+
+def run_result(
+    result: dict[str, Any], run_id: str, run_dir: Path, log_: dict[str, Any], before: int | None
+) -> RunResult:
+    """Turn grade's document into the tool result, with a summary an agent can repeat word for word."""
+    planned = sorted(e["episode_index"] for e in log_.get("plan", {}).get("episodes", []))
+    recorded = {e["episode_index"] for e in result["episodes"]}
+    reasons: dict[str, int] = {}
+    for t in result["tasks"].values():
+        for k, v in t["termination_reasons"].items():
+            reasons[k] = reasons.get(k, 0) + v
+    info_path = run_dir / "meta" / "info.json"
+    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    o = result["overall"]
+    r = RunResult(
+        run_id=run_id,
+        run_dir=str(run_dir),
+        status=result["status"],
+        episodes_requested=result["episodes_requested"],
+        episodes_recorded=result["episodes_recorded"],
+        episodes_missing=[i for i in planned if i not in recorded],
+        errored_episodes=[
+            ErroredEpisode(
+                episode_index=e["episode_index"],
+                task=e["task"],
+                seed=e["seed"],
+                error=e["error"] or "",
+                error_fault=e.get("error_fault"),
+            )
+            for e in result["episodes"]
+            if e["termination_reason"] == "error"
+        ],
+        successes=o["successes"],
+        success_rate=o["pooled_success_rate"],
+        success_rate_ci95=(o["pooled_ci95_low"], o["pooled_ci95_high"]),
+        termination_reasons=dict(sorted(reasons.items())),
+        tasks=[
+            TaskRow(task=name, **{k: t[k] for k in TaskRow.model_fields if k != "task"})
+            for name, t in result["tasks"].items()
+        ],
+        reasons=list(result["reasons"]),
+        dataset_total_episodes=info.get("total_episodes"),
+        episodes_recorded_before_this_call=before,
+        summary="",
+    )
+    spec = log_.get("spec", {})
+    horizon = f"at most {spec['max_steps']} steps each" if spec.get("max_steps") else "each up to its task's horizon"
+    s = [
+        f"Recorded {r.episodes_recorded} of {r.episodes_requested} requested episodes of {spec.get('env')} with "
+        f"policy {spec.get('policy')} ({horizon}, scene reset before every episode) in run {run_id}"
+        + (f"; the dataset's meta/info.json says total_episodes={r.dataset_total_episodes}." if info else ".")
+    ]
+    if before:
+        s.append(
+            f"{before} of them were recorded by an earlier call (resumed); this call recorded {r.episodes_recorded - before}."
+        )
+    if r.episodes_recorded:
+        s.append(
+            f"{r.successes} succeeded: success rate {_pct(r.success_rate)} (95% interval {_pct(r.success_rate_ci95[0])}"
+            f" to {_pct(r.success_rate_ci95[1])}); termination reasons: {_counts(r.termination_reasons)}."
+        )
+    if r.status == "OK":
+        s.append(
+            "Status OK: every requested episode is recorded and none ended in error (graded from the recorded files)."
+        )
+    else:
+        more = len(r.reasons) - 6
+        s.append(
+            f"Status {r.status}, not OK: "
+            + "; ".join(r.reasons[:6])
+            + (f"; and {more} more reasons." if more > 0 else ".")
+        )
+        if r.errored_episodes:
+            s.append("Errored episodes count as failures in the success rate.")
+        if r.episodes_missing:
+            s.append(
+                f"To record the missing episodes, call run_policy_rollout again with the same arguments and "
+                f"run_name={run_id!r}."
+            )
+    s.append(f"Dataset (LeRobot v3): {run_dir}.")
+    r.summary = " ".join(s)
+    return r
+
+
+def _recorded(log_: dict[str, Any]) -> tuple[int | None, float | None, list[str]]:
+    res = log_.get("results") or {}
+    return res.get("episodes_recorded"), (res.get("overall") or {}).get("pooled_success_rate"), res.get("reasons", [])
+
+
+def run_row(run_id: str, log_: dict[str, Any], mtime: float) -> RunRow:
+    spec = log_["spec"]
+    n, rate, _ = _recorded(log_)
+    return RunRow(
+        run_id=run_id,
+        status=log_.get("status", "unknown"),
+        env=spec["env"],
+        policy=spec["policy"],
+        episodes_requested=log_["plan"]["episodes_requested"],
+        episodes_recorded=n,
+        success_rate=rate,
+        created=log_.get("provenance", {}).get("created"),
+        updated=datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+
+
+def run_info(run_id: str, run_dir: Path, log_: dict[str, Any], state: Any, live: dict[str, Any] | None) -> RunInfo:
+    spec = log_["spec"]
+    n, rate, reasons = _recorded(log_)
+    requested = log_["plan"]["episodes_requested"]
+    what = f"Run {run_id} ({requested} episodes of {spec['env']} with policy {spec['policy']}, max_steps {spec.get('max_steps')})"
+    resume = f"call run_policy_rollout again with the same arguments and run_name={run_id!r} to record the rest"
+    if state == "running":
+        done = (live or {}).get("episodes_done")
+        text = f"{what} is running: {done if done is not None else '?'} of {requested} episodes done so far."
+    elif state == "stopping":
+        text = f"{what} is stopping after a cancellation; when it has stopped, {resume}."
+    elif state == "interrupted":
+        text = f"{what} was interrupted before it finished and nothing is writing it; {resume}; grade_run shows what is recorded."
+    else:
+        text = f"{what} finished with status {log_.get('status')} (as recorded in run.json): {n} of {requested} episodes recorded"
+        text += f", success rate {_pct(rate)}." if n else "."
+        if reasons:
+            text += " Reasons: " + "; ".join(reasons[:6]) + "."
+        if n is not None and n < requested:
+            text += f" To finish it, {resume}."
+        text += f" grade_run({run_id!r}) recomputes the results from the files."
+    return RunInfo(
+        run_id=run_id,
+        run_dir=str(run_dir),
+        state=state,
+        status=log_.get("status", "unknown"),
+        env=spec["env"],
+        policy=spec["policy"],
+        n_episodes=spec["episodes"],
+        max_steps=spec.get("max_steps"),
+        seed=spec.get("seed", 0),
+        instruction=spec.get("instruction"),
+        video=bool(spec.get("video")),
+        episodes_requested=requested,
+        episodes_recorded=n,
+        success_rate=rate,
+        reasons=reasons,
+        created=log_.get("provenance", {}).get("created"),
+        executions=log_.get("executions", []),
+        live=live,
+        summary=text,
+    )

@@ -1,0 +1,396 @@
+"""``rollbench mcp``: the rollout tools for LLM agents, over the Model Context Protocol (official ``mcp`` SDK).
+
+Tools: ``run_policy_rollout``, ``list_envs``, ``list_policies``, ``get_run``, ``grade_run``, ``list_runs``.
+``run_policy_rollout`` calls :func:`rollbench.api.evaluate` (N independently reset episodes, recorded as a LeRobot
+v3 dataset, graded from disk) in a worker thread, so one code path serves the CLI, this server and the tests.
+Its ``status`` is what :func:`rollbench.grade.grade.grade` computed from the run directory, never a default: ``OK`` only
+when every requested episode is recorded and none errored. Each finished episode is sent as an MCP progress
+notification; a client cancellation (``notifications/cancelled``) stops the run between episodes and leaves a
+resumable run directory. Runs live only under ``--root``; bad arguments return a tool error (``isError``) naming
+the valid values, and write nothing. Protocol: https://modelcontextprotocol.io/specification (tools, progress,
+cancellation).
+
+No ``from __future__ import annotations`` here: the tool signatures are evaluated when the server is built, so the
+published JSON schema carries the configured ``--max-steps-ceiling``.
+"""
+
+import json
+import logging
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from rollbench.api import default_run_dir, evaluate, grade
+from rollbench.core import registry as report_rows
+from rollbench.core.registry import is_import_path
+from rollbench.core.spec import EvalSpec, build_spec
+from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.mcp.results import EnvFamilyRow, PolicyRow, RunInfo, RunResult, RunRow, run_info, run_result, run_row
+from rollbench.record.runlog import is_locked, read_run_log
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_STEPS_CEILING = 1000
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+INSTRUCTIONS = (
+    "rollbench evaluates robot policies in simulation. To run a policy, call run_policy_rollout once with the "
+    "number of episodes you want: it resets the scene before every episode, records every step as a LeRobot "
+    "dataset and grades the recording. Report its `status` and `summary` as they are: status OK means every "
+    "requested episode was recorded without error; PARTIAL or FAILED lists which episodes are missing or "
+    "errored and why. Use list_envs and list_policies for valid names, list_runs/get_run/grade_run for past runs."
+)
+
+RUN_POLICY_ROLLOUT = (
+    "Run a robot policy in simulation for n_episodes independently reset episodes (each at most max_steps env "
+    "steps), record every step as a LeRobot v3 dataset under the server's root, grade the recording from disk and "
+    "return the result.\n\n"
+    "Use this instead of stepping an environment yourself: one call records exactly the requested episodes, with "
+    "a reset before each. The result's `status` is computed from the recorded files: OK only when every requested "
+    "episode is recorded and none errored; PARTIAL or FAILED otherwise, and `summary` says which episodes and why. "
+    "Repeat `summary` and `status` to the user as they are; never call a PARTIAL or FAILED run a success. "
+    "Progress is reported after every episode. If the call is cancelled, the episodes finished so far are kept; "
+    "call again with the same arguments and the same run_name (the run_id) to record the rest."
+)
+
+
+@dataclass
+class _Active:
+    """A run this server is executing: its stop flag, completion flag and live counts (for get_run)."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)
+    done: int = 0
+    total: int = 0
+    done_at_start: int = 0
+    last: str = ""
+
+
+class RolloutService:
+    """The tools' behaviour, independent of the transport. ``root`` confines every run directory."""
+
+    def __init__(self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> None:
+        if max_steps_ceiling < 1:
+            raise ConfigError(f"--max-steps-ceiling must be >= 1, got {max_steps_ceiling}")
+        self.root = root.expanduser().resolve()
+        self.ceiling = max_steps_ceiling
+        self.active: dict[str, _Active] = {}
+
+    def run_dir(self, run_id: str) -> Path:
+        """``root / run_id`` after checking the name cannot leave root. Raises ToolError otherwise."""
+        if not isinstance(run_id, str) or not RUN_NAME.fullmatch(run_id):
+            raise ToolError(
+                f"invalid run name {run_id!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter "
+                f"or digit (no '/', no '..', no absolute paths); runs are kept under {self.root}"
+            )
+        path = (self.root / run_id).resolve()
+        if not path.is_relative_to(self.root) or path == self.root:
+            raise ToolError(f"run name {run_id!r} resolves outside {self.root}; refused")
+        return path
+
+    def existing_run_dir(self, run_id: str) -> Path:
+        path = self.run_dir(run_id)
+        try:
+            found = read_run_log(path)
+        except ConfigError as exc:  # a foreign or damaged run.json: say so, not a crash
+            raise ToolError(str(exc)) from None
+        if found is None:
+            known = ", ".join(r.run_id for r in self.list_runs(20)) or "none yet"
+            raise ToolError(f"no run named {run_id!r} under {self.root}; recent runs: {known}")
+        return path
+
+    def check_arguments(
+        self,
+        policy: str,
+        env: str,
+        n_episodes: int,
+        max_steps: int,
+        seed: int,
+        instruction: str | None,
+        video: bool,
+    ) -> EvalSpec:
+        """Validate what can be validated without the simulator; returns the EvalSpec. Raises ToolError."""
+        if n_episodes < 1:
+            raise ToolError(
+                f"n_episodes must be at least 1 (got {n_episodes}): it is the number of independently reset "
+                "episodes to record per task"
+            )
+        if not 1 <= max_steps <= self.ceiling:
+            raise ToolError(
+                f"max_steps must be between 1 and {self.ceiling} (this server's --max-steps-ceiling), got {max_steps}"
+            )
+        if is_import_path(policy):
+            valid = ", ".join(p["name"] for p in report_rows.list_policies())
+            raise ToolError(
+                f"policy {policy!r} looks like a Python import path; this server runs registered policies and "
+                f"policy-server URLs only. Valid policies: {valid}"
+            )
+        try:
+            return build_spec(
+                env=env,
+                policy=policy,
+                episodes=n_episodes,
+                max_steps=max_steps,
+                seed=seed,
+                instruction=instruction,
+                video=video,
+            )
+        except ConfigError as exc:
+            raise ToolError(str(exc)) from None
+
+    async def run(self, spec: EvalSpec, run_name: str | None, ctx: Context | None) -> CallToolResult:
+        run_id = run_name if run_name is not None else f"{default_run_dir(spec).name}-{uuid.uuid4().hex[:6]}"
+        run_dir = self.run_dir(run_id)
+        await self._wait_for_stopping(run_id)
+        active = self.active[run_id] = _Active()
+
+        def progress(event: dict[str, Any]) -> None:
+            if event["event"] == "start":
+                active.total = sum(event["totals"].values())
+                active.done = active.done_at_start = sum(event["done"].values())
+                message = f"run {run_id}: {active.done} of {active.total} episodes already recorded"
+            else:
+                active.done += 1
+                how = "succeeded" if event["success"] else f"ended by {event['termination_reason']}"
+                message = (
+                    f"episode {event['episode_index']} ({event['task']}) {how} after {event['length']} steps; "
+                    f"{active.done} of {active.total} episodes done"
+                )
+            active.last = message
+            if ctx is not None and not active.stop.is_set():
+                try:
+                    anyio.from_thread.run(ctx.report_progress, active.done, active.total, message)
+                except Exception as exc:  # progress is best effort; the run itself must go on
+                    log.warning("progress notification not sent: %r", exc)
+
+        def work() -> dict[str, Any]:
+            try:
+                return evaluate(spec, out=run_dir, progress=progress, should_stop=active.stop.is_set)
+            finally:
+                active.finished.set()
+
+        try:
+            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled (or went away): no new episode starts, the finished ones are committed and
+            # graded, and the directory stays resumable. Wait for that, shielded, before giving up the request.
+            active.stop.set()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(active.finished.wait)
+                log.info("run %s stopped on cancellation after %d episodes", run_id, active.done)
+            raise
+        except ConfigError as exc:
+            raise ToolError(f"{exc} (list_envs and list_policies give every valid name)") from None
+        except RollbenchError as exc:
+            raise ToolError(str(exc)) from None
+        except Exception as exc:
+            log.exception("run %s failed", run_id)
+            raise ToolError(
+                f"the run failed unexpectedly ({type(exc).__name__}: {exc}); committed episodes are kept in "
+                f"{run_dir}; grade_run({run_id!r}) reports what was recorded"
+            ) from None
+        finally:
+            if self.active.get(run_id) is active:
+                del self.active[run_id]
+        res = run_result(result, run_id, run_dir, read_run_log(run_dir) or {}, active.done_at_start)
+        return _call_result(res.summary, res)
+
+    async def _wait_for_stopping(self, run_id: str) -> None:
+        """A cancelled run of the same name finishes its current episode first; a live one is refused."""
+        current = self.active.get(run_id)
+        if current is None:
+            return
+        if not current.stop.is_set():
+            raise ToolError(
+                f"run {run_id!r} is already running in this server ({current.last or 'starting'}); "
+                "call get_run to follow it, or choose another run_name"
+            )
+        await anyio.to_thread.run_sync(current.finished.wait)
+        if self.active.get(run_id) is current:
+            del self.active[run_id]
+        if run_id in self.active:
+            raise ToolError(f"run {run_id!r} was restarted by another request; call get_run to follow it")
+
+    def grade_run(self, run_id: str) -> CallToolResult:
+        run_dir = self.existing_run_dir(run_id)
+        try:
+            result = grade(run_dir)
+        except RollbenchError as exc:
+            raise ToolError(str(exc)) from None
+        res = run_result(result, run_id, run_dir, read_run_log(run_dir) or {}, None)
+        return _call_result(res.summary, res)
+
+    def get_run(self, run_id: str) -> CallToolResult:
+        run_dir = self.existing_run_dir(run_id)
+        active = self.active.get(run_id)
+        state: Literal["running", "stopping", "finished", "interrupted"]
+        log_ = read_run_log(run_dir) or {}
+        if active is not None:
+            state = "stopping" if active.stop.is_set() else "running"
+        elif log_.get("status") == "RUNNING":
+            state = "running" if is_locked(run_dir) else "interrupted"
+        else:
+            state = "finished"
+        live_path = run_dir / "run.live.json"
+        live = json.loads(live_path.read_text()) if live_path.exists() and state == "running" else None
+        if active is not None:
+            live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
+        info = run_info(run_id, run_dir, log_, state, live)
+        return _call_result(info.summary, info)
+
+    def list_runs(self, limit: int) -> list[RunRow]:
+        if not self.root.is_dir():
+            return []
+        rows: list[tuple[float, RunRow]] = []
+        for d in self.root.iterdir():
+            if d.is_dir() and (d / "run.json").is_file():
+                try:
+                    mtime = (d / "run.json").stat().st_mtime
+                    rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
+                except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
+                    log.warning("skipping unreadable run %s: %r", d, exc)
+        rows.sort(key=lambda r: r[0], reverse=True)
+        return [r for _, r in rows[:limit]]
+
+
+def _call_result(summary: str, model: BaseModel) -> CallToolResult:
+    """The summary first (what an agent reads), the full JSON second, and the structured content."""
+    data = model.model_dump(mode="json")
+    return CallToolResult(
+        content=[TextContent(type="text", text=summary), TextContent(type="text", text=json.dumps(data, indent=1))],
+        structured_content=data,
+    )
+
+
+def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> MCPServer:
+    """The MCP server with rollbench's six tools; every run directory is created under ``root``."""
+    svc = RolloutService(root, max_steps_ceiling)
+    ceiling = svc.ceiling
+    from importlib.metadata import version
+
+    server: MCPServer = MCPServer("rollbench", version=version("rollbench"), instructions=INSTRUCTIONS)
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
+    reads = ToolAnnotations(read_only_hint=True)
+
+    @server.tool(annotations=writes, structured_output=True, description=RUN_POLICY_ROLLOUT)
+    async def run_policy_rollout(
+        policy: Annotated[
+            str,
+            Field(
+                description="Policy name from list_policies (e.g. scripted-expert) or a policy-server URL (ws://host:port)."
+            ),
+        ],
+        env: Annotated[
+            str,
+            Field(
+                description="Task from list_envs (e.g. metaworld/reach-v3), a suite (e.g. metaworld/MT10) or comma-separated tasks."
+            ),
+        ],
+        n_episodes: Annotated[
+            int,
+            Field(
+                description="Episodes to record per task; the scene is reset before each one.",
+                json_schema_extra={"minimum": 1},
+            ),
+        ],
+        max_steps: Annotated[
+            int,
+            Field(
+                description=f"Horizon: the most env steps one episode may take (1 to {ceiling}).",
+                json_schema_extra={"minimum": 1, "maximum": ceiling},
+            ),
+        ],
+        seed: Annotated[
+            int, Field(ge=0, le=2**31 - 1, description="Base seed; episode k of each task is reset with seed + k.")
+        ] = 0,
+        instruction: Annotated[
+            str | None, Field(description="Override of the task's language instruction given to the policy.")
+        ] = None,
+        video: Annotated[bool, Field(description="Also record one mp4 per episode (slower).")] = False,
+        run_name: Annotated[
+            str | None,
+            Field(
+                description="Name of the run directory under the server's root (letters, digits, '.', '_', '-'). Reuse a name with the same arguments to resume a cancelled or partial run. Default: generated."
+            ),
+        ] = None,
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, RunResult]:
+        spec = svc.check_arguments(policy, env, n_episodes, max_steps, seed, instruction, video)
+        return await svc.run(spec, run_name, ctx)
+
+    @server.tool(annotations=reads)
+    def list_envs() -> list[EnvFamilyRow]:
+        """List env families and their tasks and suites (horizon, cameras, success rule, instruction), and whether each simulator is installed here."""
+        return [EnvFamilyRow.model_validate(r) for r in report_rows.list_envs()]
+
+    @server.tool(annotations=reads)
+    def list_policies() -> list[PolicyRow]:
+        """List the policies run_policy_rollout accepts, one line of description each (URL forms connect to a policy server)."""
+        return [PolicyRow.model_validate(r) for r in report_rows.list_policies()]
+
+    @server.tool(annotations=reads, structured_output=True)
+    def get_run(
+        run_id: Annotated[str, Field(description="A run id from run_policy_rollout or list_runs.")],
+    ) -> Annotated[CallToolResult, RunInfo]:
+        """Describe one run: what was asked (env, policy, episodes, horizon), its state (running, stopping, finished, interrupted), live progress while it runs, and the status recorded when it last finished. Call grade_run for results recomputed from the files."""
+        return svc.get_run(run_id)
+
+    @server.tool(annotations=reads, structured_output=True)
+    def grade_run(
+        run_id: Annotated[str, Field(description="A run id from run_policy_rollout or list_runs.")],
+    ) -> Annotated[CallToolResult, RunResult]:
+        """Re-grade a run from its recorded files: status, episodes recorded of requested, success rate with 95% interval, termination reasons, per-task table, and which episodes are missing or errored and why."""
+        return svc.grade_run(run_id)
+
+    @server.tool(annotations=reads)
+    def list_runs(
+        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many runs, newest first.")] = 20,
+    ) -> list[RunRow]:
+        """List the runs under the server's root, newest first, with the status recorded when each last finished."""
+        return svc.list_runs(limit)
+
+    return server
+
+
+def serve(
+    transport: str = "stdio",
+    root: Path = Path("runs"),
+    max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    allow_hosts: tuple[str, ...] = (),
+) -> None:
+    """Run the server until the client disconnects (stdio) or the process is stopped (http: streamable HTTP at
+    ``http://host:port/mcp``, with the token and Host/Origin checks of :mod:`rollbench.mcp.http`). Raises
+    ConfigError, before anything is created, for an unknown transport, an unusable root, or an http host that is
+    not loopback and has no token."""
+    from rollbench.mcp import http as mcp_http
+
+    if transport not in ("stdio", "http"):
+        raise ConfigError(f"unknown transport {transport!r}; valid transports: stdio, http")
+    if transport == "http":
+        mcp_http.allowed_names(host, token, allow_hosts)  # refuse an unsafe host before anything is created
+    elif token is not None or allow_hosts:
+        raise ConfigError("--token and --allow-host apply to --transport http only")
+    root = root.expanduser().resolve()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the runs root {root}: {exc}") from None
+    server = build_server(root, max_steps_ceiling)
+    log.info("rollbench mcp: runs are written under %s", root)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        mcp_http.run_http(server, host, port, token, allow_hosts)

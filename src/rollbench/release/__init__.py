@@ -1,0 +1,1 @@
+"""``rollbench release``: copying runs with secrets and private data replaced."""

@@ -1,0 +1,217 @@
+"""``rollbench release``: copy runs (and label files) into a release directory with secrets and private data replaced.
+
+What is found and what replaces it: :mod:`rollbench.release.rules`. How each kind of file is handled:
+
+* ``*.json`` and ``*.jsonl`` (run.json, LeRobot's meta/info.json and stats.json, transcripts, wire captures, JSON
+  labels and notes): every string (and key) is parsed and scanned with its field path (``plan.policy.provenance.
+  host``, ``line 3: message.content``); each secret found is then replaced in the file's own text by its
+  placeholder, so every other byte stays as it was (formatting, key order, numbers);
+* ``*.parquet`` (``meta/episodes``, ``meta/tasks``, ``data``): string and list-of-string columns are scanned value
+  by value (field = column name); a file with a finding is rewritten with pyarrow with the same schema and schema
+  metadata, rows and order; a file without one is copied byte for byte (the per-step data files have no strings);
+* other UTF-8 text (``.md``, ``.txt``, ``.csv``, ``.log``, ...): scanned line by line;
+* anything else (videos) is copied unchanged. ``run.lock``, ``run.live.json`` and ``.staging/`` (uncommitted
+  episodes) are not copied, and symbolic links are refused; MANIFEST.json lists what was left out and why.
+
+Invariants: sources are only read (copies, never moves); the output directory must not exist or be empty, and must
+not be a source or inside one (nor hold one); every released text is scanned again after redaction and any finding
+left is an error (nothing is written then). The released runs stay LeRobot datasets that ``rollbench grade``
+scores as the originals (a secret inside an error message is replaced there too).
+
+Determinism: files are visited in a fixed order (the runs in the order given, then their files sorted by path, then
+the label files), so placeholders and bytes are the same on every release of the same input. MANIFEST.json holds no
+clock time: its ``date`` is ``--date``, else the latest ``provenance.created`` / ``executions[].finished`` of the
+released runs' run.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+from rollbench.core.types import ConfigError
+from rollbench.grade.grade import load_run_log
+from rollbench.release.redact import Released, Releaser, sha256_hex
+from rollbench.release.rules import BUILTIN, Scanner
+
+EXCLUDED = {
+    "run.lock": "the writer's lock file (empty; only its flock matters)",
+    "run.live.json": "live progress, not a result",
+}
+_HOME = re.compile(BUILTIN[-1][2])
+
+
+def _is_inside(a: Path, b: Path) -> bool:
+    return a == b or b in a.parents
+
+
+def _check_paths(runs: list[Path], labels: list[Path], out: Path) -> None:
+    names = [r.name for r in runs]
+    for r in runs:
+        if not (r / "run.json").is_file():
+            raise ConfigError(f"{r} is not a rollbench run directory (no run.json)")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"two runs share the directory name {dup[0]!r}; release them separately")
+    for f in labels:
+        if not f.is_file():
+            raise ConfigError(f"--labels {f} is not a file")
+    o = out.resolve()
+    for src in [*runs, *labels]:
+        s = src.resolve()
+        if _is_inside(o, s):
+            raise ConfigError(f"--out {out} is inside the source {src}; a release is written elsewhere")
+        if _is_inside(s, o):
+            raise ConfigError(f"the source {src} is inside --out {out}; choose an empty directory elsewhere")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"--out {out} exists and is not an empty directory; a release needs a fresh one")
+
+
+def _names(runs: list[Path], logs: list[dict[str, Any]], texts: list[str]) -> tuple[set[str], set[str]]:
+    """Host and user names to redact: recorded hosts (provenance, identity), this machine's host name and OS user,
+    and the user of every home directory seen in the sources."""
+    hosts = {socket.gethostname()}
+    for log in logs:
+        for v in ((log.get("provenance") or {}).get("host"), (log.get("identity") or {}).get("host")):
+            if isinstance(v, str):
+                hosts.add(v)
+    users = {os.environ.get("USER", ""), os.environ.get("LOGNAME", "")}
+    with contextlib.suppress(KeyError, OSError):
+        users.add(getpass.getuser())
+    for text in texts:
+        for m in _HOME.finditer(text):
+            seg = re.split(r"[/\\]+", m.group(0).rstrip("/\\"))[-1]
+            if seg and seg.lower() not in ("home", "users", "root"):
+                users.add(seg)
+    return {h for h in hosts if h}, {u for u in users if u}
+
+
+def _run_files(run: Path) -> tuple[list[Path], list[dict[str, str]]]:
+    files, excluded = [], []
+    for p in sorted(run.rglob("*"), key=lambda q: q.relative_to(run).as_posix()):
+        rel = p.relative_to(run).as_posix()
+        if p.is_symlink():
+            raise ConfigError(f"{p} is a symbolic link; a release copies real files only")
+        if rel.split("/")[0] == ".staging":
+            if p.is_file():
+                excluded.append({"path": f"{run.name}/{rel}", "why": "staged episode not committed"})
+            continue
+        if p.is_file():
+            if rel in EXCLUDED:
+                excluded.append({"path": f"{run.name}/{rel}", "why": EXCLUDED[rel]})
+            else:
+                files.append(p)
+    return files, excluded
+
+
+def _release_date(logs: list[dict[str, Any]], date: str | None) -> tuple[str, str]:
+    if date:
+        return date, "--date"
+    stamps = []
+    for log in logs:
+        stamps.append((log.get("provenance") or {}).get("created"))
+        stamps += [e.get("finished") for e in log.get("executions") or [] if isinstance(e, dict)]
+    found = sorted(s for s in stamps if isinstance(s, str))
+    if not found:
+        raise ConfigError("the runs record no creation time; give the release date with --date YYYY-MM-DD")
+    return found[-1], "latest provenance.created / executions[].finished of the released runs"
+
+
+def build_release(
+    runs: list[Path],
+    out: Path,
+    *,
+    labels: list[Path] | None = None,
+    rules: Path | None = None,
+    date: str | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Build (and unless ``dry_run`` write) the release of ``runs`` and ``labels`` into ``out``.
+
+    Returns the manifest (see :func:`manifest`). Raises ConfigError for bad input (before anything is written) and
+    RollbenchError when a file cannot be redacted safely (then nothing is written).
+    """
+    labels = labels or []
+    _check_paths(runs, labels, out)
+    rules_obj = None
+    if rules is not None:
+        try:
+            rules_obj = json.loads(rules.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--rules {rules}: cannot read a JSON object ({exc})") from None
+    logs = [load_run_log(r) for r in runs]  # ConfigError naming the file for a damaged or foreign run.json
+    listed = [_run_files(r) for r in runs]
+    sources: list[tuple[str, Path]] = [
+        (f"{r.name}/{p.relative_to(r).as_posix()}", p)
+        for r, (files, _) in zip(runs, listed, strict=True)
+        for p in files
+    ]
+    sources += [(f"labels/{f.name}", f) for f in labels]
+    raws = [p.read_bytes() for _, p in sources]  # each file read once
+    texts = [
+        raw.decode("utf-8", errors="ignore") for (_, p), raw in zip(sources, raws, strict=True) if p.suffix != ".mp4"
+    ]
+    hosts, users = _names(runs, logs, texts)
+    scanner = Scanner(hosts, users, rules_obj)
+    releaser = Releaser(scanner)
+    released = [releaser.file(rel, raw) for (rel, _), raw in zip(sources, raws, strict=True)]
+    when, when_source = _release_date(logs, date)
+    doc = manifest(released, [e for _, ex in listed for e in ex], scanner, when, when_source, runs, labels)
+    if not dry_run:
+        write_release(out, released, doc)
+    return doc
+
+
+def manifest(
+    released: list[Released],
+    excluded: list[dict[str, str]],
+    scanner: Scanner,
+    date: str,
+    date_source: str,
+    runs: list[Path],
+    labels: list[Path],
+) -> dict[str, Any]:
+    """MANIFEST.json: files with source and release sha256, every redaction (file, field, rule, category,
+    placeholder), counts per category, the filters used, excluded files, the date and where it came from."""
+    redactions = [r for f in released for r in f.redactions]
+    counts: dict[str, int] = {}
+    for r in redactions:
+        counts[r["category"]] = counts.get(r["category"], 0) + 1
+    return {
+        "rollbench_release": 1,
+        "date": date,
+        "date_source": date_source,
+        "runs": [r.name for r in runs],
+        "labels": [f"labels/{f.name}" for f in labels],
+        "files": [
+            {
+                "path": f.path,
+                "source_sha256": f.source_sha256,
+                "release_sha256": sha256_hex(f.data),
+                "bytes": len(f.data),
+                "redactions": len(f.redactions),
+            }
+            for f in released
+        ],
+        "excluded": excluded,
+        "redactions": redactions,
+        "redaction_counts": dict(sorted(counts.items())),
+        "distinct_secrets": len(scanner.placeholders),
+        "filters": scanner.describe(),
+    }
+
+
+def write_release(out: Path, released: list[Released], doc: dict[str, Any]) -> None:
+    """Write every file, then MANIFEST.json (sorted keys, 2-space indent) last."""
+    from rollbench.record.files import atomic_write_bytes
+
+    out.mkdir(parents=True, exist_ok=True)
+    for f in released:
+        atomic_write_bytes(out / f.path, f.data, durable=False)
+    atomic_write_bytes(out / "MANIFEST.json", (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())

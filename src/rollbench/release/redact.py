@@ -1,0 +1,204 @@
+"""Redacting one file of a release: JSON (and JSON lines), parquet and text files, each string checked with
+:class:`rollbench.release.rules.Scanner` and replaced by its placeholder; what was replaced is recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rollbench.core.identity import sanitize_segment
+from rollbench.core.types import RollbenchError
+from rollbench.release.rules import Finding, Scanner
+
+TEXT_SUFFIXES = {".md", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".toml", ".ini", ".html"}
+IDENTITY_SEGMENT_FIELDS = ("identity.host", "identity.robot", "identity.name")
+# json.dumps styles of the files rollbench writes (run.json: indent 2; JSONL lines: defaults) and the compact one
+JSON_STYLES: tuple[dict[str, Any], ...] = ({"indent": 2}, {}, {"separators": (",", ":")})
+
+
+@dataclass
+class Released:
+    """One file of the release: where it goes, its bytes, what was replaced in it."""
+
+    path: str  # relative to the release directory
+    source_sha256: str
+    data: bytes
+    redactions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _record(rel: str, where: str, pairs: list[tuple[Finding, str]]) -> list[dict[str, Any]]:
+    return [{"file": rel, "field": where, "rule": f.rule, "category": f.category, "placeholder": ph} for f, ph in pairs]
+
+
+def _walk(obj: Any, path: str, out: list[tuple[str, str]]) -> None:
+    """Every string of a JSON document with its field path (keys too, as ``path{key}``)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.append((f"{path}{{key}}", k))
+            _walk(v, f"{path}.{k}" if path else k, out)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _walk(v, f"{path}[{i}]", out)
+    elif isinstance(obj, str):
+        out.append((path, obj))
+
+
+def _strings_of_json(text: str, lines: bool) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    docs = [(f"line {i}: ", ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()] if lines else [("", text)]
+    for prefix, doc in docs:
+        start: list[tuple[str, str]] = []
+        _walk(json.loads(doc), "", start)
+        found += [(prefix + p, s) for p, s in start]
+    return found
+
+
+def _field_leaf(path: str) -> str:
+    return re.sub(r"\[\d+\]$", "", path.split(": ", 1)[-1])
+
+
+class Releaser:
+    """Builds the release in memory (see the module docstring); ``write`` puts it on disk."""
+
+    def __init__(self, scanner: Scanner) -> None:
+        self.scanner = scanner
+
+    def json_file(self, rel: str, raw: bytes, lines: bool) -> Released:
+        text = raw.decode("utf-8")
+        chunks = text.splitlines(keepends=True) if lines else [text]
+        out, redactions = [], []
+        for n, chunk in enumerate(chunks, 1):
+            body = chunk.rstrip("\r\n")
+            if not body.strip():
+                out.append(chunk)
+                continue
+            new, found = self._json_doc(rel, body, f"line {n}: " if lines else "")
+            out.append(new + chunk[len(body) :])
+            redactions += found
+        result = "".join(out)
+        self._verify(rel, _strings_of_json(result, lines))
+        return Released(rel, sha256_hex(raw), result.encode("utf-8"), redactions)
+
+    def _json_doc(self, rel: str, doc: str, prefix: str) -> tuple[str, list[dict[str, Any]]]:
+        """One JSON document redacted: re-serialised when its writer's style is reproduced exactly (rollbench's own
+        files), else by replacing each secret's JSON-encoded text in place."""
+        obj = json.loads(doc)
+        redactions: list[dict[str, Any]] = []
+
+        def red(s: str, path: str) -> str:
+            fieldname = None if path.endswith("{key}") else _field_leaf(path)
+            new, pairs = self.scanner.redact(s, fieldname)
+            found = _record(rel, prefix + path, pairs)
+            if pairs and _field_leaf(path) in IDENTITY_SEGMENT_FIELDS:  # must stay a valid identity segment
+                new = sanitize_segment(new)
+                for r in found:
+                    r["placeholder"] = sanitize_segment(r["placeholder"])
+            redactions.extend(found)
+            return new
+
+        def walk(o: Any, path: str) -> Any:
+            if isinstance(o, dict):
+                return {red(k, f"{path}{{key}}"): walk(v, f"{path}.{k}" if path else k) for k, v in o.items()}
+            if isinstance(o, list):
+                return [walk(v, f"{path}[{i}]") for i, v in enumerate(o)]
+            return red(o, path) if isinstance(o, str) else o
+
+        for style in JSON_STYLES:
+            if json.dumps(obj, **style) == doc:
+                return json.dumps(walk(obj, ""), **style), redactions
+        swaps: dict[tuple[str, bool], str] = {}
+        for path, s in _strings_of_json(doc, False):
+            fieldname = None if path.endswith("{key}") else _field_leaf(path)
+            _, pairs = self.scanner.redact(s, fieldname)
+            redactions += _record(rel, prefix + path, pairs)
+            for f, ph in pairs:
+                swaps[(f.value, f.start == 0 and f.end == len(s))] = ph
+        for (value, whole), ph in sorted(swaps.items(), key=lambda kv: -len(kv[0][0])):
+            enc = json.dumps(value)[1:-1]
+            if whole:
+                pattern, repl = re.escape(f'"{enc}"'), f'"{ph}"'
+            else:
+                pattern, repl = rf"(?<![A-Za-z0-9]){re.escape(enc)}(?![A-Za-z0-9])", ph
+            doc, n = re.subn(pattern, lambda _m, r=repl: r, doc)  # type: ignore[misc]
+            if n == 0:
+                raise RollbenchError(f"{rel}: found a {ph[1:-1]} but could not replace it in the file's text")
+        return doc, redactions
+
+    def _verify(self, rel: str, strings: list[tuple[str, str]]) -> None:
+        for path, s in strings:
+            left = self.scanner.find(s, None if path.endswith("{key}") else _field_leaf(path))
+            if left:
+                raise RollbenchError(f"{rel}: a {left[0].rule} is still present at {path} after redaction")
+
+    def parquet_file(self, rel: str, raw: bytes) -> Released:
+        table = pq.read_table(pa.BufferReader(raw))
+        redactions: list[dict[str, Any]] = []
+        changed = False
+        for i, fld in enumerate(table.schema):
+            t = fld.type
+            is_str = pa.types.is_string(t) or pa.types.is_large_string(t)
+            is_list = pa.types.is_list(t) and pa.types.is_string(t.value_type)
+            if not (is_str or is_list):
+                continue
+            values = table.column(i).to_pylist()
+            new: list[Any] = []
+            for row, v in enumerate(values):
+                items = v if is_list and v is not None else [v]
+                red: list[str | None] = []
+                for item in items:
+                    if item is None:
+                        red.append(None)
+                        continue
+                    text, pairs = self.scanner.redact(item, fld.name)
+                    redactions += _record(rel, f"{fld.name}[{row}]", pairs)
+                    red.append(text)
+                new.append(red if is_list and v is not None else red[0])
+            if new != values:
+                changed = True
+                table = table.set_column(i, fld, pa.array(new, type=t))
+        if not changed:
+            return Released(rel, sha256_hex(raw), raw, redactions)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        return Released(rel, sha256_hex(raw), sink.getvalue().to_pybytes(), redactions)
+
+    def text_file(self, rel: str, raw: bytes) -> Released:
+        """Scanned as one string (a PEM block spans lines); each finding's field is the line it starts on."""
+        text = raw.decode("utf-8")
+        result, pairs = self.scanner.redact(text)
+        redactions = []
+        for f, ph in pairs:
+            redactions += _record(rel, f"line {text.count(chr(10), 0, f.start) + 1}", [(f, ph)])
+        return Released(rel, sha256_hex(raw), result.encode("utf-8"), redactions)
+
+    def file(self, rel: str, raw: bytes) -> Released:
+        suffix = Path(rel).suffix.lower()
+        try:
+            if suffix in (".json", ".jsonl"):
+                return self.json_file(rel, raw, lines=suffix == ".jsonl")
+            if suffix == ".parquet":
+                return self.parquet_file(rel, raw)
+            if suffix in TEXT_SUFFIXES or (b"\0" not in raw[:8192] and _utf8(raw)):
+                return self.text_file(rel, raw)
+        except (ValueError, pa.ArrowException) as exc:
+            raise RollbenchError(f"{rel}: cannot be parsed for redaction ({type(exc).__name__}: {exc})") from None
+        return Released(rel, sha256_hex(raw), raw)
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

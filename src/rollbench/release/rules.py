@@ -1,0 +1,233 @@
+"""What ``rollbench release`` looks for, and the stable placeholders it puts in its place.
+
+Rules (``name`` → category; the category names the placeholder ``<REDACTED:category:N>``):
+
+* provider keys (category ``api_key``): ``openai_key`` ``sk-`` / ``sk-proj-`` + 20 or more key characters,
+  ``anthropic_key`` ``sk-ant-...``, ``aws_access_key`` ``AKIA``/``ASIA`` + 16, ``github_token`` ``ghp_`` (``gho_``,
+  ``ghu_``, ``ghs_``, ``ghr_``) + 36, ``github_pat_...``, ``huggingface_token`` ``hf_`` + 30, ``slack_token``
+  ``xoxa-``/``xoxb-``/``xoxp-``/..., ``google_api_key`` ``AIza`` + 35 (the public formats these providers document);
+* ``private_key`` (category ``private_key``): a PEM ``-----BEGIN ... PRIVATE KEY-----`` block;
+* ``bearer_token`` (category ``token``): the token after ``Bearer``;
+* ``secret_field`` (category ``credential``): the whole string value of a JSON field named ``authorization``,
+  ``x-api-key``, ``api_key``, ``apikey``, ``access_token``, ``auth_token``, ``secret``, ``client_secret``,
+  ``password``, ``cookie`` or ``set-cookie`` (case-insensitive), and ``name=value`` / ``name: value`` text of the
+  same names;
+* ``high_entropy`` (category ``secret``): a run of 32..200 characters of ``[A-Za-z0-9+/_=-]`` with a Shannon
+  entropy above 4.3 bits per character (random keys have about 5; hex digests at most 4) whose longest piece
+  between separators (``-_./+=``) has 20 or more characters mixing upper case, lower case and digits (random key
+  bodies are long unbroken pieces; run names such as ``scripted_reach-agent_x-20261201T000912Z`` are short words
+  joined by separators, and are kept); runs after ``base64,`` (data URLs: images) are left alone. A key split by
+  ``/`` into short pieces (some AWS secret keys) is not caught by this rule; name it in ``--rules``;
+* ``email`` (category ``email``);
+* ``home_path`` (category ``private_path``): ``/home/USER``, ``/Users/USER``, ``/root``, ``C:\\Users\\USER`` (the
+  rest of the path is kept);
+* ``host_name`` / ``user_name`` (categories ``host_name``, ``user_name``): the literal names given to
+  :class:`Scanner` (the recording machines' host names from run.json provenance and identity, this machine's host
+  name and OS user, user names seen in home paths), matched as whole words; names shorter than 3 characters or
+  common words (:data:`COMMON_NAMES`) are matched only as the whole value of the fields that hold them
+  (``host``, ``user``, a label's ``annotator``); a host name as the first segment of an identity key ``HOST/ROBOT/NAME[/EPISODE]``
+  (labels, URLs) is matched at any length (rule ``host_segment``), and replaced by the segment-safe form of its
+  placeholder (``REDACTED-host_name-1-``, what run.json's ``identity.host`` gets), so released labels still join;
+* ``--rules FILE``: extra ``{"patterns": [{"name", "regex", "category"}], "literals": [{"value", "category"}],
+  "allow": [regex...]}``; a match of an ``allow`` regex is never redacted.
+
+Overlapping matches: the earliest start wins, then the longest. Placeholders are numbered per category in the order
+the secrets are first met (files are visited in a fixed order), so the same secret gets the same placeholder in
+every file of a release, and the same input gives the same release.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from rollbench.core.identity import sanitize_segment
+from rollbench.core.types import ConfigError
+
+KEY_CHARS = r"[A-Za-z0-9_\-]"
+SECRET_FIELDS = re.compile(
+    r"^(authorization|proxy-authorization|x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|secret|"
+    r"client[-_]?secret|password|passwd|cookie|set-cookie)$",
+    re.IGNORECASE,
+)
+HOST_FIELDS = frozenset({"host", "hostname", "host_name"})
+USER_FIELDS = frozenset({"user", "username", "user_name", "operator", "annotator"})  # annotator: the OS user by default
+# names that are also ordinary words of run files (``"executor": "ray"``): matched only in their own fields
+COMMON_NAMES = frozenset(
+    {
+        "root", "user", "admin", "ubuntu", "runner", "debian", "localhost", "vm", "host", "test", "ray", "dev",
+        "docker", "agent", "robot", "local", "server", "jenkins", "gitlab", "github", "ci", "ml", "gpu", "node",
+    }
+)  # fmt: skip
+
+BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group redacted
+    ("private_key", "private_key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----", 0),
+    ("anthropic_key", "api_key", rf"\bsk-ant-{KEY_CHARS}{{20,}}", 0),
+    ("openai_key", "api_key", rf"\bsk-(?!ant-){KEY_CHARS}{{20,}}", 0),
+    ("aws_access_key", "api_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", 0),
+    ("github_token", "api_key", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b", 0),
+    ("huggingface_token", "api_key", r"\bhf_[A-Za-z0-9]{30,}\b", 0),
+    ("slack_token", "api_key", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", 0),
+    ("google_api_key", "api_key", r"\bAIza[0-9A-Za-z_\-]{35}\b", 0),
+    ("bearer_token", "token", r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)", 1),
+    (
+        "secret_field",
+        "credential",
+        r"(?i)\b(?:authorization|x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|client[-_]?secret|"
+        r"password|passwd)\b[\"']?\s*[:=]\s*[\"']?((?!bearer\b)[^\s\"',;}]{6,})",
+        1,
+    ),
+    ("email", "email", r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b", 0),
+    ("home_path", "private_path", r"(?:/home|/Users)/[A-Za-z0-9._\-]+|/root\b|[A-Za-z]:\\+Users\\+[A-Za-z0-9._\-]+", 0),
+]
+ENTROPY_RUN = re.compile(r"[A-Za-z0-9+/_=\-]{32,}")
+ENTROPY_MIN_BITS = 4.3
+ENTROPY_MIN_PIECE = 20
+PLACEHOLDER = re.compile(r"<REDACTED:[a-z_]+:\d+>|REDACTED-[a-z_]+-\d+-")
+
+
+def entropy(s: str) -> float:
+    """Shannon entropy of ``s`` in bits per character."""
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in Counter(s).values()) if n else 0.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    start: int
+    end: int
+    rule: str
+    category: str
+    value: str
+
+
+class Scanner:
+    """Finds secrets and private data in strings and assigns stable placeholders (see the module docstring).
+
+    Args:
+        host_names, user_names: literal names to redact (empty strings are ignored).
+        rules: the parsed ``--rules`` file, or None.
+    """
+
+    def __init__(self, host_names: set[str], user_names: set[str], rules: dict[str, Any] | None = None) -> None:
+        self.patterns: list[tuple[str, str, re.Pattern[str], int]] = [
+            (n, c, re.compile(r), g) for n, c, r, g in BUILTIN
+        ]
+        self.field_only: dict[str, set[str]] = {"host_name": set(), "user_name": set()}
+        self.literals: list[tuple[str, str]] = []
+        for category, names in (("host_name", host_names), ("user_name", user_names)):
+            for name in sorted(n for n in names if n):
+                if len(name) < 3 or name.lower() in COMMON_NAMES:
+                    self.field_only[category].add(name)
+                else:
+                    self.literals.append((name, category))
+        self.allow: list[re.Pattern[str]] = []
+        self.extra: list[dict[str, Any]] = []
+        if rules:
+            self._add_rules(rules)
+        for host in sorted(n for n in host_names if n):  # identity keys HOST/ROBOT/NAME[/EPISODE] (labels, URLs)
+            pat = re.compile(rf"(?<![A-Za-z0-9._\-]){re.escape(host)}(?=/[A-Za-z0-9][A-Za-z0-9._\-]*/[A-Za-z0-9])")
+            self.patterns.append(("host_segment", "host_name", pat, 0))
+        for value, category in self.literals:
+            rule = category if category in ("host_name", "user_name") else "literal"
+            pat = re.compile(rf"(?<![A-Za-z0-9\-]){re.escape(value)}(?![A-Za-z0-9\-])")
+            self.patterns.append((rule, category, pat, 0))
+        self.placeholders: dict[str, str] = {}
+        self._counts: Counter[str] = Counter()
+
+    def _add_rules(self, rules: dict[str, Any]) -> None:
+        if not isinstance(rules, dict) or set(rules) - {"patterns", "literals", "allow"}:
+            raise ConfigError('--rules must be a JSON object with keys "patterns", "literals", "allow"')
+        try:
+            for p in rules.get("patterns", []):
+                self.patterns.append((str(p["name"]), str(p.get("category", "custom")), re.compile(p["regex"]), 0))
+                self.extra.append({"name": p["name"], "category": p.get("category", "custom"), "regex": p["regex"]})
+            for lit in rules.get("literals", []):
+                self.literals.append((str(lit["value"]), str(lit.get("category", "custom"))))
+            self.allow = [re.compile(a) for a in rules.get("allow", [])]
+        except (KeyError, TypeError, re.error) as exc:
+            raise ConfigError(f"--rules: invalid rule ({type(exc).__name__}: {exc})") from None
+
+    def describe(self) -> dict[str, Any]:
+        """The filters, for MANIFEST.json: rule names and regexes; literal names only by placeholder/count."""
+        return {
+            "rules": [{"name": n, "category": c, "regex": p.pattern} for n, c, p, _ in self.patterns[: len(BUILTIN)]],
+            "high_entropy": {
+                "min_length": 32,
+                "max_length": 200,
+                "min_bits_per_char": ENTROPY_MIN_BITS,
+                "min_unbroken_piece": ENTROPY_MIN_PIECE,
+            },
+            "extra_rules": self.extra,
+            "literal_names": {
+                "host_name": sum(1 for _, c in self.literals if c == "host_name"),
+                "user_name": sum(1 for _, c in self.literals if c == "user_name"),
+                "custom": sum(1 for _, c in self.literals if c not in ("host_name", "user_name")),
+            },
+            "field_only_names": {k: len(v) for k, v in self.field_only.items()},
+            "secret_fields": SECRET_FIELDS.pattern,
+            "allow": [a.pattern for a in self.allow],
+        }
+
+    def placeholder(self, value: str, category: str) -> str:
+        key = f"{category}\0{value}"
+        if key not in self.placeholders:
+            self._counts[category] += 1
+            self.placeholders[key] = f"<REDACTED:{category}:{self._counts[category]}>"
+        return self.placeholders[key]
+
+    def find(self, text: str, field: str | None = None) -> list[Finding]:
+        """Non-overlapping findings in ``text``; ``field`` (the JSON key or column holding it) enables the
+        field rules (secret fields, host and user fields)."""
+        found: list[Finding] = []
+        leaf = (field or "").rsplit(".", 1)[-1].lower()
+        if field is not None and text and not PLACEHOLDER.fullmatch(text) and text != "<redacted>":
+            if SECRET_FIELDS.match(leaf) and not text.lower().startswith("bearer "):
+                return [Finding(0, len(text), "secret_field", "credential", text)]
+            for category, fields in (("host_name", HOST_FIELDS), ("user_name", USER_FIELDS)):
+                if leaf in fields and text in self.field_only[category]:
+                    return [Finding(0, len(text), category, category, text)]
+        for name, category, pat, group in self.patterns:
+            for m in pat.finditer(text):
+                s, e = m.span(group)
+                if e > s:
+                    found.append(Finding(s, e, name, category, text[s:e]))
+        for m in ENTROPY_RUN.finditer(text):
+            run = m.group(0)
+            piece = max(re.split(r"[-_./+=]", run), key=len)  # identifiers are words joined by separators
+            if (
+                len(run) <= 200
+                and len(piece) >= ENTROPY_MIN_PIECE
+                and not text[max(0, m.start() - 7) : m.start()].endswith("base64,")
+                and re.search(r"[a-z]", piece)
+                and re.search(r"[A-Z]", piece)
+                and re.search(r"[0-9]", piece)
+                and entropy(run) > ENTROPY_MIN_BITS
+            ):
+                found.append(Finding(m.start(), m.end(), "high_entropy", "secret", run))
+        found = [f for f in found if not any(a.search(f.value) for a in self.allow)]
+        found.sort(key=lambda f: (f.start, -(f.end - f.start)))
+        out: list[Finding] = []
+        for f in found:
+            if not out or f.start >= out[-1].end:
+                out.append(f)
+        return out
+
+    def redact(self, text: str, field: str | None = None) -> tuple[str, list[tuple[Finding, str]]]:
+        """``text`` with every finding replaced by its placeholder; and ``(finding, placeholder)`` pairs."""
+        findings = self.find(text, field)
+        if not findings:
+            return text, []
+        parts, pos, done = [], 0, []
+        for f in findings:
+            ph = self.placeholder(f.value, f.category)
+            if f.rule == "host_segment":  # stays a valid identity segment, as run.json's identity.host does
+                ph = sanitize_segment(ph)
+            parts += [text[pos : f.start], ph]
+            pos = f.end
+            done.append((f, ph))
+        parts.append(text[pos:])
+        return "".join(parts), done

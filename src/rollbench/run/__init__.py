@@ -1,0 +1,1 @@
+"""Running planned episodes: the episode loop, lockstep batching, the policy deadline, the worker and the runners."""

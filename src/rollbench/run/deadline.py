@@ -1,0 +1,163 @@
+"""Every policy call has a deadline (``--policy-timeout SECONDS``, ``EvalSpec.policy_timeout_s``, default 300 s).
+
+:class:`Deadline` wraps the batch policy every :class:`~rollbench.run.worker.EpisodeWorker` drives (in-process, in
+worker processes and in Ray actors alike; a :class:`~rollbench.run.lockstep.BatchPolicy`, i.e. one policy instance per
+slot or a policy's native batched form). Each ``reset_slot``/``act_batch`` runs on the wrapper's own helper thread
+while the episode loop waits at most ``timeout_s`` seconds for it. A call past its deadline raises
+:class:`PolicyTimeout` (an ``EpisodeError``), so the episodes it was for end as ``error`` and the run goes on.
+
+The call is then still running in the helper thread: the policy's state is unknown, and a late return must never be
+taken for another call's reply. So the wrapper abandons that policy (never calls it again; a daemon thread, so a
+hung call never keeps the process from exiting) and builds a fresh one from its factory for the episodes that start
+afterwards; episodes of other slots that were reset on the abandoned policy end as ``error`` at their next call
+(their policy state is gone). ``misses`` counts missed deadlines: a worker process or Ray actor reports it with its
+episode summaries and the worker pool replaces that worker once its episodes are done, which also reclaims the hung
+thread (:mod:`rollbench.run.pool`).
+
+Whose fault a missed deadline is (``EpisodeError.fault``):
+
+* an in-process policy (a registered name or ``module:factory``): ``policy``. The code under evaluation did not
+  return; nothing but the policy ran in that call.
+* a served policy (``ws://``, ``http://``): ``infrastructure``. The call is a network round trip that the client
+  bounds with its own, shorter ``timeout_s`` (default 30 s, an ``InfrastructureError``); still being inside it at
+  the deadline means the transport hung, not the model.
+
+Policies whose ``PolicyInfo.bounded`` is True (rollbench's own built-in arithmetic policies) are called inline: they
+cannot hang, and the hand-offs cost up to ~18% of in-process throughput when the background committer competes for
+the GIL (each hand-off may wait out the interpreter's 5 ms switch interval).
+
+Cost: one hand-off to the helper thread per call, ~30-55 µs (``benchmarks/bench_deadline.py``, BENCHMARKS.md). A
+thread rather than ``signal.alarm``: signals reach only the main thread (Ray actor methods run in another), and a
+Python signal handler cannot end a call blocked in C code.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rollbench.core.types import EpisodeError, Fault, InfrastructureError, Observation, TaskInfo
+
+if TYPE_CHECKING:
+    from rollbench.core.batch import Answer, BatchPolicy
+
+
+class PolicyTimeout(EpisodeError):
+    """A policy call did not return within its deadline (see the module docstring for the fault)."""
+
+
+class _Caller:
+    """One helper thread running calls in order; the caller waits for each reply with a timeout."""
+
+    def __init__(self) -> None:
+        # two C-implemented queues: ~30 us of thread hand-off per call; an Event per call measured twice that
+        self.calls: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self.replies: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="rollbench-policy-call", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while (call := self.calls.get()) is not None:
+            fn, args = call
+            try:
+                self.replies.put((True, fn(*args)))
+            except BaseException as exc:  # handed to the waiting caller, raised there
+                self.replies.put((False, exc))
+
+    def call(self, timeout_s: float, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the helper thread; raises ``queue.Empty`` past ``timeout_s``."""
+        self.calls.put((fn, args))
+        ok, value = self.replies.get(timeout=timeout_s)
+        if not ok:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        self.calls.put(None)
+
+
+class Deadline:
+    """A :class:`~rollbench.run.lockstep.BatchPolicy` whose every call is bounded by ``timeout_s`` seconds (see the
+    module docstring). ``build`` makes the batch policy, at construction and again after a missed deadline.
+
+    Attributes:
+        misses: deadlines missed so far (each abandoned one policy).
+    """
+
+    def __init__(self, build: Callable[[], BatchPolicy], timeout_s: float, fault: Fault) -> None:
+        self._build = build
+        self.timeout_s = float(timeout_s)
+        self.fault: Fault = fault
+        self.misses = 0
+        self.inner: BatchPolicy | None = build()
+        self.info = self.inner.info
+        self._caller: _Caller | None = None
+        self._generation = 0  # bumped whenever a policy is abandoned
+        self._slot_generation: dict[int, int] = {}
+
+    def _live(self) -> BatchPolicy:
+        if self.inner is None:  # abandoned after a missed deadline: a fresh one for the episodes starting now
+            try:
+                self.inner = self._build()
+            except Exception as exc:  # e.g. the policy server is gone
+                raise InfrastructureError(
+                    f"could not build a fresh policy after a missed deadline ({type(exc).__name__}: {exc})"
+                ) from exc
+        if self._caller is None and not self.info.bounded:
+            self._caller = _Caller()
+        return self.inner
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.info.bounded:  # rollbench's own arithmetic policies: nothing to time out (PolicyInfo.bounded)
+            return fn(*args)
+        assert self._caller is not None
+        try:
+            return self._caller.call(self.timeout_s, fn, *args)
+        except queue.Empty:
+            self.misses += 1
+            self._generation += 1
+            self.inner, self._caller = None, None  # abandoned: never called again, its thread left to finish
+            raise PolicyTimeout(
+                f"policy.{what} did not return within --policy-timeout {self.timeout_s:g} s", self.fault
+            ) from None
+
+    def reset_slot(self, slot: int, task: TaskInfo, seed: int) -> None:
+        inner = self._live()
+        self._call("reset", inner.reset_slot, slot, task, seed)
+        self._slot_generation[slot] = self._generation
+
+    def act_batch(
+        self, slots: Sequence[int], observations: Sequence[Observation], instructions: Sequence[str]
+    ) -> list[Answer]:
+        stale = [s for s in slots if self._slot_generation.get(s) != self._generation]
+        if stale:  # reset on a policy abandoned since: its state is gone
+            lost = PolicyTimeout(
+                "the policy instance this episode was reset on missed an earlier call's --policy-timeout "
+                f"{self.timeout_s:g} s and was abandoned", self.fault
+            )  # fmt: skip
+            if len(stale) == len(slots):
+                return [lost] * len(slots)
+            fresh = [i for i, s in enumerate(slots) if s not in stale]
+            partial = self.act_batch(
+                [slots[i] for i in fresh], [observations[i] for i in fresh], [instructions[i] for i in fresh]
+            )
+            by_slot = dict(zip((slots[i] for i in fresh), partial, strict=True))
+            return [by_slot.get(s, lost) for s in slots]
+        inner = self._live()
+        answers: list[Answer] = self._call("act", inner.act_batch, slots, observations, instructions)
+        return answers
+
+    def slot_policy(self, slot: int) -> object | None:
+        """The live inner policy's instance for ``slot`` (see :func:`rollbench.run.lockstep._slot_policy`); None after
+        a missed deadline abandoned it (its episodes already ended as ``error``)."""
+        get = getattr(self.inner, "slot_policy", None)
+        return get(slot) if callable(get) else None
+
+    def close(self) -> None:
+        """Close the live policy; an abandoned one is left alone (closing it could block behind its hung call)."""
+        if self._caller is not None:
+            self._caller.stop()
+        if self.inner is not None:
+            self.inner.close()

@@ -1,0 +1,294 @@
+"""The one episode loop in rollbench: reset, observe, act, step, until a termination reason.
+
+Per-step convention (LeRobot): row ``t`` holds the observation *before* action ``t``, the action, and the reward,
+success and done flags observed *after* it (``next.*``). Video frame ``t`` is the image of observation ``t``, so an
+episode of ``T`` steps has ``T`` rows and ``T`` video frames.
+
+Termination reasons (first that applies after each step): ``success`` (``any_step`` rule only: the episode stops at
+the first success), ``env_terminated``, ``truncated``, ``max_steps`` (the horizon was reached). ``policy_stop`` when
+the policy raises :class:`~rollbench.core.types.PolicyStop`, ``give_up`` when it raises
+:class:`~rollbench.core.types.PolicyGiveUp`; ``error`` when the env or policy raises, or the policy returns
+a non-finite or wrongly shaped action: the steps before it are kept, the episode is not a success, the run goes on.
+
+Fault of an error (``EpisodeRecord.error_fault``, see :class:`~rollbench.core.types.EpisodeError`): the exception's own
+``fault`` attribute when it has a valid one (``EpisodeError``, ``InfrastructureError`` raised by remote clients);
+otherwise where it was raised: ``policy`` inside ``policy.reset``/``policy.act`` or for a bad action, ``environment``
+inside ``env.reset``/``step``/``render``/``success``.
+
+Values crossing a boundary are copied once when rollbench keeps them: the action chunk the policy returns (so a
+policy reusing its output buffer cannot rewrite recorded actions; the env steps a copy of its row, so an env
+clipping in place cannot either), the observation state the env returns, and every recorded video frame the
+renderer returns. The policy sees the env's own observation arrays.
+
+Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
+With ``success_hold = K > 1`` (``--success-hold``) success must hold for K consecutive steps: ``any_step`` then
+needs a run of K true ``next.success`` rows (the episode stops at the K-th), ``final_step`` the last K rows true.
+:func:`held_success` is that rule; grading recomputes success from the recorded rows with the same function.
+An env that already reports success right after reset sets ``success_at_reset``; such an episode never counts as
+a policy success (see :mod:`rollbench.grade.grade`).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from rollbench.core.episode import EpisodeRecord, fault_of, held_success
+from rollbench.core.plan import PlannedEpisode
+from rollbench.core.types import Env, EpisodeError, Fault, Observation, Policy, PolicyStop
+
+
+def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
+    """Validate a policy's output as a ``float32 (k, action_dim)`` chunk, k >= 1; raise EpisodeError if not."""
+    try:
+        arr = np.array(raw, dtype=np.float32, copy=True)  # ours from here on, even if the policy reuses its buffer
+    except (TypeError, ValueError) as exc:
+        raise EpisodeError(f"policy returned a non-numeric action at step {step}: {exc}") from None
+    shape = arr.shape
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] != action_dim:
+        raise EpisodeError(
+            f"policy returned an action of shape {shape} at step {step}; expected "
+            f"({action_dim},) or (k, {action_dim}) with k >= 1"
+        )
+    if not np.isfinite(arr).all():
+        raise EpisodeError(f"policy returned a non-finite action (NaN or inf) at step {step}: {arr.tolist()}")
+    return arr
+
+
+class EpisodeRun:
+    """One episode, advanced a step at a time: the single implementation of the episode loop's rules.
+
+    :func:`rollout` drives one of these with a single policy; the batched driver
+    (:mod:`rollbench.batch`) drives B of them in lockstep with one batched policy call per step. Both call, per
+    step: :meth:`prepare` (render this step's images; True when the action queue is empty), then, if it returned
+    True, :meth:`give` with the policy's chunk (or :meth:`fail`/:meth:`stop`), then :meth:`advance` (execute one
+    action). After :meth:`begin` and after every call, :attr:`done` says whether the episode has ended;
+    :meth:`finish` returns its :class:`EpisodeRecord`. No method raises for episode-level failures.
+    """
+
+    def __init__(
+        self,
+        env: Env,
+        planned: PlannedEpisode,
+        *,
+        cameras: Sequence[str] = (),
+        record_frames: bool = False,
+        replan_every: int = 1,
+        success_hold: int = 1,
+    ) -> None:
+        self.env, self.planned, self.task = env, planned, env.task
+        self.success_hold, self._streak = success_hold, 0
+        self.cameras = tuple(cameras)
+        self.replan_every = replan_every
+        self.final_rule = planned.success_rule == "final_step"
+        self.states: list[np.ndarray] = []
+        self.actions: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.successes: list[bool] = []
+        self.latencies: list[float] = []
+        self.frames: dict[str, list[np.ndarray]] = {c: [] for c in cameras} if record_frames else {}
+        self.reason = "max_steps"
+        self.error: str | None = None
+        self.error_fault: Fault | None = None
+        self.tb: str | None = None
+        self.success_at_reset = False
+        self.queue: list[np.ndarray] = []
+        self.latency = float("nan")
+        self.done = False
+        self.obs: Observation | None = None
+        self._start = time.perf_counter()
+
+    @property
+    def step(self) -> int:
+        """Index of the step about to run (= rows recorded so far)."""
+        return len(self.actions)
+
+    @property
+    def instruction(self) -> str:
+        return self.planned.instruction
+
+    def begin(self, reset_policy: Callable[[], None]) -> None:
+        """Reset the env to the planned seed and initial state, note success at reset, then reset the policy."""
+        try:
+            self.obs = self.env.reset(self.planned.seed, self.planned.initial_state)
+            self.success_at_reset = bool(self.env.success())
+        except Exception as exc:
+            self.fail(exc, "environment")
+            return
+        try:
+            reset_policy()
+        except Exception as exc:
+            self.fail(exc, "policy")
+
+    def prepare(self) -> bool:
+        """Render this step's camera images; return True if the policy must be asked for a new chunk."""
+        if self.done:
+            return False
+        assert self.obs is not None
+        try:
+            if self.cameras:
+                self.obs.images = {c: self.env.render(c) for c in self.cameras}
+                for c in self.frames:
+                    self.frames[c].append(np.array(self.obs.images[c], dtype=np.uint8, copy=True))
+        except Exception as exc:
+            self.fail(exc, "environment")
+            return False
+        self.latency = float("nan")
+        return not self.queue
+
+    def give(self, raw: object, latency: float) -> None:
+        """The policy's answer for this step (``latency``: seconds the call took); checked as a chunk."""
+        try:
+            self.queue = list(_as_chunk(raw, self.task.action_dim, self.step)[: self.replan_every])
+            self.latency = latency
+        except Exception as exc:
+            self.fail(exc, "policy")
+
+    def ask(self, policy: Policy) -> None:
+        """Call ``policy.act`` for this step and :meth:`give` its answer (PolicyStop and errors end the episode)."""
+        assert self.obs is not None
+        try:
+            t0 = time.perf_counter()
+            raw = policy.act(self.obs, self.planned.instruction)
+            latency = time.perf_counter() - t0
+        except PolicyStop as stop:
+            self.stop(stop.termination_reason)
+        except Exception as exc:
+            self.fail(exc, "policy")
+        else:
+            self.give(raw, latency)
+
+    def advance(self) -> None:
+        """Execute the next queued action and record the step; set :attr:`done` on a termination reason."""
+        if self.done:
+            return
+        assert self.obs is not None
+        try:
+            action = self.queue.pop(0)
+            state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
+            result = self.env.step(action.copy())
+        except Exception as exc:
+            self.fail(exc, "environment")
+            return
+        self.states.append(state)
+        self.actions.append(action)
+        self.rewards.append(float(result.reward))
+        self.successes.append(bool(result.success))
+        self.latencies.append(self.latency)
+        self.obs = result.observation
+        self._streak = self._streak + 1 if result.success else 0
+        if self._streak >= self.success_hold and not self.final_rule:
+            self.reason, self.done = "success", True
+        elif result.terminated:
+            self.reason, self.done = "env_terminated", True
+        elif result.truncated:
+            self.reason, self.done = "truncated", True
+        elif self.step >= self.planned.max_steps:
+            self.reason, self.done = "max_steps", True
+
+    def stop(self, reason: str = "policy_stop") -> None:
+        """The policy ended the episode on purpose (``policy_stop``, or ``give_up`` from PolicyGiveUp)."""
+        self.reason, self.done = reason, True
+
+    def fail(self, exc: BaseException, where: Fault = "policy") -> None:
+        """End the episode as ``error`` with ``exc`` as its reason; the steps before it are kept.
+
+        ``where``: whose code raised it (``policy`` or ``environment``), the fault unless ``exc`` carries its own
+        (see :func:`fault_of`)."""
+        self.reason, self.error, self.done = "error", f"{type(exc).__name__}: {exc}", True
+        self.error_fault = fault_of(exc, where)
+        self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
+
+    def finish(self, policy: object | None = None) -> EpisodeRecord:
+        """The episode's record (call once, after :attr:`done`).
+
+        ``policy``: the (per-slot) policy that played the episode; if it has ``finish_episode(outcome) -> {kind:
+        bytes}`` (``outcome``: termination_reason, success, length, error), its artifacts (e.g. an LLM agent's
+        transcript) go into ``extra["artifacts"]``; if that raises, the episode ends as ``error``.
+        """
+        n = len(self.actions)
+        # a frame rendered for a step whose action then failed has no row: keep frames == rows
+        for c in self.frames:
+            del self.frames[c][n:]
+        succ = np.asarray(self.successes, dtype=bool)
+        reached = held_success(self.successes, self.success_hold, self.final_rule)
+        dones = np.zeros(n, dtype=bool)
+        if n:
+            dones[-1] = True
+        task = self.task
+        success = reached and self.reason != "error" and not self.success_at_reset
+        artifacts: dict[str, bytes] = {}
+        finish = getattr(policy, "finish_episode", None)
+        if callable(finish):  # staged and committed with the episode
+            outcome = {"termination_reason": self.reason, "success": success, "length": n, "error": self.error}
+            try:
+                artifacts = {str(k): bytes(v) for k, v in finish(outcome).items()}
+            except Exception as exc:
+                if self.reason != "error":
+                    self.fail(exc)
+                    success = False
+        return EpisodeRecord(
+            planned=self.planned,
+            states=np.asarray(self.states, dtype=np.float32).reshape(n, task.state_dim),
+            actions=np.asarray(self.actions, dtype=np.float32).reshape(n, task.action_dim),
+            rewards=np.asarray(self.rewards, dtype=np.float32),
+            successes=succ,
+            dones=dones,
+            latencies=np.asarray(self.latencies, dtype=np.float32),
+            frames=self.frames,
+            success=success,
+            success_at_reset=self.success_at_reset,
+            termination_reason=self.reason,
+            error=self.error,
+            error_fault=self.error_fault,
+            error_traceback=self.tb,
+            wall_time_s=time.perf_counter() - self._start,
+            extra={"artifacts": artifacts} if artifacts else {},
+        )
+
+
+def rollout(
+    env: Env,
+    policy: Policy,
+    planned: PlannedEpisode,
+    *,
+    cameras: Sequence[str] = (),
+    record_frames: bool = False,
+    replan_every: int = 1,
+    on_step: Callable[[int], None] | None = None,
+    success_hold: int = 1,
+) -> EpisodeRecord:
+    """Run one episode of ``planned`` (its seed, initial state, instruction, horizon and success rule).
+
+    Args:
+        env: a live env for ``planned.task``.
+        policy: reset here with ``(task, seed)`` before the first action.
+        cameras: cameras rendered every step into ``observation.images`` (and into frames if record_frames).
+        record_frames: keep rendered frames for the episode video.
+        replan_every: actions executed from each chunk before the policy is asked again (>= 1).
+        on_step: called with the step number after every step (progress reporting).
+        success_hold: consecutive success steps needed (see :func:`held_success`).
+
+    Never raises for episode-level failures: they end the episode with termination reason ``error``.
+    After the last step, a policy that defines ``finish_episode(outcome)`` (``outcome``: termination_reason,
+    success, length, error) is asked for the episode's artifacts (``{kind: bytes}``), kept in ``extra``; if it
+    raises, the episode ends as ``error``.
+    """
+    run = EpisodeRun(
+        env, planned, cameras=cameras, record_frames=record_frames, replan_every=replan_every, success_hold=success_hold
+    )
+    run.begin(lambda: policy.reset(env.task, planned.seed))
+    while not run.done:
+        if run.prepare():
+            run.ask(policy)
+        if run.done:
+            break
+        run.advance()
+        if on_step is not None:
+            on_step(run.step - 1)
+    return run.finish(policy)

@@ -1,0 +1,193 @@
+"""``--workers K``: K local worker processes started with the ``spawn`` method.
+
+Each worker process builds its own :class:`~rollbench.run.worker.EpisodeWorker` (policy, env and GL context are created
+inside the worker, never inherited from the parent) once, then runs the episodes handed to it over a pipe, staging
+each one directly into the run directory. The parent process only dispatches (in plan order), promotes staged
+episodes in order (``on_result``) and replaces dead workers; the exactly-once rules live in
+:mod:`rollbench.run.pool`.
+
+Workers ignore SIGINT (the parent decides when to stop) and exit on their own within about a second if the parent
+process dies, so a killed run leaves no orphan simulators behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import types
+from collections.abc import Iterator
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from rollbench.core.plan import PlannedEpisode
+from rollbench.run.pool import Event
+from rollbench.run.worker import EpisodeWorker, WorkerSetup
+
+JOIN_TIMEOUT_S = 10.0
+CLOSE_GRACE_S = 5.0
+
+
+def _exit_with_parent(parent: int) -> None:
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="rollbench-parent-watch", daemon=True).start()
+
+
+def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
+    """Entry point of a worker process: build one EpisodeWorker, then run episodes until told to stop.
+
+    Messages sent: ``("ready", pid)``, ``("done", EpisodeSummary)``, ``("fatal", text)``. Received: a
+    PlannedEpisode, or None to stop. With ``setup.batch_size`` B the parent keeps up to B episodes handed over;
+    they run in lockstep (:mod:`rollbench.run.lockstep`).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent(parent)
+    try:
+        worker = EpisodeWorker(setup)
+    except BaseException as exc:
+        conn.send(("fatal", f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        return
+    stopping = False
+
+    def next_episode(block: bool) -> PlannedEpisode | None:
+        """The next episode the parent handed over: wait for one only when every slot is idle."""
+        nonlocal stopping
+        if stopping or (not block and not conn.poll()):
+            return None
+        try:
+            planned: PlannedEpisode | None = conn.recv()
+        except EOFError:
+            planned = None
+        stopping = planned is None
+        return planned
+
+    try:
+        conn.send(("ready", os.getpid()))
+        try:
+            worker.run_stream(next_episode, lambda summary: conn.send(("done", summary)))
+        except BaseException as exc:
+            conn.send(("fatal", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+    finally:
+        worker.close()
+
+
+class LocalBackend:
+    """Worker slots backed by spawned processes (see the module docstring)."""
+
+    def __init__(self, setup: WorkerSetup) -> None:
+        self._setup = setup
+        self._ctx = mp.get_context("spawn")
+        self.procs: dict[int, BaseProcess] = {}
+        self._conns: dict[int, Connection] = {}
+
+    def start(self, slot: int) -> None:
+        self._stop(slot)
+        parent_end, child_end = self._ctx.Pipe()
+        proc = self._ctx.Process(
+            target=worker_main,
+            args=(child_end, os.getpid(), self._setup),
+            name=f"rollbench-worker-{slot}",
+            daemon=True,
+        )
+        with _parent_main_hidden():
+            proc.start()
+        child_end.close()
+        self.procs[slot], self._conns[slot] = proc, parent_end
+
+    def submit(self, slot: int, planned: PlannedEpisode) -> None:
+        with contextlib.suppress(OSError):  # if it died, wait() reports that through its sentinel
+            self._conns[slot].send(planned)
+
+    def wait(self, timeout: float) -> list[Event]:
+        by_handle: dict[Any, tuple[int, str]] = {}
+        for slot, conn in self._conns.items():
+            by_handle[conn] = (slot, "conn")
+            by_handle[self.procs[slot].sentinel] = (slot, "proc")
+        events: list[Event] = []
+        dead: set[int] = set()
+        for handle in wait(list(by_handle), timeout):
+            slot, kind = by_handle[handle]
+            if kind == "conn" and slot not in dead:
+                conn = self._conns[slot]
+                try:
+                    while conn.poll():
+                        msg = conn.recv()
+                        if msg[0] == "ready":
+                            events.append(Event("ready", slot))
+                        elif msg[0] == "done":
+                            events.append(Event("done", slot, summary=msg[1]))
+                        else:
+                            events.append(Event("fatal", slot, detail=msg[1]))
+                except (EOFError, OSError):
+                    dead.add(slot)
+                except Exception as exc:  # a half-written message from a worker killed mid-send
+                    self.procs[slot].kill()
+                    events.append(Event("died", slot, detail=f"unreadable message ({type(exc).__name__})"))
+                    dead.add(slot)
+            elif kind == "proc":
+                dead.add(slot)
+        for slot in sorted(dead):
+            proc = self.procs[slot]
+            proc.join(JOIN_TIMEOUT_S)
+            if not any(e.kind == "died" and e.slot == slot for e in events):
+                events.append(Event("died", slot, detail=_exit_text(proc)))
+            self._stop(slot)
+        return events
+
+    def _stop(self, slot: int, timeout: float = JOIN_TIMEOUT_S) -> None:
+        conn, proc = self._conns.pop(slot, None), self.procs.pop(slot, None)
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.send(None)
+        if proc is not None:
+            proc.join(timeout)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        """Ask every worker to stop, give them :data:`CLOSE_GRACE_S` in all, then kill the rest (an episode cut
+        short this way was never staged, so it is simply run again on resume)."""
+        for conn in self._conns.values():
+            with contextlib.suppress(OSError):
+                conn.send(None)
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        for slot in list(self.procs):
+            self._stop(slot, max(0.0, deadline - time.monotonic()))
+
+
+@contextlib.contextmanager
+def _parent_main_hidden() -> Iterator[None]:
+    """Start children without re-running the parent's ``__main__`` (spawn's default, to find pickled ``__main__``
+    objects). Workers need nothing from it: their entry point and arguments live in rollbench modules. Without this,
+    a script that calls ``evaluate(..., Execution(workers=2))`` without an ``if __name__ == "__main__":`` guard would
+    start a second evaluation inside every worker."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _exit_text(proc: BaseProcess) -> str:
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"process {proc.pid} killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"process {proc.pid} killed by signal {-code}"
+    return f"process {proc.pid} exited with code {code}"

@@ -1,0 +1,169 @@
+"""Runs planned episodes in the current process: builds the policy and envs here, rolls out, stages the result.
+
+Every runner (in-process, local worker processes, Ray actors) calls :class:`EpisodeWorker`; the episode loop
+itself is :func:`rollbench.run.episode.rollout`. Workers never compute metrics: they stage recorded episodes and
+return a small summary used only for progress display.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rollbench.core.batch import BatchPolicy
+from rollbench.core.episode import EpisodeRecord, failed_episode
+from rollbench.core.plan import PlannedEpisode, cameras_for, image_size_for
+from rollbench.core.registry import EnvOptions, make_env, make_policy
+from rollbench.core.spec import EvalSpec
+from rollbench.core.types import Env, Fault, Policy, TaskInfo
+from rollbench.policies.basic import ActionNoise
+from rollbench.record.lerobot import stage_episode
+from rollbench.run.deadline import Deadline
+from rollbench.run.episode import EpisodeRun
+from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
+from rollbench.run.render_check import render_fault
+
+
+def build_policy(spec: EvalSpec) -> Policy:
+    """The spec's policy, wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``."""
+    policy = make_policy(spec.policy, spec.policy_options)
+    if spec.action_noise > 0:
+        policy = ActionNoise(policy, spec.action_noise)
+    return policy
+
+
+def deadline_fault(spec: EvalSpec) -> Fault:
+    """Whose fault a policy call past ``--policy-timeout`` is: a served policy's is the transport's (infrastructure),
+    an in-process one's the policy's (see :mod:`rollbench.run.deadline`)."""
+    return "infrastructure" if "://" in spec.policy else "policy"
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """What a worker reports back after staging an episode (progress display only, never results)."""
+
+    episode_index: int
+    task: str
+    success: bool
+    length: int
+    termination_reason: str
+    staged: bool  # False if another attempt of the same episode had already been recorded
+    policy_hung: bool = False  # a policy call of this worker missed its deadline: replace the worker (runners.pool)
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What every worker needs to run planned episodes; picklable, sent as is to worker processes and Ray actors.
+
+    Attributes:
+        spec: the run's spec.
+        run_dir: the run directory (absolute), where workers stage episodes.
+        tasks: task name -> TaskInfo for every task of the plan.
+        replan_every: the effective replan interval (resolved once before the run, recorded in run.json).
+        needs_images: whether the policy reads camera images.
+        batch_size: episodes a worker runs in lockstep (``--batch-size``; see :mod:`rollbench.run.lockstep`).
+    """
+
+    spec: EvalSpec
+    run_dir: Path
+    tasks: dict[str, TaskInfo]
+    replan_every: int
+    needs_images: bool
+    batch_size: int = 1
+
+
+class EpisodeWorker:
+    """Holds the policy (one instance per batch slot unless it batches natively) and one env per slot; episodes of
+    a task reuse their slot's env (reset between them).
+
+    ``commit`` records a finished episode and returns False if it was already recorded; default: stage it in the run
+    directory (worker processes, Ray actors); the in-process runner passes ``DatasetWriter.commit_record``.
+    """
+
+    def __init__(self, setup: WorkerSetup, commit: Callable[[EpisodeRecord, str | None], bool] | None = None) -> None:
+        self.setup = setup
+        self.commit = commit or (
+            lambda rec, fault: stage_episode(setup.run_dir, rec, setup.tasks[rec.planned.task].fps, fault)
+        )
+        size = max(1, setup.batch_size)
+        spec = setup.spec
+
+        def batch() -> BatchPolicy:
+            return as_batch_policy(build_policy(spec), lambda: build_policy(spec), size)
+
+        # every policy call bounded by --policy-timeout; a policy past it is abandoned and rebuilt
+        self.batch = Deadline(batch, spec.policy_timeout_s, deadline_fault(spec))
+        self._envs: list[Env | None] = [None] * size
+        self._env_tasks: list[str | None] = [None] * size
+
+    def _env_for(self, slot: int, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
+        env = self._envs[slot]
+        if env is None or self._env_tasks[slot] != task.name:
+            self.close_env(slot)
+            spec = self.setup.spec
+            options = EnvOptions(cameras=cameras, image_size=image_size_for(spec, task), fast_render=spec.fast_render)
+            env = self._envs[slot] = make_env(task, options)
+            self._env_tasks[slot] = task.name
+        return env
+
+    def start(self, slot: int, planned: PlannedEpisode) -> EpisodeRun | EpisodeRecord:
+        """Begin ``planned`` in ``slot``: its env reset to the planned scene, the slot's policy reset."""
+        spec, task = self.setup.spec, self.setup.tasks[planned.task]
+        cams = cameras_for(spec, task, self.setup.needs_images)
+        try:
+            env = self._env_for(slot, task, cams)
+        except Exception as exc:  # an env that cannot be built (a missing asset, a broken install)
+            return failed_episode(planned, task, exc, "infrastructure")
+        run = EpisodeRun(
+            env,
+            planned,
+            cameras=cams,
+            record_frames=spec.video,
+            replan_every=self.setup.replan_every,
+            success_hold=spec.success_hold,
+        )
+        run.begin(lambda: self.batch.reset_slot(slot, task, planned.seed))
+        return run
+
+    def finish(self, slot: int, rec: EpisodeRecord) -> EpisodeSummary:
+        """Commit a finished episode and summarise it (progress display only)."""
+        if rec.termination_reason == "error":
+            self.close_env(slot)  # never reuse an env whose episode failed: its state is unknown
+        staged = self.commit(rec, _render_fault(rec))
+        p = rec.planned
+        return EpisodeSummary(
+            p.episode_index, p.task, rec.success, rec.length, rec.termination_reason, staged, self.batch.misses > 0
+        )
+
+    def run_stream(self, next_episode: NextEpisode, on_summary: Callable[[EpisodeSummary], None]) -> None:
+        """Run episodes from ``next_episode`` (see :func:`rollbench.run.lockstep.run_lockstep`) ``batch_size`` at a
+        time, committing each as it ends and passing its summary to ``on_summary``."""
+        run_lockstep(
+            len(self._envs), next_episode, self.start, self.batch, lambda slot, rec: on_summary(self.finish(slot, rec))
+        )
+
+    def run(self, planned: PlannedEpisode) -> EpisodeSummary:
+        """Run one episode and return its summary."""
+        todo, out = [planned], list[EpisodeSummary]()
+        self.run_stream(lambda block: todo.pop() if todo else None, out.append)
+        return out[0]
+
+    def close_env(self, slot: int | None = None) -> None:
+        """Close the env of ``slot`` (None: every slot's)."""
+        for i in range(len(self._envs)) if slot is None else (slot,):
+            env, self._envs[i], self._env_tasks[i] = self._envs[i], None, None
+            if env is not None:
+                env.close()
+
+    def close(self) -> None:
+        try:
+            self.close_env()
+        finally:
+            self.batch.close()
+
+
+def _render_fault(rec: EpisodeRecord) -> str | None:
+    """Black or frozen frames in any recorded camera (see :func:`rollbench.run.render_check.render_fault`)."""
+    faults = [f"{cam}: {why}" for cam, fr in rec.frames.items() if fr and (why := render_fault(fr, list(rec.states)))]
+    return "; ".join(faults) or None

@@ -1,0 +1,196 @@
+"""``rollbench serve-policy --protocol http``: the JSON /act protocol (FastAPI on uvicorn), bounded.
+
+Imported only to serve http (it imports FastAPI at module level: the endpoints' annotations must resolve there).
+
+The wire format is specified in :mod:`rollbench.policies.remote_http`. This module adds what a server facing
+untrusted peers needs (limits in :class:`rollbench.serve.sessions.Limits`):
+
+* the body is read by the endpoint itself, not by FastAPI's ``Body``: a declared ``Content-Length`` above
+  ``max_request_bytes`` is answered 413 before a byte of the body is read, a chunked body is cut off at the limit
+  (uvicorn stops reading from the socket while the app does not consume, so memory stays bounded), and a body
+  that does not arrive within ``request_timeout_s`` is answered 408; these three close the connection;
+* parsing (JSON, base64, numpy), the policy call and the reply's encoding run in a worker thread
+  (``anyio.to_thread``), so a large body never blocks the event loop that serves the other clients;
+* a connection whose request headers do not arrive within ``request_timeout_s`` is closed (uvicorn 0.54 only
+  times out idle connections after a response: :func:`timed_protocol`); idle keep-alive connections close after
+  uvicorn's 5 s;
+* every non-2xx reply has one shape, ``{"error": "message"}``, FastAPI's own 404/405/422 included.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+
+from rollbench.serve.batch import item_error, session_key
+from rollbench.serve.limits import MalformedReply
+from rollbench.serve.requests import handle_batch, http_locate
+from rollbench.serve.sessions import PolicyHost, Session
+from rollbench.wire.act_request import decode_json
+from rollbench.wire.decode import ProtocolError, loads_json
+
+JSON = "application/json"
+
+
+def error_body(message: str) -> bytes:
+    """The one error shape of the JSON /act protocol: ``{"error": message}``."""
+    return json.dumps({"error": message}).encode()
+
+
+def serve_body(host: PolicyHost, body: bytes | bytearray) -> tuple[int, bytes, str]:
+    """One POST body -> ``(status, reply bytes, media type)``. Runs in a worker thread; never raises."""
+    from rollbench.wire.decode import encode_array
+
+    try:
+        request = loads_json(body)
+        if not isinstance(request, dict):
+            raise ProtocolError(f"the request body must be a JSON object, got {type(request).__name__}")
+        sid = request.get("session")
+        if "batch" in request:  # one item per session (rollbench.serve.batch)
+            reply = handle_batch(host, request["batch"], http_locate(host), decode_json)
+        elif sid is not None and request.get("close") is True:  # the client is done: its instance returns at once
+            host.end_session(session_key(sid))
+            return 200, b'{"closed": true}', JSON
+        else:
+            reply = host.handle(session_of(host, request, sid), request, decode_json)
+    except MalformedReply:
+        return 200, b"fault injection: this is not JSON", "text/plain"
+    except Exception as exc:  # the status a batch item with this error gets too (410, 503, 400, 500)
+        err = item_error(exc)
+        return err["status"], error_body(err["error"]), JSON
+    if "actions" in reply:
+        reply = {**reply, "actions": encode_array(reply["actions"])}
+    if "batch" in reply:
+        reply["batch"] = [{**e, "actions": encode_array(e["actions"])} if "actions" in e else e for e in reply["batch"]]
+    return 200, json.dumps(reply).encode(), JSON
+
+
+def session_of(host: PolicyHost, request: dict[str, Any], sid: Any) -> Session:
+    """The session a single (reset or act) request is for."""
+    if sid is None:  # clients that send no id share one session, reset to --env on first use, never evicted
+        return host.open_session("default", evictable=False)
+    key = session_key(sid)
+    if "reset" in request:  # a reset starts (or restarts) the session of this id
+        return host.open_session(key, evictable=True, revive=True)
+    return host.get_session(key)
+
+
+def http_app(host: PolicyHost, path: str) -> Any:
+    """The FastAPI app of the JSON /act protocol at ``path``."""
+    app = FastAPI(title="rollbench serve-policy", description="JSON /act protocol v1 (rollbench.policies.remote_http)")
+    limit, timeout = host.limits.max_request_bytes, host.limits.request_timeout_s
+
+    def error(status: int, message: str, close: bool = False, headers: Any = None) -> Response:
+        extra = {**(headers or {}), **({"connection": "close"} if close else {})}
+        return Response(error_body(message), status_code=status, media_type=JSON, headers=extra)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        return error(exc.status_code, f"{exc.detail} ({request.method} {request.url.path}; the protocol is at {path})")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        return error(400, f"invalid request: {exc.errors()!r:.500}")
+
+    @app.get(path)
+    def ready() -> dict[str, Any]:
+        return {"ready": True, "metadata": host.metadata()}
+
+    @app.post(path)
+    async def act(request: Request) -> Response:
+        too_large = f"the request body exceeds this server's limit of {limit} bytes (serve-policy --max-request-mb)"
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                return error(400, "Content-Length is not a number", close=True)
+            if int(declared) > limit:
+                return error(413, too_large, close=True)
+        body = bytearray()
+        try:
+            with anyio.fail_after(timeout):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > limit:
+                        return error(413, too_large, close=True)
+        except TimeoutError:
+            return error(408, f"the request body did not arrive within {timeout:g} s", close=True)
+        except ClientDisconnect:
+            return Response(status_code=400)  # nobody is left to read it
+        status, payload, media = await anyio.to_thread.run_sync(serve_body, host, body)
+        headers = {"retry-after": "5"} if status == 503 else None
+        return Response(payload, status_code=status, media_type=media, headers=headers)
+
+    return app
+
+
+def timed_protocol(timeout_s: float) -> type:
+    """uvicorn's h11 protocol, closing a connection whose request headers do not arrive within ``timeout_s``.
+
+    uvicorn 0.54's ``H11Protocol`` arms its keep-alive timer only after a response, and cancels it on the first
+    byte, so a peer that connects and sends nothing, or half a request line, holds the connection forever (a
+    slowloris). Here a timer runs from connection (and from each response) until a request's headers are complete.
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        _header_timer: Any = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(timeout_s, self._header_timeout)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _header_timeout(self) -> None:
+            self._header_timer = None
+            waiting = self.cycle is None or self.cycle.response_complete  # no request in progress
+            if waiting and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm()  # headers complete: the app's body timeout takes over
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedH11Protocol
+
+
+def run_http(host: PolicyHost, path: str, sock: socket.socket) -> None:
+    """Serve the JSON /act protocol on ``sock`` until interrupted."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        http_app(host, path),
+        http=timed_protocol(host.limits.request_timeout_s),
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=5,
+        # connections plus running requests; beyond it uvicorn answers 503 at once instead of queueing
+        limit_concurrency=max(256, 4 * host.limits.max_sessions),
+    )
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,253 @@
+"""``rollbench serve-policy``: serve any rollbench policy over the openpi websocket protocol or JSON /act.
+
+The same wire formats the clients speak (:mod:`rollbench.policies.remote_ws`, :mod:`rollbench.policies.remote_http`),
+so scripted baselines sit behind the same interface as a VLA server, and the tests exercise real servers.
+
+Episodes and sessions (:mod:`rollbench.serve.sessions`): the policy is built with
+:func:`rollbench.core.registry.make_policy`. A *session* is one websocket connection, or one ``session`` id of the JSON
+protocol; each live session owns its own policy instance (idle instances are reused, never shared). A reset
+request ``{"reset": {"task", "seed", "instruction"}}`` calls ``policy.reset(task, seed)`` with the task resolved
+from rollbench's registry, so stateful policies start every episode fresh. Metadata says ``"reset": true`` so
+rollbench clients send it; a plain openpi client never does, and then ``--env TASK`` names the task the policy is
+reset to (seed 0) when a websocket session (or the JSON protocol's shared session of requests without a
+``session`` id) starts. Without either, an observation is answered with an error. A JSON request with a
+``session`` id the server does not know (never reset, evicted, or from before a restart) gets HTTP 410, never a
+silent reset to ``--env``.
+
+Limits, recorded in the metadata under ``"limits"`` (:class:`rollbench.serve.sessions.Limits`):
+``--max-request-mb`` (largest websocket frame / HTTP body, default 16 MiB: 8 cameras of 512x512 RGB as base64 JSON,
+twice over; larger ones are refused, websocket close 1009 / HTTP 413, before they are read),
+``--max-sessions`` (default 64; past it a new session is refused: websocket close 1013 after an error text frame,
+HTTP 503), ``--session-idle-s`` (an HTTP session idle this long may be evicted to make room),
+``--request-timeout-s`` (an HTTP request's headers and body, and a websocket handshake, must arrive within it; idle
+keep-alive HTTP connections close after 5 s, idle websocket peers are detected by pings). Decoding happens off the
+event loop: websocket connections each run in their own thread, HTTP bodies are parsed in a worker thread.
+
+Observations are decoded safely (:mod:`rollbench.wire.decode`: numeric and boolean arrays only, bounded
+shapes) and mapped with the task family's :mod:`rollbench.wire.obs_map` (overridable with ``--obs-map``):
+images back to camera names, the state as ``observation.state`` (``float32``) with the array as received in
+``observation.raw`` (so MetaWorld's experts read the full-precision vector), the prompt/instruction passed to
+``act``. A state or image with NaN or infinity is refused. Each reply is ``{"actions": float32 (k, action_dim),
+"server_timing": {"infer_ms": ...}}``.
+
+Errors: websocket: a text frame with the error, then a close with a reason (1008 for a request that breaks the
+protocol, 1011 for the policy's own exception, whose traceback is the text frame, as openpi does; 1013 busy).
+HTTP: every non-2xx body is ``{"error": "message"}`` (400 protocol, 404/405 wrong path or method, 408 request too
+slow, 410 unknown session, 413 too large, 500 the policy raised, 503 busy).
+
+Batches (:mod:`rollbench.serve.batch`): the metadata says ``"max_batch": N`` (``--max-batch``, default 1); a request
+may hold up to N act items, one per session (HTTP ``{"batch": [...]}``; websocket slots of one connection), answered
+one entry per item. With N > 1, acts arriving from all clients within ``--batch-window-ms`` are gathered into one
+call of the policy's batched form (``batched(--max-sessions)``, one slot per session; a policy without one is
+called in turn for each session). rollbench clients with ``--batch-size B >= 2`` send one batch request per
+lockstep step to such a server, and single observations to any other.
+
+``--log-requests FILE`` appends one JSON line per request: ``{"time", "protocol", "session", "kind": "reset" |
+"act", "task", "seed", "instruction", "state": [dtype, shape], "images": {camera: shape}, "outcome"}`` (acts of a
+batch request add ``"batch": items``), and with ``--max-batch`` above 1 one line per policy call ``{"kind":
+"call", "call": n, "size", "sessions": [keys]}``; the tests read it to check, on the server side, which
+instruction arrived and which sessions shared a call.
+
+``--fault`` is fault injection for tests and drills, recorded in the metadata (so in the client's run.json):
+``wrong-shape`` (actions get one extra column), ``malformed`` (the reply is not msgpack / not JSON), ``error``
+(every act raises), ``short-batch`` (a batch reply of more than one entry loses its last one), ``slow:SECONDS`` (sleep before every act reply), ``die-after:N`` (the process exits with
+code 70, without replying, on act request N + 1: a crashed server).
+"""
+
+from __future__ import annotations
+
+import socket
+import traceback
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.serve.batch import Batching
+from rollbench.serve.limits import FAULTS, Limits, MalformedReply, SessionRefused
+from rollbench.serve.requests import WsConnection
+from rollbench.serve.sessions import PolicyHost
+from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
+from rollbench.wire.obs_map import load_policy_options
+
+MAX_QUEUE = 2  # frames a websocket connection buffers before it stops reading: bounds memory per connection
+
+
+def close_reason(text: str) -> str:
+    """The last line of ``text`` (a traceback's exception), cut to a websocket close reason's 123 bytes of UTF-8 (RFC 6455 section 5.5)."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    return line.encode()[:123].decode(errors="ignore")
+
+
+def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
+    """Serve the openpi websocket protocol on ``sock`` (a thread per connection) until interrupted."""
+    import http
+
+    from openpi_client import msgpack_numpy
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.server import ServerConnection, serve
+
+    packb = msgpack_numpy.Packer().pack
+
+    def refuse(conn: ServerConnection, code: int, text: str) -> None:
+        conn.send(text)  # openpi's convention: the error as a text frame; then a close that says it too
+        conn.close(code=code, reason=close_reason(text))
+
+    def handler(conn: ServerConnection) -> None:
+        key = f"ws-{id(conn):x}"
+        connection = WsConnection(host, key)
+        try:
+            try:
+                connection.session = host.open_session(key, evictable=False, wait_s=1.0)
+            except SessionRefused as exc:
+                refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                return
+            conn.send(packb(host.metadata()))
+            while True:
+                frame = conn.recv()
+                try:
+                    reply = packb(connection.handle(unpack_msgpack(frame)))
+                except MalformedReply:
+                    conn.send(b"\xc1 fault injection: not msgpack")
+                    continue
+                except SessionRefused as exc:  # a batch slot past --max-sessions
+                    refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                    return
+                except (ValueError, RollbenchError) as exc:  # the request breaks the protocol or cannot be served
+                    refuse(conn, 1008, f"{type(exc).__name__}: {exc}")
+                    return
+                except Exception:  # the policy's own failure: as openpi, the traceback as a text frame, then close
+                    text = traceback.format_exc(limit=8)
+                    conn.send(text)
+                    conn.close(code=1011, reason=close_reason(text))
+                    return
+                conn.send(reply)
+        except ConnectionClosed:
+            pass
+        finally:
+            connection.close()
+
+    def health(conn: ServerConnection, request: Any) -> Any:
+        return conn.respond(http.HTTPStatus.OK, "OK\n") if request.path == "/healthz" else None
+
+    limits = host.limits
+    with serve(
+        handler,
+        sock=sock,
+        compression=None,
+        max_size=limits.max_request_bytes,  # a larger frame is refused from its header: close 1009, never read
+        max_queue=MAX_QUEUE,
+        open_timeout=limits.request_timeout_s,
+        process_request=health,
+    ) as server:
+        server.serve_forever()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket. Created with ``proto=IPPROTO_TCP`` on purpose: asyncio only sets ``TCP_NODELAY``
+    on connections whose socket says so, and ``socket.create_server`` leaves ``proto`` 0, which under uvicorn left
+    Nagle's algorithm on and cost ~40 ms per keep-alive request (delayed ACK)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def serve_policy(
+    policy: Annotated[str, typer.Option(help="Policy to serve (see `rollbench policies`).")],
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one (the URL is printed).")
+    ] = 8000,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    protocol: Annotated[str, typer.Option(help="ws (openpi websocket, msgpack) or http (JSON /act).")] = "ws",
+    path: Annotated[str, typer.Option(help="URL path of the http protocol.")] = "/act",
+    env: Annotated[
+        str | None,
+        typer.Option(help="Task the policy is reset to when a client sends no reset (plain openpi clients)."),
+    ] = None,
+    policy_options: Annotated[
+        str | None, typer.Option(help="Options of the served policy: a JSON object or a JSON file.")
+    ] = None,
+    obs_map: Annotated[
+        str | None,
+        typer.Option(help="Override of the observation mapping (see rollbench.wire.obs_map), JSON or file."),
+    ] = None,
+    log_requests: Annotated[
+        Path | None, typer.Option(help="Append one JSON line per request (task, seed, instruction, shapes).")
+    ] = None,
+    fault: Annotated[str | None, typer.Option(help="Fault injection: " + ", ".join(FAULTS) + ".")] = None,
+    max_request_mb: Annotated[
+        float, typer.Option(help="Largest websocket frame / HTTP body in MiB; larger ones are refused (1009 / 413).")
+    ] = DEFAULT_MAX_REQUEST_BYTES / 2**20,
+    max_sessions: Annotated[
+        int, typer.Option(help="Live sessions at once; past it new ones are refused (ws close 1013 / HTTP 503).")
+    ] = 64,
+    session_idle_s: Annotated[
+        float, typer.Option(help="http: a session idle this many seconds may be evicted when the server is full.")
+    ] = 60.0,
+    request_timeout_s: Annotated[
+        float, typer.Option(help="Seconds to receive one HTTP request (headers and body) or a websocket handshake.")
+    ] = 30.0,
+    max_batch: Annotated[
+        int,
+        typer.Option(
+            help="Most observations in one request and in one policy call. Above 1, acts arriving from all clients "
+            "within --batch-window-ms are gathered into one call of the policy's batched form (a policy without one "
+            "is called in turn); rollbench clients with --batch-size then send one batch request per step. "
+            "1: no batching."
+        ),
+    ] = 1,
+    batch_window_ms: Annotated[
+        float,
+        typer.Option(
+            help="With --max-batch > 1: milliseconds a call waits, after its oldest observation arrived, for more "
+            "(it goes at once when --max-batch are waiting or every started session has one waiting)."
+        ),
+    ] = 5.0,
+) -> None:
+    """Serve a rollbench policy over the openpi websocket protocol or JSON /act, for `--policy ws://` or `http://`."""
+    err = typer.echo
+    try:
+        if protocol not in ("ws", "http"):
+            raise ConfigError(f"unknown protocol {protocol!r}; valid protocols: ws, http")
+        if not path.startswith("/"):
+            raise ConfigError(f"--path must start with '/', got {path!r}")
+        limits = Limits(int(max_request_mb * 2**20), max_sessions, session_idle_s, request_timeout_s)
+        batching = Batching(max_batch, batch_window_ms)
+        served = PolicyHost(
+            policy,
+            load_policy_options(policy_options),
+            env,
+            load_policy_options(obs_map),
+            log_requests,
+            fault,
+            protocol,
+            limits,
+            batching,
+        )
+        sock = _listen(host, port)
+    except (RollbenchError, OSError) as exc:
+        err(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    bound = sock.getsockname()[1]
+    url = f"ws://{host}:{bound}" if protocol == "ws" else f"http://{host}:{bound}{path}"
+    print(f"serving {policy} at {url}", flush=True)
+    try:
+        if protocol == "ws":
+            serve_ws(served, sock)
+        else:
+            from rollbench.serve.http import run_http
+
+            run_http(served, path, sock)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,1 @@
+"""What crosses the network: decoding and checking untrusted arrays and messages, observation maps."""

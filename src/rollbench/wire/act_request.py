@@ -1,0 +1,64 @@
+"""Decoding of act requests on the server side (``rollbench serve-policy``): wire values -> (Observation, prompt).
+
+Arrays arrive already decoded by :mod:`rollbench.wire.decode` (numeric and boolean only, bounded shapes);
+here they are checked to be finite and mapped with the task family's observation map. Everything wrong raises
+:class:`~rollbench.wire.decode.ProtocolError` with a message safe to send back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rollbench.core.types import Observation
+from rollbench.wire.decode import ProtocolError
+
+
+def finite_array(value: Any, what: str) -> np.ndarray:
+    """``value`` if it is a decoded numeric array with only finite values; else ProtocolError naming ``what``."""
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+        kind = f"{value.dtype} array" if isinstance(value, np.ndarray) else type(value).__name__
+        raise ProtocolError(f"{what} must be a numeric array, got {kind}")
+    if value.dtype.kind == "f" and not np.isfinite(value).all():
+        bad = np.argwhere(~np.isfinite(value))
+        raise ProtocolError(
+            f"{what} has {len(bad)} non-finite value(s) (NaN or infinity), first at index {bad[0].tolist()}; "
+            "the server does not act on it"
+        )
+    return value
+
+
+def observation(state: Any, images: dict[str, Any]) -> Observation:
+    """The decoded state and images -> Observation; state a finite numeric vector, images finite numeric arrays."""
+    raw = finite_array(state, "the state")
+    if raw.ndim != 1:
+        raise ProtocolError(f"the state must be a vector, got shape {list(raw.shape)}")
+    checked = {cam: finite_array(v, f"image {cam!r}"[:80]) for cam, v in images.items()}
+    return Observation(state=raw.astype(np.float32), images=checked, raw=raw)
+
+
+def decode_openpi(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]:
+    """An openpi-style flat observation dict (arrays already decoded by remote_wire) -> (Observation, prompt)."""
+    images = {cam: v for k, v in request.items() if isinstance(k, str) and (cam := m.camera_of(k)) is not None}
+    for key in (m.state_key, m.prompt_key):
+        if key not in request:
+            keys = sorted(str(k)[:60] for k in list(request)[:40])
+            raise ProtocolError(f"the observation has no {key!r}; its keys: {keys}")
+    if not isinstance(request[m.prompt_key], str):
+        raise ProtocolError(f"{m.prompt_key!r} must be a string")
+    return observation(request[m.state_key], images), request[m.prompt_key]
+
+
+def decode_json(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]:
+    """A JSON /act request body (already parsed by remote_wire) -> (Observation, instruction)."""
+    from rollbench.wire.decode import decode_array
+
+    if not isinstance(request.get("instruction"), str) or "state" not in request:
+        raise ProtocolError('an act request needs "instruction" (a string) and "state" (an array)')
+    images_in = request.get("images") or {}
+    if not isinstance(images_in, Mapping):
+        raise ProtocolError('"images" must map names to arrays')
+    images = {(m.camera_of(k) or k): decode_array(v) for k, v in images_in.items()}
+    return observation(decode_array(request["state"]), images), request["instruction"]

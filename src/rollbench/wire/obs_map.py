@@ -1,0 +1,267 @@
+"""How a rollbench :class:`~rollbench.core.types.Observation` travels to a policy server, per env family.
+
+An :class:`ObsMap` says which wire key each rendered camera gets, where the state and the instruction go, which
+state is sent and whether images are resized first. The websocket client builds an openpi-style flat dict
+(``{"observation/image": uint8 (H, W, 3), "observation/state": (D,), "prompt": str}``, the layout of openpi's
+LIBERO and DROID examples, ``examples/libero/main.py``); the HTTP client puts images under ``images`` and uses
+its own fixed ``state`` and ``instruction`` fields (see :mod:`rollbench.policies.remote_http`).
+
+Documented defaults (websocket keys; HTTP uses the camera names themselves unless ``images`` is overridden):
+
+* ``metaworld``: ``corner`` -> ``observation/image``, ``gripperPOV`` -> ``observation/wrist_image``; state ``raw``
+  (MetaWorld's ``float64 (39,)`` observation).
+* ``robosuite``, ``libero``: ``agentview`` -> ``observation/image``, ``robot0_eye_in_hand`` ->
+  ``observation/wrist_image`` (openpi's LIBERO keys); state ``state``. For ``libero`` that is exactly what openpi's
+  LIBERO client sends (``examples/libero/main.py``): both cameras (a LIBERO task's ``policy_cameras``, rendered
+  whenever the policy needs images), rotated 180° by the env, resized with padding to 224 × 224
+  (``image_size``), state ``float32 (8,)`` = eef position, eef axis-angle, gripper qpos; prompt = the task's
+  language. So an openpi π0/π0.5 LIBERO server needs no options.
+* ``scripted``, ``pusht``: ``top``; ``fetch``: ``external``; ``gym``: ``render`` -> ``observation/image``; state
+  ``state``.
+
+Every family: state key ``observation/state``, prompt key ``prompt``, no resize (images are sent at the run's
+``--image-size``, 224×224 by default, as openpi's examples send them) except ``libero`` (resize with pad to 224). Only cameras the run renders are sent (the
+task's first camera unless ``--cameras`` names more); a rendered camera missing from ``images`` is sent under
+``observation/images/<camera>``.
+
+State: ``state`` sends ``observation.state`` (``float32 (state_dim,)``); ``raw`` sends the simulator's native
+observation when it is a numeric array (MetaWorld: the ``float64 (39,)`` vector its scripted experts read), else
+``observation.state``. MetaWorld defaults to ``raw`` so a policy served remotely sees exactly what it would see
+in process (a ``float32`` round trip changes the experts' actions in the last bits, and trajectories drift).
+
+Override with ``--policy-options '{"obs_map": {...}}'`` (or a JSON file path): keys ``images`` (replaces the
+whole camera map), ``state_key``, ``prompt_key``, ``state_source`` (``state``/``raw``), ``image_size``
+(``[H, W]``: resized with padding by ``openpi_client.image_tools.resize_with_pad``, as openpi clients do).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rollbench.core.types import ConfigError, EpisodeError, Observation, TaskInfo
+
+STATE_SOURCES = ("state", "raw")
+OVERRIDE_KEYS = ("images", "state_key", "prompt_key", "state_source", "image_size")
+UNMAPPED_PREFIX = "observation/images/"
+_MAIN, _WRIST = "observation/image", "observation/wrist_image"
+
+
+@dataclass(frozen=True)
+class ObsMap:
+    """Wire layout of an observation. See the module docstring for the meaning of each field and the defaults."""
+
+    images: Mapping[str, str] = field(default_factory=dict)
+    state_key: str = "observation/state"
+    prompt_key: str = "prompt"
+    state_source: str = "state"
+    image_size: tuple[int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["images"] = dict(self.images)
+        d["image_size"] = list(self.image_size) if self.image_size else None
+        return d
+
+    def image_key(self, camera: str) -> str:
+        return self.images.get(camera, UNMAPPED_PREFIX + camera)
+
+    def camera_of(self, key: str) -> str | None:
+        """The camera a wire image key belongs to, or None when ``key`` is not an image key."""
+        for cam, k in self.images.items():
+            if k == key:
+                return cam
+        return key[len(UNMAPPED_PREFIX) :] if key.startswith(UNMAPPED_PREFIX) else None
+
+    def state_of(self, observation: Observation) -> np.ndarray:
+        """The state vector to send: see ``state_source``."""
+        raw = observation.raw
+        if self.state_source == "raw" and isinstance(raw, np.ndarray) and raw.dtype.kind in "fiu":
+            return np.ascontiguousarray(raw)
+        return np.ascontiguousarray(observation.state)
+
+    def images_of(self, observation: Observation) -> dict[str, np.ndarray]:
+        """Wire key -> ``uint8 (H, W, 3)`` for every rendered camera, resized when ``image_size`` is set."""
+        out = {}
+        for cam, img in observation.images.items():
+            arr = np.ascontiguousarray(img)
+            if self.image_size is not None and arr.shape[:2] != self.image_size:
+                from openpi_client.image_tools import resize_with_pad
+
+                arr = np.ascontiguousarray(resize_with_pad(arr, *self.image_size))
+            out[self.image_key(cam)] = arr
+        return out
+
+
+_FAMILY_IMAGES: dict[str, dict[str, str]] = {
+    "metaworld": {"corner": _MAIN, "gripperPOV": _WRIST},
+    "robosuite": {"agentview": _MAIN, "robot0_eye_in_hand": _WRIST},
+    "libero": {"agentview": _MAIN, "robot0_eye_in_hand": _WRIST},
+    "scripted": {"top": _MAIN},
+    "pusht": {"top": _MAIN},
+    "fetch": {"external": _MAIN},
+    "gym": {"render": _MAIN},
+}
+_FAMILY_STATE_SOURCE = {"metaworld": "raw"}
+_FAMILY_IMAGE_SIZE = {"libero": (224, 224)}  # openpi examples/libero/main.py: resize_with_pad to 224 x 224
+
+
+def default_obs_map(family: str, protocol: str = "ws") -> ObsMap:
+    """The documented default for ``family`` (unknown families: no camera map, ``state``) and ``ws``/``http``."""
+    images = dict(_FAMILY_IMAGES.get(family, {}))
+    if protocol == "http":
+        images = {cam: cam for cam in images}
+    return ObsMap(
+        images=images,
+        state_source=_FAMILY_STATE_SOURCE.get(family, "state"),
+        image_size=_FAMILY_IMAGE_SIZE.get(family),
+    )
+
+
+def check_overrides(overrides: Any) -> dict[str, Any]:
+    """Validate a user's ``obs_map`` override; raise ConfigError naming the valid keys and values."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"policy option obs_map must be a JSON object with keys {', '.join(OVERRIDE_KEYS)}")
+    bad = sorted(set(overrides) - set(OVERRIDE_KEYS))
+    if bad:
+        raise ConfigError(f"unknown obs_map key(s) {bad}; valid keys: {', '.join(OVERRIDE_KEYS)}")
+    out = dict(overrides)
+    if "images" in out:
+        imgs = out["images"]
+        if not isinstance(imgs, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in imgs.items()):
+            raise ConfigError('obs_map.images must map camera names to wire keys, e.g. {"corner": "observation/image"}')
+        out["images"] = dict(imgs)
+    for key in ("state_key", "prompt_key"):
+        if key in out and (not isinstance(out[key], str) or not out[key]):
+            raise ConfigError(f"obs_map.{key} must be a non-empty string, got {out[key]!r}")
+    if "state_source" in out and out["state_source"] not in STATE_SOURCES:
+        raise ConfigError(
+            f"obs_map.state_source must be one of {', '.join(STATE_SOURCES)}, got {out['state_source']!r}"
+        )
+    if out.get("image_size") is not None:
+        size = out["image_size"]
+        if (
+            not isinstance(size, list | tuple)
+            or len(size) != 2
+            or not all(isinstance(v, int) and 1 <= v <= 4096 for v in size)
+        ):
+            raise ConfigError(f"obs_map.image_size must be [height, width] in pixels, got {size!r}")
+        out["image_size"] = (int(size[0]), int(size[1]))
+    return out
+
+
+def resolve_obs_map(family: str, protocol: str, overrides: Mapping[str, Any] | None) -> ObsMap:
+    """The family default for ``protocol`` with validated ``overrides`` applied (``images`` replaces the map)."""
+    return replace(default_obs_map(family, protocol), **check_overrides(overrides))
+
+
+def check_options(options: Mapping[str, Any], valid: Mapping[str, type | tuple[type, ...]]) -> None:
+    """Raise ConfigError for unknown policy options or values of the wrong type; ``valid``: name -> type(s)."""
+    bad = sorted(set(options) - set(valid))
+    if bad:
+        raise ConfigError(f"unknown policy option(s) {bad}; valid options: {', '.join(valid)}")
+    for key, kind in valid.items():
+        if key in options and options[key] is not None and not isinstance(options[key], kind):
+            raise ConfigError(f"policy option {key} has the wrong type: {options[key]!r}")
+
+
+def positive(options: Mapping[str, Any], key: str, default: float) -> float:
+    """A positive finite number option (seconds, counts), else ConfigError."""
+    value = options.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) or value <= 0:
+        raise ConfigError(f"policy option {key} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def load_policy_options(value: str | None) -> dict[str, Any]:
+    """Parse ``--policy-options``: a JSON object, or the path of a file holding one. Raises ConfigError."""
+    if value is None or not value.strip():
+        return {}
+    text = value
+    if not value.lstrip().startswith("{"):
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"--policy-options {value!r} is neither a JSON object nor an existing file")
+        text = path.read_text()
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--policy-options is not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"--policy-options must be a JSON object, got {type(parsed).__name__}")
+    return parsed
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-safe copy of server metadata (arrays to lists, bytes to their length), for run.json provenance."""
+    if isinstance(value, Mapping):
+        return {str(k.decode() if isinstance(k, bytes) else k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist() if value.size <= 64 else f"<array {value.dtype} {list(value.shape)}>"
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)
+
+
+def advertised(metadata: Mapping[str, Any]) -> tuple[int, int | None]:
+    """``(chunk_size, replan_every)`` a server advertises in its metadata.
+
+    ``replan_every`` (rollbench) or ``replan_steps`` (the name in openpi's LIBERO client) is how many actions of
+    each chunk to execute; ``action_horizon`` or ``chunk_size`` is only how long the chunks are. The two are kept
+    apart on purpose: executing the whole chunk because a server said how long its chunks are would silently
+    change the executed chunk length, which moves published LIBERO numbers by many points.
+    """
+    return _pos_int(metadata, "chunk_size", "action_horizon") or 1, _pos_int(metadata, "replan_every", "replan_steps")
+
+
+def _pos_int(metadata: Mapping[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` whose value is an integer >= 1 (not a bool), else None."""
+    for k in keys:
+        v = metadata.get(k)
+        if isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1:
+            return int(v)
+    return None
+
+
+def advertised_chunk_size(metadata: Mapping[str, Any]) -> bool:
+    """Whether a server's metadata states a valid chunk length (``chunk_size`` or ``action_horizon``, an integer
+    >= 1): the same test :func:`advertised` takes its chunk size from."""
+    return _pos_int(metadata, "chunk_size", "action_horizon") is not None
+
+
+def advertised_tasks(metadata: Mapping[str, Any]) -> tuple[str, ...]:
+    """The task patterns a server says its policy drives (``tasks``, as ``rollbench serve-policy`` sends them);
+    empty (any task) when it says nothing."""
+    tasks = metadata.get("tasks")
+    return tuple(tasks) if isinstance(tasks, list) and all(isinstance(t, str) for t in tasks) else ()
+
+
+def check_actions(reply: Any, server: str, task: TaskInfo | None) -> np.ndarray:
+    """``reply["actions"]`` as a numeric array of the task's action size, else EpisodeError naming the problem."""
+    if not isinstance(reply, Mapping) or "actions" not in reply:
+        keys = sorted(map(str, reply)) if isinstance(reply, Mapping) else type(reply).__name__
+        raise EpisodeError(f"malformed reply from {server}: no 'actions' (got {keys})")
+    try:
+        actions = np.asarray(reply["actions"], dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EpisodeError(f"malformed reply from {server}: 'actions' is not numeric ({exc})") from None
+    dim = task.action_dim if task is not None else None
+    if actions.ndim not in (1, 2) or actions.size == 0 or (dim is not None and actions.shape[-1] != dim):
+        raise EpisodeError(
+            f"{server} returned actions of shape {actions.shape}; {task.name if task else 'the task'} needs "
+            f"({dim},) or (N, {dim})"
+        )
+    return actions

@@ -24,7 +24,7 @@ from test_parallel import recorded_tables
 
 TESTS = Path(__file__).resolve().parent
 ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))
-ENV = {**os.environ, "PYTHONPATH": str(TESTS)}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
 
 
 def eval_args(out: Path, episodes: int, *extra: str) -> list[str]:

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from scipy.stats import binom, binomtest, fisher_exact
 
+from conftest import run_cli
 from rollbench.api import evaluate
+from rollbench.core.types import ConfigError
 from rollbench.reproduce import (
     ReferenceFileError,
     load_reference,
@@ -26,7 +28,6 @@ from rollbench.reproduce import (
 )
 from rollbench.reproduce.model import check_average
 from rollbench.reproduce.verdict import episodes_needed, rejection_region
-from rollbench.types import ConfigError
 
 TASKS = ("scripted/reach", "scripted/reach-final")
 
@@ -216,3 +217,51 @@ def test_a_damaged_reference_file_is_refused(tmp_path):
     bad.write_text('{"format": "rollbench.reference/1", ')
     with pytest.raises(ReferenceFileError, match=r"mine.json: not JSON"):
         load_reference(str(bad))
+
+
+def _write_ref(tmp_path: Path, doc: dict[str, Any]) -> Path:
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_cli_json_is_the_document_and_the_text_says_the_verdict(runs, tmp_path):
+    ref_file = _write_ref(tmp_path, _ref(97.0))
+    proc = run_cli("reproduce", runs["35of50"], "--reference", ref_file, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads(json.dumps(reproduce([runs["35of50"]], load_reference(str(ref_file)))))
+    text = run_cli("reproduce", runs["35of50"], "--reference", ref_file)
+    assert "scripted/all: 35/50 = 70.0% [95% Wilson 56.2% – 80.9%] vs 97% (-27.0 points): BELOW" in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--reference", "pi7-nowhere"], "error: unknown reference 'pi7-nowhere': not a file and not a shipped reference (gr00t"),
+        (["--reference", "pi05-openpi"], "error: no suite of the runs is in reference pi05-openpi"),
+        ([], "error: give one or more run directories and --reference"),
+    ],
+)  # fmt: skip
+def test_the_cli_refuses_bad_input_with_one_line_and_exit_2(runs, args, message):
+    proc = run_cli("reproduce", runs["48of50"], *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(message) and proc.stderr.count("\n") == 1
+
+
+def test_the_cli_names_a_missing_run_directory_and_a_damaged_reference_file(runs, tmp_path):
+    proc = run_cli("reproduce", tmp_path / "absent", "--reference", "pi05-openpi")
+    assert (proc.returncode, proc.stderr) == (2, f"error: no run directory {tmp_path / 'absent'}\n")
+    bad = _write_ref(tmp_path, {**_ref(97.0), "entries": [{"benchmark": "scripted", "suite": "all"}]})
+    proc = run_cli("reproduce", runs["48of50"], "--reference", bad)
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: reference file {bad}: entries.0.success_rate: required field is missing\n"
+
+
+def test_the_report_has_a_reproduction_section(runs, tmp_path):
+    ref_file = _write_ref(tmp_path, _ref(97.0))
+    out = tmp_path / "report.html"
+    proc = run_cli("report", runs["35of50"], "--out", out, "--reference", ref_file)
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert "<h2>Reproduction of test-ref</h2>" in page
+    assert "<td>scripted/all</td><td>35</td><td>50</td><td>70.0%</td>" in page and "<td>below</td>" in page

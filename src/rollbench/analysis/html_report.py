@@ -194,9 +194,11 @@ def render_report(
     dashboard_url: str | None = None,
     plots_dir: Path | None = None,
     summary: dict[str, Any] | None = None,
+    reproduction: dict[str, Any] | None = None,
 ) -> str:
     """The report as one HTML document (str). Figures are PNG data URIs; ``plots_dir`` also gets PNG + SVG files.
-    ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not)."""
+    ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not).
+    ``reproduction``: a :func:`rollbench.reproduce.reproduce` document, shown as its own section."""
     from importlib.metadata import version
 
     __version__ = version("rollbench")
@@ -260,6 +262,10 @@ def render_report(
             "failures.</p>"
         )
         sections.append("<h2>Comparison</h2>" + method + _comparison_html(comparison) + diffs)
+    if reproduction:
+        from rollbench.reproduce.html import reproduction_html
+
+        sections.append(reproduction_html(reproduction))
     sections.append("<h2>Episode lengths and policy latency</h2>" + img["episode_length"] + img.get("latency", ""))
     if dashboard_url:
         sections.append("<h2>Episodes</h2>" + _episode_links(loaded, dashboard_url))

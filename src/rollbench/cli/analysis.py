@@ -224,6 +224,18 @@ def compare_cmd(
         print_comparison(out, doc)
 
 
+def _reproduction(loaded: Any, reference: str | None) -> dict[str, Any] | None:
+    """``rollbench reproduce`` over the report's run directories (exports carry no protocol), or None."""
+    if reference is None:
+        return None
+    from rollbench.reproduce import load_reference, reproduce
+
+    dirs = [r.run_dir for r in loaded.runs if r.run_dir is not None]
+    if not dirs:
+        raise ConfigError("--reference needs run directories among the inputs (exports carry no protocol)")
+    return reproduce(dirs, load_reference(reference))
+
+
 def report_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Run directories, roots containing them, /api/runs exports.")],
     out_path: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
@@ -239,10 +251,13 @@ def report_cmd(
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
     merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,
+    reference: Annotated[
+        str | None, typer.Option(help="Add a reproduction section against this reference (rollbench reproduce).")
+    ] = None,
 ) -> None:
     """Write one self-contained offline HTML report: success rates with intervals, comparisons (paired where a
     pair's episodes pair, else unpaired and said so), length and latency distributions (and the same figures as
-    PNG/SVG with --plots). Its warnings are also printed on stderr."""
+    PNG/SVG with --plots), and with --reference the reproduction verdicts. Its warnings are also printed on stderr."""
     from rollbench.analysis.html_report import render_report, report_comparison, report_warnings
     from rollbench.analysis.sources import load_runs
     from rollbench.analysis.summarize import load_label_set, summarize_runs
@@ -256,6 +271,7 @@ def report_cmd(
         label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
         comparison = report_comparison(loaded, seed=seed)
         summary = summarize_runs(loaded, labels=label_set)
+        reproduction = _reproduction(loaded, reference)
         text = render_report(
             loaded,
             labels=label_set,
@@ -263,6 +279,7 @@ def report_cmd(
             dashboard_url=dashboard_url,
             plots_dir=plots,
             summary=summary,
+            reproduction=reproduction,
         )
         warnings = report_warnings(comparison, summary)
     except ConfigError as exc:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rollbench.reproduce import verdict as V
+from rollbench.core.types import ConfigError
 from rollbench.reproduce.model import Entry, ReferenceSet, reference_successes
 from rollbench.reproduce.protocol import compare_protocol, describe, run_wide_differences
-from rollbench.types import ConfigError
+from rollbench.reproduce.verdict import ALPHA, DEFAULT_GAP_PTS, MAX_EPISODES_SCAN, TARGET_POWER, judge
 
 RULE = (
     "below/above: two-sided p < 0.05 (exact binomial against the published rate when the reference's episode count "
@@ -25,7 +25,7 @@ RULE = (
 
 
 def _graded(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    from rollbench.grading import grade, load_run_log
+    from rollbench.grade.grade import grade, load_run_log
 
     if not run_dir.is_dir():
         raise ConfigError(f"no run directory {run_dir}")
@@ -65,7 +65,7 @@ def _row(
 ) -> dict[str, Any]:
     ref_k = reference_successes(entry)
     ref_n = entry.episodes if ref_k is not None else None
-    v = V.judge(int(block["successes"]), int(block["episodes"]), entry.success_rate, ref_k, ref_n, gap_pts)
+    v = judge(int(block["successes"]), int(block["episodes"]), entry.success_rate, ref_k, ref_n, gap_pts)
     diffs = [] if entry.task else compare_protocol(run_log, graded, name, entry, ref.protocol)
     return {
         "suite": name,
@@ -90,7 +90,7 @@ def _overall(rows: list[dict[str, Any]], gap_pts: float) -> dict[str, Any] | Non
     else:
         ref_k = ref_n = None
         ref_rate = sum(r["reference_rate"] for r in suites) / len(suites)
-    v = V.judge(k, n, round(ref_rate, 10), ref_k, ref_n, gap_pts)
+    v = judge(k, n, round(ref_rate, 10), ref_k, ref_n, gap_pts)
     return {
         "suites": [r["suite"] for r in suites],
         "reference_pooling": "counts" if known else "mean of rates",
@@ -98,7 +98,7 @@ def _overall(rows: list[dict[str, Any]], gap_pts: float) -> dict[str, Any] | Non
     }
 
 
-def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = V.DEFAULT_GAP_PTS) -> dict[str, Any]:
+def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = DEFAULT_GAP_PTS) -> dict[str, Any]:
     """The reproduction document (keys: ``reference``, ``rule``, ``runs``, ``rows``, ``overall``,
     ``reference_not_in_runs``, ``run_suites_without_reference``). Raises ConfigError for a missing run directory, a
     suite present in two runs, or no suite of the runs in the reference."""
@@ -148,8 +148,8 @@ def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = V.
             "notes": ref.notes,
         },
         "rule": RULE.format(gap=gap_pts),
-        "alpha": V.ALPHA,
-        "target_power": V.TARGET_POWER,
+        "alpha": ALPHA,
+        "target_power": TARGET_POWER,
         "gap_pts": gap_pts,
         "runs": runs,
         "rows": rows,
@@ -172,11 +172,15 @@ def sentence(row: dict[str, Any], doc: dict[str, Any]) -> str:
     ref = f"the published {row['reference_rate']:g} ({doc['reference']['name']}: {doc['reference']['source_label']})"
     head = {"consistent": "consistent with", "below": "below", "above": "above", "underpowered": "underpowered against"}
     need = row["episodes_needed"]
-    power = f"power {row['power']:.2f} to detect a {row['gap_pts']:g}-point gap; " + (
-        f"{need} episodes would give 80%" if need else f"more than {V.MAX_EPISODES_SCAN} episodes would be needed"
+    power = f"power {row['power']:.2f} to detect a {row['gap_pts']:g}-point gap (" + (
+        f"{need} episodes would give 80%)" if need else f"more than {MAX_EPISODES_SCAN} episodes would be needed)"
     )
     gap = row["detectable_gap_pts"]
-    detect = f"{row['episodes']} episodes detect a {gap}-point gap" if gap else "no gap is detectable"
+    detect = (
+        f"{row['episodes']} episodes detect a gap of {gap} points with 80% power"
+        if gap
+        else f"{row['episodes']} episodes detect no gap with 80% power"
+    )
     return f"{head[row['verdict']]} {ref} — p = {_p(row['p_value'])}; {detect}; {power}"
 
 

@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rollbench.types import ConfigError
+from rollbench.core.types import ConfigError
 
 FORMAT = "rollbench.reference/1"
 PRINT_TOLERANCE_PTS = 0.05  # a rate printed to one decimal is within 0.05 points of the true one

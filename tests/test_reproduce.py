@@ -265,3 +265,48 @@ def test_the_report_has_a_reproduction_section(runs, tmp_path):
     page = out.read_text()
     assert "<h2>Reproduction of test-ref</h2>" in page
     assert "<td>scripted/all</td><td>35</td><td>50</td><td>70.0%</td>" in page and "<td>below</td>" in page
+
+
+@pytest.fixture
+def dashboard(runs, tmp_path, monkeypatch):
+    """The dashboard (real uvicorn on loopback) over the module's runs, with one extra *shipped* reference: the
+    shipped set is data, so the test adds ``test-ref`` to it (the real files stay available through the originals)."""
+    import rollbench.reproduce as rp
+    from dashboard_support import ServerThread
+
+    real_names, real_load = rp.shipped_names, rp.load_reference
+    ref_file = _write_ref(tmp_path, _ref(97.0))
+    monkeypatch.setattr(rp, "shipped_names", lambda: sorted([*real_names(), "test-ref"]))
+    monkeypatch.setattr(rp, "load_reference", lambda n: real_load(str(ref_file) if n == "test-ref" else n))
+    srv = ServerThread([runs["35of50"].parent], tmp_path / "labels.json", cache_dir=tmp_path / "cache").start()
+    yield srv
+    srv.stop()
+
+
+def test_the_dashboard_run_page_and_api_show_the_reproduction(dashboard, runs, tmp_path):
+    import httpx
+
+    (key,) = [
+        r["key"]
+        for r in httpx.get(dashboard.url + "/api/runs", timeout=300).json()["runs"]
+        if r["key"].endswith("/35of50")
+    ]
+    doc = httpx.get(f"{dashboard.url}/api/reproduce/{key}", params={"reference": "test-ref"}, timeout=120).json()
+    assert doc == json.loads(json.dumps(reproduce([runs["35of50"]], load_reference(str(tmp_path / "mine.json")))))
+    page = httpx.get(f"{dashboard.url}/run/{key}", timeout=120).text
+    assert f'<a href="/run/{key}?reference=test-ref">test-ref</a>' in page and "pi05-openpi" not in page
+    page = httpx.get(f"{dashboard.url}/run/{key}", params={"reference": "test-ref"}, timeout=120).text
+    assert "<h2>Reproduction of test-ref</h2>" in page and "<td>below</td>" in page
+
+
+@pytest.mark.parametrize("reference", ["/etc/passwd", "pi7-nowhere"])
+def test_the_dashboard_takes_only_shipped_reference_names(dashboard, reference):
+    import httpx
+
+    (key,) = [
+        r["key"]
+        for r in httpx.get(dashboard.url + "/api/runs", timeout=300).json()["runs"]
+        if r["key"].endswith("/35of50")
+    ]
+    r = httpx.get(f"{dashboard.url}/api/reproduce/{key}", params={"reference": reference}, timeout=120)
+    assert r.status_code == 400 and r.json()["error"].startswith(f"unknown reference {reference!r}; shipped: ")

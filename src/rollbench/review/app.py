@@ -112,6 +112,19 @@ def create_app(dash: Dashboard) -> FastAPI:
             raise ApiError(404, f"no run {host}/{robot}/{name}")
         return _json(detail)
 
+    @app.get("/api/reproduce/{host}/{robot}/{name}")
+    def api_reproduce(host: str, robot: str, name: str, reference: str) -> Response:
+        return _json(_reproduction(host, robot, name, reference))
+
+    def _reproduction(host: str, robot: str, name: str, reference: str) -> dict[str, Any]:
+        try:
+            doc = dash.reproduction(_ident(host, robot, name), reference)
+        except ConfigError as exc:
+            raise ApiError(400, str(exc)) from None
+        if doc is None:
+            raise ApiError(404, f"no local run {host}/{robot}/{name}")
+        return doc
+
     @app.get("/api/episode/{host}/{robot}/{name}/{episode}")
     def api_episode(host: str, robot: str, name: str, episode: str) -> Response:
         detail = dash.episode_detail(_ident(host, robot, name), _episode(episode))
@@ -201,11 +214,13 @@ def create_app(dash: Dashboard) -> FastAPI:
         return HTMLResponse(pages.disagreements_page(dash.runs()))
 
     @app.get("/run/{host}/{robot}/{name}", response_class=HTMLResponse)
-    def run_page(host: str, robot: str, name: str) -> Response:
+    def run_page(host: str, robot: str, name: str, reference: str | None = None) -> Response:
         detail = dash.run_detail(_ident(host, robot, name))
         if detail is None:
             raise ApiError(404, f"no run {host}/{robot}/{name}")
-        return HTMLResponse(pages.run_page(detail))
+        repro = None if reference is None else _reproduction(host, robot, name, reference)
+        refs = dash.matching_references(_ident(host, robot, name))
+        return HTMLResponse(pages.run_page(detail, reproduction=repro, references=refs))
 
     @app.get("/episode/{host}/{robot}/{name}/{episode}", response_class=HTMLResponse)
     def episode_page(host: str, robot: str, name: str, episode: str) -> Response:

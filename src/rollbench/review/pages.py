@@ -144,7 +144,17 @@ def _episode_rows(run: dict[str, Any]) -> str:
     )
 
 
-def run_page(d: dict[str, Any]) -> str:
+def _reproduction_section(key: str, doc: dict[str, Any] | None, references: list[str]) -> str:
+    links = " · ".join(f'<a href="/run/{_e(key)}?reference={_e(n)}">{_e(n)}</a>' for n in references)
+    head = f"<h2>Reproduce published numbers</h2><p>Compare with: {links}</p>" if references else ""
+    if doc is None:
+        return head
+    from rollbench.reproduce.html import reproduction_html
+
+    return head + reproduction_html(doc)
+
+
+def run_page(d: dict[str, Any], reproduction: dict[str, Any] | None = None, references: list[str] | None = None) -> str:
     results = d.get("results")
     reasons = "".join(f"<li>{_e(r)}</li>" for r in (results or {}).get("reasons", [])[:30])
     live = d.get("live")
@@ -157,6 +167,7 @@ def run_page(d: dict[str, Any]) -> str:
 {f'<ul class="reasons">{reasons}</ul>' if reasons else ""}
 <h2>Per task</h2>{_task_table(results)}
 <h2>Success rate with 95% Wilson interval</h2>{rate_chart(results["tasks"]) if results else ""}
+{_reproduction_section(d["key"], reproduction, references or [])}
 <h2>Episodes</h2>{_episode_rows(d)}"""
     return _page(d["key"], body, {"page": "run"})
 

@@ -257,14 +257,21 @@ def test_the_cli_names_a_missing_run_directory_and_a_damaged_reference_file(runs
     assert proc.stderr == f"error: reference file {bad}: entries.0.success_rate: required field is missing\n"
 
 
-def test_the_report_has_a_reproduction_section(runs, tmp_path):
+def test_the_report_has_one_reproduction_section_per_run_of_a_reference_suite(runs, tmp_path):
     ref_file = _write_ref(tmp_path, _ref(97.0))
     out = tmp_path / "report.html"
-    proc = run_cli("report", runs["35of50"], "--out", out, "--reference", ref_file)
+    proc = run_cli("report", runs["35of50"].parent, "--out", out, "--reference", ref_file)
     assert proc.returncode == 0, proc.stderr
     page = out.read_text()
-    assert "<h2>Reproduction of test-ref</h2>" in page
+    assert page.count("<h2>Reproduction of test-ref</h2>") == len(runs)
     assert "<td>scripted/all</td><td>35</td><td>50</td><td>70.0%</td>" in page and "<td>below</td>" in page
+    assert "<td>scripted/all</td><td>146</td><td>150</td><td>97.3%</td>" in page and "<td>consistent</td>" in page
+
+
+def test_the_report_refuses_a_reference_no_run_has_a_suite_of(runs, tmp_path):
+    proc = run_cli("report", runs["35of50"], "--out", tmp_path / "r.html", "--reference", "pi05-openpi")
+    assert proc.returncode == 2 and not (tmp_path / "r.html").exists()
+    assert proc.stderr == "error: --reference pi05-openpi: no run directory among the inputs has a suite of it\n"
 
 
 @pytest.fixture

@@ -194,11 +194,11 @@ def render_report(
     dashboard_url: str | None = None,
     plots_dir: Path | None = None,
     summary: dict[str, Any] | None = None,
-    reproduction: dict[str, Any] | None = None,
+    reproductions: list[dict[str, Any]] | None = None,
 ) -> str:
     """The report as one HTML document (str). Figures are PNG data URIs; ``plots_dir`` also gets PNG + SVG files.
     ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not).
-    ``reproduction``: a :func:`rollbench.reproduce.reproduce` document, shown as its own section."""
+    ``reproductions``: :func:`rollbench.reproduce.reproduce` documents, one section each."""
     from importlib.metadata import version
 
     __version__ = version("rollbench")
@@ -262,10 +262,10 @@ def render_report(
             "failures.</p>"
         )
         sections.append("<h2>Comparison</h2>" + method + _comparison_html(comparison) + diffs)
-    if reproduction:
+    if reproductions:
         from rollbench.reproduce.html import reproduction_html
 
-        sections.append(reproduction_html(reproduction))
+        sections += [reproduction_html(doc) for doc in reproductions]
     sections.append("<h2>Episode lengths and policy latency</h2>" + img["episode_length"] + img.get("latency", ""))
     if dashboard_url:
         sections.append("<h2>Episodes</h2>" + _episode_links(loaded, dashboard_url))

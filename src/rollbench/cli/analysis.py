@@ -224,16 +224,27 @@ def compare_cmd(
         print_comparison(out, doc)
 
 
-def _reproduction(loaded: Any, reference: str | None) -> dict[str, Any] | None:
-    """``rollbench reproduce`` over the report's run directories (exports carry no protocol), or None."""
+def _reproductions(loaded: Any, reference: str | None) -> list[dict[str, Any]]:
+    """``rollbench reproduce`` of each run directory among the report's inputs that has a suite of the reference
+    (one document per run, so runs of one suite by different policies each get their verdict); [] without
+    ``--reference``. Raises ConfigError when no run directory has such a suite (exports carry no protocol)."""
     if reference is None:
-        return None
+        return []
     from rollbench.reproduce import load_reference, reproduce
+    from rollbench.reproduce.document import NoSuiteInCommon
 
-    dirs = [r.run_dir for r in loaded.runs if r.run_dir is not None]
-    if not dirs:
-        raise ConfigError("--reference needs run directories among the inputs (exports carry no protocol)")
-    return reproduce(dirs, load_reference(reference))
+    ref = load_reference(reference)
+    docs = []
+    for run in loaded.runs:
+        if run.run_dir is None:
+            continue
+        try:
+            docs.append(reproduce([run.run_dir], ref))
+        except NoSuiteInCommon:
+            continue
+    if not docs:
+        raise ConfigError(f"--reference {reference}: no run directory among the inputs has a suite of it")
+    return docs
 
 
 def report_cmd(
@@ -271,7 +282,7 @@ def report_cmd(
         label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
         comparison = report_comparison(loaded, seed=seed)
         summary = summarize_runs(loaded, labels=label_set)
-        reproduction = _reproduction(loaded, reference)
+        reproductions = _reproductions(loaded, reference)
         text = render_report(
             loaded,
             labels=label_set,
@@ -279,7 +290,7 @@ def report_cmd(
             dashboard_url=dashboard_url,
             plots_dir=plots,
             summary=summary,
-            reproduction=reproduction,
+            reproductions=reproductions,
         )
         warnings = report_warnings(comparison, summary)
     except ConfigError as exc:

@@ -17,6 +17,11 @@ from rollbench.reproduce.model import Entry, ReferenceSet, reference_successes
 from rollbench.reproduce.protocol import compare_protocol, describe, run_wide_differences
 from rollbench.reproduce.verdict import ALPHA, DEFAULT_GAP_PTS, MAX_EPISODES_SCAN, TARGET_POWER, judge
 
+
+class NoSuiteInCommon(ConfigError):
+    """None of the runs has a suite (or task) the reference has an entry for."""
+
+
 RULE = (
     "below/above: two-sided p < 0.05 (exact binomial against the published rate when the reference's episode count "
     "is unknown, Fisher's exact test when it is known); otherwise consistent when the run had >= 80% power to detect "
@@ -133,7 +138,9 @@ def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = DE
     if not rows:
         wanted = ", ".join(sorted({f"{e.benchmark}/{e.suite}" for e in ref.entries}))
         have = ", ".join(sorted(run_suites)) or "none (the runs name no suite)"
-        raise ConfigError(f"no suite of the runs is in reference {ref.name} (it has {wanted}; the runs have {have})")
+        raise NoSuiteInCommon(
+            f"no suite of the runs is in reference {ref.name} (it has {wanted}; the runs have {have})"
+        )
     return {
         "reference": {
             "name": ref.name,

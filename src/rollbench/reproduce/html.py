@@ -46,6 +46,7 @@ def reproduction_html(doc: dict[str, Any]) -> str:
     th = "".join(f"<th>{_e(h)}</th>" for h in head)
     return (
         f"<h2>Reproduction of {_e(ref['name'])}</h2><p class=note>{_e(ref['policy'])}, reported by "
-        f"{_e(ref['reported_by'])}; source: {_e(ref['source_label'])}. Rule: {_e(doc['rule'])}.</p>"
+        f"{_e(ref['reported_by'])}; source: {_e(ref['source_label'])}. Runs: "
+        f"{_e(', '.join(r['run_dir'] for r in doc['runs']))}. Rule: {_e(doc['rule'])}.</p>"
         f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table><ul class=note>{''.join(notes)}</ul>"
     )

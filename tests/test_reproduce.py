@@ -71,20 +71,23 @@ def _scipy_power(n: int, p_ref: float, p_true: float) -> float:
     return sum(binom.pmf(k, n, p_true) for k in range(n + 1) if binomtest(k, n, p_ref).pvalue <= 0.05)
 
 
-def test_48_of_50_against_97_is_not_significant_and_underpowered_for_a_5_point_gap(runs):
+def test_48_of_50_against_97_is_consistent_and_says_how_little_50_episodes_rule_out(runs):
     row = reproduce([runs["48of50"]], _load(_ref(97.0)))["rows"][0]
     assert (row["successes"], row["episodes"]) == (48, 50)
     assert row["p_value"] == pytest.approx(binomtest(48, 50, 0.97).pvalue, rel=1e-12)
     assert row["power"] == pytest.approx(_scipy_power(50, 0.97, 0.92), rel=1e-9)
-    assert row["power"] < 0.8 and row["verdict"] == "underpowered"
+    assert row["power"] < 0.8 and row["verdict"] == "consistent"
     assert row["difference_pts"] == pytest.approx(-1.0)
+    needed = row["episodes_needed"]  # the smallest n whose power (scipy oracle) reaches 0.8
+    assert _scipy_power(needed, 0.97, 0.92) >= 0.8 > _scipy_power(needed - 1, 0.97, 0.92)
 
 
-def test_48_of_50_against_97_is_consistent_for_the_gap_it_can_detect(runs):
-    doc = reproduce([runs["48of50"]], _load(_ref(97.0)), gap_pts=11)
-    row = doc["rows"][0]
-    assert row["power"] == pytest.approx(_scipy_power(50, 0.97, 0.86), rel=1e-9)
-    assert row["power"] >= 0.8 and row["verdict"] == "consistent"
+def test_48_of_50_against_88_is_underpowered_not_significant_but_8_points_away(runs):
+    row = reproduce([runs["48of50"]], _load(_ref(88.0)))["rows"][0]
+    assert row["p_value"] == pytest.approx(binomtest(48, 50, 0.88).pvalue, rel=1e-12)
+    assert row["p_value"] > 0.05 and row["difference_pts"] == pytest.approx(8.0)
+    assert row["verdict"] == "underpowered"
+    assert reproduce([runs["48of50"]], _load(_ref(88.0)), gap_pts=8)["rows"][0]["verdict"] == "consistent"
 
 
 def test_35_of_50_against_97_is_below_with_scipys_exact_binomial_p_value(runs):

@@ -24,8 +24,8 @@ class NoSuiteInCommon(ConfigError):
 
 RULE = (
     "below/above: two-sided p < 0.05 (exact binomial against the published rate when the reference's episode count "
-    "is unknown, Fisher's exact test when it is known); otherwise consistent when the run had >= 80% power to detect "
-    "a gap of {gap:g} points (exact binomial power), else underpowered"
+    "is unknown, Fisher's exact test when it is known); otherwise consistent when the run's rate is within {gap:g} "
+    "points of the reference, else underpowered (too few episodes to tell)"
 )
 
 

@@ -23,9 +23,13 @@ Verdict rule (stated once, applied to every suite and the overall row):
 
 * ``below`` / ``above``: p < 0.05 and the run's rate is below / above the reference (whatever the power: a
   significant difference is a finding);
-* ``consistent``: p >= 0.05 and the power to detect a gap of ``gap_pts`` (default 5) points is >= 0.8;
-* ``underpowered``: p >= 0.05 and that power is < 0.8: the run could have missed a ``gap_pts``-point gap more than
-  one time in five, so agreement says little; ``episodes_needed`` says how many episodes would do.
+* ``consistent``: p >= 0.05 and the run's rate is within ``gap_pts`` (default 5) points of the reference: no
+  evidence of a difference, and the estimate itself is close;
+* ``underpowered``: p >= 0.05 but the run's rate is more than ``gap_pts`` points from the reference: the estimate
+  differs by more than the gap and the run is too small to tell whether the difference is real.
+
+Every row also carries the run's power to detect a ``gap_pts``-point gap and ``episodes_needed`` for 80% power, so
+a ``consistent`` run of few episodes says how much (or how little) its agreement rules out.
 
 Sources: exact binomial test and Fisher's exact test, Agresti, *Categorical Data Analysis*, 3rd ed., §1.4 and §3.5;
 the 0.8 power convention, J. Cohen (1988), *Statistical Power Analysis for the Behavioral Sciences*, §2.4.
@@ -152,7 +156,7 @@ def judge(
     if p < ALPHA and diff is not None and diff != 0:
         verdict: Verdict = "below" if diff < 0 else "above"
     else:
-        verdict = "consistent" if power >= TARGET_POWER else "underpowered"
+        verdict = "consistent" if diff is not None and abs(diff) <= gap_pts else "underpowered"
     return SuiteVerdict(
         successes=successes,
         episodes=episodes,

@@ -87,6 +87,16 @@ def create_app(dash: Dashboard) -> FastAPI:
     app = FastAPI(title="rollbench dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     app.middleware("http")(make_guard(dash.cfg.token))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    _add_error_handlers(app)
+    _add_api(app, dash)
+    _add_media(app, dash)
+    _add_pages(app, dash)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error as ``{"error": "..."}``: ApiError with its status, Starlette's (404/405...) with theirs, a
+    request FastAPI cannot validate as 400."""
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:
@@ -100,7 +110,10 @@ def create_app(dash: Dashboard) -> FastAPI:
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
         return JSONResponse({"error": "bad request"}, status_code=400)
 
-    # ---- API
+
+def _add_api(app: FastAPI, dash: Dashboard) -> None:
+    """The JSON API (``/api/...``; see the module docstring)."""
+
     @app.get("/api/runs")
     def api_runs() -> Response:
         return Response(dash.runs_json(), media_type="application/json")
@@ -151,7 +164,11 @@ def create_app(dash: Dashboard) -> FastAPI:
             headers={"Content-Disposition": 'attachment; filename="labels.csv"'},
         )
 
-    # ---- media
+
+def _add_media(app: FastAPI, dash: Dashboard) -> None:
+    """An episode's videos (``/media/...``, range requests) and agent transcripts (``/transcript/...``), from the
+    local run directories or fetched from the peer that has the run."""
+
     @app.get("/media/{host}/{robot}/{name}/{episode}/{camera}")
     def media(host: str, robot: str, name: str, episode: str, camera: str) -> Response:
         ident, e = _ident(host, robot, name), _episode(episode)
@@ -191,7 +208,10 @@ def create_app(dash: Dashboard) -> FastAPI:
             return Response(resp.content, status_code=resp.status_code, media_type="text/plain; charset=utf-8")
         raise ApiError(404, f"no run {ident.key}")
 
-    # ---- pages
+
+def _add_pages(app: FastAPI, dash: Dashboard) -> None:
+    """The server-rendered pages (:mod:`rollbench.review.pages`): runs, disagreements, a run, an episode."""
+
     @app.get("/", response_class=HTMLResponse)
     def index() -> Response:
         return HTMLResponse(pages.runs_page(dash.runs()))
@@ -213,5 +233,3 @@ def create_app(dash: Dashboard) -> FastAPI:
         if detail is None:
             raise ApiError(404, f"no episode {host}/{robot}/{name}/{episode}")
         return HTMLResponse(pages.episode_page(detail))
-
-    return app

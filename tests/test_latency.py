@@ -214,3 +214,34 @@ def test_a_bad_latency_on_the_command_line_exits_2_with_one_line(tmp_path: Path)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "latency must be one of none, fixed:MS, steps:K, measured" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_differing_only_in_latency_form_one_sweep_with_grade_numbers(tmp_path: Path) -> None:
+    from rollbench.analysis.figures import latency_sweep_figure
+    from rollbench.analysis.latency_sweep import latency_sweeps
+    from rollbench.analysis.sources import load_runs
+
+    kw: dict[str, Any] = {"env": "scripted/reach", "policy": "scripted-expert", "episodes": 4, "max_steps": 20}
+    results = {
+        "none": evaluate(out=tmp_path / "none", **kw),
+        "steps:3": evaluate(out=tmp_path / "s3", latency="steps:3", stale="execute", **kw),
+        "fixed:100": evaluate(out=tmp_path / "f100", latency="fixed:100", stale="execute", **kw),
+    }
+    evaluate(out=tmp_path / "other", latency="steps:1", stale="execute", **{**kw, "episodes": 2})  # another spec
+    evaluate(out=tmp_path / "skip", latency="steps:1", **kw)  # another stale rule: a sweep of its own with none
+    sweeps = latency_sweeps(load_runs([tmp_path]).runs)
+    assert sorted((s["stale"], len(s["points"])) for s in sweeps) == [("execute", 3), ("skip", 2)]
+    sweep = next(s for s in sweeps if s["stale"] == "execute")
+    # scripted/reach runs at 10 Hz: fixed:100 is 1 step = 100 ms, steps:3 is 300 ms
+    assert [(p["latency"], p["delay_steps"], p["delay_ms"]) for p in sweep["points"]] == [
+        ("none", 0, 0.0),
+        ("fixed:100", 1, 100.0),
+        ("steps:3", 3, 300.0),
+    ]
+    for p in sweep["points"]:
+        overall = results[p["latency"]]["overall"]
+        assert (p["successes"], p["episodes"]) == (overall["successes"], overall["episodes"])
+        assert (p["ci95_low"], p["ci95_high"]) == (overall["pooled_ci95_low"], overall["pooled_ci95_high"])
+    assert sweep["points"][1]["hold_share"] == results["fixed:100"]["delay"]["hold_share"]
+    fig = latency_sweep_figure(sweep)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["none", "fixed:100", "steps:3"]

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rollbench.analysis.latency_sweep import latency_sweeps, sweep_html
 from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
 
@@ -74,6 +75,9 @@ def figure_specs(loaded: Loaded, summary: dict[str, Any], comparison: dict[str, 
         cap = f"{c['b']} minus {c['a']} per task and pooled ({c['statistics']} bootstrap 95% interval)."
         out[f"difference_{i}"] = (lambda c=c: figures.difference_figure(c), cap)
     out["episode_length"] = (lambda: figures.length_figure(loaded.runs), "Episode length (steps) per task and run.")
+    for i, sweep in enumerate(latency_sweeps(loaded.runs), 1):  # latency sweeps (issue 25)
+        cap = f"Success rate against simulated latency: {sweep['policy']} on {sweep['env']} (95% Wilson interval)."
+        out[f"latency_sweep_{i}"] = (lambda sweep=sweep: figures.latency_sweep_figure(sweep), cap)
     dirs = [r for r in loaded.runs if r.run_dir is not None]
     if dirs:
         out["latency"] = (lambda: figures.latency_figure(dirs), "Policy call latency per run (recorded per step).")
@@ -261,6 +265,12 @@ def render_report(
         )
         sections.append("<h2>Comparison</h2>" + method + _comparison_html(comparison) + diffs)
     sections.append("<h2>Episode lengths and policy latency</h2>" + img["episode_length"] + img.get("latency", ""))
+    # ---- latency sweeps (issue 25): a separate section, its own module and figure function ----
+    sweeps = latency_sweeps(loaded.runs)
+    if sweeps:
+        figs = [img[f"latency_sweep_{i}"] for i in range(1, len(sweeps) + 1)]
+        sections.append(sweep_html(sweeps, figs))
+    # ---- end latency sweeps ----
     if dashboard_url:
         sections.append("<h2>Episodes</h2>" + _episode_links(loaded, dashboard_url))
     return (

@@ -157,13 +157,8 @@ def eval_cmd(
         bool,
         typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
     ] = False,
-    latency: Annotated[
-        str,
-        typer.Option(help="Simulated policy-call time, the env steps meanwhile: none, fixed:MS, steps:K, measured."),
-    ] = "none",
-    stale: Annotated[
-        str, typer.Option(help="Actions of a delayed chunk planned for past steps: skip or execute (with --latency).")
-    ] = "skip",
+    latency: Annotated[str, typer.Option(help="Policy-call latency: none, fixed:MS, steps:K, measured.")] = "none",
+    stale: Annotated[str, typer.Option(help="Stale actions of a delayed chunk: skip or execute.")] = "skip",
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate

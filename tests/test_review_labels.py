@@ -148,3 +148,10 @@ def test_two_processes_writing_100_labels_each_lose_none_and_keep_history(tmp_pa
             assert (e["label"], e["note"], e["annotator"]) == ("succeeded", f"{tag} {i}", tag)
             assert [h["label"] for h in e["history"]] == ["failed"]
     assert not list(tmp_path.glob(".labels.json.*.tmp"))
+
+
+def test_a_label_write_leaves_no_lock_file_behind(tmp_path: Path) -> None:
+    """The lock beside the label file exists only while a write holds it (rollbench.record.locks.PathLock)."""
+    path = tmp_path / "labels.json"
+    set_label(path, "h/r/n/0", "succeeded", rubric=load_rubric(None))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labels.json"]

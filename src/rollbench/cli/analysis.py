@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rollbench.cli.tables import print_table
 from rollbench.core.types import ConfigError, RollbenchError
 
 console = Console(stderr=True)
@@ -52,13 +53,17 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
     """The summarize document as a table (one row per cell), then the runs left out."""
     table = Table(title="rollbench summarize (episodes pooled across runs and hosts)")
     for k in doc["by"]:
-        table.add_column(k)
+        table.add_column(k, overflow="fold" if k == "instruction" else "ellipsis")
     for col in ("variants", "hosts", "runs", "episodes", "repeats", "errored", "successes", "success rate", "95% CI"):
-        table.add_column(col, justify="right" if col not in ("hosts", "variants") else "left")
+        table.add_column(
+            col,
+            justify="right" if col not in ("hosts", "variants") else "left",
+            overflow="fold" if col in ("hosts", "variants") else "ellipsis",
+        )
     labelled = doc["rubric"] is not None
     if labelled:
-        table.add_column(f"labels ({doc['rubric']})")
-        table.add_column("rates")
+        table.add_column(f"labels ({doc['rubric']})", overflow="fold")
+        table.add_column("rates", overflow="fold")
     for c in doc["cells"]:
         row = ["—" if c[k] is None else str(c[k]) for k in doc["by"]]
         row += [", ".join(c["variants"]) or "—", ", ".join(c["hosts"]), str(len(c["runs"])), str(c["episodes"])]
@@ -69,7 +74,7 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
             row.append(f"{counts} (labelled {c['n_labeled']}, unlabelled {c['n_unlabeled']}, invalid {c['n_invalid']})")
             row.append(" ".join(f"{k}={_pct(v)}" for k, v in c["rates"].items()))
         table.add_row(*row)
-    out.print(table)
+    print_table(out, table)
     for p in doc["in_progress"]:
         out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
 
@@ -97,7 +102,7 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
             row += [str(r["a_only"]), str(r["b_only"])] if paired else []
             row += [_p(r["p_value"]), _p(r.get("p_holm", r.get("p_holm_pairs")))]
             table.add_row(*row)
-        out.print(table)
+        print_table(out, table)
         if c["tasks_not_compared"]:
             out.print(f"tasks not in both runs (not compared): {', '.join(c['tasks_not_compared'])}", highlight=False)
     if len(doc["runs"]) > 2:
@@ -107,7 +112,7 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
         for r in doc["ranking"]:
             ci = f"{_pct(r['ci95_low'])} – {_pct(r['ci95_high'])}"
             table.add_row(str(r["rank"]), r["run"], r["model"], _pct(r["success_rate"]), ci, str(r["episodes"]))
-        out.print(table)
+        print_table(out, table)
 
 
 def summarize_cmd(

@@ -62,6 +62,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -81,7 +82,6 @@ from rollbench.wire.obs_map import ObsMap, check_actions, positive
 def endpoint(url: str) -> str:
     """The URL requests go to: ``http://HOST:PORT`` (no path, the form ``rollbench policies`` prints) means
     ``http://HOST:PORT/act``; a URL with a path is used as it is."""
-    from urllib.parse import urlsplit
 
     return url.rstrip("/") + "/act" if urlsplit(url).path in ("", "/") else url
 
@@ -148,6 +148,12 @@ class HttpPolicy(RemotePolicy):
             if status == 200 and isinstance(body, dict) and body.get("ready") is True:
                 meta = body.get("metadata", {})
                 return meta if isinstance(meta, dict) else {"metadata": meta}
+            if status == 426 or b"WebSocket" in text[:2000]:  # a websocket server (openpi, serve-policy) says so
+                ws_url = "ws://" + urlsplit(self.url).netloc
+                raise ConfigError(
+                    f"{self.url} is a websocket policy server (it answered HTTP {status} to a plain HTTP request): "
+                    f"use --policy {ws_url}"
+                )
             if status != 503 or time.monotonic() > deadline:
                 why = server_said(status, text) if status != 200 else f"GET answered {text[:300]!r}"
                 raise ConfigError(f"the policy server {self.url} is not ready ({why})")

@@ -51,6 +51,7 @@ import contextlib
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -77,6 +78,14 @@ class WebsocketPolicy(RemotePolicy):
         try:
             return self._connect()
         except Exception as exc:
+            status = getattr(getattr(exc, "response", None), "status_code", None)  # websockets' InvalidStatus
+            if status is not None:
+                http_url = "http://" + urlsplit(self.url).netloc
+                raise ConfigError(
+                    f"{self.url} answered the websocket handshake with a plain HTTP {status}: it is not a websocket "
+                    f"policy server; if it serves rollbench's JSON /act protocol (`rollbench serve-policy --protocol "
+                    f"http`), use --policy {http_url}"
+                ) from None
             raise ConfigError(
                 f"cannot reach the policy server {self.url} within {self.connect_timeout_s:g} s "
                 f"({type(exc).__name__}: {exc}); is `rollbench serve-policy` or your openpi server running there?"

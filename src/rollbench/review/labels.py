@@ -19,7 +19,8 @@ Format (``version`` 1)::
 * A label that the rubric does not have (file edited by hand, rubric changed) is kept and reported in
   :attr:`LabelFile.unknown`, never dropped.
 
-Writes (:func:`set_label`) hold an OS file lock (``FILE.lock``, :mod:`filelock`, released by the OS if the holder
+Writes (:func:`set_label`) hold an OS file lock (``FILE.lock``, :class:`rollbench.record.locks.PathLock`, which
+exists only while a write holds it and is released by the OS if the holder
 dies) around read-modify-write, and replace the file atomically (temp file in the same directory, fsync, rename),
 so concurrent writers in any number of threads and processes lose nothing and a reader never sees half a file.
 
@@ -39,10 +40,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from rollbench.core.identity import RunIdentity, sanitize_segment
 from rollbench.core.types import ConfigError
+from rollbench.record.locks import LockHeld, PathLock
 from rollbench.review.rubrics import BUILTIN_RUBRICS, Rubric
 
 SIDECAR_VERSION = 1
@@ -200,7 +200,7 @@ def set_label(
     if not isinstance(note, str) or len(note) > MAX_NOTE_CHARS:
         raise ConfigError(f"a note is a string of at most {MAX_NOTE_CHARS} characters")
     p = Path(path)
-    lock = FileLock(str(p) + ".lock", timeout=LOCK_TIMEOUT_S)
+    lock = PathLock(p.with_name(p.name + ".lock"), timeout_s=LOCK_TIMEOUT_S)
     try:
         with lock:
             data = _read_raw(p)
@@ -230,5 +230,7 @@ def set_label(
             data["rubric"] = rubric.id
             _write_atomic(p, data)
             return entry
-    except Timeout:
+    except LockHeld:
         raise ConfigError(f"could not lock label file {p} within {LOCK_TIMEOUT_S:.0f} s") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot lock label file {p} ({exc.strerror})") from None

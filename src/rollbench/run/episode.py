@@ -70,7 +70,8 @@ class EpisodeRun:
 
     :func:`rollout` drives one of these with a single policy; the batched driver
     (:mod:`rollbench.batch`) drives B of them in lockstep with one batched policy call per step. Both call, per
-    step: :meth:`prepare` (render this step's images; True when the action queue is empty), then, if it returned
+    step: :meth:`prepare` (render this step's images; True when the policy must be asked: the
+    :class:`~rollbench.run.schedule.ChunkSchedule` reached a replan point and no call is outstanding), then, if it returned
     True, :meth:`give` with the policy's chunk (or :meth:`fail`/:meth:`stop`), then :meth:`advance` (execute one
     action). After :meth:`begin` and after every call, :attr:`done` says whether the episode has ended;
     :meth:`finish` returns its :class:`EpisodeRecord`. No method raises for episode-level failures.
@@ -176,7 +177,8 @@ class EpisodeRun:
             self.give(raw, latency)
 
     def advance(self) -> None:
-        """Execute the next queued action and record the step; set :attr:`done` on a termination reason."""
+        """Execute this step's action (from the schedule: a chunk row or the hold action) and record the step; set
+        :attr:`done` on a termination reason."""
         if self.done:
             return
         assert self.obs is not None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -218,7 +219,7 @@ def test_a_bad_latency_on_the_command_line_exits_2_with_one_line(tmp_path: Path)
 
 def test_runs_differing_only_in_latency_form_one_sweep_with_grade_numbers(tmp_path: Path) -> None:
     from rollbench.analysis.figures import latency_sweep_figure
-    from rollbench.analysis.latency_sweep import latency_sweeps
+    from rollbench.analysis.latency_sweep import latency_sweeps, sweep_html
     from rollbench.analysis.sources import load_runs
 
     kw: dict[str, Any] = {"env": "scripted/reach", "policy": "scripted-expert", "episodes": 4, "max_steps": 20}
@@ -245,3 +246,25 @@ def test_runs_differing_only_in_latency_form_one_sweep_with_grade_numbers(tmp_pa
     assert sweep["points"][1]["hold_share"] == results["fixed:100"]["delay"]["hold_share"]
     fig = latency_sweep_figure(sweep)
     assert [t.get_text() for t in fig.axes[0].texts] == ["none", "fixed:100", "steps:3"]
+    section = sweep_html([sweep], ["<figure></figure>"])
+    assert "<td>fixed:100</td><td class=num>1</td><td class=num>100.0</td>" in section
+    ok = results["fixed:100"]["overall"]["successes"]
+    assert f"<td class=num>{ok}/4</td>" in section
+
+
+def test_a_recorded_row_that_contradicts_the_latency_rules_is_a_violation(tmp_path: Path) -> None:
+    from rollbench.api import grade
+
+    _run(tmp_path / "run", 8, 4, "steps:3")
+    (data,) = sorted((tmp_path / "run").glob("data/chunk-*/file-*.parquet"))
+    table = pq.read_table(data)
+    src = table["policy.obs_frame_index"].to_pylist()
+    src[0] = 5  # step 0 is a hold step (see the steps:3 skip table): it cannot have come from observation 5
+    i = table.schema.get_field_index("policy.obs_frame_index")
+    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(src, pa.int64())), data)
+    result = grade(tmp_path / "run", check_videos=False)
+    assert result["status"] == "PARTIAL"
+    assert result["violations"] == [
+        "1 step row contradicts the latency rules (a hold row with a source, or a policy row whose observation is "
+        "negative or later than its step, or a negative chunk index)"
+    ]

@@ -68,7 +68,8 @@ def delay_block(con: duckdb.DuckDBPyConnection, log: dict[str, Any], violations:
             )
     if overall["bad"]:
         violations.append(
-            f"{overall['bad']} step rows contradict the latency rules (a hold row with a source, or a policy row "
+            f"{overall['bad']} step row{'s' if overall['bad'] != 1 else ''} "
+            f"contradict{'' if overall['bad'] != 1 else 's'} the latency rules (a hold row with a source, or a policy row "
             "whose observation is negative or later than its step, or a negative chunk index)"
         )
     return {

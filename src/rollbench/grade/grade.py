@@ -71,7 +71,8 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     Returns the ``grade --json`` document: ``status``, ``reasons``, ``violations``, ``episodes_requested``,
     ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``, and for an instruction
     sweep ``variants`` (task -> variant -> results and paired counts; see :func:`_variants`). In a sweep, ``tasks``
-    pools every variant of the task; ``agent_usage`` when any episode has a transcript.
+    pools every variant of the task; ``agent_usage`` when any episode has a transcript; ``delay`` for a run with
+    ``--latency`` (:mod:`rollbench.grade.delay`).
     Raises RollbenchError only when ``run_dir`` is not a run directory at all.
     """
     run_dir = Path(run_dir)

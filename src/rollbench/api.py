@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.identity import run_identity
+from rollbench.core.latency import check_latency
 from rollbench.core.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan, task_variants
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, build_spec
@@ -159,6 +160,7 @@ def prepare_run(
                 warnings.append(
                     f"success rule of {t.name} overridden: declared {t.success_rule}, graded with {spec.success_rule}"
                 )
+    warnings.extend(check_latency(spec.latency, spec.stale, plan.tasks, info))
     if spec.replan_every and info.chunk_size_known and spec.replan_every > info.chunk_size:
         warnings.append(
             f"--replan-every {spec.replan_every} is larger than the action chunk of policy {spec.policy} "
@@ -280,7 +282,7 @@ def _run(
             raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
     writer = DatasetWriter(
         run_dir,
-        dataset_features(first, cams, image_size_for(spec, first)),
+        dataset_features(first, cams, image_size_for(spec, first), delay_columns=spec.latency != "none"),
         first.fps,
         plan.instructions,
         robot_type=first.family,

@@ -149,6 +149,27 @@ def latency_figure(runs: list[RunData]) -> Figure:
     return fig
 
 
+def latency_sweep_figure(sweep: dict[str, Any]) -> Figure:
+    """Success rate (with 95% Wilson interval whiskers) against the simulated delay per policy call (ms) of one
+    latency sweep (:func:`rollbench.analysis.latency_sweep.latency_sweeps`); each point labelled with its
+    ``--latency``. A ``measured`` point without a recorded latency is left out."""
+    pts = [p for p in sweep["points"] if p["delay_ms"] is not None and p["success_rate"] is not None]
+    fig, ax = plt.subplots(figsize=(7.0, 3.2), layout="constrained")
+    if pts:
+        xs = np.array([p["delay_ms"] for p in pts])
+        ys = np.array([p["success_rate"] for p in pts])
+        err = np.array([[y - p["ci95_low"] for y, p in zip(ys, pts, strict=True)],
+                        [p["ci95_high"] - y for y, p in zip(ys, pts, strict=True)]])  # fmt: skip
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, linewidth=1.2)
+        for x, y, p in zip(xs, ys, pts, strict=True):
+            ax.annotate(p["latency"], (x, y), textcoords="offset points", xytext=(4, 6), fontsize=8)
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel(f"simulated delay per policy call (ms, at {sweep['fps']} Hz)")
+    ax.set_ylabel("success rate")
+    ax.set_title(f"{sweep['policy']} on {sweep['env']} (stale actions: {sweep['stale']})", fontsize=9)
+    return fig
+
+
 def to_png(fig: Figure, dpi: int = 110) -> bytes:
     """The figure as PNG bytes (closes it)."""
     buf = io.BytesIO()

@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollbench.analysis.latency_sweep import latency_sweeps
 from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
 
@@ -37,12 +38,14 @@ def _env() -> Environment:
     """The report's Jinja2 environment: ``templates/report.html.j2``, every value escaped, None shown as an em dash."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    return Environment(
+    env = Environment(
         loader=FileSystemLoader(Path(__file__).with_name("templates")),
         autoescape=True,
         undefined=StrictUndefined,  # a missing field is an error, never a blank
         finalize=lambda value: "—" if value is None else value,
     )
+    env.filters["pct"] = _pct
+    return env
 
 
 def _pct(x: float | None) -> str:
@@ -72,6 +75,9 @@ def figure_specs(loaded: Loaded, summary: dict[str, Any], comparison: dict[str, 
         cap = f"{c['b']} minus {c['a']} per task and pooled ({c['statistics']} bootstrap 95% interval)."
         out[f"difference_{i}"] = (lambda c=c: figures.difference_figure(c), cap)
     out["episode_length"] = (lambda: figures.length_figure(loaded.runs), "Episode length (steps) per task and run.")
+    for i, sweep in enumerate(latency_sweeps(loaded.runs), 1):  # latency sweeps (issue 25)
+        cap = f"Success rate against simulated latency: {sweep['policy']} on {sweep['env']} (95% Wilson interval)."
+        out[f"latency_sweep_{i}"] = (lambda sweep=sweep: figures.latency_sweep_figure(sweep), cap)
     dirs = [r for r in loaded.runs if r.run_dir is not None]
     if dirs:
         out["latency"] = (lambda: figures.latency_figure(dirs), "Policy call latency per run (recorded per step).")
@@ -251,6 +257,7 @@ def render_report(
         summary = summarize_runs(loaded, labels=labels)
     figures = draw_figures(loaded, summary, comparison, plots_dir)
     context = report_context(loaded, summary, comparison, figures, dashboard_url)
+    context["latency_sweeps"] = latency_sweeps(loaded.runs)
     context["reproductions"] = []
     if reproductions:
         from rollbench.reproduce.html import reproduction_html

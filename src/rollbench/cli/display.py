@@ -156,6 +156,8 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
             f"p99 {1e3 * lat['p99_s']:.2f} ms over {lat['policy_calls']} calls"
             + (f" ({lat['calls_per_episode']:.1f} per episode)" if lat.get("calls_per_episode") else "")
         )
+    if result.get("delay"):
+        print_delay(console, result["delay"])
     timing = result.get("timing") or {}
     if timing.get("eval_wall_time_s") is not None:
         console.print(_timing_line(timing), highlight=False, soft_wrap=True)
@@ -251,3 +253,18 @@ def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = 
                     end_section=i == len(r["tasks"]) - 1,
                 )
     print_table(console, table)
+
+
+def print_delay(console: Console, delay: dict[str, Any]) -> None:
+    """One line for a run with ``--latency`` (:mod:`rollbench.grade.delay`): the mode, the delay of every call, the
+    mean delay of executed actions and the share of hold steps."""
+    d = delay.get("call_delay_steps")
+    mean, share = delay.get("mean_delay_steps"), delay.get("hold_share")
+    console.print(
+        f"latency {delay['latency']} (stale actions: {delay['stale']})"
+        + (f", {d} step{'s' if d != 1 else ''} per call" if d is not None else "")
+        + (f"; executed actions {mean:.2f} steps old on average" if mean is not None else "")
+        + (f"; hold action on {100 * share:.1f}% of {delay['steps']} steps" if share is not None else ""),
+        highlight=False,
+        soft_wrap=True,
+    )

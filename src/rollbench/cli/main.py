@@ -158,6 +158,8 @@ def eval_cmd(
         bool,
         typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
     ] = False,
+    latency: Annotated[str, typer.Option(help="Policy-call latency: none, fixed:MS, steps:K, measured.")] = "none",
+    stale: Annotated[str, typer.Option(help="Stale actions of a delayed chunk: skip or execute.")] = "skip",
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
     from rollbench.api import Execution, evaluate
@@ -186,6 +188,8 @@ def eval_cmd(
         "fast_render": fast_render,
         "instructions": instructions,
         "instruction_perturb": instruction_perturb,
+        "latency": latency,
+        "stale": stale,
     }
     # flags typed on the command line (typer vendors click, so compare the source by name)
     display = ProgressDisplay(console, enabled=not as_json)

@@ -46,6 +46,7 @@ from rollbench.record.lerobot import (
     stage_episode,
     tasks_table,
     video_key,
+    with_delay_columns,
 )
 from rollbench.record.on_disk import FeatureStats, committed_lengths, staged_damage, staged_index
 
@@ -279,6 +280,8 @@ class DatasetWriter:
         artifact kind -> file), then its meta row (the commit point)."""
         n = table.num_rows
         start = sum(self.lengths)
+        if "policy.hold" in self.features and "policy.hold" not in table.column_names:
+            table = with_delay_columns(table)  # an episode that could not start, in a run with --latency
         table = table.append_column("index", pa.array(np.arange(start, start + n, dtype=np.int64)))
         atomic_write_parquet(self._path(DATA_PATH, e), table)  # never 0 rows: see the padding frame (record.lerobot)
         for kind in ARTIFACT_PATHS:

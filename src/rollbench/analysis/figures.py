@@ -26,6 +26,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from rollbench.analysis.sources import RunData
 
+DIFF_LIMIT = 115.0  # the difference figure's x range (percentage points), ±100 plus room for a marker and cap
 plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "none"})
 
 
@@ -55,13 +56,17 @@ def success_rate_figure(summary: dict[str, Any], series_key: str = "model") -> F
     height = max(2.0, 0.35 * len(tasks) * max(1, len(series)) + 1.0)
     fig, ax = plt.subplots(figsize=(7.0, height), layout="constrained")
     bar = 0.8 / max(1, len(series))
+    # each task's own bars are centred on its row, so a task that only some series ran keeps its label at its bars
+    present = [
+        [name for name in series if any(c["task"] == task and label(c) == name for c in cells)] for task in tasks
+    ]
     for j, name in enumerate(series):
         ys, rates, lo, hi = [], [], [], []
         for i, task in enumerate(tasks):
             c = next((c for c in cells if c["task"] == task and label(c) == name), None)
             if c is None or c["success_rate"] is None:
                 continue
-            ys.append(i + (j - (len(series) - 1) / 2) * bar)
+            ys.append(i + (present[i].index(name) - (len(present[i]) - 1) / 2) * bar)
             rates.append(100 * c["success_rate"])
             lo.append(100 * (c["success_rate"] - c["ci95_low"]))
             hi.append(100 * (c["ci95_high"] - c["success_rate"]))
@@ -92,7 +97,9 @@ def difference_figure(comparison: dict[str, Any]) -> Figure:
     ax.axvline(0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_yticks(range(len(rows)), [_short(r["task"]) for r in rows])
     ax.invert_yaxis()
-    ax.set_xlim(-105, 105)
+    # ±100 points stay clear of the frame: the limits reach past them by more than a marker and its cap
+    ax.set_xlim(-DIFF_LIMIT, DIFF_LIMIT)
+    ax.set_xticks([-100, -50, 0, 50, 100])
     kind = "paired" if comparison["statistics"] == "paired" else "unpaired"
     ax.set_xlabel(f"{comparison['model_b']} minus {comparison['model_a']} (percentage points), {kind} bootstrap 95% CI")
     return fig

@@ -10,6 +10,7 @@ API (JSON unless said; identities are ``HOST/ROBOT/NAME``, each segment ``^[A-Za
 * ``GET|POST /api/label/HOST/ROBOT/NAME/E``: read, or set with ``{"label": L|null, "note": "..."}`` (400 naming
   the valid labels for an unknown one; 413 over 64 kB; 404 for an unknown episode).
 * ``GET /api/labels``: totals per label, task and model; ``GET /api/labels.csv``: one row per labelled episode.
+* ``GET /favicon.ico``: the dashboard's icon (SVG, ``image/svg+xml``; the pages link ``/static/favicon.svg``).
 * ``GET /media/HOST/ROBOT/NAME/E/CAMERA`` (video/mp4, HTTP range requests: 206, 416) and
   ``GET /transcript/HOST/ROBOT/NAME/E``.
 
@@ -226,7 +227,13 @@ def _add_media(app: FastAPI, dash: Dashboard) -> None:
 
 
 def _add_pages(app: FastAPI, dash: Dashboard) -> None:
-    """The server-rendered pages (:mod:`rollbench.review.pages`): runs, disagreements, a run, an episode."""
+    """The server-rendered pages (:mod:`rollbench.review.pages`): runs, disagreements, a run, an episode; and the
+    icon at ``/favicon.ico`` (the SVG of ``/static/favicon.svg``, for clients that ask there without reading the
+    pages' ``<link rel="icon">``)."""
+
+    @app.get("/favicon.ico")
+    def favicon() -> Response:
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> Response:

@@ -52,7 +52,8 @@ def _polyline(values: list[float], n: int, x0: float, w: float, y0: float, h: fl
 
 
 def timeline_svg(steps: dict[str, Any], fps: float | None, width: int = 640) -> Markup:
-    """Reward (line), success (green band) and each action dimension (lines) per step, with a playhead.
+    """Reward (line), success (green band) and each action dimension (lines) per step, with a playhead over the
+    tracks (never over the labels above and below them).
 
     ``steps`` holds lists ``reward``, ``success``, ``action`` (rows of floats); x is the step (``i / fps`` seconds).
     """
@@ -60,8 +61,8 @@ def timeline_svg(steps: dict[str, Any], fps: float | None, width: int = 640) -> 
     if n == 0:
         return Markup('<p class="timeline-empty">No steps recorded.</p>')
     x0, w = 60, width - 70
-    rows = {"reward": (16, 36), "success": (60, 14), "action": (82, 66)}
-    height = 162
+    rows = {"reward": (20, 36), "success": (64, 14), "action": (86, 66)}
+    height = 166
     duration = n / (fps or 10)
     parts = [
         f'<svg id="timeline" class="timeline" data-duration="{duration:.4f}" data-steps="{n}" data-x0="{x0}" data-w="{w}" '
@@ -76,7 +77,7 @@ def timeline_svg(steps: dict[str, Any], fps: float | None, width: int = 640) -> 
     if finite:
         pts = _polyline(rew, n, x0, w, y, h, min(finite), max(finite))
         parts.append(f'<polyline points="{pts}" class="reward"/>')
-        parts.append(f'<text x="{x0 + w}" y="{y - 1}" class="tick end">{min(finite):.3g} … {max(finite):.3g}</text>')
+        parts.append(f'<text x="{x0 + w}" y="{y - 5}" class="tick end">{min(finite):.3g} … {max(finite):.3g}</text>')
     y, h = rows["success"]
     for i, s in enumerate(steps["success"]):
         if s:
@@ -92,7 +93,10 @@ def timeline_svg(steps: dict[str, Any], fps: float | None, width: int = 640) -> 
         for d in range(min(dims, len(PALETTE))):
             pts = _polyline([row[d] for row in actions], n, x0, w, y, h, lo, hi)
             parts.append(f'<polyline points="{pts}" fill="none" stroke="{PALETTE[d]}" stroke-width="1.2"/>')
-    parts.append(f'<line id="playhead" x1="{x0}" y1="2" x2="{x0}" y2="{height - 2}" class="playhead"/>')
+    # the playhead spans the tracks only: the labels above and below them (the reward range, the duration) stay
+    # readable when it reaches the end
+    top, bottom = rows["reward"][0], rows["action"][0] + rows["action"][1]
+    parts.append(f'<line id="playhead" x1="{x0}" y1="{top}" x2="{x0}" y2="{bottom}" class="playhead"/>')
     parts.append(f'<text x="{x0}" y="{height - 1}" class="tick">0 s</text>')
     parts.append(f'<text x="{x0 + w}" y="{height - 1}" class="tick end">{duration:.2f} s ({n} steps)</text>')
     parts.append("</svg>")

@@ -272,7 +272,7 @@ def envs_cmd(
 
 @app.command("policies")
 def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the available policies, one line each."""
+    """List the available policies, one line each: real policies first, then test fixtures and stand-ins."""
     from rollbench.core.registry import list_policies
 
     rows = list_policies()
@@ -282,7 +282,8 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     from rich.text import Text
 
     for r in rows:  # plain text (no markup from docstrings), never cut: a long line is left to the terminal to wrap
-        out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", r["description"]), soft_wrap=True)
+        marker = "test fixture: " if r["kind"] == "fixture" else ""
+        out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
     out.print(
         Text.assemble(
             (f"{'module:factory':<22}", "bold"),

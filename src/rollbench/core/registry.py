@@ -308,12 +308,20 @@ def list_envs() -> list[dict[str, Any]]:
     return rows
 
 
+FIXTURES_PACKAGE = "rollbench.testing"
+"""Policies whose factory lives in this package are test fixtures and stand-ins, listed after the real ones."""
+
+
 def list_policies() -> list[dict[str, str]]:
-    """Every registered policy name (with its ``PREFIX:ARG`` form where it takes one) and its description."""
-    return [
+    """Every registered policy: ``name`` (with its ``PREFIX:ARG`` form where it takes one), ``description`` and
+    ``kind``: ``policy``, or ``fixture`` for a test fixture or stand-in (a factory in :data:`FIXTURES_PACKAGE`).
+    Real policies come first, each group by name."""
+    rows = [
         {
             "name": PREFIX_POLICIES.get(n, n + ("://HOST:PORT" if n in ("ws", "http", "https") else "")),
             "description": describe_policy(n),
+            "kind": "fixture" if ep.module.split(".")[:2] == FIXTURES_PACKAGE.split(".") else "policy",
         }
-        for n in policy_names()
+        for n, ep in policy_names().items()
     ]
+    return sorted(rows, key=lambda r: r["kind"] == "fixture")  # stable: by name within each kind

@@ -113,6 +113,9 @@ class EnvFamilyRow(BaseModel):
 class PolicyRow(BaseModel):
     name: str
     description: str
+    kind: Literal["policy", "fixture"] = Field(
+        description="fixture: a test fixture or stand-in shipped for rollbench's own tests and benchmarks."
+    )
 
 
 def _pct(x: float | None) -> str:

@@ -335,7 +335,7 @@ def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING)
 
     @server.tool(annotations=reads)
     def list_policies() -> list[PolicyRow]:
-        """List the policies run_policy_rollout accepts, one line of description each (URL forms connect to a policy server)."""
+        """List the policies run_policy_rollout accepts, one line of description each (URL forms connect to a policy server); kind "fixture" marks test fixtures and stand-ins, listed last."""
         return [PolicyRow.model_validate(r) for r in report_rows.list_policies()]
 
     @server.tool(annotations=reads, structured_output=True)

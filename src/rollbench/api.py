@@ -275,18 +275,7 @@ def _run(
     progress: ProgressCallback | None,
     should_stop: Callable[[], bool] | None,
 ) -> dict[str, Any]:
-    first = plan.tasks[0]
-    cams = cameras_for(spec, first, log["plan"]["policy"]["needs_images"]) if spec.video else ()
-    for t in plan.tasks[1:]:
-        if spec.video and cameras_for(spec, t, log["plan"]["policy"]["needs_images"]) != cams:
-            raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
-    writer = DatasetWriter(
-        run_dir,
-        dataset_features(first, cams, image_size_for(spec, first), delay_columns=spec.latency != "none"),
-        first.fps,
-        plan.instructions,
-        robot_type=first.family,
-    )
+    writer = _open_writer(spec, plan, log["plan"]["policy"]["needs_images"], run_dir)
     writer.promote_ready()
     retried = retry_errored(run_dir, writer, log, execution.retry_errors)
     already = set(range(writer.committed)) | set(writer.staged())
@@ -297,21 +286,7 @@ def _run(
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
-    if progress:  # the progress display prints the warnings (rollbench.cli.display.ProgressDisplay)
-        progress(
-            {
-                "event": "start",
-                "run_dir": str(run_dir),
-                "totals": dict(live.totals),
-                "done": dict(live.done),
-                "retried": len(retried),  # errored episodes taken back to run again (--retry-errors)
-                "warnings": list(log.get("warnings", [])),
-            }
-        )
-    else:
-        for w in log.get("warnings", []):
-            print(f"warning: {w}", file=sys.stderr)
-
+    _announce_start(progress, run_dir, live, len(retried), log.get("warnings", []))
     committer = BackgroundCommitter(writer)
 
     def on_result(summary: Any) -> None:
@@ -349,6 +324,43 @@ def _run(
     committer.close()
     log["executions"][-1].update(counters)
     return _finish(run_dir, writer, log, live)
+
+
+def _open_writer(spec: EvalSpec, plan: Plan, needs_images: bool, run_dir: Path) -> DatasetWriter:
+    """The dataset writer of the run (its features from the first task); ConfigError when the tasks would record
+    different cameras."""
+    first = plan.tasks[0]
+    cams = cameras_for(spec, first, needs_images) if spec.video else ()
+    for t in plan.tasks[1:]:
+        if spec.video and cameras_for(spec, t, needs_images) != cams:
+            raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
+    return DatasetWriter(
+        run_dir,
+        dataset_features(first, cams, image_size_for(spec, first), delay_columns=spec.latency != "none"),
+        first.fps,
+        plan.instructions,
+        robot_type=first.family,
+    )
+
+
+def _announce_start(
+    progress: ProgressCallback | None, run_dir: Path, live: LiveSnapshot, retried: int, warnings: list[str]
+) -> None:
+    """The ``start`` event (see :data:`ProgressCallback`), or without a progress callback the warnings on stderr."""
+    if progress:  # the progress display prints the warnings (rollbench.cli.display.ProgressDisplay)
+        progress(
+            {
+                "event": "start",
+                "run_dir": str(run_dir),
+                "totals": dict(live.totals),
+                "done": dict(live.done),
+                "retried": retried,  # errored episodes taken back to run again (--retry-errors)
+                "warnings": list(warnings),
+            }
+        )
+    else:
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
 
 
 def _finish(

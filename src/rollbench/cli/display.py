@@ -112,6 +112,15 @@ def _timing_line(timing: dict[str, Any]) -> str:
 
 def print_result(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
     """The results table (per task, per suite, overall), latency, status and reasons."""
+    print_table(console, _results_table(result))
+    if result.get("variants"):
+        print_variants(console, result)
+    _print_costs(console, result)
+    _print_status(console, result, run_dir)
+
+
+def _results_table(result: dict[str, Any]) -> Table:
+    """One row per task, then each suite and (with several tasks) the whole run, pooled."""
     table = Table(title="rollbench results (graded from the recorded files)")
     for col in (
         "task",
@@ -146,9 +155,11 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
         _pooled_row(table, f"[bold]{name}[/] (suite, pooled)", suite)
     if len(result["tasks"]) > 1:
         _pooled_row(table, "[bold]overall (pooled)[/]", result["overall"])
-    print_table(console, table)
-    if result.get("variants"):
-        print_variants(console, result)
+    return table
+
+
+def _print_costs(console: Console, result: dict[str, Any]) -> None:
+    """What the run cost: policy-call latency, wall time, and an agent's model calls, tokens and money."""
     lat = result.get("latency", {})
     if lat.get("policy_calls"):
         console.print(
@@ -173,6 +184,10 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
                 f"{u['completion_tokens']} completion = {u['total_tokens']} tokens{cost}",
                 highlight=False,
             )
+
+
+def _print_status(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
+    """The status, what OK means, every reason it is not OK, and where the run is."""
     color = {"OK": "green", "PARTIAL": "yellow", "FAILED": "red"}[result["status"]]
     console.print(
         f"status: [bold {color}]{result['status']}[/] — {result['episodes_recorded']} of "

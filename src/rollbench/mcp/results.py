@@ -13,6 +13,27 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+# the words an agent reads first: the server's instructions and run_policy_rollout's description
+INSTRUCTIONS = (
+    "rollbench evaluates robot policies in simulation. To run a policy, call run_policy_rollout once with the "
+    "number of episodes you want: it resets the scene before every episode, records every step as a LeRobot "
+    "dataset and grades the recording. Report its `status` and `summary` as they are: status OK means every "
+    "requested episode was recorded without error; PARTIAL or FAILED lists which episodes are missing or "
+    "errored and why. Use list_envs and list_policies for valid names, list_runs/get_run/grade_run for past runs."
+)
+
+RUN_POLICY_ROLLOUT = (
+    "Run a robot policy in simulation for n_episodes independently reset episodes (each at most max_steps env "
+    "steps), record every step as a LeRobot v3 dataset under the server's root, grade the recording from disk and "
+    "return the result.\n\n"
+    "Use this instead of stepping an environment yourself: one call records exactly the requested episodes, with "
+    "a reset before each. The result's `status` is computed from the recorded files: OK only when every requested "
+    "episode is recorded and none errored; PARTIAL or FAILED otherwise, and `summary` says which episodes and why. "
+    "Repeat `summary` and `status` to the user as they are; never call a PARTIAL or FAILED run a success. "
+    "Progress is reported after every episode. If the call is cancelled, the episodes finished so far are kept; "
+    "call again with the same arguments and the same run_name (the run_id) to record the rest."
+)
+
 
 class TaskRow(BaseModel):
     """One task's graded numbers (success rate with its 95% Wilson interval; lengths in env steps)."""
@@ -170,12 +191,19 @@ def run_result(
         episodes_recorded_before_this_call=before,
         summary="",
     )
-    spec = log_.get("spec", {})
+    r.summary = _result_summary(r, log_.get("spec", {}), run_id, run_dir, bool(info), before)
+    return r
+
+
+def _result_summary(
+    r: RunResult, spec: dict[str, Any], run_id: str, run_dir: Path, has_info: bool, before: int | None
+) -> str:
+    """``r`` in words an agent can repeat: what was recorded, the success rate, and the status with its reasons."""
     horizon = f"at most {spec['max_steps']} steps each" if spec.get("max_steps") else "each up to its task's horizon"
     s = [
         f"Recorded {r.episodes_recorded} of {r.episodes_requested} requested episodes of {spec.get('env')} with "
         f"policy {spec.get('policy')} ({horizon}, scene reset before every episode) in run {run_id}"
-        + (f"; the dataset's meta/info.json says total_episodes={r.dataset_total_episodes}." if info else ".")
+        + (f"; the dataset's meta/info.json says total_episodes={r.dataset_total_episodes}." if has_info else ".")
     ]
     if before:
         s.append(
@@ -205,8 +233,7 @@ def run_result(
                 f"run_name={run_id!r}."
             )
     s.append(f"Dataset (LeRobot v3): {run_dir}.")
-    r.summary = " ".join(s)
-    return r
+    return " ".join(s)
 
 
 def _recorded(log_: dict[str, Any]) -> tuple[int | None, float | None, list[str]]:

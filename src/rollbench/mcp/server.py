@@ -36,32 +36,24 @@ from rollbench.core import registry as report_rows
 from rollbench.core.registry import is_import_path
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, RollbenchError
-from rollbench.mcp.results import EnvFamilyRow, PolicyRow, RunInfo, RunResult, RunRow, run_info, run_result, run_row
+from rollbench.mcp.results import (
+    INSTRUCTIONS,
+    RUN_POLICY_ROLLOUT,
+    EnvFamilyRow,
+    PolicyRow,
+    RunInfo,
+    RunResult,
+    RunRow,
+    run_info,
+    run_result,
+    run_row,
+)
 from rollbench.record.runlog import is_locked, read_run_log
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_STEPS_CEILING = 1000
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-INSTRUCTIONS = (
-    "rollbench evaluates robot policies in simulation. To run a policy, call run_policy_rollout once with the "
-    "number of episodes you want: it resets the scene before every episode, records every step as a LeRobot "
-    "dataset and grades the recording. Report its `status` and `summary` as they are: status OK means every "
-    "requested episode was recorded without error; PARTIAL or FAILED lists which episodes are missing or "
-    "errored and why. Use list_envs and list_policies for valid names, list_runs/get_run/grade_run for past runs."
-)
-
-RUN_POLICY_ROLLOUT = (
-    "Run a robot policy in simulation for n_episodes independently reset episodes (each at most max_steps env "
-    "steps), record every step as a LeRobot v3 dataset under the server's root, grade the recording from disk and "
-    "return the result.\n\n"
-    "Use this instead of stepping an environment yourself: one call records exactly the requested episodes, with "
-    "a reset before each. The result's `status` is computed from the recorded files: OK only when every requested "
-    "episode is recorded and none errored; PARTIAL or FAILED otherwise, and `summary` says which episodes and why. "
-    "Repeat `summary` and `status` to the user as they are; never call a PARTIAL or FAILED run a success. "
-    "Progress is reported after every episode. If the call is cancelled, the episodes finished so far are kept; "
-    "call again with the same arguments and the same run_name (the run_id) to record the rest."
-)
 
 
 @dataclass
@@ -275,12 +267,18 @@ def _call_result(summary: str, model: BaseModel) -> CallToolResult:
 def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> MCPServer:
     """The MCP server with rollbench's six tools; every run directory is created under ``root``."""
     svc = RolloutService(root, max_steps_ceiling)
-    ceiling = svc.ceiling
     from importlib.metadata import version
 
     server: MCPServer = MCPServer("rollbench", version=version("rollbench"), instructions=INSTRUCTIONS)
+    _add_run_tool(server, svc)
+    _add_read_tools(server, svc)
+    return server
+
+
+def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
+    """run_policy_rollout: its arguments' JSON schema carries this server's ``--max-steps-ceiling``."""
+    ceiling = svc.ceiling
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
-    reads = ToolAnnotations(read_only_hint=True)
 
     @server.tool(annotations=writes, structured_output=True, description=RUN_POLICY_ROLLOUT)
     async def run_policy_rollout(
@@ -328,6 +326,11 @@ def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING)
         spec = svc.check_arguments(policy, env, n_episodes, max_steps, seed, instruction, video)
         return await svc.run(spec, run_name, ctx)
 
+
+def _add_read_tools(server: MCPServer, svc: RolloutService) -> None:
+    """list_envs, list_policies, get_run, grade_run, list_runs: they read, never write."""
+    reads = ToolAnnotations(read_only_hint=True)
+
     @server.tool(annotations=reads)
     def list_envs() -> list[EnvFamilyRow]:
         """List env families and their tasks and suites (horizon, cameras, success rule, instruction), and whether each simulator is installed here."""
@@ -358,8 +361,6 @@ def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING)
     ) -> list[RunRow]:
         """List the runs under the server's root, newest first, with the status recorded when each last finished."""
         return svc.list_runs(limit)
-
-    return server
 
 
 def serve(

@@ -216,12 +216,8 @@ def serve_policy(
     ] = 5.0,
 ) -> None:
     """Serve a rollbench policy over the openpi websocket protocol or JSON /act, for `--policy ws://` or `http://`."""
-    err = typer.echo
     try:
-        if protocol not in ("ws", "http"):
-            raise ConfigError(f"unknown protocol {protocol!r}; valid protocols: ws, http")
-        if not path.startswith("/"):
-            raise ConfigError(f"--path must start with '/', got {path!r}")
+        _check_address(protocol, path)
         limits = Limits(int(max_request_mb * 2**20), max_sessions, session_idle_s, request_timeout_s)
         batching = Batching(max_batch, batch_window_ms)
         served = PolicyHost(
@@ -237,11 +233,24 @@ def serve_policy(
         )
         sock = _listen(host, port)
     except (RollbenchError, OSError) as exc:
-        err(f"error: {exc}", err=True)
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    _serve(served, sock, host, protocol, path)
+
+
+def _check_address(protocol: str, path: str) -> None:
+    """ConfigError for an unknown protocol or an http path not starting with ``/``."""
+    if protocol not in ("ws", "http"):
+        raise ConfigError(f"unknown protocol {protocol!r}; valid protocols: ws, http")
+    if not path.startswith("/"):
+        raise ConfigError(f"--path must start with '/', got {path!r}")
+
+
+def _serve(served: PolicyHost, sock: socket.socket, host: str, protocol: str, path: str) -> None:
+    """Print the URL clients use, then serve on ``sock`` until interrupted (Ctrl-C ends it quietly)."""
     bound = sock.getsockname()[1]
     url = f"ws://{host}:{bound}" if protocol == "ws" else f"http://{host}:{bound}{path}"
-    print(f"serving {policy} at {url}", flush=True)
+    print(f"serving {served.name} at {url}", flush=True)
     try:
         if protocol == "ws":
             serve_ws(served, sock)

@@ -95,7 +95,8 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> None:
 
 def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int, durable: bool = True) -> None:
     """Encode ``uint8 (H, W, 3)`` RGB frames as an H.264 mp4 at ``fps`` frames per second, atomically
-    (``durable=False``: without the fsync, for staged episodes; see :mod:`rollbench.record.lerobot`).
+    (``durable=False``: without the fsyncs of the file and its directory, for staged episodes; see
+    :mod:`rollbench.record.lerobot`).
 
     One frame is written per step; the decoder sees exactly ``len(frames)`` frames.
     """
@@ -124,7 +125,8 @@ def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int, durable: bo
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def count_video_frames(path: Path) -> int:

@@ -213,7 +213,8 @@ def evaluate(
     robot: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
-    """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see grade.grade).
+    """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see
+    :func:`rollbench.grade.grade.grade`).
 
     Re-running into an existing run directory of the same spec resumes it: missing episodes run, and errored ones
     selected by ``execution.retry_errors`` (default: infrastructure faults) are re-run and replaced.

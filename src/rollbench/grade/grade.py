@@ -5,12 +5,14 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
 
 * length = number of step rows (an episode without steps has one padding frame, see :mod:`rollbench.record.lerobot`,
   which is checked and not counted); return = sum of ``next.reward``;
-* success = ``bool_or(next.success)`` for the ``any_step`` rule, the last row's ``next.success`` for ``final_step``,
-  and never for an episode that errored or was already successful at reset;
+* success = :func:`rollbench.core.episode.held_success` over the episode's ``next.success`` rows in frame order
+  (DuckDB ``list(... ORDER BY frame_index)``, :data:`rollbench.grade.tables.PER_EPISODE`): any true row for the
+  ``any_step`` rule, the last row for ``final_step``, and never for an episode that errored or was already
+  successful at reset;
 * mean and median length, mean return per task: over the episodes that ran (an episode that errored before its
   first step is left out; ``episodes_ran`` counts the others);
-* with the spec's ``success_hold`` K > 1, success needs K consecutive true rows (:func:`rollbench.core.episode.held_success`,
-  the same function the episode loop uses);
+* with the spec's ``success_hold`` K > 1, success needs K consecutive true rows (``any_step``) or K true last rows
+  (``final_step``): the same function the episode loop uses;
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
   with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.grade.stats.wilson_interval`).
 

@@ -48,7 +48,7 @@ in slowly); dropped connections are retried with exponential backoff (:mod:`roll
 default 3), re-sending the episode's reset first; a non-2xx reply, a body that is not JSON, or ``actions`` that are
 missing or of the wrong size raise EpisodeError (that episode ends as ``error``, fault ``policy``); timeouts, lost
 connections and 408/410/413/503 raise InfrastructureError (fault ``infrastructure``). Replies are read up to
-``remote_wire.MAX_REPLY_BYTES`` and decoded by :mod:`rollbench.wire.decode` (numeric arrays only, no
+``rollbench.wire.decode.MAX_REPLY_BYTES`` and decoded by :mod:`rollbench.wire.decode` (numeric arrays only, no
 NaN/Infinity literals). Client: ``httpx``.
 
 Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries``, ``obs_map``.

@@ -32,7 +32,7 @@ and adds the bounds:
   (so ``rollbench eval`` fails before any episode with exit code 2);
 * every reply must arrive within ``timeout_s`` (default 30 s), else InfrastructureError (that episode ends as
   ``error``); the connection is then dropped, so a late reply can never be taken for the next call's; a reply frame
-  larger than ``remote_wire.MAX_REPLY_BYTES`` closes the connection;
+  larger than ``rollbench.wire.decode.MAX_REPLY_BYTES`` closes the connection;
 * a dropped connection is reopened with exponential backoff (:mod:`rollbench.policies.retry`: 0.25 s, 0.5 s, 1 s ... ``retries`` times, default
   3), then InfrastructureError; after a reconnect the episode's reset is sent again before the pending call is
   repeated; a server that closes with 1009 (the request exceeds its size limit) is not retried;

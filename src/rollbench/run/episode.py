@@ -69,7 +69,7 @@ class EpisodeRun:
     """One episode, advanced a step at a time: the single implementation of the episode loop's rules.
 
     :func:`rollout` drives one of these with a single policy; the batched driver
-    (:mod:`rollbench.batch`) drives B of them in lockstep with one batched policy call per step. Both call, per
+    (:mod:`rollbench.run.lockstep`) drives B of them in lockstep with one batched policy call per step. Both call, per
     step: :meth:`prepare` (render this step's images; True when the policy must be asked: the
     :class:`~rollbench.run.schedule.ChunkSchedule` reached a replan point and no call is outstanding), then, if it returned
     True, :meth:`give` with the policy's chunk (or :meth:`fail`/:meth:`stop`), then :meth:`advance` (execute one

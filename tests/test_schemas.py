@@ -81,7 +81,7 @@ def test_the_schema_refuses_a_grade_document_with_an_unknown_key_or_status() -> 
             "by_task": {},
         },
         "episodes": [],
-        "timing": {"eval_wall_time_s": None, "invocations": 0, "episode_time_s": 0.0},
+        "timing": {"eval_wall_time_s": None, "invocations": 0, "invocations_unrecorded": 0, "episode_time_s": 0.0},
     }
     assert validator.is_valid(minimal)
     assert not validator.is_valid({**minimal, "status": "GOOD"})

@@ -112,7 +112,10 @@ class Timing(Closed):
     """Wall time from run.json's executions and the graded episodes' own times."""
 
     eval_wall_time_s: float | None = Field(description="Summed elapsed_s of the finished invocations.")
-    invocations: int = Field(ge=0)
+    invocations: int = Field(ge=0, description="Invocations that finished (recorded elapsed_s).")
+    invocations_unrecorded: int | None = Field(
+        default=None, ge=0, description="Invocations that left no elapsed_s (killed); absent in older documents."
+    )
     episode_time_s: float = Field(ge=0, description="Summed per-episode wall times (reset to last step).")
 
 

@@ -25,9 +25,17 @@ def test_committed_schema_files_are_what_the_models_generate() -> None:
 
 
 def _swept_resumed_run(out: Path) -> dict:
-    """A sweep over two tasks, one of which errors on some seeds, run on 2 workers and resumed re-running errors:
-    run.json then holds variants, pool counters, two executions and replacements."""
-    spec = dict(env="scripted/reach,scripted/faulty", policy="scripted-expert", episodes=3, max_steps=20)
+    """A sweep over two tasks, one of which errors on some seeds, with a simulated latency, run on 2 workers and
+    resumed re-running errors: run.json then holds variants, a delay block, pool counters, two executions and
+    replacements."""
+    spec = dict(
+        env="scripted/reach,scripted/faulty",
+        policy="scripted-expert",
+        episodes=3,
+        max_steps=20,
+        latency="steps:1",
+        stale="execute",
+    )
     evaluate(**spec, instruction_perturb=("synonym",), out=out, execution=Execution(workers=2))
     evaluate(**spec, instruction_perturb=("synonym",), out=out, execution=Execution(retry_errors="all"))
     return json.loads((out / "run.json").read_text())
@@ -36,7 +44,7 @@ def _swept_resumed_run(out: Path) -> dict:
 def test_a_real_run_json_and_grade_json_validate_against_models_and_committed_schemas(tmp_path: Path) -> None:
     log = _swept_resumed_run(tmp_path / "run")
     assert {"replacements", "results"} <= set(log) and len(log["executions"]) == 2
-    assert log["executions"][0]["worker_starts"] == 2 and "variants" in log["results"]
+    assert log["executions"][0]["worker_starts"] == 2 and {"variants", "delay"} <= set(log["results"])
     graded = subprocess.run(
         [ROLLBENCH, "grade", str(tmp_path / "run"), "--json"], capture_output=True, text=True, timeout=300
     )

@@ -119,6 +119,25 @@ class Timing(Closed):
     episode_time_s: float = Field(ge=0, description="Summed per-episode wall times (reset to last step).")
 
 
+class DelayStats(Closed):
+    """How late the executed actions were (env steps) and how often the robot held, over recorded steps."""
+
+    steps: int = Field(ge=0, description="Steps recorded (padding frames left out).")
+    hold_steps: int = Field(ge=0, description="Steps that ran the task's hold action.")
+    hold_share: float | None = Field(description="hold_steps / steps; null without steps.")
+    mean_delay_steps: float | None = Field(description="Over policy actions: step minus its observation's step.")
+    max_delay_steps: int | None
+
+
+class Delay(DelayStats):
+    """Runs with a latency other than ``none`` (:mod:`rollbench.grade.delay`)."""
+
+    latency: str = Field(description="The spec's latency: fixed:MS, steps:K or measured.")
+    stale: Literal["skip", "execute"]
+    call_delay_steps: int | None = Field(description="Delay of every policy call in steps; null for measured.")
+    by_task: dict[str, DelayStats]
+
+
 class GradedEpisode(Closed):
     """One recorded episode, recomputed from its step rows."""
 
@@ -162,4 +181,5 @@ class GradeDocument(Closed):
         default=None, description="Instruction sweeps only: task -> variant (the first is the reference)."
     )
     agent_usage: AgentUsage | None = Field(default=None, description="When any episode has a transcript.")
+    delay: Delay | None = Field(default=None, description="Runs with a latency other than none.")
     timing: Timing

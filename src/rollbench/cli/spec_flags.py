@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from annotated_types import Ge
 
 from rollbench.core.spec import EvalSpec
 
@@ -58,8 +57,8 @@ def _variants(value: Path) -> Any:
 class SpecFlag:
     """One EvalSpec field as a ``rollbench eval`` option.
 
-    field: the EvalSpec field. help: the option's help text. param: the command's parameter name (default: the
-    field's; the option is ``--`` + param with ``-`` for ``_``). decls: typer's option declarations (e.g.
+    field: the EvalSpec field. help: the option's help text. param_name: the command's parameter name (default: the
+    field's; the option is ``--`` + it with ``-`` for ``_``). decls: typer's option declarations (e.g.
     ``"--video/--no-video"``). cli_type: the type typed on the command line (default: the field's annotation).
     default: the option's default (default: the field's). minimum: the lowest accepted value (default: the field's
     ``ge``). parse: turns the typed value into the field's value; applied to non-empty values only (an empty or
@@ -91,7 +90,7 @@ class SpecFlag:
         default = info.get_default(call_default_factory=True) if self.default is _FROM_SPEC else self.default
         minimum = self.minimum
         if minimum is _FROM_SPEC:
-            minimum = next((m.ge for m in info.metadata if isinstance(m, Ge)), None)
+            minimum = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)  # pydantic's Field(ge=...)
         option = typer.Option(*self.decls, help=self.help, min=minimum)
         return inspect.Parameter(
             self.param, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[kind, option], default=default

@@ -320,7 +320,7 @@ def test_import_rollbench_is_light_and_exports_evaluate_and_grade(tmp_path: Path
         f"r = rollbench.evaluate(env='scripted/reach', policy='scripted-expert', episodes=2, out={str(tmp_path / 'r')!r})\n"
         f"g = rollbench.grade({str(tmp_path / 'r')!r})\n"
         "assert r['status'] == g['status'] == 'OK' and g['episodes_recorded'] == 2, g\n"
-        "import rollbench.grade.grade as module\n"
+        "import rollbench.grading.grade as module\n"
         "assert module.wilson_interval(0, 0) == (0.0, 1.0)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import run_cli
 from dashboard_support import ServerThread, record_run
-from rollbench.grade.grade import grade
+from rollbench.grading.grade import grade
 
 
 @pytest.fixture(scope="module")

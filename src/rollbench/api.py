@@ -1,6 +1,6 @@
 """The Python API every surface shares (CLI, MCP server, tests): :func:`evaluate` and :func:`grade`.
 
-``evaluate`` = plan → execute → record → grade. It returns what :func:`rollbench.grade.grade.grade` computes from the
+``evaluate`` = plan → execute → record → grade. It returns what :func:`rollbench.grading.grade.grade` computes from the
 run directory, never in-process counters.
 """
 
@@ -22,7 +22,7 @@ from rollbench.core.plan import Plan, PlannedEpisode, cameras_for, image_size_fo
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, PolicyInfo
-from rollbench.grade.grade import grade as grade_run_dir
+from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
@@ -214,7 +214,7 @@ def evaluate(
     **fields: Any,
 ) -> dict[str, Any]:
     """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see
-    :func:`rollbench.grade.grade.grade`).
+    :func:`rollbench.grading.grade.grade`).
 
     Re-running into an existing run directory of the same spec resumes it: missing episodes run, and errored ones
     selected by ``execution.retry_errors`` (default: infrastructure faults) are re-run and replaced.
@@ -389,5 +389,5 @@ def _finish(
 
 
 def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
-    """Recompute a run's results from its directory (see :func:`rollbench.grade.grade.grade`)."""
+    """Recompute a run's results from its directory (see :func:`rollbench.grading.grade.grade`)."""
     return grade_run_dir(Path(run_dir), check_videos=check_videos)

@@ -9,7 +9,7 @@ Each point is one run: its pooled success rate with the 95% Wilson interval, bot
 ``delay_ms``: the delay of every call in control steps (:func:`rollbench.core.latency.fixed_delay`) times
 ``1000 / fps``, so ``fixed:MS`` is drawn at the delay the run really had (``ceil(MS x fps / 1000)`` steps); a
 ``measured`` run is drawn at its mean measured call latency (``latency.mean_s``); ``none`` at 0. ``hold_share`` and
-``mean_delay_steps`` come from grade's ``delay`` block (:mod:`rollbench.grade.delay`).
+``mean_delay_steps`` come from grade's ``delay`` block (:mod:`rollbench.grading.delay`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Reading the runs to analyse: run directories, roots containing them, and JSON exports of the dashboard's
-``/api/runs``. Every per-episode fact comes from :func:`rollbench.grade.grade.grade` (for run directories) or from the
+``/api/runs``. Every per-episode fact comes from :func:`rollbench.grading.grade.grade` (for run directories) or from the
 export's episode rows (which the dashboard built from ``grade``); nothing is re-derived here.
 
 A JSON export is read tolerantly: an object with a ``runs`` list (what ``GET /api/runs`` returns) or a bare list of
@@ -127,7 +127,7 @@ def _served_label(url: str, name: str | None, merge_served: bool) -> str:
 
 
 def _from_run_dir(run_dir: Path, loaded: Loaded, merge_served: bool) -> None:
-    from rollbench.grade.grade import grade, load_run_log
+    from rollbench.grading.grade import grade, load_run_log
 
     log = load_run_log(run_dir)
     identity = RunIdentity.from_run_log(log, run_dir)

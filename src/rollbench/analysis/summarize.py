@@ -7,7 +7,7 @@ every count and interval is one recorded episode, taken as an independent Bernou
 because they are independent only when the policy or env is stochastic (see :func:`summarize_runs`).
 
 Each cell counts the recorded (finished) episodes of its runs: ``errored`` (termination reason ``error``; counted as
-failures, as :mod:`rollbench.grade.grade` does), ``successes`` with the 95% Wilson interval, and, with labels, the count
+failures, as :mod:`rollbench.grading.grade` does), ``successes`` with the 95% Wilson interval, and, with labels, the count
 per label of the rubric, ``n_labeled``, ``n_unlabeled``, ``n_invalid`` and the rubric's rates. A rate's denominator is
 the *valid* labelled episodes (labelled, not ``invalid``) unless said otherwise; a rate is ``null`` when its
 denominator is 0.
@@ -36,7 +36,7 @@ from typing import Any
 
 from rollbench.analysis.sources import Loaded, RunData
 from rollbench.core.types import ConfigError
-from rollbench.grade.stats import wilson_interval
+from rollbench.grading.stats import wilson_interval
 
 BY_KEYS: tuple[str, ...] = ("task", "model", "policy", "host", "robot", "run", "variant", "instruction")
 DEFAULT_BY: tuple[str, ...] = ("task", "model")  # summarize_runs adds "instruction"

@@ -174,7 +174,7 @@ def compare_cmd(
     interval, exact McNemar test, Holm across tasks; or, with --power, the episodes per task a comparison needs."""
     out = _out()
     if power:
-        from rollbench.grade.stats import paired_sample_size
+        from rollbench.grading.stats import paired_sample_size
 
         if runs:
             _fail("--power plans a comparison; give --p-a and --p-b, not runs")

@@ -271,7 +271,7 @@ def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = 
 
 
 def print_delay(console: Console, delay: dict[str, Any]) -> None:
-    """One line for a run with ``--latency`` (:mod:`rollbench.grade.delay`): the mode, the delay of every call, the
+    """One line for a run with ``--latency`` (:mod:`rollbench.grading.delay`): the mode, the delay of every call, the
     mean delay of executed actions and the share of hold steps."""
     d = delay.get("call_delay_steps")
     mean, share = delay.get("mean_delay_steps"), delay.get("hold_share")

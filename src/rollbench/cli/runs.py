@@ -22,7 +22,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
     """One run's row: ``run``, ``run_dir``, ``tasks``, ``policy``, ``status``, ``episodes_recorded``,
     ``episodes_requested``, ``success_rate`` (pooled over tasks, 0..1), ``created`` (UTC, ISO 8601), ``source``
     (where the numbers come from), or ``run``, ``run_dir`` and ``error`` when it cannot be read."""
-    from rollbench.grade.grade import grade
+    from rollbench.grading.grade import grade
     from rollbench.record.files import is_inside
     from rollbench.record.runlog import is_locked, read_run_log
 
@@ -68,7 +68,7 @@ def _committed_on_disk(run_dir: Path, row: dict[str, Any]) -> None:
     """A run whose process died: its run.json results (if any) are from an earlier invocation, so the count shown
     is the committed episodes of ``meta/info.json`` (rewritten after every commit) and no success rate is shown
     until it is graded again (``--grade``)."""
-    from rollbench.grade.files import read_info
+    from rollbench.grading.files import read_info
 
     violations: list[str] = []
     info = read_info(run_dir, violations)

@@ -1,6 +1,6 @@
 """What one episode produced (:class:`EpisodeRecord`), the success rule (:func:`held_success`) and the fault of an
 error (:func:`fault_of`): the facts the episode loop (:mod:`rollbench.run.episode`), the recorder
-(:mod:`rollbench.record`) and grading (:mod:`rollbench.grade`) all share, so success is decided in one place.
+(:mod:`rollbench.record`) and grading (:mod:`rollbench.grading`) all share, so success is decided in one place.
 
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
 With ``success_hold = K > 1`` (``--success-hold``) success must hold for K consecutive steps: ``any_step`` then

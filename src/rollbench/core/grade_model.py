@@ -1,6 +1,6 @@
 """The grade document (``rollbench grade --json``, and ``results`` in run.json) as pydantic models.
 
-These models describe what :func:`rollbench.grade.grade.grade` returns; grade builds plain dicts and does not use
+These models describe what :func:`rollbench.grading.grade.grade` returns; grade builds plain dicts and does not use
 them. Their JSON Schema is ``docs/grade.schema.json`` (written by ``python -m rollbench.core.schemas``), so other
 tools can validate a document without rollbench; ``tests/test_schemas.py`` checks that the committed schema is what
 these models give and that a real run's documents validate. Every block is closed (``extra="forbid"``): grade writes
@@ -130,7 +130,7 @@ class DelayStats(Closed):
 
 
 class Delay(DelayStats):
-    """Runs with a latency other than ``none`` (:mod:`rollbench.grade.delay`)."""
+    """Runs with a latency other than ``none`` (:mod:`rollbench.grading.delay`)."""
 
     latency: str = Field(description="The spec's latency: fixed:MS, steps:K or measured.")
     stale: Literal["skip", "execute"]

@@ -1,6 +1,6 @@
 """The MCP tools' structured results and their plain-language summaries (see :mod:`rollbench.mcp.server`).
 
-Every number comes from :func:`rollbench.grade.grade.grade`'s document or the run directory's ``run.json`` and
+Every number comes from :func:`rollbench.grading.grade.grade`'s document or the run directory's ``run.json`` and
 ``meta/info.json``; this module only reshapes them and says them in words an agent can repeat.
 """
 

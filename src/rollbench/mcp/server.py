@@ -3,7 +3,7 @@
 Tools: ``run_policy_rollout``, ``list_envs``, ``list_policies``, ``get_run``, ``grade_run``, ``list_runs``.
 ``run_policy_rollout`` calls :func:`rollbench.api.evaluate` (N independently reset episodes, recorded as a LeRobot
 v3 dataset, graded from disk) in a worker thread, so one code path serves the CLI, this server and the tests.
-Its ``status`` is what :func:`rollbench.grade.grade.grade` computed from the run directory, never a default: ``OK`` only
+Its ``status`` is what :func:`rollbench.grading.grade.grade` computed from the run directory, never a default: ``OK`` only
 when every requested episode is recorded and none errored. Each finished episode is sent as an MCP progress
 notification; a client cancellation (``notifications/cancelled``) stops the run between episodes and leaves a
 resumable run directory. Runs live only under ``--root``; bad arguments return a tool error (``isError``) naming

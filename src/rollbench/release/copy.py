@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.types import ConfigError
-from rollbench.grade.grade import load_run_log
+from rollbench.grading.grade import load_run_log
 from rollbench.release.redact import Released, Releaser, sha256_hex
 from rollbench.release.rules import BUILTIN, Scanner
 

@@ -30,7 +30,7 @@ RULE = (
 
 
 def _graded(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    from rollbench.grade.grade import grade, load_run_log
+    from rollbench.grading.grade import grade, load_run_log
 
     if not run_dir.is_dir():
         raise ConfigError(f"no run directory {run_dir}")

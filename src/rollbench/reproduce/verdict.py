@@ -6,7 +6,7 @@ The test (two-sided, level :data:`ALPHA` = 0.05):
   as exact (:func:`scipy.stats.binomtest`, two-sided by the "minimum likelihood" rule: the p-value sums the
   probabilities of all outcomes no more likely than the one observed);
 * reference count known (stated, or the whole number that prints as the rate): Fisher's exact test of the 2x2 table
-  run vs reference (:func:`rollbench.grade.stats.fisher_exact_test`). Fisher over Boschloo's unconditional test
+  run vs reference (:func:`rollbench.grading.stats.fisher_exact_test`). Fisher over Boschloo's unconditional test
   (:func:`scipy.stats.boschloo_exact`, more powerful): Boschloo took 20.7 s for one 1500-vs-1500 table on this
   machine (Fisher: 0.01 s), and a report compares four or more suites; Fisher's test is conservative, so a
   ``below``/``above`` from it is not overstated.
@@ -140,7 +140,7 @@ def judge(
     reference's counts when known. Raises ValueError on counts outside ``0 <= successes <= episodes``."""
     from scipy.stats import binomtest
 
-    from rollbench.grade.stats import fisher_exact_test, wilson_interval
+    from rollbench.grading.stats import fisher_exact_test, wilson_interval
 
     low, high = wilson_interval(successes, episodes)
     p_ref = reference_rate_pct / 100.0

@@ -1,6 +1,6 @@
 """The runs a dashboard serves from its ``--root`` directories: discovery, graded summaries (cached), artifacts.
 
-Every number comes from :func:`rollbench.grade.grade.grade` over the run directory (``check_videos=False``: decoding
+Every number comes from :func:`rollbench.grading.grade.grade` over the run directory (``check_videos=False``: decoding
 every video of a thousand runs per listing would be too slow; ``rollbench grade`` checks frame counts). A summary is
 cached under the run's *signature*, the (mtime_ns, size) of ``run.json`` and ``meta/info.json``: the writer rewrites
 ``info.json`` after every committed episode and ``run.json`` when a run starts or ends, so a changed run is re-graded
@@ -30,7 +30,7 @@ from typing import Any
 
 from rollbench.core.identity import RunIdentity
 from rollbench.core.types import RollbenchError
-from rollbench.grade.grade import grade, load_run_log
+from rollbench.grading.grade import grade, load_run_log
 from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.runlog import find_run_dirs
 

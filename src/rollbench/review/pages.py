@@ -6,7 +6,7 @@ as ``\\u`` escapes, so no value can end the script element).
 
 The success-rate chart is an inline SVG (``templates/rate_chart.html.j2``, geometry from
 :func:`rollbench.review.charts.rate_chart`): one row per task, a bar for the rate and a whisker for its 95% Wilson
-interval (both as graded by :func:`rollbench.grade.grade.grade`).
+interval (both as graded by :func:`rollbench.grading.grade.grade`).
 """
 
 from __future__ import annotations

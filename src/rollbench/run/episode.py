@@ -28,7 +28,7 @@ With ``success_hold = K > 1`` (``--success-hold``) success must hold for K conse
 needs a run of K true ``next.success`` rows (the episode stops at the K-th), ``final_step`` the last K rows true.
 :func:`held_success` is that rule; grading recomputes success from the recorded rows with the same function.
 An env that already reports success right after reset sets ``success_at_reset``; such an episode never counts as
-a policy success (see :mod:`rollbench.grade.grade`).
+a policy success (see :mod:`rollbench.grading.grade`).
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ from typing import Any
 import duckdb
 
 from rollbench.core.latency import fixed_delay
-from rollbench.grade.tables import query
+from rollbench.grading.tables import query
 
 DELAY_STEP_COLUMNS = '"policy.obs_frame_index" AS src, "policy.chunk_index" AS chunk_row, "policy.hold" AS hold'
-"""Extra columns :mod:`rollbench.grade.grade` loads into its step table for a run with a latency."""
+"""Extra columns :mod:`rollbench.grading.grade` loads into its step table for a run with a latency."""
 
 _STATS = """count(*) AS steps, count(*) FILTER (WHERE hold) AS holds,
     avg(frame_index - src) FILTER (WHERE NOT hold) AS mean_delay, max(frame_index - src) FILTER (WHERE NOT hold) AS max_delay,

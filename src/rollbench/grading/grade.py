@@ -6,7 +6,7 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
 * length = number of step rows (an episode without steps has one padding frame, see :mod:`rollbench.record.lerobot`,
   which is checked and not counted); return = sum of ``next.reward``;
 * success = :func:`rollbench.core.episode.held_success` over the episode's ``next.success`` rows in frame order
-  (DuckDB ``list(... ORDER BY frame_index)``, :data:`rollbench.grade.tables.PER_EPISODE`): any true row for the
+  (DuckDB ``list(... ORDER BY frame_index)``, :data:`rollbench.grading.tables.PER_EPISODE`): any true row for the
   ``any_step`` rule, the last row for ``final_step``, and never for an episode that errored or was already
   successful at reset;
 * mean and median length, mean return per task: over the episodes that ran (an episode that errored before its
@@ -14,13 +14,13 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
 * with the spec's ``success_hold`` K > 1, success needs K consecutive true rows (``any_step``) or K true last rows
   (``final_step``): the same function the episode loop uses;
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
-  with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.grade.stats.wilson_interval`).
+  with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.grading.stats.wilson_interval`).
 
 Errors are counted per fault (``errors_by_fault``: ``policy``, ``environment``, ``infrastructure``, from the
 ``rollbench/error_fault`` column; ``unclassified`` for runs recorded before it existed), per task and overall.
 
 Runs with ``--latency``: a ``delay`` block (mean delay of executed actions in steps, share of hold actions;
-:mod:`rollbench.grade.delay`).
+:mod:`rollbench.grading.delay`).
 
 LLM agent runs (episodes with a ``rollbench/transcript``): ``agent_usage`` gives model calls, tokens and cost
 (``overall`` and ``by_task``) summed from the transcripts' ``call`` lines; an unreadable transcript, or one whose
@@ -40,8 +40,8 @@ import duckdb
 
 from rollbench.core.episode import held_success
 from rollbench.core.types import ConfigError
-from rollbench.grade.delay import DELAY_STEP_COLUMNS, delay_block
-from rollbench.grade.files import (
+from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
+from rollbench.grading.files import (
     link_violations,
     missing_episode_columns,
     parquet_files,
@@ -49,12 +49,12 @@ from rollbench.grade.files import (
     run_timing,
     video_violation,
 )
-from rollbench.grade.stats import Z95, wilson_interval
-from rollbench.grade.summary import agent_usage, episode_fault, summarise
-from rollbench.grade.tables import PER_EPISODE, STEP_COLUMNS, connection, load_or_report, percentiles, query
+from rollbench.grading.stats import Z95, wilson_interval
+from rollbench.grading.summary import agent_usage, episode_fault, summarise
+from rollbench.grading.tables import PER_EPISODE, STEP_COLUMNS, connection, load_or_report, percentiles, query
 from rollbench.record.transcript import check_transcript
 
-__all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grade.stats
+__all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grading.stats
 
 
 def load_run_log(run_dir: Path) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``, and for an instruction
     sweep ``variants`` (task -> variant -> results and paired counts; see :func:`_variants`). In a sweep, ``tasks``
     pools every variant of the task; ``agent_usage`` when any episode has a transcript; ``delay`` for a run with
-    ``--latency`` (:mod:`rollbench.grade.delay`).
+    ``--latency`` (:mod:`rollbench.grading.delay`).
     Raises RollbenchError only when ``run_dir`` is not a run directory at all.
     """
     run_dir = Path(run_dir)
@@ -128,8 +128,8 @@ def _load_tables(
     run_dir: Path, con: duckdb.DuckDBPyConnection, violations: list[str], timed: bool = False
 ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], bool]:
     """The episode rows (ordered by index; empty when their columns are not rollbench's), the per-episode step
-    facts (:data:`~rollbench.grade.tables.PER_EPISODE`, by index) and whether any step file was loaded; ``timed``: the
-    run has a latency, so its step rows carry :data:`~rollbench.grade.delay.DELAY_STEP_COLUMNS` too."""
+    facts (:data:`~rollbench.grading.tables.PER_EPISODE`, by index) and whether any step file was loaded; ``timed``: the
+    run has a latency, so its step rows carry :data:`~rollbench.grading.delay.DELAY_STEP_COLUMNS` too."""
     meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet")
     data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet")
     con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles

@@ -1,4 +1,4 @@
-"""What :mod:`rollbench.grade.grade` reads from a run directory, read so that a damaged directory gives a report.
+"""What :mod:`rollbench.grading.grade` reads from a run directory, read so that a damaged directory gives a report.
 
 Every reader here turns damage into a sentence appended to ``violations`` (grade's list of broken invariants) and
 returns what is still usable; none raises for a damaged file. Nothing is read through a link that leads outside the

@@ -165,11 +165,10 @@ def _episode_links(loaded: Loaded, url: str) -> str:
     parts = []
     for run in loaded.runs:
         cams = []
-        info = (Path(run.run_dir) / "meta" / "info.json") if run.run_dir else None
-        if info is not None and info.exists():
-            import json
+        if run.run_dir is not None:
+            from rollbench.grade.files import read_info
 
-            feats = json.loads(info.read_text()).get("features", {})
+            feats = read_info(Path(run.run_dir), []).get("features", {})  # regular file, inside the run, or {}
             cams = [k.removeprefix("observation.images.") for k, v in feats.items() if v.get("dtype") == "video"]
         rows = []
         for ep in run.episodes:
@@ -212,7 +211,14 @@ def render_report(
             f'<figure><img alt="{_e(cap)}" src="data:image/png;base64,{png}"><figcaption>{_e(cap)}</figcaption></figure>'
         )
     runs_rows = [
-        [_e(r["run"]), _e(r["model"]), _e(r["policy"]), _e(r["status"]), _e(r["episodes"]), _e(r["path"])]
+        [
+            _e(r["run"]),
+            _e(r["model"]),
+            _e(r["policy"]),
+            _e(r["status"]) + (" <strong>DAMAGED</strong>" if r.get("damaged") else ""),  # --allow-damaged
+            _e(r["episodes"]),
+            _e(r["path"]),
+        ]
         for r in summary["runs"]
     ]
     cell_rows = [

@@ -23,6 +23,7 @@ from rollbench.cli.common import fail as _fail
 from rollbench.cli.release import register as _register_release
 from rollbench.cli.runs import register as register_runs
 from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.record.safe_files import read_regular_json
 from rollbench.serve.server import serve_policy
 
 app = typer.Typer(
@@ -265,8 +266,8 @@ def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str,
 def _load_spec_file(path: Path) -> dict[str, Any]:
     """An EvalSpec's fields from a JSON file: a spec object, or a run.json (its ``spec`` is used)."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        data = read_regular_json(path, follow_links=True)  # a FIFO or device is refused, never waited on
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"--spec {path}: cannot read a JSON object ({exc})") from None
     if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data:
         data = data["spec"]

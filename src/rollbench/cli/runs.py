@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from rollbench.core.types import ConfigError
+from rollbench.record.safe_files import read_regular_json
 
 
 def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         if is_locked(run_dir):
             with contextlib.suppress(OSError, ValueError):
                 if is_inside(run_dir, live):
-                    row["episodes_recorded"] = json.loads(live.read_text()).get("episodes_done")
+                    row["episodes_recorded"] = read_regular_json(live, run_dir).get("episodes_done")
             row["source"] = "run.live.json (running)"
         else:
             row["status"] = "RUNNING (stale: no process is writing it; resume it with rollbench eval --resume)"

@@ -118,8 +118,8 @@ def _load_tables(
 ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], bool]:
     """The episode rows (ordered by index; empty when their columns are not rollbench's), the per-episode step
     facts (:data:`~rollbench.grade.tables.PER_EPISODE`, by index) and whether any step file was loaded."""
-    meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet")
-    data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet")
+    meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
+    data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet", violations)
     con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles
     meta_files = load_or_report(con, "episodes", meta_files, "*", violations)
     data_files = load_or_report(con, "steps", data_files, STEP_COLUMNS, violations)

@@ -6,12 +6,13 @@ Every number comes from :func:`rollbench.grade.grade.grade`'s document or the ru
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from rollbench.grade.files import read_info
 
 
 class TaskRow(BaseModel):
@@ -133,8 +134,7 @@ def run_result(
     for t in result["tasks"].values():
         for k, v in t["termination_reasons"].items():
             reasons[k] = reasons.get(k, 0) + v
-    info_path = run_dir / "meta" / "info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    info = read_info(run_dir, [])  # a regular file inside the run, else {} (grade reported why)
     o = result["overall"]
     r = RunResult(
         run_id=run_id,

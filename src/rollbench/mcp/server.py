@@ -14,6 +14,7 @@ No ``from __future__ import annotations`` here: the tool signatures are evaluate
 published JSON schema carries the configured ``--max-steps-ceiling``.
 """
 
+import contextlib
 import json
 import logging
 import re
@@ -38,6 +39,7 @@ from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.mcp.results import EnvFamilyRow, PolicyRow, RunInfo, RunResult, RunRow, run_info, run_result, run_row
 from rollbench.record.runlog import is_locked, read_run_log
+from rollbench.record.safe_files import iter_run_dirs, read_regular_json
 
 log = logging.getLogger(__name__)
 
@@ -241,8 +243,10 @@ class RolloutService:
             state = "running" if is_locked(run_dir) else "interrupted"
         else:
             state = "finished"
-        live_path = run_dir / "run.live.json"
-        live = json.loads(live_path.read_text()) if live_path.exists() and state == "running" else None
+        live = None
+        if state == "running":
+            with contextlib.suppress(OSError, ValueError):  # a link, FIFO or device is not read (UnsafeFile)
+                live = read_regular_json(run_dir / "run.live.json", run_dir)
         if active is not None:
             live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
         info = run_info(run_id, run_dir, log_, state, live)
@@ -252,13 +256,12 @@ class RolloutService:
         if not self.root.is_dir():
             return []
         rows: list[tuple[float, RunRow]] = []
-        for d in self.root.iterdir():
-            if d.is_dir() and (d / "run.json").is_file():
-                try:
-                    mtime = (d / "run.json").stat().st_mtime
-                    rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
-                except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
-                    log.warning("skipping unreadable run %s: %r", d, exc)
+        for d in iter_run_dirs(self.root):  # real directories holding a regular run.json, links not followed
+            try:
+                mtime = (d / "run.json").stat().st_mtime
+                rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
+            except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
+                log.warning("skipping unreadable run %s: %r", d, exc)
         rows.sort(key=lambda r: r[0], reverse=True)
         return [r for _, r in rows[:limit]]
 

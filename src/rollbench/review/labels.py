@@ -43,6 +43,7 @@ from filelock import FileLock, Timeout
 
 from rollbench.core.identity import RunIdentity, sanitize_segment
 from rollbench.core.types import ConfigError
+from rollbench.record.safe_files import read_regular_text
 from rollbench.review.rubrics import BUILTIN_RUBRICS, Rubric
 
 SIDECAR_VERSION = 1
@@ -100,7 +101,7 @@ class LabelFile:
 
 def _read_raw(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, follow_links=True)  # a FIFO or device is refused, never waited on
     except FileNotFoundError:
         return {"version": SIDECAR_VERSION, "rubric": None, "labels": {}}
     except OSError as exc:

@@ -116,7 +116,7 @@ def load_label_set(loaded: Loaded, labels_path: str | None, rubric_name: str | N
 
 @cache
 def _registry_instruction(task: str) -> str | None:
-    from rollbench.core.registry import resolve_tasks
+    from rollbench.core.registry import resolve_remote_tasks as resolve_tasks  # a recorded name never imports
 
     try:
         infos = resolve_tasks(task)

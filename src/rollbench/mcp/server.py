@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
-from rollbench.core.registry import is_import_path
+from rollbench.core.registry import is_import_path, resolve_remote_tasks
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.mcp.results import EnvFamilyRow, PolicyRow, RunInfo, RunResult, RunRow, run_info, run_result, run_row
@@ -138,6 +138,7 @@ class RolloutService:
                 f"policy-server URLs only. Valid policies: {valid}"
             )
         try:
+            resolve_remote_tasks(env)  # installed families' named tasks only: never an import (core.registry)
             return build_spec(
                 env=env,
                 policy=policy,

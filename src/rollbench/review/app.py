@@ -33,7 +33,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from rollbench.core.identity import RunIdentity, check_segment
 from rollbench.core.types import ConfigError
 from rollbench.review import pages
-from rollbench.review.security import MAX_BODY_BYTES, make_guard
+from rollbench.review.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.review.service import Dashboard
 from rollbench.review.summary import label_totals, labels_csv
 
@@ -85,7 +85,7 @@ async def _body(request: Request) -> dict[str, Any]:
 def create_app(dash: Dashboard) -> FastAPI:
     """The ASGI app serving ``dash`` (no OpenAPI/docs pages: they would load assets from a CDN)."""
     app = FastAPI(title="rollbench dashboard", docs_url=None, redoc_url=None, openapi_url=None)
-    app.middleware("http")(make_guard(dash.cfg.token))
+    app.middleware("http")(make_guard(dashboard_guard(dash.cfg.host, dash.cfg.token, dash.cfg.allow_hosts)))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.exception_handler(ApiError)

@@ -225,7 +225,9 @@ def test_token_is_required_from_header_or_cookie(runs_root: Path, tmp_path: Path
     try:
         assert httpx.get(srv.url + "/api/runs").status_code == 401
         assert httpx.get(srv.url + "/api/runs", headers={"Authorization": "Bearer wrong"}).status_code == 401
-        assert httpx.get(srv.url + "/api/runs", headers={"Authorization": "Bearer s3cret-0123456789ab"}).status_code == 200
+        assert (
+            httpx.get(srv.url + "/api/runs", headers={"Authorization": "Bearer s3cret-0123456789ab"}).status_code == 200
+        )
         with httpx.Client(base_url=srv.url) as c:
             r = c.get("/run/hostA/point/rand?token=s3cret-0123456789ab")
             assert r.status_code == 303 and r.headers["location"] == "/run/hostA/point/rand"

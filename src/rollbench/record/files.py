@@ -132,7 +132,7 @@ def count_video_frames(path: Path, root: Path | None = None) -> int:
     with :func:`~rollbench.record.safe_files.open_regular` (inside ``root`` when given): UnsafeFile otherwise."""
     import av
 
-    with open_regular(path, root) as raw, av.open(raw) as container:
+    with open_regular(path, root) as raw, av.open(raw, mode="r") as container:
         return sum(1 for _ in container.decode(video=0))
 
 

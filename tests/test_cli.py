@@ -15,7 +15,11 @@ ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(TESTS), "COLUMNS": "200"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
+        "COLUMNS": "200",
+    }
     return subprocess.run([ROLLBENCH, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 

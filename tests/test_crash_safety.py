@@ -46,7 +46,12 @@ def start_slow_run(out: Path, **popen: object) -> subprocess.Popen[str]:
         "--out",
         str(out),
     ]
-    return subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(TESTS)}, text=True, **popen)  # type: ignore[call-overload]
+    return subprocess.Popen(
+        args,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))},
+        text=True,
+        **popen,
+    )  # type: ignore[call-overload]
 
 
 def wait_for_committed(out: Path, n: int) -> None:
@@ -125,7 +130,7 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and
     assert not (out / "run.live.json").exists()
     again = subprocess.run(
         [ROLLBENCH, "eval", "--resume", str(out), "--json"],
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))},
         capture_output=True,
         text=True,
         timeout=300,

@@ -8,6 +8,7 @@ of the policy under evaluation. The envs, worker processes and recording are rea
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def test_a_hanging_in_process_policy_errors_its_episode_and_the_run_goes_on(tmp_
 def test_a_hanging_policy_in_a_worker_process_is_replaced_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
     t0 = time.monotonic()
     r = evaluate(env="scripted/reach", policy="fault_policies:hang", policy_options=HANG, episodes=4,
                  policy_timeout_s=1.0, out=tmp_path / "w", execution=Execution(workers=2))  # fmt: skip

@@ -24,7 +24,7 @@ from test_parallel import recorded_tables
 
 TESTS = Path(__file__).resolve().parent
 ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))
-ENV = {**os.environ, "PYTHONPATH": str(TESTS)}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
 
 
 def eval_args(out: Path, episodes: int, *extra: str) -> list[str]:
@@ -151,3 +151,19 @@ def test_stopped_run_resumed_with_another_worker_count_equals_an_uninterrupted_r
     assert resumed["status"] == "OK"
     assert resumed["episodes"] == ref["episodes"]
     assert recorded_tables(out)[0].equals(recorded_tables(tmp_path / "ref")[0])
+
+
+def test_a_finished_run_holds_no_lock_file_and_a_held_lock_refuses_a_second_writer(tmp_path: Path) -> None:
+    """run.lock exists only while a writer holds it; while it is held, a second writer is refused (exit 2)."""
+    from rollbench.record.runlog import RunLock, is_locked
+
+    out = tmp_path / "run"
+    evaluate(env="scripted/reach", policy="zero", episodes=2, max_steps=3, out=out)
+    assert not (out / "run.lock").exists() and not is_locked(out)
+    with RunLock(out):
+        assert is_locked(out)
+        r = subprocess.run(
+            [ROLLBENCH, "eval", "--resume", str(out)], env=ENV, capture_output=True, text=True, timeout=120
+        )
+        assert r.returncode == 2 and "is being written by another rollbench process" in r.stderr
+    assert not (out / "run.lock").exists() and not is_locked(out)

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rollbench.cli.tables import print_table
 from rollbench.core.types import ConfigError, RollbenchError
 
 console = Console(stderr=True)
@@ -56,13 +57,17 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
     """The summarize document as a table (one row per cell), then the runs left out."""
     table = Table(title="rollbench summarize (episodes pooled across runs and hosts)")
     for k in doc["by"]:
-        table.add_column(k)
+        table.add_column(k, overflow="fold" if k == "instruction" else "ellipsis")
     for col in ("variants", "hosts", "runs", "episodes", "repeats", "errored", "successes", "success rate", "95% CI"):
-        table.add_column(col, justify="right" if col not in ("hosts", "variants") else "left")
+        table.add_column(
+            col,
+            justify="right" if col not in ("hosts", "variants") else "left",
+            overflow="fold" if col in ("hosts", "variants") else "ellipsis",
+        )
     labelled = doc["rubric"] is not None
     if labelled:
-        table.add_column(f"labels ({doc['rubric']})")
-        table.add_column("rates")
+        table.add_column(f"labels ({doc['rubric']})", overflow="fold")
+        table.add_column("rates", overflow="fold")
     for c in doc["cells"]:
         row = ["—" if c[k] is None else str(c[k]) for k in doc["by"]]
         row += [", ".join(c["variants"]) or "—", ", ".join(c["hosts"]), str(len(c["runs"])), str(c["episodes"])]
@@ -73,7 +78,7 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
             row.append(f"{counts} (labelled {c['n_labeled']}, unlabelled {c['n_unlabeled']}, invalid {c['n_invalid']})")
             row.append(" ".join(f"{k}={_pct(v)}" for k, v in c["rates"].items()))
         table.add_row(*row)
-    out.print(table)
+    print_table(out, table)
     for p in doc["in_progress"]:
         out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
 
@@ -101,7 +106,7 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
             row += [str(r["a_only"]), str(r["b_only"])] if paired else []
             row += [_p(r["p_value"]), _p(r.get("p_holm", r.get("p_holm_pairs")))]
             table.add_row(*row)
-        out.print(table)
+        print_table(out, table)
         if c["tasks_not_compared"]:
             out.print(f"tasks not in both runs (not compared): {', '.join(c['tasks_not_compared'])}", highlight=False)
     if len(doc["runs"]) > 2:
@@ -111,7 +116,7 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
         for r in doc["ranking"]:
             ci = f"{_pct(r['ci95_low'])} – {_pct(r['ci95_high'])}"
             table.add_row(str(r["rank"]), r["run"], r["model"], _pct(r["success_rate"]), ci, str(r["episodes"]))
-        out.print(table)
+        print_table(out, table)
 
 
 def summarize_cmd(
@@ -229,6 +234,29 @@ def compare_cmd(
         print_comparison(out, doc)
 
 
+def _reproductions(loaded: Any, reference: str | None) -> list[dict[str, Any]]:
+    """``rollbench reproduce`` of each run directory among the report's inputs that has a suite of the reference
+    (one document per run, so runs of one suite by different policies each get their verdict); [] without
+    ``--reference``. Raises ConfigError when no run directory has such a suite (exports carry no protocol)."""
+    if reference is None:
+        return []
+    from rollbench.reproduce import load_reference, reproduce
+    from rollbench.reproduce.document import NoSuiteInCommon
+
+    ref = load_reference(reference)
+    docs = []
+    for run in loaded.runs:
+        if run.run_dir is None:
+            continue
+        try:
+            docs.append(reproduce([run.run_dir], ref))
+        except NoSuiteInCommon:
+            continue
+    if not docs:
+        raise ConfigError(f"--reference {reference}: no run directory among the inputs has a suite of it")
+    return docs
+
+
 def report_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Run directories, roots containing them, /api/runs exports.")],
     out_path: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
@@ -245,10 +273,13 @@ def report_cmd(
     seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
     merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,
     allow_damaged: Annotated[bool, typer.Option(help=ALLOW_DAMAGED_HELP)] = False,
+    reference: Annotated[
+        str | None, typer.Option(help="Add a reproduction section against this reference (rollbench reproduce).")
+    ] = None,
 ) -> None:
     """Write one self-contained offline HTML report: success rates with intervals, comparisons (paired where a
     pair's episodes pair, else unpaired and said so), length and latency distributions (and the same figures as
-    PNG/SVG with --plots). Its warnings are also printed on stderr."""
+    PNG/SVG with --plots), and with --reference the reproduction verdicts. Its warnings are also printed on stderr."""
     from rollbench.analysis.html_report import render_report, report_comparison, report_warnings
     from rollbench.analysis.sources import load_runs
     from rollbench.analysis.summarize import load_label_set, summarize_runs
@@ -263,6 +294,7 @@ def report_cmd(
         label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
         comparison = report_comparison(loaded, seed=seed)
         summary = summarize_runs(loaded, labels=label_set)
+        reproductions = _reproductions(loaded, reference)
         text = render_report(
             loaded,
             labels=label_set,
@@ -270,6 +302,7 @@ def report_cmd(
             dashboard_url=dashboard_url,
             plots_dir=plots,
             summary=summary,
+            reproductions=reproductions,
         )
         warnings = report_warnings(comparison, summary)
     except ConfigError as exc:

@@ -74,10 +74,26 @@ def build_dashboard(
     return Dashboard(cfg)
 
 
+def default_labels(roots: list[Path]) -> Path:
+    """Where labels go without ``--labels``: ``labels.json`` in the first root (its parent when that root is itself
+    a run directory: nothing is written inside a run), else ``$XDG_DATA_HOME/rollbench/labels.json``
+    (``~/.local/share`` when unset)."""
+    if roots:
+        first = roots[0]
+        return (first.parent if (first / "run.json").is_file() else first) / "labels.json"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "rollbench" / "labels.json"
+
+
 def register(app: typer.Typer) -> None:
     @app.command("dashboard")
     def dashboard_cmd(
-        labels: Annotated[Path, typer.Option(help="Label sidecar JSON file (created on the first label).")],
+        labels: Annotated[
+            Path | None,
+            typer.Option(
+                help="Label sidecar JSON file, created on the first label (default: labels.json in the first --root, "
+                "or $XDG_DATA_HOME/rollbench/labels.json with peers only)."
+            ),
+        ] = None,
         root: Annotated[list[Path] | None, typer.Option(help="Directory of run directories (repeatable).")] = None,
         peer: Annotated[
             list[str] | None, typer.Option(help="Another dashboard, URL or URL#TOKEN (repeatable): central mode.")
@@ -94,7 +110,10 @@ def register(app: typer.Typer) -> None:
         annotator: Annotated[str | None, typer.Option(help="Name recorded with each label (default: OS user).")] = None,
         cache_dir: Annotated[
             Path | None,
-            typer.Option(help="Cache of graded run records and peers' videos (default ~/.cache/rollbench/dashboard)."),
+            typer.Option(
+                help="Cache of graded run records and peers' videos (default $XDG_CACHE_HOME/rollbench/dashboard, "
+                "~/.cache/rollbench/dashboard when unset)."
+            ),
         ] = None,
         stale_after: Annotated[
             float, typer.Option(help="Seconds without run.live.json updates before 'stale'.")
@@ -107,6 +126,7 @@ def register(app: typer.Typer) -> None:
         from rollbench.review.app import create_app
         from rollbench.review.security import check_binding
 
+        labels = labels or default_labels(list(root or []))
         try:
             check_binding(host, token, allow_host or ())
             dash = build_dashboard(

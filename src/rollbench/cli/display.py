@@ -17,6 +17,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from rollbench.cli.tables import print_table
+
 
 class ProgressDisplay:
     """One progress bar per task, fed by :data:`rollbench.api.ProgressCallback` events."""
@@ -95,6 +97,19 @@ def _pooled_row(table: Table, label: str, block: dict[str, Any]) -> None:
     )
 
 
+def _timing_line(timing: dict[str, Any]) -> str:
+    """grade's ``timing`` in words: wall time of the finished invocations, the ones that left no record (killed),
+    and the per-episode times summed (which overlap with workers or batches, and include episodes committed by an
+    invocation that left no record)."""
+    n, lost = timing["invocations"], timing.get("invocations_unrecorded") or 0
+    text = f"eval wall time: {timing['eval_wall_time_s']:.1f} s"
+    if n > 1 or lost:
+        text += f" over {n} finished invocation{'s' if n != 1 else ''}"
+    if lost:
+        text += f" ({lost} more ended without a record, e.g. killed: its time is not counted)"
+    return text + f"; episode times summed: {timing['episode_time_s']:.1f} s"
+
+
 def print_result(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
     """The results table (per task, per suite, overall), latency, status and reasons."""
     table = Table(title="rollbench results (graded from the recorded files)")
@@ -109,7 +124,11 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
         "mean return",
         "termination",
     ):
-        table.add_column(col, justify="left" if col in ("task", "termination") else "right")
+        table.add_column(
+            col,
+            justify="left" if col in ("task", "termination") else "right",
+            overflow="fold" if col == "termination" else "ellipsis",
+        )
     for name, t in result["tasks"].items():
         reasons = ", ".join(f"{k} {v}" for k, v in t["termination_reasons"].items())
         table.add_row(
@@ -127,7 +146,7 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
         _pooled_row(table, f"[bold]{name}[/] (suite, pooled)", suite)
     if len(result["tasks"]) > 1:
         _pooled_row(table, "[bold]overall (pooled)[/]", result["overall"])
-    console.print(table)
+    print_table(console, table)
     if result.get("variants"):
         print_variants(console, result)
     lat = result.get("latency", {})
@@ -139,13 +158,7 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
         )
     timing = result.get("timing") or {}
     if timing.get("eval_wall_time_s") is not None:
-        n = timing["invocations"]
-        console.print(
-            f"eval wall time: {timing['eval_wall_time_s']:.1f} s"
-            + (f" over {n} invocations (resumes)" if n > 1 else "")
-            + f"; time in episodes {timing['episode_time_s']:.1f} s",
-            highlight=False,
-        )
+        console.print(_timing_line(timing), highlight=False, soft_wrap=True)
     agent = result.get("agent_usage") or {}
     blocks = [("overall", agent.get("overall"))]
     if len(result["tasks"]) > 1:
@@ -186,7 +199,11 @@ def print_variants(console: Console, result: dict[str, Any]) -> None:
 
     table = Table(title="instruction variants (paired on the same seeds; Δ and p against the first variant)")
     for col in ("task", "variant", "instruction", "episodes", "success rate", "95% CI", "Δ", "b / c", "p"):
-        table.add_column(col, justify="left" if col in ("task", "variant", "instruction") else "right")
+        table.add_column(
+            col,
+            justify="left" if col in ("task", "variant", "instruction") else "right",
+            overflow="fold" if col == "instruction" else "ellipsis",
+        )
     for task, variants in result["variants"].items():
         for i, (name, v) in enumerate(variants.items()):
             pc = v["paired"]  # grade's counts over the trials both recorded
@@ -204,14 +221,14 @@ def print_variants(console: Console, result: dict[str, Any]) -> None:
                 "" if i == 0 else f"{mcnemar_p(b, c, 'two-sided'):.3g}",
                 end_section=i == len(variants) - 1,
             )
-    console.print(table)
+    print_table(console, table)
     console.print("b / c: trials only the variant / only the reference solved; p: exact McNemar, two-sided")
 
 
 def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = True) -> None:
     table = Table(title="env families and tasks")
     for col in ("task", "installed", "horizon", "success rule", "cameras"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold" if col in ("task", "installed") else "ellipsis")
     for r in rows:
         installed = "[green]yes[/]" if r["installed"] else f"[red]no[/]: {r['missing']}"
         suites = ", ".join(f"{r['family']}/{s} ({len(v)})" for s, v in r["suites"].items())
@@ -233,4 +250,4 @@ def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = 
                     ", ".join(t["cameras"]),
                     end_section=i == len(r["tasks"]) - 1,
                 )
-    console.print(table)
+    print_table(console, table)

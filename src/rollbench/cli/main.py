@@ -18,6 +18,7 @@ import typer
 from rollbench.cli import analysis as cli_analysis
 from rollbench.cli import dashboard as cli_dashboard
 from rollbench.cli import optimize as cli_optimize
+from rollbench.cli import reproduce as cli_reproduce
 from rollbench.cli.common import console, out
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.release import register as _register_release
@@ -384,6 +385,7 @@ register_runs(app)
 cli_dashboard.register(app)
 cli_analysis.register(app)
 cli_optimize.register(app)
+cli_reproduce.register(app)
 _register_release(app)
 
 

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rollbench.cli.tables import print_table
 from rollbench.core.types import ConfigError, RollbenchError
 
 console = Console(stderr=True)
@@ -28,7 +29,7 @@ def print_search(out: Console, state: dict[str, Any], out_dir: Path) -> None:
     """Rounds table, then the held-out headline (every number read from optimize.json, itself graded from disk)."""
     table = Table(title=f"instruction search on {state['task']} (rounds: paired on each round's seeds)")
     for col in ("round", "seeds", "incumbent", "score", "best candidate", "score ", "decision"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold" if col in ("incumbent", "best candidate") else "ellipsis")
     for r in state["rounds"]:
         if r["status"] != "decided":
             continue
@@ -44,7 +45,7 @@ def print_search(out: Console, state: dict[str, Any], out_dir: Path) -> None:
             f"{best['variant_successes']}/{e} (p={best['p_value']:.3g})",
             f"accepted {r['decision']['accepted']}" if r["decision"]["accepted"] else "kept",
         )
-    out.print(table)
+    print_table(out, table)
     out.print(f"stopped: {state['stop_reason']}; search episodes: {state['episodes_used']}", highlight=False)
     h = state["holdout"]
     if not h:

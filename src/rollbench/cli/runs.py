@@ -61,7 +61,22 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
             row["source"] = "run.live.json (running)"
         else:
             row["status"] = "RUNNING (stale: no process is writing it; resume it with rollbench eval --resume)"
+            _committed_on_disk(run_dir, row)
     return row
+
+
+def _committed_on_disk(run_dir: Path, row: dict[str, Any]) -> None:
+    """A run whose process died: its run.json results (if any) are from an earlier invocation, so the count shown
+    is the committed episodes of ``meta/info.json`` (rewritten after every commit) and no success rate is shown
+    until it is graded again (``--grade``)."""
+    from rollbench.grade.files import read_info
+
+    violations: list[str] = []
+    info = read_info(run_dir, violations)
+    if not violations and isinstance(info.get("total_episodes"), int):
+        row["episodes_recorded"] = info["total_episodes"]
+        row["success_rate"] = None
+        row["source"] = "meta/info.json (committed episodes; not graded since the process died: use --grade)"
 
 
 def list_runs(root: Path, regrade: bool = False) -> list[dict[str, Any]]:
@@ -95,15 +110,15 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """List runs: task(s), policy, status, episodes, success rate and date, newest first."""
-        from rich.console import Console
         from rich.table import Table
 
-        out = Console(width=None if Console().is_terminal else 200)
+        from rollbench.cli.common import fail, out
+        from rollbench.cli.tables import print_table
+
         try:
             rows = list_runs(root, regrade)
         except ConfigError as exc:
-            Console(stderr=True).print(f"error: {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+            fail(str(exc))
         if as_json:
             out.print_json(json.dumps(rows))
             return
@@ -124,4 +139,4 @@ def register(app: typer.Typer) -> None:
                 r["run"], tasks, str(r["policy"]), str(r["status"]), f"{rec}/{r['episodes_requested']}", rate,
                 r["created"] or "",
             )  # fmt: skip
-        out.print(table)
+        print_table(out, table)

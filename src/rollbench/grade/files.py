@@ -148,11 +148,14 @@ def run_timing(log: dict[str, Any], episode_times: list[float | None]) -> dict[s
     summed per-episode wall times of the graded episodes (``rollbench/wall_time_s``: reset to last step, in the
     process that ran the episode; with K workers it can exceed the wall time). Seconds; the wall time is rounded to
     milliseconds, as each ``elapsed_s`` is (a sum of such floats is not exact). An invocation killed by SIGKILL
-    recorded no ``elapsed_s`` and is not counted."""
-    runs = [x for x in log.get("executions") or [] if isinstance(x, dict) and isinstance(x.get("elapsed_s"), float)]
+    (or a power loss) recorded no ``elapsed_s``: its time is not in ``eval_wall_time_s``, it is counted in
+    ``invocations_unrecorded``, and the episodes it committed are in ``episode_time_s``."""
+    executions = [x for x in log.get("executions") or [] if isinstance(x, dict)]
+    runs = [x for x in executions if isinstance(x.get("elapsed_s"), float)]
     times = [t for t in episode_times if isinstance(t, float)]
     return {
         "eval_wall_time_s": round(sum(x["elapsed_s"] for x in runs), 3) if runs else None,  # each is in ms
         "invocations": len(runs),
+        "invocations_unrecorded": len(executions) - len(runs),
         "episode_time_s": sum(times),
     }

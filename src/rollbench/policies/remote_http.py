@@ -44,7 +44,7 @@ accepts reset requests; ``max_batch``: the most items of a batch request it acce
 
 Bounds: an unreachable server or one that never becomes ready raises ConfigError at construction (before any
 episode); each call must complete within ``timeout_s`` (default 30 s; a watchdog also stops a reply that trickles
-in slowly); dropped connections are retried with exponential backoff (0.25 s, 0.5 s, ... ``retries`` times,
+in slowly); dropped connections are retried with exponential backoff (:mod:`rollbench.policies.retry`: 0.25 s, 0.5 s, ... ``retries`` times,
 default 3), re-sending the episode's reset first; a non-2xx reply, a body that is not JSON, or ``actions`` that are
 missing or of the wrong size raise EpisodeError (that episode ends as ``error``, fault ``policy``); timeouts, lost
 connections and 408/410/413/503 raise InfrastructureError (fault ``infrastructure``). Replies are read up to
@@ -62,11 +62,13 @@ import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation
 from rollbench.policies.remote import RemotePolicy
+from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import (
     MAX_REPLY_BYTES,
     ProtocolError,
@@ -82,7 +84,6 @@ from rollbench.wire.obs_map import ObsMap, check_actions, positive
 def endpoint(url: str) -> str:
     """The URL requests go to: ``http://HOST:PORT`` (no path, the form ``rollbench policies`` prints) means
     ``http://HOST:PORT/act``; a URL with a path is used as it is."""
-    from urllib.parse import urlsplit
 
     return url.rstrip("/") + "/act" if urlsplit(url).path in ("", "/") else url
 
@@ -150,6 +151,12 @@ class HttpPolicy(RemotePolicy):
             if status == 200 and isinstance(body, dict) and body.get("ready") is True:
                 meta = body.get("metadata", {})
                 return meta if isinstance(meta, dict) else {"metadata": meta}
+            if status == 426 or b"WebSocket" in text[:2000]:  # a websocket server (openpi, serve-policy) says so
+                ws_url = "ws://" + urlsplit(self.url).netloc
+                raise ConfigError(
+                    f"{self.url} is a websocket policy server (it answered HTTP {status} to a plain HTTP request): "
+                    f"use --policy {ws_url}"
+                )
             if status != 503 or time.monotonic() > deadline:
                 why = server_said(status, text) if status != 200 else f"GET answered {text[:300]!r}"
                 raise ConfigError(f"the policy server {self.url} is not ready ({why})")
@@ -165,21 +172,23 @@ class HttpPolicy(RemotePolicy):
         import httpx
 
         payload = json.dumps(body).encode()
-        last: BaseException | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(0.25 * 2 ** (attempt - 1))
+
+        def attempt(n: int) -> Any:
             try:
-                for replay in self._replays(body) if attempt else []:  # the episode's reset (every slot's) again
+                for replay in self._replays(body) if n else []:  # the episode's reset (every slot's) again
                     self._send(json.dumps(replay).encode())
                 return self._send(payload)
-            except httpx.TimeoutException:
+            except httpx.TimeoutException:  # not retried: the call already took timeout_s
                 raise InfrastructureError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
-            except httpx.TransportError as exc:  # refused, reset, dropped mid-reply: retry with backoff
-                last = exc
-        raise InfrastructureError(
-            f"lost the connection to {self.url} and {self.retries} retries failed ({type(last).__name__}: {last})"
-        )
+
+        try:  # refused, reset, dropped mid-reply: retried with backoff
+            return with_retries(
+                attempt, retries=self.retries, first_wait_s=0.25, retry_on=lambda e: isinstance(e, httpx.TransportError)
+            )
+        except httpx.TransportError as last:
+            raise InfrastructureError(
+                f"lost the connection to {self.url} and {self.retries} retries failed ({type(last).__name__}: {last})"
+            ) from None
 
     def _exchange(self, method: str, payload: bytes | None, timeout_s: float) -> tuple[int, bytes]:
         """One request -> (status, body), reading at most MAX_REPLY_BYTES within ``timeout_s`` (a watchdog cuts off

@@ -25,7 +25,10 @@ VIDEO_PIX_FMT = "yuv420p"
 
 
 def _file_mode() -> int:
-    """The mode ``open()`` would give a new file (0o666 minus the umask); ``mkstemp`` alone gives 0o600."""
+    """The mode ``open()`` would give a new file (0o666 minus the umask); ``mkstemp`` alone gives 0o600.
+
+    Read once, at import: ``os.umask`` can only be read by setting it, and setting it while other threads create files
+    (the dashboard's label writes, the pool's workers) would give their files the wrong mode."""
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask

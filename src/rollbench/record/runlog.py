@@ -21,10 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from rollbench.core.types import ConfigError
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
+from rollbench.record.locks import LockHeld, PathLock
 from rollbench.record.safe_files import is_regular, read_regular_bytes
 
 RUN_LOG_VERSION = 1
@@ -184,21 +183,24 @@ def check_run_log(log: Any, path: Path) -> None:
 
 
 class RunLock:
-    """An exclusive lock on a run directory (``run.lock``, fcntl ``flock``): released by the OS if the holder dies."""
+    """An exclusive lock on a run directory (``run.lock``, fcntl ``flock``): released by the OS if the holder dies;
+    the file exists only while the lock is held (:class:`rollbench.record.locks.PathLock`)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / "run.lock"
-        self._lock = filelock.FileLock(str(self.path), timeout=0)
+        self._lock = PathLock(self.path, timeout_s=0)
 
     def __enter__(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._lock.acquire()
-        except filelock.Timeout:
+        except LockHeld:
             raise ConfigError(
                 f"{self.path.parent} is being written by another rollbench process (it holds {self.path}); "
                 "wait for it to finish or stop it, then resume"
             ) from None
+        except OSError as exc:
+            raise ConfigError(f"{self.path} cannot be used as the run's lock file ({exc.strerror})") from None
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,98 @@
+"""Printing result tables so that no name or number is ever cut, at any terminal width and when piped.
+
+rich squeezes a table that is wider than the console by shrinking columns, which cuts cells to "…" (a number cut
+to "100.…" is a number the user cannot read). :func:`print_table` prevents that:
+
+* every column is *whole* (``no_wrap``, minimum width = its widest cell) except the columns the caller marks as
+  prose with ``overflow="fold"`` (instructions, reason lists), which wrap at spaces;
+* if the table is wider than the console, its columns are split into several tables printed one after the other,
+  each repeating the first (key) column, each as wide as fits;
+* if even the key column and one other do not fit, it is printed *vertically*: one block per row, one
+  ``header: value`` line per non-empty cell, each line printed with ``soft_wrap`` (the terminal wraps a long line
+  visually; no character is dropped or replaced).
+
+``--json`` is the machine form; this is only for reading.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Column, Table
+from rich.text import Text
+
+
+def _plain(cell: object) -> str:
+    """A cell's text without markup (cells are markup strings or :class:`rich.text.Text`)."""
+    if isinstance(cell, Text):
+        return cell.plain
+    return Text.from_markup(str(cell)).plain
+
+
+def _widest_line(text: str) -> int:
+    return max((len(line) for line in text.splitlines()), default=0)
+
+
+def _min_width(column: Column) -> int:
+    """Narrowest a column may be: its widest line when whole, its longest word when it may fold."""
+    texts = [_plain(column.header), *(_plain(c) for c in column.cells)]
+    if column.overflow == "fold":
+        return max((len(w) for s in texts for w in s.split()), default=1)
+    return max((_widest_line(s) for s in texts), default=1)
+
+
+def _width(table: Table, columns: list[int], widths: list[int]) -> int:
+    """Total width of ``table`` showing ``columns``: cells, their padding, and the vertical rules."""
+    pad = table.padding[1] + table.padding[3] if len(table.padding) == 4 else 2
+    return sum(widths[i] + pad for i in columns) + len(columns) + 1
+
+
+def _sub_table(table: Table, columns: list[int], title: bool) -> Table:
+    sub = Table(title=table.title if title else None, caption=table.caption)
+    for i in columns:
+        c = table.columns[i]
+        sub.add_column(c.header, justify=c.justify, overflow=c.overflow, no_wrap=c.no_wrap, min_width=c.min_width)
+    cells = [list(table.columns[i].cells) for i in columns]
+    for r, row in enumerate(table.rows):
+        sub.add_row(*(col[r] for col in cells), end_section=row.end_section)
+    return sub
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table`` on ``console`` whole (see the module docstring). Columns added with ``overflow="fold"``
+    may wrap at spaces; all others keep every cell on its lines, uncut."""
+    widths = [_min_width(c) for c in table.columns]
+    for column, width in zip(table.columns, widths, strict=True):
+        if column.overflow != "fold":
+            column.no_wrap = True
+            column.min_width = width
+    every = list(range(len(table.columns)))
+    if _width(table, every, widths) <= console.width:
+        console.print(table)
+        return
+    groups: list[list[int]] = [[0]]
+    for i in every[1:]:
+        if len(groups[-1]) > 1 and _width(table, [*groups[-1], i], widths) > console.width:
+            groups.append([0])
+        groups[-1].append(i)
+    if any(_width(table, g, widths) > console.width for g in groups):
+        _print_vertical(console, table)
+        return
+    for n, group in enumerate(groups):
+        console.print(_sub_table(table, group, title=n == 0))
+
+
+def _print_vertical(console: Console, table: Table) -> None:
+    headers = [_plain(c.header) for c in table.columns]
+    columns = [[_plain(c) for c in col.cells] for col in table.columns]
+    if table.title:
+        console.print(Text(_plain(table.title), style="bold"), soft_wrap=True)
+    for r in range(table.row_count):
+        console.print(Text("─" * min(40, console.width)), soft_wrap=True)
+        for header, cells in zip(headers, columns, strict=True):
+            value = cells[r].replace("\n", " ")
+            if value:
+                line = Text(f"{header}: ", style="bold")
+                line.append(value)
+                console.print(line, soft_wrap=True, highlight=False)
+    if table.caption:
+        console.print(Text(_plain(table.caption)), soft_wrap=True)

@@ -12,8 +12,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from rollbench.grade.files import read_info
-
 
 class TaskRow(BaseModel):
     """One task's graded numbers (success rate with its 95% Wilson interval; lengths in env steps)."""
@@ -134,6 +132,8 @@ def run_result(
     for t in result["tasks"].values():
         for k, v in t["termination_reasons"].items():
             reasons[k] = reasons.get(k, 0) + v
+    from rollbench.grade.files import read_info  # here: importing rollbench.grade early shadows rollbench.grade()
+
     info = read_info(run_dir, [])  # a regular file inside the run, else {} (grade reported why)
     o = result["overall"]
     r = RunResult(

@@ -261,7 +261,7 @@ async def test_list_get_and_grade_runs_describe_recorded_runs(tmp_path: Path) ->
             info = structured(await s.call_tool("get_run", {"run_id": "a"}))
             regraded = structured(await s.call_tool("grade_run", {"run_id": "b"}))
             unknown = error_text(await s.call_tool("get_run", {"run_id": "zzz"}))
-            envs = structured(await s.call_tool("list_envs", {}))["result"]
+            envs = structured(await s.call_tool("list_envs", {"family": "scripted"}))["result"]
             policies = structured(await s.call_tool("list_policies", {}))["result"]
     assert [r["run_id"] for r in runs] == ["b"] and runs[0]["episodes_recorded"] == 3
     assert info["state"] == "finished" and info["status"] == first["status"] == "PARTIAL"

@@ -233,7 +233,7 @@ def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_r
     return {
         "statistics": "paired" if paired else "unpaired",
         "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
-        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy} for r in runs],
+        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy, **r.marks()} for r in runs],
         "comparisons": comparisons,
         "ranking": _ranking(runs),
     }
@@ -286,7 +286,7 @@ def compare_where_paired(runs: list[RunData], *, seed: int = 0, n_resamples: int
         "statistics": kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "none"),
         "unpaired_pairs": sum(1 for c in comparisons if c["statistics"] == "unpaired"),
         "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
-        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy} for r in runs],
+        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy, **r.marks()} for r in runs],
         "comparisons": comparisons,
         "not_compared": not_compared,
         "ranking": _ranking(runs),

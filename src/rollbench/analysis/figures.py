@@ -21,6 +21,7 @@ matplotlib.use("Agg")  # before pyplot: files only, never a window
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pyarrow as pa
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -121,15 +122,20 @@ def length_figure(runs: list[RunData]) -> Figure:
 
 
 def read_latencies(run: RunData) -> np.ndarray:
-    """Per-call policy latency (seconds, float64) recorded in a run directory's step files; empty for exports."""
+    """Per-call policy latency (seconds, float64) recorded in a run directory's step files; empty for exports.
+    Files are listed with :func:`rollbench.record.safe_files.run_files`; an unreadable one (a damaged run included
+    with --allow-damaged, where grade named it) is left out."""
     from rollbench.record.files import read_parquet
+    from rollbench.record.safe_files import run_files
 
     if run.run_dir is None:
         return np.zeros(0)
-    parts = [
-        read_parquet(f, columns=["policy.latency_s"]).column(0).to_numpy(zero_copy_only=False)
-        for f in sorted(Path(run.run_dir).glob("data/chunk-*/file-*.parquet"))
-    ]
+    parts = []
+    for f in run_files(Path(run.run_dir), "data/chunk-*/file-*.parquet"):
+        try:
+            parts.append(read_parquet(f, columns=["policy.latency_s"]).column(0).to_numpy(zero_copy_only=False))
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            continue
     values = np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
     return values[~np.isnan(values)]
 

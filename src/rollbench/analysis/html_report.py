@@ -19,7 +19,6 @@ Figures are drawn one at a time and closed once written, so any number of runs k
 from __future__ import annotations
 
 import base64
-import json
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -170,9 +169,10 @@ def _episode_links(loaded: Loaded, url: str) -> list[dict[str, Any]]:
     out = []
     for run in loaded.runs:
         cams = []
-        info = (Path(run.run_dir) / "meta" / "info.json") if run.run_dir else None
-        if info is not None and info.exists():
-            feats = json.loads(info.read_text()).get("features", {})
+        if run.run_dir is not None:
+            from rollbench.grading.files import read_info
+
+            feats = read_info(Path(run.run_dir), []).get("features", {})  # regular file, inside the run, or {}
             cams = [k.removeprefix("observation.images.") for k, v in feats.items() if v.get("dtype") == "video"]
         episodes = []
         for ep in run.episodes:
@@ -230,7 +230,12 @@ def report_context(
         "version": version("rollbench"),
         "warnings": report_warnings(comparison, summary),
         "runs_rows": [
-            [r[k] for k in ("run", "model", "policy", "status", "episodes", "path")] for r in summary["runs"]
+            [
+                *(r[k] for k in ("run", "model", "policy")),
+                r["status"] + (" DAMAGED (included with --allow-damaged)" if r.get("damaged") else ""),
+                *(r[k] for k in ("episodes", "path")),
+            ]
+            for r in summary["runs"]
         ],
         "in_progress": ", ".join(f"{p['run']} ({p['why']})" for p in loaded.in_progress),
         "cell_rows": cell_rows,

@@ -116,7 +116,7 @@ def load_label_set(loaded: Loaded, labels_path: str | None, rubric_name: str | N
 
 @cache
 def _registry_instruction(task: str) -> str | None:
-    from rollbench.core.registry import resolve_tasks
+    from rollbench.core.registry import resolve_remote_tasks as resolve_tasks  # a recorded name never imports
 
     try:
         infos = resolve_tasks(task)
@@ -221,7 +221,7 @@ def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Lab
     check_instructions(loaded.runs, by)
     keys = by if "instruction" in by else (*by, "instruction")
     groups = _group_episodes(loaded, by, keys)
-    warnings: list[str] = []
+    warnings: list[str] = loaded.notes()  # damaged runs included (--allow-damaged), byte-copies counted once
     cells = []
     for key in sorted(groups, key=lambda k: tuple("" if v is None else str(v) for v in k)):
         cell, warning = _cell(dict(zip(keys, key[:-1], strict=True)), groups[key], labels)
@@ -240,10 +240,12 @@ def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Lab
                 "model": r.model,
                 "status": r.status,
                 "episodes": len(r.episodes),
+                **r.marks(),
             }
             for r in sorted(loaded.runs, key=lambda r: r.key)
         ],
         "in_progress": loaded.in_progress,
+        **({"copies": loaded.copies} if loaded.copies else {}),
         "warnings": warnings,
     }
 
@@ -284,6 +286,8 @@ def _cell(cell: dict[str, Any], members: Members, labels: Labels | None) -> tupl
             "is stochastic (a deterministic policy repeats the same outcome and the interval is too narrow)"
         )
     variants = {ep.get("variant") for _, ep in members} - {None}
+    if damaged := sorted({r.key for r, _ in members if r.damaged}):
+        cell["damaged_runs"] = damaged  # only with --allow-damaged: this cell pools a damaged run
     cell.update(
         {
             "variants": sorted(str(v) for v in variants),
@@ -330,6 +334,8 @@ def cells_csv(doc: dict[str, Any]) -> str:
     head += ["ci95_low", "ci95_high"]
     if label_names:
         head += ["n_labeled", "n_unlabeled", "n_invalid", *(f"label:{x}" for x in label_names), *rate_names]
+    damaged = any("damaged_runs" in c for c in doc["cells"])  # --allow-damaged: the column marks those cells
+    head += ["damaged_runs"] if damaged else []
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(head)
@@ -339,5 +345,6 @@ def cells_csv(doc: dict[str, Any]) -> str:
         if label_names:
             row += [c["n_labeled"], c["n_unlabeled"], c["n_invalid"], *(c["label_counts"][x] for x in label_names)]
             row += [c["rates"][r] for r in rate_names]
+        row += [";".join(c.get("damaged_runs", []))] if damaged else []
         w.writerow(["" if v is None else v for v in row])
     return buf.getvalue()

@@ -25,6 +25,7 @@ from rollbench.cli.release import register as _register_release
 from rollbench.cli.runs import register as register_runs
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
 from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.record.safe_files import read_regular_json
 from rollbench.serve.server import serve_policy
 
 if TYPE_CHECKING:
@@ -212,8 +213,8 @@ def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str,
 def _load_spec_file(path: Path) -> dict[str, Any]:
     """An EvalSpec's fields from a JSON file: a spec object, or a run.json (its ``spec`` is used)."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        data = read_regular_json(path, follow_links=True)  # a FIFO or device is refused, never waited on
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"--spec {path}: cannot read a JSON object ({exc})") from None
     if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data:
         data = data["spec"]

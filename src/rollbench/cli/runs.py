@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from rollbench.core.types import ConfigError
+from rollbench.record.safe_files import read_regular_json
 
 
 def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         if is_locked(run_dir):
             with contextlib.suppress(OSError, ValueError):
                 if is_inside(run_dir, live):
-                    row["episodes_recorded"] = json.loads(live.read_text()).get("episodes_done")
+                    row["episodes_recorded"] = read_regular_json(live, run_dir).get("episodes_done")
             row["source"] = "run.live.json (running)"
         else:
             row["status"] = "RUNNING (stale: no process is writing it; resume it with rollbench eval --resume)"
@@ -126,10 +127,15 @@ def register(app: typer.Typer) -> None:
             return
         table = Table(title=f"runs under {root} (numbers as graded in each run.json; --grade recomputes them)")
         for col in ("run", "task(s)", "policy", "status", "episodes", "success rate", "created (UTC)"):
-            table.add_column(col, justify="right" if col in ("episodes", "success rate") else "left")
+            table.add_column(
+                col,
+                justify="right" if col in ("episodes", "success rate") else "left",
+                overflow="fold" if col == "status" else "ellipsis",  # a stale run's status is a sentence
+            )
+        unreadable = [r for r in rows if "error" in r]
         for r in rows:
             if "error" in r:
-                table.add_row(r["run"], "", "", f"unreadable: {r['error']}", "", "", "")
+                table.add_row(r["run"], "", "", "unreadable (below)", "", "", "")
                 continue
             tasks = r["tasks"][0] if len(r["tasks"]) == 1 else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
             rec = "?" if r["episodes_recorded"] is None else str(r["episodes_recorded"])
@@ -139,3 +145,5 @@ def register(app: typer.Typer) -> None:
                 r["created"] or "",
             )  # fmt: skip
         print_table(out, table)
+        for r in unreadable:
+            out.print(f"unreadable: {r['run']}: {r['error']}", highlight=False, soft_wrap=True, markup=False)

@@ -220,6 +220,41 @@ def resolve_tasks(env: str) -> list[TaskInfo]:
     return unique
 
 
+def check_remote_name(name: str) -> None:
+    """ConfigError unless task or suite ``name``, received over a wire (a serve-policy reset, an MCP argument), is
+    one the installed env families already name: a task or suite a family lists, or for an open-ended family (one
+    with a ``registered(name)`` check, such as ``gym``) an id registered in this process. Nothing is imported: a
+    name can never make the process import a module (``gym:MODULE:ID`` and ``package.module:factory`` stay
+    command-line features)."""
+    fam = family_of(name)  # installed entry points only
+    registered = getattr(fam, "registered", None)
+    if callable(registered):
+        registered(name)
+        return
+    suite = name.split("/", 1)[1] if "/" in name else ""
+    named = [t.name for t in fam.tasks()]
+    if name not in named and suite not in fam.suites():
+        suites = [f"{fam.name}/{s}" for s in fam.suites()]
+        raise unknown_name_error(
+            "task or suite", name, [*suites, *named], "tasks and suites", f"`rollbench envs {fam.name}`"
+        )
+
+
+def resolve_remote_tasks(env: str) -> list[TaskInfo]:
+    """:func:`resolve_tasks` for names received over a wire: each comma-separated name must pass
+    :func:`check_remote_name` first (ConfigError naming it otherwise; nothing is imported)."""
+    for name in (n.strip() for n in env.split(",")):
+        if name:
+            check_remote_name(name)
+    return resolve_tasks(env)
+
+
+def remote_task(name: str) -> TaskInfo:
+    """One task (not a suite) named over a wire, checked by :func:`check_remote_name`; ConfigError otherwise."""
+    check_remote_name(name)
+    return family_of(name).task(name)
+
+
 def make_env(task: TaskInfo, options: EnvOptions) -> Env:
     fam = family_of(task.name)
     why = fam.missing()

@@ -130,8 +130,8 @@ def _load_tables(
     """The episode rows (ordered by index; empty when their columns are not rollbench's), the per-episode step
     facts (:data:`~rollbench.grading.tables.PER_EPISODE`, by index) and whether any step file was loaded; ``timed``: the
     run has a latency, so its step rows carry :data:`~rollbench.grading.delay.DELAY_STEP_COLUMNS` too."""
-    meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet")
-    data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet")
+    meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
+    data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet", violations)
     con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles
     meta_files = load_or_report(con, "episodes", meta_files, "*", violations)
     columns = f"{STEP_COLUMNS}, {DELAY_STEP_COLUMNS}" if timed else STEP_COLUMNS

@@ -6,7 +6,6 @@ Every number comes from :func:`rollbench.grading.grade.grade`'s document or the 
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -157,8 +156,9 @@ def run_result(
     for t in result["tasks"].values():
         for k, v in t["termination_reasons"].items():
             reasons[k] = reasons.get(k, 0) + v
-    info_path = run_dir / "meta" / "info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    from rollbench.grading.files import read_info
+
+    info = read_info(run_dir, [])  # a regular file inside the run, else {} (grade reported why)
     o = result["overall"]
     r = RunResult(
         run_id=run_id,

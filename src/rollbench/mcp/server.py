@@ -14,6 +14,7 @@ No ``from __future__ import annotations`` here: the tool signatures are evaluate
 published JSON schema carries the configured ``--max-steps-ceiling``.
 """
 
+import contextlib
 import json
 import logging
 import re
@@ -33,13 +34,12 @@ from pydantic import BaseModel, Field
 
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
-from rollbench.core.registry import is_import_path
-from rollbench.core.spec import EvalSpec, build_spec
+from rollbench.core.spec import EvalSpec
 from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.mcp.catalog import env_listing
 from rollbench.mcp.results import (
     INSTRUCTIONS,
     RUN_POLICY_ROLLOUT,
-    EnvFamilyRow,
     PolicyRow,
     RunInfo,
     RunResult,
@@ -48,7 +48,9 @@ from rollbench.mcp.results import (
     run_result,
     run_row,
 )
+from rollbench.mcp.strict import make_strict, rollout_spec
 from rollbench.record.runlog import is_locked, read_run_log
+from rollbench.record.safe_files import iter_run_dirs, read_regular_json
 
 log = logging.getLogger(__name__)
 
@@ -100,45 +102,6 @@ class RolloutService:
             known = ", ".join(r.run_id for r in self.list_runs(20)) or "none yet"
             raise ToolError(f"no run named {run_id!r} under {self.root}; recent runs: {known}")
         return path
-
-    def check_arguments(
-        self,
-        policy: str,
-        env: str,
-        n_episodes: int,
-        max_steps: int,
-        seed: int,
-        instruction: str | None,
-        video: bool,
-    ) -> EvalSpec:
-        """Validate what can be validated without the simulator; returns the EvalSpec. Raises ToolError."""
-        if n_episodes < 1:
-            raise ToolError(
-                f"n_episodes must be at least 1 (got {n_episodes}): it is the number of independently reset "
-                "episodes to record per task"
-            )
-        if not 1 <= max_steps <= self.ceiling:
-            raise ToolError(
-                f"max_steps must be between 1 and {self.ceiling} (this server's --max-steps-ceiling), got {max_steps}"
-            )
-        if is_import_path(policy):
-            valid = ", ".join(p["name"] for p in report_rows.list_policies())
-            raise ToolError(
-                f"policy {policy!r} looks like a Python import path; this server runs registered policies and "
-                f"policy-server URLs only. Valid policies: {valid}"
-            )
-        try:
-            return build_spec(
-                env=env,
-                policy=policy,
-                episodes=n_episodes,
-                max_steps=max_steps,
-                seed=seed,
-                instruction=instruction,
-                video=video,
-            )
-        except ConfigError as exc:
-            raise ToolError(str(exc)) from None
 
     async def run(self, spec: EvalSpec, run_name: str | None, ctx: Context | None) -> CallToolResult:
         run_id = run_name if run_name is not None else f"{default_run_dir(spec).name}-{uuid.uuid4().hex[:6]}"
@@ -233,8 +196,10 @@ class RolloutService:
             state = "running" if is_locked(run_dir) else "interrupted"
         else:
             state = "finished"
-        live_path = run_dir / "run.live.json"
-        live = json.loads(live_path.read_text()) if live_path.exists() and state == "running" else None
+        live = None
+        if state == "running":
+            with contextlib.suppress(OSError, ValueError):  # a link, FIFO or device is not read (UnsafeFile)
+                live = read_regular_json(run_dir / "run.live.json", run_dir)
         if active is not None:
             live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
         info = run_info(run_id, run_dir, log_, state, live)
@@ -244,13 +209,12 @@ class RolloutService:
         if not self.root.is_dir():
             return []
         rows: list[tuple[float, RunRow]] = []
-        for d in self.root.iterdir():
-            if d.is_dir() and (d / "run.json").is_file():
-                try:
-                    mtime = (d / "run.json").stat().st_mtime
-                    rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
-                except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
-                    log.warning("skipping unreadable run %s: %r", d, exc)
+        for d in iter_run_dirs(self.root):  # real directories holding a regular run.json, links not followed
+            try:
+                mtime = (d / "run.json").stat().st_mtime
+                rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
+            except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
+                log.warning("skipping unreadable run %s: %r", d, exc)
         rows.sort(key=lambda r: r[0], reverse=True)
         return [r for _, r in rows[:limit]]
 
@@ -272,6 +236,7 @@ def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING)
     server: MCPServer = MCPServer("rollbench", version=version("rollbench"), instructions=INSTRUCTIONS)
     _add_run_tool(server, svc)
     _add_read_tools(server, svc)
+    make_strict(server)  # arguments as published: no coercion, no unknown names (rollbench.mcp.strict)
     return server
 
 
@@ -323,7 +288,7 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RunResult]:
-        spec = svc.check_arguments(policy, env, n_episodes, max_steps, seed, instruction, video)
+        spec = rollout_spec(svc.ceiling, policy, env, n_episodes, max_steps, seed, instruction, video)
         return await svc.run(spec, run_name, ctx)
 
 
@@ -332,9 +297,15 @@ def _add_read_tools(server: MCPServer, svc: RolloutService) -> None:
     reads = ToolAnnotations(read_only_hint=True)
 
     @server.tool(annotations=reads)
-    def list_envs() -> list[EnvFamilyRow]:
-        """List env families and their tasks and suites (horizon, cameras, success rule, instruction), and whether each simulator is installed here."""
-        return [EnvFamilyRow.model_validate(r) for r in report_rows.list_envs()]
+    def list_envs(
+        family: Annotated[str | None, Field(description="Only this env family (e.g. metaworld): its tasks.")] = None,
+        detail: Annotated[bool, Field(description="Full rows: horizon, cameras, success rule per task.")] = False,
+    ) -> list[dict[str, Any]]:
+        """List env families (name, one line, installed, task count, suites); with family, that family's tasks and instructions; with detail, every field."""
+        try:
+            return env_listing(report_rows.list_envs(), family, detail)
+        except ConfigError as exc:
+            raise ToolError(str(exc)) from None
 
     @server.tool(annotations=reads)
     def list_policies() -> list[PolicyRow]:

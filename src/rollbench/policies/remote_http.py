@@ -77,6 +77,7 @@ from rollbench.wire.decode import (
     loads_json,
     status_error,
 )
+from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions, positive
 
 
@@ -114,9 +115,10 @@ class HttpPolicy(RemotePolicy):
         self._session = uuid.uuid4().hex
         # options are read by RemotePolicy.__init__; the client needs the timeouts first
         self._client = httpx.Client(
+            headers=client_headers(),  # $ROLLBENCH_SERVER_TOKEN as a bearer token, when set
             timeout=httpx.Timeout(
                 positive(options, "timeout_s", 30.0), connect=positive(options, "connect_timeout_s", 5.0)
-            )
+            ),
         )
         try:
             super().__init__(endpoint(url), options)

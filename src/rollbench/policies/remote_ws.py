@@ -58,6 +58,7 @@ from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError,
 from rollbench.policies.remote import RemotePolicy, check_reset_reply
 from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack
+from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions
 
 
@@ -104,6 +105,7 @@ class WebsocketPolicy(RemotePolicy):
             compression=None,
             max_size=MAX_REPLY_BYTES,  # a larger reply frame closes the connection (1009) instead of filling memory
             legacy=True,  # websockets >= 16: a plain connection (we reconnect ourselves, see _request)
+            additional_headers=client_headers(),  # $ROLLBENCH_SERVER_TOKEN as a bearer token, when set
         )
         try:
             frame = ws.recv(timeout=self.connect_timeout_s)

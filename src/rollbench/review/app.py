@@ -34,7 +34,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from rollbench.core.identity import RunIdentity, check_segment
 from rollbench.core.types import ConfigError
 from rollbench.review import pages
-from rollbench.review.security import MAX_BODY_BYTES, make_guard
+from rollbench.review.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.review.service import Dashboard
 from rollbench.review.summary import label_totals, labels_csv
 
@@ -72,8 +72,8 @@ async def _body(request: Request) -> dict[str, Any]:
             raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
     try:
         body = json.loads(data or b"{}")
-    except ValueError:
-        raise ApiError(400, "the body is not JSON") from None
+    except (ValueError, RecursionError):  # a deeply nested document exhausts the parser's recursion: still bad input
+        raise ApiError(400, "the body is not JSON (or nested too deeply)") from None
     if not isinstance(body, dict) or set(body) - {"label", "note"}:
         raise ApiError(400, 'the body is {"label": LABEL or null, "note": TEXT}')
     if body.get("label") is not None and not isinstance(body["label"], str):
@@ -86,7 +86,7 @@ async def _body(request: Request) -> dict[str, Any]:
 def create_app(dash: Dashboard) -> FastAPI:
     """The ASGI app serving ``dash`` (no OpenAPI/docs pages: they would load assets from a CDN)."""
     app = FastAPI(title="rollbench dashboard", docs_url=None, redoc_url=None, openapi_url=None)
-    app.middleware("http")(make_guard(dash.cfg.token))
+    app.middleware("http")(make_guard(dashboard_guard(dash.cfg.host, dash.cfg.token, dash.cfg.allow_hosts)))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _add_error_handlers(app)
     _add_api(app, dash)

@@ -42,6 +42,7 @@ from rollbench.core.identity import RunIdentity, sanitize_segment
 from rollbench.core.types import ConfigError
 from rollbench.record.files import atomic_write_bytes
 from rollbench.record.locks import LockHeld, PathLock
+from rollbench.record.safe_files import read_regular_text
 from rollbench.review.rubrics import BUILTIN_RUBRICS, Rubric
 
 SIDECAR_VERSION = 1
@@ -99,7 +100,7 @@ class LabelFile:
 
 def _read_raw(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, follow_links=True)  # a FIFO or device is refused, never waited on
     except FileNotFoundError:
         return {"version": SIDECAR_VERSION, "rubric": None, "labels": {}}
     except OSError as exc:

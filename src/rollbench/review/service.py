@@ -34,6 +34,8 @@ class DashboardConfig:
     cache_dir: Path
     peers: list[tuple[str, str | None]] = field(default_factory=list)
     token: str | None = None
+    host: str = "127.0.0.1"  # the bound address and the extra names (--allow-host) its Host header may carry
+    allow_hosts: tuple[str, ...] = ()
     stale_after_s: float = 120.0
     peer_refresh_s: float = 5.0
     sync_budget_s: float = 2.0

@@ -25,7 +25,6 @@ episodes in flight finish. Worker states (``"starting"``, ``"idle"``, ``"episode
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -38,6 +37,7 @@ from rollbench.core.plan import PlannedEpisode
 from rollbench.core.types import InfrastructureError, RollbenchError, TaskInfo
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
+from rollbench.record.safe_files import read_regular_json
 from rollbench.run.worker import EpisodeSummary
 
 MAX_ATTEMPTS = 3  # worker deaths on one episode before it is recorded as an error
@@ -98,7 +98,7 @@ def recorded_summary(run_dir: Path, planned: PlannedEpisode) -> EpisodeSummary |
     e = planned.episode_index
     staged = run_dir / STAGING / f"episode-{e:06d}" / "episode.json"
     if staged.exists():
-        row = json.loads(staged.read_text())
+        row = read_regular_json(staged, run_dir)
     else:
         c, f = chunk_file(e)
         meta = run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)

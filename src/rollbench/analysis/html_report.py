@@ -19,7 +19,6 @@ Figures are drawn one at a time and closed once written, so any number of runs k
 from __future__ import annotations
 
 import base64
-import json
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rollbench.analysis.latency_sweep import latency_sweeps
 from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
+from rollbench.core.jsonfile import read_json_or
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -171,9 +171,13 @@ def _episode_links(loaded: Loaded, url: str) -> list[dict[str, Any]]:
     for run in loaded.runs:
         cams = []
         info = (Path(run.run_dir) / "meta" / "info.json") if run.run_dir else None
-        if info is not None and info.exists():
-            feats = json.loads(info.read_text()).get("features", {})
-            cams = [k.removeprefix("observation.images.") for k, v in feats.items() if v.get("dtype") == "video"]
+        if info is not None and isinstance(doc := read_json_or(info, {}), dict):  # damage: grade's violation
+            feats: dict[str, Any] = doc["features"] if isinstance(doc.get("features"), dict) else {}
+            cams = [
+                k.removeprefix("observation.images.")
+                for k, v in feats.items()
+                if isinstance(v, dict) and v.get("dtype") == "video"
+            ]
         episodes = []
         for ep in run.episodes:
             key = run.identity.episode_key(ep["episode_index"])

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rollbench.cli.tables import print_table
+from rollbench.core.paths import check_output_path
 from rollbench.core.types import ConfigError, RollbenchError
 
 console = Console(stderr=True)
@@ -159,7 +160,9 @@ def compare_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     unpaired: Annotated[bool, typer.Option(help="Allow runs that are not paired: unpaired statistics.")] = False,
     seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed (the intervals are reproducible).")] = 0,
-    resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 10_000,
+    resamples: Annotated[
+        int, typer.Option(min=100, help="Bootstrap resamples (at most 1,000,000, and 2^27 / episodes).")
+    ] = 10_000,
     power: Annotated[bool, typer.Option("--power", help="Plan: paired episodes per task needed (no runs).")] = False,
     p_a: Annotated[float | None, typer.Option("--p-a", help="--power: expected success rate of A.")] = None,
     p_b: Annotated[float | None, typer.Option("--p-b", help="--power: expected success rate of B.")] = None,
@@ -174,7 +177,7 @@ def compare_cmd(
     interval, exact McNemar test, Holm across tasks; or, with --power, the episodes per task a comparison needs."""
     out = _out()
     if power:
-        from rollbench.grading.stats import paired_sample_size
+        from rollbench.grading.power import paired_sample_size
 
         if runs:
             _fail("--power plans a comparison; give --p-a and --p-b, not runs")
@@ -200,8 +203,10 @@ def compare_cmd(
         return
     from rollbench.analysis.compare import compare_runs
     from rollbench.analysis.sources import load_runs
+    from rollbench.grading.stats import check_resamples
 
     try:
+        check_resamples(resamples, 0)
         if not runs or len(runs) < 2:
             raise ConfigError("compare needs two or more run directories (or --power --p-a P --p-b P)")
         loaded = load_runs(list(runs), allow_exports=False)
@@ -276,6 +281,9 @@ def report_cmd(
     if dashboard_url is not None and not dashboard_url.startswith(("http://", "https://")):
         _fail(f"--dashboard-url {dashboard_url!r} is not an http(s) URL")
     try:
+        check_output_path(out_path, "--out", directory=False)
+        if plots is not None:
+            check_output_path(plots, "--plots", directory=True)
         loaded = load_runs(list(paths), merge_served=merge_served)
         if not loaded.runs:
             raise ConfigError("no finished run among the inputs")
@@ -297,10 +305,14 @@ def report_cmd(
         _fail(str(exc))
         return
     print_warnings(warnings)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out_path)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out_path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        _fail(f"--out {out_path} cannot be written: {exc.strerror or exc}")
     _out().print(f"report written to {out_path}" + (f"; figures in {plots}" if plots else ""), highlight=False)
 
 

@@ -8,13 +8,13 @@ only: nothing is written, no lock is taken, and nothing is read through a link l
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from rollbench.core.jsonfile import read_json_or
 from rollbench.core.types import ConfigError
 
 
@@ -54,9 +54,8 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
     live = run_dir / "run.live.json"
     if log.get("status") == "RUNNING" and not regrade:
         if is_locked(run_dir):
-            with contextlib.suppress(OSError, ValueError):
-                if is_inside(run_dir, live):
-                    row["episodes_recorded"] = json.loads(live.read_text()).get("episodes_done")
+            if is_inside(run_dir, live) and isinstance(doc := read_json_or(live, None), dict):
+                row["episodes_recorded"] = doc.get("episodes_done")
             row["source"] = "run.live.json (running)"
         else:
             row["status"] = "RUNNING (stale: no process is writing it; resume it with rollbench eval --resume)"

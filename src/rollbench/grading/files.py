@@ -8,12 +8,13 @@ left unread.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from rollbench.core.jsonfile import read_json
+from rollbench.core.types import ConfigError
 from rollbench.record.files import escaping_links, is_inside
 
 # columns of meta/episodes that grading reads (LeRobot's and rollbench's own; see record.lerobot.EPISODE_FIELDS)
@@ -74,9 +75,9 @@ def read_info(run_dir: Path, violations: list[str]) -> dict[str, Any]:
     if not is_inside(run_dir, path):
         return {}  # reported by link_violations
     try:
-        info = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        violations.append(f"meta/info.json is unreadable ({type(exc).__name__}: {exc})")
+        info = read_json(path, "meta/info.json")
+    except ConfigError as exc:  # "meta/info.json is not readable JSON (...)", "... is a FIFO, not a regular file"
+        violations.append(str(exc).replace(f" {path}", "", 1))
         return {}
     if not isinstance(info, dict):
         violations.append(f"meta/info.json is not a JSON object (it holds a {type(info).__name__})")

@@ -6,12 +6,13 @@ Every number comes from :func:`rollbench.grading.grade.grade`'s document or the 
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from rollbench.core.jsonfile import read_json_or
 
 # the words an agent reads first: the server's instructions and run_policy_rollout's description
 INSTRUCTIONS = (
@@ -158,7 +159,8 @@ def run_result(
         for k, v in t["termination_reasons"].items():
             reasons[k] = reasons.get(k, 0) + v
     info_path = run_dir / "meta" / "info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    info = read_json_or(info_path, {})
+    info = info if isinstance(info, dict) and isinstance(info.get("features", {}), dict) else {}
     o = result["overall"]
     r = RunResult(
         run_id=run_id,

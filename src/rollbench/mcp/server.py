@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
+from rollbench.core.jsonfile import read_json_or
 from rollbench.core.registry import is_import_path
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, RollbenchError
@@ -234,7 +235,8 @@ class RolloutService:
         else:
             state = "finished"
         live_path = run_dir / "run.live.json"
-        live = json.loads(live_path.read_text()) if live_path.exists() and state == "running" else None
+        live = read_json_or(live_path, None) if state == "running" else None
+        live = live if isinstance(live, dict) else None
         if active is not None:
             live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
         info = run_info(run_id, run_dir, log_, state, live)

@@ -75,7 +75,12 @@ def committed_lengths(run_dir: Path) -> list[int]:
             t = read_parquet(resolve_inside(run_dir, f), columns=["episode_index", "length"])
         except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
             raise damaged(f"episode row file {f.relative_to(run_dir)} is unreadable ({type(exc).__name__})") from None
+        missing = [c for c in ("episode_index", "length") if c not in t.column_names]
+        if missing:
+            raise damaged(f"episode row file {f.relative_to(run_dir)} has no column {', '.join(missing)}")
         for e, n in zip(t["episode_index"].to_pylist(), t["length"].to_pylist(), strict=True):
+            if not (isinstance(e, int) and isinstance(n, int) and e >= 0 and n >= 0):
+                raise damaged(f"episode row file {f.relative_to(run_dir)} has episode_index {e!r}, length {n!r}")
             if e in found:
                 raise damaged(f"episode {e} has more than one episode row")
             found[e] = n
@@ -112,7 +117,7 @@ def staged_damage(staged: Path) -> str | None:
     try:
         row = json.loads((staged / "episode.json").read_text())
         length = int(row["length"])
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+    except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
         return f"episode.json: {type(exc).__name__}: {exc}"
     try:
         rows = pq.ParquetFile(staged / "data.parquet").metadata.num_rows

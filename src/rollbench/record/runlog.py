@@ -11,7 +11,6 @@ import contextlib
 import fcntl
 import functools
 import importlib.metadata
-import json
 import os
 import platform
 import socket
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.jsonfile import parse_json, read_text
 from rollbench.core.types import ConfigError
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
@@ -152,10 +152,7 @@ def read_run_log(run_dir: Path) -> dict[str, Any] | None:
     if not (path.exists() or path.is_symlink()) or not run_dir.is_dir():
         return None
     resolve_inside(run_dir, path)
-    try:
-        log = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path} is not a rollbench run log: it is not readable JSON ({exc})") from None
+    log = parse_json(read_text(path, "run log"), f"{path} is not a rollbench run log: it")
     check_run_log(log, path)
     return log
 
@@ -177,8 +174,12 @@ def check_run_log(log: Any, path: Path) -> None:
     episodes, tasks = plan.get("episodes"), plan.get("tasks")
     if not isinstance(episodes, list) or not all(isinstance(e, dict) and "episode_index" in e for e in episodes):
         raise bad("its plan has no list of episodes")
-    if not isinstance(tasks, list) or not all(isinstance(t, dict) and "name" in t for t in tasks):
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tasks):
         raise bad("its plan has no list of tasks")
+    if not isinstance(log.get("executions", []), list) or not all(
+        isinstance(x, dict) for x in log.get("executions", [])
+    ):
+        raise bad("its 'executions' is not a list of objects")
 
 
 class RunLock:

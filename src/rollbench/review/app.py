@@ -72,7 +72,7 @@ async def _body(request: Request) -> dict[str, Any]:
             raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
     try:
         body = json.loads(data or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser's recursion limit
         raise ApiError(400, "the body is not JSON") from None
     if not isinstance(body, dict) or set(body) - {"label", "note"}:
         raise ApiError(400, 'the body is {"label": LABEL or null, "note": TEXT}')

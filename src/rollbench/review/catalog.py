@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
-import json
 import os
 import queue
 import threading
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.identity import RunIdentity
+from rollbench.core.jsonfile import read_json, read_json_or
 from rollbench.core.types import RollbenchError
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.record.files import atomic_write_json, read_parquet
@@ -111,7 +111,8 @@ def read_run(run_dir: Path) -> RunRecord:
     identity = RunIdentity.from_run_log(log, run_dir)
     result = grade(run_dir, check_videos=False)
     info_path = run_dir / "meta" / "info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    info = read_json_or(info_path, {})
+    info = info if isinstance(info, dict) and isinstance(info.get("features", {}), dict) else {}
     cameras = [
         k.removeprefix("observation.images.")
         for k, v in info.get("features", {}).items()
@@ -141,10 +142,9 @@ def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None)
     path = os.path.join(os.fspath(run_dir), "run.live.json")
     try:
         mtime = os.stat(path).st_mtime
-        with open(path, encoding="utf-8") as fh:
-            live = json.load(fh)
-    except (OSError, ValueError):
+    except OSError:
         return None
+    live = read_json_or(Path(path), None)
     if not isinstance(live, dict):
         return None
     age = (now or time.time()) - mtime
@@ -255,7 +255,7 @@ class Catalog:
         if path is None or not path.is_file():
             return None
         try:
-            doc = json.loads(path.read_text())
+            doc = read_json(path, "cache file")
             if doc["run_dir"] != str(run_dir) or tuple(map(tuple, doc["signature"])) != sig:
                 return None
             rec = RunRecord(

@@ -65,7 +65,7 @@ import typer
 
 from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.serve.batch import Batching
-from rollbench.serve.limits import FAULTS, Limits, MalformedReply, SessionRefused
+from rollbench.serve.limits import FAULTS, Limits, MalformedReply, SessionRefused, request_bytes
 from rollbench.serve.requests import WsConnection
 from rollbench.serve.sessions import PolicyHost
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
@@ -218,7 +218,7 @@ def serve_policy(
     """Serve a rollbench policy over the openpi websocket protocol or JSON /act, for `--policy ws://` or `http://`."""
     try:
         _check_address(protocol, path)
-        limits = Limits(int(max_request_mb * 2**20), max_sessions, session_idle_s, request_timeout_s)
+        limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
         batching = Batching(max_batch, batch_window_ms)
         served = PolicyHost(
             policy,

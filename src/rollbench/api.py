@@ -28,7 +28,7 @@ from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
-from rollbench.record.on_disk import committed_lengths
+from rollbench.record.on_disk import check_state_files, committed_lengths
 from rollbench.record.retry import record_outcomes, retry_errored
 from rollbench.record.runlog import (
     LiveSnapshot,
@@ -118,10 +118,7 @@ def check_run_dir(run_dir: Path) -> None:
     check_output_path(run_dir, "--out", directory=True)  # the path can be a directory: nothing else to check
     if not run_dir.exists():
         return
-    for name, kind in (("run.lock", "regular file"), (".staging", "directory")):
-        p = run_dir / name
-        if (p.exists() or p.is_symlink()) and not (p.is_dir() if kind == "directory" else p.is_file()):
-            raise ConfigError(f"{run_dir} is damaged and cannot be resumed: its {name} is not a {kind}")
+    check_state_files(run_dir)
     check_no_escaping_links(run_dir)
     if (run_dir / "run.json").exists():
         committed_lengths(run_dir)

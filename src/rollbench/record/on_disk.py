@@ -54,6 +54,15 @@ class FeatureStats:
         }
 
 
+def check_state_files(run_dir: Path) -> None:
+    """ConfigError (nothing changed) when the writer's own state files are of the wrong kind: ``run.lock`` not a
+    regular file, ``.staging`` not a directory (a resume would crash on them)."""
+    for name, kind in (("run.lock", "regular file"), (".staging", "directory")):
+        p = run_dir / name
+        if (p.exists() or p.is_symlink()) and not (p.is_dir() if kind == "directory" else p.is_file()):
+            raise ConfigError(f"{run_dir} is damaged and cannot be resumed: its {name} is not a {kind}")
+
+
 def committed_lengths(run_dir: Path) -> list[int]:
     """Lengths (steps) of the committed episodes ``0..k-1`` of ``run_dir``, read from ``meta/episodes``.
 

@@ -29,7 +29,11 @@ class Point(gym.Env[np.ndarray, np.ndarray]):
     * ``solved_key``: ``"success"`` or ``"is_success"``: reset puts the point on the goal and says so in the reset
       info under that key (an episode solved before any action);
     * ``no_render_build``: the constructor raises when a render mode is asked for (an env that cannot be built);
-    * ``step_error_at``: ``step`` raises RuntimeError at that step (a simulator fault).
+    * ``step_error_at``: ``step`` raises at that step (a simulator fault): RuntimeError, or the ``BaseException``
+      named by ``step_error_kind`` (``SystemExit``, ``KeyboardInterrupt``, ``custom``: a direct ``BaseException``
+      subclass);
+    * ``render_fault``: ``"black"``: every frame after the first is all zeros (a lost GL context); ``"frozen"``:
+      every frame is the first one while the point moves (a renderer bound to a stale simulation).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -41,11 +45,15 @@ class Point(gym.Env[np.ndarray, np.ndarray]):
         solved_key: str | None = None,
         no_render_build: bool = False,
         step_error_at: int | None = None,
+        step_error_kind: str = "RuntimeError",
+        render_fault: str | None = None,
     ) -> None:
         if no_render_build and render_mode is not None:
             raise RuntimeError("fault_envs: this env cannot be built with a renderer")
         self.render_mode = render_mode
         self.reuse, self.solved_key, self.step_error_at = reuse, solved_key, step_error_at
+        self.step_error_kind, self.render_fault = step_error_kind, render_fault
+        self._renders, self._first_frame = 0, np.zeros(0, dtype=np.uint8)
         self.observation_space = spaces.Box(0.0, 1.0, shape=(4,), dtype=np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
         self._obs = np.zeros(4, dtype=np.float32)
@@ -70,19 +78,31 @@ class Point(gym.Env[np.ndarray, np.ndarray]):
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
         if self.step_error_at is not None and self._t == self.step_error_at:
-            raise RuntimeError(f"fault_envs: the simulator failed at step {self._t}")
+            kind = {"SystemExit": SystemExit, "KeyboardInterrupt": KeyboardInterrupt, "custom": SimulatorPanic}
+            raise kind.get(self.step_error_kind, RuntimeError)(f"fault_envs: the simulator failed at step {self._t}")
         self._t += 1
         self._obs[:2] = np.clip(self._obs[:2] + 0.1 * np.clip(action, -1.0, 1.0), 0.0, 1.0)
         dist = float(np.linalg.norm(self._obs[:2] - self._obs[2:]))
         return self._observation(), -dist, False, False, {"is_success": self._success()}
 
     def render(self) -> np.ndarray:
+        self._renders += 1
+        if self.render_fault == "black" and self._renders > 1:
+            return np.zeros_like(self._frame)
+        if self.render_fault == "frozen" and self._renders > 1:
+            return self._first_frame.copy()
         frame = self._frame if self.reuse else np.zeros_like(self._frame)
         frame[:] = 0
         for p, color in ((self._obs[2:], (0, 200, 0)), (self._obs[:2], (255, 255, 255))):
             r, c = int(p[1] * (SIZE - 1)), int(p[0] * (SIZE - 1))
             frame[max(r - 2, 0) : r + 3, max(c - 2, 0) : c + 3] = color
+        if self._renders == 1:
+            self._first_frame = frame.copy()
         return frame
+
+
+class SimulatorPanic(BaseException):
+    """A ``BaseException`` that is neither ``Exception``, ``SystemExit`` nor ``KeyboardInterrupt``."""
 
 
 def _register(env_id: str, **kwargs: Any) -> None:
@@ -96,3 +116,8 @@ _register("RollbenchSolvedSuccess-v0", solved_key="success")
 _register("RollbenchSolvedIsSuccess-v0", solved_key="is_success")
 _register("RollbenchNoRenderBuild-v0", no_render_build=True)
 _register("RollbenchStepError-v0", step_error_at=2)
+_register("RollbenchStepExit-v0", step_error_at=2, step_error_kind="SystemExit")
+_register("RollbenchStepKeyboard-v0", step_error_at=2, step_error_kind="KeyboardInterrupt")
+_register("RollbenchStepPanic-v0", step_error_at=2, step_error_kind="custom")
+_register("RollbenchBlackRender-v0", render_fault="black")
+_register("RollbenchFrozenRender-v0", render_fault="frozen")

@@ -275,14 +275,29 @@ def stateful(name: str, options: Mapping[str, Any]) -> Stateful:
     return Stateful()
 
 
+class PolicyPanic(BaseException):
+    """A ``BaseException`` that is neither ``Exception``, ``SystemExit`` nor ``KeyboardInterrupt``."""
+
+
+RAISABLE: dict[str, type[BaseException]] = {
+    "RuntimeError": RuntimeError,
+    "SystemExit": SystemExit,
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "GeneratorExit": GeneratorExit,
+    "custom": PolicyPanic,
+}
+
+
 class RaiseOnSeed:
     """The scripted expert, but ``act`` raises ``RuntimeError("the policy failed on seed S")`` at call
-    ``options["step"]`` (default 1) of the episode whose seed is ``options["bad_seed"]`` (default 2)."""
+    ``options["step"]`` (default 1) of the episode whose seed is ``options["bad_seed"]`` (default 2); the exception
+    is RuntimeError or the one named by ``options["kind"]`` (a key of :data:`RAISABLE`)."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         self.inner = make_policy("scripted-expert", {})
         self.info = PolicyInfo(name="raise-on-seed", tasks=("scripted/*",))
         self.bad_seed, self.bad_step = int(options.get("bad_seed", 2)), int(options.get("step", 1))
+        self.kind = RAISABLE[str(options.get("kind", "RuntimeError"))]
         self._seed, self._t = -1, 0
 
     def reset(self, task: TaskInfo, seed: int) -> None:
@@ -292,7 +307,7 @@ class RaiseOnSeed:
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         self._t += 1
         if self._seed == self.bad_seed and self._t > self.bad_step:
-            raise RuntimeError(f"the policy failed on seed {self._seed}")
+            raise self.kind(f"the policy failed on seed {self._seed}")
         return self.inner.act(observation, instruction)
 
     def close(self) -> None:
@@ -301,3 +316,26 @@ class RaiseOnSeed:
 
 def raise_on_seed(name: str, options: Mapping[str, Any]) -> RaiseOnSeed:
     return RaiseOnSeed(options)
+
+
+class Constant:
+    """Returns ``options["action"]`` (default ``[0.5, 0.0]``, moving the point right) every step, as a numpy array
+    of ``options["dtype"]`` (default float32; ``complex64`` for a complex action); says it needs camera images
+    (``options["images"]``, default True), so the episode loop renders what it sees."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.action = np.asarray(options.get("action", [0.5, 0.0]), dtype=str(options.get("dtype", "float32")))
+        self.info = PolicyInfo(name="constant", needs_images=bool(options.get("images", True)))
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        pass
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return self.action.copy()
+
+    def close(self) -> None:
+        pass
+
+
+def constant(name: str, options: Mapping[str, Any]) -> Constant:
+    return Constant(options)

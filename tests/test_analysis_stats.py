@@ -10,14 +10,13 @@ import pytest
 from scipy.stats import binomtest, bootstrap, multinomial
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
+from rollbench.grading.power import mcnemar_power, paired_sample_size
 from rollbench.grading.stats import (
     bootstrap_difference,
     fisher_exact_test,
     holm,
     mcnemar_exact,
     mcnemar_from_counts,
-    mcnemar_power,
-    paired_sample_size,
     wilson_interval,
 )
 

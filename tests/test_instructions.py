@@ -139,7 +139,7 @@ def test_a_sweep_resumes_from_its_run_json_and_keeps_an_older_specs_identity(tmp
     # a spec without a sweep hashes as before the sweep fields existed
     plain = build_spec(env="scripted/reach", policy="zero", episodes=1)
     dump = plain.model_dump(mode="json")
-    for name in ("first_trial", "policy_timeout_s", "success_hold", "fast_render", "instructions"):
+    for name in ("first_trial", "policy_timeout_s", "success_hold", "fast_render", "instructions", "latency", "stale"):
         del dump[name]
     del dump["instruction_perturb"]
     import hashlib

@@ -142,7 +142,7 @@ CASES = [
     Case(nothing, ["eval", *RUN_ARGS[:2], "--policy", "fetch-expert", "--out", "TARGET"], 2,
          "policy fetch-expert cannot drive scripted/reach: it drives fetch/Reach only"),
     # damaged runs graded: a report (exit 1) naming the damage, never a crash
-    Case(info_json("{bad"), ["grade", "RUN"], 1, "meta/info.json is unreadable (JSONDecodeError"),
+    Case(info_json("{bad"), ["grade", "RUN"], 1, "meta/info.json is not readable JSON (Expecting property name"),
     Case(info_json("[]"), ["grade", "RUN"], 1, "meta/info.json is not a JSON object (it holds a list)"),
     Case(info_json('{"features": 3}'), ["grade", "RUN"], 1, "meta/info.json has no valid 'features' object"),
     Case(truncated_data_file, ["grade", "RUN"], 1, "file-001.parquet is unreadable"),

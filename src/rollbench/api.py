@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.identity import run_identity
+from rollbench.core.interrupts import is_user_interrupt, user_signals
 from rollbench.core.latency import check_latency
+from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan, task_variants
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, build_spec
@@ -26,7 +28,7 @@ from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
-from rollbench.record.on_disk import committed_lengths
+from rollbench.record.on_disk import check_state_files, committed_lengths
 from rollbench.record.retry import record_outcomes, retry_errored
 from rollbench.record.runlog import (
     LiveSnapshot,
@@ -100,21 +102,23 @@ def _probe_policy(spec: EvalSpec) -> PolicyInfo:
     from rollbench.run.worker import build_policy
 
     policy = build_policy(spec)
+    info = policy.info
     try:
-        return policy.info
-    finally:
         policy.close()
+    except BaseException as exc:
+        if is_user_interrupt(exc):
+            raise
+        raise ConfigError(f"policy {spec.policy!r}: its close() raised {type(exc).__name__}: {exc}") from None
+    return info
 
 
 def check_run_dir(run_dir: Path) -> None:
     """ConfigError (nothing touched) unless ``run_dir`` is absent or a directory rollbench may open: no link in it
     leads outside it, and its committed episodes are intact (see ``record.writer.committed_lengths``)."""
+    check_output_path(run_dir, "--out", directory=True)  # the path can be a directory: nothing else to check
     if not run_dir.exists():
-        if run_dir.is_symlink():
-            raise ConfigError(f"{run_dir} is a dangling link; choose another --out")
         return
-    if not run_dir.is_dir():
-        raise ConfigError(f"{run_dir} exists and is not a directory; choose another --out")
+    check_state_files(run_dir)
     check_no_escaping_links(run_dir)
     if (run_dir / "run.json").exists():
         committed_lengths(run_dir)
@@ -228,7 +232,7 @@ def evaluate(
     run_dir = Path(out) if out is not None else default_run_dir(spec)
     plan, log = prepare_run(spec, run_dir, host_label, robot)
     created = not run_dir.exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(run_dir, "--out")
     try:
         with RunLock(run_dir):
             return _execute(spec, plan, log, run_dir, execution, progress, should_stop)
@@ -258,12 +262,14 @@ def _execute(
     )
     write_run_log(run_dir, log)
     try:
-        return _run(spec, plan, log, run_dir, execution, progress, should_stop)
-    except Exception as exc:
+        with user_signals():  # Ctrl-C raises UserInterrupt: a policy's own KeyboardInterrupt is not taken for it
+            return _run(spec, plan, log, run_dir, execution, progress, should_stop)
+    except BaseException as exc:
         # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
-        log["status"] = "INTERRUPTED"
-        log["executions"][-1].update(finished=utc_now(), error=f"{type(exc).__name__}: {exc}")
-        write_run_log(run_dir, log)
+        if log.get("status") == "RUNNING":  # (an interruption already finished the log as INTERRUPTED)
+            log["status"] = "INTERRUPTED"
+            log["executions"][-1].update(finished=utc_now(), error=f"{type(exc).__name__}: {exc}")
+            write_run_log(run_dir, log)
         raise
 
 

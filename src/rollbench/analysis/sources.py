@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.identity import RunIdentity
+from rollbench.core.jsonfile import read_json
 from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
-from rollbench.record.safe_files import read_regular_json
 
 
 @dataclass
@@ -207,11 +207,28 @@ def _from_run_dir(
     )
 
 
+_EXPORT_FIELDS: dict[str, tuple[type, ...]] = {  # an exported episode's fields the analyses read: their JSON types
+    "task": (str,),
+    "seed": (int, type(None)),
+    "initial_state": (int, type(None)),
+    "instruction": (str, type(None)),
+    "variant": (str, type(None)),
+    "termination_reason": (str, type(None)),
+    "length": (int, type(None)),
+}
+
+
+def _bad_export_fields(ep: dict[str, Any]) -> str | None:
+    """``"FIELD VALUE"`` for the first field of an exported episode whose value is not of its JSON type, else None."""
+    for key, kinds in _EXPORT_FIELDS.items():
+        value = ep.get(key)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            return f"{key} {value!r}"[:120] + f" (expected {' or '.join(k.__name__ for k in kinds)})"
+    return None
+
+
 def _from_export(path: Path, loaded: Loaded, allow_damaged: bool) -> None:
-    try:
-        data = read_regular_json(path, follow_links=True)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path} is not a readable JSON export of /api/runs: {exc}") from None
+    data = read_json(path, "export of /api/runs")
     runs = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(runs, list):
         raise ConfigError(f"{path} is not a JSON export of /api/runs (expected an object with a 'runs' list)")
@@ -234,6 +251,8 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool) -> None:
         for ep in run["episodes"]:
             if not isinstance(ep, dict) or not isinstance(ep.get("episode_index"), int) or "task" not in ep:
                 raise ConfigError(f"{where}: an episode lacks episode_index or task")
+            if bad := _bad_export_fields(ep):
+                raise ConfigError(f"{where}: episode {ep['episode_index']} has {bad}")
             episodes.append({**ep, "variant": ep.get("variant"), "success": bool(ep.get("success"))})
             if isinstance(ep.get("label"), str):
                 labels[ep["episode_index"]] = ep["label"]
@@ -279,7 +298,7 @@ def load_runs(
         path = Path(raw)
         if not path.exists():
             raise ConfigError(f"{path} does not exist")
-        if path.is_file():
+        if not path.is_dir():  # a file (or a FIFO, device...: refused unread by the export reader)
             if not allow_exports:
                 raise ConfigError(f"{path} is a file; give run directories (or roots containing them)")
             _from_export(path, loaded, allow_damaged)

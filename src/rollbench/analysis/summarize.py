@@ -91,6 +91,8 @@ def load_label_set(loaded: Loaded, labels_path: str | None, rubric_name: str | N
     from rollbench.review.labels import load_labels
     from rollbench.review.rubrics import load_rubric
 
+    if rubric_name:
+        load_rubric(rubric_name)  # a --rubric given is checked even when no labels use it
     if labels_path:
         recorded = load_labels(labels_path).rubric  # the rubric the file records, used when none is given
         rubric = load_rubric(rubric_name or recorded)

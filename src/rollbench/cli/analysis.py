@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rollbench.cli.tables import print_table
+from rollbench.core.paths import check_output_path
 from rollbench.core.types import ConfigError, RollbenchError
 
 console = Console(stderr=True)
@@ -164,7 +165,9 @@ def compare_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     unpaired: Annotated[bool, typer.Option(help="Allow runs that are not paired: unpaired statistics.")] = False,
     seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed (the intervals are reproducible).")] = 0,
-    resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 10_000,
+    resamples: Annotated[
+        int, typer.Option(min=100, help="Bootstrap resamples (at most 1,000,000, and 2^27 / episodes).")
+    ] = 10_000,
     power: Annotated[bool, typer.Option("--power", help="Plan: paired episodes per task needed (no runs).")] = False,
     p_a: Annotated[float | None, typer.Option("--p-a", help="--power: expected success rate of A.")] = None,
     p_b: Annotated[float | None, typer.Option("--p-b", help="--power: expected success rate of B.")] = None,
@@ -180,7 +183,7 @@ def compare_cmd(
     interval, exact McNemar test, Holm across tasks; or, with --power, the episodes per task a comparison needs."""
     out = _out()
     if power:
-        from rollbench.grading.stats import paired_sample_size
+        from rollbench.grading.power import paired_sample_size
 
         if runs:
             _fail("--power plans a comparison; give --p-a and --p-b, not runs")
@@ -206,8 +209,10 @@ def compare_cmd(
         return
     from rollbench.analysis.compare import compare_runs
     from rollbench.analysis.sources import load_runs
+    from rollbench.grading.stats import check_resamples
 
     try:
+        check_resamples(resamples, 0)
         if not runs or len(runs) < 2:
             raise ConfigError("compare needs two or more run directories (or --power --p-a P --p-b P)")
         loaded = load_runs(list(runs), allow_exports=False, allow_damaged=allow_damaged)
@@ -287,6 +292,9 @@ def report_cmd(
     if dashboard_url is not None and not dashboard_url.startswith(("http://", "https://")):
         _fail(f"--dashboard-url {dashboard_url!r} is not an http(s) URL")
     try:
+        check_output_path(out_path, "--out", directory=False)
+        if plots is not None:
+            check_output_path(plots, "--plots", directory=True)
         check_outputs(out_path, plots)
         loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
         if not loaded.runs:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer._click import exceptions as click_errors  # typer 0.2x vendors click; its errors live here
+from typer.core import TyperGroup
 
 console = Console(stderr=True)
 out = Console()
@@ -18,3 +22,35 @@ def fail(msg: str, code: int = 2) -> NoReturn:
     """Print ``error: MSG`` as one line on stderr (markup escaped) and exit with ``code`` (2: bad input)."""
     console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+class OneLineErrors(TyperGroup):
+    """The ``rollbench`` group: a usage error (an unknown option, a value out of range) is the same single
+    ``error: ...`` line on stderr, exit code 2, as every other bad input (click would print the usage and a hint
+    first); ``rollbench`` alone still prints the help."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except click_errors.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_errors.UsageError as exc:
+            console.print(f"[bold red]error:[/] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except click_errors.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)

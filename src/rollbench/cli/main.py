@@ -19,13 +19,13 @@ from rollbench.cli import analysis as cli_analysis
 from rollbench.cli import dashboard as cli_dashboard
 from rollbench.cli import optimize as cli_optimize
 from rollbench.cli import reproduce as cli_reproduce
-from rollbench.cli.common import console, out
+from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.release import register as _register_release
 from rollbench.cli.runs import register as register_runs
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.core.interrupts import Terminated
 from rollbench.core.types import ConfigError, RollbenchError
-from rollbench.record.safe_files import read_regular_json
 from rollbench.serve.server import serve_policy
 
 if TYPE_CHECKING:
@@ -33,9 +33,10 @@ if TYPE_CHECKING:
     from rollbench.run.runners import Execution
 
 app = typer.Typer(
+    cls=OneLineErrors,
     add_completion=False,
     no_args_is_help=True,
-    rich_markup_mode=None,  # plain click errors: "Error: Invalid value for '--episodes': ..." on one line
+    rich_markup_mode=None,  # plain errors, one line each (OneLineErrors)
     pretty_exceptions_enable=False,
     help="Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk.",
 )
@@ -57,10 +58,6 @@ def _main(
     ] = False,
 ) -> None:
     """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM during ``rollbench eval``: handled like Ctrl-C (the run ends INTERRUPTED, resumable), exit 143."""
 
 
 @contextlib.contextmanager
@@ -212,10 +209,9 @@ def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str,
 
 def _load_spec_file(path: Path) -> dict[str, Any]:
     """An EvalSpec's fields from a JSON file: a spec object, or a run.json (its ``spec`` is used)."""
-    try:
-        data = read_regular_json(path, follow_links=True)  # a FIFO or device is refused, never waited on
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--spec {path}: cannot read a JSON object ({exc})") from None
+    from rollbench.core.jsonfile import read_json
+
+    data = read_json(path, "--spec")
     if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data:
         data = data["spec"]
     if not isinstance(data, dict):

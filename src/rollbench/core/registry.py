@@ -16,7 +16,8 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol
 
-from rollbench.core.types import ConfigError, Env, Policy, TaskInfo
+from rollbench.core.interrupts import is_user_interrupt
+from rollbench.core.types import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo
 
 
 @dataclass(frozen=True)
@@ -291,16 +292,33 @@ def policy_factory(name: str) -> PolicyFactory:
         factory: PolicyFactory = names[key].load()
     except ImportError as exc:
         raise ConfigError(f"policy {name!r} cannot load: {exc} (is its extra installed?)") from None
+    except BaseException as exc:  # the plug-in's module raised while it was imported
+        raise ConfigError(f"policy {name!r} cannot load: its plug-in raised {_raised(exc)}") from None
     return factory
 
 
+_MODULE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _raised(exc: BaseException) -> str:
+    """``Type: message`` of an exception raised by a plug-in's code, or re-raise it if it is the user's Ctrl-C."""
+    if is_user_interrupt(exc):
+        raise exc
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def _factory_from_path(name: str) -> PolicyFactory:
-    """``package.module:factory`` names a factory directly, for policies that are not packaged as plug-ins."""
+    """``package.module:factory`` names a factory directly, for policies that are not packaged as plug-ins (a
+    command-line feature: the module is imported by Python's import system, never read from a path)."""
     module_name, _, attr = name.partition(":")
+    if not _MODULE_PATH.fullmatch(module_name) or not attr:
+        raise ConfigError(f"policy {name!r} is not package.module:factory (a dotted module name, then a name)")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"policy {name!r}: cannot import module {module_name!r} ({exc})") from None
+    except BaseException as exc:  # the module's own code raised while it was imported
+        raise ConfigError(f"policy {name!r}: importing module {module_name!r} raised {_raised(exc)}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"policy {name!r}: module {module_name!r} has no callable {attr!r}")
@@ -309,10 +327,24 @@ def _factory_from_path(name: str) -> PolicyFactory:
 
 def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
     """Build policy ``name`` with ``options`` (checked against the factory's declared options, see
-    :func:`policy_options`). Raises ConfigError for unknown names and options."""
+    :func:`policy_options`). Raises ConfigError for unknown names and options, and when the factory raises
+    (anything but the user's Ctrl-C) or returns something that is not a policy (``info``, ``reset``, ``act``,
+    ``close``)."""
     factory = policy_factory(name)
     check_policy_options(name, factory, options or {})
-    return factory(name, dict(options or {}))
+    try:
+        policy = factory(name, dict(options or {}))
+    except RollbenchError:
+        raise
+    except BaseException as exc:
+        raise ConfigError(f"policy {name!r} could not be built: its factory raised {_raised(exc)}") from None
+    missing = [m for m in ("reset", "act", "close") if not callable(getattr(policy, m, None))]
+    if not isinstance(getattr(policy, "info", None), PolicyInfo) or missing:
+        why = "returned None" if policy is None else f"returned a {type(policy).__name__}, which is not a policy"
+        raise ConfigError(
+            f"policy {name!r}: its factory {why} (a policy has info: PolicyInfo and reset, act, close methods)"
+        )
+    return policy
 
 
 def list_envs() -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -131,6 +132,14 @@ class EvalSpec(BaseModel):
             raise ValueError("image size must be two even numbers of pixels between 16 and 4096")
         return v
 
+    @field_validator("policy_options")
+    @classmethod
+    def _plain_json(cls, v: dict[str, Any]) -> dict[str, Any]:
+        why = _not_plain_json(v, "policy_options", 0)
+        if why:
+            raise ValueError(why)
+        return v
+
     @field_validator("instruction")
     @classmethod
     def _not_blank(cls, v: str | None) -> str | None:
@@ -176,6 +185,31 @@ class EvalSpec(BaseModel):
                 del fields[name]
         blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+MAX_OPTIONS_DEPTH = 32  # nesting of policy_options (an obs_map is 3 deep)
+
+
+def _not_plain_json(value: Any, where: str, depth: int) -> str | None:
+    """Why ``value`` would not be written to run.json as it is (so a resume would not rebuild the same spec): a
+    NaN or infinite number (JSON has none; it would be written as ``null`` or ``NaN``), a complex number, bytes, a
+    non-string key, another type, or nesting deeper than :data:`MAX_OPTIONS_DEPTH`; None when it is plain JSON."""
+    if depth > MAX_OPTIONS_DEPTH:
+        return f"{where} is nested more than {MAX_OPTIONS_DEPTH} levels deep"
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is {value}, not a finite number"
+    if isinstance(value, list | tuple):
+        return next((w for i, x in enumerate(value) if (w := _not_plain_json(x, f"{where}[{i}]", depth + 1))), None)
+    if isinstance(value, dict):
+        for k, x in value.items():
+            if not isinstance(k, str):
+                return f"{where} has a key {k!r} that is not a string"
+            if w := _not_plain_json(x, f"{where}.{k}", depth + 1):
+                return w
+        return None
+    return f"{where} is a {type(value).__name__}, not a JSON value"
 
 
 def build_spec(**fields: Any) -> EvalSpec:

@@ -13,24 +13,20 @@ reference the others are paired against in the results.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.jsonfile import parse_json, read_text
 from rollbench.core.types import ConfigError
+
+MAX_INSTRUCTIONS_BYTES = 2**20  # 1 MiB: at most 64 variants (spec.MAX_VARIANTS) of a sentence each
 
 
 def read_variants(path: Path) -> list[dict[str, Any]]:
     """``[{"name", "instruction"}, ...]`` from ``path``; raises ConfigError naming the file on any problem."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--instructions {path}: cannot read it ({exc.strerror or exc})") from None
+    text = read_text(path, "--instructions", MAX_INSTRUCTIONS_BYTES)
     if text.lstrip()[:1] in ("[", "{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--instructions {path}: not valid JSON ({exc})") from None
+        data = parse_json(text, f"--instructions {path}")
         if isinstance(data, dict):
             data = [{"name": k, "instruction": v} for k, v in data.items()]
         if not isinstance(data, list) or not all(

@@ -9,7 +9,6 @@ run file is expected is a violation and is not read).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from rollbench.record.safe_files import (
     UnsafeFile,
     check_no_link_below,
     open_regular,
-    read_regular_bytes,
+    read_regular_json,
     scan_run_files,
 )
 
@@ -91,9 +90,12 @@ def read_info(run_dir: Path, violations: list[str]) -> dict[str, Any]:
             violations.append("meta/info.json is a symbolic link; not read")
         return {}
     try:
-        info = json.loads(read_regular_bytes(path, run_dir))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        violations.append(f"meta/info.json is unreadable ({type(exc).__name__}: {exc})")
+        info = read_regular_json(path, run_dir)
+    except OSError as exc:
+        violations.append(f"meta/info.json is unreadable ({exc})")
+        return {}
+    except ValueError as exc:
+        violations.append(f"meta/info.json is not readable JSON ({exc})")
         return {}
     if not isinstance(info, dict):
         violations.append(f"meta/info.json is not a JSON object (it holds a {type(info).__name__})")

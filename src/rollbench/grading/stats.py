@@ -41,6 +41,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rollbench.core.types import ConfigError
+
+MAX_RESAMPLES = 1_000_000  # bootstrap resamples (compare --resamples)
+MAX_BOOTSTRAP_DRAWS = 2**27  # resamples x episodes of one stratum drawn at once: 1 GiB of int64 indices
+
 Z95 = 1.959963984540054  # the 0.975 quantile of the standard normal distribution
 
 Alternative = Literal["two-sided", "greater", "less"]
@@ -178,6 +183,7 @@ def bootstrap_difference(
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    check_resamples(n_resamples, max(len(a), len(b)))
     x, y = _paired(a, b) if paired else (_as01(a, "a"), _as01(b, "b"))
     empty = BootstrapInterval(None, None, None, confidence, n_resamples, seed, paired)
     if x.size == 0 or y.size == 0:
@@ -210,6 +216,18 @@ def bootstrap_difference(
     low, high = np.quantile(diffs, [tail, 1 - tail])
     observed = float(y.mean() - x.mean())
     return BootstrapInterval(observed, float(low), float(high), confidence, n_resamples, seed, paired)
+
+
+def check_resamples(n_resamples: int, episodes: int) -> None:
+    """ConfigError when ``n_resamples`` is above :data:`MAX_RESAMPLES`, or when drawing it for ``episodes``
+    outcomes at once would take more than :data:`MAX_BOOTSTRAP_DRAWS` indices (a bound on memory)."""
+    if n_resamples > MAX_RESAMPLES:
+        raise ConfigError(f"--resamples {n_resamples} is more than the limit of {MAX_RESAMPLES}")
+    if n_resamples * episodes > MAX_BOOTSTRAP_DRAWS:
+        raise ConfigError(
+            f"--resamples {n_resamples} for {episodes} episodes is more than {MAX_BOOTSTRAP_DRAWS} bootstrap draws "
+            f"(1 GiB); use at most {MAX_BOOTSTRAP_DRAWS // episodes} resamples"
+        )
 
 
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[float]:
@@ -256,121 +274,3 @@ def fisher_exact_test(
         table = [[successes_a, n_a - successes_a], [successes_b, n_b - successes_b]]
         p = float(fisher_exact(table, alternative=alternative).pvalue)
     return FisherResult(successes_a, n_a, successes_b, n_b, min(1.0, p), alternative)
-
-
-@dataclass(frozen=True)
-class SampleSize:
-    """Paired episodes per task needed to detect ``p_b - p_a`` with the exact McNemar test.
-
-    ``n``: Connor (1987)'s normal-approximation size; ``exact_power``: the exact test's actual power at ``n``;
-    ``n_exact``: the smallest size >= ``n`` at which the exact test reaches the target power (the recommendation);
-    ``p_a_only`` / ``p_b_only``: the assumed probabilities that only A / only B succeeds on an episode (their sum
-    ``discordant`` is the discordant-pair probability psi)."""
-
-    n: int
-    n_exact: int
-    p_a: float
-    p_b: float
-    alpha: float
-    power_target: float
-    alternative: str
-    p_a_only: float
-    p_b_only: float
-    discordant: float
-    exact_power: float
-    method: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _discordant_split(p_a: float, p_b: float, discordant: float | None) -> tuple[float, float]:
-    """(P(only A succeeds), P(only B succeeds)). Without ``discordant``, A and B are assumed to succeed independently
-    on an episode, which gives p_a(1-p_b) and p_b(1-p_a); positively correlated policies (the usual case when both
-    see the same scenes) have fewer discordant pairs and need fewer episodes, so this assumption is conservative."""
-    if discordant is None:
-        return p_a * (1 - p_b), p_b * (1 - p_a)
-    delta = p_b - p_a
-    if not abs(delta) <= discordant <= min(p_a + p_b, 2 - p_a - p_b):
-        raise ValueError(
-            f"discordant probability {discordant} is impossible for p_a={p_a}, p_b={p_b}: it must lie in "
-            f"[|p_b - p_a|, min(p_a + p_b, 2 - p_a - p_b)] = [{abs(delta):.4g}, {min(p_a + p_b, 2 - p_a - p_b):.4g}]"
-        )
-    return (discordant - delta) / 2, (discordant + delta) / 2
-
-
-def mcnemar_power(
-    n: int, p_a_only: float, p_b_only: float, alpha: float = 0.05, alternative: Alternative = "two-sided"
-) -> float:
-    """Exact power of the exact McNemar test (:func:`mcnemar_exact`) with ``n`` pairs, a float in [0, 1].
-
-    The number of discordant pairs is ``d ~ Binomial(n, psi)`` with ``psi = p_a_only + p_b_only``; given ``d``, the
-    number of A-only pairs is ``K ~ Binomial(d, p_a_only / psi)``. With success probability 1/2 the null distribution
-    is symmetric, so the two-sided test rejects exactly when ``min(K, d - K) <= c_d``, ``c_d`` the largest ``m`` with
-    ``2 * P(X <= m) <= alpha`` (one-sided: ``P(X <= m) <= alpha``, on the side of ``alternative``). Power =
-    sum over d of P(d) * P(reject | d), computed exactly for every d at once (no simulation).
-    """
-    from scipy.stats import binom
-
-    psi = p_a_only + p_b_only
-    if n <= 0 or psi <= 0:
-        return 0.0
-    theta = p_a_only / psi
-    d = np.arange(1, n + 1)
-    level = alpha / 2 if alternative == "two-sided" else alpha
-    m = binom.ppf(level, d, 0.5)
-    c = np.where(binom.cdf(m, d, 0.5) <= level * (1 + 1e-12), m, m - 1)  # largest m with P(X <= m) <= level
-    low = binom.cdf(c, d, theta)  # K <= c: A-only pairs few (B better)
-    high = binom.sf(d - c - 1, d, theta)  # K >= d - c: A-only pairs many (A better)
-    reject = {"two-sided": low + high, "greater": high, "less": low}[alternative]
-    return float(np.sum(binom.pmf(d, n, psi) * reject))
-
-
-def paired_sample_size(
-    p_a: float,
-    p_b: float,
-    *,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    discordant: float | None = None,
-    alternative: Alternative = "two-sided",
-) -> SampleSize:
-    """Paired episodes per task needed for the exact McNemar test to detect success rates ``p_a`` vs ``p_b``.
-
-    Connor (1987), eq. (3): ``n = (z_a * sqrt(psi) + z_b * sqrt(psi - delta^2))^2 / delta^2``, rounded up, where
-    ``delta = p_b - p_a``, ``psi`` = P(discordant pair), ``z_a`` the ``1 - alpha/2`` (two-sided) or ``1 - alpha``
-    (one-sided) normal quantile and ``z_b`` the ``power`` quantile. ``discordant`` is psi when known (e.g. from a pilot
-    run); otherwise A and B are assumed independent per episode (conservative, see :func:`_discordant_split`).
-    ``exact_power`` reports the exact test's power at that ``n`` (it can fall slightly short of the target because the
-    exact test is conservative) and ``n_exact`` the smallest size from ``n`` up at which the exact power reaches the
-    target. Raises ValueError for rates outside (0, 1), ``p_a == p_b``, or bad alpha/power.
-    """
-    from scipy.stats import norm
-
-    if not (0 < p_a < 1 and 0 < p_b < 1):
-        raise ValueError(f"success rates must be strictly between 0 and 1, got p_a={p_a}, p_b={p_b}")
-    if p_a == p_b:
-        raise ValueError("p_a equals p_b: there is no difference to detect")
-    if not 0 < alpha < 1 or not 0 < power < 1:
-        raise ValueError(f"alpha and power must be in (0, 1), got alpha={alpha}, power={power}")
-    if alternative not in ALTERNATIVES:
-        raise ValueError(f"unknown alternative {alternative!r}; valid: {', '.join(ALTERNATIVES)}")
-    if (alternative == "greater" and p_a <= p_b) or (alternative == "less" and p_a >= p_b):
-        raise ValueError(
-            f"alternative {alternative!r} tests that A's rate is {'higher' if alternative == 'greater' else 'lower'} "
-            f"than B's, but p_a={p_a}, p_b={p_b}"
-        )
-    a_only, b_only = _discordant_split(p_a, p_b, discordant)
-    psi, delta = a_only + b_only, p_b - p_a
-    z_a = float(norm.ppf(1 - alpha / 2 if alternative == "two-sided" else 1 - alpha))
-    z_b = float(norm.ppf(power))
-    n = math.ceil((z_a * math.sqrt(psi) + z_b * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta))
-    exact = mcnemar_power(n, a_only, b_only, alpha, alternative)
-    n_exact, exact_at = n, exact
-    while exact_at < power and n_exact < 4 * n + 50:  # the exact test is conservative: step up to the target power
-        n_exact += 1
-        exact_at = mcnemar_power(n_exact, a_only, b_only, alpha, alternative)
-    return SampleSize(
-        n, n_exact, p_a, p_b, alpha, power, alternative, a_only, b_only, psi, exact,
-        "Connor (1987) eq. 3; exact power of the exact McNemar test by enumeration",
-    )  # fmt: skip

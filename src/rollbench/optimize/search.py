@@ -29,12 +29,13 @@ decided round is re-graded from disk and must give the recorded decision (else a
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.jsonfile import read_json
+from rollbench.core.paths import check_output_path
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.grading.stats import wilson_interval
@@ -88,9 +89,13 @@ class Search:
         if len(tasks) != 1:
             raise ConfigError(f"--env must name one task, got {len(tasks)} ({self.cfg.env})")
         task = tasks[0]
+        check_output_path(self.out, "--out", directory=True)
         path = self.out / STATE
-        if path.exists():
-            self.state = json.loads(path.read_text())
+        if path.exists() or path.is_symlink():
+            state = read_json(path, "search state")
+            if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
+                raise ConfigError(f"search state {path} is not an instruction search's {STATE}; choose another --out")
+            self.state = state
             if self.state.get("config_identity") != self.cfg.identity():
                 old, new = self.state.get("config", {}), self.cfg.model_dump(mode="json")
                 diff = ", ".join(f"{k}: {old.get(k)!r} there, {v!r} here" for k, v in new.items() if old.get(k) != v)

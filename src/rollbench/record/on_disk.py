@@ -54,6 +54,15 @@ class FeatureStats:
         }
 
 
+def check_state_files(run_dir: Path) -> None:
+    """ConfigError (nothing changed) when the writer's own state files are of the wrong kind: ``run.lock`` not a
+    regular file, ``.staging`` not a directory (a resume would crash on them)."""
+    for name, kind in (("run.lock", "regular file"), (".staging", "directory")):
+        p = run_dir / name
+        if (p.exists() or p.is_symlink()) and not (p.is_dir() if kind == "directory" else p.is_file()):
+            raise ConfigError(f"{run_dir} is damaged and cannot be resumed: its {name} is not a {kind}")
+
+
 def committed_lengths(run_dir: Path) -> list[int]:
     """Lengths (steps) of the committed episodes ``0..k-1`` of ``run_dir``, read from ``meta/episodes``.
 
@@ -75,7 +84,12 @@ def committed_lengths(run_dir: Path) -> list[int]:
             t = read_parquet(resolve_inside(run_dir, f), columns=["episode_index", "length"])
         except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
             raise damaged(f"episode row file {f.relative_to(run_dir)} is unreadable ({type(exc).__name__})") from None
+        missing = [c for c in ("episode_index", "length") if c not in t.column_names]
+        if missing:
+            raise damaged(f"episode row file {f.relative_to(run_dir)} has no column {', '.join(missing)}")
         for e, n in zip(t["episode_index"].to_pylist(), t["length"].to_pylist(), strict=True):
+            if not (isinstance(e, int) and isinstance(n, int) and e >= 0 and n >= 0):
+                raise damaged(f"episode row file {f.relative_to(run_dir)} has episode_index {e!r}, length {n!r}")
             if e in found:
                 raise damaged(f"episode {e} has more than one episode row")
             found[e] = n
@@ -113,7 +127,7 @@ def staged_damage(staged: Path) -> str | None:
     try:
         row = read_regular_json(staged / "episode.json")
         length = int(row["length"])
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+    except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
         return f"episode.json: {type(exc).__name__}: {exc}"
     try:
         with open_regular(staged / "data.parquet") as raw:

@@ -11,7 +11,6 @@ import contextlib
 import fcntl
 import functools
 import importlib.metadata
-import json
 import os
 import platform
 import socket
@@ -24,7 +23,7 @@ from typing import Any
 from rollbench.core.types import ConfigError
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
-from rollbench.record.safe_files import is_regular, read_regular_bytes
+from rollbench.record.safe_files import is_regular, read_regular_json
 
 RUN_LOG_VERSION = 1
 LIVE_MIN_INTERVAL_S = 1.0
@@ -154,9 +153,11 @@ def read_run_log(run_dir: Path) -> dict[str, Any] | None:
         return None
     resolve_inside(run_dir, path)
     try:
-        log = json.loads(read_regular_bytes(path, run_dir))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path} is not a rollbench run log: it is not readable JSON ({exc})") from None
+        log = read_regular_json(path, run_dir)
+    except OSError as exc:
+        raise ConfigError(f"{path} is not a rollbench run log: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not a rollbench run log: it is not readable JSON: {exc}") from None
     check_run_log(log, path)
     return log
 
@@ -178,8 +179,12 @@ def check_run_log(log: Any, path: Path) -> None:
     episodes, tasks = plan.get("episodes"), plan.get("tasks")
     if not isinstance(episodes, list) or not all(isinstance(e, dict) and "episode_index" in e for e in episodes):
         raise bad("its plan has no list of episodes")
-    if not isinstance(tasks, list) or not all(isinstance(t, dict) and "name" in t for t in tasks):
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tasks):
         raise bad("its plan has no list of tasks")
+    if not isinstance(log.get("executions", []), list) or not all(
+        isinstance(x, dict) for x in log.get("executions", [])
+    ):
+        raise bad("its 'executions' is not a list of objects")
 
 
 class RunLock:

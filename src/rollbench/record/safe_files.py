@@ -112,8 +112,17 @@ def read_regular_text(path: Path, root: Path | None = None, *, follow_links: boo
 
 
 def read_regular_json(path: Path, root: Path | None = None, *, follow_links: bool = False) -> Any:
-    """The JSON document in regular file ``path``; ValueError (json.JSONDecodeError) when it is not JSON."""
-    return json.loads(read_regular_bytes(path, root, follow_links=follow_links))
+    """The JSON document in regular file ``path``; ValueError saying why when it is not UTF-8 JSON (malformed, not
+    UTF-8, or nested deeper than the parser's recursion limit); OSError (:class:`UnsafeFile`) as :func:`open_regular`."""
+    data = read_regular_bytes(path, root, follow_links=follow_links)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"it is not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("it is nested too deeply") from None
 
 
 @dataclass

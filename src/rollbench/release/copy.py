@@ -35,11 +35,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.jsonfile import read_json
 from rollbench.core.types import ConfigError
 from rollbench.grading.grade import load_run_log
-from rollbench.record.safe_files import read_regular_bytes, read_regular_json, scan_run_files
+from rollbench.record.safe_files import read_regular_bytes, scan_run_files
 from rollbench.release.redact import Released, Releaser, sha256_hex
-from rollbench.release.rules import BUILTIN, Scanner
+from rollbench.release.rules import BUILTIN, MAX_RULES_BYTES, Scanner, check_date
 
 EXCLUDED = {
     "run.lock": "the writer's lock file (empty; only its flock matters)",
@@ -114,8 +115,8 @@ def _run_files(run: Path) -> tuple[list[Path], list[dict[str, str]]]:
 
 
 def _release_date(logs: list[dict[str, Any]], date: str | None) -> tuple[str, str]:
-    if date:
-        return date, "--date"
+    if date is not None:
+        return check_date(date), "--date"
     stamps = []
     for log in logs:
         stamps.append((log.get("provenance") or {}).get("created"))
@@ -144,10 +145,7 @@ def build_release(
     _check_paths(runs, labels, out)
     rules_obj = None
     if rules is not None:
-        try:
-            rules_obj = read_regular_json(rules, follow_links=True)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"--rules {rules}: cannot read a JSON object ({exc})") from None
+        rules_obj = read_json(rules, "--rules", max_bytes=MAX_RULES_BYTES)
     logs = [load_run_log(r) for r in runs]  # ConfigError naming the file for a damaged or foreign run.json
     listed = [_run_files(r) for r in runs]
     sources: list[tuple[str, Path]] = [

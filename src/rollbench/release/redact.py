@@ -191,7 +191,7 @@ class Releaser:
                 return self.parquet_file(rel, raw)
             if suffix in TEXT_SUFFIXES or (b"\0" not in raw[:8192] and _utf8(raw)):
                 return self.text_file(rel, raw)
-        except (ValueError, pa.ArrowException) as exc:
+        except (ValueError, RecursionError, pa.ArrowException) as exc:
             raise RollbenchError(f"{rel}: cannot be parsed for redaction ({type(exc).__name__}: {exc})") from None
         return Released(rel, sha256_hex(raw), raw)
 

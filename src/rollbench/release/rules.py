@@ -231,3 +231,22 @@ class Scanner:
             done.append((f, ph))
         parts.append(text[pos:])
         return "".join(parts), done
+
+
+MAX_RULES_BYTES = 2**20  # 1 MiB: a --rules file of patterns and literals
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})?)?")
+
+
+def check_date(value: str) -> str:
+    """``--date`` as given when it is an ISO 8601 calendar date, optionally with a time and offset
+    (``2026-03-01``, ``2026-03-01T12:00:00Z``) that exists on the calendar; else ConfigError."""
+    import datetime
+
+    ok = bool(_DATE.fullmatch(value))
+    try:
+        ok = ok and bool(datetime.datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"--date {value!r} is not an ISO 8601 date, e.g. 2026-03-01 or 2026-03-01T12:00:00Z")
+    return value

@@ -22,11 +22,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rollbench.core.jsonfile import read_text
 from rollbench.core.types import ConfigError
 
 FORMAT = "rollbench.reference/1"
 PRINT_TOLERANCE_PTS = 0.05  # a rate printed to one decimal is within 0.05 points of the true one
 MAX_EPISODES = 10_000_000
+MAX_REFERENCE_BYTES = 2**20  # 1 MiB: a reference file is a few suites of published rates
 
 
 class ReferenceFileError(ConfigError):
@@ -198,6 +200,8 @@ def parse_reference(text: str, where: str) -> ReferenceSet:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReferenceFileError(f"reference file {where}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ReferenceFileError(f"reference file {where}: not JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ReferenceFileError(f"reference file {where}: must be a JSON object")
     try:
@@ -223,12 +227,12 @@ def load_reference(name_or_file: str) -> ReferenceSet:
             raise ReferenceFileError(f"reference file {name_or_file}.json (shipped): name is {ref.name!r}")
         return ref
     path = Path(name_or_file)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise ReferenceFileError(
             f"unknown reference {name_or_file!r}: not a file and not a shipped reference ({', '.join(names)})"
         )
     try:
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReferenceFileError(f"reference file {path}: cannot be read ({exc})") from None
+        text = read_text(path, "reference file", MAX_REFERENCE_BYTES)  # regular files only, never blocks
+    except ConfigError as exc:
+        raise ReferenceFileError(str(exc)) from None
     return parse_reference(text, str(path))

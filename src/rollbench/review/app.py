@@ -73,7 +73,7 @@ async def _body(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(data or b"{}")
     except (ValueError, RecursionError):  # a deeply nested document exhausts the parser's recursion: still bad input
-        raise ApiError(400, "the body is not JSON (or nested too deeply)") from None
+        raise ApiError(400, "the body is not JSON") from None
     if not isinstance(body, dict) or set(body) - {"label", "note"}:
         raise ApiError(400, 'the body is {"label": LABEL or null, "note": TEXT}')
     if body.get("label") is not None and not isinstance(body["label"], str):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
-import json
 import os
 import queue
 import threading
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.identity import RunIdentity
+from rollbench.core.jsonfile import read_json, read_json_or
 from rollbench.core.types import RollbenchError
 from rollbench.grading.files import read_info
 from rollbench.grading.grade import grade, load_run_log
@@ -145,6 +145,7 @@ def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None)
         live = read_regular_json(Path(path), run_dir)
     except (OSError, ValueError):
         return None
+    live = read_json_or(Path(path), None)
     if not isinstance(live, dict):
         return None
     age = (now or time.time()) - mtime
@@ -255,7 +256,7 @@ class Catalog:
         if path is None or not path.is_file():
             return None
         try:
-            doc = json.loads(path.read_text())
+            doc = read_json(path, "cache file")
             if doc["run_dir"] != str(run_dir) or tuple(map(tuple, doc["signature"])) != sig:
                 return None
             rec = RunRecord(

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.identity import RunIdentity, sanitize_segment
+from rollbench.core.jsonfile import parse_json, read_text
 from rollbench.core.types import ConfigError
 from rollbench.record.files import atomic_write_bytes
 from rollbench.record.locks import LockHeld, PathLock
-from rollbench.record.safe_files import read_regular_text
 from rollbench.review.rubrics import BUILTIN_RUBRICS, Rubric
 
 SIDECAR_VERSION = 1
@@ -99,18 +99,12 @@ class LabelFile:
 
 
 def _read_raw(path: Path) -> dict[str, Any]:
-    try:
-        text = read_regular_text(path, follow_links=True)  # a FIFO or device is refused, never waited on
-    except FileNotFoundError:
+    if not (path.exists() or path.is_symlink()):
         return {"version": SIDECAR_VERSION, "rubric": None, "labels": {}}
-    except OSError as exc:
-        raise ConfigError(f"cannot read label file {path}: {exc.strerror or exc}") from None
+    text = read_text(path, "label file")  # a FIFO or device is refused (core.jsonfile), never waited on
     if not text.strip():
         return {"version": SIDECAR_VERSION, "rubric": None, "labels": {}}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"label file {path} is not valid JSON: {exc}") from None
+    data = parse_json(text, f"label file {path}")
     if not isinstance(data, dict) or not isinstance(data.get("labels"), dict):
         raise ConfigError(f"label file {path} is not a label sidecar (expected an object with 'labels')")
     if data.get("version") != SIDECAR_VERSION:

@@ -23,15 +23,15 @@ Errors: :class:`rollbench.core.types.ConfigError` with a one-line reason (unknow
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.jsonfile import parse_json, read_text
 from rollbench.core.types import ConfigError
-from rollbench.record.safe_files import read_regular_text
 
+MAX_RUBRIC_BYTES = 2**20  # 1 MiB: a rubric is at most _MAX_LABELS labels with a sentence each
 DEFAULT_RUBRIC = "outcome-v1"
 _LABEL = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -128,21 +128,17 @@ BUILTIN_RUBRICS: dict[str, Rubric] = {
 
 
 def _parse_file(path: Path) -> Any:
-    try:
-        text = read_regular_text(path, follow_links=True)  # a FIFO or device is refused, never waited on
-    except OSError as exc:
-        raise ConfigError(f"cannot read rubric file {path}: {exc.strerror or exc}") from None
+    text = read_text(path, "rubric file", MAX_RUBRIC_BYTES)
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
         try:
             return yaml.safe_load(text)
+        except RecursionError:
+            raise ConfigError(f"rubric file {path} is not valid YAML: it is nested too deeply") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"rubric file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"rubric file {path} is not valid JSON: {exc}") from None
+    return parse_json(text, f"rubric file {path}")
 
 
 def rubric_from_dict(data: Any, source: str = "<dict>") -> Rubric:
@@ -196,7 +192,7 @@ def load_rubric(name_or_path: str | Path | None = None) -> Rubric:
         return BUILTIN_RUBRICS[key]
     path = Path(key)
     if path.suffix.lower() in (".json", ".yaml", ".yml") or path.exists():
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"rubric file {path} does not exist")
         return rubric_from_dict(_parse_file(path), source=str(path))
     raise ConfigError(

@@ -8,7 +8,9 @@ Termination reasons (first that applies after each step): ``success`` (``any_ste
 the first success), ``env_terminated``, ``truncated``, ``max_steps`` (the horizon was reached). ``policy_stop`` when
 the policy raises :class:`~rollbench.core.types.PolicyStop`, ``give_up`` when it raises
 :class:`~rollbench.core.types.PolicyGiveUp`; ``error`` when the env or policy raises, or the policy returns
-a non-finite or wrongly shaped action: the steps before it are kept, the episode is not a success, the run goes on.
+a non-finite, non-real or wrongly shaped action: the steps before it are kept, the episode is not a success, the
+run goes on. "Raises" means any ``BaseException`` (``SystemExit``, a ``KeyboardInterrupt`` the code raised itself,
+custom ones) except the user's own Ctrl-C or SIGTERM, which stops the run (:mod:`rollbench.core.interrupts`).
 
 Which action runs at each step (the chunk queue, ``replan_every``, and with ``--latency`` the inference delay, hold
 actions and stale actions) is :class:`~rollbench.run.schedule.ChunkSchedule`'s.
@@ -40,17 +42,25 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rollbench.core.episode import EpisodeRecord, fault_of, held_success
+from rollbench.core.interrupts import is_user_interrupt
 from rollbench.core.latency import delay_rule
 from rollbench.core.plan import PlannedEpisode
 from rollbench.core.types import Env, EpisodeError, Fault, Observation, Policy, PolicyStop
+from rollbench.run.render_check import RenderFault, RenderWatch
 from rollbench.run.schedule import ChunkSchedule
 
 
 def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
-    """Validate a policy's output as a ``float32 (k, action_dim)`` chunk, k >= 1; raise EpisodeError if not."""
+    """Validate a policy's output as a ``float32 (k, action_dim)`` chunk, k >= 1; raise EpisodeError if not.
+
+    Only real numbers (bool, integer or floating dtypes) are actions: complex numbers (whose imaginary part a cast
+    would drop), strings (which a cast would parse) and objects are refused."""
     try:
+        kind = np.asarray(raw).dtype.kind
+        if kind not in "biuf":
+            raise TypeError(f"its dtype is {np.asarray(raw).dtype}, not a real number type")
         arr = np.array(raw, dtype=np.float32, copy=True)  # ours from here on, even if the policy reuses its buffer
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise EpisodeError(f"policy returned a non-numeric action at step {step}: {exc}") from None
     shape = arr.shape
     if arr.ndim == 1:
@@ -113,6 +123,8 @@ class EpisodeRun:
         self.latency = float("nan")
         self.done = False
         self.obs: Observation | None = None
+        self.watch = RenderWatch()  # black or frozen images, checked on what the policy sees
+        self.render_fault: str | None = None
         self._start = time.perf_counter()
 
     @property
@@ -129,12 +141,16 @@ class EpisodeRun:
         try:
             self.obs = self.env.reset(self.planned.seed, self.planned.initial_state)
             self.success_at_reset = bool(self.env.success())
-        except Exception as exc:
+        except BaseException as exc:
+            if is_user_interrupt(exc):
+                raise
             self.fail(exc, "environment")
             return
         try:
             reset_policy()
-        except Exception as exc:
+        except BaseException as exc:
+            if is_user_interrupt(exc):
+                raise
             self.fail(exc, "policy")
 
     def prepare(self) -> bool:
@@ -147,7 +163,12 @@ class EpisodeRun:
                 self.obs.images = {c: self.env.render(c) for c in self.cameras}
                 for c in self.frames:
                     self.frames[c].append(np.array(self.obs.images[c], dtype=np.uint8, copy=True))
-        except Exception as exc:
+                if (why := self.watch.add(self.obs.images, self.obs.state)) is not None:
+                    self.render_fault = why
+                    raise RenderFault(f"render fault: {why}")
+        except BaseException as exc:
+            if is_user_interrupt(exc):
+                raise
             self.fail(exc, "environment")
             return False
         self.latency = float("nan")
@@ -159,7 +180,9 @@ class EpisodeRun:
         try:
             self.schedule.give(_as_chunk(raw, self.task.action_dim, self.step), self.step, latency)
             self.latency = latency
-        except Exception as exc:
+        except BaseException as exc:
+            if is_user_interrupt(exc):
+                raise
             self.fail(exc, "policy")
 
     def ask(self, policy: Policy) -> None:
@@ -171,7 +194,9 @@ class EpisodeRun:
             latency = time.perf_counter() - t0
         except PolicyStop as stop:
             self.stop(stop.termination_reason)
-        except Exception as exc:
+        except BaseException as exc:
+            if is_user_interrupt(exc):
+                raise
             self.fail(exc, "policy")
         else:
             self.give(raw, latency)
@@ -187,7 +212,9 @@ class EpisodeRun:
             planned = self.schedule.next(self.step, state)
             action = planned.action
             result = self.env.step(action.copy())
-        except Exception as exc:
+        except BaseException as exc:
+            if is_user_interrupt(exc):
+                raise
             self.fail(exc, "environment")
             return
         self.states.append(state)
@@ -227,6 +254,9 @@ class EpisodeRun:
         bytes}`` (``outcome``: termination_reason, success, length, error), its artifacts (e.g. an LLM agent's
         transcript) go into ``extra["artifacts"]``; if that raises, the episode ends as ``error``.
         """
+        if self.reason != "error" and (why := self.watch.frozen()) is not None:
+            self.render_fault = why
+            self.fail(RenderFault(f"render fault: {why}"), "environment")
         n = len(self.actions)
         # a frame rendered for a step whose action then failed has no row: keep frames == rows
         for c in self.frames:
@@ -244,7 +274,9 @@ class EpisodeRun:
             outcome = {"termination_reason": self.reason, "success": success, "length": n, "error": self.error}
             try:
                 artifacts = {str(k): bytes(v) for k, v in finish(outcome).items()}
-            except Exception as exc:
+            except BaseException as exc:
+                if is_user_interrupt(exc):
+                    raise
                 if self.reason != "error":
                     self.fail(exc)
                     success = False
@@ -266,6 +298,7 @@ class EpisodeRun:
             wall_time_s=time.perf_counter() - self._start,
             extra={"artifacts": artifacts} if artifacts else {},
             action_sources=np.asarray(self.sources[:n], dtype=np.int64).reshape(n, 3) if self.timed else None,
+            render_fault=self.render_fault,
         )
 
 

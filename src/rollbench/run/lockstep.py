@@ -27,6 +27,7 @@ import numpy as np
 
 from rollbench.core.batch import Answer, BatchPolicy
 from rollbench.core.episode import EpisodeRecord
+from rollbench.core.interrupts import is_user_interrupt
 from rollbench.core.plan import PlannedEpisode
 from rollbench.core.types import EpisodeError, Observation, Policy, PolicyStop, TaskInfo
 from rollbench.run.episode import EpisodeRun
@@ -53,7 +54,9 @@ class PolicyLoop:
     def _one(self, slot: int, obs: Observation, instruction: str) -> Answer:
         try:
             return np.asarray(self.policies[slot].act(obs, instruction))
-        except Exception as exc:  # PolicyStop included: it is an answer for this slot only
+        except BaseException as exc:  # PolicyStop included: it is an answer for this slot only
+            if is_user_interrupt(exc):
+                raise
             return exc
 
     def act_batch(
@@ -153,7 +156,9 @@ def _ask(policy: BatchPolicy, asks: list[tuple[int, EpisodeRun]]) -> None:
             raise EpisodeError(
                 f"the policy returned {len(answers)} answers for a batch of {len(asks)} observations", fault="policy"
             )
-    except Exception as exc:
+    except BaseException as exc:
+        if is_user_interrupt(exc):
+            raise
         for _, run in asks:
             run.fail(exc)
         return

@@ -5,8 +5,9 @@ renderer bound to a stale simulator (robosuite's hard reset re-creates the simul
 returning the same picture while the physics goes on. Neither raises, so the episode would be recorded and graded
 with a useless video. :func:`render_fault` is the one check: a pure function over the frames of one camera (and,
 optionally, the ``observation.state`` rows of the same steps), returning ``None`` when the frames look sound or a
-one-line reason when they do not. The termination reason of the episode stays what it was; callers add a
-``render_fault`` flag with this reason.
+one-line reason when they do not. :class:`RenderWatch` applies the same rules step by step to the images the
+policy is given (with or without ``--video``); the episode loop ends an episode with a fault as an ``error`` of the
+``environment`` (:class:`RenderFault`) and records the reason in its ``render_fault`` column.
 
 Inputs:
     frames: sequence of ``uint8 (H, W, 3)`` arrays (or ``(H, W)``), one per recorded step, one camera.
@@ -25,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from rollbench.core.types import EpisodeError, Fault
 
 BLACK_LEVEL = 8  # max pixel value (0..255) at or below which a frame counts as black
 STATE_ATOL = 1e-6  # absolute tolerance for "the state changed"
@@ -68,3 +71,61 @@ def render_fault(
             f"frozen: all {len(frames)} frames are identical while the state changed (first change at step {moved[0]})"
         )
     return None
+
+
+class RenderFault(EpisodeError):
+    """The renderer returned black or frozen frames (see :func:`render_fault`): the episode ends as an ``error`` of
+    the ``environment`` (a lost GL context is not the policy's failure)."""
+
+    def __init__(self, message: str, fault: Fault = "environment") -> None:
+        super().__init__(message, fault)
+
+
+class RenderWatch:
+    """:func:`render_fault`'s rules applied one step at a time to the images a policy is given, keeping only the
+    first image of each camera (not every frame), so they hold with or without ``--video``.
+
+    :meth:`add` takes the images of one step (camera -> ``uint8 (H, W, 3)``) with that step's ``float32
+    (state_dim,)`` state and returns the black-frame fault at once; :meth:`frozen` returns the frozen-picture
+    fault, which only the whole episode can show."""
+
+    def __init__(self, black_level: int = BLACK_LEVEL, state_atol: float = STATE_ATOL) -> None:
+        self.black_level, self.state_atol = black_level, state_atol
+        self.steps = 0
+        self._first: dict[str, np.ndarray] = {}
+        self._same: dict[str, bool] = {}
+        self._state0: np.ndarray | None = None
+        self._moved_at: int | None = None
+
+    def add(self, images: dict[str, np.ndarray], state: np.ndarray) -> str | None:
+        """Record one step; ``"CAMERA: black: ..."`` when an image of it is black, else None."""
+        step, self.steps = self.steps, self.steps + 1
+        s = np.asarray(state, dtype=np.float64)
+        if self._state0 is None:
+            self._state0 = s.copy()
+        elif self._moved_at is None and (
+            s.shape != self._state0.shape or not np.allclose(s, self._state0, atol=self.state_atol)
+        ):
+            self._moved_at = step
+        for cam, image in images.items():
+            img = np.asarray(image)
+            if img.size == 0 or int(img.max()) <= self.black_level:
+                return f"{cam}: black: the frame of step {step} has no pixel brighter than {self.black_level}"
+            if cam not in self._first:
+                self._first[cam], self._same[cam] = img.copy(), True
+            elif self._same[cam] and not np.array_equal(self._first[cam], img):
+                self._same[cam] = False
+        return None
+
+    def frozen(self) -> str | None:
+        """``"CAMERA: frozen: ..."`` when, over at least 2 steps, a camera's images were all identical while the
+        state changed; else None."""
+        if self.steps < 2 or self._moved_at is None:
+            return None
+        for cam, same in self._same.items():
+            if same:
+                return (
+                    f"{cam}: frozen: all {self.steps} frames are identical while the state changed (first change at "
+                    f"step {self._moved_at})"
+                )
+        return None

@@ -7,12 +7,14 @@ return a small summary used only for progress display.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
 from rollbench.core.episode import EpisodeRecord, failed_episode
+from rollbench.core.interrupts import is_user_interrupt
 from rollbench.core.plan import PlannedEpisode, cameras_for, image_size_for
 from rollbench.core.registry import EnvOptions, make_env, make_policy
 from rollbench.core.spec import EvalSpec
@@ -113,7 +115,9 @@ class EpisodeWorker:
         cams = cameras_for(spec, task, self.setup.needs_images)
         try:
             env = self._env_for(slot, task, cams)
-        except Exception as exc:  # an env that cannot be built (a missing asset, a broken install)
+        except BaseException as exc:  # an env that cannot be built (a missing asset, a broken install)
+            if is_user_interrupt(exc):
+                raise
             return failed_episode(planned, task, exc, "infrastructure")
         run = EpisodeRun(
             env,
@@ -156,16 +160,32 @@ class EpisodeWorker:
         for i in range(len(self._envs)) if slot is None else (slot,):
             env, self._envs[i], self._env_tasks[i] = self._envs[i], None, None
             if env is not None:
-                env.close()
+                _close_quietly(env.close, f"env {self._env_names(env)}")
+
+    @staticmethod
+    def _env_names(env: Env) -> str:
+        return str(getattr(getattr(env, "task", None), "name", type(env).__name__))
 
     def close(self) -> None:
-        try:
-            self.close_env()
-        finally:
-            self.batch.close()
+        """Close every env and the policy; a close() that raises is reported on stderr, never raised: the episodes
+        are already recorded."""
+        self.close_env()
+        _close_quietly(self.batch.close, f"policy {self.setup.spec.policy}")
+
+
+def _close_quietly(close: Callable[[], None], what: str) -> None:
+    try:
+        close()
+    except BaseException as exc:
+        if is_user_interrupt(exc):
+            raise
+        print(f"warning: {what}: close() raised {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _render_fault(rec: EpisodeRecord) -> str | None:
-    """Black or frozen frames in any recorded camera (see :func:`rollbench.run.render_check.render_fault`)."""
+    """Black or frozen images the policy was given (the episode loop's check, which then ended the episode as an
+    ``environment`` error), else the same check on the recorded frames of cameras the policy did not see."""
+    if rec.render_fault:
+        return rec.render_fault
     faults = [f"{cam}: {why}" for cam, fr in rec.frames.items() if fr and (why := render_fault(fr, list(rec.states)))]
     return "; ".join(faults) or None

@@ -10,6 +10,16 @@ from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES
 
 FAULTS = ("wrong-shape", "malformed", "error", "short-batch", "slow:SECONDS", "die-after:N")
 DIE_EXIT_CODE = 70
+MAX_REQUEST_MB = 1024.0  # upper limit of --max-request-mb (MiB): one frame/body is held in memory whole
+MAX_SESSIONS = 1024  # upper limit of --max-sessions: each websocket session is a thread and a policy instance
+MAX_SECONDS = 86_400.0  # upper limit of --session-idle-s and --request-timeout-s (one day)
+
+
+def request_bytes(max_request_mb: float) -> int:
+    """``--max-request-mb`` in bytes; ConfigError unless it is a number from 0.001 to :data:`MAX_REQUEST_MB`."""
+    if not 0.001 <= max_request_mb <= MAX_REQUEST_MB:  # False for NaN too
+        raise ConfigError(f"--max-request-mb must be between 0.001 and {MAX_REQUEST_MB:g}, got {max_request_mb:g}")
+    return int(max_request_mb * 2**20)
 
 
 class MalformedReply(Exception):
@@ -41,10 +51,13 @@ class Limits:
     request_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.max_request_bytes < 1024 or self.max_sessions < 1:
-            raise ConfigError("--max-request-mb must be at least 0.001 and --max-sessions at least 1")
-        if self.session_idle_s <= 0 or self.request_timeout_s <= 0:
-            raise ConfigError("--session-idle-s and --request-timeout-s must be positive")
+        if not 1024 <= self.max_request_bytes <= MAX_REQUEST_MB * 2**20:
+            raise ConfigError(f"--max-request-mb must be between 0.001 and {MAX_REQUEST_MB:g}")
+        if not 1 <= self.max_sessions <= MAX_SESSIONS:
+            raise ConfigError(f"--max-sessions must be between 1 and {MAX_SESSIONS}, got {self.max_sessions}")
+        for name, value in (("--session-idle-s", self.session_idle_s), ("--request-timeout-s", self.request_timeout_s)):
+            if not 0 < value <= MAX_SECONDS:  # False for NaN too
+                raise ConfigError(f"{name} must be more than 0 and at most {MAX_SECONDS:g} seconds, got {value:g}")
 
 
 def parse_fault(fault: str | None) -> tuple[str, float] | None:

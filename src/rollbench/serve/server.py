@@ -77,7 +77,7 @@ import typer
 
 from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.serve.batch import Batching
-from rollbench.serve.limits import FAULTS, Limits, MalformedReply, SessionRefused
+from rollbench.serve.limits import FAULTS, Limits, MalformedReply, SessionRefused, request_bytes
 from rollbench.serve.requests import WsConnection
 from rollbench.serve.sessions import PolicyHost
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
@@ -299,7 +299,7 @@ def serve_policy(
         guard = Guard.for_binding(
             host, token, allow_host or (), what="run the served policy", token_option=f"--token (or {TOKEN_ENV})"
         )
-        limits = Limits(int(max_request_mb * 2**20), max_sessions, session_idle_s, request_timeout_s)
+        limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
         batching = Batching(max_batch, batch_window_ms)
         served = PolicyHost(
             policy,

@@ -36,7 +36,6 @@ whole camera map), ``state_key``, ``prompt_key``, ``state_source`` (``state``/``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.jsonfile import parse_json, read_text
 from rollbench.core.types import ConfigError, EpisodeError, Observation, TaskInfo
 
 STATE_SOURCES = ("state", "raw")
@@ -184,16 +184,14 @@ def load_policy_options(value: str | None) -> dict[str, Any]:
     """Parse ``--policy-options``: a JSON object, or the path of a file holding one. Raises ConfigError."""
     if value is None or not value.strip():
         return {}
+    what = "--policy-options"
     text = value
     if not value.lstrip().startswith("{"):
         path = Path(value).expanduser()
-        if not path.is_file():
+        if not (path.exists() or path.is_symlink()):
             raise ConfigError(f"--policy-options {value!r} is neither a JSON object nor an existing file")
-        text = path.read_text()
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--policy-options is not valid JSON: {exc}") from None
+        text, what = read_text(path, what), f"--policy-options {path}"
+    parsed = parse_json(text, what, finite=True)
     if not isinstance(parsed, dict):
         raise ConfigError(f"--policy-options must be a JSON object, got {type(parsed).__name__}")
     return parsed

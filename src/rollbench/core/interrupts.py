@@ -1,0 +1,66 @@
+"""Telling the user's Ctrl-C (or a SIGTERM) apart from a ``KeyboardInterrupt`` that code under evaluation raised.
+
+Python's default SIGINT handler raises a plain ``KeyboardInterrupt`` wherever the main thread happens to be, so a
+policy or env that raises ``KeyboardInterrupt`` (or ``SystemExit``, or any other ``BaseException``) itself would
+otherwise stop the whole run as if the user had pressed Ctrl-C. While a run executes, :func:`user_signals`
+replaces the SIGINT handler with one raising :class:`UserInterrupt` (a ``KeyboardInterrupt`` subclass, so
+everything that handles Ctrl-C still does); :func:`is_user_interrupt` then says which exceptions must stop the
+run. Every other ``BaseException`` raised by a policy or env ends that episode as an ``error`` of whoever raised it
+(see :mod:`rollbench.rollout`).
+
+Where no handler of ours can be installed (SIGINT already taken over by someone else), a plain ``KeyboardInterrupt``
+caught in the main thread while Python's default handler is in place still counts as the user's, as before; in any
+other thread (a run started by the MCP server, a Ray actor's method) and in worker processes, which ignore SIGINT,
+it never does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+
+class UserInterrupt(KeyboardInterrupt):
+    """A signal (SIGINT from Ctrl-C, or SIGTERM through the CLI) asked rollbench to stop: the run ends INTERRUPTED."""
+
+
+class Terminated(UserInterrupt):
+    """SIGTERM during ``rollbench eval``: handled like Ctrl-C (the run ends INTERRUPTED, resumable), exit 143."""
+
+
+def is_user_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` must stop the run: a :class:`UserInterrupt`, or a plain ``KeyboardInterrupt`` caught in the
+    main thread while Python's default SIGINT handler is installed (then it cannot be told apart from Ctrl-C; in any
+    other thread it can, as Python delivers signals to the main thread only). Anything else (``SystemExit``,
+    ``GeneratorExit``, a ``KeyboardInterrupt`` raised while :func:`user_signals` is active, custom
+    ``BaseException`` subclasses) is the fault of the code that raised it."""
+    if isinstance(exc, UserInterrupt):
+        return True
+    return (
+        isinstance(exc, KeyboardInterrupt)
+        and threading.current_thread() is threading.main_thread()  # Python runs signal handlers there only
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+
+
+def _raise_user_interrupt(signum: int, frame: object) -> None:
+    raise UserInterrupt()
+
+
+@contextlib.contextmanager
+def user_signals() -> Iterator[None]:
+    """While inside, SIGINT raises :class:`UserInterrupt` (only in the main thread, and only when SIGINT has
+    Python's default handler; otherwise nothing changes)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    signal.signal(signal.SIGINT, _raise_user_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -1,0 +1,107 @@
+"""The one way rollbench reads a JSON document it did not just write itself: a file named on the command line
+(``--spec``, ``--policy-options FILE``, ``--instructions``, ``--labels``, a rubric, ``--rules``, an ``/api/runs``
+export) or a file of a run directory (``run.json``, ``meta/info.json``).
+
+Every failure is a :class:`~rollbench.types.ConfigError` with one line naming the file and what is wrong with it,
+never a traceback, and nothing can make the read block or grow without bound:
+
+* only a regular file is read: a FIFO, socket, device or directory is refused from its ``fstat`` (the file is
+  opened with ``O_NONBLOCK``, so opening a FIFO with no writer returns at once instead of waiting for one);
+* at most ``max_bytes`` bytes (default :data:`MAX_JSON_BYTES`) are read; a larger file is refused;
+* the bytes must be UTF-8 (RFC 8259 section 8.1: JSON exchanged between systems is UTF-8);
+* the text must be JSON (:func:`parse_json`): a document nested deeper than the parser's recursion limit
+  (``RecursionError`` in CPython's ``json``) is refused like any other malformed document; with ``finite=True``
+  (options a user types) so are the non-standard constants ``NaN``, ``Infinity`` and ``-Infinity`` (RFC 8259
+  section 6 has no such numbers; Python's ``json`` reads and writes them by default, so files rollbench wrote
+  itself may hold them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from rollbench.core.types import ConfigError
+
+MAX_JSON_BYTES = 256 * 2**20  # 256 MiB: a run.json of 100,000 planned episodes is ~40 MB
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def read_bytes(path: Path, what: str, max_bytes: int = MAX_JSON_BYTES) -> bytes:
+    """The bytes of regular file ``path`` (links followed; whether a link may be followed is the caller's check).
+
+    ``what`` names the file in the error (e.g. ``"--spec"``, ``"run log"``). Raises ConfigError when ``path``
+    cannot be opened, is not a regular file (FIFO, socket, device, directory: refused without blocking) or holds
+    more than ``max_bytes`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ConfigError(f"{what} {path} is a {_kind(mode)}, not a regular file")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise ConfigError(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise ConfigError(f"{what} {path} is larger than {max_bytes} bytes; refused")
+    return data
+
+
+def read_text(path: Path, what: str, max_bytes: int = MAX_JSON_BYTES) -> str:
+    """:func:`read_bytes` decoded as UTF-8; ConfigError (naming the first bad byte's offset) when it is not."""
+    data = read_bytes(path, what, max_bytes)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str | bytes, what: str, finite: bool = False) -> Any:
+    """``text`` parsed as JSON (``finite``: NaN and Infinity refused). ``what`` names the source in the error (e.g.
+    ``"--policy-options"``). Raises ConfigError for malformed, too deeply nested or non-UTF-8 input."""
+    try:
+        return json.loads(text, parse_constant=_no_constant) if finite else json.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{what} is not readable JSON: it is nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} is not readable JSON: it is not UTF-8 (byte {exc.start})") from None
+    except ValueError as exc:  # json.JSONDecodeError, and _no_constant's
+        raise ConfigError(f"{what} is not readable JSON ({exc})") from None
+
+
+def read_json_or(path: Path, default: Any) -> Any:
+    """The JSON document in ``path`` as :func:`read_json` reads it, or ``default`` when it is missing or cannot be
+    read (for derived files whose damage another check reports, e.g. ``meta/info.json`` by ``grade``)."""
+    try:
+        return read_json(path, "file")
+    except ConfigError:
+        return default
+
+
+def read_json(path: Path, what: str, finite: bool = False, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """The JSON document in regular file ``path`` (see the module docstring and :func:`parse_json`); ConfigError
+    naming ``what`` and ``path`` on any failure."""
+    return parse_json(read_text(path, what, max_bytes), f"{what} {path}", finite)

@@ -1,0 +1,351 @@
+"""Every command refuses malformed input with exit code 2 and one line, and writes nothing: a table of damaged
+files (deeply nested JSON, bytes that are not UTF-8, FIFOs, directories, wrong shapes), broken policy modules,
+impossible output paths, damaged run state and out-of-range numbers, fed to the real command line in process
+(Typer's CliRunner) with a fresh work directory per case.
+
+For each case: the exit code is 2; stderr is exactly one non-empty line, starting ``error:`` and containing the
+expected words (which name the culprit: the option, file or value); stdout is empty; no ``Traceback`` anywhere;
+and the work directory (a copy of a real recorded run, the damaged files, the planted policy modules' output) has
+exactly the entries, types and bytes it had before. Planted FIFOs would block any reader that opened them for
+reading in blocking mode: a hang here is a failure (the per-test timeout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from rollbench.api import evaluate
+from rollbench.cli.main import app
+
+pytestmark = pytest.mark.timeout(60)
+
+DEEP = "[" * 200_000 + "]" * 200_000  # deeper than CPython's json recursion limit: RecursionError when parsed
+NOT_UTF8 = b'{"env": "\xff\xfe"}'
+LONG = "n" * 300  # a file name longer than 255 bytes (NAME_MAX on Linux)
+RUN = ["--env", "scripted/reach", "--policy", "zero", "--episodes", "3", "--max-steps", "3", "--seed", "2"]
+
+POLICY_MODULES = {  # planted in a directory on sys.path (outside the work directory)
+    "rbt_boom.py": "raise RuntimeError('boom at import')\n",
+    "rbt_exit.py": "raise SystemExit(3)\n",
+    "rbt_factories.py": """
+from rollbench.policies.basic import make_zero
+
+def raising(name, options):
+    raise RuntimeError('factory failed')
+
+def exiting(name, options):
+    raise SystemExit(0)
+
+def returns_none(name, options):
+    return None
+
+def returns_object(name, options):
+    return object()
+
+class _BadClose:
+    def __init__(self, inner):
+        self.inner, self.info = inner, inner.info
+    def reset(self, task, seed):
+        self.inner.reset(task, seed)
+    def act(self, observation, instruction):
+        return self.inner.act(observation, instruction)
+    def close(self):
+        raise RuntimeError('close failed')
+
+def bad_close(name, options):
+    return _BadClose(make_zero('zero', {}))
+
+not_callable = 3
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("recorded") / "run"
+    evaluate(out=out, env="scripted/reach", policy="zero", episodes=3, max_steps=3, seed=2)
+    return out
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("modules")
+    for name, text in POLICY_MODULES.items():
+        (d / name).write_text(text)
+    return d
+
+
+def listing(root: Path) -> dict[str, str]:
+    """Every entry below ``root``: its type, and for regular files a hash of the bytes (never opens a FIFO)."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(dirpath) / name
+            mode = p.lstat().st_mode
+            kind = (
+                "dir" if stat.S_ISDIR(mode) else "link" if stat.S_ISLNK(mode) else "fifo" if stat.S_ISFIFO(mode) else ""
+            )
+            out[str(p.relative_to(root))] = kind or hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+# ---- damage: each writes something into the work directory W (W/run is a copy of the recorded run) -------------
+def nothing(w: Path) -> None:
+    pass
+
+
+def write(rel: str, data: str | bytes) -> Callable[[Path], None]:
+    def damage(w: Path) -> None:
+        p = w / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data.encode() if isinstance(data, str) else data)
+
+    return damage
+
+
+def fifo(rel: str) -> Callable[[Path], None]:
+    def damage(w: Path) -> None:
+        p = w / rel
+        if p.exists():
+            p.unlink()
+        os.mkfifo(p)
+
+    return damage
+
+
+def mkdir(rel: str) -> Callable[[Path], None]:
+    def damage(w: Path) -> None:
+        p = w / rel
+        if p.is_file():
+            p.unlink()
+        p.mkdir(parents=True, exist_ok=True)
+
+    return damage
+
+
+def edit_log(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def damage(w: Path) -> None:
+        log = json.loads((w / "run/run.json").read_text())
+        change(log)
+        (w / "run/run.json").write_text(json.dumps(log))
+
+    return damage
+
+
+def foreign_parquet(w: Path) -> None:
+    pq.write_table(pa.table({"x": ["not an episode"]}), w / "run/meta/episodes/chunk-000/file-002.parquet")
+
+
+SPEC = json.dumps({"env": "scripted/reach", "policy": "zero", "episodes": 1})
+LABELS = json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {}})
+T = tuple[str, Callable[[Path], None], list[str], str]  # id, damage, args (W/ = the work directory), words
+
+
+def _deep_cases(what: str, rel: str, args: list[str], words: str, directory: bool = True) -> list[T]:
+    """The same file damaged five ways (four without ``directory``), for one option or run file."""
+    return [
+        (f"{what}-deep", write(rel, DEEP), args, "nested too deeply"),
+        (f"{what}-not-utf8", write(rel, NOT_UTF8), args, "is not UTF-8"),
+        (f"{what}-fifo", fifo(rel), args, "is a FIFO, not a regular file"),
+        *([(f"{what}-directory", mkdir(rel), args, "is a directory, not a regular file")] if directory else []),
+        (f"{what}-not-json", write(rel, '{"a": '), args, words),
+    ]
+
+
+CASES: list[T] = [
+    *_deep_cases("spec", "spec.json", ["eval", "--spec", "W/spec.json"], "--spec"),
+    ("spec-missing", nothing, ["eval", "--spec", "W/nope.json"], "--spec"),
+    ("spec-list", write("spec.json", "[1]"), ["eval", "--spec", "W/spec.json"], "expected a JSON object"),
+    ("spec-wrong-type", write("spec.json", SPEC.replace("1}", '"many"}')), ["eval", "--spec", "W/spec.json"], "episodes"),
+    ("spec-unknown-field", write("spec.json", SPEC[:-1] + ', "x": 1}'), ["eval", "--spec", "W/spec.json"], "x: Extra inputs"),
+    ("spec-nan-noise", write("spec.json", SPEC[:-1] + ', "action_noise": NaN}'), ["eval", "--spec", "W/spec.json"], "action_noise"),
+    *_deep_cases("policy-options-file", "o.json", ["eval", *RUN, "--policy-options", "W/o.json", "--out", "W/t"], "--policy-options"),
+    ("policy-options-list", write("o.json", "[1]"), ["eval", *RUN, "--policy-options", "W/o.json"], "must be a JSON object"),
+    ("policy-options-inline", nothing, ["eval", *RUN, "--policy-options", '{"a": '], "--policy-options is not readable JSON"),
+    ("policy-options-inline-deep", nothing, ["eval", *RUN, "--policy-options", '{"a": ' + DEEP[:20000] + "}"], "nested too deeply"),
+    ("policy-options-nan", nothing, ["eval", *RUN, "--policy-options", '{"timeout_s": NaN}'], "NaN is not a JSON number"),
+    ("policy-options-inf", nothing, ["eval", *RUN, "--policy-options", '{"a": [-Infinity]}'], "-Infinity is not a JSON number"),
+    ("policy-options-missing", nothing, ["eval", *RUN, "--policy-options", "W/nope.json"], "neither a JSON object nor"),
+    *_deep_cases("instructions", "i.json", ["eval", *RUN, "--instructions", "W/i.json", "--out", "W/t"], "--instructions"),
+    ("instructions-empty", write("i.txt", "\n# only a comment\n"), ["eval", *RUN, "--instructions", "W/i.txt"], "no instruction"),
+    ("instructions-shape", write("i.json", '{"a": 1}'), ["eval", *RUN, "--instructions", "W/i.json"], "instructions"),
+    ("instructions-missing", nothing, ["eval", *RUN, "--instructions", "W/nope.txt"], "--instructions"),
+    # policies that cannot be loaded or built
+    ("policy-empty-module", nothing, ["eval", *RUN[:2], "--policy", ":make", "--out", "W/t"], "':make'"),
+    ("policy-path-module", nothing, ["eval", *RUN[:2], "--policy", "../../etc/passwd:x", "--out", "W/t"], "../../etc/passwd"),
+    ("policy-import-raises", nothing, ["eval", *RUN[:2], "--policy", "rbt_boom:f", "--out", "W/t"], "boom at import"),
+    ("policy-import-exits", nothing, ["eval", *RUN[:2], "--policy", "rbt_exit:f", "--out", "W/t"], "rbt_exit"),
+    ("policy-no-module", nothing, ["eval", *RUN[:2], "--policy", "rbt_nosuch:f", "--out", "W/t"], "rbt_nosuch"),
+    ("policy-no-attr", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:nope", "--out", "W/t"], "no callable 'nope'"),
+    ("policy-not-callable", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:not_callable", "--out", "W/t"], "not_callable"),
+    ("policy-factory-raises", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:raising", "--out", "W/t"], "factory failed"),
+    ("policy-factory-exits", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:exiting", "--out", "W/t"], "SystemExit"),
+    ("policy-factory-none", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:returns_none", "--out", "W/t"], "returned None"),
+    ("policy-factory-object", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:returns_object", "--out", "W/t"], "not a policy"),
+    ("policy-close-raises", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:bad_close", "--out", "W/t"], "close failed"),
+    ("policy-wrong-arity", nothing, ["eval", *RUN[:2], "--policy", "os:getcwd", "--out", "W/t"], "os:getcwd"),
+    ("policy-unknown", nothing, ["eval", *RUN[:2], "--policy", "nosuch-policy", "--out", "W/t"], "unknown policy 'nosuch-policy'"),
+    # output paths
+    ("out-under-a-file", write("f", "notes"), ["eval", *RUN, "--out", "W/f/run"], "W/f"),
+    ("out-name-too-long", nothing, ["eval", *RUN, "--out", f"W/{LONG}"], "too long"),
+    ("out-in-proc", nothing, ["eval", *RUN, "--out", "/proc/rollbench-x"], "/proc/rollbench-x"),
+    ("out-is-a-fifo", fifo("t"), ["eval", *RUN, "--out", "W/t"], "is not a directory"),
+    # options out of range or unknown
+    ("env-unknown", nothing, ["eval", *RUN[2:], "--env", "nosuch/task"], "unknown env family 'nosuch'"),
+    ("env-empty", nothing, ["eval", *RUN[2:], "--env", " , "], "--env is empty"),
+    ("image-size-text", nothing, ["eval", *RUN, "--image-size", "big"], "'big' is not HEIGHTxWIDTH"),
+    ("image-size-small", nothing, ["eval", *RUN, "--image-size", "15"], "image size"),
+    ("camera-unknown", nothing, ["eval", *RUN, "--cameras", "nosuchcam", "--video", "--out", "W/t"], "nosuchcam"),
+    ("success-rule", nothing, ["eval", *RUN, "--success-rule", "sometimes"], "success_rule"),
+    ("executor", nothing, ["eval", *RUN, "--executor", "slurm"], "unknown executor 'slurm'"),
+    ("retry-errors", nothing, ["eval", *RUN, "--retry-errors", "some"], "some"),
+    ("perturb", nothing, ["eval", *RUN, "--instruction-perturb", "shout"], "unknown perturbation 'shout'"),
+    ("batch-size", nothing, ["eval", *RUN, "--batch-size", "100000"], "--batch-size must be between 1 and 256"),
+    ("episodes-zero", nothing, ["eval", *RUN, "--episodes", "0"], "'--episodes'"),
+    ("max-steps-negative", nothing, ["eval", *RUN, "--max-steps", "-1"], "'--max-steps'"),
+    ("policy-timeout-nan", nothing, ["eval", *RUN, "--policy-timeout", "nan"], "'--policy-timeout'"),
+    ("action-noise-nan", nothing, ["eval", *RUN, "--action-noise", "nan"], "'--action-noise'"),
+    ("action-noise-inf", nothing, ["eval", *RUN, "--action-noise", "inf"], "action_noise"),
+    ("episodes-huge", nothing, ["eval", *RUN, "--episodes", "1000000000"], "episodes"),
+    ("instruction-blank", nothing, ["eval", *RUN, "--instruction", "  "], "instruction"),
+    ("wire-capture", nothing, ["eval", *RUN, "--wire-capture"], "--wire-capture applies to agent"),
+    ("host-label", nothing, ["eval", *RUN, "--host-label", "a/b", "--out", "W/t"], "a/b"),
+    ("ray-address", nothing, ["eval", *RUN, "--ray-address", "x:1"], "--ray-address only applies"),
+    ("resume-with-flags", nothing, ["eval", "--resume", "W/run", "--episodes", "5"], "drop --episodes"),
+    ("resume-not-a-run", mkdir("empty"), ["eval", "--resume", "W/empty"], "no run.json"),
+    # damaged run state on resume
+    *_deep_cases("resume-run-json", "run/run.json", ["eval", "--resume", "W/run"], "run.json is not a rollbench run log"),
+    ("resume-executions", edit_log(lambda log: log.update(executions={"a": 1})), ["eval", "--resume", "W/run"], "'executions'"),
+    ("resume-tasks", edit_log(lambda log: log["plan"].update(tasks=[{"name": 3}])), ["eval", "--resume", "W/run"], "list of tasks"),
+    ("resume-bad-spec", edit_log(lambda log: log["spec"].update(episodes=-1)), ["eval", "--resume", "W/run"], "episodes"),
+    ("resume-spec-env", edit_log(lambda log: log["spec"].update(env="nosuch/x")), ["eval", "--resume", "W/run"], "nosuch"),
+    ("resume-lock-dir", mkdir("run/run.lock"), ["eval", "--resume", "W/run"], "run.lock"),
+    ("resume-staging-file", write("run/.staging", "x"), ["eval", "--resume", "W/run"], ".staging"),
+    ("resume-foreign-parquet", foreign_parquet, ["eval", "--resume", "W/run"], "file-002.parquet"),
+    # grade and runs
+    *_deep_cases("grade-run-json", "run/run.json", ["grade", "W/run"], "run.json is not a rollbench run log"),
+    ("grade-executions", edit_log(lambda log: log.update(executions=7)), ["grade", "W/run"], "'executions'"),
+    ("grade-a-file", write("f", "x"), ["grade", "W/f"], "no run.json"),
+    ("grade-missing", nothing, ["grade", "W/nope"], "no run.json"),
+    ("runs-missing", nothing, ["runs", "W/nope"], "is not a directory"),
+    ("runs-file", write("f", "x"), ["runs", "W/f"], "is not a directory"),
+    ("envs-unknown", nothing, ["envs", "nosuch"], "unknown env family 'nosuch'"),
+    # summarize, compare, report
+    *_deep_cases("labels", "labels.json", ["summarize", "W/run", "--labels", "W/labels.json"], "label file"),
+    ("labels-shape", write("labels.json", "[]"), ["summarize", "W/run", "--labels", "W/labels.json"], "not a label sidecar"),
+    *_deep_cases("rubric", "r.json", ["summarize", "W/run", "--labels", "W/l.json", "--rubric", "W/r.json"], "rubric file"),
+    ("rubric-yaml-deep", write("r.yaml", "[" * 1000 + "]" * 1000), ["summarize", "W/run", "--rubric", "W/r.yaml"], "nested too deeply"),
+    ("rubric-unknown", nothing, ["summarize", "W/run", "--rubric", "nosuch-v9"], "nosuch-v9"),
+    ("summarize-by", nothing, ["summarize", "W/run", "--by", "colour"], "colour"),
+    ("summarize-json-csv", nothing, ["summarize", "W/run", "--json", "--csv"], "--json or --csv"),
+    ("summarize-missing", nothing, ["summarize", "W/nope"], "nope"),
+    *_deep_cases("export", "e.json", ["summarize", "W/e.json"], "export of /api/runs", directory=False),
+    ("export-shape", write("e.json", '{"runs": 3}'), ["summarize", "W/e.json"], "'runs' list"),
+    ("export-episodes", write("e.json", '{"runs": [{"host": "h", "robot": "r", "name": "n", "episodes": [{"episode_index": 0, "task": ["t"]}]}]}'), ["summarize", "W/e.json"], "task"),
+    ("summarize-run-json", write("run/run.json", DEEP), ["summarize", "W/run"], "nested too deeply"),
+    ("compare-resamples", nothing, ["compare", "W/run", "W/run", "--resamples", "1000000000"], "--resamples"),
+    ("compare-one-run", nothing, ["compare", "W/run"], "two or more run directories"),
+    ("compare-run-json", fifo("run/run.json"), ["compare", "W/run", "W/run"], "holds no rollbench run"),
+    ("power-huge", nothing, ["compare", "--power", "--p-a", "0.5", "--p-b", "0.5000001"], "more than"),
+    ("power-p-range", nothing, ["compare", "--power", "--p-a", "2", "--p-b", "0.5"], "p_a"),
+    ("power-p-nan", nothing, ["compare", "--power", "--p-a", "nan", "--p-b", "0.5"], "nan"),
+    ("power-alpha-nan", nothing, ["compare", "--power", "--p-a", "0.2", "--p-b", "0.5", "--alpha", "nan"], "alpha"),
+    ("power-with-runs", nothing, ["compare", "W/run", "--power", "--p-a", "0.2", "--p-b", "0.5"], "not runs"),
+    ("report-out-dir", mkdir("rep"), ["report", "W/run", "--out", "W/rep"], "is a directory"),
+    ("report-out-under-file", write("f", "x"), ["report", "W/run", "--out", "W/f/r.html"], "W/f"),
+    ("report-out-too-long", nothing, ["report", "W/run", "--out", f"W/{LONG}.html"], "too long"),
+    ("report-plots-under-file", write("f", "x"), ["report", "W/run", "--out", "W/r.html", "--plots", "W/f/p"], "W/f"),
+    ("report-url", nothing, ["report", "W/run", "--out", "W/r.html", "--dashboard-url", "ftp://x"], "not an http(s) URL"),
+    ("report-labels", write("l.json", DEEP), ["report", "W/run", "--out", "W/r.html", "--labels", "W/l.json"], "nested too deeply"),
+    # reproduce
+    *_deep_cases("reference", "ref.json", ["reproduce", "W/run", "--reference", "W/ref.json"], "reference file"),
+    ("reference-unknown", nothing, ["reproduce", "W/run", "--reference", "nosuch-ref"], "unknown reference 'nosuch-ref'"),
+    ("reference-shape", write("ref.json", "[1]"), ["reproduce", "W/run", "--reference", "W/ref.json"], "must be a JSON object"),
+    ("reproduce-gap", nothing, ["reproduce", "W/run", "--reference", "pi05-openpi", "--gap", "nan"], "--gap"),
+    ("reproduce-nothing", nothing, ["reproduce"], "--reference NAME_OR_FILE"),
+    # release
+    ("release-date-text", nothing, ["release", "W/run", "--out", "W/rel", "--date", "next tuesday"], "--date 'next tuesday'"),
+    ("release-date-month", nothing, ["release", "W/run", "--out", "W/rel", "--date", "2026-13-01"], "--date '2026-13-01'"),
+    *_deep_cases("rules", "rules.json", ["release", "W/run", "--out", "W/rel", "--rules", "W/rules.json"], "--rules"),
+    ("rules-shape", write("rules.json", "[1]"), ["release", "W/run", "--out", "W/rel", "--rules", "W/rules.json"], "--rules"),
+    ("release-out-inside", nothing, ["release", "W/run", "--out", "W/run/rel"], "inside"),
+    ("release-run-json", write("run/run.json", DEEP), ["release", "W/run", "--out", "W/rel"], "nested too deeply"),
+    ("release-labels-fifo", fifo("l.json"), ["release", "W/run", "--out", "W/rel", "--labels", "W/l.json"], "l.json"),
+    # serve-policy (each refused before it listens)
+    ("serve-mb-nan", nothing, ["serve-policy", "--policy", "zero", "--max-request-mb", "nan"], "--max-request-mb"),
+    ("serve-mb-inf", nothing, ["serve-policy", "--policy", "zero", "--max-request-mb", "inf"], "--max-request-mb"),
+    ("serve-mb-negative", nothing, ["serve-policy", "--policy", "zero", "--max-request-mb", "-1"], "--max-request-mb"),
+    ("serve-sessions", nothing, ["serve-policy", "--policy", "zero", "--max-sessions", "100000"], "--max-sessions"),
+    ("serve-idle-nan", nothing, ["serve-policy", "--policy", "zero", "--session-idle-s", "nan"], "--session-idle-s"),
+    ("serve-timeout-inf", nothing, ["serve-policy", "--policy", "zero", "--request-timeout-s", "inf"], "--request-timeout-s"),
+    ("serve-window-nan", nothing, ["serve-policy", "--policy", "zero", "--max-batch", "2", "--batch-window-ms", "nan"], "--batch-window-ms"),
+    ("serve-max-batch", nothing, ["serve-policy", "--policy", "zero", "--max-batch", "0"], "--max-batch"),
+    ("serve-protocol", nothing, ["serve-policy", "--policy", "zero", "--protocol", "grpc"], "unknown protocol 'grpc'"),
+    ("serve-path", nothing, ["serve-policy", "--policy", "zero", "--protocol", "http", "--path", "act"], "--path"),
+    ("serve-fault", nothing, ["serve-policy", "--policy", "zero", "--fault", "melt"], "unknown --fault 'melt'"),
+    ("serve-policy-import", nothing, ["serve-policy", "--policy", "rbt_boom:f"], "boom at import"),
+    ("serve-policy-none", nothing, ["serve-policy", "--policy", "rbt_factories:returns_none"], "returned None"),
+    ("serve-options-deep", write("o.json", DEEP), ["serve-policy", "--policy", "zero", "--policy-options", "W/o.json"], "nested too deeply"),
+    ("serve-obs-map-fifo", fifo("o.json"), ["serve-policy", "--policy", "zero", "--obs-map", "W/o.json"], "is a FIFO"),
+    ("serve-env", nothing, ["serve-policy", "--policy", "zero", "--env", "nosuch/x"], "nosuch"),
+    # dashboard, mcp, optimize-instruction (each refused before it serves or runs)
+    ("dashboard-root", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/nope"], "--root"),
+    ("dashboard-labels-in-run", nothing, ["dashboard", "--labels", "W/run/l.json", "--root", "W/run"], "inside a run directory"),
+    ("dashboard-rubric", write("r.json", DEEP), ["dashboard", "--labels", "W/l.json", "--root", "W/run", "--rubric", "W/r.json"], "nested too deeply"),
+    ("dashboard-peer", nothing, ["dashboard", "--labels", "W/l.json", "--peer", "ftp://x"], "--peer"),
+    ("dashboard-host", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/run", "--host", "0.0.0.0"], "token"),
+    ("dashboard-annotator", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/run", "--annotator", "a/b"], "--annotator"),
+    ("mcp-transport", nothing, ["mcp", "--transport", "pigeon", "--root", "W/mcp"], "pigeon"),
+    ("mcp-host", nothing, ["mcp", "--transport", "http", "--host", "0.0.0.0", "--root", "W/mcp"], "token"),
+    ("optimize-proposer", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--proposer", "magic"], "magic"),
+    ("optimize-options", write("o.json", DEEP), ["optimize-instruction", *RUN[:4], "--out", "W/o", "--policy-options", "W/o.json"], "nested too deeply"),
+    ("optimize-alpha", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--alpha", "nan"], "alpha"),
+    ("optimize-margin", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--margin", "nan"], "margin"),
+    ("optimize-state", write("o/optimize.json", DEEP), ["optimize-instruction", *RUN[:4], "--out", "W/o"], "nested too deeply"),
+]  # fmt: skip
+
+
+def test_the_table_has_at_least_100_cases_over_every_command() -> None:
+    assert len(CASES) >= 100 and len({c[0] for c in CASES}) == len(CASES)
+    commands = {c[2][0] for c in CASES}
+    assert commands >= {c.name for c in app.registered_commands} - {"policies"}, commands
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_exit_2_one_line_and_writes_nothing(
+    case: T, recorded: Path, modules: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, damage, args, words = case
+    w = tmp_path / "w"
+    w.mkdir()
+    shutil.copytree(recorded, w / "run")
+    damage(w)
+    before = listing(w)
+    monkeypatch.syspath_prepend(str(modules))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.chdir(w)
+    for name in [m for m in sys.modules if m.startswith("rbt_")]:
+        monkeypatch.delitem(sys.modules, name)
+    argv = [a.replace("W/", f"{w}/") for a in args]
+    result = CliRunner().invoke(app, argv)
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    shown = f"exit {result.exit_code}, stdout {result.stdout!r}, stderr {result.stderr!r}, {result.exception!r}"
+    assert result.exit_code == 2, shown
+    assert isinstance(result.exception, SystemExit), shown
+    assert "Traceback" not in result.stdout + result.stderr, shown
+    assert len(lines) == 1 and lines[0].startswith("error: "), shown
+    assert words.replace("W/", f"{w}/") in lines[0], shown
+    assert result.stdout == "", shown
+    assert listing(w) == before

@@ -178,7 +178,8 @@ class Observation:
     """What a policy sees at one step.
 
     Attributes:
-        state: ``float32 (state_dim,)``.
+        state: ``(state_dim,)`` float, in the env's own dtype (``float32`` for most families, ``float64`` for
+            LIBERO, whose reference client sends the env's float64 values); recorded as float32.
         images: camera name -> ``uint8 (H, W, 3)``; only the cameras the run asked for.
         raw: the simulator's native observation (for scripted experts that need it); never recorded.
     """

@@ -111,6 +111,7 @@ class EpisodeWorker:
         """Begin ``planned`` in ``slot``: its env reset to the planned scene, the slot's policy reset."""
         spec, task = self.setup.spec, self.setup.tasks[planned.task]
         cams = cameras_for(spec, task, self.setup.needs_images)
+        policy_cams = cams if self.setup.needs_images or spec.cameras else ()
         try:
             env = self._env_for(slot, task, cams)
         except Exception as exc:  # an env that cannot be built (a missing asset, a broken install)
@@ -118,8 +119,9 @@ class EpisodeWorker:
         run = EpisodeRun(
             env,
             planned,
-            cameras=cams,
+            cameras=policy_cams,  # rendered on the steps the policy is asked for a chunk
             record_frames=spec.video,
+            video_cameras=cams,  # rendered every step, only with --video
             replan_every=self.setup.replan_every,
             success_hold=spec.success_hold,
             latency=spec.latency,

@@ -44,7 +44,9 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 """Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "retried": n,
 "warnings": [str]}`` once (``done``: episodes already recorded or staged, which a resume does not re-run;
 ``retried``: recorded episodes taken back by ``--retry-errors`` to run again, not in ``done``), then
-``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode."""
+``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode,
+and about once a second while episodes run ``{"event": "steps", "worker", "running": [{"episode_index", "task",
+"step", "max_steps"}]}`` (that worker's episodes in progress; in-process and local workers)."""
 
 
 def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
@@ -292,7 +294,7 @@ def _run(
 
     def on_result(summary: Any) -> None:
         committer.promote_ready()
-        live.episode_done(summary.task, summary.success)
+        live.episode_done(summary.task, summary.success, summary.episode_index)
         live.write()
         if progress:
             progress({"event": "episode", **summary.__dict__})
@@ -300,6 +302,12 @@ def _run(
     def on_worker(worker: str, state: str) -> None:
         live.workers[worker] = state
         live.write()
+
+    def on_steps(worker: str, running: list[dict[str, Any]]) -> None:
+        live.running[worker] = running
+        live.write()
+        if progress:
+            progress({"event": "steps", "worker": worker, "running": running})
 
     setup = WorkerSetup(
         spec,
@@ -311,7 +319,14 @@ def _run(
     )
     try:
         counters = run_episodes(
-            setup, todo, execution, on_result, should_stop or (lambda: False), on_worker, commit=committer.commit
+            setup,
+            todo,
+            execution,
+            on_result,
+            should_stop or (lambda: False),
+            on_worker,
+            commit=committer.commit,
+            on_steps=on_steps,
         )
     except KeyboardInterrupt:
         # keep what finished, say so on disk, and leave the directory resumable

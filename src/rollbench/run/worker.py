@@ -7,6 +7,7 @@ return a small summary used only for progress display.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,10 @@ from rollbench.run.deadline import Deadline
 from rollbench.run.episode import EpisodeRun
 from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
 from rollbench.run.render_check import render_fault
+
+STEPS_EVERY_S = 1.0  # progress inside episodes is reported at most this often
+Running = list[dict[str, object]]
+"""Episodes in progress: ``[{"episode_index", "task", "step", "max_steps"}]`` (steps done, the horizon)."""
 
 
 def build_policy(spec: EvalSpec) -> Policy:
@@ -96,6 +101,26 @@ class EpisodeWorker:
         self.batch = Deadline(batch, spec.policy_timeout_s, deadline_fault(spec))
         self._envs: list[Env | None] = [None] * size
         self._env_tasks: list[str | None] = [None] * size
+        self.on_steps: Callable[[Running], None] | None = None  # progress inside episodes, see _steps
+        self._steps_at = 0.0
+
+    def _steps(self, runs: list[EpisodeRun]) -> None:
+        """Report the running episodes' steps to :attr:`on_steps`, at most every :data:`STEPS_EVERY_S` seconds."""
+        now = time.monotonic()
+        if self.on_steps is None or now - self._steps_at < STEPS_EVERY_S:
+            return
+        self._steps_at = now
+        self.on_steps(
+            [
+                {
+                    "episode_index": r.planned.episode_index,
+                    "task": r.planned.task,
+                    "step": r.step,
+                    "max_steps": r.planned.max_steps,
+                }
+                for r in runs
+            ]
+        )
 
     def _env_for(self, slot: int, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
         env = self._envs[slot]
@@ -144,7 +169,12 @@ class EpisodeWorker:
         """Run episodes from ``next_episode`` (see :func:`rollbench.run.lockstep.run_lockstep`) ``batch_size`` at a
         time, committing each as it ends and passing its summary to ``on_summary``."""
         run_lockstep(
-            len(self._envs), next_episode, self.start, self.batch, lambda slot, rec: on_summary(self.finish(slot, rec))
+            len(self._envs),
+            next_episode,
+            self.start,
+            self.batch,
+            lambda slot, rec: on_summary(self.finish(slot, rec)),
+            self._steps,
         )
 
     def run(self, planned: PlannedEpisode) -> EpisodeSummary:

@@ -18,7 +18,7 @@ from typing import Any
 
 from rollbench.core.identity import run_identity
 from rollbench.core.latency import check_latency
-from rollbench.core.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan, task_variants
+from rollbench.core.plan import Plan, PlannedEpisode, image_size_for, make_plan, task_variants, video_cameras_for
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, PolicyInfo
@@ -346,9 +346,9 @@ def _open_writer(spec: EvalSpec, plan: Plan, needs_images: bool, run_dir: Path) 
     """The dataset writer of the run (its features from the first task); ConfigError when the tasks would record
     different cameras."""
     first = plan.tasks[0]
-    cams = cameras_for(spec, first, needs_images) if spec.video else ()
+    cams = video_cameras_for(spec, first, needs_images)
     for t in plan.tasks[1:]:
-        if spec.video and cameras_for(spec, t, needs_images) != cams:
+        if video_cameras_for(spec, t, needs_images) != cams:
             raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
     return DatasetWriter(
         run_dir,

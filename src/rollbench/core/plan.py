@@ -150,6 +150,24 @@ def task_variants(spec: EvalSpec, task: TaskInfo) -> list[tuple[str | None, str]
     return [("original", base), *perturbed]
 
 
+def policy_cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
+    """Cameras the policy receives (rendered on the steps it is asked for a chunk): :func:`cameras_for` when the
+    policy needs images or the run names cameras, else none."""
+    return cameras_for(spec, task, needs_images) if needs_images or spec.cameras else ()
+
+
+def video_cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
+    """Cameras ``--video`` records (rendered every step): none without video; else the spec's, else the task's
+    ``video_cameras``, else :func:`cameras_for`."""
+    if not spec.video:
+        return ()
+    if spec.cameras:
+        return tuple(spec.cameras)
+    if task.video_cameras:
+        return tuple(task.video_cameras)
+    return cameras_for(spec, task, needs_images)
+
+
 def cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
     """Cameras to render each step: the spec's, else the task's ``policy_cameras`` if the policy needs images,
     else the task's first one if video or the policy needs images."""

@@ -129,6 +129,8 @@ class TaskInfo:
             first camera); LIBERO: both, as openpi's LIBERO client sends them.
         hold: the family's :class:`HoldAction`, executed while a delayed policy call is outstanding and its
             previous chunk has run out (``--latency``); None: the task cannot be run with a latency.
+        video_cameras: cameras ``--video`` records when the run names none (empty: those rendered for the policy,
+            else the first camera); LIBERO: ``agentview``, the one openpi's LIBERO client records.
     """
 
     name: str
@@ -146,6 +148,7 @@ class TaskInfo:
     has_instruction: bool = True
     source: str = ""
     policy_cameras: tuple[str, ...] = ()
+    video_cameras: tuple[str, ...] = ()
     replan_every: int | None = None
     image_size: tuple[int, int] = (224, 224)
     hold: HoldAction | None = None

@@ -97,6 +97,7 @@ def _task_info(suite: str, task_id: int, instruction: str, base: str) -> TaskInf
         settle_steps=SETTLE_STEPS,
         initial_states=INIT_STATES_PER_TASK,
         policy_cameras=CAMERAS,
+        video_cameras=("agentview",),  # openpi examples/libero/main.py records agentview only
         replan_every=REPLAN_STEPS,
         hold=HOLD,
         image_size=(256, 256),  # openpi examples/libero/main.py: LIBERO_ENV_RESOLUTION = 256

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
 from rollbench.core.episode import EpisodeRecord, failed_episode
-from rollbench.core.plan import PlannedEpisode, cameras_for, image_size_for
+from rollbench.core.plan import PlannedEpisode, image_size_for, policy_cameras_for, video_cameras_for
 from rollbench.core.registry import EnvOptions, make_env, make_policy
 from rollbench.core.spec import EvalSpec
 from rollbench.core.types import Env, Fault, Policy, TaskInfo
@@ -135,10 +135,10 @@ class EpisodeWorker:
     def start(self, slot: int, planned: PlannedEpisode) -> EpisodeRun | EpisodeRecord:
         """Begin ``planned`` in ``slot``: its env reset to the planned scene, the slot's policy reset."""
         spec, task = self.setup.spec, self.setup.tasks[planned.task]
-        cams = cameras_for(spec, task, self.setup.needs_images)
-        policy_cams = cams if self.setup.needs_images or spec.cameras else ()
+        policy_cams = policy_cameras_for(spec, task, self.setup.needs_images)
+        video_cams = video_cameras_for(spec, task, self.setup.needs_images)
         try:
-            env = self._env_for(slot, task, cams)
+            env = self._env_for(slot, task, (*policy_cams, *(c for c in video_cams if c not in policy_cams)))
         except Exception as exc:  # an env that cannot be built (a missing asset, a broken install)
             return failed_episode(planned, task, exc, "infrastructure")
         run = EpisodeRun(
@@ -146,7 +146,7 @@ class EpisodeWorker:
             planned,
             cameras=policy_cams,  # rendered on the steps the policy is asked for a chunk
             record_frames=spec.video,
-            video_cameras=cams,  # rendered every step, only with --video
+            video_cameras=video_cams,  # rendered every step, only with --video
             replan_every=self.setup.replan_every,
             success_hold=spec.success_hold,
             latency=spec.latency,

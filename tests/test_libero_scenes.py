@@ -47,7 +47,7 @@ for seed, k in ((7, 0), (8, 1), (7, 0)):
         obs = env.step(a).observation
     images = b"".join(env.render(c).tobytes() for c in ("agentview", "robot0_eye_in_hand"))
     state = env.sim.env.sim.get_state().flatten()
-    row.append(hashlib.sha256(images + state.tobytes()).hexdigest())
+    row.append(hashlib.sha256(images + state.tobytes() + obs.state.tobytes()).hexdigest())
     out.append(row)
 out.append(np.random.random() == before)
 env.close()

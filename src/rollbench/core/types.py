@@ -225,7 +225,11 @@ class Env(Protocol):
         ...
 
     def render(self, camera: str) -> np.ndarray:
-        """Return ``uint8 (H, W, 3)`` from ``camera`` (one of ``task.cameras``)."""
+        """Return ``uint8 (H, W, 3)`` from ``camera`` (one of ``task.cameras``).
+
+        An env whose step renders its cameras itself may also define ``expect_images(cameras)``: the episode loop
+        then names, before every ``reset`` and ``step``, the cameras it will render from the resulting observation
+        (LIBERO: see :mod:`rollbench.envs.libero_scene`)."""
         ...
 
     def success(self) -> bool:

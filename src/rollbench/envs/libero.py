@@ -38,9 +38,10 @@ The protocol, as the reference clients run it (openpi ``examples/libero/main.py`
   generators run on across episodes; rollbench's per-episode seed makes an episode's scene a function of (task,
   seed) alone, in any process.
 
-Rendering: on demand. The env is built without camera observations, so a step renders nothing; :meth:`LiberoEnv.render`
-renders one camera of the current state with robosuite's own call (the pixels its camera observation would hold,
-see :mod:`rollbench.envs.libero_scene`); with no camera asked for, the offscreen renderer is not created at all.
+Rendering: only what is looked at. The env is built with camera observations as the reference builds it, and each
+camera's sensor renders only on the steps whose observation the run will look at (:meth:`LiberoEnv.expect_images`,
+called by the episode loop before each step; see :mod:`rollbench.envs.libero_scene`), at the very substep the
+reference renders it; with no camera asked for, the offscreen renderer is not created at all.
 ``EnvOptions.fast_render`` turns MuJoCo's reflections and shadows off (about 60 ms instead of 95 ms per 256x256
 camera here); it changes what a policy sees, so it is off unless asked for.
 """
@@ -58,7 +59,7 @@ from rollbench.core.registry import EnvOptions
 from rollbench.core.types import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs import libero_setup
 from rollbench.envs.base import TableFamily
-from rollbench.envs.libero_scene import SCENE_SEEDING, render_camera, seeded_reset, soft_after_first
+from rollbench.envs.libero_scene import NOT_RENDERED, SCENE_SEEDING, ImageGate, seeded_reset, soft_after_first
 from rollbench.envs.libero_tasks import LAN_SUITES, SUITE_TASKS, instruction_of, pro_suites, pro_variants_present
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
@@ -143,13 +144,15 @@ def start_episode(
     noop: Sequence[float] = NOOP_ACTION,
     after_reset: Callable[[], None] | None = None,
     seed: int | None = None,
+    before_last: Callable[[], None] | None = None,
 ) -> Any:
     """LIBERO's episode start: ``reset()``, then ``set_init_state(init_states[index])``, then ``settle_steps`` steps
     of the no-op action (openpi ``examples/libero/main.py``); returns the last raw observation (the policy's first).
 
     ``seed``: when given, the reset draws every random number of the scene from it
     (:func:`~rollbench.envs.libero_scene.seeded_reset`). ``after_reset`` runs between the reset and the init state
-    (render settings of a freshly built sim). ``index`` is the episode's stored-initial-state index chosen by the
+    (render settings of a freshly built sim); ``before_last`` right before the call whose observation is returned
+    (the last settle step, or the init state without settle steps). ``index`` is the episode's stored-initial-state index chosen by the
     planner; an index outside ``[0, len(init_states))`` is a ConfigError (never wrapped around).
     """
     if isinstance(index, bool) or not isinstance(index, int | np.integer) or not 0 <= int(index) < len(init_states):
@@ -160,9 +163,13 @@ def start_episode(
         seeded_reset(sim, seed)
     if after_reset is not None:
         after_reset()
+    if before_last is not None and settle_steps == 0:
+        before_last()
     obs = sim.set_init_state(init_states[int(index)])
     action = np.asarray(noop, dtype=np.float64)
-    for _ in range(settle_steps):
+    for i in range(settle_steps):
+        if before_last is not None and i == settle_steps - 1:
+            before_last()
         obs = sim.step(action.copy())[0]
     return obs
 
@@ -190,8 +197,8 @@ class LiberoEnv:
 
     ``reset(seed, initial_state)`` runs :func:`start_episode` with the scene seeded from ``seed`` and ``index =
     initial_state`` (required). ``render(camera)`` returns ``uint8 (H, W, 3)`` of a camera the env was built with,
-    rotated 180°: rendered on demand from the current state, or, for a sim built with camera observations (the
-    reference client's way), taken from the last observation.
+    rotated 180°, from the last observation; :meth:`expect_images` says which cameras the next observation renders
+    (default all; RuntimeError when rendering one it did not name).
     """
 
     def __init__(
@@ -211,6 +218,27 @@ class LiberoEnv:
         self.fast_render = bool(getattr(options, "fast_render", False))
         self.language = language  # the BDDL's (:language ...) text, as the built env reports it
         self._obs: Any = None
+        self._gate = ImageGate(sim, self.cameras) if self.cameras else None
+        self._expected: frozenset[str] = frozenset(self.cameras)
+
+    def expect_images(self, cameras: Sequence[str]) -> None:
+        """The cameras the observation of the next ``step`` (or ``reset``) must carry; the others are not rendered
+        (see :mod:`rollbench.envs.libero_scene`). Default: every camera the env was built with. Unknown cameras
+        raise ValueError."""
+        unknown = sorted(set(cameras) - set(self.cameras))
+        if unknown:
+            raise ValueError(f"{self.task.name} was built without camera(s) {unknown} (EnvOptions)")
+        self._expected = frozenset(cameras)
+
+    def _want(self, cameras: frozenset[str]) -> None:
+        if self._gate is not None:
+            self._gate.wanted = cameras
+
+    def _after_reset(self) -> None:
+        self._render_settings()
+        if self._gate is not None:
+            self._gate.install()
+        self._want(frozenset())  # the init state and all but the last settle step are never looked at
 
     def _observation(self, obs: Mapping[str, Any]) -> Observation:
         self._obs = obs
@@ -236,13 +264,15 @@ class LiberoEnv:
             self.init_states,
             initial_state,
             self.task.settle_steps,
-            after_reset=self._render_settings,
+            after_reset=self._after_reset,
             seed=seed,
+            before_last=lambda: self._want(self._expected),
         )
         soft_after_first(self.sim)
         return self._observation(obs)
 
     def step(self, action: np.ndarray) -> StepResult:
+        self._want(self._expected)
         obs, reward, _done, info = self.sim.step(np.asarray(action, dtype=np.float64))
         return StepResult(
             self._observation(obs),
@@ -259,11 +289,9 @@ class LiberoEnv:
     def render(self, camera: str) -> np.ndarray:
         if camera not in self.cameras:
             raise ValueError(f"camera {camera!r} was not requested when {self.task.name} was built (EnvOptions)")
-        inner = getattr(self.sim, "env", None)
-        if getattr(inner, "use_camera_obs", True):  # camera observations on: the image of the last observation
-            img = np.asarray(self._obs[f"{camera}_image"])
-        else:
-            img = render_camera(self.sim, camera, self.image_size, self.fast_render)  # type: ignore[arg-type]
+        img = np.asarray(self._obs[f"{camera}_image"])
+        if img.size == 0 and img.shape == NOT_RENDERED.shape:
+            raise RuntimeError(f"{camera} was not rendered for this step: expect_images() did not name it")
         return np.ascontiguousarray(img[::-1, ::-1], dtype=np.uint8)  # rotate 180 degrees, as openpi does
 
     def close(self) -> None:
@@ -303,7 +331,7 @@ def build_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, np.ndarray]:
         camera_names=cams or ["agentview"],
         camera_heights=h,
         camera_widths=w,
-        use_camera_obs=False,  # images are rendered on demand (LiberoEnv.render), never by a step
+        use_camera_obs=bool(cams),  # as the reference; LiberoEnv gates which steps render (libero_scene.ImageGate)
         has_renderer=False,
         has_offscreen_renderer=bool(cams),
     )

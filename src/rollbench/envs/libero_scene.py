@@ -32,11 +32,16 @@ MuJoCo state, ``model.body_pos``/``body_quat`` of the fixtures, the solver's war
 are bit-identical to a hard reset's, also after another episode on the env (``tests/test_libero_scenes.py``), at a
 fraction of the cost (``benchmarks/bench_libero.py``).
 
-**Rendering on demand**: LIBERO's env is built without camera observations (``use_camera_obs=False``, the
-offscreen renderer still built when a camera is needed), so a step renders nothing; :func:`render_camera` renders
-one camera of the current state exactly as robosuite's camera observation does (``sim.render(camera_name, width,
-height, depth=False)``, image convention ``opengl``: no flip), so the pixels equal those of a reference client
-that renders every camera at every step (tested against such a loop in ``tests/test_libero_oracle.py``).
+**Rendering only what is looked at**: robosuite renders a camera observation inside ``env.step``, at the
+simulation substep where the observable samples (its timer runs at the control rate; it samples at the first substep
+of a control period, not the last, so the image is not the state at the end of the step, and rendering the final
+state afterwards gives different pixels: tested, up to 28 pixels of agentview differ). So rollbench keeps LIBERO's
+camera observations on, exactly as the reference client builds the env, and gates each camera's sensor
+(:class:`ImageGate`): the observable samples at the same substep as always (its timing never depends on the
+sensor), but the sensor renders only when the observation of the step being taken will be looked at (the env is told
+before the step, :meth:`rollbench.envs.libero.LiberoEnv.expect_images`) and returns an empty ``(0, 0, 3)`` array
+otherwise. The pixels a policy gets are therefore those of the reference's every-step rendering at that step
+(``tests/test_libero_oracle.py``), and a step nobody looks at renders nothing.
 """
 
 from __future__ import annotations
@@ -77,21 +82,37 @@ def seeded_reset(sim: Any, seed: int) -> Any:
             np.random.set_state(saved)
 
 
-def render_camera(sim: Any, camera: str, size: tuple[int, int], fast: bool = False) -> np.ndarray:
-    """One camera of the current state, as robosuite's camera observation ``<camera>_image`` would hold it.
+NOT_RENDERED = np.zeros((0, 0, 3), dtype=np.uint8)
+"""What a gated camera observation holds on a step whose images nobody looks at."""
 
-    ``sim``: LIBERO's ``ControlEnv``; ``size``: ``(height, width)`` in pixels; ``fast``: MuJoCo shadows and
-    reflections off. Returns ``uint8 (H, W, 3)``, raw (upside down, as robosuite's ``opengl`` convention leaves it).
+
+class ImageGate:
+    """Renders LIBERO's camera observations only for the cameras in :attr:`wanted` (see the module docstring).
+
+    ``sim``: LIBERO's ``ControlEnv`` built with camera observations; ``cameras``: its camera names. Call
+    :meth:`install` after every reset (a hard reset gives the observables fresh sensors); installing twice is a
+    no-op. ``wanted`` starts as every camera (the reference's behaviour).
     """
-    inner = sim.env.sim  # robosuite's MjSim
-    if fast:
-        import mujoco
 
-        ctx = inner._render_context_offscreen
-        ctx.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
-        ctx.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
-    h, w = size
-    return np.asarray(inner.render(camera_name=camera, width=w, height=h, depth=False))
+    def __init__(self, sim: Any, cameras: tuple[str, ...]) -> None:
+        self.sim, self.cameras = sim, cameras
+        self.wanted: frozenset[str] = frozenset(cameras)
+
+    def install(self) -> None:
+        observables = getattr(getattr(self.sim, "env", None), "_observables", {})
+        for cam in self.cameras:
+            observable = observables.get(f"{cam}_image")
+            if observable is None or getattr(observable._sensor, "rollbench_gate", False):
+                continue
+            observable._sensor = self._gated(cam, observable._sensor)  # not set_sensor: it would render once
+
+    def _gated(self, camera: str, render: Any) -> Any:
+        def sensor(obs_cache: Any) -> Any:
+            return render(obs_cache) if camera in self.wanted else NOT_RENDERED
+
+        sensor.__modality__ = render.__modality__  # type: ignore[attr-defined]  # robosuite's @sensor attribute
+        sensor.rollbench_gate = True  # type: ignore[attr-defined]
+        return sensor
 
 
 def soft_after_first(sim: Any) -> None:

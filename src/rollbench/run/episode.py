@@ -29,7 +29,9 @@ simulator takes: LIBERO and robosuite float64, exact for float32 and float64), a
 Rendering happens only where an image is looked at: the policy's cameras on the steps where it is asked for a new
 chunk (a policy replanning every 5 steps gets images on one step in five; ``observation.images`` is empty on the
 others), and the video's cameras on every step. An env renders on demand (``Env.render`` of the current state), so a
-step nobody looks at renders nothing.
+step nobody looks at renders nothing. An env that renders inside its step (LIBERO: robosuite renders camera
+observations mid-step) is told before each step and reset which cameras the observation it produces needs (its
+optional ``expect_images``).
 
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
 With ``success_hold = K > 1`` (``--success-hold``) success must hold for K consecutive steps: ``any_step`` then
@@ -143,6 +145,7 @@ class EpisodeRun:
     def begin(self, reset_policy: Callable[[], None]) -> None:
         """Reset the env to the planned seed and initial state, note success at reset, then reset the policy."""
         try:
+            self._expect(asks=True)
             self.obs = self.env.reset(self.planned.seed, self.planned.initial_state)
             self.success_at_reset = bool(self.env.success())
         except Exception as exc:
@@ -153,13 +156,21 @@ class EpisodeRun:
         except Exception as exc:
             self.fail(exc, "policy")
 
+    def _expect(self, asks: bool) -> None:
+        """Tell an env that renders inside its step (LIBERO: ``expect_images``) which cameras the next observation
+        needs: the video's, and the policy's when it will be asked for a chunk."""
+        expect = getattr(self.env, "expect_images", None)
+        if callable(expect):
+            expect((*self.cameras, *(c for c in self.frames if c not in self.cameras)) if asks else tuple(self.frames))
+
     def prepare(self) -> bool:
         """Render the images this step needs (the video's cameras; the policy's too when its action queue is empty,
         see the module docstring); return True if the policy must be asked for a new chunk."""
         if self.done:
             return False
         assert self.obs is not None
-        ask = not self.queue
+        self.schedule.arrive(self.step)
+        ask = self.schedule.needs_call()
         try:
             wanted = (*self.cameras, *(c for c in self.frames if c not in self.cameras)) if ask else tuple(self.frames)
             images = {c: self.env.render(c) for c in wanted}
@@ -170,8 +181,7 @@ class EpisodeRun:
             self.fail(exc, "environment")
             return False
         self.latency = float("nan")
-        self.schedule.arrive(self.step)
-        return self.schedule.needs_call()
+        return ask
 
     def give(self, raw: object, latency: float) -> None:
         """The policy's answer for this step (``latency``: seconds the call took); checked as a chunk."""
@@ -205,6 +215,7 @@ class EpisodeRun:
             state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
             planned = self.schedule.next(self.step, state)
             action = planned.action
+            self._expect(asks=self.schedule.calls_at(self.step + 1))
             result = self.env.step(action.copy())
         except Exception as exc:
             self.fail(exc, "environment")

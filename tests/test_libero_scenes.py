@@ -31,7 +31,7 @@ _SCRIPT = """
 import hashlib, json
 import numpy as np
 from rollbench.envs.libero import FAMILY
-from rollbench.registry import EnvOptions
+from rollbench.core.registry import EnvOptions
 env = FAMILY.make(FAMILY.task("libero/libero_spatial/0"),
                   EnvOptions(cameras=("agentview", "robot0_eye_in_hand"), image_size=(256, 256)))
 np.random.seed(12345)
@@ -43,7 +43,8 @@ for seed, k in ((7, 0), (8, 1), (7, 0)):
     images = b"".join(env.render(c).tobytes() for c in ("agentview", "robot0_eye_in_hand"))
     row = [hashlib.sha256(images).hexdigest(), hashlib.sha256(obs.state.tobytes()).hexdigest()]
     actions = np.random.default_rng(3).uniform(-1, 1, size=(20, 7))
-    for a in actions:  # the same 20 actions after each reset: the trajectory, not only its start
+    for i, a in enumerate(actions):  # the same 20 actions after each reset: the trajectory, not only its start
+        env.expect_images(("agentview", "robot0_eye_in_hand") if i == len(actions) - 1 else ())
         obs = env.step(a).observation
     images = b"".join(env.render(c).tobytes() for c in ("agentview", "robot0_eye_in_hand"))
     state = env.sim.env.sim.get_state().flatten()

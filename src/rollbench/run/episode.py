@@ -28,10 +28,9 @@ simulator takes: LIBERO and robosuite float64, exact for float32 and float64), a
 
 Rendering happens only where an image is looked at: the policy's cameras on the steps where it is asked for a new
 chunk (a policy replanning every 5 steps gets images on one step in five; ``observation.images`` is empty on the
-others), and the video's cameras on every step. An env renders on demand (``Env.render`` of the current state), so a
-step nobody looks at renders nothing. An env that renders inside its step (LIBERO: robosuite renders camera
-observations mid-step) is told before each step and reset which cameras the observation it produces needs (its
-optional ``expect_images``).
+others), and the video's cameras on every step; a step nobody looks at renders nothing. An env that renders
+inside its step (LIBERO: robosuite renders camera observations mid-step) is told before each step and reset which
+cameras the observation it produces needs (its optional ``expect_images``).
 
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
 With ``success_hold = K > 1`` (``--success-hold``) success must hold for K consecutive steps: ``any_step`` then

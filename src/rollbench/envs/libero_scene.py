@@ -1,4 +1,4 @@
-"""How a LIBERO scene is seeded and rendered: every random draw of a scene from the episode's seed, images on demand.
+"""How a LIBERO scene is seeded, reset and rendered: every random draw from the episode's seed, images only where looked at.
 
 **Where a LIBERO scene's randomness comes from** (rpent-libero 0.2.0 on robosuite 1.5.2; read from the installed
 sources):

@@ -190,6 +190,10 @@ class _Counting:
         self.task = self.env.task
         self.renders: list[tuple[int, str]] = []
         self.stepped: list[np.ndarray] = []
+        self.expected: list[tuple[str, ...]] = []  # per reset and step: the cameras its observation must carry
+
+    def expect_images(self, cameras: tuple[str, ...]) -> None:
+        self.expected.append(tuple(cameras))
 
     def reset(self, seed: int, initial_state: int | None = None) -> Observation:
         return self.env.reset(seed, initial_state)
@@ -226,6 +230,8 @@ def test_images_are_rendered_only_on_the_steps_the_policy_is_asked_and_for_the_v
     assert pol.calls == 3 and pol.seen == [["top"]] * 3  # steps 0, 5, 10
     expected = [(t, "top") for t in range(12)] if video else [(0, "top"), (5, "top"), (10, "top")]
     assert env.renders == expected
+    # told before the reset and each step: observations 0, 5 and 10 are the policy's (the 12th step's is nobody's)
+    assert env.expected == [("top",) if video or t in (0, 5, 10) else () for t in range(13)]
     assert len(rec.frames.get("top", [])) == (12 if video else 0)
 
 

@@ -304,8 +304,7 @@ def _run(
         live.write()
 
     def on_steps(worker: str, running: list[dict[str, Any]]) -> None:
-        live.running[worker] = running
-        live.write()
+        live.steps(worker, running)
         if progress:
             progress({"event": "steps", "worker": worker, "running": running})
 
@@ -318,16 +317,8 @@ def _run(
         execution.batch_size,
     )
     try:
-        counters = run_episodes(
-            setup,
-            todo,
-            execution,
-            on_result,
-            should_stop or (lambda: False),
-            on_worker,
-            commit=committer.commit,
-            on_steps=on_steps,
-        )
+        stop = should_stop or (lambda: False)
+        counters = run_episodes(setup, todo, execution, on_result, stop, on_worker, committer.commit, on_steps)
     except KeyboardInterrupt:
         # keep what finished, say so on disk, and leave the directory resumable
         committer.close()

@@ -252,6 +252,11 @@ class LiveSnapshot:
         for worker, eps in self.running.items():
             self.running[worker] = [e for e in eps if e.get("episode_index") != episode_index]
 
+    def steps(self, worker: str, running: list[dict[str, Any]]) -> None:
+        """``worker``'s episodes in progress now (see the class docstring); rewrites the file if a second passed."""
+        self.running[worker] = running
+        self.write()
+
     def write(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last < LIVE_MIN_INTERVAL_S:

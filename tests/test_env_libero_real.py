@@ -103,7 +103,7 @@ def test_episode_k_starts_from_init_state_k_with_1_and_3_workers(
         for e, s, f in zip(*(table[k] for k in ("episode_index", "observation.state", "frame_index")), strict=True)
         if f == 0
     }
-    expected = [spatial_env.reset(seed=k, initial_state=k).state for k in range(3)]
+    expected = [spatial_env.reset(seed=k, initial_state=k).state.astype(np.float32) for k in range(3)]  # recorded
     for k in range(3):
         np.testing.assert_array_equal(first[k], expected[k])
     assert not np.array_equal(expected[0], expected[1])

@@ -257,7 +257,7 @@ def test_libero_env_state_render_and_success(init_states) -> None:
     env = LiberoEnv(task, EnvOptions(cameras=libero.CAMERAS, image_size=(32, 32)), StandIn(image_size=32), init_states)
     try:
         obs = env.reset(seed=0, initial_state=1)
-        assert obs.state.shape == (8,) and obs.state.dtype == np.float32
+        assert obs.state.shape == (8,) and obs.state.dtype == np.float64
         np.testing.assert_allclose(obs.state[:3], obs.raw["robot0_eef_pos"], rtol=1e-6)
         res = env.step(np.zeros(7, dtype=np.float32))
         assert res.success is False and env.success() is False

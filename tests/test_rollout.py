@@ -13,7 +13,7 @@ from rollbench.core.registry import EnvOptions
 from rollbench.core.types import Observation, PolicyInfo, PolicyStop, TaskInfo
 from rollbench.envs.scripted import FAMILY, STEP_SIZE, SUCCESS_RADIUS
 from rollbench.policies.basic import RandomPolicy, ScriptedExpert
-from rollbench.run.episode import rollout
+from rollbench.run.episode import EpisodeRun, rollout
 
 
 def planned(task: str = "scripted/reach", seed: int = 0, max_steps: int = 50, rule: str = "any_step") -> PlannedEpisode:
@@ -26,9 +26,9 @@ def replay(seed: int, actions: np.ndarray) -> tuple[np.ndarray, list[bool]]:
     rng = np.random.default_rng(seed)
     pos, goal = rng.uniform(0.1, 0.9, size=2), rng.uniform(0.1, 0.9, size=2)
     states, succ = [], []
-    for a in actions:
+    for a in actions.astype(np.float32):  # these policies return float32, recorded exactly (as float64)
         states.append(np.concatenate([pos, goal]))
-        pos = np.clip(pos + STEP_SIZE * np.clip(a, -1, 1), 0, 1)  # a is the recorded float32 action
+        pos = np.clip(pos + STEP_SIZE * np.clip(a, -1, 1), 0, 1)
         succ.append(bool(np.linalg.norm(pos - goal) < SUCCESS_RADIUS))
     return np.asarray(states, dtype=np.float32), succ
 
@@ -180,3 +180,77 @@ def test_success_hold_k_stops_k_minus_1_steps_after_the_first_success_and_grade_
     )
     assert result["status"] == "OK" and result["violations"] == []
     assert result["episodes"][0]["length"] == one.length + 2
+
+
+class _Counting:
+    """The scripted env with every render and every stepped action logged (what the loop hands the env)."""
+
+    def __init__(self) -> None:
+        self.env = make_env()
+        self.task = self.env.task
+        self.renders: list[tuple[int, str]] = []
+        self.stepped: list[np.ndarray] = []
+        self.expected: list[tuple[str, ...]] = []  # per reset and step: the cameras its observation must carry
+
+    def expect_images(self, cameras: tuple[str, ...]) -> None:
+        self.expected.append(tuple(cameras))
+
+    def reset(self, seed: int, initial_state: int | None = None) -> Observation:
+        return self.env.reset(seed, initial_state)
+
+    def step(self, action: np.ndarray):  # type: ignore[no-untyped-def]
+        self.stepped.append(action.copy())
+        return self.env.step(action)
+
+    def success(self) -> bool:
+        return self.env.success()
+
+    def render(self, camera: str) -> np.ndarray:
+        self.renders.append((len(self.stepped), camera))
+        return self.env.render(camera)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class _Seeing(_Recorder):
+    def __init__(self, chunk: int) -> None:
+        super().__init__(chunk=chunk)
+        self.seen: list[list[str]] = []
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        self.seen.append(sorted(observation.images))
+        return super().act(observation, instruction)
+
+
+@pytest.mark.parametrize("video", [False, True])
+def test_images_are_rendered_only_on_the_steps_the_policy_is_asked_and_for_the_video(video: bool) -> None:
+    env, pol = _Counting(), _Seeing(chunk=5)
+    rec = rollout(env, pol, planned(max_steps=12), cameras=("top",), record_frames=video, replan_every=5)  # type: ignore[arg-type]
+    assert pol.calls == 3 and pol.seen == [["top"]] * 3  # steps 0, 5, 10
+    expected = [(t, "top") for t in range(12)] if video else [(0, "top"), (5, "top"), (10, "top")]
+    assert env.renders == expected
+    # told before the reset and each step: observations 0, 5 and 10 are the policy's (the 12th step's is nobody's)
+    assert env.expected == [("top",) if video or t in (0, 5, 10) else () for t in range(13)]
+    assert len(rec.frames.get("top", [])) == (12 if video else 0)
+
+
+def test_video_cameras_other_than_the_policys_are_rendered_every_step_and_never_sent() -> None:
+    env, pol = _Counting(), _Seeing(chunk=5)
+    run = EpisodeRun(env, planned(max_steps=6), cameras=(), record_frames=True, video_cameras=("top",), replan_every=5)  # type: ignore[arg-type]
+    run.begin(lambda: None)
+    while not run.done:
+        if run.prepare():
+            run.ask(pol)
+        run.advance()
+    rec = run.finish()
+    assert pol.seen == [[], []] and env.renders == [(t, "top") for t in range(6)] and len(rec.frames["top"]) == 6
+
+
+def test_the_env_is_stepped_with_exactly_the_policys_float64_values_and_they_are_recorded() -> None:
+    third = np.array([[1 / 3, -2 / 3]])  # float64 values no float32 holds
+    assert not np.array_equal(third, third.astype(np.float32))
+    env = _Counting()
+    rec = rollout(env, _Recorder(out=third), planned(max_steps=3))  # type: ignore[arg-type]
+    assert all(a.dtype == np.float64 and a.tobytes() == third[0].tobytes() for a in env.stepped)
+    assert rec.actions.dtype == np.float64 and rec.actions.tobytes() == np.repeat(third, 3, axis=0).tobytes()

@@ -20,7 +20,7 @@ from rollbench.core.identity import run_identity
 from rollbench.core.interrupts import is_user_interrupt, user_signals
 from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path, make_dirs
-from rollbench.core.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan, task_variants
+from rollbench.core.plan import Plan, PlannedEpisode, image_size_for, make_plan, plan_log, video_cameras_for
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, PolicyInfo
@@ -46,7 +46,9 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 """Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "retried": n,
 "warnings": [str]}`` once (``done``: episodes already recorded or staged, which a resume does not re-run;
 ``retried``: recorded episodes taken back by ``--retry-errors`` to run again, not in ``done``), then
-``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode."""
+``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode,
+and about once a second while episodes run ``{"event": "steps", "worker", "running": [{"episode_index", "task",
+"step", "max_steps"}]}`` (that worker's episodes in progress; in-process and local workers)."""
 
 
 def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
@@ -54,47 +56,6 @@ def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.env}-{spec.policy}")[:80].strip("_")
     return root / f"{name}-{stamp}"
-
-
-def _plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -> dict[str, Any]:
-    suites = {}
-    for part in (p.strip() for p in spec.env.split(",")):
-        fam = family_of(part)
-        suite = part.split("/", 1)[1] if "/" in part else ""
-        if suite in fam.suites():
-            suites[part] = list(fam.suites()[suite])
-    return {
-        "episodes_requested": len(plan.episodes),
-        "replan_every": replan_every,
-        "policy": {
-            "name": info.name,
-            "chunk_size": info.chunk_size,
-            "replan_every": info.replan_every,
-            "needs_images": info.needs_images,
-            "provenance": dict(info.provenance),
-        },
-        "tasks": [
-            {
-                "name": t.name,
-                "instruction": ep0.instruction,
-                "max_steps": ep0.max_steps,
-                "success_rule": ep0.success_rule,
-                "declared_success_rule": t.success_rule,
-                "cameras": list(t.cameras),
-                "fps": t.fps,
-                "settle_steps": t.settle_steps,
-                "source": t.source,
-                "variants": [{"name": v, "instruction": i} for v, i in task_variants(spec, t)]
-                if ep0.variant is not None
-                else None,
-            }
-            for t in plan.tasks
-            for ep0 in [next(e for e in plan.episodes if e.task == t.name)]
-        ],
-        "suites": suites,
-        "instructions": list(plan.instructions),
-        "episodes": [e.to_dict() for e in plan.episodes],
-    }
 
 
 def _probe_policy(spec: EvalSpec) -> PolicyInfo:
@@ -198,7 +159,7 @@ def prepare_run(
         "identity": identity,
         "spec": spec.model_dump(mode="json"),
         "spec_identity": spec.identity(),
-        "plan": _plan_log(spec, plan, info, replan_every),
+        "plan": plan_log(spec, plan, info, replan_every),
         "provenance": prov,
         "warnings": warnings,
         "status": "RUNNING",
@@ -298,7 +259,7 @@ def _run(
 
     def on_result(summary: Any) -> None:
         committer.promote_ready()
-        live.episode_done(summary.task, summary.success)
+        live.episode_done(summary.task, summary.success, summary.episode_index)
         live.write()
         if progress:
             progress({"event": "episode", **summary.__dict__})
@@ -306,6 +267,11 @@ def _run(
     def on_worker(worker: str, state: str) -> None:
         live.workers[worker] = state
         live.write()
+
+    def on_steps(worker: str, running: list[dict[str, Any]]) -> None:
+        live.steps(worker, running)
+        if progress:
+            progress({"event": "steps", "worker": worker, "running": running})
 
     setup = WorkerSetup(
         spec,
@@ -316,9 +282,8 @@ def _run(
         execution.batch_size,
     )
     try:
-        counters = run_episodes(
-            setup, todo, execution, on_result, should_stop or (lambda: False), on_worker, commit=committer.commit
-        )
+        stop = should_stop or (lambda: False)
+        counters = run_episodes(setup, todo, execution, on_result, stop, on_worker, committer.commit, on_steps)
     except KeyboardInterrupt:
         # keep what finished, say so on disk, and leave the directory resumable
         committer.close()
@@ -337,9 +302,9 @@ def _open_writer(spec: EvalSpec, plan: Plan, needs_images: bool, run_dir: Path) 
     """The dataset writer of the run (its features from the first task); ConfigError when the tasks would record
     different cameras."""
     first = plan.tasks[0]
-    cams = cameras_for(spec, first, needs_images) if spec.video else ()
+    cams = video_cameras_for(spec, first, needs_images)
     for t in plan.tasks[1:]:
-        if spec.video and cameras_for(spec, t, needs_images) != cams:
+        if video_cameras_for(spec, t, needs_images) != cams:
             raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
     return DatasetWriter(
         run_dir,

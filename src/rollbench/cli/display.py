@@ -37,6 +37,8 @@ class ProgressDisplay:
             disable=not enabled,
         )
         self.bars: dict[str, Any] = {}
+        self.done: dict[str, int] = {}
+        self.running: dict[str, list[dict[str, Any]]] = {}  # worker -> its episodes in progress
         self._started = False
 
     def __enter__(self) -> ProgressDisplay:
@@ -66,8 +68,27 @@ class ProgressDisplay:
             self.run_dir = Path(event["run_dir"]) if event.get("run_dir") else None
             for task, total in event["totals"].items():
                 self.bars[task] = self.progress.add_task(task, total=total, completed=event["done"][task], ok="")
+                self.done[task] = event["done"][task]
         elif event["event"] == "episode":
-            self.progress.advance(self.bars[event["task"]])
+            task = event["task"]
+            self.done[task] = self.done.get(task, 0) + 1
+            for worker, eps in self.running.items():
+                self.running[worker] = [e for e in eps if e["episode_index"] != event["episode_index"]]
+            self._show(task)
+        elif event["event"] == "steps":
+            tasks = {e["task"] for e in self.running.get(event["worker"], [])}
+            self.running[event["worker"]] = list(event["running"])
+            for task in sorted(tasks | {e["task"] for e in event["running"]}):
+                self._show(task)
+
+    def _show(self, task: str) -> None:
+        """A task's bar: finished episodes plus the running ones' fractions of their horizon, and their steps."""
+        if task not in self.bars:
+            return
+        eps = [e for es in self.running.values() for e in es if e["task"] == task]
+        part = sum(min(1.0, e["step"] / max(1, e["max_steps"])) for e in eps)
+        steps = ", ".join(f"ep {e['episode_index']}: step {e['step']}/{e['max_steps']}" for e in eps)
+        self.progress.update(self.bars[task], completed=self.done.get(task, 0) + part, ok=steps)
 
 
 def _pct(x: float | None) -> str:

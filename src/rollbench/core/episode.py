@@ -27,7 +27,7 @@ class EpisodeRecord:
 
     Attributes:
         states: ``float32 (T, state_dim)``, observation before each action.
-        actions: ``float32 (T, action_dim)``, as executed.
+        actions: ``float64 (T, action_dim)``, as executed: exactly the values the policy returned.
         rewards: ``float32 (T,)``; successes, dones: ``bool (T,)`` after each action.
         latencies: ``float32 (T,)`` seconds spent in ``policy.act`` on steps that called it, NaN on steps served
             from a queued action chunk.
@@ -97,7 +97,7 @@ def failed_episode(
     return EpisodeRecord(
         planned=planned,
         states=np.zeros((0, task.state_dim), dtype=np.float32),
-        actions=np.zeros((0, task.action_dim), dtype=np.float32),
+        actions=np.zeros((0, task.action_dim), dtype=np.float64),
         rewards=np.zeros(0, dtype=np.float32),
         successes=np.zeros(0, dtype=bool),
         dones=np.zeros(0, dtype=bool),

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rollbench.core.registry import resolve_tasks
+from rollbench.core.registry import family_of, resolve_tasks
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import ConfigError, TaskInfo
+from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,24 @@ def task_variants(spec: EvalSpec, task: TaskInfo) -> list[tuple[str | None, str]
     return [("original", base), *perturbed]
 
 
+def policy_cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
+    """Cameras the policy receives (rendered on the steps it is asked for a chunk): :func:`cameras_for` when the
+    policy needs images or the run names cameras, else none."""
+    return cameras_for(spec, task, needs_images) if needs_images or spec.cameras else ()
+
+
+def video_cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
+    """Cameras ``--video`` records (rendered every step): none without video; else the spec's, else the task's
+    ``video_cameras``, else :func:`cameras_for`."""
+    if not spec.video:
+        return ()
+    if spec.cameras:
+        return tuple(spec.cameras)
+    if task.video_cameras:
+        return tuple(task.video_cameras)
+    return cameras_for(spec, task, needs_images)
+
+
 def cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str, ...]:
     """Cameras to render each step: the spec's, else the task's ``policy_cameras`` if the policy needs images,
     else the task's first one if video or the policy needs images."""
@@ -160,3 +178,47 @@ def cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str
     if (spec.video or needs_images) and task.cameras:
         return (task.cameras[0],)
     return ()
+
+
+def plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -> dict[str, Any]:
+    """run.json's ``plan``: the requested episode count, the replan interval, the policy as probed, every task
+    (instruction, horizon, success rule as run and as declared, cameras, fps, settle steps, variants), the suites
+    named in ``--env``, the instructions and every planned episode."""
+    suites = {}
+    for part in (p.strip() for p in spec.env.split(",")):
+        fam = family_of(part)
+        suite = part.split("/", 1)[1] if "/" in part else ""
+        if suite in fam.suites():
+            suites[part] = list(fam.suites()[suite])
+    return {
+        "episodes_requested": len(plan.episodes),
+        "replan_every": replan_every,
+        "policy": {
+            "name": info.name,
+            "chunk_size": info.chunk_size,
+            "replan_every": info.replan_every,
+            "needs_images": info.needs_images,
+            "provenance": dict(info.provenance),
+        },
+        "tasks": [
+            {
+                "name": t.name,
+                "instruction": ep0.instruction,
+                "max_steps": ep0.max_steps,
+                "success_rule": ep0.success_rule,
+                "declared_success_rule": t.success_rule,
+                "cameras": list(t.cameras),
+                "fps": t.fps,
+                "settle_steps": t.settle_steps,
+                "source": t.source,
+                "variants": [{"name": v, "instruction": i} for v, i in task_variants(spec, t)]
+                if ep0.variant is not None
+                else None,
+            }
+            for t in plan.tasks
+            for ep0 in [next(e for e in plan.episodes if e.task == t.name)]
+        ],
+        "suites": suites,
+        "instructions": list(plan.instructions),
+        "episodes": [e.to_dict() for e in plan.episodes],
+    }

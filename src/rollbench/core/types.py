@@ -129,6 +129,8 @@ class TaskInfo:
             first camera); LIBERO: both, as openpi's LIBERO client sends them.
         hold: the family's :class:`HoldAction`, executed while a delayed policy call is outstanding and its
             previous chunk has run out (``--latency``); None: the task cannot be run with a latency.
+        video_cameras: cameras ``--video`` records when the run names none (empty: those rendered for the policy,
+            else the first camera); LIBERO: ``agentview``, the one openpi's LIBERO client records.
     """
 
     name: str
@@ -146,6 +148,7 @@ class TaskInfo:
     has_instruction: bool = True
     source: str = ""
     policy_cameras: tuple[str, ...] = ()
+    video_cameras: tuple[str, ...] = ()
     replan_every: int | None = None
     image_size: tuple[int, int] = (224, 224)
     hold: HoldAction | None = None
@@ -178,7 +181,8 @@ class Observation:
     """What a policy sees at one step.
 
     Attributes:
-        state: ``float32 (state_dim,)``.
+        state: ``(state_dim,)`` float, in the env's own dtype (``float32`` for most families, ``float64`` for
+            LIBERO, whose reference client sends the env's float64 values); recorded as float32.
         images: camera name -> ``uint8 (H, W, 3)``; only the cameras the run asked for.
         raw: the simulator's native observation (for scripted experts that need it); never recorded.
     """
@@ -221,7 +225,11 @@ class Env(Protocol):
         ...
 
     def render(self, camera: str) -> np.ndarray:
-        """Return ``uint8 (H, W, 3)`` from ``camera`` (one of ``task.cameras``)."""
+        """Return ``uint8 (H, W, 3)`` from ``camera`` (one of ``task.cameras``).
+
+        An env whose step renders its cameras itself may also define ``expect_images(cameras)``: the episode loop
+        then names, before every ``reset`` and ``step``, the cameras it will render from the resulting observation
+        (LIBERO: see :mod:`rollbench.envs.libero_scene`)."""
         ...
 
     def success(self) -> bool:

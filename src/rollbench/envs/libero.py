@@ -26,18 +26,24 @@ The protocol, as the reference clients run it (openpi ``examples/libero/main.py`
 * the instruction is the benchmark's ``task.language`` (openpi's ``prompt``; for LIBERO-PRO the BDDL's language).
   Note: for the base suites this differs from the BDDL's ``(:language ...)`` line in a few tasks (libero_spatial 0:
   "pick the akita black bowl ..."); openpi and the LeRobot LIBERO datasets use ``task.language``, so rollbench does.
-* state ``float32 (8,)``: ``robot0_eef_pos`` (3, m), the end-effector quaternion (x, y, z, w) as axis-angle (3, rad,
+* state ``float64 (8,)`` (the env's own dtype; openpi sends it as float64): ``robot0_eef_pos`` (3, m), the end-effector quaternion (x, y, z, w) as axis-angle (3, rad,
   robosuite's ``quat2axisangle`` with ``w`` clipped to [-1, 1]) and ``robot0_gripper_qpos`` (2, m); action
   ``float32 (7,)`` in ``[-1, 1]`` (OSC_POSE deltas + gripper, -1 open); 20 Hz;
 * cameras ``agentview`` and ``robot0_eye_in_hand``, rendered by robosuite at the run's ``--image-size`` and rotated
   180 degrees (``[::-1, ::-1]``, openpi: "IMPORTANT: rotate 180 degrees to match train preprocessing"); the raw
   images are upside down, so the rotated ones (sent to the policy and recorded in the videos) are upright.
-* seeding: ``env.seed(seed)`` before every reset with the episode's planned seed (openpi seeds once per task and
-  lets the env's generator run on across episodes; rollbench's per-episode seed makes an episode reproducible alone).
+* seeding: every random draw of a scene (numpy's global generator, which LIBERO's placement samplers use, and the
+  env's own) comes from the episode's planned seed, set right before each reset
+  (:func:`rollbench.envs.libero_scene.seeded_reset`); openpi seeds once per process and task and lets the
+  generators run on across episodes; rollbench's per-episode seed makes an episode's scene a function of (task,
+  seed) alone, in any process.
 
-Rendering: only the cameras the run needs are built into the env (``camera_names``); with none, the offscreen
-renderer is not created at all. ``EnvOptions.fast_render`` turns MuJoCo's reflections and shadows off (about 60 ms
-instead of 95 ms per 256x256 camera here); it changes what a policy sees, so it is off unless asked for.
+Rendering: only what is looked at. The env is built with camera observations as the reference builds it, and each
+camera's sensor renders only on the steps whose observation the run will look at (:meth:`LiberoEnv.expect_images`,
+called by the episode loop before each step; see :mod:`rollbench.envs.libero_scene`), at the very substep the
+reference renders it; with no camera asked for, the offscreen renderer is not created at all.
+``EnvOptions.fast_render`` turns MuJoCo's reflections and shadows off (about 60 ms instead of 95 ms per 256x256
+camera here); it changes what a policy sees, so it is off unless asked for.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from rollbench.core.registry import EnvOptions
 from rollbench.core.types import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs import libero_setup
 from rollbench.envs.base import TableFamily
+from rollbench.envs.libero_scene import NOT_RENDERED, SCENE_SEEDING, ImageGate, seeded_reset, soft_after_first
 from rollbench.envs.libero_tasks import LAN_SUITES, SUITE_TASKS, instruction_of, pro_suites, pro_variants_present
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
@@ -91,6 +98,7 @@ def _task_info(suite: str, task_id: int, instruction: str, base: str) -> TaskInf
         settle_steps=SETTLE_STEPS,
         initial_states=INIT_STATES_PER_TASK,
         policy_cameras=CAMERAS,
+        video_cameras=("agentview",),  # openpi examples/libero/main.py records agentview only
         replan_every=REPLAN_STEPS,
         hold=HOLD,
         image_size=(256, 256),  # openpi examples/libero/main.py: LIBERO_ENV_RESOLUTION = 256
@@ -135,22 +143,33 @@ def start_episode(
     settle_steps: int = SETTLE_STEPS,
     noop: Sequence[float] = NOOP_ACTION,
     after_reset: Callable[[], None] | None = None,
+    seed: int | None = None,
+    before_last: Callable[[], None] | None = None,
 ) -> Any:
     """LIBERO's episode start: ``reset()``, then ``set_init_state(init_states[index])``, then ``settle_steps`` steps
     of the no-op action (openpi ``examples/libero/main.py``); returns the last raw observation (the policy's first).
 
-    ``after_reset`` runs between the reset and the init state (render settings of a freshly built sim).
-    ``index`` is the episode's stored-initial-state index chosen by the planner; an index outside
-    ``[0, len(init_states))`` is a ConfigError (never wrapped around).
+    ``seed``: when given, the reset draws every random number of the scene from it
+    (:func:`~rollbench.envs.libero_scene.seeded_reset`). ``after_reset`` runs between the reset and the init state
+    (render settings of a freshly built sim); ``before_last`` right before the call whose observation is returned
+    (the last settle step, or the init state without settle steps). ``index`` is the episode's stored-initial-state index chosen by the
+    planner; an index outside ``[0, len(init_states))`` is a ConfigError (never wrapped around).
     """
     if isinstance(index, bool) or not isinstance(index, int | np.integer) or not 0 <= int(index) < len(init_states):
         raise ConfigError(f"initial state index {index!r} is out of range: this task has {len(init_states)} states")
-    sim.reset()  # first: a reset after set_init_state would overwrite the stored state
+    if seed is None:  # first: a reset after set_init_state would overwrite the stored state
+        sim.reset()
+    else:
+        seeded_reset(sim, seed)
     if after_reset is not None:
         after_reset()
+    if before_last is not None and settle_steps == 0:
+        before_last()
     obs = sim.set_init_state(init_states[int(index)])
     action = np.asarray(noop, dtype=np.float64)
-    for _ in range(settle_steps):
+    for i in range(settle_steps):
+        if before_last is not None and i == settle_steps - 1:
+            before_last()
         obs = sim.step(action.copy())[0]
     return obs
 
@@ -166,17 +185,20 @@ def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
 
 
 def state_of(obs: Mapping[str, Any]) -> np.ndarray:
-    """openpi's LIBERO ``observation/state``: ``float32 (8,)`` eef position, eef axis-angle, gripper qpos."""
+    """openpi's LIBERO ``observation/state``: ``float64 (8,)`` eef position, eef axis-angle, gripper qpos (the env's
+    own dtype, which openpi's client sends unchanged)."""
     return np.concatenate(
         [obs["robot0_eef_pos"], quat_to_axis_angle(obs["robot0_eef_quat"]), obs["robot0_gripper_qpos"]]
-    ).astype(np.float32)
+    ).astype(np.float64)
 
 
 class LiberoEnv:
     """A LIBERO task behind the Env protocol, over an injected ``sim`` (LIBERO's ``ControlEnv``, built by ``make``).
 
-    ``reset(seed, initial_state)`` seeds the sim, then runs :func:`start_episode` with ``index = initial_state``
-    (required). ``render(camera)`` returns ``uint8 (H, W, 3)`` of a camera the env was built with, rotated 180°.
+    ``reset(seed, initial_state)`` runs :func:`start_episode` with the scene seeded from ``seed`` and ``index =
+    initial_state`` (required). ``render(camera)`` returns ``uint8 (H, W, 3)`` of a camera the env was built with,
+    rotated 180°, from the last observation; :meth:`expect_images` says which cameras the next observation renders
+    (default all; RuntimeError when rendering one it did not name).
     """
 
     def __init__(
@@ -192,9 +214,31 @@ class LiberoEnv:
                 raise ConfigError(f"{task.name} has no camera {cam!r}; its cameras: {list(task.cameras)}")
         self.task, self.sim, self.init_states = task, sim, init_states
         self.cameras = tuple(options.cameras)
+        self.image_size = tuple(options.image_size)
         self.fast_render = bool(getattr(options, "fast_render", False))
         self.language = language  # the BDDL's (:language ...) text, as the built env reports it
         self._obs: Any = None
+        self._gate = ImageGate(sim, self.cameras) if self.cameras else None
+        self._expected: frozenset[str] = frozenset(self.cameras)
+
+    def expect_images(self, cameras: Sequence[str]) -> None:
+        """The cameras the observation of the next ``step`` (or ``reset``) must carry; the others are not rendered
+        (see :mod:`rollbench.envs.libero_scene`). Default: every camera the env was built with. Unknown cameras
+        raise ValueError."""
+        unknown = sorted(set(cameras) - set(self.cameras))
+        if unknown:
+            raise ValueError(f"{self.task.name} was built without camera(s) {unknown} (EnvOptions)")
+        self._expected = frozenset(cameras)
+
+    def _want(self, cameras: frozenset[str]) -> None:
+        if self._gate is not None:
+            self._gate.wanted = cameras
+
+    def _after_reset(self) -> None:
+        self._render_settings()
+        if self._gate is not None:
+            self._gate.install()
+        self._want(frozenset())  # the init state and all but the last settle step are never looked at
 
     def _observation(self, obs: Mapping[str, Any]) -> Observation:
         self._obs = obs
@@ -215,14 +259,20 @@ class LiberoEnv:
     def reset(self, seed: int, initial_state: int | None = None) -> Observation:
         if initial_state is None:
             raise ConfigError(f"{self.task.name}: LIBERO episodes start from a stored initial state; none was given")
-        if hasattr(self.sim, "seed"):
-            self.sim.seed(int(seed))
         obs = start_episode(
-            self.sim, self.init_states, initial_state, self.task.settle_steps, after_reset=self._render_settings
+            self.sim,
+            self.init_states,
+            initial_state,
+            self.task.settle_steps,
+            after_reset=self._after_reset,
+            seed=seed,
+            before_last=lambda: self._want(self._expected),
         )
+        soft_after_first(self.sim)
         return self._observation(obs)
 
     def step(self, action: np.ndarray) -> StepResult:
+        self._want(self._expected)
         obs, reward, _done, info = self.sim.step(np.asarray(action, dtype=np.float64))
         return StepResult(
             self._observation(obs),
@@ -240,6 +290,8 @@ class LiberoEnv:
         if camera not in self.cameras:
             raise ValueError(f"camera {camera!r} was not requested when {self.task.name} was built (EnvOptions)")
         img = np.asarray(self._obs[f"{camera}_image"])
+        if img.size == 0 and img.shape == NOT_RENDERED.shape:
+            raise RuntimeError(f"{camera} was not rendered for this step: expect_images() did not name it")
         return np.ascontiguousarray(img[::-1, ::-1], dtype=np.uint8)  # rotate 180 degrees, as openpi does
 
     def close(self) -> None:
@@ -279,7 +331,7 @@ def build_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, np.ndarray]:
         camera_names=cams or ["agentview"],
         camera_heights=h,
         camera_widths=w,
-        use_camera_obs=bool(cams),
+        use_camera_obs=bool(cams),  # as the reference; LiberoEnv gates which steps render (libero_scene.ImageGate)
         has_renderer=False,
         has_offscreen_renderer=bool(cams),
     )
@@ -308,7 +360,7 @@ class LiberoFamily(TableFamily):
 
     def provenance(self) -> dict[str, Any]:
         """run.json ``provenance.libero``: see :func:`rollbench.envs.libero_setup.provenance`."""
-        return {**libero_setup.provenance(), "reference_mujoco": REFERENCE_MUJOCO}
+        return {**libero_setup.provenance(), "reference_mujoco": REFERENCE_MUJOCO, "scene_seeding": SCENE_SEEDING}
 
     def run_warnings(self, spec: Any) -> list[str]:
         """A warning when MuJoCo is not :data:`REFERENCE_MUJOCO`, and when ``fast_render`` changes the images."""

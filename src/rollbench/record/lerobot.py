@@ -122,6 +122,13 @@ def artifact_path(kind: str, episode_index: int) -> str:
     return ARTIFACT_PATHS[kind].format(chunk_index=c, file_index=f)
 
 
+ACTION_DTYPE = np.float64
+"""dtype of the ``action`` column: the values the env was stepped with, exactly. A policy's actions reach
+``env.step`` unrounded (see :mod:`rollbench.rollout`); float64 holds every float16/32/64 value exactly, so a
+float64 action (openpi servers answer float64) is recorded as executed and a float32 one widens without change.
+``observation.state`` stays float32 (the env's float64 state rounded; the policy itself got the env's own)."""
+
+
 def video_key(camera: str) -> str:
     return f"observation.images.{camera}"
 
@@ -137,7 +144,7 @@ def dataset_features(
 
     feats: dict[str, Any] = {
         "observation.state": {"dtype": "float32", "shape": [task.state_dim], "names": None},
-        "action": {"dtype": "float32", "shape": [task.action_dim], "names": None},
+        "action": {"dtype": "float64", "shape": [task.action_dim], "names": None},  # as executed, see ACTION_DTYPE
         "next.reward": scalar("float32"),
         "next.success": scalar("bool"),
         "next.done": scalar("bool"),
@@ -173,7 +180,7 @@ def dataset_features(
 def _data_schema(state_dim: int, action_dim: int, with_index: bool) -> pa.Schema:
     fields = [
         ("observation.state", pa.list_(pa.float32(), state_dim)),
-        ("action", pa.list_(pa.float32(), action_dim)),
+        ("action", pa.list_(pa.float64(), action_dim)),
         ("next.reward", pa.float32()),
         ("next.success", pa.bool_()),
         ("next.done", pa.bool_()),
@@ -188,8 +195,8 @@ def _data_schema(state_dim: int, action_dim: int, with_index: bool) -> pa.Schema
     return pa.schema(fields)
 
 
-def _fixed_list(arr: np.ndarray, dim: int) -> pa.Array:
-    flat = pa.array(np.ascontiguousarray(arr, dtype=np.float32).reshape(-1))
+def _fixed_list(arr: np.ndarray, dim: int, dtype: type = np.float32) -> pa.Array:
+    flat = pa.array(np.ascontiguousarray(arr, dtype=dtype).reshape(-1))
     return pa.FixedSizeListArray.from_arrays(flat, dim)
 
 
@@ -240,7 +247,7 @@ def _table(
     return pa.Table.from_arrays(
         [
             _fixed_list(states, state_dim),
-            _fixed_list(actions, action_dim),
+            _fixed_list(actions, action_dim, ACTION_DTYPE),
             pa.array(rewards, pa.float32()),
             pa.array(successes, pa.bool_()),
             pa.array(dones, pa.bool_()),

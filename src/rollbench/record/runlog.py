@@ -236,7 +236,10 @@ def is_locked(run_dir: Path) -> bool:
 
 
 class LiveSnapshot:
-    """Rewrites ``run.live.json`` atomically, at most once per second (and always when forced)."""
+    """Rewrites ``run.live.json`` atomically, at most once per second (and always when forced).
+
+    ``running`` (worker id -> its episodes in progress, ``[{"episode_index", "task", "step", "max_steps"}]``) is
+    written as one list, so a long episode visibly moves; an episode leaves it when it is done."""
 
     def __init__(self, run_dir: Path, totals: dict[str, int]) -> None:
         self.path = run_dir / "run.live.json"
@@ -244,13 +247,21 @@ class LiveSnapshot:
         self.done = dict.fromkeys(totals, 0)
         self.successes = dict.fromkeys(totals, 0)
         self.workers: dict[str, str] = {}
+        self.running: dict[str, list[dict[str, Any]]] = {}
         self.started = time.monotonic()
         self.done_at_start = 0
         self._last = 0.0
 
-    def episode_done(self, task: str, success: bool) -> None:
+    def episode_done(self, task: str, success: bool, episode_index: int | None = None) -> None:
         self.done[task] += 1
         self.successes[task] += int(success)
+        for worker, eps in self.running.items():
+            self.running[worker] = [e for e in eps if e.get("episode_index") != episode_index]
+
+    def steps(self, worker: str, running: list[dict[str, Any]]) -> None:
+        """``worker``'s episodes in progress now (see the class docstring); rewrites the file if a second passed."""
+        self.running[worker] = running
+        self.write()
 
     def write(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -271,6 +282,9 @@ class LiveSnapshot:
                     for t in self.totals
                 },
                 "workers": self.workers,
+                "running": sorted(
+                    (e for eps in self.running.values() for e in eps), key=lambda e: int(e["episode_index"])
+                ),
                 "eta_s": (total - done) / rate if rate else None,
                 "note": "live progress only; results come from `rollbench grade`",
             },

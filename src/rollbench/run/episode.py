@@ -23,7 +23,16 @@ inside ``env.reset``/``step``/``render``/``success``.
 Values crossing a boundary are copied once when rollbench keeps them: the action chunk the policy returns (so a
 policy reusing its output buffer cannot rewrite recorded actions; the env steps a copy of its row, so an env
 clipping in place cannot either), the observation state the env returns, and every recorded video frame the
-renderer returns. The policy sees the env's own observation arrays.
+renderer returns. The policy sees the env's own observation arrays, in the env's own dtypes. Actions keep the
+policy's float dtype and values: the env adapter gets exactly what the policy returned (and converts it to what its
+simulator takes: LIBERO and robosuite float64, exact for float32 and float64), and the record holds it as float64
+(:data:`rollbench.record.lerobot.ACTION_DTYPE`).
+
+Rendering happens only where an image is looked at: the policy's cameras on the steps where it is asked for a new
+chunk (a policy replanning every 5 steps gets images on one step in five; ``observation.images`` is empty on the
+others), and the video's cameras on every step; a step nobody looks at renders nothing. An env that renders
+inside its step (LIBERO: robosuite renders camera observations mid-step) is told before each step and reset which
+cameras the observation it produces needs (its optional ``expect_images``).
 
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
 With ``success_hold = K > 1`` (``--success-hold``) success must hold for K consecutive steps: ``any_step`` then
@@ -51,15 +60,17 @@ from rollbench.run.schedule import ChunkSchedule
 
 
 def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
-    """Validate a policy's output as a ``float32 (k, action_dim)`` chunk, k >= 1; raise EpisodeError if not.
-
-    Only real numbers (bool, integer or floating dtypes) are actions: complex numbers (whose imaginary part a cast
-    would drop), strings (which a cast would parse) and objects are refused."""
+    """Validate a policy's output as a ``(k, action_dim)`` chunk, k >= 1, of the policy's own float dtype (integers
+    and booleans become float64: exact); raise EpisodeError if not. The values are never rounded: the env is stepped
+    with exactly what the policy returned (openpi's LIBERO client steps with ``action.tolist()``). Only real numbers
+    are actions: complex numbers (whose imaginary part a cast would drop), strings (which a cast would parse) and
+    objects are refused."""
     try:
-        kind = np.asarray(raw).dtype.kind
-        if kind not in "biuf":
-            raise TypeError(f"its dtype is {np.asarray(raw).dtype}, not a real number type")
-        arr = np.array(raw, dtype=np.float32, copy=True)  # ours from here on, even if the policy reuses its buffer
+        arr = np.array(raw, copy=True)  # ours from here on, even if the policy reuses its buffer
+        if arr.dtype.kind != "f":
+            if arr.dtype.kind not in "biu":
+                raise TypeError(f"its dtype is {arr.dtype}, not a real number type")
+            arr = arr.astype(np.float64)
     except (TypeError, ValueError, OverflowError) as exc:
         raise EpisodeError(f"policy returned a non-numeric action at step {step}: {exc}") from None
     shape = arr.shape
@@ -98,10 +109,12 @@ class EpisodeRun:
         success_hold: int = 1,
         latency: str = "none",
         stale: str = "skip",
+        video_cameras: Sequence[str] | None = None,
     ) -> None:
         self.env, self.planned, self.task = env, planned, env.task
         self.success_hold, self._streak = success_hold, 0
-        self.cameras = tuple(cameras)
+        self.cameras = tuple(cameras)  # the policy's: rendered on the steps it is asked for a chunk
+        video = tuple(cameras if video_cameras is None else video_cameras) if record_frames else ()
         self.replan_every = replan_every
         delay = delay_rule(latency, self.task.fps)
         self.schedule = ChunkSchedule(replan_every, delay, stale == "skip", self.task.hold)
@@ -114,7 +127,7 @@ class EpisodeRun:
         self.rewards: list[float] = []
         self.successes: list[bool] = []
         self.latencies: list[float] = []
-        self.frames: dict[str, list[np.ndarray]] = {c: [] for c in cameras} if record_frames else {}
+        self.frames: dict[str, list[np.ndarray]] = {c: [] for c in video}  # rendered every step
         self.reason = "max_steps"
         self.error: str | None = None
         self.error_fault: Fault | None = None
@@ -139,6 +152,7 @@ class EpisodeRun:
     def begin(self, reset_policy: Callable[[], None]) -> None:
         """Reset the env to the planned seed and initial state, note success at reset, then reset the policy."""
         try:
+            self._expect(asks=True)
             self.obs = self.env.reset(self.planned.seed, self.planned.initial_state)
             self.success_at_reset = bool(self.env.success())
         except BaseException as exc:
@@ -153,27 +167,37 @@ class EpisodeRun:
                 raise
             self.fail(exc, "policy")
 
+    def _expect(self, asks: bool) -> None:
+        """Tell an env that renders inside its step (LIBERO: ``expect_images``) which cameras the next observation
+        needs: the video's, and the policy's when it will be asked for a chunk."""
+        expect = getattr(self.env, "expect_images", None)
+        if callable(expect):
+            expect((*self.cameras, *(c for c in self.frames if c not in self.cameras)) if asks else tuple(self.frames))
+
     def prepare(self) -> bool:
-        """Render this step's camera images; return True if the policy must be asked for a new chunk."""
+        """Render the images this step needs (the video's cameras; the policy's too when its action queue is empty,
+        see the module docstring); return True if the policy must be asked for a new chunk."""
         if self.done:
             return False
         assert self.obs is not None
+        self.schedule.arrive(self.step)
+        ask = self.schedule.needs_call()
         try:
-            if self.cameras:
-                self.obs.images = {c: self.env.render(c) for c in self.cameras}
-                for c in self.frames:
-                    self.frames[c].append(np.array(self.obs.images[c], dtype=np.uint8, copy=True))
-                if (why := self.watch.add(self.obs.images, self.obs.state)) is not None:
-                    self.render_fault = why
-                    raise RenderFault(f"render fault: {why}")
+            wanted = (*self.cameras, *(c for c in self.frames if c not in self.cameras)) if ask else tuple(self.frames)
+            images = {c: self.env.render(c) for c in wanted}
+            self.obs.images = {c: images[c] for c in self.cameras} if ask else {}
+            for c in self.frames:
+                self.frames[c].append(np.array(images[c], dtype=np.uint8, copy=True))
+            if (why := self.watch.add(self.obs.images, self.obs.state)) is not None:
+                self.render_fault = why
+                raise RenderFault(f"render fault: {why}")
         except BaseException as exc:
             if is_user_interrupt(exc):
                 raise
             self.fail(exc, "environment")
             return False
         self.latency = float("nan")
-        self.schedule.arrive(self.step)
-        return self.schedule.needs_call()
+        return ask
 
     def give(self, raw: object, latency: float) -> None:
         """The policy's answer for this step (``latency``: seconds the call took); checked as a chunk."""
@@ -211,6 +235,7 @@ class EpisodeRun:
             state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
             planned = self.schedule.next(self.step, state)
             action = planned.action
+            self._expect(asks=self.schedule.calls_at(self.step + 1))
             result = self.env.step(action.copy())
         except BaseException as exc:
             if is_user_interrupt(exc):
@@ -283,7 +308,7 @@ class EpisodeRun:
         return EpisodeRecord(
             planned=self.planned,
             states=np.asarray(self.states, dtype=np.float32).reshape(n, task.state_dim),
-            actions=np.asarray(self.actions, dtype=np.float32).reshape(n, task.action_dim),
+            actions=np.asarray(self.actions, dtype=np.float64).reshape(n, task.action_dim),
             rewards=np.asarray(self.rewards, dtype=np.float32),
             successes=succ,
             dones=dones,
@@ -320,7 +345,8 @@ def rollout(
     Args:
         env: a live env for ``planned.task``.
         policy: reset here with ``(task, seed)`` before the first action.
-        cameras: cameras rendered every step into ``observation.images`` (and into frames if record_frames).
+        cameras: the policy's cameras, rendered into ``observation.images`` on the steps it is asked for a chunk
+            (and, with record_frames, into frames on every step).
         record_frames: keep rendered frames for the episode video.
         replan_every: actions executed from each chunk before the policy is asked again (>= 1).
         on_step: called with the step number after every step (progress reporting).

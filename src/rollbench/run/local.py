@@ -47,7 +47,8 @@ def _exit_with_parent(parent: int) -> None:
 def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
     """Entry point of a worker process: build one EpisodeWorker, then run episodes until told to stop.
 
-    Messages sent: ``("ready", pid)``, ``("done", EpisodeSummary)``, ``("fatal", text)``. Received: a
+    Messages sent: ``("ready", pid)``, ``("done", EpisodeSummary)``, ``("fatal", text)``, ``("steps", running)``
+    (progress inside episodes, about once a second). Received: a
     PlannedEpisode, or None to stop. With ``setup.batch_size`` B the parent keeps up to B episodes handed over;
     they run in lockstep (:mod:`rollbench.run.lockstep`).
     """
@@ -59,6 +60,7 @@ def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
         conn.send(("fatal", f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
         return
     stopping = False
+    worker.on_steps = lambda running: conn.send(("steps", running))
 
     def next_episode(block: bool) -> PlannedEpisode | None:
         """The next episode the parent handed over: wait for one only when every slot is idle."""
@@ -127,6 +129,8 @@ class LocalBackend:
                             events.append(Event("ready", slot))
                         elif msg[0] == "done":
                             events.append(Event("done", slot, summary=msg[1]))
+                        elif msg[0] == "steps":
+                            events.append(Event("steps", slot, running=msg[1]))
                         else:
                             events.append(Event("fatal", slot, detail=msg[1]))
                 except (EOFError, OSError):

@@ -93,7 +93,14 @@ StartEpisode = Callable[[int, PlannedEpisode], EpisodeRun | EpisodeRecord]
 OnDone = Callable[[int, EpisodeRecord], None]
 
 
-def run_lockstep(size: int, next_episode: NextEpisode, start: StartEpisode, policy: BatchPolicy, done: OnDone) -> None:
+def run_lockstep(
+    size: int,
+    next_episode: NextEpisode,
+    start: StartEpisode,
+    policy: BatchPolicy,
+    done: OnDone,
+    on_step: Callable[[list[EpisodeRun]], None] | None = None,
+) -> None:
     """Run planned episodes ``size`` at a time in lockstep until ``next_episode`` has no more.
 
     Args:
@@ -105,6 +112,7 @@ def run_lockstep(size: int, next_episode: NextEpisode, start: StartEpisode, poli
             episode could not start (env build failure).
         policy: answers every slot that needs a new action chunk, once per step.
         done: called with ``(slot, record)`` as soon as an episode ends, before the slot takes another.
+        on_step: called after every lockstep step with the episodes still running (progress inside episodes).
     """
     slots: list[EpisodeRun | None] = [None] * size
     while True:
@@ -132,6 +140,8 @@ def run_lockstep(size: int, next_episode: NextEpisode, start: StartEpisode, poli
             if runs[i].done:
                 slots[i] = None
                 done(i, runs[i].finish(_slot_policy(policy, i)))
+        if on_step is not None:
+            on_step([r for r in slots if r is not None])
 
 
 def _slot_policy(policy: BatchPolicy, slot: int) -> Policy | None:

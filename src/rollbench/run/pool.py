@@ -38,7 +38,7 @@ from rollbench.core.types import InfrastructureError, RollbenchError, TaskInfo
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
 from rollbench.record.safe_files import read_regular_json
-from rollbench.run.worker import EpisodeSummary
+from rollbench.run.worker import EpisodeSummary, Running
 
 MAX_ATTEMPTS = 3  # worker deaths on one episode before it is recorded as an error
 MAX_START_FAILURES = 3  # consecutive deaths of a slot's worker before it became ready
@@ -47,6 +47,7 @@ POLL_S = 0.5
 
 OnResult = Callable[[EpisodeSummary], None]
 OnWorker = Callable[[str, str], None]
+OnSteps = Callable[[str, Running], None]
 ShouldStop = Callable[[], bool]
 
 
@@ -56,13 +57,15 @@ class Event:
 
     kind: ``ready`` (the worker built its policy and is waiting), ``done`` (``summary`` of a staged episode),
     ``died`` (the worker is gone; ``detail`` says how), ``fatal`` (the worker raised outside an episode; ``detail``
-    holds the error and traceback).
+    holds the error and traceback), ``steps`` (``running``: its episodes' steps so far, see
+    :attr:`rollbench.run.worker.EpisodeWorker.on_steps`).
     """
 
-    kind: Literal["ready", "done", "died", "fatal"]
+    kind: Literal["ready", "done", "died", "fatal", "steps"]
     slot: int
     summary: EpisodeSummary | None = None
     detail: str = ""
+    running: Running | None = None
 
 
 class Backend(Protocol):
@@ -130,8 +133,10 @@ class _Pool:
         on_result: OnResult,
         on_worker: OnWorker,
         capacity: int,
+        on_steps: OnSteps | None = None,
     ) -> None:
         self.backend, self.run_dir, self.tasks = backend, run_dir, tasks
+        self.on_steps = on_steps
         self.on_result, self.on_worker, self.capacity = on_result, on_worker, capacity
         self.queue: deque[PlannedEpisode] = deque(todo)
         self.n = min(slots, len(self.queue))
@@ -231,6 +236,9 @@ class _Pool:
                 self.ready.discard(ev.slot)
             self.retire_when_idle(ev.slot)
             return ev.summary
+        elif ev.kind == "steps":
+            if self.on_steps is not None and ev.running is not None:
+                self.on_steps(str(ev.slot), ev.running)
         elif ev.kind == "died":
             self.handle_death(ev.slot, ev.detail)
         else:
@@ -248,6 +256,7 @@ def run_pool(
     should_stop: ShouldStop,
     on_worker: OnWorker,
     capacity: int = 1,
+    on_steps: OnSteps | None = None,
 ) -> dict[str, int]:
     """Run ``todo`` on ``slots`` workers of ``backend`` (see the module docstring); always closes the backend.
 
@@ -259,7 +268,7 @@ def run_pool(
     after a death), ``episodes_lost`` (recorded as errors after :data:`MAX_ATTEMPTS` deaths).
     Raises RollbenchError when workers cannot be started or fail outside an episode.
     """
-    pool = _Pool(backend, slots, todo, run_dir, tasks, on_result, on_worker, capacity)
+    pool = _Pool(backend, slots, todo, run_dir, tasks, on_result, on_worker, capacity, on_steps)
     no_live_since = time.monotonic()
     try:
         for slot in range(pool.n):

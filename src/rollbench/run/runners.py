@@ -13,10 +13,11 @@ from rollbench.core.episode import EpisodeRecord
 from rollbench.core.plan import PlannedEpisode
 from rollbench.core.types import ConfigError
 from rollbench.record.retry import check_mode
-from rollbench.run.worker import EpisodeSummary, EpisodeWorker, WorkerSetup
+from rollbench.run.worker import EpisodeSummary, EpisodeWorker, Running, WorkerSetup
 
 OnResult = Callable[[EpisodeSummary], None]
 OnWorker = Callable[[str, str], None]
+OnSteps = Callable[[str, Running], None]  # (worker id, its running episodes' steps), see EpisodeWorker.on_steps
 ShouldStop = Callable[[], bool]
 Commit = Callable[[EpisodeRecord, str | None], bool]
 EXECUTORS = ("local", "ray")
@@ -57,6 +58,7 @@ def run_in_process(
     should_stop: ShouldStop,
     on_worker: OnWorker | None = None,
     commit: Commit | None = None,
+    on_steps: OnSteps | None = None,
 ) -> None:
     """Run ``todo`` in plan order in this process (``setup.batch_size`` at a time); stop starting episodes once
     ``should_stop()``.
@@ -65,6 +67,8 @@ def run_in_process(
     state = on_worker or (lambda worker, what: None)
     state("0", "starting")
     worker = EpisodeWorker(setup, commit)
+    if on_steps is not None:
+        worker.on_steps = lambda running: on_steps("0", running)
     pending = iter(todo)
     running: dict[int, str] = {}
 
@@ -94,12 +98,14 @@ def run_episodes(
     should_stop: ShouldStop,
     on_worker: OnWorker | None = None,
     commit: Commit | None = None,
+    on_steps: OnSteps | None = None,
 ) -> dict[str, Any]:
     """Run ``todo`` with the runner named by ``execution`` and report each staged episode to ``on_result``.
 
     ``local`` with 1 worker runs in this process; ``local`` with K > 1 in K spawned worker processes
     (:mod:`rollbench.run.local`); ``ray`` on K Ray actors (:mod:`rollbench.run.ray_runner`). ``on_worker``
-    receives ``(worker id, state)`` for the live snapshot. ``commit`` records episodes run in this process
+    receives ``(worker id, state)`` for the live snapshot, ``on_steps`` ``(worker id, running episodes' steps)``
+    about once a second (in-process and local workers; Ray actors report episodes only). ``commit`` records episodes run in this process
     (workers elsewhere stage theirs, and ``on_result`` lets the caller commit them in order). Returns counters for
     the run log (worker starts and deaths, episodes re-run or lost; empty for the in-process runner). ``execution``
     was validated when it was built (:class:`Execution`). Raises RollbenchError when workers cannot run at all.
@@ -108,7 +114,7 @@ def run_episodes(
     if not todo:
         return {}
     if execution.executor == "local" and execution.workers == 1:
-        run_in_process(setup, todo, on_result, should_stop, state, commit)
+        run_in_process(setup, todo, on_result, should_stop, state, commit, on_steps)
         return {}
     if execution.executor == "local":
         from rollbench.run.local import LocalBackend
@@ -125,6 +131,7 @@ def run_episodes(
             should_stop,
             state,
             setup.batch_size,
+            on_steps,
         )
     from rollbench.run.ray_runner import run_ray
 

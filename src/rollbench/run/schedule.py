@@ -63,7 +63,7 @@ class ChunkSchedule:
         hold: HoldAction | None = None,
     ) -> None:
         self.replan_every, self.delay, self.skip_stale, self.hold = replan_every, delay, skip_stale, hold
-        self._chunk: np.ndarray | None = None  # float32 (k, action_dim)
+        self._chunk: np.ndarray | None = None  # (k, action_dim), the policy's own float dtype
         self._source = -1  # frame index of the observation the current chunk was computed from
         self._pos = 0  # next row of the current chunk to execute
         self._executed = 0  # rows of the current chunk executed so far
@@ -88,8 +88,17 @@ class ChunkSchedule:
             return False
         return self._chunk is None or self._executed >= self.replan_every or self._pos >= len(self._chunk)
 
+    def calls_at(self, step: int) -> bool:
+        """Whether :meth:`needs_call` will be true at ``step`` (the next step) once :meth:`arrive` has run then, as
+        things stand after this step's :meth:`next`; changes nothing (the episode loop uses it to render images
+        only for the observations the policy will be asked on)."""
+        if self._pending is None:
+            return self.needs_call()
+        due, source, chunk = self._pending
+        return due <= step and (due - source if self.skip_stale else 0) >= len(chunk)
+
     def give(self, chunk: np.ndarray, step: int, measured_s: float) -> None:
-        """The chunk ``float32 (k, action_dim)`` of a call made on observation ``step`` that took ``measured_s``
+        """The chunk ``(k, action_dim)`` (the policy's float dtype, never rounded) of a call made on observation ``step`` that took ``measured_s``
         seconds of wall time: current at once without latency or with a delay of 0, else outstanding."""
         d = self.delay(measured_s) if self.delay is not None else 0
         if d <= 0:

@@ -8,6 +8,7 @@ return a small summary used only for progress display.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 from rollbench.core.batch import BatchPolicy
 from rollbench.core.episode import EpisodeRecord, failed_episode
 from rollbench.core.interrupts import is_user_interrupt
-from rollbench.core.plan import PlannedEpisode, cameras_for, image_size_for
+from rollbench.core.plan import PlannedEpisode, image_size_for, policy_cameras_for, video_cameras_for
 from rollbench.core.registry import EnvOptions, make_env, make_policy
 from rollbench.core.spec import EvalSpec
 from rollbench.core.types import Env, Fault, Policy, TaskInfo
@@ -25,6 +26,10 @@ from rollbench.run.deadline import Deadline
 from rollbench.run.episode import EpisodeRun
 from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
 from rollbench.run.render_check import render_fault
+
+STEPS_EVERY_S = 1.0  # progress inside episodes is reported at most this often
+Running = list[dict[str, object]]
+"""Episodes in progress: ``[{"episode_index", "task", "step", "max_steps"}]`` (steps done, the horizon)."""
 
 
 def build_policy(spec: EvalSpec) -> Policy:
@@ -98,6 +103,26 @@ class EpisodeWorker:
         self.batch = Deadline(batch, spec.policy_timeout_s, deadline_fault(spec))
         self._envs: list[Env | None] = [None] * size
         self._env_tasks: list[str | None] = [None] * size
+        self.on_steps: Callable[[Running], None] | None = None  # progress inside episodes, see _steps
+        self._steps_at = 0.0
+
+    def _steps(self, runs: list[EpisodeRun]) -> None:
+        """Report the running episodes' steps to :attr:`on_steps`, at most every :data:`STEPS_EVERY_S` seconds."""
+        now = time.monotonic()
+        if self.on_steps is None or now - self._steps_at < STEPS_EVERY_S:
+            return
+        self._steps_at = now
+        self.on_steps(
+            [
+                {
+                    "episode_index": r.planned.episode_index,
+                    "task": r.planned.task,
+                    "step": r.step,
+                    "max_steps": r.planned.max_steps,
+                }
+                for r in runs
+            ]
+        )
 
     def _env_for(self, slot: int, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
         env = self._envs[slot]
@@ -112,9 +137,10 @@ class EpisodeWorker:
     def start(self, slot: int, planned: PlannedEpisode) -> EpisodeRun | EpisodeRecord:
         """Begin ``planned`` in ``slot``: its env reset to the planned scene, the slot's policy reset."""
         spec, task = self.setup.spec, self.setup.tasks[planned.task]
-        cams = cameras_for(spec, task, self.setup.needs_images)
+        policy_cams = policy_cameras_for(spec, task, self.setup.needs_images)
+        video_cams = video_cameras_for(spec, task, self.setup.needs_images)
         try:
-            env = self._env_for(slot, task, cams)
+            env = self._env_for(slot, task, (*policy_cams, *(c for c in video_cams if c not in policy_cams)))
         except BaseException as exc:  # an env that cannot be built (a missing asset, a broken install)
             if is_user_interrupt(exc):
                 raise
@@ -122,8 +148,9 @@ class EpisodeWorker:
         run = EpisodeRun(
             env,
             planned,
-            cameras=cams,
+            cameras=policy_cams,  # rendered on the steps the policy is asked for a chunk
             record_frames=spec.video,
+            video_cameras=video_cams,  # rendered every step, only with --video
             replan_every=self.setup.replan_every,
             success_hold=spec.success_hold,
             latency=spec.latency,
@@ -146,7 +173,12 @@ class EpisodeWorker:
         """Run episodes from ``next_episode`` (see :func:`rollbench.run.lockstep.run_lockstep`) ``batch_size`` at a
         time, committing each as it ends and passing its summary to ``on_summary``."""
         run_lockstep(
-            len(self._envs), next_episode, self.start, self.batch, lambda slot, rec: on_summary(self.finish(slot, rec))
+            len(self._envs),
+            next_episode,
+            self.start,
+            self.batch,
+            lambda slot, rec: on_summary(self.finish(slot, rec)),
+            self._steps,
         )
 
     def run(self, planned: PlannedEpisode) -> EpisodeSummary:

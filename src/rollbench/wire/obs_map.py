@@ -13,9 +13,9 @@ Documented defaults (websocket keys; HTTP uses the camera names themselves unles
 * ``robosuite``, ``libero``: ``agentview`` -> ``observation/image``, ``robot0_eye_in_hand`` ->
   ``observation/wrist_image`` (openpi's LIBERO keys); state ``state``. For ``libero`` that is exactly what openpi's
   LIBERO client sends (``examples/libero/main.py``): both cameras (a LIBERO task's ``policy_cameras``, rendered
-  whenever the policy needs images), rotated 180° by the env, resized with padding to 224 × 224
-  (``image_size``), state ``float32 (8,)`` = eef position, eef axis-angle, gripper qpos; prompt = the task's
-  language. So an openpi π0/π0.5 LIBERO server needs no options.
+  on the steps the policy is asked for a chunk), rotated 180° by the env, resized with padding to 224 × 224
+  (``image_size``), state ``float64 (8,)`` (the env's own dtype, as openpi sends it) = eef position, eef
+  axis-angle, gripper qpos; prompt = the task's language. So an openpi π0/π0.5 LIBERO server needs no options.
 * ``scripted``, ``pusht``: ``top``; ``fetch``: ``external``; ``gym``: ``render`` -> ``observation/image``; state
   ``state``.
 
@@ -24,8 +24,8 @@ Every family: state key ``observation/state``, prompt key ``prompt``, no resize 
 task's first camera unless ``--cameras`` names more); a rendered camera missing from ``images`` is sent under
 ``observation/images/<camera>``.
 
-State: ``state`` sends ``observation.state`` (``float32 (state_dim,)``); ``raw`` sends the simulator's native
-observation when it is a numeric array (MetaWorld: the ``float64 (39,)`` vector its scripted experts read), else
+State: ``state`` sends ``observation.state`` (``(state_dim,)`` in the env's own dtype); ``raw`` sends the
+simulator's native observation when it is a numeric array (MetaWorld: the ``float64 (39,)`` vector its scripted experts read), else
 ``observation.state``. MetaWorld defaults to ``raw`` so a policy served remotely sees exactly what it would see
 in process (a ``float32`` round trip changes the experts' actions in the last bits, and trajectories drift).
 
@@ -248,12 +248,17 @@ def advertised_tasks(metadata: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def check_actions(reply: Any, server: str, task: TaskInfo | None) -> np.ndarray:
-    """``reply["actions"]`` as a numeric array of the task's action size, else EpisodeError naming the problem."""
+    """``reply["actions"]`` as a float array of the task's action size, in the server's own float dtype (integers
+    become float64), else EpisodeError naming the problem."""
     if not isinstance(reply, Mapping) or "actions" not in reply:
         keys = sorted(map(str, reply)) if isinstance(reply, Mapping) else type(reply).__name__
         raise EpisodeError(f"malformed reply from {server}: no 'actions' (got {keys})")
     try:
-        actions = np.asarray(reply["actions"], dtype=np.float32)
+        actions = np.asarray(reply["actions"])
+        if actions.dtype.kind != "f":  # the server's floats are kept as sent (float64 from openpi: never rounded)
+            if actions.dtype.kind not in "biu":
+                raise TypeError(f"its dtype is {actions.dtype}")
+            actions = actions.astype(np.float64)
     except (TypeError, ValueError) as exc:
         raise EpisodeError(f"malformed reply from {server}: 'actions' is not numeric ({exc})") from None
     dim = task.action_dim if task is not None else None

@@ -1,0 +1,155 @@
+"""rollbench against an independent reference loop on LIBERO, both driving one recording openpi server.
+
+The server is openpi's own ``WebsocketPolicyServer`` (PyPI ``openpi-server``) around a recording policy whose
+answer is a float64 chunk drawn from a hash of everything it was sent (so any difference in what a client sends
+shows up in the actions too, and the trajectories are closed-loop). The reference loop is
+``tests/libero_reference.py``, written from the protocol (LIBERO's ``ControlEnv`` with camera observations at every
+step, openpi-client's ``image_tools`` and ``WebsocketClientPolicy``, replan 5). Per suite, one episode with a short
+horizon (11 steps: calls at steps 0, 5 and 10): every call must carry identical keys, prompt, state (values and
+dtype) and images, and rollbench must execute (and record) exactly the actions the server returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from rollbench.api import evaluate
+from rollbench.envs import libero_setup
+
+pytestmark = [
+    pytest.mark.sim,
+    pytest.mark.slow,
+    pytest.mark.skipif(libero_setup.missing() is not None, reason=f"LIBERO not installed: {libero_setup.missing()}"),
+]
+openpi_server = pytest.importorskip("openpi_server")
+HORIZON = 11
+
+
+class RecordingPolicy:
+    """openpi ``BasePolicy``: records each observation, answers ``float64 (10, 7)`` drawn from its hash."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.replies: list[np.ndarray] = []
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(obs)
+        h = hashlib.sha256()
+        for key in sorted(obs):
+            value = obs[key]
+            h.update(key.encode() + (value.tobytes() if isinstance(value, np.ndarray) else str(value).encode()))
+        rng = np.random.default_rng(int.from_bytes(h.digest()[:8], "little"))
+        actions = rng.uniform(-1.0, 1.0, size=(10, 7))
+        self.replies.append(actions)
+        return {"actions": actions}
+
+    def reset(self) -> None:
+        pass
+
+
+class Server:
+    """openpi's WebsocketPolicyServer on loopback, in a thread with its own event loop."""
+
+    def __init__(self, policy: RecordingPolicy) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        server = openpi_server.WebsocketPolicyServer(policy, host="127.0.0.1", port=self.port)
+        self.loop = asyncio.new_event_loop()
+        self.task = self.loop.create_task(server.run())
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def _run(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            self.loop.run_until_complete(self.task)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.task.cancel)
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture()
+def server() -> Iterator[tuple[Server, RecordingPolicy]]:
+    policy = RecordingPolicy()
+    srv = Server(policy)
+    yield srv, policy
+    srv.close()
+
+
+@pytest.mark.parametrize(("suite", "task_id", "trial"), [("libero_spatial", 0, 1), ("libero_object", 0, 0)])
+def test_rollbench_sends_and_executes_exactly_what_the_reference_loop_does(
+    suite: str, task_id: int, trial: int, server: tuple[Server, RecordingPolicy], tmp_path: Path
+) -> None:
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    import libero_reference as ref
+
+    srv, policy = server
+    seed = 100
+    bddl, init_file, language = ref.task_files(suite, task_id)
+    env = ref.make_env(bddl)
+    try:
+        client = WebsocketClientPolicy("127.0.0.1", srv.port)
+        steps = ref.episode(env, ref.init_states(init_file), trial, seed + trial, language, client, HORIZON)
+    finally:
+        env.close()
+    reference_calls, reference_replies = policy.calls[:], policy.replies[:]
+    policy.calls.clear()
+    policy.replies.clear()
+
+    run_dir = tmp_path / "run"
+    result = evaluate(
+        env=f"libero/{suite}/{task_id}",
+        policy=f"ws://127.0.0.1:{srv.port}",
+        episodes=1,
+        seed=seed,
+        first_trial=trial,
+        max_steps=HORIZON,
+        out=run_dir,
+    )
+    assert result["status"] == "OK", result["reasons"]
+    assert steps == HORIZON and len(reference_calls) == 3  # steps 0, 5, 10
+    assert len(policy.calls) == len(reference_calls)
+    for ours, theirs in zip(policy.calls, reference_calls, strict=True):
+        assert (
+            sorted(ours)
+            == sorted(theirs)
+            == sorted(["observation/image", "observation/wrist_image", "observation/state", "prompt"])
+        )
+        assert ours["prompt"] == theirs["prompt"] == language
+        for key in ("observation/image", "observation/wrist_image", "observation/state"):
+            assert ours[key].dtype == theirs[key].dtype and ours[key].shape == theirs[key].shape, key
+            np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
+        assert theirs["observation/state"].dtype == np.float64
+    # the same replies (they are a function of what was sent), and exactly their first 5 rows executed and recorded
+    for ours, theirs in zip(policy.replies, reference_replies, strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    executed = np.concatenate([r[:5] for r in reference_replies])[:HORIZON]
+    table = pq.read_table(run_dir / "data").to_pydict()
+    recorded = np.asarray(table["action"], dtype=np.float64)
+    np.testing.assert_array_equal(recorded, executed)
+    log = json.loads((run_dir / "run.json").read_text())
+    assert "np.random.seed(seed)" in log["provenance"]["libero"]["scene_seeding"]

@@ -11,7 +11,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from rollbench.core.identity import run_identity
 from rollbench.core.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan, task_variants
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError, PolicyInfo
+from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
 from rollbench.grade.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
@@ -68,6 +68,7 @@ def _plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -
             "chunk_size": info.chunk_size,
             "replan_every": info.replan_every,
             "needs_images": info.needs_images,
+            **({"image_sizes": {k: list(v) for k, v in info.image_sizes.items()}} if info.image_sizes else {}),
             "provenance": dict(info.provenance),
         },
         "tasks": [
@@ -94,12 +95,17 @@ def _plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -
     }
 
 
-def _probe_policy(spec: EvalSpec) -> PolicyInfo:
-    """Build the policy once before any episode: unknown names and unreachable servers fail here, clearly."""
+def _probe_policy(spec: EvalSpec, tasks: Sequence[TaskInfo] = ()) -> PolicyInfo:
+    """Build the policy once before any episode: unknown names and unreachable servers fail here, clearly. A policy
+    with the optional hook ``check_tasks(tasks, image_size_of)`` (a LeRobot checkpoint checks its features) may
+    refuse the run's tasks with a ConfigError here; ``image_size_of(task)`` is the size the run will render."""
     from rollbench.run.worker import build_policy
 
     policy = build_policy(spec)
     try:
+        check = getattr(policy, "check_tasks", None)
+        if check is not None and tasks:
+            check(list(tasks), lambda t: image_size_for(spec, t, policy.info.image_sizes))
         return policy.info
     finally:
         policy.close()
@@ -133,7 +139,7 @@ def prepare_run(
         why = family_of(t.name).missing()
         if why:
             raise ConfigError(f"cannot evaluate {t.name}: {why}")
-    info = _probe_policy(spec)
+    info = _probe_policy(spec, plan.tasks)
     cannot = [t.name for t in plan.tasks if not info.drives(t.name)]
     if cannot:
         raise ConfigError(
@@ -280,7 +286,7 @@ def _run(
             raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
     writer = DatasetWriter(
         run_dir,
-        dataset_features(first, cams, image_size_for(spec, first)),
+        dataset_features(first, cams, image_size_for(spec, first, log["plan"]["policy"].get("image_sizes"))),
         first.fps,
         plan.instructions,
         robot_type=first.family,
@@ -330,6 +336,7 @@ def _run(
         log["plan"]["replan_every"],
         log["plan"]["policy"]["needs_images"],
         execution.batch_size,
+        log["plan"]["policy"].get("image_sizes") or {},
     )
     try:
         counters = run_episodes(

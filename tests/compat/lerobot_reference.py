@@ -1,0 +1,94 @@
+"""The reference side of the checkpoint tests: lerobot 0.4.4's own evaluation loop, step-logged.
+
+``reference_episodes(checkpoint, env_cfg, seeds, init_states)`` evaluates a checkpoint as ``lerobot-eval`` does
+(``lerobot/scripts/lerobot_eval.py`` ``eval_main``): ``PreTrainedConfig.from_pretrained`` with ``pretrained_path``
+and ``device`` set, ``make_policy(cfg, env_cfg=env_cfg)``, ``make_pre_post_processors`` with eval_main's
+``preprocessor_overrides``, ``make_env_pre_post_processors``, ``make_env(env_cfg, n_envs=1)``, and
+``eval_policy`` under ``torch.no_grad()``. One ``eval_policy(n_episodes=1, start_seed=seed)`` call per episode,
+after lerobot's ``set_seed(seed)`` (what ``eval_main`` does once before a run whose first episode is ``seed``), so
+each episode is what ``lerobot-eval --seed SEED --eval.n_episodes=1 --eval.batch_size=1`` plays. For LIBERO, the
+env's ``init_state_id`` is set to the episode's initial state first (lerobot's LiberoEnv advances it by itself on
+every reset, including its own internal reset at termination).
+
+:class:`ActionLog` sits between ``eval_policy`` and lerobot's vector env and keeps every action the env was given
+and every ``is_success`` at episode end, unchanged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from lerobot.configs.policies import PreTrainedConfig
+from lerobot.envs.factory import make_env, make_env_pre_post_processors
+from lerobot.policies.factory import make_policy, make_pre_post_processors
+from lerobot.scripts.lerobot_eval import eval_policy
+from lerobot.utils.random_utils import set_seed
+
+
+class ActionLog(gym.vector.VectorWrapper):
+    """Forwards a one-env ``SyncVectorEnv`` unchanged; ``episodes[-1]`` holds the running episode's actions
+    (``float32 (action_dim,)`` each) and, once it ended, ``success``."""
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self.episodes: list[dict[str, Any]] = []
+
+    @property
+    def envs(self) -> list[gym.Env]:  # read by lerobot's rollout (add_envs_task)
+        return self.env.envs  # type: ignore[attr-defined,no-any-return]
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.env.call(name, *args, **kwargs)
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.episodes.append({"actions": [], "success": None})
+        return self.env.reset(**kwargs)
+
+    def step(self, actions: Any) -> Any:
+        ep = self.episodes[-1]
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        if ep["success"] is None:
+            ep["actions"].append(np.array(actions[0], dtype=np.float32))
+            if terminated[0] or truncated[0]:
+                ep["success"] = bool(info["final_info"]["is_success"][0])
+        return obs, reward, terminated, truncated, info
+
+
+def reference_episodes(
+    checkpoint: Path, env_cfg: Any, seeds: list[int], init_states: list[int] | None = None
+) -> list[dict[str, Any]]:
+    """One dict per seed: ``actions`` ``float32 (T, action_dim)`` and ``success``, as lerobot-eval played them."""
+    cfg = PreTrainedConfig.from_pretrained(str(checkpoint))
+    cfg.pretrained_path = str(checkpoint)
+    cfg.device = "cpu"
+    policy = make_policy(cfg=cfg, env_cfg=env_cfg)
+    policy.eval()
+    pre, post = make_pre_post_processors(
+        policy_cfg=cfg,
+        pretrained_path=cfg.pretrained_path,
+        preprocessor_overrides={
+            "device_processor": {"device": str(policy.config.device)},
+            "rename_observations_processor": {"rename_map": {}},
+        },
+    )
+    env_pre, env_post = make_env_pre_post_processors(env_cfg=env_cfg, policy_cfg=cfg)
+    envs = make_env(env_cfg, n_envs=1)
+    vec = next(iter(next(iter(envs.values())).values()))
+    logged = ActionLog(vec)
+    out = []
+    try:
+        for k, seed in enumerate(seeds):
+            if init_states is not None:
+                vec.envs[0].unwrapped.init_state_id = init_states[k]
+            set_seed(seed)
+            with torch.no_grad():
+                eval_policy(logged, policy, env_pre, env_post, pre, post, n_episodes=1, start_seed=seed)  # type: ignore[arg-type]
+            ep = logged.episodes[-1]
+            out.append({"actions": np.stack(ep["actions"]), "success": ep["success"]})
+    finally:
+        vec.close()
+    return out

@@ -1,0 +1,88 @@
+"""``--policy lerobot:CHECKPOINT`` plays the episodes lerobot 0.4.4's own evaluation loop plays, action for action.
+
+Runs in the LeRobot venv (``bash scripts/lerobot_compat.sh --eval``). Checkpoints are made here with lerobot's own
+``save_pretrained`` from randomly initialised ACT and Diffusion policies (``lerobot_checkpoints.py``; nothing is
+downloaded, so a Hub id is exercised only as a local checkpoint folder). rollbench runs as its CLI in a subprocess
+(core venv) with its policy host in this interpreter (``--policy-options python=...``); the oracle is
+``lerobot_reference.reference_episodes``: lerobot's ``eval_policy`` with its ``make_env`` on the same seeds, in this
+process. Every recorded action must equal lerobot's bit for bit, with the same episode length and success.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import run_cli
+
+pytest.importorskip("gym_pusht", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
+pytest.importorskip("einops", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
+sys.path.insert(0, str(Path(__file__).parent))
+from lerobot_checkpoints import make_checkpoint
+
+SEED, EPISODES, STEPS = 7, 2, 40
+HOST = json.dumps({"python": sys.executable, "device": "cpu"})
+
+
+def recorded_actions(run_dir: Path, episode: int) -> np.ndarray:
+    """``float32 (T, action_dim)`` from rollbench's data file of ``episode``, in frame order."""
+    rows = pq.read_table(run_dir / f"data/chunk-000/file-{episode:03d}.parquet", columns=["frame_index", "action"])
+    t = rows.to_pydict()
+    return np.asarray(t["action"], dtype=np.float32)[np.argsort(t["frame_index"])]
+
+
+def rollbench_eval(out: Path, checkpoint: Path, *extra: object) -> dict:
+    args = ("--env", "pusht/PushT-v0", "--policy", f"lerobot:{checkpoint}", "--episodes", EPISODES)
+    args += ("--seed", SEED, "--max-steps", STEPS, "--policy-options", HOST, "--out", out, *extra)
+    r = run_cli("eval", *args, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(run_cli("grade", out, "--json").stdout)
+
+
+@pytest.fixture(scope="module", params=["act", "diffusion"])
+def pusht_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    from lerobot.envs.configs import PushtEnv
+    from lerobot_reference import reference_episodes
+
+    tmp = tmp_path_factory.mktemp(request.param)
+    checkpoint = make_checkpoint(request.param, "pusht", tmp / "pretrained_model")
+    graded = rollbench_eval(tmp / "run", checkpoint)
+    reference = reference_episodes(checkpoint, PushtEnv(episode_length=STEPS), [SEED + k for k in range(EPISODES)])
+    return tmp / "run", graded, reference, checkpoint
+
+
+def test_pusht_actions_equal_lerobot_eval_bit_for_bit(pusht_pair: tuple) -> None:
+    run_dir, graded, reference, _ = pusht_pair
+    by_index = {e["episode_index"]: e for e in graded["episodes"]}
+    for k, ref in enumerate(reference):
+        assert by_index[k]["seed"] == SEED + k
+        assert by_index[k]["length"] == len(ref["actions"])
+        assert by_index[k]["success"] == ref["success"]
+        np.testing.assert_array_equal(recorded_actions(run_dir, k), ref["actions"])
+    assert len({recorded_actions(run_dir, k)[:, 0].tobytes() for k in range(EPISODES)}) == EPISODES  # not constant
+
+
+def test_run_json_records_the_checkpoint(pusht_pair: tuple) -> None:
+    import hashlib
+
+    import lerobot
+    import torch
+
+    run_dir, _, _, checkpoint = pusht_pair
+    prov = json.loads((run_dir / "run.json").read_text())["plan"]["policy"]["provenance"]["lerobot"]
+    assert prov["checkpoint"]["path"] == str(checkpoint.resolve())
+    assert (
+        prov["checkpoint"]["weights_sha256"]
+        == hashlib.sha256((checkpoint / "model.safetensors").read_bytes()).hexdigest()
+    )
+    assert prov["policy_type"] == json.loads((checkpoint / "config.json").read_text())["type"]
+    assert prov["versions"]["lerobot"] == lerobot.__version__
+    assert (
+        prov["versions"]["torch"] == torch.__version__.split("+")[0] or prov["versions"]["torch"] == torch.__version__
+    )
+    assert prov["device"] == "cpu"

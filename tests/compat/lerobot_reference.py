@@ -10,6 +10,14 @@ each episode is what ``lerobot-eval --seed SEED --eval.n_episodes=1 --eval.batch
 env's ``init_state_id`` is set to the episode's initial state first (lerobot's LiberoEnv advances it by itself on
 every reset, including its own internal reset at termination).
 
+LIBERO on robosuite 1.5.2: lerobot 0.4.4's ``LiberoEnv`` is written for ``hf-libero`` on robosuite 1.4.0, whose robots
+have one ``controller``; it reads ``robot.controller.ee_ori_mat`` (``eef/mat``, which its ``LiberoProcessorStep``
+drops unread) and sets ``robot.controller.use_delta = True`` (its ``control_mode="relative"``). rollbench's LIBERO is
+rpent-libero on robosuite 1.5.2, where the arm's controller is ``robot.part_controllers["right"]``, with
+``ref_ori_mat`` and ``input_type`` (``"delta"`` by default). So that both sides step the same simulator,
+:func:`alias_robosuite14_controller` gives robosuite 1.5's robots that one ``controller`` attribute, mapping exactly
+these two names; nothing else of lerobot's env changes.
+
 :class:`ActionLog` sits between ``eval_policy`` and lerobot's vector env and keeps every action the env was given
 and every ``is_success`` at episode end, unchanged.
 """
@@ -27,6 +35,33 @@ from lerobot.envs.factory import make_env, make_env_pre_post_processors
 from lerobot.policies.factory import make_policy, make_pre_post_processors
 from lerobot.scripts.lerobot_eval import eval_policy
 from lerobot.utils.random_utils import set_seed
+
+
+class _Robosuite14Controller:
+    """robosuite 1.4's ``robot.controller`` as lerobot's LiberoEnv uses it, over robosuite 1.5's arm controller."""
+
+    def __init__(self, arm: Any) -> None:
+        self._arm = arm
+
+    @property
+    def ee_ori_mat(self) -> np.ndarray:
+        return np.array(self._arm.ref_ori_mat)
+
+    @property
+    def use_delta(self) -> bool:
+        return bool(self._arm.input_type == "delta")
+
+    @use_delta.setter
+    def use_delta(self, value: bool) -> None:
+        self._arm.input_type = "delta" if value else "absolute"
+
+
+def alias_robosuite14_controller() -> None:
+    """Give robosuite 1.5 robots the ``controller`` attribute lerobot 0.4.4's LiberoEnv reads (see above)."""
+    from robosuite.robots.robot import Robot
+
+    if not hasattr(Robot, "controller"):
+        Robot.controller = property(lambda self: _Robosuite14Controller(self.part_controllers["right"]))  # type: ignore[attr-defined]
 
 
 class ActionLog(gym.vector.VectorWrapper):

@@ -86,3 +86,42 @@ def test_run_json_records_the_checkpoint(pusht_pair: tuple) -> None:
         prov["versions"]["torch"] == torch.__version__.split("+")[0] or prov["versions"]["torch"] == torch.__version__
     )
     assert prov["device"] == "cpu"
+
+
+LIBERO_TASK, LIBERO_STEPS = "libero/libero_spatial/0", 15
+
+
+@pytest.fixture(scope="module")
+def libero_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    import os
+
+    config = Path(sys.executable).parents[1] / "share" / "libero"
+    if not (config / "config.yaml").exists():
+        pytest.skip("lerobot's LIBERO side is not installed: bash scripts/lerobot_eval_setup.sh with rollbench[libero]")
+    os.environ["LIBERO_CONFIG_PATH"] = str(config)
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from lerobot.envs.configs import LiberoEnv
+    from lerobot_reference import alias_robosuite14_controller, reference_episodes
+
+    alias_robosuite14_controller()
+    tmp = tmp_path_factory.mktemp("libero")
+    checkpoint = make_checkpoint("act", "libero", tmp / "pretrained_model")
+    args = ("--env", LIBERO_TASK, "--policy", f"lerobot:{checkpoint}", "--episodes", EPISODES, "--seed", SEED)
+    args += ("--max-steps", LIBERO_STEPS, "--policy-options", HOST, "--out", tmp / "run")
+    r = run_cli("eval", *args, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    graded = json.loads(run_cli("grade", tmp / "run", "--json").stdout)
+    env_cfg = LiberoEnv(task="libero_spatial", task_ids=[0], episode_length=LIBERO_STEPS)
+    seeds = [SEED + k for k in range(EPISODES)]
+    reference = reference_episodes(checkpoint, env_cfg, seeds, init_states=list(range(EPISODES)))
+    return tmp / "run", graded, reference
+
+
+def test_libero_actions_equal_lerobot_eval_bit_for_bit(libero_pair: tuple) -> None:
+    run_dir, graded, reference = libero_pair
+    by_index = {e["episode_index"]: e for e in graded["episodes"]}
+    for k, ref in enumerate(reference):
+        assert (by_index[k]["seed"], by_index[k]["initial_state"]) == (SEED + k, k)
+        assert by_index[k]["length"] == len(ref["actions"]) == LIBERO_STEPS
+        assert by_index[k]["success"] == ref["success"]
+        np.testing.assert_array_equal(recorded_actions(run_dir, k), ref["actions"])

@@ -11,21 +11,24 @@ process. Every recorded action must equal lerobot's bit for bit, with the same e
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import run_cli
+from conftest import rollbench_bin, run_cli
 
 pytest.importorskip("gym_pusht", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
 pytest.importorskip("einops", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
 sys.path.insert(0, str(Path(__file__).parent))
 from lerobot_checkpoints import make_checkpoint
 
-SEED, EPISODES, STEPS = 7, 2, 40
+SEED, EPISODES, STEPS = 7, 4, 30
 HOST = json.dumps({"python": sys.executable, "device": "cpu"})
 
 
@@ -36,22 +39,56 @@ def recorded_actions(run_dir: Path, episode: int) -> np.ndarray:
     return np.asarray(t["action"], dtype=np.float32)[np.argsort(t["frame_index"])]
 
 
-def rollbench_eval(out: Path, checkpoint: Path, *extra: object) -> dict:
-    args = ("--env", "pusht/PushT-v0", "--policy", f"lerobot:{checkpoint}", "--episodes", EPISODES)
-    args += ("--seed", SEED, "--max-steps", STEPS, "--policy-options", HOST, "--out", out, *extra)
+def rollbench_eval(out: Path, checkpoint: Path, *extra: object, policy: str | None = None) -> dict:
+    args = ("--env", "pusht/PushT-v0", "--episodes", EPISODES, "--seed", SEED, "--max-steps", STEPS, "--out", out)
+    if policy is None:
+        args += ("--policy", f"lerobot:{checkpoint}", "--policy-options", HOST)
+    else:
+        args += ("--policy", policy)
+    args += extra
     r = run_cli("eval", *args, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(run_cli("grade", out, "--json").stdout)
 
 
-@pytest.fixture(scope="module", params=["act", "diffusion"])
+@contextmanager
+def served(checkpoint: Path) -> Iterator[str]:
+    """``rollbench serve-policy --policy lerobot:CHECKPOINT --port 0`` (websocket); yields its URL, kills it after
+    (its policy host exits when the server's end of the pipe closes)."""
+    cmd = [rollbench_bin(), "serve-policy", "--policy", f"lerobot:{checkpoint}", "--policy-options", HOST]
+    proc = subprocess.Popen([*cmd, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "serving POLICY at URL" once the port is open
+        assert line.startswith("serving "), (
+            f"server did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+        )
+        yield line.split()[-1]
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(
+    scope="module",
+    params=[("act", 1, False), ("diffusion", 4, False), ("act", 1, True)],
+    ids=["act-B1", "diffusion-B4", "act-served"],
+)
 def pusht_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """Each against lerobot's own loop, which plays one episode at a time: ACT in-run; Diffusion (which samples
+    noise) with ``--batch-size 4``, so B = 4 equals B = 1 per episode; ACT served by ``serve-policy`` to a
+    ``ws://`` client, so the served form equals the in-run form."""
     from lerobot.envs.configs import PushtEnv
     from lerobot_reference import reference_episodes
 
-    tmp = tmp_path_factory.mktemp(request.param)
-    checkpoint = make_checkpoint(request.param, "pusht", tmp / "pretrained_model")
-    graded = rollbench_eval(tmp / "run", checkpoint)
+    kind, batch, serve = request.param
+    tmp = tmp_path_factory.mktemp(kind)
+    checkpoint = make_checkpoint(kind, "pusht", tmp / "pretrained_model")
+    if serve:
+        with served(checkpoint) as url:
+            graded = rollbench_eval(tmp / "run", checkpoint, policy=url)  # image size: the server's metadata
+    else:
+        graded = rollbench_eval(tmp / "run", checkpoint, "--batch-size", batch)
     reference = reference_episodes(checkpoint, PushtEnv(episode_length=STEPS), [SEED + k for k in range(EPISODES)])
     return tmp / "run", graded, reference, checkpoint
 
@@ -67,6 +104,23 @@ def test_pusht_actions_equal_lerobot_eval_bit_for_bit(pusht_pair: tuple) -> None
     assert len({recorded_actions(run_dir, k)[:, 0].tobytes() for k in range(EPISODES)}) == EPISODES  # not constant
 
 
+def test_checkpoint_that_does_not_fit_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    checkpoint = make_checkpoint("act", "libero", tmp_path / "pretrained_model")
+    out = tmp_path / "run"
+    args = ("--env", "pusht/PushT-v0", "--policy", f"lerobot:{checkpoint}", "--episodes", 1)
+    r = run_cli("eval", *args, "--policy-options", HOST, "--out", out, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert not out.exists()
+    said = " ".join(r.stderr.split())
+    for expected in (
+        "input feature observation.images.image [3, 256, 256] is not provided by pusht/PushT-v0",
+        "input feature observation.images.image2 [3, 256, 256] is not provided by pusht/PushT-v0",
+        "input feature observation.state: checkpoint shape [8], pusht/PushT-v0 gives [2]",
+        "output feature action: checkpoint shape [7], pusht/PushT-v0 takes [2]",
+    ):
+        assert expected in said, said
+
+
 def test_run_json_records_the_checkpoint(pusht_pair: tuple) -> None:
     import hashlib
 
@@ -74,7 +128,8 @@ def test_run_json_records_the_checkpoint(pusht_pair: tuple) -> None:
     import torch
 
     run_dir, _, _, checkpoint = pusht_pair
-    prov = json.loads((run_dir / "run.json").read_text())["plan"]["policy"]["provenance"]["lerobot"]
+    policy = json.loads((run_dir / "run.json").read_text())["plan"]["policy"]["provenance"]
+    prov = policy["server_metadata"]["provenance"]["lerobot"] if "server" in policy else policy["lerobot"]
     assert prov["checkpoint"]["path"] == str(checkpoint.resolve())
     assert (
         prov["checkpoint"]["weights_sha256"]

@@ -9,7 +9,8 @@ dimension (the host nests them and adds it):
 * ``pusht``: gym-pusht 0.1.8 with lerobot's ``PushtEnv`` config (``obs_type="pixels_agent_pos"``, no observation
   size given, so gym-pusht's default 96 x 96): ``pixels`` ``uint8 (96, 96, 3)`` (rollbench's ``top`` camera, which
   is gym-pusht's own ``_render(visualize=False)`` at the rendered size) and ``agent_pos`` ``float64 (2,)`` (the
-  first two entries of gym-pusht's native state). Instruction: ``""``: gym-pusht's env has neither
+  first two entries of gym-pusht's native state; from rollbench's float32 state when served, the same after
+  lerobot's ``.float()``). Instruction: ``""``: gym-pusht's env has neither
   ``task_description`` nor ``task``, so ``add_envs_task`` gives an empty string.
 * ``libero``: lerobot's ``LiberoEnv`` (``lerobot/envs/libero.py``, ``obs_type="pixels_agent_pos"``, 256 x 256):
   ``pixels/image`` (``agentview``) and ``pixels/image2`` (``robot0_eye_in_hand``) ``uint8 (256, 256, 3)`` as
@@ -34,6 +35,9 @@ import numpy as np
 
 from rollbench.core.types import EpisodeError, Observation, TaskInfo
 
+PUSHT_SIZE = (96, 96)  # gym-pusht 0.1.8 PushTEnv: observation_width = observation_height = 96 (lerobot sets neither)
+LIBERO_SIZE = (256, 256)  # lerobot/envs/libero.py LiberoEnv: observation_width = observation_height = 256 (same)
+
 
 @dataclass(frozen=True)
 class Family:
@@ -55,22 +59,41 @@ class Family:
     env_task: Callable[[TaskInfo], str]
 
 
-def _image(obs: Observation, camera: str) -> np.ndarray:
+def _image(obs: Observation, camera: str, size: tuple[int, int]) -> np.ndarray:
+    """Camera ``camera``'s ``uint8 (H, W, 3)`` image, which must be ``size`` (lerobot-eval's; a served policy can
+    be sent another size by a client run without ``--image-size``, which the checkpoint must not silently see)."""
     if camera not in obs.images:
         raise EpisodeError(f"lerobot policy: camera {camera!r} was not rendered", fault="environment")
-    return obs.images[camera]
+    image = obs.images[camera]
+    if image.shape != (*size, 3) or image.dtype != np.uint8:
+        raise EpisodeError(
+            f"lerobot policy: camera {camera!r} is {image.dtype} {list(image.shape)}; lerobot-eval gives uint8 "
+            f"[{size[0]}, {size[1]}, 3] (run the client with --image-size {size[0]}x{size[1]})",
+            fault="policy",
+        )
+    return image
 
 
 def _pusht(obs: Observation, instruction: str) -> tuple[dict[str, np.ndarray], str]:
-    native = np.asarray(obs.raw, dtype=np.float64)
-    return {"pixels": _image(obs, "top"), "agent_pos": native[:2].copy()}, ""
+    # gym-pusht's native float64 state when in-process; a served observation carries only rollbench's float32 state,
+    # whose first two entries are those float64 values rounded to float32, which is exactly what lerobot's
+    # preprocess_observation makes of them (``.float()``), so the policy sees the same tensor either way
+    native = np.asarray(obs.raw if obs.raw is not None else obs.state, dtype=np.float64)
+    return {"pixels": _image(obs, "top", PUSHT_SIZE), "agent_pos": native[:2].copy()}, ""
 
 
 def _libero(obs: Observation, instruction: str) -> tuple[dict[str, np.ndarray], str]:
     raw: Any = obs.raw
+    if not isinstance(raw, dict):
+        raise EpisodeError(
+            "lerobot policy: this LIBERO observation has no robosuite observation (eef quaternion, gripper and "
+            "joint state), only rollbench's 8-dim state; lerobot's LiberoProcessorStep needs the former, so "
+            "LIBERO runs with lerobot:CHECKPOINT in-process, not through serve-policy",
+            fault="policy",
+        )
     arrays = {
-        "pixels/image": np.ascontiguousarray(_image(obs, "agentview")[::-1, ::-1]),
-        "pixels/image2": np.ascontiguousarray(_image(obs, "robot0_eye_in_hand")[::-1, ::-1]),
+        "pixels/image": np.ascontiguousarray(_image(obs, "agentview", LIBERO_SIZE)[::-1, ::-1]),
+        "pixels/image2": np.ascontiguousarray(_image(obs, "robot0_eye_in_hand", LIBERO_SIZE)[::-1, ::-1]),
     }
     keys = {
         "robot_state/eef/pos": "robot0_eef_pos",
@@ -87,17 +110,17 @@ def _libero(obs: Observation, instruction: str) -> tuple[dict[str, np.ndarray], 
 
 FAMILIES: dict[str, Family] = {
     "pusht": Family(
-        image_size=(96, 96),
-        features={"observation.image": ("VISUAL", (3, 96, 96)), "observation.state": ("STATE", (2,))},
+        image_size=PUSHT_SIZE,
+        features={"observation.image": ("VISUAL", (3, *PUSHT_SIZE)), "observation.state": ("STATE", (2,))},
         action_dim=2,
         build=_pusht,
         env_task=lambda task: "PushT-v0",
     ),
     "libero": Family(
-        image_size=(256, 256),
+        image_size=LIBERO_SIZE,
         features={
-            "observation.images.image": ("VISUAL", (3, 256, 256)),
-            "observation.images.image2": ("VISUAL", (3, 256, 256)),
+            "observation.images.image": ("VISUAL", (3, *LIBERO_SIZE)),
+            "observation.images.image2": ("VISUAL", (3, *LIBERO_SIZE)),
             "observation.state": ("STATE", (8,)),
         },
         action_dim=7,

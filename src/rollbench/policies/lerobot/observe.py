@@ -21,6 +21,11 @@ dimension (the host nests them and adds it):
   is not sent: rollbench's observation does not carry it, and ``LiberoProcessorStep`` drops it unread. Instruction:
   the episode's, which is LIBERO's ``task.language`` (lerobot's ``task_description``) unless the run overrides it.
 
+* ``aloha``: gym-aloha 0.1.5 with lerobot's ``AlohaEnv`` config (``obs_type="pixels_agent_pos"``, 480 x 640):
+  ``pixels/top`` ``uint8 (480, 640, 3)`` and ``agent_pos`` ``float64 (14,)`` (gym-aloha's own; from the float32
+  state when served, the same after lerobot's ``.float()``). Instruction ``""``, as for PushT (gym's ``TimeLimit``
+  wrapper hides the env's ``task`` attribute from ``add_envs_task``).
+
 What each family provides after lerobot's preprocessing (:data:`PROVIDED`) is what a checkpoint's
 ``input_features``/``output_features`` are checked against before any episode.
 """
@@ -36,6 +41,7 @@ import numpy as np
 from rollbench.core.types import EpisodeError, Observation, TaskInfo
 
 PUSHT_SIZE = (96, 96)  # gym-pusht 0.1.8 PushTEnv: observation_width = observation_height = 96 (lerobot sets neither)
+ALOHA_SIZE = (480, 640)  # gym-aloha 0.1.5 AlohaEnv: observation_height, observation_width (lerobot: the same)
 LIBERO_SIZE = (256, 256)  # lerobot/envs/libero.py LiberoEnv: observation_width = observation_height = 256 (same)
 
 
@@ -108,6 +114,12 @@ def _libero(obs: Observation, instruction: str) -> tuple[dict[str, np.ndarray], 
     return arrays, instruction
 
 
+def _aloha(obs: Observation, instruction: str) -> tuple[dict[str, np.ndarray], str]:
+    raw: Any = obs.raw
+    agent = raw["agent_pos"] if isinstance(raw, dict) else obs.raw if obs.raw is not None else obs.state
+    return {"pixels/top": _image(obs, "top", ALOHA_SIZE), "agent_pos": np.asarray(agent, dtype=np.float64)}, ""
+
+
 FAMILIES: dict[str, Family] = {
     "pusht": Family(
         image_size=PUSHT_SIZE,
@@ -115,6 +127,13 @@ FAMILIES: dict[str, Family] = {
         action_dim=2,
         build=_pusht,
         env_task=lambda task: "PushT-v0",
+    ),
+    "aloha": Family(
+        image_size=ALOHA_SIZE,
+        features={"observation.images.top": ("VISUAL", (3, *ALOHA_SIZE)), "observation.state": ("STATE", (14,))},
+        action_dim=14,
+        build=_aloha,
+        env_task=lambda task: task.name.split("/", 1)[1],
     ),
     "libero": Family(
         image_size=LIBERO_SIZE,

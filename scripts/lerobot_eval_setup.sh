@@ -21,6 +21,9 @@ PACKAGES=(
   # PushT itself, at rollbench's versions (its .venv), so both sides step the same physics and compute the same
   # coverage: gym-pusht's own pin, and its unpinned dependencies at the versions rollbench's install resolves.
   gym-pusht==0.1.8 pymunk==6.11.1 pygame==2.6.1 shapely==2.2.0 opencv-python==4.11.0.86
+  # ALOHA sim at rollbench's aloha extra (gym-aloha 0.1.5, dm-control 1.0.28 on MuJoCo 3.3.0) and what they pull here
+  mujoco==3.3.0 gym-aloha==0.1.5 dm-control==1.0.28 dm-env==1.6 dm-tree==0.1.10 imageio-ffmpeg==0.8.1 labmaze==1.0.6
+  lxml==6.1.3 protobuf==7.36.2 wrapt==2.5.2
 )
 INSTALL_TIMEOUT=${LEROBOT_INSTALL_TIMEOUT:-1200}  # seconds
 # pip's resolver lists lerobot's own pins that --no-deps left unmet; those lines are dropped, a failure is not.

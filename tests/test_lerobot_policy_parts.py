@@ -163,3 +163,14 @@ def test_empty_checkpoint_is_exit_2(tmp_path) -> None:
     r = run_cli("eval", "--env", "pusht/PushT-v0", "--policy", "lerobot:", "--out", tmp_path / "run")
     assert r.returncode == 2
     assert "give a checkpoint" in r.stderr
+
+
+def test_a_host_that_dies_at_start_is_exit_2_quoting_its_output(tmp_path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'ImportError: no module named lerobot' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    opts = json.dumps({"python": str(fake)})
+    r = run_cli("eval", "--env", "pusht/PushT-v0", "--policy", f"lerobot:{tmp_path}", "--policy-options", opts)
+    assert r.returncode == 2
+    said = " ".join(r.stderr.split())
+    assert "lerobot policy host did not start" in said and "ImportError: no module named lerobot" in said

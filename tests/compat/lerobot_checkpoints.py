@@ -9,7 +9,8 @@ all three into ``folder`` exactly as lerobot's trainer saves a ``pretrained_mode
 Shapes (``SHAPES``), as lerobot's env wrappers and processors hand them to a policy:
 ``pusht``: ``observation.image`` (3, 96, 96), ``observation.state`` (2,), ``action`` (2,) in pixels [0, 512];
 ``libero``: ``observation.images.image`` and ``observation.images.image2`` (3, 256, 256), ``observation.state`` (8,),
-``action`` (7,) in [-1, 1]. The networks are made small (a few layers, short chunks, 4 denoising steps) so that an
+``action`` (7,) in [-1, 1]; ``aloha``: ``observation.images.top`` (3, 480, 640), ``observation.state`` (14,),
+``action`` (14,). The networks are made small (a few layers, short chunks, 4 denoising steps) so that an
 episode runs in seconds on a CPU; they act at random, so no success is expected from them.
 """
 
@@ -35,7 +36,12 @@ SHAPES: dict[str, dict[str, tuple[FeatureType, tuple[int, ...]]]] = {
         "action": (FeatureType.ACTION, (7,)),
     },
 }
-ACTION_RANGE = {"pusht": (0.0, 512.0), "libero": (-1.0, 1.0)}
+SHAPES["aloha"] = {
+    "observation.images.top": (FeatureType.VISUAL, (3, 480, 640)),
+    "observation.state": (FeatureType.STATE, (14,)),
+    "action": (FeatureType.ACTION, (14,)),
+}
+ACTION_RANGE = {"pusht": (0.0, 512.0), "libero": (-1.0, 1.0), "aloha": (-1.0, 1.0)}
 
 
 def _stats(shapes: dict[str, tuple[FeatureType, tuple[int, ...]]], family: str) -> dict[str, dict[str, torch.Tensor]]:

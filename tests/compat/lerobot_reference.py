@@ -65,8 +65,8 @@ def alias_robosuite14_controller() -> None:
 
 
 class ActionLog(gym.vector.VectorWrapper):
-    """Forwards a one-env ``SyncVectorEnv`` unchanged; ``episodes[-1]`` holds the running episode's actions
-    (``float32 (action_dim,)`` each) and, once it ended, ``success``."""
+    """Forwards a one-env ``SyncVectorEnv`` unchanged; ``episodes[-1]["actions"]`` holds the running episode's
+    actions (``float32 (action_dim,)`` each), up to the step where the env terminated or truncated it."""
 
     def __init__(self, env: gym.vector.VectorEnv) -> None:
         super().__init__(env)
@@ -96,7 +96,8 @@ class ActionLog(gym.vector.VectorWrapper):
 def reference_episodes(
     checkpoint: Path, env_cfg: Any, seeds: list[int], init_states: list[int] | None = None
 ) -> list[dict[str, Any]]:
-    """One dict per seed: ``actions`` ``float32 (T, action_dim)`` and ``success``, as lerobot-eval played them."""
+    """One dict per seed: ``actions`` ``float32 (T, action_dim)`` as the env received them, and ``success`` as
+    ``eval_policy`` reports it (its ``per_episode`` row)."""
     cfg = PreTrainedConfig.from_pretrained(str(checkpoint))
     cfg.pretrained_path = str(checkpoint)
     cfg.device = "cpu"
@@ -121,9 +122,10 @@ def reference_episodes(
                 vec.envs[0].unwrapped.init_state_id = init_states[k]
             set_seed(seed)
             with torch.no_grad():
-                eval_policy(logged, policy, env_pre, env_post, pre, post, n_episodes=1, start_seed=seed)  # type: ignore[arg-type]
-            ep = logged.episodes[-1]
-            out.append({"actions": np.stack(ep["actions"]), "success": ep["success"]})
+                info = eval_policy(logged, policy, env_pre, env_post, pre, post, n_episodes=1, start_seed=seed)  # type: ignore[arg-type]
+            (row,) = info["per_episode"]
+            assert row["seed"] == seed
+            out.append({"actions": np.stack(logged.episodes[-1]["actions"]), "success": bool(row["success"])})
     finally:
         vec.close()
     return out

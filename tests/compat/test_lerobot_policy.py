@@ -180,3 +180,31 @@ def test_libero_actions_equal_lerobot_eval_bit_for_bit(libero_pair: tuple) -> No
         assert by_index[k]["length"] == len(ref["actions"]) == LIBERO_STEPS
         assert by_index[k]["success"] == ref["success"]
         np.testing.assert_array_equal(recorded_actions(run_dir, k), ref["actions"])
+
+
+ALOHA_TASK, ALOHA_STEPS = "aloha/AlohaTransferCube-v0", 8
+
+
+def test_aloha_actions_equal_lerobot_eval_bit_for_bit(tmp_path: Path) -> None:
+    pytest.importorskip("gym_aloha", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from lerobot.envs.configs import AlohaEnv
+    from lerobot_reference import reference_episodes
+
+    checkpoint = make_checkpoint("act", "aloha", tmp_path / "pretrained_model")
+    args = ("--env", ALOHA_TASK, "--policy", f"lerobot:{checkpoint}", "--episodes", 2, "--seed", SEED)
+    r = run_cli(
+        "eval", *args, "--max-steps", ALOHA_STEPS, "--policy-options", HOST, "--out", tmp_path / "run", timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    graded = json.loads(run_cli("grade", tmp_path / "run", "--json").stdout)
+    env_cfg = AlohaEnv(task="AlohaTransferCube-v0", episode_length=ALOHA_STEPS)
+    reference = reference_episodes(checkpoint, env_cfg, [SEED, SEED + 1])
+    by_index = {e["episode_index"]: e for e in graded["episodes"]}
+    for k, ref in enumerate(reference):
+        assert by_index[k]["seed"] == SEED + k
+        assert by_index[k]["length"] == len(ref["actions"]) == ALOHA_STEPS
+        assert by_index[k]["success"] == ref["success"]
+        np.testing.assert_array_equal(recorded_actions(tmp_path / "run", k), ref["actions"])

@@ -47,6 +47,7 @@ class _Host:
         self.proc: HostProcess | None = self._start(ConfigError)
         self.info: dict[str, Any] = self.proc.info
         self.family: str | None = None
+        self.generation = 0  # hosts started so far, minus one: slot state lives in one generation only
 
     def _start(self, error: type[Exception]) -> HostProcess:
         try:
@@ -66,6 +67,7 @@ class _Host:
             if self.proc is not None:
                 self.proc.stop()
             self.proc, self.family = self._start(InfrastructureError), None
+            self.generation += 1
         try:
             reply, out = self.proc.call(message, arrays, timeout_s or self.timeout_s)
         except InfrastructureError:
@@ -96,34 +98,49 @@ class LeRobotBatch:
     def __init__(self, host: _Host, info: PolicyInfo, size: int, owns_host: bool) -> None:
         self.host, self.info, self.size, self.owns_host = host, info, size, owns_host
         self.tasks: dict[int, TaskInfo] = {}
+        self.generations: dict[int, int] = {}  # slot -> the host generation its episode was reset on
 
     def reset_slot(self, slot: int, task: TaskInfo, seed: int) -> None:
+        self.generations.pop(slot, None)
         self.host.family_for(task)
         self.host.call({"op": "reset", "slot": int(slot), "seed": int(seed)})
         self.tasks[slot] = task
+        self.generations[slot] = self.host.generation
 
     def act_batch(
         self, slots: Sequence[int], observations: Sequence[Observation], instructions: Sequence[str]
     ) -> list[np.ndarray | BaseException]:
-        items, arrays = [], {}
+        """One ``act`` frame for every asking slot whose observation could be built; per slot its ``float32 (1,
+        action_dim)`` action or the exception that ends its episode. A slot reset on a host that has since been
+        replaced gets InfrastructureError (its policy state died with that host)."""
+        answers: dict[int, np.ndarray | BaseException] = {}
+        items: list[dict[str, Any]] = []
+        sent: list[int] = []
+        arrays: dict[str, np.ndarray] = {}
         for slot, obs, text in zip(slots, observations, instructions, strict=True):
-            task = self.tasks[slot]
-            raw, said = FAMILIES[task.family].build(obs, text)
+            if self.generations.get(slot) != self.host.generation or self.host.proc is None:
+                answers[slot] = InfrastructureError("the lerobot policy host was restarted during this episode")
+                continue
+            try:
+                raw, said = FAMILIES[self.tasks[slot].family].build(obs, text)
+            except EpisodeError as exc:
+                answers[slot] = exc
+                continue
             arrays.update({f"{slot}/{k}": v for k, v in raw.items()})
             items.append({"slot": int(slot), "task": said})
-        reply, out = self.host.call({"op": "act", "items": items}, arrays)
-        answers: list[np.ndarray | BaseException] = []
-        by_slot = {int(i.get("slot", -1)): i for i in reply.get("items", [])}
-        for slot in slots:
-            item = by_slot.get(int(slot))
-            action = out.get(str(slot))
-            if item is None or (action is None and "message" not in item):
-                answers.append(EpisodeError(f"lerobot policy host gave no answer for slot {slot}", fault="policy"))
-            elif "message" in item:
-                answers.append(EpisodeError(f"lerobot policy: {item['message']}", fault="policy"))
-            else:
-                answers.append(np.asarray(action, dtype=np.float32).reshape(1, -1))
-        return answers
+            sent.append(int(slot))
+        if items:
+            reply, out = self.host.call({"op": "act", "items": items}, arrays)
+            by_slot = {int(i.get("slot", -1)): i for i in reply.get("items", []) if isinstance(i, dict)}
+            for slot in sent:
+                got, action = by_slot.get(slot), out.get(str(slot))
+                if got is not None and "message" in got:
+                    answers[slot] = EpisodeError(f"lerobot policy: {got['message']}", fault="policy")
+                elif got is None or action is None:
+                    answers[slot] = EpisodeError(f"lerobot policy host gave no answer for slot {slot}")
+                else:
+                    answers[slot] = np.asarray(action, dtype=np.float32).reshape(1, -1)
+        return [answers[s] for s in slots]
 
     def close(self) -> None:
         if self.owns_host:
@@ -175,8 +192,9 @@ class LeRobotPolicy:
         return answer
 
     def batched(self, size: int) -> LeRobotBatch:
-        """All ``size`` slots on this policy's host (slot state is per slot inside the host)."""
-        return LeRobotBatch(self.host, self.info, size, owns_host=False)
+        """All ``size`` slots on this policy's host (slot state is per slot inside the host); closing the batch
+        stops the host."""
+        return LeRobotBatch(self.host, self.info, size, owns_host=True)
 
     def close(self) -> None:
         self.host.close()

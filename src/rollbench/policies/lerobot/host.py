@@ -97,6 +97,9 @@ class Host:
         self.cfg = PreTrainedConfig.from_pretrained(str(self.folder))
         self.cfg.pretrained_path = str(self.folder)
         self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        kind = torch.device(self.device).type  # raises on a malformed device name
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: torch {torch.__version__} sees no CUDA device here")
         self.cfg.device = self.device
         if dtype:
             if not hasattr(self.cfg, "dtype"):

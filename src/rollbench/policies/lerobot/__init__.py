@@ -29,7 +29,10 @@ from rollbench.core.registry import policy_options
 
 @policy_options(python=str, device=str, dtype=str, timeout_s=(int, float), start_timeout_s=(int, float))
 def make_lerobot_policy(name: str, options: Mapping[str, Any]) -> Any:
-    """``lerobot:PATH_OR_REPO_ID[@REVISION]`` -> :class:`~rollbench.policies.lerobot.policy.LeRobotPolicy`."""
+    """A LeRobot checkpoint (folder or Hub id) run by lerobot's own code in .venv-lerobot, as lerobot-eval runs it.
+
+    Returns :class:`~rollbench.policies.lerobot.policy.LeRobotPolicy`; ConfigError when no interpreter with lerobot
+    is found or the host cannot read the checkpoint's config."""
     from rollbench.policies.lerobot.policy import LeRobotPolicy
 
     return LeRobotPolicy(name, options)

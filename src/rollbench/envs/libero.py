@@ -32,7 +32,9 @@ The protocol, as the reference clients run it (openpi ``examples/libero/main.py`
 * cameras ``agentview`` and ``robot0_eye_in_hand``, rendered by robosuite at the run's ``--image-size`` and rotated
   180 degrees (``[::-1, ::-1]``, openpi: "IMPORTANT: rotate 180 degrees to match train preprocessing"); the raw
   images are upside down, so the rotated ones (sent to the policy and recorded in the videos) are upright.
-* seeding: ``env.seed(seed)`` before every reset with the episode's planned seed (openpi seeds once per task and
+* seeding: ``env.seed(seed)`` and the process-global numpy and python generators (``np.random.seed``,
+  ``random.seed``, which LIBERO's reset draws from: unseeded, the same seed and initial state rendered different
+  images) before every reset with the episode's planned seed (openpi seeds once per task and
   lets the env's generator run on across episodes; rollbench's per-episode seed makes an episode reproducible alone).
 
 Rendering: only the cameras the run needs are built into the env (``camera_names``); with none, the offscreen
@@ -43,6 +45,7 @@ instead of 95 ms per 256x256 camera here); it changes what a policy sees, so it 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -208,6 +211,12 @@ class LiberoEnv:
             raise ConfigError(f"{self.task.name}: LIBERO episodes start from a stored initial state; none was given")
         if hasattr(self.sim, "seed"):
             self.sim.seed(int(seed))
+        # LIBERO's reset also draws from the process-global numpy and python generators (the scene it rebuilds
+        # differs in what set_init_state does not restore: two resets of one env with the same seed and initial
+        # state rendered images differing by 2/255 on average). Seeding them here, as lerobot's set_seed does
+        # before lerobot-eval's reset, makes an episode's scene a function of its seed.
+        np.random.seed(int(seed) % 2**32)
+        random.seed(int(seed))
         obs = start_episode(
             self.sim, self.init_states, initial_state, self.task.settle_steps, after_reset=self._render_settings
         )

@@ -40,7 +40,7 @@ def main() -> None:
     import pyarrow.parquet as pq
 
     from rollbench.api import evaluate
-    from rollbench.grade.grade import grade
+    from rollbench.grading.grade import grade
     from rollbench.record.files import read_parquet
 
     rows: list[tuple[str, float]] = []

@@ -20,7 +20,7 @@ from rollbench.analysis.html_report import render_report, report_comparison
 from rollbench.analysis.sources import load_runs
 from rollbench.analysis.summarize import summarize_runs
 from rollbench.api import evaluate
-from rollbench.grade.stats import Z95
+from rollbench.grading.stats import Z95
 
 REACH = "scripted/reach"
 CANON = "move the point to the goal"  # scripted/reach's instruction

@@ -81,6 +81,10 @@ def test_summarize_pools_runs_into_task_model_cells_with_hand_counts(runs: dict[
 def test_summarize_refuses_duplicate_run_identities_naming_both_paths(runs: dict[str, Path], tmp_path: Path) -> None:
     copy = tmp_path / "copy" / "zero"
     shutil.copytree(runs["zero"], copy)
+    # another recording under the same identity (its own run log; a byte-copy would be pooled once instead)
+    log = json.loads((copy / "run.json").read_text())
+    log["provenance"]["created"] = "2000-01-01T00:00:00Z"
+    (copy / "run.json").write_text(json.dumps(log))
     proc = run_cli("summarize", runs["zero"], tmp_path / "copy")
     assert proc.returncode == 2
     assert "duplicate run identities" in proc.stderr and "hostA/sawyer/zero" in proc.stderr

@@ -1,4 +1,4 @@
-"""rollbench.grade.stats against hand counts and reference values from scipy/statsmodels."""
+"""rollbench.grading.stats against hand counts and reference values from scipy/statsmodels."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import binomtest, bootstrap, multinomial
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
-from rollbench.grade.stats import (
+from rollbench.grading.stats import (
     bootstrap_difference,
     fisher_exact_test,
     holm,
@@ -23,13 +23,13 @@ from rollbench.grade.stats import (
 
 
 def test_wilson_interval_reference_values_and_grade_uses_the_same_function() -> None:
-    import rollbench.grade.grade
+    import rollbench.grading.grade
 
     assert wilson_interval(0, 10) == pytest.approx((0.0, 0.27753), abs=1e-5)
     assert wilson_interval(10, 10) == pytest.approx((0.72247, 1.0), abs=1e-5)
     assert wilson_interval(0, 0) == (0.0, 1.0)
     assert wilson_interval(0, 3)[0] == 0.0 and wilson_interval(3, 3)[1] == 1.0  # exact, not 5.6e-17 from rounding
-    assert rollbench.grade.grade.wilson_interval is wilson_interval
+    assert rollbench.grading.grade.wilson_interval is wilson_interval
     with pytest.raises(ValueError, match="successes"):
         wilson_interval(11, 10)
 

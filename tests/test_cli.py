@@ -225,3 +225,24 @@ def test_gpu_standin_with_an_unknown_inner_policy_exits_2_naming_the_option(tmp_
     r = cli("serve-policy", "--policy", "gpu-standin", "--policy-options", '{"inner": "nonexistent"}', cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.startswith("error: gpu-standin: option inner: unknown policy 'nonexistent'. Valid policies: ")
+
+
+def test_every_evalspec_field_is_an_eval_option_named_once(tmp_path: Path) -> None:
+    from rollbench.cli.spec_flags import SPEC_FLAGS
+    from rollbench.core.spec import EvalSpec
+
+    assert sorted(f.field for f in SPEC_FLAGS) == sorted(EvalSpec.model_fields)
+    lines = cli("eval", "--help", cwd=tmp_path).stdout.splitlines()
+    options = [ln.split()[0] for ln in lines if ln.startswith("  --")]
+    for option in ("--env", "--max-steps", "--policy-timeout", "--instruction-perturb", "--fast-render"):
+        assert options.count(option) == 1, option
+
+
+def test_policies_lists_the_test_fixtures_after_the_real_policies_and_marks_them(tmp_path: Path) -> None:
+    rows = json.loads(cli("policies", "--json", cwd=tmp_path).stdout)
+    fixtures = [r["name"] for r in rows if r["kind"] == "fixture"]
+    assert fixtures == ["gpu-standin", "metaworld-lang-expert"]  # the factories in rollbench.testing (pyproject)
+    assert [r["kind"] for r in rows] == ["policy"] * (len(rows) - 2) + ["fixture"] * 2
+    lines = cli("policies", cwd=tmp_path).stdout.splitlines()
+    assert lines[-3].startswith("gpu-standin            test fixture: A fixed-latency model")
+    assert lines[-2].startswith("metaworld-lang-expert  test fixture: MetaWorld's expert")

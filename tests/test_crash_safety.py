@@ -165,3 +165,21 @@ def test_staged_episode_damaged_by_a_power_loss_is_removed_on_reopen_and_runs_ag
     assert again["status"] == "OK" and again["violations"] == []
     assert again["episodes"] == ref["episodes"]
     assert not (out / ".staging").exists()
+
+
+def test_a_staged_video_is_not_fsynced_and_a_committed_one_is_with_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """record.lerobot: staging is not fsync'd, committing is (the file, then its directory)."""
+    import numpy as np
+
+    from rollbench.record.files import encode_video
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    frames = [np.zeros((16, 16, 3), np.uint8)] * 2
+    encode_video(tmp_path / "staged.mp4", frames, 10, durable=False)
+    assert synced == []
+    encode_video(tmp_path / "committed.mp4", frames, 10)
+    assert len(synced) == 2

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import evaluate, grade
-from rollbench.grade.grade import wilson_interval
+from rollbench.grading.grade import wilson_interval
 from test_rollout import replay
 
 

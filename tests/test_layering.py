@@ -20,9 +20,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("wire", "record"),
     ("envs",),
     ("policies",),
-    ("testing", "run", "grade"),
-    ("api",),
-    ("review", "reproduce"),
+    ("testing", "run", "grading"),
+    ("api", "reproduce"),
+    ("review",),
     ("analysis", "release", "optimize", "serve", "mcp"),
     ("cli",),
     ("__main__", "__init__"),
@@ -161,3 +161,13 @@ def test_lowest_layers_import_no_heavy_dependency_at_module_level(package: str) 
     code += "print(sorted(m for m in ['mujoco', 'torch', 'ray', 'fastapi', 'uvicorn'] if m in sys.modules))"
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert shown == "[]"
+
+
+def test_package_level_evaluate_and_grade_stay_functions_after_every_module_is_imported() -> None:
+    """``rollbench.evaluate`` / ``rollbench.grade`` are functions even once every submodule has been imported (a
+    subpackage named like them would replace them as attributes of the package)."""
+    mods = sorted(m for m in _modules() if _package(m) in ("core", "grading", "record", "run", "api"))
+    code = "import importlib, rollbench\n" + "".join(f"importlib.import_module({m!r})\n" for m in mods)
+    code += "print(callable(rollbench.grade), callable(rollbench.evaluate))"
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert shown == "True True"

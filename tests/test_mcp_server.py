@@ -261,7 +261,7 @@ async def test_list_get_and_grade_runs_describe_recorded_runs(tmp_path: Path) ->
             info = structured(await s.call_tool("get_run", {"run_id": "a"}))
             regraded = structured(await s.call_tool("grade_run", {"run_id": "b"}))
             unknown = error_text(await s.call_tool("get_run", {"run_id": "zzz"}))
-            envs = structured(await s.call_tool("list_envs", {}))["result"]
+            envs = structured(await s.call_tool("list_envs", {"family": "scripted"}))["result"]
             policies = structured(await s.call_tool("list_policies", {}))["result"]
     assert [r["run_id"] for r in runs] == ["b"] and runs[0]["episodes_recorded"] == 3
     assert info["state"] == "finished" and info["status"] == first["status"] == "PARTIAL"
@@ -320,7 +320,7 @@ def test_import_rollbench_is_light_and_exports_evaluate_and_grade(tmp_path: Path
         f"r = rollbench.evaluate(env='scripted/reach', policy='scripted-expert', episodes=2, out={str(tmp_path / 'r')!r})\n"
         f"g = rollbench.grade({str(tmp_path / 'r')!r})\n"
         "assert r['status'] == g['status'] == 'OK' and g['episodes_recorded'] == 2, g\n"
-        "import rollbench.grade.grade as module\n"
+        "import rollbench.grading.grade as module\n"
         "assert module.wilson_interval(0, 0) == (0.0, 1.0)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -8,6 +8,7 @@ cannot run here).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,12 +21,13 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handler's annotations here
+from fastapi.responses import JSONResponse
 
 from rollbench.api import grade
-from rollbench.core.types import ConfigError
+from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.optimize.compare import Paired
 from rollbench.optimize.config import build_config, is_better
-from rollbench.optimize.proposers import Context, propose
+from rollbench.optimize.proposers import Context, LLMProposer, propose
 from rollbench.optimize.search import Search
 from rollbench.testing.metaworld_lang_expert import instruction_level
 from test_remote_policy import ROLLBENCH, requests, served
@@ -265,18 +267,22 @@ def test_a_search_killed_mid_round_resumes_to_the_uninterrupted_result(tmp_path:
 # ---------------------------------------------------------------------------------------------- llm proposer
 
 
-@pytest.fixture
-def chat_stand_in() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+@contextlib.contextmanager
+def _chat_server(statuses: list[int]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """Test double of an OpenAI-compatible provider: FastAPI on loopback, answering two fixed instructions and
-    keeping every request (headers and body) it received."""
+    keeping every request (headers and body) it received. Its first answers have the HTTP ``statuses`` given (with
+    a body that quotes the caller's Authorization header, as some providers do), then 200."""
     import uvicorn
 
     seen: list[dict[str, Any]] = []
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> dict[str, Any]:
+    async def chat(request: Request) -> Any:
         seen.append({"auth": request.headers.get("authorization"), "body": await request.json()})
+        if statuses:
+            said = {"error": {"message": f"no luck for {request.headers.get('authorization')}"}}
+            return JSONResponse(said, status_code=statuses.pop(0))
         text = f'1. "{REACH_TEXT}"\n2. move the arm\n'
         return {
             "id": "x",
@@ -295,6 +301,30 @@ def chat_stand_in() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def chat_stand_in() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    with _chat_server([]) as stand_in:
+        yield stand_in
+
+
+CTX = Context(task=REACH, task_instruction=REACH_TEXT, round=0, seed=0, seen=frozenset())
+
+
+def test_the_llm_proposer_retries_a_busy_endpoint_like_the_agent_client() -> None:
+    with _chat_server([503, 429]) as (base, seen):
+        proposer = LLMProposer(base, "sk-test", "stand-in-1", backoff_s=0.01)
+        assert proposer.propose("move", CTX, 2) == [REACH_TEXT, "move the arm"]
+    assert [s["auth"] for s in seen] == ["Bearer sk-test"] * 3  # 503, 429, then the answer
+
+
+def test_the_llm_proposer_gives_up_naming_the_status_and_never_the_key() -> None:
+    with _chat_server([401]) as (base, seen), pytest.raises(RollbenchError) as err:
+        LLMProposer(base, "sk-secret-123", "stand-in-1", backoff_s=0.01).propose("move", CTX, 2)
+    assert len(seen) == 1  # 401 is not retried
+    assert "HTTP 401" in str(err.value) and "<redacted:api_key>" in str(err.value)
+    assert "sk-secret-123" not in str(err.value)
 
 
 @pytest.mark.sim

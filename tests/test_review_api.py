@@ -18,7 +18,7 @@ import pytest
 
 from conftest import run_cli
 from dashboard_support import ServerThread, record_run
-from rollbench.grade.grade import grade
+from rollbench.grading.grade import grade
 
 
 @pytest.fixture(scope="module")
@@ -221,13 +221,15 @@ def test_live_progress_turns_stale(runs_root: Path, tmp_path: Path):
 
 
 def test_token_is_required_from_header_or_cookie(runs_root: Path, tmp_path: Path):
-    srv = ServerThread([runs_root], tmp_path / "l.json", token="s3cret", cache_dir=tmp_path / "c").start()
+    srv = ServerThread([runs_root], tmp_path / "l.json", token="s3cret-0123456789ab", cache_dir=tmp_path / "c").start()
     try:
         assert httpx.get(srv.url + "/api/runs").status_code == 401
         assert httpx.get(srv.url + "/api/runs", headers={"Authorization": "Bearer wrong"}).status_code == 401
-        assert httpx.get(srv.url + "/api/runs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert (
+            httpx.get(srv.url + "/api/runs", headers={"Authorization": "Bearer s3cret-0123456789ab"}).status_code == 200
+        )
         with httpx.Client(base_url=srv.url) as c:
-            r = c.get("/run/hostA/point/rand?token=s3cret")
+            r = c.get("/run/hostA/point/rand?token=s3cret-0123456789ab")
             assert r.status_code == 303 and r.headers["location"] == "/run/hostA/point/rand"
             assert "HttpOnly" in r.headers["set-cookie"] and "SameSite=strict" in r.headers["set-cookie"]
             assert c.get("/api/runs").status_code == 200  # the cookie

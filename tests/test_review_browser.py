@@ -49,8 +49,8 @@ def test_review_an_episode_with_the_keyboard_and_export_the_label(tmp_path: Path
             page.wait_for_function("document.querySelector('video').currentTime > 0.5", timeout=10_000)
             page.keyboard.press(" ")
             paused_at = page.evaluate("document.querySelector('video').currentTime")
-            page.keyboard.press("ArrowRight")
-            page.wait_for_function(f"Math.abs(document.querySelector('video').currentTime - {paused_at + 1}) < 0.05")
+            page.keyboard.press("ArrowRight")  # 50 steps at 10 fps: 10% of the episode is 0.5 s
+            page.wait_for_function(f"Math.abs(document.querySelector('video').currentTime - {paused_at + 0.5}) < 0.05")
             page.keyboard.press("2")
             page.wait_for_selector("#label-status.ok")
             page.reload()
@@ -67,6 +67,75 @@ def test_review_an_episode_with_the_keyboard_and_export_the_label(tmp_path: Path
             ("lab1/point/reach-random/1", "partial", "ana")
         ]
         assert all(u.startswith(srv.url) for u in requests), [u for u in requests if not u.startswith(srv.url)]
+    finally:
+        srv.stop()
+
+
+def test_a_short_episode_steps_a_tenth_links_its_video_and_no_request_fails(tmp_path: Path):
+    """A 1.9 s episode (19 steps at 10 fps, as short as a MetaWorld one): the run page links the episode's video
+    cell to its review page, ← → step 0.2 s (10% of 1.9 s is 1.9 frames, rounded to 2 frames), the icon is served,
+    the playhead at the end leaves the timeline's end labels uncovered, and no request or console message fails."""
+    from playwright.sync_api import sync_playwright
+
+    from rollbench.api import evaluate, grade
+
+    artifacts = Path(os.environ.get("ROLLBENCH_TEST_ARTIFACTS", REPO / "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    out = tmp_path / "runs" / "short"
+    evaluate(
+        env="scripted/reach", policy="zero", episodes=1, max_steps=19, video=True, image_size=(64, 64), out=out,
+        host_label="lab1",
+    )  # fmt: skip
+    assert grade(out, check_videos=False)["tasks"]["scripted/reach"]["mean_length"] == 19
+    srv = ServerThread([tmp_path / "runs"], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
+    problems: list[str] = []
+    time_now = "document.querySelector('video').currentTime"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 760})
+            page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
+            page.on("response", lambda r: problems.append(f"{r.status}: {r.url}") if r.status >= 400 else None)
+            page.goto(srv.url + "/run/lab1/point/short")
+            links = page.eval_on_selector_all(
+                "table.sortable tbody tr", "rows => rows.map(r => r.cells[r.cells.length - 1].innerHTML)"
+            )
+            assert links == ['<a href="/episode/lab1/point/short/0">video</a>']
+            icon = page.get_attribute("link[rel=icon]", "href")
+            assert icon == "/static/favicon.svg"
+            assert page.evaluate(f"fetch('{icon}').then(r => r.status)") == 200
+            page.screenshot(path=str(artifacts / "dashboard-run-short.png"), full_page=True)
+            page.click("text=video")
+            page.wait_for_url("**/episode/lab1/point/short/0")
+            page.wait_for_function("document.querySelector('video').readyState >= 2")
+            assert page.inner_text("#seek-help") == "← → 0.20 s"
+            assert page.evaluate(time_now) == 0
+            page.keyboard.press("ArrowRight")
+            page.wait_for_function(f"Math.abs({time_now} - 0.2) < 0.01")
+            page.keyboard.press("ArrowRight")
+            page.wait_for_function(f"Math.abs({time_now} - 0.4) < 0.01")
+            page.keyboard.press("ArrowLeft")
+            page.wait_for_function(f"Math.abs({time_now} - 0.2) < 0.01")
+            page.keyboard.press(" ")  # play to the end: the playhead stops at the right edge of the tracks
+            page.wait_for_function("document.querySelector('video').ended", timeout=10_000)
+            page.wait_for_timeout(100)
+            overlaps = page.evaluate(
+                """() => { const h = document.getElementById('playhead').getBBox();
+                const x = Number(document.getElementById('playhead').getAttribute('x1'));
+                return [x, ...Array.from(document.querySelectorAll('#timeline text')).map(t => t.getBBox())
+                  .filter(b => b.x <= x + 1 && b.x + b.width >= x - 1 && b.y < h.y + h.height && b.y + b.height > h.y)
+                  .map(b => [b.x, b.y])]; }"""
+            )
+            assert overlaps == [630]  # the playhead at x0 + w = 60 + 570, crossing no label
+            page.locator("#timeline").screenshot(path=str(artifacts / "dashboard-timeline-end.png"))
+            page.screenshot(path=str(artifacts / "dashboard-short-episode.png"))
+            response = page.goto(srv.url + "/favicon.ico")
+            assert response is not None and response.status == 200
+            assert response.headers["content-type"] == "image/svg+xml"
+            browser.close()
+        assert problems == []
     finally:
         srv.stop()
 

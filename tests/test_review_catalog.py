@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from dashboard_support import record_run
-from rollbench.grade.grade import grade
+from rollbench.grading.grade import grade
 from rollbench.review.catalog import Catalog
 
 

@@ -155,3 +155,20 @@ def test_a_label_write_leaves_no_lock_file_behind(tmp_path: Path) -> None:
     path = tmp_path / "labels.json"
     set_label(path, "h/r/n/0", "succeeded", rubric=load_rubric(None))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["labels.json"]
+
+
+_UMASK_WRITER = """
+import os, sys
+os.umask(0o027)
+from rollbench.review.labels import set_label
+from rollbench.review.rubrics import load_rubric
+set_label(sys.argv[1], "h/r/n/0", "failed", rubric=load_rubric("outcome-v1"), annotator="ana")
+print(oct(os.stat(sys.argv[1]).st_mode & 0o777), oct(os.umask(0)))
+"""
+
+
+def test_the_label_file_gets_the_mode_the_umask_allows_and_the_umask_is_left_alone(tmp_path: Path):
+    f = tmp_path / "labels.json"
+    out = subprocess.run([sys.executable, "-c", _UMASK_WRITER, str(f)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0o640", "0o27"]  # 0o666 & ~0o027: group may read, others nothing

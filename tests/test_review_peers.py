@@ -16,12 +16,12 @@ def test_central_dashboard_lists_two_peers_and_survives_one_going_down(tmp_path:
     record_run(tmp_path / "b" / "run-b", "hostB", policy="scripted-expert", episodes=1)
     peer_a = ServerThread([tmp_path / "a"], tmp_path / "a-labels.json", cache_dir=tmp_path / "ca").start()
     peer_b = ServerThread(
-        [tmp_path / "b"], tmp_path / "b-labels.json", token="tok-b", cache_dir=tmp_path / "cb"
+        [tmp_path / "b"], tmp_path / "b-labels.json", token="tok-b-0123456789abcdef", cache_dir=tmp_path / "cb"
     ).start()
     central = ServerThread(
         [],
         tmp_path / "central-labels.json",
-        peers=[peer_a.url, f"{peer_b.url}#tok-b"],
+        peers=[peer_a.url, f"{peer_b.url}#tok-b-0123456789abcdef"],
         cache_dir=tmp_path / "central-cache",
         peer_refresh_s=0,
         annotator="lead",

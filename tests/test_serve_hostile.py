@@ -278,8 +278,12 @@ def test_an_oversized_http_body_is_refused_with_413_while_another_client_keeps_i
         port = int(url.split(":")[2].split("/")[0])
         httpx.get(url)
         before = vm_hwm_kb(proc.pid)
-        declared = f"POST /act HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {100 * 2**20}"
-        chunked = "POST /act HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked"
+        declared = (
+            f"POST /act HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {100 * 2**20}"
+        )
+        chunked = (
+            "POST /act HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked"
+        )
         mb = b"[" + b"1," * (2**19 - 1) + b"1"
 
         def chunks() -> Any:
@@ -318,8 +322,10 @@ def test_silent_half_sent_and_slow_http_requests_are_closed_after_the_request_ti
                 return time.monotonic() - t0, reply
 
         silent = wait_closed(b"")
-        half_headers = wait_closed(b"POST /act HTTP/1.1\r\nhost: x\r\ncontent-le")
-        slow_body = wait_closed(b'POST /act HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{"sess')
+        half_headers = wait_closed(b"POST /act HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-le")
+        slow_body = wait_closed(
+            b'POST /act HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"sess'
+        )
     assert silent[1] == b"" and 0.9 < silent[0] < 10
     assert half_headers[1] == b"" and 0.9 < half_headers[0] < 10
     head, _, body = slow_body[1].partition(b"\r\n\r\n")

@@ -8,7 +8,7 @@ The Python API (see :mod:`rollbench.api`)::
     again = rollbench.grade("runs/x")          # the same document, recomputed from the files
 
 Both are loaded on first use (PEP 562 module ``__getattr__``), so ``import rollbench`` stays light: no simulator,
-DuckDB or pyarrow import. The grading code itself is :mod:`rollbench.grade.grade`.
+DuckDB or pyarrow import. The grading code itself is :mod:`rollbench.grading.grade`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Python API every surface shares (CLI, MCP server, tests): :func:`evaluate` and :func:`grade`.
 
-``evaluate`` = plan → execute → record → grade. It returns what :func:`rollbench.grade.grade.grade` computes from the
+``evaluate`` = plan → execute → record → grade. It returns what :func:`rollbench.grading.grade.grade` computes from the
 run directory, never in-process counters.
 """
 
@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.identity import run_identity
+from rollbench.core.latency import check_latency
 from rollbench.core.plan import Plan, PlannedEpisode, cameras_for, image_size_for, make_plan, task_variants
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
-from rollbench.grade.grade import grade as grade_run_dir
+from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
@@ -165,6 +166,7 @@ def prepare_run(
                 warnings.append(
                     f"success rule of {t.name} overridden: declared {t.success_rule}, graded with {spec.success_rule}"
                 )
+    warnings.extend(check_latency(spec.latency, spec.stale, plan.tasks, info))
     if spec.replan_every and info.chunk_size_known and spec.replan_every > info.chunk_size:
         warnings.append(
             f"--replan-every {spec.replan_every} is larger than the action chunk of policy {spec.policy} "
@@ -217,7 +219,8 @@ def evaluate(
     robot: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
-    """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see grade.grade).
+    """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see
+    :func:`rollbench.grading.grade.grade`).
 
     Re-running into an existing run directory of the same spec resumes it: missing episodes run, and errored ones
     selected by ``execution.retry_errors`` (default: infrastructure faults) are re-run and replaced.
@@ -279,18 +282,7 @@ def _run(
     progress: ProgressCallback | None,
     should_stop: Callable[[], bool] | None,
 ) -> dict[str, Any]:
-    first = plan.tasks[0]
-    cams = cameras_for(spec, first, log["plan"]["policy"]["needs_images"]) if spec.video else ()
-    for t in plan.tasks[1:]:
-        if spec.video and cameras_for(spec, t, log["plan"]["policy"]["needs_images"]) != cams:
-            raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
-    writer = DatasetWriter(
-        run_dir,
-        dataset_features(first, cams, image_size_for(spec, first, log["plan"]["policy"].get("image_sizes"))),
-        first.fps,
-        plan.instructions,
-        robot_type=first.family,
-    )
+    writer = _open_writer(spec, plan, log["plan"]["policy"], run_dir)
     writer.promote_ready()
     retried = retry_errored(run_dir, writer, log, execution.retry_errors)
     already = set(range(writer.committed)) | set(writer.staged())
@@ -301,21 +293,7 @@ def _run(
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
-    if progress:  # the progress display prints the warnings (rollbench.cli.display.ProgressDisplay)
-        progress(
-            {
-                "event": "start",
-                "run_dir": str(run_dir),
-                "totals": dict(live.totals),
-                "done": dict(live.done),
-                "retried": len(retried),  # errored episodes taken back to run again (--retry-errors)
-                "warnings": list(log.get("warnings", [])),
-            }
-        )
-    else:
-        for w in log.get("warnings", []):
-            print(f"warning: {w}", file=sys.stderr)
-
+    _announce_start(progress, run_dir, live, len(retried), log.get("warnings", []))
     committer = BackgroundCommitter(writer)
 
     def on_result(summary: Any) -> None:
@@ -356,6 +334,46 @@ def _run(
     return _finish(run_dir, writer, log, live)
 
 
+def _open_writer(spec: EvalSpec, plan: Plan, policy: dict[str, Any], run_dir: Path) -> DatasetWriter:
+    """The dataset writer of the run (its features from the first task, images at the size the run renders);
+    ConfigError when the tasks would record different cameras. ``policy`` is run.json's ``plan.policy``."""
+    needs_images = policy["needs_images"]
+    first = plan.tasks[0]
+    cams = cameras_for(spec, first, needs_images) if spec.video else ()
+    for t in plan.tasks[1:]:
+        if spec.video and cameras_for(spec, t, needs_images) != cams:
+            raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
+    return DatasetWriter(
+        run_dir,
+        dataset_features(
+            first, cams, image_size_for(spec, first, policy.get("image_sizes")), delay_columns=spec.latency != "none"
+        ),
+        first.fps,
+        plan.instructions,
+        robot_type=first.family,
+    )
+
+
+def _announce_start(
+    progress: ProgressCallback | None, run_dir: Path, live: LiveSnapshot, retried: int, warnings: list[str]
+) -> None:
+    """The ``start`` event (see :data:`ProgressCallback`), or without a progress callback the warnings on stderr."""
+    if progress:  # the progress display prints the warnings (rollbench.cli.display.ProgressDisplay)
+        progress(
+            {
+                "event": "start",
+                "run_dir": str(run_dir),
+                "totals": dict(live.totals),
+                "done": dict(live.done),
+                "retried": retried,  # errored episodes taken back to run again (--retry-errors)
+                "warnings": list(warnings),
+            }
+        )
+    else:
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+
+
 def _finish(
     run_dir: Path, writer: DatasetWriter, log: dict[str, Any], live: LiveSnapshot, status: str | None = None
 ) -> dict[str, Any]:
@@ -381,5 +399,5 @@ def _finish(
 
 
 def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
-    """Recompute a run's results from its directory (see :func:`rollbench.grade.grade.grade`)."""
+    """Recompute a run's results from its directory (see :func:`rollbench.grading.grade.grade`)."""
     return grade_run_dir(Path(run_dir), check_videos=check_videos)

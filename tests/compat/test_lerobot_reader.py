@@ -158,6 +158,28 @@ def test_run_with_an_episode_that_failed_at_reset_opens_as_it_is(tmp_path: Path)
     assert pad[key].shape == (3, HEIGHT, WIDTH) and float(pad[key].max()) <= 2 / 255  # black
 
 
+def test_latency_run_opens_with_its_delay_columns_as_ordinary_scalar_features(tmp_path: Path) -> None:
+    """``--latency``: ``policy.obs_frame_index``, ``policy.chunk_index`` (int64) and ``policy.hold`` (bool) per step,
+    on the padding frame of an episode that failed at reset too (-1, -1, false), so every data file has one schema."""
+    out = tmp_path / "latency"
+    args = ("--env", "scripted/faulty", "--policy", "scripted-expert", "--episodes", "3", "--max-steps", "8")
+    graded = record(out, *args, "--latency", "steps:2", "--stale", "execute")
+    assert graded["status"] == "PARTIAL" and graded["delay"]["call_delay_steps"] == 2
+    ds = open_dataset(out)
+    rows = recorded_rows(out)
+    for key in ("policy.obs_frame_index", "policy.chunk_index", "policy.hold"):
+        assert [ds[i][key].item() for i in range(len(ds))] == rows[key].to_pylist()
+    # episode 0 (seed 0), single-step chunks delayed 2 steps and executed late: hold, hold, then the action computed
+    # on observation 0 at step 2, hold at 3 and 4 while the call on observation 3 is out, its action at step 5, ...
+    assert rows["policy.obs_frame_index"].to_pylist()[:8] == [-1, -1, 0, -1, -1, 3, -1, -1]
+    pad = ds[len(ds) - 1]  # episode 2 (seed 2) failed at reset: its one padding frame
+    assert (int(pad["episode_index"]), pad["policy.obs_frame_index"].item(), pad["policy.hold"].item()) == (
+        2,
+        -1,
+        False,
+    )
+
+
 @pytest.mark.sim
 @pytest.mark.slow
 def test_full_libero_spatial_random_run_is_graded_and_opens_with_lerobot_dataset(tmp_path: Path) -> None:

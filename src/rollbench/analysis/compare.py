@@ -4,11 +4,11 @@ Two runs are *paired* when they ran the same episodes: the same tasks, and per t
 instruction) set, horizon (``max_steps``) and success rule. rollbench plans episode k of a task with seed ``seed + k`` and initial
 state k, so two runs of the same ``--env --episodes --seed --max-steps`` are paired by construction. Episode i of A is
 paired with the episode of B with the same (task, seed, initial state, instruction). Errored episodes count as failures (as in
-:mod:`rollbench.grade.grade`).
+:mod:`rollbench.grading.grade`).
 
 Per task and pooled over tasks: both success rates, the difference ``rate(B) - rate(A)`` with a paired bootstrap 95%
 percentile interval (pooled: resampled within each task), and the exact McNemar test on the discordant pairs
-(:mod:`rollbench.grade.stats`); per-task p-values are Holm-corrected across the tasks of the pair. With more than
+(:mod:`rollbench.grading.stats`); per-task p-values are Holm-corrected across the tasks of the pair. With more than
 two runs every pair is compared, the pooled p-values are Holm-corrected across the pairs, and the runs are ranked by
 pooled success rate. ``paired=False`` (``--unpaired``) uses Fisher's exact test and an unpaired bootstrap instead, and
 the document says so (``"statistics": "unpaired"``). ``report`` uses :func:`compare_where_paired` instead, which
@@ -28,7 +28,7 @@ import numpy as np
 
 from rollbench.analysis.sources import RunData
 from rollbench.core.types import ConfigError
-from rollbench.grade.stats import (
+from rollbench.grading.stats import (
     bootstrap_difference,
     fisher_exact_test,
     holm,
@@ -233,7 +233,7 @@ def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_r
     return {
         "statistics": "paired" if paired else "unpaired",
         "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
-        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy} for r in runs],
+        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy, **r.marks()} for r in runs],
         "comparisons": comparisons,
         "ranking": _ranking(runs),
     }
@@ -286,7 +286,7 @@ def compare_where_paired(runs: list[RunData], *, seed: int = 0, n_resamples: int
         "statistics": kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "none"),
         "unpaired_pairs": sum(1 for c in comparisons if c["statistics"] == "unpaired"),
         "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
-        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy} for r in runs],
+        "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy, **r.marks()} for r in runs],
         "comparisons": comparisons,
         "not_compared": not_compared,
         "ranking": _ranking(runs),

@@ -21,11 +21,13 @@ matplotlib.use("Agg")  # before pyplot: files only, never a window
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pyarrow as pa
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from rollbench.analysis.sources import RunData
 
+DIFF_LIMIT = 115.0  # the difference figure's x range (percentage points), ±100 plus room for a marker and cap
 plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "none"})
 
 
@@ -55,13 +57,17 @@ def success_rate_figure(summary: dict[str, Any], series_key: str = "model") -> F
     height = max(2.0, 0.35 * len(tasks) * max(1, len(series)) + 1.0)
     fig, ax = plt.subplots(figsize=(7.0, height), layout="constrained")
     bar = 0.8 / max(1, len(series))
+    # each task's own bars are centred on its row, so a task that only some series ran keeps its label at its bars
+    present = [
+        [name for name in series if any(c["task"] == task and label(c) == name for c in cells)] for task in tasks
+    ]
     for j, name in enumerate(series):
         ys, rates, lo, hi = [], [], [], []
         for i, task in enumerate(tasks):
             c = next((c for c in cells if c["task"] == task and label(c) == name), None)
             if c is None or c["success_rate"] is None:
                 continue
-            ys.append(i + (j - (len(series) - 1) / 2) * bar)
+            ys.append(i + (present[i].index(name) - (len(present[i]) - 1) / 2) * bar)
             rates.append(100 * c["success_rate"])
             lo.append(100 * (c["success_rate"] - c["ci95_low"]))
             hi.append(100 * (c["ci95_high"] - c["success_rate"]))
@@ -92,7 +98,9 @@ def difference_figure(comparison: dict[str, Any]) -> Figure:
     ax.axvline(0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_yticks(range(len(rows)), [_short(r["task"]) for r in rows])
     ax.invert_yaxis()
-    ax.set_xlim(-105, 105)
+    # ±100 points stay clear of the frame: the limits reach past them by more than a marker and its cap
+    ax.set_xlim(-DIFF_LIMIT, DIFF_LIMIT)
+    ax.set_xticks([-100, -50, 0, 50, 100])
     kind = "paired" if comparison["statistics"] == "paired" else "unpaired"
     ax.set_xlabel(f"{comparison['model_b']} minus {comparison['model_a']} (percentage points), {kind} bootstrap 95% CI")
     return fig
@@ -114,15 +122,20 @@ def length_figure(runs: list[RunData]) -> Figure:
 
 
 def read_latencies(run: RunData) -> np.ndarray:
-    """Per-call policy latency (seconds, float64) recorded in a run directory's step files; empty for exports."""
+    """Per-call policy latency (seconds, float64) recorded in a run directory's step files; empty for exports.
+    Files are listed with :func:`rollbench.record.safe_files.run_files`; an unreadable one (a damaged run included
+    with --allow-damaged, where grade named it) is left out."""
     from rollbench.record.files import read_parquet
+    from rollbench.record.safe_files import run_files
 
     if run.run_dir is None:
         return np.zeros(0)
-    parts = [
-        read_parquet(f, columns=["policy.latency_s"]).column(0).to_numpy(zero_copy_only=False)
-        for f in sorted(Path(run.run_dir).glob("data/chunk-*/file-*.parquet"))
-    ]
+    parts = []
+    for f in run_files(Path(run.run_dir), "data/chunk-*/file-*.parquet"):
+        try:
+            parts.append(read_parquet(f, columns=["policy.latency_s"]).column(0).to_numpy(zero_copy_only=False))
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            continue
     values = np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
     return values[~np.isnan(values)]
 
@@ -146,6 +159,27 @@ def latency_figure(runs: list[RunData]) -> Figure:
         ax.legend(fontsize=8)
     ax.set_xlabel("policy call latency (ms)")
     ax.set_ylabel("calls")
+    return fig
+
+
+def latency_sweep_figure(sweep: dict[str, Any]) -> Figure:
+    """Success rate (with 95% Wilson interval whiskers) against the simulated delay per policy call (ms) of one
+    latency sweep (:func:`rollbench.analysis.latency_sweep.latency_sweeps`); each point labelled with its
+    ``--latency``. A ``measured`` point without a recorded latency is left out."""
+    pts = [p for p in sweep["points"] if p["delay_ms"] is not None and p["success_rate"] is not None]
+    fig, ax = plt.subplots(figsize=(7.0, 3.2), layout="constrained")
+    if pts:
+        xs = np.array([p["delay_ms"] for p in pts])
+        ys = np.array([p["success_rate"] for p in pts])
+        err = np.array([[y - p["ci95_low"] for y, p in zip(ys, pts, strict=True)],
+                        [p["ci95_high"] - y for y, p in zip(ys, pts, strict=True)]])  # fmt: skip
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, linewidth=1.2)
+        for x, y, p in zip(xs, ys, pts, strict=True):
+            ax.annotate(p["latency"], (x, y), textcoords="offset points", xytext=(4, 6), fontsize=8)
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel(f"simulated delay per policy call (ms, at {sweep['fps']} Hz)")
+    ax.set_ylabel("success rate")
+    ax.set_title(f"{sweep['policy']} on {sweep['env']} (stale actions: {sweep['stale']})", fontsize=9)
     return fig
 
 

@@ -3,6 +3,9 @@ external resource) with the inputs, the task x model summary, success rate per t
 comparison tables and difference plots, episode length and policy latency distributions, and, when a dashboard URL
 is given, links to every episode's review page and video. ``--plots DIR`` writes the same figures as PNG and SVG.
 
+The page is ``templates/report.html.j2`` (Jinja2, package data) with autoescaping: this module computes plain
+values (:func:`report_context`) and every one of them is escaped by the engine.
+
 The comparison covers the run directories among the inputs (exports carry no horizon or success rule, so they are
 summarised but not compared), each pair decided on its own (:func:`rollbench.analysis.compare.compare_where_paired`):
 paired statistics where the pair's episodes pair on their common tasks, unpaired statistics (Fisher's exact test)
@@ -16,26 +19,32 @@ Figures are drawn one at a time and closed once written, so any number of runs k
 from __future__ import annotations
 
 import base64
-import html
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rollbench.analysis.latency_sweep import latency_sweeps
 from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
 
-_CSS = """
-body{font-family:Georgia,serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
-h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;font-size:.85em;margin:.6em 0}th,td{border:1px solid #ccc;padding:.2em .5em}
-th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
-figure{margin:1em 0}figure img{max-width:100%}figcaption{font-size:.85em;color:#555}
-.note{font-size:.85em;color:#555}.warn{color:#8a3b00;background:#fff4e0;padding:.3em .5em}
-"""
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 
-def _e(value: Any) -> str:
-    return html.escape("—" if value is None else str(value))
+@cache
+def _env() -> Environment:
+    """The report's Jinja2 environment: ``templates/report.html.j2``, every value escaped, None shown as an em dash."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(
+        loader=FileSystemLoader(Path(__file__).with_name("templates")),
+        autoescape=True,
+        undefined=StrictUndefined,  # a missing field is an error, never a blank
+        finalize=lambda value: "—" if value is None else value,
+    )
+    env.filters["pct"] = _pct
+    return env
 
 
 def _pct(x: float | None) -> str:
@@ -48,15 +57,6 @@ def _pts(x: float | None) -> str:
 
 def _p(x: float | None) -> str:
     return "—" if x is None else (f"{x:.3g}" if x >= 0.001 else f"{x:.1e}")
-
-
-def _table(head: list[str], rows: list[list[str]], numeric_from: int) -> str:
-    th = "".join(f"<th>{_e(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f"<td{' class=n' if i >= numeric_from else ''}>{c}</td>" for i, c in enumerate(r)) + "</tr>"
-        for r in rows
-    )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def figure_specs(loaded: Loaded, summary: dict[str, Any], comparison: dict[str, Any] | None) -> dict[str, Any]:
@@ -74,6 +74,9 @@ def figure_specs(loaded: Loaded, summary: dict[str, Any], comparison: dict[str, 
         cap = f"{c['b']} minus {c['a']} per task and pooled ({c['statistics']} bootstrap 95% interval)."
         out[f"difference_{i}"] = (lambda c=c: figures.difference_figure(c), cap)
     out["episode_length"] = (lambda: figures.length_figure(loaded.runs), "Episode length (steps) per task and run.")
+    for i, sweep in enumerate(latency_sweeps(loaded.runs), 1):  # latency sweeps (issue 25)
+        cap = f"Success rate against simulated latency: {sweep['policy']} on {sweep['env']} (95% Wilson interval)."
+        out[f"latency_sweep_{i}"] = (lambda sweep=sweep: figures.latency_sweep_figure(sweep), cap)
     dirs = [r for r in loaded.runs if r.run_dir is not None]
     if dirs:
         out["latency"] = (lambda: figures.latency_figure(dirs), "Policy call latency per run (recorded per step).")
@@ -98,40 +101,39 @@ def render_figure(draw: Any, plots_dir: Path | None) -> bytes:
         plt.close(fig)  # also when writing a plot file failed
 
 
-def _comparison_html(comparison: dict[str, Any]) -> str:
-    parts = []
-    for c in comparison["comparisons"]:
-        paired = c["statistics"] == "paired"
-        head = ["task", "A", "B", "B − A (pts)", "95% CI (bootstrap)"]
-        head += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
-        rows = []
-        for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
-            row = [_e(r["task"]), _pct(r["a"]["success_rate"]), _pct(r["b"]["success_rate"]), _pts(r["difference"])]
-            row.append(f"[{_pts(r['diff_ci95_low'])}, {_pts(r['diff_ci95_high'])}]")
-            row += [_e(r["a_only"]), _e(r["b_only"])] if paired else []
-            row += [_p(r["p_value"]), _p(r.get("p_holm", r.get("p_holm_pairs")))]
-            rows.append(row)
-        kind = "paired" if paired else "UNPAIRED"
-        title = f"A = {_e(c['a'])} ({_e(c['model_a'])}), B = {_e(c['b'])} ({_e(c['model_b'])}) — {kind}"
-        note = ""
-        if not paired:
-            note = (
-                "<p class=warn>Unpaired statistics for this pair (Fisher's exact test, unpaired bootstrap): "
-                f"{_e(c.get('unpaired_reason', 'compare --unpaired'))}.</p>"
-            )
-        if c["tasks_not_compared"]:
-            note += f"<p class=note>Tasks not in both runs (not compared): {_e(', '.join(c['tasks_not_compared']))}</p>"
-        parts.append(f"<h3>{title}</h3>" + note + _table(head, rows, 1))
-    if comparison.get("not_compared"):
-        skipped = "; ".join(f"{x['a']} vs {x['b']}" for x in comparison["not_compared"])
-        parts.append(f"<p class=note>Not compared (no task in common): {_e(skipped)}.</p>")
-    if len(comparison["ranking"]) > 2:
-        rows = [
-            [_e(r["rank"]), _e(r["run"]), _e(r["model"]), _pct(r["success_rate"]), _e(r["episodes"])]
-            for r in comparison["ranking"]
-        ]
-        parts.append("<h3>Ranking by pooled success rate</h3>" + _table(["rank", "run", "model", "rate", "n"], rows, 3))
-    return "".join(parts)
+def _pair_view(c: dict[str, Any]) -> dict[str, Any]:
+    """One comparison's heading facts and table (head, rows of plain values) for the template."""
+    paired = c["statistics"] == "paired"
+    head = ["task", "A", "B", "B − A (pts)", "95% CI (bootstrap)"]
+    head += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
+    rows = []
+    for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
+        row = [r["task"], _pct(r["a"]["success_rate"]), _pct(r["b"]["success_rate"]), _pts(r["difference"])]
+        row.append(f"[{_pts(r['diff_ci95_low'])}, {_pts(r['diff_ci95_high'])}]")
+        row += [r["a_only"], r["b_only"]] if paired else []
+        row += [_p(r["p_value"]), _p(r.get("p_holm", r.get("p_holm_pairs")))]
+        rows.append(row)
+    return {
+        **{k: c[k] for k in ("a", "b", "model_a", "model_b", "tasks_not_compared")},
+        "paired": paired,
+        "unpaired_reason": c.get("unpaired_reason", "compare --unpaired"),
+        "head": head,
+        "rows": rows,
+    }
+
+
+def _comparison_view(comparison: dict[str, Any], figures: list[dict[str, str]]) -> dict[str, Any]:
+    """The comparison section: the bootstrap settings, each pair's view, the pairs not compared, the ranking (more
+    than two runs only) and the difference figures."""
+    ranking = [[r["rank"], r["run"], r["model"], _pct(r["success_rate"]), r["episodes"]] for r in comparison["ranking"]]
+    return {
+        "n_resamples": comparison["bootstrap"]["n_resamples"],
+        "seed": comparison["bootstrap"]["seed"],
+        "pairs": [_pair_view(c) for c in comparison["comparisons"]],
+        "not_compared": "; ".join(f"{x['a']} vs {x['b']}" for x in comparison.get("not_compared") or []),
+        "ranking": ranking if len(ranking) > 2 else [],
+        "figures": figures,
+    }
 
 
 SHOWN_PAIRS = 5  # pairs named in the unpaired warning; the rest are counted (each is marked in the report)
@@ -160,30 +162,87 @@ def report_warnings(comparison: dict[str, Any] | None, summary: dict[str, Any]) 
     return [w for w in [unpaired_warning(comparison)] if w] + summary["warnings"]
 
 
-def _episode_links(loaded: Loaded, url: str) -> str:
-    base = html.escape(url.rstrip("/"), quote=True)
-    parts = []
+def _episode_links(loaded: Loaded, url: str) -> list[dict[str, Any]]:
+    """Per run: its key and, per episode, index, task, seed, outcome and the dashboard URLs of its review page and
+    of each recorded camera's video (cameras from the run's ``meta/info.json``)."""
+    base = url.rstrip("/")
+    out = []
     for run in loaded.runs:
         cams = []
-        info = (Path(run.run_dir) / "meta" / "info.json") if run.run_dir else None
-        if info is not None and info.exists():
-            import json
+        if run.run_dir is not None:
+            from rollbench.grading.files import read_info
 
-            feats = json.loads(info.read_text()).get("features", {})
+            feats = read_info(Path(run.run_dir), []).get("features", {})  # regular file, inside the run, or {}
             cams = [k.removeprefix("observation.images.") for k, v in feats.items() if v.get("dtype") == "video"]
-        rows = []
+        episodes = []
         for ep in run.episodes:
-            key = html.escape(run.identity.episode_key(ep["episode_index"]), quote=True)
-            links = f'<a href="{base}/episode/{key}">review</a>'
-            links += "".join(f' <a href="{base}/media/{key}/{html.escape(c, quote=True)}">{_e(c)}</a>' for c in cams)
-            ok = "success" if ep["success"] else ep.get("termination_reason")
-            rows.append([_e(ep["episode_index"]), _e(ep["task"]), _e(ep["seed"]), _e(ok), links])
-        parts.append(
-            f"<details><summary>{_e(run.key)} ({len(rows)} episodes)</summary>"
-            + _table(["episode", "task", "seed", "outcome", "links"], rows, 99)
-            + "</details>"
-        )
-    return "".join(parts)
+            key = run.identity.episode_key(ep["episode_index"])
+            episodes.append(
+                {
+                    "index": ep["episode_index"],
+                    "task": ep["task"],
+                    "seed": ep["seed"],
+                    "outcome": "success" if ep["success"] else ep.get("termination_reason"),
+                    "review": f"{base}/episode/{key}",
+                    "media": [(c, f"{base}/media/{key}/{c}") for c in cams],
+                }
+            )
+        out.append({"key": run.key, "episodes": episodes})
+    return out
+
+
+def draw_figures(
+    loaded: Loaded, summary: dict[str, Any], comparison: dict[str, Any] | None, plots_dir: Path | None
+) -> dict[str, dict[str, str]]:
+    """Name -> ``{"caption", "png"}`` (base64) for every figure of :func:`figure_specs`, drawn one at a time (and
+    written to ``plots_dir`` as PNG + SVG when given)."""
+    if plots_dir is not None:
+        plots_dir.mkdir(parents=True, exist_ok=True)
+    return {
+        name: {"caption": cap, "png": base64.b64encode(render_figure((name, make), plots_dir)).decode()}
+        for name, (make, cap) in figure_specs(loaded, summary, comparison).items()
+    }
+
+
+def report_context(
+    loaded: Loaded,
+    summary: dict[str, Any],
+    comparison: dict[str, Any] | None,
+    figures: dict[str, dict[str, str]],
+    dashboard_url: str | None,
+) -> dict[str, Any]:
+    """What ``templates/report.html.j2`` shows, as plain values (the template escapes every one)."""
+    from importlib.metadata import version
+
+    cell_rows = [
+        [
+            *(c.get(k) for k in ("task", "model", "instruction")),
+            ", ".join(c["variants"]) or None,
+            *(c.get(k) for k in ("episodes", "repeats", "errored", "successes")),
+            _pct(c["success_rate"]),
+            f"{_pct(c['ci95_low'])} – {_pct(c['ci95_high'])}",
+        ]
+        for c in summary["cells"]
+    ]
+    diffs = [f for name, f in figures.items() if name.startswith("difference_")]
+    return {
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "version": version("rollbench"),
+        "warnings": report_warnings(comparison, summary),
+        "runs_rows": [
+            [
+                *(r[k] for k in ("run", "model", "policy")),
+                r["status"] + (" DAMAGED (included with --allow-damaged)" if r.get("damaged") else ""),
+                *(r[k] for k in ("episodes", "path")),
+            ]
+            for r in summary["runs"]
+        ],
+        "in_progress": ", ".join(f"{p['run']} ({p['why']})" for p in loaded.in_progress),
+        "cell_rows": cell_rows,
+        "figures": figures,
+        "comparison": _comparison_view(comparison, diffs) if comparison else None,
+        "episodes": _episode_links(loaded, dashboard_url) if dashboard_url else None,
+    }
 
 
 def render_report(
@@ -194,79 +253,22 @@ def render_report(
     dashboard_url: str | None = None,
     plots_dir: Path | None = None,
     summary: dict[str, Any] | None = None,
+    reproductions: list[dict[str, Any]] | None = None,
 ) -> str:
     """The report as one HTML document (str). Figures are PNG data URIs; ``plots_dir`` also gets PNG + SVG files.
-    ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not)."""
-    from importlib.metadata import version
-
-    __version__ = version("rollbench")
-
+    ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not).
+    ``reproductions``: :func:`rollbench.reproduce.reproduce` documents, one section each."""
     if summary is None:
         summary = summarize_runs(loaded, labels=labels)
-    if plots_dir is not None:
-        plots_dir.mkdir(parents=True, exist_ok=True)
-    img = {}
-    for name, (make, cap) in figure_specs(loaded, summary, comparison).items():
-        png = base64.b64encode(render_figure((name, make), plots_dir)).decode()
-        img[name] = (
-            f'<figure><img alt="{_e(cap)}" src="data:image/png;base64,{png}"><figcaption>{_e(cap)}</figcaption></figure>'
-        )
-    runs_rows = [
-        [_e(r["run"]), _e(r["model"]), _e(r["policy"]), _e(r["status"]), _e(r["episodes"]), _e(r["path"])]
-        for r in summary["runs"]
-    ]
-    cell_rows = [
-        [
-            *(_e(c.get(k)) for k in ("task", "model", "instruction")),
-            _e(", ".join(c["variants"]) or None),
-            *(_e(c.get(k)) for k in ("episodes", "repeats", "errored", "successes")),
-            _pct(c["success_rate"]),
-            f"{_pct(c['ci95_low'])} – {_pct(c['ci95_high'])}",
-        ]
-        for c in summary["cells"]
-    ]
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    sections = [
-        f"<h1>rollbench report</h1><p class=note>Generated {now} by rollbench {_e(__version__)} from the recorded "
-        "run files; every number is recomputed from disk (<code>rollbench grade</code>, <code>rollbench "
-        "summarize</code>, <code>rollbench compare</code>).</p>",
-    ]
-    warnings = report_warnings(comparison, summary)
-    sections += [f"<p class=warn><strong>Warning:</strong> {_e(w)}</p>" for w in warnings]
-    sections.append("<h2>Runs</h2>" + _table(["run", "model", "policy", "status", "episodes", "source"], runs_rows, 4))
-    if loaded.in_progress:
-        left = ", ".join(f"{p['run']} ({p['why']})" for p in loaded.in_progress)
-        sections.append(f"<p class=note>Left out, still being recorded: {_e(left)}</p>")
-    sections.append(
-        "<h2>Success rate per task</h2>"
-        + _table(
-            ["task", "model", "instruction", "variants", "n", "repeats", "errored", "successes", "rate", "95% CI"],
-            cell_rows,
-            4,
-        )
-        + img["success_rate"]
-    )
-    if comparison:
-        diffs = "".join(v for k, v in img.items() if k.startswith("difference_"))
-        b = comparison["bootstrap"]
-        method = (
-            "<p class=note>Each pair of runs is compared on the tasks both ran, and decided on its own. Paired "
-            "(where the two runs' episodes pair by task, seed, initial state and instruction, with the same horizon "
-            "and success rule): the difference is B minus A with a paired bootstrap 95% percentile interval "
-            f"({b['n_resamples']} resamples, seed {b['seed']}; pooled: resampled within each task) and p is the "
-            "exact McNemar test on the discordant pairs. Unpaired (only where the episodes do not pair; said in the "
-            "pair's table): Fisher's exact test and an unpaired bootstrap interval. p is Holm-corrected across "
-            "tasks; pooled, with more than one comparison, across the comparisons made. Errored episodes count as "
-            "failures.</p>"
-        )
-        sections.append("<h2>Comparison</h2>" + method + _comparison_html(comparison) + diffs)
-    sections.append("<h2>Episode lengths and policy latency</h2>" + img["episode_length"] + img.get("latency", ""))
-    if dashboard_url:
-        sections.append("<h2>Episodes</h2>" + _episode_links(loaded, dashboard_url))
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>rollbench report</title>'
-        f"<style>{_CSS}</style></head><body>{''.join(sections)}</body></html>"
-    )
+    figures = draw_figures(loaded, summary, comparison, plots_dir)
+    context = report_context(loaded, summary, comparison, figures, dashboard_url)
+    context["latency_sweeps"] = latency_sweeps(loaded.runs)
+    context["reproductions"] = []
+    if reproductions:
+        from rollbench.reproduce.html import reproduction_html
+
+        context["reproductions"] = [reproduction_html(doc) for doc in reproductions]
+    return _env().get_template("report.html.j2").render(context)
 
 
 def report_comparison(loaded: Loaded, seed: int = 0, n_resamples: int = 10_000) -> dict[str, Any] | None:

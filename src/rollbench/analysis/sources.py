@@ -1,5 +1,5 @@
 """Reading the runs to analyse: run directories, roots containing them, and JSON exports of the dashboard's
-``/api/runs``. Every per-episode fact comes from :func:`rollbench.grade.grade.grade` (for run directories) or from the
+``/api/runs``. Every per-episode fact comes from :func:`rollbench.grading.grade.grade` (for run directories) or from the
 export's episode rows (which the dashboard built from ``grade``); nothing is re-derived here.
 
 A JSON export is read tolerantly: an object with a ``runs`` list (what ``GET /api/runs`` returns) or a bare list of
@@ -9,11 +9,18 @@ runs. Of each run it reads ``host``, ``robot``, ``name`` (the identity), ``polic
 ``length``, ``termination_reason`` and, when the export was joined with labels, ``label``. Unknown fields are
 ignored; a run without an identity or episodes is an error naming the file.
 
+Damaged runs (grade reports violations: an unreadable, cut or missing file, counts that disagree) are refused
+with a ConfigError naming the run and its first violations, unless ``allow_damaged`` (``--allow-damaged``): then
+the run is kept with ``damaged`` set and its ``violations``, which every output marks. A byte-copy of a run (the
+same run log, :func:`run_fingerprint`) is one run: the first path given is read, the copy is listed in
+``copies`` and never pooled again.
+
 Errors: :class:`rollbench.core.types.ConfigError` with one line naming the offending paths.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +29,7 @@ from typing import Any
 from rollbench.core.identity import RunIdentity
 from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
+from rollbench.record.safe_files import read_regular_json
 
 
 @dataclass
@@ -41,6 +49,12 @@ class RunData:
     result: dict[str, Any] | None = None
     log: dict[str, Any] = field(default_factory=dict)
     embedded_labels: dict[int, str] = field(default_factory=dict)
+    damaged: bool = False
+    violations: list[str] = field(default_factory=list)
+
+    def marks(self) -> dict[str, Any]:
+        """``{"damaged": True, "violations": [...]}`` for a damaged run (included with --allow-damaged), else {}."""
+        return {"damaged": True, "violations": list(self.violations)} if self.damaged else {}
 
     @property
     def key(self) -> str:
@@ -60,6 +74,33 @@ class Loaded:
 
     runs: list[RunData]
     in_progress: list[dict[str, str]]
+    copies: list[dict[str, str]] = field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        """Warnings every analysis prints: each damaged run included, each byte-copy left out."""
+        out = [
+            f"run {r.key} ({r.source}) is damaged and included only because of --allow-damaged: "
+            f"{len(r.violations)} violation(s), first: {r.violations[0]}"
+            for r in self.runs
+            if r.damaged
+        ]
+        out += [f"{c['path']} is a copy of {c['same_as']} (the same run log); counted once" for c in self.copies]
+        return out
+
+
+def run_fingerprint(log: dict[str, Any]) -> str:
+    """sha256 of the run log's canonical JSON (sorted keys): equal for a run directory and a byte-copy of it,
+    different for any two recorded runs (their ``provenance.created`` times and ``executions`` differ)."""
+    return hashlib.sha256(json.dumps(log, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def damaged_error(run_dir: Path, violations: list[str]) -> ConfigError:
+    """The refusal of a damaged run: its path, how many violations, the first two."""
+    first = "; ".join(violations[:2])
+    return ConfigError(
+        f"{run_dir} is damaged ({len(violations)} violation(s) by rollbench grade: {first}); it is not analysed. "
+        "Run `rollbench grade` on it for every problem, or pass --allow-damaged to include it marked as damaged"
+    )
 
 
 def strip_provider(model: str) -> str:
@@ -126,11 +167,18 @@ def _served_label(url: str, name: str | None, merge_served: bool) -> str:
     return name if merge_served else f"{name} via {url}"
 
 
-def _from_run_dir(run_dir: Path, loaded: Loaded, merge_served: bool) -> None:
-    from rollbench.grade.grade import grade, load_run_log
+def _from_run_dir(
+    run_dir: Path, loaded: Loaded, merge_served: bool, allow_damaged: bool, prints: dict[str, Path]
+) -> None:
+    from rollbench.grading.grade import grade, load_run_log
 
     log = load_run_log(run_dir)
     identity = RunIdentity.from_run_log(log, run_dir)
+    fingerprint = run_fingerprint(log)
+    if fingerprint in prints:
+        loaded.copies.append({"run": identity.key, "path": str(run_dir), "same_as": str(prints[fingerprint])})
+        return
+    prints[fingerprint] = run_dir
     if log.get("status") == "RUNNING":
         why = (
             "being recorded"
@@ -140,6 +188,8 @@ def _from_run_dir(run_dir: Path, loaded: Loaded, merge_served: bool) -> None:
         loaded.in_progress.append({"run": identity.key, "path": str(run_dir), "why": why})
         return
     result = grade(run_dir, check_videos=False)  # rollbench grade checks videos; no per-episode fact depends on them
+    if result["violations"] and not allow_damaged:
+        raise damaged_error(run_dir, result["violations"])
     loaded.runs.append(
         RunData(
             identity=identity,
@@ -151,14 +201,16 @@ def _from_run_dir(run_dir: Path, loaded: Loaded, merge_served: bool) -> None:
             run_dir=run_dir,
             result=result,
             log=log,
+            damaged=bool(result["violations"]),
+            violations=list(result["violations"]),
         )
     )
 
 
-def _from_export(path: Path, loaded: Loaded) -> None:
+def _from_export(path: Path, loaded: Loaded, allow_damaged: bool) -> None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = read_regular_json(path, follow_links=True)
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"{path} is not a readable JSON export of /api/runs: {exc}") from None
     runs = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(runs, list):
@@ -175,6 +227,9 @@ def _from_export(path: Path, loaded: Loaded) -> None:
         if run.get("run_status") == "RUNNING" or (live and not live.get("stale")):
             loaded.in_progress.append({"run": identity.key, "path": where, "why": "being recorded"})
             continue
+        violations = [str(v) for v in run.get("violations") or []] if isinstance(run.get("violations"), list) else []
+        if violations and not allow_damaged:
+            raise damaged_error(Path(where), violations)
         episodes, labels = [], {}
         for ep in run["episodes"]:
             if not isinstance(ep, dict) or not isinstance(ep.get("episode_index"), int) or "task" not in ep:
@@ -194,11 +249,15 @@ def _from_export(path: Path, loaded: Loaded) -> None:
                 status=str(run.get("status") or "unknown"),
                 episodes=episodes,
                 embedded_labels=labels,
+                damaged=bool(violations),
+                violations=violations,
             )
         )
 
 
-def load_runs(paths: list[str | Path], *, allow_exports: bool = True, merge_served: bool = False) -> Loaded:
+def load_runs(
+    paths: list[str | Path], *, allow_exports: bool = True, merge_served: bool = False, allow_damaged: bool = False
+) -> Loaded:
     """Read every run under ``paths`` (run directories, roots searched up to 3 levels deep by :func:`rollbench.record.runlog.find_run_dirs`, JSON exports).
 
     A served policy's ``policy`` and ``model`` are ``NAME via URL`` (:func:`policy_of`, :func:`model_of`), so the
@@ -206,7 +265,8 @@ def load_runs(paths: list[str | Path], *, allow_exports: bool = True, merge_serv
     server metadata: their policy is what the dashboard recorded, the URL for a served policy).
 
     Runs still being recorded (``run.json`` status ``RUNNING``) are left out and listed in ``in_progress``. The same
-    directory reached twice (a root and a run inside it) is read once.
+    directory reached twice (a root and a run inside it) is read once, and so is a byte-copy of a run (``copies``).
+    A damaged run is refused unless ``allow_damaged`` (see the module docstring).
 
     Raises:
         ConfigError: a path that does not exist, holds no run, or is a malformed export; two runs with the same
@@ -214,6 +274,7 @@ def load_runs(paths: list[str | Path], *, allow_exports: bool = True, merge_serv
     """
     loaded = Loaded([], [])
     seen: set[Path] = set()
+    prints: dict[str, Path] = {}
     for raw in paths:
         path = Path(raw)
         if not path.exists():
@@ -221,7 +282,7 @@ def load_runs(paths: list[str | Path], *, allow_exports: bool = True, merge_serv
         if path.is_file():
             if not allow_exports:
                 raise ConfigError(f"{path} is a file; give run directories (or roots containing them)")
-            _from_export(path, loaded)
+            _from_export(path, loaded, allow_damaged)
             continue
         dirs = find_run_dirs([path])
         if not dirs:
@@ -232,7 +293,7 @@ def load_runs(paths: list[str | Path], *, allow_exports: bool = True, merge_serv
                 continue
             seen.add(real)
             try:
-                _from_run_dir(d, loaded, merge_served)
+                _from_run_dir(d, loaded, merge_served, allow_damaged, prints)
             except RollbenchError as exc:
                 raise ConfigError(str(exc)) from None
     by_key: dict[str, list[str]] = {}

@@ -7,7 +7,7 @@ every count and interval is one recorded episode, taken as an independent Bernou
 because they are independent only when the policy or env is stochastic (see :func:`summarize_runs`).
 
 Each cell counts the recorded (finished) episodes of its runs: ``errored`` (termination reason ``error``; counted as
-failures, as :mod:`rollbench.grade.grade` does), ``successes`` with the 95% Wilson interval, and, with labels, the count
+failures, as :mod:`rollbench.grading.grade` does), ``successes`` with the 95% Wilson interval, and, with labels, the count
 per label of the rubric, ``n_labeled``, ``n_unlabeled``, ``n_invalid`` and the rubric's rates. A rate's denominator is
 the *valid* labelled episodes (labelled, not ``invalid``) unless said otherwise; a rate is ``null`` when its
 denominator is 0.
@@ -36,7 +36,7 @@ from typing import Any
 
 from rollbench.analysis.sources import Loaded, RunData
 from rollbench.core.types import ConfigError
-from rollbench.grade.stats import wilson_interval
+from rollbench.grading.stats import wilson_interval
 
 BY_KEYS: tuple[str, ...] = ("task", "model", "policy", "host", "robot", "run", "variant", "instruction")
 DEFAULT_BY: tuple[str, ...] = ("task", "model")  # summarize_runs adds "instruction"
@@ -116,7 +116,7 @@ def load_label_set(loaded: Loaded, labels_path: str | None, rubric_name: str | N
 
 @cache
 def _registry_instruction(task: str) -> str | None:
-    from rollbench.core.registry import resolve_tasks
+    from rollbench.core.registry import resolve_remote_tasks as resolve_tasks  # a recorded name never imports
 
     try:
         infos = resolve_tasks(task)
@@ -196,6 +196,9 @@ def _repeat_key(ep: dict[str, Any]) -> tuple[Any, ...]:
     return (ep["task"], ep.get("seed"), ep.get("initial_state"), ep.get("instruction"))
 
 
+Members = list[tuple[RunData, dict[str, Any]]]  # the episodes of one cell, each with its run
+
+
 def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Labels | None = None) -> dict[str, Any]:
     """The ``summarize --json`` document: ``by``, ``rubric``, ``labels``, ``cells``, ``runs``, ``in_progress``,
     ``warnings``.
@@ -217,70 +220,13 @@ def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Lab
     """
     check_instructions(loaded.runs, by)
     keys = by if "instruction" in by else (*by, "instruction")
-    # across tasks (task not a key) the canonical instructions differ by task yet mean "as the task says": null
-    canonical_null = "task" not in by and "instruction" not in by
-    groups: dict[tuple[Any, ...], list[tuple[RunData, dict[str, Any]]]] = {}
-    for run in loaded.runs:
-        for ep in run.episodes:
-            values = [_key_value(run, ep, k) for k in keys]
-            if canonical_null and _is_canonical(run, ep):
-                values[-1] = None
-            # an episode without a recorded text: its variant name is the best key left (hidden, last)
-            hidden = ep.get("variant") if ep.get("instruction") is None else None
-            groups.setdefault((*values, hidden), []).append((run, ep))
-    warnings: list[str] = []
+    groups = _group_episodes(loaded, by, keys)
+    warnings: list[str] = loaded.notes()  # damaged runs included (--allow-damaged), byte-copies counted once
     cells = []
     for key in sorted(groups, key=lambda k: tuple("" if v is None else str(v) for v in k)):
-        members = groups[key]
-        n = len(members)
-        s = sum(1 for _, ep in members if ep["success"])
-        lo, hi = wilson_interval(s, n)
-        cell: dict[str, Any] = dict(zip(keys, key[:-1], strict=True))
-        seen = Counter(_repeat_key(ep) for _, ep in members)
-        repeats = sum(c - 1 for c in seen.values())
-        runs = sorted({r.key for r, _ in members})
-        if repeats:
-            where = ", ".join(f"{k}={'—' if v is None else v}" for k, v in cell.items())
-            warnings.append(
-                f"cell {where}: {repeats} of its {n} episodes repeat a (task, seed, initial state, instruction) "
-                f"already in the cell ({sum(1 for c in seen.values() if c > 1)} such episode(s) recorded more than "
-                f"once, across runs {', '.join(runs)}); each is counted, which is honest only if the policy or env "
-                "is stochastic (a deterministic policy repeats the same outcome and the interval is too narrow)"
-            )
-        variants = {ep.get("variant") for _, ep in members} - {None}
-        cell.update(
-            {
-                "variants": sorted(str(v) for v in variants),
-                "hosts": sorted({f"{r.identity.host}/{r.identity.robot}" for r, _ in members}),
-                "runs": runs,
-                "episodes": n,
-                "repeats": repeats,
-                "errored": sum(1 for _, ep in members if ep.get("termination_reason") == "error"),
-                "successes": s,
-                "success_rate": s / n if n else None,
-                "ci95_low": lo,
-                "ci95_high": hi,
-            }
-        )
-        if labels is not None:
-            counts: Counter[str] = Counter()
-            for run, ep in members:
-                lab = labels.by_key.get(run.identity.episode_key(ep["episode_index"]))
-                if lab is not None:
-                    counts[lab] += 1
-            n_labeled = sum(counts.values())
-            rates, parts = rubric_rates(labels.rubric, counts)
-            cell.update(
-                {
-                    "label_counts": {lab: counts[lab] for lab in labels.rubric.label_names},
-                    "n_labeled": n_labeled,
-                    "n_unlabeled": n - n_labeled,
-                    "n_invalid": counts[INVALID],
-                    "rates": rates,
-                    "rate_counts": parts,
-                }
-            )
+        cell, warning = _cell(dict(zip(keys, key[:-1], strict=True)), groups[key], labels)
         cells.append(cell)
+        warnings += [warning] if warning else []
     return {
         "by": list(keys),
         "rubric": labels.rubric.id if labels else None,
@@ -294,11 +240,89 @@ def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Lab
                 "model": r.model,
                 "status": r.status,
                 "episodes": len(r.episodes),
+                **r.marks(),
             }
             for r in sorted(loaded.runs, key=lambda r: r.key)
         ],
         "in_progress": loaded.in_progress,
+        **({"copies": loaded.copies} if loaded.copies else {}),
         "warnings": warnings,
+    }
+
+
+def _group_episodes(loaded: Loaded, by: tuple[str, ...], keys: tuple[str, ...]) -> dict[tuple[Any, ...], Members]:
+    """Every episode of ``loaded`` under its cell key: its ``keys`` values, then a hidden last value (the variant
+    name of an episode without a recorded instruction text, else None)."""
+    # across tasks (task not a key) the canonical instructions differ by task yet mean "as the task says": null
+    canonical_null = "task" not in by and "instruction" not in by
+    groups: dict[tuple[Any, ...], Members] = {}
+    for run in loaded.runs:
+        for ep in run.episodes:
+            values = [_key_value(run, ep, k) for k in keys]
+            if canonical_null and _is_canonical(run, ep):
+                values[-1] = None
+            # an episode without a recorded text: its variant name is the best key left (hidden, last)
+            hidden = ep.get("variant") if ep.get("instruction") is None else None
+            groups.setdefault((*values, hidden), []).append((run, ep))
+    return groups
+
+
+def _cell(cell: dict[str, Any], members: Members, labels: Labels | None) -> tuple[dict[str, Any], str | None]:
+    """The cell keyed by ``cell`` (its key values) with its counts, interval and, with ``labels``, label counts
+    and rates; and the warning naming its repeated episodes (None when none repeats)."""
+    n = len(members)
+    s = sum(1 for _, ep in members if ep["success"])
+    lo, hi = wilson_interval(s, n)
+    seen = Counter(_repeat_key(ep) for _, ep in members)
+    repeats = sum(c - 1 for c in seen.values())
+    runs = sorted({r.key for r, _ in members})
+    warning = None
+    if repeats:
+        where = ", ".join(f"{k}={'—' if v is None else v}" for k, v in cell.items())
+        warning = (
+            f"cell {where}: {repeats} of its {n} episodes repeat a (task, seed, initial state, instruction) "
+            f"already in the cell ({sum(1 for c in seen.values() if c > 1)} such episode(s) recorded more than "
+            f"once, across runs {', '.join(runs)}); each is counted, which is honest only if the policy or env "
+            "is stochastic (a deterministic policy repeats the same outcome and the interval is too narrow)"
+        )
+    variants = {ep.get("variant") for _, ep in members} - {None}
+    if damaged := sorted({r.key for r, _ in members if r.damaged}):
+        cell["damaged_runs"] = damaged  # only with --allow-damaged: this cell pools a damaged run
+    cell.update(
+        {
+            "variants": sorted(str(v) for v in variants),
+            "hosts": sorted({f"{r.identity.host}/{r.identity.robot}" for r, _ in members}),
+            "runs": runs,
+            "episodes": n,
+            "repeats": repeats,
+            "errored": sum(1 for _, ep in members if ep.get("termination_reason") == "error"),
+            "successes": s,
+            "success_rate": s / n if n else None,
+            "ci95_low": lo,
+            "ci95_high": hi,
+        }
+    )
+    if labels is not None:
+        cell.update(_label_fields(members, labels))
+    return cell, warning
+
+
+def _label_fields(members: Members, labels: Labels) -> dict[str, Any]:
+    """A cell's label counts (every label of the rubric), labelled / unlabelled / invalid counts and rubric rates."""
+    counts: Counter[str] = Counter()
+    for run, ep in members:
+        lab = labels.by_key.get(run.identity.episode_key(ep["episode_index"]))
+        if lab is not None:
+            counts[lab] += 1
+    n_labeled = sum(counts.values())
+    rates, parts = rubric_rates(labels.rubric, counts)
+    return {
+        "label_counts": {lab: counts[lab] for lab in labels.rubric.label_names},
+        "n_labeled": n_labeled,
+        "n_unlabeled": len(members) - n_labeled,
+        "n_invalid": counts[INVALID],
+        "rates": rates,
+        "rate_counts": parts,
     }
 
 
@@ -310,6 +334,8 @@ def cells_csv(doc: dict[str, Any]) -> str:
     head += ["ci95_low", "ci95_high"]
     if label_names:
         head += ["n_labeled", "n_unlabeled", "n_invalid", *(f"label:{x}" for x in label_names), *rate_names]
+    damaged = any("damaged_runs" in c for c in doc["cells"])  # --allow-damaged: the column marks those cells
+    head += ["damaged_runs"] if damaged else []
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(head)
@@ -319,5 +345,6 @@ def cells_csv(doc: dict[str, Any]) -> str:
         if label_names:
             row += [c["n_labeled"], c["n_unlabeled"], c["n_invalid"], *(c["label_counts"][x] for x in label_names)]
             row += [c["rates"][r] for r in rate_names]
+        row += [";".join(c.get("damaged_runs", []))] if damaged else []
         w.writerow(["" if v is None else v for v in row])
     return buf.getvalue()

@@ -25,6 +25,10 @@ def _out() -> Console:
     return out if out.is_terminal else Console(width=200)
 
 
+ALLOW_DAMAGED_HELP = (
+    "Include runs that rollbench grade finds damaged (violations), marked damaged in every output; without it such "
+    "a run is refused (exit 2)."
+)
 MERGE_SERVED_HELP = (
     "Label a served policy by the name its server reported (NAME), not NAME via URL: pools it across URLs and with "
     "in-process runs of that name."
@@ -127,6 +131,7 @@ def summarize_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per cell.")] = False,
     merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,
+    allow_damaged: Annotated[bool, typer.Option(help=ALLOW_DAMAGED_HELP)] = False,
 ) -> None:
     """Pool episodes across runs and hosts into task x model x instruction cells: counts, success rate with its
     Wilson interval, label counts and the rubric's rates. Episodes repeating a (task, seed, initial state,
@@ -138,7 +143,7 @@ def summarize_cmd(
         _fail("give --json or --csv, not both")
     try:
         keys = parse_by(by)
-        loaded = load_runs(list(paths), merge_served=merge_served)
+        loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
         label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
         doc = summarize_runs(loaded, keys, label_set)
     except ConfigError as exc:
@@ -169,12 +174,13 @@ def compare_cmd(
         float | None,
         typer.Option(help="--power: P(exactly one policy succeeds), e.g. from a pilot; default: independent."),
     ] = None,
+    allow_damaged: Annotated[bool, typer.Option(help=ALLOW_DAMAGED_HELP)] = False,
 ) -> None:
     """Compare runs on paired episodes (same task, seed, initial state): rates, difference with a paired bootstrap
     interval, exact McNemar test, Holm across tasks; or, with --power, the episodes per task a comparison needs."""
     out = _out()
     if power:
-        from rollbench.grade.stats import paired_sample_size
+        from rollbench.grading.stats import paired_sample_size
 
         if runs:
             _fail("--power plans a comparison; give --p-a and --p-b, not runs")
@@ -204,7 +210,10 @@ def compare_cmd(
     try:
         if not runs or len(runs) < 2:
             raise ConfigError("compare needs two or more run directories (or --power --p-a P --p-b P)")
-        loaded = load_runs(list(runs), allow_exports=False)
+        loaded = load_runs(list(runs), allow_exports=False, allow_damaged=allow_damaged)
+        if loaded.copies:
+            c = loaded.copies[0]
+            raise ConfigError(f"{c['path']} is a copy of {c['same_as']} (the same run log); compare different runs")
         if loaded.in_progress:
             raise ConfigError(
                 f"{loaded.in_progress[0]['path']} is {loaded.in_progress[0]['why']}; compare finished runs"
@@ -218,10 +227,34 @@ def compare_cmd(
     except RollbenchError as exc:
         _fail(str(exc), code=1)
         return
+    print_warnings(loaded.notes())
     if as_json:
         out.print_json(json.dumps(doc))
     else:
         print_comparison(out, doc)
+
+
+def _reproductions(loaded: Any, reference: str | None) -> list[dict[str, Any]]:
+    """``rollbench reproduce`` of each run directory among the report's inputs that has a suite of the reference
+    (one document per run, so runs of one suite by different policies each get their verdict); [] without
+    ``--reference``. Raises ConfigError when no run directory has such a suite (exports carry no protocol)."""
+    if reference is None:
+        return []
+    from rollbench.reproduce import load_reference, reproduce
+    from rollbench.reproduce.document import NoSuiteInCommon
+
+    ref = load_reference(reference)
+    docs = []
+    for run in loaded.runs:
+        if run.run_dir is None:
+            continue
+        try:
+            docs.append(reproduce([run.run_dir], ref))
+        except NoSuiteInCommon:
+            continue
+    if not docs:
+        raise ConfigError(f"--reference {reference}: no run directory among the inputs has a suite of it")
+    return docs
 
 
 def report_cmd(
@@ -239,10 +272,14 @@ def report_cmd(
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
     merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,
+    allow_damaged: Annotated[bool, typer.Option(help=ALLOW_DAMAGED_HELP)] = False,
+    reference: Annotated[
+        str | None, typer.Option(help="Add a reproduction section against this reference (rollbench reproduce).")
+    ] = None,
 ) -> None:
     """Write one self-contained offline HTML report: success rates with intervals, comparisons (paired where a
     pair's episodes pair, else unpaired and said so), length and latency distributions (and the same figures as
-    PNG/SVG with --plots). Its warnings are also printed on stderr."""
+    PNG/SVG with --plots), and with --reference the reproduction verdicts. Its warnings are also printed on stderr."""
     from rollbench.analysis.html_report import render_report, report_comparison, report_warnings
     from rollbench.analysis.sources import load_runs
     from rollbench.analysis.summarize import load_label_set, summarize_runs
@@ -250,12 +287,14 @@ def report_cmd(
     if dashboard_url is not None and not dashboard_url.startswith(("http://", "https://")):
         _fail(f"--dashboard-url {dashboard_url!r} is not an http(s) URL")
     try:
-        loaded = load_runs(list(paths), merge_served=merge_served)
+        check_outputs(out_path, plots)
+        loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
         if not loaded.runs:
             raise ConfigError("no finished run among the inputs")
         label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
         comparison = report_comparison(loaded, seed=seed)
         summary = summarize_runs(loaded, labels=label_set)
+        reproductions = _reproductions(loaded, reference)
         text = render_report(
             loaded,
             labels=label_set,
@@ -263,17 +302,34 @@ def report_cmd(
             dashboard_url=dashboard_url,
             plots_dir=plots,
             summary=summary,
+            reproductions=reproductions,
         )
         warnings = report_warnings(comparison, summary)
     except ConfigError as exc:
         _fail(str(exc))
         return
     print_warnings(warnings)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out_path)
+    from rollbench.record.files import atomic_write_bytes
+
+    try:  # a temporary file beside the target, renamed onto it, removed on any failure
+        atomic_write_bytes(out_path, text.encode("utf-8"), durable=False)
+    except OSError as exc:
+        _fail(f"cannot write {out_path}: {exc}")
     _out().print(f"report written to {out_path}" + (f"; figures in {plots}" if plots else ""), highlight=False)
+
+
+def check_outputs(out_path: Path, plots: Path | None) -> None:
+    """ConfigError for an output that is a directory, or that is or lies inside a run directory (never written:
+    a report there would replace or join the run's own files)."""
+    from rollbench.record.safe_files import refuse_inside_run
+
+    if out_path.is_dir():
+        raise ConfigError(
+            f"--out {out_path} is a directory; give the HTML file to write, e.g. {out_path / 'report.html'}"
+        )
+    refuse_inside_run(out_path, "--out")
+    if plots is not None:
+        refuse_inside_run(plots, "--plots")
 
 
 def register(app: typer.Typer) -> None:

@@ -35,6 +35,8 @@ def build_dashboard(
     stale_after_s: float = 120.0,
     peer_refresh_s: float = 5.0,
     sync_budget_s: float = 2.0,
+    host: str = "127.0.0.1",
+    allow_hosts: tuple[str, ...] = (),
 ) -> Dashboard:
     """Validate the options and return the :class:`rollbench.review.service.Dashboard` (ConfigError if bad)."""
     from rollbench.core.identity import check_segment
@@ -66,6 +68,8 @@ def build_dashboard(
         stale_after_s=stale_after_s,
         peer_refresh_s=peer_refresh_s,
         sync_budget_s=sync_budget_s,
+        host=host,
+        allow_hosts=tuple(allow_hosts),
     )
     return Dashboard(cfg)
 
@@ -97,7 +101,12 @@ def register(app: typer.Typer) -> None:
         rubric: Annotated[str | None, typer.Option(help="outcome-v1 (default), harm-five-class-v1, or a file.")] = None,
         host: Annotated[str, typer.Option(help="Address to bind; non-loopback needs --token.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(min=0, max=65535)] = 8301,
-        token: Annotated[str | None, typer.Option(help="Require this token (bearer header or ?token= cookie).")] = None,
+        token: Annotated[
+            str | None, typer.Option(help="Require this token, 16+ characters (bearer header or ?token= cookie).")
+        ] = None,
+        allow_host: Annotated[
+            list[str] | None, typer.Option(help="Another Host name clients use (repeatable; needed for 0.0.0.0).")
+        ] = None,
         annotator: Annotated[str | None, typer.Option(help="Name recorded with each label (default: OS user).")] = None,
         cache_dir: Annotated[
             Path | None,
@@ -119,9 +128,18 @@ def register(app: typer.Typer) -> None:
 
         labels = labels or default_labels(list(root or []))
         try:
-            check_binding(host, token)
+            check_binding(host, token, allow_host or ())
             dash = build_dashboard(
-                list(root or []), labels, rubric, list(peer or []), token, annotator, cache_dir, stale_after
+                list(root or []),
+                labels,
+                rubric,
+                list(peer or []),
+                token,
+                annotator,
+                cache_dir,
+                stale_after,
+                host=host,
+                allow_hosts=tuple(allow_host or ()),
             )
         except ConfigError as exc:
             _fail(str(exc))

@@ -112,6 +112,15 @@ def _timing_line(timing: dict[str, Any]) -> str:
 
 def print_result(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
     """The results table (per task, per suite, overall), latency, status and reasons."""
+    print_table(console, _results_table(result))
+    if result.get("variants"):
+        print_variants(console, result)
+    _print_costs(console, result)
+    _print_status(console, result, run_dir)
+
+
+def _results_table(result: dict[str, Any]) -> Table:
+    """One row per task, then each suite and (with several tasks) the whole run, pooled."""
     table = Table(title="rollbench results (graded from the recorded files)")
     for col in (
         "task",
@@ -146,9 +155,11 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
         _pooled_row(table, f"[bold]{name}[/] (suite, pooled)", suite)
     if len(result["tasks"]) > 1:
         _pooled_row(table, "[bold]overall (pooled)[/]", result["overall"])
-    print_table(console, table)
-    if result.get("variants"):
-        print_variants(console, result)
+    return table
+
+
+def _print_costs(console: Console, result: dict[str, Any]) -> None:
+    """What the run cost: policy-call latency, wall time, and an agent's model calls, tokens and money."""
     lat = result.get("latency", {})
     if lat.get("policy_calls"):
         console.print(
@@ -156,6 +167,8 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
             f"p99 {1e3 * lat['p99_s']:.2f} ms over {lat['policy_calls']} calls"
             + (f" ({lat['calls_per_episode']:.1f} per episode)" if lat.get("calls_per_episode") else "")
         )
+    if result.get("delay"):
+        print_delay(console, result["delay"])
     timing = result.get("timing") or {}
     if timing.get("eval_wall_time_s") is not None:
         console.print(_timing_line(timing), highlight=False, soft_wrap=True)
@@ -171,6 +184,10 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
                 f"{u['completion_tokens']} completion = {u['total_tokens']} tokens{cost}",
                 highlight=False,
             )
+
+
+def _print_status(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
+    """The status, what OK means, every reason it is not OK, and where the run is."""
     color = {"OK": "green", "PARTIAL": "yellow", "FAILED": "red"}[result["status"]]
     console.print(
         f"status: [bold {color}]{result['status']}[/] — {result['episodes_recorded']} of "
@@ -251,3 +268,18 @@ def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = 
                     end_section=i == len(r["tasks"]) - 1,
                 )
     print_table(console, table)
+
+
+def print_delay(console: Console, delay: dict[str, Any]) -> None:
+    """One line for a run with ``--latency`` (:mod:`rollbench.grading.delay`): the mode, the delay of every call, the
+    mean delay of executed actions and the share of hold steps."""
+    d = delay.get("call_delay_steps")
+    mean, share = delay.get("mean_delay_steps"), delay.get("hold_share")
+    console.print(
+        f"latency {delay['latency']} (stale actions: {delay['stale']})"
+        + (f", {d} step{'s' if d != 1 else ''} per call" if d is not None else "")
+        + (f"; executed actions {mean:.2f} steps old on average" if mean is not None else "")
+        + (f"; hold action on {100 * share:.1f}% of {delay['steps']} steps" if share is not None else ""),
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -11,19 +11,26 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from rollbench.cli import analysis as cli_analysis
 from rollbench.cli import dashboard as cli_dashboard
 from rollbench.cli import optimize as cli_optimize
+from rollbench.cli import reproduce as cli_reproduce
 from rollbench.cli.common import console, out
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.release import register as _register_release
 from rollbench.cli.runs import register as register_runs
+from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
 from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.record.safe_files import read_regular_json
 from rollbench.serve.server import serve_policy
+
+if TYPE_CHECKING:
+    from rollbench.core.spec import EvalSpec
+    from rollbench.run.runners import Execution
 
 app = typer.Typer(
     add_completion=False,
@@ -52,18 +59,6 @@ def _main(
     """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
 
 
-def _image_size(value: str) -> tuple[int, int]:
-    try:
-        parts = [int(v) for v in value.lower().replace("x", ",").split(",")]
-    except ValueError:
-        raise typer.BadParameter(f"{value!r} is not HEIGHTxWIDTH or a single size, e.g. 224 or 240x320") from None
-    if len(parts) == 1:
-        parts *= 2
-    if len(parts) != 2:
-        raise typer.BadParameter(f"{value!r} is not HEIGHTxWIDTH")
-    return parts[0], parts[1]
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM during ``rollbench eval``: handled like Ctrl-C (the run ends INTERRUPTED, resumable), exit 143."""
 
@@ -86,29 +81,9 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 
 @app.command("eval")
+@spec_options
 def eval_cmd(
     ctx: typer.Context,
-    env: Annotated[
-        str | None, typer.Option(help="Task, suite or comma-separated tasks, e.g. metaworld/pick-place-v3.")
-    ] = None,
-    policy: Annotated[str | None, typer.Option(help="Policy name (see `rollbench policies`) or server URL.")] = None,
-    episodes: Annotated[int, typer.Option(min=1, help="Independently reset episodes per task.")] = 10,
-    max_steps: Annotated[int | None, typer.Option(min=1, help="Horizon in steps (default: the task's).")] = None,
-    seed: Annotated[int, typer.Option(min=0, help="Base seed; episode k of each task uses seed + k.")] = 0,
-    action_noise: Annotated[float, typer.Option(min=0.0, help="Std of Gaussian action noise (action units).")] = 0.0,
-    replan_every: Annotated[
-        int | None, typer.Option(min=1, help="Actions executed per chunk (default: policy's, else 1).")
-    ] = None,
-    video: Annotated[bool, typer.Option("--video/--no-video", help="Record an mp4 per camera per episode.")] = False,
-    cameras: Annotated[str | None, typer.Option(help="Comma-separated cameras (default: the task's first).")] = None,
-    image_size: Annotated[
-        str | None, typer.Option(help="Rendered image size, HxW or one number (default: the task's, 224; LIBERO 256).")
-    ] = None,
-    success_rule: Annotated[str | None, typer.Option(help="Override: any_step or final_step.")] = None,
-    instruction: Annotated[str | None, typer.Option(help="Override the task's instruction.")] = None,
-    policy_options: Annotated[
-        str | None, typer.Option(help="Policy options (e.g. obs_map, timeout_s): a JSON object or a JSON file.")
-    ] = None,
     spec_file: Annotated[
         Path | None,
         typer.Option("--spec", help='EvalSpec as a JSON file (e.g. run.json\'s "spec"); flags given override it.'),
@@ -124,106 +99,29 @@ def eval_cmd(
     ] = 1,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
-    policy_timeout: Annotated[
-        float, typer.Option(min=0.001, help="Deadline of every policy call in seconds; past it the episode errors.")
-    ] = 300.0,
-    first_trial: Annotated[
-        int, typer.Option(min=0, help="Run trials FIRST_TRIAL.. of each task, with the full plan's seeds and states.")
-    ] = 0,
     retry_errors: Annotated[
         str, typer.Option(help="On resume, re-run errored episodes: infra (infrastructure faults), all or none.")
     ] = "infra",
-    success_hold: Annotated[
-        int, typer.Option(min=1, help="Success must hold this many consecutive steps to count (recorded).")
-    ] = 1,
-    fast_render: Annotated[
-        bool, typer.Option("--fast-render/--no-fast-render", help="Reflections and shadows off (LIBERO; recorded).")
-    ] = False,
     host_label: Annotated[
         str | None, typer.Option(help="Host segment of the run's identity host/robot/name (default: machine name).")
     ] = None,
     robot: Annotated[
         str | None, typer.Option(help="Robot segment of the run's identity (default: the env family's embodiment).")
     ] = None,
-    instructions: Annotated[
-        Path | None,
-        typer.Option(help="Instruction sweep: a file, one instruction per line or JSON with names; paired per task."),
-    ] = None,
-    instruction_perturb: Annotated[
-        str | None,
-        typer.Option(help="Robustness sweep: comma-separated paraphrase, synonym, drop-object, distractor."),
-    ] = None,
     wire_capture: Annotated[
         bool,
         typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
     ] = False,
+    **spec_flags: Any,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
-    from rollbench.api import Execution, evaluate
-    from rollbench.cli.display import ProgressDisplay
-    from rollbench.core.spec import build_spec
-    from rollbench.core.variants import read_variants
-    from rollbench.wire.obs_map import load_policy_options
+    from rollbench.api import Execution
 
-    flags: dict[str, Any] = {
-        "env": env,
-        "policy": policy,
-        "episodes": episodes,
-        "max_steps": max_steps,
-        "seed": seed,
-        "action_noise": action_noise,
-        "replan_every": replan_every,
-        "video": video,
-        "cameras": cameras,
-        "image_size": image_size,
-        "success_rule": success_rule,
-        "instruction": instruction,
-        "policy_options": policy_options,
-        "policy_timeout_s": policy_timeout,
-        "first_trial": first_trial,
-        "success_hold": success_hold,
-        "fast_render": fast_render,
-        "instructions": instructions,
-        "instruction_perturb": instruction_perturb,
-    }
-    # flags typed on the command line (typer vendors click, so compare the source by name)
-    display = ProgressDisplay(console, enabled=not as_json)
-    params = {"policy_timeout_s": "policy_timeout"}  # spec field -> CLI parameter, where they differ
-    given = [k for k in flags if getattr(ctx.get_parameter_source(params.get(k, k)), "name", None) == "COMMANDLINE"]
     try:
         if resume is not None:
-            from rollbench.record.runlog import read_run_log
-
-            if given or spec_file:
-                shown = ", ".join("--" + params.get(k, k).replace("_", "-") for k in given) or "--spec"
-                raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
-            log = read_run_log(resume)
-            if log is None:
-                raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
-            spec = build_spec(**log["spec"])
-            out_dir = resume
+            spec, out_dir = _resumed_spec(resume, given_flags(ctx), spec_file), resume
         else:
-            fields = _load_spec_file(spec_file) if spec_file else {}
-            for k in given if spec_file else list(flags):
-                value: Any = flags[k]
-                if k == "cameras":
-                    value = tuple(c.strip() for c in cameras.split(",")) if cameras else None
-                elif k == "image_size":
-                    value = _image_size(image_size) if image_size else None
-                elif k == "policy_options":
-                    value = load_policy_options(policy_options)
-                elif k == "instructions":
-                    value = read_variants(instructions) if instructions else None
-                elif k == "instruction_perturb":
-                    value = tuple(p.strip() for p in instruction_perturb.split(",")) if instruction_perturb else None
-                fields[k] = value
-            if not fields.get("env") or not fields.get("policy"):
-                raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
-            if wire_capture:
-                fields["policy_options"] = _with_wire_capture(fields["policy"], fields.get("policy_options"))
-            spec = build_spec(**fields)
-        if executor not in ("local", "ray"):
-            raise ConfigError(f"unknown executor {executor!r}; valid executors: local, ray")
+            spec = _new_spec(ctx, spec_flags, spec_file, wire_capture)
         execution = Execution(
             workers=workers,
             executor=executor,
@@ -231,6 +129,60 @@ def eval_cmd(
             batch_size=batch_size,
             retry_errors=retry_errors,
         )
+    except ConfigError as exc:
+        _fail(str(exc))
+    except RollbenchError as exc:  # e.g. a run.json that cannot be read
+        _fail(str(exc), code=1)
+    result, run_dir = _run_with_display(spec, out_dir, execution, as_json, host_label, robot)
+    if as_json and run_dir is not None:
+        result = {**result, "run_dir": str(run_dir)}  # where the run went (also without --out)
+    _emit(result, as_json, run_dir)
+
+
+def _resumed_spec(resume: Path, given: list[SpecFlag], spec_file: Path | None) -> EvalSpec:
+    """The spec stored in ``resume``/run.json; ConfigError if spec flags or ``--spec`` were given too."""
+    from rollbench.core.spec import build_spec
+    from rollbench.record.runlog import read_run_log
+
+    if given or spec_file:
+        shown = ", ".join(f.option for f in given) or "--spec"
+        raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
+    log = read_run_log(resume)
+    if log is None:
+        raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
+    return build_spec(**log["spec"])
+
+
+def _new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool) -> EvalSpec:
+    """The spec of the flags (every one, or with ``--spec FILE`` the file's fields overridden by the flags typed)."""
+    from rollbench.core.spec import build_spec
+
+    fields = _load_spec_file(spec_file) if spec_file else {}
+    fields.update(spec_fields(values, given_flags(ctx) if spec_file else SPEC_FLAGS))
+    if not fields.get("env") or not fields.get("policy"):
+        raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
+    if wire_capture:
+        fields["policy_options"] = _with_wire_capture(fields["policy"], fields.get("policy_options"))
+    return build_spec(**fields)
+
+
+def _run_with_display(
+    spec: EvalSpec,
+    out_dir: Path | None,
+    execution: Execution,
+    as_json: bool,
+    host_label: str | None,
+    robot: str | None,
+) -> tuple[dict[str, Any], Path | None]:
+    """Evaluate ``spec`` with progress bars (none with ``--json``); returns the result and the run directory.
+
+    Ctrl-C or SIGTERM: one line saying how to resume, exit 130 or 143; bad input: exit 2; a run that cannot go
+    on (RollbenchError): exit 1."""
+    from rollbench.api import evaluate
+    from rollbench.cli.display import ProgressDisplay
+
+    display = ProgressDisplay(console, enabled=not as_json)
+    try:
         with display, _terminate_as_interrupt():
             result = evaluate(
                 spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
@@ -246,13 +198,9 @@ def eval_cmd(
         raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
     except ConfigError as exc:
         _fail(str(exc))
-        return
     except RollbenchError as exc:
         _fail(str(exc), code=1)
-        return
-    if as_json and display.run_dir is not None:
-        result = {**result, "run_dir": str(display.run_dir)}  # where the run went (also without --out)
-    _emit(result, as_json, display.run_dir)
+    return result, display.run_dir
 
 
 def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str, Any]:
@@ -265,8 +213,8 @@ def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str,
 def _load_spec_file(path: Path) -> dict[str, Any]:
     """An EvalSpec's fields from a JSON file: a spec object, or a run.json (its ``spec`` is used)."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        data = read_regular_json(path, follow_links=True)  # a FIFO or device is refused, never waited on
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"--spec {path}: cannot read a JSON object ({exc})") from None
     if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data:
         data = data["spec"]
@@ -325,7 +273,7 @@ def envs_cmd(
 
 @app.command("policies")
 def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the available policies, one line each."""
+    """List the available policies, one line each: real policies first, then test fixtures and stand-ins."""
     from rollbench.core.registry import list_policies
 
     rows = list_policies()
@@ -335,7 +283,8 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     from rich.text import Text
 
     for r in rows:  # plain text (no markup from docstrings), never cut: a long line is left to the terminal to wrap
-        out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", r["description"]), soft_wrap=True)
+        marker = "test fixture: " if r["kind"] == "fixture" else ""
+        out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
     out.print(
         Text.assemble(
             (f"{'module:factory':<22}", "bold"),
@@ -383,6 +332,7 @@ register_runs(app)
 cli_dashboard.register(app)
 cli_analysis.register(app)
 cli_optimize.register(app)
+cli_reproduce.register(app)
 _register_release(app)
 
 

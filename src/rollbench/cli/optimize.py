@@ -103,6 +103,9 @@ def optimize_instruction(
     if not out.is_terminal:  # piped output: do not squeeze tables into 80 columns
         out = Console(width=160)
     try:
+        from rollbench.record.safe_files import refuse_inside_run
+
+        refuse_inside_run(out_dir)  # a search directory never lands inside a recorded run
         cfg = build_config(
             env=env,
             policy=policy,

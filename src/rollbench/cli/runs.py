@@ -16,13 +16,14 @@ from typing import Annotated, Any
 import typer
 
 from rollbench.core.types import ConfigError
+from rollbench.record.safe_files import read_regular_json
 
 
 def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
     """One run's row: ``run``, ``run_dir``, ``tasks``, ``policy``, ``status``, ``episodes_recorded``,
     ``episodes_requested``, ``success_rate`` (pooled over tasks, 0..1), ``created`` (UTC, ISO 8601), ``source``
     (where the numbers come from), or ``run``, ``run_dir`` and ``error`` when it cannot be read."""
-    from rollbench.grade.grade import grade
+    from rollbench.grading.grade import grade
     from rollbench.record.files import is_inside
     from rollbench.record.runlog import is_locked, read_run_log
 
@@ -56,7 +57,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         if is_locked(run_dir):
             with contextlib.suppress(OSError, ValueError):
                 if is_inside(run_dir, live):
-                    row["episodes_recorded"] = json.loads(live.read_text()).get("episodes_done")
+                    row["episodes_recorded"] = read_regular_json(live, run_dir).get("episodes_done")
             row["source"] = "run.live.json (running)"
         else:
             row["status"] = "RUNNING (stale: no process is writing it; resume it with rollbench eval --resume)"
@@ -68,7 +69,7 @@ def _committed_on_disk(run_dir: Path, row: dict[str, Any]) -> None:
     """A run whose process died: its run.json results (if any) are from an earlier invocation, so the count shown
     is the committed episodes of ``meta/info.json`` (rewritten after every commit) and no success rate is shown
     until it is graded again (``--grade``)."""
-    from rollbench.grade.files import read_info
+    from rollbench.grading.files import read_info
 
     violations: list[str] = []
     info = read_info(run_dir, violations)
@@ -126,10 +127,15 @@ def register(app: typer.Typer) -> None:
             return
         table = Table(title=f"runs under {root} (numbers as graded in each run.json; --grade recomputes them)")
         for col in ("run", "task(s)", "policy", "status", "episodes", "success rate", "created (UTC)"):
-            table.add_column(col, justify="right" if col in ("episodes", "success rate") else "left")
+            table.add_column(
+                col,
+                justify="right" if col in ("episodes", "success rate") else "left",
+                overflow="fold" if col == "status" else "ellipsis",  # a stale run's status is a sentence
+            )
+        unreadable = [r for r in rows if "error" in r]
         for r in rows:
             if "error" in r:
-                table.add_row(r["run"], "", "", f"unreadable: {r['error']}", "", "", "")
+                table.add_row(r["run"], "", "", "unreadable (below)", "", "", "")
                 continue
             tasks = r["tasks"][0] if len(r["tasks"]) == 1 else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
             rec = "?" if r["episodes_recorded"] is None else str(r["episodes_recorded"])
@@ -139,3 +145,5 @@ def register(app: typer.Typer) -> None:
                 r["created"] or "",
             )  # fmt: skip
         print_table(out, table)
+        for r in unreadable:
+            out.print(f"unreadable: {r['run']}: {r['error']}", highlight=False, soft_wrap=True, markup=False)

@@ -1,6 +1,6 @@
 """What one episode produced (:class:`EpisodeRecord`), the success rule (:func:`held_success`) and the fault of an
 error (:func:`fault_of`): the facts the episode loop (:mod:`rollbench.run.episode`), the recorder
-(:mod:`rollbench.record`) and grading (:mod:`rollbench.grade`) all share, so success is decided in one place.
+(:mod:`rollbench.record`) and grading (:mod:`rollbench.grading`) all share, so success is decided in one place.
 
 Success: ``any_step`` is true if ``next.success`` was ever true; ``final_step`` is the last row's ``next.success``.
 With ``success_hold = K > 1`` (``--success-hold``) success must hold for K consecutive steps: ``any_step`` then
@@ -37,6 +37,9 @@ class EpisodeRecord:
         extra: ``{"artifacts": {kind: bytes}}`` when the policy has a ``finish_episode(outcome) -> {kind: bytes}``
             method (see :data:`rollbench.record.lerobot.ARTIFACT_PATHS` for the kinds, e.g. an LLM agent's
             ``transcript``); they are staged and committed atomically with the episode.
+        action_sources: ``int64 (T, 3)`` per step with ``--latency`` (else None): the frame index of the
+            observation the action was computed from, its index in its chunk (both -1 for a hold action), and 1 for a
+            hold action else 0 (:mod:`rollbench.run.schedule`).
     """
 
     planned: PlannedEpisode
@@ -55,6 +58,7 @@ class EpisodeRecord:
     error_traceback: str | None = None
     wall_time_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
+    action_sources: np.ndarray | None = None
 
     @property
     def length(self) -> int:

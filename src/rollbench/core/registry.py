@@ -220,6 +220,41 @@ def resolve_tasks(env: str) -> list[TaskInfo]:
     return unique
 
 
+def check_remote_name(name: str) -> None:
+    """ConfigError unless task or suite ``name``, received over a wire (a serve-policy reset, an MCP argument), is
+    one the installed env families already name: a task or suite a family lists, or for an open-ended family (one
+    with a ``registered(name)`` check, such as ``gym``) an id registered in this process. Nothing is imported: a
+    name can never make the process import a module (``gym:MODULE:ID`` and ``package.module:factory`` stay
+    command-line features)."""
+    fam = family_of(name)  # installed entry points only
+    registered = getattr(fam, "registered", None)
+    if callable(registered):
+        registered(name)
+        return
+    suite = name.split("/", 1)[1] if "/" in name else ""
+    named = [t.name for t in fam.tasks()]
+    if name not in named and suite not in fam.suites():
+        suites = [f"{fam.name}/{s}" for s in fam.suites()]
+        raise unknown_name_error(
+            "task or suite", name, [*suites, *named], "tasks and suites", f"`rollbench envs {fam.name}`"
+        )
+
+
+def resolve_remote_tasks(env: str) -> list[TaskInfo]:
+    """:func:`resolve_tasks` for names received over a wire: each comma-separated name must pass
+    :func:`check_remote_name` first (ConfigError naming it otherwise; nothing is imported)."""
+    for name in (n.strip() for n in env.split(",")):
+        if name:
+            check_remote_name(name)
+    return resolve_tasks(env)
+
+
+def remote_task(name: str) -> TaskInfo:
+    """One task (not a suite) named over a wire, checked by :func:`check_remote_name`; ConfigError otherwise."""
+    check_remote_name(name)
+    return family_of(name).task(name)
+
+
 def make_env(task: TaskInfo, options: EnvOptions) -> Env:
     fam = family_of(task.name)
     why = fam.missing()
@@ -308,12 +343,20 @@ def list_envs() -> list[dict[str, Any]]:
     return rows
 
 
+FIXTURES_PACKAGE = "rollbench.testing"
+"""Policies whose factory lives in this package are test fixtures and stand-ins, listed after the real ones."""
+
+
 def list_policies() -> list[dict[str, str]]:
-    """Every registered policy name (with its ``PREFIX:ARG`` form where it takes one) and its description."""
-    return [
+    """Every registered policy: ``name`` (with its ``PREFIX:ARG`` form where it takes one), ``description`` and
+    ``kind``: ``policy``, or ``fixture`` for a test fixture or stand-in (a factory in :data:`FIXTURES_PACKAGE`).
+    Real policies come first, each group by name."""
+    rows = [
         {
             "name": PREFIX_POLICIES.get(n, n + ("://HOST:PORT" if n in ("ws", "http", "https") else "")),
             "description": describe_policy(n),
+            "kind": "fixture" if ep.module.split(".")[:2] == FIXTURES_PACKAGE.split(".") else "policy",
         }
-        for n in policy_names()
+        for n, ep in policy_names().items()
     ]
+    return sorted(rows, key=lambda r: r["kind"] == "fixture")  # stable: by name within each kind

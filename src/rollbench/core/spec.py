@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from rollbench.core.types import ConfigError
 
@@ -24,6 +24,8 @@ LATER_FIELDS: dict[str, object] = {
     "fast_render": False,
     "instructions": None,
     "instruction_perturb": None,
+    "latency": "none",
+    "stale": "skip",
 }
 # image_size None (the tasks' own) came later too; old runs stored an explicit size, so their identity is unchanged
 MAX_VARIANTS = 64
@@ -78,6 +80,10 @@ class EvalSpec(BaseModel):
         instruction_perturb: a perturbation sweep: variant ``original`` (the task's instruction, or ``instruction``)
             plus one variant per named perturbation (:data:`rollbench.core.perturb.PERTURBATIONS`), generated
             deterministically from each task's instruction.
+        latency: simulated duration of every policy call, during which the env keeps stepping (``none``,
+            ``fixed:MS``, ``steps:K``, ``measured``; :mod:`rollbench.core.latency`).
+        stale: what happens to the actions of a delayed chunk planned for steps already executed: ``skip`` them
+            (as real-time execution does) or ``execute`` them late (:mod:`rollbench.run.schedule`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -101,6 +107,22 @@ class EvalSpec(BaseModel):
     fast_render: bool = False
     instructions: tuple[InstructionVariant, ...] | None = Field(default=None, min_length=1, max_length=MAX_VARIANTS)
     instruction_perturb: tuple[str, ...] | None = Field(default=None, min_length=1)
+    latency: str = "none"
+    stale: Literal["skip", "execute"] = "skip"
+
+    @field_validator("latency")
+    @classmethod
+    def _latency_mode(cls, v: str) -> str:
+        from rollbench.core.latency import canonical_latency
+
+        return canonical_latency(v)
+
+    @field_validator("stale")
+    @classmethod
+    def _stale_needs_latency(cls, v: str, info: ValidationInfo) -> str:
+        if v != "skip" and info.data.get("latency", "none") == "none":
+            raise ValueError("stale applies only to a run with a latency (--latency fixed:MS, steps:K or measured)")
+        return v
 
     @field_validator("image_size")
     @classmethod

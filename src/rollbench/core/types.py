@@ -74,6 +74,37 @@ class InfrastructureError(EpisodeError):
 
 
 @dataclass(frozen=True)
+class HoldAction:
+    """The action that keeps a robot where it is while no fresh action is available (``--latency``: the world keeps
+    stepping while the policy thinks; see :mod:`rollbench.run.schedule`). Declared per task family, with its source.
+
+    Attributes:
+        value: ``(action_dim,)`` floats, the hold action (e.g. a zero end-effector delta).
+        keep: action dims that repeat the last executed action's value instead (a gripper command left unchanged);
+            before any action has run they take ``value``, or the observation state value named in ``from_state``.
+        from_state: ``(action dim, state index)`` pairs: before any action has run, that dim of the hold action is
+            ``observation.state[state index]`` (an absolute position target held at the robot's own position).
+        source: where the rule comes from (the simulator's controller code).
+    """
+
+    value: tuple[float, ...]
+    keep: tuple[int, ...] = ()
+    from_state: tuple[tuple[int, int], ...] = ()
+    source: str = ""
+
+    def action(self, last: np.ndarray | None, state: np.ndarray) -> np.ndarray:
+        """The hold action ``float32 (action_dim,)`` after ``last`` (the last executed action, None before the first),
+        in the state ``state`` (``observation.state`` of this step)."""
+        out = np.array(self.value, dtype=np.float32)
+        if last is None:
+            for dim, index in self.from_state:
+                out[dim] = state[index]
+        else:
+            out[list(self.keep)] = np.asarray(last, dtype=np.float32)[list(self.keep)]
+        return out
+
+
+@dataclass(frozen=True)
 class TaskInfo:
     """A named env configuration.
 
@@ -96,6 +127,8 @@ class TaskInfo:
             size openpi's LIBERO client renders before resizing to 224).
         policy_cameras: cameras rendered for a policy that reads images when the run names none (empty: the
             first camera); LIBERO: both, as openpi's LIBERO client sends them.
+        hold: the family's :class:`HoldAction`, executed while a delayed policy call is outstanding and its
+            previous chunk has run out (``--latency``); None: the task cannot be run with a latency.
     """
 
     name: str
@@ -115,6 +148,7 @@ class TaskInfo:
     policy_cameras: tuple[str, ...] = ()
     replan_every: int | None = None
     image_size: tuple[int, int] = (224, 224)
+    hold: HoldAction | None = None
 
     def __post_init__(self) -> None:
         if "/" not in self.name:
@@ -127,6 +161,12 @@ class TaskInfo:
             raise ValueError(f"task {self.name}: action bounds must have length action_dim={self.action_dim}")
         if self.has_instruction and not self.instruction.strip():
             raise ValueError(f"task {self.name}: declares an instruction but it is empty")
+        if self.hold is not None and (
+            len(self.hold.value) != self.action_dim
+            or not all(0 <= d < self.action_dim for d in (*self.hold.keep, *(d for d, _ in self.hold.from_state)))
+            or not all(0 <= i < self.state_dim for _, i in self.hold.from_state)
+        ):
+            raise ValueError(f"task {self.name}: its hold action does not fit action_dim={self.action_dim}")
 
     @property
     def family(self) -> str:

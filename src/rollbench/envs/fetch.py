@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import TaskInfo
+from rollbench.core.types import HoldAction, TaskInfo
 from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv, configure_gl_quietly
 
@@ -47,6 +47,13 @@ INSTRUCTIONS = {
 }
 GYM_VERSION = "v4"
 
+# all zero: the xyz delta moves the mocap by 0.05 * action (fetch_env._set_action) and the gripper action is a delta
+# too (mujoco_utils.ctrl_set_action: a position actuator's target = current qpos + action), so 0 keeps both still
+HOLD = HoldAction(
+    (0.0,) * 4,
+    source="gymnasium-robotics 1.4.2 envs/fetch/fetch_env.py _set_action, utils/mujoco_utils.py ctrl_set_action",
+)
+
 TASKS: dict[str, TaskInfo] = {
     f"fetch/{t}": TaskInfo(
         name=f"fetch/{t}",
@@ -59,6 +66,7 @@ TASKS: dict[str, TaskInfo] = {
         action_low=(-1.0,) * 4,
         action_high=(1.0,) * 4,
         fps=25,
+        hold=HOLD,
         source=(
             f"gymnasium-robotics 1.4.2 Fetch{t}-{GYM_VERSION} (max_episode_steps=50, dt=0.04 s, is_success); "
             "final_step rule as in OpenAI baselines HER rollout.py; instruction written by rollbench"

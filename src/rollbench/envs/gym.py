@@ -280,6 +280,24 @@ class GymFamily:
     def suites(self) -> Mapping[str, Sequence[str]]:
         return {}
 
+    def registered(self, name: str) -> None:
+        """ConfigError unless ``name`` is a gymnasium id already registered in this process, without a
+        ``module:`` part: the check for names received over a wire (:func:`rollbench.core.registry.check_remote_name`),
+        which never imports a module (no ``module:ID``, no plug-in import)."""
+        env_id = gym_id(name)
+        if ":" in env_id:
+            raise ConfigError(
+                f"{name!r} names a module to import (gymnasium's module:ID form); that is a local command-line "
+                "feature only: a task received over the network must be one already registered"
+            )
+        import gymnasium
+
+        if env_id not in gymnasium.registry:
+            raise ConfigError(
+                f"gymnasium env {env_id!r} is not registered in this process; a task received over the network must "
+                "be one of the installed families' tasks or an already registered gymnasium id (see `rollbench envs`)"
+            )
+
     def task(self, name: str) -> TaskInfo:
         env_id = gym_id(name)
         if env_id not in self._cache:

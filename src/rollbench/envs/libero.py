@@ -53,13 +53,21 @@ from typing import Any, Protocol
 import numpy as np
 
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import ConfigError, Observation, StepResult, TaskInfo
+from rollbench.core.types import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs import libero_setup
 from rollbench.envs.base import TableFamily
 from rollbench.envs.libero_tasks import LAN_SUITES, SUITE_TASKS, instruction_of, pro_suites, pro_variants_present
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # openpi: LIBERO_DUMMY_ACTION = [0.0] * 6 + [-1.0]
+# LIBERO drives robosuite's Panda with OSC_POSE deltas: a zero 6-D delta holds the pose, the gripper command is held
+# (repeated; see rollbench.envs.robosuite.HOLD); before the first action, the no-op's -1 (open)
+HOLD = HoldAction(
+    NOOP_ACTION,
+    keep=(6,),
+    source="LIBERO OSC_POSE delta control (robosuite 1.5.2 panda_gripper.py format_action for the gripper); "
+    "initial gripper -1 from openpi examples/libero/main.py LIBERO_DUMMY_ACTION",
+)
 REPLAN_STEPS = 5  # openpi examples/libero/main.py: replan_steps, actions executed per returned chunk
 INIT_STATES_PER_TASK = 50  # LIBERO's .pruned_init files; openpi num_trials_per_task = 50
 HORIZONS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
@@ -87,6 +95,7 @@ def _task_info(suite: str, task_id: int, instruction: str, base: str) -> TaskInf
         initial_states=INIT_STATES_PER_TASK,
         policy_cameras=CAMERAS,
         replan_every=REPLAN_STEPS,
+        hold=HOLD,
         image_size=(256, 256),  # openpi examples/libero/main.py: LIBERO_ENV_RESOLUTION = 256
         source=(
             f"{what} task {task_id} ({stem}.bddl, libero_suite_task_map.py); horizon, 10 settle steps and no-op "

@@ -49,7 +49,7 @@ import numpy as np
 
 from rollbench.core.gl import configure_offscreen_gl
 from rollbench.core.registry import EnvOptions, unknown_name_error
-from rollbench.core.types import ConfigError, Observation, StepResult, TaskInfo
+from rollbench.core.types import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
 
 HORIZON = 500  # metaworld.sawyer_xyz_env.SawyerXYZEnv.max_path_length
@@ -183,6 +183,15 @@ SUITES: dict[str, list[str]] = {
     "ML45-test": _full(_ML45_TEST),
 }
 
+# zero xyz delta (SawyerXYZEnv.set_xyz_action: mocap_pos += action[:3] * action_scale) with the gripper command
+# unchanged (step: do_simulation([a[-1], -a[-1]]) drives the fingers' position actuators to that command); before the
+# first action the gripper command is -1 (open), what _reset_hand applies: do_simulation([-1, 1])
+HOLD = HoldAction(
+    (0.0, 0.0, 0.0, -1.0),
+    keep=(3,),
+    source="metaworld 3.1.1 sawyer_xyz_env.py: set_xyz_action (delta), step (gripper ctrl), _reset_hand (-1: open)",
+)
+
 TASKS: dict[str, TaskInfo] = {
     f"metaworld/{env_name}": TaskInfo(
         name=f"metaworld/{env_name}",
@@ -195,6 +204,7 @@ TASKS: dict[str, TaskInfo] = {
         action_low=(-1.0,) * 4,
         action_high=(1.0,) * 4,
         fps=FPS,
+        hold=HOLD,
         source="metaworld 3.1.1 (env_dict.ALL_V3_ENVIRONMENTS; horizon SawyerXYZEnv.max_path_length; "
         "success info['success']); instruction from the MetaWorld paper's task descriptions",
     )

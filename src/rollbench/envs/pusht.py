@@ -29,12 +29,22 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import TaskInfo
+from rollbench.core.types import HoldAction, TaskInfo
 from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv
 
 CAMERA = "top"
 GYM_ID = "gym_pusht/PushT-v0"
+
+# the action is an absolute target for the agent's PD controller (gym-pusht pusht.py step: the agent is driven toward
+# the action), so holding means keeping the last target; before the first action, the agent's own position
+# (state[0:2], the same pixel units as the action)
+HOLD = HoldAction(
+    (0.0, 0.0),
+    keep=(0, 1),
+    from_state=((0, 0), (1, 1)),
+    source="gym-pusht 0.1.8 envs/pusht.py step (PD control toward the action target)",
+)
 
 TASKS: dict[str, TaskInfo] = {
     "pusht/PushT-v0": TaskInfo(
@@ -48,6 +58,7 @@ TASKS: dict[str, TaskInfo] = {
         action_low=(0.0, 0.0),
         action_high=(512.0, 512.0),
         fps=10,
+        hold=HOLD,
         source=(
             "gym-pusht 0.1.8 (max_episode_steps=300, success_threshold=0.95, render_fps=10); lerobot PushtEnv "
             "episode_length=300; instruction from the lerobot/pusht dataset"

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import ConfigError, Observation, StepResult, TaskInfo
+from rollbench.core.types import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -98,6 +98,17 @@ INSTRUCTIONS = {
     "NutAssemblySquare": "fit the square nut onto the square peg",
 }
 
+# OSC_POSE with input_type "delta" (controllers/config/robots/default_panda.json): a zero 6-D delta holds the
+# current pose; the gripper command is held (repeated): PandaGripper.format_action moves the fingers by 0.2 per step
+# toward the side of its sign, as a held open/close command does; -1 (open) before the first action, the gripper
+# value of openpi's LIBERO_DUMMY_ACTION
+HOLD = HoldAction(
+    (0.0,) * 6 + (-1.0,),
+    keep=(6,),
+    source="robosuite 1.5.2 default_panda.json (OSC_POSE, delta input), grippers/panda_gripper.py format_action; "
+    "initial gripper -1 as openpi examples/libero/main.py LIBERO_DUMMY_ACTION",
+)
+
 TASKS: dict[str, TaskInfo] = {
     f"robosuite/{env}": TaskInfo(
         name=f"robosuite/{env}",
@@ -110,6 +121,7 @@ TASKS: dict[str, TaskInfo] = {
         action_low=(-1.0,) * 7,
         action_high=(1.0,) * 7,
         fps=CONTROL_FREQ,
+        hold=HOLD,
         source=(
             "robosuite 1.5.2 env with Panda + default_panda.json (OSC_POSE); horizon 500 at 20 Hz from robosuite's "
             "v1.0 benchmark (docs/algorithms/benchmarking.md); success = env._check_success(); "

@@ -13,6 +13,10 @@ exists to exercise initial-state indexing (plan → workers → env) without LIB
 
 ``scripted/faulty``: the same dynamics, but ``reset`` raises ``RuntimeError`` when ``seed % 3 == 2``; it exists to
 exercise the "an env error ends that episode, not the run" path.
+
+``scripted/clock``: the same dynamics, but the state is ``[t, 0, 0, 0]`` with ``t`` the steps executed since reset
+(the observation's ``frame_index``) and success is never reported, so every episode runs its whole horizon; it
+exists to check which observation each executed action was computed from (``--latency``, tests/test_latency.py).
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from __future__ import annotations
 import numpy as np
 
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import Observation, StepResult, TaskInfo
+from rollbench.core.types import HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
 
 STEP_SIZE = 0.1  # metres per unit action per step
 SUCCESS_RADIUS = 0.05  # metres
+
+# a zero velocity leaves the point where it is (``step``: pos += STEP_SIZE * action)
+HOLD = HoldAction((0.0, 0.0), source="rollbench.envs.scripted: a zero action moves the point by 0 m")
 
 _COMMON = dict(
     max_steps=50,
@@ -35,6 +42,7 @@ _COMMON = dict(
     action_high=(1.0, 1.0),
     fps=10,
     source="rollbench.envs.scripted (this module)",
+    hold=HOLD,
 )
 
 # the stored initial states of scripted/reach-init: (start x, start y, goal x, goal y), metres
@@ -65,6 +73,12 @@ TASKS: dict[str, TaskInfo] = {
             **_COMMON,  # type: ignore[arg-type]
         ),
         TaskInfo(
+            name="scripted/clock",
+            instruction="move the point (the state is the step count)",
+            success_rule="any_step",
+            **_COMMON,  # type: ignore[arg-type]
+        ),
+        TaskInfo(
             name="scripted/faulty",
             instruction="move the point to the goal",
             success_rule="any_step",
@@ -82,10 +96,13 @@ class ScriptedEnv:
         self.image_size = options.image_size
         self.pos = np.zeros(2)
         self.goal = np.zeros(2)
+        self.clock = task.name == "scripted/clock"
+        self.t = 0
 
     def reset(self, seed: int, initial_state: int | None = None) -> Observation:
         if self.task.name == "scripted/faulty" and seed % 3 == 2:
             raise RuntimeError(f"scripted/faulty: reset fails on purpose for seed {seed} (seed % 3 == 2)")
+        self.t = 0
         if self.task.initial_states:
             if initial_state is None or not 0 <= initial_state < len(INITIAL_STATES):
                 raise ValueError(
@@ -100,14 +117,19 @@ class ScriptedEnv:
         return self._obs()
 
     def _obs(self) -> Observation:
+        if self.clock:
+            return Observation(state=np.array([self.t, 0.0, 0.0, 0.0], dtype=np.float32))
         return Observation(state=np.concatenate([self.pos, self.goal]).astype(np.float32))
 
     def step(self, action: np.ndarray) -> StepResult:
         self.pos = np.clip(self.pos + STEP_SIZE * np.clip(action, -1.0, 1.0), 0.0, 1.0)
+        self.t += 1
         dist = float(np.linalg.norm(self.pos - self.goal))
         return StepResult(self._obs(), reward=-dist, terminated=False, truncated=False, success=self.success())
 
     def success(self) -> bool:
+        if self.clock:
+            return False
         return bool(np.linalg.norm(self.pos - self.goal) < SUCCESS_RADIUS)
 
     def render(self, camera: str) -> np.ndarray:

@@ -1,17 +1,37 @@
 """The MCP tools' structured results and their plain-language summaries (see :mod:`rollbench.mcp.server`).
 
-Every number comes from :func:`rollbench.grade.grade.grade`'s document or the run directory's ``run.json`` and
+Every number comes from :func:`rollbench.grading.grade.grade`'s document or the run directory's ``run.json`` and
 ``meta/info.json``; this module only reshapes them and says them in words an agent can repeat.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+# the words an agent reads first: the server's instructions and run_policy_rollout's description
+INSTRUCTIONS = (
+    "rollbench evaluates robot policies in simulation. To run a policy, call run_policy_rollout once with the "
+    "number of episodes you want: it resets the scene before every episode, records every step as a LeRobot "
+    "dataset and grades the recording. Report its `status` and `summary` as they are: status OK means every "
+    "requested episode was recorded without error; PARTIAL or FAILED lists which episodes are missing or "
+    "errored and why. Use list_envs and list_policies for valid names, list_runs/get_run/grade_run for past runs."
+)
+
+RUN_POLICY_ROLLOUT = (
+    "Run a robot policy in simulation for n_episodes independently reset episodes (each at most max_steps env "
+    "steps), record every step as a LeRobot v3 dataset under the server's root, grade the recording from disk and "
+    "return the result.\n\n"
+    "Use this instead of stepping an environment yourself: one call records exactly the requested episodes, with "
+    "a reset before each. The result's `status` is computed from the recorded files: OK only when every requested "
+    "episode is recorded and none errored; PARTIAL or FAILED otherwise, and `summary` says which episodes and why. "
+    "Repeat `summary` and `status` to the user as they are; never call a PARTIAL or FAILED run a success. "
+    "Progress is reported after every episode. If the call is cancelled, the episodes finished so far are kept; "
+    "call again with the same arguments and the same run_name (the run_id) to record the rest."
+)
 
 
 class TaskRow(BaseModel):
@@ -113,6 +133,9 @@ class EnvFamilyRow(BaseModel):
 class PolicyRow(BaseModel):
     name: str
     description: str
+    kind: Literal["policy", "fixture"] = Field(
+        description="fixture: a test fixture or stand-in shipped for rollbench's own tests and benchmarks."
+    )
 
 
 def _pct(x: float | None) -> str:
@@ -133,8 +156,9 @@ def run_result(
     for t in result["tasks"].values():
         for k, v in t["termination_reasons"].items():
             reasons[k] = reasons.get(k, 0) + v
-    info_path = run_dir / "meta" / "info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    from rollbench.grading.files import read_info
+
+    info = read_info(run_dir, [])  # a regular file inside the run, else {} (grade reported why)
     o = result["overall"]
     r = RunResult(
         run_id=run_id,
@@ -167,12 +191,19 @@ def run_result(
         episodes_recorded_before_this_call=before,
         summary="",
     )
-    spec = log_.get("spec", {})
+    r.summary = _result_summary(r, log_.get("spec", {}), run_id, run_dir, bool(info), before)
+    return r
+
+
+def _result_summary(
+    r: RunResult, spec: dict[str, Any], run_id: str, run_dir: Path, has_info: bool, before: int | None
+) -> str:
+    """``r`` in words an agent can repeat: what was recorded, the success rate, and the status with its reasons."""
     horizon = f"at most {spec['max_steps']} steps each" if spec.get("max_steps") else "each up to its task's horizon"
     s = [
         f"Recorded {r.episodes_recorded} of {r.episodes_requested} requested episodes of {spec.get('env')} with "
         f"policy {spec.get('policy')} ({horizon}, scene reset before every episode) in run {run_id}"
-        + (f"; the dataset's meta/info.json says total_episodes={r.dataset_total_episodes}." if info else ".")
+        + (f"; the dataset's meta/info.json says total_episodes={r.dataset_total_episodes}." if has_info else ".")
     ]
     if before:
         s.append(
@@ -202,8 +233,7 @@ def run_result(
                 f"run_name={run_id!r}."
             )
     s.append(f"Dataset (LeRobot v3): {run_dir}.")
-    r.summary = " ".join(s)
-    return r
+    return " ".join(s)
 
 
 def _recorded(log_: dict[str, Any]) -> tuple[int | None, float | None, list[str]]:

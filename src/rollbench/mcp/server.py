@@ -3,7 +3,7 @@
 Tools: ``run_policy_rollout``, ``list_envs``, ``list_policies``, ``get_run``, ``grade_run``, ``list_runs``.
 ``run_policy_rollout`` calls :func:`rollbench.api.evaluate` (N independently reset episodes, recorded as a LeRobot
 v3 dataset, graded from disk) in a worker thread, so one code path serves the CLI, this server and the tests.
-Its ``status`` is what :func:`rollbench.grade.grade.grade` computed from the run directory, never a default: ``OK`` only
+Its ``status`` is what :func:`rollbench.grading.grade.grade` computed from the run directory, never a default: ``OK`` only
 when every requested episode is recorded and none errored. Each finished episode is sent as an MCP progress
 notification; a client cancellation (``notifications/cancelled``) stops the run between episodes and leaves a
 resumable run directory. Runs live only under ``--root``; bad arguments return a tool error (``isError``) naming
@@ -14,6 +14,7 @@ No ``from __future__ import annotations`` here: the tool signatures are evaluate
 published JSON schema carries the configured ``--max-steps-ceiling``.
 """
 
+import contextlib
 import json
 import logging
 import re
@@ -33,35 +34,28 @@ from pydantic import BaseModel, Field
 
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
-from rollbench.core.registry import is_import_path
-from rollbench.core.spec import EvalSpec, build_spec
+from rollbench.core.spec import EvalSpec
 from rollbench.core.types import ConfigError, RollbenchError
-from rollbench.mcp.results import EnvFamilyRow, PolicyRow, RunInfo, RunResult, RunRow, run_info, run_result, run_row
+from rollbench.mcp.catalog import env_listing
+from rollbench.mcp.results import (
+    INSTRUCTIONS,
+    RUN_POLICY_ROLLOUT,
+    PolicyRow,
+    RunInfo,
+    RunResult,
+    RunRow,
+    run_info,
+    run_result,
+    run_row,
+)
+from rollbench.mcp.strict import make_strict, rollout_spec
 from rollbench.record.runlog import is_locked, read_run_log
+from rollbench.record.safe_files import iter_run_dirs, read_regular_json
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_STEPS_CEILING = 1000
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-INSTRUCTIONS = (
-    "rollbench evaluates robot policies in simulation. To run a policy, call run_policy_rollout once with the "
-    "number of episodes you want: it resets the scene before every episode, records every step as a LeRobot "
-    "dataset and grades the recording. Report its `status` and `summary` as they are: status OK means every "
-    "requested episode was recorded without error; PARTIAL or FAILED lists which episodes are missing or "
-    "errored and why. Use list_envs and list_policies for valid names, list_runs/get_run/grade_run for past runs."
-)
-
-RUN_POLICY_ROLLOUT = (
-    "Run a robot policy in simulation for n_episodes independently reset episodes (each at most max_steps env "
-    "steps), record every step as a LeRobot v3 dataset under the server's root, grade the recording from disk and "
-    "return the result.\n\n"
-    "Use this instead of stepping an environment yourself: one call records exactly the requested episodes, with "
-    "a reset before each. The result's `status` is computed from the recorded files: OK only when every requested "
-    "episode is recorded and none errored; PARTIAL or FAILED otherwise, and `summary` says which episodes and why. "
-    "Repeat `summary` and `status` to the user as they are; never call a PARTIAL or FAILED run a success. "
-    "Progress is reported after every episode. If the call is cancelled, the episodes finished so far are kept; "
-    "call again with the same arguments and the same run_name (the run_id) to record the rest."
-)
 
 
 @dataclass
@@ -108,45 +102,6 @@ class RolloutService:
             known = ", ".join(r.run_id for r in self.list_runs(20)) or "none yet"
             raise ToolError(f"no run named {run_id!r} under {self.root}; recent runs: {known}")
         return path
-
-    def check_arguments(
-        self,
-        policy: str,
-        env: str,
-        n_episodes: int,
-        max_steps: int,
-        seed: int,
-        instruction: str | None,
-        video: bool,
-    ) -> EvalSpec:
-        """Validate what can be validated without the simulator; returns the EvalSpec. Raises ToolError."""
-        if n_episodes < 1:
-            raise ToolError(
-                f"n_episodes must be at least 1 (got {n_episodes}): it is the number of independently reset "
-                "episodes to record per task"
-            )
-        if not 1 <= max_steps <= self.ceiling:
-            raise ToolError(
-                f"max_steps must be between 1 and {self.ceiling} (this server's --max-steps-ceiling), got {max_steps}"
-            )
-        if is_import_path(policy):
-            valid = ", ".join(p["name"] for p in report_rows.list_policies())
-            raise ToolError(
-                f"policy {policy!r} looks like a Python import path; this server runs registered policies and "
-                f"policy-server URLs only. Valid policies: {valid}"
-            )
-        try:
-            return build_spec(
-                env=env,
-                policy=policy,
-                episodes=n_episodes,
-                max_steps=max_steps,
-                seed=seed,
-                instruction=instruction,
-                video=video,
-            )
-        except ConfigError as exc:
-            raise ToolError(str(exc)) from None
 
     async def run(self, spec: EvalSpec, run_name: str | None, ctx: Context | None) -> CallToolResult:
         run_id = run_name if run_name is not None else f"{default_run_dir(spec).name}-{uuid.uuid4().hex[:6]}"
@@ -241,8 +196,10 @@ class RolloutService:
             state = "running" if is_locked(run_dir) else "interrupted"
         else:
             state = "finished"
-        live_path = run_dir / "run.live.json"
-        live = json.loads(live_path.read_text()) if live_path.exists() and state == "running" else None
+        live = None
+        if state == "running":
+            with contextlib.suppress(OSError, ValueError):  # a link, FIFO or device is not read (UnsafeFile)
+                live = read_regular_json(run_dir / "run.live.json", run_dir)
         if active is not None:
             live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
         info = run_info(run_id, run_dir, log_, state, live)
@@ -252,13 +209,12 @@ class RolloutService:
         if not self.root.is_dir():
             return []
         rows: list[tuple[float, RunRow]] = []
-        for d in self.root.iterdir():
-            if d.is_dir() and (d / "run.json").is_file():
-                try:
-                    mtime = (d / "run.json").stat().st_mtime
-                    rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
-                except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
-                    log.warning("skipping unreadable run %s: %r", d, exc)
+        for d in iter_run_dirs(self.root):  # real directories holding a regular run.json, links not followed
+            try:
+                mtime = (d / "run.json").stat().st_mtime
+                rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
+            except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
+                log.warning("skipping unreadable run %s: %r", d, exc)
         rows.sort(key=lambda r: r[0], reverse=True)
         return [r for _, r in rows[:limit]]
 
@@ -275,12 +231,19 @@ def _call_result(summary: str, model: BaseModel) -> CallToolResult:
 def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> MCPServer:
     """The MCP server with rollbench's six tools; every run directory is created under ``root``."""
     svc = RolloutService(root, max_steps_ceiling)
-    ceiling = svc.ceiling
     from importlib.metadata import version
 
     server: MCPServer = MCPServer("rollbench", version=version("rollbench"), instructions=INSTRUCTIONS)
+    _add_run_tool(server, svc)
+    _add_read_tools(server, svc)
+    make_strict(server)  # arguments as published: no coercion, no unknown names (rollbench.mcp.strict)
+    return server
+
+
+def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
+    """run_policy_rollout: its arguments' JSON schema carries this server's ``--max-steps-ceiling``."""
+    ceiling = svc.ceiling
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
-    reads = ToolAnnotations(read_only_hint=True)
 
     @server.tool(annotations=writes, structured_output=True, description=RUN_POLICY_ROLLOUT)
     async def run_policy_rollout(
@@ -325,17 +288,28 @@ def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING)
         ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RunResult]:
-        spec = svc.check_arguments(policy, env, n_episodes, max_steps, seed, instruction, video)
+        spec = rollout_spec(svc.ceiling, policy, env, n_episodes, max_steps, seed, instruction, video)
         return await svc.run(spec, run_name, ctx)
 
+
+def _add_read_tools(server: MCPServer, svc: RolloutService) -> None:
+    """list_envs, list_policies, get_run, grade_run, list_runs: they read, never write."""
+    reads = ToolAnnotations(read_only_hint=True)
+
     @server.tool(annotations=reads)
-    def list_envs() -> list[EnvFamilyRow]:
-        """List env families and their tasks and suites (horizon, cameras, success rule, instruction), and whether each simulator is installed here."""
-        return [EnvFamilyRow.model_validate(r) for r in report_rows.list_envs()]
+    def list_envs(
+        family: Annotated[str | None, Field(description="Only this env family (e.g. metaworld): its tasks.")] = None,
+        detail: Annotated[bool, Field(description="Full rows: horizon, cameras, success rule per task.")] = False,
+    ) -> list[dict[str, Any]]:
+        """List env families (name, one line, installed, task count, suites); with family, that family's tasks and instructions; with detail, every field."""
+        try:
+            return env_listing(report_rows.list_envs(), family, detail)
+        except ConfigError as exc:
+            raise ToolError(str(exc)) from None
 
     @server.tool(annotations=reads)
     def list_policies() -> list[PolicyRow]:
-        """List the policies run_policy_rollout accepts, one line of description each (URL forms connect to a policy server)."""
+        """List the policies run_policy_rollout accepts, one line of description each (URL forms connect to a policy server); kind "fixture" marks test fixtures and stand-ins, listed last."""
         return [PolicyRow.model_validate(r) for r in report_rows.list_policies()]
 
     @server.tool(annotations=reads, structured_output=True)
@@ -358,8 +332,6 @@ def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING)
     ) -> list[RunRow]:
         """List the runs under the server's root, newest first, with the status recorded when each last finished."""
         return svc.list_runs(limit)
-
-    return server
 
 
 def serve(

@@ -3,7 +3,7 @@
 Two variants of one task are paired by trial: same seed, same initial state. With ``b`` = pairs only the variant
 solved and ``c`` = pairs only the reference solved, the exact McNemar test conditions on the ``b + c`` discordant
 pairs, where ``b ~ Binomial(b + c, 1/2)`` under "no difference" (McNemar 1947; the exact form: binomial test on the
-discordant pairs). The statistics themselves are :mod:`rollbench.grade.stats`'s; this module only pairs episodes.
+discordant pairs). The statistics themselves are :mod:`rollbench.grading.stats`'s; this module only pairs episodes.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from typing import Any
 def mcnemar_p(b: int, c: int, alternative: str = "greater") -> float:
     """Exact McNemar p-value with ``b`` = pairs only the variant solved, ``c`` = only the reference;
     ``alternative="greater"``: the variant is better (one-sided), ``"two-sided"``: they differ.
-    :func:`rollbench.grade.stats.mcnemar_from_counts` with the variant as its A."""
-    from rollbench.grade.stats import mcnemar_from_counts
+    :func:`rollbench.grading.stats.mcnemar_from_counts` with the variant as its A."""
+    from rollbench.grading.stats import mcnemar_from_counts
 
     return mcnemar_from_counts(b, c, alternative=alternative).p_value  # type: ignore[arg-type]
 
 
 def paired_interval(ref: list[bool], var: list[bool], seed: int = 0) -> tuple[float, float]:
-    """95% paired bootstrap interval of ``rate(var) - rate(ref)`` (:func:`rollbench.grade.stats.bootstrap_difference`,
+    """95% paired bootstrap interval of ``rate(var) - rate(ref)`` (:func:`rollbench.grading.stats.bootstrap_difference`,
     10 000 resamples, ``seed``); ``(0.0, 0.0)`` for no pair."""
-    from rollbench.grade.stats import bootstrap_difference
+    from rollbench.grading.stats import bootstrap_difference
 
     ci = bootstrap_difference(ref, var, paired=True, seed=seed)
     return (ci.low or 0.0, ci.high or 0.0) if ci.low is not None else (0.0, 0.0)

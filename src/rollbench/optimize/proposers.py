@@ -140,10 +140,23 @@ class LLMProposer:
     ``gpt-4o-mini``). Request: ``{"model", "messages": [system, user], "temperature": 0}``; the reply's
     ``choices[0].message.content`` is read one candidate per line (list numbering, bullets and quotes stripped).
     The candidates are stored in ``optimize.json`` before they are evaluated, so a resumed search never asks again.
+
+    The call goes through the agent policy's client (:class:`rollbench.policies.agent_client.ChatClient`): each try
+    within ``timeout_s`` (connection within 10 s), HTTP 429/5xx and dropped connections retried ``retries`` times
+    with backoff from ``backoff_s`` (the agent policy's defaults: 4 and 1 s), the API key redacted from every error.
     """
 
-    def __init__(self, base_url: str, api_key: str, model: str = DEFAULT_LLM_MODEL, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        model: str = DEFAULT_LLM_MODEL,
+        timeout_s: float = 60.0,
+        retries: int = 4,
+        backoff_s: float = 1.0,
+    ) -> None:
         self.base_url, self.api_key, self.model, self.timeout_s = base_url.rstrip("/"), api_key, model, timeout_s
+        self.retries, self.backoff_s = retries, backoff_s
 
     @classmethod
     def from_env(cls) -> LLMProposer:
@@ -169,18 +182,31 @@ class LLMProposer:
         ]
 
     def propose(self, incumbent: str, ctx: Context, n: int) -> list[str]:
-        import httpx
+        """Up to ``n`` new instructions from the endpoint; RollbenchError naming the endpoint when the call fails
+        (after the retries) or the reply has no ``choices[0].message.content``."""
+        from rollbench.policies.agent_client import ChatClient
 
         body: dict[str, Any] = {"model": self.model, "messages": self.messages(incumbent, ctx, n), "temperature": 0}
-        url = f"{self.base_url}/chat/completions"
+        client = ChatClient(
+            self.base_url,
+            self.api_key,
+            timeout_s=self.timeout_s,
+            connect_timeout_s=min(self.timeout_s, 10.0),
+            retries=self.retries,
+            backoff_s=self.backoff_s,
+        )
         try:
-            reply = httpx.post(
-                url, json=body, headers={"Authorization": f"Bearer {self.api_key}"}, timeout=self.timeout_s
-            )
-            reply.raise_for_status()
-            content = reply.json()["choices"][0]["message"]["content"]
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise RollbenchError(f"the llm proposer's endpoint {url} failed: {type(exc).__name__}: {exc}") from None
+            reply, _attempts = client.complete(body, turn=0)
+            content = reply["choices"][0]["message"]["content"]
+        except RollbenchError as exc:
+            raise RollbenchError(f"the llm proposer's endpoint failed: {exc}") from None
+        except (KeyError, IndexError, TypeError) as exc:
+            raise RollbenchError(
+                f"the llm proposer's endpoint {self.base_url}/chat/completions sent no choices[0].message.content: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+        finally:
+            client.close()
         out: list[str] = []
         for line in str(content).splitlines():
             text = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip().strip("\"'`").strip()

@@ -37,7 +37,7 @@ from typing import Any
 
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, RollbenchError
-from rollbench.grade.stats import wilson_interval
+from rollbench.grading.stats import wilson_interval
 from rollbench.optimize.compare import paired, paired_interval, successes_by_trial
 from rollbench.optimize.config import SearchConfig, is_better
 from rollbench.optimize.proposers import Context, propose
@@ -343,7 +343,7 @@ class Search:
             "paired": {
                 **cmp.to_dict(),
                 "difference_ci95": [lo, hi],
-                "interval": "paired percentile bootstrap (rollbench.grade.stats.bootstrap_difference), 10000 resamples",
+                "interval": "paired percentile bootstrap (rollbench.grading.stats.bootstrap_difference), 10000 resamples",
             },
             "significant": significant,
             "verdict": verdict,

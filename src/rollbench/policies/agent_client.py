@@ -9,8 +9,9 @@ Bounds and faults:
 
 * each call must complete within ``timeout_s`` (httpx timeouts plus a watchdog while the body streams in); a timeout
   raises :class:`~rollbench.core.types.InfrastructureError` at once (no retry: the episode ends as ``error``);
-* HTTP 429 and 5xx and dropped connections are retried ``retries`` times, waiting ``backoff_s * 2**attempt``
-  seconds (or the server's ``Retry-After`` seconds), capped at 60 s; then InfrastructureError with the status;
+* HTTP 429 and 5xx and dropped connections are retried ``retries`` times (:mod:`rollbench.policies.retry`), waiting
+  ``backoff_s * 2**attempt`` seconds (or the server's ``Retry-After`` seconds), capped at 60 s; then
+  InfrastructureError with the status;
 * any other non-2xx status and a body that is not a JSON object raise InfrastructureError.
 
 The API key is held in memory only. Every text that leaves this module (error messages, wire capture) has the key
@@ -27,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rollbench.core.types import ConfigError, InfrastructureError
+from rollbench.policies.retry import RetryAfter, with_retries
 
 MAX_BACKOFF_S = 60.0
 SECRET_HEADER = re.compile(r"authorization|api[-_]?key|cookie|token|secret", re.IGNORECASE)
@@ -97,49 +99,63 @@ class ChatClient:
         payload = json.dumps(body).encode()
         url = f"{self.base_url}/chat/completions"
         attempts: list[dict[str, Any]] = []
-        wait = 0.0
-        for attempt in range(self.retries + 1):
-            if wait:
-                time.sleep(wait)
+        wait = 0.0  # before the next try: set by a failed one
+
+        def attempt(n: int) -> dict[str, Any]:
+            nonlocal wait
             t0 = time.perf_counter()
-            rec: dict[str, Any] = {"attempt": attempt, "waited_s": wait}
+            rec: dict[str, Any] = {"attempt": n, "waited_s": wait}
             attempts.append(rec)
             try:
                 status, headers, text = self._post(url, payload)
             except httpx.TimeoutException:
-                self._capture(turn, attempt, url, payload, None, None, "timeout")
+                self._capture(turn, n, url, payload, None, None, "timeout")
                 raise InfrastructureError(
                     f"no reply from the model API {url} within timeout_s={self.timeout_s:g} s (turn {turn})"
                 ) from None
             except httpx.TransportError as exc:
                 rec.update(status=None, error=self.redact(f"{type(exc).__name__}: {exc}"))
-                self._capture(turn, attempt, url, payload, None, None, rec["error"])
-                wait = self._backoff(attempt, None)
-                continue
+                self._capture(turn, n, url, payload, None, None, rec["error"])
+                wait = self._backoff(n, None)
+                raise RetryAfter(wait) from None
             rec.update(status=status, duration_s=time.perf_counter() - t0)
-            self._capture(turn, attempt, url, payload, status, headers, text)
+            self._capture(turn, n, url, payload, status, headers, text)
             if status == 429 or status >= 500:
-                wait = self._backoff(attempt, headers.get("retry-after"))
+                wait = self._backoff(n, headers.get("retry-after"))
                 rec["error"] = self.redact(text[:300])
-                continue
-            if not 200 <= status < 300:
-                raise InfrastructureError(self.redact(f"the model API {url} answered HTTP {status}: {text[:1000]}"))
-            try:
-                reply = json.loads(text)
-            except ValueError:
-                reply = None
-            if not isinstance(reply, dict):
-                raise InfrastructureError(
-                    self.redact(f"the model API {url} sent a body that is not JSON: {text[:300]!r}")
-                )
-            return reply, attempts
-        last = attempts[-1]
-        raise InfrastructureError(
-            self.redact(
-                f"the model API {url} failed {len(attempts)} times (HTTP {last.get('status')}: "
-                f"{last.get('error', '')}); gave up after {self.retries} retries with backoff (turn {turn})"
+                raise RetryAfter(wait)
+            return self._reply_of(url, status, text)
+
+        try:
+            reply = with_retries(
+                attempt,
+                retries=self.retries,
+                first_wait_s=self.backoff_s,
+                max_wait_s=MAX_BACKOFF_S,
+                retry_on=lambda e: isinstance(e, RetryAfter),
             )
-        )
+        except RetryAfter:
+            last = attempts[-1]
+            raise InfrastructureError(
+                self.redact(
+                    f"the model API {url} failed {len(attempts)} times (HTTP {last.get('status')}: "
+                    f"{last.get('error', '')}); gave up after {self.retries} retries with backoff (turn {turn})"
+                )
+            ) from None
+        return reply, attempts
+
+    def _reply_of(self, url: str, status: int, text: str) -> dict[str, Any]:
+        """The JSON object of a final (not retried) reply; InfrastructureError for an error status or a body that
+        is not a JSON object."""
+        if not 200 <= status < 300:
+            raise InfrastructureError(self.redact(f"the model API {url} answered HTTP {status}: {text[:1000]}"))
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise InfrastructureError(self.redact(f"the model API {url} sent a body that is not JSON: {text[:300]!r}"))
+        return reply
 
     def _backoff(self, attempt: int, retry_after: str | None) -> float:
         try:

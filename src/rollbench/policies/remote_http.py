@@ -44,11 +44,11 @@ accepts reset requests; ``max_batch``: the most items of a batch request it acce
 
 Bounds: an unreachable server or one that never becomes ready raises ConfigError at construction (before any
 episode); each call must complete within ``timeout_s`` (default 30 s; a watchdog also stops a reply that trickles
-in slowly); dropped connections are retried with exponential backoff (0.25 s, 0.5 s, ... ``retries`` times,
+in slowly); dropped connections are retried with exponential backoff (:mod:`rollbench.policies.retry`: 0.25 s, 0.5 s, ... ``retries`` times,
 default 3), re-sending the episode's reset first; a non-2xx reply, a body that is not JSON, or ``actions`` that are
 missing or of the wrong size raise EpisodeError (that episode ends as ``error``, fault ``policy``); timeouts, lost
 connections and 408/410/413/503 raise InfrastructureError (fault ``infrastructure``). Replies are read up to
-``remote_wire.MAX_REPLY_BYTES`` and decoded by :mod:`rollbench.wire.decode` (numeric arrays only, no
+``rollbench.wire.decode.MAX_REPLY_BYTES`` and decoded by :mod:`rollbench.wire.decode` (numeric arrays only, no
 NaN/Infinity literals). Client: ``httpx``.
 
 Options (``--policy-options``): ``timeout_s``, ``connect_timeout_s``, ``retries``, ``obs_map``.
@@ -68,6 +68,7 @@ import numpy as np
 
 from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation
 from rollbench.policies.remote import RemotePolicy
+from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import (
     MAX_REPLY_BYTES,
     ProtocolError,
@@ -76,6 +77,7 @@ from rollbench.wire.decode import (
     loads_json,
     status_error,
 )
+from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions, positive
 
 
@@ -113,9 +115,10 @@ class HttpPolicy(RemotePolicy):
         self._session = uuid.uuid4().hex
         # options are read by RemotePolicy.__init__; the client needs the timeouts first
         self._client = httpx.Client(
+            headers=client_headers(),  # $ROLLBENCH_SERVER_TOKEN as a bearer token, when set
             timeout=httpx.Timeout(
                 positive(options, "timeout_s", 30.0), connect=positive(options, "connect_timeout_s", 5.0)
-            )
+            ),
         )
         try:
             super().__init__(endpoint(url), options)
@@ -169,21 +172,23 @@ class HttpPolicy(RemotePolicy):
         import httpx
 
         payload = json.dumps(body).encode()
-        last: BaseException | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(0.25 * 2 ** (attempt - 1))
+
+        def attempt(n: int) -> Any:
             try:
-                for replay in self._replays(body) if attempt else []:  # the episode's reset (every slot's) again
+                for replay in self._replays(body) if n else []:  # the episode's reset (every slot's) again
                     self._send(json.dumps(replay).encode())
                 return self._send(payload)
-            except httpx.TimeoutException:
+            except httpx.TimeoutException:  # not retried: the call already took timeout_s
                 raise InfrastructureError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
-            except httpx.TransportError as exc:  # refused, reset, dropped mid-reply: retry with backoff
-                last = exc
-        raise InfrastructureError(
-            f"lost the connection to {self.url} and {self.retries} retries failed ({type(last).__name__}: {last})"
-        )
+
+        try:  # refused, reset, dropped mid-reply: retried with backoff
+            return with_retries(
+                attempt, retries=self.retries, first_wait_s=0.25, retry_on=lambda e: isinstance(e, httpx.TransportError)
+            )
+        except httpx.TransportError as last:
+            raise InfrastructureError(
+                f"lost the connection to {self.url} and {self.retries} retries failed ({type(last).__name__}: {last})"
+            ) from None
 
     def _exchange(self, method: str, payload: bytes | None, timeout_s: float) -> tuple[int, bytes]:
         """One request -> (status, body), reading at most MAX_REPLY_BYTES within ``timeout_s`` (a watchdog cuts off

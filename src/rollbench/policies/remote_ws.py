@@ -32,8 +32,8 @@ and adds the bounds:
   (so ``rollbench eval`` fails before any episode with exit code 2);
 * every reply must arrive within ``timeout_s`` (default 30 s), else InfrastructureError (that episode ends as
   ``error``); the connection is then dropped, so a late reply can never be taken for the next call's; a reply frame
-  larger than ``remote_wire.MAX_REPLY_BYTES`` closes the connection;
-* a dropped connection is reopened with exponential backoff (0.25 s, 0.5 s, 1 s ... ``retries`` times, default
+  larger than ``rollbench.wire.decode.MAX_REPLY_BYTES`` closes the connection;
+* a dropped connection is reopened with exponential backoff (:mod:`rollbench.policies.retry`: 0.25 s, 0.5 s, 1 s ... ``retries`` times, default
   3), then InfrastructureError; after a reconnect the episode's reset is sent again before the pending call is
   repeated; a server that closes with 1009 (the request exceeds its size limit) is not retried;
 * a text (error) frame, a reply that is not msgpack, has arrays of a non-numeric dtype, or has no numeric
@@ -48,7 +48,6 @@ only ``PolicyInfo.chunk_size`` (see :func:`rollbench.wire.obs_map.advertised`).
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,7 +56,9 @@ import numpy as np
 
 from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation
 from rollbench.policies.remote import RemotePolicy, check_reset_reply
+from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack
+from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions
 
 
@@ -104,6 +105,7 @@ class WebsocketPolicy(RemotePolicy):
             compression=None,
             max_size=MAX_REPLY_BYTES,  # a larger reply frame closes the connection (1009) instead of filling memory
             legacy=True,  # websockets >= 16: a plain connection (we reconnect ourselves, see _request)
+            additional_headers=client_headers(),  # $ROLLBENCH_SERVER_TOKEN as a bearer token, when set
         )
         try:
             frame = ws.recv(timeout=self.connect_timeout_s)
@@ -141,27 +143,33 @@ class WebsocketPolicy(RemotePolicy):
         from websockets.exceptions import ConnectionClosed, WebSocketException
 
         data = self._packb(message)
-        last: BaseException | None = None
-        for attempt in range(self.retries + 1):
+
+        def attempt(n: int) -> Any:
             try:
                 if self._ws is None:
-                    if attempt:
-                        time.sleep(0.25 * 2 ** (attempt - 1))
                     self._connect()
                     for replay in self._replays(message):  # the episode's reset (every slot's) again
                         check_reset_reply(self._roundtrip(self._packb(replay)), self.url)
                 return self._roundtrip(data)
             except (WebSocketException, OSError) as exc:  # dropped, refused or bad handshake: reconnect, backoff
                 self._drop()
-                last = exc
                 if isinstance(exc, ConnectionClosed) and exc.rcvd is not None and exc.rcvd.code == 1009:
                     raise InfrastructureError(
                         f"{self.url} refused a request of {len(data)} bytes as too large ({exc.rcvd.reason}); "
                         "raise its limit (serve-policy --max-request-mb) or send smaller images"
                     ) from None
-        raise InfrastructureError(
-            f"lost the connection to {self.url} and {self.retries} reconnect(s) failed ({type(last).__name__}: {last})"
-        )
+                raise
+
+        dropped = (WebSocketException, OSError)
+        try:
+            return with_retries(
+                attempt, retries=self.retries, first_wait_s=0.25, retry_on=lambda e: isinstance(e, dropped)
+            )
+        except dropped as last:
+            raise InfrastructureError(
+                f"lost the connection to {self.url} and {self.retries} reconnect(s) failed "
+                f"({type(last).__name__}: {last})"
+            ) from None
 
     def _roundtrip(self, data: bytes) -> Any:
         self._ws.send(data)

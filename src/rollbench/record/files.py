@@ -18,13 +18,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rollbench.core.types import ConfigError
+from rollbench.record.safe_files import is_regular, open_regular
 
 VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
 VIDEO_PIX_FMT = "yuv420p"
 
 
 def _file_mode() -> int:
-    """The mode ``open()`` would give a new file (0o666 minus the umask); ``mkstemp`` alone gives 0o600."""
+    """The mode ``open()`` would give a new file (0o666 minus the umask); ``mkstemp`` alone gives 0o600.
+
+    Read once, at import: ``os.umask`` can only be read by setting it, and setting it while other threads create files
+    (the dashboard's label writes, the pool's workers) would give their files the wrong mode."""
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask
@@ -79,8 +83,10 @@ def _json_default(obj: Any) -> Any:
 def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """One parquet file as a table (``columns``: only those). The same table as ``pq.read_table``, which goes through
     pyarrow's dataset layer and takes about twice as long on rollbench's small per-episode files (0.68 vs 0.35 ms
-    for a 53-row data file, ``benchmarks/bench_micro.py``); raises what pyarrow raises for a missing or damaged file."""
-    with pq.ParquetFile(path) as f:
+    for a 53-row data file, ``benchmarks/bench_micro.py``); raises what pyarrow raises for a missing or damaged file,
+    and :class:`~rollbench.record.safe_files.UnsafeFile` (an OSError) when ``path`` is a link, FIFO, socket or
+    device (:func:`~rollbench.record.safe_files.open_regular`: never blocks, never follows the last link)."""
+    with open_regular(path) as raw, pq.ParquetFile(raw) as f:
         return f.read(columns=list(columns) if columns is not None else None)
 
 
@@ -92,7 +98,8 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> None:
 
 def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int, durable: bool = True) -> None:
     """Encode ``uint8 (H, W, 3)`` RGB frames as an H.264 mp4 at ``fps`` frames per second, atomically
-    (``durable=False``: without the fsync, for staged episodes; see :mod:`rollbench.record.lerobot`).
+    (``durable=False``: without the fsyncs of the file and its directory, for staged episodes; see
+    :mod:`rollbench.record.lerobot`).
 
     One frame is written per step; the decoder sees exactly ``len(frames)`` frames.
     """
@@ -121,14 +128,16 @@ def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int, durable: bo
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
-def count_video_frames(path: Path) -> int:
-    """Decode ``path`` and count its video frames (decoding, not trusting container metadata)."""
+def count_video_frames(path: Path, root: Path | None = None) -> int:
+    """Decode ``path`` and count its video frames (decoding, not trusting container metadata). The file is opened
+    with :func:`~rollbench.record.safe_files.open_regular` (inside ``root`` when given): UnsafeFile otherwise."""
     import av
 
-    with av.open(str(path)) as container:
+    with open_regular(path, root) as raw, av.open(raw, mode="r") as container:
         return sum(1 for _ in container.decode(video=0))
 
 
@@ -198,8 +207,9 @@ TEMP_SUFFIXES = (".tmp", ".mp4")
 def remove_temp_files(root: Path, subdirs: Sequence[str] = ("data", "meta", "videos")) -> list[Path]:
     """Remove a crashed writer's temporary files from ``root`` (top level) and under ``subdirs``; return them.
 
-    Only regular files and links *inside* ``root`` are removed (a link itself is unlinked, never its target);
-    directories reached through a link are not entered. Call only while holding the run lock.
+    Only regular files inside ``root`` are removed: a link, FIFO, socket or device is left alone (nothing is deleted
+    that the writer did not write itself); directories reached through a link are not entered. Call only while
+    holding the run lock.
     """
     removed: list[Path] = []
     candidates: list[Path] = list(root.glob(".*.tmp"))  # run.json, run.live.json
@@ -209,7 +219,7 @@ def remove_temp_files(root: Path, subdirs: Sequence[str] = ("data", "meta", "vid
             for dirpath, _dirs, files in os.walk(d, followlinks=False):
                 candidates += [Path(dirpath) / f for f in files if f.startswith(".") and f.endswith(TEMP_SUFFIXES)]
     for p in sorted(set(candidates)):
-        if p.is_symlink() or (p.is_file() and is_inside(root, p)):
+        if is_regular(p) and is_inside(root, p):
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed

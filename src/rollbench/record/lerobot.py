@@ -69,6 +69,14 @@ ARTIFACT_PATHS: dict[str, str] = {
     "wire_capture": "wire/chunk-{chunk_index:03d}/file-{file_index:03d}.jsonl",
 }
 NUMERIC_FEATURES = ("observation.state", "action", "next.reward", "policy.latency_s")
+# per-step columns of a run with --latency (rollbench.run.schedule), after task_index: the frame_index of the
+# observation the action was computed from, its row in its chunk (both -1 for a hold action), and whether the step
+# ran the task's hold action; a padding frame has -1, -1, false
+DELAY_COLUMNS: dict[str, pa.DataType] = {
+    "policy.obs_frame_index": pa.int64(),
+    "policy.chunk_index": pa.int64(),
+    "policy.hold": pa.bool_(),
+}
 
 # rollbench's own per-episode columns in meta/episodes (prefixed so LeRobot readers ignore them)
 EPISODE_FIELDS: dict[str, pa.DataType] = {
@@ -118,8 +126,11 @@ def video_key(camera: str) -> str:
     return f"observation.images.{camera}"
 
 
-def dataset_features(task: TaskInfo, cameras: Sequence[str], image_size: tuple[int, int]) -> dict[str, Any]:
-    """LeRobot ``features`` of a run: dtype and shape of every per-step column, video features per camera."""
+def dataset_features(
+    task: TaskInfo, cameras: Sequence[str], image_size: tuple[int, int], delay_columns: bool = False
+) -> dict[str, Any]:
+    """LeRobot ``features`` of a run: dtype and shape of every per-step column (with :data:`DELAY_COLUMNS` for a
+    run with a latency), video features per camera."""
 
     def scalar(dtype: str) -> dict[str, Any]:
         return {"dtype": dtype, "shape": [1], "names": None}
@@ -137,6 +148,8 @@ def dataset_features(task: TaskInfo, cameras: Sequence[str], image_size: tuple[i
         "index": scalar("int64"),
         "task_index": scalar("int64"),
     }
+    if delay_columns:
+        feats.update({k: scalar("bool" if t == pa.bool_() else "int64") for k, t in DELAY_COLUMNS.items()})
     h, w = image_size
     for cam in cameras:
         feats[video_key(cam)] = {
@@ -186,9 +199,23 @@ def episode_table(rec: EpisodeRecord, fps: int) -> pa.Table:
     p, n = rec.planned, rec.length
     state_dim, action_dim = rec.states.shape[1], rec.actions.shape[1]
     if n == 0:
-        return padding_frame(state_dim, action_dim, p.episode_index, p.task_index)
-    return _table(rec.states, rec.actions, rec.rewards, rec.successes, rec.dones, rec.latencies, fps, p.episode_index,
-                  p.task_index)  # fmt: skip
+        table = padding_frame(state_dim, action_dim, p.episode_index, p.task_index)
+    else:
+        table = _table(rec.states, rec.actions, rec.rewards, rec.successes, rec.dones, rec.latencies, fps,
+                       p.episode_index, p.task_index)  # fmt: skip
+    return with_delay_columns(table, rec.action_sources) if rec.action_sources is not None else table
+
+
+def with_delay_columns(table: pa.Table, sources: np.ndarray | None = None) -> pa.Table:
+    """``table`` with :data:`DELAY_COLUMNS` appended from ``sources`` (``int64 (rows, 3)``, see
+    ``EpisodeRecord.action_sources``); None or no rows (a padding frame): -1, -1, false on every row."""
+    n = table.num_rows
+    if sources is None or len(sources) != n:
+        sources = np.tile(np.array([-1, -1, 0], dtype=np.int64), (n, 1))
+    cols = [sources[:, 0].astype(np.int64), sources[:, 1].astype(np.int64), sources[:, 2].astype(bool)]
+    for (name, dtype), col in zip(DELAY_COLUMNS.items(), cols, strict=True):
+        table = table.append_column(pa.field(name, dtype), pa.array(col, dtype))
+    return table
 
 
 def padding_frame(state_dim: int, action_dim: int, episode_index: int, task_index: int) -> pa.Table:

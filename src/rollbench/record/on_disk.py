@@ -4,7 +4,6 @@ Used by :class:`rollbench.record.writer.DatasetWriter` and by the run's start-up
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pyarrow.parquet as pq
 from rollbench.core.types import ConfigError
 from rollbench.record.files import read_parquet, resolve_inside
 from rollbench.record.lerobot import DATA_PATH, chunk_file
+from rollbench.record.safe_files import open_regular, read_regular_json, run_files
 
 
 class FeatureStats:
@@ -70,7 +70,7 @@ def committed_lengths(run_dir: Path) -> list[int]:
         )
 
     found: dict[int, int] = {}
-    for f in sorted((run_dir / "meta" / "episodes").glob("chunk-*/file-*.parquet")):
+    for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
         try:
             t = read_parquet(resolve_inside(run_dir, f), columns=["episode_index", "length"])
         except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
@@ -90,7 +90,8 @@ def committed_lengths(run_dir: Path) -> list[int]:
         c, i = chunk_file(e)
         path = run_dir / DATA_PATH.format(chunk_index=c, file_index=i)
         try:
-            rows = pq.ParquetFile(resolve_inside(run_dir, path)).metadata.num_rows
+            with open_regular(resolve_inside(run_dir, path), run_dir) as raw:
+                rows = pq.ParquetFile(raw).metadata.num_rows
         except FileNotFoundError:
             raise damaged(f"episode {e} has no data file {path.relative_to(run_dir)}") from None
         except (OSError, ValueError, pa.ArrowException) as exc:
@@ -110,15 +111,16 @@ def staged_damage(staged: Path) -> str | None:
     """Why the staged episode directory ``staged`` does not read back whole, or None (see
     :meth:`rollbench.record.writer.DatasetWriter._remove_damaged_staged`)."""
     try:
-        row = json.loads((staged / "episode.json").read_text())
+        row = read_regular_json(staged / "episode.json")
         length = int(row["length"])
     except (OSError, ValueError, TypeError, KeyError) as exc:
         return f"episode.json: {type(exc).__name__}: {exc}"
     try:
-        rows = pq.ParquetFile(staged / "data.parquet").metadata.num_rows
+        with open_regular(staged / "data.parquet") as raw:
+            rows = pq.ParquetFile(raw).metadata.num_rows
     except Exception as exc:  # pyarrow raises several types for a cut or empty file
         return f"data.parquet: {type(exc).__name__}: {exc}"
     if rows != max(length, 1):
         return f"data.parquet holds {rows} rows, its episode.json says length {length}"
-    empty = sorted(f.name for f in staged.iterdir() if f.suffix in (".mp4", ".jsonl") and f.stat().st_size == 0)
+    empty = sorted(f.name for f in staged.iterdir() if f.suffix in (".mp4", ".jsonl") and f.lstat().st_size == 0)
     return f"empty files: {', '.join(empty)}" if empty else None

@@ -15,7 +15,6 @@ also on a later resume if this one was interrupted first).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from rollbench.core.types import ConfigError
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file
 from rollbench.record.runlog import utc_now, write_run_log
+from rollbench.record.safe_files import read_regular_json
 from rollbench.record.writer import DatasetWriter
 
 RETRY_MODES = ("infra", "all", "none")
@@ -63,7 +63,7 @@ def retry_errored(run_dir: Path, writer: DatasetWriter, log: dict[str, Any], mod
             chosen[e] = row
     staged: set[int] = set()
     for e in writer.staged():
-        row = json.loads((run_dir / STAGING / f"episode-{e:06d}" / "episode.json").read_text())
+        row = read_regular_json(run_dir / STAGING / f"episode-{e:06d}" / "episode.json", run_dir)
         if _selected(row, mode):
             chosen[e] = row
             staged.add(e)

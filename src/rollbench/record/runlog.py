@@ -24,6 +24,7 @@ from typing import Any
 from rollbench.core.types import ConfigError
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
+from rollbench.record.safe_files import is_regular, read_regular_bytes
 
 RUN_LOG_VERSION = 1
 LIVE_MIN_INTERVAL_S = 1.0
@@ -124,7 +125,7 @@ def find_run_dirs(roots: list[Path], max_depth: int = RUN_SEARCH_DEPTH) -> list[
     found: list[Path] = []
 
     def walk(d: str, depth: int) -> None:
-        if os.path.isfile(os.path.join(d, "run.json")):
+        if is_regular(Path(d) / "run.json"):
             found.append(Path(d))
             return
         if depth >= max_depth:
@@ -153,7 +154,7 @@ def read_run_log(run_dir: Path) -> dict[str, Any] | None:
         return None
     resolve_inside(run_dir, path)
     try:
-        log = json.loads(path.read_text())
+        log = json.loads(read_regular_bytes(path, run_dir))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path} is not a rollbench run log: it is not readable JSON ({exc})") from None
     check_run_log(log, path)

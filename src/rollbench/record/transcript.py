@@ -10,13 +10,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rollbench.record.safe_files import read_regular_text
+
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
-def read_transcript(path: Path) -> list[dict[str, Any]]:
-    """The transcript's lines; raises ValueError (with the line number) when one is not a JSON object."""
+def read_transcript(path: Path, root: Path | None = None) -> list[dict[str, Any]]:
+    """The transcript's lines; raises ValueError (with the line number) when one is not a JSON object, and OSError
+    (:class:`~rollbench.record.safe_files.UnsafeFile`) when ``path`` is not a regular file inside ``root`` reached
+    without a link."""
     lines = []
-    for i, text in enumerate(path.read_text().splitlines(), 1):
+    for i, text in enumerate(read_regular_text(path, root).splitlines(), 1):
         try:
             obj = json.loads(text)
         except ValueError as exc:
@@ -44,7 +48,7 @@ def check_transcript(run_dir: Path, rel: str, row: dict[str, Any], violations: l
     e = row["episode_index"]
     path = run_dir / rel
     try:
-        lines = read_transcript(path)
+        lines = read_transcript(path, run_dir)
     except (OSError, ValueError) as exc:
         violations.append(f"episode {e}: transcript {rel} is unreadable ({exc})")
         return None

@@ -46,8 +46,10 @@ from rollbench.record.lerobot import (
     stage_episode,
     tasks_table,
     video_key,
+    with_delay_columns,
 )
 from rollbench.record.on_disk import FeatureStats, committed_lengths, staged_damage, staged_index
+from rollbench.record.safe_files import is_regular, run_files
 
 
 def _place(src: Path, dst: Path) -> None:
@@ -59,6 +61,12 @@ def _place(src: Path, dst: Path) -> None:
             os.link(src, dst)
         except OSError:
             shutil.copyfile(src, dst)
+
+
+def _unlink_regular(path: Path) -> None:
+    """Delete ``path`` only if it is a regular file (the writer's own); a link, FIFO or device stays."""
+    if is_regular(path):
+        path.unlink(missing_ok=True)
 
 
 class DatasetWriter:
@@ -120,19 +128,18 @@ class DatasetWriter:
         patterns += [
             t.split("/chunk-")[0] + "/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].jsonl" for t in ARTIFACT_PATHS.values()
         ]
-        for pattern in patterns:
-            for f in self.run_dir.glob(pattern):
+        for pattern in patterns:  # regular files only, never through a link (rollbench.record.safe_files)
+            for f in run_files(self.run_dir, pattern):
                 c = int(f.parent.name.split("-")[1])
                 i = int(f.stem.split("-")[1])
                 if c * CHUNKS_SIZE + i >= k:
-                    resolve_inside(self.run_dir, f).unlink()
+                    _unlink_regular(resolve_inside(self.run_dir, f))
         for d in (self.run_dir / STAGING).iterdir():
             e = staged_index(d.name)
+            if d.is_symlink():
+                continue  # not the writer's: a link is never followed, nor deleted
             if d.name.startswith(".tmp-") or (e is not None and e < k):
-                if d.is_symlink():  # rmtree refuses links; unlinking one never touches its target
-                    d.unlink()
-                else:
-                    shutil.rmtree(resolve_inside(self.run_dir, d), ignore_errors=True)
+                shutil.rmtree(resolve_inside(self.run_dir, d), ignore_errors=True)
         remove_temp_files(self.run_dir)
 
     def _remove_damaged_staged(self) -> None:
@@ -162,7 +169,11 @@ class DatasetWriter:
             (self.run_dir / STAGING).rmdir()
 
     def staged(self) -> list[int]:
-        return sorted(e for d in (self.run_dir / STAGING).glob("episode-*") if (e := staged_index(d.name)) is not None)
+        return sorted(
+            e
+            for d in (self.run_dir / STAGING).glob("episode-*")
+            if (e := staged_index(d.name)) is not None and not d.is_symlink()
+        )
 
     # ---- replacing committed episodes (resume re-runs errored episodes) ------------------------------------
     def discard_staged(self, episode_index: int) -> None:
@@ -195,9 +206,9 @@ class DatasetWriter:
             meta.unlink()
             fsync_dir(meta.parent)
             # ---- episode e is no longer committed ----
-            self._path(DATA_PATH, e).unlink(missing_ok=True)
+            _unlink_regular(self._path(DATA_PATH, e))
             for key in self.video_keys:
-                self._path(VIDEO_PATH, e, video_key=key).unlink(missing_ok=True)
+                _unlink_regular(self._path(VIDEO_PATH, e, video_key=key))
             self.lengths.pop()
             self._write_info()
         self._rebuild_stats()
@@ -236,7 +247,7 @@ class DatasetWriter:
     def promote_ready(self) -> list[int]:
         """Commit every staged episode that is next in order. Returns the episode indices committed."""
         done = []
-        while (self.run_dir / STAGING / f"episode-{self.committed:06d}").is_dir():
+        while self.committed in self.staged():
             e = self.committed
             staged = self.run_dir / STAGING / f"episode-{e:06d}"
             row = json.loads((staged / "episode.json").read_text())
@@ -279,6 +290,8 @@ class DatasetWriter:
         artifact kind -> file), then its meta row (the commit point)."""
         n = table.num_rows
         start = sum(self.lengths)
+        if "policy.hold" in self.features and "policy.hold" not in table.column_names:
+            table = with_delay_columns(table)  # an episode that could not start, in a run with --latency
         table = table.append_column("index", pa.array(np.arange(start, start + n, dtype=np.int64)))
         atomic_write_parquet(self._path(DATA_PATH, e), table)  # never 0 rows: see the padding frame (record.lerobot)
         for kind in ARTIFACT_PATHS:

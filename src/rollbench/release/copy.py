@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.types import ConfigError
-from rollbench.grade.grade import load_run_log
+from rollbench.grading.grade import load_run_log
+from rollbench.record.safe_files import read_regular_bytes, read_regular_json, scan_run_files
 from rollbench.release.redact import Released, Releaser, sha256_hex
 from rollbench.release.rules import BUILTIN, Scanner
 
@@ -93,20 +94,22 @@ def _names(runs: list[Path], logs: list[dict[str, Any]], texts: list[str]) -> tu
 
 
 def _run_files(run: Path) -> tuple[list[Path], list[dict[str, str]]]:
+    """The regular files of ``run`` to release (:func:`rollbench.record.safe_files.scan_run_files`: links never
+    followed), and those excluded with why. ConfigError for a link, FIFO, socket or device anywhere in the run."""
     files, excluded = [], []
-    for p in sorted(run.rglob("*"), key=lambda q: q.relative_to(run).as_posix()):
+    listing = scan_run_files(run, "**")
+    for p, why in listing.skipped:
+        if "hard link" not in why:
+            raise ConfigError(f"{p} is {why}; a release copies regular files only")
+    found = listing.files + [p for p, why in listing.skipped if "hard link" in why]
+    for p in sorted(found, key=lambda q: q.relative_to(run).as_posix()):
         rel = p.relative_to(run).as_posix()
-        if p.is_symlink():
-            raise ConfigError(f"{p} is a symbolic link; a release copies real files only")
         if rel.split("/")[0] == ".staging":
-            if p.is_file():
-                excluded.append({"path": f"{run.name}/{rel}", "why": "staged episode not committed"})
-            continue
-        if p.is_file():
-            if rel in EXCLUDED:
-                excluded.append({"path": f"{run.name}/{rel}", "why": EXCLUDED[rel]})
-            else:
-                files.append(p)
+            excluded.append({"path": f"{run.name}/{rel}", "why": "staged episode not committed"})
+        elif rel in EXCLUDED:
+            excluded.append({"path": f"{run.name}/{rel}", "why": EXCLUDED[rel]})
+        else:
+            files.append(p)
     return files, excluded
 
 
@@ -142,7 +145,7 @@ def build_release(
     rules_obj = None
     if rules is not None:
         try:
-            rules_obj = json.loads(rules.read_text())
+            rules_obj = read_regular_json(rules, follow_links=True)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"--rules {rules}: cannot read a JSON object ({exc})") from None
     logs = [load_run_log(r) for r in runs]  # ConfigError naming the file for a damaged or foreign run.json
@@ -153,7 +156,10 @@ def build_release(
         for p in files
     ]
     sources += [(f"labels/{f.name}", f) for f in labels]
-    raws = [p.read_bytes() for _, p in sources]  # each file read once
+    try:  # each file read once, as a regular file (a FIFO or device swapped in since the listing is refused)
+        raws = [read_regular_bytes(p, follow_links=rel.startswith("labels/")) for rel, p in sources]
+    except OSError as exc:
+        raise ConfigError(f"cannot read a file to release: {exc}") from None
     texts = [
         raw.decode("utf-8", errors="ignore") for (_, p), raw in zip(sources, raws, strict=True) if p.suffix != ".mp4"
     ]

@@ -10,6 +10,7 @@ API (JSON unless said; identities are ``HOST/ROBOT/NAME``, each segment ``^[A-Za
 * ``GET|POST /api/label/HOST/ROBOT/NAME/E``: read, or set with ``{"label": L|null, "note": "..."}`` (400 naming
   the valid labels for an unknown one; 413 over 64 kB; 404 for an unknown episode).
 * ``GET /api/labels``: totals per label, task and model; ``GET /api/labels.csv``: one row per labelled episode.
+* ``GET /favicon.ico``: the dashboard's icon (SVG, ``image/svg+xml``; the pages link ``/static/favicon.svg``).
 * ``GET /media/HOST/ROBOT/NAME/E/CAMERA`` (video/mp4, HTTP range requests: 206, 416) and
   ``GET /transcript/HOST/ROBOT/NAME/E``.
 
@@ -33,7 +34,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from rollbench.core.identity import RunIdentity, check_segment
 from rollbench.core.types import ConfigError
 from rollbench.review import pages
-from rollbench.review.security import MAX_BODY_BYTES, make_guard
+from rollbench.review.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.review.service import Dashboard
 from rollbench.review.summary import label_totals, labels_csv
 
@@ -71,8 +72,8 @@ async def _body(request: Request) -> dict[str, Any]:
             raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
     try:
         body = json.loads(data or b"{}")
-    except ValueError:
-        raise ApiError(400, "the body is not JSON") from None
+    except (ValueError, RecursionError):  # a deeply nested document exhausts the parser's recursion: still bad input
+        raise ApiError(400, "the body is not JSON (or nested too deeply)") from None
     if not isinstance(body, dict) or set(body) - {"label", "note"}:
         raise ApiError(400, 'the body is {"label": LABEL or null, "note": TEXT}')
     if body.get("label") is not None and not isinstance(body["label"], str):
@@ -85,8 +86,18 @@ async def _body(request: Request) -> dict[str, Any]:
 def create_app(dash: Dashboard) -> FastAPI:
     """The ASGI app serving ``dash`` (no OpenAPI/docs pages: they would load assets from a CDN)."""
     app = FastAPI(title="rollbench dashboard", docs_url=None, redoc_url=None, openapi_url=None)
-    app.middleware("http")(make_guard(dash.cfg.token))
+    app.middleware("http")(make_guard(dashboard_guard(dash.cfg.host, dash.cfg.token, dash.cfg.allow_hosts)))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    _add_error_handlers(app)
+    _add_api(app, dash)
+    _add_media(app, dash)
+    _add_pages(app, dash)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error as ``{"error": "..."}``: ApiError with its status, Starlette's (404/405...) with theirs, a
+    request FastAPI cannot validate as 400."""
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:
@@ -100,7 +111,22 @@ def create_app(dash: Dashboard) -> FastAPI:
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
         return JSONResponse({"error": "bad request"}, status_code=400)
 
-    # ---- API
+
+def _reproduction(dash: Dashboard, host: str, robot: str, name: str, reference: str) -> dict[str, Any]:
+    """A local run's reproduction against the shipped reference ``reference`` (400 for an unknown name, 404 for a
+    run that is not local)."""
+    try:
+        doc = dash.reproduction(_ident(host, robot, name), reference)
+    except ConfigError as exc:
+        raise ApiError(400, str(exc)) from None
+    if doc is None:
+        raise ApiError(404, f"no local run {host}/{robot}/{name}")
+    return doc
+
+
+def _add_api(app: FastAPI, dash: Dashboard) -> None:
+    """The JSON API (``/api/...``; see the module docstring)."""
+
     @app.get("/api/runs")
     def api_runs() -> Response:
         return Response(dash.runs_json(), media_type="application/json")
@@ -111,6 +137,10 @@ def create_app(dash: Dashboard) -> FastAPI:
         if detail is None:
             raise ApiError(404, f"no run {host}/{robot}/{name}")
         return _json(detail)
+
+    @app.get("/api/reproduce/{host}/{robot}/{name}")
+    def api_reproduce(host: str, robot: str, name: str, reference: str) -> Response:
+        return _json(_reproduction(dash, host, robot, name, reference))
 
     @app.get("/api/episode/{host}/{robot}/{name}/{episode}")
     def api_episode(host: str, robot: str, name: str, episode: str) -> Response:
@@ -151,7 +181,11 @@ def create_app(dash: Dashboard) -> FastAPI:
             headers={"Content-Disposition": 'attachment; filename="labels.csv"'},
         )
 
-    # ---- media
+
+def _add_media(app: FastAPI, dash: Dashboard) -> None:
+    """An episode's videos (``/media/...``, range requests) and agent transcripts (``/transcript/...``), from the
+    local run directories or fetched from the peer that has the run."""
+
     @app.get("/media/{host}/{robot}/{name}/{episode}/{camera}")
     def media(host: str, robot: str, name: str, episode: str, camera: str) -> Response:
         ident, e = _ident(host, robot, name), _episode(episode)
@@ -191,7 +225,16 @@ def create_app(dash: Dashboard) -> FastAPI:
             return Response(resp.content, status_code=resp.status_code, media_type="text/plain; charset=utf-8")
         raise ApiError(404, f"no run {ident.key}")
 
-    # ---- pages
+
+def _add_pages(app: FastAPI, dash: Dashboard) -> None:
+    """The server-rendered pages (:mod:`rollbench.review.pages`): runs, disagreements, a run, an episode; and the
+    icon at ``/favicon.ico`` (the SVG of ``/static/favicon.svg``, for clients that ask there without reading the
+    pages' ``<link rel="icon">``)."""
+
+    @app.get("/favicon.ico")
+    def favicon() -> Response:
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
     @app.get("/", response_class=HTMLResponse)
     def index() -> Response:
         return HTMLResponse(pages.runs_page(dash.runs()))
@@ -201,11 +244,13 @@ def create_app(dash: Dashboard) -> FastAPI:
         return HTMLResponse(pages.disagreements_page(dash.runs()))
 
     @app.get("/run/{host}/{robot}/{name}", response_class=HTMLResponse)
-    def run_page(host: str, robot: str, name: str) -> Response:
+    def run_page(host: str, robot: str, name: str, reference: str | None = None) -> Response:
         detail = dash.run_detail(_ident(host, robot, name))
         if detail is None:
             raise ApiError(404, f"no run {host}/{robot}/{name}")
-        return HTMLResponse(pages.run_page(detail))
+        repro = None if reference is None else _reproduction(dash, host, robot, name, reference)
+        refs = dash.matching_references(_ident(host, robot, name))
+        return HTMLResponse(pages.run_page(detail, reproduction=repro, references=refs))
 
     @app.get("/episode/{host}/{robot}/{name}/{episode}", response_class=HTMLResponse)
     def episode_page(host: str, robot: str, name: str, episode: str) -> Response:
@@ -213,5 +258,3 @@ def create_app(dash: Dashboard) -> FastAPI:
         if detail is None:
             raise ApiError(404, f"no episode {host}/{robot}/{name}/{episode}")
         return HTMLResponse(pages.episode_page(detail))
-
-    return app

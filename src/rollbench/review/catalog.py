@@ -1,6 +1,6 @@
 """The runs a dashboard serves from its ``--root`` directories: discovery, graded summaries (cached), artifacts.
 
-Every number comes from :func:`rollbench.grade.grade.grade` over the run directory (``check_videos=False``: decoding
+Every number comes from :func:`rollbench.grading.grade.grade` over the run directory (``check_videos=False``: decoding
 every video of a thousand runs per listing would be too slow; ``rollbench grade`` checks frame counts). A summary is
 cached under the run's *signature*, the (mtime_ns, size) of ``run.json`` and ``meta/info.json``: the writer rewrites
 ``info.json`` after every committed episode and ``run.json`` when a run starts or ends, so a changed run is re-graded
@@ -30,22 +30,24 @@ from typing import Any
 
 from rollbench.core.identity import RunIdentity
 from rollbench.core.types import RollbenchError
-from rollbench.grade.grade import grade, load_run_log
+from rollbench.grading.files import read_info
+from rollbench.grading.grade import grade, load_run_log
 from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.runlog import find_run_dirs
+from rollbench.record.safe_files import UnsafeFile, check_no_link_below, is_regular, read_regular_json, run_files
 
 TRANSCRIPT_COLUMN = "rollbench/transcript"
 CACHE_VERSION = 1  # of the on-disk cache of graded records (bump when RunRecord changes)
 
 
 def inside(path: Path, base: Path) -> Path | None:
-    """``path`` resolved (symlinks followed) if it stays within ``base`` (resolved), else None."""
+    """``path`` if it is a regular file under ``base`` reached without any symbolic link (the rules of
+    :mod:`rollbench.record.safe_files`), else None."""
     try:
-        real = path.resolve(strict=True)
-    except (OSError, RuntimeError):
+        check_no_link_below(base, path)
+    except UnsafeFile:
         return None
-    base_real = base.resolve()
-    return real if real == base_real or base_real in real.parents else None
+    return path if is_regular(path) else None
 
 
 def _stat_sig(path: str) -> tuple[int, int]:
@@ -110,15 +112,14 @@ def read_run(run_dir: Path) -> RunRecord:
     log = load_run_log(run_dir)
     identity = RunIdentity.from_run_log(log, run_dir)
     result = grade(run_dir, check_videos=False)
-    info_path = run_dir / "meta" / "info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    info = read_info(run_dir, [])  # regular file inside the run, else {} (grade reported why)
     cameras = [
         k.removeprefix("observation.images.")
         for k, v in info.get("features", {}).items()
         if v.get("dtype") == "video" and k.startswith("observation.images.")
     ]
     rows: dict[int, dict[str, Any]] = {}
-    for f in sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet")):
+    for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
         try:
             for r in read_parquet(f).to_pylist():
                 rows[int(r["episode_index"])] = r
@@ -141,8 +142,7 @@ def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None)
     path = os.path.join(os.fspath(run_dir), "run.live.json")
     try:
         mtime = os.stat(path).st_mtime
-        with open(path, encoding="utf-8") as fh:
-            live = json.load(fh)
+        live = read_regular_json(Path(path), run_dir)
     except (OSError, ValueError):
         return None
     if not isinstance(live, dict):

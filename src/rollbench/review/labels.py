@@ -20,20 +20,18 @@ Format (``version`` 1)::
   :attr:`LabelFile.unknown`, never dropped.
 
 Writes (:func:`set_label`) hold an OS file lock (``FILE.lock``, :class:`rollbench.record.locks.PathLock`, which
-exists only while a write holds it and is released by the OS if the holder
-dies) around read-modify-write, and replace the file atomically (temp file in the same directory, fsync, rename),
-so concurrent writers in any number of threads and processes lose nothing and a reader never sees half a file.
+exists only while a write holds it and is released by the OS if the holder dies) around read-modify-write, and
+replace the file atomically (:func:`rollbench.record.files.atomic_write_bytes`: temp file in the same directory,
+fsync, rename; mode 0o666 minus the umask read once at import), so concurrent writers in any number of threads and
+processes lose nothing and a reader never sees half a file.
 
 Errors: :class:`rollbench.core.types.ConfigError` (unreadable or malformed file, another rubric, unknown label, bad key).
 """
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,7 +40,9 @@ from typing import Any
 
 from rollbench.core.identity import RunIdentity, sanitize_segment
 from rollbench.core.types import ConfigError
+from rollbench.record.files import atomic_write_bytes
 from rollbench.record.locks import LockHeld, PathLock
+from rollbench.record.safe_files import read_regular_text
 from rollbench.review.rubrics import BUILTIN_RUBRICS, Rubric
 
 SIDECAR_VERSION = 1
@@ -100,7 +100,7 @@ class LabelFile:
 
 def _read_raw(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, follow_links=True)  # a FIFO or device is refused, never waited on
     except FileNotFoundError:
         return {"version": SIDECAR_VERSION, "rubric": None, "labels": {}}
     except OSError as exc:
@@ -146,31 +146,8 @@ def load_labels(path: str | Path, rubric: Rubric | None = None) -> LabelFile:
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True, ensure_ascii=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def set_label(

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.types import ConfigError
+from rollbench.record.safe_files import read_regular_text
 
 DEFAULT_RUBRIC = "outcome-v1"
 _LABEL = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -128,7 +129,7 @@ BUILTIN_RUBRICS: dict[str, Rubric] = {
 
 def _parse_file(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, follow_links=True)  # a FIFO or device is refused, never waited on
     except OSError as exc:
         raise ConfigError(f"cannot read rubric file {path}: {exc.strerror or exc}") from None
     if path.suffix.lower() in (".yaml", ".yml"):

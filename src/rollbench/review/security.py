@@ -1,88 +1,71 @@
-"""Access control of the dashboard (an HTTP middleware) and the binding rule.
+"""The dashboard's adapter of the network guard (:mod:`rollbench.wire.guard`, the rules every surface shares), plus
+what only the dashboard has:
 
-* Binding: 127.0.0.1 by default; :func:`check_binding` refuses a non-loopback ``--host`` without ``--token``.
-* Token (when set): every request must carry it, as ``Authorization: Bearer TOKEN`` or the ``rollbench_token``
-  cookie; ``GET ...?token=TOKEN`` sets that cookie (HttpOnly, SameSite=Strict) and redirects to the same URL
-  without the token. Compared with :func:`hmac.compare_digest` (constant time). Wrong or missing: 401.
-* State-changing requests (anything but GET/HEAD/OPTIONS) from a browser must be same-origin: an ``Origin``
-  header, when present, must equal the request's own origin, and ``Sec-Fetch-Site``, when present, must be
-  ``same-origin`` or ``none`` (403 otherwise). Without a token, a non-browser client (no ``Origin``) may write: the
-  server is then reachable from this machine only. They also need ``Content-Type: application/json`` (415), which
-  an HTML form cannot send, and bodies are capped at 64 kB (413).
-* Without a token, the ``Host`` header must name a loopback address (``127.0.0.1``, ``localhost``, ``[::1]``),
-  which stops DNS-rebinding pages from reaching the server through a name they control (421).
+* Binding and every request: :class:`rollbench.wire.guard.Guard` (loopback by default; a non-loopback ``--host``
+  needs ``--token`` of at least 16 characters; ``Host`` must be a bound name, 421; token, 401; cross-origin, 403;
+  a body must be ``application/json``, 415).
+* Token login for browsers: ``GET ...?token=TOKEN`` sets the ``rollbench_token`` cookie (HttpOnly,
+  SameSite=Strict) and redirects to the same URL without the token; the cookie then carries the token.
+* Bodies are capped at 64 kB (413).
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from rollbench.core.types import ConfigError
-from rollbench.wire.guard import is_loopback
+from rollbench.wire.guard import Guard, host_name
 
 COOKIE = "rollbench_token"
 MAX_BODY_BYTES = 64 * 1024
 _SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
-def check_binding(host: str, token: str | None) -> None:
-    """Raise ConfigError when ``host`` is not loopback and no token is set."""
-    if not is_loopback(host) and not token:
-        raise ConfigError(
-            f"--host {host} makes the dashboard reachable from other machines; give --token TOKEN as well "
-            "(clients send it as 'Authorization: Bearer TOKEN' or open the page once with ?token=TOKEN)"
-        )
+def dashboard_guard(host: str, token: str | None, allow_hosts: Sequence[str] = ()) -> Guard:
+    """The dashboard's :class:`~rollbench.wire.guard.Guard`; ConfigError for an unsafe binding."""
+    return Guard.for_binding(host, token, allow_hosts, what="read every run and write labels", cookie=COOKIE)
+
+
+def check_binding(host: str, token: str | None, allow_hosts: Sequence[str] = ()) -> None:
+    """Raise ConfigError when the dashboard may not bind ``host`` with ``token`` (see the module docstring)."""
+    dashboard_guard(host, token, allow_hosts)
 
 
 def _deny(status: int, message: str) -> Response:
-    return JSONResponse({"error": message}, status_code=status)
+    headers = {"www-authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _token_ok(given: str | None, token: str) -> bool:
-    return given is not None and hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
+def make_guard(guard: Guard) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
+    """The Starlette middleware function enforcing ``guard`` and the dashboard's own rules (module docstring)."""
 
-
-def make_guard(token: str | None) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
-    """The middleware function enforcing the rules of the module docstring."""
-
-    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         method = request.method.upper()
         host_header = request.headers.get("host", "")
-        hostname = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
-        if not token and not is_loopback(hostname):
-            return _deny(421, f"Host {host_header!r} is not a loopback name; this dashboard serves 127.0.0.1 only")
-        if token:
-            query_token = request.query_params.get("token")
-            if query_token is not None and method in ("GET", "HEAD"):
-                if not _token_ok(query_token, token):
-                    return _deny(401, "wrong token")
-                rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                target = request.url.path + ("?" + urlencode(rest) if rest else "")
-                resp = RedirectResponse(target, status_code=303)
-                resp.set_cookie(COOKIE, token, httponly=True, samesite="strict")
-                return resp
-            auth = request.headers.get("authorization", "")
-            bearer = auth[7:] if auth.lower().startswith("bearer ") else None
-            if not (_token_ok(bearer, token) or _token_ok(request.cookies.get(COOKIE), token)):
-                return _deny(401, "this dashboard needs its token (Authorization: Bearer TOKEN, or open ?token=TOKEN)")
-        if method not in _SAFE_METHODS:
-            origin = request.headers.get("origin")
-            own = f"{request.url.scheme}://{host_header}"
-            if origin is not None and origin != own:
-                return _deny(403, f"cross-origin request from {origin} refused")
-            if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-                return _deny(403, "cross-site request refused")
-            length = request.headers.get("content-length")
-            if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-                return _deny(413, f"request body over {MAX_BODY_BYTES} bytes")
-            ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-            if ctype != "application/json":
-                return _deny(415, "send the body as Content-Type: application/json")
+        if host_name(host_header) not in guard.names:
+            return _deny(421, f"Host {host_header!r} is not a name this dashboard answers to")
+        query_token = request.query_params.get("token")
+        if guard.token and query_token is not None and method in ("GET", "HEAD"):
+            if not hmac.compare_digest(query_token.encode(), guard.token.encode()):
+                return _deny(401, "wrong token")
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            resp = RedirectResponse(request.url.path + ("?" + urlencode(rest) if rest else ""), status_code=303)
+            resp.set_cookie(COOKIE, guard.token, httponly=True, samesite="strict")
+            return resp
+        refused = guard.check(method, request.headers, request.cookies)
+        if refused is not None:
+            return _deny(*refused)
+        length = request.headers.get("content-length")
+        if (
+            method not in _SAFE_METHODS
+            and length is not None
+            and (not length.isdigit() or int(length) > MAX_BODY_BYTES)
+        ):
+            return _deny(413, f"request body over {MAX_BODY_BYTES} bytes")
         return await call_next(request)
 
-    return guard
+    return middleware

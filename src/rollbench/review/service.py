@@ -34,6 +34,8 @@ class DashboardConfig:
     cache_dir: Path
     peers: list[tuple[str, str | None]] = field(default_factory=list)
     token: str | None = None
+    host: str = "127.0.0.1"  # the bound address and the extra names (--allow-host) its Host header may carry
+    allow_hosts: tuple[str, ...] = ()
     stale_after_s: float = 120.0
     peer_refresh_s: float = 5.0
     sync_budget_s: float = 2.0
@@ -212,6 +214,26 @@ class Dashboard:
             except (httpx.HTTPError, ValueError) as exc:
                 extra = {"results": None, "live": None, "warnings": [], "error": f"peer {peer.url}: {exc}"}
         return {**join_labels(summary, self.labels(), self.rubric), **extra}
+
+    def reproduction(self, ident: RunIdentity, reference: str) -> dict[str, Any] | None:
+        """``/api/reproduce/HOST/ROBOT/NAME?reference=NAME``: :func:`rollbench.reproduce.reproduce` of a local run
+        against a *shipped* reference (a request never names a file). None: no such local run. Raises ConfigError
+        (unknown reference, no suite in common)."""
+        from rollbench.core.types import ConfigError
+        from rollbench.reproduce import load_reference, reproduce, shipped_names
+
+        if reference not in shipped_names():
+            raise ConfigError(f"unknown reference {reference!r}; shipped: {', '.join(shipped_names())}")
+        rec = self.catalog.get(ident)
+        return None if rec is None else reproduce([rec.run_dir], load_reference(reference))
+
+    def matching_references(self, ident: RunIdentity) -> list[str]:
+        """Shipped references with an entry for one of the local run's suites (empty for a peer's run)."""
+        from rollbench.reproduce import load_reference, shipped_names
+
+        rec = self.catalog.get(ident)
+        suites = set((rec.result.get("suites") or {}) if rec is not None else ())
+        return [n for n in shipped_names() if any(e.key in suites for e in load_reference(n).entries)]
 
     def episode_detail(self, ident: RunIdentity, episode_index: int) -> dict[str, Any] | None:
         """``/api/episode/HOST/ROBOT/NAME/E``: the episode, its per-step timeline, its label entry with history."""

@@ -86,6 +86,7 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
         "key": ident.key,
         "source": "local",
         "status": rec.result["status"],
+        "violations": list(rec.result.get("violations") or []),  # grade's; analyses refuse such a run by default
         "run_status": rec.log.get("status"),
         "env": spec.get("env"),
         "policy": spec.get("policy"),

@@ -23,10 +23,12 @@ Whose fault a missed deadline is (``EpisodeError.fault``):
   the deadline means the transport hung, not the model.
 
 Policies whose ``PolicyInfo.bounded`` is True (rollbench's own built-in arithmetic policies) are called inline: they
-cannot hang, and the hand-offs cost up to ~18% of in-process throughput when the background committer competes for
-the GIL (each hand-off may wait out the interpreter's 5 ms switch interval).
+cannot hang, and the hand-offs made an in-process run of MetaWorld's expert on MT10 1.158x as long when the
+background committer competes for the GIL (each hand-off may wait out the interpreter's 5 ms switch interval;
+``MUJOCO_GL=egl python benchmarks/bench_deadline.py --eval 5 --reps 3``, BENCHMARKS.md).
 
-Cost: one hand-off to the helper thread per call, ~30-55 µs (``benchmarks/bench_deadline.py``, BENCHMARKS.md). A
+Cost: one hand-off to the helper thread per call: 53 µs on an idle machine, 30-46 µs more than a direct call at load
+average 7 (``python benchmarks/bench_deadline.py``, BENCHMARKS.md). A
 thread rather than ``signal.alarm``: signals reach only the main thread (Ray actor methods run in another), and a
 Python signal handler cannot end a call blocked in C code.
 """

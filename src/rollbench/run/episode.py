@@ -10,6 +10,9 @@ the policy raises :class:`~rollbench.core.types.PolicyStop`, ``give_up`` when it
 :class:`~rollbench.core.types.PolicyGiveUp`; ``error`` when the env or policy raises, or the policy returns
 a non-finite or wrongly shaped action: the steps before it are kept, the episode is not a success, the run goes on.
 
+Which action runs at each step (the chunk queue, ``replan_every``, and with ``--latency`` the inference delay, hold
+actions and stale actions) is :class:`~rollbench.run.schedule.ChunkSchedule`'s.
+
 Fault of an error (``EpisodeRecord.error_fault``, see :class:`~rollbench.core.types.EpisodeError`): the exception's own
 ``fault`` attribute when it has a valid one (``EpisodeError``, ``InfrastructureError`` raised by remote clients);
 otherwise where it was raised: ``policy`` inside ``policy.reset``/``policy.act`` or for a bad action, ``environment``
@@ -25,7 +28,7 @@ With ``success_hold = K > 1`` (``--success-hold``) success must hold for K conse
 needs a run of K true ``next.success`` rows (the episode stops at the K-th), ``final_step`` the last K rows true.
 :func:`held_success` is that rule; grading recomputes success from the recorded rows with the same function.
 An env that already reports success right after reset sets ``success_at_reset``; such an episode never counts as
-a policy success (see :mod:`rollbench.grade.grade`).
+a policy success (see :mod:`rollbench.grading.grade`).
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rollbench.core.episode import EpisodeRecord, fault_of, held_success
+from rollbench.core.latency import delay_rule
 from rollbench.core.plan import PlannedEpisode
 from rollbench.core.types import Env, EpisodeError, Fault, Observation, Policy, PolicyStop
+from rollbench.run.schedule import ChunkSchedule
 
 
 def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
@@ -64,8 +69,9 @@ class EpisodeRun:
     """One episode, advanced a step at a time: the single implementation of the episode loop's rules.
 
     :func:`rollout` drives one of these with a single policy; the batched driver
-    (:mod:`rollbench.batch`) drives B of them in lockstep with one batched policy call per step. Both call, per
-    step: :meth:`prepare` (render this step's images; True when the action queue is empty), then, if it returned
+    (:mod:`rollbench.run.lockstep`) drives B of them in lockstep with one batched policy call per step. Both call, per
+    step: :meth:`prepare` (render this step's images; True when the policy must be asked: the
+    :class:`~rollbench.run.schedule.ChunkSchedule` reached a replan point and no call is outstanding), then, if it returned
     True, :meth:`give` with the policy's chunk (or :meth:`fail`/:meth:`stop`), then :meth:`advance` (execute one
     action). After :meth:`begin` and after every call, :attr:`done` says whether the episode has ended;
     :meth:`finish` returns its :class:`EpisodeRecord`. No method raises for episode-level failures.
@@ -80,11 +86,18 @@ class EpisodeRun:
         record_frames: bool = False,
         replan_every: int = 1,
         success_hold: int = 1,
+        latency: str = "none",
+        stale: str = "skip",
     ) -> None:
         self.env, self.planned, self.task = env, planned, env.task
         self.success_hold, self._streak = success_hold, 0
         self.cameras = tuple(cameras)
         self.replan_every = replan_every
+        delay = delay_rule(latency, self.task.fps)
+        self.schedule = ChunkSchedule(replan_every, delay, stale == "skip", self.task.hold)
+        # per step, recorded only with a latency: observation frame the action came from, its chunk row, hold
+        self.timed = delay is not None
+        self.sources: list[tuple[int, int, bool]] = []
         self.final_rule = planned.success_rule == "final_step"
         self.states: list[np.ndarray] = []
         self.actions: list[np.ndarray] = []
@@ -97,7 +110,6 @@ class EpisodeRun:
         self.error_fault: Fault | None = None
         self.tb: str | None = None
         self.success_at_reset = False
-        self.queue: list[np.ndarray] = []
         self.latency = float("nan")
         self.done = False
         self.obs: Observation | None = None
@@ -139,12 +151,13 @@ class EpisodeRun:
             self.fail(exc, "environment")
             return False
         self.latency = float("nan")
-        return not self.queue
+        self.schedule.arrive(self.step)
+        return self.schedule.needs_call()
 
     def give(self, raw: object, latency: float) -> None:
         """The policy's answer for this step (``latency``: seconds the call took); checked as a chunk."""
         try:
-            self.queue = list(_as_chunk(raw, self.task.action_dim, self.step)[: self.replan_every])
+            self.schedule.give(_as_chunk(raw, self.task.action_dim, self.step), self.step, latency)
             self.latency = latency
         except Exception as exc:
             self.fail(exc, "policy")
@@ -164,13 +177,15 @@ class EpisodeRun:
             self.give(raw, latency)
 
     def advance(self) -> None:
-        """Execute the next queued action and record the step; set :attr:`done` on a termination reason."""
+        """Execute this step's action (from the schedule: a chunk row or the hold action) and record the step; set
+        :attr:`done` on a termination reason."""
         if self.done:
             return
         assert self.obs is not None
         try:
-            action = self.queue.pop(0)
             state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
+            planned = self.schedule.next(self.step, state)
+            action = planned.action
             result = self.env.step(action.copy())
         except Exception as exc:
             self.fail(exc, "environment")
@@ -180,6 +195,7 @@ class EpisodeRun:
         self.rewards.append(float(result.reward))
         self.successes.append(bool(result.success))
         self.latencies.append(self.latency)
+        self.sources.append((planned.obs_step, planned.chunk_index, planned.hold))
         self.obs = result.observation
         self._streak = self._streak + 1 if result.success else 0
         if self._streak >= self.success_hold and not self.final_rule:
@@ -249,6 +265,7 @@ class EpisodeRun:
             error_traceback=self.tb,
             wall_time_s=time.perf_counter() - self._start,
             extra={"artifacts": artifacts} if artifacts else {},
+            action_sources=np.asarray(self.sources[:n], dtype=np.int64).reshape(n, 3) if self.timed else None,
         )
 
 
@@ -262,6 +279,8 @@ def rollout(
     replan_every: int = 1,
     on_step: Callable[[int], None] | None = None,
     success_hold: int = 1,
+    latency: str = "none",
+    stale: str = "skip",
 ) -> EpisodeRecord:
     """Run one episode of ``planned`` (its seed, initial state, instruction, horizon and success rule).
 
@@ -273,6 +292,8 @@ def rollout(
         replan_every: actions executed from each chunk before the policy is asked again (>= 1).
         on_step: called with the step number after every step (progress reporting).
         success_hold: consecutive success steps needed (see :func:`held_success`).
+        latency, stale: simulated policy-call duration and the stale-action rule (canonical ``EvalSpec.latency``
+            and ``EvalSpec.stale``; see :mod:`rollbench.run.schedule`).
 
     Never raises for episode-level failures: they end the episode with termination reason ``error``.
     After the last step, a policy that defines ``finish_episode(outcome)`` (``outcome``: termination_reason,
@@ -280,7 +301,14 @@ def rollout(
     raises, the episode ends as ``error``.
     """
     run = EpisodeRun(
-        env, planned, cameras=cameras, record_frames=record_frames, replan_every=replan_every, success_hold=success_hold
+        env,
+        planned,
+        cameras=cameras,
+        record_frames=record_frames,
+        replan_every=replan_every,
+        success_hold=success_hold,
+        latency=latency,
+        stale=stale,
     )
     run.begin(lambda: policy.reset(env.task, planned.seed))
     while not run.done:

@@ -25,7 +25,6 @@ episodes in flight finish. Worker states (``"starting"``, ``"idle"``, ``"episode
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -38,6 +37,7 @@ from rollbench.core.plan import PlannedEpisode
 from rollbench.core.types import InfrastructureError, RollbenchError, TaskInfo
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
+from rollbench.record.safe_files import read_regular_json
 from rollbench.run.worker import EpisodeSummary
 
 MAX_ATTEMPTS = 3  # worker deaths on one episode before it is recorded as an error
@@ -98,7 +98,7 @@ def recorded_summary(run_dir: Path, planned: PlannedEpisode) -> EpisodeSummary |
     e = planned.episode_index
     staged = run_dir / STAGING / f"episode-{e:06d}" / "episode.json"
     if staged.exists():
-        row = json.loads(staged.read_text())
+        row = read_regular_json(staged, run_dir)
     else:
         c, f = chunk_file(e)
         meta = run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)
@@ -114,6 +114,128 @@ def recorded_summary(run_dir: Path, planned: PlannedEpisode) -> EpisodeSummary |
         row["rollbench/termination_reason"],
         False,
     )
+
+
+class _Pool:
+    """:func:`run_pool`'s bookkeeping: the queue, what each slot runs, which slots are ready or alive, attempts per
+    episode and the counters; it decides what to do with each :class:`Event` and which episode goes where."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        slots: int,
+        todo: Sequence[PlannedEpisode],
+        run_dir: Path,
+        tasks: dict[str, TaskInfo],
+        on_result: OnResult,
+        on_worker: OnWorker,
+        capacity: int,
+    ) -> None:
+        self.backend, self.run_dir, self.tasks = backend, run_dir, tasks
+        self.on_result, self.on_worker, self.capacity = on_result, on_worker, capacity
+        self.queue: deque[PlannedEpisode] = deque(todo)
+        self.n = min(slots, len(self.queue))
+        self.running: dict[int, list[PlannedEpisode]] = {}
+        self.ready: set[int] = set()
+        self.alive: set[int] = set()
+        self.start_failures: Counter[int] = Counter()
+        self.attempts: Counter[int] = Counter()
+        self.last_task: dict[int, str] = {}
+        self.stats = dict.fromkeys(
+            ("worker_starts", "worker_deaths", "workers_replaced", "episodes_rerun", "episodes_lost"), 0
+        )
+        self.retiring: set[int] = set()  # workers whose policy hung: no new episodes, replaced once theirs are done
+
+    def busy(self) -> bool:
+        return any(self.running.values())
+
+    def start(self, slot: int) -> None:
+        self.backend.start(slot)
+        self.alive.add(slot)
+        self.running[slot] = []
+        self.stats["worker_starts"] += 1
+        self.on_worker(str(slot), "starting")
+
+    def retire_when_idle(self, slot: int) -> None:
+        if slot in self.retiring and not self.running.get(slot):
+            self.retiring.discard(slot)
+            self.alive.discard(slot)  # dispatch starts a fresh worker in this slot while episodes wait
+            self.stats["workers_replaced"] += 1
+            self.on_worker(str(slot), "replaced (a policy call missed its deadline)")
+
+    def handle_death(self, slot: int, detail: str) -> None:
+        self.stats["worker_deaths"] += 1
+        self.retiring.discard(slot)
+        self.alive.discard(slot)
+        lost = self.running.pop(slot, [])
+        if slot not in self.ready:
+            self.start_failures[slot] += 1
+            if self.start_failures[slot] >= MAX_START_FAILURES:
+                raise RollbenchError(
+                    f"worker {slot} died {self.start_failures[slot]} times while starting, last: {detail}"
+                )
+        self.ready.discard(slot)
+        self.on_worker(str(slot), f"died ({detail})")
+        for planned in reversed(lost):  # reversed: appendleft keeps them in plan order at the head of the queue
+            self.attempts[planned.episode_index] += 1
+            done = recorded_summary(self.run_dir, planned)
+            if done is not None:  # it staged the episode before dying: keep that copy
+                self.on_result(done)
+            elif self.attempts[planned.episode_index] >= MAX_ATTEMPTS:
+                self.stats["episodes_lost"] += 1
+                task = self.tasks[planned.task]
+                self.on_result(_record_lost(self.run_dir, planned, task, self.attempts, detail))
+            else:
+                self.stats["episodes_rerun"] += 1
+                self.queue.appendleft(planned)
+
+    def take(self, slot: int) -> PlannedEpisode:
+        """Task affinity: the slot's current task first, else a task no other worker is on, else the next one.
+
+        Building a simulator costs ~0.1 s (MetaWorld), a scripted episode ~30 ms: without affinity every worker
+        would build every task's env. Results do not depend on this order (the plan fixes every episode)."""
+        mine = self.last_task.get(slot)
+        others = {p.task for s, ps in self.running.items() if s != slot for p in ps}
+        for wanted in (lambda p: p.task == mine, lambda p: p.task not in others):
+            for i, planned in enumerate(self.queue):
+                if wanted(planned):
+                    del self.queue[i]
+                    return planned
+        return self.queue.popleft()
+
+    def dispatch(self) -> None:
+        for slot in sorted(self.ready):
+            while len(self.running.setdefault(slot, [])) < self.capacity and self.queue:
+                planned = self.take(slot)
+                self.last_task[slot] = planned.task
+                self.running[slot].append(planned)
+                self.backend.submit(slot, planned)
+                self.on_worker(str(slot), ", ".join(describe(p) for p in self.running[slot]))
+        for slot in range(self.n):  # replace dead workers while episodes wait (idle ones took theirs above)
+            if slot not in self.alive and self.queue:
+                self.start(slot)
+
+    def handle(self, ev: Event) -> EpisodeSummary | None:
+        """Apply one event; returns the summary of a staged episode (``done``), for the caller to report."""
+        if ev.kind == "ready":
+            self.ready.add(ev.slot)
+            self.start_failures[ev.slot] = 0
+            self.on_worker(str(ev.slot), "idle")
+        elif ev.kind == "done":
+            assert ev.summary is not None
+            index = ev.summary.episode_index
+            self.running[ev.slot] = [p for p in self.running.get(ev.slot, []) if p.episode_index != index]
+            self.on_worker(str(ev.slot), ", ".join(describe(p) for p in self.running[ev.slot]) or "idle")
+            if ev.summary.policy_hung and ev.slot in self.alive:
+                self.retiring.add(ev.slot)
+                self.ready.discard(ev.slot)
+            self.retire_when_idle(ev.slot)
+            return ev.summary
+        elif ev.kind == "died":
+            self.handle_death(ev.slot, ev.detail)
+        else:
+            raise RollbenchError(f"worker {ev.slot} failed: {ev.detail}")
+        return None
 
 
 def run_pool(
@@ -137,121 +259,28 @@ def run_pool(
     after a death), ``episodes_lost`` (recorded as errors after :data:`MAX_ATTEMPTS` deaths).
     Raises RollbenchError when workers cannot be started or fail outside an episode.
     """
-    queue: deque[PlannedEpisode] = deque(todo)
-    n = min(slots, len(queue))
-    running: dict[int, list[PlannedEpisode]] = {}
-    ready: set[int] = set()
-    alive: set[int] = set()
-    start_failures: Counter[int] = Counter()
-    attempts: Counter[int] = Counter()
-    last_task: dict[int, str] = {}
-    stats = {"worker_starts": 0, "worker_deaths": 0, "workers_replaced": 0, "episodes_rerun": 0, "episodes_lost": 0}
-    retiring: set[int] = set()  # workers whose policy hung: no new episodes, replaced once theirs are done
+    pool = _Pool(backend, slots, todo, run_dir, tasks, on_result, on_worker, capacity)
     no_live_since = time.monotonic()
-
-    def start(slot: int) -> None:
-        backend.start(slot)
-        alive.add(slot)
-        running[slot] = []
-        stats["worker_starts"] += 1
-        on_worker(str(slot), "starting")
-
-    def retire_when_idle(slot: int) -> None:
-        if slot in retiring and not running.get(slot):
-            retiring.discard(slot)
-            alive.discard(slot)  # dispatch starts a fresh worker in this slot while episodes wait
-            stats["workers_replaced"] += 1
-            on_worker(str(slot), "replaced (a policy call missed its deadline)")
-
-    def handle_death(slot: int, detail: str) -> None:
-        stats["worker_deaths"] += 1
-        retiring.discard(slot)
-        alive.discard(slot)
-        lost = running.pop(slot, [])
-        if slot not in ready:
-            start_failures[slot] += 1
-            if start_failures[slot] >= MAX_START_FAILURES:
-                raise RollbenchError(f"worker {slot} died {start_failures[slot]} times while starting, last: {detail}")
-        ready.discard(slot)
-        on_worker(str(slot), f"died ({detail})")
-        for planned in reversed(lost):  # reversed: appendleft keeps them in plan order at the head of the queue
-            attempts[planned.episode_index] += 1
-            done = recorded_summary(run_dir, planned)
-            if done is not None:  # it staged the episode before dying: keep that copy
-                on_result(done)
-            elif attempts[planned.episode_index] >= MAX_ATTEMPTS:
-                stats["episodes_lost"] += 1
-                on_result(_record_lost(run_dir, planned, tasks[planned.task], attempts, detail))
-            else:
-                stats["episodes_rerun"] += 1
-                queue.appendleft(planned)
-
-    def take(slot: int) -> PlannedEpisode:
-        """Task affinity: the slot's current task first, else a task no other worker is on, else the next one.
-
-        Building a simulator costs ~0.1 s (MetaWorld), a scripted episode ~30 ms: without affinity every worker
-        would build every task's env. Results do not depend on this order (the plan fixes every episode)."""
-        mine = last_task.get(slot)
-        others = {p.task for s, ps in running.items() if s != slot for p in ps}
-        for wanted in (lambda p: p.task == mine, lambda p: p.task not in others):
-            for i, planned in enumerate(queue):
-                if wanted(planned):
-                    del queue[i]
-                    return planned
-        return queue.popleft()
-
-    def dispatch() -> None:
-        for slot in sorted(ready):
-            while len(running.setdefault(slot, [])) < capacity and queue:
-                planned = take(slot)
-                last_task[slot] = planned.task
-                running[slot].append(planned)
-                backend.submit(slot, planned)
-                on_worker(str(slot), ", ".join(describe(p) for p in running[slot]))
-        for slot in range(n):  # replace dead workers while episodes wait (idle ones took theirs above)
-            if slot not in alive and queue:
-                start(slot)
-
     try:
-        for slot in range(n):
-            start(slot)
+        for slot in range(pool.n):
+            pool.start(slot)
         while True:
             stopping = should_stop()
             if not stopping:
-                dispatch()
-            busy = [s for s, ps in running.items() if ps]
-            if not busy and (stopping or not queue):
-                return stats
-            if ready:
+                pool.dispatch()
+            if not pool.busy() and (stopping or not pool.queue):
+                return pool.stats
+            if pool.ready:
                 no_live_since = time.monotonic()
             elif time.monotonic() - no_live_since > START_TIMEOUT_S:
                 raise RollbenchError(
                     f"no worker became ready within {START_TIMEOUT_S:.0f} s (are there free CPUs for "
-                    f"{n} workers? for Ray: `ray status`)"
+                    f"{pool.n} workers? for Ray: `ray status`)"
                 )
-            finished: list[EpisodeSummary] = []
-            for ev in backend.wait(POLL_S):
-                if ev.kind == "ready":
-                    ready.add(ev.slot)
-                    start_failures[ev.slot] = 0
-                    on_worker(str(ev.slot), "idle")
-                elif ev.kind == "done":
-                    assert ev.summary is not None
-                    running[ev.slot] = [
-                        p for p in running.get(ev.slot, []) if p.episode_index != ev.summary.episode_index
-                    ]
-                    on_worker(str(ev.slot), ", ".join(describe(p) for p in running[ev.slot]) or "idle")
-                    if ev.summary.policy_hung and ev.slot in alive:
-                        retiring.add(ev.slot)
-                        ready.discard(ev.slot)
-                    retire_when_idle(ev.slot)
-                    finished.append(ev.summary)
-                elif ev.kind == "died":
-                    handle_death(ev.slot, ev.detail)
-                else:
-                    raise RollbenchError(f"worker {ev.slot} failed: {ev.detail}")
+            # events in order: a death reports what it lost at once, staged episodes after the next dispatch
+            finished = [summary for ev in backend.wait(POLL_S) if (summary := pool.handle(ev)) is not None]
             if finished and not should_stop():
-                dispatch()  # keep workers busy while this process commits what they staged
+                pool.dispatch()  # keep workers busy while this process commits what they staged
             for summary in finished:
                 on_result(summary)
     finally:

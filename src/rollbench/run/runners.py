@@ -101,15 +101,9 @@ def run_episodes(
     (:mod:`rollbench.run.local`); ``ray`` on K Ray actors (:mod:`rollbench.run.ray_runner`). ``on_worker``
     receives ``(worker id, state)`` for the live snapshot. ``commit`` records episodes run in this process
     (workers elsewhere stage theirs, and ``on_result`` lets the caller commit them in order). Returns counters for
-    the run log (worker starts and deaths, episodes re-run or lost; empty for the in-process runner). Raises
-    ConfigError on a bad execution choice and RollbenchError when workers cannot run at all.
+    the run log (worker starts and deaths, episodes re-run or lost; empty for the in-process runner). ``execution``
+    was validated when it was built (:class:`Execution`). Raises RollbenchError when workers cannot run at all.
     """
-    if execution.workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {execution.workers}")
-    if execution.executor not in EXECUTORS:
-        raise ConfigError(f"unknown executor {execution.executor!r}; valid executors: {', '.join(EXECUTORS)}")
-    if execution.ray_address and execution.executor != "ray":
-        raise ConfigError("--ray-address only applies to --executor ray")
     state: OnWorker = on_worker or (lambda worker, what: None)
     if not todo:
         return {}

@@ -128,6 +128,8 @@ class EpisodeWorker:
             record_frames=spec.video,
             replan_every=self.setup.replan_every,
             success_hold=spec.success_hold,
+            latency=spec.latency,
+            stale=spec.stale,
         )
         run.begin(lambda: self.batch.reset_slot(slot, task, planned.seed))
         return run

@@ -37,6 +37,7 @@ from rollbench.serve.requests import handle_batch, http_locate
 from rollbench.serve.sessions import PolicyHost, Session
 from rollbench.wire.act_request import decode_json
 from rollbench.wire.decode import ProtocolError, loads_json
+from rollbench.wire.guard import Guard, asgi_guard
 
 JSON = "application/json"
 
@@ -61,7 +62,13 @@ def serve_body(host: PolicyHost, body: bytes | bytearray) -> tuple[int, bytes, s
             host.end_session(session_key(sid))
             return 200, b'{"closed": true}', JSON
         else:
-            reply = host.handle(session_of(host, request, sid), request, decode_json)
+            session = session_of(host, request, sid)
+            try:
+                reply = host.handle(session, request, decode_json)
+            except Exception:
+                if "reset" in request and session.evictable and session.task is None:
+                    host.end_session(session.key)  # a session whose reset never succeeded gives its slot back
+                raise
     except MalformedReply:
         return 200, b"fault injection: this is not JSON", "text/plain"
     except Exception as exc:  # the status a batch item with this error gets too (410, 503, 400, 500)
@@ -180,12 +187,14 @@ def timed_protocol(timeout_s: float) -> type:
     return TimedH11Protocol
 
 
-def run_http(host: PolicyHost, path: str, sock: socket.socket) -> None:
-    """Serve the JSON /act protocol on ``sock`` until interrupted."""
+def run_http(host: PolicyHost, path: str, sock: socket.socket, guard: Guard | None = None) -> None:
+    """Serve the JSON /act protocol on ``sock`` until interrupted, every request passing ``guard`` first
+    (:func:`rollbench.wire.guard.asgi_guard`; default: loopback names, no token)."""
     import uvicorn
 
+    checks = guard or Guard.for_binding("127.0.0.1", None, what="run the served policy")
     config = uvicorn.Config(
-        http_app(host, path),
+        asgi_guard(http_app(host, path), checks),
         http=timed_protocol(host.limits.request_timeout_s),
         log_level="warning",
         access_log=False,

@@ -29,7 +29,7 @@ class Limits:
     """What one server accepts; recorded in its metadata under ``"limits"``.
 
     Attributes:
-        max_request_bytes: the largest websocket frame / HTTP body, bytes (default: see remote_wire).
+        max_request_bytes: the largest websocket frame / HTTP body, bytes (default: ``rollbench.wire.decode.DEFAULT_MAX_REQUEST_BYTES``).
         max_sessions: live sessions at once.
         session_idle_s: an HTTP session idle this long (seconds) may be evicted when the server is full.
         request_timeout_s: seconds to receive one HTTP request (headers and body) or a websocket handshake.

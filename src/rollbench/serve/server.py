@@ -23,6 +23,16 @@ HTTP 503), ``--session-idle-s`` (an HTTP session idle this long may be evicted t
 keep-alive HTTP connections close after 5 s, idle websocket peers are detected by pings). Decoding happens off the
 event loop: websocket connections each run in their own thread, HTTP bodies are parsed in a worker thread.
 
+Access (:mod:`rollbench.wire.guard`, the guard every surface shares): loopback by default; another ``--host``
+needs ``--token`` (or ``ROLLBENCH_SERVER_TOKEN``, at least 16 characters; rollbench's clients send that variable as
+``Authorization: Bearer``, openpi's ``api_key`` as ``Api-Key`` is accepted too); ``Host`` must be a bound name
+(``--allow-host`` adds names), a browser's ``Origin`` must be the server's own, an HTTP body must be JSON. A refused
+websocket handshake gets the guard's HTTP status. At most ``--max-sessions`` + :data:`HANDSHAKE_SLOTS` websocket
+connections (handshaking or open) are served at once; past that a new connection gets ``503`` and is closed, so
+half-open handshakes cannot pile up threads (each connection has two). A reset names a task only as an installed
+family's named task (:func:`rollbench.core.registry.remote_task`): a request can never make the server import a
+module.
+
 Observations are decoded safely (:mod:`rollbench.wire.decode`: numeric and boolean arrays only, bounded
 shapes) and mapped with the task family's :mod:`rollbench.wire.obs_map` (overridable with ``--obs-map``):
 images back to camera names, the state as ``observation.state`` (``float32``) with the array as received in
@@ -56,7 +66,9 @@ code 70, without replying, on act request N + 1: a crashed server).
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 import traceback
 from pathlib import Path
 from typing import Annotated, Any
@@ -69,9 +81,57 @@ from rollbench.serve.limits import FAULTS, Limits, MalformedReply, SessionRefuse
 from rollbench.serve.requests import WsConnection
 from rollbench.serve.sessions import PolicyHost
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
+from rollbench.wire.guard import TOKEN_ENV, Guard
 from rollbench.wire.obs_map import load_policy_options
 
 MAX_QUEUE = 2  # frames a websocket connection buffers before it stops reading: bounds memory per connection
+HANDSHAKE_SLOTS = 16  # websocket connections beyond --max-sessions that may be handshaking (then refused or 1013)
+_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+class _Counted(socket.socket):
+    """An accepted connection that gives its slot back to its listener when first closed."""
+
+    listener: BoundedListener | None = None
+
+    def close(self) -> None:
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            listener.release()
+        super().close()
+
+
+class BoundedListener(socket.socket):
+    """A listening socket whose ``accept`` keeps at most ``limit`` connections open: a connection past it is sent
+    ``503`` and closed at once, without a thread (websockets' sync server starts threads per accepted socket)."""
+
+    limit = 1 << 30
+    live = 0
+
+    def release(self) -> None:
+        with _slots_lock:
+            self.live -= 1
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        while True:
+            fd, addr = self._accept()  # type: ignore[attr-defined]
+            conn = _Counted(self.family, self.type, self.proto, fileno=fd)
+            with _slots_lock:
+                full = self.live >= self.limit
+                if not full:
+                    self.live += 1
+            if not full:
+                conn.listener = self
+                if socket.getdefaulttimeout() is None and self.gettimeout():  # as socket.socket.accept does
+                    conn.setblocking(True)
+                return conn, addr
+            with contextlib.suppress(OSError):
+                conn.setblocking(False)
+                conn.send(_BUSY)
+            conn.close()
+
+
+_slots_lock = threading.Lock()
 
 
 def close_reason(text: str) -> str:
@@ -80,8 +140,9 @@ def close_reason(text: str) -> str:
     return line.encode()[:123].decode(errors="ignore")
 
 
-def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
-    """Serve the openpi websocket protocol on ``sock`` (a thread per connection) until interrupted."""
+def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) -> None:
+    """Serve the openpi websocket protocol on ``sock`` (a thread per connection) until interrupted; every handshake
+    passes ``guard`` first (default: loopback names, no token)."""
     import http
 
     from openpi_client import msgpack_numpy
@@ -128,10 +189,17 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
         finally:
             connection.close()
 
+    checks = guard or Guard.for_binding("127.0.0.1", None, what="run the served policy")
+
     def health(conn: ServerConnection, request: Any) -> Any:
+        refused = checks.check("GET", request.headers, websocket=request.path != "/healthz")
+        if refused is not None:
+            return conn.respond(http.HTTPStatus(refused[0]), refused[1] + "\n")
         return conn.respond(http.HTTPStatus.OK, "OK\n") if request.path == "/healthz" else None
 
     limits = host.limits
+    if isinstance(sock, BoundedListener):
+        sock.limit = limits.max_sessions + HANDSHAKE_SLOTS
     with serve(
         handler,
         sock=sock,
@@ -144,12 +212,12 @@ def serve_ws(host: PolicyHost, sock: socket.socket) -> None:
         server.serve_forever()
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def _listen(host: str, port: int, bounded: bool = False) -> socket.socket:
     """A listening TCP socket. Created with ``proto=IPPROTO_TCP`` on purpose: asyncio only sets ``TCP_NODELAY``
     on connections whose socket says so, and ``socket.create_server`` leaves ``proto`` 0, which under uvicorn left
     Nagle's algorithm on and cost ~40 ms per keep-alive request (delayed ACK)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = (BoundedListener if bounded else socket.socket)(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
@@ -168,7 +236,17 @@ def serve_policy(
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one (the URL is printed).")
     ] = 8000,
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="Interface to listen on; non-loopback needs --token.")] = "127.0.0.1",
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar=TOKEN_ENV,
+            help=f"Require this token (16+ characters) as 'Authorization: Bearer'; default ${TOKEN_ENV}.",
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None, typer.Option(help="Another Host name clients use (repeatable; needed for 0.0.0.0).")
+    ] = None,
     protocol: Annotated[str, typer.Option(help="ws (openpi websocket, msgpack) or http (JSON /act).")] = "ws",
     path: Annotated[str, typer.Option(help="URL path of the http protocol.")] = "/act",
     env: Annotated[
@@ -216,12 +294,11 @@ def serve_policy(
     ] = 5.0,
 ) -> None:
     """Serve a rollbench policy over the openpi websocket protocol or JSON /act, for `--policy ws://` or `http://`."""
-    err = typer.echo
     try:
-        if protocol not in ("ws", "http"):
-            raise ConfigError(f"unknown protocol {protocol!r}; valid protocols: ws, http")
-        if not path.startswith("/"):
-            raise ConfigError(f"--path must start with '/', got {path!r}")
+        _check_address(protocol, path)
+        guard = Guard.for_binding(
+            host, token, allow_host or (), what="run the served policy", token_option=f"--token (or {TOKEN_ENV})"
+        )
         limits = Limits(int(max_request_mb * 2**20), max_sessions, session_idle_s, request_timeout_s)
         batching = Batching(max_batch, batch_window_ms)
         served = PolicyHost(
@@ -235,19 +312,32 @@ def serve_policy(
             limits,
             batching,
         )
-        sock = _listen(host, port)
+        sock = _listen(host, port, bounded=protocol == "ws")
     except (RollbenchError, OSError) as exc:
-        err(f"error: {exc}", err=True)
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    _serve(served, sock, host, protocol, path, guard)
+
+
+def _check_address(protocol: str, path: str) -> None:
+    """ConfigError for an unknown protocol or an http path not starting with ``/``."""
+    if protocol not in ("ws", "http"):
+        raise ConfigError(f"unknown protocol {protocol!r}; valid protocols: ws, http")
+    if not path.startswith("/"):
+        raise ConfigError(f"--path must start with '/', got {path!r}")
+
+
+def _serve(served: PolicyHost, sock: socket.socket, host: str, protocol: str, path: str, guard: Guard) -> None:
+    """Print the URL clients use, then serve on ``sock`` until interrupted (Ctrl-C ends it quietly)."""
     bound = sock.getsockname()[1]
     url = f"ws://{host}:{bound}" if protocol == "ws" else f"http://{host}:{bound}{path}"
-    print(f"serving {policy} at {url}", flush=True)
+    print(f"serving {served.name} at {url}", flush=True)
     try:
         if protocol == "ws":
-            serve_ws(served, sock)
+            serve_ws(served, sock, guard)
         else:
             from rollbench.serve.http import run_http
 
-            run_http(served, path, sock)
+            run_http(served, path, sock, guard)
     except KeyboardInterrupt:
         pass

@@ -65,7 +65,7 @@ class Session:
         self.last_used = time.monotonic()
 
     def reset(self, request: Any) -> None:
-        from rollbench.core.registry import family_of
+        from rollbench.core.registry import remote_task
 
         if not isinstance(request, Mapping):
             raise ProtocolError(f'"reset" must be a map, got {type(request).__name__}')
@@ -87,7 +87,7 @@ class Session:
             seed=seed,
             instruction=instruction if isinstance(instruction, str) else None,
         )
-        task = family_of(name).task(name)
+        task = remote_task(name)  # an installed family's named task: a peer can never name a module to import
         with self.lock:
             self._check_open()
             self.policy.reset(task, seed)

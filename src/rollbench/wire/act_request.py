@@ -40,7 +40,7 @@ def observation(state: Any, images: dict[str, Any]) -> Observation:
 
 
 def decode_openpi(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]:
-    """An openpi-style flat observation dict (arrays already decoded by remote_wire) -> (Observation, prompt)."""
+    """An openpi-style flat observation dict (arrays already decoded by :mod:`rollbench.wire.decode`) -> (Observation, prompt)."""
     images = {cam: v for k, v in request.items() if isinstance(k, str) and (cam := m.camera_of(k)) is not None}
     for key in (m.state_key, m.prompt_key):
         if key not in request:
@@ -52,7 +52,7 @@ def decode_openpi(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]
 
 
 def decode_json(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]:
-    """A JSON /act request body (already parsed by remote_wire) -> (Observation, instruction)."""
+    """A JSON /act request body (already parsed by :mod:`rollbench.wire.decode`) -> (Observation, instruction)."""
     from rollbench.wire.decode import decode_array
 
     if not isinstance(request.get("instruction"), str) or "state" not in request:

@@ -1,12 +1,51 @@
-"""The network boundary's shared rules for every HTTP surface (serve-policy, the dashboard, MCP over HTTP): which
-addresses count as loopback, and how long a bearer token must be."""
+"""The one guard of every network surface: serve-policy (HTTP and websocket), the dashboard, MCP over HTTP.
+
+Framework-neutral checks (:class:`Guard`), with a thin adapter per server: :func:`asgi_guard` (ASGI middleware:
+serve-policy's FastAPI app and the MCP app), :mod:`rollbench.review.security` (the dashboard, which adds its
+``?token=`` login cookie) and serve-policy's websocket handshake hook (:mod:`rollbench.serve.server`).
+
+Binding (:meth:`Guard.for_binding`, checked before a port opens; ConfigError otherwise):
+
+* loopback (``127.0.0.0/8``, ``::1``, ``localhost``) by default; any other address needs a token;
+* a token is at least :data:`MIN_TOKEN` characters, on every surface;
+* a wildcard address (``0.0.0.0``, ``::``) needs ``--allow-host NAME``: the names clients use cannot be guessed.
+
+Every request (:meth:`Guard.check`, in this order; the first failing rule answers):
+
+1. ``Host`` (without port) must be one of the bound names: the loopback names on loopback, else the bound address,
+   plus each ``--allow-host`` (421). This stops DNS rebinding (a page on a name the attacker controls that
+   resolves to 127.0.0.1).
+2. With a token: ``Authorization: Bearer TOKEN`` (RFC 6750), openpi's ``Authorization: Api-Key TOKEN``, or the
+   surface's cookie, compared in constant time (``hmac.compare_digest``) (401).
+3. Cross-origin: an ``Origin`` header, when present (browsers send it on every websocket handshake, every
+   cross-origin fetch and every POST), must be ``http(s)://`` + the request's own ``Host`` (403; ``null`` is
+   refused too); a state-changing request's ``Sec-Fetch-Site``, when present, must be ``same-origin`` or ``none``
+   (403).
+4. A request carrying a body (POST, PUT, PATCH, or any method with a non-empty body) must declare
+   ``Content-Type: application/json`` (415): an HTML form or a ``text/plain`` fetch, the two cross-site requests
+   a browser sends without asking, can never be accepted.
+
+A refusal is ``(status, message)``; adapters answer it as ``{"error": message}`` (websocket: the HTTP status of
+the refused handshake).
+"""
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rollbench.core.types import ConfigError
 
 MIN_TOKEN = 16
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+WILDCARDS = ("0.0.0.0", "::")
+TOKEN_ENV = "ROLLBENCH_SERVER_TOKEN"  # what rollbench's ws:// and http:// policy clients send as their bearer token
+_SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+_BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
 def is_loopback(host: str) -> bool:
@@ -17,3 +56,149 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def host_name(header: str) -> str:
+    """The name part of a ``Host`` header, lower case: ``127.0.0.1:8000`` -> ``127.0.0.1``, ``[::1]:80`` -> ``[::1]``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[: header.find("]") + 1] if "]" in header else header
+    return header.rsplit(":", 1)[0] if ":" in header else header
+
+
+def client_headers() -> dict[str, str]:
+    """What rollbench's ``ws://`` / ``http://`` policy clients add to every request: ``Authorization: Bearer``
+    with ``$ROLLBENCH_SERVER_TOKEN`` when it is set (never recorded in run.json), else nothing."""
+    import os
+
+    token = os.environ.get(TOKEN_ENV)
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def check_token(token: str | None) -> None:
+    """ConfigError for a token shorter than :data:`MIN_TOKEN` characters."""
+    if token is not None and len(token) < MIN_TOKEN:
+        raise ConfigError(f"--token must be at least {MIN_TOKEN} characters long (a random secret)")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The checks of one server: ``names`` its ``Host`` may be (lower case, no port), its ``token`` (None: none),
+    and the ``cookie`` that may carry the token (the dashboard's)."""
+
+    names: tuple[str, ...]
+    token: str | None = None
+    cookie: str | None = None
+
+    @classmethod
+    def for_binding(
+        cls,
+        host: str,
+        token: str | None,
+        allow_hosts: Sequence[str] = (),
+        *,
+        what: str,
+        token_option: str = "--token",
+        cookie: str | None = None,
+    ) -> Guard:
+        """The guard of a server bound to ``host``; ConfigError for an unsafe or unusable combination (see the
+        module docstring). ``what`` says what a stranger could do (``run policies``), ``token_option`` how the
+        token is given, in the error."""
+        check_token(token)
+        loopback = is_loopback(host)
+        if not loopback and token is None:
+            raise ConfigError(
+                f"--host {host} is not a loopback address: anyone who can reach it could {what}. Give {token_option}, "
+                f"a secret of at least {MIN_TOKEN} characters that clients send as 'Authorization: Bearer TOKEN', or "
+                "bind 127.0.0.1"
+            )
+        names = [n.strip().lower() for n in allow_hosts if n.strip()]
+        if loopback:
+            names += LOOPBACK_NAMES
+        elif host not in WILDCARDS:
+            names.append(f"[{host}]" if ":" in host else host.lower())
+        elif not names:
+            raise ConfigError(
+                f"--host {host} listens on every interface: name the host names clients use to reach this server "
+                "with --allow-host NAME (repeatable); requests for other names are refused (DNS-rebinding protection)"
+            )
+        return cls(tuple(dict.fromkeys(names)), token, cookie)
+
+    def _token_ok(self, headers: Mapping[str, str], cookies: Mapping[str, str] | None) -> bool:
+        assert self.token is not None
+        expected = self.token.encode()
+        auth = headers.get("authorization") or ""
+        scheme, _, given = auth.partition(" ")
+        if scheme.lower() in ("bearer", "api-key") and hmac.compare_digest(given.strip().encode(), expected):
+            return True
+        got = (cookies or {}).get(self.cookie) if self.cookie else None
+        return got is not None and hmac.compare_digest(got.encode(), expected)
+
+    def check(
+        self,
+        method: str,
+        headers: Mapping[str, str],
+        cookies: Mapping[str, str] | None = None,
+        websocket: bool = False,
+    ) -> tuple[int, str] | None:
+        """None when the request may proceed, else ``(HTTP status, message)``. ``headers``: case-insensitive or
+        lower-case keys."""
+        method = method.upper()
+        host = headers.get("host") or ""
+        if host_name(host) not in self.names:
+            return 421, f"Host {host!r} is not a name this server answers to ({', '.join(self.names)})"
+        if self.token is not None and not self._token_ok(headers, cookies):
+            return 401, "unauthorized: send the server's token as 'Authorization: Bearer TOKEN'"
+        origin = headers.get("origin")
+        if origin is not None and origin.lower() not in (f"http://{host.lower()}", f"https://{host.lower()}"):
+            return 403, f"cross-origin request from {origin} refused"
+        if (websocket or method not in _SAFE_METHODS) and headers.get("sec-fetch-site", "none") not in (
+            "same-origin",
+            "none",
+        ):
+            return 403, "cross-site request refused"
+        length = headers.get("content-length")
+        has_body = method in _BODY_METHODS or (length not in (None, "0")) or "transfer-encoding" in headers
+        ctype = (headers.get("content-type") or "").split(";")[0].strip().lower()
+        if has_body and not websocket and ctype != "application/json":
+            return 415, "send the body as Content-Type: application/json"
+        return None
+
+
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+def asgi_guard(app: ASGIApp, guard: Guard) -> ASGIApp:
+    """ASGI middleware applying ``guard`` to every HTTP request and websocket handshake of ``app``; a refusal is
+    ``{"error": message}`` with its status (401 adds ``WWW-Authenticate: Bearer``), a refused websocket is closed
+    before it is accepted (the server answers 403)."""
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        websocket = scope["type"] == "websocket"
+        refused = guard.check(scope.get("method", "GET"), headers, websocket=websocket)
+        if refused is None:
+            await app(scope, receive, send)
+        elif websocket:
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            body = json.dumps({"error": refused[1]}).encode()
+            extra = [(b"www-authenticate", b"Bearer")] if refused[0] == 401 else []
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": refused[0],
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"connection", b"close"),
+                        *extra,
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+
+    return guarded

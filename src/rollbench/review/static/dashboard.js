@@ -53,6 +53,11 @@
   const from = (v) => Number(v.dataset.from || 0);
   const duration = timeline ? Number(timeline.dataset.duration) : lead ? lead.duration : 0;
   const rel = () => (lead ? lead.currentTime - from(lead) : 0);
+  // ← → step: 10% of the episode, at most 1 s, in whole frames and never less than one frame
+  // (a 1 s step would be half of a 1.9 s MetaWorld episode)
+  const seekStep = Math.max(1, Math.round((duration > 0 ? Math.min(1, duration / 10) : 1) * fps)) / fps;
+  const seekHelp = document.getElementById("seek-help");
+  if (seekHelp) seekHelp.textContent = "← → " + seekStep.toFixed(2) + " s";
 
   function seek(t) {
     if (!lead) return;
@@ -137,8 +142,8 @@
     const k = ev.key;
     const step = 1 / fps;
     if (k === " ") { toggle(); }
-    else if (k === "ArrowLeft") seek(rel() - 1);
-    else if (k === "ArrowRight") seek(rel() + 1);
+    else if (k === "ArrowLeft") seek(rel() - seekStep);
+    else if (k === "ArrowRight") seek(rel() + seekStep);
     else if (k === ",") { videos.forEach((v) => v.pause()); seek(rel() - step); }
     else if (k === ".") { videos.forEach((v) => v.pause()); seek(rel() + step); }
     else if (k === "[") seek(rel() - 10);

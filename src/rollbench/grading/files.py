@@ -1,9 +1,10 @@
-"""What :mod:`rollbench.grade.grade` reads from a run directory, read so that a damaged directory gives a report.
+"""What :mod:`rollbench.grading.grade` reads from a run directory, read so that a damaged directory gives a report.
 
 Every reader here turns damage into a sentence appended to ``violations`` (grade's list of broken invariants) and
-returns what is still usable; none raises for a damaged file. Nothing is read through a link that leads outside the
-run directory (:func:`rollbench.record.files.is_inside`): such a link is a violation and the files behind it are
-left unread.
+returns what is still usable; none raises for a damaged file. Files are listed and opened only through
+:mod:`rollbench.record.safe_files`: regular files, never through a link (a link leading outside the run is a
+violation, a link inside is not followed), each file once, never a FIFO, socket or device (each such entry where a
+run file is expected is a violation and is not read).
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from rollbench.record.files import escaping_links, is_inside
+from rollbench.record.safe_files import (
+    UnsafeFile,
+    check_no_link_below,
+    open_regular,
+    read_regular_bytes,
+    scan_run_files,
+)
 
 # columns of meta/episodes that grading reads (LeRobot's and rollbench's own; see record.lerobot.EPISODE_FIELDS)
 REQUIRED_EPISODE_COLUMNS = (
@@ -44,10 +52,16 @@ def link_violations(run_dir: Path) -> list[str]:
     ]
 
 
-def parquet_files(run_dir: Path, pattern: str) -> list[Path]:
-    """Files matching ``pattern`` under ``run_dir``, in path order, without those reached through a link leading
-    outside (see link_violations)."""
-    return [f for f in sorted(run_dir.glob(pattern)) if is_inside(run_dir, f)]
+def parquet_files(run_dir: Path, pattern: str, violations: list[str] | None = None) -> list[Path]:
+    """The regular files matching ``pattern`` under ``run_dir``, each once, in path order
+    (:func:`~rollbench.record.safe_files.scan_run_files`: links are not followed). A FIFO, socket or device in a
+    matching place is named in ``violations`` (when given) and left unread."""
+    listing = scan_run_files(run_dir, pattern)
+    if violations is not None:
+        for path, why in listing.skipped:
+            if "symbolic link" not in why and "hard link" not in why:
+                violations.append(f"{path.relative_to(run_dir)} is {why}; not read")
+    return listing.files
 
 
 def readable_parquet(files: list[Path], violations: list[str]) -> list[Path]:
@@ -55,7 +69,8 @@ def readable_parquet(files: list[Path], violations: list[str]) -> list[Path]:
     ok = []
     for f in files:
         try:
-            pq.ParquetFile(f).metadata  # noqa: B018 - reading the footer is the check
+            with open_regular(f) as raw:
+                pq.ParquetFile(raw).metadata  # noqa: B018 - reading the footer is the check
             ok.append(f)
         except Exception as exc:
             violations.append(f"file {f} is unreadable ({type(exc).__name__}: {exc})")
@@ -71,10 +86,12 @@ def read_info(run_dir: Path, violations: list[str]) -> dict[str, Any]:
     if not (path.exists() or path.is_symlink()):
         violations.append("meta/info.json is missing")
         return {}
-    if not is_inside(run_dir, path):
-        return {}  # reported by link_violations
+    if path.is_symlink():  # a link leading outside is reported by link_violations; one inside is not followed
+        if is_inside(run_dir, path):
+            violations.append("meta/info.json is a symbolic link; not read")
+        return {}
     try:
-        info = json.loads(path.read_text())
+        info = json.loads(read_regular_bytes(path, run_dir))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         violations.append(f"meta/info.json is unreadable ({type(exc).__name__}: {exc})")
         return {}
@@ -113,10 +130,11 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key:
     path = run_dir / rel
     if not (path.exists() or path.is_symlink()):
         return f"episode {e}: video file {rel} is missing"
-    if not is_inside(run_dir, path):
-        return f"episode {e}: video file {rel} leads outside the run directory; not read"
     try:
-        frames = count_video_frames(path)
+        check_no_link_below(run_dir, path)
+        frames = count_video_frames(path, run_dir)
+    except UnsafeFile as exc:
+        return f"episode {e}: video file {rel} is not read ({exc})"
     except Exception as exc:
         return f"episode {e}: video file {rel} is unreadable ({type(exc).__name__}: {exc})"
     if frames != length:

@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from rollbench.grade.files import readable_parquet
+from rollbench.grading.files import readable_parquet
 
 
 def _sql_glob(path: Path) -> str:
@@ -89,7 +89,7 @@ PER_EPISODE = """SELECT episode_index, count(*) FILTER (WHERE NOT pad) AS steps,
 FROM steps GROUP BY episode_index"""
 """One row per episode of the step table: steps (padding frames left out), rows, padding rows, return, the
 ``next.success`` sequence in frame order, frame and global index ranges, distinct index offsets and task indices,
-and the ``next.done`` count and first done frame (what :mod:`rollbench.grade.grade` checks)."""
+and the ``next.done`` count and first done frame (what :mod:`rollbench.grading.grade` checks)."""
 
 
 def percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, Any]:

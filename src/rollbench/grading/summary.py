@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollbench.core.types import FAULTS
-from rollbench.grade.stats import wilson_interval
+from rollbench.grading.stats import wilson_interval
 from rollbench.record.transcript import sum_totals
 
 

@@ -5,17 +5,22 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
 
 * length = number of step rows (an episode without steps has one padding frame, see :mod:`rollbench.record.lerobot`,
   which is checked and not counted); return = sum of ``next.reward``;
-* success = ``bool_or(next.success)`` for the ``any_step`` rule, the last row's ``next.success`` for ``final_step``,
-  and never for an episode that errored or was already successful at reset;
+* success = :func:`rollbench.core.episode.held_success` over the episode's ``next.success`` rows in frame order
+  (DuckDB ``list(... ORDER BY frame_index)``, :data:`rollbench.grading.tables.PER_EPISODE`): any true row for the
+  ``any_step`` rule, the last row for ``final_step``, and never for an episode that errored or was already
+  successful at reset;
 * mean and median length, mean return per task: over the episodes that ran (an episode that errored before its
   first step is left out; ``episodes_ran`` counts the others);
-* with the spec's ``success_hold`` K > 1, success needs K consecutive true rows (:func:`rollbench.core.episode.held_success`,
-  the same function the episode loop uses);
+* with the spec's ``success_hold`` K > 1, success needs K consecutive true rows (``any_step``) or K true last rows
+  (``final_step``): the same function the episode loop uses;
 * success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
-  with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.grade.stats.wilson_interval`).
+  with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.grading.stats.wilson_interval`).
 
 Errors are counted per fault (``errors_by_fault``: ``policy``, ``environment``, ``infrastructure``, from the
 ``rollbench/error_fault`` column; ``unclassified`` for runs recorded before it existed), per task and overall.
+
+Runs with ``--latency``: a ``delay`` block (mean delay of executed actions in steps, share of hold actions;
+:mod:`rollbench.grading.delay`).
 
 LLM agent runs (episodes with a ``rollbench/transcript``): ``agent_usage`` gives model calls, tokens and cost
 (``overall`` and ``by_task``) summed from the transcripts' ``call`` lines; an unreadable transcript, or one whose
@@ -35,7 +40,8 @@ import duckdb
 
 from rollbench.core.episode import held_success
 from rollbench.core.types import ConfigError
-from rollbench.grade.files import (
+from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
+from rollbench.grading.files import (
     link_violations,
     missing_episode_columns,
     parquet_files,
@@ -43,12 +49,12 @@ from rollbench.grade.files import (
     run_timing,
     video_violation,
 )
-from rollbench.grade.stats import Z95, wilson_interval
-from rollbench.grade.summary import agent_usage, episode_fault, summarise
-from rollbench.grade.tables import PER_EPISODE, STEP_COLUMNS, connection, load_or_report, percentiles, query
+from rollbench.grading.stats import Z95, wilson_interval
+from rollbench.grading.summary import agent_usage, episode_fault, summarise
+from rollbench.grading.tables import PER_EPISODE, STEP_COLUMNS, connection, load_or_report, percentiles, query
 from rollbench.record.transcript import check_transcript
 
-__all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grade.stats
+__all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grading.stats
 
 
 def load_run_log(run_dir: Path) -> dict[str, Any]:
@@ -67,7 +73,8 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     Returns the ``grade --json`` document: ``status``, ``reasons``, ``violations``, ``episodes_requested``,
     ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``, and for an instruction
     sweep ``variants`` (task -> variant -> results and paired counts; see :func:`_variants`). In a sweep, ``tasks``
-    pools every variant of the task; ``agent_usage`` when any episode has a transcript.
+    pools every variant of the task; ``agent_usage`` when any episode has a transcript; ``delay`` for a run with
+    ``--latency`` (:mod:`rollbench.grading.delay`).
     Raises RollbenchError only when ``run_dir`` is not a run directory at all.
     """
     run_dir = Path(run_dir)
@@ -85,7 +92,8 @@ def _grade(
 ) -> dict[str, Any]:
     planned = {ep["episode_index"]: ep for ep in log["plan"]["episodes"]}
     hold = int(log.get("spec", {}).get("success_hold", 1))
-    meta, data, has_steps = _load_tables(run_dir, con, violations)
+    timed = log.get("spec", {}).get("latency", "none") != "none"
+    meta, data, has_steps = _load_tables(run_dir, con, violations, timed)
     info = read_info(run_dir, violations)
     missing = _check_counts(meta, data, planned, info, violations)
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"] if check_videos else []
@@ -106,7 +114,10 @@ def _grade(
             if usage is not None:
                 row["agent_usage"] = usage
         episodes.append(row)
+    delay = delay_block(con, log, violations)  # before summarise: its violations count in the status
     result = summarise(log, episodes, len(planned), missing, violations, percentiles(con, has_steps))
+    if delay is not None:
+        result["delay"] = delay
     if any("agent_usage" in e for e in episodes):
         result["agent_usage"] = agent_usage(episodes)
     result["timing"] = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
@@ -114,15 +125,17 @@ def _grade(
 
 
 def _load_tables(
-    run_dir: Path, con: duckdb.DuckDBPyConnection, violations: list[str]
+    run_dir: Path, con: duckdb.DuckDBPyConnection, violations: list[str], timed: bool = False
 ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], bool]:
     """The episode rows (ordered by index; empty when their columns are not rollbench's), the per-episode step
-    facts (:data:`~rollbench.grade.tables.PER_EPISODE`, by index) and whether any step file was loaded."""
-    meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet")
-    data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet")
+    facts (:data:`~rollbench.grading.tables.PER_EPISODE`, by index) and whether any step file was loaded; ``timed``: the
+    run has a latency, so its step rows carry :data:`~rollbench.grading.delay.DELAY_STEP_COLUMNS` too."""
+    meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
+    data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet", violations)
     con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles
     meta_files = load_or_report(con, "episodes", meta_files, "*", violations)
-    data_files = load_or_report(con, "steps", data_files, STEP_COLUMNS, violations)
+    columns = f"{STEP_COLUMNS}, {DELAY_STEP_COLUMNS}" if timed else STEP_COLUMNS
+    data_files = load_or_report(con, "steps", data_files, columns, violations)
     meta = query(con, "SELECT * FROM episodes ORDER BY episode_index") if meta_files else []
     if meta and (lacking := missing_episode_columns(list(meta[0]))):
         violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")

@@ -1,0 +1,82 @@
+"""Latency sweeps: run directories whose specs differ only in ``--latency`` (and ``--stale``, which only a run with a
+latency has), read as one curve of success rate against the simulated delay per policy call.
+
+Grouping: two runs belong to one sweep when their recorded specs (run.json ``spec``) are equal once ``latency`` and
+``stale`` are left out, and the runs with a latency share one ``stale`` rule; a ``--latency none`` run joins every
+sweep of its group (its point is the delay 0 baseline). A sweep needs two runs or more and at least one with a latency.
+
+Each point is one run: its pooled success rate with the 95% Wilson interval, both from grade (``overall``), and
+``delay_ms``: the delay of every call in control steps (:func:`rollbench.core.latency.fixed_delay`) times
+``1000 / fps``, so ``fixed:MS`` is drawn at the delay the run really had (``ceil(MS x fps / 1000)`` steps); a
+``measured`` run is drawn at its mean measured call latency (``latency.mean_s``); ``none`` at 0. ``hold_share`` and
+``mean_delay_steps`` come from grade's ``delay`` block (:mod:`rollbench.grading.delay`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rollbench.analysis.sources import RunData
+from rollbench.core.latency import fixed_delay
+
+_IGNORED = ("latency", "stale")
+
+
+def _point(run: RunData) -> dict[str, Any] | None:
+    result, spec = run.result or {}, run.log.get("spec") or {}
+    tasks = (run.log.get("plan") or {}).get("tasks") or []
+    overall = result.get("overall")
+    if not overall or not tasks:
+        return None
+    fps = int(tasks[0]["fps"])
+    latency = spec.get("latency", "none")
+    steps = 0 if latency == "none" else fixed_delay(latency, fps)
+    if steps is not None:
+        delay_ms: float | None = steps * 1000 / fps
+    else:  # measured: the mean of the recorded call latencies
+        mean_s = (result.get("latency") or {}).get("mean_s")
+        delay_ms = mean_s * 1000 if mean_s is not None else None
+    delay = result.get("delay") or {}
+    return {
+        "run": run.key,
+        "latency": latency,
+        "stale": spec.get("stale", "skip") if latency != "none" else None,
+        "delay_steps": steps,
+        "delay_ms": delay_ms,
+        "episodes": overall["episodes"],
+        "successes": overall["successes"],
+        "success_rate": overall["pooled_success_rate"],
+        "ci95_low": overall["pooled_ci95_low"],
+        "ci95_high": overall["pooled_ci95_high"],
+        "hold_share": delay.get("hold_share", 0.0 if latency == "none" else None),
+        "mean_delay_steps": delay.get("mean_delay_steps"),
+    }
+
+
+def latency_sweeps(runs: list[RunData]) -> list[dict[str, Any]]:
+    """The sweeps among ``runs`` (run directories; exports have no spec and are left out), each ``{"policy",
+    "env", "stale", "fps", "points": [...]}`` with points sorted by ``delay_ms`` (see the module docstring)."""
+    groups: dict[str, list[RunData]] = {}
+    for run in runs:
+        spec = run.log.get("spec")
+        if run.run_dir is None or not isinstance(spec, dict):
+            continue
+        key = json.dumps({k: v for k, v in spec.items() if k not in _IGNORED}, sort_keys=True)
+        groups.setdefault(key, []).append(run)
+    sweeps = []
+    for members in groups.values():
+        base = [r for r in members if r.log["spec"].get("latency", "none") == "none"]
+        by_stale: dict[str, list[RunData]] = {}
+        for r in members:
+            if r.log["spec"].get("latency", "none") != "none":
+                by_stale.setdefault(r.log["spec"].get("stale", "skip"), []).append(r)
+        for stale, timed in sorted(by_stale.items()):
+            points = [p for r in [*base, *timed] if (p := _point(r)) is not None]
+            if len(points) < 2:
+                continue
+            points.sort(key=lambda p: (p["delay_ms"] is None, p["delay_ms"] or 0.0, p["latency"]))
+            spec = timed[0].log["spec"]
+            fps = int(timed[0].log["plan"]["tasks"][0]["fps"])
+            sweeps.append({"policy": spec["policy"], "env": spec["env"], "stale": stale, "fps": fps, "points": points})
+    return sweeps

@@ -1,0 +1,163 @@
+"""The run log (``RUN_DIR/run.json``) as pydantic models.
+
+These models describe what :func:`rollbench.api.evaluate` writes (with :mod:`rollbench.record.runlog` and
+:mod:`rollbench.record.retry`); the writer builds plain dicts and does not use them. Their JSON Schema is
+``docs/run.schema.json`` (written by ``python -m rollbench.core.schemas``); ``tests/test_schemas.py`` checks that the
+committed schema is what these models give and that a real run's run.json validates. Blocks rollbench alone
+writes are closed (``extra="forbid"``); ``provenance`` and the policy's provenance are open, since env families and
+policies add their own keys. Keys added to the format after its first version are optional. Times are UTC
+``YYYY-MM-DDTHH:MM:SSZ`` strings; durations are seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rollbench.core.grade_model import Closed, GradeDocument
+from rollbench.core.spec import EvalSpec
+
+RunStatus = Literal["RUNNING", "INTERRUPTED", "OK", "PARTIAL", "FAILED"]
+
+
+class Identity(Closed):
+    """``host/robot/name`` of the run (:class:`rollbench.core.identity.RunIdentity`)."""
+
+    host: str
+    robot: str
+    name: str
+
+
+class PlanPolicy(Closed):
+    """What the policy said about itself when it was probed before the first episode."""
+
+    name: str
+    chunk_size: int = Field(ge=1)
+    replan_every: int | None
+    needs_images: bool
+    provenance: dict[str, Any]
+
+
+class Variant(Closed):
+    name: str
+    instruction: str
+
+
+class PlanTask(Closed):
+    """One task as it runs: what its first planned episode uses, and what the task declares."""
+
+    name: str
+    instruction: str
+    max_steps: int = Field(ge=1)
+    success_rule: Literal["any_step", "final_step"]
+    declared_success_rule: Literal["any_step", "final_step"]
+    cameras: list[str]
+    fps: int
+    settle_steps: int = Field(ge=0)
+    source: str
+    variants: list[Variant] | None = Field(default=None, description="Instruction sweeps only.")
+
+
+class PlannedEpisode(Closed):
+    """One planned episode (:class:`rollbench.core.plan.PlannedEpisode`)."""
+
+    episode_index: int = Field(ge=0)
+    task: str
+    trial: int = Field(ge=0)
+    seed: int = Field(ge=0)
+    initial_state: int | None
+    task_index: int = Field(ge=0)
+    instruction: str
+    max_steps: int = Field(ge=1)
+    success_rule: Literal["any_step", "final_step"]
+    variant: str | None = None
+
+
+class Plan(Closed):
+    episodes_requested: int = Field(ge=0)
+    replan_every: int = Field(ge=1, description="Actions executed from each chunk before asking the policy again.")
+    policy: PlanPolicy
+    tasks: list[PlanTask]
+    suites: dict[str, list[str]] = Field(description="Suites named in the spec -> their tasks.")
+    instructions: list[str] = Field(description="The distinct instructions (LeRobot tasks, in task_index order).")
+    episodes: list[PlannedEpisode]
+
+
+class Provenance(BaseModel):
+    """Versions and machine facts; env families with a provenance hook add a key of their own (family -> facts)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    versions: dict[str, str | None]
+    gl: dict[str, str | None] = Field(description="MUJOCO_GL (null when unset) and PYOPENGL_PLATFORM when set.")
+    python: str
+    git_commit: str | None
+    host: str
+    platform: str
+    created: str
+
+
+class ExecutionEntry(Closed):
+    """One invocation of ``rollbench eval`` (or ``evaluate``) on the directory, first to last."""
+
+    started: str
+    workers: int = Field(ge=1)
+    executor: Literal["local", "ray"]
+    batch_size: int = Field(default=1, ge=1)
+    finished: str | None = None
+    elapsed_s: float | None = Field(default=None, ge=0, description="Wall time, rounded to ms.")
+    interrupted: bool | None = None
+    error: str | None = Field(default=None, description="What stopped an invocation that raised.")
+    worker_starts: int | None = Field(default=None, ge=0, description="Worker pool counters (several workers).")
+    worker_deaths: int | None = Field(default=None, ge=0)
+    workers_replaced: int | None = Field(default=None, ge=0)
+    episodes_rerun: int | None = Field(default=None, ge=0)
+    episodes_lost: int | None = Field(default=None, ge=0)
+
+
+class ReplacedOutcome(Closed):
+    termination_reason: str | None
+    error: str | None
+    error_fault: str | None
+    length: int | None
+
+
+class NewOutcome(Closed):
+    termination_reason: str
+    success: bool
+    error: str | None
+    error_fault: str | None
+    length: int
+    recorded: str
+
+
+class Replacement(Closed):
+    """An errored episode taken back to run again (``--retry-errors``), and its new outcome once recorded."""
+
+    episode_index: int = Field(ge=0)
+    task: str
+    trial: int = Field(ge=0)
+    seed: int = Field(ge=0)
+    retry_errors: Literal["infra", "all"]
+    time: str
+    execution: int = Field(description="Index in executions of the invocation that took it back.")
+    old: ReplacedOutcome
+    new: NewOutcome | None
+
+
+class RunLog(Closed):
+    """``run.json``: what was asked (spec, plan), where and how it ran, and the results as last graded."""
+
+    rollbench_run_log: Literal[1]
+    run_id: str
+    identity: Identity | None = Field(default=None, description="Absent in runs recorded before identities.")
+    spec: EvalSpec
+    spec_identity: str = Field(description="EvalSpec.identity(): 16 hex digits.")
+    plan: Plan
+    provenance: Provenance
+    warnings: list[str]
+    status: RunStatus
+    executions: list[ExecutionEntry] = Field(default_factory=list)
+    replacements: list[Replacement] = Field(default_factory=list, description="Present once an episode was replaced.")
+    results: GradeDocument | None = Field(default=None, description="The grade document as of the last finish.")

@@ -1,0 +1,117 @@
+"""Strict tool arguments for the MCP server: no coercion, no unknown names, errors in the same words as the rest of
+rollbench.
+
+The MCP SDK validates a tool's arguments with pydantic in lax mode after "pre-parsing" strings as JSON (so
+``n_episodes: "3"`` became 3, ``true`` became 1, ``video: "yes"`` became true) and ignores arguments the tool does not
+have (``workers`` was dropped silently); its errors are pydantic's multi-line text with a link. :func:`make_strict`
+changes that for every tool of a server: the arguments must match the published JSON schema as they are (pydantic
+strict mode: an integer is a JSON integer, not a string or a boolean; a boolean is ``true``/``false``), an unknown
+argument is refused, and the error is one sentence naming the argument, what it must be, what was given and the
+valid argument names, returned as a tool error (``isError``) that the model can act on. Nothing runs on a refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
+
+from rollbench.core import registry as report_rows
+from rollbench.core.registry import is_import_path, resolve_remote_tasks
+from rollbench.core.spec import EvalSpec, build_spec
+from rollbench.core.types import ConfigError
+
+MAX_SHOWN = 60  # characters of a given value quoted in an error
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
+
+
+def check_arguments(tool_name: str, model: Any, skip: set[str], arguments: Mapping[str, Any]) -> None:
+    """Raise :class:`ToolError` unless ``arguments`` validate against the tool's argument ``model`` strictly
+    (``skip``: parameters the SDK fills itself, such as the context)."""
+    valid = [name for name in model.model_fields if name not in skip]
+    unknown = sorted(set(arguments) - set(valid))
+    if unknown:
+        raise ToolError(
+            f"{tool_name}: unknown argument {', '.join(repr(u) for u in unknown)}; valid arguments: {', '.join(valid)}"
+        )
+    try:
+        model.model_validate(dict(arguments), strict=True)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        given = "" if err["type"] == "missing" else f", got {_shown(err.get('input'))}"
+        raise ToolError(
+            f"{tool_name}: invalid argument {where}: {err['msg']}{given}; valid arguments: {', '.join(valid)}"
+        ) from None
+
+
+def make_strict(server: MCPServer) -> None:
+    """Make every tool of ``server`` check its arguments with :func:`check_arguments` before the SDK sees them, and
+    turn off the SDK's JSON pre-parsing of string arguments (a string stays a string)."""
+    for tool in server._tool_manager.list_tools():
+        meta = tool.fn_metadata
+        skip = {tool.context_kwarg} if tool.context_kwarg else set()
+        original_run = tool.run
+
+        async def run(
+            arguments: dict[str, Any],
+            context: Any,
+            convert_result: bool = False,
+            _tool: Any = tool,
+            _run: Any = original_run,
+            _skip: set[str] = skip,
+        ) -> Any:
+            check_arguments(_tool.name, _tool.fn_metadata.arg_model, _skip, arguments)
+            return await _run(arguments, context, convert_result)
+
+        object.__setattr__(meta, "pre_parse_json", lambda data: dict(data))
+        object.__setattr__(tool, "run", run)
+
+
+def rollout_spec(
+    ceiling: int,
+    policy: str,
+    env: str,
+    n_episodes: int,
+    max_steps: int,
+    seed: int,
+    instruction: str | None,
+    video: bool,
+) -> EvalSpec:
+    """``run_policy_rollout``'s arguments validated as far as they can be without the simulator (``ceiling``: the
+    server's ``--max-steps-ceiling``); returns the EvalSpec. Raises ToolError naming the valid values."""
+    if n_episodes < 1:
+        raise ToolError(
+            f"n_episodes must be at least 1 (got {n_episodes}): it is the number of independently reset "
+            "episodes to record per task"
+        )
+    if not 1 <= max_steps <= ceiling:
+        raise ToolError(
+            f"max_steps must be between 1 and {ceiling} (this server's --max-steps-ceiling), got {max_steps}"
+        )
+    if is_import_path(policy):
+        valid = ", ".join(p["name"] for p in report_rows.list_policies())
+        raise ToolError(
+            f"policy {policy!r} looks like a Python import path; this server runs registered policies and "
+            f"policy-server URLs only. Valid policies: {valid}"
+        )
+    try:
+        resolve_remote_tasks(env)  # installed families' named tasks only: never an import (core.registry)
+        return build_spec(
+            env=env,
+            policy=policy,
+            episodes=n_episodes,
+            max_steps=max_steps,
+            seed=seed,
+            instruction=instruction,
+            video=video,
+        )
+    except ConfigError as exc:
+        raise ToolError(f"{exc} (list_envs and list_policies give every valid name)") from None

@@ -1,0 +1,208 @@
+"""The one way rollbench lists and opens the files of a run directory, which may be copied, shared or tampered with.
+
+Rules (issue 20, item 3; docs/design.md "Threat model"):
+
+* **Regular files only.** A listed or opened file is a regular file (``S_ISREG`` of ``lstat`` when listing, of
+  ``fstat`` of the opened descriptor when opening). A FIFO, socket or device in its place is never opened for
+  reading (opening a FIFO would block forever); it is reported as skipped.
+* **No links.** Listing never descends into a symbolic link and never lists one; opening uses ``O_NOFOLLOW`` for
+  the file and refuses a path whose directories below the run directory pass through a link. So a file is never
+  seen twice through ``ln -s chunk-000 data/chunk-001`` and nothing outside the run is read.
+* **Each file once.** A listing holds each ``(st_dev, st_ino)`` once (a hard link to an already listed file is
+  skipped), in path order.
+* **Bounded time.** Opening uses ``O_NONBLOCK``, which makes ``open(2)`` of a FIFO return at once (POSIX
+  ``open``: "O_NONBLOCK ... shall return without delay"); the descriptor is then refused by ``fstat``. A listing
+  stops after :data:`MAX_ENTRIES` directory entries (ConfigError) so a hostile tree cannot make it run unbounded.
+
+Errors: :class:`UnsafeFile` (an ``OSError``, so readers that report an unreadable file report this one too) for a
+file that is not a regular file or is reached through a link.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import json
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from rollbench.core.types import ConfigError
+
+MAX_ENTRIES = 1_000_000  # directory entries one listing may visit: 1,000 runs of 1,000 episodes have ~10 per episode
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class UnsafeFile(OSError):
+    """A file of a run that rollbench does not read: not a regular file, or reached through a symbolic link."""
+
+
+def kind_of(mode: int) -> str:
+    """A file type in words (``stat`` mode -> "regular file", "symbolic link", "FIFO", ...)."""
+    for test, name in (
+        (stat.S_ISREG, "regular file"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def is_regular(path: Path) -> bool:
+    """True when ``path`` itself (not following a link) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def check_no_link_below(root: Path, path: Path) -> None:
+    """UnsafeFile when a directory between ``root`` and ``path`` is a symbolic link (or ``path`` is not under it)."""
+    real_root = os.path.realpath(root)
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        raise UnsafeFile(f"{path} is not inside the run directory {root}; not read")
+    parent = os.path.dirname(rel)
+    expected = os.path.normpath(os.path.join(real_root, parent))
+    if os.path.realpath(os.path.join(root, parent)) != expected:
+        raise UnsafeFile(f"{path} is reached through a symbolic link inside {root}; not read")
+
+
+def open_regular(path: Path, root: Path | None = None, *, follow_links: bool = False) -> BinaryIO:
+    """Open ``path`` for reading in binary mode if it is a regular file, without following a link at its last
+    component (``O_NOFOLLOW``; ``follow_links=True`` allows one, for a file the user named on the command line) or,
+    when ``root`` is given, in any directory below ``root``. Never blocks on a FIFO. Raises UnsafeFile (an OSError)
+    otherwise, FileNotFoundError when missing. The caller closes the file."""
+    if root is not None:
+        check_no_link_below(root, path)
+    try:
+        fd = os.open(path, _OPEN_FLAGS & ~os.O_NOFOLLOW if follow_links else _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the last component is a symbolic link (O_NOFOLLOW)
+            raise UnsafeFile(f"{path} is a symbolic link; not read") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnsafeFile(f"{path} is a {kind_of(mode)}, not a regular file; not read")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_bytes(path: Path, root: Path | None = None, *, follow_links: bool = False) -> bytes:
+    """The bytes of regular file ``path`` (see :func:`open_regular` for what is refused)."""
+    with open_regular(path, root, follow_links=follow_links) as f:
+        return f.read()
+
+
+def read_regular_text(path: Path, root: Path | None = None, *, follow_links: bool = False) -> str:
+    """The UTF-8 text of regular file ``path``; UnicodeDecodeError for other bytes."""
+    return read_regular_bytes(path, root, follow_links=follow_links).decode("utf-8")
+
+
+def read_regular_json(path: Path, root: Path | None = None, *, follow_links: bool = False) -> Any:
+    """The JSON document in regular file ``path``; ValueError (json.JSONDecodeError) when it is not JSON."""
+    return json.loads(read_regular_bytes(path, root, follow_links=follow_links))
+
+
+@dataclass
+class Listing:
+    """What :func:`scan_run_files` found: ``files`` (regular, each once, path order) and ``skipped`` (path, why)."""
+
+    files: list[Path] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def _entries(d: str, budget: list[int]) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(d) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return []
+    budget[0] -= len(entries)
+    if budget[0] < 0:
+        raise ConfigError(f"{d}: more than {MAX_ENTRIES} directory entries under one run directory; refused")
+    return entries
+
+
+def scan_run_files(root: Path, pattern: str = "**") -> Listing:
+    """The regular files under run directory ``root`` matching ``pattern`` (``/``-separated ``fnmatch`` segments,
+    e.g. ``data/chunk-*/file-*.parquet``; ``**`` alone: every file at any depth), by the rules of the module
+    docstring. Entries that match but are links, FIFOs, sockets, devices or a second name of a listed file are in
+    ``skipped``. A missing ``root`` gives an empty listing."""
+    out, seen, budget = Listing(), set(), [MAX_ENTRIES]
+    parts = pattern.split("/")
+
+    def visit(d: str, i: int) -> None:
+        for entry in _entries(d, budget):
+            everywhere = parts == ["**"]
+            if not everywhere and not fnmatch.fnmatchcase(entry.name, parts[i]):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            path = Path(entry.path)
+            last = everywhere or i == len(parts) - 1
+            if stat.S_ISDIR(st.st_mode):
+                if everywhere or not last:
+                    visit(entry.path, i + 1)
+            elif stat.S_ISREG(st.st_mode):
+                if not last:
+                    continue
+                if (st.st_dev, st.st_ino) in seen:
+                    out.skipped.append((path, "a second name (hard link) of a file already read"))
+                else:
+                    seen.add((st.st_dev, st.st_ino))
+                    out.files.append(path)
+            else:
+                out.skipped.append((path, f"a {kind_of(st.st_mode)}, not a regular file"))
+
+    if os.path.isdir(root):
+        visit(os.fspath(root), 0)
+    out.files.sort()
+    out.skipped.sort()
+    return out
+
+
+def run_files(root: Path, pattern: str = "**") -> list[Path]:
+    """The ``files`` of :func:`scan_run_files`."""
+    return scan_run_files(root, pattern).files
+
+
+def iter_run_dirs(parent: Path) -> Iterator[Path]:
+    """The directories directly in ``parent`` (not links) holding a regular ``run.json``, in name order."""
+    for entry in _entries(os.fspath(parent), [MAX_ENTRIES]):
+        if entry.is_dir(follow_symlinks=False) and is_regular(Path(entry.path) / "run.json"):
+            yield Path(entry.path)
+
+
+def run_dir_containing(path: Path) -> Path | None:
+    """The run directory (a directory holding ``run.json``) that ``path`` is, or lies inside (links resolved)."""
+    real = Path(os.path.realpath(path))
+    for d in (real, *real.parents):
+        if (d / "run.json").exists():
+            return d
+    return None
+
+
+def refuse_inside_run(out: Path, option: str = "--out") -> None:
+    """ConfigError when output path ``out`` is, or lies inside, a run directory: rollbench never writes its reports,
+    plots or exports into a recorded run (they would replace or join the run's own files)."""
+    run = run_dir_containing(out)
+    if run is not None:
+        raise ConfigError(
+            f"{option} {out} lies inside the run directory {run}; write outputs elsewhere (a run directory holds "
+            "only what its recorder wrote)"
+        )

@@ -1,0 +1,142 @@
+"""Protocol comparison: what a run did (read from its ``run.json`` and its grade document) against what a reference
+states (:class:`rollbench.reproduce.model.Protocol`). A field the reference does not state is not compared; every
+field it states and the run does differently is one named difference, never a silent match.
+
+Compared, per suite: horizon (env steps; ``plan.tasks[].max_steps``), settle steps (``plan.tasks[].settle_steps``),
+replan (``plan.replan_every``), episodes per task (``spec.episodes``), initial states (``stored-k``: the grade's
+``episodes[].initial_state`` equals ``trial`` for every episode, starting at trial 0), tasks in the suite (the
+grade's ``suites[s].tasks`` against the entry's ``tasks``), rendered image size (``spec.image_size``, else the task's
+declared size), fast rendering (``spec.fast_render``), MuJoCo and robosuite versions (``provenance.libero`` or
+``provenance.versions``). Also named, whatever the reference says, because they change the benchmark itself: action
+noise, a success-rule or instruction override, instruction sweeps, ``success_hold`` > 1, and a run that is not ``OK``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollbench.reproduce.model import Entry, Protocol
+
+
+def _diff(field: str, run: Any, ref: Any, suite: str | None = None) -> dict[str, Any]:
+    return {"field": field, "suite": suite, "run": run, "reference": ref}
+
+
+def _task_size(name: str) -> tuple[int, int] | None:
+    try:
+        from rollbench.core.registry import resolve_tasks
+
+        return resolve_tasks(name)[0].image_size
+    except Exception:  # the family is not installed here: the size is unknown, not guessed
+        return None
+
+
+def run_render_size(run_log: dict[str, Any], task: str) -> list[int] | None:
+    """``[height, width]`` the run rendered for ``task``: ``spec.image_size``, else the task's declared size (looked
+    up in the installed family; None when it is not installed)."""
+    size = run_log.get("spec", {}).get("image_size")
+    if size:
+        return [int(size[0]), int(size[1])]
+    own = _task_size(task)
+    return None if own is None else [int(own[0]), int(own[1])]
+
+
+def _versions(run_log: dict[str, Any]) -> dict[str, Any]:
+    prov = run_log.get("provenance", {})
+    libero = prov.get("libero") or {}
+    versions = prov.get("versions") or {}
+    return {
+        "mujoco": libero.get("mujoco") or versions.get("mujoco"),
+        "robosuite": libero.get("robosuite") or versions.get("robosuite"),
+    }
+
+
+def _benchmark_changes(run_log: dict[str, Any], graded: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = run_log.get("spec", {})
+    out = []
+    if spec.get("action_noise"):
+        out.append(_diff("action_noise", spec["action_noise"], 0.0))
+    for key in ("success_rule", "instruction"):
+        if spec.get(key) is not None:
+            out.append(_diff(key, spec[key], "the task's own"))
+    if spec.get("instructions") or spec.get("instruction_perturb"):
+        out.append(_diff("instruction_sweep", True, False))
+    if spec.get("success_hold", 1) != 1:
+        out.append(_diff("success_hold", spec["success_hold"], 1))
+    if graded.get("status") != "OK":
+        out.append(_diff("status", graded.get("status"), "OK"))
+    return out
+
+
+def _suite_facts(run_log: dict[str, Any], graded: dict[str, Any], suite: str) -> dict[str, Any]:
+    plan = run_log.get("plan", {})
+    names = plan.get("suites", {}).get(suite, [])
+    tasks = [t for t in plan.get("tasks", []) if t.get("name") in names]
+    eps = [e for e in graded.get("episodes", []) if e.get("task") in names]
+    stored_k = bool(eps) and all(e.get("initial_state") == e.get("trial") for e in eps)
+    first = min((e.get("trial", 0) for e in eps), default=0)
+    return {
+        "horizon": sorted({t.get("max_steps") for t in tasks}),
+        "settle_steps": sorted({t.get("settle_steps", 0) for t in tasks}),
+        "init_states": "stored-k"
+        if stored_k and first == 0
+        else (f"stored-k from trial {first}" if stored_k else None),
+        "render_size": run_render_size(run_log, names[0]) if names else None,
+        "tasks": graded.get("suites", {}).get(suite, {}).get("tasks"),
+    }
+
+
+def compare_protocol(
+    run_log: dict[str, Any], graded: dict[str, Any], suite: str, entry: Entry, protocol: Protocol
+) -> list[dict[str, Any]]:
+    """The differences for one suite of one run: a list of ``{"field", "suite", "run", "reference"}`` (empty when
+    everything the reference states matches). ``suite`` is the run's suite name (``libero/libero_spatial``)."""
+    facts = _suite_facts(run_log, graded, suite)
+    spec = run_log.get("spec", {})
+    out: list[dict[str, Any]] = []
+    ref_h = (protocol.horizon or {}).get(entry.suite)
+    if ref_h is not None and facts["horizon"] != [ref_h]:
+        out.append(_diff("horizon", _one(facts["horizon"]), ref_h, suite))
+    if protocol.settle_steps is not None and facts["settle_steps"] != [protocol.settle_steps]:
+        out.append(_diff("settle_steps", _one(facts["settle_steps"]), protocol.settle_steps, suite))
+    replan = run_log.get("plan", {}).get("replan_every")
+    if protocol.replan_every is not None and replan != protocol.replan_every:
+        out.append(_diff("replan_every", replan, protocol.replan_every, suite))
+    if protocol.episodes_per_task is not None and spec.get("episodes") != protocol.episodes_per_task:
+        out.append(_diff("episodes_per_task", spec.get("episodes"), protocol.episodes_per_task, suite))
+    if protocol.init_states is not None and facts["init_states"] != protocol.init_states:
+        out.append(_diff("init_states", facts["init_states"], protocol.init_states, suite))
+    if entry.tasks is not None and facts["tasks"] != entry.tasks:
+        out.append(_diff("tasks", facts["tasks"], entry.tasks, suite))
+    if protocol.render_size is not None and facts["render_size"] != list(protocol.render_size):
+        out.append(_diff("render_size", facts["render_size"], list(protocol.render_size), suite))
+    if protocol.fast_render is not None and bool(spec.get("fast_render")) != protocol.fast_render:
+        out.append(_diff("fast_render", bool(spec.get("fast_render")), protocol.fast_render, suite))
+    versions = _versions(run_log)
+    for name in ("mujoco", "robosuite"):
+        want = getattr(protocol, name)
+        if want is not None and versions[name] != want:
+            out.append(_diff(name, versions[name], want, suite))
+    return out
+
+
+def run_wide_differences(run_log: dict[str, Any], graded: dict[str, Any]) -> list[dict[str, Any]]:
+    """Departures from the benchmark's own protocol that hold for the whole run (see the module docstring)."""
+    return _benchmark_changes(run_log, graded)
+
+
+def _one(values: list[Any]) -> Any:
+    return values[0] if len(values) == 1 else values
+
+
+def describe(d: dict[str, Any]) -> str:
+    """One difference as plain text: ``horizon: run 300, reference 220``."""
+    return f"{d['field']}: run {_fmt(d['run'])}, reference {_fmt(d['reference'])}"
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "unknown"
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v):
+        return f"{v[0]}x{v[1]}"
+    return str(v)

@@ -11,10 +11,10 @@ import struct
 import numpy as np
 import pytest
 
+import rollbench.policies.lerobot.frames as frames
 from conftest import run_cli
 from rollbench.core.registry import resolve_tasks
 from rollbench.core.types import EpisodeError, Observation
-from rollbench.policies.lerobot import frames
 from rollbench.policies.lerobot.observe import FAMILIES, mismatches
 from rollbench.policies.lerobot.policy import parse_name
 

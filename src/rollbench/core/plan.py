@@ -14,6 +14,7 @@ trial: episode ``(i * V + v) * E + k`` is trial ``k`` of variant ``v`` of task `
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,9 +67,15 @@ class Plan:
         return next(t for t in self.tasks if t.name == name)
 
 
-def image_size_for(spec: EvalSpec, task: TaskInfo) -> tuple[int, int]:
-    """Rendered ``(height, width)``: the spec's ``image_size``, else the task's own."""
-    return (spec.image_size[0], spec.image_size[1]) if spec.image_size else task.image_size
+def image_size_for(
+    spec: EvalSpec, task: TaskInfo, policy_sizes: Mapping[str, Sequence[int]] | None = None
+) -> tuple[int, int]:
+    """Rendered ``(height, width)``: the spec's ``image_size``, else the policy's for the task's family
+    (``PolicyInfo.image_sizes``, recorded in run.json's ``plan.policy.image_sizes``), else the task's own."""
+    if spec.image_size:
+        return (spec.image_size[0], spec.image_size[1])
+    size = (policy_sizes or {}).get(task.family)
+    return (int(size[0]), int(size[1])) if size else task.image_size
 
 
 def check_compatible(tasks: list[TaskInfo]) -> None:
@@ -198,6 +205,7 @@ def plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) ->
             "chunk_size": info.chunk_size,
             "replan_every": info.replan_every,
             "needs_images": info.needs_images,
+            **({"image_sizes": {k: list(v) for k, v in info.image_sizes.items()}} if info.image_sizes else {}),
             "provenance": dict(info.provenance),
         },
         "tasks": [

@@ -264,7 +264,7 @@ def make_env(task: TaskInfo, options: EnvOptions) -> Env:
     return fam.make(task, options)
 
 
-PREFIX_POLICIES: dict[str, str] = {"agent": "agent:PROVIDER/MODEL"}
+PREFIX_POLICIES: dict[str, str] = {"agent": "agent:PROVIDER/MODEL", "lerobot": "lerobot:PATH_OR_REPO_ID[@REVISION]"}
 """Entry points named by a prefix before ``:`` (``agent:openai/gpt-4o``), with the form shown in listings."""
 
 

@@ -255,6 +255,9 @@ class PolicyInfo:
             empty = any task. Checked before a run starts (``api.prepare_run``): a mismatch is a ConfigError.
         chunk_size_known: False when ``chunk_size`` is a default rather than declared (a server that does not
             advertise its chunk length); then ``--replan-every`` cannot be checked against it.
+        image_sizes: env family -> ``(height, width)`` the policy needs rendered in that family when the run gives
+            no ``--image-size`` (a LeRobot checkpoint sees what lerobot-eval renders: PushT 96 x 96); families not
+            listed render at their tasks' own size.
         bounded: True only for rollbench's own built-in policies (``zero``, ``random``, the scripted, MetaWorld and
             Fetch experts): a few microseconds of arithmetic with no I/O and no loop that could fail to end. Their
             calls run inline instead of through the ``--policy-timeout`` helper thread
@@ -271,6 +274,7 @@ class PolicyInfo:
     tasks: tuple[str, ...] = ()
     chunk_size_known: bool = True
     bounded: bool = False
+    image_sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def drives(self, task: str) -> bool:
         """Whether ``task`` (a full task name) matches one of :attr:`tasks` (always True when none is declared)."""

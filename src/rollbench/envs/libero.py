@@ -32,8 +32,8 @@ The protocol, as the reference clients run it (openpi ``examples/libero/main.py`
 * cameras ``agentview`` and ``robot0_eye_in_hand``, rendered by robosuite at the run's ``--image-size`` and rotated
   180 degrees (``[::-1, ::-1]``, openpi: "IMPORTANT: rotate 180 degrees to match train preprocessing"); the raw
   images are upside down, so the rotated ones (sent to the policy and recorded in the videos) are upright.
-* seeding: every random draw of a scene (numpy's global generator, which LIBERO's placement samplers use, and the
-  env's own) comes from the episode's planned seed, set right before each reset
+* seeding: every random draw of a scene (numpy's and python's global generators, which LIBERO's placement samplers and reset draw
+  from, and the env's own) comes from the episode's planned seed, set right before each reset
   (:func:`rollbench.envs.libero_scene.seeded_reset`); openpi seeds once per process and task and lets the
   generators run on across episodes; rollbench's per-episode seed makes an episode's scene a function of (task,
   seed) alone, in any process.

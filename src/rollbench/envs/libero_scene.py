@@ -46,6 +46,7 @@ otherwise. The pixels a policy gets are therefore those of the reference's every
 
 from __future__ import annotations
 
+import random
 import threading
 from typing import Any
 
@@ -55,8 +56,9 @@ from rollbench.core.types import ConfigError
 
 SCENE_SEEDING = (
     "per episode, immediately before env.reset(): np.random.seed(seed) (numpy's global generator, which LIBERO's "
-    "placement samplers draw from) and ControlEnv.seed(seed) (the env's rng = np.random.default_rng(seed)), seed = "
-    "the episode's planned seed; the global generator's state is restored after the reset"
+    "placement samplers draw from), random.seed(seed) (python's, which LIBERO's reset also draws from) and "
+    "ControlEnv.seed(seed) (the env's rng = np.random.default_rng(seed)), seed = the episode's planned seed; the "
+    "global generators' states are restored after the reset"
 )
 """run.json ``provenance.libero.scene_seeding``: how a scene is seeded (see the module docstring)."""
 
@@ -67,19 +69,21 @@ def seeded_reset(sim: Any, seed: int) -> Any:
     """``sim.reset()`` with every random draw of the scene taken from ``seed`` (see the module docstring).
 
     ``sim``: LIBERO's ``ControlEnv`` (``seed``, ``reset``). ``seed``: an int in ``[0, 2**32)`` (numpy's legacy
-    seeding range), else ConfigError. Returns what ``sim.reset()`` returns. Numpy's global generator is left as it
-    was before the call.
+    seeding range), else ConfigError. Returns what ``sim.reset()`` returns. Numpy's and python's global generators
+    are left as they were before the call.
     """
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= int(seed) < 2**32:
         raise ConfigError(f"a LIBERO scene seed must be an integer in [0, 2**32), got {seed!r}")
     with _GLOBAL_RNG:
-        saved = np.random.get_state()
+        saved, saved_py = np.random.get_state(), random.getstate()
         try:
             np.random.seed(int(seed))
+            random.seed(int(seed))  # LIBERO's reset draws from python's generator too (found by the lerobot comparison)
             sim.seed(int(seed))
             return sim.reset()
         finally:
             np.random.set_state(saved)
+            random.setstate(saved_py)
 
 
 NOT_RENDERED = np.zeros((0, 0, 3), dtype=np.uint8)

@@ -20,6 +20,7 @@ from rollbench.wire.obs_map import (
     ObsMap,
     advertised,
     advertised_chunk_size,
+    advertised_image_sizes,
     advertised_tasks,
     check_actions,
     check_options,
@@ -72,6 +73,7 @@ class RemotePolicy:
             # the option, else the server's word (rollbench serve-policy of a state-based policy says False),
             # else True: openpi servers do not say, and VLAs read images
             needs_images=bool(options.get("needs_images", self.metadata.get("needs_images", True))),
+            image_sizes=advertised_image_sizes(self.metadata),
             provenance={
                 "server": url,
                 "protocol": self.protocol,

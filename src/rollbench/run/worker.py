@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
@@ -70,6 +70,7 @@ class WorkerSetup:
         replan_every: the effective replan interval (resolved once before the run, recorded in run.json).
         needs_images: whether the policy reads camera images.
         batch_size: episodes a worker runs in lockstep (``--batch-size``; see :mod:`rollbench.run.lockstep`).
+        image_sizes: env family -> ``(height, width)`` the policy asked for (``PolicyInfo.image_sizes``).
     """
 
     spec: EvalSpec
@@ -78,6 +79,7 @@ class WorkerSetup:
     replan_every: int
     needs_images: bool
     batch_size: int = 1
+    image_sizes: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
 
 class EpisodeWorker:
@@ -129,7 +131,11 @@ class EpisodeWorker:
         if env is None or self._env_tasks[slot] != task.name:
             self.close_env(slot)
             spec = self.setup.spec
-            options = EnvOptions(cameras=cameras, image_size=image_size_for(spec, task), fast_render=spec.fast_render)
+            options = EnvOptions(
+                cameras=cameras,
+                image_size=image_size_for(spec, task, self.setup.image_sizes),
+                fast_render=spec.fast_render,
+            )
             env = self._envs[slot] = make_env(task, options)
             self._env_tasks[slot] = task.name
         return env

@@ -177,6 +177,8 @@ class PolicyHost:
         }
         if self.info.replan_every is not None:
             meta["replan_every"] = self.info.replan_every
+        if self.info.image_sizes:  # family -> [height, width] the policy needs rendered (a LeRobot checkpoint's)
+            meta["image_sizes"] = {k: list(v) for k, v in self.info.image_sizes.items()}
         return meta
 
     # ---------------------------------------------------------------------------------------- sessions

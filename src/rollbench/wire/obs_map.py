@@ -247,6 +247,27 @@ def advertised_tasks(metadata: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(tasks) if isinstance(tasks, list) and all(isinstance(t, str) for t in tasks) else ()
 
 
+MAX_ADVERTISED_SIDE = 4096  # pixels; a server cannot make its clients render larger images than this
+
+
+def advertised_image_sizes(metadata: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """The image size per env family a server's policy needs (``image_sizes``: ``{family: [height, width]}``, as
+    ``rollbench serve-policy`` of a LeRobot checkpoint sends it); entries that are not two integers in
+    ``[1, MAX_ADVERTISED_SIDE]`` are ignored, and nothing is used when the server says nothing."""
+    sizes = metadata.get("image_sizes")
+    out: dict[str, tuple[int, int]] = {}
+    if isinstance(sizes, Mapping):
+        for family, size in sizes.items():
+            if (
+                isinstance(family, str)
+                and isinstance(size, list)
+                and len(size) == 2
+                and all(type(n) is int and 1 <= n <= MAX_ADVERTISED_SIDE for n in size)
+            ):
+                out[family] = (size[0], size[1])
+    return out
+
+
 def check_actions(reply: Any, server: str, task: TaskInfo | None) -> np.ndarray:
     """``reply["actions"]`` as a float array of the task's action size, in the server's own float dtype (integers
     become float64), else EpisodeError naming the problem."""

@@ -1,0 +1,143 @@
+"""The frames rollbench and its LeRobot policy host exchange over a pipe (standard library and numpy only).
+
+This module is imported by both sides: by rollbench as ``rollbench.policies.lerobot.frames`` and by
+``host.py`` as the top-level module ``frames`` (the host runs in LeRobot's own interpreter, where rollbench is not
+installed, and Python puts the script's folder first on ``sys.path``). So it must not import rollbench.
+
+One frame, all integers big-endian::
+
+    b"RBLR" | header length (uint32) | header: UTF-8 JSON object | array bytes, in header order
+
+The header holds the message (``"op"`` and its fields) and ``"arrays": [[name, dtype, shape], ...]``; each array's
+bytes follow in that order, C-contiguous, exactly ``dtype.itemsize * prod(shape)`` of them. Decoding checks
+everything before building an array: the magic, a header of at most :data:`MAX_HEADER` bytes that parses as a JSON
+object without NaN/Infinity literals, dtypes from :data:`DTYPES` only (never an object or structured dtype), at
+most :data:`MAX_NDIM` dimensions of at most ``2**24`` each, and at most :data:`MAX_FRAME` array bytes in total.
+A violation raises :class:`FrameError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import struct
+import time
+from typing import Any
+
+import numpy as np
+
+MAGIC = b"RBLR"
+MAX_HEADER = 1 << 20  # 1 MiB of JSON: names, task strings, provenance
+MAX_FRAME = 256 << 20  # 256 MiB of arrays: B=64 slots x 3 cameras x 480x640x3 uint8 is ~177 MiB
+MAX_NDIM = 8
+MAX_DIM = 1 << 24
+DTYPES = frozenset({"|b1", "|u1", "|i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f2", "<f4", "<f8"})
+
+
+class FrameError(ValueError):
+    """A frame that breaks the format above (or a peer that stopped mid-frame)."""
+
+
+class PeerGone(EOFError):
+    """The other end closed the pipe (it exited or crashed)."""
+
+
+class PeerTimeout(TimeoutError):
+    """No complete frame arrived within the time allowed."""
+
+
+def encode(message: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> bytes:
+    """One frame holding ``message`` (JSON-serialisable, without an ``arrays`` key) and ``arrays`` (name -> array
+    of a dtype in :data:`DTYPES`, sent little-endian and C-contiguous)."""
+    parts: list[bytes] = []
+    table = []
+    for name, value in (arrays or {}).items():
+        a = np.asarray(value)
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False) if a.dtype.byteorder == ">" else a
+        if a.dtype.str not in DTYPES:
+            raise FrameError(f"array {name!r}: dtype {a.dtype.str} cannot be sent (allowed: {sorted(DTYPES)})")
+        table.append([name, a.dtype.str, list(a.shape)])
+        parts.append(np.ascontiguousarray(a).tobytes())
+    header = json.dumps({**message, "arrays": table}, allow_nan=False).encode()
+    return MAGIC + struct.pack(">I", len(header)) + header + b"".join(parts)
+
+
+def _no_constant(name: str) -> Any:
+    raise FrameError(f"JSON constant {name} is not allowed in a frame header")
+
+
+def _array_sizes(table: Any) -> list[tuple[str, np.dtype, tuple[int, ...], int]]:
+    if not isinstance(table, list):
+        raise FrameError("frame header: 'arrays' must be a list")
+    out = []
+    for entry in table:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
+            raise FrameError(f"frame header: bad array entry {entry!r:.80}")
+        name, dt, shape = entry
+        if not isinstance(dt, str) or dt not in DTYPES:
+            raise FrameError(f"array {name!r}: dtype {dt!r:.40} is not allowed")
+        if (
+            not isinstance(shape, list)
+            or len(shape) > MAX_NDIM
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_DIM for n in shape)
+        ):
+            raise FrameError(f"array {name!r}: bad shape {shape!r:.80}")
+        dtype = np.dtype(dt)
+        out.append((name, dtype, tuple(shape), dtype.itemsize * math.prod(shape)))
+    if sum(n for *_, n in out) > MAX_FRAME:
+        raise FrameError(f"frame arrays exceed {MAX_FRAME} bytes")
+    return out
+
+
+class FrameReader:
+    """Reads frames from file descriptor ``fd`` with a deadline per frame (``select`` + ``os.read``)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def _exactly(self, n: int, deadline: float | None) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                    raise PeerTimeout("no complete frame in time")
+            data = os.read(self.fd, min(n - got, 1 << 20))
+            if not data:
+                raise PeerGone("the other end closed the pipe")
+            chunks.append(data)
+            got += len(data)
+        return b"".join(chunks)
+
+    def read(self, timeout_s: float | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The next frame as ``(message, arrays)``. Raises PeerTimeout, PeerGone or FrameError."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        head = self._exactly(8, deadline)
+        if head[:4] != MAGIC:
+            raise FrameError("not a frame (bad magic)")
+        (size,) = struct.unpack(">I", head[4:])
+        if size > MAX_HEADER:
+            raise FrameError(f"frame header of {size} bytes exceeds {MAX_HEADER}")
+        try:
+            message = json.loads(self._exactly(size, deadline), parse_constant=_no_constant)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise FrameError(f"frame header is not JSON: {exc}") from None
+        if not isinstance(message, dict):
+            raise FrameError("frame header is not a JSON object")
+        arrays = {}
+        for name, dtype, shape, nbytes in _array_sizes(message.pop("arrays", [])):
+            buf = self._exactly(nbytes, deadline) if nbytes else b""
+            arrays[name] = np.frombuffer(buf, dtype=dtype).reshape(shape).copy()
+        return message, arrays
+
+
+def write_frame(fd: int, frame: bytes) -> None:
+    """Write all of ``frame`` to ``fd``; raises PeerGone when the reader is gone."""
+    view = memoryview(frame)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except (BrokenPipeError, OSError) as exc:
+        raise PeerGone(f"the other end closed the pipe ({exc})") from None

@@ -1,0 +1,131 @@
+"""The reference side of the checkpoint tests: lerobot 0.4.4's own evaluation loop, step-logged.
+
+``reference_episodes(checkpoint, env_cfg, seeds, init_states)`` evaluates a checkpoint as ``lerobot-eval`` does
+(``lerobot/scripts/lerobot_eval.py`` ``eval_main``): ``PreTrainedConfig.from_pretrained`` with ``pretrained_path``
+and ``device`` set, ``make_policy(cfg, env_cfg=env_cfg)``, ``make_pre_post_processors`` with eval_main's
+``preprocessor_overrides``, ``make_env_pre_post_processors``, ``make_env(env_cfg, n_envs=1)``, and
+``eval_policy`` under ``torch.no_grad()``. One ``eval_policy(n_episodes=1, start_seed=seed)`` call per episode,
+after lerobot's ``set_seed(seed)`` (what ``eval_main`` does once before a run whose first episode is ``seed``), so
+each episode is what ``lerobot-eval --seed SEED --eval.n_episodes=1 --eval.batch_size=1`` plays. For LIBERO, the
+env's ``init_state_id`` is set to the episode's initial state first (lerobot's LiberoEnv advances it by itself on
+every reset, including its own internal reset at termination).
+
+LIBERO on robosuite 1.5.2: lerobot 0.4.4's ``LiberoEnv`` is written for ``hf-libero`` on robosuite 1.4.0, whose robots
+have one ``controller``; it reads ``robot.controller.ee_ori_mat`` (``eef/mat``, which its ``LiberoProcessorStep``
+drops unread) and sets ``robot.controller.use_delta = True`` (its ``control_mode="relative"``). rollbench's LIBERO is
+rpent-libero on robosuite 1.5.2, where the arm's controller is ``robot.part_controllers["right"]``, with
+``ref_ori_mat`` and ``input_type`` (``"delta"`` by default). So that both sides step the same simulator,
+:func:`alias_robosuite14_controller` gives robosuite 1.5's robots that one ``controller`` attribute, mapping exactly
+these two names; nothing else of lerobot's env changes.
+
+:class:`ActionLog` sits between ``eval_policy`` and lerobot's vector env and keeps every action the env was given
+and every ``is_success`` at episode end, unchanged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from lerobot.configs.policies import PreTrainedConfig
+from lerobot.envs.factory import make_env, make_env_pre_post_processors
+from lerobot.policies.factory import make_policy, make_pre_post_processors
+from lerobot.scripts.lerobot_eval import eval_policy
+from lerobot.utils.random_utils import set_seed
+
+
+class _Robosuite14Controller:
+    """robosuite 1.4's ``robot.controller`` as lerobot's LiberoEnv uses it, over robosuite 1.5's arm controller."""
+
+    def __init__(self, arm: Any) -> None:
+        self._arm = arm
+
+    @property
+    def ee_ori_mat(self) -> np.ndarray:
+        return np.array(self._arm.ref_ori_mat)
+
+    @property
+    def use_delta(self) -> bool:
+        return bool(self._arm.input_type == "delta")
+
+    @use_delta.setter
+    def use_delta(self, value: bool) -> None:
+        self._arm.input_type = "delta" if value else "absolute"
+
+
+def alias_robosuite14_controller() -> None:
+    """Give robosuite 1.5 robots the ``controller`` attribute lerobot 0.4.4's LiberoEnv reads (see above)."""
+    from robosuite.robots.robot import Robot
+
+    if not hasattr(Robot, "controller"):
+        Robot.controller = property(lambda self: _Robosuite14Controller(self.part_controllers["right"]))  # type: ignore[attr-defined]
+
+
+class ActionLog(gym.vector.VectorWrapper):
+    """Forwards a one-env ``SyncVectorEnv`` unchanged; ``episodes[-1]["actions"]`` holds the running episode's
+    actions (``float32 (action_dim,)`` each), up to the step where the env terminated or truncated it."""
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self.episodes: list[dict[str, Any]] = []
+
+    @property
+    def envs(self) -> list[gym.Env]:  # read by lerobot's rollout (add_envs_task)
+        return self.env.envs  # type: ignore[attr-defined,no-any-return]
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.env.call(name, *args, **kwargs)
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.episodes.append({"actions": [], "success": None})
+        return self.env.reset(**kwargs)
+
+    def step(self, actions: Any) -> Any:
+        ep = self.episodes[-1]
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        if ep["success"] is None:
+            ep["actions"].append(np.array(actions[0], dtype=np.float32))
+            if terminated[0] or truncated[0]:
+                ep["success"] = bool(info["final_info"]["is_success"][0])
+        return obs, reward, terminated, truncated, info
+
+
+def reference_episodes(
+    checkpoint: Path, env_cfg: Any, seeds: list[int], init_states: list[int] | None = None
+) -> list[dict[str, Any]]:
+    """One dict per seed: ``actions`` ``float32 (T, action_dim)`` as the env received them, and ``success`` as
+    ``eval_policy`` reports it (its ``per_episode`` row)."""
+    cfg = PreTrainedConfig.from_pretrained(str(checkpoint))
+    cfg.pretrained_path = str(checkpoint)
+    cfg.device = "cpu"
+    policy = make_policy(cfg=cfg, env_cfg=env_cfg)
+    policy.eval()
+    pre, post = make_pre_post_processors(
+        policy_cfg=cfg,
+        pretrained_path=cfg.pretrained_path,
+        preprocessor_overrides={
+            "device_processor": {"device": str(policy.config.device)},
+            "rename_observations_processor": {"rename_map": {}},
+        },
+    )
+    env_pre, env_post = make_env_pre_post_processors(env_cfg=env_cfg, policy_cfg=cfg)
+    envs = make_env(env_cfg, n_envs=1)
+    vec = next(iter(next(iter(envs.values())).values()))
+    logged = ActionLog(vec)
+    out = []
+    try:
+        for k, seed in enumerate(seeds):
+            if init_states is not None:
+                vec.envs[0].unwrapped.init_state_id = init_states[k]
+            set_seed(seed)
+            with torch.no_grad():
+                info = eval_policy(logged, policy, env_pre, env_post, pre, post, n_episodes=1, start_seed=seed)  # type: ignore[arg-type]
+            (row,) = info["per_episode"]
+            assert row["seed"] == seed
+            out.append({"actions": np.stack(logged.episodes[-1]["actions"]), "success": bool(row["success"])})
+    finally:
+        vec.close()
+    return out

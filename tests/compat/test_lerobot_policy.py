@@ -1,0 +1,210 @@
+"""``--policy lerobot:CHECKPOINT`` plays the episodes lerobot 0.4.4's own evaluation loop plays, action for action.
+
+Runs in the LeRobot venv (``bash scripts/lerobot_compat.sh --eval``). Checkpoints are made here with lerobot's own
+``save_pretrained`` from randomly initialised ACT and Diffusion policies (``lerobot_checkpoints.py``; nothing is
+downloaded, so a Hub id is exercised only as a local checkpoint folder). rollbench runs as its CLI in a subprocess
+(core venv) with its policy host in this interpreter (``--policy-options python=...``); the oracle is
+``lerobot_reference.reference_episodes``: lerobot's ``eval_policy`` with its ``make_env`` on the same seeds, in this
+process. Every recorded action must equal lerobot's bit for bit, with the same episode length and success.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import rollbench_bin, run_cli
+
+pytest.importorskip("gym_pusht", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
+pytest.importorskip("einops", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
+sys.path.insert(0, str(Path(__file__).parent))
+from lerobot_checkpoints import make_checkpoint
+
+SEED, EPISODES, STEPS = 7, 4, 30
+HOST = json.dumps({"python": sys.executable, "device": "cpu"})
+
+
+def recorded_actions(run_dir: Path, episode: int) -> np.ndarray:
+    """``float32 (T, action_dim)`` from rollbench's data file of ``episode``, in frame order."""
+    rows = pq.read_table(run_dir / f"data/chunk-000/file-{episode:03d}.parquet", columns=["frame_index", "action"])
+    t = rows.to_pydict()
+    return np.asarray(t["action"], dtype=np.float32)[np.argsort(t["frame_index"])]
+
+
+def rollbench_eval(out: Path, checkpoint: Path, *extra: object, policy: str | None = None) -> dict:
+    args = ("--env", "pusht/PushT-v0", "--episodes", EPISODES, "--seed", SEED, "--max-steps", STEPS, "--out", out)
+    if policy is None:
+        args += ("--policy", f"lerobot:{checkpoint}", "--policy-options", HOST)
+    else:
+        args += ("--policy", policy)
+    args += extra
+    r = run_cli("eval", *args, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(run_cli("grade", out, "--json").stdout)
+
+
+@contextmanager
+def served(checkpoint: Path) -> Iterator[str]:
+    """``rollbench serve-policy --policy lerobot:CHECKPOINT --port 0`` (websocket); yields its URL, kills it after
+    (its policy host exits when the server's end of the pipe closes)."""
+    cmd = [rollbench_bin(), "serve-policy", "--policy", f"lerobot:{checkpoint}", "--policy-options", HOST]
+    proc = subprocess.Popen([*cmd, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "serving POLICY at URL" once the port is open
+        assert line.startswith("serving "), (
+            f"server did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+        )
+        yield line.split()[-1]
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(
+    scope="module",
+    params=[("act", 1, False), ("diffusion", 4, False), ("act", 1, True)],
+    ids=["act-B1", "diffusion-B4", "act-served"],
+)
+def pusht_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """Each against lerobot's own loop, which plays one episode at a time: ACT in-run; Diffusion (which samples
+    noise) with ``--batch-size 4``, so B = 4 equals B = 1 per episode; ACT served by ``serve-policy`` to a
+    ``ws://`` client, so the served form equals the in-run form."""
+    from lerobot.envs.configs import PushtEnv
+    from lerobot_reference import reference_episodes
+
+    kind, batch, serve = request.param
+    tmp = tmp_path_factory.mktemp(kind)
+    checkpoint = make_checkpoint(kind, "pusht", tmp / "pretrained_model")
+    if serve:
+        with served(checkpoint) as url:
+            graded = rollbench_eval(tmp / "run", checkpoint, policy=url)  # image size: the server's metadata
+    else:
+        graded = rollbench_eval(tmp / "run", checkpoint, "--batch-size", batch)
+    reference = reference_episodes(checkpoint, PushtEnv(episode_length=STEPS), [SEED + k for k in range(EPISODES)])
+    return tmp / "run", graded, reference, checkpoint
+
+
+def test_pusht_actions_equal_lerobot_eval_bit_for_bit(pusht_pair: tuple) -> None:
+    run_dir, graded, reference, _ = pusht_pair
+    by_index = {e["episode_index"]: e for e in graded["episodes"]}
+    for k, ref in enumerate(reference):
+        assert by_index[k]["seed"] == SEED + k
+        assert by_index[k]["length"] == len(ref["actions"])
+        assert by_index[k]["success"] == ref["success"]
+        np.testing.assert_array_equal(recorded_actions(run_dir, k), ref["actions"])
+    assert len({recorded_actions(run_dir, k)[:, 0].tobytes() for k in range(EPISODES)}) == EPISODES  # not constant
+
+
+def test_checkpoint_that_does_not_fit_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    checkpoint = make_checkpoint("act", "libero", tmp_path / "pretrained_model")
+    out = tmp_path / "run"
+    args = ("--env", "pusht/PushT-v0", "--policy", f"lerobot:{checkpoint}", "--episodes", 1)
+    r = run_cli("eval", *args, "--policy-options", HOST, "--out", out, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert not out.exists()
+    said = " ".join(r.stderr.split())
+    for expected in (
+        "input feature observation.images.image [3, 256, 256] is not provided by pusht/PushT-v0",
+        "input feature observation.images.image2 [3, 256, 256] is not provided by pusht/PushT-v0",
+        "input feature observation.state: checkpoint shape [8], pusht/PushT-v0 gives [2]",
+        "output feature action: checkpoint shape [7], pusht/PushT-v0 takes [2]",
+    ):
+        assert expected in said, said
+
+
+def test_run_json_records_the_checkpoint(pusht_pair: tuple) -> None:
+    import hashlib
+
+    import lerobot
+    import torch
+
+    run_dir, _, _, checkpoint = pusht_pair
+    policy = json.loads((run_dir / "run.json").read_text())["plan"]["policy"]["provenance"]
+    prov = policy["server_metadata"]["provenance"]["lerobot"] if "server" in policy else policy["lerobot"]
+    assert prov["checkpoint"]["path"] == str(checkpoint.resolve())
+    assert (
+        prov["checkpoint"]["weights_sha256"]
+        == hashlib.sha256((checkpoint / "model.safetensors").read_bytes()).hexdigest()
+    )
+    assert prov["policy_type"] == json.loads((checkpoint / "config.json").read_text())["type"]
+    assert prov["versions"]["lerobot"] == lerobot.__version__
+    assert (
+        prov["versions"]["torch"] == torch.__version__.split("+")[0] or prov["versions"]["torch"] == torch.__version__
+    )
+    assert prov["device"] == "cpu"
+
+
+LIBERO_TASK, LIBERO_STEPS = "libero/libero_spatial/0", 15
+
+
+@pytest.fixture(scope="module")
+def libero_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    import os
+
+    config = Path(sys.executable).parents[1] / "share" / "libero"
+    if not (config / "config.yaml").exists():
+        pytest.skip("lerobot's LIBERO side is not installed: bash scripts/lerobot_eval_setup.sh with rollbench[libero]")
+    os.environ["LIBERO_CONFIG_PATH"] = str(config)
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from lerobot.envs.configs import LiberoEnv
+    from lerobot_reference import alias_robosuite14_controller, reference_episodes
+
+    alias_robosuite14_controller()
+    tmp = tmp_path_factory.mktemp("libero")
+    checkpoint = make_checkpoint("act", "libero", tmp / "pretrained_model")
+    args = ("--env", LIBERO_TASK, "--policy", f"lerobot:{checkpoint}", "--episodes", EPISODES, "--seed", SEED)
+    args += ("--max-steps", LIBERO_STEPS, "--policy-options", HOST, "--out", tmp / "run")
+    r = run_cli("eval", *args, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    graded = json.loads(run_cli("grade", tmp / "run", "--json").stdout)
+    env_cfg = LiberoEnv(task="libero_spatial", task_ids=[0], episode_length=LIBERO_STEPS)
+    seeds = [SEED + k for k in range(EPISODES)]
+    reference = reference_episodes(checkpoint, env_cfg, seeds, init_states=list(range(EPISODES)))
+    return tmp / "run", graded, reference
+
+
+def test_libero_actions_equal_lerobot_eval_bit_for_bit(libero_pair: tuple) -> None:
+    run_dir, graded, reference = libero_pair
+    by_index = {e["episode_index"]: e for e in graded["episodes"]}
+    for k, ref in enumerate(reference):
+        assert (by_index[k]["seed"], by_index[k]["initial_state"]) == (SEED + k, k)
+        assert by_index[k]["length"] == len(ref["actions"]) == LIBERO_STEPS
+        assert by_index[k]["success"] == ref["success"]
+        np.testing.assert_array_equal(recorded_actions(run_dir, k), ref["actions"])
+
+
+ALOHA_TASK, ALOHA_STEPS = "aloha/AlohaTransferCube-v0", 8
+
+
+def test_aloha_actions_equal_lerobot_eval_bit_for_bit(tmp_path: Path) -> None:
+    pytest.importorskip("gym_aloha", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from lerobot.envs.configs import AlohaEnv
+    from lerobot_reference import reference_episodes
+
+    checkpoint = make_checkpoint("act", "aloha", tmp_path / "pretrained_model")
+    args = ("--env", ALOHA_TASK, "--policy", f"lerobot:{checkpoint}", "--episodes", 2, "--seed", SEED)
+    r = run_cli(
+        "eval", *args, "--max-steps", ALOHA_STEPS, "--policy-options", HOST, "--out", tmp_path / "run", timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    graded = json.loads(run_cli("grade", tmp_path / "run", "--json").stdout)
+    env_cfg = AlohaEnv(task="AlohaTransferCube-v0", episode_length=ALOHA_STEPS)
+    reference = reference_episodes(checkpoint, env_cfg, [SEED, SEED + 1])
+    by_index = {e["episode_index"]: e for e in graded["episodes"]}
+    for k, ref in enumerate(reference):
+        assert by_index[k]["seed"] == SEED + k
+        assert by_index[k]["length"] == len(ref["actions"]) == ALOHA_STEPS
+        assert by_index[k]["success"] == ref["success"]
+        np.testing.assert_array_equal(recorded_actions(tmp_path / "run", k), ref["actions"])

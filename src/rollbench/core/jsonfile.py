@@ -29,9 +29,12 @@ from rollbench.core.types import ConfigError
 MAX_JSON_BYTES = 256 * 2**20  # 256 MiB: a run.json of 100,000 planned episodes is ~40 MB
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """A file type in words (``stat`` mode -> "regular file", "symbolic link", "FIFO", ...)."""
     for test, name in (
+        (stat.S_ISREG, "regular file"),
         (stat.S_ISDIR, "directory"),
+        (stat.S_ISLNK, "symbolic link"),
         (stat.S_ISFIFO, "FIFO"),
         (stat.S_ISSOCK, "socket"),
         (stat.S_ISCHR, "character device"),
@@ -55,7 +58,7 @@ def read_bytes(path: Path, what: str, max_bytes: int = MAX_JSON_BYTES) -> bytes:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise ConfigError(f"{what} {path} is a {_kind(mode)}, not a regular file")
+        raise ConfigError(f"{what} {path} is a {kind_of(mode)}, not a regular file")
     with os.fdopen(fd, "rb") as fh:
         try:
             data = fh.read(max_bytes + 1)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from rollbench.core.jsonfile import kind_of
 from rollbench.core.types import ConfigError
 
 MAX_ENTRIES = 1_000_000  # directory entries one listing may visit: 1,000 runs of 1,000 episodes have ~10 per episode
@@ -38,22 +39,6 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEX
 
 class UnsafeFile(OSError):
     """A file of a run that rollbench does not read: not a regular file, or reached through a symbolic link."""
-
-
-def kind_of(mode: int) -> str:
-    """A file type in words (``stat`` mode -> "regular file", "symbolic link", "FIFO", ...)."""
-    for test, name in (
-        (stat.S_ISREG, "regular file"),
-        (stat.S_ISDIR, "directory"),
-        (stat.S_ISLNK, "symbolic link"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-    ):
-        if test(mode):
-            return name
-    return "special file"
 
 
 def is_regular(path: Path) -> bool:

@@ -270,3 +270,20 @@ def test_a_recorded_row_that_contradicts_the_latency_rules_is_a_violation(tmp_pa
         "1 step row contradicts the latency rules (a hold row with a source, or a policy row whose observation is "
         "negative or later than its step, or a negative chunk index)"
     ]
+
+
+def test_summarize_keeps_runs_with_and_without_latency_apart(tmp_path: Path) -> None:
+    """A run with --latency is another condition: summarize gives it its own cell instead of pooling its episodes
+    with the frozen-world run of the same policy and task (a new user saw 40 episodes at 50% in one cell)."""
+    from rollbench.analysis.sources import load_runs
+    from rollbench.analysis.summarize import summarize_runs
+
+    kw: dict[str, Any] = {"env": "scripted/reach", "policy": "scripted-expert", "episodes": 3, "max_steps": 20}
+    frozen = evaluate(out=tmp_path / "none", **kw)
+    moving = evaluate(out=tmp_path / "s3", latency="steps:3", stale="execute", **kw)
+    cells = summarize_runs(load_runs([tmp_path / "none", tmp_path / "s3"]))["cells"]
+    by_model = {c["model"]: (c["episodes"], c["successes"]) for c in cells}
+    assert by_model == {
+        "scripted-expert": (3, frozen["overall"]["successes"]),
+        "scripted-expert (latency steps:3, stale execute)": (3, moving["overall"]["successes"]),
+    }

@@ -15,6 +15,7 @@ import pytest
 from test_mcp_server import error_text, mcp_session, structured
 
 pytestmark = pytest.mark.anyio
+README_RUN = ("--env", "metaworld/reach-v3", "--policy", "metaworld-expert")  # its episodes last long enough for steps
 OK = {"policy": "scripted-expert", "env": "scripted/reach", "n_episodes": 1, "max_steps": 5}
 
 
@@ -69,14 +70,17 @@ async def test_list_envs_is_short_by_default_and_detailed_on_request(tmp_path: P
     assert "unknown env family 'metawrld'" in unknown and "metaworld" in unknown
 
 
+@pytest.mark.sim
 def test_the_documented_client_example_prints_progress_for_every_episode(tmp_path: Path) -> None:
-    """docs/examples/mcp_client.py (linked from the README) as a user runs it: one progress line per episode."""
+    """docs/examples/mcp_client.py (linked from the README) as a user runs it: one progress line per episode, also
+    when episodes last long enough for the run's in-episode step events (which once crashed the server's
+    progress handler)."""
     import subprocess
     import sys
 
     example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "mcp_client.py"
     r = subprocess.run(
-        [sys.executable, str(example), "--root", str(tmp_path), "--episodes", "3"],
+        [sys.executable, str(example), "--root", str(tmp_path), "--episodes", "3", "--max-steps", "150", *README_RUN],
         capture_output=True,
         text=True,
         timeout=120,

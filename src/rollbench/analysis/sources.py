@@ -139,17 +139,23 @@ def model_of(log: dict[str, Any], *, merge_served: bool = False) -> str:
     A served policy (see :func:`served_by`) is ``NAME via URL``, NAME the model the server reported, else its policy
     name; just the URL when the server reported neither. So one policy reached through two URLs (or in process) is
     two models unless ``merge_served`` (``--merge-served``): then NAME alone, which pools it with every run whose
-    model or policy has that name."""
+    model or policy has that name. A run with ``--latency`` other than ``none`` is labelled
+    ``MODEL (latency MODE, stale RULE)``: a different condition, never pooled with runs of the frozen world."""
     from rollbench.review.summary import policy_model
 
     policy = (log.get("plan") or {}).get("policy") or {}
     model = policy_model(log) or (policy.get("model") if isinstance(policy.get("model"), str) else None)
-    if model:
-        return strip_provider(model)
     served = served_by(log)
-    if served is not None:
-        return _served_label(served[0], served[2] or served[1], merge_served)
-    return str(policy.get("name") or (log.get("spec") or {}).get("policy") or "unknown")
+    if model:
+        label = strip_provider(model)
+    elif served is not None:
+        label = _served_label(served[0], served[2] or served[1], merge_served)
+    else:
+        label = str(policy.get("name") or (log.get("spec") or {}).get("policy") or "unknown")
+    spec = log.get("spec") or {}
+    if spec.get("latency", "none") != "none":  # another condition (issue 25): never pooled with the frozen world
+        label += f" (latency {spec['latency']}, stale {spec.get('stale', 'skip')})"
+    return label
 
 
 def policy_of(log: dict[str, Any], *, merge_served: bool = False) -> str:

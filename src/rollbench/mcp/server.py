@@ -114,6 +114,8 @@ class RolloutService:
                 active.total = sum(event["totals"].values())
                 active.done = active.done_at_start = sum(event["done"].values())
                 message = f"run {run_id}: {active.done} of {active.total} episodes already recorded"
+            elif event["event"] != "episode":  # "steps" inside running episodes: get_run's live view shows them
+                return
             else:
                 active.done += 1
                 how = "succeeded" if event["success"] else f"ended by {event['termination_reason']}"

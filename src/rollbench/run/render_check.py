@@ -92,36 +92,43 @@ class RenderWatch:
     def __init__(self, black_level: int = BLACK_LEVEL, state_atol: float = STATE_ATOL) -> None:
         self.black_level, self.state_atol = black_level, state_atol
         self.steps = 0
-        self._first: dict[str, np.ndarray] = {}
+        self._first: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # camera -> (first image, state then)
+        self._seen: dict[str, int] = {}  # images of the camera given so far (a policy may get them on some steps)
         self._same: dict[str, bool] = {}
-        self._state0: np.ndarray | None = None
-        self._moved_at: int | None = None
+        self._moved_at: dict[str, int] = {}  # first step whose image came with a state unlike the first image's
 
     def add(self, images: dict[str, np.ndarray], state: np.ndarray) -> str | None:
-        """Record one step; ``"CAMERA: black: ..."`` when an image of it is black, else None."""
+        """Record one step; ``"CAMERA: black: ..."`` when an image of it is black, else None. A step may carry no
+        image (the policy is given images only on the steps it is asked for a chunk)."""
         step, self.steps = self.steps, self.steps + 1
         s = np.asarray(state, dtype=np.float64)
-        if self._state0 is None:
-            self._state0 = s.copy()
-        elif self._moved_at is None and (
-            s.shape != self._state0.shape or not np.allclose(s, self._state0, atol=self.state_atol)
-        ):
-            self._moved_at = step
         for cam, image in images.items():
             img = np.asarray(image)
             if img.size == 0 or int(img.max()) <= self.black_level:
                 return f"{cam}: black: the frame of step {step} has no pixel brighter than {self.black_level}"
             if cam not in self._first:
-                self._first[cam], self._same[cam] = img.copy(), True
-            elif self._same[cam] and not np.array_equal(self._first[cam], img):
+                self._first[cam], self._seen[cam], self._same[cam] = (img.copy(), s.copy()), 1, True
+                continue
+            self._seen[cam] += 1
+            first, state0 = self._first[cam]
+            if self._same[cam] and not np.array_equal(first, img):
                 self._same[cam] = False
+            if cam not in self._moved_at and (
+                s.shape != state0.shape or not np.allclose(s, state0, atol=self.state_atol)
+            ):
+                self._moved_at[cam] = step
         return None
 
     def frozen(self) -> str | None:
-        """``"CAMERA: frozen: ..."`` when, over at least 2 steps, a camera's images were all identical while the
-        state changed; else None."""
-        if self.steps < 2 or self._moved_at is None:
-            return None
+        """``"CAMERA: frozen: ..."`` when at least 2 images of a camera were all identical while the state at
+        those images changed; else None."""
+        for cam, same in self._same.items():
+            if same and self._seen[cam] >= 2 and cam in self._moved_at:
+                return (
+                    f"{cam}: frozen: all {self._seen[cam]} frames are identical while the state changed (first "
+                    f"change at step {self._moved_at[cam]})"
+                )
+        return None
         for cam, same in self._same.items():
             if same:
                 return (

@@ -37,7 +37,7 @@ def test_gl_records_pyopengl_platform_only_when_set(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_mujoco_family_records_the_back_end_rollbench_chooses_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rollbench.envs import gl
+    from rollbench.core import gl
 
     monkeypatch.delenv("MUJOCO_GL", raising=False)
     monkeypatch.delenv("PYOPENGL_PLATFORM", raising=False)

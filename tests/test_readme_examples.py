@@ -75,7 +75,7 @@ def test_readme_grade_table_is_one_table_naming_exactly_the_fields_grade_emits(t
     evaluate(out=tmp_path / "run", env="scripted/reach", policy="scripted-expert", episodes=3)
     doc = grade(tmp_path / "run")
     rows = _grade_table()
-    optional = {"variants", "agent_usage"}  # sweeps only, agent runs only
+    optional = {"variants", "agent_usage", "delay"}  # sweeps only, agent runs only, --latency runs only
     assert set(rows) == set(doc) | optional
     mentioned = lambda field: set(re.findall(r"`([a-z_0-9]+)`", rows[field]))  # noqa: E731
     assert set(doc["episodes"][0]) | {"agent_usage"} <= mentioned("episodes")
@@ -94,8 +94,12 @@ def test_readme_release_example_runs_as_written_on_a_plain_run_and_its_dashboard
     from rollbench.review.rubrics import load_rubric
 
     dashboard = next(ln for ln in README.splitlines() if ln.startswith(".venv/bin/rollbench dashboard"))
-    labels_file = shlex.split(dashboard.split("#")[0])[shlex.split(dashboard).index("--labels") + 1]
-    assert labels_file == "labels.json"
+    from rollbench.cli.dashboard import default_labels
+
+    args = shlex.split(dashboard.split("#")[0])
+    assert "--labels" not in args  # the default: labels.json in the first --root
+    labels_file = default_labels([Path(args[args.index("--root") + 1])]).as_posix()
+    assert labels_file == "runs/labels.json"
     evaluate(out=tmp_path / "runs/pick-place-expert", env="scripted/reach", policy="scripted-expert", episodes=2)
     run = tmp_path / "runs/pick-place-expert"
     ident = RunIdentity.from_run_log(json.loads((run / "run.json").read_text()), run)

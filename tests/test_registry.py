@@ -20,7 +20,8 @@ def test_family_prefix_with_colon_wins_over_slashes_in_the_id() -> None:
 
 def test_unknown_family_lists_the_valid_ones() -> None:
     with pytest.raises(
-        ConfigError, match=r"unknown env family 'metawrld'.*Did you mean metaworld.*Valid env families: fetch, gym"
+        ConfigError,
+        match=r"unknown env family 'metawrld'.*Did you mean metaworld.*Valid env families: aloha, fetch, gym",
     ):
         resolve_tasks("metawrld/reach-v3")
 

@@ -68,7 +68,7 @@ def test_fuzzed_replies_end_each_call_as_an_episode_error_or_a_valid_chunk_never
             for _ in replies:
                 try:
                     chunk = client.act(Observation(state=STATE), REACH.instruction)
-                    assert chunk.dtype == np.float32 and chunk.shape[-1] == 2
+                    assert chunk.dtype.kind == "f" and chunk.shape[-1] == 2  # the server's float dtype, kept
                     outcomes["chunk"] += 1
                 except EpisodeError as exc:
                     assert str(exc) and exc.fault in ("policy", "infrastructure")
@@ -88,7 +88,7 @@ def test_fuzzed_http_replies_end_each_call_as_an_episode_error_or_a_valid_chunk_
             for _ in range(n):
                 try:
                     chunk = client.act(Observation(state=STATE), REACH.instruction)
-                    assert chunk.dtype == np.float32 and chunk.shape[-1] == 2
+                    assert chunk.dtype.kind == "f" and chunk.shape[-1] == 2  # the server's float dtype, kept
                     outcomes["chunk"] += 1
                 except EpisodeError as exc:
                     assert str(exc) and exc.fault in ("policy", "infrastructure")

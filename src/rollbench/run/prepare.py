@@ -23,7 +23,7 @@ from rollbench.core.spec import EvalSpec
 from rollbench.core.types import ConfigError, PolicyInfo
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.on_disk import check_state_files, committed_lengths
-from rollbench.record.runlog import provenance, read_run_log
+from rollbench.record.runlog import check_resumable, provenance, read_run_log
 from rollbench.run.worker import build_policy
 
 
@@ -53,17 +53,12 @@ def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -
 def _policy_facts(
     spec: EvalSpec, plan: Plan, info: PolicyInfo, recorded: dict[str, Any] | None
 ) -> tuple[int, bool, Mapping[str, Sequence[int]]]:
-    """``(replan_every, needs_images, image_sizes)``: as ``recorded`` (run.json's ``plan``) where it says, else
-    resolved from the policy's ``info``."""
-    fresh = replan_interval(spec, plan.tasks, info), info.needs_images, dict(info.image_sizes)
+    """``(replan_every, needs_images, image_sizes)``: as ``recorded`` (run.json's ``plan``, of a run being resumed),
+    else resolved from the policy's ``info``."""
     if recorded is None:
-        return fresh
-    policy: dict[str, Any] = recorded["policy"] if isinstance(recorded.get("policy"), dict) else {}
-    return (
-        recorded.get("replan_every", fresh[0]),
-        policy.get("needs_images", fresh[1]),
-        policy.get("image_sizes") or {},
-    )
+        return replan_interval(spec, plan.tasks, info), info.needs_images, dict(info.image_sizes)
+    policy = recorded["policy"]  # validated (record.runlog.check_resumable)
+    return recorded["replan_every"], policy["needs_images"], policy.get("image_sizes") or {}
 
 
 def check_run_dir(run_dir: Path) -> None:
@@ -96,6 +91,8 @@ def prepare_run(
             raise ConfigError(f"cannot evaluate {t.name}: {why}")
     existing = read_run_log(run_dir)
     same = existing is not None and existing.get("spec_identity") == spec.identity()
+    if existing is not None and same:
+        check_resumable(existing, run_dir / "run.json")  # its recorded facts are what this run continues with
     info, run = _probe_policy(spec, plan, existing["plan"] if existing is not None and same else None)
     _refuse_mismatch(spec, plan, info, run_dir, existing, {"host": host_label, "robot": robot})
     warnings = _run_warnings(spec, plan, info)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.identity import run_identity
-from rollbench.core.interrupts import is_user_interrupt
+from rollbench.core.interrupts import contained
 from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
@@ -41,11 +41,10 @@ def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -
         if (check := getattr(policy, "check_tasks", None)) is not None and plan.tasks:
             check(list(plan.tasks), lambda t: run.tasks[t.name].image_size)
     finally:
-        try:
+        with contained() as closing:
             policy.close()
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
+        if closing.error:
+            exc = closing.error
             raise ConfigError(f"policy {spec.policy!r}: its close() raised {type(exc).__name__}: {exc}") from None
     return info, run
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
 from rollbench.core.episode import EpisodeRecord, failed_episode
-from rollbench.core.interrupts import is_user_interrupt
+from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
 from rollbench.core.registry import EnvOptions, make_env, make_policy
 from rollbench.core.spec import EvalSpec
@@ -144,12 +144,10 @@ class EpisodeWorker:
         """Begin ``planned`` in ``slot``: its env reset to the planned scene, the slot's policy reset."""
         spec, facts = self.setup.spec, self.setup.run.tasks[planned.task]
         task = facts.task
-        try:
+        with contained() as build:  # an env that cannot be built (a missing asset, a broken install)
             env = self._env_for(slot, facts)
-        except BaseException as exc:  # an env that cannot be built (a missing asset, a broken install)
-            if is_user_interrupt(exc):
-                raise
-            return failed_episode(planned, task, exc, "infrastructure")
+        if build.error:
+            return failed_episode(planned, task, build.error, "infrastructure")
         run = EpisodeRun(
             env,
             planned,
@@ -211,12 +209,8 @@ class EpisodeWorker:
 
 
 def _close_quietly(close: Callable[[], None], what: str) -> None:
-    try:
+    with contained(lambda exc: print(f"warning: {what}: close() raised {type(exc).__name__}: {exc}", file=sys.stderr)):
         close()
-    except BaseException as exc:
-        if is_user_interrupt(exc):
-            raise
-        print(f"warning: {what}: close() raised {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _render_fault(rec: EpisodeRecord) -> str | None:

@@ -16,8 +16,8 @@ import pytest
 from agent_double import KEY, serve_double
 from conftest import run_cli
 from rollbench.api import evaluate, grade
+from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
-from rollbench.core.types import ConfigError
 from rollbench.release.copy import build_release
 from rollbench.release.rules import PLACEHOLDER, Scanner
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo, TaskInfo
 from rollbench.core.identity import run_identity
 from rollbench.core.interrupts import is_user_interrupt, user_signals
 from rollbench.core.latency import check_latency
@@ -23,7 +24,6 @@ from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import Plan, PlannedEpisode, image_size_for, make_plan, plan_log, video_cameras_for
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
 from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
@@ -66,8 +66,8 @@ def _probe_policy(spec: EvalSpec, tasks: Sequence[TaskInfo] = ()) -> PolicyInfo:
     policy = build_policy(spec)
     info = policy.info
     try:
-        if (check := getattr(policy, "check_tasks", None)) is not None and tasks:
-            check(list(tasks), lambda t: image_size_for(spec, t, info.image_sizes))
+        if isinstance(policy, ChecksTasks) and tasks:
+            policy.check_tasks(list(tasks), lambda t: image_size_for(spec, t, info.image_sizes))
     finally:
         try:
             policy.close()

@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rollbench.cli.tables import print_table
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.paths import check_output_path
-from rollbench.core.types import ConfigError, RollbenchError
 
 console = Console(stderr=True)
 

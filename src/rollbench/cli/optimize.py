@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rollbench.cli.tables import print_table
-from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
 
 console = Console(stderr=True)
 

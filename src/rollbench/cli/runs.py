@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.record.safe_files import read_regular_json
 
 

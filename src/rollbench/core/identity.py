@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 SEGMENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _SEGMENT = re.compile(SEGMENT_PATTERN)

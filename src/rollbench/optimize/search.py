@@ -34,10 +34,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.grading.stats import wilson_interval
 from rollbench.optimize.compare import paired, paired_interval, successes_by_trial
 from rollbench.optimize.config import SearchConfig, is_better

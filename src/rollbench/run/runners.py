@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.episode import EpisodeRecord
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import ConfigError
 from rollbench.record.retry import check_mode
 from rollbench.run.worker import EpisodeSummary, EpisodeWorker, Running, WorkerSetup
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
+from rollbench.core.contracts import Env, Fault, Policy, TaskInfo
 from rollbench.core.episode import EpisodeRecord, failed_episode
 from rollbench.core.interrupts import is_user_interrupt
 from rollbench.core.plan import PlannedEpisode, image_size_for, policy_cameras_for, video_cameras_for
 from rollbench.core.registry import EnvOptions, make_env, make_policy
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import Env, Fault, Policy, TaskInfo
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run.deadline import Deadline

@@ -7,7 +7,6 @@ run directory, never in-process counters.
 from __future__ import annotations
 
 import contextlib
-import re
 import shutil
 import sys
 import time
@@ -17,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo, TaskInfo
-from rollbench.core.identity import run_identity
+from rollbench.core.format import differences
+from rollbench.core.identity import run_identity, sanitize_segment
 from rollbench.core.interrupts import is_user_interrupt, user_signals
 from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path, make_dirs
@@ -53,10 +53,10 @@ and about once a second while episodes run ``{"event": "steps", "worker", "runni
 
 
 def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
-    """``runs/<task>-<policy>-<UTC timestamp>`` with unsafe characters replaced."""
+    """``runs/<task>-<policy>-<UTC timestamp>``, the name made a valid identity segment (at most 80 characters
+    before the stamp; :func:`~rollbench.core.identity.sanitize_segment`): ``scripted-reach-zero-20261201T200000Z``."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.env}-{spec.policy}")[:80].strip("_")
-    return root / f"{name}-{stamp}"
+    return root / f"{sanitize_segment(f'{spec.env}-{spec.policy}', 'run', limit=80)}-{stamp}"
 
 
 def _probe_policy(spec: EvalSpec, tasks: Sequence[TaskInfo] = ()) -> PolicyInfo:
@@ -117,7 +117,7 @@ def prepare_run(
     existing = read_run_log(run_dir)
     if existing is not None and existing.get("spec_identity") != spec.identity():
         old, new = existing.get("spec", {}), spec.model_dump(mode="json")
-        diff = ", ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in new if old.get(k) != new.get(k))
+        diff = differences(old, new)
         raise ConfigError(
             f"{run_dir} already holds a run of a different spec ({diff or 'identity ' + str(existing.get('spec_identity'))}); "
             "choose another --out, or resume it with the same options (rollbench eval --resume RUN_DIR)"

@@ -104,6 +104,7 @@ def test_proposers_are_deterministic_new_and_of_their_kind() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_bad_optimize_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     not_ours = tmp_path / "full"
     not_ours.mkdir()

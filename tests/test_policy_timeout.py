@@ -43,6 +43,7 @@ def test_a_hanging_in_process_policy_errors_its_episode_and_the_run_goes_on(tmp_
     assert log["spec"]["policy_timeout_s"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_hanging_policy_in_a_worker_process_is_replaced_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,8 +24,8 @@ from rollbench.cli.common import fail as _fail
 from rollbench.cli.release import register as _register_release
 from rollbench.cli.runs import register as register_runs
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.serve.server import serve_policy
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.record.files import read_parquet, resolve_inside
 from rollbench.record.lerobot import DATA_PATH, chunk_file
 from rollbench.record.safe_files import open_regular, read_regular_json, run_files

@@ -7,7 +7,10 @@ Exit codes: 0 = every task decided (B better, A better, futility or budget exhau
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -127,11 +130,11 @@ def sequential_cmd(
         )
 
     try:
-        with terminate_as_interrupt():
-            doc = run_sequential(
+        with _signals_seen() as seen:
+            doc = _interruptible(seen, lambda: run_sequential(
                 spec_a, spec_b, out_dir, delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant,
                 budget=budget, look_every=look_every, execution=execution, on_look=on_look,
-            )  # fmt: skip
+            ))  # fmt: skip
     except KeyboardInterrupt as exc:
         console.print(
             f"interrupted: committed episodes are kept; the same command resumes {out_dir} and reaches the same "
@@ -148,6 +151,45 @@ def sequential_cmd(
         stdout.print_json(json.dumps(doc))
     else:
         print_sequential(stdout, doc)
+
+
+@contextlib.contextmanager
+def _signals_seen() -> Iterator[list[int]]:
+    """SIGTERM raises Terminated (as in ``rollbench eval``) and both it and SIGINT are noted in the list yielded: a
+    signal that arrives inside DuckDB (grading) comes out as its RuntimeError("Query interrupted")."""
+    seen: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_int(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_int)
+    try:
+        with terminate_as_interrupt():
+            inner = signal.getsignal(signal.SIGTERM)
+
+            def on_term(signum: int, frame: Any) -> None:
+                seen.append(signum)
+                if callable(inner):
+                    inner(signum, frame)
+
+            signal.signal(signal.SIGTERM, on_term)
+            yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interruptible(seen: list[int], call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``call()``; any error raised after a signal was received is that interruption."""
+    from rollbench.core.interrupts import Terminated
+
+    try:
+        return call()
+    except Exception:
+        if seen:
+            raise (Terminated() if seen[-1] == signal.SIGTERM else KeyboardInterrupt()) from None
+        raise
 
 
 def register(app: typer.Typer) -> None:

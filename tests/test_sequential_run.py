@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from tests.sequential_support import ROLLBENCH, replay, run_cli, sequential_argv
 
-from rollbench.analysis.sequential import compare_sequential
-from rollbench.analysis.sequential_run import run_sequential
 from rollbench.api import Execution, grade
 from rollbench.core.runlog_model import RunLog
 from rollbench.core.spec import build_spec
 from rollbench.core.types import ConfigError
+from rollbench.sequential.recompute import compare_sequential
+from rollbench.sequential.runner import run_sequential
 
 
 def _specs(noise_a: float = 6.0, noise_b: float = 0.0, env: str = "scripted/reach"):

@@ -251,8 +251,8 @@ def compare_cmd(
 
 def _compare_sequential(out: Console, runs: list[Path], as_json: bool, other_options: bool) -> None:
     """``compare --sequential``: the decision and every look recomputed from the arms (exit 2 when refused)."""
-    from rollbench.analysis.sequential import compare_sequential
     from rollbench.cli.sequential import print_sequential
+    from rollbench.sequential.recompute import compare_sequential
 
     try:
         if other_options:

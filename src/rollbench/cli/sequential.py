@@ -105,10 +105,10 @@ def sequential_cmd(
     """Run policies A and B on the same planned episodes pair by pair, update a sequential paired test after every
     pair, and stop at the first decision: B better or A better at level alpha, futility at delta, or the budget.
     Each arm is an ordinary run directory; `rollbench compare --sequential OUT` recomputes the decision."""
-    from rollbench.analysis.sequential_run import run_sequential
     from rollbench.api import Execution
     from rollbench.cli.common import out as stdout
     from rollbench.core.interrupts import Terminated
+    from rollbench.sequential.runner import run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
     try:

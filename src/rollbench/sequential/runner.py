@@ -7,13 +7,13 @@ look and the decision, rewritten after every round).
 
 Rounds: each arm runs until the first ``target`` planned episodes of the task are committed (``should_stop`` stops
 starting episodes once they are finished; episodes in flight still finish and are kept), then the test is recomputed
-*from disk* (:func:`rollbench.analysis.sequential.compare_sequential`, the same code ``compare --sequential`` runs),
+*from disk* (:func:`rollbench.sequential.recompute.compare_sequential`, the same code ``compare --sequential`` runs),
 so a pair counts only when both episodes are committed. ``target`` grows by the look interval, or by the episodes in
 flight at once (workers x batch size) when that is larger. The decision is that of the first deciding look in plan
 order, whatever the round size, the finishing order or an interruption: a SIGKILL or Ctrl-C leaves resumable arms,
 and the same command resumes them and reaches the same decision (the episodes are pure functions of task, seed,
 initial state and policy). Tasks run one after another, each stopping at its decision; a suite's per-task tests run
-at ``alpha / m`` (Bonferroni) and its pooled test at ``alpha`` (see :mod:`rollbench.analysis.sequential`).
+at ``alpha / m`` (Bonferroni) and its pooled test at ``alpha`` (see :mod:`rollbench.sequential.recompute`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rollbench.analysis.sequential import LOG_NAME, compare_sequential, design_record, rule_for
 from rollbench.api import evaluate
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path, make_dirs
@@ -34,6 +33,7 @@ from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
 from rollbench.record.files import atomic_write_json
 from rollbench.record.runlog import RunLock, read_run_log, write_run_log
 from rollbench.run.runners import Execution
+from rollbench.sequential.recompute import LOG_NAME, compare_sequential, design_record, rule_for
 
 ARM_FIELDS = ("policy", "policy_options", "action_noise")  # what may differ between A and B; the rest pairs them
 OnLook = Callable[[dict[str, Any]], None]

@@ -23,21 +23,69 @@ whichever tasks stopped when), a different question from the per-task ones, at i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from rollbench.analysis.sources import RunData, load_runs
 from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import SequentialRecord
 from rollbench.core.types import ConfigError
+from rollbench.grading.grade import grade, load_run_log
 from rollbench.grading.sequential import FINAL, MAX_SEQUENTIAL_PAIRS, SequentialDesign, design, run_looks
+from rollbench.record.runlog import find_run_dirs, is_locked
 
 LOG_NAME = "sequential.json"  # the decision log, in the directory holding the arms
 DERIVED = ("theta1", "efficacy_llr", "futility_llr", "type1_error", "futility_error", "power", "fixed_n")
 PLAN_FIELDS = ("trial", "seed", "initial_state", "instruction", "max_steps", "success_rule")
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One arm as recorded: its path (``source``), run.json (``log``), grade's episode rows and its policy's name."""
+
+    source: str
+    log: dict[str, Any]
+    episodes: list[dict[str, Any]]
+
+    @property
+    def model(self) -> str:
+        return str(((self.log.get("plan") or {}).get("policy") or {}).get("name", "?"))
+
+
+def load_arm(run_dir: Path) -> RunData:
+    """An arm's run log and graded episodes; ConfigError when it is still being recorded, unfinished or damaged."""
+    log = load_run_log(run_dir)
+    if log.get("status") == "RUNNING":
+        why = "being recorded" if is_locked(run_dir) else "not finished (its writer stopped)"
+        raise ConfigError(f"{run_dir} is {why}: resume it with the same rollbench sequential command")
+    result = grade(run_dir, check_videos=False)
+    if result["violations"]:
+        n = len(result["violations"])
+        raise ConfigError(
+            f"{run_dir} is damaged ({n} violation(s) by rollbench grade: {result['violations'][0]}); it is not "
+            "analysed. Run `rollbench grade` on it for every problem"
+        )
+    return RunData(str(run_dir), log, result["episodes"])
+
+
+def load_arms(paths: list[Path]) -> list[RunData]:
+    """The run directories at or below ``paths`` (as ``rollbench runs`` finds them), each read once."""
+    seen: set[Path] = set()
+    arms = []
+    for path in paths:
+        if not Path(path).is_dir():
+            raise ConfigError(f"{path} is not a directory; give run directories or the directory holding them")
+        dirs = find_run_dirs([Path(path)])
+        if not dirs:
+            raise ConfigError(f"{path} holds no rollbench run (no run.json)")
+        for d in dirs:
+            if d.resolve() not in seen:
+                seen.add(d.resolve())
+                arms.append(load_arm(d))
+    return arms
 
 
 @lru_cache(maxsize=16)
@@ -184,11 +232,7 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
     Returns ``{"statistics": "sequential", "rule", "alpha_family", "correction", "tasks": [task documents, family
     order], "pooled": {...} or None (one task), "log": {"path", "agrees"} or None}``. Raises ConfigError (see
     the module docstring)."""
-    loaded = load_runs(list(paths), allow_exports=False)
-    if loaded.in_progress:
-        p = loaded.in_progress[0]
-        raise ConfigError(f"{p['path']} is {p['why']}: resume it with the same rollbench sequential command")
-    pairs = _pair_up(loaded.runs)
+    pairs = _pair_up(load_arms(paths))
     if not pairs:
         raise ConfigError("no arm of a rollbench sequential comparison was given")
     family = pairs[0][2].family

@@ -90,7 +90,14 @@ def _committed(run_dir: Path) -> int:
     return len(committed_lengths(run_dir)) if (run_dir / "run.json").exists() else 0
 
 
-def _advance(spec: EvalSpec, run_dir: Path, target: int, execution: Execution, labels: dict[str, str | None]) -> None:
+def _advance(
+    spec: EvalSpec,
+    run_dir: Path,
+    target: int,
+    execution: Execution,
+    labels: dict[str, str | None],
+    cancelled: Callable[[], bool],
+) -> None:
     """Run the arm until its first ``target`` planned episodes are finished (resuming it if it was interrupted)."""
     log = read_run_log(run_dir) if run_dir.exists() else None
     if log is not None and log.get("status") not in ("RUNNING", "INTERRUPTED") and _committed(run_dir) >= target:
@@ -102,7 +109,7 @@ def _advance(spec: EvalSpec, run_dir: Path, target: int, execution: Execution, l
             finished.add(int(event["episode_index"]))
 
     def should_stop() -> bool:
-        return all(i in finished for i in range(target))
+        return cancelled() or all(i in finished for i in range(target))
 
     evaluate(spec, out=run_dir, execution=execution, progress=progress, should_stop=should_stop, **labels)
 
@@ -130,11 +137,14 @@ def run_sequential(
     look_every: int = 1,
     execution: Execution | None = None,
     on_look: OnLook | None = None,
+    should_stop: Callable[[], bool] | None = None,
     host_label: str | None = None,
     robot: str | None = None,
 ) -> dict[str, Any]:
     """Run the comparison into ``out`` (see the module docstring) and return :func:`compare_sequential`'s document,
     which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
+    ``should_stop`` is polled as in :func:`rollbench.api.evaluate`: once True no new episode starts, and the document
+    returned is the comparison as it stands (resumable: the same call goes on).
 
     Raises ConfigError before anything runs on bad input (specs that do not pair, impossible design, ``out`` holding
     something else or a comparison with other parameters); ValueError from the design is turned into ConfigError."""
@@ -156,6 +166,7 @@ def run_sequential(
     make_dirs(out, "--out")
     labels = {"host_label": host_label, "robot": robot}
     step = max(look_every, execution.workers * execution.batch_size)
+    cancelled = should_stop or (lambda: False)
     seen: dict[str, int] = {}
     doc: dict[str, Any] = {}
     so_far: list[Path] = []
@@ -174,7 +185,7 @@ def run_sequential(
         while True:
             target = min(rule.budget, counted + step)
             for arm, other in (("a", "b"), ("b", "a")):
-                _advance(specs[arm], dirs[arm], target, execution, labels)
+                _advance(specs[arm], dirs[arm], target, execution, labels, cancelled)
                 _record(dirs[arm], {**block, "arm": arm, "partner": dirs[other].name, "decision": None})
             doc = compare_sequential(so_far)
             row = next(t for t in doc["tasks"] if t["task"] == task)
@@ -188,10 +199,10 @@ def run_sequential(
                     decided = {"decision": row["decision"], "stopped_at": row["stopped_at"]}
                     _record(dirs[arm], {**block, "arm": arm, "partner": dirs[other].name, **decided})
             _write_log(out, parameters, compare_sequential(so_far) if done else doc)
-            if done:
+            if done or cancelled():
                 break
             counted = row["pairs_counted"]
-    doc = compare_sequential([out])
+    doc = compare_sequential(so_far)
     _write_log(out, parameters, doc)
     return {**doc, "parameters": parameters, "out": str(out)}
 

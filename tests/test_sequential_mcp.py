@@ -8,8 +8,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp_support import error_text, mcp_session, structured
 
+from mcp_support import error_text, mcp_session, structured
 from rollbench.sequential.recompute import compare_sequential
 
 

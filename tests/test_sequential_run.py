@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.sequential_support import ROLLBENCH, replay, run_cli, sequential_argv
 
 from rollbench.api import Execution, grade
 from rollbench.core.runlog_model import RunLog
@@ -23,6 +22,7 @@ from rollbench.core.spec import build_spec
 from rollbench.core.types import ConfigError
 from rollbench.sequential.recompute import compare_sequential
 from rollbench.sequential.runner import run_sequential
+from sequential_support import ROLLBENCH, replay, run_cli, sequential_argv
 
 
 def _specs(noise_a: float = 6.0, noise_b: float = 0.0, env: str = "scripted/reach"):

@@ -52,7 +52,10 @@ class RunData:
 
     @property
     def model(self) -> str:
-        return str(((self.log.get("plan") or {}).get("policy") or {}).get("name", "?"))
+        """The policy's name, with its action noise when it has one (arms often differ only by it)."""
+        name = str(((self.log.get("plan") or {}).get("policy") or {}).get("name", "?"))
+        noise = (self.log.get("spec") or {}).get("action_noise") or 0
+        return f"{name} (action noise {noise:g})" if noise else name
 
 
 def load_arm(run_dir: Path) -> RunData:

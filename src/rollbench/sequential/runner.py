@@ -19,11 +19,12 @@ at ``alpha / m`` (Bonferroni) and its pooled test at ``alpha`` (see :mod:`rollbe
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rollbench.api import evaluate
+from rollbench.api import evaluate, prepare_run
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import make_plan
@@ -163,6 +164,8 @@ def run_sequential(
     parameters = _parameters(tasks, spec_a, spec_b, {**settings, "budget": rule.budget, "look_every": look_every})
     check_output_path(out, "--out", directory=True)
     _check_resume(out, parameters)
+    for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
+        prepare_run(spec, out / f".preflight-{uuid.uuid4().hex}", host_label, robot)
     make_dirs(out, "--out")
     labels = {"host_label": host_label, "robot": robot}
     step = max(look_every, execution.workers * execution.batch_size)

@@ -90,13 +90,39 @@ def check_run_dir(run_dir: Path) -> None:
         committed_lengths(run_dir)
 
 
+def check_one_stream(info: PolicyInfo, spec: EvalSpec, plan: Plan, execution: Execution | None, resuming: bool) -> None:
+    """ConfigError unless a policy whose episodes share one random stream (``PolicyInfo.one_stream``, e.g. a LeRobot
+    checkpoint with seeding ``lerobot-eval``) gets it as its reference run does: one task, its trials 0..N-1 in
+    order (seeds ``--seed`` + k), one worker, one slot, into a fresh run directory."""
+    why = []
+    if execution is not None and execution.workers > 1:
+        why.append(f"--workers {execution.workers} (give 1)")
+    if execution is not None and execution.batch_size > 1:
+        why.append(f"--batch-size {execution.batch_size} (give 1)")
+    if resuming:
+        why.append("a resume (give a new --out)")
+    if len(plan.tasks) > 1:
+        why.append(f"{len(plan.tasks)} tasks (give one)")
+    if any(e.variant is not None for e in plan.episodes):
+        why.append("an instruction sweep")
+    if spec.first_trial:
+        why.append(f"--first-trial {spec.first_trial} (its stream starts at trial 0)")
+    if why:
+        raise ConfigError(f"{info.one_stream}, so it cannot run with " + ", ".join(why))
+
+
 def prepare_run(
-    spec: EvalSpec, run_dir: Path, host_label: str | None = None, robot: str | None = None
+    spec: EvalSpec,
+    run_dir: Path,
+    host_label: str | None = None,
+    robot: str | None = None,
+    execution: Execution | None = None,
 ) -> tuple[Plan, dict[str, Any]]:
     """Validate everything that can be validated before motion; return the plan and the run log to write.
 
     ``host_label`` and ``robot`` set the run's identity (defaults: see :func:`rollbench.core.identity.run_identity`); a
-    resumed run keeps the identity it recorded, and asking for another one is a ConfigError."""
+    resumed run keeps the identity it recorded, and asking for another one is a ConfigError. ``execution`` is
+    checked against a policy that declares ``one_stream`` (see :func:`check_one_stream`)."""
     check_run_dir(run_dir)
     plan = make_plan(spec)
     identity = run_identity(run_dir, [t.family for t in plan.tasks], host_label, robot).to_dict()
@@ -114,6 +140,8 @@ def prepare_run(
     task_replan = {t.replan_every for t in plan.tasks}
     replan_every = spec.replan_every or info.replan_every or (task_replan.pop() if len(task_replan) == 1 else None) or 1
     existing = read_run_log(run_dir)
+    if info.one_stream:
+        check_one_stream(info, spec, plan, execution, resuming=existing is not None)
     if existing is not None and existing.get("spec_identity") != spec.identity():
         old, new = existing.get("spec", {}), spec.model_dump(mode="json")
         diff = ", ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in new if old.get(k) != new.get(k))
@@ -123,7 +151,7 @@ def prepare_run(
         )
     if existing is None and run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
-    warnings = []
+    warnings = list(info.warnings)
     if spec.success_rule:
         for t in plan.tasks:
             if t.success_rule != spec.success_rule:
@@ -196,7 +224,7 @@ def evaluate(
     spec = spec or build_spec(**fields)
     execution = execution or Execution()
     run_dir = Path(out) if out is not None else default_run_dir(spec)
-    plan, log = prepare_run(spec, run_dir, host_label, robot)
+    plan, log = prepare_run(spec, run_dir, host_label, robot, execution)
     created = not run_dir.exists()
     make_dirs(run_dir, "--out")
     try:

@@ -71,7 +71,7 @@ if ! ldconfig -p | grep -q 'libavcodec\.so\.'; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing ffmpeg (shared libraries for torchcodec)"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends ffmpeg
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null
 fi
 
 # pip's messages about the local index folders this machine lists are noise; errors are shown in full.

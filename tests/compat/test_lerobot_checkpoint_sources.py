@@ -50,7 +50,16 @@ def test_a_hub_id_runs_from_the_hub_cache_and_a_version_mismatch_is_named(tmp_pa
     args = ("--env", "pusht/PushT-v0", "--policy", f"lerobot:{REPO_ID}", "--episodes", 1, "--seed", SEED)
     options = json.dumps({"python": sys.executable, "device": "cpu"})
     r = run_cli(
-        "eval", *args, "--max-steps", STEPS, "--policy-options", options, "--out", tmp_path / "run", env=env, timeout=600
+        "eval",
+        *args,
+        "--max-steps",
+        STEPS,
+        "--policy-options",
+        options,
+        "--out",
+        tmp_path / "run",
+        env=env,
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     mismatch = f"checkpoint saved by lerobot {CARD_VERSION}, run by lerobot {lerobot.__version__}"

@@ -98,6 +98,9 @@ class Provenance(BaseModel):
 
     versions: dict[str, str | None]
     gl: dict[str, str | None] = Field(description="MUJOCO_GL (null when unset) and PYOPENGL_PLATFORM when set.")
+    renderers: dict[str, str] = Field(
+        default_factory=dict, description="Family -> what draws its images (MuJoCo's OpenGL, pygame, none)."
+    )
     python: str
     git_commit: str | None
     host: str

@@ -39,6 +39,7 @@ from rollbench.record.runlog import (
     write_run_log,
 )
 from rollbench.record.writer import DatasetWriter
+from rollbench.run.ray_options import RayOptions as RayOptions  # public: Execution(ray=RayOptions(...))
 from rollbench.run.runners import Execution, run_episodes
 from rollbench.run.worker import WorkerSetup
 

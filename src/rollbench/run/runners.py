@@ -6,13 +6,14 @@ A runner never computes metrics and never decides what an episode is: the plan f
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rollbench.core.episode import EpisodeRecord
 from rollbench.core.plan import PlannedEpisode
 from rollbench.core.types import ConfigError
 from rollbench.record.retry import check_mode
+from rollbench.run.ray_options import RayOptions
 from rollbench.run.worker import EpisodeSummary, EpisodeWorker, Running, WorkerSetup
 
 OnResult = Callable[[EpisodeSummary], None]
@@ -31,13 +32,15 @@ class Execution:
     """How to run (not part of the run's identity): worker count, executor, and episodes per worker in lockstep
     (``batch_size``, see :mod:`rollbench.run.lockstep`). None of these changes what an episode records.
     ``retry_errors`` says which errored episodes a resume re-runs: ``infra``, ``all`` or ``none`` (see
-    :mod:`rollbench.record.retry`)."""
+    :mod:`rollbench.record.retry`). ``ray``: resources, placement and policy place of Ray actors
+    (:class:`~rollbench.run.ray_options.RayOptions`; only with ``executor="ray"``)."""
 
     workers: int = 1
     executor: str = "local"
     ray_address: str | None = None
     batch_size: int = 1
     retry_errors: str = "infra"
+    ray: RayOptions = field(default_factory=RayOptions)
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -48,6 +51,8 @@ class Execution:
             raise ConfigError(f"unknown executor {self.executor!r}; valid executors: {', '.join(EXECUTORS)}")
         if self.ray_address and self.executor != "ray":
             raise ConfigError("--ray-address only applies to --executor ray")
+        if self.ray != RayOptions() and self.executor != "ray":
+            raise ConfigError("--ray-cpus/--ray-gpus/--ray-resources/--ray-placement only apply to --executor ray")
         check_mode(self.retry_errors)
 
 
@@ -135,4 +140,4 @@ def run_episodes(
         )
     from rollbench.run.ray_runner import run_ray
 
-    return run_ray(setup, list(todo), execution.workers, execution.ray_address, on_result, should_stop, state)
+    return run_ray(setup, list(todo), execution, on_result, should_stop, state)

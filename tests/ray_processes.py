@@ -113,35 +113,42 @@ class ProcessCluster:
         node.node_id = new.pop()
         return node
 
+    @staticmethod
+    def _session(sid: int) -> list[tuple[int, str]]:
+        """``(pid, command line)`` of every process of session ``sid``: a node's processes (Ray puts each worker
+        in a process group of its own, inside the session of its node's ``ray start``)."""
+        ps = subprocess.run(["ps", "-eo", "pid=,sid=,args="], capture_output=True, text=True, check=True).stdout
+        rows = [line.split(None, 2) for line in ps.splitlines()]
+        return [(int(r[0]), r[2] if len(r) > 2 else "") for r in rows if len(r) >= 2 and int(r[1]) == sid]
+
     def node_running(self, title: str) -> Node:
         """The live worker node one of whose processes has ``title`` in its command line (a Ray worker's process
-        title, e.g. ``ray::EpisodeActor``): nodes are process groups, see :meth:`kill`."""
-        ps = subprocess.run(["ps", "-eo", "pgid=,args="], capture_output=True, text=True, check=True).stdout
-        groups = {int(line.split(None, 1)[0]) for line in ps.splitlines() if title in line}
+        title, e.g. ``ray::EpisodeActor``)."""
         for node in self.nodes:
-            if node.proc.poll() is None and node.proc.pid in groups:
+            if node.proc.poll() is None and any(title in args for _, args in self._session(node.proc.pid)):
                 return node
         raise LookupError(f"no worker node runs {title!r}")
 
-    @staticmethod
-    def kill(node: Node) -> None:
-        """SIGKILL every process of ``node`` (raylet, object store, its actors): a machine lost."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(node.proc.pid, signal.SIGKILL)
-        node.proc.wait(timeout=30)
+    def kill(self, node: Node, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` (default SIGKILL: a machine lost) to every process of ``node``: raylet, object store, its
+        actors; waits for its ``ray start`` to end."""
+        for pid, _ in self._session(node.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        if sig == signal.SIGKILL:
+            node.proc.wait(timeout=30)
 
     def shutdown(self) -> None:
-        for node in [*self.nodes, self.head]:
-            try:
-                os.killpg(node.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-        for node in [*self.nodes, self.head]:
+        """Stop every node (SIGTERM, then SIGKILL after 8 s for what is left) and remove the cluster's directory."""
+        nodes = [*self.nodes, self.head]
+        for node in nodes:
+            self.kill(node, signal.SIGTERM)
+        deadline = time.monotonic() + 8
+        for node in nodes:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                node.proc.wait(timeout=8)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(node.proc.pid, signal.SIGKILL)
-            node.proc.wait(timeout=30)
+                node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for node in nodes:
+            self.kill(node)
         shutil.rmtree(self.base, ignore_errors=True)
 
     def connect(self) -> Any:

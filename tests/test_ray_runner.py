@@ -22,6 +22,7 @@ import pytest
 from ray_processes import ProcessCluster, can_unshare
 from ray_run_files import recorded, same_run
 from rollbench.api import Execution, RayOptions, evaluate, grade
+from rollbench.core.runlog_model import RunLog
 from rollbench.run import ray_runner
 
 ray = pytest.importorskip("ray")
@@ -86,6 +87,22 @@ def test_cli_metaworld_on_nodes_without_the_run_directory_records_what_local_wor
     assert ex["ray"]["placement"] == "spread" and ex["ray"]["shared_fs"] is False
 
 
+def test_a_driver_without_the_clusters_token_exits_2_naming_token_auth(cluster: ProcessCluster, tmp_path: Path) -> None:
+    env = {**cluster.environ(), "RAY_AUTH_TOKEN": "0" * 64}
+    env.pop("RAY_AUTH_TOKEN_PATH")
+    args = ["eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "1", "--executor", "ray"]
+    r = subprocess.run(
+        [ray_runner_cli(), *args, "--ray-address", cluster.address, "--out", str(tmp_path / "x")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 2, r.stderr
+    assert f"cannot start or reach Ray at {cluster.address}" in r.stderr and "RAY_AUTH_TOKEN" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "x").exists()
+
+
 def ray_runner_cli() -> str:
     from conftest import rollbench_bin
 
@@ -114,7 +131,7 @@ def test_corrupted_and_oversized_replies_are_infrastructure_errors_and_a_resume_
     assert "failed its SHA-256 checksum" in rows[1]["error"]
     assert "over the 1,000,000-byte bound" in rows[2]["error"]
     for i in (0, 3):
-        assert rows[i] == {**ref["episodes"][i], "episode_time_s": rows[i]["episode_time_s"]}
+        assert rows[i] == ref["episodes"][i]
     monkeypatch.undo()
     again = evaluate(**SCRIPTED, episodes=2, action_noise=0.3, out=out, execution=_ray(cluster))
     assert again["status"] == "OK" and [e["termination_reason"] for e in again["episodes"]] == [
@@ -136,7 +153,9 @@ def test_gpu_share_custom_resources_and_one_policy_per_node_give_the_in_process_
     result = evaluate(**SCRIPTED, episodes=4, action_noise=0.3, out=out, execution=ex)
     assert result["status"] == "OK"
     same_run(out, tmp_path / "ref")
-    log = json.loads((out / "run.json").read_text())["executions"][-1]["ray"]
+    full = json.loads((out / "run.json").read_text())
+    assert RunLog.model_validate(full).model_dump(mode="json", by_alias=True, exclude_unset=True) == full
+    log = full["executions"][-1]["ray"]
     assert {a["node"] for a in log["actors"]} == {gpu.node_id}
     assert {a["episodes"] for a in log["actors"]} == {"shared"}
     (policy,) = log["policy_actors"]

@@ -240,7 +240,13 @@ def _init(ray: Any, address: str | None, workers: int, opts: RayOptions) -> None
             "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH (see docs/cluster.md)"
         ) from None
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise ConfigError(f"cannot start or reach Ray at {address or 'a new local instance'}: {exc}") from None
+        hint = ""
+        if address and os.environ.get("RAY_AUTH_MODE", "token").lower() != "disabled":
+            hint = (
+                " (Ray's token authentication is on by default: does this driver have the cluster's token? "
+                "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; see docs/cluster.md)"
+            )
+        raise ConfigError(f"cannot start or reach Ray at {address or 'a new local instance'}: {exc}{hint}") from None
 
 
 def run_ray(

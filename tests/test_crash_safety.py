@@ -60,6 +60,7 @@ def wait_for_committed(out: Path, n: int) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_leaves_committed_episodes_readable_and_resume_completes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = start_slow_run(out, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -113,6 +114,7 @@ def test_interrupted_commit_is_repaired_from_the_staged_copy(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and_says_how_to_resume(
     tmp_path: Path, signum: int, code: int
 ) -> None:

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from ray_processes import ProcessCluster, can_unshare
-from ray_run_files import recorded, same_run
 from rollbench.api import Execution, RayOptions, evaluate, grade
 from rollbench.core.runlog_model import RunLog
 from rollbench.run import ray_runner
+from run_tables import recorded_tables, same_run
 
 ray = pytest.importorskip("ray")
 pytestmark = [
@@ -209,4 +209,4 @@ def test_a_node_killed_mid_run_and_one_added_the_run_has_exactly_n_episodes(
     ex = json.loads((out / "run.json").read_text())["executions"][-1]
     assert ex["worker_deaths"] >= 1 and ex["episodes_lost"] == 0
     assert ex["worker_starts"] == 2 + ex["worker_deaths"]
-    assert recorded(out)[0].equals(recorded(tmp_path / "ref")[0])
+    assert recorded_tables(out)[0].equals(recorded_tables(tmp_path / "ref")[0])

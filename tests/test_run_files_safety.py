@@ -107,6 +107,7 @@ def test_listing_skips_links_fifos_sockets_and_second_names(layout: tuple[Path, 
 
 
 @pytest.mark.parametrize("victim", [f"{DATA}/file-002.parquet", "run.json", "meta/info.json"])
+@pytest.mark.slow
 def test_a_fifo_in_place_of_a_run_file_never_hangs_a_reader(layout: tuple[Path, Path], victim: str) -> None:
     run, canary = layout
     (run / victim).unlink()
@@ -154,6 +155,7 @@ def test_the_dashboard_lists_good_runs_beside_a_fifo_run_log(layout: tuple[Path,
     assert [r["name"] for r in runs["runs"]] == ["r"] and csv.status_code == 200
 
 
+@pytest.mark.slow
 def test_outputs_inside_a_run_directory_are_refused(layout: tuple[Path, Path]) -> None:
     run, _ = layout
     before = tree_hash(run)
@@ -175,6 +177,7 @@ def truncated(layout: tuple[Path, Path], recorded: Path) -> tuple[Path, Path]:
     return run, recorded
 
 
+@pytest.mark.slow
 def test_a_damaged_run_is_refused_by_every_analysis_naming_the_run(truncated: tuple[Path, Path], other: Path) -> None:
     run, good = truncated[0], other
     for cmd in (
@@ -188,6 +191,7 @@ def test_a_damaged_run_is_refused_by_every_analysis_naming_the_run(truncated: tu
     assert not (run.parent.parent / "rep.html").exists()
 
 
+@pytest.mark.slow
 def test_allow_damaged_includes_the_run_marked_in_every_output(truncated: tuple[Path, Path], other: Path) -> None:
     run, good = truncated[0], other
     doc = json.loads(run_cli("summarize", run, "--json", "--allow-damaged").stdout)
@@ -205,6 +209,7 @@ def test_allow_damaged_includes_the_run_marked_in_every_output(truncated: tuple[
     assert "DAMAGED" in html.read_text()
 
 
+@pytest.mark.slow
 def test_a_byte_copy_of_a_run_is_pooled_once(recorded: Path, tmp_path: Path) -> None:
     root = tmp_path / "runs"
     shutil.copytree(recorded, root / "a", symlinks=True)

@@ -23,7 +23,7 @@ from websockets.sync.client import connect
 from hostile_peers import http_bodies, ws_cases
 from rollbench.api import evaluate
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
-from test_remote_policy import served
+from served_policy import served
 
 OBJECT_SEED = {b"__ndarray__": True, b"data": b"\x01" * 8, b"dtype": "|O", b"shape": [1]}
 STATE = np.array([0.1, 0.1, 0.5, 0.1], np.float32)  # a scripted/reach state
@@ -148,6 +148,7 @@ def test_nan_in_an_observation_gets_an_error_reply_not_nan_actions(protocol: str
     assert "the state has 2 non-finite value(s) (NaN or infinity), first at index [1]" in str(err.value)
 
 
+@pytest.mark.slow
 def test_limits_are_recorded_in_the_metadata_and_configurable(tmp_path: Path) -> None:
     with served(tmp_path, "scripted-expert", "ws") as (url, _, _), connect(url) as ws:
         assert unpack_msgpack(ws.recv(timeout=10))["limits"] == {
@@ -308,6 +309,7 @@ def test_an_oversized_http_body_is_refused_with_413_while_another_client_keeps_i
     assert len(times) > 10 and max(times) < 2.0, f"the other client's calls took up to {max(times):.2f} s"
 
 
+@pytest.mark.slow
 def test_silent_half_sent_and_slow_http_requests_are_closed_after_the_request_timeout(tmp_path: Path) -> None:
     with served(tmp_path, "scripted-expert", "http", "--request-timeout-s", "1") as (url, _, _):
         port = int(url.split(":")[2].split("/")[0])

@@ -34,27 +34,17 @@ import os
 import shutil
 import time
 import uuid
-from typing import Any, Protocol
+from typing import Any
 
 from rollbench.core.plan import PlannedEpisode
 from rollbench.core.types import ConfigError
-from rollbench.run.pool import Event, OnResult, OnWorker, ShouldStop, run_pool
+from rollbench.run.execution import Execution
+from rollbench.run.observer import RunObserver
+from rollbench.run.pool import Event, run_pool
 from rollbench.run.ray_actor import EpisodeActor, probe_dir
 from rollbench.run.ray_options import RayOptions
 from rollbench.run.ray_reply import ReplyChecker
 from rollbench.run.worker import WorkerSetup
-
-
-class RayExecution(Protocol):
-    """What :func:`run_ray` reads of a :class:`rollbench.run.runners.Execution`."""
-
-    @property
-    def workers(self) -> int: ...
-    @property
-    def ray_address(self) -> str | None: ...
-    @property
-    def ray(self) -> RayOptions: ...
-
 
 FORWARDED_ENV = ("MUJOCO_GL", "PYOPENGL_PLATFORM")  # offscreen GL choice of the driver, given to actors on a cluster
 
@@ -250,15 +240,10 @@ def _init(ray: Any, address: str | None, workers: int, opts: RayOptions) -> None
 
 
 def run_ray(
-    setup: WorkerSetup,
-    todo: list[PlannedEpisode],
-    execution: RayExecution,
-    on_result: OnResult,
-    should_stop: ShouldStop,
-    on_worker: OnWorker,
+    setup: WorkerSetup, todo: list[PlannedEpisode], execution: Execution, observer: RunObserver
 ) -> dict[str, Any]:
-    """Run ``todo`` on ``execution.workers`` Ray actors; connects to ``execution.ray_address`` or starts a private
-    local Ray instance. Returns the pool's counters and ``ray``: the options, ``actors`` and ``policy_actors`` (where
+    """Run ``todo`` on ``execution.workers`` Ray actors, telling ``observer`` (see :mod:`rollbench.run.pool`); connects
+    to ``execution.ray_address`` or starts a private local Ray instance. Returns the pool's counters and ``ray``: the options, ``actors`` and ``policy_actors`` (where
     each ran: node id, ip, pid, GPU ids, ``episodes`` shipped or shared) and ``nodes`` (their ip and resources).
 
     If this process is already connected to Ray (``ray.is_initialized()``), that connection is used and kept.
@@ -276,17 +261,7 @@ def run_ray(
         backend = RayBackend(
             setup, execution.ray, execution.workers, forward_env=not owned or bool(execution.ray_address)
         )
-        counters: dict[str, Any] = run_pool(
-            backend,
-            execution.workers,
-            todo,
-            setup.run_dir,
-            setup.tasks,
-            on_result,
-            should_stop,
-            on_worker,
-            setup.batch_size,
-        )
+        counters: dict[str, Any] = run_pool(backend, setup, todo, observer, slots=execution.workers)
         return {**counters, "ray": backend.record}
     finally:
         if owned:

@@ -177,6 +177,26 @@ def test_gpu_share_custom_resources_and_one_policy_per_node_give_the_in_process_
     assert {a["node"] for a in log2["actors"]} == {gpu.node_id}
 
 
+def test_a_served_policy_per_node_records_what_an_in_process_client_of_the_same_server_records(
+    cluster: ProcessCluster, tmp_path: Path
+) -> None:
+    """``--ray-policy-per-node`` with a served policy: each node's policy actor is the node's one client of the
+    server (a batched websocket client, every env slot its own session); the episodes are those of the driver's own
+    client of the same server. The server listens on loopback, which the nodes share with the driver."""
+    from served_policy import served
+
+    spec: dict[str, Any] = dict(env="scripted/reach", episodes=4, seed=2, action_noise=0.3)
+    with served(tmp_path, "scripted-expert", "ws", "--max-batch", "4", "--max-sessions", "16") as (url, _, _):
+        evaluate(**spec, policy=url, out=tmp_path / "ref")
+        ex = replace(_ray(cluster, policy="node"), batch_size=2)
+        result = evaluate(**spec, policy=url, out=cluster.runs / "served", execution=ex)
+    assert result["status"] == "OK"
+    same_run(cluster.runs / "served", tmp_path / "ref")
+    log = json.loads((cluster.runs / "served/run.json").read_text())["executions"][-1]["ray"]
+    assert log["policy"] == "node"
+    assert sorted(p["node"] for p in log["policy_actors"]) == sorted({a["node"] for a in log["actors"]})
+
+
 def test_a_node_killed_mid_run_and_one_added_the_run_has_exactly_n_episodes(
     cluster: ProcessCluster, tmp_path: Path
 ) -> None:

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
+from rollbench.core.contracts import Env, Fault, Policy, TaskInfo
 from rollbench.core.episode import EpisodeRecord, failed_episode
 from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
 from rollbench.core.registry import EnvOptions, make_env, make_policy
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import Env, Fault, Policy, TaskInfo
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run.deadline import Deadline

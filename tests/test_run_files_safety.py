@@ -86,12 +86,15 @@ def test_a_directory_link_inside_the_run_is_not_followed_nor_deleted_through(lay
     assert os.path.islink(run / "data/chunk-001")
 
 
-def test_listing_skips_links_fifos_sockets_and_second_names(layout: tuple[Path, Path]) -> None:
+def test_listing_skips_links_fifos_sockets_and_second_names(
+    layout: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     run, canary = layout
     os.symlink(canary / "file-000.parquet", run / DATA / "file-005.parquet")
     os.mkfifo(run / DATA / "file-006.parquet")
     sock = socket.socket(socket.AF_UNIX)
-    sock.bind(str(run / DATA / "file-007.parquet"))
+    monkeypatch.chdir(run / DATA)  # a relative name: AF_UNIX paths are limited to 107 bytes, tmp_path can be longer
+    sock.bind("file-007.parquet")
     os.link(run / DATA / "file-000.parquet", run / DATA / "file-008.parquet")
     try:
         listing = scan_run_files(run, "data/chunk-*/file-*.parquet")

@@ -61,7 +61,7 @@ from rollbench.core.contracts import (
     PolicyStop,
 )
 from rollbench.core.episode import EpisodeRecord, fault_of, held_success
-from rollbench.core.interrupts import is_user_interrupt
+from rollbench.core.interrupts import contained
 from rollbench.core.latency import delay_rule
 from rollbench.core.plan import PlannedEpisode
 from rollbench.run.render_check import RenderFault, RenderWatch
@@ -160,21 +160,18 @@ class EpisodeRun:
 
     def begin(self, reset_policy: Callable[[], None]) -> None:
         """Reset the env to the planned seed and initial state, note success at reset, then reset the policy."""
-        try:
+        with contained(self._failing("environment")) as env:
             self._expect(asks=True)
             self.obs = self.env.reset(self.planned.seed, self.planned.initial_state)
             self.success_at_reset = bool(self.env.success())
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "environment")
+        if env.error:
             return
-        try:
+        with contained(self._failing("policy")):
             reset_policy()
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "policy")
+
+    def _failing(self, where: Fault) -> Callable[[BaseException], None]:
+        """``fail(exc, where)``, for :class:`~rollbench.core.interrupts.contained`."""
+        return lambda exc: self.fail(exc, where)
 
     def _expect(self, asks: bool) -> None:
         """Tell an env that renders inside its step (LIBERO: ``expect_images``) which cameras the next observation
@@ -192,7 +189,7 @@ class EpisodeRun:
         assert self.obs is not None
         self.schedule.arrive(self.step)
         ask = self.schedule.needs_call()
-        try:
+        with contained(self._failing("environment")) as env:
             wanted = (*self.cameras, *(c for c in self.frames if c not in self.cameras)) if ask else tuple(self.frames)
             images = {c: self.env.render(c) for c in wanted}
             self.obs.images = {c: images[c] for c in self.cameras} if ask else {}
@@ -201,38 +198,29 @@ class EpisodeRun:
             if (why := self.watch.add(self.obs.images, self.obs.state)) is not None:
                 self.render_fault = why
                 raise RenderFault(f"render fault: {why}")
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "environment")
+        if env.error:
             return False
         self.latency = float("nan")
         return ask
 
     def give(self, raw: object, latency: float) -> None:
         """The policy's answer for this step (``latency``: seconds the call took); checked as a chunk."""
-        try:
+        with contained(self._failing("policy")):
             self.schedule.give(_as_chunk(raw, self.task.action_dim, self.step), self.step, latency)
             self.latency = latency
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "policy")
 
     def ask(self, policy: Policy) -> None:
         """Call ``policy.act`` for this step and :meth:`give` its answer (PolicyStop and errors end the episode)."""
         assert self.obs is not None
-        try:
-            t0 = time.perf_counter()
-            raw = policy.act(self.obs, self.planned.instruction)
-            latency = time.perf_counter() - t0
-        except PolicyStop as stop:
-            self.stop(stop.termination_reason)
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "policy")
-        else:
+        with contained(self._failing("policy")) as call:
+            try:
+                t0 = time.perf_counter()
+                raw = policy.act(self.obs, self.planned.instruction)
+                latency = time.perf_counter() - t0
+            except PolicyStop as stop:
+                self.stop(stop.termination_reason)
+                return
+        if not call.error:
             self.give(raw, latency)
 
     def advance(self) -> None:
@@ -241,16 +229,13 @@ class EpisodeRun:
         if self.done:
             return
         assert self.obs is not None
-        try:
+        with contained(self._failing("environment")) as env:
             state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
             planned = self.schedule.next(self.step, state)
             action = planned.action
             self._expect(asks=self.schedule.calls_at(self.step + 1))
             result = self.env.step(action.copy())
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "environment")
+        if env.error:
             return
         self.states.append(state)
         self.actions.append(action)
@@ -306,14 +291,11 @@ class EpisodeRun:
         artifacts: dict[str, bytes] = {}
         if isinstance(policy, FinishesEpisodes):  # staged and committed with the episode
             outcome = {"termination_reason": self.reason, "success": success, "length": n, "error": self.error}
-            try:
+            with contained() as artifact:
                 artifacts = {str(k): bytes(v) for k, v in policy.finish_episode(outcome).items()}
-            except BaseException as exc:
-                if is_user_interrupt(exc):
-                    raise
-                if self.reason != "error":
-                    self.fail(exc)
-                    success = False
+            if artifact.error and self.reason != "error":
+                self.fail(artifact.error)
+                success = False
         return EpisodeRecord(
             planned=self.planned,
             states=np.asarray(self.states, dtype=np.float32).reshape(n, task.state_dim),

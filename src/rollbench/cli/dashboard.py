@@ -11,7 +11,7 @@ import typer
 from rollbench.core.contracts import ConfigError
 
 if TYPE_CHECKING:
-    from rollbench.review.service import Dashboard
+    from rollbench.dashboard.service import Dashboard
 
 
 def _peer(value: str) -> tuple[str, str | None]:
@@ -38,11 +38,11 @@ def build_dashboard(
     host: str = "127.0.0.1",
     allow_hosts: tuple[str, ...] = (),
 ) -> Dashboard:
-    """Validate the options and return the :class:`rollbench.review.service.Dashboard` (ConfigError if bad)."""
+    """Validate the options and return the :class:`rollbench.dashboard.service.Dashboard` (ConfigError if bad)."""
     from rollbench.core.identity import check_segment
-    from rollbench.review.labels import default_annotator
-    from rollbench.review.rubrics import load_rubric
-    from rollbench.review.service import Dashboard, DashboardConfig
+    from rollbench.dashboard.labels import default_annotator
+    from rollbench.dashboard.rubrics import load_rubric
+    from rollbench.dashboard.service import Dashboard, DashboardConfig
 
     for root in roots:
         if not root.is_dir():
@@ -119,8 +119,8 @@ def dashboard_cmd(
     import uvicorn
 
     from rollbench.cli.common import fail as _fail
-    from rollbench.review.app import create_app
-    from rollbench.review.security import check_binding
+    from rollbench.dashboard.app import create_app
+    from rollbench.dashboard.security import check_binding
 
     labels = labels or default_labels(list(root or []))
     try:

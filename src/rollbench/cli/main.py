@@ -180,10 +180,11 @@ def _run_with_display(
     on (RollbenchError): exit 1."""
     from rollbench.api import evaluate
     from rollbench.cli.display import ProgressDisplay
+    from rollbench.core.stdio import isolated_output
 
     display = ProgressDisplay(console, enabled=not as_json)
     try:
-        with display, _terminate_as_interrupt():
+        with isolated_output(), display, _terminate_as_interrupt():  # the policy's output and children: not ours
             result = evaluate(
                 spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
             )

@@ -18,7 +18,7 @@ import typer
 from rollbench.cli.common import fail
 from rollbench.core.contracts import RollbenchError
 from rollbench.serve.batch import Batching
-from rollbench.serve.limits import FAULTS, Limits, request_bytes
+from rollbench.serve.limits import INJECTIONS, Limits, request_bytes
 from rollbench.serve.server import check_address, listen, serve
 from rollbench.serve.sessions import PolicyHost
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES
@@ -51,7 +51,7 @@ ObsMap = Annotated[
 LogRequests = Annotated[
     Path | None, typer.Option(help="Append one JSON line per request (task, seed, instruction, shapes).")
 ]
-Fault = Annotated[str | None, typer.Option(help="Fault injection: " + ", ".join(FAULTS) + ".")]
+Injection = Annotated[str | None, typer.Option(help="Fault injection: " + ", ".join(INJECTIONS) + ".")]
 # limits of a request and of the sessions
 MaxRequestMb = Annotated[
     float, typer.Option(help="Largest websocket frame / HTTP body in MiB; larger ones are refused (1009 / 413).")
@@ -96,7 +96,7 @@ def serve_policy_cmd(
     policy_options: PolicyOptions = None,
     obs_map: ObsMap = None,
     log_requests: LogRequests = None,
-    fault: Fault = None,
+    fault: Injection = None,  # the option keeps its name, --fault: a fault injection
     max_request_mb: MaxRequestMb = DEFAULT_MAX_REQUEST_BYTES / 2**20,
     max_sessions: MaxSessions = 64,
     session_idle_s: SessionIdle = 60.0,

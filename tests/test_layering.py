@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("policies",),
     ("testing", "run", "grading"),
     ("api", "reproduce"),
+    ("sequential",),
     ("dashboard",),
     ("analysis", "release", "optimize", "serve", "mcp"),
     ("cli",),

@@ -74,7 +74,7 @@ def evaluate(
     spec = spec or build_spec(**fields)
     execution = execution or Execution()
     run_dir = Path(out) if out is not None else default_run_dir(spec)
-    run, log = prepare_run(spec, run_dir, host_label, robot)
+    run, log = prepare_run(spec, run_dir, host_label, robot, execution)
     created = not run_dir.exists()
     make_dirs(run_dir, "--out")
     try:

@@ -9,11 +9,9 @@ Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,11 +20,13 @@ import typer
 from rollbench.cli.analysis import compare_cmd, report_cmd, summarize_cmd
 from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
+from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
 from rollbench.cli.dashboard import dashboard_cmd
 from rollbench.cli.optimize import optimize_instruction
 from rollbench.cli.release import release_cmd
 from rollbench.cli.reproduce import reproduce_cmd
 from rollbench.cli.runs import runs_cmd
+from rollbench.cli.sequential import sequential_cmd
 from rollbench.cli.serve import serve_policy_cmd
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
 from rollbench.core.contracts import ConfigError, RollbenchError
@@ -62,23 +62,6 @@ def _main(
     ] = False,
 ) -> None:
     """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM (what systemd, ``docker stop``, Slurm and a plain ``kill`` send) into :class:`Terminated` while
-    a run executes, so that it ends like a Ctrl-C instead of leaving run.json saying RUNNING. (A background job
-    started by a non-interactive shell ignores SIGINT, a shell rule rollbench keeps; SIGTERM is the signal to send
-    it.)"""
-
-    def stop(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @spec_options
@@ -336,6 +319,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("report", report_cmd),
     ("optimize-instruction", optimize_instruction),
     ("reproduce", reproduce_cmd),
+    ("sequential", sequential_cmd),
     ("release", release_cmd),
 )
 for _name, _command in COMMANDS:

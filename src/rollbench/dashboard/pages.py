@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollbench.core.format import FILTERS, shown
-from rollbench.dashboard.charts import rate_chart, timeline_svg
+from rollbench.dashboard.charts import rate_chart, sequential_svg, timeline_svg
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -58,7 +58,12 @@ def run_page(d: dict[str, Any], reproduction: dict[str, Any] | None = None, refe
         from rollbench.reproduce.html import reproduction_html
 
         section = reproduction_html(reproduction)
-    return _render("run.html.j2", d["key"], "run", d=d, chart=chart, references=references or [], reproduction=section)
+    seq = d.get("sequential") or {}
+    seq_svg = sequential_svg(seq["task"]) if seq.get("task") else None
+    return _render(
+        "run.html.j2", d["key"], "run", d=d, chart=chart, references=references or [], reproduction=section,
+        sequential=seq, sequential_svg=seq_svg,
+    )  # fmt: skip
 
 
 def episode_page(d: dict[str, Any]) -> str:

@@ -64,7 +64,25 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-MUJOCO_FAMILIES = frozenset({"metaworld", "robosuite", "fetch", "libero"})
+MUJOCO_FAMILIES = frozenset({"metaworld", "robosuite", "fetch", "libero", "aloha"})
+
+# family -> the simulator's distributions, as (key in run.json ``provenance.versions``, distribution); MuJoCo is
+# added for every family in MUJOCO_FAMILIES. ``libero`` is the distribution of ``libero.libero`` (rpent-libero; see
+# envs/libero/setup.py), with robosuite and bddl beside it; gym-pusht's physics is pymunk and its renderer pygame.
+SIM_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "metaworld": (("metaworld", "metaworld"),),
+    "robosuite": (("robosuite", "robosuite"),),
+    "pusht": (("gym-pusht", "gym-pusht"), ("pymunk", "pymunk"), ("pygame", "pygame")),
+    "fetch": (("gymnasium-robotics", "gymnasium-robotics"),),
+    "libero": (("libero", "rpent-libero"), ("robosuite", "robosuite"), ("bddl", "bddl")),
+    "aloha": (("gym-aloha", "gym-aloha"), ("dm-control", "dm-control")),
+}
+# family -> what draws its images: MuJoCo's offscreen OpenGL context (back-end in ``provenance.gl``), or none
+RENDERERS = {
+    **{fam: "mujoco (OpenGL, MUJOCO_GL)" for fam in MUJOCO_FAMILIES},
+    "pusht": "pygame (software, no OpenGL)",
+    "scripted": "none",
+}
 
 
 def gl_provenance(families: set[str]) -> dict[str, str | None]:
@@ -84,29 +102,23 @@ def gl_provenance(families: set[str]) -> dict[str, str | None]:
 
 
 def provenance(families: set[str]) -> dict[str, Any]:
-    """Versions of rollbench, the simulators used (``libero``: the rpent-libero distribution), MuJoCo and numpy;
-    the OpenGL back-end (``gl``, see :func:`gl_provenance`); git commit; host; UTC time."""
-    sims = {  # family -> (key in ``versions``, distribution)
-        "metaworld": ("metaworld", "metaworld"),
-        "robosuite": ("robosuite", "robosuite"),
-        "pusht": ("gym-pusht", "gym-pusht"),
-        "fetch": ("gymnasium-robotics", "gymnasium-robotics"),
-        "libero": ("libero", "rpent-libero"),  # the distribution of ``libero.libero`` (envs/libero/setup.py)
-    }
+    """Versions of rollbench, numpy, gymnasium and each family's simulator packages (:data:`SIM_PACKAGES`, MuJoCo
+    for the MuJoCo families; None for a package that is not installed); the OpenGL back-end (``gl``, see
+    :func:`gl_provenance`) and what renders each family (``renderers``); git commit; host; UTC time."""
     versions = {
         "rollbench": _version("rollbench"),
         "numpy": _version("numpy"),
         "gymnasium": _version("gymnasium"),
     }
     for fam in sorted(families):
-        if fam in sims:
-            key, dist = sims[fam]
+        for key, dist in SIM_PACKAGES.get(fam, ()):
             versions[key] = _version(dist)
     if families & MUJOCO_FAMILIES:
         versions["mujoco"] = _version("mujoco")
     return {
         "versions": versions,
         "gl": gl_provenance(families),
+        "renderers": {fam: RENDERERS[fam] for fam in sorted(families) if fam in RENDERERS},
         "python": platform.python_version(),
         "git_commit": _git_commit(),
         "host": socket.gethostname(),

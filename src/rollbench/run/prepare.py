@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo
 from rollbench.core.format import differences
@@ -26,6 +26,9 @@ from rollbench.record.files import check_no_escaping_links
 from rollbench.record.on_disk import check_state_files, committed_lengths
 from rollbench.record.runlog import check_resumable, provenance, read_run_log
 from rollbench.run.worker import build_policy
+
+if TYPE_CHECKING:
+    from rollbench.run.runners import Execution
 
 
 def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -> tuple[PolicyInfo, ResolvedRun]:
@@ -73,15 +76,41 @@ def check_run_dir(run_dir: Path) -> None:
         committed_lengths(run_dir)
 
 
+def check_one_stream(info: PolicyInfo, spec: EvalSpec, plan: Plan, execution: Execution | None, resuming: bool) -> None:
+    """ConfigError unless a policy whose episodes share one random stream (``PolicyInfo.one_stream``, e.g. a LeRobot
+    checkpoint with seeding ``lerobot-eval``) gets it as its reference run does: one task, its trials 0..N-1 in
+    order (seeds ``--seed`` + k), one worker, one slot, into a fresh run directory."""
+    why = []
+    if execution is not None and execution.workers > 1:
+        why.append(f"--workers {execution.workers} (give 1)")
+    if execution is not None and execution.batch_size > 1:
+        why.append(f"--batch-size {execution.batch_size} (give 1)")
+    if resuming:
+        why.append("a resume (give a new --out)")
+    if len(plan.tasks) > 1:
+        why.append(f"{len(plan.tasks)} tasks (give one)")
+    if any(e.variant is not None for e in plan.episodes):
+        why.append("an instruction sweep")
+    if spec.first_trial:
+        why.append(f"--first-trial {spec.first_trial} (its stream starts at trial 0)")
+    if why:
+        raise ConfigError(f"{info.one_stream}, so it cannot run with " + ", ".join(why))
+
+
 def prepare_run(
-    spec: EvalSpec, run_dir: Path, host_label: str | None = None, robot: str | None = None
+    spec: EvalSpec,
+    run_dir: Path,
+    host_label: str | None = None,
+    robot: str | None = None,
+    execution: Execution | None = None,
 ) -> tuple[ResolvedRun, dict[str, Any]]:
     """Validate everything that can be validated before motion; return the resolved run and the run log to write.
 
     In order: check (the directory, the plan, the families' installs), resolve (build the policy once, see
     :func:`_probe_policy`), refuse on a mismatch with what ``run_dir`` already holds, warn. ``host_label`` and
     ``robot`` set the run's identity (defaults: see :func:`rollbench.core.identity.run_identity`); a resumed run keeps
-    the identity it recorded, and asking for another one is a ConfigError."""
+    the identity it recorded, and asking for another one is a ConfigError. ``execution`` is checked against a policy
+    that declares ``one_stream`` (see :func:`check_one_stream`)."""
     check_run_dir(run_dir)
     plan = make_plan(spec)
     identity = run_identity(run_dir, [t.family for t in plan.tasks], host_label, robot).to_dict()
@@ -94,6 +123,8 @@ def prepare_run(
     if existing is not None and same:
         check_resumable(existing, run_dir / "run.json")  # its recorded facts are what this run continues with
     info, run = _probe_policy(spec, plan, existing["plan"] if existing is not None and same else None)
+    if info.one_stream:
+        check_one_stream(info, spec, plan, execution, resuming=existing is not None)
     _refuse_mismatch(spec, plan, info, run_dir, existing, {"host": host_label, "robot": robot})
     warnings = _run_warnings(spec, plan, info)
     if existing is not None:
@@ -152,8 +183,9 @@ def _refuse_mismatch(
 
 def _run_warnings(spec: EvalSpec, plan: Plan, info: PolicyInfo) -> list[str]:
     """What a new run's log warns about: overridden success rules, latency settings, a replan interval longer than
-    the policy's chunk, and the families' own ``run_warnings(spec)``. ConfigError on impossible latency settings."""
-    warnings = []
+    the policy's chunk, the policy's own ``warnings`` and the families' ``run_warnings(spec)``. ConfigError on
+    impossible latency settings."""
+    warnings = list(info.warnings)
     if spec.success_rule:
         for t in plan.tasks:
             if t.success_rule != spec.success_rule:

@@ -29,6 +29,7 @@ from rollbench.record.runlog import LiveSnapshot, RunLock, utc_now, write_run_lo
 from rollbench.record.writer import DatasetWriter
 from rollbench.run.observer import RunObserver
 from rollbench.run.prepare import check_run_dir, prepare_run
+from rollbench.run.ray_options import RayOptions as RayOptions  # public: Execution(ray=RayOptions(...))
 from rollbench.run.runners import Execution, run_episodes
 from rollbench.run.worker import EpisodeSummary, Running, WorkerSetup
 

@@ -1,5 +1,9 @@
 """The ``rollbench`` command line: a thin layer over :mod:`rollbench.api`.
 
+Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs``, ``policies``
+and ``mcp`` in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
+order ``rollbench --help`` lists them.
+
 Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = bad input (nothing was run).
 """
 
@@ -7,25 +11,26 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rollbench.cli import analysis as cli_analysis
-from rollbench.cli import dashboard as cli_dashboard
-from rollbench.cli import optimize as cli_optimize
-from rollbench.cli import reproduce as cli_reproduce
-from rollbench.cli import sequential as cli_sequential
+from rollbench.cli.analysis import compare_cmd, report_cmd, summarize_cmd
 from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
-from rollbench.cli.release import register as _register_release
-from rollbench.cli.runs import register as register_runs
+from rollbench.cli.dashboard import dashboard_cmd
+from rollbench.cli.optimize import optimize_instruction
+from rollbench.cli.release import release_cmd
+from rollbench.cli.reproduce import reproduce_cmd
+from rollbench.cli.runs import runs_cmd
+from rollbench.cli.sequential import sequential_cmd
+from rollbench.cli.serve import serve_policy_cmd
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
-from rollbench.serve.server import serve_policy
 
 if TYPE_CHECKING:
     from rollbench.core.spec import EvalSpec
@@ -59,7 +64,6 @@ def _main(
     """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
 
 
-@app.command("eval")
 @spec_options
 def eval_cmd(
     ctx: typer.Context,
@@ -236,7 +240,6 @@ def _emit(result: dict[str, Any], as_json: bool, run_dir: Path | None) -> None:
     raise typer.Exit(0 if result["status"] == "OK" else 1)
 
 
-@app.command("grade")
 def grade_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `rollbench eval`.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -253,7 +256,6 @@ def grade_cmd(
     _emit(result, as_json, run_dir)
 
 
-@app.command("envs")
 def envs_cmd(
     family: Annotated[str | None, typer.Argument(help="Only this family (e.g. metaworld).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -274,7 +276,6 @@ def envs_cmd(
         print_envs(out, rows, show_tasks=tasks)
 
 
-@app.command("policies")
 def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List the available policies, one line each: real policies first, then test fixtures and stand-ins."""
     from rollbench.core.registry import list_policies
@@ -297,7 +298,6 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     )
 
 
-@app.command("mcp")
 def mcp_cmd(
     transport: Annotated[
         str, typer.Option(help="stdio (the agent launches this server) or http (streamable HTTP at /mcp).")
@@ -329,15 +329,25 @@ def mcp_cmd(
         _fail(str(exc))
 
 
-app.command("serve-policy")(serve_policy)
-register_runs(app)
-
-cli_dashboard.register(app)
-cli_analysis.register(app)
-cli_optimize.register(app)
-cli_reproduce.register(app)
-cli_sequential.register(app)
-_register_release(app)
+COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
+    ("eval", eval_cmd),
+    ("grade", grade_cmd),
+    ("envs", envs_cmd),
+    ("policies", policies_cmd),
+    ("mcp", mcp_cmd),
+    ("serve-policy", serve_policy_cmd),
+    ("runs", runs_cmd),
+    ("dashboard", dashboard_cmd),
+    ("summarize", summarize_cmd),
+    ("compare", compare_cmd),
+    ("report", report_cmd),
+    ("optimize-instruction", optimize_instruction),
+    ("reproduce", reproduce_cmd),
+    ("sequential", sequential_cmd),
+    ("release", release_cmd),
+)
+for _name, _command in COMMANDS:
+    app.command(_name)(_command)
 
 
 def main() -> None:

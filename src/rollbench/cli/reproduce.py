@@ -43,8 +43,3 @@ def reproduce_cmd(
     except ConfigError as exc:
         _fail(str(exc))
     typer.echo(json.dumps(doc, indent=1) if as_json else render_text(doc), nl=as_json)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``reproduce`` to the shared ``rollbench`` app."""
-    app.command("reproduce")(reproduce_cmd)

@@ -163,14 +163,10 @@ def _refuse_mismatch(
     if existing is None and run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
     if existing is not None and isinstance(existing.get("identity"), dict):
-        clash = [
-            f"{k} {existing['identity'].get(k)!r} there, {v!r} asked"
-            for k, v in asked.items()
-            if v and v != existing["identity"].get(k)
-        ]
+        clash = differences(existing["identity"], {k: v for k, v in asked.items() if v})
         if clash:
             raise ConfigError(
-                f"{run_dir} was recorded with identity {existing['identity']} ({'; '.join(clash)}); drop --host-label/--robot to resume it"
+                f"{run_dir} was recorded with identity {existing['identity']} ({clash}); drop --host-label/--robot to resume it"
             )
 
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollbench.core.batch import Answer, BatchPolicy
+from rollbench.core.batch import Answer, Batchable, BatchPolicy
 from rollbench.core.contracts import InfrastructureError, Observation, Policy, PolicyInfo, TaskInfo
 from rollbench.core.spec import EvalSpec
 from rollbench.run.lockstep import PolicyLoop
@@ -78,8 +78,7 @@ class PolicyActor:
         self._serving = False
         try:
             first = build_policy(spec)
-            native = getattr(first, "batched", None)
-            batched = native(size) if callable(native) else None
+            batched = first.batched(size) if isinstance(first, Batchable) else None
             self.policy = batched if batched is not None else LazyLoop(first, spec, size)
         except Exception as exc:
             self.error = f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"

@@ -1,7 +1,8 @@
-"""Runs planned episodes in the current process: builds the policy and envs here, rolls out, stages the result.
+"""Runs planned episodes in the current process: builds the policy and envs here, runs the episodes, stages them.
 
 Every runner (in-process, local worker processes, Ray actors) calls :class:`EpisodeWorker`; the episode loop
-itself is :func:`rollbench.run.episode.rollout`. Workers never compute metrics: they stage recorded episodes and
+itself is :class:`rollbench.run.episode.EpisodeRun`, driven by :func:`rollbench.run.lockstep.run_lockstep` at every
+batch size. Workers never compute metrics: they stage recorded episodes and
 return a small summary used only for progress display.
 """
 

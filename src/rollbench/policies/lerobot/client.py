@@ -9,8 +9,8 @@ is used only when named). It is a child process with two pipes (rollbench -> hos
 errors, and it exits when its input pipe closes, so it dies with rollbench.
 
 Faults: a host that exits, closes its pipe, sends a malformed frame or misses a deadline is
-:class:`~rollbench.types.InfrastructureError` (the host is then stopped; the next episode starts a fresh one); an
-exception raised by lerobot's code for one slot is that slot's :class:`~rollbench.types.EpisodeError` (fault
+:class:`~rollbench.core.contracts.InfrastructureError` (the host is then stopped; the next episode starts a fresh one); an
+exception raised by lerobot's code for one slot is that slot's :class:`~rollbench.core.contracts.EpisodeError` (fault
 ``policy``). Failing to start or load the checkpoint is a ConfigError (exit 2, before any episode).
 """
 

@@ -180,8 +180,7 @@ def test_policies_prints_each_description_whole_on_one_line(tmp_path: Path) -> N
     )
     assert "``" not in "\n".join(lines)  # reStructuredText literals are shown as `x`
     assert lines[-1] == (
-        "module:factory         Your own policy: factory(name, options) in an importable module (README, "
-        '"Your own policy or env").'
+        "module:factory         Your own policy: factory(name, options) in an importable module (docs/plugins.md)."
     )
     assert len(lines) - 1 == len(json.loads(cli("policies", "--json", cwd=tmp_path).stdout))
 

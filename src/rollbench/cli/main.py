@@ -292,7 +292,7 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     out.print(
         Text.assemble(
             (f"{'module:factory':<22}", "bold"),
-            ' Your own policy: factory(name, options) in an importable module (README, "Your own policy or env").',
+            " Your own policy: factory(name, options) in an importable module (docs/plugins.md).",
         ),
         soft_wrap=True,
     )

@@ -81,7 +81,7 @@ def render() -> str:
 
     from rollbench.cli.main import app
 
-    group = typer.main.get_command(app)
+    group: Any = typer.main.get_command(app)  # the rollbench group (a click Group)
     root_ctx = group.context_class(group, info_name="rollbench")
     parts = [HEADER]
     names = group.list_commands(root_ctx)

@@ -138,6 +138,10 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
         ["serve-policy", "--policy", "nosuch"],
         ["eval", "--env", "scripted/reach", "--policy", "nosuch"],
         ["eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "0"],
+        ["grade", "/nonexistent"],
+        ["compare", "--sequential"],
+        ["sequential", "--env", "scripted/reach", "--policy-a", "zero", "--policy-b", "nosuch", "--delta", "0.2"],
+        ["optimize-instruction", "--env", "scripted/reach", "--policy", "nosuch", "--out", "search"],
     ],
     ids=lambda a: " ".join(a),
 )

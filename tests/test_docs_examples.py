@@ -121,6 +121,29 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").is_file()
 
 
+QUICK = "test_docs_examples.py::test_quick_commands_of_the_docs_run_as_written"
+
+
+def test_quick_commands_of_the_docs_run_as_written(tmp_path: Path) -> None:
+    """The blocks that need no run of your own (``reproduce --list``, ``compare --power``, ``envs``), as pasted:
+    each exits 0 and prints what its page says it prints."""
+    outputs = {}
+    for path in DOCS:
+        for code in run_blocks(path, QUICK):
+            for line in code.splitlines():
+                args = shlex.split(line.split("  #")[0])
+                assert args[0] == ".venv/bin/rollbench", line
+                r = subprocess.run(
+                    [rollbench_bin(), *args[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300
+                )
+                assert r.returncode == 0, (line, r.stderr)
+                outputs[" ".join(args[1:3])] = r.stdout
+    assert set(outputs) == {"reproduce --list", "compare --power", "envs"}
+    assert "pi05-openpi:" in outputs["reproduce --list"]
+    assert "metaworld" in outputs["envs"] and "libero" in outputs["envs"]
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
 @pytest.mark.parametrize(
     "args",
     [

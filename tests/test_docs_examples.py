@@ -86,6 +86,9 @@ def test_readme_keeps_the_ci_test_command_verbatim_and_stays_short() -> None:
     readme = (REPO / "README.md").read_text()
     assert command in readme.splitlines()
     assert len(readme.splitlines()) <= 150
+    setup = [code for _, _, _, code in blocks(REPO / "README.md") if code.startswith("bash scripts/install.sh")]
+    install_page = [code for _, _, _, code in blocks(REPO / "docs/install.md") if code.startswith("bash scripts/")]
+    assert len(setup) == 2 and install_page == setup  # docs/install.md repeats the two commands exactly
 
 
 @pytest.mark.sim

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from rollbench.api import Execution, grade
+from rollbench.core.contracts import ConfigError
 from rollbench.core.runlog_model import RunLog
 from rollbench.core.spec import build_spec
-from rollbench.core.types import ConfigError
 from rollbench.sequential.recompute import compare_sequential
 from rollbench.sequential.runner import run_sequential
 from sequential_support import ROLLBENCH, replay, run_cli, sequential_argv

@@ -20,7 +20,8 @@ from rich.table import Table
 
 from rollbench.cli.common import console, fail, terminate_as_interrupt
 from rollbench.cli.tables import print_table
-from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import MISSING
 
 SAYS = {
     "b_better": "B better",
@@ -39,13 +40,13 @@ def print_sequential(out: Console, doc: dict[str, Any]) -> None:
     for t in doc["tasks"]:
         last = t["looks"][-1] if t["looks"] else {"b_only": 0, "a_only": 0, "llr_b": 0.0, "llr_a": 0.0}
         ran = f"{t['episodes_recorded']['a']}/{t['episodes_recorded']['b']}"
-        at = "—" if t["stopped_at"] is None else str(t["stopped_at"])
+        at = MISSING if t["stopped_at"] is None else str(t["stopped_at"])
         row = [t["task"], SAYS[t["decision"]], at, ran, str(last["b_only"]), str(last["a_only"])]
         table.add_row(*row, f"{last['llr_b']:.2f}", f"{last['llr_a']:.2f}", f"{t['design']['alpha']:.3g}")
     if doc.get("pooled"):
         p = doc["pooled"]
         last = p["looks"][-1] if p["looks"] else {"b_only": 0, "a_only": 0, "llr_b": 0.0, "llr_a": 0.0}
-        at = "—" if p["stopped_at"] is None else str(p["stopped_at"])
+        at = MISSING if p["stopped_at"] is None else str(p["stopped_at"])
         row = ["pooled", SAYS[p["decision"]], at, "", str(last["b_only"]), str(last["a_only"])]
         table.add_row(*row, f"{last['llr_b']:.2f}", f"{last['llr_a']:.2f}", f"{p['design']['alpha']:.3g}")
     print_table(out, table)

@@ -222,7 +222,7 @@ class Dashboard:
         """``/api/reproduce/HOST/ROBOT/NAME?reference=NAME``: :func:`rollbench.reproduce.reproduce` of a local run
         against a *shipped* reference (a request never names a file). None: no such local run. Raises ConfigError
         (unknown reference, no suite in common)."""
-        from rollbench.core.types import ConfigError
+        from rollbench.core.contracts import ConfigError
         from rollbench.reproduce import load_reference, reproduce, shipped_names
 
         if reference not in shipped_names():
@@ -327,7 +327,7 @@ SIBLING = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 def sequential_of(run_dir: Path, block: dict[str, Any]) -> dict[str, Any]:
     """An arm's sequential test recomputed from it and its partner (a sibling directory whose plain name run.json
     gives; never a link, never another path), as ``{"task": task document}`` or ``{"error": why}``."""
-    from rollbench.core.types import RollbenchError
+    from rollbench.core.contracts import RollbenchError
     from rollbench.sequential.recompute import compare_sequential
 
     partner = block.get("partner")

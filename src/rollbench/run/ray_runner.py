@@ -26,8 +26,8 @@ import traceback
 from concurrent.futures import Future
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import ConfigError
 from rollbench.run.execution import Execution
 from rollbench.run.observer import RunObserver
 from rollbench.run.pool import Event, run_pool

@@ -30,9 +30,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import SequentialRecord
-from rollbench.core.types import ConfigError
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.grading.sequential import FINAL, MAX_SEQUENTIAL_PAIRS, SequentialDesign, design, run_looks
 from rollbench.record.runlog import find_run_dirs, is_locked

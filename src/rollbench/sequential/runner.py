@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.api import evaluate, prepare_run
+from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import make_plan
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
 from rollbench.record.files import atomic_write_json
 from rollbench.record.runlog import RunLock, read_run_log, write_run_log

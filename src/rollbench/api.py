@@ -22,8 +22,8 @@ from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import Plan, PlannedEpisode, image_size_for, make_plan, plan_log, video_cameras_for
 from rollbench.core.registry import env_families, family_of
-from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
+from rollbench.core.spec import EvalSpec, build_spec, check_action_noise
+from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo, describe
 from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.files import check_no_escaping_links
@@ -38,6 +38,7 @@ from rollbench.record.runlog import (
     utc_now,
     write_run_log,
 )
+from rollbench.record.safe_files import run_dir_containing
 from rollbench.record.writer import DatasetWriter
 from rollbench.run.runners import Execution, run_episodes
 from rollbench.run.worker import WorkerSetup
@@ -74,7 +75,7 @@ def _probe_policy(spec: EvalSpec, tasks: Sequence[TaskInfo] = ()) -> PolicyInfo:
         except BaseException as exc:
             if is_user_interrupt(exc):
                 raise
-            raise ConfigError(f"policy {spec.policy!r}: its close() raised {type(exc).__name__}: {exc}") from None
+            raise ConfigError(f"policy {spec.policy!r}: its close() raised {describe(exc)}") from None
     return info
 
 
@@ -82,6 +83,8 @@ def check_run_dir(run_dir: Path) -> None:
     """ConfigError (nothing touched) unless ``run_dir`` is absent or a directory rollbench may open: no link in it
     leads outside it, and its committed episodes are intact (see ``record.writer.committed_lengths``)."""
     check_output_path(run_dir, "--out", directory=True)  # the path can be a directory: nothing else to check
+    if (outer := run_dir_containing(run_dir.parent)) is not None:  # issue 30, item 10
+        raise ConfigError(f"--out {run_dir} lies inside the run directory {outer}; a run never goes inside another run")
     if not run_dir.exists():
         return
     check_state_files(run_dir)
@@ -99,6 +102,7 @@ def prepare_run(
     resumed run keeps the identity it recorded, and asking for another one is a ConfigError."""
     check_run_dir(run_dir)
     plan = make_plan(spec)
+    check_action_noise(spec.action_noise, plan.tasks)
     identity = run_identity(run_dir, [t.family for t in plan.tasks], host_label, robot).to_dict()
     for t in plan.tasks:
         why = family_of(t.name).missing()
@@ -234,7 +238,7 @@ def _execute(
         # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
         if log.get("status") == "RUNNING":  # (an interruption already finished the log as INTERRUPTED)
             log["status"] = "INTERRUPTED"
-            log["executions"][-1].update(finished=utc_now(), error=f"{type(exc).__name__}: {exc}")
+            log["executions"][-1].update(finished=utc_now(), error=f"{describe(exc)}")
             write_run_log(run_dir, log)
         raise
 

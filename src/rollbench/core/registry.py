@@ -17,7 +17,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol
 
 from rollbench.core.interrupts import is_user_interrupt
-from rollbench.core.types import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo
+from rollbench.core.types import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo, describe
 
 
 @dataclass(frozen=True)
@@ -304,7 +304,8 @@ def _raised(exc: BaseException) -> str:
     """``Type: message`` of an exception raised by a plug-in's code, or re-raise it if it is the user's Ctrl-C."""
     if is_user_interrupt(exc):
         raise exc
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = describe(exc)
+    return text if not text.endswith(": ") else type(exc).__name__
 
 
 def _factory_from_path(name: str) -> PolicyFactory:

@@ -134,9 +134,17 @@ def paired_sample_size(
         )
     a_only, b_only = _discordant_split(p_a, p_b, discordant)
     psi, delta = a_only + b_only, p_b - p_a
-    z_a = float(norm.ppf(1 - alpha / 2 if alternative == "two-sided" else 1 - alpha))
+    # the upper quantiles by the inverse survival function: 1 - alpha/2 rounds to 1.0 (quantile inf) for a tiny alpha
+    z_a = float(norm.isf(alpha / 2 if alternative == "two-sided" else alpha))
     z_b = float(norm.ppf(power))
-    n = math.ceil((z_a * math.sqrt(psi) + z_b * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta))
+    size = (z_a * math.sqrt(psi) + z_b * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
+    if not math.isfinite(size) or size > MAX_POWER_EPISODES:
+        shown = f"about {math.ceil(size)}" if math.isfinite(size) else "an unbounded number of"
+        raise ValueError(
+            f"detecting {p_a:g} vs {p_b:g} at alpha {alpha:g} and power {power:g} needs {shown} paired episodes per "
+            f"task (Connor 1987), more than the {MAX_POWER_EPISODES} a run holds per task"
+        )
+    n = math.ceil(size)
     if n > MAX_POWER_EPISODES:
         raise ValueError(
             f"detecting {p_a:g} vs {p_b:g} needs about {n} paired episodes per task (Connor 1987), more than the "

@@ -73,11 +73,14 @@ class _Active:
 class RolloutService:
     """The tools' behaviour, independent of the transport. ``root`` confines every run directory."""
 
-    def __init__(self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> None:
+    def __init__(
+        self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
+    ) -> None:
         if max_steps_ceiling < 1:
             raise ConfigError(f"--max-steps-ceiling must be >= 1, got {max_steps_ceiling}")
         self.root = root.expanduser().resolve()
         self.ceiling = max_steps_ceiling
+        self.checkpoints = checkpoints  # the lerobot:... policies this server was started with (--lerobot-policy)
         self.active: dict[str, _Active] = {}
 
     def run_dir(self, run_id: str) -> Path:
@@ -230,9 +233,11 @@ def _call_result(summary: str, model: BaseModel) -> CallToolResult:
     )
 
 
-def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> MCPServer:
+def build_server(
+    root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
+) -> MCPServer:
     """The MCP server with rollbench's six tools; every run directory is created under ``root``."""
-    svc = RolloutService(root, max_steps_ceiling)
+    svc = RolloutService(root, max_steps_ceiling, checkpoints)
     from importlib.metadata import version
 
     server: MCPServer = MCPServer("rollbench", version=version("rollbench"), instructions=INSTRUCTIONS)
@@ -290,7 +295,7 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RunResult]:
-        spec = rollout_spec(svc.ceiling, policy, env, n_episodes, max_steps, seed, instruction, video)
+        spec = rollout_spec(svc.ceiling, policy, env, n_episodes, max_steps, seed, instruction, video, svc.checkpoints)
         return await svc.run(spec, run_name, ctx)
 
 
@@ -344,6 +349,7 @@ def serve(
     port: int = 8000,
     token: str | None = None,
     allow_hosts: tuple[str, ...] = (),
+    checkpoints: tuple[str, ...] = (),
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http: streamable HTTP at
     ``http://host:port/mcp``, with the token and Host/Origin checks of :mod:`rollbench.mcp.http`). Raises
@@ -362,7 +368,7 @@ def serve(
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the runs root {root}: {exc}") from None
-    server = build_server(root, max_steps_ceiling)
+    server = build_server(root, max_steps_ceiling, checkpoints)
     log.info("rollbench mcp: runs are written under %s", root)
     if transport == "stdio":
         server.run("stdio")

@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from rollbench.core.episode import EpisodeRecord, fault_of, held_success
+from rollbench.core.episode import EpisodeRecord, describe, fault_of, held_success
 from rollbench.core.interrupts import is_user_interrupt
 from rollbench.core.latency import delay_rule
 from rollbench.core.plan import PlannedEpisode
@@ -268,7 +268,7 @@ class EpisodeRun:
 
         ``where``: whose code raised it (``policy`` or ``environment``), the fault unless ``exc`` carries its own
         (see :func:`fault_of`)."""
-        self.reason, self.error, self.done = "error", f"{type(exc).__name__}: {exc}", True
+        self.reason, self.error, self.done = "error", f"{describe(exc)}", True
         self.error_fault = fault_of(exc, where)
         self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
 

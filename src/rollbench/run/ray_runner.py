@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import ConfigError
+from rollbench.core.types import ConfigError, describe
 from rollbench.run.pool import Event, OnResult, OnWorker, ShouldStop, run_pool
 from rollbench.run.worker import EpisodeSummary, EpisodeWorker, WorkerSetup
 
@@ -53,7 +53,7 @@ class EpisodeActor:
         try:
             self.worker = EpisodeWorker(setup)
         except Exception as exc:
-            self.error = f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            self.error = f"could not build the policy: {describe(exc)}\n{traceback.format_exc()}"
             return
         if setup.batch_size > 1:
             self._stepper = threading.Thread(target=self._step_loop, name="rollbench-lockstep", daemon=True)

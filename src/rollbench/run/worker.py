@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
-from rollbench.core.episode import EpisodeRecord, failed_episode
+from rollbench.core.episode import EpisodeRecord, describe, failed_episode
 from rollbench.core.interrupts import is_user_interrupt
 from rollbench.core.plan import PlannedEpisode, image_size_for, policy_cameras_for, video_cameras_for
 from rollbench.core.registry import EnvOptions, make_env, make_policy
@@ -217,7 +217,7 @@ def _close_quietly(close: Callable[[], None], what: str) -> None:
     except BaseException as exc:
         if is_user_interrupt(exc):
             raise
-        print(f"warning: {what}: close() raised {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"warning: {what}: close() raised {describe(exc)}", file=sys.stderr)
 
 
 def _render_fault(rec: EpisodeRecord) -> str | None:

@@ -37,6 +37,7 @@ from rollbench.serve.limits import (
     SessionRefused,
     parse_fault,
 )
+from rollbench.wire.act_request import check_for_task
 from rollbench.wire.decode import ProtocolError
 from rollbench.wire.obs_map import check_overrides, jsonable, resolve_obs_map
 
@@ -318,7 +319,9 @@ class PolicyHost:
             session.reset(request["reset"])
             return {"reset": True}
         task = session.ensure_reset()
-        obs, instruction = decode(request, self.obs_map_for(task))
+        obs_map = self.obs_map_for(task)
+        obs, instruction = decode(request, obs_map)
+        check_for_task(obs, task, obs_map)
         record = self.act_record(session, task, obs, instruction)
         t0 = time.perf_counter()
         try:

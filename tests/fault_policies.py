@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import make_policy
-from rollbench.core.types import Observation, PolicyInfo, TaskInfo
 
 
 class NanOnSeed:
@@ -201,7 +201,7 @@ class FailOnSeeds:
         self.info = PolicyInfo(name="fail-on-seeds")
 
     def reset(self, task: TaskInfo, seed: int) -> None:
-        from rollbench.core.types import InfrastructureError
+        from rollbench.core.contracts import InfrastructureError
 
         if seed in self.policy_seeds:
             raise RuntimeError(f"policy bug on seed {seed}")

@@ -18,7 +18,7 @@ import pytest
 from rollbench.api import Execution, evaluate
 from rollbench.core.registry import make_policy
 from rollbench.run.deadline import Deadline, PolicyTimeout
-from test_parallel import recorded_tables
+from run_tables import recorded_tables
 
 TESTS = Path(__file__).resolve().parent
 HANG = {"bad_seed": 1, "hang_s": 120}
@@ -43,6 +43,7 @@ def test_a_hanging_in_process_policy_errors_its_episode_and_the_run_goes_on(tmp_
     assert log["spec"]["policy_timeout_s"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_hanging_policy_in_a_worker_process_is_replaced_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -61,7 +62,7 @@ def test_a_hanging_policy_in_a_worker_process_is_replaced_and_the_run_goes_on(
 
 
 def test_a_policy_past_its_deadline_is_abandoned_and_a_fresh_one_serves_later_episodes() -> None:
-    from rollbench.core.types import Observation
+    from rollbench.core.contracts import Observation
     from rollbench.envs.scripted import TASKS
     from rollbench.run.lockstep import PolicyLoop
 
@@ -91,7 +92,7 @@ def test_a_policy_past_its_deadline_is_abandoned_and_a_fresh_one_serves_later_ep
 def test_a_served_policy_past_the_deadline_is_an_infrastructure_fault(tmp_path: Path) -> None:
     """The client's own per-call timeout (30 s here) is longer than the deadline (1 s): the deadline fires, and a
     round trip that hangs is the transport's fault, not the model's."""
-    from test_remote_policy import served
+    from served_policy import served
 
     with served(tmp_path, "scripted-expert", "ws", "--fault", "slow:4") as (url, _, _):
         r = evaluate(env="scripted/reach", policy=url, episodes=1, policy_timeout_s=1.0, out=tmp_path / "r",
@@ -117,7 +118,7 @@ def test_builtin_bounded_policies_run_inline_and_any_other_policy_on_the_deadlin
     """Built-in arithmetic policies (PolicyInfo.bounded) skip the helper thread's hand-offs; a user policy never does."""
     import threading
 
-    from rollbench.core.types import Observation, PolicyInfo
+    from rollbench.core.contracts import Observation, PolicyInfo
     from rollbench.envs.scripted import TASKS
     from rollbench.run.lockstep import PolicyLoop
 

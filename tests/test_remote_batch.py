@@ -24,8 +24,8 @@ import pytest
 
 from rollbench.api import Execution, evaluate
 from rollbench.wire.decode import unpack_msgpack
-from test_parallel import recorded_tables
-from test_remote_policy import ROLLBENCH, actions, requests, rows, served
+from run_tables import recorded_tables
+from served_policy import ROLLBENCH, actions, requests, rows, served
 
 TESTS = Path(__file__).resolve().parent
 PROTOCOLS = ("ws", "http")
@@ -90,6 +90,7 @@ def test_served_metaworld_pick_place_batch_size_8_equals_batch_size_1(tmp_path: 
     assert _acts(log)[0]["state"] == ["float64", [39]]  # MetaWorld's native vector, in batches too
 
 
+@pytest.mark.slow
 def test_batches_of_two_worker_processes_share_one_call_of_a_max_batch_server(tmp_path: Path) -> None:
     import fault_policies
 

@@ -18,8 +18,8 @@ from typing import cast
 
 import numpy as np
 
+from rollbench.core.contracts import FAULTS, Fault, TaskInfo, describe
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import FAULTS, Fault, TaskInfo, describe
 
 
 @dataclass
@@ -83,8 +83,8 @@ def held_success(successes: Sequence[bool], hold: int = 1, final_step: bool = Fa
 
 
 def fault_of(exc: BaseException, default: Fault) -> Fault:
-    """``exc.fault`` when it is one of :data:`rollbench.core.types.FAULTS`, else ``default`` (also when reading
-    the attribute raises: the exception is foreign code's)."""
+    """``exc.fault`` when it is one of :data:`rollbench.core.contracts.FAULTS`, else ``default`` (also when
+    reading the attribute raises: the exception is foreign code's)."""
     try:
         fault = getattr(exc, "fault", None)
         if isinstance(fault, str) and fault in FAULTS:

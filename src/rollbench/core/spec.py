@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from rollbench.core.types import ConfigError, TaskInfo
+from rollbench.core.contracts import ConfigError, TaskInfo
 
 MAX_ACTION_NOISE = 1e6  # action units; far above every task's range, far below float overflow
 MAX_EPISODES_PER_TASK = 100_000

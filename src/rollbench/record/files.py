@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.record.safe_files import is_regular, open_regular, run_files
 
 VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends

@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import kind_of
-from rollbench.core.types import ConfigError
 from rollbench.record.files import is_inside, read_parquet, resolve_inside
 from rollbench.record.lerobot import ARTIFACT_PATHS, DATA_PATH, STAGING, chunk_file
 from rollbench.record.safe_files import MAX_ENTRIES, open_regular, read_regular_json, run_files

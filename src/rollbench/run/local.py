@@ -26,8 +26,8 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from rollbench.core.contracts import describe
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import describe
 from rollbench.run.pool import Event
 from rollbench.run.worker import EpisodeWorker, WorkerSetup
 

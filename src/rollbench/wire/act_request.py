@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import Observation, TaskInfo
+from rollbench.core.contracts import Observation, TaskInfo
 from rollbench.wire.decode import ProtocolError
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 MIN_TOKEN = 16
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")

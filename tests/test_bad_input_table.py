@@ -217,6 +217,15 @@ def retyped(rel: str, column: str, values: pa.Array) -> Callable[[Path], None]:
     return damage
 
 
+def fake_python(w: Path) -> None:
+    """An "interpreter" that fails the way one without lerobot does: a traceback ending in ModuleNotFoundError."""
+    p = w / "py"
+    p.write_text(
+        "#!/bin/sh\necho 'Traceback (most recent call last):'\necho \"ModuleNotFoundError: No module named 'lerobot'\"\nexit 1\n"
+    )
+    p.chmod(0o755)
+
+
 def foreign_parquet(w: Path) -> None:
     pq.write_table(pa.table({"x": ["not an episode"]}), w / "run/meta/episodes/chunk-000/file-002.parquet")
 
@@ -369,6 +378,10 @@ CASES: list[T] = [
     ("resume-names-an-interpreter", edit_log(lambda log: log["spec"].update(policy_options={"python": "/bin/sh"})), ["eval", "--resume", "W/run"], "python=/bin/sh"),
     ("resume-names-a-checkpoint", edit_log(lambda log: log["spec"].update(policy="lerobot:/etc")), ["eval", "--resume", "W/run"], "lerobot:/etc"),
     ("resume-another-policy", nothing, ["eval", "--resume", "W/run", "--policy", "random"], "not 'random'"),
+    # issue 30, item 20: the LeRobot host's failure in one line, with the option form the CLI takes
+    ("lerobot-python-without-lerobot", fake_python, ["eval", *RUN[:2], "--policy", "lerobot:W/ckpt", "--policy-options", '{"python": "W/py"}', "--out", "W/t"], "has no module 'lerobot'"),
+    # issue 30, item 23: wss:// is a policy URL like https://
+    ("policy-wss", nothing, ["eval", *RUN[:2], "--policy", "wss://127.0.0.1:1", "--out", "W/t"], "cannot reach the policy server wss://127.0.0.1:1"),
     # issue 30, item 13: an MCP server names its LeRobot checkpoints itself
     ("mcp-lerobot-policy", nothing, ["mcp", "--root", "W/mcp", "--lerobot-policy", "/etc"], "--lerobot-policy '/etc'"),
     ("power-with-runs", nothing, ["compare", "W/run", "--power", "--p-a", "0.2", "--p-b", "0.5"], "not runs"),
@@ -500,3 +513,14 @@ def test_power_at_a_tiny_alpha_matches_connors_formula() -> None:
     z_a, z_b = norm.isf(0.5e-300), norm.ppf(0.8)
     n = math.ceil((z_a * math.sqrt(psi) + z_b * math.sqrt(psi - delta**2)) ** 2 / delta**2)
     assert f"{n} paired episodes" in result.stdout or f"n = {n}" in result.stdout or str(n) in result.stdout
+
+
+def test_compare_of_runs_without_a_common_task_is_refused_paired_or_not(tmp_path: Path) -> None:
+    """Issue 30, item 21: no common task is nothing to compare (it printed a pooled row of dashes, Fisher p 1)."""
+    for name, env in (("a", "scripted/reach"), ("b", "scripted/reach-final")):
+        evaluate(out=tmp_path / name, env=env, policy="zero", episodes=2, max_steps=2)
+    for extra in ([], ["--unpaired"], ["--unpaired", "--json"]):
+        result = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), *extra])
+        lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+        assert result.exit_code == 2 and result.stdout == "", (extra, result.stdout)
+        assert len(lines) == 1 and "share no task" in lines[0] and "scripted/reach-final" in lines[0]

@@ -499,3 +499,33 @@ def test_resuming_with_the_recorded_module_named_again_imports_it(planted, tmp_p
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=server_env(planted[0]))
     assert r.returncode == 2 and "planted_marker" in r.stderr  # imported (the user named it), then has no make
     assert planted[1].exists()
+
+
+def test_the_mcp_stdio_server_keeps_the_clients_terminal_quiet_and_says_max_steps_is_required(planted, tmp_path):
+    """Issue 30, item 22: the SDK's INFO lines (one per request, a block per refused call) no longer reach the
+    stderr the client shows; the tool's description says which arguments are required."""
+    anyio = pytest.importorskip("anyio")
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "rollbench", "mcp", "--root", str(tmp_path / "runs")],
+        env=server_env(planted[0]),
+    )  # fmt: skip
+    errlog = (tmp_path / "stderr.txt").open("w")
+
+    async def main() -> str:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            tools = await s.list_tools()
+            for env in (EVIL, "nosuch/task"):
+                res = await s.call_tool("run_policy_rollout", {"policy": "random", "n_episodes": 1, "max_steps": 2,
+                                                               "env": env})  # fmt: skip
+                assert res.is_error
+            return next(t.description or "" for t in tools.tools if t.name == "run_policy_rollout")
+
+    description = anyio.run(main)
+    errlog.close()
+    said = (tmp_path / "stderr.txt").read_text()
+    assert "INFO" not in said and "Traceback" not in said, said
+    assert "max_steps are required" in description

@@ -199,7 +199,7 @@ def _run_with_display(
             f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
             f"`rollbench eval --resume {where}` (or the same command)",
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
         )
         raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
     except ConfigError as exc:
@@ -287,9 +287,20 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
         return
     from rich.text import Text
 
-    for r in rows:  # plain text (no markup from docstrings), never cut: a long line is left to the terminal to wrap
+    # plain text (no markup from docstrings), never cut; on a terminal each description wraps at words under its
+    # own column, on a pipe it stays one line (what scripts grep)
+    for r in rows:
         marker = "test fixture: " if r["kind"] == "fixture" else ""
-        out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
+        if out.is_terminal:
+            from rich.table import Table
+
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(width=22, no_wrap=True, style="bold")
+            grid.add_column(overflow="fold")
+            grid.add_row(Text(r["name"]), Text(marker + r["description"]))
+            out.print(grid)
+        else:
+            out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
     out.print(
         Text.assemble(
             (f"{'module:factory':<22}", "bold"),

@@ -242,7 +242,11 @@ def build_server(
     svc = RolloutService(root, max_steps_ceiling, checkpoints)
     from importlib.metadata import version
 
-    server: MCPServer = MCPServer("rollbench", version=version("rollbench"), instructions=INSTRUCTIONS)
+    # WARNING: the SDK's INFO lines (one per request, and each refused call as a block) would reach the terminal
+    # of the client that launched the server over stdio (issue 30, item 22); refusals go back to the client
+    server: MCPServer = MCPServer(
+        "rollbench", version=version("rollbench"), instructions=INSTRUCTIONS, log_level="WARNING"
+    )
     _add_run_tool(server, svc)
     _add_read_tools(server, svc)
     add_sequential_tool(server, svc, _call_result)
@@ -279,7 +283,7 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         max_steps: Annotated[
             int,
             Field(
-                description=f"Horizon: the most env steps one episode may take (1 to {ceiling}).",
+                description=f"Required. Horizon: the most env steps one episode may take (1 to {ceiling}).",
                 json_schema_extra={"minimum": 1, "maximum": ceiling},
             ),
         ],
@@ -372,7 +376,7 @@ def serve(
     except OSError as exc:
         raise ConfigError(f"cannot create the runs root {root}: {exc}") from None
     server = build_server(root, max_steps_ceiling, checkpoints)
-    log.info("rollbench mcp: runs are written under %s", root)
+    log.debug("rollbench mcp: runs are written under %s", root)
     if transport == "stdio":
         server.run("stdio")
     else:

@@ -529,3 +529,18 @@ def test_the_mcp_stdio_server_keeps_the_clients_terminal_quiet_and_says_max_step
     said = (tmp_path / "stderr.txt").read_text()
     assert "INFO" not in said and "Traceback" not in said, said
     assert "max_steps are required" in description
+
+
+def test_a_batched_observation_off_the_tasks_shape_is_refused_for_its_item_only(serve) -> None:
+    """Item 17 through the batch path: one item's 3-value state (``scripted/reach`` has 4) gets its own 400 entry,
+    the other item is answered."""
+    url, _ = serve("--protocol", "http", "--max-batch", "4")
+    for s in ("a", "b"):
+        http.post(url, json={"session": s, "reset": {"task": "scripted/reach", "seed": 0}})
+    good = {"dtype": "float32", "shape": [4], "data": [0, 0, 0, 0]}
+    bad = {"dtype": "int64", "shape": [3], "data": [0, 0, 0]}
+    r = http.post(url, json={"batch": [{"session": "a", "instruction": "x", "state": good},
+                                       {"session": "b", "instruction": "x", "state": bad}]})  # fmt: skip
+    entries = r.json()["batch"]
+    assert r.status_code == 200 and "actions" in entries[0]
+    assert entries[1]["status"] == 400 and "has 4 values" in entries[1]["error"]

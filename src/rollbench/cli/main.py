@@ -77,6 +77,21 @@ def eval_cmd(
         int, typer.Option(min=1, help="Episodes each worker runs in lockstep, one batched policy call per step.")
     ] = 1,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
+    ray_cpus: Annotated[float, typer.Option(help="Ray: CPUs per env worker (fractional allowed).")] = 1.0,
+    ray_gpus: Annotated[float, typer.Option(help="Ray: GPUs per copy of the policy (fractional below 1).")] = 0.0,
+    ray_resources: Annotated[
+        str | None, typer.Option(help="Ray: custom resources per env worker, JSON, e.g. '{\"libero\": 1}'.")
+    ] = None,
+    ray_placement: Annotated[
+        str, typer.Option(help="Ray: spread (over nodes) or pack (fill a node first).")
+    ] = "spread",
+    ray_policy_per_node: Annotated[
+        bool, typer.Option("--ray-policy-per-node", help="Ray: one policy actor per node, shared by its env workers.")
+    ] = False,
+    ray_shared_fs: Annotated[
+        bool,
+        typer.Option("--ray-shared-fs", help="Ray: actors that see the run directory write it (else episodes ship)."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
     retry_errors: Annotated[
         str, typer.Option(help="On resume, re-run errored episodes: infra (infrastructure faults), all or none.")
@@ -98,7 +113,8 @@ def eval_cmd(
     **spec_flags: Any,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
-    from rollbench.api import Execution
+    from rollbench.api import Execution, RayOptions
+    from rollbench.run.ray_options import parse_resources
 
     try:
         if resume is not None:
@@ -111,6 +127,14 @@ def eval_cmd(
             ray_address=ray_address,
             batch_size=batch_size,
             retry_errors=retry_errors,
+            ray=RayOptions(
+                cpus=ray_cpus,
+                gpus=ray_gpus,
+                resources=parse_resources(ray_resources),
+                placement=ray_placement,
+                policy="node" if ray_policy_per_node else "worker",
+                shared_fs=ray_shared_fs,
+            ),
         )
     except ConfigError as exc:
         _fail(str(exc))

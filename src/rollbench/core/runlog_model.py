@@ -108,6 +108,40 @@ class Provenance(BaseModel):
     created: str
 
 
+class RayActorPlace(Closed):
+    """Where one Ray actor ran (``rollbench.run.ray_runner``): an env actor (``slot``) or a node's policy actor."""
+
+    slot: int | None = Field(default=None, ge=0, description="Worker slot of an env actor; absent for a policy actor.")
+    pid: int
+    ip: str | None = None
+    node: str = Field(description="Ray node id.")
+    gpu_ids: list[str] = Field(default_factory=list, description="GPUs Ray assigned (ray.get_gpu_ids()).")
+    cuda_visible_devices: str | None = None
+    episodes: Literal["shipped", "shared"] | None = Field(
+        default=None, description="How an env actor's episodes reached the run directory."
+    )
+
+
+class RayNode(Closed):
+    ip: str
+    alive: bool
+    resources: dict[str, float] = Field(description="The node's total Ray resources.")
+
+
+class RayExecution(Closed):
+    """``executions[].ray``: what ``--executor ray`` asked for and where its actors ran (never part of the spec)."""
+
+    cpus: float = Field(gt=0, description="--ray-cpus per env worker.")
+    gpus: float = Field(ge=0, description="--ray-gpus per copy of the policy.")
+    resources: dict[str, float] = Field(default_factory=dict, description="--ray-resources per env worker.")
+    placement: Literal["spread", "pack"]
+    policy: Literal["worker", "node"] = Field(description="node: --ray-policy-per-node.")
+    shared_fs: bool
+    actors: list[RayActorPlace] = Field(default_factory=list, description="Every env actor started, in order.")
+    policy_actors: list[RayActorPlace] = Field(default_factory=list)
+    nodes: dict[str, RayNode] = Field(default_factory=dict, description="Ray node id -> node, for nodes used.")
+
+
 class ExecutionEntry(Closed):
     """One invocation of ``rollbench eval`` (or ``evaluate``) on the directory, first to last."""
 
@@ -124,6 +158,7 @@ class ExecutionEntry(Closed):
     workers_replaced: int | None = Field(default=None, ge=0)
     episodes_rerun: int | None = Field(default=None, ge=0)
     episodes_lost: int | None = Field(default=None, ge=0)
+    ray: RayExecution | None = Field(default=None, description="--executor ray: resources, placement, actors.")
 
 
 class ReplacedOutcome(Closed):

@@ -24,7 +24,7 @@ from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.on_disk import check_state_files, committed_lengths
-from rollbench.record.runlog import check_resumable, provenance, read_run_log
+from rollbench.record.runlog import check_resumable, new_run_log, provenance, read_run_log
 from rollbench.record.safe_files import run_dir_containing
 from rollbench.run.worker import build_policy
 
@@ -135,17 +135,10 @@ def prepare_run(
         if not isinstance(existing.get("identity"), dict):
             existing["identity"] = identity
         return run, existing
-    log = {
-        "rollbench_run_log": 1,
-        "run_id": run_dir.name,
-        "identity": identity,
-        "spec": spec.model_dump(mode="json"),
-        "spec_identity": spec.identity(),
-        "plan": plan_log(spec, plan, info, run.replan_every),
-        "provenance": _provenance(plan),
-        "warnings": warnings,
-        "status": "RUNNING",
-    }
+    plan_block = plan_log(spec, plan, info, run.replan_every)
+    log = new_run_log(
+        run_dir.name, identity, spec.model_dump(mode="json"), spec.identity(), plan_block, _provenance(plan), warnings
+    )
     return run, log
 
 

@@ -75,7 +75,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError, describe
 from rollbench.serve.batch import Batching
 from rollbench.serve.limits import FAULTS, Limits, MalformedReply, SessionRefused, request_bytes
 from rollbench.serve.requests import WsConnection
@@ -162,7 +162,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
             try:
                 connection.session = host.open_session(key, evictable=False, wait_s=1.0)
             except SessionRefused as exc:
-                refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                refuse(conn, 1013, f"{describe(exc)}")
                 return
             conn.send(packb(host.metadata()))
             while True:
@@ -173,10 +173,10 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
                     conn.send(b"\xc1 fault injection: not msgpack")
                     continue
                 except SessionRefused as exc:  # a batch slot past --max-sessions
-                    refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                    refuse(conn, 1013, f"{describe(exc)}")
                     return
                 except (ValueError, RollbenchError) as exc:  # the request breaks the protocol or cannot be served
-                    refuse(conn, 1008, f"{type(exc).__name__}: {exc}")
+                    refuse(conn, 1008, f"{describe(exc)}")
                     return
                 except Exception:  # the policy's own failure: as openpi, the traceback as a text frame, then close
                     text = traceback.format_exc(limit=8)

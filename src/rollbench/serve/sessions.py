@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rollbench.core.batch import Batchable
-from rollbench.core.contracts import Observation, Policy, TaskInfo
+from rollbench.core.contracts import Observation, Policy, TaskInfo, describe
 from rollbench.serve.batch import Batching, Gatherer, SlotPolicy, act_many
 from rollbench.serve.limits import (
     Limits,
@@ -329,7 +329,7 @@ class PolicyHost:
         try:
             actions = session.act(obs, instruction)
         except BaseException as exc:
-            self.log(**record, outcome=f"{type(exc).__name__}: {exc}")
+            self.log(**record, outcome=f"{describe(exc)}")
             raise
         infer_ms = 1e3 * (time.perf_counter() - t0)
         self.log(**record, outcome=f"actions {list(actions.shape)}")

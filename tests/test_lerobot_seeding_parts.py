@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from rollbench.core.contracts import ConfigError, PolicyInfo
 from rollbench.core.plan import make_plan
 from rollbench.core.spec import build_spec
-from rollbench.core.types import ConfigError, PolicyInfo
 from rollbench.policies.lerobot.policy import version_check
 from rollbench.run.prepare import check_one_stream
 from rollbench.run.runners import Execution

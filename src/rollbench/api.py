@@ -7,7 +7,6 @@ run directory, never in-process counters.
 from __future__ import annotations
 
 import contextlib
-import re
 import shutil
 import sys
 import time
@@ -16,11 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
+from rollbench.core.identity import sanitize_segment
 from rollbench.core.interrupts import user_signals
 from rollbench.core.paths import make_dirs
 from rollbench.core.plan import PlannedEpisode, ResolvedRun
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError
 from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.lerobot import dataset_features
@@ -29,6 +29,7 @@ from rollbench.record.runlog import LiveSnapshot, RunLock, utc_now, write_run_lo
 from rollbench.record.writer import DatasetWriter
 from rollbench.run.observer import RunObserver
 from rollbench.run.prepare import check_run_dir, prepare_run
+from rollbench.run.ray_options import RayOptions as RayOptions  # public: Execution(ray=RayOptions(...))
 from rollbench.run.runners import Execution, run_episodes
 from rollbench.run.worker import EpisodeSummary, Running, WorkerSetup
 
@@ -44,10 +45,10 @@ and about once a second while episodes run ``{"event": "steps", "worker", "runni
 
 
 def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
-    """``runs/<task>-<policy>-<UTC timestamp>`` with unsafe characters replaced."""
+    """``runs/<task>-<policy>-<UTC timestamp>``, the name made a valid identity segment (at most 80 characters
+    before the stamp; :func:`~rollbench.core.identity.sanitize_segment`): ``scripted-reach-zero-20261201T200000Z``."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.env}-{spec.policy}")[:80].strip("_")
-    return root / f"{name}-{stamp}"
+    return root / f"{sanitize_segment(f'{spec.env}-{spec.policy}', 'run', limit=80)}-{stamp}"
 
 
 def evaluate(

@@ -5,11 +5,8 @@ Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,13 +16,15 @@ from rollbench.cli import analysis as cli_analysis
 from rollbench.cli import dashboard as cli_dashboard
 from rollbench.cli import optimize as cli_optimize
 from rollbench.cli import reproduce as cli_reproduce
+from rollbench.cli import sequential as cli_sequential
 from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
+from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
 from rollbench.cli.release import register as _register_release
 from rollbench.cli.runs import register as register_runs
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.serve.server import serve_policy
 
 if TYPE_CHECKING:
@@ -60,23 +59,6 @@ def _main(
     """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM (what systemd, ``docker stop``, Slurm and a plain ``kill`` send) into :class:`Terminated` while
-    a run executes, so that it ends like a Ctrl-C instead of leaving run.json saying RUNNING. (A background job
-    started by a non-interactive shell ignores SIGINT, a shell rule rollbench keeps; SIGTERM is the signal to send
-    it.)"""
-
-    def stop(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 @app.command("eval")
 @spec_options
 def eval_cmd(
@@ -95,6 +77,21 @@ def eval_cmd(
         int, typer.Option(min=1, help="Episodes each worker runs in lockstep, one batched policy call per step.")
     ] = 1,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
+    ray_cpus: Annotated[float, typer.Option(help="Ray: CPUs per env worker (fractional allowed).")] = 1.0,
+    ray_gpus: Annotated[float, typer.Option(help="Ray: GPUs per copy of the policy (fractional below 1).")] = 0.0,
+    ray_resources: Annotated[
+        str | None, typer.Option(help="Ray: custom resources per env worker, JSON, e.g. '{\"libero\": 1}'.")
+    ] = None,
+    ray_placement: Annotated[
+        str, typer.Option(help="Ray: spread (over nodes) or pack (fill a node first).")
+    ] = "spread",
+    ray_policy_per_node: Annotated[
+        bool, typer.Option("--ray-policy-per-node", help="Ray: one policy actor per node, shared by its env workers.")
+    ] = False,
+    ray_shared_fs: Annotated[
+        bool,
+        typer.Option("--ray-shared-fs", help="Ray: actors that see the run directory write it (else episodes ship)."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
     retry_errors: Annotated[
         str, typer.Option(help="On resume, re-run errored episodes: infra (infrastructure faults), all or none.")
@@ -112,7 +109,8 @@ def eval_cmd(
     **spec_flags: Any,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
-    from rollbench.api import Execution
+    from rollbench.api import Execution, RayOptions
+    from rollbench.run.ray_options import parse_resources
 
     try:
         if resume is not None:
@@ -125,6 +123,14 @@ def eval_cmd(
             ray_address=ray_address,
             batch_size=batch_size,
             retry_errors=retry_errors,
+            ray=RayOptions(
+                cpus=ray_cpus,
+                gpus=ray_gpus,
+                resources=parse_resources(ray_resources),
+                placement=ray_placement,
+                policy="node" if ray_policy_per_node else "worker",
+                shared_fs=ray_shared_fs,
+            ),
         )
     except ConfigError as exc:
         _fail(str(exc))
@@ -177,10 +183,11 @@ def _run_with_display(
     on (RollbenchError): exit 1."""
     from rollbench.api import evaluate
     from rollbench.cli.display import ProgressDisplay
+    from rollbench.core.stdio import isolated_output
 
     display = ProgressDisplay(console, enabled=not as_json)
     try:
-        with display, _terminate_as_interrupt():
+        with isolated_output(), display, _terminate_as_interrupt():  # the policy's output and children: not ours
             result = evaluate(
                 spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
             )
@@ -329,6 +336,7 @@ cli_dashboard.register(app)
 cli_analysis.register(app)
 cli_optimize.register(app)
 cli_reproduce.register(app)
+cli_sequential.register(app)
 _register_release(app)
 
 

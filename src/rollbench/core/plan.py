@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
 from rollbench.core.registry import family_of, resolve_tasks
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
 
 
 @dataclass(frozen=True)

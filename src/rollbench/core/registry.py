@@ -16,8 +16,8 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol
 
+from rollbench.core.contracts import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo
 from rollbench.core.interrupts import contained
-from rollbench.core.types import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo
 
 
 @dataclass(frozen=True)

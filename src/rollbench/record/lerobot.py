@@ -52,8 +52,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.contracts import TaskInfo
 from rollbench.core.episode import EpisodeRecord
-from rollbench.core.types import TaskInfo
 from rollbench.record.files import encode_video, resolve_inside
 
 CODEBASE_VERSION = "v3.0"
@@ -300,13 +300,7 @@ def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str
     tmp = run_dir / STAGING / f".tmp-{p.episode_index:06d}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
-        pq.write_table(episode_table(rec, fps), tmp / "data.parquet")
-        for cam, frames in rec.frames.items():
-            if frames:
-                encode_video(tmp / f"{video_key(cam)}.mp4", frames, fps, durable=False)
-        for kind, data in artifacts_of(rec).items():
-            (tmp / f"{kind}.jsonl").write_bytes(data)
-        (tmp / "episode.json").write_text(json.dumps(episode_row(rec, render_fault)))
+        write_episode_files(tmp, rec, fps, render_fault)
         try:  # not fsync'd: see the module docstring (commit protocol, step 1)
             tmp.rename(final)
         except OSError:  # another attempt of this episode staged first: keep that one
@@ -316,6 +310,18 @@ def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_episode_files(directory: Path, rec: EpisodeRecord, fps: int, render_fault: str | None = None) -> None:
+    """Write a staged episode's files into the existing, empty ``directory``: ``data.parquet``, ``episode.json``,
+    ``<video key>.mp4`` per recorded camera and ``<artifact kind>.jsonl`` per policy artifact (not fsync'd)."""
+    pq.write_table(episode_table(rec, fps), directory / "data.parquet")
+    for cam, frames in rec.frames.items():
+        if frames:
+            encode_video(directory / f"{video_key(cam)}.mp4", frames, fps, durable=False)
+    for kind, data in artifacts_of(rec).items():
+        (directory / f"{kind}.jsonl").write_bytes(data)
+    (directory / "episode.json").write_text(json.dumps(episode_row(rec, render_fault)))
 
 
 def tasks_table(instructions: Sequence[str]) -> pa.Table:

@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.runlog_model import RunLog
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
 from rollbench.record.safe_files import is_regular, read_regular_json

@@ -6,8 +6,8 @@ episode of ``T`` steps has ``T`` rows and ``T`` video frames.
 
 Termination reasons (first that applies after each step): ``success`` (``any_step`` rule only: the episode stops at
 the first success), ``env_terminated``, ``truncated``, ``max_steps`` (the horizon was reached). ``policy_stop`` when
-the policy raises :class:`~rollbench.core.types.PolicyStop`, ``give_up`` when it raises
-:class:`~rollbench.core.types.PolicyGiveUp`; ``error`` when the env or policy raises, or the policy returns
+the policy raises :class:`~rollbench.core.contracts.PolicyStop`, ``give_up`` when it raises
+:class:`~rollbench.core.contracts.PolicyGiveUp`; ``error`` when the env or policy raises, or the policy returns
 a non-finite, non-real or wrongly shaped action: the steps before it are kept, the episode is not a success, the
 run goes on. "Raises" means any ``BaseException`` (``SystemExit``, a ``KeyboardInterrupt`` the code raised itself,
 custom ones) except the user's own Ctrl-C or SIGTERM, which stops the run (:mod:`rollbench.core.interrupts`).
@@ -15,7 +15,7 @@ custom ones) except the user's own Ctrl-C or SIGTERM, which stops the run (:mod:
 Which action runs at each step (the chunk queue, ``replan_every``, and with ``--latency`` the inference delay, hold
 actions and stale actions) is :class:`~rollbench.run.schedule.ChunkSchedule`'s.
 
-Fault of an error (``EpisodeRecord.error_fault``, see :class:`~rollbench.core.types.EpisodeError`): the exception's own
+Fault of an error (``EpisodeRecord.error_fault``, see :class:`~rollbench.core.contracts.EpisodeError`): the exception's own
 ``fault`` attribute when it has a valid one (``EpisodeError``, ``InfrastructureError`` raised by remote clients);
 otherwise where it was raised: ``policy`` inside ``policy.reset``/``policy.act`` or for a bad action, ``environment``
 inside ``env.reset``/``step``/``render``/``success``.
@@ -50,11 +50,20 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from rollbench.core.contracts import (
+    Env,
+    EpisodeError,
+    ExpectsImages,
+    Fault,
+    FinishesEpisodes,
+    Observation,
+    Policy,
+    PolicyStop,
+)
 from rollbench.core.episode import EpisodeRecord, fault_of, held_success
 from rollbench.core.interrupts import contained
 from rollbench.core.latency import delay_rule
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import Env, EpisodeError, Fault, Observation, Policy, PolicyStop
 from rollbench.run.render_check import RenderFault, RenderWatch
 from rollbench.run.schedule import ChunkSchedule
 
@@ -167,9 +176,10 @@ class EpisodeRun:
     def _expect(self, asks: bool) -> None:
         """Tell an env that renders inside its step (LIBERO: ``expect_images``) which cameras the next observation
         needs: the video's, and the policy's when it will be asked for a chunk."""
-        expect = getattr(self.env, "expect_images", None)
-        if callable(expect):
-            expect((*self.cameras, *(c for c in self.frames if c not in self.cameras)) if asks else tuple(self.frames))
+        if isinstance(self.env, ExpectsImages):
+            self.env.expect_images(
+                (*self.cameras, *(c for c in self.frames if c not in self.cameras)) if asks else tuple(self.frames)
+            )
 
     def prepare(self) -> bool:
         """Render the images this step needs (the video's cameras; the policy's too when its action queue is empty,
@@ -279,11 +289,10 @@ class EpisodeRun:
         task = self.task
         success = reached and self.reason != "error" and not self.success_at_reset
         artifacts: dict[str, bytes] = {}
-        finish = getattr(policy, "finish_episode", None)
-        if callable(finish):  # staged and committed with the episode
+        if isinstance(policy, FinishesEpisodes):  # staged and committed with the episode
             outcome = {"termination_reason": self.reason, "success": success, "length": n, "error": self.error}
             with contained() as artifact:
-                artifacts = {str(k): bytes(v) for k, v in finish(outcome).items()}
+                artifacts = {str(k): bytes(v) for k, v in policy.finish_episode(outcome).items()}
             if artifact.error and self.reason != "error":
                 self.fail(artifact.error)
                 success = False

@@ -25,11 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from rollbench.core.batch import Answer, BatchPolicy
+from rollbench.core.batch import Answer, Batchable, BatchPolicy, SlotPolicies
+from rollbench.core.contracts import EpisodeError, Observation, Policy, PolicyStop, TaskInfo
 from rollbench.core.episode import EpisodeRecord
 from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import EpisodeError, Observation, Policy, PolicyStop, TaskInfo
 from rollbench.run.episode import EpisodeRun
 
 
@@ -79,8 +79,7 @@ def as_batch_policy(first: Policy, build: Callable[[], Policy], size: int) -> Ba
     """``first``'s native batched form if it has one (``first.batched(size)``, which may return None when it cannot
     batch now, e.g. a remote client whose server takes no batches), else a :class:`PolicyLoop` over ``first`` and
     ``size - 1`` more instances from ``build``."""
-    native = getattr(first, "batched", None)
-    policy: BatchPolicy | None = native(size) if callable(native) else None
+    policy = first.batched(size) if isinstance(first, Batchable) else None
     if policy is not None:
         return policy
     return PolicyLoop([first, *(build() for _ in range(size - 1))])
@@ -147,8 +146,7 @@ def _slot_policy(policy: BatchPolicy, slot: int) -> Policy | None:
     policy's optional ``slot_policy(slot)`` (a :class:`PolicyLoop`'s, passed on by wrappers such as
     :class:`~rollbench.run.deadline.Deadline`); a native batched policy has none, so its episodes carry no
     artifacts."""
-    get = getattr(policy, "slot_policy", None)
-    return get(slot) if callable(get) else None
+    return policy.slot_policy(slot) if isinstance(policy, SlotPolicies) else None
 
 
 def _ask(policy: BatchPolicy, asks: list[tuple[int, EpisodeRun]]) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo
+from rollbench.core.format import differences
 from rollbench.core.identity import run_identity
 from rollbench.core.interrupts import contained
 from rollbench.core.latency import check_latency
@@ -20,7 +22,6 @@ from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
 from rollbench.core.registry import env_families, family_of
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import ConfigError, PolicyInfo
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.on_disk import check_state_files, committed_lengths
 from rollbench.record.runlog import check_resumable, provenance, read_run_log
@@ -41,8 +42,8 @@ def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -
     info = policy.info
     try:
         run = resolve_run(spec, plan, *_policy_facts(spec, plan, info, recorded))
-        if (check := getattr(policy, "check_tasks", None)) is not None and plan.tasks:
-            check(list(plan.tasks), lambda t: run.tasks[t.name].image_size)
+        if isinstance(policy, ChecksTasks) and plan.tasks:
+            policy.check_tasks(list(plan.tasks), lambda t: run.tasks[t.name].image_size)
     finally:
         with contained() as closing:
             policy.close()
@@ -161,7 +162,7 @@ def _refuse_mismatch(
         )
     if existing is not None and existing.get("spec_identity") != spec.identity():
         old, new = existing.get("spec", {}), spec.model_dump(mode="json")
-        diff = ", ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in new if old.get(k) != new.get(k))
+        diff = differences(old, new)
         raise ConfigError(
             f"{run_dir} already holds a run of a different spec ({diff or 'identity ' + str(existing.get('spec_identity'))}); "
             "choose another --out, or resume it with the same options (rollbench eval --resume RUN_DIR)"

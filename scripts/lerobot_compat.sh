@@ -104,15 +104,15 @@ build() {  # build LINE: create or update the line's venv (a venv of another Pyt
   else
     py=python3.11 want="(3, 11)"
   fi
-  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import sys; v = sys.version_info[:2]; sys.exit(not (v >= (3, 12) if $want >= (3, 12) else v == $want))"; then
-    echo "$venv is of another Python: rebuilding it"; rm -rf "$(readlink -f "$venv")"
-  fi
   if [ ! -e "$venv" ] && [ ! -L "$venv" ] && [ -n "$VENV_HOME" ]; then
     # kept across clones (CI's fresh clone of each run, a second checkout): the venv lives in $VENV_HOME and the
     # checkout's .venv-lerobot* is a link to it; the pins below are re-checked by pip on every run, so a kept venv
     # is brought to this checkout's pins (a no-op when they did not change)
     mkdir -p "$VENV_HOME"
     ln -sfn "$VENV_HOME/lerobot-$line" "$venv"
+  fi
+  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import sys; v = sys.version_info[:2]; sys.exit(not (v >= (3, 12) if $want >= (3, 12) else v == $want))"; then
+    echo "$venv is of another Python: rebuilding it"; rm -rf "$(readlink -f "$venv")"
   fi
   [ -x "$venv/bin/python" ] || "$py" -m venv "$(readlink -f "$venv")"
   if [ "$line" = 0.6.1 ]; then

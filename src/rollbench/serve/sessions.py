@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rollbench.core.batch import Batchable
-from rollbench.core.contracts import Observation, Policy, TaskInfo, describe
+from rollbench.core.contracts import ConfigError, Observation, Policy, TaskInfo, describe
 from rollbench.serve.batch import Batching, Gatherer, SlotPolicy, act_many
 from rollbench.serve.limits import (
     Limits,
@@ -138,6 +138,9 @@ class PolicyHost:
         self.default_task = family_of(default_env).task(default_env) if default_env else None
         template = make_policy(policy, self.options)  # unknown names fail here, before the port opens
         self.info = template.info
+        if self.info.one_stream:  # its episodes must run in order in one run (run/prepare.py check_one_stream)
+            template.close()
+            raise ConfigError(f"{self.info.one_stream}, so it cannot be served (run it with rollbench eval)")
         self._idle: list[Policy] = [template]
         # --max-batch > 1: a natively batched policy serves every session from one batched form, one slot each
         self._native = None

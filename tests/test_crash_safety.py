@@ -46,6 +46,15 @@ def start_slow_run(out: Path, **popen: object) -> subprocess.Popen[str]:
         "--out",
         str(out),
     ]
+    # a background job ignores SIGINT and its children inherit that; a handled signal is reset to the default at exec
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _popen(args, popen)
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _popen(args: list[str], popen: dict[str, object]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         args,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))},

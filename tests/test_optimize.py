@@ -24,7 +24,7 @@ from fastapi import FastAPI, Request  # module level: FastAPI resolves the handl
 from fastapi.responses import JSONResponse
 
 from rollbench.api import grade
-from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.optimize.compare import Paired
 from rollbench.optimize.config import build_config, is_better
 from rollbench.optimize.proposers import Context, LLMProposer, propose

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import run_cli
 from rollbench.api import Execution, RayOptions, prepare_run
+from rollbench.core.contracts import ConfigError
 from rollbench.core.episode import EpisodeRecord
-from rollbench.core.types import ConfigError
 from rollbench.record.lerobot import STAGING, stage_episode, video_key
 from rollbench.record.shipping import (
     BadReply,
@@ -35,11 +35,11 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> EpisodeRecord:
 
     run_dir = tmp_path_factory.mktemp("plan")
     spec = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1, seed=3, video=True)
-    plan, log = prepare_run(spec, run_dir)
-    setup = WorkerSetup(spec, run_dir, {t.name: t for t in plan.tasks}, log["plan"]["replan_every"], False)
+    run, _log = prepare_run(spec, run_dir)
+    setup = WorkerSetup(run, run_dir)
     got: list[EpisodeRecord] = []
     worker = EpisodeWorker(setup, lambda rec, fault: got.append(rec) or True)
-    worker.run(plan.episodes[0])
+    worker.run(run.plan.episodes[0])
     worker.close()
     return got[0]
 

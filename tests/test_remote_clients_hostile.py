@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from hostile_peers import hostile_http_server, hostile_ws_server, http_bodies, http_replies, ws_cases
+from rollbench.core.contracts import EpisodeError, InfrastructureError, Observation
 from rollbench.core.registry import make_policy, resolve_tasks
-from rollbench.core.types import EpisodeError, InfrastructureError, Observation
 from rollbench.wire.decode import ProtocolError, decode_array, loads_json, unpack_msgpack
 from served_policy import ROLLBENCH, served
 
@@ -150,7 +150,7 @@ def test_http_policy_url_without_a_path_means_act(tmp_path: Path) -> None:
 def test_a_server_at_its_session_limit_refuses_with_the_reason_until_a_client_closes(
     protocol: str, tmp_path: Path
 ) -> None:
-    from rollbench.core.types import ConfigError
+    from rollbench.core.contracts import ConfigError
 
     with served(tmp_path, "scripted-expert", protocol, "--max-sessions", "1") as (url, _, _):
         first = make_policy(url, {"retries": 0})

@@ -17,7 +17,7 @@ from scipy.stats import binom, binomtest, fisher_exact
 
 from conftest import run_cli
 from rollbench.api import evaluate
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.reproduce import (
     ReferenceFileError,
     load_reference,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.review.labels import load_labels, parse_episode_key, set_label
 from rollbench.review.rubrics import BUILTIN_RUBRICS, load_rubric
 

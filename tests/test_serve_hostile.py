@@ -131,8 +131,8 @@ def test_an_undecodable_frame_gets_the_error_text_before_a_close_with_a_reason(t
 
 @pytest.mark.parametrize("protocol", ["ws", "http"])
 def test_nan_in_an_observation_gets_an_error_reply_not_nan_actions(protocol: str, tmp_path: Path) -> None:
+    from rollbench.core.contracts import EpisodeError, Observation
     from rollbench.core.registry import make_policy, resolve_tasks
-    from rollbench.core.types import EpisodeError, Observation
 
     task = resolve_tasks("scripted/reach")[0]
     with served(tmp_path, "scripted-expert", protocol) as (url, _, _):
@@ -208,8 +208,8 @@ def test_an_evicted_or_unknown_http_session_gets_410_never_a_reset_to_env(tmp_pa
 
 def _latencies_while(url: str, attack: Any) -> tuple[list[float], Any]:
     """Run ``attack()`` while a second (rollbench) client keeps calling; return its call latencies and the result."""
+    from rollbench.core.contracts import Observation
     from rollbench.core.registry import make_policy, resolve_tasks
-    from rollbench.core.types import Observation
 
     task = resolve_tasks("scripted/reach")[0]
     client = make_policy(url, {})

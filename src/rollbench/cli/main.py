@@ -5,11 +5,8 @@ Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,13 +16,15 @@ from rollbench.cli import analysis as cli_analysis
 from rollbench.cli import dashboard as cli_dashboard
 from rollbench.cli import optimize as cli_optimize
 from rollbench.cli import reproduce as cli_reproduce
+from rollbench.cli import sequential as cli_sequential
 from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
+from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
 from rollbench.cli.release import register as _register_release
 from rollbench.cli.runs import register as register_runs
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.serve.server import serve_policy
 
 if TYPE_CHECKING:
@@ -58,23 +57,6 @@ def _main(
     ] = False,
 ) -> None:
     """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM (what systemd, ``docker stop``, Slurm and a plain ``kill`` send) into :class:`Terminated` while
-    a run executes, so that it ends like a Ctrl-C instead of leaving run.json saying RUNNING. (A background job
-    started by a non-interactive shell ignores SIGINT, a shell rule rollbench keeps; SIGTERM is the signal to send
-    it.)"""
-
-    def stop(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @app.command("eval")
@@ -201,10 +183,11 @@ def _run_with_display(
     on (RollbenchError): exit 1."""
     from rollbench.api import evaluate
     from rollbench.cli.display import ProgressDisplay
+    from rollbench.core.stdio import isolated_output
 
     display = ProgressDisplay(console, enabled=not as_json)
     try:
-        with display, _terminate_as_interrupt():
+        with isolated_output(), display, _terminate_as_interrupt():  # the policy's output and children: not ours
             result = evaluate(
                 spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
             )
@@ -353,6 +336,7 @@ cli_dashboard.register(app)
 cli_analysis.register(app)
 cli_optimize.register(app)
 cli_reproduce.register(app)
+cli_sequential.register(app)
 _register_release(app)
 
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rollbench.core.contracts import InfrastructureError
 from rollbench.core.episode import EpisodeRecord
-from rollbench.core.types import InfrastructureError
 from rollbench.record.files import resolve_inside
 from rollbench.record.lerobot import ARTIFACT_PATHS, STAGING, write_episode_files
 from rollbench.record.on_disk import staged_damage

@@ -15,20 +15,13 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollbench.review.charts import rate_chart, timeline_svg
+from rollbench.core.format import FILTERS, shown
+from rollbench.review.charts import rate_chart, sequential_svg, timeline_svg
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
 TEMPLATES = Path(__file__).with_name("templates")
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
-
-
-def _interval(lo: float | None, hi: float | None) -> str:
-    return "" if lo is None or hi is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 @cache
@@ -39,9 +32,9 @@ def _env() -> Environment:
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=StrictUndefined,  # a missing field is an error, never a blank
-        finalize=lambda value: "" if value is None else value,
+        finalize=shown,
     )
-    env.filters.update(pct=_pct, interval=_interval)
+    env.filters.update(FILTERS)
     return env
 
 
@@ -65,7 +58,12 @@ def run_page(d: dict[str, Any], reproduction: dict[str, Any] | None = None, refe
         from rollbench.reproduce.html import reproduction_html
 
         section = reproduction_html(reproduction)
-    return _render("run.html.j2", d["key"], "run", d=d, chart=chart, references=references or [], reproduction=section)
+    seq = d.get("sequential") or {}
+    seq_svg = sequential_svg(seq["task"]) if seq.get("task") else None
+    return _render(
+        "run.html.j2", d["key"], "run", d=d, chart=chart, references=references or [], reproduction=section,
+        sequential=seq, sequential_svg=seq_svg,
+    )  # fmt: skip
 
 
 def episode_page(d: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.record.retry import check_mode
 from rollbench.run.ray_options import RayOptions
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.record.shipping import MAX_EPISODE_BYTES
 
 PLACEMENTS = ("spread", "pack")

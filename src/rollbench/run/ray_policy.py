@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollbench.core.batch import Answer, BatchPolicy
+from rollbench.core.contracts import InfrastructureError, Observation, Policy, PolicyInfo, TaskInfo
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import InfrastructureError, Observation, Policy, PolicyInfo, TaskInfo
 from rollbench.run.lockstep import PolicyLoop
 from rollbench.run.worker import build_policy
 

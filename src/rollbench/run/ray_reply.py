@@ -7,7 +7,7 @@ import dataclasses
 import sys
 
 from rollbench.core.episode import failed_episode
-from rollbench.core.plan import PlannedEpisode, video_cameras_for
+from rollbench.core.plan import PlannedEpisode
 from rollbench.record.lerobot import stage_episode, video_key
 from rollbench.record.shipping import BadReply, allowed_names, check_reply, stage_shipped
 from rollbench.run.pool import recorded_summary
@@ -19,8 +19,7 @@ class ReplyChecker:
 
     def __init__(self, setup: WorkerSetup, max_bytes: int) -> None:
         self.setup, self.max_bytes = setup, max_bytes
-        spec = setup.spec
-        keys = {video_key(c) for t in setup.tasks.values() for c in video_cameras_for(spec, t, setup.needs_images)}
+        keys = {video_key(c) for facts in setup.run.tasks.values() for c in facts.video_cameras}
         self.names = allowed_names(keys)
         self.bad = 0  # replies recorded as errors
 

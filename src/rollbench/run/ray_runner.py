@@ -37,8 +37,8 @@ import time
 import uuid
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import ConfigError
 from rollbench.run.execution import Execution
 from rollbench.run.observer import RunObserver
 from rollbench.run.pool import START_TIMEOUT_S, Event, run_pool

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, Observation, Policy, RollbenchError, TaskInfo
+from rollbench.core.contracts import ConfigError, Observation, Policy, RollbenchError, TaskInfo
 from rollbench.serve.limits import DIE_EXIT_CODE, MalformedReply, SessionGone, SessionRefused
 from rollbench.wire.decode import ProtocolError
 

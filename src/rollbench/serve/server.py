@@ -75,7 +75,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.serve.batch import Batching
 from rollbench.serve.limits import FAULTS, Limits, MalformedReply, SessionRefused, request_bytes
 from rollbench.serve.requests import WsConnection

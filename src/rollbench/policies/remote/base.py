@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rollbench.core.types import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
+from rollbench.core.contracts import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
 from rollbench.wire.decode import status_error
 from rollbench.wire.obs_map import (
     ObsMap,

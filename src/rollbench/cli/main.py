@@ -110,6 +110,10 @@ def eval_cmd(
         bool,
         typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
     ] = False,
+    trust_run: Annotated[
+        bool,
+        typer.Option("--trust-run", help="--resume: load the modules and paths the run's run.json names."),
+    ] = False,
     **spec_flags: Any,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
@@ -118,7 +122,7 @@ def eval_cmd(
 
     try:
         if resume is not None:
-            spec, out_dir = _resumed_spec(resume, given_flags(ctx), spec_file), resume
+            spec, out_dir = _resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
         else:
             spec = _new_spec(ctx, spec_flags, spec_file, wire_capture)
         execution = Execution(
@@ -146,18 +150,40 @@ def eval_cmd(
     _emit(result, as_json, run_dir)
 
 
-def _resumed_spec(resume: Path, given: list[SpecFlag], spec_file: Path | None) -> EvalSpec:
-    """The spec stored in ``resume``/run.json; ConfigError if spec flags or ``--spec`` were given too."""
-    from rollbench.core.spec import build_spec
+def _resumed_spec(
+    resume: Path, given: list[SpecFlag], spec_file: Path | None, values: dict[str, Any], trust_run: bool
+) -> EvalSpec:
+    """The spec stored in ``resume``/run.json; ConfigError if ``--spec`` or spec flags other than a repeated
+    ``--policy``/``--env`` were given. A run.json naming code to import or a path to read (``what_it_loads``) is
+    resumed only when the same ``--policy``/``--env``/``--policy-options`` are typed again or with ``--trust-run``:
+    a copied run directory never runs its code unasked (issue 30, item 14)."""
+    from rollbench.core.spec import build_spec, what_it_loads
     from rollbench.record.runlog import read_run_log
 
-    if given or spec_file:
-        shown = ", ".join(f.option for f in given) or "--spec"
+    confirming = {"policy", "env", "policy_options"}
+    others = [f for f in given if f.field not in confirming]
+    if others or spec_file:
+        shown = ", ".join(f.option for f in others) or "--spec"
         raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
     log = read_run_log(resume)
     if log is None:
         raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
-    return build_spec(**log["spec"])
+    spec = build_spec(**log["spec"])
+    typed = spec_fields(values, [f for f in given if f.field in confirming])
+    recorded = spec.model_dump(mode="json")
+    for field, value in typed.items():
+        if value != recorded.get(field):
+            raise ConfigError(
+                f"--resume {resume}: its run.json records {field} {recorded.get(field)!r}, not {value!r}; resume "
+                "with the recorded value or choose another --out"
+            )
+    loads = [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]
+    if loads and not trust_run:
+        raise ConfigError(
+            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import or read; resume only a run "
+            "you trust: repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
+        )
+    return spec
 
 
 def _new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool) -> EvalSpec:
@@ -201,7 +227,7 @@ def _run_with_display(
             f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
             f"`rollbench eval --resume {where}` (or the same command)",
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
         )
         raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
     except ConfigError as exc:
@@ -286,9 +312,20 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
         return
     from rich.text import Text
 
-    for r in rows:  # plain text (no markup from docstrings), never cut: a long line is left to the terminal to wrap
+    # plain text (no markup from docstrings), never cut; on a terminal each description wraps at words under its
+    # own column, on a pipe it stays one line (what scripts grep)
+    for r in rows:
         marker = "test fixture: " if r["kind"] == "fixture" else ""
-        out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
+        if out.is_terminal:
+            from rich.table import Table
+
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(width=22, no_wrap=True, style="bold")
+            grid.add_column(overflow="fold")
+            grid.add_row(Text(r["name"]), Text(marker + r["description"]))
+            out.print(grid)
+        else:
+            out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
     out.print(
         Text.assemble(
             (f"{'module:factory':<22}", "bold"),
@@ -319,12 +356,19 @@ def mcp_cmd(
         list[str] | None,
         typer.Option(help="http only: a host name clients use to reach the server (Host/Origin check); repeatable."),
     ] = None,
+    lerobot_policy: Annotated[
+        list[str] | None,
+        typer.Option(help="A lerobot:PATH_OR_REPO policy clients may run (the only ones they may name); repeatable."),
+    ] = None,
 ) -> None:
     """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
     from rollbench.mcp.server import serve
 
     try:
-        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()))
+        checkpoints = tuple(lerobot_policy or ())
+        if bad := [p for p in checkpoints if not p.startswith("lerobot:")]:
+            raise ConfigError(f"--lerobot-policy {bad[0]!r}: give lerobot:PATH_OR_REPO_ID[@REVISION]")
+        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()), checkpoints)
     except ConfigError as exc:
         _fail(str(exc))
 

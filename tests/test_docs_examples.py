@@ -94,8 +94,14 @@ def test_readme_keeps_the_ci_test_command_verbatim_and_stays_short() -> None:
 @pytest.mark.sim
 @pytest.mark.slow
 def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
-    """The set-up's evaluation and every tour step, as pasted (the dashboard is scripts/screenshots.py's): each exits
-    0, `grade` recomputes what `eval` stored, `compare` pairs the two runs, and the report is written."""
+    """The set-up's evaluation and every tour step, as pasted (the dashboard is scripts/screenshots.py's; its label,
+    written where the dashboard writes it, is in place before the report as it is for a user): each exits 0, `grade`
+    recomputes what `eval` stored, `compare` pairs the two runs, and the report is written."""
+    from rollbench.cli.dashboard import default_labels
+    from rollbench.core.identity import RunIdentity
+    from rollbench.dashboard.labels import set_label
+    from rollbench.dashboard.rubrics import load_rubric
+
     readme = REPO / "README.md"
     commands = []
     for code in run_blocks(readme, TOUR):
@@ -108,6 +114,11 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     outputs = []
     for cmd in commands:
+        if cmd[1] == "report":  # step 4: episode 0 of the random run labelled `failed` (key 3 of outcome-v1)
+            run = tmp_path / "runs/pick-place-random"
+            ident = RunIdentity.from_run_log(json.loads((run / "run.json").read_text()), run)
+            labels = tmp_path / default_labels([Path("runs")])
+            set_label(labels, ident.episode_key(0), "failed", rubric=load_rubric())
         r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, (cmd, r.stderr[-2000:])
         outputs.append(r.stdout)

@@ -92,6 +92,15 @@ def test_readme_keeps_the_ci_test_command_verbatim_and_stays_short() -> None:
     assert len(setup) == 2 and install_page == setup  # docs/install.md repeats the two commands exactly
 
 
+def test_readme_map_names_every_page_under_docs() -> None:
+    """A new page under docs/ gets its row in the README's "Documentation" table (a new user finds it there)."""
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("## Documentation\n", 1)[1]
+    mapped = set(re.findall(r"^\| \[docs/([\w.-]+\.md)\]\(docs/\1\) \| ", table, re.M))
+    pages = {p.name for p in (REPO / "docs").glob("*.md")}
+    assert pages - mapped == set(), f"add a row for each to README.md's Documentation table: {sorted(pages - mapped)}"
+
+
 @pytest.mark.sim
 @pytest.mark.slow
 def test_readme_tour_runs_as_written(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from rollbench.cli import reproduce as cli_reproduce
 from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.release import register as _register_release
+from rollbench.cli.robustness import register as _register_robustness
 from rollbench.cli.runs import register as register_runs
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
 from rollbench.core.interrupts import Terminated
@@ -330,6 +331,7 @@ cli_analysis.register(app)
 cli_optimize.register(app)
 cli_reproduce.register(app)
 _register_release(app)
+_register_robustness(app, _new_spec, _run_with_display)
 
 
 def main() -> None:

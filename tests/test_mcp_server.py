@@ -200,7 +200,9 @@ async def test_bad_arguments_are_tool_errors_naming_valid_values_and_write_nothi
     assert list(root.iterdir()) == []
     schema = tools["run_policy_rollout"].input_schema["properties"]
     assert schema["max_steps"]["maximum"] == 500 and schema["n_episodes"]["minimum"] == 1
-    assert set(tools) == {"run_policy_rollout", "list_envs", "list_policies", "get_run", "grade_run", "list_runs"}
+    assert set(tools) == {
+        "run_policy_rollout", "list_envs", "list_policies", "get_run", "grade_run", "robustness_study", "list_runs",
+    }  # fmt: skip
 
 
 async def test_run_name_that_escapes_root_is_refused(tmp_path: Path) -> None:

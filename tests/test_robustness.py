@@ -145,6 +145,9 @@ def test_libero_pro_study_records_each_episode_category_and_never_runs_a_perturb
         assert not np.array_equal(
             first[idx[("libero/libero_spatial_swap/0", k)]], first[idx[("libero/libero_spatial/0", k)]]
         )
-    # recomputed from disk: the same document
+    # recomputed from disk: the same document, from the CLI and from the MCP server's tool
     again = run_cli("robustness", run_dir, "--json")
     assert again.returncode == 0 and json.loads(again.stdout) == study
+    from rollbench.mcp.server import RolloutService
+
+    assert RolloutService(tmp_path).robustness("study") == study

@@ -130,6 +130,7 @@ def robustness_cmd(
         return
     from rollbench.analysis.robustness import study_env
     from rollbench.api import Execution
+
     new_spec, run_with_display = _RUNNER["new_spec"], _RUNNER["run_with_display"]
     bad = [f"--{k.replace('_', '-')}" for k in _OVERRIDES if spec_flags.get(k)]
     if bad:

@@ -188,15 +188,16 @@ class RolloutService:
         return _call_result(res.summary, res)
 
     def robustness(self, run_id: str) -> dict[str, Any]:
-        """The robustness table of a run, recomputed from its files (:mod:`rollbench.analysis.robustness`)."""
-        from rollbench.analysis.robustness import robustness_study
-        from rollbench.analysis.sources import load_runs
+        """The robustness table of a run, recomputed from its files (:mod:`rollbench.grading.robustness`)."""
+        from rollbench.grading.robustness import robustness_study
 
         run_dir = self.existing_run_dir(run_id)
         try:
-            study = robustness_study(load_runs([run_dir]).runs[0])
+            result = grade(run_dir)
         except RollbenchError as exc:
             raise ToolError(str(exc)) from None
+        planned = (read_run_log(run_dir) or {}).get("plan", {}).get("episodes", [])
+        study = robustness_study(planned, result["episodes"])
         if study is None:
             raise ToolError(f"run {run_id} has no perturbed episodes (start one with env set to perturbed tasks)")
         return study

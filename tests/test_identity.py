@@ -11,8 +11,8 @@ import pytest
 
 from conftest import run_cli
 from rollbench.api import evaluate
+from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import family_robot, sanitize_segment
-from rollbench.core.types import ConfigError
 
 
 def test_families_declare_their_robot():

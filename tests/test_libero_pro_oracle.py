@@ -17,7 +17,7 @@ seeded random policy, the oracle steps its env with exactly the actions rollbenc
   arm offset and renders robosuite 1.5's gripper model; at the first step 0.0004 and 0.011);
 * success at every step: identical.
 
-Before rollbench took robosuite 1.4's init-noise draws (``rollbench.envs.libero_scene.draw_like_robosuite_14``),
+Before rollbench took robosuite 1.4's init-noise draws (``rollbench.envs.libero.scene.draw_like_robosuite_14``),
 this test failed: with the same seed the fixtures stood 4-6 mm elsewhere (agentview 1.6, wrist 3.4 of 255 apart).
 """
 
@@ -33,7 +33,7 @@ import pytest
 
 from rollbench.api import evaluate
 from rollbench.core.registry import EnvOptions, make_env, resolve_tasks
-from rollbench.envs import libero_setup
+from rollbench.envs.libero import setup as libero_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = ROOT / ".venv-liberopro" / "bin" / "python"

@@ -27,6 +27,9 @@ from run_tables import recorded_tables
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+pytestmark = pytest.mark.ray
+
+
 TESTS = Path(__file__).resolve().parent
 ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024**2, "include_dashboard": False}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.review.labels import load_labels, parse_episode_key, set_label
 from rollbench.review.rubrics import BUILTIN_RUBRICS, load_rubric
 
@@ -135,6 +135,7 @@ for i in range(100):
 """
 
 
+@pytest.mark.slow
 def test_two_processes_writing_100_labels_each_lose_none_and_keep_history(tmp_path: Path):
     f = tmp_path / "labels.json"
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(f), tag]) for tag in ("a", "b")]

@@ -15,7 +15,7 @@ from scipy.stats import binomtest
 from rollbench.analysis.robustness import robustness_study
 from rollbench.analysis.sources import RunData
 from rollbench.core.identity import RunIdentity
-from rollbench.envs import libero_setup
+from rollbench.envs.libero import setup as libero_setup
 
 
 def _run(rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]]) -> RunData:

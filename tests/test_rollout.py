@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fault_policies import Overshoot
-from rollbench.core.types import Observation, PolicyInfo, PolicyStop, TaskInfo
+from rollbench.core.contracts import Observation, PolicyInfo, PolicyStop, TaskInfo
 from rollbench.policies.basic import RandomPolicy, ScriptedExpert
 from rollbench.run.episode import EpisodeRun, rollout
 from scripted_replay import make_env, planned, replay

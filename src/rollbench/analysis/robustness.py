@@ -20,8 +20,8 @@ def study_env(env: str) -> tuple[str, list[str]]:
     """``--env`` of a robustness study: the perturbed tasks named by ``env`` (tasks or suites) preceded by their
     control tasks (each once, in first-use order), and the perturbed task names. ConfigError (one line) when a
     named task is not perturbed or names no control, or when nothing perturbed is named."""
+    from rollbench.core.contracts import ConfigError
     from rollbench.core.registry import resolve_tasks
-    from rollbench.core.types import ConfigError
 
     tasks = resolve_tasks(env)
     plain = [t.name for t in tasks if t.perturbation is None]

@@ -15,7 +15,7 @@ the run is kept with ``damaged`` set and its ``violations``, which every output 
 same run log, :func:`run_fingerprint`) is one run: the first path given is read, the copy is listed in
 ``copies`` and never pooled again.
 
-Errors: :class:`rollbench.core.types.ConfigError` with one line naming the offending paths.
+Errors: :class:`rollbench.core.contracts.ConfigError` with one line naming the offending paths.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
 
 

@@ -35,7 +35,7 @@ from functools import cache
 from typing import Any
 
 from rollbench.analysis.sources import Loaded, RunData
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.grading.stats import wilson_interval
 
 BY_KEYS: tuple[str, ...] = ("task", "model", "policy", "host", "robot", "run", "variant", "instruction")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 if TYPE_CHECKING:
     from rollbench.review.service import Dashboard

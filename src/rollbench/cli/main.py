@@ -25,8 +25,8 @@ from rollbench.cli.release import register as _register_release
 from rollbench.cli.robustness import register as _register_robustness
 from rollbench.cli.runs import register as register_runs
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.serve.server import serve_policy
 
 if TYPE_CHECKING:
@@ -178,10 +178,11 @@ def _run_with_display(
     on (RollbenchError): exit 1."""
     from rollbench.api import evaluate
     from rollbench.cli.display import ProgressDisplay
+    from rollbench.core.stdio import isolated_output
 
     display = ProgressDisplay(console, enabled=not as_json)
     try:
-        with display, _terminate_as_interrupt():
+        with isolated_output(), display, _terminate_as_interrupt():  # the policy's output and children: not ours
             result = evaluate(
                 spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
             )

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from rollbench.cli.common import fail as _fail
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 GAP_HELP = "The gap in points the run should be able to detect (80% power) before agreement counts as consistent."
 

@@ -23,21 +23,10 @@ from rich.table import Table
 
 from rollbench.cli.common import fail
 from rollbench.cli.spec_flags import spec_options
-from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import p_value, pct, points, points_interval
 
 _OVERRIDES = ("instruction", "instructions", "instruction_perturb")
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
-def _pts(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:+.1f}"
-
-
-def _p(x: float | None) -> str:
-    return "—" if x is None else (f"{x:.3g}" if x >= 0.001 else f"{x:.1e}")
 
 
 def print_study(out: Any, study: dict[str, Any]) -> None:
@@ -53,13 +42,13 @@ def print_study(out: Any, study: dict[str, Any]) -> None:
                 cat if not level else "",
                 level or "all",
                 str(r["pairs"]),
-                f"{r['control']['successes']}/{r['pairs']} {_pct(r['control']['rate'])}",
-                f"{r['perturbed']['successes']}/{r['pairs']} {_pct(r['perturbed']['rate'])}",
-                _pts(r["difference"]),
-                f"{_pts(low)} … {_pts(high)}",
+                f"{r['control']['successes']}/{r['pairs']} {pct(r['control']['rate'])}",
+                f"{r['perturbed']['successes']}/{r['pairs']} {pct(r['perturbed']['rate'])}",
+                points(r["difference"]),
+                points_interval(low, high),
                 f"{r['control_only']} / {r['perturbed_only']}",
-                _p(r["p_value"]),
-                _p(r["p_holm"]),
+                p_value(r["p_value"]),
+                p_value(r["p_holm"]),
             )
     out.print(table)
     out.print(

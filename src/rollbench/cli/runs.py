@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
+from rollbench.core.format import MISSING, pct
 from rollbench.record.safe_files import read_regular_json
 
 
@@ -138,8 +139,8 @@ def register(app: typer.Typer) -> None:
                 table.add_row(r["run"], "", "", "unreadable (below)", "", "", "")
                 continue
             tasks = r["tasks"][0] if len(r["tasks"]) == 1 else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
-            rec = "?" if r["episodes_recorded"] is None else str(r["episodes_recorded"])
-            rate = "-" if r["success_rate"] is None else f"{100 * r['success_rate']:.1f}%"
+            rec = MISSING if r["episodes_recorded"] is None else str(r["episodes_recorded"])
+            rate = pct(r["success_rate"])
             table.add_row(
                 r["run"], tasks, str(r["policy"]), str(r["status"]), f"{rec}/{r['episodes_requested']}", rate,
                 r["created"] or "",

@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 MAX_JSON_BYTES = 256 * 2**20  # 256 MiB: a run.json of 100,000 planned episodes is ~40 MB
 

@@ -1,7 +1,9 @@
 """The run log (``RUN_DIR/run.json``) as pydantic models.
 
 These models describe what :func:`rollbench.api.evaluate` writes (with :mod:`rollbench.record.runlog` and
-:mod:`rollbench.record.retry`); the writer builds plain dicts and does not use them. Their JSON Schema is
+:mod:`rollbench.record.retry`) and own its format: every write of run.json is validated against :class:`RunLog`
+first (``record.runlog.write_run_log``; a document the model refuses is never written), and so is a run log read back
+to continue the run (``record.runlog.check_resumable``). Their JSON Schema is
 ``docs/run.schema.json`` (written by ``python -m rollbench.core.schemas``); ``tests/test_schemas.py`` checks that the
 committed schema is what these models give and that a real run's run.json validates. Blocks rollbench alone
 writes are closed (``extra="forbid"``); ``provenance`` and the policy's provenance are open, since env families and
@@ -11,7 +13,7 @@ policies add their own keys. Keys added to the format after its first version ar
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +38,11 @@ class PlanPolicy(Closed):
     chunk_size: int = Field(ge=1)
     replan_every: int | None
     needs_images: bool
+    image_sizes: dict[str, Annotated[list[int], Field(min_length=2, max_length=2)]] | None = Field(
+        default=None,
+        description="Env family -> [height, width] the policy asked to be rendered (PolicyInfo.image_sizes); "
+        "present only when it asked.",
+    )
     provenance: dict[str, Any]
 
 
@@ -45,7 +52,7 @@ class Variant(Closed):
 
 
 class PerturbationRecord(Closed):
-    """A perturbed task's category, level and control (:class:`rollbench.core.types.Perturbation`)."""
+    """A perturbed task's category, level and control (:class:`rollbench.core.contracts.Perturbation`)."""
 
     category: str
     level: float | None = None

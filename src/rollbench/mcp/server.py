@@ -34,8 +34,8 @@ from pydantic import BaseModel, Field
 
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.mcp.catalog import env_listing
 from rollbench.mcp.results import (
     INSTRUCTIONS,

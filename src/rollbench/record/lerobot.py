@@ -52,8 +52,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.contracts import TaskInfo
 from rollbench.core.episode import EpisodeRecord
-from rollbench.core.types import TaskInfo
 from rollbench.record.files import encode_video, resolve_inside
 
 CODEBASE_VERSION = "v3.0"

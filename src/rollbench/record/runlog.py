@@ -20,7 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from pydantic import ValidationError
+
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
 from rollbench.record.safe_files import is_regular, read_regular_json
@@ -88,7 +91,7 @@ def provenance(families: set[str]) -> dict[str, Any]:
         "robosuite": ("robosuite", "robosuite"),
         "pusht": ("gym-pusht", "gym-pusht"),
         "fetch": ("gymnasium-robotics", "gymnasium-robotics"),
-        "libero": ("libero", "rpent-libero"),  # the distribution of ``libero.libero`` (envs/libero_setup.py)
+        "libero": ("libero", "rpent-libero"),  # the distribution of ``libero.libero`` (envs/libero/setup.py)
     }
     versions = {
         "rollbench": _version("rollbench"),
@@ -113,7 +116,34 @@ def provenance(families: set[str]) -> dict[str, Any]:
 
 
 def write_run_log(run_dir: Path, log: dict[str, Any]) -> None:
+    """Write ``run_dir/run.json`` atomically, once the whole document validates against its model
+    (:class:`rollbench.core.runlog_model.RunLog`); RollbenchError, and nothing written, when the model refuses it (a
+    bug: every key rollbench writes is declared there). The bytes are the document's own (its keys in the order they
+    were added, numbers as computed); the model's dump would turn an integer in a float field into ``1.0``."""
+    try:
+        RunLog.model_validate(log)
+    except ValidationError as exc:
+        raise RollbenchError(
+            f"{run_dir / 'run.json'} would not match its model ({_first_error(exc)}); not written"
+        ) from None
     atomic_write_json(run_dir / "run.json", log)
+
+
+def check_resumable(log: dict[str, Any], path: Path) -> None:
+    """ConfigError unless ``log`` (read from ``path`` to continue the run) validates against the run log's model,
+    :class:`rollbench.core.runlog_model.RunLog`: a run is only continued from a log of the format rollbench writes.
+    Its ``results`` are left out: they are recomputed from the files when the run finishes and never read as truth,
+    so a run graded by an older rollbench still resumes."""
+    try:
+        RunLog.model_validate({**log, "results": None})
+    except ValidationError as exc:
+        raise ConfigError(f"{path} is not a run log rollbench can continue: {_first_error(exc)}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(x) for x in err["loc"]) or "the document"
+    return f"{where}: {err['msg']}" + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
 
 
 def find_run_dirs(roots: list[Path], max_depth: int = RUN_SEARCH_DEPTH) -> list[Path]:

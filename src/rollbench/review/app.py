@@ -31,8 +31,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity, check_segment
-from rollbench.core.types import ConfigError
 from rollbench.review import pages
 from rollbench.review.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.review.service import Dashboard

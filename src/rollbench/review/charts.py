@@ -7,6 +7,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from rollbench.core.format import interval, pct
+
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 
@@ -25,9 +27,8 @@ def rate_chart(tasks: dict[str, dict[str, Any]], width: int = 640) -> dict[str, 
                 bar_w=f"{plot_w * row['rate']:.1f}",
                 lo=f"{lo:.1f}",
                 hi=f"{hi:.1f}",
-                rate_pct=f"{100 * row['rate']:.1f}",
-                lo_pct=f"{100 * t['ci95_low']:.1f}",
-                hi_pct=f"{100 * t['ci95_high']:.1f}",
+                rate_text=pct(row["rate"]),
+                interval_text=interval(t["ci95_low"], t["ci95_high"]),
                 successes=t["successes"],
                 episodes=t["episodes"],
             )

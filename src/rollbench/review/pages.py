@@ -15,20 +15,13 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollbench.core.format import FILTERS, shown
 from rollbench.review.charts import rate_chart, timeline_svg
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
 TEMPLATES = Path(__file__).with_name("templates")
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
-
-
-def _interval(lo: float | None, hi: float | None) -> str:
-    return "" if lo is None or hi is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 @cache
@@ -39,9 +32,9 @@ def _env() -> Environment:
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=StrictUndefined,  # a missing field is an error, never a blank
-        finalize=lambda value: "" if value is None else value,
+        finalize=shown,
     )
-    env.filters.update(pct=_pct, interval=_interval)
+    env.filters.update(FILTERS)
     return env
 
 

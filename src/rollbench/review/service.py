@@ -225,7 +225,7 @@ class Dashboard:
         """``/api/reproduce/HOST/ROBOT/NAME?reference=NAME``: :func:`rollbench.reproduce.reproduce` of a local run
         against a *shipped* reference (a request never names a file). None: no such local run. Raises ConfigError
         (unknown reference, no suite in common)."""
-        from rollbench.core.types import ConfigError
+        from rollbench.core.contracts import ConfigError
         from rollbench.reproduce import load_reference, reproduce, shipped_names
 
         if reference not in shipped_names():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES
 
 FAULTS = ("wrong-shape", "malformed", "error", "short-batch", "slow:SECONDS", "die-after:N")

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rollbench.core.types import Observation
+from rollbench.core.contracts import Observation
 from rollbench.serve.batch import item_error, session_key
 from rollbench.serve.limits import MalformedReply
 from rollbench.serve.sessions import PolicyHost, Session

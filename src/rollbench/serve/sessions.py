@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rollbench.core.types import Observation, Policy, TaskInfo
+from rollbench.core.batch import Batchable
+from rollbench.core.contracts import Observation, Policy, TaskInfo
 from rollbench.serve.batch import Batching, Gatherer, SlotPolicy, act_many
 from rollbench.serve.limits import (
     Limits,
@@ -138,8 +139,9 @@ class PolicyHost:
         self.info = template.info
         self._idle: list[Policy] = [template]
         # --max-batch > 1: a natively batched policy serves every session from one batched form, one slot each
-        native = getattr(template, "batched", None) if self.batching.max_batch > 1 else None
-        self._native = native(self.limits.max_sessions) if callable(native) else None
+        self._native = None
+        if self.batching.max_batch > 1 and isinstance(template, Batchable):
+            self._native = template.batched(self.limits.max_sessions)
         self._native_lock = threading.Lock()
         self._slots_made = 0
         if self._native is not None:

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 MIN_TOKEN = 16
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")

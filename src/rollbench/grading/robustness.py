@@ -22,6 +22,7 @@ levels of that category).
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -123,3 +124,20 @@ def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any
             "their category)"
         ),
     }
+
+
+def study_of_run(run_dir: Path) -> dict[str, Any]:
+    """:func:`robustness_study` of a run directory: grade's episodes and run.json's planned episodes, both read from
+    the files. Raises what :func:`rollbench.grading.grade.grade` raises for a run it cannot read, and ConfigError
+    for a run without perturbed episodes."""
+    from rollbench.grading.grade import grade
+    from rollbench.record.runlog import read_run_log
+
+    result = grade(run_dir)
+    planned = (read_run_log(run_dir) or {}).get("plan", {}).get("episodes", [])
+    study = robustness_study(planned, result["episodes"])
+    if study is None:
+        from rollbench.core.contracts import ConfigError
+
+        raise ConfigError(f"{run_dir.name} has no perturbed episodes (run perturbed tasks with `rollbench robustness`)")
+    return study

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo
+from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo, describe
 from rollbench.core.format import differences
 from rollbench.core.identity import run_identity
 from rollbench.core.interrupts import contained
@@ -21,11 +21,15 @@ from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
 from rollbench.core.registry import env_families, family_of
-from rollbench.core.spec import EvalSpec
+from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.on_disk import check_state_files, committed_lengths
-from rollbench.record.runlog import check_resumable, provenance, read_run_log
+from rollbench.record.runlog import check_resumable, new_run_log, provenance, read_run_log
+from rollbench.record.safe_files import run_dir_containing
 from rollbench.run.worker import build_policy
+
+if TYPE_CHECKING:
+    from rollbench.run.runners import Execution
 
 
 def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -> tuple[PolicyInfo, ResolvedRun]:
@@ -46,7 +50,7 @@ def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -
             policy.close()
         if closing.error:
             exc = closing.error
-            raise ConfigError(f"policy {spec.policy!r}: its close() raised {type(exc).__name__}: {exc}") from None
+            raise ConfigError(f"policy {spec.policy!r}: its close() raised {describe(exc)}") from None
     return info, run
 
 
@@ -65,6 +69,8 @@ def check_run_dir(run_dir: Path) -> None:
     """ConfigError (nothing touched) unless ``run_dir`` is absent or a directory rollbench may open: no link in it
     leads outside it, and its committed episodes are intact (see ``record.writer.committed_lengths``)."""
     check_output_path(run_dir, "--out", directory=True)  # the path can be a directory: nothing else to check
+    if (outer := run_dir_containing(run_dir.parent)) is not None:  # issue 30, item 10
+        raise ConfigError(f"--out {run_dir} lies inside the run directory {outer}; a run never goes inside another run")
     if not run_dir.exists():
         return
     check_state_files(run_dir)
@@ -73,17 +79,44 @@ def check_run_dir(run_dir: Path) -> None:
         committed_lengths(run_dir)
 
 
+def check_one_stream(info: PolicyInfo, spec: EvalSpec, plan: Plan, execution: Execution | None, resuming: bool) -> None:
+    """ConfigError unless a policy whose episodes share one random stream (``PolicyInfo.one_stream``, e.g. a LeRobot
+    checkpoint with seeding ``lerobot-eval``) gets it as its reference run does: one task, its trials 0..N-1 in
+    order (seeds ``--seed`` + k), one worker, one slot, into a fresh run directory."""
+    why = []
+    if execution is not None and execution.workers > 1:
+        why.append(f"--workers {execution.workers} (give 1)")
+    if execution is not None and execution.batch_size > 1:
+        why.append(f"--batch-size {execution.batch_size} (give 1)")
+    if resuming:
+        why.append("a resume (give a new --out)")
+    if len(plan.tasks) > 1:
+        why.append(f"{len(plan.tasks)} tasks (give one)")
+    if any(e.variant is not None for e in plan.episodes):
+        why.append("an instruction sweep")
+    if spec.first_trial:
+        why.append(f"--first-trial {spec.first_trial} (its stream starts at trial 0)")
+    if why:
+        raise ConfigError(f"{info.one_stream}, so it cannot run with " + ", ".join(why))
+
+
 def prepare_run(
-    spec: EvalSpec, run_dir: Path, host_label: str | None = None, robot: str | None = None
+    spec: EvalSpec,
+    run_dir: Path,
+    host_label: str | None = None,
+    robot: str | None = None,
+    execution: Execution | None = None,
 ) -> tuple[ResolvedRun, dict[str, Any]]:
     """Validate everything that can be validated before motion; return the resolved run and the run log to write.
 
     In order: check (the directory, the plan, the families' installs), resolve (build the policy once, see
     :func:`_probe_policy`), refuse on a mismatch with what ``run_dir`` already holds, warn. ``host_label`` and
     ``robot`` set the run's identity (defaults: see :func:`rollbench.core.identity.run_identity`); a resumed run keeps
-    the identity it recorded, and asking for another one is a ConfigError."""
+    the identity it recorded, and asking for another one is a ConfigError. ``execution`` is checked against a policy
+    that declares ``one_stream`` (see :func:`check_one_stream`)."""
     check_run_dir(run_dir)
     plan = make_plan(spec)
+    check_action_noise(spec.action_noise, plan.tasks)
     identity = run_identity(run_dir, [t.family for t in plan.tasks], host_label, robot).to_dict()
     for t in plan.tasks:
         why = family_of(t.name).missing()
@@ -94,23 +127,18 @@ def prepare_run(
     if existing is not None and same:
         check_resumable(existing, run_dir / "run.json")  # its recorded facts are what this run continues with
     info, run = _probe_policy(spec, plan, existing["plan"] if existing is not None and same else None)
+    if info.one_stream:
+        check_one_stream(info, spec, plan, execution, resuming=existing is not None)
     _refuse_mismatch(spec, plan, info, run_dir, existing, {"host": host_label, "robot": robot})
     warnings = _run_warnings(spec, plan, info)
     if existing is not None:
         if not isinstance(existing.get("identity"), dict):
             existing["identity"] = identity
         return run, existing
-    log = {
-        "rollbench_run_log": 1,
-        "run_id": run_dir.name,
-        "identity": identity,
-        "spec": spec.model_dump(mode="json"),
-        "spec_identity": spec.identity(),
-        "plan": plan_log(spec, plan, info, run.replan_every),
-        "provenance": _provenance(plan),
-        "warnings": warnings,
-        "status": "RUNNING",
-    }
+    plan_block = plan_log(spec, plan, info, run.replan_every)
+    log = new_run_log(
+        run_dir.name, identity, spec.model_dump(mode="json"), spec.identity(), plan_block, _provenance(plan), warnings
+    )
     return run, log
 
 
@@ -139,21 +167,18 @@ def _refuse_mismatch(
     if existing is None and run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
     if existing is not None and isinstance(existing.get("identity"), dict):
-        clash = [
-            f"{k} {existing['identity'].get(k)!r} there, {v!r} asked"
-            for k, v in asked.items()
-            if v and v != existing["identity"].get(k)
-        ]
+        clash = differences(existing["identity"], {k: v for k, v in asked.items() if v})
         if clash:
             raise ConfigError(
-                f"{run_dir} was recorded with identity {existing['identity']} ({'; '.join(clash)}); drop --host-label/--robot to resume it"
+                f"{run_dir} was recorded with identity {existing['identity']} ({clash}); drop --host-label/--robot to resume it"
             )
 
 
 def _run_warnings(spec: EvalSpec, plan: Plan, info: PolicyInfo) -> list[str]:
     """What a new run's log warns about: overridden success rules, latency settings, a replan interval longer than
-    the policy's chunk, and the families' own ``run_warnings(spec)``. ConfigError on impossible latency settings."""
-    warnings = []
+    the policy's chunk, the policy's own ``warnings`` and the families' ``run_warnings(spec)``. ConfigError on
+    impossible latency settings."""
+    warnings = list(info.warnings)
     if spec.success_rule:
         for t in plan.tasks:
             if t.success_rule != spec.success_rule:

@@ -1,7 +1,8 @@
-"""Runs planned episodes in the current process: builds the policy and envs here, rolls out, stages the result.
+"""Runs planned episodes in the current process: builds the policy and envs here, runs the episodes, stages them.
 
 Every runner (in-process, local worker processes, Ray actors) calls :class:`EpisodeWorker`; the episode loop
-itself is :func:`rollbench.run.episode.rollout`. Workers never compute metrics: they stage recorded episodes and
+itself is :class:`rollbench.run.episode.EpisodeRun`, driven by :func:`rollbench.run.lockstep.run_lockstep` at every
+batch size. Workers never compute metrics: they stage recorded episodes and
 return a small summary used only for progress display.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
-from rollbench.core.contracts import Env, Fault, Policy, TaskInfo
+from rollbench.core.contracts import Env, Fault, Policy, TaskInfo, describe
 from rollbench.core.episode import EpisodeRecord, failed_episode
 from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
@@ -91,9 +92,16 @@ class EpisodeWorker:
 
     ``commit`` records a finished episode and returns False if it was already recorded; default: stage it in the run
     directory (worker processes, Ray actors); the in-process runner passes ``DatasetWriter.commit_record``.
+    ``policy`` builds the batch policy of the ``batch_size`` slots instead of building the spec's policy here (a Ray
+    actor's client of its node's policy actor, :mod:`rollbench.run.ray_policy`).
     """
 
-    def __init__(self, setup: WorkerSetup, commit: Callable[[EpisodeRecord, str | None], bool] | None = None) -> None:
+    def __init__(
+        self,
+        setup: WorkerSetup,
+        commit: Callable[[EpisodeRecord, str | None], bool] | None = None,
+        policy: Callable[[], BatchPolicy] | None = None,
+    ) -> None:
         self.setup = setup
         self.commit = commit or (
             lambda rec, fault: stage_episode(setup.run_dir, rec, setup.run.tasks[rec.planned.task].task.fps, fault)
@@ -105,7 +113,7 @@ class EpisodeWorker:
             return as_batch_policy(build_policy(spec), lambda: build_policy(spec), size)
 
         # every policy call bounded by --policy-timeout; a policy past it is abandoned and rebuilt
-        self.batch = Deadline(batch, spec.policy_timeout_s, deadline_fault(spec))
+        self.batch = Deadline(policy or batch, spec.policy_timeout_s, deadline_fault(spec))
         self._envs: list[Env | None] = [None] * size
         self._env_tasks: list[str | None] = [None] * size
         self.on_steps: Callable[[Running], None] | None = None  # progress inside episodes, see _steps
@@ -209,7 +217,7 @@ class EpisodeWorker:
 
 
 def _close_quietly(close: Callable[[], None], what: str) -> None:
-    with contained(lambda exc: print(f"warning: {what}: close() raised {type(exc).__name__}: {exc}", file=sys.stderr)):
+    with contained(lambda exc: print(f"warning: {what}: close() raised {describe(exc)}", file=sys.stderr)):
         close()
 
 

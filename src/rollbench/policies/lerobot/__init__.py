@@ -8,7 +8,7 @@ scripts/lerobot_compat.sh``): lerobot's pins (torch < 2.11, huggingface-hub < 0.
 conflict with rollbench's. Modules:
 
 * :mod:`.host`: the program that runs in lerobot's interpreter (standard library, numpy, torch, lerobot only);
-* :mod:`.frames`: the pipe protocol both sides speak;
+* :mod:`rollbench.wire.pipe.frames`: the pipe protocol both sides speak (shared with the env host);
 * :mod:`.client`: starting, calling (with deadlines) and stopping the host from rollbench;
 * :mod:`.observe`: the raw env observation of each family as lerobot's env wrappers build it, and the features it
   provides (checked against the checkpoint's before any episode);

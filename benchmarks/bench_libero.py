@@ -12,7 +12,7 @@ the variant names (``LiberoEnv.render``: on demand, as rollbench renders):
 
 Also per variant: env build time, the first reset (hard: LIBERO rebuilds the MuJoCo model and GL context) and a
 second one (soft, as rollbench resets after the first; the first observation is bit-identical, see
-``rollbench.envs.libero_scene``).
+``rollbench.envs.libero.scene``).
 
 **Part 2, rollbench vs the reference** (``--part compare``): openpi's ``WebsocketPolicyServer`` (PyPI
 ``openpi-server``) on loopback serves a cheap policy (a float64 chunk of 10 small actions drawn from a hash of the
@@ -63,7 +63,7 @@ BOTH = ("agentview", "robot0_eye_in_hand")
 # part 1: the simulator ----------------------------------------------------------------------------------------------
 def measure(task: str, cameras: tuple[str, ...], size: int, fast: bool, steps: int, reps: int) -> dict[str, float]:
     from rollbench.core.registry import EnvOptions
-    from rollbench.envs.libero import FAMILY, LiberoEnv
+    from rollbench.envs.libero.env import FAMILY, LiberoEnv
 
     t0 = time.perf_counter()
     env = FAMILY.make(FAMILY.task(task), EnvOptions(cameras=cameras, image_size=(size, size), fast_render=fast))

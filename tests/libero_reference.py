@@ -65,7 +65,7 @@ def init_states(path: Path) -> np.ndarray:
 
 
 def make_env(bddl: Path) -> Any:
-    from rollbench.envs import libero_setup
+    from rollbench.envs.libero import setup as libero_setup
 
     libero_setup.prepare()
     from libero.libero.envs.env_wrapper import ControlEnv

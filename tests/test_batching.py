@@ -19,7 +19,7 @@ import pytest
 
 from rollbench.api import Execution, evaluate, grade
 from rollbench.core.types import ConfigError
-from test_parallel import info_and_stats, last_execution, recorded_tables
+from run_tables import info_and_stats, last_execution, recorded_tables
 
 TESTS = Path(__file__).resolve().parent
 # action noise makes episodes of one batch end at very different steps (lengths 3..20 here)

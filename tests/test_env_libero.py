@@ -21,8 +21,9 @@ import pytest
 
 from rollbench.core.registry import EnvOptions, make_env, resolve_tasks
 from rollbench.core.types import ConfigError
-from rollbench.envs import libero, libero_setup
-from rollbench.envs.libero import (
+from rollbench.envs.libero import env as libero
+from rollbench.envs.libero import setup as libero_setup
+from rollbench.envs.libero.env import (
     FAMILY,
     NOOP_ACTION,
     SUITE_TASKS,
@@ -31,7 +32,7 @@ from rollbench.envs.libero import (
     quat_to_axis_angle,
     start_episode,
 )
-from rollbench.envs.libero_tasks import LAN_SUITES
+from rollbench.envs.libero.tasks import LAN_SUITES
 
 
 # task table ------------------------------------------------------------------------------------------------------

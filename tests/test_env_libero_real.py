@@ -22,9 +22,9 @@ import pytest
 
 from rollbench.api import Execution, evaluate
 from rollbench.core.registry import EnvOptions
-from rollbench.envs import libero_setup
-from rollbench.envs.libero import FAMILY, NOOP_ACTION, LiberoEnv, start_episode
-from rollbench.envs.libero_tasks import bddl_language
+from rollbench.envs.libero import setup as libero_setup
+from rollbench.envs.libero.env import FAMILY, NOOP_ACTION, LiberoEnv, start_episode
+from rollbench.envs.libero.tasks import bddl_language
 
 pytestmark = [
     pytest.mark.sim,

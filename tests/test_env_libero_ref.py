@@ -16,7 +16,7 @@ import pytest
 
 from rollbench.core.registry import EnvOptions
 from rollbench.core.types import EpisodeError
-from rollbench.envs.hosted.libero_ref import FAMILY
+from rollbench.envs.libero.ref import FAMILY
 
 pytestmark = [
     pytest.mark.venv,

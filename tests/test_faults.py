@@ -26,7 +26,7 @@ import pytest
 
 from rollbench.api import Execution, evaluate, grade
 from rollbench.record.writer import DatasetWriter
-from test_parallel import recorded_tables
+from run_tables import recorded_tables
 
 TESTS = Path(__file__).resolve().parent
 ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))

@@ -12,7 +12,7 @@ import pytest
 
 from rollbench.api import evaluate, grade
 from rollbench.grading.grade import wilson_interval
-from test_rollout import replay
+from scripted_replay import replay
 
 
 @pytest.fixture

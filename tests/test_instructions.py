@@ -19,7 +19,7 @@ from rollbench.core.spec import build_spec
 from rollbench.core.types import ConfigError
 from rollbench.core.variants import read_variants
 from rollbench.testing.metaworld_lang_expert import acts, instruction_level
-from test_remote_policy import ROLLBENCH, requests, served
+from served_policy import ROLLBENCH, requests, served
 
 REACH = "metaworld/reach-v3"
 REACH_TEXT = "reach the goal with the gripper"  # reach-v3's declared instruction

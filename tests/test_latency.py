@@ -28,8 +28,8 @@ from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
 from rollbench.envs.metaworld import HOLD as METAWORLD_HOLD
 from rollbench.envs.pusht import HOLD as PUSHT_HOLD
-from test_parallel import recorded_tables
-from test_remote_policy import served
+from run_tables import recorded_tables
+from served_policy import served
 
 STAMP = "rollbench.testing.stamped:make_stamp_policy"
 H = (-1, -1)

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import evaluate
-from rollbench.envs import libero_setup
+from rollbench.envs.libero import setup as libero_setup
 
 pytestmark = [
     pytest.mark.sim,

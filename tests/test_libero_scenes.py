@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rollbench.envs import libero_setup
+from rollbench.envs.libero import setup as libero_setup
 
 pytestmark = [
     pytest.mark.sim,
@@ -30,7 +30,7 @@ pytestmark = [
 _SCRIPT = """
 import hashlib, json
 import numpy as np
-from rollbench.envs.libero import FAMILY
+from rollbench.envs.libero.env import FAMILY
 from rollbench.core.registry import EnvOptions
 env = FAMILY.make(FAMILY.task("libero/libero_spatial/0"),
                   EnvOptions(cameras=("agentview", "robot0_eye_in_hand"), image_size=(256, 256)))

@@ -8,22 +8,18 @@ result must match field for field.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import CallToolResult
 
 import rollbench
+from mcp_support import error_text, mcp_session, structured
 
 pytestmark = pytest.mark.anyio
 
@@ -31,29 +27,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@asynccontextmanager
-async def mcp_session(root: Path, *extra: str) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "rollbench", "mcp", "--root", str(root), *extra],
-        env={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")},
-    )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
-
-
-def structured(res: CallToolResult) -> dict[str, Any]:
-    assert not res.is_error, res.content
-    assert isinstance(res.structured_content, dict)
-    return res.structured_content
-
-
-def error_text(res: CallToolResult) -> str:
-    assert res.is_error, res.structured_content
-    return " ".join(getattr(c, "text", "") for c in res.content)
 
 
 def assert_matches_grade(out: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from test_mcp_server import error_text, mcp_session, structured
+from mcp_support import error_text, mcp_session, structured
 
 pytestmark = pytest.mark.anyio
 README_RUN = ("--env", "metaworld/reach-v3", "--policy", "metaworld-expert")  # its episodes last long enough for steps

@@ -30,7 +30,7 @@ from rollbench.optimize.config import build_config, is_better
 from rollbench.optimize.proposers import Context, LLMProposer, propose
 from rollbench.optimize.search import Search
 from rollbench.testing.metaworld_lang_expert import instruction_level
-from test_remote_policy import ROLLBENCH, requests, served
+from served_policy import ROLLBENCH, requests, served
 
 REACH = "metaworld/reach-v3"
 REACH_TEXT = "reach the goal with the gripper"

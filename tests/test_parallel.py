@@ -18,52 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import Execution, evaluate, grade
 from rollbench.core.types import ConfigError
-
-TIMING_COLUMNS = {"policy.latency_s", "rollbench/wall_time_s"}  # measured durations: differ between any two runs
-
-
-def _nan_comparable(table: pa.Table) -> pa.Table:
-    """The NaN state and action of padding frames (an episode without steps, see rollbench.record.lerobot) replaced
-    by a sentinel, so that ``Table.equals`` (where NaN != NaN) compares them."""
-    for name in ("observation.state", "action"):
-        col = table[name].combine_chunks()
-        flat = col.flatten().to_numpy(zero_copy_only=False).copy()
-        flat[np.isnan(flat)] = -1e30
-        fixed = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), col.type.list_size)
-        table = table.set_column(table.schema.get_field_index(name), name, fixed)
-    return table
-
-
-def recorded_tables(run_dir: Path) -> tuple[pa.Table, list[dict[str, Any]]]:
-    """All per-step rows (data/) and all episode records (meta/episodes/) of a run, minus timing columns."""
-    data = pa.concat_tables(pq.read_table(f) for f in sorted(run_dir.glob("data/chunk-*/file-*.parquet"))).drop_columns(
-        ["policy.latency_s"]
-    )
-    data = _nan_comparable(data)
-    meta = [
-        {k: v for k, v in row.items() if k not in TIMING_COLUMNS}
-        for f in sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet"))
-        for row in pq.read_table(f).to_pylist()
-    ]
-    return data, meta
-
-
-def info_and_stats(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    info = json.loads((run_dir / "meta/info.json").read_text())
-    stats = json.loads((run_dir / "meta/stats.json").read_text())
-    stats.pop("policy.latency_s", None)
-    return info, stats
-
-
-def last_execution(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "run.json").read_text())["executions"][-1]
+from run_tables import info_and_stats, last_execution, recorded_tables
 
 
 def worker_processes() -> list[multiprocessing.process.BaseProcess]:

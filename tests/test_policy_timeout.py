@@ -18,7 +18,7 @@ import pytest
 from rollbench.api import Execution, evaluate
 from rollbench.core.registry import make_policy
 from rollbench.run.deadline import Deadline, PolicyTimeout
-from test_parallel import recorded_tables
+from run_tables import recorded_tables
 
 TESTS = Path(__file__).resolve().parent
 HANG = {"bad_seed": 1, "hang_s": 120}
@@ -91,7 +91,7 @@ def test_a_policy_past_its_deadline_is_abandoned_and_a_fresh_one_serves_later_ep
 def test_a_served_policy_past_the_deadline_is_an_infrastructure_fault(tmp_path: Path) -> None:
     """The client's own per-call timeout (30 s here) is longer than the deadline (1 s): the deadline fires, and a
     round trip that hangs is the transport's fault, not the model's."""
-    from test_remote_policy import served
+    from served_policy import served
 
     with served(tmp_path, "scripted-expert", "ws", "--fault", "slow:4") as (url, _, _):
         r = evaluate(env="scripted/reach", policy=url, episodes=1, policy_timeout_s=1.0, out=tmp_path / "r",

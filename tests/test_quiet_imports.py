@@ -14,7 +14,7 @@ from rollbench.envs.quiet import ROBOSUITE_LOGGER, silence_robosuite_notices
 def test_libero_start_up_prints_no_robosuite_or_gym_notice() -> None:
     pytest.importorskip("libero.libero")
     code = (
-        "from rollbench.envs import libero_setup\n"
+        "from rollbench.envs.libero import setup as libero_setup\n"
         "libero_setup.prepare()\n"
         "from libero.libero.envs.env_wrapper import ControlEnv\n"
         "import robosuite, gym\n"

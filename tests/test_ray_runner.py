@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from rollbench.api import Execution, evaluate, grade
-from test_parallel import recorded_tables
+from run_tables import recorded_tables
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402

@@ -24,8 +24,8 @@ import pytest
 
 from rollbench.api import Execution, evaluate
 from rollbench.wire.decode import unpack_msgpack
-from test_parallel import recorded_tables
-from test_remote_policy import ROLLBENCH, actions, requests, rows, served
+from run_tables import recorded_tables
+from served_policy import ROLLBENCH, actions, requests, rows, served
 
 TESTS = Path(__file__).resolve().parent
 PROTOCOLS = ("ws", "http")

@@ -21,7 +21,7 @@ from hostile_peers import hostile_http_server, hostile_ws_server, http_bodies, h
 from rollbench.core.registry import make_policy, resolve_tasks
 from rollbench.core.types import EpisodeError, InfrastructureError, Observation
 from rollbench.wire.decode import ProtocolError, decode_array, loads_json, unpack_msgpack
-from test_remote_policy import ROLLBENCH, served
+from served_policy import ROLLBENCH, served
 
 REACH = resolve_tasks("scripted/reach")[0]
 STATE = np.array([0.1, 0.1, 0.5, 0.1], np.float32)

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from rollbench.api import Execution, evaluate, grade
-from test_parallel import recorded_tables
+from run_tables import recorded_tables
 
 TESTS = Path(__file__).resolve().parent
 ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))

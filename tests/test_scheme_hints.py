@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from test_remote_policy import ROLLBENCH, served
+from served_policy import ROLLBENCH, served
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from websockets.sync.client import connect
 from hostile_peers import http_bodies, ws_cases
 from rollbench.api import evaluate
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
-from test_remote_policy import served
+from served_policy import served
 
 OBJECT_SEED = {b"__ndarray__": True, b"data": b"\x01" * 8, b"dtype": "|O", b"shape": [1]}
 STATE = np.array([0.1, 0.1, 0.5, 0.1], np.float32)  # a scripted/reach state

@@ -39,8 +39,9 @@ from rollbench.record.runlog import (
     write_run_log,
 )
 from rollbench.record.writer import DatasetWriter
+from rollbench.run.observer import RunObserver
 from rollbench.run.runners import Execution, run_episodes
-from rollbench.run.worker import WorkerSetup
+from rollbench.run.worker import EpisodeSummary, Running, WorkerSetup
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 """Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "retried": n,
@@ -208,6 +209,41 @@ def evaluate(
         raise
 
 
+class _RunEvents(RunObserver):
+    """The observer of one invocation: commits what workers staged in plan order, keeps ``run.live.json`` current,
+    forwards ``episode`` and ``steps`` events to ``progress`` and asks ``should_stop``."""
+
+    def __init__(
+        self,
+        live: LiveSnapshot,
+        committer: BackgroundCommitter,
+        progress: ProgressCallback | None,
+        should_stop: Callable[[], bool] | None,
+    ) -> None:
+        self.live, self.committer, self.progress = live, committer, progress
+        self.stop = should_stop or (lambda: False)
+        self.commit = committer.commit
+
+    def on_result(self, summary: EpisodeSummary) -> None:
+        self.committer.promote_ready()
+        self.live.episode_done(summary.task, summary.success, summary.episode_index)
+        self.live.write()
+        if self.progress:
+            self.progress({"event": "episode", **summary.__dict__})
+
+    def should_stop(self) -> bool:
+        return self.stop()
+
+    def on_worker(self, worker: str, state: str) -> None:
+        self.live.workers[worker] = state
+        self.live.write()
+
+    def on_steps(self, worker: str, running: Running) -> None:
+        self.live.steps(worker, running)
+        if self.progress:
+            self.progress({"event": "steps", "worker": worker, "running": running})
+
+
 def _execute(
     spec: EvalSpec,
     plan: Plan,
@@ -217,6 +253,8 @@ def _execute(
     progress: ProgressCallback | None,
     should_stop: Callable[[], bool] | None,
 ) -> dict[str, Any]:
+    """Run the episodes ``run_dir`` still lacks, commit them, grade, and keep run.json honest throughout: RUNNING
+    while this invocation runs, INTERRUPTED (resumable, with the reason) if it ends any other way than graded."""
     log["status"] = "RUNNING"
     log.setdefault("executions", []).append(
         {
@@ -229,7 +267,31 @@ def _execute(
     write_run_log(run_dir, log)
     try:
         with user_signals():  # Ctrl-C raises UserInterrupt: a policy's own KeyboardInterrupt is not taken for it
-            return _run(spec, plan, log, run_dir, execution, progress, should_stop)
+            writer, todo, live = _open_run(spec, plan, log, run_dir, execution, progress)
+            committer = BackgroundCommitter(writer)
+            setup = WorkerSetup(
+                spec,
+                run_dir.resolve(),
+                {t.name: t for t in plan.tasks},
+                log["plan"]["replan_every"],
+                log["plan"]["policy"]["needs_images"],
+                execution.batch_size,
+                log["plan"]["policy"].get("image_sizes") or {},
+            )
+            try:
+                counters = run_episodes(setup, todo, execution, _RunEvents(live, committer, progress, should_stop))
+            except KeyboardInterrupt:
+                # keep what finished, say so on disk, and leave the directory resumable
+                committer.close()
+                _finish(run_dir, writer, log, live, status="INTERRUPTED")
+                raise
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    committer.close()  # what finished is written before the error propagates
+                raise
+            committer.close()
+            log["executions"][-1].update(counters)
+            return _finish(run_dir, writer, log, live)
     except BaseException as exc:
         # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
         if log.get("status") == "RUNNING":  # (an interruption already finished the log as INTERRUPTED)
@@ -239,15 +301,16 @@ def _execute(
         raise
 
 
-def _run(
+def _open_run(
     spec: EvalSpec,
     plan: Plan,
     log: dict[str, Any],
     run_dir: Path,
     execution: Execution,
     progress: ProgressCallback | None,
-    should_stop: Callable[[], bool] | None,
-) -> dict[str, Any]:
+) -> tuple[DatasetWriter, list[PlannedEpisode], LiveSnapshot]:
+    """Open the writer (committing what a previous invocation staged), take back the errored episodes to retry, and
+    announce the start: the writer, the episodes still to run (plan order) and the live snapshot."""
     writer = _open_writer(spec, plan, log["plan"]["policy"], run_dir)
     writer.promote_ready()
     retried = retry_errored(run_dir, writer, log, execution.retry_errors)
@@ -260,48 +323,7 @@ def _run(
     live.done_at_start = len(already)
     live.write(force=True)
     _announce_start(progress, run_dir, live, len(retried), log.get("warnings", []))
-    committer = BackgroundCommitter(writer)
-
-    def on_result(summary: Any) -> None:
-        committer.promote_ready()
-        live.episode_done(summary.task, summary.success, summary.episode_index)
-        live.write()
-        if progress:
-            progress({"event": "episode", **summary.__dict__})
-
-    def on_worker(worker: str, state: str) -> None:
-        live.workers[worker] = state
-        live.write()
-
-    def on_steps(worker: str, running: list[dict[str, Any]]) -> None:
-        live.steps(worker, running)
-        if progress:
-            progress({"event": "steps", "worker": worker, "running": running})
-
-    setup = WorkerSetup(
-        spec,
-        run_dir.resolve(),
-        {t.name: t for t in plan.tasks},
-        log["plan"]["replan_every"],
-        log["plan"]["policy"]["needs_images"],
-        execution.batch_size,
-        log["plan"]["policy"].get("image_sizes") or {},
-    )
-    try:
-        stop = should_stop or (lambda: False)
-        counters = run_episodes(setup, todo, execution, on_result, stop, on_worker, committer.commit, on_steps)
-    except KeyboardInterrupt:
-        # keep what finished, say so on disk, and leave the directory resumable
-        committer.close()
-        _finish(run_dir, writer, log, live, status="INTERRUPTED")
-        raise
-    except BaseException:
-        with contextlib.suppress(Exception):
-            committer.close()  # what finished is written before the error propagates
-        raise
-    committer.close()
-    log["executions"][-1].update(counters)
-    return _finish(run_dir, writer, log, live)
+    return writer, todo, live
 
 
 def _open_writer(spec: EvalSpec, plan: Plan, policy: dict[str, Any], run_dir: Path) -> DatasetWriter:

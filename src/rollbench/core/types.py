@@ -229,7 +229,7 @@ class Env(Protocol):
 
         An env whose step renders its cameras itself may also define ``expect_images(cameras)``: the episode loop
         then names, before every ``reset`` and ``step``, the cameras it will render from the resulting observation
-        (LIBERO: see :mod:`rollbench.envs.libero_scene`)."""
+        (LIBERO: see :mod:`rollbench.envs.libero.scene`)."""
         ...
 
     def success(self) -> bool:

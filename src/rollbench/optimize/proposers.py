@@ -141,7 +141,7 @@ class LLMProposer:
     ``choices[0].message.content`` is read one candidate per line (list numbering, bullets and quotes stripped).
     The candidates are stored in ``optimize.json`` before they are evaluated, so a resumed search never asks again.
 
-    The call goes through the agent policy's client (:class:`rollbench.policies.agent_client.ChatClient`): each try
+    The call goes through the agent policy's client (:class:`rollbench.policies.agent.client.ChatClient`): each try
     within ``timeout_s`` (connection within 10 s), HTTP 429/5xx and dropped connections retried ``retries`` times
     with backoff from ``backoff_s`` (the agent policy's defaults: 4 and 1 s), the API key redacted from every error.
     """
@@ -184,7 +184,7 @@ class LLMProposer:
     def propose(self, incumbent: str, ctx: Context, n: int) -> list[str]:
         """Up to ``n`` new instructions from the endpoint; RollbenchError naming the endpoint when the call fails
         (after the retries) or the reply has no ``choices[0].message.content``."""
-        from rollbench.policies.agent_client import ChatClient
+        from rollbench.policies.agent.client import ChatClient
 
         body: dict[str, Any] = {"model": self.model, "messages": self.messages(incumbent, ctx, n), "temperature": 0}
         client = ChatClient(

@@ -88,7 +88,7 @@ def provenance(families: set[str]) -> dict[str, Any]:
         "robosuite": ("robosuite", "robosuite"),
         "pusht": ("gym-pusht", "gym-pusht"),
         "fetch": ("gymnasium-robotics", "gymnasium-robotics"),
-        "libero": ("libero", "rpent-libero"),  # the distribution of ``libero.libero`` (envs/libero_setup.py)
+        "libero": ("libero", "rpent-libero"),  # the distribution of ``libero.libero`` (envs/libero/setup.py)
     }
     versions = {
         "rollbench": _version("rollbench"),

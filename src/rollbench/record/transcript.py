@@ -1,4 +1,4 @@
-"""Reading an LLM agent's episode transcript back (format: :mod:`rollbench.policies.agent`) for grading.
+"""Reading an LLM agent's episode transcript back (format: :mod:`rollbench.policies.agent.policy`) for grading.
 
 Token and cost totals are recomputed from the transcript's ``call`` lines (one per model call, with the provider's
 ``usage``) and checked against the totals its ``end`` line states.

@@ -12,7 +12,7 @@ which env finished first, more trajectories than asked for). Here nothing of the
   policy whose per-slot answers do not depend on the other slots (tested for B = 1, 3, 8).
 
 Policies: a policy may offer a native batched form through a method ``batched(size) -> BatchPolicy | None``
-(``ws://``/``http://`` clients do when their server accepts batch requests, :mod:`rollbench.policies.remote`;
+(``ws://``/``http://`` clients do when their server accepts batch requests, :mod:`rollbench.policies.remote.base`;
 None means "not now"); otherwise :class:`PolicyLoop` keeps one policy instance per slot and calls them one by one
 (concurrently in threads when the policy says its calls wait on I/O, ``PolicyInfo.io_bound``, e.g. a policy server).
 """

@@ -18,16 +18,17 @@ episodes to idle slots (in plan order within a task, keeping each worker on one 
   :class:`~rollbench.core.types.RollbenchError`; so do :data:`MAX_START_FAILURES` consecutive deaths while starting, and
   :data:`START_TIMEOUT_S` without any live worker (e.g. a Ray cluster with no free CPU).
 
-``should_stop()`` is polled at least every :data:`POLL_S` seconds: once it returns True no new episode starts and the
-episodes in flight finish. Worker states (``"starting"``, ``"idle"``, ``"episode 17 (metaworld/reach-v3)"``) go to
-``on_worker`` for ``run.live.json``.
+The run's :class:`~rollbench.run.observer.RunObserver` hears everything: ``should_stop()`` is polled at least every
+:data:`POLL_S` seconds (once it returns True no new episode starts and the episodes in flight finish); worker states
+(``"starting"``, ``"idle"``, ``"episode 17 (metaworld/reach-v3)"``) go to ``on_worker`` for ``run.live.json``, each
+recorded episode to ``on_result``, step progress to ``on_steps``.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -38,17 +39,13 @@ from rollbench.core.types import InfrastructureError, RollbenchError, TaskInfo
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
 from rollbench.record.safe_files import read_regular_json
-from rollbench.run.worker import EpisodeSummary, Running
+from rollbench.run.observer import RunObserver
+from rollbench.run.worker import EpisodeSummary, Running, WorkerSetup
 
 MAX_ATTEMPTS = 3  # worker deaths on one episode before it is recorded as an error
 MAX_START_FAILURES = 3  # consecutive deaths of a slot's worker before it became ready
 START_TIMEOUT_S = 300.0  # longest time with no live worker at all
 POLL_S = 0.5
-
-OnResult = Callable[[EpisodeSummary], None]
-OnWorker = Callable[[str, str], None]
-OnSteps = Callable[[str, Running], None]
-ShouldStop = Callable[[], bool]
 
 
 @dataclass(frozen=True)
@@ -124,20 +121,10 @@ class _Pool:
     episode and the counters; it decides what to do with each :class:`Event` and which episode goes where."""
 
     def __init__(
-        self,
-        backend: Backend,
-        slots: int,
-        todo: Sequence[PlannedEpisode],
-        run_dir: Path,
-        tasks: dict[str, TaskInfo],
-        on_result: OnResult,
-        on_worker: OnWorker,
-        capacity: int,
-        on_steps: OnSteps | None = None,
+        self, backend: Backend, setup: WorkerSetup, todo: Sequence[PlannedEpisode], observer: RunObserver, slots: int
     ) -> None:
-        self.backend, self.run_dir, self.tasks = backend, run_dir, tasks
-        self.on_steps = on_steps
-        self.on_result, self.on_worker, self.capacity = on_result, on_worker, capacity
+        self.backend, self.run_dir, self.tasks = backend, setup.run_dir, setup.tasks
+        self.observer, self.capacity = observer, setup.batch_size
         self.queue: deque[PlannedEpisode] = deque(todo)
         self.n = min(slots, len(self.queue))
         self.running: dict[int, list[PlannedEpisode]] = {}
@@ -159,14 +146,14 @@ class _Pool:
         self.alive.add(slot)
         self.running[slot] = []
         self.stats["worker_starts"] += 1
-        self.on_worker(str(slot), "starting")
+        self.observer.on_worker(str(slot), "starting")
 
     def retire_when_idle(self, slot: int) -> None:
         if slot in self.retiring and not self.running.get(slot):
             self.retiring.discard(slot)
             self.alive.discard(slot)  # dispatch starts a fresh worker in this slot while episodes wait
             self.stats["workers_replaced"] += 1
-            self.on_worker(str(slot), "replaced (a policy call missed its deadline)")
+            self.observer.on_worker(str(slot), "replaced (a policy call missed its deadline)")
 
     def handle_death(self, slot: int, detail: str) -> None:
         self.stats["worker_deaths"] += 1
@@ -180,16 +167,16 @@ class _Pool:
                     f"worker {slot} died {self.start_failures[slot]} times while starting, last: {detail}"
                 )
         self.ready.discard(slot)
-        self.on_worker(str(slot), f"died ({detail})")
+        self.observer.on_worker(str(slot), f"died ({detail})")
         for planned in reversed(lost):  # reversed: appendleft keeps them in plan order at the head of the queue
             self.attempts[planned.episode_index] += 1
             done = recorded_summary(self.run_dir, planned)
             if done is not None:  # it staged the episode before dying: keep that copy
-                self.on_result(done)
+                self.observer.on_result(done)
             elif self.attempts[planned.episode_index] >= MAX_ATTEMPTS:
                 self.stats["episodes_lost"] += 1
                 task = self.tasks[planned.task]
-                self.on_result(_record_lost(self.run_dir, planned, task, self.attempts, detail))
+                self.observer.on_result(_record_lost(self.run_dir, planned, task, self.attempts, detail))
             else:
                 self.stats["episodes_rerun"] += 1
                 self.queue.appendleft(planned)
@@ -215,7 +202,7 @@ class _Pool:
                 self.last_task[slot] = planned.task
                 self.running[slot].append(planned)
                 self.backend.submit(slot, planned)
-                self.on_worker(str(slot), ", ".join(describe(p) for p in self.running[slot]))
+                self.observer.on_worker(str(slot), ", ".join(describe(p) for p in self.running[slot]))
         for slot in range(self.n):  # replace dead workers while episodes wait (idle ones took theirs above)
             if slot not in self.alive and self.queue:
                 self.start(slot)
@@ -225,20 +212,20 @@ class _Pool:
         if ev.kind == "ready":
             self.ready.add(ev.slot)
             self.start_failures[ev.slot] = 0
-            self.on_worker(str(ev.slot), "idle")
+            self.observer.on_worker(str(ev.slot), "idle")
         elif ev.kind == "done":
             assert ev.summary is not None
             index = ev.summary.episode_index
             self.running[ev.slot] = [p for p in self.running.get(ev.slot, []) if p.episode_index != index]
-            self.on_worker(str(ev.slot), ", ".join(describe(p) for p in self.running[ev.slot]) or "idle")
+            self.observer.on_worker(str(ev.slot), ", ".join(describe(p) for p in self.running[ev.slot]) or "idle")
             if ev.summary.policy_hung and ev.slot in self.alive:
                 self.retiring.add(ev.slot)
                 self.ready.discard(ev.slot)
             self.retire_when_idle(ev.slot)
             return ev.summary
         elif ev.kind == "steps":
-            if self.on_steps is not None and ev.running is not None:
-                self.on_steps(str(ev.slot), ev.running)
+            if ev.running is not None:
+                self.observer.on_steps(str(ev.slot), ev.running)
         elif ev.kind == "died":
             self.handle_death(ev.slot, ev.detail)
         else:
@@ -247,28 +234,21 @@ class _Pool:
 
 
 def run_pool(
-    backend: Backend,
-    slots: int,
-    todo: Sequence[PlannedEpisode],
-    run_dir: Path,
-    tasks: dict[str, TaskInfo],
-    on_result: OnResult,
-    should_stop: ShouldStop,
-    on_worker: OnWorker,
-    capacity: int = 1,
-    on_steps: OnSteps | None = None,
+    backend: Backend, setup: WorkerSetup, todo: Sequence[PlannedEpisode], observer: RunObserver, *, slots: int
 ) -> dict[str, int]:
-    """Run ``todo`` on ``slots`` workers of ``backend`` (see the module docstring); always closes the backend.
+    """Run ``todo`` on ``slots`` workers of ``backend``, each built from ``setup``, telling ``observer`` (see the
+    module docstring); always closes the backend.
 
-    ``capacity`` is how many episodes one worker runs at once (``--batch-size``): each worker is handed up to that
-    many, and a worker that dies gives all of its in-flight episodes back to the queue.
+    Each worker is handed up to ``setup.batch_size`` episodes at once (``--batch-size``), and a worker that dies
+    gives all of its in-flight episodes back to the queue.
 
     Returns counters for the run log: ``worker_starts``, ``worker_deaths``, ``workers_replaced`` (a policy call
     missed its deadline), ``episodes_rerun`` (re-dispatched
     after a death), ``episodes_lost`` (recorded as errors after :data:`MAX_ATTEMPTS` deaths).
     Raises RollbenchError when workers cannot be started or fail outside an episode.
     """
-    pool = _Pool(backend, slots, todo, run_dir, tasks, on_result, on_worker, capacity, on_steps)
+    pool = _Pool(backend, setup, todo, observer, slots)
+    should_stop = observer.should_stop
     no_live_since = time.monotonic()
     try:
         for slot in range(pool.n):
@@ -291,7 +271,7 @@ def run_pool(
             if finished and not should_stop():
                 pool.dispatch()  # keep workers busy while this process commits what they staged
             for summary in finished:
-                on_result(summary)
+                observer.on_result(summary)
     finally:
         backend.close()
 

@@ -28,7 +28,9 @@ from typing import Any
 
 from rollbench.core.plan import PlannedEpisode
 from rollbench.core.types import ConfigError
-from rollbench.run.pool import Event, OnResult, OnWorker, ShouldStop, run_pool
+from rollbench.run.execution import Execution
+from rollbench.run.observer import RunObserver
+from rollbench.run.pool import Event, run_pool
 from rollbench.run.worker import EpisodeSummary, EpisodeWorker, WorkerSetup
 
 FORWARDED_ENV = ("MUJOCO_GL", "PYOPENGL_PLATFORM")  # offscreen GL choice of the driver, given to actors on a cluster
@@ -183,15 +185,10 @@ class RayBackend:
 
 
 def run_ray(
-    setup: WorkerSetup,
-    todo: list[PlannedEpisode],
-    workers: int,
-    address: str | None,
-    on_result: OnResult,
-    should_stop: ShouldStop,
-    on_worker: OnWorker,
+    setup: WorkerSetup, todo: list[PlannedEpisode], execution: Execution, observer: RunObserver
 ) -> dict[str, int]:
-    """Run ``todo`` on ``workers`` Ray actors; connects to ``address`` or starts a private local Ray instance.
+    """Run ``todo`` on ``execution.workers`` Ray actors, telling ``observer`` (see :mod:`rollbench.run.pool`);
+    connects to ``execution.ray_address`` or starts a private local Ray instance.
 
     If this process is already connected to Ray (``ray.is_initialized()``), that connection is used and kept.
     Raises ConfigError when Ray is not installed or the cluster cannot be reached.
@@ -200,6 +197,7 @@ def run_ray(
         import ray
     except ImportError:
         raise ConfigError("--executor ray needs Ray: pip install 'rollbench[ray]'") from None
+    workers, address = execution.workers, execution.ray_address
     owned = not ray.is_initialized()
     if owned:
         try:
@@ -212,9 +210,7 @@ def run_ray(
     try:
         # a private instance inherits this process's environment; a cluster gets the GL choice via runtime_env
         backend = RayBackend(setup, forward_env=not owned or bool(address))
-        return run_pool(
-            backend, workers, todo, setup.run_dir, setup.tasks, on_result, should_stop, on_worker, setup.batch_size
-        )
+        return run_pool(backend, setup, todo, observer, slots=workers)
     finally:
         if owned:
             ray.shutdown()

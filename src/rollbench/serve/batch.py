@@ -1,7 +1,7 @@
 """Batches in ``rollbench serve-policy``: batch requests, and one policy call for requests of several clients.
 
-**Batch requests** (both protocols; the wire format is in :mod:`rollbench.policies.remote_http` and
-:mod:`rollbench.policies.remote_ws`). The server's metadata says ``"max_batch": N``: it accepts a request holding up
+**Batch requests** (both protocols; the wire format is in :mod:`rollbench.policies.remote.http` and
+:mod:`rollbench.policies.remote.ws`). The server's metadata says ``"max_batch": N``: it accepts a request holding up
 to ``N`` act items, each for its own session, and answers one entry per item, in order: ``{"actions": ARRAY}`` or
 ``{"error": "message", "status": S}`` (``S`` the HTTP status the item would have had alone: 400 protocol, 410
 unknown session, 500 the policy raised, 503 busy). One item's failure ends only that item's episode. A request of

@@ -2,7 +2,7 @@
 
 Imported only to serve http (it imports FastAPI at module level: the endpoints' annotations must resolve there).
 
-The wire format is specified in :mod:`rollbench.policies.remote_http`. This module adds what a server facing
+The wire format is specified in :mod:`rollbench.policies.remote.http`. This module adds what a server facing
 untrusted peers needs (limits in :class:`rollbench.serve.sessions.Limits`):
 
 * the body is read by the endpoint itself, not by FastAPI's ``Body``: a declared ``Content-Length`` above
@@ -93,7 +93,7 @@ def session_of(host: PolicyHost, request: dict[str, Any], sid: Any) -> Session:
 
 def http_app(host: PolicyHost, path: str) -> Any:
     """The FastAPI app of the JSON /act protocol at ``path``."""
-    app = FastAPI(title="rollbench serve-policy", description="JSON /act protocol v1 (rollbench.policies.remote_http)")
+    app = FastAPI(title="rollbench serve-policy", description="JSON /act protocol v1 (rollbench.policies.remote.http)")
     limit, timeout = host.limits.max_request_bytes, host.limits.request_timeout_s
 
     def error(status: int, message: str, close: bool = False, headers: Any = None) -> Response:

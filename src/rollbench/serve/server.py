@@ -1,6 +1,6 @@
 """``rollbench serve-policy``: serve any rollbench policy over the openpi websocket protocol or JSON /act.
 
-The same wire formats the clients speak (:mod:`rollbench.policies.remote_ws`, :mod:`rollbench.policies.remote_http`),
+The same wire formats the clients speak (:mod:`rollbench.policies.remote.ws`, :mod:`rollbench.policies.remote.http`),
 so scripted baselines sit behind the same interface as a VLA server, and the tests exercise real servers.
 
 Episodes and sessions (:mod:`rollbench.serve.sessions`): the policy is built with

@@ -19,8 +19,8 @@ send back to the peer or to print: it never formats the peer's values, only thei
 
 Wire formats: openpi's ``msgpack_numpy`` (arrays as ``{b"__ndarray__": True, b"data": bytes, b"dtype":
 dtype.str, b"shape": list}``, scalars as ``{b"__npgeneric__": True, b"data": value, b"dtype": dtype.str}``; see
-:mod:`rollbench.policies.remote_ws`) and rollbench's JSON /act arrays (``{"dtype", "shape", "data"}``; see
-:mod:`rollbench.policies.remote_http`).
+:mod:`rollbench.policies.remote.ws`) and rollbench's JSON /act arrays (``{"dtype", "shape", "data"}``; see
+:mod:`rollbench.policies.remote.http`).
 """
 
 from __future__ import annotations

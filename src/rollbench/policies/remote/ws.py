@@ -15,7 +15,7 @@ so a stateful served policy starts each episode fresh.
 
 rollbench extension for batches, used only when the metadata says ``"max_batch": N`` with ``N >= 2`` (``rollbench
 serve-policy --max-batch N``; openpi servers never say it, and get single observations from one connection per
-batch slot) by a client with ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote`): one connection serves
+batch slot) by a client with ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote.base`): one connection serves
 all slots, each its own server session: ``{"slot": i, "reset": {...}}`` starts slot ``i``'s episode, and ``{"batch":
 [{"slot": i, "observation": {observation dict}}, ...]}`` (at most ``N`` items) is answered ``{"batch": [{"actions":
 ...} | {"error": "message", "status": S}, ...]}``, one entry per item, in order (see :mod:`rollbench.serve.batch`).
@@ -55,7 +55,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation
-from rollbench.policies.remote import RemotePolicy, check_reset_reply
+from rollbench.policies.remote.base import RemotePolicy, check_reset_reply
 from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack
 from rollbench.wire.guard import client_headers
@@ -189,7 +189,7 @@ class WebsocketPolicy(RemotePolicy):
             self._request(observation_message(self._map, observation, instruction)), self.url, self._task
         )
 
-    # batch requests (rollbench.policies.remote): the slots share this connection, named by their index
+    # batch requests (rollbench.policies.remote.base): the slots share this connection, named by their index
     def _slot_id(self, slot: int) -> int:
         return slot
 

@@ -28,7 +28,7 @@ accepts reset requests; ``max_batch``: the most items of a batch request it acce
 * close, sent when the client is done, only to servers whose metadata says ``"reset": true``: ``{"session": S,
   "close": true}`` -> ``200 {"closed": true}`` (the server may free the session's state at once); errors ignored.
 * batch, sent only to servers whose metadata says ``"max_batch": N`` with ``N >= 2``, by a client with
-  ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote`): ``{"batch": [ACT, ...]}``, at most ``N`` act
+  ``--batch-size`` >= 2 (:mod:`rollbench.policies.remote.base`): ``{"batch": [ACT, ...]}``, at most ``N`` act
   requests, each with its own ``session`` (one per batch slot, each started by its own reset) -> ``200 {"batch":
   [ENTRY, ...]}``, one entry per item in order, ``{"actions": ARRAY}`` or ``{"error": "message", "status": S}``
   (the status that item would have had alone). A batch of more than ``N`` items, or naming a session twice, is
@@ -67,7 +67,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation
-from rollbench.policies.remote import RemotePolicy
+from rollbench.policies.remote.base import RemotePolicy
 from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import (
     MAX_REPLY_BYTES,
@@ -224,7 +224,7 @@ class HttpPolicy(RemotePolicy):
         reply = self._request(self._batch_item(self._session, self._map, observation, instruction))
         return check_actions(self._item_reply(reply), self.url, self._task)
 
-    # batch requests (rollbench.policies.remote): every slot is a session of its own id
+    # batch requests (rollbench.policies.remote.base): every slot is a session of its own id
     def _slot_id(self, slot: int) -> str:
         return uuid.uuid4().hex
 

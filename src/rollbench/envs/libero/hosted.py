@@ -1,5 +1,5 @@
 """LIBERO-type benchmarks in their own interpreter: LIBERO's ``ControlEnv`` surface over an env host, driven by
-rollbench's own LIBERO protocol (:class:`rollbench.envs.libero.LiberoEnv`: reset, init state, settle steps, state,
+rollbench's own LIBERO protocol (:class:`rollbench.envs.libero.env.LiberoEnv`: reset, init state, settle steps, state,
 180-degree images, success), so the two stacks differ only where the simulator does.
 
 :class:`HostedSim` is the proxy: each ``ControlEnv`` call the protocol makes (``seed``, ``reset``,
@@ -20,7 +20,7 @@ from rollbench.core.registry import EnvOptions
 from rollbench.core.types import ConfigError, EpisodeError, TaskInfo
 from rollbench.envs.base import TableFamily
 from rollbench.envs.hosted.remote import MAKE_TIMEOUT_S, EnvHost, on_path_env, venv_python, venv_versions
-from rollbench.envs.libero import LiberoEnv
+from rollbench.envs.libero.env import LiberoEnv
 
 
 class HostedSim:
@@ -74,7 +74,7 @@ class HostedSim:
 
 
 class HostedLiberoEnv(LiberoEnv):
-    """:class:`~rollbench.envs.libero.LiberoEnv` over a :class:`HostedSim`: the cameras each step renders are sent
+    """:class:`~rollbench.envs.libero.env.LiberoEnv` over a :class:`HostedSim`: the cameras each step renders are sent
     with the step (the far side gates its sensors); everything else is LiberoEnv's own code."""
 
     sim: HostedSim

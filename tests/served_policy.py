@@ -1,0 +1,70 @@
+"""Test helper: a real ``rollbench serve-policy`` subprocess on a free loopback port (``served``), what it received
+(``requests``, from its own ``--log-requests`` file), and the recorded rows/actions of a run evaluated against it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+ROLLBENCH = str(Path(sys.executable).parent / "rollbench")
+PROTOCOLS = ("ws", "http")
+REACH = "move the point to the goal"  # scripted/reach's declared instruction
+MW_TASK, MW_INSTRUCTION = "metaworld/pick-place-v3", "pick up the puck and place it at the goal"  # as declared
+
+
+@contextmanager
+def served(tmp: Path, policy: str, protocol: str, *extra: str) -> Iterator[tuple[str, Path, subprocess.Popen]]:
+    """Start ``rollbench serve-policy --port 0``; yield (url, request log, process); kill it afterwards."""
+    log = tmp / f"requests-{protocol}-{time.monotonic_ns()}.jsonl"
+    cmd = [ROLLBENCH, "serve-policy", "--policy", policy, "--protocol", protocol, "--port", "0"]
+    proc = subprocess.Popen(
+        [*cmd, "--log-requests", str(log), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "serving POLICY at URL", printed once the port is open
+        assert line.startswith("serving "), (
+            f"server did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+        )
+        yield line.split()[-1], log, proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def requests(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def url_of(protocol: str, port: int) -> str:
+    return f"ws://127.0.0.1:{port}" if protocol == "ws" else f"http://127.0.0.1:{port}/act"
+
+
+def rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
+    keys = ("episode_index", "seed", "success", "length", "return", "termination_reason", "error")
+    return [tuple(e[k] for k in keys) for e in result["episodes"]]
+
+
+def actions(run_dir: Path) -> np.ndarray:
+    table = pq.read_table(sorted(run_dir.glob("data/chunk-*/file-*.parquet")))
+    return np.asarray(table.column("action").to_pylist(), dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- MetaWorld

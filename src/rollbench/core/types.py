@@ -105,6 +105,29 @@ class HoldAction:
 
 
 @dataclass(frozen=True)
+class Perturbation:
+    """What makes a task a perturbed instance of another, for robustness studies (``rollbench robustness``).
+
+    Attributes:
+        category: the perturbation's kind in the benchmark's terms, e.g. ``position``, ``language``, ``camera``.
+        control: full name of the unperturbed task an episode of this one is paired with (same trial: same seed and
+            initial-state index), or None when the benchmark names none (then the task cannot be paired).
+        level: the magnitude of a graded perturbation (the benchmark's own number), else None.
+        detail: a finer label (the suite, the added object, ...), shown but not grouped by.
+        rule: how category, level and control were derived from the benchmark's files (recorded in run.json).
+    """
+
+    category: str
+    control: str | None
+    level: float | None = None
+    detail: str = ""
+    rule: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"category": self.category, "level": self.level, "control": self.control, "detail": self.detail}
+
+
+@dataclass(frozen=True)
 class TaskInfo:
     """A named env configuration.
 
@@ -131,6 +154,7 @@ class TaskInfo:
             previous chunk has run out (``--latency``); None: the task cannot be run with a latency.
         video_cameras: cameras ``--video`` records when the run names none (empty: those rendered for the policy,
             else the first camera); LIBERO: ``agentview``, the one openpi's LIBERO client records.
+        perturbation: set when the task is a perturbed instance of another (LIBERO-PRO, LIBERO-Plus), else None.
     """
 
     name: str
@@ -152,6 +176,7 @@ class TaskInfo:
     replan_every: int | None = None
     image_size: tuple[int, int] = (224, 224)
     hold: HoldAction | None = None
+    perturbation: Perturbation | None = None
 
     def __post_init__(self) -> None:
         if "/" not in self.name:

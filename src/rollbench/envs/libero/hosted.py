@@ -137,6 +137,12 @@ class HostedLiberoFamily(TableFamily):
         except BaseException:
             host.close()
             raise
+        if sim.make_info.get("language") != task.instruction:  # never a scene under another task's prompt
+            sim.close()
+            raise ConfigError(
+                f"{task.name}: the far side's instruction {sim.make_info.get('language')!r} is not the task's "
+                f"{task.instruction!r}"
+            )
         if len(sim.init_states) < task.initial_states:
             sim.close()
             raise ConfigError(f"{task.name}: {len(sim.init_states)} stored init states, expected {task.initial_states}")

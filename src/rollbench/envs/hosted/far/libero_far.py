@@ -5,11 +5,12 @@ Runs inside :mod:`host` (never imports rollbench). ``start(["--package", P, "--i
 It exposes LIBERO's ``ControlEnv`` surface one call per op, so rollbench's own episode protocol
 (:func:`rollbench.envs.libero.env.start_episode`: reset, init state, settle steps) drives it unchanged:
 
-* ``make`` {suite, index, cameras, image_size: [h, w], fast_render} -> ``ok`` {language, bddl_language, bddl_file,
+* ``make`` {suite, index | stem, cameras, image_size: [h, w], fast_render} -> ``ok`` {language, bddl_language, bddl_file,
   n_tasks} + array ``init_states`` (float64 ``(n, state_size)``): task ``index`` of the package's own benchmark
   ``suite`` (``get_benchmark_dict()[suite](task_order_index=0)``: the package's order), its BDDL file and stored
   initial states from the benchmark's own ``get_task_bddl_file_path`` / ``get_task_init_states``; the env is
-  ``ControlEnv`` built as rollbench builds in-process LIBERO (camera observations on when cameras are asked for).
+  ``ControlEnv`` built as rollbench builds in-process LIBERO; with ``stem`` instead of ``index``, the suite's base
+  task of that name from the package's own files (LIBERO-Plus's controls); (camera observations on when cameras are asked for).
   ``language`` is what the near side uses as the instruction: ``task.language`` with ``--instruction task``
   (LIBERO), the BDDL's ``(:language ...)`` with ``--instruction bddl`` (LIBERO-Plus, whose ``task.language`` for
   camera, robot and noise instances is the file name with its metadata, "... view 0 0 100 0 0 initstate 3").
@@ -85,12 +86,15 @@ class LiberoAdapter:
     def make(self, msg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         if self.env is not None:
             raise RuntimeError("make called twice")
-        bench_mod = importlib.import_module(f"{self.package}.benchmark")
-        suite, index = str(msg["suite"]), int(msg["index"])
-        bench = bench_mod.get_benchmark_dict()[suite](task_order_index=0)
-        task = bench.get_task(index)
-        bddl = bench.get_task_bddl_file_path(index)
-        init_states = np.asarray(bench.get_task_init_states(index), dtype=np.float64)
+        suite = str(msg["suite"])
+        if "stem" in msg:  # an unperturbed task from the package's own files (a LIBERO-Plus control)
+            task, bddl, init_states, n_tasks = self._base_task(suite, str(msg["stem"]))
+        else:
+            bench_mod = importlib.import_module(f"{self.package}.benchmark")
+            index = int(msg["index"])
+            bench = bench_mod.get_benchmark_dict()[suite](task_order_index=0)
+            task, bddl, n_tasks = bench.get_task(index), bench.get_task_bddl_file_path(index), bench.get_num_tasks()
+            init_states = np.asarray(bench.get_task_init_states(index), dtype=np.float64)
         if init_states.ndim == 1:
             init_states = init_states.reshape(1, -1)
         envs = importlib.import_module(f"{self.package}.envs.env_wrapper")
@@ -115,9 +119,24 @@ class LiberoAdapter:
             "bddl_language": bddl_language,
             "bddl_file": os.path.basename(bddl),
             "task_name": str(task.name),
-            "n_tasks": int(bench.get_num_tasks()),
+            "n_tasks": int(n_tasks),
         }
         return reply, {"init_states": init_states}
+
+    def _base_task(self, suite: str, stem: str) -> tuple[Any, str, np.ndarray, int]:
+        """``(task, bddl path, init states, 1)`` of the base task ``stem`` of ``suite``: the package's
+        ``bddl_files/<suite>/<stem>.bddl`` and ``init_files/<suite>/<stem>.pruned_init`` (read as its benchmark
+        reads them, ``torch.load``), named as its ``grab_language_from_filename`` names it."""
+        if not stem.replace("_", "").isalnum():
+            raise ValueError(f"bad task name {stem!r}")
+        root = importlib.import_module(self.package)
+        bddl = os.path.join(root.get_libero_path("bddl_files"), suite, f"{stem}.bddl")
+        init_path = os.path.join(root.get_libero_path("init_states"), suite, f"{stem}.pruned_init")
+        import torch
+
+        init_states = np.asarray(torch.load(init_path, weights_only=False), dtype=np.float64)
+        task = argparse.Namespace(name=stem, language=" ".join(stem.split("_")))
+        return task, bddl, init_states, 1
 
     # the protocol's pieces, as rollbench does them in-process (rollbench.envs.libero.scene) ----------------------
     def _reset(self) -> Any:

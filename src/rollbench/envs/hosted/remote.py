@@ -113,7 +113,7 @@ class EnvHost:
         self.child.close()
 
 
-def on_path_env() -> dict[str, str]:
+def offscreen_gl_env() -> dict[str, str]:
     """Environment variables a far-side simulator needs from rollbench's process (offscreen GL)."""
     from rollbench.core.gl import configure_offscreen_gl
 

@@ -11,7 +11,7 @@ venv, says how to build it when it is missing, records the far side's versions i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,7 +19,7 @@ import numpy as np
 from rollbench.core.registry import EnvOptions
 from rollbench.core.types import ConfigError, EpisodeError, TaskInfo
 from rollbench.envs.base import TableFamily
-from rollbench.envs.hosted.remote import MAKE_TIMEOUT_S, EnvHost, on_path_env, venv_python, venv_versions
+from rollbench.envs.hosted.remote import MAKE_TIMEOUT_S, EnvHost, offscreen_gl_env, venv_python, venv_versions
 from rollbench.envs.libero.env import LiberoEnv
 
 
@@ -94,9 +94,6 @@ class HostedLiberoFamily(TableFamily):
     dists: ClassVar[tuple[str, ...]]  # distributions whose versions provenance records
     host_env: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, tasks: Mapping[str, TaskInfo], suites: Mapping[str, Sequence[str]]) -> None:
-        super().__init__(tasks, suites)
-
     def python(self) -> str | None:
         found = venv_python(self.venv, self.python_env)
         return None if found is None else str(found)
@@ -128,7 +125,7 @@ class HostedLiberoFamily(TableFamily):
             if cam not in task.cameras:
                 raise ConfigError(f"{task.name} has no camera {cam!r}; its cameras: {list(task.cameras)}")
         args = ["--package", self.package, "--instruction", self.instruction]
-        host = EnvHost(f"{self.name} env host", python, "libero_far", args, {**on_path_env(), **self.host_env})
+        host = EnvHost(f"{self.name} env host", python, "libero_far", args, {**offscreen_gl_env(), **self.host_env})
         try:
             sim = HostedSim(host, self.target(task), options)
         except EpisodeError as exc:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -97,14 +98,19 @@ class EnvHost:
         self.info: dict[str, Any] = self.child.info
         self.pid = self.child.pid
         self.timeout_s = call_timeout_s()
+        self.round_trip_s = 0.0  # sums over every call: wall time of the call, and the far side's own share
+        self.far_s = 0.0
 
     def call(
         self, op: str, arrays: dict[str, np.ndarray] | None = None, timeout_s: float | None = None, **fields: Any
     ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        t0 = time.perf_counter()
         try:
             reply, out = self.child.call({"op": op, **fields}, arrays, timeout_s or self.timeout_s)
         except ChildFailed as exc:
             raise EpisodeError(str(exc), "environment") from None
+        self.round_trip_s += time.perf_counter() - t0
+        self.far_s += float(reply.get("host_s", 0.0)) if isinstance(reply.get("host_s"), int | float) else 0.0
         if reply.get("op") == "error":
             raise EpisodeError(f"{self.name}: {op} raised {reply.get('message')}", "environment")
         return reply, out

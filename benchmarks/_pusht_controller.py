@@ -128,12 +128,14 @@ def act(state: Any) -> np.ndarray:
 
 
 class RollbenchPolicy:
-    """The controller as a rollbench policy (the ``Policy`` protocol of ``rollbench.core.types``): one action per call,
+    """The controller as a rollbench policy (the ``Policy`` protocol of ``rollbench.core.contracts``): one action per call,
     chunk ``float32 (1, 2)``, from ``observation.state`` (rollbench's ``pusht/PushT-v0`` state is gym-pusht's
     ``obs_type="state"`` observation as ``float32 (5,)``)."""
 
     def __init__(self, name: str) -> None:
-        from rollbench.core.types import PolicyInfo  # only in rollbench's venv; lerobot's side never builds this class
+        from rollbench.core.contracts import (
+            PolicyInfo,  # only in rollbench's venv; lerobot's side never builds this class
+        )
 
         self.info = PolicyInfo(name=name, tasks=("pusht/*",))
 

@@ -21,8 +21,8 @@ import time
 import numpy as np
 
 from rollbench.core.batch import BatchPolicy
+from rollbench.core.contracts import Observation
 from rollbench.core.registry import make_policy
-from rollbench.core.types import Observation
 from rollbench.envs.scripted import TASKS
 from rollbench.run.deadline import Deadline
 from rollbench.run.lockstep import PolicyLoop

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rollbench.core.contracts import Observation
 from rollbench.core.registry import make_policy, resolve_tasks
-from rollbench.core.types import Observation
 
 ROLLBENCH = str(Path(sys.executable).parent / "rollbench")
 TASK = resolve_tasks("scripted/reach")[0]

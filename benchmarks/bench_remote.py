@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rollbench.core.contracts import Observation, Policy
 from rollbench.core.registry import EnvOptions, make_env, make_policy, resolve_tasks
-from rollbench.core.types import Observation, Policy
 
 ROLLBENCH = str(Path(sys.executable).parent / "rollbench")
 CAMERAS = ("corner", "gripperPOV")

@@ -1,17 +1,62 @@
 #!/usr/bin/env bash
-# LeRobot compatibility test: rollbench run directories opened with lerobot's own LeRobotDataset (tests/compat).
-# lerobot and torch never enter rollbench's install: they live in their own venv, .venv-lerobot. The runs are
-# recorded by the core .venv (bash scripts/install.sh --dev first). Safe to run again.
-#   bash scripts/lerobot_compat.sh [--eval] [extra pytest arguments]
-# --eval: also install what lerobot's own evaluation loop needs (scripts/lerobot_eval_setup.sh), so that
-# tests/compat/test_lerobot_eval.py (rollbench and lerobot-eval count the same PushT successes) runs instead of skipping.
+# The one-time LeRobot step: builds lerobot's own interpreter beside rollbench's .venv and runs tests/compat there
+# (rollbench run directories opened with lerobot's LeRobotDataset; with --eval, checkpoints run by rollbench against
+# lerobot's own evaluation loop and its lerobot-eval main()). lerobot and torch never enter rollbench's install.
+# The runs are recorded by the core .venv (bash scripts/install.sh --dev first). Safe to run again.
+#   bash scripts/lerobot_compat.sh [--eval] [--lerobot 0.6.1|0.4.4|both] [extra pytest arguments]
+# --lerobot 0.6.1 (default): .venv-lerobot, lerobot 0.6.1 on a CPython >= 3.12 found here (found by rollbench's
+#   lerobot:CHECKPOINT policy without any option).
+# --lerobot 0.4.4: .venv-lerobot-0.4.4, the older line on Python 3.11 (checkpoints of lerobot 0.4.x; use it with
+#   --policy-options '{"python": ".venv-lerobot-0.4.4/bin/python"}' or ROLLBENCH_LEROBOT_PYTHON).
+# --lerobot both: both venvs, built one after the other, then each line's tests; prints each line's time (CI).
+# --eval: also install what lerobot's own evaluation loop needs for PushT, ALOHA and LIBERO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-with_eval=0
-if [ "${1:-}" = "--eval" ]; then with_eval=1; shift; fi
+with_eval=0 lines=0.6.1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --eval) with_eval=1; shift ;;
+    --lerobot) lines=${2:-}; shift 2 || { echo "--lerobot needs 0.6.1, 0.4.4 or both" >&2; exit 2; } ;;
+    *) break ;;
+  esac
+done
+case "$lines" in
+  0.6.1 | 0.4.4) ;;
+  both) lines="0.6.1 0.4.4" ;;
+  *) echo "--lerobot $lines: give 0.6.1 (default), 0.4.4 or both" >&2; exit 2 ;;
+esac
 [ -x .venv/bin/rollbench ] || { echo "no .venv/bin/rollbench: run bash scripts/install.sh --dev first" >&2; exit 2; }
+INSTALL_TIMEOUT=${LEROBOT_INSTALL_TIMEOUT:-1200}  # seconds per pip call; a fresh 0.6.1 venv took ~2 min here
 
-# Why these pins:
+# lerobot 0.6.1 needs CPython >= 3.12 (its Requires-Python). Looked for: $LEROBOT_PYTHON, python3.13 and python3.12
+# on PATH, then pyenv's versions; none found is exit 2 with one line saying how to get one.
+python312() {
+  local c
+  for c in "${LEROBOT_PYTHON:-}" python3.13 python3.12 "$HOME"/.pyenv/versions/3.1[23].*/bin/python; do
+    [ -n "$c" ] || continue
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      command -v "$c"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Why these pins (0.6.1, installed with its dependencies; pip resolves the rest inside lerobot's own ranges):
+# - lerobot[dataset]==0.6.1: the current release (LeRobotDataset, the policies, lerobot-eval); [dataset] brings
+#   datasets, pyarrow, av 15 and torchcodec < 0.12, which decode the videos of rollbench's run directories.
+#   torch resolves to 2.11 (lerobot asks for < 2.12; this machine's pip constraint caps it at 2.14.1 anyway), a
+#   CUDA build from PyPI that runs on the CPU; pip's cache keeps it for the next build.
+# - diffusers 0.39.x: lerobot 0.6.1's [diffusion] extra (>= 0.38, < 0.40): the Diffusion policy's noise scheduler.
+# - gym-pusht 0.1.8 + pymunk 6.11.1 + pygame 2.6.1, gym-aloha 0.1.5 + dm-control 1.0.28 + MuJoCo 3.3.0: the
+#   simulators at rollbench's own versions (its .venv), so both sides step the same physics and images;
+#   dm-control 1.0.28 is the newest that admits MuJoCo 3.3.0 (docs/design.md, ALOHA).
+# - pytest 9.2.0 + pytest-timeout 2.4.0: tests/compat runs in this interpreter.
+PACKAGES_061=("lerobot[dataset]==0.6.1" "diffusers>=0.38,<0.40" gym-pusht==0.1.8 pymunk==6.11.1 pygame==2.6.1
+  pytest==9.2.0 pytest-timeout==2.4.0)
+EVAL_061=(gym-aloha==0.1.5 dm-control==1.0.28 mujoco==3.3.0)
+
+# Why these pins (0.4.4, the older line):
 # - lerobot 0.4.4 is the newest release for Python 3.11. Its own pins (torch<2.11, torchvision<0.26, ...) would
 #   download a multi-GB CUDA torch, so it is installed with --no-deps, beside exactly what lerobot.datasets imports.
 # - torch 2.14.1 + torchvision 0.29.1: the pair pip takes from this machine kind's local wheel store (a CUDA build,
@@ -19,27 +64,80 @@ if [ "${1:-}" = "--eval" ]; then with_eval=1; shift; fi
 #   (a CUDA build) fails to import beside it ("operator torchvision::nms does not exist").
 # - torchcodec 0.14.0 (matches torch 2.14) decodes the videos: lerobot's default back-end, and the only one left,
 #   since torchvision 0.29 has no VideoReader. It loads the system FFmpeg libraries (Debian package ffmpeg).
-PACKAGES=(torch==2.14.1 torchvision==0.29.1 torchcodec==0.14.0 datasets==4.8.5 huggingface-hub==0.35.3
+PACKAGES_044=(torch==2.14.1 torchvision==0.29.1 torchcodec==0.14.0 datasets==4.8.5 huggingface-hub==0.35.3
   accelerate==1.15.0 av==18.1.0 pytest==9.2.0 pytest-timeout==2.4.0)
-LEROBOT=lerobot==0.4.4
-INSTALL_TIMEOUT=${LEROBOT_INSTALL_TIMEOUT:-1200}  # seconds; a fresh install took ~2 min here
 
 if ! ldconfig -p | grep -q 'libavcodec\.so\.'; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing ffmpeg (shared libraries for torchcodec)"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends ffmpeg
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null
 fi
 
-[ -x .venv-lerobot/bin/python ] || python3.11 -m venv .venv-lerobot
-pip=(timeout "$INSTALL_TIMEOUT" .venv-lerobot/bin/python -m pip install -q)
-"${pip[@]}" --upgrade pip
-"${pip[@]}" "${PACKAGES[@]}"
-"${pip[@]}" --no-deps "$LEROBOT"
-[ "$with_eval" = 0 ] || bash scripts/lerobot_eval_setup.sh
+# pip's messages about the local index folders this machine lists are noise; errors are shown in full.
+quiet_pip() {
+  local venv=$1 log
+  shift
+  log=$(mktemp)
+  if ! timeout "$INSTALL_TIMEOUT" "$venv/bin/python" -m pip install -q "$@" >"$log" 2>&1; then
+    cat "$log" >&2; rm -f "$log"; return 1
+  fi
+  grep -v -e "^WARNING: Location" -e "requires .*, but you have" -e "^ERROR: pip's dependency resolver" "$log" || true
+  rm -f "$log"
+}
 
-# Local files only: no hub access, and a throw-away cache for HF datasets' Arrow copies.
-hf_home=$(mktemp -d)
-trap 'rm -rf "$hf_home"' EXIT
-HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME="$hf_home" ROLLBENCH_BIN="$PWD/.venv/bin/rollbench" \
-  .venv-lerobot/bin/python -m pytest -q -p no:cacheprovider tests/compat "$@"
+venv_of() { if [ "$1" = 0.6.1 ]; then echo .venv-lerobot; else echo ".venv-lerobot-$1"; fi; }
+
+build() {  # build LINE: create or update the line's venv (a venv of another Python or lerobot is made anew)
+  local line=$1 venv py want
+  venv=$(venv_of "$line")
+  if [ "$line" = 0.6.1 ]; then
+    py=$(python312) || {
+      echo "lerobot 0.6.1 needs CPython >= 3.12 and none was found: install one (pyenv install 3.12, or Debian's python3.12) and rerun, set LEROBOT_PYTHON=PATH, or use --lerobot 0.4.4" >&2
+      exit 2
+    }
+    want="(3, 12)"
+  else
+    py=python3.11 want="(3, 11)"
+  fi
+  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import sys; v = sys.version_info[:2]; sys.exit(not (v >= (3, 12) if $want >= (3, 12) else v == $want))"; then
+    echo "$venv is of another Python: rebuilding it"; rm -rf "$venv"
+  fi
+  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+  if [ "$line" = 0.6.1 ]; then
+    if [ "$with_eval" = 1 ]; then quiet_pip "$venv" "${PACKAGES_061[@]}" "${EVAL_061[@]}"; else quiet_pip "$venv" "${PACKAGES_061[@]}"; fi
+  else
+    quiet_pip "$venv" "${PACKAGES_044[@]}"
+    quiet_pip "$venv" --no-deps lerobot==0.4.4
+  fi
+  [ "$with_eval" = 0 ] || LEROBOT_VENV="$venv" bash scripts/lerobot_eval_setup.sh
+  "$venv/bin/python" -c "import lerobot, sys; from importlib.metadata import version as v; assert v('lerobot') == '$line', v('lerobot'); print('lerobot', v('lerobot'), 'on Python', sys.version.split()[0], 'in $venv')"
+}
+
+run_tests() {  # run_tests LINE [pytest args]: tests/compat offline, with local files only
+  local venv hf_home rc=0
+  venv=$(venv_of "$1")
+  shift
+  hf_home=$(mktemp -d)
+  HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME="$hf_home" ROLLBENCH_BIN="$PWD/.venv/bin/rollbench" \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/compat "$@" || rc=$?
+  rm -rf "$hf_home"
+  return "$rc"
+}
+
+times=()
+for line in $lines; do
+  t0=$SECONDS
+  build "$line"
+  times+=("$(printf '%5ds  lerobot %s: build' $((SECONDS - t0)) "$line")")
+done
+rc=0
+for line in $lines; do
+  t0=$SECONDS
+  echo "=== tests/compat on lerobot $line ($(venv_of "$line"))"
+  run_tests "$line" "$@" || rc=$?
+  times+=("$(printf '%5ds  lerobot %s: tests/compat' $((SECONDS - t0)) "$line")")
+done
+echo "=== LeRobot stage times"
+printf '%s\n' "${times[@]}"
+exit "$rc"

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import make_policy
-from rollbench.core.types import Observation, PolicyInfo, TaskInfo
 
 
 class NanOnSeed:
@@ -201,7 +201,7 @@ class FailOnSeeds:
         self.info = PolicyInfo(name="fail-on-seeds")
 
     def reset(self, task: TaskInfo, seed: int) -> None:
-        from rollbench.core.types import InfrastructureError
+        from rollbench.core.contracts import InfrastructureError
 
         if seed in self.policy_seeds:
             raise RuntimeError(f"policy bug on seed {seed}")
@@ -339,3 +339,46 @@ class Constant:
 
 def constant(name: str, options: Mapping[str, Any]) -> Constant:
     return Constant(options)
+
+
+class LeavesChildren:
+    """Delegates to ``scripted-expert``; on the first ``act`` call of each episode prints to stdout (Python and the raw
+    descriptor), forks a child that sleeps ``options["sleep_s"]`` (default 60) and starts ``sleep`` the same way
+    through ``subprocess``: children a careless policy leaves behind. Their pids are appended to
+    ``options["pids"]`` (a file) so the test can end them."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.inner = make_policy("scripted-expert", {})
+        self.info = self.inner.info
+        self.sleep_s = float(options.get("sleep_s", 60))
+        self.pids = str(options["pids"])
+        self._forked = False
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+        self._forked = False
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        import os
+        import subprocess
+        import time
+
+        print("policy says hello on stdout")
+        os.write(1, b"policy writes to descriptor 1\n")
+        if not self._forked:
+            self._forked = True
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(self.sleep_s)
+                os._exit(0)
+            child = subprocess.Popen(["sleep", str(self.sleep_s)])
+            with open(self.pids, "a") as f:
+                f.write(f"{pid}\n{child.pid}\n")
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def leaves_children(name: str, options: Mapping[str, Any]) -> LeavesChildren:
+    return LeavesChildren(options)

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import make_policy
-from rollbench.core.types import Observation, PolicyInfo, TaskInfo
 
 
 class FailOn:

@@ -52,3 +52,17 @@ def info_and_stats(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def last_execution(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "run.json").read_text())["executions"][-1]
+
+
+def same_run(a: Path, b: Path, videos: int = 0) -> None:
+    """Assert that runs ``a`` and ``b`` recorded the same episodes (:func:`recorded_tables`); with ``videos`` cameras,
+    the same mp4 bytes for every episode."""
+    data_a, meta_a = recorded_tables(a)
+    data_b, meta_b = recorded_tables(b)
+    assert data_a.equals(data_b)
+    assert meta_a == meta_b
+    mp4 = sorted(p.relative_to(a) for p in a.glob("videos/*/chunk-*/file-*.mp4"))
+    assert mp4 == sorted(p.relative_to(b) for p in b.glob("videos/*/chunk-*/file-*.mp4"))
+    assert len(mp4) == videos * len(meta_a)
+    for rel in mp4:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel

@@ -16,7 +16,7 @@ import pytest
 from agent_double import KEY, Double, serve_double
 from conftest import run_cli
 from rollbench.api import Execution, evaluate, grade
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 REACH = "scripted/reach"
 

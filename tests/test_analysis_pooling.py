@@ -191,6 +191,7 @@ def test_served_policy_is_labelled_name_via_url_and_kept_apart_unless_merge_serv
     assert "4 of its 6 episodes repeat" in " ".join(merged.stderr.split())
 
 
+@pytest.mark.slow
 def test_report_with_more_than_twenty_figures_closes_each_after_writing_it(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 

@@ -15,7 +15,7 @@ from rollbench.api import evaluate, grade
 
 pytest.importorskip("metaworld")
 playwright = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.browser, pytest.mark.sim]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--no-sandbox",

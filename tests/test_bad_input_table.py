@@ -164,6 +164,7 @@ def _deep_cases(what: str, rel: str, args: list[str], words: str, directory: boo
     ]
 
 
+SEQ = ["--env", "scripted/reach", "--delta", "0.2"]
 CASES: list[T] = [
     *_deep_cases("spec", "spec.json", ["eval", "--spec", "W/spec.json"], "--spec"),
     ("spec-missing", nothing, ["eval", "--spec", "W/nope.json"], "--spec"),
@@ -312,6 +313,11 @@ CASES: list[T] = [
     ("optimize-proposer", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--proposer", "magic"], "magic"),
     ("optimize-options", write("o.json", DEEP), ["optimize-instruction", *RUN[:4], "--out", "W/o", "--policy-options", "W/o.json"], "nested too deeply"),
     ("optimize-alpha", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--alpha", "nan"], "alpha"),
+    ("sequential-policy", nothing, ["sequential", *SEQ, "--policy-a", "nope", "--policy-b", "zero", "--out", "W/s"], "nope"),
+    ("sequential-delta", nothing, ["sequential", *SEQ[:2], "--delta", "0.9", "--policy-a", "zero", "--policy-b", "zero", "--out", "W/s"], "delta"),
+    ("sequential-out-file", write("f", "x"), ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/f"], "--out"),
+    ("sequential-out-foreign", write("s/x", "x"), ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/s"], "holds no sequential.json"),
+    ("compare-sequential-plain-run", nothing, ["compare", "--sequential", "W/run"], "not an arm of rollbench sequential"),
     ("optimize-margin", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--margin", "nan"], "margin"),
     ("optimize-state", write("o/optimize.json", DEEP), ["optimize-instruction", *RUN[:4], "--out", "W/o"], "nested too deeply"),
 ]  # fmt: skip

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from rollbench.api import Execution, evaluate, grade
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from run_tables import info_and_stats, last_execution, recorded_tables
 
 TESTS = Path(__file__).resolve().parent

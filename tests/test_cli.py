@@ -49,7 +49,7 @@ def test_default_run_directory_is_under_runs(tmp_path: Path) -> None:
     r = cli("eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "1", "--max-steps", "3", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     (run,) = (tmp_path / "runs").iterdir()
-    assert run.name.startswith("scripted_reach-zero-") and (run / "meta/info.json").exists()
+    assert run.name.startswith("scripted-reach-zero-") and (run / "meta/info.json").exists()
 
 
 def test_unknown_env_lists_valid_tasks_and_writes_nothing(tmp_path: Path) -> None:

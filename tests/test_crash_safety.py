@@ -46,6 +46,15 @@ def start_slow_run(out: Path, **popen: object) -> subprocess.Popen[str]:
         "--out",
         str(out),
     ]
+    # a background job ignores SIGINT and its children inherit that; a handled signal is reset to the default at exec
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _popen(args, popen)
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _popen(args: list[str], popen: dict[str, object]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         args,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))},
@@ -60,6 +69,7 @@ def wait_for_committed(out: Path, n: int) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_leaves_committed_episodes_readable_and_resume_completes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = start_slow_run(out, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -113,6 +123,7 @@ def test_interrupted_commit_is_repaired_from_the_staged_copy(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and_says_how_to_resume(
     tmp_path: Path, signum: int, code: int
 ) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import ConfigError
 from rollbench.envs.fetch import FAMILY, OBS_DIMS
 
 pytestmark = pytest.mark.sim

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import EnvOptions, resolve_tasks
-from rollbench.core.types import ConfigError
 from rollbench.envs.gym import FAMILY, gym_id, resize_nearest
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rollbench.core.types import ConfigError, EpisodeError
+from rollbench.core.contracts import ConfigError, EpisodeError
 from rollbench.envs.hosted.remote import EnvHost
 
 ADAPTER = str(Path(__file__).with_name("envhost") / "toy_adapter.py")

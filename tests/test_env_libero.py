@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import EnvOptions, make_env, resolve_tasks
-from rollbench.core.types import ConfigError
 from rollbench.envs.libero import env as libero
 from rollbench.envs.libero import setup as libero_setup
 from rollbench.envs.libero.env import (
@@ -393,7 +393,7 @@ def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_htt
     task = FAMILY.task("libero/libero_90/3")
     assert task.policy_cameras == libero.CAMERAS and task.replan_every == 5 and task.image_size == (256, 256)
     img = np.zeros((256, 256, 3), dtype=np.uint8)
-    from rollbench.core.types import Observation
+    from rollbench.core.contracts import Observation
 
     sent = ws.images_of(Observation(state=np.zeros(8, np.float32), images={"agentview": img}))
     assert sent["observation/image"].shape == (224, 224, 3) and sent["observation/image"].dtype == np.uint8

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rollbench.core.contracts import EpisodeError
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import EpisodeError
 from rollbench.envs.libero.ref import FAMILY
 
 pytestmark = [

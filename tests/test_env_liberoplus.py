@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.envs.libero import plus_tasks as pt
 from rollbench.envs.libero.plus import FAMILY, package_dir
 

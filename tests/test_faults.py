@@ -195,6 +195,7 @@ def _serve(port: int) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.slow
 def test_served_policy_killed_mid_run_then_restarted_resumes_to_the_experts_full_success(tmp_path: Path) -> None:
     port, out = _free_port(), tmp_path / "run"
     cmd = [ROLLBENCH, "eval", "--env", "scripted/reach", "--policy", f"ws://127.0.0.1:{port}", "--episodes", "10",

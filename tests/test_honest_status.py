@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from rollbench.api import Execution, evaluate
 from rollbench.cli.main import app
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 pytestmark = pytest.mark.timeout(120)
 

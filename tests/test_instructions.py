@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import evaluate, grade
+from rollbench.core.contracts import ConfigError
 from rollbench.core.perturb import perturb
 from rollbench.core.plan import make_plan
 from rollbench.core.spec import build_spec
-from rollbench.core.types import ConfigError
 from rollbench.core.variants import read_variants
 from rollbench.testing.metaworld_lang_expert import acts, instruction_level
 from served_policy import ROLLBENCH, requests, served

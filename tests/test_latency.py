@@ -23,9 +23,9 @@ import pytest
 
 from conftest import run_cli
 from rollbench.api import Execution, evaluate
+from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
 from rollbench.core.latency import check_latency, delay_rule
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
 from rollbench.envs.metaworld import HOLD as METAWORLD_HOLD
 from rollbench.envs.pusht import HOLD as PUSHT_HOLD
 from run_tables import recorded_tables

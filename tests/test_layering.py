@@ -22,10 +22,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("policies",),
     ("testing", "run", "grading"),
     ("api", "reproduce"),
-    ("review",),
+    ("sequential",),
+    ("dashboard",),
     ("analysis", "release", "optimize", "serve", "mcp"),
     ("cli",),
-    ("__main__", "__init__"),
+    ("__main__", "__init__", "types", "registry"),  # types, registry: deprecated old paths (rollbench.core.public)
 ]
 LAYER_OF = {pkg: i for i, pkgs in enumerate(LAYERS) for pkg in pkgs}
 

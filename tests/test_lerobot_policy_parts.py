@@ -13,8 +13,8 @@ import pytest
 
 import rollbench.wire.pipe.frames as frames
 from conftest import run_cli
+from rollbench.core.contracts import EpisodeError, Observation
 from rollbench.core.registry import resolve_tasks
-from rollbench.core.types import EpisodeError, Observation
 from rollbench.policies.lerobot.observe import FAMILIES, mismatches
 from rollbench.policies.lerobot.policy import parse_name
 

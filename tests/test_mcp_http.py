@@ -29,6 +29,7 @@ def mcp(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::"])
+@pytest.mark.slow
 def test_a_non_loopback_host_without_a_token_refuses_to_start_and_creates_nothing(host: str, tmp_path: Path) -> None:
     proc = mcp(tmp_path / "root", "--host", host)
     assert proc.returncode == 2
@@ -40,6 +41,7 @@ def test_a_non_loopback_host_without_a_token_refuses_to_start_and_creates_nothin
     assert not (tmp_path / "root").exists()
 
 
+@pytest.mark.slow
 def test_a_wildcard_host_needs_allowed_names_and_a_token_needs_16_characters(tmp_path: Path) -> None:
     proc = mcp(tmp_path / "root", "--host", "0.0.0.0", "--token", TOKEN)
     assert proc.returncode == 2 and "name the host names clients use to reach this server with --allow-host" in (
@@ -50,6 +52,7 @@ def test_a_wildcard_host_needs_allowed_names_and_a_token_needs_16_characters(tmp
     assert not (tmp_path / "root").exists()
 
 
+@pytest.mark.slow
 def test_with_a_token_a_request_without_it_gets_401_and_an_unknown_host_name_421(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -52,6 +52,7 @@ def total_episodes(run_dir: str) -> int:
     return int(json.loads((Path(run_dir) / "meta" / "info.json").read_text())["total_episodes"])
 
 
+@pytest.mark.slow
 async def test_scripted_rollout_records_three_reset_episodes_and_reports_graded_ok(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     events: list[tuple[float, float | None, str | None]] = []
@@ -94,6 +95,7 @@ async def test_metaworld_rollout_records_three_episodes(tmp_path: Path) -> None:
     assert out["summary"].startswith("Recorded 3 of 3 requested episodes of metaworld/reach-v3")
 
 
+@pytest.mark.slow
 async def test_episode_that_errors_makes_the_run_partial_and_the_summary_names_it(tmp_path: Path) -> None:
     """``scripted/faulty`` raises on reset for seed % 3 == 2: from seed 0, episode 2 errors."""
     with anyio.fail_after(120):
@@ -115,6 +117,7 @@ async def test_episode_that_errors_makes_the_run_partial_and_the_summary_names_i
     )
 
 
+@pytest.mark.slow
 async def test_cancelled_run_stops_cleanly_and_resumes_to_exactly_n_episodes(tmp_path: Path) -> None:
     """40 episodes of 1000 steps (policy ``zero`` never reaches the goal) take a few seconds: long enough to cancel."""
     args = {"policy": "zero", "env": "scripted/reach", "n_episodes": 40, "max_steps": 1000, "run_name": "long"}
@@ -153,6 +156,7 @@ async def test_cancelled_run_stops_cleanly_and_resumes_to_exactly_n_episodes(tmp
     assert [r["run_id"] for r in listed] == ["long"] and listed[0]["status"] == "OK"
 
 
+@pytest.mark.slow
 async def test_run_killed_mid_way_is_reported_interrupted_and_resumed_by_the_tool(tmp_path: Path) -> None:
     """A ``rollbench eval`` process killed with SIGKILL mid-run; the tool sees the same spec and finishes the run."""
     run_dir = tmp_path / "killed"
@@ -179,6 +183,7 @@ async def test_run_killed_mid_way_is_reported_interrupted_and_resumed_by_the_too
     assert_matches_grade(out)
 
 
+@pytest.mark.slow
 async def test_bad_arguments_are_tool_errors_naming_valid_values_and_write_nothing(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     ok = {"policy": "scripted-expert", "env": "scripted/reach", "n_episodes": 3, "max_steps": 20}
@@ -200,9 +205,13 @@ async def test_bad_arguments_are_tool_errors_naming_valid_values_and_write_nothi
     assert list(root.iterdir()) == []
     schema = tools["run_policy_rollout"].input_schema["properties"]
     assert schema["max_steps"]["maximum"] == 500 and schema["n_episodes"]["minimum"] == 1
-    assert set(tools) == {"run_policy_rollout", "list_envs", "list_policies", "get_run", "grade_run", "list_runs"}
+    assert set(tools) == {
+        "run_policy_rollout", "list_envs", "list_policies", "get_run", "grade_run", "list_runs",
+        "compare_policies_sequential",
+    }  # fmt: skip
 
 
+@pytest.mark.slow
 async def test_run_name_that_escapes_root_is_refused(tmp_path: Path) -> None:
     root, outside = tmp_path / "runs", tmp_path / "outside"
     root.mkdir()
@@ -223,6 +232,7 @@ async def test_run_name_that_escapes_root_is_refused(tmp_path: Path) -> None:
     assert list(outside.iterdir()) == [] and [p.name for p in root.iterdir()] == ["link"]
 
 
+@pytest.mark.slow
 async def test_list_get_and_grade_runs_describe_recorded_runs(tmp_path: Path) -> None:
     args = {"policy": "scripted-expert", "env": "scripted/faulty", "n_episodes": 3, "max_steps": 20}
     with anyio.fail_after(120):
@@ -258,6 +268,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.slow
 async def test_http_transport_serves_the_same_tools(tmp_path: Path) -> None:
     from mcp import Client
 
@@ -285,6 +296,7 @@ async def test_http_transport_serves_the_same_tools(tmp_path: Path) -> None:
     assert out["episodes_recorded"] == 2 == total_episodes(out["run_dir"]) and out["status"] == "OK"
 
 
+@pytest.mark.slow
 def test_import_rollbench_is_light_and_exports_evaluate_and_grade(tmp_path: Path) -> None:
     code = (
         "import sys, rollbench\n"

@@ -36,6 +36,7 @@ def anyio_backend() -> str:
         ({"n_episode": 2}, ["unknown argument 'n_episode'"]),
     ],
 )
+@pytest.mark.slow
 async def test_a_wrong_argument_is_refused_in_plain_words_and_nothing_is_written(
     change: dict[str, Any], words: list[str], tmp_path: Path
 ) -> None:
@@ -48,6 +49,7 @@ async def test_a_wrong_argument_is_refused_in_plain_words_and_nothing_is_written
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 async def test_list_envs_is_short_by_default_and_detailed_on_request(tmp_path: Path) -> None:
     with anyio.fail_after(60):
         async with mcp_session(tmp_path) as s:

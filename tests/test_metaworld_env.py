@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("metaworld")
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from rollbench.core.contracts import ConfigError, TaskInfo
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import ConfigError, TaskInfo
 from rollbench.envs.metaworld import CAMERAS, FAMILY
 from rollbench.policies.metaworld_expert import make_metaworld_expert
 

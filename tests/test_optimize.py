@@ -24,7 +24,7 @@ from fastapi import FastAPI, Request  # module level: FastAPI resolves the handl
 from fastapi.responses import JSONResponse
 
 from rollbench.api import grade
-from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.optimize.compare import Paired
 from rollbench.optimize.config import build_config, is_better
 from rollbench.optimize.proposers import Context, LLMProposer, propose
@@ -104,6 +104,7 @@ def test_proposers_are_deterministic_new_and_of_their_kind() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_bad_optimize_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     not_ours = tmp_path / "full"
     not_ours.mkdir()
@@ -172,7 +173,7 @@ def test_the_search_climbs_from_a_vague_instruction_to_a_precise_one_over_served
     # what the server received is exactly what every recorded run says it was told
     assert received == recorded_instructions(out)
     # every run of the search is an ordinary run directory the review dashboard's catalog lists
-    from rollbench.review.catalog import Catalog
+    from rollbench.dashboard.catalog import Catalog
 
     records, pending = Catalog([tmp_path], sync_budget_s=600).records()
     assert pending == []

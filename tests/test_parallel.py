@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from rollbench.api import Execution, evaluate, grade
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from run_tables import info_and_stats, last_execution, recorded_tables
 
 
@@ -29,6 +29,7 @@ def worker_processes() -> list[multiprocessing.process.BaseProcess]:
     return [p for p in multiprocessing.active_children() if p.name.startswith("rollbench-worker-")]
 
 
+@pytest.mark.slow
 def test_episode_k_starts_from_stored_initial_state_k_with_1_and_3_workers(tmp_path: Path) -> None:
     """The LIBERO protocol's indexing, through real worker processes: scripted/reach-init stands in for a LIBERO
     task (a stored table of initial states; the seed does not choose the scene)."""
@@ -54,6 +55,7 @@ def test_more_episodes_than_stored_initial_states_is_refused(tmp_path: Path) -> 
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_recorded_run_is_identical_with_1_2_and_3_workers(tmp_path: Path) -> None:
     spec = dict(env="scripted/reach", policy="scripted-expert", episodes=7, seed=11, action_noise=0.3)
     runs = {}
@@ -75,6 +77,7 @@ def test_recorded_run_is_identical_with_1_2_and_3_workers(tmp_path: Path) -> Non
     assert last_execution(tmp_path / "w3")["worker_starts"] == 3
 
 
+@pytest.mark.slow
 def test_sigkilled_workers_are_replaced_and_their_episodes_rerun_exactly_once(tmp_path: Path) -> None:
     spec = dict(env="scripted/reach", episodes=12, seed=3, max_steps=10)
     ref = evaluate(**spec, policy="scripted-expert", out=tmp_path / "ref")
@@ -122,6 +125,7 @@ def test_env_failing_on_reset_in_a_worker_records_error_episodes_and_the_worker_
     assert ex["worker_deaths"] == 0 and ex["worker_starts"] == 2  # no worker was lost to the env errors
 
 
+@pytest.mark.slow
 def test_live_snapshot_shows_each_worker_and_an_eta_while_running(tmp_path: Path) -> None:
     out = tmp_path / "run"
     seen: list[dict[str, Any]] = []
@@ -178,6 +182,7 @@ def test_metaworld_episodes_identical_with_one_and_two_workers(tmp_path: Path) -
     assert d2.equals(d1) and m2 == m1
 
 
+@pytest.mark.slow
 def test_script_without_a_main_guard_can_use_workers(tmp_path: Path) -> None:
     """Spawned workers must not re-run the caller's script (which would start a second evaluation per worker)."""
     script = tmp_path / "unguarded.py"

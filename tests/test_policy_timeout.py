@@ -43,6 +43,7 @@ def test_a_hanging_in_process_policy_errors_its_episode_and_the_run_goes_on(tmp_
     assert log["spec"]["policy_timeout_s"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_hanging_policy_in_a_worker_process_is_replaced_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -61,7 +62,7 @@ def test_a_hanging_policy_in_a_worker_process_is_replaced_and_the_run_goes_on(
 
 
 def test_a_policy_past_its_deadline_is_abandoned_and_a_fresh_one_serves_later_episodes() -> None:
-    from rollbench.core.types import Observation
+    from rollbench.core.contracts import Observation
     from rollbench.envs.scripted import TASKS
     from rollbench.run.lockstep import PolicyLoop
 
@@ -117,7 +118,7 @@ def test_builtin_bounded_policies_run_inline_and_any_other_policy_on_the_deadlin
     """Built-in arithmetic policies (PolicyInfo.bounded) skip the helper thread's hand-offs; a user policy never does."""
     import threading
 
-    from rollbench.core.types import Observation, PolicyInfo
+    from rollbench.core.contracts import Observation, PolicyInfo
     from rollbench.envs.scripted import TASKS
     from rollbench.run.lockstep import PolicyLoop
 

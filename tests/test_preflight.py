@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from rollbench.api import evaluate
 from rollbench.cli.main import app
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 
 @pytest.mark.parametrize(

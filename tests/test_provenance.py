@@ -43,3 +43,61 @@ def test_a_mujoco_family_records_the_back_end_rollbench_chooses_when_unset(monke
     monkeypatch.delenv("PYOPENGL_PLATFORM", raising=False)
     monkeypatch.setattr(gl.ctypes.util, "find_library", lambda name: None if name == "EGL" else f"lib{name}.so")
     assert provenance({"metaworld"})["gl"] == {"MUJOCO_GL": "osmesa", "PYOPENGL_PLATFORM": "osmesa"}
+
+
+# Every family's simulator packages, written out by hand from each adapter's imports (the oracle is this table and
+# importlib.metadata, not runlog.SIM_PACKAGES): run.json must name each with its installed version.
+FAMILY_PACKAGES = {
+    "metaworld": {"metaworld": "metaworld", "mujoco": "mujoco"},
+    "robosuite": {"robosuite": "robosuite", "mujoco": "mujoco"},
+    "pusht": {"gym-pusht": "gym-pusht", "pymunk": "pymunk", "pygame": "pygame"},
+    "fetch": {"gymnasium-robotics": "gymnasium-robotics", "mujoco": "mujoco"},
+    "libero": {"libero": "rpent-libero", "robosuite": "robosuite", "bddl": "bddl", "mujoco": "mujoco"},
+    "aloha": {"gym-aloha": "gym-aloha", "dm-control": "dm_control", "mujoco": "mujoco"},
+    "gym": {},
+    "scripted": {},
+}
+
+
+def _installed(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def test_every_registered_family_has_its_simulator_packages_listed() -> None:
+    from rollbench.core.registry import env_families
+
+    assert set(env_families()) <= set(FAMILY_PACKAGES), "a new env family needs its simulator packages here"
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_PACKAGES))
+def test_each_family_records_its_simulator_versions_and_gl(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    prov = provenance({family})
+    expected = {"rollbench", "numpy", "gymnasium", *FAMILY_PACKAGES[family]}
+    assert set(prov["versions"]) == expected
+    for key, dist in FAMILY_PACKAGES[family].items():
+        assert prov["versions"][key] == _installed(dist), key
+    assert prov["gl"]["MUJOCO_GL"] == "egl"
+    mujoco = "mujoco" in FAMILY_PACKAGES[family]
+    if family != "gym":
+        assert prov["renderers"][family] == (
+            "mujoco (OpenGL, MUJOCO_GL)" if mujoco else "pygame (software, no OpenGL)" if family == "pusht" else "none"
+        )
+
+
+@pytest.mark.sim
+def test_an_aloha_run_records_gl_and_gym_aloha_dm_control_mujoco(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run the issue found with ``gl.MUJOCO_GL: null`` and no versions: a real gym-aloha episode of 2 steps."""
+    pytest.importorskip("gym_aloha")
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.delenv("PYOPENGL_PLATFORM", raising=False)
+    evaluate(out=tmp_path / "run", env="aloha/AlohaInsertion-v0", policy="zero", episodes=1, max_steps=2)
+    prov = json.loads((tmp_path / "run/run.json").read_text())["provenance"]
+    assert prov["gl"]["MUJOCO_GL"] in ("egl", "osmesa")
+    for key, dist in FAMILY_PACKAGES["aloha"].items():
+        assert prov["versions"][key] == _installed(dist) is not None, key

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import family_of, make_policy, resolve_tasks
-from rollbench.core.types import ConfigError
 
 
 def test_suite_and_comma_list_resolve_in_order_without_duplicates() -> None:

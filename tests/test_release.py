@@ -16,8 +16,8 @@ import pytest
 from agent_double import KEY, serve_double
 from conftest import run_cli
 from rollbench.api import evaluate, grade
+from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
-from rollbench.core.types import ConfigError
 from rollbench.release.copy import build_release
 from rollbench.release.rules import PLACEHOLDER, Scanner
 
@@ -236,7 +236,9 @@ def test_a_release_into_or_around_a_source_is_refused_and_sources_stay_untouched
 @pytest.mark.parametrize(
     "text",
     [
-        "scripted_reach-agent_local_solver-20261201T000912Z",  # a default run name
+        "scripted-reach-agent-local-solver-20261201T000912Z",  # a default run name
+        "metaworld-pick-place-v3-agent-openai-gpt-4o-20261201T000912Z",
+        "scripted_reach-agent_local_solver-20261201T000912Z",  # a default run name before issue 29
         "metaworld_pick-place-v3-agent_openai_gpt-4o-20261201T000912Z",
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",  # sha256
         "0a1b2c3d4e5f67890a1b2c3d4e5f6789",  # uuid4 hex

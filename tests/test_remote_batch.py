@@ -90,6 +90,7 @@ def test_served_metaworld_pick_place_batch_size_8_equals_batch_size_1(tmp_path: 
     assert _acts(log)[0]["state"] == ["float64", [39]]  # MetaWorld's native vector, in batches too
 
 
+@pytest.mark.slow
 def test_batches_of_two_worker_processes_share_one_call_of_a_max_batch_server(tmp_path: Path) -> None:
     import fault_policies
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from hostile_peers import hostile_http_server, hostile_ws_server, http_bodies, http_replies, ws_cases
+from rollbench.core.contracts import EpisodeError, InfrastructureError, Observation
 from rollbench.core.registry import make_policy, resolve_tasks
-from rollbench.core.types import EpisodeError, InfrastructureError, Observation
 from rollbench.wire.decode import ProtocolError, decode_array, loads_json, unpack_msgpack
 from served_policy import ROLLBENCH, served
 
@@ -36,6 +36,7 @@ def eval_json(policy: str, out: Path, *extra: str) -> tuple[int, dict[str, Any],
     return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else {}, proc.stderr
 
 
+@pytest.mark.slow
 def test_an_object_dtype_reply_ends_the_episode_as_an_error_and_the_evaluation_goes_on(tmp_path: Path) -> None:
     meta = {"needs_images": False}
     with hostile_ws_server(lambda i: OBJECT_ACTIONS, meta) as url:
@@ -131,6 +132,7 @@ def test_our_http_errors_have_one_shape_and_a_wrong_path_says_where_the_protocol
     assert "HTTP 404: Not Found (GET /nope; the protocol is at /act)" in stderr.replace("\n", "")
 
 
+@pytest.mark.slow
 def test_http_policy_url_without_a_path_means_act(tmp_path: Path) -> None:
     """`--policy http://HOST:PORT`, the form `rollbench policies` prints, evaluates through /act (issue 15, 10)."""
     with served(tmp_path, "scripted-expert", "http") as (url, log, _):
@@ -148,7 +150,7 @@ def test_http_policy_url_without_a_path_means_act(tmp_path: Path) -> None:
 def test_a_server_at_its_session_limit_refuses_with_the_reason_until_a_client_closes(
     protocol: str, tmp_path: Path
 ) -> None:
-    from rollbench.core.types import ConfigError
+    from rollbench.core.contracts import ConfigError
 
     with served(tmp_path, "scripted-expert", protocol, "--max-sessions", "1") as (url, _, _):
         first = make_policy(url, {"retries": 0})
@@ -170,6 +172,7 @@ def test_a_server_at_its_session_limit_refuses_with_the_reason_until_a_client_cl
         third.close()
 
 
+@pytest.mark.slow
 def test_the_cli_prints_error_reasons_with_brackets_verbatim(tmp_path: Path) -> None:
     """rich markup ate `[[nan, nan]]` (printed `[]`); reasons are escaped now."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from rollbench.api import evaluate
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.wire.decode import decode_array, encode_array
 from rollbench.wire.obs_map import default_obs_map, load_policy_options, resolve_obs_map
 from served_policy import (

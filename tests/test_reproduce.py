@@ -17,7 +17,7 @@ from scipy.stats import binom, binomtest, fisher_exact
 
 from conftest import run_cli
 from rollbench.api import evaluate
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.reproduce import (
     ReferenceFileError,
     load_reference,
@@ -71,6 +71,7 @@ def _scipy_power(n: int, p_ref: float, p_true: float) -> float:
     return sum(binom.pmf(k, n, p_true) for k in range(n + 1) if binomtest(k, n, p_ref).pvalue <= 0.05)
 
 
+@pytest.mark.slow
 def test_48_of_50_against_97_is_consistent_and_says_how_little_50_episodes_rule_out(runs):
     row = reproduce([runs["48of50"]], _load(_ref(97.0)))["rows"][0]
     assert (row["successes"], row["episodes"]) == (48, 50)
@@ -228,6 +229,7 @@ def _write_ref(tmp_path: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_cli_json_is_the_document_and_the_text_says_the_verdict(runs, tmp_path):
     ref_file = _write_ref(tmp_path, _ref(97.0))
     proc = run_cli("reproduce", runs["35of50"], "--reference", ref_file, "--json")
@@ -260,6 +262,7 @@ def test_the_cli_names_a_missing_run_directory_and_a_damaged_reference_file(runs
     assert proc.stderr == f"error: reference file {bad}: entries.0.success_rate: required field is missing\n"
 
 
+@pytest.mark.slow
 def test_the_report_has_one_reproduction_section_per_run_of_a_reference_suite(runs, tmp_path):
     ref_file = _write_ref(tmp_path, _ref(97.0))
     out = tmp_path / "report.html"

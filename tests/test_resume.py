@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 
 from rollbench.api import Execution, evaluate, grade
 from run_tables import recorded_tables
@@ -63,6 +64,7 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 def test_main_process_sigkilled_mid_run_then_resumed_holds_exactly_the_planned_episodes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(
@@ -113,6 +115,7 @@ def test_main_process_sigkilled_mid_run_then_resumed_holds_exactly_the_planned_e
     assert not (out / "run.live.json").exists()
 
 
+@pytest.mark.slow
 def test_second_process_writing_the_same_run_dir_is_refused_with_exit_2(tmp_path: Path) -> None:
     out = tmp_path / "run"
     first = subprocess.Popen(
@@ -132,6 +135,7 @@ def test_second_process_writing_the_same_run_dir_is_refused_with_exit_2(tmp_path
     assert result["status"] == "OK" and result["episodes_recorded"] == 80 and result["violations"] == []
 
 
+@pytest.mark.slow
 def test_stopped_run_resumed_with_another_worker_count_equals_an_uninterrupted_run(tmp_path: Path) -> None:
     spec = dict(env="scripted/reach", policy="scripted-expert", episodes=9, seed=2, action_noise=0.2)
     ref = evaluate(**spec, out=tmp_path / "ref")

@@ -245,6 +245,7 @@ def test_non_loopback_names_are_refused_without_a_token(server: ServerThread):
     assert httpx.get(server.url + "/api/runs", headers={"Host": "attacker.example:8301"}).status_code == 421
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_public_address_without_token_and_bad_options(tmp_path: Path):
     r = run_cli("dashboard", "--root", tmp_path, "--labels", tmp_path / "l.json", "--host", "0.0.0.0")
     assert r.returncode == 2 and "--token" in r.stderr
@@ -272,6 +273,7 @@ def test_notes_are_escaped_in_pages(server: ServerThread):
     assert "&lt;img src=x onerror=alert(2)&gt;" in page
 
 
+@pytest.mark.slow
 def test_the_dashboard_command_serves_the_api_and_reports_unknown_labels(runs_root: Path, tmp_path: Path):
     import subprocess
     import sys

@@ -23,7 +23,10 @@ ARGS = [
     "--no-first-run",
 ]
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (install.sh --dev)")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (install.sh --dev)"),
+]
 
 
 def test_review_an_episode_with_the_keyboard_and_export_the_label(tmp_path: Path):

@@ -7,10 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from dashboard_support import ServerThread, record_run
 
 
+@pytest.mark.slow
 def test_central_dashboard_lists_two_peers_and_survives_one_going_down(tmp_path: Path):
     record_run(tmp_path / "a" / "run-a", "hostA", policy="random", episodes=1)
     record_run(tmp_path / "b" / "run-b", "hostB", policy="scripted-expert", episodes=1)

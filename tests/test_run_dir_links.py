@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from rollbench.api import evaluate, grade
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 ARGS = {"env": "scripted/reach", "policy": "random", "episodes": 3, "max_steps": 4, "seed": 1, "video": True}
 ARGS["image_size"] = (32, 32)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from rollbench.api import evaluate
 from rollbench.core.grade_model import GradeDocument
@@ -41,6 +42,7 @@ def _swept_resumed_run(out: Path) -> dict:
     return json.loads((out / "run.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_real_run_json_and_grade_json_validate_against_models_and_committed_schemas(tmp_path: Path) -> None:
     log = _swept_resumed_run(tmp_path / "run")
     assert {"replacements", "results"} <= set(log) and len(log["executions"]) == 2

@@ -131,8 +131,8 @@ def test_an_undecodable_frame_gets_the_error_text_before_a_close_with_a_reason(t
 
 @pytest.mark.parametrize("protocol", ["ws", "http"])
 def test_nan_in_an_observation_gets_an_error_reply_not_nan_actions(protocol: str, tmp_path: Path) -> None:
+    from rollbench.core.contracts import EpisodeError, Observation
     from rollbench.core.registry import make_policy, resolve_tasks
-    from rollbench.core.types import EpisodeError, Observation
 
     task = resolve_tasks("scripted/reach")[0]
     with served(tmp_path, "scripted-expert", protocol) as (url, _, _):
@@ -148,6 +148,7 @@ def test_nan_in_an_observation_gets_an_error_reply_not_nan_actions(protocol: str
     assert "the state has 2 non-finite value(s) (NaN or infinity), first at index [1]" in str(err.value)
 
 
+@pytest.mark.slow
 def test_limits_are_recorded_in_the_metadata_and_configurable(tmp_path: Path) -> None:
     with served(tmp_path, "scripted-expert", "ws") as (url, _, _), connect(url) as ws:
         assert unpack_msgpack(ws.recv(timeout=10))["limits"] == {
@@ -207,8 +208,8 @@ def test_an_evicted_or_unknown_http_session_gets_410_never_a_reset_to_env(tmp_pa
 
 def _latencies_while(url: str, attack: Any) -> tuple[list[float], Any]:
     """Run ``attack()`` while a second (rollbench) client keeps calling; return its call latencies and the result."""
+    from rollbench.core.contracts import Observation
     from rollbench.core.registry import make_policy, resolve_tasks
-    from rollbench.core.types import Observation
 
     task = resolve_tasks("scripted/reach")[0]
     client = make_policy(url, {})
@@ -308,6 +309,7 @@ def test_an_oversized_http_body_is_refused_with_413_while_another_client_keeps_i
     assert len(times) > 10 and max(times) < 2.0, f"the other client's calls took up to {max(times):.2f} s"
 
 
+@pytest.mark.slow
 def test_silent_half_sent_and_slow_http_requests_are_closed_after_the_request_timeout(tmp_path: Path) -> None:
     with served(tmp_path, "scripted-expert", "http", "--request-timeout-s", "1") as (url, _, _):
         port = int(url.split(":")[2].split("/")[0])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from conftest import run_cli
 from rollbench.api import evaluate
@@ -44,6 +45,7 @@ def test_trials_k_to_m_run_alone_equal_the_same_trials_of_the_full_run(tmp_path:
     assert json.loads((tmp_path / "part" / "run.json").read_text())["spec"]["first_trial"] == 3
 
 
+@pytest.mark.slow
 def test_first_trial_beyond_the_stored_initial_states_is_refused_before_anything_runs(tmp_path: Path) -> None:
     out = tmp_path / "r"
     ok = run_cli("eval", "--env", "scripted/reach-init", "--policy", "zero", "--first-trial", "7", "--episodes", "3",

@@ -7,8 +7,19 @@ The Python API (see :mod:`rollbench.api`)::
     result = rollbench.evaluate(env="scripted/reach", policy="scripted-expert", episodes=5, out="runs/x")
     again = rollbench.grade("runs/x")          # the same document, recomputed from the files
 
-Both are loaded on first use (PEP 562 module ``__getattr__``), so ``import rollbench`` stays light: no simulator,
-DuckDB or pyarrow import. The grading code itself is :mod:`rollbench.grading.grade`.
+The plug-in API (what a policy or env family is written against; the table is :mod:`rollbench.core.public`):
+
+* a policy: :class:`Policy` (``info``, ``reset``, ``act``, ``close``), :class:`PolicyInfo`, :class:`Observation`,
+  :class:`TaskInfo`, :class:`PolicyStop` / :class:`PolicyGiveUp`, and :func:`policy_options` for its factory;
+  optional hooks :class:`ChecksTasks`, :class:`FinishesEpisodes`, :class:`Batchable` (returning a
+  :class:`BatchPolicy`, whose own optional hook is :class:`SlotPolicies`);
+* an env family: :class:`EnvFamily`, :class:`EnvOptions`, :class:`Env`, :class:`StepResult`, :class:`HoldAction`;
+  optional hook :class:`ExpectsImages`;
+* errors: :class:`RollbenchError`, :class:`ConfigError` (bad input, before any episode), :class:`EpisodeError`
+  (ends one episode, with its fault).
+
+Every name is loaded on first use (PEP 562 module ``__getattr__``), so ``import rollbench`` stays light: no numpy,
+simulator, DuckDB or pyarrow import. The grading code itself is :mod:`rollbench.grading.grade`.
 """
 
 from __future__ import annotations
@@ -16,18 +27,67 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from rollbench.core.public import PLUGIN_API
+
 if TYPE_CHECKING:
     from rollbench.api import Execution, evaluate, grade
+    from rollbench.core.batch import Batchable, BatchPolicy, SlotPolicies
+    from rollbench.core.contracts import (
+        ChecksTasks,
+        ConfigError,
+        Env,
+        EpisodeError,
+        ExpectsImages,
+        FinishesEpisodes,
+        HoldAction,
+        Observation,
+        Policy,
+        PolicyGiveUp,
+        PolicyInfo,
+        PolicyStop,
+        RollbenchError,
+        StepResult,
+        TaskInfo,
+    )
+    from rollbench.core.registry import EnvFamily, EnvOptions, policy_options
     from rollbench.core.spec import EvalSpec
-
-__all__ = ["EvalSpec", "Execution", "__version__", "evaluate", "grade"]
 
 _LAZY = {
     "evaluate": "rollbench.api",
     "grade": "rollbench.api",
     "Execution": "rollbench.api",
     "EvalSpec": "rollbench.core.spec",
+    **PLUGIN_API,
 }
+
+__all__ = [  # the table's names, written out for type checkers and linters (tests/test_public_api.py)
+    "BatchPolicy",
+    "Batchable",
+    "ChecksTasks",
+    "ConfigError",
+    "Env",
+    "EnvFamily",
+    "EnvOptions",
+    "EpisodeError",
+    "EvalSpec",
+    "Execution",
+    "ExpectsImages",
+    "FinishesEpisodes",
+    "HoldAction",
+    "Observation",
+    "Policy",
+    "PolicyGiveUp",
+    "PolicyInfo",
+    "PolicyStop",
+    "RollbenchError",
+    "SlotPolicies",
+    "StepResult",
+    "TaskInfo",
+    "__version__",
+    "evaluate",
+    "grade",
+    "policy_options",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,5 @@
-"""Small LeRobot checkpoints for the tests, made with lerobot 0.4.4's own ``save_pretrained`` (no download).
+"""Small LeRobot checkpoints for the tests, made with this venv's lerobot's own ``save_pretrained`` (0.6.1 or 0.4.4;
+no download).
 
 ``make_checkpoint(kind, shapes, folder, seed)`` builds a randomly initialised ACT or Diffusion policy (torch seeded
 with ``seed``; ImageNet backbone weights off: ``pretrained_backbone_weights=None``), its pre/post-processor

@@ -1,16 +1,18 @@
-"""The reference side of the checkpoint tests: lerobot 0.4.4's own evaluation loop, step-logged.
+"""The reference side of the checkpoint tests: this venv's lerobot's own evaluation loop (0.6.1 or 0.4.4), step-logged.
 
 ``reference_episodes(checkpoint, env_cfg, seeds, init_states)`` evaluates a checkpoint as ``lerobot-eval`` does
 (``lerobot/scripts/lerobot_eval.py`` ``eval_main``): ``PreTrainedConfig.from_pretrained`` with ``pretrained_path``
 and ``device`` set, ``make_policy(cfg, env_cfg=env_cfg)``, ``make_pre_post_processors`` with eval_main's
 ``preprocessor_overrides``, ``make_env_pre_post_processors``, ``make_env(env_cfg, n_envs=1)``, and
 ``eval_policy`` under ``torch.no_grad()``. One ``eval_policy(n_episodes=1, start_seed=seed)`` call per episode,
-after lerobot's ``set_seed(seed)`` (what ``eval_main`` does once before a run whose first episode is ``seed``), so
-each episode is what ``lerobot-eval --seed SEED --eval.n_episodes=1 --eval.batch_size=1`` plays. For LIBERO, the
+after lerobot's ``set_seed(seed)``, *after* the policy is built: the loop of rollbench's default per-episode seeding,
+which equals ``lerobot-eval``'s own for deterministic policies (ACT) but not for sampling ones, whose ``eval_main``
+seeds once *before* ``make_policy``. The real command is run by ``lerobot_cli.run_lerobot_eval`` instead
+(``test_lerobot_eval_exact.py``: seeding ``lerobot-eval``). For LIBERO, the
 env's ``init_state_id`` is set to the episode's initial state first (lerobot's LiberoEnv advances it by itself on
 every reset, including its own internal reset at termination).
 
-LIBERO on robosuite 1.5.2: lerobot 0.4.4's ``LiberoEnv`` is written for ``hf-libero`` on robosuite 1.4.0, whose robots
+LIBERO on robosuite 1.5.2: lerobot's ``LiberoEnv`` (0.4.4 and 0.6.1 alike) is written for ``hf-libero`` on robosuite 1.4.0, whose robots
 have one ``controller``; it reads ``robot.controller.ee_ori_mat`` (``eef/mat``, which its ``LiberoProcessorStep``
 drops unread) and sets ``robot.controller.use_delta = True`` (its ``control_mode="relative"``). rollbench's LIBERO is
 rpent-libero on robosuite 1.5.2, where the arm's controller is ``robot.part_controllers["right"]``, with

@@ -1,4 +1,4 @@
-"""rollbench and lerobot 0.4.4's own evaluation loop (``lerobot.scripts.lerobot_eval.eval_policy``) count the same
+"""rollbench and lerobot's own evaluation loop (this venv's line, 0.6.1 or 0.4.4) (``lerobot.scripts.lerobot_eval.eval_policy``) count the same
 successes on the same PushT seeds with the same deterministic policy (``benchmarks/_pusht_controller.py``).
 
 Runs in the LeRobot venv after ``scripts/lerobot_eval_setup.sh`` (``bash scripts/lerobot_compat.sh --eval``); skipped
@@ -28,6 +28,8 @@ pytest.importorskip("gym_pusht", reason="lerobot's eval extras: bash scripts/ler
 pytest.importorskip("einops", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
 sys.path.insert(0, str(REPO / "benchmarks"))
 import _lerobot_eval_side
+
+pytestmark = [pytest.mark.venv, pytest.mark.sim, pytest.mark.slow]
 
 SEED, EPISODES, SLOTS = 43, 6, 3
 

@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from conftest import rollbench_bin, run_cli
@@ -27,16 +26,12 @@ pytest.importorskip("gym_pusht", reason="lerobot's eval extras: bash scripts/ler
 pytest.importorskip("einops", reason="lerobot's eval extras: bash scripts/lerobot_eval_setup.sh")
 sys.path.insert(0, str(Path(__file__).parent))
 from lerobot_checkpoints import make_checkpoint
+from lerobot_runs import recorded_actions
+
+pytestmark = [pytest.mark.venv, pytest.mark.sim, pytest.mark.slow]
 
 SEED, EPISODES, STEPS = 7, 4, 30
 HOST = json.dumps({"python": sys.executable, "device": "cpu"})
-
-
-def recorded_actions(run_dir: Path, episode: int) -> np.ndarray:
-    """``float32 (T, action_dim)`` from rollbench's data file of ``episode``, in frame order."""
-    rows = pq.read_table(run_dir / f"data/chunk-000/file-{episode:03d}.parquet", columns=["frame_index", "action"])
-    t = rows.to_pydict()
-    return np.asarray(t["action"], dtype=np.float32)[np.argsort(t["frame_index"])]
 
 
 def rollbench_eval(out: Path, checkpoint: Path, *extra: object, policy: str | None = None) -> dict:

@@ -1,5 +1,6 @@
 """rollbench run directories open with lerobot's own reader, ``lerobot.datasets.lerobot_dataset.LeRobotDataset``
-(lerobot 0.4.4, codebase v3.0), from the local directory only (``HF_HUB_OFFLINE=1``: no hub access).
+(lerobot 0.6.1, and the older 0.4.4 line; codebase v3.0), from the local directory only (``HF_HUB_OFFLINE=1``: no
+hub access).
 
 Runs only in the LeRobot venv made by ``scripts/lerobot_compat.sh`` (tests/conftest.py skips collecting this folder
 where lerobot is not importable). The runs are recorded by the core install's ``rollbench eval`` in a subprocess.
@@ -31,6 +32,8 @@ import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from conftest import run_cli
+
+pytestmark = [pytest.mark.venv, pytest.mark.slow]
 
 HEIGHT, WIDTH = 48, 64  # not square, so a swapped height and width cannot pass
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.analysis.sources import RunData
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.grading.stats import (
     bootstrap_difference,
     fisher_exact_test,

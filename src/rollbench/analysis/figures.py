@@ -183,6 +183,32 @@ def latency_sweep_figure(sweep: dict[str, Any]) -> Figure:
     return fig
 
 
+def sequential_figure(task: dict[str, Any]) -> Figure:
+    """A sequential test's statistic against pairs: both log-likelihood ratios at every look (one task document of
+    :func:`rollbench.sequential.recompute.compare_sequential`), the efficacy threshold (reached: B or A better),
+    the futility threshold (both at or below: futility), the budget, and the deciding look."""
+    d, looks = task["design"], task["looks"]
+    fig, ax = plt.subplots(figsize=(7.0, 3.2), layout="constrained")
+    xs = [lk["pairs"] for lk in looks]
+    ax.step(xs, [lk["llr_b"] for lk in looks], where="post", label="llr: B better", color="tab:blue")
+    ax.step(xs, [lk["llr_a"] for lk in looks], where="post", label="llr: A better", color="tab:orange")
+    ax.axhline(d["efficacy_llr"], color="tab:green", linestyle="--", linewidth=1, label="decides")
+    ax.axhline(d["futility_llr"], color="tab:red", linestyle=":", linewidth=1, label="futility (both below)")
+    right = max(xs[-1] if xs else 1, 1)
+    if task["stopped_at"] is not None:
+        ax.axvline(task["stopped_at"], color="black", linewidth=0.8)
+        ax.annotate(task["decision"], (task["stopped_at"], d["efficacy_llr"]), xytext=(4, 4),
+                    textcoords="offset points", fontsize=8)  # fmt: skip
+    ax.set_xlim(0, max(right * 1.1, right + 2))
+    ax.set_ylim(max(min([0.0, *(lk["llr_a"] for lk in looks), *(lk["llr_b"] for lk in looks)]), -12) - 0.5,
+                d["efficacy_llr"] + 1.5)  # fmt: skip
+    ax.set_xlabel(f"pairs (budget {d['budget']}; fixed-N McNemar {d['fixed_n']})")
+    ax.set_ylabel("log-likelihood ratio")
+    ax.set_title(f"{task['task']}: {task['policy_b']} (B) vs {task['policy_a']} (A), delta {d['delta']:g}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower left")
+    return fig
+
+
 def to_png(fig: Figure, dpi: int = 110) -> bytes:
     """The figure as PNG bytes (closes it)."""
     buf = io.BytesIO()

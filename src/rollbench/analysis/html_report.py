@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from rollbench.analysis.latency_sweep import latency_sweeps
 from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
+from rollbench.core.contracts import RollbenchError
+from rollbench.core.format import FILTERS, MISSING, interval, p_value, pct, points, points_interval, shown
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -41,25 +43,36 @@ def _env() -> Environment:
         loader=FileSystemLoader(Path(__file__).with_name("templates")),
         autoescape=True,
         undefined=StrictUndefined,  # a missing field is an error, never a blank
-        finalize=lambda value: "—" if value is None else value,
+        finalize=shown,
     )
-    env.filters["pct"] = _pct
+    env.filters.update(FILTERS)
     return env
 
 
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
+def sequential_comparisons(loaded: Loaded) -> tuple[list[dict[str, Any]], list[str]]:
+    """The sequential comparisons among the run directories (arms of ``rollbench sequential``, grouped by the
+    directory holding them), each recomputed from its arms; and a warning per group that cannot be."""
+    from rollbench.sequential.recompute import compare_sequential
+
+    groups: dict[Path, list[Path]] = {}
+    for r in loaded.runs:
+        if r.run_dir is not None and isinstance(r.log.get("sequential"), dict):
+            groups.setdefault(r.run_dir.parent, []).append(r.run_dir)
+    docs, warnings = [], []
+    for parent, dirs in sorted(groups.items()):
+        try:
+            docs.append(compare_sequential(dirs))
+        except RollbenchError as exc:
+            warnings.append(f"sequential comparison in {parent} not shown: {exc}")
+    return docs, warnings
 
 
-def _pts(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:+.1f}"
-
-
-def _p(x: float | None) -> str:
-    return "—" if x is None else (f"{x:.3g}" if x >= 0.001 else f"{x:.1e}")
-
-
-def figure_specs(loaded: Loaded, summary: dict[str, Any], comparison: dict[str, Any] | None) -> dict[str, Any]:
+def figure_specs(
+    loaded: Loaded,
+    summary: dict[str, Any],
+    comparison: dict[str, Any] | None,
+    sequential: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Name -> (a function drawing the matplotlib Figure, caption) for the report, in report order. Nothing is
     drawn here: call each function when the figure is needed and close its figure once written."""
     from rollbench.analysis import figures
@@ -73,6 +86,10 @@ def figure_specs(loaded: Loaded, summary: dict[str, Any], comparison: dict[str, 
     for i, c in enumerate((comparison or {}).get("comparisons", []), 1):
         cap = f"{c['b']} minus {c['a']} per task and pooled ({c['statistics']} bootstrap 95% interval)."
         out[f"difference_{i}"] = (lambda c=c: figures.difference_figure(c), cap)
+    for i, doc in enumerate(sequential or [], 1):
+        for j, task in enumerate(doc["tasks"], 1):
+            cap = f"Sequential test on {task['task']}: statistic against pairs, thresholds and the decision."
+            out[f"sequential_{i}_{j}"] = (lambda task=task: figures.sequential_figure(task), cap)
     out["episode_length"] = (lambda: figures.length_figure(loaded.runs), "Episode length (steps) per task and run.")
     for i, sweep in enumerate(latency_sweeps(loaded.runs), 1):  # latency sweeps (issue 25)
         cap = f"Success rate against simulated latency: {sweep['policy']} on {sweep['env']} (95% Wilson interval)."
@@ -108,10 +125,10 @@ def _pair_view(c: dict[str, Any]) -> dict[str, Any]:
     head += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
     rows = []
     for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
-        row = [r["task"], _pct(r["a"]["success_rate"]), _pct(r["b"]["success_rate"]), _pts(r["difference"])]
-        row.append(f"[{_pts(r['diff_ci95_low'])}, {_pts(r['diff_ci95_high'])}]")
+        row = [r["task"], pct(r["a"]["success_rate"]), pct(r["b"]["success_rate"]), points(r["difference"])]
+        row.append(points_interval(r["diff_ci95_low"], r["diff_ci95_high"]))
         row += [r["a_only"], r["b_only"]] if paired else []
-        row += [_p(r["p_value"]), _p(r.get("p_holm", r.get("p_holm_pairs")))]
+        row += [p_value(r["p_value"]), p_value(r.get("p_holm", r.get("p_holm_pairs")))]
         rows.append(row)
     return {
         **{k: c[k] for k in ("a", "b", "model_a", "model_b", "tasks_not_compared")},
@@ -125,7 +142,7 @@ def _pair_view(c: dict[str, Any]) -> dict[str, Any]:
 def _comparison_view(comparison: dict[str, Any], figures: list[dict[str, str]]) -> dict[str, Any]:
     """The comparison section: the bootstrap settings, each pair's view, the pairs not compared, the ranking (more
     than two runs only) and the difference figures."""
-    ranking = [[r["rank"], r["run"], r["model"], _pct(r["success_rate"]), r["episodes"]] for r in comparison["ranking"]]
+    ranking = [[r["rank"], r["run"], r["model"], pct(r["success_rate"]), r["episodes"]] for r in comparison["ranking"]]
     return {
         "n_resamples": comparison["bootstrap"]["n_resamples"],
         "seed": comparison["bootstrap"]["seed"],
@@ -192,7 +209,11 @@ def _episode_links(loaded: Loaded, url: str) -> list[dict[str, Any]]:
 
 
 def draw_figures(
-    loaded: Loaded, summary: dict[str, Any], comparison: dict[str, Any] | None, plots_dir: Path | None
+    loaded: Loaded,
+    summary: dict[str, Any],
+    comparison: dict[str, Any] | None,
+    plots_dir: Path | None,
+    sequential: list[dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, str]]:
     """Name -> ``{"caption", "png"}`` (base64) for every figure of :func:`figure_specs`, drawn one at a time (and
     written to ``plots_dir`` as PNG + SVG when given)."""
@@ -200,7 +221,7 @@ def draw_figures(
         plots_dir.mkdir(parents=True, exist_ok=True)
     return {
         name: {"caption": cap, "png": base64.b64encode(render_figure((name, make), plots_dir)).decode()}
-        for name, (make, cap) in figure_specs(loaded, summary, comparison).items()
+        for name, (make, cap) in figure_specs(loaded, summary, comparison, sequential).items()
     }
 
 
@@ -219,8 +240,8 @@ def report_context(
             *(c.get(k) for k in ("task", "model", "instruction")),
             ", ".join(c["variants"]) or None,
             *(c.get(k) for k in ("episodes", "repeats", "errored", "successes")),
-            _pct(c["success_rate"]),
-            f"{_pct(c['ci95_low'])} – {_pct(c['ci95_high'])}",
+            pct(c["success_rate"]),
+            interval(c["ci95_low"], c["ci95_high"]),
         ]
         for c in summary["cells"]
     ]
@@ -260,8 +281,11 @@ def render_report(
     ``reproductions``: :func:`rollbench.reproduce.reproduce` documents, one section each."""
     if summary is None:
         summary = summarize_runs(loaded, labels=labels)
-    figures = draw_figures(loaded, summary, comparison, plots_dir)
+    sequential, seq_warnings = sequential_comparisons(loaded)
+    figures = draw_figures(loaded, summary, comparison, plots_dir, sequential)
     context = report_context(loaded, summary, comparison, figures, dashboard_url)
+    context["warnings"] = [*context["warnings"], *seq_warnings]
+    context["sequential"] = [_sequential_view(doc, i) for i, doc in enumerate(sequential, 1)]
     context["latency_sweeps"] = latency_sweeps(loaded.runs)
     context["reproductions"] = []
     if reproductions:
@@ -269,6 +293,31 @@ def render_report(
 
         context["reproductions"] = [reproduction_html(doc) for doc in reproductions]
     return _env().get_template("report.html.j2").render(context)
+
+
+def _sequential_view(doc: dict[str, Any], i: int) -> dict[str, Any]:
+    """One sequential comparison for the template: a row per task (and pooled) and its figures' names."""
+    says = {"b_better": "B better", "a_better": "A better", "futility": "futility (no difference of delta)",
+            "budget_exhausted": "undecided (budget exhausted)", None: "undecided so far"}  # fmt: skip
+    rows = []
+    for t in doc["tasks"]:
+        last = t["looks"][-1] if t["looks"] else {"b_only": 0, "a_only": 0}
+        d = t["design"]
+        rows.append([t["task"], t["policy_a"], t["policy_b"], says[t["decision"]], t["stopped_at"] or MISSING,
+                     last["b_only"], last["a_only"], f"{d['alpha']:.3g}", d["budget"], d["fixed_n"]])  # fmt: skip
+    if doc["pooled"]:
+        p = doc["pooled"]
+        last = p["looks"][-1] if p["looks"] else {"b_only": 0, "a_only": 0}
+        rows.append(["pooled", "", "", says[p["decision"]], p["stopped_at"] or MISSING, last["b_only"], last["a_only"],
+                     f"{p['design']['alpha']:.3g}", p["design"]["budget"], ""])  # fmt: skip
+    d0 = doc["tasks"][0]["design"]
+    return {
+        "rows": rows,
+        "figures": [f"sequential_{i}_{j}" for j in range(1, len(doc["tasks"]) + 1)],
+        "design": f"delta {d0['delta']:g} at p_a {d0['p_a']:g}; exact type-I error {d0['type1_error']:.4f}, "
+        f"power {d0['power']:.3f}, futility error {d0['futility_error']:.3f}; look every {d0['look_every']}",
+        "correction": doc["correction"],
+    }
 
 
 def report_comparison(loaded: Loaded, seed: int = 0, n_resamples: int = 10_000) -> dict[str, Any] | None:

@@ -15,8 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from rollbench.cli.tables import print_table
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import MISSING, interval, p_value, pct, points, points_interval
 from rollbench.core.paths import check_output_path
-from rollbench.core.types import ConfigError, RollbenchError
 
 console = Console(stderr=True)
 
@@ -42,18 +43,6 @@ def _fail(msg: str, code: int = 2) -> NoReturn:
     fail(msg, code)
 
 
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
-def _signed(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:+.1f}"
-
-
-def _p(x: float | None) -> str:
-    return "—" if x is None else (f"{x:.3g}" if x >= 0.001 else f"{x:.1e}")
-
-
 def print_summary(out: Console, doc: dict[str, Any]) -> None:
     """The summarize document as a table (one row per cell), then the runs left out."""
     table = Table(title="rollbench summarize (episodes pooled across runs and hosts)")
@@ -70,14 +59,14 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
         table.add_column(f"labels ({doc['rubric']})", overflow="fold")
         table.add_column("rates", overflow="fold")
     for c in doc["cells"]:
-        row = ["—" if c[k] is None else str(c[k]) for k in doc["by"]]
-        row += [", ".join(c["variants"]) or "—", ", ".join(c["hosts"]), str(len(c["runs"])), str(c["episodes"])]
+        row = [MISSING if c[k] is None else str(c[k]) for k in doc["by"]]
+        row += [", ".join(c["variants"]) or MISSING, ", ".join(c["hosts"]), str(len(c["runs"])), str(c["episodes"])]
         row += [str(c["repeats"]), str(c["errored"])]
-        row += [str(c["successes"]), _pct(c["success_rate"]), f"{_pct(c['ci95_low'])} – {_pct(c['ci95_high'])}"]
+        row += [str(c["successes"]), pct(c["success_rate"]), interval(c["ci95_low"], c["ci95_high"])]
         if labelled:
             counts = " ".join(f"{k}={v}" for k, v in c["label_counts"].items() if v)
             row.append(f"{counts} (labelled {c['n_labeled']}, unlabelled {c['n_unlabeled']}, invalid {c['n_invalid']})")
-            row.append(" ".join(f"{k}={_pct(v)}" for k, v in c["rates"].items()))
+            row.append(" ".join(f"{k}={pct(v)}" for k, v in c["rates"].items()))
         table.add_row(*row)
     print_table(out, table)
     for p in doc["in_progress"]:
@@ -102,10 +91,10 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
         for col in cols:
             table.add_column(col, justify="left" if col == "task" else "right")
         for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
-            row = [r["task"], _pct(r["a"]["success_rate"]), _pct(r["b"]["success_rate"]), _signed(r["difference"])]
-            row.append(f"[{_signed(r['diff_ci95_low'])}, {_signed(r['diff_ci95_high'])}]")
+            row = [r["task"], pct(r["a"]["success_rate"]), pct(r["b"]["success_rate"]), points(r["difference"])]
+            row.append(points_interval(r["diff_ci95_low"], r["diff_ci95_high"]))
             row += [str(r["a_only"]), str(r["b_only"])] if paired else []
-            row += [_p(r["p_value"]), _p(r.get("p_holm", r.get("p_holm_pairs")))]
+            row += [p_value(r["p_value"]), p_value(r.get("p_holm", r.get("p_holm_pairs")))]
             table.add_row(*row)
         print_table(out, table)
         if c["tasks_not_compared"]:
@@ -115,8 +104,8 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
         for col in ("rank", "run", "model", "success rate", "95% CI", "episodes"):
             table.add_column(col)
         for r in doc["ranking"]:
-            ci = f"{_pct(r['ci95_low'])} – {_pct(r['ci95_high'])}"
-            table.add_row(str(r["rank"]), r["run"], r["model"], _pct(r["success_rate"]), ci, str(r["episodes"]))
+            ci = interval(r["ci95_low"], r["ci95_high"])
+            table.add_row(str(r["rank"]), r["run"], r["model"], pct(r["success_rate"]), ci, str(r["episodes"]))
         print_table(out, table)
 
 
@@ -178,6 +167,13 @@ def compare_cmd(
         typer.Option(help="--power: P(exactly one policy succeeds), e.g. from a pilot; default: independent."),
     ] = None,
     allow_damaged: Annotated[bool, typer.Option(help=ALLOW_DAMAGED_HELP)] = False,
+    sequential: Annotated[
+        bool,
+        typer.Option(
+            "--sequential",
+            help="Recompute a `rollbench sequential` comparison (its arms, or the directory holding them) from disk.",
+        ),
+    ] = False,
 ) -> None:
     """Compare runs on paired episodes (same task, seed, initial state): rates, difference with a paired bootstrap
     interval, exact McNemar test, Holm across tasks; or, with --power, the episodes per task a comparison needs."""
@@ -206,6 +202,9 @@ def compare_cmd(
             + (" (independent policies; give --discordant from a pilot run)" if discordant is None else ""),
             highlight=False,
         )
+        return
+    if sequential:
+        _compare_sequential(out, runs or [], as_json, unpaired or allow_damaged)
         return
     from rollbench.analysis.compare import compare_runs
     from rollbench.analysis.sources import load_runs
@@ -237,6 +236,27 @@ def compare_cmd(
         out.print_json(json.dumps(doc))
     else:
         print_comparison(out, doc)
+
+
+def _compare_sequential(out: Console, runs: list[Path], as_json: bool, other_options: bool) -> None:
+    """``compare --sequential``: the decision and every look recomputed from the arms (exit 2 when refused)."""
+    from rollbench.cli.sequential import print_sequential
+    from rollbench.sequential.recompute import compare_sequential
+
+    try:
+        if other_options:
+            raise ConfigError("--sequential recomputes a sequential test; --unpaired and --allow-damaged do not apply")
+        if not runs:
+            raise ConfigError("--sequential needs the two arms of a rollbench sequential run, or its --out directory")
+        doc = compare_sequential(list(runs))
+    except ConfigError as exc:
+        _fail(str(exc))
+    except RollbenchError as exc:
+        _fail(str(exc), code=1)
+    if as_json:
+        out.print_json(json.dumps(doc))
+    else:
+        print_sequential(out, doc)
 
 
 def _reproductions(loaded: Any, reference: str | None) -> list[dict[str, Any]]:
@@ -338,10 +358,3 @@ def check_outputs(out_path: Path, plots: Path | None) -> None:
     refuse_inside_run(out_path, "--out")
     if plots is not None:
         refuse_inside_run(plots, "--plots")
-
-
-def register(app: typer.Typer) -> None:
-    """Add summarize, compare and report to the shared ``rollbench`` app."""
-    app.command("summarize")(summarize_cmd)
-    app.command("compare")(compare_cmd)
-    app.command("report")(report_cmd)

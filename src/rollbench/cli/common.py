@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 import typer
@@ -11,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from typer._click import exceptions as click_errors  # typer 0.2x vendors click; its errors live here
 from typer.core import TyperGroup
+
+from rollbench.core.interrupts import Terminated
 
 console = Console(stderr=True)
 out = Console()
@@ -54,3 +58,20 @@ class OneLineErrors(TyperGroup):
         except typer.Abort:
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM (what systemd, ``docker stop``, Slurm and a plain ``kill`` send) into :class:`Terminated` while
+    a run executes, so that it ends like a Ctrl-C instead of leaving run.json saying RUNNING. (A background job
+    started by a non-interactive shell ignores SIGINT, a shell rule rollbench keeps; SIGTERM is the signal to send
+    it.)"""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

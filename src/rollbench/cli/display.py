@@ -18,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 
 from rollbench.cli.tables import print_table
+from rollbench.core.format import interval, number, p_value, pct, points
 
 
 class ProgressDisplay:
@@ -91,30 +92,18 @@ class ProgressDisplay:
         self.progress.update(self.bars[task], completed=self.done.get(task, 0) + part, ok=steps)
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1f}"
-
-
-def _ret(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
 def _pooled_row(table: Table, label: str, block: dict[str, Any]) -> None:
     """A suite or overall row: the pooled count and rate, and the unweighted mean over its tasks."""
     table.add_row(
         label,
         str(block["episodes"]),
         str(block["successes"]),
-        _pct(block["pooled_success_rate"]),
-        f"{_pct(block['pooled_ci95_low'])} – {_pct(block['pooled_ci95_high'])}",
+        pct(block["pooled_success_rate"]),
+        interval(block["pooled_ci95_low"], block["pooled_ci95_high"]),
         "",
         "",
         "",
-        f"mean over {block['tasks']} tasks: {_pct(block['mean_task_success_rate'])}",
+        f"mean over {block['tasks']} tasks: {pct(block['mean_task_success_rate'])}",
     )
 
 
@@ -165,11 +154,11 @@ def _results_table(result: dict[str, Any]) -> Table:
             name,
             str(t["episodes"]),
             str(t["successes"]),
-            _pct(t["success_rate"]),
-            f"{_pct(t['ci95_low'])} – {_pct(t['ci95_high'])}",
-            _num(t["mean_length"]),
-            _num(t["median_length"]),
-            _ret(t.get("mean_return")),
+            pct(t["success_rate"]),
+            interval(t["ci95_low"], t["ci95_high"]),
+            number(t["mean_length"]),
+            number(t["median_length"]),
+            number(t.get("mean_return"), 2),
             reasons,
         )
     for name, suite in result.get("suites", {}).items():
@@ -219,7 +208,7 @@ def _print_status(console: Console, result: dict[str, Any], run_dir: Path | None
         rate = (result.get("overall") or {}).get("pooled_success_rate")
         console.print(
             "  (OK: the run is complete and valid — every requested episode recorded, none errored, no broken "
-            f"invariant; it says nothing about the policy: its success rate is {_pct(rate)})",
+            f"invariant; it says nothing about the policy: its success rate is {pct(rate)})",
             highlight=False,
             soft_wrap=True,
         )
@@ -252,11 +241,11 @@ def print_variants(console: Console, result: dict[str, Any]) -> None:
                 name,
                 v["instruction"],
                 str(v["episodes"]),
-                _pct(v["success_rate"]),
-                f"{_pct(v['ci95_low'])} – {_pct(v['ci95_high'])}",
-                "(reference)" if i == 0 else f"{100 * delta:+.1f} pts",
+                pct(v["success_rate"]),
+                interval(v["ci95_low"], v["ci95_high"]),
+                "(reference)" if i == 0 else f"{points(delta)} pts",
                 "" if i == 0 else f"{b} / {c}",
-                "" if i == 0 else f"{mcnemar_p(b, c, 'two-sided'):.3g}",
+                "" if i == 0 else p_value(mcnemar_p(b, c, "two-sided")),
                 end_section=i == len(variants) - 1,
             )
     print_table(console, table)
@@ -300,7 +289,7 @@ def print_delay(console: Console, delay: dict[str, Any]) -> None:
         f"latency {delay['latency']} (stale actions: {delay['stale']})"
         + (f", {d} step{'s' if d != 1 else ''} per call" if d is not None else "")
         + (f"; executed actions {mean:.2f} steps old on average" if mean is not None else "")
-        + (f"; hold action on {100 * share:.1f}% of {delay['steps']} steps" if share is not None else ""),
+        + (f"; hold action on {pct(share)} of {delay['steps']} steps" if share is not None else ""),
         highlight=False,
         soft_wrap=True,
     )

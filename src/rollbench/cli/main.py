@@ -1,32 +1,36 @@
 """The ``rollbench`` command line: a thin layer over :mod:`rollbench.api`.
 
+Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs``, ``policies``
+and ``mcp`` in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
+order ``rollbench --help`` lists them.
+
 Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = bad input (nothing was run).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rollbench.cli import analysis as cli_analysis
-from rollbench.cli import dashboard as cli_dashboard
-from rollbench.cli import optimize as cli_optimize
-from rollbench.cli import reproduce as cli_reproduce
+from rollbench.cli.analysis import compare_cmd, report_cmd, summarize_cmd
 from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
-from rollbench.cli.release import register as _register_release
-from rollbench.cli.runs import register as register_runs
+from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
+from rollbench.cli.dashboard import dashboard_cmd
+from rollbench.cli.optimize import optimize_instruction
+from rollbench.cli.release import release_cmd
+from rollbench.cli.reproduce import reproduce_cmd
+from rollbench.cli.runs import runs_cmd
+from rollbench.cli.sequential import sequential_cmd
+from rollbench.cli.serve import serve_policy_cmd
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
-from rollbench.core.types import ConfigError, RollbenchError
-from rollbench.serve.server import serve_policy
 
 if TYPE_CHECKING:
     from rollbench.core.spec import EvalSpec
@@ -60,24 +64,6 @@ def _main(
     """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM (what systemd, ``docker stop``, Slurm and a plain ``kill`` send) into :class:`Terminated` while
-    a run executes, so that it ends like a Ctrl-C instead of leaving run.json saying RUNNING. (A background job
-    started by a non-interactive shell ignores SIGINT, a shell rule rollbench keeps; SIGTERM is the signal to send
-    it.)"""
-
-    def stop(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@app.command("eval")
 @spec_options
 def eval_cmd(
     ctx: typer.Context,
@@ -95,6 +81,21 @@ def eval_cmd(
         int, typer.Option(min=1, help="Episodes each worker runs in lockstep, one batched policy call per step.")
     ] = 1,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
+    ray_cpus: Annotated[float, typer.Option(help="Ray: CPUs per env worker (fractional allowed).")] = 1.0,
+    ray_gpus: Annotated[float, typer.Option(help="Ray: GPUs per copy of the policy (fractional below 1).")] = 0.0,
+    ray_resources: Annotated[
+        str | None, typer.Option(help="Ray: custom resources per env worker, JSON, e.g. '{\"libero\": 1}'.")
+    ] = None,
+    ray_placement: Annotated[
+        str, typer.Option(help="Ray: spread (over nodes) or pack (fill a node first).")
+    ] = "spread",
+    ray_policy_per_node: Annotated[
+        bool, typer.Option("--ray-policy-per-node", help="Ray: one policy actor per node, shared by its env workers.")
+    ] = False,
+    ray_shared_fs: Annotated[
+        bool,
+        typer.Option("--ray-shared-fs", help="Ray: actors that see the run directory write it (else episodes ship)."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
     retry_errors: Annotated[
         str, typer.Option(help="On resume, re-run errored episodes: infra (infrastructure faults), all or none.")
@@ -112,7 +113,8 @@ def eval_cmd(
     **spec_flags: Any,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
-    from rollbench.api import Execution
+    from rollbench.api import Execution, RayOptions
+    from rollbench.run.ray_options import parse_resources
 
     try:
         if resume is not None:
@@ -125,6 +127,14 @@ def eval_cmd(
             ray_address=ray_address,
             batch_size=batch_size,
             retry_errors=retry_errors,
+            ray=RayOptions(
+                cpus=ray_cpus,
+                gpus=ray_gpus,
+                resources=parse_resources(ray_resources),
+                placement=ray_placement,
+                policy="node" if ray_policy_per_node else "worker",
+                shared_fs=ray_shared_fs,
+            ),
         )
     except ConfigError as exc:
         _fail(str(exc))
@@ -177,10 +187,11 @@ def _run_with_display(
     on (RollbenchError): exit 1."""
     from rollbench.api import evaluate
     from rollbench.cli.display import ProgressDisplay
+    from rollbench.core.stdio import isolated_output
 
     display = ProgressDisplay(console, enabled=not as_json)
     try:
-        with display, _terminate_as_interrupt():
+        with isolated_output(), display, _terminate_as_interrupt():  # the policy's output and children: not ours
             result = evaluate(
                 spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
             )
@@ -229,7 +240,6 @@ def _emit(result: dict[str, Any], as_json: bool, run_dir: Path | None) -> None:
     raise typer.Exit(0 if result["status"] == "OK" else 1)
 
 
-@app.command("grade")
 def grade_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `rollbench eval`.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -246,7 +256,6 @@ def grade_cmd(
     _emit(result, as_json, run_dir)
 
 
-@app.command("envs")
 def envs_cmd(
     family: Annotated[str | None, typer.Argument(help="Only this family (e.g. metaworld).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -267,7 +276,6 @@ def envs_cmd(
         print_envs(out, rows, show_tasks=tasks)
 
 
-@app.command("policies")
 def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List the available policies, one line each: real policies first, then test fixtures and stand-ins."""
     from rollbench.core.registry import list_policies
@@ -290,7 +298,6 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     )
 
 
-@app.command("mcp")
 def mcp_cmd(
     transport: Annotated[
         str, typer.Option(help="stdio (the agent launches this server) or http (streamable HTTP at /mcp).")
@@ -322,14 +329,25 @@ def mcp_cmd(
         _fail(str(exc))
 
 
-app.command("serve-policy")(serve_policy)
-register_runs(app)
-
-cli_dashboard.register(app)
-cli_analysis.register(app)
-cli_optimize.register(app)
-cli_reproduce.register(app)
-_register_release(app)
+COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
+    ("eval", eval_cmd),
+    ("grade", grade_cmd),
+    ("envs", envs_cmd),
+    ("policies", policies_cmd),
+    ("mcp", mcp_cmd),
+    ("serve-policy", serve_policy_cmd),
+    ("runs", runs_cmd),
+    ("dashboard", dashboard_cmd),
+    ("summarize", summarize_cmd),
+    ("compare", compare_cmd),
+    ("report", report_cmd),
+    ("optimize-instruction", optimize_instruction),
+    ("reproduce", reproduce_cmd),
+    ("sequential", sequential_cmd),
+    ("release", release_cmd),
+)
+for _name, _command in COMMANDS:
+    app.command(_name)(_command)
 
 
 def main() -> None:

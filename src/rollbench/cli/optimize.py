@@ -1,6 +1,6 @@
 """``rollbench optimize-instruction``: search a task's instruction for a policy, then judge it on held-out seeds.
 
-Registered on the shared app by :func:`register`; the search itself is :mod:`rollbench.optimize.search`.
+Registered by :data:`rollbench.cli.main.COMMANDS`; the search itself is :mod:`rollbench.optimize.search`.
 Exit codes: 0 = done (whatever the verdict); 1 = a run or the state failed; 2 = bad input, nothing written;
 130 = interrupted (re-run the same command to resume).
 """
@@ -16,13 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from rollbench.cli.tables import print_table
-from rollbench.core.types import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import interval, p_value, pct, points, points_interval
 
 console = Console(stderr=True)
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def print_search(out: Console, state: dict[str, Any], out_dir: Path) -> None:
@@ -42,7 +39,7 @@ def print_search(out: Console, state: dict[str, Any], out_dir: Path) -> None:
             r["incumbent"],
             f"{r['scores']['incumbent']['successes']}/{e}",
             cands[best["variant"]],
-            f"{best['variant_successes']}/{e} (p={best['p_value']:.3g})",
+            f"{best['variant_successes']}/{e} (p={p_value(best['p_value'])})",
             f"accepted {r['decision']['accepted']}" if r["decision"]["accepted"] else "kept",
         )
     print_table(out, table)
@@ -58,14 +55,14 @@ def print_search(out: Console, state: dict[str, Any], out_dir: Path) -> None:
     for name in ("original", "winner"):
         b = h[name]
         out.print(
-            f"  {name:<8} {_pct(b['success_rate']):>6} ({b['successes']}/{b['episodes']}, 95% CI "
-            f"{_pct(b['ci95_low'])} – {_pct(b['ci95_high'])})  {b['instruction']!r}",
+            f"  {name:<8} {pct(b['success_rate']):>6} ({b['successes']}/{b['episodes']}, 95% CI "
+            f"{interval(b['ci95_low'], b['ci95_high'])})  {b['instruction']!r}",
             highlight=False,
             soft_wrap=True,
         )
     out.print(
-        f"  paired difference {100 * p['difference']:+.1f} pts (95% CI {100 * lo:+.1f} to {100 * hi:+.1f}); "
-        f"b={p['variant_only']}, c={p['reference_only']}, one-sided exact McNemar p = {p['p_value']:.3g}",
+        f"  paired difference {points(p['difference'])} pts (95% CI {points_interval(lo, hi)}); "
+        f"b={p['variant_only']}, c={p['reference_only']}, one-sided exact McNemar p = {p_value(p['p_value'])}",
         highlight=False,
     )
     out.print(f"  verdict: {h['verdict']}", highlight=False, soft_wrap=True)
@@ -136,8 +133,3 @@ def optimize_instruction(
         out.print_json(json.dumps(state))
     else:
         print_search(out, state, out_dir)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``optimize-instruction`` to the shared ``rollbench`` app."""
-    app.command("optimize-instruction")(optimize_instruction)

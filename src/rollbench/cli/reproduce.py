@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from rollbench.cli.common import fail as _fail
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 GAP_HELP = "The gap in points the run should be able to detect (80% power) before agreement counts as consistent."
 
@@ -43,8 +43,3 @@ def reproduce_cmd(
     except ConfigError as exc:
         _fail(str(exc))
     typer.echo(json.dumps(doc, indent=1) if as_json else render_text(doc), nl=as_json)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``reproduce`` to the shared ``rollbench`` app."""
-    app.command("reproduce")(reproduce_cmd)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rollbench.core.contracts import FAULTS, Fault, TaskInfo
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import FAULTS, Fault, TaskInfo
 
 
 @dataclass
@@ -82,7 +82,7 @@ def held_success(successes: Sequence[bool], hold: int = 1, final_step: bool = Fa
 
 
 def fault_of(exc: BaseException, default: Fault) -> Fault:
-    """``exc.fault`` when it is one of :data:`rollbench.core.types.FAULTS`, else ``default``."""
+    """``exc.fault`` when it is one of :data:`rollbench.core.contracts.FAULTS`, else ``default``."""
     fault = getattr(exc, "fault", None)
     return fault if fault in FAULTS else default
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes.util
 import os
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 _BACKENDS = ("egl", "osmesa", "glfw")
 

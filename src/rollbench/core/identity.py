@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 SEGMENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _SEGMENT = re.compile(SEGMENT_PATTERN)
@@ -30,9 +30,12 @@ def check_segment(value: str, what: str) -> str:
     return value
 
 
-def sanitize_segment(value: str, fallback: str = "unknown") -> str:
-    """Make a valid segment from free text (a host name, say): invalid characters become ``-``."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", value or "").lstrip("._-")[:200]
+def sanitize_segment(value: str, fallback: str = "unknown", limit: int = 200) -> str:
+    """Make a valid segment from free text (a host name, a run directory's name): every run of invalid characters
+    becomes one ``-``, leading ``.``/``_``/``-`` are dropped, then at most ``limit`` characters (<= 200) are kept;
+    ``fallback`` when nothing valid is left. The one sanitiser of names rollbench derives: identity segments, default
+    run directory names (:func:`rollbench.api.default_run_dir`), an instruction search's round runs."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", value or "").lstrip("._-")[: min(limit, 200)]
     return cleaned if cleaned and _SEGMENT.fullmatch(cleaned) else fallback
 
 

@@ -6,7 +6,8 @@ otherwise stop the whole run as if the user had pressed Ctrl-C. While a run exec
 replaces the SIGINT handler with one raising :class:`UserInterrupt` (a ``KeyboardInterrupt`` subclass, so
 everything that handles Ctrl-C still does); :func:`is_user_interrupt` then says which exceptions must stop the
 run. Every other ``BaseException`` raised by a policy or env ends that episode as an ``error`` of whoever raised it
-(see :mod:`rollbench.rollout`).
+(see :mod:`rollbench.run.episode`). That rule is written once, :class:`contained`: every place that runs code under
+evaluation (a policy's or env's method, a plug-in's import, a ``close()``) runs it inside one.
 
 Where no handler of ours can be installed (SIGINT already taken over by someone else), a plain ``KeyboardInterrupt``
 caught in the main thread while Python's default handler is in place still counts as the user's, as before; in any
@@ -19,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import TracebackType
 
 
 class UserInterrupt(KeyboardInterrupt):
@@ -64,3 +66,27 @@ def user_signals() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class contained:
+    """Run a block of code under evaluation: the user's interrupt (:func:`is_user_interrupt`) propagates; any other
+    ``BaseException`` raised in the block ends the block and is kept in :attr:`error` (with its traceback), after
+    ``on_error(exc)`` is called with it if given (ending the episode as an ``error``, warning, raising a ConfigError).
+
+    ``with contained(lambda exc: run.fail(exc, "environment")) as env: ...`` then ``if env.error: return``.
+    """
+
+    def __init__(self, on_error: Callable[[BaseException], object] | None = None) -> None:
+        self.on_error = on_error
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> contained:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+        if exc is None or is_user_interrupt(exc):
+            return False
+        self.error = exc
+        if self.on_error is not None:
+            self.on_error(exc)
+        return True

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from fractions import Fraction
 
-from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
+from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
 
 LATENCY_MODES = ("none", "fixed:MS", "steps:K", "measured")
 STALE_RULES = ("skip", "execute")

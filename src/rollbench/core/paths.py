@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 NAME_MAX = 255  # bytes in one path component (Linux, ext4/xfs/btrfs/tmpfs: NAME_MAX in <linux/limits.h>)
 PATH_MAX = 4096  # bytes in a whole path, with its terminating NUL (PATH_MAX in <linux/limits.h>)

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
 from rollbench.core.registry import family_of, resolve_tasks
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import ConfigError, PolicyInfo, TaskInfo
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,79 @@ def cameras_for(spec: EvalSpec, task: TaskInfo, needs_images: bool) -> tuple[str
     if (spec.video or needs_images) and task.cameras:
         return (task.cameras[0],)
     return ()
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What one task of a run renders and shows the policy, resolved once before the run (see :class:`ResolvedRun`).
+
+    Attributes:
+        task: the task.
+        policy_cameras: cameras the policy receives (:func:`policy_cameras_for`).
+        video_cameras: cameras ``--video`` records every step (:func:`video_cameras_for`).
+        image_size: rendered ``(height, width)`` in pixels (:func:`image_size_for`).
+    """
+
+    task: TaskInfo
+    policy_cameras: tuple[str, ...]
+    video_cameras: tuple[str, ...]
+    image_size: tuple[int, int]
+
+    @property
+    def render_cameras(self) -> tuple[str, ...]:
+        """Every camera the env must render: the policy's, then the video's it does not already have."""
+        return (*self.policy_cameras, *(c for c in self.video_cameras if c not in self.policy_cameras))
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """The plan plus the policy facts every worker runs it with, resolved once before anything runs
+    (``run.prepare.prepare_run``) and handed to every worker as is (picklable).
+
+    Attributes:
+        spec: the run's spec.
+        plan: its plan.
+        replan_every: actions executed from each chunk before the policy is asked again (the spec's, else the
+            policy's advertised one, else the tasks' reference client's when they agree, else 1; a resumed run keeps
+            the one it recorded in run.json's ``plan.replan_every``).
+        needs_images: whether the policy reads camera images (``PolicyInfo.needs_images``, as recorded).
+        image_sizes: env family -> ``(height, width)`` the policy asked for (``PolicyInfo.image_sizes``, as recorded).
+        tasks: task name -> its :class:`TaskFacts`, in plan order.
+    """
+
+    spec: EvalSpec
+    plan: Plan
+    replan_every: int
+    needs_images: bool
+    image_sizes: Mapping[str, tuple[int, int]]
+    tasks: Mapping[str, TaskFacts]
+
+
+def replan_interval(spec: EvalSpec, tasks: Sequence[TaskInfo], info: PolicyInfo) -> int:
+    """The replan interval of a new run: the spec's, else the policy's advertised one (a server's), else the tasks'
+    reference client's when they all name the same one (LIBERO: openpi's 5), else 1."""
+    task_replan = {t.replan_every for t in tasks}
+    return spec.replan_every or info.replan_every or (task_replan.pop() if len(task_replan) == 1 else None) or 1
+
+
+def resolve_run(
+    spec: EvalSpec, plan: Plan, replan_every: int, needs_images: bool, image_sizes: Mapping[str, Sequence[int]]
+) -> ResolvedRun:
+    """The :class:`ResolvedRun` of ``plan`` with these policy facts: each task's cameras and image size computed
+    here, once. Raises ConfigError when the tasks would record different cameras (one dataset schema per run)."""
+    sizes = {fam: (int(hw[0]), int(hw[1])) for fam, hw in image_sizes.items()}
+    facts = {
+        t.name: TaskFacts(
+            t,
+            policy_cameras_for(spec, t, needs_images),
+            video_cameras_for(spec, t, needs_images),
+            image_size_for(spec, t, sizes),
+        )
+        for t in plan.tasks
+    }
+    if len({f.video_cameras for f in facts.values()}) > 1:
+        raise ConfigError("tasks of one run must record the same cameras; pass --cameras explicitly")
+    return ResolvedRun(spec, plan, replan_every, needs_images, sizes, facts)
 
 
 def plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol
 
-from rollbench.core.interrupts import is_user_interrupt
-from rollbench.core.types import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo
+from rollbench.core.contracts import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo
+from rollbench.core.interrupts import contained
 
 
 @dataclass(frozen=True)
@@ -288,12 +288,12 @@ def policy_factory(name: str) -> PolicyFactory:
         schemes = sorted(k + "://HOST:PORT" for k in names if k in ("ws", "http", "https"))
         prefixed = sorted(PREFIX_POLICIES[k] for k in names if k in PREFIX_POLICIES)
         raise unknown_name_error("policy", name, valid + schemes + prefixed)
-    try:
+    with contained() as load:
         factory: PolicyFactory = names[key].load()
-    except ImportError as exc:
-        raise ConfigError(f"policy {name!r} cannot load: {exc} (is its extra installed?)") from None
-    except BaseException as exc:  # the plug-in's module raised while it was imported
-        raise ConfigError(f"policy {name!r} cannot load: its plug-in raised {_raised(exc)}") from None
+    if isinstance(load.error, ImportError):
+        raise ConfigError(f"policy {name!r} cannot load: {load.error} (is its extra installed?)")
+    if load.error:  # the plug-in's module raised while it was imported
+        raise ConfigError(f"policy {name!r} cannot load: its plug-in raised {_raised(load.error)}")
     return factory
 
 
@@ -301,9 +301,7 @@ _MODULE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def _raised(exc: BaseException) -> str:
-    """``Type: message`` of an exception raised by a plug-in's code, or re-raise it if it is the user's Ctrl-C."""
-    if is_user_interrupt(exc):
-        raise exc
+    """``Type: message`` of an exception raised by a plug-in's code."""
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
@@ -313,12 +311,12 @@ def _factory_from_path(name: str) -> PolicyFactory:
     module_name, _, attr = name.partition(":")
     if not _MODULE_PATH.fullmatch(module_name) or not attr:
         raise ConfigError(f"policy {name!r} is not package.module:factory (a dotted module name, then a name)")
-    try:
+    with contained() as load:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"policy {name!r}: cannot import module {module_name!r} ({exc})") from None
-    except BaseException as exc:  # the module's own code raised while it was imported
-        raise ConfigError(f"policy {name!r}: importing module {module_name!r} raised {_raised(exc)}") from None
+    if isinstance(load.error, ImportError):
+        raise ConfigError(f"policy {name!r}: cannot import module {module_name!r} ({load.error})")
+    if load.error:  # the module's own code raised while it was imported
+        raise ConfigError(f"policy {name!r}: importing module {module_name!r} raised {_raised(load.error)}")
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ConfigError(f"policy {name!r}: module {module_name!r} has no callable {attr!r}")
@@ -332,12 +330,12 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
     ``close``)."""
     factory = policy_factory(name)
     check_policy_options(name, factory, options or {})
-    try:
+    with contained() as build:
         policy = factory(name, dict(options or {}))
-    except RollbenchError:
-        raise
-    except BaseException as exc:
-        raise ConfigError(f"policy {name!r} could not be built: its factory raised {_raised(exc)}") from None
+    if isinstance(build.error, RollbenchError):
+        raise build.error
+    if build.error:
+        raise ConfigError(f"policy {name!r} could not be built: its factory raised {_raised(build.error)}")
     missing = [m for m in ("reset", "act", "close") if not callable(getattr(policy, m, None))]
     if not isinstance(getattr(policy, "info", None), PolicyInfo) or missing:
         why = "returned None" if policy is None else f"returned a {type(policy).__name__}, which is not a policy"

@@ -1,7 +1,9 @@
 """The run log (``RUN_DIR/run.json``) as pydantic models.
 
 These models describe what :func:`rollbench.api.evaluate` writes (with :mod:`rollbench.record.runlog` and
-:mod:`rollbench.record.retry`); the writer builds plain dicts and does not use them. Their JSON Schema is
+:mod:`rollbench.record.retry`) and own its format: every write of run.json is validated against :class:`RunLog`
+first (``record.runlog.write_run_log``; a document the model refuses is never written), and so is a run log read back
+to continue the run (``record.runlog.check_resumable``). Their JSON Schema is
 ``docs/run.schema.json`` (written by ``python -m rollbench.core.schemas``); ``tests/test_schemas.py`` checks that the
 committed schema is what these models give and that a real run's run.json validates. Blocks rollbench alone
 writes are closed (``extra="forbid"``); ``provenance`` and the policy's provenance are open, since env families and
@@ -11,7 +13,7 @@ policies add their own keys. Keys added to the format after its first version ar
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +38,11 @@ class PlanPolicy(Closed):
     chunk_size: int = Field(ge=1)
     replan_every: int | None
     needs_images: bool
+    image_sizes: dict[str, Annotated[list[int], Field(min_length=2, max_length=2)]] | None = Field(
+        default=None,
+        description="Env family -> [height, width] the policy asked to be rendered (PolicyInfo.image_sizes); "
+        "present only when it asked.",
+    )
     provenance: dict[str, Any]
 
 
@@ -91,11 +98,48 @@ class Provenance(BaseModel):
 
     versions: dict[str, str | None]
     gl: dict[str, str | None] = Field(description="MUJOCO_GL (null when unset) and PYOPENGL_PLATFORM when set.")
+    renderers: dict[str, str] = Field(
+        default_factory=dict, description="Family -> what draws its images (MuJoCo's OpenGL, pygame, none)."
+    )
     python: str
     git_commit: str | None
     host: str
     platform: str
     created: str
+
+
+class RayActorPlace(Closed):
+    """Where one Ray actor ran (``rollbench.run.ray_runner``): an env actor (``slot``) or a node's policy actor."""
+
+    slot: int | None = Field(default=None, ge=0, description="Worker slot of an env actor; absent for a policy actor.")
+    pid: int
+    ip: str | None = None
+    node: str = Field(description="Ray node id.")
+    gpu_ids: list[str] = Field(default_factory=list, description="GPUs Ray assigned (ray.get_gpu_ids()).")
+    cuda_visible_devices: str | None = None
+    episodes: Literal["shipped", "shared"] | None = Field(
+        default=None, description="How an env actor's episodes reached the run directory."
+    )
+
+
+class RayNode(Closed):
+    ip: str
+    alive: bool
+    resources: dict[str, float] = Field(description="The node's total Ray resources.")
+
+
+class RayExecution(Closed):
+    """``executions[].ray``: what ``--executor ray`` asked for and where its actors ran (never part of the spec)."""
+
+    cpus: float = Field(gt=0, description="--ray-cpus per env worker.")
+    gpus: float = Field(ge=0, description="--ray-gpus per copy of the policy.")
+    resources: dict[str, float] = Field(default_factory=dict, description="--ray-resources per env worker.")
+    placement: Literal["spread", "pack"]
+    policy: Literal["worker", "node"] = Field(description="node: --ray-policy-per-node.")
+    shared_fs: bool
+    actors: list[RayActorPlace] = Field(default_factory=list, description="Every env actor started, in order.")
+    policy_actors: list[RayActorPlace] = Field(default_factory=list)
+    nodes: dict[str, RayNode] = Field(default_factory=dict, description="Ray node id -> node, for nodes used.")
 
 
 class ExecutionEntry(Closed):
@@ -114,6 +158,7 @@ class ExecutionEntry(Closed):
     workers_replaced: int | None = Field(default=None, ge=0)
     episodes_rerun: int | None = Field(default=None, ge=0)
     episodes_lost: int | None = Field(default=None, ge=0)
+    ray: RayExecution | None = Field(default=None, description="--executor ray: resources, placement, actors.")
 
 
 class ReplacedOutcome(Closed):
@@ -146,6 +191,39 @@ class Replacement(Closed):
     new: NewOutcome | None
 
 
+class SequentialDesignRecord(Closed):
+    """The parameters of a sequential paired test and what they give, exactly (:mod:`rollbench.grading.sequential`)."""
+
+    alpha: float = Field(gt=0, lt=0.5, description="This test's two-sided level (the family's share for a suite).")
+    beta: float = Field(gt=0, lt=0.5)
+    delta: float = Field(gt=0, lt=1, description="Design difference in success rate, B - A (a fraction).")
+    p_a: float = Field(gt=0, lt=1, description="Assumed success rate of A at the design.")
+    discordant: float | None = Field(description="Assumed P(exactly one succeeds); null = independent policies.")
+    budget: int = Field(ge=1, description="Most pairs of episodes.")
+    look_every: int = Field(ge=1, description="Pairs between looks (the budget is always a look).")
+    theta1: float
+    efficacy_llr: float
+    futility_llr: float
+    type1_error: float
+    futility_error: float
+    power: float
+    fixed_n: int = Field(ge=1)
+
+
+class SequentialRecord(Closed):
+    """``run.json`` ``sequential``: this run is one arm of a sequential paired comparison (``rollbench sequential``)."""
+
+    rule: Literal["truncated-sprt-discordant"]
+    arm: Literal["a", "b"]
+    partner: str = Field(description="run_id of the other arm (a sibling directory).")
+    task: str
+    family: list[str] = Field(description="The tasks whose decisions share the family-wise error (suite order).")
+    alpha_family: float = Field(gt=0, lt=0.5, description="Family-wise level, split equally (Bonferroni).")
+    design: SequentialDesignRecord
+    decision: Literal["b_better", "a_better", "futility", "budget_exhausted"] | None = None
+    stopped_at: int | None = Field(default=None, ge=1, description="Pairs at the look that decided.")
+
+
 class RunLog(Closed):
     """``run.json``: what was asked (spec, plan), where and how it ran, and the results as last graded."""
 
@@ -161,3 +239,4 @@ class RunLog(Closed):
     executions: list[ExecutionEntry] = Field(default_factory=list)
     replacements: list[Replacement] = Field(default_factory=list, description="Present once an episode was replaced.")
     results: GradeDocument | None = Field(default=None, description="The grade document as of the last finish.")
+    sequential: SequentialRecord | None = Field(default=None, description="Present in an arm of rollbench sequential.")

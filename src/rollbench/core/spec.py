@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 MAX_EPISODES_PER_TASK = 100_000
 DEFAULT_POLICY_TIMEOUT_S = 300.0  # generous: a VLA's first call (compilation, warm-up) can take a minute

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import parse_json, read_text
-from rollbench.core.types import ConfigError
 
 MAX_INSTRUCTIONS_BYTES = 2**20  # 1 MiB: at most 64 variants (spec.MAX_VARIANTS) of a sentence each
 

@@ -6,8 +6,8 @@ import importlib.util
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from rollbench.core.contracts import TaskInfo
 from rollbench.core.registry import unknown_name_error
-from rollbench.core.types import TaskInfo
 
 
 class TableFamily:

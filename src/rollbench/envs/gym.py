@@ -2,7 +2,7 @@
 
 Names: ``gym:<id>`` or ``gym/<id>``, e.g. ``gym:FetchReach-v4``, ``gym/gym_pusht/PushT-v0``,
 ``gym:gymnasium_robotics:FetchPush-v4`` (gymnasium's own ``module:id`` form imports ``module`` first). The task's
-canonical name is ``gym/<id>`` because every task name is ``family/task`` (:class:`rollbench.core.types.TaskInfo`). An id
+canonical name is ``gym/<id>`` because every task name is ``family/task`` (:class:`rollbench.core.contracts.TaskInfo`). An id
 with a namespace (``gym_pusht/PushT-v0``) must be given as ``gym/<ns>/<id>`` on the command line:
 ``registry.family_of`` reads ``gym:gym_pusht/...`` as family ``gym:gym_pusht``. If
 ``<id>`` is not registered, the known plug-in packages ``gymnasium_robotics`` and ``gym_pusht`` are imported (each
@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, Observation, StepResult, TaskInfo
 from rollbench.core.registry import EnvOptions, unknown_name_error
-from rollbench.core.types import ConfigError, Observation, StepResult, TaskInfo
 
 DEFAULT_MAX_STEPS = 1000  # horizon when the env registers no max_episode_steps
 SUCCESS_KEYS = ("is_success", "success")  # info keys read as the env's own success signal, in this order
@@ -95,7 +95,7 @@ def success_from_info(env_id: str, info: Mapping[str, Any]) -> bool:
 
 
 class GymnasiumEnv:
-    """:class:`rollbench.core.types.Env` over a gymnasium env built by ``factory(**render_kwargs)``.
+    """:class:`rollbench.core.contracts.Env` over a gymnasium env built by ``factory(**render_kwargs)``.
 
     ``state``: ``float32 (state_dim,)`` from :meth:`_state`; ``images`` are filled by the episode loop via
     :meth:`render`. ``raw`` is the native gymnasium observation.

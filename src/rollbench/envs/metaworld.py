@@ -47,9 +47,9 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.core.gl import configure_offscreen_gl
 from rollbench.core.registry import EnvOptions, unknown_name_error
-from rollbench.core.types import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
 
 HORIZON = 500  # metaworld.sawyer_xyz_env.SawyerXYZEnv.max_path_length

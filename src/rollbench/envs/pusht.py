@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import HoldAction, TaskInfo
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import HoldAction, TaskInfo
 from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv
 

@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rollbench.core.contracts import HoldAction, Observation, StepResult, TaskInfo
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
 
 STEP_SIZE = 0.1  # metres per unit action per step

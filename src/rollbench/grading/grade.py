@@ -38,8 +38,8 @@ from typing import Any
 
 import duckdb
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.episode import held_success
-from rollbench.core.types import ConfigError
 from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
 from rollbench.grading.files import (
     link_violations,

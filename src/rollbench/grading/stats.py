@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 MAX_RESAMPLES = 1_000_000  # bootstrap resamples (compare --resamples)
 MAX_BOOTSTRAP_DRAWS = 2**27  # resamples x episodes of one stratum drawn at once: 1 GiB of int64 indices

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollbench.core.types import FAULTS
+from rollbench.core.contracts import FAULTS
 from rollbench.grading.stats import wilson_interval
 from rollbench.record.transcript import sum_totals
 
@@ -17,7 +17,7 @@ def episode_fault(meta_row: dict[str, Any]) -> str:
 
 
 def errors_by_fault(eps: list[dict[str, Any]]) -> dict[str, int]:
-    """Errored episodes per fault: every fault of :data:`rollbench.core.types.FAULTS` (0 if none), plus ``unclassified``
+    """Errored episodes per fault: every fault of :data:`rollbench.core.contracts.FAULTS` (0 if none), plus ``unclassified``
     when there are any."""
     counts = dict.fromkeys(FAULTS, 0)
     for e in eps:

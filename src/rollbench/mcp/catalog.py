@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 MAX_DESCRIPTION = 160  # characters of a family's description shown in the short form
 

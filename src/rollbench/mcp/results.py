@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rollbench.core.format import interval, pct
+
 # the words an agent reads first: the server's instructions and run_policy_rollout's description
 INSTRUCTIONS = (
     "rollbench evaluates robot policies in simulation. To run a policy, call run_policy_rollout once with the "
@@ -138,10 +140,6 @@ class PolicyRow(BaseModel):
     )
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
@@ -211,8 +209,8 @@ def _result_summary(
         )
     if r.episodes_recorded:
         s.append(
-            f"{r.successes} succeeded: success rate {_pct(r.success_rate)} (95% interval {_pct(r.success_rate_ci95[0])}"
-            f" to {_pct(r.success_rate_ci95[1])}); termination reasons: {_counts(r.termination_reasons)}."
+            f"{r.successes} succeeded: success rate {pct(r.success_rate)} (95% interval {interval(*r.success_rate_ci95)}"
+            f"); termination reasons: {_counts(r.termination_reasons)}."
         )
     if r.status == "OK":
         s.append(
@@ -272,7 +270,7 @@ def run_info(run_id: str, run_dir: Path, log_: dict[str, Any], state: Any, live:
         text = f"{what} was interrupted before it finished and nothing is writing it; {resume}; grade_run shows what is recorded."
     else:
         text = f"{what} finished with status {log_.get('status')} (as recorded in run.json): {n} of {requested} episodes recorded"
-        text += f", success rate {_pct(rate)}." if n else "."
+        text += f", success rate {pct(rate)}." if n else "."
         if reasons:
             text += " Reasons: " + "; ".join(reasons[:6]) + "."
         if n is not None and n < requested:

@@ -1,6 +1,7 @@
 """``rollbench mcp``: the rollout tools for LLM agents, over the Model Context Protocol (official ``mcp`` SDK).
 
-Tools: ``run_policy_rollout``, ``list_envs``, ``list_policies``, ``get_run``, ``grade_run``, ``list_runs``.
+Tools: ``run_policy_rollout``, ``list_envs``, ``list_policies``, ``get_run``, ``grade_run``, ``list_runs``, and
+``compare_policies_sequential`` (:mod:`rollbench.mcp.sequential`).
 ``run_policy_rollout`` calls :func:`rollbench.api.evaluate` (N independently reset episodes, recorded as a LeRobot
 v3 dataset, graded from disk) in a worker thread, so one code path serves the CLI, this server and the tests.
 Its ``status`` is what :func:`rollbench.grading.grade.grade` computed from the run directory, never a default: ``OK`` only
@@ -34,8 +35,8 @@ from pydantic import BaseModel, Field
 
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.mcp.catalog import env_listing
 from rollbench.mcp.results import (
     INSTRUCTIONS,
@@ -48,6 +49,7 @@ from rollbench.mcp.results import (
     run_result,
     run_row,
 )
+from rollbench.mcp.sequential import add_sequential_tool
 from rollbench.mcp.strict import make_strict, rollout_spec
 from rollbench.record.runlog import is_locked, read_run_log
 from rollbench.record.safe_files import iter_run_dirs, read_regular_json
@@ -231,13 +233,14 @@ def _call_result(summary: str, model: BaseModel) -> CallToolResult:
 
 
 def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> MCPServer:
-    """The MCP server with rollbench's six tools; every run directory is created under ``root``."""
+    """The MCP server with rollbench's seven tools; every run directory is created under ``root``."""
     svc = RolloutService(root, max_steps_ceiling)
     from importlib.metadata import version
 
     server: MCPServer = MCPServer("rollbench", version=version("rollbench"), instructions=INSTRUCTIONS)
     _add_run_tool(server, svc)
     _add_read_tools(server, svc)
+    add_sequential_tool(server, svc, _call_result)
     make_strict(server)  # arguments as published: no coercion, no unknown names (rollbench.mcp.strict)
     return server
 

@@ -20,9 +20,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from rollbench.core import registry as report_rows
+from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import is_import_path, resolve_remote_tasks
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError
 
 MAX_SHOWN = 60  # characters of a given value quoted in an error
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.lexicon import FILLERS, FRAMES, SYNONYMS, words
-from rollbench.core.types import ConfigError, RollbenchError
 
 BUILT_IN = ("drop", "insert", "reorder", "synonym", "template")
 PROPOSERS = (*BUILT_IN, "mix", "llm")

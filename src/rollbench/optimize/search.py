@@ -29,15 +29,16 @@ decided round is re-graded from disk and must give the recorded decision (else a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import differences, p_value
+from rollbench.core.identity import sanitize_segment
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.core.types import ConfigError, RollbenchError
 from rollbench.grading.stats import wilson_interval
 from rollbench.optimize.compare import paired, paired_interval, successes_by_trial
 from rollbench.optimize.config import SearchConfig, is_better
@@ -98,14 +99,14 @@ class Search:
             self.state = state
             if self.state.get("config_identity") != self.cfg.identity():
                 old, new = self.state.get("config", {}), self.cfg.model_dump(mode="json")
-                diff = ", ".join(f"{k}: {old.get(k)!r} there, {v!r} here" for k, v in new.items() if old.get(k) != v)
+                diff = differences(old, new)
                 raise ConfigError(f"{self.out} holds a search with other options ({diff}); choose another --out")
             return
         if self.out.exists() and any(self.out.iterdir()):
             raise ConfigError(f"{self.out} exists and holds no {STATE}; choose another --out")
         start = self.cfg.start if self.cfg.start is not None else task.instruction
         # the policy, the task and the round spec are checked here, before the first write (exit 2, nothing written)
-        prefix = re.sub(r"[^A-Za-z0-9._-]+", "_", self.out.resolve().name).strip("_.") or "search"
+        prefix = sanitize_segment(self.out.resolve().name, "search")
         prepare_run(self._spec([(INCUMBENT, start)], self.cfg.round_seeds(0)), self.out / "rounds" / f"{prefix}-r000")
         if self.cfg.proposer == "llm":
             from rollbench.optimize.proposers import LLMProposer
@@ -333,10 +334,10 @@ class Search:
         if not changed:
             verdict = "the search accepted no candidate: the winner is the original instruction"
         elif significant:
-            verdict = f"the winner is better than the original on held-out seeds (one-sided exact McNemar p = {cmp.p_value:.3g} <= {self.cfg.alpha})"
+            verdict = f"the winner is better than the original on held-out seeds (one-sided exact McNemar p = {p_value(cmp.p_value)} <= {self.cfg.alpha})"
         else:
             verdict = (
-                f"no significant gain on held-out seeds (one-sided exact McNemar p = {cmp.p_value:.3g} > "
+                f"no significant gain on held-out seeds (one-sided exact McNemar p = {p_value(cmp.p_value)} > "
                 f"{self.cfg.alpha}): the improvement seen during the search did not replicate"
             )
         return {

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, FinishesEpisodes, Observation, Policy, PolicyInfo, TaskInfo
 from rollbench.core.registry import policy_options
-from rollbench.core.types import ConfigError, Observation, Policy, PolicyInfo, TaskInfo
 
 RANDOM_POLICY_TAG = 0x52414E44  # "RAND": entropy tag that separates the random policy's stream from the env's
 
@@ -109,8 +109,7 @@ class ActionNoise:
 
     def finish_episode(self, outcome: Mapping[str, Any]) -> Mapping[str, bytes]:
         """The inner policy's episode artifacts (see :func:`rollbench.run.episode.rollout`), if it has any."""
-        finish = getattr(self.inner, "finish_episode", None)
-        return finish(outcome) if callable(finish) else {}
+        return self.inner.finish_episode(outcome) if isinstance(self.inner, FinishesEpisodes) else {}
 
     def close(self) -> None:
         self.inner.close()

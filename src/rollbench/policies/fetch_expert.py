@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import policy_options
-from rollbench.core.types import ConfigError, Observation, PolicyInfo, TaskInfo
 
 POS_STEP = 0.05  # metres per unit action (gymnasium-robotics fetch_env.py)
 GRIP = slice(0, 3)  # grip_pos in fetch/Reach state

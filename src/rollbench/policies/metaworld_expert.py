@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import policy_options
-from rollbench.core.types import ConfigError, Observation, PolicyInfo, TaskInfo
 
 NAME = "metaworld-expert"
 

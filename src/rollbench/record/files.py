@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollbench.core.types import ConfigError
-from rollbench.record.safe_files import is_regular, open_regular
+from rollbench.core.contracts import ConfigError
+from rollbench.record.safe_files import is_regular, open_regular, run_files
 
 VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
 VIDEO_PIX_FMT = "yuv420p"
@@ -199,27 +200,35 @@ def check_no_escaping_links(root: Path) -> None:
         )
 
 
-TEMP_SUFFIXES = (".tmp", ".mp4")
-"""A crashed writer's temporary files are hidden (``.NAME.XXXX``) with these suffixes: ``atomic_write_bytes``
-(``.NAME.XXXX.tmp``) and ``encode_video`` (``.NAME.XXXX.mp4``, a partial video)."""
+_RANDOM = "[a-z0-9_]+"  # what tempfile.mkstemp puts between prefix and suffix (its alphabet: a-z, 0-9, _)
+_NNN = "[0-9]{3}"
+WRITER_TEMPS = re.compile(
+    "|".join(
+        (
+            rf"\.run(\.live)?\.json\.{_RANDOM}\.tmp",  # run.json, run.live.json (record.runlog)
+            rf"meta/\.(info\.json|stats\.json|tasks\.parquet|videos_index\.json)\.{_RANDOM}\.tmp",
+            rf"(data|meta/episodes)/chunk-{_NNN}/\.file-{_NNN}\.parquet\.{_RANDOM}\.tmp",
+            rf"(transcripts|wire)/chunk-{_NNN}/\.file-{_NNN}\.jsonl\.{_RANDOM}\.tmp",  # episode artifacts
+            rf"videos/[^/]+/chunk-{_NNN}/\.file-{_NNN}\.mp4\.{_RANDOM}\.mp4",  # a partial video (encode_video)
+        )
+    )
+)
+"""The exact names of a crashed writer's temporary files, relative to the run directory: ``.NAME.XXXX.tmp`` of
+``atomic_write_bytes`` and ``.NAME.XXXX.mp4`` of ``encode_video``, where NAME is a file the writer writes in that
+very directory. Anything else (``.mydraft.tmp``, ``data/chunk-000/.notes.ab12cd.tmp``) is not the writer's."""
 
 
-def remove_temp_files(root: Path, subdirs: Sequence[str] = ("data", "meta", "videos")) -> list[Path]:
-    """Remove a crashed writer's temporary files from ``root`` (top level) and under ``subdirs``; return them.
+def remove_temp_files(root: Path) -> list[Path]:
+    """Remove a crashed writer's temporary files from run directory ``root``; return them.
 
-    Only regular files inside ``root`` are removed: a link, FIFO, socket or device is left alone (nothing is deleted
-    that the writer did not write itself); directories reached through a link are not entered. Call only while
-    holding the run lock.
+    Only regular files whose path inside ``root`` is one of :data:`WRITER_TEMPS` are removed, found by
+    :func:`~rollbench.record.safe_files.run_files` (never through a link, never a FIFO, socket or device, bounded):
+    nothing is deleted that the writer did not write itself. Call only while holding the run lock.
     """
     removed: list[Path] = []
-    candidates: list[Path] = list(root.glob(".*.tmp"))  # run.json, run.live.json
-    for sub in subdirs:
-        d = root / sub
-        if d.is_dir() and not d.is_symlink():
-            for dirpath, _dirs, files in os.walk(d, followlinks=False):
-                candidates += [Path(dirpath) / f for f in files if f.startswith(".") and f.endswith(TEMP_SUFFIXES)]
-    for p in sorted(set(candidates)):
-        if is_regular(p) and is_inside(root, p):
+    for p in run_files(root):
+        rel = p.relative_to(root).as_posix()
+        if WRITER_TEMPS.fullmatch(rel) and is_regular(p) and is_inside(root, p):
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed

@@ -52,8 +52,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.contracts import TaskInfo
 from rollbench.core.episode import EpisodeRecord
-from rollbench.core.types import TaskInfo
 from rollbench.record.files import encode_video, resolve_inside
 
 CODEBASE_VERSION = "v3.0"
@@ -124,7 +124,7 @@ def artifact_path(kind: str, episode_index: int) -> str:
 
 ACTION_DTYPE = np.float64
 """dtype of the ``action`` column: the values the env was stepped with, exactly. A policy's actions reach
-``env.step`` unrounded (see :mod:`rollbench.rollout`); float64 holds every float16/32/64 value exactly, so a
+``env.step`` unrounded (see :mod:`rollbench.run.episode`); float64 holds every float16/32/64 value exactly, so a
 float64 action (openpi servers answer float64) is recorded as executed and a float32 one widens without change.
 ``observation.state`` stays float32 (the env's float64 state rounded; the policy itself got the env's own)."""
 
@@ -300,13 +300,7 @@ def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str
     tmp = run_dir / STAGING / f".tmp-{p.episode_index:06d}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
-        pq.write_table(episode_table(rec, fps), tmp / "data.parquet")
-        for cam, frames in rec.frames.items():
-            if frames:
-                encode_video(tmp / f"{video_key(cam)}.mp4", frames, fps, durable=False)
-        for kind, data in artifacts_of(rec).items():
-            (tmp / f"{kind}.jsonl").write_bytes(data)
-        (tmp / "episode.json").write_text(json.dumps(episode_row(rec, render_fault)))
+        write_episode_files(tmp, rec, fps, render_fault)
         try:  # not fsync'd: see the module docstring (commit protocol, step 1)
             tmp.rename(final)
         except OSError:  # another attempt of this episode staged first: keep that one
@@ -316,6 +310,18 @@ def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_episode_files(directory: Path, rec: EpisodeRecord, fps: int, render_fault: str | None = None) -> None:
+    """Write a staged episode's files into the existing, empty ``directory``: ``data.parquet``, ``episode.json``,
+    ``<video key>.mp4`` per recorded camera and ``<artifact kind>.jsonl`` per policy artifact (not fsync'd)."""
+    pq.write_table(episode_table(rec, fps), directory / "data.parquet")
+    for cam, frames in rec.frames.items():
+        if frames:
+            encode_video(directory / f"{video_key(cam)}.mp4", frames, fps, durable=False)
+    for kind, data in artifacts_of(rec).items():
+        (directory / f"{kind}.jsonl").write_bytes(data)
+    (directory / "episode.json").write_text(json.dumps(episode_row(rec, render_fault)))
 
 
 def tasks_table(instructions: Sequence[str]) -> pa.Table:

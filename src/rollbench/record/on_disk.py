@@ -4,6 +4,12 @@ Used by :class:`rollbench.record.writer.DatasetWriter` and by the run's start-up
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import stat
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollbench.core.types import ConfigError
-from rollbench.record.files import read_parquet, resolve_inside
-from rollbench.record.lerobot import DATA_PATH, chunk_file
-from rollbench.record.safe_files import open_regular, read_regular_json, run_files
+from rollbench.core.contracts import ConfigError
+from rollbench.core.jsonfile import kind_of
+from rollbench.record.files import is_inside, read_parquet, resolve_inside
+from rollbench.record.lerobot import ARTIFACT_PATHS, DATA_PATH, STAGING, chunk_file
+from rollbench.record.safe_files import MAX_ENTRIES, open_regular, read_regular_json, run_files
 
 
 class FeatureStats:
@@ -54,13 +61,65 @@ class FeatureStats:
         }
 
 
+# the top-level names of a run directory that rollbench's writer creates and repairs (its namespace); a user's own
+# files beside them (notes/, a README) are never written nor deleted, so they are not checked
+WRITER_NAMES = (
+    *("data", "meta", "videos", STAGING, "run.json", "run.live.json", "run.lock"),
+    *sorted({t.split("/")[0] for t in ARTIFACT_PATHS.values()}),
+)
+
+
+def foreign_entries(run_dir: Path, limit: int = MAX_ENTRIES) -> list[tuple[Path, str]]:
+    """Every entry in the writer's namespace of ``run_dir`` (:data:`WRITER_NAMES`, and the writer's temporaries at
+    the top level) that is neither a regular file nor a directory: ``(path, what it is)``, path order. Symbolic
+    links (leading inside the run or out, dangling or not), FIFOs, sockets and devices: the writer creates none of
+    them. Walked with ``lstat`` only (nothing is opened, nothing followed); ConfigError beyond ``limit`` entries."""
+    found: list[tuple[Path, str]] = []
+    try:
+        top = sorted(os.listdir(run_dir))
+    except OSError:
+        return found
+    stack = [run_dir / n for n in reversed(top) if n in WRITER_NAMES or (n.startswith(".run.") and n.endswith(".tmp"))]
+    visited = 0
+    while stack:  # depth-first, iterative: a hostile tree's depth is bounded by the path length only
+        p = stack.pop()
+        visited += 1
+        if visited > limit:
+            raise ConfigError(f"{run_dir}: more than {limit} entries under one run directory; refused")
+        try:
+            mode = os.lstat(p).st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode):
+            try:
+                names = sorted(os.listdir(p), reverse=True)
+            except OSError:
+                continue
+            stack.extend(p / n for n in names)
+        elif not stat.S_ISREG(mode):
+            found.append((p, kind_of(mode)))
+    return found
+
+
 def check_state_files(run_dir: Path) -> None:
-    """ConfigError (nothing changed) when the writer's own state files are of the wrong kind: ``run.lock`` not a
-    regular file, ``.staging`` not a directory (a resume would crash on them)."""
+    """ConfigError (nothing changed) unless the writer may open ``run_dir``: ``run.lock`` must be a regular file,
+    ``.staging`` a directory, and nothing in the writer's namespace a link (inside or out), FIFO, socket or device
+    (:func:`foreign_entries`). The writer creates only regular files and directories and reads, writes and deletes
+    by exact name: a link there would be written through (``meta/episodes/chunk-000`` moved and linked back made a
+    resume re-run and rewrite recorded episodes), a FIFO would block it or be replaced, so both are refused."""
     for name, kind in (("run.lock", "regular file"), (".staging", "directory")):
         p = run_dir / name
         if (p.exists() or p.is_symlink()) and not (p.is_dir() if kind == "directory" else p.is_file()):
             raise ConfigError(f"{run_dir} is damaged and cannot be resumed: its {name} is not a {kind}")
+    found = foreign_entries(run_dir)
+    if found:
+        (path, what), more = found[0], f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        if what == "symbolic link" and not is_inside(run_dir, path):
+            what = f"link leading outside the run directory (to {os.path.realpath(path)})"
+        raise ConfigError(
+            f"{path} is a {what}{more}, which rollbench never writes in a run directory; it never writes, deletes or "
+            "reads through one: remove it and run the command again (nothing was changed)"
+        )
 
 
 def committed_lengths(run_dir: Path) -> list[int]:
@@ -138,3 +197,41 @@ def staged_damage(staged: Path) -> str | None:
         return f"data.parquet holds {rows} rows, its episode.json says length {length}"
     empty = sorted(f.name for f in staged.iterdir() if f.suffix in (".mp4", ".jsonl") and f.lstat().st_size == 0)
     return f"empty files: {', '.join(empty)}" if empty else None
+
+
+STAGED_TMP = re.compile(r"\.tmp-[0-9]{6}-([0-9a-f]{8}|discarded)")  # stage_episode's, _restage's, discard_staged's
+
+
+def is_real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def staged_file(name: str, video_keys: Sequence[str]) -> bool:
+    """True for the name of a file the writer puts in a staged episode directory (or its partial video)."""
+    own = {"data.parquet", "episode.json", *(f"{k}.mp4" for k in video_keys), *(f"{k}.jsonl" for k in ARTIFACT_PATHS)}
+    if name in own:
+        return True
+    target, _, rest = name.removeprefix(".").rpartition(".mp4.")
+    return name.startswith(".") and f"{target}.mp4" in own and rest.endswith(".mp4")  # encode_video's temporary
+
+
+def remove_staged_dir(d: Path, video_keys: Sequence[str]) -> None:
+    """Remove staged episode directory ``d`` (a real directory, not a link): the regular files the writer puts
+    there, then the directory if that emptied it. Nothing is opened (a FIFO never blocks), nothing followed, and
+    anything else in it stays (named on stderr), so nothing the writer did not write is deleted."""
+    if not is_real_dir(d):
+        return
+    foreign = []
+    for entry in sorted(os.scandir(d), key=lambda e: e.name):
+        if entry.is_file(follow_symlinks=False) and staged_file(entry.name, video_keys):
+            os.unlink(entry.path)
+        else:
+            foreign.append(entry.name)
+    if foreign:
+        print(f"warning: {d} holds {', '.join(foreign)}, not rollbench's; left in place", file=sys.stderr)
+        return
+    with contextlib.suppress(OSError):
+        d.rmdir()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file
 from rollbench.record.runlog import utc_now, write_run_log

@@ -20,7 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from pydantic import ValidationError
+
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
 from rollbench.record.safe_files import is_regular, read_regular_json
@@ -61,7 +64,25 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-MUJOCO_FAMILIES = frozenset({"metaworld", "robosuite", "fetch", "libero"})
+MUJOCO_FAMILIES = frozenset({"metaworld", "robosuite", "fetch", "libero", "aloha"})
+
+# family -> the simulator's distributions, as (key in run.json ``provenance.versions``, distribution); MuJoCo is
+# added for every family in MUJOCO_FAMILIES. ``libero`` is the distribution of ``libero.libero`` (rpent-libero; see
+# envs/libero/setup.py), with robosuite and bddl beside it; gym-pusht's physics is pymunk and its renderer pygame.
+SIM_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "metaworld": (("metaworld", "metaworld"),),
+    "robosuite": (("robosuite", "robosuite"),),
+    "pusht": (("gym-pusht", "gym-pusht"), ("pymunk", "pymunk"), ("pygame", "pygame")),
+    "fetch": (("gymnasium-robotics", "gymnasium-robotics"),),
+    "libero": (("libero", "rpent-libero"), ("robosuite", "robosuite"), ("bddl", "bddl")),
+    "aloha": (("gym-aloha", "gym-aloha"), ("dm-control", "dm-control")),
+}
+# family -> what draws its images: MuJoCo's offscreen OpenGL context (back-end in ``provenance.gl``), or none
+RENDERERS = {
+    **{fam: "mujoco (OpenGL, MUJOCO_GL)" for fam in MUJOCO_FAMILIES},
+    "pusht": "pygame (software, no OpenGL)",
+    "scripted": "none",
+}
 
 
 def gl_provenance(families: set[str]) -> dict[str, str | None]:
@@ -81,29 +102,23 @@ def gl_provenance(families: set[str]) -> dict[str, str | None]:
 
 
 def provenance(families: set[str]) -> dict[str, Any]:
-    """Versions of rollbench, the simulators used (``libero``: the rpent-libero distribution), MuJoCo and numpy;
-    the OpenGL back-end (``gl``, see :func:`gl_provenance`); git commit; host; UTC time."""
-    sims = {  # family -> (key in ``versions``, distribution)
-        "metaworld": ("metaworld", "metaworld"),
-        "robosuite": ("robosuite", "robosuite"),
-        "pusht": ("gym-pusht", "gym-pusht"),
-        "fetch": ("gymnasium-robotics", "gymnasium-robotics"),
-        "libero": ("libero", "rpent-libero"),  # the distribution of ``libero.libero`` (envs/libero/setup.py)
-    }
+    """Versions of rollbench, numpy, gymnasium and each family's simulator packages (:data:`SIM_PACKAGES`, MuJoCo
+    for the MuJoCo families; None for a package that is not installed); the OpenGL back-end (``gl``, see
+    :func:`gl_provenance`) and what renders each family (``renderers``); git commit; host; UTC time."""
     versions = {
         "rollbench": _version("rollbench"),
         "numpy": _version("numpy"),
         "gymnasium": _version("gymnasium"),
     }
     for fam in sorted(families):
-        if fam in sims:
-            key, dist = sims[fam]
+        for key, dist in SIM_PACKAGES.get(fam, ()):
             versions[key] = _version(dist)
     if families & MUJOCO_FAMILIES:
         versions["mujoco"] = _version("mujoco")
     return {
         "versions": versions,
         "gl": gl_provenance(families),
+        "renderers": {fam: RENDERERS[fam] for fam in sorted(families) if fam in RENDERERS},
         "python": platform.python_version(),
         "git_commit": _git_commit(),
         "host": socket.gethostname(),
@@ -113,7 +128,94 @@ def provenance(families: set[str]) -> dict[str, Any]:
 
 
 def write_run_log(run_dir: Path, log: dict[str, Any]) -> None:
+    """Write ``run_dir/run.json`` atomically, once the whole document validates against its model
+    (:class:`rollbench.core.runlog_model.RunLog`); RollbenchError, and nothing written, when the model refuses it (a
+    bug: every key rollbench writes is declared there). The bytes are the document's own (its keys in the order they
+    were added, numbers as computed); the model's dump would turn an integer in a float field into ``1.0``."""
+    try:
+        RunLog.model_validate(log)
+    except ValidationError as exc:
+        raise RollbenchError(
+            f"{run_dir / 'run.json'} would not match its model ({_first_error(exc)}); not written"
+        ) from None
     atomic_write_json(run_dir / "run.json", log)
+
+
+def new_run_log(
+    run_id: str,
+    identity: dict[str, str],
+    spec: dict[str, Any],
+    spec_identity: str,
+    plan: dict[str, Any],
+    provenance: dict[str, Any],
+    warnings: list[str],
+) -> dict[str, Any]:
+    """The run log of a new run, before its first execution (``status`` RUNNING; see
+    :class:`rollbench.core.runlog_model.RunLog` for each key)."""
+    return {
+        "rollbench_run_log": RUN_LOG_VERSION,
+        "run_id": run_id,
+        "identity": identity,
+        "spec": spec,
+        "spec_identity": spec_identity,
+        "plan": plan,
+        "provenance": provenance,
+        "warnings": warnings,
+        "status": "RUNNING",
+    }
+
+
+def begin_execution(run_dir: Path, log: dict[str, Any], workers: int, executor: str, batch_size: int) -> None:
+    """Mark the run RUNNING, append this invocation to ``executions`` and write run.json."""
+    log["status"] = "RUNNING"
+    log.setdefault("executions", []).append(
+        {"started": utc_now(), "workers": workers, "executor": executor, "batch_size": batch_size}
+    )
+    write_run_log(run_dir, log)
+
+
+def end_execution(run_dir: Path, log: dict[str, Any], elapsed_s: float, interrupted: bool) -> None:
+    """Note when this invocation finished and how long it took (``elapsed_s``, rounded to ms; ``interrupted`` when a
+    signal stopped it) and write run.json, before grading: the graded timing includes this invocation."""
+    last = log["executions"][-1]
+    last["finished"] = utc_now()
+    last["elapsed_s"] = round(elapsed_s, 3)
+    if interrupted:
+        last["interrupted"] = True
+    write_run_log(run_dir, log)
+
+
+def record_results(run_dir: Path, log: dict[str, Any], result: dict[str, Any], status: str) -> None:
+    """Store the grade document ``result`` under ``results`` with the run's ``status`` and write run.json."""
+    log["status"] = status
+    log["results"] = result
+    write_run_log(run_dir, log)
+
+
+def abandon_execution(run_dir: Path, log: dict[str, Any], exc: BaseException) -> None:
+    """A run still RUNNING that stops with ``exc`` (anything but a finish): mark it INTERRUPTED (resumable), note
+    when and why in this invocation's entry, and write run.json. A run already finished is left as it is."""
+    if log.get("status") == "RUNNING":
+        log["status"] = "INTERRUPTED"
+        log["executions"][-1].update(finished=utc_now(), error=f"{type(exc).__name__}: {exc}")
+        write_run_log(run_dir, log)
+
+
+def check_resumable(log: dict[str, Any], path: Path) -> None:
+    """ConfigError unless ``log`` (read from ``path`` to continue the run) validates against the run log's model,
+    :class:`rollbench.core.runlog_model.RunLog`: a run is only continued from a log of the format rollbench writes.
+    Its ``results`` are left out: they are recomputed from the files when the run finishes and never read as truth,
+    so a run graded by an older rollbench still resumes."""
+    try:
+        RunLog.model_validate({**log, "results": None})
+    except ValidationError as exc:
+        raise ConfigError(f"{path} is not a run log rollbench can continue: {_first_error(exc)}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(x) for x in err["loc"]) or "the document"
+    return f"{where}: {err['msg']}" + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
 
 
 def find_run_dirs(roots: list[Path], max_depth: int = RUN_SEARCH_DEPTH) -> list[Path]:

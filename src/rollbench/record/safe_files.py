@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import kind_of
-from rollbench.core.types import ConfigError
 
 MAX_ENTRIES = 1_000_000  # directory entries one listing may visit: 1,000 runs of 1,000 episodes have ~10 per episode
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)

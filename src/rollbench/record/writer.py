@@ -48,8 +48,17 @@ from rollbench.record.lerobot import (
     video_key,
     with_delay_columns,
 )
-from rollbench.record.on_disk import FeatureStats, committed_lengths, staged_damage, staged_index
-from rollbench.record.safe_files import is_regular, run_files
+from rollbench.record.on_disk import (
+    STAGED_TMP,
+    FeatureStats,
+    check_state_files,
+    committed_lengths,
+    is_real_dir,
+    remove_staged_dir,
+    staged_damage,
+    staged_index,
+)
+from rollbench.record.safe_files import is_regular, read_regular_json, run_files
 
 
 def _place(src: Path, dst: Path) -> None:
@@ -92,6 +101,7 @@ class DatasetWriter:
         self.robot_type = robot_type
         self.video_keys = [k for k, v in features.items() if v["dtype"] == "video"]
         check_no_escaping_links(run_dir)
+        check_state_files(run_dir)  # no link, FIFO, socket or device where the writer reads, writes or deletes
         (run_dir / STAGING).mkdir(parents=True, exist_ok=True)
         tasks_path = run_dir / "meta" / "tasks.parquet"
         if not tasks_path.exists():
@@ -134,12 +144,14 @@ class DatasetWriter:
                 i = int(f.stem.split("-")[1])
                 if c * CHUNKS_SIZE + i >= k:
                     _unlink_regular(resolve_inside(self.run_dir, f))
-        for d in (self.run_dir / STAGING).iterdir():
-            e = staged_index(d.name)
-            if d.is_symlink():
-                continue  # not the writer's: a link is never followed, nor deleted
-            if d.name.startswith(".tmp-") or (e is not None and e < k):
-                shutil.rmtree(resolve_inside(self.run_dir, d), ignore_errors=True)
+        for entry in sorted(os.scandir(self.run_dir / STAGING), key=lambda x: x.name):
+            d, e = Path(entry.path), staged_index(entry.name)
+            if not entry.is_dir(follow_symlinks=False):
+                if e is not None or entry.name.startswith(".tmp-"):
+                    print(f"warning: {d} is not a directory, not rollbench's; skipped", file=sys.stderr)
+                continue  # a link, FIFO or file is never followed, opened nor deleted
+            if STAGED_TMP.fullmatch(entry.name) or (e is not None and e < k):
+                remove_staged_dir(resolve_inside(self.run_dir, d), self.video_keys)
         remove_temp_files(self.run_dir)
 
     def _remove_damaged_staged(self) -> None:
@@ -151,8 +163,6 @@ class DatasetWriter:
         artifact file is non-empty. A damaged one is named on stderr and removed; it was never recorded."""
         for e in self.staged():
             d = self.run_dir / STAGING / f"episode-{e:06d}"
-            if d.is_symlink():
-                continue  # refused by check_no_escaping_links, or a link inside: promote_ready reports it
             why = staged_damage(d)
             if why is not None:
                 print(f"warning: staged episode {e} is damaged ({why}); it will run again", file=sys.stderr)
@@ -169,10 +179,12 @@ class DatasetWriter:
             (self.run_dir / STAGING).rmdir()
 
     def staged(self) -> list[int]:
+        """Indices of the staged, not yet committed episodes: real directories (never a link, FIFO or file) named
+        ``episode-EEEEEE``; a leftover copy of a committed episode (one holding a file not rollbench's) is not one."""
         return sorted(
             e
             for d in (self.run_dir / STAGING).glob("episode-*")
-            if (e := staged_index(d.name)) is not None and not d.is_symlink()
+            if (e := staged_index(d.name)) is not None and e >= self.committed and is_real_dir(d)
         )
 
     # ---- replacing committed episodes (resume re-runs errored episodes) ------------------------------------
@@ -180,11 +192,11 @@ class DatasetWriter:
         """Drop the staged, not yet committed copy of ``episode_index`` (rename first: a staged episode is whole
         or absent, and ``.tmp-*`` leftovers are removed when a writer opens)."""
         staged = self.run_dir / STAGING / f"episode-{episode_index:06d}"
-        if staged.is_dir():
+        if is_real_dir(staged):
             doomed = self.run_dir / STAGING / f".tmp-{episode_index:06d}-discarded"
             staged.rename(doomed)
             fsync_dir(staged.parent)
-            shutil.rmtree(doomed, ignore_errors=True)
+            remove_staged_dir(doomed, self.video_keys)
 
     def uncommit(self, drop: set[int]) -> None:
         """Remove the committed episodes of ``drop`` so that they can be recorded again, keeping the others.
@@ -250,11 +262,11 @@ class DatasetWriter:
         while self.committed in self.staged():
             e = self.committed
             staged = self.run_dir / STAGING / f"episode-{e:06d}"
-            row = json.loads((staged / "episode.json").read_text())
-            videos = {k: staged / f"{k}.mp4" for k in self.video_keys if (staged / f"{k}.mp4").exists()}
-            videos.update({k: staged / f"{k}.jsonl" for k in ARTIFACT_PATHS if (staged / f"{k}.jsonl").exists()})
+            row = read_regular_json(staged / "episode.json")
+            videos = {k: staged / f"{k}.mp4" for k in self.video_keys if is_regular(staged / f"{k}.mp4")}
+            videos.update({k: staged / f"{k}.jsonl" for k in ARTIFACT_PATHS if is_regular(staged / f"{k}.jsonl")})
             self._commit(e, read_parquet(staged / "data.parquet"), row, videos)
-            shutil.rmtree(staged, ignore_errors=True)
+            remove_staged_dir(staged, self.video_keys)
             done.append(e)
         if done:
             self._write_info()
@@ -269,7 +281,7 @@ class DatasetWriter:
         e = rec.planned.episode_index
         if e < self.committed:
             return False
-        if e != self.committed or (self.run_dir / STAGING / f"episode-{e:06d}").exists():
+        if e != self.committed or is_real_dir(self.run_dir / STAGING / f"episode-{e:06d}"):
             staged = stage_episode(self.run_dir, rec, self.fps, render_fault)
             self.promote_ready()
             return staged

@@ -35,8 +35,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_json
-from rollbench.core.types import ConfigError
 from rollbench.grading.grade import load_run_log
 from rollbench.record.safe_files import read_regular_bytes, scan_run_files
 from rollbench.release.redact import Released, Releaser, sha256_hex

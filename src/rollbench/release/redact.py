@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.contracts import RollbenchError
 from rollbench.core.identity import sanitize_segment
-from rollbench.core.types import RollbenchError
 from rollbench.release.rules import Finding, Scanner
 
 TEXT_SUFFIXES = {".md", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".toml", ".ini", ".html"}

@@ -44,8 +44,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
-from rollbench.core.types import ConfigError
 
 KEY_CHARS = r"[A-Za-z0-9_\-]"
 SECRET_FIELDS = re.compile(

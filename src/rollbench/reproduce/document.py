@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
+from rollbench.core.format import interval, p_value, pct
 from rollbench.reproduce.model import Entry, ReferenceSet, reference_successes
 from rollbench.reproduce.protocol import compare_protocol, describe, run_wide_differences
 from rollbench.reproduce.verdict import ALPHA, DEFAULT_GAP_PTS, MAX_EPISODES_SCAN, TARGET_POWER, judge
@@ -166,14 +167,6 @@ def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = DE
     }
 
 
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
-def _p(x: float) -> str:
-    return f"{x:.2g}" if x >= 0.001 else f"{x:.1e}"
-
-
 def sentence(row: dict[str, Any], doc: dict[str, Any]) -> str:
     """The row's verdict as one sentence (the form the README shows)."""
     ref = f"the published {row['reference_rate']:g} ({doc['reference']['name']}: {doc['reference']['source_label']})"
@@ -188,7 +181,7 @@ def sentence(row: dict[str, Any], doc: dict[str, Any]) -> str:
         if gap
         else f"{row['episodes']} episodes detect no gap with 80% power"
     )
-    return f"{head[row['verdict']]} {ref} — p = {_p(row['p_value'])}; {detect}; {power}"
+    return f"{head[row['verdict']]} {ref} — p = {p_value(row['p_value'])}; {detect}; {power}"
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -202,8 +195,8 @@ def render_text(doc: dict[str, Any]) -> str:
     for r in blocks:
         out.append("")
         out.append(
-            f"{r['suite']}: {r['successes']}/{r['episodes']} = {_pct(r['rate'])} "
-            f"[95% Wilson {_pct(r['ci95_low'])} – {_pct(r['ci95_high'])}] vs {r['reference_rate']:g}% "
+            f"{r['suite']}: {r['successes']}/{r['episodes']} = {pct(r['rate'])} "
+            f"[95% Wilson {interval(r['ci95_low'], r['ci95_high'])}] vs {r['reference_rate']:g}% "
             f"({r['difference_pts']:+.1f} points): {r['verdict'].upper()}"
         )
         out.append(f"  {sentence(r, doc)}")

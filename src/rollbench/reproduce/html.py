@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollbench.core.format import FILTERS, shown
 from rollbench.reproduce.document import sentence
 from rollbench.reproduce.protocol import describe
 
@@ -18,20 +19,12 @@ if TYPE_CHECKING:
 TEMPLATES = Path(__file__).with_name("templates")
 
 
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
-def _p(x: float) -> str:
-    return f"{x:.2g}" if x >= 0.001 else f"{x:.1e}"
-
-
 @cache
 def _env() -> Environment:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined)
-    env.filters.update(pct=_pct, p=_p)
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined, finalize=shown)
+    env.filters.update(FILTERS)
     return env
 
 

@@ -22,8 +22,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_text
-from rollbench.core.types import ConfigError
 
 FORMAT = "rollbench.reference/1"
 PRINT_TOLERANCE_PTS = 0.05  # a rate printed to one decimal is within 0.05 points of the true one

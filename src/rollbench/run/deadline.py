@@ -40,7 +40,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rollbench.core.types import EpisodeError, Fault, InfrastructureError, Observation, TaskInfo
+from rollbench.core.batch import SlotPolicies
+from rollbench.core.contracts import EpisodeError, Fault, InfrastructureError, Observation, TaskInfo
 
 if TYPE_CHECKING:
     from rollbench.core.batch import Answer, BatchPolicy
@@ -154,8 +155,7 @@ class Deadline:
     def slot_policy(self, slot: int) -> object | None:
         """The live inner policy's instance for ``slot`` (see :func:`rollbench.run.lockstep._slot_policy`); None after
         a missed deadline abandoned it (its episodes already ended as ``error``)."""
-        get = getattr(self.inner, "slot_policy", None)
-        return get(slot) if callable(get) else None
+        return self.inner.slot_policy(slot) if isinstance(self.inner, SlotPolicies) else None
 
     def close(self) -> None:
         """Close the live policy; an abandoned one is left alone (closing it could block behind its hung call)."""

@@ -6,8 +6,8 @@ episode of ``T`` steps has ``T`` rows and ``T`` video frames.
 
 Termination reasons (first that applies after each step): ``success`` (``any_step`` rule only: the episode stops at
 the first success), ``env_terminated``, ``truncated``, ``max_steps`` (the horizon was reached). ``policy_stop`` when
-the policy raises :class:`~rollbench.core.types.PolicyStop`, ``give_up`` when it raises
-:class:`~rollbench.core.types.PolicyGiveUp`; ``error`` when the env or policy raises, or the policy returns
+the policy raises :class:`~rollbench.core.contracts.PolicyStop`, ``give_up`` when it raises
+:class:`~rollbench.core.contracts.PolicyGiveUp`; ``error`` when the env or policy raises, or the policy returns
 a non-finite, non-real or wrongly shaped action: the steps before it are kept, the episode is not a success, the
 run goes on. "Raises" means any ``BaseException`` (``SystemExit``, a ``KeyboardInterrupt`` the code raised itself,
 custom ones) except the user's own Ctrl-C or SIGTERM, which stops the run (:mod:`rollbench.core.interrupts`).
@@ -15,7 +15,7 @@ custom ones) except the user's own Ctrl-C or SIGTERM, which stops the run (:mod:
 Which action runs at each step (the chunk queue, ``replan_every``, and with ``--latency`` the inference delay, hold
 actions and stale actions) is :class:`~rollbench.run.schedule.ChunkSchedule`'s.
 
-Fault of an error (``EpisodeRecord.error_fault``, see :class:`~rollbench.core.types.EpisodeError`): the exception's own
+Fault of an error (``EpisodeRecord.error_fault``, see :class:`~rollbench.core.contracts.EpisodeError`): the exception's own
 ``fault`` attribute when it has a valid one (``EpisodeError``, ``InfrastructureError`` raised by remote clients);
 otherwise where it was raised: ``policy`` inside ``policy.reset``/``policy.act`` or for a bad action, ``environment``
 inside ``env.reset``/``step``/``render``/``success``.
@@ -50,11 +50,20 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from rollbench.core.contracts import (
+    Env,
+    EpisodeError,
+    ExpectsImages,
+    Fault,
+    FinishesEpisodes,
+    Observation,
+    Policy,
+    PolicyStop,
+)
 from rollbench.core.episode import EpisodeRecord, fault_of, held_success
-from rollbench.core.interrupts import is_user_interrupt
+from rollbench.core.interrupts import contained
 from rollbench.core.latency import delay_rule
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import Env, EpisodeError, Fault, Observation, Policy, PolicyStop
 from rollbench.run.render_check import RenderFault, RenderWatch
 from rollbench.run.schedule import ChunkSchedule
 
@@ -89,9 +98,8 @@ def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
 class EpisodeRun:
     """One episode, advanced a step at a time: the single implementation of the episode loop's rules.
 
-    :func:`rollout` drives one of these with a single policy; the batched driver
-    (:mod:`rollbench.run.lockstep`) drives B of them in lockstep with one batched policy call per step. Both call, per
-    step: :meth:`prepare` (render this step's images; True when the policy must be asked: the
+    The lockstep driver (:mod:`rollbench.run.lockstep`) drives B of them with one batched policy call per step, at
+    every batch size, B = 1 included (the tests' single-policy driver is ``tests/single_episode.py``). Per step: :meth:`prepare` (render this step's images; True when the policy must be asked: the
     :class:`~rollbench.run.schedule.ChunkSchedule` reached a replan point and no call is outstanding), then, if it returned
     True, :meth:`give` with the policy's chunk (or :meth:`fail`/:meth:`stop`), then :meth:`advance` (execute one
     action). After :meth:`begin` and after every call, :attr:`done` says whether the episode has ended;
@@ -151,28 +159,26 @@ class EpisodeRun:
 
     def begin(self, reset_policy: Callable[[], None]) -> None:
         """Reset the env to the planned seed and initial state, note success at reset, then reset the policy."""
-        try:
+        with contained(self._failing("environment")) as env:
             self._expect(asks=True)
             self.obs = self.env.reset(self.planned.seed, self.planned.initial_state)
             self.success_at_reset = bool(self.env.success())
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "environment")
+        if env.error:
             return
-        try:
+        with contained(self._failing("policy")):
             reset_policy()
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "policy")
+
+    def _failing(self, where: Fault) -> Callable[[BaseException], None]:
+        """``fail(exc, where)``, for :class:`~rollbench.core.interrupts.contained`."""
+        return lambda exc: self.fail(exc, where)
 
     def _expect(self, asks: bool) -> None:
         """Tell an env that renders inside its step (LIBERO: ``expect_images``) which cameras the next observation
         needs: the video's, and the policy's when it will be asked for a chunk."""
-        expect = getattr(self.env, "expect_images", None)
-        if callable(expect):
-            expect((*self.cameras, *(c for c in self.frames if c not in self.cameras)) if asks else tuple(self.frames))
+        if isinstance(self.env, ExpectsImages):
+            self.env.expect_images(
+                (*self.cameras, *(c for c in self.frames if c not in self.cameras)) if asks else tuple(self.frames)
+            )
 
     def prepare(self) -> bool:
         """Render the images this step needs (the video's cameras; the policy's too when its action queue is empty,
@@ -182,7 +188,7 @@ class EpisodeRun:
         assert self.obs is not None
         self.schedule.arrive(self.step)
         ask = self.schedule.needs_call()
-        try:
+        with contained(self._failing("environment")) as env:
             wanted = (*self.cameras, *(c for c in self.frames if c not in self.cameras)) if ask else tuple(self.frames)
             images = {c: self.env.render(c) for c in wanted}
             self.obs.images = {c: images[c] for c in self.cameras} if ask else {}
@@ -191,38 +197,29 @@ class EpisodeRun:
             if (why := self.watch.add(self.obs.images, self.obs.state)) is not None:
                 self.render_fault = why
                 raise RenderFault(f"render fault: {why}")
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "environment")
+        if env.error:
             return False
         self.latency = float("nan")
         return ask
 
     def give(self, raw: object, latency: float) -> None:
         """The policy's answer for this step (``latency``: seconds the call took); checked as a chunk."""
-        try:
+        with contained(self._failing("policy")):
             self.schedule.give(_as_chunk(raw, self.task.action_dim, self.step), self.step, latency)
             self.latency = latency
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "policy")
 
     def ask(self, policy: Policy) -> None:
         """Call ``policy.act`` for this step and :meth:`give` its answer (PolicyStop and errors end the episode)."""
         assert self.obs is not None
-        try:
-            t0 = time.perf_counter()
-            raw = policy.act(self.obs, self.planned.instruction)
-            latency = time.perf_counter() - t0
-        except PolicyStop as stop:
-            self.stop(stop.termination_reason)
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "policy")
-        else:
+        with contained(self._failing("policy")) as call:
+            try:
+                t0 = time.perf_counter()
+                raw = policy.act(self.obs, self.planned.instruction)
+                latency = time.perf_counter() - t0
+            except PolicyStop as stop:
+                self.stop(stop.termination_reason)
+                return
+        if not call.error:
             self.give(raw, latency)
 
     def advance(self) -> None:
@@ -231,16 +228,13 @@ class EpisodeRun:
         if self.done:
             return
         assert self.obs is not None
-        try:
+        with contained(self._failing("environment")) as env:
             state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
             planned = self.schedule.next(self.step, state)
             action = planned.action
             self._expect(asks=self.schedule.calls_at(self.step + 1))
             result = self.env.step(action.copy())
-        except BaseException as exc:
-            if is_user_interrupt(exc):
-                raise
-            self.fail(exc, "environment")
+        if env.error:
             return
         self.states.append(state)
         self.actions.append(action)
@@ -294,17 +288,13 @@ class EpisodeRun:
         task = self.task
         success = reached and self.reason != "error" and not self.success_at_reset
         artifacts: dict[str, bytes] = {}
-        finish = getattr(policy, "finish_episode", None)
-        if callable(finish):  # staged and committed with the episode
+        if isinstance(policy, FinishesEpisodes):  # staged and committed with the episode
             outcome = {"termination_reason": self.reason, "success": success, "length": n, "error": self.error}
-            try:
-                artifacts = {str(k): bytes(v) for k, v in finish(outcome).items()}
-            except BaseException as exc:
-                if is_user_interrupt(exc):
-                    raise
-                if self.reason != "error":
-                    self.fail(exc)
-                    success = False
+            with contained() as artifact:
+                artifacts = {str(k): bytes(v) for k, v in policy.finish_episode(outcome).items()}
+            if artifact.error and self.reason != "error":
+                self.fail(artifact.error)
+                success = False
         return EpisodeRecord(
             planned=self.planned,
             states=np.asarray(self.states, dtype=np.float32).reshape(n, task.state_dim),
@@ -325,57 +315,3 @@ class EpisodeRun:
             action_sources=np.asarray(self.sources[:n], dtype=np.int64).reshape(n, 3) if self.timed else None,
             render_fault=self.render_fault,
         )
-
-
-def rollout(
-    env: Env,
-    policy: Policy,
-    planned: PlannedEpisode,
-    *,
-    cameras: Sequence[str] = (),
-    record_frames: bool = False,
-    replan_every: int = 1,
-    on_step: Callable[[int], None] | None = None,
-    success_hold: int = 1,
-    latency: str = "none",
-    stale: str = "skip",
-) -> EpisodeRecord:
-    """Run one episode of ``planned`` (its seed, initial state, instruction, horizon and success rule).
-
-    Args:
-        env: a live env for ``planned.task``.
-        policy: reset here with ``(task, seed)`` before the first action.
-        cameras: the policy's cameras, rendered into ``observation.images`` on the steps it is asked for a chunk
-            (and, with record_frames, into frames on every step).
-        record_frames: keep rendered frames for the episode video.
-        replan_every: actions executed from each chunk before the policy is asked again (>= 1).
-        on_step: called with the step number after every step (progress reporting).
-        success_hold: consecutive success steps needed (see :func:`held_success`).
-        latency, stale: simulated policy-call duration and the stale-action rule (canonical ``EvalSpec.latency``
-            and ``EvalSpec.stale``; see :mod:`rollbench.run.schedule`).
-
-    Never raises for episode-level failures: they end the episode with termination reason ``error``.
-    After the last step, a policy that defines ``finish_episode(outcome)`` (``outcome``: termination_reason,
-    success, length, error) is asked for the episode's artifacts (``{kind: bytes}``), kept in ``extra``; if it
-    raises, the episode ends as ``error``.
-    """
-    run = EpisodeRun(
-        env,
-        planned,
-        cameras=cameras,
-        record_frames=record_frames,
-        replan_every=replan_every,
-        success_hold=success_hold,
-        latency=latency,
-        stale=stale,
-    )
-    run.begin(lambda: policy.reset(env.task, planned.seed))
-    while not run.done:
-        if run.prepare():
-            run.ask(policy)
-        if run.done:
-            break
-        run.advance()
-        if on_step is not None:
-            on_step(run.step - 1)
-    return run.finish(policy)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 from rollbench.record.retry import check_mode
+from rollbench.run.ray_options import RayOptions
 
 EXECUTORS = ("local", "ray")
 
@@ -18,13 +19,15 @@ class Execution:
     """How to run (not part of the run's identity): worker count, executor, and episodes per worker in lockstep
     (``batch_size``, see :mod:`rollbench.run.lockstep`). None of these changes what an episode records.
     ``retry_errors`` says which errored episodes a resume re-runs: ``infra``, ``all`` or ``none`` (see
-    :mod:`rollbench.record.retry`)."""
+    :mod:`rollbench.record.retry`). ``ray``: resources, placement and policy place of Ray actors
+    (:class:`~rollbench.run.ray_options.RayOptions`; only with ``executor="ray"``)."""
 
     workers: int = 1
     executor: str = "local"
     ray_address: str | None = None
     batch_size: int = 1
     retry_errors: str = "infra"
+    ray: RayOptions = field(default_factory=RayOptions)
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -35,4 +38,6 @@ class Execution:
             raise ConfigError(f"unknown executor {self.executor!r}; valid executors: {', '.join(EXECUTORS)}")
         if self.ray_address and self.executor != "ray":
             raise ConfigError("--ray-address only applies to --executor ray")
+        if self.ray != RayOptions() and self.executor != "ray":
+            raise ConfigError("--ray-cpus/--ray-gpus/--ray-resources/--ray-placement only apply to --executor ray")
         check_mode(self.retry_errors)

@@ -7,9 +7,9 @@ which env finished first, more trajectories than asked for). Here nothing of the
 * every slot holds its own env and its own :class:`~rollbench.run.episode.EpisodeRun`; the episode's seed, initial
   state and instruction come from its :class:`~rollbench.core.plan.PlannedEpisode` alone, never from the slot;
 * no autoreset: a slot whose episode ended takes the next planned episode and resets it explicitly;
-* the rules of an episode (termination reasons, success, errors) live in ``EpisodeRun`` only, the same code that
-  :func:`rollbench.run.episode.rollout` drives for ``B = 1``; so per-episode results equal ``--batch-size 1``'s for any
-  policy whose per-slot answers do not depend on the other slots (tested for B = 1, 3, 8).
+* the rules of an episode (termination reasons, success, errors) live in ``EpisodeRun`` only, and every batch size,
+  ``B = 1`` included, runs through this driver; so per-episode results equal ``--batch-size 1``'s for any policy whose
+  per-slot answers do not depend on the other slots (tested for B = 1, 3, 8).
 
 Policies: a policy may offer a native batched form through a method ``batched(size) -> BatchPolicy | None``
 (``ws://``/``http://`` clients do when their server accepts batch requests, :mod:`rollbench.policies.remote.base`;
@@ -25,11 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from rollbench.core.batch import Answer, BatchPolicy
+from rollbench.core.batch import Answer, Batchable, BatchPolicy, SlotPolicies
+from rollbench.core.contracts import EpisodeError, Observation, Policy, PolicyStop, TaskInfo
 from rollbench.core.episode import EpisodeRecord
-from rollbench.core.interrupts import is_user_interrupt
+from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import EpisodeError, Observation, Policy, PolicyStop, TaskInfo
 from rollbench.run.episode import EpisodeRun
 
 
@@ -52,12 +52,10 @@ class PolicyLoop:
         self.policies[slot].reset(task, seed)
 
     def _one(self, slot: int, obs: Observation, instruction: str) -> Answer:
-        try:
+        with contained() as call:  # PolicyStop included: it is an answer for this slot only
             return np.asarray(self.policies[slot].act(obs, instruction))
-        except BaseException as exc:  # PolicyStop included: it is an answer for this slot only
-            if is_user_interrupt(exc):
-                raise
-            return exc
+        assert call.error is not None
+        return call.error
 
     def act_batch(
         self, slots: Sequence[int], observations: Sequence[Observation], instructions: Sequence[str]
@@ -81,8 +79,7 @@ def as_batch_policy(first: Policy, build: Callable[[], Policy], size: int) -> Ba
     """``first``'s native batched form if it has one (``first.batched(size)``, which may return None when it cannot
     batch now, e.g. a remote client whose server takes no batches), else a :class:`PolicyLoop` over ``first`` and
     ``size - 1`` more instances from ``build``."""
-    native = getattr(first, "batched", None)
-    policy: BatchPolicy | None = native(size) if callable(native) else None
+    policy = first.batched(size) if isinstance(first, Batchable) else None
     if policy is not None:
         return policy
     return PolicyLoop([first, *(build() for _ in range(size - 1))])
@@ -149,14 +146,13 @@ def _slot_policy(policy: BatchPolicy, slot: int) -> Policy | None:
     policy's optional ``slot_policy(slot)`` (a :class:`PolicyLoop`'s, passed on by wrappers such as
     :class:`~rollbench.run.deadline.Deadline`); a native batched policy has none, so its episodes carry no
     artifacts."""
-    get = getattr(policy, "slot_policy", None)
-    return get(slot) if callable(get) else None
+    return policy.slot_policy(slot) if isinstance(policy, SlotPolicies) else None
 
 
 def _ask(policy: BatchPolicy, asks: list[tuple[int, EpisodeRun]]) -> None:
     """One batched policy call for every slot that needs a chunk; each answer goes to its own episode."""
     t0 = time.perf_counter()
-    try:
+    with contained() as call:
         answers = policy.act_batch(
             [i for i, _ in asks],
             [r.obs for _, r in asks],  # type: ignore[misc]
@@ -166,11 +162,9 @@ def _ask(policy: BatchPolicy, asks: list[tuple[int, EpisodeRun]]) -> None:
             raise EpisodeError(
                 f"the policy returned {len(answers)} answers for a batch of {len(asks)} observations", fault="policy"
             )
-    except BaseException as exc:
-        if is_user_interrupt(exc):
-            raise
+    if call.error:
         for _, run in asks:
-            run.fail(exc)
+            run.fail(call.error)
         return
     latency = time.perf_counter() - t0
     for (_, run), answer in zip(asks, answers, strict=True):

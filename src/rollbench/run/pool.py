@@ -15,7 +15,7 @@ episodes to idle slots (in plan order within a task, keeping each worker on one 
   its in-flight episodes are done, replaced by a fresh worker (the hung call is still running in it), counted in
   ``workers_replaced``.
 * a worker that cannot start (its policy fails to build) or raises outside an episode aborts the run with
-  :class:`~rollbench.core.types.RollbenchError`; so do :data:`MAX_START_FAILURES` consecutive deaths while starting, and
+  :class:`~rollbench.core.contracts.RollbenchError`; so do :data:`MAX_START_FAILURES` consecutive deaths while starting, and
   :data:`START_TIMEOUT_S` without any live worker (e.g. a Ray cluster with no free CPU).
 
 The run's :class:`~rollbench.run.observer.RunObserver` hears everything: ``should_stop()`` is polled at least every
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from rollbench.core.contracts import InfrastructureError, RollbenchError, TaskInfo
 from rollbench.core.episode import failed_episode
 from rollbench.core.plan import PlannedEpisode
-from rollbench.core.types import InfrastructureError, RollbenchError, TaskInfo
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
 from rollbench.record.safe_files import read_regular_json

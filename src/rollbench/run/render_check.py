@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rollbench.core.types import EpisodeError, Fault
+from rollbench.core.contracts import EpisodeError, Fault
 
 BLACK_LEVEL = 8  # max pixel value (0..255) at or below which a frame counts as black
 STATE_ATOL = 1e-6  # absolute tolerance for "the state changed"

@@ -7,7 +7,7 @@ shorter than that is run whole).
 With a delay of ``d`` steps (``--latency``, :mod:`rollbench.core.latency`) a call made on observation ``t`` delivers
 its chunk at step ``t + d``; the env does not wait. Steps ``t .. t + d - 1`` run the actions left in the current
 chunk beyond its replan point (the actions it would have run had it not been replaced), then, once those run out,
-the task's hold action (:class:`~rollbench.core.types.HoldAction`: e.g. a zero delta with the gripper command
+the task's hold action (:class:`~rollbench.core.contracts.HoldAction`: e.g. a zero delta with the gripper command
 unchanged). At step ``t + d`` the new chunk replaces the old one; its first ``d`` actions were planned for steps
 already executed (they are stale):
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rollbench.core.types import EpisodeError, HoldAction
+from rollbench.core.contracts import EpisodeError, HoldAction
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""Runs planned episodes in the current process: builds the policy and envs here, rolls out, stages the result.
+"""Runs planned episodes in the current process: builds the policy and envs here, runs the episodes, stages them.
 
 Every runner (in-process, local worker processes, Ray actors) calls :class:`EpisodeWorker`; the episode loop
-itself is :func:`rollbench.run.episode.rollout`. Workers never compute metrics: they stage recorded episodes and
+itself is :class:`rollbench.run.episode.EpisodeRun`, driven by :func:`rollbench.run.lockstep.run_lockstep` at every
+batch size. Workers never compute metrics: they stage recorded episodes and
 return a small summary used only for progress display.
 """
 
@@ -9,17 +10,17 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
+from rollbench.core.contracts import Env, Fault, Policy, TaskInfo
 from rollbench.core.episode import EpisodeRecord, failed_episode
-from rollbench.core.interrupts import is_user_interrupt
-from rollbench.core.plan import PlannedEpisode, image_size_for, policy_cameras_for, video_cameras_for
+from rollbench.core.interrupts import contained
+from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
 from rollbench.core.registry import EnvOptions, make_env, make_policy
 from rollbench.core.spec import EvalSpec
-from rollbench.core.types import Env, Fault, Policy, TaskInfo
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run.deadline import Deadline
@@ -64,22 +65,25 @@ class WorkerSetup:
     """What every worker needs to run planned episodes; picklable, sent as is to worker processes and Ray actors.
 
     Attributes:
-        spec: the run's spec.
+        run: the resolved run (plan, replan interval, each task's cameras and image size), resolved once before the
+            run by ``run.prepare.prepare_run``; workers never recompute any of it.
         run_dir: the run directory (absolute), where workers stage episodes.
-        tasks: task name -> TaskInfo for every task of the plan.
-        replan_every: the effective replan interval (resolved once before the run, recorded in run.json).
-        needs_images: whether the policy reads camera images.
         batch_size: episodes a worker runs in lockstep (``--batch-size``; see :mod:`rollbench.run.lockstep`).
-        image_sizes: env family -> ``(height, width)`` the policy asked for (``PolicyInfo.image_sizes``).
     """
 
-    spec: EvalSpec
+    run: ResolvedRun
     run_dir: Path
-    tasks: dict[str, TaskInfo]
-    replan_every: int
-    needs_images: bool
     batch_size: int = 1
-    image_sizes: Mapping[str, Sequence[int]] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> EvalSpec:
+        """The run's spec."""
+        return self.run.spec
+
+    @property
+    def tasks(self) -> dict[str, TaskInfo]:
+        """Task name -> TaskInfo for every task of the plan."""
+        return {name: facts.task for name, facts in self.run.tasks.items()}
 
 
 class EpisodeWorker:
@@ -88,12 +92,19 @@ class EpisodeWorker:
 
     ``commit`` records a finished episode and returns False if it was already recorded; default: stage it in the run
     directory (worker processes, Ray actors); the in-process runner passes ``DatasetWriter.commit_record``.
+    ``policy`` builds the batch policy of the ``batch_size`` slots instead of building the spec's policy here (a Ray
+    actor's client of its node's policy actor, :mod:`rollbench.run.ray_policy`).
     """
 
-    def __init__(self, setup: WorkerSetup, commit: Callable[[EpisodeRecord, str | None], bool] | None = None) -> None:
+    def __init__(
+        self,
+        setup: WorkerSetup,
+        commit: Callable[[EpisodeRecord, str | None], bool] | None = None,
+        policy: Callable[[], BatchPolicy] | None = None,
+    ) -> None:
         self.setup = setup
         self.commit = commit or (
-            lambda rec, fault: stage_episode(setup.run_dir, rec, setup.tasks[rec.planned.task].fps, fault)
+            lambda rec, fault: stage_episode(setup.run_dir, rec, setup.run.tasks[rec.planned.task].task.fps, fault)
         )
         size = max(1, setup.batch_size)
         spec = setup.spec
@@ -102,7 +113,7 @@ class EpisodeWorker:
             return as_batch_policy(build_policy(spec), lambda: build_policy(spec), size)
 
         # every policy call bounded by --policy-timeout; a policy past it is abandoned and rebuilt
-        self.batch = Deadline(batch, spec.policy_timeout_s, deadline_fault(spec))
+        self.batch = Deadline(policy or batch, spec.policy_timeout_s, deadline_fault(spec))
         self._envs: list[Env | None] = [None] * size
         self._env_tasks: list[str | None] = [None] * size
         self.on_steps: Callable[[Running], None] | None = None  # progress inside episodes, see _steps
@@ -126,38 +137,32 @@ class EpisodeWorker:
             ]
         )
 
-    def _env_for(self, slot: int, task: TaskInfo, cameras: tuple[str, ...]) -> Env:
+    def _env_for(self, slot: int, facts: TaskFacts) -> Env:
         env = self._envs[slot]
-        if env is None or self._env_tasks[slot] != task.name:
+        if env is None or self._env_tasks[slot] != facts.task.name:
             self.close_env(slot)
-            spec = self.setup.spec
             options = EnvOptions(
-                cameras=cameras,
-                image_size=image_size_for(spec, task, self.setup.image_sizes),
-                fast_render=spec.fast_render,
+                cameras=facts.render_cameras, image_size=facts.image_size, fast_render=self.setup.spec.fast_render
             )
-            env = self._envs[slot] = make_env(task, options)
-            self._env_tasks[slot] = task.name
+            env = self._envs[slot] = make_env(facts.task, options)
+            self._env_tasks[slot] = facts.task.name
         return env
 
     def start(self, slot: int, planned: PlannedEpisode) -> EpisodeRun | EpisodeRecord:
         """Begin ``planned`` in ``slot``: its env reset to the planned scene, the slot's policy reset."""
-        spec, task = self.setup.spec, self.setup.tasks[planned.task]
-        policy_cams = policy_cameras_for(spec, task, self.setup.needs_images)
-        video_cams = video_cameras_for(spec, task, self.setup.needs_images)
-        try:
-            env = self._env_for(slot, task, (*policy_cams, *(c for c in video_cams if c not in policy_cams)))
-        except BaseException as exc:  # an env that cannot be built (a missing asset, a broken install)
-            if is_user_interrupt(exc):
-                raise
-            return failed_episode(planned, task, exc, "infrastructure")
+        spec, facts = self.setup.spec, self.setup.run.tasks[planned.task]
+        task = facts.task
+        with contained() as build:  # an env that cannot be built (a missing asset, a broken install)
+            env = self._env_for(slot, facts)
+        if build.error:
+            return failed_episode(planned, task, build.error, "infrastructure")
         run = EpisodeRun(
             env,
             planned,
-            cameras=policy_cams,  # rendered on the steps the policy is asked for a chunk
+            cameras=facts.policy_cameras,  # rendered on the steps the policy is asked for a chunk
             record_frames=spec.video,
-            video_cameras=video_cams,  # rendered every step, only with --video
-            replan_every=self.setup.replan_every,
+            video_cameras=facts.video_cameras,  # rendered every step, only with --video
+            replan_every=self.setup.run.replan_every,
             success_hold=spec.success_hold,
             latency=spec.latency,
             stale=spec.stale,
@@ -212,12 +217,8 @@ class EpisodeWorker:
 
 
 def _close_quietly(close: Callable[[], None], what: str) -> None:
-    try:
+    with contained(lambda exc: print(f"warning: {what}: close() raised {type(exc).__name__}: {exc}", file=sys.stderr)):
         close()
-    except BaseException as exc:
-        if is_user_interrupt(exc):
-            raise
-        print(f"warning: {what}: close() raised {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _render_fault(rec: EpisodeRecord) -> str | None:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rollbench.core.types import Observation
+from rollbench.core.contracts import Observation
 from rollbench.serve.batch import item_error, session_key
 from rollbench.serve.limits import MalformedReply
 from rollbench.serve.sessions import PolicyHost, Session
@@ -64,7 +64,7 @@ def handle_batch(host: PolicyHost, batch: Any, locate: Locate, decode: Any) -> d
         else:
             host.log(**record, outcome=f"actions {list(answer.shape)}")
             entries[index] = {"actions": answer}
-    if host.fault and host.fault[0] == "short-batch" and len(entries) > 1:
+    if host.injection and host.injection[0] == "short-batch" and len(entries) > 1:
         entries = entries[:-1]  # fault injection: a server that loses one answer of a batch
     return {"batch": entries, "server_timing": {"infer_ms": 1e3 * (time.perf_counter() - t0)}}
 

@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rollbench.core.types import Observation, Policy, TaskInfo
+from rollbench.core.batch import Batchable
+from rollbench.core.contracts import Observation, Policy, TaskInfo
 from rollbench.serve.batch import Batching, Gatherer, SlotPolicy, act_many
 from rollbench.serve.limits import (
     Limits,
     SessionGone,
     SessionRefused,
-    parse_fault,
+    parse_injection,
 )
 from rollbench.wire.decode import ProtocolError
 from rollbench.wire.obs_map import check_overrides, jsonable, resolve_obs_map
@@ -121,7 +122,7 @@ class PolicyHost:
         default_env: str | None,
         obs_overrides: Mapping[str, Any],
         log_path: Path | None,
-        fault: str | None,
+        injection: str | None,
         protocol: str,
         limits: Limits | None = None,
         batching: Batching | None = None,
@@ -131,15 +132,16 @@ class PolicyHost:
         self.name, self.options, self.protocol = policy, dict(options), protocol
         self.limits = limits or Limits()
         self.batching = batching or Batching()
-        self.fault = parse_fault(fault)
+        self.injection = parse_injection(injection)
         self.obs_overrides = check_overrides(obs_overrides)
         self.default_task = family_of(default_env).task(default_env) if default_env else None
         template = make_policy(policy, self.options)  # unknown names fail here, before the port opens
         self.info = template.info
         self._idle: list[Policy] = [template]
         # --max-batch > 1: a natively batched policy serves every session from one batched form, one slot each
-        native = getattr(template, "batched", None) if self.batching.max_batch > 1 else None
-        self._native = native(self.limits.max_sessions) if callable(native) else None
+        self._native = None
+        if self.batching.max_batch > 1 and isinstance(template, Batchable):
+            self._native = template.batched(self.limits.max_sessions)
         self._native_lock = threading.Lock()
         self._slots_made = 0
         if self._native is not None:
@@ -168,7 +170,7 @@ class PolicyHost:
             "needs_images": self.info.needs_images,
             "env": self.default_task.name if self.default_task else None,
             "provenance": jsonable(self.info.provenance),
-            "fault": f"{self.fault[0]}:{self.fault[1]:g}" if self.fault else None,
+            "fault": f"{self.injection[0]}:{self.injection[1]:g}" if self.injection else None,  # --fault
             "limits": asdict(self.limits),
             # it accepts batch requests of up to max_batch items (rollbench.serve.batch); clients batch when >= 2
             "max_batch": self.batching.max_batch,

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.lexicon import OBJECTS, STOPWORDS, VERBS, words
 from rollbench.core.registry import policy_options
-from rollbench.core.types import ConfigError, Observation, PolicyInfo, TaskInfo
 from rollbench.policies.metaworld_expert import MetaWorldExpert
 
 NAME = "metaworld-lang-expert"

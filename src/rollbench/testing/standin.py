@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, Observation, Policy, PolicyInfo, TaskInfo
+from rollbench.core.contracts import ConfigError, Observation, Policy, PolicyInfo, TaskInfo
 
 OPTIONS = ("latency_ms", "inner")
 

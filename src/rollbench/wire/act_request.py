@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import Observation
+from rollbench.core.contracts import Observation
 from rollbench.wire.decode import ProtocolError
 
 

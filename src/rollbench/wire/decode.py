@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import EpisodeError, InfrastructureError
+from rollbench.core.contracts import EpisodeError, InfrastructureError
 
 MAX_NDIM = 8
 MAX_DIM = 2**24

@@ -1,7 +1,7 @@
 """The one guard of every network surface: serve-policy (HTTP and websocket), the dashboard, MCP over HTTP.
 
 Framework-neutral checks (:class:`Guard`), with a thin adapter per server: :func:`asgi_guard` (ASGI middleware:
-serve-policy's FastAPI app and the MCP app), :mod:`rollbench.review.security` (the dashboard, which adds its
+serve-policy's FastAPI app and the MCP app), :mod:`rollbench.dashboard.security` (the dashboard, which adds its
 ``?token=`` login cookie) and serve-policy's websocket handshake hook (:mod:`rollbench.serve.server`).
 
 Binding (:meth:`Guard.for_binding`, checked before a port opens; ConfigError otherwise):
@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 MIN_TOKEN = 16
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")

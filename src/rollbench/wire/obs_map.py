@@ -1,4 +1,4 @@
-"""How a rollbench :class:`~rollbench.core.types.Observation` travels to a policy server, per env family.
+"""How a rollbench :class:`~rollbench.core.contracts.Observation` travels to a policy server, per env family.
 
 An :class:`ObsMap` says which wire key each rendered camera gets, where the state and the instruction go, which
 state is sent and whether images are resized first. The websocket client builds an openpi-style flat dict
@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, EpisodeError, Observation, TaskInfo
 from rollbench.core.jsonfile import parse_json, read_text
-from rollbench.core.types import ConfigError, EpisodeError, Observation, TaskInfo
 
 STATE_SOURCES = ("state", "raw")
 OVERRIDE_KEYS = ("images", "state_key", "prompt_key", "state_source", "image_size")

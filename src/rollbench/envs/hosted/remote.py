@@ -6,7 +6,7 @@ stops when the env is closed; rollbench closes the env of an episode that ended 
 (a fresh host) for the next (:mod:`rollbench.run.worker`), so a crash never carries over.
 
 Faults: a host that exits, closes its pipe, breaks the frame format or misses a deadline, and an ``error`` reply
-(the benchmark's own code raised), are :class:`~rollbench.core.types.EpisodeError` with fault ``environment`` and
+(the benchmark's own code raised), are :class:`~rollbench.core.contracts.EpisodeError` with fault ``environment`` and
 the host's reason (its last log lines), never the run's end. A host that cannot start, or whose adapter refuses to
 start, is a ConfigError (exit 2 before any episode, or, for a later rebuild, the episode's ``infrastructure``
 fault like any env that cannot be built).
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, EpisodeError
+from rollbench.core.contracts import ConfigError, EpisodeError
 from rollbench.wire.pipe.child import ChildFailed, ChildProcess
 
 HOST_SCRIPT = Path(__file__).with_name("far") / "host.py"

@@ -55,8 +55,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.envs.base import TableFamily
 from rollbench.envs.libero import setup as libero_setup
 from rollbench.envs.libero.scene import NOT_RENDERED, SCENE_SEEDING, ImageGate, seeded_reset, soft_after_first

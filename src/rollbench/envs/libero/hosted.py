@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rollbench.core.contracts import ConfigError, EpisodeError, TaskInfo
 from rollbench.core.registry import EnvOptions
-from rollbench.core.types import ConfigError, EpisodeError, TaskInfo
 from rollbench.envs.base import TableFamily
 from rollbench.envs.hosted.remote import MAKE_TIMEOUT_S, EnvHost, offscreen_gl_env, venv_python, venv_versions
 from rollbench.envs.libero.env import LiberoEnv

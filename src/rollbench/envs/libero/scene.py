@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 SCENE_SEEDING = (
     "per episode, immediately before env.reset(): np.random.seed(seed) (numpy's global generator, which LIBERO's "

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import ConfigError
+from rollbench.core.contracts import ConfigError
 
 LIBERO_DIST = "rpent-libero"
 LIBEROPRO_DIST = "rpent-liberopro"

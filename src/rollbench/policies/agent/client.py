@@ -8,7 +8,7 @@ that the endpoint answers and the key is accepted, before any episode.
 Bounds and faults:
 
 * each call must complete within ``timeout_s`` (httpx timeouts plus a watchdog while the body streams in); a timeout
-  raises :class:`~rollbench.core.types.InfrastructureError` at once (no retry: the episode ends as ``error``);
+  raises :class:`~rollbench.core.contracts.InfrastructureError` at once (no retry: the episode ends as ``error``);
 * HTTP 429 and 5xx and dropped connections are retried ``retries`` times (:mod:`rollbench.policies.retry`), waiting
   ``backoff_s * 2**attempt`` seconds (or the server's ``Retry-After`` seconds), capped at 60 s; then
   InfrastructureError with the status;
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rollbench.core.types import ConfigError, InfrastructureError
+from rollbench.core.contracts import ConfigError, InfrastructureError
 from rollbench.policies.retry import RetryAfter, with_retries
 
 MAX_BACKOFF_S = 60.0

@@ -61,7 +61,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, EpisodeError, Observation, PolicyGiveUp, PolicyInfo, PolicyStop, TaskInfo
+from rollbench.core.contracts import (
+    ConfigError,
+    EpisodeError,
+    Observation,
+    PolicyGiveUp,
+    PolicyInfo,
+    PolicyStop,
+    TaskInfo,
+)
 from rollbench.policies.agent.client import ChatClient, call_cost, parse_prices
 from rollbench.policies.agent.tools import ToolSet
 from rollbench.wire.obs_map import check_options, positive
@@ -84,7 +92,6 @@ OPTIONS: dict[str, type | tuple[type, ...]] = {
     "price_per_mtok": dict,
     "probe": bool,
 }
-
 SYSTEM = (
     "You control a simulated robot through tools, one tool call per reply. Goal: the user's instruction. "
     "Positions are in metres in the world frame. After each tool call you get the resulting state. "

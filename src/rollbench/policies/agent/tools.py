@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import EpisodeError, TaskInfo
+from rollbench.core.contracts import EpisodeError, TaskInfo
 
 
 @dataclass(frozen=True)

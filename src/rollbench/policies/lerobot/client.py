@@ -3,13 +3,15 @@
 The host (:mod:`rollbench.policies.lerobot.host`, a script) runs in LeRobot's interpreter, found in this order:
 the ``python`` policy option, ``$ROLLBENCH_LEROBOT_PYTHON``, this interpreter when it can import lerobot, then
 ``.venv-lerobot/bin/python`` in the working directory or in the rollbench checkout (``bash
-scripts/lerobot_compat.sh`` builds it). It is a child process with two pipes (rollbench -> host, host -> rollbench;
-:mod:`rollbench.wire.pipe.frames`), its stdout and stderr go to a log file whose last lines are quoted in
+scripts/lerobot_compat.sh`` builds it with lerobot 0.6.1; ``--lerobot 0.4.4`` builds ``.venv-lerobot-0.4.4``, which
+is used only when named). It is a child process with two pipes (rollbench -> host, host -> rollbench;
+:mod:`rollbench.wire.pipe.frames`, :class:`rollbench.wire.pipe.child.ChildProcess`), its stdout and stderr go to a
+log file whose last lines are quoted in
 errors, and it exits when its input pipe closes, so it dies with rollbench.
 
 Faults: a host that exits, closes its pipe, sends a malformed frame or misses a deadline is
-:class:`~rollbench.types.InfrastructureError` (the host is then stopped; the next episode starts a fresh one); an
-exception raised by lerobot's code for one slot is that slot's :class:`~rollbench.types.EpisodeError` (fault
+:class:`~rollbench.core.contracts.InfrastructureError` (the host is then stopped; the next episode starts a fresh one); an
+exception raised by lerobot's code for one slot is that slot's :class:`~rollbench.core.contracts.EpisodeError` (fault
 ``policy``). Failing to start or load the checkpoint is a ConfigError (exit 2, before any episode).
 """
 
@@ -23,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, InfrastructureError
+from rollbench.core.contracts import ConfigError, InfrastructureError
 from rollbench.wire.pipe.child import ChildFailed, ChildProcess
 
 HOST_SCRIPT = Path(__file__).with_name("host.py")
-INSTALL_HINT = "bash scripts/lerobot_compat.sh (builds .venv-lerobot with lerobot 0.4.4 and torch)"
+INSTALL_HINT = "bash scripts/lerobot_compat.sh --eval (builds .venv-lerobot with lerobot 0.6.1 and torch)"
 
 
 def find_python(option: str | None) -> str:

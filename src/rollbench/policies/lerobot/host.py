@@ -5,8 +5,9 @@ Started by :mod:`rollbench.policies.lerobot.client` as ``PYTHON host.py --in-fd 
 input pipe closes (so it never outlives the rollbench process that started it). Its stdout and stderr are
 rollbench's log file for it, never the protocol.
 
-Everything policy-related is lerobot 0.4.4's own code, called as ``lerobot-eval`` (``lerobot/scripts/lerobot_eval.py``
-``eval_main`` and ``rollout``) calls it:
+Everything policy-related is lerobot's own code (0.6.1, or the older 0.4.4 line; both expose the names used here
+under the same modules), called as ``lerobot-eval`` (``lerobot/scripts/lerobot_eval.py`` ``eval_main`` and
+``rollout``) calls it:
 
 * load: ``PreTrainedConfig.from_pretrained(checkpoint)`` with ``pretrained_path`` and ``device`` set, then, per env
   family, ``make_policy(cfg, env_cfg=<lerobot's EnvConfig of that family>)`` (the policy factory and
@@ -16,14 +17,17 @@ Everything policy-related is lerobot 0.4.4's own code, called as ``lerobot-eval`
   lerobot's env wrapper would return, with a batch dimension of 1), ``observation["task"] = [text]`` (what
   ``add_envs_task`` adds), the env preprocessor, the policy preprocessor, ``policy.select_action`` under
   ``torch.inference_mode()``, the postprocessor, the env postprocessor, ``.to("cpu").numpy()``;
-* ``policy.reset()`` at every episode start, and lerobot's ``set_seed(seed)`` with the episode's seed.
+* ``policy.reset()`` at every episode start, and lerobot's ``set_seed(seed)`` with the episode's seed (seeding
+  ``per-episode``, the default). With ``--seeding lerobot-eval`` the host instead calls ``set_seed(seed)`` once, at
+  ``load``, before ``make_policy`` (where ``eval_main`` calls it), and never again: the random stream of one
+  ``lerobot-eval --seed S --eval.batch_size 1`` run, whose policy initialisation and episodes draw from it in turn.
 
 Slots (rollbench ``--batch-size B``): slot 0 is the loaded policy, every other slot a ``copy.deepcopy`` of it that
 shares its parameters and buffers (no second copy of the weights) but owns its action queue and other episode
 state. Each slot also owns its random state (python, numpy, torch CPU and CUDA), restored before and saved after
 each of its calls, so a slot's actions never depend on what other slots drew: B = 4 gives the actions of B = 1.
 
-Messages (``op``): in ``load`` {family, env_task} -> ``ok``; ``reset`` {slot, seed} -> ``ok``; ``act`` {items:
+Messages (``op``): in ``load`` {family, env_task, [seed_once]} -> ``ok``; ``reset`` {slot, seed} -> ``ok``; ``act`` {items:
 [{slot, task}], arrays ``"<slot>/<key>/<subkey>"``} -> ``actions`` {items: [{slot} | {slot, error}]} with arrays
 ``"<slot>"`` ``(action_dim,)``; ``close`` -> exit 0. Any reply may be ``error`` {message, where} instead. On start
 it sends ``hello`` {info} or ``error`` {where: "load"}.
@@ -37,6 +41,7 @@ import hashlib
 import importlib.metadata as md
 import os
 import random
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -50,6 +55,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "wire" / "pipe"))
 import frames
 
 WEIGHTS = "model.safetensors"
+MODEL_CARD = "README.md"  # lerobot 0.5+ writes "| LeRobot version | X |" into the card of a trained checkpoint
+MODEL_CARD_MAX = 1 << 20
+CARD_VERSION = re.compile(r"^\|\s*LeRobot version\s*\|\s*([0-9][0-9A-Za-z.+-]*)\s*\|", re.MULTILINE)
+
+
+def saved_by(folder: Path) -> str | None:
+    """The lerobot version a checkpoint says it was made with: its model card's "LeRobot version" row (written by
+    ``PreTrainedPolicy.push_model_to_hub`` from lerobot 0.5 on), else None (0.4.x cards and plain
+    ``save_pretrained`` folders do not say). Only a regular file of at most 1 MiB is read."""
+    card = folder / MODEL_CARD
+    if card.is_symlink() or not card.is_file() or card.stat().st_size > MODEL_CARD_MAX:
+        return None
+    found = CARD_VERSION.search(card.read_text(errors="replace"))
+    return found.group(1) if found else None
 
 
 def _version(dist: str) -> str | None:
@@ -80,6 +99,7 @@ def resolve(checkpoint: str, revision: str | None) -> tuple[Path, dict[str, Any]
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     prov["weights_file"] = WEIGHTS
+    prov["saved_by_lerobot"] = saved_by(folder)
     prov["weights_sha256"] = digest.hexdigest()
     return folder, prov
 
@@ -112,6 +132,7 @@ class Host:
         self.family: str | None = None
         self.slots: dict[int, Any] = {}
         self.rng: dict[int, tuple[Any, ...]] = {}
+        self.seed_once: int | None = None
 
     def info(self) -> dict[str, Any]:
         return {
@@ -125,10 +146,12 @@ class Host:
             "checkpoint": self.checkpoint,
             "versions": {d: _version(d) for d in ("lerobot", "torch", "transformers", "numpy")},
             "python": sys.version.split()[0],
+            "python_executable": sys.executable,
         }
 
-    def load(self, family: str, env_task: str) -> None:
-        """The policy and pipelines for env family ``family`` (``pusht``, ``libero``, ``aloha``)."""
+    def load(self, family: str, env_task: str, seed_once: int | None = None) -> None:
+        """The policy and pipelines for env family ``family`` (``pusht``, ``libero``, ``aloha``); with
+        ``seed_once``, lerobot's ``set_seed`` first (lerobot-eval's seeding, see the module docstring)."""
         from lerobot.envs.configs import AlohaEnv, LiberoEnv, PushtEnv
         from lerobot.envs.factory import make_env_pre_post_processors
         from lerobot.policies.factory import make_policy, make_pre_post_processors
@@ -138,6 +161,11 @@ class Host:
                 raise ValueError(f"this host serves {self.family}; one run cannot mix it with {family}")
             return
         env_cfg: Any = {"pusht": PushtEnv, "aloha": AlohaEnv, "libero": LiberoEnv}[family](task=env_task)
+        self.seed_once = seed_once
+        if seed_once is not None:
+            from lerobot.utils.random_utils import set_seed
+
+            set_seed(int(seed_once))
         policy = make_policy(cfg=self.cfg, env_cfg=env_cfg)
         policy.eval()
         self.pre, self.post = make_pre_post_processors(
@@ -178,8 +206,12 @@ class Host:
         from lerobot.utils.random_utils import set_seed
 
         self._slot(slot).reset()
-        set_seed(int(seed))
-        self._save_rng(slot)
+        if self.seed_once is None:
+            set_seed(int(seed))
+        elif slot != 0:
+            raise ValueError("seeding lerobot-eval runs one slot (one random stream); batching is refused")
+        if slot not in self.rng or self.seed_once is None:
+            self._save_rng(slot)
 
     def act(self, slot: int, raw: dict[str, Any], task: str) -> np.ndarray:
         """One ``select_action`` for ``slot`` on lerobot env observation ``raw``; returns ``(action_dim,)``."""
@@ -236,7 +268,8 @@ def serve(host: Host, reader: frames.FrameReader, out_fd: int) -> None:
         reply_arrays: dict[str, np.ndarray] = {}
         try:
             if op == "load":
-                host.load(str(msg["family"]), str(msg["env_task"]))
+                once = msg.get("seed_once")
+                host.load(str(msg["family"]), str(msg["env_task"]), None if once is None else int(once))
                 reply: dict[str, Any] = {"op": "ok"}
             elif op == "reset":
                 host.reset(int(msg["slot"]), int(msg["seed"]))

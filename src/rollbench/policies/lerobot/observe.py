@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import EpisodeError, Observation, TaskInfo
+from rollbench.core.contracts import EpisodeError, Observation, TaskInfo
 
 PUSHT_SIZE = (96, 96)  # gym-pusht 0.1.8 PushTEnv: observation_width = observation_height = 96 (lerobot sets neither)
 ALOHA_SIZE = (480, 640)  # gym-aloha 0.1.5 AlohaEnv: observation_height, observation_width (lerobot: the same)

@@ -16,13 +16,28 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation, PolicyInfo, TaskInfo
+from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation, PolicyInfo, TaskInfo
 from rollbench.policies.lerobot.client import HostProcess, find_python
 from rollbench.policies.lerobot.observe import FAMILIES, Family, mismatches
 
 DEFAULT_TIMEOUT_S = 120.0  # one act of all slots; a CPU forward pass of a large VLA can take tens of seconds
 DEFAULT_START_TIMEOUT_S = 300.0  # interpreter start, torch and lerobot imports, config (and Hub) resolution
 LOAD_TIMEOUT_S = 600.0  # weights into memory (and onto the device) at the first episode
+SEEDINGS = ("per-episode", "lerobot-eval")
+ONE_STREAM = (
+    "seeding lerobot-eval reproduces one lerobot-eval run's single random stream (seeded once, before the policy is "
+    "built)"
+)
+
+
+def version_check(info: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"version_mismatch": TEXT}`` when the checkpoint says which lerobot saved it (``checkpoint.saved_by_lerobot``,
+    from its model card) and the host runs another release; else ``{}``. Printed as a warning and kept in run.json."""
+    saved = (info.get("checkpoint") or {}).get("saved_by_lerobot")
+    host = (info.get("versions") or {}).get("lerobot")
+    if not saved or not host or saved == host:
+        return {}
+    return {"version_mismatch": f"checkpoint saved by lerobot {saved}, run by lerobot {host}"}
 
 
 def parse_name(name: str) -> tuple[str, str | None]:
@@ -44,6 +59,9 @@ class _Host:
         self.dtype = options.get("dtype")
         self.timeout_s = float(options.get("timeout_s", DEFAULT_TIMEOUT_S))
         self.start_timeout_s = float(options.get("start_timeout_s", DEFAULT_START_TIMEOUT_S))
+        self.seeding = str(options.get("seeding", "per-episode"))
+        if self.seeding not in SEEDINGS:
+            raise ConfigError(f"lerobot policy: seeding {self.seeding!r} is not one of {', '.join(SEEDINGS)}")
         self.proc: HostProcess | None = self._start(ConfigError)
         self.info: dict[str, Any] = self.proc.info
         self.family: str | None = None
@@ -77,12 +95,20 @@ class _Host:
             raise EpisodeError(f"lerobot policy ({reply.get('where')}): {reply.get('message')}", fault="policy")
         return reply, out
 
-    def family_for(self, task: TaskInfo) -> Family:
+    def family_for(self, task: TaskInfo, seed: int) -> Family:
+        """The family's observation builder; loads the policy for it on first use. With seeding ``lerobot-eval``
+        the load seeds lerobot's generators once with ``seed`` (the run's first episode seed, lerobot-eval's
+        ``--seed``), and a host restarted mid-run is refused: its stream is lost."""
         fam = FAMILIES.get(task.family)
         if fam is None:
             raise EpisodeError(f"lerobot policy: no lerobot env wrapper for {task.family}", fault="policy")
+        if self.seeding == "lerobot-eval" and self.generation > 0:
+            raise InfrastructureError(f"the lerobot policy host was restarted, so {ONE_STREAM} is lost for this run")
         if self.family != task.family:
-            self.call({"op": "load", "family": task.family, "env_task": fam.env_task(task)}, None, LOAD_TIMEOUT_S)
+            load: dict[str, Any] = {"op": "load", "family": task.family, "env_task": fam.env_task(task)}
+            if self.seeding == "lerobot-eval":
+                load["seed_once"] = int(seed)
+            self.call(load, None, LOAD_TIMEOUT_S)
             self.family = task.family
         return fam
 
@@ -93,7 +119,7 @@ class _Host:
 
 
 class LeRobotBatch:
-    """A :class:`rollbench.batching.BatchPolicy`: B slots of one host (see the module docstring)."""
+    """A :class:`rollbench.core.batch.BatchPolicy`: B slots of one host (see the module docstring)."""
 
     def __init__(self, host: _Host, info: PolicyInfo, size: int, owns_host: bool) -> None:
         self.host, self.info, self.size, self.owns_host = host, info, size, owns_host
@@ -102,7 +128,7 @@ class LeRobotBatch:
 
     def reset_slot(self, slot: int, task: TaskInfo, seed: int) -> None:
         self.generations.pop(slot, None)
-        self.host.family_for(task)
+        self.host.family_for(task, seed)
         self.host.call({"op": "reset", "slot": int(slot), "seed": int(seed)})
         self.tasks[slot] = task
         self.generations[slot] = self.host.generation
@@ -161,9 +187,18 @@ class LeRobotPolicy:
             chunk_size=1,
             replan_every=1,
             needs_images=needs_images,
-            provenance={"lerobot": {**info, "python": self.host.python}},
+            provenance={
+                "lerobot": {
+                    **info,
+                    "python_executable": info.get("python_executable", self.host.python),
+                    "seeding": self.host.seeding,
+                    **version_check(info),
+                }
+            },
             tasks=tuple(f"{fam}/*" for fam in FAMILIES),
             image_sizes={fam: f.image_size for fam, f in FAMILIES.items()},
+            one_stream=ONE_STREAM if self.host.seeding == "lerobot-eval" else "",
+            warnings=tuple(version_check(info).values()),
         )
         self._single = LeRobotBatch(self.host, self.info, 1, owns_host=False)
 

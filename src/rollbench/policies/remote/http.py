@@ -66,7 +66,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation
+from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation
 from rollbench.policies.remote.base import RemotePolicy
 from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import (

@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from rollbench.core.types import ConfigError, EpisodeError, InfrastructureError, Observation
+from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation
 from rollbench.policies.remote.base import RemotePolicy, check_reset_reply
 from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack

@@ -25,7 +25,7 @@ replace the file atomically (:func:`rollbench.record.files.atomic_write_bytes`: 
 fsync, rename; mode 0o666 minus the umask read once at import), so concurrent writers in any number of threads and
 processes lose nothing and a reader never sees half a file.
 
-Errors: :class:`rollbench.core.types.ConfigError` (unreadable or malformed file, another rubric, unknown label, bad key).
+Errors: :class:`rollbench.core.contracts.ConfigError` (unreadable or malformed file, another rubric, unknown label, bad key).
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity, sanitize_segment
 from rollbench.core.jsonfile import parse_json, read_text
-from rollbench.core.types import ConfigError
+from rollbench.dashboard.rubrics import BUILTIN_RUBRICS, Rubric
 from rollbench.record.files import atomic_write_bytes
 from rollbench.record.locks import LockHeld, PathLock
-from rollbench.review.rubrics import BUILTIN_RUBRICS, Rubric
 
 SIDECAR_VERSION = 1
 CONTEXT_FIELDS: tuple[str, ...] = ("task", "instruction", "policy", "model", "status")

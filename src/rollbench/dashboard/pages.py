@@ -5,7 +5,7 @@ autoescaping on, so every value a page shows is escaped by the engine; ``None`` 
 as ``\\u`` escapes, so no value can end the script element).
 
 The success-rate chart is an inline SVG (``templates/rate_chart.html.j2``, geometry from
-:func:`rollbench.review.charts.rate_chart`): one row per task, a bar for the rate and a whisker for its 95% Wilson
+:func:`rollbench.dashboard.charts.rate_chart`): one row per task, a bar for the rate and a whisker for its 95% Wilson
 interval (both as graded by :func:`rollbench.grading.grade.grade`).
 """
 
@@ -15,20 +15,13 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollbench.review.charts import rate_chart, timeline_svg
+from rollbench.core.format import FILTERS, shown
+from rollbench.dashboard.charts import rate_chart, sequential_svg, timeline_svg
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
 TEMPLATES = Path(__file__).with_name("templates")
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
-
-
-def _interval(lo: float | None, hi: float | None) -> str:
-    return "" if lo is None or hi is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 @cache
@@ -39,9 +32,9 @@ def _env() -> Environment:
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=StrictUndefined,  # a missing field is an error, never a blank
-        finalize=lambda value: "" if value is None else value,
+        finalize=shown,
     )
-    env.filters.update(pct=_pct, interval=_interval)
+    env.filters.update(FILTERS)
     return env
 
 
@@ -51,12 +44,12 @@ def _render(template: str, title: str, page: str, **context: Any) -> str:
 
 
 def runs_page(doc: dict[str, Any]) -> str:
-    """``/``: the hosts, filters and one row per run of ``doc`` (:meth:`~rollbench.review.service.Dashboard.runs`)."""
+    """``/``: the hosts, filters and one row per run of ``doc`` (:meth:`~rollbench.dashboard.service.Dashboard.runs`)."""
     return _render("runs.html.j2", "Runs", "runs", doc=doc)
 
 
 def run_page(d: dict[str, Any], reproduction: dict[str, Any] | None = None, references: list[str] | None = None) -> str:
-    """``/run/HOST/ROBOT/NAME``: ``d`` (:meth:`~rollbench.review.service.Dashboard.run_detail`) as a page, with links
+    """``/run/HOST/ROBOT/NAME``: ``d`` (:meth:`~rollbench.dashboard.service.Dashboard.run_detail`) as a page, with links
     to the shipped ``references`` that share a suite with the run and, for ``?reference=NAME``, the
     ``reproduction`` document (:func:`rollbench.reproduce.reproduce`) as a section."""
     chart = rate_chart(d["results"]["tasks"]) if d.get("results") else None
@@ -65,11 +58,16 @@ def run_page(d: dict[str, Any], reproduction: dict[str, Any] | None = None, refe
         from rollbench.reproduce.html import reproduction_html
 
         section = reproduction_html(reproduction)
-    return _render("run.html.j2", d["key"], "run", d=d, chart=chart, references=references or [], reproduction=section)
+    seq = d.get("sequential") or {}
+    seq_svg = sequential_svg(seq["task"]) if seq.get("task") else None
+    return _render(
+        "run.html.j2", d["key"], "run", d=d, chart=chart, references=references or [], reproduction=section,
+        sequential=seq, sequential_svg=seq_svg,
+    )  # fmt: skip
 
 
 def episode_page(d: dict[str, Any]) -> str:
-    """``/episode/HOST/ROBOT/NAME/E``: ``d`` (:meth:`~rollbench.review.service.Dashboard.episode_detail`) with its
+    """``/episode/HOST/ROBOT/NAME/E``: ``d`` (:meth:`~rollbench.dashboard.service.Dashboard.episode_detail`) with its
     videos, timeline, facts and label form."""
     run, ep, rubric, nav = d["run"], d["episode"], d["rubric"], d["nav"]
     facts = [

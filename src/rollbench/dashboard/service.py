@@ -1,11 +1,12 @@
-"""The dashboard's state: local runs (:class:`~rollbench.review.catalog.Catalog`), peers, the label sidecar.
+"""The dashboard's state: local runs (:class:`~rollbench.dashboard.catalog.Catalog`), peers, the label sidecar.
 
-Every method returns plain JSON-able data; :mod:`rollbench.review.app` turns it into HTTP responses and pages.
+Every method returns plain JSON-able data; :mod:`rollbench.dashboard.app` turns it into HTTP responses and pages.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -15,12 +16,12 @@ from typing import Any
 import httpx
 
 from rollbench.core.identity import RunIdentity
+from rollbench.dashboard.catalog import Catalog, RunRecord, inside, live_progress
+from rollbench.dashboard.labels import LabelFile, load_labels, set_label
+from rollbench.dashboard.peers import Peer
+from rollbench.dashboard.rubrics import Rubric
+from rollbench.dashboard.summary import disagreement_rows, episode_status, join_labels, pending_summary, run_summary
 from rollbench.record.runlog import utc_now
-from rollbench.review.catalog import Catalog, RunRecord, inside, live_progress
-from rollbench.review.labels import LabelFile, load_labels, set_label
-from rollbench.review.peers import Peer
-from rollbench.review.rubrics import Rubric
-from rollbench.review.summary import disagreement_rows, episode_status, join_labels, pending_summary, run_summary
 
 
 @dataclass
@@ -206,6 +207,8 @@ class Dashboard:
             result = {k: v for k, v in rec.result.items() if k != "episodes"}
             live = live_progress(rec.run_dir, self.cfg.stale_after_s)
             extra = {"results": result, "live": live, "warnings": rec.log.get("warnings", [])}
+            if isinstance(rec.log.get("sequential"), dict):
+                extra["sequential"] = sequential_of(rec.run_dir, rec.log["sequential"])
         else:
             assert peer is not None
             try:
@@ -219,7 +222,7 @@ class Dashboard:
         """``/api/reproduce/HOST/ROBOT/NAME?reference=NAME``: :func:`rollbench.reproduce.reproduce` of a local run
         against a *shipped* reference (a request never names a file). None: no such local run. Raises ConfigError
         (unknown reference, no suite in common)."""
-        from rollbench.core.types import ConfigError
+        from rollbench.core.contracts import ConfigError
         from rollbench.reproduce import load_reference, reproduce, shipped_names
 
         if reference not in shipped_names():
@@ -316,3 +319,25 @@ class Dashboard:
         if not rel or Path(rel).is_absolute():
             return None
         return inside(rec.run_dir / rel, rec.run_dir)
+
+
+SIBLING = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
+
+
+def sequential_of(run_dir: Path, block: dict[str, Any]) -> dict[str, Any]:
+    """An arm's sequential test recomputed from it and its partner (a sibling directory whose plain name run.json
+    gives; never a link, never another path), as ``{"task": task document}`` or ``{"error": why}``."""
+    from rollbench.core.contracts import RollbenchError
+    from rollbench.sequential.recompute import compare_sequential
+
+    partner = block.get("partner")
+    if not isinstance(partner, str) or not SIBLING.fullmatch(partner) or partner in (".", ".."):
+        return {"error": "run.json names no valid partner arm"}
+    other = run_dir.parent / partner
+    if other.is_symlink() or not other.is_dir():
+        return {"error": f"its partner arm {partner} is not beside it"}
+    try:
+        doc = compare_sequential([run_dir, other])
+    except RollbenchError as exc:
+        return {"error": str(exc)}
+    return {"task": doc["tasks"][0]}

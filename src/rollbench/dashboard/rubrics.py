@@ -18,7 +18,7 @@ A custom rubric is a JSON or YAML file::
      "labels": ["clean", {"name": "fumbled", "implies_success": true, "description": "succeeded after regrasping"},
                 {"name": "dropped", "implies_success": false}]}
 
-Errors: :class:`rollbench.core.types.ConfigError` with a one-line reason (unknown built-in names list the valid ones).
+Errors: :class:`rollbench.core.contracts.ConfigError` with a one-line reason (unknown built-in names list the valid ones).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import parse_json, read_text
-from rollbench.core.types import ConfigError
 
 MAX_RUBRIC_BYTES = 2**20  # 1 MiB: a rubric is at most _MAX_LABELS labels with a sentence each
 DEFAULT_RUBRIC = "outcome-v1"

@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import RollbenchError
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json, read_json_or
-from rollbench.core.types import RollbenchError
 from rollbench.grading.files import read_info
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.record.files import atomic_write_json, read_parquet

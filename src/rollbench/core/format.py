@@ -1,0 +1,77 @@
+"""How rollbench writes a number for a person to read: one module for the CLI, the report, the dashboard, the
+reproduction document and the MCP summaries, so a figure reads the same everywhere.
+
+* a rate (fraction in [0, 1]) as a percentage with one decimal: :func:`pct` (``0.705`` -> ``"70.5%"``);
+* a difference of rates in percentage points, signed: :func:`points` (``-0.27`` -> ``"-27.0"``);
+* a p-value with three significant digits, or in scientific notation below 0.001: :func:`p_value`
+  (``0.0312`` -> ``"0.0312"``, ``6.2e-20`` -> ``"6.2e-20"``);
+* a rate interval :func:`interval` (``"56.2% – 80.9%"``) and a points interval :func:`points_interval`
+  (``"[-3.0, +5.0]"``: brackets, since a dash would read as a minus sign);
+* any other number with one decimal: :func:`number`.
+
+Each returns :data:`MISSING` for None (no episodes, no comparison, not measured): one sign everywhere.
+
+Also here, because both the run planner and the instruction search word it: :func:`differences`, the "what
+differs from what is on disk" list of a refused resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+MISSING = "—"  # an em dash: the value does not exist (never 0, never an error)
+
+
+def pct(x: float | None) -> str:
+    """A fraction as a percentage, one decimal: ``0.705`` -> ``"70.5%"``; None -> :data:`MISSING`."""
+    return MISSING if x is None else f"{100 * x:.1f}%"
+
+
+def points(x: float | None) -> str:
+    """A difference of fractions in percentage points, signed, one decimal: ``-0.27`` -> ``"-27.0"``."""
+    return MISSING if x is None else f"{100 * x:+.1f}"
+
+
+def p_value(x: float | None) -> str:
+    """Three significant digits (``"0.0312"``, ``"1"``), scientific notation below 0.001 (``"6.2e-20"``)."""
+    if x is None:
+        return MISSING
+    return f"{x:.3g}" if x >= 0.001 else f"{x:.1e}"
+
+
+def interval(lo: float | None, hi: float | None) -> str:
+    """A confidence interval of a rate: ``"56.2% – 80.9%"``; :data:`MISSING` when either end is missing."""
+    return MISSING if lo is None or hi is None else f"{pct(lo)} – {pct(hi)}"
+
+
+def points_interval(lo: float | None, hi: float | None) -> str:
+    """A confidence interval of a difference in points: ``"[-3.0, +5.0]"``; :data:`MISSING` when either end is."""
+    return MISSING if lo is None or hi is None else f"[{points(lo)}, {points(hi)}]"
+
+
+def number(x: float | None, digits: int = 1) -> str:
+    """A plain number with ``digits`` decimals (a mean length, a delay in ms); None -> :data:`MISSING`."""
+    return MISSING if x is None else f"{x:.{digits}f}"
+
+
+def differences(there: Mapping[str, Any], here: Mapping[str, Any]) -> str:
+    """``"key: 'recorded' there, 'asked' here, ..."`` for each key of ``here`` whose value differs from ``there``'s
+    (a run directory or search state on disk vs the options given now); empty when none does."""
+    return ", ".join(f"{k}: {there.get(k)!r} there, {v!r} here" for k, v in here.items() if there.get(k) != v)
+
+
+def shown(value: Any) -> Any:
+    """A Jinja2 ``finalize``: a None printed by a template reads :data:`MISSING`, like every formatter's."""
+    return MISSING if value is None else value
+
+
+# the formatters as Jinja2 filters, for the report, dashboard and reproduction templates
+FILTERS = {
+    "pct": pct,
+    "points": points,
+    "p_value": p_value,
+    "interval": interval,
+    "points_interval": points_interval,
+    "number": number,
+}

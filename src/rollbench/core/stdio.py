@@ -1,0 +1,97 @@
+"""Code under evaluation never writes into rollbench's own output, and processes it leaves behind never hold it.
+
+While :func:`isolated_output` is active (the CLI wraps every run in it, issue 30 items 5 and 11):
+
+* file descriptors 1 and 2 of the process are the write end of a pipe that a relay thread copies to the caller's
+  standard error. Whatever the code under evaluation writes, through Python or C, to its stdout or stderr lands on
+  rollbench's stderr, never in ``--json`` output;
+* the caller's stdout and stderr are held only in two private descriptors, opened close-on-exec (so a child that
+  ``exec``s, e.g. ``subprocess.Popen``, never gets them) and closed in every child of ``os.fork()`` (an
+  ``os.register_at_fork`` hook, which also points that child's ``sys.stdout``/``sys.stderr`` at the pipe). A
+  child the policy leaves running therefore holds only the pipe: a caller reading rollbench's output sees it end
+  when rollbench exits, not when the last child does;
+* rollbench's own Python-level stderr (progress, warnings) goes straight to the caller's stderr through the private
+  descriptor (a terminal stays a terminal), and ``sys.stdout`` is that same stderr: nothing printed during the run
+  reaches stdout.
+
+On exit, descriptors 1 and 2 and ``sys.stdout``/``sys.stderr`` are restored and rollbench writes its result. What
+the children write later goes into the pipe while rollbench lives, then nowhere (they get ``EPIPE``). Not covered: a
+C library calling ``fork(2)`` itself without exec (no Python hook runs there); its child holds the private copies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import threading
+from collections.abc import Iterator
+
+_held: list[int] = []  # the private descriptors of the caller's stdout and stderr while a run is isolated
+_hook_installed = False
+
+
+def _after_fork_in_child() -> None:
+    for fd in _held:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    if _held:
+        _held.clear()
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+
+
+def _relay(read_fd: int, to_fd: int) -> None:
+    with contextlib.suppress(OSError):
+        while data := os.read(read_fd, 65536):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(to_fd, view) :]
+
+
+@contextlib.contextmanager
+def isolated_output() -> Iterator[None]:
+    """Run the body with descriptors 1 and 2 detached from the caller (see the module docstring). Nested use is a
+    no-op; a process whose descriptor 1 or 2 is closed runs the body unchanged."""
+    global _hook_installed
+    if _held:
+        yield
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        real_out, real_err = os.dup(1), os.dup(2)  # non-inheritable (close-on-exec) by default
+    except OSError:
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    os.dup2(write_fd, 1)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    relay = threading.Thread(target=_relay, args=(read_fd, real_err), name="rollbench-child-output", daemon=True)
+    relay.start()
+    if not _hook_installed:
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _hook_installed = True
+    _held.extend((real_out, real_err))
+    saved = sys.stdout, sys.stderr
+    mine = io.TextIOWrapper(
+        io.FileIO(real_err, "w", closefd=False), line_buffering=True, errors="backslashreplace", write_through=True
+    )
+    sys.stdout = sys.stderr = mine
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            mine.flush()
+        sys.stdout, sys.stderr = saved
+        _held.clear()
+        os.dup2(real_out, 1)
+        os.dup2(real_err, 2)
+        relay.join(timeout=0.5)  # EOF unless a child still holds the pipe; then the daemon thread is left reading
+        os.close(real_out)
+        if not relay.is_alive():
+            os.close(real_err)
+            os.close(read_fd)

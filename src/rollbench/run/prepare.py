@@ -1,0 +1,206 @@
+"""Everything a run checks and resolves before any motion: :func:`prepare_run`.
+
+Four steps, in order: **check** (the run directory, the plan, each family's install), **resolve** (build the policy
+once; its facts and the plan become the :class:`~rollbench.core.plan.ResolvedRun` every worker runs, see
+:func:`rollbench.core.plan.resolve_run`), **refuse** on a mismatch with what the run directory already holds
+(another spec, files that are not a run, another identity), **warn** (the run log's ``warnings``). Nothing is
+written here: ``api.evaluate`` creates the directory only after all four passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo
+from rollbench.core.format import differences
+from rollbench.core.identity import run_identity
+from rollbench.core.interrupts import contained
+from rollbench.core.latency import check_latency
+from rollbench.core.paths import check_output_path
+from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
+from rollbench.core.registry import env_families, family_of
+from rollbench.core.spec import EvalSpec
+from rollbench.record.files import check_no_escaping_links
+from rollbench.record.on_disk import check_state_files, committed_lengths
+from rollbench.record.runlog import check_resumable, new_run_log, provenance, read_run_log
+from rollbench.run.worker import build_policy
+
+if TYPE_CHECKING:
+    from rollbench.run.runners import Execution
+
+
+def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -> tuple[PolicyInfo, ResolvedRun]:
+    """Build the policy once before any episode and resolve the run with it: unknown names and unreachable servers
+    fail here, clearly, and so do tasks refused by the optional hook ``check_tasks(tasks, image_size_of)`` (a LeRobot
+    checkpoint's features), asked with the image sizes the run will render.
+
+    ``recorded`` is run.json's ``plan`` of the run being resumed: its replan interval and policy facts are kept (the
+    episodes already recorded ran with them), else they come from the policy just built."""
+    policy = build_policy(spec)
+    info = policy.info
+    try:
+        run = resolve_run(spec, plan, *_policy_facts(spec, plan, info, recorded))
+        if isinstance(policy, ChecksTasks) and plan.tasks:
+            policy.check_tasks(list(plan.tasks), lambda t: run.tasks[t.name].image_size)
+    finally:
+        with contained() as closing:
+            policy.close()
+        if closing.error:
+            exc = closing.error
+            raise ConfigError(f"policy {spec.policy!r}: its close() raised {type(exc).__name__}: {exc}") from None
+    return info, run
+
+
+def _policy_facts(
+    spec: EvalSpec, plan: Plan, info: PolicyInfo, recorded: dict[str, Any] | None
+) -> tuple[int, bool, Mapping[str, Sequence[int]]]:
+    """``(replan_every, needs_images, image_sizes)``: as ``recorded`` (run.json's ``plan``, of a run being resumed),
+    else resolved from the policy's ``info``."""
+    if recorded is None:
+        return replan_interval(spec, plan.tasks, info), info.needs_images, dict(info.image_sizes)
+    policy = recorded["policy"]  # validated (record.runlog.check_resumable)
+    return recorded["replan_every"], policy["needs_images"], policy.get("image_sizes") or {}
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """ConfigError (nothing touched) unless ``run_dir`` is absent or a directory rollbench may open: no link in it
+    leads outside it, and its committed episodes are intact (see ``record.writer.committed_lengths``)."""
+    check_output_path(run_dir, "--out", directory=True)  # the path can be a directory: nothing else to check
+    if not run_dir.exists():
+        return
+    check_state_files(run_dir)
+    check_no_escaping_links(run_dir)
+    if (run_dir / "run.json").exists():
+        committed_lengths(run_dir)
+
+
+def check_one_stream(info: PolicyInfo, spec: EvalSpec, plan: Plan, execution: Execution | None, resuming: bool) -> None:
+    """ConfigError unless a policy whose episodes share one random stream (``PolicyInfo.one_stream``, e.g. a LeRobot
+    checkpoint with seeding ``lerobot-eval``) gets it as its reference run does: one task, its trials 0..N-1 in
+    order (seeds ``--seed`` + k), one worker, one slot, into a fresh run directory."""
+    why = []
+    if execution is not None and execution.workers > 1:
+        why.append(f"--workers {execution.workers} (give 1)")
+    if execution is not None and execution.batch_size > 1:
+        why.append(f"--batch-size {execution.batch_size} (give 1)")
+    if resuming:
+        why.append("a resume (give a new --out)")
+    if len(plan.tasks) > 1:
+        why.append(f"{len(plan.tasks)} tasks (give one)")
+    if any(e.variant is not None for e in plan.episodes):
+        why.append("an instruction sweep")
+    if spec.first_trial:
+        why.append(f"--first-trial {spec.first_trial} (its stream starts at trial 0)")
+    if why:
+        raise ConfigError(f"{info.one_stream}, so it cannot run with " + ", ".join(why))
+
+
+def prepare_run(
+    spec: EvalSpec,
+    run_dir: Path,
+    host_label: str | None = None,
+    robot: str | None = None,
+    execution: Execution | None = None,
+) -> tuple[ResolvedRun, dict[str, Any]]:
+    """Validate everything that can be validated before motion; return the resolved run and the run log to write.
+
+    In order: check (the directory, the plan, the families' installs), resolve (build the policy once, see
+    :func:`_probe_policy`), refuse on a mismatch with what ``run_dir`` already holds, warn. ``host_label`` and
+    ``robot`` set the run's identity (defaults: see :func:`rollbench.core.identity.run_identity`); a resumed run keeps
+    the identity it recorded, and asking for another one is a ConfigError. ``execution`` is checked against a policy
+    that declares ``one_stream`` (see :func:`check_one_stream`)."""
+    check_run_dir(run_dir)
+    plan = make_plan(spec)
+    identity = run_identity(run_dir, [t.family for t in plan.tasks], host_label, robot).to_dict()
+    for t in plan.tasks:
+        why = family_of(t.name).missing()
+        if why:
+            raise ConfigError(f"cannot evaluate {t.name}: {why}")
+    existing = read_run_log(run_dir)
+    same = existing is not None and existing.get("spec_identity") == spec.identity()
+    if existing is not None and same:
+        check_resumable(existing, run_dir / "run.json")  # its recorded facts are what this run continues with
+    info, run = _probe_policy(spec, plan, existing["plan"] if existing is not None and same else None)
+    if info.one_stream:
+        check_one_stream(info, spec, plan, execution, resuming=existing is not None)
+    _refuse_mismatch(spec, plan, info, run_dir, existing, {"host": host_label, "robot": robot})
+    warnings = _run_warnings(spec, plan, info)
+    if existing is not None:
+        if not isinstance(existing.get("identity"), dict):
+            existing["identity"] = identity
+        return run, existing
+    plan_block = plan_log(spec, plan, info, run.replan_every)
+    log = new_run_log(
+        run_dir.name, identity, spec.model_dump(mode="json"), spec.identity(), plan_block, _provenance(plan), warnings
+    )
+    return run, log
+
+
+def _refuse_mismatch(
+    spec: EvalSpec,
+    plan: Plan,
+    info: PolicyInfo,
+    run_dir: Path,
+    existing: dict[str, Any] | None,
+    asked: dict[str, str | None],
+) -> None:
+    """ConfigError when the policy cannot drive a task, or ``run_dir`` holds something this run may not continue:
+    a run of another spec, files that are not a run, a run recorded under another identity than ``asked``."""
+    cannot = [t.name for t in plan.tasks if not info.drives(t.name)]
+    if cannot:
+        raise ConfigError(
+            f"policy {spec.policy} cannot drive {', '.join(cannot)}: it drives {', '.join(info.tasks)} only"
+        )
+    if existing is not None and existing.get("spec_identity") != spec.identity():
+        old, new = existing.get("spec", {}), spec.model_dump(mode="json")
+        diff = differences(old, new)
+        raise ConfigError(
+            f"{run_dir} already holds a run of a different spec ({diff or 'identity ' + str(existing.get('spec_identity'))}); "
+            "choose another --out, or resume it with the same options (rollbench eval --resume RUN_DIR)"
+        )
+    if existing is None and run_dir.exists() and any(run_dir.iterdir()):
+        raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
+    if existing is not None and isinstance(existing.get("identity"), dict):
+        clash = differences(existing["identity"], {k: v for k, v in asked.items() if v})
+        if clash:
+            raise ConfigError(
+                f"{run_dir} was recorded with identity {existing['identity']} ({clash}); drop --host-label/--robot to resume it"
+            )
+
+
+def _run_warnings(spec: EvalSpec, plan: Plan, info: PolicyInfo) -> list[str]:
+    """What a new run's log warns about: overridden success rules, latency settings, a replan interval longer than
+    the policy's chunk, the policy's own ``warnings`` and the families' ``run_warnings(spec)``. ConfigError on
+    impossible latency settings."""
+    warnings = list(info.warnings)
+    if spec.success_rule:
+        for t in plan.tasks:
+            if t.success_rule != spec.success_rule:
+                warnings.append(
+                    f"success rule of {t.name} overridden: declared {t.success_rule}, graded with {spec.success_rule}"
+                )
+    warnings.extend(check_latency(spec.latency, spec.stale, plan.tasks, info))
+    if spec.replan_every and info.chunk_size_known and spec.replan_every > info.chunk_size:
+        warnings.append(
+            f"--replan-every {spec.replan_every} is larger than the action chunk of policy {spec.policy} "
+            f"({info.chunk_size} action{'s' if info.chunk_size > 1 else ''}): each chunk is executed whole and the "
+            f"policy is asked again every {info.chunk_size} step{'s' if info.chunk_size > 1 else ''}, not every "
+            f"{spec.replan_every}"
+        )
+    for fam_name in sorted({t.family for t in plan.tasks}):
+        fam: Any = env_families().get(fam_name)
+        if hasattr(fam, "run_warnings"):  # optional family hook: warnings about its set-up
+            warnings.extend(fam.run_warnings(spec))
+    return warnings
+
+
+def _provenance(plan: Plan) -> dict[str, Any]:
+    """run.json's ``provenance``: versions of what ran, and each family's optional ``provenance()`` facts."""
+    prov = provenance({t.family for t in plan.tasks})
+    for fam_name in sorted({t.family for t in plan.tasks}):
+        fam: Any = env_families().get(fam_name)
+        if hasattr(fam, "provenance"):
+            prov[fam_name] = fam.provenance()
+    return prov

@@ -1,0 +1,102 @@
+"""``--policy-options '{"seeding": "lerobot-eval"}'`` plays what the real ``lerobot-eval`` command plays.
+
+Runs in a LeRobot venv (``bash scripts/lerobot_compat.sh --eval``, either line). The oracle is lerobot's own
+``lerobot.scripts.lerobot_eval.main()`` run in this process (``lerobot_cli.run_lerobot_eval``: the console script
+itself, with a tap on the actions its env receives), for ``lerobot-eval --policy.path=CKPT --env.type=pusht
+--seed S --eval.n_episodes 3 --eval.batch_size 1``, on a randomly initialised Diffusion checkpoint saved by this
+venv's lerobot (Diffusion samples DDPM noise from torch's global generator, so the random stream decides its
+actions). rollbench runs as its CLI in a subprocess (core venv) with its policy host in this interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+pytest.importorskip("gym_pusht", reason="lerobot's eval extras: bash scripts/lerobot_compat.sh --eval")
+pytest.importorskip("einops", reason="lerobot's eval extras: bash scripts/lerobot_compat.sh --eval")
+sys.path.insert(0, str(Path(__file__).parent))
+from lerobot_checkpoints import make_checkpoint
+from lerobot_runs import recorded_actions
+
+pytestmark = [pytest.mark.venv, pytest.mark.sim, pytest.mark.slow]
+
+SEED, EPISODES, STEPS = 11, 3, 24
+HOST = {"python": sys.executable, "device": "cpu"}
+
+
+def rollbench(out: Path, checkpoint: Path, seeding: str, *extra: object, episodes: int = EPISODES) -> tuple[int, str]:
+    options = json.dumps({**HOST, "seeding": seeding})
+    args = ("--env", "pusht/PushT-v0", "--policy", f"lerobot:{checkpoint}", "--policy-options", options)
+    args += ("--episodes", episodes, "--seed", SEED, "--max-steps", STEPS, "--out", out, *extra)
+    r = run_cli("eval", *args, timeout=900)
+    return r.returncode, r.stderr
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict], dict, Path]:
+    from lerobot_cli import run_lerobot_eval
+
+    tmp = tmp_path_factory.mktemp("exact")
+    checkpoint = make_checkpoint("diffusion", "pusht", tmp / "pretrained_model")
+    code, err = rollbench(tmp / "run", checkpoint, "lerobot-eval")
+    assert code == 0, err[-3000:]
+    argv = [f"--policy.path={checkpoint}", "--policy.device=cpu", "--env.type=pusht", f"--env.episode_length={STEPS}"]
+    argv += [f"--seed={SEED}", f"--eval.n_episodes={EPISODES}", "--eval.batch_size=1"]
+    played, info = run_lerobot_eval(argv, tmp / "lerobot-eval")
+    return tmp / "run", played, info, checkpoint
+
+
+def test_each_episode_s_actions_and_success_equal_the_real_lerobot_eval_cli(both: tuple) -> None:
+    run_dir, played, info, _ = both
+    graded = json.loads(run_cli("grade", run_dir, "--json").stdout)
+    by_index = {e["episode_index"]: e for e in graded["episodes"]}
+    assert len(played) == EPISODES
+    for k, ref in enumerate(played):
+        assert by_index[k]["seed"] == SEED + k
+        assert by_index[k]["length"] == len(ref["actions"]) == STEPS
+        assert by_index[k]["success"] == ref["success"]
+        np.testing.assert_array_equal(recorded_actions(run_dir, k), ref["actions"])
+    successes = sum(by_index[k]["success"] for k in range(EPISODES))
+    assert successes * 100 / EPISODES == pytest.approx(info["overall"]["pc_success"])
+
+
+def test_the_default_per_episode_seeding_differs_from_the_cli_from_the_first_step(both: tuple, tmp_path: Path) -> None:
+    """What the README said wrongly: per-episode seeding re-seeds after the policy is built, the CLI before."""
+    _, played, _, checkpoint = both
+    code, err = rollbench(tmp_path / "run", checkpoint, "per-episode", episodes=1)
+    assert code == 0, err[-3000:]
+    first = recorded_actions(tmp_path / "run", 0)
+    assert not np.array_equal(first[0], played[0]["actions"][0])
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (("--workers", 2), "--workers 2 (give 1)"),
+        (("--batch-size", 2), "--batch-size 2 (give 1)"),
+    ],
+)
+def test_what_would_break_the_single_stream_is_refused_in_one_line(
+    both: tuple, tmp_path: Path, extra: tuple, said: str
+) -> None:
+    _, _, _, checkpoint = both
+    code, err = rollbench(tmp_path / "run", checkpoint, "lerobot-eval", *extra)
+    assert code == 2, err
+    assert said in err and "seeding lerobot-eval" in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_resume_is_refused(both: tuple) -> None:
+    run_dir, _, _, checkpoint = both
+    code, err = rollbench(run_dir, checkpoint, "lerobot-eval")
+    assert code == 2, err
+    assert "a resume (give a new --out)" in err
+    assert len(err.strip().splitlines()) == 1, err

@@ -1,0 +1,40 @@
+"""``rollbench sequential`` through the other executions of api.evaluate: B served by a real ``rollbench
+serve-policy`` (websocket, loopback) and both arms on Ray actors give the looks and decision of the in-process run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rollbench.api import Execution
+from rollbench.core.spec import build_spec
+from rollbench.sequential.runner import run_sequential
+from served_policy import served
+
+
+def _reference(tmp_path: Path) -> dict:
+    a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
+    b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
+    return run_sequential(a, b, tmp_path / "in-process", delta=0.2, look_every=5)["tasks"][0]
+
+
+def test_a_served_arm_gives_the_decision_of_the_in_process_one(tmp_path: Path) -> None:
+    want = _reference(tmp_path)
+    a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
+    with served(tmp_path, "scripted-expert", "ws") as (url, log, _):
+        b = build_spec(env="scripted/reach", policy=url, episodes=1)
+        got = run_sequential(a, b, tmp_path / "served", delta=0.2, look_every=5)["tasks"][0]
+    assert log.exists() and log.stat().st_size > 0  # B really went over the wire
+    assert (got["looks"], got["decision"]) == (want["looks"], want["decision"])
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_actors_give_the_decision_of_the_in_process_run(tmp_path: Path) -> None:
+    want = _reference(tmp_path)
+    a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
+    b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
+    execution = Execution(executor="ray", workers=2)
+    got = run_sequential(a, b, tmp_path / "ray", delta=0.2, look_every=5, execution=execution)["tasks"][0]
+    assert (got["looks"], got["decision"]) == (want["looks"], want["decision"])

@@ -1,0 +1,205 @@
+"""``rollbench sequential`` and ``compare --sequential`` on the scripted family (real runs through api.evaluate): the
+decision equals a hand replay of the rule from ``rollbench grade`` of both arms, each arm is an ordinary graded run
+with its sequential block in run.json, SIGKILL and SIGTERM then resume give the same looks and decision, a suite gets
+per-task decisions at alpha / m and a pooled one, and damaged, edited or mismatched inputs are refused (exit 2, one
+line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from rollbench.api import Execution, grade
+from rollbench.core.contracts import ConfigError
+from rollbench.core.runlog_model import RunLog
+from rollbench.core.spec import build_spec
+from rollbench.sequential.recompute import compare_sequential
+from rollbench.sequential.runner import run_sequential
+from sequential_support import ROLLBENCH, replay, run_cli, sequential_argv
+
+
+def _specs(noise_a: float = 6.0, noise_b: float = 0.0, env: str = "scripted/reach"):
+    a = build_spec(env=env, policy="scripted-expert", action_noise=noise_a, episodes=1)
+    b = build_spec(env=env, policy="scripted-expert", action_noise=noise_b, episodes=1)
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def decided(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("seq") / "cmp"
+    a, b = _specs()
+    return out, run_sequential(a, b, out, delta=0.2, look_every=1)
+
+
+def test_b_better_is_decided_early_and_equals_a_hand_replay_of_both_graded_arms(decided):
+    out, doc = decided
+    (task,) = doc["tasks"]
+    a_dir, b_dir = out / "a-scripted_reach", out / "b-scripted_reach"
+    hand = replay(a_dir, b_dir, task["design"])
+    assert hand["decision"] == "b_better"
+    assert (task["decision"], task["stopped_at"]) == (hand["decision"], hand["stopped_at"])
+    assert (task["looks"][-1]["b_only"], task["looks"][-1]["a_only"]) == (hand["b_only"], hand["a_only"])
+    assert task["stopped_at"] < task["design"]["fixed_n"] < task["design"]["budget"]
+    assert [lk["pairs"] for lk in task["looks"]] == list(range(1, task["stopped_at"] + 1))  # every pair a look
+    # one worker, one pair per round: no episode beyond the deciding pair was spent
+    assert task["episodes_recorded"] == {"a": task["stopped_at"], "b": task["stopped_at"]}
+
+
+def test_each_arm_is_an_ordinary_run_whose_run_json_names_the_rule_and_the_deciding_look(decided):
+    out, doc = decided
+    task = doc["tasks"][0]
+    for arm, other in (("a", "b"), ("b", "a")):
+        run_dir = out / f"{arm}-scripted_reach"
+        graded = grade(run_dir)
+        # gradeable as any run: no violation; PARTIAL because the budget's remaining episodes were never run
+        assert (graded["status"], graded["violations"]) == ("PARTIAL", [])
+        left = task["design"]["budget"] - task["stopped_at"]
+        assert graded["reasons"][0].startswith(f"{left} of {task['design']['budget']} requested episodes are not")
+        log = RunLog.model_validate_json((run_dir / "run.json").read_text())
+        assert log.sequential is not None
+        assert (log.sequential.arm, log.sequential.partner) == (arm, f"{other}-scripted_reach")
+        assert log.sequential.rule == "truncated-sprt-discordant"
+        assert (log.sequential.decision, log.sequential.stopped_at) == ("b_better", task["stopped_at"])
+        assert log.sequential.design.model_dump() == task["design"]
+
+
+def test_compare_sequential_recomputes_every_look_and_agrees_with_the_log(decided):
+    out, doc = decided
+    logged = json.loads((out / "sequential.json").read_text())
+    r = run_cli([*ROLLBENCH, "compare", "--sequential", str(out / "a-scripted_reach"),
+                 str(out / "b-scripted_reach"), "--json"])  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    again = json.loads(r.stdout)
+    assert again["tasks"][0]["looks"] == logged["tasks"][0]["looks"] == doc["tasks"][0]["looks"]
+    assert again["log"] == {"path": str(out / "sequential.json"), "agrees": True, "up_to_date": True}
+
+
+def _copy(out: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "copy"
+    shutil.copytree(out, dst, ignore=shutil.ignore_patterns("run.lock"))
+    return dst
+
+
+def _edit_json(path: Path, edit) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("decision", "records a_better at pair"),
+        ("threshold", "sequential.design.efficacy_llr is"),
+        ("log", "sequential.json disagrees with the run directories on task scripted/reach at look 2"),
+        ("partner", "is not an arm of rollbench sequential"),
+        ("episode", "b-scripted_reach is damaged (1 violation(s) by rollbench grade: episode 3: recorded seed 3"),
+        ("plan", "arms are not paired: trial 133 of scripted/reach has seed 133 in"),
+    ],
+)
+def test_compare_sequential_refuses_edited_or_mismatched_arms_with_one_line(decided, tmp_path, damage, message):
+    out = _copy(decided[0], tmp_path)
+    a_json, b_json = out / "a-scripted_reach" / "run.json", out / "b-scripted_reach" / "run.json"
+    if damage == "decision":
+        _edit_json(a_json, lambda d: d["sequential"].update(decision="a_better"))
+    elif damage == "threshold":
+        _edit_json(b_json, lambda d: d["sequential"]["design"].update(efficacy_llr=1.0))
+    elif damage == "log":
+        _edit_json(out / "sequential.json", lambda d: d["tasks"][0]["looks"][1].update(b_only=7))
+    elif damage == "partner":
+        _edit_json(b_json, lambda d: d.pop("sequential"))
+    elif damage == "episode":
+        _edit_json(b_json, lambda d: d["plan"]["episodes"][3].update(seed=999))
+    elif damage == "plan":  # a planned episode not run yet: only the pairing check sees it
+        _edit_json(b_json, lambda d: d["plan"]["episodes"][133].update(seed=999))
+    r = run_cli([*ROLLBENCH, "compare", "--sequential", str(out)])
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_compare_sequential_refuses_arms_of_two_different_comparisons(decided, tmp_path):
+    other = tmp_path / "other"
+    a, b = _specs(noise_a=3.0)
+    run_sequential(a, b, other, delta=0.2, look_every=5, budget=10)
+    with pytest.raises(ConfigError, match=r"record different sequential\.design"):
+        compare_sequential([decided[0] / "a-scripted_reach", other / "b-scripted_reach"])
+
+
+def test_a_better_when_the_arms_are_swapped_and_budget_exhausted_when_it_is_small(tmp_path):
+    a, b = _specs(noise_a=0.0, noise_b=6.0)
+    doc = run_sequential(a, b, tmp_path / "swap", delta=0.2, look_every=5)
+    assert doc["tasks"][0]["decision"] == "a_better"
+    assert doc["tasks"][0]["stopped_at"] % 5 == 0  # looks only every 5 pairs
+    small = run_sequential(a, b, tmp_path / "small", delta=0.2, look_every=2, budget=3)
+    assert [lk["pairs"] for lk in small["tasks"][0]["looks"]] == [2, 3]  # the budget is always a look
+    assert small["tasks"][0]["decision"] == "budget_exhausted"
+
+
+def test_resuming_with_other_parameters_is_refused_before_anything_runs(decided):
+    out, _ = decided
+    a, b = _specs()
+    before = (out / "sequential.json").read_bytes()
+    with pytest.raises(ConfigError, match="holds a sequential comparison with other parameters \\(delta"):
+        run_sequential(a, b, out, delta=0.25)
+    assert (out / "sequential.json").read_bytes() == before
+
+
+def _interrupt_then_resume(out: Path, sig: int) -> subprocess.CompletedProcess[str]:
+    """Start the command, send ``sig`` once pair 8 is logged, then run the same command to the end."""
+    proc = subprocess.Popen(sequential_argv(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "pair 8:" in line:
+            break
+    time.sleep(0.3)  # mid-round: the next episodes are being run or committed
+    os.killpg(proc.pid, sig)
+    proc.wait(timeout=60)
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143
+    return run_cli(sequential_argv(out, "--json"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_interrupt_and_resume_reach_the_same_looks_and_decision(decided, tmp_path, sig):
+    r = _interrupt_then_resume(tmp_path / "cut", sig)
+    assert r.returncode == 0, r.stderr
+    resumed = json.loads(r.stdout)["tasks"][0]
+    whole = decided[1]["tasks"][0]
+    assert resumed["looks"] == whole["looks"]
+    assert (resumed["decision"], resumed["stopped_at"]) == (whole["decision"], whole["stopped_at"])
+
+
+def test_workers_and_batches_give_the_decision_of_one_worker(decided, tmp_path):
+    a, b = _specs()
+    doc = run_sequential(a, b, tmp_path / "w", delta=0.2, execution=Execution(workers=2, batch_size=2))
+    whole = decided[1]["tasks"][0]
+    got = doc["tasks"][0]
+    assert got["looks"] == whole["looks"] and got["decision"] == whole["decision"]
+    assert got["episodes_recorded"]["a"] >= got["stopped_at"]  # in-flight episodes beyond it are kept, not counted
+
+
+def test_a_suite_gets_per_task_decisions_at_alpha_over_m_and_a_pooled_decision(tmp_path):
+    a, b = _specs(env="scripted/all")
+    doc = run_sequential(a, b, tmp_path / "suite", delta=0.2, look_every=5)
+    assert doc["family"] == ["scripted/reach", "scripted/reach-final"]
+    assert doc["correction"] == "bonferroni"
+    for t in doc["tasks"]:
+        assert t["design"]["alpha"] == pytest.approx(0.025)
+        assert t["design"]["type1_error"] <= 0.025
+        hand = replay(Path(t["a"]), Path(t["b"]), t["design"])
+        assert (t["decision"], t["stopped_at"]) == (hand["decision"], hand["stopped_at"])
+        assert t["episodes_recorded"]["a"] == t["stopped_at"]  # a decided task spent no more episodes
+    pooled = doc["pooled"]
+    assert pooled["design"]["alpha"] == 0.05 and pooled["complete"]
+    counted = sum(t["stopped_at"] for t in doc["tasks"])
+    assert pooled["looks"][-1]["pairs"] <= counted
+    assert compare_sequential([tmp_path / "suite"])["pooled"] == pooled

@@ -15,13 +15,15 @@ It exposes LIBERO's ``ControlEnv`` surface one call per op, so rollbench's own e
   (LIBERO), the BDDL's ``(:language ...)`` with ``--instruction bddl`` (LIBERO-Plus, whose ``task.language`` for
   camera, robot and noise instances is the file name with its metadata, "... view 0 0 100 0 0 initstate 3").
 * ``seed`` {seed}: the next ``reset`` draws every random number of the scene from it: ``np.random.seed``,
-  ``random.seed`` and the env's ``seed`` right before ``env.reset()``, the global generators restored after
-  (rollbench's :func:`rollbench.envs.libero.scene.seeded_reset`, done here because the generators are this
-  process's).
+  ``random.seed`` and the env's ``seed`` right before ``env.reset()`` (rollbench's
+  :func:`rollbench.envs.libero.scene.seeded_reset`, done here because the generators are this process's; they are
+  not restored after, since the process holds one env, so draws an env makes during its steps, such as
+  LIBERO-Plus's sensor noise, follow from the episode's seed as well).
 * ``reset`` / ``set_init_state`` (array ``state``) / ``step`` (array ``action`` float64 ``(7,)``) {wanted: cameras}
   -> ``obs`` {reward, done, success, info} + every array of the observation (``robot0_eef_pos``, ...,
   ``<camera>_image`` uint8 ``(h, w, 3)`` as robosuite renders it, or ``(0, 0, 3)`` for a camera not ``wanted``).
-  Only the ``wanted`` cameras render (the sensor gate of :mod:`rollbench.envs.libero.scene`, mirrored here); after
+  Only the ``wanted`` cameras render (and, for LIBERO-Plus's sensor-noise instances, agentview on every step:
+  the package's own ``step`` corrupts it) (the sensor gate of :mod:`rollbench.envs.libero.scene`, mirrored here); after
   the first reset the env switches to soft resets (:func:`rollbench.envs.libero.scene.soft_after_first`).
 * ``check_success`` -> ``ok`` {success}.
 """
@@ -59,6 +61,7 @@ class LiberoAdapter:
         self.cameras: tuple[str, ...] = ()
         self.wanted: frozenset[str] = frozenset()
         self.pending_seed: int | None = None
+        self.always: frozenset[str] = frozenset()
         self.resets = 0
 
     # ops ---------------------------------------------------------------------------------------------------------
@@ -100,6 +103,10 @@ class LiberoAdapter:
         envs = importlib.import_module(f"{self.package}.envs.env_wrapper")
         h, w = (int(v) for v in msg["image_size"])
         self.cameras = tuple(str(c) for c in msg.get("cameras", ()))
+        # LIBERO-Plus's sensor-noise instances corrupt agentview in every step (its ControlEnv.step reads
+        # obs["agentview_image"]): that camera is built and rendered on every step for them, asked for or not
+        self.always = frozenset({"agentview"}) if "_noise_" in os.path.basename(bddl) else frozenset()
+        self.cameras = (*self.cameras, *sorted(self.always - set(self.cameras)))
         self.env = envs.ControlEnv(
             bddl_file_name=bddl,
             camera_names=list(self.cameras) or ["agentview"],
@@ -141,18 +148,13 @@ class LiberoAdapter:
     # the protocol's pieces, as rollbench does them in-process (rollbench.envs.libero.scene) ----------------------
     def _reset(self) -> Any:
         seed, self.pending_seed = self.pending_seed, None
-        if seed is None:
-            obs = self.env.reset()
-        else:
-            saved, saved_py = np.random.get_state(), random.getstate()
-            try:
-                np.random.seed(seed)
-                random.seed(seed)
-                self.env.seed(seed)
-                obs = self.env.reset()
-            finally:
-                np.random.set_state(saved)
-                random.setstate(saved_py)
+        if seed is not None:
+            # not restored afterwards (unlike in-process): this process holds this one env, and an env that draws
+            # during its steps (LIBERO-Plus's sensor noise: np.random) then draws from the episode's seed too
+            np.random.seed(seed)
+            random.seed(seed)
+            self.env.seed(seed)
+        obs = self.env.reset()
         self._render_settings()
         self._install_gate()
         self.resets += 1
@@ -181,7 +183,7 @@ class LiberoAdapter:
 
     def _gated(self, camera: str, render: Any) -> Any:
         def sensor(obs_cache: Any) -> Any:
-            return render(obs_cache) if camera in self.wanted else NOT_RENDERED
+            return render(obs_cache) if camera in self.wanted or camera in self.always else NOT_RENDERED
 
         sensor.__modality__ = render.__modality__  # type: ignore[attr-defined]
         sensor.rollbench_gate = True  # type: ignore[attr-defined]

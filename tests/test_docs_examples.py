@@ -186,6 +186,7 @@ def test_quick_commands_of_the_docs_run_as_written(tmp_path: Path) -> None:
         ["eval", "--env", "scripted/reach", "--policy", "nosuch"],
         ["eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "0"],
         ["grade", "/nonexistent"],
+        ["robustness", "/nonexistent"],
         ["compare", "--sequential"],
         ["sequential", "--env", "scripted/reach", "--policy-a", "zero", "--policy-b", "nosuch", "--delta", "0.2"],
         ["optimize-instruction", "--env", "scripted/reach", "--policy", "nosuch", "--out", "search"],

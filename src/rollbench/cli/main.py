@@ -1,7 +1,7 @@
 """The ``rollbench`` command line: a thin layer over :mod:`rollbench.api`.
 
-Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs``, ``policies``
-and ``mcp`` in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
+Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs`` and ``policies``
+in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
 order ``rollbench --help`` lists them.
 
 Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = bad input (nothing was run).
@@ -22,9 +22,11 @@ from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
 from rollbench.cli.dashboard import dashboard_cmd
+from rollbench.cli.mcp import mcp_cmd
 from rollbench.cli.optimize import optimize_instruction
 from rollbench.cli.release import release_cmd
 from rollbench.cli.reproduce import reproduce_cmd
+from rollbench.cli.robustness import robustness_cmd, use_eval_runner
 from rollbench.cli.runs import runs_cmd
 from rollbench.cli.sequential import sequential_cmd
 from rollbench.cli.serve import serve_policy_cmd
@@ -335,44 +337,6 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     )
 
 
-def mcp_cmd(
-    transport: Annotated[
-        str, typer.Option(help="stdio (the agent launches this server) or http (streamable HTTP at /mcp).")
-    ] = "stdio",
-    root: Annotated[Path, typer.Option(help="Directory every run is written under; run names cannot leave it.")] = Path(
-        "runs"
-    ),
-    max_steps_ceiling: Annotated[int, typer.Option(min=1, help="Largest max_steps a client may request.")] = 1000,
-    host: Annotated[str, typer.Option(help="http only: interface to bind (loopback unless trusted).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="http only: port.")] = 8000,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="ROLLBENCH_MCP_TOKEN",
-            help="http only: secret clients send as 'Authorization: Bearer TOKEN'; required off loopback.",
-        ),
-    ] = None,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option(help="http only: a host name clients use to reach the server (Host/Origin check); repeatable."),
-    ] = None,
-    lerobot_policy: Annotated[
-        list[str] | None,
-        typer.Option(help="A lerobot:PATH_OR_REPO policy clients may run (the only ones they may name); repeatable."),
-    ] = None,
-) -> None:
-    """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
-    from rollbench.mcp.server import serve
-
-    try:
-        checkpoints = tuple(lerobot_policy or ())
-        if bad := [p for p in checkpoints if not p.startswith("lerobot:")]:
-            raise ConfigError(f"--lerobot-policy {bad[0]!r}: give lerobot:PATH_OR_REPO_ID[@REVISION]")
-        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()), checkpoints)
-    except ConfigError as exc:
-        _fail(str(exc))
-
-
 COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("eval", eval_cmd),
     ("grade", grade_cmd),
@@ -388,6 +352,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("optimize-instruction", optimize_instruction),
     ("reproduce", reproduce_cmd),
     ("sequential", sequential_cmd),
+    ("robustness", use_eval_runner(robustness_cmd, _new_spec, _run_with_display)),
     ("release", release_cmd),
 )
 for _name, _command in COMMANDS:

@@ -26,11 +26,12 @@ from rollbench.cli.mcp import mcp_cmd
 from rollbench.cli.optimize import optimize_instruction
 from rollbench.cli.release import release_cmd
 from rollbench.cli.reproduce import reproduce_cmd
+from rollbench.cli.resume import resumed_spec
 from rollbench.cli.robustness import robustness_cmd, use_eval_runner
 from rollbench.cli.runs import runs_cmd
 from rollbench.cli.sequential import sequential_cmd
 from rollbench.cli.serve import serve_policy_cmd
-from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.cli.spec_flags import SPEC_FLAGS, given_flags, spec_fields, spec_options
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
 
@@ -124,7 +125,7 @@ def eval_cmd(
 
     try:
         if resume is not None:
-            spec, out_dir = _resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
+            spec, out_dir = resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
         else:
             spec = _new_spec(ctx, spec_flags, spec_file, wire_capture)
         execution = Execution(
@@ -150,42 +151,6 @@ def eval_cmd(
     if as_json and run_dir is not None:
         result = {**result, "run_dir": str(run_dir)}  # where the run went (also without --out)
     _emit(result, as_json, run_dir)
-
-
-def _resumed_spec(
-    resume: Path, given: list[SpecFlag], spec_file: Path | None, values: dict[str, Any], trust_run: bool
-) -> EvalSpec:
-    """The spec stored in ``resume``/run.json; ConfigError if ``--spec`` or spec flags other than a repeated
-    ``--policy``/``--env`` were given. A run.json naming code to import or a path to read (``what_it_loads``) is
-    resumed only when the same ``--policy``/``--env``/``--policy-options`` are typed again or with ``--trust-run``:
-    a copied run directory never runs its code unasked (issue 30, item 14)."""
-    from rollbench.core.spec import build_spec, what_it_loads
-    from rollbench.record.runlog import read_run_log
-
-    confirming = {"policy", "env", "policy_options"}
-    others = [f for f in given if f.field not in confirming]
-    if others or spec_file:
-        shown = ", ".join(f.option for f in others) or "--spec"
-        raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
-    log = read_run_log(resume)
-    if log is None:
-        raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
-    spec = build_spec(**log["spec"])
-    typed = spec_fields(values, [f for f in given if f.field in confirming])
-    recorded = spec.model_dump(mode="json")
-    for field, value in typed.items():
-        if value != recorded.get(field):
-            raise ConfigError(
-                f"--resume {resume}: its run.json records {field} {recorded.get(field)!r}, not {value!r}; resume "
-                "with the recorded value or choose another --out"
-            )
-    loads = [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]
-    if loads and not trust_run:
-        raise ConfigError(
-            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import or read; resume only a run "
-            "you trust: repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
-        )
-    return spec
 
 
 def _new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool) -> EvalSpec:

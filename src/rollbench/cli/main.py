@@ -1,7 +1,7 @@
 """The ``rollbench`` command line: a thin layer over :mod:`rollbench.api`.
 
-Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs``, ``policies``
-and ``mcp`` in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
+Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs`` and ``policies``
+in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
 order ``rollbench --help`` lists them.
 
 Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = bad input (nothing was run).
@@ -23,18 +23,20 @@ from rollbench.cli.common import fail as _fail
 from rollbench.cli.dashboard import dashboard_cmd
 from rollbench.cli.eval_run import new_spec as _new_spec
 from rollbench.cli.eval_run import run_with_display as _run_with_display
+from rollbench.cli.mcp import mcp_cmd
 from rollbench.cli.optimize import optimize_instruction
 from rollbench.cli.release import release_cmd
 from rollbench.cli.reproduce import reproduce_cmd
+from rollbench.cli.resume import resumed_spec
 from rollbench.cli.robustness import robustness_cmd
 from rollbench.cli.runs import runs_cmd
 from rollbench.cli.sequential import sequential_cmd
 from rollbench.cli.serve import serve_policy_cmd
-from rollbench.cli.spec_flags import SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.cli.spec_flags import given_flags, spec_options
 from rollbench.core.contracts import ConfigError, RollbenchError
 
 if TYPE_CHECKING:
-    from rollbench.core.spec import EvalSpec
+    pass
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -122,7 +124,7 @@ def eval_cmd(
 
     try:
         if resume is not None:
-            spec, out_dir = _resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
+            spec, out_dir = resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
         else:
             spec = _new_spec(ctx, spec_flags, spec_file, wire_capture)
         execution = Execution(
@@ -148,42 +150,6 @@ def eval_cmd(
     if as_json and run_dir is not None:
         result = {**result, "run_dir": str(run_dir)}  # where the run went (also without --out)
     _emit(result, as_json, run_dir)
-
-
-def _resumed_spec(
-    resume: Path, given: list[SpecFlag], spec_file: Path | None, values: dict[str, Any], trust_run: bool
-) -> EvalSpec:
-    """The spec stored in ``resume``/run.json; ConfigError if ``--spec`` or spec flags other than a repeated
-    ``--policy``/``--env`` were given. A run.json naming code to import or a path to read (``what_it_loads``) is
-    resumed only when the same ``--policy``/``--env``/``--policy-options`` are typed again or with ``--trust-run``:
-    a copied run directory never runs its code unasked (issue 30, item 14)."""
-    from rollbench.core.spec import build_spec, what_it_loads
-    from rollbench.record.runlog import read_run_log
-
-    confirming = {"policy", "env", "policy_options"}
-    others = [f for f in given if f.field not in confirming]
-    if others or spec_file:
-        shown = ", ".join(f.option for f in others) or "--spec"
-        raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
-    log = read_run_log(resume)
-    if log is None:
-        raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
-    spec = build_spec(**log["spec"])
-    typed = spec_fields(values, [f for f in given if f.field in confirming])
-    recorded = spec.model_dump(mode="json")
-    for field, value in typed.items():
-        if value != recorded.get(field):
-            raise ConfigError(
-                f"--resume {resume}: its run.json records {field} {recorded.get(field)!r}, not {value!r}; resume "
-                "with the recorded value or choose another --out"
-            )
-    loads = [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]
-    if loads and not trust_run:
-        raise ConfigError(
-            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import or read; resume only a run "
-            "you trust: repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
-        )
-    return spec
 
 
 def _emit(result: dict[str, Any], as_json: bool, run_dir: Path | None) -> None:
@@ -263,44 +229,6 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
         ),
         soft_wrap=True,
     )
-
-
-def mcp_cmd(
-    transport: Annotated[
-        str, typer.Option(help="stdio (the agent launches this server) or http (streamable HTTP at /mcp).")
-    ] = "stdio",
-    root: Annotated[Path, typer.Option(help="Directory every run is written under; run names cannot leave it.")] = Path(
-        "runs"
-    ),
-    max_steps_ceiling: Annotated[int, typer.Option(min=1, help="Largest max_steps a client may request.")] = 1000,
-    host: Annotated[str, typer.Option(help="http only: interface to bind (loopback unless trusted).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="http only: port.")] = 8000,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="ROLLBENCH_MCP_TOKEN",
-            help="http only: secret clients send as 'Authorization: Bearer TOKEN'; required off loopback.",
-        ),
-    ] = None,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option(help="http only: a host name clients use to reach the server (Host/Origin check); repeatable."),
-    ] = None,
-    lerobot_policy: Annotated[
-        list[str] | None,
-        typer.Option(help="A lerobot:PATH_OR_REPO policy clients may run (the only ones they may name); repeatable."),
-    ] = None,
-) -> None:
-    """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
-    from rollbench.mcp.server import serve
-
-    try:
-        checkpoints = tuple(lerobot_policy or ())
-        if bad := [p for p in checkpoints if not p.startswith("lerobot:")]:
-            raise ConfigError(f"--lerobot-policy {bad[0]!r}: give lerobot:PATH_OR_REPO_ID[@REVISION]")
-        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()), checkpoints)
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
         FinishesEpisodes,
         HoldAction,
         Observation,
-        Perturbation,
         Policy,
         PolicyGiveUp,
         PolicyInfo,
@@ -50,6 +49,7 @@ if TYPE_CHECKING:
         StepResult,
         TaskInfo,
     )
+    from rollbench.core.perturbation import Perturbation
     from rollbench.core.registry import EnvFamily, EnvOptions, policy_options
     from rollbench.core.spec import EvalSpec
 

@@ -125,8 +125,8 @@ def robustness_cmd(
         return
     from rollbench.analysis.robustness import study_env
     from rollbench.api import Execution
+    from rollbench.cli.eval_run import new_spec, run_with_display
 
-    new_spec, run_with_display = _RUNNER["new_spec"], _RUNNER["run_with_display"]
     bad = [f"--{k.replace('_', '-')}" for k in _OVERRIDES if spec_flags.get(k)]
     if bad:
         fail(f"{', '.join(bad)}: a robustness study gives every episode its own task's instruction; drop it")
@@ -147,13 +147,3 @@ def robustness_cmd(
     if result["status"] != "OK":
         typer.echo(f"run status {result['status']}: " + "; ".join(result["reasons"][:5]), err=True)
         raise typer.Exit(1)
-
-
-_RUNNER: dict[str, Any] = {}
-
-
-def use_eval_runner(command: Any, new_spec: Any, run_with_display: Any) -> Any:
-    """``command`` (:func:`robustness_cmd`), whose new studies are built and run by ``eval``'s own ``new_spec`` and
-    ``run_with_display``, handed over by :mod:`rollbench.cli.main` (so the two modules do not import each other)."""
-    _RUNNER.update(new_spec=new_spec, run_with_display=run_with_display)
-    return command

@@ -25,6 +25,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from rollbench.core.perturbation import Perturbation
+
 SuccessRule = Literal["any_step", "final_step"]
 SUCCESS_RULES: tuple[str, ...] = ("any_step", "final_step")
 
@@ -110,30 +112,6 @@ class HoldAction:
         else:
             out[list(self.keep)] = np.asarray(last, dtype=np.float32)[list(self.keep)]
         return out
-
-
-@dataclass(frozen=True)
-class Perturbation:
-    """What makes a task a perturbed instance of another, for robustness studies (``rollbench robustness``,
-    docs/robustness.md). An env family sets it on ``TaskInfo.perturbation``; the planner records it per episode.
-
-    Attributes:
-        category: the perturbation's kind in the benchmark's terms, e.g. ``position``, ``language``, ``camera``.
-        control: full name of the unperturbed task an episode of this one is paired with (same trial: same seed and
-            initial-state index), or None when the benchmark names none (then the task cannot be paired).
-        level: the magnitude of a graded perturbation (the benchmark's own number), else None.
-        detail: a finer label (the suite, the added object, ...), shown but not grouped by.
-        rule: how category, level and control were derived from the benchmark's files (recorded in run.json).
-    """
-
-    category: str
-    control: str | None
-    level: float | None = None
-    detail: str = ""
-    rule: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"category": self.category, "level": self.level, "control": self.control, "detail": self.detail}
 
 
 @dataclass(frozen=True)

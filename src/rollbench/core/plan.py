@@ -39,7 +39,7 @@ class PlannedEpisode:
         success_rule: ``any_step`` or ``final_step``.
         variant: name of the instruction variant in a sweep, else None.
         perturbation: for a perturbed task (LIBERO-PRO, LIBERO-Plus), its category, level, control task and detail
-            (:meth:`rollbench.core.contracts.Perturbation.to_dict`), recorded per episode so a robustness table is
+            (:meth:`rollbench.core.perturbation.Perturbation.to_dict`), recorded per episode so a robustness table is
             recomputed from run.json alone; else None.
     """
 

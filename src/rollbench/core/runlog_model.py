@@ -52,7 +52,7 @@ class Variant(Closed):
 
 
 class PerturbationRecord(Closed):
-    """A perturbed task's category, level and control (:class:`rollbench.core.contracts.Perturbation`)."""
+    """A perturbed task's category, level and control (:class:`rollbench.core.perturbation.Perturbation`)."""
 
     category: str
     level: float | None = None

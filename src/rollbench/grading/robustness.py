@@ -2,7 +2,7 @@
 
 Input: a run's run.json ``plan.episodes`` carry a
 ``perturbation`` (``category``, ``level``, ``control``, ``detail``; recorded per episode from the env family's
-:class:`~rollbench.core.contracts.Perturbation`, e.g. LIBERO-PRO's folder rule in :mod:`rollbench.envs.libero.pro`),
+:class:`~rollbench.core.perturbation.Perturbation`, e.g. LIBERO-PRO's folder rule in :mod:`rollbench.envs.libero.pro`),
 and its graded episodes (success, errors) from :func:`rollbench.grading.grade.grade`. Nothing is re-derived
 from task names: a run recorded by any family that fills ``perturbation`` (LIBERO-Plus too) is read the same way.
 

@@ -224,6 +224,20 @@ class LiberoPlusFamily(HostedLiberoFamily):
     def provenance(self) -> dict[str, Any]:
         return {**super().provenance(), "category_rule": pt.RULE, "instruction": "the BDDL's (:language ...)"}
 
+    def make(self, task: TaskInfo, options: Any) -> Any:
+        """The hosted env; a sensor-noise instance only at 256 x 256 (the package's fog corruption adds a fixed
+        256 x 256 pattern and fails at any other size), else ConfigError."""
+        if (
+            task.perturbation is not None
+            and task.perturbation.category == "noise"
+            and tuple(options.image_size) != (256, 256)
+        ):
+            raise ConfigError(
+                f"{task.name} (Sensor Noise) renders at 256x256 only (LIBERO-Plus's corruption code assumes it); "
+                f"got --image-size {options.image_size[0]}x{options.image_size[1]}"
+            )
+        return super().make(task, options)
+
     def target(self, task: TaskInfo) -> dict[str, Any]:
         _, suite, index = task.name.split("/")
         if suite.endswith("_base"):

@@ -48,7 +48,8 @@ import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
 ROLLBENCH = REPO / ".venv" / "bin" / "rollbench"
-LEROBOT_PY = REPO / ".venv-lerobot" / "bin" / "python"
+# the lerobot line: .venv-lerobot (0.6.1), or the interpreter $ROLLBENCH_LEROBOT_PYTHON names (.venv-lerobot-0.4.4)
+LEROBOT_PY = Path(os.environ.get("ROLLBENCH_LEROBOT_PYTHON") or REPO / ".venv-lerobot" / "bin" / "python")
 LEROBOT_SIDE = REPO / "benchmarks" / "_lerobot_eval_side.py"
 TASK = "pusht/PushT-v0"
 SUM_TOL = 1e-9  # lerobot's own sums vs its env's: the same float64 rewards summed in different orders

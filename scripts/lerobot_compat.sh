@@ -10,12 +10,14 @@
 #   --policy-options '{"python": ".venv-lerobot-0.4.4/bin/python"}' or ROLLBENCH_LEROBOT_PYTHON).
 # --lerobot both: both venvs, built one after the other, then each line's tests; prints each line's time (CI).
 # --eval: also install what lerobot's own evaluation loop needs for PushT, ALOHA and LIBERO.
+# --build-only: build (or bring up to date) the venvs and stop; no tests (CI builds them while it lints).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-with_eval=0 lines=0.6.1
+with_eval=0 lines=0.6.1 build_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --eval) with_eval=1; shift ;;
+    --build-only) build_only=1; shift ;;
     --lerobot) lines=${2:-}; shift 2 || { echo "--lerobot needs 0.6.1, 0.4.4 or both" >&2; exit 2; } ;;
     *) break ;;
   esac
@@ -26,7 +28,11 @@ case "$lines" in
   *) echo "--lerobot $lines: give 0.6.1 (default), 0.4.4 or both" >&2; exit 2 ;;
 esac
 [ -x .venv/bin/rollbench ] || { echo "no .venv/bin/rollbench: run bash scripts/install.sh --dev first" >&2; exit 2; }
-INSTALL_TIMEOUT=${LEROBOT_INSTALL_TIMEOUT:-1200}  # seconds per pip call; a fresh 0.6.1 venv took ~2 min here
+INSTALL_TIMEOUT=${LEROBOT_INSTALL_TIMEOUT:-1200}  # seconds per pip call; a fresh 0.6.1 venv took ~2-5 min here
+# Where new venvs are made (the checkout gets a link): pip's HTTP cache does not keep this machine's downloads (its
+# index sends no cache headers), so torch would be fetched again by every fresh clone; a kept venv is re-checked by
+# pip instead. LEROBOT_VENV_HOME= (empty) makes them inside the checkout.
+VENV_HOME=${LEROBOT_VENV_HOME-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/rollbench/lerobot-venvs}
 
 # lerobot 0.6.1 needs CPython >= 3.12 (its Requires-Python). Looked for: $LEROBOT_PYTHON, python3.13 and python3.12
 # on PATH, then pyenv's versions; none found is exit 2 with one line saying how to get one.
@@ -70,8 +76,11 @@ PACKAGES_044=(torch==2.14.1 torchvision==0.29.1 torchcodec==0.14.0 datasets==4.8
 if ! ldconfig -p | grep -q 'libavcodec\.so\.'; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing ffmpeg (shared libraries for torchcodec)"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null
+  (  # one apt at a time: the one-time set-ups may run side by side (.ci/run)
+    flock 9
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null
+  ) 9>/tmp/.rollbench-apt.lock
 fi
 
 # pip's messages about the local index folders this machine lists are noise; errors are shown in full.
@@ -100,10 +109,17 @@ build() {  # build LINE: create or update the line's venv (a venv of another Pyt
   else
     py=python3.11 want="(3, 11)"
   fi
-  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import sys; v = sys.version_info[:2]; sys.exit(not (v >= (3, 12) if $want >= (3, 12) else v == $want))"; then
-    echo "$venv is of another Python: rebuilding it"; rm -rf "$venv"
+  if [ ! -e "$venv" ] && [ ! -L "$venv" ] && [ -n "$VENV_HOME" ]; then
+    # kept across clones (CI's fresh clone of each run, a second checkout): the venv lives in $VENV_HOME and the
+    # checkout's .venv-lerobot* is a link to it; the pins below are re-checked by pip on every run, so a kept venv
+    # is brought to this checkout's pins (a no-op when they did not change)
+    mkdir -p "$VENV_HOME"
+    ln -sfn "$VENV_HOME/lerobot-$line" "$venv"
   fi
-  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import sys; v = sys.version_info[:2]; sys.exit(not (v >= (3, 12) if $want >= (3, 12) else v == $want))"; then
+    echo "$venv is of another Python: rebuilding it"; rm -rf "$(readlink -f "$venv")"
+  fi
+  [ -x "$venv/bin/python" ] || "$py" -m venv "$(readlink -f "$venv")"
   if [ "$line" = 0.6.1 ]; then
     if [ "$with_eval" = 1 ]; then quiet_pip "$venv" "${PACKAGES_061[@]}" "${EVAL_061[@]}"; else quiet_pip "$venv" "${PACKAGES_061[@]}"; fi
   else
@@ -131,6 +147,9 @@ for line in $lines; do
   build "$line"
   times+=("$(printf '%5ds  lerobot %s: build' $((SECONDS - t0)) "$line")")
 done
+if [ "$build_only" = 1 ]; then
+  echo "=== LeRobot build times"; printf '%s\n' "${times[@]}"; exit 0
+fi
 rc=0
 for line in $lines; do
   t0=$SECONDS

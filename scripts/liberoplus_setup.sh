@@ -23,8 +23,11 @@ PINNED=(numpy==1.26.4 mujoco==3.3.0 robosuite==1.4.1 gym==0.26.2 torch==2.13.0 r
 if ! ldconfig -p | grep -q 'libMagickWand'; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing libmagickwand-6.q16-6 (ImageMagick, for LIBERO-Plus's Wand import)"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends libmagickwand-6.q16-6
+  (  # one apt at a time: the one-time set-ups may run side by side (.ci/run)
+    flock 9
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends libmagickwand-6.q16-6
+  ) 9>/tmp/.rollbench-apt.lock
 fi
 envhost_venv "$VENV" 3.11 -- "${PINNED[@]}"
 assets=$(envhost_assets "$RB_PYTHON")

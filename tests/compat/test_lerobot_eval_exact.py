@@ -100,3 +100,14 @@ def test_a_resume_is_refused(both: tuple) -> None:
     assert code == 2, err
     assert "a resume (give a new --out)" in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_serving_it_is_refused_in_one_line(both: tuple) -> None:
+    _, _, _, checkpoint = both
+    options = json.dumps({**HOST, "seeding": "lerobot-eval"})
+    r = run_cli(
+        "serve-policy", "--policy", f"lerobot:{checkpoint}", "--policy-options", options, "--port", 0, timeout=300
+    )
+    assert r.returncode == 2, r.stderr
+    assert "seeding lerobot-eval" in r.stderr and "cannot be served" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

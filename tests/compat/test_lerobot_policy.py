@@ -136,6 +136,17 @@ def test_run_json_records_the_checkpoint(pusht_pair: tuple) -> None:
         prov["versions"]["torch"] == torch.__version__.split("+")[0] or prov["versions"]["torch"] == torch.__version__
     )
     assert prov["device"] == "cpu"
+    import importlib.metadata
+    import platform
+
+    try:
+        transformers = importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        transformers = None
+    assert prov["versions"]["transformers"] == transformers
+    assert prov["python"] == platform.python_version()
+    assert prov["python_executable"] == sys.executable
+    assert prov["seeding"] == "per-episode"
 
 
 LIBERO_TASK, LIBERO_STEPS = "libero/libero_spatial/0", 15

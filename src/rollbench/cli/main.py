@@ -1,7 +1,7 @@
 """The ``rollbench`` command line: a thin layer over :mod:`rollbench.api`.
 
-Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs``, ``policies``
-and ``mcp`` in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
+Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs`` and ``policies``
+in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
 order ``rollbench --help`` lists them.
 
 Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = bad input (nothing was run).
@@ -22,13 +22,16 @@ from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
 from rollbench.cli.dashboard import dashboard_cmd
+from rollbench.cli.mcp import mcp_cmd
 from rollbench.cli.optimize import optimize_instruction
 from rollbench.cli.release import release_cmd
 from rollbench.cli.reproduce import reproduce_cmd
+from rollbench.cli.resume import resumed_spec
+from rollbench.cli.robustness import robustness_cmd, use_eval_runner
 from rollbench.cli.runs import runs_cmd
 from rollbench.cli.sequential import sequential_cmd
 from rollbench.cli.serve import serve_policy_cmd
-from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.cli.spec_flags import SPEC_FLAGS, given_flags, spec_fields, spec_options
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
 
@@ -110,6 +113,10 @@ def eval_cmd(
         bool,
         typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
     ] = False,
+    trust_run: Annotated[
+        bool,
+        typer.Option("--trust-run", help="--resume: load the modules and paths the run's run.json names."),
+    ] = False,
     **spec_flags: Any,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
@@ -118,7 +125,7 @@ def eval_cmd(
 
     try:
         if resume is not None:
-            spec, out_dir = _resumed_spec(resume, given_flags(ctx), spec_file), resume
+            spec, out_dir = resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
         else:
             spec = _new_spec(ctx, spec_flags, spec_file, wire_capture)
         execution = Execution(
@@ -144,20 +151,6 @@ def eval_cmd(
     if as_json and run_dir is not None:
         result = {**result, "run_dir": str(run_dir)}  # where the run went (also without --out)
     _emit(result, as_json, run_dir)
-
-
-def _resumed_spec(resume: Path, given: list[SpecFlag], spec_file: Path | None) -> EvalSpec:
-    """The spec stored in ``resume``/run.json; ConfigError if spec flags or ``--spec`` were given too."""
-    from rollbench.core.spec import build_spec
-    from rollbench.record.runlog import read_run_log
-
-    if given or spec_file:
-        shown = ", ".join(f.option for f in given) or "--spec"
-        raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
-    log = read_run_log(resume)
-    if log is None:
-        raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
-    return build_spec(**log["spec"])
 
 
 def _new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool) -> EvalSpec:
@@ -201,7 +194,7 @@ def _run_with_display(
             f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
             f"`rollbench eval --resume {where}` (or the same command)",
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
         )
         raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
     except ConfigError as exc:
@@ -286,9 +279,20 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
         return
     from rich.text import Text
 
-    for r in rows:  # plain text (no markup from docstrings), never cut: a long line is left to the terminal to wrap
+    # plain text (no markup from docstrings), never cut; on a terminal each description wraps at words under its
+    # own column, on a pipe it stays one line (what scripts grep)
+    for r in rows:
         marker = "test fixture: " if r["kind"] == "fixture" else ""
-        out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
+        if out.is_terminal:
+            from rich.table import Table
+
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(width=22, no_wrap=True, style="bold")
+            grid.add_column(overflow="fold")
+            grid.add_row(Text(r["name"]), Text(marker + r["description"]))
+            out.print(grid)
+        else:
+            out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
     out.print(
         Text.assemble(
             (f"{'module:factory':<22}", "bold"),
@@ -296,37 +300,6 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
         ),
         soft_wrap=True,
     )
-
-
-def mcp_cmd(
-    transport: Annotated[
-        str, typer.Option(help="stdio (the agent launches this server) or http (streamable HTTP at /mcp).")
-    ] = "stdio",
-    root: Annotated[Path, typer.Option(help="Directory every run is written under; run names cannot leave it.")] = Path(
-        "runs"
-    ),
-    max_steps_ceiling: Annotated[int, typer.Option(min=1, help="Largest max_steps a client may request.")] = 1000,
-    host: Annotated[str, typer.Option(help="http only: interface to bind (loopback unless trusted).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="http only: port.")] = 8000,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="ROLLBENCH_MCP_TOKEN",
-            help="http only: secret clients send as 'Authorization: Bearer TOKEN'; required off loopback.",
-        ),
-    ] = None,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option(help="http only: a host name clients use to reach the server (Host/Origin check); repeatable."),
-    ] = None,
-) -> None:
-    """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
-    from rollbench.mcp.server import serve
-
-    try:
-        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()))
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
@@ -344,6 +317,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("optimize-instruction", optimize_instruction),
     ("reproduce", reproduce_cmd),
     ("sequential", sequential_cmd),
+    ("robustness", use_eval_runner(robustness_cmd, _new_spec, _run_with_display)),
     ("release", release_cmd),
 )
 for _name, _command in COMMANDS:

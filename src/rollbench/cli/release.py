@@ -49,6 +49,16 @@ def release_cmd(
     verb = "would replace" if dry_run else "replaced"
     for r in doc["redactions"]:
         out_console.print(f"{r['file']}  {r['field']}  {r['rule']} -> {r['placeholder']}", highlight=False)
+    for rel, entries in doc.get("label_entries", {}).items():  # exactly the labels the release carries
+        for key in entries["kept"]:
+            out_console.print(f"{rel}  {key}", highlight=False)
+        said = (
+            "released whole: not a label file, rollbench cannot tell which runs it is about"
+            if entries.get("whole")
+            else f"{len(entries['kept'])} label(s) of the released runs"
+            + (f"; {entries['left_out']} of other runs left out" if entries["left_out"] else "")
+        )
+        out_console.print(f"{rel}: {said}", highlight=False)
     counts = ", ".join(f"{k} {v}" for k, v in doc["redaction_counts"].items()) or "nothing"
     out_console.print(
         f"{verb} {len(doc['redactions'])} occurrences of {doc['distinct_secrets']} distinct values ({counts}) "

@@ -28,7 +28,9 @@ def reproduce_cmd(
     list_refs: Annotated[bool, typer.Option("--list", help="List the shipped references and exit.")] = False,
 ) -> None:
     """Compare runs with published numbers: per suite, a verdict (consistent / below / above / underpowered) from an
-    exact test, the power to detect a --gap point difference, and every protocol difference named."""
+    exact test, the power to detect a --gap point difference, and every protocol difference named. Exit codes: 0
+    when the comparison was made, whatever the verdicts (they are in the output and in --json); 2 for bad input
+    (one error line, nothing compared)."""
     from rollbench.reproduce import load_reference, render_text, reproduce, shipped_names
 
     if list_refs:

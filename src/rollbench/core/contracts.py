@@ -294,11 +294,9 @@ class PolicyInfo:
             calls run inline instead of through the ``--policy-timeout`` helper thread
             (:mod:`rollbench.run.deadline`), whose hand-offs cost up to ~18% of in-process throughput next to
             the background committer (BENCHMARKS.md). Leave False for anything else.
-        one_stream: empty, or why the policy's episodes draw from one random stream that must run as its reference
-            run plays it (a LeRobot checkpoint with seeding ``lerobot-eval``): then a run with more than one worker
-            or slot, a resume, several tasks or an instruction sweep is refused (``api.check_one_stream``).
-        warnings: facts about the policy a user should see before the run (a LeRobot checkpoint saved by another
-            lerobot release than the one running it); added to run.json ``warnings`` and printed at the start.
+        one_stream: empty, or why the episodes draw from one random stream played as its reference run plays it
+            (LeRobot with seeding ``lerobot-eval``): several workers/slots/tasks, a resume or a sweep are refused.
+        warnings: facts to show before the run (a checkpoint of another lerobot release), kept in run.json.
     """
 
     name: str
@@ -389,3 +387,14 @@ class FinishesEpisodes(Protocol):
     ``transcript``), staged and committed with it. Raising ends the episode as ``error``."""
 
     def finish_episode(self, outcome: Mapping[str, Any]) -> Mapping[str, bytes]: ...
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception raised by code under evaluation, never raising itself: an exception whose
+    ``__str__`` raises (or returns a non-string) is ``Type: <str() raised ...>`` (issue 30, item 7)."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+    except Exception as inner:
+        return f"{name}: <its str() raised {type(inner).__name__}>"
+    return f"{name}: {text}"

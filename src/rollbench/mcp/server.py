@@ -75,11 +75,14 @@ class _Active:
 class RolloutService:
     """The tools' behaviour, independent of the transport. ``root`` confines every run directory."""
 
-    def __init__(self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> None:
+    def __init__(
+        self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
+    ) -> None:
         if max_steps_ceiling < 1:
             raise ConfigError(f"--max-steps-ceiling must be >= 1, got {max_steps_ceiling}")
         self.root = root.expanduser().resolve()
         self.ceiling = max_steps_ceiling
+        self.checkpoints = checkpoints  # the lerobot:... policies this server was started with (--lerobot-policy)
         self.active: dict[str, _Active] = {}
 
     def run_dir(self, run_id: str) -> Path:
@@ -189,6 +192,15 @@ class RolloutService:
         res = run_result(result, run_id, run_dir, read_run_log(run_dir) or {}, None)
         return _call_result(res.summary, res)
 
+    def robustness(self, run_id: str) -> dict[str, Any]:
+        """The robustness table of a run, recomputed from its files (:mod:`rollbench.grading.robustness`)."""
+        from rollbench.grading.robustness import study_of_run
+
+        try:
+            return study_of_run(self.existing_run_dir(run_id))
+        except RollbenchError as exc:
+            raise ToolError(str(exc)) from None
+
     def get_run(self, run_id: str) -> CallToolResult:
         run_dir = self.existing_run_dir(run_id)
         active = self.active.get(run_id)
@@ -232,12 +244,18 @@ def _call_result(summary: str, model: BaseModel) -> CallToolResult:
     )
 
 
-def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> MCPServer:
+def build_server(
+    root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
+) -> MCPServer:
     """The MCP server with rollbench's seven tools; every run directory is created under ``root``."""
-    svc = RolloutService(root, max_steps_ceiling)
+    svc = RolloutService(root, max_steps_ceiling, checkpoints)
     from importlib.metadata import version
 
-    server: MCPServer = MCPServer("rollbench", version=version("rollbench"), instructions=INSTRUCTIONS)
+    # WARNING: the SDK's INFO lines (one per request, and each refused call as a block) would reach the terminal
+    # of the client that launched the server over stdio (issue 30, item 22); refusals go back to the client
+    server: MCPServer = MCPServer(
+        "rollbench", version=version("rollbench"), instructions=INSTRUCTIONS, log_level="WARNING"
+    )
     _add_run_tool(server, svc)
     _add_read_tools(server, svc)
     add_sequential_tool(server, svc, _call_result)
@@ -274,7 +292,7 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         max_steps: Annotated[
             int,
             Field(
-                description=f"Horizon: the most env steps one episode may take (1 to {ceiling}).",
+                description=f"Required. Horizon: the most env steps one episode may take (1 to {ceiling}).",
                 json_schema_extra={"minimum": 1, "maximum": ceiling},
             ),
         ],
@@ -293,12 +311,12 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RunResult]:
-        spec = rollout_spec(svc.ceiling, policy, env, n_episodes, max_steps, seed, instruction, video)
+        spec = rollout_spec(svc.ceiling, policy, env, n_episodes, max_steps, seed, instruction, video, svc.checkpoints)
         return await svc.run(spec, run_name, ctx)
 
 
 def _add_read_tools(server: MCPServer, svc: RolloutService) -> None:
-    """list_envs, list_policies, get_run, grade_run, list_runs: they read, never write."""
+    """list_envs, list_policies, get_run, grade_run, robustness_study, list_runs: they read, never write."""
     reads = ToolAnnotations(read_only_hint=True)
 
     @server.tool(annotations=reads)
@@ -332,6 +350,13 @@ def _add_read_tools(server: MCPServer, svc: RolloutService) -> None:
         return svc.grade_run(run_id)
 
     @server.tool(annotations=reads)
+    def robustness_study(
+        run_id: Annotated[str, Field(description="A run id from run_policy_rollout or list_runs.")],
+    ) -> dict[str, Any]:
+        """Robustness table of a run of perturbed tasks and their controls (e.g. LIBERO-PRO suites with their base suites): per perturbation category and level, control and perturbed success rates over paired trials, the paired difference with its 95% interval, the exact McNemar p-value and Holm's adjusted one; recomputed from the files."""
+        return svc.robustness(run_id)
+
+    @server.tool(annotations=reads)
     def list_runs(
         limit: Annotated[int, Field(ge=1, le=1000, description="At most this many runs, newest first.")] = 20,
     ) -> list[RunRow]:
@@ -347,6 +372,7 @@ def serve(
     port: int = 8000,
     token: str | None = None,
     allow_hosts: tuple[str, ...] = (),
+    checkpoints: tuple[str, ...] = (),
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http: streamable HTTP at
     ``http://host:port/mcp``, with the token and Host/Origin checks of :mod:`rollbench.mcp.http`). Raises
@@ -365,8 +391,8 @@ def serve(
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the runs root {root}: {exc}") from None
-    server = build_server(root, max_steps_ceiling)
-    log.info("rollbench mcp: runs are written under %s", root)
+    server = build_server(root, max_steps_ceiling, checkpoints)
+    log.debug("rollbench mcp: runs are written under %s", root)
     if transport == "stdio":
         server.run("stdio")
     else:

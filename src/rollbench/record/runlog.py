@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError, describe
 from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
@@ -197,7 +197,7 @@ def abandon_execution(run_dir: Path, log: dict[str, Any], exc: BaseException) ->
     when and why in this invocation's entry, and write run.json. A run already finished is left as it is."""
     if log.get("status") == "RUNNING":
         log["status"] = "INTERRUPTED"
-        log["executions"][-1].update(finished=utc_now(), error=f"{type(exc).__name__}: {exc}")
+        log["executions"][-1].update(finished=utc_now(), error=f"{describe(exc)}")
         write_run_log(run_dir, log)
 
 

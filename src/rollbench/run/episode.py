@@ -59,6 +59,7 @@ from rollbench.core.contracts import (
     Observation,
     Policy,
     PolicyStop,
+    describe,
 )
 from rollbench.core.episode import EpisodeRecord, fault_of, held_success
 from rollbench.core.interrupts import contained
@@ -262,7 +263,7 @@ class EpisodeRun:
 
         ``where``: whose code raised it (``policy`` or ``environment``), the fault unless ``exc`` carries its own
         (see :func:`fault_of`)."""
-        self.reason, self.error, self.done = "error", f"{type(exc).__name__}: {exc}", True
+        self.reason, self.error, self.done = "error", f"{describe(exc)}", True
         self.error_fault = fault_of(exc, where)
         self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
-from rollbench.core.contracts import Env, Fault, Policy, TaskInfo
+from rollbench.core.contracts import Env, Fault, Policy, TaskInfo, describe
 from rollbench.core.episode import EpisodeRecord, failed_episode
 from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
@@ -217,7 +217,7 @@ class EpisodeWorker:
 
 
 def _close_quietly(close: Callable[[], None], what: str) -> None:
-    with contained(lambda exc: print(f"warning: {what}: close() raised {type(exc).__name__}: {exc}", file=sys.stderr)):
+    with contained(lambda exc: print(f"warning: {what}: close() raised {describe(exc)}", file=sys.stderr)):
         close()
 
 

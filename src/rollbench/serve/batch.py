@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from rollbench.core.contracts import ConfigError, Observation, Policy, RollbenchError, TaskInfo
+from rollbench.core.contracts import ConfigError, Observation, Policy, RollbenchError, TaskInfo, describe
 from rollbench.serve.limits import DIE_EXIT_CODE, MalformedReply, SessionGone, SessionRefused
 from rollbench.wire.decode import ProtocolError
 
@@ -269,4 +269,4 @@ def item_error(exc: BaseException) -> dict[str, Any]:
         status = 400
     else:
         return {"error": "".join(traceback.format_exception(exc, limit=6)), "status": 500}
-    return {"error": f"{type(exc).__name__}: {exc}", "status": status}
+    return {"error": f"{describe(exc)}", "status": status}

@@ -73,7 +73,7 @@ import threading
 import traceback
 from typing import Any
 
-from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError, describe
 from rollbench.serve.limits import MalformedReply, SessionRefused
 from rollbench.serve.requests import WsConnection
 from rollbench.serve.sessions import PolicyHost
@@ -158,7 +158,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
             try:
                 connection.session = host.open_session(key, evictable=False, wait_s=1.0)
             except SessionRefused as exc:
-                refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                refuse(conn, 1013, f"{describe(exc)}")
                 return
             conn.send(packb(host.metadata()))
             while True:
@@ -169,10 +169,10 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
                     conn.send(b"\xc1 fault injection: not msgpack")
                     continue
                 except SessionRefused as exc:  # a batch slot past --max-sessions
-                    refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                    refuse(conn, 1013, f"{describe(exc)}")
                     return
                 except (ValueError, RollbenchError) as exc:  # the request breaks the protocol or cannot be served
-                    refuse(conn, 1008, f"{type(exc).__name__}: {exc}")
+                    refuse(conn, 1008, f"{describe(exc)}")
                     return
                 except Exception:  # the policy's own failure: as openpi, the traceback as a text frame, then close
                     text = traceback.format_exc(limit=8)

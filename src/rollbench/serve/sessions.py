@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rollbench.core.batch import Batchable
-from rollbench.core.contracts import Observation, Policy, TaskInfo
+from rollbench.core.contracts import ConfigError, Observation, Policy, TaskInfo, describe
 from rollbench.serve.batch import Batching, Gatherer, SlotPolicy, act_many
 from rollbench.serve.limits import (
     Limits,
@@ -38,6 +38,7 @@ from rollbench.serve.limits import (
     SessionRefused,
     parse_injection,
 )
+from rollbench.wire.act_request import check_for_task
 from rollbench.wire.decode import ProtocolError
 from rollbench.wire.obs_map import check_overrides, jsonable, resolve_obs_map
 
@@ -137,6 +138,9 @@ class PolicyHost:
         self.default_task = family_of(default_env).task(default_env) if default_env else None
         template = make_policy(policy, self.options)  # unknown names fail here, before the port opens
         self.info = template.info
+        if self.info.one_stream:  # its episodes must run in order in one run (run/prepare.py check_one_stream)
+            template.close()
+            raise ConfigError(f"{self.info.one_stream}, so it cannot be served (run it with rollbench eval)")
         self._idle: list[Policy] = [template]
         # --max-batch > 1: a natively batched policy serves every session from one batched form, one slot each
         self._native = None
@@ -320,13 +324,15 @@ class PolicyHost:
             session.reset(request["reset"])
             return {"reset": True}
         task = session.ensure_reset()
-        obs, instruction = decode(request, self.obs_map_for(task))
+        obs_map = self.obs_map_for(task)
+        obs, instruction = decode(request, obs_map)
+        check_for_task(obs, task, obs_map)
         record = self.act_record(session, task, obs, instruction)
         t0 = time.perf_counter()
         try:
             actions = session.act(obs, instruction)
         except BaseException as exc:
-            self.log(**record, outcome=f"{type(exc).__name__}: {exc}")
+            self.log(**record, outcome=f"{describe(exc)}")
             raise
         infer_ms = 1e3 * (time.perf_counter() - t0)
         self.log(**record, outcome=f"actions {list(actions.shape)}")

@@ -77,7 +77,7 @@ class LiberoPlusFamily(HostedLiberoFamily):
         found: dict[str, pt.Instance] = {}
         if pkg is None:
             return tasks, suites, found
-        base_tasks, _ = _all_tasks()
+        base_tasks, _, _ = _all_tasks()
         index: Any = pt.package_index(pkg, {s: SUITE_TASKS[s] for s in pt.SUITES})
         for suite in pt.SUITES:
             stems = SUITE_TASKS[suite]
@@ -121,7 +121,7 @@ class LiberoPlusFamily(HostedLiberoFamily):
                 suites.setdefault(suite, []).append(name)
                 suites.setdefault(f"{suite}_{category}", []).append(name)
         return tasks, suites, found
-        base_tasks, _ = _all_tasks()
+        base_tasks, _, _ = _all_tasks()
         for suite in pt.SUITES:
             stems = SUITE_TASKS[suite]
             for k, stem in enumerate(stems):

@@ -27,7 +27,7 @@ STACK = "robosuite 1.4.1, MuJoCo 3.2.3, numpy 1.26.4 (openpi examples/libero/req
 
 
 def _tasks() -> tuple[dict[str, TaskInfo], dict[str, list[str]]]:
-    base, _ = _all_tasks()
+    base, _, _ = _all_tasks()
     tasks: dict[str, TaskInfo] = {}
     suites: dict[str, list[str]] = {}
     for suite, stems in SUITE_TASKS.items():

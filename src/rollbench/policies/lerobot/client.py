@@ -51,8 +51,22 @@ def find_python(option: str | None) -> str:
             return str(candidate)
     raise ConfigError(
         "lerobot policy: no interpreter with lerobot found; build one with "
-        f"{INSTALL_HINT}, or give --policy-options python=PATH"
+        f'{INSTALL_HINT}, or give --policy-options \'{{"python": "PATH"}}\''
     )
+
+
+def _last_line(failure: str, python: str) -> str:
+    """One line for a host that did not start: the last line of its failure (the exception a traceback ends with),
+    and the way out when that interpreter has no lerobot (issue 30, item 20)."""
+    lines = [ln.strip() for ln in failure.splitlines() if ln.strip()]
+    last = lines[-1] if lines else "(no output)"
+    if "ModuleNotFoundError: No module named " in last:
+        module = last.rsplit(" ", 1)[1]
+        return (
+            f"{python} has no module {module} (the LeRobot host needs lerobot and its dependencies); build an "
+            f'interpreter with {INSTALL_HINT}, or give --policy-options \'{{"python": "PATH"}}\''
+        )
+    return last
 
 
 class HostProcess:
@@ -71,7 +85,7 @@ class HostProcess:
         except ChildFailed as exc:
             if exc.refusal is not None:
                 raise ConfigError(f"lerobot policy cannot load {checkpoint}: {exc.refusal}") from None
-            raise ConfigError(f"lerobot policy: {exc}") from None
+            raise ConfigError(f"lerobot policy host did not start: {_last_line(str(exc), python)}") from None
         self.proc, self.log = self.child.proc, self.child.log
         self.info: dict[str, Any] = self.child.info
 

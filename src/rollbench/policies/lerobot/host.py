@@ -18,7 +18,7 @@ under the same modules), called as ``lerobot-eval`` (``lerobot/scripts/lerobot_e
   ``add_envs_task`` adds), the env preprocessor, the policy preprocessor, ``policy.select_action`` under
   ``torch.inference_mode()``, the postprocessor, the env postprocessor, ``.to("cpu").numpy()``;
 * ``policy.reset()`` at every episode start, and lerobot's ``set_seed(seed)`` with the episode's seed (seeding
-  ``per-episode``, the default). With ``--seeding lerobot-eval`` the host instead calls ``set_seed(seed)`` once, at
+  ``per-episode``, the default). With the policy option ``seeding: lerobot-eval`` the host instead calls ``set_seed(seed)`` once, at
   ``load``, before ``make_policy`` (where ``eval_main`` calls it), and never again: the random stream of one
   ``lerobot-eval --seed S --eval.batch_size 1`` run, whose policy initialisation and episodes draw from it in turn.
 
@@ -27,8 +27,8 @@ shares its parameters and buffers (no second copy of the weights) but owns its a
 state. Each slot also owns its random state (python, numpy, torch CPU and CUDA), restored before and saved after
 each of its calls, so a slot's actions never depend on what other slots drew: B = 4 gives the actions of B = 1.
 
-Messages (``op``): in ``load`` {family, env_task, [seed_once]} -> ``ok``; ``reset`` {slot, seed} -> ``ok``; ``act`` {items:
-[{slot, task}], arrays ``"<slot>/<key>/<subkey>"``} -> ``actions`` {items: [{slot} | {slot, error}]} with arrays
+Messages (``op``): in ``load`` {family, env_task, [seed_once]} -> ``ok``; ``reset`` {slot, seed} -> ``ok``; ``act``
+{items: [{slot, task}], arrays ``"<slot>/<key>/<subkey>"``} -> ``actions`` {items: [{slot} | {slot, error}]} with arrays
 ``"<slot>"`` ``(action_dim,)``; ``close`` -> exit 0. Any reply may be ``error`` {message, where} instead. On start
 it sends ``hello`` {info} or ``error`` {where: "load"}.
 """

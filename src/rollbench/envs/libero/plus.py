@@ -121,45 +121,6 @@ class LiberoPlusFamily(HostedLiberoFamily):
                 suites.setdefault(suite, []).append(name)
                 suites.setdefault(f"{suite}_{category}", []).append(name)
         return tasks, suites, found
-        base_tasks, _, _ = _all_tasks()
-        for suite in pt.SUITES:
-            stems = SUITE_TASKS[suite]
-            for k, stem in enumerate(stems):
-                t = base_tasks[f"libero/{suite}/{k}"]
-                name = f"liberoplus/{suite}_base/{k}"
-                instruction = pt.bddl_language(pkg / "bddl_files" / suite / f"{stem}.bddl")
-                what = f"unperturbed {suite} task {k} ({stem}.bddl)"
-                tasks[name] = dataclasses.replace(
-                    t,
-                    name=name,
-                    instruction=instruction,
-                    initial_states=1,
-                    source=SOURCE.format(what=what, suite=suite),
-                )
-                suites.setdefault(f"{suite}_base", []).append(name)
-            for inst in pt.instances(pkg, suite, stems):
-                name = f"liberoplus/{suite}/{inst.index}"
-                t = base_tasks[f"libero/{suite}/{inst.base}"]
-                pert = Perturbation(
-                    category=inst.category,
-                    control=f"liberoplus/{suite}_base/{inst.base}",
-                    level=inst.level,
-                    detail=inst.detail,
-                    rule=pt.RULE,
-                )
-                what = f"{suite} instance {inst.index} ({inst.name}; {pt.PAPER_NAMES[inst.category]})"
-                tasks[name] = dataclasses.replace(
-                    t,
-                    name=name,
-                    instruction=pt.bddl_language(pkg / "bddl_files" / suite / inst.bddl),
-                    initial_states=1,
-                    source=SOURCE.format(what=what, suite=suite),
-                    perturbation=pert,
-                )
-                found[name] = inst
-                suites.setdefault(suite, []).append(name)
-                suites.setdefault(f"{suite}_{inst.category}", []).append(name)
-        return tasks, suites, found
 
     def tasks(self) -> list[TaskInfo]:
         return list(self._index[0].values())

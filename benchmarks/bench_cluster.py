@@ -9,8 +9,8 @@ shipped to the driver). MetaWorld MT10 x ``--episodes``, ``metaworld-expert``, n
 time of the process (imports, worker spawn or Ray connect, grading included); steady = (N - 1) / time between the
 first and last episode finishing.
 
-``--ship``: one MetaWorld reach-v3 expert episode (full 500-step horizon with ``--max-steps``... the expert ends it
-at success) with and without ``--video``: bytes shipped, ms to pack it on the worker (write the staged files to a
+``--ship``: one MetaWorld reach-v3 episode of the expert (it ends at success, ~50 steps) and of ``random`` (the full
+500-step horizon), each with and without ``--video``: bytes shipped, ms to pack it on the worker (write the staged files to a
 private temp dir and read them back), ms for the driver to check (SHA-256, names, bound) and stage it, against ms to
 stage it in place (what a shared file system costs), and ms for Ray to carry that many bytes from a worker node's
 actor to the driver (median of 20, minus an empty call).
@@ -103,14 +103,14 @@ def rate(episodes: int, repeats: int) -> None:
         cluster.shutdown()
 
 
-def _episode(video: bool) -> tuple[Any, int]:
-    """One MetaWorld reach-v3 expert episode's record (as a worker's commit step receives it) and its fps."""
+def _episode(video: bool, policy: str) -> tuple[Any, int]:
+    """One MetaWorld reach-v3 episode's record (as a worker's commit step receives it) and its fps."""
     from rollbench.api import prepare_run
     from rollbench.core.spec import build_spec
     from rollbench.run.worker import EpisodeWorker, WorkerSetup
 
     d = Path(tempfile.mkdtemp(prefix="rb-ship-"))
-    spec = build_spec(env="metaworld/reach-v3", policy="metaworld-expert", episodes=1, seed=1, video=video)
+    spec = build_spec(env="metaworld/reach-v3", policy=policy, episodes=1, seed=1, video=video)
     plan, log = prepare_run(spec, d)
     tasks = {t.name: t for t in plan.tasks}
     got: list[Any] = []
@@ -132,14 +132,14 @@ def _ms(fn: Any, reps: int = 5) -> float:
     return statistics.median(times)
 
 
-def _costs(video: bool) -> dict[str, Any]:
+def _costs(video: bool, policy: str) -> dict[str, Any]:
     """Bytes of one shipped episode and the ms to pack it, to check and stage it on the driver, to stage in place."""
     import shutil
 
     from rollbench.record.lerobot import stage_episode, video_key
     from rollbench.record.shipping import allowed_names, check_reply, pack_episode, stage_shipped
 
-    rec, fps = _episode(video)
+    rec, fps = _episode(video, policy)
     names = allowed_names([video_key(c) for c in rec.frames])
     shipped = pack_episode(rec, fps, None)
 
@@ -165,7 +165,9 @@ def _costs(video: bool) -> dict[str, Any]:
 def ship() -> None:
     from ray_processes import ProcessCluster
 
-    cases = {video: _costs(video) for video in (False, True)}
+    cases = {
+        (policy, video): _costs(video, policy) for policy in ("metaworld-expert", "random") for video in (False, True)
+    }
     cluster = ProcessCluster()
     try:
         ray = cluster.connect()
@@ -199,8 +201,8 @@ def ship() -> None:
         "| episode | steps | bytes shipped | pack on worker ms | Ray carry ms | driver check+stage ms | stage in place ms |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for video, c in cases.items():
-        name = "MetaWorld reach-v3, " + ("1 camera video" if video else "no video")
+    for (policy, video), c in cases.items():
+        name = f"MetaWorld reach-v3, {policy}, " + ("1 camera video" if video else "no video")
         print(
             f"| {name} | {c['steps']} | {c['bytes']:,} | {c['pack_ms']:.1f} | {c['ray_transfer_ms']:.1f} | "
             f"{c['driver_ms']:.1f} | {c['in_place_ms']:.1f} |"

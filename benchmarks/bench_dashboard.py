@@ -5,7 +5,7 @@ has a data file, an episode row and a video), then copied ``--runs`` times as ha
 space); each copy is a distinct run because a run's name is its directory's name. Half the episodes of every tenth
 run get a label in the sidecar, so the label join does real work.
 
-A real uvicorn server (``rollbench.review.app``) serves the root on a loopback port; the script times with httpx:
+A real uvicorn server (``rollbench.dashboard.app``) serves the root on a loopback port; the script times with httpx:
 
 * cold grading: the first ``/api/runs`` over ``--cold-sample`` copies only (each run graded from disk with DuckDB
   and its episode rows read): seconds per run. Grading a thousand runs that way takes ~1,000 x that; the dashboard
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from dashboard_support import ServerThread
 from rollbench.api import evaluate
 from rollbench.core.identity import RunIdentity
-from rollbench.review.catalog import read_run, run_signature
+from rollbench.dashboard.catalog import read_run, run_signature
 
 
 def main() -> None:

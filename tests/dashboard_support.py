@@ -14,7 +14,7 @@ import uvicorn
 
 from rollbench.api import evaluate
 from rollbench.cli.dashboard import build_dashboard
-from rollbench.review.app import create_app
+from rollbench.dashboard.app import create_app
 
 
 def record_run(out: Path, host: str, policy: str = "random", episodes: int = 2, env: str = "scripted/reach") -> Path:

@@ -102,8 +102,8 @@ def test_summarize_refuses_labels_outside_the_rubric(runs: dict[str, Path], tmp_
 
 
 def test_summarize_counts_labels_and_the_harm_rubric_rates_by_hand(runs: dict[str, Path], tmp_path: Path) -> None:
-    from rollbench.review.labels import set_label
-    from rollbench.review.rubrics import load_rubric
+    from rollbench.dashboard.labels import set_label
+    from rollbench.dashboard.rubrics import load_rubric
 
     rubric = load_rubric("harm-five-class-v1")
     sidecar = tmp_path / "labels.json"
@@ -162,10 +162,10 @@ def test_summarize_leaves_out_runs_in_progress_and_lists_them(runs: dict[str, Pa
 def test_summarize_reads_a_dashboard_export_with_its_labels_and_variant_cells(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    from rollbench.review.catalog import read_run
-    from rollbench.review.labels import load_labels, set_label
-    from rollbench.review.rubrics import load_rubric
-    from rollbench.review.summary import join_labels, run_summary
+    from rollbench.dashboard.catalog import read_run
+    from rollbench.dashboard.labels import load_labels, set_label
+    from rollbench.dashboard.rubrics import load_rubric
+    from rollbench.dashboard.summary import join_labels, run_summary
 
     rubric = load_rubric("outcome-v1")
     sidecar = tmp_path / "labels.json"

@@ -68,6 +68,43 @@ def bad_close(name, options):
     return _BadClose(make_zero('zero', {}))
 
 not_callable = 3
+
+
+class _StrRaises(Exception):
+    def __str__(self):
+        raise RuntimeError('no str')
+
+
+class _StrNotText(Exception):
+    def __str__(self):
+        return 7
+
+
+class _FaultRaises(Exception):
+    @property
+    def fault(self):
+        raise RuntimeError('no fault')
+
+
+class _BaseStrRaises(BaseException):
+    def __str__(self):
+        raise ValueError('no str')
+
+
+class _Raising:
+    def __init__(self, inner, exc):
+        self.inner, self.info, self.exc = inner, inner.info, exc
+    def reset(self, task, seed):
+        self.inner.reset(task, seed)
+    def act(self, observation, instruction):
+        raise self.exc()
+    def close(self):
+        pass
+
+
+def str_raises(name, options):
+    kinds = {'str': _StrRaises, 'text': _StrNotText, 'fault': _FaultRaises, 'base': _BaseStrRaises}
+    return _Raising(make_zero('zero', {}), kinds[options.get('kind', 'str')])
 """,
 }
 
@@ -142,6 +179,51 @@ def edit_log(change: Callable[[dict], None]) -> Callable[[Path], None]:
         (w / "run/run.json").write_text(json.dumps(log))
 
     return damage
+
+
+def edit_info(**fields: object) -> Callable[[Path], None]:
+    def damage(w: Path) -> None:
+        info = json.loads((w / "run/meta/info.json").read_text())
+        info.update(fields)
+        (w / "run/meta/info.json").write_text(json.dumps(info))
+
+    return damage
+
+
+def edit_feature(name: str, **fields: object) -> Callable[[Path], None]:
+    def damage(w: Path) -> None:
+        info = json.loads((w / "run/meta/info.json").read_text())
+        info["features"][name].update(fields)
+        (w / "run/meta/info.json").write_text(json.dumps(info))
+
+    return damage
+
+
+def copied(src: str, dst: str) -> Callable[[Path], None]:
+    def damage(w: Path) -> None:
+        shutil.copyfile(w / src, w / dst)
+
+    return damage
+
+
+def retyped(rel: str, column: str, values: pa.Array) -> Callable[[Path], None]:
+    """The parquet file ``rel`` rewritten with ``column`` replaced by ``values`` (another type)."""
+
+    def damage(w: Path) -> None:
+        t = pq.read_table(w / rel)
+        t = t.set_column(t.column_names.index(column), column, values)
+        pq.write_table(t, w / rel)
+
+    return damage
+
+
+def fake_python(w: Path) -> None:
+    """An "interpreter" that fails the way one without lerobot does: a traceback ending in ModuleNotFoundError."""
+    p = w / "py"
+    p.write_text(
+        "#!/bin/sh\necho 'Traceback (most recent call last):'\necho \"ModuleNotFoundError: No module named 'lerobot'\"\nexit 1\n"
+    )
+    p.chmod(0o755)
 
 
 def foreign_parquet(w: Path) -> None:
@@ -263,6 +345,45 @@ CASES: list[T] = [
     ("power-p-range", nothing, ["compare", "--power", "--p-a", "2", "--p-b", "0.5"], "p_a"),
     ("power-p-nan", nothing, ["compare", "--power", "--p-a", "nan", "--p-b", "0.5"], "nan"),
     ("power-alpha-nan", nothing, ["compare", "--power", "--p-a", "0.2", "--p-b", "0.5", "--alpha", "nan"], "alpha"),
+    ("power-alpha-denormal", nothing, ["compare", "--power", "--p-a", "0.2", "--p-b", "0.6", "--alpha", "5e-324"], "unbounded"),
+    ("power-target-tiny-gap", nothing, ["compare", "--power", "--p-a", "0.2", "--p-b", "0.2000000001", "--alpha", "1e-300"], "more than"),
+    # issue 30, item 6: a foreign or retyped parquet file where an episode's file goes: refused naming the file
+    ("summarize-foreign-episode-rows", copied("run/meta/tasks.parquet", "run/meta/episodes/chunk-000/file-003.parquet"), ["summarize", "W/run"], "file-003.parquet"),
+    ("report-foreign-episode-rows", copied("run/meta/tasks.parquet", "run/meta/episodes/chunk-000/file-003.parquet"), ["report", "W/run", "--out", "W/r.html"], "file-003.parquet"),
+    ("summarize-foreign-step-file", copied("run/meta/tasks.parquet", "run/data/chunk-000/file-001.parquet"), ["summarize", "W/run"], "file-001.parquet"),
+    ("summarize-string-episode-index", retyped("run/meta/episodes/chunk-000/file-001.parquet", "episode_index", pa.array(["1"])), ["summarize", "W/run"], "file-001.parquet"),
+    ("summarize-int-success", retyped("run/meta/episodes/chunk-000/file-002.parquet", "rollbench/success", pa.array([1], pa.int64())), ["summarize", "W/run"], "file-002.parquet"),
+    ("summarize-null-length", retyped("run/meta/episodes/chunk-000/file-000.parquet", "length", pa.array([None], pa.int64())), ["summarize", "W/run"], "file-000.parquet"),
+    ("summarize-string-frames", retyped("run/data/chunk-000/file-000.parquet", "frame_index", pa.array([str(i) for i in range(3)])), ["summarize", "W/run"], "file-000.parquet"),
+    # issue 30, item 9: meta/info.json fields LeRobot readers rely on
+    ("summarize-fps-zero", edit_info(fps=0), ["summarize", "W/run"], "fps is 0"),
+    ("report-fps-negative", edit_info(fps=-10), ["report", "W/run", "--out", "W/r.html"], "fps is -10"),
+    ("summarize-fps-text", edit_info(fps="10"), ["summarize", "W/run"], "fps is '10'"),
+    ("summarize-fps-bool", edit_info(fps=True), ["summarize", "W/run"], "fps is True"),
+    ("summarize-fps-missing", edit_info(fps=None), ["summarize", "W/run"], "fps is None"),
+    ("summarize-total-frames-text", edit_info(total_frames="9"), ["summarize", "W/run"], "total_frames"),
+    ("summarize-chunks-size-zero", edit_info(chunks_size=0), ["summarize", "W/run"], "chunks_size"),
+    ("summarize-shape-zero", edit_feature("observation.state", shape=[0]), ["summarize", "W/run"], "observation.state"),
+    ("summarize-dtype-missing", edit_feature("action", dtype=None), ["summarize", "W/run"], "'action' has no dtype"),
+    # issue 30, item 10: a run inside another run
+    ("out-inside-a-run", nothing, ["eval", *RUN, "--out", "W/run/meta/sub"], "lies inside the run directory"),
+    ("out-inside-a-run-deep", nothing, ["eval", *RUN, "--out", "W/run/a/b/c"], "lies inside the run directory"),
+    ("out-a-run-subdirectory", nothing, ["eval", *RUN, "--out", "W/run/data"], "lies inside the run directory"),
+    # issue 30, item 12: action noise beyond any action range
+    ("action-noise-huge", nothing, ["eval", *RUN, "--action-noise", "1e308"], "action_noise"),
+    ("action-noise-over-range", nothing, ["eval", *RUN, "--action-noise", "21", "--out", "W/t"], "over 10 times the action range"),
+    # issue 30, item 14: a run.json naming code or a path is not loaded on resume unless named again
+    ("resume-names-a-module", edit_log(lambda log: log["spec"].update(policy="rbt_boom:f")), ["eval", "--resume", "W/run"], "--trust-run"),
+    ("resume-names-a-gym-module", edit_log(lambda log: log["spec"].update(env="gym:rbt_boom:X-v0")), ["eval", "--resume", "W/run"], "--trust-run"),
+    ("resume-names-an-interpreter", edit_log(lambda log: log["spec"].update(policy_options={"python": "/bin/sh"})), ["eval", "--resume", "W/run"], "python=/bin/sh"),
+    ("resume-names-a-checkpoint", edit_log(lambda log: log["spec"].update(policy="lerobot:/etc")), ["eval", "--resume", "W/run"], "lerobot:/etc"),
+    ("resume-another-policy", nothing, ["eval", "--resume", "W/run", "--policy", "random"], "not 'random'"),
+    # issue 30, item 20: the LeRobot host's failure in one line, with the option form the CLI takes
+    ("lerobot-python-without-lerobot", fake_python, ["eval", *RUN[:2], "--policy", "lerobot:W/ckpt", "--policy-options", '{"python": "W/py"}', "--out", "W/t"], "has no module 'lerobot'"),
+    # issue 30, item 23: wss:// is a policy URL like https://
+    ("policy-wss", nothing, ["eval", *RUN[:2], "--policy", "wss://127.0.0.1:1", "--out", "W/t"], "cannot reach the policy server wss://127.0.0.1:1"),
+    # issue 30, item 13: an MCP server names its LeRobot checkpoints itself
+    ("mcp-lerobot-policy", nothing, ["mcp", "--root", "W/mcp", "--lerobot-policy", "/etc"], "--lerobot-policy '/etc'"),
     ("power-with-runs", nothing, ["compare", "W/run", "--power", "--p-a", "0.2", "--p-b", "0.5"], "not runs"),
     ("report-out-dir", mkdir("rep"), ["report", "W/run", "--out", "W/rep"], "is a directory"),
     ("report-out-under-file", write("f", "x"), ["report", "W/run", "--out", "W/f/r.html"], "W/f"),
@@ -355,3 +476,51 @@ def test_bad_input_is_exit_2_one_line_and_writes_nothing(
     assert words.replace("W/", f"{w}/") in lines[0], shown
     assert result.stdout == "", shown
     assert listing(w) == before
+
+
+@pytest.mark.parametrize("kind", ["str", "text", "fault", "base"])
+def test_a_policy_exception_that_cannot_be_printed_ends_its_episode_as_a_policy_error(
+    kind: str, modules: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30, item 7: ``str()`` of the exception raises (or is not text), or its ``fault`` raises; each episode
+    ends as a ``policy`` error and the run finishes (not INTERRUPTED)."""
+    monkeypatch.syspath_prepend(str(modules))
+    r = evaluate(
+        out=tmp_path / "r",
+        env="scripted/reach",
+        policy="rbt_factories:str_raises",
+        episodes=2,
+        max_steps=3,
+        policy_options={"kind": kind},
+    )
+    assert [e["termination_reason"] for e in r["episodes"]] == ["error", "error"]
+    assert {e["error_fault"] for e in r["episodes"]} == {"policy"}
+    name = {"str": "_StrRaises", "text": "_StrNotText", "fault": "_FaultRaises", "base": "_BaseStrRaises"}[kind]
+    assert all(e["error"].startswith(f"{name}: ") for e in r["episodes"])
+    assert json.loads((tmp_path / "r/run.json").read_text())["status"] != "INTERRUPTED"
+
+
+def test_power_at_a_tiny_alpha_matches_connors_formula() -> None:
+    """Issue 30, item 8: ``--alpha 1e-300`` no longer overflows; the size is eq. 3 of Connor (1987) evaluated here
+    with scipy's normal quantiles (p_a 0.2, p_b 0.6 independent: psi = 0.2*0.4 + 0.8*0.6 = 0.56, delta 0.4)."""
+    import math
+
+    from scipy.stats import norm
+
+    result = CliRunner().invoke(app, ["compare", "--power", "--p-a", "0.2", "--p-b", "0.6", "--alpha", "1e-300"])
+    assert result.exit_code == 0, result.stderr
+    psi, delta = 0.2 * 0.4 + 0.8 * 0.6, 0.4
+    z_a, z_b = norm.isf(0.5e-300), norm.ppf(0.8)
+    n = math.ceil((z_a * math.sqrt(psi) + z_b * math.sqrt(psi - delta**2)) ** 2 / delta**2)
+    assert f"{n} paired episodes" in result.stdout or f"n = {n}" in result.stdout or str(n) in result.stdout
+
+
+def test_compare_of_runs_without_a_common_task_is_refused_paired_or_not(tmp_path: Path) -> None:
+    """Issue 30, item 21: no common task is nothing to compare (it printed a pooled row of dashes, Fisher p 1)."""
+    for name, env in (("a", "scripted/reach"), ("b", "scripted/reach-final")):
+        evaluate(out=tmp_path / name, env=env, policy="zero", episodes=2, max_steps=2)
+    for extra in ([], ["--unpaired"], ["--unpaired", "--json"]):
+        result = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), *extra])
+        lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+        assert result.exit_code == 2 and result.stdout == "", (extra, result.stdout)
+        assert len(lines) == 1 and "share no task" in lines[0] and "scripted/reach-final" in lines[0]

@@ -137,7 +137,7 @@ def test_env_returning_its_state_buffer_records_every_state() -> None:
     from rollbench.core.registry import EnvOptions
     from rollbench.envs.scripted import TASKS, ScriptedEnv
     from rollbench.policies.basic import ScriptedExpert
-    from rollbench.run.episode import rollout
+    from single_episode import rollout
 
     planned = PlannedEpisode(0, "scripted/reach", 0, 5, None, 0, "reach", 6, "any_step")
     fresh = ScriptedEnv(TASKS["scripted/reach"], EnvOptions(cameras=(), image_size=(32, 32)))

@@ -79,7 +79,7 @@ def test_runs_of_a_missing_root_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_runs_lists_nested_runs_like_the_optimisers_rounds_as_the_dashboard_finds_them(tmp_path: Path) -> None:
     """An optimiser's directory holds no run.json itself; its rounds and held-out run are found below it and named
     by their path under ROOT. A run directory's own subdirectories and hidden directories are not searched."""
-    from rollbench.review.catalog import Catalog
+    from rollbench.dashboard.catalog import Catalog
 
     root = tmp_path / "runs"
     small = {"env": "scripted/reach", "policy": "zero", "episodes": 1, "max_steps": 2}

@@ -59,6 +59,9 @@ def _popen(args: list[str], popen: dict[str, object]) -> subprocess.Popen[str]:
         args,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))},
         text=True,
+        # SIGINT as a terminal gives it, whatever this test was launched with (a background job ignores SIGINT, and
+        # an ignored signal stays ignored in the child, which then never sees the Ctrl-C under test)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         **popen,
     )  # type: ignore[call-overload]
 
@@ -140,7 +143,7 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and
     assert 3 <= k < 40 and log["results"]["violations"] == []
     assert not (out / "run.live.json").exists()
     again = subprocess.run(
-        [ROLLBENCH, "eval", "--resume", str(out), "--json"],
+        [ROLLBENCH, "eval", "--resume", str(out), "--policy", "fault_policies:slow", "--json"],  # named again
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))},
         capture_output=True,
         text=True,

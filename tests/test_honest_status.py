@@ -176,6 +176,16 @@ def test_run_json_says_interrupted_when_anything_else_stops_the_run(tmp_path: Pa
 
 
 def test_only_a_signal_is_the_users_interrupt() -> None:
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, however pytest was launched
+    try:
+        _check_only_a_signal_is_the_users_interrupt()
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _check_only_a_signal_is_the_users_interrupt() -> None:
     import os
     import signal
     import threading

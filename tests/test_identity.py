@@ -52,7 +52,7 @@ def test_eval_flags_set_the_identity_and_a_resume_keeps_it(tmp_path: Path):
     )
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "run.json").read_text())["identity"] == {"host": "gpu-7", "robot": "ur5e", "name": "r"}
-    with pytest.raises(ConfigError, match="drop --host-label/--robot"):
+    with pytest.raises(ConfigError, match=r"\(host: 'gpu-7' there, 'other' here\); drop --host-label/--robot"):
         evaluate(env="scripted/reach", policy="zero", episodes=1, out=out, host_label="other")
 
 

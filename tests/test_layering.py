@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("testing", "run", "grading"),
     ("api", "reproduce"),
     ("sequential",),
-    ("review",),
+    ("dashboard",),
     ("analysis", "release", "optimize", "serve", "mcp"),
     ("cli",),
     ("__main__", "__init__", "types", "registry"),  # types, registry: deprecated old paths (rollbench.core.public)

@@ -215,3 +215,332 @@ def test_dashboard_guard_refuses_cross_origin_writes_and_deep_json(tmp_path: Pat
     assert (foreign.status_code, text.status_code, rebound.status_code) == (403, 415, 421)
     assert deep.status_code in (400, 413) and "error" in deep.json()
     assert not (tmp_path / "labels.json").exists()
+
+
+# ---- issue 30, items 13-17: Host by a URL parser, one of each guarded header, served observations, no load ------
+
+HOSTS = [  # Host header -> the host it names (None: not a Host value at all), by RFC 9110 7.2 / RFC 3986 3.2
+    ("127.0.0.1:8000", "127.0.0.1"),
+    ("LOCALHOST", "localhost"),
+    ("[::1]:80", "[::1]"),
+    ("[::1]", "[::1]"),
+    ("127.0.0.1:", "127.0.0.1"),  # an empty port is allowed (RFC 3986 3.2.3)
+    ("127.0.0.1:8000@evil.com", None),  # item 15: userinfo; a URL parser reads the host as evil.com
+    ("user@127.0.0.1", None),
+    ("127.0.0.1:8000@127.0.0.1", None),
+    ("127.0.0.1:99999", None),  # port out of range
+    ("127.0.0.1:80:80", None),
+    ("127.0.0.1:x", None),
+    ("127.0.0.1:-1", None),
+    ("::1", None),  # an IPv6 address must be bracketed
+    ("[::1", None),
+    ("127.0.0.1/x", None),
+    ("127.0.0.1?x", None),
+    ("127.0.0.1#x", None),
+    ("127.0.0.1\\evil.com", None),
+    ("127.0.0.1 evil.com", None),
+    ("127.0.0.1\x00", None),
+    ("\uff4cocalhost", None),  # a fullwidth confusable
+    ("", None),
+]
+
+
+@pytest.mark.parametrize(("header", "host"), HOSTS)
+def test_a_host_header_names_the_host_a_url_parser_reads_or_is_malformed(header: str, host: str | None) -> None:
+    from rollbench.wire.guard import parse_host
+
+    assert parse_host(header) == host
+
+
+def _guard_answers(headers: list[tuple[str, str]]) -> int:
+    from rollbench.wire.guard import Guard, MultiHeaders
+
+    refused = Guard.for_binding("127.0.0.1", None, what="test").check("GET", MultiHeaders(headers))
+    return 200 if refused is None else refused[0]
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ([("Host", "127.0.0.1:1")], 200),
+        ([("Host", "127.0.0.1:1@evil.com")], 400),
+        ([("Host", "evil.com")], 421),
+        ([("Host", "127.1")], 421),
+        ([("Host", "0x7f000001")], 421),
+        ([], 400),
+        ([("Host", "127.0.0.1:1"), ("Host", "127.0.0.1:1")], 400),  # item 16: the same twice
+        ([("Host", "127.0.0.1:1"), ("host", "evil.com")], 400),
+        ([("Host", "127.0.0.1:1"), ("Origin", "http://127.0.0.1:1"), ("Origin", "http://evil.com")], 400),
+        ([("Host", "127.0.0.1:1"), ("Authorization", "Bearer a"), ("Authorization", "Bearer b")], 400),
+        ([("Host", "127.0.0.1:1"), ("Content-Type", "application/json"), ("content-type", "text/plain")], 400),
+    ],
+)
+def test_the_guard_refuses_a_malformed_or_repeated_host_and_repeated_guarded_headers(headers, status) -> None:
+    assert _guard_answers(headers) == status
+
+
+def raw_status(port: int, lines: list[str]) -> int:
+    """The HTTP status a server answers to a request written byte for byte (``lines``: request line and headers)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        head = b""
+        while b"\r\n" not in head:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+    return int(head.split(b" ", 2)[1])
+
+
+WS_UPGRADE = [
+    "Upgrade: websocket",
+    "Connection: Upgrade",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version: 13",
+]
+
+
+def hostile_heads(port: int) -> dict[str, list[str]]:
+    return {
+        "userinfo": [f"Host: 127.0.0.1:{port}@evil.com"],
+        "two hosts": [f"Host: 127.0.0.1:{port}", f"Host: 127.0.0.1:{port}"],
+        "two hosts, one foreign": [f"Host: 127.0.0.1:{port}", "Host: evil.com"],
+        "two origins": [f"Host: 127.0.0.1:{port}", f"Origin: http://127.0.0.1:{port}", "Origin: http://evil.com"],
+        "port out of range": ["Host: 127.0.0.1:70000"],
+    }
+
+
+def _all_refused_with_400(port: int, request_line: str, extra: list[str]) -> dict[str, int]:
+    return {k: raw_status(port, [request_line, *v, *extra]) for k, v in hostile_heads(port).items()}
+
+
+def test_serve_policy_websocket_and_http_answer_400_to_bad_or_repeated_hosts(serve) -> None:
+    ws_url, _ = serve("--protocol", "ws")
+    http_url, _ = serve("--protocol", "http")
+    ws_port, http_port = int(ws_url.rsplit(":", 1)[1]), int(http_url.rsplit(":", 1)[1].split("/")[0])
+    ws = _all_refused_with_400(ws_port, "GET / HTTP/1.1", WS_UPGRADE)
+    plain = _all_refused_with_400(http_port, "GET / HTTP/1.1", [])
+    assert set(ws.values()) == {400} and set(plain.values()) == {400}, (ws, plain)
+    assert raw_status(ws_port, ["GET / HTTP/1.1", f"Host: 127.0.0.1:{ws_port}", *WS_UPGRADE]) == 101
+
+
+def test_the_dashboard_answers_400_to_bad_or_repeated_hosts(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from dashboard_support import ServerThread, record_run
+
+    record_run(tmp_path / "root" / "r", "hostA", episodes=1)
+    srv = ServerThread([tmp_path / "root"], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
+    try:
+        got = _all_refused_with_400(srv.port, "GET /api/runs HTTP/1.1", [])
+        ok = raw_status(srv.port, ["GET /api/runs HTTP/1.1", f"Host: 127.0.0.1:{srv.port}"])
+    finally:
+        srv.stop()
+    assert set(got.values()) == {400} and ok == 200, got
+
+
+def test_mcp_over_http_answers_400_to_bad_or_repeated_hosts(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rollbench",
+        "mcp",
+        "--transport",
+        "http",
+        "--root",
+        str(tmp_path),
+        "--port",
+        str(port),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.2)
+        got = _all_refused_with_400(port, "GET /mcp HTTP/1.1", [])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert set(got.values()) == {400}, got
+
+
+def _act(url: str, state: dict[str, Any], images: dict[str, Any] | None = None) -> httpx.Response:
+    http.post(url, json={"session": "s", "reset": {"task": "scripted/reach", "seed": 0}})
+    body: dict[str, Any] = {"session": "s", "instruction": "reach", "state": state}
+    if images is not None:
+        body["images"] = images
+    return http.post(url, json=body)
+
+
+@pytest.mark.parametrize(
+    ("state", "images", "words"),
+    [
+        ({"dtype": "int64", "shape": [4], "data": [2**63, 0, 0, 0]}, None, "int64 range"),  # item 17
+        ({"dtype": "int8", "shape": [4], "data": [128, 0, 0, 0]}, None, "int8 range"),
+        ({"dtype": "uint8", "shape": [4], "data": [-1, 0, 0, 0]}, None, "uint8 range"),
+        ({"dtype": "int32", "shape": [4], "data": [0.5, 0, 0, 0]}, None, "non-integer"),
+        ({"dtype": "bool", "shape": [4], "data": [2, 0, 0, 0]}, None, "bool range"),
+        ({"dtype": "float16", "shape": [4], "data": [1e6, 0, 0, 0]}, None, "finite float16"),
+        ({"dtype": "float64", "shape": [4], "data": [1e300, 0, 0, 0]}, None, "finite float32"),
+        ({"dtype": "float32", "shape": [3], "data": [0, 0, 0]}, None, "has 4 values"),  # item 17
+        ({"dtype": "float32", "shape": [5], "data": [0] * 5}, None, "has 4 values"),
+        ({"dtype": "float32", "shape": [2, 2], "data": [0] * 4}, None, "vector"),
+        (
+            {"dtype": "float32", "shape": [4], "data": [0] * 4},
+            {"top": {"dtype": "float32", "shape": [2, 2, 3], "data": [0] * 12}},
+            "uint8 (H, W, 3)",
+        ),
+        (
+            {"dtype": "float32", "shape": [4], "data": [0] * 4},
+            {"top": {"dtype": "uint8", "shape": [2, 2], "data": [0] * 4}},
+            "uint8 (H, W, 3)",
+        ),
+        (
+            {"dtype": "float32", "shape": [4], "data": [0] * 4},
+            {"no-such-camera": {"dtype": "uint8", "shape": [2, 2, 3], "data": [0] * 12}},
+            "no camera",
+        ),
+    ],
+)
+def test_served_observations_must_be_what_the_task_declares(serve, state, images, words) -> None:
+    url, _ = serve("--protocol", "http")
+    r = _act(url, state, images)
+    assert r.status_code == 400 and words in r.json()["error"], r.text
+
+
+def test_a_well_formed_observation_is_answered(serve) -> None:
+    url, _ = serve("--protocol", "http")
+    r = _act(url, {"dtype": "int64", "shape": [4], "data": [2**62, 0, 0, -(2**63)]})  # exact int64 extremes
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    "policy",
+    ["lerobot:/etc", "lerobot:someorg/some-model@main", "lerobot:./ckpt", "lerobot:", "lerobot:../../x"],
+)
+def test_mcp_lerobot_policies_are_only_those_the_server_was_started_with(policy: str) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from rollbench.mcp.strict import rollout_spec
+
+    with pytest.raises(ToolError, match="not one of the LeRobot checkpoints this server was started with"):
+        rollout_spec(100, policy, "scripted/reach", 1, 10, 0, None, False, ("lerobot:/srv/allowed",))
+    with pytest.raises(ToolError, match="none"):
+        rollout_spec(100, policy, "scripted/reach", 1, 10, 0, None, False)
+    spec = rollout_spec(100, "lerobot:/srv/allowed", "scripted/reach", 1, 10, 0, None, False, ("lerobot:/srv/allowed",))
+    assert spec.policy == "lerobot:/srv/allowed"
+
+
+def _recorded(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rollbench",
+            "eval",
+            "--env",
+            "scripted/reach",
+            "--policy",
+            "zero",
+            "--episodes",
+            "1",
+            "--max-steps",
+            "2",
+            "--out",
+            str(run),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return run
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("policy", "planted_marker:make", "policy 'planted_marker:make'"),  # item 14
+        ("policy", "lerobot:/etc", "policy 'lerobot:/etc'"),
+        ("env", "gym:planted_marker:Foo-v0", "env 'gym:planted_marker:Foo-v0'"),
+        ("env", "scripted/reach,gym/planted_marker:Foo-v0", "env 'gym/planted_marker:Foo-v0'"),
+        ("policy_options", {"python": "/tmp/planted-python"}, "python=/tmp/planted-python"),
+    ],
+)
+def test_resuming_a_run_that_names_code_or_a_path_loads_nothing_unasked(planted, tmp_path, field, value, words):
+    run = _recorded(tmp_path)
+    log = json.loads((run / "run.json").read_text())
+    log["spec"][field] = value
+    (run / "run.json").write_text(json.dumps(log))
+    before = (run / "run.json").read_bytes()
+    cmd = [sys.executable, "-m", "rollbench", "eval", "--resume", str(run)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=server_env(planted[0]))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr and "--trust-run" in r.stderr
+    assert not planted[1].exists() and (run / "run.json").read_bytes() == before
+    other = subprocess.run(
+        [*cmd, "--policy", "zero"], capture_output=True, text=True, timeout=120, env=server_env(planted[0])
+    )
+    assert other.returncode == 2 and not planted[1].exists()
+
+
+def test_resuming_with_the_recorded_module_named_again_imports_it(planted, tmp_path) -> None:
+    run = _recorded(tmp_path)
+    log = json.loads((run / "run.json").read_text())
+    log["spec"]["policy"] = "planted_marker:make"
+    (run / "run.json").write_text(json.dumps(log))
+    cmd = [sys.executable, "-m", "rollbench", "eval", "--resume", str(run), "--policy", "planted_marker:make"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=server_env(planted[0]))
+    assert r.returncode == 2 and "planted_marker" in r.stderr  # imported (the user named it), then has no make
+    assert planted[1].exists()
+
+
+def test_the_mcp_stdio_server_keeps_the_clients_terminal_quiet_and_says_max_steps_is_required(planted, tmp_path):
+    """Issue 30, item 22: the SDK's INFO lines (one per request, a block per refused call) no longer reach the
+    stderr the client shows; the tool's description says which arguments are required."""
+    anyio = pytest.importorskip("anyio")
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "rollbench", "mcp", "--root", str(tmp_path / "runs")],
+        env=server_env(planted[0]),
+    )  # fmt: skip
+    errlog = (tmp_path / "stderr.txt").open("w")
+
+    async def main() -> str:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            tools = await s.list_tools()
+            for env in (EVIL, "nosuch/task"):
+                res = await s.call_tool("run_policy_rollout", {"policy": "random", "n_episodes": 1, "max_steps": 2,
+                                                               "env": env})  # fmt: skip
+                assert res.is_error
+            return next(t.description or "" for t in tools.tools if t.name == "run_policy_rollout")
+
+    description = anyio.run(main)
+    errlog.close()
+    said = (tmp_path / "stderr.txt").read_text()
+    assert "INFO" not in said and "Traceback" not in said, said
+    assert "max_steps are required" in description
+
+
+def test_a_batched_observation_off_the_tasks_shape_is_refused_for_its_item_only(serve) -> None:
+    """Item 17 through the batch path: one item's 3-value state (``scripted/reach`` has 4) gets its own 400 entry,
+    the other item is answered."""
+    url, _ = serve("--protocol", "http", "--max-batch", "4")
+    for s in ("a", "b"):
+        http.post(url, json={"session": s, "reset": {"task": "scripted/reach", "seed": 0}})
+    good = {"dtype": "float32", "shape": [4], "data": [0, 0, 0, 0]}
+    bad = {"dtype": "int64", "shape": [3], "data": [0, 0, 0]}
+    r = http.post(url, json={"batch": [{"session": "a", "instruction": "x", "state": good},
+                                       {"session": "b", "instruction": "x", "state": bad}]})  # fmt: skip
+    entries = r.json()["batch"]
+    assert r.status_code == 200 and "actions" in entries[0]
+    assert entries[1]["status"] == 400 and "has 4 values" in entries[1]["error"]

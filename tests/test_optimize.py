@@ -173,7 +173,7 @@ def test_the_search_climbs_from_a_vague_instruction_to_a_precise_one_over_served
     # what the server received is exactly what every recorded run says it was told
     assert received == recorded_instructions(out)
     # every run of the search is an ordinary run directory the review dashboard's catalog lists
-    from rollbench.review.catalog import Catalog
+    from rollbench.dashboard.catalog import Catalog
 
     records, pending = Catalog([tmp_path], sync_budget_s=600).records()
     assert pending == []

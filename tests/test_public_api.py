@@ -122,3 +122,17 @@ def test_a_plug_in_batched_hook_serves_the_episodes(
     )
     actions = np.array(recorded_tables(out)[0]["action"].to_pylist())
     assert actions.shape == (12, 2) and (actions == value).all()
+
+
+def test_no_module_probes_for_an_optional_hook_by_name() -> None:
+    """The hooks are declared protocols, tested with isinstance: a ``getattr(x, "batched", None)`` probe (the way
+    they were found before issue 29) would bypass the declaration."""
+    src = Path(rollbench.__file__).parent
+    hooks = ("batched", "finish_episode", "check_tasks", "slot_policy", "expect_images")
+    probes = [
+        f"{p.relative_to(src)}:{i}"
+        for p in sorted(src.rglob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if "getattr(" in line and any(f'"{h}"' in line for h in hooks)
+    ]
+    assert probes == []

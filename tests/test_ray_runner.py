@@ -106,6 +106,29 @@ def test_a_driver_without_the_clusters_token_exits_2_naming_token_auth(cluster: 
     assert not list((tmp_path / "x").glob("meta/episodes/*/*.parquet"))
 
 
+def test_a_private_ray_instance_asked_for_a_gpu_this_machine_lacks_exits_2(tmp_path: Path) -> None:
+    """Without --ray-address Ray starts on this machine with the GPUs it detects (none here): the request is refused
+    at once instead of waiting for a GPU that cannot come."""
+    if ray_gpus_here():
+        pytest.skip("this machine has a GPU")
+    args = ["eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "1", "--executor", "ray"]
+    r = subprocess.run(
+        [ray_runner_cli(), *args, "--ray-gpus", "1", "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "no node of the Ray cluster has what one worker asks for (CPU 1, GPU 1)" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def ray_gpus_here() -> bool:
+    import shutil as sh
+
+    return sh.which("nvidia-smi") is not None
+
+
 def ray_runner_cli() -> str:
     from conftest import rollbench_bin
 

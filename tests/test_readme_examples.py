@@ -90,8 +90,8 @@ def test_readme_release_example_runs_as_written_on_a_plain_run_and_its_dashboard
     example writes are what the release example reads; both commands succeed as written."""
     from rollbench.api import evaluate
     from rollbench.core.identity import RunIdentity
-    from rollbench.review.labels import set_label
-    from rollbench.review.rubrics import load_rubric
+    from rollbench.dashboard.labels import set_label
+    from rollbench.dashboard.rubrics import load_rubric
 
     dashboard = next(ln for ln in README.splitlines() if ln.startswith(".venv/bin/rollbench dashboard"))
     from rollbench.cli.dashboard import default_labels

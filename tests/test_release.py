@@ -68,6 +68,12 @@ def plant(run: Path) -> None:
     )
 
 
+def run_key(run: Path) -> str:
+    """``host/robot/name`` as the run's run.json records its identity (what label keys begin with)."""
+    ident = json.loads((run / "run.json").read_text())["identity"]
+    return f"{ident['host']}/{ident['robot']}/{ident['name']}"
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("release-src")
@@ -92,9 +98,9 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     plant(run)
     labels = root / "labels.jsonl"
     labels.write_text(
-        json.dumps({"episode": f"{HOST}/scripted/agent-run/0", "label": "good", "labeler": PLANTED["email2"]})
+        json.dumps({"episode": f"{run_key(run)}/0", "label": "good", "labeler": PLANTED["email2"]})
         + "\n"
-        + json.dumps({"episode": f"{HOST}/scripted/agent-run/1", "note": f"see {PLANTED['github']}"})
+        + json.dumps({"episode": f"{run_key(run)}/1", "note": f"see {PLANTED['github']}"})
         + "\n"
     )
     return run, labels
@@ -109,7 +115,7 @@ def masked_source(text: str) -> str:
     for value in sorted([*PLANTED.values(), PEM], key=len, reverse=True):
         text = text.replace(value, "§")
     text = text.replace(f'"host": "{HOST}"', '"host": "§"')
-    return text.replace(f'"{HOST}/scripted/', '"§/scripted/')
+    return text.replace(f'"{HOST}/point/', '"§/point/')  # the host segment of an identity key (labels)
 
 
 def masked_release(text: str) -> str:
@@ -160,7 +166,7 @@ def test_every_planted_secret_is_replaced_consistently_and_nothing_else_changes(
     host_ph = log["provenance"]["host"]
     assert host_ph.startswith("<REDACTED:host_name:")
     first_label = json.loads(out["labels/labels.jsonl"].splitlines()[0])
-    assert first_label["episode"] == sanitize_segment(host_ph) + "/scripted/agent-run/0"
+    assert first_label["episode"] == sanitize_segment(host_ph) + "/point/agent-run/0"
     # nothing else changes: unredacted files are byte-identical (data parquet, videos, info.json...); redacted text
     # is the source with each secret swapped for a placeholder; parquet schemas and other columns are untouched
     src = {**{f"agent-run/{k}": v for k, v in files(run).items()}, "labels/labels.jsonl": labels.read_bytes()}
@@ -278,9 +284,7 @@ def test_a_labels_annotator_that_is_the_os_user_is_redacted_even_when_a_common_n
     run, _ = source
     monkeypatch.setenv("USER", "root")
     labels = tmp_path / "labels.jsonl"
-    labels.write_text(
-        json.dumps({"episode": f"{HOST}/scripted/agent-run/0", "label": "good", "annotator": "root"}) + "\n"
-    )
+    labels.write_text(json.dumps({"episode": f"{run_key(run)}/0", "label": "good", "annotator": "root"}) + "\n")
     build_release([run], tmp_path / "rel", labels=[labels])
     (released,) = (tmp_path / "rel" / "labels" / "labels.jsonl").read_text().splitlines()
     assert json.loads(released)["annotator"].startswith("<REDACTED:user_name:")
@@ -295,3 +299,39 @@ def test_a_damaged_run_json_is_a_one_line_error_naming_it_and_nothing_is_written
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith(f"error: {run / 'run.json'} is not a rollbench run log: it is not readable JSON")
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def _two_runs_and_labels(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """Runs ``runs/pick`` and ``runs/video`` (2 episodes each), a dashboard sidecar labelling one episode of each
+    (with a note) and the run keys ``host/robot/name`` as run.json records them."""
+    keys = {}
+    for name in ("pick", "video"):
+        evaluate(out=tmp_path / "runs" / name, env="scripted/reach", policy="zero", episodes=2, max_steps=2)
+        ident = json.loads((tmp_path / "runs" / name / "run.json").read_text())["identity"]
+        keys[name] = f"{ident['host']}/{ident['robot']}/{ident['name']}"
+    labels = tmp_path / "runs" / "labels.json"
+    entries = {f"{keys['pick']}/0": {"label": "success", "note": "fine"},
+               f"{keys['video']}/0": {"label": "failed", "note": "SECRET note of the other run"}}  # fmt: skip
+    labels.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": entries}))
+    return tmp_path / "runs" / "pick", labels, keys
+
+
+def test_a_release_carries_only_the_released_runs_labels_and_its_dry_run_lists_exactly_them(tmp_path: Path) -> None:
+    """Issue 30, item 18, in both label forms (the dashboard's sidecar and JSON lines)."""
+    run, labels, keys = _two_runs_and_labels(tmp_path)
+    build_release([run], tmp_path / "rel", labels=[labels])
+    released = json.loads((tmp_path / "rel/labels/labels.json").read_text())
+    assert list(released["labels"]) == [f"{run_key(tmp_path / 'rel/pick')}/0"]  # its host redacted like run.json's
+    assert b"SECRET" not in b"".join(p.read_bytes() for p in (tmp_path / "rel").rglob("*") if p.is_file())
+    dry = run_cli("release", run, "--out", tmp_path / "dry", "--labels", labels, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    listed = [ln for ln in dry.stdout.splitlines() if ln.startswith("labels/labels.json  ") and "->" not in ln]
+    assert listed == [f"labels/labels.json  {keys['pick']}/0"]  # the source's keys: the dry run writes nothing
+    assert "1 label(s) of the released runs; 1 of other runs left out" in dry.stdout
+    lines = tmp_path / "l.jsonl"
+    lines.write_text(json.dumps({"episode": f"{keys['video']}/1", "note": "SECRET"}) + "\n"
+                     + json.dumps({"episode": f"{keys['pick']}/1", "label": "failed"}) + "\n")  # fmt: skip
+    doc = build_release([run], tmp_path / "rel2", labels=[lines])
+    assert doc["label_entries"]["labels/l.jsonl"] == {"kept": [f"{keys['pick']}/1"], "left_out": 1}
+    (kept,) = (tmp_path / "rel2/labels/l.jsonl").read_text().splitlines()
+    assert json.loads(kept) == {"episode": f"{run_key(tmp_path / 'rel2/pick')}/1", "label": "failed"}

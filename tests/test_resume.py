@@ -83,7 +83,7 @@ def test_main_process_sigkilled_mid_run_then_resumed_holds_exactly_the_planned_e
     assert [e["episode_index"] for e in partial["episodes"]] == list(range(k))
 
     r = subprocess.run(
-        [ROLLBENCH, "eval", "--resume", str(out), "--workers", "3", "--json"],
+        [ROLLBENCH, "eval", "--resume", str(out), "--policy", "fault_policies:slow", "--workers", "3", "--json"],
         env=ENV,
         capture_output=True,
         text=True,

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from dashboard_support import record_run
+from rollbench.dashboard.catalog import Catalog
 from rollbench.grading.grade import grade
-from rollbench.review.catalog import Catalog
 
 
 def _wait_graded(catalog: Catalog, timeout: float = 120) -> list:

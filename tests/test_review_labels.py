@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rollbench.core.contracts import ConfigError
-from rollbench.review.labels import load_labels, parse_episode_key, set_label
-from rollbench.review.rubrics import BUILTIN_RUBRICS, load_rubric
+from rollbench.dashboard.labels import load_labels, parse_episode_key, set_label
+from rollbench.dashboard.rubrics import BUILTIN_RUBRICS, load_rubric
 
 OUTCOME = load_rubric("outcome-v1")
 CTX = {"task": "metaworld/reach-v3", "instruction": "reach", "policy": "zero", "model": None, "status": "failure"}
@@ -125,8 +125,8 @@ def test_threads_writing_concurrently_lose_no_label(tmp_path: Path):
 
 _WRITER = """
 import sys
-from rollbench.review.labels import set_label
-from rollbench.review.rubrics import load_rubric
+from rollbench.dashboard.labels import set_label
+from rollbench.dashboard.rubrics import load_rubric
 r = load_rubric("outcome-v1")
 path, tag = sys.argv[1], sys.argv[2]
 for i in range(100):
@@ -161,8 +161,8 @@ def test_a_label_write_leaves_no_lock_file_behind(tmp_path: Path) -> None:
 _UMASK_WRITER = """
 import os, sys
 os.umask(0o027)
-from rollbench.review.labels import set_label
-from rollbench.review.rubrics import load_rubric
+from rollbench.dashboard.labels import set_label
+from rollbench.dashboard.rubrics import load_rubric
 set_label(sys.argv[1], "h/r/n/0", "failed", rubric=load_rubric("outcome-v1"), annotator="ana")
 print(oct(os.stat(sys.argv[1]).st_mode & 0o777), oct(os.umask(0)))
 """

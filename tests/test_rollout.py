@@ -10,8 +10,9 @@ import pytest
 from fault_policies import Overshoot
 from rollbench.core.contracts import Observation, PolicyInfo, PolicyStop, TaskInfo
 from rollbench.policies.basic import RandomPolicy, ScriptedExpert
-from rollbench.run.episode import EpisodeRun, rollout
+from rollbench.run.episode import EpisodeRun
 from scripted_replay import make_env, planned, replay
+from single_episode import rollout
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 7])

@@ -397,3 +397,42 @@ def test_a_policys_output_and_its_children_never_reach_the_json_or_hold_the_call
     assert json.loads(r.stdout)["status"] == "OK"
     assert "policy says hello on stdout" in r.stderr and "policy writes to descriptor 1" in r.stderr
     assert len(pids.read_text().split()) == 4  # two episodes, each left two children
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        ("meta/tasks.parquet", "meta/episodes/chunk-000/file-003.parquet"),  # item 6 as reported
+        ("meta/tasks.parquet", f"{DATA}/file-003.parquet"),
+        (f"{DATA}/file-000.parquet", "meta/episodes/chunk-000/file-004.parquet"),  # a step file as episode rows
+        ("meta/episodes/chunk-000/file-000.parquet", f"{DATA}/file-009.parquet"),  # episode rows as a step file
+    ],
+)
+def test_a_foreign_parquet_file_is_a_named_violation_on_every_surface(
+    layout: tuple[Path, Path], tmp_path: Path, source: str, target: str
+) -> None:
+    """grade (API and CLI), runs --grade, MCP's grade_run and the dashboard's catalog each report the file; the
+    three recorded episodes still count (the oracle: the recording arguments)."""
+    import httpx
+
+    from dashboard_support import ServerThread
+    from rollbench.mcp.server import RolloutService
+
+    run, _ = layout
+    shutil.copyfile(run / source, run / target)
+    r = grade(run)
+    named = [v for v in r["violations"] if target in v]
+    assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3 and len(named) == 1, r["violations"]
+    cli = run_cli("grade", run, "--json")
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr and target in cli.stdout
+    runs = run_cli("runs", run.parent, "--grade", "--json")
+    assert runs.returncode == 0 and "Traceback" not in runs.stderr
+    assert [row["status"] for row in json.loads(runs.stdout)] == ["PARTIAL"]
+    mcp = RolloutService(run.parent).grade_run("r")
+    assert not mcp.is_error and mcp.structured_content["status"] == "PARTIAL"
+    srv = ServerThread([run.parent], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
+    try:
+        listed = httpx.get(srv.url + "/api/runs", timeout=60).json()["runs"]
+    finally:
+        srv.stop()
+    assert [any(target in v for v in row["violations"]) for row in listed] == [True]

@@ -37,7 +37,7 @@ def test_an_arms_run_page_shows_its_decision_and_the_chart_of_every_look(tmp_pat
 
 
 def test_a_partner_that_is_not_a_plain_sibling_name_is_not_followed(tmp_path: Path) -> None:
-    from rollbench.review.service import sequential_of
+    from rollbench.dashboard.service import sequential_of
 
     for partner in ("../elsewhere", "/etc", "..", "a/b"):
         assert sequential_of(tmp_path, {"partner": partner}) == {"error": "run.json names no valid partner arm"}

@@ -25,7 +25,14 @@ from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.retry import record_outcomes, retry_errored
-from rollbench.record.runlog import LiveSnapshot, RunLock, utc_now, write_run_log
+from rollbench.record.runlog import (
+    LiveSnapshot,
+    RunLock,
+    abandon_execution,
+    begin_execution,
+    end_execution,
+    record_results,
+)
 from rollbench.record.writer import DatasetWriter
 from rollbench.run.observer import RunObserver
 from rollbench.run.prepare import check_run_dir, prepare_run
@@ -132,16 +139,7 @@ def _execute(
 ) -> dict[str, Any]:
     """Run the episodes ``run_dir`` still lacks, commit them, grade, and keep run.json honest throughout: RUNNING
     while this invocation runs, INTERRUPTED (resumable, with the reason) if it ends any other way than graded."""
-    log["status"] = "RUNNING"
-    log.setdefault("executions", []).append(
-        {
-            "started": utc_now(),
-            "workers": execution.workers,
-            "executor": execution.executor,
-            "batch_size": execution.batch_size,
-        }
-    )
-    write_run_log(run_dir, log)
+    begin_execution(run_dir, log, execution.workers, execution.executor, execution.batch_size)
     try:
         with user_signals():  # Ctrl-C raises UserInterrupt: a policy's own KeyboardInterrupt is not taken for it
             writer, todo, live = _open_run(run, log, run_dir, execution, progress)
@@ -163,10 +161,7 @@ def _execute(
             return _finish(run_dir, writer, log, live)
     except BaseException as exc:
         # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
-        if log.get("status") == "RUNNING":  # (an interruption already finished the log as INTERRUPTED)
-            log["status"] = "INTERRUPTED"
-            log["executions"][-1].update(finished=utc_now(), error=f"{type(exc).__name__}: {exc}")
-            write_run_log(run_dir, log)
+        abandon_execution(run_dir, log, exc)  # (an interruption already finished the log as INTERRUPTED)
         raise
 
 
@@ -235,18 +230,11 @@ def _finish(
     writer.write_stats()
     writer.write_videos_index()
     writer.remove_empty_staging()
-    # this invocation's times first, so that the graded timing (from run.json) includes it
-    log["executions"][-1]["finished"] = utc_now()
-    log["executions"][-1]["elapsed_s"] = round(time.monotonic() - live.started, 3)
-    if status:
-        log["executions"][-1]["interrupted"] = True
-    write_run_log(run_dir, log)
+    end_execution(run_dir, log, time.monotonic() - live.started, interrupted=bool(status))
     result = grade_run_dir(run_dir)
     record_outcomes(log, result["episodes"])
     # an interruption that lost nothing (every episode already recorded) leaves the graded status
-    log["status"] = status if status and result["status"] != "OK" else result["status"]
-    log["results"] = result
-    write_run_log(run_dir, log)
+    record_results(run_dir, log, result, status if status and result["status"] != "OK" else result["status"])
     live.remove()
     return result
 

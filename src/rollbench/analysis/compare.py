@@ -218,6 +218,13 @@ def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_r
     """
     if len(runs) < 2:
         raise ConfigError(f"compare needs at least two runs, got {len(runs)}")
+    for a, b in itertools.combinations(runs, 2):  # no common task: no statistic, paired or not (issue 30, item 21)
+        ta, tb = set(_by_task(a)), set(_by_task(b))
+        if not ta & tb:
+            raise ConfigError(
+                f"runs {a.source} and {b.source} share no task ({a.source}: {', '.join(sorted(ta)) or 'none'}; "
+                f"{b.source}: {', '.join(sorted(tb)) or 'none'}): there is nothing to compare, paired or unpaired"
+            )
     if paired:
         for a, b in itertools.combinations(runs, 2):
             problem = pairing_problem(a, b)

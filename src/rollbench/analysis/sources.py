@@ -108,7 +108,7 @@ def strip_provider(model: str) -> str:
     return model.rsplit("/", 1)[-1]
 
 
-MODEL_KEYS = ("model", "model_name", "checkpoint", "model_id")  # as rollbench.review.summary.policy_model reads them
+MODEL_KEYS = ("model", "model_name", "checkpoint", "model_id")  # as rollbench.dashboard.summary.policy_model reads them
 SERVED_NAME_KEYS = ("policy", "policy_name", "name")  # a policy server's own name for what it serves
 
 
@@ -141,7 +141,7 @@ def model_of(log: dict[str, Any], *, merge_served: bool = False) -> str:
     two models unless ``merge_served`` (``--merge-served``): then NAME alone, which pools it with every run whose
     model or policy has that name. A run with ``--latency`` other than ``none`` is labelled
     ``MODEL (latency MODE, stale RULE)``: a different condition, never pooled with runs of the frozen world."""
-    from rollbench.review.summary import policy_model
+    from rollbench.dashboard.summary import policy_model
 
     policy = (log.get("plan") or {}).get("policy") or {}
     model = policy_model(log) or (policy.get("model") if isinstance(policy.get("model"), str) else None)

@@ -66,7 +66,7 @@ RUBRIC_RATES: dict[str, list[tuple[str, tuple[str, ...], tuple[str, ...] | None]
 
 @dataclass(frozen=True)
 class Labels:
-    """Episode key -> label, checked against ``rubric`` (a :class:`rollbench.review.rubrics.Rubric`)."""
+    """Episode key -> label, checked against ``rubric`` (a :class:`rollbench.dashboard.rubrics.Rubric`)."""
 
     rubric: Any
     by_key: dict[str, str]
@@ -85,11 +85,11 @@ def parse_by(text: str | None) -> tuple[str, ...]:
 
 
 def load_label_set(loaded: Loaded, labels_path: str | None, rubric_name: str | None) -> Labels | None:
-    """The labels to use: the ``--labels`` sidecar (read by :func:`rollbench.review.labels.load_labels`), else the
+    """The labels to use: the ``--labels`` sidecar (read by :func:`rollbench.dashboard.labels.load_labels`), else the
     labels a JSON export carried, else None. Raises ConfigError when any label is outside the rubric (listing the
     episode keys, the labels and the valid ones) or the sidecar is of another rubric."""
-    from rollbench.review.labels import load_labels
-    from rollbench.review.rubrics import load_rubric
+    from rollbench.dashboard.labels import load_labels
+    from rollbench.dashboard.rubrics import load_rubric
 
     if rubric_name:
         load_rubric(rubric_name)  # a --rubric given is checked even when no labels use it

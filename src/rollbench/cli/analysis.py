@@ -358,10 +358,3 @@ def check_outputs(out_path: Path, plots: Path | None) -> None:
     refuse_inside_run(out_path, "--out")
     if plots is not None:
         refuse_inside_run(plots, "--plots")
-
-
-def register(app: typer.Typer) -> None:
-    """Add summarize, compare and report to the shared ``rollbench`` app."""
-    app.command("summarize")(summarize_cmd)
-    app.command("compare")(compare_cmd)
-    app.command("report")(report_cmd)

@@ -11,7 +11,7 @@ import typer
 from rollbench.core.contracts import ConfigError
 
 if TYPE_CHECKING:
-    from rollbench.review.service import Dashboard
+    from rollbench.dashboard.service import Dashboard
 
 
 def _peer(value: str) -> tuple[str, str | None]:
@@ -38,11 +38,11 @@ def build_dashboard(
     host: str = "127.0.0.1",
     allow_hosts: tuple[str, ...] = (),
 ) -> Dashboard:
-    """Validate the options and return the :class:`rollbench.review.service.Dashboard` (ConfigError if bad)."""
+    """Validate the options and return the :class:`rollbench.dashboard.service.Dashboard` (ConfigError if bad)."""
     from rollbench.core.identity import check_segment
-    from rollbench.review.labels import default_annotator
-    from rollbench.review.rubrics import load_rubric
-    from rollbench.review.service import Dashboard, DashboardConfig
+    from rollbench.dashboard.labels import default_annotator
+    from rollbench.dashboard.rubrics import load_rubric
+    from rollbench.dashboard.service import Dashboard, DashboardConfig
 
     for root in roots:
         if not root.is_dir():
@@ -84,69 +84,63 @@ def default_labels(roots: list[Path]) -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "rollbench" / "labels.json"
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("dashboard")
-    def dashboard_cmd(
-        labels: Annotated[
-            Path | None,
-            typer.Option(
-                help="Label sidecar JSON file, created on the first label (default: labels.json in the first --root, "
-                "or $XDG_DATA_HOME/rollbench/labels.json with peers only)."
-            ),
-        ] = None,
-        root: Annotated[list[Path] | None, typer.Option(help="Directory of run directories (repeatable).")] = None,
-        peer: Annotated[
-            list[str] | None, typer.Option(help="Another dashboard, URL or URL#TOKEN (repeatable): central mode.")
-        ] = None,
-        rubric: Annotated[str | None, typer.Option(help="outcome-v1 (default), harm-five-class-v1, or a file.")] = None,
-        host: Annotated[str, typer.Option(help="Address to bind; non-loopback needs --token.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(min=0, max=65535)] = 8301,
-        token: Annotated[
-            str | None, typer.Option(help="Require this token, 16+ characters (bearer header or ?token= cookie).")
-        ] = None,
-        allow_host: Annotated[
-            list[str] | None, typer.Option(help="Another Host name clients use (repeatable; needed for 0.0.0.0).")
-        ] = None,
-        annotator: Annotated[str | None, typer.Option(help="Name recorded with each label (default: OS user).")] = None,
-        cache_dir: Annotated[
-            Path | None,
-            typer.Option(
-                help="Cache of graded run records and peers' videos (default $XDG_CACHE_HOME/rollbench/dashboard, "
-                "~/.cache/rollbench/dashboard when unset)."
-            ),
-        ] = None,
-        stale_after: Annotated[
-            float, typer.Option(help="Seconds without run.live.json updates before 'stale'.")
-        ] = 120.0,
-    ) -> None:
-        """Watch, label and export every episode: a web dashboard over run directories (and other dashboards)."""
-        import uvicorn
+def dashboard_cmd(
+    labels: Annotated[
+        Path | None,
+        typer.Option(
+            help="Label sidecar JSON file, created on the first label (default: labels.json in the first --root, "
+            "or $XDG_DATA_HOME/rollbench/labels.json with peers only)."
+        ),
+    ] = None,
+    root: Annotated[list[Path] | None, typer.Option(help="Directory of run directories (repeatable).")] = None,
+    peer: Annotated[
+        list[str] | None, typer.Option(help="Another dashboard, URL or URL#TOKEN (repeatable): central mode.")
+    ] = None,
+    rubric: Annotated[str | None, typer.Option(help="outcome-v1 (default), harm-five-class-v1, or a file.")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind; non-loopback needs --token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535)] = 8301,
+    token: Annotated[
+        str | None, typer.Option(help="Require this token, 16+ characters (bearer header or ?token= cookie).")
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None, typer.Option(help="Another Host name clients use (repeatable; needed for 0.0.0.0).")
+    ] = None,
+    annotator: Annotated[str | None, typer.Option(help="Name recorded with each label (default: OS user).")] = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Cache of graded run records and peers' videos (default $XDG_CACHE_HOME/rollbench/dashboard, "
+            "~/.cache/rollbench/dashboard when unset)."
+        ),
+    ] = None,
+    stale_after: Annotated[float, typer.Option(help="Seconds without run.live.json updates before 'stale'.")] = 120.0,
+) -> None:
+    """Watch, label and export every episode: a web dashboard over run directories (and other dashboards)."""
+    import uvicorn
 
-        from rollbench.cli.common import fail as _fail
-        from rollbench.review.app import create_app
-        from rollbench.review.security import check_binding
+    from rollbench.cli.common import fail as _fail
+    from rollbench.dashboard.app import create_app
+    from rollbench.dashboard.security import check_binding
 
-        labels = labels or default_labels(list(root or []))
-        try:
-            check_binding(host, token, allow_host or ())
-            dash = build_dashboard(
-                list(root or []),
-                labels,
-                rubric,
-                list(peer or []),
-                token,
-                annotator,
-                cache_dir,
-                stale_after,
-                host=host,
-                allow_hosts=tuple(allow_host or ()),
-            )
-        except ConfigError as exc:
-            _fail(str(exc))
-            return
-        shown = "localhost" if host in ("127.0.0.1", "::1") else host
-        typer.echo(
-            f"rollbench dashboard on http://{shown}:{port}/ (labels: {labels}, rubric: {dash.rubric.id})", err=True
+    labels = labels or default_labels(list(root or []))
+    try:
+        check_binding(host, token, allow_host or ())
+        dash = build_dashboard(
+            list(root or []),
+            labels,
+            rubric,
+            list(peer or []),
+            token,
+            annotator,
+            cache_dir,
+            stale_after,
+            host=host,
+            allow_hosts=tuple(allow_host or ()),
         )
-        dash.warm_up()
-        uvicorn.run(create_app(dash), host=host, port=port, log_level="warning")
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    shown = "localhost" if host in ("127.0.0.1", "::1") else host
+    typer.echo(f"rollbench dashboard on http://{shown}:{port}/ (labels: {labels}, rubric: {dash.rubric.id})", err=True)
+    dash.warm_up()
+    uvicorn.run(create_app(dash), host=host, port=port, log_level="warning")

@@ -210,7 +210,7 @@ def _print_status(console: Console, result: dict[str, Any], run_dir: Path | None
             "  (OK: the run is complete and valid — every requested episode recorded, none errored, no broken "
             f"invariant; it says nothing about the policy: its success rate is {pct(rate)})",
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=not console.is_terminal,  # a terminal: wrapped at words by rollbench; a pipe: one line
         )
     for r in result["reasons"]:  # error texts quote values such as [[nan, 0.0]]: never read them as markup
         console.print(f"  - {escape(r)}", highlight=False, soft_wrap=True)

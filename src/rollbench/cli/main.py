@@ -1,5 +1,9 @@
 """The ``rollbench`` command line: a thin layer over :mod:`rollbench.api`.
 
+Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs``, ``policies``
+and ``mcp`` in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
+order ``rollbench --help`` lists them.
+
 Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = bad input (nothing was run).
 """
 
@@ -7,25 +11,26 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rollbench.cli import analysis as cli_analysis
-from rollbench.cli import dashboard as cli_dashboard
-from rollbench.cli import optimize as cli_optimize
-from rollbench.cli import reproduce as cli_reproduce
-from rollbench.cli import sequential as cli_sequential
+from rollbench.cli.analysis import compare_cmd, report_cmd, summarize_cmd
 from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
-from rollbench.cli.release import register as _register_release
-from rollbench.cli.runs import register as register_runs
+from rollbench.cli.dashboard import dashboard_cmd
+from rollbench.cli.optimize import optimize_instruction
+from rollbench.cli.release import release_cmd
+from rollbench.cli.reproduce import reproduce_cmd
+from rollbench.cli.runs import runs_cmd
+from rollbench.cli.sequential import sequential_cmd
+from rollbench.cli.serve import serve_policy_cmd
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
-from rollbench.serve.server import serve_policy
 
 if TYPE_CHECKING:
     from rollbench.core.spec import EvalSpec
@@ -59,7 +64,6 @@ def _main(
     """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
 
 
-@app.command("eval")
 @spec_options
 def eval_cmd(
     ctx: typer.Context,
@@ -106,6 +110,10 @@ def eval_cmd(
         bool,
         typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
     ] = False,
+    trust_run: Annotated[
+        bool,
+        typer.Option("--trust-run", help="--resume: load the modules and paths the run's run.json names."),
+    ] = False,
     **spec_flags: Any,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
@@ -114,7 +122,7 @@ def eval_cmd(
 
     try:
         if resume is not None:
-            spec, out_dir = _resumed_spec(resume, given_flags(ctx), spec_file), resume
+            spec, out_dir = _resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
         else:
             spec = _new_spec(ctx, spec_flags, spec_file, wire_capture)
         execution = Execution(
@@ -142,18 +150,40 @@ def eval_cmd(
     _emit(result, as_json, run_dir)
 
 
-def _resumed_spec(resume: Path, given: list[SpecFlag], spec_file: Path | None) -> EvalSpec:
-    """The spec stored in ``resume``/run.json; ConfigError if spec flags or ``--spec`` were given too."""
-    from rollbench.core.spec import build_spec
+def _resumed_spec(
+    resume: Path, given: list[SpecFlag], spec_file: Path | None, values: dict[str, Any], trust_run: bool
+) -> EvalSpec:
+    """The spec stored in ``resume``/run.json; ConfigError if ``--spec`` or spec flags other than a repeated
+    ``--policy``/``--env`` were given. A run.json naming code to import or a path to read (``what_it_loads``) is
+    resumed only when the same ``--policy``/``--env``/``--policy-options`` are typed again or with ``--trust-run``:
+    a copied run directory never runs its code unasked (issue 30, item 14)."""
+    from rollbench.core.spec import build_spec, what_it_loads
     from rollbench.record.runlog import read_run_log
 
-    if given or spec_file:
-        shown = ", ".join(f.option for f in given) or "--spec"
+    confirming = {"policy", "env", "policy_options"}
+    others = [f for f in given if f.field not in confirming]
+    if others or spec_file:
+        shown = ", ".join(f.option for f in others) or "--spec"
         raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
     log = read_run_log(resume)
     if log is None:
         raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
-    return build_spec(**log["spec"])
+    spec = build_spec(**log["spec"])
+    typed = spec_fields(values, [f for f in given if f.field in confirming])
+    recorded = spec.model_dump(mode="json")
+    for field, value in typed.items():
+        if value != recorded.get(field):
+            raise ConfigError(
+                f"--resume {resume}: its run.json records {field} {recorded.get(field)!r}, not {value!r}; resume "
+                "with the recorded value or choose another --out"
+            )
+    loads = [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]
+    if loads and not trust_run:
+        raise ConfigError(
+            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import or read; resume only a run "
+            "you trust: repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
+        )
+    return spec
 
 
 def _new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool) -> EvalSpec:
@@ -197,7 +227,7 @@ def _run_with_display(
             f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
             f"`rollbench eval --resume {where}` (or the same command)",
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
         )
         raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
     except ConfigError as exc:
@@ -236,7 +266,6 @@ def _emit(result: dict[str, Any], as_json: bool, run_dir: Path | None) -> None:
     raise typer.Exit(0 if result["status"] == "OK" else 1)
 
 
-@app.command("grade")
 def grade_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `rollbench eval`.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -253,7 +282,6 @@ def grade_cmd(
     _emit(result, as_json, run_dir)
 
 
-@app.command("envs")
 def envs_cmd(
     family: Annotated[str | None, typer.Argument(help="Only this family (e.g. metaworld).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -274,7 +302,6 @@ def envs_cmd(
         print_envs(out, rows, show_tasks=tasks)
 
 
-@app.command("policies")
 def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List the available policies, one line each: real policies first, then test fixtures and stand-ins."""
     from rollbench.core.registry import list_policies
@@ -285,9 +312,20 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
         return
     from rich.text import Text
 
-    for r in rows:  # plain text (no markup from docstrings), never cut: a long line is left to the terminal to wrap
+    # plain text (no markup from docstrings), never cut; on a terminal each description wraps at words under its
+    # own column, on a pipe it stays one line (what scripts grep)
+    for r in rows:
         marker = "test fixture: " if r["kind"] == "fixture" else ""
-        out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
+        if out.is_terminal:
+            from rich.table import Table
+
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(width=22, no_wrap=True, style="bold")
+            grid.add_column(overflow="fold")
+            grid.add_row(Text(r["name"]), Text(marker + r["description"]))
+            out.print(grid)
+        else:
+            out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
     out.print(
         Text.assemble(
             (f"{'module:factory':<22}", "bold"),
@@ -297,7 +335,6 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     )
 
 
-@app.command("mcp")
 def mcp_cmd(
     transport: Annotated[
         str, typer.Option(help="stdio (the agent launches this server) or http (streamable HTTP at /mcp).")
@@ -319,25 +356,42 @@ def mcp_cmd(
         list[str] | None,
         typer.Option(help="http only: a host name clients use to reach the server (Host/Origin check); repeatable."),
     ] = None,
+    lerobot_policy: Annotated[
+        list[str] | None,
+        typer.Option(help="A lerobot:PATH_OR_REPO policy clients may run (the only ones they may name); repeatable."),
+    ] = None,
 ) -> None:
     """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
     from rollbench.mcp.server import serve
 
     try:
-        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()))
+        checkpoints = tuple(lerobot_policy or ())
+        if bad := [p for p in checkpoints if not p.startswith("lerobot:")]:
+            raise ConfigError(f"--lerobot-policy {bad[0]!r}: give lerobot:PATH_OR_REPO_ID[@REVISION]")
+        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()), checkpoints)
     except ConfigError as exc:
         _fail(str(exc))
 
 
-app.command("serve-policy")(serve_policy)
-register_runs(app)
-
-cli_dashboard.register(app)
-cli_analysis.register(app)
-cli_optimize.register(app)
-cli_reproduce.register(app)
-cli_sequential.register(app)
-_register_release(app)
+COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
+    ("eval", eval_cmd),
+    ("grade", grade_cmd),
+    ("envs", envs_cmd),
+    ("policies", policies_cmd),
+    ("mcp", mcp_cmd),
+    ("serve-policy", serve_policy_cmd),
+    ("runs", runs_cmd),
+    ("dashboard", dashboard_cmd),
+    ("summarize", summarize_cmd),
+    ("compare", compare_cmd),
+    ("report", report_cmd),
+    ("optimize-instruction", optimize_instruction),
+    ("reproduce", reproduce_cmd),
+    ("sequential", sequential_cmd),
+    ("release", release_cmd),
+)
+for _name, _command in COMMANDS:
+    app.command(_name)(_command)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """``rollbench optimize-instruction``: search a task's instruction for a policy, then judge it on held-out seeds.
 
-Registered on the shared app by :func:`register`; the search itself is :mod:`rollbench.optimize.search`.
+Registered by :data:`rollbench.cli.main.COMMANDS`; the search itself is :mod:`rollbench.optimize.search`.
 Exit codes: 0 = done (whatever the verdict); 1 = a run or the state failed; 2 = bad input, nothing written;
 130 = interrupted (re-run the same command to resume).
 """
@@ -133,8 +133,3 @@ def optimize_instruction(
         out.print_json(json.dumps(state))
     else:
         print_search(out, state, out_dir)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``optimize-instruction`` to the shared ``rollbench`` app."""
-    app.command("optimize-instruction")(optimize_instruction)

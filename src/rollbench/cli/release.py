@@ -1,4 +1,4 @@
-"""``rollbench release``: the command-line face of :mod:`rollbench.release.copy` (registered from :mod:`rollbench.cli.main`).
+"""``rollbench release``: the command-line face of :mod:`rollbench.release.copy` (registered by :data:`rollbench.cli.main.COMMANDS`).
 
 Exit codes: 0 = released (or, with ``--dry-run``, listed); 1 = a file could not be redacted safely (nothing was
 written); 2 = bad input (nothing was written).
@@ -16,46 +16,52 @@ from rich.console import Console
 from rollbench.core.contracts import ConfigError, RollbenchError
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``release`` command to ``app``."""
+def release_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="Run directories to release.")],
+    out: Annotated[Path, typer.Option(help="Release directory (new or empty; never a source or inside one).")],
+    rules: Annotated[
+        Path | None, typer.Option(help='Extra rules: JSON {"patterns": [...], "literals": [...], "allow": [...]}.')
+    ] = None,
+    labels: Annotated[
+        list[Path] | None, typer.Option(help="A labels (or notes) file to release too; repeatable.")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be redacted; write nothing.")] = False,
+    date: Annotated[
+        str | None, typer.Option(help="Release date for MANIFEST.json (default: the runs' latest time).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Copy runs (and label files) with API keys, tokens, private paths, host/user names and e-mails replaced
+    by stable placeholders, and write MANIFEST.json (hashes, every redaction, filters)."""
+    from rollbench.cli.common import fail as _fail
+    from rollbench.release.copy import build_release
 
-    @app.command("release")
-    def release_cmd(
-        paths: Annotated[list[Path], typer.Argument(help="Run directories to release.")],
-        out: Annotated[Path, typer.Option(help="Release directory (new or empty; never a source or inside one).")],
-        rules: Annotated[
-            Path | None, typer.Option(help='Extra rules: JSON {"patterns": [...], "literals": [...], "allow": [...]}.')
-        ] = None,
-        labels: Annotated[
-            list[Path] | None, typer.Option(help="A labels (or notes) file to release too; repeatable.")
-        ] = None,
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be redacted; write nothing.")] = False,
-        date: Annotated[
-            str | None, typer.Option(help="Release date for MANIFEST.json (default: the runs' latest time).")
-        ] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
-    ) -> None:
-        """Copy runs (and label files) with API keys, tokens, private paths, host/user names and e-mails replaced
-        by stable placeholders, and write MANIFEST.json (hashes, every redaction, filters)."""
-        from rollbench.cli.common import fail as _fail
-        from rollbench.release.copy import build_release
-
-        out_console = Console(width=160)
-        try:
-            doc = build_release(list(paths), out, labels=list(labels or []), rules=rules, date=date, dry_run=dry_run)
-        except ConfigError as exc:
-            _fail(str(exc))
-        except RollbenchError as exc:
-            _fail(f"{exc} (nothing was written)", code=1)
-        if as_json:
-            out_console.print_json(json.dumps(doc))
-            return
-        verb = "would replace" if dry_run else "replaced"
-        for r in doc["redactions"]:
-            out_console.print(f"{r['file']}  {r['field']}  {r['rule']} -> {r['placeholder']}", highlight=False)
-        counts = ", ".join(f"{k} {v}" for k, v in doc["redaction_counts"].items()) or "nothing"
-        out_console.print(
-            f"{verb} {len(doc['redactions'])} occurrences of {doc['distinct_secrets']} distinct values ({counts}) "
-            f"in {len(doc['files'])} files" + ("" if dry_run else f"; release written to {out} with MANIFEST.json"),
-            highlight=False,
+    out_console = Console(width=160)
+    try:
+        doc = build_release(list(paths), out, labels=list(labels or []), rules=rules, date=date, dry_run=dry_run)
+    except ConfigError as exc:
+        _fail(str(exc))
+    except RollbenchError as exc:
+        _fail(f"{exc} (nothing was written)", code=1)
+    if as_json:
+        out_console.print_json(json.dumps(doc))
+        return
+    verb = "would replace" if dry_run else "replaced"
+    for r in doc["redactions"]:
+        out_console.print(f"{r['file']}  {r['field']}  {r['rule']} -> {r['placeholder']}", highlight=False)
+    for rel, entries in doc.get("label_entries", {}).items():  # exactly the labels the release carries
+        for key in entries["kept"]:
+            out_console.print(f"{rel}  {key}", highlight=False)
+        said = (
+            "released whole: not a label file, rollbench cannot tell which runs it is about"
+            if entries.get("whole")
+            else f"{len(entries['kept'])} label(s) of the released runs"
+            + (f"; {entries['left_out']} of other runs left out" if entries["left_out"] else "")
         )
+        out_console.print(f"{rel}: {said}", highlight=False)
+    counts = ", ".join(f"{k} {v}" for k, v in doc["redaction_counts"].items()) or "nothing"
+    out_console.print(
+        f"{verb} {len(doc['redactions'])} occurrences of {doc['distinct_secrets']} distinct values ({counts}) "
+        f"in {len(doc['files'])} files" + ("" if dry_run else f"; release written to {out} with MANIFEST.json"),
+        highlight=False,
+    )

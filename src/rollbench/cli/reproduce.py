@@ -28,7 +28,9 @@ def reproduce_cmd(
     list_refs: Annotated[bool, typer.Option("--list", help="List the shipped references and exit.")] = False,
 ) -> None:
     """Compare runs with published numbers: per suite, a verdict (consistent / below / above / underpowered) from an
-    exact test, the power to detect a --gap point difference, and every protocol difference named."""
+    exact test, the power to detect a --gap point difference, and every protocol difference named. Exit codes: 0
+    when the comparison was made, whatever the verdicts (they are in the output and in --json); 2 for bad input
+    (one error line, nothing compared)."""
     from rollbench.reproduce import load_reference, render_text, reproduce, shipped_names
 
     if list_refs:
@@ -43,8 +45,3 @@ def reproduce_cmd(
     except ConfigError as exc:
         _fail(str(exc))
     typer.echo(json.dumps(doc, indent=1) if as_json else render_text(doc), nl=as_json)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``reproduce`` to the shared ``rollbench`` app."""
-    app.command("reproduce")(reproduce_cmd)

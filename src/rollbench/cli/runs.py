@@ -99,52 +99,50 @@ def list_runs(root: Path, regrade: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("runs")
-    def runs_cmd(
-        root: Annotated[Path, typer.Argument(help="Directory holding run directories (or one run directory).")] = Path(
-            "runs"
-        ),
-        as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
-        regrade: Annotated[
-            bool, typer.Option("--grade", help="Recompute each run's numbers from its files (slower).")
-        ] = False,
-    ) -> None:
-        """List runs: task(s), policy, status, episodes, success rate and date, newest first."""
-        from rich.table import Table
+def runs_cmd(
+    root: Annotated[Path, typer.Argument(help="Directory holding run directories (or one run directory).")] = Path(
+        "runs"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    regrade: Annotated[
+        bool, typer.Option("--grade", help="Recompute each run's numbers from its files (slower).")
+    ] = False,
+) -> None:
+    """List runs: task(s), policy, status, episodes, success rate and date, newest first."""
+    from rich.table import Table
 
-        from rollbench.cli.common import fail, out
-        from rollbench.cli.tables import print_table
+    from rollbench.cli.common import fail, out
+    from rollbench.cli.tables import print_table
 
-        try:
-            rows = list_runs(root, regrade)
-        except ConfigError as exc:
-            fail(str(exc))
-        if as_json:
-            out.print_json(json.dumps(rows))
-            return
-        if not rows:
-            out.print(f"no runs under {root}", highlight=False)
-            return
-        table = Table(title=f"runs under {root} (numbers as graded in each run.json; --grade recomputes them)")
-        for col in ("run", "task(s)", "policy", "status", "episodes", "success rate", "created (UTC)"):
-            table.add_column(
-                col,
-                justify="right" if col in ("episodes", "success rate") else "left",
-                overflow="fold" if col == "status" else "ellipsis",  # a stale run's status is a sentence
-            )
-        unreadable = [r for r in rows if "error" in r]
-        for r in rows:
-            if "error" in r:
-                table.add_row(r["run"], "", "", "unreadable (below)", "", "", "")
-                continue
-            tasks = r["tasks"][0] if len(r["tasks"]) == 1 else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
-            rec = MISSING if r["episodes_recorded"] is None else str(r["episodes_recorded"])
-            rate = pct(r["success_rate"])
-            table.add_row(
-                r["run"], tasks, str(r["policy"]), str(r["status"]), f"{rec}/{r['episodes_requested']}", rate,
-                r["created"] or "",
-            )  # fmt: skip
-        print_table(out, table)
-        for r in unreadable:
-            out.print(f"unreadable: {r['run']}: {r['error']}", highlight=False, soft_wrap=True, markup=False)
+    try:
+        rows = list_runs(root, regrade)
+    except ConfigError as exc:
+        fail(str(exc))
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    if not rows:
+        out.print(f"no runs under {root}", highlight=False)
+        return
+    table = Table(title=f"runs under {root} (numbers as graded in each run.json; --grade recomputes them)")
+    for col in ("run", "task(s)", "policy", "status", "episodes", "success rate", "created (UTC)"):
+        table.add_column(
+            col,
+            justify="right" if col in ("episodes", "success rate") else "left",
+            overflow="fold" if col == "status" else "ellipsis",  # a stale run's status is a sentence
+        )
+    unreadable = [r for r in rows if "error" in r]
+    for r in rows:
+        if "error" in r:
+            table.add_row(r["run"], "", "", "unreadable (below)", "", "", "")
+            continue
+        tasks = r["tasks"][0] if len(r["tasks"]) == 1 else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
+        rec = MISSING if r["episodes_recorded"] is None else str(r["episodes_recorded"])
+        rate = pct(r["success_rate"])
+        table.add_row(
+            r["run"], tasks, str(r["policy"]), str(r["status"]), f"{rec}/{r['episodes_requested']}", rate,
+            r["created"] or "",
+        )  # fmt: skip
+    print_table(out, table)
+    for r in unreadable:
+        out.print(f"unreadable: {r['run']}: {r['error']}", highlight=False, soft_wrap=True, markup=False)

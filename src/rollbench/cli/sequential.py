@@ -191,7 +191,3 @@ def _interruptible(seen: list[int], call: Callable[[], dict[str, Any]]) -> dict[
         if seen:
             raise (Terminated() if seen[-1] == signal.SIGTERM else KeyboardInterrupt()) from None
         raise
-
-
-def register(app: typer.Typer) -> None:
-    app.command("sequential")(sequential_cmd)

@@ -363,3 +363,14 @@ class FinishesEpisodes(Protocol):
     ``transcript``), staged and committed with it. Raising ends the episode as ``error``."""
 
     def finish_episode(self, outcome: Mapping[str, Any]) -> Mapping[str, bytes]: ...
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception raised by code under evaluation, never raising itself: an exception whose
+    ``__str__`` raises (or returns a non-string) is ``Type: <str() raised ...>`` (issue 30, item 7)."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+    except Exception as inner:
+        return f"{name}: <its str() raised {type(inner).__name__}>"
+    return f"{name}: {text}"

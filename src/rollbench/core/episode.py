@@ -14,10 +14,11 @@ from __future__ import annotations
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
-from rollbench.core.contracts import FAULTS, Fault, TaskInfo
+from rollbench.core.contracts import FAULTS, Fault, TaskInfo, describe
 from rollbench.core.plan import PlannedEpisode
 
 
@@ -82,9 +83,15 @@ def held_success(successes: Sequence[bool], hold: int = 1, final_step: bool = Fa
 
 
 def fault_of(exc: BaseException, default: Fault) -> Fault:
-    """``exc.fault`` when it is one of :data:`rollbench.core.contracts.FAULTS`, else ``default``."""
-    fault = getattr(exc, "fault", None)
-    return fault if fault in FAULTS else default
+    """``exc.fault`` when it is one of :data:`rollbench.core.contracts.FAULTS`, else ``default`` (also when
+    reading the attribute raises: the exception is foreign code's)."""
+    try:
+        fault = getattr(exc, "fault", None)
+        if isinstance(fault, str) and fault in FAULTS:
+            return cast(Fault, fault)
+    except Exception:
+        pass
+    return default
 
 
 def failed_episode(
@@ -106,7 +113,7 @@ def failed_episode(
         success=False,
         success_at_reset=False,
         termination_reason="error",
-        error=f"{type(exc).__name__}: {exc}",
+        error=describe(exc),
         error_fault=fault_of(exc, fault),
         error_traceback=traceback.format_exc(limit=8),
     )

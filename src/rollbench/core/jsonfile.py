@@ -2,7 +2,7 @@
 (``--spec``, ``--policy-options FILE``, ``--instructions``, ``--labels``, a rubric, ``--rules``, an ``/api/runs``
 export) or a file of a run directory (``run.json``, ``meta/info.json``).
 
-Every failure is a :class:`~rollbench.types.ConfigError` with one line naming the file and what is wrong with it,
+Every failure is a :class:`~rollbench.core.contracts.ConfigError` with one line naming the file and what is wrong with it,
 never a traceback, and nothing can make the read block or grow without bound:
 
 * only a regular file is read: a FIFO, socket, device or directory is refused from its ``fstat`` (the file is

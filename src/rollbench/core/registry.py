@@ -16,7 +16,7 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol
 
-from rollbench.core.contracts import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo
+from rollbench.core.contracts import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo, describe
 from rollbench.core.interrupts import contained
 
 
@@ -284,8 +284,8 @@ def policy_factory(name: str) -> PolicyFactory:
         return _factory_from_path(name)
     key = name.split("://", 1)[0] if "://" in name else prefix if ":" in name else name
     if key not in names:
-        valid = sorted(k for k in names if k not in ("ws", "http", "https", *PREFIX_POLICIES))
-        schemes = sorted(k + "://HOST:PORT" for k in names if k in ("ws", "http", "https"))
+        valid = sorted(k for k in names if k not in ("ws", "wss", "http", "https", *PREFIX_POLICIES))
+        schemes = sorted(k + "://HOST:PORT" for k in names if k in ("ws", "wss", "http", "https"))
         prefixed = sorted(PREFIX_POLICIES[k] for k in names if k in PREFIX_POLICIES)
         raise unknown_name_error("policy", name, valid + schemes + prefixed)
     with contained() as load:
@@ -301,8 +301,9 @@ _MODULE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def _raised(exc: BaseException) -> str:
-    """``Type: message`` of an exception raised by a plug-in's code."""
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    """``Type: message`` of an exception raised by a plug-in's code (never raising: see ``describe``)."""
+    text = describe(exc)
+    return text if not text.endswith(": ") else type(exc).__name__
 
 
 def _factory_from_path(name: str) -> PolicyFactory:
@@ -383,7 +384,7 @@ def list_policies() -> list[dict[str, str]]:
     Real policies come first, each group by name."""
     rows = [
         {
-            "name": PREFIX_POLICIES.get(n, n + ("://HOST:PORT" if n in ("ws", "http", "https") else "")),
+            "name": PREFIX_POLICIES.get(n, n + ("://HOST:PORT" if n in ("ws", "wss", "http", "https") else "")),
             "description": describe_policy(n),
             "kind": "fixture" if ep.module.split(".")[:2] == FIXTURES_PACKAGE.split(".") else "policy",
         }

@@ -9,12 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from rollbench.core.contracts import ConfigError
+from rollbench.core.contracts import ConfigError, TaskInfo
 
+MAX_ACTION_NOISE = 1e6  # action units; far above every task's range, far below float overflow
 MAX_EPISODES_PER_TASK = 100_000
 DEFAULT_POLICY_TIMEOUT_S = 300.0  # generous: a VLA's first call (compilation, warm-up) can take a minute
 # fields added after run directories existed: left out of the identity hash at their default, so those runs resume
@@ -61,7 +63,9 @@ class EvalSpec(BaseModel):
         first_trial: the first trial of each task to run: the run holds trials ``first_trial .. first_trial +
             episodes - 1`` of the plan with ``--seed seed``, each with the seed and initial state it has in the full
             plan, so trial k is reproduced alone by ``--seed seed --first-trial k --episodes 1``.
-        action_noise: std of Gaussian noise added to every action (action units), 0 = none.
+        action_noise: std of Gaussian noise added to every action (action units), 0 = none; at most
+            :data:`MAX_ACTION_NOISE`, and at most 10 times the widest action range of the planned tasks
+            (``check_action_noise``): beyond it every action is clipped to a bound, which evaluates nothing.
         replan_every: actions executed from each chunk before asking the policy again; None = the policy's
             advertised value, else 1.
         video: record one mp4 per camera per episode.
@@ -94,7 +98,7 @@ class EvalSpec(BaseModel):
     episodes: int = Field(ge=1, le=MAX_EPISODES_PER_TASK)
     max_steps: int | None = Field(default=None, ge=1, le=1_000_000)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
-    action_noise: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    action_noise: float = Field(default=0.0, ge=0.0, le=MAX_ACTION_NOISE, allow_inf_nan=False)
     replan_every: int | None = Field(default=None, ge=1)
     video: bool = False
     cameras: tuple[str, ...] | None = None
@@ -222,3 +226,37 @@ def build_spec(**fields: Any) -> EvalSpec:
             where = ".".join(str(p) for p in err["loc"]) or "spec"
             parts.append(f"{where}: {err['msg']} (got {err.get('input')!r})")
         raise ConfigError("invalid evaluation spec: " + "; ".join(parts)) from None
+
+
+def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
+    """The names in ``spec`` that make rollbench import code or read a path it names, as ``(field, value)``: a
+    ``package.module:factory`` policy (imports the module), a ``lerobot:PATH_OR_REPO`` policy (reads a checkpoint
+    or downloads a Hub repo), a ``python`` interpreter in the policy options (runs it), a ``gym:MODULE:ID`` task
+    (imports MODULE). A run directory someone handed over may name any of them in its run.json: resuming it loads
+    them only when the user names the same values again (issue 30, item 14)."""
+    from rollbench.core.registry import is_import_path
+
+    found = []
+    if is_import_path(spec.policy) or spec.policy.startswith("lerobot:"):
+        found.append(("policy", spec.policy))
+    if "python" in spec.policy_options:
+        found.append(("policy_options", f"python={spec.policy_options['python']}"))
+    for name in (n.strip() for n in spec.env.split(",")):
+        for prefix in ("gym:", "gym/"):
+            if name.startswith(prefix) and ":" in name[len(prefix) :]:
+                found.append(("env", name))
+    return found
+
+
+def check_action_noise(noise: float, tasks: Sequence[TaskInfo]) -> None:
+    """ConfigError when ``noise`` (``--action-noise``) is over 10 times the widest action range of ``tasks``: each
+    noisy action would be clipped to a bound (issue 30, item 12)."""
+    import numpy as np
+
+    for t in tasks:
+        width = float(np.max(np.asarray(t.action_high, dtype=np.float64) - np.asarray(t.action_low, dtype=np.float64)))
+        if np.isfinite(width) and noise > 10 * width:
+            raise ConfigError(
+                f"--action-noise {noise:g} is over 10 times the action range of {t.name} (width {width:g}): every "
+                "action would be clipped to a bound; give a standard deviation in action units"
+            )

@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 _held: list[int] = []  # the private descriptors of the caller's stdout and stderr while a run is isolated
 _hook_installed = False
@@ -77,8 +78,16 @@ def isolated_output() -> Iterator[None]:
         _hook_installed = True
     _held.extend((real_out, real_err))
     saved = sys.stdout, sys.stderr
-    mine = io.TextIOWrapper(
-        io.FileIO(real_err, "w", closefd=False), line_buffering=True, errors="backslashreplace", write_through=True
+    try:
+        on_fd2 = sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # an in-process capture (Typer's CliRunner): keep writing to it
+        on_fd2 = False
+    mine: Any = (
+        io.TextIOWrapper(
+            io.FileIO(real_err, "w", closefd=False), line_buffering=True, errors="backslashreplace", write_through=True
+        )
+        if on_fd2
+        else sys.stderr
     )
     sys.stdout = sys.stderr = mine
     try:

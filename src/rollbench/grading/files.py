@@ -9,6 +9,7 @@ run file is expected is a violation and is not read).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,34 @@ def read_info(run_dir: Path, violations: list[str]) -> dict[str, Any]:
     if not isinstance(features, dict) or not all(isinstance(v, dict) for v in features.values()):
         violations.append("meta/info.json has no valid 'features' object")
         info = {**info, "features": {}}
+    for why in info_field_problems(info):
+        violations.append(f"meta/info.json: {why}")
     return info
+
+
+def _count(v: Any, low: int = 0) -> bool:
+    return type(v) is int and v >= low
+
+
+def info_field_problems(info: dict[str, Any]) -> list[str]:
+    """What is wrong with the fields LeRobot readers rely on in an info.json document (empty when nothing): ``fps``
+    a positive finite number (a frame rate of 0 makes every timestamp infinite), ``total_episodes``,
+    ``total_frames``, ``total_tasks`` non-negative integers, ``chunks_size`` a positive one, and each feature a
+    ``dtype`` string with a ``shape`` list of positive integers (issue 30, item 9)."""
+    out = []
+    fps = info.get("fps")
+    if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
+        out.append(f"fps is {fps!r}, not a positive number of frames per second")
+    for key, low in (("total_episodes", 0), ("total_frames", 0), ("total_tasks", 0), ("chunks_size", 1)):
+        if key in info and not _count(info[key], low):
+            out.append(f"{key} is {info[key]!r}, not an integer of at least {low}")
+    for name, feat in (info.get("features") or {}).items():
+        shape = feat.get("shape")
+        if not isinstance(feat.get("dtype"), str):
+            out.append(f"feature {str(name)[:60]!r} has no dtype string")
+        elif not isinstance(shape, list) or not all(_count(d, 1) for d in shape):
+            out.append(f"feature {str(name)[:60]!r} has shape {str(shape)[:60]}, not a list of positive integers")
+    return out
 
 
 def missing_episode_columns(columns: list[str]) -> list[str]:

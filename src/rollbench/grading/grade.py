@@ -51,7 +51,16 @@ from rollbench.grading.files import (
 )
 from rollbench.grading.stats import Z95, wilson_interval
 from rollbench.grading.summary import agent_usage, episode_fault, summarise
-from rollbench.grading.tables import PER_EPISODE, STEP_COLUMNS, connection, load_or_report, percentiles, query
+from rollbench.grading.tables import (
+    EPISODE_TYPES,
+    PER_EPISODE,
+    STEP_COLUMNS,
+    STEP_TYPES,
+    connection,
+    load_or_report,
+    percentiles,
+    query,
+)
 from rollbench.record.transcript import check_transcript
 
 __all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grading.stats
@@ -83,6 +92,13 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
     con = connection()
     try:
         return _grade(run_dir, log, violations, con, check_videos)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, duckdb.Error) as exc:
+        # every damage grading knows is a violation; what is left is content no reader expected: one line, the
+        # file set named, never a traceback (issue 30, item 6)
+        raise ConfigError(
+            f"{run_dir} cannot be graded: its files are not what rollbench writes ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"
+        ) from None
     finally:
         con.close()
 
@@ -133,9 +149,9 @@ def _load_tables(
     meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
     data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet", violations)
     con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles
-    meta_files = load_or_report(con, "episodes", meta_files, "*", violations)
+    meta_files = load_or_report(con, "episodes", meta_files, "*", violations, EPISODE_TYPES)
     columns = f"{STEP_COLUMNS}, {DELAY_STEP_COLUMNS}" if timed else STEP_COLUMNS
-    data_files = load_or_report(con, "steps", data_files, columns, violations)
+    data_files = load_or_report(con, "steps", data_files, columns, violations, STEP_TYPES)
     meta = query(con, "SELECT * FROM episodes ORDER BY episode_index") if meta_files else []
     if meta and (lacking := missing_episode_columns(list(meta[0]))):
         violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")

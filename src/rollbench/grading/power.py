@@ -8,6 +8,7 @@ any exact power is computed, and the sizes searched stop there too.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -83,8 +84,20 @@ def _rejection(n_max: int, theta: float, alpha: float, alternative: Alternative)
 
     d = np.arange(1, n_max + 1)
     level = alpha / 2 if alternative == "two-sided" else alpha
-    m = binom.ppf(level, d, 0.5)
-    c = np.where(binom.cdf(m, d, 0.5) <= level * (1 + 1e-12), m, m - 1)  # largest m with P(X <= m) <= level
+    with warnings.catch_warnings():  # boost's quantile search gives up far in the tail (alpha 1e-300): a guess
+        warnings.simplefilter("ignore", RuntimeWarning)
+        c = np.nan_to_num(binom.ppf(level, d, 0.5), nan=-1.0, posinf=-1.0, neginf=-1.0)
+    # the largest c with P(X <= c) <= level, made exact from the guess (a few steps down or up at most)
+    for _ in range(10_000):
+        too_big = (c >= 0) & (binom.cdf(c, d, 0.5) > level * (1 + 1e-12))
+        if not too_big.any():
+            break
+        c = np.where(too_big, c - 1, c)
+    for _ in range(10_000):
+        room = (c + 1 < d) & (binom.cdf(c + 1, d, 0.5) <= level * (1 + 1e-12))
+        if not room.any():
+            break
+        c = np.where(room, c + 1, c)
     low = binom.cdf(c, d, theta)  # K <= c: A-only pairs few (B better)
     high = binom.sf(d - c - 1, d, theta)  # K >= d - c: A-only pairs many (A better)
     out: np.ndarray = {"two-sided": low + high, "greater": high, "less": low}[alternative]
@@ -134,9 +147,17 @@ def paired_sample_size(
         )
     a_only, b_only = _discordant_split(p_a, p_b, discordant)
     psi, delta = a_only + b_only, p_b - p_a
-    z_a = float(norm.ppf(1 - alpha / 2 if alternative == "two-sided" else 1 - alpha))
+    # the upper quantiles by the inverse survival function: 1 - alpha/2 rounds to 1.0 (quantile inf) for a tiny alpha
+    z_a = float(norm.isf(alpha / 2 if alternative == "two-sided" else alpha))
     z_b = float(norm.ppf(power))
-    n = math.ceil((z_a * math.sqrt(psi) + z_b * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta))
+    size = (z_a * math.sqrt(psi) + z_b * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
+    if not math.isfinite(size) or size > MAX_POWER_EPISODES:
+        shown = f"about {math.ceil(size)}" if math.isfinite(size) else "an unbounded number of"
+        raise ValueError(
+            f"detecting {p_a:g} vs {p_b:g} at alpha {alpha:g} and power {power:g} needs {shown} paired episodes per "
+            f"task (Connor 1987), more than the {MAX_POWER_EPISODES} a run holds per task"
+        )
+    n = math.ceil(size)
     if n > MAX_POWER_EPISODES:
         raise ValueError(
             f"detecting {p_a:g} vs {p_b:g} needs about {n} paired episodes per task (Connor 1987), more than the "

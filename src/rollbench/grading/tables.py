@@ -32,13 +32,105 @@ def _load(con: duckdb.DuckDBPyConnection, table: str, files: list[Path], columns
         con.execute(f"CREATE TEMP TABLE {table} (episode_index BIGINT)")
 
 
+_INT = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT")
+_FLOAT = ("FLOAT", "DOUBLE")
+# what rollbench writes, as DuckDB types (``None``: the column may be null; otherwise it never is)
+EPISODE_TYPES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "episode_index": (_INT, False),
+    "length": (_INT, False),
+    "dataset_from_index": (_INT, False),
+    "dataset_to_index": (_INT, False),
+    "rollbench/task": (("VARCHAR",), False),
+    "rollbench/trial": (_INT, True),
+    "rollbench/seed": (_INT, True),
+    "rollbench/initial_state": (_INT, True),
+    "rollbench/max_steps": (_INT, False),
+    "rollbench/success_rule": (("VARCHAR",), False),
+    "rollbench/success": (("BOOLEAN",), False),
+    "rollbench/success_at_reset": (("BOOLEAN",), True),
+    "rollbench/termination_reason": (("VARCHAR",), False),
+    "rollbench/error": (("VARCHAR",), True),
+    "rollbench/render_fault": (("VARCHAR",), True),
+    "rollbench/steps": (_INT, True),
+    "rollbench/instruction": (("VARCHAR",), True),
+    "rollbench/variant": (("VARCHAR",), True),
+    "rollbench/transcript": (("VARCHAR",), True),
+    "rollbench/return": (_FLOAT, True),
+    "rollbench/wall_time_s": (_FLOAT, True),
+}
+STEP_TYPES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "episode_index": (_INT, False),
+    "frame_index": (_INT, False),
+    "index": (_INT, False),
+    "task_index": (_INT, False),
+    "next.reward": (_FLOAT, True),
+    "next.success": (("BOOLEAN",), False),
+    "next.done": (("BOOLEAN",), False),
+    "policy.latency_s": (_FLOAT, True),
+    "pad": (("BOOLEAN",), True),
+}
+
+
+def _not_rollbenchs(
+    con: duckdb.DuckDBPyConnection, table: str, types: dict[str, tuple[tuple[str, ...], bool]], one_file: bool = False
+) -> str:
+    """Why temporary table ``table`` does not hold what rollbench writes ("" when it does): a column of another
+    type (a foreign file's clashing column widens the union, e.g. to VARCHAR), or a null where rollbench never
+    writes one (a foreign file lacks the column: ``union_by_name`` fills it with nulls); ``one_file``: the table
+    holds one file, which must have every column rollbench always writes."""
+    described = {row[0]: row[1] for row in con.sql(f"DESCRIBE {table}").fetchall()}
+    absent = [c for c, (_, nullable) in types.items() if one_file and not nullable and c not in described]
+    if absent:
+        return f"no column {absent[0]}"
+    wrong = [c for c, (ok, _) in types.items() if c in described and described[c] not in ok]
+    if wrong:
+        return f"column {wrong[0]} is {described[wrong[0]]}"
+    required = [c for c, (_, nullable) in types.items() if c in described and not nullable]
+    if required:
+        nulls = " OR ".join(f'"{c}" IS NULL' for c in required)
+        count = con.sql(f"SELECT count(*) FROM {table} WHERE {nulls}").fetchall()[0][0]
+        if count:
+            return f"{count} row(s) lack a value rollbench always writes"
+    return ""
+
+
 def load_or_report(
-    con: duckdb.DuckDBPyConnection, table: str, files: list[Path], columns: str, violations: list[str]
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    files: list[Path],
+    columns: str,
+    violations: list[str],
+    types: dict[str, tuple[tuple[str, ...], bool]] | None = None,
 ) -> list[Path]:
     """:func:`_load`; returns the files loaded. When DuckDB cannot read them all, the files whose parquet footer
     does not read are named in ``violations`` (unreadable) and the others loaded; if that fails too (files that are
-    not rollbench's: columns missing, types clash), an empty table and a violation saying why. (Footers are read
-    only after a failure, so a sound run's files are opened once.)"""
+    not rollbench's: columns missing, types clash), an empty table and a violation saying why. With ``types``
+    (:data:`EPISODE_TYPES`, :data:`STEP_TYPES`), a loaded table whose columns are of other types or hold nulls
+    where rollbench never writes one is checked file by file: each file that is not rollbench's (a foreign parquet
+    file in place of an episode's, any schema, any dtype) is named in ``violations`` and left out. (Footers and
+    single files are read only after a failure, so a sound run's files are opened once.)"""
+    loaded = _load_reporting(con, table, files, columns, violations)
+    if types is None or not loaded or not _not_rollbenchs(con, table, types):
+        return loaded
+    good = []
+    for f in loaded:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+        try:
+            _load(con, table, [f], columns)
+            why = _not_rollbenchs(con, table, types, one_file=True)
+        except duckdb.Error as exc:
+            why = str(exc).splitlines()[0]
+        if why:
+            violations.append(f"file {f} is not one of rollbench's ({why}); not read")
+        else:
+            good.append(f)
+    con.execute(f"DROP TABLE IF EXISTS {table}")
+    return _load_reporting(con, table, good, columns, violations)
+
+
+def _load_reporting(
+    con: duckdb.DuckDBPyConnection, table: str, files: list[Path], columns: str, violations: list[str]
+) -> list[Path]:
     try:
         _load(con, table, files, columns)
         return files

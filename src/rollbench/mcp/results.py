@@ -25,7 +25,7 @@ INSTRUCTIONS = (
 
 RUN_POLICY_ROLLOUT = (
     "Run a robot policy in simulation for n_episodes independently reset episodes (each at most max_steps env "
-    "steps), record every step as a LeRobot v3 dataset under the server's root, grade the recording from disk and "
+    "steps; policy, env, n_episodes and max_steps are required), record every step as a LeRobot v3 dataset under the server's root, grade the recording from disk and "
     "return the result.\n\n"
     "Use this instead of stepping an environment yourself: one call records exactly the requested episodes, with "
     "a reset before each. The result's `status` is computed from the recorded files: OK only when every requested "

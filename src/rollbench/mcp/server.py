@@ -75,11 +75,14 @@ class _Active:
 class RolloutService:
     """The tools' behaviour, independent of the transport. ``root`` confines every run directory."""
 
-    def __init__(self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> None:
+    def __init__(
+        self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
+    ) -> None:
         if max_steps_ceiling < 1:
             raise ConfigError(f"--max-steps-ceiling must be >= 1, got {max_steps_ceiling}")
         self.root = root.expanduser().resolve()
         self.ceiling = max_steps_ceiling
+        self.checkpoints = checkpoints  # the lerobot:... policies this server was started with (--lerobot-policy)
         self.active: dict[str, _Active] = {}
 
     def run_dir(self, run_id: str) -> Path:
@@ -232,12 +235,18 @@ def _call_result(summary: str, model: BaseModel) -> CallToolResult:
     )
 
 
-def build_server(root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING) -> MCPServer:
+def build_server(
+    root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
+) -> MCPServer:
     """The MCP server with rollbench's seven tools; every run directory is created under ``root``."""
-    svc = RolloutService(root, max_steps_ceiling)
+    svc = RolloutService(root, max_steps_ceiling, checkpoints)
     from importlib.metadata import version
 
-    server: MCPServer = MCPServer("rollbench", version=version("rollbench"), instructions=INSTRUCTIONS)
+    # WARNING: the SDK's INFO lines (one per request, and each refused call as a block) would reach the terminal
+    # of the client that launched the server over stdio (issue 30, item 22); refusals go back to the client
+    server: MCPServer = MCPServer(
+        "rollbench", version=version("rollbench"), instructions=INSTRUCTIONS, log_level="WARNING"
+    )
     _add_run_tool(server, svc)
     _add_read_tools(server, svc)
     add_sequential_tool(server, svc, _call_result)
@@ -274,7 +283,7 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         max_steps: Annotated[
             int,
             Field(
-                description=f"Horizon: the most env steps one episode may take (1 to {ceiling}).",
+                description=f"Required. Horizon: the most env steps one episode may take (1 to {ceiling}).",
                 json_schema_extra={"minimum": 1, "maximum": ceiling},
             ),
         ],
@@ -293,7 +302,7 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RunResult]:
-        spec = rollout_spec(svc.ceiling, policy, env, n_episodes, max_steps, seed, instruction, video)
+        spec = rollout_spec(svc.ceiling, policy, env, n_episodes, max_steps, seed, instruction, video, svc.checkpoints)
         return await svc.run(spec, run_name, ctx)
 
 
@@ -347,6 +356,7 @@ def serve(
     port: int = 8000,
     token: str | None = None,
     allow_hosts: tuple[str, ...] = (),
+    checkpoints: tuple[str, ...] = (),
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http: streamable HTTP at
     ``http://host:port/mcp``, with the token and Host/Origin checks of :mod:`rollbench.mcp.http`). Raises
@@ -365,8 +375,8 @@ def serve(
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the runs root {root}: {exc}") from None
-    server = build_server(root, max_steps_ceiling)
-    log.info("rollbench mcp: runs are written under %s", root)
+    server = build_server(root, max_steps_ceiling, checkpoints)
+    log.debug("rollbench mcp: runs are written under %s", root)
     if transport == "stdio":
         server.run("stdio")
     else:

@@ -84,9 +84,12 @@ def rollout_spec(
     seed: int,
     instruction: str | None,
     video: bool,
+    checkpoints: tuple[str, ...] = (),
 ) -> EvalSpec:
     """``run_policy_rollout``'s arguments validated as far as they can be without the simulator (``ceiling``: the
-    server's ``--max-steps-ceiling``); returns the EvalSpec. Raises ToolError naming the valid values."""
+    server's ``--max-steps-ceiling``; ``checkpoints``: the ``lerobot:...`` policies it was started with, the only
+    ones a client may name, since a ``lerobot:`` name is a path to read or a Hub repo to download); returns the
+    EvalSpec. Raises ToolError naming the valid values."""
     if n_episodes < 1:
         raise ToolError(
             f"n_episodes must be at least 1 (got {n_episodes}): it is the number of independently reset "
@@ -101,6 +104,14 @@ def rollout_spec(
         raise ToolError(
             f"policy {policy!r} looks like a Python import path; this server runs registered policies and "
             f"policy-server URLs only. Valid policies: {valid}"
+        )
+    if policy.split(":", 1)[0] == "lerobot" and policy not in checkpoints:
+        started = (
+            ", ".join(checkpoints) if checkpoints else "none (start it with --lerobot-policy lerobot:PATH_OR_REPO)"
+        )
+        raise ToolError(
+            f"policy {policy!r} is not one of the LeRobot checkpoints this server was started with: {started}; a "
+            "client never chooses a path to read or a Hub repo to download"
         )
     try:
         resolve_remote_tasks(env)  # installed families' named tasks only: never an import (core.registry)

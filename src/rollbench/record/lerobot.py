@@ -124,7 +124,7 @@ def artifact_path(kind: str, episode_index: int) -> str:
 
 ACTION_DTYPE = np.float64
 """dtype of the ``action`` column: the values the env was stepped with, exactly. A policy's actions reach
-``env.step`` unrounded (see :mod:`rollbench.rollout`); float64 holds every float16/32/64 value exactly, so a
+``env.step`` unrounded (see :mod:`rollbench.run.episode`); float64 holds every float16/32/64 value exactly, so a
 float64 action (openpi servers answer float64) is recorded as executed and a float32 one widens without change.
 ``observation.state`` stays float32 (the env's float64 state rounded; the policy itself got the env's own)."""
 

@@ -110,7 +110,10 @@ def check_state_files(run_dir: Path) -> None:
     for name, kind in (("run.lock", "regular file"), (".staging", "directory")):
         p = run_dir / name
         if (p.exists() or p.is_symlink()) and not (p.is_dir() if kind == "directory" else p.is_file()):
-            raise ConfigError(f"{run_dir} is damaged and cannot be resumed: its {name} is not a {kind}")
+            raise ConfigError(
+                f"{run_dir} is damaged and cannot be resumed: its {name} is not a {kind}; remove it and run the "
+                "command again (nothing was changed)"
+            )
     found = foreign_entries(run_dir)
     if found:
         (path, what), more = found[0], f" (and {len(found) - 1} more)" if len(found) > 1 else ""

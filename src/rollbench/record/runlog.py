@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError, describe
 from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
@@ -139,6 +139,66 @@ def write_run_log(run_dir: Path, log: dict[str, Any]) -> None:
             f"{run_dir / 'run.json'} would not match its model ({_first_error(exc)}); not written"
         ) from None
     atomic_write_json(run_dir / "run.json", log)
+
+
+def new_run_log(
+    run_id: str,
+    identity: dict[str, str],
+    spec: dict[str, Any],
+    spec_identity: str,
+    plan: dict[str, Any],
+    provenance: dict[str, Any],
+    warnings: list[str],
+) -> dict[str, Any]:
+    """The run log of a new run, before its first execution (``status`` RUNNING; see
+    :class:`rollbench.core.runlog_model.RunLog` for each key)."""
+    return {
+        "rollbench_run_log": RUN_LOG_VERSION,
+        "run_id": run_id,
+        "identity": identity,
+        "spec": spec,
+        "spec_identity": spec_identity,
+        "plan": plan,
+        "provenance": provenance,
+        "warnings": warnings,
+        "status": "RUNNING",
+    }
+
+
+def begin_execution(run_dir: Path, log: dict[str, Any], workers: int, executor: str, batch_size: int) -> None:
+    """Mark the run RUNNING, append this invocation to ``executions`` and write run.json."""
+    log["status"] = "RUNNING"
+    log.setdefault("executions", []).append(
+        {"started": utc_now(), "workers": workers, "executor": executor, "batch_size": batch_size}
+    )
+    write_run_log(run_dir, log)
+
+
+def end_execution(run_dir: Path, log: dict[str, Any], elapsed_s: float, interrupted: bool) -> None:
+    """Note when this invocation finished and how long it took (``elapsed_s``, rounded to ms; ``interrupted`` when a
+    signal stopped it) and write run.json, before grading: the graded timing includes this invocation."""
+    last = log["executions"][-1]
+    last["finished"] = utc_now()
+    last["elapsed_s"] = round(elapsed_s, 3)
+    if interrupted:
+        last["interrupted"] = True
+    write_run_log(run_dir, log)
+
+
+def record_results(run_dir: Path, log: dict[str, Any], result: dict[str, Any], status: str) -> None:
+    """Store the grade document ``result`` under ``results`` with the run's ``status`` and write run.json."""
+    log["status"] = status
+    log["results"] = result
+    write_run_log(run_dir, log)
+
+
+def abandon_execution(run_dir: Path, log: dict[str, Any], exc: BaseException) -> None:
+    """A run still RUNNING that stops with ``exc`` (anything but a finish): mark it INTERRUPTED (resumable), note
+    when and why in this invocation's entry, and write run.json. A run already finished is left as it is."""
+    if log.get("status") == "RUNNING":
+        log["status"] = "INTERRUPTED"
+        log["executions"][-1].update(finished=utc_now(), error=f"{describe(exc)}")
+        write_run_log(run_dir, log)
 
 
 def check_resumable(log: dict[str, Any], path: Path) -> None:

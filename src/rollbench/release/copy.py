@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json
 from rollbench.grading.grade import load_run_log
 from rollbench.record.safe_files import read_regular_bytes, scan_run_files
@@ -158,6 +159,11 @@ def build_release(
         raws = [read_regular_bytes(p, follow_links=rel.startswith("labels/")) for rel, p in sources]
     except OSError as exc:
         raise ConfigError(f"cannot read a file to release: {exc}") from None
+    keys = {RunIdentity.from_run_log(log, r).key for log, r in zip(logs, runs, strict=True)}
+    label_entries: dict[str, dict[str, Any]] = {}
+    for i, (rel, p) in enumerate(sources):
+        if rel.startswith("labels/"):
+            raws[i], label_entries[rel] = only_released_labels(raws[i], keys, p)
     texts = [
         raw.decode("utf-8", errors="ignore") for (_, p), raw in zip(sources, raws, strict=True) if p.suffix != ".mp4"
     ]
@@ -167,9 +173,48 @@ def build_release(
     released = [releaser.file(rel, raw) for (rel, _), raw in zip(sources, raws, strict=True)]
     when, when_source = _release_date(logs, date)
     doc = manifest(released, [e for _, ex in listed for e in ex], scanner, when, when_source, runs, labels)
+    doc["label_entries"] = label_entries
     if not dry_run:
         write_release(out, released, doc)
     return doc
+
+
+def _episode_run(key: Any) -> str | None:
+    """The run part ``host/robot/name`` of an episode key ``host/robot/name/EPISODE``, else None."""
+    return key.rsplit("/", 1)[0] if isinstance(key, str) and key.count("/") == 3 else None
+
+
+def only_released_labels(raw: bytes, run_keys: set[str], path: Path) -> tuple[bytes, dict[str, Any]]:
+    """A labels file cut to the entries of the released runs (``run_keys``: their ``host/robot/name``), with what
+    was kept and how many were left out (issue 30, item 18: releasing one run copied another run's label and
+    note). Two forms: the dashboard's sidecar (:mod:`rollbench.dashboard.labels`, ``labels`` by episode key) and JSON
+    lines with an ``episode`` key. Kept lines keep their bytes; a file with nothing left out is released as it is.
+    Any other file (plain notes) is released whole and said so (``whole``): rollbench cannot tell which runs it is
+    about."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("labels"), dict):
+        kept = {k: v for k, v in doc["labels"].items() if _episode_run(k) in run_keys}
+        left_out = len(doc["labels"]) - len(kept)
+        data = raw if not left_out else (json.dumps({**doc, "labels": kept}, indent=2) + "\n").encode("utf-8")
+        return data, {"kept": sorted(kept), "left_out": left_out}
+    lines = raw.splitlines(keepends=True)
+    entries = []
+    for line in lines:
+        try:
+            entry = json.loads(line) if line.strip() else None
+        except (ValueError, RecursionError):
+            return raw, {"kept": [], "left_out": 0, "whole": True}
+        if line.strip() and not (isinstance(entry, dict) and _episode_run(entry.get("episode"))):
+            return raw, {"kept": [], "left_out": 0, "whole": True}
+        entries.append((line, entry))
+    kept_lines = [(ln, e) for ln, e in entries if e is None or _episode_run(e.get("episode")) in run_keys]
+    left_out = len(entries) - len(kept_lines)
+    keys = sorted(e["episode"] for _, e in kept_lines if e is not None)
+    return b"".join(ln for ln, _ in kept_lines) if left_out else raw, {"kept": keys, "left_out": left_out}
 
 
 def manifest(

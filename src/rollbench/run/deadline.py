@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rollbench.core.batch import SlotPolicies
-from rollbench.core.contracts import EpisodeError, Fault, InfrastructureError, Observation, TaskInfo
+from rollbench.core.contracts import EpisodeError, Fault, InfrastructureError, Observation, TaskInfo, describe
 
 if TYPE_CHECKING:
     from rollbench.core.batch import Answer, BatchPolicy
@@ -106,7 +106,7 @@ class Deadline:
                 self.inner = self._build()
             except Exception as exc:  # e.g. the policy server is gone
                 raise InfrastructureError(
-                    f"could not build a fresh policy after a missed deadline ({type(exc).__name__}: {exc})"
+                    f"could not build a fresh policy after a missed deadline ({describe(exc)})"
                 ) from exc
         if self._caller is None and not self.info.bounded:
             self._caller = _Caller()

@@ -59,6 +59,7 @@ from rollbench.core.contracts import (
     Observation,
     Policy,
     PolicyStop,
+    describe,
 )
 from rollbench.core.episode import EpisodeRecord, fault_of, held_success
 from rollbench.core.interrupts import contained
@@ -98,9 +99,8 @@ def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
 class EpisodeRun:
     """One episode, advanced a step at a time: the single implementation of the episode loop's rules.
 
-    :func:`rollout` drives one of these with a single policy; the batched driver
-    (:mod:`rollbench.run.lockstep`) drives B of them in lockstep with one batched policy call per step. Both call, per
-    step: :meth:`prepare` (render this step's images; True when the policy must be asked: the
+    The lockstep driver (:mod:`rollbench.run.lockstep`) drives B of them with one batched policy call per step, at
+    every batch size, B = 1 included (the tests' single-policy driver is ``tests/single_episode.py``). Per step: :meth:`prepare` (render this step's images; True when the policy must be asked: the
     :class:`~rollbench.run.schedule.ChunkSchedule` reached a replan point and no call is outstanding), then, if it returned
     True, :meth:`give` with the policy's chunk (or :meth:`fail`/:meth:`stop`), then :meth:`advance` (execute one
     action). After :meth:`begin` and after every call, :attr:`done` says whether the episode has ended;
@@ -263,7 +263,7 @@ class EpisodeRun:
 
         ``where``: whose code raised it (``policy`` or ``environment``), the fault unless ``exc`` carries its own
         (see :func:`fault_of`)."""
-        self.reason, self.error, self.done = "error", f"{type(exc).__name__}: {exc}", True
+        self.reason, self.error, self.done = "error", f"{describe(exc)}", True
         self.error_fault = fault_of(exc, where)
         self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
 
@@ -316,57 +316,3 @@ class EpisodeRun:
             action_sources=np.asarray(self.sources[:n], dtype=np.int64).reshape(n, 3) if self.timed else None,
             render_fault=self.render_fault,
         )
-
-
-def rollout(
-    env: Env,
-    policy: Policy,
-    planned: PlannedEpisode,
-    *,
-    cameras: Sequence[str] = (),
-    record_frames: bool = False,
-    replan_every: int = 1,
-    on_step: Callable[[int], None] | None = None,
-    success_hold: int = 1,
-    latency: str = "none",
-    stale: str = "skip",
-) -> EpisodeRecord:
-    """Run one episode of ``planned`` (its seed, initial state, instruction, horizon and success rule).
-
-    Args:
-        env: a live env for ``planned.task``.
-        policy: reset here with ``(task, seed)`` before the first action.
-        cameras: the policy's cameras, rendered into ``observation.images`` on the steps it is asked for a chunk
-            (and, with record_frames, into frames on every step).
-        record_frames: keep rendered frames for the episode video.
-        replan_every: actions executed from each chunk before the policy is asked again (>= 1).
-        on_step: called with the step number after every step (progress reporting).
-        success_hold: consecutive success steps needed (see :func:`held_success`).
-        latency, stale: simulated policy-call duration and the stale-action rule (canonical ``EvalSpec.latency``
-            and ``EvalSpec.stale``; see :mod:`rollbench.run.schedule`).
-
-    Never raises for episode-level failures: they end the episode with termination reason ``error``.
-    After the last step, a policy that defines ``finish_episode(outcome)`` (``outcome``: termination_reason,
-    success, length, error) is asked for the episode's artifacts (``{kind: bytes}``), kept in ``extra``; if it
-    raises, the episode ends as ``error``.
-    """
-    run = EpisodeRun(
-        env,
-        planned,
-        cameras=cameras,
-        record_frames=record_frames,
-        replan_every=replan_every,
-        success_hold=success_hold,
-        latency=latency,
-        stale=stale,
-    )
-    run.begin(lambda: policy.reset(env.task, planned.seed))
-    while not run.done:
-        if run.prepare():
-            run.ask(policy)
-        if run.done:
-            break
-        run.advance()
-        if on_step is not None:
-            on_step(run.step - 1)
-    return run.finish(policy)

@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from rollbench.core.contracts import describe
 from rollbench.core.plan import PlannedEpisode
 from rollbench.run.pool import Event
 from rollbench.run.worker import EpisodeWorker, WorkerSetup
@@ -57,7 +58,7 @@ def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
     try:
         worker = EpisodeWorker(setup)
     except BaseException as exc:
-        conn.send(("fatal", f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        conn.send(("fatal", f"could not build the policy: {describe(exc)}\n{traceback.format_exc()}"))
         return
     stopping = False
     worker.on_steps = lambda running: conn.send(("steps", running))
@@ -79,7 +80,7 @@ def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
         try:
             worker.run_stream(next_episode, lambda summary: conn.send(("done", summary)))
         except BaseException as exc:
-            conn.send(("fatal", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+            conn.send(("fatal", f"{describe(exc)}\n{traceback.format_exc()}"))
     finally:
         worker.close()
 

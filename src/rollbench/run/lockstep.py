@@ -7,9 +7,9 @@ which env finished first, more trajectories than asked for). Here nothing of the
 * every slot holds its own env and its own :class:`~rollbench.run.episode.EpisodeRun`; the episode's seed, initial
   state and instruction come from its :class:`~rollbench.core.plan.PlannedEpisode` alone, never from the slot;
 * no autoreset: a slot whose episode ended takes the next planned episode and resets it explicitly;
-* the rules of an episode (termination reasons, success, errors) live in ``EpisodeRun`` only, the same code that
-  :func:`rollbench.run.episode.rollout` drives for ``B = 1``; so per-episode results equal ``--batch-size 1``'s for any
-  policy whose per-slot answers do not depend on the other slots (tested for B = 1, 3, 8).
+* the rules of an episode (termination reasons, success, errors) live in ``EpisodeRun`` only, and every batch size,
+  ``B = 1`` included, runs through this driver; so per-episode results equal ``--batch-size 1``'s for any policy whose
+  per-slot answers do not depend on the other slots (tested for B = 1, 3, 8).
 
 Policies: a policy may offer a native batched form through a method ``batched(size) -> BatchPolicy | None``
 (``ws://``/``http://`` clients do when their server accepts batch requests, :mod:`rollbench.policies.remote.base`;

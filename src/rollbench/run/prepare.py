@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo
+from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo, describe
 from rollbench.core.format import differences
 from rollbench.core.identity import run_identity
 from rollbench.core.interrupts import contained
@@ -21,10 +21,11 @@ from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
 from rollbench.core.registry import env_families, family_of
-from rollbench.core.spec import EvalSpec
+from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.on_disk import check_state_files, committed_lengths
-from rollbench.record.runlog import check_resumable, provenance, read_run_log
+from rollbench.record.runlog import check_resumable, new_run_log, provenance, read_run_log
+from rollbench.record.safe_files import run_dir_containing
 from rollbench.run.worker import build_policy
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -
             policy.close()
         if closing.error:
             exc = closing.error
-            raise ConfigError(f"policy {spec.policy!r}: its close() raised {type(exc).__name__}: {exc}") from None
+            raise ConfigError(f"policy {spec.policy!r}: its close() raised {describe(exc)}") from None
     return info, run
 
 
@@ -68,6 +69,8 @@ def check_run_dir(run_dir: Path) -> None:
     """ConfigError (nothing touched) unless ``run_dir`` is absent or a directory rollbench may open: no link in it
     leads outside it, and its committed episodes are intact (see ``record.writer.committed_lengths``)."""
     check_output_path(run_dir, "--out", directory=True)  # the path can be a directory: nothing else to check
+    if (outer := run_dir_containing(run_dir.parent)) is not None:  # issue 30, item 10
+        raise ConfigError(f"--out {run_dir} lies inside the run directory {outer}; a run never goes inside another run")
     if not run_dir.exists():
         return
     check_state_files(run_dir)
@@ -113,6 +116,7 @@ def prepare_run(
     that declares ``one_stream`` (see :func:`check_one_stream`)."""
     check_run_dir(run_dir)
     plan = make_plan(spec)
+    check_action_noise(spec.action_noise, plan.tasks)
     identity = run_identity(run_dir, [t.family for t in plan.tasks], host_label, robot).to_dict()
     for t in plan.tasks:
         why = family_of(t.name).missing()
@@ -131,17 +135,10 @@ def prepare_run(
         if not isinstance(existing.get("identity"), dict):
             existing["identity"] = identity
         return run, existing
-    log = {
-        "rollbench_run_log": 1,
-        "run_id": run_dir.name,
-        "identity": identity,
-        "spec": spec.model_dump(mode="json"),
-        "spec_identity": spec.identity(),
-        "plan": plan_log(spec, plan, info, run.replan_every),
-        "provenance": _provenance(plan),
-        "warnings": warnings,
-        "status": "RUNNING",
-    }
+    plan_block = plan_log(spec, plan, info, run.replan_every)
+    log = new_run_log(
+        run_dir.name, identity, spec.model_dump(mode="json"), spec.identity(), plan_block, _provenance(plan), warnings
+    )
     return run, log
 
 
@@ -170,14 +167,10 @@ def _refuse_mismatch(
     if existing is None and run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
     if existing is not None and isinstance(existing.get("identity"), dict):
-        clash = [
-            f"{k} {existing['identity'].get(k)!r} there, {v!r} asked"
-            for k, v in asked.items()
-            if v and v != existing["identity"].get(k)
-        ]
+        clash = differences(existing["identity"], {k: v for k, v in asked.items() if v})
         if clash:
             raise ConfigError(
-                f"{run_dir} was recorded with identity {existing['identity']} ({'; '.join(clash)}); drop --host-label/--robot to resume it"
+                f"{run_dir} was recorded with identity {existing['identity']} ({clash}); drop --host-label/--robot to resume it"
             )
 
 

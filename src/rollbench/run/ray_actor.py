@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import describe
 from rollbench.core.episode import EpisodeRecord
 from rollbench.core.plan import PlannedEpisode
 from rollbench.record.lerobot import STAGING
@@ -80,7 +81,7 @@ class EpisodeActor:
         try:
             self.worker = EpisodeWorker(setup, None if self.shared else self._pack, client)
         except Exception as exc:
-            return f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            return f"could not build the policy: {describe(exc)}\n{traceback.format_exc()}"
         if setup.batch_size > 1:
             self._stepper = threading.Thread(target=self._step_loop, name="rollbench-lockstep", daemon=True)
             self._stepper.start()

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollbench.core.batch import Answer, BatchPolicy
-from rollbench.core.contracts import InfrastructureError, Observation, Policy, PolicyInfo, TaskInfo
+from rollbench.core.batch import Answer, Batchable, BatchPolicy
+from rollbench.core.contracts import InfrastructureError, Observation, Policy, PolicyInfo, TaskInfo, describe
 from rollbench.core.spec import EvalSpec
 from rollbench.run.lockstep import PolicyLoop
 from rollbench.run.worker import build_policy
@@ -78,11 +78,10 @@ class PolicyActor:
         self._serving = False
         try:
             first = build_policy(spec)
-            native = getattr(first, "batched", None)
-            batched = native(size) if callable(native) else None
+            batched = first.batched(size) if isinstance(first, Batchable) else None
             self.policy = batched if batched is not None else LazyLoop(first, spec, size)
         except Exception as exc:
-            self.error = f"could not build the policy: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            self.error = f"could not build the policy: {describe(exc)}\n{traceback.format_exc()}"
 
     def ready(self) -> dict[str, Any]:
         """``{"error", "pid", "node", "gpu_ids", "cuda_visible_devices", "info"}`` (info: the PolicyInfo)."""

@@ -29,17 +29,19 @@ class ReplyChecker:
         hung)."""
         hung = isinstance(summary, EpisodeSummary) and summary.policy_hung is True
         run_dir, e = self.setup.run_dir, planned.episode_index
-        if shared and shipped is None:
-            staged = True
-        else:
-            try:
-                staged = stage_shipped(run_dir, check_reply(shipped, e, self.names, self.max_bytes))
-            except BadReply as exc:
-                self.bad += 1
-                print(f"warning: episode {e}: {exc}; recorded as an infrastructure error", file=sys.stderr)
-                task = self.setup.tasks[planned.task]
-                staged = stage_episode(run_dir, failed_episode(planned, task, exc, "infrastructure"), task.fps)
+        if shared and shipped is None:  # the actor staged it on the shared file system
+            done = recorded_summary(run_dir, planned)
+            if done is not None:
+                return dataclasses.replace(done, policy_hung=hung)
+            if isinstance(summary, EpisodeSummary):  # staged, not yet visible here (NFS attribute caching)
+                return summary
+        try:
+            staged = stage_shipped(run_dir, check_reply(shipped, e, self.names, self.max_bytes))
+        except BadReply as exc:
+            self.bad += 1
+            print(f"warning: episode {e}: {exc}; recorded as an infrastructure error", file=sys.stderr)
+            task = self.setup.tasks[planned.task]
+            staged = stage_episode(run_dir, failed_episode(planned, task, exc, "infrastructure"), task.fps)
         done = recorded_summary(run_dir, planned)
-        if done is None:  # committed meanwhile cannot happen (this process commits), staged always reads back
-            raise BadReply(f"episode {e} is neither staged nor committed after its reply")
+        assert done is not None, f"episode {e} is neither staged nor committed"  # this process just staged it
         return dataclasses.replace(done, staged=staged, policy_hung=hung)

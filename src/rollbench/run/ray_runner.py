@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 import time
 import uuid
 from typing import Any
@@ -40,7 +41,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import PlannedEpisode
 from rollbench.run.execution import Execution
 from rollbench.run.observer import RunObserver
-from rollbench.run.pool import Event, run_pool
+from rollbench.run.pool import START_TIMEOUT_S, Event, run_pool
 from rollbench.run.ray_actor import EpisodeActor, probe_dir
 from rollbench.run.ray_options import RayOptions
 from rollbench.run.ray_reply import ReplyChecker
@@ -215,11 +216,9 @@ def _init(ray: Any, address: str | None, workers: int, opts: RayOptions) -> None
         if address:
             ray.init(address=address, logging_level=logging.WARNING)
         else:
-            gpus = opts.gpus * (workers if opts.policy == "worker" else 1)
-            ray.init(
+            ray.init(  # GPUs as Ray detects them: asking for more is refused by _check_feasible
                 address="local",
                 num_cpus=max(workers, math.ceil(workers * opts.cpus)),
-                num_gpus=math.ceil(gpus) if gpus else None,
                 resources={k: v * workers for k, v in opts.resources.items()} or None,
                 include_dashboard=False,
                 logging_level=logging.WARNING,
@@ -237,6 +236,23 @@ def _init(ray: Any, address: str | None, workers: int, opts: RayOptions) -> None
                 "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; see docs/cluster.md)"
             )
         raise ConfigError(f"cannot start or reach Ray at {address or 'a new local instance'}: {exc}{hint}") from None
+
+
+def _check_feasible(ray: Any, opts: RayOptions, private: bool) -> None:
+    """Whether some live node can hold one env worker (and, per node, its policy actor's GPUs). A private instance
+    that cannot is a ConfigError; a cluster only gets a warning (an autoscaler may still add such a node)."""
+    need = {"CPU": opts.cpus, **opts.resources}
+    if opts.gpus:
+        need["GPU"] = opts.gpus
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    if any(all(r.get(k, 0.0) >= v for k, v in need.items() if v) for r in nodes):
+        return
+    asked = ", ".join(f"{k} {v:g}" for k, v in need.items() if v)
+    have = "; ".join(", ".join(f"{k} {r.get(k, 0.0):g}" for k in need) for r in nodes) or "no live node"
+    message = f"no node of the Ray cluster has what one worker asks for ({asked}); its nodes have: {have}"
+    if private:
+        raise ConfigError(f"{message} (this machine; without --ray-address the run starts Ray here)")
+    print(f"warning: {message}; workers wait for such a node (up to {START_TIMEOUT_S:.0f} s)", file=sys.stderr)
 
 
 def run_ray(
@@ -257,6 +273,7 @@ def run_ray(
     if owned:
         _init(ray, execution.ray_address, execution.workers, execution.ray)
     try:
+        _check_feasible(ray, execution.ray, private=owned and not execution.ray_address)
         # a private instance inherits this process's environment; a cluster gets the GL choice via runtime_env
         backend = RayBackend(
             setup, execution.ray, execution.workers, forward_env=not owned or bool(execution.ray_address)

@@ -1,7 +1,8 @@
-"""Runs planned episodes in the current process: builds the policy and envs here, rolls out, stages the result.
+"""Runs planned episodes in the current process: builds the policy and envs here, runs the episodes, stages them.
 
 Every runner (in-process, local worker processes, Ray actors) calls :class:`EpisodeWorker`; the episode loop
-itself is :func:`rollbench.run.episode.rollout`. Workers never compute metrics: they stage recorded episodes and
+itself is :class:`rollbench.run.episode.EpisodeRun`, driven by :func:`rollbench.run.lockstep.run_lockstep` at every
+batch size. Workers never compute metrics: they stage recorded episodes and
 return a small summary used only for progress display.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rollbench.core.batch import BatchPolicy
-from rollbench.core.contracts import Env, Fault, Policy, TaskInfo
+from rollbench.core.contracts import Env, Fault, Policy, TaskInfo, describe
 from rollbench.core.episode import EpisodeRecord, failed_episode
 from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
@@ -216,7 +217,7 @@ class EpisodeWorker:
 
 
 def _close_quietly(close: Callable[[], None], what: str) -> None:
-    with contained(lambda exc: print(f"warning: {what}: close() raised {type(exc).__name__}: {exc}", file=sys.stderr)):
+    with contained(lambda exc: print(f"warning: {what}: close() raised {describe(exc)}", file=sys.stderr)):
         close()
 
 

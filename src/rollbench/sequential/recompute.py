@@ -17,7 +17,7 @@ episodes do not give (edited or damaged episodes); a damaged run (grade violatio
 Suites: per-task decisions at ``alpha_family / m`` each (Bonferroni: the probability of any false "better" among the
 m tasks is at most ``alpha_family``, whatever their dependence), and a pooled decision: the same rule at
 ``alpha_family`` with a budget of ``m x budget`` on the pairs of every task in family order, each task's up to the
-look that decided it. It tests the global null (no task has a difference; then every discordant pair is a fair coin,
+look that decided it, computed once every task has decided (None before). It tests the global null (no task has a difference; then every discordant pair is a fair coin,
 whichever tasks stopped when), a different question from the per-task ones, at its own level.
 """
 
@@ -252,6 +252,7 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
                 f"{t['decision'] or 'no decision'} at pair {t['stopped_at'] or t['pairs_counted']} (edited or damaged)"
             )
     rec0 = pairs[0][2]
+    complete = not missing and all(t["decision"] for t in tasks)
     doc: dict[str, Any] = {
         "statistics": "sequential",
         "rule": rec0.rule,
@@ -260,7 +261,9 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
         "family": family,
         "tasks_missing": missing,
         "tasks": tasks,
-        "pooled": _pooled(tasks, rec0.design, rec0.alpha_family) if len(family) > 1 and not missing else None,
+        # the pooled test is defined once every task has stopped (its pairs are each task's counted ones, in family
+        # order: while tasks advance in turns, an earlier task's new pairs would shift a later task's)
+        "pooled": _pooled(tasks, rec0.design, rec0.alpha_family) if len(family) > 1 and complete else None,
         "log": None,
     }
     doc["log"] = check_log(doc, {Path(t["a"]).parent for t in tasks})

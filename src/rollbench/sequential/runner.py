@@ -12,8 +12,8 @@ so a pair counts only when both episodes are committed. ``target`` grows by the 
 flight at once (workers x batch size) when that is larger. The decision is that of the first deciding look in plan
 order, whatever the round size, the finishing order or an interruption: a SIGKILL or Ctrl-C leaves resumable arms,
 and the same command resumes them and reaches the same decision (the episodes are pure functions of task, seed,
-initial state and policy). Tasks run one after another, each stopping at its decision; a suite's per-task tests run
-at ``alpha / m`` (Bonferroni) and its pooled test at ``alpha`` (see :mod:`rollbench.sequential.recompute`).
+initial state and policy). The tasks of a suite advance in turns (round robin), each stopping at its decision
+while the others go on; a suite's per-task tests run at ``alpha / m`` (Bonferroni) and its pooled test at ``alpha`` (see :mod:`rollbench.sequential.recompute`).
 """
 
 from __future__ import annotations
@@ -171,41 +171,34 @@ def run_sequential(
     step = max(look_every, execution.workers * execution.batch_size)
     cancelled = should_stop or (lambda: False)
     seen: dict[str, int] = {}
-    doc: dict[str, Any] = {}
-    so_far: list[Path] = []
-    for task in tasks:
-        dirs = {arm: arm_dir(out, arm, task) for arm in ("a", "b")}
-        so_far += [dirs["a"], dirs["b"]]
-        specs = {"a": _arm_spec(spec_a, task, rule.budget), "b": _arm_spec(spec_b, task, rule.budget)}
-        block = {
-            "rule": "truncated-sprt-discordant",
-            "task": task,
-            "family": tasks,
-            "alpha_family": alpha,
-            "design": design_record(rule, look_every),
-        }
-        counted = 0
-        while True:
-            target = min(rule.budget, counted + step)
+    dirs = {t: {arm: arm_dir(out, arm, t) for arm in ("a", "b")} for t in tasks}
+    specs = {t: {"a": _arm_spec(spec_a, t, rule.budget), "b": _arm_spec(spec_b, t, rule.budget)} for t in tasks}
+    base = {"rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha}
+    blocks = {t: {**base, "task": t, "design": design_record(rule, look_every)} for t in tasks}
+    counted = dict.fromkeys(tasks, 0)
+    undecided, so_far = list(tasks), [d for t in tasks for d in dirs[t].values()]
+    while undecided and not cancelled():  # round robin: every undecided task advances, then the test is recomputed
+        for task in undecided:
+            target = min(rule.budget, counted[task] + step)
             for arm, other in (("a", "b"), ("b", "a")):
-                _advance(specs[arm], dirs[arm], target, execution, labels, cancelled)
-                _record(dirs[arm], {**block, "arm": arm, "partner": dirs[other].name, "decision": None})
-            doc = compare_sequential(so_far)
-            row = next(t for t in doc["tasks"] if t["task"] == task)
+                _advance(specs[task][arm], dirs[task][arm], target, execution, labels, cancelled)
+                block = {**blocks[task], "arm": arm, "partner": dirs[task][other].name, "decision": None}
+                _record(dirs[task][arm], block)
+        doc = compare_sequential([d for d in so_far if d.exists()])
+        for row in doc["tasks"]:
+            task = row["task"]
             for look in row["looks"][seen.get(task, 0) :]:
                 if on_look:
                     on_look({"task": task, "look": look})
             seen[task] = len(row["looks"])
-            done = row["decision"] is not None
-            if done:
+            counted[task] = row["pairs_counted"]
+            if row["decision"] is not None and task in undecided:
+                undecided.remove(task)  # a decided task spends no more episodes
                 for arm, other in (("a", "b"), ("b", "a")):
                     decided = {"decision": row["decision"], "stopped_at": row["stopped_at"]}
-                    _record(dirs[arm], {**block, "arm": arm, "partner": dirs[other].name, **decided})
-            _write_log(out, parameters, compare_sequential(so_far) if done else doc)
-            if done or cancelled():
-                break
-            counted = row["pairs_counted"]
-    doc = compare_sequential(so_far)
+                    _record(dirs[task][arm], {**blocks[task], "arm": arm, "partner": dirs[task][other].name, **decided})
+        _write_log(out, parameters, doc)
+    doc = compare_sequential([d for d in so_far if d.exists()])
     _write_log(out, parameters, doc)
     return {**doc, "parameters": parameters, "out": str(out)}
 

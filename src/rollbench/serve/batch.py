@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from rollbench.core.contracts import ConfigError, Observation, Policy, RollbenchError, TaskInfo
+from rollbench.core.contracts import ConfigError, Observation, Policy, RollbenchError, TaskInfo, describe
 from rollbench.serve.limits import DIE_EXIT_CODE, MalformedReply, SessionGone, SessionRefused
 from rollbench.wire.decode import ProtocolError
 
@@ -198,7 +198,7 @@ class ActingSession(Protocol):
 class ActingHost(Protocol):
     """What :func:`act_many` needs of the server (:class:`rollbench.serve.sessions.PolicyHost`)."""
 
-    fault: tuple[str, float] | None
+    injection: tuple[str, float] | None
 
     def count_act(self) -> int: ...
 
@@ -212,13 +212,13 @@ def act_many(
     (``--max-batch`` above 1) the calls join one policy call with other sessions' acts; else each session's own
     instance is called in turn, in this thread. ``--fault`` applies per item, except ``slow`` (one sleep per
     request); ``malformed`` raises MalformedReply after the calls."""
-    fault = host.fault
+    injection = host.injection
     for _ in items:
-        if host.count_act() > (fault[1] if fault and fault[0] == "die-after" else float("inf")):
+        if host.count_act() > (injection[1] if injection and injection[0] == "die-after" else float("inf")):
             os._exit(DIE_EXIT_CODE)  # a crash: no reply, no clean close
-    if fault and fault[0] == "slow":
-        time.sleep(fault[1])
-    if fault and fault[0] == "error":
+    if injection and injection[0] == "slow":
+        time.sleep(injection[1])
+    if injection and injection[0] == "error":
         return [RuntimeError("fault injection (--fault error): the policy failed") for _ in items]
     answers: list[Answer | None] = []
     with contextlib.ExitStack() as held:
@@ -248,10 +248,10 @@ def act_many(
         except (TypeError, ValueError) as exc:
             out.append(exc)
             continue
-        if fault and fault[0] == "wrong-shape":
+        if injection and injection[0] == "wrong-shape":
             actions = np.concatenate([actions, np.zeros((actions.shape[0], 1), np.float32)], axis=1)
         out.append(actions)
-    if fault and fault[0] == "malformed":
+    if injection and injection[0] == "malformed":
         raise MalformedReply
     return out
 
@@ -269,4 +269,4 @@ def item_error(exc: BaseException) -> dict[str, Any]:
         status = 400
     else:
         return {"error": "".join(traceback.format_exception(exc, limit=6)), "status": 500}
-    return {"error": f"{type(exc).__name__}: {exc}", "status": status}
+    return {"error": f"{describe(exc)}", "status": status}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES
 
-FAULTS = ("wrong-shape", "malformed", "error", "short-batch", "slow:SECONDS", "die-after:N")
+INJECTIONS = ("wrong-shape", "malformed", "error", "short-batch", "slow:SECONDS", "die-after:N")
 DIE_EXIT_CODE = 70
 MAX_REQUEST_MB = 1024.0  # upper limit of --max-request-mb (MiB): one frame/body is held in memory whole
 MAX_SESSIONS = 1024  # upper limit of --max-sessions: each websocket session is a thread and a policy instance
@@ -23,7 +23,7 @@ def request_bytes(max_request_mb: float) -> int:
 
 
 class MalformedReply(Exception):
-    """Raised by the ``malformed`` fault: the protocol layer then sends bytes that are not a valid reply."""
+    """Raised by the ``malformed`` injection: the protocol layer then sends bytes that are not a valid reply."""
 
 
 class SessionRefused(RollbenchError):
@@ -60,11 +60,11 @@ class Limits:
                 raise ConfigError(f"{name} must be more than 0 and at most {MAX_SECONDS:g} seconds, got {value:g}")
 
 
-def parse_fault(fault: str | None) -> tuple[str, float] | None:
-    """``--fault`` -> ``(kind, number)``; raises ConfigError naming the valid faults."""
-    if not fault:
+def parse_injection(option: str | None) -> tuple[str, float] | None:
+    """``--fault`` (a fault injection) -> ``(kind, number)``; raises ConfigError naming the valid injections."""
+    if not option:
         return None
-    kind, _, arg = fault.partition(":")
+    kind, _, arg = option.partition(":")
     try:
         if kind in ("wrong-shape", "malformed", "error", "short-batch") and not arg:
             return kind, 0.0
@@ -72,4 +72,4 @@ def parse_fault(fault: str | None) -> tuple[str, float] | None:
             return kind, float(arg)
     except ValueError:
         pass
-    raise ConfigError(f"unknown --fault {fault!r}; valid faults: {', '.join(FAULTS)}")
+    raise ConfigError(f"unknown --fault {option!r}; valid injections: {', '.join(INJECTIONS)}")

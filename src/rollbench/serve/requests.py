@@ -11,6 +11,7 @@ from rollbench.core.contracts import Observation
 from rollbench.serve.batch import item_error, session_key
 from rollbench.serve.limits import MalformedReply
 from rollbench.serve.sessions import PolicyHost, Session
+from rollbench.wire.act_request import check_for_task
 from rollbench.wire.decode import ProtocolError
 
 Locate = Callable[[Any], tuple[Session, Any]]  # batch item -> (its session, its observation request)
@@ -44,7 +45,9 @@ def handle_batch(host: PolicyHost, batch: Any, locate: Locate, decode: Any) -> d
     for index, session, request in located:
         try:
             task = session.ensure_reset()
-            obs, instruction = decode(request, host.obs_map_for(task))
+            obs_map = host.obs_map_for(task)
+            obs, instruction = decode(request, obs_map)
+            check_for_task(obs, task, obs_map)
         except Exception as exc:
             entries[index] = item_error(exc)
             continue
@@ -64,7 +67,7 @@ def handle_batch(host: PolicyHost, batch: Any, locate: Locate, decode: Any) -> d
         else:
             host.log(**record, outcome=f"actions {list(answer.shape)}")
             entries[index] = {"actions": answer}
-    if host.fault and host.fault[0] == "short-batch" and len(entries) > 1:
+    if host.injection and host.injection[0] == "short-batch" and len(entries) > 1:
         entries = entries[:-1]  # fault injection: a server that loses one answer of a batch
     return {"batch": entries, "server_timing": {"infer_ms": 1e3 * (time.perf_counter() - t0)}}
 

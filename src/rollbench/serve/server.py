@@ -1,4 +1,5 @@
-"""``rollbench serve-policy``: serve any rollbench policy over the openpi websocket protocol or JSON /act.
+"""``rollbench serve-policy``: serve any rollbench policy over the openpi websocket protocol or JSON /act (the
+command and its options: :mod:`rollbench.cli.serve`; here: listening, serving and the protocols' errors).
 
 The same wire formats the clients speak (:mod:`rollbench.policies.remote.ws`, :mod:`rollbench.policies.remote.http`),
 so scripted baselines sit behind the same interface as a VLA server, and the tests exercise real servers.
@@ -70,19 +71,14 @@ import contextlib
 import socket
 import threading
 import traceback
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.serve.batch import Batching
-from rollbench.serve.limits import FAULTS, Limits, MalformedReply, SessionRefused, request_bytes
+from rollbench.core.contracts import ConfigError, RollbenchError, describe
+from rollbench.serve.limits import MalformedReply, SessionRefused
 from rollbench.serve.requests import WsConnection
 from rollbench.serve.sessions import PolicyHost
-from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
-from rollbench.wire.guard import TOKEN_ENV, Guard
-from rollbench.wire.obs_map import load_policy_options
+from rollbench.wire.decode import unpack_msgpack
+from rollbench.wire.guard import Guard
 
 MAX_QUEUE = 2  # frames a websocket connection buffers before it stops reading: bounds memory per connection
 HANDSHAKE_SLOTS = 16  # websocket connections beyond --max-sessions that may be handshaking (then refused or 1013)
@@ -162,7 +158,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
             try:
                 connection.session = host.open_session(key, evictable=False, wait_s=1.0)
             except SessionRefused as exc:
-                refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                refuse(conn, 1013, f"{describe(exc)}")
                 return
             conn.send(packb(host.metadata()))
             while True:
@@ -173,10 +169,10 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
                     conn.send(b"\xc1 fault injection: not msgpack")
                     continue
                 except SessionRefused as exc:  # a batch slot past --max-sessions
-                    refuse(conn, 1013, f"{type(exc).__name__}: {exc}")
+                    refuse(conn, 1013, f"{describe(exc)}")
                     return
                 except (ValueError, RollbenchError) as exc:  # the request breaks the protocol or cannot be served
-                    refuse(conn, 1008, f"{type(exc).__name__}: {exc}")
+                    refuse(conn, 1008, f"{describe(exc)}")
                     return
                 except Exception:  # the policy's own failure: as openpi, the traceback as a text frame, then close
                     text = traceback.format_exc(limit=8)
@@ -212,7 +208,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
         server.serve_forever()
 
 
-def _listen(host: str, port: int, bounded: bool = False) -> socket.socket:
+def listen(host: str, port: int, bounded: bool = False) -> socket.socket:
     """A listening TCP socket. Created with ``proto=IPPROTO_TCP`` on purpose: asyncio only sets ``TCP_NODELAY``
     on connections whose socket says so, and ``socket.create_server`` leaves ``proto`` 0, which under uvicorn left
     Nagle's algorithm on and cost ~40 ms per keep-alive request (delayed ACK)."""
@@ -231,95 +227,7 @@ def _listen(host: str, port: int, bounded: bool = False) -> socket.socket:
     return sock
 
 
-def serve_policy(
-    policy: Annotated[str, typer.Option(help="Policy to serve (see `rollbench policies`).")],
-    port: Annotated[
-        int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one (the URL is printed).")
-    ] = 8000,
-    host: Annotated[str, typer.Option(help="Interface to listen on; non-loopback needs --token.")] = "127.0.0.1",
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar=TOKEN_ENV,
-            help=f"Require this token (16+ characters) as 'Authorization: Bearer'; default ${TOKEN_ENV}.",
-        ),
-    ] = None,
-    allow_host: Annotated[
-        list[str] | None, typer.Option(help="Another Host name clients use (repeatable; needed for 0.0.0.0).")
-    ] = None,
-    protocol: Annotated[str, typer.Option(help="ws (openpi websocket, msgpack) or http (JSON /act).")] = "ws",
-    path: Annotated[str, typer.Option(help="URL path of the http protocol.")] = "/act",
-    env: Annotated[
-        str | None,
-        typer.Option(help="Task the policy is reset to when a client sends no reset (plain openpi clients)."),
-    ] = None,
-    policy_options: Annotated[
-        str | None, typer.Option(help="Options of the served policy: a JSON object or a JSON file.")
-    ] = None,
-    obs_map: Annotated[
-        str | None,
-        typer.Option(help="Override of the observation mapping (see rollbench.wire.obs_map), JSON or file."),
-    ] = None,
-    log_requests: Annotated[
-        Path | None, typer.Option(help="Append one JSON line per request (task, seed, instruction, shapes).")
-    ] = None,
-    fault: Annotated[str | None, typer.Option(help="Fault injection: " + ", ".join(FAULTS) + ".")] = None,
-    max_request_mb: Annotated[
-        float, typer.Option(help="Largest websocket frame / HTTP body in MiB; larger ones are refused (1009 / 413).")
-    ] = DEFAULT_MAX_REQUEST_BYTES / 2**20,
-    max_sessions: Annotated[
-        int, typer.Option(help="Live sessions at once; past it new ones are refused (ws close 1013 / HTTP 503).")
-    ] = 64,
-    session_idle_s: Annotated[
-        float, typer.Option(help="http: a session idle this many seconds may be evicted when the server is full.")
-    ] = 60.0,
-    request_timeout_s: Annotated[
-        float, typer.Option(help="Seconds to receive one HTTP request (headers and body) or a websocket handshake.")
-    ] = 30.0,
-    max_batch: Annotated[
-        int,
-        typer.Option(
-            help="Most observations in one request and in one policy call. Above 1, acts arriving from all clients "
-            "within --batch-window-ms are gathered into one call of the policy's batched form (a policy without one "
-            "is called in turn); rollbench clients with --batch-size then send one batch request per step. "
-            "1: no batching."
-        ),
-    ] = 1,
-    batch_window_ms: Annotated[
-        float,
-        typer.Option(
-            help="With --max-batch > 1: milliseconds a call waits, after its oldest observation arrived, for more "
-            "(it goes at once when --max-batch are waiting or every started session has one waiting)."
-        ),
-    ] = 5.0,
-) -> None:
-    """Serve a rollbench policy over the openpi websocket protocol or JSON /act, for `--policy ws://` or `http://`."""
-    try:
-        _check_address(protocol, path)
-        guard = Guard.for_binding(
-            host, token, allow_host or (), what="run the served policy", token_option=f"--token (or {TOKEN_ENV})"
-        )
-        limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
-        batching = Batching(max_batch, batch_window_ms)
-        served = PolicyHost(
-            policy,
-            load_policy_options(policy_options),
-            env,
-            load_policy_options(obs_map),
-            log_requests,
-            fault,
-            protocol,
-            limits,
-            batching,
-        )
-        sock = _listen(host, port, bounded=protocol == "ws")
-    except (RollbenchError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    _serve(served, sock, host, protocol, path, guard)
-
-
-def _check_address(protocol: str, path: str) -> None:
+def check_address(protocol: str, path: str) -> None:
     """ConfigError for an unknown protocol or an http path not starting with ``/``."""
     if protocol not in ("ws", "http"):
         raise ConfigError(f"unknown protocol {protocol!r}; valid protocols: ws, http")
@@ -327,7 +235,7 @@ def _check_address(protocol: str, path: str) -> None:
         raise ConfigError(f"--path must start with '/', got {path!r}")
 
 
-def _serve(served: PolicyHost, sock: socket.socket, host: str, protocol: str, path: str, guard: Guard) -> None:
+def serve(served: PolicyHost, sock: socket.socket, host: str, protocol: str, path: str, guard: Guard) -> None:
     """Print the URL clients use, then serve on ``sock`` until interrupted (Ctrl-C ends it quietly)."""
     bound = sock.getsockname()[1]
     url = f"ws://{host}:{bound}" if protocol == "ws" else f"http://{host}:{bound}{path}"

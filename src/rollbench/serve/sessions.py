@@ -30,14 +30,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rollbench.core.batch import Batchable
-from rollbench.core.contracts import ConfigError, Observation, Policy, TaskInfo
+from rollbench.core.contracts import ConfigError, Observation, Policy, TaskInfo, describe
 from rollbench.serve.batch import Batching, Gatherer, SlotPolicy, act_many
 from rollbench.serve.limits import (
     Limits,
     SessionGone,
     SessionRefused,
-    parse_fault,
+    parse_injection,
 )
+from rollbench.wire.act_request import check_for_task
 from rollbench.wire.decode import ProtocolError
 from rollbench.wire.obs_map import check_overrides, jsonable, resolve_obs_map
 
@@ -122,7 +123,7 @@ class PolicyHost:
         default_env: str | None,
         obs_overrides: Mapping[str, Any],
         log_path: Path | None,
-        fault: str | None,
+        injection: str | None,
         protocol: str,
         limits: Limits | None = None,
         batching: Batching | None = None,
@@ -132,7 +133,7 @@ class PolicyHost:
         self.name, self.options, self.protocol = policy, dict(options), protocol
         self.limits = limits or Limits()
         self.batching = batching or Batching()
-        self.fault = parse_fault(fault)
+        self.injection = parse_injection(injection)
         self.obs_overrides = check_overrides(obs_overrides)
         self.default_task = family_of(default_env).task(default_env) if default_env else None
         template = make_policy(policy, self.options)  # unknown names fail here, before the port opens
@@ -173,7 +174,7 @@ class PolicyHost:
             "needs_images": self.info.needs_images,
             "env": self.default_task.name if self.default_task else None,
             "provenance": jsonable(self.info.provenance),
-            "fault": f"{self.fault[0]}:{self.fault[1]:g}" if self.fault else None,
+            "fault": f"{self.injection[0]}:{self.injection[1]:g}" if self.injection else None,  # --fault
             "limits": asdict(self.limits),
             # it accepts batch requests of up to max_batch items (rollbench.serve.batch); clients batch when >= 2
             "max_batch": self.batching.max_batch,
@@ -323,13 +324,15 @@ class PolicyHost:
             session.reset(request["reset"])
             return {"reset": True}
         task = session.ensure_reset()
-        obs, instruction = decode(request, self.obs_map_for(task))
+        obs_map = self.obs_map_for(task)
+        obs, instruction = decode(request, obs_map)
+        check_for_task(obs, task, obs_map)
         record = self.act_record(session, task, obs, instruction)
         t0 = time.perf_counter()
         try:
             actions = session.act(obs, instruction)
         except BaseException as exc:
-            self.log(**record, outcome=f"{type(exc).__name__}: {exc}")
+            self.log(**record, outcome=f"{describe(exc)}")
             raise
         infer_ms = 1e3 * (time.perf_counter() - t0)
         self.log(**record, outcome=f"actions {list(actions.shape)}")

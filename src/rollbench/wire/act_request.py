@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.contracts import Observation
+from rollbench.core.contracts import Observation, TaskInfo
 from rollbench.wire.decode import ProtocolError
 
 
@@ -36,7 +36,26 @@ def observation(state: Any, images: dict[str, Any]) -> Observation:
     if raw.ndim != 1:
         raise ProtocolError(f"the state must be a vector, got shape {list(raw.shape)}")
     checked = {cam: finite_array(v, f"image {cam!r}"[:80]) for cam, v in images.items()}
-    return Observation(state=raw.astype(np.float32), images=checked, raw=raw)
+    with np.errstate(over="ignore"):
+        state = raw.astype(np.float32)
+    if not np.isfinite(state).all():
+        raise ProtocolError("the state holds values outside the finite float32 range")
+    return Observation(state=state, images=checked, raw=raw)
+
+
+def check_for_task(obs: Observation, task: TaskInfo, m: Any) -> Observation:
+    """``obs`` if it is what ``task`` declares: a state of ``task.state_dim`` values (unless obs map ``m`` says the
+    client sends the simulator's raw observation, whose size the task does not declare) and images of known
+    cameras, each ``uint8 (H, W, 3)``; else ProtocolError naming the difference (a 3-value state for
+    ``scripted/reach``, which has 4, is refused, not answered)."""
+    if getattr(m, "state_source", "state") != "raw" and obs.state.shape != (task.state_dim,):
+        raise ProtocolError(f"the state of {task.name} has {task.state_dim} values, got shape {list(obs.state.shape)}")
+    for cam, img in obs.images.items():
+        if task.cameras and cam not in task.cameras:
+            raise ProtocolError(f"{task.name} has no camera {cam[:60]!r}; its cameras: {', '.join(task.cameras)}")
+        if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3 or 0 in img.shape:
+            raise ProtocolError(f"image {cam[:60]!r} must be uint8 (H, W, 3), got {img.dtype} {list(img.shape)}")
+    return obs
 
 
 def decode_openpi(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]:

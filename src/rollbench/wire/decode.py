@@ -109,7 +109,24 @@ def array_from_list(data: Any, dtype: Any, shape: Any) -> np.ndarray:
         raise ProtocolError(f"array data must be a list of numbers, got {values.dtype.kind!r} values")
     if values.size != math.prod(sh):
         raise ProtocolError(f"array data holds {values.size} values but shape {list(sh)} needs {math.prod(sh)}")
-    return values.astype(dt).reshape(sh)
+    return exact_cast(values, dt).reshape(sh)
+
+
+def exact_cast(values: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """``values`` as ``dt`` when every value is exactly representable: integers within ``dt``'s range (no wrap),
+    booleans 0 or 1, floats that stay finite; else ProtocolError (never a silent cast or overflow warning)."""
+    if values.size and dt.kind in "iub":
+        if values.dtype.kind == "f" and not bool(np.all(np.isfinite(values) & (values == np.trunc(values)))):
+            raise ProtocolError(f"array data holds non-integer values for a {dt.name} array")
+        lo, hi = (0, 1) if dt.kind == "b" else (int(np.iinfo(dt).min), int(np.iinfo(dt).max))
+        vmin, vmax = int(values.min()), int(values.max())
+        if vmin < lo or vmax > hi:
+            raise ProtocolError(f"array data holds values outside the {dt.name} range [{lo}, {hi}]")
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = values.astype(dt)
+    if dt.kind == "f" and values.size and not bool(np.isfinite(cast).all()):
+        raise ProtocolError(f"array data holds values outside the finite {dt.name} range")
+    return cast
 
 
 def _types(value: Any) -> str:

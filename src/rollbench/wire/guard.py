@@ -1,7 +1,7 @@
 """The one guard of every network surface: serve-policy (HTTP and websocket), the dashboard, MCP over HTTP.
 
 Framework-neutral checks (:class:`Guard`), with a thin adapter per server: :func:`asgi_guard` (ASGI middleware:
-serve-policy's FastAPI app and the MCP app), :mod:`rollbench.review.security` (the dashboard, which adds its
+serve-policy's FastAPI app and the MCP app), :mod:`rollbench.dashboard.security` (the dashboard, which adds its
 ``?token=`` login cookie) and serve-policy's websocket handshake hook (:mod:`rollbench.serve.server`).
 
 Binding (:meth:`Guard.for_binding`, checked before a port opens; ConfigError otherwise):
@@ -12,9 +12,11 @@ Binding (:meth:`Guard.for_binding`, checked before a port opens; ConfigError oth
 
 Every request (:meth:`Guard.check`, in this order; the first failing rule answers):
 
-1. ``Host`` (without port) must be one of the bound names: the loopback names on loopback, else the bound address,
-   plus each ``--allow-host`` (421). This stops DNS rebinding (a page on a name the attacker controls that
-   resolves to 127.0.0.1).
+1. Exactly one ``Host``, well-formed (:func:`parse_host`, ``urllib.parse.urlsplit``: no userinfo, path or
+   whitespace, a port 0..65535), and each header the guard reads at most once (400, RFC 9112 3.2); its host must
+   be one of the bound names: the loopback names on loopback, else the bound address, plus each ``--allow-host``
+   (421). This stops DNS rebinding (a page on a name the attacker controls that resolves to 127.0.0.1);
+   ``127.0.0.1:PORT@evil.com`` names ``evil.com`` and is refused.
 2. With a token: ``Authorization: Bearer TOKEN`` (RFC 6750), openpi's ``Authorization: Api-Key TOKEN``, or the
    surface's cookie, compared in constant time (``hmac.compare_digest``) (401).
 3. Cross-origin: an ``Origin`` header, when present (browsers send it on every websocket handshake, every
@@ -37,6 +39,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from rollbench.core.contracts import ConfigError
 
@@ -58,12 +61,62 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def parse_host(header: str) -> str | None:
+    """The host of a ``Host`` header (RFC 9110 7.2: ``uri-host [":" port]``), lower case, an IPv6 address in
+    brackets: ``127.0.0.1:8000`` -> ``127.0.0.1``, ``[::1]:80`` -> ``[::1]``. Parsed by ``urllib.parse.urlsplit``
+    as the authority of ``//HEADER``; None for a value that is not one: empty, with userinfo
+    (``127.0.0.1:8000@evil.com``, whose host is ``evil.com``), a path, query or fragment, whitespace or control
+    characters, or a port that is not an integer 0..65535."""
+    value = header.strip()
+    if not value or not value.isascii() or any(c in value for c in "@/?#\\") or not value.isprintable():
+        return None
+    if any(c.isspace() for c in value):
+        return None
+    try:
+        parts = urlsplit("//" + value)
+        port = parts.port  # ValueError for a port that is not an integer in range
+    except ValueError:
+        return None
+    if parts.username is not None or parts.password is not None or parts.path or not parts.hostname:
+        return None
+    del port  # any valid port (or none, or an empty one: RFC 3986 3.2.3) is accepted
+    host = parts.hostname
+    return f"[{host}]" if ":" in host else host
+
+
 def host_name(header: str) -> str:
-    """The name part of a ``Host`` header, lower case: ``127.0.0.1:8000`` -> ``127.0.0.1``, ``[::1]:80`` -> ``[::1]``."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[: header.find("]") + 1] if "]" in header else header
-    return header.rsplit(":", 1)[0] if ":" in header else header
+    """:func:`parse_host`, or ``""`` (a name no server answers to) for a malformed value."""
+    return parse_host(header) or ""
+
+
+def header_values(headers: Any, name: str) -> list[str]:
+    """Every value of header ``name`` in ``headers``: a websockets ``Headers`` (``get_all``), a Starlette
+    ``Headers`` (``getlist``), :class:`MultiHeaders`, or a plain mapping (one value at most)."""
+    for attr in ("get_all", "getlist"):
+        many = getattr(headers, attr, None)
+        if callable(many):
+            return list(many(name))
+    value = headers.get(name)
+    return [] if value is None else [value]
+
+
+class MultiHeaders(dict[str, str]):
+    """Lower-case header name -> its first value, keeping every value (``get_all``): what :func:`asgi_guard`
+    builds from an ASGI scope's header list so that a repeated header is seen."""
+
+    def __init__(self, pairs: Sequence[tuple[str, str]]) -> None:
+        super().__init__()
+        self._all: dict[str, list[str]] = {}
+        for k, v in pairs:
+            self._all.setdefault(k.lower(), []).append(v)
+            self.setdefault(k.lower(), v)
+
+    def get_all(self, name: str) -> list[str]:
+        return list(self._all.get(name.lower(), []))
+
+
+GUARDED_HEADERS = ("host", "authorization", "origin", "sec-fetch-site", "content-type", "content-length", "cookie")
+"""The headers the guard decides on: each must appear at most once (a second Host is RFC 9112's 400)."""
 
 
 def client_headers() -> dict[str, str]:
@@ -134,19 +187,36 @@ class Guard:
         got = (cookies or {}).get(self.cookie) if self.cookie else None
         return got is not None and hmac.compare_digest(got.encode(), expected)
 
+    def check_host(self, headers: Any) -> tuple[int, str] | None:
+        """None when ``headers`` hold each guarded header at most once and exactly one well-formed ``Host`` naming
+        this server; else 400 (missing, repeated or malformed: RFC 9112 3.2) or 421 (another name)."""
+        for header in GUARDED_HEADERS:
+            if len(header_values(headers, header)) > 1:
+                return 400, f"more than one {header.title()} header; send it once"
+        values = header_values(headers, "host")
+        if not values:
+            return 400, "no Host header"
+        name = parse_host(values[0])
+        if name is None:
+            return 400, f"Host {values[0]!r} is not host[:port] (no user info, path or spaces)"
+        if name not in self.names:
+            return 421, f"Host {values[0]!r} is not a name this server answers to ({', '.join(self.names)})"
+        return None
+
     def check(
         self,
         method: str,
-        headers: Mapping[str, str],
+        headers: Any,
         cookies: Mapping[str, str] | None = None,
         websocket: bool = False,
     ) -> tuple[int, str] | None:
         """None when the request may proceed, else ``(HTTP status, message)``. ``headers``: case-insensitive or
-        lower-case keys."""
+        lower-case keys; a multi-valued kind (see :func:`header_values`) lets repeated headers be refused."""
         method = method.upper()
+        refused = self.check_host(headers)
+        if refused is not None:
+            return refused
         host = headers.get("host") or ""
-        if host_name(host) not in self.names:
-            return 421, f"Host {host!r} is not a name this server answers to ({', '.join(self.names)})"
         if self.token is not None and not self._token_ok(headers, cookies):
             return 401, "unauthorized: send the server's token as 'Authorization: Bearer TOKEN'"
         origin = headers.get("origin")
@@ -177,7 +247,7 @@ def asgi_guard(app: ASGIApp, guard: Guard) -> ASGIApp:
         if scope["type"] not in ("http", "websocket"):
             await app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        headers = MultiHeaders([(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers") or []])
         websocket = scope["type"] == "websocket"
         refused = guard.check(scope.get("method", "GET"), headers, websocket=websocket)
         if refused is None:

@@ -9,8 +9,8 @@ is used only when named). It is a child process with two pipes (rollbench -> hos
 errors, and it exits when its input pipe closes, so it dies with rollbench.
 
 Faults: a host that exits, closes its pipe, sends a malformed frame or misses a deadline is
-:class:`~rollbench.types.InfrastructureError` (the host is then stopped; the next episode starts a fresh one); an
-exception raised by lerobot's code for one slot is that slot's :class:`~rollbench.types.EpisodeError` (fault
+:class:`~rollbench.core.contracts.InfrastructureError` (the host is then stopped; the next episode starts a fresh one); an
+exception raised by lerobot's code for one slot is that slot's :class:`~rollbench.core.contracts.EpisodeError` (fault
 ``policy``). Failing to start or load the checkpoint is a ConfigError (exit 2, before any episode).
 """
 
@@ -53,7 +53,7 @@ def find_python(option: str | None) -> str:
             return str(candidate)
     raise ConfigError(
         "lerobot policy: no interpreter with lerobot found; build one with "
-        f"{INSTALL_HINT}, or give --policy-options python=PATH"
+        f'{INSTALL_HINT}, or give --policy-options \'{{"python": "PATH"}}\''
     )
 
 
@@ -89,11 +89,25 @@ class HostProcess:
             msg, _ = self.reader.read(start_timeout_s)
         except (frames.PeerGone, frames.PeerTimeout, frames.FrameError) as exc:
             self.stop()
-            raise ConfigError(f"lerobot policy host did not start ({exc}): {self.tail()}") from None
+            raise ConfigError(f"lerobot policy host did not start ({exc}): {self.last_line(python)}") from None
         if msg.get("op") != "hello":
             self.stop()
             raise ConfigError(f"lerobot policy cannot load {checkpoint}: {msg.get('message')}")
         self.info: dict[str, Any] = msg.get("info", {})
+
+    def last_line(self, python: str) -> str:
+        """One line for a host that did not start: its last output line (the exception a traceback ends with), the
+        way out when that interpreter has no lerobot, and where the whole output is (issue 30, item 20)."""
+        lines = [ln.strip() for ln in self.tail().splitlines() if ln.strip()]
+        last = lines[-1] if lines else "(no output)"
+        if last.startswith("ModuleNotFoundError: No module named "):
+            module = last.rsplit(" ", 1)[1]
+            return (
+                f"{python} has no module {module} (the LeRobot host needs lerobot and its dependencies); build an "
+                f"interpreter with {INSTALL_HINT}, or give --policy-options "
+                f'\'{{"python": "PATH"}}\' (host output: {self.log.name})'
+            )
+        return f"{last} (host output: {self.log.name})"
 
     def tail(self, n: int = 2000) -> str:
         """The last ``n`` characters of the host's output (for error messages)."""

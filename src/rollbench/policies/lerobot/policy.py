@@ -119,7 +119,7 @@ class _Host:
 
 
 class LeRobotBatch:
-    """A :class:`rollbench.batching.BatchPolicy`: B slots of one host (see the module docstring)."""
+    """A :class:`rollbench.core.batch.BatchPolicy`: B slots of one host (see the module docstring)."""
 
     def __init__(self, host: _Host, info: PolicyInfo, size: int, owns_host: bool) -> None:
         self.host, self.info, self.size, self.owns_host = host, info, size, owns_host

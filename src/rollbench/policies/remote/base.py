@@ -149,7 +149,7 @@ class RemotePolicy:
     ) -> tuple[ObsMap, dict[str, Any] | None]:
         """``task``'s obs map, and the episode ``{"task", "seed", "instruction"}`` once a server that accepts resets
         has acknowledged ``message(episode)`` (None for a server that does not); used by :meth:`reset` and by each
-        slot of a batch client (:class:`~rollbench.policies.remote.RemoteBatch`). Raises EpisodeError."""
+        slot of a batch client (:class:`~rollbench.policies.remote.base.RemoteBatch`). Raises EpisodeError."""
         obs_map = resolve_obs_map(task.family, self.obs_protocol, self._overrides)
         if self.metadata.get("reset") is not True:
             return obs_map, None

@@ -152,7 +152,7 @@ class HttpPolicy(RemotePolicy):
                 meta = body.get("metadata", {})
                 return meta if isinstance(meta, dict) else {"metadata": meta}
             if status == 426 or b"WebSocket" in text[:2000]:  # a websocket server (openpi, serve-policy) says so
-                ws_url = "ws://" + urlsplit(self.url).netloc
+                ws_url = ("wss://" if self.url.startswith("https://") else "ws://") + urlsplit(self.url).netloc
                 raise ConfigError(
                     f"{self.url} is a websocket policy server (it answered HTTP {status} to a plain HTTP request): "
                     f"use --policy {ws_url}"

@@ -81,7 +81,7 @@ class WebsocketPolicy(RemotePolicy):
         except Exception as exc:
             status = getattr(getattr(exc, "response", None), "status_code", None)  # websockets' InvalidStatus
             if status is not None:
-                http_url = "http://" + urlsplit(self.url).netloc
+                http_url = ("https://" if self.url.startswith("wss://") else "http://") + urlsplit(self.url).netloc
                 raise ConfigError(
                     f"{self.url} answered the websocket handshake with a plain HTTP {status}: it is not a websocket "
                     f"policy server; if it serves rollbench's JSON /act protocol (`rollbench serve-policy --protocol "

@@ -41,9 +41,9 @@ from typing import Any
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity, sanitize_segment
 from rollbench.core.jsonfile import parse_json, read_text
+from rollbench.dashboard.rubrics import BUILTIN_RUBRICS, Rubric
 from rollbench.record.files import atomic_write_bytes
 from rollbench.record.locks import LockHeld, PathLock
-from rollbench.review.rubrics import BUILTIN_RUBRICS, Rubric
 
 SIDECAR_VERSION = 1
 CONTEXT_FIELDS: tuple[str, ...] = ("task", "instruction", "policy", "model", "status")

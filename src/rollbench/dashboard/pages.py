@@ -5,7 +5,7 @@ autoescaping on, so every value a page shows is escaped by the engine; ``None`` 
 as ``\\u`` escapes, so no value can end the script element).
 
 The success-rate chart is an inline SVG (``templates/rate_chart.html.j2``, geometry from
-:func:`rollbench.review.charts.rate_chart`): one row per task, a bar for the rate and a whisker for its 95% Wilson
+:func:`rollbench.dashboard.charts.rate_chart`): one row per task, a bar for the rate and a whisker for its 95% Wilson
 interval (both as graded by :func:`rollbench.grading.grade.grade`).
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollbench.core.format import FILTERS, shown
-from rollbench.review.charts import rate_chart, sequential_svg, timeline_svg
+from rollbench.dashboard.charts import rate_chart, sequential_svg, timeline_svg
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -44,12 +44,12 @@ def _render(template: str, title: str, page: str, **context: Any) -> str:
 
 
 def runs_page(doc: dict[str, Any]) -> str:
-    """``/``: the hosts, filters and one row per run of ``doc`` (:meth:`~rollbench.review.service.Dashboard.runs`)."""
+    """``/``: the hosts, filters and one row per run of ``doc`` (:meth:`~rollbench.dashboard.service.Dashboard.runs`)."""
     return _render("runs.html.j2", "Runs", "runs", doc=doc)
 
 
 def run_page(d: dict[str, Any], reproduction: dict[str, Any] | None = None, references: list[str] | None = None) -> str:
-    """``/run/HOST/ROBOT/NAME``: ``d`` (:meth:`~rollbench.review.service.Dashboard.run_detail`) as a page, with links
+    """``/run/HOST/ROBOT/NAME``: ``d`` (:meth:`~rollbench.dashboard.service.Dashboard.run_detail`) as a page, with links
     to the shipped ``references`` that share a suite with the run and, for ``?reference=NAME``, the
     ``reproduction`` document (:func:`rollbench.reproduce.reproduce`) as a section."""
     chart = rate_chart(d["results"]["tasks"]) if d.get("results") else None
@@ -67,7 +67,7 @@ def run_page(d: dict[str, Any], reproduction: dict[str, Any] | None = None, refe
 
 
 def episode_page(d: dict[str, Any]) -> str:
-    """``/episode/HOST/ROBOT/NAME/E``: ``d`` (:meth:`~rollbench.review.service.Dashboard.episode_detail`) with its
+    """``/episode/HOST/ROBOT/NAME/E``: ``d`` (:meth:`~rollbench.dashboard.service.Dashboard.episode_detail`) with its
     videos, timeline, facts and label form."""
     run, ep, rubric, nav = d["run"], d["episode"], d["rubric"], d["nav"]
     facts = [

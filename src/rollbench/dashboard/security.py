@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from rollbench.wire.guard import Guard, host_name
+from rollbench.wire.guard import Guard
 
 COOKIE = "rollbench_token"
 MAX_BODY_BYTES = 64 * 1024
@@ -45,9 +45,9 @@ def make_guard(guard: Guard) -> Callable[[Request, Callable[[Request], Awaitable
 
     async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         method = request.method.upper()
-        host_header = request.headers.get("host", "")
-        if host_name(host_header) not in guard.names:
-            return _deny(421, f"Host {host_header!r} is not a name this dashboard answers to")
+        refused_host = guard.check_host(request.headers)  # one well-formed Host naming this dashboard
+        if refused_host is not None:
+            return _deny(*refused_host)
         query_token = request.query_params.get("token")
         if guard.token and query_token is not None and method in ("GET", "HEAD"):
             if not hmac.compare_digest(query_token.encode(), guard.token.encode()):

@@ -1,6 +1,6 @@
-"""The dashboard's state: local runs (:class:`~rollbench.review.catalog.Catalog`), peers, the label sidecar.
+"""The dashboard's state: local runs (:class:`~rollbench.dashboard.catalog.Catalog`), peers, the label sidecar.
 
-Every method returns plain JSON-able data; :mod:`rollbench.review.app` turns it into HTTP responses and pages.
+Every method returns plain JSON-able data; :mod:`rollbench.dashboard.app` turns it into HTTP responses and pages.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 
 from rollbench.core.identity import RunIdentity
+from rollbench.dashboard.catalog import Catalog, RunRecord, inside, live_progress
+from rollbench.dashboard.labels import LabelFile, load_labels, set_label
+from rollbench.dashboard.peers import Peer
+from rollbench.dashboard.rubrics import Rubric
+from rollbench.dashboard.summary import disagreement_rows, episode_status, join_labels, pending_summary, run_summary
 from rollbench.record.runlog import utc_now
-from rollbench.review.catalog import Catalog, RunRecord, inside, live_progress
-from rollbench.review.labels import LabelFile, load_labels, set_label
-from rollbench.review.peers import Peer
-from rollbench.review.rubrics import Rubric
-from rollbench.review.summary import disagreement_rows, episode_status, join_labels, pending_summary, run_summary
 
 
 @dataclass

@@ -3,7 +3,7 @@
 API (JSON unless said; identities are ``HOST/ROBOT/NAME``, each segment ``^[A-Za-z0-9][A-Za-z0-9._-]*$``):
 
 * ``GET /api/runs``: ``generated_at``, ``rubric``, ``runs`` (summaries joined with labels, see
-  :mod:`rollbench.review.summary`), ``hosts`` (``host``, ``source``, ``runs``, ``error``, ``stale_since``),
+  :mod:`rollbench.dashboard.summary`), ``hosts`` (``host``, ``source``, ``runs``, ``error``, ``stale_since``),
   ``disagreements``, ``errors`` (run directories that could not be read).
 * ``GET /api/run/HOST/ROBOT/NAME``: one run with its graded ``results`` (tasks, suites, overall, latency, reasons).
 * ``GET /api/episode/HOST/ROBOT/NAME/E``: one episode with its per-step timeline and label entry (with history).
@@ -15,7 +15,7 @@ API (JSON unless said; identities are ``HOST/ROBOT/NAME``, each segment ``^[A-Za
   ``GET /transcript/HOST/ROBOT/NAME/E``.
 
 Errors are ``{"error": "..."}`` with 400 (bad segment or body), 401/403/413/415/421 (see
-:mod:`rollbench.review.security`), 404 (no such run, episode or file) or 502 (a peer failed).
+:mod:`rollbench.dashboard.security`), 404 (no such run, episode or file) or 502 (a peer failed).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity, check_segment
-from rollbench.review import pages
-from rollbench.review.security import MAX_BODY_BYTES, dashboard_guard, make_guard
-from rollbench.review.service import Dashboard
-from rollbench.review.summary import label_totals, labels_csv
+from rollbench.dashboard import pages
+from rollbench.dashboard.security import MAX_BODY_BYTES, dashboard_guard, make_guard
+from rollbench.dashboard.service import Dashboard
+from rollbench.dashboard.summary import label_totals, labels_csv
 
 STATIC = Path(__file__).with_name("static")
 
@@ -227,7 +227,7 @@ def _add_media(app: FastAPI, dash: Dashboard) -> None:
 
 
 def _add_pages(app: FastAPI, dash: Dashboard) -> None:
-    """The server-rendered pages (:mod:`rollbench.review.pages`): runs, disagreements, a run, an episode; and the
+    """The server-rendered pages (:mod:`rollbench.dashboard.pages`): runs, disagreements, a run, an episode; and the
     icon at ``/favicon.ico`` (the SVG of ``/static/favicon.svg``, for clients that ask there without reading the
     pages' ``<link rel="icon">``)."""
 

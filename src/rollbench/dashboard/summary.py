@@ -1,6 +1,6 @@
 """JSON documents the dashboard serves, built from graded runs and the label sidecar.
 
-A *run summary* (one element of ``/api/runs``'s ``runs``) is built from a :class:`~rollbench.review.catalog.RunRecord`
+A *run summary* (one element of ``/api/runs``'s ``runs``) is built from a :class:`~rollbench.dashboard.catalog.RunRecord`
 by :func:`run_summary` and carries no labels; :func:`join_labels` adds the labels of the sidecar the serving dashboard
 keeps (a central dashboard joins its own sidecar to its peers' summaries). URLs are paths on the serving dashboard:
 ``/episode/HOST/ROBOT/NAME/E`` (review page), ``/media/HOST/ROBOT/NAME/E/CAMERA`` (video, range requests),
@@ -8,7 +8,7 @@ keeps (a central dashboard joins its own sidecar to its peers' summaries). URLs 
 
 An episode's ``status`` is its recorded outcome as graded: ``error`` (termination reason ``error``), ``success``
 or ``failure``. A *disagreement* is a labelled episode whose label implies a success value
-(:meth:`rollbench.review.rubrics.Rubric.implies_success`) different from the graded one.
+(:meth:`rollbench.dashboard.rubrics.Rubric.implies_success`) different from the graded one.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections import Counter
 from typing import Any
 
 from rollbench.core.identity import RunIdentity
-from rollbench.review.catalog import RunRecord
-from rollbench.review.labels import LabelFile
-from rollbench.review.rubrics import Rubric
+from rollbench.dashboard.catalog import RunRecord
+from rollbench.dashboard.labels import LabelFile
+from rollbench.dashboard.rubrics import Rubric
 
 CSV_COLUMNS = ("key", "label", "note", "annotator", "labeled_at", "task", "instruction", "policy", "model", "status")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

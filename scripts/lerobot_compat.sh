@@ -130,13 +130,15 @@ build() {  # build LINE: create or update the line's venv (a venv of another Pyt
   "$venv/bin/python" -c "import lerobot, sys; from importlib.metadata import version as v; assert v('lerobot') == '$line', v('lerobot'); print('lerobot', v('lerobot'), 'on Python', sys.version.split()[0], 'in $venv')"
 }
 
+# A test's fixture runs rollbench and lerobot's own loop one after the other: on a loaded 2-core machine the Diffusion
+# pair took over 10 min (pyproject's 600 s per test), so this stage allows 30 min per test.
 run_tests() {  # run_tests LINE [pytest args]: tests/compat offline, with local files only
   local venv hf_home rc=0
   venv=$(venv_of "$1")
   shift
   hf_home=$(mktemp -d)
   HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME="$hf_home" ROLLBENCH_BIN="$PWD/.venv/bin/rollbench" \
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/compat "$@" || rc=$?
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider --timeout "${LEROBOT_TEST_TIMEOUT:-1800}" tests/compat "$@" || rc=$?
   rm -rf "$hf_home"
   return "$rc"
 }

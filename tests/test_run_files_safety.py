@@ -454,3 +454,26 @@ def test_a_return_that_its_reward_rows_do_not_sum_to_is_a_named_violation(layout
     want = f"episode 1: episode record says return {rows['rollbench/return']:g} but its next.reward rows sum to "
     assert r["violations"] == [want + f"{100.0 * table.num_rows:g}"]
     assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3
+
+
+@pytest.mark.parametrize("field", [{"results": "x"}, {"status": {"x": [1]}}, {"provenance": [1]}])
+def test_a_run_log_field_of_the_wrong_type_is_named_by_mcp_and_hides_no_other_run(
+    layout: tuple[Path, Path], tmp_path: Path, field: dict
+) -> None:
+    """MCP's get_run names the run.json of a run whose results/status/provenance have the wrong type (a ToolError,
+    not "Error executing tool"), and list_runs still lists the sound run beside it."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from rollbench.mcp.server import RolloutService
+
+    run, _ = layout
+    bad = run.parent / "bad"
+    shutil.copytree(run, bad)
+    log = json.loads((bad / "run.json").read_text())
+    log.update(field)
+    (bad / "run.json").write_text(json.dumps(log))
+    svc = RolloutService(run.parent)
+    with pytest.raises(ToolError) as err:
+        svc.get_run("bad")
+    assert str(err.value).startswith(f"{bad}/run.json is not a rollbench run log (")
+    assert [r.run_id for r in svc.list_runs(10)] == ["r"]

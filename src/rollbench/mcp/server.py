@@ -209,7 +209,10 @@ class RolloutService:
                 live = read_regular_json(run_dir / "run.live.json", run_dir)
         if active is not None:
             live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
-        info = run_info(run_id, run_dir, log_, state, live)
+        try:
+            info = run_info(run_id, run_dir, log_, state, live)
+        except FOREIGN_LOG as exc:  # fields of the wrong type in a run.json someone handed over
+            raise ToolError(f"{run_dir}/run.json is not a rollbench run log ({type(exc).__name__})") from None
         return _call_result(info.summary, info)
 
     def list_runs(self, limit: int) -> list[RunRow]:
@@ -220,10 +223,14 @@ class RolloutService:
             try:
                 mtime = (d / "run.json").stat().st_mtime
                 rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
-            except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
+            except (OSError, RollbenchError, *FOREIGN_LOG) as exc:  # foreign run.json
                 log.warning("skipping unreadable run %s: %r", d, exc)
         rows.sort(key=lambda r: r[0], reverse=True)
         return [r for _, r in rows[:limit]]
+
+
+FOREIGN_LOG = (ValueError, KeyError, TypeError, AttributeError)
+"""What reading the fields of a run.json of the wrong types raises (a pydantic ValidationError is a ValueError)."""
 
 
 def _call_result(summary: str, model: BaseModel) -> CallToolResult:

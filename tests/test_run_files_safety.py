@@ -477,3 +477,36 @@ def test_a_run_log_field_of_the_wrong_type_is_named_by_mcp_and_hides_no_other_ru
         svc.get_run("bad")
     assert str(err.value).startswith(f"{bad}/run.json is not a rollbench run log (")
     assert [r.run_id for r in svc.list_runs(10)] == ["r"]
+
+
+@pytest.mark.parametrize(
+    "template",
+    [{"data_path": 5}, {"data_path": "{nope}.parquet"}, {"video_path": "{file_index:>99999999}"}, {"fps": "10"}],
+)
+def test_a_damaged_path_template_in_info_json_breaks_neither_the_dashboard_nor_grade(
+    layout: tuple[Path, Path], tmp_path: Path, template: dict
+) -> None:
+    """A handed-over run whose meta/info.json holds a data_path/video_path that is not LeRobot's plain template (a
+    number, an unknown name, a 100-MB-wide spec) or a string fps: the dashboard lists it beside the sound run and
+    serves its pages (200, never a 500 for every run); grade names a bad video_path in its violations."""
+    import httpx
+
+    from dashboard_support import ServerThread
+
+    run, _ = layout
+    bad = run.parent / "bad"
+    shutil.copytree(run, bad)
+    info = json.loads((bad / "meta/info.json").read_text())
+    info.update(template)
+    (bad / "meta/info.json").write_text(json.dumps(info))
+    srv = ServerThread([run.parent], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
+    try:
+        listed = httpx.get(srv.url + "/api/runs", timeout=60)
+        key = next(r["key"] for r in listed.json()["runs"] if r["name"] == "bad")
+        pages = [httpx.get(srv.url + p, timeout=60).status_code for p in (f"/run/{key}", f"/episode/{key}/0")]
+    finally:
+        srv.stop()
+    assert listed.status_code == 200 and sorted(r["name"] for r in listed.json()["runs"]) == ["bad", "r"]
+    assert pages == [200, 200]
+    if "video_path" in template:
+        assert any("video_path '{file_index:>99999999}' cannot be filled in" in v for v in grade(bad)["violations"])

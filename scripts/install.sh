@@ -26,8 +26,11 @@ fi
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  (  # one apt at a time: the one-time set-ups may run side by side (.ci/run)
+    flock 9
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  ) 9>/tmp/.rollbench-apt.lock
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -10,12 +10,14 @@
 #   --policy-options '{"python": ".venv-lerobot-0.4.4/bin/python"}' or ROLLBENCH_LEROBOT_PYTHON).
 # --lerobot both: both venvs, built one after the other, then each line's tests; prints each line's time (CI).
 # --eval: also install what lerobot's own evaluation loop needs for PushT, ALOHA and LIBERO.
+# --build-only: build (or bring up to date) the venvs and stop; no tests (CI builds them while it lints).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-with_eval=0 lines=0.6.1
+with_eval=0 lines=0.6.1 build_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --eval) with_eval=1; shift ;;
+    --build-only) build_only=1; shift ;;
     --lerobot) lines=${2:-}; shift 2 || { echo "--lerobot needs 0.6.1, 0.4.4 or both" >&2; exit 2; } ;;
     *) break ;;
   esac
@@ -74,8 +76,11 @@ PACKAGES_044=(torch==2.14.1 torchvision==0.29.1 torchcodec==0.14.0 datasets==4.8
 if ! ldconfig -p | grep -q 'libavcodec\.so\.'; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing ffmpeg (shared libraries for torchcodec)"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null
+  (  # one apt at a time: the one-time set-ups may run side by side (.ci/run)
+    flock 9
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null
+  ) 9>/tmp/.rollbench-apt.lock
 fi
 
 # pip's messages about the local index folders this machine lists are noise; errors are shown in full.
@@ -142,6 +147,9 @@ for line in $lines; do
   build "$line"
   times+=("$(printf '%5ds  lerobot %s: build' $((SECONDS - t0)) "$line")")
 done
+if [ "$build_only" = 1 ]; then
+  echo "=== LeRobot build times"; printf '%s\n' "${times[@]}"; exit 0
+fi
 rc=0
 for line in $lines; do
   t0=$SECONDS

@@ -11,7 +11,9 @@ empty and its first 5 actions are executed with ``env.step(action.tolist())``; t
 
 Where it follows rollbench instead of openpi (documented departures, so that the two can be compared per episode):
 the scene is seeded per episode, ``np.random.seed(seed)`` and ``env.seed(seed)`` right before ``env.reset()``
-(openpi seeds once per process and task). Only what LIBERO needs to run here comes from rollbench
+(openpi seeds once per process and task); and, since this loop runs on robosuite 1.5 while the reference stack is
+robosuite 1.4, the robot's reset first takes from numpy's global generator the ``randn(len(init_qpos))`` robosuite
+1.4's ``Robot.reset`` draws there for its (zero) initialization noise (robosuite 1.5 draws it from ``env.rng``). Only what LIBERO needs to run here comes from rollbench
 (``libero_setup.prepare``: config folder, asset link, the robosuite 1.5 base fix); the init states are read with
 plain ``pickle`` (the files are local and trusted here), the task's language by LIBERO's file-name rule.
 
@@ -89,13 +91,31 @@ def axis_angle(quat: np.ndarray) -> np.ndarray:
     return (q[:3] * 2.0 * math.acos(q[3])) / den
 
 
+def _reset_with_14_draw(env: Any) -> None:
+    """``env.reset()`` where each robot reset first draws ``np.random.randn(len(init_qpos))``, as robosuite 1.4."""
+    from robosuite.robots.robot import Robot
+
+    original = Robot.reset
+
+    def reset(self: Any, deterministic: bool = False, *args: Any, **kwargs: Any) -> Any:
+        if not deterministic:
+            np.random.randn(len(self.init_qpos))
+        return original(self, deterministic, *args, **kwargs)
+
+    Robot.reset = reset  # type: ignore[method-assign]
+    try:
+        env.reset()
+    finally:
+        Robot.reset = original  # type: ignore[method-assign]
+
+
 def episode(env: Any, states: np.ndarray, k: int, seed: int, language: str, client: Any, max_steps: int) -> int:
     """One episode; returns the steps executed (the server records what it was sent)."""
     from openpi_client import image_tools
 
     np.random.seed(seed)
     env.seed(seed)
-    env.reset()
+    _reset_with_14_draw(env)
     obs = env.set_init_state(states[k])
     for _ in range(SETTLE):
         obs, _, _, _ = env.step(NOOP)

@@ -441,6 +441,11 @@ CASES: list[T] = [
     ("sequential-out-file", write("f", "x"), ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/f"], "--out"),
     ("sequential-out-foreign", write("s/x", "x"), ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/s"], "holds no sequential.json"),
     ("compare-sequential-plain-run", nothing, ["compare", "--sequential", "W/run"], "not an arm of rollbench sequential"),
+    ("robustness-unperturbed", nothing, ["robustness", "--env", "scripted/reach", "--policy", "zero", "--out", "W/rb"], "is not perturbed"),
+    ("robustness-instruction", nothing, ["robustness", "--env", "scripted/reach", "--policy", "zero", "--instruction", "x"], "--instruction"),
+    ("robustness-run-and-flags", nothing, ["robustness", "W/run", "--env", "scripted/reach"], "not both"),
+    ("robustness-no-env", nothing, ["robustness", "--policy", "zero"], "--env"),
+    ("robustness-plain-run", nothing, ["robustness", "W/run"], "no episode of this run is a perturbed instance"),
     ("optimize-margin", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--margin", "nan"], "margin"),
     ("optimize-state", write("o/optimize.json", DEEP), ["optimize-instruction", *RUN[:4], "--out", "W/o"], "nested too deeply"),
 ]  # fmt: skip

@@ -180,8 +180,7 @@ def test_policies_prints_each_description_whole_on_one_line(tmp_path: Path) -> N
     )
     assert "``" not in "\n".join(lines)  # reStructuredText literals are shown as `x`
     assert lines[-1] == (
-        "module:factory         Your own policy: factory(name, options) in an importable module (README, "
-        '"Your own policy or env").'
+        "module:factory         Your own policy: factory(name, options) in an importable module (docs/plugins.md)."
     )
     assert len(lines) - 1 == len(json.loads(cli("policies", "--json", cwd=tmp_path).stdout))
 
@@ -192,7 +191,8 @@ def test_a_task_typed_without_its_family_suggests_the_full_name_and_writes_nothi
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip() == (
         "error: unknown env family 'pick-place-v3'. Did you mean metaworld/pick-place-v3? (tasks are named "
-        "FAMILY/TASK) Valid env families: aloha, fetch, gym, libero, metaworld, pusht, robosuite, scripted"
+        "FAMILY/TASK) Valid env families: aloha, fetch, gym, libero, libero_ref, liberoplus, metaworld, pusht, robosuite, "
+        "scripted"
     )
     assert list(tmp_path.iterdir()) == []
 

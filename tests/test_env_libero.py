@@ -22,6 +22,7 @@ import pytest
 from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import EnvOptions, make_env, resolve_tasks
 from rollbench.envs.libero import env as libero
+from rollbench.envs.libero import pro as libero_pro
 from rollbench.envs.libero import setup as libero_setup
 from rollbench.envs.libero.env import (
     FAMILY,
@@ -43,7 +44,8 @@ def test_suites_horizons_and_instructions() -> None:
     horizons = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
     for t in FAMILY.tasks():
         suite = t.name.split("/")[1]
-        assert t.max_steps == horizons[LAN_SUITES.get(suite, suite)] and t.settle_steps == 10 and t.initial_states == 50
+        base = libero_pro.base_of(suite) or suite  # a LIBERO-PRO suite runs to its base suite's horizon
+        assert t.max_steps == horizons[base] and t.settle_steps == 10 and t.initial_states == 50
         assert t.instruction.strip() and t.success_rule == "any_step" and t.state_dim == 8 and t.action_dim == 7
     assert len({t.instruction for t in FAMILY.tasks()}) > 100  # instructions are the tasks' own, not a template
     assert FAMILY.task("libero/libero_spatial/0").instruction == (
@@ -367,12 +369,16 @@ def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() 
     if not row["installed"]:
         pytest.skip(f"LIBERO is not installed: {row['missing']}")
     tasks = {t["name"]: t["instruction"] for t in row["tasks"]}
-    assert len([n for n in tasks if not n.split("/")[1].endswith("_lan")]) == 130
+    assert len([n for n in tasks if n.split("/")[1] in SUITE_TASKS]) == 130
     for suite, names in SUITE_TASKS.items():
         for i, stem in enumerate(names):
             assert tasks[f"libero/{suite}/{i}"] == instruction_of(stem)
     assert tasks["libero/libero_10_lan/0"] and tasks["libero/libero_10_lan/0"] != tasks["libero/libero_10/0"]
-    assert "LIBERO-PRO suites run: libero_10_lan" in row["description"]
+    assert "LIBERO-PRO suites run in-process: libero_10_lan, libero_10_swap" in row["description"]
+    assert (
+        "refused libero_spatial_task task(s) 0,1,2,3,4,5,6,7,8,9 (rpent-liberopro's initial states"
+        in row["description"]
+    )
     text = run_cli("envs", "libero").stdout
     assert "pick up the black bowl between the plate and the ramekin and place it on the plate" in " ".join(
         text.split()

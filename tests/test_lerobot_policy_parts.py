@@ -11,7 +11,7 @@ import struct
 import numpy as np
 import pytest
 
-import rollbench.policies.lerobot.frames as frames
+import rollbench.wire.pipe.frames as frames
 from conftest import run_cli
 from rollbench.core.contracts import EpisodeError, Observation
 from rollbench.core.registry import resolve_tasks

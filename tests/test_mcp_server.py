@@ -206,7 +206,7 @@ async def test_bad_arguments_are_tool_errors_naming_valid_values_and_write_nothi
     schema = tools["run_policy_rollout"].input_schema["properties"]
     assert schema["max_steps"]["maximum"] == 500 and schema["n_episodes"]["minimum"] == 1
     assert set(tools) == {
-        "run_policy_rollout", "list_envs", "list_policies", "get_run", "grade_run", "list_runs",
+        "run_policy_rollout", "list_envs", "list_policies", "get_run", "grade_run", "robustness_study", "list_runs",
         "compare_policies_sequential",
     }  # fmt: skip
 

@@ -19,7 +19,7 @@ from run_tables import recorded_tables
 # The oracle: the names a plug-in may rely on, written out here (not read from rollbench). Removing one from the
 # package without a deprecation fails test_every_public_name_stays.
 PLUGIN_NAMES = {
-    "Policy", "PolicyInfo", "Observation", "TaskInfo", "PolicyStop", "PolicyGiveUp", "policy_options",
+    "Policy", "PolicyInfo", "Observation", "TaskInfo", "Perturbation", "PolicyStop", "PolicyGiveUp", "policy_options",
     "ChecksTasks", "FinishesEpisodes", "Batchable", "BatchPolicy", "SlotPolicies",
     "Env", "EnvFamily", "EnvOptions", "StepResult", "HoldAction", "ExpectsImages",
     "RollbenchError", "ConfigError", "EpisodeError",

@@ -1,5 +1,7 @@
-"""The README's custom policy (``module:factory``) and custom gymnasium env (``gym:MODULE:ID``) examples, run exactly
-as written there: the files are taken from README.md and the commands run as subprocesses (the real executable)."""
+"""The documented examples run exactly as written: the custom policy (``module:factory``) and custom gymnasium env
+(``gym:MODULE:ID``) of docs/plugins.md (files taken from the page, commands run as subprocesses of the real
+executable), the ``grade --json`` field table of docs/runs.md, and the release commands of docs/release.md on the
+labels file the dashboard of docs/dashboard.md writes. (The README's tour: tests/test_docs_examples.py.)"""
 
 from __future__ import annotations
 
@@ -14,17 +16,20 @@ import pytest
 
 from conftest import REPO, rollbench_bin
 
-README = (REPO / "README.md").read_text()
+PLUGINS = (REPO / "docs/plugins.md").read_text()
+RUNS = (REPO / "docs/runs.md").read_text()
+RELEASE = (REPO / "docs/release.md").read_text()
+DASHBOARD = (REPO / "docs/dashboard.md").read_text()
 
 
 def block_after(marker: str) -> str:
-    m = re.search(re.escape(marker) + r"\n\n```python\n(.*?)```", README, re.S)
-    assert m, f"README has no python block after {marker!r}"
+    m = re.search(re.escape(marker) + r"\n\n(?:<!-- run: [^>]* -->\n)?```python\n(.*?)```", PLUGINS, re.S)
+    assert m, f"docs/plugins.md has no python block after {marker!r}"
     return m.group(1)
 
 
 def command_with(needle: str) -> list[str]:
-    (line,) = [ln for ln in README.splitlines() if needle in ln and ln.startswith("PYTHONPATH=. ")]
+    (line,) = {ln for ln in PLUGINS.splitlines() if needle in ln and ln.startswith("PYTHONPATH=. ")}  # one command
     args = shlex.split(line.removeprefix("PYTHONPATH=. "))
     assert args[0] == ".venv/bin/rollbench"
     return [rollbench_bin(), *args[1:]]
@@ -37,7 +42,7 @@ def command_with(needle: str) -> list[str]:
         ("my_env.py", "--env gym:my_env:Reach1D-v0", "gym/my_env:Reach1D-v0", None),
     ],
 )
-def test_readme_example_runs_as_written(
+def test_plugin_example_runs_as_written(
     module: str, needle: str, task: str, success_rate: float | None, tmp_path: Path
 ) -> None:
     (tmp_path / module).write_text(block_after(f"`{module}`:"))
@@ -55,8 +60,8 @@ def test_readme_example_runs_as_written(
 
 
 def _grade_table() -> dict[str, str]:
-    """The README's ``grade --json`` field table as field -> meaning (one table: no blank line inside it)."""
-    section = README.split("## `rollbench grade RUN_DIR --json`\n\n", 1)[1]
+    """docs/runs.md's ``grade --json`` field table as field -> meaning (one table: no blank line inside it)."""
+    section = RUNS.split("## `rollbench grade RUN_DIR --json`\n\n", 1)[1]
     table = section.split("\n\n", 1)[0].splitlines()
     assert table[:2] == ["| field | meaning |", "|---|---|"]
     rows: dict[str, str] = {}
@@ -69,7 +74,7 @@ def _grade_table() -> dict[str, str]:
     return rows
 
 
-def test_readme_grade_table_is_one_table_naming_exactly_the_fields_grade_emits(tmp_path: Path) -> None:
+def test_runs_page_grade_table_is_one_table_naming_exactly_the_fields_grade_emits(tmp_path: Path) -> None:
     from rollbench.api import evaluate, grade
 
     evaluate(out=tmp_path / "run", env="scripted/reach", policy="scripted-expert", episodes=3)
@@ -85,7 +90,7 @@ def test_readme_grade_table_is_one_table_naming_exactly_the_fields_grade_emits(t
     assert set(doc["timing"]) <= mentioned("timing")
 
 
-def test_readme_release_example_runs_as_written_on_a_plain_run_and_its_dashboard_labels(tmp_path: Path) -> None:
+def test_release_example_runs_as_written_on_a_plain_run_and_its_dashboard_labels(tmp_path: Path) -> None:
     """The run the set-up writes (here a small stand-in under the same name) and the labels file the dashboard
     example writes are what the release example reads; both commands succeed as written."""
     from rollbench.api import evaluate
@@ -93,7 +98,7 @@ def test_readme_release_example_runs_as_written_on_a_plain_run_and_its_dashboard
     from rollbench.dashboard.labels import set_label
     from rollbench.dashboard.rubrics import load_rubric
 
-    dashboard = next(ln for ln in README.splitlines() if ln.startswith(".venv/bin/rollbench dashboard"))
+    dashboard = next(ln for ln in DASHBOARD.splitlines() if ln.startswith(".venv/bin/rollbench dashboard"))
     from rollbench.cli.dashboard import default_labels
 
     args = shlex.split(dashboard.split("#")[0])
@@ -104,7 +109,7 @@ def test_readme_release_example_runs_as_written_on_a_plain_run_and_its_dashboard
     run = tmp_path / "runs/pick-place-expert"
     ident = RunIdentity.from_run_log(json.loads((run / "run.json").read_text()), run)
     set_label(tmp_path / labels_file, ident.episode_key(0), "succeeded", rubric=load_rubric())
-    commands = [ln for ln in README.splitlines() if ln.startswith(".venv/bin/rollbench release ")]
+    commands = [ln for ln in RELEASE.splitlines() if ln.startswith(".venv/bin/rollbench release ")]
     assert len(commands) == 2
     for line in commands:
         args = shlex.split(line.split("#")[0])

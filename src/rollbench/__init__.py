@@ -10,7 +10,7 @@ The Python API (see :mod:`rollbench.api`)::
 The plug-in API (what a policy or env family is written against; the table is :mod:`rollbench.core.public`):
 
 * a policy: :class:`Policy` (``info``, ``reset``, ``act``, ``close``), :class:`PolicyInfo`, :class:`Observation`,
-  :class:`TaskInfo`, :class:`PolicyStop` / :class:`PolicyGiveUp`, and :func:`policy_options` for its factory;
+  :class:`TaskInfo` (with a :class:`Perturbation` for a perturbed task), :class:`PolicyStop` / :class:`PolicyGiveUp`, and :func:`policy_options` for its factory;
   optional hooks :class:`ChecksTasks`, :class:`FinishesEpisodes`, :class:`Batchable` (returning a
   :class:`BatchPolicy`, whose own optional hook is :class:`SlotPolicies`);
 * an env family: :class:`EnvFamily`, :class:`EnvOptions`, :class:`Env`, :class:`StepResult`, :class:`HoldAction`;
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         StepResult,
         TaskInfo,
     )
+    from rollbench.core.perturbation import Perturbation
     from rollbench.core.registry import EnvFamily, EnvOptions, policy_options
     from rollbench.core.spec import EvalSpec
 
@@ -75,6 +76,7 @@ __all__ = [  # the table's names, written out for type checkers and linters (tes
     "FinishesEpisodes",
     "HoldAction",
     "Observation",
+    "Perturbation",
     "Policy",
     "PolicyGiveUp",
     "PolicyInfo",

@@ -183,6 +183,32 @@ def latency_sweep_figure(sweep: dict[str, Any]) -> Figure:
     return fig
 
 
+def robustness_figure(study: dict[str, Any]) -> Figure:
+    """Success rate against perturbation level for each graded category of a robustness study
+    (:func:`rollbench.analysis.robustness.robustness_study`): the perturbed arm's rate per level with its 95% Wilson
+    interval, and the control arm's rate over the same pairs (dashed). A study without levels draws one empty axis
+    saying so."""
+    graded = {c: b for c, b in study["categories"].items() if b["levels"]}
+    fig, axes = plt.subplots(1, max(1, len(graded)), figsize=(3.6 * max(1, len(graded)), 3.0), layout="constrained",
+                             squeeze=False)  # fmt: skip
+    for ax, (cat, block) in zip(axes[0], graded.items(), strict=False):
+        lv = block["levels"]
+        xs = np.array([b["level"] for b in lv], dtype=float)
+        ys = np.array([b["perturbed"]["rate"] for b in lv], dtype=float)
+        err = np.array([[y - b["perturbed"]["ci95_low"] for y, b in zip(ys, lv, strict=True)],
+                        [b["perturbed"]["ci95_high"] - y for y, b in zip(ys, lv, strict=True)]])  # fmt: skip
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, linewidth=1.2, label="perturbed")
+        ax.plot(xs, [b["control"]["rate"] for b in lv], linestyle="--", marker=".", color="grey", label="control")
+        ax.set_ylim(-0.02, 1.05)
+        ax.set_xlabel(f"{cat} level")
+        ax.set_ylabel("success rate")
+        ax.legend(fontsize=7, frameon=False)
+    if not graded:
+        axes[0][0].text(0.5, 0.5, "no graded perturbation in this study", ha="center", va="center")
+        axes[0][0].set_axis_off()
+    return fig
+
+
 def sequential_figure(task: dict[str, Any]) -> Figure:
     """A sequential test's statistic against pairs: both log-likelihood ratios at every look (one task document of
     :func:`rollbench.sequential.recompute.compare_sequential`), the efficacy threshold (reached: B or A better),

@@ -94,9 +94,25 @@ def figure_specs(
     for i, sweep in enumerate(latency_sweeps(loaded.runs), 1):  # latency sweeps (issue 25)
         cap = f"Success rate against simulated latency: {sweep['policy']} on {sweep['env']} (95% Wilson interval)."
         out[f"latency_sweep_{i}"] = (lambda sweep=sweep: figures.latency_sweep_figure(sweep), cap)
+    for i, (run, study) in enumerate(robustness_studies(loaded), 1):  # robustness studies (issue 31)
+        if any(b["levels"] for b in study["categories"].values()):
+            cap = f"{run}: success rate against perturbation level, perturbed (95% Wilson) and control over the same pairs."
+            out[f"robustness_{i}"] = (lambda study=study: figures.robustness_figure(study), cap)
     dirs = [r for r in loaded.runs if r.run_dir is not None]
     if dirs:
         out["latency"] = (lambda: figures.latency_figure(dirs), "Policy call latency per run (recorded per step).")
+    return out
+
+
+def robustness_studies(loaded: Loaded) -> list[tuple[str, dict[str, Any]]]:
+    """``(run label, study)`` for every loaded run with perturbed episodes (:mod:`rollbench.analysis.robustness`)."""
+    from rollbench.analysis.robustness import robustness_study
+
+    out = []
+    for run in loaded.runs:
+        study = robustness_study(run)
+        if study is not None:
+            out.append((run.key, study))
     return out
 
 
@@ -287,6 +303,7 @@ def render_report(
     context["warnings"] = [*context["warnings"], *seq_warnings]
     context["sequential"] = [_sequential_view(doc, i) for i, doc in enumerate(sequential, 1)]
     context["latency_sweeps"] = latency_sweeps(loaded.runs)
+    context["robustness"] = [{"run": run, **study} for run, study in robustness_studies(loaded)]
     context["reproductions"] = []
     if reproductions:
         from rollbench.reproduce.html import reproduction_html

@@ -1,7 +1,7 @@
 """The ``rollbench`` command line: a thin layer over :mod:`rollbench.api`.
 
-Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs``, ``policies``
-and ``mcp`` in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
+Every command is a plain function in a module of :mod:`rollbench.cli` (``eval``, ``grade``, ``envs`` and ``policies``
+in this one) and is registered one way, by the table :data:`COMMANDS` at the end of this module, in the
 order ``rollbench --help`` lists them.
 
 Exit codes: 0 = status OK; 1 = PARTIAL or FAILED (the reasons are printed); 2 = bad input (nothing was run).
@@ -20,21 +20,23 @@ import typer
 from rollbench.cli.analysis import compare_cmd, report_cmd, summarize_cmd
 from rollbench.cli.common import OneLineErrors, console, out
 from rollbench.cli.common import fail as _fail
-from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
 from rollbench.cli.dashboard import dashboard_cmd
+from rollbench.cli.eval_run import new_spec as _new_spec
+from rollbench.cli.eval_run import run_with_display as _run_with_display
+from rollbench.cli.mcp import mcp_cmd
 from rollbench.cli.optimize import optimize_instruction
 from rollbench.cli.release import release_cmd
 from rollbench.cli.reproduce import reproduce_cmd
+from rollbench.cli.resume import resumed_spec
+from rollbench.cli.robustness import robustness_cmd
 from rollbench.cli.runs import runs_cmd
 from rollbench.cli.sequential import sequential_cmd
 from rollbench.cli.serve import serve_policy_cmd
-from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag, given_flags, spec_fields, spec_options
+from rollbench.cli.spec_flags import given_flags, spec_options
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.core.interrupts import Terminated
 
 if TYPE_CHECKING:
-    from rollbench.core.spec import EvalSpec
-    from rollbench.run.runners import Execution
+    pass
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -122,7 +124,7 @@ def eval_cmd(
 
     try:
         if resume is not None:
-            spec, out_dir = _resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
+            spec, out_dir = resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
         else:
             spec = _new_spec(ctx, spec_flags, spec_file, wire_capture)
         execution = Execution(
@@ -148,113 +150,6 @@ def eval_cmd(
     if as_json and run_dir is not None:
         result = {**result, "run_dir": str(run_dir)}  # where the run went (also without --out)
     _emit(result, as_json, run_dir)
-
-
-def _resumed_spec(
-    resume: Path, given: list[SpecFlag], spec_file: Path | None, values: dict[str, Any], trust_run: bool
-) -> EvalSpec:
-    """The spec stored in ``resume``/run.json; ConfigError if ``--spec`` or spec flags other than a repeated
-    ``--policy``/``--env`` were given. A run.json naming code to import or a path to read (``what_it_loads``) is
-    resumed only when the same ``--policy``/``--env``/``--policy-options`` are typed again or with ``--trust-run``:
-    a copied run directory never runs its code unasked (issue 30, item 14)."""
-    from rollbench.core.spec import build_spec, what_it_loads
-    from rollbench.record.runlog import read_run_log
-
-    confirming = {"policy", "env", "policy_options"}
-    others = [f for f in given if f.field not in confirming]
-    if others or spec_file:
-        shown = ", ".join(f.option for f in others) or "--spec"
-        raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
-    log = read_run_log(resume)
-    if log is None:
-        raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
-    spec = build_spec(**log["spec"])
-    typed = spec_fields(values, [f for f in given if f.field in confirming])
-    recorded = spec.model_dump(mode="json")
-    for field, value in typed.items():
-        if value != recorded.get(field):
-            raise ConfigError(
-                f"--resume {resume}: its run.json records {field} {recorded.get(field)!r}, not {value!r}; resume "
-                "with the recorded value or choose another --out"
-            )
-    loads = [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]
-    if loads and not trust_run:
-        raise ConfigError(
-            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import, read or send your API key to; "
-            "resume only a run "
-            "you trust: repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
-        )
-    return spec
-
-
-def _new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool) -> EvalSpec:
-    """The spec of the flags (every one, or with ``--spec FILE`` the file's fields overridden by the flags typed)."""
-    from rollbench.core.spec import build_spec
-
-    fields = _load_spec_file(spec_file) if spec_file else {}
-    fields.update(spec_fields(values, given_flags(ctx) if spec_file else SPEC_FLAGS))
-    if not fields.get("env") or not fields.get("policy"):
-        raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
-    if wire_capture:
-        fields["policy_options"] = _with_wire_capture(fields["policy"], fields.get("policy_options"))
-    return build_spec(**fields)
-
-
-def _run_with_display(
-    spec: EvalSpec,
-    out_dir: Path | None,
-    execution: Execution,
-    as_json: bool,
-    host_label: str | None,
-    robot: str | None,
-) -> tuple[dict[str, Any], Path | None]:
-    """Evaluate ``spec`` with progress bars (none with ``--json``); returns the result and the run directory.
-
-    Ctrl-C or SIGTERM: one line saying how to resume, exit 130 or 143; bad input: exit 2; a run that cannot go
-    on (RollbenchError): exit 1."""
-    from rollbench.api import evaluate
-    from rollbench.cli.display import ProgressDisplay
-    from rollbench.core.stdio import isolated_output
-
-    display = ProgressDisplay(console, enabled=not as_json)
-    try:
-        with isolated_output(), display, _terminate_as_interrupt():  # the policy's output and children: not ours
-            result = evaluate(
-                spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
-            )
-    except KeyboardInterrupt as exc:
-        where = display.run_dir if display.run_dir else out_dir
-        console.print(
-            f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
-            f"`rollbench eval --resume {where}` (or the same command)",
-            highlight=False,
-            soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
-        )
-        raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
-    except ConfigError as exc:
-        _fail(str(exc))
-    except RollbenchError as exc:
-        _fail(str(exc), code=1)
-    return result, display.run_dir
-
-
-def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str, Any]:
-    """``--wire-capture`` is the agent policy option ``wire_capture: true`` (part of the spec, so a resume keeps it)."""
-    if not str(policy).startswith("agent:"):
-        raise ConfigError(f"--wire-capture applies to agent:PROVIDER/MODEL policies only, not {policy!r}")
-    return {**(options or {}), "wire_capture": True}
-
-
-def _load_spec_file(path: Path) -> dict[str, Any]:
-    """An EvalSpec's fields from a JSON file: a spec object, or a run.json (its ``spec`` is used)."""
-    from rollbench.core.jsonfile import read_json
-
-    data = read_json(path, "--spec")
-    if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data:
-        data = data["spec"]
-    if not isinstance(data, dict):
-        raise ConfigError(f"--spec {path}: expected a JSON object with EvalSpec fields (env, policy, episodes, ...)")
-    return data
 
 
 def _emit(result: dict[str, Any], as_json: bool, run_dir: Path | None) -> None:
@@ -330,48 +225,10 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     out.print(
         Text.assemble(
             (f"{'module:factory':<22}", "bold"),
-            ' Your own policy: factory(name, options) in an importable module (README, "Your own policy or env").',
+            " Your own policy: factory(name, options) in an importable module (docs/plugins.md).",
         ),
         soft_wrap=True,
     )
-
-
-def mcp_cmd(
-    transport: Annotated[
-        str, typer.Option(help="stdio (the agent launches this server) or http (streamable HTTP at /mcp).")
-    ] = "stdio",
-    root: Annotated[Path, typer.Option(help="Directory every run is written under; run names cannot leave it.")] = Path(
-        "runs"
-    ),
-    max_steps_ceiling: Annotated[int, typer.Option(min=1, help="Largest max_steps a client may request.")] = 1000,
-    host: Annotated[str, typer.Option(help="http only: interface to bind (loopback unless trusted).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="http only: port.")] = 8000,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="ROLLBENCH_MCP_TOKEN",
-            help="http only: secret clients send as 'Authorization: Bearer TOKEN'; required off loopback.",
-        ),
-    ] = None,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option(help="http only: a host name clients use to reach the server (Host/Origin check); repeatable."),
-    ] = None,
-    lerobot_policy: Annotated[
-        list[str] | None,
-        typer.Option(help="A lerobot:PATH_OR_REPO policy clients may run (the only ones they may name); repeatable."),
-    ] = None,
-) -> None:
-    """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
-    from rollbench.mcp.server import serve
-
-    try:
-        checkpoints = tuple(lerobot_policy or ())
-        if bad := [p for p in checkpoints if not p.startswith("lerobot:")]:
-            raise ConfigError(f"--lerobot-policy {bad[0]!r}: give lerobot:PATH_OR_REPO_ID[@REVISION]")
-        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()), checkpoints)
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
@@ -389,6 +246,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("optimize-instruction", optimize_instruction),
     ("reproduce", reproduce_cmd),
     ("sequential", sequential_cmd),
+    ("robustness", robustness_cmd),
     ("release", release_cmd),
 )
 for _name, _command in COMMANDS:

@@ -25,6 +25,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from rollbench.core.perturbation import Perturbation
+
 SuccessRule = Literal["any_step", "final_step"]
 SUCCESS_RULES: tuple[str, ...] = ("any_step", "final_step")
 
@@ -139,6 +141,7 @@ class TaskInfo:
             previous chunk has run out (``--latency``); None: the task cannot be run with a latency.
         video_cameras: cameras ``--video`` records when the run names none (empty: those rendered for the policy,
             else the first camera); LIBERO: ``agentview``, the one openpi's LIBERO client records.
+        perturbation: set when the task is a perturbed instance of another (LIBERO-PRO, LIBERO-Plus), else None.
     """
 
     name: str
@@ -160,6 +163,7 @@ class TaskInfo:
     replan_every: int | None = None
     image_size: tuple[int, int] = (224, 224)
     hold: HoldAction | None = None
+    perturbation: Perturbation | None = None
 
     def __post_init__(self) -> None:
         if "/" not in self.name:
@@ -268,11 +272,9 @@ class PolicyInfo:
             calls run inline instead of through the ``--policy-timeout`` helper thread
             (:mod:`rollbench.run.deadline`), whose hand-offs cost up to ~18% of in-process throughput next to
             the background committer (BENCHMARKS.md). Leave False for anything else.
-        one_stream: empty, or why the policy's episodes draw from one random stream that must run as its reference
-            run plays it (a LeRobot checkpoint with seeding ``lerobot-eval``): then a run with more than one worker
-            or slot, a resume, several tasks or an instruction sweep is refused (``api.check_one_stream``).
-        warnings: facts about the policy a user should see before the run (a LeRobot checkpoint saved by another
-            lerobot release than the one running it); added to run.json ``warnings`` and printed at the start.
+        one_stream: empty, or why the episodes draw from one random stream played as its reference run plays it
+            (LeRobot with seeding ``lerobot-eval``): several workers/slots/tasks, a resume or a sweep are refused.
+        warnings: facts to show before the run (a checkpoint of another lerobot release), kept in run.json.
     """
 
     name: str

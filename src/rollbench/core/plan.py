@@ -38,6 +38,9 @@ class PlannedEpisode:
         max_steps: the horizon this episode runs to (steps).
         success_rule: ``any_step`` or ``final_step``.
         variant: name of the instruction variant in a sweep, else None.
+        perturbation: for a perturbed task (LIBERO-PRO, LIBERO-Plus), its category, level, control task and detail
+            (:meth:`rollbench.core.perturbation.Perturbation.to_dict`), recorded per episode so a robustness table is
+            recomputed from run.json alone; else None.
     """
 
     episode_index: int
@@ -50,9 +53,13 @@ class PlannedEpisode:
     max_steps: int
     success_rule: str
     variant: str | None = None
+    perturbation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["perturbation"] is None:
+            del out["perturbation"]  # run.json of unperturbed runs keeps its earlier form (and run identity)
+        return out
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,7 @@ def make_plan(spec: EvalSpec) -> Plan:
                         max_steps=spec.max_steps or task.max_steps,
                         success_rule=spec.success_rule or task.success_rule,
                         variant=variant,
+                        perturbation=task.perturbation.to_dict() if task.perturbation else None,
                     )
                 )
     return Plan(tuple(tasks), tuple(instructions), tuple(episodes))
@@ -295,6 +303,11 @@ def plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) ->
                 "variants": [{"name": v, "instruction": i} for v, i in task_variants(spec, t)]
                 if ep0.variant is not None
                 else None,
+                **(
+                    {"perturbation": {**t.perturbation.to_dict(), "rule": t.perturbation.rule}}
+                    if t.perturbation
+                    else {}
+                ),
             }
             for t in plan.tasks
             for ep0 in [next(e for e in plan.episodes if e.task == t.name)]

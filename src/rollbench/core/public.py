@@ -15,6 +15,7 @@ PLUGIN_API: dict[str, str] = {
     "PolicyInfo": CONTRACTS,
     "Observation": CONTRACTS,
     "TaskInfo": CONTRACTS,
+    "Perturbation": "rollbench.core.perturbation",
     "PolicyStop": CONTRACTS,
     "PolicyGiveUp": CONTRACTS,
     "policy_options": REGISTRY,

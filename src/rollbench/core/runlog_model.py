@@ -51,6 +51,16 @@ class Variant(Closed):
     instruction: str
 
 
+class PerturbationRecord(Closed):
+    """A perturbed task's category, level and control (:class:`rollbench.core.perturbation.Perturbation`)."""
+
+    category: str
+    level: float | None = None
+    control: str | None = None
+    detail: str = ""
+    rule: str | None = Field(default=None, description="How they were derived (plan tasks only).")
+
+
 class PlanTask(Closed):
     """One task as it runs: what its first planned episode uses, and what the task declares."""
 
@@ -64,6 +74,7 @@ class PlanTask(Closed):
     settle_steps: int = Field(ge=0)
     source: str
     variants: list[Variant] | None = Field(default=None, description="Instruction sweeps only.")
+    perturbation: PerturbationRecord | None = Field(default=None, description="Perturbed tasks only.")
 
 
 class PlannedEpisode(Closed):
@@ -79,6 +90,7 @@ class PlannedEpisode(Closed):
     max_steps: int = Field(ge=1)
     success_rule: Literal["any_step", "final_step"]
     variant: str | None = None
+    perturbation: PerturbationRecord | None = None
 
 
 class Plan(Closed):

@@ -204,9 +204,15 @@ class Dashboard:
         if summary is None:
             return None
         if rec is not None:
+            from rollbench.grading.robustness import robustness_study
+
             result = {k: v for k, v in rec.result.items() if k != "episodes"}
             live = live_progress(rec.run_dir, self.cfg.stale_after_s)
             extra = {"results": result, "live": live, "warnings": rec.log.get("warnings", [])}
+            planned = rec.log.get("plan", {}).get("episodes", [])
+            study = robustness_study(planned, rec.result.get("episodes", []))  # perturbed runs (docs/robustness.md)
+            if study is not None:
+                extra["robustness"] = study
             if isinstance(rec.log.get("sequential"), dict):
                 extra["sequential"] = sequential_of(rec.run_dir, rec.log["sequential"])
         else:

@@ -192,6 +192,15 @@ class RolloutService:
         res = run_result(result, run_id, run_dir, read_run_log(run_dir) or {}, None)
         return _call_result(res.summary, res)
 
+    def robustness(self, run_id: str) -> dict[str, Any]:
+        """The robustness table of a run, recomputed from its files (:mod:`rollbench.grading.robustness`)."""
+        from rollbench.grading.robustness import study_of_run
+
+        try:
+            return study_of_run(self.existing_run_dir(run_id))
+        except RollbenchError as exc:
+            raise ToolError(str(exc)) from None
+
     def get_run(self, run_id: str) -> CallToolResult:
         run_dir = self.existing_run_dir(run_id)
         active = self.active.get(run_id)
@@ -314,7 +323,7 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
 
 
 def _add_read_tools(server: MCPServer, svc: RolloutService) -> None:
-    """list_envs, list_policies, get_run, grade_run, list_runs: they read, never write."""
+    """list_envs, list_policies, get_run, grade_run, robustness_study, list_runs: they read, never write."""
     reads = ToolAnnotations(read_only_hint=True)
 
     @server.tool(annotations=reads)
@@ -346,6 +355,13 @@ def _add_read_tools(server: MCPServer, svc: RolloutService) -> None:
     ) -> Annotated[CallToolResult, RunResult]:
         """Re-grade a run from its recorded files: status, episodes recorded of requested, success rate with 95% interval, termination reasons, per-task table, and which episodes are missing or errored and why."""
         return svc.grade_run(run_id)
+
+    @server.tool(annotations=reads)
+    def robustness_study(
+        run_id: Annotated[str, Field(description="A run id from run_policy_rollout or list_runs.")],
+    ) -> dict[str, Any]:
+        """Robustness table of a run of perturbed tasks and their controls (e.g. LIBERO-PRO suites with their base suites): per perturbation category and level, control and perturbed success rates over paired trials, the paired difference with its 95% interval, the exact McNemar p-value and Holm's adjusted one; recomputed from the files."""
+        return svc.robustness(run_id)
 
     @server.tool(annotations=reads)
     def list_runs(

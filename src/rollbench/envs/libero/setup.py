@@ -166,10 +166,14 @@ def link_assets() -> Path:
     return assets
 
 
-def patch_on_the_ground_panda() -> bool:
+def patch_on_the_ground_panda(robot_class: Any = None) -> bool:
     """Make ``OnTheGroundPanda.default_base`` return ``"NullMount"`` while upstream returns None (see the module
-    docstring); returns True if the patch is in place after the call."""
-    from libero.libero.envs.robots.on_the_ground_panda import OnTheGroundPanda
+    docstring); returns True if the patch is in place after the call. ``robot_class``: another package's copy of
+    the class (rpent-liberopro's), default rpent-libero's."""
+    if robot_class is None:
+        from libero.libero.envs.robots.on_the_ground_panda import OnTheGroundPanda
+    else:
+        OnTheGroundPanda = robot_class
 
     current = OnTheGroundPanda.default_base
     if getattr(current, "fget", None) is _null_mount:

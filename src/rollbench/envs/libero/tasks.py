@@ -5,20 +5,14 @@ file; ``tests/test_env_libero_real.py`` checks that the installed file holds exa
 instruction rule of ``grab_language_from_filename`` in ``libero/libero/benchmark/__init__.py``. The table is kept here
 so that ``rollbench envs`` lists LIBERO without importing it (its import writes a config file and pulls torch).
 
-LIBERO-PRO (``rpent-liberopro``, import name ``liberopro.liberopro``) adds perturbed copies of the four 10-task
-suites (``<suite>_lan``, ``_swap``, ``_task``, ``_object``; ``benchmark/libero_suite_task_map.py`` aliases their task
-lists to the base suite's). rollbench runs the language-perturbed ones, :data:`LAN_SUITES`: their BDDL files equal
-the base suite's except the ``(:language ...)`` line (checked in the tests), so the scene is the base scene with
-LIBERO-PRO's init states, and the instruction is the BDDL's paraphrase, as rpent-liberopro's own benchmark reads it
-("Override task.language with the actual :language tag from each BDDL").
+LIBERO-PRO's suites and their table are :mod:`rollbench.envs.libero.pro`'s. :data:`LAN_SUITES` names the four
+language-perturbed ones (their BDDL files equal the base suite's except the ``(:language ...)`` line; tested).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-
-from rollbench.envs.libero.setup import liberopro_dir
 
 # Task names in the order of libero_suite_task_map.py. libero_90 is written "SCENE: suffix suffix ..." to stay short
 # (each name is SCENE_suffix); the other suites hold one name per line.
@@ -156,7 +150,6 @@ SUITE_TASKS: dict[str, tuple[str, ...]] = _parse_table(_TASK_TABLE)
 LAN_SUITES = {f"{base}_lan": base for base in ("libero_spatial", "libero_object", "libero_goal", "libero_10")}
 """LIBERO-PRO language-perturbed suite -> its base suite (same scenes and task order, paraphrased instructions)."""
 
-PRO_PERTURBATIONS = ("lan", "swap", "task", "object")
 _LANGUAGE = re.compile(r"\(:language\s+([^)]+)\)")
 
 
@@ -175,31 +168,3 @@ def bddl_language(path: Path) -> str:
     if not m:
         raise ValueError(f"{path} has no (:language ...) line")
     return m.group(1).strip()
-
-
-def pro_suites() -> dict[str, tuple[str, ...]]:
-    """LIBERO-PRO language-perturbed suite -> its tasks' instructions (from the installed BDDL files); empty when
-    rpent-liberopro is not installed or lacks a suite's files."""
-    root = liberopro_dir()
-    out: dict[str, tuple[str, ...]] = {}
-    if root is None:
-        return out
-    for suite, base in LAN_SUITES.items():
-        files = [root / "bddl_files" / suite / f"{name}.bddl" for name in SUITE_TASKS[base]]
-        if all(f.is_file() for f in files):
-            out[suite] = tuple(bddl_language(f) for f in files)
-    return out
-
-
-def pro_variants_present() -> dict[str, bool]:
-    """Every LIBERO-PRO ``<base>_<perturbation>`` suite -> whether rollbench runs it (only ``_lan``), for those
-    whose task files rpent-liberopro carries."""
-    root = liberopro_dir()
-    if root is None:
-        return {}
-    return {
-        f"{base}_{p}": p == "lan"
-        for base in LAN_SUITES.values()
-        for p in PRO_PERTURBATIONS
-        if (root / "bddl_files" / f"{base}_{p}").is_dir()
-    }

@@ -392,7 +392,7 @@ def _jsonl(lines: list[dict[str, Any]], redact: Any) -> bytes:
 
 
 def make_agent_policy(name: str, options: Mapping[str, Any]) -> AgentPolicy:
-    """An LLM agent over an OpenAI-compatible chat API: agent:PROVIDER/MODEL (tools, transcripts; README "LLM agents as policies")."""
+    """An LLM agent over an OpenAI-compatible chat API: agent:PROVIDER/MODEL (tools, transcripts; docs/agents.md)."""
     try:
         import httpx  # noqa: F401  (the remote extra)
     except ImportError:

@@ -8,7 +8,7 @@ scripts/lerobot_compat.sh --eval``): lerobot's pins (0.6.1: Python >= 3.12, torc
 conflict with rollbench's. Modules:
 
 * :mod:`.host`: the program that runs in lerobot's interpreter (standard library, numpy, torch, lerobot only);
-* :mod:`.frames`: the pipe protocol both sides speak;
+* :mod:`rollbench.wire.pipe.frames`: the pipe protocol both sides speak (shared with the env host);
 * :mod:`.client`: starting, calling (with deadlines) and stopping the host from rollbench;
 * :mod:`.observe`: the raw env observation of each family as lerobot's env wrappers build it, and the features it
   provides (checked against the checkpoint's before any episode);

@@ -5,7 +5,8 @@ the ``python`` policy option, ``$ROLLBENCH_LEROBOT_PYTHON``, this interpreter wh
 ``.venv-lerobot/bin/python`` in the working directory or in the rollbench checkout (``bash
 scripts/lerobot_compat.sh`` builds it with lerobot 0.6.1; ``--lerobot 0.4.4`` builds ``.venv-lerobot-0.4.4``, which
 is used only when named). It is a child process with two pipes (rollbench -> host, host -> rollbench;
-:mod:`rollbench.policies.lerobot.frames`), its stdout and stderr go to a log file whose last lines are quoted in
+:mod:`rollbench.wire.pipe.frames`, :class:`rollbench.wire.pipe.child.ChildProcess`), its stdout and stderr go to a
+log file whose last lines are quoted in
 errors, and it exits when its input pipe closes, so it dies with rollbench.
 
 Faults: a host that exits, closes its pipe, sends a malformed frame or misses a deadline is
@@ -16,19 +17,16 @@ exception raised by lerobot's code for one slot is that slot's :class:`~rollbenc
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-import rollbench.policies.lerobot.frames as frames
 from rollbench.core.contracts import ConfigError, InfrastructureError
+from rollbench.wire.pipe.child import ChildFailed, ChildProcess
 
 HOST_SCRIPT = Path(__file__).with_name("host.py")
 INSTALL_HINT = "bash scripts/lerobot_compat.sh --eval (builds .venv-lerobot with lerobot 0.6.1 and torch)"
@@ -57,68 +55,46 @@ def find_python(option: str | None) -> str:
     )
 
 
+def _last_line(failure: str, python: str) -> str:
+    """One line for a host that did not start: the last line of its failure (the exception a traceback ends with),
+    and the way out when that interpreter has no lerobot (issue 30, item 20)."""
+    lines = [ln.strip() for ln in failure.splitlines() if ln.strip()]
+    last = lines[-1] if lines else "(no output)"
+    if "ModuleNotFoundError: No module named " in last:
+        module = last.rsplit(" ", 1)[1]
+        return (
+            f"{python} has no module {module} (the LeRobot host needs lerobot and its dependencies); build an "
+            f'interpreter with {INSTALL_HINT}, or give --policy-options \'{{"python": "PATH"}}\''
+        )
+    return last
+
+
 class HostProcess:
-    """One running host. ``call`` sends a message and returns the reply ``(message, arrays)``."""
+    """One running host (a :class:`~rollbench.wire.pipe.child.ChildProcess`). ``call`` sends a message and returns
+    the reply ``(message, arrays)``; its failures are InfrastructureError, a failed start a ConfigError."""
 
     def __init__(
         self, python: str, checkpoint: str, revision: str | None, device: str, dtype: str | None, start_timeout_s: float
     ) -> None:
-        self.log = tempfile.NamedTemporaryFile(prefix="rollbench-lerobot-host-", suffix=".log", delete=False)  # noqa: SIM115
-        to_host_r, self._to_host = os.pipe()
-        self._from_host, from_host_w = os.pipe()
-        cmd = [python, str(HOST_SCRIPT), "--in-fd", str(to_host_r), "--out-fd", str(from_host_w)]
-        cmd += ["--checkpoint", checkpoint, "--device", device]
+        cmd = [python, str(HOST_SCRIPT), "--checkpoint", checkpoint, "--device", device]
         cmd += ["--revision", revision] if revision else []
         cmd += ["--dtype", dtype] if dtype else []
+        env = {**os.environ, "PYTHONNOUSERSITE": "1", "TQDM_DISABLE": "1"}
         try:
-            self.proc = subprocess.Popen(
-                cmd,
-                pass_fds=(to_host_r, from_host_w),
-                stdin=subprocess.DEVNULL,
-                stdout=self.log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONNOUSERSITE": "1", "TQDM_DISABLE": "1"},
-            )
-        except OSError as exc:
-            raise ConfigError(f"lerobot policy: cannot start {python}: {exc}") from None
-        finally:
-            os.close(to_host_r)
-            os.close(from_host_w)
-        self.reader = frames.FrameReader(self._from_host)
-        try:
-            msg, _ = self.reader.read(start_timeout_s)
-        except (frames.PeerGone, frames.PeerTimeout, frames.FrameError) as exc:
-            self.stop()
-            raise ConfigError(f"lerobot policy host did not start ({exc}): {self.last_line(python)}") from None
-        if msg.get("op") != "hello":
-            self.stop()
-            raise ConfigError(f"lerobot policy cannot load {checkpoint}: {msg.get('message')}")
-        self.info: dict[str, Any] = msg.get("info", {})
-
-    def last_line(self, python: str) -> str:
-        """One line for a host that did not start: its last output line (the exception a traceback ends with), the
-        way out when that interpreter has no lerobot, and where the whole output is (issue 30, item 20)."""
-        lines = [ln.strip() for ln in self.tail().splitlines() if ln.strip()]
-        last = lines[-1] if lines else "(no output)"
-        if last.startswith("ModuleNotFoundError: No module named "):
-            module = last.rsplit(" ", 1)[1]
-            return (
-                f"{python} has no module {module} (the LeRobot host needs lerobot and its dependencies); build an "
-                f"interpreter with {INSTALL_HINT}, or give --policy-options "
-                f'\'{{"python": "PATH"}}\' (host output: {self.log.name})'
-            )
-        return f"{last} (host output: {self.log.name})"
+            self.child = ChildProcess("lerobot policy host", cmd, start_timeout_s, env)
+        except ChildFailed as exc:
+            if exc.refusal is not None:
+                raise ConfigError(f"lerobot policy cannot load {checkpoint}: {exc.refusal}") from None
+            raise ConfigError(f"lerobot policy host did not start: {_last_line(str(exc), python)}") from None
+        self.proc, self.log = self.child.proc, self.child.log
+        self.info: dict[str, Any] = self.child.info
 
     def tail(self, n: int = 2000) -> str:
         """The last ``n`` characters of the host's output (for error messages)."""
-        try:
-            text = Path(self.log.name).read_text(errors="replace")
-        except OSError:
-            return ""
-        return text[-n:].strip() or "(no output)"
+        return self.child.tail(n)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.child.alive()
 
     def call(
         self, message: dict[str, Any], arrays: dict[str, np.ndarray] | None, timeout_s: float
@@ -126,42 +102,14 @@ class HostProcess:
         """One request and its reply. Raises InfrastructureError (host gone, late, or malformed; the host is
         stopped), or returns the reply, which may be ``{"op": "error", ...}``."""
         try:
-            frames.write_frame(self._to_host, frames.encode(message, arrays))
-            return self.reader.read(timeout_s)
-        except frames.PeerTimeout:
-            self.stop()
-            raise InfrastructureError(
-                f"lerobot policy host did not answer {message.get('op')} within {timeout_s:g} s (stopped)"
-            ) from None
-        except (frames.PeerGone, frames.FrameError) as exc:
-            code = self.proc.poll()
-            self.stop()
-            raise InfrastructureError(
-                f"lerobot policy host failed during {message.get('op')} ({exc}; exit code {code}): {self.tail(600)}"
-            ) from None
+            return self.child.call(message, arrays, timeout_s)
+        except ChildFailed as exc:
+            raise InfrastructureError(str(exc)) from None
 
     def stop(self) -> None:
         """Close the pipes (the host exits on EOF), then terminate and kill it if it lingers."""
-        for fd in (self._to_host, self._from_host):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._to_host = self._from_host = -1
-        if self.proc.poll() is None:
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-        self.log.close()
+        self.child.stop()
 
     def close(self) -> None:
         """Ask the host to exit, then stop it; the log file is removed."""
-        if self._to_host >= 0 and self.alive():
-            with contextlib.suppress(InfrastructureError):
-                self.call({"op": "close"}, None, 10.0)
-        self.stop()
-        Path(self.log.name).unlink(missing_ok=True)
+        self.child.close()

@@ -1,7 +1,7 @@
 """rollbench's LeRobot policy host: runs in LeRobot's own interpreter (``.venv-lerobot``), never imports rollbench.
 
 Started by :mod:`rollbench.policies.lerobot.client` as ``PYTHON host.py --in-fd R --out-fd W --checkpoint C
-[--revision REV] [--device D] [--dtype T]``; speaks :mod:`frames` over the two pipe descriptors and exits when its
+[--revision REV] [--device D] [--dtype T]``; speaks :mod:`rollbench.wire.pipe.frames` over the two pipe descriptors and exits when its
 input pipe closes (so it never outlives the rollbench process that started it). Its stdout and stderr are
 rollbench's log file for it, never the protocol.
 
@@ -47,8 +47,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import frames  # this folder's frames.py (sys.path[0] is the script's folder)
 import numpy as np
+
+# rollbench's frame format (rollbench/wire/pipe/frames.py), imported as a top-level module: rollbench itself is not
+# installed in this interpreter
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "wire" / "pipe"))
+import frames
 
 WEIGHTS = "model.safetensors"
 MODEL_CARD = "README.md"  # lerobot 0.5+ writes "| LeRobot version | X |" into the card of a trained checkpoint

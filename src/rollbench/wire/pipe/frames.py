@@ -1,8 +1,10 @@
-"""The frames rollbench and its LeRobot policy host exchange over a pipe (standard library and numpy only).
+"""The frames rollbench and a process it started in another interpreter exchange over a pipe (standard library and
+numpy only): the LeRobot policy host (:mod:`rollbench.policies.lerobot.host`) and the env host
+(:mod:`rollbench.envs.hosted.far.host`, docs/env-host.md).
 
-This module is imported by both sides: by rollbench as ``rollbench.policies.lerobot.frames`` and by
-``host.py`` as the top-level module ``frames`` (the host runs in LeRobot's own interpreter, where rollbench is not
-installed, and Python puts the script's folder first on ``sys.path``). So it must not import rollbench.
+This module is imported by both sides: by rollbench as ``rollbench.wire.pipe.frames`` and by a host script as the
+top-level module ``frames`` (a host runs in its own interpreter, where rollbench is not installed, and puts this
+folder, :data:`PIPE_DIR`, on ``sys.path``). So it must not import rollbench.
 
 One frame, all integers big-endian::
 
@@ -28,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+PIPE_DIR = os.path.dirname(os.path.abspath(__file__))
+"""This folder: a host script in another interpreter puts it on ``sys.path`` to ``import frames``."""
 MAGIC = b"RBLR"
 MAX_HEADER = 1 << 20  # 1 MiB of JSON: names, task strings, provenance
 MAX_FRAME = 256 << 20  # 256 MiB of arrays: B=64 slots x 3 cameras x 480x640x3 uint8 is ~177 MiB

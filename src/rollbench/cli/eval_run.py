@@ -1,0 +1,89 @@
+"""Building an evaluation's spec from the command line and running it with progress: shared by ``rollbench eval``
+and ``rollbench robustness`` (one code path for both)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from rollbench.cli.common import console, fail
+from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
+from rollbench.cli.spec_flags import SPEC_FLAGS, given_flags, spec_fields
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.interrupts import Terminated
+
+if TYPE_CHECKING:
+    from rollbench.core.spec import EvalSpec
+    from rollbench.run.runners import Execution
+
+
+def new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool) -> EvalSpec:
+    """The spec of the flags (every one, or with ``--spec FILE`` the file's fields overridden by the flags typed)."""
+    from rollbench.core.spec import build_spec
+
+    fields = load_spec_file(spec_file) if spec_file else {}
+    fields.update(spec_fields(values, given_flags(ctx) if spec_file else SPEC_FLAGS))
+    if not fields.get("env") or not fields.get("policy"):
+        raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
+    if wire_capture:
+        fields["policy_options"] = _with_wire_capture(fields["policy"], fields.get("policy_options"))
+    return build_spec(**fields)
+
+
+def run_with_display(
+    spec: EvalSpec,
+    out_dir: Path | None,
+    execution: Execution,
+    as_json: bool,
+    host_label: str | None,
+    robot: str | None,
+) -> tuple[dict[str, Any], Path | None]:
+    """Evaluate ``spec`` with progress bars (none with ``--json``); returns the result and the run directory.
+
+    Ctrl-C or SIGTERM: one line saying how to resume, exit 130 or 143; bad input: exit 2; a run that cannot go
+    on (RollbenchError): exit 1."""
+    from rollbench.api import evaluate
+    from rollbench.cli.display import ProgressDisplay
+    from rollbench.core.stdio import isolated_output
+
+    display = ProgressDisplay(console, enabled=not as_json)
+    try:
+        with isolated_output(), display, _terminate_as_interrupt():  # the policy's output and children: not ours
+            result = evaluate(
+                spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
+            )
+    except KeyboardInterrupt as exc:
+        where = display.run_dir if display.run_dir else out_dir
+        console.print(
+            f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
+            f"`rollbench eval --resume {where}` (or the same command)",
+            highlight=False,
+            soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
+        )
+        raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
+    except ConfigError as exc:
+        fail(str(exc))
+    except RollbenchError as exc:
+        fail(str(exc), code=1)
+    return result, display.run_dir
+
+
+def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    """``--wire-capture`` is the agent policy option ``wire_capture: true`` (part of the spec, so a resume keeps it)."""
+    if not str(policy).startswith("agent:"):
+        raise ConfigError(f"--wire-capture applies to agent:PROVIDER/MODEL policies only, not {policy!r}")
+    return {**(options or {}), "wire_capture": True}
+
+
+def load_spec_file(path: Path) -> dict[str, Any]:
+    """An EvalSpec's fields from a JSON file: a spec object, or a run.json (its ``spec`` is used)."""
+    from rollbench.core.jsonfile import read_json
+
+    data = read_json(path, "--spec")
+    if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data:
+        data = data["spec"]
+    if not isinstance(data, dict):
+        raise ConfigError(f"--spec {path}: expected a JSON object with EvalSpec fields (env, policy, episodes, ...)")
+    return data

@@ -1,0 +1,49 @@
+"""``rollbench mcp``: the MCP server's command (the server itself is :mod:`rollbench.mcp.server`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rollbench.cli.common import fail
+from rollbench.core.contracts import ConfigError
+
+
+def mcp_cmd(
+    transport: Annotated[
+        str, typer.Option(help="stdio (the agent launches this server) or http (streamable HTTP at /mcp).")
+    ] = "stdio",
+    root: Annotated[Path, typer.Option(help="Directory every run is written under; run names cannot leave it.")] = Path(
+        "runs"
+    ),
+    max_steps_ceiling: Annotated[int, typer.Option(min=1, help="Largest max_steps a client may request.")] = 1000,
+    host: Annotated[str, typer.Option(help="http only: interface to bind (loopback unless trusted).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="http only: port.")] = 8000,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ROLLBENCH_MCP_TOKEN",
+            help="http only: secret clients send as 'Authorization: Bearer TOKEN'; required off loopback.",
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(help="http only: a host name clients use to reach the server (Host/Origin check); repeatable."),
+    ] = None,
+    lerobot_policy: Annotated[
+        list[str] | None,
+        typer.Option(help="A lerobot:PATH_OR_REPO policy clients may run (the only ones they may name); repeatable."),
+    ] = None,
+) -> None:
+    """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
+    from rollbench.mcp.server import serve
+
+    try:
+        checkpoints = tuple(lerobot_policy or ())
+        if bad := [p for p in checkpoints if not p.startswith("lerobot:")]:
+            raise ConfigError(f"--lerobot-policy {bad[0]!r}: give lerobot:PATH_OR_REPO_ID[@REVISION]")
+        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()), checkpoints)
+    except ConfigError as exc:
+        fail(str(exc))

@@ -1,0 +1,51 @@
+"""``rollbench eval --resume RUN_DIR``: the spec a resumed run continues with, taken from its run.json, and what of
+it the user must name again before rollbench loads it (issue 30, item 14: a copied run directory never runs its
+code unasked)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rollbench.cli.spec_flags import SpecFlag, spec_fields
+from rollbench.core.contracts import ConfigError
+
+if TYPE_CHECKING:
+    from rollbench.core.spec import EvalSpec
+
+
+def resumed_spec(
+    resume: Path, given: list[SpecFlag], spec_file: Path | None, values: dict[str, Any], trust_run: bool
+) -> EvalSpec:
+    """The spec stored in ``resume``/run.json; ConfigError if ``--spec`` or spec flags other than a repeated
+    ``--policy``/``--env`` were given. A run.json naming code to import or a path to read (``what_it_loads``) is
+    resumed only when the same ``--policy``/``--env``/``--policy-options`` are typed again or with ``--trust-run``:
+    a copied run directory never runs its code unasked (issue 30, item 14)."""
+    from rollbench.core.spec import build_spec, what_it_loads
+    from rollbench.record.runlog import read_run_log
+
+    confirming = {"policy", "env", "policy_options"}
+    others = [f for f in given if f.field not in confirming]
+    if others or spec_file:
+        shown = ", ".join(f.option for f in others) or "--spec"
+        raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
+    log = read_run_log(resume)
+    if log is None:
+        raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
+    spec = build_spec(**log["spec"])
+    typed = spec_fields(values, [f for f in given if f.field in confirming])
+    recorded = spec.model_dump(mode="json")
+    for field, value in typed.items():
+        if value != recorded.get(field):
+            raise ConfigError(
+                f"--resume {resume}: its run.json records {field} {recorded.get(field)!r}, not {value!r}; resume "
+                "with the recorded value or choose another --out"
+            )
+    loads = [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]
+    if loads and not trust_run:
+        raise ConfigError(
+            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import, read or send your API key to; "
+            "resume only a run "
+            "you trust: repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
+        )
+    return spec

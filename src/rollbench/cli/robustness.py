@@ -1,0 +1,149 @@
+"""``rollbench robustness``: a robustness study with a matched control arm (docs/robustness.md).
+
+Two forms:
+
+* ``rollbench robustness --env PERTURBED --policy P [eval options]``: runs one ordinary evaluation (the same path as
+  ``rollbench eval``: ``--workers``, ``--executor ray``, ``--resume`` work) of the perturbed tasks named by
+  ``--env`` *and* their unperturbed control tasks, each trial ``k`` on seed ``seed + k`` and initial state ``k`` in
+  both arms, then prints the table recomputed from the recorded files;
+* ``rollbench robustness RUN_DIR``: recomputes the table of a recorded run from its files.
+
+An instruction override (``--instruction``, ``--instructions``, ``--instruction-perturb``) is refused: it would put
+one prompt on both arms, i.e. run a perturbed scene under the base prompt or a language perturbation under another.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from rollbench.cli.common import fail
+from rollbench.cli.spec_flags import spec_options
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import p_value, pct, points, points_interval
+
+_OVERRIDES = ("instruction", "instructions", "instruction_perturb")
+
+
+def print_study(out: Any, study: dict[str, Any]) -> None:
+    """The robustness table: one row per category, then one per level of a graded category."""
+    table = Table(title="robustness (each perturbed episode paired with its control: same trial, seed, initial state)")
+    for col in ("category", "level", "pairs", "control", "perturbed", "Δ (pts)", "95% CI", "b / c", "p", "p (Holm)"):
+        table.add_column(col, justify="left" if col in ("category", "level") else "right")
+    for cat, b in study["categories"].items():
+        rows = [("", b)] + [(str(lv["level"]), lv) for lv in b["levels"]]
+        for level, r in rows:
+            low, high = r["difference_ci95"]
+            table.add_row(
+                cat if not level else "",
+                level or "all",
+                str(r["pairs"]),
+                f"{r['control']['successes']}/{r['pairs']} {pct(r['control']['rate'])}",
+                f"{r['perturbed']['successes']}/{r['pairs']} {pct(r['perturbed']['rate'])}",
+                points(r["difference"]),
+                points_interval(low, high),
+                f"{r['control_only']} / {r['perturbed_only']}",
+                p_value(r["p_value"]),
+                p_value(r["p_holm"]),
+            )
+    out.print(table)
+    out.print(
+        "b / c: pairs only the control / only the perturbed episode solved; p: exact McNemar, two-sided; Holm over "
+        f"categories (levels within their category). Unpaired perturbed episodes: {study['unpaired']}; pairs dropped "
+        f"for an errored episode: {study['dropped_errors']}."
+    )
+
+
+def _from_disk(run_dir: Path, as_json: bool, figure: Path | None) -> None:
+    from rollbench.analysis.robustness import robustness_study
+    from rollbench.analysis.sources import load_runs
+    from rollbench.cli.analysis import _out
+
+    try:
+        loaded = load_runs([run_dir])
+    except ConfigError as exc:
+        fail(str(exc))
+    if len(loaded.runs) != 1:
+        fail(f"{run_dir}: expected one run directory, found {len(loaded.runs)}")
+    study = robustness_study(loaded.runs[0])
+    if study is None:
+        fail(f"{run_dir}: no episode of this run is a perturbed instance (no plan.episodes[].perturbation)")
+    if not study["categories"]:
+        fail(
+            f"{run_dir}: none of its {study['episodes']['perturbed']} perturbed episodes has its control episode in the "
+            "run (no pair); `rollbench robustness --env PERTURBED` runs the controls with them",
+            code=1,
+        )
+    if figure is not None:
+        from rollbench.analysis.figures import robustness_figure, to_png
+
+        figure.write_bytes(to_png(robustness_figure(study)))
+    out = _out()
+    if as_json:
+        out.print_json(json.dumps(study))
+    else:
+        print_study(out, study)
+
+
+@spec_options
+def robustness_cmd(
+    ctx: typer.Context,
+    run_dir: Annotated[Path | None, typer.Argument(help="A recorded study: recompute its table from disk.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Run directory of a new study.")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Local worker processes (or Ray actors).")] = 1,
+    executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the study as JSON.")] = False,
+    retry_errors: Annotated[
+        str, typer.Option(help="On re-running into --out, re-run errored episodes: infra, all or none.")
+    ] = "infra",
+    robot: Annotated[
+        str | None, typer.Option(help="Robot segment of the run's identity (default: the env family's embodiment).")
+    ] = None,
+    wire_capture: Annotated[
+        bool,
+        typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
+    ] = False,
+    figure: Annotated[
+        Path | None, typer.Option(help="Write the success-against-level figure (PNG) of graded categories here.")
+    ] = None,
+    **spec_flags: Any,
+) -> None:
+    """Evaluate a policy on perturbed tasks and on their unperturbed controls (same seeds and initial states), and
+    report per perturbation category: control and perturbed rates, paired difference with 95% interval, exact
+    McNemar test, Holm over categories; per level for graded perturbations."""
+    from rollbench.cli.spec_flags import given_flags
+
+    if run_dir is not None:
+        if given_flags(ctx) or out_dir is not None or wire_capture or robot:
+            fail("give a recorded RUN_DIR or a new study's --env/--policy (and options), not both")
+        _from_disk(run_dir, as_json, figure)
+        return
+    from rollbench.analysis.robustness import study_env
+    from rollbench.api import Execution
+    from rollbench.cli.eval_run import new_spec, run_with_display
+
+    bad = [f"--{k.replace('_', '-')}" for k in _OVERRIDES if spec_flags.get(k)]
+    if bad:
+        fail(f"{', '.join(bad)}: a robustness study gives every episode its own task's instruction; drop it")
+    try:
+        if not spec_flags.get("env"):
+            raise ConfigError("--env (perturbed tasks or suites) and --policy are required, or give a RUN_DIR")
+        spec_flags = {**spec_flags, "env": study_env(spec_flags["env"])[0]}
+        spec = new_spec(ctx, spec_flags, None, wire_capture)
+        execution = Execution(workers=workers, executor=executor, ray_address=ray_address, retry_errors=retry_errors)
+    except ConfigError as exc:
+        fail(str(exc))
+    except RollbenchError as exc:
+        fail(str(exc), code=1)
+    result, recorded = run_with_display(spec, out_dir, execution, as_json, None, robot)
+    if recorded is None:
+        fail("the study recorded no run directory", code=1)
+    _from_disk(recorded, as_json, figure)
+    if result["status"] != "OK":
+        typer.echo(f"run status {result['status']}: " + "; ".join(result["reasons"][:5]), err=True)
+        raise typer.Exit(1)

@@ -1,0 +1,127 @@
+"""The near side of an env in its own interpreter (docs/env-host.md): find the venv, start the env host, call it.
+
+An :class:`EnvHost` is one far-side process (:mod:`rollbench.envs.hosted.far.host` run by the benchmark's venv
+Python, a :class:`~rollbench.wire.pipe.child.ChildProcess`), owned by one env: it starts when the env is built and
+stops when the env is closed; rollbench closes the env of an episode that ended in an error and builds a fresh one
+(a fresh host) for the next (:mod:`rollbench.run.worker`), so a crash never carries over.
+
+Faults: a host that exits, closes its pipe, breaks the frame format or misses a deadline, and an ``error`` reply
+(the benchmark's own code raised), are :class:`~rollbench.core.contracts.EpisodeError` with fault ``environment`` and
+the host's reason (its last log lines), never the run's end. A host that cannot start, or whose adapter refuses to
+start, is a ConfigError (exit 2 before any episode, or, for a later rebuild, the episode's ``infrastructure``
+fault like any env that cannot be built).
+
+Deadlines (seconds): :data:`START_TIMEOUT_S` for the host's ``hello`` (imports), :data:`MAKE_TIMEOUT_S` for
+building a task's env, :data:`CALL_TIMEOUT_S` for every other call; ``$ROLLBENCH_ENV_HOST_TIMEOUT_S`` overrides the
+last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rollbench.core.contracts import ConfigError, EpisodeError
+from rollbench.wire.pipe.child import ChildFailed, ChildProcess
+
+HOST_SCRIPT = Path(__file__).with_name("far") / "host.py"
+START_TIMEOUT_S = 180.0
+MAKE_TIMEOUT_S = 600.0
+CALL_TIMEOUT_S = 120.0
+TIMEOUT_ENV = "ROLLBENCH_ENV_HOST_TIMEOUT_S"
+
+
+def call_timeout_s() -> float:
+    """The per-call deadline: ``$ROLLBENCH_ENV_HOST_TIMEOUT_S`` when set (a positive number), else CALL_TIMEOUT_S."""
+    raw = os.environ.get(TIMEOUT_ENV)
+    if not raw:
+        return CALL_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    if not value > 0:
+        raise ConfigError(f"{TIMEOUT_ENV}={raw!r} must be positive")
+    return value
+
+
+def venv_python(venv: str, python_env: str) -> Path | None:
+    """The interpreter of a benchmark's venv: ``$<python_env>`` when set, else ``<venv>/bin/python`` in the working
+    directory or in the rollbench checkout (where its set-up script builds it); None when there is none."""
+    explicit = os.environ.get(python_env)
+    if explicit:
+        return Path(explicit) if Path(explicit).is_file() else None
+    for root in (Path.cwd(), *Path(__file__).resolve().parents):
+        candidate = root / venv / "bin" / "python"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@cache
+def venv_versions(python: str, dists: tuple[str, ...]) -> dict[str, str | None]:
+    """Installed versions of ``dists`` in another interpreter (``importlib.metadata``, no package imported)."""
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "def v(d):\n"
+        "    try: return m.version(d)\n"
+        "    except m.PackageNotFoundError: return None\n"
+        "print(json.dumps({d: v(d) for d in sys.argv[1:]}))"
+    )
+    try:
+        out = subprocess.run([python, "-c", code, *dists], capture_output=True, text=True, timeout=60, check=True)
+        found = json.loads(out.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return dict.fromkeys(dists)
+    return {d: found.get(d) for d in dists}
+
+
+class EnvHost:
+    """One env host: ``python host.py --adapter ADAPTER ARGS...``; :meth:`call` returns the reply or raises
+    EpisodeError (fault ``environment``). ``name`` names it in messages (``"libero_ref env host"``)."""
+
+    def __init__(self, name: str, python: str, adapter: str, args: list[str], env: dict[str, str]) -> None:
+        self.name = name
+        cmd = [python, str(HOST_SCRIPT), "--adapter", adapter, *args]
+        child_env = {**os.environ, "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0", **env}
+        try:
+            self.child = ChildProcess(name, cmd, START_TIMEOUT_S, child_env)
+        except ChildFailed as exc:
+            raise ConfigError(f"{exc}") from None
+        self.info: dict[str, Any] = self.child.info
+        self.pid = self.child.pid
+        self.timeout_s = call_timeout_s()
+        self.round_trip_s = 0.0  # sums over every call: wall time of the call, and the far side's own share
+        self.far_s = 0.0
+
+    def call(
+        self, op: str, arrays: dict[str, np.ndarray] | None = None, timeout_s: float | None = None, **fields: Any
+    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        t0 = time.perf_counter()
+        try:
+            reply, out = self.child.call({"op": op, **fields}, arrays, timeout_s or self.timeout_s)
+        except ChildFailed as exc:
+            raise EpisodeError(str(exc), "environment") from None
+        self.round_trip_s += time.perf_counter() - t0
+        self.far_s += float(reply.get("host_s", 0.0)) if isinstance(reply.get("host_s"), int | float) else 0.0
+        if reply.get("op") == "error":
+            raise EpisodeError(f"{self.name}: {op} raised {reply.get('message')}", "environment")
+        return reply, out
+
+    def close(self) -> None:
+        self.child.close()
+
+
+def offscreen_gl_env() -> dict[str, str]:
+    """Environment variables a far-side simulator needs from rollbench's process (offscreen GL)."""
+    from rollbench.core.gl import configure_offscreen_gl
+
+    configure_offscreen_gl()
+    return {k: os.environ[k] for k in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "EGL_PLATFORM") if k in os.environ}

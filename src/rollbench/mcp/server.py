@@ -39,13 +39,14 @@ from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.spec import EvalSpec
 from rollbench.mcp.catalog import env_listing
 from rollbench.mcp.results import (
+    FOREIGN_LOG,
     INSTRUCTIONS,
     RUN_POLICY_ROLLOUT,
     PolicyRow,
     RunInfo,
     RunResult,
     RunRow,
-    run_info,
+    checked_run_info,
     run_result,
     run_row,
 )
@@ -218,10 +219,7 @@ class RolloutService:
                 live = read_regular_json(run_dir / "run.live.json", run_dir)
         if active is not None:
             live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
-        try:
-            info = run_info(run_id, run_dir, log_, state, live)
-        except FOREIGN_LOG as exc:  # fields of the wrong type in a run.json someone handed over
-            raise ToolError(f"{run_dir}/run.json is not a rollbench run log ({type(exc).__name__})") from None
+        info = checked_run_info(run_id, run_dir, log_, state, live)
         return _call_result(info.summary, info)
 
     def list_runs(self, limit: int) -> list[RunRow]:
@@ -236,10 +234,6 @@ class RolloutService:
                 log.warning("skipping unreadable run %s: %r", d, exc)
         rows.sort(key=lambda r: r[0], reverse=True)
         return [r for _, r in rows[:limit]]
-
-
-FOREIGN_LOG = (ValueError, KeyError, TypeError, AttributeError)
-"""What reading the fields of a run.json of the wrong types raises (a pydantic ValidationError is a ValueError)."""
 
 
 def _call_result(summary: str, model: BaseModel) -> CallToolResult:

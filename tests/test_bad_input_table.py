@@ -297,6 +297,7 @@ CASES: list[T] = [
     ("perturb", nothing, ["eval", *RUN, "--instruction-perturb", "shout"], "unknown perturbation 'shout'"),
     ("batch-size", nothing, ["eval", *RUN, "--batch-size", "100000"], "--batch-size must be between 1 and 256"),
     ("episodes-zero", nothing, ["eval", *RUN, "--episodes", "0"], "'--episodes'"),
+    ("replan-every-beyond-any-horizon", nothing, ["eval", *RUN, "--replan-every", "10000000000000000000000"], "replan_every: Input should be less than or equal to 1000000"),
     ("max-steps-negative", nothing, ["eval", *RUN, "--max-steps", "-1"], "'--max-steps'"),
     ("policy-timeout-nan", nothing, ["eval", *RUN, "--policy-timeout", "nan"], "'--policy-timeout'"),
     ("action-noise-nan", nothing, ["eval", *RUN, "--action-noise", "nan"], "'--action-noise'"),
@@ -376,6 +377,7 @@ CASES: list[T] = [
     ("resume-names-a-module", edit_log(lambda log: log["spec"].update(policy="rbt_boom:f")), ["eval", "--resume", "W/run"], "--trust-run"),
     ("resume-names-a-gym-module", edit_log(lambda log: log["spec"].update(env="gym:rbt_boom:X-v0")), ["eval", "--resume", "W/run"], "--trust-run"),
     ("resume-names-an-interpreter", edit_log(lambda log: log["spec"].update(policy_options={"python": "/bin/sh"})), ["eval", "--resume", "W/run"], "python=/bin/sh"),
+    ("resume-names-an-api-base-url", edit_log(lambda log: log["spec"].update(policy="agent:openai/gpt-4o", policy_options={"base_url": "http://127.0.0.1:9/v1"})), ["eval", "--resume", "W/run"], "base_url=http://127.0.0.1:9/v1"),
     ("resume-names-a-checkpoint", edit_log(lambda log: log["spec"].update(policy="lerobot:/etc")), ["eval", "--resume", "W/run"], "lerobot:/etc"),
     ("resume-another-policy", nothing, ["eval", "--resume", "W/run", "--policy", "random"], "not 'random'"),
     # issue 30, item 20: the LeRobot host's failure in one line, with the option form the CLI takes
@@ -529,3 +531,45 @@ def test_compare_of_runs_without_a_common_task_is_refused_paired_or_not(tmp_path
         lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
         assert result.exit_code == 2 and result.stdout == "", (extra, result.stdout)
         assert len(lines) == 1 and "share no task" in lines[0] and "scripted/reach-final" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda log: log.update(tasks=[1]), "its tasks[0] is not an object with a string task and a list of looks"),
+        (
+            lambda log: log["tasks"][0].pop("looks"),
+            "its tasks[0] is not an object with a string task and a list of looks",
+        ),
+        (
+            lambda log: log["tasks"][0].update(looks=5),
+            "its tasks[0] is not an object with a string task and a list of looks",
+        ),
+        (
+            lambda log: log["tasks"][0].update(task=[1]),
+            "its tasks[0] is not an object with a string task and a list of looks",
+        ),
+        (lambda log: log.update(pooled="x"), "its pooled entry is neither null nor an object with a list of looks"),
+    ],
+)
+def test_compare_sequential_names_a_malformed_decision_log_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, damage: Callable[[dict], None], words: str
+) -> None:
+    """A sequential comparison's sequential.json with entries of the wrong type is refused with exit 2 and one line
+    naming the file (never a traceback); the arms are left as they were."""
+    made = tmp_path_factory.getbasetemp() / "sequential-made"
+    if not (made / "sequential.json").exists():
+        args = [*SEQ, "--policy-a", "zero", "--policy-b", "scripted-expert", "--budget", "6", "--out", made]
+        assert CliRunner().invoke(app, ["sequential", *map(str, args)]).exit_code == 0
+    out = tmp_path / "s"
+    shutil.copytree(made, out)
+    log = json.loads((out / "sequential.json").read_text())
+    damage(log)
+    (out / "sequential.json").write_text(json.dumps(log))
+    before = listing(out)
+    r = CliRunner().invoke(app, ["compare", "--sequential", str(out)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert r.output.strip().splitlines() == [
+        f"error: {out}/sequential.json is not a rollbench sequential decision log: {words}"
+    ]
+    assert listing(out) == before

@@ -436,3 +436,77 @@ def test_a_foreign_parquet_file_is_a_named_violation_on_every_surface(
     finally:
         srv.stop()
     assert [any(target in v for v in row["violations"]) for row in listed] == [True]
+
+
+def test_a_return_that_its_reward_rows_do_not_sum_to_is_a_named_violation(layout: tuple[Path, Path]) -> None:
+    """Rewriting episode 1's ``next.reward`` rows (all 100.0, float32) leaves its recorded return behind: grade names
+    it with both numbers (the oracle: pyarrow's reading of the episode row and the row count) and the untouched
+    episodes raise nothing."""
+    import pyarrow as pa
+
+    run, _ = layout
+    rows = pq.read_table(run / "meta/episodes/chunk-000/file-001.parquet").to_pylist()[0]
+    step_file = run / DATA / "file-001.parquet"
+    table = pq.read_table(step_file)
+    rewards = pa.array([100.0] * table.num_rows, pa.float32())
+    pq.write_table(table.set_column(table.schema.get_field_index("next.reward"), "next.reward", rewards), step_file)
+    r = grade(run)
+    want = f"episode 1: episode record says return {rows['rollbench/return']:g} but its next.reward rows sum to "
+    assert r["violations"] == [want + f"{100.0 * table.num_rows:g}"]
+    assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3
+
+
+@pytest.mark.parametrize("field", [{"results": "x"}, {"status": {"x": [1]}}, {"provenance": [1]}])
+def test_a_run_log_field_of_the_wrong_type_is_named_by_mcp_and_hides_no_other_run(
+    layout: tuple[Path, Path], tmp_path: Path, field: dict
+) -> None:
+    """MCP's get_run names the run.json of a run whose results/status/provenance have the wrong type (a ToolError,
+    not "Error executing tool"), and list_runs still lists the sound run beside it."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from rollbench.mcp.server import RolloutService
+
+    run, _ = layout
+    bad = run.parent / "bad"
+    shutil.copytree(run, bad)
+    log = json.loads((bad / "run.json").read_text())
+    log.update(field)
+    (bad / "run.json").write_text(json.dumps(log))
+    svc = RolloutService(run.parent)
+    with pytest.raises(ToolError) as err:
+        svc.get_run("bad")
+    assert str(err.value).startswith(f"{bad}/run.json is not a rollbench run log (")
+    assert [r.run_id for r in svc.list_runs(10)] == ["r"]
+
+
+@pytest.mark.parametrize(
+    "template",
+    [{"data_path": 5}, {"data_path": "{nope}.parquet"}, {"video_path": "{file_index:>99999999}"}, {"fps": "10"}],
+)
+def test_a_damaged_path_template_in_info_json_breaks_neither_the_dashboard_nor_grade(
+    layout: tuple[Path, Path], tmp_path: Path, template: dict
+) -> None:
+    """A handed-over run whose meta/info.json holds a data_path/video_path that is not LeRobot's plain template (a
+    number, an unknown name, a 100-MB-wide spec) or a string fps: the dashboard lists it beside the sound run and
+    serves its pages (200, never a 500 for every run); grade names a bad video_path in its violations."""
+    import httpx
+
+    from dashboard_support import ServerThread
+
+    run, _ = layout
+    bad = run.parent / "bad"
+    shutil.copytree(run, bad)
+    info = json.loads((bad / "meta/info.json").read_text())
+    info.update(template)
+    (bad / "meta/info.json").write_text(json.dumps(info))
+    srv = ServerThread([run.parent], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
+    try:
+        listed = httpx.get(srv.url + "/api/runs", timeout=60)
+        key = next(r["key"] for r in listed.json()["runs"] if r["name"] == "bad")
+        pages = [httpx.get(srv.url + p, timeout=60).status_code for p in (f"/run/{key}", f"/episode/{key}/0")]
+    finally:
+        srv.stop()
+    assert listed.status_code == 200 and sorted(r["name"] for r in listed.json()["runs"]) == ["bad", "r"]
+    assert pages == [200, 200]
+    if "video_path" in template:
+        assert any("video_path '{file_index:>99999999}' cannot be filled in" in v for v in grade(bad)["violations"])

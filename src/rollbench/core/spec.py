@@ -66,8 +66,8 @@ class EvalSpec(BaseModel):
         action_noise: std of Gaussian noise added to every action (action units), 0 = none; at most
             :data:`MAX_ACTION_NOISE`, and at most 10 times the widest action range of the planned tasks
             (``check_action_noise``): beyond it every action is clipped to a bound, which evaluates nothing.
-        replan_every: actions executed from each chunk before asking the policy again; None = the policy's
-            advertised value, else 1.
+        replan_every: actions executed from each chunk before asking the policy again, 1 to 1,000,000 (the
+            longest horizon); None = the policy's advertised value, else 1.
         video: record one mp4 per camera per episode.
         cameras: cameras to render (for the policy and the video); None = the task's first camera.
         image_size: ``(height, width)`` in pixels of rendered images; None = the tasks' own (``TaskInfo.image_size``:
@@ -99,7 +99,7 @@ class EvalSpec(BaseModel):
     max_steps: int | None = Field(default=None, ge=1, le=1_000_000)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     action_noise: float = Field(default=0.0, ge=0.0, le=MAX_ACTION_NOISE, allow_inf_nan=False)
-    replan_every: int | None = Field(default=None, ge=1)
+    replan_every: int | None = Field(default=None, ge=1, le=1_000_000)  # at most a horizon (max_steps)
     video: bool = False
     cameras: tuple[str, ...] | None = None
     image_size: tuple[int, int] | None = None
@@ -231,8 +231,8 @@ def build_spec(**fields: Any) -> EvalSpec:
 def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
     """The names in ``spec`` that make rollbench import code or read a path it names, as ``(field, value)``: a
     ``package.module:factory`` policy (imports the module), a ``lerobot:PATH_OR_REPO`` policy (reads a checkpoint
-    or downloads a Hub repo), a ``python`` interpreter in the policy options (runs it), a ``gym:MODULE:ID`` task
-    (imports MODULE). A run directory someone handed over may name any of them in its run.json: resuming it loads
+    or downloads a Hub repo), a ``python`` interpreter in the policy options (runs it), a ``base_url`` in the policy
+    options (an agent policy sends the user's API key there), a ``gym:MODULE:ID`` task (imports MODULE). A run directory someone handed over may name any of them in its run.json: resuming it loads
     them only when the user names the same values again (issue 30, item 14)."""
     from rollbench.core.registry import is_import_path
 
@@ -241,6 +241,8 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
         found.append(("policy", spec.policy))
     if "python" in spec.policy_options:
         found.append(("policy_options", f"python={spec.policy_options['python']}"))
+    if "base_url" in spec.policy_options:
+        found.append(("policy_options", f"base_url={spec.policy_options['base_url']}"))
     for name in (n.strip() for n in spec.env.split(",")):
         for prefix in ("gym:", "gym/"):
             if name.startswith(prefix) and ":" in name[len(prefix) :]:

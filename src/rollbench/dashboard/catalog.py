@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import math
 import os
 import queue
 import threading
@@ -30,7 +31,7 @@ from typing import Any
 from rollbench.core.contracts import RollbenchError
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json, read_json_or
-from rollbench.grading.files import read_info
+from rollbench.grading.files import fill_template, read_info
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.runlog import find_run_dirs
@@ -92,7 +93,10 @@ def _artifacts(run_dir: Path, info: dict[str, Any], row: dict[str, Any], cameras
         chunk, file = row.get(f"videos/{key}/chunk_index"), row.get(f"videos/{key}/file_index")
         if not template or chunk is None or file is None:
             continue
-        rel = template.format(video_key=key, chunk_index=chunk, file_index=file)
+        try:
+            rel = fill_template(template, video_key=key, chunk_index=chunk, file_index=file)
+        except ValueError:  # grade names the template
+            continue
         videos[cam] = {
             "path": rel,
             "ready": inside(run_dir / rel, run_dir) is not None,
@@ -102,7 +106,10 @@ def _artifacts(run_dir: Path, info: dict[str, Any], row: dict[str, Any], cameras
     transcript = row.get(TRANSCRIPT_COLUMN)
     data_rel = None
     if info.get("data_path") and row.get("data/chunk_index") is not None and row.get("length"):
-        data_rel = info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
+        with contextlib.suppress(ValueError):  # a damaged data_path: no link to the step file
+            data_rel = fill_template(
+                info["data_path"], chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
+            )
     return {"videos": videos, "transcript": transcript if isinstance(transcript, str) else None, "data": data_rel}
 
 
@@ -132,7 +139,10 @@ def read_run(run_dir: Path) -> RunRecord:
         ep["instruction"] = row.get("rollbench/instruction")
         ep["artifacts"] = _artifacts(run_dir, info, row, cameras)
         episodes.append(ep)
-    rec = RunRecord(identity, run_dir, signature, log, result, episodes, cameras, info.get("fps"))
+    fps = info.get("fps")  # grade named a bad one; the pages then use their default
+    if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
+        fps = None
+    rec = RunRecord(identity, run_dir, signature, log, result, episodes, cameras, fps)
     rec.by_index = {ep["episode_index"]: ep for ep in episodes}
     return rec
 
@@ -243,7 +253,7 @@ class Catalog:
             return None
         try:
             rec = read_run(run_dir)
-        except (RollbenchError, OSError, ValueError, KeyError, TypeError) as exc:
+        except (RollbenchError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # one run only
             errors.append(f"{run_dir}: cannot read the run ({type(exc).__name__}: {exc})")
             return None
         with self._lock:

@@ -10,6 +10,8 @@ run file is expected is a violation and is not read).
 from __future__ import annotations
 
 import math
+import re
+import string
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +142,26 @@ def missing_episode_columns(columns: list[str]) -> list[str]:
     return [c for c in REQUIRED_EPISODE_COLUMNS if c not in columns]
 
 
+_SPEC = re.compile(r"0?[0-9]?d?")  # LeRobot's templates use {chunk_index:03d}: a width of at most 9, zero-padded
+
+
+def fill_template(template: Any, **fields: Any) -> str:
+    """``template`` (an info.json ``data_path``/``video_path``) filled with ``fields``: only their plain names, with
+    at most a ``0Nd`` spec (``{chunk_index:03d}``); ValueError for anything else (a non-string, an unknown name, an
+    attribute or index lookup, a conversion, a wider spec: a run someone handed over may hold any template)."""
+    if not isinstance(template, str):
+        raise ValueError(f"the template is a {type(template).__name__}, not a string")
+    for _text, name, spec, conversion in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if name not in fields or conversion or not _SPEC.fullmatch(spec or ""):
+            raise ValueError(f"{{{name}{'!' + conversion if conversion else ''}:{spec}}} is not a field it may use")
+    try:
+        return template.format(**fields)
+    except (KeyError, ValueError, IndexError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+
+
 def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key: str, length: int) -> str | None:
     """None when episode ``m``'s video ``key`` exists inside the run and decodes to ``length`` frames; else the
     sentence naming the file and what is wrong with it (missing, unreadable, outside, wrong frame count)."""
@@ -152,10 +174,13 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key:
     if not isinstance(template, str):
         return f"episode {e}: meta/info.json has no video_path, so its {key} video cannot be found"
     try:
-        rel = template.format(
-            video_key=key, chunk_index=m[f"videos/{key}/chunk_index"], file_index=m[f"videos/{key}/file_index"]
+        rel = fill_template(
+            template,
+            video_key=key,
+            chunk_index=m[f"videos/{key}/chunk_index"],
+            file_index=m[f"videos/{key}/file_index"],
         )
-    except (KeyError, ValueError, IndexError) as exc:
+    except ValueError as exc:
         return f"episode {e}: meta/info.json's video_path {template!r} cannot be filled in ({exc})"
     path = run_dir / rel
     if not (path.exists() or path.is_symlink()):

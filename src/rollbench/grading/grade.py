@@ -33,6 +33,7 @@ the fault of every error.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +249,7 @@ def _episode_row(
             f"episode {e}: recorded success={m['rollbench/success']} but its step data gives "
             f"{success} under the {rule} rule" + (f" with success held {hold} steps" if hold > 1 else "")
         )
+    _check_return(e, m, d, violations)
     if length > m["rollbench/max_steps"]:
         violations.append(f"episode {e}: {length} steps exceed its horizon of {m['rollbench/max_steps']}")
     return {
@@ -270,3 +272,16 @@ def _episode_row(
         "transcript": m.get("rollbench/transcript"),
         "rows": rows,
     }
+
+
+def _check_return(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations: list[str]) -> None:
+    """The recorded ``rollbench/return`` against the sum of episode ``e``'s ``next.reward`` rows (stored as float32,
+    so they may differ by the float32 rounding of each reward: 1e-6 of the sum of absolute rewards); NaN equals NaN."""
+    recorded = m.get("rollbench/return")
+    if d is None or recorded is None or d["ret"] is None:
+        return
+    got, want = float(d["ret"]), float(recorded)
+    if math.isnan(got) and math.isnan(want):
+        return
+    if not abs(got - want) <= 1e-6 * float(d["abs_ret"] or 0.0) + 1e-9:
+        violations.append(f"episode {e}: episode record says return {want:g} but its next.reward rows sum to {got:g}")

@@ -173,13 +173,14 @@ def query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
 
 PER_EPISODE = """SELECT episode_index, count(*) FILTER (WHERE NOT pad) AS steps, count(*) AS rows,
        count(*) FILTER (WHERE pad) AS pads, sum("next.reward") AS ret,
+       sum(abs("next.reward")) AS abs_ret,
        list("next.success" ORDER BY frame_index) AS successes,
        min(frame_index) AS f0, max(frame_index) AS f1, min("index") AS i0, max("index") AS i1,
        count(DISTINCT "index" - frame_index) AS offsets, count(DISTINCT task_index) AS n_task_index,
        sum(CASE WHEN "next.done" THEN 1 ELSE 0 END) AS dones,
        min(frame_index) FILTER (WHERE "next.done") AS first_done
 FROM steps GROUP BY episode_index"""
-"""One row per episode of the step table: steps (padding frames left out), rows, padding rows, return, the
+"""One row per episode of the step table: steps (padding frames left out), rows, padding rows, return (and the sum of absolute rewards, its rounding scale), the
 ``next.success`` sequence in frame order, frame and global index ranges, distinct index offsets and task indices,
 and the ``next.done`` count and first done frame (what :mod:`rollbench.grading.grade` checks)."""
 

@@ -297,3 +297,20 @@ def run_info(run_id: str, run_dir: Path, log_: dict[str, Any], state: Any, live:
         live=live,
         summary=text,
     )
+
+
+FOREIGN_LOG = (ValueError, KeyError, TypeError, AttributeError)
+"""What reading the fields of a run.json of the wrong types raises (a pydantic ValidationError is a ValueError)."""
+
+
+def checked_run_info(
+    run_id: str, run_dir: Path, log_: dict[str, Any], state: Any, live: dict[str, Any] | None
+) -> RunInfo:
+    """:func:`run_info`, or a ToolError naming the run.json whose fields have the wrong types (a run someone handed
+    over), never an "Error executing tool" without a cause."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        return run_info(run_id, run_dir, log_, state, live)
+    except FOREIGN_LOG as exc:
+        raise ToolError(f"{run_dir}/run.json is not a rollbench run log ({type(exc).__name__})") from None

@@ -39,13 +39,14 @@ from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.spec import EvalSpec
 from rollbench.mcp.catalog import env_listing
 from rollbench.mcp.results import (
+    FOREIGN_LOG,
     INSTRUCTIONS,
     RUN_POLICY_ROLLOUT,
     PolicyRow,
     RunInfo,
     RunResult,
     RunRow,
-    run_info,
+    checked_run_info,
     run_result,
     run_row,
 )
@@ -218,7 +219,7 @@ class RolloutService:
                 live = read_regular_json(run_dir / "run.live.json", run_dir)
         if active is not None:
             live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
-        info = run_info(run_id, run_dir, log_, state, live)
+        info = checked_run_info(run_id, run_dir, log_, state, live)
         return _call_result(info.summary, info)
 
     def list_runs(self, limit: int) -> list[RunRow]:
@@ -229,7 +230,7 @@ class RolloutService:
             try:
                 mtime = (d / "run.json").stat().st_mtime
                 rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
-            except (OSError, ValueError, KeyError, TypeError, RollbenchError) as exc:  # foreign run.json
+            except (OSError, RollbenchError, *FOREIGN_LOG) as exc:  # foreign run.json
                 log.warning("skipping unreadable run %s: %r", d, exc)
         rows.sort(key=lambda r: r[0], reverse=True)
         return [r for _, r in rows[:limit]]

@@ -273,9 +273,21 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
 def log_view(doc: dict[str, Any]) -> dict[str, Any]:
     """What the decision log records and a recomputation must reproduce: per task every look and the decision."""
     return {
-        "tasks": {t["task"]: {"looks": t["looks"], "decision": t["decision"]} for t in doc["tasks"]},
-        "pooled": None if doc["pooled"] is None else {k: doc["pooled"][k] for k in ("looks", "decision")},
+        "tasks": {t["task"]: {"looks": t["looks"], "decision": t.get("decision")} for t in doc["tasks"]},
+        "pooled": None if doc["pooled"] is None else {k: doc["pooled"].get(k) for k in ("looks", "decision")},
     }
+
+
+def _log_shape_problem(logged: dict[str, Any]) -> str | None:
+    """What keeps ``logged`` (a parsed decision log) from :func:`log_view`: each task entry an object with a string
+    ``task`` and a list ``looks``, ``pooled`` null or an object with a list ``looks``; None when nothing does."""
+    for i, t in enumerate(logged["tasks"]):
+        if not isinstance(t, dict) or not isinstance(t.get("task"), str) or not isinstance(t.get("looks"), list):
+            return f"its tasks[{i}] is not an object with a string task and a list of looks"
+    pooled = logged.get("pooled")
+    if pooled is not None and (not isinstance(pooled, dict) or not isinstance(pooled.get("looks"), list)):
+        return "its pooled entry is neither null nor an object with a list of looks"
+    return None
 
 
 def check_log(doc: dict[str, Any], dirs: set[Path]) -> dict[str, Any] | None:
@@ -289,6 +301,8 @@ def check_log(doc: dict[str, Any], dirs: set[Path]) -> dict[str, Any] | None:
     logged = read_json(path, "decision log")
     if not isinstance(logged, dict) or not isinstance(logged.get("tasks"), list):
         raise ConfigError(f"{path} is not a rollbench sequential decision log")
+    if problem := _log_shape_problem(logged):
+        raise ConfigError(f"{path} is not a rollbench sequential decision log: {problem}")
     mine = log_view(doc)
     theirs = log_view({"tasks": logged["tasks"], "pooled": logged.get("pooled")})
     items = [(f"task {t}", theirs["tasks"].get(t), want) for t, want in mine["tasks"].items()]

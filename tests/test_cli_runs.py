@@ -85,8 +85,11 @@ def test_runs_lists_nested_runs_like_the_optimisers_rounds_as_the_dashboard_find
     small = {"env": "scripted/reach", "policy": "zero", "episodes": 1, "max_steps": 2}
     evaluate(out=root / "search/rounds/search-r000", **small)
     evaluate(out=root / "search/search-holdout", **small)
+    evaluate(out=root / "inner", **small)
     evaluate(out=root / "top", **small)
-    evaluate(out=root / "top/inner", **small)  # inside a run directory: not searched
+    (root / "inner").rename(
+        root / "top/inner"
+    )  # moved inside a run directory (eval refuses to write one there): not searched
     evaluate(out=root / ".hidden/run", **small)
     evaluate(out=root / "a/b/c/too-deep", **small)  # four levels down
     code, out, _ = runs(str(root), "--json")

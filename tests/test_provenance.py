@@ -56,7 +56,11 @@ FAMILY_PACKAGES = {
     "aloha": {"gym-aloha": "gym-aloha", "dm-control": "dm_control", "mujoco": "mujoco"},
     "gym": {},
     "scripted": {},
+    # in their own interpreter: the far side's versions come from the family's provenance() hook (test_env_libero_ref)
+    "libero_ref": {},
+    "liberoplus": {},
 }
+HOSTED = {"libero_ref", "liberoplus"}
 
 
 def _installed(dist: str) -> str | None:
@@ -84,7 +88,13 @@ def test_each_family_records_its_simulator_versions_and_gl(family: str, monkeypa
     mujoco = "mujoco" in FAMILY_PACKAGES[family]
     if family != "gym":
         assert prov["renderers"][family] == (
-            "mujoco (OpenGL, MUJOCO_GL)" if mujoco else "pygame (software, no OpenGL)" if family == "pusht" else "none"
+            "mujoco (OpenGL, MUJOCO_GL) in the family's own interpreter"
+            if family in HOSTED
+            else "mujoco (OpenGL, MUJOCO_GL)"
+            if mujoco
+            else "pygame (software, no OpenGL)"
+            if family == "pusht"
+            else "none"
         )
 
 

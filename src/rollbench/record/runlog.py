@@ -82,6 +82,9 @@ RENDERERS = {
     **{fam: "mujoco (OpenGL, MUJOCO_GL)" for fam in MUJOCO_FAMILIES},
     "pusht": "pygame (software, no OpenGL)",
     "scripted": "none",
+    # benchmarks in their own interpreter (docs/env-host.md): MuJoCo renders on the far side, which inherits
+    # MUJOCO_GL; their simulator versions are the far side's, recorded by the family's own provenance() hook
+    **{fam: "mujoco (OpenGL, MUJOCO_GL) in the family's own interpreter" for fam in ("libero_ref", "liberoplus")},
 }
 
 
@@ -90,7 +93,7 @@ def gl_provenance(families: set[str]) -> dict[str, str | None]:
     unset) and ``PYOPENGL_PLATFORM`` when set. For MuJoCo families the back-end is chosen first, as the envs do
     (:func:`rollbench.core.gl.configure_offscreen_gl`; its variables are inherited by workers and Ray actors); a
     machine without GL records None (such runs cannot render)."""
-    if families & MUJOCO_FAMILIES:
+    if families & (MUJOCO_FAMILIES | {"libero_ref", "liberoplus"}):
         from rollbench.core.gl import configure_offscreen_gl
 
         with contextlib.suppress(ConfigError):

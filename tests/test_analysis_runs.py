@@ -250,3 +250,12 @@ def test_compare_power_prints_the_paired_episodes_needed() -> None:
     assert doc["n"] == 359 and doc["n_exact"] >= 359
     bad = run_cli("compare", "--power", "--p-a", "0.6")
     assert bad.returncode == 2 and "--p-b" in bad.stderr
+
+
+def test_a_run_with_action_noise_is_its_own_model_never_pooled_with_the_noiseless_policy() -> None:
+    def log(noise: float) -> dict[str, object]:
+        return {"plan": {"policy": {"name": "metaworld-expert"}}, "spec": {"action_noise": noise}}
+
+    assert model_of(log(0.0)) == "metaworld-expert"
+    assert model_of(log(1.0)) == "metaworld-expert (action noise 1)"
+    assert model_of(log(0.3)) == "metaworld-expert (action noise 0.3)"

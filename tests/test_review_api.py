@@ -326,3 +326,19 @@ def test_a_custom_rubric_file_drives_labels_and_disagreements(runs_root: Path, t
         assert json.loads((tmp_path / "l.json").read_text())["rubric"] == "grasp-v3"
     finally:
         srv.stop()
+
+
+def test_a_busy_port_is_exit_2_with_one_line_before_the_dashboard_announces_itself(tmp_path: Path) -> None:
+    import socket
+
+    from conftest import run_cli
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = run_cli("dashboard", "--root", tmp_path, "--port", port, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use); choose another --port"
+    ]

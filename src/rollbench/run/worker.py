@@ -21,6 +21,7 @@ from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
 from rollbench.core.registry import EnvOptions, make_env, make_policy
 from rollbench.core.spec import EvalSpec
+from rollbench.envs.hosted.remote import POOL
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run.deadline import Deadline
@@ -210,9 +211,11 @@ class EpisodeWorker:
         return str(getattr(getattr(env, "task", None), "name", type(env).__name__))
 
     def close(self) -> None:
-        """Close every env and the policy; a close() that raises is reported on stderr, never raised: the episodes
+        """Close every env and the policy, and stop the env hosts the envs kept for reuse (they never outlive the
+        run, even in a long-lived process); a close() that raises is reported on stderr, never raised: the episodes
         are already recorded."""
         self.close_env()
+        _close_quietly(POOL.close_all, "idle env hosts")
         _close_quietly(self.batch.close, f"policy {self.setup.spec.policy}")
 
 

@@ -30,10 +30,8 @@ from rollbench.envs.libero.ref import FAMILY
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = ROOT / ".venv-liberopro" / "bin" / "python"
-pytestmark = [
-    pytest.mark.venv,
-    pytest.mark.skipif(FAMILY.missing() is not None, reason=str(FAMILY.missing())),
-]
+pytestmark = [pytest.mark.venv]
+needs_venv = pytest.mark.skipif(FAMILY.missing() is not None, reason=str(FAMILY.missing()))
 TASKS = [("libero_spatial_task", 0), ("libero_10_task", 1), ("libero_10_object", 2)]
 ACTIONS = np.array([[0.3, -0.2, 0.1, 0.0, 0.1, 0.0, -1.0], [-0.1, 0.3, -0.3, 0.0, 0.0, 0.2, 1.0]] * 3, np.float32)
 
@@ -55,6 +53,7 @@ def oracle(tmp: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     return json.loads(str(data["meta"])), {k: data[k] for k in data.files if k != "meta"}
 
 
+@needs_venv
 @pytest.mark.sim
 @pytest.mark.slow
 @pytest.mark.skipif(not ORACLE.is_file(), reason="no .venv-liberopro: run bash scripts/libero_pro_setup.sh")
@@ -89,6 +88,7 @@ def episode(env: Any, seed: int, state: int) -> list[np.ndarray]:
     return out
 
 
+@needs_venv
 @pytest.mark.sim
 @pytest.mark.slow
 def test_a_hosted_libero_pro_episode_is_bit_identical_in_two_host_processes() -> None:
@@ -106,6 +106,7 @@ def test_a_hosted_libero_pro_episode_is_bit_identical_in_two_host_processes() ->
         assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
 
 
+@needs_venv
 def test_a_study_pairs_each_hosted_task_with_its_control_on_the_same_stack() -> None:
     env, perturbed = study_env("libero_ref/libero_spatial_task,libero_ref/libero_10_object/2")
     names = env.split(",")
@@ -117,6 +118,7 @@ def test_a_study_pairs_each_hosted_task_with_its_control_on_the_same_stack() -> 
     ]
 
 
+@needs_venv
 def test_the_in_process_name_is_refused_naming_the_hosted_task_and_objects_no_package_ships_stay_refused() -> None:
     with pytest.raises(ConfigError, match=r"runs it through the env host as libero_ref/libero_10_task/4$"):
         resolve_tasks("libero/libero_10_task/4")
@@ -124,3 +126,20 @@ def test_the_in_process_name_is_refused_naming_the_hosted_task_and_objects_no_pa
         ConfigError, match=r"red_box, whose model file no package on PyPI ships \(custom_objects/red_box/red_box.xml\)"
     ):
         resolve_tasks("libero_ref/libero_goal_with_red_box")
+
+
+def test_without_the_venv_envs_and_every_refusal_name_the_one_set_up_command(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    env = {"ROLLBENCH_LIBERO_REF_PYTHON": str(tmp_path / "no-python")}
+    r = run_cli("envs", "libero", "--json", "--no-tasks", env=env)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert "run through the env host by LIBERO-PRO's own code" in row["description"]
+    assert "(not set up: run `bash scripts/libero_ref_setup.sh`)" in row["description"]
+    r = run_cli("eval", "--env", "libero/libero_spatial_task/2", "--policy", "zero", "--out", tmp_path / "a", env=env)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "as libero_ref/libero_spatial_task/2; set it up with `bash scripts/libero_ref_setup.sh`" in r.stderr
+    r = run_cli("eval", "--env", "libero_ref/libero_10_task", "--policy", "zero", "--out", tmp_path / "b", env=env)
+    assert r.returncode == 2 and "`bash scripts/libero_ref_setup.sh`" in r.stderr, r.stderr
+    assert not any(tmp_path.iterdir())

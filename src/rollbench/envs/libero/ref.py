@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
-from rollbench.core.contracts import TaskInfo
+from rollbench.core.contracts import ConfigError, TaskInfo
 from rollbench.envs.libero import ref_pro
 from rollbench.envs.libero.env import _all_tasks, _task_info
 from rollbench.envs.libero.hosted import HostedLiberoFamily, HostedSim
@@ -95,8 +95,14 @@ class LiberoRefFamily(Refusing, HostedLiberoFamily):
         return {**self._suites, **{k: v for k, v in self._pro[1].items() if k not in bad}}
 
     def task(self, name: str) -> TaskInfo:
-        """The task; ConfigError for a refused LIBERO-PRO task or suite (the reason) or an unknown name."""
-        return self._pro[0][name] if name in self._pro[0] else super().task(name)
+        """The task; ConfigError for a refused LIBERO-PRO task or suite (the reason), a LIBERO-PRO name while the
+        venv is missing (its set-up command), or an unknown name."""
+        if name in self._pro[0]:
+            return self._pro[0][name]
+        suite = name.split("/")[1] if name.count("/") in (1, 2) else ""
+        if suite in ref_pro.pro.manifest() and self.missing():
+            raise ConfigError(f"{name}: LIBERO-PRO on the reference stack is not set up: {self.missing()}")
+        return super().task(name)
 
     def variants(self) -> str:
         """How many LIBERO-PRO tasks run here, and which are refused (and why)."""

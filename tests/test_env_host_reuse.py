@@ -55,7 +55,7 @@ def same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
 def fresh(family: Any, name: str, options: EnvOptions, seed: int, state: int, actions: np.ndarray) -> list:
     """The episode in a newly started host (the pool emptied first, the host stopped after)."""
     POOL.close_all()
-    pid, out = run(family, name, options, seed, state, actions)
+    _pid, out = run(family, name, options, seed, state, actions)
     POOL.close_all()
     return out
 

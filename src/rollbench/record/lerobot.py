@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -293,15 +293,23 @@ def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
 def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str | None = None) -> bool:
     """Write one finished episode to ``run_dir/.staging`` atomically, not durably (see the module docstring).
     Returns False if it was already staged."""
-    p = rec.planned
-    final = resolve_inside(run_dir, run_dir / STAGING / f"episode-{p.episode_index:06d}")
+    return stage_files(run_dir, rec.planned.episode_index, lambda d: write_episode_files(d, rec, fps, render_fault))
+
+
+def stage_files(run_dir: Path, episode_index: int, write: Callable[[Path], None]) -> bool:
+    """Stage episode ``episode_index`` into ``run_dir/.staging/episode-NNNNNN`` atomically and first-wins:
+    ``write(tmp)`` fills a new temporary directory beside it, which is then renamed into place (not fsync'd: see the
+    module docstring, commit protocol, step 1). Returns False, keeping the staged one, if the episode is already
+    staged or another attempt stages it first. Whatever ``write`` raises removes the temporary directory and
+    propagates."""
+    final = resolve_inside(run_dir, run_dir / STAGING / f"episode-{episode_index:06d}")
     if final.exists() or final.is_symlink():
         return False
-    tmp = run_dir / STAGING / f".tmp-{p.episode_index:06d}-{uuid.uuid4().hex[:8]}"
+    tmp = run_dir / STAGING / f".tmp-{episode_index:06d}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
-        write_episode_files(tmp, rec, fps, render_fault)
-        try:  # not fsync'd: see the module docstring (commit protocol, step 1)
+        write(tmp)
+        try:
             tmp.rename(final)
         except OSError:  # another attempt of this episode staged first: keep that one
             shutil.rmtree(tmp, ignore_errors=True)

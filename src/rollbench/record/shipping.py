@@ -58,13 +58,13 @@ def digest_of(files: dict[str, bytes]) -> str:
 
 
 def pack_episode(
-    rec: EpisodeRecord, fps: int, render_fault: str | None, max_bytes: int = MAX_EPISODE_BYTES
+    rec: EpisodeRecord, fps: int, render_failure: str | None, max_bytes: int = MAX_EPISODE_BYTES
 ) -> ShippedEpisode:
     """The staged files of ``rec`` as a :class:`ShippedEpisode` (written to and read back from a private temporary
     directory, then removed). An episode over ``max_bytes`` comes back with no files and its ``size``."""
     tmp = Path(tempfile.mkdtemp(prefix="rollbench-ship-"))
     try:
-        write_episode_files(tmp, rec, fps, render_fault)
+        write_episode_files(tmp, rec, fps, render_failure)
         files = {f.name: f.read_bytes() for f in sorted(tmp.iterdir())}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

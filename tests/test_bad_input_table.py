@@ -446,6 +446,8 @@ CASES: list[T] = [
     ("robustness-unperturbed", nothing, ["robustness", "--env", "scripted/reach", "--policy", "zero", "--out", "W/rb"], "is not perturbed"),
     ("robustness-instruction", nothing, ["robustness", "--env", "scripted/reach", "--policy", "zero", "--instruction", "x"], "--instruction"),
     ("robustness-run-and-flags", nothing, ["robustness", "W/run", "--env", "scripted/reach"], "not both"),
+    ("robustness-run-and-run-flags", nothing, ["robustness", "W/run", "--workers", "2"], "not both"),
+    ("sequential-ray-flag-local", nothing, ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/s", "--ray-cpus", "2"], "only apply to --executor ray"),
     ("robustness-no-env", nothing, ["robustness", "--policy", "zero"], "--env"),
     ("robustness-plain-run", nothing, ["robustness", "W/run"], "no episode of this run is a perturbed instance"),
     ("optimize-margin", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--margin", "nan"], "margin"),

@@ -72,6 +72,7 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
                 "termination_reason": ep["termination_reason"],
                 "error": ep["error"],
                 "render_failure": ep["render_failure"],
+                "render_fault": ep["render_failure"],  # deprecated name of render_failure (issue 29)
                 "status": episode_status(ep),
                 "video_ready": bool(videos) and all(v["ready"] for v in videos.values()),
                 "videos": videos,

@@ -27,7 +27,7 @@ from rollbench.record.lerobot import stage_episode
 from rollbench.run.deadline import Deadline
 from rollbench.run.episode import EpisodeRun
 from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
-from rollbench.run.render_check import render_fault
+from rollbench.run.render_check import render_failure
 
 STEPS_EVERY_S = 1.0  # progress inside episodes is reported at most this often
 Running = list[dict[str, object]]
@@ -175,7 +175,7 @@ class EpisodeWorker:
         """Commit a finished episode and summarise it (progress display only)."""
         if rec.termination_reason == "error":
             self.close_env(slot)  # never reuse an env whose episode failed: its state is unknown
-        staged = self.commit(rec, _render_fault(rec))
+        staged = self.commit(rec, _render_failure(rec))
         p = rec.planned
         return EpisodeSummary(
             p.episode_index, p.task, rec.success, rec.length, rec.termination_reason, staged, self.batch.misses > 0
@@ -224,10 +224,10 @@ def _close_quietly(close: Callable[[], None], what: str) -> None:
         close()
 
 
-def _render_fault(rec: EpisodeRecord) -> str | None:
+def _render_failure(rec: EpisodeRecord) -> str | None:
     """Black or frozen images the policy was given (the episode loop's check, which then ended the episode as an
     ``environment`` error), else the same check on the recorded frames of cameras the policy did not see."""
-    if rec.render_fault:
-        return rec.render_fault
-    faults = [f"{cam}: {why}" for cam, fr in rec.frames.items() if fr and (why := render_fault(fr, list(rec.states)))]
-    return "; ".join(faults) or None
+    if rec.render_failure:
+        return rec.render_failure
+    found = [f"{cam}: {why}" for cam, fr in rec.frames.items() if fr and (why := render_failure(fr, list(rec.states)))]
+    return "; ".join(found) or None

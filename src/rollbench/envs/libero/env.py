@@ -59,6 +59,7 @@ from rollbench.envs.libero import ref_pro
 from rollbench.envs.libero import setup as libero_setup
 from rollbench.envs.libero.scene import NOT_RENDERED, SCENE_SEEDING, ImageGate, seeded_reset, soft_after_first
 from rollbench.envs.libero.tasks import SUITE_TASKS, instruction_of
+from rollbench.envs.robosuite import robosuite_step
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # openpi: LIBERO_DUMMY_ACTION = [0.0] * 6 + [-1.0]
@@ -284,15 +285,7 @@ class LiberoEnv:
 
     def step(self, action: np.ndarray) -> StepResult:
         self._want(self._expected)
-        obs, reward, _done, info = self.sim.step(np.asarray(action, dtype=np.float64))
-        return StepResult(
-            self._observation(obs),
-            reward=float(reward),
-            terminated=False,
-            truncated=False,
-            success=self.success(),
-            info={k: v for k, v in info.items() if isinstance(v, bool | int | float)},
-        )
+        return robosuite_step(self.sim, action, self._observation, self.success)
 
     def success(self) -> bool:
         return bool(self.sim.check_success())

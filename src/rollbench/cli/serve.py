@@ -113,7 +113,6 @@ def serve_policy_cmd(
     if fault is not None:
         if inject is not None:
             fail("--fault is the deprecated name of --inject: give --inject only")
-        typer.echo("warning: --fault is deprecated: use --inject (the same values)", err=True)
         inject = fault
     try:
         guard = _access(host, token, allow_host or [], protocol, path)
@@ -124,6 +123,8 @@ def serve_policy_cmd(
         sock = listen(host, port, bounded=protocol == "ws")
     except (RollbenchError, OSError) as exc:
         fail(str(exc))
+    if fault is not None:  # after the checks: bad input stays one line
+        typer.echo("warning: --fault is deprecated: use --inject (the same values)", err=True)
     serve(served, sock, host, protocol, path, guard)
 
 

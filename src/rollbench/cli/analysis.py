@@ -68,7 +68,7 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
             row.append(f"{counts} (labelled {c['n_labeled']}, unlabelled {c['n_unlabeled']}, invalid {c['n_invalid']})")
             row.append(" ".join(f"{k}={pct(v)}" for k, v in c["rates"].items()))
         table.add_row(*row)
-    print_table(out, table)
+    print_table(out, table, keys=len(doc["by"]))
     for p in doc["in_progress"]:
         out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
 

@@ -254,6 +254,40 @@ def print_variants(console: Console, result: dict[str, Any]) -> None:
     console.print("b / c: trials only the variant / only the reference solved; p: exact McNemar, two-sided")
 
 
+NAME_WIDTH = 22  # the name column of `rollbench policies`; a longer name gets a line of its own
+
+
+def print_policies(console: Console, rows: list[dict[str, Any]]) -> None:
+    """``rollbench policies``: each policy's name and description (plain text: no markup from docstrings), then the
+    ``module:factory`` line. On a terminal each description wraps at words under its own column and a name longer
+    than :data:`NAME_WIDTH` stands on its own line above it; on a pipe each entry stays one line (what scripts
+    grep). Nothing is ever cut."""
+    entries = [(r["name"], ("test fixture: " if r["kind"] == "fixture" else "") + r["description"]) for r in rows]
+    entries.append(
+        ("module:factory", "Your own policy: factory(name, options) in an importable module (docs/plugins.md).")
+    )
+    if not console.is_terminal:
+        for name, said in entries:
+            console.print(Text.assemble((f"{name:<{NAME_WIDTH}}", "bold"), " ", said), soft_wrap=True)
+        return
+    grid = _policy_grid()
+    for name, said in entries:
+        if len(name) > NAME_WIDTH:  # the name whole on its own line, its description under the column
+            if grid.row_count:
+                console.print(grid)
+            console.print(Text(name, style="bold"), soft_wrap=True)
+            grid, name = _policy_grid(), ""
+        grid.add_row(Text(name), Text(said))
+    console.print(grid)
+
+
+def _policy_grid() -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=NAME_WIDTH, no_wrap=True, style="bold")
+    grid.add_column(overflow="fold")
+    return grid
+
+
 def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = True) -> None:
     """Each family as a heading (its description, whether it is installed, the cameras its tasks share, its suites:
     paragraphs wrapped at words to the console) and, with ``show_tasks``, a table of its tasks: the name whole on

@@ -266,7 +266,10 @@ def _probe(env_id: str) -> TaskInfo:
 class GymFamily:
     name = "gym"
     robot = "unknown"  # any gymnasium env: no one embodiment
-    description = "any registered gymnasium env whose step info reports is_success or success (gym:<id>)"
+    description = (
+        "any registered gymnasium env whose step info reports is_success or success: --env gym:<id> "
+        "(or gym:MODULE:<id>), named gym/<id> in results"
+    )
 
     def __init__(self) -> None:
         self._cache: dict[str, TaskInfo] = {}

@@ -296,6 +296,11 @@ CASES: list[T] = [
     ("retry-errors", nothing, ["eval", *RUN, "--retry-errors", "some"], "some"),
     ("perturb", nothing, ["eval", *RUN, "--instruction-perturb", "shout"], "unknown perturbation 'shout'"),
     ("batch-size", nothing, ["eval", *RUN, "--batch-size", "100000"], "--batch-size must be between 1 and 256"),
+    # a mistyped option: the closest real one of that command (issue 30, h-cli 4)
+    ("option-typo-episode", nothing, ["eval", *RUN, "--episode", "3"], "no such option --episode. Did you mean --episodes? All options: rollbench eval --help"),
+    ("option-typo-json", nothing, ["grade", "W/run", "--jsn"], "no such option --jsn. Did you mean --json? All options: rollbench grade --help"),
+    ("latency-not-a-number", nothing, ["eval", *RUN, "--latency", "fixed:abc"], "K: control steps), got 'fixed:abc'"),
+    ("summarize-by-typo", nothing, ["summarize", "W/run", "--by", "task,modle"], "--by: unknown key 'modle'. Did you mean model? Valid keys: task, model, policy, host, robot, run, variant, instruction"),
     ("episodes-zero", nothing, ["eval", *RUN, "--episodes", "0"], "'--episodes'"),
     ("replan-every-beyond-any-horizon", nothing, ["eval", *RUN, "--replan-every", "10000000000000000000000"], "replan_every: Input should be less than or equal to 1000000"),
     ("max-steps-negative", nothing, ["eval", *RUN, "--max-steps", "-1"], "'--max-steps'"),

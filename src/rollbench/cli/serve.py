@@ -114,7 +114,10 @@ def serve_policy_cmd(
         sock = listen(host, port, bounded=protocol == "ws")
     except (RollbenchError, OSError) as exc:
         fail(str(exc))
-    serve(served, sock, host, protocol, path, guard)
+    try:
+        serve(served, sock, host, protocol, path, guard)
+    except KeyboardInterrupt:  # Ctrl-C: exit 130, the one rule of every command (docs/status.md)
+        raise typer.Exit(130) from None
 
 
 def _access(host: str, token: str | None, allow_host: list[str], protocol: str, path: str) -> Guard:

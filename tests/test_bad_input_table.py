@@ -459,6 +459,8 @@ CASES: list[T] = [
     ("sequential-out-file", write("f", "x"), ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/f"], "--out"),
     ("sequential-ray-unreachable", nothing, ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/s", "--executor", "ray", "--ray-address", "127.0.0.1:1"], "cannot reach Ray at 127.0.0.1:1"),
     ("sequential-out-foreign", write("s/x", "x"), ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/s"], "holds no sequential.json"),
+    ("compare-same-run-twice", nothing, ["compare", "W/run", "W/run"], "W/run is given twice; compare needs two different runs (a run against itself has nothing to test)"),
+    ("compare-same-run-two-spellings", mkdir("sub"), ["compare", "W/run", "W/sub/../run"], "W/run and W/sub/../run are the same directory; compare needs two different runs"),
     ("compare-sequential-plain-run", nothing, ["compare", "--sequential", "W/run"], "not an arm of rollbench sequential"),
     ("robustness-unperturbed", nothing, ["robustness", "--env", "scripted/reach", "--policy", "zero", "--out", "W/rb"], "is not perturbed"),
     ("robustness-instruction", nothing, ["robustness", "--env", "scripted/reach", "--policy", "zero", "--instruction", "x"], "--instruction"),

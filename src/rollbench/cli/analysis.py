@@ -7,6 +7,7 @@ the canonical one, unpaired runs without ``--unpaired``) is one line on stderr a
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -71,6 +72,19 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
     print_table(out, table, keys=len(doc["by"]))
     for p in doc["in_progress"]:
         out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
+
+
+def _distinct_paths(runs: list[Path]) -> None:
+    """ConfigError when two arguments name the same directory (``compare A A``, or ``A`` and ``./A``)."""
+    seen: dict[str, Path] = {}
+    for p in runs:
+        real = os.path.realpath(p)
+        if real in seen:
+            same = (
+                f"{p} is given twice" if str(seen[real]) == str(p) else f"{seen[real]} and {p} are the same directory"
+            )
+            raise ConfigError(f"{same}; compare needs two different runs (a run against itself has nothing to test)")
+        seen[real] = p
 
 
 def print_warnings(warnings: list[str]) -> None:
@@ -214,6 +228,7 @@ def compare_cmd(
         check_resamples(resamples, 0)
         if not runs or len(runs) < 2:
             raise ConfigError("compare needs two or more run directories (or --power --p-a P --p-b P)")
+        _distinct_paths(list(runs))
         loaded = load_runs(list(runs), allow_exports=False, allow_damaged=allow_damaged)
         if loaded.copies:
             c = loaded.copies[0]

@@ -250,6 +250,8 @@ SEQ = ["--env", "scripted/reach", "--delta", "0.2"]
 CASES: list[T] = [
     *_deep_cases("spec", "spec.json", ["eval", "--spec", "W/spec.json"], "--spec"),
     ("spec-missing", nothing, ["eval", "--spec", "W/nope.json"], "--spec"),
+    ("spec-no-policy", write("spec.json", '{"env": "scripted/reach"}'), ["eval", "--spec", "W/spec.json"], "--spec W/spec.json names no policy: add it to the file or give --policy"),
+    ("spec-only-episodes", write("spec.json", '{"episodes": 2}'), ["eval", "--spec", "W/spec.json"], "--spec W/spec.json names no env and no policy: add them to the file or give --env and --policy"),
     ("spec-list", write("spec.json", "[1]"), ["eval", "--spec", "W/spec.json"], "expected a JSON object"),
     ("spec-wrong-type", write("spec.json", SPEC.replace("1}", '"many"}')), ["eval", "--spec", "W/spec.json"], "episodes"),
     ("spec-unknown-field", write("spec.json", SPEC[:-1] + ', "x": 1}'), ["eval", "--spec", "W/spec.json"], "x: Extra inputs"),

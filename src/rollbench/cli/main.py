@@ -71,7 +71,10 @@ def eval_cmd(
     ctx: typer.Context,
     spec_file: Annotated[
         Path | None,
-        typer.Option("--spec", help='EvalSpec as a JSON file (e.g. run.json\'s "spec"); flags given override it.'),
+        typer.Option(
+            "--spec",
+            help='EvalSpec as a JSON file (e.g. run.json\'s "spec"); flags given override it; episodes default to 10.',
+        ),
     ] = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Run directory (default runs/<task>-<policy>-<UTC>).")
@@ -83,7 +86,9 @@ def eval_cmd(
         int, typer.Option(min=1, help="Episodes each worker runs in lockstep, one batched policy call per step.")
     ] = 1,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
-    ray_cpus: Annotated[float, typer.Option(help="Ray: CPUs per env worker (fractional allowed).")] = 1.0,
+    ray_cpus: Annotated[
+        float, typer.Option(help="Ray: CPUs per env worker, 0.0001 to 1e14 (fractional allowed).")
+    ] = 1.0,
     ray_gpus: Annotated[float, typer.Option(help="Ray: GPUs per copy of the policy (fractional below 1).")] = 0.0,
     ray_resources: Annotated[
         str | None, typer.Option(help="Ray: custom resources per env worker, JSON, e.g. '{\"libero\": 1}'.")

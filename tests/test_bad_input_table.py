@@ -596,3 +596,18 @@ def test_compare_sequential_names_a_malformed_decision_log_in_one_line(
         f"error: {out}/sequential.json is not a rollbench sequential decision log: {words}"
     ]
     assert listing(out) == before
+
+
+def test_robustness_refuses_an_unreachable_ray_cluster_before_writing(tmp_path: Path) -> None:
+    """Issue 30 (h-cli 1): ``robustness`` connects to Ray before the study's run directory exists (a perturbed suite
+    needs LIBERO, an optional extra, so this case is not in the table)."""
+    pytest.importorskip("libero.libero")
+    args = ["robustness", "--env", "libero/libero_spatial_swap", "--policy", "zero", "--executor", "ray",
+            "--ray-address", "127.0.0.1:1", "--out", str(tmp_path / "rb")]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert result.exit_code == 2 and result.stdout == "", result.stderr
+    assert lines == [
+        "error: cannot reach Ray at 127.0.0.1:1: Connection refused (is `ray start --head` running there?)"
+    ]
+    assert list(tmp_path.iterdir()) == []

@@ -228,7 +228,6 @@ def compare_cmd(
         check_resamples(resamples, 0)
         if not runs or len(runs) < 2:
             raise ConfigError("compare needs two or more run directories (or --power --p-a P --p-b P)")
-        _distinct_paths(list(runs))
         loaded = load_runs(list(runs), allow_exports=False, allow_damaged=allow_damaged)
         if loaded.copies:
             c = loaded.copies[0]
@@ -238,6 +237,7 @@ def compare_cmd(
                 f"{loaded.in_progress[0]['path']} is {loaded.in_progress[0]['why']}; compare finished runs"
             )
         if len(loaded.runs) != len(runs):
+            _distinct_paths(list(runs))  # the same directory twice says so; else a path held several runs
             raise ConfigError(f"give one run directory per argument ({len(runs)} paths hold {len(loaded.runs)} runs)")
         doc = compare_runs(loaded.runs, paired=not unpaired, seed=seed, n_resamples=resamples)
     except ConfigError as exc:

@@ -28,6 +28,7 @@ def _console(width: int, terminal: bool = False) -> tuple[Console, io.StringIO]:
     return Console(file=buf, width=width, force_terminal=terminal, color_system=None), buf
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_envs_keeps_every_task_name_whole_with_its_instruction_under_it(width: int) -> None:
     rows = [r for r in list_envs() if r["family"] in ("scripted", "fetch", "metaworld", "libero")]
@@ -51,6 +52,7 @@ def test_envs_keeps_every_task_name_whole_with_its_instruction_under_it(width: i
         assert any(ln.startswith(f"{r['family']} — ") for ln in lines)
 
 
+@pytest.mark.slow
 def test_summarize_split_tables_repeat_every_key_of_the_row(tmp_path: Path) -> None:
     for policy in ("zero", "scripted-expert"):
         evaluate(out=tmp_path / policy, env="scripted/all", policy=policy, episodes=2, max_steps=3)

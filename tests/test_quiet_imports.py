@@ -40,6 +40,7 @@ def test_other_robosuite_log_records_still_reach_its_handlers(caplog: pytest.Log
     assert [r.getMessage() for r in caplog.records] == ["Controller config not found: using defaults"]
 
 
+@pytest.mark.slow
 def test_fetch_drops_faramas_adroit_notice_and_only_it() -> None:
     """gymnasium_robotics prints Farama's Adroit reward notice on import (it reached MCP clients' stderr, issue 30
     item 22); rollbench's import drops exactly it. The oracle: a plain import in the same interpreter prints it."""

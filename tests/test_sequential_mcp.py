@@ -38,6 +38,7 @@ async def test_is_b_better_than_a_returns_the_decision_with_its_evidence_from_di
     assert "no-such" in error_text(bad) and "scripted-expert" in error_text(bad)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_p_a_sets_the_design_as_the_clis_and_a_design_refusal_names_no_list_tools(tmp_path: Path) -> None:
     """Issue 30 (h-cli 4): the tool takes the CLI's ``p_a`` (recorded in sequential.json's parameters, and the design

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import pytest
 
 from rollbench.analysis.figures import sequential_figure
 from rollbench.core.spec import build_spec
@@ -77,6 +78,7 @@ def test_report_shows_each_decision_and_its_figure(tmp_path: Path) -> None:
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_the_fixed_n_comparison_of_sequential_arms_carries_the_early_stopping_caveat(tmp_path: Path) -> None:
     """Issue 30 (h-cli 4): the report's ordinary (fixed-N McNemar) comparison of the two arms says they stopped
     early and points to the sequential decision; a comparison of two ordinary runs says nothing of the kind."""

@@ -250,6 +250,8 @@ SEQ = ["--env", "scripted/reach", "--delta", "0.2"]
 CASES: list[T] = [
     *_deep_cases("spec", "spec.json", ["eval", "--spec", "W/spec.json"], "--spec"),
     ("spec-missing", nothing, ["eval", "--spec", "W/nope.json"], "--spec"),
+    ("spec-no-policy", write("spec.json", '{"env": "scripted/reach"}'), ["eval", "--spec", "W/spec.json"], "--spec W/spec.json names no policy: add it to the file or give --policy"),
+    ("spec-only-episodes", write("spec.json", '{"episodes": 2}'), ["eval", "--spec", "W/spec.json"], "--spec W/spec.json names no env and no policy: add them to the file or give --env and --policy"),
     ("spec-list", write("spec.json", "[1]"), ["eval", "--spec", "W/spec.json"], "expected a JSON object"),
     ("spec-wrong-type", write("spec.json", SPEC.replace("1}", '"many"}')), ["eval", "--spec", "W/spec.json"], "episodes"),
     ("spec-unknown-field", write("spec.json", SPEC[:-1] + ', "x": 1}'), ["eval", "--spec", "W/spec.json"], "x: Extra inputs"),
@@ -296,6 +298,11 @@ CASES: list[T] = [
     ("retry-errors", nothing, ["eval", *RUN, "--retry-errors", "some"], "some"),
     ("perturb", nothing, ["eval", *RUN, "--instruction-perturb", "shout"], "unknown perturbation 'shout'"),
     ("batch-size", nothing, ["eval", *RUN, "--batch-size", "100000"], "--batch-size must be between 1 and 256"),
+    # a mistyped option: the closest real one of that command (issue 30, h-cli 4)
+    ("option-typo-episode", nothing, ["eval", *RUN, "--episode", "3"], "no such option --episode. Did you mean --episodes? All options: rollbench eval --help"),
+    ("option-typo-json", nothing, ["grade", "W/run", "--jsn"], "no such option --jsn. Did you mean --json? All options: rollbench grade --help"),
+    ("latency-not-a-number", nothing, ["eval", *RUN, "--latency", "fixed:abc"], "K: control steps), got 'fixed:abc'"),
+    ("summarize-by-typo", nothing, ["summarize", "W/run", "--by", "task,modle"], "--by: unknown key 'modle'. Did you mean model? Valid keys: task, model, policy, host, robot, run, variant, instruction"),
     ("episodes-zero", nothing, ["eval", *RUN, "--episodes", "0"], "'--episodes'"),
     ("replan-every-beyond-any-horizon", nothing, ["eval", *RUN, "--replan-every", "10000000000000000000000"], "replan_every: Input should be less than or equal to 1000000"),
     ("max-steps-negative", nothing, ["eval", *RUN, "--max-steps", "-1"], "'--max-steps'"),
@@ -307,6 +314,19 @@ CASES: list[T] = [
     ("wire-capture", nothing, ["eval", *RUN, "--wire-capture"], "--wire-capture applies to agent"),
     ("host-label", nothing, ["eval", *RUN, "--host-label", "a/b", "--out", "W/t"], "a/b"),
     ("ray-address", nothing, ["eval", *RUN, "--ray-address", "x:1"], "--ray-address only applies"),
+    # Ray's limits and an unreachable cluster: refused before the run directory exists (issue 30, h-cli 1)
+    ("ray-cpus-huge", nothing, ["eval", *RUN, "--executor", "ray", "--ray-cpus", "1e308", "--out", "W/t"], "--ray-cpus must be a number from 0.0001 to 1e+14 (Ray's limits), got 1e+308"),
+    ("ray-cpus-inf", nothing, ["eval", *RUN, "--executor", "ray", "--ray-cpus", "inf", "--out", "W/t"], "--ray-cpus must be a number from 0.0001 to 1e+14 (Ray's limits), got inf"),
+    ("ray-cpus-below-rays-resolution", nothing, ["eval", *RUN, "--executor", "ray", "--ray-cpus", "1e-9", "--out", "W/t"], "got 1e-09"),
+    ("ray-gpus-huge", nothing, ["eval", *RUN, "--executor", "ray", "--ray-gpus", "1e20", "--out", "W/t"], "--ray-gpus must be 0 or a number from 0.0001 to 1e+14 (Ray's limits), got 1e+20"),
+    ("ray-resources-huge", nothing, ["eval", *RUN, "--executor", "ray", "--ray-resources", '{"libero": 1e308}', "--out", "W/t"], "--ray-resources: libero must be 0 or a number from 0.0001 to 1e+14 (Ray's limits), got 1e+308"),
+    ("ray-resources-bool", nothing, ["eval", *RUN, "--executor", "ray", "--ray-resources", '{"libero": true}', "--out", "W/t"], "--ray-resources: libero must be 0 or a number from 0.0001 to 1e+14 (Ray's limits), got True"),
+    ("ray-resources-tiny", nothing, ["eval", *RUN, "--executor", "ray", "--ray-resources", '{"libero": 1e-7}', "--out", "W/t"], "got 1e-07"),
+    ("ray-total-over-limit", nothing, ["eval", *RUN, "--executor", "ray", "--workers", "3", "--ray-cpus", "5e13", "--out", "W/t"], "--ray-cpus 5e+13 × --workers 3 is more than Ray can hold (1e+14)"),
+    ("ray-address-refused", nothing, ["eval", *RUN, "--executor", "ray", "--ray-address", "127.0.0.1:1", "--out", "W/t"], "cannot reach Ray at 127.0.0.1:1: Connection refused"),
+    ("ray-address-unknown-host", nothing, ["eval", *RUN, "--executor", "ray", "--ray-address", "nosuch.invalid:6379", "--out", "W/t"], "cannot reach Ray at nosuch.invalid:6379"),
+    ("ray-address-bad-port", nothing, ["eval", *RUN, "--executor", "ray", "--ray-address", "127.0.0.1:99999", "--out", "W/t"], "--ray-address '127.0.0.1:99999' is not HOST:PORT"),
+    ("ray-resume-unreachable", nothing, ["eval", "--resume", "W/run", "--executor", "ray", "--ray-address", "127.0.0.1:1"], "cannot reach Ray at 127.0.0.1:1"),
     ("resume-with-flags", nothing, ["eval", "--resume", "W/run", "--episodes", "5"], "drop --episodes"),
     ("resume-not-a-run", mkdir("empty"), ["eval", "--resume", "W/empty"], "no run.json"),
     # damaged run state on resume
@@ -441,7 +461,10 @@ CASES: list[T] = [
     ("sequential-policy", nothing, ["sequential", *SEQ, "--policy-a", "nope", "--policy-b", "zero", "--out", "W/s"], "nope"),
     ("sequential-delta", nothing, ["sequential", *SEQ[:2], "--delta", "0.9", "--policy-a", "zero", "--policy-b", "zero", "--out", "W/s"], "delta"),
     ("sequential-out-file", write("f", "x"), ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/f"], "--out"),
+    ("sequential-ray-unreachable", nothing, ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/s", "--executor", "ray", "--ray-address", "127.0.0.1:1"], "cannot reach Ray at 127.0.0.1:1"),
     ("sequential-out-foreign", write("s/x", "x"), ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--out", "W/s"], "holds no sequential.json"),
+    ("compare-same-run-twice", nothing, ["compare", "W/run", "W/run"], "W/run is given twice; compare needs two different runs (a run against itself has nothing to test)"),
+    ("compare-same-run-two-spellings", mkdir("sub"), ["compare", "W/run", "W/sub/../run"], "W/run and W/sub/../run are the same directory; compare needs two different runs"),
     ("compare-sequential-plain-run", nothing, ["compare", "--sequential", "W/run"], "not an arm of rollbench sequential"),
     ("robustness-unperturbed", nothing, ["robustness", "--env", "scripted/reach", "--policy", "zero", "--out", "W/rb"], "is not perturbed"),
     ("robustness-instruction", nothing, ["robustness", "--env", "scripted/reach", "--policy", "zero", "--instruction", "x"], "--instruction"),
@@ -577,3 +600,18 @@ def test_compare_sequential_names_a_malformed_decision_log_in_one_line(
         f"error: {out}/sequential.json is not a rollbench sequential decision log: {words}"
     ]
     assert listing(out) == before
+
+
+def test_robustness_refuses_an_unreachable_ray_cluster_before_writing(tmp_path: Path) -> None:
+    """Issue 30 (h-cli 1): ``robustness`` connects to Ray before the study's run directory exists (a perturbed suite
+    needs LIBERO, an optional extra, so this case is not in the table)."""
+    pytest.importorskip("libero.libero")
+    args = ["robustness", "--env", "libero/libero_spatial_swap", "--policy", "zero", "--executor", "ray",
+            "--ray-address", "127.0.0.1:1", "--out", str(tmp_path / "rb")]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert result.exit_code == 2 and result.stdout == "", result.stderr
+    assert lines == [
+        "error: cannot reach Ray at 127.0.0.1:1: Connection refused (is `ray start --head` running there?)"
+    ]
+    assert list(tmp_path.iterdir()) == []

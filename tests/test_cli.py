@@ -157,6 +157,20 @@ def test_spec_file_with_flag_overrides_and_run_json_as_spec(tmp_path: Path) -> N
     assert json.loads(again.stdout)["episodes"] == json.loads(r.stdout)["episodes"]
 
 
+def test_a_spec_file_without_episodes_runs_the_flags_default_of_ten(tmp_path: Path) -> None:
+    """Issue 30 (h-cli 4): `--episodes` has a default (10), so a spec file that names none runs 10, as the same
+    command line without `--episodes` does; both record the same spec (same seeds 0..9)."""
+    (tmp_path / "spec.json").write_text(json.dumps({"env": "scripted/reach", "policy": "zero", "max_steps": 2}))
+    r = cli("eval", "--spec", "spec.json", "--out", "a", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    flags = cli("eval", "--env", "scripted/reach", "--policy", "zero", "--max-steps", "2", "--out", "b", "--json",
+                cwd=tmp_path)  # fmt: skip
+    assert [e["seed"] for e in json.loads(r.stdout)["episodes"]] == list(range(10))
+    specs = [json.loads((tmp_path / d / "run.json").read_text())["spec"] for d in ("a", "b")]
+    assert specs[0] == specs[1] and specs[0]["episodes"] == 10
+    assert json.loads(flags.stdout)["episodes"] == json.loads(r.stdout)["episodes"]
+
+
 def test_resume_refuses_spec_flags_instead_of_ignoring_them(tmp_path: Path) -> None:
     record_small_run(tmp_path)
     r = cli("eval", "--resume", "run", "--episodes", "9", cwd=tmp_path)

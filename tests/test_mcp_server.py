@@ -313,3 +313,27 @@ def test_import_rollbench_is_light_and_exports_evaluate_and_grade(tmp_path: Path
         [sys.executable, "-m", "rollbench", "mcp", "--help"], check=True, capture_output=True, text=True, timeout=60
     ).stdout
     assert "--max-steps-ceiling" in help_text and "--root" in help_text
+
+
+@pytest.mark.sim
+async def test_a_fetch_rollout_leaves_the_clients_terminal_quiet(tmp_path: Path) -> None:
+    """Issue 30, item 22: the server's stderr (the terminal of the client that launched it) gets nothing from a
+    Fetch rollout (gymnasium_robotics' Farama notice, GL back-end chatter) nor from a refused call."""
+    import os
+
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    errlog = tmp_path / "stderr.txt"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "rollbench", "mcp", "--root", str(tmp_path / "runs")],
+        env={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")},
+    )
+    with anyio.fail_after(300), errlog.open("w") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            args = {"policy": "fetch-expert", "env": "fetch/Reach", "n_episodes": 1, "max_steps": 5, "video": True}
+            done = structured(await s.call_tool("run_policy_rollout", args))
+            refused = await s.call_tool("run_policy_rollout", {**args, "policy": "no-such"})
+    assert done["episodes_recorded"] == 1 and "no-such" in error_text(refused)
+    assert errlog.read_text() == ""

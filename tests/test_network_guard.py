@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import msgpack
+import numpy as np
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
@@ -544,3 +545,58 @@ def test_a_batched_observation_off_the_tasks_shape_is_refused_for_its_item_only(
     entries = r.json()["batch"]
     assert r.status_code == 200 and "actions" in entries[0]
     assert entries[1]["status"] == 400 and "has 4 values" in entries[1]["error"]
+
+
+# scripted/reach declares observation.state float32 (4,): what a served state may hold (docs/serving.md)
+REFUSED_STATES = [
+    ("float32", [3e38, 0, 0, 0], "magnitude 2**64 or more"),
+    ("float32", [0, 0, 0, -3e38], "magnitude 2**64 or more (or outside the finite float32 range), first at index 3"),
+    ("float64", [2.0**64, 0, 0, 0], "magnitude 2**64 or more"),
+    ("float64", [0, 1e300, 0, 0], "outside the finite float32 range), first at index 1"),
+    ("uint64", [2**64 - 1, 0, 0, 0], "1 integer(s) float32 cannot hold exactly, first at index 0"),
+    ("int64", [0, 0, 2**24 + 1, -(2**53 + 1)], "2 integer(s) float32 cannot hold exactly, first at index 2"),
+    ("int32", [-(2**31) + 1, 0, 0, 0], "float32 cannot hold exactly"),
+]
+ACCEPTED_STATES = [  # exactly float32 values: powers of two up to 2**63, 2**24, booleans, the largest finite below 2**64
+    ("uint64", [2**63, 0, 0, 0]),
+    ("int64", [2**62, 0, 0, -(2**63)]),
+    ("int32", [2**24, -(2**24), 3, 0]),
+    ("bool", [1, 0, 1, 0]),
+    ("float32", [float(np.nextafter(np.float32(2.0**64), np.float32(0))), 0.5, 0, 0]),
+]
+
+
+def _ws_state(ws: Any, dtype: str, values: list[float]) -> Any:
+    arr = np.array(values, dtype=dtype)
+    ws.send(msgpack.packb({"reset": {"task": "scripted/reach", "seed": 0}}))
+    msgpack.unpackb(ws.recv(timeout=30))
+    state = {b"__ndarray__": True, b"data": arr.tobytes(), b"dtype": arr.dtype.str, b"shape": [4]}
+    ws.send(msgpack.packb({"observation/state": state, "prompt": "reach"}))
+    return ws.recv(timeout=30)
+
+
+def test_served_states_follow_the_tasks_declared_float32_vector_over_http_and_websocket(serve) -> None:
+    """Issue 30 (h-cli 2): a state reaches the policy only if it is observation.state's float32 (4,) without loss:
+    integers exactly representable, magnitudes below 2**64, floats finite; the same rule on both transports."""
+    url, _ = serve("--protocol", "http")
+    for dtype, values, words in REFUSED_STATES:
+        r = _act(url, {"dtype": dtype, "shape": [4], "data": values})
+        if dtype == "uint64":  # the JSON /act protocol has no uint64 (its DTYPES)
+            words = "unsupported dtype 'uint64'"
+        assert r.status_code == 400 and words in r.json()["error"], (dtype, values, r.text)
+    for dtype, values in ACCEPTED_STATES:
+        if dtype == "uint64":
+            continue
+        r = _act(url, {"dtype": dtype, "shape": [4], "data": values})
+        assert r.status_code == 200 and len(r.json()["actions"]["shape"]) == 2, (dtype, values, r.text)
+    ws_url, _ = serve("--protocol", "ws")
+    for dtype, values, words in REFUSED_STATES:
+        with connect(ws_url, open_timeout=10) as ws:
+            msgpack.unpackb(ws.recv(timeout=10))  # metadata
+            reply = _ws_state(ws, dtype, values)
+        assert isinstance(reply, str) and words in reply, (dtype, values, reply)
+    for dtype, values in ACCEPTED_STATES:
+        with connect(ws_url, open_timeout=10) as ws:
+            msgpack.unpackb(ws.recv(timeout=10))
+            reply = _ws_state(ws, dtype, values)
+        assert isinstance(reply, bytes) and b"actions" in reply, (dtype, values, reply)

@@ -38,3 +38,25 @@ def test_other_robosuite_log_records_still_reach_its_handlers(caplog: pytest.Log
         logger.warning("Could not import robosuite_models. Some robots may not be available.")
         logger.warning("Controller config not found: using defaults")
     assert [r.getMessage() for r in caplog.records] == ["Controller config not found: using defaults"]
+
+
+@pytest.mark.slow
+def test_fetch_drops_faramas_adroit_notice_and_only_it() -> None:
+    """gymnasium_robotics prints Farama's Adroit reward notice on import (it reached MCP clients' stderr, issue 30
+    item 22); rollbench's import drops exactly it. The oracle: a plain import in the same interpreter prints it."""
+    pytest.importorskip("gymnasium_robotics")
+    notice = "environment's reward functions were updated in v1.2.1"
+    plain = subprocess.run(
+        [sys.executable, "-c", "import gymnasium_robotics"], capture_output=True, text=True, timeout=300, check=False
+    )
+    if notice not in plain.stderr:
+        pytest.skip("this gymnasium_robotics version prints no Farama notice")
+    code = (
+        "import sys\n"
+        "from rollbench.envs.quiet import import_quietly\n"
+        "import_quietly('gymnasium_robotics')\n"
+        "import gymnasium_robotics\n"
+        "print('imported', file=sys.stderr)\n"
+    )
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert quiet.returncode == 0 and quiet.stderr == "imported\n", quiet.stderr

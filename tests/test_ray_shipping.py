@@ -5,6 +5,7 @@ would have staged itself (the oracle: ``stage_episode`` on the same record), and
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -93,15 +94,24 @@ def test_every_damaged_reply_is_refused_and_nothing_is_staged(record: EpisodeRec
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"gpus": 1.5}, "--ray-gpus must be >= 0, fractional only below 1"),
-        ({"cpus": 0}, "--ray-cpus must be a number > 0"),
+        ({"gpus": 1.5}, "--ray-gpus above 1 must be a whole number (Ray's rule), got 1.5"),
+        ({"cpus": 0}, "--ray-cpus must be a number from 0.0001 to 1e+14 (Ray's limits), got 0"),
+        ({"cpus": 1e308}, "--ray-cpus must be a number from 0.0001 to 1e+14 (Ray's limits), got 1e+308"),
+        ({"gpus": -1}, "--ray-gpus must be 0 or a number from 0.0001 to 1e+14 (Ray's limits), got -1"),
         ({"placement": "scatter"}, "unknown --ray-placement 'scatter'; valid: spread, pack"),
         ({"resources": {"GPU": 1}}, "ask for GPU with --ray-cpus/--ray-gpus"),
-        ({"resources": {"x": -1}}, "x must be a number >= 0"),
+        (
+            {"resources": {"x": -1}},
+            "--ray-resources: x must be 0 or a number from 0.0001 to 1e+14 (Ray's limits), got -1",
+        ),
+        (
+            {"resources": {"x": 5e-5}},
+            "--ray-resources: x must be 0 or a number from 0.0001 to 1e+14 (Ray's limits), got 5e-05",
+        ),
     ],
 )
 def test_bad_ray_options_are_config_errors_naming_the_flag(kwargs: dict[str, object], message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         RayOptions(**kwargs)  # type: ignore[arg-type]
 
 

@@ -242,7 +242,8 @@ def test_the_cli_json_is_the_document_and_the_text_says_the_verdict(runs, tmp_pa
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--reference", "pi7-nowhere"], "error: unknown reference 'pi7-nowhere': not a file and not a shipped reference (gr00t"),
+        (["--reference", "pi7-nowhere"], "error: unknown reference 'pi7-nowhere': not a file and not a shipped reference. Shipped references: gr00t"),
+        (["--reference", "pi05-openpj"], "error: unknown reference 'pi05-openpj': not a file and not a shipped reference. Did you mean pi05-openpi, pi0-openpi, pi0fast-openpi? Shipped references: gr00t"),
         (["--reference", "pi05-openpi"], "error: no suite of the runs is in reference pi05-openpi"),
         ([], "error: give one or more run directories and --reference"),
     ],

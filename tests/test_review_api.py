@@ -342,3 +342,17 @@ def test_a_busy_port_is_exit_2_with_one_line_before_the_dashboard_announces_itse
     assert r.stderr.strip().splitlines() == [
         f"error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use); choose another --port"
     ]
+
+
+def test_labels_of_a_fresh_dashboard_name_its_rubric_and_pages_say_dashboard(runs_root: Path, tmp_path: Path):
+    """Issue 30 (h-cli 4): before any label is set the sidecar records no rubric; /api/labels says the one in force
+    (the built-in outcome-v1), not null. Every page's header names the dashboard (it said "rollbench review")."""
+    srv = ServerThread([runs_root], tmp_path / "labels.json", annotator="ana", cache_dir=tmp_path / "cache").start()
+    try:
+        totals = httpx.get(srv.url + "/api/labels").json()
+        assert (totals["rubric"], totals["total"], totals["per_label"]) == ("outcome-v1", 0, {})
+        for path in ("/", "/run/hostA/point/rand", "/disagreements"):
+            page = httpx.get(srv.url + path).text
+            assert '<a class="brand" href="/">rollbench dashboard</a>' in page and "rollbench review" not in page
+    finally:
+        srv.stop()

@@ -37,3 +37,39 @@ async def test_is_b_better_than_a_returns_the_decision_with_its_evidence_from_di
     assert task["llr_b"] >= task["efficacy_llr"] and task["type1_error"] <= 0.05
     assert out["summary"].startswith(f"scripted/reach: B is better than A after {disk['stopped_at']} pairs")
     assert "no-such" in error_text(bad) and "scripted-expert" in error_text(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_p_a_sets_the_design_as_the_clis_and_a_design_refusal_names_no_list_tools(tmp_path: Path) -> None:
+    """Issue 30 (h-cli 4): the tool takes the CLI's ``p_a`` (recorded in sequential.json's parameters, and the design
+    is the CLI's for the same arguments); an impossible delta is refused with the design's own words, without the
+    list_envs/list_policies hint (which is for wrong names)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    root = tmp_path / "runs"
+    args = {"policy_a": "random", "policy_b": "scripted-expert", "env": "scripted/reach", "delta": 0.3,
+            "max_steps": 50, "run_name": "pa", "p_a": 0.2}  # fmt: skip
+    with anyio.fail_after(300):
+        async with mcp_session(root) as s:
+            out = structured(await s.call_tool("compare_policies_sequential", args))
+            refused = await s.call_tool("compare_policies_sequential", {**args, "delta": 0.95, "run_name": "z"})
+    params = json.loads((root / "pa/sequential.json").read_text())["parameters"]
+    assert params["p_a"] == 0.2
+    cli_out = tmp_path / "cli"
+    r = CliRunner().invoke(app, ["sequential", "--env", "scripted/reach", "--policy-a", "random", "--policy-b",
+                                 "scripted-expert", "--delta", "0.3", "--p-a", "0.2", "--max-steps", "50",
+                                 "--out", str(cli_out), "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    design = json.loads(r.stdout)["tasks"][0]["design"]
+    assert design["p_a"] == 0.2
+    mine = out["tasks"][0]
+    assert (mine["fixed_n"], mine["efficacy_llr"], mine["futility_llr"]) == (
+        design["fixed_n"], design["efficacy_llr"], design["futility_llr"],
+    )  # fmt: skip
+    text = error_text(refused)
+    assert "delta" in text and "list_envs" not in text and not (root / "z").exists()

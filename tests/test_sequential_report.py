@@ -77,3 +77,31 @@ def test_report_shows_each_decision_and_its_figure(tmp_path: Path) -> None:
     assert list(ax.lines[3].get_ydata()) == [task["design"]["futility_llr"]] * 2
     assert list(ax.lines[4].get_xdata()) == [task["stopped_at"]] * 2
     plt.close(fig)
+
+
+@pytest.mark.slow
+def test_the_fixed_n_comparison_of_sequential_arms_carries_the_early_stopping_caveat(tmp_path: Path) -> None:
+    """Issue 30 (h-cli 4): the report's ordinary (fixed-N McNemar) comparison of the two arms says they stopped
+    early and points to the sequential decision; a comparison of two ordinary runs says nothing of the kind."""
+    import re
+
+    from rollbench.api import evaluate
+
+    a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
+    b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
+    run_sequential(a, b, tmp_path / "cmp", delta=0.2, look_every=5)
+    r = run_cli([*ROLLBENCH, "report", str(tmp_path / "cmp"), "--out", str(tmp_path / "r.html")])
+    assert r.returncode == 0, r.stderr
+    text = re.sub(r"<[^>]+>", "", (tmp_path / "r.html").read_text())
+    assert text.count("Early stopping: ") == 1
+    assert re.search(
+        r"Early stopping: \S+ and \S+ are arms of rollbench sequential, which stopped when its test decided\. The p "
+        r"values and intervals below are fixed-N statistics",
+        text,
+    ), text[:2000]
+    for name, policy in (("x", "zero"), ("y", "scripted-expert")):
+        evaluate(out=tmp_path / "plain" / name, env="scripted/reach", policy=policy, episodes=3, max_steps=5)
+    r = run_cli([*ROLLBENCH, "report", str(tmp_path / "plain"), "--out", str(tmp_path / "p.html")])
+    assert r.returncode == 0, r.stderr
+    plain = (tmp_path / "p.html").read_text()
+    assert "McNemar p" in plain and "Early stopping" not in plain

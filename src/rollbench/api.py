@@ -37,7 +37,7 @@ from rollbench.record.writer import DatasetWriter
 from rollbench.run.observer import RunObserver
 from rollbench.run.prepare import check_run_dir, prepare_run
 from rollbench.run.ray_options import RayOptions as RayOptions  # public: Execution(ray=RayOptions(...))
-from rollbench.run.runners import Execution, run_episodes
+from rollbench.run.runners import Execution, execution_session, run_episodes
 from rollbench.run.worker import EpisodeSummary, Running, WorkerSetup
 
 __all__ = ["Execution", "ProgressCallback", "check_run_dir", "default_run_dir", "evaluate", "grade", "prepare_run"]
@@ -77,21 +77,23 @@ def evaluate(
     ``should_stop`` is polled between episodes; when it returns True no new episode starts, the episodes already
     finished are committed, and the (resumable) run is graded as it stands.
     ``host_label``/``robot`` set the run's identity ``host/robot/name`` recorded in run.json (see prepare_run).
-    Raises ConfigError (before anything is written) on bad input; episode failures end up in the result.
+    Raises ConfigError (before anything is written) on bad input, including a Ray cluster that cannot be reached or
+    cannot hold a worker (:func:`~rollbench.run.runners.execution_session`); episode failures end up in the result.
     """
     spec = spec or build_spec(**fields)
     execution = execution or Execution()
     run_dir = Path(out) if out is not None else default_run_dir(spec)
     run, log = prepare_run(spec, run_dir, host_label, robot, execution)
-    created = not run_dir.exists()
-    make_dirs(run_dir, "--out")
-    try:
-        with RunLock(run_dir):
-            return _execute(run, log, run_dir, execution, progress, should_stop)
-    except ConfigError:
-        if created and not (run_dir / "run.json").exists():
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    with execution_session(execution):  # Ray connected (or refused) before anything is written
+        created = not run_dir.exists()
+        make_dirs(run_dir, "--out")
+        try:
+            with RunLock(run_dir):
+                return _execute(run, log, run_dir, execution, progress, should_stop)
+        except ConfigError:
+            if created and not (run_dir / "run.json").exists():
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
 
 
 class _RunEvents(RunObserver):

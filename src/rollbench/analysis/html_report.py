@@ -134,8 +134,10 @@ def render_figure(draw: Any, plots_dir: Path | None) -> bytes:
         plt.close(fig)  # also when writing a plot file failed
 
 
-def _pair_view(c: dict[str, Any]) -> dict[str, Any]:
-    """One comparison's heading facts and table (head, rows of plain values) for the template."""
+def _pair_view(c: dict[str, Any], stopped_early: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """One comparison's heading facts and table (head, rows of plain values) for the template. ``stopped_early``:
+    keys of runs that are arms of ``rollbench sequential`` (stopped by its test): such a pair's fixed-N p values
+    and intervals carry the early-stopping caveat (``sequential_arms``)."""
     paired = c["statistics"] == "paired"
     head = ["task", "A", "B", "B − A (pts)", "95% CI (bootstrap)"]
     head += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
@@ -150,19 +152,22 @@ def _pair_view(c: dict[str, Any]) -> dict[str, Any]:
         **{k: c[k] for k in ("a", "b", "model_a", "model_b", "tasks_not_compared")},
         "paired": paired,
         "unpaired_reason": c.get("unpaired_reason", "compare --unpaired"),
+        "sequential_arms": [k for k in (c["a"], c["b"]) if k in stopped_early],
         "head": head,
         "rows": rows,
     }
 
 
-def _comparison_view(comparison: dict[str, Any], figures: list[dict[str, str]]) -> dict[str, Any]:
-    """The comparison section: the bootstrap settings, each pair's view, the pairs not compared, the ranking (more
-    than two runs only) and the difference figures."""
+def _comparison_view(
+    comparison: dict[str, Any], figures: list[dict[str, str]], stopped_early: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The comparison section: the bootstrap settings, each pair's view (``stopped_early``: see :func:`_pair_view`),
+    the pairs not compared, the ranking (more than two runs only) and the difference figures."""
     ranking = [[r["rank"], r["run"], r["model"], pct(r["success_rate"]), r["episodes"]] for r in comparison["ranking"]]
     return {
         "n_resamples": comparison["bootstrap"]["n_resamples"],
         "seed": comparison["bootstrap"]["seed"],
-        "pairs": [_pair_view(c) for c in comparison["comparisons"]],
+        "pairs": [_pair_view(c, stopped_early) for c in comparison["comparisons"]],
         "not_compared": "; ".join(f"{x['a']} vs {x['b']}" for x in comparison.get("not_compared") or []),
         "ranking": ranking if len(ranking) > 2 else [],
         "figures": figures,
@@ -277,7 +282,7 @@ def report_context(
         "in_progress": ", ".join(f"{p['run']} ({p['why']})" for p in loaded.in_progress),
         "cell_rows": cell_rows,
         "figures": figures,
-        "comparison": _comparison_view(comparison, diffs) if comparison else None,
+        "comparison": _comparison_view(comparison, diffs, _sequential_arms(loaded)) if comparison else None,
         "episodes": _episode_links(loaded, dashboard_url) if dashboard_url else None,
     }
 
@@ -310,6 +315,11 @@ def render_report(
 
         context["reproductions"] = [reproduction_html(doc) for doc in reproductions]
     return _env().get_template("report.html.j2").render(context)
+
+
+def _sequential_arms(loaded: Loaded) -> frozenset[str]:
+    """Keys of the runs that are arms of ``rollbench sequential`` (their run.json has a ``sequential`` block)."""
+    return frozenset(r.key for r in loaded.runs if isinstance(r.log.get("sequential"), dict))
 
 
 def _sequential_view(doc: dict[str, Any], i: int) -> dict[str, Any]:

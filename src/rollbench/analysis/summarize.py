@@ -36,6 +36,7 @@ from typing import Any
 
 from rollbench.analysis.sources import Loaded, RunData
 from rollbench.core.contracts import ConfigError
+from rollbench.core.registry import did_you_mean
 from rollbench.grading.stats import wilson_interval
 
 BY_KEYS: tuple[str, ...] = ("task", "model", "policy", "host", "robot", "run", "variant", "instruction")
@@ -79,7 +80,11 @@ def parse_by(text: str | None) -> tuple[str, ...]:
         return DEFAULT_BY
     keys = tuple(k.strip() for k in text.split(",") if k.strip())
     bad = [k for k in keys if k not in BY_KEYS]
-    if bad or not keys or len(set(keys)) != len(keys):
+    if bad:
+        raise ConfigError(
+            f"--by: unknown key {bad[0]!r}.{did_you_mean(bad[0], BY_KEYS)} Valid keys: {', '.join(BY_KEYS)}"
+        )
+    if not keys or len(set(keys)) != len(keys):
         raise ConfigError(f"--by {text!r}: give distinct keys from {', '.join(BY_KEYS)}")
     return keys
 

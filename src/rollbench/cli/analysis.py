@@ -7,6 +7,7 @@ the canonical one, unpaired runs without ``--unpaired``) is one line on stderr a
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -68,9 +69,22 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
             row.append(f"{counts} (labelled {c['n_labeled']}, unlabelled {c['n_unlabeled']}, invalid {c['n_invalid']})")
             row.append(" ".join(f"{k}={pct(v)}" for k, v in c["rates"].items()))
         table.add_row(*row)
-    print_table(out, table)
+    print_table(out, table, keys=len(doc["by"]))
     for p in doc["in_progress"]:
         out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
+
+
+def _distinct_paths(runs: list[Path]) -> None:
+    """ConfigError when two arguments name the same directory (``compare A A``, or ``A`` and ``./A``)."""
+    seen: dict[str, Path] = {}
+    for p in runs:
+        real = os.path.realpath(p)
+        if real in seen:
+            same = (
+                f"{p} is given twice" if str(seen[real]) == str(p) else f"{seen[real]} and {p} are the same directory"
+            )
+            raise ConfigError(f"{same}; compare needs two different runs (a run against itself has nothing to test)")
+        seen[real] = p
 
 
 def print_warnings(warnings: list[str]) -> None:
@@ -201,6 +215,7 @@ def compare_cmd(
                 f"{loaded.in_progress[0]['path']} is {loaded.in_progress[0]['why']}; compare finished runs"
             )
         if len(loaded.runs) != len(runs):
+            _distinct_paths(list(runs))  # the same directory twice says so; else a path held several runs
             raise ConfigError(f"give one run directory per argument ({len(runs)} paths hold {len(loaded.runs)} runs)")
         doc = compare_runs(loaded.runs, paired=not unpaired, seed=seed, n_resamples=resamples)
     except ConfigError as exc:

@@ -50,7 +50,7 @@ class OneLineErrors(TyperGroup):
             exc.show()
             sys.exit(exc.exit_code)
         except click_errors.UsageError as exc:
-            console.print(f"[bold red]error:[/] {escape(exc.format_message())}", highlight=False, soft_wrap=True)
+            console.print(f"[bold red]error:[/] {escape(_usage_message(exc))}", highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
         except click_errors.ClickException as exc:
             exc.show()
@@ -58,6 +58,19 @@ class OneLineErrors(TyperGroup):
         except typer.Abort:
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_message(exc: click_errors.UsageError) -> str:
+    """click's message, except for an unknown option: the closest real options of that command (difflib over all
+    its option names, not click's prefix matches: ``--episode`` -> ``--episodes``), then where to see them all."""
+    if not isinstance(exc, click_errors.NoSuchOption) or exc.ctx is None:
+        return exc.format_message()
+    from rollbench.core.registry import did_you_mean
+
+    names = [o for p in exc.ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+    hint = did_you_mean(exc.option_name, names, n=1)
+    command = f"rollbench {exc.ctx.info_name}" if exc.ctx.parent is not None else "rollbench"
+    return f"no such option {exc.option_name}.{hint} All options: {command} --help"
 
 
 @contextlib.contextmanager

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -16,6 +17,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from rollbench.cli.tables import print_table
 from rollbench.core.format import interval, number, p_value, pct, points
@@ -252,32 +254,76 @@ def print_variants(console: Console, result: dict[str, Any]) -> None:
     console.print("b / c: trials only the variant / only the reference solved; p: exact McNemar, two-sided")
 
 
+NAME_WIDTH = 22  # the name column of `rollbench policies`; a longer name gets a line of its own
+
+
+def print_policies(console: Console, rows: list[dict[str, Any]]) -> None:
+    """``rollbench policies``: each policy's name and description (plain text: no markup from docstrings), then the
+    ``module:factory`` line. On a terminal each description wraps at words under its own column and a name longer
+    than :data:`NAME_WIDTH` stands on its own line above it; on a pipe each entry stays one line (what scripts
+    grep). Nothing is ever cut."""
+    entries = [(r["name"], ("test fixture: " if r["kind"] == "fixture" else "") + r["description"]) for r in rows]
+    entries.append(
+        ("module:factory", "Your own policy: factory(name, options) in an importable module (docs/plugins.md).")
+    )
+    if not console.is_terminal:
+        for name, said in entries:
+            console.print(Text.assemble((f"{name:<{NAME_WIDTH}}", "bold"), " ", said), soft_wrap=True)
+        return
+    grid = _policy_grid()
+    for name, said in entries:
+        if len(name) > NAME_WIDTH:  # the name whole on its own line, its description under the column
+            if grid.row_count:
+                console.print(grid)
+            console.print(Text(name, style="bold"), soft_wrap=True)
+            grid, name = _policy_grid(), ""
+        grid.add_row(Text(name), Text(said))
+    console.print(grid)
+
+
+def _policy_grid() -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=NAME_WIDTH, no_wrap=True, style="bold")
+    grid.add_column(overflow="fold")
+    return grid
+
+
 def print_envs(console: Console, rows: list[dict[str, Any]], show_tasks: bool = True) -> None:
-    table = Table(title="env families and tasks")
-    for col in ("task", "installed", "horizon", "success rule", "cameras"):
-        table.add_column(col, overflow="fold" if col in ("task", "installed") else "ellipsis")
-    for r in rows:
-        installed = "[green]yes[/]" if r["installed"] else f"[red]no[/]: {r['missing']}"
+    """Each family as a heading (its description, whether it is installed, the cameras its tasks share, its suites:
+    paragraphs wrapped at words to the console) and, with ``show_tasks``, a table of its tasks: the name whole on
+    the first line of its cell with the instruction wrapped under it, horizon, success rule (and cameras when the
+    tasks do not share them). Readable at 80 columns and more; ``--json`` is the machine form."""
+    for n, r in enumerate(rows):
+        if n:
+            console.print()
+        installed = "[green]installed[/]" if r["installed"] else f"[red]not installed[/]: {escape(str(r['missing']))}"
+        console.print(f"[bold]{escape(r['family'])}[/] — {escape(r['description'])}", highlight=False, overflow="fold")
+        shared = {tuple(t["cameras"]) for t in r["tasks"]}
+        facts = [installed, f"{len(r['tasks'])} task{'' if len(r['tasks']) == 1 else 's'}"]
+        if len(shared) == 1:
+            facts.append(f"cameras: {escape(', '.join(next(iter(shared))))}")
+        console.print(Padding("; ".join(facts), (0, 0, 0, 2), expand=False), highlight=False)
         suites = ", ".join(f"{r['family']}/{s} ({len(v)})" for s, v in r["suites"].items())
-        table.add_row(
-            f"[bold]{r['family']}[/] — {r['description']}" + (f"; suites: {suites}" if suites else ""),
-            installed,
-            "",
-            "",
-            "",
-            end_section=not show_tasks,
-        )
-        if show_tasks:
-            for i, t in enumerate(r["tasks"]):
-                table.add_row(
-                    f"  {t['name']}" + (f"\n    [dim]{escape(t['instruction'])}[/]" if t["instruction"] else ""),
-                    "",
-                    str(t["max_steps"]),
-                    t["success_rule"],
-                    ", ".join(t["cameras"]),
-                    end_section=i == len(r["tasks"]) - 1,
-                )
-    print_table(console, table)
+        if suites:
+            console.print(Padding(f"suites: {escape(suites)}", (0, 0, 0, 2), expand=False), highlight=False)
+        if show_tasks and r["tasks"]:
+            print_table(console, _tasks_table(r["tasks"], cameras=len(shared) > 1))
+
+
+def _tasks_table(tasks: list[dict[str, Any]], cameras: bool) -> Table:
+    longest = max(len(t["name"]) for t in tasks)
+    table = Table()
+    table.add_column("task (instruction)", overflow="fold", min_width=longest)
+    table.add_column("horizon", justify="right")
+    table.add_column("success rule")
+    if cameras:
+        table.add_column("cameras", overflow="fold")
+    for t in tasks:
+        name = Text(t["name"], no_wrap=True)
+        said = [Padding(Text(t["instruction"], style="dim"), (0, 0, 0, 2))] if t["instruction"] else []
+        row: list[Any] = [Group(name, *said), str(t["max_steps"]), t["success_rule"]]
+        table.add_row(*row, *([", ".join(t["cameras"])] if cameras else []))
+    return table
 
 
 def print_delay(console: Console, delay: dict[str, Any]) -> None:

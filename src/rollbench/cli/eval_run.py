@@ -20,12 +20,21 @@ if TYPE_CHECKING:
 
 
 def new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool) -> EvalSpec:
-    """The spec of the flags (every one, or with ``--spec FILE`` the file's fields overridden by the flags typed)."""
+    """The spec of the flags (every one, or with ``--spec FILE`` the file's fields overridden by the flags typed; a
+    file without ``episodes`` gets ``--episodes``' default, 10, as a command line without it does)."""
     from rollbench.core.spec import build_spec
 
     fields = load_spec_file(spec_file) if spec_file else {}
     fields.update(spec_fields(values, given_flags(ctx, SPEC_FLAGS) if spec_file else SPEC_FLAGS))
+    if "episodes" not in fields:  # a spec file without episodes gets the flag's default, as a command without it
+        fields["episodes"] = next(f.default for f in SPEC_FLAGS if f.field == "episodes")
     if not fields.get("env") or not fields.get("policy"):
+        absent = [k for k in ("env", "policy") if not fields.get(k)]
+        if spec_file:
+            raise ConfigError(
+                f"--spec {spec_file} names no {' and no '.join(absent)}: add {'them' if len(absent) > 1 else 'it'} "
+                f"to the file or give {' and '.join('--' + k for k in absent)}"
+            )
         raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
     if wire_capture:
         fields["policy_options"] = _with_wire_capture(fields["policy"], fields.get("policy_options"))

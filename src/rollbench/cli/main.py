@@ -69,7 +69,10 @@ def eval_cmd(
     ctx: typer.Context,
     spec_file: Annotated[
         Path | None,
-        typer.Option("--spec", help='EvalSpec as a JSON file (e.g. run.json\'s "spec"); flags given override it.'),
+        typer.Option(
+            "--spec",
+            help='EvalSpec as a JSON file (e.g. run.json\'s "spec"); flags given override it; episodes default to 10.',
+        ),
     ] = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Run directory (default runs/<task>-<policy>-<UTC>).")
@@ -154,29 +157,9 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
     if as_json:
         out.print_json(json.dumps(rows))
         return
-    from rich.text import Text
+    from rollbench.cli.display import print_policies
 
-    # plain text (no markup from docstrings), never cut; on a terminal each description wraps at words under its
-    # own column, on a pipe it stays one line (what scripts grep)
-    for r in rows:
-        marker = "test fixture: " if r["kind"] == "fixture" else ""
-        if out.is_terminal:
-            from rich.table import Table
-
-            grid = Table.grid(padding=(0, 1))
-            grid.add_column(width=22, no_wrap=True, style="bold")
-            grid.add_column(overflow="fold")
-            grid.add_row(Text(r["name"]), Text(marker + r["description"]))
-            out.print(grid)
-        else:
-            out.print(Text.assemble((f"{r['name']:<22}", "bold"), " ", marker, r["description"]), soft_wrap=True)
-    out.print(
-        Text.assemble(
-            (f"{'module:factory':<22}", "bold"),
-            " Your own policy: factory(name, options) in an importable module (docs/plugins.md).",
-        ),
-        soft_wrap=True,
-    )
+    print_policies(out, rows)
 
 
 COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (

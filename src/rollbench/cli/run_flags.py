@@ -58,7 +58,7 @@ EXECUTION_FLAGS: tuple[RunFlag, ...] = (
         "batch_size", int, 1, "Episodes each worker runs in lockstep, one batched policy call per step.", minimum=1
     ),
     RunFlag("ray_address", str | None, None, "Ray cluster address (default: start a local one)."),
-    RunFlag("ray_cpus", float, 1.0, "Ray: CPUs per env worker (fractional allowed)."),
+    RunFlag("ray_cpus", float, 1.0, "Ray: CPUs per env worker, 0.0001 to 1e14 (fractional allowed)."),
     RunFlag("ray_gpus", float, 0.0, "Ray: GPUs per copy of the policy (fractional below 1)."),
     RunFlag("ray_resources", str | None, None, "Ray: custom resources per env worker, JSON, e.g. '{\"libero\": 1}'."),
     RunFlag("ray_placement", str, "spread", "Ray: spread (over nodes) or pack (fill a node first)."),

@@ -125,7 +125,10 @@ def serve_policy_cmd(
         fail(str(exc))
     if fault is not None:  # after the checks: bad input stays one line
         typer.echo("warning: --fault is deprecated: use --inject (the same values)", err=True)
-    serve(served, sock, host, protocol, path, guard)
+    try:
+        serve(served, sock, host, protocol, path, guard)
+    except KeyboardInterrupt:  # Ctrl-C: exit 130, the one rule of every command (docs/status.md)
+        raise typer.Exit(130) from None
 
 
 def _access(host: str, token: str | None, allow_host: list[str], protocol: str, path: str) -> Guard:

@@ -6,7 +6,7 @@ to "100.…" is a number the user cannot read). :func:`print_table` prevents tha
 * every column is *whole* (``no_wrap``, minimum width = its widest cell) except the columns the caller marks as
   prose with ``overflow="fold"`` (instructions, reason lists), which wrap at spaces;
 * if the table is wider than the console, its columns are split into several tables printed one after the other,
-  each repeating the first (key) column, each as wide as fits;
+  each repeating the key columns (the first, or the first ``keys``: all that identify a row), each as wide as fits;
 * if even the key column and one other do not fit, it is printed *vertically*: one block per row, one
   ``header: value`` line per non-empty cell, each line printed with ``soft_wrap`` (the terminal wraps a long line
   visually; no character is dropped or replaced).
@@ -16,15 +16,21 @@ to "100.…" is a number the user cannot read). :func:`print_table` prevents tha
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.padding import Padding
 from rich.table import Column, Table
 from rich.text import Text
 
 
 def _plain(cell: object) -> str:
-    """A cell's text without markup (cells are markup strings or :class:`rich.text.Text`)."""
+    """A cell's text without markup (cells are markup strings, :class:`rich.text.Text`, or a
+    :class:`rich.console.Group` / :class:`rich.padding.Padding` of those: their lines)."""
     if isinstance(cell, Text):
         return cell.plain
+    if isinstance(cell, Group):
+        return "\n".join(_plain(c) for c in cell.renderables)
+    if isinstance(cell, Padding):
+        return _plain(cell.renderable)
     return Text.from_markup(str(cell)).plain
 
 
@@ -57,9 +63,10 @@ def _sub_table(table: Table, columns: list[int], title: bool) -> Table:
     return sub
 
 
-def print_table(console: Console, table: Table) -> None:
+def print_table(console: Console, table: Table, keys: int = 1) -> None:
     """Print ``table`` on ``console`` whole (see the module docstring). Columns added with ``overflow="fold"``
-    may wrap at spaces; all others keep every cell on its lines, uncut."""
+    may wrap at spaces; all others keep every cell on its lines, uncut. ``keys``: how many leading columns identify
+    a row (every split table repeats all of them, so the rows of two models stay apart)."""
     widths = [_min_width(c) for c in table.columns]
     for column, width in zip(table.columns, widths, strict=True):
         if column.overflow != "fold":
@@ -69,10 +76,11 @@ def print_table(console: Console, table: Table) -> None:
     if _width(table, every, widths) <= console.width:
         console.print(table)
         return
-    groups: list[list[int]] = [[0]]
-    for i in every[1:]:
-        if len(groups[-1]) > 1 and _width(table, [*groups[-1], i], widths) > console.width:
-            groups.append([0])
+    key = every[: max(1, min(keys, len(every) - 1))]
+    groups: list[list[int]] = [list(key)]
+    for i in every[len(key) :]:
+        if len(groups[-1]) > len(key) and _width(table, [*groups[-1], i], widths) > console.width:
+            groups.append(list(key))
         groups[-1].append(i)
     if any(_width(table, g, widths) > console.width for g in groups):
         _print_vertical(console, table)

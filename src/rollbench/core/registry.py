@@ -97,9 +97,13 @@ def _type_names(kind: type | tuple[type, ...]) -> str:
     return " or ".join(k.__name__ for k in kinds)
 
 
-def _close_matches(name: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+def did_you_mean(name: str, valid: Sequence[str], n: int = 3) -> str:
+    """`` Did you mean A, B?`` with the (at most ``n``) valid names closest to ``name`` (difflib), or ``""``."""
+    close = difflib.get_close_matches(name, valid, n=n, cutoff=0.5)
     return f" Did you mean {', '.join(close)}?" if close else ""
+
+
+_close_matches = did_you_mean
 
 
 LIST_ALL_UP_TO = 12  # an unknown-name error lists every valid name up to this many, else the closest and a hint

@@ -224,7 +224,8 @@ def build_spec(**fields: Any) -> EvalSpec:
         parts = []
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"]) or "spec"
-            parts.append(f"{where}: {err['msg']} (got {err.get('input')!r})")
+            got = f"{err.get('input')!r}"
+            parts.append(f"{where}: {err['msg']}" + ("" if got in err["msg"] else f" (got {got})"))
         raise ConfigError("invalid evaluation spec: " + "; ".join(parts)) from None
 
 

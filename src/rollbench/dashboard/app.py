@@ -171,7 +171,8 @@ def _add_api(app: FastAPI, dash: Dashboard) -> None:
     @app.get("/api/labels")
     def api_labels() -> Response:
         runs = dash.runs()
-        return _json({**label_totals(dash.labels()), "disagreements": runs["disagreements"]})
+        totals = label_totals(dash.labels())  # an empty sidecar records no rubric yet: the dashboard's own is in force
+        return _json({**totals, "rubric": totals["rubric"] or dash.rubric.id, "disagreements": runs["disagreements"]})
 
     @app.get("/api/labels.csv")
     def api_labels_csv() -> Response:

@@ -36,6 +36,7 @@ from rollbench.core.contracts import HoldAction, TaskInfo
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv, configure_gl_quietly
+from rollbench.envs.quiet import import_quietly
 
 CAMERA = "external"
 OBS_DIMS = {"Reach": 10, "Push": 25, "PickAndPlace": 25, "Slide": 25}  # len(observation), fetch_env._get_obs
@@ -104,6 +105,7 @@ class FetchFamily(TableFamily):
 
     def make(self, task: TaskInfo, options: EnvOptions) -> FetchEnv:
         configure_gl_quietly(strict=bool(options.cameras))
+        import_quietly("gymnasium_robotics")  # without Farama's Adroit notice (rollbench.envs.quiet)
         import gymnasium
         import gymnasium_robotics
 

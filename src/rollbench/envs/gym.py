@@ -32,7 +32,6 @@ are passed to ``gymnasium.make`` when the env accepts them (MuJoCo envs do), oth
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -207,9 +206,11 @@ def _register_plugins(env_id: str) -> None:
     base = env_id.split(":", 1)[1] if ":" in env_id else env_id
     if ":" in env_id or base in gymnasium.registry:
         return
+    from rollbench.envs.quiet import import_quietly
+
     for mod in PLUGIN_MODULES:
         try:
-            importlib.import_module(mod)
+            import_quietly(mod)
         except ImportError:
             continue
 
@@ -266,7 +267,10 @@ def _probe(env_id: str) -> TaskInfo:
 class GymFamily:
     name = "gym"
     robot = "unknown"  # any gymnasium env: no one embodiment
-    description = "any registered gymnasium env whose step info reports is_success or success (gym:<id>)"
+    description = (
+        "any registered gymnasium env whose step info reports is_success or success: --env gym:<id> "
+        "(or gym:MODULE:<id>), named gym/<id> in results"
+    )
 
     def __init__(self) -> None:
         self._cache: dict[str, TaskInfo] = {}

@@ -10,6 +10,9 @@
   NumPy 2.0 (from ``gym_notices``) on stderr. rollbench never steps a ``gym`` env (LIBERO's ``ControlEnv`` is used
   directly); :func:`import_gym_quietly` imports it once with stderr captured, removes that exact notice and writes
   anything else back to stderr.
+* ``gymnasium_robotics`` (the Fetch family, and gym tasks' plug-in import) prints, when imported, Farama's notice
+  that three Adroit hand envs' rewards changed (``farama_notifications``; rollbench has no Adroit task) on stderr;
+  :func:`import_quietly` imports it the same way, removing exactly that notice (it reached MCP clients' terminals).
 """
 
 from __future__ import annotations
@@ -59,6 +62,30 @@ def import_gym_quietly() -> None:
     try:
         with contextlib.redirect_stderr(captured):
             import gym  # noqa: F401
+    finally:
+        text = captured.getvalue()
+        if notice:
+            text = text.replace(notice + "\n", "", 1)
+        if text:
+            sys.stderr.write(text)
+
+
+def import_quietly(module: str) -> None:
+    """Import ``module`` (if installed and not yet imported) without the start-up notice ``farama_notifications``
+    holds for its installed version (``gymnasium_robotics``: the Adroit reward notice); anything else written to
+    stderr during the import is passed on. Import errors propagate as from a plain import."""
+    if module in sys.modules or importlib.util.find_spec(module) is None:
+        return
+    try:
+        from farama_notifications import notifications
+
+        notice = notifications.get(module, {}).get(importlib.metadata.version(module.replace("_", "-")))
+    except Exception:  # no notice known: nothing to drop
+        notice = None
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            importlib.import_module(module)
     finally:
         text = captured.getvalue()
         if notice:

@@ -129,6 +129,9 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
             int | None, Field(ge=1, le=5000, description="Budget: most pairs per task (default: equal power).")
         ] = None,
         alpha: Annotated[float, Field(gt=0, lt=0.5, description="Family-wise level of the decisions.")] = 0.05,
+        p_a: Annotated[
+            float, Field(gt=0, lt=1, description="Expected success rate of A; sets the design (as the CLI's --p-a).")
+        ] = 0.5,
         seed: Annotated[int, Field(ge=0, le=2**31 - 1, description="Base seed of both arms.")] = 0,
         run_name: Annotated[str | None, Field(description="Directory under the root; reuse it to resume.")] = None,
     ) -> Annotated[CallToolResult, SequentialResult]:
@@ -145,7 +148,7 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
         def work() -> dict[str, Any]:
             try:
                 return run_sequential(
-                    spec_a, spec_b, out, delta=delta, alpha=alpha, budget=max_pairs, execution=Execution(),
+                    spec_a, spec_b, out, delta=delta, alpha=alpha, p_a=p_a, budget=max_pairs, execution=Execution(),
                     should_stop=stop.is_set,
                 )  # fmt: skip
             finally:
@@ -158,8 +161,9 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(finished.wait)
             raise
-        except ConfigError as exc:
-            raise ToolError(f"{exc} (list_envs and list_policies give every valid name)") from None
+        except ConfigError as exc:  # the names' hint only where a name was wrong (a design error is about numbers)
+            hint = " (list_envs and list_policies give every valid name)" if "unknown " in str(exc) else ""
+            raise ToolError(f"{exc}{hint}") from None
         except RollbenchError as exc:
             raise ToolError(str(exc)) from None
         res = result_of(doc, run_id)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_text
+from rollbench.core.registry import did_you_mean
 
 FORMAT = "rollbench.reference/1"
 PRINT_TOLERANCE_PTS = 0.05  # a rate printed to one decimal is within 0.05 points of the true one
@@ -229,7 +230,8 @@ def load_reference(name_or_file: str) -> ReferenceSet:
     path = Path(name_or_file)
     if not (path.exists() or path.is_symlink()):
         raise ReferenceFileError(
-            f"unknown reference {name_or_file!r}: not a file and not a shipped reference ({', '.join(names)})"
+            f"unknown reference {name_or_file!r}: not a file and not a shipped reference.{did_you_mean(name_or_file, names)}"
+            f" Shipped references: {', '.join(names)}"
         )
     try:
         text = read_text(path, "reference file", MAX_REFERENCE_BYTES)  # regular files only, never blocks

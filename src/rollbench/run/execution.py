@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from rollbench.core.contracts import ConfigError
 from rollbench.record.retry import check_mode
-from rollbench.run.ray_options import RayOptions
+from rollbench.run.ray_options import MAX_QUANTITY, RayOptions
 
 EXECUTORS = ("local", "ray")
 
@@ -41,3 +41,14 @@ class Execution:
         if self.ray != RayOptions() and self.executor != "ray":
             raise ConfigError("--ray-cpus/--ray-gpus/--ray-resources/--ray-placement only apply to --executor ray")
         check_mode(self.retry_errors)
+        if self.executor == "ray":
+            self._check_totals()
+
+    def _check_totals(self) -> None:
+        """A private Ray instance holds every worker's request at once: each total within Ray's limit."""
+        asked = {"--ray-cpus": self.ray.cpus, **{f"--ray-resources: {k}": v for k, v in self.ray.resources.items()}}
+        for flag, amount in asked.items():
+            if amount * self.workers > MAX_QUANTITY:
+                raise ConfigError(
+                    f"{flag} {amount:g} × --workers {self.workers} is more than Ray can hold ({MAX_QUANTITY:g})"
+                )

@@ -16,6 +16,19 @@ from rollbench.record.shipping import MAX_EPISODE_BYTES
 PLACEMENTS = ("spread", "pack")
 POLICY_PLACES = ("worker", "node")
 MAX_RESOURCES = 32  # custom resource names per worker
+MAX_QUANTITY = 1e14  # Ray's largest quantity of one resource on a node (ray_constants.MAX_RESOURCE_QUANTITY)
+MIN_FRACTION = 1e-4  # Ray's resolution of fractional quantities: a smaller non-zero request is refused by Ray
+
+
+def check_quantity(flag: str, amount: object, *, zero: bool) -> None:
+    """ConfigError naming ``flag`` unless ``amount`` is a finite number Ray can schedule: at most
+    :data:`MAX_QUANTITY`, non-zero amounts at least :data:`MIN_FRACTION` (``zero``: whether 0 is allowed)."""
+    number = isinstance(amount, int | float) and not isinstance(amount, bool)
+    if number and math.isfinite(amount) and ((amount == 0 and zero) or MIN_FRACTION <= amount <= MAX_QUANTITY):  # type: ignore[arg-type,operator]
+        return
+    low = f"0 or a number from {MIN_FRACTION:g}" if zero else f"a number from {MIN_FRACTION:g}"
+    shown = f"{amount:g}" if number else repr(amount)
+    raise ConfigError(f"{flag} must be {low} to {MAX_QUANTITY:g} (Ray's limits), got {shown}")
 
 
 @dataclass(frozen=True)
@@ -23,11 +36,12 @@ class RayOptions:
     """Resources and placement of the Ray actors of a run.
 
     Attributes:
-        cpus: logical CPUs per env worker (``--ray-cpus``, > 0, fractional allowed; default 1).
-        gpus: GPUs for each copy of the policy (``--ray-gpus``, >= 0; fractional below 1, whole numbers above): the
+        cpus: logical CPUs per env worker (``--ray-cpus``, 0.0001 to 1e14, fractional allowed; default 1).
+        gpus: GPUs for each copy of the policy (``--ray-gpus``, 0 or 0.0001 to 1e14; fractional below 1): the
             env worker's with ``policy="worker"``, the node's policy actor's with ``policy="node"``. The policy's
             device follows the GPU Ray assigned (``CUDA_VISIBLE_DEVICES``, set by Ray in the actor).
-        resources: custom Ray resources per env worker (``--ray-resources '{"libero": 1}'``), name -> amount >= 0.
+        resources: custom Ray resources per env worker (``--ray-resources '{"libero": 1}'``), name -> amount (0 or
+            0.0001 to 1e14).
         placement: ``spread`` (actors over as many nodes as possible, Ray's ``SPREAD``) or ``pack`` (fill a node
             before the next, a ``PACK`` placement group of one bundle per worker).
         policy: ``worker`` (each env worker builds its own policy) or ``node`` (``--ray-policy-per-node``: one policy
@@ -46,10 +60,10 @@ class RayOptions:
     max_episode_bytes: int = MAX_EPISODE_BYTES
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.cpus) and self.cpus > 0):
-            raise ConfigError(f"--ray-cpus must be a number > 0, got {self.cpus:g}")
-        if not math.isfinite(self.gpus) or self.gpus < 0 or (self.gpus > 1 and not float(self.gpus).is_integer()):
-            raise ConfigError(f"--ray-gpus must be >= 0, fractional only below 1 (Ray's rule), got {self.gpus:g}")
+        check_quantity("--ray-cpus", self.cpus, zero=False)
+        check_quantity("--ray-gpus", self.gpus, zero=True)
+        if self.gpus > 1 and not float(self.gpus).is_integer():
+            raise ConfigError(f"--ray-gpus above 1 must be a whole number (Ray's rule), got {self.gpus:g}")
         if self.placement not in PLACEMENTS:
             raise ConfigError(f"unknown --ray-placement {self.placement!r}; valid: {', '.join(PLACEMENTS)}")
         if self.policy not in POLICY_PLACES:
@@ -71,8 +85,8 @@ class RayOptions:
 
 
 def check_resources(resources: object) -> None:
-    """ConfigError unless ``resources`` maps at most :data:`MAX_RESOURCES` resource names to finite amounts >= 0
-    (``CPU``/``GPU`` go through ``--ray-cpus``/``--ray-gpus``)."""
+    """ConfigError unless ``resources`` maps at most :data:`MAX_RESOURCES` resource names to amounts Ray can
+    schedule (:func:`check_quantity`; ``CPU``/``GPU`` go through ``--ray-cpus``/``--ray-gpus``)."""
     if not isinstance(resources, dict):
         raise ConfigError("--ray-resources must be a JSON object of name -> amount, e.g. '{\"libero\": 1}'")
     if len(resources) > MAX_RESOURCES:
@@ -82,8 +96,7 @@ def check_resources(resources: object) -> None:
             raise ConfigError(f"--ray-resources: {str(name)[:100]!r} is not a resource name")
         if name in ("CPU", "GPU", "memory", "object_store_memory"):
             raise ConfigError(f"--ray-resources: ask for {name} with --ray-cpus/--ray-gpus, not here")
-        if isinstance(amount, bool) or not isinstance(amount, int | float) or not math.isfinite(amount) or amount < 0:
-            raise ConfigError(f"--ray-resources: {name} must be a number >= 0, got {amount!r}")
+        check_quantity(f"--ray-resources: {name}", amount, zero=True)
 
 
 def parse_resources(text: str | None) -> dict[str, float]:

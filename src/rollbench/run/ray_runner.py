@@ -28,23 +28,20 @@ max_task_retries=0``) so there is one retry policy. ``ray`` is imported only ins
 from __future__ import annotations
 
 import contextlib
-import logging
-import math
 import os
 import shutil
-import sys
 import time
 import uuid
 from typing import Any
 
-from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import PlannedEpisode
 from rollbench.run.execution import Execution
 from rollbench.run.observer import RunObserver
-from rollbench.run.pool import START_TIMEOUT_S, Event, run_pool
+from rollbench.run.pool import Event, run_pool
 from rollbench.run.ray_actor import EpisodeActor, probe_dir
 from rollbench.run.ray_options import RayOptions
 from rollbench.run.ray_reply import ReplyChecker
+from rollbench.run.ray_session import ray_session
 from rollbench.run.worker import WorkerSetup
 
 FORWARDED_ENV = ("MUJOCO_GL", "PYOPENGL_PLATFORM")  # offscreen GL choice of the driver, given to actors on a cluster
@@ -210,51 +207,6 @@ class RayBackend:
             }
 
 
-def _init(ray: Any, address: str | None, workers: int, opts: RayOptions) -> None:
-    """Connect to ``address`` or start a private instance sized for ``workers``; ConfigError when it fails."""
-    try:
-        if address:
-            ray.init(address=address, logging_level=logging.WARNING)
-        else:
-            ray.init(  # GPUs as Ray detects them: asking for more is refused by _check_feasible
-                address="local",
-                num_cpus=max(workers, math.ceil(workers * opts.cpus)),
-                resources={k: v * workers for k, v in opts.resources.items()} or None,
-                include_dashboard=False,
-                logging_level=logging.WARNING,
-            )
-    except ray.exceptions.AuthenticationError as exc:
-        raise ConfigError(
-            f"Ray at {address} refused this driver's token ({exc.message}); give the cluster's token with "
-            "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH (see docs/cluster.md)"
-        ) from None
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        hint = ""
-        if address and os.environ.get("RAY_AUTH_MODE", "token").lower() != "disabled":
-            hint = (
-                " (Ray's token authentication is on by default: does this driver have the cluster's token? "
-                "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; see docs/cluster.md)"
-            )
-        raise ConfigError(f"cannot start or reach Ray at {address or 'a new local instance'}: {exc}{hint}") from None
-
-
-def _check_feasible(ray: Any, opts: RayOptions, private: bool) -> None:
-    """Whether some live node can hold one env worker (and, per node, its policy actor's GPUs). A private instance
-    that cannot is a ConfigError; a cluster only gets a warning (an autoscaler may still add such a node)."""
-    need = {"CPU": opts.cpus, **opts.resources}
-    if opts.gpus:
-        need["GPU"] = opts.gpus
-    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
-    if any(all(r.get(k, 0.0) >= v for k, v in need.items() if v) for r in nodes):
-        return
-    asked = ", ".join(f"{k} {v:g}" for k, v in need.items() if v)
-    have = "; ".join(", ".join(f"{k} {r.get(k, 0.0):g}" for k in need) for r in nodes) or "no live node"
-    message = f"no node of the Ray cluster has what one worker asks for ({asked}); its nodes have: {have}"
-    if private:
-        raise ConfigError(f"{message} (this machine; without --ray-address the run starts Ray here)")
-    print(f"warning: {message}; workers wait for such a node (up to {START_TIMEOUT_S:.0f} s)", file=sys.stderr)
-
-
 def run_ray(
     setup: WorkerSetup, todo: list[PlannedEpisode], execution: Execution, observer: RunObserver
 ) -> dict[str, Any]:
@@ -262,24 +214,13 @@ def run_ray(
     to ``execution.ray_address`` or starts a private local Ray instance. Returns the pool's counters and ``ray``: the options, ``actors`` and ``policy_actors`` (where
     each ran: node id, ip, pid, GPU ids, ``episodes`` shipped or shared) and ``nodes`` (their ip and resources).
 
-    If this process is already connected to Ray (``ray.is_initialized()``), that connection is used and kept.
-    Raises ConfigError when Ray is not installed or the cluster cannot be reached.
+    Inside an open :func:`~rollbench.run.ray_session.ray_session` (``evaluate`` opens one before it creates the run
+    directory) that connection is used; else one is opened for this call. Raises ConfigError when Ray is not
+    installed or the cluster cannot be reached.
     """
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("--executor ray needs Ray: pip install 'rollbench[ray]'") from None
-    owned = not ray.is_initialized()
-    if owned:
-        _init(ray, execution.ray_address, execution.workers, execution.ray)
-    try:
-        _check_feasible(ray, execution.ray, private=owned and not execution.ray_address)
+    with ray_session(execution) as session:
+        assert session is not None  # an Execution with executor "ray"
         # a private instance inherits this process's environment; a cluster gets the GL choice via runtime_env
-        backend = RayBackend(
-            setup, execution.ray, execution.workers, forward_env=not owned or bool(execution.ray_address)
-        )
+        backend = RayBackend(setup, execution.ray, execution.workers, forward_env=not session.private)
         counters: dict[str, Any] = run_pool(backend, setup, todo, observer, slots=execution.workers)
         return {**counters, "ray": backend.record}
-    finally:
-        if owned:
-            ray.shutdown()

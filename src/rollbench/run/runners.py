@@ -5,7 +5,8 @@ A runner never computes metrics and never decides what an episode is: the plan f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rollbench.core.plan import PlannedEpisode
@@ -13,7 +14,22 @@ from rollbench.run.execution import EXECUTORS, MAX_BATCH_SIZE, Execution
 from rollbench.run.observer import RunObserver
 from rollbench.run.worker import EpisodeSummary, EpisodeWorker, WorkerSetup
 
-__all__ = ["EXECUTORS", "MAX_BATCH_SIZE", "Execution", "run_episodes", "run_in_process"]
+__all__ = ["EXECUTORS", "MAX_BATCH_SIZE", "Execution", "execution_session", "run_episodes", "run_in_process"]
+
+
+@contextlib.contextmanager
+def execution_session(execution: Execution) -> Iterator[None]:
+    """What ``execution`` holds for a whole run or study, opened before anything is written: for ``ray`` the
+    connection to the cluster (or the private instance), checked to hold a worker
+    (:func:`rollbench.run.ray_session.ray_session`; ConfigError when it cannot); nothing for ``local``. Every run
+    inside the ``with`` block uses it."""
+    if execution.executor != "ray":
+        yield
+        return
+    from rollbench.run.ray_session import ray_session
+
+    with ray_session(execution):
+        yield
 
 
 def run_in_process(setup: WorkerSetup, todo: Sequence[PlannedEpisode], observer: RunObserver) -> None:

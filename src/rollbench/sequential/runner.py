@@ -33,7 +33,7 @@ from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
 from rollbench.record.files import atomic_write_json
 from rollbench.record.runlog import RunLock, read_run_log, write_run_log
-from rollbench.run.runners import Execution
+from rollbench.run.runners import Execution, execution_session
 from rollbench.sequential.recompute import LOG_NAME, compare_sequential, design_record, rule_for
 
 ARM_FIELDS = ("policy", "policy_options", "action_noise")  # what may differ between A and B; the rest pairs them
@@ -166,41 +166,44 @@ def run_sequential(
     _check_resume(out, parameters)
     for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
         prepare_run(spec, out / f".preflight-{uuid.uuid4().hex}", host_label, robot)
-    make_dirs(out, "--out")
-    labels = {"host_label": host_label, "robot": robot}
-    step = max(look_every, execution.workers * execution.batch_size)
-    cancelled = should_stop or (lambda: False)
-    seen: dict[str, int] = {}
-    dirs = {t: {arm: arm_dir(out, arm, t) for arm in ("a", "b")} for t in tasks}
-    specs = {t: {"a": _arm_spec(spec_a, t, rule.budget), "b": _arm_spec(spec_b, t, rule.budget)} for t in tasks}
-    base = {"rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha}
-    blocks = {t: {**base, "task": t, "design": design_record(rule, look_every)} for t in tasks}
-    counted = dict.fromkeys(tasks, 0)
-    undecided, so_far = list(tasks), [d for t in tasks for d in dirs[t].values()]
-    while undecided and not cancelled():  # round robin: every undecided task advances, then the test is recomputed
-        for task in undecided:
-            target = min(rule.budget, counted[task] + step)
-            for arm, other in (("a", "b"), ("b", "a")):
-                _advance(specs[task][arm], dirs[task][arm], target, execution, labels, cancelled)
-                block = {**blocks[task], "arm": arm, "partner": dirs[task][other].name, "decision": None}
-                _record(dirs[task][arm], block)
-        doc = compare_sequential([d for d in so_far if d.exists()])
-        for row in doc["tasks"]:
-            task = row["task"]
-            for look in row["looks"][seen.get(task, 0) :]:
-                if on_look:
-                    on_look({"task": task, "look": look})
-            seen[task] = len(row["looks"])
-            counted[task] = row["pairs_counted"]
-            if row["decision"] is not None and task in undecided:
-                undecided.remove(task)  # a decided task spends no more episodes
+    with execution_session(execution):  # Ray connected (or refused) before out is made
+        make_dirs(out, "--out")
+        labels = {"host_label": host_label, "robot": robot}
+        step = max(look_every, execution.workers * execution.batch_size)
+        cancelled = should_stop or (lambda: False)
+        seen: dict[str, int] = {}
+        dirs = {t: {arm: arm_dir(out, arm, t) for arm in ("a", "b")} for t in tasks}
+        specs = {t: {"a": _arm_spec(spec_a, t, rule.budget), "b": _arm_spec(spec_b, t, rule.budget)} for t in tasks}
+        base = {"rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha}
+        blocks = {t: {**base, "task": t, "design": design_record(rule, look_every)} for t in tasks}
+        counted = dict.fromkeys(tasks, 0)
+        undecided, so_far = list(tasks), [d for t in tasks for d in dirs[t].values()]
+        while undecided and not cancelled():  # round robin: every undecided task advances, then the test is recomputed
+            for task in undecided:
+                target = min(rule.budget, counted[task] + step)
                 for arm, other in (("a", "b"), ("b", "a")):
-                    decided = {"decision": row["decision"], "stopped_at": row["stopped_at"]}
-                    _record(dirs[task][arm], {**blocks[task], "arm": arm, "partner": dirs[task][other].name, **decided})
+                    _advance(specs[task][arm], dirs[task][arm], target, execution, labels, cancelled)
+                    block = {**blocks[task], "arm": arm, "partner": dirs[task][other].name, "decision": None}
+                    _record(dirs[task][arm], block)
+            doc = compare_sequential([d for d in so_far if d.exists()])
+            for row in doc["tasks"]:
+                task = row["task"]
+                for look in row["looks"][seen.get(task, 0) :]:
+                    if on_look:
+                        on_look({"task": task, "look": look})
+                seen[task] = len(row["looks"])
+                counted[task] = row["pairs_counted"]
+                if row["decision"] is not None and task in undecided:
+                    undecided.remove(task)  # a decided task spends no more episodes
+                    for arm, other in (("a", "b"), ("b", "a")):
+                        decided = {"decision": row["decision"], "stopped_at": row["stopped_at"]}
+                        _record(
+                            dirs[task][arm], {**blocks[task], "arm": arm, "partner": dirs[task][other].name, **decided}
+                        )
+            _write_log(out, parameters, doc)
+        doc = compare_sequential([d for d in so_far if d.exists()])
         _write_log(out, parameters, doc)
-    doc = compare_sequential([d for d in so_far if d.exists()])
-    _write_log(out, parameters, doc)
-    return {**doc, "parameters": parameters, "out": str(out)}
+        return {**doc, "parameters": parameters, "out": str(out)}
 
 
 def _write_log(out: Path, parameters: dict[str, Any], doc: dict[str, Any]) -> None:

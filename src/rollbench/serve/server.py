@@ -237,16 +237,14 @@ def check_address(protocol: str, path: str) -> None:
 
 
 def serve(served: PolicyHost, sock: socket.socket, host: str, protocol: str, path: str, guard: Guard) -> None:
-    """Print the URL clients use, then serve on ``sock`` until interrupted (Ctrl-C ends it quietly)."""
+    """Print the URL clients use, then serve on ``sock`` until interrupted (Ctrl-C: KeyboardInterrupt propagates,
+    the command exits 130 as every rollbench command does; SIGTERM ends the process by the signal)."""
     bound = sock.getsockname()[1]
     url = f"ws://{host}:{bound}" if protocol == "ws" else f"http://{host}:{bound}{path}"
     print(f"serving {served.name} at {url}", flush=True)
-    try:
-        if protocol == "ws":
-            serve_ws(served, sock, guard)
-        else:
-            from rollbench.serve.http import run_http
+    if protocol == "ws":
+        serve_ws(served, sock, guard)
+    else:
+        from rollbench.serve.http import run_http
 
-            run_http(served, path, sock, guard)
-    except KeyboardInterrupt:
-        pass
+        run_http(served, path, sock, guard)

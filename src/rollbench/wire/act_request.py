@@ -30,17 +30,48 @@ def finite_array(value: Any, what: str) -> np.ndarray:
     return value
 
 
+STATE_LIMIT = 2.0**64  # |value| below it: its square is a finite float32 (the largest float32 below is 2**64 - 2**40)
+
+
 def observation(state: Any, images: dict[str, Any]) -> Observation:
-    """The decoded state and images -> Observation; state a finite numeric vector, images finite numeric arrays."""
+    """The decoded state and images -> Observation; images finite numeric arrays; the state a numeric vector that
+    is a float32 vector (``observation.state``'s declared dtype) without loss: integers exactly representable in
+    float32 (uint64 ``2**64 - 1`` is not; ``2**62`` is), floats finite in float32, every value of magnitude below
+    :data:`STATE_LIMIT` (2**64, so a policy's squares and differences of it stay finite: ±3e38 is refused). Else
+    ProtocolError naming the rule and the first offending index (never the value)."""
     raw = finite_array(state, "the state")
     if raw.ndim != 1:
         raise ProtocolError(f"the state must be a vector, got shape {list(raw.shape)}")
     checked = {cam: finite_array(v, f"image {cam!r}"[:80]) for cam, v in images.items()}
-    with np.errstate(over="ignore"):
+    if raw.dtype.kind in "iu":
+        inexact = np.flatnonzero(~_exact_in_float32(raw))
+        if inexact.size:
+            raise ProtocolError(
+                f"the state holds {inexact.size} integer(s) float32 cannot hold exactly, first at index "
+                f"{int(inexact[0])}; observation.state is float32"
+            )
+    with np.errstate(over="ignore", invalid="ignore"):
         state = raw.astype(np.float32)
-    if not np.isfinite(state).all():
-        raise ProtocolError("the state holds values outside the finite float32 range")
+    outside = np.flatnonzero(~(np.abs(state.astype(np.float64)) < STATE_LIMIT))
+    if outside.size:
+        raise ProtocolError(
+            f"the state holds {outside.size} value(s) of magnitude 2**64 or more (or outside the finite float32 "
+            f"range), first at index {int(outside[0])}; the server does not act on it"
+        )
     return Observation(state=state, images=checked, raw=raw)
+
+
+def _exact_in_float32(values: np.ndarray) -> np.ndarray:
+    """Per element of an integer array: whether float32 holds it exactly (its significant bits fit in float32's 24:
+    ``|v|`` divided by its lowest set bit is below 2**24), computed in uint64 without any rounding."""
+    if values.dtype.kind == "i":
+        wide = values.astype(np.int64)
+        negative = wide < 0
+        magnitude = np.where(negative, (-(wide + 1)).astype(np.uint64) + np.uint64(1), wide.astype(np.uint64))
+    else:
+        magnitude = values.astype(np.uint64)
+    lowest = magnitude & (~magnitude + np.uint64(1))  # the lowest set bit (0 for 0)
+    return (magnitude == 0) | (magnitude // np.maximum(lowest, np.uint64(1)) < np.uint64(2**24))
 
 
 def check_for_task(obs: Observation, task: TaskInfo, m: Any) -> Observation:

@@ -1,4 +1,4 @@
-// rollbench review dashboard: table filters and sorting, synchronised video review, keyboard labelling.
+// rollbench dashboard: table filters and sorting, synchronised video review, keyboard labelling.
 // Served locally (no CDN); no framework.
 (function () {
   "use strict";

@@ -27,7 +27,8 @@ Run everything (decode, both evals, analysis), under ``nice`` on a shared machin
         --workers 1 --out runs/stacks
 
 Recompute the figures from the two run directories alone: ``... bench_libero_stacks.py --runs RUN_A RUN_B``
-(``--json`` prints them as one JSON object).
+(repeat ``--runs`` to pool pairs of runs, e.g. trials 0-9 and, with ``--first-trial 10``, 10-19; ``--json`` prints
+the figures as one JSON object).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ from scipy.stats import binomtest
 
 REPO = Path(__file__).resolve().parents[1]
 ROLLBENCH = str(REPO / ".venv/bin/rollbench")
+# the environment as the caller gave it: decode() imports LIBERO in-process, and rollbench's set-up then points
+# LIBERO_CONFIG_PATH at rpent-libero's config, which a libero_ref env host would inherit (and read the wrong files)
+CALLER_ENV = dict(os.environ)
 GOAL = re.compile(r"\(:goal\s*\(And\s*\(On\s+(\S+)\s+([^\s()]+)\s*\)\s*\)", re.IGNORECASE)
 
 
@@ -95,6 +99,17 @@ def decode(suite: str, tasks: list[int], trials: range, seed: int) -> dict[str, 
     return facts
 
 
+def covers(facts: Path, suite: str, tasks: list[int], trials: range, seed: int) -> bool:
+    """Whether ``facts`` (an earlier ``decode`` of this folder) already holds every task and trial asked."""
+    if not facts.is_file():
+        return False
+    data = json.loads(facts.read_text())
+    have = data.get("tasks", {})
+    return data.get("base_seed") == seed and all(
+        str(k) in have.get(f"{suite}/{t}", {}).get("initial_states", {}) for t in tasks for k in trials
+    )
+
+
 def episodes(run: Path) -> dict[tuple[str, int], dict]:
     """(task without family, trial) -> grade row plus the recorded eef positions ``(T, 3)``, from the run directory."""
     done = subprocess.run([ROLLBENCH, "grade", str(run), "--json"], capture_output=True, text=True)
@@ -121,9 +136,17 @@ def exact_ci(k: int, n: int) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
-def compare(a_dir: Path, b_dir: Path, base_seed: int) -> dict[str, Any]:
-    """The figures of the module docstring for the pairs both runs recorded."""
-    a, b = episodes(a_dir), episodes(b_dir)
+def compare(runs: list[tuple[Path, Path]], base_seed: int) -> dict[str, Any]:
+    """The figures of the module docstring for the pairs both runs of each ``(A, B)`` pair recorded, pooled over
+    the pairs (e.g. trials 0-9 and 10-19 run separately); an episode recorded twice on one stack is an error."""
+    a: dict[tuple[str, int], dict] = {}
+    b: dict[tuple[str, int], dict] = {}
+    for a_dir, b_dir in runs:
+        for into, run in ((a, a_dir), (b, b_dir)):
+            got = episodes(run)
+            if twice := sorted(into.keys() & got.keys()):
+                raise SystemExit(f"{run}: episode {twice[0]} is also in another run of the same stack")
+            into.update(got)
     common = sorted(a.keys() & b.keys())  # an interrupted run: the episodes both recorded
     pairs: list[dict[str, Any]] = []
     for key in common:
@@ -147,7 +170,7 @@ def compare(a_dir: Path, b_dir: Path, base_seed: int) -> dict[str, Any]:
         )
     n = len(pairs)
     if n == 0:
-        raise SystemExit(f"{a_dir} and {b_dir} recorded no common episode")
+        raise SystemExit(f"{runs} recorded no common episode")
     both = sum(all(p["success"]) for p in pairs)
     neither = sum(not any(p["success"]) for p in pairs)
     only_a = sum(p["success"][0] and not p["success"][1] for p in pairs)
@@ -156,7 +179,7 @@ def compare(a_dir: Path, b_dir: Path, base_seed: int) -> dict[str, Any]:
     succ_a, succ_b = both + only_a, both + only_b
     col = lambda name: [p[name] for p in pairs]  # noqa: E731
     return {
-        "runs": [str(a_dir), str(b_dir)],
+        "runs": [[str(x), str(y)] for x, y in runs],
         "pairs": n,
         "both_succeed": both,
         "both_fail": neither,
@@ -184,7 +207,8 @@ def show(r: dict[str, Any]) -> None:
             f"{p['eef_mm_last_common']:.1f} mm, max {p['eef_mm_max_common']:.1f} mm"
         )
     lo, hi = r["differ_ci95"]
-    print(f"A = {r['runs'][0]}, B = {r['runs'][1]}; episode pairs {r['pairs']}")
+    names = "; ".join(f"A = {x}, B = {y}" for x, y in r["runs"])
+    print(f"{names}; episode pairs {r['pairs']}")
     print(
         f"both succeed {r['both_succeed']}, both fail {r['both_fail']}, differ {r['differ']} "
         f"(A only {r['only_a']}, B only {r['only_b']}): rate {r['differ_rate']:.1%}, exact 95% CI "
@@ -200,15 +224,16 @@ def show(r: dict[str, Any]) -> None:
 def run_eval(family: str, args: argparse.Namespace, facts: Path | None, out: Path) -> None:
     env = ",".join(f"{family}/{args.suite}/{t}" for t in task_ids(args.tasks))
     cmd = [ROLLBENCH, "eval", "--env", env, "--episodes", str(args.episodes), "--seed", str(args.seed)]
+    cmd += ["--first-trial", str(args.first_trial)]
     cmd += ["--workers", str(args.workers), "--out", str(out)]
     if facts is None:
         cmd += ["--policy", "random"]
     else:
         opts = json.dumps({"facts": str(facts.resolve()), "base_seed": args.seed})
         cmd += ["--policy", "libero_bowl_expert:make", "--policy-options", opts]
-    path = os.pathsep.join(p for p in (str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")) if p)
+    path = os.pathsep.join(p for p in (str(REPO / "benchmarks"), CALLER_ENV.get("PYTHONPATH", "")) if p)
     print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, env={**os.environ, "PYTHONPATH": path, "MUJOCO_GL": "egl"})
+    subprocess.run(cmd, check=True, env={**CALLER_ENV, "PYTHONPATH": path, "MUJOCO_GL": "egl"})
 
 
 def main() -> None:
@@ -220,22 +245,33 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--policy", choices=("expert", "random"), default="expert")
     ap.add_argument("--out", type=Path, default=Path("runs/stacks"), help="folder for facts.json and both runs")
-    ap.add_argument("--runs", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="only recompute from two runs")
+    ap.add_argument("--first-trial", type=int, default=0, help="run trials FIRST.. (rollbench eval --first-trial)")
+    ap.add_argument(
+        "--runs",
+        nargs=2,
+        type=Path,
+        action="append",
+        metavar=("RUN_A", "RUN_B"),
+        help="only recompute, from a libero run and a libero_ref run (repeat to pool several pairs of runs)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.runs:
-        a_dir, b_dir = args.runs
+        runs = [(a_dir, b_dir) for a_dir, b_dir in args.runs]
     else:
         args.out.mkdir(parents=True, exist_ok=True)
         facts = None
         if args.policy == "expert":
             facts = args.out / "facts.json"
-            data = decode(args.suite, task_ids(args.tasks), range(args.episodes), args.seed)
-            facts.write_text(json.dumps(data, indent=1))
+            trials = range(args.first_trial, args.first_trial + args.episodes)
+            if not covers(facts, args.suite, task_ids(args.tasks), trials, args.seed):
+                data = decode(args.suite, task_ids(args.tasks), trials, args.seed)
+                facts.write_text(json.dumps(data, indent=1))
         a_dir, b_dir = args.out / "libero", args.out / "libero_ref"
         run_eval("libero", args, facts, a_dir)
         run_eval("libero_ref", args, facts, b_dir)
-    result = compare(a_dir, b_dir, args.seed)
+        runs = [(a_dir, b_dir)]
+    result = compare(runs, args.seed)
     if args.json:
         json.dump(result, sys.stdout, indent=1)
         print()

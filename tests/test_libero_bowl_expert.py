@@ -75,11 +75,17 @@ def test_the_expert_solves_the_hand_checked_episode_in_process_at_the_step_the_i
 
 
 @pytest.mark.venv
-def test_the_same_expert_and_facts_also_solve_the_episode_on_the_reference_stack(facts: Path, tmp_path: Path) -> None:
+def test_the_expert_solves_it_on_the_reference_stack_from_a_process_whose_in_process_libero_set_its_config(
+    facts: Path, tmp_path: Path
+) -> None:
+    """Decoding the facts ran LIBERO in this process, which points ``LIBERO_CONFIG_PATH`` at rpent-libero's config;
+    the eval inherits it, and the libero_ref env host must still read its own package's files (it once failed with
+    ``FileNotFoundError: Initialization states unavailable``)."""
     from rollbench.envs.libero.ref import FAMILY
 
     if FAMILY.missing() is not None:
         pytest.skip(str(FAMILY.missing()))
+    assert "LIBERO_CONFIG_PATH" in os.environ  # the precondition the fixture's in-process decode creates
     result = _eval("libero_ref/libero_spatial/0", facts, tmp_path / "run")
     (ep,) = result["episodes"]
     assert (ep["seed"], ep["initial_state"], ep["success"]) == (0, 0, True)

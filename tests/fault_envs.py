@@ -32,7 +32,7 @@ class Point(gym.Env[np.ndarray, np.ndarray]):
     * ``step_error_at``: ``step`` raises at that step (a simulator fault): RuntimeError, or the ``BaseException``
       named by ``step_error_kind`` (``SystemExit``, ``KeyboardInterrupt``, ``custom``: a direct ``BaseException``
       subclass);
-    * ``render_fault``: ``"black"``: every frame after the first is all zeros (a lost GL context); ``"frozen"``:
+    * ``render_failure``: ``"black"``: every frame after the first is all zeros (a lost GL context); ``"frozen"``:
       every frame is the first one while the point moves (a renderer bound to a stale simulation).
     """
 
@@ -46,13 +46,13 @@ class Point(gym.Env[np.ndarray, np.ndarray]):
         no_render_build: bool = False,
         step_error_at: int | None = None,
         step_error_kind: str = "RuntimeError",
-        render_fault: str | None = None,
+        render_failure: str | None = None,
     ) -> None:
         if no_render_build and render_mode is not None:
             raise RuntimeError("fault_envs: this env cannot be built with a renderer")
         self.render_mode = render_mode
         self.reuse, self.solved_key, self.step_error_at = reuse, solved_key, step_error_at
-        self.step_error_kind, self.render_fault = step_error_kind, render_fault
+        self.step_error_kind, self.render_failure = step_error_kind, render_failure
         self._renders, self._first_frame = 0, np.zeros(0, dtype=np.uint8)
         self.observation_space = spaces.Box(0.0, 1.0, shape=(4,), dtype=np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
@@ -87,9 +87,9 @@ class Point(gym.Env[np.ndarray, np.ndarray]):
 
     def render(self) -> np.ndarray:
         self._renders += 1
-        if self.render_fault == "black" and self._renders > 1:
+        if self.render_failure == "black" and self._renders > 1:
             return np.zeros_like(self._frame)
-        if self.render_fault == "frozen" and self._renders > 1:
+        if self.render_failure == "frozen" and self._renders > 1:
             return self._first_frame.copy()
         frame = self._frame if self.reuse else np.zeros_like(self._frame)
         frame[:] = 0
@@ -119,5 +119,5 @@ _register("RollbenchStepError-v0", step_error_at=2)
 _register("RollbenchStepExit-v0", step_error_at=2, step_error_kind="SystemExit")
 _register("RollbenchStepKeyboard-v0", step_error_at=2, step_error_kind="KeyboardInterrupt")
 _register("RollbenchStepPanic-v0", step_error_at=2, step_error_kind="custom")
-_register("RollbenchBlackRender-v0", render_fault="black")
-_register("RollbenchFrozenRender-v0", render_fault="frozen")
+_register("RollbenchBlackRender-v0", render_failure="black")
+_register("RollbenchFrozenRender-v0", render_failure="frozen")

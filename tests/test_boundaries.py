@@ -59,9 +59,9 @@ def test_buffer_reusing_policy_env_and_renderer_record_the_same_episodes_as_fres
     for x, y in zip(fa, fb, strict=True):
         np.testing.assert_array_equal(x, y)
     assert (
-        [e["render_fault"] for e in reused["episodes"]]
+        [e["render_failure"] for e in reused["episodes"]]
         == [None, None]
-        == [e["render_fault"] for e in fresh["episodes"]]
+        == [e["render_failure"] for e in fresh["episodes"]]
     )
     assert reused["status"] == "OK"
 

@@ -238,6 +238,32 @@ def test_every_evalspec_field_is_an_eval_option_named_once(tmp_path: Path) -> No
         assert options.count(option) == 1, option
 
 
+def test_robustness_and_sequential_take_evals_options_with_evals_help_and_defaults() -> None:
+    """Every option robustness or sequential shares with eval is eval's (same help text, default, bounds), and
+    robustness takes every option of eval's that is not eval's own (--spec, --resume, --trust-run)."""
+    import typer.main
+
+    from rollbench.cli.main import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+
+    def options(name: str) -> dict[str, tuple[object, ...]]:
+        return {
+            p.opts[0]: (p.help, p.default, getattr(p, "min", None), getattr(p, "max", None))
+            for p in commands[name].params
+            if p.opts[0].startswith("--")
+        }
+
+    evals = options("eval")
+    own = {"--out", "--json"}  # each command's own text (what it writes, what it prints)
+    both_arms = {"--env", "--seed", "--max-steps", "--video"}  # sequential's: the settings both arms share
+    for name, its_own in (("robustness", own), ("sequential", own | both_arms)):
+        shared = {k: v for k, v in options(name).items() if k in evals and k not in its_own}
+        assert shared == {k: evals[k] for k in shared}, name
+    assert set(evals) - set(options("robustness")) == {"--spec", "--resume", "--trust-run"}
+    assert {"--workers", "--batch-size", "--ray-cpus", "--retry-errors", "--robot"} <= set(options("sequential"))
+
+
 def test_policies_lists_the_test_fixtures_after_the_real_policies_and_marks_them(tmp_path: Path) -> None:
     rows = json.loads(cli("policies", "--json", cwd=tmp_path).stdout)
     fixtures = [r["name"] for r in rows if r["kind"] == "fixture"]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rollbench.core.contracts import ConfigError, EpisodeError
-from rollbench.envs.hosted.remote import EnvHost
+from rollbench.envs.hosted.remote import POOL, EnvHost, open_host, release_host
 
 ADAPTER = str(Path(__file__).with_name("envhost") / "toy_adapter.py")
 
@@ -65,3 +65,37 @@ def test_a_far_side_hang_is_an_environment_fault_after_the_deadline_and_the_host
 def test_an_adapter_that_is_not_in_the_host_folder_or_a_file_is_refused_at_start() -> None:
     with pytest.raises(ConfigError, match="refused to start: ImportError: no adapter 'os'"):
         EnvHost("toy env host", sys.executable, "os", [], {})
+
+
+def test_a_released_host_is_handed_to_the_next_env_of_its_command_only_and_stopped_by_close_all() -> None:
+    POOL.close_all()
+    first = open_host("toy env host", sys.executable, ADAPTER, ["--flag", "x"], {}, reuse=True)
+    first.call("make")
+    first.call("step", {"action": np.array([2.0, 3.0])})
+    release_host(first, reuse=True)  # drop: the far side forgets the env; the process waits in the pool
+    other = open_host("toy env host", sys.executable, ADAPTER, ["--flag", "y"], {}, reuse=True)
+    assert other.pid != first.pid  # another command line: never the same host
+    again = open_host("toy env host", sys.executable, ADAPTER, ["--flag", "x"], {}, reuse=True)
+    assert again is first and len(POOL) == 0
+    _, out = again.call("step", {"action": np.array([1.0, 1.0])})
+    assert out["state"].tolist() == [1.0, 1.0]  # nothing of the earlier env carried over
+    release_host(again, reuse=True)
+    release_host(other, reuse=False)  # a family that does not allow reuse: stopped
+    assert not other.child.alive() and len(POOL) == 1
+    POOL.close_all()
+    assert not first.child.alive() and len(POOL) == 0
+
+
+def test_a_host_whose_call_failed_is_stopped_instead_of_pooled_and_the_pool_keeps_at_most_four() -> None:
+    POOL.close_all()
+    bad = open_host("toy env host", sys.executable, ADAPTER, [], {}, reuse=True)
+    with pytest.raises(EpisodeError):
+        bad.call("boom")
+    release_host(bad, reuse=True)
+    assert not bad.child.alive() and len(POOL) == 0
+    hosts = [open_host("toy env host", sys.executable, ADAPTER, [str(i)], {}, reuse=True) for i in range(5)]
+    for h in hosts:
+        release_host(h, reuse=True)
+    assert len(POOL) == POOL.max_idle == 4
+    assert not hosts[0].child.alive() and all(h.child.alive() for h in hosts[1:])  # the oldest went first
+    POOL.close_all()

@@ -375,25 +375,26 @@ def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() 
             assert tasks[f"libero/{suite}/{i}"] == instruction_of(stem)
     assert tasks["libero/libero_10_lan/0"] and tasks["libero/libero_10_lan/0"] != tasks["libero/libero_10/0"]
     assert "LIBERO-PRO suites run in-process: libero_10_lan, libero_10_swap" in row["description"]
-    assert (
-        "refused libero_spatial_task task(s) 0,1,2,3,4,5,6,7,8,9 (rpent-liberopro's initial states"
-        in row["description"]
-    )
+    assert "refused libero_spatial_task task(s) all (rpent-liberopro's initial states" in row["description"]
+    assert "refused libero_10_with_milk task(s) 3,4 (" in row["description"]
+    assert "run through the env host by LIBERO-PRO's own code" in row["description"]
+    assert "libero_ref/libero_10_object, libero_ref/libero_10_task" in row["description"]
     text = run_cli("envs", "libero").stdout
     assert "pick up the black bowl between the plate and the ramekin and place it on the plate" in " ".join(
         text.split()
     )
 
 
-def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_http() -> None:
+@pytest.mark.parametrize("family", ["libero", "libero_ref", "liberoplus"])
+def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_http(family: str) -> None:
     from rollbench.wire.obs_map import default_obs_map
 
-    ws = default_obs_map("libero", "ws")
+    ws = default_obs_map(family, "ws")
     assert dict(ws.images) == {"agentview": "observation/image", "robot0_eye_in_hand": "observation/wrist_image"}
     assert (ws.state_key, ws.prompt_key, ws.state_source, ws.image_size) == (
         "observation/state", "prompt", "state", (224, 224),
     )  # fmt: skip
-    http = default_obs_map("libero", "http")
+    http = default_obs_map(family, "http")
     assert dict(http.images) == {"agentview": "agentview", "robot0_eye_in_hand": "robot0_eye_in_hand"}
     assert http.image_size == (224, 224)
     task = FAMILY.task("libero/libero_90/3")

@@ -70,6 +70,17 @@ def test_an_instance_whose_assets_are_not_on_pypi_is_refused_naming_the_files(tm
     assert FAMILY.runnable_categories() == ["camera", "robot", "language", "noise"]
 
 
+def test_a_sensor_noise_instance_at_a_size_its_code_cannot_take_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    noise = next(t.name for t in FAMILY.tasks() if t.perturbation and t.perturbation.category == "noise")
+    cmd = [str(ROLLBENCH), "eval", "--env", noise, "--policy", "zero", "--episodes", "1", "--image-size", "128x128"]
+    cmd += ["--out", "run"]
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and not (tmp_path / "run").exists()
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert f"cannot evaluate {noise}: a LIBERO-Plus Sensor Noise instance renders at 256x256 only" in r.stderr
+    assert "256x256 only (--image-size)" in FAMILY.variants()
+
+
 @pytest.mark.sim
 @pytest.mark.slow
 def test_an_instance_and_its_control_run_through_the_env_host(tmp_path: Path) -> None:

@@ -187,7 +187,7 @@ def _free_port() -> int:
 
 
 def _serve(port: int) -> subprocess.Popen[str]:
-    cmd = [ROLLBENCH, "serve-policy", "--policy", "scripted-expert", "--port", str(port), "--fault", "slow:0.03"]
+    cmd = [ROLLBENCH, "serve-policy", "--policy", "scripted-expert", "--port", str(port), "--inject", "slow:0.03"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -114,10 +114,10 @@ def test_black_frames_the_policy_sees_end_the_episode_as_an_environment_error_wi
     assert not (out / "videos").exists()
     for e in result["episodes"]:  # frame 0 is drawn, frame 1 (before step 1's action) is all zeros
         assert (e["termination_reason"], e["error_fault"], e["length"]) == ("error", "environment", 1)
-        assert e["render_fault"].endswith(": black: the frame of step 1 has no pixel brighter than 8")
-        assert e["error"] == f"RenderFault: render fault: {e['render_fault']}"
+        assert e["render_failure"].endswith(": black: the frame of step 1 has no pixel brighter than 8")
+        assert e["error"] == f"RenderFailure: render failure: {e['render_failure']}"
     assert result["status"] == "FAILED"
-    assert any("render fault" in r for r in result["reasons"])
+    assert any("render failure" in r for r in result["reasons"])
 
 
 def test_a_frozen_picture_while_the_state_moves_is_an_environment_error_without_video(tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ def test_a_frozen_picture_while_the_state_moves_is_an_environment_error_without_
     )  # fmt: skip
     (e,) = result["episodes"]
     assert (e["termination_reason"], e["error_fault"], e["length"], e["success"]) == ("error", "environment", 5, False)
-    assert e["render_fault"].endswith(
+    assert e["render_failure"].endswith(
         ": frozen: all 5 frames are identical while the state changed (first change at step 1)"
     )
 
@@ -139,7 +139,7 @@ def test_a_sound_renderer_is_not_flagged(tmp_path: Path) -> None:
         max_steps=5, seed=0, success_rule="final_step",
     )  # fmt: skip
     (e,) = result["episodes"]
-    assert (e["termination_reason"], e["render_fault"], e["length"]) == ("max_steps", None, 5)
+    assert (e["termination_reason"], e["render_failure"], e["length"]) == ("max_steps", None, 5)
 
 
 def test_a_complex_action_is_refused_not_cast_to_its_real_part(tmp_path: Path) -> None:
@@ -206,3 +206,41 @@ def _check_only_a_signal_is_the_users_interrupt() -> None:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(5)  # the handler runs at the next bytecode boundary, well before this ends
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _as_recorded_before_issue_29(run_dir: Path) -> list[Any]:
+    """Rename every episode row's ``rollbench/render_failure`` column back to ``rollbench/render_fault``, its name in
+    runs recorded before issue 29; returns the values as they stand in the files."""
+    import pyarrow.parquet as pq
+
+    values = []
+    for f in sorted(run_dir.glob("meta/episodes/chunk-*/file-*.parquet")):
+        table = pq.read_table(f)
+        names = ["rollbench/render_fault" if n == "rollbench/render_failure" else n for n in table.column_names]
+        pq.write_table(table.rename_columns(names), f)
+        values += table.column("rollbench/render_failure").to_pylist()
+    return values
+
+
+def test_a_run_recorded_with_the_old_render_fault_column_still_grades_and_resumes(tmp_path: Path) -> None:
+    """``rollbench/render_fault`` (the column's name before issue 29) is read as ``render_failure``: a run recorded
+    with it grades the same, and a resume that records new episodes beside old ones grades every one."""
+    from rollbench.api import grade
+
+    out, black = tmp_path / "run", ": black: the frame of step 1 has no pixel brighter than 8"
+    kwargs: dict[str, Any] = dict(
+        env="gym:fault_envs:RollbenchBlackRender-v0", policy="fault_policies:constant", episodes=2, max_steps=5, seed=0
+    )
+    evaluate(out=out, success_rule="final_step", **kwargs)
+    old = _as_recorded_before_issue_29(out)
+    assert len(old) == 2 and all(v.endswith(black) for v in old)
+    graded = grade(out)
+    assert graded["violations"] == [] and graded["status"] == "FAILED"
+    assert [e["render_failure"] for e in graded["episodes"]] == old
+    assert [e["render_fault"] for e in graded["episodes"]] == old  # the deprecated name, the same value
+    # episode 1 as if the old run stopped before committing it: the resume records it under the new column
+    (out / "meta/episodes/chunk-000/file-001.parquet").unlink()
+    resumed = evaluate(out=out, success_rule="final_step", **kwargs)
+    assert resumed["violations"] == [] and resumed["episodes_recorded"] == 2
+    assert [e["render_failure"] for e in resumed["episodes"]] == old
+    assert [e["render_failure"] for e in grade(out)["episodes"]] == old

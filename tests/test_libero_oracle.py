@@ -11,16 +11,9 @@ dtype) and images, and rollbench must execute (and record) exactly the actions t
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import hashlib
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -34,69 +27,16 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(libero_setup.missing() is not None, reason=f"LIBERO not installed: {libero_setup.missing()}"),
 ]
-openpi_server = pytest.importorskip("openpi_server")
+pytest.importorskip("openpi_server")
+from openpi_recording import RecordingPolicy, Server, recording_server  # noqa: E402
+
 HORIZON = 11
-
-
-class RecordingPolicy:
-    """openpi ``BasePolicy``: records each observation, answers ``float64 (10, 7)`` drawn from its hash."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.replies: list[np.ndarray] = []
-
-    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(obs)
-        h = hashlib.sha256()
-        for key in sorted(obs):
-            value = obs[key]
-            h.update(key.encode() + (value.tobytes() if isinstance(value, np.ndarray) else str(value).encode()))
-        rng = np.random.default_rng(int.from_bytes(h.digest()[:8], "little"))
-        actions = rng.uniform(-1.0, 1.0, size=(10, 7))
-        self.replies.append(actions)
-        return {"actions": actions}
-
-    def reset(self) -> None:
-        pass
-
-
-class Server:
-    """openpi's WebsocketPolicyServer on loopback, in a thread with its own event loop."""
-
-    def __init__(self, policy: RecordingPolicy) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        server = openpi_server.WebsocketPolicyServer(policy, host="127.0.0.1", port=self.port)
-        self.loop = asyncio.new_event_loop()
-        self.task = self.loop.create_task(server.run())
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-
-    def _run(self) -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            self.loop.run_until_complete(self.task)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.task.cancel)
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture()
 def server() -> Iterator[tuple[Server, RecordingPolicy]]:
-    policy = RecordingPolicy()
-    srv = Server(policy)
-    yield srv, policy
-    srv.close()
+    with recording_server() as pair:
+        yield pair
 
 
 @pytest.mark.parametrize(("suite", "task_id", "trial"), [("libero_spatial", 0, 1), ("libero_object", 0, 0)])

@@ -94,7 +94,7 @@ def test_a_served_policy_past_the_deadline_is_an_infrastructure_fault(tmp_path: 
     round trip that hangs is the transport's fault, not the model's."""
     from served_policy import served
 
-    with served(tmp_path, "scripted-expert", "ws", "--fault", "slow:4") as (url, _, _):
+    with served(tmp_path, "scripted-expert", "ws", "--inject", "slow:4") as (url, _, _):
         r = evaluate(env="scripted/reach", policy=url, episodes=1, policy_timeout_s=1.0, out=tmp_path / "r",
                      policy_options={"timeout_s": 30})  # fmt: skip
     (e,) = r["episodes"]

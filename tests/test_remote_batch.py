@@ -115,7 +115,7 @@ def test_a_server_batch_with_a_missing_answer_errors_those_episodes_naming_the_c
     protocol: str, tmp_path: Path
 ) -> None:
     spec = dict(env="scripted/reach", episodes=4, seed=0)
-    extra = ("--max-batch", "8", "--fault", "short-batch")
+    extra = ("--max-batch", "8", "--inject", "short-batch")
     with served(tmp_path, "scripted-expert", protocol, *extra) as (url, _, _):
         result = _eval(url, tmp_path / "run", spec, batch_size=3)
     assert result["status"] == "PARTIAL" and result["episodes_recorded"] == 4

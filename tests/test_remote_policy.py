@@ -1,7 +1,7 @@
 """Remote policies end to end: real ``rollbench serve-policy`` processes on loopback, both protocols.
 
 Every server here is a real subprocess on a free loopback port; faults (wrong shapes, malformed replies, errors,
-slowness, a crash) come from serve-policy's documented ``--fault`` injection, not from mocks. What the server
+slowness, a crash) come from serve-policy's documented ``--inject`` failure injection, not from mocks. What the server
 received is read from its own ``--log-requests`` file.
 """
 
@@ -118,7 +118,7 @@ def test_a_server_that_dies_mid_run_errors_the_remaining_episodes(protocol: str,
     reference = evaluate(env="scripted/reach", policy="scripted-expert", episodes=4, out=tmp_path / "ref")
     first = reference["episodes"][0]["length"]
     die_after = first + 1  # answers all of episode 0 and one call of episode 1, then exits without replying
-    with served(tmp_path, "scripted-expert", protocol, "--fault", f"die-after:{die_after}") as (url, _, proc):
+    with served(tmp_path, "scripted-expert", protocol, "--inject", f"die-after:{die_after}") as (url, _, proc):
         t0 = time.monotonic()
         result = evaluate(
             env="scripted/reach", policy=url, episodes=4, out=tmp_path / "run", policy_options={"retries": 2}
@@ -134,19 +134,19 @@ def test_a_server_that_dies_mid_run_errors_the_remaining_episodes(protocol: str,
     assert elapsed < 60  # bounded: 3 episodes x 2 reconnects with backoff, not a hang
 
 
-FAULTS = [
+INJECTIONS = [
     ("wrong-shape", "returned actions of shape (1, 3); scripted/reach needs (2,) or (N, 2)"),
     ("malformed", "malformed reply from"),
-    ("error", "fault injection (--fault error): the policy failed"),
+    ("error", "injected failure (--inject error): the policy failed"),
 ]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-@pytest.mark.parametrize(("fault", "reason"), FAULTS, ids=[f for f, _ in FAULTS])
+@pytest.mark.parametrize(("injection", "reason"), INJECTIONS, ids=[f for f, _ in INJECTIONS])
 def test_a_bad_reply_ends_each_episode_as_error_with_the_reason(
-    protocol: str, fault: str, reason: str, tmp_path: Path
+    protocol: str, injection: str, reason: str, tmp_path: Path
 ) -> None:
-    with served(tmp_path, "scripted-expert", protocol, "--fault", fault) as (url, _, _):
+    with served(tmp_path, "scripted-expert", protocol, "--inject", injection) as (url, _, _):
         result = evaluate(env="scripted/reach", policy=url, episodes=2, out=tmp_path / "run")
     assert result["status"] == "FAILED"
     assert result["episodes_recorded"] == 2
@@ -155,9 +155,24 @@ def test_a_bad_reply_ends_each_episode_as_error_with_the_reason(
         assert reason in e["error"], e["error"]
 
 
+def test_the_deprecated_fault_option_still_injects_with_a_warning_and_the_metadata_names_the_injection(
+    tmp_path: Path,
+) -> None:
+    """``serve-policy --fault`` (--inject's name before issue 29) still works: a warning on stderr, the same
+    injection, recorded under the server metadata's ``injection`` (and its deprecated ``fault``) in run.json."""
+    with served(tmp_path, "scripted-expert", "http", "--fault", "error") as (url, _, proc):
+        result = evaluate(env="scripted/reach", policy=url, episodes=1, out=tmp_path / "run")
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+    assert "warning: --fault is deprecated: use --inject (the same values)" in err
+    assert "injected failure (--inject error): the policy failed" in result["episodes"][0]["error"]
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())["plan"]["policy"]["provenance"]["server_metadata"]
+    assert (meta["injection"], meta["fault"]) == ("error:0", "error:0")
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_server_slower_than_the_timeout_errors_the_episode_in_bounded_time(protocol: str, tmp_path: Path) -> None:
-    with served(tmp_path, "scripted-expert", protocol, "--fault", "slow:5") as (url, _, _):
+    with served(tmp_path, "scripted-expert", protocol, "--inject", "slow:5") as (url, _, _):
         t0 = time.monotonic()
         result = evaluate(
             env="scripted/reach", policy=url, episodes=2, out=tmp_path / "run", policy_options={"timeout_s": 0.5}

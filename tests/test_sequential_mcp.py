@@ -18,6 +18,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_is_b_better_than_a_returns_the_decision_with_its_evidence_from_disk(tmp_path: Path) -> None:
     root = tmp_path / "runs"

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import pytest
 
 from rollbench.analysis.figures import sequential_figure
 from rollbench.core.spec import build_spec
@@ -49,6 +50,7 @@ class _Section(HTMLParser):
             self.cell.append(data)
 
 
+@pytest.mark.slow
 def test_report_shows_each_decision_and_its_figure(tmp_path: Path) -> None:
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)

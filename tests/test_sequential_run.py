@@ -24,6 +24,9 @@ from rollbench.sequential.recompute import compare_sequential
 from rollbench.sequential.runner import run_sequential
 from sequential_support import ROLLBENCH, replay, run_cli, sequential_argv
 
+# Real sequential runs of both arms (tens of seconds each on 2 cores): outside the contributors' fast tier.
+pytestmark = pytest.mark.slow
+
 
 def _specs(noise_a: float = 6.0, noise_b: float = 0.0, env: str = "scripted/reach"):
     a = build_spec(env=env, policy="scripted-expert", action_noise=noise_a, episodes=1)

@@ -3,7 +3,8 @@ tests/test_env_host.py to drive rollbench's real env host and near side in this 
 
 Not a double of rollbench: a tiny benchmark of its own. State: ``float64 (2,)`` position, ``step`` adds the
 action. Ops: ``make`` -> ok; ``step`` (array ``action``) -> obs with array ``state`` and a ``uint8 (4, 4, 3)``
-image; ``boom`` raises ValueError; ``die`` exits the process with code 7 without replying; ``hang`` sleeps for an
+image; ``drop`` forgets the state (rollbench then keeps the process for the next env, docs/env-host.md "Reuse");
+``boom`` raises ValueError; ``die`` exits the process with code 7 without replying; ``hang`` sleeps for an
 hour without replying.
 """
 
@@ -17,13 +18,14 @@ import numpy as np
 
 
 class Toy:
-    OPS = frozenset({"make", "step", "boom", "die", "hang"})
+    OPS = frozenset({"make", "step", "drop", "boom", "die", "hang"})
 
     def __init__(self) -> None:
         self.state = np.zeros(2)
 
     def handle(self, op: str, msg: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], Any]:
-        if op == "make":
+        if op in ("make", "drop"):
+            self.state = np.zeros(2)
             return {"op": "ok"}, None
         if op == "step":
             self.state = self.state + arrays["action"]

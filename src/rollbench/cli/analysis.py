@@ -179,29 +179,7 @@ def compare_cmd(
     interval, exact McNemar test, Holm across tasks; or, with --power, the episodes per task a comparison needs."""
     out = _out()
     if power:
-        from rollbench.grading.power import paired_sample_size
-
-        if runs:
-            _fail("--power plans a comparison; give --p-a and --p-b, not runs")
-        if p_a is None or p_b is None:
-            _fail("--power needs --p-a and --p-b (the success rates you expect), e.g. --p-a 0.6 --p-b 0.7")
-            return
-        try:
-            r = paired_sample_size(p_a, p_b, alpha=alpha, power=power_target, discordant=discordant)
-        except ValueError as exc:
-            _fail(str(exc))
-            return
-        if as_json:
-            out.print_json(json.dumps(r.to_dict()))
-            return
-        out.print(
-            f"{r.n_exact} paired episodes per task (exact McNemar test, two-sided alpha {alpha}, power "
-            f"{power_target}) to detect {p_a:.0%} vs {p_b:.0%}; Connor (1987)'s approximation gives {r.n} "
-            f"(exact power {r.exact_power:.3f}). Assumed P(only A succeeds) = {r.p_a_only:.3f}, P(only B) = "
-            f"{r.p_b_only:.3f}"
-            + (" (independent policies; give --discordant from a pilot run)" if discordant is None else ""),
-            highlight=False,
-        )
+        _power_plan(out, bool(runs), (p_a, p_b), alpha, power_target, discordant, as_json)
         return
     if sequential:
         _compare_sequential(out, runs or [], as_json, unpaired or allow_damaged)
@@ -236,6 +214,42 @@ def compare_cmd(
         out.print_json(json.dumps(doc))
     else:
         print_comparison(out, doc)
+
+
+def _power_plan(
+    out: Console,
+    runs_given: bool,
+    rates: tuple[float | None, float | None],
+    alpha: float,
+    power_target: float,
+    discordant: float | None,
+    as_json: bool,
+) -> None:
+    """``compare --power``: the paired episodes per task a comparison of success rates ``rates`` (A, B) needs."""
+    from rollbench.grading.power import paired_sample_size
+
+    p_a, p_b = rates
+    if runs_given:
+        _fail("--power plans a comparison; give --p-a and --p-b, not runs")
+    if p_a is None or p_b is None:
+        _fail("--power needs --p-a and --p-b (the success rates you expect), e.g. --p-a 0.6 --p-b 0.7")
+        return
+    try:
+        r = paired_sample_size(p_a, p_b, alpha=alpha, power=power_target, discordant=discordant)
+    except ValueError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        out.print_json(json.dumps(r.to_dict()))
+        return
+    out.print(
+        f"{r.n_exact} paired episodes per task (exact McNemar test, two-sided alpha {alpha}, power "
+        f"{power_target}) to detect {p_a:.0%} vs {p_b:.0%}; Connor (1987)'s approximation gives {r.n} "
+        f"(exact power {r.exact_power:.3f}). Assumed P(only A succeeds) = {r.p_a_only:.3f}, P(only B) = "
+        f"{r.p_b_only:.3f}"
+        + (" (independent policies; give --discordant from a pilot run)" if discordant is None else ""),
+        highlight=False,
+    )
 
 
 def _compare_sequential(out: Console, runs: list[Path], as_json: bool, other_options: bool) -> None:

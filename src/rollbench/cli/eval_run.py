@@ -24,7 +24,7 @@ def new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None,
     from rollbench.core.spec import build_spec
 
     fields = load_spec_file(spec_file) if spec_file else {}
-    fields.update(spec_fields(values, given_flags(ctx) if spec_file else SPEC_FLAGS))
+    fields.update(spec_fields(values, given_flags(ctx, SPEC_FLAGS) if spec_file else SPEC_FLAGS))
     if not fields.get("env") or not fields.get("policy"):
         raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
     if wire_capture:

@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -29,14 +29,12 @@ from rollbench.cli.release import release_cmd
 from rollbench.cli.reproduce import reproduce_cmd
 from rollbench.cli.resume import resumed_spec
 from rollbench.cli.robustness import robustness_cmd
+from rollbench.cli.run_flags import eval_options, execution
 from rollbench.cli.runs import runs_cmd
 from rollbench.cli.sequential import sequential_cmd
 from rollbench.cli.serve import serve_policy_cmd
-from rollbench.cli.spec_flags import given_flags, spec_options
+from rollbench.cli.spec_flags import SPEC_FLAGS, given_flags
 from rollbench.core.contracts import ConfigError, RollbenchError
-
-if TYPE_CHECKING:
-    pass
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -66,7 +64,7 @@ def _main(
     """Evaluate robot policies in simulation: N independently reset episodes, recorded and graded from disk."""
 
 
-@spec_options
+@eval_options()
 def eval_cmd(
     ctx: typer.Context,
     spec_file: Annotated[
@@ -77,76 +75,26 @@ def eval_cmd(
         Path | None, typer.Option("--out", help="Run directory (default runs/<task>-<policy>-<UTC>).")
     ] = None,
     resume: Annotated[Path | None, typer.Option(help="Resume RUN_DIR with the spec stored in its run.json.")] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Local worker processes (or Ray actors).")] = 1,
-    executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
-    batch_size: Annotated[
-        int, typer.Option(min=1, help="Episodes each worker runs in lockstep, one batched policy call per step.")
-    ] = 1,
-    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
-    ray_cpus: Annotated[float, typer.Option(help="Ray: CPUs per env worker (fractional allowed).")] = 1.0,
-    ray_gpus: Annotated[float, typer.Option(help="Ray: GPUs per copy of the policy (fractional below 1).")] = 0.0,
-    ray_resources: Annotated[
-        str | None, typer.Option(help="Ray: custom resources per env worker, JSON, e.g. '{\"libero\": 1}'.")
-    ] = None,
-    ray_placement: Annotated[
-        str, typer.Option(help="Ray: spread (over nodes) or pack (fill a node first).")
-    ] = "spread",
-    ray_policy_per_node: Annotated[
-        bool, typer.Option("--ray-policy-per-node", help="Ray: one policy actor per node, shared by its env workers.")
-    ] = False,
-    ray_shared_fs: Annotated[
-        bool,
-        typer.Option("--ray-shared-fs", help="Ray: actors that see the run directory write it (else episodes ship)."),
-    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
-    retry_errors: Annotated[
-        str, typer.Option(help="On resume, re-run errored episodes: infra (infrastructure faults), all or none.")
-    ] = "infra",
-    host_label: Annotated[
-        str | None, typer.Option(help="Host segment of the run's identity host/robot/name (default: machine name).")
-    ] = None,
-    robot: Annotated[
-        str | None, typer.Option(help="Robot segment of the run's identity (default: the env family's embodiment).")
-    ] = None,
-    wire_capture: Annotated[
-        bool,
-        typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
-    ] = False,
     trust_run: Annotated[
         bool,
         typer.Option("--trust-run", help="--resume: load the modules and paths the run's run.json names."),
     ] = False,
-    **spec_flags: Any,
+    **options: Any,
 ) -> None:
     """Run a policy for N independently reset episodes per task, record them, grade from disk, print results."""
-    from rollbench.api import Execution, RayOptions
-    from rollbench.run.ray_options import parse_resources
-
     try:
         if resume is not None:
-            spec, out_dir = resumed_spec(resume, given_flags(ctx), spec_file, spec_flags, trust_run), resume
+            given = given_flags(ctx, SPEC_FLAGS)
+            spec, out_dir = resumed_spec(resume, given, spec_file, options, trust_run), resume
         else:
-            spec = _new_spec(ctx, spec_flags, spec_file, wire_capture)
-        execution = Execution(
-            workers=workers,
-            executor=executor,
-            ray_address=ray_address,
-            batch_size=batch_size,
-            retry_errors=retry_errors,
-            ray=RayOptions(
-                cpus=ray_cpus,
-                gpus=ray_gpus,
-                resources=parse_resources(ray_resources),
-                placement=ray_placement,
-                policy="node" if ray_policy_per_node else "worker",
-                shared_fs=ray_shared_fs,
-            ),
-        )
+            spec = _new_spec(ctx, options, spec_file, options["wire_capture"])
+        run = execution(options)
     except ConfigError as exc:
         _fail(str(exc))
     except RollbenchError as exc:  # e.g. a run.json that cannot be read
         _fail(str(exc), code=1)
-    result, run_dir = _run_with_display(spec, out_dir, execution, as_json, host_label, robot)
+    result, run_dir = _run_with_display(spec, out_dir, run, as_json, options["host_label"], options["robot"])
     if as_json and run_dir is not None:
         result = {**result, "run_dir": str(run_dir)}  # where the run went (also without --out)
     _emit(result, as_json, run_dir)

@@ -22,7 +22,8 @@ import typer
 from rich.table import Table
 
 from rollbench.cli.common import fail
-from rollbench.cli.spec_flags import spec_options
+from rollbench.cli.run_flags import EVAL_OPTIONS, eval_options, execution
+from rollbench.cli.spec_flags import given_flags
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import p_value, pct, points, points_interval
 
@@ -89,58 +90,42 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None) -> None:
         print_study(out, study)
 
 
-@spec_options
+@eval_options()
 def robustness_cmd(
     ctx: typer.Context,
     run_dir: Annotated[Path | None, typer.Argument(help="A recorded study: recompute its table from disk.")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Run directory of a new study.")] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Local worker processes (or Ray actors).")] = 1,
-    executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
-    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the study as JSON.")] = False,
-    retry_errors: Annotated[
-        str, typer.Option(help="On re-running into --out, re-run errored episodes: infra, all or none.")
-    ] = "infra",
-    robot: Annotated[
-        str | None, typer.Option(help="Robot segment of the run's identity (default: the env family's embodiment).")
-    ] = None,
-    wire_capture: Annotated[
-        bool,
-        typer.Option("--wire-capture", help="agent:* policies: keep raw provider requests/responses (keys redacted)."),
-    ] = False,
     figure: Annotated[
         Path | None, typer.Option(help="Write the success-against-level figure (PNG) of graded categories here.")
     ] = None,
-    **spec_flags: Any,
+    **options: Any,
 ) -> None:
     """Evaluate a policy on perturbed tasks and on their unperturbed controls (same seeds and initial states), and
     report per perturbation category: control and perturbed rates, paired difference with 95% interval, exact
     McNemar test, Holm over categories; per level for graded perturbations."""
-    from rollbench.cli.spec_flags import given_flags
-
     if run_dir is not None:
-        if given_flags(ctx) or out_dir is not None or wire_capture or robot:
+        if given_flags(ctx, EVAL_OPTIONS) or out_dir is not None:
             fail("give a recorded RUN_DIR or a new study's --env/--policy (and options), not both")
         _from_disk(run_dir, as_json, figure)
         return
     from rollbench.analysis.robustness import study_env
-    from rollbench.api import Execution
     from rollbench.cli.eval_run import new_spec, run_with_display
 
-    bad = [f"--{k.replace('_', '-')}" for k in _OVERRIDES if spec_flags.get(k)]
+    bad = [f"--{k.replace('_', '-')}" for k in _OVERRIDES if options.get(k)]
     if bad:
         fail(f"{', '.join(bad)}: a robustness study gives every episode its own task's instruction; drop it")
     try:
-        if not spec_flags.get("env"):
+        if not options.get("env"):
             raise ConfigError("--env (perturbed tasks or suites) and --policy are required, or give a RUN_DIR")
-        spec_flags = {**spec_flags, "env": study_env(spec_flags["env"])[0]}
-        spec = new_spec(ctx, spec_flags, None, wire_capture)
-        execution = Execution(workers=workers, executor=executor, ray_address=ray_address, retry_errors=retry_errors)
+        options = {**options, "env": study_env(options["env"])[0]}
+        spec = new_spec(ctx, options, None, options["wire_capture"])
+        run = execution(options)
     except ConfigError as exc:
         fail(str(exc))
     except RollbenchError as exc:
         fail(str(exc), code=1)
-    result, recorded = run_with_display(spec, out_dir, execution, as_json, None, robot)
+    result, recorded = run_with_display(spec, out_dir, run, as_json, options["host_label"], options["robot"])
     if recorded is None:
         fail("the study recorded no run directory", code=1)
     _from_disk(recorded, as_json, figure)

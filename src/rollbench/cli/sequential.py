@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rollbench.cli.common import console, fail, terminate_as_interrupt
+from rollbench.cli.run_flags import EXECUTION_FLAGS, IDENTITY_FLAGS, eval_options, execution
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import MISSING
@@ -72,6 +73,7 @@ def _spec(env: str, policy: str, noise: float, options: str | None, common: dict
     return build_spec(env=env, policy=policy, action_noise=noise, policy_options=opts, **common)
 
 
+@eval_options((*EXECUTION_FLAGS, *IDENTITY_FLAGS))
 def sequential_cmd(
     env: Annotated[str, typer.Option(help="Task, suite or comma-separated tasks (both arms run the same).")],
     policy_a: Annotated[str, typer.Option("--policy-a", help="Policy A (the baseline): a name or server URL.")],
@@ -97,16 +99,12 @@ def sequential_cmd(
     seed: Annotated[int, typer.Option(min=0, help="Base seed; episode k uses seed + k in both arms.")] = 0,
     max_steps: Annotated[int | None, typer.Option(min=1, help="Horizon (default: the task's).")] = None,
     video: Annotated[bool, typer.Option("--video/--no-video", help="Record an mp4 per episode.")] = False,
-    workers: Annotated[int, typer.Option(min=1, help="Local worker processes (or Ray actors).")] = 1,
-    executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
-    batch_size: Annotated[int, typer.Option(min=1, help="Episodes each worker runs in lockstep.")] = 1,
-    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision document as JSON.")] = False,
+    **options: Any,
 ) -> None:
     """Run policies A and B on the same planned episodes pair by pair, update a sequential paired test after every
     pair, and stop at the first decision: B better or A better at level alpha, futility at delta, or the budget.
     Each arm is an ordinary run directory; `rollbench compare --sequential OUT` recomputes the decision."""
-    from rollbench.api import Execution
     from rollbench.cli.common import out as stdout
     from rollbench.core.interrupts import Terminated
     from rollbench.sequential.runner import run_sequential
@@ -115,7 +113,7 @@ def sequential_cmd(
     try:
         spec_a = _spec(env, policy_a, action_noise_a, policy_options_a, common)
         spec_b = _spec(env, policy_b, action_noise_b, policy_options_b, common)
-        execution = Execution(workers=workers, executor=executor, ray_address=ray_address, batch_size=batch_size)
+        run = execution(options)
     except ConfigError as exc:
         fail(str(exc))
 
@@ -134,7 +132,8 @@ def sequential_cmd(
         with _signals_seen() as seen:
             doc = _interruptible(seen, lambda: run_sequential(
                 spec_a, spec_b, out_dir, delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant,
-                budget=budget, look_every=look_every, execution=execution, on_look=on_look,
+                budget=budget, look_every=look_every, execution=run, on_look=on_look, host_label=options["host_label"],
+                robot=options["robot"],
             ))  # fmt: skip
     except KeyboardInterrupt as exc:
         console.print(

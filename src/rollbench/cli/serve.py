@@ -51,7 +51,11 @@ ObsMap = Annotated[
 LogRequests = Annotated[
     Path | None, typer.Option(help="Append one JSON line per request (task, seed, instruction, shapes).")
 ]
-Injection = Annotated[str | None, typer.Option(help="Fault injection: " + ", ".join(INJECTIONS) + ".")]
+Injection = Annotated[
+    str | None, typer.Option("--inject", help="Inject a failure (tests, drills): " + ", ".join(INJECTIONS) + ".")
+]
+# --inject's name before issue 29 ("fault" names only the category of an error): still accepted, with a warning
+OldInjection = Annotated[str | None, typer.Option("--fault", hidden=True, help="Deprecated: use --inject.")]
 # limits of a request and of the sessions
 MaxRequestMb = Annotated[
     float, typer.Option(help="Largest websocket frame / HTTP body in MiB; larger ones are refused (1009 / 413).")
@@ -96,24 +100,31 @@ def serve_policy_cmd(
     policy_options: PolicyOptions = None,
     obs_map: ObsMap = None,
     log_requests: LogRequests = None,
-    fault: Injection = None,  # the option keeps its name, --fault: a fault injection
+    inject: Injection = None,
     max_request_mb: MaxRequestMb = DEFAULT_MAX_REQUEST_BYTES / 2**20,
     max_sessions: MaxSessions = 64,
     session_idle_s: SessionIdle = 60.0,
     request_timeout_s: RequestTimeout = 30.0,
     max_batch: MaxBatch = 1,
     batch_window_ms: BatchWindow = 5.0,
+    fault: OldInjection = None,
 ) -> None:
     """Serve a rollbench policy over the openpi websocket protocol or JSON /act, for `--policy ws://` or `http://`."""
+    if fault is not None:
+        if inject is not None:
+            fail("--fault is the deprecated name of --inject: give --inject only")
+        inject = fault
     try:
         guard = _access(host, token, allow_host or [], protocol, path)
         limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
         batching = Batching(max_batch, batch_window_ms)
         options, overrides = load_policy_options(policy_options), load_policy_options(obs_map)
-        served = PolicyHost(policy, options, env, overrides, log_requests, fault, protocol, limits, batching)
+        served = PolicyHost(policy, options, env, overrides, log_requests, inject, protocol, limits, batching)
         sock = listen(host, port, bounded=protocol == "ws")
     except (RollbenchError, OSError) as exc:
         fail(str(exc))
+    if fault is not None:  # after the checks: bad input stays one line
+        typer.echo("warning: --fault is deprecated: use --inject (the same values)", err=True)
     serve(served, sock, host, protocol, path, guard)
 
 

@@ -2,10 +2,11 @@
 
 Each EvalSpec field has one :class:`SpecFlag`: its help text and, where the command line differs from the field,
 the option name, the type typed on the command line, the default and how the text becomes the field's value. The
-bounds shown and enforced by the option (``[x>=1]``) are the field's own ``ge`` unless given. :func:`spec_options`
-adds one typer option per flag to a command's signature; the command receives them as keyword arguments named by
-:attr:`SpecFlag.param` and turns them into spec fields with :func:`spec_fields`. Adding a field to EvalSpec means
-adding its line here (tests/test_cli.py checks that every field has one).
+bounds shown and enforced by the option (``[x>=1]``) are the field's own ``ge`` unless given.
+:func:`rollbench.cli.run_flags.eval_options` adds one typer option per flag to a command's signature; the command
+receives them as keyword arguments named by :attr:`SpecFlag.param` and turns them into spec fields with
+:func:`spec_fields`. Adding a field to EvalSpec means adding its line here and its place in
+``rollbench.cli.run_flags`` (tests/test_cli.py checks that every field has one).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 
@@ -103,7 +104,7 @@ class SpecFlag:
         return self.parse(typed)
 
 
-# In the order `rollbench eval --help` lists them (``after`` in SPEC_ORDER places some among the other options).
+# Each run of them among the other options in `rollbench eval --help`: rollbench.cli.run_flags.EVAL_OPTIONS.
 SPEC_FLAGS: tuple[SpecFlag, ...] = (
     SpecFlag(
         "env", "Task, suite or comma-separated tasks, e.g. metaworld/pick-place-v3.", cli_type=str | None, default=None
@@ -158,39 +159,19 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
     SpecFlag("latency", "Policy-call latency: none, fixed:MS, steps:K, measured."),
     SpecFlag("stale", "Stale actions of a delayed chunk: skip or execute.", cli_type=str),
 )
-# where a run of spec flags sits among the command's own options in --help: after the named parameter (the order
-# the options were released in); flags not named follow the flag before them, and the first ones lead
-SPEC_ORDER = {
-    "policy_timeout_s": "as_json",
-    "success_hold": "retry_errors",
-    "instructions": "robot",
-    "latency": "wire_capture",
-}
 
 
-def spec_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add every :data:`SPEC_FLAGS` option to ``command``'s signature (which must take ``**spec_flags``), placed
-    by :data:`SPEC_ORDER`, so typer offers them and passes them as keyword arguments."""
-    signature = inspect.signature(command, eval_str=True)
-    own = [p for p in signature.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
-    lead = [p for p in own if p.annotation is typer.Context]
-    rest = [p for p in own if p not in lead]
-    placed: dict[str | None, list[inspect.Parameter]] = {}
-    anchor: str | None = None
-    for flag in SPEC_FLAGS:
-        anchor = SPEC_ORDER.get(flag.field, anchor)
-        placed.setdefault(anchor, []).append(flag.parameter())
-    params = lead + placed.pop(None, [])
-    for p in rest:
-        params += [p.replace(kind=inspect.Parameter.KEYWORD_ONLY), *placed.pop(p.name, [])]
-    if placed:
-        raise TypeError(f"SPEC_ORDER names parameters {sorted(map(str, placed))} that {command.__name__} lacks")
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    return command
+class _Flag(Protocol):
+    @property
+    def param(self) -> str: ...
 
 
-def given_flags(ctx: typer.Context, flags: Iterable[SpecFlag] = SPEC_FLAGS) -> list[SpecFlag]:
-    """The flags typed on the command line (typer vendors click, so the parameter source is compared by name)."""
+_F = TypeVar("_F", bound=_Flag)
+
+
+def given_flags(ctx: typer.Context, flags: Iterable[_F]) -> list[_F]:
+    """The ``flags`` (spec or run flags) typed on the command line (typer vendors click, so the parameter source is
+    compared by name)."""
     return [f for f in flags if getattr(ctx.get_parameter_source(f.param), "name", None) == "COMMANDLINE"]
 
 

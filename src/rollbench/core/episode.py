@@ -35,7 +35,7 @@ class EpisodeRecord:
         frames: camera -> list of ``uint8 (H, W, 3)``, one per step (empty unless video was asked for).
         error: ``"ExceptionType: message"`` when termination_reason is ``error``.
         error_fault: whose fault the error was (``policy``, ``environment``, ``infrastructure``), else None.
-        render_fault: why the images the policy was given were black or frozen (then the episode is an
+        render_failure: why the images the policy was given were black or frozen (then the episode is an
             ``environment`` error), else None; see :class:`rollbench.run.render_check.RenderWatch`.
         extra: ``{"artifacts": {kind: bytes}}`` when the policy has a ``finish_episode(outcome) -> {kind: bytes}``
             method (see :data:`rollbench.record.lerobot.ARTIFACT_PATHS` for the kinds, e.g. an LLM agent's
@@ -62,7 +62,7 @@ class EpisodeRecord:
     wall_time_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
     action_sources: np.ndarray | None = None
-    render_fault: str | None = None
+    render_failure: str | None = None
 
     @property
     def length(self) -> int:

@@ -159,7 +159,14 @@ class GradedEpisode(Closed):
     error_fault: str | None = Field(
         description="policy, environment, infrastructure or unclassified; null unless error."
     )
-    render_fault: str | None
+    render_failure: str | None = Field(
+        description="Why the images were black or frozen (then the episode is an environment error); else null."
+    )
+    render_fault: str | None = Field(
+        deprecated=True,
+        description="Deprecated (issue 29: 'fault' names only the category of an error): render_failure's old name, "
+        "the same value; to be removed.",
+    )
     transcript: str | None = Field(description="Path of the agent transcript, relative to the run directory.")
     agent_usage: EpisodeUsage | None = Field(default=None, description="Present when the transcript was readable.")
 

@@ -79,7 +79,7 @@ def episode_page(d: dict[str, Any]) -> str:
         ("success (graded)", "yes" if ep["success"] else "no"),
         ("termination reason", ep["termination_reason"]),
         ("error", ep["error"]),
-        ("render fault", ep["render_fault"]),
+        ("render failure", ep.get("render_failure", ep.get("render_fault"))),  # a peer before issue 29: its old name
         ("length", f"{ep['length']} steps"),
         ("return", f"{ep['return']:.3f}"),
     ]

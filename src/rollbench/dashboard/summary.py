@@ -71,7 +71,8 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
                 "return": ep["return"],
                 "termination_reason": ep["termination_reason"],
                 "error": ep["error"],
-                "render_fault": ep["render_fault"],
+                "render_failure": ep["render_failure"],
+                "render_fault": ep["render_failure"],  # deprecated name of render_failure (issue 29)
                 "status": episode_status(ep),
                 "video_ready": bool(videos) and all(v["ready"] for v in videos.values()),
                 "videos": videos,

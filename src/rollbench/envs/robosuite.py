@@ -38,7 +38,7 @@ lift or open anything); a nonzero rate needs a scripted grasp (not provided) or 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -132,6 +132,24 @@ TASKS: dict[str, TaskInfo] = {
 }
 
 
+def robosuite_step(
+    env: Any, action: np.ndarray, observe: Callable[[Any], Observation], success: Callable[[], bool]
+) -> StepResult:
+    """One step of a robosuite-API env (robosuite's own, or LIBERO's on robosuite): ``env.step`` with the action as
+    ``float64`` (what MuJoCo's controls are), its old-gym 4-tuple as a :class:`StepResult`. Never terminated or
+    truncated by the env (``ignore_done``: rollbench's loop owns the horizon); ``success`` is the env's own check
+    after the step; ``info`` keeps the env's numeric and boolean entries only."""
+    obs, reward, _done, info = env.step(np.asarray(action, dtype=np.float64))
+    return StepResult(
+        observe(obs),
+        reward=float(reward),
+        terminated=False,
+        truncated=False,
+        success=success(),
+        info={k: v for k, v in info.items() if isinstance(v, bool | int | float)},
+    )
+
+
 def reseed_in_place(rng: np.random.Generator, seed: int) -> None:
     """Give ``rng`` (and every holder of a reference to it) the stream of ``numpy.random.default_rng(seed)``."""
     rng.bit_generator.state = np.random.default_rng(seed).bit_generator.state
@@ -190,19 +208,13 @@ class RobosuiteEnv:
         if initial_state is not None:
             raise ConfigError(f"{self.task.name} has no stored initial states (got initial_state={initial_state})")
         reseed_in_place(self.env.rng, int(seed))
-        obs = self.env.reset()
-        return Observation(state=self._state(obs), raw=obs)
+        return self._observation(self.env.reset())
 
     def step(self, action: np.ndarray) -> StepResult:
-        obs, reward, _done, info = self.env.step(np.asarray(action, dtype=np.float64))
-        return StepResult(
-            Observation(state=self._state(obs), raw=obs),
-            reward=float(reward),
-            terminated=False,
-            truncated=False,
-            success=self.success(),
-            info={k: v for k, v in info.items() if isinstance(v, bool | int | float)},
-        )
+        return robosuite_step(self.env, action, self._observation, self.success)
+
+    def _observation(self, obs: Mapping[str, Any]) -> Observation:
+        return Observation(state=self._state(obs), raw=obs)
 
     def success(self) -> bool:
         return bool(self.env._check_success())

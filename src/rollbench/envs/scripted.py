@@ -151,7 +151,7 @@ class ScriptedFamily(TableFamily):
     robot = "point"
     description = (
         "tiny deterministic point-reaching env (no simulator; for tests and pipeline checks);"
-        " scripted/faulty fails at reset when seed % 3 == 2 (fault injection, not in scripted/all)"
+        " scripted/faulty fails at reset when seed % 3 == 2 (an injected failure, not in scripted/all)"
     )
 
     def make(self, task: TaskInfo, options: EnvOptions) -> ScriptedEnv:

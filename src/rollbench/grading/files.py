@@ -42,7 +42,7 @@ REQUIRED_EPISODE_COLUMNS = (
     "rollbench/success_at_reset",
     "rollbench/termination_reason",
     "rollbench/error",
-    "rollbench/render_fault",
+    "rollbench/render_failure",
 )
 
 

@@ -62,6 +62,7 @@ from rollbench.grading.tables import (
     percentiles,
     query,
 )
+from rollbench.record.lerobot import current_row
 from rollbench.record.transcript import check_transcript
 
 __all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grading.stats
@@ -153,7 +154,7 @@ def _load_tables(
     meta_files = load_or_report(con, "episodes", meta_files, "*", violations, EPISODE_TYPES)
     columns = f"{STEP_COLUMNS}, {DELAY_STEP_COLUMNS}" if timed else STEP_COLUMNS
     data_files = load_or_report(con, "steps", data_files, columns, violations, STEP_TYPES)
-    meta = query(con, "SELECT * FROM episodes ORDER BY episode_index") if meta_files else []
+    meta = [current_row(m) for m in query(con, "SELECT * FROM episodes ORDER BY episode_index")] if meta_files else []
     if meta and (lacking := missing_episode_columns(list(meta[0]))):
         violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")
         meta = []
@@ -268,7 +269,8 @@ def _episode_row(
         "termination_reason": reason,
         "error": m["rollbench/error"],
         "error_fault": episode_fault(m) if reason == "error" else None,
-        "render_fault": m["rollbench/render_fault"],
+        "render_failure": m["rollbench/render_failure"],
+        "render_fault": m["rollbench/render_failure"],  # deprecated name of render_failure (issue 29)
         "transcript": m.get("rollbench/transcript"),
         "rows": rows,
     }

@@ -89,8 +89,8 @@ def summarise(
     for e in episodes:
         if e["success_at_reset"]:
             reasons.append(f"episode {e['episode_index']} was already successful at reset (not counted as success)")
-        if e["render_fault"]:
-            reasons.append(f"episode {e['episode_index']} has a render fault: {e['render_fault']}")
+        if e["render_failure"]:
+            reasons.append(f"episode {e['episode_index']} has a render failure: {e['render_failure']}")
     reasons.extend(violations)
     completed = len(episodes) - len(errored)
     if completed == 0:

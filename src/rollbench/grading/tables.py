@@ -50,7 +50,8 @@ EPISODE_TYPES: dict[str, tuple[tuple[str, ...], bool]] = {
     "rollbench/success_at_reset": (("BOOLEAN",), True),
     "rollbench/termination_reason": (("VARCHAR",), False),
     "rollbench/error": (("VARCHAR",), True),
-    "rollbench/render_fault": (("VARCHAR",), True),
+    "rollbench/render_failure": (("VARCHAR",), True),
+    "rollbench/render_fault": (("VARCHAR",), True),  # its name before issue 29 (record.lerobot.RENAMED_FIELDS)
     "rollbench/steps": (_INT, True),
     "rollbench/instruction": (("VARCHAR",), True),
     "rollbench/variant": (("VARCHAR",), True),

@@ -45,10 +45,10 @@ class BackgroundCommitter:
             raise self._error
         self._ops.put(op)
 
-    def commit(self, rec: EpisodeRecord, render_fault: str | None) -> bool:
+    def commit(self, rec: EpisodeRecord, render_failure: str | None) -> bool:
         """Queue ``rec`` for :meth:`DatasetWriter.commit_record`. Returns True: only episodes not yet recorded are
         run in this process, so the answer (used for progress display only) cannot be known to be False yet."""
-        self._put(lambda: self.writer.commit_record(rec, render_fault))
+        self._put(lambda: self.writer.commit_record(rec, render_failure))
         return True
 
     def promote_ready(self) -> None:

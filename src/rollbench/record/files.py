@@ -6,11 +6,12 @@ Atomicity: write to a temporary file in the same directory, ``fsync`` it, ``os.r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +47,19 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` atomically. ``durable=False`` skips the fsyncs: still atomic against process
-    crashes (rename), but after a power loss the file may be old; only for files rebuilt from others on open."""
+@contextlib.contextmanager
+def replaced_atomically(path: Path, suffix: str = ".tmp", durable: bool = True) -> Iterator[str]:
+    """A new temporary file beside ``path`` (mode :data:`FILE_MODE`) for the ``with`` body to fill by name; on a clean
+    exit it replaces ``path`` atomically (``durable``: the file is fsync'd first and the directory after), on an
+    exception it is removed and ``path`` is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.fchmod(fd, FILE_MODE)  # run directories are shared (other users, Ray nodes): not owner-only
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
+        yield tmp
+        if durable:
+            with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -64,6 +67,13 @@ def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically. ``durable=False`` skips the fsyncs: still atomic against process
+    crashes (rename), but after a power loss the file may be old; only for files rebuilt from others on open."""
+    with replaced_atomically(path, durable=durable) as tmp, open(tmp, "wb") as f:
+        f.write(data)
 
 
 def atomic_write_json(path: Path, obj: Any, durable: bool = True) -> None:
@@ -106,31 +116,17 @@ def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int, durable: bo
     """
     import av  # PyAV: heavy-ish import, only needed when videos are recorded
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".mp4")
-    os.fchmod(fd, FILE_MODE)
-    os.close(fd)
-    try:
-        with av.open(tmp, mode="w") as container:
-            stream = container.add_stream(VIDEO_CODEC, rate=fps)
-            assert isinstance(stream, av.VideoStream)
-            h, w = frames[0].shape[:2]
-            stream.width, stream.height, stream.pix_fmt = w, h, VIDEO_PIX_FMT
-            # one x264 thread: the same frames always give the same file (a CI run once decoded different pixels
-            # from two encodings of identical frames with x264's default thread pool)
-            stream.options = {"crf": "23", "preset": "veryfast", "g": "2", "threads": "1"}
-            for img in frames:
-                container.mux(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")))
-            container.mux(stream.encode(None))
-        if durable:
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    if durable:
-        fsync_dir(path.parent)
+    with replaced_atomically(path, ".mp4", durable) as tmp, av.open(tmp, mode="w") as container:
+        stream = container.add_stream(VIDEO_CODEC, rate=fps)
+        assert isinstance(stream, av.VideoStream)
+        h, w = frames[0].shape[:2]
+        stream.width, stream.height, stream.pix_fmt = w, h, VIDEO_PIX_FMT
+        # one x264 thread: the same frames always give the same file (a CI run once decoded different pixels
+        # from two encodings of identical frames with x264's default thread pool)
+        stream.options = {"crf": "23", "preset": "veryfast", "g": "2", "threads": "1"}
+        for img in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")))
+        container.mux(stream.encode(None))
 
 
 def count_video_frames(path: Path, root: Path | None = None) -> int:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +96,29 @@ EPISODE_FIELDS: dict[str, pa.DataType] = {
     "rollbench/steps": pa.int64(),
     "rollbench/return": pa.float64(),
     "rollbench/wall_time_s": pa.float64(),
-    "rollbench/render_fault": pa.string(),
+    "rollbench/render_failure": pa.string(),
     "rollbench/transcript": pa.string(),
     "rollbench/wire_capture": pa.string(),
 }
+
+
+# episode-row columns renamed since they were first recorded: old name -> current name. Readers of episode rows take
+# them through current_row (a run recorded before, or resumed across, the rename still reads and grades); the writer
+# writes only the current name. rollbench/render_fault: issue 29, "fault" names only the category of an error.
+RENAMED_FIELDS: dict[str, str] = {"rollbench/render_fault": "rollbench/render_failure"}
+
+
+def current_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An episode row (a meta/episodes row or a staged ``episode.json``, of any rollbench version) with every
+    :data:`RENAMED_FIELDS` column under its current name: the old column's value where the current one is missing or
+    null; the old column is dropped."""
+    out = dict(row)
+    for old, new in RENAMED_FIELDS.items():
+        if old in out:
+            value = out.pop(old)
+            if out.get(new) is None:
+                out[new] = value
+    return out
 
 
 def chunk_file(episode_index: int) -> tuple[int, int]:
@@ -261,7 +280,7 @@ def _table(
     )
 
 
-def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
+def episode_row(rec: EpisodeRecord, render_failure: str | None) -> dict[str, Any]:
     """The episode's facts: rollbench's ``rollbench/*`` columns plus length, indices and the error traceback."""
     p, arts = rec.planned, artifacts_of(rec)
     return {
@@ -281,7 +300,7 @@ def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
         "rollbench/steps": rec.length,
         "rollbench/return": float(rec.rewards.astype(np.float64).sum()),
         "rollbench/wall_time_s": rec.wall_time_s,
-        "rollbench/render_fault": render_fault,
+        "rollbench/render_failure": render_failure,
         **{f"rollbench/{k}": artifact_path(k, p.episode_index) if k in arts else None for k in ARTIFACT_PATHS},
         "length": rec.length,
         "episode_index": p.episode_index,
@@ -290,18 +309,26 @@ def episode_row(rec: EpisodeRecord, render_fault: str | None) -> dict[str, Any]:
     }
 
 
-def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str | None = None) -> bool:
+def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_failure: str | None = None) -> bool:
     """Write one finished episode to ``run_dir/.staging`` atomically, not durably (see the module docstring).
     Returns False if it was already staged."""
-    p = rec.planned
-    final = resolve_inside(run_dir, run_dir / STAGING / f"episode-{p.episode_index:06d}")
+    return stage_files(run_dir, rec.planned.episode_index, lambda d: write_episode_files(d, rec, fps, render_failure))
+
+
+def stage_files(run_dir: Path, episode_index: int, write: Callable[[Path], None]) -> bool:
+    """Stage episode ``episode_index`` into ``run_dir/.staging/episode-NNNNNN`` atomically and first-wins:
+    ``write(tmp)`` fills a new temporary directory beside it, which is then renamed into place (not fsync'd: see the
+    module docstring, commit protocol, step 1). Returns False, keeping the staged one, if the episode is already
+    staged or another attempt stages it first. Whatever ``write`` raises removes the temporary directory and
+    propagates."""
+    final = resolve_inside(run_dir, run_dir / STAGING / f"episode-{episode_index:06d}")
     if final.exists() or final.is_symlink():
         return False
-    tmp = run_dir / STAGING / f".tmp-{p.episode_index:06d}-{uuid.uuid4().hex[:8]}"
+    tmp = run_dir / STAGING / f".tmp-{episode_index:06d}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
-        write_episode_files(tmp, rec, fps, render_fault)
-        try:  # not fsync'd: see the module docstring (commit protocol, step 1)
+        write(tmp)
+        try:
             tmp.rename(final)
         except OSError:  # another attempt of this episode staged first: keep that one
             shutil.rmtree(tmp, ignore_errors=True)
@@ -312,7 +339,7 @@ def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_fault: str
         raise
 
 
-def write_episode_files(directory: Path, rec: EpisodeRecord, fps: int, render_fault: str | None = None) -> None:
+def write_episode_files(directory: Path, rec: EpisodeRecord, fps: int, render_failure: str | None = None) -> None:
     """Write a staged episode's files into the existing, empty ``directory``: ``data.parquet``, ``episode.json``,
     ``<video key>.mp4`` per recorded camera and ``<artifact kind>.jsonl`` per policy artifact (not fsync'd)."""
     pq.write_table(episode_table(rec, fps), directory / "data.parquet")
@@ -321,7 +348,7 @@ def write_episode_files(directory: Path, rec: EpisodeRecord, fps: int, render_fa
             encode_video(directory / f"{video_key(cam)}.mp4", frames, fps, durable=False)
     for kind, data in artifacts_of(rec).items():
         (directory / f"{kind}.jsonl").write_bytes(data)
-    (directory / "episode.json").write_text(json.dumps(episode_row(rec, render_fault)))
+    (directory / "episode.json").write_text(json.dumps(episode_row(rec, render_failure)))
 
 
 def tasks_table(instructions: Sequence[str]) -> pa.Table:

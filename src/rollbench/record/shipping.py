@@ -19,15 +19,13 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollbench.core.contracts import InfrastructureError
 from rollbench.core.episode import EpisodeRecord
-from rollbench.record.files import resolve_inside
-from rollbench.record.lerobot import ARTIFACT_PATHS, STAGING, write_episode_files
+from rollbench.record.lerobot import ARTIFACT_PATHS, stage_files, write_episode_files
 from rollbench.record.on_disk import staged_damage
 
 MAX_EPISODE_BYTES = 1 << 30  # 1 GiB: far above any recorded episode (a 1,000-step 2-camera episode is ~10 MB)
@@ -60,13 +58,13 @@ def digest_of(files: dict[str, bytes]) -> str:
 
 
 def pack_episode(
-    rec: EpisodeRecord, fps: int, render_fault: str | None, max_bytes: int = MAX_EPISODE_BYTES
+    rec: EpisodeRecord, fps: int, render_failure: str | None, max_bytes: int = MAX_EPISODE_BYTES
 ) -> ShippedEpisode:
     """The staged files of ``rec`` as a :class:`ShippedEpisode` (written to and read back from a private temporary
     directory, then removed). An episode over ``max_bytes`` comes back with no files and its ``size``."""
     tmp = Path(tempfile.mkdtemp(prefix="rollbench-ship-"))
     try:
-        write_episode_files(tmp, rec, fps, render_fault)
+        write_episode_files(tmp, rec, fps, render_failure)
         files = {f.name: f.read_bytes() for f in sorted(tmp.iterdir())}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -105,24 +103,12 @@ def stage_shipped(run_dir: Path, shipped: ShippedEpisode) -> bool:
     """Stage a checked (:func:`check_reply`) shipped episode into ``run_dir/.staging`` atomically, first-wins like
     :func:`rollbench.record.lerobot.stage_episode`. Returns False if the episode was already staged. Raises BadReply
     if the files do not read back as a whole staged episode (nothing is staged then)."""
-    e = shipped.episode_index
-    final = resolve_inside(run_dir, run_dir / STAGING / f"episode-{e:06d}")
-    if final.exists() or final.is_symlink():
-        return False
-    tmp = run_dir / STAGING / f".tmp-{e:06d}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir(parents=True)
-    try:
+
+    def write(tmp: Path) -> None:
         for name, data in shipped.files.items():
             (tmp / name).write_bytes(data)
         why = staged_damage(tmp)
         if why is not None:
             raise BadReply(f"the shipped episode does not read back whole: {why}")
-        try:
-            tmp.rename(final)
-        except OSError:  # another attempt staged first: keep that one
-            shutil.rmtree(tmp, ignore_errors=True)
-            return False
-        return True  # not fsync'd: staging is not durable (record.lerobot, commit protocol)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    return stage_files(run_dir, shipped.episode_index, write)

@@ -40,6 +40,7 @@ from rollbench.record.lerobot import (
     VIDEO_PATH,
     artifacts_of,
     chunk_file,
+    current_row,
     episode_row,
     episode_table,
     padding_frame,
@@ -272,7 +273,7 @@ class DatasetWriter:
             self._write_info()
         return done
 
-    def commit_record(self, rec: EpisodeRecord, render_fault: str | None) -> bool:
+    def commit_record(self, rec: EpisodeRecord, render_failure: str | None) -> bool:
         """Commit an episode that ran in this process: directly when it is next in order, else via staging.
 
         The direct path writes the final files once (no staged copy to re-read); the result on disk is the same.
@@ -282,7 +283,7 @@ class DatasetWriter:
         if e < self.committed:
             return False
         if e != self.committed or is_real_dir(self.run_dir / STAGING / f"episode-{e:06d}"):
-            staged = stage_episode(self.run_dir, rec, self.fps, render_fault)
+            staged = stage_episode(self.run_dir, rec, self.fps, render_failure)
             self.promote_ready()
             return staged
         videos = {}
@@ -293,7 +294,7 @@ class DatasetWriter:
         for kind, data in artifacts_of(rec).items():
             videos[kind] = path = self._path(ARTIFACT_PATHS[kind], e)
             atomic_write_bytes(path, data)
-        self._commit(e, episode_table(rec, self.fps), episode_row(rec, render_fault), videos)
+        self._commit(e, episode_table(rec, self.fps), episode_row(rec, render_failure), videos)
         self._write_info()
         return True
 
@@ -334,6 +335,7 @@ class DatasetWriter:
             meta[f"videos/{key}/to_timestamp"] = n / self.fps if has else None
         meta["meta/episodes/chunk_index"] = c
         meta["meta/episodes/file_index"] = f
+        row = current_row(row)  # a staged row of a rollbench before a column was renamed
         meta.update({k: row.get(k) for k in EPISODE_FIELDS})  # a run recorded before a column existed: null
         atomic_write_parquet(self._path(EPISODES_PATH, e), pa.Table.from_pylist([meta], schema=self._meta_schema()))
         # ---- commit point passed ----

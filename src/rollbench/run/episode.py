@@ -65,7 +65,7 @@ from rollbench.core.episode import EpisodeRecord, fault_of, held_success
 from rollbench.core.interrupts import contained
 from rollbench.core.latency import delay_rule
 from rollbench.core.plan import PlannedEpisode
-from rollbench.run.render_check import RenderFault, RenderWatch
+from rollbench.run.render_check import RenderFailure, RenderWatch
 from rollbench.run.schedule import ChunkSchedule
 
 
@@ -146,7 +146,7 @@ class EpisodeRun:
         self.done = False
         self.obs: Observation | None = None
         self.watch = RenderWatch()  # black or frozen images, checked on what the policy sees
-        self.render_fault: str | None = None
+        self.render_failure: str | None = None
         self._start = time.perf_counter()
 
     @property
@@ -196,8 +196,8 @@ class EpisodeRun:
             for c in self.frames:
                 self.frames[c].append(np.array(images[c], dtype=np.uint8, copy=True))
             if (why := self.watch.add(self.obs.images, self.obs.state)) is not None:
-                self.render_fault = why
-                raise RenderFault(f"render fault: {why}")
+                self.render_failure = why
+                raise RenderFailure(f"render failure: {why}")
         if env.error:
             return False
         self.latency = float("nan")
@@ -275,8 +275,8 @@ class EpisodeRun:
         transcript) go into ``extra["artifacts"]``; if that raises, the episode ends as ``error``.
         """
         if self.reason != "error" and (why := self.watch.frozen()) is not None:
-            self.render_fault = why
-            self.fail(RenderFault(f"render fault: {why}"), "environment")
+            self.render_failure = why
+            self.fail(RenderFailure(f"render failure: {why}"), "environment")
         n = len(self.actions)
         # a frame rendered for a step whose action then failed has no row: keep frames == rows
         for c in self.frames:
@@ -314,5 +314,5 @@ class EpisodeRun:
             wall_time_s=time.perf_counter() - self._start,
             extra={"artifacts": artifacts} if artifacts else {},
             action_sources=np.asarray(self.sources[:n], dtype=np.int64).reshape(n, 3) if self.timed else None,
-            render_fault=self.render_fault,
+            render_failure=self.render_failure,
         )

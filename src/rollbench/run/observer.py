@@ -13,7 +13,7 @@ from rollbench.core.episode import EpisodeRecord
 from rollbench.run.worker import EpisodeSummary, Running
 
 Commit = Callable[[EpisodeRecord, str | None], bool]
-"""Records one finished episode (with its render fault, if any); False if it was already recorded."""
+"""Records one finished episode (with its render failure, if any); False if it was already recorded."""
 
 
 class RunObserver:

@@ -20,7 +20,7 @@ from rollbench.core.interrupts import contained
 from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
-from rollbench.core.registry import env_families, family_of
+from rollbench.core.registry import EnvOptions, env_families, family_of
 from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.on_disk import check_state_files, committed_lengths
@@ -129,6 +129,7 @@ def prepare_run(
     info, run = _probe_policy(spec, plan, existing["plan"] if existing is not None and same else None)
     if info.one_stream:
         check_one_stream(info, spec, plan, execution, resuming=existing is not None)
+    refuse_options(run)
     _refuse_mismatch(spec, plan, info, run_dir, existing, {"host": host_label, "robot": robot})
     warnings = _run_warnings(spec, plan, info)
     if existing is not None:
@@ -140,6 +141,23 @@ def prepare_run(
         run_dir.name, identity, spec.model_dump(mode="json"), spec.identity(), plan_block, _provenance(plan), warnings
     )
     return run, log
+
+
+def refuse_options(run: ResolvedRun) -> None:
+    """ConfigError (exit 2, before anything runs) when a family says a task cannot be built with the options the run
+    will build it with: the optional family hook ``refuse_options(task, options) -> str | None`` (LIBERO-Plus: a
+    sensor-noise instance at a size its corruption code cannot take), given the cameras and image size each
+    worker passes to ``make``."""
+    for facts in run.tasks.values():
+        hook = getattr(env_families().get(facts.task.family), "refuse_options", None)
+        if not callable(hook):
+            continue
+        options = EnvOptions(
+            cameras=facts.render_cameras, image_size=facts.image_size, fast_render=run.spec.fast_render
+        )
+        why = hook(facts.task, options)
+        if why:
+            raise ConfigError(f"cannot evaluate {facts.task.name}: {why}")
 
 
 def _refuse_mismatch(

@@ -87,9 +87,9 @@ class EpisodeActor:
             self._stepper.start()
         return None
 
-    def _pack(self, rec: EpisodeRecord, render_fault: str | None) -> bool:
+    def _pack(self, rec: EpisodeRecord, render_failure: str | None) -> bool:
         fps = self.setup.tasks[rec.planned.task].fps
-        shipped = pack_episode(rec, fps, render_fault, self.max_bytes)
+        shipped = pack_episode(rec, fps, render_failure, self.max_bytes)
         with self._lock:
             self._shipped[rec.planned.episode_index] = shipped
         return True

@@ -1,13 +1,14 @@
-"""Detect render faults in an episode's frames: all-black frames, or a picture frozen while the scene moved.
+"""Detect render failures in an episode's frames: all-black frames, or a picture frozen while the scene moved.
 
 Offscreen renderers fail quietly: an EGL/OSMesa context lost during a long run returns buffers of zeros, and a
 renderer bound to a stale simulator (robosuite's hard reset re-creates the simulation; a forked GL context) keeps
 returning the same picture while the physics goes on. Neither raises, so the episode would be recorded and graded
-with a useless video. :func:`render_fault` is the one check: a pure function over the frames of one camera (and,
+with a useless video. :func:`render_failure` is the one check: a pure function over the frames of one camera (and,
 optionally, the ``observation.state`` rows of the same steps), returning ``None`` when the frames look sound or a
 one-line reason when they do not. :class:`RenderWatch` applies the same rules step by step to the images the
-policy is given (with or without ``--video``); the episode loop ends an episode with a fault as an ``error`` of the
-``environment`` (:class:`RenderFault`) and records the reason in its ``render_fault`` column.
+policy is given (with or without ``--video``); the episode loop ends an episode with a render failure as an
+``error`` of fault ``environment`` (:class:`RenderFailure`) and records the reason in its ``render_failure`` column
+(``rollbench/render_failure``; runs recorded before issue 29 call it ``rollbench/render_fault``, still read).
 
 Inputs:
     frames: sequence of ``uint8 (H, W, 3)`` arrays (or ``(H, W)``), one per recorded step, one camera.
@@ -15,7 +16,7 @@ Inputs:
 
 Rules (deliberately simple):
     * **black**: a frame whose brightest pixel is ``<= black_level`` (default 8 of 255). A real scene always has
-      something brighter; a lost GL context gives exact zeros. Any such frame is a fault.
+      something brighter; a lost GL context gives exact zeros. Any such frame is a failure.
     * **frozen**: at least 2 frames, every frame bit-identical to the first, *and* the state changed (some state
       row differs from the first by more than ``state_atol``). Without ``states`` no frozen check is made, since a
       still scene under a zero policy legitimately renders identical frames.
@@ -33,19 +34,19 @@ BLACK_LEVEL = 8  # max pixel value (0..255) at or below which a frame counts as 
 STATE_ATOL = 1e-6  # absolute tolerance for "the state changed"
 
 
-def render_fault(
+def render_failure(
     frames: Sequence[np.ndarray],
     states: Sequence[np.ndarray] | None = None,
     *,
     black_level: int = BLACK_LEVEL,
     state_atol: float = STATE_ATOL,
 ) -> str | None:
-    """Return why the frames of one camera are faulty (``"black: ..."`` / ``"frozen: ..."``), or None if sound.
+    """Return why the frames of one camera failed (``"black: ..."`` / ``"frozen: ..."``), or None if sound.
 
     Raises ValueError when ``states`` is given with a different length than ``frames``.
     """
     if states is not None and len(states) != len(frames):
-        raise ValueError(f"render_fault: {len(frames)} frames but {len(states)} states; they must pair up")
+        raise ValueError(f"render_failure: {len(frames)} frames but {len(states)} states; they must pair up")
     if len(frames) == 0:
         return None
     black = [i for i, f in enumerate(frames) if np.asarray(f).size == 0 or int(np.asarray(f).max()) <= black_level]
@@ -73,8 +74,8 @@ def render_fault(
     return None
 
 
-class RenderFault(EpisodeError):
-    """The renderer returned black or frozen frames (see :func:`render_fault`): the episode ends as an ``error`` of
+class RenderFailure(EpisodeError):
+    """The renderer returned black or frozen frames (see :func:`render_failure`): the episode ends as an ``error`` of
     the ``environment`` (a lost GL context is not the policy's failure)."""
 
     def __init__(self, message: str, fault: Fault = "environment") -> None:
@@ -82,12 +83,12 @@ class RenderFault(EpisodeError):
 
 
 class RenderWatch:
-    """:func:`render_fault`'s rules applied one step at a time to the images a policy is given, keeping only the
+    """:func:`render_failure`'s rules applied one step at a time to the images a policy is given, keeping only the
     first image of each camera (not every frame), so they hold with or without ``--video``.
 
     :meth:`add` takes the images of one step (camera -> ``uint8 (H, W, 3)``) with that step's ``float32
-    (state_dim,)`` state and returns the black-frame fault at once; :meth:`frozen` returns the frozen-picture
-    fault, which only the whole episode can show."""
+    (state_dim,)`` state and returns the black-frame failure at once; :meth:`frozen` returns the frozen-picture
+    failure, which only the whole episode can show."""
 
     def __init__(self, black_level: int = BLACK_LEVEL, state_atol: float = STATE_ATOL) -> None:
         self.black_level, self.state_atol = black_level, state_atol

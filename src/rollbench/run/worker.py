@@ -21,12 +21,13 @@ from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
 from rollbench.core.registry import EnvOptions, make_env, make_policy
 from rollbench.core.spec import EvalSpec
+from rollbench.envs.hosted.remote import POOL
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run.deadline import Deadline
 from rollbench.run.episode import EpisodeRun
 from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
-from rollbench.run.render_check import render_fault
+from rollbench.run.render_check import render_failure
 
 STEPS_EVERY_S = 1.0  # progress inside episodes is reported at most this often
 Running = list[dict[str, object]]
@@ -174,7 +175,7 @@ class EpisodeWorker:
         """Commit a finished episode and summarise it (progress display only)."""
         if rec.termination_reason == "error":
             self.close_env(slot)  # never reuse an env whose episode failed: its state is unknown
-        staged = self.commit(rec, _render_fault(rec))
+        staged = self.commit(rec, _render_failure(rec))
         p = rec.planned
         return EpisodeSummary(
             p.episode_index, p.task, rec.success, rec.length, rec.termination_reason, staged, self.batch.misses > 0
@@ -210,9 +211,11 @@ class EpisodeWorker:
         return str(getattr(getattr(env, "task", None), "name", type(env).__name__))
 
     def close(self) -> None:
-        """Close every env and the policy; a close() that raises is reported on stderr, never raised: the episodes
+        """Close every env and the policy, and stop the env hosts the envs kept for reuse (they never outlive the
+        run, even in a long-lived process); a close() that raises is reported on stderr, never raised: the episodes
         are already recorded."""
         self.close_env()
+        _close_quietly(POOL.close_all, "idle env hosts")
         _close_quietly(self.batch.close, f"policy {self.setup.spec.policy}")
 
 
@@ -221,10 +224,10 @@ def _close_quietly(close: Callable[[], None], what: str) -> None:
         close()
 
 
-def _render_fault(rec: EpisodeRecord) -> str | None:
+def _render_failure(rec: EpisodeRecord) -> str | None:
     """Black or frozen images the policy was given (the episode loop's check, which then ended the episode as an
     ``environment`` error), else the same check on the recorded frames of cameras the policy did not see."""
-    if rec.render_fault:
-        return rec.render_fault
-    faults = [f"{cam}: {why}" for cam, fr in rec.frames.items() if fr and (why := render_fault(fr, list(rec.states)))]
-    return "; ".join(faults) or None
+    if rec.render_failure:
+        return rec.render_failure
+    found = [f"{cam}: {why}" for cam, fr in rec.frames.items() if fr and (why := render_failure(fr, list(rec.states)))]
+    return "; ".join(found) or None

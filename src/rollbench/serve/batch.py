@@ -210,7 +210,7 @@ def act_many(
     request): one answer per item, in order, the session's chunk ``float32 (k, action_dim)`` or the exception that
     ends that item (``SessionGone`` for a closed session, the policy's own exception). With a ``gatherer``
     (``--max-batch`` above 1) the calls join one policy call with other sessions' acts; else each session's own
-    instance is called in turn, in this thread. ``--fault`` applies per item, except ``slow`` (one sleep per
+    instance is called in turn, in this thread. ``--inject`` applies per item, except ``slow`` (one sleep per
     request); ``malformed`` raises MalformedReply after the calls."""
     injection = host.injection
     for _ in items:
@@ -219,7 +219,7 @@ def act_many(
     if injection and injection[0] == "slow":
         time.sleep(injection[1])
     if injection and injection[0] == "error":
-        return [RuntimeError("fault injection (--fault error): the policy failed") for _ in items]
+        return [RuntimeError("injected failure (--inject error): the policy failed") for _ in items]
     answers: list[Answer | None] = []
     with contextlib.ExitStack() as held:
         for s in sorted({s.key: s for s, _, _ in items}.values(), key=lambda s: s.key):  # one order: no deadlock

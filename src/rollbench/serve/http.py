@@ -70,7 +70,7 @@ def serve_body(host: PolicyHost, body: bytes | bytearray) -> tuple[int, bytes, s
                     host.end_session(session.key)  # a session whose reset never succeeded gives its slot back
                 raise
     except MalformedReply:
-        return 200, b"fault injection: this is not JSON", "text/plain"
+        return 200, b"injected failure: this is not JSON", "text/plain"
     except Exception as exc:  # the status a batch item with this error gets too (410, 503, 400, 500)
         err = item_error(exc)
         return err["status"], error_body(err["error"]), JSON

@@ -1,5 +1,5 @@
 """What a policy server accepts and the ways a request is refused: :class:`Limits`, the session errors, and the
-``--fault`` injections of ``rollbench serve-policy`` (for tests and drills)."""
+``--inject`` failure injections of ``rollbench serve-policy`` (for tests and drills)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class Limits:
 
 
 def parse_injection(option: str | None) -> tuple[str, float] | None:
-    """``--fault`` (a fault injection) -> ``(kind, number)``; raises ConfigError naming the valid injections."""
+    """``--inject`` (a failure injection) -> ``(kind, number)``; raises ConfigError naming the valid injections."""
     if not option:
         return None
     kind, _, arg = option.partition(":")
@@ -72,4 +72,4 @@ def parse_injection(option: str | None) -> tuple[str, float] | None:
             return kind, float(arg)
     except ValueError:
         pass
-    raise ConfigError(f"unknown --fault {option!r}; valid injections: {', '.join(INJECTIONS)}")
+    raise ConfigError(f"unknown --inject {option!r}; valid injections: {', '.join(INJECTIONS)}")

@@ -58,7 +58,7 @@ def handle_batch(host: PolicyHost, batch: Any, locate: Locate, decode: Any) -> d
         answers = host.act_many([(s, o, i) for _, s, o, i, _ in calls]) if calls else []
     except MalformedReply:
         for *_, record in calls:
-            host.log(**record, outcome="malformed reply (fault injection)")
+            host.log(**record, outcome="malformed reply (injected)")
         raise
     for (index, *_, record), answer in zip(calls, answers, strict=True):
         if isinstance(answer, BaseException):
@@ -68,7 +68,7 @@ def handle_batch(host: PolicyHost, batch: Any, locate: Locate, decode: Any) -> d
             host.log(**record, outcome=f"actions {list(answer.shape)}")
             entries[index] = {"actions": answer}
     if host.injection and host.injection[0] == "short-batch" and len(entries) > 1:
-        entries = entries[:-1]  # fault injection: a server that loses one answer of a batch
+        entries = entries[:-1]  # --inject short-batch: a server that loses one answer of a batch
     return {"batch": entries, "server_timing": {"infer_ms": 1e3 * (time.perf_counter() - t0)}}
 
 

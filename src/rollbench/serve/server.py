@@ -59,7 +59,8 @@ batch request add ``"batch": items``), and with ``--max-batch`` above 1 one line
 "call", "call": n, "size", "sessions": [keys]}``; the tests read it to check, on the server side, which
 instruction arrived and which sessions shared a call.
 
-``--fault`` is fault injection for tests and drills, recorded in the metadata (so in the client's run.json):
+``--inject`` injects a failure, for tests and drills, recorded in the metadata (``injection``; so in the client's
+run.json):
 ``wrong-shape`` (actions get one extra column), ``malformed`` (the reply is not msgpack / not JSON), ``error``
 (every act raises), ``short-batch`` (a batch reply of more than one entry loses its last one), ``slow:SECONDS`` (sleep before every act reply), ``die-after:N`` (the process exits with
 code 70, without replying, on act request N + 1: a crashed server).
@@ -166,7 +167,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
                 try:
                     reply = packb(connection.handle(unpack_msgpack(frame)))
                 except MalformedReply:
-                    conn.send(b"\xc1 fault injection: not msgpack")
+                    conn.send(b"\xc1 injected failure: not msgpack")
                     continue
                 except SessionRefused as exc:  # a batch slot past --max-sessions
                     refuse(conn, 1013, f"{describe(exc)}")

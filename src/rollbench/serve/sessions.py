@@ -162,6 +162,9 @@ class PolicyHost:
         self._acts = 0
         self._log = log_path.open("a", encoding="utf-8") if log_path else None
 
+    def _injection_text(self) -> str | None:
+        return f"{self.injection[0]}:{self.injection[1]:g}" if self.injection else None
+
     def metadata(self) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "server": "rollbench serve-policy",
@@ -174,7 +177,8 @@ class PolicyHost:
             "needs_images": self.info.needs_images,
             "env": self.default_task.name if self.default_task else None,
             "provenance": jsonable(self.info.provenance),
-            "fault": f"{self.injection[0]}:{self.injection[1]:g}" if self.injection else None,  # --fault
+            "injection": self._injection_text(),  # --inject
+            "fault": self._injection_text(),  # deprecated name of "injection" (issue 29), the same value
             "limits": asdict(self.limits),
             # it accepts batch requests of up to max_batch items (rollbench.serve.batch); clients batch when >= 2
             "max_batch": self.batching.max_batch,

@@ -10,7 +10,7 @@ Documented defaults (websocket keys; HTTP uses the camera names themselves unles
 
 * ``metaworld``: ``corner`` -> ``observation/image``, ``gripperPOV`` -> ``observation/wrist_image``; state ``raw``
   (MetaWorld's ``float64 (39,)`` observation).
-* ``robosuite``, ``libero``: ``agentview`` -> ``observation/image``, ``robot0_eye_in_hand`` ->
+* ``robosuite``, ``libero`` (and ``libero_ref``, ``liberoplus``: LIBERO on another stack): ``agentview`` -> ``observation/image``, ``robot0_eye_in_hand`` ->
   ``observation/wrist_image`` (openpi's LIBERO keys); state ``state``. For ``libero`` that is exactly what openpi's
   LIBERO client sends (``examples/libero/main.py``): both cameras (a LIBERO task's ``policy_cameras``, rendered
   on the steps the policy is asked for a chunk), rotated 180° by the env, resized with padding to 224 × 224
@@ -109,10 +109,19 @@ _FAMILY_IMAGES: dict[str, dict[str, str]] = {
 }
 _FAMILY_STATE_SOURCE = {"metaworld": "raw"}
 _FAMILY_IMAGE_SIZE = {"libero": (224, 224)}  # openpi examples/libero/main.py: resize_with_pad to 224 x 224
+# LIBERO run elsewhere (its reference stack, LIBERO-Plus: the same observations through an env host) is LIBERO on the
+# wire too: an openpi LIBERO server must see the same keys and sizes whichever stack the run chose.
+LIBERO_LAYOUT_FAMILIES = frozenset({"libero", "libero_ref", "liberoplus"})
+
+
+def _layout(family: str) -> str:
+    return "libero" if family in LIBERO_LAYOUT_FAMILIES else family
 
 
 def default_obs_map(family: str, protocol: str = "ws") -> ObsMap:
-    """The documented default for ``family`` (unknown families: no camera map, ``state``) and ``ws``/``http``."""
+    """The documented default for ``family`` (unknown families: no camera map, ``state``) and ``ws``/``http``;
+    the families of :data:`LIBERO_LAYOUT_FAMILIES` get ``libero``'s."""
+    family = _layout(family)
     images = dict(_FAMILY_IMAGES.get(family, {}))
     if protocol == "http":
         images = {cam: cam for cam in images}

@@ -1,9 +1,15 @@
 """The near side of an env in its own interpreter (docs/env-host.md): find the venv, start the env host, call it.
 
 An :class:`EnvHost` is one far-side process (:mod:`rollbench.envs.hosted.far.host` run by the benchmark's venv
-Python, a :class:`~rollbench.wire.pipe.child.ChildProcess`), owned by one env: it starts when the env is built and
-stops when the env is closed; rollbench closes the env of an episode that ended in an error and builds a fresh one
-(a fresh host) for the next (:mod:`rollbench.run.worker`), so a crash never carries over.
+Python, a :class:`~rollbench.wire.pipe.child.ChildProcess`), owned by one env at a time. :func:`open_host` starts
+one, or, for a family that allows it (``reuse=True``), takes an idle one of the same command and environment from
+this process's :data:`POOL`; :func:`release_host` hands a closed env's host back to the pool when every call it
+made succeeded (a host that failed, crashed or missed a deadline is stopped, and the next env gets a fresh one),
+else stops it. So a worker, a batch slot or a Ray actor keeps one far-side process across tasks and episodes
+instead of paying its start-up (imports, 10-20 s for LIBERO-Plus) per task. The far side builds each env anew in
+the kept process (its ``make`` closes the previous env), and the scene is seeded from the episode's seed right
+before its reset, so an episode is the same whether its host is fresh or reused (tested bit for bit). Idle hosts
+are stopped at interpreter exit (and exit by themselves when rollbench's process dies: their input pipe closes).
 
 Faults: a host that exits, closes its pipe, breaks the frame format or misses a deadline, and an ``error`` reply
 (the benchmark's own code raised), are :class:`~rollbench.core.contracts.EpisodeError` with fault ``environment`` and
@@ -18,9 +24,11 @@ last.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
+import threading
 import time
 from functools import cache
 from pathlib import Path
@@ -97,9 +105,12 @@ class EnvHost:
             raise ConfigError(f"{exc}") from None
         self.info: dict[str, Any] = self.child.info
         self.pid = self.child.pid
+        self.key = host_key(python, adapter, args, env)
         self.timeout_s = call_timeout_s()
         self.round_trip_s = 0.0  # sums over every call: wall time of the call, and the far side's own share
         self.far_s = 0.0
+        self.healthy = True  # False after any failed call: such a host is never reused
+        self.uses = 0  # envs built in this host so far (``make`` calls)
 
     def call(
         self, op: str, arrays: dict[str, np.ndarray] | None = None, timeout_s: float | None = None, **fields: Any
@@ -108,15 +119,89 @@ class EnvHost:
         try:
             reply, out = self.child.call({"op": op, **fields}, arrays, timeout_s or self.timeout_s)
         except ChildFailed as exc:
+            self.healthy = False
             raise EpisodeError(str(exc), "environment") from None
         self.round_trip_s += time.perf_counter() - t0
         self.far_s += float(reply.get("host_s", 0.0)) if isinstance(reply.get("host_s"), int | float) else 0.0
         if reply.get("op") == "error":
+            self.healthy = False
             raise EpisodeError(f"{self.name}: {op} raised {reply.get('message')}", "environment")
         return reply, out
 
     def close(self) -> None:
+        self.healthy = False
         self.child.close()
+
+
+def host_key(python: str, adapter: str, args: list[str], env: dict[str, str]) -> tuple[Any, ...]:
+    """What makes two hosts interchangeable: the interpreter, the adapter and its arguments, the variables set."""
+    return (python, adapter, tuple(args), tuple(sorted(env.items())))
+
+
+class HostPool:
+    """Idle env hosts of this process by :func:`host_key`, at most :attr:`max_idle` in all (the oldest beyond it
+    are stopped); thread-safe. :meth:`close_all` stops every idle host (registered with ``atexit``)."""
+
+    max_idle = 4
+
+    def __init__(self) -> None:
+        self._idle: list[EnvHost] = []
+        self._lock = threading.Lock()
+
+    def take(self, key: tuple[Any, ...]) -> EnvHost | None:
+        """An idle, live host of ``key`` (removed from the pool), or None."""
+        with self._lock:
+            for host in self._idle:
+                if host.key == key and host.child.alive():
+                    self._idle.remove(host)
+                    return host
+        return None
+
+    def give(self, host: EnvHost) -> None:
+        """Keep ``host`` for the next env of its key (its caller has dropped its env)."""
+        with self._lock:
+            self._idle.append(host)
+            extra, self._idle = self._idle[: -self.max_idle], self._idle[-self.max_idle :]
+        for old in extra:
+            old.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for host in idle:
+            host.close()
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+
+POOL = HostPool()
+atexit.register(POOL.close_all)
+
+
+def open_host(name: str, python: str, adapter: str, args: list[str], env: dict[str, str], reuse: bool) -> EnvHost:
+    """An env host for a new env: with ``reuse``, an idle one of the same :func:`host_key` from :data:`POOL` when
+    there is one, else a newly started one (ConfigError when it cannot start, as :class:`EnvHost`)."""
+    if reuse:
+        host = POOL.take(host_key(python, adapter, args, env))
+        if host is not None:
+            return host
+    return EnvHost(name, python, adapter, args, env)
+
+
+def release_host(host: EnvHost, reuse: bool) -> None:
+    """The env of ``host`` is closed: with ``reuse`` and a host whose calls all succeeded, the far side drops its
+    env (``drop``, frees its memory) and the host waits in :data:`POOL`; otherwise, or when the drop fails, the
+    host is stopped."""
+    if reuse and host.healthy and host.child.alive():
+        try:
+            host.call("drop")
+        except EpisodeError:
+            host.close()
+            return
+        POOL.give(host)
+        return
+    host.close()
 
 
 def offscreen_gl_env() -> dict[str, str]:

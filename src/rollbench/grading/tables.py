@@ -19,7 +19,8 @@ def _sql_glob(path: Path) -> str:
 
 STEP_COLUMNS = (
     'episode_index, frame_index, "index", task_index, "next.reward", "next.success", "next.done", "policy.latency_s", '
-    'isnan("action"[1]) AS pad'  # the padding frame of an episode without steps (record.lerobot): action all NaN
+    'isnan("action"[1]) AS pad, '  # the padding frame of an episode without steps (record.lerobot): action all NaN
+    'len(list_filter("action", lambda x: isnan(x) OR isinf(x))) > 0 AS bad_action'  # rollbench refuses such an action
 )
 
 
@@ -68,6 +69,7 @@ STEP_TYPES: dict[str, tuple[tuple[str, ...], bool]] = {
     "next.done": (("BOOLEAN",), False),
     "policy.latency_s": (_FLOAT, True),
     "pad": (("BOOLEAN",), True),
+    "bad_action": (("BOOLEAN",), True),
 }
 
 
@@ -177,6 +179,7 @@ PER_EPISODE = """SELECT episode_index, count(*) FILTER (WHERE NOT pad) AS steps,
        list("next.success" ORDER BY frame_index) AS successes,
        min(frame_index) AS f0, max(frame_index) AS f1, min("index") AS i0, max("index") AS i1,
        count(DISTINCT "index" - frame_index) AS offsets, count(DISTINCT task_index) AS n_task_index,
+       min(task_index) AS task_index, count(*) FILTER (WHERE NOT pad AND bad_action) AS bad_actions,
        sum(CASE WHEN "next.done" THEN 1 ELSE 0 END) AS dones,
        min(frame_index) FILTER (WHERE "next.done") AS first_done
 FROM steps GROUP BY episode_index"""

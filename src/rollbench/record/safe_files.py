@@ -133,8 +133,8 @@ def _entries(d: str, budget: list[int]) -> list[os.DirEntry[str]]:
 def scan_run_files(root: Path, pattern: str = "**") -> Listing:
     """The regular files under run directory ``root`` matching ``pattern`` (``/``-separated ``fnmatch`` segments,
     e.g. ``data/chunk-*/file-*.parquet``; ``**`` alone: every file at any depth), by the rules of the module
-    docstring. Entries that match but are links, FIFOs, sockets, devices or a second name of a listed file are in
-    ``skipped``. A missing ``root`` gives an empty listing."""
+    docstring. Entries that match but are links, FIFOs, sockets, devices, directories (where the pattern's last
+    segment names a file) or a second name of a listed file are in ``skipped``. A missing ``root`` gives an empty listing."""
     out, seen, budget = Listing(), set(), [MAX_ENTRIES]
     parts = pattern.split("/")
 
@@ -152,6 +152,8 @@ def scan_run_files(root: Path, pattern: str = "**") -> Listing:
             if stat.S_ISDIR(st.st_mode):
                 if everywhere or not last:
                     visit(entry.path, i + 1)
+                else:  # a directory where the pattern names a file
+                    out.skipped.append((path, "a directory, not a regular file"))
             elif stat.S_ISREG(st.st_mode):
                 if not last:
                     continue

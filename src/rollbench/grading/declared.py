@@ -206,7 +206,7 @@ def _stats_difference(got: Any, want: dict[str, Any]) -> str:
             exact = key in ("min", "max")
             tol = 0.0 if exact else (1e-8 * scale**2 + 1e-12 if key == "std" else 1e-9 * scale + 1e-12)
             diff = abs(a * a - b * b) if key == "std" else abs(a - b)
-            if not (diff <= tol or (a == b)):
+            if not (diff <= tol or a == b or (math.isnan(a) and math.isnan(b))):
                 return f"{key}[{i}] is {a:.9g} but the step rows give {b:.9g}"
     return ""
 

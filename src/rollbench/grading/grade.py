@@ -26,6 +26,14 @@ LLM agent runs (episodes with a ``rollbench/transcript``): ``agent_usage`` gives
 (``overall`` and ``by_task``) summed from the transcripts' ``call`` lines; an unreadable transcript, or one whose
 stated totals or termination reason disagree with its lines or the episode row, is a violation.
 
+What the run's own ``meta/`` declares is checked too (:mod:`rollbench.grading.declared`): every step file's columns
+against ``meta/info.json``'s ``features`` (dtype and width; a file that differs is named and not read),
+``meta/tasks.parquet`` (schema, and the task index each episode's rows name), and, for a finished run (status OK,
+PARTIAL or FAILED: the writer rewrites it when a run ends), ``meta/stats.json`` against the statistics recomputed from
+the step rows. An episode whose record says it has frames but none of whose step rows was read (its file missing,
+damaged, a link, of other columns) is named and left out of every number (counted with the missing episodes), never
+graded as a failure. A step whose action holds a NaN or an infinity (other than a padding frame) is a violation.
+
 Status: ``OK`` only when every requested episode is recorded, none errored and no invariant is violated;
 ``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words, naming
 the fault of every error.
@@ -66,6 +74,8 @@ from rollbench.grading.tables import (
 from rollbench.record.lerobot import DATA_PATH, chunk_file
 from rollbench.record.safe_files import scan_run_files
 from rollbench.record.transcript import check_transcript
+
+FINISHED = ("OK", "PARTIAL", "FAILED")  # run.json statuses written after meta/stats.json was rewritten
 
 __all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grading.stats
 
@@ -144,7 +154,8 @@ def _grade(
                 row["agent_usage"] = usage
         episodes.append(row)
     delay = delay_block(con, log, violations)  # before summarise: its violations count in the status
-    if log.get("status") != "RUNNING" and _all_step_files_read(run_dir, data_files):  # stats.json: rewritten at the end
+    # stats.json is rewritten when a run finishes (OK, PARTIAL, FAILED); a running or abandoned run's may lag behind
+    if log.get("status") in FINISHED and _all_step_files_read(run_dir, data_files):
         check_stats(con, run_dir, data_files, violations)
     ungraded = bool(set(missing) & graded)
     missing.sort()

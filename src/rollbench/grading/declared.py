@@ -57,36 +57,46 @@ def declared_text(feature: dict[str, Any]) -> str | None:
 def declared_step_files(run_dir: Path, files: list[Path], info: dict[str, Any], violations: list[str]) -> list[Path]:
     """The step ``files`` whose columns are exactly the step features ``info`` declares, each of the declared dtype
     and width; each other file is named in ``violations`` (its first differing column: declared vs found) and left
-    out. Files whose footer does not read are returned (the loader names them). Without declared features (a
-    damaged info.json, named by :func:`~rollbench.grading.files.read_info`) every file is returned."""
+    out. A difference every step file shares (two or more files) is meta/info.json's: named once, as info.json's,
+    and no file is left out for it. Files whose footer does not read are returned (the loader names them).
+    Without declared features (a damaged info.json, named by :func:`~rollbench.grading.files.read_info`) every
+    file is returned."""
     declared = {k: t for k, f in (info.get("features") or {}).items() if (t := declared_text(f)) is not None}
     if not declared:
         return files
-    good = []
+    found: dict[Path, dict[str, str]] = {}
     for f in files:
         try:
             with open_regular(f, run_dir) as raw:
                 schema = pq.read_schema(raw)
         except Exception:
-            good.append(f)
             continue
-        found = {name: type_text(schema.field(name).type) for name in schema.names}
-        why = _schema_difference(declared, found)
-        if why:
-            violations.append(f"file {f.relative_to(run_dir)}: {why}; not read")
+        found[f] = {name: type_text(schema.field(name).type) for name in schema.names}
+    differences = {f: _schema_differences(declared, cols) for f, cols in found.items()}
+    shared = set.intersection(*(set(d) for d in differences.values())) if len(differences) > 1 else set()
+    for _column, why in sorted(shared):
+        violations.append(f"meta/info.json: every step file differs from it: {why}")
+    good = []
+    for f in files:
+        own = [d for d in differences.get(f, []) if d not in shared]
+        if own:
+            violations.append(f"file {f.relative_to(run_dir)}: {own[0][1]}; not read")
         else:
             good.append(f)
     return good
 
 
-def _schema_difference(declared: dict[str, str], found: dict[str, str]) -> str:
+def _schema_differences(declared: dict[str, str], found: dict[str, str]) -> list[tuple[str, str]]:
+    """``(column, why)`` for every column of ``found`` (a file's columns as :func:`type_text` spells them) that
+    differs from ``declared``: missing, of another dtype or width, or not declared."""
+    out = []
     for name, want in declared.items():
         if name not in found:
-            return f"column {name} declared in meta/info.json ({want}) is missing"
-        if found[name] != want and not (want.endswith("[1]") and found[name] == want[:-3]):
-            return f"column {name} is declared {want} in meta/info.json but holds {found[name]}"
-    extra = [n for n in found if n not in declared]
-    return f"column {extra[0]} ({found[extra[0]]}) is not declared in meta/info.json" if extra else ""
+            out.append((name, f"column {name} declared in meta/info.json ({want}) is missing"))
+        elif found[name] != want and not (want.endswith("[1]") and found[name] == want[:-3]):
+            out.append((name, f"column {name} is declared {want} in meta/info.json but holds {found[name]}"))
+    out += [(n, f"column {n} ({found[n]}) is not declared in meta/info.json") for n in found if n not in declared]
+    return out
 
 
 def read_tasks(run_dir: Path, info: dict[str, Any], violations: list[str]) -> dict[int, str] | None:
@@ -131,23 +141,37 @@ def read_tasks(run_dir: Path, info: dict[str, Any], violations: list[str]) -> di
     return tasks
 
 
-def check_episode_task(
-    e: int, m: dict[str, Any], d: dict[str, Any] | None, tasks: dict[int, str] | None, violations: list[str]
+def check_episode_tasks(
+    meta: list[dict[str, Any]], data: dict[int, dict[str, Any]], tasks: dict[int, str] | None, violations: list[str]
 ) -> None:
-    """Episode ``e``'s step rows name a task index of ``meta/tasks.parquet`` whose task is the one its episode
-    record lists (``tasks``); nothing to check without the table or the rows."""
-    if tasks is None or d is None or d.get("task_index") is None:
+    """Each episode's step rows name a task index of ``meta/tasks.parquet`` whose task is the one its episode
+    record lists (``tasks``); one violation per task index and kind of difference, naming its episodes. Nothing to
+    check without the table."""
+    if tasks is None:
         return
-    ti = int(d["task_index"])
-    if ti not in tasks:
-        violations.append(f"episode {e}: its step rows name task_index {ti}, which meta/tasks.parquet lacks")
-        return
-    listed = m.get("tasks")
-    if isinstance(listed, list) and listed and listed[0] != tasks[ti]:
+    lacking: dict[int, list[int]] = {}
+    other: dict[tuple[int, str], list[int]] = {}
+    for m in meta:
+        e, d = m["episode_index"], data.get(m["episode_index"])
+        if d is None or d.get("task_index") is None:
+            continue
+        ti, listed = int(d["task_index"]), m.get("tasks")
+        if ti not in tasks:
+            lacking.setdefault(ti, []).append(e)
+        elif isinstance(listed, list) and listed and listed[0] != tasks[ti]:
+            other.setdefault((ti, str(listed[0])), []).append(e)
+    for ti, eps in sorted(lacking.items()):
+        violations.append(f"{_episodes(eps)}: the step rows name task_index {ti}, which meta/tasks.parquet lacks")
+    for (ti, listed_task), eps in sorted(other.items()):
         violations.append(
-            f"episode {e}: its step rows name task {ti} ({tasks[ti][:80]!r} in meta/tasks.parquet) but its episode "
-            f"record lists {str(listed[0])[:80]!r}"
+            f"{_episodes(eps)}: the step rows name task {ti} ({tasks[ti][:80]!r} in meta/tasks.parquet) but the "
+            f"episode record lists {listed_task[:80]!r}"
         )
+
+
+def _episodes(eps: list[int]) -> str:
+    shown = ", ".join(map(str, sorted(eps)[:10])) + (" ..." if len(eps) > 10 else "")
+    return f"episode {shown}" if len(eps) == 1 else f"episodes {shown}"
 
 
 def check_stats(con: duckdb.DuckDBPyConnection, run_dir: Path, files: list[Path], violations: list[str]) -> None:
@@ -246,4 +270,4 @@ def recompute_stats(con: duckdb.DuckDBPyConnection, files: list[Path]) -> dict[s
     return out
 
 
-__all__ = ["check_episode_task", "check_stats", "declared_step_files", "read_tasks", "recompute_stats", "type_text"]
+__all__ = ["check_episode_tasks", "check_stats", "declared_step_files", "read_tasks", "recompute_stats", "type_text"]

@@ -28,6 +28,8 @@ from rollbench.record.safe_files import (
     scan_run_files,
 )
 
+MAX_INFO_BYTES = 64 << 20  # meta/info.json: a few KiB for any run rollbench writes
+
 # columns of meta/episodes that grading reads (LeRobot's and rollbench's own; see record.lerobot.EPISODE_FIELDS)
 REQUIRED_EPISODE_COLUMNS = (
     "episode_index",
@@ -120,7 +122,7 @@ def read_info(run_dir: Path, violations: list[str]) -> dict[str, Any]:
             violations.append("meta/info.json is a symbolic link; not read")
         return {}
     try:
-        info = read_regular_json(path, run_dir)
+        info = read_regular_json(path, run_dir, max_bytes=MAX_INFO_BYTES)
     except OSError as exc:
         violations.append(f"meta/info.json is unreadable ({exc})")
         return {}

@@ -49,7 +49,7 @@ import duckdb
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.episode import held_success
-from rollbench.grading.declared import check_episode_task, check_stats, declared_step_files, read_tasks
+from rollbench.grading.declared import check_episode_tasks, check_stats, declared_step_files, read_tasks
 from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
 from rollbench.grading.files import (
     link_violations,
@@ -142,7 +142,6 @@ def _grade(
             )
             missing.append(e)
             continue
-        check_episode_task(e, m, data.get(e), tasks, violations)
         row = _episode_row(m, data.get(e), planned[e], hold, violations)
         for key in video_keys if row["rows"] else ():
             if (why := video_violation(run_dir, info, m, key, row["rows"])) is not None:
@@ -153,6 +152,7 @@ def _grade(
             if usage is not None:
                 row["agent_usage"] = usage
         episodes.append(row)
+    check_episode_tasks([m for m in meta if m["episode_index"] in graded], data, tasks, violations)
     delay = delay_block(con, log, violations)  # before summarise: its violations count in the status
     # stats.json is rewritten when a run finishes (OK, PARTIAL, FAILED); a running or abandoned run's may lag behind
     if log.get("status") in FINISHED and _all_step_files_read(run_dir, data_files):

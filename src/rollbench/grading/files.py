@@ -192,8 +192,9 @@ def fill_template(template: Any, **fields: Any) -> str:
 
 
 def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key: str, length: int) -> str | None:
-    """None when episode ``m``'s video ``key`` exists inside the run and decodes to ``length`` frames; else the
-    sentence naming the file and what is wrong with it (missing, unreadable, outside, wrong frame count)."""
+    """None when episode ``m``'s video ``key`` exists inside the run and decodes to ``length`` frames, or is behind
+    a link leading outside (:func:`link_violations` names that link, once); else the sentence naming the file and
+    what is wrong with it (missing, a link, unreadable, wrong frame count)."""
     from rollbench.record.files import count_video_frames
 
     e = m["episode_index"]
@@ -214,11 +215,15 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key:
     path = run_dir / rel
     if not (path.exists() or path.is_symlink()):
         return f"episode {e}: video file {rel} is missing"
+    if not is_inside(run_dir, path):
+        return None  # a link leading outside the run, named once by link_violations
     try:
         check_no_link_below(run_dir, path)
+        if path.is_symlink():
+            return f"episode {e}: video file {rel} is a symbolic link (to {os.readlink(path)}); not read"
         frames = count_video_frames(path, run_dir)
     except UnsafeFile as exc:
-        return f"episode {e}: video file {rel} is not read ({exc})"
+        return f"episode {e}: video file {rel} is not read ({str(exc).removeprefix(str(path) + ' ')})"
     except Exception as exc:
         return f"episode {e}: video file {rel} is unreadable ({type(exc).__name__}: {exc})"
     if frames != length:

@@ -71,6 +71,7 @@ from rollbench.grading.tables import (
     percentiles,
     query,
 )
+from rollbench.record.files import is_inside
 from rollbench.record.lerobot import DATA_PATH, chunk_file
 from rollbench.record.safe_files import scan_run_files
 from rollbench.record.transcript import check_transcript
@@ -147,7 +148,7 @@ def _grade(
             if (why := video_violation(run_dir, info, m, key, row["rows"])) is not None:
                 violations.append(why)
         del row["rows"]
-        if m.get("rollbench/transcript"):
+        if m.get("rollbench/transcript") and is_inside(run_dir, run_dir / str(m["rollbench/transcript"])):
             usage = check_transcript(run_dir, m["rollbench/transcript"], row, violations)
             if usage is not None:
                 row["agent_usage"] = usage
@@ -157,6 +158,7 @@ def _grade(
     # stats.json is rewritten when a run finishes (OK, PARTIAL, FAILED); a running or abandoned run's may lag behind
     if log.get("status") in FINISHED and _all_step_files_read(run_dir, data_files):
         check_stats(con, run_dir, data_files, violations)
+    violations[:] = dict.fromkeys(violations)  # each once, in the order found (issue 30, item 8)
     ungraded = bool(set(missing) & graded)
     missing.sort()
     result = summarise(log, episodes, len(planned), missing, violations, percentiles(con, bool(data_files)), ungraded)

@@ -113,9 +113,11 @@ def load_or_report(
     episode's, any schema, any dtype) is named in ``violations`` and left out. (Footers and
     single files are read only after a failure, so a sound run's files are opened once.)"""
     loaded = _load_reporting(con, table, files, columns, violations, give_up=types is None)
+    if types is None:
+        return loaded or []
     if loaded is None:  # the readable files do not read together: a file of another schema among them
         loaded = readable_parquet(files, [])
-    elif types is None or not loaded or not _not_rollbenchs(con, table, types):
+    elif not loaded or not _not_rollbenchs(con, table, types):
         return loaded
     good = []
     for f in loaded:

@@ -341,6 +341,7 @@ def test_a_release_carries_only_the_released_runs_labels_and_its_dry_run_lists_e
     assert json.loads(kept) == {"episode": f"{run_key(tmp_path / 'rel2/pick')}/1", "label": "failed"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("episode", ["2", "7", "01", "-1", "0/x", "999999999999"])
 def test_a_label_of_an_episode_the_released_run_does_not_record_is_dropped_and_said(
     tmp_path: Path, episode: str

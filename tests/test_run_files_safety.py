@@ -742,3 +742,44 @@ def test_a_video_link_leading_outside_is_named_once(layout: tuple[Path, Path]) -
     assert r["violations"] == [f"{rel} is a link leading outside the run directory (to {canary / 'v.mp4'}); not read"]
     cli = run_cli("grade", run)
     assert cli.stdout.count(str(rel)) == 1, cli.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [
+        ("next.success as uint64 (item 4)", "column next.success is declared bool in meta/info.json but holds uint64"),
+        ("tasks.parquet missing", "meta/tasks.parquet is missing"),
+        ("stats.json count edited", "meta/stats.json: next.reward count is [999]"),
+    ],
+)
+def test_a_run_damaged_in_meta_or_its_step_files_is_damaged_on_every_surface(
+    layout: tuple[Path, Path], other: Path, tmp_path: Path, case: str, named: str
+) -> None:
+    """Item 1: grade (exit 1, the violation once), summarize/compare/report (refused: exit 2, one line naming the run),
+    runs --grade (marked damaged), MCP's grade_run and the dashboard's catalog all treat the run alike."""
+    import httpx
+
+    from dashboard_support import ServerThread
+    from rollbench.mcp.server import RolloutService
+
+    run, _ = layout
+    (META_DAMAGE[case][0] if case in META_DAMAGE else STEP_DAMAGE[case][0])(run)
+    cli = run_cli("grade", run)
+    assert cli.returncode == 1 and cli.stdout.count(named) == 1 and "Traceback" not in cli.stderr, cli.stdout
+    for cmd in (["summarize", run], ["compare", other, run], ["report", run, "--out", tmp_path / "r.html"]):
+        r = run_cli(*cmd)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and f"{run} is damaged" in lines[0] and named in lines[0], r.stderr
+    rows = json.loads(run_cli("runs", run.parent, "--grade", "--json").stdout)
+    assert [(row["status"], row.get("damaged")) for row in rows] == [("PARTIAL", True)]
+    assert sum(named in v for v in rows[0]["violations"]) == 1
+    mcp = RolloutService(run.parent).grade_run("r")
+    assert not mcp.is_error and mcp.structured_content["status"] == "PARTIAL"
+    assert sum(named in v for v in mcp.structured_content["reasons"]) == 1
+    srv = ServerThread([run.parent], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
+    try:
+        listed = httpx.get(srv.url + "/api/runs", timeout=60).json()["runs"]
+    finally:
+        srv.stop()
+    assert [sum(named in v for v in row["violations"]) for row in listed] == [1]

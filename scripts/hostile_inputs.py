@@ -348,7 +348,7 @@ class Runner:
 
             def plant(run: Path, ep: str = ep, label_file: Path = label_file) -> None:
                 ident = json.loads((run / "run.json").read_text())["identity"]
-                key = f"{ident['host']}/{ident['robot']}/{ident['name']}"
+                key = f"{ident['host']}/{ident['robot']}/{run.name}"  # a run's name is its directory's
                 labels = {f"{key}/0": {"label": "success"}, f"{key}/{ep}": {"label": "failed", "note": "ghost"}}
                 label_file.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": labels}))
 

@@ -11,7 +11,6 @@ import contextlib
 import fcntl
 import functools
 import importlib.metadata
-import math
 import os
 import platform
 import socket
@@ -24,9 +23,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from rollbench.core.contracts import ConfigError, RollbenchError, describe
-from rollbench.core.runlog_model import PerturbationRecord, RunLog
+from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
+from rollbench.record.runlog_shape import check_run_log
 from rollbench.record.safe_files import is_regular, read_regular_json
 
 RUN_LOG_VERSION = 1
@@ -266,58 +266,6 @@ def read_run_log(run_dir: Path) -> dict[str, Any] | None:
         raise ConfigError(f"{path} is not a rollbench run log: it is not readable JSON: {exc}") from None
     check_run_log(log, path)
     return log
-
-
-def check_run_log(log: Any, path: Path) -> None:
-    """ConfigError unless ``log`` has the shape rollbench writes: an object with ``spec`` (object) and ``plan``
-    (object with ``episodes``, a list of objects with ``episode_index``, and ``tasks``, a list of objects with
-    ``name``)."""
-
-    def bad(why: str) -> ConfigError:
-        return ConfigError(f"{path} is not a rollbench run log: {why}")
-
-    if not isinstance(log, dict):
-        raise bad(f"it holds a JSON {type(log).__name__}, not an object")
-    for key in ("spec", "plan"):
-        if not isinstance(log.get(key), dict):
-            raise bad(f"it has no {key!r} object")
-    plan = log["plan"]
-    episodes, tasks = plan.get("episodes"), plan.get("tasks")
-    if not isinstance(episodes, list) or not all(isinstance(e, dict) and "episode_index" in e for e in episodes):
-        raise bad("its plan has no list of episodes")
-    if not isinstance(tasks, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tasks):
-        raise bad("its plan has no list of tasks")
-    indices = [e["episode_index"] for e in episodes]
-    if not all(type(i) is int and i >= 0 for i in indices):
-        i = next(k for k, v in enumerate(indices) if type(v) is not int or v < 0)
-        raise bad(f"its plan.episodes[{i}].episode_index is {str(indices[i])[:40]}, not a non-negative integer")
-    if len(set(indices)) != len(indices):
-        raise bad("its plan.episodes repeat an episode_index")
-    for where, entries in (("plan.episodes", episodes), ("plan.tasks", tasks)):
-        for i, entry in enumerate(entries):
-            if entry.get("perturbation") is not None:
-                _check_perturbation(entry["perturbation"], f"{where}[{i}].perturbation", bad)
-    if not isinstance(log.get("executions", []), list) or not all(
-        isinstance(x, dict) for x in log.get("executions", [])
-    ):
-        raise bad("its 'executions' is not a list of objects")
-
-
-def _check_perturbation(block: Any, where: str, bad: Any) -> None:
-    """ConfigError (``bad``) naming the field of a perturbation record that is not what the run log model
-    (:class:`rollbench.core.runlog_model.PerturbationRecord`) allows: what a robustness study pairs and groups by."""
-    try:
-        record = PerturbationRecord.model_validate(block)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(x) for x in err["loc"])
-        if err["type"] == "missing":
-            raise bad(f"its {where} has no {field}") from None
-        raise bad(
-            f"its {where}{'.' + field if field else ''} is {str(err.get('input'))[:60]!r}: {err['msg']}"
-        ) from None
-    if record.level is not None and not math.isfinite(record.level):
-        raise bad(f"its {where}.level is {record.level}, not a finite number")
 
 
 class RunLock:

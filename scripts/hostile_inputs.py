@@ -246,6 +246,8 @@ class Runner:
                 p = run / rel
                 if how in ("missing", "dir", "fifo", "link-in", "link-out"):
                     p.unlink()
+                if how == "missing":
+                    return
                 if how == "garbage":
                     p.write_bytes(bytes(int(pick * 255) for _ in range(40)))
                 elif how == "empty":

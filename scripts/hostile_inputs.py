@@ -12,6 +12,15 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * writer-like temporary names that are not the writer's, then ``eval --resume``: exit 0, they all survive;
 * a foreign or retyped parquet file in place of an episode's, a damaged ``meta/info.json`` field, then ``grade``
   (exit 1 with a violation naming the file), ``summarize``/``report`` (exit 2, one line), ``runs --grade``;
+* ``meta/tasks.parquet`` and ``meta/stats.json`` missing, replaced (garbage, empty, a directory, a FIFO, a link) or
+  edited, then ``grade`` (exit 1 naming the file) and ``summarize`` (exit 2, "is damaged");
+* a step file's column of another dtype or width than ``meta/info.json`` declares, a link or a directory in its
+  place: ``grade`` names it and leaves the episode ungraded, ``report`` refuses the run;
+* a malformed ``perturbation`` record in run.json: ``robustness``, ``grade``, ``summarize`` refuse it in one line;
+* labels naming episodes the released run does not record: ``release --dry-run`` says they are left out;
+* a ``rollbench sequential`` decision log with parameters out of range or unlike the arms': ``compare --sequential``
+  refuses it in one line naming the parameter;
+* every output: no reason (a ``  - `` line) listed twice;
 * a run.json naming a module (a planted one that writes a marker when imported), then ``eval --resume``;
 * ``serve-policy`` over HTTP: Host headers, repeated headers and observations off the task's declared shapes.
 
@@ -113,8 +122,11 @@ class Runner:
             problems.append("the run changed")
         if snapshot(d / "canary") != canary:
             problems.append("outside the run changed")
-        if words and words not in r.stdout + r.stderr:
+        if words and words not in " ".join((r.stdout + r.stderr).split()):
             problems.append(f"{words!r} not said")
+        reasons = [ln for ln in r.stdout.splitlines() if ln.startswith("  - ")]
+        if len(set(reasons)) != len(reasons):  # issue 30, item 8: a violation listed twice
+            problems.append("a reason listed twice")
         if self.marker.exists():
             problems.append("a planted module was imported")
             self.marker.unlink()
@@ -218,6 +230,161 @@ class Runner:
 
             self.case(f"info-{field}-{value!r}"[:60], plant, ["summarize", "RUN"], {2}, unchanged=True, words=field)
 
+    def meta_files(self, n: int) -> None:
+        """meta/tasks.parquet and meta/stats.json missing, replaced or edited: grade names the file (exit 1), the
+        analyses refuse the run in one line (exit 2)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for i in range(n):
+            rel = self.rng.choice(["meta/tasks.parquet", "meta/stats.json"])
+            how = self.rng.choice(["missing", "garbage", "empty", "dir", "fifo", "link-in", "link-out", "schema",
+                                   "dtype", "edit"])  # fmt: skip
+            pick = self.rng.random()
+
+            def plant(run: Path, rel: str = rel, how: str = how, pick: float = pick) -> None:
+                p = run / rel
+                if how in ("missing", "dir", "fifo", "link-in", "link-out"):
+                    p.unlink()
+                if how == "missing":
+                    return
+                if how == "garbage":
+                    p.write_bytes(bytes(int(pick * 255) for _ in range(40)))
+                elif how == "empty":
+                    p.write_bytes(b"")
+                elif how == "dir":
+                    p.mkdir()
+                elif how == "fifo":
+                    os.mkfifo(p)
+                elif how == "link-in":
+                    os.symlink("info.json", p)
+                elif how == "link-out":
+                    os.symlink(run.parent / "canary/keep.txt", p)
+                elif rel.endswith(".parquet"):
+                    table = {"schema": pa.table({"x": [1]}), "dtype": pa.table({"task_index": ["0"], "task": ["t"]}),
+                             "edit": pa.table({"task_index": [int(pick * 9) + 1], "task": ["t"]})}[how]  # fmt: skip
+                    pq.write_table(table, p)
+                else:
+                    stats = json.loads(p.read_text())
+                    feature = sorted(stats)[int(pick * len(stats))]
+                    if how == "schema":
+                        stats[feature] = [1]
+                    elif how == "dtype":
+                        stats[feature]["count"] = ["many"]
+                    else:
+                        stats[feature]["max"][0] += 1.0 + pick
+                    p.write_text(json.dumps(stats))
+
+            name = rel.split("/")[-1]
+            cid = f"meta-{name}-{how}-{i}"
+            self.case(f"grade-{cid}", plant, ["grade", "RUN"], {1}, unchanged=True, words=name)
+            self.case(f"summarize-{cid}", plant, ["summarize", "RUN"], {2}, unchanged=True, words="is damaged")
+
+    def step_dtypes(self, n: int) -> None:
+        """A step file column of another dtype or width than meta/info.json declares, a link or a directory in the
+        step file's place: named (declared vs found); the episode is not graded, never a failure."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        for i in range(n):
+            target = f"data/chunk-000/file-00{self.rng.randrange(3)}.parquet"
+            col = self.rng.choice(["next.success", "next.done", "next.reward", "frame_index", "episode_index",
+                                   "index", "task_index", "timestamp", "policy.latency_s", "observation.state",
+                                   "action"])  # fmt: skip
+            to = self.rng.choice(["uint64", "int8", "float64", "float16", "string", "bool", "width", "list",
+                                  "link", "dir"])  # fmt: skip
+            if col in ("observation.state", "action") and to not in ("width", "list", "float64", "link", "dir"):
+                to = "width"  # a list column changes by its width, its element type or its kind
+
+            def plant(run: Path, target: str = target, col: str = col, to: str = to) -> None:
+                p = run / target
+                if to in ("link", "dir"):
+                    shutil.move(p, run / "moved.parquet")
+                    os.symlink("../../moved.parquet", p) if to == "link" else p.mkdir()
+                    return
+                t = pq.read_table(p)
+                values = t[col]
+                if pa.types.is_fixed_size_list(values.type):
+                    width = values.type.list_size + (1 if to == "width" else 0)
+                    flat = pa.array([0.0] * width * t.num_rows, pa.float32() if to != "float64" else pa.float64())
+                    values = (pa.array(values.to_pylist(), pa.list_(values.type.value_type)) if to == "list"
+                              else pa.FixedSizeListArray.from_arrays(flat, width))  # fmt: skip
+                else:
+                    kind = {"width": "int32", "list": "int16"}.get(to, to)
+                    if kind == str(values.type) or (kind == "bool" and values.type == pa.bool_()):
+                        kind = "uint32"
+                    values = pc.cast(pc.cast(values, pa.float64()), getattr(pa, kind)() if kind != "bool" else pa.bool_(),
+                                     safe=False) if kind != "string" else pc.cast(values, pa.string())  # fmt: skip
+                pq.write_table(t.set_column(t.schema.get_field_index(col), col, values), p)
+
+            cid = f"step-{col}-{to}-{target[-12:-8]}-{i}"
+            self.case(f"grade-{cid}", plant, ["grade", "RUN"], {1}, unchanged=True, words="not graded")
+            self.case(f"report-{cid}", plant, ["report", "RUN", "--out", "DIR/r.html"], {2}, unchanged=True,
+                      words="is damaged")  # fmt: skip
+
+    def perturbations(self, n: int) -> None:
+        """A malformed perturbation record (or plan index) in run.json: every reader refuses it in one line naming
+        the field (issue 30: robustness printed a traceback-ish exit 1)."""
+        blocks: list[object] = [{"category": 5}, {"level": 1}, [1], "position", {"category": "x", "level": "high"},
+                                {"category": "x", "control": 3}, {"category": "x", "evil": 1}, {"category": None},
+                                {"category": "x", "level": 1e309}, {"category": "x", "detail": {"a": 1}}]  # fmt: skip
+        for i in range(n):
+            block = self.rng.choice(blocks)
+            k = self.rng.randrange(3)
+            where = self.rng.choice(["episodes", "tasks"])
+
+            def plant(run: Path, block: object = block, k: int = k, where: str = where) -> None:
+                log = json.loads((run / "run.json").read_text())
+                log["plan"][where][k if where == "episodes" else 0]["perturbation"] = block
+                (run / "run.json").write_text(json.dumps(log))
+
+            for cmd in (["robustness", "RUN"], ["grade", "RUN"], ["summarize", "RUN"]):
+                self.case(f"{cmd[0]}-perturbation-{where}-{i}", plant, cmd, {2}, unchanged=True, words="perturbation")
+
+    def release_labels(self, n: int) -> None:
+        """Labels naming episodes the released run does not record are dropped and said so in the dry run."""
+        for i in range(n):
+            ep = self.rng.choice(["3", "7", "01", "999", "-1"])
+            label_file = self.work / f"labels-{i}.json"
+
+            def plant(run: Path, ep: str = ep, label_file: Path = label_file) -> None:
+                ident = json.loads((run / "run.json").read_text())["identity"]
+                key = f"{ident['host']}/{ident['robot']}/{run.name}"  # a run's name is its directory's
+                labels = {f"{key}/0": {"label": "success"}, f"{key}/{ep}": {"label": "failed", "note": "ghost"}}
+                label_file.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": labels}))
+
+            cid = f"release-labels-{ep}-{i}"
+            self.case(cid, plant, ["release", "RUN", "--labels", str(label_file), "--out", "DIR/rel", "--dry-run"],
+                      {0}, unchanged=True, words="do not record left out")  # fmt: skip
+
+    def sequential_log(self, n: int) -> None:
+        """A sequential decision log whose parameters are out of range or differ from the arms': one line."""
+        if not any(self.pattern in f"compare-sequential-{i}" for i in range(n)):
+            return
+        made = self.work / "sequential"
+        self.cli("sequential", "--env", "scripted/reach", "--delta", "0.2", "--policy-a", "zero", "--policy-b",
+                 "scripted-expert", "--budget", "6", "--out", made)  # fmt: skip
+        edits: list[tuple[str, object]] = [("alpha", 0.1), ("alpha", 0.9), ("alpha", float("nan")), ("delta", "0.2"),
+                                           ("budget", 7), ("budget", -1), ("budget", 6.5), ("look_every", 0),
+                                           ("look_every", 3), ("beta", 0.3), ("p_a", 0.7), ("discordant", 0.4),
+                                           ("tasks", ["other/task"])]  # fmt: skip
+        for i in range(n):
+            key, value = self.rng.choice(edits)
+            cid = f"compare-sequential-{i}-{key}"
+            if self.pattern not in cid:
+                continue
+            d = self.work / "cases" / cid
+            shutil.copytree(made, d)
+            doc = json.loads((d / "sequential.json").read_text())
+            doc["parameters"][key] = value
+            (d / "sequential.json").write_text(json.dumps(doc))
+            self.count += 1
+            r = self.cli("compare", "--sequential", d, check=False)
+            lines = r.stderr.strip().splitlines()
+            if r.returncode != 2 or len(lines) != 1 or f"parameters.{key}" not in lines[0] or "Traceback" in r.stderr:
+                self.failures.append(f"{cid}: exit {r.returncode}; stderr {r.stderr.strip()[-300:]!r}")
+
     def resume_names(self) -> None:
         for field, value in (("policy", "rbh_marker:make"), ("env", "gym:rbh_marker:X-v0"),
                              ("policy_options", {"python": "/bin/true"}), ("policy", "lerobot:/etc")):  # fmt: skip
@@ -277,6 +444,11 @@ def main() -> int:
         r.foreign_temps(a.n)
         r.foreign_files(a.n)
         r.info_fields()
+        r.meta_files(a.n)
+        r.step_dtypes(a.n)
+        r.perturbations(a.n)
+        r.release_labels(max(2, a.n // 4))
+        r.sequential_log(a.n)
         r.resume_names()
         r.served()
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")

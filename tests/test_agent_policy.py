@@ -240,6 +240,7 @@ def test_a_transcript_is_committed_with_its_episode_and_an_orphan_is_removed_on_
     writer = DatasetWriter(out, info["features"], 10, [row["rollbench/instruction"]], "scripted")
     assert writer.committed == 1 and not tr.exists() and not data.exists()  # orphans of the uncommitted episode
     assert writer.promote_ready() == [1]
+    writer.write_stats()  # as a resume's finish does (rollbench.api._finish): stats.json describes both episodes
     assert tr.exists() and grade(out) == ref
 
 

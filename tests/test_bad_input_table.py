@@ -230,6 +230,11 @@ def foreign_parquet(w: Path) -> None:
     pq.write_table(pa.table({"x": ["not an episode"]}), w / "run/meta/episodes/chunk-000/file-002.parquet")
 
 
+def perturbed(block: object) -> Callable[[Path], None]:
+    """run.json with episode 1 planned as a perturbed instance whose record is ``block``."""
+    return edit_log(lambda log: log["plan"]["episodes"][1].update(perturbation=block))
+
+
 SPEC = json.dumps({"env": "scripted/reach", "policy": "zero", "episodes": 1})
 LABELS = json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {}})
 T = tuple[str, Callable[[Path], None], list[str], str]  # id, damage, args (W/ = the work directory), words
@@ -474,6 +479,19 @@ CASES: list[T] = [
     ("robustness-no-env", nothing, ["robustness", "--policy", "zero"], "--env"),
     ("robustness-plain-run", nothing, ["robustness", "W/run"], "no episode of this run is a perturbed instance"),
     ("optimize-margin", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--margin", "nan"], "margin"),
+    # issue 30 (a fresh hostile attempt): a malformed perturbation record or plan index in run.json, on every reader
+    ("robustness-perturbation-category-int", perturbed({"category": 5}), ["robustness", "W/run"], "its plan.episodes[1].perturbation.category is '5'"),
+    ("robustness-perturbation-no-category", perturbed({"level": 1}), ["robustness", "W/run"], "its plan.episodes[1].perturbation has no category"),
+    ("robustness-perturbation-list", perturbed([1, 2]), ["robustness", "W/run"], "its plan.episodes[1].perturbation is '[1, 2]'"),
+    ("robustness-perturbation-level-inf", perturbed({"category": "position", "level": float("inf")}), ["robustness", "W/run"], "perturbation.level is inf, not a finite number"),
+    ("summarize-perturbation-level-text", perturbed({"category": "position", "level": "high"}), ["summarize", "W/run"], "its plan.episodes[1].perturbation.level is 'high'"),
+    ("report-perturbation-control-int", perturbed({"category": "position", "control": 3}), ["report", "W/run", "--out", "W/r.html"], "perturbation.control is '3'"),
+    ("grade-perturbation-extra-field", perturbed({"category": "position", "evil": 1}), ["grade", "W/run"], "perturbation.evil is '1': Extra inputs"),
+    ("compare-task-perturbation", edit_log(lambda log: log["plan"]["tasks"][0].update(perturbation={"category": []})), ["compare", "W/run", "W/run"], "its plan.tasks[0].perturbation.category"),
+    ("grade-plan-index-text", edit_log(lambda log: log["plan"]["episodes"][0].update(episode_index="0")), ["grade", "W/run"], "its plan.episodes[0].episode_index is 0, not a non-negative integer"),
+    ("summarize-plan-index-negative", edit_log(lambda log: log["plan"]["episodes"][2].update(episode_index=-2)), ["summarize", "W/run"], "plan.episodes[2].episode_index is -2"),
+    ("robustness-plan-index-repeated", edit_log(lambda log: log["plan"]["episodes"][1].update(episode_index=0)), ["robustness", "W/run"], "its plan.episodes repeat an episode_index"),
+    ("robustness-damaged-run", copied("run/meta/tasks.parquet", "run/data/chunk-000/file-001.parquet"), ["robustness", "W/run"], "is damaged"),
     ("optimize-state", write("o/optimize.json", DEEP), ["optimize-instruction", *RUN[:4], "--out", "W/o"], "nested too deeply"),
 ]  # fmt: skip
 
@@ -577,8 +595,29 @@ def test_compare_of_runs_without_a_common_task_is_refused_paired_or_not(tmp_path
             "its tasks[0] is not an object with a string task and a list of looks",
         ),
         (lambda log: log.update(pooled="x"), "its pooled entry is neither null nor an object with a list of looks"),
+        # issue 30 (a fresh hostile attempt): the log's parameters against their ranges and the arms' run.json
+        (lambda log: log["parameters"].update(alpha=0.1), "its parameters.alpha is 0.1 but the arms' run.json record 0.05"),
+        (lambda log: log["parameters"].update(alpha=0.7), "its parameters.alpha is 0.7, not a number in (0.0, 0.5)"),
+        (lambda log: log["parameters"].update(alpha=float("nan")), "its parameters.alpha is NaN, not a number in (0.0, 0.5)"),
+        (lambda log: log["parameters"].update(delta="0.2"), 'its parameters.delta is "0.2", not a number in (0.0, 1.0)'),
+        (lambda log: log["parameters"].update(delta=0.3), "its parameters.delta is 0.3 but the arms' run.json record 0.2"),
+        (lambda log: log["parameters"].update(budget=7), "its parameters.budget is 7 but the arms' run.json record 6"),
+        (lambda log: log["parameters"].update(budget=6.0), "its parameters.budget is 6.0, not an integer in [1, 5000]"),
+        (lambda log: log["parameters"].update(budget=True), "its parameters.budget is true, not an integer in [1, 5000]"),
+        (lambda log: log["parameters"].update(look_every=0), "its parameters.look_every is 0, not an integer in [1, 5000]"),
+        (lambda log: log["parameters"].update(look_every=2), "its parameters.look_every is 2 but the arms' run.json record 1"),
+        (lambda log: log["parameters"].update(beta=0.1), "its parameters.beta is 0.1 but the arms' run.json record 0.2"),
+        (lambda log: log["parameters"].update(discordant=0.5), "its parameters.discordant is 0.5 but the arms' run.json record null"),
+        (lambda log: log["parameters"].update(discordant=2), "its parameters.discordant is 2, not a number in [0.0, 1.0]"),
+        (lambda log: log["parameters"].update(tasks=["x"]), "its parameters.tasks is [\"x\"] but the arms' run.json record [\"scripted/reach\"]"),
+        (lambda log: log.pop("parameters"), "it has no parameters object"),
+        (lambda log: log.update(parameters=[1]), "it has no parameters object"),
+        (lambda log: log.update(alpha_family=0.1), "its alpha_family is 0.1 but the arms' run.json give 0.05"),
+        (lambda log: log.update(rule="other"), "its rule is \"other\" but the arms' run.json give \"truncated-sprt-discordant\""),
+        (lambda log: log["tasks"][0]["design"].update(type1_error=0.5), "its design of task scripted/reach differs from the arms' run.json (type1_error)"),
+        (lambda log: log["tasks"][0].update(design=[1]), "its design of task scripted/reach differs from the arms' run.json (alpha)"),
     ],
-)
+)  # fmt: skip
 def test_compare_sequential_names_a_malformed_decision_log_in_one_line(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, damage: Callable[[dict], None], words: str
 ) -> None:

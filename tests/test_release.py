@@ -332,6 +332,48 @@ def test_a_release_carries_only_the_released_runs_labels_and_its_dry_run_lists_e
     lines.write_text(json.dumps({"episode": f"{keys['video']}/1", "note": "SECRET"}) + "\n"
                      + json.dumps({"episode": f"{keys['pick']}/1", "label": "failed"}) + "\n")  # fmt: skip
     doc = build_release([run], tmp_path / "rel2", labels=[lines])
-    assert doc["label_entries"]["labels/l.jsonl"] == {"kept": [f"{keys['pick']}/1"], "left_out": 1}
+    assert doc["label_entries"]["labels/l.jsonl"] == {
+        "kept": [f"{keys['pick']}/1"],
+        "left_out": 1,
+        "left_out_unrecorded": [],
+    }
     (kept,) = (tmp_path / "rel2/labels/l.jsonl").read_text().splitlines()
     assert json.loads(kept) == {"episode": f"{run_key(tmp_path / 'rel2/pick')}/1", "label": "failed"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("episode", ["2", "7", "01", "-1", "0/x", "999999999999"])
+def test_a_label_of_an_episode_the_released_run_does_not_record_is_dropped_and_said(
+    tmp_path: Path, episode: str
+) -> None:
+    """Issue 30 (a fresh hostile attempt): a label whose key names a released run but an episode it does not record
+    (the run records episodes 0 and 1: the recording arguments) is dropped in both label forms, listed by key in
+    the dry run and in MANIFEST.json's ``label_entries``; the recorded episode's label is kept."""
+    run, labels, keys = _two_runs_and_labels(tmp_path)
+    doc = json.loads(labels.read_text())
+    ghost = f"{keys['pick']}/{episode}"
+    doc["labels"][ghost] = {"label": "failed", "note": "an episode that was never recorded"}
+    labels.write_text(json.dumps(doc))
+    built = build_release([run], tmp_path / "rel", labels=[labels])
+    released = json.loads((tmp_path / "rel/labels/labels.json").read_text())
+    assert list(released["labels"]) == [f"{run_key(tmp_path / 'rel/pick')}/0"]
+    # a key with more than one '/' after the run's is not an episode key of that run: counted with the other runs'
+    unrecorded = [] if "/" in episode else [ghost]
+    assert built["label_entries"]["labels/labels.json"] == {
+        "kept": [f"{keys['pick']}/0"],
+        "left_out": 2 - len(unrecorded),
+        "left_out_unrecorded": unrecorded,
+    }
+    dry = run_cli("release", run, "--out", tmp_path / "dry", "--labels", labels, "--dry-run")
+    assert dry.returncode == 0 and not (tmp_path / "dry").exists(), dry.stderr
+    said = " ".join(dry.stdout.split())
+    if unrecorded:
+        assert f"1 of episodes the released runs do not record left out ({ghost})" in said, dry.stdout
+    if "/" in episode:
+        return  # a JSON-lines file with a line that is no episode key is released whole (tested above)
+    lines = tmp_path / "l.jsonl"
+    lines.write_text(json.dumps({"episode": ghost, "label": "failed"}) + "\n"
+                     + json.dumps({"episode": f"{keys['pick']}/1", "label": "success"}) + "\n")  # fmt: skip
+    entries = build_release([run], tmp_path / "rel2", labels=[lines])["label_entries"]["labels/l.jsonl"]
+    assert entries["kept"] == [f"{keys['pick']}/1"] and entries["left_out_unrecorded"] == unrecorded
+    assert len((tmp_path / "rel2/labels/l.jsonl").read_text().splitlines()) == 1

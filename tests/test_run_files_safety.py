@@ -16,8 +16,11 @@ import shutil
 import socket
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -205,7 +208,8 @@ def test_allow_damaged_includes_the_run_marked_in_every_output(truncated: tuple[
     assert any("is damaged and included only because of --allow-damaged" in w for w in doc["warnings"])
     csv = run_cli("summarize", run, "--csv", "--allow-damaged").stdout.splitlines()
     assert csv[0].endswith(",damaged_runs") and csv[1].endswith(entry["run"])
-    cmp = json.loads(run_cli("compare", good, run, "--json", "--allow-damaged").stdout)
+    # the cut episode has no readable step rows, so it is not graded (not a failure): the runs no longer pair
+    cmp = json.loads(run_cli("compare", good, run, "--json", "--allow-damaged", "--unpaired").stdout)
     assert [r.get("damaged", False) for r in cmp["runs"]] == [False, True]
     html = run.parent.parent / "rep.html"
     rep = run_cli("report", run, "--out", html, "--allow-damaged")
@@ -452,7 +456,11 @@ def test_a_return_that_its_reward_rows_do_not_sum_to_is_a_named_violation(layout
     pq.write_table(table.set_column(table.schema.get_field_index("next.reward"), "next.reward", rewards), step_file)
     r = grade(run)
     want = f"episode 1: episode record says return {rows['rollbench/return']:g} but its next.reward rows sum to "
-    assert r["violations"] == [want + f"{100.0 * table.num_rows:g}"]
+    recorded_max = json.loads((run / "meta/stats.json").read_text())["next.reward"]["max"][0]
+    assert r["violations"] == [  # and meta/stats.json no longer describes the rows
+        want + f"{100.0 * table.num_rows:g}",
+        f"meta/stats.json: next.reward max[0] is {recorded_max:.9g} but the step rows give 100",
+    ]
     assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3
 
 
@@ -510,3 +518,268 @@ def test_a_damaged_path_template_in_info_json_breaks_neither_the_dashboard_nor_g
     assert pages == [200, 200]
     if "video_path" in template:
         assert any("video_path '{file_index:>99999999}' cannot be filled in" in v for v in grade(bad)["violations"])
+
+
+# ---- issue 30, a fresh hostile attempt: meta/tasks.parquet, meta/stats.json and step files against meta/info.json ----
+EP1 = f"{DATA}/file-001.parquet"
+
+
+def _rewrite(rel: str, change: Callable[[pa.Table], pa.Table]) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        pq.write_table(change(pq.read_table(run / rel)), run / rel)
+
+    return damage
+
+
+def _column(name: str, values: Callable[[pa.Table], pa.Array]) -> Callable[[pa.Table], pa.Table]:
+    return lambda t: t.set_column(t.schema.get_field_index(name), name, values(t))
+
+
+def _stats(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        doc = json.loads((run / "meta/stats.json").read_text())
+        change(doc)
+        (run / "meta/stats.json").write_text(json.dumps(doc))
+
+    return damage
+
+
+def _replace(rel: str, how: str) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        (run / rel).unlink()
+        if how == "dir":
+            (run / rel).mkdir()
+        elif how == "fifo":
+            os.mkfifo(run / rel)
+        elif how == "empty":
+            (run / rel).write_bytes(b"")
+        elif how == "link":  # the file moved elsewhere inside the run and linked back
+            os.symlink(os.path.relpath(run / "moved.parquet", (run / rel).parent), run / rel)
+
+    return damage
+
+
+def _instruction(run: Path) -> str:
+    return pq.read_table(run / "meta/episodes/chunk-000/file-000.parquet").column("tasks").to_pylist()[0][0]
+
+
+def _action_col0(run: Path) -> list[float]:
+    """Every step's first action element, from the step files (the oracle of stats.json's action entries)."""
+    return [a[0] for f in sorted((run / DATA).glob("file-*.parquet")) for a in pq.read_table(f)["action"].to_pylist()]
+
+
+def _steps(run: Path, rel: str) -> int:
+    return pq.read_metadata(run / rel).num_rows
+
+
+META_DAMAGE: dict[str, tuple[Callable[[Path], None], Callable[[Path], list[str]]]] = {
+    "tasks.parquet missing": (lambda r: (r / "meta/tasks.parquet").unlink(), lambda r: ["meta/tasks.parquet is missing"]),
+    "tasks.parquet a directory": (_replace("meta/tasks.parquet", "dir"),
+                                  lambda r: ["meta/tasks.parquet is a directory, not a regular file; not read"]),
+    "tasks.parquet a FIFO": (_replace("meta/tasks.parquet", "fifo"),
+                             lambda r: ["meta/tasks.parquet is a FIFO, not a regular file; not read"]),
+    "tasks.parquet empty": (_replace("meta/tasks.parquet", "empty"),
+                            lambda r: ["meta/tasks.parquet is unreadable (ArrowInvalid: Parquet file size is 0 bytes)"]),
+    "tasks.parquet without a task column": (
+        lambda r: pq.write_table(pa.table({"task_index": [0]}), r / "meta/tasks.parquet"),
+        lambda r: ["meta/tasks.parquet has no task_index and task columns (it has ['task_index'])"]),
+    "tasks.parquet with a text index": (
+        lambda r: pq.write_table(pa.table({"task_index": ["0"], "task": ["x"]}), r / "meta/tasks.parquet"),
+        lambda r: ["meta/tasks.parquet: task_index is string and task is string, not int64 and string"]),
+    "tasks.parquet lacking the episodes' index": (
+        lambda r: pq.write_table(pa.table({"task_index": [5], "task": [_instruction(r)]}), r / "meta/tasks.parquet"),
+        lambda r: ["episodes 0, 1, 2: the step rows name task_index 0, which meta/tasks.parquet lacks"]),
+    "tasks.parquet naming another task": (
+        lambda r: pq.write_table(pa.table({"task_index": [0], "task": ["x"]}), r / "meta/tasks.parquet"),
+        lambda r: [f"episodes 0, 1, 2: the step rows name task 0 ('x' in meta/tasks.parquet) but the episode record "
+                   f"lists {_instruction(r)!r}"]),
+    "tasks.parquet with a task more": (
+        lambda r: pq.write_table(pa.table({"task_index": [0, 1], "task": [_instruction(r), "y"]}), r / "meta/tasks.parquet"),
+        lambda r: ["meta/info.json says total_tasks=1 but meta/tasks.parquet holds 2 tasks"]),
+    "stats.json missing": (lambda r: (r / "meta/stats.json").unlink(), lambda r: ["meta/stats.json is missing"]),
+    "stats.json a directory": (_replace("meta/stats.json", "dir"),
+                               lambda r: ["meta/stats.json is a directory, not a regular file; not read"]),
+    "stats.json a list": (lambda r: (r / "meta/stats.json").write_text("[1]"),
+                          lambda r: ["meta/stats.json is not a JSON object (it holds a list)"]),
+    "stats.json nested too deeply": (lambda r: (r / "meta/stats.json").write_text("[" * 100_000 + "]" * 100_000),
+                                     lambda r: ["meta/stats.json is not readable JSON (it is nested too deeply)"]),
+    "stats.json action max edited": (
+        _stats(lambda d: d["action"]["max"].__setitem__(0, 9.0)),
+        lambda r: [f"meta/stats.json: action max[0] is 9 but the step rows give {max(_action_col0(r)):.9g}"]),
+    "stats.json action mean NaN": (
+        _stats(lambda d: d["action"]["mean"].__setitem__(0, float("nan"))),
+        lambda r: [f"meta/stats.json: action mean[0] is nan but the step rows give "
+                   f"{sum(_action_col0(r)) / len(_action_col0(r)):.9g}"]),
+    "stats.json count edited": (
+        _stats(lambda d: d["next.reward"].update(count=[999])),
+        lambda r: [f"meta/stats.json: next.reward count is [999] but the step rows give [{len(_action_col0(r))}]"]),
+    "stats.json without a feature": (
+        _stats(lambda d: d.pop("observation.state")),
+        lambda r: ["meta/stats.json has no statistics for observation.state, which the step rows hold"]),
+    "stats.json with a feature more": (
+        _stats(lambda d: d.update(zzz={})),
+        lambda r: ["meta/stats.json has statistics for 'zzz', which the step rows do not hold"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(META_DAMAGE))
+def test_a_damaged_tasks_or_stats_file_is_one_named_violation_and_every_episode_still_counts(
+    layout: tuple[Path, Path], case: str
+) -> None:
+    run, _ = layout
+    damage, expected = META_DAMAGE[case]
+    want = expected(run)  # computed from the sound files (the oracle) before the damage
+    damage(run)
+    r = grade(run)
+    assert r["violations"] == want
+    assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3
+    assert r["overall"]["successes"] == successes_on_disk(run)
+
+
+STEP_DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
+    "next.reward as float64": (
+        _rewrite(EP1, _column("next.reward", lambda t: pc.cast(t["next.reward"], pa.float64()))),
+        f"file {EP1}: column next.reward is declared float32 in meta/info.json but holds float64; not read"),
+    "observation.state 3 wide": (
+        _rewrite(EP1, _column("observation.state", lambda t: pa.FixedSizeListArray.from_arrays(
+            pa.array([0.0] * 3 * t.num_rows, pa.float32()), 3))),
+        f"file {EP1}: column observation.state is declared float32[4] in meta/info.json but holds float32[3]; not read"),
+    "action as a variable list": (
+        _rewrite(EP1, _column("action", lambda t: pa.array(t["action"].to_pylist(), pa.list_(pa.float64())))),
+        f"file {EP1}: column action is declared float64[2] in meta/info.json but holds float64[]; not read"),
+    "next.success as uint64 (item 4)": (
+        _rewrite(EP1, _column("next.success", lambda t: pc.cast(t["next.success"], pa.uint64()))),
+        f"file {EP1}: column next.success is declared bool in meta/info.json but holds uint64; not read"),
+    "next.done as int8": (
+        _rewrite(EP1, _column("next.done", lambda t: pc.cast(t["next.done"], pa.int8()))),
+        f"file {EP1}: column next.done is declared bool in meta/info.json but holds int8; not read"),
+    "frame_index as uint64": (
+        _rewrite(EP1, _column("frame_index", lambda t: pc.cast(t["frame_index"], pa.uint64()))),
+        f"file {EP1}: column frame_index is declared int64 in meta/info.json but holds uint64; not read"),
+    "timestamp as text": (
+        _rewrite(EP1, _column("timestamp", lambda t: pc.cast(t["timestamp"], pa.string()))),
+        f"file {EP1}: column timestamp is declared float32 in meta/info.json but holds string; not read"),
+    "a column more": (
+        _rewrite(EP1, lambda t: t.append_column("extra", pa.array([1.0] * t.num_rows))),
+        f"file {EP1}: column extra (float64) is not declared in meta/info.json; not read"),
+    "a column less": (
+        _rewrite(EP1, lambda t: t.drop_columns(["policy.latency_s"])),
+        f"file {EP1}: column policy.latency_s declared in meta/info.json (float32) is missing; not read"),
+    "a link to the file moved inside the run (item 3)": (
+        lambda r: (shutil.copyfile(r / EP1, r / "moved.parquet"), _replace(EP1, "link")(r)),
+        f"{EP1} is a symbolic link (to ../../moved.parquet), not a regular file; not read"),
+    "a directory in its place": (_replace(EP1, "dir"), f"{EP1} is a directory, not a regular file; not read"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(STEP_DAMAGE))
+def test_a_step_file_unlike_what_info_json_declares_is_named_and_its_episode_not_graded(
+    layout: tuple[Path, Path], case: str
+) -> None:
+    """Items 2-4 and variants: the file is named with the column, what info.json declares and what it holds; its
+    episode is left out of every number (never graded as a failure), the others count (the oracle: pyarrow reading
+    the sound step files, and the frame counts of the footers)."""
+    run, _ = layout
+    damage, named = STEP_DAMAGE[case]
+    total, ep1 = sum(_steps(run, f"{DATA}/file-00{i}.parquet") for i in range(3)), _steps(run, EP1)
+    successes = successes_on_disk(run) - any(pq.read_table(run / EP1).column("next.success").to_pylist())
+    damage(run)
+    r = grade(run)
+    assert r["violations"] == [
+        named,
+        f"meta/info.json says total_frames={total} but the data files hold {total - ep1} rows",
+        f"episode 1: its episode record says {ep1} frames but no step row of it was read ({EP1}); not graded",
+    ]
+    assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 2
+    assert [e["episode_index"] for e in r["episodes"]] == [0, 2] and r["overall"]["successes"] == successes
+    assert "1 of 3 requested episodes are not recorded or not graded (episodes 1)" in r["reasons"]
+
+
+def test_a_difference_every_step_file_shares_is_info_jsons_named_once(layout: tuple[Path, Path]) -> None:
+    """info.json declaring an action dtype no step file holds is one violation, and every episode still counts."""
+    run, _ = layout
+    info = json.loads((run / "meta/info.json").read_text())
+    info["features"]["action"]["dtype"] = "float16"
+    (run / "meta/info.json").write_text(json.dumps(info))
+    r = grade(run)
+    assert r["violations"] == [
+        "meta/info.json: every step file differs from it: column action is declared float16[2] in meta/info.json "
+        "but holds float64[2]"
+    ]
+    assert r["episodes_recorded"] == 3 and r["overall"]["successes"] == successes_on_disk(run)
+
+
+def test_a_non_finite_action_and_a_file_where_the_data_directory_goes_are_named(layout: tuple[Path, Path]) -> None:
+    run, _ = layout
+    t = pq.read_table(run / EP1)
+    actions = t["action"].to_pylist()
+    actions[1][0] = float("inf")
+    col = pa.FixedSizeListArray.from_arrays(pa.array([x for a in actions for x in a], pa.float64()), 2)
+    pq.write_table(t.set_column(t.schema.get_field_index("action"), "action", col), run / EP1)
+    r = grade(run)
+    assert r["violations"][0] == (
+        "episode 1: 1 step(s) hold an action with a NaN or an infinity, which rollbench never executes (only an "
+        "errored episode's padding frame is all NaN)"
+    )
+    recorded = json.loads((run / "meta/stats.json").read_text())["action"]["max"][0]
+    assert r["violations"][1:] == [f"meta/stats.json: action max[0] is {recorded:.9g} but the step rows give inf"]
+    shutil.rmtree(run / "data")
+    (run / "data").write_text("not a directory")
+    r = grade(run)
+    assert r["violations"][0] == "data is a regular file where a directory is expected; not read"
+    assert r["episodes_recorded"] == 0 and r["status"] == "FAILED"
+
+
+def test_a_video_link_leading_outside_is_named_once(layout: tuple[Path, Path]) -> None:
+    """Item 8: a damaged run's violation is listed once (the link was named by the link check and again by the
+    video check); every violation of grade's list is distinct."""
+    run, canary = layout
+    video = next((run / "videos").rglob("file-001.mp4"))
+    shutil.move(video, canary / "v.mp4")
+    os.symlink(canary / "v.mp4", video)
+    r = grade(run)
+    rel = video.relative_to(run)
+    assert r["violations"] == [f"{rel} is a link leading outside the run directory (to {canary / 'v.mp4'}); not read"]
+    cli = run_cli("grade", run)
+    assert cli.stdout.count(str(rel)) == 1, cli.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [
+        ("next.success as uint64 (item 4)", "column next.success is declared bool in meta/info.json but holds uint64"),
+        ("tasks.parquet missing", "meta/tasks.parquet is missing"),
+        ("stats.json count edited", "meta/stats.json: next.reward count is [999]"),
+    ],
+)
+def test_a_run_damaged_in_meta_or_its_step_files_is_damaged_on_every_surface(
+    layout: tuple[Path, Path], other: Path, tmp_path: Path, case: str, named: str
+) -> None:
+    """Item 1: grade (exit 1, the violation once), summarize/compare/report (refused: exit 2, one line naming the run),
+    runs --grade (marked damaged), MCP's grade_run and the dashboard's catalog all treat the run alike."""
+    import httpx
+
+    from dashboard_support import ServerThread
+    from rollbench.mcp.server import RolloutService
+
+    run, _ = layout
+    (META_DAMAGE[case][0] if case in META_DAMAGE else STEP_DAMAGE[case][0])(run)
+    cli = run_cli("grade", run)
+    assert cli.returncode == 1 and cli.stdout.count(named) == 1 and "Traceback" not in cli.stderr, cli.stdout
+    for cmd in (["summarize", run], ["compare", other, run], ["report", run, "--out", tmp_path / "r.html"]):
+        r = run_cli(*cmd)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and f"{run} is damaged" in lines[0] and named in lines[0], r.stderr
+    rows = json.loads(run_cli("runs", run.parent, "--grade", "--json").stdout)
+    assert [(row["status"], row.get("damaged")) for row in rows] == [("PARTIAL", True)]
+    assert sum(named in v for v in rows[0]["violations"]) == 1
+    mcp = RolloutService(run.parent).grade_run("r")
+    assert not mcp.is_error and mcp.structured_content["status"] == "PARTIAL"
+    assert sum(named in v for v in mcp.structured_content["reasons"]) == 1
+    srv = ServerThread([run.parent], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
+    try:
+        listed = httpx.get(srv.url + "/api/runs", timeout=60).json()["runs"]
+    finally:
+        srv.stop()
+    assert [sum(named in v for v in row["violations"]) for row in listed] == [1]

@@ -94,12 +94,14 @@ def run_fingerprint(log: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(log, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def damaged_error(run_dir: Path, violations: list[str]) -> ConfigError:
-    """The refusal of a damaged run: its path, how many violations, the first two."""
+def damaged_error(run_dir: Path, violations: list[str], allow_option: bool = True) -> ConfigError:
+    """The refusal of a damaged run: its path, how many violations, the first two; ``allow_option``: the command
+    takes ``--allow-damaged`` (say so)."""
     first = "; ".join(violations[:2])
+    hint = ", or pass --allow-damaged to include it marked as damaged" if allow_option else ""
     return ConfigError(
         f"{run_dir} is damaged ({len(violations)} violation(s) by rollbench grade: {first}); it is not analysed. "
-        "Run `rollbench grade` on it for every problem, or pass --allow-damaged to include it marked as damaged"
+        f"Run `rollbench grade` on it for every problem{hint}"
     )
 
 
@@ -178,7 +180,11 @@ def _served_label(url: str, name: str | None, merge_served: bool) -> str:
 
 
 def _from_run_dir(
-    run_dir: Path, loaded: Loaded, merge_served: bool, allow_damaged: bool, prints: dict[str, Path]
+    run_dir: Path,
+    loaded: Loaded,
+    merge_served: bool,
+    allow_damaged: bool | None,
+    prints: dict[str, Path],
 ) -> None:
     from rollbench.grading.grade import grade, load_run_log
 
@@ -199,7 +205,7 @@ def _from_run_dir(
         return
     result = grade(run_dir, check_videos=False)  # rollbench grade checks videos; no per-episode fact depends on them
     if result["violations"] and not allow_damaged:
-        raise damaged_error(run_dir, result["violations"])
+        raise damaged_error(run_dir, result["violations"], allow_option=allow_damaged is not None)
     loaded.runs.append(
         RunData(
             identity=identity,
@@ -237,7 +243,7 @@ def _bad_export_fields(ep: dict[str, Any]) -> str | None:
     return None
 
 
-def _from_export(path: Path, loaded: Loaded, allow_damaged: bool) -> None:
+def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None:
     data = read_json(path, "export of /api/runs")
     runs = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(runs, list):
@@ -256,7 +262,7 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool) -> None:
             continue
         violations = [str(v) for v in run.get("violations") or []] if isinstance(run.get("violations"), list) else []
         if violations and not allow_damaged:
-            raise damaged_error(Path(where), violations)
+            raise damaged_error(Path(where), violations, allow_option=allow_damaged is not None)
         episodes, labels = [], {}
         for ep in run["episodes"]:
             if not isinstance(ep, dict) or not isinstance(ep.get("episode_index"), int) or "task" not in ep:
@@ -285,7 +291,11 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool) -> None:
 
 
 def load_runs(
-    paths: list[str | Path], *, allow_exports: bool = True, merge_served: bool = False, allow_damaged: bool = False
+    paths: list[str | Path],
+    *,
+    allow_exports: bool = True,
+    merge_served: bool = False,
+    allow_damaged: bool | None = False,
 ) -> Loaded:
     """Read every run under ``paths`` (run directories, roots searched up to 3 levels deep by :func:`rollbench.record.runlog.find_run_dirs`, JSON exports).
 
@@ -295,7 +305,8 @@ def load_runs(
 
     Runs still being recorded (``run.json`` status ``RUNNING``) are left out and listed in ``in_progress``. The same
     directory reached twice (a root and a run inside it) is read once, and so is a byte-copy of a run (``copies``).
-    A damaged run is refused unless ``allow_damaged`` (see the module docstring).
+    A damaged run is refused unless ``allow_damaged`` (see the module docstring; None: refused, and the command
+    has no ``--allow-damaged`` to suggest).
 
     Raises:
         ConfigError: a path that does not exist, holds no run, or is a malformed export; two runs with the same

@@ -57,6 +57,13 @@ def release_cmd(
             if entries.get("whole")
             else f"{len(entries['kept'])} label(s) of the released runs"
             + (f"; {entries['left_out']} of other runs left out" if entries["left_out"] else "")
+            + (
+                f"; {len(gone)} of episodes the released runs do not record left out ({', '.join(gone[:5])}"
+                + (" ..." if len(gone) > 5 else "")
+                + ")"
+                if (gone := entries.get("left_out_unrecorded"))
+                else ""
+            )
         )
         out_console.print(f"{rel}: {said}", highlight=False)
     counts = ", ".join(f"{k} {v}" for k, v in doc["redaction_counts"].items()) or "nothing"

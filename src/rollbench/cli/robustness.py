@@ -65,7 +65,7 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None) -> None:
     from rollbench.cli.analysis import _out
 
     try:
-        loaded = load_runs([run_dir])
+        loaded = load_runs([run_dir], allow_damaged=None)  # robustness takes no --allow-damaged
     except ConfigError as exc:
         fail(str(exc))
     if len(loaded.runs) != 1:

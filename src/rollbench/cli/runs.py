@@ -23,7 +23,7 @@ from rollbench.record.safe_files import read_regular_json
 def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
     """One run's row: ``run``, ``run_dir``, ``tasks``, ``policy``, ``status``, ``episodes_recorded``,
     ``episodes_requested``, ``success_rate`` (pooled over tasks, 0..1), ``created`` (UTC, ISO 8601), ``source``
-    (where the numbers come from), or ``run``, ``run_dir`` and ``error`` when it cannot be read."""
+    (where the numbers come from), with ``regrade`` and a damaged run ``damaged`` and grade's ``violations``, or ``run``, ``run_dir`` and ``error`` when it cannot be read."""
     from rollbench.grading.grade import grade
     from rollbench.record.files import is_inside
     from rollbench.record.runlog import is_locked, read_run_log
@@ -53,6 +53,8 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         row["success_rate"] = (results.get("overall") or {}).get("pooled_success_rate")
         if regrade:
             row["status"] = results.get("status")
+            if results.get("violations"):  # damaged: what every analysis refuses without --allow-damaged
+                row["damaged"], row["violations"] = True, list(results["violations"])
     live = run_dir / "run.live.json"
     if log.get("status") == "RUNNING" and not regrade:
         if is_locked(run_dir):
@@ -140,9 +142,18 @@ def runs_cmd(
         rec = MISSING if r["episodes_recorded"] is None else str(r["episodes_recorded"])
         rate = pct(r["success_rate"])
         table.add_row(
-            r["run"], tasks, str(r["policy"]), str(r["status"]), f"{rec}/{r['episodes_requested']}", rate,
+            r["run"], tasks, str(r["policy"]), str(r["status"]) + (" (damaged)" if r.get("damaged") else ""),
+            f"{rec}/{r['episodes_requested']}", rate,
             r["created"] or "",
         )  # fmt: skip
     print_table(out, table)
     for r in unreadable:
         out.print(f"unreadable: {r['run']}: {r['error']}", highlight=False, soft_wrap=True, markup=False)
+    for r in (r for r in rows if r.get("damaged")):
+        n = len(r["violations"])
+        out.print(
+            f"damaged: {r['run']}: {n} violation(s), first: {r['violations'][0]} (`rollbench grade` lists them)",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )

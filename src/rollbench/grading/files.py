@@ -9,7 +9,9 @@ run file is expected is a violation and is not read).
 
 from __future__ import annotations
 
+import fnmatch
 import math
+import os
 import re
 import string
 from pathlib import Path
@@ -25,6 +27,8 @@ from rollbench.record.safe_files import (
     read_regular_json,
     scan_run_files,
 )
+
+MAX_INFO_BYTES = 64 << 20  # meta/info.json: a few KiB for any run rollbench writes
 
 # columns of meta/episodes that grading reads (LeRobot's and rollbench's own; see record.lerobot.EPISODE_FIELDS)
 REQUIRED_EPISODE_COLUMNS = (
@@ -56,14 +60,39 @@ def link_violations(run_dir: Path) -> list[str]:
 
 def parquet_files(run_dir: Path, pattern: str, violations: list[str] | None = None) -> list[Path]:
     """The regular files matching ``pattern`` under ``run_dir``, each once, in path order
-    (:func:`~rollbench.record.safe_files.scan_run_files`: links are not followed). A FIFO, socket or device in a
-    matching place is named in ``violations`` (when given) and left unread."""
+    (:func:`~rollbench.record.safe_files.scan_run_files`: links are not followed). A FIFO, socket, device or
+    directory in a matching place, and a symbolic link there (to a file, or to a directory that is not a second name
+    of one listed beside it), is named in ``violations`` (when given) and left unread; a link leading outside the
+    run is named by :func:`link_violations` instead, a hard link to a file already read is not named (it is read
+    once)."""
     listing = scan_run_files(run_dir, pattern)
     if violations is not None:
         for path, why in listing.skipped:
-            if "symbolic link" not in why and "hard link" not in why:
-                violations.append(f"{path.relative_to(run_dir)} is {why}; not read")
+            if "hard link" in why or ("symbolic link" in why and not _named_link(run_dir, path, pattern)):
+                continue
+            rel = path.relative_to(run_dir)
+            if "symbolic link" in why:
+                why = f"a symbolic link (to {os.readlink(path)}), not a regular file"
+            violations.append(f"{rel} is {why}; not read")
     return listing.files
+
+
+def _named_link(run_dir: Path, link: Path, pattern: str) -> bool:
+    """Whether link ``link`` (matching ``pattern``) inside the run is a violation: False for one leading outside
+    (:func:`link_violations` names it) and for a directory link to a sibling the pattern lists too (e.g.
+    ``data/chunk-001 -> chunk-000``: the same files under a second name, read once)."""
+    if not is_inside(run_dir, link):
+        return False
+    depth = len(link.relative_to(run_dir).parts)
+    if depth == len(pattern.split("/")):
+        return True  # a link where a file is expected
+    target = Path(os.path.realpath(link))
+    segment = pattern.split("/")[depth - 1]
+    return not (
+        target.is_dir()
+        and target.parent == Path(os.path.realpath(link.parent))
+        and fnmatch.fnmatchcase(target.name, segment)
+    )
 
 
 def readable_parquet(files: list[Path], violations: list[str]) -> list[Path]:
@@ -93,7 +122,7 @@ def read_info(run_dir: Path, violations: list[str]) -> dict[str, Any]:
             violations.append("meta/info.json is a symbolic link; not read")
         return {}
     try:
-        info = read_regular_json(path, run_dir)
+        info = read_regular_json(path, run_dir, max_bytes=MAX_INFO_BYTES)
     except OSError as exc:
         violations.append(f"meta/info.json is unreadable ({exc})")
         return {}
@@ -163,8 +192,9 @@ def fill_template(template: Any, **fields: Any) -> str:
 
 
 def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key: str, length: int) -> str | None:
-    """None when episode ``m``'s video ``key`` exists inside the run and decodes to ``length`` frames; else the
-    sentence naming the file and what is wrong with it (missing, unreadable, outside, wrong frame count)."""
+    """None when episode ``m``'s video ``key`` exists inside the run and decodes to ``length`` frames, or is behind
+    a link leading outside (:func:`link_violations` names that link, once); else the sentence naming the file and
+    what is wrong with it (missing, a link, unreadable, wrong frame count)."""
     from rollbench.record.files import count_video_frames
 
     e = m["episode_index"]
@@ -185,11 +215,15 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key:
     path = run_dir / rel
     if not (path.exists() or path.is_symlink()):
         return f"episode {e}: video file {rel} is missing"
+    if not is_inside(run_dir, path):
+        return None  # a link leading outside the run, named once by link_violations
     try:
         check_no_link_below(run_dir, path)
+        if path.is_symlink():
+            return f"episode {e}: video file {rel} is a symbolic link (to {os.readlink(path)}); not read"
         frames = count_video_frames(path, run_dir)
     except UnsafeFile as exc:
-        return f"episode {e}: video file {rel} is not read ({exc})"
+        return f"episode {e}: video file {rel} is not read ({str(exc).removeprefix(str(path) + ' ')})"
     except Exception as exc:
         return f"episode {e}: video file {rel} is unreadable ({type(exc).__name__}: {exc})"
     if frames != length:

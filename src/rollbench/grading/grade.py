@@ -26,6 +26,14 @@ LLM agent runs (episodes with a ``rollbench/transcript``): ``agent_usage`` gives
 (``overall`` and ``by_task``) summed from the transcripts' ``call`` lines; an unreadable transcript, or one whose
 stated totals or termination reason disagree with its lines or the episode row, is a violation.
 
+What the run's own ``meta/`` declares is checked too (:mod:`rollbench.grading.declared`): every step file's columns
+against ``meta/info.json``'s ``features`` (dtype and width; a file that differs is named and not read),
+``meta/tasks.parquet`` (schema, and the task index each episode's rows name), and, for a finished run (status OK,
+PARTIAL or FAILED: the writer rewrites it when a run ends), ``meta/stats.json`` against the statistics recomputed from
+the step rows. An episode whose record says it has frames but none of whose step rows was read (its file missing,
+damaged, a link, of other columns) is named and left out of every number (counted with the missing episodes), never
+graded as a failure. A step whose action holds a NaN or an infinity (other than a padding frame) is a violation.
+
 Status: ``OK`` only when every requested episode is recorded, none errored and no invariant is violated;
 ``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words, naming
 the fault of every error.
@@ -41,6 +49,7 @@ import duckdb
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.episode import held_success
+from rollbench.grading.declared import check_episode_tasks, check_stats, declared_step_files, read_tasks
 from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
 from rollbench.grading.files import (
     link_violations,
@@ -62,8 +71,12 @@ from rollbench.grading.tables import (
     percentiles,
     query,
 )
-from rollbench.record.lerobot import current_row
+from rollbench.record.files import is_inside
+from rollbench.record.lerobot import DATA_PATH, chunk_file, current_row
+from rollbench.record.safe_files import scan_run_files
 from rollbench.record.transcript import check_transcript
+
+FINISHED = ("OK", "PARTIAL", "FAILED")  # run.json statuses written after meta/stats.json was rewritten
 
 __all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grading.stats
 
@@ -111,8 +124,9 @@ def _grade(
     planned = {ep["episode_index"]: ep for ep in log["plan"]["episodes"]}
     hold = int(log.get("spec", {}).get("success_hold", 1))
     timed = log.get("spec", {}).get("latency", "none") != "none"
-    meta, data, has_steps = _load_tables(run_dir, con, violations, timed)
     info = read_info(run_dir, violations)
+    meta, data, data_files = _load_tables(run_dir, con, violations, info, timed)
+    tasks = read_tasks(run_dir, info, violations)
     missing = _check_counts(meta, data, planned, info, violations)
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"] if check_videos else []
     episodes: list[dict[str, Any]] = []
@@ -122,18 +136,32 @@ def _grade(
         if e in graded or e not in planned:
             continue  # a duplicate or unplanned row is a violation above and never counts (nor inflates a task)
         graded.add(e)
+        if data.get(e) is None and m["length"]:  # its step rows are missing or were not read: no number for it
+            violations.append(
+                f"episode {e}: its episode record says {m['length']} frames but no step row of it was read "
+                f"({DATA_PATH.format(chunk_index=chunk_file(e)[0], file_index=chunk_file(e)[1])}); not graded"
+            )
+            missing.append(e)
+            continue
         row = _episode_row(m, data.get(e), planned[e], hold, violations)
         for key in video_keys if row["rows"] else ():
             if (why := video_violation(run_dir, info, m, key, row["rows"])) is not None:
                 violations.append(why)
         del row["rows"]
-        if m.get("rollbench/transcript"):
+        if m.get("rollbench/transcript") and is_inside(run_dir, run_dir / str(m["rollbench/transcript"])):
             usage = check_transcript(run_dir, m["rollbench/transcript"], row, violations)
             if usage is not None:
                 row["agent_usage"] = usage
         episodes.append(row)
+    check_episode_tasks([m for m in meta if m["episode_index"] in graded], data, tasks, violations)
     delay = delay_block(con, log, violations)  # before summarise: its violations count in the status
-    result = summarise(log, episodes, len(planned), missing, violations, percentiles(con, has_steps))
+    # stats.json is rewritten when a run finishes (OK, PARTIAL, FAILED); a running or abandoned run's may lag behind
+    if log.get("status") in FINISHED and _all_step_files_read(run_dir, data_files):
+        check_stats(con, run_dir, data_files, violations)
+    violations[:] = dict.fromkeys(violations)  # each once, in the order found (issue 30, item 8)
+    ungraded = bool(set(missing) & graded)
+    missing.sort()
+    result = summarise(log, episodes, len(planned), missing, violations, percentiles(con, bool(data_files)), ungraded)
     if delay is not None:
         result["delay"] = delay
     if any("agent_usage" in e for e in episodes):
@@ -142,14 +170,23 @@ def _grade(
     return result
 
 
+def _all_step_files_read(run_dir: Path, loaded: list[Path]) -> bool:
+    """Whether ``loaded`` is every entry named like a step file (``data/chunk-*/file-*.parquet``): none skipped
+    (a link, FIFO, directory or second name), none left out as damaged."""
+    listing = scan_run_files(run_dir, "data/chunk-*/file-*.parquet")
+    return not listing.skipped and listing.files == loaded
+
+
 def _load_tables(
-    run_dir: Path, con: duckdb.DuckDBPyConnection, violations: list[str], timed: bool = False
-) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], bool]:
+    run_dir: Path, con: duckdb.DuckDBPyConnection, violations: list[str], info: dict[str, Any], timed: bool = False
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], list[Path]]:
     """The episode rows (ordered by index; empty when their columns are not rollbench's), the per-episode step
-    facts (:data:`~rollbench.grading.tables.PER_EPISODE`, by index) and whether any step file was loaded; ``timed``: the
-    run has a latency, so its step rows carry :data:`~rollbench.grading.delay.DELAY_STEP_COLUMNS` too."""
+    facts (:data:`~rollbench.grading.tables.PER_EPISODE`, by index) and the step files loaded (those whose columns
+    are what ``info`` declares, :func:`~rollbench.grading.declared.declared_step_files`); ``timed``: the run has a
+    latency, so its step rows carry :data:`~rollbench.grading.delay.DELAY_STEP_COLUMNS` too."""
     meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
     data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet", violations)
+    data_files = declared_step_files(run_dir, data_files, info, violations)
     con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles
     meta_files = load_or_report(con, "episodes", meta_files, "*", violations, EPISODE_TYPES)
     columns = f"{STEP_COLUMNS}, {DELAY_STEP_COLUMNS}" if timed else STEP_COLUMNS
@@ -159,7 +196,7 @@ def _load_tables(
         violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")
         meta = []
     data = {r["episode_index"]: r for r in (query(con, PER_EPISODE) if data_files else [])}
-    return meta, data, bool(data_files)
+    return meta, data, data_files
 
 
 def _check_counts(
@@ -217,6 +254,11 @@ def _check_steps(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations
             violations.append(f"episode {e}: global index is not dataset_from_index + frame_index")
         if d["n_task_index"] != 1:
             violations.append(f"episode {e}: expected one task_index, found {d['n_task_index']}")
+        if d["bad_actions"]:
+            violations.append(
+                f"episode {e}: {d['bad_actions']} step(s) hold an action with a NaN or an infinity, which rollbench "
+                "never executes (only an errored episode's padding frame is all NaN)"
+            )
         if d["dones"] == 0:
             violations.append(f"episode {e}: no row has next.done (its last frame {rows - 1} must)")
         elif d["first_done"] != rows - 1 or d["dones"] != 1:

@@ -79,7 +79,9 @@ def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any
     perts = perturbations_of(planned)
     if not perts:
         return None
-    by_key = {(e["task"], int(e["trial"])): e for e in episodes}
+    by_key = {
+        (e["task"], e["trial"]): e for e in episodes if type(e.get("trial")) is int
+    }  # a record without one pairs with nothing
     ok = {k: e for k, e in by_key.items() if e.get("termination_reason") != "error"}
     pairs: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     unpaired = dropped = 0
@@ -88,8 +90,8 @@ def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any
         p = perts.get(int(e["episode_index"]))
         if p is None:
             continue
-        key = (p.get("control"), int(e["trial"]))
-        if p.get("control") is None or key not in by_key:
+        key = (p.get("control"), e.get("trial"))
+        if p.get("control") is None or key not in by_key or type(key[1]) is not int:
             unpaired += 1
             continue
         controls.add((str(key[0]), key[1]))

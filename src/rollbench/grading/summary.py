@@ -62,7 +62,10 @@ def summarise(
     missing: list[int],
     violations: list[str],
     latency: dict[str, Any],
+    ungraded: bool = False,
 ) -> dict[str, Any]:
+    """The grade document from graded ``episodes``; ``missing``: the planned episodes not among them (not
+    recorded, or with ``ungraded`` some recorded but without readable step rows, named in ``violations``)."""
     task_names = [t["name"] for t in log["plan"]["tasks"]]
     tasks = {t: _task_block([e for e in episodes if e["task"] == t]) for t in task_names}
     suites = {name: _overall({t: tasks[t] for t in members}) for name, members in log["plan"].get("suites", {}).items()}
@@ -70,7 +73,11 @@ def summarise(
     reasons: list[str] = []
     if missing:
         shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
-        reasons.append(f"{len(missing)} of {requested} requested episodes are not recorded (episodes {shown})")
+        reasons.append(
+            f"{len(missing)} of {requested} requested episodes are not recorded (episodes {shown})"
+            if not ungraded
+            else f"{len(missing)} of {requested} requested episodes are not recorded or not graded (episodes {shown})"
+        )
     for e in errored[:20]:
         reasons.append(
             f"episode {e['episode_index']} ({e['task']}, seed {e['seed']}) ended in error "

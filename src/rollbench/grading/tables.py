@@ -19,7 +19,8 @@ def _sql_glob(path: Path) -> str:
 
 STEP_COLUMNS = (
     'episode_index, frame_index, "index", task_index, "next.reward", "next.success", "next.done", "policy.latency_s", '
-    'isnan("action"[1]) AS pad'  # the padding frame of an episode without steps (record.lerobot): action all NaN
+    'isnan("action"[1]) AS pad, '  # the padding frame of an episode without steps (record.lerobot): action all NaN
+    'len(list_filter("action", lambda x: isnan(x) OR isinf(x))) > 0 AS bad_action'  # rollbench refuses such an action
 )
 
 
@@ -69,6 +70,7 @@ STEP_TYPES: dict[str, tuple[tuple[str, ...], bool]] = {
     "next.done": (("BOOLEAN",), False),
     "policy.latency_s": (_FLOAT, True),
     "pad": (("BOOLEAN",), True),
+    "bad_action": (("BOOLEAN",), True),
 }
 
 
@@ -107,11 +109,16 @@ def load_or_report(
     does not read are named in ``violations`` (unreadable) and the others loaded; if that fails too (files that are
     not rollbench's: columns missing, types clash), an empty table and a violation saying why. With ``types``
     (:data:`EPISODE_TYPES`, :data:`STEP_TYPES`), a loaded table whose columns are of other types or hold nulls
-    where rollbench never writes one is checked file by file: each file that is not rollbench's (a foreign parquet
-    file in place of an episode's, any schema, any dtype) is named in ``violations`` and left out. (Footers and
+    where rollbench never writes one, or that cannot be read together at all (a file whose column types clash with
+    the others'), is checked file by file: each file that is not rollbench's (a foreign parquet file in place of an
+    episode's, any schema, any dtype) is named in ``violations`` and left out. (Footers and
     single files are read only after a failure, so a sound run's files are opened once.)"""
-    loaded = _load_reporting(con, table, files, columns, violations)
-    if types is None or not loaded or not _not_rollbenchs(con, table, types):
+    loaded = _load_reporting(con, table, files, columns, violations, give_up=types is None)
+    if types is None:
+        return loaded or []
+    if loaded is None:  # the readable files do not read together: a file of another schema among them
+        loaded = readable_parquet(files, [])
+    elif not loaded or not _not_rollbenchs(con, table, types):
         return loaded
     good = []
     for f in loaded:
@@ -126,12 +133,19 @@ def load_or_report(
         else:
             good.append(f)
     con.execute(f"DROP TABLE IF EXISTS {table}")
-    return _load_reporting(con, table, good, columns, violations)
+    return _load_reporting(con, table, good, columns, violations) or []
 
 
 def _load_reporting(
-    con: duckdb.DuckDBPyConnection, table: str, files: list[Path], columns: str, violations: list[str]
-) -> list[Path]:
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    files: list[Path],
+    columns: str,
+    violations: list[str],
+    give_up: bool = True,
+) -> list[Path] | None:
+    """Load ``files`` (those whose footer does not read named and left out); when the rest cannot be read
+    together: None unless ``give_up``, else an empty table and a violation saying why."""
     try:
         _load(con, table, files, columns)
         return files
@@ -142,6 +156,9 @@ def _load_reporting(
         _load(con, table, files, columns)
         return files
     except duckdb.Error as exc:
+        if not give_up:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+            return None
         what = "episode rows (meta/episodes)" if table == "episodes" else "step rows (data/)"
         violations.append(f"the {what} cannot be read as rollbench's: {str(exc).splitlines()[0]}")
         con.execute(f"DROP TABLE IF EXISTS {table}")
@@ -178,6 +195,7 @@ PER_EPISODE = """SELECT episode_index, count(*) FILTER (WHERE NOT pad) AS steps,
        list("next.success" ORDER BY frame_index) AS successes,
        min(frame_index) AS f0, max(frame_index) AS f1, min("index") AS i0, max("index") AS i1,
        count(DISTINCT "index" - frame_index) AS offsets, count(DISTINCT task_index) AS n_task_index,
+       min(task_index) AS task_index, count(*) FILTER (WHERE NOT pad AND bad_action) AS bad_actions,
        sum(CASE WHEN "next.done" THEN 1 ELSE 0 END) AS dones,
        min(frame_index) FILTER (WHERE "next.done") AS first_done
 FROM steps GROUP BY episode_index"""

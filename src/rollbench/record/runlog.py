@@ -26,6 +26,7 @@ from rollbench.core.contracts import ConfigError, RollbenchError, describe
 from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
 from rollbench.record.locks import LockHeld, PathLock
+from rollbench.record.runlog_shape import check_run_log
 from rollbench.record.safe_files import is_regular, read_regular_json
 
 RUN_LOG_VERSION = 1
@@ -265,31 +266,6 @@ def read_run_log(run_dir: Path) -> dict[str, Any] | None:
         raise ConfigError(f"{path} is not a rollbench run log: it is not readable JSON: {exc}") from None
     check_run_log(log, path)
     return log
-
-
-def check_run_log(log: Any, path: Path) -> None:
-    """ConfigError unless ``log`` has the shape rollbench writes: an object with ``spec`` (object) and ``plan``
-    (object with ``episodes``, a list of objects with ``episode_index``, and ``tasks``, a list of objects with
-    ``name``)."""
-
-    def bad(why: str) -> ConfigError:
-        return ConfigError(f"{path} is not a rollbench run log: {why}")
-
-    if not isinstance(log, dict):
-        raise bad(f"it holds a JSON {type(log).__name__}, not an object")
-    for key in ("spec", "plan"):
-        if not isinstance(log.get(key), dict):
-            raise bad(f"it has no {key!r} object")
-    plan = log["plan"]
-    episodes, tasks = plan.get("episodes"), plan.get("tasks")
-    if not isinstance(episodes, list) or not all(isinstance(e, dict) and "episode_index" in e for e in episodes):
-        raise bad("its plan has no list of episodes")
-    if not isinstance(tasks, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tasks):
-        raise bad("its plan has no list of tasks")
-    if not isinstance(log.get("executions", []), list) or not all(
-        isinstance(x, dict) for x in log.get("executions", [])
-    ):
-        raise bad("its 'executions' is not a list of objects")
 
 
 class RunLock:

@@ -85,9 +85,14 @@ def open_regular(path: Path, root: Path | None = None, *, follow_links: bool = F
         raise
 
 
-def read_regular_bytes(path: Path, root: Path | None = None, *, follow_links: bool = False) -> bytes:
-    """The bytes of regular file ``path`` (see :func:`open_regular` for what is refused)."""
+def read_regular_bytes(
+    path: Path, root: Path | None = None, *, follow_links: bool = False, max_bytes: int | None = None
+) -> bytes:
+    """The bytes of regular file ``path`` (see :func:`open_regular` for what is refused); with ``max_bytes``,
+    UnsafeFile when it is larger (checked on the open descriptor before anything is read)."""
     with open_regular(path, root, follow_links=follow_links) as f:
+        if max_bytes is not None and (size := os.fstat(f.fileno()).st_size) > max_bytes:
+            raise UnsafeFile(f"{path} is {size} bytes, over the {max_bytes} rollbench reads; not read")
         return f.read()
 
 
@@ -96,10 +101,16 @@ def read_regular_text(path: Path, root: Path | None = None, *, follow_links: boo
     return read_regular_bytes(path, root, follow_links=follow_links).decode("utf-8")
 
 
-def read_regular_json(path: Path, root: Path | None = None, *, follow_links: bool = False) -> Any:
+MAX_JSON_BYTES = 1 << 30  # a run file's JSON document (run.json, meta/*.json) larger than 1 GiB is not read
+
+
+def read_regular_json(
+    path: Path, root: Path | None = None, *, follow_links: bool = False, max_bytes: int = MAX_JSON_BYTES
+) -> Any:
     """The JSON document in regular file ``path``; ValueError saying why when it is not UTF-8 JSON (malformed, not
-    UTF-8, or nested deeper than the parser's recursion limit); OSError (:class:`UnsafeFile`) as :func:`open_regular`."""
-    data = read_regular_bytes(path, root, follow_links=follow_links)
+    UTF-8, or nested deeper than the parser's recursion limit); OSError (:class:`UnsafeFile`) as :func:`open_regular`,
+    and for a file over ``max_bytes``."""
+    data = read_regular_bytes(path, root, follow_links=follow_links, max_bytes=max_bytes)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -133,8 +144,8 @@ def _entries(d: str, budget: list[int]) -> list[os.DirEntry[str]]:
 def scan_run_files(root: Path, pattern: str = "**") -> Listing:
     """The regular files under run directory ``root`` matching ``pattern`` (``/``-separated ``fnmatch`` segments,
     e.g. ``data/chunk-*/file-*.parquet``; ``**`` alone: every file at any depth), by the rules of the module
-    docstring. Entries that match but are links, FIFOs, sockets, devices or a second name of a listed file are in
-    ``skipped``. A missing ``root`` gives an empty listing."""
+    docstring. Entries that match but are links, FIFOs, sockets, devices, directories (where the pattern's last
+    segment names a file) or a second name of a listed file are in ``skipped``. A missing ``root`` gives an empty listing."""
     out, seen, budget = Listing(), set(), [MAX_ENTRIES]
     parts = pattern.split("/")
 
@@ -152,8 +163,11 @@ def scan_run_files(root: Path, pattern: str = "**") -> Listing:
             if stat.S_ISDIR(st.st_mode):
                 if everywhere or not last:
                     visit(entry.path, i + 1)
+                else:  # a directory where the pattern names a file
+                    out.skipped.append((path, "a directory, not a regular file"))
             elif stat.S_ISREG(st.st_mode):
-                if not last:
+                if not last:  # a file where the pattern names a directory (data/ replaced by a file)
+                    out.skipped.append((path, "a regular file where a directory is expected"))
                     continue
                 if (st.st_dev, st.st_ino) in seen:
                     out.skipped.append((path, "a second name (hard link) of a file already read"))

@@ -27,6 +27,7 @@ released runs' run.json.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import getpass
 import json
 import os
@@ -159,11 +160,13 @@ def build_release(
         raws = [read_regular_bytes(p, follow_links=rel.startswith("labels/")) for rel, p in sources]
     except OSError as exc:
         raise ConfigError(f"cannot read a file to release: {exc}") from None
-    keys = {RunIdentity.from_run_log(log, r).key for log, r in zip(logs, runs, strict=True)}
+    idents = {r.name: RunIdentity.from_run_log(log, r) for log, r in zip(logs, runs, strict=True)}
+    keys = {i.key for i in idents.values()}
+    episodes = recorded_episode_keys(idents, sources, raws)
     label_entries: dict[str, dict[str, Any]] = {}
     for i, (rel, p) in enumerate(sources):
         if rel.startswith("labels/"):
-            raws[i], label_entries[rel] = only_released_labels(raws[i], keys, p)
+            raws[i], label_entries[rel] = only_released_labels(raws[i], keys, p, episodes)
     texts = [
         raw.decode("utf-8", errors="ignore") for (_, p), raw in zip(sources, raws, strict=True) if p.suffix != ".mp4"
     ]
@@ -184,23 +187,60 @@ def _episode_run(key: Any) -> str | None:
     return key.rsplit("/", 1)[0] if isinstance(key, str) and key.count("/") == 3 else None
 
 
-def only_released_labels(raw: bytes, run_keys: set[str], path: Path) -> tuple[bytes, dict[str, Any]]:
-    """A labels file cut to the entries of the released runs (``run_keys``: their ``host/robot/name``), with what
-    was kept and how many were left out (issue 30, item 18: releasing one run copied another run's label and
-    note). Two forms: the dashboard's sidecar (:mod:`rollbench.dashboard.labels`, ``labels`` by episode key) and JSON
-    lines with an ``episode`` key. Kept lines keep their bytes; a file with nothing left out is released as it is.
-    Any other file (plain notes) is released whole and said so (``whole``): rollbench cannot tell which runs it is
-    about."""
+def recorded_episode_keys(
+    idents: dict[str, RunIdentity], sources: list[tuple[str, Path]], raws: list[bytes]
+) -> set[str]:
+    """``host/robot/name/EPISODE`` of every episode the released runs record: the ``episode_index`` values of their
+    ``meta/episodes`` files (read from the bytes being released; a file that does not read holds none)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out: set[str] = set()
+    for (rel, _), raw in zip(sources, raws, strict=True):
+        run, _, inner = rel.partition("/")
+        if run not in idents or not fnmatch.fnmatchcase(inner, "meta/episodes/chunk-*/file-*.parquet"):
+            continue
+        try:
+            values = pq.read_table(pa.BufferReader(raw), columns=["episode_index"]).column(0).to_pylist()
+        except Exception:  # a damaged episode row names no episode (grade reports it)
+            continue
+        out |= {idents[run].episode_key(v) for v in values if type(v) is int and v >= 0}
+    return out
+
+
+def only_released_labels(
+    raw: bytes, run_keys: set[str], path: Path, episodes: set[str] | None = None
+) -> tuple[bytes, dict[str, Any]]:
+    """A labels file cut to the entries of the released runs (``run_keys``: their ``host/robot/name``) and, when
+    ``episodes`` is given, of episodes those runs record (their ``host/robot/name/EPISODE`` keys), with what was
+    kept and how many were left out: ``left_out`` (of other runs) and ``left_out_unrecorded`` (keys of a released
+    run naming an episode it does not record, listed) (issue 30, item 18: releasing one run copied another run's
+    label and note). Two forms: the dashboard's sidecar (:mod:`rollbench.dashboard.labels`, ``labels`` by episode
+    key) and JSON lines with an ``episode`` key. Kept lines keep their bytes; a file with nothing left out is
+    released as it is. Any other file (plain notes) is released whole and said so (``whole``): rollbench cannot tell
+    which runs it is about."""
+
+    def released(key: Any) -> bool:
+        return _episode_run(key) in run_keys and (episodes is None or key in episodes)
+
+    def unrecorded(keys: list[Any]) -> list[str]:
+        return sorted(str(k) for k in keys if _episode_run(k) in run_keys and not released(k))
+
     text = raw.decode("utf-8", errors="replace")
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError):
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("labels"), dict):
-        kept = {k: v for k, v in doc["labels"].items() if _episode_run(k) in run_keys}
-        left_out = len(doc["labels"]) - len(kept)
-        data = raw if not left_out else (json.dumps({**doc, "labels": kept}, indent=2) + "\n").encode("utf-8")
-        return data, {"kept": sorted(kept), "left_out": left_out}
+        kept = {k: v for k, v in doc["labels"].items() if released(k)}
+        gone = unrecorded(list(doc["labels"]))
+        left_out = len(doc["labels"]) - len(kept) - len(gone)
+        data = (
+            raw
+            if len(kept) == len(doc["labels"])
+            else (json.dumps({**doc, "labels": kept}, indent=2) + "\n").encode("utf-8")
+        )
+        return data, {"kept": sorted(kept), "left_out": left_out, "left_out_unrecorded": gone}
     lines = raw.splitlines(keepends=True)
     entries = []
     for line in lines:
@@ -211,10 +251,12 @@ def only_released_labels(raw: bytes, run_keys: set[str], path: Path) -> tuple[by
         if line.strip() and not (isinstance(entry, dict) and _episode_run(entry.get("episode"))):
             return raw, {"kept": [], "left_out": 0, "whole": True}
         entries.append((line, entry))
-    kept_lines = [(ln, e) for ln, e in entries if e is None or _episode_run(e.get("episode")) in run_keys]
-    left_out = len(entries) - len(kept_lines)
+    kept_lines = [(ln, e) for ln, e in entries if e is None or released(e.get("episode"))]
+    gone = unrecorded([e.get("episode") for _, e in entries if e is not None])
+    left_out = len(entries) - len(kept_lines) - len(gone)
     keys = sorted(e["episode"] for _, e in kept_lines if e is not None)
-    return b"".join(ln for ln, _ in kept_lines) if left_out else raw, {"kept": keys, "left_out": left_out}
+    data = b"".join(ln for ln, _ in kept_lines) if len(kept_lines) < len(entries) else raw
+    return data, {"kept": keys, "left_out": left_out, "left_out_unrecorded": gone}
 
 
 def manifest(

@@ -295,6 +295,8 @@ CASES: list[T] = [
     # options out of range or unknown
     ("env-unknown", nothing, ["eval", *RUN[2:], "--env", "nosuch/task"], "unknown env family 'nosuch'"),
     ("env-empty", nothing, ["eval", *RUN[2:], "--env", " , "], "--env is empty"),
+    ("env-suite-position", nothing, ["eval", *RUN[2:], "--env", "scripted/all/1"], "'scripted/all/1' is not a task name: scripted/all is a suite and its task 1 is scripted/reach-final"),
+    ("env-suite-position-past-end", nothing, ["eval", *RUN[2:], "--env", "scripted/all/7"], "scripted/all is a suite and it has 2 tasks"),
     ("image-size-text", nothing, ["eval", *RUN, "--image-size", "big"], "'big' is not HEIGHTxWIDTH"),
     ("image-size-small", nothing, ["eval", *RUN, "--image-size", "15"], "image size"),
     ("camera-unknown", nothing, ["eval", *RUN, "--cameras", "nosuchcam", "--video", "--out", "W/t"], "nosuchcam"),

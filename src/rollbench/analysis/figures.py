@@ -204,7 +204,13 @@ def robustness_figure(study: dict[str, Any]) -> Figure:
         ax.set_ylabel("success rate")
         ax.legend(fontsize=7, frameon=False)
     if not graded:
-        axes[0][0].text(0.5, 0.5, "no graded perturbation in this study", ha="center", va="center")
+        axes[0][0].text(
+            0.5,
+            0.5,
+            "no perturbation with levels in this study:\nthis figure plots success against a level;\nthe per-category table has the results",
+            ha="center",
+            va="center",
+        )
         axes[0][0].set_axis_off()
     return fig
 

@@ -63,7 +63,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
                     row["episodes_recorded"] = read_regular_json(live, run_dir).get("episodes_done")
             row["source"] = "run.live.json (running)"
         else:
-            row["status"] = "RUNNING (stale: no process is writing it; resume it with rollbench eval --resume)"
+            row["status"] = "RUNNING (stale: no process is writing it; resume it with eval --resume RUN_DIR)"
             _committed_on_disk(run_dir, row)
     return row
 

@@ -30,11 +30,13 @@ def image_size(value: str) -> tuple[int, int]:
     try:
         parts = [int(v) for v in value.lower().replace("x", ",").split(",")]
     except ValueError:
-        raise typer.BadParameter(f"{value!r} is not HEIGHTxWIDTH or a single size, e.g. 224 or 240x320") from None
+        raise typer.BadParameter(
+            f"--image-size {value!r} is not HEIGHTxWIDTH or a single size, e.g. 224 or 240x320"
+        ) from None
     if len(parts) == 1:
         parts *= 2
     if len(parts) != 2:
-        raise typer.BadParameter(f"{value!r} is not HEIGHTxWIDTH")
+        raise typer.BadParameter(f"--image-size {value!r} is not HEIGHTxWIDTH")
     return parts[0], parts[1]
 
 

@@ -212,5 +212,6 @@ def observation_message(m: ObsMap, observation: Observation, instruction: str) -
 
 
 def make_ws_policy(name: str, options: Mapping[str, Any]) -> WebsocketPolicy:
-    """A policy served over the openpi websocket protocol at ws://HOST:PORT (openpi servers, rollbench serve-policy)."""
+    """A policy served over the openpi websocket protocol at ws://HOST:PORT, or wss:// with TLS (openpi servers,
+    rollbench serve-policy)."""
     return WebsocketPolicy(name, options)

@@ -115,6 +115,20 @@ def as_on_robosuite_14(seeding: bool = True) -> Iterator[None]:
         ControlEnv.seed, Robot.reset = seed_15, reset_15  # type: ignore[method-assign]
 
 
+def use_libero_config() -> bool:
+    """Point LIBERO at this venv's config (``lerobot_eval_setup.sh`` writes it beside rollbench's LIBERO assets) and
+    offscreen GL; False when lerobot's LIBERO side is not installed here."""
+    import os
+    import sys
+
+    config = Path(sys.executable).parents[1] / "share" / "libero"
+    if not (config / "config.yaml").exists():
+        return False
+    os.environ["LIBERO_CONFIG_PATH"] = str(config)
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    return True
+
+
 class ActionLog(gym.vector.VectorWrapper):
     """Forwards a one-env ``SyncVectorEnv`` unchanged; ``episodes[-1]["actions"]`` holds the running episode's
     actions (``float32 (action_dim,)`` each), up to the step where the env terminated or truncated it."""

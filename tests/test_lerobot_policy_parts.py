@@ -15,7 +15,7 @@ import rollbench.wire.pipe.frames as frames
 from conftest import run_cli
 from rollbench.core.contracts import EpisodeError, Observation
 from rollbench.core.registry import resolve_tasks
-from rollbench.policies.lerobot.observe import FAMILIES, mismatches
+from rollbench.policies.lerobot.observe import FAMILIES, for_host, mismatches, size_warnings
 from rollbench.policies.lerobot.policy import parse_name
 
 
@@ -174,3 +174,57 @@ def test_a_host_that_dies_at_start_is_exit_2_quoting_its_output(tmp_path) -> Non
     assert r.returncode == 2
     said = " ".join(r.stderr.split())
     assert "lerobot policy host did not start" in said and "ImportError: no module named lerobot" in said
+
+
+def _libero_checkpoint(size: int) -> dict:
+    image = {"type": "VISUAL", "shape": [3, size, size]}
+    return {
+        "input_features": {
+            "observation.images.image": image,
+            "observation.images.image2": image,
+            "observation.state": {"type": "STATE", "shape": [8]},
+        },
+        "output_features": {"action": {"type": "ACTION", "shape": [7]}},
+        "versions": {"lerobot": "0.6.1"},
+    }
+
+
+def test_libero_renders_at_the_size_the_hosts_lerobot_eval_renders() -> None:
+    """lerobot 0.6.1's LiberoEnv config passes observation_height/width = 360 to the env (the host reports it as
+    lerobot_eval_image_sizes); 0.4.4's passes none, so its LiberoEnv's own 256 x 256 applies."""
+    (task,) = resolve_tasks("libero/libero_spatial/0")
+    on_044, on_061 = for_host({}), for_host({"libero": [360, 360]})
+    assert on_044["libero"].image_size == (256, 256) and not on_044["libero"].resizable
+    assert on_061["libero"].image_size == (360, 360) and on_061["libero"].resizable
+    assert on_061["pusht"] == FAMILIES["pusht"]
+    ckpt = _libero_checkpoint(256)
+    assert mismatches(ckpt, "libero", on_044["libero"], (256, 256), task) == []
+    assert mismatches(ckpt, "libero", on_044["libero"], (360, 360), task) == [
+        "lerobot-eval renders libero images at 256x256, this run at 360x360 (drop --image-size or give 256x256)",
+        "input feature observation.images.image: checkpoint shape [3, 256, 256], libero/libero_spatial/0 gives "
+        "[3, 360, 360]",
+        "input feature observation.images.image2: checkpoint shape [3, 256, 256], libero/libero_spatial/0 gives "
+        "[3, 360, 360]",
+    ]
+    # 0.6.1's lerobot-eval feeds any --env.observation_height/width to the checkpoint (it checks names only)
+    assert mismatches(ckpt, "libero", on_061["libero"], (360, 360), task) == []
+    assert mismatches(ckpt, "libero", on_061["libero"], (256, 256), task) == []
+    agent = np.zeros((360, 360, 3), np.uint8)
+    raw = {k: np.zeros(n) for k, n in (("robot0_eef_pos", 3), ("robot0_eef_quat", 4), ("robot0_gripper_qpos", 2))}
+    raw |= {"robot0_gripper_qvel": np.zeros(2), "robot0_joint_pos": np.zeros(7), "robot0_joint_vel": np.zeros(7)}
+    obs = Observation(state=np.zeros(8, np.float32), images={"agentview": agent, "robot0_eye_in_hand": agent}, raw=raw)
+    assert on_061["libero"].build(obs, "")[0]["pixels/image"].shape == (360, 360, 3)
+    with pytest.raises(EpisodeError, match=r"lerobot-eval gives uint8 \[256, 256, 3\]"):
+        on_044["libero"].build(obs, "")
+
+
+def test_a_checkpoint_trained_at_another_size_than_lerobot_evals_is_warned_about() -> None:
+    on_061 = for_host({"libero": [360, 360]})
+    assert size_warnings(_libero_checkpoint(360), on_061) == []
+    assert size_warnings(_libero_checkpoint(256), for_host({})) == []
+    assert size_warnings(_libero_checkpoint(256), on_061) == [
+        "lerobot-eval 0.6.1 renders libero images at 360x360 by default (its env config; --env.observation_height/"
+        "--env.observation_width) and feeds them to this checkpoint, whose images are 256x256: without --image-size "
+        "this run renders 360x360, as lerobot-eval does; --image-size 256x256 renders the checkpoint's size "
+        "(lerobot-eval: --env.observation_height=256 --env.observation_width=256)"
+    ]

@@ -7,7 +7,8 @@ the envs, the policy and the pipelines, and runs ``eval_policy_all`` itself. The
 name ``make_env`` that ``eval_main`` calls is replaced by a function that calls lerobot's own ``make_env`` with the
 same arguments and wraps each vector env it returns in :class:`lerobot_reference.ActionLog` (which forwards every
 call unchanged and keeps each episode's actions and final ``is_success``). ``eval_info.json``, written by
-``eval_main`` into ``--output_dir``, is returned beside the tapped episodes.
+``eval_main`` into ``--output_dir``, is returned beside the tapped episodes (an episode's success is the tap's
+``is_success`` where the env ended it, else its row in ``eval_info.json``).
 """
 
 from __future__ import annotations
@@ -45,5 +46,12 @@ def run_lerobot_eval(argv: list[str], output_dir: Path) -> tuple[list[dict[str, 
         sys.argv = saved_argv
     import numpy as np
 
+    info = json.loads((output_dir / "eval_info.json").read_text())
     played = [{"actions": np.stack(ep["actions"]), "success": ep["success"]} for log in logs for ep in log.episodes]
-    return played, json.loads((output_dir / "eval_info.json").read_text())
+    # an episode the env never ended (LIBERO's LiberoEnv does not truncate at the horizon; the rollout stops it) has
+    # its success only in eval_info.json's per-task rows, in the order the episodes were played
+    rows = [bool(s) for t in info.get("per_task", []) for s in t.get("metrics", {}).get("successes", [])]
+    if len(rows) == len(played):
+        for ep, row in zip(played, rows, strict=True):
+            ep["success"] = row if ep["success"] is None else ep["success"]
+    return played, info

@@ -12,20 +12,34 @@ seeds once *before* ``make_policy``. The real command is run by ``lerobot_cli.ru
 env's ``init_state_id`` is set to the episode's initial state first (lerobot's LiberoEnv advances it by itself on
 every reset, including its own internal reset at termination).
 
-LIBERO on robosuite 1.5.2: lerobot's ``LiberoEnv`` (0.4.4 and 0.6.1 alike) is written for ``hf-libero`` on robosuite 1.4.0, whose robots
-have one ``controller``; it reads ``robot.controller.ee_ori_mat`` (``eef/mat``, which its ``LiberoProcessorStep``
-drops unread) and sets ``robot.controller.use_delta = True`` (its ``control_mode="relative"``). rollbench's LIBERO is
-rpent-libero on robosuite 1.5.2, where the arm's controller is ``robot.part_controllers["right"]``, with
-``ref_ori_mat`` and ``input_type`` (``"delta"`` by default). So that both sides step the same simulator,
-:func:`alias_robosuite14_controller` gives robosuite 1.5's robots that one ``controller`` attribute, mapping exactly
-these two names; nothing else of lerobot's env changes.
+LIBERO: lerobot's ``LiberoEnv`` (0.4.4 and 0.6.1 alike) runs, as users install it (``lerobot[libero]``), on
+``hf-libero`` 0.1.x, which requires robosuite 1.4.0. rollbench's LIBERO is rpent-libero on robosuite 1.5.2, the
+simulator this venv has too; lerobot's env code is run on it with robosuite 1.4's behaviour restored at exactly the
+three points where that env meets it (:func:`as_on_robosuite_14`, each written from the 1.4 sources):
 
+* ``robot.controller`` (1.4 robots have one; lerobot reads ``controller.ee_ori_mat`` for ``eef/mat``, which its
+  ``LiberoProcessorStep`` drops unread, and sets ``controller.use_delta = True`` for ``control_mode="relative"``):
+  :func:`alias_robosuite14_controller` maps these two names onto 1.5's ``robot.part_controllers["right"]``
+  (``ref_ori_mat``, ``input_type``);
+* ``ControlEnv.seed(seed)``, which ``LiberoEnv.reset(seed=...)`` calls before every ``env.reset()``: on 1.4 it
+  reaches hf-libero's ``BDDLBaseDomain.seed``, ``np.random.seed(seed)`` (numpy's global generator, which LIBERO's
+  placement samplers draw from); rpent-libero's on 1.5 only sets ``env.rng``. So lerobot-eval's scene of an
+  episode is a function of that episode's env seed alone, whatever ran before (its construction reset, 0.6.1's
+  lazy env creation inside the first ``reset``, 0.4.4's own reset at termination);
+* robosuite 1.4's ``Robot.reset`` draws the robot's initialization noise from numpy's *global* generator
+  (``np.random.randn(len(init_qpos))``, ``robosuite/robots/robot.py``; uniform noise: ``np.random.uniform(-1, 1,
+  n)``) before LIBERO's placement draws, even at LIBERO's magnitude 0; 1.5 draws it from ``env.rng``.
+
+Without the last two (lerobot's env on plain robosuite 1.5) the fixtures stand 4-6 mm elsewhere and a policy's
+actions differ from step 0; ``test_lerobot_policy.py`` checks both. Nothing else of lerobot's env changes.
 :class:`ActionLog` sits between ``eval_policy`` and lerobot's vector env and keeps every action the env was given
 and every ``is_success`` at episode end, unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +73,60 @@ class _Robosuite14Controller:
 
 
 def alias_robosuite14_controller() -> None:
-    """Give robosuite 1.5 robots the ``controller`` attribute lerobot 0.4.4's LiberoEnv reads (see above)."""
+    """Give robosuite 1.5 robots the ``controller`` attribute lerobot's LiberoEnv reads (see above)."""
     from robosuite.robots.robot import Robot
 
     if not hasattr(Robot, "controller"):
         Robot.controller = property(lambda self: _Robosuite14Controller(self.part_controllers["right"]))  # type: ignore[attr-defined]
+
+
+@contextmanager
+def as_on_robosuite_14(seeding: bool = True) -> Iterator[None]:
+    """While open: lerobot's LiberoEnv meets robosuite 1.4's behaviour (module docstring): the ``controller`` alias
+    always; with ``seeding`` also 1.4's ``ControlEnv.seed`` (numpy's global generator seeded) and 1.4's
+    init-noise draws from that generator in ``Robot.reset``. ``seeding=False`` is lerobot's env on plain robosuite
+    1.5. The patched methods are put back on exit."""
+    from libero.libero.envs.env_wrapper import ControlEnv
+    from robosuite.robots.robot import Robot
+
+    alias_robosuite14_controller()
+    if not seeding:
+        yield
+        return
+    seed_15, reset_15 = ControlEnv.seed, Robot.reset
+
+    def seed_14(self: Any, seed: Any) -> None:
+        seed_15(self, seed)
+        np.random.seed(seed)  # hf-libero envs/bddl_base_domain.py: def seed(self, seed): np.random.seed(seed)
+
+    def reset_14(self: Any, deterministic: bool = False, *args: Any, **kwargs: Any) -> Any:
+        if not deterministic:  # robosuite 1.4.0 robots/robot.py Robot.reset: the noise's draw
+            n = len(self.init_qpos)
+            if self.initialization_noise["type"] == "uniform":
+                np.random.uniform(-1.0, 1.0, n)
+            else:
+                np.random.randn(n)
+        return reset_15(self, deterministic, *args, **kwargs)
+
+    ControlEnv.seed, Robot.reset = seed_14, reset_14  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ControlEnv.seed, Robot.reset = seed_15, reset_15  # type: ignore[method-assign]
+
+
+def use_libero_config() -> bool:
+    """Point LIBERO at this venv's config (``lerobot_eval_setup.sh`` writes it beside rollbench's LIBERO assets) and
+    offscreen GL; False when lerobot's LIBERO side is not installed here."""
+    import os
+    import sys
+
+    config = Path(sys.executable).parents[1] / "share" / "libero"
+    if not (config / "config.yaml").exists():
+        return False
+    os.environ["LIBERO_CONFIG_PATH"] = str(config)
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    return True
 
 
 class ActionLog(gym.vector.VectorWrapper):

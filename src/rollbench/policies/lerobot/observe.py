@@ -12,8 +12,10 @@ dimension (the host nests them and adds it):
   first two entries of gym-pusht's native state; from rollbench's float32 state when served, the same after
   lerobot's ``.float()``). Instruction: ``""``: gym-pusht's env has neither
   ``task_description`` nor ``task``, so ``add_envs_task`` gives an empty string.
-* ``libero``: lerobot's ``LiberoEnv`` (``lerobot/envs/libero.py``, ``obs_type="pixels_agent_pos"``, 256 x 256):
-  ``pixels/image`` (``agentview``) and ``pixels/image2`` (``robot0_eye_in_hand``) ``uint8 (256, 256, 3)`` as
+* ``libero``: lerobot's ``LiberoEnv`` (``lerobot/envs/libero.py``, ``obs_type="pixels_agent_pos"``; 256 x 256 on
+  0.4.4, whose config passes no size to the env; 360 x 360 on 0.6.1, whose ``LiberoEnv`` config passes its
+  ``observation_height``/``observation_width``, default 360, and which ``--env.observation_height/width`` change):
+  ``pixels/image`` (``agentview``) and ``pixels/image2`` (``robot0_eye_in_hand``) ``uint8 (H, W, 3)`` as
   robosuite renders them, i.e. *not* rotated (lerobot's ``LiberoProcessorStep`` flips them; rollbench's LIBERO
   cameras are already rotated 180 degrees, so they are flipped back here, exactly), and ``robot_state`` with
   ``eef/pos`` (3), ``eef/quat`` (4, x-y-z-w), ``gripper/qpos`` (2), ``gripper/qvel`` (2), ``joints/pos`` (7),
@@ -26,14 +28,17 @@ dimension (the host nests them and adds it):
   state when served, the same after lerobot's ``.float()``). Instruction ``""``, as for PushT (gym's ``TimeLimit``
   wrapper hides the env's ``task`` attribute from ``add_envs_task``).
 
-What each family provides after lerobot's preprocessing (:data:`PROVIDED`) is what a checkpoint's
-``input_features``/``output_features`` are checked against before any episode.
+What each family provides after lerobot's preprocessing (``Family.features``) is what a checkpoint's
+``input_features``/``output_features`` are checked against before any episode. :data:`FAMILIES` holds the env
+classes' own image sizes; :func:`for_host` gives the sizes lerobot-eval of the host's lerobot renders (the host
+reads them from lerobot's own env configs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +47,7 @@ from rollbench.core.contracts import EpisodeError, Observation, TaskInfo
 
 PUSHT_SIZE = (96, 96)  # gym-pusht 0.1.8 PushTEnv: observation_width = observation_height = 96 (lerobot sets neither)
 ALOHA_SIZE = (480, 640)  # gym-aloha 0.1.5 AlohaEnv: observation_height, observation_width (lerobot: the same)
-LIBERO_SIZE = (256, 256)  # lerobot/envs/libero.py LiberoEnv: observation_width = observation_height = 256 (same)
+LIBERO_SIZE = (256, 256)  # lerobot/envs/libero.py LiberoEnv.__init__: observation_width = observation_height = 256
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,10 @@ class Family:
         action_dim: the env's action size (lerobot's ``ACTION`` feature).
         build: ``(observation, instruction) -> (raw arrays, task text)``.
         env_task: task name -> the ``task`` of lerobot's EnvConfig for that family.
+        resizable: lerobot-eval of the host renders this family at any size it is given
+            (``--env.observation_height/width``, which its config passes to the env) and feeds the policy images of
+            that size whatever the checkpoint was trained on (lerobot checks image names, not sizes); so
+            ``--image-size`` is accepted, and a checkpoint's other image size is not a mismatch.
     """
 
     image_size: tuple[int, int]
@@ -63,6 +72,7 @@ class Family:
     action_dim: int
     build: Callable[[Observation, str], tuple[dict[str, np.ndarray], str]]
     env_task: Callable[[TaskInfo], str]
+    resizable: bool = False
 
 
 def _image(obs: Observation, camera: str, size: tuple[int, int]) -> np.ndarray:
@@ -88,7 +98,9 @@ def _pusht(obs: Observation, instruction: str) -> tuple[dict[str, np.ndarray], s
     return {"pixels": _image(obs, "top", PUSHT_SIZE), "agent_pos": native[:2].copy()}, ""
 
 
-def _libero(obs: Observation, instruction: str) -> tuple[dict[str, np.ndarray], str]:
+def _libero(
+    obs: Observation, instruction: str, size: tuple[int, int] = LIBERO_SIZE
+) -> tuple[dict[str, np.ndarray], str]:
     raw: Any = obs.raw
     if not isinstance(raw, dict):
         raise EpisodeError(
@@ -98,8 +110,8 @@ def _libero(obs: Observation, instruction: str) -> tuple[dict[str, np.ndarray], 
             fault="policy",
         )
     arrays = {
-        "pixels/image": np.ascontiguousarray(_image(obs, "agentview", LIBERO_SIZE)[::-1, ::-1]),
-        "pixels/image2": np.ascontiguousarray(_image(obs, "robot0_eye_in_hand", LIBERO_SIZE)[::-1, ::-1]),
+        "pixels/image": np.ascontiguousarray(_image(obs, "agentview", size)[::-1, ::-1]),
+        "pixels/image2": np.ascontiguousarray(_image(obs, "robot0_eye_in_hand", size)[::-1, ::-1]),
     }
     keys = {
         "robot_state/eef/pos": "robot0_eef_pos",
@@ -149,6 +161,46 @@ FAMILIES: dict[str, Family] = {
 }
 
 
+_SIZED_BUILDERS: dict[str, Callable[..., tuple[dict[str, np.ndarray], str]]] = {"libero": _libero}
+
+
+def for_host(sizes: Mapping[str, Sequence[int]] | None) -> dict[str, Family]:
+    """:data:`FAMILIES` as lerobot-eval of the host's lerobot renders them: ``sizes`` (the host's
+    ``lerobot_eval_image_sizes``: family -> ``(height, width)`` its EnvConfig passes to the env, e.g. lerobot 0.6.1's
+    LIBERO 360 x 360) makes that family :attr:`Family.resizable` at that default size; families it does not name
+    (and every family on lerobot 0.4.4) keep their env's own size. Only families whose builder takes a size are
+    changed; a size for another family is ignored."""
+    out = dict(FAMILIES)
+    for name, size in (sizes or {}).items():
+        builder = _SIZED_BUILDERS.get(name)
+        if builder is None or len(size) != 2:
+            continue
+        hw = (int(size[0]), int(size[1]))
+        out[name] = replace(FAMILIES[name], image_size=hw, build=functools.partial(builder, size=hw), resizable=True)
+    return out
+
+
+def size_warnings(info: Mapping[str, Any], families: Mapping[str, Family]) -> list[str]:
+    """A warning per resizable family whose image features the checkpoint names at another size than lerobot-eval's
+    default: without ``--image-size`` the run renders lerobot-eval's size, as lerobot-eval does."""
+    out = []
+    version = (info.get("versions") or {}).get("lerobot")
+    for name, fam in families.items():
+        visual = {k: v for k, v in fam.features.items() if v[0] == "VISUAL"}
+        feats = info.get("input_features") or {}
+        sizes = {tuple(feats[k].get("shape", ()))[1:] for k in visual if k in feats}
+        if not fam.resizable or len(sizes) != 1 or (trained := sizes.pop()) == fam.image_size or len(trained) != 2:
+            continue
+        (h, w), (th, tw) = fam.image_size, trained
+        out.append(
+            f"lerobot-eval {version} renders {name} images at {h}x{w} by default (its env config; "
+            f"--env.observation_height/--env.observation_width) and feeds them to this checkpoint, whose images are "
+            f"{th}x{tw}: without --image-size this run renders {h}x{w}, as lerobot-eval does; --image-size {th}x{tw} "
+            f"renders the checkpoint's size (lerobot-eval: --env.observation_height={th} --env.observation_width={tw})"
+        )
+    return out
+
+
 def provided(family: Family, image_size: tuple[int, int]) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The family's features with images at ``image_size`` (what this run renders)."""
     out = {}
@@ -164,7 +216,7 @@ def mismatches(
     ``task`` rendered at ``image_size``; empty when it fits."""
     have = provided(family, image_size)
     out = []
-    if image_size != family.image_size:
+    if image_size != family.image_size and not family.resizable:
         h, w = family.image_size
         out.append(
             f"lerobot-eval renders {family_name} images at {h}x{w}, this run at {image_size[0]}x{image_size[1]} "
@@ -176,7 +228,7 @@ def mismatches(
             out.append(
                 f"input feature {name} {list(shape)} is not provided by {task.name} (it provides {sorted(have)})"
             )
-        elif have[name][1] != shape:
+        elif have[name][1] != shape and not (family.resizable and have[name][0] == "VISUAL" and shape[:1] == (3,)):
             out.append(f"input feature {name}: checkpoint shape {list(shape)}, {task.name} gives {list(have[name][1])}")
     actions = {k: tuple(v.get("shape", ())) for k, v in info.get("output_features", {}).items()}
     if "action" not in actions:

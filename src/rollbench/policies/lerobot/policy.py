@@ -18,7 +18,7 @@ import numpy as np
 
 from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation, PolicyInfo, TaskInfo
 from rollbench.policies.lerobot.client import HostProcess, find_python
-from rollbench.policies.lerobot.observe import FAMILIES, Family, mismatches
+from rollbench.policies.lerobot.observe import FAMILIES, Family, for_host, mismatches, size_warnings
 
 DEFAULT_TIMEOUT_S = 120.0  # one act of all slots; a CPU forward pass of a large VLA can take tens of seconds
 DEFAULT_START_TIMEOUT_S = 300.0  # interpreter start, torch and lerobot imports, config (and Hub) resolution
@@ -64,6 +64,7 @@ class _Host:
             raise ConfigError(f"lerobot policy: seeding {self.seeding!r} is not one of {', '.join(SEEDINGS)}")
         self.proc: HostProcess | None = self._start(ConfigError)
         self.info: dict[str, Any] = self.proc.info
+        self.families = for_host(self.info.get("lerobot_eval_image_sizes"))  # as the host's lerobot-eval renders
         self.family: str | None = None
         self.generation = 0  # hosts started so far, minus one: slot state lives in one generation only
 
@@ -99,7 +100,7 @@ class _Host:
         """The family's observation builder; loads the policy for it on first use. With seeding ``lerobot-eval``
         the load seeds lerobot's generators once with ``seed`` (the run's first episode seed, lerobot-eval's
         ``--seed``), and a host restarted mid-run is refused: its stream is lost."""
-        fam = FAMILIES.get(task.family)
+        fam = self.families.get(task.family)
         if fam is None:
             raise EpisodeError(f"lerobot policy: no lerobot env wrapper for {task.family}", fault="policy")
         if self.seeding == "lerobot-eval" and self.generation > 0:
@@ -148,7 +149,7 @@ class LeRobotBatch:
                 answers[slot] = InfrastructureError("the lerobot policy host was restarted during this episode")
                 continue
             try:
-                raw, said = FAMILIES[self.tasks[slot].family].build(obs, text)
+                raw, said = self.host.families[self.tasks[slot].family].build(obs, text)
             except EpisodeError as exc:
                 answers[slot] = exc
                 continue
@@ -196,9 +197,9 @@ class LeRobotPolicy:
                 }
             },
             tasks=tuple(f"{fam}/*" for fam in FAMILIES),
-            image_sizes={fam: f.image_size for fam, f in FAMILIES.items()},
+            image_sizes={fam: f.image_size for fam, f in self.host.families.items()},
             one_stream=ONE_STREAM if self.host.seeding == "lerobot-eval" else "",
-            warnings=tuple(version_check(info).values()),
+            warnings=(*version_check(info).values(), *size_warnings(info, self.host.families)),
         )
         self._single = LeRobotBatch(self.host, self.info, 1, owns_host=False)
 
@@ -207,7 +208,7 @@ class LeRobotPolicy:
         shape), a wrong action size, or images rendered at another size than lerobot-eval's."""
         problems = []
         for task in tasks:
-            fam = FAMILIES.get(task.family)
+            fam = self.host.families.get(task.family)
             if fam is None:
                 problems.append(f"{task.name}: lerobot has no env wrapper for {task.family}")
                 continue

@@ -109,13 +109,19 @@ def _reset_with_14_draw(env: Any) -> None:
         Robot.reset = original  # type: ignore[method-assign]
 
 
-def episode(env: Any, states: np.ndarray, k: int, seed: int, language: str, client: Any, max_steps: int) -> int:
-    """One episode; returns the steps executed (the server records what it was sent)."""
+def episode(
+    env: Any, states: np.ndarray, k: int, seed: int, language: str, client: Any, max_steps: int, draw_14: bool = True
+) -> int:
+    """One episode; returns the steps executed (the server records what it was sent). ``draw_14=False`` on
+    robosuite 1.4 itself, whose robot reset takes that draw natively."""
     from openpi_client import image_tools
 
     np.random.seed(seed)
     env.seed(seed)
-    _reset_with_14_draw(env)
+    if draw_14:
+        _reset_with_14_draw(env)
+    else:
+        env.reset()
     obs = env.set_init_state(states[k])
     for _ in range(SETTLE):
         obs, _, _, _ = env.step(NOOP)

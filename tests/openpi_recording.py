@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import openpi_server
+import pyarrow.parquet as pq
 
 
 class RecordingPolicy:
@@ -80,3 +81,29 @@ def recording_server() -> Iterator[tuple[Server, RecordingPolicy]]:
         yield srv, policy
     finally:
         srv.close()
+
+
+OPENPI_LIBERO_KEYS = sorted(["observation/image", "observation/wrist_image", "observation/state", "prompt"])
+
+
+def assert_same_episode(
+    ours: RecordingPolicy, reference: tuple[list[dict[str, Any]], list[np.ndarray]], run_dir: Any, horizon: int
+) -> None:
+    """rollbench's calls (``ours``) equal the reference loop's (openpi's LIBERO keys, prompt, state and images with
+    their dtypes and shapes), the replies too, and the run at ``run_dir`` recorded exactly the first 5 rows of each
+    reply, ``horizon`` actions in all."""
+    reference_calls, reference_replies = reference
+    assert len(ours.calls) == len(reference_calls)
+    for mine, theirs in zip(ours.calls, reference_calls, strict=True):
+        assert sorted(mine) == sorted(theirs) == OPENPI_LIBERO_KEYS
+        assert mine["prompt"] == theirs["prompt"]
+        for key in ("observation/image", "observation/wrist_image", "observation/state"):
+            assert mine[key].dtype == theirs[key].dtype and mine[key].shape == theirs[key].shape, key
+            np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
+        assert theirs["observation/state"].dtype == np.float64
+    # the same replies (they are a function of what was sent), and exactly their first 5 rows executed and recorded
+    for mine_reply, theirs_reply in zip(ours.replies, reference_replies, strict=True):
+        np.testing.assert_array_equal(mine_reply, theirs_reply)
+    executed = np.concatenate([r[:5] for r in reference_replies])[:horizon]
+    recorded = np.asarray(pq.read_table(run_dir / "data").to_pydict()["action"], dtype=np.float64)
+    np.testing.assert_array_equal(recorded, executed)

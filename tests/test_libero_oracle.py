@@ -15,8 +15,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import evaluate
@@ -28,7 +26,7 @@ pytestmark = [
     pytest.mark.skipif(libero_setup.missing() is not None, reason=f"LIBERO not installed: {libero_setup.missing()}"),
 ]
 pytest.importorskip("openpi_server")
-from openpi_recording import RecordingPolicy, Server, recording_server  # noqa: E402
+from openpi_recording import RecordingPolicy, Server, assert_same_episode, recording_server  # noqa: E402
 
 HORIZON = 11
 
@@ -72,24 +70,7 @@ def test_rollbench_sends_and_executes_exactly_what_the_reference_loop_does(
     )
     assert result["status"] == "OK", result["reasons"]
     assert steps == HORIZON and len(reference_calls) == 3  # steps 0, 5, 10
-    assert len(policy.calls) == len(reference_calls)
-    for ours, theirs in zip(policy.calls, reference_calls, strict=True):
-        assert (
-            sorted(ours)
-            == sorted(theirs)
-            == sorted(["observation/image", "observation/wrist_image", "observation/state", "prompt"])
-        )
-        assert ours["prompt"] == theirs["prompt"] == language
-        for key in ("observation/image", "observation/wrist_image", "observation/state"):
-            assert ours[key].dtype == theirs[key].dtype and ours[key].shape == theirs[key].shape, key
-            np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
-        assert theirs["observation/state"].dtype == np.float64
-    # the same replies (they are a function of what was sent), and exactly their first 5 rows executed and recorded
-    for ours, theirs in zip(policy.replies, reference_replies, strict=True):
-        np.testing.assert_array_equal(ours, theirs)
-    executed = np.concatenate([r[:5] for r in reference_replies])[:HORIZON]
-    table = pq.read_table(run_dir / "data").to_pydict()
-    recorded = np.asarray(table["action"], dtype=np.float64)
-    np.testing.assert_array_equal(recorded, executed)
+    assert reference_calls[0]["prompt"] == language
+    assert_same_episode(policy, (reference_calls, reference_replies), run_dir, HORIZON)
     log = json.loads((run_dir / "run.json").read_text())
     assert "np.random.seed(seed)" in log["provenance"]["libero"]["scene_seeding"]

@@ -16,15 +16,13 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import evaluate
 from rollbench.envs.libero import ref
 
 pytest.importorskip("openpi_server")
-from openpi_recording import RecordingPolicy, Server, recording_server
+from openpi_recording import RecordingPolicy, Server, assert_same_episode, recording_server
 
 pytestmark = [
     pytest.mark.sim,
@@ -45,7 +43,13 @@ def server() -> Iterator[tuple[Server, RecordingPolicy]]:
 def openpi_loop(suite: str, task_id: int, trial: int, seed: int, port: int) -> int:
     python = ref.FAMILY.python()
     assert python is not None
-    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "PYTHONNOUSERSITE": "1"}
+    # the far side's own LIBERO config (this process's in-process LIBERO may have pointed LIBERO_CONFIG_PATH elsewhere)
+    env = {
+        **os.environ,
+        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+        "PYTHONNOUSERSITE": "1",
+        **ref.FAMILY.host_env,
+    }
     r = subprocess.run(
         [python, str(LOOP), suite, str(task_id), str(trial), str(seed), str(port), str(HORIZON)],
         capture_output=True,
@@ -81,18 +85,7 @@ def test_the_reference_stack_starts_and_runs_each_episode_as_openpis_client_sees
     )
     assert result["status"] == "OK", result["reasons"]
     assert steps == HORIZON and len(reference_calls) == 3  # steps 0, 5, 10
-    assert len(policy.calls) == len(reference_calls)
-    for ours, theirs in zip(policy.calls, reference_calls, strict=True):
-        assert sorted(ours) == sorted(theirs)
-        assert ours["prompt"] == theirs["prompt"]
-        for key in ("observation/image", "observation/wrist_image", "observation/state"):
-            assert ours[key].dtype == theirs[key].dtype and ours[key].shape == theirs[key].shape, key
-            np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
-    for ours, theirs in zip(policy.replies, reference_replies, strict=True):
-        np.testing.assert_array_equal(ours, theirs)
-    executed = np.concatenate([r[:5] for r in reference_replies])[:HORIZON]
-    recorded = np.asarray(pq.read_table(run_dir / "data").to_pydict()["action"], dtype=np.float64)
-    np.testing.assert_array_equal(recorded, executed)
+    assert_same_episode(policy, (reference_calls, reference_replies), run_dir, HORIZON)
     log = json.loads((run_dir / "run.json").read_text())
     versions = log["provenance"]["libero_ref"]["versions"]
     assert (versions["robosuite"], versions["mujoco"]) == ("1.4.1", "3.2.3")

@@ -201,6 +201,7 @@ def _open_writer(run: ResolvedRun, run_dir: Path) -> DatasetWriter:
         first.task.fps,
         run.plan.instructions,
         robot_type=first.task.family,
+        planned=len(run.plan.episodes),
     )
 
 

@@ -11,37 +11,26 @@ the first 5 actions of each chunk are executed with ``env.step(action.tolist())`
 after ``--steps`` steps. One documented departure, rollbench's: the scene is seeded per episode,
 ``np.random.seed(seed)`` and ``env.seed(seed)`` right before ``env.reset()`` (openpi seeds once per process). On
 robosuite 1.4 the robot's reset draws its init noise from numpy's global generator natively, so nothing is patched.
+The episode is ``tests/libero_reference.py``'s ``episode`` (numpy and openpi-client only; its robosuite-1.5 draw
+patch off here); this file adds LIBERO's own benchmark object and ``OffScreenRenderEnv`` on the reference stack.
 
 Usage: ``python openpi_libero_loop.py SUITE TASK_ID TRIAL SEED PORT STEPS`` → prints ``{"steps": n}`` as JSON.
 """
 
 from __future__ import annotations
 
-import collections
 import json
-import math
 import os
 import sys
+from pathlib import Path
 
-import numpy as np
-
-SETTLE, REPLAN, RESIZE, RENDER = 10, 5, 224, 256
-NOOP = [0.0] * 6 + [-1.0]
-
-
-def axis_angle(quat: np.ndarray) -> np.ndarray:
-    q = quat.copy()
-    q[3] = min(max(q[3], -1.0), 1.0)
-    den = np.sqrt(1.0 - q[3] * q[3])
-    if math.isclose(den, 0.0):
-        return np.zeros(3)
-    return (q[:3] * 2.0 * math.acos(q[3])) / den
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the reference episode (no rollbench)
+from libero_reference import RENDER, episode
 
 
 def main(suite: str, task_id: int, trial: int, seed: int, port: int, max_steps: int) -> int:
     from libero.libero import benchmark, get_libero_path
     from libero.libero.envs import OffScreenRenderEnv
-    from openpi_client import image_tools
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
     task_suite = benchmark.get_benchmark_dict()[suite]()
@@ -51,42 +40,9 @@ def main(suite: str, task_id: int, trial: int, seed: int, port: int, max_steps: 
     env = OffScreenRenderEnv(bddl_file_name=bddl, camera_heights=RENDER, camera_widths=RENDER)
     client = WebsocketClientPolicy("127.0.0.1", port)
     try:
-        np.random.seed(seed)
-        env.seed(seed)
-        env.reset()
-        obs = env.set_init_state(init_states[trial])
-        for _ in range(SETTLE):
-            obs, _, _, _ = env.step(NOOP)
-        plan: collections.deque[np.ndarray] = collections.deque()
-        t = 0
-        while t < max_steps:
-            if not plan:
-                element = {
-                    "observation/image": image_tools.convert_to_uint8(
-                        image_tools.resize_with_pad(
-                            np.ascontiguousarray(obs["agentview_image"][::-1, ::-1]), RESIZE, RESIZE
-                        )
-                    ),
-                    "observation/wrist_image": image_tools.convert_to_uint8(
-                        image_tools.resize_with_pad(
-                            np.ascontiguousarray(obs["robot0_eye_in_hand_image"][::-1, ::-1]), RESIZE, RESIZE
-                        )
-                    ),
-                    "observation/state": np.concatenate(
-                        (obs["robot0_eef_pos"], axis_angle(obs["robot0_eef_quat"]), obs["robot0_gripper_qpos"])
-                    ),
-                    "prompt": str(task.language),
-                }
-                chunk = client.infer(element)["actions"]
-                assert len(chunk) >= REPLAN
-                plan.extend(chunk[:REPLAN])
-            obs, _, done, _ = env.step(plan.popleft().tolist())
-            t += 1
-            if done:
-                break
+        return episode(env, init_states, trial, seed, str(task.language), client, max_steps, draw_14=False)
     finally:
         env.close()
-    return t
 
 
 if __name__ == "__main__":

@@ -16,7 +16,11 @@ to "100.…" is a number the user cannot read). :func:`print_table` prevents tha
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from rich.console import Console, Group
+from rich.errors import MarkupError
 from rich.padding import Padding
 from rich.table import Column, Table
 from rich.text import Text
@@ -32,6 +36,24 @@ def _plain(cell: object) -> str:
     if isinstance(cell, Padding):
         return _plain(cell.renderable)
     return Text.from_markup(str(cell)).plain
+
+
+def _safe(cell: Any) -> Any:
+    """A string cell as :class:`rich.text.Text`: its markup when it parses, else the text as it is (a recorded task
+    name or reason such as ``[/x]`` is never a crash), control characters shown as escapes (never sent to the
+    terminal); other cells unchanged."""
+    if not isinstance(cell, str):
+        return cell
+    try:
+        text = Text.from_markup(cell)
+    except MarkupError:
+        text = Text(cell)
+    if _CONTROL.search(text.plain):
+        text = Text(_CONTROL.sub(lambda m: repr(m.group())[1:-1], text.plain))
+    return text
+
+
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # every C0/C1 control character but the newline
 
 
 def _widest_line(text: str) -> int:
@@ -67,6 +89,8 @@ def print_table(console: Console, table: Table, keys: int = 1) -> None:
     """Print ``table`` on ``console`` whole (see the module docstring). Columns added with ``overflow="fold"``
     may wrap at spaces; all others keep every cell on its lines, uncut. ``keys``: how many leading columns identify
     a row (every split table repeats all of them, so the rows of two models stay apart)."""
+    for column in table.columns:
+        column._cells = [_safe(c) for c in column._cells]  # rich keeps a column's cells there (no public setter)
     widths = [_min_width(c) for c in table.columns]
     for column, width in zip(table.columns, widths, strict=True):
         if column.overflow != "fold":

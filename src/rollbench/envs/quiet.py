@@ -47,6 +47,20 @@ def silence_robosuite_notices() -> None:
         logger.addFilter(_DropRobosuiteNotices())
 
 
+def _import_without(module: str, notice: str | None) -> None:
+    """Import ``module`` with stderr captured; write the captured text back without ``notice`` (its first copy)."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            importlib.import_module(module)
+    finally:
+        text = captured.getvalue()
+        if notice:
+            text = text.replace(notice + "\n", "", 1)
+        if text:
+            sys.stderr.write(text)
+
+
 def import_gym_quietly() -> None:
     """Import the legacy ``gym`` package (if installed and not yet imported) without its "unmaintained" notice;
     anything else written to stderr during the import is passed on."""
@@ -58,16 +72,7 @@ def import_gym_quietly() -> None:
         notice = notices.get(importlib.metadata.version("gym"))
     except Exception:  # no notice known: nothing to drop
         notice = None
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(captured):
-            import gym  # noqa: F401
-    finally:
-        text = captured.getvalue()
-        if notice:
-            text = text.replace(notice + "\n", "", 1)
-        if text:
-            sys.stderr.write(text)
+    _import_without("gym", notice)
 
 
 def import_quietly(module: str) -> None:
@@ -82,13 +87,4 @@ def import_quietly(module: str) -> None:
         notice = notifications.get(module, {}).get(importlib.metadata.version(module.replace("_", "-")))
     except Exception:  # no notice known: nothing to drop
         notice = None
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(captured):
-            importlib.import_module(module)
-    finally:
-        text = captured.getvalue()
-        if notice:
-            text = text.replace(notice + "\n", "", 1)
-        if text:
-            sys.stderr.write(text)
+    _import_without(module, notice)

@@ -47,7 +47,7 @@ from typing import Any
 
 import duckdb
 
-from rollbench.core.contracts import ConfigError
+from rollbench.core.contracts import TERMINATION_REASONS, ConfigError
 from rollbench.core.episode import held_success
 from rollbench.grading.declared import check_episode_tasks, check_stats, declared_step_files, read_tasks
 from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
@@ -285,6 +285,10 @@ def _episode_row(
             )
     rule = m["rollbench/success_rule"]
     reason = m["rollbench/termination_reason"]
+    if reason not in TERMINATION_REASONS:  # repr: a recorded string may hold control characters
+        violations.append(
+            f"episode {e}: termination reason {reason!r} is not one of rollbench's ({', '.join(TERMINATION_REASONS)})"
+        )
     reached = d is not None and held_success(d["successes"], hold, rule == "final_step")
     success = reached and reason != "error" and not m["rollbench/success_at_reset"]
     if success != m["rollbench/success"]:

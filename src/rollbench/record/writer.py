@@ -95,8 +95,10 @@ class DatasetWriter:
         fps: int,
         instructions: Sequence[str],
         robot_type: str,
+        planned: int | None = None,
     ) -> None:
         self.run_dir = run_dir
+        self.planned = planned  # episodes the plan holds: a file at a higher index was never this writer's
         self.features = features
         self.fps = fps
         self.robot_type = robot_type
@@ -143,8 +145,14 @@ class DatasetWriter:
             for f in run_files(self.run_dir, pattern):
                 c = int(f.parent.name.split("-")[1])
                 i = int(f.stem.split("-")[1])
-                if c * CHUNKS_SIZE + i >= k:
+                index = c * CHUNKS_SIZE + i
+                if index >= k and (self.planned is None or index < self.planned):
                     _unlink_regular(resolve_inside(self.run_dir, f))
+                elif index >= k:  # past the plan: never written by this run, so never deleted (grade names it)
+                    print(
+                        f"warning: {f} is not this run's (its plan has {self.planned} episodes); left as it is",
+                        file=sys.stderr,
+                    )
         for entry in sorted(os.scandir(self.run_dir / STAGING), key=lambda x: x.name):
             d, e = Path(entry.path), staged_index(entry.name)
             if not entry.is_dir(follow_symlinks=False):

@@ -188,7 +188,8 @@ def test_a_hosted_episode_is_libero_pro_benchmarks_own_loop_stepping_the_same_ac
     assert python is not None
     script = ROOT / "scripts" / "oracle" / "libero_pro_replay.py"
     cmd = [python, str(script), suite, str(task_id), str(k), str(seed), str(tmp_path / "actions.npy")]
-    gl = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl", "PYTHONNOUSERSITE": "1"}
+    # the far side's own LIBERO config: in-process LIBERO in this process may have set LIBERO_CONFIG_PATH to its own
+    gl = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl", "PYTHONNOUSERSITE": "1", **FAMILY.host_env}
     r = subprocess.run(
         [*cmd, str(tmp_path / "o.npz")], env={**os.environ, **gl}, capture_output=True, text=True, timeout=900
     )

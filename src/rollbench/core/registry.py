@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from rollbench.core.contracts import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo, describe
 from rollbench.core.interrupts import contained
+from rollbench.core.suite_names import refuse_suite_position
 
 
 @dataclass(frozen=True)
@@ -219,28 +220,11 @@ def resolve_tasks(env: str) -> list[TaskInfo]:
         if suite in suites:
             out.extend(fam.task(t) for t in suites[suite])
         else:
-            _refuse_suite_position(name, suite, suites)
+            refuse_suite_position(name, suite, suites)
             out.append(fam.task(name))
     seen: set[str] = set()
     unique = [t for t in out if not (t.name in seen or seen.add(t.name))]  # type: ignore[func-returns-value]
     return unique
-
-
-def _refuse_suite_position(name: str, suite: str, suites: Mapping[str, Sequence[str]]) -> None:
-    """ConfigError for ``SUITE/k`` when SUITE is a suite whose k-th task has another name (LIBERO-Plus's category
-    suites list instances named by their package suite: ``liberoplus/libero_spatial_camera``'s first task is
-    ``liberoplus/libero_spatial/608``): one name per task, and the message says which it is."""
-    head, _, k = suite.rpartition("/")
-    if head not in suites or not k.isdigit():
-        return
-    members = list(suites[head])
-    if f"{name.split('/', 1)[0]}/{suite}" in members:
-        return
-    where = f"its task {k} is {members[int(k)]}" if int(k) < len(members) else f"it has {len(members)} tasks"
-    raise ConfigError(
-        f"{name!r} is not a task name: {name.rsplit('/', 1)[0]} is a suite and {where} "
-        f"(--env {name.rsplit('/', 1)[0]} runs the whole suite; `rollbench envs` lists the names)"
-    )
 
 
 def check_remote_name(name: str) -> None:

@@ -86,6 +86,14 @@ def declared_step_files(run_dir: Path, files: list[Path], info: dict[str, Any], 
     return good
 
 
+def _same_width(want: str) -> tuple[str, ...]:
+    """The spellings of a declared type: a one-wide column is a scalar (LeRobot's way) or a list of one
+    (rollbench's ``action`` and ``observation.state`` of a 1-D space)."""
+    if want.endswith("[1]"):
+        return (want, want[:-3])
+    return (want, want + "[1]") if "[" not in want else (want,)
+
+
 def _schema_differences(declared: dict[str, str], found: dict[str, str]) -> list[tuple[str, str]]:
     """``(column, why)`` for every column of ``found`` (a file's columns as :func:`type_text` spells them) that
     differs from ``declared``: missing, of another dtype or width, or not declared."""
@@ -93,7 +101,7 @@ def _schema_differences(declared: dict[str, str], found: dict[str, str]) -> list
     for name, want in declared.items():
         if name not in found:
             out.append((name, f"column {name} declared in meta/info.json ({want}) is missing"))
-        elif found[name] != want and not (want.endswith("[1]") and found[name] == want[:-3]):
+        elif found[name] not in _same_width(want):
             out.append((name, f"column {name} is declared {want} in meta/info.json but holds {found[name]}"))
     out += [(n, f"column {n} ({found[n]}) is not declared in meta/info.json") for n in found if n not in declared]
     return out

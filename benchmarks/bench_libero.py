@@ -39,17 +39,13 @@ Run: ``MUJOCO_GL=egl .venv/bin/python benchmarks/bench_libero.py [--part sim|com
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import hashlib
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -123,35 +119,6 @@ class CheapPolicy:
         pass
 
 
-class Server:
-    """openpi's WebsocketPolicyServer on loopback, in a thread with its own event loop."""
-
-    def __init__(self) -> None:
-        from openpi_server import WebsocketPolicyServer
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        server = WebsocketPolicyServer(CheapPolicy(), host="127.0.0.1", port=self.port)  # type: ignore[arg-type]
-        self.loop = asyncio.new_event_loop()
-        self.task = self.loop.create_task(server.run())
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        for _ in range(300):
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            time.sleep(0.1)
-
-    def _run(self) -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            self.loop.run_until_complete(self.task)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.task.cancel)
-        self.thread.join(timeout=10)
-
-
 def run_reference(suite: str, task_id: int, port: int, episodes: int, horizon: int) -> tuple[int, float]:
     sys.path.insert(0, str(REPO / "tests"))
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
@@ -207,7 +174,10 @@ def worker_memory_mb(task: str) -> float:
 
 def part_compare(args: argparse.Namespace) -> None:
     _, suite, task_id = args.task.split("/")
-    server = Server()
+    sys.path.insert(0, str(REPO / "tests"))
+    from openpi_recording import Server  # openpi's WebsocketPolicyServer on loopback in a thread
+
+    server = Server(CheapPolicy())
     rates: dict[str, list[float]] = {"reference": [], "rollbench": [], "rollbench --video": []}
     try:
         for rep in range(args.reps):

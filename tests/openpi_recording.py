@@ -44,7 +44,7 @@ class RecordingPolicy:
 class Server:
     """openpi's WebsocketPolicyServer on loopback, in a thread with its own event loop."""
 
-    def __init__(self, policy: RecordingPolicy) -> None:
+    def __init__(self, policy: Any) -> None:  # an openpi BasePolicy (``infer``, ``reset``)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]

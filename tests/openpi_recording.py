@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,13 @@ class RecordingPolicy:
 
     def reset(self) -> None:
         pass
+
+    def take(self) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+        """``(calls, replies)`` recorded so far; the record starts empty again (for the next client)."""
+        taken = (self.calls[:], self.replies[:])
+        self.calls.clear()
+        self.replies.clear()
+        return taken
 
 
 class Server:
@@ -107,3 +116,21 @@ def assert_same_episode(
     executed = np.concatenate([r[:5] for r in reference_replies])[:horizon]
     recorded = np.asarray(pq.read_table(run_dir / "data").to_pydict()["action"], dtype=np.float64)
     np.testing.assert_array_equal(recorded, executed)
+
+
+def evaluate_episode(env: str, port: int, seed: int, trial: int, horizon: int, run_dir: Path) -> dict[str, Any]:
+    """One rollbench episode of ``env`` (trial ``trial`` of a run seeded ``seed``, ``horizon`` steps) against the
+    server on ``port``, written to ``run_dir``; asserts it ended OK and returns its run.json."""
+    from rollbench.api import evaluate
+
+    result = evaluate(
+        env=env,
+        policy=f"ws://127.0.0.1:{port}",
+        episodes=1,
+        seed=seed,
+        first_trial=trial,
+        max_steps=horizon,
+        out=run_dir,
+    )
+    assert result["status"] == "OK", result["reasons"]
+    return json.loads((run_dir / "run.json").read_text())

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_listening(
+    proc: subprocess.Popen, port: int, timeout: float, what: str | Callable[[], str] = "the server did not start"
+) -> None:
+    """Return once ``127.0.0.1:port`` accepts a connection; fail with ``what`` (a text, or a function giving it,
+    called only then) if ``proc`` exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, what() if callable(what) else what
+            time.sleep(0.2)
 
 
 def url_of(protocol: str, port: int) -> str:

@@ -11,13 +11,11 @@ dtype) and images, and rollbench must execute (and record) exactly the actions t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from rollbench.api import evaluate
 from rollbench.envs.libero import setup as libero_setup
 
 pytestmark = [
@@ -26,7 +24,7 @@ pytestmark = [
     pytest.mark.skipif(libero_setup.missing() is not None, reason=f"LIBERO not installed: {libero_setup.missing()}"),
 ]
 pytest.importorskip("openpi_server")
-from openpi_recording import RecordingPolicy, Server, assert_same_episode, recording_server  # noqa: E402
+from openpi_recording import RecordingPolicy, Server, assert_same_episode, evaluate_episode, recording_server  # noqa: E402
 
 HORIZON = 11
 
@@ -54,23 +52,10 @@ def test_rollbench_sends_and_executes_exactly_what_the_reference_loop_does(
         steps = ref.episode(env, ref.init_states(init_file), trial, seed + trial, language, client, HORIZON)
     finally:
         env.close()
-    reference_calls, reference_replies = policy.calls[:], policy.replies[:]
-    policy.calls.clear()
-    policy.replies.clear()
-
+    reference_calls, reference_replies = policy.take()
     run_dir = tmp_path / "run"
-    result = evaluate(
-        env=f"libero/{suite}/{task_id}",
-        policy=f"ws://127.0.0.1:{srv.port}",
-        episodes=1,
-        seed=seed,
-        first_trial=trial,
-        max_steps=HORIZON,
-        out=run_dir,
-    )
-    assert result["status"] == "OK", result["reasons"]
+    log = evaluate_episode(f"libero/{suite}/{task_id}", srv.port, seed, trial, HORIZON, run_dir)
     assert steps == HORIZON and len(reference_calls) == 3  # steps 0, 5, 10
     assert reference_calls[0]["prompt"] == language
     assert_same_episode(policy, (reference_calls, reference_replies), run_dir, HORIZON)
-    log = json.loads((run_dir / "run.json").read_text())
     assert "np.random.seed(seed)" in log["provenance"]["libero"]["scene_seeding"]

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from rollbench.api import evaluate
 from rollbench.envs.libero import ref
 
 pytest.importorskip("openpi_server")
-from openpi_recording import RecordingPolicy, Server, assert_same_episode, recording_server
+from openpi_recording import RecordingPolicy, Server, assert_same_episode, evaluate_episode, recording_server
 
 pytestmark = [
     pytest.mark.sim,
@@ -69,23 +68,10 @@ def test_the_reference_stack_starts_and_runs_each_episode_as_openpis_client_sees
     srv, policy = server
     seed = 100
     steps = openpi_loop(suite, task_id, trial, seed + trial, srv.port)
-    reference_calls, reference_replies = policy.calls[:], policy.replies[:]
-    policy.calls.clear()
-    policy.replies.clear()
-
+    reference_calls, reference_replies = policy.take()
     run_dir = tmp_path / "run"
-    result = evaluate(
-        env=f"libero_ref/{suite}/{task_id}",
-        policy=f"ws://127.0.0.1:{srv.port}",
-        episodes=1,
-        seed=seed,
-        first_trial=trial,
-        max_steps=HORIZON,
-        out=run_dir,
-    )
-    assert result["status"] == "OK", result["reasons"]
+    log = evaluate_episode(f"libero_ref/{suite}/{task_id}", srv.port, seed, trial, HORIZON, run_dir)
     assert steps == HORIZON and len(reference_calls) == 3  # steps 0, 5, 10
     assert_same_episode(policy, (reference_calls, reference_replies), run_dir, HORIZON)
-    log = json.loads((run_dir / "run.json").read_text())
     versions = log["provenance"]["libero_ref"]["versions"]
     assert (versions["robosuite"], versions["mujoco"]) == ("1.4.1", "3.2.3")

@@ -7,11 +7,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from served_policy import wait_listening
 
 TOKEN = "s3cret-token-0123456789"
 INITIALIZE = {
@@ -64,14 +65,7 @@ def test_with_a_token_a_request_without_it_gets_401_and_an_unknown_host_name_421
     url = f"http://127.0.0.1:{port}/mcp"
     headers = {"accept": "application/json, text/event-stream", "authorization": f"Bearer {TOKEN}"}
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the http server did not start"
-                time.sleep(0.2)
+        wait_listening(proc, port, 60, "the http server did not start")
         anonymous = httpx.post(url, json=INITIALIZE, headers={"accept": headers["accept"]})
         wrong = httpx.post(url, json=INITIALIZE, headers={**headers, "authorization": f"Bearer {TOKEN}x"})
         rebound = httpx.post(url, json=INITIALIZE, headers={**headers, "host": "evil.example"})

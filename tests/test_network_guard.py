@@ -27,6 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 import rollbench
+from served_policy import wait_listening
 
 SRC = str(Path(rollbench.__file__).resolve().parents[1])
 EVIL = "gym:planted_marker:Foo-v0"
@@ -357,14 +358,7 @@ def test_mcp_over_http_answers_400_to_bad_or_repeated_hosts(tmp_path: Path) -> N
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.2)
+        wait_listening(proc, port, 60, "the mcp http server did not start")
         got = _all_refused_with_400(port, "GET /mcp HTTP/1.1", [])
     finally:
         proc.terminate()

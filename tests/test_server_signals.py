@@ -5,15 +5,14 @@ SIGINT's default disposition back (a background test job ignores SIGINT, which t
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import rollbench_bin
+from served_policy import free_port, wait_listening
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +25,6 @@ SERVERS: dict[str, Callable[[Path, int], list[str]]] = {
 }  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
@@ -39,20 +32,13 @@ def _default_sigint() -> None:
 @pytest.mark.parametrize("server", sorted(SERVERS))
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)])
 def test_a_server_stopped_by_a_signal_exits_by_the_one_rule(server: str, sig: int, code: int, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     cmd = [rollbench_bin(), *SERVERS[server](tmp_path, port)]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint, cwd=tmp_path
     )
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-                time.sleep(0.2)
+        wait_listening(proc, port, 120, lambda: proc.stderr.read() if proc.stderr else "")
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -19,7 +19,7 @@ from rollbench.cli.common import fail
 from rollbench.core.contracts import RollbenchError
 from rollbench.serve.batch import Batching
 from rollbench.serve.limits import INJECTIONS, Limits, request_bytes
-from rollbench.serve.server import check_address, listen, serve
+from rollbench.serve.server import check_address, listen, load_protocol, serve
 from rollbench.serve.sessions import PolicyHost
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES
 from rollbench.wire.guard import TOKEN_ENV, Guard
@@ -120,6 +120,7 @@ def serve_policy_cmd(
         batching = Batching(max_batch, batch_window_ms)
         options, overrides = load_policy_options(policy_options), load_policy_options(obs_map)
         served = PolicyHost(policy, options, env, overrides, log_requests, inject, protocol, limits, batching)
+        load_protocol(protocol)  # before the port accepts (see load_protocol)
         sock = listen(host, port, bounded=protocol == "ws")
     except (RollbenchError, OSError) as exc:
         fail(str(exc))

@@ -236,6 +236,14 @@ def check_address(protocol: str, path: str) -> None:
         raise ConfigError(f"--path must start with '/', got {path!r}")
 
 
+def load_protocol(protocol: str) -> None:
+    """Import what serving ``protocol`` needs (FastAPI for ``http``: seconds on a loaded machine). Called before the
+    port is bound, so that a port that accepts connections belongs to a server ready to answer, and a Ctrl-C right
+    after start-up lands in the serving loop (exit 130), not in the middle of an import."""
+    if protocol == "http":
+        import rollbench.serve.http  # noqa: F401
+
+
 def serve(served: PolicyHost, sock: socket.socket, host: str, protocol: str, path: str, guard: Guard) -> None:
     """Print the URL clients use, then serve on ``sock`` until interrupted (Ctrl-C: KeyboardInterrupt propagates,
     the command exits 130 as every rollbench command does; SIGTERM ends the process by the signal)."""

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rollbench.cli.common import print_json
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import MISSING, interval, p_value, pct, points, points_interval
@@ -156,7 +157,7 @@ def summarize_cmd(
     print_warnings(doc["warnings"])
     out = _out()
     if as_json:
-        out.print_json(json.dumps(doc))
+        print_json(out, json.dumps(doc))
     elif as_csv:
         typer.echo(cells_csv(doc), nl=False)
     else:
@@ -226,7 +227,7 @@ def compare_cmd(
         return
     print_warnings(loaded.notes())
     if as_json:
-        out.print_json(json.dumps(doc))
+        print_json(out, json.dumps(doc))
     else:
         print_comparison(out, doc)
 
@@ -255,7 +256,7 @@ def _power_plan(
         _fail(str(exc))
         return
     if as_json:
-        out.print_json(json.dumps(r.to_dict()))
+        print_json(out, json.dumps(r.to_dict()))
         return
     out.print(
         f"{r.n_exact} paired episodes per task (exact McNemar test, two-sided alpha {alpha}, power "
@@ -283,7 +284,7 @@ def _compare_sequential(out: Console, runs: list[Path], as_json: bool, other_opt
     except RollbenchError as exc:
         _fail(str(exc), code=1)
     if as_json:
-        out.print_json(json.dumps(doc))
+        print_json(out, json.dumps(doc))
     else:
         print_sequential(out, doc)
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from rollbench.cli.analysis import compare_cmd, report_cmd, summarize_cmd
-from rollbench.cli.common import OneLineErrors, console, out
+from rollbench.cli.common import OneLineErrors, console, out, print_json
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.dashboard import dashboard_cmd
 from rollbench.cli.eval_run import new_spec as _new_spec
@@ -107,7 +107,7 @@ def _emit(result: dict[str, Any], as_json: bool, run_dir: Path | None) -> None:
     from rollbench.cli.display import print_result
 
     if as_json:
-        out.print_json(json.dumps(result))
+        print_json(out, json.dumps(result))
     else:
         print_result(out, result, run_dir)
     raise typer.Exit(0 if result["status"] == "OK" else 1)
@@ -144,7 +144,7 @@ def envs_cmd(
             _fail(str(unknown_name_error("env family", family, [r["family"] for r in rows])))
         rows = [r for r in rows if r["family"] == family]
     if as_json:
-        out.print_json(json.dumps(rows))
+        print_json(out, json.dumps(rows))
     else:
         print_envs(out, rows, show_tasks=tasks)
 
@@ -155,7 +155,7 @@ def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
 
     rows = list_policies()
     if as_json:
-        out.print_json(json.dumps(rows))
+        print_json(out, json.dumps(rows))
         return
     from rollbench.cli.display import print_policies
 

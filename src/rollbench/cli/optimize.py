@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rollbench.cli.common import print_json
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import interval, p_value, pct, points, points_interval
@@ -130,6 +131,6 @@ def optimize_instruction(
     except RollbenchError as exc:
         _fail(str(exc), code=1)
     if as_json:
-        out.print_json(json.dumps(state))
+        print_json(out, json.dumps(state))
     else:
         print_search(out, state, out_dir)

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from rollbench.cli.common import print_json
 from rollbench.core.contracts import ConfigError, RollbenchError
 
 
@@ -44,7 +45,7 @@ def release_cmd(
     except RollbenchError as exc:
         _fail(f"{exc} (nothing was written)", code=1)
     if as_json:
-        out_console.print_json(json.dumps(doc))
+        print_json(out_console, json.dumps(doc))
         return
     verb = "would replace" if dry_run else "replaced"
     for r in doc["redactions"]:

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from rollbench.cli.common import fail
+from rollbench.cli.common import fail, print_json
 from rollbench.cli.run_flags import EVAL_OPTIONS, eval_options, execution
 from rollbench.cli.spec_flags import given_flags
 from rollbench.core.contracts import ConfigError, RollbenchError
@@ -85,7 +85,7 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None) -> None:
         figure.write_bytes(to_png(robustness_figure(study)))
     out = _out()
     if as_json:
-        out.print_json(json.dumps(study))
+        print_json(out, json.dumps(study))
     else:
         print_study(out, study)
 

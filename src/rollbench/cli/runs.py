@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from rollbench.cli.common import print_json
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING, pct
 from rollbench.record.safe_files import read_regular_json
@@ -121,7 +122,7 @@ def runs_cmd(
     except ConfigError as exc:
         fail(str(exc))
     if as_json:
-        out.print_json(json.dumps(rows))
+        print_json(out, json.dumps(rows))
         return
     if not rows:
         out.print(f"no runs under {root}", highlight=False)

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rollbench.cli.common import console, fail, terminate_as_interrupt
+from rollbench.cli.common import console, fail, print_json, terminate_as_interrupt
 from rollbench.cli.run_flags import EXECUTION_FLAGS, IDENTITY_FLAGS, eval_options, execution
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError, RollbenchError
@@ -148,7 +148,7 @@ def sequential_cmd(
     except RollbenchError as exc:
         fail(str(exc), code=1)
     if as_json:
-        stdout.print_json(json.dumps(doc))
+        print_json(stdout, json.dumps(doc))
     else:
         print_sequential(stdout, doc)
 

@@ -131,7 +131,11 @@ class LiberoPlusFamily(HostedLiberoFamily):
 
     def missing_files(self, name: str) -> list[str]:
         """Files an instance needs that are not installed (relative to the package folder); [] for controls."""
-        pkg = package_dir(self.python())
+        return self._missing_under(package_dir(self.python()), name)
+
+    def _missing_under(self, pkg: Path | None, name: str) -> list[str]:
+        """:meth:`missing_files` with the package folder found once by the caller (finding it resolves the venv's
+        path: a listing of all 10,030 instances took seconds doing it per instance)."""
         needed = self._needed.get(name, ()) if self._index and pkg is not None else ()
         for f in needed:
             if f not in self._exists:
@@ -165,7 +169,8 @@ class LiberoPlusFamily(HostedLiberoFamily):
 
     def runnable_categories(self) -> list[str]:
         """Categories none of whose instances misses a file."""
-        blocked = {i.category for n, i in self._index[2].items() if self.missing_files(n)}
+        pkg = package_dir(self.python())
+        blocked = {i.category for n, i in self._index[2].items() if self._missing_under(pkg, n)}
         return [c for c in pt.CATEGORIES if c not in blocked]
 
     def variants(self) -> str:
@@ -174,9 +179,10 @@ class LiberoPlusFamily(HostedLiberoFamily):
             return f"LIBERO-Plus not set up: run `{SETUP}`"
         total: Counter[str] = Counter()
         absent: Counter[str] = Counter()
+        pkg = package_dir(self.python())
         for n, inst in self._index[2].items():
             total[inst.category] += 1
-            absent[inst.category] += bool(self.missing_files(n))
+            absent[inst.category] += bool(self._missing_under(pkg, n))
         parts = [
             f"{c} {total[c]}" + (f" ({absent[c]} refused: assets not on PyPI)" if absent[c] else " (runs)")
             for c in pt.CATEGORIES

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -49,26 +50,38 @@ def server_env(mod_dir: Path, **extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join([SRC, str(mod_dir)]), **extra}
 
 
+def _start_server(procs: list[subprocess.Popen[str]], args: tuple[str, ...], env: dict[str, str]) -> tuple[str, int]:
+    """Start ``rollbench serve-policy --policy random ARGS`` (appended to ``procs``); (its url, its pid)."""
+    cmd = [sys.executable, "-m", "rollbench", "serve-policy", "--policy", "random", "--port", "0", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    procs.append(proc)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("serving "), line
+    return line.split(" at ", 1)[1].strip(), proc.pid
+
+
+def _stop(procs: list[subprocess.Popen[str]]) -> None:
+    for p in procs:
+        p.terminate()
+        p.wait(timeout=30)
+
+
 @pytest.fixture
 def serve(planted: tuple[Path, Path]) -> Iterator[Any]:
     """Start ``rollbench serve-policy --policy random ARGS``; yields a starter returning (url, pid)."""
     procs: list[subprocess.Popen[str]] = []
+    yield lambda *args, env=None: _start_server(procs, args, env or server_env(planted[0]))
+    _stop(procs)
 
-    def start(*args: str, env: dict[str, str] | None = None) -> tuple[str, int]:
-        cmd = [sys.executable, "-m", "rollbench", "serve-policy", "--policy", "random", "--port", "0", *args]
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env or server_env(planted[0])
-        )
-        procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("serving "), line
-        return line.split(" at ", 1)[1].strip(), proc.pid
 
-    yield start
-    for p in procs:
-        p.terminate()
-        p.wait(timeout=30)
+@pytest.fixture(scope="module")
+def served_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The url of one ``serve-policy --protocol http`` shared by the observation checks below: each case resets
+    its session before it acts, so the cases share the process and nothing else."""
+    procs: list[subprocess.Popen[str]] = []
+    yield _start_server(procs, ("--protocol", "http"), server_env(tmp_path_factory.mktemp("nothing-planted")))[0]
+    _stop(procs)
 
 
 def test_a_reset_naming_a_module_is_refused_over_http_and_nothing_is_imported(serve, planted) -> None:
@@ -404,15 +417,13 @@ def _act(url: str, state: dict[str, Any], images: dict[str, Any] | None = None) 
         ),
     ],
 )
-def test_served_observations_must_be_what_the_task_declares(serve, state, images, words) -> None:
-    url, _ = serve("--protocol", "http")
-    r = _act(url, state, images)
+def test_served_observations_must_be_what_the_task_declares(served_http, state, images, words) -> None:
+    r = _act(served_http, state, images)
     assert r.status_code == 400 and words in r.json()["error"], r.text
 
 
-def test_a_well_formed_observation_is_answered(serve) -> None:
-    url, _ = serve("--protocol", "http")
-    r = _act(url, {"dtype": "int64", "shape": [4], "data": [2**62, 0, 0, -(2**63)]})  # exact int64 extremes
+def test_a_well_formed_observation_is_answered(served_http) -> None:
+    r = _act(served_http, {"dtype": "int64", "shape": [4], "data": [2**62, 0, 0, -(2**63)]})  # exact int64 extremes
     assert r.status_code == 200, r.text
 
 
@@ -433,8 +444,10 @@ def test_mcp_lerobot_policies_are_only_those_the_server_was_started_with(policy:
     assert spec.policy == "lerobot:/srv/allowed"
 
 
-def _recorded(tmp_path: Path) -> Path:
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One small run recorded by a real ``rollbench eval`` process, once per module (each test edits a copy)."""
+    run = tmp_path_factory.mktemp("recorded") / "run"
     subprocess.run(
         [
             sys.executable,
@@ -459,6 +472,11 @@ def _recorded(tmp_path: Path) -> Path:
     return run
 
 
+def _recorded(source: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the module's recorded run under ``tmp_path`` (the test may edit it)."""
+    return Path(shutil.copytree(source, tmp_path / "run", symlinks=True))
+
+
 @pytest.mark.parametrize(
     ("field", "value", "words"),
     [
@@ -469,8 +487,10 @@ def _recorded(tmp_path: Path) -> Path:
         ("policy_options", {"python": "/tmp/planted-python"}, "python=/tmp/planted-python"),
     ],
 )
-def test_resuming_a_run_that_names_code_or_a_path_loads_nothing_unasked(planted, tmp_path, field, value, words):
-    run = _recorded(tmp_path)
+def test_resuming_a_run_that_names_code_or_a_path_loads_nothing_unasked(
+    planted, recorded_run, tmp_path, field, value, words
+):
+    run = _recorded(recorded_run, tmp_path)
     log = json.loads((run / "run.json").read_text())
     log["spec"][field] = value
     (run / "run.json").write_text(json.dumps(log))
@@ -485,8 +505,8 @@ def test_resuming_a_run_that_names_code_or_a_path_loads_nothing_unasked(planted,
     assert other.returncode == 2 and not planted[1].exists()
 
 
-def test_resuming_with_the_recorded_module_named_again_imports_it(planted, tmp_path) -> None:
-    run = _recorded(tmp_path)
+def test_resuming_with_the_recorded_module_named_again_imports_it(planted, recorded_run, tmp_path) -> None:
+    run = _recorded(recorded_run, tmp_path)
     log = json.loads((run / "run.json").read_text())
     log["spec"]["policy"] = "planted_marker:make"
     (run / "run.json").write_text(json.dumps(log))

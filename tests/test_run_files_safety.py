@@ -2,7 +2,9 @@
 analysed; a byte-copy of a run is pooled once (issue 20, items 3 and 4).
 
 Real runs (``scripted/reach`` with video, recorded once per module) and real files; a canary tree beside the runs
-is hashed before and after every command. Commands that could hang on a FIFO run as subprocesses with a timeout.
+is hashed before and after every command. Commands that could hang on a FIFO, and resumes, run as real ``rollbench``
+processes with a timeout; the analysis commands over damaged files run in this process (``cli_in_process.invoke``:
+the same exit code, stdout and stderr, an escaped exception printed as its traceback).
 The expected numbers come from the recording arguments and from pyarrow reading the step files directly.
 """
 
@@ -29,6 +31,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.record.safe_files import scan_run_files
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cli_in_process import invoke
 from conftest import run_cli
 
 ARGS = {"env": "scripted/reach", "policy": "random", "episodes": 3, "max_steps": 4, "seed": 1, "video": True}
@@ -166,9 +169,9 @@ def test_the_dashboard_lists_good_runs_beside_a_fifo_run_log(layout: tuple[Path,
 def test_outputs_inside_a_run_directory_are_refused(layout: tuple[Path, Path]) -> None:
     run, _ = layout
     before = tree_hash(run)
-    into_log = run_cli("report", run, "--out", run / "run.json")
-    plots = run_cli("report", run, "--out", run.parent / "x.html", "--plots", run / "plots")
-    a_dir = run_cli("report", run, "--out", run.parent)
+    into_log = invoke("report", run, "--out", run / "run.json")
+    plots = invoke("report", run, "--out", run.parent / "x.html", "--plots", run / "plots")
+    a_dir = invoke("report", run, "--out", run.parent)
     assert (into_log.returncode, plots.returncode, a_dir.returncode) == (2, 2, 2)
     assert "lies inside the run directory" in into_log.stderr and "is a directory" in a_dir.stderr
     assert tree_hash(run) == before
@@ -192,7 +195,7 @@ def test_a_damaged_run_is_refused_by_every_analysis_naming_the_run(truncated: tu
         ["compare", good, run],
         ["report", run, "--out", run.parent.parent / "rep.html"],
     ):
-        r = run_cli(*cmd)
+        r = invoke(*cmd)
         assert r.returncode == 2, (cmd, r.stderr)
         assert f"{run} is damaged" in r.stderr and "file-001.parquet" in r.stderr and "--allow-damaged" in r.stderr
     assert not (run.parent.parent / "rep.html").exists()
@@ -201,18 +204,18 @@ def test_a_damaged_run_is_refused_by_every_analysis_naming_the_run(truncated: tu
 @pytest.mark.slow
 def test_allow_damaged_includes_the_run_marked_in_every_output(truncated: tuple[Path, Path], other: Path) -> None:
     run, good = truncated[0], other
-    doc = json.loads(run_cli("summarize", run, "--json", "--allow-damaged").stdout)
+    doc = json.loads(invoke("summarize", run, "--json", "--allow-damaged").stdout)
     entry = doc["runs"][0]
     assert entry["damaged"] is True and any("file-001.parquet" in v for v in entry["violations"])
     assert doc["cells"][0]["damaged_runs"] == [entry["run"]]
     assert any("is damaged and included only because of --allow-damaged" in w for w in doc["warnings"])
-    csv = run_cli("summarize", run, "--csv", "--allow-damaged").stdout.splitlines()
+    csv = invoke("summarize", run, "--csv", "--allow-damaged").stdout.splitlines()
     assert csv[0].endswith(",damaged_runs") and csv[1].endswith(entry["run"])
     # the cut episode has no readable step rows, so it is not graded (not a failure): the runs no longer pair
-    cmp = json.loads(run_cli("compare", good, run, "--json", "--allow-damaged", "--unpaired").stdout)
+    cmp = json.loads(invoke("compare", good, run, "--json", "--allow-damaged", "--unpaired").stdout)
     assert [r.get("damaged", False) for r in cmp["runs"]] == [False, True]
     html = run.parent.parent / "rep.html"
-    rep = run_cli("report", run, "--out", html, "--allow-damaged")
+    rep = invoke("report", run, "--out", html, "--allow-damaged")
     assert rep.returncode == 0, rep.stderr
     assert "DAMAGED" in html.read_text()
 
@@ -222,13 +225,13 @@ def test_a_byte_copy_of_a_run_is_pooled_once(recorded: Path, tmp_path: Path) -> 
     root = tmp_path / "runs"
     shutil.copytree(recorded, root / "a", symlinks=True)
     shutil.copytree(recorded, root / "a-copy", symlinks=True)
-    r = run_cli("summarize", root, "--json")
+    r = invoke("summarize", root, "--json")
     doc = json.loads(r.stdout)
     assert [c["episodes"] for c in doc["cells"]] == [3]  # recorded once: 3 episodes, not 6
     assert doc["cells"][0]["successes"] == successes_on_disk(recorded)
     assert doc["copies"] == [{"run": doc["copies"][0]["run"], "path": str(root / "a-copy"), "same_as": str(root / "a")}]
     assert "is a copy of" in r.stderr
-    cmp = run_cli("compare", root / "a", root / "a-copy")
+    cmp = invoke("compare", root / "a", root / "a-copy")
     assert cmp.returncode == 2 and "is a copy of" in cmp.stderr
 
 
@@ -427,9 +430,9 @@ def test_a_foreign_parquet_file_is_a_named_violation_on_every_surface(
     r = grade(run)
     named = [v for v in r["violations"] if target in v]
     assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3 and len(named) == 1, r["violations"]
-    cli = run_cli("grade", run, "--json")
+    cli = invoke("grade", run, "--json")
     assert cli.returncode == 1 and "Traceback" not in cli.stderr and target in cli.stdout
-    runs = run_cli("runs", run.parent, "--grade", "--json")
+    runs = invoke("runs", run.parent, "--grade", "--json")
     assert runs.returncode == 0 and "Traceback" not in runs.stderr
     assert [row["status"] for row in json.loads(runs.stdout)] == ["PARTIAL"]
     mcp = RolloutService(run.parent).grade_run("r")
@@ -740,7 +743,7 @@ def test_a_video_link_leading_outside_is_named_once(layout: tuple[Path, Path]) -
     r = grade(run)
     rel = video.relative_to(run)
     assert r["violations"] == [f"{rel} is a link leading outside the run directory (to {canary / 'v.mp4'}); not read"]
-    cli = run_cli("grade", run)
+    cli = invoke("grade", run)
     assert cli.stdout.count(str(rel)) == 1, cli.stdout
 
 
@@ -765,13 +768,13 @@ def test_a_run_damaged_in_meta_or_its_step_files_is_damaged_on_every_surface(
 
     run, _ = layout
     (META_DAMAGE[case][0] if case in META_DAMAGE else STEP_DAMAGE[case][0])(run)
-    cli = run_cli("grade", run)
+    cli = invoke("grade", run)
     assert cli.returncode == 1 and cli.stdout.count(named) == 1 and "Traceback" not in cli.stderr, cli.stdout
     for cmd in (["summarize", run], ["compare", other, run], ["report", run, "--out", tmp_path / "r.html"]):
-        r = run_cli(*cmd)
+        r = invoke(*cmd)
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and f"{run} is damaged" in lines[0] and named in lines[0], r.stderr
-    rows = json.loads(run_cli("runs", run.parent, "--grade", "--json").stdout)
+    rows = json.loads(invoke("runs", run.parent, "--grade", "--json").stdout)
     assert [(row["status"], row.get("damaged")) for row in rows] == [("PARTIAL", True)]
     assert sum(named in v for v in rows[0]["violations"]) == 1
     mcp = RolloutService(run.parent).grade_run("r")

@@ -88,9 +88,9 @@ def default_host() -> str:
 
 def family_robot(family_name: str) -> str:
     """The embodiment an env family declares (its ``robot`` attribute; ``unknown`` when it declares none)."""
-    from rollbench.core.registry import env_families
+    from rollbench.core.registry import env_family
 
-    robot = getattr(env_families().get(family_name), "robot", None)
+    robot = getattr(env_family(family_name), "robot", None)
     return sanitize_segment(str(robot), "unknown") if robot else "unknown"
 
 

@@ -16,6 +16,7 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol
 
+from rollbench.core.broken_family import BrokenFamily
 from rollbench.core.contracts import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo, describe
 from rollbench.core.interrupts import contained
 from rollbench.core.suite_names import refuse_suite_position
@@ -138,37 +139,30 @@ def _tasks_containing(fragment: str, families: Mapping[str, EnvFamily]) -> list[
 
 
 @cache
+def _env_entry_points() -> dict[str, EntryPoint]:
+    """Family name -> its ``rollbench.envs`` entry point (not loaded), sorted by name."""
+    return {ep.name: ep for ep in sorted(entry_points(group="rollbench.envs"), key=lambda e: e.name)}
+
+
+@cache
+def env_family(name: str) -> EnvFamily | None:
+    """The env family ``name`` (None when no plug-in has that name), loading only its own entry point: a run on one
+    family does not import the others (LIBERO's build their task lists on import). A plug-in that fails to load
+    is a family that says why (``missing()``)."""
+    ep = _env_entry_points().get(name)
+    if ep is None:
+        return None
+    try:
+        family: EnvFamily = ep.load()
+    except Exception as exc:  # a broken plug-in must not hide the others; it reports why it is broken
+        family = BrokenFamily(ep.name, f"its plug-in {ep.value} failed to load: {exc!r}")
+    return family
+
+
+@cache
 def env_families() -> dict[str, EnvFamily]:
     """Family name -> EnvFamily, from the ``rollbench.envs`` entry points (sorted by name)."""
-    out: dict[str, EnvFamily] = {}
-    for ep in sorted(entry_points(group="rollbench.envs"), key=lambda e: e.name):
-        try:
-            out[ep.name] = ep.load()
-        except Exception as exc:  # a broken plug-in must not hide the others; it reports why it is broken
-            out[ep.name] = _BrokenFamily(ep.name, f"its plug-in {ep.value} failed to load: {exc!r}")
-    return out
-
-
-class _BrokenFamily:
-    """Stands in for an env family whose entry point could not be imported, so listing and errors say why."""
-
-    def __init__(self, name: str, why: str) -> None:
-        self.name, self.description, self._why = name, why, why
-
-    def missing(self) -> str | None:
-        return self._why
-
-    def tasks(self) -> Sequence[TaskInfo]:
-        return []
-
-    def suites(self) -> Mapping[str, Sequence[str]]:
-        return {}
-
-    def task(self, name: str) -> TaskInfo:
-        raise ConfigError(f"env family {self.name!r} is unavailable: {self._why}")
-
-    def make(self, task: TaskInfo, options: EnvOptions) -> Env:
-        raise ConfigError(f"env family {self.name!r} is unavailable: {self._why}")
+    return {name: fam for name in _env_entry_points() if (fam := env_family(name)) is not None}
 
 
 @cache
@@ -189,18 +183,18 @@ def describe_policy(name: str) -> str:
 
 
 def family_of(name: str) -> EnvFamily:
-    families = env_families()
     colon, slash = name.find(":"), name.find("/")
     # ``gym:gym_pusht/PushT-v0``: a "family:" prefix wins over slashes inside the id
     fam = name[:colon] if colon != -1 and (slash == -1 or colon < slash) else name.split("/", 1)[0]
-    if fam not in families:
-        if "/" not in name and ":" not in name and (full := _tasks_containing(name, families)):
-            raise ConfigError(
-                f"unknown env family {fam!r}. Did you mean {', '.join(full)}? (tasks are named FAMILY/TASK) "
-                f"Valid env families: {', '.join(sorted(families))}"
-            )
-        raise unknown_name_error("env family", fam, sorted(families))
-    return families[fam]
+    if (found := env_family(fam)) is not None:
+        return found
+    families = env_families()
+    if "/" not in name and ":" not in name and (full := _tasks_containing(name, families)):
+        raise ConfigError(
+            f"unknown env family {fam!r}. Did you mean {', '.join(full)}? (tasks are named FAMILY/TASK) "
+            f"Valid env families: {', '.join(sorted(families))}"
+        )
+    raise unknown_name_error("env family", fam, sorted(families))
 
 
 def resolve_tasks(env: str) -> list[TaskInfo]:

@@ -20,7 +20,7 @@ from rollbench.core.interrupts import contained
 from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
-from rollbench.core.registry import EnvOptions, env_families, family_of
+from rollbench.core.registry import EnvOptions, env_family, family_of
 from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.on_disk import check_state_files, committed_lengths
@@ -149,7 +149,7 @@ def refuse_options(run: ResolvedRun) -> None:
     sensor-noise instance at a size its corruption code cannot take), given the cameras and image size each
     worker passes to ``make``."""
     for facts in run.tasks.values():
-        hook = getattr(env_families().get(facts.task.family), "refuse_options", None)
+        hook = getattr(env_family(facts.task.family), "refuse_options", None)
         if not callable(hook):
             continue
         options = EnvOptions(
@@ -212,7 +212,7 @@ def _run_warnings(spec: EvalSpec, plan: Plan, info: PolicyInfo) -> list[str]:
             f"{spec.replan_every}"
         )
     for fam_name in sorted({t.family for t in plan.tasks}):
-        fam: Any = env_families().get(fam_name)
+        fam: Any = env_family(fam_name)
         if hasattr(fam, "run_warnings"):  # optional family hook: warnings about its set-up
             warnings.extend(fam.run_warnings(spec))
     return warnings
@@ -222,7 +222,7 @@ def _provenance(plan: Plan) -> dict[str, Any]:
     """run.json's ``provenance``: versions of what ran, and each family's optional ``provenance()`` facts."""
     prov = provenance({t.family for t in plan.tasks})
     for fam_name in sorted({t.family for t in plan.tasks}):
-        fam: Any = env_families().get(fam_name)
+        fam: Any = env_family(fam_name)
         if hasattr(fam, "provenance"):
             prov[fam_name] = fam.provenance()
     return prov

@@ -1,5 +1,5 @@
 """summarize and compare over real MetaWorld runs (scripted expert, zero and random policies; 2 tasks, 3 episodes,
-short horizons), through the API and the command line."""
+short horizons), through the API and the command line (in process: `cli_in_process.invoke`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
-from conftest import run_cli
+from cli_in_process import invoke
 from rollbench.analysis.compare import compare_runs
 from rollbench.analysis.sources import load_runs, model_of
 from rollbench.analysis.summarize import load_label_set, summarize_runs
@@ -51,7 +51,7 @@ def _successes(run_dir: Path) -> dict[str, list[bool]]:
 
 
 def test_summarize_pools_runs_into_task_model_cells_with_hand_counts(runs: dict[str, Path]) -> None:
-    proc = run_cli("summarize", runs["expert"].parent, "--json")
+    proc = invoke("summarize", runs["expert"].parent, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["by"] == ["task", "model", "instruction"]
@@ -72,7 +72,7 @@ def test_summarize_pools_runs_into_task_model_cells_with_hand_counts(runs: dict[
         ("random", 6),
         ("zero", 6),
     ]
-    csv_text = run_cli("summarize", runs["zero"], "--csv").stdout.splitlines()
+    csv_text = invoke("summarize", runs["zero"], "--csv").stdout.splitlines()
     assert csv_text[0].startswith("task,model,instruction,variants,hosts,runs,episodes,repeats,errored,successes,")
     assert csv_text[1].startswith("metaworld/button-press-v3,zero,")
     assert ",,hostA/sawyer,hostA/sawyer/zero,3,0,0,0,0.0,0.0," in csv_text[1]
@@ -85,7 +85,7 @@ def test_summarize_refuses_duplicate_run_identities_naming_both_paths(runs: dict
     log = json.loads((copy / "run.json").read_text())
     log["provenance"]["created"] = "2000-01-01T00:00:00Z"
     (copy / "run.json").write_text(json.dumps(log))
-    proc = run_cli("summarize", runs["zero"], tmp_path / "copy")
+    proc = invoke("summarize", runs["zero"], tmp_path / "copy")
     assert proc.returncode == 2
     assert "duplicate run identities" in proc.stderr and "hostA/sawyer/zero" in proc.stderr
     assert str(copy) in proc.stderr.replace("\n", "") and str(runs["zero"]) in proc.stderr.replace("\n", "")
@@ -95,7 +95,7 @@ def test_summarize_refuses_labels_outside_the_rubric(runs: dict[str, Path], tmp_
     sidecar = tmp_path / "labels.json"
     key = "hostA/sawyer/zero/0"
     sidecar.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {key: {"label": "meh"}}}))
-    proc = run_cli("summarize", runs["zero"], "--labels", sidecar)
+    proc = invoke("summarize", runs["zero"], "--labels", sidecar)
     assert proc.returncode == 2
     assert "outside rubric outcome-v1" in proc.stderr and "hostA/sawyer/zero/0='meh'" in proc.stderr
     assert "succeeded, partial, failed, no_attempt, invalid" in proc.stderr
@@ -133,7 +133,7 @@ def test_summarize_counts_labels_and_the_harm_rubric_rates_by_hand(runs: dict[st
 
 
 def test_summarize_refuses_an_instruction_other_than_the_canonical_one(runs: dict[str, Path]) -> None:
-    proc = run_cli("summarize", runs["told"])
+    proc = invoke("summarize", runs["told"])
     assert proc.returncode == 2
     assert "canonical" in proc.stderr and "wave at the camera" in proc.stderr and str(runs["told"]) in proc.stderr
     ok = summarize_runs(load_runs([runs["told"]]), ("task", "model", "instruction"))
@@ -156,7 +156,7 @@ def test_summarize_leaves_out_runs_in_progress_and_lists_them(runs: dict[str, Pa
             "why": "not finished (its writer stopped; resume it with eval --resume)",
         }
     ]
-    assert "left out: hostA/sawyer/live-run" in run_cli("summarize", tmp_path / "root").stdout
+    assert "left out: hostA/sawyer/live-run" in invoke("summarize", tmp_path / "root").stdout
 
 
 def test_summarize_reads_a_dashboard_export_with_its_labels_and_variant_cells(
@@ -175,13 +175,13 @@ def test_summarize_reads_a_dashboard_export_with_its_labels_and_variant_cells(
     summary["episodes"][1]["instruction"] = "please reach the goal"
     export = tmp_path / "runs.json"
     export.write_text(json.dumps({"generated_at": "x", "runs": [summary], "hosts": []}))
-    doc = json.loads(run_cli("summarize", export, "--json").stdout)
+    doc = json.loads(invoke("summarize", export, "--json").stdout)
     assert doc["rubric"] == "outcome-v1" and doc["labels"] == "the JSON exports"
     reach = {tuple(c["variants"]): c for c in doc["cells"] if c["task"] == "metaworld/reach-v3"}
     assert (reach[()]["episodes"], reach[("polite",)]["episodes"]) == (2, 1)
     assert reach[("polite",)]["instruction"] == "please reach the goal"
     assert reach[()]["label_counts"]["no_attempt"] == 1 and reach[()]["rates"]["no_attempt_rate"] == 1.0
-    both = run_cli("summarize", export, runs["zero"])
+    both = invoke("summarize", export, runs["zero"])
     assert both.returncode == 2 and "duplicate run identities" in both.stderr
 
 
@@ -197,7 +197,7 @@ def test_model_is_the_recorded_model_without_provider_prefix_else_the_policy() -
 
 
 def test_compare_real_metaworld_runs_paired_with_mcnemar_and_reproducible_bootstrap(runs: dict[str, Path]) -> None:
-    proc = run_cli("compare", runs["expert"], runs["zero"], "--json")
+    proc = invoke("compare", runs["expert"], runs["zero"], "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     again = compare_runs(load_runs([runs["expert"], runs["zero"]]).runs)
@@ -219,12 +219,12 @@ def test_compare_real_metaworld_runs_paired_with_mcnemar_and_reproducible_bootst
 
 
 def test_compare_refuses_unpaired_runs_naming_the_field(runs: dict[str, Path]) -> None:
-    seeds = run_cli("compare", runs["expert"], runs["seed10"])
+    seeds = invoke("compare", runs["expert"], runs["seed10"])
     assert seeds.returncode == 2
     assert "not paired: seeds differ" in seeds.stderr and "has 0-2" in seeds.stderr and "has 10-12" in seeds.stderr
-    horizon = run_cli("compare", runs["expert"], runs["short"])
+    horizon = invoke("compare", runs["expert"], runs["short"])
     assert horizon.returncode == 2 and "horizon differs" in horizon.stderr and "--unpaired" in horizon.stderr
-    ok = run_cli("compare", runs["expert"], runs["seed10"], "--unpaired")
+    ok = invoke("compare", runs["expert"], runs["seed10"], "--unpaired")
     assert ok.returncode == 0, ok.stderr
     assert "unpaired statistics" in ok.stdout and "Fisher p" in ok.stdout
     doc = compare_runs(load_runs([runs["expert"], runs["seed10"]]).runs, paired=False, n_resamples=200)
@@ -244,11 +244,11 @@ def test_compare_three_runs_compares_every_pair_and_ranks_them(runs: dict[str, P
 
 
 def test_compare_power_prints_the_paired_episodes_needed() -> None:
-    proc = run_cli("compare", "--power", "--p-a", "0.6", "--p-b", "0.7", "--json")
+    proc = invoke("compare", "--power", "--p-a", "0.6", "--p-b", "0.7", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["n"] == 359 and doc["n_exact"] >= 359
-    bad = run_cli("compare", "--power", "--p-a", "0.6")
+    bad = invoke("compare", "--power", "--p-a", "0.6")
     assert bad.returncode == 2 and "--p-b" in bad.stderr
 
 

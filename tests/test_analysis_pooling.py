@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from conftest import rollbench_bin, run_cli
+from cli_in_process import invoke
+from conftest import rollbench_bin
 from rollbench.analysis.compare import compare_where_paired
 from rollbench.analysis.html_report import render_report, report_comparison
 from rollbench.analysis.sources import load_runs
@@ -77,7 +78,7 @@ def test_report_warns_at_the_top_when_a_comparison_is_unpaired_and_lists_skipped
     mixed_root: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "r.html"
-    proc = run_cli("report", mixed_root, "--out", out)
+    proc = invoke("report", mixed_root, "--out", out)
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     warning = text.index("<strong>Warning:</strong> 2 of 3 comparisons use unpaired statistics")
@@ -138,11 +139,11 @@ def test_summarize_counts_repeated_episodes_and_warns_naming_the_cell(tmp_path: 
         "lab/point/a, lab/point/b); each is counted, which is honest only if the policy or env is stochastic (a "
         "deterministic policy repeats the same outcome and the interval is too narrow)"
     ]
-    proc = run_cli("summarize", tmp_path, "--json")
+    proc = invoke("summarize", tmp_path, "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["cells"][0]["repeats"] == 3  # stdout stays JSON; the warning goes to stderr
     assert "warning: cell task=scripted/reach, model=zero" in proc.stderr and "3 of its 8 episodes" in proc.stderr
-    csv_text = run_cli("summarize", tmp_path / "a", "--csv").stdout.splitlines()
+    csv_text = invoke("summarize", tmp_path / "a", "--csv").stdout.splitlines()
     assert csv_text[0].startswith("task,model,instruction,variants,hosts,runs,episodes,repeats,errored,successes")
     assert csv_text[1].startswith(f"{REACH},zero,{CANON},,lab/point,lab/point/a,3,0,0,0,0.0,")
     by_run = summarize_runs(load_runs([tmp_path]), ("task", "run"))
@@ -184,7 +185,7 @@ def test_served_policy_is_labelled_name_via_url_and_kept_apart_unless_merge_serv
         f"scripted-expert via {url}",
         f"scripted-expert via {other}",
     }
-    merged = run_cli("summarize", tmp_path, "--by", "policy", "--merge-served", "--json")
+    merged = invoke("summarize", tmp_path, "--by", "policy", "--merge-served", "--json")
     assert merged.returncode == 0, merged.stderr
     [cell] = json.loads(merged.stdout)["cells"]
     assert (cell["policy"], cell["episodes"], cell["repeats"]) == ("scripted-expert", 6, 4)  # seeds 0-1 three times

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from scipy.stats import binom, binomtest, fisher_exact
 
-from conftest import run_cli
+from cli_in_process import invoke
 from rollbench.api import evaluate
 from rollbench.core.contracts import ConfigError
 from rollbench.reproduce import (
@@ -232,10 +232,10 @@ def _write_ref(tmp_path: Path, doc: dict[str, Any]) -> Path:
 @pytest.mark.slow
 def test_the_cli_json_is_the_document_and_the_text_says_the_verdict(runs, tmp_path):
     ref_file = _write_ref(tmp_path, _ref(97.0))
-    proc = run_cli("reproduce", runs["35of50"], "--reference", ref_file, "--json")
+    proc = invoke("reproduce", runs["35of50"], "--reference", ref_file, "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == json.loads(json.dumps(reproduce([runs["35of50"]], load_reference(str(ref_file)))))
-    text = run_cli("reproduce", runs["35of50"], "--reference", ref_file)
+    text = invoke("reproduce", runs["35of50"], "--reference", ref_file)
     assert "scripted/all: 35/50 = 70.0% [95% Wilson 56.2% – 80.9%] vs 97% (-27.0 points): BELOW" in text.stdout
 
 
@@ -249,16 +249,16 @@ def test_the_cli_json_is_the_document_and_the_text_says_the_verdict(runs, tmp_pa
     ],
 )  # fmt: skip
 def test_the_cli_refuses_bad_input_with_one_line_and_exit_2(runs, args, message):
-    proc = run_cli("reproduce", runs["48of50"], *args)
+    proc = invoke("reproduce", runs["48of50"], *args)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith(message) and proc.stderr.count("\n") == 1
 
 
 def test_the_cli_names_a_missing_run_directory_and_a_damaged_reference_file(runs, tmp_path):
-    proc = run_cli("reproduce", tmp_path / "absent", "--reference", "pi05-openpi")
+    proc = invoke("reproduce", tmp_path / "absent", "--reference", "pi05-openpi")
     assert (proc.returncode, proc.stderr) == (2, f"error: no run directory {tmp_path / 'absent'}\n")
     bad = _write_ref(tmp_path, {**_ref(97.0), "entries": [{"benchmark": "scripted", "suite": "all"}]})
-    proc = run_cli("reproduce", runs["48of50"], "--reference", bad)
+    proc = invoke("reproduce", runs["48of50"], "--reference", bad)
     assert proc.returncode == 2
     assert proc.stderr == f"error: reference file {bad}: entries.0.success_rate: required field is missing\n"
 
@@ -267,7 +267,7 @@ def test_the_cli_names_a_missing_run_directory_and_a_damaged_reference_file(runs
 def test_the_report_has_one_reproduction_section_per_run_of_a_reference_suite(runs, tmp_path):
     ref_file = _write_ref(tmp_path, _ref(97.0))
     out = tmp_path / "report.html"
-    proc = run_cli("report", runs["35of50"].parent, "--out", out, "--reference", ref_file)
+    proc = invoke("report", runs["35of50"].parent, "--out", out, "--reference", ref_file)
     assert proc.returncode == 0, proc.stderr
     page = out.read_text()
     assert page.count("<h2>Reproduction of test-ref</h2>") == len(runs)
@@ -276,7 +276,7 @@ def test_the_report_has_one_reproduction_section_per_run_of_a_reference_suite(ru
 
 
 def test_the_report_refuses_a_reference_no_run_has_a_suite_of(runs, tmp_path):
-    proc = run_cli("report", runs["35of50"], "--out", tmp_path / "r.html", "--reference", "pi05-openpi")
+    proc = invoke("report", runs["35of50"], "--out", tmp_path / "r.html", "--reference", "pi05-openpi")
     assert proc.returncode == 2 and not (tmp_path / "r.html").exists()
     assert proc.stderr == "error: --reference pi05-openpi: no run directory among the inputs has a suite of it\n"
 

@@ -1,5 +1,6 @@
 """Instruction sweeps (``eval --instructions``), perturbation reports (``--instruction-perturb``) and the language
-test policy ``metaworld-lang-expert``, with real MetaWorld episodes, in-process and served over ws."""
+test policy ``metaworld-lang-expert``, with real MetaWorld episodes, in-process (the command line through
+``cli_in_process.invoke``) and served over ws."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from cli_in_process import invoke
 from rollbench.api import evaluate, grade
 from rollbench.core.contracts import ConfigError
 from rollbench.core.perturb import perturb
@@ -125,13 +127,11 @@ def test_variant_files_plain_lines_and_json(tmp_path: Path) -> None:
 
 def test_a_sweep_resumes_from_its_run_json_and_keeps_an_older_specs_identity(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    cmd = [ROLLBENCH, "eval", "--env", "scripted/reach", "--policy", "scripted-expert", "--episodes", "2"]
+    cmd = ["eval", "--env", "scripted/reach", "--policy", "scripted-expert", "--episodes", "2"]
     cmd += ["--instructions", str(sweep_file(tmp_path)), "--json", "--out", str(out)]
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    first = invoke(*cmd)
     assert first.returncode == 0, first.stderr
-    again = subprocess.run(
-        [ROLLBENCH, "eval", "--resume", str(out), "--json"], capture_output=True, text=True, timeout=120
-    )
+    again = invoke("eval", "--resume", out, "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["variants"] == json.loads(first.stdout)["variants"]
     run_log = json.loads((out / "run.json").read_text())
@@ -155,8 +155,8 @@ def test_bad_sweep_flags_exit_2_and_write_nothing(tmp_path: Path) -> None:
         ["--instructions", str(sweep_file(tmp_path)), "--instruction", "x"],
     ):
         out = tmp_path / "run"
-        cmd = [ROLLBENCH, "eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "1", "--out", str(out)]
-        proc = subprocess.run([*cmd, *flags], capture_output=True, text=True, timeout=60)
+        cmd = ["eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "1", "--out", str(out)]
+        proc = invoke(*cmd, *flags)
         assert proc.returncode == 2, (flags, proc.stderr)
         assert "error" in proc.stderr.lower() and not out.exists()
 
@@ -235,9 +235,9 @@ def test_the_instruction_the_server_received_is_the_recorded_one(tmp_path: Path)
 @pytest.mark.sim
 def test_instruction_perturb_reports_robustness_paired_with_the_original(tmp_path: Path) -> None:
     pytest.importorskip("metaworld")
-    cmd = [ROLLBENCH, "eval", "--env", REACH, "--policy", "metaworld-lang-expert", "--episodes", "5"]
+    cmd = ["eval", "--env", REACH, "--policy", "metaworld-lang-expert", "--episodes", "5"]
     cmd += ["--max-steps", "60", "--instruction-perturb", "paraphrase,synonym,drop-object,distractor"]
-    proc = subprocess.run([*cmd, "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    proc = invoke(*cmd, "--out", tmp_path / "run")
     assert proc.returncode == 0, proc.stderr
     for word in ("instruction variants", "original", "paraphrase", "synonym", "drop-object", "distractor", "b / c"):
         assert word in proc.stdout

@@ -13,13 +13,15 @@ import contextlib
 import os
 import subprocess
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 
 def invoke(
-    *args: object, cwd: Path | None = None, env: dict[str, str] | None = None
+    *args: object, cwd: Path | None = None, env: Mapping[str, str | None] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``rollbench ARGS`` in this process (in ``cwd`` when given, with ``env`` added to the environment)."""
+    """Run ``rollbench ARGS`` in this process: in ``cwd`` when given, with ``env`` added to the environment (a None
+    value unsets that variable) for the command's duration."""
     from typer.testing import CliRunner
 
     from rollbench.cli import common

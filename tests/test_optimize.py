@@ -23,6 +23,7 @@ import pytest
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handler's annotations here
 from fastapi.responses import JSONResponse
 
+from cli_in_process import invoke
 from rollbench.api import grade
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.optimize.compare import Paired
@@ -104,7 +105,6 @@ def test_proposers_are_deterministic_new_and_of_their_kind() -> None:
     ]
 
 
-@pytest.mark.slow
 def test_bad_optimize_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     not_ours = tmp_path / "full"
     not_ours.mkdir()
@@ -114,28 +114,13 @@ def test_bad_optimize_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         (["--budget", "5"], "below one round"),
         (["--proposer", "llm"], "ROLLBENCH_LLM_BASE_URL"),
     ]
+    no_llm: dict[str, str | None] = {k: None for k in os.environ if k.startswith("ROLLBENCH_LLM")}
     for flags, message in cases:
         out = tmp_path / "search"
-        proc = subprocess.run(
-            optimize_cmd(out, "metaworld-lang-expert", *flags),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={k: v for k, v in os.environ.items() if not k.startswith("ROLLBENCH_LLM")},
-        )
+        proc = invoke(*optimize_cmd(out, "metaworld-lang-expert", *flags)[1:], env=no_llm)
         assert proc.returncode == 2, (flags, proc.stderr)
         assert message in proc.stderr and not out.exists(), (flags, proc.stderr)
-    suite = [
-        ROLLBENCH,
-        "optimize-instruction",
-        "--env",
-        "metaworld/MT10",
-        "--policy",
-        "zero",
-        "--out",
-        str(tmp_path / "s"),
-    ]
-    proc = subprocess.run(suite, capture_output=True, text=True, timeout=120)
+    proc = invoke("optimize-instruction", "--env", "metaworld/MT10", "--policy", "zero", "--out", tmp_path / "s")
     assert proc.returncode == 2 and "one task, got 10" in proc.stderr and not (tmp_path / "s").exists()
     with pytest.raises(ConfigError, match=r"holds no optimize\.json"):
         Search(build_config(env=REACH, policy="metaworld-lang-expert"), not_ours).prepare()

@@ -22,7 +22,7 @@ from rollbench.core.runlog_model import RunLog
 from rollbench.core.spec import build_spec
 from rollbench.sequential.recompute import compare_sequential
 from rollbench.sequential.runner import run_sequential
-from sequential_support import ROLLBENCH, replay, run_cli, sequential_argv
+from sequential_support import invoke, replay, run_cli, sequential_argv
 
 # Real sequential runs of both arms (tens of seconds each on 2 cores): outside the contributors' fast tier.
 pytestmark = pytest.mark.slow
@@ -82,8 +82,7 @@ def test_each_arm_is_an_ordinary_run_whose_run_json_names_the_rule_and_the_decid
 def test_compare_sequential_recomputes_every_look_and_agrees_with_the_log(decided):
     out, doc = decided
     logged = json.loads((out / "sequential.json").read_text())
-    r = run_cli([*ROLLBENCH, "compare", "--sequential", str(out / "a-scripted_reach"),
-                 str(out / "b-scripted_reach"), "--json"])  # fmt: skip
+    r = invoke(["compare", "--sequential", str(out / "a-scripted_reach"), str(out / "b-scripted_reach"), "--json"])
     assert r.returncode == 0, r.stderr
     again = json.loads(r.stdout)
     assert again["tasks"][0]["looks"] == logged["tasks"][0]["looks"] == doc["tasks"][0]["looks"]
@@ -128,7 +127,7 @@ def test_compare_sequential_refuses_edited_or_mismatched_arms_with_one_line(deci
         _edit_json(b_json, lambda d: d["plan"]["episodes"][3].update(seed=999))
     elif damage == "plan":  # a planned episode not run yet: only the pairing check sees it
         _edit_json(b_json, lambda d: d["plan"]["episodes"][133].update(seed=999))
-    r = run_cli([*ROLLBENCH, "compare", "--sequential", str(out)])
+    r = invoke(["compare", "--sequential", str(out)])
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
     assert "Traceback" not in r.stderr

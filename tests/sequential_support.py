@@ -1,5 +1,6 @@
-"""Shared helpers for the sequential-comparison tests: the command line of a scripted comparison, and an independent
-replay of the rule from two graded run directories (hand pairing and hand counts, logs from ``math``)."""
+"""Shared helpers for the sequential-comparison tests: the command line of a scripted comparison (run as a process or
+in this one), and an independent replay of the rule from two graded run directories (hand pairing and hand counts,
+logs from ``math``)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,19 @@ def sequential_argv(
 def run_cli(argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+def invoke(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``rollbench argv`` in this process (Typer's CliRunner, stderr apart, 200 columns): for checks that are not
+    about the process boundary. Returns what :func:`run_cli` returns (exit code, stdout, stderr)."""
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    r = CliRunner().invoke(app, argv, env={"COLUMNS": "200"})
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return subprocess.CompletedProcess(argv, r.exit_code, r.stdout, r.stderr)
 
 
 def replay(a_dir: Path, b_dir: Path, design: dict[str, Any]) -> dict[str, Any]:

@@ -13,14 +13,16 @@ from rollbench.sequential.runner import run_sequential
 from served_policy import served
 
 
-def _reference(tmp_path: Path) -> dict:
+@pytest.fixture(scope="module")
+def want(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The oracle of both tests: the same comparison run in-process, once for the module."""
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
-    return run_sequential(a, b, tmp_path / "in-process", delta=0.2, look_every=5)["tasks"][0]
+    out = tmp_path_factory.mktemp("reference") / "in-process"
+    return run_sequential(a, b, out, delta=0.2, look_every=5)["tasks"][0]
 
 
-def test_a_served_arm_gives_the_decision_of_the_in_process_one(tmp_path: Path) -> None:
-    want = _reference(tmp_path)
+def test_a_served_arm_gives_the_decision_of_the_in_process_one(want: dict, tmp_path: Path) -> None:
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     with served(tmp_path, "scripted-expert", "ws") as (url, log, _):
         b = build_spec(env="scripted/reach", policy=url, episodes=1)
@@ -31,8 +33,7 @@ def test_a_served_arm_gives_the_decision_of_the_in_process_one(tmp_path: Path) -
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ray_actors_give_the_decision_of_the_in_process_run(tmp_path: Path) -> None:
-    want = _reference(tmp_path)
+def test_ray_actors_give_the_decision_of_the_in_process_run(want: dict, tmp_path: Path) -> None:
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
     execution = Execution(executor="ray", workers=2)

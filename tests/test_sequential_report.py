@@ -12,7 +12,7 @@ import pytest
 from rollbench.analysis.figures import sequential_figure
 from rollbench.core.spec import build_spec
 from rollbench.sequential.runner import run_sequential
-from sequential_support import ROLLBENCH, run_cli
+from sequential_support import invoke
 
 
 class _Section(HTMLParser):
@@ -50,16 +50,25 @@ class _Section(HTMLParser):
             self.cell.append(data)
 
 
-@pytest.mark.slow
-def test_report_shows_each_decision_and_its_figure(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
+    """One sequential comparison and ``rollbench report`` of it, in this process (both tests read the same page):
+    the comparison's document and the page's HTML."""
+    tmp_path = tmp_path_factory.mktemp("reported")
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
     doc = run_sequential(a, b, tmp_path / "cmp", delta=0.2, look_every=5)
-    task = doc["tasks"][0]
-    r = run_cli([*ROLLBENCH, "report", str(tmp_path / "cmp"), "--out", str(tmp_path / "r.html")])
+    r = invoke(["report", str(tmp_path / "cmp"), "--out", str(tmp_path / "r.html")])
     assert r.returncode == 0, r.stderr
+    return doc, (tmp_path / "r.html").read_text()
+
+
+@pytest.mark.slow
+def test_report_shows_each_decision_and_its_figure(reported: tuple[dict, str]) -> None:
+    doc, html = reported
+    task = doc["tasks"][0]
     page = _Section()
-    page.feed((tmp_path / "r.html").read_text())
+    page.feed(html)
     rows = [row for row in page.rows if row]
     assert rows[0][:5] == ["scripted/reach", "scripted-expert (action noise 6)", "scripted-expert", "B better",
                            str(task["stopped_at"])]  # fmt: skip
@@ -80,19 +89,16 @@ def test_report_shows_each_decision_and_its_figure(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_fixed_n_comparison_of_sequential_arms_carries_the_early_stopping_caveat(tmp_path: Path) -> None:
+def test_the_fixed_n_comparison_of_sequential_arms_carries_the_early_stopping_caveat(
+    reported: tuple[dict, str], tmp_path: Path
+) -> None:
     """Issue 30 (h-cli 4): the report's ordinary (fixed-N McNemar) comparison of the two arms says they stopped
     early and points to the sequential decision; a comparison of two ordinary runs says nothing of the kind."""
     import re
 
     from rollbench.api import evaluate
 
-    a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
-    b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
-    run_sequential(a, b, tmp_path / "cmp", delta=0.2, look_every=5)
-    r = run_cli([*ROLLBENCH, "report", str(tmp_path / "cmp"), "--out", str(tmp_path / "r.html")])
-    assert r.returncode == 0, r.stderr
-    text = re.sub(r"<[^>]+>", "", (tmp_path / "r.html").read_text())
+    text = re.sub(r"<[^>]+>", "", reported[1])
     assert text.count("Early stopping: ") == 1
     assert re.search(
         r"Early stopping: \S+ and \S+ are arms of rollbench sequential, which stopped when its test decided\. The p "
@@ -101,7 +107,7 @@ def test_the_fixed_n_comparison_of_sequential_arms_carries_the_early_stopping_ca
     ), text[:2000]
     for name, policy in (("x", "zero"), ("y", "scripted-expert")):
         evaluate(out=tmp_path / "plain" / name, env="scripted/reach", policy=policy, episodes=3, max_steps=5)
-    r = run_cli([*ROLLBENCH, "report", str(tmp_path / "plain"), "--out", str(tmp_path / "p.html")])
+    r = invoke(["report", str(tmp_path / "plain"), "--out", str(tmp_path / "p.html")])
     assert r.returncode == 0, r.stderr
     plain = (tmp_path / "p.html").read_text()
     assert "McNemar p" in plain and "Early stopping" not in plain

@@ -201,3 +201,39 @@ def test_a_staged_video_is_not_fsynced_and_a_committed_one_is_with_its_directory
     assert synced == []
     encode_video(tmp_path / "committed.mp4", frames, 10)
     assert len(synced) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "lag", "violation"),
+    [
+        ("INTERRUPTED", 1, None),  # killed between episode 2's commit point and the info.json update
+        ("RUNNING", 2, None),  # a process that died without a word: its status is still RUNNING
+        ("OK", 1, "meta/info.json says total_episodes=2 but 3 episodes are recorded"),  # a finished run: damage
+        ("INTERRUPTED", -1, "meta/info.json says total_episodes=4 but 3 episodes are recorded"),  # ahead: damage
+    ],
+)
+def test_info_json_one_commit_behind_is_a_crash_of_an_unfinished_run_not_damage(
+    tmp_path: Path, status: str, lag: int, violation: str | None
+) -> None:
+    """The writer rewrites ``meta/info.json`` after each episode's commit point; a SIGKILL between the two leaves
+    the totals of an earlier commit (seen by a mid-run kill test). For a run not finished that is no violation
+    (the next writer rewrites them); for a finished run, or totals ahead of what is recorded, it is. Totals here
+    are counted by hand from the step files, not by rollbench."""
+    out = tmp_path / "run"
+    evaluate(env="scripted/reach", policy="random", episodes=3, max_steps=5, out=out)
+    rows = [pq.read_metadata(out / f"data/chunk-000/file-{e:03d}.parquet").num_rows for e in range(3)]
+    info_path, log_path = out / "meta/info.json", out / "run.json"
+    info = json.loads(info_path.read_text())
+    kept = 3 - lag
+    info["total_episodes"] = kept
+    info["total_frames"] = sum(rows[:kept]) if lag >= 0 else sum(rows) + 1
+    info_path.write_text(json.dumps(info))
+    log = json.loads(log_path.read_text())
+    log["status"] = status
+    log_path.write_text(json.dumps(log))
+    r = grade(out)
+    assert r["episodes_recorded"] == 3
+    if violation is None:
+        assert r["violations"] == []
+    else:
+        assert violation in r["violations"]

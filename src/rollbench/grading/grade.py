@@ -30,7 +30,8 @@ What the run's own ``meta/`` declares is checked too (:mod:`rollbench.grading.de
 against ``meta/info.json``'s ``features`` (dtype and width; a file that differs is named and not read),
 ``meta/tasks.parquet`` (schema, and the task index each episode's rows name), and, for a finished run (status OK,
 PARTIAL or FAILED: the writer rewrites it when a run ends), ``meta/stats.json`` against the statistics recomputed from
-the step rows. An episode whose record says it has frames but none of whose step rows was read (its file missing,
+the step rows (a run not finished may have ``info.json`` totals of an earlier commit: a kill between an episode's
+commit point and the ``info.json`` rewrite; behind is no violation there, ahead always is). An episode whose record says it has frames but none of whose step rows was read (its file missing,
 damaged, a link, of other columns) is named and left out of every number (counted with the missing episodes), never
 graded as a failure. A step whose action holds a NaN or an infinity (other than a padding frame) is a violation.
 
@@ -127,7 +128,7 @@ def _grade(
     info = read_info(run_dir, violations)
     meta, data, data_files = _load_tables(run_dir, con, violations, info, timed)
     tasks = read_tasks(run_dir, info, violations)
-    missing = _check_counts(meta, data, planned, info, violations)
+    missing = _check_counts(meta, data, planned, info, violations, log.get("status") in FINISHED)
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"] if check_videos else []
     episodes: list[dict[str, Any]] = []
     graded: set[int] = set()
@@ -205,9 +206,14 @@ def _check_counts(
     planned: dict[int, dict[str, Any]],
     info: dict[str, Any],
     violations: list[str],
+    finished: bool = True,
 ) -> list[int]:
     """Indices recorded once each and planned, data only for recorded episodes, ``info.json``'s totals equal to
-    what is recorded; returns the planned episodes that are not recorded."""
+    what is recorded; returns the planned episodes that are not recorded.
+
+    ``finished`` False (a run still RUNNING, or INTERRUPTED): ``info.json`` may lag behind the last commits, never
+    run ahead of them. The writer rewrites it after an episode's commit point (its ``meta/episodes`` row), so a
+    process killed between the two leaves the totals of an earlier commit; the next writer rewrites them."""
     requested = len(planned)
     seen: dict[int, int] = {}
     for m in meta:
@@ -221,16 +227,26 @@ def _check_counts(
     if extra_data:
         violations.append(f"data rows exist for episodes without an episode record: {extra_data}")
     recorded = len(seen)  # distinct episode rows (info.json counts each committed episode once)
+    total_rows = sum(int(d["rows"]) for d in data.values())
+    if info and not finished and _lags(info, recorded, total_rows):
+        return sorted(set(planned) - set(seen))
     if info and info.get("total_episodes") != recorded:
         violations.append(
             f"meta/info.json says total_episodes={info.get('total_episodes')} but {recorded} episodes are recorded"
         )
-    total_rows = sum(int(d["rows"]) for d in data.values())
     if info and info.get("total_frames") != total_rows:
         violations.append(
             f"meta/info.json says total_frames={info.get('total_frames')} but the data files hold {total_rows} rows"
         )
     return sorted(set(planned) - set(seen))
+
+
+def _lags(info: dict[str, Any], recorded: int, total_rows: int) -> bool:
+    """Whether ``info.json``'s totals are those of an earlier commit: fewer episodes and frames than recorded."""
+    episodes, frames = info.get("total_episodes"), info.get("total_frames")
+    if type(episodes) is not int or type(frames) is not int:  # a bool or a float is damage, named by the checks
+        return False
+    return 0 <= episodes < recorded and 0 <= frames < total_rows
 
 
 def _check_steps(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations: list[str]) -> tuple[int, int]:

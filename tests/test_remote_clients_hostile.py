@@ -17,6 +17,7 @@ import msgpack
 import numpy as np
 import pytest
 
+from cli_in_process import invoke
 from hostile_peers import hostile_http_server, hostile_ws_server, http_bodies, http_replies, ws_cases
 from rollbench.core.contracts import EpisodeError, InfrastructureError, Observation
 from rollbench.core.registry import make_policy, resolve_tasks
@@ -31,12 +32,13 @@ OBJECT_ACTIONS = msgpack.packb(
 
 
 def eval_json(policy: str, out: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
-    cmd = [ROLLBENCH, "eval", "--env", "scripted/reach", "--policy", policy, "--episodes", "1", "--json"]
-    proc = subprocess.run([*cmd, "--out", str(out), *extra], capture_output=True, text=True, timeout=120)
+    """``rollbench eval`` of one scripted episode, run in this process (``cli_in_process.invoke``; the hostile
+    server is a thread here): (exit code, its --json document or {}, stderr)."""
+    cmd = ["eval", "--env", "scripted/reach", "--policy", policy, "--episodes", "1", "--json"]
+    proc = invoke(*cmd, "--out", out, *extra)
     return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else {}, proc.stderr
 
 
-@pytest.mark.slow
 def test_an_object_dtype_reply_ends_the_episode_as_an_error_and_the_evaluation_goes_on(tmp_path: Path) -> None:
     meta = {"needs_images": False}
     with hostile_ws_server(lambda i: OBJECT_ACTIONS, meta) as url:
@@ -132,7 +134,6 @@ def test_our_http_errors_have_one_shape_and_a_wrong_path_says_where_the_protocol
     assert "HTTP 404: Not Found (GET /nope; the protocol is at /act)" in stderr.replace("\n", "")
 
 
-@pytest.mark.slow
 def test_http_policy_url_without_a_path_means_act(tmp_path: Path) -> None:
     """`--policy http://HOST:PORT`, the form `rollbench policies` prints, evaluates through /act (issue 15, 10)."""
     with served(tmp_path, "scripted-expert", "http") as (url, log, _):

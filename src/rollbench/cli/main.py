@@ -136,13 +136,11 @@ def envs_cmd(
 ) -> None:
     """List env families, their tasks (horizon, cameras, success rule) and whether each is installed."""
     from rollbench.cli.display import print_envs
-    from rollbench.core.registry import list_envs, unknown_name_error
+    from rollbench.core.registry import env_families, list_envs, unknown_name_error
 
-    rows = list_envs()
-    if family is not None:
-        if family not in {r["family"] for r in rows}:
-            _fail(str(unknown_name_error("env family", family, [r["family"] for r in rows])))
-        rows = [r for r in rows if r["family"] == family]
+    rows = list_envs(family)
+    if family is not None and not rows:
+        _fail(str(unknown_name_error("env family", family, list(env_families()))))
     if as_json:
         print_json(out, json.dumps(rows))
     else:

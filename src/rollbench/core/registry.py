@@ -346,10 +346,12 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
     return policy
 
 
-def list_envs() -> list[dict[str, Any]]:
-    """Every env family with install state, tasks (horizon, cameras, success rule) and suites."""
+def list_envs(family: str | None = None) -> list[dict[str, Any]]:
+    """Every env family (only ``family`` when given: [] if none has that name, the others not loaded) with install
+    state, tasks (horizon, cameras, success rule) and suites."""
+    one = env_family(family) if family is not None else None
     rows = []
-    for name, fam in env_families().items():
+    for name, fam in (env_families() if family is None else {family: one} if one else {}).items():
         why = fam.missing()
         rows.append(
             {

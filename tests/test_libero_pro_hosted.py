@@ -161,15 +161,14 @@ def test_a_hosted_episode_is_libero_pro_benchmarks_own_loop_stepping_the_same_ac
 ) -> None:
     name, seed, k, steps = f"libero_ref/{suite}/{task_id}", 5, 3, 11  # policy calls at steps 0, 5, 10
     run = tmp_path / "run"
-    # the replay's env is opened before the run: a run stops the idle env hosts when it ends (run/worker.py), so
-    # this env keeps its host (an idle one an earlier test left, when there is one) and the run takes another one
-    env = FAMILY.make(FAMILY.task(name), EnvOptions(cameras=("agentview", "robot0_eye_in_hand"), image_size=(256, 256)))
+    result = evaluate(env=name, policy="random", episodes=1, seed=seed - k, first_trial=k, max_steps=steps, out=run)
+    assert result["status"] == "OK", result["reasons"]
+    actions = np.asarray(pq.read_table(run / "data").to_pydict()["action"], dtype=np.float64)
+    assert actions.shape == (steps, 7)
+    task = FAMILY.task(name)
+    env = FAMILY.make(task, EnvOptions(cameras=("agentview", "robot0_eye_in_hand"), image_size=(256, 256)))
     ours: dict[str, list] = {"eef": [], "images": [], "success": []}
     try:
-        result = evaluate(env=name, policy="random", episodes=1, seed=seed - k, first_trial=k, max_steps=steps, out=run)
-        assert result["status"] == "OK", result["reasons"]
-        actions = np.asarray(pq.read_table(run / "data").to_pydict()["action"], dtype=np.float64)
-        assert actions.shape == (steps, 7)
         env.expect_images(["agentview", "robot0_eye_in_hand"])
         obs = env.reset(seed, k)
         for t in range(steps + 1):

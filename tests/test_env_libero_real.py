@@ -82,12 +82,14 @@ def test_moving_the_bowl_onto_the_plate_through_the_simulator_is_a_success(spati
     np.testing.assert_allclose(sim.data.qpos[qpos[0] : qpos[0] + 2], plate[:2], atol=0.02)
 
 
-@pytest.mark.parametrize("workers", [1, 3])
-def test_episode_k_starts_from_init_state_k_with_1_and_3_workers(
+@pytest.mark.parametrize("workers", [1, 2])
+def test_episode_k_starts_from_init_state_k_with_1_and_2_workers(
     workers: int, spatial_env: LiberoEnv, tmp_path: Path
 ) -> None:
     """The first recorded state of episode k equals the state after reset + init state k + settle in this process
-    (the init states differ in the arm's joints, so the state tells which one was used)."""
+    (the init states differ in the arm's joints, so the state tells which one was used). Two workers for three
+    episodes: a worker runs at least two of them (one after another episode's reset); a third
+    worker would only add another scene build (~10 s here) on this 2-core machine."""
     result = evaluate(
         env=SPATIAL0,
         policy="zero",

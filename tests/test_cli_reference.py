@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 REGENERATE = "python -m rollbench.cli.reference"
@@ -19,6 +21,7 @@ def test_cli_reference_in_docs_is_what_the_commands_generate_now() -> None:
     assert current == render(), f"docs/cli.md is stale: run `{REGENERATE}` from the checkout and commit docs/cli.md"
 
 
+@pytest.mark.slow
 def test_cli_reference_lists_every_command_and_option_with_defaults_and_bounds() -> None:
     """The oracle is `rollbench COMMAND --help` run as a user runs it: every option it prints is in the reference."""
     text = (REPO / "docs/cli.md").read_text()

@@ -148,6 +148,7 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
 QUICK = "test_docs_examples.py::test_quick_commands_of_the_docs_run_as_written"
 
 
+@pytest.mark.slow
 def test_quick_commands_of_the_docs_run_as_written(tmp_path: Path) -> None:
     """The blocks that need no run of your own (``reproduce --list``, ``compare --power``, ``envs``), as pasted:
     each exits 0 and prints what its page says it prints."""

@@ -81,6 +81,7 @@ def test_fuzzed_replies_end_each_call_as_an_episode_error_or_a_valid_chunk_never
     assert outcomes["error"] > 100 and sum(outcomes.values()) == len(replies)
 
 
+@pytest.mark.slow
 def test_fuzzed_http_replies_end_each_call_as_an_episode_error_or_a_valid_chunk_never_a_crash() -> None:
     n = len(list(http_replies()))
     outcomes = {"chunk": 0, "error": 0}

@@ -7,12 +7,14 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 from dashboard_support import ServerThread
 from rollbench.core.spec import build_spec
 from rollbench.sequential.runner import run_sequential
 
 
+@pytest.mark.slow
 def test_an_arms_run_page_shows_its_decision_and_the_chart_of_every_look(tmp_path: Path) -> None:
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)

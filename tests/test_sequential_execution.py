@@ -22,6 +22,7 @@ def want(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return run_sequential(a, b, out, delta=0.2, look_every=5)["tasks"][0]
 
 
+@pytest.mark.slow
 def test_a_served_arm_gives_the_decision_of_the_in_process_one(want: dict, tmp_path: Path) -> None:
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     with served(tmp_path, "scripted-expert", "ws") as (url, log, _):

@@ -138,6 +138,7 @@ run_tests() {  # run_tests LINE [pytest args]: tests/compat offline, with local 
   shift
   hf_home=$(mktemp -d)
   HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME="$hf_home" ROLLBENCH_BIN="$PWD/.venv/bin/rollbench" \
+    ROLLBENCH_COMPAT_RUNS="$runs" \
     "$venv/bin/python" -m pytest -q -p no:cacheprovider --timeout "${LEROBOT_TEST_TIMEOUT:-1800}" tests/compat "$@" || rc=$?
   rm -rf "$hf_home"
   return "$rc"
@@ -153,9 +154,13 @@ if [ "$build_only" = 1 ]; then
   echo "=== LeRobot build times"; printf '%s\n' "${times[@]}"; exit 0
 fi
 # The lines' tests run side by side (most of their time is waiting on hosts, simulators and subprocesses); each
-# line's output is kept apart and printed whole when it ends, with its exit code and time.
+# line's output is kept apart and printed whole when it ends, with its exit code and time. Side by side rather than
+# one after the other: the CPU work is the same either way, and beside CI's test stage two lines keep the machine
+# busy to the end where one line alone would run past it. The runs that do not depend on the line (recorded by the
+# core .venv: tests/compat/shared_runs.py) are recorded once, by whichever line needs one first, into $runs.
 rc=0
 logs=$(mktemp -d)
+runs=$(mktemp -d)
 pids=()
 for line in $lines; do
   (t0=$SECONDS; r=0
@@ -174,7 +179,7 @@ for line in $lines; do
   times+=("$(tail -1 "$logs/$line.log" | sed 's/^=== //')")
   i=$((i + 1))
 done
-rm -rf "$logs"
+rm -rf "$logs" "$runs"
 echo "=== LeRobot stage times"
 printf '%s\n' "${times[@]}"
 exit "$rc"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -64,28 +64,47 @@ def served(checkpoint: Path) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
+@pytest.fixture(scope="module")
+def pusht_reference(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Path, list[dict]]]:
+    """``get(kind)``: one checkpoint of ``kind`` and lerobot's own episodes of it on the PushT seeds, made once and
+    shared by the forms that run it (ACT in-run and served: the same folder, so one oracle for both)."""
+    from lerobot.envs.configs import PushtEnv
+    from lerobot_reference import reference_episodes
+
+    made: dict[str, tuple[Path, list[dict]]] = {}
+
+    def get(kind: str) -> tuple[Path, list[dict]]:
+        if kind not in made:
+            checkpoint = make_checkpoint(kind, "pusht", tmp_path_factory.mktemp(kind) / "pretrained_model")
+            seeds = [SEED + k for k in range(EPISODES)]
+            made[kind] = checkpoint, reference_episodes(checkpoint, PushtEnv(episode_length=STEPS), seeds)
+        return made[kind]
+
+    return get
+
+
 @pytest.fixture(
     scope="module",
     params=[("act", 1, False), ("diffusion", 4, False), ("act", 1, True)],
     ids=["act-B1", "diffusion-B4", "act-served"],
 )
-def pusht_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+def pusht_pair(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    pusht_reference: Callable[[str], tuple[Path, list[dict]]],
+) -> tuple:
     """Each against lerobot's own loop, which plays one episode at a time: ACT in-run; Diffusion (which samples
     noise) with ``--batch-size 4``, so B = 4 equals B = 1 per episode; ACT served by ``serve-policy`` to a
     ``ws://`` client, so the served form equals the in-run form."""
-    from lerobot.envs.configs import PushtEnv
-    from lerobot_reference import reference_episodes
-
     kind, batch, serve = request.param
-    tmp = tmp_path_factory.mktemp(kind)
-    checkpoint = make_checkpoint(kind, "pusht", tmp / "pretrained_model")
+    checkpoint, reference = pusht_reference(kind)
+    run = tmp_path_factory.mktemp(f"{kind}-run") / "run"
     if serve:
         with served(checkpoint) as url:
-            graded = rollbench_eval(tmp / "run", checkpoint, policy=url)  # image size: the server's metadata
+            graded = rollbench_eval(run, checkpoint, policy=url)  # image size: the server's metadata
     else:
-        graded = rollbench_eval(tmp / "run", checkpoint, "--batch-size", batch)
-    reference = reference_episodes(checkpoint, PushtEnv(episode_length=STEPS), [SEED + k for k in range(EPISODES)])
-    return tmp / "run", graded, reference, checkpoint
+        graded = rollbench_eval(run, checkpoint, "--batch-size", batch)
+    return run, graded, reference, checkpoint
 
 
 def test_pusht_actions_equal_lerobot_eval_bit_for_bit(pusht_pair: tuple) -> None:

@@ -7,8 +7,8 @@ itself, with a tap on the actions its env receives), for ``lerobot-eval --policy
 venv's lerobot (Diffusion samples DDPM noise from torch's global generator, so the random stream decides its
 actions). rollbench runs as its CLI in a subprocess (core venv) with its policy host in this interpreter.
 
-LIBERO: the same command with ``--env.type=libero --env.task=libero_spatial --env.task_ids=[0]``, lerobot's
-LiberoEnv on robosuite 1.4's behaviour where it meets it (``lerobot_reference.as_on_robosuite_14``: what
+LIBERO: the same command on 2 episodes with ``--env.type=libero --env.task=libero_spatial --env.task_ids=[0]``,
+lerobot's LiberoEnv on robosuite 1.4's behaviour where it meets it (``lerobot_reference.as_on_robosuite_14``: what
 ``lerobot[libero]`` installs is hf-libero on robosuite 1.4.0), against rollbench's default LIBERO scene.
 """
 

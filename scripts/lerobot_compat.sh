@@ -132,12 +132,18 @@ build() {  # build LINE: create or update the line's venv (a venv of another Pyt
 
 # A test's fixture runs rollbench and lerobot's own loop one after the other: on a loaded 2-core machine the Diffusion
 # pair took over 10 min (pyproject's 600 s per test), so this stage allows 30 min per test.
+# torch runs single-threaded here (OMP_NUM_THREADS=1, unless set already), in this interpreter and in the policy hosts
+# rollbench starts from it (they inherit the environment), so both sides of every comparison compute alike: beside
+# other processes on a small machine torch's waiting worker threads cost many times the work (lerobot's Diffusion
+# loop on PushT, 2 episodes: 14.1 CPU-s with 2 threads, 1.3 with 1, on the 2-core CI machine under load). The
+# number of threads changes torch's float results; equality is tested at one number, the same on both sides.
 run_tests() {  # run_tests LINE [pytest args]: tests/compat offline, with local files only
   local venv hf_home rc=0
   venv=$(venv_of "$1")
   shift
   hf_home=$(mktemp -d)
   HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HOME="$hf_home" ROLLBENCH_BIN="$PWD/.venv/bin/rollbench" \
+    ROLLBENCH_COMPAT_RUNS="$runs" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
     "$venv/bin/python" -m pytest -q -p no:cacheprovider --timeout "${LEROBOT_TEST_TIMEOUT:-1800}" tests/compat "$@" || rc=$?
   rm -rf "$hf_home"
   return "$rc"
@@ -153,9 +159,13 @@ if [ "$build_only" = 1 ]; then
   echo "=== LeRobot build times"; printf '%s\n' "${times[@]}"; exit 0
 fi
 # The lines' tests run side by side (most of their time is waiting on hosts, simulators and subprocesses); each
-# line's output is kept apart and printed whole when it ends, with its exit code and time.
+# line's output is kept apart and printed whole when it ends, with its exit code and time. Side by side rather than
+# one after the other: the CPU work is the same either way, and beside CI's test stage two lines keep the machine
+# busy to the end where one line alone would run past it. The runs that do not depend on the line (recorded by the
+# core .venv: tests/compat/shared_runs.py) are recorded once, by whichever line needs one first, into $runs.
 rc=0
 logs=$(mktemp -d)
+runs=$(mktemp -d)
 pids=()
 for line in $lines; do
   (t0=$SECONDS; r=0
@@ -174,7 +184,7 @@ for line in $lines; do
   times+=("$(tail -1 "$logs/$line.log" | sed 's/^=== //')")
   i=$((i + 1))
 done
-rm -rf "$logs"
+rm -rf "$logs" "$runs"
 echo "=== LeRobot stage times"
 printf '%s\n' "${times[@]}"
 exit "$rc"

@@ -29,18 +29,25 @@ pytest.importorskip("einops", reason="lerobot's eval extras: bash scripts/lerobo
 sys.path.insert(0, str(REPO / "benchmarks"))
 import _lerobot_eval_side
 
+sys.path.insert(0, str(Path(__file__).parent))
+from shared_runs import shared_run
+
 pytestmark = [pytest.mark.venv, pytest.mark.sim, pytest.mark.slow]
 
 SEED, EPISODES, SLOTS = 43, 6, 3
 
 
-@pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
-    out = tmp_path_factory.mktemp("runs") / "pusht"
+def record_controller_run(out: Path) -> dict:
+    """rollbench's run of the controller, graded (the same on both lines: ``shared_runs``)."""
     args = ("--env", "pusht/PushT-v0", "--policy", "_pusht_controller:make", "--episodes", EPISODES, "--seed", SEED)
     r = run_cli("eval", *args, "--out", out, env={"PYTHONPATH": str(REPO / "benchmarks")}, timeout=300)
     assert r.returncode == 0, r.stderr
-    graded = json.loads(run_cli("grade", out, "--json").stdout)
+    return dict(json.loads(run_cli("grade", out, "--json").stdout))
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+    out, graded = shared_run("pusht_controller", record_controller_run, tmp_path_factory)
     lerobot = _lerobot_eval_side.evaluate(EPISODES, SEED, SLOTS)
     return out, graded, lerobot
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -64,28 +64,47 @@ def served(checkpoint: Path) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
+@pytest.fixture(scope="module")
+def pusht_reference(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Path, list[dict]]]:
+    """``get(kind)``: one checkpoint of ``kind`` and lerobot's own episodes of it on the PushT seeds, made once and
+    shared by the forms that run it (ACT in-run and served: the same folder, so one oracle for both)."""
+    from lerobot.envs.configs import PushtEnv
+    from lerobot_reference import reference_episodes
+
+    made: dict[str, tuple[Path, list[dict]]] = {}
+
+    def get(kind: str) -> tuple[Path, list[dict]]:
+        if kind not in made:
+            checkpoint = make_checkpoint(kind, "pusht", tmp_path_factory.mktemp(kind) / "pretrained_model")
+            seeds = [SEED + k for k in range(EPISODES)]
+            made[kind] = checkpoint, reference_episodes(checkpoint, PushtEnv(episode_length=STEPS), seeds)
+        return made[kind]
+
+    return get
+
+
 @pytest.fixture(
     scope="module",
     params=[("act", 1, False), ("diffusion", 4, False), ("act", 1, True)],
     ids=["act-B1", "diffusion-B4", "act-served"],
 )
-def pusht_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+def pusht_pair(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    pusht_reference: Callable[[str], tuple[Path, list[dict]]],
+) -> tuple:
     """Each against lerobot's own loop, which plays one episode at a time: ACT in-run; Diffusion (which samples
     noise) with ``--batch-size 4``, so B = 4 equals B = 1 per episode; ACT served by ``serve-policy`` to a
     ``ws://`` client, so the served form equals the in-run form."""
-    from lerobot.envs.configs import PushtEnv
-    from lerobot_reference import reference_episodes
-
     kind, batch, serve = request.param
-    tmp = tmp_path_factory.mktemp(kind)
-    checkpoint = make_checkpoint(kind, "pusht", tmp / "pretrained_model")
+    checkpoint, reference = pusht_reference(kind)
+    run = tmp_path_factory.mktemp(f"{kind}-run") / "run"
     if serve:
         with served(checkpoint) as url:
-            graded = rollbench_eval(tmp / "run", checkpoint, policy=url)  # image size: the server's metadata
+            graded = rollbench_eval(run, checkpoint, policy=url)  # image size: the server's metadata
     else:
-        graded = rollbench_eval(tmp / "run", checkpoint, "--batch-size", batch)
-    reference = reference_episodes(checkpoint, PushtEnv(episode_length=STEPS), [SEED + k for k in range(EPISODES)])
-    return tmp / "run", graded, reference, checkpoint
+        graded = rollbench_eval(run, checkpoint, "--batch-size", batch)
+    return run, graded, reference, checkpoint
 
 
 def test_pusht_actions_equal_lerobot_eval_bit_for_bit(pusht_pair: tuple) -> None:
@@ -149,14 +168,31 @@ def test_run_json_records_the_checkpoint(pusht_pair: tuple) -> None:
     assert prov["seeding"] == "per-episode"
 
 
-LIBERO_TASK, LIBERO_STEPS = "libero/libero_spatial/0", 15
+def test_a_folder_without_a_model_card_records_no_saved_version_and_no_mismatch(pusht_pair: tuple) -> None:
+    """The checkpoints here are folders ``save_pretrained`` wrote, with no model card (``README.md``): no saved
+    lerobot version is recorded, so no mismatch is named, in run and served alike."""
+    run_dir, _, _, checkpoint = pusht_pair
+    assert not (checkpoint / "README.md").exists()
+    log = json.loads((run_dir / "run.json").read_text())
+    policy = log["plan"]["policy"]["provenance"]
+    prov = policy["server_metadata"]["provenance"]["lerobot"] if "server" in policy else policy["lerobot"]
+    assert prov["checkpoint"]["saved_by_lerobot"] is None
+    assert "version_mismatch" not in prov
+    assert not any("saved by lerobot" in w for w in log["warnings"])
+
+
+LIBERO_TASK, LIBERO_STEPS, LIBERO_EPISODES = "libero/libero_spatial/0", 15, 2
 
 
 @pytest.fixture(scope="module")
 def libero_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """rollbench's default LIBERO run, and lerobot's loop on the same seeds and initial states with lerobot's
     LiberoEnv on robosuite 1.4's behaviour (as ``lerobot[libero]`` installs it: hf-libero on robosuite 1.4.0;
-    ``lerobot_reference.as_on_robosuite_14``) and, for the first episode, on plain robosuite 1.5."""
+    ``lerobot_reference.as_on_robosuite_14``) and, for the first episode's first action, on plain robosuite 1.5.
+
+    Two episodes: the second is the first one after a reset of the same env (seed + 1, initial state 1, both
+    advanced by lerobot's loop and by rollbench's plan), the step a third or fourth episode would only repeat. The
+    robosuite 1.5 side is compared at its first action only, so its episode is one step long."""
     from lerobot_reference import as_on_robosuite_14, reference_episodes, use_libero_config
 
     if not use_libero_config():
@@ -165,23 +201,25 @@ def libero_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple:
 
     tmp = tmp_path_factory.mktemp("libero")
     checkpoint = make_checkpoint("act", "libero", tmp / "pretrained_model")
-    args = ("--env", LIBERO_TASK, "--policy", f"lerobot:{checkpoint}", "--episodes", EPISODES, "--seed", SEED)
+    args = ("--env", LIBERO_TASK, "--policy", f"lerobot:{checkpoint}", "--episodes", LIBERO_EPISODES, "--seed", SEED)
     args += ("--max-steps", LIBERO_STEPS, "--policy-options", HOST, "--out", tmp / "run")
     r = run_cli("eval", *args, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     graded = json.loads(run_cli("grade", tmp / "run", "--json").stdout)
     env_cfg = LiberoEnv(task="libero_spatial", task_ids=[0], episode_length=LIBERO_STEPS)
-    seeds = [SEED + k for k in range(EPISODES)]
+    seeds = [SEED + k for k in range(LIBERO_EPISODES)]
     with as_on_robosuite_14():
-        reference = reference_episodes(checkpoint, env_cfg, seeds, init_states=list(range(EPISODES)))
+        reference = reference_episodes(checkpoint, env_cfg, seeds, init_states=list(range(LIBERO_EPISODES)))
+    first_step = LiberoEnv(task="libero_spatial", task_ids=[0], episode_length=1)
     with as_on_robosuite_14(seeding=False):
-        on_15 = reference_episodes(checkpoint, env_cfg, seeds[:1], init_states=[0])
+        on_15 = reference_episodes(checkpoint, first_step, seeds[:1], init_states=[0])
     return tmp / "run", graded, reference, on_15
 
 
 def test_libero_actions_equal_lerobot_eval_bit_for_bit(libero_pair: tuple) -> None:
     run_dir, graded, reference, _ = libero_pair
     by_index = {e["episode_index"]: e for e in graded["episodes"]}
+    assert len(reference) == len(by_index) == LIBERO_EPISODES
     for k, ref in enumerate(reference):
         assert (by_index[k]["seed"], by_index[k]["initial_state"]) == (SEED + k, k)
         assert by_index[k]["length"] == len(ref["actions"]) == LIBERO_STEPS
@@ -194,6 +232,7 @@ def test_libero_default_scene_is_robosuite_14_s_not_lerobot_on_robosuite_15(libe
     hf-libero has too): lerobot's LiberoEnv on plain robosuite 1.5 seeds another scene, and the same checkpoint's
     actions differ from the first step."""
     run_dir, _, _, on_15 = libero_pair
+    assert len(on_15[0]["actions"]) == 1
     assert not np.array_equal(recorded_actions(run_dir, 0)[0], on_15[0]["actions"][0])
     said = json.loads((run_dir / "run.json").read_text())["provenance"]["libero"]["scene_seeding"]
     assert "init noise from numpy's global generator as robosuite 1.4 does" in said, said

@@ -5,6 +5,9 @@ hub access).
 Runs only in the LeRobot venv made by ``scripts/lerobot_compat.sh`` (tests/conftest.py skips collecting this folder
 where lerobot is not importable). The runs are recorded by the core install's ``rollbench eval`` in a subprocess.
 
+The runs do not depend on the LeRobot line, so ``scripts/lerobot_compat.sh --lerobot both`` records each once for both
+lines (``shared_runs.shared_run``); each line opens them with its own ``LeRobotDataset``.
+
 The oracle for every value is rollbench's own record of the same run: ``rollbench grade --json`` (counts, lengths,
 episode order), ``run.json`` (instructions and task indices) and the parquet and mp4 files read with pyarrow and PyAV.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,9 @@ import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from conftest import run_cli
+
+sys.path.insert(0, str(Path(__file__).parent))
+from shared_runs import shared_run
 
 pytestmark = [pytest.mark.venv, pytest.mark.slow]
 
@@ -49,16 +56,15 @@ def record(out: Path, *args: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    out = tmp_path_factory.mktemp("runs") / "scripted"
     args = ("--env", "scripted/reach,scripted/reach-final", "--policy", "scripted-expert", "--episodes", "3")
-    return out, record(out, *args, "--max-steps", "12", "--action-noise", "0.3", "--seed", "5")
+    args += ("--max-steps", "12", "--action-noise", "0.3", "--seed", "5")
+    return shared_run("scripted", lambda out: record(out, *args), tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def metaworld_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    out = tmp_path_factory.mktemp("runs") / "metaworld"
     args = ("--env", "metaworld/pick-place-v3,metaworld/reach-v3", "--policy", "metaworld-expert", "--episodes", "1")
-    return out, record(out, *args, "--max-steps", "60", "--seed", "0")
+    return shared_run("metaworld", lambda out: record(out, *args, "--max-steps", "60", "--seed", "0"), tmp_path_factory)
 
 
 def open_dataset(run_dir: Path, **kw: Any) -> LeRobotDataset:
@@ -141,9 +147,9 @@ def test_metaworld_run_opens_with_lerobot_dataset(metaworld_run: tuple[Path, dic
     assert ds.fps == 80 and ds[0]["observation.state"].shape == (39,) and ds[0]["action"].shape == (4,)
 
 
-def test_run_with_an_episode_that_failed_at_reset_opens_as_it_is(tmp_path: Path) -> None:
-    out = tmp_path / "faulty"
-    graded = record(out, "--env", "scripted/faulty", "--policy", "scripted-expert", "--episodes", "4")
+def test_run_with_an_episode_that_failed_at_reset_opens_as_it_is(tmp_path_factory: pytest.TempPathFactory) -> None:
+    args = ("--env", "scripted/faulty", "--policy", "scripted-expert", "--episodes", "4")
+    out, graded = shared_run("faulty", lambda o: record(o, *args), tmp_path_factory)
     assert graded["status"] == "PARTIAL"
     steps = {e["episode_index"]: e["length"] for e in graded["episodes"]}
     assert steps[2] == 0 and all(n > 0 for e, n in steps.items() if e != 2)  # seed 2 fails at reset
@@ -161,12 +167,14 @@ def test_run_with_an_episode_that_failed_at_reset_opens_as_it_is(tmp_path: Path)
     assert pad[key].shape == (3, HEIGHT, WIDTH) and float(pad[key].max()) <= 2 / 255  # black
 
 
-def test_latency_run_opens_with_its_delay_columns_as_ordinary_scalar_features(tmp_path: Path) -> None:
+def test_latency_run_opens_with_its_delay_columns_as_ordinary_scalar_features(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """``--latency``: ``policy.obs_frame_index``, ``policy.chunk_index`` (int64) and ``policy.hold`` (bool) per step,
     on the padding frame of an episode that failed at reset too (-1, -1, false), so every data file has one schema."""
-    out = tmp_path / "latency"
     args = ("--env", "scripted/faulty", "--policy", "scripted-expert", "--episodes", "3", "--max-steps", "8")
-    graded = record(out, *args, "--latency", "steps:2", "--stale", "execute")
+    args += ("--latency", "steps:2", "--stale", "execute")
+    out, graded = shared_run("latency", lambda o: record(o, *args), tmp_path_factory)
     assert graded["status"] == "PARTIAL" and graded["delay"]["call_delay_steps"] == 2
     ds = open_dataset(out)
     rows = recorded_rows(out)
@@ -183,12 +191,9 @@ def test_latency_run_opens_with_its_delay_columns_as_ordinary_scalar_features(tm
     )
 
 
-@pytest.mark.sim
-@pytest.mark.slow
-def test_full_libero_spatial_random_run_is_graded_and_opens_with_lerobot_dataset(tmp_path: Path) -> None:
-    """The issue's command as a user types it: all 10 libero_spatial tasks, 1 episode each, each to its horizon
-    of 220 steps unless the random policy succeeds (real LIBERO scenes, recorded by the core venv)."""
-    out = tmp_path / "libero_spatial"
+def record_libero_spatial(out: Path) -> dict[str, Any]:
+    """``rollbench eval --env libero/libero_spatial --policy random --episodes 1 --out OUT``, then ``rollbench grade
+    OUT --json``; skips where the core venv has no LIBERO."""
     r = run_cli(
         "eval", "--env", "libero/libero_spatial", "--policy", "random", "--episodes", "1", "--out", out, timeout=3600
     )
@@ -197,7 +202,18 @@ def test_full_libero_spatial_random_run_is_graded_and_opens_with_lerobot_dataset
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     g = run_cli("grade", out, "--json")
     assert g.returncode == 0, g.stderr
-    graded = json.loads(g.stdout)
+    return dict(json.loads(g.stdout))
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_full_libero_spatial_random_run_is_graded_and_opens_with_lerobot_dataset(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The issue's command as a user types it: all 10 libero_spatial tasks, 1 episode each, each to its horizon
+    of 220 steps unless the random policy succeeds (real LIBERO scenes, recorded by the core venv; once for both
+    lines under ``lerobot_compat.sh --lerobot both``)."""
+    out, graded = shared_run("libero_spatial", record_libero_spatial, tmp_path_factory)
     assert graded["status"] == "OK" and graded["episodes_recorded"] == 10
     assert sorted(graded["tasks"]) == sorted(f"libero/libero_spatial/{i}" for i in range(10))
     for e in graded["episodes"]:

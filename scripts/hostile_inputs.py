@@ -140,6 +140,8 @@ class Runner:
             kind = self.rng.choice(["link-in", "link-out", "dangling", "fifo", "socket", "dir-link"])
             name = self.rng.choice(["file-001.parquet", "file-007.parquet", "episode-000003", ".tmp-x", "info.json",
                                     f".file-003.parquet.{self.rng.randrange(10**6):06d}.tmp", "run.lock"])  # fmt: skip
+            if where == ".":  # the top level: only the writer's own names (other names there it never touches)
+                name = self.rng.choice(["run.lock", "run.live.json", f".run.json.{self.rng.randrange(10**6):06d}.tmp"])
 
             def plant(run: Path, where: str = where, kind: str = kind, name: str = name) -> None:
                 d = run / where

@@ -349,9 +349,13 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
 def list_envs(family: str | None = None) -> list[dict[str, Any]]:
     """Every env family (only ``family`` when given: [] if none has that name, the others not loaded) with install
     state, tasks (horizon, cameras, success rule) and suites."""
-    one = env_family(family) if family is not None else None
+    if family is None:
+        families = env_families()
+    else:
+        one = env_family(family)
+        families = {family: one} if one is not None else {}
     rows = []
-    for name, fam in (env_families() if family is None else {family: one} if one else {}).items():
+    for name, fam in families.items():
         why = fam.missing()
         rows.append(
             {

@@ -382,3 +382,47 @@ class LeavesChildren:
 
 def leaves_children(name: str, options: Mapping[str, Any]) -> LeavesChildren:
     return LeavesChildren(options)
+
+
+class Barrier:
+    """The scripted expert (its ``info`` too), whose first ``act`` waits until ``options["parties"]`` instances of this
+    class have been built in any processes sharing the directory ``options["dir"]`` (each leaves a file there when
+    built), polling every 10 ms for at most ``options.get("timeout_s", 120)`` seconds, then raising RuntimeError.
+
+    Makes "every worker took part" hold however the machine's load orders the workers' start: no instance moves past
+    its first step until all of them exist."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        import os
+        import uuid
+        from pathlib import Path
+
+        self.inner = make_policy("scripted-expert", {})
+        self.info = self.inner.info
+        self.dir, self.parties = Path(str(options["dir"])), int(options["parties"])
+        self.timeout_s = float(options.get("timeout_s", 120))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / f"{os.getpid()}-{uuid.uuid4().hex}").touch()
+        self._passed = False
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        import time
+
+        deadline = time.monotonic() + self.timeout_s
+        while not self._passed:
+            self._passed = len(list(self.dir.iterdir())) >= self.parties
+            if not self._passed and time.monotonic() > deadline:
+                raise RuntimeError(f"barrier: {self.parties} instances not built within {self.timeout_s} s")
+            if not self._passed:
+                time.sleep(0.01)
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def barrier(name: str, options: Mapping[str, Any]) -> Barrier:
+    return Barrier(options)

@@ -185,10 +185,14 @@ def test_gpu_share_custom_resources_and_one_policy_per_node_give_the_in_process_
     assert policy["node"] == gpu.node_id and policy["gpu_ids"] == ["0"] and policy["cuda_visible_devices"] == "0"
     assert log["nodes"][gpu.node_id]["resources"]["GPU"] == 1.0
 
-    # a GPU share per env worker: both on GPU 0 of the same node, each its own policy
+    # a GPU share per env worker: both on GPU 0 of the same node, each its own policy (the scripted expert behind a
+    # barrier: neither worker's episode moves past its first step until both policies are built, so the second worker
+    # takes part however slowly it starts)
     out2 = tmp_path / "worker"
+    barrier = {"dir": str(tmp_path / "barrier"), "parties": 2}
+    spec = {**SCRIPTED, "policy": "fault_policies:barrier", "policy_options": barrier}
     again = evaluate(
-        **SCRIPTED, episodes=4, action_noise=0.3, out=out2, execution=_ray(cluster, gpus=0.5, placement="pack")
+        **spec, episodes=4, action_noise=0.3, out=out2, execution=_ray(cluster, gpus=0.5, placement="pack")
     )
     assert again["status"] == "OK"
     same_run(out2, tmp_path / "ref")

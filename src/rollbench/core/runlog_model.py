@@ -124,7 +124,9 @@ class RayActorPlace(Closed):
     """Where one Ray actor ran (``rollbench.run.ray_runner``): an env actor (``slot``) or a node's policy actor."""
 
     slot: int | None = Field(default=None, ge=0, description="Worker slot of an env actor; absent for a policy actor.")
-    pid: int
+    pid: int | None = Field(
+        default=None, description="Absent only for a policy actor started that had not answered when the run ended."
+    )
     ip: str | None = None
     node: str = Field(description="Ray node id.")
     gpu_ids: list[str] = Field(default_factory=list, description="GPUs Ray assigned (ray.get_gpu_ids()).")
@@ -149,8 +151,16 @@ class RayExecution(Closed):
     placement: Literal["spread", "pack"]
     policy: Literal["worker", "node"] = Field(description="node: --ray-policy-per-node.")
     shared_fs: bool
-    actors: list[RayActorPlace] = Field(default_factory=list, description="Every env actor started, in order.")
-    policy_actors: list[RayActorPlace] = Field(default_factory=list)
+    actors: list[RayActorPlace] = Field(
+        default_factory=list,
+        description="Every env actor that said where it runs, in that order (one still starting when the run ended is"
+        " not listed: it ran nothing).",
+    )
+    policy_actors: list[RayActorPlace] = Field(
+        default_factory=list,
+        description="--ray-policy-per-node: every policy actor started, in order; node from its start (node affinity),"
+        " pid and GPU ids once it answered.",
+    )
     nodes: dict[str, RayNode] = Field(default_factory=dict, description="Ray node id -> node, for nodes used.")
 
 

@@ -10,8 +10,8 @@ from rollbench.run.ray_policy import PolicyActor
 from rollbench.run.worker import WorkerSetup
 
 Order = tuple[Any, ...]
-"""``("policy", slot, ready_ref)``: wait for a new policy actor; ``("build", slot, handle, base, info)``: build env
-actor ``slot`` on slots ``base..`` of a ready policy actor."""
+"""``("policy", slot, ready_ref, node)``: wait for a new policy actor, pinned to ``node``; ``("build", slot, handle,
+base, info)``: build env actor ``slot`` on slots ``base..`` of a ready policy actor."""
 
 
 class NodePolicies:
@@ -45,7 +45,7 @@ class NodePolicies:
             **self._extra,
         ).remote(self._setup.spec, self.size)
         self.actors[node] = actor
-        return [("policy", slot, actor.ready.remote())]
+        return [("policy", slot, actor.ready.remote(), node)]
 
     def ready(self, value: dict[str, Any]) -> tuple[str | None, list[Order]]:
         """A policy actor answered ``ready``: its error, else the env actors to build on it."""

@@ -159,7 +159,8 @@ class RayBackend:
             error, started = self.policies.ready(value) if self.policies is not None else (None, [])
             if error is not None:
                 return [Event("fatal", slot, detail=error)]
-            self.record["policy_actors"].append({k: v for k, v in value.items() if k not in ("error", "info")})
+            entry = next(p for p in self.record["policy_actors"] if p["node"] == value["node"])
+            entry.update({k: v for k, v in value.items() if k not in ("error", "info")})
             return self._attach(started)
         if value is not None:  # build: the policy could not be built
             return [Event("fatal", slot, detail=value)]
@@ -168,9 +169,10 @@ class RayBackend:
     def _attach(self, todo: list[tuple[Any, ...]]) -> list[Event]:
         """Ask for a policy actor's readiness, or build env actors on a ready policy actor (NodePolicies' orders)."""
         for order in todo:
-            if order[0] == "policy":
-                _, slot, ref = order
+            if order[0] == "policy":  # recorded when started: it holds the node's GPU share whether or not it answers
+                _, slot, ref, node = order
                 self._pending[ref] = (slot, "policy", None)
+                self.record["policy_actors"].append({"node": node})
             else:
                 _, slot, handle, base, info = order
                 if slot in self.actors:

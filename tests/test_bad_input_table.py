@@ -335,7 +335,7 @@ CASES: list[T] = [
     ("ray-address-bad-port", nothing, ["eval", *RUN, "--executor", "ray", "--ray-address", "127.0.0.1:99999", "--out", "W/t"], "--ray-address '127.0.0.1:99999' is not HOST:PORT"),
     ("ray-resume-unreachable", nothing, ["eval", "--resume", "W/run", "--executor", "ray", "--ray-address", "127.0.0.1:1"], "cannot reach Ray at 127.0.0.1:1"),
     ("resume-with-flags", nothing, ["eval", "--resume", "W/run", "--episodes", "5"], "drop --episodes"),
-    ("resume-not-a-run", mkdir("empty"), ["eval", "--resume", "W/empty"], "no run.json"),
+    ("resume-not-a-run", mkdir("empty"), ["eval", "--resume", "W/empty"], "empty is not a rollbench run directory (no run.json)"),
     # damaged run state on resume
     *_deep_cases("resume-run-json", "run/run.json", ["eval", "--resume", "W/run"], "run.json is not a rollbench run log"),
     ("resume-executions", edit_log(lambda log: log.update(executions={"a": 1})), ["eval", "--resume", "W/run"], "'executions'"),
@@ -348,8 +348,8 @@ CASES: list[T] = [
     # grade and runs
     *_deep_cases("grade-run-json", "run/run.json", ["grade", "W/run"], "run.json is not a rollbench run log"),
     ("grade-executions", edit_log(lambda log: log.update(executions=7)), ["grade", "W/run"], "'executions'"),
-    ("grade-a-file", write("f", "x"), ["grade", "W/f"], "no run.json"),
-    ("grade-missing", nothing, ["grade", "W/nope"], "no run.json"),
+    ("grade-a-file", write("f", "x"), ["grade", "W/f"], "f is not a directory, so not a rollbench run directory"),
+    ("grade-missing", nothing, ["grade", "W/nope"], "nope does not exist"),
     ("runs-missing", nothing, ["runs", "W/nope"], "is not a directory"),
     ("runs-file", write("f", "x"), ["runs", "W/f"], "is not a directory"),
     ("envs-unknown", nothing, ["envs", "nosuch"], "unknown env family 'nosuch'"),

@@ -230,7 +230,7 @@ def test_a_release_into_or_around_a_source_is_refused_and_sources_stay_untouched
     assert proc.returncode == 2 and "inside the source" in proc.stderr
     copy = tmp_path / "copy"
     shutil.copytree(run, copy)
-    with pytest.raises(ConfigError, match="not a rollbench run directory"):
+    with pytest.raises(ConfigError, match="nowhere does not exist"):
         build_release([tmp_path / "nowhere"], tmp_path / "x")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "f").write_text("x")

@@ -153,7 +153,7 @@ def test_one_suite_in_two_runs_is_refused(runs):
 
 
 def test_a_missing_run_directory_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match="no run directory"):
+    with pytest.raises(ConfigError, match="absent does not exist"):
         reproduce([tmp_path / "absent"], _load(_ref(97.0)))
 
 
@@ -256,7 +256,7 @@ def test_the_cli_refuses_bad_input_with_one_line_and_exit_2(runs, args, message)
 
 def test_the_cli_names_a_missing_run_directory_and_a_damaged_reference_file(runs, tmp_path):
     proc = invoke("reproduce", tmp_path / "absent", "--reference", "pi05-openpi")
-    assert (proc.returncode, proc.stderr) == (2, f"error: no run directory {tmp_path / 'absent'}\n")
+    assert (proc.returncode, proc.stderr) == (2, f"error: {tmp_path / 'absent'} does not exist\n")
     bad = _write_ref(tmp_path, {**_ref(97.0), "entries": [{"benchmark": "scripted", "suite": "all"}]})
     proc = invoke("reproduce", runs["48of50"], "--reference", bad)
     assert proc.returncode == 2

@@ -22,16 +22,14 @@ def resumed_spec(
     resumed only when the same ``--policy``/``--env``/``--policy-options`` are typed again or with ``--trust-run``:
     a copied run directory never runs its code unasked (issue 30, item 14)."""
     from rollbench.core.spec import build_spec, what_it_loads
-    from rollbench.record.runlog import read_run_log
+    from rollbench.record.runlog import require_run_log
 
     confirming = {"policy", "env", "policy_options"}
     others = [f for f in given if f.field not in confirming]
     if others or spec_file:
         shown = ", ".join(f.option for f in others) or "--spec"
         raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
-    log = read_run_log(resume)
-    if log is None:
-        raise ConfigError(f"{resume} is not a rollbench run directory (no run.json)")
+    log = require_run_log(resume)
     spec = build_spec(**log["spec"])
     typed = spec_fields(values, [f for f in given if f.field in confirming])
     recorded = spec.model_dump(mode="json")

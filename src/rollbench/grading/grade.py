@@ -83,13 +83,10 @@ __all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson inte
 
 
 def load_run_log(run_dir: Path) -> dict[str, Any]:
-    """run.json, or ConfigError when ``run_dir`` is not a rollbench run directory (see ``read_run_log``)."""
-    from rollbench.record.runlog import read_run_log
+    """run.json, or ConfigError when ``run_dir`` is not a rollbench run directory (see ``require_run_log``)."""
+    from rollbench.record.runlog import require_run_log
 
-    log = read_run_log(run_dir)
-    if log is None:
-        raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json)")
-    return log
+    return require_run_log(run_dir)
 
 
 def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:

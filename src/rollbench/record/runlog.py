@@ -268,6 +268,19 @@ def read_run_log(run_dir: Path) -> dict[str, Any] | None:
     return log
 
 
+def require_run_log(run_dir: Path) -> dict[str, Any]:
+    """``run_dir/run.json`` as a dict (see :func:`read_run_log`). Raises ConfigError naming ``run_dir`` when it does
+    not exist, is not a directory, or holds no ``run.json`` (and whatever :func:`read_run_log` raises)."""
+    log = read_run_log(run_dir)
+    if log is not None:
+        return log
+    if not (run_dir.exists() or run_dir.is_symlink()):
+        raise ConfigError(f"{run_dir} does not exist")
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir} is not a directory, so not a rollbench run directory")
+    raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json)")
+
+
 class RunLock:
     """An exclusive lock on a run directory (``run.lock``, fcntl ``flock``): released by the OS if the holder dies;
     the file exists only while the lock is held (:class:`rollbench.record.locks.PathLock`)."""

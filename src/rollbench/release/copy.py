@@ -59,7 +59,7 @@ def _check_paths(runs: list[Path], labels: list[Path], out: Path) -> None:
     names = [r.name for r in runs]
     for r in runs:
         if not (r / "run.json").is_file():
-            raise ConfigError(f"{r} is not a rollbench run directory (no run.json)")
+            load_run_log(r)  # ConfigError: which of missing, not a directory, no run.json
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ConfigError(f"two runs share the directory name {dup[0]!r}; release them separately")

@@ -33,10 +33,6 @@ RULE = (
 def _graded(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     from rollbench.grading.grade import grade, load_run_log
 
-    if not run_dir.is_dir():
-        raise ConfigError(f"no run directory {run_dir}")
-    if not (run_dir / "run.json").is_file():
-        raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json)")
     return load_run_log(run_dir), grade(run_dir)
 
 

@@ -31,6 +31,13 @@ def release_cmd(
         str | None, typer.Option(help="Release date for MANIFEST.json (default: the runs' latest time).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+    allow_violations: Annotated[
+        bool,
+        typer.Option(
+            "--allow-violations",
+            help="Release runs that rollbench grade finds violations in (MANIFEST.json counts them).",
+        ),
+    ] = False,
 ) -> None:
     """Copy runs (and label files) with API keys, tokens, private paths, host/user names and e-mails replaced
     by stable placeholders, and write MANIFEST.json (hashes, every redaction, filters)."""
@@ -39,7 +46,15 @@ def release_cmd(
 
     out_console = Console(width=160)
     try:
-        doc = build_release(list(paths), out, labels=list(labels or []), rules=rules, date=date, dry_run=dry_run)
+        doc = build_release(
+            list(paths),
+            out,
+            labels=list(labels or []),
+            rules=rules,
+            date=date,
+            dry_run=dry_run,
+            allow_violations=allow_violations,
+        )
     except ConfigError as exc:
         _fail(str(exc))
     except RollbenchError as exc:
@@ -67,6 +82,13 @@ def release_cmd(
             )
         )
         out_console.print(f"{rel}: {said}", highlight=False)
+    for name, g in doc["grades"].items():
+        if g["violations"]:
+            n = g["violations"]
+            Console(stderr=True, width=160).print(
+                f"warning: {name} is released with {n} grade violation{'s' if n != 1 else ''} (--allow-violations)",
+                highlight=False,
+            )
     counts = ", ".join(f"{k} {v}" for k, v in doc["redaction_counts"].items()) or "nothing"
     out_console.print(
         f"{verb} {len(doc['redactions'])} occurrences of {doc['distinct_secrets']} distinct values ({counts}) "

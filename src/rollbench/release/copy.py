@@ -137,10 +137,12 @@ def build_release(
     rules: Path | None = None,
     date: str | None = None,
     dry_run: bool = False,
+    allow_violations: bool = False,
 ) -> dict[str, Any]:
     """Build (and unless ``dry_run`` write) the release of ``runs`` and ``labels`` into ``out``.
 
-    Returns the manifest (see :func:`manifest`). Raises ConfigError for bad input (before anything is written) and
+    Returns the manifest (see :func:`manifest`). Raises ConfigError for bad input (before anything is written), a run
+    that ``rollbench grade`` finds violations in included unless ``allow_violations`` (see :func:`graded_runs`), and
     RollbenchError when a file cannot be redacted safely (then nothing is written).
     """
     labels = labels or []
@@ -149,6 +151,8 @@ def build_release(
     if rules is not None:
         rules_obj = read_json(rules, "--rules", max_bytes=MAX_RULES_BYTES)
     logs = [load_run_log(r) for r in runs]  # ConfigError naming the file for a damaged or foreign run.json
+    when, when_source = _release_date(logs, date)  # --date checked before any run is graded
+    grades = graded_runs(runs, allow_violations)
     listed = [_run_files(r) for r in runs]
     sources: list[tuple[str, Path]] = [
         (f"{r.name}/{p.relative_to(r).as_posix()}", p)
@@ -174,12 +178,31 @@ def build_release(
     scanner = Scanner(hosts, users, rules_obj)
     releaser = Releaser(scanner)
     released = [releaser.file(rel, raw) for (rel, _), raw in zip(sources, raws, strict=True)]
-    when, when_source = _release_date(logs, date)
     doc = manifest(released, [e for _, ex in listed for e in ex], scanner, when, when_source, runs, labels)
     doc["label_entries"] = label_entries
+    doc["grades"] = grades
     if not dry_run:
         write_release(out, released, doc)
     return doc
+
+
+def graded_runs(runs: list[Path], allow_violations: bool) -> dict[str, dict[str, Any]]:
+    """Each run graded from its own files (:func:`rollbench.grading.grade.grade`, videos decoded):
+    ``{run name: {"status", "violations": count}}`` (MANIFEST.json's ``grades``; the violations' texts name local
+    paths, so only their count is released). Raises ConfigError naming the first run with violations and its first
+    one, unless ``allow_violations``: a release is what others will grade, so a damaged run is not published quietly.
+    """
+    from rollbench.grading.grade import grade
+
+    out: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        doc = grade(r)
+        found = list(doc["violations"])
+        if found and not allow_violations:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise ConfigError(f"{r} fails rollbench grade: {found[0]}{more}; release it anyway with --allow-violations")
+        out[r.name] = {"status": doc["status"], "violations": len(found)}
+    return out
 
 
 def _episode_run(key: Any) -> str | None:

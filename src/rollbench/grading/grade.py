@@ -68,6 +68,7 @@ from rollbench.grading.tables import (
     STEP_COLUMNS,
     STEP_TYPES,
     connection,
+    data_location_problems,
     load_or_report,
     percentiles,
     query,
@@ -126,6 +127,7 @@ def _grade(
     meta, data, data_files = _load_tables(run_dir, con, violations, info, timed)
     tasks = read_tasks(run_dir, info, violations)
     missing = _check_counts(meta, data, planned, info, violations, log.get("status") in FINISHED)
+    violations += data_location_problems(con, run_dir, meta, info, data_files)
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"] if check_videos else []
     episodes: list[dict[str, Any]] = []
     graded: set[int] = set()

@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from rollbench.grading.files import readable_parquet
+from rollbench.grading.files import fill_template, readable_parquet
 
 
 def _sql_glob(path: Path) -> str:
@@ -239,4 +239,47 @@ def percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, An
                 USING (episode_index) WHERE NOT pad GROUP BY m.task ORDER BY m.task""",
         )
     out["by_task"] = {r["task"]: block(r) for r in by_task}
+    return out
+
+
+def data_location_problems(
+    con: duckdb.DuckDBPyConnection,
+    run_dir: Path,
+    meta: list[dict[str, Any]],
+    info: dict[str, Any],
+    data_files: list[Path],
+) -> list[str]:
+    """Where LeRobot readers look for each episode's step rows, checked against where they are: ``meta/info.json``'s
+    ``data_path`` filled with the episode row's ``data/chunk_index`` and ``data/file_index`` must name the one file of
+    ``data_files`` holding that episode's rows. One sentence per episode it does not (a reader would load other
+    rows, or none), one for a template that cannot be filled or that misses every episode; episodes without step
+    rows are named elsewhere."""
+    if not data_files or not meta:
+        return []
+    listing = ", ".join(f"'{_sql_glob(f)}'" for f in data_files)
+    sql = f"SELECT episode_index AS e, list(DISTINCT filename) AS files FROM read_parquet([{listing}], filename=true)"
+    where = {
+        r["e"]: sorted(Path(f).relative_to(run_dir).as_posix() for f in r["files"])
+        for r in query(con, sql + " GROUP BY e")
+    }
+    template, out, seen = info.get("data_path"), [], set()
+    for m in meta:
+        e = m["episode_index"]
+        if e in seen or e not in where:
+            continue
+        seen.add(e)
+        try:
+            rel = fill_template(template, chunk_index=m.get("data/chunk_index"), file_index=m.get("data/file_index"))
+        except ValueError as exc:
+            return [f"meta/info.json's data_path {str(template)[:80]!r} cannot be filled in for episode {e} ({exc}): "
+                    "LeRobot readers cannot find its step rows"]  # fmt: skip
+        if where[e] != [rel]:
+            out.append(
+                f"episode {e}: its episode record and meta/info.json's data_path lead LeRobot readers to {rel}, but "
+                f"its step rows are in {', '.join(where[e])}"
+            )
+    if len(seen) > 1 and len(out) == len(seen):  # every episode: say it once, of the template
+        first = out[0].removeprefix("episode ")
+        return [f"meta/info.json's data_path {str(template)[:80]!r} leads LeRobot readers to none of the {len(seen)} "
+                f"episodes' step rows (episode {first})"]  # fmt: skip
     return out

@@ -348,6 +348,7 @@ CASES: list[T] = [
     # grade and runs
     *_deep_cases("grade-run-json", "run/run.json", ["grade", "W/run"], "run.json is not a rollbench run log"),
     ("grade-executions", edit_log(lambda log: log.update(executions=7)), ["grade", "W/run"], "'executions'"),
+    ("grade-episodes-requested", edit_log(lambda log: log["plan"].update(episodes_requested=50)), ["grade", "W/run"], "run.json is not a rollbench run log: its plan.episodes_requested is 50 but plan.episodes lists 3"),
     ("grade-a-file", write("f", "x"), ["grade", "W/f"], "f is not a directory, so not a rollbench run directory"),
     ("grade-missing", nothing, ["grade", "W/nope"], "nope does not exist"),
     ("runs-missing", nothing, ["runs", "W/nope"], "is not a directory"),

@@ -15,8 +15,8 @@ from rollbench.core.runlog_model import PerturbationRecord
 
 def check_run_log(log: Any, path: Path) -> None:
     """ConfigError unless ``log`` has the shape rollbench writes: an object with ``spec`` (object) and ``plan``
-    (object with ``episodes``, a list of objects with ``episode_index``, and ``tasks``, a list of objects with
-    ``name``)."""
+    (object with ``episodes``, a list of objects with ``episode_index``, as many as its ``episodes_requested`` when
+    present, and ``tasks``, a list of objects with ``name``)."""
 
     def bad(why: str) -> ConfigError:
         return ConfigError(f"{path} is not a rollbench run log: {why}")
@@ -38,6 +38,9 @@ def check_run_log(log: Any, path: Path) -> None:
         raise bad(f"its plan.episodes[{i}].episode_index is {str(indices[i])[:40]}, not a non-negative integer")
     if len(set(indices)) != len(indices):
         raise bad("its plan.episodes repeat an episode_index")
+    if "episodes_requested" in plan and plan["episodes_requested"] != len(episodes):
+        shown = str(plan["episodes_requested"])[:40]
+        raise bad(f"its plan.episodes_requested is {shown} but plan.episodes lists {len(episodes)}")
     for where, entries in (("plan.episodes", episodes), ("plan.tasks", tasks)):
         for i, entry in enumerate(entries):
             if entry.get("perturbation") is not None:

@@ -91,8 +91,9 @@ def test_runs_page_grade_table_is_one_table_naming_exactly_the_fields_grade_emit
 
 
 def test_release_example_runs_as_written_on_a_plain_run_and_its_dashboard_labels(tmp_path: Path) -> None:
-    """The run the set-up writes (here a small stand-in under the same name) and the labels file the dashboard
-    example writes are what the release example reads; both commands succeed as written."""
+    """The runs the set-up and the tour write (here small stand-ins under the same names) and the labels file the
+    dashboard example writes (a label of the random run's episode 0, as the tour says) are what the release example
+    reads; both commands succeed as written and the release carries that label."""
     from rollbench.api import evaluate
     from rollbench.core.identity import RunIdentity
     from rollbench.dashboard.labels import set_label
@@ -106,9 +107,10 @@ def test_release_example_runs_as_written_on_a_plain_run_and_its_dashboard_labels
     labels_file = default_labels([Path(args[args.index("--root") + 1])]).as_posix()
     assert labels_file == "runs/labels.json"
     evaluate(out=tmp_path / "runs/pick-place-expert", env="scripted/reach", policy="scripted-expert", episodes=2)
-    run = tmp_path / "runs/pick-place-expert"
+    evaluate(out=tmp_path / "runs/pick-place-random", env="scripted/reach", policy="random", episodes=2)
+    run = tmp_path / "runs/pick-place-random"
     ident = RunIdentity.from_run_log(json.loads((run / "run.json").read_text()), run)
-    set_label(tmp_path / labels_file, ident.episode_key(0), "succeeded", rubric=load_rubric())
+    set_label(tmp_path / labels_file, ident.episode_key(0), "failed", rubric=load_rubric())
     commands = [ln for ln in RELEASE.splitlines() if ln.startswith(".venv/bin/rollbench release ")]
     assert len(commands) == 2
     for line in commands:
@@ -119,6 +121,8 @@ def test_release_example_runs_as_written_on_a_plain_run_and_its_dashboard_labels
         assert r.returncode == 0, r.stderr
     released = tmp_path / "release"
     assert (released / "MANIFEST.json").is_file() and (released / "pick-place-expert/run.json").is_file()
+    (kept,) = json.loads((released / "MANIFEST.json").read_text())["label_entries"]["labels/labels.json"]["kept"]
+    assert kept.endswith("/pick-place-random/0") and (released / "labels/labels.json").is_file()
     assert json.loads((released / "pick-place-expert/run.json").read_text())["identity"]["host"].startswith(
         "REDACTED-host_name-"
     )

@@ -289,6 +289,16 @@ def test_a_labels_annotator_that_is_the_os_user_is_redacted_even_when_a_common_n
     (released,) = (tmp_path / "rel" / "labels" / "labels.jsonl").read_text().splitlines()
     assert json.loads(released)["annotator"].startswith("<REDACTED:user_name:")
     assert json.loads(released)["label"] == "good"
+    # the dashboard's sidecar form, where the episode key is a JSON key: MANIFEST.json is released too, so the
+    # annotator's field path spells that key as the release does (its host replaced), and the source's key is nowhere
+    sidecar = tmp_path / "labels.json"
+    entry = {"label": "good", "annotator": "root"}
+    sidecar.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {f"{run_key(run)}/0": entry}}))
+    build_release([run], tmp_path / "rel2", labels=[sidecar])
+    as_released = run_key(tmp_path / "rel2" / run.name)
+    manifest = json.loads((tmp_path / "rel2/MANIFEST.json").read_text())
+    fields = [r["field"] for r in manifest["redactions"] if r["file"] == "labels/labels.json"]
+    assert f"labels.{as_released}/0.annotator" in fields and run_key(run) not in json.dumps(manifest)
 
 
 def test_a_damaged_run_json_is_a_one_line_error_naming_it_and_nothing_is_written(tmp_path: Path) -> None:
@@ -326,14 +336,15 @@ def test_a_release_carries_only_the_released_runs_labels_and_its_dry_run_lists_e
     dry = run_cli("release", run, "--out", tmp_path / "dry", "--labels", labels, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     listed = [ln for ln in dry.stdout.splitlines() if ln.startswith("labels/labels.json  ") and "->" not in ln]
-    assert listed == [f"labels/labels.json  {keys['pick']}/0"]  # the source's keys: the dry run writes nothing
+    # spelled as the release spells them (host replaced), though the dry run writes nothing
+    assert listed == [f"labels/labels.json  {run_key(tmp_path / 'rel/pick')}/0"]
     assert "1 label(s) of the released runs; 1 of other runs left out" in dry.stdout
     lines = tmp_path / "l.jsonl"
     lines.write_text(json.dumps({"episode": f"{keys['video']}/1", "note": "SECRET"}) + "\n"
                      + json.dumps({"episode": f"{keys['pick']}/1", "label": "failed"}) + "\n")  # fmt: skip
     doc = build_release([run], tmp_path / "rel2", labels=[lines])
     assert doc["label_entries"]["labels/l.jsonl"] == {
-        "kept": [f"{keys['pick']}/1"],
+        "kept": [f"{run_key(tmp_path / 'rel2/pick')}/1"],  # MANIFEST.json is released too: no source host in it
         "left_out": 1,
         "left_out_unrecorded": [],
     }
@@ -356,11 +367,12 @@ def test_a_label_of_an_episode_the_released_run_does_not_record_is_dropped_and_s
     labels.write_text(json.dumps(doc))
     built = build_release([run], tmp_path / "rel", labels=[labels])
     released = json.loads((tmp_path / "rel/labels/labels.json").read_text())
-    assert list(released["labels"]) == [f"{run_key(tmp_path / 'rel/pick')}/0"]
+    as_released = run_key(tmp_path / "rel/pick")  # HOST/ROBOT/NAME with the host replaced, as MANIFEST.json says it
+    assert list(released["labels"]) == [f"{as_released}/0"]
     # a key with more than one '/' after the run's is not an episode key of that run: counted with the other runs'
-    unrecorded = [] if "/" in episode else [ghost]
+    unrecorded = [] if "/" in episode else [f"{as_released}/{episode}"]
     assert built["label_entries"]["labels/labels.json"] == {
-        "kept": [f"{keys['pick']}/0"],
+        "kept": [f"{as_released}/0"],
         "left_out": 2 - len(unrecorded),
         "left_out_unrecorded": unrecorded,
     }
@@ -368,12 +380,13 @@ def test_a_label_of_an_episode_the_released_run_does_not_record_is_dropped_and_s
     assert dry.returncode == 0 and not (tmp_path / "dry").exists(), dry.stderr
     said = " ".join(dry.stdout.split())
     if unrecorded:
-        assert f"1 of episodes the released runs do not record left out ({ghost})" in said, dry.stdout
+        assert f"1 of episodes the released runs do not record left out ({unrecorded[0]})" in said, dry.stdout
     if "/" in episode:
         return  # a JSON-lines file with a line that is no episode key is released whole (tested above)
     lines = tmp_path / "l.jsonl"
     lines.write_text(json.dumps({"episode": ghost, "label": "failed"}) + "\n"
                      + json.dumps({"episode": f"{keys['pick']}/1", "label": "success"}) + "\n")  # fmt: skip
     entries = build_release([run], tmp_path / "rel2", labels=[lines])["label_entries"]["labels/l.jsonl"]
-    assert entries["kept"] == [f"{keys['pick']}/1"] and entries["left_out_unrecorded"] == unrecorded
+    assert entries["kept"] == [f"{as_released}/1"] and entries["left_out_unrecorded"] == unrecorded
+    assert keys["pick"] not in (tmp_path / "rel2/MANIFEST.json").read_text()
     assert len((tmp_path / "rel2/labels/l.jsonl").read_text().splitlines()) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,25 +42,26 @@ def _record(rel: str, where: str, pairs: list[tuple[Finding, str]]) -> list[dict
     return [{"file": rel, "field": where, "rule": f.rule, "category": f.category, "placeholder": ph} for f, ph in pairs]
 
 
-def _walk(obj: Any, path: str, out: list[tuple[str, str]]) -> None:
-    """Every string of a JSON document with its field path (keys too, as ``path{key}``)."""
+def _walk(obj: Any, path: str, out: list[tuple[str, str]], key: Callable[[str], str] = str) -> None:
+    """Every string of a JSON document with its field path (keys too, as ``path{key}``); ``key`` spells each key in
+    the paths (the redacted key, so MANIFEST.json's field paths carry no secret a key held)."""
     if isinstance(obj, dict):
         for k, v in obj.items():
             out.append((f"{path}{{key}}", k))
-            _walk(v, f"{path}.{k}" if path else k, out)
+            _walk(v, f"{path}.{key(k)}" if path else key(k), out, key)
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
-            _walk(v, f"{path}[{i}]", out)
+            _walk(v, f"{path}[{i}]", out, key)
     elif isinstance(obj, str):
         out.append((path, obj))
 
 
-def _strings_of_json(text: str, lines: bool) -> list[tuple[str, str]]:
+def _strings_of_json(text: str, lines: bool, key: Callable[[str], str] = str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     docs = [(f"line {i}: ", ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()] if lines else [("", text)]
     for prefix, doc in docs:
         start: list[tuple[str, str]] = []
-        _walk(json.loads(doc), "", start)
+        _walk(json.loads(doc), "", start, key)
         found += [(prefix + p, s) for p, s in start]
     return found
 
@@ -73,6 +75,11 @@ class Releaser:
 
     def __init__(self, scanner: Scanner) -> None:
         self.scanner = scanner
+
+    def key(self, k: str) -> str:
+        """A JSON key as it is spelled in a field path: redacted (an identity key's host, an e-mail address used as
+        a key), as the released file spells it."""
+        return self.scanner.redact(k)[0]
 
     def json_file(self, rel: str, raw: bytes, lines: bool) -> Released:
         text = raw.decode("utf-8")
@@ -109,7 +116,10 @@ class Releaser:
 
         def walk(o: Any, path: str) -> Any:
             if isinstance(o, dict):
-                return {red(k, f"{path}{{key}}"): walk(v, f"{path}.{k}" if path else k) for k, v in o.items()}
+                return {
+                    red(k, f"{path}{{key}}"): walk(v, f"{path}.{self.key(k)}" if path else self.key(k))
+                    for k, v in o.items()
+                }
             if isinstance(o, list):
                 return [walk(v, f"{path}[{i}]") for i, v in enumerate(o)]
             return red(o, path) if isinstance(o, str) else o
@@ -118,7 +128,7 @@ class Releaser:
             if json.dumps(obj, **style) == doc:
                 return json.dumps(walk(obj, ""), **style), redactions
         swaps: dict[tuple[str, bool], str] = {}
-        for path, s in _strings_of_json(doc, False):
+        for path, s in _strings_of_json(doc, False, self.key):
             fieldname = None if path.endswith("{key}") else _field_leaf(path)
             _, pairs = self.scanner.redact(s, fieldname)
             redactions += _record(rel, prefix + path, pairs)

@@ -61,7 +61,7 @@ def test_missing_episode_is_a_violation_and_partial(run: Path) -> None:
     (run / "meta/episodes/chunk-000/file-003.parquet").unlink()
     r = grade(run)
     assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 5
-    assert "1 of 6 requested episodes are not recorded (episodes 3)" in r["reasons"]
+    assert "1 of 6 requested episodes are not recorded (episode 3)" in r["reasons"]
     assert any("total_episodes=6 but 5 episodes are recorded" in v for v in r["violations"])
     assert any("data rows exist for episodes without an episode record: [3]" in v for v in r["violations"])
 

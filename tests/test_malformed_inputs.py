@@ -146,7 +146,7 @@ CASES = [
     Case(info_json("[]"), ["grade", "RUN"], 1, "meta/info.json is not a JSON object (it holds a list)"),
     Case(info_json('{"features": 3}'), ["grade", "RUN"], 1, "meta/info.json has no valid 'features' object"),
     Case(truncated_data_file, ["grade", "RUN"], 1, "file-001.parquet is unreadable"),
-    Case(missing_episode_row, ["grade", "RUN"], 1, "1 of 3 requested episodes are not recorded (episodes 1)"),
+    Case(missing_episode_row, ["grade", "RUN"], 1, "1 of 3 requested episodes are not recorded (episode 1)"),
     Case(foreign_episode_rows, ["grade", "RUN"], 1, "the episode rows (meta/episodes) lack the columns"),
 ]  # fmt: skip
 

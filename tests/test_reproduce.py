@@ -245,7 +245,7 @@ def test_the_cli_json_is_the_document_and_the_text_says_the_verdict(runs, tmp_pa
         (["--reference", "pi7-nowhere"], "error: unknown reference 'pi7-nowhere': not a file and not a shipped reference. Shipped references: gr00t"),
         (["--reference", "pi05-openpj"], "error: unknown reference 'pi05-openpj': not a file and not a shipped reference. Did you mean pi05-openpi, pi0-openpi, pi0fast-openpi? Shipped references: gr00t"),
         (["--reference", "pi05-openpi"], "error: no suite of the runs is in reference pi05-openpi"),
-        ([], "error: give one or more run directories and --reference"),
+        ([], "error: --reference NAME_OR_FILE is missing: rollbench reproduce RUN_DIR... --reference NAME_OR_FILE"),
     ],
 )  # fmt: skip
 def test_the_cli_refuses_bad_input_with_one_line_and_exit_2(runs, args, message):

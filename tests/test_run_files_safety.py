@@ -695,7 +695,7 @@ def test_a_step_file_unlike_what_info_json_declares_is_named_and_its_episode_not
     ]
     assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 2
     assert [e["episode_index"] for e in r["episodes"]] == [0, 2] and r["overall"]["successes"] == successes
-    assert "1 of 3 requested episodes are not recorded or not graded (episodes 1)" in r["reasons"]
+    assert "1 of 3 requested episodes are not recorded or not graded (episode 1)" in r["reasons"]
 
 
 def test_a_difference_every_step_file_shares_is_info_jsons_named_once(layout: tuple[Path, Path]) -> None:

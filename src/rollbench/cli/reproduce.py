@@ -39,7 +39,8 @@ def reproduce_cmd(
             typer.echo(f"{name}: {ref.policy} — {ref.reported_by}")
         return
     if not run_dirs or reference is None:
-        _fail("give one or more run directories and --reference NAME_OR_FILE (rollbench reproduce --list names them)")
+        what = "--reference NAME_OR_FILE is missing" if run_dirs else "give one or more run directories"
+        _fail(f"{what}: rollbench reproduce RUN_DIR... --reference NAME_OR_FILE (rollbench reproduce --list names them)")
     try:
         doc = reproduce(list(run_dirs), load_reference(str(reference)), gap_pts=gap)
     except ConfigError as exc:

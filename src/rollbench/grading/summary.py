@@ -72,11 +72,12 @@ def summarise(
     errored = [e for e in episodes if e["termination_reason"] == "error"]
     reasons: list[str] = []
     if missing:
-        shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
+        shown = ("episode " if len(missing) == 1 else "episodes ") + ", ".join(map(str, missing[:20]))
+        shown += " ..." if len(missing) > 20 else ""
         reasons.append(
-            f"{len(missing)} of {requested} requested episodes are not recorded (episodes {shown})"
+            f"{len(missing)} of {requested} requested episodes are not recorded ({shown})"
             if not ungraded
-            else f"{len(missing)} of {requested} requested episodes are not recorded or not graded (episodes {shown})"
+            else f"{len(missing)} of {requested} requested episodes are not recorded or not graded ({shown})"
         )
     for e in errored[:20]:
         reasons.append(

@@ -60,6 +60,10 @@ def _check_paths(runs: list[Path], labels: list[Path], out: Path) -> None:
     for r in runs:
         if not (r / "run.json").is_file():
             load_run_log(r)  # ConfigError: which of missing, not a directory, no run.json
+    resolved = [r.resolve() for r in runs]
+    twice = next((r for r, k in zip(runs, resolved, strict=True) if resolved.count(k) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"{twice} is given twice; name each run once")
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ConfigError(f"two runs share the directory name {dup[0]!r}; release them separately")

@@ -134,7 +134,7 @@ def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = DE
             rows.append(_row(entry, hit[0], hit[1], run_dir, run_log, graded, ref, gap_pts))
     if not rows:
         wanted = ", ".join(sorted({f"{e.benchmark}/{e.suite}" for e in ref.entries}))
-        have = ", ".join(sorted(run_suites)) or "none (the runs name no suite)"
+        have = ", ".join(sorted(run_suites)) or "none: no run is of a benchmark suite"
         raise NoSuiteInCommon(
             f"no suite of the runs is in reference {ref.name} (it has {wanted}; the runs have {have})"
         )

@@ -40,7 +40,9 @@ def reproduce_cmd(
         return
     if not run_dirs or reference is None:
         what = "--reference NAME_OR_FILE is missing" if run_dirs else "give one or more run directories"
-        _fail(f"{what}: rollbench reproduce RUN_DIR... --reference NAME_OR_FILE (rollbench reproduce --list names them)")
+        _fail(
+            f"{what}: rollbench reproduce RUN_DIR... --reference NAME_OR_FILE (rollbench reproduce --list names them)"
+        )
     try:
         doc = reproduce(list(run_dirs), load_reference(str(reference)), gap_pts=gap)
     except ConfigError as exc:

@@ -311,6 +311,7 @@ CASES: list[T] = [
     ("latency-not-a-number", nothing, ["eval", *RUN, "--latency", "fixed:abc"], "K: control steps), got 'fixed:abc'"),
     ("summarize-by-typo", nothing, ["summarize", "W/run", "--by", "task,modle"], "--by: unknown key 'modle'. Did you mean model? Valid keys: task, model, policy, host, robot, run, variant, instruction"),
     ("episodes-zero", nothing, ["eval", *RUN, "--episodes", "0"], "'--episodes'"),
+    ("instruction-too-long", nothing, ["eval", *RUN, "--instruction", "x" * 5000, "--out", "W/t"], "instruction: String should have at most 4096 characters (got 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (5000 characters))"),
     ("replan-every-beyond-any-horizon", nothing, ["eval", *RUN, "--replan-every", "10000000000000000000000"], "replan_every: Input should be less than or equal to 1000000"),
     ("max-steps-negative", nothing, ["eval", *RUN, "--max-steps", "-1"], "'--max-steps'"),
     ("policy-timeout-nan", nothing, ["eval", *RUN, "--policy-timeout", "nan"], "'--policy-timeout'"),

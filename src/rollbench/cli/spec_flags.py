@@ -19,7 +19,7 @@ from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 
-from rollbench.core.spec import EvalSpec
+from rollbench.core.spec import MAX_INSTRUCTION_CHARS, EvalSpec
 
 _FROM_SPEC: Any = object()  # sentinel: take the value from EvalSpec's field
 
@@ -126,7 +126,7 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
         parse=image_size,
     ),
     SpecFlag("success_rule", "Override: any_step or final_step.", cli_type=str | None),
-    SpecFlag("instruction", "Override the task's instruction."),
+    SpecFlag("instruction", f"Override the task's instruction (at most {MAX_INSTRUCTION_CHARS} characters)."),
     SpecFlag(
         "policy_options",
         "Policy options (e.g. obs_map, timeout_s): a JSON object or a JSON file.",

@@ -32,6 +32,7 @@ LATER_FIELDS: dict[str, object] = {
 }
 # image_size None (the tasks' own) came later too; old runs stored an explicit size, so their identity is unchanged
 MAX_VARIANTS = 64
+MAX_INSTRUCTION_CHARS = 4096  # a paragraph: benchmarks' instructions are a sentence (LIBERO's longest ~100 characters)
 VARIANT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
@@ -41,7 +42,7 @@ class InstructionVariant(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=VARIANT_NAME)
-    instruction: str = Field(min_length=1)
+    instruction: str = Field(min_length=1, max_length=MAX_INSTRUCTION_CHARS)
 
     @field_validator("instruction")
     @classmethod
@@ -73,7 +74,8 @@ class EvalSpec(BaseModel):
         image_size: ``(height, width)`` in pixels of rendered images; None = the tasks' own (``TaskInfo.image_size``:
             224 x 224, LIBERO 256 x 256 as its reference client renders).
         success_rule: override of the tasks' declared success rule (a warning is recorded in the run log).
-        instruction: override of the tasks' instruction given to the policy (recorded); None = the task's own.
+        instruction: override of the tasks' instruction given to the policy (recorded; at most
+            :data:`MAX_INSTRUCTION_CHARS` characters, as is each sweep variant's); None = the task's own.
         policy_options: extra options passed to the policy factory (e.g. observation key mapping).
         policy_timeout_s: deadline in seconds of every policy call (``reset`` and ``act``, in-process too); a call
             past it ends its episode as ``error`` (see :mod:`rollbench.run.deadline`).
@@ -104,7 +106,7 @@ class EvalSpec(BaseModel):
     cameras: tuple[str, ...] | None = None
     image_size: tuple[int, int] | None = None
     success_rule: Literal["any_step", "final_step"] | None = None
-    instruction: str | None = None
+    instruction: str | None = Field(default=None, max_length=MAX_INSTRUCTION_CHARS)
     policy_options: dict[str, Any] = Field(default_factory=dict)
     first_trial: int = Field(default=0, ge=0, le=MAX_EPISODES_PER_TASK)
     policy_timeout_s: float = Field(default=DEFAULT_POLICY_TIMEOUT_S, gt=0.0, le=86_400.0, allow_inf_nan=False)
@@ -225,6 +227,8 @@ def build_spec(**fields: Any) -> EvalSpec:
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"]) or "spec"
             got = f"{err.get('input')!r}"
+            if len(got) > 80:  # a long value is named by its start and size, so the error stays one readable line
+                got = f"{got[:60]}... ({len(str(err.get('input')))} characters)"
             parts.append(f"{where}: {err['msg']}" + ("" if got in err["msg"] else f" (got {got})"))
         raise ConfigError("invalid evaluation spec: " + "; ".join(parts)) from None
 

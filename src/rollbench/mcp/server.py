@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.core.spec import EvalSpec
+from rollbench.core.spec import MAX_INSTRUCTION_CHARS, EvalSpec
 from rollbench.mcp.catalog import env_listing
 from rollbench.mcp.results import (
     FOREIGN_LOG,
@@ -301,7 +301,11 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
             int, Field(ge=0, le=2**31 - 1, description="Base seed; episode k of each task is reset with seed + k.")
         ] = 0,
         instruction: Annotated[
-            str | None, Field(description="Override of the task's language instruction given to the policy.")
+            str | None,
+            Field(
+                description="Override of the task's language instruction given to the policy.",
+                json_schema_extra={"maxLength": MAX_INSTRUCTION_CHARS},
+            ),
         ] = None,
         video: Annotated[bool, Field(description="Also record one mp4 per episode (slower).")] = False,
         run_name: Annotated[

@@ -301,11 +301,7 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
             int, Field(ge=0, le=2**31 - 1, description="Base seed; episode k of each task is reset with seed + k.")
         ] = 0,
         instruction: Annotated[
-            str | None,
-            Field(
-                description="Override of the task's language instruction given to the policy.",
-                json_schema_extra={"maxLength": MAX_INSTRUCTION_CHARS},
-            ),
+            str | None, Field(max_length=MAX_INSTRUCTION_CHARS, description="Override of the task's instruction.")
         ] = None,
         video: Annotated[bool, Field(description="Also record one mp4 per episode (slower).")] = False,
         run_name: Annotated[

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from rollbench.cli.common import print_json
 from rollbench.core.contracts import ConfigError, RollbenchError
@@ -41,6 +42,7 @@ def release_cmd(
 ) -> None:
     """Copy runs (and label files) with API keys, tokens, private paths, host/user names and e-mails replaced
     by stable placeholders, and write MANIFEST.json (hashes, every redaction, filters)."""
+    from rollbench.cli.analysis import print_warnings
     from rollbench.cli.common import fail as _fail
     from rollbench.release.copy import build_release
 
@@ -82,13 +84,13 @@ def release_cmd(
             )
         )
         out_console.print(f"{rel}: {said}", highlight=False)
-    for name, g in doc["grades"].items():
-        if g["violations"]:
-            n = g["violations"]
-            Console(stderr=True, width=160).print(
-                f"warning: {name} is released with {n} grade violation{'s' if n != 1 else ''} (--allow-violations)",
-                highlight=False,
-            )
+    print_warnings(
+        [
+            f"{escape(name)} is released with {n} grade violation{'s' if n != 1 else ''} (--allow-violations)"
+            for name, g in doc["grades"].items()
+            if (n := g["violations"])
+        ]
+    )
     counts = ", ".join(f"{k} {v}" for k, v in doc["redaction_counts"].items()) or "nothing"
     out_console.print(
         f"{verb} {len(doc['redactions'])} occurrences of {doc['distinct_secrets']} distinct values ({counts}) "

@@ -182,7 +182,7 @@ def build_release(
     scanner = Scanner(hosts, users, rules_obj)
     releaser = Releaser(scanner)
     released = [releaser.file(rel, raw) for (rel, _), raw in zip(sources, raws, strict=True)]
-    label_entries = {rel: _redacted_keys(scanner, entries) for rel, entries in label_entries.items()}
+    label_entries = {rel: _redacted_keys(releaser, entries) for rel, entries in label_entries.items()}
     doc = manifest(released, [e for _, ex in listed for e in ex], scanner, when, when_source, runs, labels)
     doc["label_entries"] = label_entries
     doc["grades"] = grades
@@ -191,10 +191,10 @@ def build_release(
     return doc
 
 
-def _redacted_keys(scanner: Scanner, entries: dict[str, Any]) -> dict[str, Any]:
-    """A labels file's ``label_entries`` with its episode keys spelled as the released file spells them (the host
-    segment replaced): MANIFEST.json is released too."""
-    return {k: [scanner.redact(key)[0] for key in v] if isinstance(v, list) else v for k, v in entries.items()}
+def _redacted_keys(releaser: Releaser, entries: dict[str, Any]) -> dict[str, Any]:
+    """A labels file's ``label_entries`` with its episode keys spelled as the released file spells them
+    (:meth:`Releaser.key`: the host segment replaced): MANIFEST.json is released too."""
+    return {k: [releaser.key(key) for key in v] if isinstance(v, list) else v for k, v in entries.items()}
 
 
 def graded_runs(runs: list[Path], allow_violations: bool) -> dict[str, dict[str, Any]]:

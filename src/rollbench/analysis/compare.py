@@ -19,9 +19,12 @@ pooled success rate. ``paired=False`` (``--unpaired``) uses Fisher's exact test 
 the document says so (``"statistics": "unpaired"``). ``report`` uses :func:`compare_where_paired` instead, which
 decides pairing per pair of runs and skips pairs with no task in common.
 
-Unit of independence: the McNemar test and the paired bootstrap treat each *pair* of episodes (A's and B's episode
-of one task, seed, initial state and instruction) as one independent draw; Fisher's test and the unpaired bootstrap
-treat each episode as one independent draw.
+Unit of independence (``unit`` in each paired block): the McNemar test and the paired bootstrap treat each *pair* of
+episodes (A's and B's episode of one task, seed, initial state and instruction) as one independent draw. When a
+task's episodes repeat an initial state, the unit is the *scene* (task x initial state) instead: a sign-flip test over
+the scene-level differences and a bootstrap resampling whole scenes (:mod:`rollbench.grading.scenes`; ``scenes``
+counts them; pooled, a task without repeats contributes each pair as its own scene). Fisher's test and the unpaired
+bootstrap treat each episode as one independent draw.
 """
 
 from __future__ import annotations
@@ -29,30 +32,32 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import numpy as np
-
+from rollbench.analysis.compare_blocks import (
+    cat,
+    concat,
+    decide,
+    paired_block,
+    rate,
+    scored,
+    unpaired_block,
+    with_coverage,
+)
 from rollbench.analysis.sources import RunData
 from rollbench.core.contracts import ConfigError
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
-    ArmCoverage,
     CoverageRule,
-    Outcome,
     Pairs,
-    coverage_gate,
     merge,
     outcome_of,
     pair,
-    score,
     tally,
-    verdict,
+)
+from rollbench.grading.scenes import (
+    repeats_scenes,
 )
 from rollbench.grading.stats import (
-    bootstrap_difference,
-    fisher_exact_test,
     holm,
-    mcnemar_exact,
-    wilson_interval,
 )
 
 EpisodeKey = tuple[Any, Any, Any]  # (seed, initial_state, instruction) within a task
@@ -127,71 +132,6 @@ def pairing_problem(a: RunData, b: RunData, *, common_tasks_only: bool = False) 
     return None
 
 
-def _rate(s: int, n: int) -> dict[str, Any]:
-    lo, hi = wilson_interval(s, n)
-    return {"successes": s, "episodes": n, "success_rate": s / n if n else None, "ci95_low": lo, "ci95_high": hi}
-
-
-def _paired_block(pairs: Pairs, strata: list[str] | None, seed: int, n_resamples: int) -> dict[str, Any]:
-    """Rates, bootstrap interval and McNemar on the pairs that are pairs (both episodes scored); ``a`` and ``b``
-    count over those pairs (``episodes`` = pairs compared)."""
-    xa, xb = pairs.a, pairs.b
-    boot = bootstrap_difference(xa, xb, strata=strata, seed=seed, n_resamples=n_resamples)
-    mc = mcnemar_exact(xa, xb)
-    return {
-        "a": _rate(int(xa.sum()), xa.size),
-        "b": _rate(int(xb.sum()), xb.size),
-        "pairs": int(xa.size),
-        "pairs_dropped": len(pairs.dropped),
-        "pairs_dropped_by_reason": pairs.dropped_by_reason(),
-        "difference": boot.difference,
-        "diff_ci95_low": boot.low,
-        "diff_ci95_high": boot.high,
-        "a_only": mc.a_only,
-        "b_only": mc.b_only,
-        "p_value": mc.p_value,
-        "test": "exact McNemar (two-sided)",
-    }
-
-
-def _unpaired_block(
-    xa: np.ndarray, xb: np.ndarray, sa: list[str] | None, sb: list[str] | None, seed: int, n_resamples: int
-) -> dict[str, Any]:
-    """Rates, bootstrap interval and Fisher's test on each arm's scored episodes."""
-    boot = bootstrap_difference(xa, xb, paired=False, strata=sa, strata_b=sb, seed=seed, n_resamples=n_resamples)
-    fi = fisher_exact_test(int(xa.sum()), xa.size, int(xb.sum()), xb.size)
-    return {
-        "a": _rate(int(xa.sum()), xa.size),
-        "b": _rate(int(xb.sum()), xb.size),
-        "pairs": None,
-        "difference": boot.difference,
-        "diff_ci95_low": boot.low,
-        "diff_ci95_high": boot.high,
-        "p_value": fi.p_value,
-        "test": "Fisher exact (two-sided), unpaired",
-    }
-
-
-def _scored(outcomes: list[Outcome], rule: CoverageRule) -> np.ndarray:
-    return np.array([v for o in outcomes if (v := score(o, rule)) is not None], dtype=np.int8)
-
-
-def _with_coverage(block: dict[str, Any], ca: ArmCoverage, cb: ArmCoverage, rule: CoverageRule) -> dict[str, Any]:
-    """``block`` with each arm's coverage counts, the notes naming its errors, the gate and the gated verdict
-    (``p_holm`` / ``p_holm_pairs`` are applied later by :func:`_decide`)."""
-    gate = coverage_gate(ca, cb, rule)
-    block["coverage"] = {"a": ca.to_dict(), "b": cb.to_dict()}
-    block["error_notes"] = ca.notes("A") + cb.notes("B")
-    block["coverage_gate"] = gate
-    block["verdict"] = verdict(block["p_value"], block["difference"], gate=gate)
-    return block
-
-
-def _decide(block: dict[str, Any], p_key: str) -> None:
-    """Re-judge ``block``'s verdict on its corrected p-value ``p_key`` (the gate still comes first)."""
-    block["verdict"] = verdict(block[p_key], block["difference"], gate=block["coverage_gate"])
-
-
 def compare_pair(
     a: RunData,
     b: RunData,
@@ -224,6 +164,7 @@ def compare_pair(
     rows: list[dict[str, Any]] = []
     all_pairs: list[Pairs] = []
     all_a, all_b, strata_a, strata_b, covs_a, covs_b = [], [], [], [], [], []
+    scene_labels: list[Any] = []
     for task in common:
         keys = sorted(ta[task], key=str)
         oa = [outcome_of(ta[task][k]) for k in keys]
@@ -231,13 +172,16 @@ def compare_pair(
         ca, cb = tally(oa, rule), tally(ob, rule)
         if paired:
             pairs = pair(oa, ob, rule)
-            block = _paired_block(pairs, None, seed, n_resamples)
+            by_scene = repeats_scenes([k[1] for k in keys])  # a repeated initial state: the scene is the unit
+            scenes = [(task, keys[i][1]) if by_scene else (task, "pair", i) for i in pairs.positions]
+            block = paired_block(pairs, None, seed, n_resamples, scenes if by_scene else None)
             all_pairs.append(pairs)
+            scene_labels += scenes if by_scene else [None] * pairs.n
             xa, xb = pairs.a, pairs.b
         else:
-            xa, xb = _scored(oa, rule), _scored(ob, rule)
-            block = _unpaired_block(xa, xb, None, None, seed, n_resamples)
-        rows.append({"task": task, **_with_coverage(block, ca, cb, rule)})
+            xa, xb = scored(oa, rule), scored(ob, rule)
+            block = unpaired_block(xa, xb, None, None, seed, n_resamples)
+        rows.append({"task": task, **with_coverage(block, ca, cb, rule)})
         all_a.append(xa)
         all_b.append(xb)
         covs_a.append(ca)
@@ -246,11 +190,13 @@ def compare_pair(
         strata_b += [task] * xb.size
     for row, p in zip(rows, holm([r["p_value"] for r in rows]), strict=True):
         row["p_holm"] = p
-        _decide(row, "p_holm")
+        decide(row, "p_holm")
+    any_scene = any(v is not None for v in scene_labels)
+    pooled_scenes = [v if v is not None else ("pair", i) for i, v in enumerate(scene_labels)] if any_scene else None
     pooled_block = (
-        _paired_block(_concat(all_pairs), strata_a, seed, n_resamples)
+        paired_block(concat(all_pairs), strata_a, seed, n_resamples, pooled_scenes)
         if paired
-        else _unpaired_block(_cat(all_a), _cat(all_b), strata_a, strata_b, seed, n_resamples)
+        else unpaired_block(cat(all_a), cat(all_b), strata_a, strata_b, seed, n_resamples)
     )
     return {
         "a": a.key,
@@ -259,21 +205,9 @@ def compare_pair(
         "model_b": b.model,
         "statistics": "paired" if paired else "unpaired",
         "tasks": rows,
-        "pooled": _with_coverage(pooled_block, merge(covs_a), merge(covs_b), rule),
+        "pooled": with_coverage(pooled_block, merge(covs_a), merge(covs_b), rule),
         "tasks_not_compared": sorted(set(ta) ^ set(tb)),
     }
-
-
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int8)
-
-
-def _concat(parts: list[Pairs]) -> Pairs:
-    """The pooled pairs of several tasks (positions are per task; the dropped pairs are all kept)."""
-    dropped = [d for p in parts for d in p.dropped]
-    return Pairs(
-        _cat([p.a for p in parts]), _cat([p.b for p in parts]), [i for p in parts for i in p.positions], dropped
-    )
 
 
 def compare_runs(
@@ -329,7 +263,7 @@ def _holm_across_pairs(comparisons: list[dict[str, Any]]) -> None:
     if len(comparisons) > 1:
         for c, p in zip(comparisons, holm([c["pooled"]["p_value"] for c in comparisons]), strict=True):
             c["pooled"]["p_holm_pairs"] = p
-            _decide(c["pooled"], "p_holm_pairs")
+            decide(c["pooled"], "p_holm_pairs")
 
 
 def _ranking(runs: list[RunData], rule: CoverageRule) -> list[dict[str, Any]]:
@@ -337,7 +271,7 @@ def _ranking(runs: list[RunData], rule: CoverageRule) -> list[dict[str, Any]]:
     totals = []
     for r in runs:
         cov = tally([outcome_of(e) for e in r.episodes], rule)
-        totals.append({"run": r.key, "model": r.model, **_rate(cov.successes, cov.scored), "attempted": cov.attempted})
+        totals.append({"run": r.key, "model": r.model, **rate(cov.successes, cov.scored), "attempted": cov.attempted})
     ranking = sorted(totals, key=lambda t: -(t["success_rate"] or 0.0))
     for i, t in enumerate(ranking):  # equal rates share a rank (1, 2, 2, 4)
         same = i and ranking[i - 1]["success_rate"] == t["success_rate"]

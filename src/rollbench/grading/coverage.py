@@ -308,7 +308,12 @@ def coverage_lines(block: Mapping[str, Any]) -> list[str]:
     if block.get("pairs") is not None:
         dropped = block.get("pairs_dropped", 0)
         why = ", ".join(f"{k} {n}" for k, n in block.get("pairs_dropped_by_reason", {}).items())
-        lines.append(f"pairs compared: {block['pairs']}" + (f"; not pairs: {dropped} ({why})" if dropped else ""))
+        unit = f"scene ({block['scenes']} scenes)" if block.get("unit") == "scene" else "pair"
+        lines.append(
+            f"pairs compared: {block['pairs']}"
+            + (f"; not pairs: {dropped} ({why})" if dropped else "")
+            + f"; unit: {unit}, {block.get('test', '')}"
+        )
     verdict = VERDICT_LABELS.get(block["verdict"], block["verdict"])
     lines.append(f"verdict: {block['coverage_gate'] or verdict}")
     return lines

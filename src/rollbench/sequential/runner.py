@@ -29,6 +29,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import make_plan
+from rollbench.core.runlog_model import SequentialRecord
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
 from rollbench.record.files import atomic_write_json
@@ -101,7 +102,7 @@ def _advance(
 ) -> None:
     """Run the arm until its first ``target`` planned episodes are finished (resuming it if it was interrupted)."""
     log = read_run_log(run_dir) if run_dir.exists() else None
-    if log is not None and log.get("status") not in ("RUNNING", "INTERRUPTED") and _committed(run_dir) >= target:
+    if log is not None and log.status not in ("RUNNING", "INTERRUPTED") and _committed(run_dir) >= target:
         return
     finished = set(range(_committed(run_dir)))
 
@@ -118,9 +119,9 @@ def _advance(
 def _record(run_dir: Path, block: dict[str, Any]) -> None:
     """Set run.json's ``sequential`` block (under the run's lock: no evaluate writes it meanwhile)."""
     with RunLock(run_dir):
-        log = read_run_log(run_dir)
-        if log is not None and log.get("sequential") != block:
-            log["sequential"] = block
+        log, record = read_run_log(run_dir), SequentialRecord.model_validate(block)
+        if log is not None and log.sequential != record:
+            log.sequential = record
             write_run_log(run_dir, log)
 
 

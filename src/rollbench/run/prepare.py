@@ -102,9 +102,16 @@ def check_one_stream(info: PolicyInfo, spec: EvalSpec, plan: Plan, execution: Ex
         raise ConfigError(f"{info.one_stream}, so it cannot run with " + ", ".join(why))
 
 
+def check_spec(spec: EvalSpec, host_label: str | None = None, robot: str | None = None) -> None:
+    """ConfigError when ``spec`` could not start as a new run: everything :func:`prepare_run` checks and resolves
+    before motion (the plan, the families' installs, the policy built once, the tasks it drives, the options, the
+    warnings' settings, the identity's labels), without a run directory: nothing is read or written."""
+    prepare_run(spec, None, host_label, robot)
+
+
 def prepare_run(
     spec: EvalSpec,
-    run_dir: Path,
+    run_dir: Path | None,
     host_label: str | None = None,
     robot: str | None = None,
     execution: Execution | None = None,
@@ -115,20 +122,22 @@ def prepare_run(
     :func:`_probe_policy`), refuse on a mismatch with what ``run_dir`` already holds, warn. ``host_label`` and
     ``robot`` set the run's identity (defaults: see :func:`rollbench.core.identity.run_identity`); a resumed run keeps
     the identity it recorded, and asking for another one is a ConfigError. ``execution`` is checked against a policy
-    that declares ``one_stream`` (see :func:`check_one_stream`)."""
-    check_run_dir(run_dir)
+    that declares ``one_stream`` (see :func:`check_one_stream`). ``run_dir`` None: a new run not yet given a
+    directory (:func:`check_spec`; the log's run_id is then ``run``)."""
+    if run_dir is not None:
+        check_run_dir(run_dir)
     plan = make_plan(spec)
     check_action_noise(spec.action_noise, plan.tasks)
     identity = Identity.model_validate(
-        run_identity(run_dir, [t.family for t in plan.tasks], host_label, robot).to_dict()
+        run_identity(run_dir or Path("run"), [t.family for t in plan.tasks], host_label, robot).to_dict()
     )
     for t in plan.tasks:
         why = family_of(t.name).missing()
         if why:
             raise ConfigError(f"cannot evaluate {t.name}: {why}")
-    existing = read_run_log(run_dir)
+    existing = read_run_log(run_dir) if run_dir is not None else None
     same = existing is not None and existing.spec_identity == spec.identity()
-    if existing is not None and same:
+    if run_dir is not None and existing is not None and same:
         check_resumable(run_dir)  # its recorded facts are what this run continues with
     info, run = _probe_policy(spec, plan, existing.plan if existing is not None and same else None)
     if info.one_stream:
@@ -142,7 +151,7 @@ def prepare_run(
         return run, existing
     plan_block = plan_log(spec, plan, info, run.replan_every)
     log = new_run_log(
-        run_dir.name,
+        run_dir.name if run_dir is not None else "run",
         identity,
         spec,
         spec.identity(),
@@ -174,7 +183,7 @@ def _refuse_mismatch(
     spec: EvalSpec,
     plan: Plan,
     info: PolicyInfo,
-    run_dir: Path,
+    run_dir: Path | None,
     existing: RunLog | None,
     asked: dict[str, str | None],
 ) -> None:
@@ -192,7 +201,7 @@ def _refuse_mismatch(
             f"{run_dir} already holds a run of a different spec ({diff or 'identity ' + existing.spec_identity}); "
             "choose another --out, or resume it with the same options (rollbench eval --resume RUN_DIR)"
         )
-    if existing is None and run_dir.exists() and any(run_dir.iterdir()):
+    if existing is None and run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
     if existing is not None and existing.identity is not None:
         recorded = existing.identity.model_dump()

@@ -151,12 +151,16 @@ def write_run_log(run_dir: Path, log: RunLog) -> None:
     atomic_write_json(run_dir / "run.json", doc)
 
 
-def update_run_log(run_dir: Path, log: RunLog, change: Callable[[RunLog], None]) -> None:
-    """Apply ``change`` to ``log`` (set its attributes: assign a field, never mutate an unset default in place, or
-    the key is not written) and write run.json (:func:`write_run_log`). The one way another module edits run.json
-    beyond the named operations below."""
-    change(log)
-    write_run_log(run_dir, log)
+def update_run_log(run_dir: Path, change: Callable[[RunLog], bool]) -> RunLog | None:
+    """Read ``run_dir/run.json`` (:func:`read_run_log`), let ``change`` set fields of it (assign a field: a list
+    or block mutated in place where the document had no such key is not written) and write it when ``change``
+    returns True; returns the log, or None (nothing done) when there is no run.json. The caller holds the run's lock
+    (:class:`RunLock`). The one way a module that does not hold the run log edits run.json; one that holds it sets
+    fields and calls :func:`write_run_log`."""
+    log = read_run_log(run_dir)
+    if log is not None and change(log):
+        write_run_log(run_dir, log)
+    return log
 
 
 def new_run_log(

@@ -29,11 +29,11 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import make_plan
-from rollbench.core.runlog_model import SequentialRecord
+from rollbench.core.runlog_model import RunLog, SequentialRecord
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
 from rollbench.record.files import atomic_write_json
-from rollbench.record.runlog import RunLock, read_run_log, write_run_log
+from rollbench.record.runlog import RunLock, read_run_log, update_run_log
 from rollbench.run.prepare import check_run_dir, check_spec
 from rollbench.run.runners import Execution, execution_session
 from rollbench.sequential.recompute import LOG_NAME, compare_sequential, design_record, rule_for
@@ -119,11 +119,14 @@ def _advance(
 
 def _record(run_dir: Path, block: dict[str, Any]) -> None:
     """Set run.json's ``sequential`` block (under the run's lock: no evaluate writes it meanwhile)."""
+    record = SequentialRecord.model_validate(block)
+
+    def change(log: RunLog) -> bool:
+        changed, log.sequential = log.sequential != record, record
+        return changed
+
     with RunLock(run_dir):
-        log, record = read_run_log(run_dir), SequentialRecord.model_validate(block)
-        if log is not None and log.sequential != record:
-            log.sequential = record
-            write_run_log(run_dir, log)
+        update_run_log(run_dir, change)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ the episodes a decision needed are ``0 .. stopped_at - 1``. Grade's status rule 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from rollbench.core.runlog_model import RunLog
 
 DECISION_LABELS: dict[str, str] = {
     "b_better": "B better",
@@ -21,19 +20,16 @@ DECISION_LABELS: dict[str, str] = {
 }
 
 
-def sequential_stop(log: Mapping[str, Any]) -> tuple[int, str] | None:
+def sequential_stop(log: RunLog) -> tuple[int, str] | None:
     """``(stopped_at, decision)`` when run.json's ``sequential`` block records a decision made at pair
-    ``stopped_at`` (>= 1); None for any other run (no block, no decision yet, or a malformed block)."""
-    block = log.get("sequential")
-    if not isinstance(block, Mapping):
+    ``stopped_at`` (>= 1); None for any other run (no block, or no decision yet)."""
+    block = log.sequential
+    if block is None or block.decision is None or block.stopped_at is None:
         return None
-    decision, at = block.get("decision"), block.get("stopped_at")
-    if not isinstance(decision, str) or type(at) is not int or at < 1:
-        return None
-    return at, decision
+    return block.stopped_at, block.decision
 
 
-def split_missing(missing: list[int], log: Mapping[str, Any]) -> tuple[list[int], list[int]]:
+def split_missing(missing: list[int], log: RunLog) -> tuple[list[int], list[int]]:
     """``(lost, not_needed)``: the planned episodes not recorded that the run needed, and those after a sequential
     stop (none for a run that is not a stopped sequential arm)."""
     stop = sequential_stop(log)
@@ -42,7 +38,7 @@ def split_missing(missing: list[int], log: Mapping[str, Any]) -> tuple[list[int]
     return [e for e in missing if e < stop[0]], [e for e in missing if e >= stop[0]]
 
 
-def stop_reason(log: Mapping[str, Any], not_needed: int) -> str | None:
+def stop_reason(log: RunLog, not_needed: int) -> str | None:
     """``"stopped by the sequential rule at pair k: B better"`` (with how many planned episodes it left unrun) for
     a stopped sequential arm, else None."""
     stop = sequential_stop(log)
@@ -53,17 +49,14 @@ def stop_reason(log: Mapping[str, Any], not_needed: int) -> str | None:
     return text + (f" ({not_needed} planned episodes after it were not needed)" if not_needed else "")
 
 
-def listed_status(log: Mapping[str, Any]) -> str | None:
-    """The status ``rollbench runs`` and the dashboard show for a run from its run.json alone (no regrade): the
+def listed_status(log: RunLog) -> str:
+    """The status ``rollbench runs`` and MCP ``list_runs`` show for a run from its run.json alone (no regrade): the
     recorded ``results`` re-judged for a sequential stop (OK when the only shortfall is the episodes after the
-    stop), else run.json's ``status``. None when run.json has no status."""
-    status = log.get("status")
-    results = log.get("results")
-    if status != "PARTIAL" or sequential_stop(log) is None or not isinstance(results, Mapping):
-        return status if isinstance(status, str) else None
-    planned = {ep.get("episode_index") for ep in (log.get("plan") or {}).get("episodes", [])}
-    episodes = results.get("episodes") or []
-    recorded = {e.get("episode_index") for e in episodes if isinstance(e, Mapping)}
-    lost, _ = split_missing(sorted(i for i in planned - recorded if isinstance(i, int)), log)
-    errored = any(isinstance(e, Mapping) and e.get("termination_reason") == "error" for e in episodes)
-    return "OK" if not (lost or errored or results.get("violations")) else status
+    stop; the decision is recorded after the arm's last grade), else run.json's ``status``."""
+    results = log.results
+    if log.status != "PARTIAL" or sequential_stop(log) is None or results is None:
+        return log.status
+    recorded = {e.episode_index for e in results.episodes}
+    lost, _ = split_missing(sorted({ep.episode_index for ep in log.plan.episodes} - recorded), log)
+    errored = any(e.termination_reason == "error" for e in results.episodes)
+    return "OK" if not (lost or errored or results.violations) else log.status

@@ -13,7 +13,7 @@ import pytest
 from cli_in_process import invoke
 from rollbench.api import grade
 from rollbench.core.spec import build_spec
-from rollbench.sequential.runner import run_sequential
+from rollbench.sequential.runner import SequentialConfig, run_sequential
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def arms(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
     out = tmp_path_factory.mktemp("seqstop") / "cmp"
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1, seed=26)
     b = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=0.0, episodes=1, seed=26)
-    doc = run_sequential(a, b, out, delta=0.2, look_every=1)
+    doc = run_sequential(a, b, out, SequentialConfig(delta=0.2, look_every=1))
     return out / "a-scripted_reach", out / "b-scripted_reach", doc["tasks"][0]
 
 

@@ -1,0 +1,135 @@
+"""The pairs of a sequential comparison, rebuilt from its two arms: plan checks, the shuffled trial order, errors and
+the coverage gate (issue 40).
+
+Pairs: episode k of A with episode k of B, in plan order (same task, trial, seed, initial state, instruction, horizon
+and success rule, checked on both plans); a pair is *attempted* when both episodes are committed (the attempted pairs
+are the longest prefix of the plan present in both arms). A pair holding an environment- or infrastructure-fault
+error (or an unclassified one, recorded before faults existed) on either side is *not a pair*: it is left out of the
+test and listed; a policy-fault error is the policy's behaviour and counts as that policy's failure.
+
+Coverage of an arm = scored / attempted episodes, scored = attempted minus those environment/infrastructure errors.
+When either arm's coverage over the pairs attempted up to a decision is below :data:`COVERAGE_MIN`, the decision is
+``insufficient_coverage``, never "better" (nor futility or budget). This is a minimal local version of the rule;
+issue 40 asks for one module shared by every surface (the errors helper's), which should replace it.
+
+Shuffled plans: when run.json's ``plan.trial_order`` is present, every planned trial of the task must be the one
+:func:`rollbench.core.plan.trial_order` draws from the recorded seed and population (else the arm is refused as edited).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rollbench.core.contracts import ConfigError
+from rollbench.core.plan import trial_order
+
+PLAN_FIELDS = ("trial", "seed", "initial_state", "instruction", "max_steps", "success_rule")
+COVERAGE_MIN = 0.95  # scored / attempted per arm below this: no verdict
+NOT_A_PAIR = ("environment", "infrastructure", "unclassified")  # faults that leave a pair out
+
+
+@dataclass
+class Pairs:
+    """A task's pairs: ``xa`` / ``xb`` the 0/1 outcomes of the counted pairs (plan order); ``attempted_at[i]`` the
+    attempted pairs up to and including counted pair i + 1; ``excluded``: one entry per left-out pair
+    (``{"episode_index", "trial", "a", "b"}``, each side's fault or None); ``faults``: per arm, errors by fault over the attempted
+    pairs; ``attempted``: pairs attempted; ``order``: ``"shuffled (seed S)"`` or ``"plan order"``."""
+
+    xa: list[int] = field(default_factory=list)
+    xb: list[int] = field(default_factory=list)
+    attempted_at: list[int] = field(default_factory=list)
+    excluded: list[dict[str, Any]] = field(default_factory=list)
+    faults: dict[str, dict[str, int]] = field(default_factory=lambda: {"a": {}, "b": {}})
+    attempted: int = 0
+    order: str = "plan order"
+    _lost: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": []})
+
+    def coverage(self, attempted: int) -> dict[str, float | None]:
+        """Each arm's scored / attempted over the first ``attempted`` pairs (None when none were attempted)."""
+        if attempted <= 0:
+            return {"a": None, "b": None}
+        return {arm: 1 - sum(1 for i in lost if i < attempted) / attempted for arm, lost in self._lost.items()}
+
+
+def _fault(ep: dict[str, Any]) -> str | None:
+    if ep.get("termination_reason") != "error":
+        return None
+    return str(ep.get("error_fault") or "unclassified")
+
+
+def _check_order(run: Any, task: str, planned: list[dict[str, Any]]) -> str:
+    order = ((run.log.get("plan") or {}).get("trial_order")) or None
+    if order is None:
+        return "plan order"
+    pop = (order.get("populations") or {}).get(task)
+    seed = order.get("seed")
+    if not isinstance(seed, int) or not (
+        isinstance(pop, list) and len(pop) == 2 and all(isinstance(x, int) for x in pop)
+    ):
+        raise ConfigError(f"{run.source}/run.json: plan.trial_order has no seed or population for task {task}")
+    want = trial_order(seed, task, pop[0], pop[1], len(planned))
+    got = [p.get("trial") for p in planned]
+    if got != want:
+        n = next(i for i, (x, y) in enumerate(zip(got, want, strict=False)) if x != y)
+        raise ConfigError(
+            f"{run.source}/run.json: planned trial {n} of {task} is {got[n]!r}, but the recorded permutation (seed "
+            f"{seed}) gives {want[n]} (edited)"
+        )
+    return f"shuffled (seed {seed})"
+
+
+def _plans(a: Any, b: Any, task: str) -> list[dict[str, Any]]:
+    plans = []
+    for run in (a, b):
+        eps = [e for e in (run.log.get("plan") or {}).get("episodes", []) if e.get("task") == task]
+        if not eps:
+            raise ConfigError(f"{run.source} did not plan task {task}")
+        plans.append(eps)
+    if len(plans[0]) != len(plans[1]):
+        raise ConfigError(f"arms differ: {a.source} plans {len(plans[0])} episodes, {b.source} {len(plans[1])}")
+    for pa, pb in zip(*plans, strict=True):
+        for f in PLAN_FIELDS:
+            if pa.get(f) != pb.get(f):
+                raise ConfigError(
+                    f"arms are not paired: trial {pa.get('trial')} of {task} has {f} {pa.get(f)!r} in {a.source}, "
+                    f"{pb.get(f)!r} in {b.source}"
+                )
+    return plans[0]
+
+
+def paired_outcomes(a: Any, b: Any, task: str) -> Pairs:
+    """The pairs of ``task`` in arms ``a`` and ``b`` (:class:`rollbench.sequential.recompute.RunData`).
+
+    ConfigError when the two plans of ``task`` differ (naming the trial and field), a shuffled plan's trials are not
+    its recorded permutation's, or a recorded episode is not the planned one."""
+    planned = _plans(a, b, task)
+    out = Pairs()
+    orders = {_check_order(run, task, planned) for run in (a, b)}
+    if len(orders) != 1:
+        raise ConfigError(f"arms {a.source} and {b.source} record different trial orders for {task}")
+    out.order = orders.pop()
+    rows = [{e["episode_index"]: e for e in run.episodes if e["task"] == task} for run in (a, b)]
+    for planned_ep in planned:
+        ea, eb = (r.get(planned_ep["episode_index"]) for r in rows)
+        if ea is None or eb is None:
+            break  # a pair is attempted only when both episodes are committed
+        for run, ep in ((a, ea), (b, eb)):
+            if (ep["seed"], ep["initial_state"]) != (planned_ep["seed"], planned_ep["initial_state"]):
+                raise ConfigError(f"{run.source}: episode {ep['episode_index']} is not the planned one (damaged)")
+        fa, fb = _fault(ea), _fault(eb)
+        for arm, f in (("a", fa), ("b", fb)):
+            if f is not None:
+                out.faults[arm][f] = out.faults[arm].get(f, 0) + 1
+            if f in NOT_A_PAIR:
+                out._lost[arm].append(out.attempted)
+        out.attempted += 1
+        if fa in NOT_A_PAIR or fb in NOT_A_PAIR:
+            out.excluded.append(
+                {"episode_index": planned_ep["episode_index"], "trial": planned_ep["trial"], "a": fa, "b": fb}
+            )
+            continue
+        out.xa.append(int(bool(ea["success"])))
+        out.xb.append(int(bool(eb["success"])))
+        out.attempted_at.append(out.attempted)
+    return out

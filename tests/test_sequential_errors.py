@@ -19,7 +19,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.spec import build_spec
 from rollbench.sequential.recompute import compare_sequential
 from rollbench.sequential.runner import run_sequential
-from tests.sequential_support import invoke, sequential_argv
+from sequential_support import invoke, sequential_argv
 
 
 @pytest.fixture(scope="module")

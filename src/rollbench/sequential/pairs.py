@@ -7,10 +7,10 @@ are the longest prefix of the plan present in both arms). A pair holding an envi
 error (or an unclassified one, recorded before faults existed) on either side is *not a pair*: it is left out of the
 test and listed; a policy-fault error is the policy's behaviour and counts as that policy's failure.
 
-Coverage of an arm = scored / attempted episodes, scored = attempted minus those environment/infrastructure errors.
-When either arm's coverage over the pairs attempted up to a decision is below :data:`COVERAGE_MIN`, the decision is
-``insufficient_coverage``, never "better" (nor futility or budget). This is a minimal local version of the rule;
-issue 40 asks for one module shared by every surface (the errors helper's), which should replace it.
+This is the shared rule of :mod:`rollbench.grading.coverage` (its defaults: policy errors counted as failures, the
+gate at 0.95), applied pair by pair: coverage of an arm = scored / attempted episodes over the pairs attempted up to
+a decision; when either arm's is below the gate the decision is ``insufficient_coverage``, never "better" (nor
+futility or budget).
 
 Shuffled plans: when run.json's ``plan.trial_order`` is present, every planned trial of the task must be the one
 :func:`rollbench.core.plan.trial_order` draws from the recorded seed and population (else the arm is refused as edited).
@@ -23,10 +23,10 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import trial_order
+from rollbench.grading.coverage import DEFAULT_RULE, Outcome, coverage_gate, exclusion, outcome_of, score, tally
 
 PLAN_FIELDS = ("trial", "seed", "initial_state", "instruction", "max_steps", "success_rule")
-COVERAGE_MIN = 0.95  # scored / attempted per arm below this: no verdict
-NOT_A_PAIR = ("environment", "infrastructure", "unclassified")  # faults that leave a pair out
+COVERAGE_MIN = DEFAULT_RULE.min_coverage
 
 
 @dataclass
@@ -43,19 +43,18 @@ class Pairs:
     faults: dict[str, dict[str, int]] = field(default_factory=lambda: {"a": {}, "b": {}})
     attempted: int = 0
     order: str = "plan order"
-    _lost: dict[str, list[int]] = field(default_factory=lambda: {"a": [], "b": []})
+    outcomes: dict[str, list[Outcome]] = field(default_factory=lambda: {"a": [], "b": []})
 
     def coverage(self, attempted: int) -> dict[str, float | None]:
         """Each arm's scored / attempted over the first ``attempted`` pairs (None when none were attempted)."""
         if attempted <= 0:
             return {"a": None, "b": None}
-        return {arm: 1 - sum(1 for i in lost if i < attempted) / attempted for arm, lost in self._lost.items()}
+        return {arm: tally(o[:attempted]).coverage for arm, o in self.outcomes.items()}
 
-
-def _fault(ep: dict[str, Any]) -> str | None:
-    if ep.get("termination_reason") != "error":
-        return None
-    return str(ep.get("error_fault") or "unclassified")
+    def gate(self, attempted: int) -> str | None:
+        """The coverage gate's sentence over the first ``attempted`` pairs (:func:`coverage_gate`), None when it
+        passes."""
+        return coverage_gate(tally(self.outcomes["a"][:attempted]), tally(self.outcomes["b"][:attempted]))
 
 
 def _check_order(run: Any, task: str, planned: list[dict[str, Any]]) -> str:
@@ -117,19 +116,18 @@ def paired_outcomes(a: Any, b: Any, task: str) -> Pairs:
         for run, ep in ((a, ea), (b, eb)):
             if (ep["seed"], ep["initial_state"]) != (planned_ep["seed"], planned_ep["initial_state"]):
                 raise ConfigError(f"{run.source}: episode {ep['episode_index']} is not the planned one (damaged)")
-        fa, fb = _fault(ea), _fault(eb)
-        for arm, f in (("a", fa), ("b", fb)):
-            if f is not None:
-                out.faults[arm][f] = out.faults[arm].get(f, 0) + 1
-            if f in NOT_A_PAIR:
-                out._lost[arm].append(out.attempted)
+        oa, ob = outcome_of(ea), outcome_of(eb)
+        for arm, o in (("a", oa), ("b", ob)):
+            out.outcomes[arm].append(o)
+            if o.fault is not None:
+                out.faults[arm][o.fault] = out.faults[arm].get(o.fault, 0) + 1
         out.attempted += 1
-        if fa in NOT_A_PAIR or fb in NOT_A_PAIR:
-            out.excluded.append(
-                {"episode_index": planned_ep["episode_index"], "trial": planned_ep["trial"], "a": fa, "b": fb}
-            )
+        sa, sb = score(oa), score(ob)
+        if sa is None or sb is None:  # not a pair: an episode the rule leaves out on either side
+            ids = {"episode_index": planned_ep["episode_index"], "trial": planned_ep["trial"]}
+            out.excluded.append({**ids, "a": exclusion(oa), "b": exclusion(ob)})
             continue
-        out.xa.append(int(bool(ea["success"])))
-        out.xb.append(int(bool(eb["success"])))
+        out.xa.append(sa)
+        out.xb.append(sb)
         out.attempted_at.append(out.attempted)
     return out

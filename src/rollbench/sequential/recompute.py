@@ -169,8 +169,7 @@ def _final_look(looks: list[Look], pairs: Any, rule: SequentialDesign, planned: 
         looks = [lk for lk in looks if lk.pairs != n] + [Look(n, d, k, d - k, llr_b, llr_a, "budget_exhausted")]
     if looks and looks[-1].decision in FINAL:
         lk = looks[-1]
-        cover = pairs.coverage(pairs.attempted_at[lk.pairs - 1] if lk.pairs else pairs.attempted)
-        if any(c is not None and c < COVERAGE_MIN for c in cover.values()):
+        if pairs.gate(pairs.attempted_at[lk.pairs - 1] if lk.pairs else pairs.attempted) is not None:
             looks[-1] = Look(lk.pairs, lk.discordant, lk.b_only, lk.a_only, lk.llr_b, lk.llr_a, "insufficient_coverage")
     return looks
 
@@ -204,6 +203,7 @@ def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, An
             "pairs_left_out": pairs.excluded,
             "coverage": pairs.coverage(attempted),
             "coverage_min": COVERAGE_MIN,
+            "gate": pairs.gate(attempted),
         },
         "episodes_recorded": {"a": len(a.episodes), "b": len(b.episodes)},
         "outcomes": {"a": pairs.xa[:counted], "b": pairs.xb[:counted]},

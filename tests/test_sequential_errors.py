@@ -96,3 +96,13 @@ def test_a_budget_below_the_wanted_power_runs_with_a_warning_naming_its_power(tm
     assert r.returncode == 0, r.stdout + r.stderr
     line = next(x for x in (r.stdout + r.stderr).splitlines() if x.startswith("warning: budget 8 pairs"))
     assert "gives power 0." in line and "below the wanted 0.802" in line and "103 pairs" in line
+
+
+@pytest.mark.slow
+def test_delta_002_is_refused_before_anything_runs_with_exit_2_and_one_line_naming_its_power(tmp_path):
+    out = tmp_path / "tiny"
+    r = invoke([*sequential_argv(out)[3:], "--delta", "0.02"])  # the last --delta wins
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "needs a budget of at least 9906 pairs" in r.stderr and "its power would be 0.353" in r.stderr, r.stderr
+    assert not out.exists()  # nothing ran

@@ -106,3 +106,25 @@ def test_delta_002_is_refused_before_anything_runs_with_exit_2_and_one_line_nami
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert "needs a budget of at least 9906 pairs" in r.stderr and "its power would be 0.353" in r.stderr, r.stderr
     assert not out.exists()  # nothing ran
+
+
+def test_an_arm_stops_re_running_infrastructure_errors_once_an_episode_was_re_run_twice(faulty, tmp_path):
+    import shutil
+
+    from rollbench.run.execution import Execution
+    from rollbench.sequential.runner import MAX_RETRIES, _retry_mode
+
+    out, _ = faulty
+    arm = tmp_path / "arm"
+    shutil.copytree(out / "a-scripted_faulty", arm)
+    path = arm / "run.json"
+    log = json.loads(path.read_text())
+    planned = log["plan"]["episodes"][0]
+    old = {"termination_reason": "error", "error": "server gone", "error_fault": "infrastructure", "length": 0}
+    entry = {"episode_index": 0, "task": planned["task"], "trial": planned["trial"], "seed": planned["seed"],
+             "retry_errors": "infra", "time": "2026-12-06T00:00:00Z", "execution": 0, "old": old, "new": None}  # fmt: skip
+    assert MAX_RETRIES == 2
+    for times, mode in ((0, "infra"), (1, "infra"), (2, "none")):
+        path.write_text(json.dumps({**log, "replacements": [entry] * times}))
+        assert _retry_mode(arm, Execution(), {0}).retry_errors == mode, times
+    assert _retry_mode(arm, Execution(), {1}).retry_errors == "infra"  # another episode still errored: not capped

@@ -122,7 +122,7 @@ def sequential_cmd(
     Each arm is an ordinary run directory; `rollbench compare --sequential OUT` recomputes the decision."""
     from rollbench.cli.common import out as stdout
     from rollbench.core.interrupts import Terminated
-    from rollbench.sequential.runner import run_sequential
+    from rollbench.sequential.runner import SequentialConfig, run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
     try:
@@ -145,11 +145,14 @@ def sequential_cmd(
 
     try:
         with _signals_seen() as seen:
+            config = SequentialConfig(
+                delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant, budget=budget,
+                look_every=look_every, futility=futility, execution=run, host_label=options["host_label"],
+                robot=options["robot"],
+            )  # fmt: skip
             doc = _interruptible(seen, lambda: run_sequential(
-                spec_a, spec_b, out_dir, delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant,
-                budget=budget, look_every=look_every, execution=run, on_look=on_look, host_label=options["host_label"],
-                robot=options["robot"], futility=futility, on_warning=lambda w: console.print(
-                    f"warning: {w}", highlight=False, soft_wrap=True),
+                spec_a, spec_b, out_dir, config, on_look=on_look,
+                on_warning=lambda w: console.print(f"warning: {w}", highlight=False, soft_wrap=True),
             ))  # fmt: skip
     except KeyboardInterrupt as exc:
         console.print(

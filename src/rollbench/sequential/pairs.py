@@ -57,31 +57,28 @@ class Pairs:
         return coverage_gate(tally(self.outcomes["a"][:attempted]), tally(self.outcomes["b"][:attempted]))
 
 
-def _check_order(run: Any, task: str, planned: list[dict[str, Any]]) -> str:
-    order = ((run.log.get("plan") or {}).get("trial_order")) or None
+def _check_order(run: Any, task: str, planned: list[Any]) -> str:
+    order = run.log.plan.trial_order
     if order is None:
         return "plan order"
-    pop = (order.get("populations") or {}).get(task)
-    seed = order.get("seed")
-    if not isinstance(seed, int) or not (
-        isinstance(pop, list) and len(pop) == 2 and all(isinstance(x, int) for x in pop)
-    ):
-        raise ConfigError(f"{run.source}/run.json: plan.trial_order has no seed or population for task {task}")
-    want = trial_order(seed, task, pop[0], pop[1], len(planned))
-    got = [p.get("trial") for p in planned]
+    pop = order.populations.get(task)
+    if pop is None or len(pop) != 2:
+        raise ConfigError(f"{run.source}/run.json: plan.trial_order has no population for task {task}")
+    want = trial_order(order.seed, task, pop[0], pop[1], len(planned))
+    got = [p.trial for p in planned]
     if got != want:
         n = next(i for i, (x, y) in enumerate(zip(got, want, strict=False)) if x != y)
         raise ConfigError(
             f"{run.source}/run.json: planned trial {n} of {task} is {got[n]!r}, but the recorded permutation (seed "
-            f"{seed}) gives {want[n]} (edited)"
+            f"{order.seed}) gives {want[n]} (edited)"
         )
-    return f"shuffled (seed {seed})"
+    return f"shuffled (seed {order.seed})"
 
 
-def _plans(a: Any, b: Any, task: str) -> list[dict[str, Any]]:
+def _plans(a: Any, b: Any, task: str) -> list[Any]:
     plans = []
     for run in (a, b):
-        eps = [e for e in (run.log.get("plan") or {}).get("episodes", []) if e.get("task") == task]
+        eps = [e for e in run.log.plan.episodes if e.task == task]
         if not eps:
             raise ConfigError(f"{run.source} did not plan task {task}")
         plans.append(eps)
@@ -89,10 +86,10 @@ def _plans(a: Any, b: Any, task: str) -> list[dict[str, Any]]:
         raise ConfigError(f"arms differ: {a.source} plans {len(plans[0])} episodes, {b.source} {len(plans[1])}")
     for pa, pb in zip(*plans, strict=True):
         for f in PLAN_FIELDS:
-            if pa.get(f) != pb.get(f):
+            if getattr(pa, f) != getattr(pb, f):
                 raise ConfigError(
-                    f"arms are not paired: trial {pa.get('trial')} of {task} has {f} {pa.get(f)!r} in {a.source}, "
-                    f"{pb.get(f)!r} in {b.source}"
+                    f"arms are not paired: trial {pa.trial} of {task} has {f} {getattr(pa, f)!r} in {a.source}, "
+                    f"{getattr(pb, f)!r} in {b.source}"
                 )
     return plans[0]
 
@@ -110,11 +107,11 @@ def paired_outcomes(a: Any, b: Any, task: str) -> Pairs:
     out.order = orders.pop()
     rows = [{e["episode_index"]: e for e in run.episodes if e["task"] == task} for run in (a, b)]
     for planned_ep in planned:
-        ea, eb = (r.get(planned_ep["episode_index"]) for r in rows)
+        ea, eb = (r.get(planned_ep.episode_index) for r in rows)
         if ea is None or eb is None:
             break  # a pair is attempted only when both episodes are committed
         for run, ep in ((a, ea), (b, eb)):
-            if (ep["seed"], ep["initial_state"]) != (planned_ep["seed"], planned_ep["initial_state"]):
+            if (ep["seed"], ep["initial_state"]) != (planned_ep.seed, planned_ep.initial_state):
                 raise ConfigError(f"{run.source}: episode {ep['episode_index']} is not the planned one (damaged)")
         oa, ob = outcome_of(ea), outcome_of(eb)
         for arm, o in (("a", oa), ("b", ob)):
@@ -124,7 +121,7 @@ def paired_outcomes(a: Any, b: Any, task: str) -> Pairs:
         out.attempted += 1
         sa, sb = score(oa), score(ob)
         if sa is None or sb is None:  # not a pair: an episode the rule leaves out on either side
-            ids = {"episode_index": planned_ep["episode_index"], "trial": planned_ep["trial"]}
+            ids = {"episode_index": planned_ep.episode_index, "trial": planned_ep.trial}
             out.excluded.append({**ids, "a": exclusion(oa), "b": exclusion(ob)})
             continue
         out.xa.append(sa)

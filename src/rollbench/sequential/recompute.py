@@ -30,10 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from rollbench.core.contracts import ConfigError
-from rollbench.core.runlog_model import SequentialRecord
+from rollbench.core.runlog_model import RunLog, SequentialRecord
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.grading.sequential import (
     FINAL,
@@ -57,21 +55,21 @@ class RunData:
     """One arm as recorded: its path (``source``), run.json (``log``), grade's episode rows and its policy's name."""
 
     source: str
-    log: dict[str, Any]
+    log: RunLog
     episodes: list[dict[str, Any]]
 
     @property
     def model(self) -> str:
         """The policy's name, with its action noise when it has one (arms often differ only by it)."""
-        name = str(((self.log.get("plan") or {}).get("policy") or {}).get("name", "?"))
-        noise = (self.log.get("spec") or {}).get("action_noise") or 0
+        name = self.log.plan.policy.name
+        noise = self.log.spec.action_noise
         return f"{name} (action noise {noise:g})" if noise else name
 
 
 def load_arm(run_dir: Path) -> RunData:
     """An arm's run log and graded episodes; ConfigError when it is still being recorded, unfinished or damaged."""
     log = load_run_log(run_dir)
-    if log.get("status") == "RUNNING":
+    if log.status == "RUNNING":
         why = "being recorded" if is_locked(run_dir) else "not finished (its writer stopped)"
         raise ConfigError(f"{run_dir} is {why}: resume it with the same rollbench sequential command")
     result = grade(run_dir, check_videos=False)
@@ -136,15 +134,9 @@ def design_record(rule: SequentialDesign, look_every: int) -> dict[str, Any]:
 
 def record_of(run: RunData) -> SequentialRecord:
     """The run's ``sequential`` block, validated; ConfigError when absent, malformed or edited."""
-    raw = run.log.get("sequential")
-    if raw is None:
+    rec = run.log.sequential  # validated when run.json was read (record.runlog.read_run_log)
+    if rec is None:
         raise ConfigError(f"{run.source} is not an arm of rollbench sequential (its run.json has no sequential block)")
-    try:
-        rec = SequentialRecord.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{run.source}/run.json: sequential.{where}: {first['msg']}") from None
     d = rec.design
     rule = rule_of(d)
     for name in (*DERIVED, "power_target") if d.power_target is not None else DERIVED:
@@ -179,7 +171,7 @@ def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, An
     d = rec.design
     rule = rule_of(d)
     pairs = paired_outcomes(a, b, rec.task)
-    planned = sum(1 for e in (a.log.get("plan") or {}).get("episodes", []) if e.get("task") == rec.task)
+    planned = sum(1 for e in a.log.plan.episodes if e.task == rec.task)
     looks = _final_look(run_looks(rule, pairs.xa, pairs.xb, d.look_every), pairs, rule, planned)
     last = looks[-1].decision if looks else "continue"
     decided = last in FINAL
@@ -235,7 +227,7 @@ def _pooled(tasks: list[dict[str, Any]], d: Any, alpha_family: float) -> dict[st
 
 def _pair_up(runs: list[RunData]) -> list[tuple[RunData, RunData, SequentialRecord]]:
     """(A, B, A's record) per task, checking that each arm names the other and that they agree."""
-    by_id = {r.log.get("run_id"): (r, record_of(r)) for r in runs}
+    by_id = {r.log.run_id: (r, record_of(r)) for r in runs}
     pairs = []
     for run, rec in by_id.values():
         if rec.arm != "a":
@@ -243,7 +235,7 @@ def _pair_up(runs: list[RunData]) -> list[tuple[RunData, RunData, SequentialReco
         if rec.partner not in by_id:
             raise ConfigError(f"{run.source}: its B arm {rec.partner!r} was not given (give both arms)")
         other, orec = by_id[rec.partner]
-        if orec.arm != "b" or orec.partner != run.log.get("run_id"):
+        if orec.arm != "b" or orec.partner != run.log.run_id:
             raise ConfigError(f"{run.source} and {other.source} are not the two arms of one comparison")
         for f in ("rule", "task", "family", "alpha_family", "design"):
             if getattr(rec, f) != getattr(orec, f):

@@ -68,7 +68,7 @@ def simulated(delta: float, p_a: float, look_every: int) -> None:
 
 def real() -> None:
     from rollbench.core.spec import build_spec
-    from rollbench.sequential.runner import run_sequential
+    from rollbench.sequential.runner import SequentialConfig, run_sequential
 
     os.environ.setdefault("MUJOCO_GL", "egl")
     cases = [
@@ -83,7 +83,7 @@ def real() -> None:
             a = build_spec(env="metaworld/push-v3", policy=pa, action_noise=na, episodes=1)
             b = build_spec(env="metaworld/push-v3", policy=pb, action_noise=nb, episodes=1)
             t0 = time.monotonic()
-            doc = run_sequential(a, b, Path(tmp) / str(i), delta=0.2)
+            doc = run_sequential(a, b, Path(tmp) / str(i), SequentialConfig(delta=0.2))
             t = doc["tasks"][0]
             last = t["looks"][-1]
             ran = t["episodes_recorded"]["a"] + t["episodes_recorded"]["b"]

@@ -18,7 +18,7 @@ from rollbench.api import grade
 from rollbench.core.contracts import ConfigError
 from rollbench.core.spec import build_spec
 from rollbench.sequential.recompute import compare_sequential
-from rollbench.sequential.runner import run_sequential
+from rollbench.sequential.runner import SequentialConfig, run_sequential
 from sequential_support import invoke, sequential_argv
 
 
@@ -27,7 +27,7 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("faulty") / "cmp"
     a = build_spec(env="scripted/faulty", policy="zero", episodes=1)
     b = build_spec(env="scripted/faulty", policy="scripted-expert", episodes=1)
-    return out, run_sequential(a, b, out, delta=0.2, budget=12)
+    return out, run_sequential(a, b, out, SequentialConfig(delta=0.2, budget=12))
 
 
 def test_environment_errors_are_left_out_of_the_pairs_and_the_verdict_is_insufficient_coverage(faulty):

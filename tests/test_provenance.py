@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from rollbench.api import evaluate
-from rollbench.record.runlog import provenance
+from rollbench.core.registry import env_family
+from rollbench.record.runlog import provenance as provenance_of
+
+
+def provenance(names: set[str]) -> dict:
+    """run.json ``provenance`` for the installed families ``names`` (their declared facts)."""
+    families = [env_family(n) for n in sorted(names)]
+    assert None not in families
+    return provenance_of(families)  # type: ignore[arg-type]
 
 
 def test_libero_version_is_rpent_libero_s_installed_version() -> None:
@@ -46,7 +54,7 @@ def test_a_mujoco_family_records_the_back_end_rollbench_chooses_when_unset(monke
 
 
 # Every family's simulator packages, written out by hand from each adapter's imports (the oracle is this table and
-# importlib.metadata, not runlog.SIM_PACKAGES): run.json must name each with its installed version.
+# importlib.metadata, not the families' sim_packages): run.json must name each with its installed version.
 FAMILY_PACKAGES = {
     "metaworld": {"metaworld": "metaworld", "mujoco": "mujoco"},
     "robosuite": {"robosuite": "robosuite", "mujoco": "mujoco"},

@@ -17,6 +17,9 @@ from typing import Any
 
 from rollbench.reproduce.model import Entry, Protocol
 
+# the simulator distributions whose versions a reference may pin (Protocol's fields of the same names)
+PINNED_DISTS = ("mujoco", "robosuite")
+
 
 def _diff(field: str, run: Any, ref: Any, suite: str | None = None) -> dict[str, Any]:
     return {"field": field, "suite": suite, "run": run, "reference": ref}
@@ -42,13 +45,13 @@ def run_render_size(run_log: dict[str, Any], task: str) -> list[int] | None:
 
 
 def _versions(run_log: dict[str, Any]) -> dict[str, Any]:
+    """The MuJoCo and robosuite versions the run's simulator ran: from a family's own provenance facts where it
+    records them (``provenance.<family>``: LIBERO's set-up), else from ``provenance.versions``."""
     prov = run_log.get("provenance", {})
-    libero = prov.get("libero") or {}
+    families = sorted({str(t.get("name", "")).split("/", 1)[0] for t in run_log.get("plan", {}).get("tasks", [])})
+    sections = [prov[f] for f in families if isinstance(prov.get(f), dict)]
     versions = prov.get("versions") or {}
-    return {
-        "mujoco": libero.get("mujoco") or versions.get("mujoco"),
-        "robosuite": libero.get("robosuite") or versions.get("robosuite"),
-    }
+    return {dist: next((s[dist] for s in sections if s.get(dist)), None) or versions.get(dist) for dist in PINNED_DISTS}
 
 
 def _benchmark_changes(run_log: dict[str, Any], graded: dict[str, Any]) -> list[dict[str, Any]]:
@@ -113,7 +116,7 @@ def compare_protocol(
     if protocol.fast_render is not None and bool(spec.get("fast_render")) != protocol.fast_render:
         out.append(_diff("fast_render", bool(spec.get("fast_render")), protocol.fast_render, suite))
     versions = _versions(run_log)
-    for name in ("mujoco", "robosuite"):
+    for name in PINNED_DISTS:
         want = getattr(protocol, name)
         if want is not None and versions[name] != want:
             out.append(_diff(name, versions[name], want, suite))

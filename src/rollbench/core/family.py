@@ -127,6 +127,12 @@ class EnvFamily(Protocol):
         table family, whose names are checked against :meth:`tasks` and :meth:`suites`."""
         return False
 
+    def names_code(self, name: str) -> bool:
+        """Whether task name ``name`` makes this family import a module or run an interpreter that the name itself
+        gives (``gym:MODULE:ID``, ``hostedgym:PYTHON:ID``): a resumed run whose run.json holds such a name runs it
+        only when the user types it again or passes ``--trust-run``. False (the default): nothing the name gives."""
+        return False
+
     def variants(self) -> str:
         """A sentence appended to the family's description in listings (its variants), or ``""``."""
         return ""
@@ -134,7 +140,7 @@ class EnvFamily(Protocol):
 
 OPTIONAL = (
     "robot", "renderer", "offscreen_gl", "sim_packages", "served", "arm",
-    "provenance", "run_warnings", "refuse_options", "registered", "variants",
+    "provenance", "run_warnings", "refuse_options", "registered", "names_code", "variants",
 )  # fmt: skip
 """The optional members of :class:`EnvFamily` (a family that does not define one gets the default)."""
 

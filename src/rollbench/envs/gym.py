@@ -305,6 +305,10 @@ class GymFamily(EnvFamily):
             )
         return True
 
+    def names_code(self, name: str) -> bool:
+        """``gym:MODULE:ID`` imports MODULE."""
+        return ":" in gym_id(name)
+
     def task(self, name: str) -> TaskInfo:
         env_id = gym_id(name)
         if env_id not in self._cache:

@@ -27,9 +27,9 @@ def _diff(field: str, run: Any, ref: Any, suite: str | None = None) -> dict[str,
 
 def _task_size(name: str) -> tuple[int, int] | None:
     try:
-        from rollbench.core.registry import resolve_tasks
+        from rollbench.core.registry import resolve_remote_tasks  # a recorded name never imports nor runs code
 
-        return resolve_tasks(name)[0].image_size
+        return resolve_remote_tasks(name)[0].image_size
     except Exception:  # the family is not installed here: the size is unknown, not guessed
         return None
 

@@ -28,7 +28,8 @@ from rollbench.envs.hosted.remote import (
     venv_python,
     venv_versions,
 )
-from rollbench.envs.libero.env import SERVED, LiberoEnv
+from rollbench.envs.libero.env import LiberoEnv
+from rollbench.envs.libero.tasks import SERVED
 
 
 class HostedSim:

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from rollbench.core.contracts import ConfigError, RollbenchError, describe
 from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
-from rollbench.record.locks import LockHeld, PathLock
+from rollbench.record.locks import DirLock, LockHeld, PathLock, dir_locked
 from rollbench.record.runlog_shape import check_run_log
 from rollbench.record.safe_files import is_regular, read_regular_json
 
@@ -282,17 +282,23 @@ def require_run_log(run_dir: Path) -> dict[str, Any]:
 
 
 class RunLock:
-    """An exclusive lock on a run directory (``run.lock``, fcntl ``flock``): released by the OS if the holder dies;
-    the file exists only while the lock is held (:class:`rollbench.record.locks.PathLock`)."""
+    """An exclusive lock on a run directory: ``flock`` on the directory itself and on ``run.lock`` (which exists only
+    while held), released by the OS if the holder dies (:class:`~rollbench.record.locks.DirLock`, ``PathLock``)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / "run.lock"
         self._lock = PathLock(self.path, timeout_s=0)
+        self._dir = DirLock(run_dir)  # and the directory itself: deleting run.lock lets no second writer in
 
     def __enter__(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._lock.acquire()
+            self._dir.acquire()
+            try:
+                self._lock.acquire()
+            except BaseException:
+                self._dir.release()
+                raise
         except LockHeld:
             raise ConfigError(
                 f"{self.path.parent} is being written by another rollbench process (it holds {self.path}); "
@@ -304,6 +310,7 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
+        self._dir.release()
 
 
 def is_locked(run_dir: Path) -> bool:
@@ -312,6 +319,8 @@ def is_locked(run_dir: Path) -> bool:
     cannot make a writer starting at that moment fail; a lock file that is a link leading outside ``run_dir`` is
     taken as not held."""
     lock = run_dir / "run.lock"
+    if dir_locked(run_dir):  # the writer's lock on the directory itself (run.lock may have been deleted)
+        return True
     if not lock.is_file() or not is_inside(run_dir, lock):
         return False
     try:

@@ -33,6 +33,7 @@ import json
 import os
 import re
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json
 from rollbench.grading.grade import load_run_log
+from rollbench.record.locks import DirLock, LockHeld, file_lock_held
 from rollbench.record.safe_files import read_regular_bytes, scan_run_files
 from rollbench.release.redact import Released, Releaser, sha256_hex
 from rollbench.release.rules import BUILTIN, MAX_RULES_BYTES, Scanner, check_date
@@ -151,6 +153,41 @@ def build_release(
     """
     labels = labels or []
     _check_paths(runs, labels, out)
+    with contextlib.ExitStack() as held:
+        for r in runs:  # no writer starts while the runs are read; one writing now is refused
+            held.enter_context(_not_being_written(r))
+        return _build(runs, out, labels, rules, date, dry_run, allow_violations)
+
+
+@contextlib.contextmanager
+def _not_being_written(run: Path) -> Iterator[None]:
+    """Hold ``run``'s directory lock (the one every writer takes first, :class:`~rollbench.record.locks.DirLock`;
+    nothing is created in the source) while the release reads it; ConfigError when a writer holds it or the run's
+    ``run.lock`` is held (a run still being recorded is not released)."""
+    lock = DirLock(run, timeout_s=0.5)
+    try:
+        lock.acquire()
+    except LockHeld:
+        raise ConfigError(f"{run} is being written by a rollbench process; release it once it has finished") from None
+    try:
+        if file_lock_held(run / "run.lock"):
+            raise ConfigError(
+                f"{run} is being written by a rollbench process (it holds run.lock); release it once it has finished"
+            )
+        yield
+    finally:
+        lock.release()
+
+
+def _build(
+    runs: list[Path],
+    out: Path,
+    labels: list[Path],
+    rules: Path | None,
+    date: str | None,
+    dry_run: bool,
+    allow_violations: bool,
+) -> dict[str, Any]:
     rules_obj = None
     if rules is not None:
         rules_obj = read_json(rules, "--rules", max_bytes=MAX_RULES_BYTES)

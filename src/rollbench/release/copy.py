@@ -118,8 +118,8 @@ def _build(
         rules_obj = read_json(rules, "--rules", max_bytes=MAX_RULES_BYTES)
     logs = [load_run_log(r) for r in runs]  # ConfigError naming the file for a damaged or foreign run.json
     when, when_source = _release_date(logs, date)  # --date checked before any run is graded
+    listed = [run_files(r) for r in runs]  # links, nested runs and oversized files refused before anything is read
     grades = graded_runs(runs, allow_violations)
-    listed = [run_files(r) for r in runs]
     sources: list[tuple[str, Path]] = [
         (f"{r.name}/{p.relative_to(r).as_posix()}", p)
         for r, (files, _) in zip(runs, listed, strict=True)
@@ -150,11 +150,13 @@ def _build(
     scanner = Scanner(hosts, users, rules_obj)
     releaser = Releaser(scanner)
     released = [releaser.file(_released_path(scanner, rel), raw) for (rel, _), raw in zip(sources, raws, strict=True)]
-    label_entries = {rel: _redacted_keys(releaser, entries) for rel, entries in label_entries.items()}
+    label_entries = {
+        _released_path(scanner, rel): _redacted_keys(releaser, entries) for rel, entries in label_entries.items()
+    }
     excluded = [{**e, "path": _released_path(scanner, e["path"])} for _, ex in listed for e in ex]
     doc = manifest(released, excluded, scanner, when, when_source, runs, labels)
     doc["label_entries"] = label_entries
-    doc["grades"] = grades
+    doc["grades"] = {_released_path(scanner, name): g for name, g in grades.items()}
     if not dry_run:
         write_release(out, released, doc)
     return doc

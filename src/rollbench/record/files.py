@@ -7,7 +7,6 @@ Atomicity: write to a temporary file in the same directory, ``fsync`` it, ``os.r
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import tempfile
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.jsonfile import finite_json, strict_dumps
 from rollbench.record.safe_files import is_regular, open_regular, run_files
 
 VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
@@ -77,15 +77,15 @@ def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
 
 
 def atomic_write_json(path: Path, obj: Any, durable: bool = True) -> None:
-    text = json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
+    text = strict_dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"  # NaN/inf: null
     atomic_write_bytes(path, text.encode(), durable)
 
 
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, np.generic):
-        return obj.item()
+        return finite_json(obj.item())
     if isinstance(obj, np.ndarray):
-        return obj.tolist()
+        return finite_json(obj.tolist())
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")

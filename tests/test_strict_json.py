@@ -95,3 +95,36 @@ def test_finite_json_replaces_only_non_finite_floats() -> None:
     doc = {"a": [1.5, math.nan, {"b": math.inf, "c": -math.inf}], "d": 0, "e": "NaN", "f": True}
     assert finite_json(doc) == {"a": [1.5, None, {"b": None, "c": None}], "d": 0, "e": "NaN", "f": True}
     assert strict_dumps(doc) == '{"a": [1.5, null, {"b": null, "c": null}], "d": 0, "e": "NaN", "f": true}'
+
+
+def _set(run: Path, path: str, value: object) -> None:
+    log = json.loads((run / "run.json").read_text())
+    *parents, last = path.split(".")
+    obj = log
+    for p in parents:
+        obj = obj[p]
+    obj[last] = value
+    (run / "run.json").write_text(json.dumps(log))
+
+
+@pytest.mark.parametrize("field", ["provenance", "identity", "results", "plan.policy"])
+@pytest.mark.parametrize("value", [[1], "x", 3, True])
+def test_a_run_log_object_of_the_wrong_json_type_costs_only_that_run(
+    recorded: Path, tmp_path: Path, field: str, value: object
+) -> None:
+    root = tmp_path / "runs"
+    shutil.copytree(recorded, root / "good")
+    shutil.copytree(recorded, root / "bad")
+    _set(root / "bad", field, value)
+    listed = invoke("runs", root, "--json")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
+    rows = {r["run"]: r for r in strict(listed.stdout)}  # type: ignore[union-attr]
+    assert rows["good"]["status"] == "OK" and f"{field}" in rows["bad"]["error"]
+    for args in (
+        ["summarize", root / "bad"],
+        ["release", root / "bad", "--out", tmp_path / "rel", "--date", "2026-01-01"],
+    ):
+        r = invoke(*args)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and field in lines[0] and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "rel").exists()

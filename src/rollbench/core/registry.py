@@ -337,8 +337,12 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
         raise build.error
     if build.error:
         raise ConfigError(f"policy {name!r} could not be built: its factory raised {_raised(build.error)}")
-    missing = [m for m in ("reset", "act", "close") if not callable(getattr(policy, m, None))]
-    if not isinstance(getattr(policy, "info", None), PolicyInfo) or missing:
+    with contained() as reading:  # a property may raise anything, not only AttributeError
+        info = getattr(policy, "info", None)
+        missing = [m for m in ("reset", "act", "close") if not callable(getattr(policy, m, None))]
+    if reading.error:
+        raise ConfigError(f"policy {name!r}: reading its info or methods raised {_raised(reading.error)}")
+    if not isinstance(info, PolicyInfo) or missing:
         why = "returned None" if policy is None else f"returned a {type(policy).__name__}, which is not a policy"
         raise ConfigError(
             f"policy {name!r}: its factory {why} (a policy has info: PolicyInfo and reset, act, close methods)"

@@ -17,6 +17,7 @@ from typer.core import TyperGroup
 
 from rollbench.core.interrupts import Terminated
 from rollbench.core.jsonfile import strict_dumps
+from rollbench.core.stdio import seal_stdout
 
 console = Console(stderr=True)
 out = Console()
@@ -31,9 +32,10 @@ def print_json(to: Console, text: str) -> None:
     doc = json.loads(text)  # strict JSON: a NaN or infinity is null (grade names the value as a violation)
     if to.is_terminal or to.color_system is not None:
         to.print_json(strict_dumps(doc))
-        return
-    to.file.write(strict_dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    to.file.flush()
+    else:
+        to.file.write(strict_dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        to.file.flush()
+    seal_stdout()  # the document is the last thing on stdout, whatever a policy's atexit, __del__ or thread prints
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

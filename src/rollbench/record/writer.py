@@ -155,10 +155,12 @@ class DatasetWriter:
                 if index < k:
                     continue
                 if tree not in own_dirs or (self.planned is not None and index >= self.planned):
-                    print(
-                        f"warning: {f} is not this run's (no episode row, not a file it writes); left as it is",
-                        file=sys.stderr,
+                    why = (
+                        "not a kind of file it writes"
+                        if tree not in own_dirs
+                        else f"its plan has {self.planned} episodes"
                     )
+                    print(f"warning: {f} is not this run's ({why}); left as it is", file=sys.stderr)
                 else:
                     _unlink_regular(resolve_inside(self.run_dir, f))
         for entry in sorted(os.scandir(self.run_dir / STAGING), key=lambda x: x.name):

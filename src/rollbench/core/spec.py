@@ -260,9 +260,11 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
     """The names in ``spec`` that make rollbench import code or read a path it names, as ``(field, value)``: a
     ``package.module:factory`` policy (imports the module), a ``lerobot:PATH_OR_REPO`` policy (reads a checkpoint
     or downloads a Hub repo), a ``python`` interpreter in the policy options (runs it), a ``base_url`` in the policy
-    options (an agent policy sends the user's API key there), a ``gym:MODULE:ID`` task (imports MODULE). A run directory someone handed over may name any of them in its run.json: resuming it loads
-    them only when the user names the same values again (issue 30, item 14)."""
-    from rollbench.core.registry import is_import_path
+    options (an agent policy sends the user's API key there), a task whose family says the name gives code to
+    import or an interpreter to run (``EnvFamily.names_code``: ``gym:MODULE:ID``, ``hostedgym:PYTHON:ID``). A run
+    directory someone handed over may name any of them in its run.json: resuming it loads them only when the user
+    names the same values again (issue 30, item 14)."""
+    from rollbench.core.registry import family_of, is_import_path
 
     found = []
     if is_import_path(spec.policy) or spec.policy.startswith("lerobot:"):
@@ -272,9 +274,12 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
     if "base_url" in spec.policy_options:
         found.append(("policy_options", f"base_url={spec.policy_options['base_url']}"))
     for name in (n.strip() for n in spec.env.split(",")):
-        for prefix in ("gym:", "gym/"):
-            if name.startswith(prefix) and ":" in name[len(prefix) :]:
-                found.append(("env", name))
+        try:
+            gives_code = family_of(name).names_code(name)
+        except ConfigError:  # a family not installed here loads nothing (the run cannot resume anyway)
+            continue
+        if gives_code:
+            found.append(("env", name))
     return found
 
 

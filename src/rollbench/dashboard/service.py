@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from rollbench.core.identity import RunIdentity
+from rollbench.core.jsonfile import strict_dumps
 from rollbench.dashboard.catalog import Catalog, RunRecord, inside, live_progress
 from rollbench.dashboard.labels import LabelFile, load_labels, set_label
 from rollbench.dashboard.peers import Peer
@@ -119,7 +120,7 @@ class Dashboard:
             return hit[1], hit[2], hit[3]
         base = {k: v for k, v in summary.items() if k not in ("live", "stale")}
         joined = join_labels(base, labels, self.rubric)
-        encoded = json.dumps(joined, allow_nan=False, default=str).encode()
+        encoded = strict_dumps(joined, default=str).encode()  # one run's NaN is null, never a 500 for all
         disagreements = disagreement_rows([joined])
         with self._lock:
             self._joined_cache[key] = (cache_key, joined, encoded, disagreements)
@@ -170,7 +171,7 @@ class Dashboard:
         rows, meta = self._listing()
         parts = [
             b'{"live": '
-            + json.dumps(live).encode()
+            + strict_dumps(live).encode()
             + b', "stale": '
             + (b"true" if stale else b"false")
             + b", "

@@ -93,6 +93,14 @@ class PlannedEpisode(Closed):
     perturbation: PerturbationRecord | None = None
 
 
+class TrialOrder(Closed):
+    """``plan.trial_order``: a shuffled plan's trials (``rollbench sequential``; :func:`rollbench.core.plan.trial_order`)."""
+
+    method: Literal["seeded-permutation"]
+    seed: int = Field(ge=0, description="EvalSpec.trial_order_seed.")
+    populations: dict[str, list[int]] = Field(description="Task -> [first, end): the trials drawn from.")
+
+
 class Plan(Closed):
     episodes_requested: int = Field(ge=0)
     replan_every: int = Field(ge=1, description="Actions executed from each chunk before asking the policy again.")
@@ -101,6 +109,7 @@ class Plan(Closed):
     suites: dict[str, list[str]] = Field(description="Suites named in the spec -> their tasks.")
     instructions: list[str] = Field(description="The distinct instructions (LeRobot tasks, in task_index order).")
     episodes: list[PlannedEpisode]
+    trial_order: TrialOrder | None = Field(default=None, description="Present when the trials are shuffled.")
 
 
 class Provenance(BaseModel):
@@ -230,6 +239,10 @@ class SequentialDesignRecord(Closed):
     futility_error: float
     power: float
     fixed_n: int = Field(ge=1)
+    futility: bool | None = Field(
+        default=None, description="Whether the rule stops for futility; absent in designs recorded before issue 40."
+    )
+    power_target: float | None = Field(default=None, description="The power wanted at delta (issue 40 on).")
 
 
 class SequentialRecord(Closed):
@@ -240,9 +253,11 @@ class SequentialRecord(Closed):
     partner: str = Field(description="run_id of the other arm (a sibling directory).")
     task: str
     family: list[str] = Field(description="The tasks whose decisions share the family-wise error (suite order).")
-    alpha_family: float = Field(gt=0, lt=0.5, description="Family-wise level, split equally (Bonferroni).")
+    alpha_family: float = Field(
+        gt=0, lt=0.5, description="Family-wise level, split equally (Bonferroni) over the tasks and the pooled test."
+    )
     design: SequentialDesignRecord
-    decision: Literal["b_better", "a_better", "futility", "budget_exhausted"] | None = None
+    decision: Literal["b_better", "a_better", "futility", "budget_exhausted", "insufficient_coverage"] | None = None
     stopped_at: int | None = Field(default=None, ge=1, description="Pairs at the look that decided.")
 
 

@@ -28,12 +28,13 @@ DESCRIPTION = (
     "Answer 'is policy B better than policy A on this task?' with as few episodes as the answer needs: both policies "
     "run the same planned episodes (same task, seed and initial state), pair by pair, and a sequential test on the "
     "pairs where exactly one succeeds stops at the first decision: b_better or a_better (false-positive rate at most "
-    "alpha, computed exactly), futility (no difference of delta), or budget_exhausted (undecided after max_pairs). "
+    "alpha, computed exactly), futility (no difference of delta), budget_exhausted (undecided after max_pairs), or "
+    "insufficient_coverage (too many environment or infrastructure errors for a verdict). "
     "Repeat `summary` and `decision` to the user as they are; budget_exhausted is not evidence of equality. If the "
     "call is cancelled, call again with the same arguments and run_name to resume."
 )
 
-Decision = Literal["b_better", "a_better", "futility", "budget_exhausted"] | None
+Decision = Literal["b_better", "a_better", "futility", "budget_exhausted", "insufficient_coverage"] | None
 
 
 class TaskDecision(BaseModel):
@@ -95,6 +96,7 @@ def result_of(doc: dict[str, Any], run_id: str) -> SequentialResult:
         "a_better": "A is better than B",
         "futility": "no difference of delta or more",
         "budget_exhausted": "undecided within the budget",
+        "insufficient_coverage": "no verdict: too many episodes errored (insufficient coverage)",
         None: "not decided yet (resume with the same run_name)",
     }
     parts = [

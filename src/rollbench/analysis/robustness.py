@@ -12,8 +12,7 @@ from rollbench.grading.robustness import robustness_study as _study
 
 def robustness_study(run: RunData) -> dict[str, Any] | None:
     """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`), or None."""
-    planned = run.log.get("plan", {}).get("episodes", []) if run.log else []
-    return _study(planned, run.episodes)
+    return _study(run.log.plan.episodes if run.log is not None else [], run.episodes)
 
 
 def study_env(env: str) -> tuple[str, list[str]]:

@@ -10,8 +10,9 @@ from rollbench.core.episode import failed_episode
 from rollbench.core.plan import PlannedEpisode
 from rollbench.record.lerobot import stage_episode, video_key
 from rollbench.record.shipping import BadReply, allowed_names, check_reply, stage_shipped
+from rollbench.run.observer import EpisodeSummary
 from rollbench.run.pool import recorded_summary
-from rollbench.run.worker import EpisodeSummary, WorkerSetup
+from rollbench.run.worker import WorkerSetup
 
 
 class ReplyChecker:

@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import error_location, quoted
 from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import SequentialRecord
 from rollbench.grading.grade import grade, load_run_log
@@ -116,7 +117,7 @@ def record_of(run: RunData) -> SequentialRecord:
         rec = SequentialRecord.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = error_location(first["loc"])
         raise ConfigError(f"{run.source}/run.json: sequential.{where}: {first['msg']}") from None
     d = rec.design
     rule = rule_for(d.delta, d.p_a, d.alpha, d.beta, d.budget, d.discordant)
@@ -304,7 +305,7 @@ _RANGES: dict[str, tuple[type, float, float, bool]] = {  # name -> (type, low, h
 
 
 def _shown(v: Any) -> str:
-    return json.dumps(v, default=str)[:60]
+    return quoted(json.dumps(v, default=str), as_text=True)  # as the JSON file writes it
 
 
 def _out_of_range(name: str, v: Any) -> str | None:

@@ -14,13 +14,18 @@ Each returns :data:`MISSING` for None (no episodes, no comparison, not measured)
 Also here, because both the run planner and the instruction search word it: :func:`differences`, the "what
 differs from what is on disk" list of a refused resume. And the two pieces every error message about a value
 uses: :func:`quoted`, a value quoted with one length rule (:data:`QUOTED_CHARS`), and :func:`error_location`, where
-in a document a pydantic validation error points (``plan.episodes.3.seed``).
+in a document a pydantic validation error points (``plan.episodes.3.seed``). And the Jinja2 environment the HTML
+pages render these with: :func:`template_environment`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 MISSING = "—"  # an em dash: the value does not exist (never 0, never an error)
 QUOTED_CHARS = 60  # the most characters of a value an error message quotes
@@ -95,3 +100,13 @@ FILTERS = {
     "number": number,
 }
 
+
+def template_environment(folder: Path) -> Environment:
+    """The one Jinja2 environment of rollbench's HTML pages (the report, the dashboard, the reproduction document):
+    templates from ``folder``, every value escaped, a missing field an error (never a blank), None shown as
+    :data:`MISSING` (:func:`shown`) and the formatters above as filters (:data:`FILTERS`)."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(loader=FileSystemLoader(folder), autoescape=True, undefined=StrictUndefined, finalize=shown)
+    env.filters.update(FILTERS)
+    return env

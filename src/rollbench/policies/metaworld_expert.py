@@ -15,22 +15,19 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import policy_options
+from rollbench.core.versions import installed_version
 
 NAME = "metaworld-expert"
 
 
 def _metaworld_version() -> str:
-    try:
-        return version("metaworld")
-    except PackageNotFoundError:
-        return "not installed"
+    return installed_version("metaworld") or "not installed"
 
 
 def _policy_map() -> dict[str, Any]:

@@ -21,7 +21,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.runlog_model import RunLog
 from rollbench.core.spec import build_spec
 from rollbench.sequential.recompute import compare_sequential
-from rollbench.sequential.runner import run_sequential
+from rollbench.sequential.runner import SequentialConfig, run_sequential
 from sequential_support import invoke, replay, run_cli, sequential_argv
 
 # Real sequential runs of both arms (tens of seconds each on 2 cores): outside the contributors' fast tier.
@@ -44,7 +44,7 @@ SEED = 26
 def decided(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("seq") / "cmp"
     a, b = _specs(seed=SEED)
-    return out, run_sequential(a, b, out, delta=0.2, look_every=1)
+    return out, run_sequential(a, b, out, SequentialConfig(delta=0.2, look_every=1))
 
 
 def test_b_better_is_decided_early_and_equals_a_hand_replay_of_both_graded_arms(decided):
@@ -136,17 +136,17 @@ def test_compare_sequential_refuses_edited_or_mismatched_arms_with_one_line(deci
 def test_compare_sequential_refuses_arms_of_two_different_comparisons(decided, tmp_path):
     other = tmp_path / "other"
     a, b = _specs(noise_a=3.0, seed=SEED)
-    run_sequential(a, b, other, delta=0.2, look_every=5, budget=10)
+    run_sequential(a, b, other, SequentialConfig(delta=0.2, look_every=5, budget=10))
     with pytest.raises(ConfigError, match=r"record different sequential\.design"):
         compare_sequential([decided[0] / "a-scripted_reach", other / "b-scripted_reach"])
 
 
 def test_a_better_when_the_arms_are_swapped_and_budget_exhausted_when_it_is_small(tmp_path):
     a, b = _specs(noise_a=0.0, noise_b=6.0)
-    doc = run_sequential(a, b, tmp_path / "swap", delta=0.2, look_every=5)
+    doc = run_sequential(a, b, tmp_path / "swap", SequentialConfig(delta=0.2, look_every=5))
     assert doc["tasks"][0]["decision"] == "a_better"
     assert doc["tasks"][0]["stopped_at"] % 5 == 0  # looks only every 5 pairs
-    small = run_sequential(a, b, tmp_path / "small", delta=0.2, look_every=2, budget=3)
+    small = run_sequential(a, b, tmp_path / "small", SequentialConfig(delta=0.2, look_every=2, budget=3))
     assert [lk["pairs"] for lk in small["tasks"][0]["looks"]] == [2, 3]  # the budget is always a look
     assert small["tasks"][0]["decision"] == "budget_exhausted"
 
@@ -156,7 +156,7 @@ def test_resuming_with_other_parameters_is_refused_before_anything_runs(decided)
     a, b = _specs(seed=SEED)
     before = (out / "sequential.json").read_bytes()
     with pytest.raises(ConfigError, match="holds a sequential comparison with other parameters \\(delta"):
-        run_sequential(a, b, out, delta=0.25)
+        run_sequential(a, b, out, SequentialConfig(delta=0.25))
     assert (out / "sequential.json").read_bytes() == before
 
 
@@ -197,7 +197,9 @@ def test_sigkill_then_sigterm_then_resume_reach_the_same_looks_and_decision(deci
 
 def test_workers_and_batches_give_the_decision_of_one_worker(decided, tmp_path):
     a, b = _specs(seed=SEED)
-    doc = run_sequential(a, b, tmp_path / "w", delta=0.2, execution=Execution(workers=2, batch_size=2))
+    doc = run_sequential(
+        a, b, tmp_path / "w", SequentialConfig(delta=0.2, execution=Execution(workers=2, batch_size=2))
+    )
     whole = decided[1]["tasks"][0]
     got = doc["tasks"][0]
     assert got["looks"] == whole["looks"] and got["decision"] == whole["decision"]
@@ -206,7 +208,7 @@ def test_workers_and_batches_give_the_decision_of_one_worker(decided, tmp_path):
 
 def test_a_suite_gets_per_task_decisions_at_alpha_over_m_and_a_pooled_decision(tmp_path):
     a, b = _specs(env="scripted/all")
-    doc = run_sequential(a, b, tmp_path / "suite", delta=0.2, look_every=5)
+    doc = run_sequential(a, b, tmp_path / "suite", SequentialConfig(delta=0.2, look_every=5))
     assert doc["family"] == ["scripted/reach", "scripted/reach-final"]
     assert doc["correction"] == "bonferroni"
     for t in doc["tasks"]:

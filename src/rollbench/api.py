@@ -22,6 +22,7 @@ from rollbench.core.identity import sanitize_segment
 from rollbench.core.interrupts import user_signals
 from rollbench.core.paths import make_dirs
 from rollbench.core.plan import PlannedEpisode, ResolvedRun
+from rollbench.core.runlog_model import RunLog, RunStatus
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
@@ -33,6 +34,7 @@ from rollbench.record.runlog import (
     abandon_execution,
     begin_execution,
     end_execution,
+    note_counters,
     record_results,
 )
 from rollbench.record.writer import DatasetWriter
@@ -168,7 +170,7 @@ class _Recording(RunObserver):
 
 def _execute(
     run: ResolvedRun,
-    log: dict[str, Any],
+    log: RunLog,
     run_dir: Path,
     execution: Execution,
     observer: RunObserver | None,
@@ -194,7 +196,7 @@ def _execute(
                     committer.close()  # what finished is written before the error propagates
                 raise
             committer.close()
-            log["executions"][-1].update(counters)
+            note_counters(log, counters)
             return _finish(run_dir, writer, log, live, everyone)
     except BaseException as exc:
         # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
@@ -204,7 +206,7 @@ def _execute(
 
 def _open_run(
     run: ResolvedRun,
-    log: dict[str, Any],
+    log: RunLog,
     run_dir: Path,
     execution: Execution,
     observer: RunObserver | None,
@@ -222,7 +224,7 @@ def _open_run(
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
-    start = RunStart(run_dir, dict(live.totals), dict(live.done), len(retried), tuple(log.get("warnings", [])))
+    start = RunStart(run_dir, dict(live.totals), dict(live.done), len(retried), tuple(log.warnings))
     if observer is not None:  # the CLI's progress display prints the warnings (rollbench.cli.display)
         observer.on_run_start(start)
     else:
@@ -248,10 +250,10 @@ def _open_writer(run: ResolvedRun, run_dir: Path) -> DatasetWriter:
 def _finish(
     run_dir: Path,
     writer: DatasetWriter,
-    log: dict[str, Any],
+    log: RunLog,
     live: LiveSnapshot,
     observer: RunObserver,
-    status: str | None = None,
+    status: RunStatus | None = None,
 ) -> dict[str, Any]:
     """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given) and
     tell the observer the run ended."""

@@ -106,7 +106,7 @@ def sequential_cmd(
     Each arm is an ordinary run directory; `rollbench compare --sequential OUT` recomputes the decision."""
     from rollbench.cli.common import out as stdout
     from rollbench.core.interrupts import Terminated
-    from rollbench.sequential.runner import run_sequential
+    from rollbench.sequential.runner import SequentialConfig, run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
     try:
@@ -129,11 +129,11 @@ def sequential_cmd(
 
     try:
         with exit_on_errors(), _signals_seen() as seen:
-            doc = _interruptible(seen, lambda: run_sequential(
-                spec_a, spec_b, out_dir, delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant,
-                budget=budget, look_every=look_every, execution=run, on_look=on_look, host_label=options["host_label"],
-                robot=options["robot"],
-            ))  # fmt: skip
+            config = SequentialConfig(
+                delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant, budget=budget,
+                look_every=look_every, execution=run, host_label=options["host_label"], robot=options["robot"],
+            )  # fmt: skip
+            doc = _interruptible(seen, lambda: run_sequential(spec_a, spec_b, out_dir, config, on_look=on_look))
     except KeyboardInterrupt as exc:
         console.print(
             f"interrupted: committed episodes are kept; the same command resumes {out_dir} and reaches the same "

@@ -20,6 +20,9 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
 from rollbench.core.registry import family_of, resolve_tasks
+from rollbench.core.runlog_model import Plan as PlanRecord
+from rollbench.core.runlog_model import PlannedEpisode as PlannedRecord
+from rollbench.core.runlog_model import PlanPolicy, PlanTask
 from rollbench.core.spec import EvalSpec
 
 
@@ -268,51 +271,56 @@ def resolve_run(
     return ResolvedRun(spec, plan, replan_every, needs_images, sizes, facts)
 
 
-def plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -> dict[str, Any]:
-    """run.json's ``plan``: the requested episode count, the replan interval, the policy as probed, every task
-    (instruction, horizon, success rule as run and as declared, cameras, fps, settle steps, variants), the suites
-    named in ``--env``, the instructions and every planned episode."""
+def plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -> PlanRecord:
+    """run.json's ``plan`` (:class:`rollbench.core.runlog_model.Plan`): the requested episode count, the replan
+    interval, the policy as probed, every task (instruction, horizon, success rule as run and as declared, cameras,
+    fps, settle steps, variants), the suites named in ``--env``, the instructions and every planned episode. Keys
+    not set here (a policy's ``image_sizes`` when it asked for none, a task's ``perturbation`` when unperturbed) are
+    not written."""
     suites = {}
     for part in (p.strip() for p in spec.env.split(",")):
         fam = family_of(part)
         suite = part.split("/", 1)[1] if "/" in part else ""
         if suite in fam.suites():
             suites[part] = list(fam.suites()[suite])
-    return {
-        "episodes_requested": len(plan.episodes),
-        "replan_every": replan_every,
-        "policy": {
-            "name": info.name,
-            "chunk_size": info.chunk_size,
-            "replan_every": info.replan_every,
-            "needs_images": info.needs_images,
-            **({"image_sizes": {k: list(v) for k, v in info.image_sizes.items()}} if info.image_sizes else {}),
-            "provenance": dict(info.provenance),
-        },
-        "tasks": [
-            {
-                "name": t.name,
-                "instruction": ep0.instruction,
-                "max_steps": ep0.max_steps,
-                "success_rule": ep0.success_rule,
-                "declared_success_rule": t.success_rule,
-                "cameras": list(t.cameras),
-                "fps": t.fps,
-                "settle_steps": t.settle_steps,
-                "source": t.source,
-                "variants": [{"name": v, "instruction": i} for v, i in task_variants(spec, t)]
-                if ep0.variant is not None
-                else None,
-                **(
-                    {"perturbation": {**t.perturbation.to_dict(), "rule": t.perturbation.rule}}
-                    if t.perturbation
-                    else {}
-                ),
-            }
-            for t in plan.tasks
-            for ep0 in [next(e for e in plan.episodes if e.task == t.name)]
-        ],
-        "suites": suites,
-        "instructions": list(plan.instructions),
-        "episodes": [e.to_dict() for e in plan.episodes],
-    }
+    asked = {"image_sizes": {k: list(v) for k, v in info.image_sizes.items()}} if info.image_sizes else {}
+    policy = PlanPolicy(
+        name=info.name,
+        chunk_size=info.chunk_size,
+        replan_every=info.replan_every,
+        needs_images=info.needs_images,
+        **asked,
+        provenance=dict(info.provenance),
+    )
+    return PlanRecord(
+        episodes_requested=len(plan.episodes),
+        replan_every=replan_every,
+        policy=policy,
+        tasks=[_plan_task(spec, plan, t) for t in plan.tasks],
+        suites=suites,
+        instructions=list(plan.instructions),
+        episodes=[PlannedRecord.model_validate(e.to_dict()) for e in plan.episodes],
+    )
+
+
+def _plan_task(spec: EvalSpec, plan: Plan, t: TaskInfo) -> PlanTask:
+    """One task of run.json's ``plan.tasks``, as its first planned episode runs it."""
+    ep0 = next(e for e in plan.episodes if e.task == t.name)
+    perturbed = {"perturbation": {**t.perturbation.to_dict(), "rule": t.perturbation.rule}} if t.perturbation else {}
+    return PlanTask.model_validate(  # validated: a success rule or variant name the model refuses is a bug here
+        {
+            "name": t.name,
+            "instruction": ep0.instruction,
+            "max_steps": ep0.max_steps,
+            "success_rule": ep0.success_rule,
+            "declared_success_rule": t.success_rule,
+            "cameras": list(t.cameras),
+            "fps": t.fps,
+            "settle_steps": t.settle_steps,
+            "source": t.source,
+            "variants": [{"name": v, "instruction": i} for v, i in task_variants(spec, t)]
+            if ep0.variant is not None
+            else None,
+            **perturbed,
+        }
+    )

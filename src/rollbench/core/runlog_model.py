@@ -1,9 +1,9 @@
 """The run log (``RUN_DIR/run.json``) as pydantic models.
 
-These models describe what :func:`rollbench.api.evaluate` writes (with :mod:`rollbench.record.runlog` and
-:mod:`rollbench.record.retry`) and own its format: every write of run.json is validated against :class:`RunLog`
-first (``record.runlog.write_run_log``; a document the model refuses is never written), and so is a run log read back
-to continue the run (``record.runlog.check_resumable``). Their JSON Schema is
+These models own the format of run.json: it is read and written as a :class:`RunLog`, only by
+:mod:`rollbench.record.runlog` (``read_run_log``/``require_run_log`` read it; ``new_run_log``, the named operations
+and ``write_run_log``/``update_run_log`` write it, validating the whole document first: one the model refuses is
+never written). Their JSON Schema is
 ``docs/run.schema.json`` (written by ``python -m rollbench.core.schemas``); ``tests/test_schemas.py`` checks that the
 committed schema is what these models give and that a real run's run.json validates. Blocks rollbench alone
 writes are closed (``extra="forbid"``); ``provenance`` and the policy's provenance are open, since env families and
@@ -262,3 +262,7 @@ class RunLog(Closed):
     replacements: list[Replacement] = Field(default_factory=list, description="Present once an episode was replaced.")
     results: GradeDocument | None = Field(default=None, description="The grade document as of the last finish.")
     sequential: SequentialRecord | None = Field(default=None, description="Present in an arm of rollbench sequential.")
+
+    def to_json(self) -> dict[str, Any]:
+        """The document as run.json holds it: the keys it was read or built with, JSON values."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -136,7 +136,7 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
         run_name: Annotated[str | None, Field(description="Directory under the root; reuse it to resume.")] = None,
     ) -> Annotated[CallToolResult, SequentialResult]:
         from rollbench.run.runners import Execution
-        from rollbench.sequential.runner import run_sequential
+        from rollbench.sequential.runner import SequentialConfig, run_sequential
 
         spec_a = rollout_spec(svc.ceiling, policy_a, env, 1, max_steps, seed, None, False)
         spec_b = rollout_spec(svc.ceiling, policy_b, env, 1, max_steps, seed, None, False)
@@ -147,10 +147,8 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
 
         def work() -> dict[str, Any]:
             try:
-                return run_sequential(
-                    spec_a, spec_b, out, delta=delta, alpha=alpha, p_a=p_a, budget=max_pairs, execution=Execution(),
-                    should_stop=stop.is_set,
-                )  # fmt: skip
+                config = SequentialConfig(delta=delta, alpha=alpha, p_a=p_a, budget=max_pairs, execution=Execution())
+                return run_sequential(spec_a, spec_b, out, config, should_stop=stop.is_set)
             finally:
                 finished.set()
 

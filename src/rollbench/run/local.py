@@ -3,7 +3,7 @@
 Each worker process builds its own :class:`~rollbench.run.worker.EpisodeWorker` (policy, env and GL context are created
 inside the worker, never inherited from the parent) once, then runs the episodes handed to it over a pipe, staging
 each one directly into the run directory. The parent process only dispatches (in plan order), promotes staged
-episodes in order (``on_result``) and replaces dead workers; the exactly-once rules live in
+episodes in order (``on_episode_end``) and replaces dead workers; the exactly-once rules live in
 :mod:`rollbench.run.pool`.
 
 Workers ignore SIGINT (the parent decides when to stop) and exit on their own within about a second if the parent

@@ -29,12 +29,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from rollbench.core.contracts import ConfigError
-from rollbench.core.format import error_location, quoted
+from rollbench.core.format import quoted
 from rollbench.core.jsonfile import read_json
-from rollbench.core.runlog_model import SequentialRecord
+from rollbench.core.runlog_model import RunLog, SequentialRecord
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.grading.sequential import FINAL, MAX_SEQUENTIAL_PAIRS, SequentialDesign, design, run_looks
 from rollbench.record.runlog import find_run_dirs, is_locked
@@ -49,21 +47,21 @@ class RunData:
     """One arm as recorded: its path (``source``), run.json (``log``), grade's episode rows and its policy's name."""
 
     source: str
-    log: dict[str, Any]
+    log: RunLog
     episodes: list[dict[str, Any]]
 
     @property
     def model(self) -> str:
         """The policy's name, with its action noise when it has one (arms often differ only by it)."""
-        name = str(((self.log.get("plan") or {}).get("policy") or {}).get("name", "?"))
-        noise = (self.log.get("spec") or {}).get("action_noise") or 0
+        name = self.log.plan.policy.name
+        noise = self.log.spec.action_noise
         return f"{name} (action noise {noise:g})" if noise else name
 
 
 def load_arm(run_dir: Path) -> RunData:
     """An arm's run log and graded episodes; ConfigError when it is still being recorded, unfinished or damaged."""
     log = load_run_log(run_dir)
-    if log.get("status") == "RUNNING":
+    if log.status == "RUNNING":
         why = "being recorded" if is_locked(run_dir) else "not finished (its writer stopped)"
         raise ConfigError(f"{run_dir} is {why}: resume it with the same rollbench sequential command")
     result = grade(run_dir, check_videos=False)
@@ -110,15 +108,9 @@ def design_record(rule: SequentialDesign, look_every: int) -> dict[str, Any]:
 
 def record_of(run: RunData) -> SequentialRecord:
     """The run's ``sequential`` block, validated; ConfigError when absent, malformed or edited."""
-    raw = run.log.get("sequential")
-    if raw is None:
+    rec = run.log.sequential  # validated when run.json was read (record.runlog.read_run_log)
+    if rec is None:
         raise ConfigError(f"{run.source} is not an arm of rollbench sequential (its run.json has no sequential block)")
-    try:
-        rec = SequentialRecord.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = error_location(first["loc"])
-        raise ConfigError(f"{run.source}/run.json: sequential.{where}: {first['msg']}") from None
     d = rec.design
     rule = rule_for(d.delta, d.p_a, d.alpha, d.beta, d.budget, d.discordant)
     for name in DERIVED:
@@ -137,7 +129,7 @@ def paired_outcomes(a: RunData, b: RunData, task: str) -> tuple[list[int], list[
     planned one."""
     plans = []
     for run in (a, b):
-        eps = [e for e in (run.log.get("plan") or {}).get("episodes", []) if e.get("task") == task]
+        eps = [e for e in run.log.plan.episodes if e.task == task]
         if not eps:
             raise ConfigError(f"{run.source} did not plan task {task}")
         plans.append(eps)
@@ -145,20 +137,20 @@ def paired_outcomes(a: RunData, b: RunData, task: str) -> tuple[list[int], list[
         raise ConfigError(f"arms differ: {a.source} plans {len(plans[0])} episodes, {b.source} {len(plans[1])}")
     for pa, pb in zip(*plans, strict=True):
         for f in PLAN_FIELDS:
-            if pa.get(f) != pb.get(f):
+            if getattr(pa, f) != getattr(pb, f):
                 raise ConfigError(
-                    f"arms are not paired: trial {pa.get('trial')} of {task} has {f} {pa.get(f)!r} in {a.source}, "
-                    f"{pb.get(f)!r} in {b.source}"
+                    f"arms are not paired: trial {pa.trial} of {task} has {f} {getattr(pa, f)!r} in {a.source}, "
+                    f"{getattr(pb, f)!r} in {b.source}"
                 )
     rows = [{e["episode_index"]: e for e in run.episodes if e["task"] == task} for run in (a, b)]
     xa: list[int] = []
     xb: list[int] = []
     for planned in plans[0]:
-        ea, eb = (r.get(planned["episode_index"]) for r in rows)
+        ea, eb = (r.get(planned.episode_index) for r in rows)
         if ea is None or eb is None:
             break  # a pair counts only when both episodes are committed
         for run, ep in ((a, ea), (b, eb)):
-            if (ep["seed"], ep["initial_state"]) != (planned["seed"], planned["initial_state"]):
+            if (ep["seed"], ep["initial_state"]) != (planned.seed, planned.initial_state):
                 raise ConfigError(f"{run.source}: episode {ep['episode_index']} is not the planned one (damaged)")
         xa.append(int(bool(ea["success"])))
         xb.append(int(bool(eb["success"])))
@@ -209,7 +201,7 @@ def _pooled(tasks: list[dict[str, Any]], d: Any, alpha_family: float) -> dict[st
 
 def _pair_up(runs: list[RunData]) -> list[tuple[RunData, RunData, SequentialRecord]]:
     """(A, B, A's record) per task, checking that each arm names the other and that they agree."""
-    by_id = {r.log.get("run_id"): (r, record_of(r)) for r in runs}
+    by_id = {r.log.run_id: (r, record_of(r)) for r in runs}
     pairs = []
     for run, rec in by_id.values():
         if rec.arm != "a":
@@ -217,7 +209,7 @@ def _pair_up(runs: list[RunData]) -> list[tuple[RunData, RunData, SequentialReco
         if rec.partner not in by_id:
             raise ConfigError(f"{run.source}: its B arm {rec.partner!r} was not given (give both arms)")
         other, orec = by_id[rec.partner]
-        if orec.arm != "b" or orec.partner != run.log.get("run_id"):
+        if orec.arm != "b" or orec.partner != run.log.run_id:
             raise ConfigError(f"{run.source} and {other.source} are not the two arms of one comparison")
         for f in ("rule", "task", "family", "alpha_family", "design"):
             if getattr(rec, f) != getattr(orec, f):

@@ -19,21 +19,23 @@ while the others go on; a suite's per-task tests run at ``alpha / m`` (Bonferron
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollbench.api import evaluate, prepare_run
+from rollbench.api import evaluate
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import make_plan
+from rollbench.core.runlog_model import RunLog, SequentialRecord
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
 from rollbench.record.files import atomic_write_json
-from rollbench.record.runlog import RunLock, read_run_log, write_run_log
+from rollbench.record.runlog import RunLock, read_run_log, update_run_log
 from rollbench.run.observer import EpisodeSummary, RunObserver
+from rollbench.run.prepare import check_run_dir, check_spec
 from rollbench.run.runners import Execution, execution_session
 from rollbench.sequential.recompute import LOG_NAME, compare_sequential, design_record, rule_for
 
@@ -102,7 +104,7 @@ def _advance(
 ) -> None:
     """Run the arm until its first ``target`` planned episodes are finished (resuming it if it was interrupted)."""
     log = read_run_log(run_dir) if run_dir.exists() else None
-    if log is not None and log.get("status") not in ("RUNNING", "INTERRUPTED") and _committed(run_dir) >= target:
+    if log is not None and log.status not in ("RUNNING", "INTERRUPTED") and _committed(run_dir) >= target:
         return
     evaluate(
         spec,
@@ -130,45 +132,61 @@ class _UntilTarget(RunObserver):
 
 def _record(run_dir: Path, block: dict[str, Any]) -> None:
     """Set run.json's ``sequential`` block (under the run's lock: no evaluate writes it meanwhile)."""
+    record = SequentialRecord.model_validate(block)
+
+    def change(log: RunLog) -> bool:
+        changed, log.sequential = log.sequential != record, record
+        return changed
+
     with RunLock(run_dir):
-        log = read_run_log(run_dir)
-        if log is not None and log.get("sequential") != block:
-            log["sequential"] = block
-            write_run_log(run_dir, log)
+        update_run_log(run_dir, change)
+
+
+@dataclass(frozen=True)
+class SequentialConfig:
+    """How a sequential comparison runs: the design (``delta``, the B - A difference in success rate it is powered
+    for, a fraction; ``alpha`` two-sided, family-wise over a suite's tasks; ``beta``; ``p_a`` A's assumed success rate;
+    ``discordant`` the assumed P(exactly one succeeds), None = independent; ``budget`` the most pairs per task, None =
+    the design's; ``look_every`` pairs between looks), the ``execution`` of every arm (None: one local worker) and
+    the runs' identity labels (``host_label``, ``robot``; see :func:`rollbench.api.evaluate`)."""
+
+    delta: float
+    alpha: float = 0.05
+    beta: float = 0.2
+    p_a: float = 0.5
+    discordant: float | None = None
+    budget: int | None = None
+    look_every: int = 1
+    execution: Execution | None = None
+    host_label: str | None = None
+    robot: str | None = None
 
 
 def run_sequential(
     spec_a: EvalSpec,
     spec_b: EvalSpec,
     out: Path,
+    config: SequentialConfig,
     *,
-    delta: float,
-    alpha: float = 0.05,
-    beta: float = 0.2,
-    p_a: float = 0.5,
-    discordant: float | None = None,
-    budget: int | None = None,
-    look_every: int = 1,
-    execution: Execution | None = None,
     on_look: OnLook | None = None,
     should_stop: Callable[[], bool] | None = None,
-    host_label: str | None = None,
-    robot: str | None = None,
 ) -> dict[str, Any]:
-    """Run the comparison into ``out`` (see the module docstring) and return :func:`compare_sequential`'s document,
-    which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
+    """Run the comparison of ``config`` into ``out`` (see the module docstring) and return :func:`compare_sequential`'s
+    document, which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
     ``should_stop`` is polled as in :func:`rollbench.api.evaluate`: once True no new episode starts, and the document
     returned is the comparison as it stands (resumable: the same call goes on).
 
     Raises ConfigError before anything runs on bad input (specs that do not pair, impossible design, ``out`` holding
     something else or a comparison with other parameters); ValueError from the design is turned into ConfigError."""
-    execution = execution or Execution()
+    execution = config.execution or Execution()
+    delta, alpha, beta, p_a, discordant = config.delta, config.alpha, config.beta, config.p_a, config.discordant
+    look_every, host_label, robot = config.look_every, config.host_label, config.robot
     if look_every < 1:
         raise ConfigError(f"--look-every must be >= 1, got {look_every}")
     tasks = check_arms(spec_a, spec_b)
     m = len(tasks)
     try:
-        rule = rule_for(delta, p_a, alpha / m, beta, budget, discordant)
+        rule = rule_for(delta, p_a, alpha / m, beta, config.budget, discordant)
         if m > 1:
             rule_for(delta, p_a, alpha, beta, min(m * rule.budget, MAX_SEQUENTIAL_PAIRS), discordant)
     except ValueError as exc:
@@ -178,7 +196,10 @@ def run_sequential(
     check_output_path(out, "--out", directory=True)
     _check_resume(out, parameters)
     for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
-        prepare_run(spec, out / f".preflight-{uuid.uuid4().hex}", host_label, robot)
+        check_spec(spec, host_label, robot)
+    for t in tasks:  # each arm's directory: absent, or a run rollbench may continue (not inside another run)
+        for arm in ("a", "b"):
+            check_run_dir(arm_dir(out, arm, t))
     with execution_session(execution):  # Ray connected (or refused) before out is made
         make_dirs(out, "--out")
         labels = {"host_label": host_label, "robot": robot}

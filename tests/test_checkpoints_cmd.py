@@ -7,6 +7,7 @@ and discordant pairs are hand counts; the p-values come from scipy's binomtest a
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from scipy.stats import binomtest
 from statsmodels.stats.multitest import multipletests
 
+import rollbench
 from checkpoint_policies import expected_success, write_checkpoint
 from cli_in_process import invoke
 from rollbench.checkpoints.discover import find_checkpoints
@@ -115,3 +117,42 @@ def test_no_checkpoint_is_exit_2(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     got = invoke("checkpoints", tmp_path / "empty", *COMMON, *OPTIONS, "--out", tmp_path / "out")
     assert got.returncode == 2 and "no complete checkpoint under" in got.stderr
+
+
+@pytest.mark.slow
+def test_eliminate_drops_the_clearly_worse_early_and_replays_from_disk(tmp_path: Path) -> None:
+    from rollbench.checkpoints.discover import find_checkpoints
+    from rollbench.checkpoints.eliminate import design
+    from rollbench.checkpoints.eliminate_run import replay
+    from rollbench.grading.coverage import DEFAULT_RULE
+
+    skills = {1000: 0.05, 2000: 0.95, 3000: 0.9}
+    run, out = tmp_path / "train", tmp_path / "out"
+    for step, skill in skills.items():
+        write_checkpoint(run, step, skill)
+    args = ["--env", "scripted/reach", "--policy-template", "checkpoint_policies:make", *OPTIONS]
+    got = invoke("checkpoints", run, *args, "--out", out, "--eliminate", "--delta", "0.3", "--alpha", "0.2",
+                 "--first-look", "8", "--json")  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    e = json.loads(got.stdout)["elimination"]
+    d = design(3, 0.3, 0.2, 8)
+    assert e["design"]["looks"] == list(d.looks)
+    # by hand at each look: step 1000 (skill 0.05) against the best, Hoeffding/Bernstein bound from the counts
+    first_out = next(look for look in e["looks"] if 1000 in look["eliminated"])
+    n = first_out["trials"]
+    best = first_out["best"]
+    wb = [expected_success(skills[best], s) for s in range(n)]
+    w1 = [expected_success(skills[1000], s) for s in range(n)]
+    diffs = [int(a) - int(b) for a, b in zip(wb, w1, strict=True)]
+    mean = sum(diffs) / n
+    var = (sum(x * x for x in diffs) - n * mean * mean) / (n - 1)
+    level = 0.2 / (2 * len(d.looks))
+    hoeffding = (2 * math.log(2 / level) / n) ** 0.5
+    bernstein = (2 * var * math.log(4 / level) / n) ** 0.5 + 14 * math.log(4 / level) / (3 * (n - 1))
+    bound = next(b for b in first_out["bounds"] if b["step"] == 1000)
+    assert bound["lower"] == pytest.approx(mean - min(hoeffding, bernstein), abs=1e-12) and bound["lower"] > 0
+    recorded = {s: len(rollbench.grade(out / f"{s:06d}")["episodes"]) for s in skills}
+    assert recorded[1000] == n < recorded[2000]  # no episode of step 1000 after the look that dropped it
+    assert e["episodes_used"] == sum(recorded.values())  # the near tie runs to N_max: more than fixed N here
+    assert replay(find_checkpoints(run), out, d, DEFAULT_RULE) == e
+    assert e["chosen"] in (2000, 3000)

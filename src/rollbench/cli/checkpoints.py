@@ -44,6 +44,19 @@ def print_ranking(out: Console, doc: dict[str, Any]) -> None:
     out.print(f"verdict: {doc['says']}", highlight=False, soft_wrap=True)
     for note in doc.get("notes", []):
         out.print(f"note: {note}", highlight=False, soft_wrap=True)
+    if doc.get("elimination"):
+        e = doc["elimination"]
+        for look in e["looks"]:
+            gone = ", ".join(f"step {s}" for s in look["eliminated"]) or "none"
+            out.print(
+                f"look at {look['trials']} episodes: best step {look['best']}, eliminated {gone}", highlight=False
+            )
+        out.print(
+            f"chosen: step {e['chosen']} ({e['guarantee']}); episodes used {e['episodes_used']}, the fixed-N design "
+            f"with the same guarantee: {e['episodes_fixed_n']}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if doc.get("figure"):
         out.print(f"figure: {doc['figure']}", highlight=False, soft_wrap=True)
 
@@ -84,6 +97,16 @@ def checkpoints_cmd(
     max_checkpoints: Annotated[
         int | None, typer.Option(min=1, help="--watch: stop after evaluating this many.")
     ] = None,
+    eliminate: Annotated[
+        bool,
+        typer.Option("--eliminate", help="Drop clearly worse checkpoints early (one task; see docs/checkpoints.md)."),
+    ] = False,
+    delta: Annotated[
+        float, typer.Option(help="--eliminate: guarantee P(chosen more than delta below the best) <= alpha.")
+    ] = 0.1,
+    first_look: Annotated[
+        int, typer.Option(min=2, help="--eliminate: episodes per checkpoint at the first look (then doubling).")
+    ] = 16,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ranking document as JSON.")] = False,
     **options: Any,
 ) -> None:
@@ -108,6 +131,10 @@ def checkpoints_cmd(
         settings.check(run)
         found = find_checkpoints(run)
         ready = [c for c in found if is_complete(c)]
+        if eliminate and watch:
+            raise ConfigError(
+                "--eliminate and --watch cannot be combined: elimination needs every checkpoint from the start"
+            )
         if not watch and not ready:
             raise ConfigError(f"no complete checkpoint under {run} (a folder with config.json and model.safetensors)")
         for c in found if not watch else []:
@@ -125,7 +152,14 @@ def checkpoints_cmd(
             )
 
     try:
-        if watch:
+        if eliminate:
+            from rollbench.checkpoints.eliminate import design
+            from rollbench.checkpoints.eliminate_run import run_elimination
+
+            doc = run_elimination(
+                ready, out_dir, settings, runner, design(len(ready), delta, alpha, first_look), progress
+            )
+        elif watch:
             doc = watch_run(
                 run,
                 out_dir,

@@ -20,6 +20,7 @@ from rollbench.core.identity import sanitize_segment
 from rollbench.core.interrupts import user_signals
 from rollbench.core.paths import make_dirs
 from rollbench.core.plan import PlannedEpisode, ResolvedRun
+from rollbench.core.runlog_model import RunLog, RunStatus
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
@@ -31,6 +32,7 @@ from rollbench.record.runlog import (
     abandon_execution,
     begin_execution,
     end_execution,
+    note_counters,
     record_results,
 )
 from rollbench.record.writer import DatasetWriter
@@ -161,7 +163,7 @@ class _RunEvents(RunObserver):
 
 def _execute(
     run: ResolvedRun,
-    log: dict[str, Any],
+    log: RunLog,
     run_dir: Path,
     execution: Execution,
     progress: ProgressCallback | None,
@@ -187,7 +189,7 @@ def _execute(
                     committer.close()  # what finished is written before the error propagates
                 raise
             committer.close()
-            log["executions"][-1].update(counters)
+            note_counters(log, counters)
             return _finish(run_dir, writer, log, live)
     except BaseException as exc:
         # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
@@ -197,7 +199,7 @@ def _execute(
 
 def _open_run(
     run: ResolvedRun,
-    log: dict[str, Any],
+    log: RunLog,
     run_dir: Path,
     execution: Execution,
     progress: ProgressCallback | None,
@@ -215,7 +217,7 @@ def _open_run(
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
-    _announce_start(progress, run_dir, live, len(retried), log.get("warnings", []))
+    _announce_start(progress, run_dir, live, len(retried), log.warnings)
     return writer, todo, live
 
 
@@ -254,7 +256,7 @@ def _announce_start(
 
 
 def _finish(
-    run_dir: Path, writer: DatasetWriter, log: dict[str, Any], live: LiveSnapshot, status: str | None = None
+    run_dir: Path, writer: DatasetWriter, log: RunLog, live: LiveSnapshot, status: RunStatus | None = None
 ) -> dict[str, Any]:
     """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given)."""
     writer.promote_ready()

@@ -30,7 +30,7 @@ def resumed_spec(
         shown = ", ".join(f.option for f in others) or "--spec"
         raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
     log = require_run_log(resume)
-    spec = build_spec(**log["spec"])
+    spec = build_spec(**log.spec.model_dump(mode="json"))
     typed = spec_fields(values, [f for f in given if f.field in confirming])
     recorded = spec.model_dump(mode="json")
     for field, value in typed.items():
@@ -42,7 +42,7 @@ def resumed_spec(
     loads = [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]
     if loads and not trust_run:
         raise ConfigError(
-            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import, read or send your API key to; "
+            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import, run, read or send your API key to; "
             "resume only a run "
             "you trust: repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
         )

@@ -17,7 +17,6 @@ import pytest
 
 import rollbench
 from conftest import REPO, run_cli
-from test_docs_examples import run_blocks
 
 EPISODE_FIELDS = ("task", "seed", "success", "length", "termination_reason", "return")
 
@@ -67,6 +66,17 @@ class BatchedGreedy(Greedy):
 
     def batched(self, size: int) -> _GreedyBatch:
         return _GreedyBatch(self)
+
+
+def _marked_blocks(path: Path, test: str) -> list[str]:
+    """The fenced blocks of ``path`` whose marker line is ``<!-- run: TEST -->`` (as tests/test_docs_examples reads
+    them)."""
+    lines, found = path.read_text().split("\n"), []
+    for i, line in enumerate(lines):
+        if line.strip() == f"<!-- run: {test} -->" and lines[i + 1].startswith("```"):
+            end = next(j for j in range(i + 2, len(lines)) if lines[j].startswith("```"))
+            found.append("\n".join(lines[i + 2 : end]))
+    return found
 
 
 def _episodes(result: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -150,7 +160,7 @@ def test_a_partial_run_resumes_only_with_the_object_again(tmp_path: Path) -> Non
 
 
 def test_documented_training_loop_example_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (code,) = run_blocks(
+    (code,) = _marked_blocks(
         REPO / "docs" / "checkpoints.md",
         "test_in_memory_policy.py::test_documented_training_loop_example_runs_as_written",
     )

@@ -69,7 +69,7 @@ class Settings:
 def evaluated(run_dir: Path, spec: EvalSpec) -> bool:
     """Whether ``run_dir`` already holds ``spec``'s run graded OK (nothing to run again)."""
     log = read_run_log(run_dir) if (run_dir / "run.json").exists() else None
-    return bool(log) and log.get("spec_identity") == spec.identity() and log.get("status") == "OK"  # type: ignore[union-attr]
+    return log is not None and log.spec_identity == spec.identity() and log.status == "OK"
 
 
 def evaluate_checkpoint(
@@ -124,16 +124,4 @@ def evaluate_all(
             break
         results.append((ckpt, outcomes(evaluate_checkpoint(ckpt, spec, out, execution, progress, should_stop))))
         write_ranking(out, results, settings)
-    return write_ranking(out, results, settings)
-
-
-def recompute(out: Path, settings: Settings) -> dict[str, Any]:
-    """The ranking recomputed from the run directories under ``out`` (every ``<6 digits>/`` holding a run.json)."""
-    results = []
-    for d in sorted(out.iterdir()):
-        if d.name.isdigit() and not d.is_symlink() and (d / "run.json").is_file():
-            log = read_run_log(d) or {}
-            results.append(
-                (Checkpoint(int(d.name), d.name, Path(log.get("spec", {}).get("policy", d.name))), outcomes(grade(d)))
-            )
     return write_ranking(out, results, settings)

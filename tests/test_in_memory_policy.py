@@ -146,10 +146,15 @@ def test_a_checkpoint_id_without_an_object_and_a_non_policy_are_refused(tmp_path
 
 def test_a_partial_run_resumes_only_with_the_object_again(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    calls = iter(range(100))
-    first = rollbench.evaluate(
-        env="scripted/reach", policy=Greedy(), episodes=4, out=run, should_stop=lambda: next(calls) >= 1
-    )
+
+    class StopAfterOne(rollbench.RunObserver):
+        def __init__(self) -> None:
+            self.calls = iter(range(100))
+
+        def should_stop(self) -> bool:
+            return next(self.calls) >= 1
+
+    first = rollbench.evaluate(env="scripted/reach", policy=Greedy(), episodes=4, out=run, observer=StopAfterOne())
     done = len(first["episodes"])
     assert 0 < done < 4
     cli = run_cli("eval", "--resume", str(run), "--trust-run")

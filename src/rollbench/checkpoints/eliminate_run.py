@@ -2,8 +2,8 @@
 directories, and recomputed from them.
 
 Every checkpoint's run directory ``OUT/<step>`` is an ordinary run of the shared spec with ``episodes = N_max``
-(one task), advanced look by look: before look ``n`` each surviving checkpoint runs until its first ``n`` planned
-episodes are recorded (``should_stop`` of :func:`rollbench.api.evaluate`), then the look is computed *from disk*
+(one task, one seeded shuffled plan shared by every checkpoint), advanced look by look: before look ``n`` each
+surviving checkpoint runs until its first ``n`` planned episodes are recorded (an observer's ``should_stop``), then the look is computed *from disk*
 (the graded episodes with index < n, scored by the coverage rule) and written to ``OUT/elimination.json``.
 :func:`replay` recomputes every look from the run directories alone; the command checks that it agrees with what it
 decided. Interrupted, the same command resumes: looks are a function of the recorded episodes only.
@@ -21,12 +21,13 @@ from rollbench.api import evaluate, grade
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.eliminate import Design, decide, look_counts
 from rollbench.checkpoints.rank import outcomes
-from rollbench.checkpoints.runner import Progress, Settings, write_ranking
+from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, write_ranking
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import make_plan
 from rollbench.core.spec import EvalSpec
 from rollbench.grading.coverage import CoverageRule, score
 from rollbench.record.files import atomic_write_json
+from rollbench.run.observer import EpisodeSummary, Observers, RunObserver
 from rollbench.run.runners import Execution
 
 ELIMINATION = "elimination.json"
@@ -38,21 +39,27 @@ def _scores(run_dir: Path, rule: CoverageRule) -> dict[int, int | None]:
     return {e: score(o, rule) for e, o in outcomes(grade(run_dir)).items()}
 
 
-def _advance(spec: EvalSpec, run_dir: Path, n: int, execution: Execution, progress: Progress | None) -> None:
-    """Run ``spec`` into ``run_dir`` until at least ``n`` episodes are recorded (nothing when they already are)."""
-    if (run_dir / "run.json").exists() and len(grade(run_dir)["episodes"]) >= n:
+class _UpTo(RunObserver):
+    """Stops starting episodes once every planned episode with index < ``n`` is recorded (``finished``: those
+    already recorded when the invocation starts, then each one that ends)."""
+
+    def __init__(self, finished: set[int], n: int) -> None:
+        self.finished, self.n = finished, n
+
+    def on_episode_end(self, summary: EpisodeSummary) -> None:
+        self.finished.add(summary.episode_index)
+
+    def should_stop(self) -> bool:
+        return all(i in self.finished for i in range(self.n))
+
+
+def _advance(spec: EvalSpec, run_dir: Path, n: int, execution: Execution, observer: RunObserver | None) -> None:
+    """Run ``spec`` into ``run_dir`` until its first ``n`` planned episodes are recorded (nothing when they are)."""
+    finished = set(outcomes(grade(run_dir))) if (run_dir / "run.json").exists() else set()
+    stop = _UpTo(finished, n)
+    if stop.should_stop():
         return
-    done = [0]
-
-    def count(event: dict[str, Any]) -> None:
-        if event["event"] == "start":
-            done[0] = sum(event["done"].values())
-        elif event["event"] == "episode":
-            done[0] += 1
-        if progress:
-            progress(event)
-
-    evaluate(spec, out=run_dir, execution=execution, progress=count, should_stop=lambda: done[0] >= n)
+    evaluate(spec, out=run_dir, execution=execution, observer=Observers(stop, *([observer] if observer else [])))
 
 
 def _looks(
@@ -97,26 +104,23 @@ def _looks(
 
 def run_elimination(
     ckpts: Sequence[Checkpoint], out: Path, settings: Settings, execution: Execution, d: Design,
-    progress: Progress | None = None,
+    observer: CheckpointObserver | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Run the rule on ``ckpts`` into ``out``; return the ranking document with an ``elimination`` block (the looks,
-    the chosen step, episodes used against the fixed-N design). ConfigError for a spec of several tasks."""
-    specs = [settings.spec(c, episodes=d.looks[-1]) for c in ckpts]
+    the chosen step, episodes used against the fixed-N design). ConfigError for a spec of several tasks.
+
+    Every checkpoint runs one shuffled plan (``trial_order_seed`` = the spec's seed, as ``rollbench sequential``
+    does: :func:`rollbench.core.plan.trial_order`), so the first ``n`` episodes of every look are the same random
+    sample of the task's trials for every checkpoint, whenever the rule stops."""
+    specs = [settings.spec(c, episodes=d.looks[-1], trial_order_seed=settings.fields.get("seed", 0)) for c in ckpts]
     if len(make_plan(specs[0]).tasks) != 1:
         raise ConfigError("--eliminate runs one task (a suite's episodes are not one exchangeable sequence); give one")
 
     def before(n: int, alive: list[int]) -> None:
         for j in alive:
-            if progress:
-                progress(
-                    {
-                        "event": "checkpoint",
-                        "step": ckpts[j].step,
-                        "run_dir": str(out / ckpts[j].label),
-                        "state": f"up to {n} episodes",
-                    }
-                )
-            _advance(specs[j], out / ckpts[j].label, n, execution, progress)
+            if observer:
+                observer.on_checkpoint(CheckpointState(ckpts[j].step, out / ckpts[j].label, f"up to {n} episodes"))
+            _advance(specs[j], out / ckpts[j].label, n, execution, observer)
 
     doc = _looks(ckpts, d, settings.rule, out, before)
     again = _looks(ckpts, d, settings.rule, out)

@@ -10,7 +10,7 @@ the checkpoint's path), so every pair of checkpoints is paired episode for episo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,34 @@ from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, Outcome
 from rollbench.record.files import atomic_write_bytes, atomic_write_json
 from rollbench.record.runlog import read_run_log
+from rollbench.run.observer import RunObserver
 from rollbench.run.runners import Execution
 
 RANKING = "checkpoints.json"
 FIGURE = "checkpoints.png"
 DEFAULT_TEMPLATE = "lerobot:{path}"
-Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """What happens to a checkpoint: ``state`` is ``already evaluated`` (re-graded, its policy not started),
+    ``evaluating`` (run or resumed) or ``up to N episodes`` (``--eliminate``: advanced to a look)."""
+
+    step: int
+    run_dir: Path
+    state: str
+
+
+class CheckpointObserver(RunObserver):
+    """A :class:`~rollbench.run.observer.RunObserver` of every checkpoint's run (handed whole to
+    :func:`rollbench.api.evaluate`; its ``should_stop`` also stops between checkpoints) that also hears what happens
+    to each checkpoint and, under ``--watch``, each wait for a new one. The base class does nothing."""
+
+    def on_checkpoint(self, event: CheckpointState) -> None:
+        """A checkpoint is re-graded, evaluated or advanced (see :class:`CheckpointState`)."""
+
+    def on_waiting(self, evaluated: int) -> None:
+        """``--watch`` is about to sleep until the next poll; ``evaluated`` checkpoints so far."""
 
 
 @dataclass(frozen=True)
@@ -77,18 +99,17 @@ def evaluate_checkpoint(
     spec: EvalSpec,
     out: Path,
     execution: Execution,
-    progress: Progress | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    observer: CheckpointObserver | None = None,
 ) -> dict[str, Any]:
-    """The graded result of ``ckpt`` in ``out/<step>``: re-graded when already evaluated, else run (or resumed)."""
+    """The graded result of ``ckpt`` in ``out/<step>``: re-graded when already evaluated, else run (or resumed)
+    with ``observer``."""
     run_dir = out / ckpt.label
+    watcher = observer or CheckpointObserver()
     if evaluated(run_dir, spec):
-        if progress:
-            progress({"event": "checkpoint", "step": ckpt.step, "run_dir": str(run_dir), "state": "already evaluated"})
+        watcher.on_checkpoint(CheckpointState(ckpt.step, run_dir, "already evaluated"))
         return grade(run_dir)
-    if progress:
-        progress({"event": "checkpoint", "step": ckpt.step, "run_dir": str(run_dir), "state": "evaluating"})
-    return evaluate(spec, out=run_dir, execution=execution, progress=progress, should_stop=should_stop)
+    watcher.on_checkpoint(CheckpointState(ckpt.step, run_dir, "evaluating"))
+    return evaluate(spec, out=run_dir, execution=execution, observer=watcher)
 
 
 def write_ranking(
@@ -112,16 +133,15 @@ def evaluate_all(
     out: Path,
     settings: Settings,
     execution: Execution,
-    progress: Progress | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    observer: CheckpointObserver | None = None,
 ) -> dict[str, Any]:
     """Evaluate every checkpoint of ``ckpts`` (step order) at the settings' episode count, then rank them. Specs
     are all built first: a bad option is a ConfigError before anything runs."""
     specs = [settings.spec(c) for c in ckpts]
     results: list[tuple[Checkpoint, dict[int, Outcome]]] = []
     for ckpt, spec in zip(ckpts, specs, strict=True):
-        if should_stop and should_stop():
+        if observer and observer.should_stop():
             break
-        results.append((ckpt, outcomes(evaluate_checkpoint(ckpt, spec, out, execution, progress, should_stop))))
+        results.append((ckpt, outcomes(evaluate_checkpoint(ckpt, spec, out, execution, observer))))
         write_ranking(out, results, settings)
     return write_ranking(out, results, settings)

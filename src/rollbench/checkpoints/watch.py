@@ -16,7 +16,7 @@ from typing import Any
 
 from rollbench.checkpoints.discover import Checkpoint, find_checkpoints, fingerprint, is_complete
 from rollbench.checkpoints.rank import outcomes
-from rollbench.checkpoints.runner import Progress, Settings, evaluate_checkpoint, write_ranking
+from rollbench.checkpoints.runner import CheckpointObserver, Settings, evaluate_checkpoint, write_ranking
 from rollbench.grading.coverage import Outcome
 from rollbench.run.runners import Execution
 
@@ -30,7 +30,7 @@ def watch(
     poll_s: float = 10.0,
     until_idle_s: float | None = None,
     max_checkpoints: int | None = None,
-    progress: Progress | None = None,
+    observer: CheckpointObserver | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def watch(
             if seen.get(ckpt.step) != now:  # new or still changing: look again at the next poll
                 seen[ckpt.step] = now
                 continue
-            result = evaluate_checkpoint(ckpt, settings.spec(ckpt), out, execution, progress)
+            result = evaluate_checkpoint(ckpt, settings.spec(ckpt), out, execution, observer)
             results.append((ckpt, outcomes(result)))
             done.add(ckpt.step)
             last_new = clock()
@@ -60,6 +60,6 @@ def watch(
                 return doc
         if until_idle_s is not None and clock() - last_new >= until_idle_s:
             return write_ranking(out, sorted(results, key=lambda r: r[0].step), settings)
-        if progress:
-            progress({"event": "waiting", "evaluated": len(done)})
+        if observer:
+            observer.on_waiting(len(done))
         sleep(poll_s)

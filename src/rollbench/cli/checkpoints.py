@@ -115,7 +115,7 @@ def checkpoints_cmd(
     them: success rate and 95% interval, paired difference to the best with a Holm-corrected p, a figure of
     success against training step (OUT/checkpoints.png)."""
     from rollbench.checkpoints.discover import find_checkpoints, is_complete
-    from rollbench.checkpoints.runner import Settings, evaluate_all
+    from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, evaluate_all
     from rollbench.checkpoints.watch import watch as watch_run
     from rollbench.cli.common import out as stdout
     from rollbench.grading.coverage import CoverageRule
@@ -145,11 +145,14 @@ def checkpoints_cmd(
     except ConfigError as exc:
         fail(str(exc))
 
-    def progress(event: dict[str, Any]) -> None:
-        if event["event"] == "checkpoint" and not as_json:
-            console.print(
-                f"step {event['step']}: {event['state']} ({event['run_dir']})", highlight=False, soft_wrap=True
-            )
+    class Lines(CheckpointObserver):
+        """One stderr line per checkpoint event (none with ``--json``)."""
+
+        def on_checkpoint(self, event: CheckpointState) -> None:
+            if not as_json:
+                console.print(f"step {event.step}: {event.state} ({event.run_dir})", highlight=False, soft_wrap=True)
+
+    progress = Lines()
 
     try:
         if eliminate:
@@ -168,7 +171,7 @@ def checkpoints_cmd(
                 poll_s=poll_s,
                 until_idle_s=until_idle,
                 max_checkpoints=max_checkpoints,
-                progress=progress,
+                observer=progress,
             )
         else:
             doc = evaluate_all(ready, out_dir, settings, runner, progress)

@@ -169,4 +169,10 @@ def test_eliminate_drops_the_clearly_worse_early_and_replays_from_disk(tmp_path:
     assert recorded[1000] == n < recorded[2000]  # no episode of step 1000 after the look that dropped it
     assert e["episodes_used"] == sum(recorded.values())  # the near tie runs to N_max: more than fixed N here
     assert replay(find_checkpoints(run), out, d, DEFAULT_RULE) == e
+    edited = json.loads((out / "003000" / "run.json").read_text())
+    plan = edited["plan"]["episodes"]
+    plan[0]["trial"], plan[1]["trial"] = plan[1]["trial"], plan[0]["trial"]
+    (out / "003000" / "run.json").write_text(json.dumps(edited))
+    with pytest.raises(rollbench.ConfigError, match=r"003000/run.json: its planned trials are not the recorded perm"):
+        replay(find_checkpoints(run), out, d, DEFAULT_RULE)
     assert e["chosen"] in (2000, 3000)

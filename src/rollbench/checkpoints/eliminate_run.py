@@ -23,10 +23,11 @@ from rollbench.checkpoints.eliminate import Design, decide, look_counts
 from rollbench.checkpoints.rank import outcomes
 from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, write_ranking
 from rollbench.core.contracts import ConfigError
-from rollbench.core.plan import make_plan
+from rollbench.core.plan import make_plan, trial_order
 from rollbench.core.spec import EvalSpec
 from rollbench.grading.coverage import CoverageRule, score
 from rollbench.record.files import atomic_write_json
+from rollbench.record.runlog import read_run_log
 from rollbench.run.observer import EpisodeSummary, Observers, RunObserver
 from rollbench.run.runners import Execution
 
@@ -60,6 +61,29 @@ def _advance(spec: EvalSpec, run_dir: Path, n: int, execution: Execution, observ
     if stop.should_stop():
         return
     evaluate(spec, out=run_dir, execution=execution, observer=Observers(stop, *([observer] if observer else [])))
+
+
+def check_orders(ckpts: Sequence[Checkpoint], out: Path) -> None:
+    """ConfigError unless every checkpoint's run under ``out`` planned the same seeded shuffled order, the one
+    :func:`rollbench.core.plan.trial_order` draws from its recorded seed and population (else it was edited, or
+    run in plan order by a rollbench before the shuffle)."""
+    seeds: set[int] = set()
+    for c in ckpts:
+        run_dir = out / c.label
+        log = read_run_log(run_dir) if (run_dir / "run.json").exists() else None
+        if log is None:
+            continue
+        plan = log.plan
+        if plan.trial_order is None:
+            raise ConfigError(f"{run_dir}/run.json: its trials are in plan order; --eliminate needs the seeded order")
+        task = plan.tasks[0].name
+        first, end = plan.trial_order.populations.get(task, (0, 0))
+        got = [e.trial for e in plan.episodes]
+        if got != trial_order(plan.trial_order.seed, task, first, end, len(got)):
+            raise ConfigError(f"{run_dir}/run.json: its planned trials are not the recorded permutation (edited)")
+        seeds.add(plan.trial_order.seed)
+    if len(seeds) > 1:
+        raise ConfigError(f"{out}: the checkpoints' runs were shuffled with different seeds {sorted(seeds)}")
 
 
 def _looks(
@@ -123,7 +147,7 @@ def run_elimination(
             _advance(specs[j], out / ckpts[j].label, n, execution, observer)
 
     doc = _looks(ckpts, d, settings.rule, out, before)
-    again = _looks(ckpts, d, settings.rule, out)
+    again = replay(ckpts, out, d, settings.rule)
     if again != doc:
         raise ConfigError(f"{out}: the looks recomputed from the run directories differ from those just made")
     atomic_write_json(out / ELIMINATION, doc)
@@ -132,5 +156,7 @@ def run_elimination(
 
 
 def replay(ckpts: Sequence[Checkpoint], out: Path, d: Design, rule: CoverageRule) -> dict[str, Any]:
-    """The looks recomputed from the run directories under ``out`` alone (runs nothing)."""
+    """The looks recomputed from the run directories under ``out`` alone (runs nothing), after checking that they
+    share one seeded order (:func:`check_orders`)."""
+    check_orders(ckpts, out)
     return _looks(ckpts, d, rule, out)

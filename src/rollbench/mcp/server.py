@@ -1,7 +1,8 @@
 """``rollbench mcp``: the rollout tools for LLM agents, over the Model Context Protocol (official ``mcp`` SDK).
 
 Tools: ``run_policy_rollout``, ``list_envs``, ``list_policies``, ``get_run``, ``grade_run``, ``list_runs``, and
-``compare_policies_sequential`` (:mod:`rollbench.mcp.sequential`).
+``compare_policies_sequential`` (:mod:`rollbench.mcp.sequential`), ``rank_checkpoints``
+(:mod:`rollbench.mcp.checkpoints`).
 ``run_policy_rollout`` calls :func:`rollbench.api.evaluate` (N independently reset episodes, recorded as a LeRobot
 v3 dataset, graded from disk) in a worker thread, so one code path serves the CLI, this server and the tests.
 Its ``status`` is what :func:`rollbench.grading.grade.grade` computed from the run directory, never a default: ``OK`` only
@@ -36,6 +37,7 @@ from rollbench.core import registry as report_rows
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.spec import MAX_INSTRUCTION_CHARS, EvalSpec
 from rollbench.mcp.catalog import env_listing
+from rollbench.mcp.checkpoints import add_checkpoints_tool
 from rollbench.mcp.progress import Active, Notifier
 from rollbench.mcp.results import (
     FOREIGN_LOG,
@@ -214,7 +216,7 @@ def _call_result(summary: str, model: BaseModel) -> CallToolResult:
 def build_server(
     root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
 ) -> MCPServer:
-    """The MCP server with rollbench's seven tools; every run directory is created under ``root``."""
+    """The MCP server with rollbench's tools; every run directory is created under ``root``."""
     svc = RolloutService(root, max_steps_ceiling, checkpoints)
     from importlib.metadata import version
 
@@ -226,6 +228,7 @@ def build_server(
     _add_run_tool(server, svc)
     _add_read_tools(server, svc)
     add_sequential_tool(server, svc, _call_result)
+    add_checkpoints_tool(server, svc)
     make_strict(server)  # arguments as published: no coercion, no unknown names (rollbench.mcp.strict)
     return server
 

@@ -7,13 +7,21 @@ from __future__ import annotations
 from typing import Any
 
 from rollbench.analysis.sources import RunData
+from rollbench.grading.robustness import check_trial_order
 from rollbench.grading.robustness import robustness_study as _study
 
 
 def robustness_study(run: RunData) -> dict[str, Any] | None:
-    """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`), or None."""
-    planned = run.log.get("plan", {}).get("episodes", []) if run.log else []
-    return _study(planned, run.episodes)
+    """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`) with its
+    ``trial_order`` (:func:`~rollbench.grading.robustness.check_trial_order`), or None. ConfigError: an edited
+    shuffled plan."""
+    plan = (run.log.get("plan") or {}) if run.log else {}
+    planned = plan.get("episodes", [])
+    order = check_trial_order(planned, plan.get("trial_order"))  # ConfigError: an edited shuffled plan
+    study = _study(planned, run.episodes)
+    if study is not None:
+        study["trial_order"] = order
+    return study
 
 
 def study_env(env: str) -> tuple[str, list[str]]:

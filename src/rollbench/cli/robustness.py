@@ -84,7 +84,10 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None) -> None:
         fail(str(exc))
     if len(loaded.runs) != 1:
         fail(f"{run_dir}: expected one run directory, found {len(loaded.runs)}")
-    study = robustness_study(loaded.runs[0])
+    try:
+        study = robustness_study(loaded.runs[0])
+    except ConfigError as exc:
+        fail(f"{run_dir}/{exc}")
     if study is None:
         fail(f"{run_dir}: no episode of this run is a perturbed instance (no plan.episodes[].perturbation)")
     if not study["categories"]:

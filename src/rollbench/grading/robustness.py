@@ -30,6 +30,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.contracts import ConfigError
+from rollbench.core.plan import order_stream, trial_order
 from rollbench.grading.coverage import Outcome, coverage_gate, outcome_of, pair, score, tally, verdict
 from rollbench.grading.stats import bootstrap_difference, holm, mcnemar_exact, wilson_interval
 
@@ -81,6 +83,32 @@ def _block(rows: list[tuple[Outcome, Outcome, str]]) -> dict[str, Any]:
         "coverage_gate": gate,
         "verdict": verdict(test.p_value, boot.difference, gate=gate),
     }
+
+
+def check_trial_order(planned: list[dict[str, Any]], order: dict[str, Any] | None) -> str:
+    """How the study's trials were ordered: ``"plan order"``, or for a shuffled plan (run.json ``plan.trial_order``)
+    the seed, after checking that every task's planned trials are the ones its recorded permutation gives (a perturbed
+    task draws its control's: :func:`rollbench.core.plan.order_stream`, one permutation per pair of tasks).
+    Raises ConfigError naming the first planned trial that differs (an edited plan) or a task without population."""
+    if not order:
+        return "plan order"
+    seed, pops = order.get("seed"), order.get("populations") or {}
+    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in planned:
+        by_task[str(p.get("task"))].append(p)
+    for task, eps in by_task.items():
+        pop = pops.get(task)
+        if not isinstance(seed, int) or not isinstance(pop, list) or len(pop) != 2:
+            raise ConfigError(f"run.json: plan.trial_order has no seed or population for task {task}")
+        control = (eps[0].get("perturbation") or {}).get("control")
+        want = trial_order(seed, order_stream(task, control), pop[0], pop[1], len(eps))
+        for j, (p, k) in enumerate(zip(eps, want, strict=True)):
+            if p.get("trial") != k:
+                raise ConfigError(
+                    f"run.json: planned trial {j} of {task} is {p.get('trial')!r}, but the recorded permutation "
+                    f"(seed {seed}) gives {k} (edited)"
+                )
+    return f"shuffled (seed {seed}; each perturbed task shares its control's permutation)"
 
 
 def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.plan import trial_order
+from rollbench.core.plan import recorded_stream, trial_order
 from rollbench.grading.coverage import DEFAULT_RULE, Outcome, coverage_gate, exclusion, outcome_of, score, tally
 
 PLAN_FIELDS = ("trial", "seed", "initial_state", "instruction", "max_steps", "success_rule")
@@ -64,7 +64,7 @@ def _check_order(run: Any, task: str, planned: list[Any]) -> str:
     pop = order.populations.get(task)
     if pop is None or len(pop) != 2:
         raise ConfigError(f"{run.source}/run.json: plan.trial_order has no population for task {task}")
-    want = trial_order(order.seed, task, pop[0], pop[1], len(planned))
+    want = trial_order(order.seed, recorded_stream(run.log.plan, task), pop[0], pop[1], len(planned))
     got = [p.trial for p in planned]
     if got != want:
         n = next(i for i, (x, y) in enumerate(zip(got, want, strict=False)) if x != y)

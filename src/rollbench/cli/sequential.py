@@ -18,11 +18,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rollbench.cli.analysis_view import ExcludePolicyErrors, MinCoverage, coverage_rule
 from rollbench.cli.common import console, fail, print_json, terminate_as_interrupt
 from rollbench.cli.run_flags import EXECUTION_FLAGS, IDENTITY_FLAGS, eval_options, execution
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import MISSING
+from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE
 
 SAYS = {
     "b_better": "B better",
@@ -107,6 +109,8 @@ def sequential_cmd(
             "--futility/--no-futility", help="Stop for futility (non-binding: alpha holds either way; off: more power)."
         ),
     ] = True,
+    min_coverage: MinCoverage = DEFAULT_MIN_COVERAGE,
+    exclude_policy_errors: ExcludePolicyErrors = False,
     action_noise_a: Annotated[float, typer.Option(min=0.0, help="Action noise std of arm A.")] = 0.0,
     action_noise_b: Annotated[float, typer.Option(min=0.0, help="Action noise std of arm B.")] = 0.0,
     policy_options_a: Annotated[str | None, typer.Option(help="Policy options of A (JSON or file).")] = None,
@@ -129,6 +133,7 @@ def sequential_cmd(
         spec_a = _spec(env, policy_a, action_noise_a, policy_options_a, common)
         spec_b = _spec(env, policy_b, action_noise_b, policy_options_b, common)
         run = execution(options)
+        coverage = coverage_rule(min_coverage, exclude_policy_errors)
     except ConfigError as exc:
         fail(str(exc))
 
@@ -147,7 +152,7 @@ def sequential_cmd(
         with _signals_seen() as seen:
             config = SequentialConfig(
                 delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant, budget=budget,
-                look_every=look_every, futility=futility, execution=run, host_label=options["host_label"],
+                look_every=look_every, futility=futility, coverage=coverage, execution=run, host_label=options["host_label"],
                 robot=options["robot"],
             )  # fmt: skip
             doc = _interruptible(seen, lambda: run_sequential(

@@ -32,6 +32,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.runlog_model import RunLog, SequentialRecord
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.grading.sequential import (
     FINAL,
@@ -44,7 +45,7 @@ from rollbench.grading.sequential import (
 )
 from rollbench.record.runlog import find_run_dirs, is_locked
 from rollbench.sequential.decision_log import LOG_NAME, check_log
-from rollbench.sequential.pairs import COVERAGE_MIN, paired_outcomes
+from rollbench.sequential.pairs import paired_outcomes
 
 __all__ = ["LOG_NAME", "compare_sequential", "design_record", "rule_for"]
 DERIVED = ("theta1", "efficacy_llr", "futility_llr", "type1_error", "futility_error", "power", "fixed_n")
@@ -170,7 +171,9 @@ def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, An
     """Every look of the task's test and its decision, recomputed from the two arms."""
     d = rec.design
     rule = rule_of(d)
-    pairs = paired_outcomes(a, b, rec.task)
+    cov = rec.coverage_rule
+    coverage = CoverageRule(cov.min_coverage, cov.exclude_policy_errors) if cov is not None else DEFAULT_RULE
+    pairs = paired_outcomes(a, b, rec.task, coverage)
     planned = sum(1 for e in a.log.plan.episodes if e.task == rec.task)
     looks = _final_look(run_looks(rule, pairs.xa, pairs.xb, d.look_every), pairs, rule, planned)
     last = looks[-1].decision if looks else "continue"
@@ -194,7 +197,8 @@ def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, An
             "by_fault": pairs.faults,
             "pairs_left_out": pairs.excluded,
             "coverage": pairs.coverage(attempted),
-            "coverage_min": COVERAGE_MIN,
+            "coverage_min": coverage.min_coverage,
+            "exclude_policy_errors": coverage.exclude_policy_errors,
             "gate": pairs.gate(attempted),
         },
         "episodes_recorded": {"a": len(a.episodes), "b": len(b.episodes)},
@@ -237,7 +241,7 @@ def _pair_up(runs: list[RunData]) -> list[tuple[RunData, RunData, SequentialReco
         other, orec = by_id[rec.partner]
         if orec.arm != "b" or orec.partner != run.log.run_id:
             raise ConfigError(f"{run.source} and {other.source} are not the two arms of one comparison")
-        for f in ("rule", "task", "family", "alpha_family", "design"):
+        for f in ("rule", "task", "family", "alpha_family", "design", "coverage_rule"):
             if getattr(rec, f) != getattr(orec, f):
                 raise ConfigError(f"arms {run.source} and {other.source} record different sequential.{f}")
         pairs.append((run, other, rec))

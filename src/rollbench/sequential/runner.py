@@ -42,6 +42,7 @@ from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import make_plan
 from rollbench.core.runlog_model import RunLog, SequentialRecord
 from rollbench.core.spec import EvalSpec, build_spec
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS, SequentialDesign, family_alphas
 from rollbench.record.files import atomic_write_json
 from rollbench.record.runlog import RunLock, read_run_log, update_run_log
@@ -186,7 +187,8 @@ class SequentialConfig:
     """How a sequential comparison runs: the design (``delta``, the B - A difference in success rate it is powered
     for, a fraction; ``alpha`` two-sided, family-wise over a suite's tasks; ``beta``; ``p_a`` A's assumed success rate;
     ``discordant`` the assumed P(exactly one succeeds), None = independent; ``budget`` the most pairs per task, None =
-    the design's; ``look_every`` pairs between looks; ``futility`` False: never stop for futility), the ``execution``
+    the design's; ``look_every`` pairs between looks; ``futility`` False: never stop for futility), the ``coverage``
+    rule its pairs are counted under (``--min-coverage``, ``--exclude-policy-errors``), the ``execution``
     of every arm (None: one local worker) and the runs' identity labels (``host_label``, ``robot``; see
     :func:`rollbench.api.evaluate`)."""
 
@@ -198,6 +200,7 @@ class SequentialConfig:
     budget: int | None = None
     look_every: int = 1
     futility: bool = True
+    coverage: CoverageRule = DEFAULT_RULE
     execution: Execution | None = None
     host_label: str | None = None
     robot: str | None = None
@@ -238,6 +241,8 @@ def run_sequential(
         "p_a": p_a,
         "discordant": discordant,
         "futility": futility,
+        # the rule's options when not its defaults (a comparison started before they existed resumes as it was)
+        **({"coverage_rule": config.coverage.to_dict()} if config.coverage != DEFAULT_RULE else {}),
     }
     parameters = _parameters(tasks, spec_a, spec_b, {**settings, "budget": rule.budget, "look_every": look_every})
     check_output_path(out, "--out", directory=True)
@@ -255,7 +260,10 @@ def run_sequential(
         seen: dict[str, int] = {}
         dirs = {t: {arm: arm_dir(out, arm, t) for arm in ("a", "b")} for t in tasks}
         specs = {t: {"a": _arm_spec(spec_a, t, rule.budget), "b": _arm_spec(spec_b, t, rule.budget)} for t in tasks}
-        base = {"rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha}
+        base = {
+            "rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha,
+            "coverage_rule": config.coverage.to_dict(),
+        }  # fmt: skip
         blocks = {t: {**base, "task": t, "design": design_record(rule, look_every)} for t in tasks}
         counted = dict.fromkeys(tasks, 0)
         errored: dict[str, dict[str, set[int]]] = {t: {"a": set(), "b": set()} for t in tasks}

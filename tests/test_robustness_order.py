@@ -15,6 +15,7 @@ from rollbench.core import plan as plan_mod
 from rollbench.core.contracts import ConfigError
 from rollbench.core.perturbation import Perturbation
 from rollbench.core.registry import resolve_tasks
+from rollbench.core.runlog_model import PlannedEpisode, TrialOrder
 from rollbench.core.spec import build_spec
 from rollbench.grading.robustness import check_trial_order
 
@@ -40,6 +41,11 @@ def _tasks(monkeypatch: pytest.MonkeyPatch, perturbed_states: int) -> None:
     monkeypatch.setattr(plan_mod, "resolve_tasks", lambda env: [base, pos, lan])
 
 
+def _records(plan: Any) -> list[PlannedEpisode]:
+    """The plan's episodes as run.json records them (what the recomputation reads)."""
+    return [PlannedEpisode.model_validate(e.to_dict()) for e in plan.episodes]
+
+
 def _plan(episodes: int, seed: int | None) -> Any:
     spec = build_spec(env="scripted/reach-init", policy="zero", episodes=episodes, seed=SEED, trial_order_seed=seed)
     return plan_mod.make_plan(spec), spec
@@ -63,8 +69,7 @@ def test_perturbed_and_control_tasks_share_one_permutation_and_each_pair_its_see
     assert _oracle(5, "scripted/reach-pos", 0, 20, 6) != want
     log = plan_mod.trial_order_log(spec, plan)
     assert log["populations"] == {t: [0, 20] for t in by_task}
-    planned = [e.to_dict() for e in plan.episodes]
-    assert check_trial_order(planned, log) == (
+    assert check_trial_order(_records(plan), TrialOrder.model_validate(log)) == (
         "shuffled (seed 5; each perturbed task shares its control's permutation)"
     )
 
@@ -86,14 +91,14 @@ def test_fixed_n_robustness_plans_stay_in_order(monkeypatch: pytest.MonkeyPatch)
     plan, _ = _plan(5, seed=None)
     for task in ("scripted/reach-init", "scripted/reach-pos", "scripted/reach-lan"):
         assert [e.trial for e in plan.episodes if e.task == task] == [0, 1, 2, 3, 4]
-    assert check_trial_order([e.to_dict() for e in plan.episodes], None) == "plan order"
+    assert check_trial_order(_records(plan), None) == "plan order"
 
 
 def test_an_edited_shuffled_robustness_plan_is_refused_naming_the_trial(monkeypatch: pytest.MonkeyPatch) -> None:
     _tasks(monkeypatch, perturbed_states=20)
     plan, spec = _plan(6, seed=5)
-    planned = [e.to_dict() for e in plan.episodes]
-    pos = [p for p in planned if p["task"] == "scripted/reach-pos"]
-    pos[2]["trial"], pos[3]["trial"] = pos[3]["trial"], pos[2]["trial"]
-    with pytest.raises(ConfigError, match=r"planned trial 2 of scripted/reach-pos is .* \(edited\)"):
-        check_trial_order(planned, plan_mod.trial_order_log(spec, plan))
+    planned = _records(plan)
+    pos = [p for p in planned if p.task == "scripted/reach-pos"]
+    pos[2].trial, pos[3].trial = pos[3].trial, pos[2].trial
+    with pytest.raises(ConfigError, match=r"planned trial 2 of scripted/reach-pos is 7, but .* gives 16 \(edited\)"):
+        check_trial_order(planned, TrialOrder.model_validate(plan_mod.trial_order_log(spec, plan)))

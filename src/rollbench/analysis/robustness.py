@@ -15,9 +15,10 @@ def robustness_study(run: RunData) -> dict[str, Any] | None:
     """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`) with its
     ``trial_order`` (:func:`~rollbench.grading.robustness.check_trial_order`), or None. ConfigError: an edited
     shuffled plan."""
-    plan = (run.log.get("plan") or {}) if run.log else {}
-    planned = plan.get("episodes", [])
-    order = check_trial_order(planned, plan.get("trial_order"))  # ConfigError: an edited shuffled plan
+    if run.log is None:
+        return _study([], run.episodes)
+    planned = run.log.plan.episodes
+    order = check_trial_order(planned, run.log.plan.trial_order)  # ConfigError: an edited shuffled plan
     study = _study(planned, run.episodes)
     if study is not None:
         study["trial_order"] = order

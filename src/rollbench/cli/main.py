@@ -48,9 +48,9 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        import importlib.metadata
+        from rollbench.core.versions import installed_version
 
-        print(f"rollbench {importlib.metadata.version('rollbench')}")
+        print(f"rollbench {installed_version('rollbench')}")
         raise typer.Exit()
 
 

@@ -8,7 +8,6 @@ Exit codes: 0 = every task decided (B better, A better, futility or budget exhau
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,10 +18,10 @@ from rich.console import Console
 from rich.table import Table
 
 from rollbench.cli.analysis_view import ExcludePolicyErrors, MinCoverage, coverage_rule
-from rollbench.cli.common import console, fail, print_json, terminate_as_interrupt
+from rollbench.cli.common import console, exit_on_errors, fail, print_doc, terminate_as_interrupt
 from rollbench.cli.run_flags import EXECUTION_FLAGS, IDENTITY_FLAGS, eval_options, execution
 from rollbench.cli.tables import print_table
-from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING
 from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE
 
@@ -126,6 +125,7 @@ def sequential_cmd(
     Each arm is an ordinary run directory; `rollbench compare --sequential OUT` recomputes the decision."""
     from rollbench.cli.common import out as stdout
     from rollbench.core.interrupts import Terminated
+    from rollbench.core.stdio import isolated_output
     from rollbench.sequential.runner import SequentialConfig, run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
@@ -149,11 +149,15 @@ def sequential_cmd(
         )
 
     try:
-        with _signals_seen() as seen:
+        with (
+            exit_on_errors(),
+            _signals_seen() as seen,
+            isolated_output(),
+        ):  # the policies' output and children: never stdout
             config = SequentialConfig(
                 delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant, budget=budget,
-                look_every=look_every, futility=futility, coverage=coverage, execution=run, host_label=options["host_label"],
-                robot=options["robot"],
+                look_every=look_every, futility=futility, coverage=coverage, execution=run,
+                host_label=options["host_label"], robot=options["robot"],
             )  # fmt: skip
             doc = _interruptible(seen, lambda: run_sequential(
                 spec_a, spec_b, out_dir, config, on_look=on_look,
@@ -167,14 +171,7 @@ def sequential_cmd(
             soft_wrap=True,
         )
         raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
-    except ConfigError as exc:
-        fail(str(exc))
-    except RollbenchError as exc:
-        fail(str(exc), code=1)
-    if as_json:
-        print_json(stdout, json.dumps(doc))
-    else:
-        print_sequential(stdout, doc)
+    print_doc(stdout, doc, as_json, print_sequential)
 
 
 @contextlib.contextmanager

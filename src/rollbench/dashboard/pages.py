@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollbench.core.format import FILTERS, shown
+from rollbench.core.format import template_environment
 from rollbench.dashboard.charts import rate_chart, sequential_svg, timeline_svg
 
 if TYPE_CHECKING:
@@ -26,16 +26,7 @@ TEMPLATES = Path(__file__).with_name("templates")
 
 @cache
 def _env() -> Environment:
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=StrictUndefined,  # a missing field is an error, never a blank
-        finalize=shown,
-    )
-    env.filters.update(FILTERS)
-    return env
+    return template_environment(TEMPLATES)
 
 
 def _render(template: str, title: str, page: str, **context: Any) -> str:
@@ -81,7 +72,7 @@ def episode_page(d: dict[str, Any]) -> str:
         ("error", ep["error"]),
         ("render failure", ep.get("render_failure", ep.get("render_fault"))),  # a peer before issue 29: its old name
         ("length", f"{ep['length']} steps"),
-        ("return", f"{ep['return']:.3f}"),
+        ("return", f"{ep['return']:.3f}" if ep["return"] is not None else "not a number"),
     ]
     data = {
         "label_api": f"/api/label/{ep['key']}",

@@ -27,11 +27,13 @@ levels of that category).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import order_stream, trial_order
+from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode, TrialOrder
 from rollbench.grading.coverage import Outcome, coverage_gate, outcome_of, pair, score, tally, verdict
 from rollbench.grading.stats import bootstrap_difference, holm, mcnemar_exact, wilson_interval
 
@@ -39,13 +41,9 @@ N_RESAMPLES = 10_000
 SEED = 0
 
 
-def perturbations_of(planned: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+def perturbations_of(planned: Sequence[PlannedEpisode]) -> dict[int, PerturbationRecord]:
     """episode_index -> the planned episode's ``perturbation`` record (run.json ``plan.episodes``), perturbed only."""
-    return {
-        int(p["episode_index"]): p["perturbation"]
-        for p in planned
-        if isinstance(p, dict) and isinstance(p.get("perturbation"), dict)
-    }
+    return {p.episode_index: p.perturbation for p in planned if p.perturbation is not None}
 
 
 def _rate(successes: int, n: int) -> dict[str, Any]:
@@ -85,33 +83,32 @@ def _block(rows: list[tuple[Outcome, Outcome, str]]) -> dict[str, Any]:
     }
 
 
-def check_trial_order(planned: list[dict[str, Any]], order: dict[str, Any] | None) -> str:
+def check_trial_order(planned: Sequence[PlannedEpisode], order: TrialOrder | None) -> str:
     """How the study's trials were ordered: ``"plan order"``, or for a shuffled plan (run.json ``plan.trial_order``)
     the seed, after checking that every task's planned trials are the ones its recorded permutation gives (a perturbed
     task draws its control's: :func:`rollbench.core.plan.order_stream`, one permutation per pair of tasks).
     Raises ConfigError naming the first planned trial that differs (an edited plan) or a task without population."""
-    if not order:
+    if order is None:
         return "plan order"
-    seed, pops = order.get("seed"), order.get("populations") or {}
-    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_task: dict[str, list[PlannedEpisode]] = defaultdict(list)
     for p in planned:
-        by_task[str(p.get("task"))].append(p)
+        by_task[p.task].append(p)
     for task, eps in by_task.items():
-        pop = pops.get(task)
-        if not isinstance(seed, int) or not isinstance(pop, list) or len(pop) != 2:
-            raise ConfigError(f"run.json: plan.trial_order has no seed or population for task {task}")
-        control = (eps[0].get("perturbation") or {}).get("control")
-        want = trial_order(seed, order_stream(task, control), pop[0], pop[1], len(eps))
+        pop = order.populations.get(task)
+        if pop is None or len(pop) != 2:
+            raise ConfigError(f"run.json: plan.trial_order has no population for task {task}")
+        control = eps[0].perturbation.control if eps[0].perturbation is not None else None
+        want = trial_order(order.seed, order_stream(task, control), pop[0], pop[1], len(eps))
         for j, (p, k) in enumerate(zip(eps, want, strict=True)):
-            if p.get("trial") != k:
+            if p.trial != k:
                 raise ConfigError(
-                    f"run.json: planned trial {j} of {task} is {p.get('trial')!r}, but the recorded permutation "
-                    f"(seed {seed}) gives {k} (edited)"
+                    f"run.json: planned trial {j} of {task} is {p.trial!r}, but the recorded permutation "
+                    f"(seed {order.seed}) gives {k} (edited)"
                 )
-    return f"shuffled (seed {seed}; each perturbed task shares its control's permutation)"
+    return f"shuffled (seed {order.seed}; each perturbed task shares its control's permutation)"
 
 
-def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+def robustness_study(planned: Sequence[PlannedEpisode], episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The robustness table of one run (module docstring) from its planned episodes (run.json ``plan.episodes``)
     and grade's episode rows, or None when no episode of it is perturbed.
 
@@ -132,14 +129,14 @@ def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any
         p = perts.get(int(e["episode_index"]))
         if p is None:
             continue
-        key = (p.get("control"), e.get("trial"))
-        if p.get("control") is None or key not in by_key or type(key[1]) is not int:
+        key = (p.control, e.get("trial"))
+        if p.control is None or key not in by_key or type(key[1]) is not int:
             unpaired += 1
             continue
         controls.add((str(key[0]), key[1]))
         oc, op = outcome_of(by_key[key]), outcome_of(e)
         dropped += score(oc) is None or score(op) is None  # not a pair under the coverage rule
-        pairs[p["category"]].append((oc, op, p["control"], p.get("level"), p.get("detail", "")))
+        pairs[p.category].append((oc, op, p.control, p.level, p.detail))
     categories: dict[str, Any] = {}
     for cat, rows in pairs.items():
         block = _block([r[:3] for r in rows])
@@ -179,8 +176,7 @@ def study_of_run(run_dir: Path) -> dict[str, Any]:
 
     result = grade(run_dir)
     log = read_run_log(run_dir)
-    planned = [e.model_dump(mode="json", exclude_unset=True) for e in log.plan.episodes] if log else []
-    study = robustness_study(planned, result["episodes"])
+    study = robustness_study(log.plan.episodes if log else [], result["episodes"])
     if study is None:
         from rollbench.core.contracts import ConfigError
 

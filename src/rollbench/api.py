@@ -38,6 +38,7 @@ from rollbench.record.runlog import (
     record_results,
 )
 from rollbench.record.writer import DatasetWriter
+from rollbench.run.in_memory import bound, policy_name, refuse_execution
 from rollbench.run.observer import EpisodeSummary, Observers, RunEnd, Running, RunObserver, RunStart
 from rollbench.run.prepare import check_committed, check_run_dir, prepare_run
 from rollbench.run.ray_options import RayOptions as RayOptions  # public: Execution(ray=RayOptions(...))
@@ -80,10 +81,19 @@ def evaluate(
     robot: str | None = None,
     progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
+    policy: Any = None,
+    checkpoint_id: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see
     :func:`rollbench.grading.grade.grade`).
+
+    ``policy`` is a policy name (a spec field), or a :class:`rollbench.Policy` object of this process (a training
+    loop's model): it runs here, batched only through its own ``batched(size)``, never pickled; the spec (and
+    run.json) names it ``in-memory:module.QualName[@checkpoint_id]`` and its provenance holds ``in_memory``
+    (``class``, ``checkpoint_id``); see :mod:`rollbench.run.in_memory`. Resuming such a run takes the object again.
+    ConfigError (one line, why) for workers > 1 or the Ray executor with an object, batch_size > 1 without
+    ``batched``, and a ``checkpoint_id`` without an object.
 
     Re-running into an existing run directory of the same spec resumes it: missing episodes run, and errored ones
     selected by ``execution.retry_errors`` (default: infrastructure faults) are re-run and replaced.
@@ -97,8 +107,25 @@ def evaluate(
     cannot hold a worker (:func:`~rollbench.run.runners.execution_session`); episode failures end up in the result.
     """
     observer = _with_deprecated(observer, progress, should_stop)
-    spec = spec or build_spec(**fields)
     execution = execution or Execution()
+    if policy is not None and not isinstance(policy, str):
+        name = policy_name(policy, checkpoint_id)
+        refuse_execution(name, policy, execution.workers, execution.executor, execution.batch_size)
+        spec = spec.model_copy(update={"policy": name}) if spec is not None else build_spec(policy=name, **fields)
+        with bound(name, policy):
+            return evaluate(
+                spec,
+                out=out,
+                execution=execution,
+                observer=observer,
+                host_label=host_label,
+                robot=robot,
+            )
+    if checkpoint_id is not None:
+        raise ConfigError("checkpoint_id= names an in-memory policy object: give it with policy=<the object>")
+    if policy is not None:
+        fields["policy"] = policy
+    spec = spec or build_spec(**fields)
     run_dir = Path(out) if out is not None else default_run_dir(spec)
     run, log = prepare_run(spec, run_dir, host_label, robot, execution)
     with execution_session(execution):  # Ray connected (or refused) before anything is written

@@ -27,6 +27,7 @@ from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run.deadline import Deadline
 from rollbench.run.episode import EpisodeRun
+from rollbench.run.in_memory import borrowed, is_in_memory
 from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
 from rollbench.run.observer import EpisodeProgress, EpisodeStart, EpisodeSummary, RunObserver
 from rollbench.run.render_check import render_failure
@@ -37,8 +38,9 @@ STEPS_EVERY_S = 1.0  # progress inside episodes is reported at most this often
 
 
 def build_policy(spec: EvalSpec) -> Policy:
-    """The spec's policy, wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``."""
-    policy = make_policy(spec.policy, spec.policy_options)
+    """The spec's policy (an in-memory object's borrowed view while it is bound, :mod:`rollbench.run.in_memory`),
+    wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``."""
+    policy = borrowed(spec.policy) if is_in_memory(spec.policy) else make_policy(spec.policy, spec.policy_options)
     if spec.action_noise > 0:
         policy = ActionNoise(policy, spec.action_noise)
     return policy

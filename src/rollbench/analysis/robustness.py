@@ -7,13 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from rollbench.analysis.sources import RunData
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.robustness import robustness_study as _study
 
 
-def robustness_study(run: RunData) -> dict[str, Any] | None:
-    """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`), or None."""
+def robustness_study(run: RunData, rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any] | None:
+    """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`; errors under the
+    coverage ``rule``), or None."""
     planned = run.log.get("plan", {}).get("episodes", []) if run.log else []
-    return _study(planned, run.episodes)
+    return _study(planned, run.episodes, rule)
 
 
 def study_env(env: str) -> tuple[str, list[str]]:

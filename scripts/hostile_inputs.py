@@ -22,7 +22,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   refuses it in one line naming the parameter;
 * every output: no reason (a ``  - `` line) listed twice;
 * a run.json naming a module (a planted one that writes a marker when imported), then ``eval --resume``;
-* ``serve-policy`` over HTTP: Host headers, repeated headers and observations off the task's declared shapes.
+* ``serve-policy`` over HTTP: Host headers, repeated headers and observations off the task's declared shapes;
+* issue 42: rows removed, wrong node types, writer-like names, hostile staging, NaN rewards, wrong-typed run log
+  objects, nested runs and hard links in a release (``scripts/hostile_round4.py``).
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -44,6 +46,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hostile_round4 import round4
 
 TIMEOUT = 120
 WRITER_DIRS = ["data/chunk-000", "meta/episodes/chunk-000", "meta", ".staging", "."]
@@ -453,6 +458,7 @@ def main() -> int:
         r.sequential_log(a.n)
         r.resume_names()
         r.served()
+        round4(r, a.n)  # issue 42's classes (scripts/hostile_round4.py)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

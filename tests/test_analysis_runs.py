@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
@@ -15,6 +16,8 @@ from rollbench.analysis.compare import compare_runs
 from rollbench.analysis.sources import load_runs, model_of
 from rollbench.analysis.summarize import load_label_set, summarize_runs
 from rollbench.api import evaluate, grade
+from rollbench.core.runlog_model import Plan, PlanPolicy, RunLog
+from rollbench.core.spec import EvalSpec
 
 pytest.importorskip("metaworld")
 pytestmark = pytest.mark.sim
@@ -185,15 +188,21 @@ def test_summarize_reads_a_dashboard_export_with_its_labels_and_variant_cells(
     assert both.returncode == 2 and "duplicate run identities" in both.stderr
 
 
+def _log(name: str, provenance: dict[str, Any] | None = None, action_noise: float = 0.0) -> RunLog:
+    """A run log holding only what model_of reads: the probed policy and the spec (the rest left unbuilt)."""
+    policy = PlanPolicy(name=name, chunk_size=1, replan_every=None, needs_images=False, provenance=provenance or {})
+    spec = EvalSpec(env="metaworld/reach-v3", policy=name, episodes=1, action_noise=action_noise)
+    return RunLog.model_construct(plan=Plan.model_construct(policy=policy), spec=spec)
+
+
 def test_model_is_the_recorded_model_without_provider_prefix_else_the_policy() -> None:
-    log = {"plan": {"policy": {"name": "ws://h:8000", "provenance": {"model": "openai/gpt-x"}}}}
-    assert model_of(log) == "gpt-x"
-    assert model_of({"plan": {"policy": {"name": "zero", "provenance": {}}}}) == "zero"
+    assert model_of(_log("ws://h:8000", {"model": "openai/gpt-x"})) == "gpt-x"
+    assert model_of(_log("zero")) == "zero"
     served = {"server": "ws://h:8000", "server_metadata": {"policy": "pi0", "provenance": {"checkpoint": "x/pi0-ft"}}}
-    assert model_of({"plan": {"policy": {"name": "ws://h:8000", "provenance": served}}}) == "pi0-ft via ws://h:8000"
-    assert model_of({"plan": {"policy": {"name": "ws://h:8000", "provenance": served}}}, merge_served=True) == "pi0-ft"
+    assert model_of(_log("ws://h:8000", served)) == "pi0-ft via ws://h:8000"
+    assert model_of(_log("ws://h:8000", served), merge_served=True) == "pi0-ft"
     anonymous = {"server": "ws://h:8000", "server_metadata": {}}
-    assert model_of({"plan": {"policy": {"name": "ws://h:8000", "provenance": anonymous}}}) == "ws://h:8000"
+    assert model_of(_log("ws://h:8000", anonymous)) == "ws://h:8000"
 
 
 def test_compare_real_metaworld_runs_paired_with_mcnemar_and_reproducible_bootstrap(runs: dict[str, Path]) -> None:
@@ -253,9 +262,6 @@ def test_compare_power_prints_the_paired_episodes_needed() -> None:
 
 
 def test_a_run_with_action_noise_is_its_own_model_never_pooled_with_the_noiseless_policy() -> None:
-    def log(noise: float) -> dict[str, object]:
-        return {"plan": {"policy": {"name": "metaworld-expert"}}, "spec": {"action_noise": noise}}
-
-    assert model_of(log(0.0)) == "metaworld-expert"
-    assert model_of(log(1.0)) == "metaworld-expert (action noise 1)"
-    assert model_of(log(0.3)) == "metaworld-expert (action noise 0.3)"
+    assert model_of(_log("metaworld-expert")) == "metaworld-expert"
+    assert model_of(_log("metaworld-expert", action_noise=1.0)) == "metaworld-expert (action noise 1)"
+    assert model_of(_log("metaworld-expert", action_noise=0.3)) == "metaworld-expert (action noise 0.3)"

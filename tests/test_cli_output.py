@@ -35,8 +35,9 @@ def test_eval_json_without_out_says_where_the_run_went(tmp_path: Path, monkeypat
 def test_resume_says_how_many_episodes_are_recorded_and_how_many_will_run(tmp_path: Path) -> None:
     run = tmp_path / "run"
     evaluate(out=run, env="scripted/reach", policy="zero", episodes=5, max_steps=3)
-    for e in (3, 4):  # as if the run had stopped after episode 2 was committed
+    for e in (3, 4):  # as if the run had stopped after episode 2 was committed (no row, no data file)
         (run / f"meta/episodes/chunk-000/file-00{e}.parquet").unlink()
+        (run / f"data/chunk-000/file-00{e}.parquet").unlink()
     r = cli("eval", "--resume", str(run))
     assert r.exit_code == 0, r.stderr
     assert f"resuming {run}: 3 of 5 episodes already recorded, 2 to run" in r.stderr

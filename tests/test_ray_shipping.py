@@ -132,3 +132,48 @@ def test_cli_bad_ray_flags_exit_2_with_one_line(flags: list[str], message: str, 
     r = run_cli("eval", "--env", "scripted/reach", "--policy", "zero", "--out", str(tmp_path / "x"), *flags)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"task_index": 3}, "task_index 3 is not one of the run's 0..0"),
+        ({"task_index": "0"}, "task_index '0'"),
+        ({"rollbench/success": {"x": 1}}, "rollbench/success is a dict"),
+        ({"episode_index": 5}, "episode_index 5 is not 0"),
+    ],
+)
+def test_a_shipped_episode_with_a_hostile_row_is_refused_by_the_writers_own_check(
+    record: EpisodeRecord, tmp_path: Path, fields: dict[str, object], why: str
+) -> None:
+    """The driver stages a shipped episode only when it passes the check the writer applies to ``.staging``
+    (:func:`rollbench.record.staged_check.staged_damage`): nothing hostile reaches ``.staging``."""
+    import json
+
+    from rollbench.record.staged_check import StagedShape
+
+    good = pack_episode(record, 10, None)
+    shape = StagedShape(record.states.shape[1], record.actions.shape[1], False, 1)
+    assert stage_shipped(tmp_path / "ok", good, shape)
+    row = {**json.loads(good.files["episode.json"]), **fields}
+    files = {**good.files, "episode.json": json.dumps(row).encode()}
+    with pytest.raises(BadReply, match=re.escape(why)):
+        stage_shipped(tmp_path / "bad", ShippedEpisode(0, files, digest_of(files), good.size), shape)
+    assert list((tmp_path / "bad" / STAGING).iterdir()) == []
+
+
+def test_a_shipped_foreign_data_file_of_the_right_row_count_is_refused(record: EpisodeRecord, tmp_path: Path) -> None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rollbench.record.staged_check import StagedShape
+
+    good = pack_episode(record, 10, None)
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"secret": ["x"] * record.length}), sink)
+    files = {**good.files, "data.parquet": sink.getvalue()}
+    shape = StagedShape(record.states.shape[1], record.actions.shape[1], False, 1)
+    with pytest.raises(BadReply, match=r"data\.parquet has columns secret, not this run's"):
+        stage_shipped(tmp_path, ShippedEpisode(0, files, digest_of(files), good.size), shape)

@@ -9,6 +9,7 @@ from pathlib import Path
 from dashboard_support import record_run
 from rollbench.dashboard.catalog import Catalog
 from rollbench.grading.grade import grade
+from rollbench.record.runlog import read_run_log
 
 
 def _wait_graded(catalog: Catalog, timeout: float = 120) -> list:
@@ -38,6 +39,8 @@ def test_graded_records_are_reused_after_a_restart_until_the_run_changes(tmp_pat
     restarted = Catalog([tmp_path / "runs"], cache_dir=tmp_path / "cache", sync_budget_s=0)
     records, pending = restarted.records()
     assert [r.identity.key for r in records] == ["hostA/point/r"] and pending == []
+    # the reused record holds the whole run log (its plan's episodes too), as read from run.json itself
+    assert records[0].log == read_run_log(run) and len(records[0].log.plan.episodes) == 2
     info = run / "meta" / "info.json"
     info.write_text(info.read_text())  # the writer rewrites info.json after every committed episode
     changed = Catalog([tmp_path / "runs"], cache_dir=tmp_path / "cache", sync_budget_s=0)

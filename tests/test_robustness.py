@@ -15,21 +15,27 @@ from scipy.stats import binomtest
 from rollbench.analysis.robustness import robustness_study
 from rollbench.analysis.sources import RunData
 from rollbench.core.identity import RunIdentity
+from rollbench.core.runlog_model import PerturbationRecord, Plan, PlannedEpisode, RunLog
 from rollbench.envs.libero import setup as libero_setup
 
 
 def _run(rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]]) -> RunData:
-    """A run of ``(task, trial, success, perturbation, errored)`` rows, as grade and run.json would give them."""
+    """A run of ``(task, trial, success, perturbation, errored)`` rows, as grade and run.json would give them (the
+    planned episodes validated; the RunLog and Plan around them hold only them, built unvalidated)."""
     planned, episodes = [], []
     for i, (task, trial, success, pert, errored) in enumerate(rows):
-        planned.append({"episode_index": i, "task": task, "trial": trial, **({"perturbation": pert} if pert else {})})
+        planned.append(
+            PlannedEpisode(episode_index=i, task=task, trial=trial, seed=trial, initial_state=None, task_index=0,
+                           instruction="do", max_steps=10, success_rule="any_step",
+                           perturbation=PerturbationRecord(**pert) if pert else None)
+        )  # fmt: skip
         episodes.append(
             {"episode_index": i, "task": task, "trial": trial, "success": success,
              "termination_reason": "error" if errored else ("success" if success else "max_steps")}
         )  # fmt: skip
     return RunData(
         identity=RunIdentity("h", "r", "n"), source="test", policy="p", model="m", status="OK",
-        episodes=episodes, log={"plan": {"episodes": planned}},
+        episodes=episodes, log=RunLog.model_construct(plan=Plan.model_construct(episodes=planned)),
     )  # fmt: skip
 
 

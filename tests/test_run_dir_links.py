@@ -143,12 +143,12 @@ def test_resume_removes_a_crashed_writers_temp_files_inside_the_run(recorded: Pa
     run = tmp_path / "run"
     shutil.copytree(recorded, run, symlinks=True)
     committed = tree_hash(run)
-    temps = [
-        run / "data/chunk-000/.file-003.parquet.k2j4h1.tmp",  # atomic_write_bytes of an uncommitted data file
-        run / "meta/episodes/chunk-000/.file-003.parquet.x81hd0.tmp",
-        run / "meta/.info.json.0s9d8f.tmp",
-        run / f"{CAM}/chunk-000/.file-003.mp4.j1k2l3.mp4",  # a partial video (encode_video)
-        run / ".run.json.8d7f6g.tmp",
+    temps = [  # mkstemp's exact form: 8 characters of a-z, 0-9 and _
+        run / "data/chunk-000/.file-003.parquet.k2j4h1ab.tmp",  # atomic_write_bytes of an uncommitted data file
+        run / "meta/episodes/chunk-000/.file-003.parquet.x81hd0_z.tmp",
+        run / "meta/.info.json.0s9d8f12.tmp",
+        run / f"{CAM}/chunk-000/.file-003.mp4.j1k2l3mn.mp4",  # a partial video (encode_video)
+        run / ".run.json.8d7f6g00.tmp",
     ]
     for t in temps:
         t.write_bytes(b"partial")

@@ -42,4 +42,4 @@ def test_a_partner_that_is_not_a_plain_sibling_name_is_not_followed(tmp_path: Pa
     from rollbench.dashboard.service import sequential_of
 
     for partner in ("../elsewhere", "/etc", "..", "a/b"):
-        assert sequential_of(tmp_path, {"partner": partner}) == {"error": "run.json names no valid partner arm"}
+        assert sequential_of(tmp_path, partner) == {"error": "run.json names no valid partner arm"}

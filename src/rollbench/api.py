@@ -37,7 +37,7 @@ from rollbench.record.runlog import (
 )
 from rollbench.record.writer import DatasetWriter
 from rollbench.run.observer import RunObserver
-from rollbench.run.prepare import check_run_dir, prepare_run
+from rollbench.run.prepare import check_committed, check_run_dir, prepare_run
 from rollbench.run.ray_options import RayOptions as RayOptions  # public: Execution(ray=RayOptions(...))
 from rollbench.run.runners import Execution, execution_session, run_episodes
 from rollbench.run.worker import EpisodeSummary, Running, WorkerSetup
@@ -91,6 +91,7 @@ def evaluate(
         make_dirs(run_dir, "--out")
         try:
             with RunLock(run_dir):
+                check_committed(run_dir)  # under the lock: no writer commits between its listings
                 return _execute(run, log, run_dir, execution, progress, should_stop)
         except ConfigError:
             if created and not (run_dir / "run.json").exists():
@@ -204,7 +205,16 @@ def _open_writer(run: ResolvedRun, run_dir: Path) -> DatasetWriter:
         run.plan.instructions,
         robot_type=first.task.family,
         planned=len(run.plan.episodes),
+        artifact_kinds=_artifact_kinds(run.spec),
     )
+
+
+def _artifact_kinds(spec: EvalSpec) -> tuple[str, ...]:
+    """The episode artifacts the spec's policy writes: an agent policy its transcript, and its wire capture when
+    asked (a policy of another kind that writes one is known from its committed rows, see DatasetWriter)."""
+    if not spec.policy.startswith("agent:"):
+        return ()
+    return ("transcript", "wire_capture") if spec.policy_options.get("wire_capture") else ("transcript",)
 
 
 def _announce_start(

@@ -126,7 +126,7 @@ def pairing_problem(a: RunData, b: RunData, *, common_tasks_only: bool = False) 
             )
     for task in sorted(ta):
         for field, label in (("max_steps", "horizon"), ("success_rule", "success rule")):
-            va, vb = a.task_settings(task).get(field), b.task_settings(task).get(field)
+            va, vb = getattr(a.task_settings(task), field, None), getattr(b.task_settings(task), field, None)
             if va != vb:
                 return f"{label} differs (task {task}: {a.key} has {va}, {b.key} has {vb})"
     return None

@@ -57,7 +57,7 @@ def sequential_comparisons(loaded: Loaded) -> tuple[list[dict[str, Any]], list[s
 
     groups: dict[Path, list[Path]] = {}
     for r in loaded.runs:
-        if r.run_dir is not None and isinstance(r.log.get("sequential"), dict):
+        if r.run_dir is not None and r.log is not None and r.log.sequential is not None:
             groups.setdefault(r.run_dir.parent, []).append(r.run_dir)
     docs, warnings = [], []
     for parent, dirs in sorted(groups.items()):
@@ -322,7 +322,7 @@ def render_report(
 
 def _sequential_arms(loaded: Loaded) -> frozenset[str]:
     """Keys of the runs that are arms of ``rollbench sequential`` (their run.json has a ``sequential`` block)."""
-    return frozenset(r.key for r in loaded.runs if isinstance(r.log.get("sequential"), dict))
+    return frozenset(r.key for r in loaded.runs if r.log is not None and r.log.sequential is not None)
 
 
 def _sequential_view(doc: dict[str, Any], i: int) -> dict[str, Any]:

@@ -19,18 +19,21 @@ from typing import Any
 
 from rollbench.analysis.sources import RunData
 from rollbench.core.latency import fixed_delay
+from rollbench.core.runlog_model import RunLog
+from rollbench.core.spec import EvalSpec
 
 _IGNORED = ("latency", "stale")
 
 
 def _point(run: RunData) -> dict[str, Any] | None:
-    result, spec = run.result or {}, run.log.get("spec") or {}
-    tasks = (run.log.get("plan") or {}).get("tasks") or []
+    if run.log is None:
+        return None
+    result, spec, tasks = run.result or {}, run.log.spec, run.log.plan.tasks
     overall = result.get("overall")
     if not overall or not tasks:
         return None
-    fps = int(tasks[0]["fps"])
-    latency = spec.get("latency", "none")
+    fps = int(tasks[0].fps)
+    latency = spec.latency
     steps = 0 if latency == "none" else fixed_delay(latency, fps)
     if steps is not None:
         delay_ms: float | None = steps * 1000 / fps
@@ -41,7 +44,7 @@ def _point(run: RunData) -> dict[str, Any] | None:
     return {
         "run": run.key,
         "latency": latency,
-        "stale": spec.get("stale", "skip") if latency != "none" else None,
+        "stale": spec.stale if latency != "none" else None,
         "delay_steps": steps,
         "delay_ms": delay_ms,
         "episodes": overall["episodes"],
@@ -54,29 +57,38 @@ def _point(run: RunData) -> dict[str, Any] | None:
     }
 
 
+def _log(run: RunData) -> RunLog:
+    assert run.log is not None  # latency_sweeps groups run directories only
+    return run.log
+
+
+def _spec(run: RunData) -> EvalSpec:
+    return _log(run).spec
+
+
 def latency_sweeps(runs: list[RunData]) -> list[dict[str, Any]]:
     """The sweeps among ``runs`` (run directories; exports have no spec and are left out), each ``{"policy",
     "env", "stale", "fps", "points": [...]}`` with points sorted by ``delay_ms`` (see the module docstring)."""
     groups: dict[str, list[RunData]] = {}
     for run in runs:
-        spec = run.log.get("spec")
-        if run.run_dir is None or not isinstance(spec, dict):
+        if run.run_dir is None or run.log is None:
             continue
+        spec = run.log.to_json()["spec"]  # as run.json holds it
         key = json.dumps({k: v for k, v in spec.items() if k not in _IGNORED}, sort_keys=True)
         groups.setdefault(key, []).append(run)
     sweeps = []
     for members in groups.values():
-        base = [r for r in members if r.log["spec"].get("latency", "none") == "none"]
+        base = [r for r in members if _spec(r).latency == "none"]
         by_stale: dict[str, list[RunData]] = {}
         for r in members:
-            if r.log["spec"].get("latency", "none") != "none":
-                by_stale.setdefault(r.log["spec"].get("stale", "skip"), []).append(r)
+            if _spec(r).latency != "none":
+                by_stale.setdefault(_spec(r).stale, []).append(r)
         for stale, timed in sorted(by_stale.items()):
             points = [p for r in [*base, *timed] if (p := _point(r)) is not None]
             if len(points) < 2:
                 continue
             points.sort(key=lambda p: (p["delay_ms"] is None, p["delay_ms"] or 0.0, p["latency"]))
-            spec = timed[0].log["spec"]
-            fps = int(timed[0].log["plan"]["tasks"][0]["fps"])
-            sweeps.append({"policy": spec["policy"], "env": spec["env"], "stale": stale, "fps": fps, "points": points})
+            first = _spec(timed[0])
+            fps = int(_log(timed[0]).plan.tasks[0].fps)
+            sweeps.append({"policy": first.policy, "env": first.env, "stale": stale, "fps": fps, "points": points})
     return sweeps

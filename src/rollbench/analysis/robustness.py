@@ -14,8 +14,7 @@ from rollbench.grading.robustness import robustness_study as _study
 def robustness_study(run: RunData, rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any] | None:
     """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`; errors under the
     coverage ``rule``), or None."""
-    planned = run.log.get("plan", {}).get("episodes", []) if run.log else []
-    return _study(planned, run.episodes, rule)
+    return _study(run.log.plan.episodes if run.log is not None else [], run.episodes, rule)
 
 
 def study_env(env: str) -> tuple[str, list[str]]:

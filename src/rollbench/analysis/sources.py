@@ -29,6 +29,7 @@ from typing import Any
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json
+from rollbench.core.runlog_model import PlanTask, RunLog
 from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
 
 
@@ -36,8 +37,8 @@ from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
 class RunData:
     """One run to analyse. ``episodes`` are grade's episode rows (``episode_index``, ``task``, ``seed``,
     ``initial_state``, ``instruction``, ``variant``, ``success``, ``length``, ``termination_reason``, ...);
-    ``result`` is the whole grade document for run directories (None for exports); ``log`` is run.json (empty for
-    exports); ``embedded_labels`` maps episode_index to the label an export carried."""
+    ``result`` is the whole grade document for run directories (None for exports); ``log`` is run.json as read
+    (None for exports); ``embedded_labels`` maps episode_index to the label an export carried."""
 
     identity: RunIdentity
     source: str
@@ -47,7 +48,7 @@ class RunData:
     episodes: list[dict[str, Any]]
     run_dir: Path | None = None
     result: dict[str, Any] | None = None
-    log: dict[str, Any] = field(default_factory=dict)
+    log: RunLog | None = None
     embedded_labels: dict[int, str] = field(default_factory=dict)
     damaged: bool = False
     violations: list[str] = field(default_factory=list)
@@ -60,12 +61,11 @@ class RunData:
     def key(self) -> str:
         return self.identity.key
 
-    def task_settings(self, task: str) -> dict[str, Any]:
-        """The recorded plan entry of ``task`` (``max_steps``, ``success_rule``, ``instruction``), or {}."""
-        for t in (self.log.get("plan") or {}).get("tasks", []):
-            if t.get("name") == task:
-                return dict(t)
-        return {}
+    def task_settings(self, task: str) -> PlanTask | None:
+        """The recorded plan entry of ``task`` (``max_steps``, ``success_rule``, ``instruction``), or None (an export,
+        or a task the plan does not hold)."""
+        tasks = self.log.plan.tasks if self.log is not None else []
+        return next((t for t in tasks if t.name == task), None)
 
 
 @dataclass
@@ -88,10 +88,10 @@ class Loaded:
         return out
 
 
-def run_fingerprint(log: dict[str, Any]) -> str:
-    """sha256 of the run log's canonical JSON (sorted keys): equal for a run directory and a byte-copy of it,
-    different for any two recorded runs (their ``provenance.created`` times and ``executions`` differ)."""
-    return hashlib.sha256(json.dumps(log, sort_keys=True, default=str).encode()).hexdigest()
+def run_fingerprint(log: RunLog) -> str:
+    """sha256 of the run log's canonical JSON (run.json's keys, sorted): equal for a run directory and a byte-copy
+    of it, different for any two recorded runs (their ``provenance.created`` times and ``executions`` differ)."""
+    return hashlib.sha256(json.dumps(log.to_json(), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def damaged_error(run_dir: Path, violations: list[str], allow_option: bool = True) -> ConfigError:
@@ -120,14 +120,14 @@ def _first_str(d: Any, keys: tuple[str, ...]) -> str | None:
     return next((d[k] for k in keys if isinstance(d.get(k), str) and d[k]), None)
 
 
-def served_by(log: dict[str, Any]) -> tuple[str, str | None, str | None] | None:
+def served_by(log: RunLog) -> tuple[str, str | None, str | None] | None:
     """For a run whose policy was reached over the network (``plan.policy.provenance.server``): ``(url, name,
     model)``, where ``name`` is the policy name the server reported in its metadata (``server_metadata.policy``,
     ``policy_name`` or ``name``; ``rollbench serve-policy`` sends ``policy``) and ``model`` the model it reported
     (``server_metadata`` or its ``provenance``: ``model``, ``model_name``, ``checkpoint``, ``model_id``; without
     provider prefix); either is None when the server did not say. None for an in-process policy."""
-    prov = ((log.get("plan") or {}).get("policy") or {}).get("provenance") or {}
-    url = prov.get("server") if isinstance(prov, dict) else None
+    prov = log.plan.policy.provenance
+    url = prov.get("server")
     if not isinstance(url, str) or not url:
         return None
     meta = prov.get("server_metadata")
@@ -135,7 +135,7 @@ def served_by(log: dict[str, Any]) -> tuple[str, str | None, str | None] | None:
     return url, _first_str(meta, SERVED_NAME_KEYS), strip_provider(model) if model else None
 
 
-def model_of(log: dict[str, Any], *, merge_served: bool = False) -> str:
+def model_of(log: RunLog, *, merge_served: bool = False) -> str:
     """The model a run's policy recorded (without provider prefix), else the policy's name.
 
     A served policy (see :func:`served_by`) is ``NAME via URL``, NAME the model the server reported, else its policy
@@ -146,31 +146,30 @@ def model_of(log: dict[str, Any], *, merge_served: bool = False) -> str:
     run with ``--action-noise`` is ``MODEL (action noise X)``, never pooled with the policy without it."""
     from rollbench.dashboard.summary import policy_model
 
-    policy = (log.get("plan") or {}).get("policy") or {}
-    model = policy_model(log) or (policy.get("model") if isinstance(policy.get("model"), str) else None)
+    policy, spec = log.plan.policy, log.spec
+    model = policy_model(policy.provenance)
     served = served_by(log)
     if model:
         label = strip_provider(model)
     elif served is not None:
         label = _served_label(served[0], served[2] or served[1], merge_served)
     else:
-        label = str(policy.get("name") or (log.get("spec") or {}).get("policy") or "unknown")
-    spec = log.get("spec") or {}
-    noise = spec.get("action_noise")
-    if isinstance(noise, int | float) and noise > 0:  # another policy in effect: never pooled with the noiseless one
+        label = str(policy.name or spec.policy or "unknown")
+    noise = spec.action_noise
+    if noise > 0:  # another policy in effect: never pooled with the noiseless one
         label += f" (action noise {noise:g})"
-    if spec.get("latency", "none") != "none":  # another condition (issue 25): never pooled with the frozen world
-        label += f" (latency {spec['latency']}, stale {spec.get('stale', 'skip')})"
+    if spec.latency != "none":  # another condition (issue 25): never pooled with the frozen world
+        label += f" (latency {spec.latency}, stale {spec.stale})"
     return label
 
 
-def policy_of(log: dict[str, Any], *, merge_served: bool = False) -> str:
+def policy_of(log: RunLog, *, merge_served: bool = False) -> str:
     """The policy's name; a served policy is ``NAME via URL`` (NAME the server-reported policy name, see
     :func:`served_by`), NAME alone with ``merge_served``, the URL alone when the server reported no name."""
     served = served_by(log)
     if served is not None:
         return _served_label(served[0], served[1], merge_served)
-    return str(((log.get("plan") or {}).get("policy") or {}).get("name") or (log.get("spec") or {}).get("policy"))
+    return str(log.plan.policy.name or log.spec.policy)
 
 
 def _served_label(url: str, name: str | None, merge_served: bool) -> str:
@@ -188,15 +187,14 @@ def _from_run_dir(
 ) -> None:
     from rollbench.grading.grade import grade, load_run_log
 
-    run_log = load_run_log(run_dir)
-    identity = RunIdentity.from_run_log(run_log, run_dir)
-    log = run_log.to_json()  # analysis reads run.json's JSON shape (exported runs have none of it)
+    log = load_run_log(run_dir)
+    identity = RunIdentity.from_run_log(log, run_dir)
     fingerprint = run_fingerprint(log)
     if fingerprint in prints:
         loaded.copies.append({"run": identity.key, "path": str(run_dir), "same_as": str(prints[fingerprint])})
         return
     prints[fingerprint] = run_dir
-    if log.get("status") == "RUNNING":
+    if log.status == "RUNNING":
         why = (
             "being recorded"
             if is_locked(run_dir)

@@ -143,8 +143,9 @@ def canonical_instruction(run: RunData, task: str) -> str | None:
     declared = _registry_instruction(task)
     if declared is not None:
         return declared
-    if run.log and (run.log.get("spec") or {}).get("instruction") is None:
-        return run.task_settings(task).get("instruction")
+    if run.log is not None and run.log.spec.instruction is None:
+        planned = run.task_settings(task)
+        return planned.instruction if planned is not None else None
     return None
 
 

@@ -16,6 +16,8 @@ from typer._click import exceptions as click_errors  # typer 0.2x vendors click;
 from typer.core import TyperGroup
 
 from rollbench.core.interrupts import Terminated
+from rollbench.core.jsonfile import strict_dumps
+from rollbench.core.stdio import seal_stdout
 
 console = Console(stderr=True)
 out = Console()
@@ -27,11 +29,13 @@ def print_json(to: Console, text: str) -> None:
     """Print the JSON document ``text`` on ``to`` as ``Console.print_json`` does (indent 2, non-ASCII kept, one
     trailing newline); to a pipe or file, with no colour to add, it writes the same bytes straight away: rich's
     highlighting took seconds for the 4 MB ``rollbench envs --json``."""
+    doc = json.loads(text)  # strict JSON: a NaN or infinity is null (grade names the value as a violation)
     if to.is_terminal or to.color_system is not None:
-        to.print_json(text)
-        return
-    to.file.write(json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n")
-    to.file.flush()
+        to.print_json(strict_dumps(doc))
+    else:
+        to.file.write(strict_dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        to.file.flush()
+    seal_stdout()  # the document is the last thing on stdout, whatever a policy's atexit, __del__ or thread prints
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

@@ -122,6 +122,7 @@ def sequential_cmd(
     Each arm is an ordinary run directory; `rollbench compare --sequential OUT` recomputes the decision."""
     from rollbench.cli.common import out as stdout
     from rollbench.core.interrupts import Terminated
+    from rollbench.core.stdio import isolated_output
     from rollbench.sequential.runner import SequentialConfig, run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
@@ -144,7 +145,7 @@ def sequential_cmd(
         )
 
     try:
-        with _signals_seen() as seen:
+        with _signals_seen() as seen, isolated_output():  # the policies' output and children: never stdout
             config = SequentialConfig(
                 delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant, budget=budget,
                 look_every=look_every, futility=futility, execution=run, host_label=options["host_label"],

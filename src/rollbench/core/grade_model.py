@@ -172,7 +172,9 @@ class GradedEpisode(Closed):
     success: bool
     success_at_reset: bool
     length: int = Field(ge=0, description="Steps executed.")
-    return_: float = Field(alias="return", description="Sum of next.reward.")
+    return_: float | None = Field(
+        alias="return", description="Sum of next.reward; null when that is not a finite number (a violation names it)."
+    )
     termination_reason: str
     error: str | None
     error_fault: str | None = Field(

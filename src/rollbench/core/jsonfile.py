@@ -19,6 +19,7 @@ never a traceback, and nothing can make the read block or grow without bound:
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -27,6 +28,24 @@ from typing import Any
 from rollbench.core.contracts import ConfigError
 
 MAX_JSON_BYTES = 256 * 2**20  # 256 MiB: a run.json of 100,000 planned episodes is ~40 MB
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` (a JSON-able value) with every NaN or infinite float replaced by None: what rollbench writes is
+    strict JSON (RFC 8259 has no such numbers; ``json.dumps`` would write the non-standard ``NaN``), and the reader
+    learns of the non-finite value from the violation that names it (``rollbench grade``)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def strict_dumps(obj: Any, **kw: Any) -> str:
+    """``json.dumps`` of :func:`finite_json` ``(obj)`` with ``allow_nan=False``: always strict JSON."""
+    return json.dumps(finite_json(obj), allow_nan=False, **kw)
 
 
 def kind_of(mode: int) -> str:

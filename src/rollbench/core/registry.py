@@ -298,14 +298,14 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
     ``close``)."""
     factory = policy_factory(name)
     check_policy_options(name, factory, options or {})
-    with contained() as build:
+    with contained() as build:  # reading ``info`` too: a property may raise anything, not only AttributeError
         policy = factory(name, dict(options or {}))
+        info, missing = getattr(policy, "info", None), [m for m in ("reset", "act", "close") if not callable(getattr(policy, m, None))]  # fmt: skip
     if isinstance(build.error, RollbenchError):
         raise build.error
     if build.error:
-        raise ConfigError(f"policy {name!r} could not be built: its factory raised {_raised(build.error)}")
-    missing = [m for m in ("reset", "act", "close") if not callable(getattr(policy, m, None))]
-    if not isinstance(getattr(policy, "info", None), PolicyInfo) or missing:
+        raise ConfigError(f"policy {name!r} could not be built: its factory or its info raised {_raised(build.error)}")
+    if not isinstance(info, PolicyInfo) or missing:
         why = "returned None" if policy is None else f"returned a {type(policy).__name__}, which is not a policy"
         raise ConfigError(
             f"policy {name!r}: its factory {why} (a policy has info: PolicyInfo and reset, act, close methods)"

@@ -51,6 +51,21 @@ def _relay(read_fd: int, to_fd: int) -> None:
                 view = view[os.write(to_fd, view) :]
 
 
+def seal_stdout() -> None:
+    """After a command's machine-readable document is written: point descriptor 1 and ``sys.stdout`` at the
+    caller's standard error for the rest of the process, so that nothing a policy left behind (an ``atexit``
+    handler, a ``__del__``, a non-daemon thread still printing) lands after the document. A no-op when
+    ``sys.stdout`` is not descriptor 1 (an in-process capture)."""
+    try:
+        if sys.stdout.fileno() != 1:
+            return
+        sys.stdout.flush()
+        os.dup2(2, 1)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return
+    sys.stdout = sys.stderr
+
+
 @contextlib.contextmanager
 def isolated_output() -> Iterator[None]:
     """Run the body with descriptors 1 and 2 detached from the caller (see the module docstring). Nested use is a

@@ -33,6 +33,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity, check_segment
+from rollbench.core.jsonfile import strict_dumps
 from rollbench.dashboard import pages
 from rollbench.dashboard.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.dashboard.service import Dashboard
@@ -48,7 +49,7 @@ class ApiError(Exception):
 
 
 def _json(data: Any, status: int = 200) -> Response:
-    return Response(json.dumps(data, allow_nan=False, default=str), status_code=status, media_type="application/json")
+    return Response(strict_dumps(data, default=str), status_code=status, media_type="application/json")
 
 
 def _ident(host: str, robot: str, name: str) -> RunIdentity:

@@ -31,6 +31,7 @@ from typing import Any
 from rollbench.core.contracts import RollbenchError
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json, read_json_or
+from rollbench.core.runlog_model import RunLog
 from rollbench.grading.files import fill_template, read_info
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.record.files import atomic_write_json, read_parquet
@@ -38,7 +39,7 @@ from rollbench.record.runlog import find_run_dirs
 from rollbench.record.safe_files import UnsafeFile, check_no_link_below, is_regular, read_regular_json, run_files
 
 TRANSCRIPT_COLUMN = "rollbench/transcript"
-CACHE_VERSION = 1  # of the on-disk cache of graded records (bump when RunRecord changes)
+CACHE_VERSION = 2  # of the on-disk cache of graded records (bump when RunRecord changes; 2: the whole run.json)
 
 
 def inside(path: Path, base: Path) -> Path | None:
@@ -76,7 +77,7 @@ class RunRecord:
     identity: RunIdentity
     run_dir: Path
     signature: tuple[tuple[int, int], tuple[int, int]]
-    log: dict[str, Any]
+    log: RunLog
     result: dict[str, Any]
     episodes: list[dict[str, Any]]  # grade's episode rows + instruction + artifacts, by position
     cameras: list[str]
@@ -142,7 +143,7 @@ def read_run(run_dir: Path) -> RunRecord:
     fps = info.get("fps")  # grade named a bad one; the pages then use their default
     if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
         fps = None
-    rec = RunRecord(identity, run_dir, signature, log.to_json(), result, episodes, cameras, fps)
+    rec = RunRecord(identity, run_dir, signature, log, result, episodes, cameras, fps)
     rec.by_index = {ep["episode_index"]: ep for ep in episodes}
     return rec
 
@@ -273,13 +274,13 @@ class Catalog:
                 RunIdentity(**doc["identity"]),
                 run_dir,
                 sig,
-                doc["log"],
+                RunLog.model_validate(doc["log"]),
                 doc["result"],
                 doc["episodes"],
                 doc["cameras"],
                 doc["fps"],
             )
-        except (OSError, ValueError, KeyError, TypeError, RollbenchError):
+        except (OSError, ValueError, KeyError, TypeError, RollbenchError):  # pydantic's ValidationError is a ValueError
             return None
         rec.by_index = {ep["episode_index"]: ep for ep in rec.episodes}
         return rec
@@ -288,18 +289,11 @@ class Catalog:
         path = self._cache_file(rec.run_dir)
         if path is None:
             return
-        log = rec.log
         doc = {
             "run_dir": str(rec.run_dir),
             "signature": rec.signature,
             "identity": rec.identity.to_dict(),
-            "log": {
-                "spec": log.get("spec"),
-                "status": log.get("status"),
-                "warnings": log.get("warnings", []),
-                "provenance": {"created": (log.get("provenance") or {}).get("created")},
-                "plan": {"policy": (log.get("plan") or {}).get("policy")},
-            },
+            "log": rec.log.to_json(),  # the whole run.json: a cached run reads as the run read from its files
             "result": rec.result,
             "episodes": rec.episodes,
             "cameras": rec.cameras,

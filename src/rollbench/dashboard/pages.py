@@ -81,7 +81,7 @@ def episode_page(d: dict[str, Any]) -> str:
         ("error", ep["error"]),
         ("render failure", ep.get("render_failure", ep.get("render_fault"))),  # a peer before issue 29: its old name
         ("length", f"{ep['length']} steps"),
-        ("return", f"{ep['return']:.3f}"),
+        ("return", f"{ep['return']:.3f}" if ep["return"] is not None else "not a number"),
     ]
     data = {
         "label_api": f"/api/label/{ep['key']}",

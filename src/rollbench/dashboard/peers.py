@@ -12,6 +12,7 @@ already watched. Labels are never sent to peers: the central dashboard keeps the
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import threading
@@ -25,7 +26,13 @@ import httpx
 from rollbench.core.identity import check_segment
 from rollbench.record.runlog import utc_now
 
-TIMEOUT_S = 3.0
+TIMEOUT_S = 3.0  # per read of a peer's answer
+TOTAL_S = 10.0  # the whole answer of /api/runs or an episode: a peer dripping bytes is cut off here
+MAX_ANSWER_BYTES = 64 * 2**20  # 64 MiB: a listing of thousands of runs is a few MB
+
+
+class PeerError(Exception):
+    """A peer's answer is too slow, too large or not the listing a dashboard serves."""
 
 
 class Peer:
@@ -48,9 +55,19 @@ class Peer:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def get_json(self, path: str) -> Any:
-        resp = httpx.get(self.url + path, headers=self._headers(), timeout=TIMEOUT_S)
-        resp.raise_for_status()
-        return resp.json()
+        """The peer's JSON answer at ``path``, read within :data:`TOTAL_S` seconds in all and at most
+        :data:`MAX_ANSWER_BYTES` bytes (PeerError otherwise; httpx.HTTPError for a failed request)."""
+        deadline = time.monotonic() + TOTAL_S
+        body = bytearray()
+        with httpx.stream("GET", self.url + path, headers=self._headers(), timeout=TIMEOUT_S) as resp:
+            resp.raise_for_status()
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if len(body) > MAX_ANSWER_BYTES:
+                    raise PeerError(f"its answer is over {MAX_ANSWER_BYTES:,} bytes")
+                if time.monotonic() > deadline:
+                    raise PeerError(f"its answer took over {TOTAL_S:g} s")
+        return json.loads(bytes(body))
 
     def refresh(self, force: bool = False) -> None:
         """Re-read the peer's ``/api/runs`` if the last read is older than ``refresh_s`` (or ``force``)."""
@@ -60,8 +77,8 @@ class Peer:
             self._fetched = time.monotonic()
             try:
                 doc = self.get_json("/api/runs")
-                runs = [r for r in doc["runs"] if r.get("source") == "local" and _valid_identity(r)]
-            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+                runs = _local_runs(doc)
+            except (httpx.HTTPError, PeerError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
                 self.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 self.stale_since = self.stale_since or self.last_ok or utc_now()
                 return
@@ -104,6 +121,29 @@ class Peer:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         return dest
+
+
+def _local_runs(doc: Any) -> list[dict[str, Any]]:
+    """The peer's own runs (``source: local``) of its ``/api/runs`` answer; PeerError naming the first thing that is
+    not what a dashboard serves (the whole peer is then marked bad: its runs are not half taken)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+        raise PeerError("its answer is not an object with a list of runs")
+    out = []
+    for i, r in enumerate(doc["runs"]):
+        if not isinstance(r, dict):
+            raise PeerError(f"runs[{i}] is not an object")
+        if r.get("source") != "local":
+            continue
+        if not _valid_identity(r) or r.get("key") != f"{r['host']}/{r['robot']}/{r['name']}":
+            raise PeerError(f"runs[{i}] has no valid host, robot, name and key")
+        eps = r.get("episodes")
+        if not isinstance(eps, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("key"), str) and e.get("success") in (True, False, None)
+            for e in eps
+        ):
+            raise PeerError(f"runs[{i}] has no list of episodes with a key and a success")
+        out.append(r)
+    return out
 
 
 def _valid_identity(run: dict[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from rollbench.core.identity import RunIdentity
+from rollbench.core.jsonfile import strict_dumps
 from rollbench.dashboard.catalog import Catalog, RunRecord, inside, live_progress
 from rollbench.dashboard.labels import LabelFile, load_labels, set_label
 from rollbench.dashboard.peers import Peer
@@ -119,7 +120,7 @@ class Dashboard:
             return hit[1], hit[2], hit[3]
         base = {k: v for k, v in summary.items() if k not in ("live", "stale")}
         joined = join_labels(base, labels, self.rubric)
-        encoded = json.dumps(joined, allow_nan=False, default=str).encode()
+        encoded = strict_dumps(joined, default=str).encode()  # one run's NaN is null, never a 500 for all
         disagreements = disagreement_rows([joined])
         with self._lock:
             self._joined_cache[key] = (cache_key, joined, encoded, disagreements)
@@ -170,7 +171,7 @@ class Dashboard:
         rows, meta = self._listing()
         parts = [
             b'{"live": '
-            + json.dumps(live).encode()
+            + strict_dumps(live).encode()
             + b', "stale": '
             + (b"true" if stale else b"false")
             + b", "
@@ -208,13 +209,12 @@ class Dashboard:
 
             result = {k: v for k, v in rec.result.items() if k != "episodes"}
             live = live_progress(rec.run_dir, self.cfg.stale_after_s)
-            extra = {"results": result, "live": live, "warnings": rec.log.get("warnings", [])}
-            planned = rec.log.get("plan", {}).get("episodes", [])
-            study = robustness_study(planned, rec.result.get("episodes", []))  # perturbed runs (docs/robustness.md)
+            extra: dict[str, Any] = {"results": result, "live": live, "warnings": list(rec.log.warnings)}
+            study = robustness_study(rec.log.plan.episodes, rec.result.get("episodes", []))  # docs/robustness.md
             if study is not None:
                 extra["robustness"] = study
-            if isinstance(rec.log.get("sequential"), dict):
-                extra["sequential"] = sequential_of(rec.run_dir, rec.log["sequential"])
+            if rec.log.sequential is not None:
+                extra["sequential"] = sequential_of(rec.run_dir, rec.log.sequential.partner)
         else:
             assert peer is not None
             try:
@@ -330,14 +330,14 @@ class Dashboard:
 SIBLING = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 
 
-def sequential_of(run_dir: Path, block: dict[str, Any]) -> dict[str, Any]:
+def sequential_of(run_dir: Path, partner: str) -> dict[str, Any]:
     """An arm's sequential test recomputed from it and its partner (a sibling directory whose plain name run.json
-    gives; never a link, never another path), as ``{"task": task document}`` or ``{"error": why}``."""
+    ``sequential.partner`` gives; never a link, never another path), as ``{"task": task document}`` or
+    ``{"error": why}``."""
     from rollbench.core.contracts import RollbenchError
     from rollbench.sequential.recompute import compare_sequential
 
-    partner = block.get("partner")
-    if not isinstance(partner, str) or not SIBLING.fullmatch(partner) or partner in (".", ".."):
+    if not SIBLING.fullmatch(partner) or partner in (".", ".."):
         return {"error": "run.json names no valid partner arm"}
     other = run_dir.parent / partner
     if other.is_symlink() or not other.is_dir():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from rollbench.core.identity import RunIdentity
@@ -33,9 +34,9 @@ def episode_status(ep: dict[str, Any]) -> str:
     return "success" if ep.get("success") else "failure"
 
 
-def policy_model(log: dict[str, Any]) -> str | None:
-    """The model behind the policy, when the policy (e.g. a policy server's metadata) recorded one."""
-    prov = (log.get("plan") or {}).get("policy", {}).get("provenance") or {}
+def policy_model(prov: Mapping[str, Any]) -> str | None:
+    """The model behind the policy, when the policy (e.g. a policy server's metadata) recorded one in its
+    provenance (run.json ``plan.policy.provenance``, open: policies add their own keys)."""
     for key in ("model", "model_name", "checkpoint", "model_id"):
         if isinstance(prov.get(key), str) and prov[key]:
             return str(prov[key])
@@ -45,7 +46,7 @@ def policy_model(log: dict[str, Any]) -> str | None:
 def run_summary(rec: RunRecord) -> dict[str, Any]:
     """The label-free summary of one local run (see the module docstring)."""
     ident = rec.identity
-    spec = rec.log.get("spec") or {}
+    spec = rec.log.spec
     overall = rec.result.get("overall") or {}
     path = ident.key
     episodes = []
@@ -88,11 +89,11 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
         "source": "local",
         "status": rec.result["status"],
         "violations": list(rec.result.get("violations") or []),  # grade's; analyses refuse such a run by default
-        "run_status": rec.log.get("status"),
-        "env": spec.get("env"),
-        "policy": spec.get("policy"),
-        "model": policy_model(rec.log),
-        "created": (rec.log.get("provenance") or {}).get("created"),
+        "run_status": rec.log.status,
+        "env": spec.env,
+        "policy": spec.policy,
+        "model": policy_model(rec.log.plan.policy.provenance),
+        "created": rec.log.provenance.created,
         "tasks": list(rec.result.get("tasks", {})),
         "episodes_requested": rec.result["episodes_requested"],
         "episodes_recorded": rec.result["episodes_recorded"],

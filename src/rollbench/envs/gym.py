@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.contracts import ConfigError, Observation, StepResult, TaskInfo
+from rollbench.core.contracts import ConfigError, EpisodeError, Observation, StepResult, TaskInfo
 from rollbench.core.family import EnvFamily, ServedLayout
 from rollbench.core.registry import EnvOptions, unknown_name_error
 
@@ -83,11 +83,29 @@ def scalar_info(info: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _success_flag(env_id: str, key: str, value: Any) -> bool:
+    """``value`` as a success flag: a bool, or the number 0 or 1 (a 0-d array of one); anything else ("False",
+    "0", NaN, -1, 0.5, an array of several values, an object) is an environment error naming it, never truthiness
+    (``bool("False")`` is True) and never its ``__bool__`` (which may raise)."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "biuf":
+        value = value.item()
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | float | np.integer | np.floating) and value in (0, 1):
+        return bool(value == 1)
+    shown = repr(value)[:60] if isinstance(value, str | int | float | np.generic) else f"a {type(value).__name__}"
+    raise EpisodeError(
+        f"gymnasium env {env_id!r}: its step info {key!r} is {shown}, not a success flag (true/false or 0/1)",
+        "environment",
+    )
+
+
 def success_from_info(env_id: str, info: Mapping[str, Any]) -> bool:
-    """``info["is_success"]`` or ``info["success"]`` as a bool; ConfigError naming the keys reported otherwise."""
+    """``info["is_success"]`` or ``info["success"]`` as a bool (:func:`_success_flag`: EpisodeError, fault
+    environment, for a value that is not a flag); ConfigError naming the keys reported when it has neither."""
     for key in SUCCESS_KEYS:
         if key in info:
-            return bool(np.asarray(info[key]).item())
+            return _success_flag(env_id, key, info[key])
     raise ConfigError(
         f"gymnasium env {env_id!r} reports no success signal: its step info has neither 'is_success' nor "
         f"'success' (it reported {sorted(map(str, info)) or 'no keys'}); rollbench needs one of them to grade"
@@ -244,7 +262,10 @@ def _probe(env_id: str) -> TaskInfo:
             raise ConfigError(f"gymnasium env {env_id!r} has observation space {obs_space}; need Box or Dict of Box")
         env.reset(seed=0)
         _obs, _r, _te, _tr, info = env.step(((low + high) / 2).astype(act.dtype))
-        success_from_info(env_id, info)  # raises ConfigError naming the keys it did report
+        try:
+            success_from_info(env_id, info)  # raises ConfigError naming the keys it did report
+        except EpisodeError as exc:
+            raise ConfigError(str(exc)) from None
         spec = env.spec
         fps = env.metadata.get("render_fps") or (1.0 / env.unwrapped.dt if hasattr(env.unwrapped, "dt") else 10)
         return TaskInfo(

@@ -334,7 +334,7 @@ def _episode_row(
         "success": success,
         "success_at_reset": bool(m["rollbench/success_at_reset"]),
         "length": length,
-        "return": float(d["ret"]) if d else 0.0,
+        "return": _finite(float(d["ret"])) if d else 0.0,  # NaN/inf: null, named by _check_return
         "termination_reason": reason,
         "error": m["rollbench/error"],
         "error_fault": episode_fault(m) if reason == "error" else None,
@@ -345,10 +345,19 @@ def _episode_row(
     }
 
 
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
 def _check_return(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations: list[str]) -> None:
     """The recorded ``rollbench/return`` against the sum of episode ``e``'s ``next.reward`` rows (stored as float32,
     so they may differ by the float32 rounding of each reward: 1e-6 of the sum of absolute rewards); NaN equals NaN."""
     recorded = m.get("rollbench/return")
+    if d is not None and d["ret"] is not None and not math.isfinite(float(d["ret"])):
+        violations.append(
+            f"episode {e}: its next.reward rows sum to {float(d['ret']):g}, not a finite number (return null)"
+        )
+        return
     if d is None or recorded is None or d["ret"] is None:
         return
     got, want = float(d["ret"]), float(recorded)

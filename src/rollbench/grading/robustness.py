@@ -27,9 +27,11 @@ levels of that category).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
     CoverageRule,
@@ -47,13 +49,9 @@ N_RESAMPLES = 10_000
 SEED = 0
 
 
-def perturbations_of(planned: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+def perturbations_of(planned: Sequence[PlannedEpisode]) -> dict[int, PerturbationRecord]:
     """episode_index -> the planned episode's ``perturbation`` record (run.json ``plan.episodes``), perturbed only."""
-    return {
-        int(p["episode_index"]): p["perturbation"]
-        for p in planned
-        if isinstance(p, dict) and isinstance(p.get("perturbation"), dict)
-    }
+    return {p.episode_index: p.perturbation for p in planned if p.perturbation is not None}
 
 
 def _rate(successes: int, n: int) -> dict[str, Any]:
@@ -94,7 +92,7 @@ def _block(rows: list[tuple[Outcome, Outcome, str]], rule: CoverageRule = DEFAUL
 
 
 def robustness_study(
-    planned: list[dict[str, Any]], episodes: list[dict[str, Any]], rule: CoverageRule = DEFAULT_RULE
+    planned: Sequence[PlannedEpisode], episodes: list[dict[str, Any]], rule: CoverageRule = DEFAULT_RULE
 ) -> dict[str, Any] | None:
     """The robustness table of one run (module docstring) from its planned episodes (run.json ``plan.episodes``)
     and grade's episode rows, errors under the coverage ``rule``, or None when no episode of it is perturbed.
@@ -116,14 +114,14 @@ def robustness_study(
         p = perts.get(int(e["episode_index"]))
         if p is None:
             continue
-        key = (p.get("control"), e.get("trial"))
-        if p.get("control") is None or key not in by_key or type(key[1]) is not int:
+        key = (p.control, e.get("trial"))
+        if p.control is None or key not in by_key or type(key[1]) is not int:
             unpaired += 1
             continue
         controls.add((str(key[0]), key[1]))
         oc, op = outcome_of(by_key[key]), outcome_of(e)
         dropped += score(oc, rule) is None or score(op, rule) is None  # not a pair under the coverage rule
-        pairs[p["category"]].append((oc, op, p["control"], p.get("level"), p.get("detail", "")))
+        pairs[p.category].append((oc, op, p.control, p.level, p.detail))
     categories: dict[str, Any] = {}
     for cat, rows in pairs.items():
         block = _block([r[:3] for r in rows], rule)
@@ -164,8 +162,7 @@ def study_of_run(run_dir: Path, rule: CoverageRule = DEFAULT_RULE) -> dict[str, 
 
     result = grade(run_dir)
     log = read_run_log(run_dir)
-    planned = [e.model_dump(mode="json", exclude_unset=True) for e in log.plan.episodes] if log else []
-    study = robustness_study(planned, result["episodes"], rule)
+    study = robustness_study(log.plan.episodes if log else [], result["episodes"], rule)
     if study is None:
         from rollbench.core.contracts import ConfigError
 

@@ -65,7 +65,8 @@ def _task_block(eps: list[dict[str, Any]]) -> dict[str, Any]:
         "episodes_ran": k,
         "mean_length": sum(lengths) / k if k else None,
         "median_length": median,
-        "mean_return": sum(e["return"] for e in ran) / k if k else None,
+        # null when an episode's return is not a number (grade names it as a violation)
+        "mean_return": sum(e["return"] for e in ran) / k if k and all(e["return"] is not None for e in ran) else None,
         "errors": reasons.get("error", 0),
         "errors_by_fault": errors_by_fault(eps),
         "success_at_reset": sum(1 for e in eps if e["success_at_reset"]),

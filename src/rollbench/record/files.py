@@ -7,7 +7,6 @@ Atomicity: write to a temporary file in the same directory, ``fsync`` it, ``os.r
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import tempfile
@@ -21,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.jsonfile import finite_json, strict_dumps
 from rollbench.record.safe_files import is_regular, open_regular, run_files
 
 VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
@@ -78,15 +78,15 @@ def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
 
 
 def atomic_write_json(path: Path, obj: Any, durable: bool = True) -> None:
-    text = json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
+    text = strict_dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"  # NaN/inf: null
     atomic_write_bytes(path, text.encode(), durable)
 
 
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, np.generic):
-        return obj.item()
+        return finite_json(obj.item())
     if isinstance(obj, np.ndarray):
-        return obj.tolist()
+        return finite_json(obj.tolist())
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
@@ -197,35 +197,43 @@ def check_no_escaping_links(root: Path) -> None:
         )
 
 
-_RANDOM = "[a-z0-9_]+"  # what tempfile.mkstemp puts between prefix and suffix (its alphabet: a-z, 0-9, _)
+_RANDOM = "[a-z0-9_]{8}"  # what tempfile.mkstemp puts between prefix and suffix: exactly 8 of a-z, 0-9, _
 _NNN = "[0-9]{3}"
-WRITER_TEMPS = re.compile(
-    "|".join(
-        (
-            rf"\.run(\.live)?\.json\.{_RANDOM}\.tmp",  # run.json, run.live.json (record.runlog)
-            rf"meta/\.(info\.json|stats\.json|tasks\.parquet|videos_index\.json)\.{_RANDOM}\.tmp",
-            rf"(data|meta/episodes)/chunk-{_NNN}/\.file-{_NNN}\.parquet\.{_RANDOM}\.tmp",
-            rf"(transcripts|wire)/chunk-{_NNN}/\.file-{_NNN}\.jsonl\.{_RANDOM}\.tmp",  # episode artifacts
-            rf"videos/[^/]+/chunk-{_NNN}/\.file-{_NNN}\.mp4\.{_RANDOM}\.mp4",  # a partial video (encode_video)
-        )
-    )
-)
-"""The exact names of a crashed writer's temporary files, relative to the run directory: ``.NAME.XXXX.tmp`` of
-``atomic_write_bytes`` and ``.NAME.XXXX.mp4`` of ``encode_video``, where NAME is a file the writer writes in that
-very directory. Anything else (``.mydraft.tmp``, ``data/chunk-000/.notes.ab12cd.tmp``) is not the writer's."""
 
 
-def remove_temp_files(root: Path) -> list[Path]:
+def writer_temps(video_keys: Sequence[str] = (), artifact_dirs: Sequence[str] = ()) -> re.Pattern[str]:
+    """The exact names of a crashed writer's temporary files, relative to the run directory: ``.NAME.XXXXXXXX.tmp``
+    of ``atomic_write_bytes`` and ``.NAME.XXXXXXXX.mp4`` of ``encode_video`` (XXXXXXXX: mkstemp's 8 characters),
+    where NAME is a file the writer of this run writes in that very directory: videos only of ``video_keys`` (the
+    run's cameras), episode artifacts only under ``artifact_dirs`` (``transcripts``, ``wire``: what the run's policy
+    writes). Anything else (``.mydraft.tmp``, ``.run.json.backup.tmp``, ``data/chunk-000/.notes.ab12cd.tmp``, a
+    partial video of a camera the run does not record) is not this writer's."""
+    parts = [
+        rf"\.run(\.live)?\.json\.{_RANDOM}\.tmp",  # run.json, run.live.json (record.runlog)
+        rf"meta/\.(info\.json|stats\.json|tasks\.parquet|videos_index\.json)\.{_RANDOM}\.tmp",
+        rf"(data|meta/episodes)/chunk-{_NNN}/\.file-{_NNN}\.parquet\.{_RANDOM}\.tmp",
+    ]
+    if artifact_dirs:
+        dirs = "|".join(re.escape(d) for d in artifact_dirs)
+        parts.append(rf"({dirs})/chunk-{_NNN}/\.file-{_NNN}\.jsonl\.{_RANDOM}\.tmp")  # episode artifacts
+    if video_keys:
+        keys = "|".join(re.escape(k) for k in video_keys)
+        parts.append(rf"videos/({keys})/chunk-{_NNN}/\.file-{_NNN}\.mp4\.{_RANDOM}\.mp4")  # a partial video
+    return re.compile("|".join(parts))
+
+
+def remove_temp_files(root: Path, video_keys: Sequence[str] = (), artifact_dirs: Sequence[str] = ()) -> list[Path]:
     """Remove a crashed writer's temporary files from run directory ``root``; return them.
 
-    Only regular files whose path inside ``root`` is one of :data:`WRITER_TEMPS` are removed, found by
-    :func:`~rollbench.record.safe_files.run_files` (never through a link, never a FIFO, socket or device, bounded):
-    nothing is deleted that the writer did not write itself. Call only while holding the run lock.
+    Only regular files whose path inside ``root`` is one of :func:`writer_temps` ``(video_keys, artifact_dirs)`` are
+    removed, found by :func:`~rollbench.record.safe_files.run_files` (never through a link, never a FIFO, socket or
+    device, bounded): nothing is deleted that the writer did not write itself. Call only while holding the run lock.
     """
+    temps = writer_temps(video_keys, artifact_dirs)
     removed: list[Path] = []
     for p in run_files(root):
         rel = p.relative_to(root).as_posix()
-        if WRITER_TEMPS.fullmatch(rel) and is_regular(p) and is_inside(root, p):
+        if temps.fullmatch(rel) and is_regular(p) and is_inside(root, p):
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed

@@ -86,3 +86,87 @@ class PathLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+_NO_DIR_LOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)  # a file system without flock on directories
+
+
+class DirLock:
+    """An exclusive ``flock`` on a directory itself (a descriptor opened on it, ``O_DIRECTORY | O_NOFOLLOW``).
+
+    A lock file can be deleted by anyone while its holder runs (a new file of the same name is then free to lock);
+    the directory cannot go away while it holds files, so a second holder of the directory is refused whatever
+    happens to the files in it. :class:`LockHeld` when another process holds it (retried for ``timeout_s``); ``OSError`` when the
+    path is a link or not a directory. On a file system that cannot lock a directory (``ENOLCK``: some NFS mounts)
+    the lock is not taken and :attr:`held` stays False."""
+
+    def __init__(self, path: Path, timeout_s: float = 0.5) -> None:
+        self.path = path
+        self.timeout_s = timeout_s  # retried: a reader's probe (dir_locked) holds the lock for microseconds
+        self._fd: int | None = None
+        self.held = False
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LockHeld(str(self.path)) from None
+                    time.sleep(RETRY_S)
+        except LockHeld:
+            os.close(fd)
+            raise
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in _NO_DIR_LOCK:
+                return
+            raise
+        self._fd, self.held = fd, True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd, self.held = self._fd, None, False
+            os.close(fd)
+
+
+def dir_locked(path: Path) -> bool:
+    """True when another process holds a :class:`DirLock` on ``path`` (probed with a non-blocking ``flock`` that is
+    released at once; False for a path that is not a directory or cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing releases a probe's lock
+    return False
+
+
+def file_lock_held(path: Path) -> bool:
+    """True when a process holds a :class:`PathLock` on the regular file ``path`` (a non-blocking ``flock`` probe,
+    released at once; never creates the file, never follows a link nor opens a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False

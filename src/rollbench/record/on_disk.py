@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import kind_of
 from rollbench.record.files import is_inside, read_parquet, resolve_inside
-from rollbench.record.lerobot import ARTIFACT_PATHS, DATA_PATH, STAGING, chunk_file
-from rollbench.record.safe_files import MAX_ENTRIES, open_regular, read_regular_json, run_files
+from rollbench.record.lerobot import ARTIFACT_PATHS, CHUNKS_SIZE, DATA_PATH, STAGING, chunk_file
+from rollbench.record.safe_files import MAX_ENTRIES, open_regular, run_files
 
 
 class FeatureStats:
@@ -101,6 +101,52 @@ def foreign_entries(run_dir: Path, limit: int = MAX_ENTRIES) -> list[tuple[Path,
     return found
 
 
+_CHUNK = re.compile(r"chunk-[0-9]{3}")
+_CHUNKED = ("data", "meta/episodes", *sorted({t.split("/")[0] for t in ARTIFACT_PATHS.values()}))
+_FILES = ("run.json", "run.live.json", "meta/info.json", "meta/stats.json", "meta/tasks.parquet")
+
+
+def _node(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return None
+
+
+def misplaced_node(run_dir: Path) -> tuple[Path, str] | None:
+    """The first path of the writer's tree whose node type is not the one the writer creates there, as
+    ``(path, "a directory" | "a file")`` (what it should be), else None. Directories: ``meta``, the chunked trees
+    (``data``, ``meta/episodes``, ``videos/KEY``, ``transcripts``, ``wire``) and their ``chunk-NNN``; regular files:
+    run.json, meta's files and every ``file-NNN.*`` of a chunk. A file where ``meta/episodes/chunk-000`` should be
+    would hide every committed row from the writer, which would then take the recorded data for leftovers."""
+    trees = [run_dir / t for t in _CHUNKED]
+    videos = run_dir / "videos"
+    for p in (run_dir / "meta", videos, *trees):
+        if (m := _node(p)) is not None and not stat.S_ISDIR(m):
+            return p, "a directory"
+    for p in (run_dir / f for f in _FILES):
+        if (m := _node(p)) is not None and stat.S_ISDIR(m):
+            return p, "a file"
+    if stat.S_ISDIR(_node(videos) or 0):
+        for e in sorted(os.scandir(videos), key=lambda e: e.name):
+            if e.is_dir(follow_symlinks=False):
+                trees.append(Path(e.path))
+            elif e.name.startswith("observation.images."):  # a video key's tree (record.lerobot.video_key)
+                return Path(e.path), "a directory"
+    for tree in trees:
+        if not stat.S_ISDIR(_node(tree) or 0):
+            continue
+        for chunk in sorted(os.scandir(tree), key=lambda e: e.name):
+            if not _CHUNK.fullmatch(chunk.name):
+                continue
+            if not chunk.is_dir(follow_symlinks=False):
+                return Path(chunk.path), "a directory"
+            for f in sorted(os.scandir(chunk.path), key=lambda e: e.name):
+                if f.name.startswith("file-") and f.is_dir(follow_symlinks=False):
+                    return Path(f.path), "a file"
+    return None
+
+
 def check_state_files(run_dir: Path) -> None:
     """ConfigError (nothing changed) unless the writer may open ``run_dir``: ``run.lock`` must be a regular file,
     ``.staging`` a directory, and nothing in the writer's namespace a link (inside or out), FIFO, socket or device
@@ -123,6 +169,60 @@ def check_state_files(run_dir: Path) -> None:
             f"{path} is a {what}{more}, which rollbench never writes in a run directory; it never writes, deletes or "
             "reads through one: remove it and run the command again (nothing was changed)"
         )
+    misplaced = misplaced_node(run_dir)
+    if misplaced is not None:
+        raise ConfigError(
+            f"{run_dir} is damaged and cannot be resumed: {misplaced[0]} is not {misplaced[1]}, which is what "
+            "rollbench writes there; nothing was changed (`rollbench grade` reports every problem)"
+        )
+
+
+LEFTOVER_PATTERNS = (
+    "data/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].parquet",
+    "videos/*/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].mp4",
+    *(t.split("/chunk-")[0] + "/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].jsonl" for t in ARTIFACT_PATHS.values()),
+)
+"""Where an episode's data, video and artifact files lie (one per episode, ``chunk-CCC/file-FFF``)."""
+
+
+def file_episode(f: Path) -> int:
+    """The episode index of a chunked file ``.../chunk-CCC/file-FFF.EXT``."""
+    return int(f.parent.name.split("-")[1]) * CHUNKS_SIZE + int(f.stem.split("-")[1])
+
+
+def rowless_episodes(run_dir: Path, committed: int) -> list[int]:
+    """Indices at or past ``committed`` that hold a data, video or artifact file (:data:`LEFTOVER_PATTERNS`): files
+    without an episode row. An interrupted commit (or take-back) leaves them for one episode at most."""
+    return sorted({e for p in LEFTOVER_PATTERNS for f in run_files(run_dir, p) if (e := file_episode(f)) >= committed})
+
+
+def check_rowless(run_dir: Path, committed: int) -> None:
+    """ConfigError (one line, nothing changed) when episodes past the ``committed`` ones hold data, video or
+    artifact files for more than one episode (:func:`rowless_episodes`): an interrupted commit leaves one at most,
+    so these are recorded episodes whose rows were removed or moved, and the writer must not take them for
+    leftovers. Call while holding the run lock (a writer commits between two listings otherwise)."""
+    rowless = rowless_episodes(run_dir, committed)
+    if len(rowless) > 1:
+        listed = ", ".join(map(str, rowless[:10])) + (f" (and {len(rowless) - 10} more)" if len(rowless) > 10 else "")
+        raise ConfigError(
+            f"{run_dir} is damaged and cannot be resumed: episodes {listed} have data, video or artifact files but "
+            "no episode row (an interrupted commit leaves one at most), so episode rows were removed or moved; "
+            f"nothing was changed (`rollbench grade {run_dir}` reports every problem)"
+        )
+
+
+def recorded_artifact_kinds(run_dir: Path) -> set[str]:
+    """The artifact kinds (:data:`~rollbench.record.lerobot.ARTIFACT_PATHS`) some committed episode row names."""
+    kinds: set[str] = set()
+    for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
+        with contextlib.suppress(OSError, ValueError, KeyError, pa.ArrowException):
+            t = read_parquet(resolve_inside(run_dir, f))
+            kinds |= {
+                k
+                for k in ARTIFACT_PATHS
+                if f"rollbench/{k}" in t.column_names and t[f"rollbench/{k}"].null_count < t.num_rows
+            }
+    return kinds
 
 
 def committed_lengths(run_dir: Path) -> list[int]:
@@ -177,31 +277,7 @@ def committed_lengths(run_dir: Path) -> list[int]:
     return lengths
 
 
-def staged_index(name: str) -> int | None:
-    """The episode index of a staged episode directory ``episode-EEEEEE``, else None (not rollbench's)."""
-    digits = name.removeprefix("episode-")
-    return int(digits) if name.startswith("episode-") and digits.isdigit() else None
-
-
-def staged_damage(staged: Path) -> str | None:
-    """Why the staged episode directory ``staged`` does not read back whole, or None (see
-    :meth:`rollbench.record.writer.DatasetWriter._remove_damaged_staged`)."""
-    try:
-        row = read_regular_json(staged / "episode.json")
-        length = int(row["length"])
-    except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
-        return f"episode.json: {type(exc).__name__}: {exc}"
-    try:
-        with open_regular(staged / "data.parquet") as raw:
-            rows = pq.ParquetFile(raw).metadata.num_rows
-    except Exception as exc:  # pyarrow raises several types for a cut or empty file
-        return f"data.parquet: {type(exc).__name__}: {exc}"
-    if rows != max(length, 1):
-        return f"data.parquet holds {rows} rows, its episode.json says length {length}"
-    empty = sorted(f.name for f in staged.iterdir() if f.suffix in (".mp4", ".jsonl") and f.lstat().st_size == 0)
-    return f"empty files: {', '.join(empty)}" if empty else None
-
-
+_MKSTEMP_MP4 = re.compile(r"[a-z0-9_]{8}\.mp4")  # encode_video's temporary: mkstemp's 8 characters, its suffix
 STAGED_TMP = re.compile(r"\.tmp-[0-9]{6}-([0-9a-f]{8}|discarded)")  # stage_episode's, _restage's, discard_staged's
 
 
@@ -218,7 +294,7 @@ def staged_file(name: str, video_keys: Sequence[str]) -> bool:
     if name in own:
         return True
     target, _, rest = name.removeprefix(".").rpartition(".mp4.")
-    return name.startswith(".") and f"{target}.mp4" in own and rest.endswith(".mp4")  # encode_video's temporary
+    return name.startswith(".") and f"{target}.mp4" in own and _MKSTEMP_MP4.fullmatch(rest) is not None
 
 
 def remove_staged_dir(d: Path, video_keys: Sequence[str]) -> None:

@@ -8,7 +8,6 @@ recomputes them from the dataset files.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import importlib.metadata
 import os
@@ -33,9 +32,9 @@ from rollbench.core.runlog_model import (
     RunStatus,
 )
 from rollbench.core.spec import EvalSpec
-from rollbench.record.files import atomic_write_json, is_inside, resolve_inside, utc_now
+from rollbench.record.files import atomic_write_json, resolve_inside, utc_now
 from rollbench.record.live import LiveSnapshot
-from rollbench.record.locks import LockHeld, PathLock
+from rollbench.record.locks import DirLock, LockHeld, PathLock, dir_locked, file_lock_held
 from rollbench.record.runlog_shape import check_run_log
 from rollbench.record.safe_files import is_regular, read_regular_json
 
@@ -325,17 +324,23 @@ def require_run_log(run_dir: Path) -> RunLog:
 
 
 class RunLock:
-    """An exclusive lock on a run directory (``run.lock``, fcntl ``flock``): released by the OS if the holder dies;
-    the file exists only while the lock is held (:class:`rollbench.record.locks.PathLock`)."""
+    """An exclusive lock on a run directory: ``flock`` on the directory itself and on ``run.lock`` (which exists only
+    while held), released by the OS if the holder dies (:class:`~rollbench.record.locks.DirLock`, ``PathLock``)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / "run.lock"
         self._lock = PathLock(self.path, timeout_s=0)
+        self._dir = DirLock(run_dir)  # and the directory itself: deleting run.lock lets no second writer in
 
     def __enter__(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._lock.acquire()
+            self._dir.acquire()
+            try:
+                self._lock.acquire()
+            except BaseException:
+                self._dir.release()
+                raise
         except LockHeld:
             raise ConfigError(
                 f"{self.path.parent} is being written by another rollbench process (it holds {self.path}); "
@@ -347,26 +352,11 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
+        self._dir.release()
 
 
 def is_locked(run_dir: Path) -> bool:
     """True when a process holds the run's lock (the run is being written right now). Read-only: probes
     ``run.lock`` with a non-blocking ``flock`` (the lock :class:`RunLock` takes) and never creates it, so asking
-    cannot make a writer starting at that moment fail; a lock file that is a link leading outside ``run_dir`` is
-    taken as not held."""
-    lock = run_dir / "run.lock"
-    if not lock.is_file() or not is_inside(run_dir, lock):
-        return False
-    try:
-        fd = os.open(lock, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    cannot make a writer starting at that moment fail; a lock file that is a link is taken as not held."""
+    return dir_locked(run_dir) or file_lock_held(run_dir / "run.lock")  # the directory's lock, else run.lock's

@@ -26,6 +26,11 @@ def check_run_log(log: Any, path: Path) -> None:
     for key in ("spec", "plan"):
         if not isinstance(log.get(key), dict):
             raise bad(f"it has no {key!r} object")
+    for key in ("provenance", "identity", "results"):  # readers take fields from them: an object or absent
+        if log.get(key) is not None and not isinstance(log[key], dict):
+            raise bad(f"its {key!r} is a JSON {type(log[key]).__name__}, not an object")
+    if log["plan"].get("policy") is not None and not isinstance(log["plan"]["policy"], dict):
+        raise bad(f"its plan.policy is a JSON {type(log['plan']['policy']).__name__}, not an object")
     plan = log["plan"]
     episodes, tasks = plan.get("episodes"), plan.get("tasks")
     if not isinstance(episodes, list) or not all(isinstance(e, dict) and "episode_index" in e for e in episodes):

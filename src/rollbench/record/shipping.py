@@ -10,7 +10,7 @@ reply and stages it into ``RUN_DIR/.staging`` with the same temp-dir-and-rename,
 Nothing in a reply is trusted: the file names must be ones the run records (no path component, no other name), the
 total size is bounded (:data:`MAX_EPISODE_BYTES` unless the caller says less), the SHA-256 digest over every name and
 byte must match, the episode index must be the one the driver handed out, and the staged directory must read back
-whole (:func:`rollbench.record.on_disk.staged_damage`). A reply that fails any of these raises :class:`BadReply`
+whole (:func:`rollbench.record.staged_check.staged_damage`). A reply that fails any of these raises :class:`BadReply`
 (an infrastructure fault): the driver records that episode as an ``error`` with this reason, never the reply's data.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from rollbench.core.contracts import InfrastructureError
 from rollbench.core.episode import EpisodeRecord
 from rollbench.record.lerobot import ARTIFACT_PATHS, stage_files, write_episode_files
-from rollbench.record.on_disk import staged_damage
+from rollbench.record.staged_check import StagedShape, staged_damage
 
 MAX_EPISODE_BYTES = 1 << 30  # 1 GiB: far above any recorded episode (a 1,000-step 2-camera episode is ~10 MB)
 
@@ -99,15 +99,16 @@ def check_reply(reply: object, episode_index: int, names: frozenset[str], max_by
     return reply
 
 
-def stage_shipped(run_dir: Path, shipped: ShippedEpisode) -> bool:
+def stage_shipped(run_dir: Path, shipped: ShippedEpisode, shape: StagedShape | None = None) -> bool:
     """Stage a checked (:func:`check_reply`) shipped episode into ``run_dir/.staging`` atomically, first-wins like
     :func:`rollbench.record.lerobot.stage_episode`. Returns False if the episode was already staged. Raises BadReply
-    if the files do not read back as a whole staged episode (nothing is staged then)."""
+    if the files do not read back as a whole staged episode of this run (``shape``: the checks of
+    :func:`rollbench.record.staged_check.staged_damage`, the writer's own; nothing is staged then)."""
 
     def write(tmp: Path) -> None:
         for name, data in shipped.files.items():
             (tmp / name).write_bytes(data)
-        why = staged_damage(tmp)
+        why = staged_damage(tmp, shipped.episode_index, shape)
         if why is not None:
             raise BadReply(f"the shipped episode does not read back whole: {why}")
 

@@ -31,7 +31,6 @@ from rollbench.record.files import (
 )
 from rollbench.record.lerobot import (
     ARTIFACT_PATHS,
-    CHUNKS_SIZE,
     DATA_PATH,
     EPISODE_FIELDS,
     EPISODES_PATH,
@@ -50,16 +49,19 @@ from rollbench.record.lerobot import (
     with_delay_columns,
 )
 from rollbench.record.on_disk import (
+    LEFTOVER_PATTERNS,
     STAGED_TMP,
     FeatureStats,
+    check_rowless,
     check_state_files,
     committed_lengths,
+    file_episode,
     is_real_dir,
+    recorded_artifact_kinds,
     remove_staged_dir,
-    staged_damage,
-    staged_index,
 )
 from rollbench.record.safe_files import is_regular, read_regular_json, run_files
+from rollbench.record.staged_check import StagedShape, staged_damage, staged_index
 
 
 def _place(src: Path, dst: Path) -> None:
@@ -96,6 +98,7 @@ class DatasetWriter:
         instructions: Sequence[str],
         robot_type: str,
         planned: int | None = None,
+        artifact_kinds: Sequence[str] = (),
     ) -> None:
         self.run_dir = run_dir
         self.planned = planned  # episodes the plan holds: a file at a higher index was never this writer's
@@ -111,6 +114,9 @@ class DatasetWriter:
             atomic_write_parquet(tasks_path, tasks_table(instructions))
         self.instructions = list(instructions)
         self.lengths: list[int] = self._scan_committed()
+        check_rowless(run_dir, self.committed)  # recorded episodes whose rows are gone are not leftovers
+        # the artifacts this run writes (its policy's, or named by a committed row): only those are ever deleted
+        self.artifact_kinds = sorted(set(artifact_kinds) | recorded_artifact_kinds(run_dir))
         self._remove_leftovers()
         self._remove_damaged_staged()
         self._rebuild_stats()
@@ -133,46 +139,52 @@ class DatasetWriter:
         return committed_lengths(self.run_dir)
 
     def _remove_leftovers(self) -> None:
+        """Delete what an interrupted commit left (files of episode ``committed`` without a row, the writer's exact
+        temporaries): only files this run writes (its cameras' videos, its policy's artifacts), only within its
+        plan. :func:`~rollbench.record.on_disk.check_rowless` refused rowless files of more than one episode."""
         k = len(self.lengths)
-        patterns = [
-            "data/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].parquet",
-            "videos/*/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].mp4",
-        ]
-        patterns += [
-            t.split("/chunk-")[0] + "/chunk-[0-9][0-9][0-9]/file-[0-9][0-9][0-9].jsonl" for t in ARTIFACT_PATHS.values()
-        ]
-        for pattern in patterns:  # regular files only, never through a link (rollbench.record.safe_files)
+        artifact_dirs = [ARTIFACT_PATHS[a].split("/")[0] for a in self.artifact_kinds]
+        own_dirs = {
+            ("data",),
+            *(("videos", key) for key in self.video_keys),
+            *((d,) for d in artifact_dirs),
+        }
+        for pattern in LEFTOVER_PATTERNS:  # regular files only, never through a link (rollbench.record.safe_files)
             for f in run_files(self.run_dir, pattern):
-                c = int(f.parent.name.split("-")[1])
-                i = int(f.stem.split("-")[1])
-                index = c * CHUNKS_SIZE + i
-                if index >= k and (self.planned is None or index < self.planned):
-                    _unlink_regular(resolve_inside(self.run_dir, f))
-                elif index >= k:  # past the plan: never written by this run, so never deleted (grade names it)
-                    print(
-                        f"warning: {f} is not this run's (its plan has {self.planned} episodes); left as it is",
-                        file=sys.stderr,
+                index, tree = file_episode(f), f.relative_to(self.run_dir).parts[:-2]
+                if index < k:
+                    continue
+                if tree not in own_dirs or (self.planned is not None and index >= self.planned):
+                    why = (
+                        "not a kind of file it writes"
+                        if tree not in own_dirs
+                        else f"its plan has {self.planned} episodes"
                     )
+                    print(f"warning: {f} is not this run's ({why}); left as it is", file=sys.stderr)
+                else:
+                    _unlink_regular(resolve_inside(self.run_dir, f))
         for entry in sorted(os.scandir(self.run_dir / STAGING), key=lambda x: x.name):
             d, e = Path(entry.path), staged_index(entry.name)
+            if e is None and entry.name.startswith("episode-"):  # not stage_files's exact name: never committed
+                print(
+                    f"warning: {d} is not named like a staged episode (episode-EEEEEE); left as it is", file=sys.stderr
+                )
+                continue
             if not entry.is_dir(follow_symlinks=False):
                 if e is not None or entry.name.startswith(".tmp-"):
                     print(f"warning: {d} is not a directory, not rollbench's; skipped", file=sys.stderr)
                 continue  # a link, FIFO or file is never followed, opened nor deleted
             if STAGED_TMP.fullmatch(entry.name) or (e is not None and e < k):
                 remove_staged_dir(resolve_inside(self.run_dir, d), self.video_keys)
-        remove_temp_files(self.run_dir)
+        remove_temp_files(self.run_dir, self.video_keys, artifact_dirs)
 
     def _remove_damaged_staged(self) -> None:
-        """Remove staged episodes that do not read back whole, so that they run again.
-
-        Staging is not fsync'd (:mod:`rollbench.record.lerobot`, commit protocol): after a power loss a staged
-        episode can hold empty or cut files. Checked: ``episode.json`` parses to an object with a ``length``, the
-        parquet footer of ``data.parquet`` reads and holds ``max(length, 1)`` rows, and every staged video or
-        artifact file is non-empty. A damaged one is named on stderr and removed; it was never recorded."""
+        """Remove staged episodes that are not whole episodes of this run (staging is not fsync'd, and a
+        ``.staging`` may be handed over): :func:`~rollbench.record.staged_check.staged_damage` names why; a damaged
+        one is named on stderr and removed (it was never recorded) and runs again."""
         for e in self.staged():
             d = self.run_dir / STAGING / f"episode-{e:06d}"
-            why = staged_damage(d)
+            why = staged_damage(d, e, StagedShape.of(self.features, len(self.instructions)))
             if why is not None:
                 print(f"warning: staged episode {e} is damaged ({why}); it will run again", file=sys.stderr)
                 self.discard_staged(e)
@@ -230,6 +242,8 @@ class DatasetWriter:
             _unlink_regular(self._path(DATA_PATH, e))
             for key in self.video_keys:
                 _unlink_regular(self._path(VIDEO_PATH, e, video_key=key))
+            for kind in self.artifact_kinds:  # (restaged above when kept): no rowless file of another episode
+                _unlink_regular(self._path(ARTIFACT_PATHS[kind], e))
             self.lengths.pop()
             self._write_info()
         self._rebuild_stats()
@@ -254,6 +268,9 @@ class DatasetWriter:
                 video = self._path(VIDEO_PATH, e, video_key=key)
                 if video.exists():
                     os.link(video, tmp / f"{key}.mp4")
+            for kind in self.artifact_kinds:
+                if row.get(f"rollbench/{kind}") is not None and is_regular(art := self._path(ARTIFACT_PATHS[kind], e)):
+                    os.link(art, tmp / f"{kind}.jsonl")
             (tmp / "episode.json").write_text(json.dumps(row))
             for f in tmp.iterdir():
                 with open(f, "rb") as fh:

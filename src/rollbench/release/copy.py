@@ -37,49 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.identity import RunIdentity
+from rollbench.core.identity import RunIdentity, sanitize_segment
 from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import RunLog
 from rollbench.grading.grade import load_run_log
-from rollbench.record.safe_files import read_regular_bytes, scan_run_files
+from rollbench.record.safe_files import read_regular_bytes
 from rollbench.release.redact import Released, Releaser, sha256_hex
 from rollbench.release.rules import BUILTIN, MAX_RULES_BYTES, Scanner, check_date
+from rollbench.release.sources import MAX_FILE_BYTES, MAX_RELEASE_BYTES, check_paths, not_being_written, run_files
 
-EXCLUDED = {
-    "run.lock": "the writer's lock file (empty; only its flock matters)",
-    "run.live.json": "live progress, not a result",
-}
 _HOME = re.compile(BUILTIN[-1][2])
-
-
-def _is_inside(a: Path, b: Path) -> bool:
-    return a == b or b in a.parents
-
-
-def _check_paths(runs: list[Path], labels: list[Path], out: Path) -> None:
-    names = [r.name for r in runs]
-    for r in runs:
-        if not (r / "run.json").is_file():
-            load_run_log(r)  # ConfigError: which of missing, not a directory, no run.json
-    resolved = [r.resolve() for r in runs]
-    twice = next((r for r, k in zip(runs, resolved, strict=True) if resolved.count(k) > 1), None)
-    if twice is not None:
-        raise ConfigError(f"{twice} is given twice; name each run once")
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ConfigError(f"two runs share the directory name {dup[0]!r}; release them separately")
-    for f in labels:
-        if not f.is_file():
-            raise ConfigError(f"--labels {f} is not a file")
-    o = out.resolve()
-    for src in [*runs, *labels]:
-        s = src.resolve()
-        if _is_inside(o, s):
-            raise ConfigError(f"--out {out} is inside the source {src}; a release is written elsewhere")
-        if _is_inside(s, o):
-            raise ConfigError(f"the source {src} is inside --out {out}; choose an empty directory elsewhere")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"--out {out} exists and is not an empty directory; a release needs a fresh one")
 
 
 def _names(runs: list[Path], logs: list[RunLog], texts: list[str]) -> tuple[set[str], set[str]]:
@@ -99,26 +66,6 @@ def _names(runs: list[Path], logs: list[RunLog], texts: list[str]) -> tuple[set[
             if seg and seg.lower() not in ("home", "users", "root"):
                 users.add(seg)
     return {h for h in hosts if h}, {u for u in users if u}
-
-
-def _run_files(run: Path) -> tuple[list[Path], list[dict[str, str]]]:
-    """The regular files of ``run`` to release (:func:`rollbench.record.safe_files.scan_run_files`: links never
-    followed), and those excluded with why. ConfigError for a link, FIFO, socket or device anywhere in the run."""
-    files, excluded = [], []
-    listing = scan_run_files(run, "**")
-    for p, why in listing.skipped:
-        if "hard link" not in why:
-            raise ConfigError(f"{p} is {why}; a release copies regular files only")
-    found = listing.files + [p for p, why in listing.skipped if "hard link" in why]
-    for p in sorted(found, key=lambda q: q.relative_to(run).as_posix()):
-        rel = p.relative_to(run).as_posix()
-        if rel.split("/")[0] == ".staging":
-            excluded.append({"path": f"{run.name}/{rel}", "why": "staged episode not committed"})
-        elif rel in EXCLUDED:
-            excluded.append({"path": f"{run.name}/{rel}", "why": EXCLUDED[rel]})
-        else:
-            files.append(p)
-    return files, excluded
 
 
 def _release_date(logs: list[RunLog], date: str | None) -> tuple[str, str]:
@@ -151,22 +98,43 @@ def build_release(
     RollbenchError when a file cannot be redacted safely (then nothing is written).
     """
     labels = labels or []
-    _check_paths(runs, labels, out)
+    check_paths(runs, labels, out)
+    with contextlib.ExitStack() as held:
+        for r in runs:  # no writer starts while the runs are read; one writing now is refused
+            held.enter_context(not_being_written(r))
+        return _build(runs, out, labels, rules, date, dry_run, allow_violations)
+
+
+def _build(
+    runs: list[Path],
+    out: Path,
+    labels: list[Path],
+    rules: Path | None,
+    date: str | None,
+    dry_run: bool,
+    allow_violations: bool,
+) -> dict[str, Any]:
     rules_obj = None
     if rules is not None:
         rules_obj = read_json(rules, "--rules", max_bytes=MAX_RULES_BYTES)
     logs = [load_run_log(r) for r in runs]  # ConfigError naming the file for a damaged or foreign run.json
     when, when_source = _release_date(logs, date)  # --date checked before any run is graded
+    listed = [run_files(r) for r in runs]  # links, nested runs and oversized files refused before anything is read
     grades = graded_runs(runs, allow_violations)
-    listed = [_run_files(r) for r in runs]
     sources: list[tuple[str, Path]] = [
         (f"{r.name}/{p.relative_to(r).as_posix()}", p)
         for r, (files, _) in zip(runs, listed, strict=True)
         for p in files
     ]
     sources += [(f"labels/{f.name}", f) for f in labels]
-    try:  # each file read once, as a regular file (a FIFO or device swapped in since the listing is refused)
-        raws = [read_regular_bytes(p, follow_links=rel.startswith("labels/")) for rel, p in sources]
+    total = sum(os.lstat(p).st_size for _, p in sources)
+    if total > MAX_RELEASE_BYTES:
+        raise ConfigError(f"the release would be {total:,} bytes, over its {MAX_RELEASE_BYTES:,}-byte bound")
+    try:  # each file read once, bounded, as a regular file (a FIFO or device swapped in since listing is refused)
+        raws = [
+            read_regular_bytes(p, follow_links=rel.startswith("labels/"), max_bytes=MAX_FILE_BYTES)
+            for rel, p in sources
+        ]
     except OSError as exc:
         raise ConfigError(f"cannot read a file to release: {exc}") from None
     idents = {r.name: RunIdentity.from_run_log(log, r) for log, r in zip(logs, runs, strict=True)}
@@ -182,14 +150,27 @@ def build_release(
     hosts, users = _names(runs, logs, texts)
     scanner = Scanner(hosts, users, rules_obj)
     releaser = Releaser(scanner)
-    released = [releaser.file(rel, raw) for (rel, _), raw in zip(sources, raws, strict=True)]
-    label_entries = {rel: _redacted_keys(releaser, entries) for rel, entries in label_entries.items()}
-    doc = manifest(released, [e for _, ex in listed for e in ex], scanner, when, when_source, runs, labels)
+    released = [releaser.file(_released_path(scanner, rel), raw) for (rel, _), raw in zip(sources, raws, strict=True)]
+    label_entries = {
+        _released_path(scanner, rel): _redacted_keys(releaser, entries) for rel, entries in label_entries.items()
+    }
+    excluded = [{**e, "path": _released_path(scanner, e["path"])} for _, ex in listed for e in ex]
+    doc = manifest(released, excluded, scanner, when, when_source, runs, labels)
     doc["label_entries"] = label_entries
-    doc["grades"] = grades
+    doc["grades"] = {_released_path(scanner, name): g for name, g in grades.items()}
     if not dry_run:
         write_release(out, released, doc)
     return doc
+
+
+def _released_path(scanner: Scanner, rel: str) -> str:
+    """``rel`` with every path segment redacted (a run or file named after a host, a user or an address), in the
+    segment-safe form of its placeholder."""
+    out = []
+    for seg in rel.split("/"):
+        new, pairs = scanner.redact(seg)
+        out.append(sanitize_segment(new) if pairs else seg)
+    return "/".join(out)
 
 
 def _redacted_keys(releaser: Releaser, entries: dict[str, Any]) -> dict[str, Any]:
@@ -313,8 +294,8 @@ def manifest(
         "rollbench_release": 1,
         "date": date,
         "date_source": date_source,
-        "runs": [r.name for r in runs],
-        "labels": [f"labels/{f.name}" for f in labels],
+        "runs": [_released_path(scanner, r.name) for r in runs],
+        "labels": [_released_path(scanner, f"labels/{f.name}") for f in labels],
         "files": [
             {
                 "path": f.path,

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.contracts import RollbenchError
 from rollbench.core.identity import sanitize_segment
+from rollbench.release.parquet_text import map_table
 from rollbench.release.rules import Finding, Scanner
 
 TEXT_SUFFIXES = {".md", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".toml", ".ini", ".html"}
@@ -152,35 +153,29 @@ class Releaser:
                 raise RollbenchError(f"{rel}: a {left[0].rule} is still present at {path} after redaction")
 
     def parquet_file(self, rel: str, raw: bytes) -> Released:
+        """Every string the file carries (:mod:`rollbench.release.parquet_text`: values of every string-bearing
+        type, column and field names, key-value metadata) redacted; rewritten only when something was found, then
+        scanned again."""
         table = pq.read_table(pa.BufferReader(raw))
         redactions: list[dict[str, Any]] = []
-        changed = False
-        for i, fld in enumerate(table.schema):
-            t = fld.type
-            is_str = pa.types.is_string(t) or pa.types.is_large_string(t)
-            is_list = pa.types.is_list(t) and pa.types.is_string(t.value_type)
-            if not (is_str or is_list):
-                continue
-            values = table.column(i).to_pylist()
-            new: list[Any] = []
-            for row, v in enumerate(values):
-                items = v if is_list and v is not None else [v]
-                red: list[str | None] = []
-                for item in items:
-                    if item is None:
-                        red.append(None)
-                        continue
-                    text, pairs = self.scanner.redact(item, fld.name)
-                    redactions += _record(rel, f"{fld.name}[{row}]", pairs)
-                    red.append(text)
-                new.append(red if is_list and v is not None else red[0])
-            if new != values:
-                changed = True
-                table = table.set_column(i, fld, pa.array(new, type=t))
-        if not changed:
+
+        def red(text: str, fieldname: str | None, where: str) -> str:
+            new, pairs = self.scanner.redact(text, fieldname)
+            redactions.extend(_record(rel, where, pairs))
+            return new
+
+        def check(text: str, fieldname: str | None, where: str) -> str:
+            left = self.scanner.find(text, fieldname)
+            if left:
+                raise RollbenchError(f"{rel}: a {left[0].rule} is still present at {where} after redaction")
+            return text
+
+        out = map_table(table, red)
+        if not redactions:
             return Released(rel, sha256_hex(raw), raw, redactions)
+        map_table(out, check)
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
+        pq.write_table(out, sink)
         return Released(rel, sha256_hex(raw), sink.getvalue().to_pybytes(), redactions)
 
     def text_file(self, rel: str, raw: bytes) -> Released:

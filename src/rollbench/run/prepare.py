@@ -25,7 +25,7 @@ from rollbench.core.runlog_model import Identity, Provenance, RunLog
 from rollbench.core.runlog_model import Plan as PlanRecord
 from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.record.files import check_no_escaping_links
-from rollbench.record.on_disk import check_state_files, committed_lengths
+from rollbench.record.on_disk import check_rowless, check_state_files, committed_lengths
 from rollbench.record.runlog import check_resumable, new_run_log, provenance, read_run_log
 from rollbench.record.safe_files import run_dir_containing
 from rollbench.run.worker import build_policy
@@ -79,6 +79,13 @@ def check_run_dir(run_dir: Path) -> None:
     check_no_escaping_links(run_dir)
     if (run_dir / "run.json").exists():
         committed_lengths(run_dir)
+
+
+def check_committed(run_dir: Path) -> None:
+    """ConfigError (nothing touched) unless the committed episodes of ``run_dir`` can be resumed from and no other
+    episode's files lack their row (:func:`~rollbench.record.on_disk.check_rowless`). Call holding the run lock."""
+    if (run_dir / "run.json").exists():
+        check_rowless(run_dir, len(committed_lengths(run_dir)))
 
 
 def check_one_stream(info: PolicyInfo, spec: EvalSpec, plan: Plan, execution: Execution | None, resuming: bool) -> None:

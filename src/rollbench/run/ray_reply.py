@@ -8,8 +8,9 @@ import sys
 
 from rollbench.core.episode import failed_episode
 from rollbench.core.plan import PlannedEpisode
-from rollbench.record.lerobot import stage_episode, video_key
+from rollbench.record.lerobot import dataset_features, stage_episode, video_key
 from rollbench.record.shipping import BadReply, allowed_names, check_reply, stage_shipped
+from rollbench.record.staged_check import StagedShape
 from rollbench.run.pool import recorded_summary
 from rollbench.run.worker import EpisodeSummary, WorkerSetup
 
@@ -21,6 +22,9 @@ class ReplyChecker:
         self.setup, self.max_bytes = setup, max_bytes
         keys = {video_key(c) for facts in setup.run.tasks.values() for c in facts.video_cameras}
         self.names = allowed_names(keys)
+        first = setup.run.tasks[setup.run.plan.tasks[0].name]  # every task records the same features
+        features = dataset_features(first.task, (), (1, 1), delay_columns=setup.run.spec.latency != "none")
+        self.shape = StagedShape.of(features, len(setup.run.plan.instructions))
         self.bad = 0  # replies recorded as errors
 
     def record(self, planned: PlannedEpisode, summary: object, shipped: object, shared: bool) -> EpisodeSummary:
@@ -36,7 +40,7 @@ class ReplyChecker:
             if isinstance(summary, EpisodeSummary):  # staged, not yet visible here (NFS attribute caching)
                 return summary
         try:
-            staged = stage_shipped(run_dir, check_reply(shipped, e, self.names, self.max_bytes))
+            staged = stage_shipped(run_dir, check_reply(shipped, e, self.names, self.max_bytes), self.shape)
         except BadReply as exc:
             self.bad += 1
             print(f"warning: episode {e}: {exc}; recorded as an infrastructure error", file=sys.stderr)

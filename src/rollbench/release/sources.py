@@ -1,0 +1,111 @@
+"""What a release reads (:mod:`rollbench.release.copy`): the paths given checked, each run's files listed (regular
+files of the run only, bounded in size, no run nested inside), and no writer at work on a run while it is read."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from rollbench.core.contracts import ConfigError
+from rollbench.grading.grade import load_run_log
+from rollbench.record.locks import DirLock, LockHeld, file_lock_held
+from rollbench.record.safe_files import scan_run_files
+
+EXCLUDED = {
+    "run.lock": "the writer's lock file (empty; only its flock matters)",
+    "run.live.json": "live progress, not a result",
+}
+
+
+def _is_inside(a: Path, b: Path) -> bool:
+    return a == b or b in a.parents
+
+
+def check_paths(runs: list[Path], labels: list[Path], out: Path) -> None:
+    names = [r.name for r in runs]
+    for r in runs:
+        if not (r / "run.json").is_file():
+            load_run_log(r)  # ConfigError: which of missing, not a directory, no run.json
+    resolved = [r.resolve() for r in runs]
+    twice = next((r for r, k in zip(runs, resolved, strict=True) if resolved.count(k) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"{twice} is given twice; name each run once")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"two runs share the directory name {dup[0]!r}; release them separately")
+    for f in labels:
+        if not f.is_file():
+            raise ConfigError(f"--labels {f} is not a file")
+    o = out.resolve()
+    for src in [*runs, *labels]:
+        s = src.resolve()
+        if _is_inside(o, s):
+            raise ConfigError(f"--out {out} is inside the source {src}; a release is written elsewhere")
+        if _is_inside(s, o):
+            raise ConfigError(f"the source {src} is inside --out {out}; choose an empty directory elsewhere")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"--out {out} exists and is not an empty directory; a release needs a fresh one")
+
+
+MAX_FILE_BYTES = 1 << 28  # 256 MiB: a released file is read whole to be scanned (a recorded episode's is ~MBs)
+MAX_RELEASE_BYTES = 1 << 33  # 8 GiB: all released files together
+
+
+def run_files(run: Path) -> tuple[list[Path], list[dict[str, str]]]:
+    """The regular files of ``run`` to release (:func:`rollbench.record.safe_files.scan_run_files`: links never
+    followed), and those excluded with why. ConfigError for a link, FIFO, socket or device anywhere in the run, a
+    file with a name (hard link) outside the run, a file over :data:`MAX_FILE_BYTES`, or another run inside it."""
+    files, excluded = [], []
+    listing = scan_run_files(run, "**")
+    for p, why in listing.skipped:
+        if "hard link" not in why:
+            raise ConfigError(f"{p} is {why}; a release copies regular files only")
+    found = listing.files + [p for p, why in listing.skipped if "hard link" in why]
+    names: dict[tuple[int, int], int] = {}
+    for p in found:
+        st = os.lstat(p)
+        names[(st.st_dev, st.st_ino)] = names.get((st.st_dev, st.st_ino), 0) + 1
+    for p in sorted(found, key=lambda q: q.relative_to(run).as_posix()):
+        rel = p.relative_to(run).as_posix()
+        st = os.lstat(p)
+        if st.st_nlink > names[(st.st_dev, st.st_ino)]:
+            raise ConfigError(
+                f"{p} has {st.st_nlink} names, some outside the run (a hard link); a release copies only the run's own "
+                "files: copy it (cp) and release again"
+            )
+        if rel.endswith("/run.json") and rel.split("/")[0] != ".staging":
+            raise ConfigError(f"{run} holds another run ({p.parent}); release each run on its own, not nested")
+        if st.st_size > MAX_FILE_BYTES:
+            raise ConfigError(
+                f"{p} is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,} bytes a release reads per file; "
+                "move it out of the run to release it"
+            )
+        if rel.split("/")[0] == ".staging":
+            excluded.append({"path": f"{run.name}/{rel}", "why": "staged episode not committed"})
+        elif rel in EXCLUDED:
+            excluded.append({"path": f"{run.name}/{rel}", "why": EXCLUDED[rel]})
+        else:
+            files.append(p)
+    return files, excluded
+
+
+@contextlib.contextmanager
+def not_being_written(run: Path) -> Iterator[None]:
+    """Hold ``run``'s directory lock (the one every writer takes first, :class:`~rollbench.record.locks.DirLock`;
+    nothing is created in the source) while the release reads it; ConfigError when a writer holds it or the run's
+    ``run.lock`` is held (a run still being recorded is not released)."""
+    lock = DirLock(run, timeout_s=0.5)
+    try:
+        lock.acquire()
+    except LockHeld:
+        raise ConfigError(f"{run} is being written by a rollbench process; release it once it has finished") from None
+    try:
+        if file_lock_held(run / "run.lock"):
+            raise ConfigError(
+                f"{run} is being written by a rollbench process (it holds run.lock); release it once it has finished"
+            )
+        yield
+    finally:
+        lock.release()

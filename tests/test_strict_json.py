@@ -1,0 +1,130 @@
+"""Strict JSON everywhere (issue 42, item 10): a run whose rewards are NaN or infinite gives null with a named
+violation in ``grade --json``, run.json and the dashboard, and its neighbours are listed as before. Oracle: Python's
+``json`` parser with the non-standard constants refused, and the planted values themselves."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cli_in_process import invoke
+from rollbench.api import evaluate, grade
+from rollbench.core.jsonfile import finite_json, strict_dumps
+
+
+def strict(text: str) -> object:
+    def refuse(name: str) -> object:
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("strict") / "runs" / "good"
+    evaluate(out=out, env="scripted/reach", policy="zero", episodes=2, max_steps=3, seed=1)
+    return out
+
+
+def _plant_rewards(run: Path, value: float) -> None:
+    f = run / "data/chunk-000/file-001.parquet"
+    t = pq.read_table(f)
+    i = t.schema.get_field_index("next.reward")
+    pq.write_table(t.set_column(i, "next.reward", pa.array([value] * t.num_rows, pa.float32())), f)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_non_finite_rewards_are_null_with_a_named_violation_in_every_json(
+    recorded: Path, tmp_path: Path, value: float
+) -> None:
+    root = tmp_path / "runs"
+    bad, good = root / "bad", root / "good"
+    shutil.copytree(recorded, bad)
+    shutil.copytree(recorded, good)
+    _plant_rewards(bad, value)
+    r = invoke("grade", bad, "--json")
+    doc = strict(r.stdout)
+    assert isinstance(doc, dict) and r.returncode == 1 and "Traceback" not in r.stderr
+    assert [e["return"] for e in doc["episodes"]][1] is None
+    assert any(
+        v.startswith("episode 1: its next.reward rows sum to") and "not a finite number" in v for v in doc["violations"]
+    )
+    assert grade(good)["violations"] == []
+    runs = invoke("runs", root, "--grade", "--json")
+    assert runs.returncode == 0 and len(strict(runs.stdout)) == 2  # type: ignore[arg-type]
+
+
+def test_the_dashboard_lists_every_run_beside_one_with_nan_rewards(recorded: Path, tmp_path: Path) -> None:
+    import httpx
+
+    from dashboard_support import ServerThread
+
+    root = tmp_path / "runs"
+    shutil.copytree(recorded, root / "good")
+    shutil.copytree(recorded, root / "bad")
+    _plant_rewards(root / "bad", math.nan)
+    srv = ServerThread([root], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
+    try:
+        listed = httpx.get(srv.url + "/api/runs", timeout=60)
+        page = httpx.get(srv.url + "/", timeout=60)
+    finally:
+        srv.stop()
+    assert listed.status_code == 200 and page.status_code == 200
+    rows = strict(listed.text)["runs"]  # type: ignore[index]
+    assert sorted(r["key"].rsplit("/", 1)[-1] for r in rows) == ["bad", "good"]
+
+
+def test_run_json_stays_strict_json_when_a_result_is_not_a_number(recorded: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(recorded, run)
+    _plant_rewards(run, math.nan)
+    r = invoke("eval", "--resume", run, "--json")  # a finished run: graded and its run.json rewritten
+    assert "Traceback" not in r.stderr
+    strict(r.stdout)
+    log = strict((run / "run.json").read_text())
+    assert isinstance(log, dict)
+
+
+def test_finite_json_replaces_only_non_finite_floats() -> None:
+    doc = {"a": [1.5, math.nan, {"b": math.inf, "c": -math.inf}], "d": 0, "e": "NaN", "f": True}
+    assert finite_json(doc) == {"a": [1.5, None, {"b": None, "c": None}], "d": 0, "e": "NaN", "f": True}
+    assert strict_dumps(doc) == '{"a": [1.5, null, {"b": null, "c": null}], "d": 0, "e": "NaN", "f": true}'
+
+
+def _set(run: Path, path: str, value: object) -> None:
+    log = json.loads((run / "run.json").read_text())
+    *parents, last = path.split(".")
+    obj = log
+    for p in parents:
+        obj = obj[p]
+    obj[last] = value
+    (run / "run.json").write_text(json.dumps(log))
+
+
+@pytest.mark.parametrize("field", ["provenance", "identity", "results", "plan.policy"])
+@pytest.mark.parametrize("value", [[1], "x", 3, True])
+def test_a_run_log_object_of_the_wrong_json_type_costs_only_that_run(
+    recorded: Path, tmp_path: Path, field: str, value: object
+) -> None:
+    root = tmp_path / "runs"
+    shutil.copytree(recorded, root / "good")
+    shutil.copytree(recorded, root / "bad")
+    _set(root / "bad", field, value)
+    listed = invoke("runs", root, "--json")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
+    rows = {r["run"]: r for r in strict(listed.stdout)}  # type: ignore[union-attr]
+    assert rows["good"]["status"] == "OK" and f"{field}" in rows["bad"]["error"]
+    for args in (
+        ["summarize", root / "bad"],
+        ["release", root / "bad", "--out", tmp_path / "rel", "--date", "2026-01-01"],
+    ):
+        r = invoke(*args)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and field in lines[0] and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "rel").exists()

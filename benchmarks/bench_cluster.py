@@ -97,9 +97,15 @@ def _episode(video: bool, policy: str) -> tuple[Any, int]:
     plan, log = prepare_run(spec, d)
     tasks = {t.name: t for t in plan.tasks}
     got: list[Any] = []
+
+    class Keep:
+        def commit(self, rec: Any, render_failure: str | None) -> bool:
+            got.append(rec)
+            return True
+
     worker = EpisodeWorker(
         WorkerSetup(spec, d, tasks, log["plan"]["replan_every"], log["plan"]["policy"]["needs_images"]),
-        lambda rec, fault: got.append(rec) or True,
+        recorder=Keep(),
     )
     worker.run(plan.episodes[0])
     worker.close()

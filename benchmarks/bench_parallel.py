@@ -48,6 +48,11 @@ def run_rollbench(
     per MT10 task: the episode end times (monotonic s), total steps, lengths and successes. Also used by
     bench_cluster.py."""
     from rollbench.api import Execution, evaluate
+    from rollbench.run.observer import EpisodeSummary, RunObserver
+
+    class EndTimes(RunObserver):
+        def on_episode_end(self, summary: EpisodeSummary) -> None:
+            ends.append(time.monotonic())
 
     workers = int(variant.rsplit("-", 1)[1])
     ray = variant.startswith("ray")
@@ -60,7 +65,7 @@ def run_rollbench(
         max_steps=max_steps,
         out=out,
         execution=execution,
-        progress=lambda ev: ends.append(time.monotonic()) if ev["event"] == "episode" else None,
+        observer=EndTimes(),
     )
     assert result["status"] == "OK", result["reasons"]
     return {

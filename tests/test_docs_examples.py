@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,6 +144,22 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
     assert list(random.glob("videos/*/chunk-000/file-000.mp4")), "the second run records videos for the dashboard"
     assert "McNemar" in outputs[3] or "mcnemar" in outputs[3].lower()
     assert (tmp_path / "report.html").is_file()
+
+
+OBSERVER = "test_docs_examples.py::test_the_observer_of_plugins_md_stops_a_run_after_three_failures"
+
+
+def test_the_observer_of_plugins_md_stops_a_run_after_three_failures(tmp_path: Path) -> None:
+    import rollbench
+
+    (code,) = run_blocks(REPO / "docs" / "plugins.md", OBSERVER)
+    space: dict[str, Any] = {}
+    exec(code, space)
+    # the zero policy never reaches the goal: every episode fails, so the run stops once three are recorded
+    result = rollbench.evaluate(
+        env="scripted/reach", policy="zero", episodes=6, max_steps=2, out=tmp_path / "run", observer=space["Stopper"]()
+    )
+    assert result["episodes_recorded"] == 3 and result["status"] == "PARTIAL"
 
 
 QUICK = "test_docs_examples.py::test_quick_commands_of_the_docs_run_as_written"

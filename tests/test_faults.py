@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from observers import Starts
 from rollbench.api import Execution, evaluate, grade
 from rollbench.record.writer import DatasetWriter
 from run_tables import recorded_tables
@@ -118,9 +119,9 @@ def test_resume_reruns_infrastructure_errored_episodes_and_replaces_them_in_plac
     assert first["overall"]["errors_by_fault"] == {"policy": 2, "environment": 0, "infrastructure": 4}
     assert [e["length"] for e in first["episodes"] if e["error_fault"] == "infrastructure"] == [0, 0, 0, 0]
     flag.unlink()  # the server is back: the same call again
-    events: list[dict[str, Any]] = []
-    again = _run(tmp_path / "run", flag, progress=events.append)
-    assert (events[0]["event"], sum(events[0]["done"].values()), events[0]["retried"]) == ("start", 6, 4)
+    seen = Starts()
+    again = _run(tmp_path / "run", flag, observer=seen)
+    assert [(sum(s.done.values()), s.retried) for s in seen.starts] == [(6, 4)]
     assert again["overall"]["errors_by_fault"] == {"policy": 2, "environment": 0, "infrastructure": 0}
     assert again["violations"] == [] and _same(again, reference)
     assert_same_dataset(tmp_path / "run", tmp_path / "ref")

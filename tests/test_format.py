@@ -76,3 +76,24 @@ def test_differences_lists_each_changed_key_there_then_here() -> None:
 )
 def test_one_sanitiser_makes_run_names_valid_identity_segments(value: str, limit: int, expected: str) -> None:
     assert sanitize_segment(value, "fallback", limit=limit) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "as_text", "expected"),
+    [
+        ("cam", False, "'cam'"),
+        ([1, 2], True, "[1, 2]"),
+        ("x" * 58, False, "'" + "x" * 58 + "'"),  # 60 characters quoted: whole
+        ("x" * 59, False, "'" + "x" * 59 + "... (59 characters)"),  # 61: its first 60 and the size of the value
+        ("y" * 5000, True, "y" * 60 + "... (5000 characters)"),
+    ],
+)
+def test_a_value_is_quoted_whole_up_to_60_characters_else_by_its_start_and_size(
+    value: object, as_text: bool, expected: str
+) -> None:
+    assert fmt.quoted(value, as_text=as_text) == expected
+
+
+def test_an_error_location_is_dotted_and_the_whole_document_is_named() -> None:
+    assert fmt.error_location(("plan", "episodes", 3, "seed")) == "plan.episodes.3.seed"
+    assert fmt.error_location((), "spec") == "spec"

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from observers import OnEpisodeEnd
 from rollbench.api import Execution, evaluate
 from rollbench.cli.main import app
 from rollbench.core.contracts import ConfigError
@@ -164,12 +165,11 @@ def test_options_that_are_not_plain_json_are_refused_before_anything_is_written(
 def test_run_json_says_interrupted_when_anything_else_stops_the_run(tmp_path: Path) -> None:
     out = tmp_path / "run"
 
-    def progress(event: dict[str, Any]) -> None:
-        if event["event"] == "episode":
-            raise SystemExit(9)
+    def end(summary: object) -> None:
+        raise SystemExit(9)
 
     with pytest.raises(SystemExit):
-        evaluate(out=out, env="scripted/reach", policy="zero", episodes=3, max_steps=3, progress=progress)
+        evaluate(out=out, env="scripted/reach", policy="zero", episodes=3, max_steps=3, observer=OnEpisodeEnd(end))
     log = run_log(out)
     assert log["status"] == "INTERRUPTED"
     assert log["executions"][-1]["error"] == "SystemExit: 9"

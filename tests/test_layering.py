@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("testing", "run", "grading"),
     ("api", "reproduce"),
     ("sequential",),
+    ("checkpoints",),
     ("dashboard",),
     ("analysis", "release", "optimize", "serve", "mcp"),
     ("cli",),

@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
+from observers import OnEpisodeEnd
 from rollbench.api import Execution, evaluate, grade
 from rollbench.core.contracts import ConfigError
+from rollbench.run.observer import EpisodeSummary
 from run_tables import info_and_stats, last_execution, recorded_tables
 
 
@@ -83,10 +85,10 @@ def test_sigkilled_workers_are_replaced_and_their_episodes_rerun_exactly_once(tm
     ref = evaluate(**spec, policy="scripted-expert", out=tmp_path / "ref")
     killed: list[int] = []
 
-    def kill_all_workers_once(event: dict[str, Any]) -> None:
+    def kill_all_workers_once(summary: EpisodeSummary) -> None:
         # on the 3rd finished episode: the worker that reported it already holds its next episode, so at least
         # one killed worker dies with an episode in flight
-        if event["event"] == "episode" and not killed and event["episode_index"] >= 2:
+        if not killed and summary.episode_index >= 2:
             for p in worker_processes():
                 assert p.pid is not None
                 os.kill(p.pid, signal.SIGKILL)
@@ -98,7 +100,7 @@ def test_sigkilled_workers_are_replaced_and_their_episodes_rerun_exactly_once(tm
         policy="fault_policies:slow",
         out=out,
         execution=Execution(workers=2),
-        progress=kill_all_workers_once,
+        observer=OnEpisodeEnd(kill_all_workers_once),
     )
     assert len(killed) == 2
     assert result["status"] == "OK" and result["violations"] == []
@@ -131,9 +133,7 @@ def test_live_snapshot_shows_each_worker_and_an_eta_while_running(tmp_path: Path
     seen: list[dict[str, Any]] = []
     first: list[float] = []
 
-    def read_live(event: dict[str, Any]) -> None:
-        if event["event"] != "episode":
-            return
+    def read_live(summary: EpisodeSummary) -> None:
         first.append(time.monotonic())
         # the snapshot is rewritten at most once a second: 1.2 s after the first episode it has been rewritten
         if first[-1] - first[0] > 1.2 and not seen:
@@ -147,7 +147,7 @@ def test_live_snapshot_shows_each_worker_and_an_eta_while_running(tmp_path: Path
         max_steps=10,
         out=out,
         execution=Execution(workers=2),
-        progress=read_live,
+        observer=OnEpisodeEnd(read_live),
     )
     assert seen, "the run finished before the snapshot could be read"
     live = seen[0]

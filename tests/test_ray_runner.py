@@ -19,10 +19,12 @@ from typing import Any
 
 import pytest
 
+from observers import OnEpisodeEnd
 from ray_processes import ProcessCluster, can_unshare
 from rollbench.api import Execution, RayOptions, evaluate, grade
 from rollbench.core.runlog_model import RunLog
 from rollbench.run import ray_runner
+from rollbench.run.observer import EpisodeSummary
 from run_tables import recorded_tables, same_run
 
 ray = pytest.importorskip("ray")
@@ -230,8 +232,8 @@ def test_a_node_killed_mid_run_and_one_added_the_run_has_exactly_n_episodes(
     evaluate(**spec, policy="scripted-expert", out=tmp_path / "ref")
     killed: list[Any] = []
 
-    def kill_a_node(event: dict[str, Any]) -> None:
-        if event["event"] == "episode" and not killed:
+    def kill_a_node(summary: EpisodeSummary) -> None:
+        if not killed:
             victim = cluster.node_running("ray::EpisodeActor")
             cluster.kill(victim)
             killed.append(victim)
@@ -244,7 +246,7 @@ def test_a_node_killed_mid_run_and_one_added_the_run_has_exactly_n_episodes(
         policy_options={"sleep_s": 0.04},
         out=out,
         execution=_ray(cluster),
-        progress=kill_a_node,
+        observer=OnEpisodeEnd(kill_a_node),
     )
     assert killed
     assert result["status"] == "OK" and result["violations"] == []

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from observers import KeepRecords
 from rollbench.api import Execution, RayOptions, prepare_run
 from rollbench.core.contracts import ConfigError
 from rollbench.core.episode import EpisodeRecord
@@ -38,11 +39,11 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> EpisodeRecord:
     spec = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1, seed=3, video=True)
     run, _log = prepare_run(spec, run_dir)
     setup = WorkerSetup(run, run_dir)
-    got: list[EpisodeRecord] = []
-    worker = EpisodeWorker(setup, lambda rec, fault: got.append(rec) or True)
+    kept = KeepRecords()
+    worker = EpisodeWorker(setup, recorder=kept)
     worker.run(run.plan.episodes[0])
     worker.close()
-    return got[0]
+    return kept.records[0]
 
 
 def _files(d: Path) -> dict[str, bytes]:

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from observers import OnEpisodeEnd
 from rollbench.api import Execution, evaluate, grade
 from run_tables import recorded_tables
 
@@ -145,8 +146,7 @@ def test_stopped_run_resumed_with_another_worker_count_equals_an_uninterrupted_r
         **spec,
         out=out,
         execution=Execution(workers=2),
-        progress=lambda ev: finished.append(1) if ev["event"] == "episode" else None,
-        should_stop=lambda: len(finished) >= 3,
+        observer=OnEpisodeEnd(lambda summary: finished.append(1), stop=lambda: len(finished) >= 3),
     )
     k = stopped["episodes_recorded"]
     assert 3 <= k < 9 and stopped["status"] == "PARTIAL"

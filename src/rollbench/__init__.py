@@ -15,6 +15,8 @@ The plug-in API (what a policy or env family is written against; the table is :m
   :class:`BatchPolicy`, whose own optional hook is :class:`SlotPolicies`);
 * an env family: :class:`EnvFamily`, :class:`EnvOptions`, :class:`Env`, :class:`StepResult`, :class:`HoldAction`;
   optional hook :class:`ExpectsImages`;
+* a run's observer (``rollbench.evaluate(observer=...)``): :class:`RunObserver` and its events :class:`RunStart`,
+  :class:`EpisodeStart`, :class:`EpisodeProgress`, :class:`EpisodeSummary`, :class:`RunEnd`;
 * errors: :class:`RollbenchError`, :class:`ConfigError` (bad input, before any episode), :class:`EpisodeError`
   (ends one episode, with its fault).
 
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from rollbench.core.perturbation import Perturbation
     from rollbench.core.registry import EnvFamily, EnvOptions, policy_options
     from rollbench.core.spec import EvalSpec
+    from rollbench.run.observer import EpisodeProgress, EpisodeStart, EpisodeSummary, RunEnd, RunObserver, RunStart
 
 _LAZY = {
     "evaluate": "rollbench.api",
@@ -70,6 +73,9 @@ __all__ = [  # the table's names, written out for type checkers and linters (tes
     "EnvFamily",
     "EnvOptions",
     "EpisodeError",
+    "EpisodeProgress",
+    "EpisodeStart",
+    "EpisodeSummary",
     "EvalSpec",
     "Execution",
     "ExpectsImages",
@@ -82,6 +88,9 @@ __all__ = [  # the table's names, written out for type checkers and linters (tes
     "PolicyInfo",
     "PolicyStop",
     "RollbenchError",
+    "RunEnd",
+    "RunObserver",
+    "RunStart",
     "SlotPolicies",
     "StepResult",
     "TaskInfo",

@@ -10,7 +10,9 @@ import contextlib
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,21 +38,30 @@ from rollbench.record.runlog import (
     record_results,
 )
 from rollbench.record.writer import DatasetWriter
-from rollbench.run.observer import RunObserver
+from rollbench.run.in_memory import bound, policy_name, refuse_execution
+from rollbench.run.observer import EpisodeSummary, Observers, RunEnd, Running, RunObserver, RunStart
 from rollbench.run.prepare import check_committed, check_run_dir, prepare_run
 from rollbench.run.ray_options import RayOptions as RayOptions  # public: Execution(ray=RayOptions(...))
 from rollbench.run.runners import Execution, execution_session, run_episodes
-from rollbench.run.worker import EpisodeSummary, Running, WorkerSetup
+from rollbench.run.worker import WorkerSetup
 
-__all__ = ["Execution", "ProgressCallback", "check_run_dir", "default_run_dir", "evaluate", "grade", "prepare_run"]
+__all__ = [
+    "Execution",
+    "ProgressCallback",
+    "RunObserver",
+    "check_run_dir",
+    "default_run_dir",
+    "evaluate",
+    "grade",
+    "prepare_run",
+]
 
 ProgressCallback = Callable[[dict[str, Any]], None]
-"""Receives events: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "retried": n,
-"warnings": [str]}`` once (``done``: episodes already recorded or staged, which a resume does not re-run;
-``retried``: recorded episodes taken back by ``--retry-errors`` to run again, not in ``done``), then
-``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason"}`` per finished episode,
-and about once a second while episodes run ``{"event": "steps", "worker", "running": [{"episode_index", "task",
-"step", "max_steps"}]}`` (that worker's episodes in progress; in-process and local workers)."""
+"""Deprecated (pass a :class:`~rollbench.run.observer.RunObserver` as ``observer=``): receives the observer's events as
+dicts: ``{"event": "start", "run_dir", "totals": {task: n}, "done": {task: n}, "retried": n, "warnings": [str]}``
+once, ``{"event": "episode", "task", "episode_index", "success", "length", "termination_reason", "staged",
+"policy_hung"}`` per finished episode, and ``{"event": "steps", "worker", "running": [{"episode_index", "task",
+"step", "max_steps"}]}`` about once a second while episodes run."""
 
 
 def default_run_dir(spec: EvalSpec, root: Path = Path("runs")) -> Path:
@@ -65,25 +76,56 @@ def evaluate(
     *,
     out: str | Path | None = None,
     execution: Execution | None = None,
-    progress: ProgressCallback | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    observer: RunObserver | None = None,
     host_label: str | None = None,
     robot: str | None = None,
+    progress: ProgressCallback | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    policy: Any = None,
+    checkpoint_id: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see
     :func:`rollbench.grading.grade.grade`).
 
+    ``policy`` is a policy name (a spec field), or a :class:`rollbench.Policy` object of this process (a training
+    loop's model): it runs here, batched only through its own ``batched(size)``, never pickled; the spec (and
+    run.json) names it ``in-memory:module.QualName[@checkpoint_id]`` and its provenance holds ``in_memory``
+    (``class``, ``checkpoint_id``); see :mod:`rollbench.run.in_memory`. Resuming such a run takes the object again.
+    ConfigError (one line, why) for workers > 1 or the Ray executor with an object, batch_size > 1 without
+    ``batched``, and a ``checkpoint_id`` without an object.
+
     Re-running into an existing run directory of the same spec resumes it: missing episodes run, and errored ones
     selected by ``execution.retry_errors`` (default: infrastructure faults) are re-run and replaced.
-    ``should_stop`` is polled between episodes; when it returns True no new episode starts, the episodes already
-    finished are committed, and the (resumable) run is graded as it stands.
+    ``observer`` (a :class:`~rollbench.run.observer.RunObserver`) hears the run start, each episode's start, steps and
+    end, and the run end; its ``should_stop()`` is polled between episodes: once True no new episode starts, the
+    episodes already finished are committed, and the (resumable) run is graded as it stands. Without an observer
+    the run's warnings go to stderr. ``progress`` (dict events, :data:`ProgressCallback`) and ``should_stop`` are
+    deprecated forms of ``observer`` (DeprecationWarning) and still work.
     ``host_label``/``robot`` set the run's identity ``host/robot/name`` recorded in run.json (see prepare_run).
     Raises ConfigError (before anything is written) on bad input, including a Ray cluster that cannot be reached or
     cannot hold a worker (:func:`~rollbench.run.runners.execution_session`); episode failures end up in the result.
     """
-    spec = spec or build_spec(**fields)
+    observer = _with_deprecated(observer, progress, should_stop)
     execution = execution or Execution()
+    if policy is not None and not isinstance(policy, str):
+        name = policy_name(policy, checkpoint_id)
+        refuse_execution(name, policy, execution.workers, execution.executor, execution.batch_size)
+        spec = spec.model_copy(update={"policy": name}) if spec is not None else build_spec(policy=name, **fields)
+        with bound(name, policy):
+            return evaluate(
+                spec,
+                out=out,
+                execution=execution,
+                observer=observer,
+                host_label=host_label,
+                robot=robot,
+            )
+    if checkpoint_id is not None:
+        raise ConfigError("checkpoint_id= names an in-memory policy object: give it with policy=<the object>")
+    if policy is not None:
+        fields["policy"] = policy
+    spec = spec or build_spec(**fields)
     run_dir = Path(out) if out is not None else default_run_dir(spec)
     run, log = prepare_run(spec, run_dir, host_label, robot, execution)
     with execution_session(execution):  # Ray connected (or refused) before anything is written
@@ -92,46 +134,66 @@ def evaluate(
         try:
             with RunLock(run_dir):
                 check_committed(run_dir)  # under the lock: no writer commits between its listings
-                return _execute(run, log, run_dir, execution, progress, should_stop)
+                return _execute(run, log, run_dir, execution, observer)
         except ConfigError:
             if created and not (run_dir / "run.json").exists():
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
 
 
-class _RunEvents(RunObserver):
-    """The observer of one invocation: commits what workers staged in plan order, keeps ``run.live.json`` current,
-    forwards ``episode`` and ``steps`` events to ``progress`` and asks ``should_stop``."""
+def _with_deprecated(
+    observer: RunObserver | None, progress: ProgressCallback | None, should_stop: Callable[[], bool] | None
+) -> RunObserver | None:
+    """The caller's observer with the deprecated ``progress``/``should_stop`` arguments joined to it (warning)."""
+    if progress is None and should_stop is None:
+        return observer
+    given = " and ".join(n for n, v in (("progress=", progress), ("should_stop=", should_stop)) if v is not None)
+    warnings.warn(
+        f"rollbench.evaluate({given}) is deprecated: pass observer=, a rollbench.RunObserver",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    old = _ProgressEvents(progress, should_stop)
+    return old if observer is None else Observers(observer, old)
 
-    def __init__(
-        self,
-        live: LiveSnapshot,
-        committer: BackgroundCommitter,
-        progress: ProgressCallback | None,
-        should_stop: Callable[[], bool] | None,
-    ) -> None:
-        self.live, self.committer, self.progress = live, committer, progress
-        self.stop = should_stop or (lambda: False)
-        self.commit = committer.commit
 
-    def on_result(self, summary: EpisodeSummary) -> None:
-        self.committer.promote_ready()
-        self.live.episode_done(summary.task, summary.success, summary.episode_index)
-        self.live.write()
-        if self.progress:
-            self.progress({"event": "episode", **summary.__dict__})
+class _ProgressEvents(RunObserver):
+    """The deprecated ``progress``/``should_stop`` arguments as an observer: typed events back into the old dicts."""
+
+    def __init__(self, progress: ProgressCallback | None, should_stop: Callable[[], bool] | None) -> None:
+        self.progress, self.stop = progress or (lambda event: None), should_stop or (lambda: False)
+
+    def on_run_start(self, start: RunStart) -> None:
+        self.progress({"event": "start", **asdict(start), "run_dir": str(start.run_dir), "warnings": [*start.warnings]})
+
+    def on_steps(self, worker: str, running: Running) -> None:
+        self.progress({"event": "steps", "worker": worker, "running": [asdict(e) for e in running]})
+
+    def on_episode_end(self, summary: EpisodeSummary) -> None:
+        self.progress({"event": "episode", **asdict(summary)})
 
     def should_stop(self) -> bool:
         return self.stop()
+
+
+class _Recording(RunObserver):
+    """The invocation's own observer: commits what workers staged in plan order and keeps ``run.live.json``
+    current (which ``rollbench runs``, MCP ``get_run`` and the dashboard's live view read)."""
+
+    def __init__(self, live: LiveSnapshot, committer: BackgroundCommitter) -> None:
+        self.live, self.committer = live, committer
+
+    def on_episode_end(self, summary: EpisodeSummary) -> None:
+        self.committer.promote_ready()
+        self.live.episode_done(summary.task, summary.success, summary.episode_index)
+        self.live.write()
 
     def on_worker(self, worker: str, state: str) -> None:
         self.live.workers[worker] = state
         self.live.write()
 
     def on_steps(self, worker: str, running: Running) -> None:
-        self.live.steps(worker, running)
-        if self.progress:
-            self.progress({"event": "steps", "worker": worker, "running": running})
+        self.live.steps(worker, [asdict(e) for e in running])
 
 
 def _execute(
@@ -139,23 +201,23 @@ def _execute(
     log: RunLog,
     run_dir: Path,
     execution: Execution,
-    progress: ProgressCallback | None,
-    should_stop: Callable[[], bool] | None,
+    observer: RunObserver | None,
 ) -> dict[str, Any]:
     """Run the episodes ``run_dir`` still lacks, commit them, grade, and keep run.json honest throughout: RUNNING
     while this invocation runs, INTERRUPTED (resumable, with the reason) if it ends any other way than graded."""
     begin_execution(run_dir, log, execution.workers, execution.executor, execution.batch_size)
     try:
         with user_signals():  # Ctrl-C raises UserInterrupt: a policy's own KeyboardInterrupt is not taken for it
-            writer, todo, live = _open_run(run, log, run_dir, execution, progress)
+            writer, todo, live = _open_run(run, log, run_dir, execution, observer)
             committer = BackgroundCommitter(writer)
             setup = WorkerSetup(run, run_dir.resolve(), execution.batch_size)
+            everyone = Observers(_Recording(live, committer), *([observer] if observer else []))
             try:
-                counters = run_episodes(setup, todo, execution, _RunEvents(live, committer, progress, should_stop))
+                counters = run_episodes(setup, todo, execution, everyone, committer)
             except KeyboardInterrupt:
                 # keep what finished, say so on disk, and leave the directory resumable
                 committer.close()
-                _finish(run_dir, writer, log, live, status="INTERRUPTED")
+                _finish(run_dir, writer, log, live, everyone, status="INTERRUPTED")
                 raise
             except BaseException:
                 with contextlib.suppress(Exception):
@@ -163,7 +225,7 @@ def _execute(
                 raise
             committer.close()
             note_counters(log, counters)
-            return _finish(run_dir, writer, log, live)
+            return _finish(run_dir, writer, log, live, everyone)
     except BaseException as exc:
         # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
         abandon_execution(run_dir, log, exc)  # (an interruption already finished the log as INTERRUPTED)
@@ -175,7 +237,7 @@ def _open_run(
     log: RunLog,
     run_dir: Path,
     execution: Execution,
-    progress: ProgressCallback | None,
+    observer: RunObserver | None,
 ) -> tuple[DatasetWriter, list[PlannedEpisode], LiveSnapshot]:
     """Open the writer (committing what a previous invocation staged), take back the errored episodes to retry, and
     announce the start: the writer, the episodes still to run (plan order) and the live snapshot."""
@@ -190,7 +252,12 @@ def _open_run(
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
-    _announce_start(progress, run_dir, live, len(retried), log.warnings)
+    start = RunStart(run_dir, dict(live.totals), dict(live.done), len(retried), tuple(log.warnings))
+    if observer is not None:  # the CLI's progress display prints the warnings (rollbench.cli.display)
+        observer.on_run_start(start)
+    else:
+        for w in start.warnings:
+            print(f"warning: {w}", file=sys.stderr)
     return writer, todo, live
 
 
@@ -217,30 +284,16 @@ def _artifact_kinds(spec: EvalSpec) -> tuple[str, ...]:
     return ("transcript", "wire_capture") if spec.policy_options.get("wire_capture") else ("transcript",)
 
 
-def _announce_start(
-    progress: ProgressCallback | None, run_dir: Path, live: LiveSnapshot, retried: int, warnings: list[str]
-) -> None:
-    """The ``start`` event (see :data:`ProgressCallback`), or without a progress callback the warnings on stderr."""
-    if progress:  # the progress display prints the warnings (rollbench.cli.display.ProgressDisplay)
-        progress(
-            {
-                "event": "start",
-                "run_dir": str(run_dir),
-                "totals": dict(live.totals),
-                "done": dict(live.done),
-                "retried": retried,  # errored episodes taken back to run again (--retry-errors)
-                "warnings": list(warnings),
-            }
-        )
-    else:
-        for w in warnings:
-            print(f"warning: {w}", file=sys.stderr)
-
-
 def _finish(
-    run_dir: Path, writer: DatasetWriter, log: RunLog, live: LiveSnapshot, status: RunStatus | None = None
+    run_dir: Path,
+    writer: DatasetWriter,
+    log: RunLog,
+    live: LiveSnapshot,
+    observer: RunObserver,
+    status: RunStatus | None = None,
 ) -> dict[str, Any]:
-    """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given)."""
+    """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given) and
+    tell the observer the run ended."""
     writer.promote_ready()
     writer.write_stats()
     writer.write_videos_index()
@@ -249,8 +302,10 @@ def _finish(
     result = grade_run_dir(run_dir)
     record_outcomes(log, result["episodes"])
     # an interruption that lost nothing (every episode already recorded) leaves the graded status
-    record_results(run_dir, log, result, status if status and result["status"] != "OK" else result["status"])
+    final = status if status and result["status"] != "OK" else result["status"]
+    record_results(run_dir, log, result, final)
     live.remove()
+    observer.on_run_end(RunEnd(run_dir, final, result["episodes_recorded"], result["episodes_requested"]))
     return result
 
 

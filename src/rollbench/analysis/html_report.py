@@ -28,7 +28,15 @@ from rollbench.analysis.latency_sweep import latency_sweeps
 from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
 from rollbench.core.contracts import RollbenchError
-from rollbench.core.format import FILTERS, MISSING, interval, p_value, pct, points, points_interval, shown
+from rollbench.core.format import (
+    MISSING,
+    interval,
+    p_value,
+    pct,
+    points,
+    points_interval,
+    template_environment,
+)
 from rollbench.grading.coverage import DEFAULT_RULE, VERDICT_LABELS, CoverageRule, coverage_lines
 
 if TYPE_CHECKING:
@@ -37,17 +45,8 @@ if TYPE_CHECKING:
 
 @cache
 def _env() -> Environment:
-    """The report's Jinja2 environment: ``templates/report.html.j2``, every value escaped, None shown as an em dash."""
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-    env = Environment(
-        loader=FileSystemLoader(Path(__file__).with_name("templates")),
-        autoescape=True,
-        undefined=StrictUndefined,  # a missing field is an error, never a blank
-        finalize=shown,
-    )
-    env.filters.update(FILTERS)
-    return env
+    """The report's environment: ``templates/report.html.j2`` (:func:`~rollbench.core.format.template_environment`)."""
+    return template_environment(Path(__file__).with_name("templates"))
 
 
 def sequential_comparisons(loaded: Loaded) -> tuple[list[dict[str, Any]], list[str]]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import quoted
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import PlanTask, RunLog
@@ -238,7 +239,7 @@ def _bad_export_fields(ep: dict[str, Any]) -> str | None:
     for key, kinds in _EXPORT_FIELDS.items():
         value = ep.get(key)
         if isinstance(value, bool) or not isinstance(value, kinds):
-            return f"{key} {value!r}"[:120] + f" (expected {' or '.join(k.__name__ for k in kinds)})"
+            return f"{key} {quoted(value)} (expected {' or '.join(k.__name__ for k in kinds)})"
     return None
 
 

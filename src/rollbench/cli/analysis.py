@@ -21,8 +21,8 @@ from rollbench.cli.analysis_view import (
     print_comparison,
     print_summary,
 )
-from rollbench.cli.common import print_json
-from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.cli.common import exit_on_errors, print_doc, print_json
+from rollbench.core.contracts import ConfigError
 from rollbench.core.paths import check_output_path
 
 console = Console(stderr=True)
@@ -154,7 +154,7 @@ def compare_cmd(
     from rollbench.analysis.sources import load_runs
     from rollbench.grading.stats import check_resamples
 
-    try:
+    with exit_on_errors():
         check_resamples(resamples, 0)
         rule = coverage_rule(min_coverage, exclude_policy_errors)
         if not runs or len(runs) < 2:
@@ -171,17 +171,8 @@ def compare_cmd(
             _distinct_paths(list(runs))  # the same directory twice says so; else a path held several runs
             raise ConfigError(f"give one run directory per argument ({len(runs)} paths hold {len(loaded.runs)} runs)")
         doc = compare_runs(loaded.runs, paired=not unpaired, seed=seed, n_resamples=resamples, rule=rule)
-    except ConfigError as exc:
-        _fail(str(exc))
-        return
-    except RollbenchError as exc:
-        _fail(str(exc), code=1)
-        return
     print_warnings(loaded.notes())
-    if as_json:
-        print_json(out, json.dumps(doc))
-    else:
-        print_comparison(out, doc)
+    print_doc(out, doc, as_json, print_comparison)
 
 
 def _power_plan(
@@ -225,20 +216,13 @@ def _compare_sequential(out: Console, runs: list[Path], as_json: bool, other_opt
     from rollbench.cli.sequential import print_sequential
     from rollbench.sequential.recompute import compare_sequential
 
-    try:
+    with exit_on_errors():
         if other_options:
             raise ConfigError("--sequential recomputes a sequential test; --unpaired and --allow-damaged do not apply")
         if not runs:
             raise ConfigError("--sequential needs the two arms of a rollbench sequential run, or its --out directory")
         doc = compare_sequential(list(runs))
-    except ConfigError as exc:
-        _fail(str(exc))
-    except RollbenchError as exc:
-        _fail(str(exc), code=1)
-    if as_json:
-        print_json(out, json.dumps(doc))
-    else:
-        print_sequential(out, doc)
+    print_doc(out, doc, as_json, print_sequential)
 
 
 def _reproductions(loaded: Any, reference: str | None) -> list[dict[str, Any]]:

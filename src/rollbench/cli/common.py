@@ -6,7 +6,7 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 import typer
@@ -15,6 +15,7 @@ from rich.markup import escape
 from typer._click import exceptions as click_errors  # typer 0.2x vendors click; its errors live here
 from typer.core import TyperGroup
 
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.core.stdio import seal_stdout
@@ -42,6 +43,26 @@ def fail(msg: str, code: int = 2) -> NoReturn:
     """Print ``error: MSG`` as one line on stderr (markup escaped) and exit with ``code`` (2: bad input)."""
     console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def exit_on_errors() -> Iterator[None]:
+    """A command's work: a ConfigError (bad input) ends it with one ``error:`` line and exit 2, any other
+    RollbenchError (the work could not be done) with one line and exit 1."""
+    try:
+        yield
+    except ConfigError as exc:
+        fail(str(exc))
+    except RollbenchError as exc:
+        fail(str(exc), code=1)
+
+
+def print_doc(to: Console, doc: Any, as_json: bool, human: Callable[[Console, Any], None]) -> None:
+    """A command's document on ``to``: with ``--json`` as JSON (:func:`print_json`), else ``human(to, doc)``."""
+    if as_json:
+        print_json(to, json.dumps(doc))
+    else:
+        human(to, doc)
 
 
 class OneLineErrors(TyperGroup):

@@ -21,10 +21,13 @@ from rich.text import Text
 
 from rollbench.cli.tables import print_table
 from rollbench.core.format import interval, number, p_value, pct, points
+from rollbench.run.observer import EpisodeSummary, Running, RunObserver, RunStart
 
 
-class ProgressDisplay:
-    """One progress bar per task, fed by :data:`rollbench.api.ProgressCallback` events."""
+class ProgressDisplay(RunObserver):
+    """One progress bar per task, a :class:`~rollbench.run.observer.RunObserver` of the run: the bars start with the
+    run (after its warnings and, on a resume, what is already recorded), advance with each finished episode and, in
+    between, by the running episodes' fractions of their horizon (``ep 17: step 120/220``)."""
 
     def __init__(self, console: Console, enabled: bool = True) -> None:
         self.enabled = enabled
@@ -41,56 +44,54 @@ class ProgressDisplay:
         )
         self.bars: dict[str, Any] = {}
         self.done: dict[str, int] = {}
-        self.running: dict[str, list[dict[str, Any]]] = {}  # worker -> its episodes in progress
+        self.running: dict[str, Running] = {}  # worker -> its episodes in progress
         self._started = False
 
     def __enter__(self) -> ProgressDisplay:
-        return self  # the bars start with the run's "start" event: an error before it prints one line, no bars
+        return self  # the bars start with the run's start: an error before it prints one line, no bars
 
     def __exit__(self, *exc: object) -> None:
         if self._started:
             self.progress.__exit__(None, None, None)
 
-    def update(self, event: dict[str, Any]) -> None:
-        if event["event"] == "start":
-            say = self.progress.console.print
-            for w in event.get("warnings", []):
-                say(f"warning: {w}", highlight=False, soft_wrap=True)
-            done, total = sum(event["done"].values()), sum(event["totals"].values())
-            retried = int(event.get("retried", 0))
-            if done or retried:
-                again = f" ({retried} of them errored before and run again, --retry-errors)" if retried else ""
-                say(
-                    f"resuming {event['run_dir']}: {done} of {total} episodes already recorded, "
-                    f"{total - done} to run{again}",
-                    highlight=False,
-                    soft_wrap=True,
-                )
-            self.progress.__enter__()
-            self._started = True
-            self.run_dir = Path(event["run_dir"]) if event.get("run_dir") else None
-            for task, total in event["totals"].items():
-                self.bars[task] = self.progress.add_task(task, total=total, completed=event["done"][task], ok="")
-                self.done[task] = event["done"][task]
-        elif event["event"] == "episode":
-            task = event["task"]
-            self.done[task] = self.done.get(task, 0) + 1
-            for worker, eps in self.running.items():
-                self.running[worker] = [e for e in eps if e["episode_index"] != event["episode_index"]]
+    def on_run_start(self, start: RunStart) -> None:
+        say = self.progress.console.print
+        for w in start.warnings:
+            say(f"warning: {w}", highlight=False, soft_wrap=True)
+        done, total = sum(start.done.values()), sum(start.totals.values())
+        if done or start.retried:
+            again = f" ({start.retried} of them errored before and run again, --retry-errors)" if start.retried else ""
+            say(
+                f"resuming {start.run_dir}: {done} of {total} episodes already recorded, {total - done} to run{again}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        self.progress.__enter__()
+        self._started = True
+        self.run_dir = start.run_dir
+        for task, total in start.totals.items():
+            self.bars[task] = self.progress.add_task(task, total=total, completed=start.done[task], ok="")
+            self.done[task] = start.done[task]
+
+    def on_episode_end(self, summary: EpisodeSummary) -> None:
+        self.done[summary.task] = self.done.get(summary.task, 0) + 1
+        for worker, eps in self.running.items():
+            self.running[worker] = tuple(e for e in eps if e.episode_index != summary.episode_index)
+        self._show(summary.task)
+
+    def on_steps(self, worker: str, running: Running) -> None:
+        tasks = {e.task for e in self.running.get(worker, ())}
+        self.running[worker] = running
+        for task in sorted(tasks | {e.task for e in running}):
             self._show(task)
-        elif event["event"] == "steps":
-            tasks = {e["task"] for e in self.running.get(event["worker"], [])}
-            self.running[event["worker"]] = list(event["running"])
-            for task in sorted(tasks | {e["task"] for e in event["running"]}):
-                self._show(task)
 
     def _show(self, task: str) -> None:
         """A task's bar: finished episodes plus the running ones' fractions of their horizon, and their steps."""
         if task not in self.bars:
             return
-        eps = [e for es in self.running.values() for e in es if e["task"] == task]
-        part = sum(min(1.0, e["step"] / max(1, e["max_steps"])) for e in eps)
-        steps = ", ".join(f"ep {e['episode_index']}: step {e['step']}/{e['max_steps']}" for e in eps)
+        eps = [e for es in self.running.values() for e in es if e.task == task]
+        part = sum(min(1.0, e.step / max(1, e.max_steps)) for e in eps)
+        steps = ", ".join(f"ep {e.episode_index}: step {e.step}/{e.max_steps}" for e in eps)
         self.progress.update(self.bars[task], completed=self.done.get(task, 0) + part, ok=steps)
 
 

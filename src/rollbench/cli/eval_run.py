@@ -61,7 +61,7 @@ def run_with_display(
     try:
         with isolated_output(), display, _terminate_as_interrupt():  # the policy's output and children: not ours
             result = evaluate(
-                spec, out=out_dir, execution=execution, progress=display.update, host_label=host_label, robot=robot
+                spec, out=out_dir, execution=execution, observer=display, host_label=host_label, robot=robot
             )
     except KeyboardInterrupt as exc:
         where = display.run_dir if display.run_dir else out_dir

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from rollbench.cli.analysis import compare_cmd, report_cmd, summarize_cmd
+from rollbench.cli.checkpoints import checkpoints_cmd
 from rollbench.cli.common import OneLineErrors, console, out, print_json
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.dashboard import dashboard_cmd
@@ -48,9 +49,9 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        import importlib.metadata
+        from rollbench.core.versions import installed_version
 
-        print(f"rollbench {importlib.metadata.version('rollbench')}")
+        print(f"rollbench {installed_version('rollbench')}")
         raise typer.Exit()
 
 
@@ -176,6 +177,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("reproduce", reproduce_cmd),
     ("sequential", sequential_cmd),
     ("robustness", robustness_cmd),
+    ("checkpoints", checkpoints_cmd),
     ("release", release_cmd),
 )
 for _name, _command in COMMANDS:

@@ -7,7 +7,6 @@ Exit codes: 0 = done (whatever the verdict); 1 = a run or the state failed; 2 = 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,9 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rollbench.cli.common import print_json
 from rollbench.cli.tables import print_table
-from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import interval, p_value, pct, points, points_interval
 
 console = Console(stderr=True)
@@ -92,7 +89,7 @@ def optimize_instruction(
     as_json: Annotated[bool, typer.Option("--json", help="Print optimize.json instead of the tables.")] = False,
 ) -> None:
     """Search a task's instruction for a policy on paired seeds; report the winner vs the original on held-out seeds."""
-    from rollbench.cli.common import fail as _fail
+    from rollbench.cli.common import exit_on_errors, print_doc
     from rollbench.optimize.config import build_config
     from rollbench.optimize.search import Search
     from rollbench.wire.obs_map import load_policy_options
@@ -101,36 +98,30 @@ def optimize_instruction(
     if not out.is_terminal:  # piped output: do not squeeze tables into 80 columns
         out = Console(width=160)
     try:
-        from rollbench.record.safe_files import refuse_inside_run
+        with exit_on_errors():
+            from rollbench.record.safe_files import refuse_inside_run
 
-        refuse_inside_run(out_dir)  # a search directory never lands inside a recorded run
-        cfg = build_config(
-            env=env,
-            policy=policy,
-            rounds=rounds,
-            candidates=candidates,
-            episodes_per_candidate=episodes_per_candidate,
-            seed=seed,
-            holdout_episodes=holdout_episodes,
-            proposer=proposer,
-            start=start,
-            alpha=alpha,
-            margin=margin,
-            patience=patience,
-            budget=budget,
-            max_steps=max_steps,
-            policy_options=load_policy_options(policy_options),
-        )
-        log = (lambda m: None) if as_json else (lambda m: console.print(m, highlight=False, soft_wrap=True))
-        state = Search(cfg, out_dir, log=log).run()
+            refuse_inside_run(out_dir)  # a search directory never lands inside a recorded run
+            cfg = build_config(
+                env=env,
+                policy=policy,
+                rounds=rounds,
+                candidates=candidates,
+                episodes_per_candidate=episodes_per_candidate,
+                seed=seed,
+                holdout_episodes=holdout_episodes,
+                proposer=proposer,
+                start=start,
+                alpha=alpha,
+                margin=margin,
+                patience=patience,
+                budget=budget,
+                max_steps=max_steps,
+                policy_options=load_policy_options(policy_options),
+            )
+            log = (lambda m: None) if as_json else (lambda m: console.print(m, highlight=False, soft_wrap=True))
+            state = Search(cfg, out_dir, log=log).run()
     except KeyboardInterrupt:
         console.print(f"interrupted: re-run the same command to resume the search in {out_dir}", highlight=False)
         raise typer.Exit(130) from None
-    except ConfigError as exc:
-        _fail(str(exc))
-    except RollbenchError as exc:
-        _fail(str(exc), code=1)
-    if as_json:
-        print_json(out, json.dumps(state))
-    else:
-        print_search(out, state, out_dir)
+    print_doc(out, state, as_json, lambda to, doc: print_search(to, doc, out_dir))

@@ -8,7 +8,6 @@ Exit codes: 0 = every task decided (B better, A better, futility or budget exhau
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,10 +17,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rollbench.cli.common import console, fail, print_json, terminate_as_interrupt
+from rollbench.cli.common import console, exit_on_errors, fail, print_doc, terminate_as_interrupt
 from rollbench.cli.run_flags import EXECUTION_FLAGS, IDENTITY_FLAGS, eval_options, execution
 from rollbench.cli.tables import print_table
-from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING
 
 SAYS = {
@@ -145,7 +144,11 @@ def sequential_cmd(
         )
 
     try:
-        with _signals_seen() as seen, isolated_output():  # the policies' output and children: never stdout
+        with (
+            exit_on_errors(),
+            _signals_seen() as seen,
+            isolated_output(),
+        ):  # the policies' output and children: never stdout
             config = SequentialConfig(
                 delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant, budget=budget,
                 look_every=look_every, futility=futility, execution=run, host_label=options["host_label"],
@@ -163,14 +166,7 @@ def sequential_cmd(
             soft_wrap=True,
         )
         raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
-    except ConfigError as exc:
-        fail(str(exc))
-    except RollbenchError as exc:
-        fail(str(exc), code=1)
-    if as_json:
-        print_json(stdout, json.dumps(doc))
-    else:
-        print_sequential(stdout, doc)
+    print_doc(stdout, doc, as_json, print_sequential)
 
 
 @contextlib.contextmanager

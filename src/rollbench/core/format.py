@@ -12,15 +12,23 @@ reproduction document and the MCP summaries, so a figure reads the same everywhe
 Each returns :data:`MISSING` for None (no episodes, no comparison, not measured): one sign everywhere.
 
 Also here, because both the run planner and the instruction search word it: :func:`differences`, the "what
-differs from what is on disk" list of a refused resume.
+differs from what is on disk" list of a refused resume. And the two pieces every error message about a value
+uses: :func:`quoted`, a value quoted with one length rule (:data:`QUOTED_CHARS`), and :func:`error_location`, where
+in a document a pydantic validation error points (``plan.episodes.3.seed``). And the Jinja2 environment the HTML
+pages render these with: :func:`template_environment`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 MISSING = "—"  # an em dash: the value does not exist (never 0, never an error)
+QUOTED_CHARS = 60  # the most characters of a value an error message quotes
 
 
 def pct(x: float | None) -> str:
@@ -61,6 +69,22 @@ def differences(there: Mapping[str, Any], here: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}: {there.get(k)!r} there, {v!r} here" for k, v in here.items() if there.get(k) != v)
 
 
+def quoted(value: object, *, as_text: bool = False) -> str:
+    """``value`` as an error message quotes it: its ``repr`` (``as_text``: its ``str``), whole up to
+    :data:`QUOTED_CHARS` characters, else its first :data:`QUOTED_CHARS` followed by ``...`` and the size of the
+    whole (``'xxxx... (5000 characters)'``), so a message stays one readable line whatever it was handed."""
+    text = str(value) if as_text else repr(value)
+    if len(text) <= QUOTED_CHARS:
+        return text
+    return f"{text[:QUOTED_CHARS]}... ({len(str(value))} characters)"
+
+
+def error_location(loc: tuple[int | str, ...] | list[int | str], whole: str = "") -> str:
+    """Where a pydantic error points, dotted (``("plan", "episodes", 3)`` -> ``"plan.episodes.3"``); ``whole``
+    when it points at the document itself (an empty location)."""
+    return ".".join(str(part) for part in loc) or whole
+
+
 def shown(value: Any) -> Any:
     """A Jinja2 ``finalize``: a None printed by a template reads :data:`MISSING`, like every formatter's."""
     return MISSING if value is None else value
@@ -75,3 +99,14 @@ FILTERS = {
     "points_interval": points_interval,
     "number": number,
 }
+
+
+def template_environment(folder: Path) -> Environment:
+    """The one Jinja2 environment of rollbench's HTML pages (the report, the dashboard, the reproduction document):
+    templates from ``folder``, every value escaped, a missing field an error (never a blank), None shown as
+    :data:`MISSING` (:func:`shown`) and the formatters above as filters (:data:`FILTERS`)."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(loader=FileSystemLoader(folder), autoescape=True, undefined=StrictUndefined, finalize=shown)
+    env.filters.update(FILTERS)
+    return env

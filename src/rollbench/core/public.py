@@ -8,6 +8,7 @@ from __future__ import annotations
 CONTRACTS = "rollbench.core.contracts"
 BATCH = "rollbench.core.batch"
 REGISTRY = "rollbench.core.registry"
+OBSERVER = "rollbench.run.observer"
 
 PLUGIN_API: dict[str, str] = {
     # a policy: the protocol, its static description, what it sees, how it ends an episode on purpose
@@ -32,6 +33,13 @@ PLUGIN_API: dict[str, str] = {
     "StepResult": CONTRACTS,
     "HoldAction": CONTRACTS,
     "ExpectsImages": CONTRACTS,
+    # what a run tells its caller (rollbench.evaluate(observer=...)): the observer and its typed events
+    "RunObserver": OBSERVER,
+    "RunStart": OBSERVER,
+    "EpisodeStart": OBSERVER,
+    "EpisodeProgress": OBSERVER,
+    "EpisodeSummary": OBSERVER,
+    "RunEnd": OBSERVER,
     # errors a plug-in raises (and the Python API's callers catch)
     "RollbenchError": CONTRACTS,
     "ConfigError": CONTRACTS,

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from rollbench.core.contracts import ConfigError, TaskInfo
+from rollbench.core.format import error_location, quoted
 
 MAX_ACTION_NOISE = 1e6  # action units; far above every task's range, far below float overflow
 MAX_EPISODES_PER_TASK = 100_000
@@ -248,10 +249,8 @@ def build_spec(**fields: Any) -> EvalSpec:
     except ValidationError as exc:
         parts = []
         for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "spec"
-            got = f"{err.get('input')!r}"
-            if len(got) > 80:  # a long value is named by its start and size, so the error stays one readable line
-                got = f"{got[:60]}... ({len(str(err.get('input')))} characters)"
+            where = error_location(err["loc"], "spec")
+            got = quoted(err.get("input"))  # a long value is named by its start and size: one readable line
             parts.append(f"{where}: {err['msg']}" + ("" if got in err["msg"] else f" (got {got})"))
         raise ConfigError("invalid evaluation spec: " + "; ".join(parts)) from None
 

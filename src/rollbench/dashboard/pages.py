@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollbench.core.format import FILTERS, shown
+from rollbench.core.format import template_environment
 from rollbench.dashboard.charts import rate_chart, sequential_svg, timeline_svg
 
 if TYPE_CHECKING:
@@ -26,16 +26,7 @@ TEMPLATES = Path(__file__).with_name("templates")
 
 @cache
 def _env() -> Environment:
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=StrictUndefined,  # a missing field is an error, never a blank
-        finalize=shown,
-    )
-    env.filters.update(FILTERS)
-    return env
+    return template_environment(TEMPLATES)
 
 
 def _render(template: str, title: str, page: str, **context: Any) -> str:

@@ -46,6 +46,7 @@ import numpy as np
 from rollbench.core.contracts import ConfigError, HoldAction, Observation, StepResult, TaskInfo
 from rollbench.core.family import MUJOCO_RENDERER, ArmLayout, ServedLayout
 from rollbench.core.registry import EnvOptions
+from rollbench.core.versions import installed_version
 from rollbench.envs.base import TableFamily
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -249,9 +250,7 @@ class RobosuiteFamily(TableFamily):
         why = super().missing()
         if why:
             return why
-        from importlib.metadata import version
-
-        v = version("robosuite")
+        v = installed_version("robosuite") or "(none)"
         if not v.startswith("1.5"):
             return f"robosuite {v} is installed but this adapter needs 1.5.x: pip install 'rollbench[robosuite]'"
         return None

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.format import quoted
 from rollbench.grading.files import parquet_files
 from rollbench.record.lerobot import NUMERIC_FEATURES
 from rollbench.record.safe_files import open_regular, read_regular_json
@@ -172,8 +173,8 @@ def check_episode_tasks(
         violations.append(f"{_episodes(eps)}: the step rows name task_index {ti}, which meta/tasks.parquet lacks")
     for (ti, listed_task), eps in sorted(other.items()):
         violations.append(
-            f"{_episodes(eps)}: the step rows name task {ti} ({tasks[ti][:80]!r} in meta/tasks.parquet) but the "
-            f"episode record lists {listed_task[:80]!r}"
+            f"{_episodes(eps)}: the step rows name task {ti} ({quoted(tasks[ti])} in meta/tasks.parquet) but the "
+            f"episode record lists {quoted(listed_task)}"
         )
 
 
@@ -210,7 +211,7 @@ def check_stats(con: duckdb.DuckDBPyConnection, run_dir: Path, files: list[Path]
         if name not in recorded:
             violations.append(f"{rel} has no statistics for {name}, which the step rows hold")
         elif name not in want:
-            violations.append(f"{rel} has statistics for {str(name)[:60]!r}, which the step rows do not hold")
+            violations.append(f"{rel} has statistics for {quoted(str(name))}, which the step rows do not hold")
         elif why := _stats_difference(recorded[name], want[name]):
             violations.append(f"{rel}: {name} {why}")
 
@@ -228,7 +229,7 @@ def _stats_difference(got: Any, want: dict[str, Any]) -> str:
         return f"is a {type(got).__name__}, not an object of statistics"
     width = len(want["min"])
     if got.get("count") != want["count"]:
-        return f"count is {str(got.get('count'))[:40]} but the step rows give {want['count']}"
+        return f"count is {quoted(got.get('count'), as_text=True)} but the step rows give {want['count']}"
     scale = max([abs(x) for x in want["min"] + want["max"] if math.isfinite(x)] + [1.0])
     for key in ("min", "max", "mean", "std"):
         values = _numbers(got.get(key), width)

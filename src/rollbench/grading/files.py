@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from rollbench.core.format import quoted
 from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import escaping_links, is_inside
 from rollbench.record.safe_files import (
@@ -161,9 +162,11 @@ def info_field_problems(info: dict[str, Any]) -> list[str]:
     for name, feat in (info.get("features") or {}).items():
         shape = feat.get("shape")
         if not isinstance(feat.get("dtype"), str):
-            out.append(f"feature {str(name)[:60]!r} has no dtype string")
+            out.append(f"feature {quoted(str(name))} has no dtype string")
         elif not isinstance(shape, list) or not all(_count(d, 1) for d in shape):
-            out.append(f"feature {str(name)[:60]!r} has shape {str(shape)[:60]}, not a list of positive integers")
+            out.append(
+                f"feature {quoted(str(name))} has shape {quoted(shape, as_text=True)}, not a list of positive integers"
+            )
     return out
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import duckdb
 
+from rollbench.core.format import quoted
 from rollbench.grading.files import fill_template, readable_parquet
 
 
@@ -271,7 +272,7 @@ def data_location_problems(
         try:
             rel = fill_template(template, chunk_index=m.get("data/chunk_index"), file_index=m.get("data/file_index"))
         except ValueError as exc:
-            return [f"meta/info.json's data_path {str(template)[:80]!r} cannot be filled in for episode {e} ({exc}): "
+            return [f"meta/info.json's data_path {quoted(str(template))} cannot be filled in for episode {e} ({exc}): "
                     "LeRobot readers cannot find its step rows"]  # fmt: skip
         if where[e] != [rel]:
             out.append(
@@ -280,6 +281,6 @@ def data_location_problems(
             )
     if len(seen) > 1 and len(out) == len(seen):  # every episode: say it once, of the template
         first = out[0].removeprefix("episode ")
-        return [f"meta/info.json's data_path {str(template)[:80]!r} leads LeRobot readers to none of the {len(seen)} "
+        return [f"meta/info.json's data_path {quoted(str(template))} leads LeRobot readers to none of the {len(seen)} "
                 f"episodes' step rows (episode {first})"]  # fmt: skip
     return out

@@ -17,9 +17,7 @@ import contextlib
 import json
 import logging
 import re
-import threading
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -38,6 +36,7 @@ from rollbench.core.spec import MAX_INSTRUCTION_CHARS, EvalSpec
 from rollbench.grading.coverage import DEFAULT_RULE, EXCLUDE_POLICY_ERRORS_HELP, MIN_COVERAGE_HELP, CoverageRule
 from rollbench.grading.robustness import study_of_run
 from rollbench.mcp.catalog import env_listing
+from rollbench.mcp.progress import Active, Notifier
 from rollbench.mcp.results import (
     FOREIGN_LOG,
     INSTRUCTIONS,
@@ -61,18 +60,6 @@ DEFAULT_MAX_STEPS_CEILING = 1000
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-@dataclass
-class _Active:
-    """A run this server is executing: its stop flag, completion flag and live counts (for get_run)."""
-
-    stop: threading.Event = field(default_factory=threading.Event)
-    finished: threading.Event = field(default_factory=threading.Event)
-    done: int = 0
-    total: int = 0
-    done_at_start: int = 0
-    last: str = ""
-
-
 class RolloutService:
     """The tools' behaviour, independent of the transport. ``root`` confines every run directory."""
 
@@ -84,7 +71,7 @@ class RolloutService:
         self.root = root.expanduser().resolve()
         self.ceiling = max_steps_ceiling
         self.checkpoints = checkpoints  # the lerobot:... policies this server was started with (--lerobot-policy)
-        self.active: dict[str, _Active] = {}
+        self.active: dict[str, Active] = {}
 
     def run_dir(self, run_id: str) -> Path:
         """``root / run_id`` after checking the name cannot leave root. Raises ToolError otherwise."""
@@ -113,32 +100,11 @@ class RolloutService:
         run_id = run_name if run_name is not None else f"{default_run_dir(spec).name}-{uuid.uuid4().hex[:6]}"
         run_dir = self.run_dir(run_id)
         await self._wait_for_stopping(run_id)
-        active = self.active[run_id] = _Active()
-
-        def progress(event: dict[str, Any]) -> None:
-            if event["event"] == "start":
-                active.total = sum(event["totals"].values())
-                active.done = active.done_at_start = sum(event["done"].values())
-                message = f"run {run_id}: {active.done} of {active.total} episodes already recorded"
-            elif event["event"] != "episode":  # "steps" inside running episodes: get_run's live view shows them
-                return
-            else:
-                active.done += 1
-                how = "succeeded" if event["success"] else f"ended by {event['termination_reason']}"
-                message = (
-                    f"episode {event['episode_index']} ({event['task']}) {how} after {event['length']} steps; "
-                    f"{active.done} of {active.total} episodes done"
-                )
-            active.last = message
-            if ctx is not None and not active.stop.is_set():
-                try:
-                    anyio.from_thread.run(ctx.report_progress, active.done, active.total, message)
-                except Exception as exc:  # progress is best effort; the run itself must go on
-                    log.warning("progress notification not sent: %r", exc)
+        active = self.active[run_id] = Active()
 
         def work() -> dict[str, Any]:
             try:
-                return evaluate(spec, out=run_dir, progress=progress, should_stop=active.stop.is_set)
+                return evaluate(spec, out=run_dir, observer=Notifier(run_id, active, ctx))
             finally:
                 active.finished.set()
 

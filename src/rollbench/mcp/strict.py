@@ -21,15 +21,9 @@ from pydantic import ValidationError
 
 from rollbench.core import registry as report_rows
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import error_location, quoted
 from rollbench.core.registry import is_import_path, resolve_remote_tasks
 from rollbench.core.spec import EvalSpec, build_spec
-
-MAX_SHOWN = 60  # characters of a given value quoted in an error
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 
 def check_arguments(tool_name: str, model: Any, skip: set[str], arguments: Mapping[str, Any]) -> None:
@@ -45,8 +39,8 @@ def check_arguments(tool_name: str, model: Any, skip: set[str], arguments: Mappi
         model.model_validate(dict(arguments), strict=True)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        given = "" if err["type"] == "missing" else f", got {_shown(err.get('input'))}"
+        where = error_location(err["loc"], "arguments")
+        given = "" if err["type"] == "missing" else f", got {quoted(err.get('input'))}"
         raise ToolError(
             f"{tool_name}: invalid argument {where}: {err['msg']}{given}; valid arguments: {', '.join(valid)}"
         ) from None

@@ -15,23 +15,22 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import policy_options
+from rollbench.core.versions import installed_version
 from rollbench.envs.metaworld import FAMILY as METAWORLD
 
 NAME = "metaworld-expert"
 
 
 def _metaworld_version() -> str:
-    try:
-        return version(dict(METAWORLD.sim_packages)[METAWORLD.name])  # the family's own package
-    except PackageNotFoundError:
-        return "not installed"
+    return (
+        installed_version(dict(METAWORLD.sim_packages)[METAWORLD.name]) or "not installed"
+    )  # the family's own package
 
 
 def _policy_map() -> dict[str, Any]:

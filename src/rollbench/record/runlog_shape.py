@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import error_location, quoted
 from rollbench.core.runlog_model import PerturbationRecord
 
 
@@ -40,11 +41,13 @@ def check_run_log(log: Any, path: Path) -> None:
     indices = [e["episode_index"] for e in episodes]
     if not all(type(i) is int and i >= 0 for i in indices):
         i = next(k for k, v in enumerate(indices) if type(v) is not int or v < 0)
-        raise bad(f"its plan.episodes[{i}].episode_index is {str(indices[i])[:40]}, not a non-negative integer")
+        raise bad(
+            f"its plan.episodes[{i}].episode_index is {quoted(indices[i], as_text=True)}, not a non-negative integer"
+        )
     if len(set(indices)) != len(indices):
         raise bad("its plan.episodes repeat an episode_index")
     if "episodes_requested" in plan and plan["episodes_requested"] != len(episodes):
-        shown = str(plan["episodes_requested"])[:40]
+        shown = quoted(plan["episodes_requested"], as_text=True)
         raise bad(f"its plan.episodes_requested is {shown} but plan.episodes lists {len(episodes)}")
     for where, entries in (("plan.episodes", episodes), ("plan.tasks", tasks)):
         for i, entry in enumerate(entries):
@@ -63,11 +66,11 @@ def _check_perturbation(block: Any, where: str, bad: Any) -> None:
         record = PerturbationRecord.model_validate(block)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(x) for x in err["loc"])
+        field = error_location(err["loc"])
         if err["type"] == "missing":
             raise bad(f"its {where} has no {field}") from None
         raise bad(
-            f"its {where}{'.' + field if field else ''} is {str(err.get('input'))[:60]!r}: {err['msg']}"
+            f"its {where}{'.' + field if field else ''} is {quoted(str(err.get('input')))}: {err['msg']}"
         ) from None
     if record.level is not None and not math.isfinite(record.level):
         raise bad(f"its {where}.level is {record.level}, not a finite number")

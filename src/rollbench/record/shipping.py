@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rollbench.core.contracts import InfrastructureError
 from rollbench.core.episode import EpisodeRecord
+from rollbench.core.format import quoted
 from rollbench.record.lerobot import ARTIFACT_PATHS, stage_files, write_episode_files
 from rollbench.record.staged_check import StagedShape, staged_damage
 
@@ -89,7 +90,7 @@ def check_reply(reply: object, episode_index: int, names: frozenset[str], max_by
     size = sum(len(b) for b in reply.files.values() if isinstance(b, bytes))
     if max(size, reply.size if isinstance(reply.size, int) else 0) > max_bytes:
         raise BadReply(f"the episode is {max(size, reply.size):,} bytes, over the {max_bytes:,}-byte bound")
-    bad = sorted(str(n)[:80] for n, b in reply.files.items() if n not in names or not isinstance(b, bytes))
+    bad = sorted(quoted(n, as_text=True) for n, b in reply.files.items() if n not in names or not isinstance(b, bytes))
     if bad:
         raise BadReply(f"the worker's reply holds files a run does not record: {', '.join(bad)}")
     if not {"data.parquet", "episode.json"} <= reply.files.keys():

@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollbench.core.format import FILTERS, shown
+from rollbench.core.format import template_environment
 from rollbench.reproduce.document import sentence
 from rollbench.reproduce.protocol import describe
 
@@ -21,11 +21,7 @@ TEMPLATES = Path(__file__).with_name("templates")
 
 @cache
 def _env() -> Environment:
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined, finalize=shown)
-    env.filters.update(FILTERS)
-    return env
+    return template_environment(TEMPLATES)
 
 
 def _notes(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:

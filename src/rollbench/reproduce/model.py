@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import error_location
 from rollbench.core.jsonfile import read_text
 from rollbench.core.registry import did_you_mean
 
@@ -185,7 +186,7 @@ def check_average(ref: ReferenceSet) -> bool:
 def _plain(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "(file)"
+        loc = error_location(err["loc"], "(file)")
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field"

@@ -3,7 +3,7 @@
 Each worker process builds its own :class:`~rollbench.run.worker.EpisodeWorker` (policy, env and GL context are created
 inside the worker, never inherited from the parent) once, then runs the episodes handed to it over a pipe, staging
 each one directly into the run directory. The parent process only dispatches (in plan order), promotes staged
-episodes in order (``on_result``) and replaces dead workers; the exactly-once rules live in
+episodes in order (``on_episode_end``) and replaces dead workers; the exactly-once rules live in
 :mod:`rollbench.run.pool`.
 
 Workers ignore SIGINT (the parent decides when to stop) and exit on their own within about a second if the parent
@@ -28,6 +28,7 @@ from typing import Any
 
 from rollbench.core.contracts import describe
 from rollbench.core.plan import PlannedEpisode
+from rollbench.run.observer import EpisodeSummary, Running, RunObserver
 from rollbench.run.pool import Event
 from rollbench.run.worker import EpisodeWorker, WorkerSetup
 
@@ -45,6 +46,20 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="rollbench-parent-watch", daemon=True).start()
 
 
+class _ToParent(RunObserver):
+    """A worker process's observer: each episode's steps and end go to the parent over the pipe (the parent's pool
+    tells the run's observer, with this worker's slot as its id)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def on_steps(self, worker: str, running: Running) -> None:
+        self.conn.send(("steps", running))
+
+    def on_episode_end(self, summary: EpisodeSummary) -> None:
+        self.conn.send(("done", summary))
+
+
 def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
     """Entry point of a worker process: build one EpisodeWorker, then run episodes until told to stop.
 
@@ -56,12 +71,11 @@ def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent(parent)
     try:
-        worker = EpisodeWorker(setup)
+        worker = EpisodeWorker(setup, _ToParent(conn))
     except BaseException as exc:
         conn.send(("fatal", f"could not build the policy: {describe(exc)}\n{traceback.format_exc()}"))
         return
     stopping = False
-    worker.on_steps = lambda running: conn.send(("steps", running))
 
     def next_episode(block: bool) -> PlannedEpisode | None:
         """The next episode the parent handed over: wait for one only when every slot is idle."""
@@ -78,7 +92,7 @@ def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
     try:
         conn.send(("ready", os.getpid()))
         try:
-            worker.run_stream(next_episode, lambda summary: conn.send(("done", summary)))
+            worker.run_stream(next_episode)
         except BaseException as exc:
             conn.send(("fatal", f"{describe(exc)}\n{traceback.format_exc()}"))
     finally:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import numpy as np
 
@@ -86,30 +87,35 @@ def as_batch_policy(first: Policy, build: Callable[[], Policy], size: int) -> Ba
 
 
 NextEpisode = Callable[[bool], PlannedEpisode | None]
-StartEpisode = Callable[[int, PlannedEpisode], EpisodeRun | EpisodeRecord]
-OnDone = Callable[[int, EpisodeRecord], None]
 
 
-def run_lockstep(
-    size: int,
-    next_episode: NextEpisode,
-    start: StartEpisode,
-    policy: BatchPolicy,
-    done: OnDone,
-    on_step: Callable[[list[EpisodeRun]], None] | None = None,
-) -> None:
+class Slots(Protocol):
+    """What the lockstep loop drives (an :class:`~rollbench.run.worker.EpisodeWorker`)."""
+
+    def start(self, slot: int, planned: PlannedEpisode) -> EpisodeRun | EpisodeRecord:
+        """Build or reuse the slot's env and return a begun :class:`~rollbench.run.episode.EpisodeRun` (policy slot
+        reset included), or a finished record when the episode could not start (env build failure)."""
+        ...
+
+    def finish(self, slot: int, rec: EpisodeRecord) -> object:
+        """Record an episode that ended, before the slot takes another."""
+        ...
+
+    def stepped(self, runs: list[EpisodeRun]) -> None:
+        """After every lockstep step, with the episodes still running (progress inside episodes)."""
+        ...
+
+
+def run_lockstep(size: int, next_episode: NextEpisode, worker: Slots, policy: BatchPolicy) -> None:
     """Run planned episodes ``size`` at a time in lockstep until ``next_episode`` has no more.
 
     Args:
         size: slots (B >= 1).
         next_episode: ``next_episode(block)`` returns the next planned episode, or None; with ``block=False`` None
             means "none right now", with ``block=True`` (every slot idle) it means "no more: stop".
-        start: ``start(slot, planned)`` builds or reuses the slot's env and returns a begun
-            :class:`~rollbench.run.episode.EpisodeRun` (policy slot reset included), or a finished record when the
-            episode could not start (env build failure).
+        worker: starts each episode in a slot, records each as soon as it ends and hears every step
+            (:class:`Slots`).
         policy: answers every slot that needs a new action chunk, once per step.
-        done: called with ``(slot, record)`` as soon as an episode ends, before the slot takes another.
-        on_step: called after every lockstep step with the episodes still running (progress inside episodes).
     """
     slots: list[EpisodeRun | None] = [None] * size
     while True:
@@ -118,11 +124,11 @@ def run_lockstep(
                 planned = next_episode(not any(s is not None for s in slots))
                 if planned is None:
                     break
-                run = start(i, planned)
+                run = worker.start(i, planned)
                 if isinstance(run, EpisodeRecord):
-                    done(i, run)
+                    worker.finish(i, run)
                 elif run.done:
-                    done(i, run.finish(_slot_policy(policy, i)))
+                    worker.finish(i, run.finish(_slot_policy(policy, i)))
                 else:
                     slots[i] = run
         active = [i for i in range(size) if slots[i] is not None]
@@ -136,9 +142,8 @@ def run_lockstep(
             runs[i].advance()
             if runs[i].done:
                 slots[i] = None
-                done(i, runs[i].finish(_slot_policy(policy, i)))
-        if on_step is not None:
-            on_step([r for r in slots if r is not None])
+                worker.finish(i, runs[i].finish(_slot_policy(policy, i)))
+        worker.stepped([r for r in slots if r is not None])
 
 
 def _slot_policy(policy: BatchPolicy, slot: int) -> Policy | None:

@@ -21,7 +21,8 @@ episodes to idle slots (in plan order within a task, keeping each worker on one 
 The run's :class:`~rollbench.run.observer.RunObserver` hears everything: ``should_stop()`` is polled at least every
 :data:`POLL_S` seconds (once it returns True no new episode starts and the episodes in flight finish); worker states
 (``"starting"``, ``"idle"``, ``"episode 17 (metaworld/reach-v3)"``) go to ``on_worker`` for ``run.live.json``, each
-recorded episode to ``on_result``, step progress to ``on_steps``.
+episode handed to a worker to ``on_episode_start``, each recorded one to ``on_episode_end``, step progress to
+``on_steps``.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from rollbench.core.plan import PlannedEpisode
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
 from rollbench.record.safe_files import read_regular_json
-from rollbench.run.observer import RunObserver
-from rollbench.run.worker import EpisodeSummary, Running, WorkerSetup
+from rollbench.run.observer import EpisodeStart, EpisodeSummary, Running, RunObserver
+from rollbench.run.worker import WorkerSetup
 
 MAX_ATTEMPTS = 3  # worker deaths on one episode before it is recorded as an error
 MAX_START_FAILURES = 3  # consecutive deaths of a slot's worker before it became ready
@@ -55,7 +56,7 @@ class Event:
     kind: ``ready`` (the worker built its policy and is waiting), ``done`` (``summary`` of a staged episode),
     ``died`` (the worker is gone; ``detail`` says how), ``fatal`` (the worker raised outside an episode; ``detail``
     holds the error and traceback), ``steps`` (``running``: its episodes' steps so far, see
-    :attr:`rollbench.run.worker.EpisodeWorker.on_steps`).
+    :meth:`rollbench.run.worker.EpisodeWorker.stepped`).
     """
 
     kind: Literal["ready", "done", "died", "fatal", "steps"]
@@ -172,11 +173,11 @@ class _Pool:
             self.attempts[planned.episode_index] += 1
             done = recorded_summary(self.run_dir, planned)
             if done is not None:  # it staged the episode before dying: keep that copy
-                self.observer.on_result(done)
+                self.observer.on_episode_end(done)
             elif self.attempts[planned.episode_index] >= MAX_ATTEMPTS:
                 self.stats["episodes_lost"] += 1
                 task = self.tasks[planned.task]
-                self.observer.on_result(_record_lost(self.run_dir, planned, task, self.attempts, detail))
+                self.observer.on_episode_end(_record_lost(self.run_dir, planned, task, self.attempts, detail))
             else:
                 self.stats["episodes_rerun"] += 1
                 self.queue.appendleft(planned)
@@ -202,6 +203,7 @@ class _Pool:
                 self.last_task[slot] = planned.task
                 self.running[slot].append(planned)
                 self.backend.submit(slot, planned)
+                self.observer.on_episode_start(EpisodeStart(str(slot), planned.episode_index, planned.task))
                 self.observer.on_worker(str(slot), ", ".join(describe(p) for p in self.running[slot]))
         for slot in range(self.n):  # replace dead workers while episodes wait (idle ones took theirs above)
             if slot not in self.alive and self.queue:
@@ -271,7 +273,7 @@ def run_pool(
             if finished and not should_stop():
                 pool.dispatch()  # keep workers busy while this process commits what they staged
             for summary in finished:
-                observer.on_result(summary)
+                observer.on_episode_end(summary)
     finally:
         backend.close()
 

@@ -27,8 +27,9 @@ from rollbench.core.episode import EpisodeRecord
 from rollbench.core.plan import PlannedEpisode
 from rollbench.record.lerobot import STAGING
 from rollbench.record.shipping import ShippedEpisode, pack_episode
+from rollbench.run.observer import EpisodeSummary, RunObserver
 from rollbench.run.ray_policy import NodePolicyClient
-from rollbench.run.worker import EpisodeSummary, EpisodeWorker, WorkerSetup
+from rollbench.run.worker import EpisodeWorker, WorkerSetup
 
 PROBE = ".tmp-ray-probe-{token}"  # a directory in .staging the driver makes for --ray-shared-fs (removed as a leftover)
 
@@ -79,7 +80,9 @@ class EpisodeActor:
         if policy_actor is not None:
             client = lambda: NodePolicyClient(policy_actor, base, info)  # noqa: E731
         try:
-            self.worker = EpisodeWorker(setup, None if self.shared else self._pack, client)
+            self.worker = EpisodeWorker(
+                setup, _Answers(self._lock, self._waiting), recorder=None if self.shared else self, policy=client
+            )
         except Exception as exc:
             return f"could not build the policy: {describe(exc)}\n{traceback.format_exc()}"
         if setup.batch_size > 1:
@@ -87,7 +90,8 @@ class EpisodeActor:
             self._stepper.start()
         return None
 
-    def _pack(self, rec: EpisodeRecord, render_failure: str | None) -> bool:
+    def commit(self, rec: EpisodeRecord, render_failure: str | None) -> bool:
+        """Record an episode by packing its files to ship (a :class:`~rollbench.run.worker.Recorder`)."""
         fps = self.setup.tasks[rec.planned.task].fps
         shipped = pack_episode(rec, fps, render_failure, self.max_bytes)
         with self._lock:
@@ -117,19 +121,15 @@ class EpisodeActor:
             except queue.Empty:
                 return None
 
-        def done(summary: EpisodeSummary) -> None:
-            with self._lock:
-                future = self._waiting.pop(summary.episode_index)
-            future.set_result(summary)
-
         try:
             while True:  # run_stream returns when every slot is idle and the inbox said stop
-                self.worker.run_stream(next_episode, done)
+                self.worker.run_stream(next_episode)
                 if self._inbox.empty():
                     return
         except BaseException as exc:  # reported to every waiting call (a run-level failure)
             with self._lock:
-                waiting, self._waiting = list(self._waiting.values()), {}
+                waiting = list(self._waiting.values())
+                self._waiting.clear()  # the same dict _Answers holds
             for future in waiting:
                 future.set_exception(exc)
 
@@ -139,3 +139,17 @@ class EpisodeActor:
             self._stepper.join(timeout=30)
         if self.worker is not None:
             self.worker.close()
+
+
+class _Answers(RunObserver):
+    """The actor's worker observer: each episode's end answers the ``run`` call waiting for it (batched actors; a
+    one-slot actor's ``run`` returns the summary itself and nothing waits)."""
+
+    def __init__(self, lock: threading.Lock, waiting: dict[int, Future[EpisodeSummary]]) -> None:
+        self.lock, self.waiting = lock, waiting
+
+    def on_episode_end(self, summary: EpisodeSummary) -> None:
+        with self.lock:
+            future = self.waiting.pop(summary.episode_index, None)
+        if future is not None:
+            future.set_result(summary)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import quoted
 from rollbench.record.shipping import MAX_EPISODE_BYTES
 
 PLACEMENTS = ("spread", "pack")
@@ -93,7 +94,7 @@ def check_resources(resources: object) -> None:
         raise ConfigError(f"--ray-resources names {len(resources)} resources; at most {MAX_RESOURCES}")
     for name, amount in resources.items():
         if not isinstance(name, str) or not 1 <= len(name) <= 100 or not name.isprintable():
-            raise ConfigError(f"--ray-resources: {str(name)[:100]!r} is not a resource name")
+            raise ConfigError(f"--ray-resources: {quoted(str(name))} is not a resource name")
         if name in ("CPU", "GPU", "memory", "object_store_memory"):
             raise ConfigError(f"--ray-resources: ask for {name} with --ray-cpus/--ray-gpus, not here")
         check_quantity(f"--ray-resources: {name}", amount, zero=True)

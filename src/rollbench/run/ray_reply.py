@@ -11,8 +11,9 @@ from rollbench.core.plan import PlannedEpisode
 from rollbench.record.lerobot import dataset_features, stage_episode, video_key
 from rollbench.record.shipping import BadReply, allowed_names, check_reply, stage_shipped
 from rollbench.record.staged_check import StagedShape
+from rollbench.run.observer import EpisodeSummary
 from rollbench.run.pool import recorded_summary
-from rollbench.run.worker import EpisodeSummary, WorkerSetup
+from rollbench.run.worker import WorkerSetup
 
 
 class ReplyChecker:

@@ -11,8 +11,8 @@ from typing import Any
 
 from rollbench.core.plan import PlannedEpisode
 from rollbench.run.execution import EXECUTORS, MAX_BATCH_SIZE, Execution
-from rollbench.run.observer import RunObserver
-from rollbench.run.worker import EpisodeSummary, EpisodeWorker, WorkerSetup
+from rollbench.run.observer import EpisodeStart, EpisodeSummary, Running, RunObserver
+from rollbench.run.worker import EpisodeWorker, Recorder, WorkerSetup
 
 __all__ = ["EXECUTORS", "MAX_BATCH_SIZE", "Execution", "execution_session", "run_episodes", "run_in_process"]
 
@@ -32,42 +32,55 @@ def execution_session(execution: Execution) -> Iterator[None]:
         yield
 
 
-def run_in_process(setup: WorkerSetup, todo: Sequence[PlannedEpisode], observer: RunObserver) -> None:
+class _InProcess(RunObserver):
+    """The in-process worker's events passed on to the run's observer, with worker ``0``'s state (the episodes it
+    runs) told to ``on_worker`` as the pool tells it for its workers."""
+
+    def __init__(self, observer: RunObserver) -> None:
+        self.observer = observer
+        self.running: dict[int, str] = {}
+
+    def on_episode_start(self, start: EpisodeStart) -> None:
+        self.running[start.episode_index] = f"episode {start.episode_index} ({start.task})"
+        self.observer.on_worker("0", ", ".join(self.running.values()))
+        self.observer.on_episode_start(start)
+
+    def on_steps(self, worker: str, running: Running) -> None:
+        self.observer.on_steps(worker, running)
+
+    def on_episode_end(self, summary: EpisodeSummary) -> None:
+        self.running.pop(summary.episode_index, None)
+        self.observer.on_worker("0", ", ".join(self.running.values()) or "idle")
+        self.observer.on_episode_end(summary)
+
+
+def run_in_process(
+    setup: WorkerSetup, todo: Sequence[PlannedEpisode], observer: RunObserver, recorder: Recorder | None = None
+) -> None:
     """Run ``todo`` in plan order in this process (``setup.batch_size`` at a time); stop starting episodes once
-    ``observer.should_stop()``. Episodes are recorded by ``observer.commit`` (default: staged)."""
+    ``observer.should_stop()``. Episodes are recorded by ``recorder`` (default: staged)."""
     observer.on_worker("0", "starting")
-    worker = EpisodeWorker(setup, observer.commit)
-    worker.on_steps = lambda running: observer.on_steps("0", running)
+    worker = EpisodeWorker(setup, _InProcess(observer), recorder=recorder)
     pending = iter(todo)
-    running: dict[int, str] = {}
-
-    def next_episode(block: bool) -> PlannedEpisode | None:
-        planned = None if observer.should_stop() else next(pending, None)
-        if planned is not None:
-            running[planned.episode_index] = f"episode {planned.episode_index} ({planned.task})"
-            observer.on_worker("0", ", ".join(running.values()))
-        return planned
-
-    def done(summary: EpisodeSummary) -> None:
-        running.pop(summary.episode_index, None)
-        observer.on_worker("0", ", ".join(running.values()) or "idle")
-        observer.on_result(summary)
-
     try:
-        worker.run_stream(next_episode, done)
+        worker.run_stream(lambda block: None if observer.should_stop() else next(pending, None))
     finally:
         worker.close()
 
 
 def run_episodes(
-    setup: WorkerSetup, todo: Sequence[PlannedEpisode], execution: Execution, observer: RunObserver
+    setup: WorkerSetup,
+    todo: Sequence[PlannedEpisode],
+    execution: Execution,
+    observer: RunObserver,
+    recorder: Recorder | None = None,
 ) -> dict[str, Any]:
     """Run ``todo`` with the runner named by ``execution``, telling ``observer`` (see
-    :class:`~rollbench.run.observer.RunObserver`) about each recorded episode, worker state and step progress.
+    :class:`~rollbench.run.observer.RunObserver`) about each episode's start, steps and end, and worker states.
 
-    ``local`` with 1 worker runs in this process (recording with ``observer.commit``); ``local`` with K > 1 in K
+    ``local`` with 1 worker runs in this process (recording with ``recorder``, default: staged); ``local`` with K > 1 in K
     spawned worker processes (:mod:`rollbench.run.local`); ``ray`` on K Ray actors (:mod:`rollbench.run.ray_runner`).
-    Workers elsewhere stage their episodes, and ``observer.on_result`` lets the caller commit them in order. Returns
+    Workers elsewhere stage their episodes, and ``observer.on_episode_end`` lets the caller commit them in order. Returns
     counters for the run log (worker starts and deaths, episodes re-run or lost; empty for the in-process runner).
     ``execution`` was validated when it was built (:class:`Execution`). Raises RollbenchError when workers cannot run
     at all.
@@ -75,7 +88,7 @@ def run_episodes(
     if not todo:
         return {}
     if execution.executor == "local" and execution.workers == 1:
-        run_in_process(setup, todo, observer)
+        run_in_process(setup, todo, observer, recorder)
         return {}
     if execution.executor == "local":
         from rollbench.run.local import LocalBackend

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from rollbench.core.batch import BatchPolicy
 from rollbench.core.contracts import Env, Fault, Policy, TaskInfo, describe
@@ -26,17 +27,20 @@ from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run.deadline import Deadline
 from rollbench.run.episode import EpisodeRun
+from rollbench.run.in_memory import borrowed, is_in_memory
 from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
+from rollbench.run.observer import EpisodeProgress, EpisodeStart, EpisodeSummary, RunObserver
 from rollbench.run.render_check import render_failure
 
+__all__ = ["EpisodeSummary", "EpisodeWorker", "Recorder", "Stager", "WorkerSetup", "build_policy", "deadline_fault"]
+
 STEPS_EVERY_S = 1.0  # progress inside episodes is reported at most this often
-Running = list[dict[str, object]]
-"""Episodes in progress: ``[{"episode_index", "task", "step", "max_steps"}]`` (steps done, the horizon)."""
 
 
 def build_policy(spec: EvalSpec) -> Policy:
-    """The spec's policy, wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``."""
-    policy = make_policy(spec.policy, spec.policy_options)
+    """The spec's policy (an in-memory object's borrowed view while it is bound, :mod:`rollbench.run.in_memory`),
+    wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``."""
+    policy = borrowed(spec.policy) if is_in_memory(spec.policy) else make_policy(spec.policy, spec.policy_options)
     if spec.action_noise > 0:
         policy = ActionNoise(policy, spec.action_noise)
     return policy
@@ -46,19 +50,6 @@ def deadline_fault(spec: EvalSpec) -> Fault:
     """Whose fault a policy call past ``--policy-timeout`` is: a served policy's is the transport's (infrastructure),
     an in-process one's the policy's (see :mod:`rollbench.run.deadline`)."""
     return "infrastructure" if "://" in spec.policy else "policy"
-
-
-@dataclass(frozen=True)
-class EpisodeSummary:
-    """What a worker reports back after staging an episode (progress display only, never results)."""
-
-    episode_index: int
-    task: str
-    success: bool
-    length: int
-    termination_reason: str
-    staged: bool  # False if another attempt of the same episode had already been recorded
-    policy_hung: bool = False  # a policy call of this worker missed its deadline: replace the worker (runners.pool)
 
 
 @dataclass(frozen=True)
@@ -87,26 +78,51 @@ class WorkerSetup:
         return {name: facts.task for name, facts in self.run.tasks.items()}
 
 
+class Recorder(Protocol):
+    """How a worker records a finished episode: the in-process runner's
+    :class:`~rollbench.record.background.BackgroundCommitter` (committed in this process), a Ray actor's packer
+    (shipped to the driver), by default a :class:`Stager`."""
+
+    def commit(self, rec: EpisodeRecord, render_failure: str | None) -> bool:
+        """Record ``rec`` (with its render failure, if any); False if that episode was already recorded."""
+        ...
+
+
+class Stager:
+    """Stages each episode in the run directory (:func:`rollbench.record.lerobot.stage_episode`), for the process
+    that owns the run directory to commit in plan order."""
+
+    def __init__(self, setup: WorkerSetup) -> None:
+        self.setup = setup
+
+    def commit(self, rec: EpisodeRecord, render_failure: str | None) -> bool:
+        fps = self.setup.run.tasks[rec.planned.task].task.fps
+        return stage_episode(self.setup.run_dir, rec, fps, render_failure)
+
+
 class EpisodeWorker:
     """Holds the policy (one instance per batch slot unless it batches natively) and one env per slot; episodes of
     a task reuse their slot's env (reset between them).
 
-    ``commit`` records a finished episode and returns False if it was already recorded; default: stage it in the run
-    directory (worker processes, Ray actors); the in-process runner passes ``DatasetWriter.commit_record``.
-    ``policy`` builds the batch policy of the ``batch_size`` slots instead of building the spec's policy here (a Ray
+    ``observer`` hears each episode start (``name``: this worker's id), its steps (about once a second) and its end;
+    a worker process's observer sends them over its pipe. ``recorder`` records each finished episode (default: a
+    :class:`Stager`). ``policy`` builds the batch policy of the ``batch_size`` slots instead of building the spec's policy here (a Ray
     actor's client of its node's policy actor, :mod:`rollbench.run.ray_policy`).
     """
 
     def __init__(
         self,
         setup: WorkerSetup,
-        commit: Callable[[EpisodeRecord, str | None], bool] | None = None,
+        observer: RunObserver | None = None,
+        *,
+        recorder: Recorder | None = None,
         policy: Callable[[], BatchPolicy] | None = None,
+        name: str = "0",
     ) -> None:
-        self.setup = setup
-        self.commit = commit or (
-            lambda rec, fault: stage_episode(setup.run_dir, rec, setup.run.tasks[rec.planned.task].task.fps, fault)
-        )
+        self.setup, self.name = setup, name
+        self.observer = observer or RunObserver()
+        self.recorder = recorder or Stager(setup)
+        self.last: EpisodeSummary | None = None  # the latest episode's summary (see run)
         size = max(1, setup.batch_size)
         spec = setup.spec
 
@@ -117,25 +133,18 @@ class EpisodeWorker:
         self.batch = Deadline(policy or batch, spec.policy_timeout_s, deadline_fault(spec))
         self._envs: list[Env | None] = [None] * size
         self._env_tasks: list[str | None] = [None] * size
-        self.on_steps: Callable[[Running], None] | None = None  # progress inside episodes, see _steps
         self._steps_at = 0.0
 
-    def _steps(self, runs: list[EpisodeRun]) -> None:
-        """Report the running episodes' steps to :attr:`on_steps`, at most every :data:`STEPS_EVERY_S` seconds."""
+    def stepped(self, runs: list[EpisodeRun]) -> None:
+        """After a lockstep step: report the running episodes' steps to the observer, at most every
+        :data:`STEPS_EVERY_S` seconds."""
         now = time.monotonic()
-        if self.on_steps is None or now - self._steps_at < STEPS_EVERY_S:
+        if now - self._steps_at < STEPS_EVERY_S:
             return
         self._steps_at = now
-        self.on_steps(
-            [
-                {
-                    "episode_index": r.planned.episode_index,
-                    "task": r.planned.task,
-                    "step": r.step,
-                    "max_steps": r.planned.max_steps,
-                }
-                for r in runs
-            ]
+        self.observer.on_steps(
+            self.name,
+            tuple(EpisodeProgress(r.planned.episode_index, r.planned.task, r.step, r.planned.max_steps) for r in runs),
         )
 
     def _env_for(self, slot: int, facts: TaskFacts) -> Env:
@@ -153,6 +162,7 @@ class EpisodeWorker:
         """Begin ``planned`` in ``slot``: its env reset to the planned scene, the slot's policy reset."""
         spec, facts = self.setup.spec, self.setup.run.tasks[planned.task]
         task = facts.task
+        self.observer.on_episode_start(EpisodeStart(self.name, planned.episode_index, planned.task))
         with contained() as build:  # an env that cannot be built (a missing asset, a broken install)
             env = self._env_for(slot, facts)
         if build.error:
@@ -172,32 +182,28 @@ class EpisodeWorker:
         return run
 
     def finish(self, slot: int, rec: EpisodeRecord) -> EpisodeSummary:
-        """Commit a finished episode and summarise it (progress display only)."""
+        """Record a finished episode, tell the observer (its summary: progress display only) and return it."""
         if rec.termination_reason == "error":
             self.close_env(slot)  # never reuse an env whose episode failed: its state is unknown
-        staged = self.commit(rec, _render_failure(rec))
+        staged = self.recorder.commit(rec, _render_failure(rec))
         p = rec.planned
-        return EpisodeSummary(
+        self.last = EpisodeSummary(
             p.episode_index, p.task, rec.success, rec.length, rec.termination_reason, staged, self.batch.misses > 0
         )
+        self.observer.on_episode_end(self.last)
+        return self.last
 
-    def run_stream(self, next_episode: NextEpisode, on_summary: Callable[[EpisodeSummary], None]) -> None:
+    def run_stream(self, next_episode: NextEpisode) -> None:
         """Run episodes from ``next_episode`` (see :func:`rollbench.run.lockstep.run_lockstep`) ``batch_size`` at a
-        time, committing each as it ends and passing its summary to ``on_summary``."""
-        run_lockstep(
-            len(self._envs),
-            next_episode,
-            self.start,
-            self.batch,
-            lambda slot, rec: on_summary(self.finish(slot, rec)),
-            self._steps,
-        )
+        time, recording each as it ends; the observer hears their starts, steps and ends."""
+        run_lockstep(len(self._envs), next_episode, self, self.batch)
 
     def run(self, planned: PlannedEpisode) -> EpisodeSummary:
-        """Run one episode and return its summary."""
-        todo, out = [planned], list[EpisodeSummary]()
-        self.run_stream(lambda block: todo.pop() if todo else None, out.append)
-        return out[0]
+        """Run one episode and return its summary (the observer hears it too)."""
+        todo = [planned]
+        self.run_stream(lambda block: todo.pop() if todo else None)
+        assert self.last is not None and self.last.episode_index == planned.episode_index
+        return self.last
 
     def close_env(self, slot: int | None = None) -> None:
         """Close the env of ``slot`` (None: every slot's)."""

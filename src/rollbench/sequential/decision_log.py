@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import quoted
 from rollbench.core.jsonfile import read_json
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
 
@@ -51,7 +52,7 @@ _RANGES: dict[str, tuple[type, float, float, bool]] = {  # name -> (type, low, h
 
 
 def _shown(v: Any) -> str:
-    return json.dumps(v, default=str)[:60]
+    return quoted(json.dumps(v, default=str), as_text=True)  # as the JSON file writes it
 
 
 def _out_of_range(name: str, v: Any) -> str | None:

@@ -45,6 +45,7 @@ from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS, SequentialDesign, family_alphas
 from rollbench.record.files import atomic_write_json
 from rollbench.record.runlog import RunLock, read_run_log, update_run_log
+from rollbench.run.observer import EpisodeSummary, RunObserver
 from rollbench.run.prepare import check_run_dir, check_spec
 from rollbench.run.runners import Execution, execution_session
 from rollbench.sequential.recompute import LOG_NAME, compare_sequential, design_record, rule_for
@@ -157,16 +158,28 @@ def _advance(
     log = read_run_log(run_dir) if run_dir.exists() else None
     if log is not None and log.status not in ("RUNNING", "INTERRUPTED") and _committed(run_dir) >= target:
         return
-    finished = set(range(_committed(run_dir)))
+    evaluate(
+        spec,
+        out=run_dir,
+        execution=execution,
+        observer=_UntilTarget(set(range(_committed(run_dir))), target, cancelled),
+        host_label=labels["host_label"],
+        robot=labels["robot"],
+    )
 
-    def progress(event: dict[str, Any]) -> None:
-        if event.get("event") == "episode":
-            finished.add(int(event["episode_index"]))
 
-    def should_stop() -> bool:
-        return cancelled() or all(i in finished for i in range(target))
+class _UntilTarget(RunObserver):
+    """An arm's observer: stops starting episodes once the first ``target`` planned ones are finished (or the
+    comparison is cancelled)."""
 
-    evaluate(spec, out=run_dir, execution=execution, progress=progress, should_stop=should_stop, **labels)
+    def __init__(self, finished: set[int], target: int, cancelled: Callable[[], bool]) -> None:
+        self.finished, self.target, self.cancelled = finished, target, cancelled
+
+    def on_episode_end(self, summary: EpisodeSummary) -> None:
+        self.finished.add(summary.episode_index)
+
+    def should_stop(self) -> bool:
+        return self.cancelled() or all(i in self.finished for i in range(self.target))
 
 
 def _record(run_dir: Path, block: dict[str, Any]) -> None:

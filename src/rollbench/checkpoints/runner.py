@@ -1,0 +1,127 @@
+"""Evaluating a training run's checkpoints on the same planned episodes, each into its own run directory.
+
+Layout of ``out``: ``out/<step, 6 digits>/``, an ordinary run directory per checkpoint (written and resumed by
+:func:`rollbench.api.evaluate`: a partial one is resumed, one already graded OK with the same spec is only re-graded,
+so its policy is not even started), ``out/checkpoints.json`` (the ranking, :mod:`.rank`, rewritten after every
+checkpoint) and ``out/checkpoints.png`` (:mod:`.figure`). Every spec is the same but its policy (the template with
+the checkpoint's path), so every pair of checkpoints is paired episode for episode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rollbench.api import evaluate, grade
+from rollbench.checkpoints.discover import Checkpoint
+from rollbench.checkpoints.figure import success_by_step_png
+from rollbench.checkpoints.rank import outcomes, rank
+from rollbench.core.contracts import ConfigError
+from rollbench.core.plan import make_plan
+from rollbench.core.spec import EvalSpec, build_spec
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, Outcome
+from rollbench.record.files import atomic_write_bytes, atomic_write_json
+from rollbench.record.runlog import read_run_log
+from rollbench.run.runners import Execution
+
+RANKING = "checkpoints.json"
+FIGURE = "checkpoints.png"
+DEFAULT_TEMPLATE = "lerobot:{path}"
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every checkpoint's spec shares (``fields``: EvalSpec fields but ``policy``), the policy ``template``
+    (``{path}`` = the checkpoint folder, in the name and in string values of the policy options), the verdict's
+    ``alpha`` and coverage ``rule``."""
+
+    fields: dict[str, Any]
+    template: str = DEFAULT_TEMPLATE
+    alpha: float = 0.05
+    rule: CoverageRule = field(default=DEFAULT_RULE)
+
+    def __post_init__(self) -> None:
+        if "{path}" not in self.template and "{path}" not in json.dumps(self.fields.get("policy_options", {})):
+            raise ConfigError(f"--policy-template {self.template!r} has no {{path}} (where the checkpoint goes)")
+        if not 0.0 < self.alpha < 1.0:
+            raise ConfigError(f"--alpha must be between 0 and 1, got {self.alpha}")
+
+    def check(self, run: Path) -> None:
+        """ConfigError (before anything runs) when the spec of a checkpoint of ``run`` is bad or cannot be planned
+        (unknown task, bad option); the policy itself is built when its checkpoint is evaluated."""
+        make_plan(self.spec(Checkpoint(0, run.name, run)))
+
+    def spec(self, ckpt: Checkpoint, **override: Any) -> EvalSpec:
+        """The spec of ``ckpt`` (ConfigError on bad fields)."""
+        path = str(ckpt.path.resolve())
+        policy = self.template.replace("{path}", path)
+        options = {
+            k: v.replace("{path}", path) if isinstance(v, str) else v
+            for k, v in self.fields.get("policy_options", {}).items()
+        }
+        return build_spec(**{**self.fields, **override, "policy": policy, "policy_options": options})
+
+
+def evaluated(run_dir: Path, spec: EvalSpec) -> bool:
+    """Whether ``run_dir`` already holds ``spec``'s run graded OK (nothing to run again)."""
+    log = read_run_log(run_dir) if (run_dir / "run.json").exists() else None
+    return log is not None and log.spec_identity == spec.identity() and log.status == "OK"
+
+
+def evaluate_checkpoint(
+    ckpt: Checkpoint,
+    spec: EvalSpec,
+    out: Path,
+    execution: Execution,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """The graded result of ``ckpt`` in ``out/<step>``: re-graded when already evaluated, else run (or resumed)."""
+    run_dir = out / ckpt.label
+    if evaluated(run_dir, spec):
+        if progress:
+            progress({"event": "checkpoint", "step": ckpt.step, "run_dir": str(run_dir), "state": "already evaluated"})
+        return grade(run_dir)
+    if progress:
+        progress({"event": "checkpoint", "step": ckpt.step, "run_dir": str(run_dir), "state": "evaluating"})
+    return evaluate(spec, out=run_dir, execution=execution, progress=progress, should_stop=should_stop)
+
+
+def write_ranking(
+    out: Path,
+    results: Sequence[tuple[Checkpoint, dict[int, Outcome]]],
+    settings: Settings,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Rank ``results``, write ``checkpoints.json`` and the figure into ``out``; return the ranking document."""
+    doc = rank([(c.step, str(out / c.label), o) for c, o in results], alpha=settings.alpha, rule=settings.rule)
+    doc["checkpoint_paths"] = {str(c.step): str(c.path) for c, _ in results}
+    doc.update(extra or {})
+    atomic_write_json(out / RANKING, doc)
+    atomic_write_bytes(out / FIGURE, success_by_step_png(doc))
+    doc["figure"] = str(out / FIGURE)
+    return doc
+
+
+def evaluate_all(
+    ckpts: Sequence[Checkpoint],
+    out: Path,
+    settings: Settings,
+    execution: Execution,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """Evaluate every checkpoint of ``ckpts`` (step order) at the settings' episode count, then rank them. Specs
+    are all built first: a bad option is a ConfigError before anything runs."""
+    specs = [settings.spec(c) for c in ckpts]
+    results: list[tuple[Checkpoint, dict[int, Outcome]]] = []
+    for ckpt, spec in zip(ckpts, specs, strict=True):
+        if should_stop and should_stop():
+            break
+        results.append((ckpt, outcomes(evaluate_checkpoint(ckpt, spec, out, execution, progress, should_stop))))
+        write_ranking(out, results, settings)
+    return write_ranking(out, results, settings)

@@ -1,0 +1,65 @@
+"""``rollbench checkpoints --watch``: evaluate each checkpoint a training run writes, once it is complete and stable.
+
+A checkpoint is taken when its ``config.json`` and weights are regular files and every file's size and mtime
+(:func:`~rollbench.checkpoints.discover.fingerprint`) are unchanged over two consecutive polls, so a folder still
+being written is never evaluated. The loop ends after ``max_checkpoints`` evaluated checkpoints, after
+``until_idle_s`` seconds without a new one, or on Ctrl-C (KeyboardInterrupt propagates: the run directories are
+resumable and the same command goes on, re-grading the checkpoints already evaluated).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rollbench.checkpoints.discover import Checkpoint, find_checkpoints, fingerprint, is_complete
+from rollbench.checkpoints.rank import outcomes
+from rollbench.checkpoints.runner import Progress, Settings, evaluate_checkpoint, write_ranking
+from rollbench.grading.coverage import Outcome
+from rollbench.run.runners import Execution
+
+
+def watch(
+    run: Path,
+    out: Path,
+    settings: Settings,
+    execution: Execution,
+    *,
+    poll_s: float = 10.0,
+    until_idle_s: float | None = None,
+    max_checkpoints: int | None = None,
+    progress: Progress | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """Poll ``run`` every ``poll_s`` seconds and evaluate each new stable checkpoint (step order within a poll);
+    return the ranking of those evaluated when a limit is reached (see the module doc)."""
+    seen: dict[int, tuple[tuple[str, int, int], ...]] = {}
+    results: list[tuple[Checkpoint, dict[int, Outcome]]] = []
+    done: set[int] = set()
+    last_new = clock()
+    while True:
+        for ckpt in find_checkpoints(run):
+            if ckpt.step in done:
+                continue
+            if not is_complete(ckpt):
+                seen.pop(ckpt.step, None)
+                continue
+            now = fingerprint(ckpt)
+            if seen.get(ckpt.step) != now:  # new or still changing: look again at the next poll
+                seen[ckpt.step] = now
+                continue
+            result = evaluate_checkpoint(ckpt, settings.spec(ckpt), out, execution, progress)
+            results.append((ckpt, outcomes(result)))
+            done.add(ckpt.step)
+            last_new = clock()
+            doc = write_ranking(out, sorted(results, key=lambda r: r[0].step), settings)
+            if max_checkpoints is not None and len(done) >= max_checkpoints:
+                return doc
+        if until_idle_s is not None and clock() - last_new >= until_idle_s:
+            return write_ranking(out, sorted(results, key=lambda r: r[0].step), settings)
+        if progress:
+            progress({"event": "waiting", "evaluated": len(done)})
+        sleep(poll_s)

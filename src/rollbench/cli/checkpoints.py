@@ -1,0 +1,187 @@
+"""``rollbench checkpoints``: evaluate a training run's checkpoints on the same planned episodes and rank them
+(docs/checkpoints.md).
+
+Exit codes: 0 = ranked (whatever the verdict); 2 = bad input (nothing ran); 130 / 143 = interrupted (the same
+command resumes; checkpoints already evaluated are not run again); 1 = a run could not go on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rollbench.cli.common import console, fail, print_json
+from rollbench.cli.run_flags import EXECUTION_FLAGS, eval_options, execution
+from rollbench.cli.tables import print_table
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import MISSING
+
+
+def _pct(v: float | None) -> str:
+    return MISSING if v is None else f"{100 * v:.1f}%"
+
+
+def print_ranking(out: Console, doc: dict[str, Any]) -> None:
+    """The ranking table (rank order), the verdict line and the coverage notes."""
+    table = Table(title=f"checkpoints ranked (paired to the best, Holm alpha {doc['alpha']:g})")
+    for col in ("step", "success", "95% CI", "scored/attempted", "diff to best", "p (Holm)", "pairs"):
+        table.add_column(col, justify="right")
+    for r in doc["checkpoints"]:
+        cov, paired = r["coverage"], r.get("paired")
+        ci = MISSING if r["ci95"][0] is None else f"{_pct(r['ci95'][0])}-{_pct(r['ci95'][1])}"
+        diff = MISSING if paired is None else f"{100 * paired['difference']:+.1f} pts"
+        p = MISSING if paired is None else f"{paired['p_holm']:.3g}" + (" worse" if paired["worse"] else "")
+        pairs = MISSING if paired is None else str(paired["pairs"])
+        table.add_row(
+            str(r["step"]), _pct(r["success_rate"]), ci, f"{cov['scored']}/{cov['attempted']}", diff, p, pairs
+        )
+    print_table(out, table)
+    out.print(f"verdict: {doc['says']}", highlight=False, soft_wrap=True)
+    for note in doc.get("notes", []):
+        out.print(f"note: {note}", highlight=False, soft_wrap=True)
+    if doc.get("elimination"):
+        e = doc["elimination"]
+        for look in e["looks"]:
+            gone = ", ".join(f"step {s}" for s in look["eliminated"]) or "none"
+            out.print(
+                f"look at {look['trials']} episodes: best step {look['best']}, eliminated {gone}", highlight=False
+            )
+        out.print(
+            f"chosen: step {e['chosen']} ({e['guarantee']}); episodes used {e['episodes_used']}, the fixed-N design "
+            f"with the same guarantee: {e['episodes_fixed_n']}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if doc.get("figure"):
+        out.print(f"figure: {doc['figure']}", highlight=False, soft_wrap=True)
+
+
+@eval_options(EXECUTION_FLAGS)
+def checkpoints_cmd(
+    run: Annotated[
+        Path, typer.Argument(help="A lerobot-train output folder, its checkpoints/, or a folder of checkpoint folders.")
+    ],
+    env: Annotated[str, typer.Option(help="Task, suite or comma-separated tasks (every checkpoint runs the same).")],
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Directory for one run directory per checkpoint (OUT/<step>) and the ranking.")
+    ],
+    episodes: Annotated[int, typer.Option(min=1, help="Episodes per task for each checkpoint.")] = 50,
+    policy_template: Annotated[
+        str, typer.Option(help="Policy of each checkpoint, {path} = its folder.")
+    ] = "lerobot:{path}",
+    policy_options: Annotated[
+        str | None, typer.Option(help="Policy options (JSON or file), the same for every checkpoint.")
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Base seed; episode k uses seed + k for every checkpoint.")] = 0,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="Horizon (default: the task's).")] = None,
+    video: Annotated[bool, typer.Option("--video/--no-video", help="Record an mp4 per episode.")] = False,
+    alpha: Annotated[float, typer.Option(help="Family-wise level of the comparisons with the best (Holm).")] = 0.05,
+    min_coverage: Annotated[
+        float, typer.Option(help="Scored/attempted needed in every checkpoint for a verdict.")
+    ] = 0.95,
+    exclude_policy_errors: Annotated[
+        bool, typer.Option(help="Leave policy errors out too (default: failures).")
+    ] = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep polling RUN and evaluate each new checkpoint once stable.")
+    ] = False,
+    poll_s: Annotated[float, typer.Option(min=0.0, help="--watch: seconds between polls.")] = 10.0,
+    until_idle: Annotated[
+        float | None, typer.Option(min=0.0, help="--watch: stop after this many seconds without a new checkpoint.")
+    ] = None,
+    max_checkpoints: Annotated[
+        int | None, typer.Option(min=1, help="--watch: stop after evaluating this many.")
+    ] = None,
+    eliminate: Annotated[
+        bool,
+        typer.Option("--eliminate", help="Drop clearly worse checkpoints early (one task; see docs/checkpoints.md)."),
+    ] = False,
+    delta: Annotated[
+        float, typer.Option(help="--eliminate: guarantee P(chosen more than delta below the best) <= alpha.")
+    ] = 0.1,
+    first_look: Annotated[
+        int, typer.Option(min=2, help="--eliminate: episodes per checkpoint at the first look (then doubling).")
+    ] = 16,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the ranking document as JSON.")] = False,
+    **options: Any,
+) -> None:
+    """Find the checkpoints under RUN (lerobot-train's checkpoints/<step>/pretrained_model/, links such as
+    checkpoints/last skipped), evaluate each on the same planned episodes into OUT/<step> (resumable), and rank
+    them: success rate and 95% interval, paired difference to the best with a Holm-corrected p, a figure of
+    success against training step (OUT/checkpoints.png)."""
+    from rollbench.checkpoints.discover import find_checkpoints, is_complete
+    from rollbench.checkpoints.runner import Settings, evaluate_all
+    from rollbench.checkpoints.watch import watch as watch_run
+    from rollbench.cli.common import out as stdout
+    from rollbench.grading.coverage import CoverageRule
+    from rollbench.wire.obs_map import load_policy_options
+
+    try:
+        fields = {"env": env, "episodes": episodes, "seed": seed, "max_steps": max_steps, "video": video}
+        if policy_options:
+            fields["policy_options"] = load_policy_options(policy_options)
+        rule = CoverageRule(min_coverage=min_coverage, exclude_policy_errors=exclude_policy_errors)
+        settings = Settings(fields, policy_template, alpha, rule)
+        runner = execution(options)
+        settings.check(run)
+        found = find_checkpoints(run)
+        ready = [c for c in found if is_complete(c)]
+        if eliminate and watch:
+            raise ConfigError(
+                "--eliminate and --watch cannot be combined: elimination needs every checkpoint from the start"
+            )
+        if not watch and not ready:
+            raise ConfigError(f"no complete checkpoint under {run} (a folder with config.json and model.safetensors)")
+        for c in found if not watch else []:
+            if not is_complete(c):
+                console.print(
+                    f"skipped step {c.step}: {c.path} lacks config.json or model.safetensors", highlight=False
+                )
+    except ConfigError as exc:
+        fail(str(exc))
+
+    def progress(event: dict[str, Any]) -> None:
+        if event["event"] == "checkpoint" and not as_json:
+            console.print(
+                f"step {event['step']}: {event['state']} ({event['run_dir']})", highlight=False, soft_wrap=True
+            )
+
+    try:
+        if eliminate:
+            from rollbench.checkpoints.eliminate import design
+            from rollbench.checkpoints.eliminate_run import run_elimination
+
+            doc = run_elimination(
+                ready, out_dir, settings, runner, design(len(ready), delta, alpha, first_look), progress
+            )
+        elif watch:
+            doc = watch_run(
+                run,
+                out_dir,
+                settings,
+                runner,
+                poll_s=poll_s,
+                until_idle_s=until_idle,
+                max_checkpoints=max_checkpoints,
+                progress=progress,
+            )
+        else:
+            doc = evaluate_all(ready, out_dir, settings, runner, progress)
+    except KeyboardInterrupt:
+        console.print(
+            f"interrupted: the same command resumes {out_dir}; evaluated checkpoints are not run again", highlight=False
+        )
+        raise typer.Exit(130) from None
+    except ConfigError as exc:
+        fail(str(exc))
+    except RollbenchError as exc:
+        fail(str(exc), code=1)
+    if as_json:
+        print_json(stdout, json.dumps(doc))
+    else:
+        print_ranking(stdout, doc)

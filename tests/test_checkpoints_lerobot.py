@@ -1,0 +1,84 @@
+"""``rollbench checkpoints`` on real LeRobot checkpoints: ACT policies saved by lerobot's own ``save_pretrained``
+(in the LeRobot venv, ``tests/compat/lerobot_checkpoints.make_checkpoint``; seeds 0, 1, 2 stand in for training
+steps 1000, 2000, 3000), laid out as lerobot-train lays them out (``checkpoints/<6-digit step>/pretrained_model/``
+and the link ``checkpoints/last``), evaluated on PushT through the LeRobot host.
+
+Oracle: each checkpoint's episodes equal those of ``rollbench eval --policy lerobot:<that checkpoint>`` run on its
+own (same seeds, lengths, returns: the same actions), for the checkpoint ranked best and one other.
+
+Needs ``.venv-lerobot`` (``scripts/lerobot_compat.sh``): this checkout's, else ``$ROLLBENCH_LEROBOT_PYTHON``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import rollbench
+from conftest import REPO, run_cli
+
+pytestmark = [pytest.mark.venv, pytest.mark.slow, pytest.mark.sim]
+
+
+def _lerobot_python() -> Path | None:
+    for candidate in (REPO / ".venv-lerobot" / "bin" / "python", os.environ.get("ROLLBENCH_LEROBOT_PYTHON")):
+        if candidate and Path(candidate).exists():
+            return Path(candidate)
+    return None
+
+
+PYTHON = _lerobot_python()
+STEPS = {1000: 0, 2000: 1, 3000: 2}  # training step -> torch seed of the random ACT policy
+EPISODES, MAX_STEPS = 2, 15
+
+
+def _train_run(root: Path) -> Path:
+    assert PYTHON is not None
+    script = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
+        "from lerobot_checkpoints import make_checkpoint;"
+        "[make_checkpoint('act', 'pusht', Path(sys.argv[2]) / 'checkpoints' / f'{int(s):06d}' / 'pretrained_model', int(seed))"
+        " for s, seed in (a.split(':') for a in sys.argv[3:])]"
+    )
+    args = [f"{s}:{seed}" for s, seed in STEPS.items()]
+    subprocess.run(
+        [str(PYTHON), "-c", script, str(REPO / "tests" / "compat"), str(root), *args], check=True, timeout=600
+    )
+    os.symlink("003000", root / "checkpoints" / "last")
+    return root
+
+
+@pytest.mark.skipif(
+    PYTHON is None, reason="needs .venv-lerobot (scripts/lerobot_compat.sh) or $ROLLBENCH_LEROBOT_PYTHON"
+)
+def test_lerobot_train_checkpoints_are_ranked_through_the_lerobot_host(tmp_path: Path) -> None:
+    run, out = _train_run(tmp_path / "outputs" / "train" / "act_pusht"), tmp_path / "out"
+    options = json.dumps({"python": str(PYTHON)})
+    common = [
+        "--env",
+        "pusht/PushT-v0",
+        "--episodes",
+        str(EPISODES),
+        "--max-steps",
+        str(MAX_STEPS),
+        "--policy-options",
+        options,
+    ]
+    got = run_cli("checkpoints", run, *common, "--out", out, "--json", timeout=1200)
+    assert got.returncode == 0, got.stderr
+    doc = json.loads(got.stdout)
+    assert sorted(r["step"] for r in doc["checkpoints"]) == sorted(STEPS)  # checkpoints/last skipped
+    assert (out / "checkpoints.png").exists()
+    for step in (doc["checkpoints"][0]["step"], doc["checkpoints"][-1]["step"]):
+        ckpt = run / "checkpoints" / f"{step:06d}" / "pretrained_model"
+        alone = tmp_path / f"alone-{step}"
+        direct = run_cli("eval", "--policy", f"lerobot:{ckpt}", *common, "--out", alone, timeout=900)
+        assert direct.returncode == 0, direct.stderr
+        fields = ("seed", "success", "length", "return", "termination_reason")
+        want = [tuple(e[f] for f in fields) for e in rollbench.grade(alone)["episodes"]]
+        assert [tuple(e[f] for f in fields) for e in rollbench.grade(out / f"{step:06d}")["episodes"]] == want
+    provenance = json.loads((out / "001000" / "run.json").read_text())["plan"]["policy"]["provenance"]["lerobot"]
+    assert provenance["policy_type"] == "act"

@@ -457,7 +457,7 @@ CASES: list[T] = [
     ("serve-env", nothing, ["serve-policy", "--policy", "zero", "--env", "nosuch/x"], "nosuch"),
     # dashboard, mcp, optimize-instruction (each refused before it serves or runs)
     ("dashboard-root", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/nope"], "--root"),
-    ("dashboard-labels-in-run", nothing, ["dashboard", "--labels", "W/run/l.json", "--root", "W/run"], "inside a run directory"),
+    ("dashboard-labels-in-run", nothing, ["dashboard", "--labels", "W/run/l.json", "--root", "W/run"], "lies inside the run directory"),
     ("dashboard-rubric", write("r.json", DEEP), ["dashboard", "--labels", "W/l.json", "--root", "W/run", "--rubric", "W/r.json"], "nested too deeply"),
     ("dashboard-peer", nothing, ["dashboard", "--labels", "W/l.json", "--peer", "ftp://x"], "--peer"),
     ("dashboard-host", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/run", "--host", "0.0.0.0"], "token"),

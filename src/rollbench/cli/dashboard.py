@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from rollbench.dashboard.service import Dashboard
 
 
+MAX_STALE_AFTER_S = 7 * 86_400.0  # --stale-after: at most a week without run.live.json updates
+
+
 def _peer(value: str) -> tuple[str, str | None]:
     """``URL`` or ``URL#TOKEN`` (the peer's token; ``#`` never reaches the server)."""
     url, _, token = value.partition("#")
@@ -44,6 +47,7 @@ def build_dashboard(
     from rollbench.dashboard.labels import default_annotator
     from rollbench.dashboard.rubrics import load_rubric
     from rollbench.dashboard.service import Dashboard, DashboardConfig
+    from rollbench.record.safe_files import refuse_inside_run
 
     for root in roots:
         if not root.is_dir():
@@ -51,10 +55,12 @@ def build_dashboard(
     if not roots and not peers:
         raise ConfigError("give at least one --root DIR or --peer URL")
     for what, path in (("--labels", labels), ("--cache-dir", cache_dir)):
-        if path is not None and any((d / "run.json").is_file() for d in path.resolve().parents):
-            raise ConfigError(
-                f"{what} {path} is inside a run directory; the dashboard never writes inside run directories"
-            )
+        if path is not None:
+            refuse_inside_run(path, what)  # the one check of every output option (issue 42, item 8)
+    if not 0 < stale_after_s <= MAX_STALE_AFTER_S:  # False for NaN too
+        raise ConfigError(
+            f"--stale-after must be more than 0 and at most {MAX_STALE_AFTER_S:g} seconds, got {stale_after_s:g}"
+        )
     if annotator is not None:
         check_segment(annotator, "--annotator")
     cfg = DashboardConfig(

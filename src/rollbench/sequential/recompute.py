@@ -23,7 +23,6 @@ whichever tasks stopped when), a different question from the per-task ones, at i
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -37,10 +36,13 @@ from rollbench.core.runlog_model import SequentialRecord
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.grading.sequential import FINAL, MAX_SEQUENTIAL_PAIRS, SequentialDesign, design, run_looks
 from rollbench.record.runlog import find_run_dirs, is_locked
+from rollbench.sequential.log_specs import log_spec_problem
+from rollbench.sequential.log_specs import shown as _shown
 
 LOG_NAME = "sequential.json"  # the decision log, in the directory holding the arms
 DERIVED = ("theta1", "efficacy_llr", "futility_llr", "type1_error", "futility_error", "power", "fixed_n")
 PLAN_FIELDS = ("trial", "seed", "initial_state", "instruction", "max_steps", "success_rule")
+ARM_FIELDS = ("policy", "policy_options", "action_noise")  # what may differ between A and B; the rest pairs them
 
 
 @dataclass(frozen=True)
@@ -218,9 +220,14 @@ def _pair_up(runs: list[RunData]) -> list[tuple[RunData, RunData, SequentialReco
         other, orec = by_id[rec.partner]
         if orec.arm != "b" or orec.partner != run.log.get("run_id"):
             raise ConfigError(f"{run.source} and {other.source} are not the two arms of one comparison")
-        for f in ("rule", "task", "family", "alpha_family", "design"):
-            if getattr(rec, f) != getattr(orec, f):
+        for f in ("rule", "task", "family", "alpha_family", "design", "decision", "stopped_at"):
+            if getattr(rec, f) != getattr(orec, f):  # a decision removed from one arm too (issue 42, item 14)
                 raise ConfigError(f"arms {run.source} and {other.source} record different sequential.{f}")
+        sa, sb = (r.log.get("spec") or {} for r in (run, other))
+        if diff := [k for k in sorted({*sa, *sb}) if k not in ARM_FIELDS and sa.get(k) != sb.get(k)]:
+            raise ConfigError(
+                f"arms {run.source} and {other.source} are not paired: their run.json spec.{diff[0]} differ"
+            )
         pairs.append((run, other, rec))
     paired_ids = {id(x) for a, b, _ in pairs for x in (a, b)}
     lone = [r.source for r in runs if id(r) not in paired_ids]
@@ -267,7 +274,8 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
         "pooled": _pooled(tasks, rec0.design, rec0.alpha_family) if len(family) > 1 and complete else None,
         "log": None,
     }
-    doc["log"] = check_log(doc, {Path(t["a"]).parent for t in tasks})
+    specs = {rec.task: (a.log.get("spec") or {}, b.log.get("spec") or {}) for a, b, rec in pairs}
+    doc["log"] = check_log(doc, {Path(t["a"]).parent for t in tasks}, specs)
     return doc
 
 
@@ -301,10 +309,6 @@ _RANGES: dict[str, tuple[type, float, float, bool]] = {  # name -> (type, low, h
     "budget": (int, 1, MAX_SEQUENTIAL_PAIRS, True),
     "look_every": (int, 1, MAX_SEQUENTIAL_PAIRS, True),
 }
-
-
-def _shown(v: Any) -> str:
-    return json.dumps(v, default=str)[:60]
 
 
 def _out_of_range(name: str, v: Any) -> str | None:
@@ -347,7 +351,9 @@ def _log_parameter_problem(logged: dict[str, Any], doc: dict[str, Any]) -> str |
     return None
 
 
-def check_log(doc: dict[str, Any], dirs: set[Path]) -> dict[str, Any] | None:
+def check_log(
+    doc: dict[str, Any], dirs: set[Path], specs: dict[str, tuple[dict[str, Any], dict[str, Any]]] | None = None
+) -> dict[str, Any] | None:
     """Compare the decision log found next to the arms (one directory) with ``doc``: None when there is none,
     ``{"path", "agrees": True}`` when it agrees; ConfigError naming the first difference otherwise."""
     if len(dirs) != 1:
@@ -358,13 +364,19 @@ def check_log(doc: dict[str, Any], dirs: set[Path]) -> dict[str, Any] | None:
     logged = read_json(path, "decision log")
     if not isinstance(logged, dict) or not isinstance(logged.get("tasks"), list):
         raise ConfigError(f"{path} is not a rollbench sequential decision log")
-    if problem := _log_shape_problem(logged) or _log_parameter_problem(logged, doc):
+    if problem := (
+        _log_shape_problem(logged)
+        or _log_parameter_problem(logged, doc)
+        or log_spec_problem(logged["parameters"], specs or {})
+    ):
         raise ConfigError(f"{path} is not a rollbench sequential decision log: {problem}")
     mine = log_view(doc)
     theirs = log_view({"tasks": logged["tasks"], "pooled": logged.get("pooled")})
     items = [(f"task {t}", theirs["tasks"].get(t), want) for t, want in mine["tasks"].items()]
     items.append(("the pooled test", theirs["pooled"], mine["pooled"]))
     behind = False
+    if absent := [t for t in mine["tasks"] if t not in theirs["tasks"]]:  # the log lists every task from its start
+        raise ConfigError(f"{path} disagrees with the run directories: it lists no entry for task {absent[0]}")
     for what, got, want in items:
         if got is None or want is None:
             behind |= got is None and want is not None  # the log was written before this test had looks

@@ -33,10 +33,10 @@ from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
 from rollbench.record.files import atomic_write_json
 from rollbench.record.runlog import RunLock, read_run_log, write_run_log
+from rollbench.record.safe_files import refuse_inside_run
 from rollbench.run.runners import Execution, execution_session
-from rollbench.sequential.recompute import LOG_NAME, compare_sequential, design_record, rule_for
+from rollbench.sequential.recompute import ARM_FIELDS, LOG_NAME, compare_sequential, design_record, rule_for
 
-ARM_FIELDS = ("policy", "policy_options", "action_noise")  # what may differ between A and B; the rest pairs them
 OnLook = Callable[[dict[str, Any]], None]
 
 
@@ -160,9 +160,12 @@ def run_sequential(
             rule_for(delta, p_a, alpha, beta, min(m * rule.budget, MAX_SEQUENTIAL_PAIRS), discordant)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if look_every > rule.budget:  # issue 42, item 15: refused before anything runs, not by its own log after
+        raise ConfigError(f"--look-every must be between 1 and the budget ({rule.budget} pairs), got {look_every}")
     settings = {"alpha": alpha, "beta": beta, "delta": delta, "p_a": p_a, "discordant": discordant}
     parameters = _parameters(tasks, spec_a, spec_b, {**settings, "budget": rule.budget, "look_every": look_every})
     check_output_path(out, "--out", directory=True)
+    refuse_inside_run(out)  # issue 42, item 8
     _check_resume(out, parameters)
     for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
         prepare_run(spec, out / f".preflight-{uuid.uuid4().hex}", host_label, robot)

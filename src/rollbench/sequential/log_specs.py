@@ -1,0 +1,30 @@
+"""The decision log's ``spec_a``/``spec_b`` checked against the arms' run.json ``spec``: a log naming another
+policy, success rule or horizon than the arms ran is not the log of these arms (issue 42, item 14)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def shown(value: Any) -> str:
+    """``value`` as JSON, cut to 60 characters (for a one-line error)."""
+    return json.dumps(value, default=str)[:60]
+
+
+def log_spec_problem(params: dict[str, Any], specs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> str | None:
+    """What in the log's ``spec_a``/``spec_b`` differs from the arms' run.json ``spec`` (``specs``: task -> (A's,
+    B's)), ``env`` and ``episodes`` aside (an arm runs one task of the log's env with the budget): another policy,
+    success rule or horizon named there than the arms ran (issue 42, item 14)."""
+    for arm, i in (("a", 0), ("b", 1)):
+        logged = params.get(f"spec_{arm}")
+        if not isinstance(logged, dict):
+            return f"its parameters.spec_{arm} is not an object"
+        for spec in (pair[i] for pair in specs.values()):
+            key = next(
+                (k for k in sorted({*logged, *spec}) if k not in ("env", "episodes") and logged.get(k) != spec.get(k)),
+                None,
+            )
+            if key is not None:
+                return f"its parameters.spec_{arm}.{key} is {shown(logged.get(key))} but the arm's run.json records {shown(spec.get(key))}"
+    return None

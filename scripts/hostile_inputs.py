@@ -22,7 +22,10 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   refuses it in one line naming the parameter;
 * every output: no reason (a ``  - `` line) listed twice;
 * a run.json naming a module (a planted one that writes a marker when imported), then ``eval --resume``;
-* ``serve-policy`` over HTTP: Host headers, repeated headers and observations off the task's declared shapes.
+* ``serve-policy`` over HTTP: Host headers, repeated headers and observations off the task's declared shapes;
+* issue 42's classes (``scripts/hostile_trust.py``): run.json naming servers or agents, plans that no longer resolve,
+  output options inside a run, out-of-range bounds, impossible robustness controls, MCP peers naming URLs, a
+  finished run resumed again.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -44,6 +47,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import hostile_trust  # issue 42's classes, beside this script
 
 TIMEOUT = 120
 WRITER_DIRS = ["data/chunk-000", "meta/episodes/chunk-000", "meta", ".staging", "."]
@@ -453,6 +458,7 @@ def main() -> int:
         r.sequential_log(a.n)
         r.resume_names()
         r.served()
+        hostile_trust.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

@@ -220,8 +220,8 @@ def _pair_up(runs: list[RunData]) -> list[tuple[RunData, RunData, SequentialReco
         other, orec = by_id[rec.partner]
         if orec.arm != "b" or orec.partner != run.log.get("run_id"):
             raise ConfigError(f"{run.source} and {other.source} are not the two arms of one comparison")
-        for f in ("rule", "task", "family", "alpha_family", "design", "decision", "stopped_at"):
-            if getattr(rec, f) != getattr(orec, f):  # a decision removed from one arm too (issue 42, item 14)
+        for f in ("rule", "task", "family", "alpha_family", "design"):
+            if getattr(rec, f) != getattr(orec, f):
                 raise ConfigError(f"arms {run.source} and {other.source} record different sequential.{f}")
         sa, sb = (r.log.get("spec") or {} for r in (run, other))
         if diff := [k for k in sorted({*sa, *sb}) if k not in ARM_FIELDS and sa.get(k) != sb.get(k)]:
@@ -258,6 +258,12 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
             raise ConfigError(
                 f"{t['a']}/run.json records {rec['decision']} at pair {rec['stopped_at']} but the episodes give "
                 f"{t['decision'] or 'no decision'} at pair {t['stopped_at'] or t['pairs_counted']} (edited or damaged)"
+            )
+    for a, b, rec in pairs:  # after the check above: an edited decision is named as such first
+        if (theirs := record_of(b)).decision != rec.decision or theirs.stopped_at != rec.stopped_at:
+            raise ConfigError(
+                f"arms {a.source} and {b.source} record different decisions ({rec.decision} at {rec.stopped_at}, "
+                f"{theirs.decision} at {theirs.stopped_at}): one was edited or removed"
             )
     rec0 = pairs[0][2]
     complete = not missing and all(t["decision"] for t in tasks)

@@ -364,7 +364,7 @@ CASES: list[T] = [
     ("summarize-by", nothing, ["summarize", "W/run", "--by", "colour"], "colour"),
     ("summarize-json-csv", nothing, ["summarize", "W/run", "--json", "--csv"], "--json or --csv"),
     ("summarize-missing", nothing, ["summarize", "W/nope"], "nope"),
-    *_deep_cases("export", "e.json", ["summarize", "W/e.json"], "export of /api/runs", directory=False),
+    *_deep_cases("export", "e.json", ["summarize", "W/e.json"], "dashboard export", directory=False),
     ("export-shape", write("e.json", '{"runs": 3}'), ["summarize", "W/e.json"], "'runs' list"),
     ("export-episodes", write("e.json", '{"runs": [{"host": "h", "robot": "r", "name": "n", "episodes": [{"episode_index": 0, "task": ["t"]}]}]}'), ["summarize", "W/e.json"], "task"),
     ("summarize-run-json", write("run/run.json", DEEP), ["summarize", "W/run"], "nested too deeply"),

@@ -125,7 +125,9 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
 
 
 def summarize_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="Run directories, roots containing them, /api/runs exports.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Run directories, folders holding them, or dashboard exports (JSON).")
+    ],
     labels: Annotated[Path | None, typer.Option(help="Label sidecar (written by rollbench dashboard).")] = None,
     rubric: Annotated[
         str | None, typer.Option(help="Rubric name or file (default: the one the labels record).")
@@ -313,7 +315,9 @@ def _reproductions(loaded: Any, reference: str | None) -> list[dict[str, Any]]:
 
 
 def report_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="Run directories, roots containing them, /api/runs exports.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Run directories, folders holding them, or dashboard exports (JSON).")
+    ],
     out_path: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
     plots: Annotated[
         Path | None, typer.Option(help="Also write every figure as PNG and SVG into this directory.")

@@ -59,7 +59,7 @@ def print_sequential(out: Console, doc: dict[str, Any]) -> None:
             f"{d['futility_llr']:.3f} is futility; exact type-I error {d['type1_error']:.4f}, futility error "
             f"{d['futility_error']:.3f}, power {d['power']:.3f} (fixed-N McNemar needs {d['fixed_n']} pairs)",
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=False,  # wrapped at words to the width (issue 42, item 20)
         )
     if doc.get("log"):
         out.print(f"decision log {doc['log']['path']}: agrees with the run directories", highlight=False)

@@ -278,6 +278,12 @@ def require_run_log(run_dir: Path) -> dict[str, Any]:
         raise ConfigError(f"{run_dir} does not exist")
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir} is not a directory, so not a rollbench run directory")
+    if found := find_run_dirs([run_dir]):  # a folder of runs: say so (issue 42, item 19)
+        names = ", ".join(str(d.relative_to(run_dir)) for d in found[:3]) + (", ..." if len(found) > 3 else "")
+        raise ConfigError(
+            f"{run_dir} is not a run directory but holds {len(found)} (e.g. {names}); give one of them, or list them "
+            f"with `rollbench runs {run_dir}`"
+        )
     raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json)")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -151,7 +152,13 @@ def dashboard_cmd(
     shown = "localhost" if host in ("127.0.0.1", "::1") else host
     typer.echo(f"rollbench dashboard on http://{shown}:{port}/ (labels: {labels}, rubric: {dash.rubric.id})", err=True)
     dash.warm_up()
-    uvicorn.Server(uvicorn.Config(create_app(dash), log_level="warning")).run(sockets=[sock])
+    server = uvicorn.Server(uvicorn.Config(create_app(dash), log_level="warning"))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it caught, once it has shut down
+        raise typer.Exit(130) from None
+    if signal.SIGINT in getattr(server, "_captured_signals", []):  # a background job ignores the re-raised SIGINT
+        raise typer.Exit(130)  # as every command's Ctrl-C (docs/status.md; issue 42, item 19)
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:

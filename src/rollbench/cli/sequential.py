@@ -110,6 +110,11 @@ def sequential_cmd(
     from rollbench.sequential.runner import run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
+    if not 0 < delta < 1:  # False for NaN too
+        fail(
+            f"--delta {delta:g}: give the difference in success rate as a fraction between 0 and 1 (0.2 = 20 "
+            "percentage points)"
+        )
     try:
         spec_a = _spec(env, policy_a, action_noise_a, policy_options_a, common)
         spec_b = _spec(env, policy_b, action_noise_b, policy_options_b, common)

@@ -31,13 +31,20 @@ class HomeTokenCluster(ProcessCluster):
     """A head whose only token is ``$HOME/.ray/auth_token`` (HOME = the cluster's directory), as after a first
     ``ray.init()`` or ``ray get-auth-token --generate`` on that machine."""
 
+    worker_mode = False  # `ray start --address` (a worker node) needs RAY_AUTH_MODE=token itself (docs/cluster.md)
+
     def environ(self) -> dict[str, str]:
         home = self.base / "home"
         if not (home / ".ray" / "auth_token").exists():
             (home / ".ray").mkdir(parents=True)
             (home / ".ray" / "auth_token").write_text((self.base / "token").read_text())
         env = {k: v for k, v in os.environ.items() if k not in NO_AUTH}
-        return {**env, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0"}
+        return {
+            **env,
+            "HOME": str(home),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            **({"RAY_AUTH_MODE": "token"} if self.worker_mode else {}),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +52,9 @@ def head() -> Iterator[HomeTokenCluster]:
     c = HomeTokenCluster()
     try:
         assert "Token authentication is enabled" in c.head.log.read_text(errors="replace")
+        c.worker_mode = True
         node = c._spawn([f"--address={c.address}", "--num-cpus=2"], [], "node")  # the head has no CPUs
+        c.worker_mode = False
         c.nodes.append(node)
         c._wait_log(node, "Ray runtime started", 120)
         yield c

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rollbench.cli.common import print_json
+from rollbench.cli.common import print_json, stage
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import MISSING, interval, p_value, pct, points, points_interval
@@ -350,22 +350,26 @@ def report_cmd(
         if plots is not None:
             check_output_path(plots, "--plots", directory=True)
         check_outputs(out_path, plots)
-        loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
-        if not loaded.runs:
-            raise ConfigError("no finished run among the inputs")
-        label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
-        comparison = report_comparison(loaded, seed=seed)
-        summary = summarize_runs(loaded, labels=label_set)
-        reproductions = _reproductions(loaded, reference)
-        text = render_report(
-            loaded,
-            labels=label_set,
-            comparison=comparison,
-            dashboard_url=dashboard_url,
-            plots_dir=plots,
-            summary=summary,
-            reproductions=reproductions,
-        )
+        status = stage("reading and grading the runs")  # progress on a terminal only (issue 42, item 20)
+        with status:
+            loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
+            if not loaded.runs:
+                raise ConfigError("no finished run among the inputs")
+            label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
+            status.update(f"comparing and pooling {len(loaded.runs)} run(s)")
+            comparison = report_comparison(loaded, seed=seed)
+            summary = summarize_runs(loaded, labels=label_set)
+            reproductions = _reproductions(loaded, reference)
+            status.update("drawing the figures and writing the page")
+            text = render_report(
+                loaded,
+                labels=label_set,
+                comparison=comparison,
+                dashboard_url=dashboard_url,
+                plots_dir=plots,
+                summary=summary,
+                reproductions=reproductions,
+            )
         warnings = report_warnings(comparison, summary)
     except ConfigError as exc:
         _fail(str(exc))

@@ -115,3 +115,22 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class _Quiet:
+    """What :func:`stage` gives off a terminal: the same ``with`` and ``update`` as rich's Status, printing nothing."""
+
+    def __enter__(self) -> _Quiet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, text: str) -> None:
+        return None
+
+
+def stage(text: str) -> Any:
+    """A progress line (rich's spinner and ``text``, replaced by each ``update``) on stderr while a command works for
+    seconds, only when stderr is a terminal: pipes, files and tests see nothing (issue 42, item 20)."""
+    return console.status(text) if console.is_terminal else _Quiet()

@@ -9,7 +9,12 @@ test's N (``compare --power``) and its exact power at that truth (``grading.powe
 Part 2, real runs (``--real``): MetaWorld push-v3 with the scripted expert at two action-noise levels, and the expert
 against ``zero``, each through ``run_sequential`` (the command's code path) into a temporary directory.
 
-Reproduce: ``.venv/bin/python benchmarks/bench_sequential.py [--real]`` (MUJOCO_GL=egl for --real).
+Part 0, exact (issue 40; ``--exact-only`` prints it alone): expected pairs to a decision from the exact dynamic
+programme (:mod:`rollbench.grading.sequential_oc`), against the fixed-N exact McNemar test with the same power at the
+same truth, at delta/2, delta, 2 delta and correlations -0.3, 0, 0.3, with looks after every pair, in rounds of 8 pairs
+and with looks every 8 pairs.
+
+Reproduce: ``.venv/bin/python benchmarks/bench_sequential.py [--real | --exact-only]`` (MUJOCO_GL=egl for --real).
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ def simulated(delta: float, p_a: float, look_every: int) -> None:
 
 def real() -> None:
     from rollbench.core.spec import build_spec
-    from rollbench.sequential.runner import run_sequential
+    from rollbench.sequential.runner import SequentialConfig, run_sequential
 
     os.environ.setdefault("MUJOCO_GL", "egl")
     cases = [
@@ -78,7 +83,7 @@ def real() -> None:
             a = build_spec(env="metaworld/push-v3", policy=pa, action_noise=na, episodes=1)
             b = build_spec(env="metaworld/push-v3", policy=pb, action_noise=nb, episodes=1)
             t0 = time.monotonic()
-            doc = run_sequential(a, b, Path(tmp) / str(i), delta=0.2)
+            doc = run_sequential(a, b, Path(tmp) / str(i), SequentialConfig(delta=0.2))
             t = doc["tasks"][0]
             last = t["looks"][-1]
             ran = t["episodes_recorded"]["a"] + t["episodes_recorded"]["b"]
@@ -86,11 +91,57 @@ def real() -> None:
                   f"{last['a_only']} | {ran} | {2 * t['design']['fixed_n']} | {time.monotonic() - t0:.0f} |")  # fmt: skip
 
 
+def _split(p_a: float, p_b: float, rho: float) -> tuple[float, float]:
+    """(P(A only), P(B only)) of a pair whose outcomes have correlation ``rho``."""
+    both = p_a * p_b + rho * np.sqrt(p_a * (1 - p_a) * p_b * (1 - p_b))
+    return p_a - both, p_b - both
+
+
+def _fixed_n_for(power: float, a_only: float, b_only: float, start: int) -> int:
+    """The smallest N at which the exact McNemar test (alpha 0.05) has at least ``power`` (exact)."""
+    n = max(1, start)
+    while n > 1 and mcnemar_power(n - 1, a_only, b_only) >= power:
+        n -= 1
+    while mcnemar_power(n, a_only, b_only) < power and n < 100_000:
+        n += 1
+    return n
+
+
+def exact_table(delta: float = 0.2, p_a: float = 0.5) -> None:
+    """Issue 40's table, exact (dynamic programming, no simulation): expected pairs to a decision against the fixed-N
+    exact McNemar test with the same power at the same truth, at delta/2, delta, 2 delta and rho -0.3, 0, 0.3; looks
+    after every pair (one pair at a time, or rounds of 8 pairs: workers x batch = 8) and looks every 8 pairs."""
+    from rollbench.grading.sequential_oc import schedule_oc
+
+    designs = {1: design(delta, p_a=p_a), 8: design(delta, p_a=p_a, look_every=8)}
+    print(f"\n### exact, design delta {delta:g} at p_a {p_a:g}, alpha 0.05, 80% power wanted")
+    for look, rule in designs.items():
+        print(f"look every {look}: budget {rule.budget}, exact type-I bound {rule.type1_error:.4f}, power at delta "
+              f"{rule.power:.4f} (fixed-N test: {rule.power_target:.4f} at {rule.fixed_n} pairs)")  # fmt: skip
+    print("\n| truth | rho | schedule | power (seq.) | fixed N, equal power | E[pairs] seq. | saving |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for label, eff in (("δ/2", delta / 2), ("δ", delta), ("2δ", 2 * delta)):
+        for rho in (-0.3, 0.0, 0.3):
+            a_only, b_only = _split(p_a, p_a + eff, rho)
+            for name, look, rnd in (("every pair", 1, 1), ("rounds of 8, looks every pair", 1, 8),
+                                    ("looks every 8", 8, 8)):  # fmt: skip
+                rule = designs[look]
+                oc = schedule_oc(rule.bounds.upper, rule.bounds.futile, b_only, a_only, look)
+                n_eq = _fixed_n_for(oc.b_better, a_only, b_only, rule.fixed_n)
+                pairs = oc.expected_pairs(rnd)
+                print(f"| {label} | {rho:+g} | {name} | {oc.b_better:.4f} | {n_eq} | {pairs:.1f} | "
+                      f"{1 - pairs / n_eq:+.1%} |")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--real", action="store_true", help="also run the MetaWorld comparisons")
+    ap.add_argument("--exact-only", action="store_true", help="only issue 40's exact table")
     args = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}; {SEQUENCES} sequences per row")
+    exact_table()
+    if args.exact_only:
+        return
     simulated(0.2, 0.5, 1)
     simulated(0.2, 0.5, 10)
     simulated(0.15, 0.6, 1)

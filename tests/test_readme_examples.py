@@ -98,6 +98,7 @@ def test_release_example_runs_as_written_on_a_plain_run_and_its_dashboard_labels
     from rollbench.core.identity import RunIdentity
     from rollbench.dashboard.labels import set_label
     from rollbench.dashboard.rubrics import load_rubric
+    from rollbench.record.runlog import require_run_log
 
     dashboard = next(ln for ln in DASHBOARD.splitlines() if ln.startswith(".venv/bin/rollbench dashboard"))
     from rollbench.cli.dashboard import default_labels
@@ -109,7 +110,7 @@ def test_release_example_runs_as_written_on_a_plain_run_and_its_dashboard_labels
     evaluate(out=tmp_path / "runs/pick-place-expert", env="scripted/reach", policy="scripted-expert", episodes=2)
     evaluate(out=tmp_path / "runs/pick-place-random", env="scripted/reach", policy="random", episodes=2)
     run = tmp_path / "runs/pick-place-random"
-    ident = RunIdentity.from_run_log(json.loads((run / "run.json").read_text()), run)
+    ident = RunIdentity.from_run_log(require_run_log(run), run)
     set_label(tmp_path / labels_file, ident.episode_key(0), "failed", rubric=load_rubric())
     commands = [ln for ln in RELEASE.splitlines() if ln.startswith(".venv/bin/rollbench release ")]
     assert len(commands) == 2

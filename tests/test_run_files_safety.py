@@ -486,7 +486,8 @@ def test_a_run_log_field_of_the_wrong_type_is_named_by_mcp_and_hides_no_other_ru
     svc = RolloutService(run.parent)
     with pytest.raises(ToolError) as err:
         svc.get_run("bad")
-    assert str(err.value).startswith(f"{bad}/run.json is not a rollbench run log (")
+    assert str(err.value).startswith(f"{bad}/run.json is not a rollbench run log: ")  # one line naming the field
+    assert next(iter(field)) in str(err.value) and "\n" not in str(err.value)
     assert [r.run_id for r in svc.list_runs(10)] == ["r"]
 
 

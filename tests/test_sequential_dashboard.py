@@ -11,14 +11,14 @@ import pytest
 
 from dashboard_support import ServerThread
 from rollbench.core.spec import build_spec
-from rollbench.sequential.runner import run_sequential
+from rollbench.sequential.runner import SequentialConfig, run_sequential
 
 
 @pytest.mark.slow
 def test_an_arms_run_page_shows_its_decision_and_the_chart_of_every_look(tmp_path: Path) -> None:
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
-    doc = run_sequential(a, b, tmp_path / "runs" / "cmp", delta=0.2, look_every=5, host_label="h")
+    doc = run_sequential(a, b, tmp_path / "runs" / "cmp", SequentialConfig(delta=0.2, look_every=5, host_label="h"))
     task = doc["tasks"][0]
     log = json.loads((tmp_path / "runs" / "cmp" / "b-scripted_reach" / "run.json").read_text())
     server = ServerThread([tmp_path / "runs"], tmp_path / "labels.json").start()

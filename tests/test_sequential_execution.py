@@ -9,7 +9,7 @@ import pytest
 
 from rollbench.api import Execution
 from rollbench.core.spec import build_spec
-from rollbench.sequential.runner import run_sequential
+from rollbench.sequential.runner import SequentialConfig, run_sequential
 from served_policy import served
 
 
@@ -19,7 +19,7 @@ def want(tmp_path_factory: pytest.TempPathFactory) -> dict:
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
     out = tmp_path_factory.mktemp("reference") / "in-process"
-    return run_sequential(a, b, out, delta=0.2, look_every=5)["tasks"][0]
+    return run_sequential(a, b, out, SequentialConfig(delta=0.2, look_every=5))["tasks"][0]
 
 
 @pytest.mark.slow
@@ -27,7 +27,7 @@ def test_a_served_arm_gives_the_decision_of_the_in_process_one(want: dict, tmp_p
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     with served(tmp_path, "scripted-expert", "ws") as (url, log, _):
         b = build_spec(env="scripted/reach", policy=url, episodes=1)
-        got = run_sequential(a, b, tmp_path / "served", delta=0.2, look_every=5)["tasks"][0]
+        got = run_sequential(a, b, tmp_path / "served", SequentialConfig(delta=0.2, look_every=5))["tasks"][0]
     assert log.exists() and log.stat().st_size > 0  # B really went over the wire
     assert (got["looks"], got["decision"]) == (want["looks"], want["decision"])
 
@@ -38,5 +38,7 @@ def test_ray_actors_give_the_decision_of_the_in_process_run(want: dict, tmp_path
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
     execution = Execution(executor="ray", workers=2)
-    got = run_sequential(a, b, tmp_path / "ray", delta=0.2, look_every=5, execution=execution)["tasks"][0]
+    got = run_sequential(a, b, tmp_path / "ray", SequentialConfig(delta=0.2, look_every=5, execution=execution))[
+        "tasks"
+    ][0]
     assert (got["looks"], got["decision"]) == (want["looks"], want["decision"])

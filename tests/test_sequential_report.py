@@ -11,7 +11,7 @@ import pytest
 
 from rollbench.analysis.figures import sequential_figure
 from rollbench.core.spec import build_spec
-from rollbench.sequential.runner import run_sequential
+from rollbench.sequential.runner import SequentialConfig, run_sequential
 from sequential_support import invoke
 
 
@@ -57,7 +57,7 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
     tmp_path = tmp_path_factory.mktemp("reported")
     a = build_spec(env="scripted/reach", policy="scripted-expert", action_noise=6.0, episodes=1)
     b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1)
-    doc = run_sequential(a, b, tmp_path / "cmp", delta=0.2, look_every=5)
+    doc = run_sequential(a, b, tmp_path / "cmp", SequentialConfig(delta=0.2, look_every=5))
     r = invoke(["report", str(tmp_path / "cmp"), "--out", str(tmp_path / "r.html")])
     assert r.returncode == 0, r.stderr
     return doc, (tmp_path / "r.html").read_text()

@@ -1,7 +1,7 @@
 """``rollbench sequential`` and ``compare --sequential`` on the scripted family (real runs through api.evaluate): the
 decision equals a hand replay of the rule from ``rollbench grade`` of both arms, each arm is an ordinary graded run
 with its sequential block in run.json, a SIGKILL, a SIGTERM and resumes give the same looks and decision, a suite gets
-per-task decisions at alpha / m and a pooled one, and damaged, edited or mismatched inputs are refused (exit 2, one
+per-task decisions and a pooled one at alpha / (m + 1) each, and damaged, edited or mismatched inputs are refused (exit 2, one
 line)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.runlog_model import RunLog
 from rollbench.core.spec import build_spec
 from rollbench.sequential.recompute import compare_sequential
-from rollbench.sequential.runner import run_sequential
+from rollbench.sequential.runner import SequentialConfig, run_sequential
 from sequential_support import invoke, replay, run_cli, sequential_argv
 
 # Real sequential runs of both arms (tens of seconds each on 2 cores): outside the contributors' fast tier.
@@ -44,7 +44,7 @@ SEED = 26
 def decided(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("seq") / "cmp"
     a, b = _specs(seed=SEED)
-    return out, run_sequential(a, b, out, delta=0.2, look_every=1)
+    return out, run_sequential(a, b, out, SequentialConfig(delta=0.2, look_every=1))
 
 
 def test_b_better_is_decided_early_and_equals_a_hand_replay_of_both_graded_arms(decided):
@@ -108,8 +108,8 @@ def _edit_json(path: Path, edit) -> None:
         ("threshold", "sequential.design.efficacy_llr is"),
         ("log", "sequential.json disagrees with the run directories on task scripted/reach at look 2"),
         ("partner", "is not an arm of rollbench sequential"),
-        ("episode", "b-scripted_reach is damaged (1 violation(s) by rollbench grade: episode 3: recorded seed 29"),
-        ("plan", "arms are not paired: trial 133 of scripted/reach has seed 159 in"),
+        ("episode", "b-scripted_reach is damaged (1 violation(s) by rollbench grade: episode 3: recorded seed {s3} "),
+        ("plan", "arms are not paired: trial {t133} of scripted/reach has seed {s133} in"),
     ],
 )
 def test_compare_sequential_refuses_edited_or_mismatched_arms_with_one_line(decided, tmp_path, damage, message):
@@ -127,6 +127,8 @@ def test_compare_sequential_refuses_edited_or_mismatched_arms_with_one_line(deci
         _edit_json(b_json, lambda d: d["plan"]["episodes"][3].update(seed=999))
     elif damage == "plan":  # a planned episode not run yet: only the pairing check sees it
         _edit_json(b_json, lambda d: d["plan"]["episodes"][133].update(seed=999))
+    planned = json.loads(a_json.read_text())["plan"]["episodes"]  # the shuffled plan's trials and seeds
+    message = message.format(s3=planned[3]["seed"], t133=planned[133]["trial"], s133=planned[133]["seed"])
     r = invoke(["compare", "--sequential", str(out)])
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
@@ -136,17 +138,17 @@ def test_compare_sequential_refuses_edited_or_mismatched_arms_with_one_line(deci
 def test_compare_sequential_refuses_arms_of_two_different_comparisons(decided, tmp_path):
     other = tmp_path / "other"
     a, b = _specs(noise_a=3.0, seed=SEED)
-    run_sequential(a, b, other, delta=0.2, look_every=5, budget=10)
+    run_sequential(a, b, other, SequentialConfig(delta=0.2, look_every=5, budget=10))
     with pytest.raises(ConfigError, match=r"record different sequential\.design"):
         compare_sequential([decided[0] / "a-scripted_reach", other / "b-scripted_reach"])
 
 
 def test_a_better_when_the_arms_are_swapped_and_budget_exhausted_when_it_is_small(tmp_path):
     a, b = _specs(noise_a=0.0, noise_b=6.0)
-    doc = run_sequential(a, b, tmp_path / "swap", delta=0.2, look_every=5)
+    doc = run_sequential(a, b, tmp_path / "swap", SequentialConfig(delta=0.2, look_every=5))
     assert doc["tasks"][0]["decision"] == "a_better"
     assert doc["tasks"][0]["stopped_at"] % 5 == 0  # looks only every 5 pairs
-    small = run_sequential(a, b, tmp_path / "small", delta=0.2, look_every=2, budget=3)
+    small = run_sequential(a, b, tmp_path / "small", SequentialConfig(delta=0.2, look_every=2, budget=3))
     assert [lk["pairs"] for lk in small["tasks"][0]["looks"]] == [2, 3]  # the budget is always a look
     assert small["tasks"][0]["decision"] == "budget_exhausted"
 
@@ -156,7 +158,7 @@ def test_resuming_with_other_parameters_is_refused_before_anything_runs(decided)
     a, b = _specs(seed=SEED)
     before = (out / "sequential.json").read_bytes()
     with pytest.raises(ConfigError, match="holds a sequential comparison with other parameters \\(delta"):
-        run_sequential(a, b, out, delta=0.25)
+        run_sequential(a, b, out, SequentialConfig(delta=0.25))
     assert (out / "sequential.json").read_bytes() == before
 
 
@@ -197,26 +199,28 @@ def test_sigkill_then_sigterm_then_resume_reach_the_same_looks_and_decision(deci
 
 def test_workers_and_batches_give_the_decision_of_one_worker(decided, tmp_path):
     a, b = _specs(seed=SEED)
-    doc = run_sequential(a, b, tmp_path / "w", delta=0.2, execution=Execution(workers=2, batch_size=2))
+    doc = run_sequential(
+        a, b, tmp_path / "w", SequentialConfig(delta=0.2, execution=Execution(workers=2, batch_size=2))
+    )
     whole = decided[1]["tasks"][0]
     got = doc["tasks"][0]
     assert got["looks"] == whole["looks"] and got["decision"] == whole["decision"]
     assert got["episodes_recorded"]["a"] >= got["stopped_at"]  # in-flight episodes beyond it are kept, not counted
 
 
-def test_a_suite_gets_per_task_decisions_at_alpha_over_m_and_a_pooled_decision(tmp_path):
+def test_a_suite_gets_per_task_and_pooled_decisions_at_alpha_over_m_plus_one(tmp_path):
     a, b = _specs(env="scripted/all")
-    doc = run_sequential(a, b, tmp_path / "suite", delta=0.2, look_every=5)
+    doc = run_sequential(a, b, tmp_path / "suite", SequentialConfig(delta=0.2, look_every=5))
     assert doc["family"] == ["scripted/reach", "scripted/reach-final"]
-    assert doc["correction"] == "bonferroni"
+    assert doc["correction"] == "bonferroni-tasks-and-pooled"
     for t in doc["tasks"]:
-        assert t["design"]["alpha"] == pytest.approx(0.025)
-        assert t["design"]["type1_error"] <= 0.025
+        assert t["design"]["alpha"] == pytest.approx(0.05 / 3)
+        assert t["design"]["type1_error"] <= 0.05 / 3
         hand = replay(Path(t["a"]), Path(t["b"]), t["design"])
         assert (t["decision"], t["stopped_at"]) == (hand["decision"], hand["stopped_at"])
         assert t["episodes_recorded"]["a"] == t["stopped_at"]  # a decided task spent no more episodes
     pooled = doc["pooled"]
-    assert pooled["design"]["alpha"] == 0.05 and pooled["complete"]
+    assert pooled["design"]["alpha"] == pytest.approx(0.05 / 3) and pooled["complete"]
     counted = sum(t["stopped_at"] for t in doc["tasks"])
     assert pooled["looks"][-1]["pairs"] <= counted
     assert compare_sequential([tmp_path / "suite"])["pooled"] == pooled

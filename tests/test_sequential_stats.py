@@ -104,16 +104,29 @@ def test_decision_tables_match_the_likelihood_ratio_in_exact_arithmetic():
             assert llr_a == pytest.approx(math.log(lr_a), abs=1e-9)
 
 
-def test_default_design_has_its_stated_exact_errors_and_equal_power_to_fixed_n():
+def _fixed_n_power(n, a_only, b_only, alpha=ALPHA):
+    """Exact power of the two-sided exact McNemar test with n pairs, by direct summation (the oracle)."""
+    total = 0.0
+    for d in range(1, n + 1):
+        ks = np.arange(d + 1)
+        tail = np.minimum(binom.cdf(ks, d, 0.5), binom.sf(ks - 1, d, 0.5))  # P(as extreme) on k's side
+        reject = np.minimum(2 * tail, 1.0) <= alpha
+        total += binom.pmf(d, n, a_only + b_only) * float(binom.pmf(ks, d, b_only / (a_only + b_only))[reject].sum())
+    return total
+
+
+def test_default_design_has_its_stated_exact_errors_and_at_least_the_fixed_n_power():
     rule = RULE
     assert rule.theta1 == pytest.approx(0.7)  # p_a = 0.5, independent: 0.5 + delta
     assert rule.fixed_n == 103  # exact McNemar, 80% power at 0.5 -> 0.7 (compare --power)
+    fixed_power = _fixed_n_power(103, 0.5 * 0.3, 0.7 * 0.5)
+    assert fixed_power == pytest.approx(rule.power_target, abs=1e-9)  # 0.8018 > 1 - beta
     assert rule.type1_error <= ALPHA
-    assert rule.power >= 0.8
+    assert rule.power >= fixed_power
     assert rule.efficacy_llr < math.log(2 / ALPHA)  # calibrated to the budget: below Ville's threshold
     assert rule.fixed_n <= rule.budget <= 2 * rule.fixed_n
-    # the budget is the smallest with power >= 80%: one pair fewer falls short
-    assert design(0.2, budget=rule.budget - 1).power < 0.8
+    # the budget is the smallest with that power: one pair fewer falls short
+    assert design(0.2, budget=rule.budget - 1).power < fixed_power
 
 
 def test_looks_follow_hand_counts_and_stop_at_the_first_decision():

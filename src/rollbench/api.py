@@ -20,6 +20,7 @@ from rollbench.core.identity import sanitize_segment
 from rollbench.core.interrupts import user_signals
 from rollbench.core.paths import make_dirs
 from rollbench.core.plan import PlannedEpisode, ResolvedRun
+from rollbench.core.runlog_model import RunLog, RunStatus
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
@@ -31,6 +32,7 @@ from rollbench.record.runlog import (
     abandon_execution,
     begin_execution,
     end_execution,
+    note_counters,
     record_results,
 )
 from rollbench.record.writer import DatasetWriter
@@ -133,7 +135,7 @@ class _RunEvents(RunObserver):
 
 def _execute(
     run: ResolvedRun,
-    log: dict[str, Any],
+    log: RunLog,
     run_dir: Path,
     execution: Execution,
     progress: ProgressCallback | None,
@@ -159,7 +161,7 @@ def _execute(
                     committer.close()  # what finished is written before the error propagates
                 raise
             committer.close()
-            log["executions"][-1].update(counters)
+            note_counters(log, counters)
             return _finish(run_dir, writer, log, live, idle=idle)
     except BaseException as exc:
         # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
@@ -169,7 +171,7 @@ def _execute(
 
 def _open_run(
     run: ResolvedRun,
-    log: dict[str, Any],
+    log: RunLog,
     run_dir: Path,
     execution: Execution,
     progress: ProgressCallback | None,
@@ -188,7 +190,7 @@ def _open_run(
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
-    _announce_start(progress, run_dir, live, len(retried), log.get("warnings", []))
+    _announce_start(progress, run_dir, live, len(retried), log.warnings)
     return writer, todo, live, not (todo or promoted or retried)
 
 
@@ -229,9 +231,9 @@ def _announce_start(
 def _finish(
     run_dir: Path,
     writer: DatasetWriter,
-    log: dict[str, Any],
+    log: RunLog,
     live: LiveSnapshot,
-    status: str | None = None,
+    status: RunStatus | None = None,
     idle: bool = False,
 ) -> dict[str, Any]:
     """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given). An
@@ -241,7 +243,7 @@ def _finish(
     writer.write_videos_index()
     writer.remove_empty_staging()
     if idle:
-        log["executions"].pop()
+        log.executions = log.executions[:-1]
     else:
         end_execution(run_dir, log, time.monotonic() - live.started, interrupted=bool(status))
     result = grade_run_dir(run_dir)

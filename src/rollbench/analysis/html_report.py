@@ -325,7 +325,8 @@ def _sequential_arms(loaded: Loaded) -> frozenset[str]:
 def _sequential_view(doc: dict[str, Any], i: int) -> dict[str, Any]:
     """One sequential comparison for the template: a row per task (and pooled) and its figures' names."""
     says = {"b_better": "B better", "a_better": "A better", "futility": "futility (no difference of delta)",
-            "budget_exhausted": "undecided (budget exhausted)", None: "undecided so far"}  # fmt: skip
+            "budget_exhausted": "undecided (budget exhausted)", None: "undecided so far",
+            "insufficient_coverage": "insufficient coverage (no verdict)"}  # fmt: skip
     rows = []
     for t in doc["tasks"]:
         last = t["looks"][-1] if t["looks"] else {"b_only": 0, "a_only": 0}

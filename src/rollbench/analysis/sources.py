@@ -188,8 +188,9 @@ def _from_run_dir(
 ) -> None:
     from rollbench.grading.grade import grade, load_run_log
 
-    log = load_run_log(run_dir)
-    identity = RunIdentity.from_run_log(log, run_dir)
+    run_log = load_run_log(run_dir)
+    identity = RunIdentity.from_run_log(run_log, run_dir)
+    log = run_log.to_json()  # analysis reads run.json's JSON shape (exported runs have none of it)
     fingerprint = run_fingerprint(log)
     if fingerprint in prints:
         loaded.copies.append({"run": identity.key, "path": str(run_dir), "same_as": str(prints[fingerprint])})

@@ -30,7 +30,7 @@ def resumed_spec(
         shown = ", ".join(f.option for f in others) or "--spec"
         raise ConfigError(f"--resume takes the spec from {resume}/run.json; drop {shown}")
     log = require_run_log(resume)
-    spec = build_spec(**log["spec"])
+    spec = build_spec(**log.spec.model_dump(mode="json"))
     typed = spec_fields(values, [f for f in given if f.field in confirming])
     recorded = spec.model_dump(mode="json")
     for field, value in typed.items():

@@ -34,19 +34,24 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         log = read_run_log(run_dir)
         if log is None:
             raise ConfigError("no run.json")
-        results = grade(run_dir, check_videos=False) if regrade else log.get("results")
+        results = (
+            grade(run_dir, check_videos=False)
+            if regrade
+            else log.results.model_dump(mode="json", by_alias=True)
+            if log.results is not None
+            else None
+        )
     except ConfigError as exc:
         return {**base, "error": str(exc)}
-    spec, plan = log["spec"], log["plan"]
     row = {
         **base,
-        "tasks": [t["name"] for t in plan["tasks"]],
-        "policy": spec.get("policy"),
-        "status": log.get("status"),
+        "tasks": [t.name for t in log.plan.tasks],
+        "policy": log.spec.policy,
+        "status": log.status,
         "episodes_recorded": None,
-        "episodes_requested": len(plan["episodes"]),
+        "episodes_requested": len(log.plan.episodes),
         "success_rate": None,
-        "created": (log.get("provenance") or {}).get("created"),
+        "created": log.provenance.created,
         "source": "graded now" if regrade else "run.json (graded when the run last finished)",
     }
     if isinstance(results, dict):
@@ -57,7 +62,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
             if results.get("violations"):  # damaged: what every analysis refuses without --allow-damaged
                 row["damaged"], row["violations"] = True, list(results["violations"])
     live = run_dir / "run.live.json"
-    if log.get("status") == "RUNNING" and not regrade:
+    if log.status == "RUNNING" and not regrade:
         if is_locked(run_dir):
             with contextlib.suppress(OSError, ValueError):
                 if is_inside(run_dir, live):

@@ -29,6 +29,7 @@ SAYS = {
     "a_better": "A better",
     "futility": "no difference of delta (futility)",
     "budget_exhausted": "undecided: budget exhausted",
+    "insufficient_coverage": "insufficient coverage (no verdict)",
     None: "undecided so far",
 }
 
@@ -57,12 +58,18 @@ def print_sequential(out: Console, doc: dict[str, Any]) -> None:
             f"design: delta {d['delta']:g} at p_a {d['p_a']:g} (theta1 {d['theta1']:.3f}), budget {d['budget']} pairs, "
             f"look every {d['look_every']}; thresholds llr >= {d['efficacy_llr']:.3f} decides, both <= "
             f"{d['futility_llr']:.3f} is futility; exact type-I error {d['type1_error']:.4f}, futility error "
-            f"{d['futility_error']:.3f}, power {d['power']:.3f} (fixed-N McNemar needs {d['fixed_n']} pairs)",
+            f"{d['futility_error']:.3f}{'' if d.get('futility') is not False else ' (futility off)'}, power "
+            f"{d['power']:.3f}{_wanted(d)} (fixed-N McNemar needs {d['fixed_n']} pairs)",
             highlight=False,
             soft_wrap=False,  # wrapped at words to the width (issue 42, item 20)
         )
     if doc.get("log"):
         out.print(f"decision log {doc['log']['path']}: agrees with the run directories", highlight=False)
+
+
+def _wanted(d: dict[str, Any]) -> str:
+    target = d.get("power_target")
+    return "" if target is None else f" at these looks (wanted {target:.3f})"
 
 
 def _spec(env: str, policy: str, noise: float, options: str | None, common: dict[str, Any]) -> Any:
@@ -91,7 +98,15 @@ def sequential_cmd(
     budget: Annotated[
         int | None, typer.Option(min=1, help="Most pairs per task (default: the smallest with the wanted power).")
     ] = None,
-    look_every: Annotated[int, typer.Option(min=1, help="Pairs between looks (any schedule keeps alpha).")] = 1,
+    look_every: Annotated[
+        int, typer.Option(min=1, help="Pairs between looks (any schedule keeps alpha; the budget is sized for it).")
+    ] = 1,
+    futility: Annotated[
+        bool,
+        typer.Option(
+            "--futility/--no-futility", help="Stop for futility (non-binding: alpha holds either way; off: more power)."
+        ),
+    ] = True,
     action_noise_a: Annotated[float, typer.Option(min=0.0, help="Action noise std of arm A.")] = 0.0,
     action_noise_b: Annotated[float, typer.Option(min=0.0, help="Action noise std of arm B.")] = 0.0,
     policy_options_a: Annotated[str | None, typer.Option(help="Policy options of A (JSON or file).")] = None,
@@ -107,7 +122,7 @@ def sequential_cmd(
     Each arm is an ordinary run directory; `rollbench compare --sequential OUT` recomputes the decision."""
     from rollbench.cli.common import out as stdout
     from rollbench.core.interrupts import Terminated
-    from rollbench.sequential.runner import run_sequential
+    from rollbench.sequential.runner import SequentialConfig, run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
     if not 0 < delta < 1:  # False for NaN too
@@ -135,10 +150,14 @@ def sequential_cmd(
 
     try:
         with _signals_seen() as seen:
-            doc = _interruptible(seen, lambda: run_sequential(
-                spec_a, spec_b, out_dir, delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant,
-                budget=budget, look_every=look_every, execution=run, on_look=on_look, host_label=options["host_label"],
+            config = SequentialConfig(
+                delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant, budget=budget,
+                look_every=look_every, futility=futility, execution=run, host_label=options["host_label"],
                 robot=options["robot"],
+            )  # fmt: skip
+            doc = _interruptible(seen, lambda: run_sequential(
+                spec_a, spec_b, out_dir, config, on_look=on_look,
+                on_warning=lambda w: console.print(f"warning: {w}", highlight=False, soft_wrap=True),
             ))  # fmt: skip
     except KeyboardInterrupt as exc:
         console.print(

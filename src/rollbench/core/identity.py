@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rollbench.core.contracts import ConfigError
+
+if TYPE_CHECKING:
+    from rollbench.core.runlog_model import RunLog
 
 SEGMENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _SEGMENT = re.compile(SEGMENT_PATTERN)
@@ -65,17 +68,13 @@ class RunIdentity:
         return {"host": self.host, "robot": self.robot, "name": self.name}
 
     @classmethod
-    def from_run_log(cls, log: dict[str, Any], run_dir: Path) -> RunIdentity:
+    def from_run_log(cls, log: RunLog, run_dir: Path) -> RunIdentity:
         """The identity a run recorded; for runs recorded before identities existed, one derived from what they
         did record (provenance host, ``unknown`` robot, the directory's name). The name is always the directory's
         current name, so a renamed or copied run directory is a different run."""
-        recorded = log.get("identity") if isinstance(log, dict) else None
-        recorded = recorded if isinstance(recorded, dict) else {}
-        prov = log.get("provenance") if isinstance(log, dict) else None
-        host = recorded.get("host") or sanitize_segment(
-            str((prov or {}).get("host", "")) if isinstance(prov, dict) else ""
-        )
-        robot = recorded.get("robot") or "unknown"
+        recorded = log.identity
+        host = (recorded.host if recorded else "") or sanitize_segment(log.provenance.host)
+        robot = (recorded.robot if recorded else "") or "unknown"
         return cls(host=str(host), robot=str(robot), name=sanitize_segment(run_dir.name, "run"))
 
 

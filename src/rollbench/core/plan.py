@@ -14,12 +14,18 @@ trial: episode ``(i * V + v) * E + k`` is trial ``k`` of variant ``v`` of task `
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
 from rollbench.core.registry import family_of, resolve_tasks
+from rollbench.core.runlog_model import Plan as PlanRecord
+from rollbench.core.runlog_model import PlannedEpisode as PlannedRecord
+from rollbench.core.runlog_model import PlanPolicy, PlanTask, TrialOrder
 from rollbench.core.spec import EvalSpec
 
 
@@ -97,6 +103,22 @@ def check_compatible(tasks: list[TaskInfo]) -> None:
             )
 
 
+def trial_population(spec: EvalSpec, task: TaskInfo) -> tuple[int, int]:
+    """``[first, end)``: the trials a task's episodes are drawn from (the stored initial states from ``first_trial``
+    on when the task has them and the plan is shuffled; else the ``episodes`` trials from ``first_trial``)."""
+    if spec.trial_order_seed is not None and task.initial_states:
+        return spec.first_trial, max(task.initial_states, spec.first_trial + spec.episodes)
+    return spec.first_trial, spec.first_trial + spec.episodes
+
+
+def trial_order(seed: int, task: str, first: int, end: int, episodes: int) -> list[int]:
+    """The trials of a shuffled plan's task, in plan order: the first ``episodes`` of a uniform permutation of
+    ``first .. end - 1`` drawn by numpy's PCG64 from the seed sequence ``[seed, crc32(task name)]`` (so each task of
+    a suite has its own order and the same task the same order in both arms of a comparison)."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, zlib.crc32(task.encode())])))
+    return [int(t) for t in rng.permutation(np.arange(first, end, dtype=np.int64))[:episodes]]
+
+
 def make_plan(spec: EvalSpec) -> Plan:
     """Resolve the spec's tasks and plan every episode. Raises ConfigError on unknown names or bad values."""
     tasks = resolve_tasks(spec.env)
@@ -126,9 +148,13 @@ def make_plan(spec: EvalSpec) -> Plan:
             bad = [c for c in spec.cameras if c not in task.cameras]
             if bad:
                 raise ConfigError(f"task {task.name} has no camera {bad}; its cameras: {list(task.cameras)}")
+        first, end = trial_population(spec, task)
+        trials = list(range(first, end))
+        if spec.trial_order_seed is not None:
+            trials = trial_order(spec.trial_order_seed, task.name, first, end, spec.episodes)
         for vi, (variant, instruction) in enumerate(variants):
             for j in range(spec.episodes):
-                k = spec.first_trial + j
+                k = trials[j]
                 episodes.append(
                     PlannedEpisode(
                         episode_index=(ti * len(variants) + vi) * spec.episodes + j,
@@ -268,51 +294,71 @@ def resolve_run(
     return ResolvedRun(spec, plan, replan_every, needs_images, sizes, facts)
 
 
-def plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -> dict[str, Any]:
-    """run.json's ``plan``: the requested episode count, the replan interval, the policy as probed, every task
-    (instruction, horizon, success rule as run and as declared, cameras, fps, settle steps, variants), the suites
-    named in ``--env``, the instructions and every planned episode."""
+def plan_log(spec: EvalSpec, plan: Plan, info: PolicyInfo, replan_every: int) -> PlanRecord:
+    """run.json's ``plan`` (:class:`rollbench.core.runlog_model.Plan`): the requested episode count, the replan
+    interval, the policy as probed, every task (instruction, horizon, success rule as run and as declared, cameras,
+    fps, settle steps, variants), the suites named in ``--env``, the instructions and every planned episode. Keys
+    not set here (a policy's ``image_sizes`` when it asked for none, a task's ``perturbation`` when unperturbed) are
+    not written."""
     suites = {}
     for part in (p.strip() for p in spec.env.split(",")):
         fam = family_of(part)
         suite = part.split("/", 1)[1] if "/" in part else ""
         if suite in fam.suites():
             suites[part] = list(fam.suites()[suite])
+    asked = {"image_sizes": {k: list(v) for k, v in info.image_sizes.items()}} if info.image_sizes else {}
+    policy = PlanPolicy(
+        name=info.name,
+        chunk_size=info.chunk_size,
+        replan_every=info.replan_every,
+        needs_images=info.needs_images,
+        **asked,
+        provenance=dict(info.provenance),
+    )
+    return PlanRecord(
+        episodes_requested=len(plan.episodes),
+        replan_every=replan_every,
+        policy=policy,
+        tasks=[_plan_task(spec, plan, t) for t in plan.tasks],
+        suites=suites,
+        instructions=list(plan.instructions),
+        episodes=[PlannedRecord.model_validate(e.to_dict()) for e in plan.episodes],
+        **(
+            {"trial_order": TrialOrder.model_validate(trial_order_log(spec, plan))}
+            if spec.trial_order_seed is not None
+            else {}
+        ),
+    )
+
+
+def trial_order_log(spec: EvalSpec, plan: Plan) -> dict[str, Any]:
+    """run.json's ``plan.trial_order`` of a shuffled plan: the method, the seed and each task's population
+    ``[first, end)`` of trials (what :func:`trial_order` needs to redraw the order)."""
     return {
-        "episodes_requested": len(plan.episodes),
-        "replan_every": replan_every,
-        "policy": {
-            "name": info.name,
-            "chunk_size": info.chunk_size,
-            "replan_every": info.replan_every,
-            "needs_images": info.needs_images,
-            **({"image_sizes": {k: list(v) for k, v in info.image_sizes.items()}} if info.image_sizes else {}),
-            "provenance": dict(info.provenance),
-        },
-        "tasks": [
-            {
-                "name": t.name,
-                "instruction": ep0.instruction,
-                "max_steps": ep0.max_steps,
-                "success_rule": ep0.success_rule,
-                "declared_success_rule": t.success_rule,
-                "cameras": list(t.cameras),
-                "fps": t.fps,
-                "settle_steps": t.settle_steps,
-                "source": t.source,
-                "variants": [{"name": v, "instruction": i} for v, i in task_variants(spec, t)]
-                if ep0.variant is not None
-                else None,
-                **(
-                    {"perturbation": {**t.perturbation.to_dict(), "rule": t.perturbation.rule}}
-                    if t.perturbation
-                    else {}
-                ),
-            }
-            for t in plan.tasks
-            for ep0 in [next(e for e in plan.episodes if e.task == t.name)]
-        ],
-        "suites": suites,
-        "instructions": list(plan.instructions),
-        "episodes": [e.to_dict() for e in plan.episodes],
+        "method": "seeded-permutation",
+        "seed": spec.trial_order_seed,
+        "populations": {t.name: list(trial_population(spec, t)) for t in plan.tasks},
     }
+
+
+def _plan_task(spec: EvalSpec, plan: Plan, t: TaskInfo) -> PlanTask:
+    """One task of run.json's ``plan.tasks``, as its first planned episode runs it."""
+    ep0 = next(e for e in plan.episodes if e.task == t.name)
+    perturbed = {"perturbation": {**t.perturbation.to_dict(), "rule": t.perturbation.rule}} if t.perturbation else {}
+    return PlanTask.model_validate(  # validated: a success rule or variant name the model refuses is a bug here
+        {
+            "name": t.name,
+            "instruction": ep0.instruction,
+            "max_steps": ep0.max_steps,
+            "success_rule": ep0.success_rule,
+            "declared_success_rule": t.success_rule,
+            "cameras": list(t.cameras),
+            "fps": t.fps,
+            "settle_steps": t.settle_steps,
+            "source": t.source,
+            "variants": [{"name": v, "instruction": i} for v, i in task_variants(spec, t)]
+            if ep0.variant is not None
+            else None,
+            **perturbed,
+        }
+    )

@@ -1,9 +1,9 @@
 """The run log (``RUN_DIR/run.json``) as pydantic models.
 
-These models describe what :func:`rollbench.api.evaluate` writes (with :mod:`rollbench.record.runlog` and
-:mod:`rollbench.record.retry`) and own its format: every write of run.json is validated against :class:`RunLog`
-first (``record.runlog.write_run_log``; a document the model refuses is never written), and so is a run log read back
-to continue the run (``record.runlog.check_resumable``). Their JSON Schema is
+These models own the format of run.json: it is read and written as a :class:`RunLog`, only by
+:mod:`rollbench.record.runlog` (``read_run_log``/``require_run_log`` read it; ``new_run_log``, the named operations
+and ``write_run_log``/``update_run_log`` write it, validating the whole document first: one the model refuses is
+never written). Their JSON Schema is
 ``docs/run.schema.json`` (written by ``python -m rollbench.core.schemas``); ``tests/test_schemas.py`` checks that the
 committed schema is what these models give and that a real run's run.json validates. Blocks rollbench alone
 writes are closed (``extra="forbid"``); ``provenance`` and the policy's provenance are open, since env families and
@@ -93,6 +93,14 @@ class PlannedEpisode(Closed):
     perturbation: PerturbationRecord | None = None
 
 
+class TrialOrder(Closed):
+    """``plan.trial_order``: a shuffled plan's trials (``rollbench sequential``; :func:`rollbench.core.plan.trial_order`)."""
+
+    method: Literal["seeded-permutation"]
+    seed: int = Field(ge=0, description="EvalSpec.trial_order_seed.")
+    populations: dict[str, list[int]] = Field(description="Task -> [first, end): the trials drawn from.")
+
+
 class Plan(Closed):
     episodes_requested: int = Field(ge=0)
     replan_every: int = Field(ge=1, description="Actions executed from each chunk before asking the policy again.")
@@ -101,6 +109,7 @@ class Plan(Closed):
     suites: dict[str, list[str]] = Field(description="Suites named in the spec -> their tasks.")
     instructions: list[str] = Field(description="The distinct instructions (LeRobot tasks, in task_index order).")
     episodes: list[PlannedEpisode]
+    trial_order: TrialOrder | None = Field(default=None, description="Present when the trials are shuffled.")
 
 
 class Provenance(BaseModel):
@@ -230,6 +239,10 @@ class SequentialDesignRecord(Closed):
     futility_error: float
     power: float
     fixed_n: int = Field(ge=1)
+    futility: bool | None = Field(
+        default=None, description="Whether the rule stops for futility; absent in designs recorded before issue 40."
+    )
+    power_target: float | None = Field(default=None, description="The power wanted at delta (issue 40 on).")
 
 
 class SequentialRecord(Closed):
@@ -240,9 +253,11 @@ class SequentialRecord(Closed):
     partner: str = Field(description="run_id of the other arm (a sibling directory).")
     task: str
     family: list[str] = Field(description="The tasks whose decisions share the family-wise error (suite order).")
-    alpha_family: float = Field(gt=0, lt=0.5, description="Family-wise level, split equally (Bonferroni).")
+    alpha_family: float = Field(
+        gt=0, lt=0.5, description="Family-wise level, split equally (Bonferroni) over the tasks and the pooled test."
+    )
     design: SequentialDesignRecord
-    decision: Literal["b_better", "a_better", "futility", "budget_exhausted"] | None = None
+    decision: Literal["b_better", "a_better", "futility", "budget_exhausted", "insufficient_coverage"] | None = None
     stopped_at: int | None = Field(default=None, ge=1, description="Pairs at the look that decided.")
 
 
@@ -262,3 +277,7 @@ class RunLog(Closed):
     replacements: list[Replacement] = Field(default_factory=list, description="Present once an episode was replaced.")
     results: GradeDocument | None = Field(default=None, description="The grade document as of the last finish.")
     sequential: SequentialRecord | None = Field(default=None, description="Present in an arm of rollbench sequential.")
+
+    def to_json(self) -> dict[str, Any]:
+        """The document as run.json holds it: the keys it was read or built with, JSON values."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -12,7 +12,17 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from rollbench.core.contracts import ConfigError, TaskInfo
 
@@ -29,6 +39,7 @@ LATER_FIELDS: dict[str, object] = {
     "instruction_perturb": None,
     "latency": "none",
     "stale": "skip",
+    "trial_order_seed": None,
 }
 # image_size None (the tasks' own) came later too; old runs stored an explicit size, so their identity is unchanged
 MAX_VARIANTS = 64
@@ -91,6 +102,10 @@ class EvalSpec(BaseModel):
             ``fixed:MS``, ``steps:K``, ``measured``; :mod:`rollbench.core.latency`).
         stale: what happens to the actions of a delayed chunk planned for steps already executed: ``skip`` them
             (as real-time execution does) or ``execute`` them late (:mod:`rollbench.run.schedule`).
+        trial_order_seed: None = trials in order (trial k is the j = k - first_trial-th episode); else each task's
+            trials are drawn by a permutation seeded with it (:func:`rollbench.core.plan.trial_order`), so that any
+            prefix of the plan is a random sample of the task's trials (``rollbench sequential`` sets it). Left out
+            of run.json's spec when None, so a fixed-N run's run.json and identity are what they were.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -116,6 +131,14 @@ class EvalSpec(BaseModel):
     instruction_perturb: tuple[str, ...] | None = Field(default=None, min_length=1)
     latency: str = "none"
     stale: Literal["skip", "execute"] = "skip"
+    trial_order_seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if out.get("trial_order_seed", 0) is None:
+            del out["trial_order_seed"]  # fixed-N runs: run.json's spec as before the field existed
+        return out
 
     @field_validator("latency")
     @classmethod
@@ -187,7 +210,7 @@ class EvalSpec(BaseModel):
         their identity (and resume)."""
         fields = self.model_dump(mode="json")
         for name, default in LATER_FIELDS.items():
-            if fields.get(name) == default:
+            if name in fields and fields[name] == default:
                 del fields[name]
         blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

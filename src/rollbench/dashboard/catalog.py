@@ -142,7 +142,7 @@ def read_run(run_dir: Path) -> RunRecord:
     fps = info.get("fps")  # grade named a bad one; the pages then use their default
     if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
         fps = None
-    rec = RunRecord(identity, run_dir, signature, log, result, episodes, cameras, fps)
+    rec = RunRecord(identity, run_dir, signature, log.to_json(), result, episodes, cameras, fps)
     rec.by_index = {ep["episode_index"]: ep for ep in episodes}
     return rec
 

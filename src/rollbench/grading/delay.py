@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 
 from rollbench.core.latency import fixed_delay
+from rollbench.core.runlog_model import RunLog
 from rollbench.grading.tables import query
 
 DELAY_STEP_COLUMNS = '"policy.obs_frame_index" AS src, "policy.chunk_index" AS chunk_row, "policy.hold" AS hold'
@@ -46,14 +47,14 @@ def _block(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def delay_block(con: duckdb.DuckDBPyConnection, log: dict[str, Any], violations: list[str]) -> dict[str, Any] | None:
+def delay_block(con: duckdb.DuckDBPyConnection, log: RunLog, violations: list[str]) -> dict[str, Any] | None:
     """The ``delay`` block (see the module docstring) from the ``steps`` and ``episodes`` tables, or None for a run
     without a latency. Contradicting rows are added to ``violations``."""
-    spec = log.get("spec", {})
-    latency = spec.get("latency", "none")
+    spec = log.spec
+    latency = spec.latency
     if latency == "none":
         return None
-    fps = int(log["plan"]["tasks"][0]["fps"]) if log["plan"].get("tasks") else 1
+    fps = log.plan.tasks[0].fps if log.plan.tasks else 1
     columns = con.sql("SELECT * FROM steps LIMIT 0").columns
     overall: dict[str, Any] = {"steps": 0, "holds": 0, "mean_delay": None, "max_delay": None, "bad": 0}
     by_task: list[dict[str, Any]] = []
@@ -74,7 +75,7 @@ def delay_block(con: duckdb.DuckDBPyConnection, log: dict[str, Any], violations:
         )
     return {
         "latency": latency,
-        "stale": spec.get("stale", "skip"),
+        "stale": spec.stale,
         "call_delay_steps": fixed_delay(latency, fps),
         **_block(overall),
         "by_task": {r["task"]: _block(r) for r in by_task},

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import escaping_links, is_inside
 from rollbench.record.safe_files import (
     UnsafeFile,
@@ -231,7 +232,7 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key:
     return None
 
 
-def run_timing(log: dict[str, Any], episode_times: list[float | None]) -> dict[str, Any]:
+def run_timing(log: RunLog, episode_times: list[float | None]) -> dict[str, Any]:
     """Wall time of a run, from disk: ``eval_wall_time_s`` = the summed ``elapsed_s`` of every finished invocation
     in run.json's ``executions`` (None when none is recorded), ``invocations`` = how many, ``episode_time_s`` = the
     summed per-episode wall times of the graded episodes (``rollbench/wall_time_s``: reset to last step, in the
@@ -239,11 +240,11 @@ def run_timing(log: dict[str, Any], episode_times: list[float | None]) -> dict[s
     milliseconds, as each ``elapsed_s`` is (a sum of such floats is not exact). An invocation killed by SIGKILL
     (or a power loss) recorded no ``elapsed_s``: its time is not in ``eval_wall_time_s``, it is counted in
     ``invocations_unrecorded``, and the episodes it committed are in ``episode_time_s``."""
-    executions = [x for x in log.get("executions") or [] if isinstance(x, dict)]
-    runs = [x for x in executions if isinstance(x.get("elapsed_s"), float)]
+    executions = log.executions
+    runs = [x.elapsed_s for x in executions if x.elapsed_s is not None]
     times = [t for t in episode_times if isinstance(t, float)]
     return {
-        "eval_wall_time_s": round(sum(x["elapsed_s"] for x in runs), 3) if runs else None,  # each is in ms
+        "eval_wall_time_s": round(sum(runs), 3) if runs else None,  # each is in ms
         "invocations": len(runs),
         "invocations_unrecorded": len(executions) - len(runs),
         "episode_time_s": sum(times),

@@ -50,6 +50,7 @@ import duckdb
 
 from rollbench.core.contracts import TERMINATION_REASONS, ConfigError
 from rollbench.core.episode import held_success
+from rollbench.core.runlog_model import PlannedEpisode, RunLog
 from rollbench.grading.declared import check_episode_tasks, check_stats, declared_step_files, read_tasks
 from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
 from rollbench.grading.files import (
@@ -83,8 +84,8 @@ FINISHED = ("OK", "PARTIAL", "FAILED")  # run.json statuses written after meta/s
 __all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grading.stats
 
 
-def load_run_log(run_dir: Path) -> dict[str, Any]:
-    """run.json, or ConfigError when ``run_dir`` is not a rollbench run directory (see ``require_run_log``)."""
+def load_run_log(run_dir: Path) -> RunLog:
+    """run.json as a :class:`~rollbench.core.runlog_model.RunLog`, or ConfigError when ``run_dir`` is not a rollbench run directory (see ``require_run_log``)."""
     from rollbench.record.runlog import require_run_log
 
     return require_run_log(run_dir)
@@ -118,15 +119,15 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
 
 
 def _grade(
-    run_dir: Path, log: dict[str, Any], violations: list[str], con: duckdb.DuckDBPyConnection, check_videos: bool
+    run_dir: Path, log: RunLog, violations: list[str], con: duckdb.DuckDBPyConnection, check_videos: bool
 ) -> dict[str, Any]:
-    planned = {ep["episode_index"]: ep for ep in log["plan"]["episodes"]}
-    hold = int(log.get("spec", {}).get("success_hold", 1))
-    timed = log.get("spec", {}).get("latency", "none") != "none"
+    planned = {ep.episode_index: ep for ep in log.plan.episodes}
+    hold = log.spec.success_hold
+    timed = log.spec.latency != "none"
     info = read_info(run_dir, violations)
     meta, data, data_files = _load_tables(run_dir, con, violations, info, timed)
     tasks = read_tasks(run_dir, info, violations)
-    missing = _check_counts(meta, data, planned, info, violations, log.get("status") in FINISHED)
+    missing = _check_counts(meta, data, planned, info, violations, log.status in FINISHED)
     violations += data_location_problems(con, run_dir, meta, info, data_files)
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"] if check_videos else []
     episodes: list[dict[str, Any]] = []
@@ -156,7 +157,7 @@ def _grade(
     check_episode_tasks([m for m in meta if m["episode_index"] in graded], data, tasks, violations)
     delay = delay_block(con, log, violations)  # before summarise: its violations count in the status
     # stats.json is rewritten when a run finishes (OK, PARTIAL, FAILED); a running or abandoned run's may lag behind
-    if log.get("status") in FINISHED and _all_step_files_read(run_dir, data_files):
+    if log.status in FINISHED and _all_step_files_read(run_dir, data_files):
         check_stats(con, run_dir, data_files, violations)
     violations[:] = dict.fromkeys(violations)  # each once, in the order found (issue 30, item 8)
     ungraded = bool(set(missing) & graded)
@@ -202,7 +203,7 @@ def _load_tables(
 def _check_counts(
     meta: list[dict[str, Any]],
     data: dict[int, dict[str, Any]],
-    planned: dict[int, dict[str, Any]],
+    planned: dict[int, PlannedEpisode],
     info: dict[str, Any],
     violations: list[str],
     finished: bool = True,
@@ -285,7 +286,7 @@ def _check_steps(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations
 
 
 def _episode_row(
-    m: dict[str, Any], d: dict[str, Any] | None, plan_ep: dict[str, Any], hold: int, violations: list[str]
+    m: dict[str, Any], d: dict[str, Any] | None, plan_ep: PlannedEpisode, hold: int, violations: list[str]
 ) -> dict[str, Any]:
     """One episode of ``grade``'s ``episodes``, recomputed from its step facts ``d`` and checked against its
     episode record ``m`` and its plan entry; success is :func:`~rollbench.core.episode.held_success` over the
@@ -293,10 +294,10 @@ def _episode_row(
     e = m["episode_index"]
     rows, length = _check_steps(e, m, d, violations)
     for key in ("task", "seed", "initial_state", "success_rule", "max_steps", "instruction", "variant"):
-        if plan_ep and m.get(f"rollbench/{key}") != plan_ep.get(key):
+        if m.get(f"rollbench/{key}") != getattr(plan_ep, key):
             violations.append(
                 f"episode {e}: recorded {key} {m.get(f'rollbench/{key}')!r} differs from the "
-                f"planned {plan_ep.get(key)!r}"
+                f"planned {getattr(plan_ep, key)!r}"
             )
     rule = m["rollbench/success_rule"]
     reason = m["rollbench/termination_reason"]
@@ -322,7 +323,7 @@ def _episode_row(
         "initial_state": m["rollbench/initial_state"],
         "instruction": m.get("rollbench/instruction"),
         # an instruction variant the run declared (episode row column, else the plan), None when canonical
-        "variant": m.get("rollbench/variant", plan_ep.get("variant")),
+        "variant": m.get("rollbench/variant", plan_ep.variant),
         "success": success,
         "success_at_reset": bool(m["rollbench/success_at_reset"]),
         "length": length,

@@ -136,7 +136,8 @@ def study_of_run(run_dir: Path) -> dict[str, Any]:
     from rollbench.record.runlog import read_run_log
 
     result = grade(run_dir)
-    planned = (read_run_log(run_dir) or {}).get("plan", {}).get("episodes", [])
+    log = read_run_log(run_dir)
+    planned = [e.model_dump(mode="json", exclude_unset=True) for e in log.plan.episodes] if log else []
     study = robustness_study(planned, result["episodes"])
     if study is None:
         from rollbench.core.contracts import ConfigError

@@ -50,12 +50,12 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.grading.power import paired_sample_size
+from rollbench.grading.power import mcnemar_power, paired_sample_size
 
 RULE = "truncated-sprt-discordant"
 MAX_SEQUENTIAL_PAIRS = 5_000  # budget per test: the exact error computation is O(budget^2) per threshold tried
-DECISIONS = ("continue", "b_better", "a_better", "futility", "budget_exhausted")
-FINAL = ("b_better", "a_better", "futility", "budget_exhausted")
+DECISIONS = ("continue", "b_better", "a_better", "futility", "budget_exhausted", "insufficient_coverage")
+FINAL = DECISIONS[1:]  # insufficient_coverage: set by the coverage gate (rollbench.sequential.pairs), not the rule
 _CODE = {name: i for i, name in enumerate(DECISIONS)}
 
 
@@ -75,15 +75,16 @@ def _llr_steps(theta1: float) -> tuple[float, float]:
     return math.log(2 * theta1), math.log(2 * (1 - theta1))
 
 
-def boundaries_for(theta1: float, a: float, b: float, budget: int) -> Boundaries:
-    """The integer tables of :class:`Boundaries` for thresholds ``a`` (efficacy, > 0) and ``b`` (futility, < 0)."""
+def boundaries_for(theta1: float, a: float, b: float, budget: int, futility: bool = True) -> Boundaries:
+    """The integer tables of :class:`Boundaries` for thresholds ``a`` (efficacy, > 0) and ``b`` (futility, < 0; no
+    futility boundary at all when ``futility`` is False)."""
     up, down = _llr_steps(theta1)
     d = np.arange(budget + 1, dtype=np.float64)
     # llr_b(d, k) = k (up - down) + d down is increasing in k; a relative 1e-12 keeps ties on the crossing side
     upper = np.ceil((a - d * down) / (up - down) - 1e-12).astype(np.int64)
     upper = np.clip(upper, 0, np.arange(budget + 1) + 1)
     futile = np.floor((b - d * down) / (up - down) + 1e-12).astype(np.int64)
-    futile = np.minimum(futile, np.arange(budget + 1))
+    futile = np.minimum(futile, np.arange(budget + 1)) if futility else np.full(budget + 1, -1, dtype=np.int64)
     return Boundaries(upper, futile)
 
 
@@ -128,7 +129,10 @@ class SequentialDesign:
     ``theta1``: P(B only | discordant) at the design; ``efficacy_llr`` a, ``futility_llr`` b: thresholds on the
     log-likelihood ratios; ``type1_error``: the exact bound (<= alpha); ``futility_error``: exact sup over
     discordance of P(futility | theta1); ``power``: exact P(b_better) at the design's discordance and budget;
-    ``fixed_n``: pairs the exact McNemar test needs for ``1 - beta`` power at the design (for reference)."""
+    ``fixed_n``: pairs the exact McNemar test needs for ``1 - beta`` power at the design (for reference);
+    ``look_every``: the look schedule the power is computed at; ``futility``: whether the rule stops for futility
+    (non-binding either way: the type-I bound ignores it); ``power_target``: the power wanted (``1 - beta`` or the
+    fixed-N test's at ``fixed_n``, the higher), which a budget the user chose may not reach."""
 
     alpha: float
     beta: float
@@ -143,6 +147,9 @@ class SequentialDesign:
     futility_error: float
     power: float
     fixed_n: int
+    look_every: int = 1
+    futility: bool = True
+    power_target: float = 0.0
     rule: str = RULE
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,7 +157,7 @@ class SequentialDesign:
 
     @cached_property
     def bounds(self) -> Boundaries:
-        return boundaries_for(self.theta1, self.efficacy_llr, self.futility_llr, self.budget)
+        return boundaries_for(self.theta1, self.efficacy_llr, self.futility_llr, self.budget, self.futility)
 
     def llr(self, d: int, k: int) -> tuple[float, float]:
         """(llr_b, llr_a) after ``d`` discordant pairs of which ``k`` B-only (floats, natural log)."""
@@ -183,6 +190,13 @@ def _design_split(delta: float, p_a: float, discordant: float | None) -> tuple[f
     return b_only / psi, psi
 
 
+def family_alphas(alpha: float, m: int) -> tuple[float, float | None]:
+    """(each task's level, the pooled test's level or None) of a family of ``m`` tasks at family-wise ``alpha``:
+    Bonferroni over the m task tests and the pooled one, ``alpha / (m + 1)`` each (one task: ``alpha``, no pooled
+    test). Any false "better" among the m + 1 tests has probability at most alpha, whatever their dependence."""
+    return (alpha, None) if m <= 1 else (alpha / (m + 1), alpha / (m + 1))
+
+
 def design(
     delta: float,
     *,
@@ -191,30 +205,51 @@ def design(
     beta: float = 0.2,
     budget: int | None = None,
     discordant: float | None = None,
+    look_every: int = 1,
+    futility: bool = True,
 ) -> SequentialDesign:
     """The rule designed to detect ``rate(B) - rate(A) = ±delta`` (see the module docstring).
 
-    ``budget`` (pairs) defaults to the smallest one, between the exact McNemar test's size ``fixed_n`` for
-    ``1 - beta`` power at the design (:func:`rollbench.grading.power.paired_sample_size`) and twice it, at which the
-    rule's own exact power reaches ``1 - beta`` (bisection): equal power to the fixed-N test. The efficacy threshold
-    is calibrated by bisection on the exact type-I error at that budget. Work: O(budget^2) float operations per
-    threshold tried, about 0.1 s at delta = 0.2 and 15 s at delta = 0.05 (2,400 pairs). Raises ValueError on impossible parameters or a budget outside
-    1..MAX_SEQUENTIAL_PAIRS.
+    ``budget`` (pairs) defaults to the smallest one at which the rule's exact power at ``delta``, at this look
+    schedule (``look_every``) and futility choice, reaches the wanted power: ``1 - beta``, or the fixed-N exact
+    McNemar test's power at its size ``fixed_n`` (:func:`rollbench.grading.power.paired_sample_size`) when that is
+    higher, so the rule never has less power at the design than the test it replaces. ``futility`` False: the rule
+    never stops for futility (its power is then higher; the type-I error bound is the same, futility being
+    non-binding). The efficacy threshold is calibrated by bisection on the exact type-I error at the budget.
+
+    Raises ValueError on impossible parameters, a budget outside 1..MAX_SEQUENTIAL_PAIRS, and, without ``budget``,
+    when no budget up to MAX_SEQUENTIAL_PAIRS reaches the wanted power (the message names the power at that budget
+    and the budget needed). With ``budget`` given the design is returned whatever its power (``power_target`` says
+    what was wanted: callers warn). Work: O(budget^2) per threshold tried (O(budget^3) for ``look_every`` > 1).
     """
     if not 0 < alpha < 0.5 or not 0 < beta < 0.5:
         raise ValueError(f"need 0 < alpha < 0.5 and 0 < beta < 0.5, got alpha={alpha}, beta={beta}")
+    if look_every < 1:
+        raise ValueError(f"look_every must be >= 1, got {look_every}")
     theta1, psi = _design_split(delta, p_a, discordant)
-    fixed_n = paired_sample_size(p_a, p_a + delta, alpha=alpha, power=1 - beta, discordant=discordant).n_exact
+    sizing = paired_sample_size(p_a, p_a + delta, alpha=alpha, power=1 - beta, discordant=discordant)
+    fixed_n = sizing.n_exact
+    target = max(1 - beta, mcnemar_power(fixed_n, sizing.p_a_only, sizing.p_b_only, alpha))
+    common = (delta, p_a, discordant, alpha, beta, theta1, psi, fixed_n, look_every, futility, target)
     if budget is not None:
         if not 1 <= budget <= MAX_SEQUENTIAL_PAIRS:
             raise ValueError(f"budget must be between 1 and {MAX_SEQUENTIAL_PAIRS} pairs, got {budget}")
-        return _calibrated(delta, p_a, discordant, alpha, beta, budget, theta1, psi, fixed_n)
-    lo, hi = fixed_n, min(2 * fixed_n, MAX_SEQUENTIAL_PAIRS)  # power(budget) rises with the budget
-    best = _calibrated(delta, p_a, discordant, alpha, beta, hi, theta1, psi, fixed_n)
+        return _calibrated(budget, *common)
+    lo, hi = min(fixed_n, MAX_SEQUENTIAL_PAIRS), min(2 * fixed_n, MAX_SEQUENTIAL_PAIRS)  # power rises with budget
+    best = _calibrated(hi, *common)
+    if best.power < target and hi < MAX_SEQUENTIAL_PAIRS:
+        lo, hi = hi, MAX_SEQUENTIAL_PAIRS
+        best = _calibrated(hi, *common)
+    if best.power < target:
+        raise ValueError(
+            f"delta {delta:g} needs a budget of at least {max(fixed_n, MAX_SEQUENTIAL_PAIRS + 1)} pairs for power "
+            f"{target:.3f}, above the {MAX_SEQUENTIAL_PAIRS} a sequential test may plan: at {MAX_SEQUENTIAL_PAIRS} "
+            f"pairs its power would be {best.power:.3f}; give --budget to run with that power, or a larger --delta"
+        )
     while lo < hi:
         mid = (lo + hi) // 2
-        cand = _calibrated(delta, p_a, discordant, alpha, beta, mid, theta1, psi, fixed_n)
-        if cand.power >= 1 - beta:
+        cand = _calibrated(mid, *common)
+        if cand.power >= target:
             hi, best = mid, cand
         else:
             lo = mid + 1
@@ -222,15 +257,18 @@ def design(
 
 
 def _calibrated(
+    budget: int,
     delta: float,
     p_a: float,
     discordant: float | None,
     alpha: float,
     beta: float,
-    budget: int,
     theta1: float,
     psi: float,
     fixed_n: int,
+    look_every: int,
+    futility: bool,
+    target: float,
 ) -> SequentialDesign:
     """The design at ``budget``: the smallest efficacy threshold whose exact type-I error is <= alpha (bisection)."""
     b = math.log(beta / (1 - alpha / 2))
@@ -241,20 +279,31 @@ def _calibrated(
             hi = mid
         else:
             lo = mid
-    bounds = boundaries_for(theta1, hi, b, budget)
+    bounds = boundaries_for(theta1, hi, b, budget, futility)
     err = type1_error(bounds, budget)
-    fut_err, power = operating_characteristics(bounds, theta1, psi, budget)
-    return SequentialDesign(alpha, beta, delta, p_a, discordant, budget, theta1, hi, b, err, fut_err, power, fixed_n)
+    fut_err, power = operating_characteristics(bounds, theta1, psi, budget, look_every)
+    return SequentialDesign(
+        alpha, beta, delta, p_a, discordant, budget, theta1, hi, b, err, fut_err, power, fixed_n,
+        look_every=look_every, futility=futility, power_target=target,
+    )  # fmt: skip
 
 
-def operating_characteristics(bounds: Boundaries, theta1: float, psi: float, budget: int) -> tuple[float, float]:
+def operating_characteristics(
+    bounds: Boundaries, theta1: float, psi: float, budget: int, look_every: int = 1
+) -> tuple[float, float]:
     """(futility error, power), exact: the futility error is P(futility | theta1) with every pair discordant (its
     supremum over the discordance: more discordant pairs only add chances); the power is P(b_better | theta1) when
-    each of ``budget`` pairs is discordant with probability ``psi`` (futility binding, as the rule runs)."""
+    each of ``budget`` pairs is discordant with probability ``psi``, looking every ``look_every`` pairs (futility as
+    the tables say: binding when they have one). Looks after every pair: the walk over discordant pairs mixed over
+    their binomial count; else the two-count walk of :mod:`rollbench.grading.sequential_oc`."""
     from scipy.stats import binom
 
     walk = _walk(bounds, theta1, budget, binding_futility=True)
     fut_err = float(walk[:, 2].sum())
+    if look_every > 1:
+        from rollbench.grading.sequential_oc import schedule_oc
+
+        return fut_err, schedule_oc(bounds.upper, bounds.futile, psi * theta1, psi * (1 - theta1), look_every).b_better
     reached_b = np.cumsum(walk[:, 0])  # P(b_better by the d-th discordant pair)
     power = float(np.sum(binom.pmf(np.arange(budget + 1), budget, psi) * reached_b))
     return fut_err, power

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollbench.core.contracts import FAULTS
+from rollbench.core.runlog_model import PlannedEpisode, RunLog
 from rollbench.grading.stats import wilson_interval
 from rollbench.record.transcript import sum_totals
 
@@ -56,7 +57,7 @@ def _task_block(eps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summarise(
-    log: dict[str, Any],
+    log: RunLog,
     episodes: list[dict[str, Any]],
     requested: int,
     missing: list[int],
@@ -66,9 +67,9 @@ def summarise(
 ) -> dict[str, Any]:
     """The grade document from graded ``episodes``; ``missing``: the planned episodes not among them (not
     recorded, or with ``ungraded`` some recorded but without readable step rows, named in ``violations``)."""
-    task_names = [t["name"] for t in log["plan"]["tasks"]]
+    task_names = [t.name for t in log.plan.tasks]
     tasks = {t: _task_block([e for e in episodes if e["task"] == t]) for t in task_names}
-    suites = {name: _overall({t: tasks[t] for t in members}) for name, members in log["plan"].get("suites", {}).items()}
+    suites = {name: _overall({t: tasks[t] for t in members}) for name, members in log.plan.suites.items()}
     errored = [e for e in episodes if e["termination_reason"] == "error"]
     reasons: list[str] = []
     if missing:
@@ -121,19 +122,19 @@ def summarise(
         "latency": latency,
         "episodes": episodes,
     }
-    if any(ep.get("variant") is not None for ep in log["plan"]["episodes"]):
-        result["variants"] = _variants(log["plan"]["episodes"], episodes)
+    if any(ep.variant is not None for ep in log.plan.episodes):
+        result["variants"] = _variants(log.plan.episodes, episodes)
     return result
 
 
-def _variants(planned: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, Any]:
+def _variants(planned: list[PlannedEpisode], episodes: list[dict[str, Any]]) -> dict[str, Any]:
     """Instruction sweeps: task -> variant (plan order; the first is the reference) -> the task block of its
     recorded episodes, its ``instruction``, and ``paired``: counts over trials recorded for both it and the
     reference (same seed and initial state): ``pairs``, ``both``, ``reference_only``, ``variant_only``, ``neither``.
     Counts only; tests on them (McNemar) are :mod:`rollbench.analysis`'s."""
     out: dict[str, Any] = {}
     for p in planned:
-        out.setdefault(p["task"], {}).setdefault(p["variant"], p["instruction"])
+        out.setdefault(p.task, {}).setdefault(p.variant, p.instruction)
     blocks: dict[str, Any] = {}
     for task, variants in out.items():
         names = list(variants)

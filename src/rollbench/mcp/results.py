@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from rollbench.core.format import interval, pct
+from rollbench.core.runlog_model import RunLog
+from rollbench.core.spec import EvalSpec
 
 # the words an agent reads first: the server's instructions and run_policy_rollout's description
 INSTRUCTIONS = (
@@ -145,10 +147,10 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def run_result(
-    result: dict[str, Any], run_id: str, run_dir: Path, log_: dict[str, Any], before: int | None
+    result: dict[str, Any], run_id: str, run_dir: Path, log_: RunLog | None, before: int | None
 ) -> RunResult:
     """Turn grade's document into the tool result, with a summary an agent can repeat word for word."""
-    planned = sorted(e["episode_index"] for e in log_.get("plan", {}).get("episodes", []))
+    planned = sorted(e.episode_index for e in log_.plan.episodes) if log_ is not None else []
     recorded = {e["episode_index"] for e in result["episodes"]}
     reasons: dict[str, int] = {}
     for t in result["tasks"].values():
@@ -189,18 +191,19 @@ def run_result(
         episodes_recorded_before_this_call=before,
         summary="",
     )
-    r.summary = _result_summary(r, log_.get("spec", {}), run_id, run_dir, bool(info), before)
+    r.summary = _result_summary(r, log_.spec if log_ is not None else None, run_id, run_dir, bool(info), before)
     return r
 
 
 def _result_summary(
-    r: RunResult, spec: dict[str, Any], run_id: str, run_dir: Path, has_info: bool, before: int | None
+    r: RunResult, spec: EvalSpec | None, run_id: str, run_dir: Path, has_info: bool, before: int | None
 ) -> str:
     """``r`` in words an agent can repeat: what was recorded, the success rate, and the status with its reasons."""
-    horizon = f"at most {spec['max_steps']} steps each" if spec.get("max_steps") else "each up to its task's horizon"
+    max_steps = spec.max_steps if spec is not None else None
+    horizon = f"at most {max_steps} steps each" if max_steps else "each up to its task's horizon"
     s = [
-        f"Recorded {r.episodes_recorded} of {r.episodes_requested} requested episodes of {spec.get('env')} with "
-        f"policy {spec.get('policy')} ({horizon}, scene reset before every episode) in run {run_id}"
+        f"Recorded {r.episodes_recorded} of {r.episodes_requested} requested episodes of {spec.env if spec else None} with "
+        f"policy {spec.policy if spec else None} ({horizon}, scene reset before every episode) in run {run_id}"
         + (f"; the dataset's meta/info.json says total_episodes={r.dataset_total_episodes}." if has_info else ".")
     ]
     if before:
@@ -234,32 +237,34 @@ def _result_summary(
     return " ".join(s)
 
 
-def _recorded(log_: dict[str, Any]) -> tuple[int | None, float | None, list[str]]:
-    res = log_.get("results") or {}
-    return res.get("episodes_recorded"), (res.get("overall") or {}).get("pooled_success_rate"), res.get("reasons", [])
+def _recorded(log_: RunLog) -> tuple[int | None, float | None, list[str]]:
+    res = log_.results
+    if res is None:
+        return None, None, []
+    return res.episodes_recorded, res.overall.pooled_success_rate, list(res.reasons)
 
 
-def run_row(run_id: str, log_: dict[str, Any], mtime: float) -> RunRow:
-    spec = log_["spec"]
+def run_row(run_id: str, log_: RunLog, mtime: float) -> RunRow:
+    spec = log_.spec
     n, rate, _ = _recorded(log_)
     return RunRow(
         run_id=run_id,
-        status=log_.get("status", "unknown"),
-        env=spec["env"],
-        policy=spec["policy"],
-        episodes_requested=log_["plan"]["episodes_requested"],
+        status=log_.status,
+        env=spec.env,
+        policy=spec.policy,
+        episodes_requested=log_.plan.episodes_requested,
         episodes_recorded=n,
         success_rate=rate,
-        created=log_.get("provenance", {}).get("created"),
+        created=log_.provenance.created,
         updated=datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
 
 
-def run_info(run_id: str, run_dir: Path, log_: dict[str, Any], state: Any, live: dict[str, Any] | None) -> RunInfo:
-    spec = log_["spec"]
+def run_info(run_id: str, run_dir: Path, log_: RunLog, state: Any, live: dict[str, Any] | None) -> RunInfo:
+    spec = log_.spec
     n, rate, reasons = _recorded(log_)
-    requested = log_["plan"]["episodes_requested"]
-    what = f"Run {run_id} ({requested} episodes of {spec['env']} with policy {spec['policy']}, max_steps {spec.get('max_steps')})"
+    requested = log_.plan.episodes_requested
+    what = f"Run {run_id} ({requested} episodes of {spec.env} with policy {spec.policy}, max_steps {spec.max_steps})"
     resume = f"call run_policy_rollout again with the same arguments and run_name={run_id!r} to record the rest"
     if state == "running":
         done = (live or {}).get("episodes_done")
@@ -269,7 +274,9 @@ def run_info(run_id: str, run_dir: Path, log_: dict[str, Any], state: Any, live:
     elif state == "interrupted":
         text = f"{what} was interrupted before it finished and nothing is writing it; {resume}; grade_run shows what is recorded."
     else:
-        text = f"{what} finished with status {log_.get('status')} (as recorded in run.json): {n} of {requested} episodes recorded"
+        text = (
+            f"{what} finished with status {log_.status} (as recorded in run.json): {n} of {requested} episodes recorded"
+        )
         text += f", success rate {pct(rate)}." if n else "."
         if reasons:
             text += " Reasons: " + "; ".join(reasons[:6]) + "."
@@ -280,20 +287,20 @@ def run_info(run_id: str, run_dir: Path, log_: dict[str, Any], state: Any, live:
         run_id=run_id,
         run_dir=str(run_dir),
         state=state,
-        status=log_.get("status", "unknown"),
-        env=spec["env"],
-        policy=spec["policy"],
-        n_episodes=spec["episodes"],
-        max_steps=spec.get("max_steps"),
-        seed=spec.get("seed", 0),
-        instruction=spec.get("instruction"),
-        video=bool(spec.get("video")),
+        status=log_.status,
+        env=spec.env,
+        policy=spec.policy,
+        n_episodes=spec.episodes,
+        max_steps=spec.max_steps,
+        seed=spec.seed,
+        instruction=spec.instruction,
+        video=bool(spec.video),
         episodes_requested=requested,
         episodes_recorded=n,
         success_rate=rate,
         reasons=reasons,
-        created=log_.get("provenance", {}).get("created"),
-        executions=log_.get("executions", []),
+        created=log_.provenance.created,
+        executions=[e.model_dump(mode="json", exclude_unset=True) for e in log_.executions],
         live=live,
         summary=text,
     )
@@ -303,9 +310,7 @@ FOREIGN_LOG = (ValueError, KeyError, TypeError, AttributeError)
 """What reading the fields of a run.json of the wrong types raises (a pydantic ValidationError is a ValueError)."""
 
 
-def checked_run_info(
-    run_id: str, run_dir: Path, log_: dict[str, Any], state: Any, live: dict[str, Any] | None
-) -> RunInfo:
+def checked_run_info(run_id: str, run_dir: Path, log_: RunLog, state: Any, live: dict[str, Any] | None) -> RunInfo:
     """:func:`run_info`, or a ToolError naming the run.json whose fields have the wrong types (a run someone handed
     over), never an "Error executing tool" without a cause."""
     from mcp.server.mcpserver.exceptions import ToolError

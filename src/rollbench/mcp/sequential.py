@@ -27,12 +27,13 @@ DESCRIPTION = (
     "Answer 'is policy B better than policy A on this task?' with as few episodes as the answer needs: both policies "
     "run the same planned episodes (same task, seed and initial state), pair by pair, and a sequential test on the "
     "pairs where exactly one succeeds stops at the first decision: b_better or a_better (false-positive rate at most "
-    "alpha, computed exactly), futility (no difference of delta), or budget_exhausted (undecided after max_pairs). "
+    "alpha, computed exactly), futility (no difference of delta), budget_exhausted (undecided after max_pairs), or "
+    "insufficient_coverage (too many environment or infrastructure errors for a verdict). "
     "Repeat `summary` and `decision` to the user as they are; budget_exhausted is not evidence of equality. If the "
     "call is cancelled, call again with the same arguments and run_name to resume."
 )
 
-Decision = Literal["b_better", "a_better", "futility", "budget_exhausted"] | None
+Decision = Literal["b_better", "a_better", "futility", "budget_exhausted", "insufficient_coverage"] | None
 
 
 class TaskDecision(BaseModel):
@@ -94,6 +95,7 @@ def result_of(doc: dict[str, Any], run_id: str) -> SequentialResult:
         "a_better": "A is better than B",
         "futility": "no difference of delta or more",
         "budget_exhausted": "undecided within the budget",
+        "insufficient_coverage": "no verdict: too many episodes errored (insufficient coverage)",
         None: "not decided yet (resume with the same run_name)",
     }
     parts = [
@@ -135,7 +137,7 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
         run_name: Annotated[str | None, Field(description="Directory under the root; reuse it to resume.")] = None,
     ) -> Annotated[CallToolResult, SequentialResult]:
         from rollbench.run.runners import Execution
-        from rollbench.sequential.runner import run_sequential
+        from rollbench.sequential.runner import SequentialConfig, run_sequential
 
         spec_a = rollout_spec(svc.ceiling, policy_a, env, 1, max_steps, seed, None, False, svc.checkpoints)
         spec_b = rollout_spec(svc.ceiling, policy_b, env, 1, max_steps, seed, None, False, svc.checkpoints)
@@ -146,10 +148,8 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
 
         def work() -> dict[str, Any]:
             try:
-                return run_sequential(
-                    spec_a, spec_b, out, delta=delta, alpha=alpha, p_a=p_a, budget=max_pairs, execution=Execution(),
-                    should_stop=stop.is_set,
-                )  # fmt: skip
+                config = SequentialConfig(delta=delta, alpha=alpha, p_a=p_a, budget=max_pairs, execution=Execution())
+                return run_sequential(spec_a, spec_b, out, config, should_stop=stop.is_set)
             finally:
                 finished.set()
 

@@ -52,7 +52,7 @@ from rollbench.mcp.results import (
 )
 from rollbench.mcp.sequential import add_sequential_tool
 from rollbench.mcp.strict import MAX_EPISODES, check_max_steps_ceiling, make_strict, rollout_spec, tool_error
-from rollbench.record.runlog import is_locked, read_run_log
+from rollbench.record.runlog import is_locked, read_run_log, require_run_log
 from rollbench.record.safe_files import iter_run_dirs, read_regular_json
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ class RolloutService:
         finally:
             if self.active.get(run_id) is active:
                 del self.active[run_id]
-        res = run_result(result, run_id, run_dir, read_run_log(run_dir) or {}, active.done_at_start)
+        res = run_result(result, run_id, run_dir, read_run_log(run_dir), active.done_at_start)
         return _call_result(res.summary, res)
 
     async def _wait_for_stopping(self, run_id: str) -> None:
@@ -189,7 +189,7 @@ class RolloutService:
             result = grade(run_dir)
         except RollbenchError as exc:
             raise ToolError(str(exc)) from None
-        res = run_result(result, run_id, run_dir, read_run_log(run_dir) or {}, None)
+        res = run_result(result, run_id, run_dir, read_run_log(run_dir), None)
         return _call_result(res.summary, res)
 
     def robustness(self, run_id: str) -> dict[str, Any]:
@@ -205,10 +205,10 @@ class RolloutService:
         run_dir = self.existing_run_dir(run_id)
         active = self.active.get(run_id)
         state: Literal["running", "stopping", "finished", "interrupted"]
-        log_ = read_run_log(run_dir) or {}
+        log_ = require_run_log(run_dir)
         if active is not None:
             state = "stopping" if active.stop.is_set() else "running"
-        elif log_.get("status") == "RUNNING":
+        elif log_.status == "RUNNING":
             state = "running" if is_locked(run_dir) else "interrupted"
         else:
             state = "finished"
@@ -228,7 +228,7 @@ class RolloutService:
         for d in iter_run_dirs(self.root):  # real directories holding a regular run.json, links not followed
             try:
                 mtime = (d / "run.json").stat().st_mtime
-                rows.append((mtime, run_row(d.name, read_run_log(d) or {}, mtime)))
+                rows.append((mtime, run_row(d.name, require_run_log(d), mtime)))
             except (OSError, RollbenchError, *FOREIGN_LOG) as exc:  # foreign run.json
                 log.warning("skipping unreadable run %s: %r", d, exc)
         rows.sort(key=lambda r: r[0], reverse=True)

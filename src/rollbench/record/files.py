@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,8 @@ def remove_temp_files(root: Path) -> list[Path]:
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed
+
+
+def utc_now() -> str:
+    """The time now, UTC, as ``YYYY-MM-DDTHH:MM:SSZ`` (the form of every time rollbench records)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

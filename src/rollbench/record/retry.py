@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.runlog_model import NewOutcome, Replacement, RunLog
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file
 from rollbench.record.runlog import utc_now, write_run_log
@@ -49,8 +50,8 @@ def _old(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def retry_errored(run_dir: Path, writer: DatasetWriter, log: dict[str, Any], mode: str) -> list[int]:
-    """Take back the recorded episodes that ``mode`` re-runs, after logging them in ``log["replacements"]`` (and
+def retry_errored(run_dir: Path, writer: DatasetWriter, log: RunLog, mode: str) -> list[int]:
+    """Take back the recorded episodes that ``mode`` re-runs, after logging them in ``log.replacements`` (and
     writing run.json); returns their indices, which are then missing and run like any missing episode."""
     check_mode(mode)
     if mode == "none":
@@ -69,23 +70,26 @@ def retry_errored(run_dir: Path, writer: DatasetWriter, log: dict[str, Any], mod
             staged.add(e)
     if not chosen:
         return []
-    now, execution = utc_now(), len(log.get("executions", [])) - 1
-    pending = {r["episode_index"] for r in log.get("replacements", []) if r.get("new") is None}  # interrupted
-    log.setdefault("replacements", []).extend(
-        {
-            "episode_index": e,
-            "task": row["rollbench/task"],
-            "trial": row["rollbench/trial"],
-            "seed": row["rollbench/seed"],
-            "retry_errors": mode,
-            "time": now,
-            "execution": execution,
-            "old": _old(row),
-            "new": None,
-        }
+    now, execution = utc_now(), len(log.executions) - 1
+    pending = {r.episode_index for r in log.replacements if r.new is None}  # interrupted
+    added = [
+        Replacement.model_validate(
+            {
+                "episode_index": e,
+                "task": row["rollbench/task"],
+                "trial": row["rollbench/trial"],
+                "seed": row["rollbench/seed"],
+                "retry_errors": mode,
+                "time": now,
+                "execution": execution,
+                "old": _old(row),
+                "new": None,
+            }
+        )
         for e, row in sorted(chosen.items())
         if e not in pending
-    )
+    ]
+    log.replacements = [*log.replacements, *added]
     write_run_log(run_dir, log)  # the record of what is replaced comes first
     for e in sorted(staged):
         writer.discard_staged(e)
@@ -93,17 +97,19 @@ def retry_errored(run_dir: Path, writer: DatasetWriter, log: dict[str, Any], mod
     return sorted(chosen)
 
 
-def record_outcomes(log: dict[str, Any], graded_episodes: list[dict[str, Any]]) -> None:
+def record_outcomes(log: RunLog, graded_episodes: list[dict[str, Any]]) -> None:
     """Fill ``new`` of every replacement whose re-run is now recorded, from ``grade``'s per-episode rows."""
     by_index = {e["episode_index"]: e for e in graded_episodes}
-    for r in log.get("replacements", []):
-        ep = by_index.get(r["episode_index"])
-        if r.get("new") is None and ep is not None:
-            r["new"] = {
-                "termination_reason": ep["termination_reason"],
-                "success": ep["success"],
-                "error": ep["error"],
-                "error_fault": ep.get("error_fault"),
-                "length": ep["length"],
-                "recorded": utc_now(),
-            }
+    for r in log.replacements:
+        ep = by_index.get(r.episode_index)
+        if r.new is None and ep is not None:
+            r.new = NewOutcome.model_validate(
+                {
+                    "termination_reason": ep["termination_reason"],
+                    "success": ep["success"],
+                    "error": ep["error"],
+                    "error_fault": ep.get("error_fault"),
+                    "length": ep["length"],
+                    "recorded": utc_now(),
+                }
+            )

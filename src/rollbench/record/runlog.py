@@ -15,27 +15,32 @@ import os
 import platform
 import socket
 import subprocess
-import time
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from rollbench.core.contracts import ConfigError, RollbenchError, describe
-from rollbench.core.runlog_model import RunLog
-from rollbench.record.files import atomic_write_json, is_inside, resolve_inside
+from rollbench.core.grade_model import GradeDocument
+from rollbench.core.runlog_model import (
+    ExecutionEntry,
+    Identity,
+    Plan,
+    Provenance,
+    RunLog,
+    RunStatus,
+)
+from rollbench.core.spec import EvalSpec
+from rollbench.record.files import atomic_write_json, is_inside, resolve_inside, utc_now
+from rollbench.record.live import LiveSnapshot
 from rollbench.record.locks import LockHeld, PathLock
 from rollbench.record.runlog_shape import check_run_log
 from rollbench.record.safe_files import is_regular, read_regular_json
 
 RUN_LOG_VERSION = 1
-LIVE_MIN_INTERVAL_S = 1.0
+__all__ = ["LiveSnapshot", "utc_now"]  # re-exported: rollbench.record.live, rollbench.record.files
 RUN_SEARCH_DEPTH = 3  # run directories are found at most this many levels below a root (runs/NAME/rounds/RUN)
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # Both looked up once per process (a scan of site-packages, a git subprocess: with the rest of provenance ~12 ms of
@@ -131,89 +136,123 @@ def provenance(families: set[str]) -> dict[str, Any]:
     }
 
 
-def write_run_log(run_dir: Path, log: dict[str, Any]) -> None:
-    """Write ``run_dir/run.json`` atomically, once the whole document validates against its model
-    (:class:`rollbench.core.runlog_model.RunLog`); RollbenchError, and nothing written, when the model refuses it (a
-    bug: every key rollbench writes is declared there). The bytes are the document's own (its keys in the order they
-    were added, numbers as computed); the model's dump would turn an integer in a float field into ``1.0``."""
+def write_run_log(run_dir: Path, log: RunLog) -> None:
+    """Write ``run_dir/run.json`` atomically from ``log``, once the whole document validates against its model
+    again (a change made by attribute is not validated when made); RollbenchError, and nothing written, when the model
+    refuses it (a bug). The document holds the keys it was read or built with (``exclude_unset``), in the model's
+    order, so a run log read and written back keeps its keys."""
+    doc = log.model_dump(mode="json", by_alias=True, exclude_unset=True)
     try:
-        RunLog.model_validate(log)
+        RunLog.model_validate(doc)
     except ValidationError as exc:
         raise RollbenchError(
             f"{run_dir / 'run.json'} would not match its model ({_first_error(exc)}); not written"
         ) from None
-    atomic_write_json(run_dir / "run.json", log)
+    atomic_write_json(run_dir / "run.json", doc)
+
+
+def update_run_log(run_dir: Path, change: Callable[[RunLog], bool]) -> RunLog | None:
+    """Read ``run_dir/run.json`` (:func:`read_run_log`), let ``change`` set fields of it (assign a field: a list
+    or block mutated in place where the document had no such key is not written) and write it when ``change``
+    returns True; returns the log, or None (nothing done) when there is no run.json. The caller holds the run's lock
+    (:class:`RunLock`). The one way a module that does not hold the run log edits run.json; one that holds it sets
+    fields and calls :func:`write_run_log`."""
+    log = read_run_log(run_dir)
+    if log is not None and change(log):
+        write_run_log(run_dir, log)
+    return log
 
 
 def new_run_log(
     run_id: str,
-    identity: dict[str, str],
-    spec: dict[str, Any],
+    identity: Identity,
+    spec: EvalSpec,
     spec_identity: str,
-    plan: dict[str, Any],
-    provenance: dict[str, Any],
+    plan: Plan,
+    provenance: Provenance,
     warnings: list[str],
-) -> dict[str, Any]:
+) -> RunLog:
     """The run log of a new run, before its first execution (``status`` RUNNING; see
     :class:`rollbench.core.runlog_model.RunLog` for each key)."""
-    return {
-        "rollbench_run_log": RUN_LOG_VERSION,
-        "run_id": run_id,
-        "identity": identity,
-        "spec": spec,
-        "spec_identity": spec_identity,
-        "plan": plan,
-        "provenance": provenance,
-        "warnings": warnings,
-        "status": "RUNNING",
-    }
+    return RunLog.model_validate(  # from JSON: every key of the spec is written, set or default
+        {
+            "rollbench_run_log": RUN_LOG_VERSION,
+            "run_id": run_id,
+            "identity": _dump(identity),
+            "spec": spec.model_dump(mode="json"),
+            "spec_identity": spec_identity,
+            "plan": _dump(plan),
+            "provenance": _dump(provenance),
+            "warnings": warnings,
+            "status": "RUNNING",
+        }
+    )
 
 
-def begin_execution(run_dir: Path, log: dict[str, Any], workers: int, executor: str, batch_size: int) -> None:
+def begin_execution(run_dir: Path, log: RunLog, workers: int, executor: str, batch_size: int) -> None:
     """Mark the run RUNNING, append this invocation to ``executions`` and write run.json."""
-    log["status"] = "RUNNING"
-    log.setdefault("executions", []).append(
+    entry = ExecutionEntry.model_validate(
         {"started": utc_now(), "workers": workers, "executor": executor, "batch_size": batch_size}
     )
+    log.status = "RUNNING"
+    log.executions = [*log.executions, entry]
     write_run_log(run_dir, log)
 
 
-def end_execution(run_dir: Path, log: dict[str, Any], elapsed_s: float, interrupted: bool) -> None:
+def note_counters(log: RunLog, counters: Mapping[str, Any]) -> None:
+    """Add the executor's counters (``worker_starts`` ..., ``ray``: see :class:`ExecutionEntry`) to this invocation's
+    entry; written with the next write. RollbenchError for a counter the model does not declare (a bug)."""
+    last = log.executions[-1]
+    try:
+        log.executions[-1] = ExecutionEntry.model_validate({**_dump(last), **counters})
+    except ValidationError as exc:
+        raise RollbenchError(f"execution counters would not match the run log's model ({_first_error(exc)})") from None
+
+
+def end_execution(run_dir: Path, log: RunLog, elapsed_s: float, interrupted: bool) -> None:
     """Note when this invocation finished and how long it took (``elapsed_s``, rounded to ms; ``interrupted`` when a
     signal stopped it) and write run.json, before grading: the graded timing includes this invocation."""
-    last = log["executions"][-1]
-    last["finished"] = utc_now()
-    last["elapsed_s"] = round(elapsed_s, 3)
+    last = log.executions[-1]
+    last.finished = utc_now()
+    last.elapsed_s = round(elapsed_s, 3)
     if interrupted:
-        last["interrupted"] = True
+        last.interrupted = True
     write_run_log(run_dir, log)
 
 
-def record_results(run_dir: Path, log: dict[str, Any], result: dict[str, Any], status: str) -> None:
+def record_results(run_dir: Path, log: RunLog, result: dict[str, Any], status: RunStatus) -> None:
     """Store the grade document ``result`` under ``results`` with the run's ``status`` and write run.json."""
-    log["status"] = status
-    log["results"] = result
+    log.status = status
+    log.results = GradeDocument.model_validate(result)
     write_run_log(run_dir, log)
 
 
-def abandon_execution(run_dir: Path, log: dict[str, Any], exc: BaseException) -> None:
+def abandon_execution(run_dir: Path, log: RunLog, exc: BaseException) -> None:
     """A run still RUNNING that stops with ``exc`` (anything but a finish): mark it INTERRUPTED (resumable), note
     when and why in this invocation's entry, and write run.json. A run already finished is left as it is."""
-    if log.get("status") == "RUNNING":
-        log["status"] = "INTERRUPTED"
-        log["executions"][-1].update(finished=utc_now(), error=f"{describe(exc)}")
+    if log.status == "RUNNING":
+        log.status = "INTERRUPTED"
+        last = log.executions[-1]
+        last.finished = utc_now()
+        last.error = f"{describe(exc)}"
         write_run_log(run_dir, log)
 
 
-def check_resumable(log: dict[str, Any], path: Path) -> None:
-    """ConfigError unless ``log`` (read from ``path`` to continue the run) validates against the run log's model,
-    :class:`rollbench.core.runlog_model.RunLog`: a run is only continued from a log of the format rollbench writes.
-    Its ``results`` are left out: they are recomputed from the files when the run finishes and never read as truth,
-    so a run graded by an older rollbench still resumes."""
+def check_resumable(run_dir: Path) -> None:
+    """ConfigError unless ``run_dir/run.json`` (read to continue the run) validates against the run log's model
+    :class:`rollbench.core.runlog_model.RunLog` as written, keys unknown to it included: a run is only continued from
+    a log of the format rollbench writes. Its ``results`` are left out: they are recomputed from the files when the
+    run finishes and never read as truth, so a run graded by an older rollbench still resumes."""
+    path = run_dir / "run.json"
+    raw = _read_raw(run_dir)
     try:
-        RunLog.model_validate({**log, "results": None})
+        RunLog.model_validate({**(raw or {}), "results": None})
     except ValidationError as exc:
         raise ConfigError(f"{path} is not a run log rollbench can continue: {_first_error(exc)}") from None
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -248,12 +287,38 @@ def find_run_dirs(roots: list[Path], max_depth: int = RUN_SEARCH_DEPTH) -> list[
     return found
 
 
-def read_run_log(run_dir: Path) -> dict[str, Any] | None:
-    """``run_dir/run.json`` as a dict, or None when ``run_dir`` holds no ``run.json``.
+def read_run_log(run_dir: Path) -> RunLog | None:
+    """``run_dir/run.json`` as a :class:`rollbench.core.runlog_model.RunLog`, or None when ``run_dir`` holds no
+    ``run.json``.
 
     Raises ConfigError (one line, naming the file) when it is a link leading outside ``run_dir``, unreadable, not
-    JSON, or not a rollbench run log (see :func:`check_run_log`).
+    JSON, not of a rollbench run log's shape (see :func:`check_run_log`) or refused by the model. Top-level keys the
+    model does not know are skipped (a reader of an older rollbench reads a newer log; resuming refuses them, see
+    :func:`check_resumable`). ``results`` that are not an object are refused; an object the current grade document
+    model refuses (graded by another rollbench) is read as None: results are never read as truth.
     """
+    raw = _read_raw(run_dir)
+    if raw is None:
+        return None
+    path = run_dir / "run.json"
+    results = raw.get("results")
+    if results is not None and not isinstance(results, dict):
+        raise ConfigError(f"{path} is not a rollbench run log: its 'results' is not an object")
+    known = {k: v for k, v in raw.items() if k in RunLog.model_fields and k != "results"}
+    try:
+        log = RunLog.model_validate(known)
+    except ValidationError as exc:
+        raise ConfigError(f"{path} is not a rollbench run log: {_first_error(exc)}") from None
+    if results is not None:
+        with contextlib.suppress(ValidationError):
+            log.results = GradeDocument.model_validate(results)
+    elif "results" in raw:
+        log.results = None
+    return log
+
+
+def _read_raw(run_dir: Path) -> dict[str, Any] | None:
+    """``run_dir/run.json`` as JSON of a run log's shape (:func:`check_run_log`), or None when there is none."""
     path = run_dir / "run.json"
     if not (path.exists() or path.is_symlink()) or not run_dir.is_dir():
         return None
@@ -265,12 +330,13 @@ def read_run_log(run_dir: Path) -> dict[str, Any] | None:
     except ValueError as exc:
         raise ConfigError(f"{path} is not a rollbench run log: it is not readable JSON: {exc}") from None
     check_run_log(log, path)
+    assert isinstance(log, dict)  # check_run_log refuses anything else
     return log
 
 
-def require_run_log(run_dir: Path) -> dict[str, Any]:
-    """``run_dir/run.json`` as a dict (see :func:`read_run_log`). Raises ConfigError naming ``run_dir`` when it does
-    not exist, is not a directory, or holds no ``run.json`` (and whatever :func:`read_run_log` raises)."""
+def require_run_log(run_dir: Path) -> RunLog:
+    """``run_dir/run.json`` as a RunLog (see :func:`read_run_log`). Raises ConfigError naming ``run_dir`` when it
+    does not exist, is not a directory, or holds no ``run.json`` (and whatever :func:`read_run_log` raises)."""
     log = read_run_log(run_dir)
     if log is not None:
         return log
@@ -278,13 +344,9 @@ def require_run_log(run_dir: Path) -> dict[str, Any]:
         raise ConfigError(f"{run_dir} does not exist")
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir} is not a directory, so not a rollbench run directory")
-    if found := find_run_dirs([run_dir]):  # a folder of runs: say so (issue 42, item 19)
-        names = ", ".join(str(d.relative_to(run_dir)) for d in found[:3]) + (", ..." if len(found) > 3 else "")
-        raise ConfigError(
-            f"{run_dir} is not a run directory but holds {len(found)} (e.g. {names}); give one of them, or list them "
-            f"with `rollbench runs {run_dir}`"
-        )
-    raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json)")
+    found = [str(d.relative_to(run_dir)) for d in find_run_dirs([run_dir])]  # a folder of runs: say so (issue 42)
+    held = f"; it holds {len(found)} runs (e.g. {', '.join(found[:3])}): `rollbench runs {run_dir}` lists them"
+    raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json){held if found else ''}")
 
 
 class RunLock:
@@ -333,62 +395,3 @@ def is_locked(run_dir: Path) -> bool:
         return False
     finally:
         os.close(fd)
-
-
-class LiveSnapshot:
-    """Rewrites ``run.live.json`` atomically, at most once per second (and always when forced).
-
-    ``running`` (worker id -> its episodes in progress, ``[{"episode_index", "task", "step", "max_steps"}]``) is
-    written as one list, so a long episode visibly moves; an episode leaves it when it is done."""
-
-    def __init__(self, run_dir: Path, totals: dict[str, int]) -> None:
-        self.path = run_dir / "run.live.json"
-        self.totals = totals
-        self.done = dict.fromkeys(totals, 0)
-        self.successes = dict.fromkeys(totals, 0)
-        self.workers: dict[str, str] = {}
-        self.running: dict[str, list[dict[str, Any]]] = {}
-        self.started = time.monotonic()
-        self.done_at_start = 0
-        self._last = 0.0
-
-    def episode_done(self, task: str, success: bool, episode_index: int | None = None) -> None:
-        self.done[task] += 1
-        self.successes[task] += int(success)
-        for worker, eps in self.running.items():
-            self.running[worker] = [e for e in eps if e.get("episode_index") != episode_index]
-
-    def steps(self, worker: str, running: list[dict[str, Any]]) -> None:
-        """``worker``'s episodes in progress now (see the class docstring); rewrites the file if a second passed."""
-        self.running[worker] = running
-        self.write()
-
-    def write(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < LIVE_MIN_INTERVAL_S:
-            return
-        self._last = now
-        total, done = sum(self.totals.values()), sum(self.done.values())
-        ran = done - self.done_at_start
-        rate = ran / (now - self.started) if ran else None
-        atomic_write_json(
-            self.path,
-            {
-                "updated": utc_now(),
-                "episodes_done": done,
-                "episodes_total": total,
-                "tasks": {
-                    t: {"done": self.done[t], "total": self.totals[t], "successes_so_far": self.successes[t]}
-                    for t in self.totals
-                },
-                "workers": self.workers,
-                "running": sorted(
-                    (e for eps in self.running.values() for e in eps), key=lambda e: int(e["episode_index"])
-                ),
-                "eta_s": (total - done) / rate if rate else None,
-                "note": "live progress only; results come from `rollbench grade`",
-            },
-        )
-
-    def remove(self) -> None:
-        self.path.unlink(missing_ok=True)

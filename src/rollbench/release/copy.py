@@ -39,6 +39,7 @@ from typing import Any
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json
+from rollbench.core.runlog_model import RunLog
 from rollbench.grading.grade import load_run_log
 from rollbench.record.safe_files import read_regular_bytes, scan_run_files
 from rollbench.release.redact import Released, Releaser, sha256_hex
@@ -81,14 +82,14 @@ def _check_paths(runs: list[Path], labels: list[Path], out: Path) -> None:
         raise ConfigError(f"--out {out} exists and is not an empty directory; a release needs a fresh one")
 
 
-def _names(runs: list[Path], logs: list[dict[str, Any]], texts: list[str]) -> tuple[set[str], set[str]]:
+def _names(runs: list[Path], logs: list[RunLog], texts: list[str]) -> tuple[set[str], set[str]]:
     """Host and user names to redact: recorded hosts (provenance, identity), this machine's host name and OS user,
     and the user of every home directory seen in the sources."""
     hosts = {socket.gethostname()}
     for log in logs:
-        for v in ((log.get("provenance") or {}).get("host"), (log.get("identity") or {}).get("host")):
-            if isinstance(v, str):
-                hosts.add(v)
+        hosts.add(log.provenance.host)
+        if log.identity is not None:
+            hosts.add(log.identity.host)
     users = {os.environ.get("USER", ""), os.environ.get("LOGNAME", "")}
     with contextlib.suppress(KeyError, OSError):
         users.add(getpass.getuser())
@@ -120,13 +121,13 @@ def _run_files(run: Path) -> tuple[list[Path], list[dict[str, str]]]:
     return files, excluded
 
 
-def _release_date(logs: list[dict[str, Any]], date: str | None) -> tuple[str, str]:
+def _release_date(logs: list[RunLog], date: str | None) -> tuple[str, str]:
     if date is not None:
         return check_date(date), "--date"
-    stamps = []
+    stamps: list[str | None] = []
     for log in logs:
-        stamps.append((log.get("provenance") or {}).get("created"))
-        stamps += [e.get("finished") for e in log.get("executions") or [] if isinstance(e, dict)]
+        stamps.append(log.provenance.created)
+        stamps += [e.finished for e in log.executions]
     found = sorted(s for s in stamps if isinstance(s, str))
     if not found:
         raise ConfigError("the runs record no creation time; give the release date with --date YYYY-MM-DD")

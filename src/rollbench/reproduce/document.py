@@ -14,6 +14,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import interval, p_value, pct
+from rollbench.core.runlog_model import RunLog
 from rollbench.reproduce.model import Entry, ReferenceSet, reference_successes
 from rollbench.reproduce.protocol import compare_protocol, describe, run_wide_differences
 from rollbench.reproduce.verdict import ALPHA, DEFAULT_GAP_PTS, MAX_EPISODES_SCAN, TARGET_POWER, judge
@@ -30,7 +31,7 @@ RULE = (
 )
 
 
-def _graded(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def _graded(run_dir: Path) -> tuple[RunLog, dict[str, Any]]:
     from rollbench.grading.grade import grade, load_run_log
 
     return load_run_log(run_dir), grade(run_dir)
@@ -60,7 +61,7 @@ def _row(
     name: str,
     block: dict[str, Any],
     run_dir: Path,
-    run_log: dict[str, Any],
+    run_log: RunLog,
     graded: dict[str, Any],
     ref: ReferenceSet,
     gap_pts: float,
@@ -118,7 +119,7 @@ def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = DE
         runs.append(
             {
                 "run_dir": str(run_dir),
-                "run_id": run_log.get("run_id"),
+                "run_id": run_log.run_id,
                 "status": graded.get("status"),
                 "differences": run_wide_differences(run_log, graded),
             }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rollbench.core.runlog_model import RunLog
 from rollbench.reproduce.model import Entry, Protocol
 
 
@@ -31,53 +32,53 @@ def _task_size(name: str) -> tuple[int, int] | None:
         return None
 
 
-def run_render_size(run_log: dict[str, Any], task: str) -> list[int] | None:
+def run_render_size(run_log: RunLog, task: str) -> list[int] | None:
     """``[height, width]`` the run rendered for ``task``: ``spec.image_size``, else the task's declared size (looked
     up in the installed family; None when it is not installed)."""
-    size = run_log.get("spec", {}).get("image_size")
+    size = run_log.spec.image_size
     if size:
         return [int(size[0]), int(size[1])]
     own = _task_size(task)
     return None if own is None else [int(own[0]), int(own[1])]
 
 
-def _versions(run_log: dict[str, Any]) -> dict[str, Any]:
-    prov = run_log.get("provenance", {})
-    libero = prov.get("libero") or {}
-    versions = prov.get("versions") or {}
+def _versions(run_log: RunLog) -> dict[str, Any]:
+    prov = run_log.provenance
+    libero = (prov.model_extra or {}).get("libero") or {}
+    versions = prov.versions
     return {
         "mujoco": libero.get("mujoco") or versions.get("mujoco"),
         "robosuite": libero.get("robosuite") or versions.get("robosuite"),
     }
 
 
-def _benchmark_changes(run_log: dict[str, Any], graded: dict[str, Any]) -> list[dict[str, Any]]:
-    spec = run_log.get("spec", {})
+def _benchmark_changes(run_log: RunLog, graded: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = run_log.spec
     out = []
-    if spec.get("action_noise"):
-        out.append(_diff("action_noise", spec["action_noise"], 0.0))
+    if spec.action_noise:
+        out.append(_diff("action_noise", spec.action_noise, 0.0))
     for key in ("success_rule", "instruction"):
-        if spec.get(key) is not None:
-            out.append(_diff(key, spec[key], "the task's own"))
-    if spec.get("instructions") or spec.get("instruction_perturb"):
+        if getattr(spec, key) is not None:
+            out.append(_diff(key, getattr(spec, key), "the task's own"))
+    if spec.instructions or spec.instruction_perturb:
         out.append(_diff("instruction_sweep", True, False))
-    if spec.get("success_hold", 1) != 1:
-        out.append(_diff("success_hold", spec["success_hold"], 1))
+    if spec.success_hold != 1:
+        out.append(_diff("success_hold", spec.success_hold, 1))
     if graded.get("status") != "OK":
         out.append(_diff("status", graded.get("status"), "OK"))
     return out
 
 
-def _suite_facts(run_log: dict[str, Any], graded: dict[str, Any], suite: str) -> dict[str, Any]:
-    plan = run_log.get("plan", {})
-    names = plan.get("suites", {}).get(suite, [])
-    tasks = [t for t in plan.get("tasks", []) if t.get("name") in names]
+def _suite_facts(run_log: RunLog, graded: dict[str, Any], suite: str) -> dict[str, Any]:
+    plan = run_log.plan
+    names = plan.suites.get(suite, [])
+    tasks = [t for t in plan.tasks if t.name in names]
     eps = [e for e in graded.get("episodes", []) if e.get("task") in names]
     stored_k = bool(eps) and all(e.get("initial_state") == e.get("trial") for e in eps)
     first = min((e.get("trial", 0) for e in eps), default=0)
     return {
-        "horizon": sorted({t.get("max_steps") for t in tasks}),
-        "settle_steps": sorted({t.get("settle_steps", 0) for t in tasks}),
+        "horizon": sorted({t.max_steps for t in tasks}),
+        "settle_steps": sorted({t.settle_steps for t in tasks}),
         "init_states": "stored-k"
         if stored_k and first == 0
         else (f"stored-k from trial {first}" if stored_k else None),
@@ -87,31 +88,31 @@ def _suite_facts(run_log: dict[str, Any], graded: dict[str, Any], suite: str) ->
 
 
 def compare_protocol(
-    run_log: dict[str, Any], graded: dict[str, Any], suite: str, entry: Entry, protocol: Protocol
+    run_log: RunLog, graded: dict[str, Any], suite: str, entry: Entry, protocol: Protocol
 ) -> list[dict[str, Any]]:
     """The differences for one suite of one run: a list of ``{"field", "suite", "run", "reference"}`` (empty when
     everything the reference states matches). ``suite`` is the run's suite name (``libero/libero_spatial``)."""
     facts = _suite_facts(run_log, graded, suite)
-    spec = run_log.get("spec", {})
+    spec = run_log.spec
     out: list[dict[str, Any]] = []
     ref_h = (protocol.horizon or {}).get(entry.suite)
     if ref_h is not None and facts["horizon"] != [ref_h]:
         out.append(_diff("horizon", _one(facts["horizon"]), ref_h, suite))
     if protocol.settle_steps is not None and facts["settle_steps"] != [protocol.settle_steps]:
         out.append(_diff("settle_steps", _one(facts["settle_steps"]), protocol.settle_steps, suite))
-    replan = run_log.get("plan", {}).get("replan_every")
+    replan = run_log.plan.replan_every
     if protocol.replan_every is not None and replan != protocol.replan_every:
         out.append(_diff("replan_every", replan, protocol.replan_every, suite))
-    if protocol.episodes_per_task is not None and spec.get("episodes") != protocol.episodes_per_task:
-        out.append(_diff("episodes_per_task", spec.get("episodes"), protocol.episodes_per_task, suite))
+    if protocol.episodes_per_task is not None and spec.episodes != protocol.episodes_per_task:
+        out.append(_diff("episodes_per_task", spec.episodes, protocol.episodes_per_task, suite))
     if protocol.init_states is not None and facts["init_states"] != protocol.init_states:
         out.append(_diff("init_states", facts["init_states"], protocol.init_states, suite))
     if entry.tasks is not None and facts["tasks"] != entry.tasks:
         out.append(_diff("tasks", facts["tasks"], entry.tasks, suite))
     if protocol.render_size is not None and facts["render_size"] != list(protocol.render_size):
         out.append(_diff("render_size", facts["render_size"], list(protocol.render_size), suite))
-    if protocol.fast_render is not None and bool(spec.get("fast_render")) != protocol.fast_render:
-        out.append(_diff("fast_render", bool(spec.get("fast_render")), protocol.fast_render, suite))
+    if protocol.fast_render is not None and bool(spec.fast_render) != protocol.fast_render:
+        out.append(_diff("fast_render", bool(spec.fast_render), protocol.fast_render, suite))
     versions = _versions(run_log)
     for name in ("mujoco", "robosuite"):
         want = getattr(protocol, name)
@@ -120,7 +121,7 @@ def compare_protocol(
     return out
 
 
-def run_wide_differences(run_log: dict[str, Any], graded: dict[str, Any]) -> list[dict[str, Any]]:
+def run_wide_differences(run_log: RunLog, graded: dict[str, Any]) -> list[dict[str, Any]]:
     """Departures from the benchmark's own protocol that hold for the whole run (see the module docstring)."""
     return _benchmark_changes(run_log, graded)
 

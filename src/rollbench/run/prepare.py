@@ -21,6 +21,8 @@ from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
 from rollbench.core.registry import EnvOptions, env_family, family_of
+from rollbench.core.runlog_model import Identity, Provenance, RunLog
+from rollbench.core.runlog_model import Plan as PlanRecord
 from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from rollbench.run.runners import Execution
 
 
-def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -> tuple[PolicyInfo, ResolvedRun]:
+def _probe_policy(spec: EvalSpec, plan: Plan, recorded: PlanRecord | None) -> tuple[PolicyInfo, ResolvedRun]:
     """Build the policy once before any episode and resolve the run with it: unknown names and unreachable servers
     fail here, clearly, and so do tasks refused by the optional hook ``check_tasks(tasks, image_size_of)`` (a LeRobot
     checkpoint's features), asked with the image sizes the run will render.
@@ -56,14 +58,14 @@ def _probe_policy(spec: EvalSpec, plan: Plan, recorded: dict[str, Any] | None) -
 
 
 def _policy_facts(
-    spec: EvalSpec, plan: Plan, info: PolicyInfo, recorded: dict[str, Any] | None
+    spec: EvalSpec, plan: Plan, info: PolicyInfo, recorded: PlanRecord | None
 ) -> tuple[int, bool, Mapping[str, Sequence[int]]]:
     """``(replan_every, needs_images, image_sizes)``: as ``recorded`` (run.json's ``plan``, of a run being resumed),
     else resolved from the policy's ``info``."""
     if recorded is None:
         return replan_interval(spec, plan.tasks, info), info.needs_images, dict(info.image_sizes)
-    policy = recorded["policy"]  # validated (record.runlog.check_resumable)
-    return recorded["replan_every"], policy["needs_images"], policy.get("image_sizes") or {}
+    policy = recorded.policy
+    return recorded.replan_every, policy.needs_images, policy.image_sizes or {}
 
 
 def check_run_dir(run_dir: Path) -> None:
@@ -101,46 +103,65 @@ def check_one_stream(info: PolicyInfo, spec: EvalSpec, plan: Plan, execution: Ex
         raise ConfigError(f"{info.one_stream}, so it cannot run with " + ", ".join(why))
 
 
+def check_spec(spec: EvalSpec, host_label: str | None = None, robot: str | None = None) -> None:
+    """ConfigError when ``spec`` could not start as a new run: everything :func:`prepare_run` checks and resolves
+    before motion (the plan, the families' installs, the policy built once, the tasks it drives, the options, the
+    warnings' settings, the identity's labels), without a run directory: nothing is read or written."""
+    prepare_run(spec, None, host_label, robot)
+
+
 def prepare_run(
     spec: EvalSpec,
-    run_dir: Path,
+    run_dir: Path | None,
     host_label: str | None = None,
     robot: str | None = None,
     execution: Execution | None = None,
-) -> tuple[ResolvedRun, dict[str, Any]]:
+) -> tuple[ResolvedRun, RunLog]:
     """Validate everything that can be validated before motion; return the resolved run and the run log to write.
 
     In order: check (the directory, the plan, the families' installs), resolve (build the policy once, see
     :func:`_probe_policy`), refuse on a mismatch with what ``run_dir`` already holds, warn. ``host_label`` and
     ``robot`` set the run's identity (defaults: see :func:`rollbench.core.identity.run_identity`); a resumed run keeps
     the identity it recorded, and asking for another one is a ConfigError. ``execution`` is checked against a policy
-    that declares ``one_stream`` (see :func:`check_one_stream`)."""
-    check_run_dir(run_dir)
+    that declares ``one_stream`` (see :func:`check_one_stream`). ``run_dir`` None: a new run not yet given a
+    directory (:func:`check_spec`; the log's run_id is then ``run``)."""
+    if run_dir is not None:
+        check_run_dir(run_dir)
     plan = make_plan(spec)
     check_action_noise(spec.action_noise, plan.tasks)
-    identity = run_identity(run_dir, [t.family for t in plan.tasks], host_label, robot).to_dict()
+    identity = Identity.model_validate(
+        run_identity(run_dir or Path("run"), [t.family for t in plan.tasks], host_label, robot).to_dict()
+    )
     for t in plan.tasks:
         why = family_of(t.name).missing()
         if why:
             raise ConfigError(f"cannot evaluate {t.name}: {why}")
-    existing = read_run_log(run_dir)
-    same = existing is not None and existing.get("spec_identity") == spec.identity()
-    if existing is not None and same:
-        check_resumable(existing, run_dir / "run.json")  # its recorded facts are what this run continues with
-    info, run = _probe_policy(spec, plan, existing["plan"] if existing is not None and same else None)
+    existing = read_run_log(run_dir) if run_dir is not None else None
+    same = existing is not None and existing.spec_identity == spec.identity()
+    if run_dir is not None and existing is not None and same:
+        check_resumable(run_dir)  # its recorded facts are what this run continues with
+    info, run = _probe_policy(spec, plan, existing.plan if existing is not None and same else None)
     if info.one_stream:
         check_one_stream(info, spec, plan, execution, resuming=existing is not None)
     refuse_options(run)
     _refuse_mismatch(spec, plan, info, run_dir, existing, {"host": host_label, "robot": robot})
     warnings = _run_warnings(spec, plan, info)
     if existing is not None:
-        refuse_another_plan(run, plan_log(spec, plan, info, run.replan_every), existing["plan"], run_dir)
-        if not isinstance(existing.get("identity"), dict):
-            existing["identity"] = identity
+        if run_dir is not None:  # a resume: what the spec resolves to now against what the run recorded
+            fresh = plan_log(spec, plan, info, run.replan_every).model_dump(mode="json")
+            refuse_another_plan(run, fresh, existing.plan.model_dump(mode="json"), run_dir)
+        if existing.identity is None:
+            existing.identity = identity
         return run, existing
     plan_block = plan_log(spec, plan, info, run.replan_every)
     log = new_run_log(
-        run_dir.name, identity, spec.model_dump(mode="json"), spec.identity(), plan_block, _provenance(plan), warnings
+        run_dir.name if run_dir is not None else "run",
+        identity,
+        spec,
+        spec.identity(),
+        plan_block,
+        Provenance.model_validate(_provenance(plan)),
+        warnings,
     )
     return run, log
 
@@ -207,8 +228,8 @@ def _refuse_mismatch(
     spec: EvalSpec,
     plan: Plan,
     info: PolicyInfo,
-    run_dir: Path,
-    existing: dict[str, Any] | None,
+    run_dir: Path | None,
+    existing: RunLog | None,
     asked: dict[str, str | None],
 ) -> None:
     """ConfigError when the policy cannot drive a task, or ``run_dir`` holds something this run may not continue:
@@ -218,20 +239,21 @@ def _refuse_mismatch(
         raise ConfigError(
             f"policy {spec.policy} cannot drive {', '.join(cannot)}: it drives {', '.join(info.tasks)} only"
         )
-    if existing is not None and existing.get("spec_identity") != spec.identity():
-        old, new = existing.get("spec", {}), spec.model_dump(mode="json")
+    if existing is not None and existing.spec_identity != spec.identity():
+        old, new = existing.spec.model_dump(mode="json"), spec.model_dump(mode="json")
         diff = differences(old, new)
         raise ConfigError(
-            f"{run_dir} already holds a run of a different spec ({diff or 'identity ' + str(existing.get('spec_identity'))}); "
+            f"{run_dir} already holds a run of a different spec ({diff or 'identity ' + existing.spec_identity}); "
             "choose another --out, or resume it with the same options (rollbench eval --resume RUN_DIR)"
         )
-    if existing is None and run_dir.exists() and any(run_dir.iterdir()):
+    if existing is None and run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
-    if existing is not None and isinstance(existing.get("identity"), dict):
-        clash = differences(existing["identity"], {k: v for k, v in asked.items() if v})
+    if existing is not None and existing.identity is not None:
+        recorded = existing.identity.model_dump()
+        clash = differences(recorded, {k: v for k, v in asked.items() if v})
         if clash:
             raise ConfigError(
-                f"{run_dir} was recorded with identity {existing['identity']} ({clash}); drop --host-label/--robot to resume it"
+                f"{run_dir} was recorded with identity {recorded} ({clash}); drop --host-label/--robot to resume it"
             )
 
 

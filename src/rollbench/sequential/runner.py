@@ -13,31 +13,45 @@ flight at once (workers x batch size) when that is larger. The decision is that 
 order, whatever the round size, the finishing order or an interruption: a SIGKILL or Ctrl-C leaves resumable arms,
 and the same command resumes them and reaches the same decision (the episodes are pure functions of task, seed,
 initial state and policy). The tasks of a suite advance in turns (round robin), each stopping at its decision
-while the others go on; a suite's per-task tests run at ``alpha / m`` (Bonferroni) and its pooled test at ``alpha`` (see :mod:`rollbench.sequential.recompute`).
+while the others go on; a suite's per-task tests and its pooled test run at ``alpha / (m + 1)`` each (see
+:mod:`rollbench.sequential.recompute`).
+
+Plans: both arms share one shuffled plan (``trial_order_seed`` = the spec's seed; :func:`rollbench.core.plan.trial_order`),
+so the pairs looked at are a random sample of the task's trials whenever the test stops.
+
+Errors (issue 40): a pair with an environment or infrastructure error on either side is not counted
+(:mod:`rollbench.sequential.pairs`); the rounds advance by pairs *attempted*. Infrastructure errors are re-run at their
+planned seed and initial state when the arm is resumed at the start of each round (``--retry-errors``, as resume does),
+at most :data:`MAX_RETRIES` times per episode: once an episode of an arm has been re-run that often and errs again, that
+arm re-runs no more errors. A decision with either arm's coverage below the gate is ``insufficient_coverage``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollbench.api import evaluate, prepare_run
+from rollbench.api import evaluate
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import make_plan
+from rollbench.core.runlog_model import RunLog, SequentialRecord
 from rollbench.core.spec import EvalSpec, build_spec
-from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
+from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS, SequentialDesign, family_alphas
 from rollbench.record.files import atomic_write_json
-from rollbench.record.runlog import RunLock, read_run_log, write_run_log
+from rollbench.record.runlog import RunLock, read_run_log, update_run_log
 from rollbench.record.safe_files import refuse_inside_run
+from rollbench.run.prepare import check_run_dir, check_spec
 from rollbench.run.runners import Execution, execution_session
 from rollbench.sequential.recompute import ARM_FIELDS, LOG_NAME, compare_sequential, design_record, rule_for
 
 OnLook = Callable[[dict[str, Any]], None]
+MAX_RETRIES = 2  # re-runs of one infrastructure-errored episode
 
 
 def arm_dir(out: Path, arm: str, task: str) -> Path:
@@ -54,7 +68,47 @@ def check_arms(spec_a: EvalSpec, spec_b: EvalSpec) -> list[str]:
 
 
 def _arm_spec(spec: EvalSpec, task: str, budget: int) -> EvalSpec:
-    return build_spec(**{**spec.model_dump(), "env": task, "episodes": budget})
+    """One arm's spec of one task: the budget's episodes, in the order of the plan's seeded permutation."""
+    return build_spec(**{**spec.model_dump(), "env": task, "episodes": budget, "trial_order_seed": spec.seed})
+
+
+def _retry_mode(run_dir: Path, execution: Execution, errored: set[int]) -> Execution:
+    """``execution`` for the next round of an arm: its ``retry_errors`` unless an episode of ``errored`` (its
+    episode indices now holding an error that mode re-runs) was re-run :data:`MAX_RETRIES` times already."""
+    log = read_run_log(run_dir) if (run_dir / "run.json").exists() else None
+    counts: dict[int, int] = {}
+    for r in log.replacements if log is not None else []:
+        counts[r.episode_index] = counts.get(r.episode_index, 0) + 1
+    if any(counts.get(e, 0) >= MAX_RETRIES for e in errored):
+        return dataclasses.replace(execution, retry_errors="none")
+    return execution
+
+
+def design_for(
+    m: int, delta: float, alpha: float, beta: float, p_a: float, discordant: float | None, budget: int | None,
+    look_every: int, futility: bool,
+) -> SequentialDesign:  # fmt: skip
+    """Each task's rule of a family of ``m`` tasks (its level from :func:`family_alphas`); ConfigError, one line, when
+    the design is impossible or (without ``budget``) cannot reach the wanted power within the most pairs allowed."""
+    task_alpha, pooled_alpha = family_alphas(alpha, m)
+    try:
+        rule = rule_for(delta, p_a, task_alpha, beta, budget, discordant, look_every, futility)
+        if pooled_alpha is not None:
+            pooled = min(m * rule.budget, MAX_SEQUENTIAL_PAIRS)
+            rule_for(delta, p_a, pooled_alpha, beta, pooled, discordant, look_every, futility)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return rule
+
+
+def power_warning(rule: SequentialDesign) -> str | None:
+    """The warning for a design whose (user-chosen) budget does not reach the wanted power, else None."""
+    if rule.power >= rule.power_target:
+        return None
+    return (
+        f"budget {rule.budget} pairs gives power {rule.power:.3f} at delta {rule.delta:g}, below the wanted "
+        f"{rule.power_target:.3f} (the fixed-N McNemar test needs {rule.fixed_n} pairs for it)"
+    )
 
 
 def _parameters(tasks: list[str], spec_a: EvalSpec, spec_b: EvalSpec, settings: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +155,7 @@ def _advance(
 ) -> None:
     """Run the arm until its first ``target`` planned episodes are finished (resuming it if it was interrupted)."""
     log = read_run_log(run_dir) if run_dir.exists() else None
-    if log is not None and log.get("status") not in ("RUNNING", "INTERRUPTED") and _committed(run_dir) >= target:
+    if log is not None and log.status not in ("RUNNING", "INTERRUPTED") and _committed(run_dir) >= target:
         return
     finished = set(range(_committed(run_dir)))
 
@@ -117,58 +171,85 @@ def _advance(
 
 def _record(run_dir: Path, block: dict[str, Any]) -> None:
     """Set run.json's ``sequential`` block (under the run's lock: no evaluate writes it meanwhile)."""
+    record = SequentialRecord.model_validate(block)
+
+    def change(log: RunLog) -> bool:
+        changed, log.sequential = log.sequential != record, record
+        return changed
+
     with RunLock(run_dir):
-        log = read_run_log(run_dir)
-        if log is not None and log.get("sequential") != block:
-            log["sequential"] = block
-            write_run_log(run_dir, log)
+        update_run_log(run_dir, change)
+
+
+@dataclass(frozen=True)
+class SequentialConfig:
+    """How a sequential comparison runs: the design (``delta``, the B - A difference in success rate it is powered
+    for, a fraction; ``alpha`` two-sided, family-wise over a suite's tasks; ``beta``; ``p_a`` A's assumed success rate;
+    ``discordant`` the assumed P(exactly one succeeds), None = independent; ``budget`` the most pairs per task, None =
+    the design's; ``look_every`` pairs between looks; ``futility`` False: never stop for futility), the ``execution``
+    of every arm (None: one local worker) and the runs' identity labels (``host_label``, ``robot``; see
+    :func:`rollbench.api.evaluate`)."""
+
+    delta: float
+    alpha: float = 0.05
+    beta: float = 0.2
+    p_a: float = 0.5
+    discordant: float | None = None
+    budget: int | None = None
+    look_every: int = 1
+    futility: bool = True
+    execution: Execution | None = None
+    host_label: str | None = None
+    robot: str | None = None
 
 
 def run_sequential(
     spec_a: EvalSpec,
     spec_b: EvalSpec,
     out: Path,
+    config: SequentialConfig,
     *,
-    delta: float,
-    alpha: float = 0.05,
-    beta: float = 0.2,
-    p_a: float = 0.5,
-    discordant: float | None = None,
-    budget: int | None = None,
-    look_every: int = 1,
-    execution: Execution | None = None,
     on_look: OnLook | None = None,
     should_stop: Callable[[], bool] | None = None,
-    host_label: str | None = None,
-    robot: str | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the comparison into ``out`` (see the module docstring) and return :func:`compare_sequential`'s document,
-    which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
+    """Run the comparison of ``config`` into ``out`` (see the module docstring) and return :func:`compare_sequential`'s
+    document, which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
     ``should_stop`` is polled as in :func:`rollbench.api.evaluate`: once True no new episode starts, and the document
-    returned is the comparison as it stands (resumable: the same call goes on).
+    returned is the comparison as it stands (resumable: the same call goes on). ``on_warning`` receives, before anything runs, the warning of a ``budget`` below the wanted
+    power (:func:`power_warning`).
 
     Raises ConfigError before anything runs on bad input (specs that do not pair, impossible design, ``out`` holding
     something else or a comparison with other parameters); ValueError from the design is turned into ConfigError."""
-    execution = execution or Execution()
+    execution = config.execution or Execution()
+    delta, alpha, beta, p_a, discordant = config.delta, config.alpha, config.beta, config.p_a, config.discordant
+    look_every, host_label, robot = config.look_every, config.host_label, config.robot
     if look_every < 1:
         raise ConfigError(f"--look-every must be >= 1, got {look_every}")
     tasks = check_arms(spec_a, spec_b)
-    m = len(tasks)
-    try:
-        rule = rule_for(delta, p_a, alpha / m, beta, budget, discordant)
-        if m > 1:
-            rule_for(delta, p_a, alpha, beta, min(m * rule.budget, MAX_SEQUENTIAL_PAIRS), discordant)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    rule = design_for(len(tasks), delta, alpha, beta, p_a, discordant, config.budget, look_every, config.futility)
     if look_every > rule.budget:  # issue 42, item 15: refused before anything runs, not by its own log after
         raise ConfigError(f"--look-every must be between 1 and the budget ({rule.budget} pairs), got {look_every}")
-    settings = {"alpha": alpha, "beta": beta, "delta": delta, "p_a": p_a, "discordant": discordant}
+    if (warning := power_warning(rule)) and on_warning:
+        on_warning(warning)
+    futility = config.futility
+    settings = {
+        "alpha": alpha,
+        "beta": beta,
+        "delta": delta,
+        "p_a": p_a,
+        "discordant": discordant,
+        "futility": futility,
+    }
     parameters = _parameters(tasks, spec_a, spec_b, {**settings, "budget": rule.budget, "look_every": look_every})
     check_output_path(out, "--out", directory=True)
     refuse_inside_run(out)  # issue 42, item 8
     _check_resume(out, parameters)
     for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
-        prepare_run(spec, out / f".preflight-{uuid.uuid4().hex}", host_label, robot)
+        check_spec(spec, host_label, robot)
+    for t in tasks:  # each arm's directory: absent, or a run rollbench may continue (not inside another run)
+        for arm in ("a", "b"):
+            check_run_dir(arm_dir(out, arm, t))
     with execution_session(execution):  # Ray connected (or refused) before out is made
         make_dirs(out, "--out")
         labels = {"host_label": host_label, "robot": robot}
@@ -180,12 +261,14 @@ def run_sequential(
         base = {"rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha}
         blocks = {t: {**base, "task": t, "design": design_record(rule, look_every)} for t in tasks}
         counted = dict.fromkeys(tasks, 0)
+        errored: dict[str, dict[str, set[int]]] = {t: {"a": set(), "b": set()} for t in tasks}
         undecided, so_far = list(tasks), [d for t in tasks for d in dirs[t].values()]
         while undecided and not cancelled():  # round robin: every undecided task advances, then the test is recomputed
             for task in undecided:
                 target = min(rule.budget, counted[task] + step)
                 for arm, other in (("a", "b"), ("b", "a")):
-                    _advance(specs[task][arm], dirs[task][arm], target, execution, labels, cancelled)
+                    run = _retry_mode(dirs[task][arm], execution, errored[task][arm])
+                    _advance(specs[task][arm], dirs[task][arm], target, run, labels, cancelled)
                     block = {**blocks[task], "arm": arm, "partner": dirs[task][other].name, "decision": None}
                     _record(dirs[task][arm], block)
             doc = compare_sequential([d for d in so_far if d.exists()])
@@ -195,7 +278,8 @@ def run_sequential(
                     if on_look:
                         on_look({"task": task, "look": look})
                 seen[task] = len(row["looks"])
-                counted[task] = row["pairs_counted"]
+                counted[task] = row["pairs_attempted"]
+                errored[task] = _errored(row, execution.retry_errors)
                 if row["decision"] is not None and task in undecided:
                     undecided.remove(task)  # a decided task spends no more episodes
                     for arm, other in (("a", "b"), ("b", "a")):
@@ -207,6 +291,16 @@ def run_sequential(
         doc = compare_sequential([d for d in so_far if d.exists()])
         _write_log(out, parameters, doc)
         return {**doc, "parameters": parameters, "out": str(out)}
+
+
+def _errored(row: dict[str, Any], mode: str) -> dict[str, set[int]]:
+    """Per arm, the episode indices of the task's left-out pairs whose error on that side ``mode`` re-runs."""
+    out: dict[str, set[int]] = {"a": set(), "b": set()}
+    for pair in row["errors"]["pairs_left_out"]:
+        for arm in ("a", "b"):
+            if pair[arm] == "infrastructure" or (mode == "all" and pair[arm] is not None):
+                out[arm].add(int(pair["episode_index"]))
+    return out
 
 
 def _write_log(out: Path, parameters: dict[str, Any], doc: dict[str, Any]) -> None:

@@ -1,0 +1,69 @@
+"""A run directory written before run.json became a typed model (issue 41, item 1) still grades and resumes.
+
+``tests/fixtures/run_473e79e`` is a whole run directory recorded by rollbench at commit 473e79e (before the run log
+was read and written as :class:`rollbench.core.runlog_model.RunLog`) with
+``rollbench eval --env scripted/reach --policy zero --episodes 3 --max-steps 5``. The oracle is what that rollbench
+wrote: its graded ``results`` and its run.json keys.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollbench.grading.grade import grade
+from rollbench.record.runlog import read_run_log
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run_473e79e"
+
+
+def keys(doc: Any, at: str = "") -> set[str]:
+    """Every key path of a JSON document (list items under ``[]``)."""
+    if isinstance(doc, dict):
+        return {p for k, v in doc.items() for p in {f"{at}.{k}"} | keys(v, f"{at}.{k}")}
+    if isinstance(doc, list):
+        return {p for v in doc for p in keys(v, f"{at}[]")}
+    return set()
+
+
+@pytest.fixture
+def old_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    return run
+
+
+def test_a_run_recorded_before_typed_run_logs_grades_to_the_results_it_recorded(old_run: Path) -> None:
+    recorded = json.loads((old_run / "run.json").read_text())["results"]
+    assert grade(old_run) == recorded
+    log = read_run_log(old_run)
+    assert log is not None
+    assert (log.run_id, log.status, log.plan.episodes_requested, [t.name for t in log.plan.tasks]) == (
+        "run",
+        "OK",
+        3,
+        ["scripted/reach"],
+    )
+    assert log.to_json() == json.loads((old_run / "run.json").read_text())  # read back whole: every key, every value
+
+
+def test_resuming_a_run_recorded_before_typed_run_logs_keeps_its_keys_and_adds_one_execution(old_run: Path) -> None:
+    before = json.loads((old_run / "run.json").read_text())
+    r = subprocess.run(
+        [sys.executable, "-m", "rollbench", "eval", "--resume", str(old_run)], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    after = json.loads((old_run / "run.json").read_text())
+    assert keys(after) == keys(before)
+    assert [after[k] for k in ("spec", "spec_identity", "plan", "provenance", "identity", "warnings")] == [
+        before[k] for k in ("spec", "spec_identity", "plan", "provenance", "identity", "warnings")
+    ]
+    assert after["executions"][0] == before["executions"][0] and len(after["executions"]) == 2
+    assert after["executions"][1]["workers"] == 1 and after["status"] == "OK"
+    assert after["results"]["episodes"] == before["results"]["episodes"]

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+ARM_SET = ("env", "episodes", "trial_order_seed")
+"""What ``rollbench sequential`` sets per arm (one task, the budget, the seeded order): not the log's to match."""
+
 
 def shown(value: Any) -> str:
     """``value`` as JSON, cut to 60 characters (for a one-line error)."""
@@ -14,7 +17,7 @@ def shown(value: Any) -> str:
 
 def log_spec_problem(params: dict[str, Any], specs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> str | None:
     """What in the log's ``spec_a``/``spec_b`` differs from the arms' run.json ``spec`` (``specs``: task -> (A's,
-    B's)), ``env`` and ``episodes`` aside (an arm runs one task of the log's env with the budget): another policy,
+    B's)), :data:`ARM_SET` aside: another policy,
     success rule or horizon named there than the arms ran (issue 42, item 14)."""
     for arm, i in (("a", 0), ("b", 1)):
         logged = params.get(f"spec_{arm}")
@@ -22,7 +25,7 @@ def log_spec_problem(params: dict[str, Any], specs: dict[str, tuple[dict[str, An
             return f"its parameters.spec_{arm} is not an object"
         for spec in (pair[i] for pair in specs.values()):
             key = next(
-                (k for k in sorted({*logged, *spec}) if k not in ("env", "episodes") and logged.get(k) != spec.get(k)),
+                (k for k in sorted({*logged, *spec}) if k not in ARM_SET and logged.get(k) != spec.get(k)),
                 None,
             )
             if key is not None:

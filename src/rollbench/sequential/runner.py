@@ -230,8 +230,6 @@ def run_sequential(
     rule = design_for(len(tasks), delta, alpha, beta, p_a, discordant, config.budget, look_every, config.futility)
     if look_every > rule.budget:  # issue 42, item 15: refused before anything runs, not by its own log after
         raise ConfigError(f"--look-every must be between 1 and the budget ({rule.budget} pairs), got {look_every}")
-    if (warning := power_warning(rule)) and on_warning:
-        on_warning(warning)
     futility = config.futility
     settings = {
         "alpha": alpha,
@@ -250,6 +248,8 @@ def run_sequential(
     for t in tasks:  # each arm's directory: absent, or a run rollbench may continue (not inside another run)
         for arm in ("a", "b"):
             check_run_dir(arm_dir(out, arm, t))
+    if (warning := power_warning(rule)) and on_warning:  # after every refusal: a refusal stays one line (issue 42)
+        on_warning(warning)
     with execution_session(execution):  # Ray connected (or refused) before out is made
         make_dirs(out, "--out")
         labels = {"host_label": host_label, "robot": robot}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Install rollbench into ./.venv on a fresh Debian machine with Python 3.11. Safe to run again.
+# Install rollbench into ./.venv on a fresh Debian machine with Python 3.11 or 3.12. Safe to run again.
 #   bash scripts/install.sh         everything the README's main job needs: rollbench[all]
 #   bash scripts/install.sh --dev   the same plus the test and lint tools: rollbench[dev], and apt's chromium
+# The interpreter: $PYTHON when set (e.g. PYTHON=python3.12), else python3.11, else python3.12 (the versions every
+# pin has wheels for; 3.13 is blocked by numpy 1.26.4, see docs/install.md); apt's python3.11 when there is neither.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,13 +14,32 @@ case "${1:-}" in
   *) echo "usage: bash scripts/install.sh [--dev]" >&2; exit 2 ;;
 esac
 
+supported() {  # whether interpreter $1 exists and is a Python rollbench supports (requires-python in pyproject.toml)
+  "$1" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 12))' 2>/dev/null
+}
+if [ -n "${PYTHON:-}" ]; then
+  supported "$PYTHON" || { echo "PYTHON=$PYTHON is not Python 3.11 or 3.12 (rollbench's supported versions)" >&2; exit 2; }
+  python=$PYTHON
+else
+  python=python3.11  # apt installs it below when neither is here
+  for candidate in python3.11 python3.12; do
+    if supported "$candidate"; then python=$candidate; break; fi
+  done
+fi
+
 # Offscreen OpenGL for MuJoCo rendering (EGL, with OSMesa as the fallback), only what is missing;
-# Debian's own Python 3.11 needs python3.11-venv for `-m venv`.
+# Debian's own Pythons need python3.X-venv for `-m venv`.
 missing=()
 for p in libegl1 libgl1-mesa-dri libosmesa6; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-python3.11 -c "import ensurepip" 2>/dev/null || missing+=(python3.11 python3.11-venv)
+if [ ! -x .venv/bin/python ] && ! "$python" -c "import ensurepip" 2>/dev/null; then
+  base=$(basename "$python")
+  case "$base" in
+    python3.1[12]) missing+=("$base" "$base-venv") ;;
+    *) echo "$python has no venv module (ensurepip): install its venv package" >&2; exit 2 ;;
+  esac
+fi
 # --dev: the browser tests (dashboard, analysis report) drive Debian's Chromium through Playwright (never `playwright install`)
 if [ "$extras" = dev ]; then
   dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed" || missing+=(chromium)
@@ -36,7 +57,7 @@ fi
 step() { echo "[$1/4] $2 ($(date +%H:%M:%S))"; }  # progress: each step takes seconds to minutes
 if [ ! -x .venv/bin/python ]; then
   step 1 "creating .venv"
-  python3.11 -m venv .venv
+  "$python" -m venv .venv
 else
   step 1 "using the existing .venv"
 fi

@@ -205,7 +205,8 @@ def test_a_task_typed_without_its_family_suggests_the_full_name_and_writes_nothi
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip() == (
         "error: unknown env family 'pick-place-v3'. Did you mean metaworld/pick-place-v3? (tasks are named "
-        "FAMILY/TASK) Valid env families: aloha, fetch, gym, libero, libero_ref, liberoplus, metaworld, pusht, robosuite, "
+        "FAMILY/TASK) Valid env families: aloha, fetch, gym, hostedgym, libero, libero_ref, liberoplus, metaworld, pusht, "
+        "robosuite, "
         "scripted"
     )
     assert list(tmp_path.iterdir()) == []

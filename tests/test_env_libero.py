@@ -387,14 +387,15 @@ def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() 
 
 @pytest.mark.parametrize("family", ["libero", "libero_ref", "liberoplus"])
 def test_libero_default_obs_map_is_openpis_for_ws_and_keeps_camera_names_for_http(family: str) -> None:
+    from rollbench.core.registry import served_layout
     from rollbench.wire.obs_map import default_obs_map
 
-    ws = default_obs_map(family, "ws")
+    ws = default_obs_map(served_layout(family), "ws")
     assert dict(ws.images) == {"agentview": "observation/image", "robot0_eye_in_hand": "observation/wrist_image"}
     assert (ws.state_key, ws.prompt_key, ws.state_source, ws.image_size) == (
         "observation/state", "prompt", "state", (224, 224),
     )  # fmt: skip
-    http = default_obs_map(family, "http")
+    http = default_obs_map(served_layout(family), "http")
     assert dict(http.images) == {"agentview": "agentview", "robot0_eye_in_hand": "robot0_eye_in_hand"}
     assert http.image_size == (224, 224)
     task = FAMILY.task("libero/libero_90/3")

@@ -106,7 +106,7 @@ def test_resuming_a_run_that_names_a_server_or_an_agent_connects_nowhere_unasked
     edit_json(run / "run.json", lambda log: log["spec"].update(policy=name, policy_options=options))
     before = tree(run)
     line = one_line_refusal(rb("eval", "--resume", run))
-    assert f"names policy {name!r}, which rollbench would import, read, connect to or send your token" in line
+    assert f"names policy {name!r}, which rollbench would import, run, read, connect to or send your token" in line
     assert line.endswith("repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run")
     assert seen == [] and tree(run) == before
 

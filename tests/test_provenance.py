@@ -5,12 +5,31 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import tomllib
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 
 from rollbench.api import evaluate
-from rollbench.record.runlog import provenance
+from rollbench.core.family import EnvFamily, adopt
+from rollbench.core.registry import env_family
+from rollbench.record.runlog import provenance as provenance_of
+
+
+def _family(name: str) -> EnvFamily:
+    """The family ``name`` from the installed entry points, else from pyproject's (a checkout installed before the
+    family was added)."""
+    found = env_family(name)
+    if found is None:
+        value = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"]["rollbench.envs"][name]
+        found = adopt(EntryPoint(name, value, "rollbench.envs").load())
+    return found
+
+
+def provenance(names: set[str]) -> dict:
+    """run.json ``provenance`` for the families ``names`` (their declared facts)."""
+    return provenance_of([_family(n) for n in sorted(names)])
 
 
 def test_libero_version_is_rpent_libero_s_installed_version() -> None:
@@ -46,7 +65,7 @@ def test_a_mujoco_family_records_the_back_end_rollbench_chooses_when_unset(monke
 
 
 # Every family's simulator packages, written out by hand from each adapter's imports (the oracle is this table and
-# importlib.metadata, not runlog.SIM_PACKAGES): run.json must name each with its installed version.
+# importlib.metadata, not the families' sim_packages): run.json must name each with its installed version.
 FAMILY_PACKAGES = {
     "metaworld": {"metaworld": "metaworld", "mujoco": "mujoco"},
     "robosuite": {"robosuite": "robosuite", "mujoco": "mujoco"},
@@ -59,8 +78,10 @@ FAMILY_PACKAGES = {
     # in their own interpreter: the far side's versions come from the family's provenance() hook (test_env_libero_ref)
     "libero_ref": {},
     "liberoplus": {},
+    "hostedgym": {},  # the user's interpreter: its gymnasium and numpy versions by the provenance() hook
 }
 HOSTED = {"libero_ref", "liberoplus"}
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def _installed(dist: str) -> str | None:
@@ -86,7 +107,9 @@ def test_each_family_records_its_simulator_versions_and_gl(family: str, monkeypa
         assert prov["versions"][key] == _installed(dist), key
     assert prov["gl"]["MUJOCO_GL"] == "egl"
     mujoco = "mujoco" in FAMILY_PACKAGES[family]
-    if family != "gym":
+    if family == "hostedgym":
+        assert prov["renderers"][family] == "the env's own render() (rgb_array) in the user's interpreter"
+    elif family != "gym":
         assert prov["renderers"][family] == (
             "mujoco (OpenGL, MUJOCO_GL) in the family's own interpreter"
             if family in HOSTED

@@ -18,8 +18,9 @@ import pytest
 
 from rollbench.api import evaluate
 from rollbench.core.contracts import ConfigError
+from rollbench.core.registry import served_layout
 from rollbench.wire.decode import decode_array, encode_array
-from rollbench.wire.obs_map import default_obs_map, load_policy_options, resolve_obs_map
+from rollbench.wire.obs_map import ObsMap, default_obs_map, load_policy_options, resolve_obs_map
 from served_policy import (
     MW_INSTRUCTION,
     MW_TASK,
@@ -273,18 +274,19 @@ def test_json_arrays_accept_lists_and_reject_inconsistent_sizes() -> None:
 
 
 def test_obs_map_defaults_and_bad_overrides() -> None:
-    mw = default_obs_map("metaworld")
+    mw = default_obs_map(served_layout("metaworld"))
     assert (mw.image_key("corner"), mw.image_key("gripperPOV"), mw.state_source) == (
         "observation/image",
         "observation/wrist_image",
         "raw",
     )
-    assert default_obs_map("metaworld", "http").image_key("corner") == "corner"
-    assert default_obs_map("robosuite").image_key("topview") == "observation/images/topview"
+    assert default_obs_map(served_layout("metaworld"), "http").image_key("corner") == "corner"
+    assert default_obs_map(served_layout("robosuite")).image_key("topview") == "observation/images/topview"
+    assert default_obs_map(served_layout("no-such-family")) == ObsMap()  # a family not installed: no camera map
     with pytest.raises(ConfigError, match="valid keys: images, state_key, prompt_key, state_source, image_size"):
-        resolve_obs_map("scripted", "ws", {"state": "x"})
+        resolve_obs_map(served_layout("scripted"), "ws", {"state": "x"})
     with pytest.raises(ConfigError, match="state_source must be one of state, raw"):
-        resolve_obs_map("scripted", "ws", {"state_source": "float32"})
+        resolve_obs_map(served_layout("scripted"), "ws", {"state_source": "float32"})
 
 
 def test_policy_options_come_from_json_or_a_file(tmp_path: Path) -> None:

@@ -151,3 +151,25 @@ def test_libero_pro_study_records_each_episode_category_and_never_runs_a_perturb
     from rollbench.mcp.server import RolloutService
 
     assert RolloutService(tmp_path).robustness("study") == study
+
+
+def test_environment_errors_leave_the_pair_and_withhold_the_verdict_policy_errors_count_as_failures() -> None:
+    """The coverage rule (docs/analysis.md, "Errors and coverage") on a study, counted by hand: 20 trials; the
+    perturbed env fails on trials 0-3 (environment), the policy raises on trial 4 (policy); the control succeeds on
+    every trial and the perturbed episodes on none that ran."""
+    rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]] = []
+    rows += [("f/base/0", k, True, None, False) for k in range(20)]
+    rows += [("f/pos/0", k, False, _pert("position", "f/base/0"), k < 5) for k in range(20)]
+    run = _run(rows)
+    for e in run.episodes:
+        if e["termination_reason"] == "error":
+            e["error_fault"] = "environment" if e["trial"] < 4 else "policy"
+    study = robustness_study(run)
+    assert study is not None
+    pos = study["categories"]["position"]
+    assert (pos["pairs"], pos["control_only"], pos["perturbed_only"]) == (16, 16, 0)  # trial 4 stays: a failure
+    assert pos["pairs_dropped_by_reason"] == {"B environment": 4} and study["dropped_errors"] == 4
+    assert pos["coverage"]["perturbed"]["scored"] == 16 and pos["coverage"]["perturbed"]["attempted"] == 20
+    assert "perturbed: 1 policy error counted as failures" in pos["error_notes"]
+    assert pos["p_value"] == pytest.approx(binomtest(16, 16, 0.5).pvalue)  # decisive, yet coverage is 80%
+    assert pos["verdict"] == "insufficient_coverage"

@@ -67,10 +67,13 @@ def test_each_arm_is_an_ordinary_run_whose_run_json_names_the_rule_and_the_decid
     for arm, other in (("a", "b"), ("b", "a")):
         run_dir = out / f"{arm}-scripted_reach"
         graded = grade(run_dir)
-        # gradeable as any run: no violation; PARTIAL because the budget's remaining episodes were never run
-        assert (graded["status"], graded["violations"]) == ("PARTIAL", [])
+        # gradeable as any run: no violation; OK, the budget's remaining episodes were not needed (issue 40 item 5)
+        assert (graded["status"], graded["violations"]) == ("OK", [])
         left = task["design"]["budget"] - task["stopped_at"]
-        assert graded["reasons"][0].startswith(f"{left} of {task['design']['budget']} requested episodes are not")
+        assert graded["reasons"] == [
+            f"stopped by the sequential rule at pair {task['stopped_at']}: B better ({left} planned episodes after "
+            "it were not needed)"
+        ]
         log = RunLog.model_validate_json((run_dir / "run.json").read_text())
         assert log.sequential is not None
         assert (log.sequential.arm, log.sequential.partner) == (arm, f"{other}-scripted_reach")

@@ -3,8 +3,13 @@
 Two runs are *paired* when they ran the same episodes: the same tasks, and per task the same (seed, initial state,
 instruction) set, horizon (``max_steps``) and success rule. rollbench plans episode k of a task with seed ``seed + k`` and initial
 state k, so two runs of the same ``--env --episodes --seed --max-steps`` are paired by construction. Episode i of A is
-paired with the episode of B with the same (task, seed, initial state, instruction). Errored episodes count as failures (as in
-:mod:`rollbench.grading.grade`).
+paired with the episode of B with the same (task, seed, initial state, instruction).
+
+Errors follow the coverage rule (:mod:`rollbench.grading.coverage`, docs/analysis.md "Errors and coverage"): a
+policy-fault error is a failure (unless ``exclude_policy_errors``), an environment- or infrastructure-fault error is
+left out, and a pair with such an error on either side is not a pair: the tests see only the pairs whose both
+episodes are scored. Each block counts each arm's attempted, scored and errored episodes by fault, and its
+``verdict`` is ``insufficient_coverage`` when either arm scored less than ``min_coverage`` of its attempts.
 
 Per task and pooled over tasks: both success rates, the difference ``rate(B) - rate(A)`` with a paired bootstrap 95%
 percentile interval (pooled: resampled within each task), and the exact McNemar test on the discordant pairs
@@ -14,9 +19,12 @@ pooled success rate. ``paired=False`` (``--unpaired``) uses Fisher's exact test 
 the document says so (``"statistics": "unpaired"``). ``report`` uses :func:`compare_where_paired` instead, which
 decides pairing per pair of runs and skips pairs with no task in common.
 
-Unit of independence: the McNemar test and the paired bootstrap treat each *pair* of episodes (A's and B's episode
-of one task, seed, initial state and instruction) as one independent draw; Fisher's test and the unpaired bootstrap
-treat each episode as one independent draw.
+Unit of independence (``unit`` in each paired block): the McNemar test and the paired bootstrap treat each *pair* of
+episodes (A's and B's episode of one task, seed, initial state and instruction) as one independent draw. When a
+task's episodes repeat an initial state, the unit is the *scene* (task x initial state) instead: a sign-flip test over
+the scene-level differences and a bootstrap resampling whole scenes (:mod:`rollbench.grading.scenes`; ``scenes``
+counts them; pooled, a task without repeats contributes each pair as its own scene). Fisher's test and the unpaired
+bootstrap treat each episode as one independent draw.
 """
 
 from __future__ import annotations
@@ -24,16 +32,32 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import numpy as np
-
+from rollbench.analysis.compare_blocks import (
+    cat,
+    concat,
+    decide,
+    paired_block,
+    rate,
+    scored,
+    unpaired_block,
+    with_coverage,
+)
 from rollbench.analysis.sources import RunData
 from rollbench.core.contracts import ConfigError
+from rollbench.grading.coverage import (
+    DEFAULT_RULE,
+    CoverageRule,
+    Pairs,
+    merge,
+    outcome_of,
+    pair,
+    tally,
+)
+from rollbench.grading.scenes import (
+    repeats_scenes,
+)
 from rollbench.grading.stats import (
-    bootstrap_difference,
-    fisher_exact_test,
     holm,
-    mcnemar_exact,
-    wilson_interval,
 )
 
 EpisodeKey = tuple[Any, Any, Any]  # (seed, initial_state, instruction) within a task
@@ -113,45 +137,6 @@ def pairing_problem(a: RunData, b: RunData, *, common_tasks_only: bool = False) 
     return None
 
 
-def _rate(s: int, n: int) -> dict[str, Any]:
-    lo, hi = wilson_interval(s, n)
-    return {"successes": s, "episodes": n, "success_rate": s / n if n else None, "ci95_low": lo, "ci95_high": hi}
-
-
-def _paired_block(xa: np.ndarray, xb: np.ndarray, strata: list[str] | None, seed: int, n_resamples: int) -> dict:
-    boot = bootstrap_difference(xa, xb, strata=strata, seed=seed, n_resamples=n_resamples)
-    mc = mcnemar_exact(xa, xb)
-    return {
-        "a": _rate(int(xa.sum()), xa.size),
-        "b": _rate(int(xb.sum()), xb.size),
-        "pairs": int(xa.size),
-        "difference": boot.difference,
-        "diff_ci95_low": boot.low,
-        "diff_ci95_high": boot.high,
-        "a_only": mc.a_only,
-        "b_only": mc.b_only,
-        "p_value": mc.p_value,
-        "test": "exact McNemar (two-sided)",
-    }
-
-
-def _unpaired_block(
-    xa: np.ndarray, xb: np.ndarray, sa: list[str] | None, sb: list[str] | None, seed: int, n_resamples: int
-) -> dict:
-    boot = bootstrap_difference(xa, xb, paired=False, strata=sa, strata_b=sb, seed=seed, n_resamples=n_resamples)
-    fi = fisher_exact_test(int(xa.sum()), xa.size, int(xb.sum()), xb.size)
-    return {
-        "a": _rate(int(xa.sum()), xa.size),
-        "b": _rate(int(xb.sum()), xb.size),
-        "pairs": None,
-        "difference": boot.difference,
-        "diff_ci95_low": boot.low,
-        "diff_ci95_high": boot.high,
-        "p_value": fi.p_value,
-        "test": "Fisher exact (two-sided), unpaired",
-    }
-
-
 def compare_pair(
     a: RunData,
     b: RunData,
@@ -160,13 +145,18 @@ def compare_pair(
     seed: int = 0,
     n_resamples: int = 10_000,
     common_tasks_only: bool = False,
-) -> dict:
+    rule: CoverageRule = DEFAULT_RULE,
+) -> dict[str, Any]:
     """Compare run ``b`` with run ``a`` (differences are B minus A) on the tasks both ran; see the module docstring.
 
     Returns ``{"a", "b", "model_a", "model_b", "statistics", "tasks": [per task], "pooled", "tasks_not_compared"}``;
-    each block has both rates with Wilson intervals, ``difference`` with ``diff_ci95_low/high``, ``p_value`` (and
-    per task ``p_holm``). Raises ConfigError when ``paired`` and the runs are not paired (naming the field; with
-    ``common_tasks_only`` judged on their common tasks only).
+    each block has both rates with Wilson intervals (over the pairs compared; unpaired: over each arm's scored
+    episodes), ``difference`` with ``diff_ci95_low/high``, ``p_value`` (and per task ``p_holm``), ``coverage``
+    (each arm's :class:`rollbench.grading.coverage.ArmCoverage` counts), ``error_notes``, ``coverage_gate`` (None or
+    why no verdict) and ``verdict`` (a code of :data:`rollbench.grading.coverage.VERDICT_LABELS`; per task on
+    ``p_holm``); paired blocks also ``pairs_dropped`` and ``pairs_dropped_by_reason``. Raises ConfigError when
+    ``paired`` and the runs are not paired (naming the field; with ``common_tasks_only`` judged on their common
+    tasks only).
     """
     if paired:
         problem = pairing_problem(a, b, common_tasks_only=common_tasks_only)
@@ -176,30 +166,42 @@ def compare_pair(
             )
     ta, tb = _by_task(a), _by_task(b)
     common = sorted(set(ta) & set(tb))
-    rows, all_a, all_b, strata_a, strata_b = [], [], [], [], []
+    rows: list[dict[str, Any]] = []
+    all_pairs: list[Pairs] = []
+    all_a, all_b, strata_a, strata_b, covs_a, covs_b = [], [], [], [], [], []
+    scene_labels: list[Any] = []
     for task in common:
+        keys = sorted(ta[task], key=str)
+        oa = [outcome_of(ta[task][k]) for k in keys]
+        ob = [outcome_of(tb[task][k]) for k in (keys if paired else sorted(tb[task], key=str))]
+        ca, cb = tally(oa, rule), tally(ob, rule)
         if paired:
-            keys = sorted(ta[task], key=str)
-            xa = np.array([int(ta[task][k]["success"]) for k in keys], dtype=np.int8)
-            xb = np.array([int(tb[task][k]["success"]) for k in keys], dtype=np.int8)
-            block = _paired_block(xa, xb, None, seed, n_resamples)
+            pairs = pair(oa, ob, rule)
+            by_scene = repeats_scenes([k[1] for k in keys])  # a repeated initial state: the scene is the unit
+            scenes = [(task, keys[i][1]) if by_scene else (task, "pair", i) for i in pairs.positions]
+            block = paired_block(pairs, None, seed, n_resamples, scenes if by_scene else None)
+            all_pairs.append(pairs)
+            scene_labels += scenes if by_scene else [None] * pairs.n
+            xa, xb = pairs.a, pairs.b
         else:
-            xa = np.array([int(e["success"]) for e in ta[task].values()], dtype=np.int8)
-            xb = np.array([int(e["success"]) for e in tb[task].values()], dtype=np.int8)
-            block = _unpaired_block(xa, xb, None, None, seed, n_resamples)
-        rows.append({"task": task, **block})
+            xa, xb = scored(oa, rule), scored(ob, rule)
+            block = unpaired_block(xa, xb, None, None, seed, n_resamples)
+        rows.append({"task": task, **with_coverage(block, ca, cb, rule)})
         all_a.append(xa)
         all_b.append(xb)
+        covs_a.append(ca)
+        covs_b.append(cb)
         strata_a += [task] * xa.size
         strata_b += [task] * xb.size
     for row, p in zip(rows, holm([r["p_value"] for r in rows]), strict=True):
         row["p_holm"] = p
-    xa_all = np.concatenate(all_a) if all_a else np.zeros(0, dtype=np.int8)
-    xb_all = np.concatenate(all_b) if all_b else np.zeros(0, dtype=np.int8)
-    pooled = (
-        _paired_block(xa_all, xb_all, strata_a, seed, n_resamples)
+        decide(row, "p_holm")
+    any_scene = any(v is not None for v in scene_labels)
+    pooled_scenes = [v if v is not None else ("pair", i) for i, v in enumerate(scene_labels)] if any_scene else None
+    pooled_block = (
+        paired_block(concat(all_pairs), strata_a, seed, n_resamples, pooled_scenes)
         if paired
-        else _unpaired_block(xa_all, xb_all, strata_a, strata_b, seed, n_resamples)
+        else unpaired_block(cat(all_a), cat(all_b), strata_a, strata_b, seed, n_resamples)
     )
     return {
         "a": a.key,
@@ -208,16 +210,24 @@ def compare_pair(
         "model_b": b.model,
         "statistics": "paired" if paired else "unpaired",
         "tasks": rows,
-        "pooled": pooled,
+        "pooled": with_coverage(pooled_block, merge(covs_a), merge(covs_b), rule),
         "tasks_not_compared": sorted(set(ta) ^ set(tb)),
     }
 
 
-def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_resamples: int = 10_000) -> dict:
+def compare_runs(
+    runs: list[RunData],
+    *,
+    paired: bool = True,
+    seed: int = 0,
+    n_resamples: int = 10_000,
+    rule: CoverageRule = DEFAULT_RULE,
+) -> dict[str, Any]:
     """Compare every pair of ``runs`` (2 or more) and rank them by pooled success rate.
 
-    Returns ``{"statistics", "bootstrap": {seed, n_resamples, confidence}, "runs", "comparisons", "ranking"}``;
-    with more than two runs each comparison's pooled block also has ``p_holm_pairs`` (Holm across pairs).
+    Returns ``{"statistics", "bootstrap": {seed, n_resamples, confidence}, "coverage_rule", "runs", "comparisons",
+    "ranking"}``; with more than two runs each comparison's pooled block also has ``p_holm_pairs`` (Holm across
+    pairs), on which its verdict is judged. ``rule``: the coverage rule (:mod:`rollbench.grading.coverage`).
     Raises ConfigError for fewer than two runs or, when ``paired``, any pair that is not paired (checked for all
     pairs before anything is computed).
     """
@@ -238,31 +248,35 @@ def compare_runs(runs: list[RunData], *, paired: bool = True, seed: int = 0, n_r
                     f"runs {a.source} and {b.source} are not paired: {problem}; pass --unpaired for unpaired statistics"
                 )
     comparisons = [
-        compare_pair(a, b, paired=paired, seed=seed, n_resamples=n_resamples)
+        compare_pair(a, b, paired=paired, seed=seed, n_resamples=n_resamples, rule=rule)
         for a, b in itertools.combinations(runs, 2)
     ]
     _holm_across_pairs(comparisons)
     return {
         "statistics": "paired" if paired else "unpaired",
         "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
+        "coverage_rule": rule.to_dict(),
         "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy, **r.marks()} for r in runs],
         "comparisons": comparisons,
-        "ranking": _ranking(runs),
+        "ranking": _ranking(runs, rule),
     }
 
 
 def _holm_across_pairs(comparisons: list[dict[str, Any]]) -> None:
-    """With more than one comparison, set each one's ``pooled.p_holm_pairs``: Holm across the comparisons made."""
+    """With more than one comparison, set each one's ``pooled.p_holm_pairs``: Holm across the comparisons made, and
+    judge its pooled verdict on it."""
     if len(comparisons) > 1:
         for c, p in zip(comparisons, holm([c["pooled"]["p_value"] for c in comparisons]), strict=True):
             c["pooled"]["p_holm_pairs"] = p
+            decide(c["pooled"], "p_holm_pairs")
 
 
-def _ranking(runs: list[RunData]) -> list[dict[str, Any]]:
+def _ranking(runs: list[RunData], rule: CoverageRule) -> list[dict[str, Any]]:
+    """Runs by pooled success rate over their scored episodes (``episodes`` = scored), with ``attempted``."""
     totals = []
     for r in runs:
-        s = sum(1 for e in r.episodes if e["success"])
-        totals.append({"run": r.key, "model": r.model, **_rate(s, len(r.episodes))})
+        cov = tally([outcome_of(e) for e in r.episodes], rule)
+        totals.append({"run": r.key, "model": r.model, **rate(cov.successes, cov.scored), "attempted": cov.attempted})
     ranking = sorted(totals, key=lambda t: -(t["success_rate"] or 0.0))
     for i, t in enumerate(ranking):  # equal rates share a rank (1, 2, 2, 4)
         same = i and ranking[i - 1]["success_rate"] == t["success_rate"]
@@ -270,7 +284,9 @@ def _ranking(runs: list[RunData]) -> list[dict[str, Any]]:
     return ranking
 
 
-def compare_where_paired(runs: list[RunData], *, seed: int = 0, n_resamples: int = 10_000) -> dict:
+def compare_where_paired(
+    runs: list[RunData], *, seed: int = 0, n_resamples: int = 10_000, rule: CoverageRule = DEFAULT_RULE
+) -> dict[str, Any]:
     """``report``'s comparison: every pair of ``runs`` that shares a task, each decided on its own.
 
     A pair is compared on the tasks both ran. Where their episodes pair there (same task, seed, initial state and
@@ -288,7 +304,9 @@ def compare_where_paired(runs: list[RunData], *, seed: int = 0, n_resamples: int
             not_compared.append({"a": a.key, "b": b.key, "reason": "no task in common"})
             continue
         problem = pairing_problem(a, b, common_tasks_only=True)
-        c = compare_pair(a, b, paired=problem is None, seed=seed, n_resamples=n_resamples, common_tasks_only=True)
+        c = compare_pair(
+            a, b, paired=problem is None, seed=seed, n_resamples=n_resamples, common_tasks_only=True, rule=rule
+        )
         if problem:
             c["unpaired_reason"] = problem
         comparisons.append(c)
@@ -298,8 +316,9 @@ def compare_where_paired(runs: list[RunData], *, seed: int = 0, n_resamples: int
         "statistics": kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "none"),
         "unpaired_pairs": sum(1 for c in comparisons if c["statistics"] == "unpaired"),
         "bootstrap": {"seed": seed, "n_resamples": n_resamples, "confidence": 0.95},
+        "coverage_rule": rule.to_dict(),
         "runs": [{"run": r.key, "path": r.source, "model": r.model, "policy": r.policy, **r.marks()} for r in runs],
         "comparisons": comparisons,
         "not_compared": not_compared,
-        "ranking": _ranking(runs),
+        "ranking": _ranking(runs, rule),
     }

@@ -29,6 +29,7 @@ from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
 from rollbench.core.contracts import RollbenchError
 from rollbench.core.format import FILTERS, MISSING, interval, p_value, pct, points, points_interval, shown
+from rollbench.grading.coverage import DEFAULT_RULE, VERDICT_LABELS, CoverageRule, coverage_lines
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -140,13 +141,13 @@ def _pair_view(c: dict[str, Any], stopped_early: frozenset[str] = frozenset()) -
     and intervals carry the early-stopping caveat (``sequential_arms``)."""
     paired = c["statistics"] == "paired"
     head = ["task", "A", "B", "B − A (pts)", "95% CI (bootstrap)"]
-    head += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
+    head += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)", "verdict"]
     rows = []
     for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
         row = [r["task"], pct(r["a"]["success_rate"]), pct(r["b"]["success_rate"]), points(r["difference"])]
         row.append(points_interval(r["diff_ci95_low"], r["diff_ci95_high"]))
         row += [r["a_only"], r["b_only"]] if paired else []
-        row += [p_value(r["p_value"]), p_value(r.get("p_holm", r.get("p_holm_pairs")))]
+        row += [p_value(r["p_value"]), p_value(r.get("p_holm", r.get("p_holm_pairs"))), VERDICT_LABELS[r["verdict"]]]
         rows.append(row)
     return {
         **{k: c[k] for k in ("a", "b", "model_a", "model_b", "tasks_not_compared")},
@@ -155,6 +156,7 @@ def _pair_view(c: dict[str, Any], stopped_early: frozenset[str] = frozenset()) -
         "sequential_arms": [k for k in (c["a"], c["b"]) if k in stopped_early],
         "head": head,
         "rows": rows,
+        "coverage": coverage_lines(c["pooled"]),
     }
 
 
@@ -167,6 +169,7 @@ def _comparison_view(
     return {
         "n_resamples": comparison["bootstrap"]["n_resamples"],
         "seed": comparison["bootstrap"]["seed"],
+        "min_coverage": f"{comparison['coverage_rule']['min_coverage']:.0%}",
         "pairs": [_pair_view(c, stopped_early) for c in comparison["comparisons"]],
         "not_compared": "; ".join(f"{x['a']} vs {x['b']}" for x in comparison.get("not_compared") or []),
         "ranking": ranking if len(ranking) > 2 else [],
@@ -260,7 +263,7 @@ def report_context(
         [
             *(c.get(k) for k in ("task", "model", "instruction")),
             ", ".join(c["variants"]) or None,
-            *(c.get(k) for k in ("episodes", "repeats", "errored", "successes")),
+            *(c.get(k) for k in ("episodes", "repeats", "errored", "scored", "successes")),
             pct(c["success_rate"]),
             interval(c["ci95_low"], c["ci95_high"]),
         ]
@@ -348,12 +351,15 @@ def _sequential_view(doc: dict[str, Any], i: int) -> dict[str, Any]:
     }
 
 
-def report_comparison(loaded: Loaded, seed: int = 0, n_resamples: int = 10_000) -> dict[str, Any] | None:
+def report_comparison(
+    loaded: Loaded, seed: int = 0, n_resamples: int = 10_000, rule: CoverageRule = DEFAULT_RULE
+) -> dict[str, Any] | None:
     """The comparison a report shows: :func:`rollbench.analysis.compare.compare_where_paired` over the run
-    directories (pairing decided per pair); None with fewer than two run directories."""
+    directories (pairing decided per pair; errors by the coverage ``rule``); None with fewer than two run
+    directories."""
     from rollbench.analysis.compare import compare_where_paired
 
     dirs = [r for r in loaded.runs if r.run_dir is not None]
     if len(dirs) < 2:
         return None
-    return compare_where_paired(dirs, seed=seed, n_resamples=n_resamples)
+    return compare_where_paired(dirs, seed=seed, n_resamples=n_resamples, rule=rule)

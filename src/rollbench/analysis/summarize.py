@@ -6,8 +6,12 @@ every count and interval is one recorded episode, taken as an independent Bernou
 (task, seed, initial state, instruction) already in the cell are counted too (``repeats``) and named in a warning,
 because they are independent only when the policy or env is stochastic (see :func:`summarize_runs`).
 
-Each cell counts the recorded (finished) episodes of its runs: ``errored`` (termination reason ``error``; counted as
-failures, as :mod:`rollbench.grading.grade` does), ``successes`` with the 95% Wilson interval, and, with labels, the count
+Each cell counts the recorded (finished) episodes of its runs by the coverage rule (:mod:`rollbench.grading.coverage`,
+docs/analysis.md "Errors and coverage"): ``episodes`` (attempted), ``errored`` (termination reason ``error``) and
+``errored_by_fault``, ``scored`` (the rate's denominator: environment- and infrastructure-fault errors are left out,
+``excluded``; policy-fault errors count as failures, ``policy_errors_as_failures``, unless the rule excludes them),
+``coverage`` (scored / episodes), ``successes`` and ``success_rate`` (successes / scored) with the 95% Wilson
+interval over the scored episodes, and, with labels, the count
 per label of the rubric, ``n_labeled``, ``n_unlabeled``, ``n_invalid`` and the rubric's rates. A rate's denominator is
 the *valid* labelled episodes (labelled, not ``invalid``) unless said otherwise; a rate is ``null`` when its
 denominator is 0.
@@ -37,6 +41,7 @@ from typing import Any
 from rollbench.analysis.sources import Loaded, RunData
 from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import did_you_mean
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, outcome_of, tally
 from rollbench.grading.stats import wilson_interval
 
 BY_KEYS: tuple[str, ...] = ("task", "model", "policy", "host", "robot", "run", "variant", "instruction")
@@ -206,7 +211,13 @@ def _repeat_key(ep: dict[str, Any]) -> tuple[Any, ...]:
 Members = list[tuple[RunData, dict[str, Any]]]  # the episodes of one cell, each with its run
 
 
-def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Labels | None = None) -> dict[str, Any]:
+def summarize_runs(
+    loaded: Loaded,
+    by: tuple[str, ...] = DEFAULT_BY,
+    labels: Labels | None = None,
+    *,
+    rule: CoverageRule = DEFAULT_RULE,
+) -> dict[str, Any]:
     """The ``summarize --json`` document: ``by``, ``rubric``, ``labels``, ``cells``, ``runs``, ``in_progress``,
     ``warnings``.
 
@@ -231,13 +242,14 @@ def summarize_runs(loaded: Loaded, by: tuple[str, ...] = DEFAULT_BY, labels: Lab
     warnings: list[str] = loaded.notes()  # damaged runs included (--allow-damaged), byte-copies counted once
     cells = []
     for key in sorted(groups, key=lambda k: tuple("" if v is None else str(v) for v in k)):
-        cell, warning = _cell(dict(zip(keys, key[:-1], strict=True)), groups[key], labels)
+        cell, warning = _cell(dict(zip(keys, key[:-1], strict=True)), groups[key], labels, rule)
         cells.append(cell)
         warnings += [warning] if warning else []
     return {
         "by": list(keys),
         "rubric": labels.rubric.id if labels else None,
         "labels": labels.source if labels else None,
+        "coverage_rule": rule.to_dict(),
         "cells": cells,
         "runs": [
             {
@@ -274,12 +286,15 @@ def _group_episodes(loaded: Loaded, by: tuple[str, ...], keys: tuple[str, ...]) 
     return groups
 
 
-def _cell(cell: dict[str, Any], members: Members, labels: Labels | None) -> tuple[dict[str, Any], str | None]:
+def _cell(
+    cell: dict[str, Any], members: Members, labels: Labels | None, rule: CoverageRule
+) -> tuple[dict[str, Any], str | None]:
     """The cell keyed by ``cell`` (its key values) with its counts, interval and, with ``labels``, label counts
     and rates; and the warning naming its repeated episodes (None when none repeats)."""
     n = len(members)
-    s = sum(1 for _, ep in members if ep["success"])
-    lo, hi = wilson_interval(s, n)
+    cov = tally([outcome_of(ep) for _, ep in members], rule)
+    s = cov.successes
+    lo, hi = wilson_interval(s, cov.scored)
     seen = Counter(_repeat_key(ep) for _, ep in members)
     repeats = sum(c - 1 for c in seen.values())
     runs = sorted({r.key for r, _ in members})
@@ -303,8 +318,13 @@ def _cell(cell: dict[str, Any], members: Members, labels: Labels | None) -> tupl
             "episodes": n,
             "repeats": repeats,
             "errored": sum(1 for _, ep in members if ep.get("termination_reason") == "error"),
+            "errored_by_fault": dict(cov.errored),
+            "scored": cov.scored,
+            "coverage": cov.coverage,
+            "excluded": dict(cov.excluded),
+            "policy_errors_as_failures": cov.policy_errors_as_failures,
             "successes": s,
-            "success_rate": s / n if n else None,
+            "success_rate": cov.success_rate,
             "ci95_low": lo,
             "ci95_high": hi,
         }
@@ -338,7 +358,7 @@ def cells_csv(doc: dict[str, Any]) -> str:
     label_names = list(doc["cells"][0]["label_counts"]) if doc["cells"] and "label_counts" in doc["cells"][0] else []
     rate_names = list(doc["cells"][0]["rates"]) if label_names else []
     head = [*doc["by"], "variants", "hosts", "runs", "episodes", "repeats", "errored", "successes", "success_rate"]
-    head += ["ci95_low", "ci95_high"]
+    head += ["ci95_low", "ci95_high", "scored", "coverage"]
     if label_names:
         head += ["n_labeled", "n_unlabeled", "n_invalid", *(f"label:{x}" for x in label_names), *rate_names]
     damaged = any("damaged_runs" in c for c in doc["cells"])  # --allow-damaged: the column marks those cells
@@ -349,6 +369,7 @@ def cells_csv(doc: dict[str, Any]) -> str:
     for c in doc["cells"]:
         row = [c[k] for k in doc["by"]] + [";".join(c["variants"]), ";".join(c["hosts"]), ";".join(c["runs"])]
         row += [c[k] for k in ("episodes", "repeats", "errored", "successes", "success_rate", "ci95_low", "ci95_high")]
+        row += [c["scored"], c["coverage"]]
         if label_names:
             row += [c["n_labeled"], c["n_unlabeled"], c["n_invalid"], *(c["label_counts"][x] for x in label_names)]
             row += [c["rates"][r] for r in rate_names]

@@ -13,12 +13,16 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from rollbench.cli.analysis_view import (
+    ExcludePolicyErrors,
+    MinCoverage,
+    coverage_rule,
+    print_comparison,
+    print_summary,
+)
 from rollbench.cli.common import print_json, stage
-from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.core.format import MISSING, interval, p_value, pct, points, points_interval
 from rollbench.core.paths import check_output_path
 
 console = Console(stderr=True)
@@ -45,36 +49,6 @@ def _fail(msg: str, code: int = 2) -> NoReturn:
     fail(msg, code)
 
 
-def print_summary(out: Console, doc: dict[str, Any]) -> None:
-    """The summarize document as a table (one row per cell), then the runs left out."""
-    table = Table(title="rollbench summarize (episodes pooled across runs and hosts)")
-    for k in doc["by"]:
-        table.add_column(k, overflow="fold" if k == "instruction" else "ellipsis")
-    for col in ("variants", "hosts", "runs", "episodes", "repeats", "errored", "successes", "success rate", "95% CI"):
-        table.add_column(
-            col,
-            justify="right" if col not in ("hosts", "variants") else "left",
-            overflow="fold" if col in ("hosts", "variants") else "ellipsis",
-        )
-    labelled = doc["rubric"] is not None
-    if labelled:
-        table.add_column(f"labels ({doc['rubric']})", overflow="fold")
-        table.add_column("rates", overflow="fold")
-    for c in doc["cells"]:
-        row = [MISSING if c[k] is None else str(c[k]) for k in doc["by"]]
-        row += [", ".join(c["variants"]) or MISSING, ", ".join(c["hosts"]), str(len(c["runs"])), str(c["episodes"])]
-        row += [str(c["repeats"]), str(c["errored"])]
-        row += [str(c["successes"]), pct(c["success_rate"]), interval(c["ci95_low"], c["ci95_high"])]
-        if labelled:
-            counts = " ".join(f"{k}={v}" for k, v in c["label_counts"].items() if v)
-            row.append(f"{counts} (labelled {c['n_labeled']}, unlabelled {c['n_unlabeled']}, invalid {c['n_invalid']})")
-            row.append(" ".join(f"{k}={pct(v)}" for k, v in c["rates"].items()))
-        table.add_row(*row)
-    print_table(out, table, keys=len(doc["by"]))
-    for p in doc["in_progress"]:
-        out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
-
-
 def _distinct_paths(runs: list[Path]) -> None:
     """ConfigError when two arguments name the same directory (``compare A A``, or ``A`` and ``./A``)."""
     seen: dict[str, Path] = {}
@@ -94,36 +68,6 @@ def print_warnings(warnings: list[str]) -> None:
         console.print(f"[bold yellow]warning:[/] {w}", highlight=False, soft_wrap=True, markup=True)
 
 
-def print_comparison(out: Console, doc: dict[str, Any]) -> None:
-    """Each pair as a table (per task and pooled), then the ranking when there are more than two runs."""
-    if doc["statistics"] == "unpaired":
-        out.print("[bold yellow]unpaired statistics[/] (Fisher's exact test, unpaired bootstrap): --unpaired was given")
-    for c in doc["comparisons"]:
-        paired = c["statistics"] == "paired"
-        table = Table(title=f"A = {c['a']} ({c['model_a']})   vs   B = {c['b']} ({c['model_b']})")
-        cols = ["task", "A", "B", "B − A (pts)", "95% CI (bootstrap)"]
-        cols += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
-        for col in cols:
-            table.add_column(col, justify="left" if col == "task" else "right")
-        for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
-            row = [r["task"], pct(r["a"]["success_rate"]), pct(r["b"]["success_rate"]), points(r["difference"])]
-            row.append(points_interval(r["diff_ci95_low"], r["diff_ci95_high"]))
-            row += [str(r["a_only"]), str(r["b_only"])] if paired else []
-            row += [p_value(r["p_value"]), p_value(r.get("p_holm", r.get("p_holm_pairs")))]
-            table.add_row(*row)
-        print_table(out, table)
-        if c["tasks_not_compared"]:
-            out.print(f"tasks not in both runs (not compared): {', '.join(c['tasks_not_compared'])}", highlight=False)
-    if len(doc["runs"]) > 2:
-        table = Table(title="ranking by pooled success rate (see the pairwise p-values above)")
-        for col in ("rank", "run", "model", "success rate", "95% CI", "episodes"):
-            table.add_column(col)
-        for r in doc["ranking"]:
-            ci = interval(r["ci95_low"], r["ci95_high"])
-            table.add_row(str(r["rank"]), r["run"], r["model"], pct(r["success_rate"]), ci, str(r["episodes"]))
-        print_table(out, table)
-
-
 def summarize_cmd(
     paths: Annotated[
         list[Path], typer.Argument(help="Run directories, folders holding them, or dashboard exports (JSON).")
@@ -139,10 +83,13 @@ def summarize_cmd(
     as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per cell.")] = False,
     merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,
     allow_damaged: Annotated[bool, typer.Option(help=ALLOW_DAMAGED_HELP)] = False,
+    exclude_policy_errors: ExcludePolicyErrors = False,
 ) -> None:
-    """Pool episodes across runs and hosts into task x model x instruction cells: counts, success rate with its
-    Wilson interval, label counts and the rubric's rates. Episodes repeating a (task, seed, initial state,
-    instruction) already in a cell are counted and named in a warning on stderr."""
+    """Pool episodes across runs and hosts into task x model x instruction cells: counts (attempted, scored, errored
+    by fault), success rate over the scored episodes with its Wilson interval, label counts and the rubric's rates.
+    Environment and infrastructure errors are not scored; policy errors count as failures (docs/analysis.md, "Errors
+    and coverage"). Episodes repeating a (task, seed, initial state, instruction) already in a cell are counted and
+    named in a warning on stderr."""
     from rollbench.analysis.sources import load_runs
     from rollbench.analysis.summarize import cells_csv, load_label_set, parse_by, summarize_runs
 
@@ -152,7 +99,7 @@ def summarize_cmd(
         keys = parse_by(by)
         loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
         label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
-        doc = summarize_runs(loaded, keys, label_set)
+        doc = summarize_runs(loaded, keys, label_set, rule=coverage_rule(exclude_policy_errors=exclude_policy_errors))
     except ConfigError as exc:
         _fail(str(exc))
         return
@@ -191,9 +138,13 @@ def compare_cmd(
             help="Recompute a `rollbench sequential` comparison (its arms, or the directory holding them) from disk.",
         ),
     ] = False,
+    min_coverage: MinCoverage = 0.95,
+    exclude_policy_errors: ExcludePolicyErrors = False,
 ) -> None:
     """Compare runs on paired episodes (same task, seed, initial state): rates, difference with a paired bootstrap
-    interval, exact McNemar test, Holm across tasks; or, with --power, the episodes per task a comparison needs."""
+    interval, exact McNemar test, Holm across tasks, each arm's attempted / scored / errored episodes by fault and a
+    verdict (withheld as 'insufficient coverage' below --min-coverage); or, with --power, the episodes per task a
+    comparison needs. Errors: docs/analysis.md, "Errors and coverage"."""
     out = _out()
     if power:
         _power_plan(out, bool(runs), (p_a, p_b), alpha, power_target, discordant, as_json)
@@ -207,6 +158,7 @@ def compare_cmd(
 
     try:
         check_resamples(resamples, 0)
+        rule = coverage_rule(min_coverage, exclude_policy_errors)
         if not runs or len(runs) < 2:
             raise ConfigError("compare needs two or more run directories (or --power --p-a P --p-b P)")
         loaded = load_runs(list(runs), allow_exports=False, allow_damaged=allow_damaged)
@@ -220,7 +172,7 @@ def compare_cmd(
         if len(loaded.runs) != len(runs):
             _distinct_paths(list(runs))  # the same directory twice says so; else a path held several runs
             raise ConfigError(f"give one run directory per argument ({len(runs)} paths hold {len(loaded.runs)} runs)")
-        doc = compare_runs(loaded.runs, paired=not unpaired, seed=seed, n_resamples=resamples)
+        doc = compare_runs(loaded.runs, paired=not unpaired, seed=seed, n_resamples=resamples, rule=rule)
     except ConfigError as exc:
         _fail(str(exc))
         return
@@ -335,6 +287,8 @@ def report_cmd(
     reference: Annotated[
         str | None, typer.Option(help="Add a reproduction section against this reference (rollbench reproduce).")
     ] = None,
+    min_coverage: MinCoverage = 0.95,
+    exclude_policy_errors: ExcludePolicyErrors = False,
 ) -> None:
     """Write one self-contained offline HTML report: success rates with intervals, comparisons (paired where a
     pair's episodes pair, else unpaired and said so), length and latency distributions (and the same figures as
@@ -350,6 +304,7 @@ def report_cmd(
         if plots is not None:
             check_output_path(plots, "--plots", directory=True)
         check_outputs(out_path, plots)
+        rule = coverage_rule(min_coverage, exclude_policy_errors)
         status = stage("reading and grading the runs")  # progress on a terminal only (issue 42, item 20)
         with status:
             loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
@@ -357,8 +312,8 @@ def report_cmd(
                 raise ConfigError("no finished run among the inputs")
             label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
             status.update(f"comparing and pooling {len(loaded.runs)} run(s)")
-            comparison = report_comparison(loaded, seed=seed)
-            summary = summarize_runs(loaded, labels=label_set)
+            comparison = report_comparison(loaded, seed=seed, rule=rule)
+            summary = summarize_runs(loaded, labels=label_set, rule=rule)
             reproductions = _reproductions(loaded, reference)
             status.update("drawing the figures and writing the page")
             text = render_report(

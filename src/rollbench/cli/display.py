@@ -128,7 +128,25 @@ def print_result(console: Console, result: dict[str, Any], run_dir: Path | None)
     if result.get("variants"):
         print_variants(console, result)
     _print_costs(console, result)
+    _print_scored(console, result)
     _print_status(console, result, run_dir)
+
+
+def _print_scored(console: Console, result: dict[str, Any]) -> None:
+    """When errors were left out or counted as failures: what the success rate counts, and the rate over the
+    scored episodes (the coverage rule, docs/analysis.md "Errors and coverage")."""
+    o = result.get("overall") or {}
+    if o.get("scored") is None or not (o.get("excluded") or o.get("policy_errors_as_failures")):
+        return
+    faults = ", ".join(f"{n} {f}" for f, n in o["excluded"].items())
+    console.print(
+        f"success rate above: every recorded episode, errors as failures; scored (coverage rule): {o['scored']} of "
+        f"{o['episodes']} episodes ({pct(o['coverage'])} coverage; left out: {faults or 'none'}; policy errors "
+        f"counted as failures: {o['policy_errors_as_failures']}), success rate {pct(o['scored_success_rate'])} "
+        f"{interval(o['scored_ci95_low'], o['scored_ci95_high'])}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _results_table(result: dict[str, Any]) -> Table:
@@ -208,8 +226,11 @@ def _print_status(console: Console, result: dict[str, Any], run_dir: Path | None
     )
     if result["status"] == "OK":
         rate = (result.get("overall") or {}).get("pooled_success_rate")
+        every = "every requested episode recorded"
+        if result["episodes_recorded"] < result["episodes_requested"]:  # a sequential arm stopped by its rule
+            every = "every episode its sequential rule needed recorded"
         console.print(
-            "  (OK: the run is complete and valid — every requested episode recorded, none errored, no broken "
+            f"  (OK: the run is complete and valid — {every}, none errored, no broken "
             f"invariant; it says nothing about the policy: its success rate is {pct(rate)})",
             highlight=False,
             soft_wrap=not console.is_terminal,  # a terminal: wrapped at words by rollbench; a pipe: one line

@@ -30,10 +30,19 @@ from rollbench.core.format import p_value, pct, points, points_interval
 _OVERRIDES = ("instruction", "instructions", "instruction_perturb")
 
 
+_VERDICTS = {  # a robustness block compares A = control with B = perturbed
+    "b_better": "perturbed better",
+    "a_better": "control better",
+    "no_significant_difference": "no significant difference",
+    "insufficient_coverage": "insufficient coverage",
+}
+
+
 def print_study(out: Any, study: dict[str, Any]) -> None:
     """The robustness table: one row per category, then one per level of a graded category."""
     table = Table(title="robustness (each perturbed episode paired with its control: same trial, seed, initial state)")
-    for col in ("category", "level", "pairs", "control", "perturbed", "Δ (pts)", "95% CI", "b / c", "p", "p (Holm)"):
+    cols = ("category", "level", "pairs", "control", "perturbed", "Δ (pts)", "95% CI", "b / c", "p", "p (Holm)")
+    for col in (*cols, "verdict"):
         table.add_column(col, justify="left" if col in ("category", "level") else "right")
     for cat, b in study["categories"].items():
         rows = [("", b)] + [(str(lv["level"]), lv) for lv in b["levels"]]
@@ -50,12 +59,17 @@ def print_study(out: Any, study: dict[str, Any]) -> None:
                 f"{r['control_only']} / {r['perturbed_only']}",
                 p_value(r["p_value"]),
                 p_value(r["p_holm"]),
+                _VERDICTS.get(r.get("verdict", ""), "—"),
             )
     out.print(table)
+    for cat, b in study["categories"].items():
+        for line in [*b.get("error_notes", []), *([b["coverage_gate"]] if b.get("coverage_gate") else [])]:
+            out.print(f"{cat}: {line}", highlight=False, soft_wrap=True)
     out.print(
         "b / c: pairs only the control / only the perturbed episode solved; p: exact McNemar, two-sided; Holm over "
         f"categories (levels within their category). Unpaired perturbed episodes: {study['unpaired']}; pairs dropped "
-        f"for an errored episode: {study['dropped_errors']}."
+        f"for an environment or infrastructure error (not pairs; policy errors are failures): {study['dropped_errors']}. "
+        "Errors: docs/analysis.md, 'Errors and coverage'."
     )
 
 

@@ -26,6 +26,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
     ``episodes_requested``, ``success_rate`` (pooled over tasks, 0..1), ``created`` (UTC, ISO 8601), ``source``
     (where the numbers come from), with ``regrade`` and a damaged run ``damaged`` and grade's ``violations``, or ``run``, ``run_dir`` and ``error`` when it cannot be read."""
     from rollbench.grading.grade import grade
+    from rollbench.grading.stopped import listed_status
     from rollbench.record.files import is_inside
     from rollbench.record.runlog import is_locked, read_run_log
 
@@ -47,7 +48,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         **base,
         "tasks": [t.name for t in log.plan.tasks],
         "policy": log.spec.policy,
-        "status": log.status,
+        "status": listed_status(log),  # a sequential arm stopped by its rule is OK (grading.stopped)
         "episodes_recorded": None,
         "episodes_requested": len(log.plan.episodes),
         "success_rate": None,

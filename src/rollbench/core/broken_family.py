@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rollbench.core.contracts import ConfigError, Env, TaskInfo
+from rollbench.core.family import EnvFamily
 
 
-class BrokenFamily:
+class BrokenFamily(EnvFamily):
     """Stands in for an env family whose entry point could not be imported, so listing and errors say why."""
 
     def __init__(self, name: str, why: str) -> None:

@@ -23,13 +23,25 @@ class Closed(BaseModel):
 
 
 class TaskBlock(Closed):
-    """One task's results over its recorded episodes (errored episodes count as failures)."""
+    """One task's results over its recorded episodes. ``success_rate`` counts every errored episode as a failure
+    (all recorded episodes); ``scored_success_rate`` follows the coverage rule (docs/analysis.md, "Errors and
+    coverage"): environment-, infrastructure- and unclassified-fault errors left out, policy errors as failures.
+    The coverage fields are absent in documents graded before the rule existed."""
 
-    episodes: int = Field(ge=0, description="Recorded episodes of the task.")
+    episodes: int = Field(ge=0, description="Recorded episodes of the task (attempted).")
     successes: int = Field(ge=0)
-    success_rate: float | None = Field(description="successes / episodes; null without episodes.")
+    success_rate: float | None = Field(
+        description="successes / episodes, every errored episode a failure; null without episodes."
+    )
     ci95_low: float = Field(ge=0, le=1, description="95% Wilson score interval, low end (0 without episodes).")
     ci95_high: float = Field(ge=0, le=1, description="95% Wilson score interval, high end (1 without episodes).")
+    scored: int | None = Field(default=None, ge=0, description="Episodes the coverage rule scores.")
+    coverage: float | None = Field(default=None, ge=0, le=1, description="scored / episodes (0 without episodes).")
+    excluded: dict[str, int] | None = Field(default=None, description="Episodes left out of scoring, per fault.")
+    policy_errors_as_failures: int | None = Field(default=None, ge=0, description="Policy errors scored as failures.")
+    scored_success_rate: float | None = Field(default=None, description="successes / scored; null when none scored.")
+    scored_ci95_low: float | None = Field(default=None, ge=0, le=1, description="Wilson interval over scored.")
+    scored_ci95_high: float | None = Field(default=None, ge=0, le=1)
     episodes_ran: int = Field(ge=0, description="Episodes that ran (not errored before their first step).")
     mean_length: float | None = Field(description="Mean steps over the episodes that ran.")
     median_length: float | None
@@ -50,10 +62,17 @@ class PooledBlock(Closed):
     successes: int = Field(ge=0)
     errors: int = Field(ge=0)
     errors_by_fault: dict[str, int]
-    pooled_success_rate: float | None
+    pooled_success_rate: float | None = Field(description="successes / episodes, every errored episode a failure.")
     pooled_ci95_low: float = Field(ge=0, le=1)
     pooled_ci95_high: float = Field(ge=0, le=1)
     mean_task_success_rate: float | None = Field(description="Unweighted mean of the tasks' success rates.")
+    scored: int | None = Field(default=None, ge=0, description="Episodes the coverage rule scores.")
+    coverage: float | None = Field(default=None, ge=0, le=1, description="scored / episodes.")
+    excluded: dict[str, int] | None = Field(default=None, description="Episodes left out of scoring, per fault.")
+    policy_errors_as_failures: int | None = Field(default=None, ge=0)
+    scored_success_rate: float | None = Field(default=None, description="successes / scored (the coverage rule).")
+    scored_ci95_low: float | None = Field(default=None, ge=0, le=1)
+    scored_ci95_high: float | None = Field(default=None, ge=0, le=1)
 
 
 class LatencyBlock(Closed):
@@ -175,7 +194,9 @@ class GradeDocument(Closed):
     """What ``rollbench grade --json`` prints and run.json keeps under ``results``."""
 
     status: Status
-    reasons: list[str] = Field(description="Why the status is not OK, in words (empty when OK).")
+    reasons: list[str] = Field(
+        description="Why the status is not OK, in words (empty when OK, except the stop of a sequential arm)."
+    )
     violations: list[str] = Field(description="Broken invariants of the recorded files.")
     episodes_requested: int = Field(ge=0)
     episodes_recorded: int = Field(ge=0)

@@ -89,7 +89,8 @@ def family_robot(family_name: str) -> str:
     """The embodiment an env family declares (its ``robot`` attribute; ``unknown`` when it declares none)."""
     from rollbench.core.registry import env_family
 
-    robot = getattr(env_family(family_name), "robot", None)
+    family = env_family(family_name)
+    robot = family.robot if family is not None else None
     return sanitize_segment(str(robot), "unknown") if robot else "unknown"
 
 

@@ -11,54 +11,16 @@ import difflib
 import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Protocol
+from typing import Any
 
 from rollbench.core.broken_family import BrokenFamily
 from rollbench.core.contracts import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo, describe
+from rollbench.core.family import EnvFamily, EnvOptions, ServedLayout, adopt
 from rollbench.core.import_hint import OWN_POLICY_FORM, cannot_import
 from rollbench.core.interrupts import contained
 from rollbench.core.suite_names import refuse_suite_position
-
-
-@dataclass(frozen=True)
-class EnvOptions:
-    """How to build an env: which cameras to render and at what size (pixels, ``(height, width)``); ``fast_render``
-    turns reflections and shadows off where the family supports it (LIBERO)."""
-
-    cameras: tuple[str, ...] = ()
-    image_size: tuple[int, int] = (224, 224)
-    fast_render: bool = False
-
-
-class EnvFamily(Protocol):
-    """One simulator family (``metaworld``, ``robosuite``, ``scripted``...)."""
-
-    name: str
-    description: str
-
-    def missing(self) -> str | None:
-        """None when the simulator is importable here, else what is missing and how to install it."""
-        ...
-
-    def tasks(self) -> Sequence[TaskInfo]:
-        """Every task of the family with its metadata; must not import the simulator."""
-        ...
-
-    def suites(self) -> Mapping[str, Sequence[str]]:
-        """Suite name (without family prefix) -> full task names."""
-        ...
-
-    def task(self, name: str) -> TaskInfo:
-        """Full task name -> TaskInfo. Raises ConfigError listing valid names when unknown."""
-        ...
-
-    def make(self, task: TaskInfo, options: EnvOptions) -> Env:
-        """Build a live env for ``task``; may raise ConfigError when the simulator is missing."""
-        ...
-
 
 PolicyFactory = Callable[[str, Mapping[str, Any]], Policy]
 """``factory(name, options) -> Policy``; ``name`` is what the user typed (a URL for remote policies)."""
@@ -154,7 +116,7 @@ def env_family(name: str) -> EnvFamily | None:
     if ep is None:
         return None
     try:
-        family: EnvFamily = ep.load()
+        family = adopt(ep.load())
     except Exception as exc:  # a broken plug-in must not hide the others; it reports why it is broken
         family = BrokenFamily(ep.name, f"its plug-in {ep.value} failed to load: {exc!r}")
     return family
@@ -181,6 +143,13 @@ def describe_policy(name: str) -> str:
         return f"unavailable: {exc!r}"
     text = " ".join(ln.strip() for ln in doc.strip().split("\n\n", 1)[0].splitlines())
     return re.sub(r"``([^`]+)``", r"`\1`", text)  # reStructuredText literals as the terminal shows code
+
+
+def served_layout(family: str) -> ServedLayout:
+    """How ``family`` lays out its observation for a served policy (``EnvFamily.served``); the default layout for a
+    family that is not installed here."""
+    found = env_family(family)
+    return found.served if found is not None else ServedLayout()
 
 
 def family_of(name: str) -> EnvFamily:
@@ -229,9 +198,7 @@ def check_remote_name(name: str) -> None:
     name can never make the process import a module (``gym:MODULE:ID`` and ``package.module:factory`` stay
     command-line features)."""
     fam = family_of(name)  # installed entry points only
-    registered = getattr(fam, "registered", None)
-    if callable(registered):
-        registered(name)
+    if fam.registered(name):
         return
     suite = name.split("/", 1)[1] if "/" in name else ""
     named = [t.name for t in fam.tasks()]
@@ -361,8 +328,7 @@ def list_envs(family: str | None = None) -> list[dict[str, Any]]:
         rows.append(
             {
                 "family": name,
-                "description": fam.description
-                + (f". {variants()}" if callable(variants := getattr(fam, "variants", None)) else ""),
+                "description": fam.description + (f". {variants}" if (variants := fam.variants()) else ""),
                 "installed": why is None,
                 "missing": why,
                 "suites": {k: list(v) for k, v in fam.suites().items()},

@@ -257,15 +257,18 @@ def build_spec(**fields: Any) -> EvalSpec:
 
 
 def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
-    """The names in ``spec`` that make rollbench import code, read a path, connect somewhere or spend a credential,
-    as ``(field, value)``: every policy name with a ``:`` (a ``package.module:factory`` imports the module, a
-    ``lerobot:PATH_OR_REPO`` reads a checkpoint or downloads a Hub repo, a ``ws://``/``wss://``/``http://``/
-    ``https://`` URL connects there with ``$ROLLBENCH_SERVER_TOKEN``, an ``agent:PROVIDER/MODEL`` calls the provider
-    with the user's API key), a ``python`` interpreter in the policy options (runs it), a ``base_url`` in the policy
-    options (an agent policy sends the user's API key there), a ``gym:MODULE:ID`` task (imports MODULE). A run
-    directory someone handed over may name any of them in its run.json: resuming it loads them only when the user
-    names the same values again (issue 30, item 14; issue 42, item 1). Registered plain names (``zero``,
+    """The names in ``spec`` that make rollbench import code, run an interpreter, read a path, connect somewhere or
+    spend a credential, as ``(field, value)``: every policy name with a ``:`` (a ``package.module:factory`` imports
+    the module, a ``lerobot:PATH_OR_REPO`` reads a checkpoint or downloads a Hub repo, a ``ws://``/``wss://``/
+    ``http://``/``https://`` URL connects there with ``$ROLLBENCH_SERVER_TOKEN``, an ``agent:PROVIDER/MODEL`` calls
+    the provider with the user's API key), a ``python`` interpreter in the policy options (runs it), a ``base_url``
+    in the policy options (an agent policy sends the user's API key there), a task whose family says the name gives
+    code to import or an interpreter to run (``EnvFamily.names_code``: ``gym:MODULE:ID``, ``hostedgym:PYTHON:ID``).
+    A run directory someone handed over may name any of them in its run.json: resuming it loads them only when the
+    user names the same values again (issue 30, item 14; issue 42, item 1). Registered plain names (``zero``,
     ``scripted-expert``) never have a ``:``."""
+    from rollbench.core.registry import family_of
+
     found = []
     if ":" in spec.policy:
         found.append(("policy", spec.policy))
@@ -274,9 +277,12 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
     if "base_url" in spec.policy_options:
         found.append(("policy_options", f"base_url={spec.policy_options['base_url']}"))
     for name in (n.strip() for n in spec.env.split(",")):
-        for prefix in ("gym:", "gym/"):
-            if name.startswith(prefix) and ":" in name[len(prefix) :]:
-                found.append(("env", name))
+        try:
+            gives_code = family_of(name).names_code(name)
+        except ConfigError:  # a family not installed here loads nothing (the run cannot resume anyway)
+            continue
+        if gives_code:
+            found.append(("env", name))
     return found
 
 

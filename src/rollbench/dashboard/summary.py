@@ -100,6 +100,11 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
         "success_rate": overall.get("pooled_success_rate"),
         "ci95_low": overall.get("pooled_ci95_low"),
         "ci95_high": overall.get("pooled_ci95_high"),
+        # the coverage rule (docs/analysis.md, "Errors and coverage"): success_rate above counts errors as failures
+        "scored": overall.get("scored"),
+        "coverage": overall.get("coverage"),
+        "scored_success_rate": overall.get("scored_success_rate"),
+        "errors_by_fault": dict(overall.get("errors_by_fault") or {}),
         "cameras": rec.cameras,
         "fps": rec.fps,
         "urls": {"page": f"/run/{path}", "api": f"/api/run/{path}"},

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import TaskInfo
+from rollbench.core.family import MUJOCO_RENDERER
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv
@@ -87,6 +88,9 @@ class AlohaEnv(GymnasiumEnv):
 class AlohaFamily(TableFamily):
     name = "aloha"
     robot = "aloha"
+    renderer = MUJOCO_RENDERER
+    offscreen_gl = True
+    sim_packages = (("gym-aloha", "gym-aloha"), ("dm-control", "dm-control"), ("mujoco", "mujoco"))
     description = "gym-aloha: ALOHA sim bimanual transfer-cube and insertion (MuJoCo, dm-control)"
     requires = ("gym_aloha", "dm_control")
     install_hint = "pip install 'rollbench[aloha]'"

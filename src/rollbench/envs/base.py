@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from rollbench.core.contracts import TaskInfo
+from rollbench.core.family import EnvFamily
 from rollbench.core.registry import unknown_name_error
 
 
-class TableFamily:
+class TableFamily(EnvFamily):
     """Implements ``missing``, ``tasks``, ``suites`` and ``task`` of :class:`rollbench.core.registry.EnvFamily` from data;
     subclasses set the class attributes and write ``make``.
 
@@ -19,11 +20,8 @@ class TableFamily:
         install_hint: what to run when one is missing, e.g. ``pip install 'rollbench[fetch]'``.
     """
 
-    name: ClassVar[str]
-    description: ClassVar[str]
     requires: ClassVar[tuple[str, ...]] = ()
     install_hint: ClassVar[str] = ""
-    robot: ClassVar[str] = "unknown"  # the embodiment every task of the family uses (run identity's default robot)
 
     def __init__(self, tasks: Mapping[str, TaskInfo], suites: Mapping[str, Sequence[str]]) -> None:
         self._tasks = dict(tasks)

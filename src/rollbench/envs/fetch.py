@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import HoldAction, TaskInfo
+from rollbench.core.family import MUJOCO_RENDERER, ArmLayout, ServedLayout
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv, configure_gl_quietly
@@ -99,6 +100,11 @@ class FetchEnv(GymnasiumEnv):
 class FetchFamily(TableFamily):
     name = "fetch"
     robot = "fetch"
+    renderer = MUJOCO_RENDERER
+    offscreen_gl = True
+    sim_packages = (("gymnasium-robotics", "gymnasium-robotics"), ("mujoco", "mujoco"))
+    served = ServedLayout(main_camera="external")
+    arm = ArmLayout(0.05, 3, -1.0)  # gymnasium_robotics fetch_env: pos_ctrl *= 0.05; a positive command opens
     description = "gymnasium-robotics Fetch arm: Reach, Push, PickAndPlace, Slide (MuJoCo)"
     requires = ("gymnasium_robotics", "mujoco")
     install_hint = "pip install 'rollbench[fetch]'"

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, Observation, StepResult, TaskInfo
+from rollbench.core.family import EnvFamily, ServedLayout
 from rollbench.core.registry import EnvOptions, unknown_name_error
 
 DEFAULT_MAX_STEPS = 1000  # horizon when the env registers no max_episode_steps
@@ -264,9 +265,10 @@ def _probe(env_id: str) -> TaskInfo:
         env.close()
 
 
-class GymFamily:
+class GymFamily(EnvFamily):
     name = "gym"
     robot = "unknown"  # any gymnasium env: no one embodiment
+    served = ServedLayout(main_camera=RENDER_CAMERA)
     description = (
         "any registered gymnasium env whose step info reports is_success or success: --env gym:<id> "
         "(or gym:MODULE:<id>), named gym/<id> in results"
@@ -284,7 +286,7 @@ class GymFamily:
     def suites(self) -> Mapping[str, Sequence[str]]:
         return {}
 
-    def registered(self, name: str) -> None:
+    def registered(self, name: str) -> bool:
         """ConfigError unless ``name`` is a gymnasium id already registered in this process, without a
         ``module:`` part: the check for names received over a wire (:func:`rollbench.core.registry.check_remote_name`),
         which never imports a module (no ``module:ID``, no plug-in import)."""
@@ -301,6 +303,11 @@ class GymFamily:
                 f"gymnasium env {env_id!r} is not registered in this process; a task received over the network must "
                 "be one of the installed families' tasks or an already registered gymnasium id (see `rollbench envs`)"
             )
+        return True
+
+    def names_code(self, name: str) -> bool:
+        """``gym:MODULE:ID`` imports MODULE."""
+        return ":" in gym_id(name)
 
     def task(self, name: str) -> TaskInfo:
         env_id = gym_id(name)

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, HoldAction, Observation, StepResult, TaskInfo
+from rollbench.core.family import MUJOCO_RENDERER, ArmLayout, ServedLayout
 from rollbench.core.gl import configure_offscreen_gl
 from rollbench.core.registry import EnvOptions, unknown_name_error
 from rollbench.envs.base import TableFamily
@@ -360,6 +361,12 @@ class MetaWorldEnv:
 class MetaWorldFamily(TableFamily):
     name = "metaworld"
     robot = "sawyer"
+    renderer = MUJOCO_RENDERER
+    offscreen_gl = True
+    sim_packages = (("metaworld", "metaworld"), ("mujoco", "mujoco"))
+    # served: the float64 (39,) observation its scripted experts read (a float32 round trip changes their actions)
+    served = ServedLayout(main_camera="corner", wrist_camera="gripperPOV", state_source="raw")
+    arm = ArmLayout(0.01, 3, 1.0)  # metaworld.sawyer_xyz_env: action_scale 1/100; gripper closes at +1
     description = "MetaWorld v3: 50 Sawyer manipulation tasks (MuJoCo), suites MT10/MT25/MT50, ML10/ML45 splits"
     requires = ("metaworld", "mujoco")
     install_hint = "pip install 'rollbench[metaworld]'"

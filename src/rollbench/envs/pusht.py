@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import HoldAction, TaskInfo
+from rollbench.core.family import ServedLayout
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
 from rollbench.envs.gym import GymnasiumEnv
@@ -84,6 +85,9 @@ class PushTEnv(GymnasiumEnv):
 class PushTFamily(TableFamily):
     name = "pusht"
     robot = "pusht"
+    renderer = "pygame (software, no OpenGL)"
+    sim_packages = (("gym-pusht", "gym-pusht"), ("pymunk", "pymunk"), ("pygame", "pygame"))  # physics, renderer
+    served = ServedLayout(main_camera="top")
     description = "gym-pusht: push a T-shaped block onto a target (2-D, pymunk)"
     requires = ("gym_pusht",)
     install_hint = "pip install 'rollbench[pusht]'"

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, HoldAction, Observation, StepResult, TaskInfo
+from rollbench.core.family import MUJOCO_RENDERER, ArmLayout, ServedLayout
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
 
@@ -235,6 +236,11 @@ class RobosuiteEnv:
 class RobosuiteFamily(TableFamily):
     name = "robosuite"
     robot = "panda"
+    renderer = MUJOCO_RENDERER
+    offscreen_gl = True
+    sim_packages = (("robosuite", "robosuite"), ("mujoco", "mujoco"))
+    served = ServedLayout(main_camera="agentview", wrist_camera="robot0_eye_in_hand")
+    arm = ArmLayout(0.05, 6, 1.0)  # OSC_POSE default output_max 0.05 m; rotation deltas held at 0; closes at +1
     description = "robosuite 1.5 single-arm manipulation (Panda, OSC_POSE): Lift, Stack, Door, PickPlace*, Nut*"
     requires = ("robosuite", "mujoco")
     install_hint = "pip install 'rollbench[robosuite]'"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from rollbench.core.contracts import HoldAction, Observation, StepResult, TaskInfo
+from rollbench.core.family import ArmLayout, ServedLayout
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
 
@@ -149,6 +150,9 @@ class ScriptedEnv:
 class ScriptedFamily(TableFamily):
     name = "scripted"
     robot = "point"
+    renderer = "none"
+    served = ServedLayout(main_camera="top")
+    arm = ArmLayout(STEP_SIZE, None, 0.0, (0, 2), goal_slice=(2, 4))  # a point moved by STEP_SIZE m per unit; goal
     description = (
         "tiny deterministic point-reaching env (no simulator; for tests and pipeline checks);"
         " scripted/faulty fails at reset when seed % 3 == 2 (an injected failure, not in scripted/all)"

@@ -288,3 +288,32 @@ def gated_decision(decision: str, gate: str | None) -> str:
     """A decision already made by another rule (e.g. sequential's ``b_better``): :data:`INSUFFICIENT_COVERAGE`
     instead of it when ``gate`` is not None, else unchanged."""
     return INSUFFICIENT_COVERAGE if gate is not None else decision
+
+
+def coverage_lines(block: Mapping[str, Any]) -> list[str]:
+    """The plain-text lines every surface shows under a comparison block (a ``compare`` task or pooled block:
+    ``coverage`` {a, b: :meth:`ArmCoverage.to_dict`}, ``error_notes``, ``verdict``, ``coverage_gate`` and, paired,
+    ``pairs``, ``pairs_dropped``, ``pairs_dropped_by_reason``): each arm's attempted / scored / errored by fault, the
+    notes naming its errors, the pairs compared and dropped, and the verdict (with the gate's reason when it
+    withheld one)."""
+    lines = []
+    for arm in ("a", "b"):
+        cov = block["coverage"][arm]
+        faults = ", ".join(f"{n} {f}" for f, n in cov["errored"].items() if n) or "none"
+        lines.append(
+            f"{arm.upper()}: attempted {cov['attempted']}, scored {cov['scored']} (coverage {cov['coverage']:.1%}), "
+            f"errored: {faults}"
+        )
+    lines += block["error_notes"]
+    if block.get("pairs") is not None:
+        dropped = block.get("pairs_dropped", 0)
+        why = ", ".join(f"{k} {n}" for k, n in block.get("pairs_dropped_by_reason", {}).items())
+        unit = f"scene ({block['scenes']} scenes)" if block.get("unit") == "scene" else "pair"
+        lines.append(
+            f"pairs compared: {block['pairs']}"
+            + (f"; not pairs: {dropped} ({why})" if dropped else "")
+            + f"; unit: {unit}, {block.get('test', '')}"
+        )
+    verdict = VERDICT_LABELS.get(block["verdict"], block["verdict"])
+    lines.append(f"verdict: {block['coverage_gate'] or verdict}")
+    return lines

@@ -13,8 +13,8 @@ Pure: reads ``run.json`` (for what was *requested*: the spec and the plan) and t
   first step is left out; ``episodes_ran`` counts the others);
 * with the spec's ``success_hold`` K > 1, success needs K consecutive true rows (``any_step``) or K true last rows
   (``final_step``): the same function the episode loop uses;
-* success rate per task = successes / recorded episodes (errored episodes count as failures; status says so),
-  with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.grading.stats.wilson_interval`).
+* success rate per task = successes / recorded episodes (errored episodes count as failures; status says so; see
+  "Rates" below for the scored rate), with the 95% Wilson score interval (Wilson 1927; z = 1.959964; :func:`rollbench.grading.stats.wilson_interval`).
 
 Errors are counted per fault (``errors_by_fault``: ``policy``, ``environment``, ``infrastructure``, from the
 ``rollbench/error_fault`` column; ``unclassified`` for runs recorded before it existed), per task and overall.
@@ -37,7 +37,14 @@ graded as a failure. A step whose action holds a NaN or an infinity (other than 
 
 Status: ``OK`` only when every requested episode is recorded, none errored and no invariant is violated;
 ``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words, naming
-the fault of every error.
+the fault of every error. An arm of ``rollbench sequential`` stopped by its rule needed only the episodes up to the
+pair that decided: the planned episodes after it are not "requested" for the status, and its first reason says
+``stopped by the sequential rule at pair k: DECISION`` (:mod:`rollbench.grading.stopped`).
+
+Rates: ``success_rate`` (and ``pooled_success_rate``) counts every recorded episode, errored ones as failures;
+``scored_success_rate`` follows the coverage rule (:mod:`rollbench.grading.coverage`): environment- and
+infrastructure-fault errors left out (``excluded``), policy errors as failures, with ``scored``, ``coverage`` and
+``policy_errors_as_failures`` beside it.
 """
 
 from __future__ import annotations

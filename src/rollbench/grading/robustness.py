@@ -8,8 +8,13 @@ from task names: a run recorded by any family that fills ``perturbation`` (LIBER
 
 Pairs: a perturbed episode of trial ``k`` is paired with the episode of trial ``k`` of its ``control`` task in the
 same run (same planned seed and initial-state index: the plan gives trial ``k`` seed ``seed + k`` and initial state
-``k``). An errored episode on either side drops the pair (counted in ``dropped_errors``); a perturbed episode whose
-control task is not in the run, or names none, is counted in ``unpaired``. The unit of independence is the pair.
+``k``). Errors follow the coverage rule (:mod:`rollbench.grading.coverage`, docs/analysis.md "Errors and
+coverage"): an environment- or infrastructure-fault error on either side means the trial is not a pair (counted in
+``dropped_errors``, per side and fault in each block's ``pairs_dropped_by_reason``); a policy error is a failure.
+Each block has both sides' ``coverage`` counts, ``error_notes`` and a ``verdict`` (``b_better``: the perturbed
+episodes succeed more; ``a_better``: the control ones), judged on ``p_holm`` and withheld as
+``insufficient_coverage`` below 95% coverage on either side. A perturbed episode whose control task is not in the
+run, or names none, is counted in ``unpaired``. The unit of independence is the pair.
 
 Per category (and per ``(category, level)`` for graded ones), over its pairs: ``control`` and ``perturbed``
 successes and rates (95% Wilson intervals), the paired ``difference`` = perturbed rate - control rate with its 95%
@@ -25,8 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from rollbench.grading.coverage import Outcome, coverage_gate, outcome_of, pair, score, tally, verdict
 from rollbench.grading.stats import bootstrap_difference, holm, mcnemar_exact, wilson_interval
 
 N_RESAMPLES = 10_000
@@ -47,13 +51,19 @@ def _rate(successes: int, n: int) -> dict[str, Any]:
     return {"successes": successes, "rate": successes / n if n else None, "ci95_low": low, "ci95_high": high}
 
 
-def _block(pairs: list[tuple[int, int, str]]) -> dict[str, Any]:
-    """Statistics of ``(control success, perturbed success, control task)`` pairs."""
-    c = np.array([p[0] for p in pairs], dtype=np.int8)
-    q = np.array([p[1] for p in pairs], dtype=np.int8)
-    n = len(pairs)
-    boot = bootstrap_difference(c, q, paired=True, strata=[p[2] for p in pairs], n_resamples=N_RESAMPLES, seed=SEED)
+def _block(rows: list[tuple[Outcome, Outcome, str]]) -> dict[str, Any]:
+    """Statistics of ``(control outcome, perturbed outcome, control task)`` trials under the coverage rule
+    (:mod:`rollbench.grading.coverage`): a trial with an environment or infrastructure error on either side is not a
+    pair; each side's coverage; the verdict (``b_better``: the perturbed arm better) gated on coverage."""
+    control, perturbed = [r[0] for r in rows], [r[1] for r in rows]
+    kept = pair(control, perturbed)
+    c, q = kept.a, kept.b
+    n = kept.n
+    strata = [rows[i][2] for i in kept.positions]
+    boot = bootstrap_difference(c, q, paired=True, strata=strata, n_resamples=N_RESAMPLES, seed=SEED)
     test = mcnemar_exact(c, q)
+    cov_c, cov_q = tally(control), tally(perturbed)
+    gate = coverage_gate(cov_c, cov_q, names=("control", "perturbed"))
     return {
         "pairs": n,
         "control": _rate(int(c.sum()), n),
@@ -65,6 +75,11 @@ def _block(pairs: list[tuple[int, int, str]]) -> dict[str, Any]:
         "both": test.both,
         "neither": test.neither,
         "p_value": test.p_value,
+        "pairs_dropped_by_reason": kept.dropped_by_reason(),
+        "coverage": {"control": cov_c.to_dict(), "perturbed": cov_q.to_dict()},
+        "error_notes": cov_c.notes("control") + cov_q.notes("perturbed"),
+        "coverage_gate": gate,
+        "verdict": verdict(test.p_value, boot.difference, gate=gate),
     }
 
 
@@ -73,7 +88,7 @@ def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any
     and grade's episode rows, or None when no episode of it is perturbed.
 
     Returns ``{"categories": {category: block + "p_holm", "levels": [{level, ...block, p_holm}], "details":
-    [...]}}, "unpaired": n, "dropped_errors": n, "episodes": {"perturbed": n, "control": n}, "method": str}``;
+    [...]}}, "unpaired": n, "dropped_errors": n (trials that are not pairs under the coverage rule), ... "episodes": {"perturbed": n, "control": n}, "method": str}``;
     categories in first-planned order, levels ascending.
     """
     perts = perturbations_of(planned)
@@ -82,7 +97,6 @@ def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any
     by_key = {
         (e["task"], e["trial"]): e for e in episodes if type(e.get("trial")) is int
     }  # a record without one pairs with nothing
-    ok = {k: e for k, e in by_key.items() if e.get("termination_reason") != "error"}
     pairs: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     unpaired = dropped = 0
     controls: set[tuple[str, int]] = set()
@@ -95,11 +109,9 @@ def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any
             unpaired += 1
             continue
         controls.add((str(key[0]), key[1]))
-        if key not in ok or e.get("termination_reason") == "error":
-            dropped += 1
-            continue
-        pairs[p["category"]].append((int(bool(ok[key]["success"])), int(bool(e["success"])), p["control"],
-                                     p.get("level"), p.get("detail", "")))  # fmt: skip
+        oc, op = outcome_of(by_key[key]), outcome_of(e)
+        dropped += score(oc) is None or score(op) is None  # not a pair under the coverage rule
+        pairs[p["category"]].append((oc, op, p["control"], p.get("level"), p.get("detail", "")))
     categories: dict[str, Any] = {}
     for cat, rows in pairs.items():
         block = _block([r[:3] for r in rows])
@@ -107,10 +119,12 @@ def robustness_study(planned: list[dict[str, Any]], episodes: list[dict[str, Any
         block["levels"] = [{"level": lv, **_block([r[:3] for r in rows if r[3] == lv])} for lv in levels]
         for lv, adj in zip(block["levels"], holm([b["p_value"] for b in block["levels"]]), strict=True):
             lv["p_holm"] = adj
+            lv["verdict"] = verdict(adj, lv["difference"], gate=lv["coverage_gate"])
         block["details"] = sorted({r[4] for r in rows})
         categories[cat] = block
     for cat, adj in zip(categories, holm([b["p_value"] for b in categories.values()]), strict=True):
         categories[cat]["p_holm"] = adj
+        categories[cat]["verdict"] = verdict(adj, categories[cat]["difference"], gate=categories[cat]["coverage_gate"])
     return {
         "categories": categories,
         "unpaired": unpaired,

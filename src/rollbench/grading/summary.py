@@ -7,7 +7,9 @@ from typing import Any
 
 from rollbench.core.contracts import FAULTS
 from rollbench.core.runlog_model import PlannedEpisode, RunLog
+from rollbench.grading.coverage import ArmCoverage, merge, outcome_of, tally
 from rollbench.grading.stats import wilson_interval
+from rollbench.grading.stopped import split_missing, stop_reason
 from rollbench.record.transcript import sum_totals
 
 
@@ -25,6 +27,21 @@ def errors_by_fault(eps: list[dict[str, Any]]) -> dict[str, int]:
         if e["termination_reason"] == "error":
             counts[e["error_fault"]] = counts.get(e["error_fault"], 0) + 1
     return counts
+
+
+def coverage_fields(cov: ArmCoverage) -> dict[str, Any]:
+    """A block's coverage-rule fields (:mod:`rollbench.grading.coverage`): ``scored``, ``coverage``, ``excluded``,
+    ``policy_errors_as_failures`` and ``scored_success_rate`` with its Wilson interval ``scored_ci95_low/high``."""
+    lo, hi = wilson_interval(cov.successes, cov.scored)
+    return {
+        "scored": cov.scored,
+        "coverage": cov.coverage,
+        "excluded": dict(cov.excluded),
+        "policy_errors_as_failures": cov.policy_errors_as_failures,
+        "scored_success_rate": cov.success_rate,
+        "scored_ci95_low": lo,
+        "scored_ci95_high": hi,
+    }
 
 
 def _task_block(eps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -53,6 +70,7 @@ def _task_block(eps: list[dict[str, Any]]) -> dict[str, Any]:
         "errors_by_fault": errors_by_fault(eps),
         "success_at_reset": sum(1 for e in eps if e["success_at_reset"]),
         "termination_reasons": dict(sorted(reasons.items())),
+        **coverage_fields(tally([outcome_of(e) for e in eps])),
     }
 
 
@@ -72,6 +90,9 @@ def summarise(
     suites = {name: _overall({t: tasks[t] for t in members}) for name, members in log.plan.suites.items()}
     errored = [e for e in episodes if e["termination_reason"] == "error"]
     reasons: list[str] = []
+    missing, not_needed = split_missing(missing, log)  # a sequential arm stopped by its rule needs no more
+    if stopped := stop_reason(log, len(not_needed)):
+        reasons.append(stopped)
     if missing:
         shown = ("episode " if len(missing) == 1 else "episodes ") + ", ".join(map(str, missing[:20]))
         shown += " ..." if len(missing) > 20 else ""
@@ -171,6 +192,7 @@ def _overall(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for t in tasks.values():
         for fault, k in t["errors_by_fault"].items():
             faults[fault] = faults.get(fault, 0) + k
+    cov = merge(_block_coverage(t) for t in tasks.values())
     return {
         "tasks": len(tasks),
         "episodes": n,
@@ -181,7 +203,16 @@ def _overall(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "pooled_ci95_low": lo,
         "pooled_ci95_high": hi,
         "mean_task_success_rate": sum(rates) / len(rates) if rates else None,
+        **coverage_fields(cov),
     }
+
+
+def _block_coverage(t: dict[str, Any]) -> ArmCoverage:
+    """A task block's coverage counts back as an :class:`ArmCoverage` (for pooling)."""
+    return ArmCoverage(
+        t["episodes"], t["scored"], t["successes"], dict(t["errors_by_fault"]), dict(t["excluded"]),
+        t["policy_errors_as_failures"],
+    )  # fmt: skip
 
 
 def agent_usage(episodes: list[dict[str, Any]]) -> dict[str, Any]:

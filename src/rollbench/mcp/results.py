@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from rollbench.core.format import interval, pct
 from rollbench.core.runlog_model import RunLog
 from rollbench.core.spec import EvalSpec
+from rollbench.grading.stopped import listed_status
 
 # the words an agent reads first: the server's instructions and run_policy_rollout's description
 INSTRUCTIONS = (
@@ -73,6 +74,12 @@ class RunResult(BaseModel):
     successes: int
     success_rate: float | None = Field(description="successes / recorded episodes; errored episodes count as failures.")
     success_rate_ci95: tuple[float, float] = Field(description="95% Wilson score interval of the success rate.")
+    scored: int = Field(description="Episodes the coverage rule scores (environment/infrastructure errors left out).")
+    coverage: float = Field(description="scored / recorded episodes (0 without episodes).")
+    scored_success_rate: float | None = Field(
+        description="successes / scored: the coverage rule's rate (docs/analysis.md, 'Errors and coverage')."
+    )
+    errors_by_fault: dict[str, int] = Field(description="Errored episodes per fault.")
     termination_reasons: dict[str, int]
     tasks: list[TaskRow]
     reasons: list[str] = Field(description="Why the status is not OK, in words (empty when OK).")
@@ -181,6 +188,10 @@ def run_result(
         successes=o["successes"],
         success_rate=o["pooled_success_rate"],
         success_rate_ci95=(o["pooled_ci95_low"], o["pooled_ci95_high"]),
+        scored=o.get("scored", o["episodes"]),
+        coverage=o.get("coverage", 1.0 if o["episodes"] else 0.0),
+        scored_success_rate=o.get("scored_success_rate", o["pooled_success_rate"]),
+        errors_by_fault=dict(o.get("errors_by_fault") or {}),
         termination_reasons=dict(sorted(reasons.items())),
         tasks=[
             TaskRow(task=name, **{k: t[k] for k in TaskRow.model_fields if k != "task"})
@@ -215,6 +226,11 @@ def _result_summary(
             f"{r.successes} succeeded: success rate {pct(r.success_rate)} (95% interval {interval(*r.success_rate_ci95)}"
             f"); termination reasons: {_counts(r.termination_reasons)}."
         )
+    if r.scored != r.episodes_recorded:
+        s.append(
+            f"Counting only the {r.scored} scored episodes (environment and infrastructure errors are not the "
+            f"policy's; coverage {pct(r.coverage)}): success rate {pct(r.scored_success_rate)}."
+        )
     if r.status == "OK":
         s.append(
             "Status OK: every requested episode is recorded and none ended in error (graded from the recorded files)."
@@ -227,7 +243,10 @@ def _result_summary(
             + (f"; and {more} more reasons." if more > 0 else ".")
         )
         if r.errored_episodes:
-            s.append("Errored episodes count as failures in the success rate.")
+            s.append(
+                "Errored episodes count as failures in the success rate; the scored rate leaves out environment "
+                "and infrastructure errors."
+            )
         if r.episodes_missing:
             s.append(
                 f"To record the missing episodes, call run_policy_rollout again with the same arguments and "
@@ -249,7 +268,7 @@ def run_row(run_id: str, log_: RunLog, mtime: float) -> RunRow:
     n, rate, _ = _recorded(log_)
     return RunRow(
         run_id=run_id,
-        status=log_.status,
+        status=listed_status(log_),  # a sequential arm stopped by its rule is OK (grading.stopped)
         env=spec.env,
         policy=spec.policy,
         episodes_requested=log_.plan.episodes_requested,

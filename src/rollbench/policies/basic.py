@@ -10,6 +10,7 @@ import numpy as np
 
 from rollbench.core.contracts import ConfigError, FinishesEpisodes, Observation, Policy, PolicyInfo, TaskInfo
 from rollbench.core.registry import policy_options
+from rollbench.envs.scripted import FAMILY as SCRIPTED
 
 RANDOM_POLICY_TAG = 0x52414E44  # "RAND": entropy tag that separates the random policy's stream from the env's
 
@@ -67,7 +68,7 @@ class ScriptedExpert:
         self.info = PolicyInfo(name=name, chunk_size=chunk_size, tasks=("scripted/*",), bounded=True)
 
     def reset(self, task: TaskInfo, seed: int) -> None:
-        if task.family != "scripted":
+        if task.family != SCRIPTED.name:
             raise ConfigError(f"scripted-expert only drives scripted/* tasks, not {task.name}")
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:

@@ -22,13 +22,14 @@ import numpy as np
 
 from rollbench.core.contracts import ConfigError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import policy_options
+from rollbench.envs.metaworld import FAMILY as METAWORLD
 
 NAME = "metaworld-expert"
 
 
 def _metaworld_version() -> str:
     try:
-        return version("metaworld")
+        return version(dict(METAWORLD.sim_packages)[METAWORLD.name])  # the family's own package
     except PackageNotFoundError:
         return "not installed"
 
@@ -64,19 +65,19 @@ class MetaWorldExpert:
             name=name,
             chunk_size=1,
             bounded=True,
-            tasks=("metaworld/*",),
-            provenance={"source": "metaworld.policies (Sawyer*V3Policy)", "metaworld": _metaworld_version()},
+            tasks=(f"{METAWORLD.name}/*",),
+            provenance={"source": "metaworld.policies (Sawyer*V3Policy)", METAWORLD.name: _metaworld_version()},
         )
         self._policy: Any = None
         self._task = ""
 
     def reset(self, task: TaskInfo, seed: int) -> None:
-        if task.family != "metaworld":
-            raise ConfigError(f"{NAME} only drives metaworld/* tasks, not {task.name}")
+        if task.family != METAWORLD.name:
+            raise ConfigError(f"{NAME} only drives {METAWORLD.name}/* tasks, not {task.name}")
         env_name = task.name.split("/", 1)[1]
         policies = _policy_map()
         if env_name not in policies:
-            have = ", ".join(f"metaworld/{n}" for n in sorted(policies))
+            have = ", ".join(f"{METAWORLD.name}/{n}" for n in sorted(policies))
             raise ConfigError(f"{NAME} has no expert for {task.name}; tasks with one: {have}")
         self._policy = policies[env_name]()
         self._task = task.name

@@ -15,13 +15,14 @@ import os
 import platform
 import socket
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from rollbench.core.contracts import ConfigError, RollbenchError, describe
+from rollbench.core.family import EnvFamily
 from rollbench.core.grade_model import GradeDocument
 from rollbench.core.runlog_model import (
     ExecutionEntry,
@@ -70,36 +71,12 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-MUJOCO_FAMILIES = frozenset({"metaworld", "robosuite", "fetch", "libero", "aloha"})
-
-# family -> the simulator's distributions, as (key in run.json ``provenance.versions``, distribution); MuJoCo is
-# added for every family in MUJOCO_FAMILIES. ``libero`` is the distribution of ``libero.libero`` (rpent-libero; see
-# envs/libero/setup.py), with robosuite and bddl beside it; gym-pusht's physics is pymunk and its renderer pygame.
-SIM_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
-    "metaworld": (("metaworld", "metaworld"),),
-    "robosuite": (("robosuite", "robosuite"),),
-    "pusht": (("gym-pusht", "gym-pusht"), ("pymunk", "pymunk"), ("pygame", "pygame")),
-    "fetch": (("gymnasium-robotics", "gymnasium-robotics"),),
-    "libero": (("libero", "rpent-libero"), ("robosuite", "robosuite"), ("bddl", "bddl")),
-    "aloha": (("gym-aloha", "gym-aloha"), ("dm-control", "dm-control")),
-}
-# family -> what draws its images: MuJoCo's offscreen OpenGL context (back-end in ``provenance.gl``), or none
-RENDERERS = {
-    **{fam: "mujoco (OpenGL, MUJOCO_GL)" for fam in MUJOCO_FAMILIES},
-    "pusht": "pygame (software, no OpenGL)",
-    "scripted": "none",
-    # benchmarks in their own interpreter (docs/env-host.md): MuJoCo renders on the far side, which inherits
-    # MUJOCO_GL; their simulator versions are the far side's, recorded by the family's own provenance() hook
-    **{fam: "mujoco (OpenGL, MUJOCO_GL) in the family's own interpreter" for fam in ("libero_ref", "liberoplus")},
-}
-
-
-def gl_provenance(families: set[str]) -> dict[str, str | None]:
+def gl_provenance(families: Sequence[EnvFamily]) -> dict[str, str | None]:
     """The offscreen OpenGL back-end the run renders with: ``MUJOCO_GL`` (``egl``, ``osmesa``, ``glfw``; None when
-    unset) and ``PYOPENGL_PLATFORM`` when set. For MuJoCo families the back-end is chosen first, as the envs do
-    (:func:`rollbench.core.gl.configure_offscreen_gl`; its variables are inherited by workers and Ray actors); a
-    machine without GL records None (such runs cannot render)."""
-    if families & (MUJOCO_FAMILIES | {"libero_ref", "liberoplus"}):
+    unset) and ``PYOPENGL_PLATFORM`` when set. For families that render through it (``EnvFamily.offscreen_gl``) the
+    back-end is chosen first, as the envs do (:func:`rollbench.core.gl.configure_offscreen_gl`; its variables are
+    inherited by workers, Ray actors and env hosts); a machine without GL records None (such runs cannot render)."""
+    if any(fam.offscreen_gl for fam in families):
         from rollbench.core.gl import configure_offscreen_gl
 
         with contextlib.suppress(ConfigError):
@@ -110,24 +87,24 @@ def gl_provenance(families: set[str]) -> dict[str, str | None]:
     return out
 
 
-def provenance(families: set[str]) -> dict[str, Any]:
-    """Versions of rollbench, numpy, gymnasium and each family's simulator packages (:data:`SIM_PACKAGES`, MuJoCo
-    for the MuJoCo families; None for a package that is not installed); the OpenGL back-end (``gl``, see
-    :func:`gl_provenance`) and what renders each family (``renderers``); git commit; host; UTC time."""
+def provenance(families: Sequence[EnvFamily]) -> dict[str, Any]:
+    """Versions of rollbench, numpy, gymnasium and each family's simulator packages (``EnvFamily.sim_packages``;
+    None for a package that is not installed); the OpenGL back-end (``gl``, see :func:`gl_provenance`) and what
+    renders each family (``renderers``: ``EnvFamily.renderer``, where it declares one); git commit; host; UTC
+    time. The families' own ``provenance()`` facts are added by the caller (``run.prepare``)."""
+    ordered = sorted(families, key=lambda f: f.name)
     versions = {
         "rollbench": _version("rollbench"),
         "numpy": _version("numpy"),
         "gymnasium": _version("gymnasium"),
     }
-    for fam in sorted(families):
-        for key, dist in SIM_PACKAGES.get(fam, ()):
+    for fam in ordered:
+        for key, dist in fam.sim_packages:
             versions[key] = _version(dist)
-    if families & MUJOCO_FAMILIES:
-        versions["mujoco"] = _version("mujoco")
     return {
         "versions": versions,
-        "gl": gl_provenance(families),
-        "renderers": {fam: RENDERERS[fam] for fam in sorted(families) if fam in RENDERERS},
+        "gl": gl_provenance(ordered),
+        "renderers": {fam.name: fam.renderer for fam in ordered if fam.renderer is not None},
         "python": platform.python_version(),
         "git_commit": _git_commit(),
         "host": socket.gethostname(),

@@ -2,6 +2,9 @@
 
 Counts come from rollbench's grade document of each run (``suites[s].successes`` / ``episodes`` for a suite entry,
 ``tasks[t]`` for a per-task entry), recomputed from the run directory on every call; nothing is recounted here.
+Errors follow the coverage rule (docs/analysis.md, "Errors and coverage"): a row's ``episodes`` are the block's
+``scored`` episodes (environment and infrastructure errors left out, policy errors as failures; ``attempted`` and
+``excluded`` beside them), and below 95% coverage its verdict is ``insufficient_coverage``.
 The overall row pools the matched suites' counts (sums of the grade's suite blocks) against the reference's
 pooled count when every matched entry states one, else against the unweighted mean of the matched entries' rates
 (what a source's "Average" column is); it is present when two or more suites matched.
@@ -15,6 +18,7 @@ from typing import Any
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import interval, p_value, pct
 from rollbench.core.runlog_model import RunLog
+from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE, INSUFFICIENT_COVERAGE
 from rollbench.reproduce.model import Entry, ReferenceSet, reference_successes
 from rollbench.reproduce.protocol import compare_protocol, describe, run_wide_differences
 from rollbench.reproduce.verdict import ALPHA, DEFAULT_GAP_PTS, MAX_EPISODES_SCAN, TARGET_POWER, judge
@@ -68,15 +72,36 @@ def _row(
 ) -> dict[str, Any]:
     ref_k = reference_successes(entry)
     ref_n = entry.episodes if ref_k is not None else None
-    v = judge(int(block["successes"]), int(block["episodes"]), entry.success_rate, ref_k, ref_n, gap_pts)
+    attempted = int(block["episodes"])
+    scored = int(block["scored"]) if isinstance(block.get("scored"), int) else attempted  # older grade: no rule
+    v = judge(int(block["successes"]), scored, entry.success_rate, ref_k, ref_n, gap_pts)
     diffs = [] if entry.task else compare_protocol(run_log, graded, name, entry, ref.protocol)
-    return {
+    row = {
         "suite": name,
         "run_dir": str(run_dir),
         "reference_entry": entry.model_dump(mode="json", exclude_none=True),
         **v.to_dict(),
+        "attempted": attempted,
+        "excluded": dict(block.get("excluded") or {}),
         "protocol_differences": diffs,
     }
+    return _gated(row)
+
+
+def _gated(row: dict[str, Any]) -> dict[str, Any]:
+    """The coverage gate of docs/analysis.md "Errors and coverage" on a row: ``episodes`` counts the scored
+    episodes (environment and infrastructure errors left out); below 95% of ``attempted`` the verdict is
+    ``insufficient_coverage`` (the numbers stay)."""
+    coverage = row["episodes"] / row["attempted"] if row["attempted"] else 0.0
+    row["coverage"] = coverage
+    row["coverage_gate"] = None
+    if coverage < DEFAULT_MIN_COVERAGE:
+        row["coverage_gate"] = (
+            f"insufficient coverage: {row['episodes']} of {row['attempted']} attempted episodes scored "
+            f"({coverage:.1%}); a verdict needs at least {DEFAULT_MIN_COVERAGE:.0%}"
+        )
+        row["verdict"] = INSUFFICIENT_COVERAGE
+    return row
 
 
 def _overall(rows: list[dict[str, Any]], gap_pts: float) -> dict[str, Any] | None:
@@ -85,6 +110,7 @@ def _overall(rows: list[dict[str, Any]], gap_pts: float) -> dict[str, Any] | Non
         return None
     k = sum(r["successes"] for r in suites)
     n = sum(r["episodes"] for r in suites)
+    attempted = sum(r["attempted"] for r in suites)
     known = all(r["reference_successes"] is not None for r in suites)
     if known:
         ref_k = sum(r["reference_successes"] for r in suites)
@@ -94,11 +120,14 @@ def _overall(rows: list[dict[str, Any]], gap_pts: float) -> dict[str, Any] | Non
         ref_k = ref_n = None
         ref_rate = sum(r["reference_rate"] for r in suites) / len(suites)
     v = judge(k, n, round(ref_rate, 10), ref_k, ref_n, gap_pts)
-    return {
-        "suites": [r["suite"] for r in suites],
-        "reference_pooling": "counts" if known else "mean of rates",
-        **v.to_dict(),
-    }
+    return _gated(
+        {
+            "suites": [r["suite"] for r in suites],
+            "reference_pooling": "counts" if known else "mean of rates",
+            **v.to_dict(),
+            "attempted": attempted,
+        }
+    )
 
 
 def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = DEFAULT_GAP_PTS) -> dict[str, Any]:
@@ -168,6 +197,8 @@ def sentence(row: dict[str, Any], doc: dict[str, Any]) -> str:
     """The row's verdict as one sentence (the form docs/reproduce.md shows)."""
     ref = f"the published {row['reference_rate']:g} ({doc['reference']['name']}: {doc['reference']['source_label']})"
     head = {"consistent": "consistent with", "below": "below", "above": "above", "underpowered": "underpowered against"}
+    if row["verdict"] == INSUFFICIENT_COVERAGE:
+        return f"no verdict against {ref} — {row['coverage_gate']}"
     need = row["episodes_needed"]
     power = f"power {row['power']:.2f} to detect a {row['gap_pts']:g}-point gap (" + (
         f"{need} episodes would give 80%)" if need else f"more than {MAX_EPISODES_SCAN} episodes would be needed)"

@@ -18,6 +18,9 @@ from typing import Any
 from rollbench.core.runlog_model import RunLog
 from rollbench.reproduce.model import Entry, Protocol
 
+# the simulator distributions whose versions a reference may pin (Protocol's fields of the same names)
+PINNED_DISTS = ("mujoco", "robosuite")
+
 
 def _diff(field: str, run: Any, ref: Any, suite: str | None = None) -> dict[str, Any]:
     return {"field": field, "suite": suite, "run": run, "reference": ref}
@@ -25,9 +28,9 @@ def _diff(field: str, run: Any, ref: Any, suite: str | None = None) -> dict[str,
 
 def _task_size(name: str) -> tuple[int, int] | None:
     try:
-        from rollbench.core.registry import resolve_tasks
+        from rollbench.core.registry import resolve_remote_tasks  # a recorded name never imports nor runs code
 
-        return resolve_tasks(name)[0].image_size
+        return resolve_remote_tasks(name)[0].image_size
     except Exception:  # the family is not installed here: the size is unknown, not guessed
         return None
 
@@ -43,13 +46,14 @@ def run_render_size(run_log: RunLog, task: str) -> list[int] | None:
 
 
 def _versions(run_log: RunLog) -> dict[str, Any]:
+    """The MuJoCo and robosuite versions the run's simulator ran: from a family's own provenance facts where it
+    records them (``provenance.<family>``: LIBERO's set-up), else from ``provenance.versions``."""
     prov = run_log.provenance
-    libero = (prov.model_extra or {}).get("libero") or {}
+    own = prov.model_extra or {}
+    families = sorted({t.name.split("/", 1)[0] for t in run_log.plan.tasks})
+    sections = [own[f] for f in families if isinstance(own.get(f), dict)]
     versions = prov.versions
-    return {
-        "mujoco": libero.get("mujoco") or versions.get("mujoco"),
-        "robosuite": libero.get("robosuite") or versions.get("robosuite"),
-    }
+    return {dist: next((s[dist] for s in sections if s.get(dist)), None) or versions.get(dist) for dist in PINNED_DISTS}
 
 
 def _benchmark_changes(run_log: RunLog, graded: dict[str, Any]) -> list[dict[str, Any]]:
@@ -114,7 +118,7 @@ def compare_protocol(
     if protocol.fast_render is not None and bool(spec.fast_render) != protocol.fast_render:
         out.append(_diff("fast_render", bool(spec.fast_render), protocol.fast_render, suite))
     versions = _versions(run_log)
-    for name in ("mujoco", "robosuite"):
+    for name in PINNED_DISTS:
         want = getattr(protocol, name)
         if want is not None and versions[name] != want:
             out.append(_diff(name, versions[name], want, suite))

@@ -20,7 +20,7 @@ from rollbench.core.interrupts import contained
 from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
-from rollbench.core.registry import EnvOptions, env_family, family_of
+from rollbench.core.registry import EnvFamily, EnvOptions, family_of
 from rollbench.core.runlog_model import Identity, Provenance, RunLog
 from rollbench.core.runlog_model import Plan as PlanRecord
 from rollbench.core.spec import EvalSpec, check_action_noise
@@ -213,13 +213,10 @@ def refuse_options(run: ResolvedRun) -> None:
     sensor-noise instance at a size its corruption code cannot take), given the cameras and image size each
     worker passes to ``make``."""
     for facts in run.tasks.values():
-        hook = getattr(env_family(facts.task.family), "refuse_options", None)
-        if not callable(hook):
-            continue
         options = EnvOptions(
             cameras=facts.render_cameras, image_size=facts.image_size, fast_render=run.spec.fast_render
         )
-        why = hook(facts.task, options)
+        why = family_of(facts.task.name).refuse_options(facts.task, options)
         if why:
             raise ConfigError(f"cannot evaluate {facts.task.name}: {why}")
 
@@ -276,18 +273,22 @@ def _run_warnings(spec: EvalSpec, plan: Plan, info: PolicyInfo) -> list[str]:
             f"policy is asked again every {info.chunk_size} step{'s' if info.chunk_size > 1 else ''}, not every "
             f"{spec.replan_every}"
         )
-    for fam_name in sorted({t.family for t in plan.tasks}):
-        fam: Any = env_family(fam_name)
-        if hasattr(fam, "run_warnings"):  # optional family hook: warnings about its set-up
-            warnings.extend(fam.run_warnings(spec))
+    for fam in _families(plan):
+        warnings.extend(fam.run_warnings(spec))  # the family's warnings about its set-up (EnvFamily hook)
     return warnings
 
 
+def _families(plan: Plan) -> list[EnvFamily]:
+    """The env families of the plan's tasks, by name."""
+    return [family_of(name) for name in sorted({t.family for t in plan.tasks})]
+
+
 def _provenance(plan: Plan) -> dict[str, Any]:
-    """run.json's ``provenance``: versions of what ran, and each family's optional ``provenance()`` facts."""
-    prov = provenance({t.family for t in plan.tasks})
-    for fam_name in sorted({t.family for t in plan.tasks}):
-        fam: Any = env_family(fam_name)
-        if hasattr(fam, "provenance"):
-            prov[fam_name] = fam.provenance()
+    """run.json's ``provenance``: versions of what ran, and each family's own ``provenance()`` facts (where it has
+    any)."""
+    families = _families(plan)
+    prov = provenance(families)
+    for fam in families:
+        if (facts := fam.provenance()) is not None:
+            prov[fam.name] = facts
     return prov

@@ -31,6 +31,7 @@ import numpy as np
 
 from rollbench.core.batch import Batchable
 from rollbench.core.contracts import ConfigError, Observation, Policy, TaskInfo, describe
+from rollbench.core.registry import served_layout
 from rollbench.serve.batch import Batching, Gatherer, SlotPolicy, act_many
 from rollbench.serve.limits import (
     Limits,
@@ -310,7 +311,7 @@ class PolicyHost:
             return self._acts
 
     def obs_map_for(self, task: TaskInfo) -> Any:
-        return resolve_obs_map(task.family, self.protocol, self.obs_overrides)
+        return resolve_obs_map(served_layout(task.family), self.protocol, self.obs_overrides)
 
     def log(self, **record: Any) -> None:
         if self._log is None:

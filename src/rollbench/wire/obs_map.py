@@ -6,21 +6,25 @@ state is sent and whether images are resized first. The websocket client builds 
 LIBERO and DROID examples, ``examples/libero/main.py``); the HTTP client puts images under ``images`` and uses
 its own fixed ``state`` and ``instruction`` fields (see :mod:`rollbench.policies.remote.http`).
 
-Documented defaults (websocket keys; HTTP uses the camera names themselves unless ``images`` is overridden):
+Defaults: each env family declares its layout (``EnvFamily.served``, a
+:class:`~rollbench.core.family.ServedLayout`): the camera sent as ``observation/image``, the one sent as
+``observation/wrist_image``, the state source and the resize. As declared today (websocket keys; HTTP uses the
+camera names themselves unless ``images`` is overridden):
 
-* ``metaworld``: ``corner`` -> ``observation/image``, ``gripperPOV`` -> ``observation/wrist_image``; state ``raw``
+* MetaWorld: ``corner`` -> ``observation/image``, ``gripperPOV`` -> ``observation/wrist_image``; state ``raw``
   (MetaWorld's ``float64 (39,)`` observation).
-* ``robosuite``, ``libero`` (and ``libero_ref``, ``liberoplus``: LIBERO on another stack): ``agentview`` -> ``observation/image``, ``robot0_eye_in_hand`` ->
-  ``observation/wrist_image`` (openpi's LIBERO keys); state ``state``. For ``libero`` that is exactly what openpi's
-  LIBERO client sends (``examples/libero/main.py``): both cameras (a LIBERO task's ``policy_cameras``, rendered
-  on the steps the policy is asked for a chunk), rotated 180° by the env, resized with padding to 224 × 224
-  (``image_size``), state ``float64 (8,)`` (the env's own dtype, as openpi sends it) = eef position, eef
-  axis-angle, gripper qpos; prompt = the task's language. So an openpi π0/π0.5 LIBERO server needs no options.
-* ``scripted``, ``pusht``: ``top``; ``fetch``: ``external``; ``gym``: ``render`` -> ``observation/image``; state
-  ``state``.
+* robosuite, LIBERO (on every stack: in-process, its reference stack, LIBERO-Plus): ``agentview`` ->
+  ``observation/image``, ``robot0_eye_in_hand`` -> ``observation/wrist_image`` (openpi's LIBERO keys); state
+  ``state``. For LIBERO that is exactly what openpi's LIBERO client sends (``examples/libero/main.py``): both
+  cameras (a LIBERO task's ``policy_cameras``, rendered on the steps the policy is asked for a chunk), rotated 180°
+  by the env, resized with padding to 224 × 224 (``image_size``), state ``float64 (8,)`` (the env's own dtype, as
+  openpi sends it) = eef position, eef axis-angle, gripper qpos; prompt = the task's language. So an openpi
+  π0/π0.5 LIBERO server needs no options.
+* the scripted family and PushT: ``top``; Fetch: ``external``; any gymnasium env: ``render`` ->
+  ``observation/image``; state ``state``. A family that declares nothing: no camera map, state ``state``.
 
 Every family: state key ``observation/state``, prompt key ``prompt``, no resize (images are sent at the run's
-``--image-size``, 224×224 by default, as openpi's examples send them) except ``libero`` (resize with pad to 224). Only cameras the run renders are sent (the
+``--image-size``, 224×224 by default, as openpi's examples send them) except where a family declares a resize (LIBERO: with pad to 224). Only cameras the run renders are sent (the
 task's first camera unless ``--cameras`` names more); a rendered camera missing from ``images`` is sent under
 ``observation/images/<camera>``.
 
@@ -44,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, TaskInfo
+from rollbench.core.family import ServedLayout
 from rollbench.core.jsonfile import parse_json, read_text
 
 STATE_SOURCES = ("state", "raw")
@@ -98,38 +103,13 @@ class ObsMap:
         return out
 
 
-_FAMILY_IMAGES: dict[str, dict[str, str]] = {
-    "metaworld": {"corner": _MAIN, "gripperPOV": _WRIST},
-    "robosuite": {"agentview": _MAIN, "robot0_eye_in_hand": _WRIST},
-    "libero": {"agentview": _MAIN, "robot0_eye_in_hand": _WRIST},
-    "scripted": {"top": _MAIN},
-    "pusht": {"top": _MAIN},
-    "fetch": {"external": _MAIN},
-    "gym": {"render": _MAIN},
-}
-_FAMILY_STATE_SOURCE = {"metaworld": "raw"}
-_FAMILY_IMAGE_SIZE = {"libero": (224, 224)}  # openpi examples/libero/main.py: resize_with_pad to 224 x 224
-# LIBERO run elsewhere (its reference stack, LIBERO-Plus: the same observations through an env host) is LIBERO on the
-# wire too: an openpi LIBERO server must see the same keys and sizes whichever stack the run chose.
-LIBERO_LAYOUT_FAMILIES = frozenset({"libero", "libero_ref", "liberoplus"})
-
-
-def _layout(family: str) -> str:
-    return "libero" if family in LIBERO_LAYOUT_FAMILIES else family
-
-
-def default_obs_map(family: str, protocol: str = "ws") -> ObsMap:
-    """The documented default for ``family`` (unknown families: no camera map, ``state``) and ``ws``/``http``;
-    the families of :data:`LIBERO_LAYOUT_FAMILIES` get ``libero``'s."""
-    family = _layout(family)
-    images = dict(_FAMILY_IMAGES.get(family, {}))
-    if protocol == "http":
-        images = {cam: cam for cam in images}
-    return ObsMap(
-        images=images,
-        state_source=_FAMILY_STATE_SOURCE.get(family, "state"),
-        image_size=_FAMILY_IMAGE_SIZE.get(family),
-    )
+def default_obs_map(served: ServedLayout, protocol: str = "ws") -> ObsMap:
+    """The default for a family that declares ``served`` (its ``EnvFamily.served``: main and wrist cameras, state
+    source, resize) and ``ws``/``http``: websocket keys ``observation/image`` and ``observation/wrist_image``; HTTP
+    the camera names themselves."""
+    cams = {cam: key for cam, key in ((served.main_camera, _MAIN), (served.wrist_camera, _WRIST)) if cam is not None}
+    images = {cam: cam for cam in cams} if protocol == "http" else cams
+    return ObsMap(images=images, state_source=served.state_source, image_size=served.image_size)
 
 
 def check_overrides(overrides: Any) -> dict[str, Any]:
@@ -166,9 +146,10 @@ def check_overrides(overrides: Any) -> dict[str, Any]:
     return out
 
 
-def resolve_obs_map(family: str, protocol: str, overrides: Mapping[str, Any] | None) -> ObsMap:
-    """The family default for ``protocol`` with validated ``overrides`` applied (``images`` replaces the map)."""
-    return replace(default_obs_map(family, protocol), **check_overrides(overrides))
+def resolve_obs_map(served: ServedLayout, protocol: str, overrides: Mapping[str, Any] | None) -> ObsMap:
+    """The family's default (its declared ``served`` layout) for ``protocol`` with validated ``overrides`` applied
+    (``images`` replaces the map)."""
+    return replace(default_obs_map(served, protocol), **check_overrides(overrides))
 
 
 def check_options(options: Mapping[str, Any], valid: Mapping[str, type | tuple[type, ...]]) -> None:

@@ -52,13 +52,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, HoldAction, Observation, Perturbation, StepResult, TaskInfo
+from rollbench.core.family import MUJOCO_RENDERER
 from rollbench.core.registry import EnvOptions
 from rollbench.envs.base import TableFamily
 from rollbench.envs.libero import pro as libero_pro
 from rollbench.envs.libero import ref_pro
 from rollbench.envs.libero import setup as libero_setup
 from rollbench.envs.libero.scene import NOT_RENDERED, SCENE_SEEDING, ImageGate, seeded_reset, soft_after_first
-from rollbench.envs.libero.tasks import SUITE_TASKS, instruction_of
+from rollbench.envs.libero.tasks import SERVED, SUITE_TASKS, instruction_of
 from rollbench.envs.robosuite import robosuite_step
 
 SETTLE_STEPS = 10  # openpi examples/libero/main.py: num_steps_wait
@@ -349,6 +350,10 @@ def build_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, np.ndarray]:
 class LiberoFamily(libero_pro.Refusing, TableFamily):
     name = "libero"
     robot = "panda"
+    renderer = MUJOCO_RENDERER
+    offscreen_gl = True
+    sim_packages = (("libero", "rpent-libero"), ("robosuite", "robosuite"), ("bddl", "bddl"), ("mujoco", "mujoco"))
+    served = SERVED
     description = "LIBERO suites (spatial, object, goal, 10, 90) and LIBERO-PRO's perturbed suites by the openpi reference protocol"
 
     def missing(self) -> str | None:

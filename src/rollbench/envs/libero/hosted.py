@@ -29,6 +29,7 @@ from rollbench.envs.hosted.remote import (
     venv_versions,
 )
 from rollbench.envs.libero.env import LiberoEnv
+from rollbench.envs.libero.tasks import SERVED
 
 
 class HostedSim:
@@ -105,6 +106,11 @@ class HostedLiberoFamily(TableFamily):
     dists: ClassVar[tuple[str, ...]]  # distributions whose versions provenance records
     host_env: ClassVar[dict[str, str]] = {}
     reuse_host: ClassVar[bool] = True  # one far-side process per worker across tasks (docs/env-host.md "Reuse")
+    # MuJoCo renders on the far side, which inherits MUJOCO_GL; its simulator versions are the far side's, recorded
+    # by provenance() (no package of this process is the simulator)
+    renderer = "mujoco (OpenGL, MUJOCO_GL) in the family's own interpreter"
+    offscreen_gl = True
+    served = SERVED
 
     def python(self) -> str | None:
         found = venv_python(self.venv, self.python_env)

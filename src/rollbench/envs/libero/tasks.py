@@ -14,6 +14,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from rollbench.core.family import ServedLayout
+
+# What openpi's LIBERO client sends (examples/libero/main.py): both cameras, resized with padding to 224 x 224, the
+# env's float64 state. Every LIBERO stack (in-process, libero_ref, liberoplus) declares it, so an openpi LIBERO
+# server sees the same keys and sizes whichever stack a run chose.
+SERVED = ServedLayout(main_camera="agentview", wrist_camera="robot0_eye_in_hand", image_size=(224, 224))
+
 # Task names in the order of libero_suite_task_map.py. libero_90 is written "SCENE: suffix suffix ..." to stay short
 # (each name is SCENE_suffix); the other suites hold one name per line.
 _TASK_TABLE = """

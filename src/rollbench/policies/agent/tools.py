@@ -7,8 +7,11 @@ Every tool call costs at least one env step (``take_picture`` executes one *hold
 
 Tool sets (the tool descriptions sent to the model say the same; units are the simulator's):
 
-* **arm** (``metaworld``, ``fetch``, ``robosuite``): the action is an end-effector displacement ``dx, dy, dz`` in
-  ``[-1, 1]`` scaled by :data:`ARMS` ``metres_per_unit`` per step (MetaWorld 0.01 m, Fetch 0.05 m, robosuite OSC_POSE
+Which set a task gets, and the scales, are its env family's declared ``arm``
+(:class:`~rollbench.core.family.ArmLayout`; ``EnvFamily.arm``):
+
+* **arm** (MetaWorld, Fetch, robosuite): the action is an end-effector displacement ``dx, dy, dz`` in
+  ``[-1, 1]`` scaled by the family's ``metres_per_unit`` per step (MetaWorld 0.01 m, Fetch 0.05 m, robosuite OSC_POSE
   0.05 m; robosuite's three rotation deltas are held at 0), plus a gripper command.
 
   - ``move_delta(dx, dy, dz)`` (metres, world frame): ``n = ceil(max|d| / metres_per_unit)`` steps (at most
@@ -20,9 +23,10 @@ Tool sets (the tool descriptions sent to the model say the same; units are the s
   - ``gripper(command)``: ``"close"`` or ``"open"``: ``gripper_steps`` steps of zero motion with the gripper action
     at ``close`` / ``-close`` (MetaWorld and robosuite close at +1, Fetch at -1); the command then persists in
     every following move, so a grasped object stays grasped.
-* **planar** (``scripted``): a point moved by ``0.1 m * clip(action, -1, 1)`` per step; ``move_delta(dx, dy)``
-  and ``move_to(x, y)`` as above with ``state[0:2]`` the position; no gripper.
-* **raw** (every other family: ``pusht``, ``gym:*``, ``libero``): ``set_action(action, steps)``: the raw action
+* **planar** (an arm layout without a gripper: the scripted family): a point moved by ``0.1 m * clip(action, -1,
+  1)`` per step; ``move_delta(dx, dy)`` and ``move_to(x, y)`` as above with ``state[0:2]`` the position (and the
+  goal, ``state[2:4]``, told to the model); no gripper.
+* **raw** (every family that declares no arm: PushT, any gymnasium env, LIBERO): ``set_action(action, steps)``: the raw action
   vector (clipped to the task's bounds) repeated ``steps`` times (1..``max_move_steps``).
 * every set: ``take_picture()`` (one hold step, then the camera image is sent as an image message),
   ``done()`` (the agent claims the task is done: termination reason ``policy_stop``; success is still the env's
@@ -34,33 +38,12 @@ A hold action is zero motion with the current gripper command (raw set: the midp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rollbench.core.contracts import EpisodeError, TaskInfo
-
-
-@dataclass(frozen=True)
-class Arm:
-    """An arm family's action layout: xyz displacement dims, metres per action unit per step, gripper dim and the
-    gripper value that closes it, and where the hand position sits in ``observation.state``."""
-
-    metres_per_unit: float
-    gripper_dim: int | None
-    close: float
-    position_slice: tuple[int, int] = (0, 3)
-
-
-# sources: metaworld.sawyer_xyz_env (action_scale 1/100), gymnasium_robotics fetch_env (pos_ctrl *= 0.05, positive
-# gripper command opens), robosuite OSC_POSE default output_max 0.05 m (rollbench.envs.robosuite docstring)
-ARMS: dict[str, Arm] = {
-    "metaworld": Arm(0.01, 3, 1.0),
-    "fetch": Arm(0.05, 3, -1.0),
-    "robosuite": Arm(0.05, 6, 1.0),
-    "scripted": Arm(0.1, None, 0.0, (0, 2)),
-}
+from rollbench.core.registry import env_family
 
 _AXES = ("x", "y", "z")
 
@@ -92,7 +75,8 @@ class ToolSet:
     def __init__(self, task: TaskInfo, max_move_steps: int, gripper_steps: int) -> None:
         self.task = task
         self.max_move_steps, self.gripper_steps = max_move_steps, gripper_steps
-        self.arm = ARMS.get(task.family)
+        family = env_family(task.family)
+        self.arm = family.arm if family is not None else None  # the family's declared ArmLayout
         self.kind = "raw" if self.arm is None else ("planar" if self.arm.gripper_dim is None else "arm")
         self.low = np.asarray(task.action_low, dtype=np.float32)
         self.high = np.asarray(task.action_high, dtype=np.float32)
@@ -183,8 +167,9 @@ class ToolSet:
         text = f"{'hand' if self.kind == 'arm' else 'point'} at {pos} m"
         if self.kind == "arm":
             text += f"; gripper command: {'close' if self.grip == self.arm.close else 'open'}"  # type: ignore[union-attr]
-        if self.task.family == "scripted":
-            text += f"; goal at x={state[2]:.4f}, y={state[3]:.4f} m"
+        if self.arm is not None and self.arm.goal_slice is not None:
+            lo, hi = self.arm.goal_slice
+            text += f"; goal at {', '.join(f'{a}={v:.4f}' for a, v in zip(self.axes, state[lo:hi], strict=True))} m"
         return text
 
     def chunk(self, name: str, args: dict[str, Any], state: np.ndarray) -> tuple[np.ndarray, str]:

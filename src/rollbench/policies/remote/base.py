@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
+from rollbench.core.registry import served_layout
 from rollbench.wire.decode import status_error
 from rollbench.wire.obs_map import (
     ObsMap,
@@ -150,7 +151,7 @@ class RemotePolicy:
         """``task``'s obs map, and the episode ``{"task", "seed", "instruction"}`` once a server that accepts resets
         has acknowledged ``message(episode)`` (None for a server that does not); used by :meth:`reset` and by each
         slot of a batch client (:class:`~rollbench.policies.remote.base.RemoteBatch`). Raises EpisodeError."""
-        obs_map = resolve_obs_map(task.family, self.obs_protocol, self._overrides)
+        obs_map = resolve_obs_map(served_layout(task.family), self.obs_protocol, self._overrides)
         if self.metadata.get("reset") is not True:
             return obs_map, None
         episode = {"task": task.name, "seed": int(seed), "instruction": task.instruction}

@@ -109,6 +109,19 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None, rule: Coverage
         print_study(out, study)
 
 
+def _check_figure(figure: Path) -> None:
+    """Exit 2 (one line) when ``--figure`` cannot be written as a file or lies inside a run directory (a PNG over
+    a run's meta/info.json: issue 42, item 8), before anything runs."""
+    from rollbench.core.paths import check_output_path
+    from rollbench.record.safe_files import refuse_inside_run
+
+    try:
+        check_output_path(figure, "--figure", directory=False)
+        refuse_inside_run(figure, "--figure")
+    except ConfigError as exc:
+        fail(str(exc))
+
+
 @eval_options()
 def robustness_cmd(
     ctx: typer.Context,
@@ -129,6 +142,8 @@ def robustness_cmd(
         rule = coverage_rule(min_coverage, exclude_policy_errors)
     except ConfigError as exc:
         fail(str(exc))
+    if figure is not None:
+        _check_figure(figure)
     if run_dir is not None:
         if given_flags(ctx, EVAL_OPTIONS) or out_dir is not None:
             fail("give a recorded RUN_DIR or a new study's --env/--policy (and options), not both")

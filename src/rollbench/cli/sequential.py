@@ -62,7 +62,7 @@ def print_sequential(out: Console, doc: dict[str, Any]) -> None:
             f"{d['futility_error']:.3f}{'' if d.get('futility') is not False else ' (futility off)'}, power "
             f"{d['power']:.3f}{_wanted(d)} (fixed-N McNemar needs {d['fixed_n']} pairs)",
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=False,  # wrapped at words to the width (issue 42, item 20)
         )
     if doc.get("log"):
         out.print(f"decision log {doc['log']['path']}: agrees with the run directories", highlight=False)
@@ -129,6 +129,11 @@ def sequential_cmd(
     from rollbench.sequential.runner import SequentialConfig, run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
+    if not 0 < delta < 1:  # False for NaN too
+        fail(
+            f"--delta {delta:g}: give the difference in success rate as a fraction between 0 and 1 (0.2 = 20 "
+            "percentage points)"
+        )
     try:
         spec_a = _spec(env, policy_a, action_noise_a, policy_options_a, common)
         spec_b = _spec(env, policy_b, action_noise_b, policy_options_b, common)

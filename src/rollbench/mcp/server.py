@@ -50,7 +50,7 @@ from rollbench.mcp.results import (
     run_row,
 )
 from rollbench.mcp.sequential import add_sequential_tool
-from rollbench.mcp.strict import make_strict, rollout_spec
+from rollbench.mcp.strict import MAX_EPISODES, check_max_steps_ceiling, make_strict, rollout_spec, tool_error
 from rollbench.record.runlog import is_locked, read_run_log, require_run_log
 from rollbench.record.safe_files import iter_run_dirs, read_regular_json
 
@@ -66,11 +66,10 @@ class RolloutService:
     def __init__(
         self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
     ) -> None:
-        if max_steps_ceiling < 1:
-            raise ConfigError(f"--max-steps-ceiling must be >= 1, got {max_steps_ceiling}")
+        check_max_steps_ceiling(max_steps_ceiling)  # 1 to MAX_STEPS_CEILING
         self.root = root.expanduser().resolve()
         self.ceiling = max_steps_ceiling
-        self.checkpoints = checkpoints  # the lerobot:... policies this server was started with (--lerobot-policy)
+        self.checkpoints = checkpoints  # its lerobot:, URL and agent: policies (mcp.strict.check_allowed)
         self.active: dict[str, Active] = {}
 
     def run_dir(self, run_id: str) -> Path:
@@ -119,9 +118,9 @@ class RolloutService:
                 log.info("run %s stopped on cancellation after %d episodes", run_id, active.done)
             raise
         except ConfigError as exc:
-            raise ToolError(f"{exc} (list_envs and list_policies give every valid name)") from None
+            raise tool_error(exc, (spec.policy,), " (list_envs and list_policies give every valid name)") from None
         except RollbenchError as exc:
-            raise ToolError(str(exc)) from None
+            raise tool_error(exc, (spec.policy,)) from None
         except Exception as exc:
             log.exception("run %s failed", run_id)
             raise ToolError(
@@ -250,8 +249,8 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         n_episodes: Annotated[
             int,
             Field(
-                description="Episodes to record per task; the scene is reset before each one.",
-                json_schema_extra={"minimum": 1},
+                description=f"Episodes to record per task (1 to {MAX_EPISODES}); the scene is reset before each one.",
+                json_schema_extra={"minimum": 1, "maximum": MAX_EPISODES},
             ),
         ],
         max_steps: Annotated[

@@ -46,12 +46,12 @@ from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS, SequentialDesign, family_alphas
 from rollbench.record.files import atomic_write_json
 from rollbench.record.runlog import RunLock, read_run_log, update_run_log
+from rollbench.record.safe_files import refuse_inside_run
 from rollbench.run.observer import EpisodeSummary, RunObserver
 from rollbench.run.prepare import check_run_dir, check_spec
 from rollbench.run.runners import Execution, execution_session
-from rollbench.sequential.recompute import LOG_NAME, compare_sequential, design_record, rule_for
+from rollbench.sequential.recompute import ARM_FIELDS, LOG_NAME, compare_sequential, design_record, rule_for
 
-ARM_FIELDS = ("policy", "policy_options", "action_noise")  # what may differ between A and B; the rest pairs them
 OnLook = Callable[[dict[str, Any]], None]
 MAX_RETRIES = 2  # re-runs of one infrastructure-errored episode
 
@@ -244,8 +244,8 @@ def run_sequential(
         raise ConfigError(f"--look-every must be >= 1, got {look_every}")
     tasks = check_arms(spec_a, spec_b)
     rule = design_for(len(tasks), delta, alpha, beta, p_a, discordant, config.budget, look_every, config.futility)
-    if (warning := power_warning(rule)) and on_warning:
-        on_warning(warning)
+    if look_every > rule.budget:  # issue 42, item 15: refused before anything runs, not by its own log after
+        raise ConfigError(f"--look-every must be between 1 and the budget ({rule.budget} pairs), got {look_every}")
     futility = config.futility
     settings = {
         "alpha": alpha,
@@ -259,12 +259,15 @@ def run_sequential(
     }
     parameters = _parameters(tasks, spec_a, spec_b, {**settings, "budget": rule.budget, "look_every": look_every})
     check_output_path(out, "--out", directory=True)
+    refuse_inside_run(out)  # issue 42, item 8
     _check_resume(out, parameters)
     for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
         check_spec(spec, host_label, robot)
     for t in tasks:  # each arm's directory: absent, or a run rollbench may continue (not inside another run)
         for arm in ("a", "b"):
             check_run_dir(arm_dir(out, arm, t))
+    if (warning := power_warning(rule)) and on_warning:  # after every refusal: a refusal stays one line (issue 42)
+        on_warning(warning)
     with execution_session(execution):  # Ray connected (or refused) before out is made
         make_dirs(out, "--out")
         labels = {"host_label": host_label, "robot": robot}

@@ -498,6 +498,9 @@ CASES: list[T] = [
     ("robustness-plan-index-repeated", edit_log(lambda log: log["plan"]["episodes"][1].update(episode_index=0)), ["robustness", "W/run"], "its plan.episodes repeat an episode_index"),
     ("robustness-damaged-run", copied("run/meta/tasks.parquet", "run/data/chunk-000/file-001.parquet"), ["robustness", "W/run"], "is damaged"),
     ("optimize-state", write("o/optimize.json", DEEP), ["optimize-instruction", *RUN[:4], "--out", "W/o"], "nested too deeply"),
+    ("checkpoints-missing-folder", nothing, ["checkpoints", "W/nope", "--env", "scripted/reach", "--out", "W/o"], "W/nope is not a folder of checkpoints"),
+    ("checkpoints-incomplete", mkdir("train/checkpoints/000100/pretrained_model"), ["checkpoints", "W/train", "--env", "scripted/reach", "--out", "W/o"], "no complete checkpoint under W/train"),
+    ("checkpoints-unknown-family", mkdir("train/checkpoints/000100"), ["checkpoints", "W/train", "--env", "nosuch/x", "--out", "W/o"], "unknown env family 'nosuch'. Valid env families: "),
 ]  # fmt: skip
 
 

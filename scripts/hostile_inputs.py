@@ -25,6 +25,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * ``serve-policy`` over HTTP: Host headers, repeated headers and observations off the task's declared shapes;
 * issue 42: rows removed, wrong node types, writer-like names, hostile staging, NaN rewards, wrong-typed run log
   objects, nested runs and hard links in a release (``scripts/hostile_round4.py``).
+* issue 42's classes (``scripts/hostile_trust.py``): run.json naming servers or agents, plans that no longer resolve,
+  output options inside a run, out-of-range bounds, impossible robustness controls, MCP peers naming URLs, a
+  finished run resumed again.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -48,6 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
 TIMEOUT = 120
@@ -459,6 +463,7 @@ def main() -> int:
         r.resume_names()
         r.served()
         round4(r, a.n)  # issue 42's classes (scripts/hostile_round4.py)
+        hostile_trust.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

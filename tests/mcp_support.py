@@ -1,5 +1,8 @@
 """Test helper: an MCP client session (the official SDK's ``stdio_client`` + ``ClientSession``) with a real
 ``python -m rollbench mcp --root ROOT`` subprocess, and readers of a tool result's structured content or error text.
+
+The server runs the code under test: the same interpreter, this process's environment, and the directory this process
+imported ``rollbench`` from first on its PYTHONPATH (else a worktree's tests would start the venv's installed copy).
 """
 
 from __future__ import annotations
@@ -15,12 +18,21 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
 
 
+def server_env() -> dict[str, str]:
+    """The server's environment: this one's, with the source tree of the imported ``rollbench`` first on PYTHONPATH."""
+    import rollbench
+
+    src = str(Path(rollbench.__file__).resolve().parent.parent)
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != src]
+    return {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "PYTHONPATH": os.pathsep.join([src, *rest])}
+
+
 @asynccontextmanager
 async def mcp_session(root: Path, *extra: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "rollbench", "mcp", "--root", str(root), *extra],
-        env={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")},
+        env=server_env(),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -365,7 +365,7 @@ CASES: list[T] = [
     ("summarize-by", nothing, ["summarize", "W/run", "--by", "colour"], "colour"),
     ("summarize-json-csv", nothing, ["summarize", "W/run", "--json", "--csv"], "--json or --csv"),
     ("summarize-missing", nothing, ["summarize", "W/nope"], "nope"),
-    *_deep_cases("export", "e.json", ["summarize", "W/e.json"], "export of /api/runs", directory=False),
+    *_deep_cases("export", "e.json", ["summarize", "W/e.json"], "dashboard export", directory=False),
     ("export-shape", write("e.json", '{"runs": 3}'), ["summarize", "W/e.json"], "'runs' list"),
     ("export-episodes", write("e.json", '{"runs": [{"host": "h", "robot": "r", "name": "n", "episodes": [{"episode_index": 0, "task": ["t"]}]}]}'), ["summarize", "W/e.json"], "task"),
     ("summarize-run-json", write("run/run.json", DEEP), ["summarize", "W/run"], "nested too deeply"),
@@ -458,7 +458,7 @@ CASES: list[T] = [
     ("serve-env", nothing, ["serve-policy", "--policy", "zero", "--env", "nosuch/x"], "nosuch"),
     # dashboard, mcp, optimize-instruction (each refused before it serves or runs)
     ("dashboard-root", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/nope"], "--root"),
-    ("dashboard-labels-in-run", nothing, ["dashboard", "--labels", "W/run/l.json", "--root", "W/run"], "inside a run directory"),
+    ("dashboard-labels-in-run", nothing, ["dashboard", "--labels", "W/run/l.json", "--root", "W/run"], "lies inside the run directory"),
     ("dashboard-rubric", write("r.json", DEEP), ["dashboard", "--labels", "W/l.json", "--root", "W/run", "--rubric", "W/r.json"], "nested too deeply"),
     ("dashboard-peer", nothing, ["dashboard", "--labels", "W/l.json", "--peer", "ftp://x"], "--peer"),
     ("dashboard-host", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/run", "--host", "0.0.0.0"], "token"),
@@ -498,6 +498,9 @@ CASES: list[T] = [
     ("robustness-plan-index-repeated", edit_log(lambda log: log["plan"]["episodes"][1].update(episode_index=0)), ["robustness", "W/run"], "its plan.episodes repeat an episode_index"),
     ("robustness-damaged-run", copied("run/meta/tasks.parquet", "run/data/chunk-000/file-001.parquet"), ["robustness", "W/run"], "is damaged"),
     ("optimize-state", write("o/optimize.json", DEEP), ["optimize-instruction", *RUN[:4], "--out", "W/o"], "nested too deeply"),
+    ("checkpoints-missing-folder", nothing, ["checkpoints", "W/nope", "--env", "scripted/reach", "--out", "W/o"], "W/nope is not a folder of checkpoints"),
+    ("checkpoints-incomplete", mkdir("train/checkpoints/000100/pretrained_model"), ["checkpoints", "W/train", "--env", "scripted/reach", "--out", "W/o"], "no complete checkpoint under W/train"),
+    ("checkpoints-unknown-family", mkdir("train/checkpoints/000100"), ["checkpoints", "W/train", "--env", "nosuch/x", "--out", "W/o"], "unknown env family 'nosuch'. Valid env families: "),
 ]  # fmt: skip
 
 

@@ -179,3 +179,28 @@ def test_grade_keeps_its_rate_and_adds_the_scored_rate_of_the_coverage_rule(faul
     assert (task["excluded"], task["policy_errors_as_failures"]) == ({"environment": 4}, 0)
     r = invoke("grade", faulty[0])
     assert "scored (coverage rule): 8 of 12 episodes (66.7% coverage; left out: 4 environment" in r.stdout
+
+
+def test_the_dashboards_runs_list_shows_the_scored_rate_and_coverage_in_grades_words(
+    faulty: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Hand count: the expert succeeds on the 8 seeds that ran, the zero policy on none; 4 environment errors each."""
+    from rollbench.dashboard.catalog import Catalog
+    from rollbench.dashboard.pages import runs_page
+    from rollbench.dashboard.summary import run_summary
+
+    records, pending = Catalog([faulty[0].parent], cache_dir=tmp_path / "cache").records()
+    rows = {r["name"]: r for r in map(run_summary, records)}
+    assert pending == [] and set(rows) == {"expert", "zero"}
+    expert, zero = rows["expert"], rows["zero"]
+    assert (expert["scored"], expert["coverage"], expert["scored_success_rate"]) == (8, 8 / 12, 1.0)
+    assert (zero["scored"], zero["coverage"], zero["scored_success_rate"]) == (8, 8 / 12, 0.0)
+    assert expert["excluded"] == zero["excluded"] == {"environment": 4}
+    z2 = 1.959964**2  # Wilson's interval for 8 of 8 in closed form: [n / (n + z²), 1]
+    assert expert["scored_ci95_low"] == pytest.approx(8 / (8 + z2)) and expert["scored_ci95_high"] == 1.0
+    assert expert["success_rate"] == 8 / 12  # grade's rate over every recorded episode stays in the JSON
+    doc = {"runs": [{**r, "labeled": 0, "disagreements": 0} for r in rows.values()], "hosts": []}
+    page = runs_page({**doc, "generated_at": "now", "rubric": {"id": "outcome-v1"}})
+    assert "success rate, scored [95% CI]" in page
+    words = "scored (coverage rule): 8 of 12 episodes (66.7% coverage; left out: 4 environment; policy errors"
+    assert page.count(words) == 2 and ">100.0% <small>" in page and "66.7%" in page

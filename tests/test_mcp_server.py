@@ -196,7 +196,7 @@ async def test_bad_arguments_are_tool_errors_naming_valid_values_and_write_nothi
             steps = error_text(await s.call_tool("run_policy_rollout", {**ok, "max_steps": 501}))
             path = error_text(await s.call_tool("run_policy_rollout", {**ok, "policy": "os.path:join"}))
             tools = {t.name: t for t in (await s.list_tools()).tools}
-    assert "n_episodes must be at least 1 (got 0)" in zero
+    assert "n_episodes must be between 1 and 1000 (got 0)" in zero
     assert "unknown task or suite 'scripted/rech'" in env and "scripted/reach" in env and "list_envs" in env
     assert "unknown env family 'nosuchsim'" in family and "metaworld" in family and "scripted" in family
     assert "unknown policy 'scripted-exprt'" in policy and "scripted-expert" in policy and "random" in policy
@@ -207,7 +207,7 @@ async def test_bad_arguments_are_tool_errors_naming_valid_values_and_write_nothi
     assert schema["max_steps"]["maximum"] == 500 and schema["n_episodes"]["minimum"] == 1
     assert set(tools) == {
         "run_policy_rollout", "list_envs", "list_policies", "get_run", "grade_run", "robustness_study", "list_runs",
-        "compare_policies_sequential",
+        "compare_policies_sequential", "rank_checkpoints",
     }  # fmt: skip
 
 

@@ -179,3 +179,47 @@ def test_environment_errors_leave_the_pair_and_withhold_the_verdict_policy_error
     assert "perturbed: 1 policy error counted as failures" in pos["error_notes"]
     assert pos["p_value"] == pytest.approx(binomtest(16, 16, 0.5).pvalue)  # decisive, yet coverage is 80%
     assert pos["verdict"] == "insufficient_coverage"
+
+
+def test_the_coverage_options_set_the_studys_bound_and_leave_policy_errors_out() -> None:
+    """The same hand-counted study as above under --min-coverage 0.8 --exclude-policy-errors: trial 4 (a policy
+    error) leaves the pairs too (15 pairs, all control only), the perturbed arm scores 15 of 20 (75% < 80%): still
+    no verdict; at --min-coverage 0.75 the exact McNemar p = 2 / 2^15 decides: control better."""
+    from rollbench.grading.coverage import CoverageRule
+
+    rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]] = []
+    rows += [("f/base/0", k, True, None, False) for k in range(20)]
+    rows += [("f/pos/0", k, False, _pert("position", "f/base/0"), k < 5) for k in range(20)]
+    run = _run(rows)
+    for e in run.episodes:
+        if e["termination_reason"] == "error":
+            e["error_fault"] = "environment" if e["trial"] < 4 else "policy"
+    strict = robustness_study(run, CoverageRule(min_coverage=0.8, exclude_policy_errors=True))
+    assert strict is not None and strict["coverage_rule"] == {"min_coverage": 0.8, "exclude_policy_errors": True}
+    pos = strict["categories"]["position"]
+    assert (pos["pairs"], pos["control_only"], pos["perturbed_only"], strict["dropped_errors"]) == (15, 15, 0, 5)
+    assert pos["pairs_dropped_by_reason"] == {"B environment": 4, "B policy": 1}
+    assert pos["coverage"]["perturbed"]["scored"] == 15 and pos["verdict"] == "insufficient_coverage"
+    loose = robustness_study(run, CoverageRule(min_coverage=0.75, exclude_policy_errors=True))
+    assert loose is not None
+    pos = loose["categories"]["position"]
+    assert pos["p_value"] == 2 / 2**15 and pos["verdict"] == "a_better"
+
+
+def test_robustness_and_its_mcp_tool_take_the_coverage_options_with_their_bounds(tmp_path: Path) -> None:
+    import anyio
+
+    from cli_in_process import invoke
+    from rollbench.mcp.server import build_server
+
+    r = invoke("robustness", tmp_path / "nowhere", "--min-coverage", "1.5")
+    assert r.returncode == 2 and r.stderr.strip().endswith("--min-coverage must be between 0 and 1, got 1.5")
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    (tool,) = [t for t in anyio.run(build_server(tmp_path).list_tools) if t.name == "robustness_study"]
+    props = tool.input_schema["properties"]
+    assert (props["min_coverage"]["minimum"], props["min_coverage"]["maximum"], props["min_coverage"]["default"]) == (
+        0,
+        1,
+        0.95,
+    )
+    assert props["exclude_policy_errors"]["default"] is False

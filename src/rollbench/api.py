@@ -208,7 +208,7 @@ def _execute(
     begin_execution(run_dir, log, execution.workers, execution.executor, execution.batch_size)
     try:
         with user_signals():  # Ctrl-C raises UserInterrupt: a policy's own KeyboardInterrupt is not taken for it
-            writer, todo, live = _open_run(run, log, run_dir, execution, observer)
+            writer, todo, live, idle = _open_run(run, log, run_dir, execution, observer)
             committer = BackgroundCommitter(writer)
             setup = WorkerSetup(run, run_dir.resolve(), execution.batch_size)
             everyone = Observers(_Recording(live, committer), *([observer] if observer else []))
@@ -225,7 +225,7 @@ def _execute(
                 raise
             committer.close()
             note_counters(log, counters)
-            return _finish(run_dir, writer, log, live, everyone)
+            return _finish(run_dir, writer, log, live, everyone, idle=idle)
     except BaseException as exc:
         # never leave run.json saying RUNNING when nothing runs: the directory stays resumable, say why it stopped
         abandon_execution(run_dir, log, exc)  # (an interruption already finished the log as INTERRUPTED)
@@ -238,11 +238,12 @@ def _open_run(
     run_dir: Path,
     execution: Execution,
     observer: RunObserver | None,
-) -> tuple[DatasetWriter, list[PlannedEpisode], LiveSnapshot]:
+) -> tuple[DatasetWriter, list[PlannedEpisode], LiveSnapshot, bool]:
     """Open the writer (committing what a previous invocation staged), take back the errored episodes to retry, and
-    announce the start: the writer, the episodes still to run (plan order) and the live snapshot."""
+    announce the start: the writer, the episodes still to run (plan order), the live snapshot, and whether this
+    invocation has nothing to do (a finished run resumed again: it is not recorded as an execution)."""
     writer, plan = _open_writer(run, run_dir), run.plan
-    writer.promote_ready()
+    promoted = writer.promote_ready()
     retried = retry_errored(run_dir, writer, log, execution.retry_errors)
     already = set(range(writer.committed)) | set(writer.staged())
     todo: list[PlannedEpisode] = [e for e in plan.episodes if e.episode_index not in already]
@@ -258,7 +259,7 @@ def _open_run(
     else:
         for w in start.warnings:
             print(f"warning: {w}", file=sys.stderr)
-    return writer, todo, live
+    return writer, todo, live, not (todo or promoted or retried)
 
 
 def _open_writer(run: ResolvedRun, run_dir: Path) -> DatasetWriter:
@@ -291,14 +292,19 @@ def _finish(
     live: LiveSnapshot,
     observer: RunObserver,
     status: RunStatus | None = None,
+    idle: bool = False,
 ) -> dict[str, Any]:
     """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given) and
-    tell the observer the run ended."""
+    tell the observer the run ended. An ``idle`` invocation (nothing staged, run or retried) leaves no entry in
+    ``executions`` (issue 42, item 18)."""
     writer.promote_ready()
     writer.write_stats()
     writer.write_videos_index()
     writer.remove_empty_staging()
-    end_execution(run_dir, log, time.monotonic() - live.started, interrupted=bool(status))
+    if idle:
+        log.executions = log.executions[:-1]
+    else:
+        end_execution(run_dir, log, time.monotonic() - live.started, interrupted=bool(status))
     result = grade_run_dir(run_dir)
     record_outcomes(log, result["episodes"])
     # an interruption that lost nothing (every episode already recorded) leaves the graded status

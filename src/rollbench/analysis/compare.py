@@ -111,6 +111,11 @@ def pairing_problem(a: RunData, b: RunData, *, common_tasks_only: bool = False) 
         )
     for task in sorted(ta):
         sa, sb = {k[0] for k in ta[task]}, {k[0] for k in tb[task]}
+        if sa != sb and (sa < sb or sb < sa):  # the same seeds, one run has more: not a seed mismatch (issue 42)
+            return (
+                f"episode counts differ (task {task}: {a.key} has {len(sa)} episodes, {b.key} {len(sb)}; the first "
+                f"{min(len(sa), len(sb))} share their seeds): evaluate both with the same --episodes"
+            )
         if sa != sb:
             return f"seeds differ (task {task}: {a.key} has {_compact(list(sa))}, {b.key} has {_compact(list(sb))})"
         if {k[:2] for k in ta[task]} != {k[:2] for k in tb[task]}:

@@ -7,12 +7,23 @@ from __future__ import annotations
 from typing import Any
 
 from rollbench.analysis.sources import RunData
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
+from rollbench.grading.robustness import check_trial_order
 from rollbench.grading.robustness import robustness_study as _study
 
 
-def robustness_study(run: RunData) -> dict[str, Any] | None:
-    """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`), or None."""
-    return _study(run.log.plan.episodes if run.log is not None else [], run.episodes)
+def robustness_study(run: RunData, rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any] | None:
+    """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`; errors under the
+    coverage ``rule``) with its ``trial_order`` (:func:`~rollbench.grading.robustness.check_trial_order`), or None.
+    ConfigError: an edited shuffled plan."""
+    if run.log is None:
+        return _study([], run.episodes, rule)
+    planned = run.log.plan.episodes
+    order = check_trial_order(planned, run.log.plan.trial_order)  # ConfigError: an edited shuffled plan
+    study = _study(planned, run.episodes, rule)
+    if study is not None:
+        study["trial_order"] = order
+    return study
 
 
 def study_env(env: str) -> tuple[str, list[str]]:

@@ -244,10 +244,15 @@ def _bad_export_fields(ep: dict[str, Any]) -> str | None:
 
 
 def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None:
-    data = read_json(path, "export of /api/runs")
+    if path.name == "run.json":
+        raise ConfigError(f"{path} is a run's run.json; give its run directory {path.parent}")
+    data = read_json(path, "dashboard export")
     runs = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(runs, list):
-        raise ConfigError(f"{path} is not a JSON export of /api/runs (expected an object with a 'runs' list)")
+        raise ConfigError(
+            f"{path} is neither a run directory nor a dashboard export (a JSON object with a 'runs' list); give run "
+            "directories or the folders holding them"
+        )
     for i, run in enumerate(runs):
         where = f"{path} (runs[{i}])"
         if not isinstance(run, dict) or not isinstance(run.get("episodes"), list):

@@ -21,7 +21,7 @@ from rollbench.cli.analysis_view import (
     print_comparison,
     print_summary,
 )
-from rollbench.cli.common import exit_on_errors, print_doc, print_json
+from rollbench.cli.common import exit_on_errors, print_doc, print_json, stage
 from rollbench.core.contracts import ConfigError
 from rollbench.core.paths import check_output_path
 
@@ -69,7 +69,9 @@ def print_warnings(warnings: list[str]) -> None:
 
 
 def summarize_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="Run directories, roots containing them, /api/runs exports.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Run directories, folders holding them, or dashboard exports (JSON).")
+    ],
     labels: Annotated[Path | None, typer.Option(help="Label sidecar (written by rollbench dashboard).")] = None,
     rubric: Annotated[
         str | None, typer.Option(help="Rubric name or file (default: the one the labels record).")
@@ -249,7 +251,9 @@ def _reproductions(loaded: Any, reference: str | None) -> list[dict[str, Any]]:
 
 
 def report_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="Run directories, roots containing them, /api/runs exports.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Run directories, folders holding them, or dashboard exports (JSON).")
+    ],
     out_path: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
     plots: Annotated[
         Path | None, typer.Option(help="Also write every figure as PNG and SVG into this directory.")
@@ -285,22 +289,26 @@ def report_cmd(
             check_output_path(plots, "--plots", directory=True)
         check_outputs(out_path, plots)
         rule = coverage_rule(min_coverage, exclude_policy_errors)
-        loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
-        if not loaded.runs:
-            raise ConfigError("no finished run among the inputs")
-        label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
-        comparison = report_comparison(loaded, seed=seed, rule=rule)
-        summary = summarize_runs(loaded, labels=label_set, rule=rule)
-        reproductions = _reproductions(loaded, reference)
-        text = render_report(
-            loaded,
-            labels=label_set,
-            comparison=comparison,
-            dashboard_url=dashboard_url,
-            plots_dir=plots,
-            summary=summary,
-            reproductions=reproductions,
-        )
+        status = stage("reading and grading the runs")  # progress on a terminal only (issue 42, item 20)
+        with status:
+            loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
+            if not loaded.runs:
+                raise ConfigError("no finished run among the inputs")
+            label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
+            status.update(f"comparing and pooling {len(loaded.runs)} run(s)")
+            comparison = report_comparison(loaded, seed=seed, rule=rule)
+            summary = summarize_runs(loaded, labels=label_set, rule=rule)
+            reproductions = _reproductions(loaded, reference)
+            status.update("drawing the figures and writing the page")
+            text = render_report(
+                loaded,
+                labels=label_set,
+                comparison=comparison,
+                dashboard_url=dashboard_url,
+                plots_dir=plots,
+                summary=summary,
+                reproductions=reproductions,
+            )
         warnings = report_warnings(comparison, summary)
     except ConfigError as exc:
         _fail(str(exc))

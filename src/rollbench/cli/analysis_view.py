@@ -12,21 +12,26 @@ from rich.table import Table
 
 from rollbench.cli.tables import print_table
 from rollbench.core.format import MISSING, interval, p_value, pct, points, points_interval
-from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE, CoverageRule, coverage_lines
+from rollbench.grading.coverage import (
+    DEFAULT_MIN_COVERAGE,
+    EXCLUDE_POLICY_ERRORS_HELP,
+    MIN_COVERAGE_HELP,
+    CoverageRule,
+    coverage_lines,
+)
 
 MinCoverage = Annotated[
     float,
     typer.Option(
         "--min-coverage",
-        help="Coverage gate: with fewer than this share of either arm's attempted episodes scored (environment and "
-        "infrastructure errors are not scored), the verdict is 'insufficient coverage'.",
+        help=MIN_COVERAGE_HELP,
     ),
 ]
 ExcludePolicyErrors = Annotated[
     bool,
     typer.Option(
         "--exclude-policy-errors",
-        help="Leave policy-fault errors out of rates and pairs too (by default they count as failures).",
+        help=EXCLUDE_POLICY_ERRORS_HELP,
     ),
 ]
 

@@ -19,11 +19,7 @@ from rollbench.cli.common import console, fail, print_json
 from rollbench.cli.run_flags import EXECUTION_FLAGS, eval_options, execution
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.core.format import MISSING
-
-
-def _pct(v: float | None) -> str:
-    return MISSING if v is None else f"{100 * v:.1f}%"
+from rollbench.core.format import MISSING, interval, p_value, pct, points
 
 
 def print_ranking(out: Console, doc: dict[str, Any]) -> None:
@@ -33,13 +29,11 @@ def print_ranking(out: Console, doc: dict[str, Any]) -> None:
         table.add_column(col, justify="right")
     for r in doc["checkpoints"]:
         cov, paired = r["coverage"], r.get("paired")
-        ci = MISSING if r["ci95"][0] is None else f"{_pct(r['ci95'][0])}-{_pct(r['ci95'][1])}"
-        diff = MISSING if paired is None else f"{100 * paired['difference']:+.1f} pts"
-        p = MISSING if paired is None else f"{paired['p_holm']:.3g}" + (" worse" if paired["worse"] else "")
+        ci = interval(r["ci95"][0], r["ci95"][1])
+        diff = MISSING if paired is None else f"{points(paired['difference'])} pts"
+        p = MISSING if paired is None else p_value(paired["p_holm"]) + (" worse" if paired["worse"] else "")
         pairs = MISSING if paired is None else str(paired["pairs"])
-        table.add_row(
-            str(r["step"]), _pct(r["success_rate"]), ci, f"{cov['scored']}/{cov['attempted']}", diff, p, pairs
-        )
+        table.add_row(str(r["step"]), pct(r["success_rate"]), ci, f"{cov['scored']}/{cov['attempted']}", diff, p, pairs)
     print_table(out, table)
     out.print(f"verdict: {doc['says']}", highlight=False, soft_wrap=True)
     for note in doc.get("notes", []):

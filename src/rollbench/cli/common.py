@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -22,8 +23,9 @@ from rollbench.core.stdio import seal_stdout
 
 console = Console(stderr=True)
 out = Console()
-if not out.is_terminal:  # piped output: do not squeeze tables into 80 columns
-    out = Console(width=160)
+if not out.is_terminal:  # piped output: $COLUMNS when set (issue 42, item 20), else 160 (never squeezed into 80)
+    _columns = os.environ.get("COLUMNS", "")
+    out = Console(width=int(_columns) if _columns.isdigit() and int(_columns) >= 40 else 160)
 
 
 def print_json(to: Console, text: str) -> None:
@@ -96,6 +98,19 @@ class OneLineErrors(TyperGroup):
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The ``Commands:`` section of ``rollbench --help`` with each command's whole first paragraph, wrapped at
+        words (click's own cuts it to one line ending "...": issue 42, item 20)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                said = cmd.short_help or (cmd.help or "").split("\n\n")[0]
+                rows.append((name, " ".join(said.split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
 
 def _usage_message(exc: click_errors.UsageError) -> str:
     """click's message, except for an unknown option: the closest real options of that command (difflib over all
@@ -125,3 +140,22 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class _Quiet:
+    """What :func:`stage` gives off a terminal: the same ``with`` and ``update`` as rich's Status, printing nothing."""
+
+    def __enter__(self) -> _Quiet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, text: str) -> None:
+        return None
+
+
+def stage(text: str) -> Any:
+    """A progress line (rich's spinner and ``text``, replaced by each ``update``) on stderr while a command works for
+    seconds, only when stderr is a terminal: pipes, files and tests see nothing (issue 42, item 20)."""
+    return console.status(text) if console.is_terminal else _Quiet()

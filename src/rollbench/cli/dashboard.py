@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -13,6 +14,9 @@ from rollbench.core.contracts import ConfigError
 
 if TYPE_CHECKING:
     from rollbench.dashboard.service import Dashboard
+
+
+MAX_STALE_AFTER_S = 7 * 86_400.0  # --stale-after: at most a week without run.live.json updates
 
 
 def _peer(value: str) -> tuple[str, str | None]:
@@ -44,6 +48,7 @@ def build_dashboard(
     from rollbench.dashboard.labels import default_annotator
     from rollbench.dashboard.rubrics import load_rubric
     from rollbench.dashboard.service import Dashboard, DashboardConfig
+    from rollbench.record.safe_files import refuse_inside_run
 
     for root in roots:
         if not root.is_dir():
@@ -51,10 +56,12 @@ def build_dashboard(
     if not roots and not peers:
         raise ConfigError("give at least one --root DIR or --peer URL")
     for what, path in (("--labels", labels), ("--cache-dir", cache_dir)):
-        if path is not None and any((d / "run.json").is_file() for d in path.resolve().parents):
-            raise ConfigError(
-                f"{what} {path} is inside a run directory; the dashboard never writes inside run directories"
-            )
+        if path is not None:
+            refuse_inside_run(path, what)  # the one check of every output option (issue 42, item 8)
+    if not 0 < stale_after_s <= MAX_STALE_AFTER_S:  # False for NaN too
+        raise ConfigError(
+            f"--stale-after must be more than 0 and at most {MAX_STALE_AFTER_S:g} seconds, got {stale_after_s:g}"
+        )
     if annotator is not None:
         check_segment(annotator, "--annotator")
     cfg = DashboardConfig(
@@ -145,7 +152,13 @@ def dashboard_cmd(
     shown = "localhost" if host in ("127.0.0.1", "::1") else host
     typer.echo(f"rollbench dashboard on http://{shown}:{port}/ (labels: {labels}, rubric: {dash.rubric.id})", err=True)
     dash.warm_up()
-    uvicorn.Server(uvicorn.Config(create_app(dash), log_level="warning")).run(sockets=[sock])
+    server = uvicorn.Server(uvicorn.Config(create_app(dash), log_level="warning"))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it caught, once it has shut down
+        raise typer.Exit(130) from None
+    if signal.SIGINT in getattr(server, "_captured_signals", []):  # a background job ignores the re-raised SIGINT
+        raise typer.Exit(130)  # as every command's Ctrl-C (docs/status.md; issue 42, item 19)
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:

@@ -3,6 +3,7 @@ and ``rollbench robustness`` (one code path for both)."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +66,14 @@ def run_with_display(
             )
     except KeyboardInterrupt as exc:
         where = display.run_dir if display.run_dir else out_dir
-        console.print(
+        said = (
             f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
-            f"`rollbench eval --resume {where}` (or the same command)",
+            f"`rollbench eval --resume {shlex.quote(str(where))}`"  # the directory made, not a new timestamped one
+            if where is not None
+            else "interrupted before any run directory was made; nothing was recorded"
+        )
+        console.print(
+            said,
             highlight=False,
             soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
         )

@@ -82,7 +82,9 @@ def eval_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the graded result as JSON.")] = False,
     trust_run: Annotated[
         bool,
-        typer.Option("--trust-run", help="--resume: load the modules and paths the run's run.json names."),
+        typer.Option(
+            "--trust-run", help="--resume: load the modules, paths, servers and agents the run's run.json names."
+        ),
     ] = False,
     **options: Any,
 ) -> None:

@@ -36,14 +36,30 @@ def mcp_cmd(
         list[str] | None,
         typer.Option(help="A lerobot:PATH_OR_REPO policy clients may run (the only ones they may name); repeatable."),
     ] = None,
+    allow_policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A policy server URL (ws://, wss://, http://, https://) or agent:PROVIDER/MODEL clients may run (the "
+            "only ones they may name; default none); repeatable."
+        ),
+    ] = None,
 ) -> None:
     """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
     from rollbench.mcp.server import serve
+    from rollbench.mcp.strict import check_max_steps_ceiling, outside_policy
+    from rollbench.record.safe_files import refuse_inside_run
 
     try:
-        checkpoints = tuple(lerobot_policy or ())
-        if bad := [p for p in checkpoints if not p.startswith("lerobot:")]:
+        if bad := [p for p in lerobot_policy or () if not p.startswith("lerobot:")]:
             raise ConfigError(f"--lerobot-policy {bad[0]!r}: give lerobot:PATH_OR_REPO_ID[@REVISION]")
+        if bad := [p for p in allow_policy or () if outside_policy(p) not in ("a policy server", "an agent")]:
+            raise ConfigError(
+                f"--allow-policy {bad[0]!r}: give a policy server URL (ws://, wss://, http://, https://) or "
+                "agent:PROVIDER/MODEL (registered policies need no permission; --lerobot-policy for checkpoints)"
+            )
+        check_max_steps_ceiling(max_steps_ceiling)  # before the root is made
+        refuse_inside_run(root, "--root")  # issue 42, item 8
+        checkpoints = (*(lerobot_policy or ()), *(allow_policy or ()))
         serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()), checkpoints)
     except ConfigError as exc:
         fail(str(exc))

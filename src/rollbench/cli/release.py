@@ -44,10 +44,12 @@ def release_cmd(
     by stable placeholders, and write MANIFEST.json (hashes, every redaction, filters)."""
     from rollbench.cli.analysis import print_warnings
     from rollbench.cli.common import fail as _fail
+    from rollbench.record.safe_files import refuse_inside_run
     from rollbench.release.copy import build_release
 
     out_console = Console(width=160)
     try:
+        refuse_inside_run(out)  # never into a recorded run, a released one's or another (issue 42, item 8)
         doc = build_release(
             list(paths),
             out,

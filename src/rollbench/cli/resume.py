@@ -42,8 +42,8 @@ def resumed_spec(
     loads = [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]
     if loads and not trust_run:
         raise ConfigError(
-            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import, run, read or send your API key to; "
-            "resume only a run "
-            "you trust: repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
+            f"{resume}/run.json names {', '.join(loads)}, which rollbench would import, run, read, connect to or "
+            "send your token or API key to; resume only a run you trust: repeat the name on the command line (e.g. "
+            "--policy/--env as recorded) or add --trust-run"
         )
     return spec

@@ -21,11 +21,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from rollbench.cli.analysis_view import ExcludePolicyErrors, MinCoverage, coverage_rule
 from rollbench.cli.common import fail, print_json
 from rollbench.cli.run_flags import EVAL_OPTIONS, eval_options, execution
 from rollbench.cli.spec_flags import given_flags
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import p_value, pct, points, points_interval
+from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE, CoverageRule
 
 _OVERRIDES = ("instruction", "instructions", "instruction_perturb")
 
@@ -73,7 +75,7 @@ def print_study(out: Any, study: dict[str, Any]) -> None:
     )
 
 
-def _from_disk(run_dir: Path, as_json: bool, figure: Path | None) -> None:
+def _from_disk(run_dir: Path, as_json: bool, figure: Path | None, rule: CoverageRule) -> None:
     from rollbench.analysis.robustness import robustness_study
     from rollbench.analysis.sources import load_runs
     from rollbench.cli.analysis import _out
@@ -84,7 +86,10 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None) -> None:
         fail(str(exc))
     if len(loaded.runs) != 1:
         fail(f"{run_dir}: expected one run directory, found {len(loaded.runs)}")
-    study = robustness_study(loaded.runs[0])
+    try:
+        study = robustness_study(loaded.runs[0], rule)
+    except ConfigError as exc:
+        fail(f"{run_dir}/{exc}")
     if study is None:
         fail(f"{run_dir}: no episode of this run is a perturbed instance (no plan.episodes[].perturbation)")
     if not study["categories"]:
@@ -104,6 +109,19 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None) -> None:
         print_study(out, study)
 
 
+def _check_figure(figure: Path) -> None:
+    """Exit 2 (one line) when ``--figure`` cannot be written as a file or lies inside a run directory (a PNG over
+    a run's meta/info.json: issue 42, item 8), before anything runs."""
+    from rollbench.core.paths import check_output_path
+    from rollbench.record.safe_files import refuse_inside_run
+
+    try:
+        check_output_path(figure, "--figure", directory=False)
+        refuse_inside_run(figure, "--figure")
+    except ConfigError as exc:
+        fail(str(exc))
+
+
 @eval_options()
 def robustness_cmd(
     ctx: typer.Context,
@@ -113,15 +131,23 @@ def robustness_cmd(
     figure: Annotated[
         Path | None, typer.Option(help="Write the success-against-level figure (PNG) of graded categories here.")
     ] = None,
+    min_coverage: MinCoverage = DEFAULT_MIN_COVERAGE,
+    exclude_policy_errors: ExcludePolicyErrors = False,
     **options: Any,
 ) -> None:
     """Evaluate a policy on perturbed tasks and on their unperturbed controls (same seeds and initial states), and
     report per perturbation category: control and perturbed rates, paired difference with 95% interval, exact
     McNemar test, Holm over categories; per level for graded perturbations."""
+    try:
+        rule = coverage_rule(min_coverage, exclude_policy_errors)
+    except ConfigError as exc:
+        fail(str(exc))
+    if figure is not None:
+        _check_figure(figure)
     if run_dir is not None:
         if given_flags(ctx, EVAL_OPTIONS) or out_dir is not None:
             fail("give a recorded RUN_DIR or a new study's --env/--policy (and options), not both")
-        _from_disk(run_dir, as_json, figure)
+        _from_disk(run_dir, as_json, figure, rule)
         return
     from rollbench.analysis.robustness import study_env
     from rollbench.cli.eval_run import new_spec, run_with_display
@@ -142,7 +168,7 @@ def robustness_cmd(
     result, recorded = run_with_display(spec, out_dir, run, as_json, options["host_label"], options["robot"])
     if recorded is None:
         fail("the study recorded no run directory", code=1)
-    _from_disk(recorded, as_json, figure)
+    _from_disk(recorded, as_json, figure, rule)
     if result["status"] != "OK":
         typer.echo(f"run status {result['status']}: " + "; ".join(result["reasons"][:5]), err=True)
         raise typer.Exit(1)

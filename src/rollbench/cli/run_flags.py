@@ -113,7 +113,16 @@ _PARTS: tuple[tuple[str, ...], ...] = (
         *("ray_placement", "ray_policy_per_node", "ray_shared_fs"),
     ),
     (
-        *("policy_timeout", "first_trial", "retry_errors", "success_hold", "fast_render", "host_label", "robot"),
+        *(
+            "policy_timeout",
+            "first_trial",
+            "trial_order_seed",
+            "retry_errors",
+            "success_hold",
+            "fast_render",
+            "host_label",
+            "robot",
+        ),
         *("instructions", "instruction_perturb", "wire_capture", "latency", "stale"),
     ),
 )

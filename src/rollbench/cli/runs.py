@@ -138,7 +138,7 @@ def runs_cmd(
         table.add_column(
             col,
             justify="right" if col in ("episodes", "success rate") else "left",
-            overflow="fold" if col == "status" else "ellipsis",  # a stale run's status is a sentence
+            overflow="fold" if col in ("run", "status", "task(s)", "policy") else "ellipsis",  # never cut
         )
     unreadable = [r for r in rows if "error" in r]
     for r in rows:
@@ -153,7 +153,7 @@ def runs_cmd(
             f"{rec}/{r['episodes_requested']}", rate,
             r["created"] or "",
         )  # fmt: skip
-    print_table(out, table)
+    print_table(out, table, breakable=("run", "policy"))  # one table at 100 columns (issue 42, item 20)
     for r in unreadable:
         out.print(f"unreadable: {r['run']}: {r['error']}", highlight=False, soft_wrap=True, markup=False)
     for r in (r for r in rows if r.get("damaged")):

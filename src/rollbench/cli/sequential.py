@@ -17,11 +17,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rollbench.cli.analysis_view import ExcludePolicyErrors, MinCoverage, coverage_rule
 from rollbench.cli.common import console, exit_on_errors, fail, print_doc, terminate_as_interrupt
 from rollbench.cli.run_flags import EXECUTION_FLAGS, IDENTITY_FLAGS, eval_options, execution
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING
+from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE
 
 SAYS = {
     "b_better": "B better",
@@ -60,7 +62,7 @@ def print_sequential(out: Console, doc: dict[str, Any]) -> None:
             f"{d['futility_error']:.3f}{'' if d.get('futility') is not False else ' (futility off)'}, power "
             f"{d['power']:.3f}{_wanted(d)} (fixed-N McNemar needs {d['fixed_n']} pairs)",
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=False,  # wrapped at words to the width (issue 42, item 20)
         )
     if doc.get("log"):
         out.print(f"decision log {doc['log']['path']}: agrees with the run directories", highlight=False)
@@ -106,6 +108,8 @@ def sequential_cmd(
             "--futility/--no-futility", help="Stop for futility (non-binding: alpha holds either way; off: more power)."
         ),
     ] = True,
+    min_coverage: MinCoverage = DEFAULT_MIN_COVERAGE,
+    exclude_policy_errors: ExcludePolicyErrors = False,
     action_noise_a: Annotated[float, typer.Option(min=0.0, help="Action noise std of arm A.")] = 0.0,
     action_noise_b: Annotated[float, typer.Option(min=0.0, help="Action noise std of arm B.")] = 0.0,
     policy_options_a: Annotated[str | None, typer.Option(help="Policy options of A (JSON or file).")] = None,
@@ -125,10 +129,16 @@ def sequential_cmd(
     from rollbench.sequential.runner import SequentialConfig, run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
+    if not 0 < delta < 1:  # False for NaN too
+        fail(
+            f"--delta {delta:g}: give the difference in success rate as a fraction between 0 and 1 (0.2 = 20 "
+            "percentage points)"
+        )
     try:
         spec_a = _spec(env, policy_a, action_noise_a, policy_options_a, common)
         spec_b = _spec(env, policy_b, action_noise_b, policy_options_b, common)
         run = execution(options)
+        coverage = coverage_rule(min_coverage, exclude_policy_errors)
     except ConfigError as exc:
         fail(str(exc))
 
@@ -151,8 +161,8 @@ def sequential_cmd(
         ):  # the policies' output and children: never stdout
             config = SequentialConfig(
                 delta=delta, alpha=alpha, beta=beta, p_a=p_a, discordant=discordant, budget=budget,
-                look_every=look_every, futility=futility, execution=run, host_label=options["host_label"],
-                robot=options["robot"],
+                look_every=look_every, futility=futility, coverage=coverage, execution=run,
+                host_label=options["host_label"], robot=options["robot"],
             )  # fmt: skip
             doc = _interruptible(seen, lambda: run_sequential(
                 spec_a, spec_b, out_dir, config, on_look=on_look,

@@ -115,6 +115,10 @@ def serve_policy_cmd(
             fail("--fault is the deprecated name of --inject: give --inject only")
         inject = fault
     try:
+        if log_requests is not None:
+            from rollbench.record.safe_files import refuse_inside_run
+
+            refuse_inside_run(log_requests, "--log-requests")  # issue 42, item 8
         guard = _access(host, token, allow_host or [], protocol, path)
         limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
         batching = Batching(max_batch, batch_window_ms)

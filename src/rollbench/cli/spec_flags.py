@@ -142,6 +142,10 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
         minimum=0.001,
     ),
     SpecFlag("first_trial", "Run trials FIRST_TRIAL.. of each task, with the full plan's seeds and states."),
+    SpecFlag(
+        "trial_order_seed",
+        "Draw each task's trials in a seeded random order (as sequential plans do; recorded); default: in order.",
+    ),
     SpecFlag("success_hold", "Success must hold this many consecutive steps to count (recorded)."),
     SpecFlag(
         "fast_render", "Reflections and shadows off (LIBERO; recorded).", decls=("--fast-render/--no-fast-render",)

@@ -60,11 +60,18 @@ def _widest_line(text: str) -> int:
     return max((len(line) for line in text.splitlines()), default=0)
 
 
-def _min_width(column: Column) -> int:
-    """Narrowest a column may be: its widest line when whole, its longest word when it may fold."""
+FOLDED_WORD = 10
+"""The narrowest a ``breakable`` column (:func:`print_table`) may be: a longer word folds onto the next lines whole."""
+
+
+def _min_width(column: Column, breakable: bool = False) -> int:
+    """Narrowest a column may be: its widest line when whole, its longest word when it may fold (at most
+    :data:`FOLDED_WORD` when ``breakable``: such a word is folded across lines, every character kept)."""
     texts = [_plain(column.header), *(_plain(c) for c in column.cells)]
     if column.overflow == "fold":
-        return max((len(w) for s in texts for w in s.split()), default=1)
+        longest = max((len(w) for s in texts for w in s.split()), default=1)
+        header = max((len(w) for w in _plain(column.header).split()), default=1)
+        return max(min(longest, FOLDED_WORD), header) if breakable else longest
     return max((_widest_line(s) for s in texts), default=1)
 
 
@@ -85,19 +92,21 @@ def _sub_table(table: Table, columns: list[int], title: bool) -> Table:
     return sub
 
 
-def print_table(console: Console, table: Table, keys: int = 1) -> None:
+def print_table(console: Console, table: Table, keys: int = 1, breakable: tuple[str, ...] = ()) -> None:
     """Print ``table`` on ``console`` whole (see the module docstring). Columns added with ``overflow="fold"``
     may wrap at spaces; all others keep every cell on its lines, uncut. ``keys``: how many leading columns identify
-    a row (every split table repeats all of them, so the rows of two models stay apart)."""
+    a row (every split table repeats all of them, so the rows of two models stay apart). ``breakable``: headers of
+    fold columns whose long words (run names, paths) may also fold across lines rather than split the table."""
     for column in table.columns:
         column._cells = [_safe(c) for c in column._cells]  # rich keeps a column's cells there (no public setter)
-    widths = [_min_width(c) for c in table.columns]
+    widths = [_min_width(c, _plain(c.header) in breakable) for c in table.columns]
     for column, width in zip(table.columns, widths, strict=True):
+        column.min_width = max(column.min_width or 0, width)  # rich never shrinks a column below what fits here
         if column.overflow != "fold":
             column.no_wrap = True
-            column.min_width = width
     every = list(range(len(table.columns)))
     if _width(table, every, widths) <= console.width:
+        _fit_breakable(table, widths, breakable, console.width)
         console.print(table)
         return
     key = every[: max(1, min(keys, len(every) - 1))]
@@ -111,6 +120,20 @@ def print_table(console: Console, table: Table, keys: int = 1) -> None:
         return
     for n, group in enumerate(groups):
         console.print(_sub_table(table, group, title=n == 0))
+
+
+def _fit_breakable(table: Table, widths: list[int], breakable: tuple[str, ...], width: int) -> None:
+    """Give the ``breakable`` columns of a table that fits at its narrowest (``widths``) the console's spare columns,
+    shared in proportion to their widest lines, as fixed widths: rich then folds their long words inside them
+    instead of letting the table run past the console."""
+    chosen = [i for i, c in enumerate(table.columns) if _plain(c.header) in breakable]
+    natural = {i: max(_min_width(table.columns[i]), widths[i]) for i in chosen}
+    spare = width - _width(table, list(range(len(table.columns))), widths)
+    extra = sum(natural[i] - widths[i] for i in chosen)
+    if not chosen or extra <= spare:
+        return
+    for i in chosen:
+        table.columns[i].width = widths[i] + (natural[i] - widths[i]) * spare // extra
 
 
 def _print_vertical(console: Console, table: Table) -> None:

@@ -111,10 +111,36 @@ def trial_population(spec: EvalSpec, task: TaskInfo) -> tuple[int, int]:
     return spec.first_trial, spec.first_trial + spec.episodes
 
 
+def order_stream(task: str, control: str | None) -> str:
+    """The name a task's shuffled order is drawn under: its control task's for a perturbed task that names one (so a
+    robustness plan's perturbed and control tasks share one permutation: each pair keeps one seed and initial
+    state), else its own."""
+    return control or task
+
+
+def plan_populations(spec: EvalSpec, tasks: Sequence[TaskInfo]) -> dict[str, tuple[int, int]]:
+    """Each task's population ``[first, end)`` (:func:`trial_population`), shared by the tasks of one
+    :func:`order_stream` (the narrowest of theirs, which still holds ``spec.episodes`` trials)."""
+    own = {t.name: trial_population(spec, t) for t in tasks}
+    stream = {t.name: order_stream(t.name, t.perturbation.control if t.perturbation else None) for t in tasks}
+    ends: dict[str, int] = {}
+    for name, (_, end) in own.items():
+        ends[stream[name]] = min(end, ends.get(stream[name], end))
+    return {name: (own[name][0], ends[stream[name]]) for name in own}
+
+
+def recorded_stream(plan: PlanRecord, task: str) -> str:
+    """:func:`order_stream` of ``task`` as run.json's ``plan.tasks`` records it (its perturbation's control)."""
+    rec = next((t for t in plan.tasks if t.name == task), None)
+    pert = rec.perturbation if rec is not None else None
+    return order_stream(task, pert.control if pert is not None else None)
+
+
 def trial_order(seed: int, task: str, first: int, end: int, episodes: int) -> list[int]:
     """The trials of a shuffled plan's task, in plan order: the first ``episodes`` of a uniform permutation of
-    ``first .. end - 1`` drawn by numpy's PCG64 from the seed sequence ``[seed, crc32(task name)]`` (so each task of
-    a suite has its own order and the same task the same order in both arms of a comparison)."""
+    ``first .. end - 1`` drawn by numpy's PCG64 from the seed sequence ``[seed, crc32(task)]`` (so each task of
+    a suite has its own order and the same task the same order in both arms of a comparison). ``task`` is the
+    task's :func:`order_stream`: a perturbed task draws its control's order."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, zlib.crc32(task.encode())])))
     return [int(t) for t in rng.permutation(np.arange(first, end, dtype=np.int64))[:episodes]]
 
@@ -128,6 +154,7 @@ def make_plan(spec: EvalSpec) -> Plan:
         raise ConfigError(f"these tasks render at different sizes ({sizes}); give one with --image-size")
     instructions: list[str] = []
     episodes: list[PlannedEpisode] = []
+    populations = plan_populations(spec, tasks)
     for ti, task in enumerate(tasks):
         variants = task_variants(spec, task)
         for _, instruction in variants:
@@ -148,10 +175,11 @@ def make_plan(spec: EvalSpec) -> Plan:
             bad = [c for c in spec.cameras if c not in task.cameras]
             if bad:
                 raise ConfigError(f"task {task.name} has no camera {bad}; its cameras: {list(task.cameras)}")
-        first, end = trial_population(spec, task)
+        first, end = populations[task.name]
         trials = list(range(first, end))
         if spec.trial_order_seed is not None:
-            trials = trial_order(spec.trial_order_seed, task.name, first, end, spec.episodes)
+            stream = order_stream(task.name, task.perturbation.control if task.perturbation else None)
+            trials = trial_order(spec.trial_order_seed, stream, first, end, spec.episodes)
         for vi, (variant, instruction) in enumerate(variants):
             for j in range(spec.episodes):
                 k = trials[j]
@@ -337,7 +365,7 @@ def trial_order_log(spec: EvalSpec, plan: Plan) -> dict[str, Any]:
     return {
         "method": "seeded-permutation",
         "seed": spec.trial_order_seed,
-        "populations": {t.name: list(trial_population(spec, t)) for t in plan.tasks},
+        "populations": {name: list(pop) for name, pop in plan_populations(spec, plan.tasks).items()},
     }
 
 

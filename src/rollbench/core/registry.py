@@ -18,6 +18,7 @@ from typing import Any
 from rollbench.core.broken_family import BrokenFamily
 from rollbench.core.contracts import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo, describe
 from rollbench.core.family import EnvFamily, EnvOptions, ServedLayout, adopt
+from rollbench.core.import_hint import OWN_POLICY_FORM, cannot_import
 from rollbench.core.interrupts import contained
 from rollbench.core.suite_names import refuse_suite_position
 
@@ -254,7 +255,7 @@ def policy_factory(name: str) -> PolicyFactory:
         valid = sorted(k for k in names if k not in ("ws", "wss", "http", "https", *PREFIX_POLICIES))
         schemes = sorted(k + "://HOST:PORT" for k in names if k in ("ws", "wss", "http", "https"))
         prefixed = sorted(PREFIX_POLICIES[k] for k in names if k in PREFIX_POLICIES)
-        raise unknown_name_error("policy", name, valid + schemes + prefixed)
+        raise unknown_name_error("policy", name, valid + schemes + prefixed + [OWN_POLICY_FORM])
     with contained() as load:
         factory: PolicyFactory = names[key].load()
     if isinstance(load.error, ImportError):
@@ -282,7 +283,7 @@ def _factory_from_path(name: str) -> PolicyFactory:
     with contained() as load:
         module = importlib.import_module(module_name)
     if isinstance(load.error, ImportError):
-        raise ConfigError(f"policy {name!r}: cannot import module {module_name!r} ({load.error})")
+        raise ConfigError(cannot_import(name, module_name, load.error))
     if load.error:  # the module's own code raised while it was imported
         raise ConfigError(f"policy {name!r}: importing module {module_name!r} raised {_raised(load.error)}")
     factory = getattr(module, attr, None)

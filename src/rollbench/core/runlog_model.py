@@ -245,6 +245,13 @@ class SequentialDesignRecord(Closed):
     power_target: float | None = Field(default=None, description="The power wanted at delta (issue 40 on).")
 
 
+class CoverageRuleRecord(Closed):
+    """The coverage rule a sequential comparison counts its pairs under (:class:`rollbench.grading.coverage.CoverageRule`)."""
+
+    min_coverage: float = Field(ge=0, le=1, description="--min-coverage: scored / attempted needed in each arm.")
+    exclude_policy_errors: bool = Field(description="--exclude-policy-errors: policy errors left out, not failures.")
+
+
 class SequentialRecord(Closed):
     """``run.json`` ``sequential``: this run is one arm of a sequential paired comparison (``rollbench sequential``)."""
 
@@ -259,6 +266,9 @@ class SequentialRecord(Closed):
     design: SequentialDesignRecord
     decision: Literal["b_better", "a_better", "futility", "budget_exhausted", "insufficient_coverage"] | None = None
     stopped_at: int | None = Field(default=None, ge=1, description="Pairs at the look that decided.")
+    coverage_rule: CoverageRuleRecord | None = Field(
+        default=None, description="The coverage rule's options; absent = its defaults (0.95, policy errors counted)."
+    )
 
 
 class RunLog(Closed):

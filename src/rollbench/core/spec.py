@@ -256,17 +256,20 @@ def build_spec(**fields: Any) -> EvalSpec:
 
 
 def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
-    """The names in ``spec`` that make rollbench import code or read a path it names, as ``(field, value)``: a
-    ``package.module:factory`` policy (imports the module), a ``lerobot:PATH_OR_REPO`` policy (reads a checkpoint
-    or downloads a Hub repo), a ``python`` interpreter in the policy options (runs it), a ``base_url`` in the policy
-    options (an agent policy sends the user's API key there), a task whose family says the name gives code to
-    import or an interpreter to run (``EnvFamily.names_code``: ``gym:MODULE:ID``, ``hostedgym:PYTHON:ID``). A run
-    directory someone handed over may name any of them in its run.json: resuming it loads them only when the user
-    names the same values again (issue 30, item 14)."""
-    from rollbench.core.registry import family_of, is_import_path
+    """The names in ``spec`` that make rollbench import code, run an interpreter, read a path, connect somewhere or
+    spend a credential, as ``(field, value)``: every policy name with a ``:`` (a ``package.module:factory`` imports
+    the module, a ``lerobot:PATH_OR_REPO`` reads a checkpoint or downloads a Hub repo, a ``ws://``/``wss://``/
+    ``http://``/``https://`` URL connects there with ``$ROLLBENCH_SERVER_TOKEN``, an ``agent:PROVIDER/MODEL`` calls
+    the provider with the user's API key), a ``python`` interpreter in the policy options (runs it), a ``base_url``
+    in the policy options (an agent policy sends the user's API key there), a task whose family says the name gives
+    code to import or an interpreter to run (``EnvFamily.names_code``: ``gym:MODULE:ID``, ``hostedgym:PYTHON:ID``).
+    A run directory someone handed over may name any of them in its run.json: resuming it loads them only when the
+    user names the same values again (issue 30, item 14; issue 42, item 1). Registered plain names (``zero``,
+    ``scripted-expert``) never have a ``:``."""
+    from rollbench.core.registry import family_of
 
     found = []
-    if is_import_path(spec.policy) or spec.policy.startswith("lerobot:"):
+    if ":" in spec.policy:
         found.append(("policy", spec.policy))
     if "python" in spec.policy_options:
         found.append(("policy_options", f"python={spec.policy_options['python']}"))

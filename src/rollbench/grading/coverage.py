@@ -36,6 +36,11 @@ from rollbench.core.contracts import FAULTS, ConfigError
 DEFAULT_MIN_COVERAGE = 0.95
 MIN_COVERAGE_OPTION = "--min-coverage"
 EXCLUDE_POLICY_ERRORS_OPTION = "--exclude-policy-errors"
+MIN_COVERAGE_HELP = (
+    "Coverage gate: with fewer than this share of either arm's attempted episodes scored (environment and "
+    "infrastructure errors are not scored), the verdict is 'insufficient coverage'."
+)
+EXCLUDE_POLICY_ERRORS_HELP = "Leave policy-fault errors out of rates and pairs too (by default they count as failures)."
 UNCLASSIFIED = "unclassified"  # an error recorded before ``rollbench/error_fault`` existed
 NOT_RECORDED = "not_recorded"  # a planned episode that was never recorded (only when a caller counts them)
 EXCLUDED_REASONS: tuple[str, ...] = (*FAULTS, UNCLASSIFIED, NOT_RECORDED)  # ordered, for stable output

@@ -31,8 +31,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode
-from rollbench.grading.coverage import Outcome, coverage_gate, outcome_of, pair, score, tally, verdict
+from rollbench.core.contracts import ConfigError
+from rollbench.core.plan import order_stream, trial_order
+from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode, TrialOrder
+from rollbench.grading.coverage import (
+    DEFAULT_RULE,
+    CoverageRule,
+    Outcome,
+    coverage_gate,
+    outcome_of,
+    pair,
+    score,
+    tally,
+    verdict,
+)
 from rollbench.grading.stats import bootstrap_difference, holm, mcnemar_exact, wilson_interval
 
 N_RESAMPLES = 10_000
@@ -49,19 +61,19 @@ def _rate(successes: int, n: int) -> dict[str, Any]:
     return {"successes": successes, "rate": successes / n if n else None, "ci95_low": low, "ci95_high": high}
 
 
-def _block(rows: list[tuple[Outcome, Outcome, str]]) -> dict[str, Any]:
+def _block(rows: list[tuple[Outcome, Outcome, str]], rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any]:
     """Statistics of ``(control outcome, perturbed outcome, control task)`` trials under the coverage rule
     (:mod:`rollbench.grading.coverage`): a trial with an environment or infrastructure error on either side is not a
     pair; each side's coverage; the verdict (``b_better``: the perturbed arm better) gated on coverage."""
     control, perturbed = [r[0] for r in rows], [r[1] for r in rows]
-    kept = pair(control, perturbed)
+    kept = pair(control, perturbed, rule)
     c, q = kept.a, kept.b
     n = kept.n
     strata = [rows[i][2] for i in kept.positions]
     boot = bootstrap_difference(c, q, paired=True, strata=strata, n_resamples=N_RESAMPLES, seed=SEED)
     test = mcnemar_exact(c, q)
-    cov_c, cov_q = tally(control), tally(perturbed)
-    gate = coverage_gate(cov_c, cov_q, names=("control", "perturbed"))
+    cov_c, cov_q = tally(control, rule), tally(perturbed, rule)
+    gate = coverage_gate(cov_c, cov_q, rule, names=("control", "perturbed"))
     return {
         "pairs": n,
         "control": _rate(int(c.sum()), n),
@@ -81,9 +93,36 @@ def _block(rows: list[tuple[Outcome, Outcome, str]]) -> dict[str, Any]:
     }
 
 
-def robustness_study(planned: Sequence[PlannedEpisode], episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+def check_trial_order(planned: Sequence[PlannedEpisode], order: TrialOrder | None) -> str:
+    """How the study's trials were ordered: ``"plan order"``, or for a shuffled plan (run.json ``plan.trial_order``)
+    the seed, after checking that every task's planned trials are the ones its recorded permutation gives (a perturbed
+    task draws its control's: :func:`rollbench.core.plan.order_stream`, one permutation per pair of tasks).
+    Raises ConfigError naming the first planned trial that differs (an edited plan) or a task without population."""
+    if order is None:
+        return "plan order"
+    by_task: dict[str, list[PlannedEpisode]] = defaultdict(list)
+    for p in planned:
+        by_task[p.task].append(p)
+    for task, eps in by_task.items():
+        pop = order.populations.get(task)
+        if pop is None or len(pop) != 2:
+            raise ConfigError(f"run.json: plan.trial_order has no population for task {task}")
+        control = eps[0].perturbation.control if eps[0].perturbation is not None else None
+        want = trial_order(order.seed, order_stream(task, control), pop[0], pop[1], len(eps))
+        for j, (p, k) in enumerate(zip(eps, want, strict=True)):
+            if p.trial != k:
+                raise ConfigError(
+                    f"run.json: planned trial {j} of {task} is {p.trial!r}, but the recorded permutation "
+                    f"(seed {order.seed}) gives {k} (edited)"
+                )
+    return f"shuffled (seed {order.seed}; each perturbed task shares its control's permutation)"
+
+
+def robustness_study(
+    planned: Sequence[PlannedEpisode], episodes: list[dict[str, Any]], rule: CoverageRule = DEFAULT_RULE
+) -> dict[str, Any] | None:
     """The robustness table of one run (module docstring) from its planned episodes (run.json ``plan.episodes``)
-    and grade's episode rows, or None when no episode of it is perturbed.
+    and grade's episode rows, errors under the coverage ``rule``, or None when no episode of it is perturbed.
 
     Returns ``{"categories": {category: block + "p_holm", "levels": [{level, ...block, p_holm}], "details":
     [...]}}, "unpaired": n, "dropped_errors": n (trials that are not pairs under the coverage rule), ... "episodes": {"perturbed": n, "control": n}, "method": str}``;
@@ -108,13 +147,13 @@ def robustness_study(planned: Sequence[PlannedEpisode], episodes: list[dict[str,
             continue
         controls.add((str(key[0]), key[1]))
         oc, op = outcome_of(by_key[key]), outcome_of(e)
-        dropped += score(oc) is None or score(op) is None  # not a pair under the coverage rule
+        dropped += score(oc, rule) is None or score(op, rule) is None  # not a pair under the coverage rule
         pairs[p.category].append((oc, op, p.control, p.level, p.detail))
     categories: dict[str, Any] = {}
     for cat, rows in pairs.items():
-        block = _block([r[:3] for r in rows])
+        block = _block([r[:3] for r in rows], rule)
         levels = sorted({r[3] for r in rows if r[3] is not None})
-        block["levels"] = [{"level": lv, **_block([r[:3] for r in rows if r[3] == lv])} for lv in levels]
+        block["levels"] = [{"level": lv, **_block([r[:3] for r in rows if r[3] == lv], rule)} for lv in levels]
         for lv, adj in zip(block["levels"], holm([b["p_value"] for b in block["levels"]]), strict=True):
             lv["p_holm"] = adj
             lv["verdict"] = verdict(adj, lv["difference"], gate=lv["coverage_gate"])
@@ -124,6 +163,7 @@ def robustness_study(planned: Sequence[PlannedEpisode], episodes: list[dict[str,
         categories[cat]["p_holm"] = adj
         categories[cat]["verdict"] = verdict(adj, categories[cat]["difference"], gate=categories[cat]["coverage_gate"])
     return {
+        "coverage_rule": rule.to_dict(),
         "categories": categories,
         "unpaired": unpaired,
         "dropped_errors": dropped,
@@ -140,8 +180,8 @@ def robustness_study(planned: Sequence[PlannedEpisode], episodes: list[dict[str,
     }
 
 
-def study_of_run(run_dir: Path) -> dict[str, Any]:
-    """:func:`robustness_study` of a run directory: grade's episodes and run.json's planned episodes, both read from
+def study_of_run(run_dir: Path, rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any]:
+    """:func:`robustness_study` of a run directory (errors under ``rule``): grade's episodes and run.json's planned episodes, both read from
     the files. Raises what :func:`rollbench.grading.grade.grade` raises for a run it cannot read, and ConfigError
     for a run without perturbed episodes."""
     from rollbench.grading.grade import grade
@@ -149,7 +189,7 @@ def study_of_run(run_dir: Path) -> dict[str, Any]:
 
     result = grade(run_dir)
     log = read_run_log(run_dir)
-    study = robustness_study(log.plan.episodes if log else [], result["episodes"])
+    study = robustness_study(log.plan.episodes if log else [], result["episodes"], rule)
     if study is None:
         from rollbench.core.contracts import ConfigError
 

@@ -17,12 +17,11 @@ from typing import Annotated, Any, Literal
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.mcp.strict import rollout_spec
+from rollbench.mcp.strict import rollout_spec, tool_error
 
 DESCRIPTION = (
     "Answer 'is policy B better than policy A on this task?' with as few episodes as the answer needs: both policies "
@@ -140,8 +139,8 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
         from rollbench.run.runners import Execution
         from rollbench.sequential.runner import SequentialConfig, run_sequential
 
-        spec_a = rollout_spec(svc.ceiling, policy_a, env, 1, max_steps, seed, None, False)
-        spec_b = rollout_spec(svc.ceiling, policy_b, env, 1, max_steps, seed, None, False)
+        spec_a = rollout_spec(svc.ceiling, policy_a, env, 1, max_steps, seed, None, False, svc.checkpoints)
+        spec_b = rollout_spec(svc.ceiling, policy_b, env, 1, max_steps, seed, None, False, svc.checkpoints)
         run_id = run_name if run_name is not None else f"sequential-{uuid.uuid4().hex[:8]}"
         out = svc.run_dir(run_id)
         stop = threading.Event()
@@ -163,8 +162,8 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
             raise
         except ConfigError as exc:  # the names' hint only where a name was wrong (a design error is about numbers)
             hint = " (list_envs and list_policies give every valid name)" if "unknown " in str(exc) else ""
-            raise ToolError(f"{exc}{hint}") from None
+            raise tool_error(exc, (policy_a, policy_b), hint) from None
         except RollbenchError as exc:
-            raise ToolError(str(exc)) from None
+            raise tool_error(exc, (policy_a, policy_b)) from None
         res = result_of(doc, run_id)
         return call_result(res.summary, res)

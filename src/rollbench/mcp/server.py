@@ -1,20 +1,18 @@
 """``rollbench mcp``: the rollout tools for LLM agents, over the Model Context Protocol (official ``mcp`` SDK).
 
-Tools: ``run_policy_rollout``, ``list_envs``, ``list_policies``, ``get_run``, ``grade_run``, ``list_runs``, and
-``compare_policies_sequential`` (:mod:`rollbench.mcp.sequential`), ``rank_checkpoints``
-(:mod:`rollbench.mcp.checkpoints`).
-``run_policy_rollout`` calls :func:`rollbench.api.evaluate` (N independently reset episodes, recorded as a LeRobot
-v3 dataset, graded from disk) in a worker thread, so one code path serves the CLI, this server and the tests.
-Its ``status`` is what :func:`rollbench.grading.grade.grade` computed from the run directory, never a default: ``OK`` only
-when every requested episode is recorded and none errored. Each finished episode is sent as an MCP progress
-notification; a client cancellation (``notifications/cancelled``) stops the run between episodes and leaves a
-resumable run directory. Runs live only under ``--root``; bad arguments return a tool error (``isError``) naming
-the valid values, and write nothing. Protocol: https://modelcontextprotocol.io/specification (tools, progress,
-cancellation).
+Tools: ``run_policy_rollout``, ``list_envs``, ``list_policies``, ``get_run``, ``grade_run``, ``robustness_study``,
+``list_runs``, ``compare_policies_sequential`` (:mod:`rollbench.mcp.sequential`), ``rank_checkpoints``
+(:mod:`rollbench.mcp.checkpoints`). ``run_policy_rollout`` calls
+:func:`rollbench.api.evaluate` (N independently reset episodes, recorded as a LeRobot v3 dataset, graded from disk)
+in a worker thread, so one code path serves the CLI, this server and the tests. Its ``status`` is what
+:func:`rollbench.grading.grade.grade` computed from the run directory, never a default: ``OK`` only when every
+requested episode is recorded and none errored. Each finished episode is sent as an MCP progress notification; a
+client cancellation (``notifications/cancelled``) stops the run between episodes and leaves a resumable run
+directory. Runs live only under ``--root``; bad arguments return a tool error (``isError``) naming the valid values,
+and write nothing. Protocol: https://modelcontextprotocol.io/specification (tools, progress, cancellation).
 
-No ``from __future__ import annotations`` here: the tool signatures are evaluated when the server is built, so the
-published JSON schema carries the configured ``--max-steps-ceiling``.
-"""
+No ``from __future__ import annotations``: tool signatures are evaluated when the server is built (the published
+JSON schema carries the configured ``--max-steps-ceiling``)."""
 
 import contextlib
 import json
@@ -36,6 +34,8 @@ from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.spec import MAX_INSTRUCTION_CHARS, EvalSpec
+from rollbench.grading.coverage import DEFAULT_RULE, EXCLUDE_POLICY_ERRORS_HELP, MIN_COVERAGE_HELP, CoverageRule
+from rollbench.grading.robustness import study_of_run
 from rollbench.mcp.catalog import env_listing
 from rollbench.mcp.checkpoints import add_checkpoints_tool
 from rollbench.mcp.progress import Active, Notifier
@@ -52,7 +52,7 @@ from rollbench.mcp.results import (
     run_row,
 )
 from rollbench.mcp.sequential import add_sequential_tool
-from rollbench.mcp.strict import make_strict, rollout_spec
+from rollbench.mcp.strict import MAX_EPISODES, check_max_steps_ceiling, make_strict, rollout_spec, tool_error
 from rollbench.record.runlog import is_locked, read_run_log, require_run_log
 from rollbench.record.safe_files import iter_run_dirs, read_regular_json
 
@@ -68,11 +68,10 @@ class RolloutService:
     def __init__(
         self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
     ) -> None:
-        if max_steps_ceiling < 1:
-            raise ConfigError(f"--max-steps-ceiling must be >= 1, got {max_steps_ceiling}")
+        check_max_steps_ceiling(max_steps_ceiling)  # 1 to MAX_STEPS_CEILING
         self.root = root.expanduser().resolve()
         self.ceiling = max_steps_ceiling
-        self.checkpoints = checkpoints  # the lerobot:... policies this server was started with (--lerobot-policy)
+        self.checkpoints = checkpoints  # its lerobot:, URL and agent: policies (mcp.strict.check_allowed)
         self.active: dict[str, Active] = {}
 
     def run_dir(self, run_id: str) -> Path:
@@ -121,9 +120,9 @@ class RolloutService:
                 log.info("run %s stopped on cancellation after %d episodes", run_id, active.done)
             raise
         except ConfigError as exc:
-            raise ToolError(f"{exc} (list_envs and list_policies give every valid name)") from None
+            raise tool_error(exc, (spec.policy,), " (list_envs and list_policies give every valid name)") from None
         except RollbenchError as exc:
-            raise ToolError(str(exc)) from None
+            raise tool_error(exc, (spec.policy,)) from None
         except Exception as exc:
             log.exception("run %s failed", run_id)
             raise ToolError(
@@ -161,12 +160,10 @@ class RolloutService:
         res = run_result(result, run_id, run_dir, read_run_log(run_dir), None)
         return _call_result(res.summary, res)
 
-    def robustness(self, run_id: str) -> dict[str, Any]:
+    def robustness(self, run_id: str, rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any]:
         """The robustness table of a run, recomputed from its files (:mod:`rollbench.grading.robustness`)."""
-        from rollbench.grading.robustness import study_of_run
-
         try:
-            return study_of_run(self.existing_run_dir(run_id))
+            return study_of_run(self.existing_run_dir(run_id), rule)
         except RollbenchError as exc:
             raise ToolError(str(exc)) from None
 
@@ -255,8 +252,8 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         n_episodes: Annotated[
             int,
             Field(
-                description="Episodes to record per task; the scene is reset before each one.",
-                json_schema_extra={"minimum": 1},
+                description=f"Episodes to record per task (1 to {MAX_EPISODES}); the scene is reset before each one.",
+                json_schema_extra={"minimum": 1, "maximum": MAX_EPISODES},
             ),
         ],
         max_steps: Annotated[
@@ -322,9 +319,11 @@ def _add_read_tools(server: MCPServer, svc: RolloutService) -> None:
     @server.tool(annotations=reads)
     def robustness_study(
         run_id: Annotated[str, Field(description="A run id from run_policy_rollout or list_runs.")],
+        min_coverage: Annotated[float, Field(ge=0, le=1, description=MIN_COVERAGE_HELP)] = DEFAULT_RULE.min_coverage,
+        exclude_policy_errors: Annotated[bool, Field(description=EXCLUDE_POLICY_ERRORS_HELP)] = False,
     ) -> dict[str, Any]:
         """Robustness table of a run of perturbed tasks and their controls (e.g. LIBERO-PRO suites with their base suites): per perturbation category and level, control and perturbed success rates over paired trials, the paired difference with its 95% interval, the exact McNemar p-value and Holm's adjusted one; recomputed from the files."""
-        return svc.robustness(run_id)
+        return svc.robustness(run_id, CoverageRule(min_coverage, exclude_policy_errors))
 
     @server.tool(annotations=reads)
     def list_runs(

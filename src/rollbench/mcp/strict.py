@@ -12,6 +12,7 @@ valid argument names, returned as a tool error (``isError``) that the model can 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,8 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.format import error_location, quoted
 from rollbench.core.registry import is_import_path, resolve_remote_tasks
 from rollbench.core.spec import EvalSpec, build_spec
+
+log = logging.getLogger("rollbench.mcp")
 
 
 def check_arguments(tool_name: str, model: Any, skip: set[str], arguments: Mapping[str, Any]) -> None:
@@ -69,6 +72,54 @@ def make_strict(server: MCPServer) -> None:
         object.__setattr__(tool, "run", run)
 
 
+MAX_EPISODES = 1000
+"""The most episodes per task one ``run_policy_rollout`` call may ask for (its schema's ``maximum``)."""
+MAX_STEPS_CEILING = 100_000
+"""The largest ``--max-steps-ceiling`` a server may be started with."""
+
+
+def check_max_steps_ceiling(ceiling: int) -> None:
+    """ConfigError unless ``--max-steps-ceiling`` is between 1 and :data:`MAX_STEPS_CEILING`."""
+    if not 1 <= ceiling <= MAX_STEPS_CEILING:
+        raise ConfigError(f"--max-steps-ceiling must be between 1 and {MAX_STEPS_CEILING}, got {ceiling}")
+
+
+def outside_policy(policy: str) -> str | None:
+    """What a policy name makes the server reach outside its process, or None for a registered plain name: ``"a
+    LeRobot checkpoint"`` (a path to read or a Hub repo to download), ``"a policy server"`` (a URL it connects to
+    with ``$ROLLBENCH_SERVER_TOKEN``), ``"an agent"`` (a provider called with the operator's API key)."""
+    if policy.split(":", 1)[0] == "lerobot":
+        return "a LeRobot checkpoint"
+    if "://" in policy:
+        return "a policy server"
+    if policy.split(":", 1)[0] == "agent":
+        return "an agent"
+    return None
+
+
+def check_allowed(policy: str, allowed: tuple[str, ...]) -> None:
+    """ToolError unless ``policy`` is a plain registered name or one of ``allowed`` (the ``lerobot:``, URL and
+    ``agent:`` policies the server was started with: ``--lerobot-policy``, ``--allow-policy``). A client never
+    chooses a path to read, an address to connect to or a credential to spend (issue 42, item 2)."""
+    if is_import_path(policy):
+        valid = ", ".join(p["name"] for p in report_rows.list_policies())
+        raise ToolError(
+            f"policy {policy!r} looks like a Python import path; this server runs registered policies and the "
+            f"servers, agents and checkpoints it was started with only. Valid policies: {valid}"
+        )
+    what = outside_policy(policy)
+    if what is None or policy in allowed:
+        return
+    option = "--lerobot-policy lerobot:PATH_OR_REPO" if what == "a LeRobot checkpoint" else "--allow-policy NAME"
+    kind = "LeRobot checkpoints" if what == "a LeRobot checkpoint" else "policy servers and agents"
+    same = [p for p in allowed if outside_policy(p) == what]
+    started = ", ".join(same) if same else f"none (start it with {option})"
+    raise ToolError(
+        f"policy {policy!r} is not one of the {kind} this server was started with: {started}; a client never "
+        "chooses a path to read, an address to connect to or a credential to spend"
+    )
+
+
 def rollout_spec(
     ceiling: int,
     policy: str,
@@ -81,32 +132,19 @@ def rollout_spec(
     checkpoints: tuple[str, ...] = (),
 ) -> EvalSpec:
     """``run_policy_rollout``'s arguments validated as far as they can be without the simulator (``ceiling``: the
-    server's ``--max-steps-ceiling``; ``checkpoints``: the ``lerobot:...`` policies it was started with, the only
-    ones a client may name, since a ``lerobot:`` name is a path to read or a Hub repo to download); returns the
-    EvalSpec. Raises ToolError naming the valid values."""
-    if n_episodes < 1:
+    server's ``--max-steps-ceiling``; ``checkpoints``: the ``lerobot:...``, URL and ``agent:...`` policies it was
+    started with, the only ones of those a client may name, see :func:`check_allowed`); returns the EvalSpec.
+    Raises ToolError naming the valid values."""
+    if not 1 <= n_episodes <= MAX_EPISODES:
         raise ToolError(
-            f"n_episodes must be at least 1 (got {n_episodes}): it is the number of independently reset "
-            "episodes to record per task"
+            f"n_episodes must be between 1 and {MAX_EPISODES} (got {n_episodes}): it is the number of independently "
+            "reset episodes to record per task"
         )
     if not 1 <= max_steps <= ceiling:
         raise ToolError(
             f"max_steps must be between 1 and {ceiling} (this server's --max-steps-ceiling), got {max_steps}"
         )
-    if is_import_path(policy):
-        valid = ", ".join(p["name"] for p in report_rows.list_policies())
-        raise ToolError(
-            f"policy {policy!r} looks like a Python import path; this server runs registered policies and "
-            f"policy-server URLs only. Valid policies: {valid}"
-        )
-    if policy.split(":", 1)[0] == "lerobot" and policy not in checkpoints:
-        started = (
-            ", ".join(checkpoints) if checkpoints else "none (start it with --lerobot-policy lerobot:PATH_OR_REPO)"
-        )
-        raise ToolError(
-            f"policy {policy!r} is not one of the LeRobot checkpoints this server was started with: {started}; a "
-            "client never chooses a path to read or a Hub repo to download"
-        )
+    check_allowed(policy, checkpoints)
     try:
         resolve_remote_tasks(env)  # installed families' named tasks only: never an import (core.registry)
         return build_spec(
@@ -120,3 +158,19 @@ def rollout_spec(
         )
     except ConfigError as exc:
         raise ToolError(f"{exc} (list_envs and list_policies give every valid name)") from None
+
+
+def tool_error(exc: Exception, policies: tuple[str, ...], hint: str = "") -> ToolError:
+    """The ToolError for a refused or failed run: ``exc``'s message with ``hint``, except when it names one of
+    ``policies`` that reaches outside the process (a policy server, an agent's provider): then only that the
+    policy could not be used, the full message going to the server's log. What a server answered (a reply's body,
+    an internal service's text) never travels back to the client (issue 42, item 2)."""
+    text = str(exc)
+    foreign = [p for p in policies if outside_policy(p) in ("a policy server", "an agent") and p in text]
+    if not foreign:
+        return ToolError(f"{text}{hint}")
+    log.warning("policy %s could not be used: %s", foreign[0], text)
+    return ToolError(
+        f"policy {foreign[0]!r} could not be used ({type(exc).__name__}); the MCP server's log has the reason (what "
+        "a policy server or provider answered is never passed to a client)"
+    )

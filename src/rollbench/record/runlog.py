@@ -320,7 +320,9 @@ def require_run_log(run_dir: Path) -> RunLog:
         raise ConfigError(f"{run_dir} does not exist")
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir} is not a directory, so not a rollbench run directory")
-    raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json)")
+    found = [str(d.relative_to(run_dir)) for d in find_run_dirs([run_dir])]  # a folder of runs: say so (issue 42)
+    held = f"; it holds {len(found)} runs (e.g. {', '.join(found[:3])}): `rollbench runs {run_dir}` lists them"
+    raise ConfigError(f"{run_dir} is not a rollbench run directory (no run.json){held if found else ''}")
 
 
 class RunLock:

@@ -53,10 +53,34 @@ def check_run_log(log: Any, path: Path) -> None:
         for i, entry in enumerate(entries):
             if entry.get("perturbation") is not None:
                 _check_perturbation(entry["perturbation"], f"{where}[{i}].perturbation", bad)
+    _check_controls(episodes, bad)
     if not isinstance(log.get("executions", []), list) or not all(
         isinstance(x, dict) for x in log.get("executions", [])
     ):
         raise bad("its 'executions' is not a list of objects")
+
+
+def _check_controls(episodes: list[dict[str, Any]], bad: Any) -> None:
+    """ConfigError (``bad``) for a perturbed episode whose ``control`` cannot be its matched control: its own task,
+    a task that is itself perturbed (two tasks naming each other count every pair twice), a task of another
+    family, or one whose episode of the same trial is planned with another seed or horizon (an
+    unrelated task). Issue 42, item 14."""
+    perturbed = {e.get("task") for e in episodes if isinstance(e.get("perturbation"), dict)}
+    by_trial = {(e.get("task"), e.get("trial")): e for e in episodes}
+    for i, e in enumerate(episodes):
+        control = e["perturbation"].get("control") if isinstance(e.get("perturbation"), dict) else None
+        if not isinstance(control, str):
+            continue
+        where, task = f"its plan.episodes[{i}].perturbation.control {control[:80]!r}", str(e.get("task"))
+        if control == task:
+            raise bad(f"{where} is the perturbed task itself; a control is the unperturbed task")
+        if control in perturbed:
+            raise bad(f"{where} is itself a perturbed task; a control is unperturbed")
+        if control.split("/", 1)[0] != task.split("/", 1)[0]:
+            raise bad(f"{where} is a task of another family than {task[:80]!r}; it is not its control")
+        twin = by_trial.get((control, e.get("trial")))
+        if twin is not None and any(twin.get(k) != e.get(k) for k in ("seed", "max_steps")):
+            raise bad(f"{where}: its trial {e.get('trial')} is planned with another seed or horizon; not its control")
 
 
 def _check_perturbation(block: Any, where: str, bad: Any) -> None:

@@ -25,9 +25,10 @@ from rollbench.core.runlog_model import Identity, Provenance, RunLog
 from rollbench.core.runlog_model import Plan as PlanRecord
 from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.record.files import check_no_escaping_links
+from rollbench.record.lerobot import dataset_features
 from rollbench.record.on_disk import check_rowless, check_state_files, committed_lengths
 from rollbench.record.runlog import check_resumable, new_run_log, provenance, read_run_log
-from rollbench.record.safe_files import run_dir_containing
+from rollbench.record.safe_files import read_regular_json, run_dir_containing
 from rollbench.run.worker import build_policy
 
 if TYPE_CHECKING:
@@ -153,6 +154,9 @@ def prepare_run(
     _refuse_mismatch(spec, plan, info, run_dir, existing, {"host": host_label, "robot": robot})
     warnings = _run_warnings(spec, plan, info)
     if existing is not None:
+        if run_dir is not None:  # a resume: what the spec resolves to now against what the run recorded
+            fresh = plan_log(spec, plan, info, run.replan_every).model_dump(mode="json")
+            refuse_another_plan(run, fresh, existing.plan.model_dump(mode="json"), run_dir)
         if existing.identity is None:
             existing.identity = identity
         return run, existing
@@ -167,6 +171,47 @@ def prepare_run(
         warnings,
     )
     return run, log
+
+
+PLAN_TASK_FIELDS = ("name", "instruction", "max_steps", "success_rule", "cameras", "fps", "perturbation")
+"""What of each recorded ``plan.tasks`` entry a resumed run must resolve to again."""
+
+
+def refuse_another_plan(run: ResolvedRun, fresh: dict[str, Any], recorded: dict[str, Any], run_dir: Path) -> None:
+    """ConfigError (exit 2, one line, nothing written) when the run being resumed no longer resolves to what it
+    recorded: its tasks (``fresh``, this invocation's ``plan_log``, against run.json's ``plan``: the fields in
+    :data:`PLAN_TASK_FIELDS`), its planned episodes, or the dataset features its ``meta/info.json`` declares. A
+    family that now resolves the same name to another task (another venv, another version) would otherwise
+    record other episodes into the run and rewrite its meta/info.json (issue 42, item 3)."""
+
+    def tasks(plan: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{k: t.get(k) for k in PLAN_TASK_FIELDS} for t in plan.get("tasks") or [] if isinstance(t, dict)]
+
+    def episodes(plan: dict[str, Any], keys: Sequence[str]) -> list[dict[str, Any]]:
+        return [{k: e.get(k) for k in keys} for e in plan.get("episodes") or [] if isinstance(e, dict)]
+
+    keys = sorted({k for e in fresh["episodes"] for k in e})
+    there, here = tasks(recorded), tasks(fresh)
+    why = "" if len(there) == len(here) else f"{len(there)} tasks recorded, {len(here)} now"
+    for t_there, t_here in zip(there, here, strict=False):
+        why = why or (f"task {t_there['name']!r}: " + differences(t_there, t_here) if t_there != t_here else "")
+    if not why and episodes(recorded, keys) != episodes(fresh, keys):
+        why = "its planned episodes (seeds, initial states, instructions) differ"
+    info_path = run_dir / "meta" / "info.json"
+    if not why and info_path.exists():
+        first = run.tasks[run.plan.tasks[0].name]
+        features = dataset_features(first.task, first.video_cameras, first.image_size, run.spec.latency != "none")
+        try:
+            declared = read_regular_json(info_path, run_dir).get("features")
+        except (OSError, ValueError, AttributeError):
+            declared = None  # a damaged info.json is the writer's and grade's to name
+        if declared is not None and declared != features:
+            why = f"meta/info.json declares other features ({differences(declared, features) or 'their order'})"
+    if why:
+        raise ConfigError(
+            f"--resume {run_dir}: the spec no longer resolves to the plan its run.json records ({why[:300]}); "
+            "nothing was changed: resume it where it was recorded (the same env family set-up), or start a new --out"
+        )
 
 
 def refuse_options(run: ResolvedRun) -> None:

@@ -21,6 +21,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -98,13 +99,52 @@ def probe_address(address: str) -> None:
         raise ConfigError(f"cannot reach Ray at {address}: {reason} (is `ray start --head` running there?)") from None
 
 
+def cluster_token_mode() -> None:
+    """Before a driver connects to ``--ray-address``: with ``RAY_AUTH_MODE`` unset and a token at hand
+    (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``, which ``ray start --head`` writes), use
+    token authentication, as ``ray start`` and a local ``ray.init()`` already do: Ray's driver does not for an
+    explicit address, and the cluster then refuses it (InvalidAuthToken; issue 42, item 16). Ray's own C++ start-up
+    warnings are kept off the terminal by :func:`_without_native_stderr`."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    named = os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if named or (Path.home() / ".ray" / "auth_token").is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
+        with contextlib.suppress(ImportError, AttributeError):  # Ray caches its config: refresh it (Ray >= 2.60)
+            from ray._private.authentication.authentication_token_setup import Config
+
+            Config.initialize("")
+
+
+@contextlib.contextmanager
+def _without_native_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to a discarded temporary file meanwhile: Ray's C++ client writes a warning per second
+    while a cluster refuses it (``gcs_client.cc ... InvalidAuthToken``, ~20 lines) straight to the descriptor, before
+    rollbench's one line says why (issue 42, item 16)."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def _init(ray: Any, address: str | None, workers: int, opts: RayOptions) -> None:
     """Connect to ``address`` or start a private instance sized for ``workers``; ConfigError when it fails."""
     if address:
         probe_address(address)
+        cluster_token_mode()
     try:
         if address:
-            ray.init(address=address, logging_level=logging.WARNING)
+            with _without_native_stderr():
+                ray.init(address=address, logging_level=logging.WARNING)
         else:
             ray.init(  # GPUs as Ray detects them: asking for more is refused by _check_feasible
                 address="local",

@@ -7,14 +7,14 @@ or differ from the arms' run.json ``sequential`` blocks, or whose looks or decis
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.format import quoted
 from rollbench.core.jsonfile import read_json
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS
+from rollbench.sequential.log_specs import log_spec_problem
+from rollbench.sequential.log_specs import shown as _shown
 
 LOG_NAME = "sequential.json"  # the decision log, in the directory holding the arms
 
@@ -49,10 +49,6 @@ _RANGES: dict[str, tuple[type, float, float, bool]] = {  # name -> (type, low, h
     "budget": (int, 1, MAX_SEQUENTIAL_PAIRS, True),
     "look_every": (int, 1, MAX_SEQUENTIAL_PAIRS, True),
 }
-
-
-def _shown(v: Any) -> str:
-    return quoted(json.dumps(v, default=str), as_text=True)  # as the JSON file writes it
 
 
 def _out_of_range(name: str, v: Any) -> str | None:
@@ -95,7 +91,9 @@ def _log_parameter_problem(logged: dict[str, Any], doc: dict[str, Any]) -> str |
     return None
 
 
-def check_log(doc: dict[str, Any], dirs: set[Path]) -> dict[str, Any] | None:
+def check_log(
+    doc: dict[str, Any], dirs: set[Path], specs: dict[str, tuple[dict[str, Any], dict[str, Any]]] | None = None
+) -> dict[str, Any] | None:
     """Compare the decision log found next to the arms (one directory) with ``doc``: None when there is none,
     ``{"path", "agrees": True}`` when it agrees; ConfigError naming the first difference otherwise."""
     if len(dirs) != 1:
@@ -106,12 +104,18 @@ def check_log(doc: dict[str, Any], dirs: set[Path]) -> dict[str, Any] | None:
     logged = read_json(path, "decision log")
     if not isinstance(logged, dict) or not isinstance(logged.get("tasks"), list):
         raise ConfigError(f"{path} is not a rollbench sequential decision log")
-    if problem := _log_shape_problem(logged) or _log_parameter_problem(logged, doc):
+    if problem := (
+        _log_shape_problem(logged)
+        or _log_parameter_problem(logged, doc)
+        or log_spec_problem(logged["parameters"], specs or {})  # issue 42, item 14
+    ):
         raise ConfigError(f"{path} is not a rollbench sequential decision log: {problem}")
     mine = log_view(doc)
     theirs = log_view({"tasks": logged["tasks"], "pooled": logged.get("pooled")})
     items = [(f"task {t}", theirs["tasks"].get(t), want) for t, want in mine["tasks"].items()]
     items.append(("the pooled test", theirs["pooled"], mine["pooled"]))
+    if absent := [t for t in mine["tasks"] if t not in theirs["tasks"]]:  # the log lists every task from its start
+        raise ConfigError(f"{path} disagrees with the run directories: it lists no entry for task {absent[0]}")
     behind = False
     for what, got, want in items:
         if got is None or want is None:

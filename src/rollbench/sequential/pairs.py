@@ -22,8 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.plan import trial_order
-from rollbench.grading.coverage import DEFAULT_RULE, Outcome, coverage_gate, exclusion, outcome_of, score, tally
+from rollbench.core.plan import recorded_stream, trial_order
+from rollbench.grading.coverage import (
+    DEFAULT_RULE,
+    CoverageRule,
+    Outcome,
+    coverage_gate,
+    exclusion,
+    outcome_of,
+    score,
+    tally,
+)
 
 PLAN_FIELDS = ("trial", "seed", "initial_state", "instruction", "max_steps", "success_rule")
 COVERAGE_MIN = DEFAULT_RULE.min_coverage
@@ -43,18 +52,20 @@ class Pairs:
     faults: dict[str, dict[str, int]] = field(default_factory=lambda: {"a": {}, "b": {}})
     attempted: int = 0
     order: str = "plan order"
+    rule: CoverageRule = DEFAULT_RULE
     outcomes: dict[str, list[Outcome]] = field(default_factory=lambda: {"a": [], "b": []})
 
     def coverage(self, attempted: int) -> dict[str, float | None]:
         """Each arm's scored / attempted over the first ``attempted`` pairs (None when none were attempted)."""
         if attempted <= 0:
             return {"a": None, "b": None}
-        return {arm: tally(o[:attempted]).coverage for arm, o in self.outcomes.items()}
+        return {arm: tally(o[:attempted], self.rule).coverage for arm, o in self.outcomes.items()}
 
     def gate(self, attempted: int) -> str | None:
         """The coverage gate's sentence over the first ``attempted`` pairs (:func:`coverage_gate`), None when it
         passes."""
-        return coverage_gate(tally(self.outcomes["a"][:attempted]), tally(self.outcomes["b"][:attempted]))
+        a, b = (tally(self.outcomes[arm][:attempted], self.rule) for arm in ("a", "b"))
+        return coverage_gate(a, b, self.rule)
 
 
 def _check_order(run: Any, task: str, planned: list[Any]) -> str:
@@ -64,7 +75,7 @@ def _check_order(run: Any, task: str, planned: list[Any]) -> str:
     pop = order.populations.get(task)
     if pop is None or len(pop) != 2:
         raise ConfigError(f"{run.source}/run.json: plan.trial_order has no population for task {task}")
-    want = trial_order(order.seed, task, pop[0], pop[1], len(planned))
+    want = trial_order(order.seed, recorded_stream(run.log.plan, task), pop[0], pop[1], len(planned))
     got = [p.trial for p in planned]
     if got != want:
         n = next(i for i, (x, y) in enumerate(zip(got, want, strict=False)) if x != y)
@@ -94,13 +105,13 @@ def _plans(a: Any, b: Any, task: str) -> list[Any]:
     return plans[0]
 
 
-def paired_outcomes(a: Any, b: Any, task: str) -> Pairs:
+def paired_outcomes(a: Any, b: Any, task: str, rule: CoverageRule = DEFAULT_RULE) -> Pairs:
     """The pairs of ``task`` in arms ``a`` and ``b`` (:class:`rollbench.sequential.recompute.RunData`).
 
     ConfigError when the two plans of ``task`` differ (naming the trial and field), a shuffled plan's trials are not
     its recorded permutation's, or a recorded episode is not the planned one."""
     planned = _plans(a, b, task)
-    out = Pairs()
+    out = Pairs(rule=rule)
     orders = {_check_order(run, task, planned) for run in (a, b)}
     if len(orders) != 1:
         raise ConfigError(f"arms {a.source} and {b.source} record different trial orders for {task}")
@@ -119,10 +130,10 @@ def paired_outcomes(a: Any, b: Any, task: str) -> Pairs:
             if o.fault is not None:
                 out.faults[arm][o.fault] = out.faults[arm].get(o.fault, 0) + 1
         out.attempted += 1
-        sa, sb = score(oa), score(ob)
+        sa, sb = score(oa, rule), score(ob, rule)
         if sa is None or sb is None:  # not a pair: an episode the rule leaves out on either side
             ids = {"episode_index": planned_ep.episode_index, "trial": planned_ep.trial}
-            out.excluded.append({**ids, "a": exclusion(oa), "b": exclusion(ob)})
+            out.excluded.append({**ids, "a": exclusion(oa, rule), "b": exclusion(ob, rule)})
             continue
         out.xa.append(sa)
         out.xb.append(sb)

@@ -32,6 +32,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.runlog_model import RunLog, SequentialRecord
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.grading.sequential import (
     FINAL,
@@ -44,9 +45,10 @@ from rollbench.grading.sequential import (
 )
 from rollbench.record.runlog import find_run_dirs, is_locked
 from rollbench.sequential.decision_log import LOG_NAME, check_log
-from rollbench.sequential.pairs import COVERAGE_MIN, paired_outcomes
+from rollbench.sequential.pairs import paired_outcomes
 
-__all__ = ["LOG_NAME", "compare_sequential", "design_record", "rule_for"]
+__all__ = ["ARM_FIELDS", "LOG_NAME", "compare_sequential", "design_record", "rule_for"]
+ARM_FIELDS = ("policy", "policy_options", "action_noise")  # what may differ between A and B; the rest pairs them
 DERIVED = ("theta1", "efficacy_llr", "futility_llr", "type1_error", "futility_error", "power", "fixed_n")
 
 
@@ -170,7 +172,9 @@ def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, An
     """Every look of the task's test and its decision, recomputed from the two arms."""
     d = rec.design
     rule = rule_of(d)
-    pairs = paired_outcomes(a, b, rec.task)
+    cov = rec.coverage_rule
+    coverage = CoverageRule(cov.min_coverage, cov.exclude_policy_errors) if cov is not None else DEFAULT_RULE
+    pairs = paired_outcomes(a, b, rec.task, coverage)
     planned = sum(1 for e in a.log.plan.episodes if e.task == rec.task)
     looks = _final_look(run_looks(rule, pairs.xa, pairs.xb, d.look_every), pairs, rule, planned)
     last = looks[-1].decision if looks else "continue"
@@ -194,7 +198,8 @@ def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, An
             "by_fault": pairs.faults,
             "pairs_left_out": pairs.excluded,
             "coverage": pairs.coverage(attempted),
-            "coverage_min": COVERAGE_MIN,
+            "coverage_min": coverage.min_coverage,
+            "exclude_policy_errors": coverage.exclude_policy_errors,
             "gate": pairs.gate(attempted),
         },
         "episodes_recorded": {"a": len(a.episodes), "b": len(b.episodes)},
@@ -237,9 +242,14 @@ def _pair_up(runs: list[RunData]) -> list[tuple[RunData, RunData, SequentialReco
         other, orec = by_id[rec.partner]
         if orec.arm != "b" or orec.partner != run.log.run_id:
             raise ConfigError(f"{run.source} and {other.source} are not the two arms of one comparison")
-        for f in ("rule", "task", "family", "alpha_family", "design"):
+        for f in ("rule", "task", "family", "alpha_family", "design", "coverage_rule"):
             if getattr(rec, f) != getattr(orec, f):
                 raise ConfigError(f"arms {run.source} and {other.source} record different sequential.{f}")
+        sa, sb = (r.log.spec.model_dump(mode="json") for r in (run, other))
+        if diff := [k for k in sorted({*sa, *sb}) if k not in ARM_FIELDS and sa.get(k) != sb.get(k)]:
+            raise ConfigError(
+                f"arms {run.source} and {other.source} are not paired: their run.json spec.{diff[0]} differ"
+            )
         pairs.append((run, other, rec))
     paired_ids = {id(x) for a, b, _ in pairs for x in (a, b)}
     lone = [r.source for r in runs if id(r) not in paired_ids]
@@ -277,6 +287,12 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
                 f"{t['a']}/run.json records {rec['decision']} at pair {rec['stopped_at']} but the episodes give "
                 f"{t['decision'] or 'no decision'} at pair {t['stopped_at'] or t['pairs_counted']} (edited or damaged)"
             )
+    for a, b, rec in pairs:  # after the check above: an edited decision is named as such first (issue 42, item 14)
+        if (theirs := record_of(b)).decision != rec.decision or theirs.stopped_at != rec.stopped_at:
+            raise ConfigError(
+                f"arms {a.source} and {b.source} record different decisions ({rec.decision} at {rec.stopped_at}, "
+                f"{theirs.decision} at {theirs.stopped_at}): one was edited or removed"
+            )
     rec0 = pairs[0][2]
     complete = not missing and all(t["decision"] for t in tasks)
     doc: dict[str, Any] = {
@@ -292,5 +308,6 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
         "pooled": _pooled(tasks, rec0.design, rec0.alpha_family) if len(family) > 1 and complete else None,
         "log": None,
     }
-    doc["log"] = check_log(doc, {Path(t["a"]).parent for t in tasks})
+    specs = {rec.task: (a.log.spec.model_dump(mode="json"), b.log.spec.model_dump(mode="json")) for a, b, rec in pairs}
+    doc["log"] = check_log(doc, {Path(t["a"]).parent for t in tasks}, specs)
     return doc

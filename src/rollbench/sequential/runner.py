@@ -42,15 +42,16 @@ from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import make_plan
 from rollbench.core.runlog_model import RunLog, SequentialRecord
 from rollbench.core.spec import EvalSpec, build_spec
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS, SequentialDesign, family_alphas
 from rollbench.record.files import atomic_write_json
 from rollbench.record.runlog import RunLock, read_run_log, update_run_log
+from rollbench.record.safe_files import refuse_inside_run
 from rollbench.run.observer import EpisodeSummary, RunObserver
 from rollbench.run.prepare import check_run_dir, check_spec
 from rollbench.run.runners import Execution, execution_session
-from rollbench.sequential.recompute import LOG_NAME, compare_sequential, design_record, rule_for
+from rollbench.sequential.recompute import ARM_FIELDS, LOG_NAME, compare_sequential, design_record, rule_for
 
-ARM_FIELDS = ("policy", "policy_options", "action_noise")  # what may differ between A and B; the rest pairs them
 OnLook = Callable[[dict[str, Any]], None]
 MAX_RETRIES = 2  # re-runs of one infrastructure-errored episode
 
@@ -199,7 +200,8 @@ class SequentialConfig:
     """How a sequential comparison runs: the design (``delta``, the B - A difference in success rate it is powered
     for, a fraction; ``alpha`` two-sided, family-wise over a suite's tasks; ``beta``; ``p_a`` A's assumed success rate;
     ``discordant`` the assumed P(exactly one succeeds), None = independent; ``budget`` the most pairs per task, None =
-    the design's; ``look_every`` pairs between looks; ``futility`` False: never stop for futility), the ``execution``
+    the design's; ``look_every`` pairs between looks; ``futility`` False: never stop for futility), the ``coverage``
+    rule its pairs are counted under (``--min-coverage``, ``--exclude-policy-errors``), the ``execution``
     of every arm (None: one local worker) and the runs' identity labels (``host_label``, ``robot``; see
     :func:`rollbench.api.evaluate`)."""
 
@@ -211,6 +213,7 @@ class SequentialConfig:
     budget: int | None = None
     look_every: int = 1
     futility: bool = True
+    coverage: CoverageRule = DEFAULT_RULE
     execution: Execution | None = None
     host_label: str | None = None
     robot: str | None = None
@@ -241,8 +244,8 @@ def run_sequential(
         raise ConfigError(f"--look-every must be >= 1, got {look_every}")
     tasks = check_arms(spec_a, spec_b)
     rule = design_for(len(tasks), delta, alpha, beta, p_a, discordant, config.budget, look_every, config.futility)
-    if (warning := power_warning(rule)) and on_warning:
-        on_warning(warning)
+    if look_every > rule.budget:  # issue 42, item 15: refused before anything runs, not by its own log after
+        raise ConfigError(f"--look-every must be between 1 and the budget ({rule.budget} pairs), got {look_every}")
     futility = config.futility
     settings = {
         "alpha": alpha,
@@ -251,15 +254,20 @@ def run_sequential(
         "p_a": p_a,
         "discordant": discordant,
         "futility": futility,
+        # the rule's options when not its defaults (a comparison started before they existed resumes as it was)
+        **({"coverage_rule": config.coverage.to_dict()} if config.coverage != DEFAULT_RULE else {}),
     }
     parameters = _parameters(tasks, spec_a, spec_b, {**settings, "budget": rule.budget, "look_every": look_every})
     check_output_path(out, "--out", directory=True)
+    refuse_inside_run(out)  # issue 42, item 8
     _check_resume(out, parameters)
     for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
         check_spec(spec, host_label, robot)
     for t in tasks:  # each arm's directory: absent, or a run rollbench may continue (not inside another run)
         for arm in ("a", "b"):
             check_run_dir(arm_dir(out, arm, t))
+    if (warning := power_warning(rule)) and on_warning:  # after every refusal: a refusal stays one line (issue 42)
+        on_warning(warning)
     with execution_session(execution):  # Ray connected (or refused) before out is made
         make_dirs(out, "--out")
         labels = {"host_label": host_label, "robot": robot}
@@ -268,7 +276,10 @@ def run_sequential(
         seen: dict[str, int] = {}
         dirs = {t: {arm: arm_dir(out, arm, t) for arm in ("a", "b")} for t in tasks}
         specs = {t: {"a": _arm_spec(spec_a, t, rule.budget), "b": _arm_spec(spec_b, t, rule.budget)} for t in tasks}
-        base = {"rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha}
+        base = {
+            "rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha,
+            "coverage_rule": config.coverage.to_dict(),
+        }  # fmt: skip
         blocks = {t: {**base, "task": t, "design": design_record(rule, look_every)} for t in tasks}
         counted = dict.fromkeys(tasks, 0)
         errored: dict[str, dict[str, set[int]]] = {t: {"a": set(), "b": set()} for t in tasks}

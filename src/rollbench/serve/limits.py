@@ -12,6 +12,7 @@ INJECTIONS = ("wrong-shape", "malformed", "error", "short-batch", "slow:SECONDS"
 DIE_EXIT_CODE = 70
 MAX_REQUEST_MB = 1024.0  # upper limit of --max-request-mb (MiB): one frame/body is held in memory whole
 MAX_SESSIONS = 1024  # upper limit of --max-sessions: each websocket session is a thread and a policy instance
+MIN_SECONDS = 0.1  # lower limit of --session-idle-s and --request-timeout-s (1e-300 s is no bound: issue 42)
 MAX_SECONDS = 86_400.0  # upper limit of --session-idle-s and --request-timeout-s (one day)
 
 
@@ -56,8 +57,8 @@ class Limits:
         if not 1 <= self.max_sessions <= MAX_SESSIONS:
             raise ConfigError(f"--max-sessions must be between 1 and {MAX_SESSIONS}, got {self.max_sessions}")
         for name, value in (("--session-idle-s", self.session_idle_s), ("--request-timeout-s", self.request_timeout_s)):
-            if not 0 < value <= MAX_SECONDS:  # False for NaN too
-                raise ConfigError(f"{name} must be more than 0 and at most {MAX_SECONDS:g} seconds, got {value:g}")
+            if not MIN_SECONDS <= value <= MAX_SECONDS:  # False for NaN too
+                raise ConfigError(f"{name} must be between {MIN_SECONDS:g} and {MAX_SECONDS:g} seconds, got {value:g}")
 
 
 def parse_injection(option: str | None) -> tuple[str, float] | None:

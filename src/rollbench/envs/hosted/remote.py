@@ -60,17 +60,27 @@ def call_timeout_s() -> float:
     return value
 
 
+def checkout_root() -> Path | None:
+    """The rollbench checkout this package runs from (the folder holding ``src/rollbench`` and ``scripts/``), where
+    the set-up scripts (``scripts/*_setup.sh``) build the benchmarks' venvs; None for an installed (non-editable)
+    rollbench, whose venvs are named by ``$<python_env>``."""
+    package = Path(__file__).resolve().parents[2]  # .../src/rollbench
+    root = package.parent.parent
+    if package.parent.name == "src" and (root / "scripts").is_dir() and (root / "pyproject.toml").is_file():
+        return root
+    return None
+
+
 def venv_python(venv: str, python_env: str) -> Path | None:
-    """The interpreter of a benchmark's venv: ``$<python_env>`` when set, else ``<venv>/bin/python`` in the working
-    directory or in the rollbench checkout (where its set-up script builds it); None when there is none."""
+    """The interpreter of a benchmark's venv: ``$<python_env>`` when set, else ``<venv>/bin/python`` in the rollbench
+    checkout (:func:`checkout_root`, where its set-up script builds it); None when there is none. Never the current
+    directory's: ``cd DIR && rollbench eval`` runs no interpreter DIR holds (issue 42, item 3)."""
     explicit = os.environ.get(python_env)
     if explicit:
         return Path(explicit) if Path(explicit).is_file() else None
-    for root in (Path.cwd(), *Path(__file__).resolve().parents):
-        candidate = root / venv / "bin" / "python"
-        if candidate.is_file():
-            return candidate
-    return None
+    root = checkout_root()
+    candidate = root / venv / "bin" / "python" if root is not None else None
+    return candidate if candidate is not None and candidate.is_file() else None
 
 
 @cache

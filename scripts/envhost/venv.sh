@@ -5,6 +5,20 @@
 set -euo pipefail
 INSTALL_TIMEOUT=${ENVHOST_INSTALL_TIMEOUT:-1800}  # seconds per pip call
 
+# The path of a CPython X.Y that runs (a pyenv shim without that version selected does not): pythonX.Y on PATH,
+# then pyenv's installed versions; exit 1 when none does.
+find_python() {
+  local want=$1 c
+  for c in "python$want" "$HOME"/.pyenv/versions/"$want".*/bin/python"$want"; do
+    if command -v "$c" >/dev/null 2>&1 &&
+      "$c" -c "import sys, venv; sys.exit(sys.version_info[:2] != tuple(map(int, '$want'.split('.'))))" 2>/dev/null; then
+      command -v "$c"
+      return 0
+    fi
+  done
+  return 1
+}
+
 envhost_venv() {
   local dir=$1 py=$2; shift 2
   [ "${1:-}" = "--" ] && shift
@@ -13,7 +27,8 @@ envhost_venv() {
     if [ "$a" = "--no-deps" ]; then into=without; continue; fi
     if [ $into = with ]; then with+=("$a"); else without+=("$a"); fi
   done
-  command -v "python$py" >/dev/null || { echo "python$py not found (needed for $dir)" >&2; exit 2; }
+  local python
+  python=$(find_python "$py") || { echo "python$py not found (needed for $dir): install it (pyenv install $py, or Debian's python$py)" >&2; exit 2; }
   # Kept across clones (CI's fresh clone of each run, a second checkout): a new venv is made in $ROLLBENCH_VENV_HOME
   # (default ~/.cache/rollbench/venvs) and the checkout's DIR is a link to it, since pip's cache keeps no downloads
   # on this kind of machine; the pins are re-checked by pip on every run (a no-op when they did not change).
@@ -23,7 +38,7 @@ envhost_venv() {
     mkdir -p "$home"
     ln -sfn "$home/${dir#.venv-}" "$dir"
   fi
-  [ -x "$dir/bin/python" ] || "python$py" -m venv "$(readlink -f "$dir")"
+  [ -x "$dir/bin/python" ] || "$python" -m venv "$(readlink -f "$dir")"
   local pip=(timeout "$INSTALL_TIMEOUT" "$dir/bin/python" -m pip install -q --disable-pip-version-check)
   [ ${#with[@]} -eq 0 ] || "${pip[@]}" "${with[@]}"
   [ ${#without[@]} -eq 0 ] || "${pip[@]}" --no-deps "${without[@]}"

@@ -157,8 +157,10 @@ def test_a_partial_run_resumes_only_with_the_object_again(tmp_path: Path) -> Non
     first = rollbench.evaluate(env="scripted/reach", policy=Greedy(), episodes=4, out=run, observer=StopAfterOne())
     done = len(first["episodes"])
     assert 0 < done < 4
-    cli = run_cli("eval", "--resume", str(run), "--trust-run")
-    assert cli.returncode == 2 and "resume the run with rollbench.evaluate(policy=<the object>" in cli.stderr
+    for trusted in ((), ("--trust-run",)):  # with or without --trust-run: the object cannot be rebuilt from a name
+        cli = run_cli("eval", "--resume", str(run), *trusted)
+        assert cli.returncode == 2 and "resume the run with rollbench.evaluate(policy=<the object>" in cli.stderr
+        assert "would import" not in cli.stderr and len(cli.stderr.strip().splitlines()) == 1
     whole = rollbench.evaluate(env="scripted/reach", policy=Greedy(), episodes=4, out=run)
     fresh = rollbench.evaluate(env="scripted/reach", policy="scripted-expert", episodes=4, out=tmp_path / "fresh")
     assert _episodes(whole) == _episodes(fresh)

@@ -23,6 +23,7 @@ def resumed_spec(
     a copied run directory never runs its code unasked (issue 30, item 14)."""
     from rollbench.core.spec import build_spec, what_it_loads
     from rollbench.record.runlog import require_run_log
+    from rollbench.run.in_memory import is_in_memory
 
     confirming = {"policy", "env", "policy_options"}
     others = [f for f in given if f.field not in confirming]
@@ -39,6 +40,11 @@ def resumed_spec(
                 f"--resume {resume}: its run.json records {field} {recorded.get(field)!r}, not {value!r}; resume "
                 "with the recorded value or choose another --out"
             )
+    if is_in_memory(spec.policy):  # nothing to import or trust: the object lived in another Python process
+        raise ConfigError(
+            f"{resume}/run.json's policy {spec.policy} was an in-memory object; eval --resume cannot rebuild it: "
+            f"resume the run with rollbench.evaluate(policy=<the object>, out={str(resume)!r}) in Python"
+        )
     loads = [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]
     if loads and not trust_run:
         raise ConfigError(

@@ -40,6 +40,8 @@ def test_runs_lists_each_run_with_tasks_policy_status_episodes_rate_and_date(tmp
         "episodes_recorded": 4,
         "episodes_requested": 4,
         "success_rate": 1.0,
+        "scored": 4,  # no errors: every recorded episode is scored (docs/analysis.md#errors-and-coverage)
+        "scored_success_rate": 1.0,
         "created": created,
         "source": "run.json (graded when the run last finished)",
     }

@@ -181,6 +181,18 @@ def test_grade_keeps_its_rate_and_adds_the_scored_rate_of_the_coverage_rule(faul
     assert "scored (coverage rule): 8 of 12 episodes (66.7% coverage; left out: 4 environment" in r.stdout
 
 
+def test_runs_says_its_rate_counts_errors_as_failures_and_shows_the_scored_rate(faulty: tuple[Path, Path]) -> None:
+    r = invoke("runs", faulty[0].parent, "--json")
+    rows = {row["run"]: row for row in json.loads(r.stdout)}
+    expert = rows[faulty[0].name]  # hand count: seeds 2, 5, 8, 11 fail at reset; the expert wins the other 8
+    assert (expert["success_rate"], expert["scored"], expert["scored_success_rate"]) == (8 / 12, 8, 1.0)
+    text = invoke("runs", faulty[0].parent).stdout
+    assert (
+        f"{faulty[0].name}: success rate above counts errors as failures; scored (coverage rule): 8 of 12 episodes, "
+        "success rate 100.0%"
+    ) in " ".join(text.split())
+
+
 def test_the_dashboards_runs_list_shows_the_scored_rate_and_coverage_in_grades_words(
     faulty: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -144,7 +144,7 @@ def _print_scored(console: Console, result: dict[str, Any]) -> None:
         f"success rate above: every recorded episode, errors as failures; scored (coverage rule): {o['scored']} of "
         f"{o['episodes']} episodes ({pct(o['coverage'])} coverage; left out: {faults or 'none'}; policy errors "
         f"counted as failures: {o['policy_errors_as_failures']}), success rate {pct(o['scored_success_rate'])} "
-        f"{interval(o['scored_ci95_low'], o['scored_ci95_high'])}",
+        f"(95% CI {interval(o['scored_ci95_low'], o['scored_ci95_high'])})",
         highlight=False,
         soft_wrap=True,
     )

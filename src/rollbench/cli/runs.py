@@ -52,12 +52,17 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         "episodes_recorded": None,
         "episodes_requested": len(log.plan.episodes),
         "success_rate": None,
+        "scored": None,
+        "scored_success_rate": None,
         "created": log.provenance.created,
         "source": "graded now" if regrade else "run.json (graded when the run last finished)",
     }
     if isinstance(results, dict):
         row["episodes_recorded"] = results.get("episodes_recorded")
-        row["success_rate"] = (results.get("overall") or {}).get("pooled_success_rate")
+        overall = results.get("overall") or {}
+        row["success_rate"] = overall.get("pooled_success_rate")
+        # what the coverage rule scores (docs/analysis.md#errors-and-coverage): env/infra errors left out
+        row["scored"], row["scored_success_rate"] = overall.get("scored"), overall.get("scored_success_rate")
         if regrade:
             row["status"] = results.get("status")
             if results.get("violations"):  # damaged: what every analysis refuses without --allow-damaged
@@ -156,6 +161,13 @@ def runs_cmd(
     print_table(out, table, breakable=("run", "policy"))  # one table at 100 columns (issue 42, item 20)
     for r in unreadable:
         out.print(f"unreadable: {r['run']}: {r['error']}", highlight=False, soft_wrap=True, markup=False)
+    for r in rows:  # the rate above counts every recorded episode; say what the coverage rule scores where it differs
+        if r.get("scored") is not None and r.get("episodes_recorded") not in (None, r["scored"]):
+            out.print(
+                f"{r['run']}: success rate above counts errors as failures; scored (coverage rule): {r['scored']} of "
+                f"{r['episodes_recorded']} episodes, success rate {pct(r['scored_success_rate'])}",
+                highlight=False, soft_wrap=True, markup=False,
+            )  # fmt: skip
     for r in (r for r in rows if r.get("damaged")):
         n = len(r["violations"])
         out.print(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import itertools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -122,3 +123,20 @@ def test_robustness_keeps_mcnemar_over_pairs_when_no_scene_repeats() -> None:
     block = _study(list(range(12)))["categories"]["position"]  # one trial per state: scenes 0-2 each fail once
     assert (block["unit"], block["scenes"], block["control_only"], block["perturbed_only"]) == ("pair", None, 3, 0)
     assert block["p_value"] == pytest.approx(binomtest(0, 3, 0.5).pvalue) and block["test"].startswith("exact McNemar")
+
+
+def test_summarize_pools_two_recorded_reach_init_runs_over_the_same_initial_states_by_scene(tmp_path: Path) -> None:
+    """Real scripted runs: two runs of one policy on scripted/reach-init (stored initial states 0-4 each) share a
+    cell, so each scene holds two episodes and the interval resamples scenes."""
+    from rollbench.analysis.sources import load_runs
+    from rollbench.api import evaluate
+
+    for name in ("r1", "r2"):
+        evaluate(env="scripted/reach-init", policy="scripted-expert", episodes=5, seed=0, action_noise=0.6,
+                 max_steps=8, out=tmp_path / name)  # fmt: skip
+    loaded = load_runs([tmp_path / "r1", tmp_path / "r2"])
+    cell = summarize_runs(loaded)["cells"][0]
+    assert (cell["unit"], cell["scenes"], cell["scored"]) == ("scene", 5, 10)
+    rows = [(ep["task"], ep["initial_state"], int(bool(ep["success"]))) for r in loaded.runs for ep in r.episodes]
+    assert sorted(s for _, s, _ in rows) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert (cell["ci95_low"], cell["ci95_high"]) == pytest.approx(_loop_interval(rows, 10_000, 0), abs=1e-12)

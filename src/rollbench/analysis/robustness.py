@@ -8,22 +8,13 @@ from typing import Any
 
 from rollbench.analysis.sources import RunData
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
-from rollbench.grading.robustness import check_trial_order
-from rollbench.grading.robustness import robustness_study as _study
+from rollbench.grading.robustness import ordered_study
 
 
 def robustness_study(run: RunData, rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any] | None:
-    """The robustness table of ``run`` (:func:`rollbench.grading.robustness.robustness_study`; errors under the
-    coverage ``rule``) with its ``trial_order`` (:func:`~rollbench.grading.robustness.check_trial_order`), or None.
-    ConfigError: an edited shuffled plan."""
-    if run.log is None:
-        return _study([], run.episodes, rule)
-    planned = run.log.plan.episodes
-    order = check_trial_order(planned, run.log.plan.trial_order)  # ConfigError: an edited shuffled plan
-    study = _study(planned, run.episodes, rule)
-    if study is not None:
-        study["trial_order"] = order
-    return study
+    """The robustness table of ``run`` (:func:`rollbench.grading.robustness.ordered_study`: errors under the
+    coverage ``rule``, with its ``trial_order``), or None. ConfigError: an edited shuffled plan."""
+    return ordered_study(run.log.plan if run.log is not None else None, run.episodes, rule)
 
 
 def study_env(env: str) -> tuple[str, list[str]]:

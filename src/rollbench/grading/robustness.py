@@ -36,7 +36,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import order_stream, trial_order
-from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode, TrialOrder
+from rollbench.core.runlog_model import PerturbationRecord, Plan, PlannedEpisode, TrialOrder
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
     CoverageRule,
@@ -198,6 +198,21 @@ def robustness_study(
     }
 
 
+def ordered_study(
+    plan: Plan | None, episodes: list[dict[str, Any]], rule: CoverageRule = DEFAULT_RULE
+) -> dict[str, Any] | None:
+    """:func:`robustness_study` of a run's recorded ``episodes`` under its ``plan`` (run.json's; None for an export),
+    with the study's ``trial_order`` (:func:`check_trial_order`) when there is a plan; None without perturbed
+    episodes. ConfigError: an edited shuffled plan."""
+    if plan is None:
+        return robustness_study([], episodes, rule)
+    order = check_trial_order(plan.episodes, plan.trial_order)  # ConfigError: an edited shuffled plan
+    study = robustness_study(plan.episodes, episodes, rule)
+    if study is not None:
+        study["trial_order"] = order
+    return study
+
+
 def study_of_run(run_dir: Path, rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any]:
     """:func:`robustness_study` of a run directory (errors under ``rule``): grade's episodes and run.json's planned episodes, both read from
     the files. Raises what :func:`rollbench.grading.grade.grade` raises for a run it cannot read, and ConfigError
@@ -207,7 +222,7 @@ def study_of_run(run_dir: Path, rule: CoverageRule = DEFAULT_RULE) -> dict[str, 
 
     result = grade(run_dir)
     log = read_run_log(run_dir)
-    study = robustness_study(log.plan.episodes if log else [], result["episodes"], rule)
+    study = ordered_study(log.plan if log else None, result["episodes"], rule)
     if study is None:
         from rollbench.core.contracts import ConfigError
 

@@ -201,6 +201,58 @@ def test_an_output_option_inside_a_run_directory_is_refused_before_anything_is_w
     assert tree(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    ("option", "args"),
+    [
+        ("--log-requests", ["serve-policy", "--policy", "zero", "--port", "0", "--log-requests", "L"]),
+        ("--labels", ["dashboard", "--root", "S", "--labels", "L"]),
+        ("--figure", ["robustness", "S", "--figure", "L"]),
+        ("--out", ["report", "S", "--out", "L"]),
+    ],
+)  # fmt: skip
+def test_an_output_file_hard_linked_into_a_run_is_refused_and_the_run_keeps_its_bytes(
+    recorded: Path, tmp_path: Path, option: str, args: list[str]
+) -> None:
+    """A hard link outside the run to R/meta/stats.json passes the inside-a-run check (its path is elsewhere), but
+    appending to it or rewriting it in place would change the run's own file: refused, nothing written."""
+    run, other = copy_of(recorded, tmp_path, "R"), copy_of(recorded, tmp_path, "S")
+    (tmp_path / "out").mkdir()
+    link = tmp_path / "out" / "hl.png"
+    os.link(run / "meta" / "stats.json", link)
+    before = tree(tmp_path)
+    argv = [str(link) if a == "L" else str(other) if a == "S" else a for a in args]
+    line = one_line_refusal(rb(*argv, timeout=120))
+    assert line == (
+        f"error: {option} {link} has 2 hard links; rollbench writes only to a file with no other names (give a new "
+        "path)"
+    )
+    assert tree(tmp_path) == before
+    assert os.stat(run / "meta" / "stats.json").st_nlink == 2
+
+
+def test_the_request_log_is_opened_only_as_a_lone_regular_file(recorded: Path, tmp_path: Path) -> None:
+    """The open itself re-checks on the opened file (a link made after the up-front check is still refused)."""
+    from rollbench.core.contracts import ConfigError
+    from rollbench.record.safe_files import open_append_private
+
+    run = copy_of(recorded, tmp_path, "R")
+    link = tmp_path / "hl.jsonl"
+    os.link(run / "meta" / "stats.json", link)
+    before = tree(run)
+    with pytest.raises(ConfigError, match="is not a regular file with a single name"):
+        open_append_private(link, "--log-requests")
+    os.symlink(run / "meta" / "info.json", tmp_path / "sym.jsonl")
+    with pytest.raises(ConfigError, match="cannot be opened"):
+        open_append_private(tmp_path / "sym.jsonl", "--log-requests")
+    assert tree(run) == before
+    fresh = tmp_path / "fresh.jsonl"
+    with open_append_private(fresh, "--log-requests") as f:
+        f.write("one\n")
+    with open_append_private(fresh, "--log-requests") as f:
+        f.write("two\n")
+    assert fresh.read_text() == "one\ntwo\n"
+
+
 # ---- item 15: bounds ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("args", "expected"),
@@ -212,13 +264,15 @@ def test_an_output_option_inside_a_run_directory_is_refused_before_anything_is_w
           "--budget", "6", "--look-every", "7", "--out", "W/seq"],
          "--look-every must be between 1 and the budget (6 pairs), got 7"),
         (["dashboard", "--root", "W", "--stale-after", "nan"],
-         "--stale-after must be more than 0 and at most 604800 seconds, got nan"),
+         "--stale-after must be at least 1 and at most 604800 seconds, got nan"),
         (["dashboard", "--root", "W", "--stale-after", "-1"],
-         "--stale-after must be more than 0 and at most 604800 seconds, got -1"),
+         "--stale-after must be at least 1 and at most 604800 seconds, got -1"),
         (["dashboard", "--root", "W", "--stale-after", "inf"],
-         "--stale-after must be more than 0 and at most 604800 seconds, got inf"),
+         "--stale-after must be at least 1 and at most 604800 seconds, got inf"),
+        (["dashboard", "--root", "W", "--stale-after", "1e-320"],
+         "--stale-after must be at least 1 and at most 604800 seconds, got 9.99989e-321"),
         (["dashboard", "--root", "W", "--stale-after", "0"],
-         "--stale-after must be more than 0 and at most 604800 seconds, got 0"),
+         "--stale-after must be at least 1 and at most 604800 seconds, got 0"),
         (["mcp", "--root", "W/mcp", "--max-steps-ceiling", "100000000000000000000"],
          "--max-steps-ceiling must be between 1 and 100000, got 100000000000000000000"),
         (["mcp", "--root", "W/mcp", "--max-steps-ceiling", "100001"],

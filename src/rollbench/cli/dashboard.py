@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rollbench.dashboard.service import Dashboard
 
 
+MIN_STALE_AFTER_S = 1.0  # --stale-after: at least a second (run.live.json is rewritten about once a second at most)
 MAX_STALE_AFTER_S = 7 * 86_400.0  # --stale-after: at most a week without run.live.json updates
 
 
@@ -58,9 +59,10 @@ def build_dashboard(
     for what, path in (("--labels", labels), ("--cache-dir", cache_dir)):
         if path is not None:
             refuse_inside_run(path, what)  # the one check of every output option (issue 42, item 8)
-    if not 0 < stale_after_s <= MAX_STALE_AFTER_S:  # False for NaN too
+    if not MIN_STALE_AFTER_S <= stale_after_s <= MAX_STALE_AFTER_S:  # False for NaN too
         raise ConfigError(
-            f"--stale-after must be more than 0 and at most {MAX_STALE_AFTER_S:g} seconds, got {stale_after_s:g}"
+            f"--stale-after must be at least {MIN_STALE_AFTER_S:g} and at most {MAX_STALE_AFTER_S:g} seconds, "
+            f"got {stale_after_s:g}"
         )
     if annotator is not None:
         check_segment(annotator, "--annotator")
@@ -121,7 +123,9 @@ def dashboard_cmd(
             "~/.cache/rollbench/dashboard when unset)."
         ),
     ] = None,
-    stale_after: Annotated[float, typer.Option(help="Seconds without run.live.json updates before 'stale'.")] = 120.0,
+    stale_after: Annotated[
+        float, typer.Option(help="Seconds without run.live.json updates before 'stale' (1 to 604800).")
+    ] = 120.0,
 ) -> None:
     """Watch, label and export every episode: a web dashboard over run directories (and other dashboards)."""
     import uvicorn

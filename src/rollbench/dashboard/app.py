@@ -35,6 +35,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity, check_segment
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.dashboard import pages
+from rollbench.dashboard.peers import TIMEOUT_S, PeerError
 from rollbench.dashboard.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.dashboard.service import Dashboard
 from rollbench.dashboard.summary import label_totals, labels_csv
@@ -202,10 +203,8 @@ def _add_media(app: FastAPI, dash: Dashboard) -> None:
         elif peer is not None:
             try:
                 path = peer.cached_media(dash.cfg.cache_dir, ident.episode_key(e), camera)
-            except httpx.HTTPStatusError as exc:
-                raise ApiError(404 if exc.response.status_code == 404 else 502, f"peer {peer.url}: {exc}") from None
-            except httpx.HTTPError as exc:
-                raise ApiError(502, f"peer {peer.url} is unreachable: {exc}") from None
+            except (httpx.HTTPError, PeerError) as exc:
+                raise _peer_failure(peer.url, exc) from None
         if path is None:
             raise ApiError(404, f"no recorded video {camera} for {ident.episode_key(e)}")
         return FileResponse(path, media_type="video/mp4")
@@ -221,11 +220,24 @@ def _add_media(app: FastAPI, dash: Dashboard) -> None:
             return FileResponse(path, media_type="text/plain; charset=utf-8")
         if peer is not None:
             try:
-                resp = httpx.get(f"{peer.url}/transcript/{ident.episode_key(e)}", headers=peer._headers(), timeout=3)
-            except httpx.HTTPError as exc:
-                raise ApiError(502, f"peer {peer.url} is unreachable: {exc}") from None
-            return Response(resp.content, status_code=resp.status_code, media_type="text/plain; charset=utf-8")
+                body = peer.transcript(ident.episode_key(e))
+            except (httpx.HTTPError, PeerError) as exc:
+                raise _peer_failure(peer.url, exc) from None
+            return Response(body, media_type="text/plain; charset=utf-8")
         raise ApiError(404, f"no run {ident.key}")
+
+
+def _peer_failure(url: str, exc: Exception) -> ApiError:
+    """The central dashboard's answer when a peer cannot deliver a transcript or video: 404 for the peer's 404,
+    504 past the deadline, 502 otherwise; the message names the peer and the reason, never the peer's body."""
+    if isinstance(exc, PeerError):
+        return ApiError(exc.status, f"peer {url}: {exc}")
+    if isinstance(exc, httpx.HTTPStatusError):
+        code = exc.response.status_code
+        return ApiError(404 if code == 404 else 502, f"peer {url} answered HTTP {code}")
+    if isinstance(exc, httpx.TimeoutException):
+        return ApiError(504, f"peer {url} did not answer within {TIMEOUT_S:g} s")
+    return ApiError(502, f"peer {url} is unreachable: {type(exc).__name__}")
 
 
 def _add_pages(app: FastAPI, dash: Dashboard) -> None:

@@ -17,6 +17,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -27,12 +28,20 @@ from rollbench.core.identity import check_segment
 from rollbench.record.runlog import utc_now
 
 TIMEOUT_S = 3.0  # per read of a peer's answer
-TOTAL_S = 10.0  # the whole answer of /api/runs or an episode: a peer dripping bytes is cut off here
+TOTAL_S = 10.0  # the whole answer of /api/runs, an episode or a transcript: a peer dripping bytes is cut off here
 MAX_ANSWER_BYTES = 64 * 2**20  # 64 MiB: a listing of thousands of runs is a few MB
+MAX_TRANSCRIPT_BYTES = 4 * 2**20  # 4 MiB: an agent transcript of a long episode is tens of kB
+MEDIA_TOTAL_S = 60.0  # one episode video from a peer: at most a minute in all
+MAX_MEDIA_BYTES = 256 * 2**20  # 256 MiB: an episode's mp4 is a few MB; more is never kept in the cache
 
 
 class PeerError(Exception):
-    """A peer's answer is too slow, too large or not the listing a dashboard serves."""
+    """A peer's answer is too slow, too large or not the listing a dashboard serves. ``status`` is the HTTP status
+    the central dashboard answers with (504 for a deadline, 502 otherwise)."""
+
+    def __init__(self, message: str, status: int = 502) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Peer:
@@ -54,20 +63,35 @@ class Peer:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
-    def get_json(self, path: str) -> Any:
-        """The peer's JSON answer at ``path``, read within :data:`TOTAL_S` seconds in all and at most
-        :data:`MAX_ANSWER_BYTES` bytes (PeerError otherwise; httpx.HTTPError for a failed request)."""
-        deadline = time.monotonic() + TOTAL_S
-        body = bytearray()
+    def fetch(self, path: str, sink: Callable[[bytes], object], max_bytes: int, total_s: float | None = None) -> None:
+        """Stream the peer's answer at ``path`` into ``sink`` chunk by chunk, within ``total_s`` seconds in all (each
+        read within :data:`TIMEOUT_S`) and at most ``max_bytes`` bytes: PeerError (status 504 past the deadline, 502
+        over the cap) otherwise, httpx.HTTPStatusError for a non-2xx answer, httpx.HTTPError for a failed request.
+        ``total_s`` defaults to :data:`TOTAL_S`. The one bounded read of every peer answer (listings, episodes,
+        transcripts, media)."""
+        total_s = TOTAL_S if total_s is None else total_s
+        deadline = time.monotonic() + total_s
+        size = 0
         with httpx.stream("GET", self.url + path, headers=self._headers(), timeout=TIMEOUT_S) as resp:
             resp.raise_for_status()
             for chunk in resp.iter_bytes():
-                body += chunk
-                if len(body) > MAX_ANSWER_BYTES:
-                    raise PeerError(f"its answer is over {MAX_ANSWER_BYTES:,} bytes")
+                size += len(chunk)
+                if size > max_bytes:
+                    raise PeerError(f"its answer is over {max_bytes:,} bytes")
                 if time.monotonic() > deadline:
-                    raise PeerError(f"its answer took over {TOTAL_S:g} s")
-        return json.loads(bytes(body))
+                    raise PeerError(f"its answer took over {total_s:g} s", status=504)
+                sink(chunk)
+
+    def get_bytes(self, path: str, max_bytes: int) -> bytes:
+        """The peer's whole answer at ``path`` (bounded as in :meth:`fetch`)."""
+        body = bytearray()
+        self.fetch(path, body.extend, max_bytes)
+        return bytes(body)
+
+    def get_json(self, path: str) -> Any:
+        """The peer's JSON answer at ``path``, read within :data:`TOTAL_S` seconds in all and at most
+        :data:`MAX_ANSWER_BYTES` bytes (PeerError otherwise; httpx.HTTPError for a failed request)."""
+        return json.loads(self.get_bytes(path, MAX_ANSWER_BYTES))
 
     def refresh(self, force: bool = False) -> None:
         """Re-read the peer's ``/api/runs`` if the last read is older than ``refresh_s`` (or ``force``)."""
@@ -96,9 +120,14 @@ class Peer:
     def episode(self, key_path: str) -> dict[str, Any]:
         return dict(self.get_json(f"/api/episode/{key_path}"))
 
+    def transcript(self, key_path: str) -> bytes:
+        """The peer's ``/transcript/KEY`` text, at most :data:`MAX_TRANSCRIPT_BYTES` within :data:`TOTAL_S`."""
+        return self.get_bytes(f"/transcript/{key_path}", MAX_TRANSCRIPT_BYTES)
+
     def cached_media(self, cache_dir: Path, key_path: str, camera: str) -> Path:
         """The peer's video ``/media/KEY/CAMERA`` as a local file under ``cache_dir`` (downloaded once; temp file +
-        rename). Raises httpx.HTTPError when the peer cannot deliver it."""
+        rename; at most :data:`MAX_MEDIA_BYTES` within :data:`MEDIA_TOTAL_S`). Raises httpx.HTTPError when the peer
+        cannot deliver it, PeerError when it is too slow or too large (nothing is then kept)."""
         for seg in [*key_path.split("/"), camera]:
             check_segment(seg, "path segment")
         dest = cache_dir / "media" / key_path / f"{camera}.mp4"
@@ -107,19 +136,12 @@ class Peer:
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, suffix=".part")
         try:
-            with (
-                os.fdopen(fd, "wb") as fh,
-                httpx.stream(
-                    "GET", f"{self.url}/media/{key_path}/{quote(camera)}", headers=self._headers(), timeout=TIMEOUT_S
-                ) as resp,
-            ):
-                resp.raise_for_status()
-                for chunk in resp.iter_bytes():
-                    fh.write(chunk)
+            with os.fdopen(fd, "wb") as fh:
+                self.fetch(f"/media/{key_path}/{quote(camera)}", fh.write, MAX_MEDIA_BYTES, MEDIA_TOTAL_S)
             os.replace(tmp, dest)
         finally:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                os.unlink(tmp)  # a partial, slow or oversized download is never left in the cache
         return dest
 
 

@@ -28,7 +28,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import kind_of
@@ -214,3 +214,38 @@ def refuse_inside_run(out: Path, option: str = "--out") -> None:
             f"{option} {out} lies inside the run directory {run}; write outputs elsewhere (a run directory holds "
             "only what its recorder wrote)"
         )
+    refuse_shared_file(out, option)
+
+
+def refuse_shared_file(out: Path, option: str = "--out") -> None:
+    """ConfigError when output path ``out`` exists as a file that is not a regular file or has other hard links
+    (``st_nlink > 1``): appending to it or rewriting it in place would change every other name of that file, a
+    recorded run's among them (issue 42). A missing path, a directory or a lone regular file passes."""
+    try:
+        st = os.lstat(out)
+    except OSError:
+        return  # missing (created new) or unreadable: check_output_path and the open itself say why
+    if stat.S_ISDIR(st.st_mode):
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{option} {out} exists and is not a regular file; choose another path")
+    if st.st_nlink > 1:
+        raise ConfigError(
+            f"{option} {out} has {st.st_nlink} hard links; rollbench writes only to a file with no other names "
+            "(give a new path)"
+        )
+
+
+def open_append_private(path: Path, option: str) -> TextIO:
+    """``path`` opened for appending text (created 0o666 minus umask if missing), refused with ConfigError when it
+    is a link, not a regular file, or has other hard links (checked on the open file, so no race)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise ConfigError(f"{option} {path} cannot be opened: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise ConfigError(f"{option} {path} is not a regular file with a single name; give a new path")
+    return os.fdopen(fd, "a", encoding="utf-8")

@@ -32,6 +32,7 @@ import numpy as np
 from rollbench.core.batch import Batchable
 from rollbench.core.contracts import ConfigError, Observation, Policy, TaskInfo, describe
 from rollbench.core.registry import served_layout
+from rollbench.record.safe_files import open_append_private
 from rollbench.serve.batch import Batching, Gatherer, SlotPolicy, act_many
 from rollbench.serve.limits import (
     Limits,
@@ -161,7 +162,7 @@ class PolicyHost:
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)  # notified when a session ends
         self._acts = 0
-        self._log = log_path.open("a", encoding="utf-8") if log_path else None
+        self._log = open_append_private(log_path, "--log-requests") if log_path else None
 
     def _injection_text(self) -> str | None:
         return f"{self.injection[0]}:{self.injection[1]:g}" if self.injection else None

@@ -1,0 +1,122 @@
+"""A peer's transcript and video are fetched with the same bounds as its listing (issue 42, B): a peer that drips
+its answer is cut off at a total deadline (504), one that answers more than the cap is cut off (502), and a
+video over the cap is never kept in ``--cache-dir``; the central dashboard's answer is a short JSON error that
+never echoes the peer's bytes. The peer is a real loopback HTTP server (a bounded thread per request); the oracles
+are the status codes, the cache directory's files and the marker bytes the peer sent."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from dashboard_support import ServerThread
+from rollbench.dashboard import peers
+
+pytestmark = pytest.mark.timeout(120)
+
+RUN = {"source": "local", "host": "h", "robot": "r", "name": "n", "key": "h/r/n",
+       "episodes": [{"key": "h/r/n/0", "success": True}]}  # fmt: skip
+MARKER = b"PEERBODY-"
+DRIP_BYTES = 150  # at 0.1 s a byte: 15 s for the whole answer, far past the 1 s deadline of these tests
+
+
+@contextmanager
+def peer(body: bytes, drip_s: float = 0.0) -> Iterator[str]:
+    """A peer answering /api/runs with one run and every other GET with ``body`` (dripped when ``drip_s``)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = json.dumps({"runs": [RUN]}).encode() if self.path == "/api/runs" else body
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                if drip_s and self.path != "/api/runs":
+                    for b in data:
+                        self.wfile.write(bytes([b]))
+                        self.wfile.flush()
+                        time.sleep(drip_s)
+                else:
+                    self.wfile.write(data)
+            except OSError:
+                pass
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture
+def small_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(peers, "TOTAL_S", 1.0)
+    monkeypatch.setattr(peers, "MEDIA_TOTAL_S", 1.0)
+    monkeypatch.setattr(peers, "MAX_TRANSCRIPT_BYTES", 1000)
+    monkeypatch.setattr(peers, "MAX_MEDIA_BYTES", 100_000)
+
+
+def ask(url: str, path: str, cache: Path) -> tuple[httpx.Response, float]:
+    srv = ServerThread([], cache.parent / "labels.json", cache_dir=cache, peers=[url]).start()
+    try:
+        started = time.monotonic()
+        r = httpx.get(srv.url + path, timeout=60)
+        return r, time.monotonic() - started
+    finally:
+        srv.stop()
+
+
+def cached_files(cache: Path) -> list[str]:
+    return sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("path", ["/transcript/h/r/n/0", "/media/h/r/n/0/top"])
+def test_a_dripping_peer_gets_a_504_at_the_deadline_and_nothing_is_cached(
+    small_bounds: None, tmp_path: Path, path: str
+) -> None:
+    with peer(MARKER * (DRIP_BYTES // len(MARKER)), drip_s=0.1) as url:
+        r, took = ask(url, path, tmp_path / "cache")
+    assert r.status_code == 504
+    assert r.headers["content-type"].startswith("application/json")
+    assert "took over 1 s" in r.text and MARKER not in r.content
+    assert took < DRIP_BYTES * 0.1 / 2  # answered, not read to the peer's end (generous: a loaded machine)
+    assert cached_files(tmp_path / "cache") == []
+
+
+@pytest.mark.parametrize(("path", "cap"), [("/transcript/h/r/n/0", 1000), ("/media/h/r/n/0/top", 100_000)])
+def test_a_peer_answer_over_the_cap_gets_a_502_and_nothing_is_kept(
+    small_bounds: None, tmp_path: Path, path: str, cap: int
+) -> None:
+    with peer(MARKER * (3 * cap // len(MARKER))) as url:
+        r, _ = ask(url, path, tmp_path / "cache")
+    assert r.status_code == 502
+    assert f"over {cap:,} bytes" in r.text and MARKER not in r.content
+    assert len(r.content) < 500
+    assert cached_files(tmp_path / "cache") == []
+
+
+@pytest.mark.parametrize("path", ["/transcript/h/r/n/0", "/media/h/r/n/0/top"])
+def test_a_peer_answer_within_the_bounds_is_served_and_a_video_cached(
+    small_bounds: None, tmp_path: Path, path: str
+) -> None:
+    body = MARKER * 50
+    with peer(body) as url:
+        r, _ = ask(url, path, tmp_path / "cache")
+    assert r.status_code == 200 and r.content == body
+    expected = ["media/h/r/n/0/top.mp4"] if path.startswith("/media") else []
+    assert cached_files(tmp_path / "cache") == expected

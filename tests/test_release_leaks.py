@@ -195,3 +195,17 @@ def _carries(path: Path) -> bool:
     arrow schema, where a byte search cannot see it)."""
     fields = [str(f.metadata) for f in pq.read_schema(path)]
     return HOST.encode() in path.read_bytes() or any(HOST in m for m in fields)
+
+
+def test_a_copied_run_left_running_is_refused_unless_violations_are_allowed(run: Path, tmp_path: Path) -> None:
+    doc = json.loads((run / "run.json").read_text())
+    doc["status"] = "RUNNING"  # a copy taken mid-run: no writer holds its lock
+    (run / "run.json").write_text(json.dumps(doc, indent=2))
+    r = invoke("release", run, "--out", tmp_path / "rel", "--date", DATE)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"error: {run} is still RUNNING or was interrupted; resume or grade it first"
+    ]
+    assert not (tmp_path / "rel").exists()
+    build_release([run], tmp_path / "rel2", date=DATE, allow_violations=True)
+    assert (tmp_path / "rel2/run/run.json").is_file()

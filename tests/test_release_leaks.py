@@ -168,9 +168,7 @@ HOST_PLANTS: dict[str, Callable[[pa.Table], pa.Table]] = {
         ),
     ),
     "a map column": lambda t: t.append_column("m", pa.array([[(f"k-{HOST}", f"v-{HOST}")]] * t.num_rows, MAP)),
-    "a map in a list": lambda t: t.append_column(
-        "lm", pa.array([[[(f"k-{HOST}", "v")]]] * t.num_rows, pa.list_(MAP))
-    ),
+    "a map in a list": lambda t: t.append_column("lm", pa.array([[[(f"k-{HOST}", "v")]]] * t.num_rows, pa.list_(MAP))),
     "a map in a struct": lambda t: t.append_column(
         "sm", pa.array([{"m": [("k", f"v-{HOST}")]}] * t.num_rows, pa.struct([("m", MAP)]))
     ),

@@ -155,3 +155,55 @@ def test_a_sparse_file_over_the_bound_is_refused_before_it_is_read(run: Path, tm
     with pytest.raises(ConfigError, match=f"over the {MAX_FILE_BYTES:,} bytes a release reads per file"):
         build_release([run], tmp_path / "rel", date=DATE)
     assert not (tmp_path / "rel").exists()
+
+
+HOST = "gpu-node-17.corp"
+MAP = pa.map_(pa.string(), pa.string())
+HOST_PLANTS: dict[str, Callable[[pa.Table], pa.Table]] = {
+    "a schema metadata key": lambda t: t.replace_schema_metadata({**(t.schema.metadata or {}), f"note-{HOST}": "x"}),
+    "a field metadata key": lambda t: pa.Table.from_arrays(
+        t.columns,
+        schema=pa.schema(
+            [f.with_metadata({f"k-{HOST}": "x"}) if i == 0 else f for i, f in enumerate(t.schema)], t.schema.metadata
+        ),
+    ),
+    "a map column": lambda t: t.append_column("m", pa.array([[(f"k-{HOST}", f"v-{HOST}")]] * t.num_rows, MAP)),
+    "a map in a list": lambda t: t.append_column("lm", pa.array([[[(f"k-{HOST}", "v")]]] * t.num_rows, pa.list_(MAP))),
+    "a map in a struct": lambda t: t.append_column(
+        "sm", pa.array([{"m": [("k", f"v-{HOST}")]}] * t.num_rows, pa.struct([("m", MAP)]))
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOST_PLANTS))
+def test_a_recorded_host_in_metadata_keys_and_map_columns_is_redacted(run: Path, tmp_path: Path, case: str) -> None:
+    doc = json.loads((run / "run.json").read_text())
+    doc["identity"]["host"] = HOST
+    (run / "run.json").write_text(json.dumps(doc, indent=2))
+    for rel in ("data/chunk-000/file-000.parquet", "meta/episodes/chunk-000/file-000.parquet"):
+        pq.write_table(HOST_PLANTS[case](pq.read_table(run / rel)), run / rel)
+        assert _carries(run / rel)  # the plant is there before the release
+    build_release([run], tmp_path / "rel", date=DATE, allow_violations=True)
+    assert leaked(tmp_path / "rel", HOST) == []
+    assert [p for p in (tmp_path / "rel").rglob("*.parquet") if _carries(p)] == []
+
+
+def _carries(path: Path) -> bool:
+    """``HOST`` in the file's raw bytes, or in its fields' metadata (parquet stores that inside the base64-encoded
+    arrow schema, where a byte search cannot see it)."""
+    fields = [str(f.metadata) for f in pq.read_schema(path)]
+    return HOST.encode() in path.read_bytes() or any(HOST in m for m in fields)
+
+
+def test_a_copied_run_left_running_is_refused_unless_violations_are_allowed(run: Path, tmp_path: Path) -> None:
+    doc = json.loads((run / "run.json").read_text())
+    doc["status"] = "RUNNING"  # a copy taken mid-run: no writer holds its lock
+    (run / "run.json").write_text(json.dumps(doc, indent=2))
+    r = invoke("release", run, "--out", tmp_path / "rel", "--date", DATE)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"error: {run} is still RUNNING or was interrupted; resume or grade it first"
+    ]
+    assert not (tmp_path / "rel").exists()
+    build_release([run], tmp_path / "rel2", date=DATE, allow_violations=True)
+    assert (tmp_path / "rel2/run/run.json").is_file()

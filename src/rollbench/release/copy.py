@@ -118,6 +118,9 @@ def _build(
     if rules is not None:
         rules_obj = read_json(rules, "--rules", max_bytes=MAX_RULES_BYTES)
     logs = [load_run_log(r) for r in runs]  # ConfigError naming the file for a damaged or foreign run.json
+    for r, log in zip(runs, logs, strict=True):  # no live writer (checked above), yet its last execution never ended
+        if log.status == "RUNNING" and not allow_violations:
+            raise ConfigError(f"{r} is still RUNNING or was interrupted; resume or grade it first")
     when, when_source = _release_date(logs, date)  # --date checked before any run is graded
     listed = [run_files(r) for r in runs]  # links, nested runs and oversized files refused before anything is read
     grades = graded_runs(runs, allow_violations)

@@ -23,7 +23,8 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   rest of the path is kept);
 * ``host_name`` / ``user_name`` (categories ``host_name``, ``user_name``): the literal names given to
   :class:`Scanner` (the recording machines' host names from run.json provenance and identity, this machine's host
-  name and OS user, user names seen in home paths), matched as whole words; names shorter than 3 characters or
+  name and OS user, user names seen in home paths), matched as whole words (a hyphen or a dot ends a word,
+  so ``note-HOST`` is caught); names shorter than 3 characters or
   common words (:data:`COMMON_NAMES`) are matched only as the whole value of the fields that hold them
   (``host``, ``user``, a label's ``annotator``); a host name as the first segment of an identity key ``HOST/ROBOT/NAME[/EPISODE]``
   (labels, URLs) is matched at any length (rule ``host_segment``), and replaced by the segment-safe form of its
@@ -133,7 +134,8 @@ class Scanner:
             self.patterns.append(("host_segment", "host_name", pat, 0))
         for value, category in self.literals:
             rule = category if category in ("host_name", "user_name") else "literal"
-            pat = re.compile(rf"(?<![A-Za-z0-9\-]){re.escape(value)}(?![A-Za-z0-9\-])")
+            # a hyphen is a boundary: "note-HOST" and "HOST-x" (a key or value built from the name) are caught
+            pat = re.compile(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])")
             self.patterns.append((rule, category, pat, 0))
         self.placeholders: dict[str, str] = {}
         self._counts: Counter[str] = Counter()

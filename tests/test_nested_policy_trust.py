@@ -145,7 +145,9 @@ def test_a_run_of_another_spec_is_refused_before_the_agent_spends_the_key(
 ) -> None:
     port, arrived = listener
     run = Path(shutil.copytree(recorded, tmp_path / "run", symlinks=True))
-    r = rb("eval", "--env", "scripted/reach", "--policy", "agent:openai/gpt-4o", "--episodes", "2", "--out", run)
+    r = rb(
+        "eval", "--env", "scripted/reach", "--policy", "agent:openai/gpt-4o", "--episodes", "2", "--out", run, port=port
+    )
     assert "already holds a run of a different spec" in one_line_refusal(r)
     assert arrived == []
 
@@ -164,5 +166,7 @@ def test_a_non_protocol_error_body_is_summarised_by_its_size_only() -> None:
     assert server_said(500, b"<html>internal secret page</html>") == (
         "HTTP 500: a reply of 33 bytes that is not this protocol's JSON (not shown)"
     )
-    assert server_said(502, body) == f"HTTP 502: a reply of {len(body)} bytes that is not this protocol's JSON (not shown)"
+    assert (
+        server_said(502, body) == f"HTTP 502: a reply of {len(body)} bytes that is not this protocol's JSON (not shown)"
+    )
     assert server_said(400, b'{"error": "bad dtype"}') == "HTTP 400: bad dtype"

@@ -2,7 +2,7 @@
 
 A cell is keyed by the ``--by`` keys plus the instruction *text* (never a variant name alone: ``original`` or ``c1``
 name different texts in different runs); it lists the variant names its episodes were recorded under. The unit of
-every count and interval is one recorded episode, taken as an independent Bernoulli trial; episodes that repeat a
+every count is one recorded episode; the interval's unit is the episode unless a scene repeats (below); episodes that repeat a
 (task, seed, initial state, instruction) already in the cell are counted too (``repeats``) and named in a warning,
 because they are independent only when the policy or env is stochastic (see :func:`summarize_runs`).
 
@@ -10,8 +10,10 @@ Each cell counts the recorded (finished) episodes of its runs by the coverage ru
 docs/analysis.md "Errors and coverage"): ``episodes`` (attempted), ``errored`` (termination reason ``error``) and
 ``errored_by_fault``, ``scored`` (the rate's denominator: environment- and infrastructure-fault errors are left out,
 ``excluded``; policy-fault errors count as failures, ``policy_errors_as_failures``, unless the rule excludes them),
-``coverage`` (scored / episodes), ``successes`` and ``success_rate`` (successes / scored) with the 95% Wilson
-interval over the scored episodes, and, with labels, the count
+``coverage`` (scored / episodes), ``successes`` and ``success_rate`` (successes / scored) with its 95% interval over
+the scored episodes (``ci95_low``, ``ci95_high``): the Wilson interval (``unit`` ``episode``), or, when the cell's
+scored episodes repeat a scene (task x initial state), a cluster bootstrap resampling scenes (``unit`` ``scene``,
+``scenes`` distinct; :func:`rollbench.grading.scenes.rate_interval`; ``interval`` names the method), and, with labels, the count
 per label of the rubric, ``n_labeled``, ``n_unlabeled``, ``n_invalid`` and the rubric's rates. A rate's denominator is
 the *valid* labelled episodes (labelled, not ``invalid``) unless said otherwise; a rate is ``null`` when its
 denominator is 0.
@@ -41,8 +43,8 @@ from typing import Any
 from rollbench.analysis.sources import Loaded, RunData
 from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import did_you_mean
-from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, outcome_of, tally
-from rollbench.grading.stats import wilson_interval
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, outcome_of, score, tally
+from rollbench.grading.scenes import rate_interval
 
 BY_KEYS: tuple[str, ...] = ("task", "model", "policy", "host", "robot", "run", "variant", "instruction")
 DEFAULT_BY: tuple[str, ...] = ("task", "model")  # summarize_runs adds "instruction"
@@ -229,7 +231,8 @@ def summarize_runs(
     is keyed by its variant name instead. When ``task`` is not a cell key (e.g. ``--by policy``), the episodes given
     their task's canonical instruction have ``instruction`` null, so they pool across tasks; other texts stay apart.
 
-    Repeated episodes: the unit of the Wilson interval is one recorded episode, assumed independent of the others.
+    Repeated episodes: the unit of the Wilson interval is one recorded episode, assumed independent of the others;
+    when episodes share a scene (task x initial state) the interval resamples scenes instead (``unit``).
     When a cell holds several episodes of the same (task, seed, initial state, instruction) (e.g. seeds 0-2 run
     twice by one policy), each is counted (they are separate rollouts), the cell's ``repeats`` says how many episodes
     repeat one already in the cell, and ``warnings`` names the cell: the repeats are independent draws only if the
@@ -295,7 +298,10 @@ def _cell(
     n = len(members)
     cov = tally([outcome_of(ep) for _, ep in members], rule)
     s = cov.successes
-    lo, hi = wilson_interval(s, cov.scored)
+    scored = [(ep, v) for _, ep in members if (v := score(outcome_of(ep), rule)) is not None]
+    ci = rate_interval(
+        [v for _, v in scored], [ep["task"] for ep, _ in scored], [ep.get("initial_state") for ep, _ in scored]
+    )
     seen = Counter(_repeat_key(ep) for _, ep in members)
     repeats = sum(c - 1 for c in seen.values())
     runs = sorted({r.key for r, _ in members})
@@ -326,8 +332,7 @@ def _cell(
             "policy_errors_as_failures": cov.policy_errors_as_failures,
             "successes": s,
             "success_rate": cov.success_rate,
-            "ci95_low": lo,
-            "ci95_high": hi,
+            **ci,
         }
     )
     if labels is not None:

@@ -68,6 +68,14 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
             row.append(" ".join(f"{k}={pct(v)}" for k, v in c["rates"].items()))
         table.add_row(*row)
     print_table(out, table, keys=len(doc["by"]))
+    by_scene = [c for c in doc["cells"] if c.get("unit") == "scene"]
+    if by_scene:
+        out.print(
+            f"95% CI unit: {len(by_scene)} of {len(doc['cells'])} cell(s) repeat a scene (task x initial state), so "
+            f"their interval is a {by_scene[0]['interval']}; the others: Wilson over episodes",
+            highlight=False,
+            soft_wrap=True,
+        )
     for p in doc["in_progress"]:
         out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
 

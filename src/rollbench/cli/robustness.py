@@ -67,8 +67,16 @@ def print_study(out: Any, study: dict[str, Any]) -> None:
     for cat, b in study["categories"].items():
         for line in [*b.get("error_notes", []), *([b["coverage_gate"]] if b.get("coverage_gate") else [])]:
             out.print(f"{cat}: {line}", highlight=False, soft_wrap=True)
+        if b.get("unit") == "scene":
+            out.print(
+                f"{cat}: its pairs repeat a scene (control task x initial state), so the unit is the scene "
+                f"({b['scenes']} scenes): p is a {b['test']} test and the 95% CI resamples scenes",
+                highlight=False,
+                soft_wrap=True,
+            )
     out.print(
-        "b / c: pairs only the control / only the perturbed episode solved; p: exact McNemar, two-sided; Holm over "
+        "b / c: pairs only the control / only the perturbed episode solved; p: exact McNemar, two-sided (unit: the "
+        "pair, unless said above); Holm over "
         f"categories (levels within their category). Unpaired perturbed episodes: {study['unpaired']}; pairs dropped "
         f"for an environment or infrastructure error (not pairs; policy errors are failures): {study['dropped_errors']}. "
         "Errors: docs/analysis.md, 'Errors and coverage'."

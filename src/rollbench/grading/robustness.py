@@ -14,7 +14,10 @@ coverage"): an environment- or infrastructure-fault error on either side means t
 Each block has both sides' ``coverage`` counts, ``error_notes`` and a ``verdict`` (``b_better``: the perturbed
 episodes succeed more; ``a_better``: the control ones), judged on ``p_holm`` and withheld as
 ``insufficient_coverage`` below 95% coverage on either side. A perturbed episode whose control task is not in the
-run, or names none, is counted in ``unpaired``. The unit of independence is the pair.
+run, or names none, is counted in ``unpaired``. The unit of independence (each block's ``unit``) is the pair, or,
+when a block's pairs repeat a scene (control task x initial state: more trials than stored initial states), the
+scene: a sign-flip test over the scene-level differences replaces McNemar's ``p_value`` and the bootstrap resamples
+whole scenes (:mod:`rollbench.grading.scenes`; ``scenes`` counts them, ``test`` names the test).
 
 Per category (and per ``(category, level)`` for graded ones), over its pairs: ``control`` and ``perturbed``
 successes and rates (95% Wilson intervals), the paired ``difference`` = perturbed rate - control rate with its 95%
@@ -37,7 +40,6 @@ from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode, Tria
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
     CoverageRule,
-    Outcome,
     coverage_gate,
     outcome_of,
     pair,
@@ -45,6 +47,7 @@ from rollbench.grading.coverage import (
     tally,
     verdict,
 )
+from rollbench.grading.scenes import cluster_bootstrap_difference, repeats_scenes, scene_differences, sign_flip_test
 from rollbench.grading.stats import bootstrap_difference, holm, mcnemar_exact, wilson_interval
 
 N_RESAMPLES = 10_000
@@ -61,21 +64,34 @@ def _rate(successes: int, n: int) -> dict[str, Any]:
     return {"successes": successes, "rate": successes / n if n else None, "ci95_low": low, "ci95_high": high}
 
 
-def _block(rows: list[tuple[Outcome, Outcome, str]], rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any]:
-    """Statistics of ``(control outcome, perturbed outcome, control task)`` trials under the coverage rule
-    (:mod:`rollbench.grading.coverage`): a trial with an environment or infrastructure error on either side is not a
-    pair; each side's coverage; the verdict (``b_better``: the perturbed arm better) gated on coverage."""
+def _block(rows: list[tuple[Any, ...]], rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any]:
+    """Statistics of ``(control outcome, perturbed outcome, control task, initial state)`` trials under the coverage
+    rule (:mod:`rollbench.grading.coverage`): a trial with an environment or infrastructure error on either side is
+    not a pair; each side's coverage; the verdict (``b_better``: the perturbed arm better) gated on coverage. When the
+    pairs repeat a scene (control task x initial state), the unit is the scene (``unit``; module docstring)."""
     control, perturbed = [r[0] for r in rows], [r[1] for r in rows]
     kept = pair(control, perturbed, rule)
     c, q = kept.a, kept.b
     n = kept.n
     strata = [rows[i][2] for i in kept.positions]
-    boot = bootstrap_difference(c, q, paired=True, strata=strata, n_resamples=N_RESAMPLES, seed=SEED)
+    scenes = [(rows[i][2], rows[i][3] if rows[i][3] is not None else ("pair", i)) for i in kept.positions]
+    if repeats_scenes(scenes):
+        boot = cluster_bootstrap_difference(c, q, scenes, strata=strata, n_resamples=N_RESAMPLES, seed=SEED)
+        flip = sign_flip_test(scene_differences(c, q, scenes).diffs, seed=SEED)
+        p, unit = (
+            flip.p_value,
+            {"unit": "scene", "scenes": flip.scenes, "test": f"sign-flip over scenes, {flip.method}"},
+        )
+    else:
+        boot = bootstrap_difference(c, q, paired=True, strata=strata, n_resamples=N_RESAMPLES, seed=SEED)
+        p, unit = None, {"unit": "pair", "scenes": None, "test": "exact McNemar (two-sided)"}
     test = mcnemar_exact(c, q)
+    p = test.p_value if p is None else p
     cov_c, cov_q = tally(control, rule), tally(perturbed, rule)
     gate = coverage_gate(cov_c, cov_q, rule, names=("control", "perturbed"))
     return {
         "pairs": n,
+        **unit,
         "control": _rate(int(c.sum()), n),
         "perturbed": _rate(int(q.sum()), n),
         "difference": boot.difference,
@@ -84,12 +100,12 @@ def _block(rows: list[tuple[Outcome, Outcome, str]], rule: CoverageRule = DEFAUL
         "perturbed_only": test.b_only,
         "both": test.both,
         "neither": test.neither,
-        "p_value": test.p_value,
+        "p_value": p,
         "pairs_dropped_by_reason": kept.dropped_by_reason(),
         "coverage": {"control": cov_c.to_dict(), "perturbed": cov_q.to_dict()},
         "error_notes": cov_c.notes("control") + cov_q.notes("perturbed"),
         "coverage_gate": gate,
-        "verdict": verdict(test.p_value, boot.difference, gate=gate),
+        "verdict": verdict(p, boot.difference, gate=gate),
     }
 
 
@@ -148,16 +164,17 @@ def robustness_study(
         controls.add((str(key[0]), key[1]))
         oc, op = outcome_of(by_key[key]), outcome_of(e)
         dropped += score(oc, rule) is None or score(op, rule) is None  # not a pair under the coverage rule
-        pairs[p.category].append((oc, op, p.control, p.level, p.detail))
+        init = by_key[key].get("initial_state")
+        pairs[p.category].append((oc, op, p.control, init, p.level, p.detail))
     categories: dict[str, Any] = {}
     for cat, rows in pairs.items():
-        block = _block([r[:3] for r in rows], rule)
-        levels = sorted({r[3] for r in rows if r[3] is not None})
-        block["levels"] = [{"level": lv, **_block([r[:3] for r in rows if r[3] == lv], rule)} for lv in levels]
+        block = _block([r[:4] for r in rows], rule)
+        levels = sorted({r[4] for r in rows if r[4] is not None})
+        block["levels"] = [{"level": lv, **_block([r[:4] for r in rows if r[4] == lv], rule)} for lv in levels]
         for lv, adj in zip(block["levels"], holm([b["p_value"] for b in block["levels"]]), strict=True):
             lv["p_holm"] = adj
             lv["verdict"] = verdict(adj, lv["difference"], gate=lv["coverage_gate"])
-        block["details"] = sorted({r[4] for r in rows})
+        block["details"] = sorted({r[5] for r in rows})
         categories[cat] = block
     for cat, adj in zip(categories, holm([b["p_value"] for b in categories.values()]), strict=True):
         categories[cat]["p_holm"] = adj
@@ -174,8 +191,9 @@ def robustness_study(
         "method": (
             "pairs = perturbed episode of trial k and its control task's episode of trial k (same seed and initial "
             f"state index); difference = perturbed - control, 95% paired bootstrap ({N_RESAMPLES} resamples, seed "
-            f"{SEED}, stratified by control task); exact McNemar two-sided; Holm over categories (levels: within "
-            "their category)"
+            f"{SEED}, stratified by control task); exact McNemar two-sided; when the pairs repeat a scene (control "
+            "task x initial state): a bootstrap resampling scenes and a sign-flip test over scene differences "
+            "(block unit: scene); Holm over categories (levels: within their category)"
         ),
     }
 

@@ -10,7 +10,8 @@ independent evidence: they share the scene's difficulty. Then the unit of indepe
   ``e_s``: exact enumeration of all 2^n sign patterns for n <= :data:`EXACT_MAX_SCENES` scenes, else
   :data:`RANDOM_PATTERNS` seeded random patterns (p = (1 + hits) / (1 + patterns), a valid Monte Carlo p-value);
 * the interval is a **cluster bootstrap**: whole scenes are resampled with replacement (within each task, when
-  pooled), and the difference is the resampled pairs' rate of B minus rate of A (percentile interval).
+  pooled), and the difference is the resampled pairs' rate of B minus rate of A (percentile interval); one arm's
+  success rate (``summarize``) has the same one-sample interval, :func:`cluster_bootstrap_rate`.
 
 With one pair per scene and 0/1 outcomes the sign-flip test is the exact two-sided McNemar test (the scene
 differences are the discordant pairs' +-1). Sources: R. A. Fisher (1935), *The Design of Experiments*, §21
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.grading.stats import BootstrapInterval, check_resamples
+from rollbench.grading.stats import BootstrapInterval, check_resamples, wilson_interval
 
 EXACT_MAX_SCENES = 16  # 2^16 sign patterns enumerated at most
 RANDOM_PATTERNS = 20_000
@@ -144,3 +145,63 @@ def cluster_bootstrap_difference(
     tail = (1 - confidence) / 2
     low, high = np.quantile(diffs, [tail, 1 - tail])
     return BootstrapInterval(float(y.mean() - x.mean()), float(low), float(high), confidence, n_resamples, seed, True)
+
+
+def cluster_bootstrap_rate(
+    outcomes: Sequence[int] | np.ndarray,
+    scenes: Sequence[Hashable],
+    *,
+    strata: Sequence[Hashable] | None = None,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float | None, float | None]:
+    """Percentile interval ``(low, high)`` for one success rate from 0/1 ``outcomes`` (one per episode), resampling
+    whole scenes (``scenes``: one label per episode) with replacement, within each stratum (``strata``: one label
+    per episode, e.g. task; a scene lies in one stratum). Each resample's rate is its episodes' successes over its
+    episodes; ``n_resamples`` resamples from numpy's PCG64 seeded by ``seed`` (the same interval every time).
+    ``(None, None)`` for no episode. Raises ValueError on unequal lengths or a confidence outside (0, 1);
+    ConfigError for too many resamples."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    y = np.asarray(outcomes, dtype=np.int64)
+    if y.size != len(scenes) or (strata is not None and len(strata) != y.size):
+        raise ValueError(f"need one scene (and stratum) per outcome, got {y.size} outcomes and {len(scenes)} scenes")
+    if y.size == 0:
+        return None, None
+    index: dict[Hashable, int] = {}
+    codes = np.array([index.setdefault(s, len(index)) for s in scenes], dtype=np.int64)
+    check_resamples(n_resamples, len(index))
+    sizes = np.bincount(codes, minlength=len(index))
+    wins = np.bincount(codes, weights=y, minlength=len(index))
+    stratum_of = dict(zip(scenes, strata if strata is not None else [0] * y.size, strict=True))
+    labels = np.array([str(stratum_of[s]) for s in index])
+    rng = np.random.Generator(np.random.PCG64(seed))
+    total_wins, total_n = np.zeros(n_resamples), np.zeros(n_resamples)
+    for label in sorted(set(labels.tolist())):
+        idx = np.flatnonzero(labels == label)
+        draw = idx[rng.integers(0, idx.size, size=(n_resamples, idx.size))]
+        total_wins += wins[draw].sum(axis=1)
+        total_n += sizes[draw].sum(axis=1)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(total_wins / total_n, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def rate_interval(
+    outcomes: Sequence[int], tasks: Sequence[str], initial_states: Sequence[Hashable | None], *, seed: int = 0
+) -> dict[str, Any]:
+    """One success rate's 95% interval with the unit it resamples: ``{"unit", "scenes", "ci95_low", "ci95_high",
+    "interval"}``. When some (task, initial state) repeats among the episodes (``initial_states`` None: a scene of its
+    own), the unit is the scene: :func:`cluster_bootstrap_rate` stratified by task (10,000 resamples, ``seed``);
+    else the episode, with the Wilson score interval. ``scenes``: distinct scenes (None for the episode unit)."""
+    labels = [
+        (t, s) if s is not None else (t, "episode", i)
+        for i, (t, s) in enumerate(zip(tasks, initial_states, strict=True))
+    ]
+    if not repeats_scenes(labels):
+        low, high = wilson_interval(int(sum(outcomes)), len(outcomes))
+        return {"unit": "episode", "scenes": None, "ci95_low": low, "ci95_high": high, "interval": "Wilson"}
+    b_low, b_high = cluster_bootstrap_rate(outcomes, labels, strata=list(tasks), seed=seed)
+    how = f"cluster bootstrap over scenes (percentile, 10,000 resamples, seed {seed}, stratified by task)"
+    return {"unit": "scene", "scenes": len(set(labels)), "ci95_low": b_low, "ci95_high": b_high, "interval": how}

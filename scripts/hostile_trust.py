@@ -4,6 +4,9 @@ arms), run by ``scripts/hostile_inputs.py`` on its :class:`Runner` (each class s
 * a run.json naming a policy server (``http``/``https``/``ws``/``wss``, any host, port, path) or an
   ``agent:PROVIDER/MODEL``, then ``eval --resume``: exit 2 naming ``--trust-run``, nothing connects (a loopback
   recorder sees no request), the run unchanged;
+* a run.json whose policy options name a policy (``gpu-standin``'s ``inner``: a server or an agent, nested at any
+  depth), resumed with or without ``--policy`` typed again: exit 2 naming ``--trust-run``, nothing connects; a run of
+  another spec refused before an agent spends the key; a foreign reply body never echoed;
 * a run whose recorded plan or meta/info.json features no longer match what its spec resolves to, then ``eval
   --resume``: exit 2, nothing rewritten;
 * an output option pointing inside a run (``robustness --figure``, ``serve-policy --log-requests``, ``release --out``,
@@ -73,6 +76,48 @@ def resume_servers(r: Any, n: int) -> None:
             if len(seen) != before:
                 r.failures.append(f"resume-server-{scheme}-{i}: {policy} was contacted ({seen[before:]})")
     finally:
+        server.shutdown()
+        server.server_close()
+
+
+def nested_inners(r: Any, n: int) -> None:
+    """A run.json whose policy options name a policy (``gpu-standin``'s ``inner``: a server URL or an agent, at any
+    depth), resumed plainly or with only ``--policy gpu-standin`` typed again: exit 2 naming ``--trust-run``, nothing
+    connects; a run of another spec is refused before an agent policy spends the key; a foreign reply to the
+    readiness probe is never echoed."""
+    server, seen = _recorder()
+    port = server.server_address[1]
+    saved = dict(r.env)
+    r.env.update(OPENAI_API_KEY="sk-hostile-nested", OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1")
+    try:
+        for i in range(n):
+            scheme = r.rng.choice(["http", "https", "ws", "wss", "agent"])
+            inner = "agent:openai/m" if scheme == "agent" else f"{scheme}://127.0.0.1:{port}/act"
+            options: dict[str, Any] = r.rng.choice([{"inner": inner}, {"x": [{"inner": inner}], "inner": "zero"}])
+            typed = r.rng.choice([[], ["--policy", "gpu-standin"]])
+
+            def plant(run: Path, options: dict[str, Any] = options) -> None:
+                _edit(run / "run.json", lambda log: log["spec"].update(policy="gpu-standin", policy_options=options))
+
+            before = len(seen)
+            r.case(f"resume-inner-{scheme}-{i}", plant, ["eval", "--resume", "RUN", *typed], {2}, True, "--trust-run")
+            if len(seen) != before:
+                r.failures.append(f"resume-inner-{scheme}-{i}: {inner} was contacted ({seen[before:]})")
+        before = len(seen)
+        args = ["eval", "--env", "scripted/reach", "--policy", "agent:openai/m", "--episodes", "2", "--out", "RUN"]
+        r.case("other-spec-agent", lambda run: None, args, {2}, True, "different spec")
+        if len(seen) != before:
+            r.failures.append(f"other-spec-agent: the agent called {seen[before:]} before the refusal")
+        if r.pattern not in "foreign-body":
+            return
+        r.count += 1
+        out = r.cli("eval", "--env", "scripted/reach", "--policy", f"http://127.0.0.1:{port}/act", "--out",
+                    r.work / "foreign-body", check=False)  # fmt: skip
+        if out.returncode != 2 or SECRET in out.stdout + out.stderr:
+            r.failures.append(f"foreign-body: exit {out.returncode}, {out.stderr.strip()[-300:]!r}")
+    finally:
+        r.env.clear()
+        r.env.update(saved)
         server.shutdown()
         server.server_close()
 
@@ -213,6 +258,7 @@ def mcp_servers(r: Any, n: int) -> None:
 def run_all(r: Any, n: int) -> None:
     """Every class above, ``n`` variants of the randomised ones."""
     resume_servers(r, n)
+    nested_inners(r, n)
     plan_drift(r, n)
     outputs_inside(r)
     bounds(r)

@@ -25,6 +25,7 @@ import pytest
 
 import rollbench
 from recording_service import recording_service
+from rollbench.core.spec import build_spec
 
 SRC = str(Path(rollbench.__file__).resolve().parents[1])
 TESTS = str(Path(__file__).resolve().parent)
@@ -119,6 +120,7 @@ def test_the_same_resume_with_the_url_typed_again_reaches_the_server_with_the_to
     url = f"http://127.0.0.1:{port}/act"
     run = copy_of(recorded, tmp_path)
     edit_json(run / "run.json", lambda log: log["spec"].update(policy=url))
+    edit_json(run / "run.json", lambda log: log.update(spec_identity=build_spec(**log["spec"]).identity()))
     r = rb("eval", "--resume", run, "--policy", url)
     assert r.returncode == 2 and seen and seen[0][1] == f"Bearer {TOKEN}", (r.stderr, seen)
 

@@ -28,6 +28,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 import rollbench
+from rollbench.core.spec import build_spec
 from served_policy import wait_listening
 
 SRC = str(Path(rollbench.__file__).resolve().parents[1])
@@ -509,6 +510,7 @@ def test_resuming_with_the_recorded_module_named_again_imports_it(planted, recor
     run = _recorded(recorded_run, tmp_path)
     log = json.loads((run / "run.json").read_text())
     log["spec"]["policy"] = "planted_marker:make"
+    log["spec_identity"] = build_spec(**log["spec"]).identity()  # consistent: another spec is refused before a build
     (run / "run.json").write_text(json.dumps(log))
     cmd = [sys.executable, "-m", "rollbench", "eval", "--resume", str(run), "--policy", "planted_marker:make"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=server_env(planted[0]))

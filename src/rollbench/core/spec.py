@@ -261,7 +261,8 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
     the module, a ``lerobot:PATH_OR_REPO`` reads a checkpoint or downloads a Hub repo, a ``ws://``/``wss://``/
     ``http://``/``https://`` URL connects there with ``$ROLLBENCH_SERVER_TOKEN``, an ``agent:PROVIDER/MODEL`` calls
     the provider with the user's API key), a ``python`` interpreter in the policy options (runs it), a ``base_url``
-    in the policy options (an agent policy sends the user's API key there), a task whose family says the name gives
+    in the policy options (an agent policy sends the user's API key there), any string with a ``:`` anywhere in the
+    policy options, nested ones included (a wrapper's ``inner`` policy name, see :func:`_option_targets`), a task whose family says the name gives
     code to import or an interpreter to run (``EnvFamily.names_code``: ``gym:MODULE:ID``, ``hostedgym:PYTHON:ID``).
     A run directory someone handed over may name any of them in its run.json: resuming it loads them only when the
     user names the same values again (issue 30, item 14; issue 42, item 1). Registered plain names (``zero``,
@@ -271,10 +272,7 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
     found = []
     if ":" in spec.policy:
         found.append(("policy", spec.policy))
-    if "python" in spec.policy_options:
-        found.append(("policy_options", f"python={spec.policy_options['python']}"))
-    if "base_url" in spec.policy_options:
-        found.append(("policy_options", f"base_url={spec.policy_options['base_url']}"))
+    found += [("policy_options", named) for named in _option_targets(spec.policy_options, "")]
     for name in (n.strip() for n in spec.env.split(",")):
         try:
             gives_code = family_of(name).names_code(name)
@@ -283,6 +281,28 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
         if gives_code:
             found.append(("env", name))
     return found
+
+
+LOADING_KEYS = ("python", "base_url")
+"""Policy options whose value is an interpreter to run or an address to send the user's API key to, whatever it is."""
+DEVICE_KEYS = ("device",)
+"""Policy options whose value is a torch device (``cuda:0``): a ``:`` there names no policy."""
+
+
+def _option_targets(value: Any, key: str) -> list[str]:
+    """``key=value`` for every value in policy options (``value``, recursively through nested objects and lists)
+    that can make rollbench load or contact something: a :data:`LOADING_KEYS` entry, or any string with a ``:``,
+    the form of every policy name that imports, reads or connects (``ws://``/``http://`` URLs, ``agent:``,
+    ``lerobot:``, ``hostedgym:``, ``package.module:factory``): a wrapper policy (``gpu-standin``'s ``inner``) builds
+    the policy its option names (issue 42, class 1)."""
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in _option_targets(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list | tuple):
+        return [t for i, v in enumerate(value) for t in _option_targets(v, f"{key}[{i}]")]
+    leaf = key.rpartition(".")[2].partition("[")[0]
+    if leaf in LOADING_KEYS or (isinstance(value, str) and ":" in value and leaf not in DEVICE_KEYS):
+        return [f"{key}={value}"]
+    return []
 
 
 def check_action_noise(noise: float, tasks: Sequence[TaskInfo]) -> None:

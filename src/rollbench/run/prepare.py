@@ -126,8 +126,9 @@ def prepare_run(
 ) -> tuple[ResolvedRun, RunLog]:
     """Validate everything that can be validated before motion; return the resolved run and the run log to write.
 
-    In order: check (the directory, the plan, the families' installs), resolve (build the policy once, see
-    :func:`_probe_policy`), refuse on a mismatch with what ``run_dir`` already holds, warn. ``host_label`` and
+    In order: check (the directory, the plan, the families' installs), refuse on a mismatch with what ``run_dir``
+    already holds (before anything is built or contacted), resolve (build the policy once, see
+    :func:`_probe_policy`), warn. ``host_label`` and
     ``robot`` set the run's identity (defaults: see :func:`rollbench.core.identity.run_identity`); a resumed run keeps
     the identity it recorded, and asking for another one is a ConfigError. ``execution`` is checked against a policy
     that declares ``one_stream`` (see :func:`check_one_stream`). ``run_dir`` None: a new run not yet given a
@@ -147,11 +148,16 @@ def prepare_run(
     same = existing is not None and existing.spec_identity == spec.identity()
     if run_dir is not None and existing is not None and same:
         check_resumable(run_dir)  # its recorded facts are what this run continues with
+    _refuse_other_run(spec, run_dir, existing, {"host": host_label, "robot": robot})  # before the policy is built
     info, run = _probe_policy(spec, plan, existing.plan if existing is not None and same else None)
     if info.one_stream:
         check_one_stream(info, spec, plan, execution, resuming=existing is not None)
     refuse_options(run)
-    _refuse_mismatch(spec, plan, info, run_dir, existing, {"host": host_label, "robot": robot})
+    cannot = [t.name for t in plan.tasks if not info.drives(t.name)]
+    if cannot:
+        raise ConfigError(
+            f"policy {spec.policy} cannot drive {', '.join(cannot)}: it drives {', '.join(info.tasks)} only"
+        )
     warnings = _run_warnings(spec, plan, info)
     if existing is not None:
         if run_dir is not None:  # a resume: what the spec resolves to now against what the run recorded
@@ -228,21 +234,12 @@ def refuse_options(run: ResolvedRun) -> None:
             raise ConfigError(f"cannot evaluate {facts.task.name}: {why}")
 
 
-def _refuse_mismatch(
-    spec: EvalSpec,
-    plan: Plan,
-    info: PolicyInfo,
-    run_dir: Path | None,
-    existing: RunLog | None,
-    asked: dict[str, str | None],
+def _refuse_other_run(
+    spec: EvalSpec, run_dir: Path | None, existing: RunLog | None, asked: dict[str, str | None]
 ) -> None:
-    """ConfigError when the policy cannot drive a task, or ``run_dir`` holds something this run may not continue:
-    a run of another spec, files that are not a run, a run recorded under another identity than ``asked``."""
-    cannot = [t.name for t in plan.tasks if not info.drives(t.name)]
-    if cannot:
-        raise ConfigError(
-            f"policy {spec.policy} cannot drive {', '.join(cannot)}: it drives {', '.join(info.tasks)} only"
-        )
+    """ConfigError when ``run_dir`` holds something this run may not continue: a run of another spec, files that are
+    not a run, a run recorded under another identity than ``asked``. Checked before the policy is built: building
+    one may connect to a server or spend an API key (issue 42, class 1)."""
     if existing is not None and existing.spec_identity != spec.identity():
         old, new = existing.spec.model_dump(mode="json"), spec.model_dump(mode="json")
         diff = differences(old, new)

@@ -36,8 +36,8 @@ accepts reset requests; ``max_batch``: the most items of a batch request it acce
 * ``S`` is a random hex id per client (one per evaluation worker, one per batch slot), so a server can keep
   per-client episode state; a server may ignore it. ``rollbench serve-policy`` starts a session with a reset and answers 410 to an id
   it does not know (evicted, or from before a restart); requests without ``session`` share one session.
-* errors: any non-2xx status with the body ``{"error": "message"}``, quoted in the episode's error (a body without
-  ``error`` is quoted as it is, e.g. FastAPI's ``{"detail": ...}``). ``rollbench serve-policy`` uses 400 (the
+* errors: any non-2xx status with the body ``{"error": "message"}``, quoted in the episode's error (else FastAPI's
+  ``{"detail": ...}``; any other body is never echoed, only its status and size). ``rollbench serve-policy`` uses 400 (the
   request breaks the protocol, e.g. an array of an unsupported dtype or a non-finite observation), 404/405, 408
   (the body did not arrive in time), 410 (unknown session), 413 (larger than its ``--max-request-mb``), 500 (the
   policy raised; the traceback), 503 (``--max-sessions`` reached).
@@ -67,7 +67,6 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation
-from rollbench.core.format import quoted
 from rollbench.policies.remote.base import RemotePolicy
 from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import (
@@ -90,7 +89,8 @@ def endpoint(url: str) -> str:
 
 
 def server_said(status: int, text: bytes) -> str:
-    """What a non-2xx reply says: its ``error`` (this protocol), else FastAPI's ``detail``, else the body."""
+    """What a non-2xx reply says: its ``error`` (this protocol), else FastAPI's ``detail``, else only its size: a
+    body that is not this protocol's JSON is never echoed (it may be a foreign service's; issue 42, class 1)."""
     try:
         body = loads_json(text)
     except ValueError:
@@ -100,7 +100,7 @@ def server_said(status: int, text: bytes) -> str:
     elif isinstance(body, dict) and "detail" in body:
         said = json.dumps(body["detail"])
     else:
-        said = text[:1500].decode(errors="replace") or "(empty body)"
+        said = f"a reply of {len(text)} bytes that is not this protocol's JSON (not shown)"
     return f"HTTP {status}: {said.strip()[-1500:]}"
 
 
@@ -159,7 +159,7 @@ class HttpPolicy(RemotePolicy):
                     f"use --policy {ws_url}"
                 )
             if status != 503 or time.monotonic() > deadline:
-                why = server_said(status, text) if status != 200 else f"GET answered {text[:300]!r}"
+                why = f"GET {self.url} answered HTTP {status}" + (', not {"ready": true}' if status == 200 else "")
                 raise ConfigError(f"the policy server {self.url} is not ready ({why})")
             time.sleep(0.2)
 
@@ -218,7 +218,7 @@ class HttpPolicy(RemotePolicy):
         try:
             return loads_json(text)
         except ProtocolError as exc:
-            raise EpisodeError(f"malformed reply from {self.url}: {exc} ({quoted(text)})") from None
+            raise EpisodeError(f"malformed reply from {self.url}: {exc} (HTTP {status}, {len(text)} bytes)") from None
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """POST the observation and instruction; return the server's ``float32 (N, action_dim)`` chunk."""

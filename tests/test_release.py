@@ -227,7 +227,11 @@ def test_a_release_into_or_around_a_source_is_refused_and_sources_stay_untouched
             build_release([run], bad)
     assert not (run / "release").exists()
     proc = run_cli("release", run, "--out", run / "sub")
-    assert proc.returncode == 2 and "inside the source" in proc.stderr
+    assert proc.returncode == 2  # the one check of every output option (issue 42, item 8)
+    assert (
+        proc.stderr
+        == f"error: --out {run / 'sub'} lies inside the run directory {run}; write outputs elsewhere (a run directory holds only what its recorder wrote)\n"
+    )
     copy = tmp_path / "copy"
     shutil.copytree(run, copy)
     with pytest.raises(ConfigError, match="nowhere does not exist"):

@@ -13,7 +13,16 @@ from rollbench.cli.main import app
 
 
 def runs(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(app, ["runs", *args])
+    from rich.console import Console
+
+    import rollbench.cli.common as common
+
+    wide = Console(width=200)  # one line a run, whatever width this worker's output console was made with
+    saved, common.out = common.out, wide
+    try:
+        r = CliRunner().invoke(app, ["runs", *args])
+    finally:
+        common.out = saved
     return r.exit_code, r.stdout, r.stderr
 
 
@@ -52,7 +61,9 @@ def test_runs_lists_each_run_with_tasks_policy_status_episodes_rate_and_date(tmp
     )
     code, out, _ = runs(str(root))
     assert code == 0
-    line = next(ln for ln in out.splitlines() if "expert" in ln and "scripted-expert" in ln)
+    found = [ln for ln in out.splitlines() if "expert" in ln and "scripted-expert" in ln]
+    assert found, out  # the expert run on one line of the table
+    line = found[0]
     for cell in ("scripted/reach +1 more", "OK", "4/4", "100.0%", created):
         assert cell in line
 

@@ -379,7 +379,7 @@ def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() 
     assert "refused libero_10_with_milk task(s) 3,4 (" in row["description"]
     assert "run through the env host by LIBERO-PRO's own code" in row["description"]
     assert "libero_ref/libero_10_object, libero_ref/libero_10_task" in row["description"]
-    text = run_cli("envs", "libero").stdout
+    text = run_cli("envs", "libero", env={"COLUMNS": "300"}).stdout  # wide enough that no instruction wraps
     assert "pick up the black bowl between the plate and the ramekin and place it on the plate" in " ".join(
         text.split()
     )

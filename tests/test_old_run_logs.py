@@ -87,6 +87,6 @@ def test_resuming_a_run_recorded_before_typed_run_logs_keeps_its_keys_and_adds_o
     assert [after[k] for k in ("spec", "spec_identity", "plan", "provenance", "identity", "warnings")] == [
         before[k] for k in ("spec", "spec_identity", "plan", "provenance", "identity", "warnings")
     ]
-    assert after["executions"][0] == before["executions"][0] and len(after["executions"]) == 2
-    assert after["executions"][1]["workers"] == 1 and after["status"] == "OK"
+    # the old run was finished: resuming it has nothing to do, so no execution is added (issue 42, item 18)
+    assert after["executions"] == before["executions"] and after["status"] == "OK"
     assert after["results"]["episodes"] == before["results"]["episodes"]

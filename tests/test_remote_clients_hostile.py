@@ -117,7 +117,10 @@ def test_http_client_shows_fastapis_detail_a_plain_body_and_refuses_nan_json(tmp
     assert errors["/detail"].startswith(f"server error from {base}/detail: HTTP 422: ")  # was "HTTP 422: None"
     detail = json.loads(errors["/detail"].split("HTTP 422: ", 1)[1])  # FastAPI's own {"detail": [...]}, as sent
     assert (detail[0]["type"], detail[0]["msg"]) == ("missing", "Field required")
-    assert errors["/plain"] == f"server error from {base}/plain: HTTP 500: the GPU fell over"
+    # a body that is not the protocol's JSON is never echoed (issue 42: a foreign reply stays out of errors)
+    assert errors["/plain"] == (
+        f"server error from {base}/plain: HTTP 500: a reply of 17 bytes that is not this protocol's JSON (not shown)"
+    )
     assert errors["/nan"].startswith(f"malformed reply from {base}/nan: NaN is not JSON (RFC 8259)")
 
 
@@ -132,7 +135,7 @@ def test_our_http_errors_have_one_shape_and_a_wrong_path_says_where_the_protocol
         assert (r.status_code, r.json()) == (405, {"error": "Method Not Allowed (PUT /act; the protocol is at /act)"})
         code, _, stderr = eval_json(wrong, tmp_path / "r")
     assert code == 2
-    assert "HTTP 404: Not Found (GET /nope; the protocol is at /act)" in stderr.replace("\n", "")
+    assert f"is not ready (GET {wrong} answered HTTP 404)" in stderr.replace("\n", "")
 
 
 def test_http_policy_url_without_a_path_means_act(tmp_path: Path) -> None:

@@ -112,6 +112,7 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
     from rollbench.core.identity import RunIdentity
     from rollbench.dashboard.labels import set_label
     from rollbench.dashboard.rubrics import load_rubric
+    from rollbench.record.runlog import require_run_log
 
     readme = REPO / "README.md"
     commands = []
@@ -127,7 +128,7 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
     for cmd in commands:
         if cmd[1] == "report":  # step 4: episode 0 of the random run labelled `failed` (key 3 of outcome-v1)
             run = tmp_path / "runs/pick-place-random"
-            ident = RunIdentity.from_run_log(json.loads((run / "run.json").read_text()), run)
+            ident = RunIdentity.from_run_log(require_run_log(run), run)
             labels = tmp_path / default_labels([Path("runs")])
             set_label(labels, ident.episode_key(0), "failed", rubric=load_rubric())
         r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)

@@ -69,8 +69,11 @@ def _start(run: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
         str(out),
     ]
     args += ["--policy-template", "checkpoint_policies:make", "--policy-options", json.dumps({"checkpoint": "{path}"})]
+    # SIGINT as a terminal gives it, however pytest was launched: a background job (CI's second test run) ignores
+    # SIGINT and its children inherit that, so Ctrl-C would never reach the watch.
     return subprocess.Popen([*args, "--watch", "--poll-s", "0.2", *extra], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str], limit_s: float = 240) -> None:

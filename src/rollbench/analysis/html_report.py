@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollbench.analysis.checkpoints_section import checkpoint_sections
 from rollbench.analysis.latency_sweep import latency_sweeps
 from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
@@ -311,6 +312,8 @@ def render_report(
     context["sequential"] = [_sequential_view(doc, i) for i, doc in enumerate(sequential, 1)]
     context["latency_sweeps"] = latency_sweeps(loaded.runs)
     context["robustness"] = [{"run": run, **study} for run, study in robustness_studies(loaded)]
+    context["checkpoints"] = checkpoint_sections(loaded, plots_dir)  # issue 43
+    context["warnings"] += [f"{c['out']}: {v}" for c in context["checkpoints"] for v in c["violations"]]
     context["reproductions"] = []
     if reproductions:
         from rollbench.reproduce.html import reproduction_html

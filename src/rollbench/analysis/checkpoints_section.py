@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.analysis.sources import Loaded
-from rollbench.checkpoints.recompute import Recomputed, is_checkpoints_out, recompute, step_runs
-from rollbench.core.format import MISSING, interval, p_value, pct, points
-
-HEAD = ["step", "run", "success", "95% CI", "scored/attempted", "diff to best (pts)", "p (Holm)", "pairs"]
+from rollbench.checkpoints.recompute import is_checkpoints_out, recompute, step_runs
+from rollbench.checkpoints.view import section_view
 
 
 def checkpoint_folders(loaded: Loaded) -> list[Path]:
@@ -32,72 +30,6 @@ def checkpoint_folders(loaded: Loaded) -> list[Path]:
     found = {d.resolve() for d in dirs}
     outs = {d.parent for d in dirs if is_checkpoints_out(d.parent)}
     return sorted(o for o in outs if {d.resolve() for d in step_runs(o)} <= found)
-
-
-def _eliminated_at(elimination: dict[str, Any] | None) -> dict[int, str]:
-    """step -> "look L (N episodes)" for each step the rule eliminated."""
-    out: dict[int, str] = {}
-    for i, look in enumerate((elimination or {}).get("looks", []), 1):
-        for step in look["eliminated"]:
-            out[step] = f"look {i} ({look['trials']} episodes)"
-    return out
-
-
-def _rows(got: Recomputed) -> list[list[Any]]:
-    assert got.ranking is not None
-    gone = _eliminated_at(got.elimination)
-    rows = []
-    for r in got.ranking["checkpoints"]:
-        cov, paired = r["coverage"], r.get("paired")
-        row = [r["step"], got.statuses.get(r["step"], MISSING), pct(r["success_rate"]), interval(*r["ci95"])]
-        row.append(f"{cov['scored']}/{cov['attempted']}")
-        if paired is None:
-            row += ["best" if r["step"] == got.ranking["best"] else "highest rate", MISSING, MISSING]
-        else:
-            worse = " worse" if paired["worse"] else ""
-            row += [points(paired["difference"]), p_value(paired["p_holm"]) + worse, paired["pairs"]]
-        if got.elimination is not None:
-            row.append(gone.get(r["step"], "chosen" if r["step"] == got.elimination["chosen"] else "kept"))
-        rows.append(row)
-    return rows
-
-
-def _evidence(got: Recomputed) -> list[str]:
-    """The verdict's evidence, one sentence each."""
-    assert got.ranking is not None
-    rk = got.ranking
-    attempted = sum(r["coverage"]["attempted"] for r in rk["checkpoints"])
-    scored = sum(r["coverage"]["scored"] for r in rk["checkpoints"])
-    rule = rk["rule"]
-    lines = [
-        f"{len(rk['checkpoints'])} checkpoints on the same planned episodes; {attempted} episodes attempted, "
-        f"{scored} scored (the coverage rule: environment and infrastructure errors left out, policy errors "
-        + ("left out" if rule["exclude_policy_errors"] else "counted as failures")
-        + f"; a verdict needs coverage of at least {rule['min_coverage']:.0%} in every checkpoint)",
-        f"paired to the best on the episodes both scored; exact McNemar p, Holm-corrected over the "
-        f"{max(0, len(rk['checkpoints']) - 1)} comparisons at alpha {rk['alpha']:g}",
-        *rk.get("notes", []),
-    ]
-    not_ok = [f"step {s} ({st})" for s, st in sorted(got.statuses.items()) if st != "OK"]
-    if not_ok and got.elimination is None:
-        lines.append("runs not complete: " + ", ".join(not_ok) + " (the same command resumes them)")
-    return lines
-
-
-def _elimination_view(e: dict[str, Any]) -> dict[str, Any]:
-    d = e["design"]
-    return {
-        "chosen": e["chosen"],
-        "guarantee": e["guarantee"],
-        "episodes_used": e["episodes_used"],
-        "episodes_fixed_n": e["episodes_fixed_n"],
-        "design": f"delta {d['delta']:g}, alpha {d['alpha']:g}, looks at {', '.join(str(n) for n in d['looks'])} "
-        f"episodes per checkpoint",
-        "looks": [
-            [i, look["trials"], look["best"], ", ".join(f"step {s}" for s in look["eliminated"]) or "none"]
-            for i, look in enumerate(e["looks"], 1)
-        ],
-    }
 
 
 def _figure(ranking: dict[str, Any], plots_dir: Path | None, name: str) -> bytes:
@@ -124,21 +56,13 @@ def checkpoint_sections(loaded: Loaded, plots_dir: Path | None = None) -> list[d
     views = []
     for i, out in enumerate(checkpoint_folders(loaded), 1):
         got = recompute(out)
-        view: dict[str, Any] = {"out": str(out), "violations": got.violations, "ranking": got.ranking is not None}
+        view = section_view(got)
         if got.ranking is not None:
-            ranking = got.ranking
-            png = _figure(ranking, plots_dir, f"checkpoints_{i}")
-            view.update(
-                head=HEAD + (["eliminated at"] if got.elimination is not None else []),
-                rows=_rows(got),
-                says=ranking["says"],
-                evidence=_evidence(got),
-                figure={
-                    "caption": f"{out.name}: success rate against training step (95% Wilson interval; hollow: worse "
-                    "than the best, Holm).",
-                    "png": base64.b64encode(png).decode(),
-                },
-                elimination=_elimination_view(got.elimination) if got.elimination is not None else None,
+            png = _figure(got.ranking, plots_dir, f"checkpoints_{i}")
+            caption = (
+                f"{out.name}: success rate against training step (95% Wilson interval; hollow: worse than the best, "
+                "Holm)."
             )
+            view["figure"] = {"caption": caption, "png": base64.b64encode(png).decode()}
         views.append(view)
     return views

@@ -98,11 +98,14 @@ def test_a_checkpoints_json_that_disagrees_with_the_runs_is_a_violation(out: Pat
     row = next(r for r in doc["checkpoints"] if r["step"] == 3000)
     row["success_rate"] = 0.75  # the runs give 6 of 12
     (edited / "checkpoints.json").write_text(json.dumps(doc))
-    html = _report(tmp_path, edited)
+    got = invoke("report", edited, "--out", tmp_path / "r.html")
+    assert got.returncode == 0, got.stderr
+    html = (tmp_path / "r.html").read_text()
     section = _section(html)
-    said = f"{edited / 'checkpoints.json'}: step 3000 success_rate 0.75 differs from its run directory&#39;s 0.5"
-    assert f"<strong>Violation:</strong> {said}" in section
-    assert f"<strong>Warning:</strong> {edited}: {said}" in html  # also at the top of the report
+    said = f"{edited / 'checkpoints.json'}: step 3000 success_rate 0.75 differs from its run directory's 0.5"
+    assert f"<strong>Violation:</strong> {said.replace(chr(39), '&#39;')}" in section
+    assert f"<strong>Warning:</strong> {edited}: {said.replace(chr(39), '&#39;')}" in html  # also at the top
+    assert f"warning: {edited}: {said}" in " ".join(got.stderr.split())  # and on stderr (wrapped at any width)
     assert _rows(section)[1][:3] == ["3000", "OK", "50.0%"]  # the table shows the recomputed numbers
 
 

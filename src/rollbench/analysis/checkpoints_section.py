@@ -66,3 +66,9 @@ def checkpoint_sections(loaded: Loaded, plots_dir: Path | None = None) -> list[d
             view["figure"] = {"caption": caption, "png": base64.b64encode(png).decode()}
         views.append(view)
     return views
+
+
+def checkpoint_warnings(sections: list[dict[str, Any]]) -> list[str]:
+    """Every violation of :func:`checkpoint_sections`, prefixed with its folder (the report's top warnings and the
+    command's stderr)."""
+    return [f"{c['out']}: {v}" for c in sections for v in c["violations"]]

@@ -44,13 +44,14 @@ non-binding futility, exact crossing probabilities by recursive integration, her
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 from pydantic import ConfigDict
 
+from rollbench.core.records import JsonRecord
 from rollbench.core.runlog_model import SequentialDesignRecord
 from rollbench.grading.power import mcnemar_power, paired_sample_size
 
@@ -290,7 +291,7 @@ def operating_characteristics(
 
 
 @dataclass(frozen=True)
-class Look:
+class Look(JsonRecord):
     """The test after ``pairs`` pairs: ``discordant`` of them, ``b_only`` + ``a_only`` = ``discordant``; the two
     log-likelihood ratios; the decision (one of DECISIONS)."""
 
@@ -301,9 +302,6 @@ class Look:
     llr_b: float
     llr_a: float
     decision: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def run_looks(rule: SequentialDesign, xa: Any, xb: Any, look_every: int = 1) -> list[Look]:

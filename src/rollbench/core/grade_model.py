@@ -45,7 +45,7 @@ class Block(Closed):
 
     def _field(self, key: str, use: str) -> str:
         """The field behind JSON key ``key``, after the one DeprecationWarning of a dict-style ``use``."""
-        names = {(f.alias or name): name for name, f in type(self).model_fields.items()}
+        names = self._names()
         name = names.get(key, key)
         warnings.warn(
             f"{type(self).__name__}{use} is deprecated (the grade document is a model since issue 41): read "
@@ -76,13 +76,31 @@ class Block(Closed):
 
     def keys(self) -> list[str]:
         """Deprecated: the JSON keys the block holds (``to_json()``'s)."""
+        self._warn_whole("keys()")
+        return list(document_json(self))
+
+    def _warn_whole(self, use: str) -> None:
         warnings.warn(
-            f"{type(self).__name__}.keys() is deprecated (the grade document is a model since issue 41): read its "
+            f"{type(self).__name__}.{use} is deprecated (the grade document is a model since issue 41): read its "
             "attributes, or .to_json() for a dict",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-        return list(document_json(self))
+
+    @classmethod
+    def _names(cls) -> dict[str, str]:
+        """JSON key -> field name (``return`` -> ``return_``)."""
+        return {(f.alias or name): name for name, f in cls.model_fields.items()}
+
+    def items(self) -> list[tuple[str, object]]:
+        """Deprecated: ``(JSON key, attribute value)`` of the keys the block holds."""
+        self._warn_whole("items()")
+        return [(k, getattr(self, self._names()[k])) for k in document_json(self)]
+
+    def values(self) -> list[object]:
+        """Deprecated: the attribute values of the keys the block holds."""
+        self._warn_whole("values()")
+        return [getattr(self, self._names()[k]) for k in document_json(self)]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):

@@ -57,7 +57,7 @@ import duckdb
 
 from rollbench.core.contracts import TERMINATION_REASONS, ConfigError
 from rollbench.core.episode import held_success
-from rollbench.core.grade_model import EpisodeUsage, GradedEpisode, GradeDocument
+from rollbench.core.grade_model import GradedEpisode, GradeDocument
 from rollbench.core.runlog_model import PlannedEpisode, RunLog
 from rollbench.grading.declared import check_episode_tasks, check_stats, declared_step_files, read_tasks
 from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
@@ -161,7 +161,7 @@ def _grade(
         if m.get("rollbench/transcript") and is_inside(run_dir, run_dir / str(m["rollbench/transcript"])):
             usage = check_transcript(run_dir, m["rollbench/transcript"], row, violations)
             if usage is not None:
-                row.agent_usage = EpisodeUsage(**usage)  # set: the key exists only with a readable transcript
+                row.agent_usage = usage  # set: the key exists only with a readable transcript
         episodes.append(row)
     check_episode_tasks([m for m in meta if m["episode_index"] in graded], data, tasks, violations)
     delay = delay_block(con, log, violations)  # before summarise: its violations count in the status

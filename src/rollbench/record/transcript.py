@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rollbench.core.grade_model import GradedEpisode
+from rollbench.core.grade_model import EpisodeUsage, GradedEpisode
 from rollbench.record.safe_files import read_regular_text
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -43,7 +43,7 @@ def usage_totals(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def check_transcript(run_dir: Path, rel: str, row: GradedEpisode, violations: list[str]) -> dict[str, Any] | None:
+def check_transcript(run_dir: Path, rel: str, row: GradedEpisode, violations: list[str]) -> EpisodeUsage | None:
     """Totals of the transcript at ``run_dir/rel`` for episode ``row`` (grade's episode); appends violations
     when it is missing, unreadable, of another episode, or its stated totals differ from its call lines."""
     e = row.episode_index
@@ -75,4 +75,4 @@ def check_transcript(run_dir: Path, rel: str, row: GradedEpisode, violations: li
                 violations.append(
                     f"episode {e}: transcript {rel} states {k}={stated.get(k)} but its call lines sum to {totals[k]}"
                 )
-    return totals
+    return EpisodeUsage.model_validate(totals)

@@ -90,10 +90,10 @@ def test_reading_the_result_as_a_dict_warns_once_per_use_and_gives_the_golden_va
         assert doc.get("variants")["scripted/reach"]["b"]["paired"]["pairs"] == 2  # type: ignore[index]
         assert doc.get("delay") is None and doc.get("delay", "absent") == "absent"
         assert "variants" in doc and "agent_usage" not in doc
-        assert doc.keys() == list(golden)
+        assert doc.keys() == list(golden) == list(doc)
         assert doc == golden and doc["tasks"]["scripted/reach"] == golden["tasks"]["scripted/reach"]  # type: ignore[index]
     messages = [str(w.message) for w in seen]
-    assert all(w.category is DeprecationWarning for w in seen) and len(messages) == 14
+    assert all(w.category is DeprecationWarning for w in seen) and len(messages) == 15
     assert "GradedEpisode['return'] is deprecated" in messages[2] and "read .return_ instead" in messages[2]
     with pytest.raises(KeyError, match="delay"), pytest.warns(DeprecationWarning):
         doc["delay"]

@@ -22,7 +22,7 @@ instead); ``to_json()`` gives the dict.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -96,6 +96,10 @@ class Block(Closed):
         """Deprecated: ``(JSON key, attribute value)`` of the keys the block holds."""
         self._warn_whole("items()")
         return [(k, getattr(self, self._names()[k])) for k in document_json(self)]
+
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]  # a dict's iteration: its keys
+        self._warn_whole("__iter__ (list(block), for key in block)")
+        return iter(list(document_json(self)))
 
     def values(self) -> list[object]:
         """Deprecated: the attribute values of the keys the block holds."""

@@ -188,7 +188,7 @@ def test_every_planted_secret_is_replaced_consistently_and_nothing_else_changes(
 def test_the_released_run_grades_exactly_as_the_original(source: tuple[Path, Path], tmp_path: Path) -> None:
     run, labels = source
     build_release([run], tmp_path / "rel", labels=[labels])
-    original, released = grade(run), grade(tmp_path / "rel" / "agent-run")
+    original, released = grade(run).to_json(), grade(tmp_path / "rel" / "agent-run").to_json()
     assert original["status"] == "OK", original["reasons"]
     # the graded episodes name their instruction, which carried the planted address: redacted, nothing else differs
     assert EMAIL in json.dumps(original) and EMAIL not in json.dumps(released)

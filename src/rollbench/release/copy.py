@@ -193,11 +193,11 @@ def graded_runs(runs: list[Path], allow_violations: bool) -> dict[str, dict[str,
     out: dict[str, dict[str, Any]] = {}
     for r in runs:
         doc = grade(r)
-        found = list(doc["violations"])
+        found = list(doc.violations)
         if found and not allow_violations:
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
             raise ConfigError(f"{r} fails rollbench grade: {found[0]}{more}; release it anyway with --allow-violations")
-        out[r.name] = {"status": doc["status"], "violations": len(found)}
+        out[r.name] = {"status": doc.status, "violations": len(found)}
     return out
 
 

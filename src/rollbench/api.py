@@ -274,6 +274,7 @@ def _open_writer(run: ResolvedRun, run_dir: Path) -> DatasetWriter:
         robot_type=first.task.family,
         planned=len(run.plan.episodes),
         artifact_kinds=_artifact_kinds(run.spec),
+        plan=run.plan.episodes,
     )
 
 

@@ -155,3 +155,23 @@ def test_a_staged_file_not_the_writers_is_left_when_its_episode_is_discarded(cle
     kept = list((run / ".staging").glob(".tmp-000004-discarded/*"))
     assert [p.name for p in kept] == ["notes.txt"] and kept[0].read_text() == "mine"
     assert rows(run) == rows(clean)
+
+
+@pytest.mark.parametrize("wall", [math.nan, math.inf, -5.0])
+def test_a_committed_non_finite_wall_time_is_a_named_violation_never_a_traceback(
+    clean: Path, tmp_path: Path, wall: float
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(clean, run)
+    f = run / ROWS / "file-001.parquet"
+    t = pq.read_table(f)
+    i = t.schema.get_field_index("rollbench/wall_time_s")
+    pq.write_table(t.set_column(i, "rollbench/wall_time_s", pa.array([wall], pa.float64())), f)
+    others = [
+        pq.read_table(run / ROWS / f"file-{e:03d}.parquet")["rollbench/wall_time_s"][0].as_py() for e in (0, 2, 3, 4)
+    ]
+    r = invoke("eval", "--resume", run)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    g = json.loads(invoke("grade", run, "--json").stdout)
+    assert g["violations"] == [f"episode 1: its wall time {wall:g} s is not a finite number >= 0 (not counted)"]
+    assert g["timing"]["episode_time_s"] == pytest.approx(sum(others), rel=1e-12)

@@ -106,6 +106,8 @@ def test_environment_errors_are_left_out_and_withhold_the_verdict(tmp_path: Path
     [
         (["--policy-template", "zero"], "has no {path}"),
         (["--env", "nope/x", *OPTIONS], "unknown env family 'nope'"),
+        (["--eliminate", "--watch", *OPTIONS], "--eliminate and --watch cannot be combined: elimination needs every"),
+        (["--env", "scripted/all", "--eliminate", *OPTIONS], "--eliminate runs one task (a suite's episodes are not"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:

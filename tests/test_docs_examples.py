@@ -7,6 +7,7 @@ that runs it, ``<!-- not run: WHY -->`` says why nothing does."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -241,3 +242,38 @@ def test_screenshot_script_labels_an_episode_on_the_real_dashboard_and_writes_th
     assert (width, height) == (1280, 800)
     committed = (REPO / "docs/dashboard-episode.png").read_bytes()
     assert (int.from_bytes(committed[16:20], "big"), int.from_bytes(committed[20:24], "big")) == (1280, 800)
+
+
+CHECKPOINTS = "test_docs_examples.py::test_the_checkpoints_one_minute_example_runs_as_written"
+
+
+@pytest.mark.slow
+def test_the_checkpoints_one_minute_example_runs_as_written(tmp_path: Path) -> None:
+    """docs/checkpoints.md's one-minute example as pasted (no LeRobot): ``my_checkpoints.py`` written from the page,
+    then every command of its block with the real ``rollbench`` process. Oracle: the page's own ``moves(skill,
+    seed)`` says which of the 20 planned episodes (seeds 0..19) each checkpoint goes for the goal in; the straight
+    line reaches it, so the successes are hand counts of ``moves``."""
+    module, commands = run_blocks(REPO / "docs" / "checkpoints.md", CHECKPOINTS)
+    (tmp_path / "my_checkpoints.py").write_text(module)
+    lines = commands.strip().splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        env_part, _, rest = line.partition(" .venv/bin/") if line.startswith("PYTHONPATH=") else ("", "", line)
+        args = shlex.split(rest.removeprefix(".venv/bin/"))
+        exe = {"python": sys.executable, "rollbench": rollbench_bin()}[args[0]]
+        env = {"PYTHONPATH": "."} if env_part == "PYTHONPATH=." else {}
+        r = subprocess.run(
+            [exe, *args[1:]], cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=600
+        )
+        assert r.returncode == 0, (line, r.stderr[-2000:])
+    spec = importlib.util.spec_from_file_location("doc_checkpoints", tmp_path / "my_checkpoints.py")
+    assert spec is not None and spec.loader is not None
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    skills = {5000: 0.3, 10000: 0.9, 15000: 0.6}
+    wins = {s: sum(page.moves(k, seed) for seed in range(20)) for s, k in skills.items()}
+    doc = json.loads((tmp_path / "runs/toy-checkpoints/checkpoints.json").read_text())
+    got = {r["step"]: r["coverage"]["successes"] for r in doc["checkpoints"]}
+    assert got == wins and doc["best"] == 10000 == max(wins, key=lambda s: wins[s])
+    html = (tmp_path / "toy-report.html").read_text()
+    assert "<h2>Checkpoints</h2>" in html and "<strong>Verdict:</strong> step 10000" in html

@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollbench.analysis.checkpoints_section import checkpoint_sections, checkpoint_warnings
 from rollbench.analysis.latency_sweep import latency_sweeps
 from rollbench.analysis.sources import Loaded
 from rollbench.analysis.summarize import Labels, summarize_runs
@@ -298,10 +299,12 @@ def render_report(
     plots_dir: Path | None = None,
     summary: dict[str, Any] | None = None,
     reproductions: list[dict[str, Any]] | None = None,
+    checkpoints: list[dict[str, Any]] | None = None,
 ) -> str:
     """The report as one HTML document (str). Figures are PNG data URIs; ``plots_dir`` also gets PNG + SVG files.
     ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not).
-    ``reproductions``: :func:`rollbench.reproduce.reproduce` documents, one section each."""
+    ``reproductions``: :func:`rollbench.reproduce.reproduce` documents, one section each. ``checkpoints``: the
+    :func:`~rollbench.analysis.checkpoints_section.checkpoint_sections` when the caller has them (computed if not)."""
     if summary is None:
         summary = summarize_runs(loaded, labels=labels)
     sequential, seq_warnings = sequential_comparisons(loaded)
@@ -311,6 +314,8 @@ def render_report(
     context["sequential"] = [_sequential_view(doc, i) for i, doc in enumerate(sequential, 1)]
     context["latency_sweeps"] = latency_sweeps(loaded.runs)
     context["robustness"] = [{"run": run, **study} for run, study in robustness_studies(loaded)]
+    context["checkpoints"] = checkpoints if checkpoints is not None else checkpoint_sections(loaded, plots_dir)
+    context["warnings"] += checkpoint_warnings(context["checkpoints"])
     context["reproductions"] = []
     if reproductions:
         from rollbench.reproduce.html import reproduction_html

@@ -10,11 +10,22 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: files only, never a window
 
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 
 def success_by_step_png(ranking: dict[str, Any], dpi: int = 110) -> bytes:
-    """PNG bytes: each checkpoint's success rate (%) at its training step with its 95% Wilson interval, the best
-    (when the ranking names one) circled, checkpoints significantly worse than it (Holm) drawn hollow."""
+    """PNG bytes of :func:`success_by_step_figure` (the figure is closed)."""
+    fig = success_by_step_figure(ranking)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def success_by_step_figure(ranking: dict[str, Any]) -> Figure:
+    """The matplotlib Figure (the caller closes it): each checkpoint's success rate (%) at its training step with its
+    95% Wilson interval, the best (when the ranking names one) circled, checkpoints significantly worse than it
+    (Holm) drawn hollow."""
     rows = sorted((r for r in ranking["checkpoints"] if r["success_rate"] is not None), key=lambda r: r["step"])
     fig, ax = plt.subplots(figsize=(7.0, 3.6), layout="constrained")
     steps = [r["step"] for r in rows]
@@ -55,7 +66,4 @@ def success_by_step_png(ranking: dict[str, Any], dpi: int = 110) -> bytes:
     ax.set_xlabel("training step")
     ax.set_ylabel("success rate (%), bars: 95% Wilson")
     ax.legend(fontsize=8, frameon=False, loc="lower right")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    plt.close(fig)
-    return buf.getvalue()
+    return fig

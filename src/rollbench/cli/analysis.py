@@ -277,6 +277,9 @@ def report_cmd(
     """Write one self-contained offline HTML report: success rates with intervals, comparisons (paired where a
     pair's episodes pair, else unpaired and said so), length and latency distributions (and the same figures as
     PNG/SVG with --plots), and with --reference the reproduction verdicts. Its warnings are also printed on stderr."""
+    from rich.markup import escape
+
+    from rollbench.analysis.checkpoints_section import checkpoint_sections, checkpoint_warnings
     from rollbench.analysis.html_report import render_report, report_comparison, report_warnings
     from rollbench.analysis.sources import load_runs
     from rollbench.analysis.summarize import load_label_set, summarize_runs
@@ -300,6 +303,7 @@ def report_cmd(
             summary = summarize_runs(loaded, labels=label_set, rule=rule)
             reproductions = _reproductions(loaded, reference)
             status.update("drawing the figures and writing the page")
+            checkpoints = checkpoint_sections(loaded, plots)  # rollbench checkpoints folders, recomputed (issue 43)
             text = render_report(
                 loaded,
                 labels=label_set,
@@ -308,8 +312,9 @@ def report_cmd(
                 plots_dir=plots,
                 summary=summary,
                 reproductions=reproductions,
+                checkpoints=checkpoints,
             )
-        warnings = report_warnings(comparison, summary)
+        warnings = report_warnings(comparison, summary) + [escape(w) for w in checkpoint_warnings(checkpoints)]
     except ConfigError as exc:
         _fail(str(exc))
         return

@@ -9,6 +9,9 @@ API (JSON unless said; identities are ``HOST/ROBOT/NAME``, each segment ``^[A-Za
 * ``GET /api/episode/HOST/ROBOT/NAME/E``: one episode with its per-step timeline and label entry (with history).
 * ``GET|POST /api/label/HOST/ROBOT/NAME/E``: read, or set with ``{"label": L|null, "note": "..."}`` (400 naming
   the valid labels for an unknown one; 413 over 64 kB; 404 for an unknown episode).
+* ``GET /api/checkpoints``: the ``rollbench checkpoints`` folders among the local runs (``name``, ``page``,
+  ``api``); ``GET /api/checkpoints/NAME``: one recomputed from its run directories (``ranking``, ``elimination``,
+  ``statuses``, ``violations``, ``run_pages``; :mod:`rollbench.dashboard.checkpoints`), 404 for another name.
 * ``GET /api/labels``: totals per label, task and model; ``GET /api/labels.csv``: one row per labelled episode.
 * ``GET /favicon.ico``: the dashboard's icon (SVG, ``image/svg+xml``; the pages link ``/static/favicon.svg``).
 * ``GET /media/HOST/ROBOT/NAME/E/CAMERA`` (video/mp4, HTTP range requests: 206, 416) and
@@ -34,6 +37,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity, check_segment
 from rollbench.core.jsonfile import strict_dumps
+from rollbench.dashboard import checkpoints as checkpoint_pages
 from rollbench.dashboard import pages
 from rollbench.dashboard.peers import TIMEOUT_S, PeerError
 from rollbench.dashboard.security import MAX_BODY_BYTES, dashboard_guard, make_guard
@@ -170,6 +174,17 @@ def _add_api(app: FastAPI, dash: Dashboard) -> None:
             raise ApiError(404, f"no episode {ident.episode_key(e)}")
         return _json(result)
 
+    @app.get("/api/checkpoints")
+    def api_checkpoints() -> Response:
+        return _json({"checkpoints": checkpoint_pages.listing(dash.catalog)})
+
+    @app.get("/api/checkpoints/{name:path}")
+    def api_checkpoints_folder(name: str) -> Response:
+        d = checkpoint_pages.detail(dash.catalog, name)
+        if d is None:
+            raise ApiError(404, f"no checkpoints folder {name}")
+        return _json({k: v for k, v in d.items() if k != "view"})
+
     @app.get("/api/labels")
     def api_labels() -> Response:
         runs = dash.runs()
@@ -251,7 +266,14 @@ def _add_pages(app: FastAPI, dash: Dashboard) -> None:
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> Response:
-        return HTMLResponse(pages.runs_page(dash.runs()))
+        return HTMLResponse(pages.runs_page(dash.runs(), checkpoint_pages.listing(dash.catalog)))
+
+    @app.get("/checkpoints/{name:path}", response_class=HTMLResponse)
+    def checkpoints_page(name: str) -> Response:
+        d = checkpoint_pages.detail(dash.catalog, name)
+        if d is None:
+            raise ApiError(404, f"no checkpoints folder {name}")
+        return HTMLResponse(pages.checkpoints_page(d, checkpoint_pages.chart(d)))
 
     @app.get("/disagreements", response_class=HTMLResponse)
     def disagreements_page() -> Response:

@@ -144,3 +144,36 @@ def sequential_svg(task: dict[str, Any], width: int = 640) -> Markup:
     )
     parts.append("</svg>")
     return Markup("".join(parts))  # numbers and the decision (one of four fixed words, validated): nothing to escape
+
+
+def step_chart_svg(ranking: dict[str, Any], width: int = 640, height: int = 220) -> Markup:
+    """Success rate (%) against training step for a checkpoints ranking (:func:`rollbench.checkpoints.rank.rank`):
+    one circle per checkpoint at its rate (class ``best`` for the best, ``worse`` for those worse than it by Holm)
+    with a whisker for its 95% Wilson interval, on a 0-100% axis; steps spaced linearly. Numbers only."""
+    rows = sorted((r for r in ranking["checkpoints"] if r["success_rate"] is not None), key=lambda r: r["step"])
+    x0, y0, w, h = 60, 14, width - 80, height - 48
+    lo_step = rows[0]["step"] if rows else 0
+    span = (rows[-1]["step"] - lo_step) if len(rows) > 1 else 0
+
+    def x(step: int) -> float:
+        return x0 + (w * (step - lo_step) / span if span else w / 2)
+
+    def y(rate: float) -> float:
+        return y0 + h - h * rate
+
+    parts = [f'<svg class="steps" viewBox="0 0 {width} {height}" width="{width}" height="{height}">']
+    for p in (0, 25, 50, 75, 100):
+        parts.append(f'<line x1="{x0}" x2="{x0 + w}" y1="{y(p / 100):.1f}" y2="{y(p / 100):.1f}" class="grid"/>')
+        parts.append(f'<text x="{x0 - 6}" y="{y(p / 100) + 4:.1f}" class="end">{p}%</text>')
+    if len(rows) > 1:
+        pts = " ".join(f"{x(r['step']):.1f},{y(r['success_rate']):.1f}" for r in rows)
+        parts.append(f'<polyline points="{pts}" class="rate-line"/>')
+    for r in rows:
+        cx, kind = x(r["step"]), "best" if r["step"] == ranking.get("best") else "point"
+        kind = "worse" if (r.get("paired") or {}).get("worse") else kind
+        lo, hi = r["ci95"]
+        parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" class="ci"/>')
+        parts.append(f'<circle cx="{cx:.1f}" cy="{y(r["success_rate"]):.1f}" r="4" class="{kind}"/>')
+        parts.append(f'<text x="{cx:.1f}" y="{y0 + h + 16}" class="step">{int(r["step"])}</text>')
+    parts.append(f'<text x="{x0 + w / 2:.0f}" y="{height - 4}" class="step">training step</text></svg>')
+    return Markup("".join(parts))

@@ -34,9 +34,16 @@ def _render(template: str, title: str, page: str, **context: Any) -> str:
     return _env().get_template(template).render(title=title, page_data={"page": page, **data}, **context)
 
 
-def runs_page(doc: dict[str, Any]) -> str:
-    """``/``: the hosts, filters and one row per run of ``doc`` (:meth:`~rollbench.dashboard.service.Dashboard.runs`)."""
-    return _render("runs.html.j2", "Runs", "runs", doc=doc)
+def runs_page(doc: dict[str, Any], checkpoints: list[dict[str, str]] | None = None) -> str:
+    """``/``: the hosts, filters and one row per run of ``doc`` (:meth:`~rollbench.dashboard.service.Dashboard.runs`),
+    and links to the ``checkpoints`` folders (:func:`rollbench.dashboard.checkpoints.listing`)."""
+    return _render("runs.html.j2", "Runs", "runs", doc=doc, checkpoints=checkpoints or [])
+
+
+def checkpoints_page(d: dict[str, Any], chart: Any) -> str:
+    """``/checkpoints/NAME``: a checkpoints folder (:func:`rollbench.dashboard.checkpoints.detail`) with its
+    ranking, verdict and success-against-step ``chart``."""
+    return _render("checkpoints.html.j2", f"Checkpoints {d['name']}", "checkpoints", d=d, chart=chart)
 
 
 def run_page(d: dict[str, Any], reproduction: dict[str, Any] | None = None, references: list[str] | None = None) -> str:

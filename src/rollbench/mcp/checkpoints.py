@@ -10,7 +10,6 @@ ranked by :func:`rollbench.checkpoints.rank.rank` at the ``alpha`` and coverage 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +20,6 @@ from pydantic import Field
 
 from rollbench.core.contracts import RollbenchError
 
-STEP_DIR = re.compile(r"\d{6,}")
 DESCRIPTION = (
     "Rank the checkpoints of a folder written by `rollbench checkpoints --out` under the server's root: each "
     "checkpoint's success rate with its 95% interval and scored/attempted episodes, its paired difference to the best "
@@ -30,24 +28,15 @@ DESCRIPTION = (
 
 
 def ranking(out: Path) -> dict[str, Any]:
-    """The ranking document of ``out`` (see the module doc); ToolError naming the culprit when ``out`` holds no
-    ``checkpoints.json`` or a run directory cannot be graded."""
+    """The ranking document of ``out`` (see the module doc; :mod:`rollbench.checkpoints.recompute` reads it);
+    ToolError naming the culprit when ``out`` holds no ``checkpoints.json`` or a run directory cannot be graded."""
     from rollbench.api import grade
     from rollbench.checkpoints.rank import outcomes, rank
-    from rollbench.checkpoints.runner import RANKING
-    from rollbench.grading.coverage import CoverageRule
-    from rollbench.record.safe_files import iter_run_dirs, read_regular_json
+    from rollbench.checkpoints.recompute import recorded, step_runs
 
     try:
-        recorded = read_regular_json(out / RANKING, out)
-        alpha = float(recorded["alpha"])
-        rule = CoverageRule(**{k: recorded["rule"][k] for k in ("min_coverage", "exclude_policy_errors")})
-    except FileNotFoundError:
-        raise ToolError(f"{out} holds no {RANKING}: not a folder written by rollbench checkpoints") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ToolError(f"{out / RANKING} is damaged: {exc}") from None
-    try:
-        runs = [(int(d.name), str(d), outcomes(grade(d))) for d in iter_run_dirs(out) if STEP_DIR.fullmatch(d.name)]
+        _, alpha, rule = recorded(out)
+        runs = [(int(d.name), str(d), outcomes(grade(d))) for d in step_runs(out)]
         return rank(runs, alpha=alpha, rule=rule)
     except RollbenchError as exc:
         raise ToolError(str(exc)) from None

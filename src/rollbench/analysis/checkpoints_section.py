@@ -1,0 +1,74 @@
+"""The report's "Checkpoints" section: each ``rollbench checkpoints`` OUT folder among the report's inputs (the folder
+holding a ``checkpoints.json`` beside the ``<step>`` run directories that were loaded), recomputed from its run
+directories by :func:`rollbench.checkpoints.recompute.recompute` (the ranking, and the looks of ``--eliminate``);
+every recorded number that differs from the recomputation is shown as a violation.
+
+Each section holds the ranking table (step, run status, rate, 95% Wilson interval, scored / attempted, paired
+difference to the best in points with the Holm-corrected exact McNemar p and the pairs, and with ``--eliminate`` the
+look that eliminated it), the figure of success against training step, and the verdict with its evidence (alpha,
+the coverage rule, episodes attempted and scored, the coverage notes; with ``--eliminate`` the chosen step, its
+guarantee and the episodes used against the fixed-N design).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+from rollbench.analysis.sources import Loaded
+from rollbench.checkpoints.recompute import is_checkpoints_out, recompute, step_runs
+from rollbench.checkpoints.view import section_view
+
+
+def checkpoint_folders(loaded: Loaded) -> list[Path]:
+    """The OUT folders of ``rollbench checkpoints`` whose every ``<step>`` run directory is among the loaded ones
+    (or those left out as in progress): the inputs named the folder, or a folder holding it, not one of its runs
+    alone. In path order."""
+    dirs = [r.run_dir for r in loaded.runs if r.run_dir is not None]
+    dirs += [Path(p["path"]) for p in loaded.in_progress if p.get("path")]
+    found = {d.resolve() for d in dirs}
+    outs = {d.parent for d in dirs if is_checkpoints_out(d.parent)}
+    return sorted(o for o in outs if {d.resolve() for d in step_runs(o)} <= found)
+
+
+def _figure(ranking: dict[str, Any], plots_dir: Path | None, name: str) -> bytes:
+    """The success-against-step figure as PNG bytes (also ``plots_dir``/NAME.png and .svg when given); closed."""
+    import matplotlib.pyplot as plt
+
+    from rollbench.analysis.figures import to_png
+    from rollbench.checkpoints.figure import success_by_step_figure
+
+    fig = success_by_step_figure(ranking)
+    try:
+        for ext in ("png", "svg") if plots_dir is not None else ():
+            assert plots_dir is not None
+            fig.savefig(plots_dir / f"{name}.{ext}", format=ext, dpi=150)
+        return to_png(fig)
+    finally:
+        plt.close(fig)
+
+
+def checkpoint_sections(loaded: Loaded, plots_dir: Path | None = None) -> list[dict[str, Any]]:
+    """One view per OUT folder (:func:`checkpoint_folders`) for ``templates/checkpoints.html.j2``: ``out``,
+    ``violations``, and when it could be ranked ``head``, ``rows``, ``says``, ``evidence``, ``figure`` (base64 PNG,
+    also written to ``plots_dir`` as ``checkpoints_<i>.png``/``.svg``) and ``elimination``."""
+    views = []
+    for i, out in enumerate(checkpoint_folders(loaded), 1):
+        got = recompute(out)
+        view = section_view(got)
+        if got.ranking is not None:
+            png = _figure(got.ranking, plots_dir, f"checkpoints_{i}")
+            caption = (
+                f"{out.name}: success rate against training step (95% Wilson interval; hollow: worse than the best, "
+                "Holm)."
+            )
+            view["figure"] = {"caption": caption, "png": base64.b64encode(png).decode()}
+        views.append(view)
+    return views
+
+
+def checkpoint_warnings(sections: list[dict[str, Any]]) -> list[str]:
+    """Every violation of :func:`checkpoint_sections`, prefixed with its folder (the report's top warnings and the
+    command's stderr)."""
+    return [f"{c['out']}: {v}" for c in sections for v in c["violations"]]

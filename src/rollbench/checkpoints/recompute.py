@@ -1,0 +1,178 @@
+"""A ``rollbench checkpoints`` OUT folder recomputed from its run directories, and checked against what the command
+recorded (what ``rollbench report`` and the dashboard show).
+
+The checkpoints are the run directories ``OUT/<step>`` (6 or more digits, as the command names them; links and other
+entries are skipped). Each is graded from its files (:func:`rollbench.api.grade`) and ranked by
+:func:`rollbench.checkpoints.rank.rank` at the ``alpha`` and coverage rule recorded in ``OUT/checkpoints.json`` (a
+regular file, never read through a link): the same code the command's resume and the MCP tool ``rank_checkpoints``
+use. With ``--eliminate``, every look is replayed from the run directories
+(:func:`rollbench.checkpoints.eliminate_run.replay`, on the design recomputed from the recorded delta, alpha and
+first look). Every number of ``checkpoints.json`` (and ``elimination.json``) that differs from the recomputation is
+a **violation**, said in plain words; a run directory that cannot be graded, or grades with violations, is named and
+nothing is ranked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rollbench.checkpoints.discover import Checkpoint
+from rollbench.checkpoints.rank import outcomes, rank
+from rollbench.checkpoints.runner import RANKING
+from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.grading.coverage import CoverageRule, Outcome
+
+STEP_DIR = re.compile(r"\d{6,}")
+SHOWN_DIFFERENCES = 10  # differing numbers named one by one; the rest are counted
+_ROW_KEYS = ("success_rate", "ci95", "coverage", "paired")
+
+
+@dataclass
+class Recomputed:
+    """An OUT folder recomputed: ``ranking`` (the :func:`~rollbench.checkpoints.rank.rank` document, None when a
+    run could not be graded), ``elimination`` (the replayed looks, None without ``--eliminate`` or when they
+    could not be replayed), ``statuses`` (step -> the run's status: OK, PARTIAL, RUNNING...), ``violations``
+    (plain sentences; empty when every recorded number agrees with the recomputation)."""
+
+    out: Path
+    ranking: dict[str, Any] | None = None
+    elimination: dict[str, Any] | None = None
+    statuses: dict[int, str] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+
+def is_checkpoints_out(folder: Path) -> bool:
+    """Whether ``folder`` (not a link) holds a regular ``checkpoints.json``: a folder ``rollbench checkpoints``
+    wrote."""
+    from rollbench.record.safe_files import is_regular
+
+    return not folder.is_symlink() and folder.is_dir() and is_regular(folder / RANKING)
+
+
+def recorded(out: Path) -> tuple[dict[str, Any], float, CoverageRule]:
+    """``OUT/checkpoints.json`` as read, its ``alpha`` and coverage rule. ConfigError naming the file when it is
+    missing, a link, not JSON or lacks them."""
+    from rollbench.record.safe_files import read_regular_json
+
+    try:
+        doc = read_regular_json(out / RANKING, out)
+        alpha = float(doc["alpha"])
+        rule = CoverageRule(**{k: doc["rule"][k] for k in ("min_coverage", "exclude_policy_errors")})
+    except FileNotFoundError:
+        raise ConfigError(f"{out} holds no {RANKING}: not a folder written by rollbench checkpoints") from None
+    except (OSError, ValueError, KeyError, TypeError, ConfigError) as exc:
+        raise ConfigError(f"{out / RANKING} is damaged: {exc}") from None
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError(f"{out / RANKING} is damaged: alpha {alpha} is not between 0 and 1")
+    return doc, alpha, rule
+
+
+def step_runs(out: Path) -> list[Path]:
+    """The run directories ``OUT/<step>`` in step order (regular ``run.json``, not links)."""
+    from rollbench.record.safe_files import iter_run_dirs
+
+    return sorted((d for d in iter_run_dirs(out) if STEP_DIR.fullmatch(d.name)), key=lambda d: int(d.name))
+
+
+def recompute(out: Path) -> Recomputed:
+    """Recompute ``out`` (see the module doc). Never raises for a damaged folder: its problems are violations."""
+    from rollbench.api import grade
+
+    got = Recomputed(out)
+    try:
+        doc, alpha, rule = recorded(out)
+    except ConfigError as exc:
+        got.violations.append(str(exc))
+        return got
+    runs: list[tuple[int, str, dict[int, Outcome]]] = []
+    for d in step_runs(out):
+        try:
+            result = grade(d)
+        except RollbenchError as exc:
+            got.violations.append(f"step {int(d.name)}: {d} cannot be graded: {exc}")
+            continue
+        if result["violations"]:
+            shown = "; ".join(result["violations"][:3])
+            got.violations.append(f"step {int(d.name)}: {d} is damaged: {shown}")
+            continue
+        got.statuses[int(d.name)] = str(result["status"])
+        runs.append((int(d.name), str(d), outcomes(result)))
+    if got.violations:
+        return got
+    if not runs:
+        got.violations.append(f"{out} holds no run directory OUT/<step> to rank")
+        return got
+    got.ranking = json.loads(json.dumps(rank(runs, alpha=alpha, rule=rule)))
+    got.violations += ranking_differences(doc, got.ranking, out / RANKING)
+    if doc.get("elimination") is not None:
+        _replay_elimination(got, doc["elimination"], rule)
+    return got
+
+
+def ranking_differences(recorded_doc: dict[str, Any], ranking: dict[str, Any], where: Path) -> list[str]:
+    """Sentences naming each number of the recorded ranking that differs from ``ranking`` (recomputed): the
+    checkpoints ranked, the best and verdict, and per checkpoint its rate, interval, coverage and paired
+    comparison. At most :data:`SHOWN_DIFFERENCES` are named; the rest are counted."""
+    found: list[str] = []
+    rows = {r.get("step"): r for r in recorded_doc.get("checkpoints", []) if isinstance(r, dict)}
+    steps = [r["step"] for r in ranking["checkpoints"]]
+    if sorted(rows, key=str) != sorted(steps, key=str):
+        found.append(
+            f"{where} ranks steps {sorted(rows, key=str)} but the run directories are of steps {sorted(steps)} "
+            "(stale: an interrupted command? run it again to finish)"
+        )
+    for key in ("best", "verdict"):
+        if recorded_doc.get(key) != ranking[key]:
+            found.append(f"{where} says {key} {recorded_doc.get(key)!r}; recomputed from the runs: {ranking[key]!r}")
+    for new in ranking["checkpoints"]:
+        old = rows.get(new["step"])
+        if old is None:
+            continue
+        for key in _ROW_KEYS:
+            if old.get(key) != new.get(key):
+                found.append(
+                    f"{where}: step {new['step']} {key} {old.get(key)!r} differs from its run directory's "
+                    f"{new.get(key)!r}"
+                )
+    if len(found) > SHOWN_DIFFERENCES:
+        found = [*found[:SHOWN_DIFFERENCES], f"and {len(found) - SHOWN_DIFFERENCES} more differences"]
+    return found
+
+
+def _replay_elimination(got: Recomputed, recorded_block: Any, rule: CoverageRule) -> None:
+    """Replay the looks of ``--eliminate`` into ``got.elimination``; a violation when they cannot be replayed or
+    differ from the recorded block (or from ``elimination.json``)."""
+    from rollbench.checkpoints.eliminate import design
+    from rollbench.checkpoints.eliminate_run import ELIMINATION, replay
+    from rollbench.record.safe_files import read_regular_json
+
+    where = got.out / RANKING
+    assert got.ranking is not None
+    steps = sorted(r["step"] for r in got.ranking["checkpoints"])
+    try:
+        d0 = recorded_block["design"]
+        d = design(len(steps), float(d0["delta"]), float(d0["alpha"]), int(d0["looks"][0]))
+        if [int(s) for s in recorded_block["steps"]] != steps:
+            raise ConfigError(f"its elimination ran steps {recorded_block['steps']}, the run directories are {steps}")
+        if list(d0["looks"]) != list(d.looks):
+            raise ConfigError(f"its looks {d0['looks']} are not the design's {list(d.looks)}")
+        ckpts = [Checkpoint(s, f"{s:06d}", got.out / f"{s:06d}") for s in steps]
+        got.elimination = json.loads(json.dumps(replay(ckpts, got.out, d, rule)))
+    except (ConfigError, KeyError, TypeError, ValueError, IndexError) as exc:
+        got.violations.append(f"{where}: the elimination cannot be replayed from the run directories: {exc}")
+        return
+    if recorded_block != got.elimination:
+        got.violations.append(f"{where}: the recorded elimination differs from its replay from the run directories")
+    try:
+        separate = read_regular_json(got.out / ELIMINATION, got.out)
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        got.violations.append(f"{got.out / ELIMINATION} is damaged: {exc}")
+        return
+    if separate != got.elimination:
+        got.violations.append(f"{got.out / ELIMINATION} differs from the replay of the run directories")

@@ -1,0 +1,155 @@
+"""``rollbench report`` on a ``rollbench checkpoints`` OUT folder: the "Checkpoints" section's ranking, figure and
+verdict, recomputed from the run directories; a checkpoints.json that disagrees with them is a violation.
+
+Oracle: ``checkpoint_policies.expected_success`` says in advance which planned episode each checkpoint wins (seeds
+0..N-1 in plan order), so rates and discordant pairs are hand counts; intervals come from statsmodels' Wilson
+interval, p-values from scipy's binomtest and statsmodels' Holm, directly."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from scipy.stats import binomtest
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
+
+from checkpoint_policies import expected_success, write_checkpoint
+from cli_in_process import invoke
+
+SKILLS = {1000: 0.3, 2000: 0.9, 3000: 0.6}
+N = 12
+ARGS = ["--env", "scripted/reach", "--policy-template", "checkpoint_policies:make"]
+OPTIONS = ["--policy-options", json.dumps({"checkpoint": "{path}"})]
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ckpt")
+    for step, skill in SKILLS.items():
+        write_checkpoint(root / "train", step, skill)
+    got = invoke("checkpoints", root / "train", *ARGS, *OPTIONS, "--episodes", N, "--out", root / "out")
+    assert got.returncode == 0, got.stderr
+    return root / "out"
+
+
+def _section(html: str) -> str:
+    start = html.index("<h2>Checkpoints</h2>")
+    return html[start : html.index("<h2>", start + 5)]
+
+
+def _rows(section: str) -> list[list[str]]:
+    table = section.split("<th>eliminated</th>")[-1] if "<th>eliminated</th>" in section else section
+    body = table.split("<th>step</th>", 1)[1].split("</table>", 1)[0]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body)]
+
+
+def _report(tmp_path: Path, *paths: Path) -> str:
+    got = invoke("report", *paths, "--out", tmp_path / "r.html")
+    assert got.returncode == 0, got.stderr
+    return (tmp_path / "r.html").read_text()
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def test_report_shows_the_ranking_figure_and_verdict_of_a_checkpoints_folder(out: Path, tmp_path: Path) -> None:
+    section = _section(_report(tmp_path, out.parent))  # a folder holding the OUT folder
+    wins = {s: [expected_success(k, seed) for seed in range(N)] for s, k in SKILLS.items()}
+    rate = {s: sum(w) / N for s, w in wins.items()}
+    order = sorted(SKILLS, key=lambda s: (-rate[s], s))
+    best = order[0]
+    raw = []
+    for s in order[1:]:
+        b_only = sum(x and not y for x, y in zip(wins[best], wins[s], strict=True))
+        s_only = sum(y and not x for x, y in zip(wins[best], wins[s], strict=True))
+        raw.append(binomtest(s_only, b_only + s_only, 0.5).pvalue if b_only + s_only else 1.0)
+    holm = dict(zip(order[1:], multipletests(raw, method="holm")[1], strict=True))
+    expected = []
+    for s in order:
+        lo, hi = proportion_confint(sum(wins[s]), N, method="wilson")
+        row = [str(s), "OK", _pct(rate[s]), f"{_pct(lo)} – {_pct(hi)}", f"{N}/{N}"]
+        if s == best:
+            row += ["best", "—", "—"]
+        else:
+            p = holm[s]
+            shown = f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
+            row += [f"{100 * (rate[s] - rate[best]):+.1f}", shown + (" worse" if p <= 0.05 else ""), str(N)]
+        expected.append(row)
+    assert _rows(section) == expected
+    # by hand: step 2000 wins 12 of 12, 3000 wins 6, 1000 wins 4; both others worse at Holm alpha 0.05
+    assert [r[2] for r in expected] == ["100.0%", "50.0%", "33.3%"]
+    assert "<strong>Verdict:</strong> step 2000: best: better than every other checkpoint" in section
+    assert f"3 checkpoints on the same planned episodes; {3 * N} episodes attempted, {3 * N} scored" in section
+    assert "Holm-corrected over the 2 comparisons at alpha 0.05" in section
+    assert section.count('src="data:image/png;base64,') == 1
+    assert "Violation" not in section
+
+
+def test_a_checkpoints_json_that_disagrees_with_the_runs_is_a_violation(out: Path, tmp_path: Path) -> None:
+    edited = tmp_path / "edited"
+    import shutil
+
+    shutil.copytree(out, edited)
+    doc = json.loads((edited / "checkpoints.json").read_text())
+    row = next(r for r in doc["checkpoints"] if r["step"] == 3000)
+    row["success_rate"] = 0.75  # the runs give 6 of 12
+    (edited / "checkpoints.json").write_text(json.dumps(doc))
+    got = invoke("report", edited, "--out", tmp_path / "r.html")
+    assert got.returncode == 0, got.stderr
+    html = (tmp_path / "r.html").read_text()
+    section = _section(html)
+    said = f"{edited / 'checkpoints.json'}: step 3000 success_rate 0.75 differs from its run directory's 0.5"
+    assert f"<strong>Violation:</strong> {said.replace(chr(39), '&#39;')}" in section
+    assert f"<strong>Warning:</strong> {edited}: {said.replace(chr(39), '&#39;')}" in html  # also at the top
+    assert f"warning: {edited}: {said}" in " ".join(got.stderr.split())  # and on stderr (wrapped at any width)
+    assert _rows(section)[1][:3] == ["3000", "OK", "50.0%"]  # the table shows the recomputed numbers
+
+
+def test_a_damaged_checkpoints_json_is_named_and_nothing_is_ranked(out: Path, tmp_path: Path) -> None:
+    import shutil
+
+    edited = tmp_path / "damaged"
+    shutil.copytree(out, edited)
+    (edited / "checkpoints.json").write_text('{"alpha": 0.05}')
+    section = _section(_report(tmp_path, edited))
+    assert f"<strong>Violation:</strong> {edited / 'checkpoints.json'} is damaged: &#39;rule&#39;" in section
+    assert "<strong>Verdict:</strong>" not in section and "<th>step</th>" not in section
+
+
+def test_a_plain_run_folder_has_no_checkpoints_section(out: Path, tmp_path: Path) -> None:
+    html = _report(tmp_path, out / "001000")  # a run directory alone: its parent is not among the inputs' folders
+    assert "<h2>Checkpoints</h2>" not in html
+
+
+@pytest.mark.slow
+def test_report_of_an_eliminate_folder_shows_each_look_and_the_chosen_step(tmp_path: Path) -> None:
+    skills = {1000: 0.05, 2000: 0.95, 3000: 0.9}
+    for step, skill in skills.items():
+        write_checkpoint(tmp_path / "train", step, skill)
+    got = invoke("checkpoints", tmp_path / "train", *ARGS, *OPTIONS, "--out", tmp_path / "out", "--eliminate",
+                 "--delta", "0.3", "--alpha", "0.2", "--first-look", "8", "--json")  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    e = json.loads(got.stdout)["elimination"]  # what the command decided while it ran
+    section = _section(_report(tmp_path, tmp_path / "out"))
+    looks = re.findall(
+        r"<tr><td>(\d+)</td><td class=n>(\d+)</td><td class=n>(\d+)</td><td class=n>([^<]*)</td>", section
+    )
+    assert looks == [
+        (str(i), str(lk["trials"]), str(lk["best"]), ", ".join(f"step {s}" for s in lk["eliminated"]) or "none")
+        for i, lk in enumerate(e["looks"], 1)
+    ]
+    gone = next(i for i, lk in enumerate(e["looks"], 1) if 1000 in lk["eliminated"])
+    rows = {r[0]: r for r in _rows(section)}
+    assert rows["1000"][-1] == f"look {gone} ({e['looks'][gone - 1]['trials']} episodes)"
+    assert rows[str(e["chosen"])][-1] == "chosen"
+    # the episodes used are those attempted, summed over the table's scored/attempted column
+    assert e["episodes_used"] == sum(int(r[4].split("/")[1]) for r in rows.values())
+    assert f"episodes used {e['episodes_used']}, the fixed-N design with the same guarantee: " in section
+    assert "The checkpoints were stopped adaptively" in section and "Violation" not in section
+    (tmp_path / "out" / "elimination.json").write_text(json.dumps({**e, "chosen": 1000}))
+    section = _section(_report(tmp_path, tmp_path / "out"))
+    assert "elimination.json differs from the replay of the run directories" in section

@@ -37,6 +37,7 @@ from rollbench.record.runlog import (
     end_execution,
     note_counters,
     record_results,
+    write_run_log,
 )
 from rollbench.record.writer import DatasetWriter
 from rollbench.run.in_memory import bound, policy_name, refuse_execution
@@ -277,6 +278,7 @@ def _open_writer(run: ResolvedRun, run_dir: Path) -> DatasetWriter:
         robot_type=first.task.family,
         planned=len(run.plan.episodes),
         artifact_kinds=_artifact_kinds(run.spec),
+        plan=run.plan.episodes,
     )
 
 
@@ -304,8 +306,9 @@ def _finish(
     writer.write_stats()
     writer.write_videos_index()
     writer.remove_empty_staging()
-    if idle:
+    if idle:  # written before grading: the entry begun for it would count as an invocation that left no record
         log.executions = log.executions[:-1]
+        write_run_log(run_dir, log)
     else:
         end_execution(run_dir, log, time.monotonic() - live.started, interrupted=bool(status))
     result = grade_run_dir(run_dir)

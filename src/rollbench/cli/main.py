@@ -127,12 +127,15 @@ def grade_cmd(
 ) -> None:
     """Recompute every result of a run from its files and check its invariants."""
     from rollbench.api import grade
+    from rollbench.cli.runs import stale_note
 
     try:
         result = grade(run_dir, check_videos=check_videos)
     except RollbenchError as exc:
         _fail(str(exc))
         return
+    if (note := stale_note(run_dir)) is not None:  # on stderr: stdout stays the JSON document with --json
+        print(note, file=sys.stderr)
     _emit(result, as_json, run_dir)
 
 

@@ -20,6 +20,24 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING, pct
 from rollbench.record.safe_files import read_regular_json
 
+# a run whose run.json says RUNNING while no process holds its lock: killed, or ended by code it ran (a policy calling
+# os._exit ends rollbench with the policy's exit code, nothing can run after it in that process: docs/status.md)
+STALE = "stale: no process is writing it, the process ended without closing the run"
+
+
+def stale_note(run_dir: Path) -> str | None:
+    """One line for a run whose run.json says RUNNING but whose lock no process holds (see :data:`STALE`), else
+    None (a run being written, finished or interrupted, or no readable run.json). Reads only; takes no lock."""
+    from rollbench.record.runlog import is_locked, read_run_log
+
+    try:
+        log = read_run_log(run_dir)
+    except ConfigError:
+        return None
+    if log is None or log.status != "RUNNING" or is_locked(run_dir):
+        return None
+    return f"note: {run_dir}: run.json says RUNNING ({STALE}); resume it with `rollbench eval --resume {run_dir}`"
+
 
 def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
     """One run's row: ``run``, ``run_dir``, ``tasks``, ``policy``, ``status``, ``episodes_recorded``,
@@ -70,7 +88,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
                     row["episodes_recorded"] = read_regular_json(live, run_dir).get("episodes_done")
             row["source"] = "run.live.json (running)"
         else:
-            row["status"] = "RUNNING (stale: no process is writing it; resume it with eval --resume RUN_DIR)"
+            row["status"] = f"RUNNING ({STALE}; resume it with eval --resume RUN_DIR)"
             _committed_on_disk(run_dir, row)
     return row
 

@@ -246,7 +246,7 @@ def run_timing(log: RunLog, episode_times: list[object]) -> Timing:
     ``invocations_unrecorded``, and the episodes it committed are in ``episode_time_s``."""
     executions = log.executions
     runs = [x.elapsed_s for x in executions if x.elapsed_s is not None]
-    times = [t for t in episode_times if isinstance(t, float)]
+    times = [t for t in episode_times if isinstance(t, float) and math.isfinite(t) and t >= 0]  # else a violation
     return Timing(
         eval_wall_time_s=round(sum(runs), 3) if runs else None,  # each is in ms
         invocations=len(runs),

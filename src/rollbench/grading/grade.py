@@ -319,6 +319,9 @@ def _episode_row(
             f"{success} under the {rule} rule" + (f" with success held {hold} steps" if hold > 1 else "")
         )
     _check_return(e, m, d, violations)
+    wall = m.get("rollbench/wall_time_s")  # a hand-edited row: never summed into timing (grading.files.run_timing)
+    if isinstance(wall, float) and not (math.isfinite(wall) and wall >= 0):
+        violations.append(f"episode {e}: its wall time {wall:g} s is not a finite number >= 0 (not counted)")
     if length > m["rollbench/max_steps"]:
         violations.append(f"episode {e}: {length} steps exceed its horizon of {m['rollbench/max_steps']}")
     graded = GradedEpisode(

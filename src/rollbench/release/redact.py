@@ -8,18 +8,17 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollbench.core.contracts import RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.identity import sanitize_segment
+from rollbench.release.kinds import scan_kind, video_findings
 from rollbench.release.parquet_text import map_table
 from rollbench.release.rules import Finding, Scanner
 
-TEXT_SUFFIXES = {".md", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".toml", ".ini", ".html"}
 IDENTITY_SEGMENT_FIELDS = ("identity.host", "identity.robot", "identity.name")
 # json.dumps styles of the files rollbench writes (run.json: indent 2; JSONL lines: defaults) and the compact one
 JSON_STYLES: tuple[dict[str, Any], ...] = ({"indent": 2}, {}, {"separators": (",", ":")})
@@ -200,23 +199,23 @@ class Releaser:
             redactions += _record(rel, f"line {text.count(chr(10), 0, f.start) + 1}", [(f, ph)])
         return Released(rel, sha256_hex(raw), result.encode("utf-8"), redactions)
 
-    def file(self, rel: str, raw: bytes) -> Released:
-        suffix = Path(rel).suffix.lower()
+    def file(self, rel: str, raw: bytes, kind: str | None = None) -> Released:
+        """The released form of ``raw`` (released as ``rel``), scanned as its ``kind``
+        (:func:`rollbench.release.kinds.scan_kind`, computed when not given). RollbenchError when it cannot be
+        redacted safely (a secret inside a video); ConfigError for a file release cannot scan."""
+        kind = kind or scan_kind(rel, raw)
         try:
-            if suffix in (".json", ".jsonl"):
-                return self.json_file(rel, raw, lines=suffix == ".jsonl")
-            if suffix == ".parquet":
+            if kind in ("json", "jsonl"):
+                return self.json_file(rel, raw, lines=kind == "jsonl")
+            if kind == "parquet":
                 return self.parquet_file(rel, raw)
-            if suffix in TEXT_SUFFIXES or (b"\0" not in raw[:8192] and _utf8(raw)):
+            if kind == "text":
                 return self.text_file(rel, raw)
         except (ValueError, RecursionError, pa.ArrowException) as exc:
             raise RollbenchError(f"{rel}: cannot be parsed for redaction ({type(exc).__name__}: {exc})") from None
+        if kind != "video":
+            raise ConfigError(f"{rel} is not a file release can scan for secrets; move it out of the run")
+        found = video_findings(raw, self.scanner)
+        if found:
+            raise RollbenchError(f"{rel}: the video holds a {found[0]}, which release cannot redact inside a video")
         return Released(rel, sha256_hex(raw), raw)
-
-
-def _utf8(raw: bytes) -> bool:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

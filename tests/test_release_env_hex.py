@@ -125,9 +125,9 @@ def test_a_server_token_from_the_environment_and_hex_tokens_leave_no_trace_and_t
     assert env_ph == {"<REDACTED:env_secret:1>"} and hex_ph == {"<REDACTED:hex_token:1>"}
     for name in ("errored", "agent"):
         before, after = grade(src / name), grade(out / name)
-        assert after["violations"] == []
-        expected = json.dumps(before).replace(SERVER_TOKEN, "<REDACTED:env_secret:1>")
-        assert json.dumps(after) == expected.replace(HEX, "<REDACTED:hex_token:1>"), name
+        assert after.violations == []
+        expected = json.dumps(before.to_json()).replace(SERVER_TOKEN, "<REDACTED:env_secret:1>")
+        assert json.dumps(after.to_json()) == expected.replace(HEX, "<REDACTED:hex_token:1>"), name
         log, released = (json.loads((d / name / "run.json").read_text()) for d in (src, out))
         assert released["spec_identity"] == log["spec_identity"]
         assert [released["identity"][k] for k in ("robot", "name")] == [log["identity"][k] for k in ("robot", "name")]

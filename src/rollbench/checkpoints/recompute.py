@@ -98,11 +98,11 @@ def recompute(out: Path) -> Recomputed:
         except RollbenchError as exc:
             got.violations.append(f"step {int(d.name)}: {d} cannot be graded: {exc}")
             continue
-        if result["violations"]:
-            shown = "; ".join(result["violations"][:3])
+        if result.violations:
+            shown = "; ".join(result.violations[:3])
             got.violations.append(f"step {int(d.name)}: {d} is damaged: {shown}")
             continue
-        got.statuses[int(d.name)] = str(result["status"])
+        got.statuses[int(d.name)] = result.status
         runs.append((int(d.name), str(d), outcomes(result)))
     if got.violations:
         return got

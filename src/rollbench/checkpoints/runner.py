@@ -21,6 +21,7 @@ from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.figure import success_by_step_png
 from rollbench.checkpoints.rank import outcomes, rank
 from rollbench.core.contracts import ConfigError
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.plan import make_plan
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, Outcome
@@ -101,7 +102,7 @@ def evaluate_checkpoint(
     out: Path,
     execution: Execution,
     observer: CheckpointObserver | None = None,
-) -> dict[str, Any]:
+) -> GradeDocument:
     """The graded result of ``ckpt`` in ``out/<step>``: re-graded when already evaluated, else run (or resumed)
     with ``observer``."""
     run_dir = out / ckpt.label

@@ -35,13 +35,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         log = read_run_log(run_dir)
         if log is None:
             raise ConfigError("no run.json")
-        results = (
-            grade(run_dir, check_videos=False)
-            if regrade
-            else log.results.model_dump(mode="json", by_alias=True)
-            if log.results is not None
-            else None
-        )
+        results = grade(run_dir, check_videos=False) if regrade else log.results  # a GradeDocument, or None
     except ConfigError as exc:
         return {**base, "error": str(exc)}
     row = {
@@ -57,16 +51,17 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         "created": log.provenance.created,
         "source": "graded now" if regrade else "run.json (graded when the run last finished)",
     }
-    if isinstance(results, dict):
-        row["episodes_recorded"] = results.get("episodes_recorded")
-        overall = results.get("overall") or {}
-        row["success_rate"] = overall.get("pooled_success_rate")
-        # what the coverage rule scores (docs/analysis.md#errors-and-coverage): env/infra errors left out
-        row["scored"], row["scored_success_rate"] = overall.get("scored"), overall.get("scored_success_rate")
+    if results is not None:
+        row["episodes_recorded"] = results.episodes_recorded
+        overall = results.overall
+        row["success_rate"] = overall.pooled_success_rate
+        # what the coverage rule scores (docs/analysis.md#errors-and-coverage): env/infra errors left out; None in
+        # a document graded before the rule
+        row["scored"], row["scored_success_rate"] = overall.scored, overall.scored_success_rate
         if regrade:
-            row["status"] = results.get("status")
-            if results.get("violations"):  # damaged: what every analysis refuses without --allow-damaged
-                row["damaged"], row["violations"] = True, list(results["violations"])
+            row["status"] = results.status
+            if results.violations:  # damaged: what every analysis refuses without --allow-damaged
+                row["damaged"], row["violations"] = True, list(results.violations)
     live = run_dir / "run.live.json"
     if log.status == "RUNNING" and not regrade:
         if is_locked(run_dir):

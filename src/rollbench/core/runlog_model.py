@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
 
-from rollbench.core.grade_model import Closed, GradeDocument
+from rollbench.core.grade_model import Closed, GradeDocument, run_log_order
 from rollbench.core.spec import EvalSpec
 
 RunStatus = Literal["RUNNING", "INTERRUPTED", "OK", "PARTIAL", "FAILED"]
@@ -290,6 +290,12 @@ class RunLog(Closed):
     replacements: list[Replacement] = Field(default_factory=list, description="Present once an episode was replaced.")
     results: GradeDocument | None = Field(default=None, description="The grade document as of the last finish.")
     sequential: SequentialRecord | None = Field(default=None, description="Present in an arm of rollbench sequential.")
+
+    @field_serializer("results", mode="wrap")
+    def _results_order(self, results: GradeDocument | None, handler: SerializerFunctionWrapHandler) -> object:
+        """``results`` in the key order run.json has always kept them in (:func:`~rollbench.core.grade_model.run_log_order`)."""
+        doc = handler(results)
+        return run_log_order(doc) if isinstance(doc, dict) else doc
 
     def to_json(self) -> dict[str, Any]:
         """The document as run.json holds it: the keys it was read or built with, JSON values."""

@@ -193,11 +193,11 @@ def graded_runs(runs: list[Path], allow_violations: bool) -> dict[str, dict[str,
     out: dict[str, dict[str, Any]] = {}
     for r in runs:
         doc = grade(r)
-        found = list(doc["violations"])
+        found = list(doc.violations)
         if found and not allow_violations:
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
             raise ConfigError(f"{r} fails rollbench grade: {found[0]}{more}; release it anyway with --allow-violations")
-        out[r.name] = {"status": doc["status"], "violations": len(found)}
+        out[r.name] = {"status": doc.status, "violations": len(found)}
     return out
 
 
@@ -288,7 +288,8 @@ def manifest(
     labels: list[Path],
 ) -> dict[str, Any]:
     """MANIFEST.json: files with source and release sha256, every redaction (file, field, rule, category,
-    placeholder), counts per category, the filters used, excluded files, the date and where it came from."""
+    placeholder), counts per category (occurrences: ``redaction_counts``; distinct values: ``distinct_counts``),
+    the filters used, excluded files, the date and where it came from."""
     redactions = [r for f in released for r in f.redactions]
     counts: dict[str, int] = {}
     for r in redactions:
@@ -313,6 +314,7 @@ def manifest(
         "redactions": redactions,
         "redaction_counts": dict(sorted(counts.items())),
         "distinct_secrets": len(scanner.placeholders),
+        "distinct_counts": scanner.distinct_counts(),
         "filters": scanner.describe(),
     }
 

@@ -67,6 +67,17 @@ def _strings_of_json(text: str, lines: bool, key: Callable[[str], str] = str) ->
     return found
 
 
+def _standing(s: str, f: Finding) -> str:
+    """How finding ``f`` stands in its string ``s``: the ``whole`` of it, a ``word`` (no letter or digit on either
+    side), or ``inside`` a longer word."""
+    if f.start == 0 and f.end == len(s):
+        return "whole"
+    alnum = re.compile(r"[A-Za-z0-9]")
+    if (f.start and alnum.match(s[f.start - 1])) or (f.end < len(s) and alnum.match(s[f.end])):
+        return "inside"
+    return "word"
+
+
 def _field_leaf(path: str) -> str:
     return re.sub(r"\[\d+\]$", "", path.split(": ", 1)[-1])
 
@@ -128,19 +139,21 @@ class Releaser:
         for style in JSON_STYLES:
             if json.dumps(obj, **style) == doc:
                 return json.dumps(walk(obj, ""), **style), redactions
-        swaps: dict[tuple[str, bool], str] = {}
+        swaps: dict[tuple[str, str], str] = {}  # (value, how it stands in its string) -> placeholder
         for path, s in _strings_of_json(doc, False, self.key):
             fieldname = None if path.endswith("{key}") else _field_leaf(path)
             _, pairs = self.scanner.redact(s, fieldname)
             redactions += _record(rel, prefix + path, pairs)
             for f, ph in pairs:
-                swaps[(f.value, f.start == 0 and f.end == len(s))] = ph
-        for (value, whole), ph in sorted(swaps.items(), key=lambda kv: -len(kv[0][0])):
+                swaps[(f.value, _standing(s, f))] = ph
+        for (value, standing), ph in sorted(swaps.items(), key=lambda kv: -len(kv[0][0])):
             enc = json.dumps(value)[1:-1]
-            if whole:
+            if standing == "whole":
                 pattern, repl = re.escape(f'"{enc}"'), f'"{ph}"'
-            else:
+            elif standing == "word":
                 pattern, repl = rf"(?<![A-Za-z0-9]){re.escape(enc)}(?![A-Za-z0-9])", ph
+            else:  # found inside a longer word (an environment secret's value, a hex run after a letter)
+                pattern, repl = re.escape(enc), ph
             doc, n = re.subn(pattern, lambda _m, r=repl: r, doc)  # type: ignore[misc]
             if n == 0:
                 raise RollbenchError(f"{rel}: found a {ph[1:-1]} but could not replace it in the file's text")

@@ -75,13 +75,13 @@ def load_arm(run_dir: Path) -> RunData:
         why = "being recorded" if is_locked(run_dir) else "not finished (its writer stopped)"
         raise ConfigError(f"{run_dir} is {why}: resume it with the same rollbench sequential command")
     result = grade(run_dir, check_videos=False)
-    if result["violations"]:
-        n = len(result["violations"])
+    if result.violations:
+        n = len(result.violations)
         raise ConfigError(
-            f"{run_dir} is damaged ({n} violation(s) by rollbench grade: {result['violations'][0]}); it is not "
+            f"{run_dir} is damaged ({n} violation(s) by rollbench grade: {result.violations[0]}); it is not "
             "analysed. Run `rollbench grade` on it for every problem"
         )
-    return RunData(str(run_dir), log, result["episodes"])
+    return RunData(str(run_dir), log, [e.to_json() for e in result.episodes])
 
 
 def load_arms(paths: list[Path]) -> list[RunData]:

@@ -1,6 +1,6 @@
-"""``rollbench checkpoints`` on real LeRobot checkpoints: ACT policies saved by lerobot's own ``save_pretrained``
-(in the LeRobot venv, ``tests/compat/lerobot_checkpoints.make_checkpoint``; seeds 0, 1, 2 stand in for training
-steps 1000, 2000, 3000), laid out as lerobot-train lays them out (``checkpoints/<6-digit step>/pretrained_model/``
+"""``rollbench checkpoints`` on real LeRobot checkpoints: ACT and Diffusion policies saved by lerobot's own
+``save_pretrained`` (in the LeRobot venv, ``tests/compat/lerobot_checkpoints.make_checkpoint``; torch seeds stand in
+for training steps: 0, 1, 2 for ACT's steps 1000, 2000, 3000; 0, 1 for Diffusion's 1000, 2000), laid out as lerobot-train lays them out (``checkpoints/<6-digit step>/pretrained_model/``
 and the link ``checkpoints/last``), evaluated on PushT through the LeRobot host.
 
 Oracle: each checkpoint's episodes equal those of ``rollbench eval --policy lerobot:<that checkpoint>`` run on its
@@ -31,31 +31,33 @@ def _lerobot_python() -> Path | None:
 
 
 PYTHON = _lerobot_python()
-STEPS = {1000: 0, 2000: 1, 3000: 2}  # training step -> torch seed of the random ACT policy
+# policy type -> {training step: torch seed of its random policy}; Diffusion has two (its inference is the slow one)
+STEPS = {"act": {1000: 0, 2000: 1, 3000: 2}, "diffusion": {1000: 0, 2000: 1}}
 EPISODES, MAX_STEPS = 2, 15
 
 
-def _train_run(root: Path) -> Path:
+def _train_run(root: Path, kind: str) -> Path:
     assert PYTHON is not None
     script = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
         "from lerobot_checkpoints import make_checkpoint;"
-        "[make_checkpoint('act', 'pusht', Path(sys.argv[2]) / 'checkpoints' / f'{int(s):06d}' / 'pretrained_model', int(seed))"
-        " for s, seed in (a.split(':') for a in sys.argv[3:])]"
+        "[make_checkpoint(sys.argv[3], 'pusht', Path(sys.argv[2]) / 'checkpoints' / f'{int(s):06d}' / 'pretrained_model',"
+        " int(seed)) for s, seed in (a.split(':') for a in sys.argv[4:])]"
     )
-    args = [f"{s}:{seed}" for s, seed in STEPS.items()]
+    args = [f"{s}:{seed}" for s, seed in STEPS[kind].items()]
     subprocess.run(
-        [str(PYTHON), "-c", script, str(REPO / "tests" / "compat"), str(root), *args], check=True, timeout=600
+        [str(PYTHON), "-c", script, str(REPO / "tests" / "compat"), str(root), kind, *args], check=True, timeout=600
     )
-    os.symlink("003000", root / "checkpoints" / "last")
+    os.symlink(f"{max(STEPS[kind]):06d}", root / "checkpoints" / "last")
     return root
 
 
 @pytest.mark.skipif(
     PYTHON is None, reason="needs .venv-lerobot (scripts/lerobot_compat.sh) or $ROLLBENCH_LEROBOT_PYTHON"
 )
-def test_lerobot_train_checkpoints_are_ranked_through_the_lerobot_host(tmp_path: Path) -> None:
-    run, out = _train_run(tmp_path / "outputs" / "train" / "act_pusht"), tmp_path / "out"
+@pytest.mark.parametrize("kind", sorted(STEPS))
+def test_lerobot_train_checkpoints_are_ranked_through_the_lerobot_host(tmp_path: Path, kind: str) -> None:
+    run, out = _train_run(tmp_path / "outputs" / "train" / f"{kind}_pusht", kind), tmp_path / "out"
     options = json.dumps({"python": str(PYTHON)})
     common = [
         "--env",
@@ -70,7 +72,7 @@ def test_lerobot_train_checkpoints_are_ranked_through_the_lerobot_host(tmp_path:
     got = run_cli("checkpoints", run, *common, "--out", out, "--json", timeout=1200)
     assert got.returncode == 0, got.stderr
     doc = json.loads(got.stdout)
-    assert sorted(r["step"] for r in doc["checkpoints"]) == sorted(STEPS)  # checkpoints/last skipped
+    assert sorted(r["step"] for r in doc["checkpoints"]) == sorted(STEPS[kind])  # checkpoints/last skipped
     assert (out / "checkpoints.png").exists()
     for step in (doc["checkpoints"][0]["step"], doc["checkpoints"][-1]["step"]):
         ckpt = run / "checkpoints" / f"{step:06d}" / "pretrained_model"
@@ -78,7 +80,8 @@ def test_lerobot_train_checkpoints_are_ranked_through_the_lerobot_host(tmp_path:
         direct = run_cli("eval", "--policy", f"lerobot:{ckpt}", *common, "--out", alone, timeout=900)
         assert direct.returncode == 0, direct.stderr
         fields = ("seed", "success", "length", "return", "termination_reason")
-        want = [tuple(e[f] for f in fields) for e in rollbench.grade(alone)["episodes"]]
-        assert [tuple(e[f] for f in fields) for e in rollbench.grade(out / f"{step:06d}")["episodes"]] == want
+        want = [tuple(e.to_json()[f] for f in fields) for e in rollbench.grade(alone).episodes]
+        got_rows = rollbench.grade(out / f"{step:06d}").episodes
+        assert [tuple(e.to_json()[f] for f in fields) for e in got_rows] == want
     provenance = json.loads((out / "001000" / "run.json").read_text())["plan"]["policy"]["provenance"]["lerobot"]
-    assert provenance["policy_type"] == "act"
+    assert provenance["policy_type"] == kind

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollbench.core.contracts import FAULTS
+from rollbench.core.format import printable
 from rollbench.core.runlog_model import PlannedEpisode, RunLog
 from rollbench.grading.coverage import ArmCoverage, merge, outcome_of, tally
 from rollbench.grading.stats import wilson_interval
@@ -104,8 +105,8 @@ def summarise(
         )
     for e in errored[:20]:
         reasons.append(
-            f"episode {e['episode_index']} ({e['task']}, seed {e['seed']}) ended in error "
-            f"({e['error_fault']} fault): {e['error']}"
+            f"episode {e['episode_index']} ({printable(e['task'])}, seed {e['seed']}) ended in error "
+            f"({e['error_fault']} fault): {printable(e['error'])}"  # recorded text: one line, no control characters
         )
     if len(errored) > 20:
         reasons.append(f"... and {len(errored) - 20} more episodes ended in error")

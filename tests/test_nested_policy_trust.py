@@ -161,12 +161,16 @@ def test_a_foreign_reply_to_the_readiness_probe_is_never_echoed(tmp_path: Path) 
     assert line.endswith(f'is not ready (GET {url} answered HTTP 200, not {{"ready": true}})')
 
 
-def test_a_non_protocol_error_body_is_summarised_by_its_size_only() -> None:
+def test_an_error_body_protocol_or_not_is_summarised_by_its_status_and_size_only() -> None:
     body = b'{"secret": "internal"}'
-    assert server_said(500, b"<html>internal secret page</html>") == (
-        "HTTP 500: a reply of 33 bytes that is not this protocol's JSON (not shown)"
+    assert (
+        server_said(500, b"<html>internal secret page</html>")
+        == "HTTP 500, a reply of 33 bytes (not shown: a server's text is never quoted)"
     )
     assert (
-        server_said(502, body) == f"HTTP 502: a reply of {len(body)} bytes that is not this protocol's JSON (not shown)"
+        server_said(502, body) == f"HTTP 502, a reply of {len(body)} bytes (not shown: a server's text is never quoted)"
     )
-    assert server_said(400, b'{"error": "bad dtype"}') == "HTTP 400: bad dtype"
+    assert (
+        server_said(400, b'{"error": "bad dtype"}')
+        == "HTTP 400, a reply of 22 bytes (not shown: a server's text is never quoted)"
+    )

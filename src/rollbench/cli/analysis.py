@@ -21,16 +21,16 @@ from rollbench.cli.analysis_view import (
     print_comparison,
     print_summary,
 )
-from rollbench.cli.common import exit_on_errors, print_doc, print_json, stage
+from rollbench.cli.common import exit_on_errors, make_console, print_doc, print_json, said, stage
 from rollbench.core.contracts import ConfigError
 from rollbench.core.paths import check_output_path
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def _out() -> Console:
-    out = Console()
-    return out if out.is_terminal else Console(width=200)
+    out = make_console()
+    return out if out.is_terminal else make_console(width=200)
 
 
 ALLOW_DAMAGED_HELP = (
@@ -63,9 +63,10 @@ def _distinct_paths(runs: list[Path]) -> None:
 
 
 def print_warnings(warnings: list[str]) -> None:
-    """Each warning as one ``warning:`` line on stderr (so --json / --csv output stays machine-readable)."""
+    """Each warning as one ``warning:`` line on stderr (so --json / --csv output stays machine-readable); a warning
+    quotes recorded names and notes, so it is printed as text from outside (:func:`~rollbench.cli.common.said`)."""
     for w in warnings:
-        console.print(f"[bold yellow]warning:[/] {w}", highlight=False, soft_wrap=True, markup=True)
+        console.print(f"[bold yellow]warning:[/] {said(w)}", highlight=False, soft_wrap=True, markup=True)
 
 
 def summarize_cmd(
@@ -277,7 +278,6 @@ def report_cmd(
     """Write one self-contained offline HTML report: success rates with intervals, comparisons (paired where a
     pair's episodes pair, else unpaired and said so), length and latency distributions (and the same figures as
     PNG/SVG with --plots), and with --reference the reproduction verdicts. Its warnings are also printed on stderr."""
-    from rich.markup import escape
 
     from rollbench.analysis.checkpoints_section import checkpoint_sections, checkpoint_warnings
     from rollbench.analysis.html_report import render_report, report_comparison, report_warnings
@@ -314,7 +314,7 @@ def report_cmd(
                 reproductions=reproductions,
                 checkpoints=checkpoints,
             )
-        warnings = report_warnings(comparison, summary) + [escape(w) for w in checkpoint_warnings(checkpoints)]
+        warnings = report_warnings(comparison, summary) + checkpoint_warnings(checkpoints)
     except ConfigError as exc:
         _fail(str(exc))
         return

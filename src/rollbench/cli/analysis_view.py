@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rollbench.cli.common import said
 from rollbench.cli.tables import print_table
 from rollbench.core.format import MISSING, interval, p_value, pct, points, points_interval
 from rollbench.grading.coverage import (
@@ -58,8 +59,9 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
         table.add_column(f"labels ({doc['rubric']})", overflow="fold")
         table.add_column("rates", overflow="fold")
     for c in doc["cells"]:
-        row = [MISSING if c[k] is None else str(c[k]) for k in doc["by"]]
-        row += [", ".join(c["variants"]) or MISSING, ", ".join(c["hosts"]), str(len(c["runs"])), str(c["episodes"])]
+        row = [MISSING if c[k] is None else said(c[k]) for k in doc["by"]]
+        row += [said(", ".join(c["variants"])) or MISSING, said(", ".join(c["hosts"])), str(len(c["runs"]))]
+        row += [str(c["episodes"])]
         row += [str(c["repeats"]), str(c["errored"]), str(c["scored"])]
         row += [str(c["successes"]), pct(c["success_rate"]), interval(c["ci95_low"], c["ci95_high"])]
         if labelled:
@@ -77,7 +79,7 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
             soft_wrap=True,
         )
     for p in doc["in_progress"]:
-        out.print(f"left out: {p['run']} ({p['path']}) is {p['why']}", highlight=False)
+        out.print(f"left out: {said(p['run'])} ({said(p['path'])}) is {said(p['why'])}", highlight=False)
 
 
 def print_comparison(out: Console, doc: dict[str, Any]) -> None:
@@ -86,13 +88,14 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
         out.print("[bold yellow]unpaired statistics[/] (Fisher's exact test, unpaired bootstrap): --unpaired was given")
     for c in doc["comparisons"]:
         paired = c["statistics"] == "paired"
-        table = Table(title=f"A = {c['a']} ({c['model_a']})   vs   B = {c['b']} ({c['model_b']})")
+        a, b = f"{said(c['a'])} ({said(c['model_a'])})", f"{said(c['b'])} ({said(c['model_b'])})"
+        table = Table(title=f"A = {a}   vs   B = {b}")
         cols = ["task", "A", "B", "B − A (pts)", "95% CI (bootstrap)"]
         cols += (["A only", "B only", "McNemar p"] if paired else ["Fisher p"]) + ["p (Holm)"]
         for col in cols:
             table.add_column(col, justify="left" if col == "task" else "right")
         for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
-            row = [r["task"], pct(r["a"]["success_rate"]), pct(r["b"]["success_rate"]), points(r["difference"])]
+            row = [said(r["task"]), pct(r["a"]["success_rate"]), pct(r["b"]["success_rate"]), points(r["difference"])]
             row.append(points_interval(r["diff_ci95_low"], r["diff_ci95_high"]))
             row += [str(r["a_only"]), str(r["b_only"])] if paired else []
             row += [p_value(r["p_value"]), p_value(r.get("p_holm", r.get("p_holm_pairs")))]
@@ -100,17 +103,20 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
         print_table(out, table)
         for r in [*c["tasks"], {"task": "pooled", **c["pooled"]}]:
             if len(c["tasks"]) > 1 or r["task"] == "pooled":
-                head = "pooled" if r["task"] == "pooled" else f"task {r['task']}"
+                head = "pooled" if r["task"] == "pooled" else f"task {said(r['task'])}"
                 out.print(f"{head}:", highlight=False)
                 for line in coverage_lines(r):
-                    out.print(f"  {line}", highlight=False, soft_wrap=True)
+                    out.print(f"  {said(line)}", highlight=False, soft_wrap=True)
         if c["tasks_not_compared"]:
-            out.print(f"tasks not in both runs (not compared): {', '.join(c['tasks_not_compared'])}", highlight=False)
+            not_compared = said(", ".join(c["tasks_not_compared"]))
+            out.print(f"tasks not in both runs (not compared): {not_compared}", highlight=False)
     if len(doc["runs"]) > 2:
         table = Table(title="ranking by pooled success rate (see the pairwise p-values above)")
         for col in ("rank", "run", "model", "success rate", "95% CI", "episodes"):
             table.add_column(col)
         for r in doc["ranking"]:
             ci = interval(r["ci95_low"], r["ci95_high"])
-            table.add_row(str(r["rank"]), r["run"], r["model"], pct(r["success_rate"]), ci, str(r["episodes"]))
+            table.add_row(
+                str(r["rank"]), said(r["run"]), said(r["model"]), pct(r["success_rate"]), ci, str(r["episodes"])
+            )
         print_table(out, table)

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rollbench.cli.common import console, fail, print_json
+from rollbench.cli.common import console, fail, print_json, said
 from rollbench.cli.run_flags import EXECUTION_FLAGS, eval_options, execution
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError, RollbenchError
@@ -43,9 +43,9 @@ def print_ranking(out: Console, doc: dict[str, Any]) -> None:
 
 
 def _tail(out: Console, doc: dict[str, Any]) -> None:
-    out.print(f"verdict: {doc['says']}", highlight=False, soft_wrap=True)
+    out.print(f"verdict: {said(doc['says'])}", highlight=False, soft_wrap=True)
     for note in doc.get("notes", []):
-        out.print(f"note: {note}", highlight=False, soft_wrap=True)
+        out.print(f"note: {said(note)}", highlight=False, soft_wrap=True)
     if doc.get("figure"):
         out.print(f"figure: {doc['figure']}", highlight=False, soft_wrap=True)
 

@@ -13,19 +13,44 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 from typer._click import exceptions as click_errors  # typer 0.2x vendors click; its errors live here
 from typer.core import TyperGroup
 
 from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import printable
 from rollbench.core.interrupts import Terminated
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.core.stdio import seal_stdout
 
-console = Console(stderr=True)
-out = Console()
+
+class _Console(Console):
+    """rich's Console that never sends a control or bidirectional character inside printed text to the terminal
+    (:func:`~rollbench.core.format.printable`, newlines kept): the net under every ``print`` of a string or table
+    cell. Text from outside is also passed through :func:`said` where it is printed, which escapes its newlines
+    (one error, one line) and its markup."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(printable(text, keep_newlines=True), **kwargs)
+
+
+def said(text: object) -> str:
+    """Text from outside (a recorded error or name, a server's reply, a peer's listing) as a ``print`` with markup
+    shows it: every control, newline and bidirectional character as a visible escape
+    (:func:`~rollbench.core.format.printable`) and its rich markup escaped, so ``[bold]`` prints as written."""
+    return escape(printable(text))
+
+
+def make_console(**kwargs: Any) -> Console:
+    """A console for a command's own output (rich's ``Console`` arguments), with :class:`_Console`'s net."""
+    return _Console(**kwargs)
+
+
+console = _Console(stderr=True)
+out = _Console()
 if not out.is_terminal:  # piped output: $COLUMNS when set (issue 42, item 20), else 160 (never squeezed into 80)
     _columns = os.environ.get("COLUMNS", "")
-    out = Console(width=int(_columns) if _columns.isdigit() and int(_columns) >= 40 else 160)
+    out = _Console(width=int(_columns) if _columns.isdigit() and int(_columns) >= 40 else 160)
 
 
 def print_json(to: Console, text: str) -> None:
@@ -43,7 +68,7 @@ def print_json(to: Console, text: str) -> None:
 
 def fail(msg: str, code: int = 2) -> NoReturn:
     """Print ``error: MSG`` as one line on stderr (markup escaped) and exit with ``code`` (2: bad input)."""
-    console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {said(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -19,6 +19,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from rollbench.cli.common import said
 from rollbench.cli.tables import print_table
 from rollbench.core.format import interval, number, p_value, pct, points
 from rollbench.core.grade_model import Delay, GradeDocument, PooledBlock, Timing
@@ -58,7 +59,7 @@ class ProgressDisplay(RunObserver):
     def on_run_start(self, start: RunStart) -> None:
         say = self.progress.console.print
         for w in start.warnings:
-            say(f"warning: {w}", highlight=False, soft_wrap=True)
+            say(f"warning: {said(w)}", highlight=False, soft_wrap=True)
         done, total = sum(start.done.values()), sum(start.totals.values())
         if done or start.retried:
             again = f" ({start.retried} of them errored before and run again, --retry-errors)" if start.retried else ""
@@ -71,7 +72,7 @@ class ProgressDisplay(RunObserver):
         self._started = True
         self.run_dir = start.run_dir
         for task, total in start.totals.items():
-            self.bars[task] = self.progress.add_task(task, total=total, completed=start.done[task], ok="")
+            self.bars[task] = self.progress.add_task(said(task), total=total, completed=start.done[task], ok="")
             self.done[task] = start.done[task]
 
     def on_episode_end(self, summary: EpisodeSummary) -> None:
@@ -173,7 +174,7 @@ def _results_table(result: GradeDocument) -> Table:
     for name, t in result.tasks.items():
         reasons = ", ".join(f"{k} {v}" for k, v in t.termination_reasons.items())
         table.add_row(
-            name,
+            said(name),
             str(t.episodes),
             str(t.successes),
             pct(t.success_rate),
@@ -236,9 +237,9 @@ def _print_status(console: Console, result: GradeDocument, run_dir: Path | None)
             soft_wrap=not console.is_terminal,  # a terminal: wrapped at words by rollbench; a pipe: one line
         )
     for r in result.reasons:  # error texts quote values such as [[nan, 0.0]]: never read them as markup
-        console.print(f"  - {escape(r)}", highlight=False, soft_wrap=True)
+        console.print(f"  - {said(r)}", highlight=False, soft_wrap=True)
     if run_dir is not None:
-        console.print(f"run directory: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
+        console.print(f"run directory: {said(run_dir)}", highlight=False, soft_wrap=True)
 
 
 def print_variants(console: Console, result: GradeDocument) -> None:

@@ -14,10 +14,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rollbench.cli.common import make_console
 from rollbench.cli.tables import print_table
 from rollbench.core.format import interval, p_value, pct, points, points_interval
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def print_search(out: Console, state: dict[str, Any], out_dir: Path) -> None:
@@ -94,9 +95,9 @@ def optimize_instruction(
     from rollbench.optimize.search import Search
     from rollbench.wire.obs_map import load_policy_options
 
-    out = Console()
+    out = make_console()
     if not out.is_terminal:  # piped output: do not squeeze tables into 80 columns
-        out = Console(width=160)
+        out = make_console(width=160)
     try:
         with exit_on_errors():
             from rollbench.record.safe_files import refuse_inside_run

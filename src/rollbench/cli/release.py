@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from rollbench.cli.common import print_json
+from rollbench.cli.common import make_console, print_json
 from rollbench.core.contracts import ConfigError, RollbenchError
 
 
@@ -47,7 +45,7 @@ def release_cmd(
     from rollbench.record.safe_files import refuse_inside_run
     from rollbench.release.copy import build_release
 
-    out_console = Console(width=160)
+    out_console = make_console(width=160)
     try:
         refuse_inside_run(out)  # never into a recorded run, a released one's or another (issue 42, item 8)
         doc = build_release(
@@ -88,7 +86,7 @@ def release_cmd(
         out_console.print(f"{rel}: {said}", highlight=False)
     print_warnings(
         [
-            f"{escape(name)} is released with {n} grade violation{'s' if n != 1 else ''} (--allow-violations)"
+            f"{name} is released with {n} grade violation{'s' if n != 1 else ''} (--allow-violations)"
             for name, g in doc["grades"].items()
             if (n := g["violations"])
         ]

@@ -22,11 +22,11 @@ import typer
 from rich.table import Table
 
 from rollbench.cli.analysis_view import ExcludePolicyErrors, MinCoverage, coverage_rule
-from rollbench.cli.common import fail, print_json
+from rollbench.cli.common import fail, print_json, said
 from rollbench.cli.run_flags import EVAL_OPTIONS, eval_options, execution
 from rollbench.cli.spec_flags import given_flags
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.core.format import p_value, pct, points, points_interval
+from rollbench.core.format import p_value, pct, points, points_interval, printable
 from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE, CoverageRule
 
 _OVERRIDES = ("instruction", "instructions", "instruction_perturb")
@@ -66,7 +66,7 @@ def print_study(out: Any, study: dict[str, Any]) -> None:
     out.print(table)
     for cat, b in study["categories"].items():
         for line in [*b.get("error_notes", []), *([b["coverage_gate"]] if b.get("coverage_gate") else [])]:
-            out.print(f"{cat}: {line}", highlight=False, soft_wrap=True)
+            out.print(f"{said(cat)}: {said(line)}", highlight=False, soft_wrap=True)
         if b.get("unit") == "scene":
             out.print(
                 f"{cat}: its pairs repeat a scene (control task x initial state), so the unit is the scene "
@@ -178,5 +178,5 @@ def robustness_cmd(
         fail("the study recorded no run directory", code=1)
     _from_disk(recorded, as_json, figure, rule)
     if result.status != "OK":
-        typer.echo(f"run status {result.status}: " + "; ".join(result.reasons[:5]), err=True)
+        typer.echo(f"run status {result.status}: " + "; ".join(map(printable, result.reasons[:5])), err=True)
         raise typer.Exit(1)

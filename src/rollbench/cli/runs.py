@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-from rollbench.cli.common import print_json
+from rollbench.cli.common import print_json, said
 from rollbench.core.contracts import ConfigError
-from rollbench.core.format import MISSING, pct
+from rollbench.core.format import MISSING, pct, printable
 from rollbench.record.safe_files import read_regular_json
 
 # a run whose run.json says RUNNING while no process holds its lock: killed, or ended by code it ran (a policy calling
@@ -161,30 +161,33 @@ def runs_cmd(
     unreadable = [r for r in rows if "error" in r]
     for r in rows:
         if "error" in r:
-            table.add_row(r["run"], "", "", "unreadable (below)", "", "", "")
+            table.add_row(said(r["run"]), "", "", "unreadable (below)", "", "", "")
             continue
         tasks = r["tasks"][0] if len(r["tasks"]) == 1 else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
         rec = MISSING if r["episodes_recorded"] is None else str(r["episodes_recorded"])
         rate = pct(r["success_rate"])
         table.add_row(
-            r["run"], tasks, str(r["policy"]), str(r["status"]) + (" (damaged)" if r.get("damaged") else ""),
+            said(r["run"]), said(tasks), said(r["policy"]), said(r["status"]) + (" (damaged)" if r.get("damaged") else ""),
             f"{rec}/{r['episodes_requested']}", rate,
-            r["created"] or "",
+            said(r["created"] or ""),
         )  # fmt: skip
     print_table(out, table, breakable=("run", "policy"))  # one table at 100 columns (issue 42, item 20)
     for r in unreadable:
-        out.print(f"unreadable: {r['run']}: {r['error']}", highlight=False, soft_wrap=True, markup=False)
+        out.print(
+            f"unreadable: {printable(r['run'])}: {printable(r['error'])}", highlight=False, soft_wrap=True, markup=False
+        )
     for r in rows:  # the rate above counts every recorded episode; say what the coverage rule scores where it differs
         if r.get("scored") is not None and r.get("episodes_recorded") not in (None, r["scored"]):
             out.print(
-                f"{r['run']}: success rate above counts errors as failures; scored (coverage rule): {r['scored']} of "
+                f"{printable(r['run'])}: success rate above counts errors as failures; scored (coverage rule): {r['scored']} of "
                 f"{r['episodes_recorded']} episodes, success rate {pct(r['scored_success_rate'])}",
                 highlight=False, soft_wrap=True, markup=False,
             )  # fmt: skip
     for r in (r for r in rows if r.get("damaged")):
         n = len(r["violations"])
         out.print(
-            f"damaged: {r['run']}: {n} violation(s), first: {r['violations'][0]} (`rollbench grade` lists them)",
+            f"damaged: {printable(r['run'])}: {n} violation(s), first: {printable(r['violations'][0])} (`rollbench grade` "
+            "lists them)",
             highlight=False,
             soft_wrap=True,
             markup=False,

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rollbench.cli.analysis_view import ExcludePolicyErrors, MinCoverage, coverage_rule
-from rollbench.cli.common import console, exit_on_errors, fail, print_doc, terminate_as_interrupt
+from rollbench.cli.common import console, exit_on_errors, fail, print_doc, said, terminate_as_interrupt
 from rollbench.cli.run_flags import EXECUTION_FLAGS, IDENTITY_FLAGS, eval_options, execution
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError
@@ -166,7 +166,7 @@ def sequential_cmd(
             )  # fmt: skip
             doc = _interruptible(seen, lambda: run_sequential(
                 spec_a, spec_b, out_dir, config, on_look=on_look,
-                on_warning=lambda w: console.print(f"warning: {w}", highlight=False, soft_wrap=True),
+                on_warning=lambda w: console.print(f"warning: {said(w)}", highlight=False, soft_wrap=True),
             ))  # fmt: skip
     except KeyboardInterrupt as exc:
         console.print(

@@ -14,12 +14,14 @@ Each returns :data:`MISSING` for None (no episodes, no comparison, not measured)
 Also here, because both the run planner and the instruction search word it: :func:`differences`, the "what
 differs from what is on disk" list of a refused resume. And the two pieces every error message about a value
 uses: :func:`quoted`, a value quoted with one length rule (:data:`QUOTED_CHARS`), and :func:`error_location`, where
-in a document a pydantic validation error points (``plan.episodes.3.seed``). And the Jinja2 environment the HTML
+in a document a pydantic validation error points (``plan.episodes.3.seed``). And :func:`printable`, the one function
+that makes text from outside (a recorded error, a server's reply, a peer's listing) safe to show on a terminal. And the Jinja2 environment the HTML
 pages render these with: :func:`template_environment`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,11 +74,36 @@ def differences(there: Mapping[str, Any], here: Mapping[str, Any]) -> str:
 def quoted(value: object, *, as_text: bool = False) -> str:
     """``value`` as an error message quotes it: its ``repr`` (``as_text``: its ``str``), whole up to
     :data:`QUOTED_CHARS` characters, else its first :data:`QUOTED_CHARS` followed by ``...`` and the size of the
-    whole (``'xxxx... (5000 characters)'``), so a message stays one readable line whatever it was handed."""
-    text = str(value) if as_text else repr(value)
+    whole (``'xxxx... (5000 characters)'``), so a message stays one readable line whatever it was handed (control
+    and bidirectional characters escaped: :func:`printable`)."""
+    text = printable(value) if as_text else repr(value)  # repr escapes every unprintable character itself
     if len(text) <= QUOTED_CHARS:
         return text
     return f"{text[:QUOTED_CHARS]}... ({len(str(value))} characters)"
+
+
+# what a terminal would obey rather than show: C0 controls (newline included), DEL, C1 controls, the Arabic letter
+# mark, the left-to-right/right-to-left marks, the line and paragraph separators and the bidirectional embeddings,
+# overrides and isolates (U+202A-U+202E, U+2066-U+2069)
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_UNPRINTABLE_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+
+def printable(text: object, *, keep_newlines: bool = False) -> str:
+    """``str(text)`` safe to show on a terminal: every control character, DEL, C1 control and bidirectional
+    formatting character (see ``_UNPRINTABLE``) replaced by its visible Python escape (ESC -> ``\\x1b``, newline
+    -> ``\\n``, U+202E -> ``\\u202e``), so text from outside (a recorded error, a policy server's reply, a peer's
+    listing, a handed-over run's names) can neither move the cursor, recolour, erase or reorder what rollbench
+    prints, nor spread one error over several lines. ``keep_newlines``: newlines stay (for rollbench's own
+    multi-line text). rich markup is not touched: a console printing with markup escapes it too."""
+    pattern = _UNPRINTABLE_BUT_NEWLINE if keep_newlines else _UNPRINTABLE
+    return pattern.sub(_escaped, str(text))
 
 
 def error_location(loc: tuple[int | str, ...] | list[int | str], whole: str = "") -> str:

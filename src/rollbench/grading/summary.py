@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TypedDict
 
 from rollbench.core.contracts import FAULTS
+from rollbench.core.format import printable
 from rollbench.core.grade_model import (
     AgentUsage,
     Delay,
@@ -124,7 +125,8 @@ def _reasons(
         )
     for e in errored[:20]:
         reasons.append(
-            f"episode {e.episode_index} ({e.task}, seed {e.seed}) ended in error ({e.error_fault} fault): {e.error}"
+            f"episode {e.episode_index} ({printable(e.task)}, seed {e.seed}) ended in error ({e.error_fault} fault): "
+            f"{printable(e.error)}"  # recorded text: one line, no control characters
         )
     if len(errored) > 20:
         reasons.append(f"... and {len(errored) - 20} more episodes ended in error")

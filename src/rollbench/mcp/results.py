@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from rollbench.core.format import interval, pct
+from rollbench.core.format import interval, pct, printable
 from rollbench.core.grade_model import GradeDocument
 from rollbench.core.runlog_model import RunLog
 from rollbench.core.spec import EvalSpec
@@ -176,9 +176,9 @@ def run_result(result: GradeDocument, run_id: str, run_dir: Path, log_: RunLog |
         errored_episodes=[
             ErroredEpisode(
                 episode_index=e.episode_index,
-                task=e.task,
+                task=printable(e.task),
                 seed=e.seed,
-                error=e.error or "",
+                error=printable(e.error or ""),  # a recorded text from outside: one line, no control characters
                 error_fault=e.error_fault,
             )
             for e in result.episodes
@@ -197,7 +197,7 @@ def run_result(result: GradeDocument, run_id: str, run_dir: Path, log_: RunLog |
             TaskRow(task=name, **{k: getattr(t, k) for k in TaskRow.model_fields if k != "task"})
             for name, t in result.tasks.items()
         ],
-        reasons=list(result.reasons),
+        reasons=[printable(r) for r in result.reasons],
         dataset_total_episodes=info.get("total_episodes"),
         episodes_recorded_before_this_call=before,
         summary="",

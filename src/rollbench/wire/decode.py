@@ -57,6 +57,14 @@ _DTYPE_NAMES = frozenset(
 INFRA_STATUSES = (408, 410, 413, 503)
 
 
+def unquoted_reply(what: str, size: int, unit: str = "bytes") -> str:
+    """How a client names a peer's error reply without quoting it: ``"HTTP 500, a reply of 37 bytes (not shown)"``.
+    A server's error text is never quoted into an episode's error (and from there into run files, the CLI and MCP):
+    it may echo the client's token or anything else, and it is the server's log that says why (``rollbench
+    serve-policy --log-requests``)."""
+    return f"{what}, a reply of {size} {unit} (not shown: a server's text is never quoted)"
+
+
 def status_error(status: Any, said: str) -> EpisodeError:
     """The error for a server's non-2xx reply (a whole request's, or one batch item's ``status``):
     InfrastructureError for :data:`INFRA_STATUSES`, else an EpisodeError (the policy's fault)."""

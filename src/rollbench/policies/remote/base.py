@@ -11,13 +11,14 @@ and ``_close_slot``. Options shared by both (``--policy-options``): ``timeout_s`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.format import quoted
 from rollbench.core.registry import served_layout
-from rollbench.wire.decode import status_error
+from rollbench.wire.decode import status_error, unquoted_reply
 from rollbench.wire.obs_map import (
     ObsMap,
     advertised,
@@ -34,6 +35,26 @@ from rollbench.wire.obs_map import (
 
 if TYPE_CHECKING:
     from rollbench.core.batch import Answer
+
+MAX_METADATA_BYTES = 64 * 1024
+"""The most a server's metadata may take as JSON (UTF-8 bytes, compact): it is recorded whole in run.json, so a larger
+one is refused before any episode (ConfigError, exit 2), never truncated. Its nesting is bounded by the wire decoder
+(:data:`rollbench.wire.decode.MAX_DEPTH`), its key count by this size."""
+
+
+def bounded_metadata(url: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` as run.json records it (:func:`~rollbench.wire.obs_map.jsonable`); ConfigError naming the server
+    and the size when its JSON is larger than :data:`MAX_METADATA_BYTES`."""
+
+    recorded: dict[str, Any] = jsonable(metadata)
+    size = len(json.dumps(recorded, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_METADATA_BYTES:
+        raise ConfigError(
+            f"the policy server {url} sent metadata of {size} bytes as JSON, more than the {MAX_METADATA_BYTES} bytes "
+            "rollbench records in run.json; nothing was run"
+        )
+    return recorded
+
 
 OPTIONS: dict[str, type | tuple[type, ...]] = {
     "timeout_s": (int, float),
@@ -64,6 +85,7 @@ class RemotePolicy:
         self._batch: RemoteBatch | None = None  # set when this client serves several slots with batch requests
         self._map = ObsMap()
         self.metadata = self._open()
+        recorded = bounded_metadata(url, self.metadata)
         chunk, replan = advertised(self.metadata)
         self.info = PolicyInfo(
             name=url,
@@ -79,7 +101,7 @@ class RemotePolicy:
             provenance={
                 "server": url,
                 "protocol": self.protocol,
-                "server_metadata": jsonable(self.metadata),
+                "server_metadata": recorded,
                 "timeout_s": self.timeout_s,
                 "obs_map_overrides": jsonable(self._overrides),
             },
@@ -262,7 +284,9 @@ class RemoteBatch:
         c = self.client
         if isinstance(entry, Mapping) and "error" in entry and "actions" not in entry:
             status = entry.get("status")
-            said = f"server error from {c.url}: HTTP {status}: {str(entry['error']).strip()[-1500:]}"
+            said = (
+                f"server error from {c.url}: {unquoted_reply(f'HTTP {status}', len(str(entry['error'])), 'characters')}"
+            )
             raise status_error(status, said)
         return check_actions(c._item_reply(entry), c.url, self.tasks[slot])
 

@@ -36,8 +36,9 @@ accepts reset requests; ``max_batch``: the most items of a batch request it acce
 * ``S`` is a random hex id per client (one per evaluation worker, one per batch slot), so a server can keep
   per-client episode state; a server may ignore it. ``rollbench serve-policy`` starts a session with a reset and answers 410 to an id
   it does not know (evicted, or from before a restart); requests without ``session`` share one session.
-* errors: any non-2xx status with the body ``{"error": "message"}``, quoted in the episode's error (else FastAPI's
-  ``{"detail": ...}``; any other body is never echoed, only its status and size). ``rollbench serve-policy`` uses 400 (the
+* errors: any non-2xx status with the body ``{"error": "message"}``; the episode's error names only the status and
+  the body's size, never its text (a server may echo anything, the client's token too; its own log says why, e.g.
+  ``rollbench serve-policy --log-requests``). ``rollbench serve-policy`` uses 400 (the
   request breaks the protocol, e.g. an array of an unsupported dtype or a non-finite observation), 404/405, 408
   (the body did not arrive in time), 410 (unknown session), 413 (larger than its ``--max-request-mb``), 500 (the
   policy raised; the traceback), 503 (``--max-sessions`` reached).
@@ -76,6 +77,7 @@ from rollbench.wire.decode import (
     encode_array,
     loads_json,
     status_error,
+    unquoted_reply,
 )
 from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions, positive
@@ -89,19 +91,9 @@ def endpoint(url: str) -> str:
 
 
 def server_said(status: int, text: bytes) -> str:
-    """What a non-2xx reply says: its ``error`` (this protocol), else FastAPI's ``detail``, else only its size: a
-    body that is not this protocol's JSON is never echoed (it may be a foreign service's; issue 42, class 1)."""
-    try:
-        body = loads_json(text)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("error"), str):
-        said = body["error"]
-    elif isinstance(body, dict) and "detail" in body:
-        said = json.dumps(body["detail"])
-    else:
-        said = f"a reply of {len(text)} bytes that is not this protocol's JSON (not shown)"
-    return f"HTTP {status}: {said.strip()[-1500:]}"
+    """What a non-2xx reply says: its status and size only. Its body, the protocol's ``{"error": ...}`` included, is
+    never echoed: a server may put anything there, the client's token too (issue 42, class 1; hostile round 3)."""
+    return unquoted_reply(f"HTTP {status}", len(text))
 
 
 class HttpPolicy(RemotePolicy):
@@ -168,7 +160,7 @@ class HttpPolicy(RemotePolicy):
 
         Raises InfrastructureError for transport failures (timeout, lost connection after ``retries``) and for
         the statuses that say the server cannot take the call now (408, 410 session gone, 413, 503), else
-        EpisodeError (fault: policy) for an error reply or a malformed one, quoting what the server said.
+        EpisodeError (fault: policy) for an error reply (its status and size, never its text) or a malformed one.
         """
         import httpx
 

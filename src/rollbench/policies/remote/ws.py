@@ -36,6 +36,7 @@ and adds the bounds:
 * a dropped connection is reopened with exponential backoff (:mod:`rollbench.policies.retry`: 0.25 s, 0.5 s, 1 s ... ``retries`` times, default
   3), then InfrastructureError; after a reconnect the episode's reset is sent again before the pending call is
   repeated; a server that closes with 1009 (the request exceeds its size limit) is not retried;
+* a server's text (an error frame, a close reason) is never quoted, only its size or close code;
 * a text (error) frame, a reply that is not msgpack, has arrays of a non-numeric dtype, or has no numeric
   ``actions`` of the task's action size raises EpisodeError (fault ``policy``) naming the server and what was
   wrong.
@@ -57,7 +58,7 @@ import numpy as np
 from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation
 from rollbench.policies.remote.base import RemotePolicy, check_reset_reply
 from rollbench.policies.retry import with_retries
-from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack
+from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack, unquoted_reply
 from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions
 
@@ -73,7 +74,11 @@ class WebsocketPolicy(RemotePolicy):
 
         self._packb = msgpack_numpy.Packer().pack
         self._ws: Any = None
-        super().__init__(url, options)
+        try:
+            super().__init__(url, options)
+        except BaseException:  # refused after connecting (e.g. oversized metadata): the connection is closed
+            self._drop()
+            raise
 
     def _open(self) -> dict[str, Any]:
         try:
@@ -89,7 +94,7 @@ class WebsocketPolicy(RemotePolicy):
                 ) from None
             raise ConfigError(
                 f"cannot reach the policy server {self.url} within {self.connect_timeout_s:g} s "
-                f"({type(exc).__name__}: {exc}); is `rollbench serve-policy` or your openpi server running there?"
+                f"({lost(exc)}); is `rollbench serve-policy` or your openpi server running there?"
             ) from None
 
     def _reset_message(self, episode: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +115,8 @@ class WebsocketPolicy(RemotePolicy):
         try:
             frame = ws.recv(timeout=self.connect_timeout_s)
             if isinstance(frame, str):
-                raise ConnectionError(f"the server sent an error instead of its metadata: {frame[-500:]}")
+                said = unquoted_reply("an error text frame", len(frame), "characters")
+                raise ConnectionError(f"the server sent an error instead of its metadata: {said}")
             metadata = self._unpack(frame, "its metadata")
             if not isinstance(metadata, dict):
                 raise ConnectionError(f"the server's metadata is a {type(metadata).__name__}, not a dict")
@@ -155,7 +161,7 @@ class WebsocketPolicy(RemotePolicy):
                 self._drop()
                 if isinstance(exc, ConnectionClosed) and exc.rcvd is not None and exc.rcvd.code == 1009:
                     raise InfrastructureError(
-                        f"{self.url} refused a request of {len(data)} bytes as too large ({exc.rcvd.reason}); "
+                        f"{self.url} refused a request of {len(data)} bytes as too large (close code 1009); "
                         "raise its limit (serve-policy --max-request-mb) or send smaller images"
                     ) from None
                 raise
@@ -167,8 +173,7 @@ class WebsocketPolicy(RemotePolicy):
             )
         except dropped as last:
             raise InfrastructureError(
-                f"lost the connection to {self.url} and {self.retries} reconnect(s) failed "
-                f"({type(last).__name__}: {last})"
+                f"lost the connection to {self.url} and {self.retries} reconnect(s) failed ({lost(last)})"
             ) from None
 
     def _roundtrip(self, data: bytes) -> Any:
@@ -180,7 +185,9 @@ class WebsocketPolicy(RemotePolicy):
             raise InfrastructureError(f"no reply from {self.url} within timeout_s={self.timeout_s:g} s") from None
         if isinstance(frame, str):
             self._drop()
-            raise EpisodeError(f"server error from {self.url}: {frame.strip()[-1500:]}")
+            raise EpisodeError(
+                f"server error from {self.url}: {unquoted_reply('an error text frame', len(frame), 'characters')}"
+            )
         return self._unpack(frame, "its reply")
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
@@ -215,3 +222,14 @@ def make_ws_policy(name: str, options: Mapping[str, Any]) -> WebsocketPolicy:
     """A policy served over the openpi websocket protocol at ws://HOST:PORT, or wss:// with TLS (openpi servers,
     rollbench serve-policy)."""
     return WebsocketPolicy(name, options)
+
+
+def lost(exc: BaseException) -> str:
+    """Why a connection was lost, in the client's words: a closed connection by its close code only (its reason is
+    the server's text, never quoted: :func:`~rollbench.wire.decode.unquoted_reply`), else the exception."""
+    from websockets.exceptions import ConnectionClosed
+
+    if isinstance(exc, ConnectionClosed):
+        code = exc.rcvd.code if exc.rcvd is not None else "none received"
+        return f"{type(exc).__name__}: close code {code}"
+    return f"{type(exc).__name__}: {exc}"

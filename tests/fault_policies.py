@@ -248,7 +248,7 @@ def die_on_seed(name: str, options: Mapping[str, Any]) -> DieOnSeed:
     return DieOnSeed(options)
 
 
-class EndsProcessOnSeed:
+class ExitsInAct:
     """The scripted expert, but its first ``act`` of the episodes whose seed is in ``options["bad_seeds"]`` ends the
     process running it: ``os._exit(0)`` (``options["how"] == "exit"``, the default) or ``os.abort()`` (``"abort"``,
     SIGABRT: a crash in native code). A policy hiding its failures by killing its worker, or one that crashes."""
@@ -257,7 +257,7 @@ class EndsProcessOnSeed:
         self.inner = make_policy("scripted-expert", {})
         self.bad_seeds = {int(s) for s in options["bad_seeds"]}
         self.how = str(options.get("how", "exit"))
-        self.info = PolicyInfo(name="ends-process-on-seed")
+        self.info = PolicyInfo(name="exits-in-act")
         self._seed = -1
 
     def reset(self, task: TaskInfo, seed: int) -> None:
@@ -277,8 +277,8 @@ class EndsProcessOnSeed:
         pass
 
 
-def ends_process_on_seed(name: str, options: Mapping[str, Any]) -> EndsProcessOnSeed:
-    return EndsProcessOnSeed(options)
+def exits_in_act(name: str, options: Mapping[str, Any]) -> ExitsInAct:
+    return ExitsInAct(options)
 
 
 class Stateful:

@@ -103,16 +103,16 @@ def test_sigkilled_workers_are_replaced_and_each_episode_is_recorded_exactly_onc
         observer=OnEpisodeEnd(kill_all_workers_once),
     )
     assert len(killed) == 2
-    assert result["violations"] == []
-    assert [e["episode_index"] for e in result["episodes"]] == list(range(12))  # exactly 0..11, each once
+    assert result.violations == []
+    assert [e.episode_index for e in result.episodes] == list(range(12))  # exactly 0..11, each once
     # a kill that landed inside the policy's or the env's call charges that side (tests/test_worker_deaths.py);
     # every other lost episode ran again with its outcome unchanged
     charged = 0
-    for episode, expected in zip(result["episodes"], ref["episodes"], strict=True):
-        if (episode["error"] or "").startswith("WorkerDied: "):
+    for episode, expected in zip(result.episodes, ref.episodes, strict=True):
+        if (episode.error or "").startswith("WorkerDied: "):
             charged += 1
-            side = "policy" if "while the policy's " in episode["error"] else "environment"
-            assert episode["error_fault"] == side and "killed by SIGKILL" in episode["error"]
+            side = "policy" if "while the policy's " in (episode.error or "") else "environment"
+            assert episode.error_fault == side and "killed by SIGKILL" in (episode.error or "")
         else:
             assert episode == expected
     ex = last_execution(out)

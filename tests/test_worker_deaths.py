@@ -23,6 +23,7 @@ import pytest
 
 from cli_in_process import invoke
 from observers import KillWaitingWorker
+from rollbench import GradeDocument
 from rollbench.api import Execution, evaluate, grade
 from run_tables import last_execution
 
@@ -37,8 +38,8 @@ def _tests_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
 
 
-def outcomes(result: dict[str, Any]) -> list[tuple[bool, str | None]]:
-    return [(e["success"], e["error_fault"]) for e in result["episodes"]]
+def outcomes(result: GradeDocument) -> list[tuple[bool, str | None]]:
+    return [(e.success, e.error_fault) for e in result.episodes]
 
 
 @pytest.mark.parametrize("how", ["exit", "abort"])
@@ -46,14 +47,14 @@ def test_a_policy_that_ends_its_worker_process_fails_that_episode_as_a_policy_er
     ref = evaluate(**SPEC, policy="scripted-expert", out=tmp_path / "ref")
     assert [s for s, _ in outcomes(ref)] == [True] * 8  # the expert reaches every goal: the oracle's hand count
     out = tmp_path / "run"
-    r = evaluate(**SPEC, policy="fault_policies:ends_process_on_seed", policy_options={"bad_seeds": [3], "how": how},
+    r = evaluate(**SPEC, policy="fault_policies:exits_in_act", policy_options={"bad_seeds": [3], "how": how},
                  out=out, execution=Execution(workers=2))  # fmt: skip
     assert outcomes(r) == [(True, None)] * 3 + [(False, "policy")] + [(True, None)] * 4
     code = "exited with code 0" if how == "exit" else "killed by SIGABRT"
-    error = r["episodes"][3]["error"]
+    error = r.episodes[3].error
     assert error.startswith("WorkerDied: the worker process died (process ") and code in error
     assert error.endswith("while the policy's act ran; not re-run")
-    assert r["overall"]["errors_by_fault"] == {"policy": 1, "environment": 0, "infrastructure": 0}
+    assert r.overall.errors_by_fault == {"policy": 1, "environment": 0, "infrastructure": 0}
     ex = last_execution(out)
     assert ex["worker_deaths"] == 1 and ex["episodes_rerun"] == 0 and ex["episodes_lost"] == 0
     assert grade(out) == r
@@ -66,7 +67,7 @@ def test_a_policy_that_ends_its_worker_process_fails_that_episode_as_a_policy_er
 
 
 def test_with_batch_size_2_only_the_episode_whose_act_ended_the_worker_is_charged(tmp_path: Path) -> None:
-    r = evaluate(**SPEC, policy="fault_policies:ends_process_on_seed", policy_options={"bad_seeds": [2]},
+    r = evaluate(**SPEC, policy="fault_policies:exits_in_act", policy_options={"bad_seeds": [2]},
                  out=tmp_path / "b2", execution=Execution(workers=2, batch_size=2))  # fmt: skip
     assert outcomes(r) == [(True, None)] * 2 + [(False, "policy")] + [(True, None)] * 5
     assert last_execution(tmp_path / "b2")["worker_deaths"] == 1
@@ -76,7 +77,7 @@ def test_a_policy_that_sigkills_itself_in_reset_is_charged_at_once_not_retried(t
     r = evaluate(env="scripted/reach", policy="fault_policies:die_on_seed", policy_options={"bad_seed": 1},
                  episodes=3, out=tmp_path / "r", execution=Execution(workers=2))  # fmt: skip
     assert outcomes(r) == [(True, None), (False, "policy"), (True, None)]
-    error = r["episodes"][1]["error"]
+    error = r.episodes[1].error
     assert error.startswith("WorkerDied: the worker process died (process ")
     assert error.endswith("killed by SIGKILL) while the policy's reset ran; not re-run")
     assert last_execution(tmp_path / "r")["worker_deaths"] == 1  # one death: no re-roll
@@ -85,8 +86,8 @@ def test_a_policy_that_sigkills_itself_in_reset_is_charged_at_once_not_retried(t
 def test_an_env_that_ends_its_worker_process_in_step_is_an_environment_error(tmp_path: Path) -> None:
     r = evaluate(env="scripted/reach,gym:fault_envs:RollbenchStepEndsProcess-v0", policy="zero", episodes=2,
                  max_steps=5, out=tmp_path / "e", execution=Execution(workers=2))  # fmt: skip
-    assert [e["error_fault"] for e in r["episodes"]] == [None, None, "environment", "environment"]
-    assert r["episodes"][2]["error"].endswith("while the env's step ran; not re-run")
+    assert [e.error_fault for e in r.episodes] == [None, None, "environment", "environment"]
+    assert r.episodes[2].error.endswith("while the env's step ran; not re-run")
     assert last_execution(tmp_path / "e")["episodes_rerun"] == 0
 
 
@@ -96,7 +97,7 @@ def test_a_worker_killed_while_it_waits_for_work_is_infrastructure_and_its_episo
     out = tmp_path / "run"
     r = evaluate(**SPEC, policy="fault_policies:slow", out=out, execution=Execution(workers=2), observer=killer)
     assert len(killer.killed) == 1
-    assert r["episodes"] == ref["episodes"]  # the lost episode ran again: same seeds, same outcomes, no error
+    assert r.episodes == ref.episodes  # the lost episode ran again: same seeds, same outcomes, no error
     ex = last_execution(out)
     assert ex["worker_deaths"] == 1 and ex["episodes_rerun"] == 1 and ex["episodes_lost"] == 0
 
@@ -107,8 +108,8 @@ def test_an_episode_whose_workers_keep_dying_outside_any_call_is_an_infrastructu
                  observer=killer)  # fmt: skip
     assert len(killer.killed) == 3 and len(set(killer.killed)) == 1
     lost = killer.killed[0]
-    assert [e["error_fault"] for e in r["episodes"]] == [("infrastructure" if i == lost else None) for i in range(8)]
-    assert r["episodes"][lost]["error"].startswith("WorkerLost: the worker running this episode died 3 times")
+    assert [e.error_fault for e in r.episodes] == [("infrastructure" if i == lost else None) for i in range(8)]
+    assert r.episodes[lost].error.startswith("WorkerLost: the worker running this episode died 3 times")
     ex = last_execution(tmp_path / "r")
     assert ex["worker_deaths"] == 3 and ex["episodes_rerun"] == 2 and ex["episodes_lost"] == 1
 
@@ -123,7 +124,7 @@ def test_in_process_episodes_that_ended_are_committed_before_the_policy_ends_the
 ) -> None:
     out = tmp_path / "run"
     options = json.dumps({"bad_seeds": [k]})
-    args = ["eval", "--env", "scripted/reach", "--policy", "fault_policies:ends_process_on_seed", "--policy-options",
+    args = ["eval", "--env", "scripted/reach", "--policy", "fault_policies:exits_in_act", "--policy-options",
             options, "--episodes", "5", "--max-steps", "10", "--out", str(out)]  # fmt: skip
     proc = subprocess.run([ROLLBENCH, *args], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0  # os._exit(0) in the policy: the process ended with the policy's code

@@ -12,6 +12,7 @@ real gymnasium env, stepped by rollbench's real adapter and episode loop.
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -31,7 +32,7 @@ class Point(gym.Env[np.ndarray, np.ndarray]):
     * ``no_render_build``: the constructor raises when a render mode is asked for (an env that cannot be built);
     * ``step_error_at``: ``step`` raises at that step (a simulator fault): RuntimeError, or the ``BaseException``
       named by ``step_error_kind`` (``SystemExit``, ``KeyboardInterrupt``, ``custom``: a direct ``BaseException``
-      subclass);
+      subclass; ``exit_process``: ``os._exit(0)``, the process ends inside ``step``, a simulator that aborts);
     * ``render_failure``: ``"black"``: every frame after the first is all zeros (a lost GL context); ``"frozen"``:
       every frame is the first one while the point moves (a renderer bound to a stale simulation).
     """
@@ -78,6 +79,8 @@ class Point(gym.Env[np.ndarray, np.ndarray]):
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
         if self.step_error_at is not None and self._t == self.step_error_at:
+            if self.step_error_kind == "exit_process":
+                os._exit(0)
             kind = {"SystemExit": SystemExit, "KeyboardInterrupt": KeyboardInterrupt, "custom": SimulatorPanic}
             raise kind.get(self.step_error_kind, RuntimeError)(f"fault_envs: the simulator failed at step {self._t}")
         self._t += 1
@@ -119,5 +122,6 @@ _register("RollbenchStepError-v0", step_error_at=2)
 _register("RollbenchStepExit-v0", step_error_at=2, step_error_kind="SystemExit")
 _register("RollbenchStepKeyboard-v0", step_error_at=2, step_error_kind="KeyboardInterrupt")
 _register("RollbenchStepPanic-v0", step_error_at=2, step_error_kind="custom")
+_register("RollbenchStepEndsProcess-v0", step_error_at=2, step_error_kind="exit_process")
 _register("RollbenchBlackRender-v0", render_failure="black")
 _register("RollbenchFrozenRender-v0", render_failure="frozen")

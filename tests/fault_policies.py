@@ -248,6 +248,39 @@ def die_on_seed(name: str, options: Mapping[str, Any]) -> DieOnSeed:
     return DieOnSeed(options)
 
 
+class ExitsInAct:
+    """The scripted expert, but its first ``act`` of the episodes whose seed is in ``options["bad_seeds"]`` ends the
+    process running it: ``os._exit(0)`` (``options["how"] == "exit"``, the default) or ``os.abort()`` (``"abort"``,
+    SIGABRT: a crash in native code). A policy hiding its failures by killing its worker, or one that crashes."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.inner = make_policy("scripted-expert", {})
+        self.bad_seeds = {int(s) for s in options["bad_seeds"]}
+        self.how = str(options.get("how", "exit"))
+        self.info = PolicyInfo(name="exits-in-act")
+        self._seed = -1
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+        self._seed = seed
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        import os
+
+        if self._seed in self.bad_seeds:
+            if self.how == "abort":
+                os.abort()
+            os._exit(0)
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        pass
+
+
+def exits_in_act(name: str, options: Mapping[str, Any]) -> ExitsInAct:
+    return ExitsInAct(options)
+
+
 class Stateful:
     """The scripted expert at a speed set by its own episode state: ``0.4 + 0.3 * ((seed + t) % 3)`` of the expert's
     action, ``t`` counting this episode's calls since ``reset``. An instance whose state leaked into another

@@ -87,16 +87,6 @@ def test_an_env_that_cannot_be_built_and_an_error_carrying_its_fault_are_infrast
     assert any("failed through no fault of the policy" in reason for reason in s["reasons"])
 
 
-def test_an_episode_whose_worker_keeps_dying_is_an_infrastructure_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
-    r = evaluate(env="scripted/reach", policy="fault_policies:die_on_seed", policy_options={"bad_seed": 1},
-                 episodes=3, out=tmp_path / "r", execution=Execution(workers=2))  # fmt: skip
-    assert faults(r) == [None, "infrastructure", None]
-    assert r["episodes"][1]["error"].startswith("WorkerLost: the worker running this episode died 3 times")
-
-
 def _run(out: Path, flag: Path, **kw: Any) -> dict[str, Any]:
     return evaluate(
         env="scripted/reach,scripted/reach-final",

@@ -60,10 +60,11 @@ class EpisodeError(RollbenchError):
     ``fault`` says whose fault it was, so that grading can tell a policy's failure from a broken setup:
 
     * ``policy``: the policy raised, or returned a non-finite or wrongly shaped action, or a served policy replied
-      with an error or a malformed answer;
-    * ``environment``: the simulator raised, or rendered black/frozen frames;
-    * ``infrastructure``: the policy server was unreachable, disconnected or timed out, a worker died, an env
-      could not be built.
+      with an error or a malformed answer, or a worker process died inside the policy's call;
+    * ``environment``: the simulator raised, or rendered black/frozen frames, or a worker process died inside the
+      env's call;
+    * ``infrastructure``: the policy server was unreachable, disconnected or timed out, a worker kept dying outside
+      any policy or env call, an env could not be built.
     """
 
     def __init__(self, message: str, fault: Fault = "policy") -> None:

@@ -84,13 +84,23 @@ class _Caller:
 class Deadline:
     """A :class:`~rollbench.run.lockstep.BatchPolicy` whose every call is bounded by ``timeout_s`` seconds (see the
     module docstring). ``build`` makes the batch policy, at construction and again after a missed deadline.
+    ``before`` (optional) runs before every call into a policy that is not ``bounded``: the in-process runner's
+    :meth:`~rollbench.record.background.BackgroundCommitter.settle`, so that every episode that ended is committed
+    before the policy runs again.
 
     Attributes:
         misses: deadlines missed so far (each abandoned one policy).
     """
 
-    def __init__(self, build: Callable[[], BatchPolicy], timeout_s: float, fault: Fault) -> None:
+    def __init__(
+        self,
+        build: Callable[[], BatchPolicy],
+        timeout_s: float,
+        fault: Fault,
+        before: Callable[[], None] | None = None,
+    ) -> None:
         self._build = build
+        self._before = before
         self.timeout_s = float(timeout_s)
         self.fault: Fault = fault
         self.misses = 0
@@ -115,6 +125,8 @@ class Deadline:
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         if self.info.bounded:  # rollbench's own arithmetic policies: nothing to time out (PolicyInfo.bounded)
             return fn(*args)
+        if self._before is not None:
+            self._before()
         assert self._caller is not None
         try:
             return self._caller.call(self.timeout_s, fn, *args)

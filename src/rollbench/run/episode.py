@@ -65,6 +65,7 @@ from rollbench.core.episode import EpisodeRecord, fault_of, held_success
 from rollbench.core.interrupts import contained
 from rollbench.core.latency import delay_rule
 from rollbench.core.plan import PlannedEpisode
+from rollbench.run.phase import inside
 from rollbench.run.render_check import RenderFailure, RenderWatch
 from rollbench.run.schedule import ChunkSchedule
 
@@ -160,13 +161,14 @@ class EpisodeRun:
 
     def begin(self, reset_policy: Callable[[], None]) -> None:
         """Reset the env to the planned seed and initial state, note success at reset, then reset the policy."""
-        with contained(self._failing("environment")) as env:
+        mine = (self.planned.episode_index,)
+        with contained(self._failing("environment")) as env, inside("env.reset", mine):
             self._expect(asks=True)
             self.obs = self.env.reset(self.planned.seed, self.planned.initial_state)
             self.success_at_reset = bool(self.env.success())
         if env.error:
             return
-        with contained(self._failing("policy")):
+        with contained(self._failing("policy")), inside("policy.reset", mine):
             reset_policy()
 
     def _failing(self, where: Fault) -> Callable[[BaseException], None]:
@@ -189,7 +191,7 @@ class EpisodeRun:
         assert self.obs is not None
         self.schedule.arrive(self.step)
         ask = self.schedule.needs_call()
-        with contained(self._failing("environment")) as env:
+        with contained(self._failing("environment")) as env, inside("env.render", (self.planned.episode_index,)):
             wanted = (*self.cameras, *(c for c in self.frames if c not in self.cameras)) if ask else tuple(self.frames)
             images = {c: self.env.render(c) for c in wanted}
             self.obs.images = {c: images[c] for c in self.cameras} if ask else {}
@@ -229,7 +231,7 @@ class EpisodeRun:
         if self.done:
             return
         assert self.obs is not None
-        with contained(self._failing("environment")) as env:
+        with contained(self._failing("environment")) as env, inside("env.step", (self.planned.episode_index,)):
             state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
             planned = self.schedule.next(self.step, state)
             action = planned.action
@@ -291,7 +293,7 @@ class EpisodeRun:
         artifacts: dict[str, bytes] = {}
         if isinstance(policy, FinishesEpisodes):  # staged and committed with the episode
             outcome = {"termination_reason": self.reason, "success": success, "length": n, "error": self.error}
-            with contained() as artifact:
+            with contained() as artifact, inside("policy.finish_episode", (self.planned.episode_index,)):
                 artifacts = {str(k): bytes(v) for k, v in policy.finish_episode(outcome).items()}
             if artifact.error and self.reason != "error":
                 self.fail(artifact.error)

@@ -6,6 +6,10 @@ each one directly into the run directory. The parent process only dispatches (in
 episodes in order (``on_episode_end``) and replaces dead workers; the exactly-once rules live in
 :mod:`rollbench.run.pool`.
 
+Each worker process notes every call into the policy or the env in its :class:`~rollbench.run.phase.PhaseBoard`
+(shared memory made here); a death is reported with where the worker was (``Event.phase``), which decides whose
+fault the lost episodes are (:mod:`rollbench.run.pool`).
+
 Workers ignore SIGINT (the parent decides when to stop) and exit on their own within about a second if the parent
 process dies, so a killed run leaves no orphan simulators behind.
 """
@@ -29,6 +33,7 @@ from typing import Any
 from rollbench.core.contracts import describe
 from rollbench.core.plan import PlannedEpisode
 from rollbench.run.observer import EpisodeSummary, Running, RunObserver
+from rollbench.run.phase import PhaseBoard, install
 from rollbench.run.pool import Event
 from rollbench.run.worker import EpisodeWorker, WorkerSetup
 
@@ -60,16 +65,19 @@ class _ToParent(RunObserver):
         self.conn.send(("done", summary))
 
 
-def worker_main(conn: Connection, parent: int, setup: WorkerSetup) -> None:
+def worker_main(conn: Connection, parent: int, setup: WorkerSetup, phase_cells: Any = None) -> None:
     """Entry point of a worker process: build one EpisodeWorker, then run episodes until told to stop.
 
     Messages sent: ``("ready", pid)``, ``("done", EpisodeSummary)``, ``("fatal", text)``, ``("steps", running)``
     (progress inside episodes, about once a second). Received: a
     PlannedEpisode, or None to stop. With ``setup.batch_size`` B the parent keeps up to B episodes handed over;
-    they run in lockstep (:mod:`rollbench.run.lockstep`).
+    they run in lockstep (:mod:`rollbench.run.lockstep`). ``phase_cells``: the parent's
+    :class:`~rollbench.run.phase.PhaseBoard` for this process, where every policy and env call is noted.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent(parent)
+    if phase_cells is not None:
+        install(phase_cells, max(1, setup.batch_size))
     try:
         worker = EpisodeWorker(setup, _ToParent(conn))
     except BaseException as exc:
@@ -107,13 +115,15 @@ class LocalBackend:
         self._ctx = mp.get_context("spawn")
         self.procs: dict[int, BaseProcess] = {}
         self._conns: dict[int, Connection] = {}
+        self._boards: dict[int, PhaseBoard] = {}
 
     def start(self, slot: int) -> None:
         self._stop(slot)
         parent_end, child_end = self._ctx.Pipe()
+        board = self._boards[slot] = PhaseBoard(self._ctx, max(1, self._setup.batch_size))
         proc = self._ctx.Process(
             target=worker_main,
-            args=(child_end, os.getpid(), self._setup),
+            args=(child_end, os.getpid(), self._setup, board.cells),
             name=f"rollbench-worker-{slot}",
             daemon=True,
         )
@@ -152,7 +162,8 @@ class LocalBackend:
                     dead.add(slot)
                 except Exception as exc:  # a half-written message from a worker killed mid-send
                     self.procs[slot].kill()
-                    events.append(Event("died", slot, detail=f"unreadable message ({type(exc).__name__})"))
+                    why = f"unreadable message ({type(exc).__name__})"
+                    events.append(Event("died", slot, detail=why, phase=self._boards[slot].read()))
                     dead.add(slot)
             elif kind == "proc":
                 dead.add(slot)
@@ -160,7 +171,7 @@ class LocalBackend:
             proc = self.procs[slot]
             proc.join(JOIN_TIMEOUT_S)
             if not any(e.kind == "died" and e.slot == slot for e in events):
-                events.append(Event("died", slot, detail=_exit_text(proc)))
+                events.append(Event("died", slot, detail=_exit_text(proc), phase=self._boards[slot].read()))
             self._stop(slot)
         return events
 

@@ -32,6 +32,7 @@ from rollbench.core.episode import EpisodeRecord
 from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode
 from rollbench.run.episode import EpisodeRun
+from rollbench.run.phase import inside, inside_slots
 
 
 class PolicyLoop:
@@ -58,11 +59,17 @@ class PolicyLoop:
         assert call.error is not None
         return call.error
 
+    def _alone(self, slot: int, obs: Observation, instruction: str) -> Answer:
+        """:meth:`_one`, called one slot at a time: a worker that dies in it is charged to that slot's episode
+        alone (:mod:`rollbench.run.phase`), as with ``--batch-size 1``."""
+        with inside_slots("policy.act", (slot,)):
+            return self._one(slot, obs, instruction)
+
     def act_batch(
         self, slots: Sequence[int], observations: Sequence[Observation], instructions: Sequence[str]
     ) -> list[Answer]:
         if self._pool is None or len(slots) == 1:
-            return [self._one(s, o, i) for s, o, i in zip(slots, observations, instructions, strict=True)]
+            return [self._alone(s, o, i) for s, o, i in zip(slots, observations, instructions, strict=True)]
         return list(self._pool.map(self._one, slots, observations, instructions))
 
     def slot_policy(self, slot: int) -> Policy:
@@ -157,7 +164,7 @@ def _slot_policy(policy: BatchPolicy, slot: int) -> Policy | None:
 def _ask(policy: BatchPolicy, asks: list[tuple[int, EpisodeRun]]) -> None:
     """One batched policy call for every slot that needs a chunk; each answer goes to its own episode."""
     t0 = time.perf_counter()
-    with contained() as call:
+    with contained() as call, inside("policy.act", [r.planned.episode_index for _, r in asks]):
         answers = policy.act_batch(
             [i for i, _ in asks],
             [r.obs for _, r in asks],  # type: ignore[misc]

@@ -4,7 +4,13 @@ A runner *backend* owns K worker slots (a process or an actor each, holding one
 :class:`~rollbench.run.worker.EpisodeWorker`) and reports what happened as :class:`Event` s. :func:`run_pool` hands
 episodes to idle slots (in plan order within a task, keeping each worker on one task while it lasts) and handles every failure the same way for both backends:
 
-* a worker that dies (SIGKILL, segfault, removed Ray node) while running an episode is replaced by a fresh one and
+* a worker that dies inside a call into the policy or the env (a policy that calls ``os._exit`` or segfaults in
+  ``act``, a simulator that aborts in ``step``; the backend reads where it was from its
+  :class:`~rollbench.run.phase.PhaseBoard`, ``Event.phase``) is replaced, and the episodes of that call are recorded
+  (by this process) as errors of that side, ``policy`` or ``environment``, and never re-run: a re-run would let a
+  policy re-roll the episodes it was losing, and a policy's death must count against it like any other failure.
+* a worker that dies anywhere else (in rollbench's own code or waiting for work: SIGKILL from outside, a removed Ray
+  node; or in another slot's call, for its episodes not in that call) is replaced by a fresh one and
   the episode is re-run from its planned seed, first in line. If the dead worker had already staged it, the staged
   copy is kept and nothing re-runs. Staging is atomic and first-wins (:func:`rollbench.record.lerobot.stage_episode`),
   so a duplicate attempt can never be recorded twice.
@@ -34,13 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from rollbench.core.contracts import InfrastructureError, RollbenchError, TaskInfo
+from rollbench.core.contracts import EpisodeError, InfrastructureError, RollbenchError, TaskInfo
 from rollbench.core.episode import failed_episode
 from rollbench.core.plan import PlannedEpisode
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
 from rollbench.record.safe_files import read_regular_json
 from rollbench.run.observer import EpisodeStart, EpisodeSummary, Running, RunObserver
+from rollbench.run.phase import Phase
 from rollbench.run.worker import WorkerSetup
 
 MAX_ATTEMPTS = 3  # worker deaths on one episode before it is recorded as an error
@@ -56,7 +63,8 @@ class Event:
     kind: ``ready`` (the worker built its policy and is waiting), ``done`` (``summary`` of a staged episode),
     ``died`` (the worker is gone; ``detail`` says how), ``fatal`` (the worker raised outside an episode; ``detail``
     holds the error and traceback), ``steps`` (``running``: its episodes' steps so far, see
-    :meth:`rollbench.run.worker.EpisodeWorker.stepped`).
+    :meth:`rollbench.run.worker.EpisodeWorker.stepped`). ``phase`` (``died`` only, where the backend knows it):
+    which call the worker was inside when it died and for which episodes (:mod:`rollbench.run.phase`).
     """
 
     kind: Literal["ready", "done", "died", "fatal", "steps"]
@@ -64,6 +72,7 @@ class Event:
     summary: EpisodeSummary | None = None
     detail: str = ""
     running: Running | None = None
+    phase: Phase | None = None
 
 
 class Backend(Protocol):
@@ -88,6 +97,11 @@ class Backend(Protocol):
 
 class WorkerLost(InfrastructureError):
     """The worker processes running an episode kept dying (the episode is recorded as an error with this reason)."""
+
+
+class WorkerDied(EpisodeError):
+    """The worker process running this episode died inside a call into the policy or the env; the fault is that
+    side's (see the module docstring)."""
 
 
 def describe(planned: PlannedEpisode) -> str:
@@ -156,7 +170,7 @@ class _Pool:
             self.stats["workers_replaced"] += 1
             self.observer.on_worker(str(slot), "replaced (a policy call missed its deadline)")
 
-    def handle_death(self, slot: int, detail: str) -> None:
+    def handle_death(self, slot: int, detail: str, phase: Phase | None = None) -> None:
         self.stats["worker_deaths"] += 1
         self.retiring.discard(slot)
         self.alive.discard(slot)
@@ -174,6 +188,9 @@ class _Pool:
             done = recorded_summary(self.run_dir, planned)
             if done is not None:  # it staged the episode before dying: keep that copy
                 self.observer.on_episode_end(done)
+            elif phase is not None and phase.owner != "infrastructure" and planned.episode_index in phase.episodes:
+                task = self.tasks[planned.task]
+                self.observer.on_episode_end(_record_death(self.run_dir, planned, task, phase, detail))
             elif self.attempts[planned.episode_index] >= MAX_ATTEMPTS:
                 self.stats["episodes_lost"] += 1
                 task = self.tasks[planned.task]
@@ -229,7 +246,7 @@ class _Pool:
             if ev.running is not None:
                 self.observer.on_steps(str(ev.slot), ev.running)
         elif ev.kind == "died":
-            self.handle_death(ev.slot, ev.detail)
+            self.handle_death(ev.slot, ev.detail, ev.phase)
         else:
             raise RollbenchError(f"worker {ev.slot} failed: {ev.detail}")
         return None
@@ -287,7 +304,19 @@ def _record_lost(
             "not retried again"
         )
     except WorkerLost as exc:
-        rec = failed_episode(planned, task, exc)
+        return _stage_error(run_dir, planned, task, exc)
+
+
+def _record_death(run_dir: Path, planned: PlannedEpisode, task: TaskInfo, phase: Phase, detail: str) -> EpisodeSummary:
+    """Record ``planned`` as an error of the side whose call its worker died in (never re-run)."""
+    try:  # raised for failed_episode's traceback, as WorkerLost is
+        raise WorkerDied(f"the worker process died ({detail}) while {phase.describe()} ran; not re-run", phase.owner)
+    except WorkerDied as exc:
+        return _stage_error(run_dir, planned, task, exc)
+
+
+def _stage_error(run_dir: Path, planned: PlannedEpisode, task: TaskInfo, exc: BaseException) -> EpisodeSummary:
+    rec = failed_episode(planned, task, exc)
     staged = stage_episode(run_dir, rec, task.fps)
     if not staged:  # a late copy won the race after all
         done = recorded_summary(run_dir, planned)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from rollbench.core.batch import BatchPolicy
 from rollbench.core.contracts import Env, Fault, Policy, TaskInfo, describe
@@ -25,6 +25,7 @@ from rollbench.core.spec import EvalSpec
 from rollbench.envs.hosted.remote import POOL
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
+from rollbench.run import phase
 from rollbench.run.deadline import Deadline
 from rollbench.run.episode import EpisodeRun
 from rollbench.run.in_memory import borrowed, is_in_memory
@@ -88,6 +89,15 @@ class Recorder(Protocol):
         ...
 
 
+@runtime_checkable
+class Settles(Protocol):
+    """A recorder that writes in the background and can wait for it (the in-process runner's committer)."""
+
+    def settle(self) -> None:
+        """Wait until every episode handed to ``commit`` so far is committed."""
+        ...
+
+
 class Stager:
     """Stages each episode in the run directory (:func:`rollbench.record.lerobot.stage_episode`), for the process
     that owns the run directory to commit in plan order."""
@@ -130,7 +140,10 @@ class EpisodeWorker:
             return as_batch_policy(build_policy(spec), lambda: build_policy(spec), size)
 
         # every policy call bounded by --policy-timeout; a policy past it is abandoned and rebuilt
-        self.batch = Deadline(policy or batch, spec.policy_timeout_s, deadline_fault(spec))
+        # a background recorder has committed every ended episode before the policy runs again (a policy that ends
+        # the process cannot lose them: rollbench.record.background)
+        settle = self.recorder.settle if isinstance(self.recorder, Settles) else None
+        self.batch = Deadline(policy or batch, spec.policy_timeout_s, deadline_fault(spec), settle)
         self._envs: list[Env | None] = [None] * size
         self._env_tasks: list[str | None] = [None] * size
         self._steps_at = 0.0
@@ -163,6 +176,7 @@ class EpisodeWorker:
         spec, facts = self.setup.spec, self.setup.run.tasks[planned.task]
         task = facts.task
         self.observer.on_episode_start(EpisodeStart(self.name, planned.episode_index, planned.task))
+        phase.bind(slot, planned.episode_index)
         with contained() as build:  # an env that cannot be built (a missing asset, a broken install)
             env = self._env_for(slot, facts)
         if build.error:
@@ -183,9 +197,9 @@ class EpisodeWorker:
 
     def finish(self, slot: int, rec: EpisodeRecord) -> EpisodeSummary:
         """Record a finished episode, tell the observer (its summary: progress display only) and return it."""
-        if rec.termination_reason == "error":
-            self.close_env(slot)  # never reuse an env whose episode failed: its state is unknown
         staged = self.recorder.commit(rec, _render_failure(rec))
+        if rec.termination_reason == "error":  # closed after recording: an env whose close() ends the process
+            self.close_env(slot)  # never reuse an env whose episode failed: its state is unknown
         p = rec.planned
         self.last = EpisodeSummary(
             p.episode_index, p.task, rec.success, rec.length, rec.termination_reason, staged, self.batch.misses > 0

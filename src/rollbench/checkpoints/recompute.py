@@ -9,7 +9,8 @@ use. With ``--eliminate``, every look is replayed from the run directories
 (:func:`rollbench.checkpoints.eliminate_run.replay`, on the design recomputed from the recorded delta, alpha and
 first look). Every number of ``checkpoints.json`` (and ``elimination.json``) that differs from the recomputation is
 a **violation**, said in plain words; a run directory that cannot be graded, or grades with violations, is named and
-nothing is ranked.
+nothing is ranked; so are two run directories recorded under different protocols (horizon, success rule, success
+hold...: :mod:`rollbench.grading.protocol`).
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def recompute(out: Path) -> Recomputed:
             continue
         got.statuses[int(d.name)] = str(result["status"])
         runs.append((int(d.name), str(d), outcomes(result)))
+    if not got.violations and (different := protocol_violation([Path(r[1]) for r in runs])):
+        got.violations.append(different)
     if got.violations:
         return got
     if not runs:
@@ -111,6 +114,20 @@ def recompute(out: Path) -> Recomputed:
     if doc.get("elimination") is not None:
         _replay_elimination(got, doc["elimination"], rule)
     return got
+
+
+def protocol_violation(run_dirs: list[Path]) -> str | None:
+    """Why the checkpoints' run directories ``run_dirs`` cannot be ranked together: the first two whose tasks ran
+    under different protocols (:func:`rollbench.grading.protocol.first_conflict`), naming them and the field; None
+    when they share one (as the command runs them)."""
+    from rollbench.grading.protocol import first_conflict
+    from rollbench.record.runlog import read_run_log
+
+    logs = [(str(d), read_run_log(d)) for d in run_dirs]
+    clash = first_conflict((name, log, t.name) for name, log in logs if log is not None for t in log.plan.tasks)
+    if clash is None:
+        return None
+    return f"checkpoint runs {clash[0]} and {clash[1]} ran different protocols: {clash[2]}; they are not ranked"
 
 
 def ranking_differences(recorded_doc: dict[str, Any], ranking: dict[str, Any], where: Path) -> list[str]:

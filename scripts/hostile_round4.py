@@ -8,7 +8,9 @@
   name not of the writer's exact form): the resume names it and never commits it;
 * NaN or infinite rewards: ``grade --json`` is strict JSON; a run log object of the wrong JSON type: ``runs`` lists
   the others, ``summarize`` and ``release`` refuse it in one line;
-* a release of a run holding another run or a hard link to a file outside it: exit 2, nothing written.
+* a release of a run holding another run or a hard link to a file outside it: exit 2, nothing written;
+* a staged episode contradicting the plan or holding NaN/inf: named, re-run at its planned seed; a file release cannot
+  scan for secrets (random binary under any name): exit 2, one line, nothing written.
 """
 
 from __future__ import annotations
@@ -107,7 +109,43 @@ def round4(r: Any, n: int) -> None:
     for name in ("episode-2", "episode-0000002", "episode-00000\u0662"):
         r.case(f"r4-staged-name-{name}", lambda run, name=name: _stage_last(run).rename(run / ".staging" / name),
                ["eval", "--resume", "RUN"], {0}, False, "not named like a staged episode")  # fmt: skip
+    _plan_and_unscanned(r, rng)
     _strict_and_release(r, rng)
+
+
+def _plan_and_unscanned(r: Any, rng: Any) -> None:
+    """A staged episode contradicting the plan (its seed, trial or task) or holding a non-finite number: named and
+    re-run, the committed row back at its planned seed; a file release cannot scan: refused in one line."""
+    import pyarrow.parquet as pq
+
+    contradictions = [("rollbench/seed", rng.randrange(100, 10**6)), ("rollbench/trial", rng.randrange(10, 99)),
+                      ("rollbench/task", rng.choice(["scripted/push", "x"])),
+                      ("rollbench/return", rng.choice([float("nan"), float("inf"), -float("inf")])),
+                      ("rollbench/wall_time_s", rng.choice([float("nan"), float("inf")]))]  # fmt: skip
+    for field, value in contradictions:
+        planned = pq.read_table(r.sound / ROWS / "file-002.parquet").to_pylist()[0]["rollbench/seed"]
+
+        def contradict(run: Path, field: str = field, value: object = value) -> None:
+            staged = _stage_last(run)
+            row = json.loads((staged / "episode.json").read_text())
+            (staged / "episode.json").write_text(json.dumps({**row, field: value}))
+
+        cid = f"r4-plan-{field}-{value!r}"
+        r.case(cid, contradict, ["eval", "--resume", "RUN"], {0}, False, "is damaged")
+        rows = r.work / "cases" / cid / "run" / ROWS / "file-002.parquet"
+        if r.pattern in cid and pq.read_table(rows).to_pylist()[0]["rollbench/seed"] != planned:
+            r.failures.append(f"{cid}: the committed episode 2 is not at its planned seed {planned}")
+    for i in range(3):
+        name = rng.choice(["extra/a.npy", "notes/b.bin", "shot.png", "notes/clip.mp4", "data/x.dat"])
+        blob = bytes([0, 1, 2]) + bytes(rng.randrange(256) for _ in range(rng.randrange(8, 64)))
+
+        def unscannable(run: Path, name: str = name, blob: bytes = blob) -> None:
+            (run / name).parent.mkdir(parents=True, exist_ok=True)
+            (run / name).write_bytes(blob)
+
+        r.case(f"r4-release-unscannable-{i}-{name.replace('/', '_')}", unscannable,
+               ["release", "RUN", "--out", "DIR/rel", "--date", "2026-01-01", "--allow-violations"], {2}, True,
+               "is not a file release can scan")  # fmt: skip
 
 
 def _strict_and_release(r: Any, rng: Any) -> None:

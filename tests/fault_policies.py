@@ -426,3 +426,38 @@ class Barrier:
 
 def barrier(name: str, options: Mapping[str, Any]) -> Barrier:
     return Barrier(options)
+
+
+class EndsProcessOnSeed:
+    """The scripted expert, but ``act`` ends the whole process on the episode whose seed is ``options["bad_seed"]``,
+    only while the file ``options["while_exists"]`` exists (so that the same spec resumes once it is removed):
+    ``options["how"]`` ``"exit"`` calls ``os._exit(options["code"])`` (default 0: no exception, no atexit, no
+    finally), ``"kill"`` sends the process SIGKILL. Use with one worker: it ends rollbench itself."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.inner = make_policy("scripted-expert", {})
+        self.bad_seed, self.marker = int(options["bad_seed"]), str(options["while_exists"])
+        self.how, self.code = str(options.get("how", "exit")), int(options.get("code", 0))
+        self.info = PolicyInfo(name="ends-process-on-seed")
+        self._seed = -1
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+        self._seed = seed
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        import os
+        import signal
+
+        if self._seed == self.bad_seed and os.path.exists(self.marker):
+            if self.how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(self.code)
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        pass
+
+
+def ends_process_on_seed(name: str, options: Mapping[str, Any]) -> EndsProcessOnSeed:
+    return EndsProcessOnSeed(options)

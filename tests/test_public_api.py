@@ -24,6 +24,7 @@ PLUGIN_NAMES = {
     "Env", "EnvFamily", "EnvOptions", "StepResult", "HoldAction", "ExpectsImages",
     "RollbenchError", "ConfigError", "EpisodeError",
     "RunObserver", "RunStart", "EpisodeStart", "EpisodeProgress", "EpisodeSummary", "RunEnd",
+    "GradeDocument", "GradedEpisode",
 }  # fmt: skip
 API_NAMES = {"evaluate", "grade", "Execution", "EvalSpec", "__version__"}
 # every name ``rollbench.core.types`` had before it became a deprecated path (and ``rollbench.types`` before that)

@@ -178,3 +178,29 @@ def test_a_shipped_foreign_data_file_of_the_right_row_count_is_refused(record: E
     shape = StagedShape(record.states.shape[1], record.actions.shape[1], False, 1)
     with pytest.raises(BadReply, match=r"data\.parquet has columns secret, not this run's"):
         stage_shipped(tmp_path, ShippedEpisode(0, files, digest_of(files), good.size), shape)
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"rollbench/seed": 99}, "rollbench/seed 99 is not the plan's 3"),
+        ({"rollbench/return": float("nan")}, "rollbench/return is nan, not a finite number"),
+    ],
+)
+def test_a_shipped_episode_contradicting_its_plan_entry_is_refused(
+    record: EpisodeRecord, tmp_path: Path, fields: dict[str, object], why: str
+) -> None:
+    """The planned episode the driver handed out is the oracle (seed 3 + trial 0): a reply for another seed, or
+    with a non-finite number, is never staged."""
+    import json
+
+    from rollbench.record.staged_check import StagedShape
+
+    good = pack_episode(record, 10, None)
+    shape = StagedShape(record.states.shape[1], record.actions.shape[1], False, 1)
+    assert stage_shipped(tmp_path / "ok", good, shape, record.planned)
+    row = {**json.loads(good.files["episode.json"]), **fields}
+    files = {**good.files, "episode.json": json.dumps(row).encode()}
+    with pytest.raises(BadReply, match=re.escape(why)):
+        stage_shipped(tmp_path / "bad", ShippedEpisode(0, files, digest_of(files), good.size), shape, record.planned)
+    assert list((tmp_path / "bad" / STAGING).iterdir()) == []

@@ -78,7 +78,7 @@ def test_runs_page_grade_table_is_one_table_naming_exactly_the_fields_grade_emit
     from rollbench.api import evaluate, grade
 
     evaluate(out=tmp_path / "run", env="scripted/reach", policy="scripted-expert", episodes=3)
-    doc = grade(tmp_path / "run")
+    doc = grade(tmp_path / "run").to_json()
     rows = _grade_table()
     optional = {"variants", "agent_usage", "delay"}  # sweeps only, agent runs only, --latency runs only
     assert set(rows) == set(doc) | optional

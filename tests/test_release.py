@@ -188,7 +188,7 @@ def test_every_planted_secret_is_replaced_consistently_and_nothing_else_changes(
 def test_the_released_run_grades_exactly_as_the_original(source: tuple[Path, Path], tmp_path: Path) -> None:
     run, labels = source
     build_release([run], tmp_path / "rel", labels=[labels])
-    original, released = grade(run), grade(tmp_path / "rel" / "agent-run")
+    original, released = grade(run).to_json(), grade(tmp_path / "rel" / "agent-run").to_json()
     assert original["status"] == "OK", original["reasons"]
     # the graded episodes name their instruction, which carried the planted address: redacted, nothing else differs
     assert EMAIL in json.dumps(original) and EMAIL not in json.dumps(released)
@@ -250,8 +250,6 @@ def test_a_release_into_or_around_a_source_is_refused_and_sources_stay_untouched
         "metaworld-pick-place-v3-agent-openai-gpt-4o-20261201T000912Z",
         "scripted_reach-agent_local_solver-20261201T000912Z",  # a default run name before issue 29
         "metaworld_pick-place-v3-agent_openai_gpt-4o-20261201T000912Z",
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",  # sha256
-        "0a1b2c3d4e5f67890a1b2c3d4e5f6789",  # uuid4 hex
         "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAEAAAABACAIAAAAlC+aJAAAA" + "Qk9YZ3p1" * 40,
         "/work/runs/pick-place/meta/episodes/chunk-000/file-000.parquet",
         "pick up the puck and place it at the goal",
@@ -259,7 +257,7 @@ def test_a_release_into_or_around_a_source_is_refused_and_sources_stay_untouched
     ],
 )
 def test_ordinary_run_text_is_not_mistaken_for_a_secret(text: str) -> None:
-    assert Scanner(set(), set()).find(text) == []
+    assert Scanner(set(), set(), environ={}).find(text) == []
 
 
 @pytest.mark.parametrize(
@@ -276,7 +274,7 @@ def test_ordinary_run_text_is_not_mistaken_for_a_secret(text: str) -> None:
     ],
 )
 def test_each_rule_finds_its_kind(text: str, rule: str) -> None:
-    found = Scanner({"workstation-42"}, set()).find(text)
+    found = Scanner({"workstation-42"}, set(), environ={}).find(text)
     assert [f.rule for f in found] == [rule]
 
 

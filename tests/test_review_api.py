@@ -72,7 +72,7 @@ def test_runs_lists_every_run_under_its_identity_with_episode_urls(server: Serve
 
 def test_run_detail_numbers_are_the_graded_ones(server: ServerThread, runs_root: Path):
     d = httpx.get(server.url + "/api/run/hostA/point/expert").json()
-    graded = grade(runs_root / "expert", check_videos=False)
+    graded = grade(runs_root / "expert", check_videos=False).to_json()
     assert d["results"]["tasks"] == json.loads(json.dumps(graded["tasks"]))
     assert d["results"]["overall"] == graded["overall"] and len(d["episodes"]) == 2
 

@@ -6,6 +6,7 @@ The Python API (see :mod:`rollbench.api`)::
     import rollbench
     result = rollbench.evaluate(env="scripted/reach", policy="scripted-expert", episodes=5, out="runs/x")
     again = rollbench.grade("runs/x")          # the same document, recomputed from the files
+    result.overall.pooled_success_rate         # a rollbench.GradeDocument; result.to_json() is grade --json's dict
 
 The plug-in API (what a policy or env family is written against; the table is :mod:`rollbench.core.public`):
 
@@ -17,6 +18,8 @@ The plug-in API (what a policy or env family is written against; the table is :m
   optional hook :class:`ExpectsImages`;
 * a run's observer (``rollbench.evaluate(observer=...)``): :class:`RunObserver` and its events :class:`RunStart`,
   :class:`EpisodeStart`, :class:`EpisodeProgress`, :class:`EpisodeSummary`, :class:`RunEnd`;
+* what :func:`evaluate` and :func:`grade` return: :class:`GradeDocument` (its ``episodes`` :class:`GradedEpisode`;
+  reading it as a dict, ``result["overall"]``, is deprecated and warns);
 * errors: :class:`RollbenchError`, :class:`ConfigError` (bad input, before any episode), :class:`EpisodeError`
   (ends one episode, with its fault).
 
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
         StepResult,
         TaskInfo,
     )
+    from rollbench.core.grade_model import GradedEpisode, GradeDocument
     from rollbench.core.perturbation import Perturbation
     from rollbench.core.registry import EnvFamily, EnvOptions, policy_options
     from rollbench.core.spec import EvalSpec
@@ -80,6 +84,8 @@ __all__ = [  # the table's names, written out for type checkers and linters (tes
     "Execution",
     "ExpectsImages",
     "FinishesEpisodes",
+    "GradeDocument",
+    "GradedEpisode",
     "HoldAction",
     "Observation",
     "Perturbation",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.interrupts import user_signals
 from rollbench.core.paths import make_dirs
@@ -36,6 +37,7 @@ from rollbench.record.runlog import (
     end_execution,
     note_counters,
     record_results,
+    write_run_log,
 )
 from rollbench.record.writer import DatasetWriter
 from rollbench.run.in_memory import bound, policy_name, refuse_execution
@@ -84,9 +86,11 @@ def evaluate(
     policy: Any = None,
     checkpoint_id: str | None = None,
     **fields: Any,
-) -> dict[str, Any]:
-    """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result (see
-    :func:`rollbench.grading.grade.grade`).
+) -> GradeDocument:
+    """Run ``spec`` (or ``EvalSpec(**fields)``) into ``out`` and return the graded result: the grade document
+    (:class:`~rollbench.core.grade_model.GradeDocument`, see :func:`rollbench.grading.grade.grade`; ``.to_json()``
+    is the ``grade --json`` dict). Reading it as a dict (``result["overall"]``) still works, deprecated (one
+    DeprecationWarning per use naming the attribute).
 
     ``policy`` is a policy name (a spec field), or a :class:`rollbench.Policy` object of this process (a training
     loop's model): it runs here, batched only through its own ``batched(size)``, never pickled; the spec (and
@@ -202,7 +206,7 @@ def _execute(
     run_dir: Path,
     execution: Execution,
     observer: RunObserver | None,
-) -> dict[str, Any]:
+) -> GradeDocument:
     """Run the episodes ``run_dir`` still lacks, commit them, grade, and keep run.json honest throughout: RUNNING
     while this invocation runs, INTERRUPTED (resumable, with the reason) if it ends any other way than graded."""
     begin_execution(run_dir, log, execution.workers, execution.executor, execution.batch_size)
@@ -274,6 +278,7 @@ def _open_writer(run: ResolvedRun, run_dir: Path) -> DatasetWriter:
         robot_type=first.task.family,
         planned=len(run.plan.episodes),
         artifact_kinds=_artifact_kinds(run.spec),
+        plan=run.plan.episodes,
     )
 
 
@@ -293,7 +298,7 @@ def _finish(
     observer: RunObserver,
     status: RunStatus | None = None,
     idle: bool = False,
-) -> dict[str, Any]:
+) -> GradeDocument:
     """Commit what is staged, grade the directory, write run.json (``status``: the graded one unless given) and
     tell the observer the run ended. An ``idle`` invocation (nothing staged, run or retried) leaves no entry in
     ``executions`` (issue 42, item 18)."""
@@ -301,20 +306,23 @@ def _finish(
     writer.write_stats()
     writer.write_videos_index()
     writer.remove_empty_staging()
-    if idle:
+    if idle:  # written before grading: the entry begun for it would count as an invocation that left no record
         log.executions = log.executions[:-1]
+        write_run_log(run_dir, log)
     else:
         end_execution(run_dir, log, time.monotonic() - live.started, interrupted=bool(status))
     result = grade_run_dir(run_dir)
-    record_outcomes(log, result["episodes"])
+    record_outcomes(log, result.episodes)
     # an interruption that lost nothing (every episode already recorded) leaves the graded status
-    final = status if status and result["status"] != "OK" else result["status"]
+    final = status if status and result.status != "OK" else result.status
     record_results(run_dir, log, result, final)
     live.remove()
-    observer.on_run_end(RunEnd(run_dir, final, result["episodes_recorded"], result["episodes_requested"]))
+    observer.on_run_end(RunEnd(run_dir, final, result.episodes_recorded, result.episodes_requested))
     return result
 
 
-def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
-    """Recompute a run's results from its directory (see :func:`rollbench.grading.grade.grade`)."""
+def grade(run_dir: str | Path, *, check_videos: bool = True) -> GradeDocument:
+    """Recompute a run's results from its directory: the grade document
+    (:class:`~rollbench.core.grade_model.GradeDocument`; see :func:`rollbench.grading.grade.grade` for its blocks,
+    units and errors; ``.to_json()`` is the ``grade --json`` dict). Reading it as a dict is deprecated (warns)."""
     return grade_run_dir(Path(run_dir), check_videos=check_videos)

@@ -4,9 +4,9 @@ directories by :func:`rollbench.checkpoints.recompute.recompute` (the ranking, a
 every recorded number that differs from the recomputation is shown as a violation.
 
 Each section holds the ranking table (step, run status, rate, 95% Wilson interval, scored / attempted, paired
-difference to the best in points with the Holm-corrected exact McNemar p and the pairs, and with ``--eliminate`` the
-look that eliminated it), the figure of success against training step, and the verdict with its evidence (alpha,
-the coverage rule, episodes attempted and scored, the coverage notes; with ``--eliminate`` the chosen step, its
+difference to the best in points with the Holm-corrected exact McNemar p and the pairs; with ``--eliminate`` instead
+of those the step's decision (chosen, kept, or the look that eliminated it) and rates labelled descriptive), the
+figure of success against training step, and the verdict with its evidence (alpha, the coverage rule, episodes attempted and scored, the coverage notes; with ``--eliminate`` the chosen step, its
 guarantee and the episodes used against the fixed-N design).
 """
 
@@ -62,6 +62,9 @@ def checkpoint_sections(loaded: Loaded, plots_dir: Path | None = None) -> list[d
             caption = (
                 f"{out.name}: success rate against training step (95% Wilson interval; hollow: worse than the best, "
                 "Holm)."
+                if got.elimination is None
+                else f"{out.name}: success rate against training step (descriptive, adaptive sample; 95% Wilson "
+                "interval; hollow: eliminated early; circled: chosen)."
             )
             view["figure"] = {"caption": caption, "png": base64.b64encode(png).decode()}
         views.append(view)

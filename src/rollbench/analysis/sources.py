@@ -204,21 +204,21 @@ def _from_run_dir(
         loaded.in_progress.append({"run": identity.key, "path": str(run_dir), "why": why})
         return
     result = grade(run_dir, check_videos=False)  # rollbench grade checks videos; no per-episode fact depends on them
-    if result["violations"] and not allow_damaged:
-        raise damaged_error(run_dir, result["violations"], allow_option=allow_damaged is not None)
+    if result.violations and not allow_damaged:
+        raise damaged_error(run_dir, result.violations, allow_option=allow_damaged is not None)
     loaded.runs.append(
         RunData(
             identity=identity,
             source=str(run_dir),
             policy=policy_of(log, merge_served=merge_served),
             model=model_of(log, merge_served=merge_served),
-            status=result["status"],
-            episodes=result["episodes"],
+            status=result.status,
+            episodes=[e.to_json() for e in result.episodes],  # analysis reads graded and exported rows alike
             run_dir=run_dir,
-            result=result,
+            result=result.to_json(),
             log=log,
-            damaged=bool(result["violations"]),
-            violations=list(result["violations"]),
+            damaged=bool(result.violations),
+            violations=list(result.violations),
         )
     )
 

@@ -130,8 +130,9 @@ def run_elimination(
     ckpts: Sequence[Checkpoint], out: Path, settings: Settings, execution: Execution, d: Design,
     observer: CheckpointObserver | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Run the rule on ``ckpts`` into ``out``; return the ranking document with an ``elimination`` block (the looks,
-    the chosen step, episodes used against the fixed-N design). ConfigError for a spec of several tasks.
+    """Run the rule on ``ckpts`` into ``out``; return the ranking document of the elimination's decision
+    (:func:`rollbench.checkpoints.decision.rank_eliminated`: the chosen step and its guarantee, no fixed-N test) with
+    an ``elimination`` block (the looks, the chosen step, episodes used against the fixed-N design). ConfigError for a spec of several tasks.
 
     Every checkpoint runs one shuffled plan (``trial_order_seed`` = the spec's seed, as ``rollbench sequential``
     does: :func:`rollbench.core.plan.trial_order`), so the first ``n`` episodes of every look are the same random
@@ -152,7 +153,7 @@ def run_elimination(
         raise ConfigError(f"{out}: the looks recomputed from the run directories differ from those just made")
     atomic_write_json(out / ELIMINATION, doc)
     results = [(c, outcomes(grade(out / c.label))) for c in ckpts if (out / c.label / "run.json").exists()]
-    return write_ranking(out, results, settings, {"elimination": doc})
+    return write_ranking(out, results, settings, doc)
 
 
 def replay(ckpts: Sequence[Checkpoint], out: Path, d: Design, rule: CoverageRule) -> dict[str, Any]:

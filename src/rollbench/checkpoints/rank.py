@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.grade_model import GradeDocument
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
     CoverageRule,
@@ -37,9 +38,9 @@ SAYS = {
 }
 
 
-def outcomes(result: Mapping[str, Any]) -> dict[int, Outcome]:
+def outcomes(result: GradeDocument) -> dict[int, Outcome]:
     """``episode_index -> Outcome`` of a graded run (:func:`rollbench.grade`)."""
-    return {int(e["episode_index"]): outcome_of(e) for e in result["episodes"]}
+    return {e.episode_index: outcome_of(e) for e in result.episodes}
 
 
 def rank(

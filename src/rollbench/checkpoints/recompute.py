@@ -7,7 +7,9 @@ entries are skipped). Each is graded from its files (:func:`rollbench.api.grade`
 regular file, never read through a link): the same code the command's resume and the MCP tool ``rank_checkpoints``
 use. With ``--eliminate``, every look is replayed from the run directories
 (:func:`rollbench.checkpoints.eliminate_run.replay`, on the design recomputed from the recorded delta, alpha and
-first look). Every number of ``checkpoints.json`` (and ``elimination.json``) that differs from the recomputation is
+first look) and the ranking is the elimination's decision on the replayed looks
+(:func:`rollbench.checkpoints.decision.rank_eliminated`: chosen, kept and eliminated steps, descriptive rates, no
+fixed-N test); when the looks cannot be replayed nothing is ranked. Every number of ``checkpoints.json`` (and ``elimination.json``) that differs from the recomputation is
 a **violation**, said in plain words; a run directory that cannot be graded, or grades with violations, is named and
 nothing is ranked; so are two run directories recorded under different protocols (horizon, success rule, success
 hold...: :mod:`rollbench.grading.protocol`).
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rollbench.checkpoints.decision import rank_eliminated
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.rank import outcomes, rank
 from rollbench.checkpoints.runner import RANKING
@@ -29,7 +32,7 @@ from rollbench.grading.coverage import CoverageRule, Outcome
 
 STEP_DIR = re.compile(r"\d{6,}")
 SHOWN_DIFFERENCES = 10  # differing numbers named one by one; the rest are counted
-_ROW_KEYS = ("success_rate", "ci95", "coverage", "paired")
+_ROW_KEYS = ("success_rate", "ci95", "coverage", "paired", "decision", "eliminated_at")
 
 
 @dataclass
@@ -96,11 +99,11 @@ def recompute(out: Path) -> Recomputed:
         except RollbenchError as exc:
             got.violations.append(f"step {int(d.name)}: {d} cannot be graded: {exc}")
             continue
-        if result["violations"]:
-            shown = "; ".join(result["violations"][:3])
+        if result.violations:
+            shown = "; ".join(result.violations[:3])
             got.violations.append(f"step {int(d.name)}: {d} is damaged: {shown}")
             continue
-        got.statuses[int(d.name)] = str(result["status"])
+        got.statuses[int(d.name)] = result.status
         runs.append((int(d.name), str(d), outcomes(result)))
     if not got.violations and (different := protocol_violation([Path(r[1]) for r in runs])):
         got.violations.append(different)
@@ -109,10 +112,15 @@ def recompute(out: Path) -> Recomputed:
     if not runs:
         got.violations.append(f"{out} holds no run directory OUT/<step> to rank")
         return got
-    got.ranking = json.loads(json.dumps(rank(runs, alpha=alpha, rule=rule)))
-    got.violations += ranking_differences(doc, got.ranking, out / RANKING)
-    if doc.get("elimination") is not None:
-        _replay_elimination(got, doc["elimination"], rule)
+    if doc.get("elimination") is None:
+        got.ranking = json.loads(json.dumps(rank(runs, alpha=alpha, rule=rule)))
+    else:
+        _replay_elimination(got, doc["elimination"], rule, sorted(step for step, _, _ in runs))
+        if got.elimination is None:
+            return got  # not replayed: no decision to show, and no fixed-N test on adaptive data
+        ranked = rank_eliminated(runs, got.elimination, alpha=alpha, rule=rule)
+        got.ranking = json.loads(json.dumps(ranked))
+    got.violations[:0] = ranking_differences(doc, got.ranking, out / RANKING)
     return got
 
 
@@ -142,9 +150,11 @@ def ranking_differences(recorded_doc: dict[str, Any], ranking: dict[str, Any], w
             f"{where} ranks steps {sorted(rows, key=str)} but the run directories are of steps {sorted(steps)} "
             "(stale: an interrupted command? run it again to finish)"
         )
-    for key in ("best", "verdict"):
-        if recorded_doc.get(key) != ranking[key]:
-            found.append(f"{where} says {key} {recorded_doc.get(key)!r}; recomputed from the runs: {ranking[key]!r}")
+    for key in ("best", "chosen", "verdict"):
+        if recorded_doc.get(key) != ranking.get(key):
+            found.append(
+                f"{where} says {key} {recorded_doc.get(key)!r}; recomputed from the runs: {ranking.get(key)!r}"
+            )
     for new in ranking["checkpoints"]:
         old = rows.get(new["step"])
         if old is None:
@@ -160,7 +170,7 @@ def ranking_differences(recorded_doc: dict[str, Any], ranking: dict[str, Any], w
     return found
 
 
-def _replay_elimination(got: Recomputed, recorded_block: Any, rule: CoverageRule) -> None:
+def _replay_elimination(got: Recomputed, recorded_block: Any, rule: CoverageRule, steps: list[int]) -> None:
     """Replay the looks of ``--eliminate`` into ``got.elimination``; a violation when they cannot be replayed or
     differ from the recorded block (or from ``elimination.json``)."""
     from rollbench.checkpoints.eliminate import design
@@ -168,8 +178,6 @@ def _replay_elimination(got: Recomputed, recorded_block: Any, rule: CoverageRule
     from rollbench.record.safe_files import read_regular_json
 
     where = got.out / RANKING
-    assert got.ranking is not None
-    steps = sorted(r["step"] for r in got.ranking["checkpoints"])
     try:
         d0 = recorded_block["design"]
         d = design(len(steps), float(d0["delta"]), float(d0["alpha"]), int(d0["looks"][0]))

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.api import evaluate, grade
+from rollbench.checkpoints.decision import rank_eliminated
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.figure import success_by_step_png
 from rollbench.checkpoints.rank import outcomes, rank
 from rollbench.core.contracts import ConfigError
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.plan import make_plan
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, Outcome
@@ -100,7 +102,7 @@ def evaluate_checkpoint(
     out: Path,
     execution: Execution,
     observer: CheckpointObserver | None = None,
-) -> dict[str, Any]:
+) -> GradeDocument:
     """The graded result of ``ckpt`` in ``out/<step>``: re-graded when already evaluated, else run (or resumed)
     with ``observer``."""
     run_dir = out / ckpt.label
@@ -116,12 +118,20 @@ def write_ranking(
     out: Path,
     results: Sequence[tuple[Checkpoint, dict[int, Outcome]]],
     settings: Settings,
-    extra: dict[str, Any] | None = None,
+    elimination: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Rank ``results``, write ``checkpoints.json`` and the figure into ``out``; return the ranking document."""
-    doc = rank([(c.step, str(out / c.label), o) for c, o in results], alpha=settings.alpha, rule=settings.rule)
+    """Rank ``results``, write ``checkpoints.json`` and the figure into ``out``; return the ranking document. With
+    an ``elimination`` block (``--eliminate``) the document is the elimination's decision
+    (:func:`rollbench.checkpoints.decision.rank_eliminated`, the block under ``elimination``), else the fixed-N
+    ranking (:func:`rollbench.checkpoints.rank.rank`)."""
+    runs = [(c.step, str(out / c.label), o) for c, o in results]
+    if elimination is None:
+        doc = rank(runs, alpha=settings.alpha, rule=settings.rule)
+    else:
+        doc = rank_eliminated(runs, elimination, alpha=settings.alpha, rule=settings.rule)
     doc["checkpoint_paths"] = {str(c.step): str(c.path) for c, _ in results}
-    doc.update(extra or {})
+    if elimination is not None:
+        doc["elimination"] = elimination
     atomic_write_json(out / RANKING, doc)
     atomic_write_bytes(out / FIGURE, success_by_step_png(doc))
     doc["figure"] = str(out / FIGURE)

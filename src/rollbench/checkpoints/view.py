@@ -1,5 +1,6 @@
 """A recomputed ``rollbench checkpoints`` OUT folder (:class:`~rollbench.checkpoints.recompute.Recomputed`) as plain
-values for a page: the ranking table's rows, the verdict's evidence and the looks of ``--eliminate``. The report's
+values for a page: the ranking table's rows, the verdict's evidence and the looks of ``--eliminate`` (whose verdict is
+the elimination's decision, with descriptive rates and no fixed-N test). The report's
 "Checkpoints" section and the dashboard's checkpoints page show the same view."""
 
 from __future__ import annotations
@@ -12,30 +13,35 @@ from rollbench.core.format import MISSING, interval, p_value, pct, points
 HEAD = ["step", "run", "success", "95% CI", "scored/attempted", "diff to best (pts)", "p (Holm)", "pairs"]
 
 
-def _eliminated_at(elimination: dict[str, Any] | None) -> dict[int, str]:
-    """step -> "look L (N episodes)" for each step the rule eliminated."""
-    out: dict[int, str] = {}
-    for i, look in enumerate((elimination or {}).get("looks", []), 1):
-        for step in look["eliminated"]:
-            out[step] = f"look {i} ({look['trials']} episodes)"
-    return out
+ELIMINATION_HEAD = ["step", "run", "rate (descriptive, adaptive sample)", "95% CI (descriptive)", "scored/attempted",
+                    "decision"]  # fmt: skip
+
+
+def _decision(r: dict[str, Any]) -> str:
+    """``chosen``, ``kept`` or "look L (N episodes): lower bound X pts on step S minus it"."""
+    at = r.get("eliminated_at")
+    if at is None:
+        return str(r["decision"])
+    return (
+        f"look {at['look']} ({at['trials']} episodes): lower bound {points(at['lower_bound'])} pts on step "
+        f"{at['against']} minus it"
+    )
 
 
 def _rows(got: Recomputed) -> list[list[Any]]:
     assert got.ranking is not None
-    gone = _eliminated_at(got.elimination)
     rows = []
     for r in got.ranking["checkpoints"]:
         cov, paired = r["coverage"], r.get("paired")
         row = [r["step"], got.statuses.get(r["step"], MISSING), pct(r["success_rate"]), interval(*r["ci95"])]
         row.append(f"{cov['scored']}/{cov['attempted']}")
-        if paired is None:
+        if got.elimination is not None:
+            row.append(_decision(r))
+        elif paired is None:
             row += ["best" if r["step"] == got.ranking["best"] else "highest rate", MISSING, MISSING]
         else:
             worse = " worse" if paired["worse"] else ""
             row += [points(paired["difference"]), p_value(paired["p_holm"]) + worse, paired["pairs"]]
-        if got.elimination is not None:
-            row.append(gone.get(r["step"], "chosen" if r["step"] == got.elimination["chosen"] else "kept"))
         rows.append(row)
     return rows
 
@@ -52,10 +58,20 @@ def _evidence(got: Recomputed) -> list[str]:
         f"{scored} scored (the coverage rule: environment and infrastructure errors left out, policy errors "
         + ("left out" if rule["exclude_policy_errors"] else "counted as failures")
         + f"; a verdict needs coverage of at least {rule['min_coverage']:.0%} in every checkpoint)",
-        f"paired to the best on the episodes both scored; exact McNemar p, Holm-corrected over the "
-        f"{max(0, len(rk['checkpoints']) - 1)} comparisons at alpha {rk['alpha']:g}",
-        *rk.get("notes", []),
     ]
+    if got.elimination is None:
+        lines.append(
+            f"paired to the best on the episodes both scored; exact McNemar p, Holm-corrected over the "
+            f"{max(0, len(rk['checkpoints']) - 1)} comparisons at alpha {rk['alpha']:g}"
+        )
+    else:
+        lines += [
+            "early elimination: at each look the highest-rate survivor is paired with each other survivor on the "
+            "episodes both scored, and a survivor is eliminated when the anytime lower bound on that difference "
+            "(Hoeffding or empirical Bernstein, union-bounded over the pairs and looks) is above 0",
+            f"rates and intervals: {rk['rates']}",
+        ]
+    lines += rk.get("notes", [])
     not_ok = [f"step {s} ({st})" for s, st in sorted(got.statuses.items()) if st != "OK"]
     if not_ok and got.elimination is None:
         lines.append("runs not complete: " + ", ".join(not_ok) + " (the same command resumes them)")
@@ -81,12 +97,13 @@ def _elimination_view(e: dict[str, Any]) -> dict[str, Any]:
 def section_view(got: Recomputed) -> dict[str, Any]:
     """``out``, ``violations``, ``ranking`` (whether it could be ranked) and, when it could, ``head`` and ``rows``
     (one per checkpoint in rank order: step, run status, rate, Wilson interval, scored/attempted, difference to the
-    best in points, Holm p with "worse", pairs, and with ``--eliminate`` the look that eliminated it), ``says``,
+    best in points, Holm p with "worse", pairs; with ``--eliminate`` instead of those three the step's decision:
+    chosen, kept, or the look whose anytime bound eliminated it; no p-value), ``says``,
     ``evidence`` (sentences) and ``elimination`` (None without ``--eliminate``)."""
     view: dict[str, Any] = {"out": str(got.out), "violations": got.violations, "ranking": got.ranking is not None}
     if got.ranking is not None:
         view.update(
-            head=HEAD + (["eliminated at"] if got.elimination is not None else []),
+            head=ELIMINATION_HEAD if got.elimination is not None else HEAD,
             rows=_rows(got),
             says=got.ranking["says"],
             evidence=_evidence(got),

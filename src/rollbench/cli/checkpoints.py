@@ -23,7 +23,11 @@ from rollbench.core.format import MISSING, interval, p_value, pct, points
 
 
 def print_ranking(out: Console, doc: dict[str, Any]) -> None:
-    """The ranking table (rank order), the verdict line and the coverage notes."""
+    """The ranking table (rank order), the verdict line and the coverage notes; with ``--eliminate`` the
+    elimination's decision instead (:func:`print_elimination`)."""
+    if doc.get("elimination"):
+        print_elimination(out, doc)
+        return
     table = Table(title=f"checkpoints ranked (paired to the best, Holm alpha {doc['alpha']:g})")
     for col in ("step", "success", "95% CI", "scored/attempted", "diff to best", "p (Holm)", "pairs"):
         table.add_column(col, justify="right")
@@ -35,24 +39,63 @@ def print_ranking(out: Console, doc: dict[str, Any]) -> None:
         pairs = MISSING if paired is None else str(paired["pairs"])
         table.add_row(str(r["step"]), pct(r["success_rate"]), ci, f"{cov['scored']}/{cov['attempted']}", diff, p, pairs)
     print_table(out, table)
+    _tail(out, doc)
+
+
+def _tail(out: Console, doc: dict[str, Any]) -> None:
     out.print(f"verdict: {doc['says']}", highlight=False, soft_wrap=True)
     for note in doc.get("notes", []):
         out.print(f"note: {note}", highlight=False, soft_wrap=True)
-    if doc.get("elimination"):
-        e = doc["elimination"]
-        for look in e["looks"]:
-            gone = ", ".join(f"step {s}" for s in look["eliminated"]) or "none"
-            out.print(
-                f"look at {look['trials']} episodes: best step {look['best']}, eliminated {gone}", highlight=False
-            )
+    if doc.get("figure"):
+        out.print(f"figure: {doc['figure']}", highlight=False, soft_wrap=True)
+
+
+def decision_text(r: dict[str, Any]) -> str:
+    """A row's decision under ``--eliminate``: ``chosen``, ``kept`` (running when the rule stopped) or the look
+    whose anytime bound eliminated it."""
+    at = r.get("eliminated_at")
+    return str(r["decision"]) if at is None else f"eliminated at look {at['look']} ({at['trials']} episodes)"
+
+
+def _dropped(look: dict[str, Any]) -> str:
+    """The steps a look eliminated, each with its anytime lower bound on (highest rate minus it)."""
+    bounds = {b["step"]: b["lower"] for b in look["bounds"]}
+    return ", ".join(
+        f"step {s} (lower bound on step {look['best']} minus it: {points(bounds[s])} pts > 0)"
+        for s in look["eliminated"]
+    )
+
+
+def print_elimination(out: Console, doc: dict[str, Any]) -> None:
+    """The elimination's decision (:mod:`rollbench.checkpoints.decision`): the table (descriptive rates, each
+    step's decision), the verdict with its guarantee, each look, the episodes used against the fixed-N design."""
+    e = doc["elimination"]
+    d = e["design"]
+    table = Table(title=f"checkpoints by early elimination (delta {d['delta']:g}, alpha {d['alpha']:g})")
+    for col in ("step", "rate (descriptive, adaptive sample)", "95% CI (descriptive)", "scored/attempted"):
+        table.add_column(col, justify="right")
+    table.add_column("decision")
+    for r in doc["checkpoints"]:
+        cov = r["coverage"]
+        ci = interval(r["ci95"][0], r["ci95"][1])
+        table.add_row(
+            str(r["step"]), pct(r["success_rate"]), ci, f"{cov['scored']}/{cov['attempted']}", decision_text(r)
+        )
+    print_table(out, table)
+    for i, look in enumerate(e["looks"], 1):
         out.print(
-            f"chosen: step {e['chosen']} ({e['guarantee']}); episodes used {e['episodes_used']}, the fixed-N design "
-            f"with the same guarantee: {e['episodes_fixed_n']}",
+            f"look {i} at {look['trials']} episodes: highest rate step {look['best']}, eliminated "
+            f"{_dropped(look) or 'none'}",
             highlight=False,
             soft_wrap=True,
         )
-    if doc.get("figure"):
-        out.print(f"figure: {doc['figure']}", highlight=False, soft_wrap=True)
+    out.print(
+        f"episodes used {e['episodes_used']}; the fixed-N design with the same guarantee: {e['episodes_fixed_n']}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(f"rates: {doc['rates']}", highlight=False, soft_wrap=True)
+    _tail(out, doc)
 
 
 @eval_options(EXECUTION_FLAGS)
@@ -107,7 +150,8 @@ def checkpoints_cmd(
     """Find the checkpoints under RUN (lerobot-train's checkpoints/<step>/pretrained_model/, links such as
     checkpoints/last skipped), evaluate each on the same planned episodes into OUT/<step> (resumable), and rank
     them: success rate and 95% interval, paired difference to the best with a Holm-corrected p, a figure of
-    success against training step (OUT/checkpoints.png)."""
+    success against training step (OUT/checkpoints.png). With --eliminate, the verdict is the elimination's own:
+    the chosen step with its guarantee and the look that eliminated each other step (no fixed-N p-values)."""
     from rollbench.checkpoints.discover import find_checkpoints, is_complete
     from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, evaluate_all
     from rollbench.checkpoints.watch import watch as watch_run

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from rollbench.cli.tables import print_table
 from rollbench.core.format import interval, number, p_value, pct, points
+from rollbench.core.grade_model import Delay, GradeDocument, PooledBlock, Timing
 from rollbench.run.observer import EpisodeSummary, Running, RunObserver, RunStart
 
 
@@ -95,62 +96,62 @@ class ProgressDisplay(RunObserver):
         self.progress.update(self.bars[task], completed=self.done.get(task, 0) + part, ok=steps)
 
 
-def _pooled_row(table: Table, label: str, block: dict[str, Any]) -> None:
+def _pooled_row(table: Table, label: str, block: PooledBlock) -> None:
     """A suite or overall row: the pooled count and rate, and the unweighted mean over its tasks."""
     table.add_row(
         label,
-        str(block["episodes"]),
-        str(block["successes"]),
-        pct(block["pooled_success_rate"]),
-        interval(block["pooled_ci95_low"], block["pooled_ci95_high"]),
+        str(block.episodes),
+        str(block.successes),
+        pct(block.pooled_success_rate),
+        interval(block.pooled_ci95_low, block.pooled_ci95_high),
         "",
         "",
         "",
-        f"mean over {block['tasks']} tasks: {pct(block['mean_task_success_rate'])}",
+        f"mean over {block.tasks} tasks: {pct(block.mean_task_success_rate)}",
     )
 
 
-def _timing_line(timing: dict[str, Any]) -> str:
+def _timing_line(timing: Timing) -> str:
     """grade's ``timing`` in words: wall time of the finished invocations, the ones that left no record (killed),
     and the per-episode times summed (which overlap with workers or batches, and include episodes committed by an
     invocation that left no record)."""
-    n, lost = timing["invocations"], timing.get("invocations_unrecorded") or 0
-    text = f"eval wall time: {timing['eval_wall_time_s']:.1f} s"
+    n, lost = timing.invocations, timing.invocations_unrecorded or 0
+    text = f"eval wall time: {timing.eval_wall_time_s or 0.0:.1f} s"
     if n > 1 or lost:
         text += f" over {n} finished invocation{'s' if n != 1 else ''}"
     if lost:
         text += f" ({lost} more ended without a record, e.g. killed: its time is not counted)"
-    return text + f"; episode times summed: {timing['episode_time_s']:.1f} s"
+    return text + f"; episode times summed: {timing.episode_time_s:.1f} s"
 
 
-def print_result(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
+def print_result(console: Console, result: GradeDocument, run_dir: Path | None) -> None:
     """The results table (per task, per suite, overall), latency, status and reasons."""
     print_table(console, _results_table(result))
-    if result.get("variants"):
+    if result.variants:
         print_variants(console, result)
     _print_costs(console, result)
     _print_scored(console, result)
     _print_status(console, result, run_dir)
 
 
-def _print_scored(console: Console, result: dict[str, Any]) -> None:
+def _print_scored(console: Console, result: GradeDocument) -> None:
     """When errors were left out or counted as failures: what the success rate counts, and the rate over the
     scored episodes (the coverage rule, docs/analysis.md "Errors and coverage")."""
-    o = result.get("overall") or {}
-    if o.get("scored") is None or not (o.get("excluded") or o.get("policy_errors_as_failures")):
+    o = result.overall
+    if o.scored is None or not (o.excluded or o.policy_errors_as_failures):
         return
-    faults = ", ".join(f"{n} {f}" for f, n in o["excluded"].items())
+    faults = ", ".join(f"{n} {f}" for f, n in (o.excluded or {}).items())
     console.print(
-        f"success rate above: every recorded episode, errors as failures; scored (coverage rule): {o['scored']} of "
-        f"{o['episodes']} episodes ({pct(o['coverage'])} coverage; left out: {faults or 'none'}; policy errors "
-        f"counted as failures: {o['policy_errors_as_failures']}), success rate {pct(o['scored_success_rate'])} "
-        f"(95% CI {interval(o['scored_ci95_low'], o['scored_ci95_high'])})",
+        f"success rate above: every recorded episode, errors as failures; scored (coverage rule): {o.scored} of "
+        f"{o.episodes} episodes ({pct(o.coverage)} coverage; left out: {faults or 'none'}; policy errors "
+        f"counted as failures: {o.policy_errors_as_failures}), success rate {pct(o.scored_success_rate)} "
+        f"(95% CI {interval(o.scored_ci95_low, o.scored_ci95_high)})",
         highlight=False,
         soft_wrap=True,
     )
 
 
-def _results_table(result: dict[str, Any]) -> Table:
+def _results_table(result: GradeDocument) -> Table:
     """One row per task, then each suite and (with several tasks) the whole run, pooled."""
     table = Table(title="rollbench results (graded from the recorded files)")
     for col in (
@@ -169,66 +170,64 @@ def _results_table(result: dict[str, Any]) -> Table:
             justify="left" if col in ("task", "termination") else "right",
             overflow="fold" if col == "termination" else "ellipsis",
         )
-    for name, t in result["tasks"].items():
-        reasons = ", ".join(f"{k} {v}" for k, v in t["termination_reasons"].items())
+    for name, t in result.tasks.items():
+        reasons = ", ".join(f"{k} {v}" for k, v in t.termination_reasons.items())
         table.add_row(
             name,
-            str(t["episodes"]),
-            str(t["successes"]),
-            pct(t["success_rate"]),
-            interval(t["ci95_low"], t["ci95_high"]),
-            number(t["mean_length"]),
-            number(t["median_length"]),
-            number(t.get("mean_return"), 2),
+            str(t.episodes),
+            str(t.successes),
+            pct(t.success_rate),
+            interval(t.ci95_low, t.ci95_high),
+            number(t.mean_length),
+            number(t.median_length),
+            number(t.mean_return, 2),
             reasons,
         )
-    for name, suite in result.get("suites", {}).items():
+    for name, suite in result.suites.items():
         _pooled_row(table, f"[bold]{name}[/] (suite, pooled)", suite)
-    if len(result["tasks"]) > 1:
-        _pooled_row(table, "[bold]overall (pooled)[/]", result["overall"])
+    if len(result.tasks) > 1:
+        _pooled_row(table, "[bold]overall (pooled)[/]", result.overall)
     return table
 
 
-def _print_costs(console: Console, result: dict[str, Any]) -> None:
+def _print_costs(console: Console, result: GradeDocument) -> None:
     """What the run cost: policy-call latency, wall time, and an agent's model calls, tokens and money."""
-    lat = result.get("latency", {})
-    if lat.get("policy_calls"):
+    lat = result.latency
+    if lat.policy_calls:
         console.print(
-            f"policy latency: p50 {1e3 * lat['p50_s']:.2f} ms, p95 {1e3 * lat['p95_s']:.2f} ms, "
-            f"p99 {1e3 * lat['p99_s']:.2f} ms over {lat['policy_calls']} calls"
-            + (f" ({lat['calls_per_episode']:.1f} per episode)" if lat.get("calls_per_episode") else "")
+            f"policy latency: p50 {1e3 * (lat.p50_s or 0.0):.2f} ms, p95 {1e3 * (lat.p95_s or 0.0):.2f} ms, "
+            f"p99 {1e3 * (lat.p99_s or 0.0):.2f} ms over {lat.policy_calls} calls"
+            + (f" ({lat.calls_per_episode:.1f} per episode)" if lat.calls_per_episode else "")
         )
-    if result.get("delay"):
-        print_delay(console, result["delay"])
-    timing = result.get("timing") or {}
-    if timing.get("eval_wall_time_s") is not None:
-        console.print(_timing_line(timing), highlight=False, soft_wrap=True)
-    agent = result.get("agent_usage") or {}
-    blocks = [("overall", agent.get("overall"))]
-    if len(result["tasks"]) > 1:
-        blocks += list(agent.get("by_task", {}).items())
+    if result.delay:
+        print_delay(console, result.delay)
+    if result.timing.eval_wall_time_s is not None:
+        console.print(_timing_line(result.timing), highlight=False, soft_wrap=True)
+    agent = result.agent_usage
+    blocks = [("overall", agent.overall)] if agent else []
+    if agent and len(result.tasks) > 1:
+        blocks += list(agent.by_task.items())
     for name, u in blocks:
-        if u:
-            cost = f", cost ${u['cost_usd']:.4f}" if u["cost_usd"] is not None else ", cost unknown"
-            console.print(
-                f"agent usage ({name}): {u['model_calls']} model calls, {u['prompt_tokens']} prompt + "
-                f"{u['completion_tokens']} completion = {u['total_tokens']} tokens{cost}",
-                highlight=False,
-            )
+        cost = f", cost ${u.cost_usd:.4f}" if u.cost_usd is not None else ", cost unknown"
+        console.print(
+            f"agent usage ({name}): {u.model_calls} model calls, {u.prompt_tokens} prompt + "
+            f"{u.completion_tokens} completion = {u.total_tokens} tokens{cost}",
+            highlight=False,
+        )
 
 
-def _print_status(console: Console, result: dict[str, Any], run_dir: Path | None) -> None:
+def _print_status(console: Console, result: GradeDocument, run_dir: Path | None) -> None:
     """The status, what OK means, every reason it is not OK, and where the run is."""
-    color = {"OK": "green", "PARTIAL": "yellow", "FAILED": "red"}[result["status"]]
+    color = {"OK": "green", "PARTIAL": "yellow", "FAILED": "red"}[result.status]
     console.print(
-        f"status: [bold {color}]{result['status']}[/] — {result['episodes_recorded']} of "
-        f"{result['episodes_requested']} requested episodes recorded",
+        f"status: [bold {color}]{result.status}[/] — {result.episodes_recorded} of "
+        f"{result.episodes_requested} requested episodes recorded",
         highlight=False,
     )
-    if result["status"] == "OK":
-        rate = (result.get("overall") or {}).get("pooled_success_rate")
+    if result.status == "OK":
+        rate = result.overall.pooled_success_rate
         every = "every requested episode recorded"
-        if result["episodes_recorded"] < result["episodes_requested"]:  # a sequential arm stopped by its rule
+        if result.episodes_recorded < result.episodes_requested:  # a sequential arm stopped by its rule
             every = "every episode its sequential rule needed recorded"
         console.print(
             f"  (OK: the run is complete and valid — {every}, none errored, no broken "
@@ -236,13 +235,13 @@ def _print_status(console: Console, result: dict[str, Any], run_dir: Path | None
             highlight=False,
             soft_wrap=not console.is_terminal,  # a terminal: wrapped at words by rollbench; a pipe: one line
         )
-    for r in result["reasons"]:  # error texts quote values such as [[nan, 0.0]]: never read them as markup
+    for r in result.reasons:  # error texts quote values such as [[nan, 0.0]]: never read them as markup
         console.print(f"  - {escape(r)}", highlight=False, soft_wrap=True)
     if run_dir is not None:
         console.print(f"run directory: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
 
 
-def print_variants(console: Console, result: dict[str, Any]) -> None:
+def print_variants(console: Console, result: GradeDocument) -> None:
     """The instruction sweep (robustness) table: per task and variant, the success rate, its change against the
     task's first variant on the same trials, the discordant pairs (grade's ``paired`` counts) and the two-sided
     exact McNemar p-value."""
@@ -255,18 +254,18 @@ def print_variants(console: Console, result: dict[str, Any]) -> None:
             justify="left" if col in ("task", "variant", "instruction") else "right",
             overflow="fold" if col == "instruction" else "ellipsis",
         )
-    for task, variants in result["variants"].items():
+    for task, variants in (result.variants or {}).items():
         for i, (name, v) in enumerate(variants.items()):
-            pc = v["paired"]  # grade's counts over the trials both recorded
-            b, c = pc["variant_only"], pc["reference_only"]
-            delta = (b - c) / pc["pairs"] if pc["pairs"] else 0.0
+            pc = v.paired  # grade's counts over the trials both recorded
+            b, c = pc.variant_only, pc.reference_only
+            delta = (b - c) / pc.pairs if pc.pairs else 0.0
             table.add_row(
                 task if i == 0 else "",
                 name,
-                v["instruction"],
-                str(v["episodes"]),
-                pct(v["success_rate"]),
-                interval(v["ci95_low"], v["ci95_high"]),
+                v.instruction,
+                str(v.episodes),
+                pct(v.success_rate),
+                interval(v.ci95_low, v.ci95_high),
                 "(reference)" if i == 0 else f"{points(delta)} pts",
                 "" if i == 0 else f"{b} / {c}",
                 "" if i == 0 else p_value(mcnemar_p(b, c, "two-sided")),
@@ -348,16 +347,16 @@ def _tasks_table(tasks: list[dict[str, Any]], cameras: bool) -> Table:
     return table
 
 
-def print_delay(console: Console, delay: dict[str, Any]) -> None:
+def print_delay(console: Console, delay: Delay) -> None:
     """One line for a run with ``--latency`` (:mod:`rollbench.grading.delay`): the mode, the delay of every call, the
     mean delay of executed actions and the share of hold steps."""
-    d = delay.get("call_delay_steps")
-    mean, share = delay.get("mean_delay_steps"), delay.get("hold_share")
+    d = delay.call_delay_steps
+    mean, share = delay.mean_delay_steps, delay.hold_share
     console.print(
-        f"latency {delay['latency']} (stale actions: {delay['stale']})"
+        f"latency {delay.latency} (stale actions: {delay.stale})"
         + (f", {d} step{'s' if d != 1 else ''} per call" if d is not None else "")
         + (f"; executed actions {mean:.2f} steps old on average" if mean is not None else "")
-        + (f"; hold action on {pct(share)} of {delay['steps']} steps" if share is not None else ""),
+        + (f"; hold action on {pct(share)} of {delay.steps} steps" if share is not None else ""),
         highlight=False,
         soft_wrap=True,
     )

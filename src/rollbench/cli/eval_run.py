@@ -15,6 +15,7 @@ from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.interrupts import Terminated
 
 if TYPE_CHECKING:
+    from rollbench.core.grade_model import GradeDocument
     from rollbench.core.spec import EvalSpec
     from rollbench.run.runners import Execution
 
@@ -48,7 +49,7 @@ def run_with_display(
     as_json: bool,
     host_label: str | None,
     robot: str | None,
-) -> tuple[dict[str, Any], Path | None]:
+) -> tuple[GradeDocument, Path | None]:
     """Evaluate ``spec`` with progress bars (none with ``--json``); returns the result and the run directory.
 
     Ctrl-C or SIGTERM: one line saying how to resume, exit 130 or 143; bad input: exit 2; a run that cannot go

@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -36,6 +36,9 @@ from rollbench.cli.sequential import sequential_cmd
 from rollbench.cli.serve import serve_policy_cmd
 from rollbench.cli.spec_flags import SPEC_FLAGS, given_flags
 from rollbench.core.contracts import ConfigError, RollbenchError
+
+if TYPE_CHECKING:
+    from rollbench.core.grade_model import GradeDocument
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -101,19 +104,20 @@ def eval_cmd(
     except RollbenchError as exc:  # e.g. a run.json that cannot be read
         _fail(str(exc), code=1)
     result, run_dir = _run_with_display(spec, out_dir, run, as_json, options["host_label"], options["robot"])
-    if as_json and run_dir is not None:
-        result = {**result, "run_dir": str(run_dir)}  # where the run went (also without --out)
-    _emit(result, as_json, run_dir)
+    _emit(result, as_json, run_dir, with_run_dir=True)
 
 
-def _emit(result: dict[str, Any], as_json: bool, run_dir: Path | None) -> None:
+def _emit(result: GradeDocument, as_json: bool, run_dir: Path | None, with_run_dir: bool = False) -> None:
+    """Print the grade document (its JSON with ``--json``; ``with_run_dir``: plus where the run went, also without
+    ``--out``) and exit 0 when its status is OK, else 1."""
     from rollbench.cli.display import print_result
 
     if as_json:
-        print_json(out, json.dumps(result))
+        doc = result.to_json()
+        print_json(out, json.dumps({**doc, "run_dir": str(run_dir)} if with_run_dir and run_dir is not None else doc))
     else:
         print_result(out, result, run_dir)
-    raise typer.Exit(0 if result["status"] == "OK" else 1)
+    raise typer.Exit(0 if result.status == "OK" else 1)
 
 
 def grade_cmd(
@@ -123,12 +127,15 @@ def grade_cmd(
 ) -> None:
     """Recompute every result of a run from its files and check its invariants."""
     from rollbench.api import grade
+    from rollbench.cli.runs import stale_note
 
     try:
         result = grade(run_dir, check_videos=check_videos)
     except RollbenchError as exc:
         _fail(str(exc))
         return
+    if (note := stale_note(run_dir)) is not None:  # on stderr: stdout stays the JSON document with --json
+        print(note, file=sys.stderr)
     _emit(result, as_json, run_dir)
 
 

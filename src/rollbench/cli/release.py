@@ -93,7 +93,14 @@ def release_cmd(
             if (n := g["violations"])
         ]
     )
-    counts = ", ".join(f"{k} {v}" for k, v in doc["redaction_counts"].items()) or "nothing"
+    values = doc["distinct_counts"]  # how many values of each kind, never the values
+    counts = (
+        "; ".join(
+            f"{k} {values.get(k, 0)} value{'s' if values.get(k, 0) != 1 else ''} in {n} place{'s' if n != 1 else ''}"
+            for k, n in doc["redaction_counts"].items()
+        )
+        or "nothing"
+    )
     out_console.print(
         f"{verb} {len(doc['redactions'])} occurrences of {doc['distinct_secrets']} distinct values ({counts}) "
         f"in {len(doc['files'])} files" + ("" if dry_run else f"; release written to {out} with MANIFEST.json"),

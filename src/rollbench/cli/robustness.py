@@ -177,6 +177,6 @@ def robustness_cmd(
     if recorded is None:
         fail("the study recorded no run directory", code=1)
     _from_disk(recorded, as_json, figure, rule)
-    if result["status"] != "OK":
-        typer.echo(f"run status {result['status']}: " + "; ".join(result["reasons"][:5]), err=True)
+    if result.status != "OK":
+        typer.echo(f"run status {result.status}: " + "; ".join(result.reasons[:5]), err=True)
         raise typer.Exit(1)

@@ -20,6 +20,24 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING, pct
 from rollbench.record.safe_files import read_regular_json
 
+# a run whose run.json says RUNNING while no process holds its lock: killed, or ended by code it ran (a policy calling
+# os._exit ends rollbench with the policy's exit code, nothing can run after it in that process: docs/status.md)
+STALE = "stale: no process is writing it, the process ended without closing the run"
+
+
+def stale_note(run_dir: Path) -> str | None:
+    """One line for a run whose run.json says RUNNING but whose lock no process holds (see :data:`STALE`), else
+    None (a run being written, finished or interrupted, or no readable run.json). Reads only; takes no lock."""
+    from rollbench.record.runlog import is_locked, read_run_log
+
+    try:
+        log = read_run_log(run_dir)
+    except ConfigError:
+        return None
+    if log is None or log.status != "RUNNING" or is_locked(run_dir):
+        return None
+    return f"note: {run_dir}: run.json says RUNNING ({STALE}); resume it with `rollbench eval --resume {run_dir}`"
+
 
 def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
     """One run's row: ``run``, ``run_dir``, ``tasks``, ``policy``, ``status``, ``episodes_recorded``,
@@ -35,13 +53,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         log = read_run_log(run_dir)
         if log is None:
             raise ConfigError("no run.json")
-        results = (
-            grade(run_dir, check_videos=False)
-            if regrade
-            else log.results.model_dump(mode="json", by_alias=True)
-            if log.results is not None
-            else None
-        )
+        results = grade(run_dir, check_videos=False) if regrade else log.results  # a GradeDocument, or None
     except ConfigError as exc:
         return {**base, "error": str(exc)}
     row = {
@@ -57,16 +69,17 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         "created": log.provenance.created,
         "source": "graded now" if regrade else "run.json (graded when the run last finished)",
     }
-    if isinstance(results, dict):
-        row["episodes_recorded"] = results.get("episodes_recorded")
-        overall = results.get("overall") or {}
-        row["success_rate"] = overall.get("pooled_success_rate")
-        # what the coverage rule scores (docs/analysis.md#errors-and-coverage): env/infra errors left out
-        row["scored"], row["scored_success_rate"] = overall.get("scored"), overall.get("scored_success_rate")
+    if results is not None:
+        row["episodes_recorded"] = results.episodes_recorded
+        overall = results.overall
+        row["success_rate"] = overall.pooled_success_rate
+        # what the coverage rule scores (docs/analysis.md#errors-and-coverage): env/infra errors left out; None in
+        # a document graded before the rule
+        row["scored"], row["scored_success_rate"] = overall.scored, overall.scored_success_rate
         if regrade:
-            row["status"] = results.get("status")
-            if results.get("violations"):  # damaged: what every analysis refuses without --allow-damaged
-                row["damaged"], row["violations"] = True, list(results["violations"])
+            row["status"] = results.status
+            if results.violations:  # damaged: what every analysis refuses without --allow-damaged
+                row["damaged"], row["violations"] = True, list(results.violations)
     live = run_dir / "run.live.json"
     if log.status == "RUNNING" and not regrade:
         if is_locked(run_dir):
@@ -75,7 +88,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
                     row["episodes_recorded"] = read_regular_json(live, run_dir).get("episodes_done")
             row["source"] = "run.live.json (running)"
         else:
-            row["status"] = "RUNNING (stale: no process is writing it; resume it with eval --resume RUN_DIR)"
+            row["status"] = f"RUNNING ({STALE}; resume it with eval --resume RUN_DIR)"
             _committed_on_disk(run_dir, row)
     return row
 

@@ -40,6 +40,9 @@ PLUGIN_API: dict[str, str] = {
     "EpisodeProgress": OBSERVER,
     "EpisodeSummary": OBSERVER,
     "RunEnd": OBSERVER,
+    # what rollbench.evaluate and rollbench.grade return: the grade document and its episodes (issue 41)
+    "GradeDocument": "rollbench.core.grade_model",
+    "GradedEpisode": "rollbench.core.grade_model",
     # errors a plug-in raises (and the Python API's callers catch)
     "RollbenchError": CONTRACTS,
     "ConfigError": CONTRACTS,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
 
-from rollbench.core.grade_model import Closed, GradeDocument
+from rollbench.core.grade_model import Closed, GradeDocument, run_log_order
 from rollbench.core.spec import EvalSpec
 
 RunStatus = Literal["RUNNING", "INTERRUPTED", "OK", "PARTIAL", "FAILED"]
@@ -223,22 +223,25 @@ class Replacement(Closed):
 
 
 class SequentialDesignRecord(Closed):
-    """The parameters of a sequential paired test and what they give, exactly (:mod:`rollbench.grading.sequential`)."""
+    """The parameters of a sequential paired test and what they give, exactly: run.json's ``sequential.design``.
+
+    The one declaration of a design's fields: :class:`rollbench.grading.sequential.SequentialDesign` (the rule that
+    decides) is this record with its methods, so a design is recorded as it was computed."""
 
     alpha: float = Field(gt=0, lt=0.5, description="This test's two-sided level (the family's share for a suite).")
-    beta: float = Field(gt=0, lt=0.5)
+    beta: float = Field(gt=0, lt=0.5, description="Target futility error at the design.")
     delta: float = Field(gt=0, lt=1, description="Design difference in success rate, B - A (a fraction).")
     p_a: float = Field(gt=0, lt=1, description="Assumed success rate of A at the design.")
     discordant: float | None = Field(description="Assumed P(exactly one succeeds); null = independent policies.")
     budget: int = Field(ge=1, description="Most pairs of episodes.")
     look_every: int = Field(ge=1, description="Pairs between looks (the budget is always a look).")
-    theta1: float
-    efficacy_llr: float
-    futility_llr: float
-    type1_error: float
-    futility_error: float
-    power: float
-    fixed_n: int = Field(ge=1)
+    theta1: float = Field(description="P(B only | discordant) at the design.")
+    efficacy_llr: float = Field(description="Threshold a on the log-likelihood ratios: reaching it decides.")
+    futility_llr: float = Field(description="Threshold b: both log-likelihood ratios at or below it is futility.")
+    type1_error: float = Field(description="The exact bound on a false 'better' (<= alpha).")
+    futility_error: float = Field(description="Exact sup over the discordance of P(futility | theta1).")
+    power: float = Field(description="Exact P(B better) at the design's discordance, budget and looks.")
+    fixed_n: int = Field(ge=1, description="Pairs the exact McNemar test needs for 1 - beta power (for reference).")
     futility: bool | None = Field(
         default=None, description="Whether the rule stops for futility; absent in designs recorded before issue 40."
     )
@@ -287,6 +290,12 @@ class RunLog(Closed):
     replacements: list[Replacement] = Field(default_factory=list, description="Present once an episode was replaced.")
     results: GradeDocument | None = Field(default=None, description="The grade document as of the last finish.")
     sequential: SequentialRecord | None = Field(default=None, description="Present in an arm of rollbench sequential.")
+
+    @field_serializer("results", mode="wrap")
+    def _results_order(self, results: GradeDocument | None, handler: SerializerFunctionWrapHandler) -> object:
+        """``results`` in the key order run.json has always kept them in (:func:`~rollbench.core.grade_model.run_log_order`)."""
+        doc = handler(results)
+        return run_log_order(doc) if isinstance(doc, dict) else doc
 
     def to_json(self) -> dict[str, Any]:
         """The document as run.json holds it: the keys it was read or built with, JSON values."""

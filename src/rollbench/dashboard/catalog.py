@@ -134,17 +134,17 @@ def read_run(run_dir: Path) -> RunRecord:
         except Exception:  # grade reported the unreadable file as a violation
             continue
     episodes = []
-    for e in result["episodes"]:
-        row = rows.get(e["episode_index"], {})
-        ep = dict(e)
+    for e in result.episodes:
+        row = rows.get(e.episode_index, {})
+        ep = e.to_json()  # the dashboard's episode: the graded one plus its instruction and artifacts
         ep["instruction"] = row.get("rollbench/instruction")
         ep["artifacts"] = _artifacts(run_dir, info, row, cameras)
         episodes.append(ep)
     fps = info.get("fps")  # grade named a bad one; the pages then use their default
     if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
         fps = None
-    rec = RunRecord(identity, run_dir, signature, log, result, episodes, cameras, fps)
-    rec.by_index = {ep["episode_index"]: ep for ep in episodes}
+    rec = RunRecord(identity, run_dir, signature, log, result.to_json(), episodes, cameras, fps)
+    rec.by_index = {e.episode_index: ep for e, ep in zip(result.episodes, episodes, strict=True)}
     return rec
 
 

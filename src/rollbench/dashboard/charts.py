@@ -148,7 +148,8 @@ def sequential_svg(task: dict[str, Any], width: int = 640) -> Markup:
 
 def step_chart_svg(ranking: dict[str, Any], width: int = 640, height: int = 220) -> Markup:
     """Success rate (%) against training step for a checkpoints ranking (:func:`rollbench.checkpoints.rank.rank`):
-    one circle per checkpoint at its rate (class ``best`` for the best, ``worse`` for those worse than it by Holm)
+    one circle per checkpoint at its rate (class ``best`` for the best, ``worse`` for those worse than it by Holm;
+    with ``--eliminate`` ``chosen`` for the chosen step and ``eliminated`` for those the rule eliminated)
     with a whisker for its 95% Wilson interval, on a 0-100% axis; steps spaced linearly. Numbers only."""
     rows = sorted((r for r in ranking["checkpoints"] if r["success_rate"] is not None), key=lambda r: r["step"])
     x0, y0, w, h = 60, 14, width - 80, height - 48
@@ -171,6 +172,7 @@ def step_chart_svg(ranking: dict[str, Any], width: int = 640, height: int = 220)
     for r in rows:
         cx, kind = x(r["step"]), "best" if r["step"] == ranking.get("best") else "point"
         kind = "worse" if (r.get("paired") or {}).get("worse") else kind
+        kind = {"chosen": "chosen", "eliminated": "eliminated"}.get(r.get("decision", ""), kind)  # --eliminate
         lo, hi = r["ci95"]
         parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" class="ci"/>')
         parts.append(f'<circle cx="{cx:.1f}" cy="{y(r["success_rate"]):.1f}" r="4" class="{kind}"/>')

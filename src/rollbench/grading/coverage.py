@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import FAULTS, ConfigError
+from rollbench.core.grade_model import GradedEpisode
 
 DEFAULT_MIN_COVERAGE = 0.95
 MIN_COVERAGE_OPTION = "--min-coverage"
@@ -87,10 +88,14 @@ class Outcome:
     fault: str | None = None
 
 
-def outcome_of(row: Mapping[str, Any]) -> Outcome:
-    """The :class:`Outcome` of a grade episode row or an exported episode (``success``, ``termination_reason``,
+def outcome_of(row: Mapping[str, Any] | GradedEpisode) -> Outcome:
+    """The :class:`Outcome` of a graded episode or an exported episode row (``success``, ``termination_reason``,
     ``error_fault``): an episode errored when its termination reason is ``error``; its fault is ``error_fault`` when
     that is one of FAULTS, else ``unclassified``."""
+    if isinstance(row, GradedEpisode):
+        errored = row.termination_reason == "error"
+        named = row.error_fault if row.error_fault in FAULTS else UNCLASSIFIED
+        return Outcome(row.success, named if errored else None)
     if row.get("termination_reason") != "error":
         return Outcome(bool(row.get("success")), None)
     fault = row.get("error_fault")

@@ -22,6 +22,7 @@ from typing import Any
 
 import duckdb
 
+from rollbench.core.grade_model import Delay, DelayStats
 from rollbench.core.latency import fixed_delay
 from rollbench.core.runlog_model import RunLog
 from rollbench.grading.tables import query
@@ -35,19 +36,19 @@ _STATS = """count(*) AS steps, count(*) FILTER (WHERE hold) AS holds,
                         OR (NOT hold AND (src < 0 OR src > frame_index OR chunk_row < 0))) AS bad"""
 
 
-def _block(r: dict[str, Any]) -> dict[str, Any]:
+def _block(r: dict[str, Any]) -> DelayStats:
     steps = int(r["steps"] or 0)
     holds = int(r["holds"] or 0)
-    return {
-        "steps": steps,
-        "hold_steps": holds,
-        "hold_share": holds / steps if steps else None,
-        "mean_delay_steps": float(r["mean_delay"]) if r["mean_delay"] is not None else None,
-        "max_delay_steps": int(r["max_delay"]) if r["max_delay"] is not None else None,
-    }
+    return DelayStats(
+        steps=steps,
+        hold_steps=holds,
+        hold_share=holds / steps if steps else None,
+        mean_delay_steps=float(r["mean_delay"]) if r["mean_delay"] is not None else None,
+        max_delay_steps=int(r["max_delay"]) if r["max_delay"] is not None else None,
+    )
 
 
-def delay_block(con: duckdb.DuckDBPyConnection, log: RunLog, violations: list[str]) -> dict[str, Any] | None:
+def delay_block(con: duckdb.DuckDBPyConnection, log: RunLog, violations: list[str]) -> Delay | None:
     """The ``delay`` block (see the module docstring) from the ``steps`` and ``episodes`` tables, or None for a run
     without a latency. Contradicting rows are added to ``violations``."""
     spec = log.spec
@@ -73,10 +74,10 @@ def delay_block(con: duckdb.DuckDBPyConnection, log: RunLog, violations: list[st
             f"contradict{'' if overall['bad'] != 1 else 's'} the latency rules (a hold row with a source, or a policy row "
             "whose observation is negative or later than its step, or a negative chunk index)"
         )
-    return {
-        "latency": latency,
-        "stale": spec.stale,
-        "call_delay_steps": fixed_delay(latency, fps),
-        **_block(overall),
-        "by_task": {r["task"]: _block(r) for r in by_task},
-    }
+    return Delay(
+        latency=latency,
+        stale=spec.stale,
+        call_delay_steps=fixed_delay(latency, fps),
+        **_block(overall).model_dump(),
+        by_task={r["task"]: _block(r) for r in by_task},
+    )

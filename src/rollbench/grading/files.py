@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from rollbench.core.format import quoted
+from rollbench.core.grade_model import Timing
 from rollbench.core.runlog_model import RunLog
 from rollbench.record.files import escaping_links, is_inside
 from rollbench.record.safe_files import (
@@ -235,7 +236,7 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key:
     return None
 
 
-def run_timing(log: RunLog, episode_times: list[float | None]) -> dict[str, Any]:
+def run_timing(log: RunLog, episode_times: list[object]) -> Timing:
     """Wall time of a run, from disk: ``eval_wall_time_s`` = the summed ``elapsed_s`` of every finished invocation
     in run.json's ``executions`` (None when none is recorded), ``invocations`` = how many, ``episode_time_s`` = the
     summed per-episode wall times of the graded episodes (``rollbench/wall_time_s``: reset to last step, in the
@@ -245,10 +246,10 @@ def run_timing(log: RunLog, episode_times: list[float | None]) -> dict[str, Any]
     ``invocations_unrecorded``, and the episodes it committed are in ``episode_time_s``."""
     executions = log.executions
     runs = [x.elapsed_s for x in executions if x.elapsed_s is not None]
-    times = [t for t in episode_times if isinstance(t, float)]
-    return {
-        "eval_wall_time_s": round(sum(runs), 3) if runs else None,  # each is in ms
-        "invocations": len(runs),
-        "invocations_unrecorded": len(executions) - len(runs),
-        "episode_time_s": sum(times),
-    }
+    times = [t for t in episode_times if isinstance(t, float) and math.isfinite(t) and t >= 0]  # else a violation
+    return Timing(
+        eval_wall_time_s=round(sum(runs), 3) if runs else None,  # each is in ms
+        invocations=len(runs),
+        invocations_unrecorded=len(executions) - len(runs),
+        episode_time_s=sum(times),
+    )

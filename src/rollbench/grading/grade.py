@@ -57,6 +57,7 @@ import duckdb
 
 from rollbench.core.contracts import TERMINATION_REASONS, ConfigError
 from rollbench.core.episode import held_success
+from rollbench.core.grade_model import GradedEpisode, GradeDocument
 from rollbench.core.runlog_model import PlannedEpisode, RunLog
 from rollbench.grading.declared import check_episode_tasks, check_stats, declared_step_files, read_tasks
 from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
@@ -69,7 +70,7 @@ from rollbench.grading.files import (
     video_violation,
 )
 from rollbench.grading.stats import Z95, wilson_interval
-from rollbench.grading.summary import agent_usage, episode_fault, summarise
+from rollbench.grading.summary import episode_fault, summarise
 from rollbench.grading.tables import (
     EPISODE_TYPES,
     PER_EPISODE,
@@ -98,14 +99,16 @@ def load_run_log(run_dir: Path) -> RunLog:
     return require_run_log(run_dir)
 
 
-def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
+def grade(run_dir: str | Path, *, check_videos: bool = True) -> GradeDocument:
     """Recompute a run's results from ``run_dir`` and check its invariants. See the module docstring.
 
-    Returns the ``grade --json`` document: ``status``, ``reasons``, ``violations``, ``episodes_requested``,
-    ``episodes_recorded``, ``tasks``, ``suites``, ``overall``, ``latency``, ``episodes``, and for an instruction
-    sweep ``variants`` (task -> variant -> results and paired counts; see :func:`_variants`). In a sweep, ``tasks``
-    pools every variant of the task; ``agent_usage`` when any episode has a transcript; ``delay`` for a run with
-    ``--latency`` (:mod:`rollbench.grading.delay`).
+    Returns the grade document (:class:`~rollbench.core.grade_model.GradeDocument`; its JSON, ``grade --json``, is
+    ``.to_json()``): ``status``, ``reasons``, ``violations``, ``episodes_requested``, ``episodes_recorded``, ``tasks``,
+    ``suites``, ``overall``, ``latency``, ``episodes`` (:class:`~rollbench.core.grade_model.GradedEpisode`), and for an
+    instruction sweep ``variants`` (task -> variant -> results and paired counts; see
+    :func:`rollbench.grading.summary.summarise`). In a sweep, ``tasks`` pools every variant of the task;
+    ``agent_usage`` when any episode has a transcript; ``delay`` for a run with ``--latency``
+    (:mod:`rollbench.grading.delay`); those absent otherwise (None, and no key in the JSON).
     Raises RollbenchError only when ``run_dir`` is not a run directory at all.
     """
     run_dir = Path(run_dir)
@@ -127,7 +130,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> dict[str, Any]:
 
 def _grade(
     run_dir: Path, log: RunLog, violations: list[str], con: duckdb.DuckDBPyConnection, check_videos: bool
-) -> dict[str, Any]:
+) -> GradeDocument:
     planned = {ep.episode_index: ep for ep in log.plan.episodes}
     hold = log.spec.success_hold
     timed = log.spec.latency != "none"
@@ -137,7 +140,7 @@ def _grade(
     missing = _check_counts(meta, data, planned, info, violations, log.status in FINISHED)
     violations += data_location_problems(con, run_dir, meta, info, data_files)
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"] if check_videos else []
-    episodes: list[dict[str, Any]] = []
+    episodes: list[GradedEpisode] = []
     graded: set[int] = set()
     for m in meta:
         e = m["episode_index"]
@@ -151,15 +154,14 @@ def _grade(
             )
             missing.append(e)
             continue
-        row = _episode_row(m, data.get(e), planned[e], hold, violations)
-        for key in video_keys if row["rows"] else ():
-            if (why := video_violation(run_dir, info, m, key, row["rows"])) is not None:
+        row, rows = _episode_row(m, data.get(e), planned[e], hold, violations)
+        for key in video_keys if rows else ():
+            if (why := video_violation(run_dir, info, m, key, rows)) is not None:
                 violations.append(why)
-        del row["rows"]
         if m.get("rollbench/transcript") and is_inside(run_dir, run_dir / str(m["rollbench/transcript"])):
             usage = check_transcript(run_dir, m["rollbench/transcript"], row, violations)
             if usage is not None:
-                row["agent_usage"] = usage
+                row.agent_usage = usage  # set: the key exists only with a readable transcript
         episodes.append(row)
     check_episode_tasks([m for m in meta if m["episode_index"] in graded], data, tasks, violations)
     delay = delay_block(con, log, violations)  # before summarise: its violations count in the status
@@ -169,13 +171,9 @@ def _grade(
     violations[:] = dict.fromkeys(violations)  # each once, in the order found (issue 30, item 8)
     ungraded = bool(set(missing) & graded)
     missing.sort()
-    result = summarise(log, episodes, len(planned), missing, violations, percentiles(con, bool(data_files)), ungraded)
-    if delay is not None:
-        result["delay"] = delay
-    if any("agent_usage" in e for e in episodes):
-        result["agent_usage"] = agent_usage(episodes)
-    result["timing"] = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
-    return result
+    timing = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
+    latency = percentiles(con, bool(data_files))
+    return summarise(log, episodes, len(planned), missing, violations, latency, timing, delay, ungraded)
 
 
 def _all_step_files_read(run_dir: Path, loaded: list[Path]) -> bool:
@@ -294,10 +292,11 @@ def _check_steps(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations
 
 def _episode_row(
     m: dict[str, Any], d: dict[str, Any] | None, plan_ep: PlannedEpisode, hold: int, violations: list[str]
-) -> dict[str, Any]:
+) -> tuple[GradedEpisode, int]:
     """One episode of ``grade``'s ``episodes``, recomputed from its step facts ``d`` and checked against its
-    episode record ``m`` and its plan entry; success is :func:`~rollbench.core.episode.held_success` over the
-    recorded ``next.success`` rows. The returned row carries ``rows`` (LeRobot frames) for the video check."""
+    episode record ``m`` (a DuckDB row of ``meta/episodes``) and its plan entry; success is
+    :func:`~rollbench.core.episode.held_success` over the recorded ``next.success`` rows. Returned with its
+    ``rows`` (LeRobot frames) for the video check."""
     e = m["episode_index"]
     rows, length = _check_steps(e, m, d, violations)
     for key in ("task", "seed", "initial_state", "success_rule", "max_steps", "instruction", "variant"):
@@ -320,29 +319,32 @@ def _episode_row(
             f"{success} under the {rule} rule" + (f" with success held {hold} steps" if hold > 1 else "")
         )
     _check_return(e, m, d, violations)
+    wall = m.get("rollbench/wall_time_s")  # a hand-edited row: never summed into timing (grading.files.run_timing)
+    if isinstance(wall, float) and not (math.isfinite(wall) and wall >= 0):
+        violations.append(f"episode {e}: its wall time {wall:g} s is not a finite number >= 0 (not counted)")
     if length > m["rollbench/max_steps"]:
         violations.append(f"episode {e}: {length} steps exceed its horizon of {m['rollbench/max_steps']}")
-    return {
-        "episode_index": e,
-        "task": m["rollbench/task"],
-        "trial": m["rollbench/trial"],
-        "seed": m["rollbench/seed"],
-        "initial_state": m["rollbench/initial_state"],
-        "instruction": m.get("rollbench/instruction"),
+    graded = GradedEpisode(
+        episode_index=e,
+        task=m["rollbench/task"],
+        trial=m["rollbench/trial"],
+        seed=m["rollbench/seed"],
+        initial_state=m["rollbench/initial_state"],
+        instruction=m.get("rollbench/instruction"),
         # an instruction variant the run declared (episode row column, else the plan), None when canonical
-        "variant": m.get("rollbench/variant", plan_ep.variant),
-        "success": success,
-        "success_at_reset": bool(m["rollbench/success_at_reset"]),
-        "length": length,
-        "return": _finite(float(d["ret"])) if d else 0.0,  # NaN/inf: null, named by _check_return
-        "termination_reason": reason,
-        "error": m["rollbench/error"],
-        "error_fault": episode_fault(m) if reason == "error" else None,
-        "render_failure": m["rollbench/render_failure"],
-        "render_fault": m["rollbench/render_failure"],  # deprecated name of render_failure (issue 29)
-        "transcript": m.get("rollbench/transcript"),
-        "rows": rows,
-    }
+        variant=m.get("rollbench/variant", plan_ep.variant),
+        success=success,
+        success_at_reset=bool(m["rollbench/success_at_reset"]),
+        length=length,
+        return_=_finite(float(d["ret"])) if d else 0.0,  # type: ignore[call-arg]  # populate_by_name: JSON "return"
+        termination_reason=reason,
+        error=m["rollbench/error"],
+        error_fault=episode_fault(m) if reason == "error" else None,
+        render_failure=m["rollbench/render_failure"],
+        render_fault=m["rollbench/render_failure"],  # deprecated name of render_failure (issue 29)
+        transcript=m.get("rollbench/transcript"),
+    )
+    return graded, rows
 
 
 def _finite(x: float) -> float | None:

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
+from rollbench.core.records import JsonRecord
 from rollbench.grading.stats import ALTERNATIVES, Alternative
 
 MAX_POWER_EPISODES = 100_000  # = core.spec.MAX_EPISODES_PER_TASK: a plan for more episodes could not be run
 
 
 @dataclass(frozen=True)
-class SampleSize:
+class SampleSize(JsonRecord):
     """Paired episodes per task needed to detect ``p_b - p_a`` with the exact McNemar test.
 
     ``n``: Connor (1987)'s normal-approximation size; ``exact_power``: the exact test's actual power at ``n``;
@@ -40,9 +40,6 @@ class SampleSize:
     discordant: float
     exact_power: float
     method: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _discordant_split(p_a: float, p_b: float, discordant: float | None) -> tuple[float, float]:

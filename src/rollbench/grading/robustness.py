@@ -240,7 +240,7 @@ def study_of_run(run_dir: Path, rule: CoverageRule = DEFAULT_RULE) -> dict[str, 
 
     result = grade(run_dir)
     log = read_run_log(run_dir)
-    study = ordered_study(log, result["episodes"], rule)
+    study = ordered_study(log, [e.to_json() for e in result.episodes], rule)
     if study is None:
         from rollbench.core.contracts import ConfigError
 

@@ -22,11 +22,12 @@ differences are the discordant pairs' +-1). Sources: R. A. Fisher (1935), *The D
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from rollbench.core.records import JsonRecord
 from rollbench.grading.stats import BootstrapInterval, check_resamples, wilson_interval
 
 EXACT_MAX_SCENES = 16  # 2^16 sign patterns enumerated at most
@@ -66,7 +67,7 @@ def scene_differences(
 
 
 @dataclass(frozen=True)
-class SignFlipResult:
+class SignFlipResult(JsonRecord):
     """A two-sided sign-flip test: ``scenes`` (units), ``statistic`` (sum of the scene differences), ``p_value``,
     ``method`` (``exact`` or ``random``), ``patterns`` (sign patterns counted) and the ``seed`` of random ones."""
 
@@ -76,9 +77,6 @@ class SignFlipResult:
     method: str
     patterns: int
     seed: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def sign_flip_test(

@@ -44,12 +44,15 @@ non-binding futility, exact crossing probabilities by recursive integration, her
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
+from pydantic import ConfigDict
 
+from rollbench.core.records import JsonRecord
+from rollbench.core.runlog_model import SequentialDesignRecord
 from rollbench.grading.power import mcnemar_power, paired_sample_size
 
 RULE = "truncated-sprt-discordant"
@@ -119,41 +122,18 @@ def type1_error(bounds: Boundaries, budget: int) -> float:
     return float(_walk(bounds, 0.5, budget, binding_futility=False)[:, :2].sum())
 
 
-@dataclass(frozen=True)
-class SequentialDesign:
-    """The rule's parameters (what run.json records) and its exact operating characteristics.
+class SequentialDesign(SequentialDesignRecord):
+    """The rule: a design's parameters and exact operating characteristics (the fields of
+    :class:`rollbench.core.runlog_model.SequentialDesignRecord`, declared there once, which is how run.json records
+    it) and the decisions they give. ``futility`` and ``power_target`` are always set on a rule (only a design
+    recorded before issue 40 lacks them): ``futility`` says whether the rule stops for futility (non-binding either
+    way: the type-I bound ignores it); ``power_target`` is the power wanted (``1 - beta`` or the fixed-N test's at
+    ``fixed_n``, the higher), which a budget the user chose may not reach. Frozen (rules are cached and shared)."""
 
-    ``alpha``: two-sided level (false "B better" or "A better"); ``beta``: target futility error at the design;
-    ``delta``: design difference in success rate (B - A, a fraction); ``p_a``: assumed success rate of A;
-    ``discordant``: assumed P(exactly one succeeds), None = independent policies; ``budget``: most pairs;
-    ``theta1``: P(B only | discordant) at the design; ``efficacy_llr`` a, ``futility_llr`` b: thresholds on the
-    log-likelihood ratios; ``type1_error``: the exact bound (<= alpha); ``futility_error``: exact sup over
-    discordance of P(futility | theta1); ``power``: exact P(b_better) at the design's discordance and budget;
-    ``fixed_n``: pairs the exact McNemar test needs for ``1 - beta`` power at the design (for reference);
-    ``look_every``: the look schedule the power is computed at; ``futility``: whether the rule stops for futility
-    (non-binding either way: the type-I bound ignores it); ``power_target``: the power wanted (``1 - beta`` or the
-    fixed-N test's at ``fixed_n``, the higher), which a budget the user chose may not reach."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    alpha: float
-    beta: float
-    delta: float
-    p_a: float
-    discordant: float | None
-    budget: int
-    theta1: float
-    efficacy_llr: float
-    futility_llr: float
-    type1_error: float
-    futility_error: float
-    power: float
-    fixed_n: int
-    look_every: int = 1
     futility: bool = True
     power_target: float = 0.0
-    rule: str = RULE
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @cached_property
     def bounds(self) -> Boundaries:
@@ -283,8 +263,9 @@ def _calibrated(
     err = type1_error(bounds, budget)
     fut_err, power = operating_characteristics(bounds, theta1, psi, budget, look_every)
     return SequentialDesign(
-        alpha, beta, delta, p_a, discordant, budget, theta1, hi, b, err, fut_err, power, fixed_n,
-        look_every=look_every, futility=futility, power_target=target,
+        alpha=alpha, beta=beta, delta=delta, p_a=p_a, discordant=discordant, budget=budget, look_every=look_every,
+        theta1=theta1, efficacy_llr=hi, futility_llr=b, type1_error=err, futility_error=fut_err, power=power,
+        fixed_n=fixed_n, futility=futility, power_target=target,
     )  # fmt: skip
 
 
@@ -310,7 +291,7 @@ def operating_characteristics(
 
 
 @dataclass(frozen=True)
-class Look:
+class Look(JsonRecord):
     """The test after ``pairs`` pairs: ``discordant`` of them, ``b_only`` + ``a_only`` = ``discordant``; the two
     log-likelihood ratios; the decision (one of DECISIONS)."""
 
@@ -321,9 +302,6 @@ class Look:
     llr_b: float
     llr_a: float
     decision: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def run_looks(rule: SequentialDesign, xa: Any, xb: Any, look_every: int = 1) -> list[Look]:

@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.records import JsonRecord
 
 MAX_RESAMPLES = 1_000_000  # bootstrap resamples (compare --resamples)
 MAX_BOOTSTRAP_DRAWS = 2**27  # resamples x episodes of one stratum drawn at once: 1 GiB of int64 indices
@@ -90,7 +91,7 @@ def _paired(a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.ndarray) -> tup
 
 
 @dataclass(frozen=True)
-class McNemarResult:
+class McNemarResult(JsonRecord):
     """Exact McNemar test. ``a_only``: pairs where only A succeeded; ``b_only``: only B succeeded (the discordant
     pairs); ``both`` / ``neither``: the concordant pairs. ``p_value`` in [0, 1] (1.0 with no discordant pair)."""
 
@@ -100,9 +101,6 @@ class McNemarResult:
     neither: int
     p_value: float
     alternative: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def mcnemar_exact(
@@ -142,7 +140,7 @@ def mcnemar_from_counts(
 
 
 @dataclass(frozen=True)
-class BootstrapInterval:
+class BootstrapInterval(JsonRecord):
     """A bootstrap percentile interval for ``rate(B) - rate(A)``: the observed ``difference``, ``low`` and ``high``
     at ``confidence``, from ``n_resamples`` resamples drawn with numpy's PCG64 seeded by ``seed``."""
 
@@ -153,9 +151,6 @@ class BootstrapInterval:
     n_resamples: int
     seed: int
     paired: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def bootstrap_difference(
@@ -242,7 +237,7 @@ def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[float]:
 
 
 @dataclass(frozen=True)
-class FisherResult:
+class FisherResult(JsonRecord):
     """Fisher's exact test on the 2x2 table (successes, failures) x (A, B) of two independent samples."""
 
     successes_a: int
@@ -251,9 +246,6 @@ class FisherResult:
     n_b: int
     p_value: float
     alternative: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def fisher_exact_test(

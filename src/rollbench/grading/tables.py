@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 
 from rollbench.core.format import quoted
+from rollbench.core.grade_model import Latency, LatencyBlock
 from rollbench.grading.files import fill_template, readable_parquet
 
 
@@ -205,7 +206,7 @@ FROM steps GROUP BY episode_index"""
 and the ``next.done`` count and first done frame (what :mod:`rollbench.grading.grade` checks)."""
 
 
-def percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, Any]:
+def percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> Latency:
     """Policy-call latency over all calls (NaN rows were served from a queued chunk), calls per episode (mean over
     recorded episodes with steps), and the same per task (``by_task``)."""
     # pyarrow leaves NaN out of float min/max statistics and DuckDB then assumes a column holds no NaN, folding
@@ -217,21 +218,21 @@ def percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, An
                 quantile_cont({lat}, 0.99) FILTER (WHERE NOT isnan({lat})) AS p99,
                 avg({lat}) FILTER (WHERE NOT isnan({lat})) AS mean"""
 
-    def block(r: dict[str, Any]) -> dict[str, Any]:
+    def block(r: dict[str, Any]) -> LatencyBlock:
         calls, eps = int(r["calls"] or 0), int(r["episodes"] or 0)
-        return {
-            "policy_calls": calls,
-            "calls_per_episode": calls / eps if eps else None,
-            "p50_s": r["p50"],
-            "p95_s": r["p95"],
-            "p99_s": r["p99"],
-            "mean_s": r["mean"],
-        }
+        return LatencyBlock(
+            policy_calls=calls,
+            calls_per_episode=calls / eps if eps else None,
+            p50_s=r["p50"],
+            p95_s=r["p95"],
+            p99_s=r["p99"],
+            mean_s=r["mean"],
+        )
 
     empty = {"calls": 0, "episodes": 0, "p50": None, "p95": None, "p99": None, "mean": None}
     rows = query(con, f"SELECT {stats} FROM steps WHERE NOT pad") if has_steps else []
     out = block(rows[0] if rows else empty)
-    by_task = []
+    by_task: list[dict[str, Any]] = []
     if has_steps and "rollbench/task" in con.sql("SELECT * FROM episodes LIMIT 0").columns:  # else: no episode rows
         by_task = query(
             con,
@@ -239,8 +240,7 @@ def percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> dict[str, An
                 JOIN (SELECT DISTINCT episode_index, "rollbench/task" AS task FROM episodes) m
                 USING (episode_index) WHERE NOT pad GROUP BY m.task ORDER BY m.task""",
         )
-    out["by_task"] = {r["task"]: block(r) for r in by_task}
-    return out
+    return Latency(**out.model_dump(), by_task={r["task"]: block(r) for r in by_task})
 
 
 def data_location_problems(

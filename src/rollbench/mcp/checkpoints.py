@@ -5,7 +5,9 @@ The folder is named like a run (a name under the server's ``--root``, confined b
 :meth:`rollbench.mcp.server.RolloutService.run_dir`). Its checkpoints are the run directories ``OUT/<step>`` (a
 6-digit step, as the command names them; links and other entries are skipped); each is graded from its files and
 ranked by :func:`rollbench.checkpoints.rank.rank` at the ``alpha`` and coverage rule the command recorded in
-``OUT/checkpoints.json`` (read as a regular file, never through a link). Nothing is written.
+``OUT/checkpoints.json`` (read as a regular file, never through a link). A folder written with ``--eliminate``
+gets the elimination's own decision instead (its looks replayed from the run directories: the chosen step and its
+guarantee, each eliminated step's look, descriptive rates; no fixed-N p-value). Nothing is written.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from rollbench.core.contracts import RollbenchError
 DESCRIPTION = (
     "Rank the checkpoints of a folder written by `rollbench checkpoints --out` under the server's root: each "
     "checkpoint's success rate with its 95% interval and scored/attempted episodes, its paired difference to the best "
-    "with a Holm-corrected exact McNemar p, and the verdict; recomputed from the run directories (nothing runs)."
+    "with a Holm-corrected exact McNemar p, and the verdict; for a folder written with `--eliminate`, the elimination's "
+    "decision instead: the chosen step with its guarantee P(chosen more than delta below the best) <= alpha, the "
+    "look that eliminated each other step, descriptive rates, no p-values; recomputed from the run directories "
+    "(nothing runs)."
 )
 
 
@@ -36,13 +41,27 @@ def ranking(out: Path) -> dict[str, Any]:
     from rollbench.checkpoints.recompute import protocol_violation, recorded, step_runs
 
     try:
-        _, alpha, rule = recorded(out)
-        runs = [(int(d.name), str(d), outcomes(grade(d))) for d in step_runs(out)]
-        if different := protocol_violation([Path(r[1]) for r in runs]):
-            raise ToolError(different)
-        return rank(runs, alpha=alpha, rule=rule)
+        doc, alpha, rule = recorded(out)
+        if doc.get("elimination") is None:
+            runs = [(int(d.name), str(d), outcomes(grade(d))) for d in step_runs(out)]
+            if different := protocol_violation([Path(r[1]) for r in runs]):
+                raise ToolError(different)
+            return rank(runs, alpha=alpha, rule=rule)
     except RollbenchError as exc:
         raise ToolError(str(exc)) from None
+    return _eliminated(out)
+
+
+def _eliminated(out: Path) -> dict[str, Any]:
+    """An ``--eliminate`` folder: the elimination's decision on the looks replayed from the run directories
+    (:func:`rollbench.checkpoints.recompute.recompute`), the replayed ``elimination`` block and any
+    ``violations`` (recorded numbers that differ); ToolError when it cannot be replayed."""
+    from rollbench.checkpoints.recompute import recompute
+
+    got = recompute(out)
+    if got.ranking is None:
+        raise ToolError("; ".join(got.violations) or f"{out}: nothing to rank")
+    return {**got.ranking, "elimination": got.elimination, "violations": got.violations}
 
 
 def add_checkpoints_tool(server: MCPServer, svc: Any) -> None:

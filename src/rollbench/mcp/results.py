@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from rollbench.core.format import interval, pct
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.runlog_model import RunLog
 from rollbench.core.spec import EvalSpec
 from rollbench.grading.stopped import listed_status
@@ -153,51 +154,50 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
-def run_result(
-    result: dict[str, Any], run_id: str, run_dir: Path, log_: RunLog | None, before: int | None
-) -> RunResult:
+def run_result(result: GradeDocument, run_id: str, run_dir: Path, log_: RunLog | None, before: int | None) -> RunResult:
     """Turn grade's document into the tool result, with a summary an agent can repeat word for word."""
     planned = sorted(e.episode_index for e in log_.plan.episodes) if log_ is not None else []
-    recorded = {e["episode_index"] for e in result["episodes"]}
+    recorded = {e.episode_index for e in result.episodes}
     reasons: dict[str, int] = {}
-    for t in result["tasks"].values():
-        for k, v in t["termination_reasons"].items():
+    for t in result.tasks.values():
+        for k, v in t.termination_reasons.items():
             reasons[k] = reasons.get(k, 0) + v
     from rollbench.grading.files import read_info
 
     info = read_info(run_dir, [])  # a regular file inside the run, else {} (grade reported why)
-    o = result["overall"]
+    o = result.overall
     r = RunResult(
         run_id=run_id,
         run_dir=str(run_dir),
-        status=result["status"],
-        episodes_requested=result["episodes_requested"],
-        episodes_recorded=result["episodes_recorded"],
+        status=result.status,
+        episodes_requested=result.episodes_requested,
+        episodes_recorded=result.episodes_recorded,
         episodes_missing=[i for i in planned if i not in recorded],
         errored_episodes=[
             ErroredEpisode(
-                episode_index=e["episode_index"],
-                task=e["task"],
-                seed=e["seed"],
-                error=e["error"] or "",
-                error_fault=e.get("error_fault"),
+                episode_index=e.episode_index,
+                task=e.task,
+                seed=e.seed,
+                error=e.error or "",
+                error_fault=e.error_fault,
             )
-            for e in result["episodes"]
-            if e["termination_reason"] == "error"
+            for e in result.episodes
+            if e.termination_reason == "error"
         ],
-        successes=o["successes"],
-        success_rate=o["pooled_success_rate"],
-        success_rate_ci95=(o["pooled_ci95_low"], o["pooled_ci95_high"]),
-        scored=o.get("scored", o["episodes"]),
-        coverage=o.get("coverage", 1.0 if o["episodes"] else 0.0),
-        scored_success_rate=o.get("scored_success_rate", o["pooled_success_rate"]),
-        errors_by_fault=dict(o.get("errors_by_fault") or {}),
+        successes=o.successes,
+        success_rate=o.pooled_success_rate,
+        success_rate_ci95=(o.pooled_ci95_low, o.pooled_ci95_high),
+        # a document graded before the coverage rule (none here: grade always sets them) would score every episode
+        scored=o.scored if o.scored is not None else o.episodes,
+        coverage=o.coverage if o.coverage is not None else (1.0 if o.episodes else 0.0),
+        scored_success_rate=o.scored_success_rate if o.scored is not None else o.pooled_success_rate,
+        errors_by_fault=dict(o.errors_by_fault),
         termination_reasons=dict(sorted(reasons.items())),
         tasks=[
-            TaskRow(task=name, **{k: t[k] for k in TaskRow.model_fields if k != "task"})
-            for name, t in result["tasks"].items()
+            TaskRow(task=name, **{k: getattr(t, k) for k in TaskRow.model_fields if k != "task"})
+            for name, t in result.tasks.items()
         ],
-        reasons=list(result["reasons"]),
+        reasons=list(result.reasons),
         dataset_total_episodes=info.get("total_episodes"),
         episodes_recorded_before_this_call=before,
         summary="",

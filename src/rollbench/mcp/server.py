@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
 from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.spec import MAX_INSTRUCTION_CHARS, EvalSpec
 from rollbench.grading.coverage import DEFAULT_RULE, EXCLUDE_POLICY_ERRORS_HELP, MIN_COVERAGE_HELP, CoverageRule
 from rollbench.grading.robustness import study_of_run
@@ -103,7 +104,7 @@ class RolloutService:
         await self._wait_for_stopping(run_id)
         active = self.active[run_id] = Active()
 
-        def work() -> dict[str, Any]:
+        def work() -> GradeDocument:
             try:
                 return evaluate(spec, out=run_dir, observer=Notifier(run_id, active, ctx))
             finally:

@@ -8,8 +8,10 @@ discordant pairs). The statistics themselves are :mod:`rollbench.grading.stats`'
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
+
+from rollbench.core.records import JsonRecord
 
 
 def mcnemar_p(b: int, c: int, alternative: str = "greater") -> float:
@@ -31,7 +33,7 @@ def paired_interval(ref: list[bool], var: list[bool], seed: int = 0) -> tuple[fl
 
 
 @dataclass(frozen=True)
-class Paired:
+class Paired(JsonRecord):
     """A variant against a reference on the trials both recorded.
 
     ``pairs``; ``reference_successes`` / ``variant_successes``; ``variant_only`` (b) and ``reference_only`` (c);
@@ -48,9 +50,6 @@ class Paired:
     difference: float
     p_value: float
     alternative: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def successes_by_trial(result: dict[str, Any], task: str, variant: str) -> dict[int, bool]:

@@ -35,6 +35,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import differences, p_value
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path
@@ -57,7 +58,7 @@ class Search:
         cfg: SearchConfig,
         out: Path,
         log: Callable[[str], None] = lambda _m: None,
-        evaluate: Callable[..., dict[str, Any]] | None = None,
+        evaluate: Callable[..., GradeDocument] | None = None,
     ) -> None:
         from rollbench.api import evaluate as _evaluate
 
@@ -242,13 +243,13 @@ class Search:
 
     def _run_round(self, rnd: dict[str, Any]) -> dict[str, Any]:
         spec = self._spec(self._variants(rnd), tuple(rnd["seeds"]))
-        return self.evaluate(spec, out=self.out / rnd["run_dir"])
+        return self.evaluate(spec, out=self.out / rnd["run_dir"]).to_json()  # the search reads its JSON blocks
 
     def _verify(self, rnd: dict[str, Any]) -> None:
         """A decided round, re-graded from its run directory, must give the recorded decision."""
         from rollbench.api import grade
 
-        again = self._decide(rnd, grade(self.out / rnd["run_dir"], check_videos=False))
+        again = self._decide(rnd, grade(self.out / rnd["run_dir"], check_videos=False).to_json())
         for key in ("scores", "decision", "perfect"):
             if again[key] != rnd.get(key):
                 raise RollbenchError(
@@ -309,7 +310,7 @@ class Search:
         spec = self._spec([("original", st["original"]), ("winner", st["incumbent"])], seeds)
         self.log(f"held-out: original vs winner on seeds {seeds[0]}..{seeds[1] - 1} (never used in the search)")
         run_dir = f"{st['runs_prefix']}-holdout"
-        result = self.evaluate(spec, out=self.out / run_dir)
+        result = self.evaluate(spec, out=self.out / run_dir).to_json()
         self._check_disjoint(result)
         cmp = paired(result, task, "original", "winner", alternative="greater")
         ref, win = successes_by_trial(result, task, "original"), successes_by_trial(result, task, "winner")
@@ -361,7 +362,7 @@ class Search:
 
         held = {e["seed"] for e in holdout["episodes"]}
         for rnd in self.state["rounds"]:
-            used = {e["seed"] for e in grade(self.out / rnd["run_dir"], check_videos=False)["episodes"]}
+            used = {e.seed for e in grade(self.out / rnd["run_dir"], check_videos=False).episodes}
             if used & held:
                 raise RollbenchError(
                     f"held-out seeds {sorted(used & held)} were used in search round {rnd['round']}; "

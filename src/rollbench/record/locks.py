@@ -20,6 +20,7 @@ import fcntl
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 RETRY_S = 0.05
@@ -137,30 +138,24 @@ class DirLock:
 def dir_locked(path: Path) -> bool:
     """True when another process holds a :class:`DirLock` on ``path`` (probed with a non-blocking ``flock`` that is
     released at once; False for a path that is not a directory or cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)  # closing releases a probe's lock
-    return False
+    return _held(path, os.O_DIRECTORY, stat.S_ISDIR)
 
 
 def file_lock_held(path: Path) -> bool:
     """True when a process holds a :class:`PathLock` on the regular file ``path`` (a non-blocking ``flock`` probe,
     released at once; never creates the file, never follows a link nor opens a FIFO)."""
+    return _held(path, os.O_NONBLOCK, stat.S_ISREG)
+
+
+def _held(path: Path, flags: int, is_kind: Callable[[int], bool]) -> bool:
+    """Probe ``path`` (opened read-only with ``flags``, never through a link) with a non-blocking exclusive
+    ``flock``: True when another holder blocks it; False when it is free, of the wrong kind or cannot be opened."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | flags)
     except OSError:
         return False
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not is_kind(os.fstat(fd).st_mode):
             return False
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -168,5 +163,5 @@ def file_lock_held(path: Path) -> bool:
     except OSError:
         return False
     finally:
-        os.close(fd)
+        os.close(fd)  # closing releases a probe's lock
     return False

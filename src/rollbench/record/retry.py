@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.grade_model import GradedEpisode
 from rollbench.core.runlog_model import NewOutcome, Replacement, RunLog
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file
@@ -97,19 +98,17 @@ def retry_errored(run_dir: Path, writer: DatasetWriter, log: RunLog, mode: str) 
     return sorted(chosen)
 
 
-def record_outcomes(log: RunLog, graded_episodes: list[dict[str, Any]]) -> None:
-    """Fill ``new`` of every replacement whose re-run is now recorded, from ``grade``'s per-episode rows."""
-    by_index = {e["episode_index"]: e for e in graded_episodes}
+def record_outcomes(log: RunLog, graded_episodes: list[GradedEpisode]) -> None:
+    """Fill ``new`` of every replacement whose re-run is now recorded, from ``grade``'s graded episodes."""
+    by_index = {e.episode_index: e for e in graded_episodes}
     for r in log.replacements:
         ep = by_index.get(r.episode_index)
         if r.new is None and ep is not None:
-            r.new = NewOutcome.model_validate(
-                {
-                    "termination_reason": ep["termination_reason"],
-                    "success": ep["success"],
-                    "error": ep["error"],
-                    "error_fault": ep.get("error_fault"),
-                    "length": ep["length"],
-                    "recorded": utc_now(),
-                }
+            r.new = NewOutcome(
+                termination_reason=ep.termination_reason,
+                success=ep.success,
+                error=ep.error,
+                error_fault=ep.error_fault,
+                length=ep.length,
+                recorded=utc_now(),
             )

@@ -196,10 +196,11 @@ def end_execution(run_dir: Path, log: RunLog, elapsed_s: float, interrupted: boo
     write_run_log(run_dir, log)
 
 
-def record_results(run_dir: Path, log: RunLog, result: dict[str, Any], status: RunStatus) -> None:
-    """Store the grade document ``result`` under ``results`` with the run's ``status`` and write run.json."""
+def record_results(run_dir: Path, log: RunLog, result: GradeDocument, status: RunStatus) -> None:
+    """Store the grade document ``result`` under ``results`` with the run's ``status`` and write run.json (which
+    validates the whole log before writing)."""
     log.status = status
-    log.results = GradeDocument.model_validate(result)
+    log.results = result
     write_run_log(run_dir, log)
 
 

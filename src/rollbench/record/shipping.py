@@ -26,6 +26,7 @@ from pathlib import Path
 from rollbench.core.contracts import InfrastructureError
 from rollbench.core.episode import EpisodeRecord
 from rollbench.core.format import quoted
+from rollbench.core.plan import PlannedEpisode
 from rollbench.record.lerobot import ARTIFACT_PATHS, stage_files, write_episode_files
 from rollbench.record.staged_check import StagedShape, staged_damage
 
@@ -100,16 +101,18 @@ def check_reply(reply: object, episode_index: int, names: frozenset[str], max_by
     return reply
 
 
-def stage_shipped(run_dir: Path, shipped: ShippedEpisode, shape: StagedShape | None = None) -> bool:
+def stage_shipped(
+    run_dir: Path, shipped: ShippedEpisode, shape: StagedShape | None = None, planned: PlannedEpisode | None = None
+) -> bool:
     """Stage a checked (:func:`check_reply`) shipped episode into ``run_dir/.staging`` atomically, first-wins like
     :func:`rollbench.record.lerobot.stage_episode`. Returns False if the episode was already staged. Raises BadReply
-    if the files do not read back as a whole staged episode of this run (``shape``: the checks of
-    :func:`rollbench.record.staged_check.staged_damage`, the writer's own; nothing is staged then)."""
+    if the files do not read back as a whole staged episode of this run run as ``planned`` (``shape``, ``planned``:
+    the checks of :func:`rollbench.record.staged_check.staged_damage`, the writer's own; nothing is staged then)."""
 
     def write(tmp: Path) -> None:
         for name, data in shipped.files.items():
             (tmp / name).write_bytes(data)
-        why = staged_damage(tmp, shipped.episode_index, shape)
+        why = staged_damage(tmp, shipped.episode_index, shape, planned)
         if why is not None:
             raise BadReply(f"the shipped episode does not read back whole: {why}")
 

@@ -7,9 +7,13 @@ handed over with a hostile file in it. Before a staged episode is committed, :fu
 * ``episode.json`` is a JSON object whose ``length`` is an integer >= 0, whose ``episode_index`` is the episode's
   own and ``task_index`` an integer index of the run's instructions, and whose every episode-row column
   (:data:`~rollbench.record.lerobot.EPISODE_FIELDS`) converts to its column type (no object, list or string where
-  a number belongs);
+  a number belongs) and, when a float, is a finite number (no NaN or inf return or wall time);
+* given the episode's entry of run.json's plan, every plan field the row carries (:data:`PLAN_FIELDS`: task, trial,
+  seed, initial state, instruction, variant, horizon, success rule, task index) is the plan's: a staged episode
+  that contradicts the plan was not run at its planned seed and state, so it is never committed;
 * ``data.parquet`` reads, holds ``max(length, 1)`` rows, has exactly the columns and types the writer writes for
-  this run (:class:`StagedShape`) and names this episode and its task on every row, its ``frame_index`` 0..n-1;
+  this run (:class:`StagedShape`) and names this episode and its task on every row, its ``frame_index`` 0..n-1,
+  its ``next.reward`` finite on every row and summing to the row's return (to the float32 rounding grade allows);
 * every staged video or artifact file is non-empty.
 
 A staged episode that fails is named and removed by the writer (it runs again); a shipped one is refused
@@ -18,6 +22,7 @@ A staged episode that fails is named and removed by the writer (it runs again); 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +32,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.plan import PlannedEpisode
 from rollbench.record.lerobot import DELAY_COLUMNS, EPISODE_FIELDS, current_row, padding_frame
 from rollbench.record.safe_files import open_regular, read_regular_json
 
 STAGED_NAME = re.compile(r"episode-([0-9]{6})")  # stage_files's exact name: episode-EEEEEE
+# the staged row's columns that restate its plan entry (rollbench.core.plan.PlannedEpisode): column -> plan field
+PLAN_FIELDS: dict[str, str] = {
+    **{f"rollbench/{k}": k for k in ("task", "trial", "seed", "initial_state", "instruction", "variant")},
+    **{f"rollbench/{k}": k for k in ("max_steps", "success_rule")},
+    "task_index": "task_index",
+}
 
 
 def staged_index(name: str) -> int | None:
@@ -86,7 +98,18 @@ def _row_damage(row: object, episode_index: int | None, shape: StagedShape | Non
         value = row.get(name)
         if isinstance(value, dict | list) or (value is not None and not _converts(value, dtype)):
             return f"episode.json: {name} is a {type(value).__name__}, not a {dtype}", length
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"episode.json: {name} is {value}, not a finite number", length
     return None, length
+
+
+def _plan_damage(row: dict[str, Any], planned: PlannedEpisode) -> str | None:
+    """Why the staged row contradicts its plan entry (the first :data:`PLAN_FIELDS` column that differs), or None."""
+    for column, field in PLAN_FIELDS.items():
+        value, want = row.get(column), getattr(planned, field)
+        if value != want or isinstance(value, bool) != isinstance(want, bool):
+            return f"episode.json: {column} {repr(value)[:60]} is not the plan's {repr(want)[:60]}"
+    return None
 
 
 def _converts(value: object, dtype: pa.DataType) -> bool:
@@ -110,18 +133,31 @@ def _data_damage(table: pa.Table, row: dict[str, Any], e: int | None, shape: Sta
             return f"data.parquet: its {col} column is not {value} on every row"
     if not np.array_equal(table["frame_index"].to_numpy(), np.arange(n)):
         return "data.parquet: its frame_index column is not 0..n-1"
+    rewards = table["next.reward"].to_numpy().astype(np.float64)
+    if not np.isfinite(rewards).all():
+        return "data.parquet: its next.reward column holds NaN or inf"
+    ret = row.get("rollbench/return")
+    if ret is not None and not abs(float(rewards.sum()) - ret) <= 1e-6 * float(np.abs(rewards).sum()) + 1e-9:
+        return f"data.parquet: its next.reward rows sum to {rewards.sum():g}, episode.json says return {ret:g}"
     return None
 
 
-def staged_damage(staged: Path, episode_index: int | None = None, shape: StagedShape | None = None) -> str | None:
+def staged_damage(
+    staged: Path,
+    episode_index: int | None = None,
+    shape: StagedShape | None = None,
+    planned: PlannedEpisode | None = None,
+) -> str | None:
     """Why the staged episode directory ``staged`` is not a whole staged episode ``episode_index`` of a run of
-    ``shape`` (see the module docstring), or None. Without ``shape`` (or an index) only what can be checked
-    without them is."""
+    ``shape`` run as ``planned`` (its entry of run.json's plan; see the module docstring), or None. Without
+    ``shape``, ``planned`` (or an index) only what can be checked without them is."""
     try:
         row = read_regular_json(staged / "episode.json")
     except (OSError, ValueError, TypeError, RecursionError) as exc:
         return f"episode.json: {type(exc).__name__}: {exc}"
     why, length = _row_damage(row, episode_index, shape)
+    if why is None and planned is not None:
+        why = _plan_damage(current_row(row), planned)
     if why is not None:
         return why
     try:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rollbench.core.grade_model import EpisodeUsage, GradedEpisode
 from rollbench.record.safe_files import read_regular_text
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -42,10 +43,10 @@ def usage_totals(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def check_transcript(run_dir: Path, rel: str, row: dict[str, Any], violations: list[str]) -> dict[str, Any] | None:
-    """Totals of the transcript at ``run_dir/rel`` for episode ``row`` (grade's episode dict); appends violations
+def check_transcript(run_dir: Path, rel: str, row: GradedEpisode, violations: list[str]) -> EpisodeUsage | None:
+    """Totals of the transcript at ``run_dir/rel`` for episode ``row`` (grade's episode); appends violations
     when it is missing, unreadable, of another episode, or its stated totals differ from its call lines."""
-    e = row["episode_index"]
+    e = row.episode_index
     path = run_dir / rel
     try:
         lines = read_transcript(path, run_dir)
@@ -54,19 +55,19 @@ def check_transcript(run_dir: Path, rel: str, row: dict[str, Any], violations: l
         return None
     head = next((ln for ln in lines if ln.get("type") == "episode"), {})
     end = next((ln for ln in reversed(lines) if ln.get("type") == "end"), None)
-    if head.get("task") != row["task"] or head.get("seed") != row["seed"]:
+    if head.get("task") != row.task or head.get("seed") != row.seed:
         violations.append(
             f"episode {e}: transcript {rel} is of {head.get('task')!r} seed {head.get('seed')!r}, "
-            f"not {row['task']!r} seed {row['seed']!r}"
+            f"not {row.task!r} seed {row.seed!r}"
         )
     totals = usage_totals(lines)
     if end is None:
         violations.append(f"episode {e}: transcript {rel} has no end line")
     else:
-        if end.get("termination_reason") != row["termination_reason"]:
+        if end.get("termination_reason") != row.termination_reason:
             violations.append(
                 f"episode {e}: transcript {rel} ends as {end.get('termination_reason')!r} but the episode row says "
-                f"{row['termination_reason']!r}"
+                f"{row.termination_reason!r}"
             )
         stated = end.get("totals") or {}
         for k in ("model_calls", *TOKEN_KEYS):
@@ -74,14 +75,4 @@ def check_transcript(run_dir: Path, rel: str, row: dict[str, Any], violations: l
                 violations.append(
                     f"episode {e}: transcript {rel} states {k}={stated.get(k)} but its call lines sum to {totals[k]}"
                 )
-    return totals
-
-
-def sum_totals(blocks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Episode totals summed (``cost_usd`` None unless some episode reports one), with the episode count."""
-    out: dict[str, Any] = {"episodes": len(blocks), "model_calls": sum(b["model_calls"] for b in blocks)}
-    for k in TOKEN_KEYS:
-        out[k] = sum(b[k] for b in blocks)
-    costs = [b["cost_usd"] for b in blocks if b["cost_usd"] is not None]
-    out["cost_usd"] = sum(costs) if costs else None
-    return out
+    return EpisodeUsage.model_validate(totals)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rollbench.core.episode import EpisodeRecord
+from rollbench.core.plan import PlannedEpisode
 from rollbench.record.derived import add_stats, info_document, meta_schema, write_videos_index
 from rollbench.record.files import (
     atomic_write_bytes,
@@ -87,7 +88,8 @@ class DatasetWriter:
     Opening repairs what an interrupted commit left behind (files without a meta row, staged copies of committed
     episodes, half-written ``.staging/.tmp-*`` directories, temporary ``.NAME.XXXX.tmp`` files and partial videos)
     and rewrites info.json/stats.json from the committed episodes. It refuses (OutsideRunDirError, a ConfigError) a
-    directory holding a link that leads outside it, before touching anything.
+    directory holding a link that leads outside it, before touching anything. ``plan``: run.json's planned episodes
+    (in index order): a staged episode that contradicts its entry is removed and runs again.
     """
 
     def __init__(
@@ -99,8 +101,10 @@ class DatasetWriter:
         robot_type: str,
         planned: int | None = None,
         artifact_kinds: Sequence[str] = (),
+        plan: Sequence[PlannedEpisode] = (),
     ) -> None:
         self.run_dir = run_dir
+        self.plan = {p.episode_index: p for p in plan}
         self.planned = planned  # episodes the plan holds: a file at a higher index was never this writer's
         self.features = features
         self.fps = fps
@@ -181,10 +185,12 @@ class DatasetWriter:
     def _remove_damaged_staged(self) -> None:
         """Remove staged episodes that are not whole episodes of this run (staging is not fsync'd, and a
         ``.staging`` may be handed over): :func:`~rollbench.record.staged_check.staged_damage` names why; a damaged
-        one is named on stderr and removed (it was never recorded) and runs again."""
+        one is named on stderr and removed (only the files the writer stages, never through a link: it was never
+        recorded) and runs again, at its planned seed and state."""
+        shape = StagedShape.of(self.features, len(self.instructions))
         for e in self.staged():
             d = self.run_dir / STAGING / f"episode-{e:06d}"
-            why = staged_damage(d, e, StagedShape.of(self.features, len(self.instructions)))
+            why = staged_damage(d, e, shape, self.plan.get(e))
             if why is not None:
                 print(f"warning: staged episode {e} is damaged ({why}); it will run again", file=sys.stderr)
                 self.discard_staged(e)

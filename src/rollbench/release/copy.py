@@ -10,7 +10,10 @@ What is found and what replaces it: :mod:`rollbench.release.rules`. How each kin
   by value (field = column name); a file with a finding is rewritten with pyarrow with the same schema and schema
   metadata, rows and order; a file without one is copied byte for byte (the per-step data files have no strings);
 * other UTF-8 text (``.md``, ``.txt``, ``.csv``, ``.log``, ...): scanned line by line;
-* anything else (videos) is copied unchanged. ``run.lock``, ``run.live.json`` and ``.staging/`` (uncommitted
+* a run's own videos (``videos/KEY/chunk-CCC/file-FFF.mp4`` that open as one) are checked, not redacted: a secret
+  in their metadata or bytes refuses the release (:mod:`rollbench.release.kinds`);
+* anything else (a ``.npy``, an image, any binary release cannot read as text) refuses the release, naming the file
+  (exit 2): nothing is copied unscanned. ``run.lock``, ``run.live.json`` and ``.staging/`` (uncommitted
   episodes) are not copied, and symbolic links are refused; MANIFEST.json lists what was left out and why.
 
 Invariants: sources are only read (copies, never moves); the output directory must not exist or be empty, and must
@@ -42,6 +45,7 @@ from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import RunLog
 from rollbench.grading.grade import load_run_log
 from rollbench.record.safe_files import read_regular_bytes
+from rollbench.release.kinds import scan_kind
 from rollbench.release.redact import Released, Releaser, sha256_hex
 from rollbench.release.rules import BUILTIN, MAX_RULES_BYTES, Scanner, check_date
 from rollbench.release.sources import MAX_FILE_BYTES, MAX_RELEASE_BYTES, check_paths, not_being_written, run_files
@@ -140,6 +144,13 @@ def _build(
         ]
     except OSError as exc:
         raise ConfigError(f"cannot read a file to release: {exc}") from None
+    kinds = [scan_kind(rel, raw) for (rel, _), raw in zip(sources, raws, strict=True)]
+    unknown = next((p for (_, p), kind in zip(sources, kinds, strict=True) if kind is None), None)
+    if unknown is not None:  # copied only what was scanned: never bytes release cannot read for secrets
+        raise ConfigError(
+            f"{unknown} is not a file release can scan for secrets (JSON, JSON lines, parquet, UTF-8 text or the "
+            "run's own video); move it out of the run to release the rest"
+        )
     idents = {r.name: RunIdentity.from_run_log(log, r) for log, r in zip(logs, runs, strict=True)}
     keys = {i.key for i in idents.values()}
     episodes = recorded_episode_keys(idents, sources, raws)
@@ -153,7 +164,10 @@ def _build(
     hosts, users = _names(runs, logs, texts)
     scanner = Scanner(hosts, users, rules_obj)
     releaser = Releaser(scanner)
-    released = [releaser.file(_released_path(scanner, rel), raw) for (rel, _), raw in zip(sources, raws, strict=True)]
+    released = [
+        releaser.file(_released_path(scanner, rel), raw, kind)
+        for (rel, _), raw, kind in zip(sources, raws, kinds, strict=True)
+    ]
     label_entries = {
         _released_path(scanner, rel): _redacted_keys(releaser, entries) for rel, entries in label_entries.items()
     }
@@ -193,11 +207,11 @@ def graded_runs(runs: list[Path], allow_violations: bool) -> dict[str, dict[str,
     out: dict[str, dict[str, Any]] = {}
     for r in runs:
         doc = grade(r)
-        found = list(doc["violations"])
+        found = list(doc.violations)
         if found and not allow_violations:
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
             raise ConfigError(f"{r} fails rollbench grade: {found[0]}{more}; release it anyway with --allow-violations")
-        out[r.name] = {"status": doc["status"], "violations": len(found)}
+        out[r.name] = {"status": doc.status, "violations": len(found)}
     return out
 
 
@@ -288,7 +302,8 @@ def manifest(
     labels: list[Path],
 ) -> dict[str, Any]:
     """MANIFEST.json: files with source and release sha256, every redaction (file, field, rule, category,
-    placeholder), counts per category, the filters used, excluded files, the date and where it came from."""
+    placeholder), counts per category (occurrences: ``redaction_counts``; distinct values: ``distinct_counts``),
+    the filters used, excluded files, the date and where it came from."""
     redactions = [r for f in released for r in f.redactions]
     counts: dict[str, int] = {}
     for r in redactions:
@@ -313,6 +328,7 @@ def manifest(
         "redactions": redactions,
         "redaction_counts": dict(sorted(counts.items())),
         "distinct_secrets": len(scanner.placeholders),
+        "distinct_counts": scanner.distinct_counts(),
         "filters": scanner.describe(),
     }
 

@@ -8,18 +8,17 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollbench.core.contracts import RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.identity import sanitize_segment
+from rollbench.release.kinds import scan_kind, video_findings
 from rollbench.release.parquet_text import map_table
 from rollbench.release.rules import Finding, Scanner
 
-TEXT_SUFFIXES = {".md", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".toml", ".ini", ".html"}
 IDENTITY_SEGMENT_FIELDS = ("identity.host", "identity.robot", "identity.name")
 # json.dumps styles of the files rollbench writes (run.json: indent 2; JSONL lines: defaults) and the compact one
 JSON_STYLES: tuple[dict[str, Any], ...] = ({"indent": 2}, {}, {"separators": (",", ":")})
@@ -65,6 +64,17 @@ def _strings_of_json(text: str, lines: bool, key: Callable[[str], str] = str) ->
         _walk(json.loads(doc), "", start, key)
         found += [(prefix + p, s) for p, s in start]
     return found
+
+
+def _standing(s: str, f: Finding) -> str:
+    """How finding ``f`` stands in its string ``s``: the ``whole`` of it, a ``word`` (no letter or digit on either
+    side), or ``inside`` a longer word."""
+    if f.start == 0 and f.end == len(s):
+        return "whole"
+    alnum = re.compile(r"[A-Za-z0-9]")
+    if (f.start and alnum.match(s[f.start - 1])) or (f.end < len(s) and alnum.match(s[f.end])):
+        return "inside"
+    return "word"
 
 
 def _field_leaf(path: str) -> str:
@@ -128,19 +138,21 @@ class Releaser:
         for style in JSON_STYLES:
             if json.dumps(obj, **style) == doc:
                 return json.dumps(walk(obj, ""), **style), redactions
-        swaps: dict[tuple[str, bool], str] = {}
+        swaps: dict[tuple[str, str], str] = {}  # (value, how it stands in its string) -> placeholder
         for path, s in _strings_of_json(doc, False, self.key):
             fieldname = None if path.endswith("{key}") else _field_leaf(path)
             _, pairs = self.scanner.redact(s, fieldname)
             redactions += _record(rel, prefix + path, pairs)
             for f, ph in pairs:
-                swaps[(f.value, f.start == 0 and f.end == len(s))] = ph
-        for (value, whole), ph in sorted(swaps.items(), key=lambda kv: -len(kv[0][0])):
+                swaps[(f.value, _standing(s, f))] = ph
+        for (value, standing), ph in sorted(swaps.items(), key=lambda kv: -len(kv[0][0])):
             enc = json.dumps(value)[1:-1]
-            if whole:
+            if standing == "whole":
                 pattern, repl = re.escape(f'"{enc}"'), f'"{ph}"'
-            else:
+            elif standing == "word":
                 pattern, repl = rf"(?<![A-Za-z0-9]){re.escape(enc)}(?![A-Za-z0-9])", ph
+            else:  # found inside a longer word (an environment secret's value, a hex run after a letter)
+                pattern, repl = re.escape(enc), ph
             doc, n = re.subn(pattern, lambda _m, r=repl: r, doc)  # type: ignore[misc]
             if n == 0:
                 raise RollbenchError(f"{rel}: found a {ph[1:-1]} but could not replace it in the file's text")
@@ -187,23 +199,23 @@ class Releaser:
             redactions += _record(rel, f"line {text.count(chr(10), 0, f.start) + 1}", [(f, ph)])
         return Released(rel, sha256_hex(raw), result.encode("utf-8"), redactions)
 
-    def file(self, rel: str, raw: bytes) -> Released:
-        suffix = Path(rel).suffix.lower()
+    def file(self, rel: str, raw: bytes, kind: str | None = None) -> Released:
+        """The released form of ``raw`` (released as ``rel``), scanned as its ``kind``
+        (:func:`rollbench.release.kinds.scan_kind`, computed when not given). RollbenchError when it cannot be
+        redacted safely (a secret inside a video); ConfigError for a file release cannot scan."""
+        kind = kind or scan_kind(rel, raw)
         try:
-            if suffix in (".json", ".jsonl"):
-                return self.json_file(rel, raw, lines=suffix == ".jsonl")
-            if suffix == ".parquet":
+            if kind in ("json", "jsonl"):
+                return self.json_file(rel, raw, lines=kind == "jsonl")
+            if kind == "parquet":
                 return self.parquet_file(rel, raw)
-            if suffix in TEXT_SUFFIXES or (b"\0" not in raw[:8192] and _utf8(raw)):
+            if kind == "text":
                 return self.text_file(rel, raw)
         except (ValueError, RecursionError, pa.ArrowException) as exc:
             raise RollbenchError(f"{rel}: cannot be parsed for redaction ({type(exc).__name__}: {exc})") from None
+        if kind != "video":
+            raise ConfigError(f"{rel} is not a file release can scan for secrets; move it out of the run")
+        found = video_findings(raw, self.scanner)
+        if found:
+            raise RollbenchError(f"{rel}: the video holds a {found[0]}, which release cannot redact inside a video")
         return Released(rel, sha256_hex(raw), raw)
-
-
-def _utf8(raw: bytes) -> bool:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

@@ -18,6 +18,18 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   bodies are long unbroken pieces; run names such as ``scripted_reach-agent_x-20261201T000912Z`` are short words
   joined by separators, and are kept); runs after ``base64,`` (data URLs: images) are left alone. A key split by
   ``/`` into short pieces (some AWS secret keys) is not caught by this rule; name it in ``--rules``;
+* ``hex_string`` (category ``hex_token``): a run of 32 or more hexadecimal digits holding both digits and letters
+  and at least 8 distinct digits (``openssl rand -hex 24`` tokens, uuid4 hex, digests in free text; not zero
+  padding or a long decimal number, not inside a ``base64,`` data URL), anywhere except as the whole value of a
+  field rollbench's own files keep a digest in (:data:`HASH_FIELDS`: ``git_commit``, ``sha256``,
+  ``weights_sha256``, ...) when it has that field's form; ``malformed_hash`` (category ``secret``): the whole value
+  of such a field when it does not have the form (a token planted in ``git_commit``). Shorter hex (run.json's
+  16-digit ``spec_identity``, run names' suffixes) is never touched;
+* ``environment:NAME`` (category ``env_secret``): the exact value of every variable of the releasing process's
+  environment whose name looks like a secret's (:data:`SECRET_ENV_NAME`: ``ROLLBENCH_SERVER_TOKEN``,
+  ``ROLLBENCH_MCP_TOKEN``, ``HF_TOKEN``, ``OPENAI_API_KEY``, ...) and whose value has
+  :data:`ENV_MIN_LENGTH` or more characters, anywhere, also inside a longer word; the values are never printed or
+  written (MANIFEST.json names the variables only);
 * ``email`` (category ``email``);
 * ``home_path`` (category ``private_path``): ``/home/USER``, ``/Users/USER``, ``/root``, ``C:\\Users\\USER`` (the
   rest of the path is kept);
@@ -32,7 +44,8 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
 * ``--rules FILE``: extra ``{"patterns": [{"name", "regex", "category"}], "literals": [{"value", "category"}],
   "allow": [regex...]}``; a match of an ``allow`` regex is never redacted.
 
-Overlapping matches: the earliest start wins, then the longest. Placeholders are numbered per category in the order
+Overlapping matches: the earliest start wins, then the longest; a match that runs past the end of the one kept
+extends it (one placeholder over both), so no part of either is left. Placeholders are numbered per category in the order
 the secrets are first met (files are visited in a fixed order), so the same secret gets the same placeholder in
 every file of a release, and the same input gives the same release.
 """
@@ -40,8 +53,10 @@ every file of a release, and the same input gives the same release.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +103,25 @@ ENTROPY_RUN = re.compile(r"[A-Za-z0-9+/_=\-]{32,}")
 ENTROPY_MIN_BITS = 4.3
 ENTROPY_MIN_PIECE = 20
 PLACEHOLDER = re.compile(r"<REDACTED:[a-z_]+:\d+>|REDACTED-[a-z_]+-\d+-")
+HEX_RUN = re.compile(r"[0-9A-Fa-f]{32,}")
+HEX_MIN_DISTINCT = 8
+DATA_URL = re.compile(r"base64,[A-Za-z0-9+/=]+")
+_SHA256 = r"[0-9a-f]{64}"
+# fields whose whole value is a digest in the files a release copies: field -> (its form, strict). Strict: a value
+# not of that form is redacted whole (``malformed_hash``); not strict: a value of that form is kept, any other
+# value is scanned as free text (a revision may be a branch name)
+HASH_FIELDS: dict[str, tuple[re.Pattern[str], bool]] = {
+    "git_commit": (re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}"), True),  # run.json provenance: rollbench's checkout
+    "sha256": (re.compile(_SHA256), True),  # agent transcripts: each frame image's digest
+    "weights_sha256": (re.compile(_SHA256), True),  # LeRobot policy provenance: the checkpoint's weights
+    "bddl_sha256": (re.compile(_SHA256), True),  # LIBERO-PRO task records
+    "init_states_sha256": (re.compile(_SHA256), True),
+    "assets_hash": (re.compile("sha256:" + _SHA256), True),  # LIBERO provenance
+    "revision": (re.compile(r"[0-9a-f]{40}"), False),  # LeRobot provenance: a Hub checkpoint's resolved commit
+    "requested_revision": (re.compile(r"[0-9a-f]{40}"), False),  # as given: a commit, a branch or a tag
+}
+SECRET_ENV_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+ENV_MIN_LENGTH = 8
 
 
 def entropy(s: str) -> float:
@@ -105,18 +139,53 @@ class Finding:
     value: str
 
 
+def environment_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``environ`` whose name holds TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH (any
+    case: ``ROLLBENCH_SERVER_TOKEN``, ``HF_TOKEN``, ``OPENAI_API_KEY``) with a value of :data:`ENV_MIN_LENGTH` or
+    more characters: ``{name: value}``, by name."""
+    return {k: v for k, v in sorted(environ.items()) if SECRET_ENV_NAME.search(k) and len(v) >= ENV_MIN_LENGTH}
+
+
+def hex_findings(text: str, keep: bool) -> list[Finding]:
+    """``hex_string`` findings of ``text`` (see the module docstring); none when ``keep`` (a digest field's value of
+    its form)."""
+    if keep:
+        return []
+    urls = [m.span() for m in DATA_URL.finditer(text)] if "base64," in text else []
+    out = []
+    for m in HEX_RUN.finditer(text):
+        run = m.group(0)
+        if any(s <= m.start() and m.end() <= e for s, e in urls):
+            continue
+        if re.search(r"[0-9]", run) and re.search(r"[A-Fa-f]", run) and len(set(run.lower())) >= HEX_MIN_DISTINCT:
+            out.append(Finding(m.start(), m.end(), "hex_string", "hex_token", run))
+    return out
+
+
 class Scanner:
     """Finds secrets and private data in strings and assigns stable placeholders (see the module docstring).
 
     Args:
         host_names, user_names: literal names to redact (empty strings are ignored).
         rules: the parsed ``--rules`` file, or None.
+        environ: the environment whose secrets' values are redacted (:func:`environment_secrets`); None: this
+            process's (``os.environ``).
     """
 
-    def __init__(self, host_names: set[str], user_names: set[str], rules: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        host_names: set[str],
+        user_names: set[str],
+        rules: dict[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.patterns: list[tuple[str, str, re.Pattern[str], int]] = [
             (n, c, re.compile(r), g) for n, c, r, g in BUILTIN
         ]
+        secrets = environment_secrets(os.environ if environ is None else environ)
+        self.env_names = sorted(secrets)  # only the names are ever shown
+        for name, value in secrets.items():  # after BUILTIN: describe() shows BUILTIN's regexes, never these
+            self.patterns.append((f"environment:{name}", "env_secret", re.compile(re.escape(value)), 0))
         self.field_only: dict[str, set[str]] = {"host_name": set(), "user_name": set()}
         self.literals: list[tuple[str, str]] = []
         for category, names in (("host_name", host_names), ("user_name", user_names)):
@@ -163,6 +232,12 @@ class Scanner:
                 "min_bits_per_char": ENTROPY_MIN_BITS,
                 "min_unbroken_piece": ENTROPY_MIN_PIECE,
             },
+            "hex_string": {
+                "min_length": 32,
+                "min_distinct_digits": HEX_MIN_DISTINCT,
+                "hash_fields": {k: {"form": f.pattern, "strict": st} for k, (f, st) in HASH_FIELDS.items()},
+            },
+            "environment": {"variables": self.env_names, "min_length": ENV_MIN_LENGTH, "values": "never shown"},
             "extra_rules": self.extra,
             "literal_names": {
                 "host_name": sum(1 for _, c in self.literals if c == "host_name"),
@@ -174,6 +249,10 @@ class Scanner:
             "allow": [a.pattern for a in self.allow],
         }
 
+    def distinct_counts(self) -> dict[str, int]:
+        """How many distinct values of each category got a placeholder so far (never the values)."""
+        return dict(sorted(self._counts.items()))
+
     def placeholder(self, value: str, category: str) -> str:
         key = f"{category}\0{value}"
         if key not in self.placeholders:
@@ -183,12 +262,15 @@ class Scanner:
 
     def find(self, text: str, field: str | None = None) -> list[Finding]:
         """Non-overlapping findings in ``text``; ``field`` (the JSON key or column holding it) enables the
-        field rules (secret fields, host and user fields)."""
+        field rules (secret fields, digest fields, host and user fields)."""
         found: list[Finding] = []
         leaf = (field or "").rsplit(".", 1)[-1].lower()
+        digest = HASH_FIELDS.get(leaf) if field is not None else None
         if field is not None and text and not PLACEHOLDER.fullmatch(text) and text != "<redacted>":
             if SECRET_FIELDS.match(leaf) and not text.lower().startswith("bearer "):
                 return [Finding(0, len(text), "secret_field", "credential", text)]
+            if digest is not None and digest[1] and not digest[0].fullmatch(text):
+                return [Finding(0, len(text), "malformed_hash", "secret", text)]
             if leaf == "annotator":  # a label's annotator is a person's name, whatever it is (docs/release.md)
                 return [Finding(0, len(text), "annotator", "user_name", text)]
             for category, fields in (("host_name", HOST_FIELDS), ("user_name", USER_FIELDS)):
@@ -212,12 +294,17 @@ class Scanner:
                 and entropy(run) > ENTROPY_MIN_BITS
             ):
                 found.append(Finding(m.start(), m.end(), "high_entropy", "secret", run))
+        found += hex_findings(text, keep=digest is not None and bool(digest[0].fullmatch(text)))
         found = [f for f in found if not any(a.search(f.value) for a in self.allow)]
         found.sort(key=lambda f: (f.start, -(f.end - f.start)))
         out: list[Finding] = []
         for f in found:
-            if not out or f.start >= out[-1].end:
-                out.append(f)
+            if out and f.start < out[-1].end:
+                if f.end > out[-1].end:  # overlaps past the one kept: one span over both, no part of either left
+                    last = out[-1]
+                    out[-1] = Finding(last.start, f.end, last.rule, last.category, text[last.start : f.end])
+                continue
+            out.append(f)
         return out
 
     def redact(self, text: str, field: str | None = None) -> tuple[str, list[tuple[Finding, str]]]:

@@ -38,7 +38,7 @@ RULE = (
 def _graded(run_dir: Path) -> tuple[RunLog, dict[str, Any]]:
     from rollbench.grading.grade import grade, load_run_log
 
-    return load_run_log(run_dir), grade(run_dir)
+    return load_run_log(run_dir), grade(run_dir).to_json()  # the reproduction document quotes its JSON blocks
 
 
 def _counts(graded: dict[str, Any], entry: Entry) -> tuple[str, dict[str, Any]] | None:

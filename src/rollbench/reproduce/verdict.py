@@ -37,10 +37,12 @@ the 0.8 power convention, J. Cohen (1988), *Statistical Power Analysis for the B
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+
+from rollbench.core.records import JsonRecord
 
 ALPHA = 0.05
 TARGET_POWER = 0.8
@@ -104,7 +106,7 @@ def detectable_gap_pts(n: int, p_ref: float, target: float = TARGET_POWER) -> in
 
 
 @dataclass(frozen=True)
-class SuiteVerdict:
+class SuiteVerdict(JsonRecord):
     """One row of a reproduction: run counts and Wilson interval, reference, difference (points), test, verdict."""
 
     successes: int
@@ -123,9 +125,6 @@ class SuiteVerdict:
     episodes_needed: int | None
     detectable_gap_pts: int | None
     verdict: Verdict
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def judge(

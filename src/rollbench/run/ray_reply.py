@@ -41,7 +41,7 @@ class ReplyChecker:
             if isinstance(summary, EpisodeSummary):  # staged, not yet visible here (NFS attribute caching)
                 return summary
         try:
-            staged = stage_shipped(run_dir, check_reply(shipped, e, self.names, self.max_bytes), self.shape)
+            staged = stage_shipped(run_dir, check_reply(shipped, e, self.names, self.max_bytes), self.shape, planned)
         except BadReply as exc:
             self.bad += 1
             print(f"warning: episode {e}: {exc}; recorded as an infrastructure error", file=sys.stderr)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.runlog_model import RunLog, SequentialRecord
+from rollbench.core.runlog_model import RunLog, SequentialDesignRecord, SequentialRecord
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.grading.protocol import protocol_problem
@@ -76,13 +76,13 @@ def load_arm(run_dir: Path) -> RunData:
         why = "being recorded" if is_locked(run_dir) else "not finished (its writer stopped)"
         raise ConfigError(f"{run_dir} is {why}: resume it with the same rollbench sequential command")
     result = grade(run_dir, check_videos=False)
-    if result["violations"]:
-        n = len(result["violations"])
+    if result.violations:
+        n = len(result.violations)
         raise ConfigError(
-            f"{run_dir} is damaged ({n} violation(s) by rollbench grade: {result['violations'][0]}); it is not "
+            f"{run_dir} is damaged ({n} violation(s) by rollbench grade: {result.violations[0]}); it is not "
             "analysed. Run `rollbench grade` on it for every problem"
         )
-    return RunData(str(run_dir), log, result["episodes"])
+    return RunData(str(run_dir), log, [e.to_json() for e in result.episodes])
 
 
 def load_arms(paths: list[Path]) -> list[RunData]:
@@ -120,7 +120,7 @@ def rule_for(
     )  # fmt: skip
 
 
-def rule_of(d: Any) -> SequentialDesign:
+def rule_of(d: SequentialDesignRecord) -> SequentialDesign:
     """The rule a recorded design (SequentialDesignRecord) gives; one recorded before issue 40 (``futility`` absent)
     had its power computed with looks after every pair."""
     if d.futility is None:
@@ -129,10 +129,9 @@ def rule_of(d: Any) -> SequentialDesign:
 
 
 def design_record(rule: SequentialDesign, look_every: int) -> dict[str, Any]:
-    """The ``design`` block of run.json's ``sequential`` (SequentialDesignRecord) for ``rule``."""
-    d = rule.to_dict()
-    d.pop("rule")
-    return {**d, "look_every": look_every}
+    """The ``design`` block of run.json's ``sequential`` (a SequentialDesignRecord's JSON) for ``rule``, looking
+    every ``look_every`` pairs (a pooled test recomputed for a design recorded before issue 40 keeps its schedule)."""
+    return {**rule.model_dump(mode="json"), "look_every": look_every}
 
 
 def record_of(run: RunData) -> SequentialRecord:
@@ -209,7 +208,7 @@ def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, An
     }
 
 
-def _pooled(tasks: list[dict[str, Any]], d: Any, alpha_family: float) -> dict[str, Any]:
+def _pooled(tasks: list[dict[str, Any]], d: SequentialDesignRecord, alpha_family: float) -> dict[str, Any]:
     budget = min(len(tasks) * d.budget, MAX_SEQUENTIAL_PAIRS)
     if d.futility is None:  # recorded before issue 40: the pooled test at the full family level, as it ran
         rule = rule_for(d.delta, d.p_a, alpha_family, d.beta, budget, d.discordant)

@@ -41,7 +41,7 @@ whole camera map), ``state_key``, ``prompt_key``, ``state_source`` (``state``/``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ import numpy as np
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, TaskInfo
 from rollbench.core.family import ServedLayout
 from rollbench.core.jsonfile import parse_json, read_text
+from rollbench.core.records import JsonRecord
 
 STATE_SOURCES = ("state", "raw")
 OVERRIDE_KEYS = ("images", "state_key", "prompt_key", "state_source", "image_size")
@@ -58,7 +59,7 @@ _MAIN, _WRIST = "observation/image", "observation/wrist_image"
 
 
 @dataclass(frozen=True)
-class ObsMap:
+class ObsMap(JsonRecord):
     """Wire layout of an observation. See the module docstring for the meaning of each field and the defaults."""
 
     images: Mapping[str, str] = field(default_factory=dict)
@@ -68,7 +69,8 @@ class ObsMap:
     image_size: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """JSON types: the image map a plain dict, the image size a list (or None)."""
+        d = super().to_dict()
         d["images"] = dict(self.images)
         d["image_size"] = list(self.image_size) if self.image_size else None
         return d

@@ -29,8 +29,9 @@ each of its calls, so a slot's actions never depend on what other slots drew: B 
 
 Messages (``op``): in ``load`` {family, env_task, [seed_once]} -> ``ok``; ``reset`` {slot, seed} -> ``ok``; ``act``
 {items: [{slot, task}], arrays ``"<slot>/<key>/<subkey>"``} -> ``actions`` {items: [{slot} | {slot, error}]} with arrays
-``"<slot>"`` ``(action_dim,)``; ``close`` -> exit 0. Any reply may be ``error`` {message, where} instead. On start
-it sends ``hello`` {info} or ``error`` {where: "load"}.
+``"<slot>"`` ``(action_dim,)``; ``close`` -> exit 0. Any reply may be ``error`` {message, where, traceback} instead
+(an unknown op: ``error`` {where: "protocol"}). On start it sends ``hello`` {info} or ``error`` {where: "load"}. The
+request loop is ``frames.serve``, the env host's too.
 """
 
 from __future__ import annotations
@@ -272,40 +273,34 @@ def _error(where: str, exc: BaseException) -> dict[str, Any]:
     return {"op": "error", "where": where, "message": f"{type(exc).__name__}: {exc}", "traceback": "".join(tb)[-4000:]}
 
 
-def serve(host: Host, reader: frames.FrameReader, out_fd: int) -> None:
-    while True:
-        try:
-            msg, arrays = reader.read()
-        except frames.PeerGone:
-            return
-        op = msg.get("op")
-        if op == "close":
-            frames.write_frame(out_fd, frames.encode({"op": "ok"}))
-            return
-        reply_arrays: dict[str, np.ndarray] = {}
-        try:
-            if op == "load":
-                once = msg.get("seed_once")
-                host.load(str(msg["family"]), str(msg["env_task"]), None if once is None else int(once))
-                reply: dict[str, Any] = {"op": "ok"}
-            elif op == "reset":
-                host.reset(int(msg["slot"]), int(msg["seed"]))
-                reply = {"op": "ok"}
-            elif op == "act":
-                items = []
-                for item in msg["items"]:
-                    slot = int(item["slot"])
-                    try:
-                        reply_arrays[str(slot)] = host.act(slot, nest(slot, arrays), str(item["task"]))
-                        items.append({"slot": slot})
-                    except Exception as exc:
-                        items.append({"slot": slot, **_error("policy", exc)})
-                reply = {"op": "actions", "items": items}
-            else:
-                raise ValueError(f"unknown op {op!r}")
-        except Exception as exc:
-            reply = _error(str(op), exc)
-        frames.write_frame(out_fd, frames.encode(reply, reply_arrays))
+OPS = frozenset({"load", "reset", "act"})
+
+
+def handler(host: Host) -> frames.Handler:
+    """``host``'s answer to one request (``load``, ``reset``, ``act``; see the module docstring), for
+    ``frames.serve``, the far sides' one request loop. An ``act`` item whose slot fails is answered with its own
+    ``error`` (fault: the policy), the others still acted."""
+
+    def handle(op: str, msg: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
+        reply_arrays: dict[str, Any] = {}
+        if op == "load":
+            once = msg.get("seed_once")
+            host.load(str(msg["family"]), str(msg["env_task"]), None if once is None else int(once))
+            return {"op": "ok"}, reply_arrays
+        if op == "reset":
+            host.reset(int(msg["slot"]), int(msg["seed"]))
+            return {"op": "ok"}, reply_arrays
+        items = []
+        for item in msg["items"]:
+            slot = int(item["slot"])
+            try:
+                reply_arrays[str(slot)] = host.act(slot, nest(slot, arrays), str(item["task"]))
+                items.append({"slot": slot})
+            except Exception as exc:
+                items.append({"slot": slot, **_error("policy", exc)})
+        return {"op": "actions", "items": items}, reply_arrays
+
+    return handle
 
 
 def main() -> None:
@@ -325,7 +320,7 @@ def main() -> None:
         frames.write_frame(args.out_fd, frames.encode(_error("load", exc)))
         sys.exit(1)
     frames.write_frame(args.out_fd, frames.encode(hello))
-    serve(host, reader, args.out_fd)
+    frames.serve(handler(host), OPS, reader, args.out_fd, _error)
     os.close(args.out_fd)
 
 

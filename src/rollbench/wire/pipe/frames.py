@@ -1,6 +1,6 @@
 """The frames rollbench and a process it started in another interpreter exchange over a pipe (standard library and
-numpy only): the LeRobot policy host (:mod:`rollbench.policies.lerobot.host`) and the env host
-(:mod:`rollbench.envs.hosted.far.host`, docs/env-host.md).
+numpy only), and that process's request loop (:func:`serve`): the LeRobot policy host
+(:mod:`rollbench.policies.lerobot.host`) and the env host (:mod:`rollbench.envs.hosted.far.host`, docs/env-host.md).
 
 This module is imported by both sides: by rollbench as ``rollbench.wire.pipe.frames`` and by a host script as the
 top-level module ``frames`` (a host runs in its own interpreter, where rollbench is not installed, and puts this
@@ -26,7 +26,7 @@ import os
 import select
 import struct
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -145,3 +145,47 @@ def write_frame(fd: int, frame: bytes) -> None:
             view = view[os.write(fd, view) :]
     except (BrokenPipeError, OSError) as exc:
         raise PeerGone(f"the other end closed the pipe ({exc})") from None
+
+
+if TYPE_CHECKING:  # types only: a far side's interpreter may be older than the syntax they use
+    from collections.abc import Callable, Collection
+
+    Handler = Callable[[str, dict[str, Any], dict[str, np.ndarray]], tuple[dict[str, Any], dict[str, Any] | None]]
+    """``handle(op, message, arrays) -> (reply, reply_arrays or None)``: a far side's answer to one request."""
+    ErrorReply = Callable[[str, BaseException], dict[str, Any]]
+    """``error(where, exc) -> reply``: a far side's ``error`` reply for an exception raised while answering it."""
+
+
+def serve(
+    handle: Handler, ops: Collection[str], reader: FrameReader, out_fd: int, error: ErrorReply, timed: bool = False
+) -> None:
+    """A far side's request loop, one reply per request frame, until ``close`` (answered ``ok``) or the end of its
+    input (the other end closed the pipe: returns quietly).
+
+    An op in ``ops`` is answered by ``handle``; an exception it raises is answered ``error(op, exc)`` and the loop
+    goes on. Any other op (or a missing one) is answered ``error`` {where: "protocol", message: "unknown op ..."}.
+    With ``timed``, every reply to an op in ``ops`` carries ``host_s``: the seconds ``handle`` took (the far side's
+    own time, so the boundary's cost can be told apart). A malformed request raises FrameError (the caller ends the
+    process); a reader gone while replying raises PeerGone."""
+    while True:
+        try:
+            message, arrays = reader.read()
+        except PeerGone:
+            return
+        op = message.get("op")
+        if op == "close":
+            write_frame(out_fd, encode({"op": "ok"}))
+            return
+        reply: dict[str, Any]
+        reply_arrays: dict[str, Any] | None = None
+        if not isinstance(op, str) or op not in ops:
+            reply = {"op": "error", "where": "protocol", "message": f"unknown op {op!r:.40}"}
+        else:
+            t0 = time.perf_counter()
+            try:
+                reply, reply_arrays = handle(op, message, arrays)
+            except Exception as exc:
+                reply = error(op, exc)
+            if timed:
+                reply = {**reply, "host_s": time.perf_counter() - t0}
+        write_frame(out_fd, encode(reply, reply_arrays))

@@ -1,7 +1,8 @@
 """rollbench's env host: runs in a benchmark's own interpreter (its venv), never imports rollbench (docs/env-host.md).
 
 Started by :mod:`rollbench.envs.hosted.remote` as ``PYTHON host.py --adapter NAME [ARG ...] --in-fd R --out-fd W``;
-speaks :mod:`rollbench.wire.pipe.frames` over the two pipe descriptors and exits when its input pipe closes (so it
+speaks :mod:`rollbench.wire.pipe.frames` over the two pipe descriptors (its request loop is ``frames.serve``, the
+LeRobot host's too) and exits when its input pipe closes (so it
 never outlives the rollbench process that started it). Its stdout and stderr are rollbench's log file for it, never
 the protocol.
 
@@ -23,7 +24,6 @@ import importlib
 import importlib.util
 import re
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -52,31 +52,6 @@ def _error(where: str, exc: BaseException) -> dict[str, Any]:
     return {"op": "error", "where": where, "message": f"{type(exc).__name__}: {exc}"[:4000]}
 
 
-def serve(adapter: Any, reader: frames.FrameReader, out_fd: int) -> None:
-    """Answer requests until ``close`` or end of input."""
-    while True:
-        try:
-            message, arrays = reader.read()
-        except frames.PeerGone:
-            return
-        op = message.get("op")
-        if op == "close":
-            frames.write_frame(out_fd, frames.encode({"op": "ok"}))
-            return
-        reply: dict[str, Any]
-        reply_arrays: dict[str, Any] | None = None
-        if not isinstance(op, str) or op not in adapter.OPS:
-            reply = {"op": "error", "where": "protocol", "message": f"unknown op {op!r:.40}"}
-        else:
-            t0 = time.perf_counter()
-            try:
-                reply, reply_arrays = adapter.handle(op, message, arrays)
-            except Exception as exc:
-                reply = _error(op, exc)
-            reply = {**reply, "host_s": time.perf_counter() - t0}
-        frames.write_frame(out_fd, frames.encode(reply, reply_arrays))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--adapter", required=True)
@@ -91,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     frames.write_frame(args.out_fd, frames.encode({"op": "hello", "info": info}))
     try:
-        serve(adapter, reader, args.out_fd)
+        frames.serve(adapter.handle, adapter.OPS, reader, args.out_fd, _error, timed=True)
     except frames.FrameError as exc:
         print(f"env host: malformed frame from rollbench: {exc}", file=sys.stderr)
         return 3

@@ -1,0 +1,84 @@
+"""Which files ``rollbench release`` knows how to scan for secrets, and the scan of a run's videos.
+
+A release copies only what it scanned (issue 42). The kinds (:func:`scan_kind`):
+
+* ``json`` / ``jsonl`` (by suffix), ``parquet`` (by suffix): every string they carry is redacted
+  (:mod:`rollbench.release.redact`, :mod:`rollbench.release.parquet_text`);
+* ``text``: a file of a text suffix (:data:`TEXT_SUFFIXES`), or any file that is UTF-8 (no NUL in its first 8 KiB);
+* ``video``: an ``.mp4`` at the writer's own video path of a run (``RUN/videos/KEY/chunk-CCC/file-FFF.mp4``) that
+  PyAV opens as a container with a video stream. A video cannot be redacted, so it is checked instead
+  (:func:`video_findings`): its container and stream metadata with every rule, and its bytes with the rules whose
+  matches cannot occur by chance in compressed data (provider keys, PEM private keys); a finding refuses the
+  release (nothing is written);
+* anything else (a ``.npy``, a ``.png``, an ``.mp4`` elsewhere, a binary of any name) is ``None``: release refuses
+  the run naming the file (exit 2) instead of copying bytes it never read as text.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import PurePosixPath
+
+from rollbench.release.rules import Scanner
+
+TEXT_SUFFIXES = {".md", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".toml", ".ini", ".html"}
+VIDEO_PATH = re.compile(r"[^/]+/videos/[^/]+/chunk-[0-9]{3}/file-[0-9]{3}\.mp4")  # a run's, as record.lerobot names it
+# rules whose matches are long fixed-prefix forms: safe to search for in compressed bytes (no match by chance)
+BYTE_RULES = frozenset(
+    {
+        "private_key", "anthropic_key", "openai_key", "aws_access_key", "github_token", "huggingface_token",
+        "slack_token", "google_api_key",
+    }
+)  # fmt: skip
+
+
+def _utf8_text(raw: bytes) -> bool:
+    if b"\0" in raw[:8192]:  # a binary header
+        return False
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _opens_as_video(raw: bytes) -> bool:
+    import av  # PyAV, as record.files reads and writes videos
+
+    try:
+        with av.open(io.BytesIO(raw), mode="r") as container:
+            return bool(container.streams.video)
+    except Exception:  # PyAV raises its own error types (and ValueError) for a file that is not a media container
+        return False
+
+
+def scan_kind(rel: str, raw: bytes) -> str | None:
+    """How release scans the file ``rel`` (``RUN/inner/path`` or ``labels/NAME``) holding ``raw``: ``"json"``,
+    ``"jsonl"``, ``"parquet"``, ``"text"``, ``"video"``, or None when it cannot (see the module docstring)."""
+    suffix = PurePosixPath(rel).suffix.lower()
+    if suffix in (".json", ".jsonl", ".parquet"):
+        return suffix[1:]
+    if suffix in TEXT_SUFFIXES or _utf8_text(raw):
+        return "text"
+    if suffix == ".mp4" and VIDEO_PATH.fullmatch(rel) and _opens_as_video(raw):
+        return "video"
+    return None
+
+
+def video_findings(raw: bytes, scanner: Scanner) -> list[str]:
+    """Where a video holds a secret, each as ``"RULE in WHERE"``: its container or stream metadata (every rule;
+    the tag's name is the field), or its bytes (:data:`BYTE_RULES`)."""
+    import av
+
+    found: list[str] = []
+    with av.open(io.BytesIO(raw), mode="r") as container:
+        tags = [("container", container.metadata)] + [(f"stream {s.index}", s.metadata) for s in container.streams]
+    for where, metadata in tags:
+        for key, value in (metadata or {}).items():
+            found += [f"{f.rule} in {where} metadata" for f in scanner.find(str(key)) + scanner.find(str(value), key)]
+    text = raw.decode("latin-1")
+    for name, _category, pattern, _group in scanner.patterns:
+        if name in BYTE_RULES and pattern.search(text):
+            found.append(f"{name} in its bytes")
+    return found

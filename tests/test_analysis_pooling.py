@@ -87,8 +87,8 @@ def test_report_warns_at_the_top_when_a_comparison_is_unpaired_and_lists_skipped
     assert text.count("— UNPAIRED</h3>") == 2 and text.count("— paired</h3>") == 1
     assert text.count("McNemar p") == 1 and text.count("Fisher p") == 2
     assert (
-        "Not compared (no task in common): lab/point/expert vs lab/point/init; lab/point/init vs lab/point/zero; "
-        "lab/point/init vs lab/point/zero-seed10." in text
+        "Not compared: lab/point/expert vs lab/point/init (no task in common); lab/point/init vs lab/point/zero (no "
+        "task in common); lab/point/init vs lab/point/zero-seed10 (no task in common)." in text
     )
     assert "pooled</td><td class=n>—" not in text  # no empty pooled row for a pair without a common task
     assert "warning: 2 of 3 comparisons use unpaired statistics" in " ".join(proc.stderr.split())

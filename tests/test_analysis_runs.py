@@ -231,8 +231,11 @@ def test_compare_refuses_unpaired_runs_naming_the_field(runs: dict[str, Path]) -
     seeds = invoke("compare", runs["expert"], runs["seed10"])
     assert seeds.returncode == 2
     assert "not paired: seeds differ" in seeds.stderr and "has 0-2" in seeds.stderr and "has 10-12" in seeds.stderr
-    horizon = invoke("compare", runs["expert"], runs["short"])
-    assert horizon.returncode == 2 and "horizon differs" in horizon.stderr and "--unpaired" in horizon.stderr
+    for unpaired in ([], ["--unpaired"]):  # another horizon measures another thing: no statistic, paired or not
+        horizon = invoke("compare", runs["expert"], runs["short"], *unpaired)
+        said = " ".join(horizon.stderr.split())
+        assert horizon.returncode == 2 and "ran different protocols: horizon differs (task " in said
+        assert "expert-short has 30)" in said and "--unpaired" not in said
     ok = invoke("compare", runs["expert"], runs["seed10"], "--unpaired")
     assert ok.returncode == 0, ok.stderr
     assert "unpaired statistics" in ok.stdout and "Fisher p" in ok.stdout

@@ -159,3 +159,30 @@ def test_report_of_an_eliminate_folder_shows_each_look_and_the_chosen_step(tmp_p
     (tmp_path / "out" / "elimination.json").write_text(json.dumps({**e, "chosen": 1000}))
     section = _section(_report(tmp_path, tmp_path / "out"))
     assert "elimination.json differs from the replay of the run directories" in section
+
+
+def test_a_checkpoint_run_recorded_under_another_horizon_is_a_violation_and_nothing_is_ranked(
+    out: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    from rollbench.checkpoints.recompute import recompute
+    from rollbench.mcp.checkpoints import ranking
+
+    edited = tmp_path / "horizon"
+    shutil.copytree(out, edited)
+    spec = json.loads((edited / "003000" / "run.json").read_text())["spec"]
+    shutil.rmtree(edited / "003000")
+    (tmp_path / "spec.json").write_text(json.dumps({**spec, "max_steps": 7}))
+    assert invoke("eval", "--spec", tmp_path / "spec.json", "--out", edited / "003000").returncode == 0
+    got = recompute(edited)
+    said = (
+        f"checkpoint runs {edited / '001000'} and {edited / '003000'} ran different protocols: horizon differs "
+        f"(task scripted/reach: {edited / '001000'} has "
+    )
+    assert got.ranking is None and len(got.violations) == 1 and got.violations[0].startswith(said)
+    assert got.violations[0].endswith(f"{edited / '003000'} has 7); they are not ranked")
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    with pytest.raises(ToolError, match="ran different protocols: horizon differs"):
+        ranking(edited)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -67,6 +68,12 @@ def _popen(args: list[str], popen: dict[str, object]) -> subprocess.Popen[str]:
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         **popen,
     )  # type: ignore[call-overload]
+
+
+def printed_command(said: str) -> list[str]:
+    """The resume command an interrupted eval printed (between backticks, one line), split as a shell would."""
+    text = " ".join(said.split())
+    return shlex.split(text.split("resume with `", 1)[1].split("`", 1)[0])
 
 
 def wait_for_committed(out: Path, n: int) -> None:
@@ -140,14 +147,15 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code
-    assert f"resume with `rollbench eval --resume {out}`" in err
+    # the printed command names the plug-in policy again: resume refuses to import a module a run.json names unasked
+    assert f"resume with `rollbench eval --resume {out} --policy fault_policies:slow`" in err
     log = json.loads((out / "run.json").read_text())
     k = log["results"]["episodes_recorded"]
     assert log["status"] == "INTERRUPTED" and log["executions"][-1]["interrupted"] is True
     assert 3 <= k < EPISODES and log["results"]["violations"] == []
     assert not (out / "run.live.json").exists()
     again = subprocess.run(
-        [ROLLBENCH, "eval", "--resume", str(out), "--policy", "fault_policies:slow", "--json"],  # named again
+        [ROLLBENCH, *printed_command(err)[1:], "--json"],  # the command exactly as printed
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))},
         capture_output=True,
         text=True,
@@ -237,3 +245,37 @@ def test_info_json_one_commit_behind_is_a_crash_of_an_unfinished_run_not_damage(
         assert r["violations"] == []
     else:
         assert violation in r["violations"]
+
+
+@pytest.mark.slow
+def test_the_resume_command_printed_after_ctrl_c_repeats_every_name_resume_requires_and_completes_the_run(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    options = {"sleep_s": 0.05, "endpoint": "ws://127.0.0.1:9/unused"}  # a string with ':' in the options
+    args = [ROLLBENCH, "eval", "--env", "scripted/reach", "--policy", "fault_policies:slow", "--policy-options",
+            json.dumps(options), "--episodes", str(EPISODES), "--max-steps", "10", "--out", str(out)]  # fmt: skip
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = _popen(args, {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE})
+    finally:
+        signal.signal(signal.SIGINT, old)
+    wait_for_committed(out, 2)
+    proc.send_signal(signal.SIGINT)
+    said, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    command = printed_command(said + err)
+    assert command[:4] == ["rollbench", "eval", "--resume", str(out)]
+    assert command[4:6] == ["--policy", "fault_policies:slow"] and command[6] == "--policy-options"
+    assert json.loads(command[7]) == options and len(command) == 8
+    resumed = subprocess.run(
+        [ROLLBENCH, *command[1:]],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    log = json.loads((out / "run.json").read_text())
+    assert log["status"] == "OK" and log["results"]["episodes_recorded"] == EPISODES
+    assert len(list(out.glob("meta/episodes/chunk-000/*.parquet"))) == EPISODES

@@ -14,14 +14,19 @@ from scipy.stats import binomtest
 
 from rollbench.analysis.robustness import robustness_study
 from rollbench.analysis.sources import RunData
+from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity
-from rollbench.core.runlog_model import PerturbationRecord, Plan, PlannedEpisode, RunLog
+from rollbench.core.runlog_model import PerturbationRecord, Plan, PlannedEpisode, PlanTask, RunLog
+from rollbench.core.spec import EvalSpec
 from rollbench.envs.libero import setup as libero_setup
 
 
-def _run(rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]]) -> RunData:
+def _run(
+    rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]], horizons: dict[str, int] | None = None
+) -> RunData:
     """A run of ``(task, trial, success, perturbation, errored)`` rows, as grade and run.json would give them (the
-    planned episodes validated; the RunLog and Plan around them hold only them, built unvalidated)."""
+    planned episodes validated; the RunLog and Plan around them hold only them, their tasks (horizon 10 unless
+    ``horizons`` says otherwise) and a spec, built unvalidated)."""
     planned, episodes = [], []
     for i, (task, trial, success, pert, errored) in enumerate(rows):
         planned.append(
@@ -33,9 +38,15 @@ def _run(rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]]) -> RunD
             {"episode_index": i, "task": task, "trial": trial, "success": success,
              "termination_reason": "error" if errored else ("success" if success else "max_steps")}
         )  # fmt: skip
+    tasks = [PlanTask.model_construct(name=t, max_steps=(horizons or {}).get(t, 10), success_rule="any_step",
+                                      settle_steps=0) for t in dict.fromkeys(r[0] for r in rows)]  # fmt: skip
+    log = RunLog.model_construct(
+        plan=Plan.model_construct(episodes=planned, tasks=tasks),
+        spec=EvalSpec(env="f/base/0", policy="p", episodes=1, image_size=(64, 64)),
+    )
     return RunData(
         identity=RunIdentity("h", "r", "n"), source="test", policy="p", model="m", status="OK",
-        episodes=episodes, log=RunLog.model_construct(plan=Plan.model_construct(episodes=planned)),
+        episodes=episodes, log=log,
     )  # fmt: skip
 
 
@@ -157,6 +168,16 @@ def test_libero_pro_study_records_each_episode_category_and_never_runs_a_perturb
     from rollbench.mcp.server import RolloutService
 
     assert RolloutService(tmp_path).robustness("study") == study
+
+
+def test_a_control_recorded_under_another_horizon_than_its_perturbed_task_is_refused_naming_both() -> None:
+    rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]] = []
+    rows += [("f/base/0", k, True, None, False) for k in range(4)]
+    rows += [("f/pos/0", k, False, _pert("position", "f/base/0"), False) for k in range(4)]
+    with pytest.raises(ConfigError) as err:
+        robustness_study(_run(rows, horizons={"f/pos/0": 30}))
+    assert "horizon differs (tasks f/base/0 and f/pos/0: control has 10, perturbed has 30)" in str(err.value)
+    assert robustness_study(_run(rows)) is not None  # the same rows under one horizon: a study
 
 
 def test_environment_errors_leave_the_pair_and_withhold_the_verdict_policy_errors_count_as_failures() -> None:

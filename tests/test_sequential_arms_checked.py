@@ -71,6 +71,8 @@ A, B = "a-scripted_reach/run.json", "b-scripted_reach/run.json"
          "record different decisions (b_better at 6, None at None): one was edited or removed"),
         (B, lambda d: d["spec"].update(success_rule="any_step"),
          "are not paired: their run.json spec.success_rule differ"),
+        (B, lambda d: d["plan"]["tasks"][0].update(max_steps=7),
+         "ran different protocols: horizon differs (task scripted/reach: "),
     ],
 )  # fmt: skip
 def test_a_sequential_record_that_does_not_match_its_arms_is_refused_in_one_line(

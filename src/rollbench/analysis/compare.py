@@ -1,7 +1,9 @@
 """``rollbench compare``: compare runs (policies) on paired episodes.
 
-Two runs are *paired* when they ran the same episodes: the same tasks, and per task the same (seed, initial state,
-instruction) set, horizon (``max_steps``) and success rule. rollbench plans episode k of a task with seed ``seed + k`` and initial
+Two runs are compared only under the same benchmark protocol (horizon, success rule, success hold, settle steps,
+image size, fast render, latency: :mod:`rollbench.grading.protocol`); runs that differ there are refused, paired or
+unpaired. Two runs are *paired* when they ran the same episodes: the same tasks, and per task the same (seed,
+initial state, instruction) set. rollbench plans episode k of a task with seed ``seed + k`` and initial
 state k, so two runs of the same ``--env --episodes --seed --max-steps`` are paired by construction. Episode i of A is
 paired with the episode of B with the same (task, seed, initial state, instruction).
 
@@ -53,6 +55,7 @@ from rollbench.grading.coverage import (
     pair,
     tally,
 )
+from rollbench.grading.protocol import protocol_problem
 from rollbench.grading.scenes import (
     repeats_scenes,
 )
@@ -95,8 +98,8 @@ def _by_task(run: RunData) -> dict[str, dict[EpisodeKey, dict[str, Any]]]:
 
 
 def pairing_problem(a: RunData, b: RunData, *, common_tasks_only: bool = False) -> str | None:
-    """Why runs ``a`` and ``b`` are not paired, naming the field (tasks, seeds, initial states, instructions,
-    horizon, success rule), or None when they are. ``common_tasks_only``: judge only the tasks both ran (``report``
+    """Why runs ``a`` and ``b`` are not paired, naming the field (tasks, seeds, initial states, instructions), or
+    None when they are (their protocols are checked apart, :func:`comparable_problem`). ``common_tasks_only``: judge only the tasks both ran (``report``
     compares those; ``compare`` needs the same tasks)."""
     ta, tb = _by_task(a), _by_task(b)
     if common_tasks_only:
@@ -129,12 +132,23 @@ def pairing_problem(a: RunData, b: RunData, *, common_tasks_only: bool = False) 
                 f"instructions differ (task {task}: only {a.key} has {'; '.join(map(repr, only_a[:3]))}, only "
                 f"{b.key} has {'; '.join(map(repr, only_b[:3]))})"
             )
-    for task in sorted(ta):
-        for field, label in (("max_steps", "horizon"), ("success_rule", "success rule")):
-            va, vb = getattr(a.task_settings(task), field, None), getattr(b.task_settings(task), field, None)
-            if va != vb:
-                return f"{label} differs (task {task}: {a.key} has {va}, {b.key} has {vb})"
     return None
+
+
+def comparable_problem(a: RunData, b: RunData) -> str | None:
+    """Why runs ``a`` and ``b`` measure different things on a task both ran: the first protocol field that differs
+    (:func:`rollbench.grading.protocol.protocol_problem`: horizon, success rule, success hold, ...), or None. Neither
+    paired nor unpaired statistics compare such runs."""
+    common = sorted({e["task"] for e in a.episodes} & {e["task"] for e in b.episodes})
+    return protocol_problem(a.key, a.log, b.key, b.log, common)
+
+
+def not_comparable(a: RunData, b: RunData, problem: str) -> ConfigError:
+    """The refusal of two runs whose protocols differ (``problem`` names the field and both values)."""
+    return ConfigError(
+        f"runs {a.source} and {b.source} ran different protocols: {problem}; they measure different things, so "
+        "rollbench compares them neither paired nor unpaired (evaluate both with the same settings)"
+    )
 
 
 def compare_pair(
@@ -158,6 +172,8 @@ def compare_pair(
     ``paired`` and the runs are not paired (naming the field; with ``common_tasks_only`` judged on their common
     tasks only).
     """
+    if different := comparable_problem(a, b):
+        raise not_comparable(a, b, different)
     if paired:
         problem = pairing_problem(a, b, common_tasks_only=common_tasks_only)
         if problem:
@@ -240,6 +256,9 @@ def compare_runs(
                 f"runs {a.source} and {b.source} share no task ({a.source}: {', '.join(sorted(ta)) or 'none'}; "
                 f"{b.source}: {', '.join(sorted(tb)) or 'none'}): there is nothing to compare, paired or unpaired"
             )
+    for a, b in itertools.combinations(runs, 2):  # before any statistic: never a verdict across protocols
+        if different := comparable_problem(a, b):
+            raise not_comparable(a, b, different)
     if paired:
         for a, b in itertools.combinations(runs, 2):
             problem = pairing_problem(a, b)
@@ -289,8 +308,9 @@ def compare_where_paired(
 ) -> dict[str, Any]:
     """``report``'s comparison: every pair of ``runs`` that shares a task, each decided on its own.
 
-    A pair is compared on the tasks both ran. Where their episodes pair there (same task, seed, initial state and
-    instruction per episode, same horizon and success rule) the pair gets paired statistics (exact McNemar, paired
+    A pair is compared on the tasks both ran. A pair whose protocols differ there (:func:`comparable_problem`) is
+    not compared (``not_compared``, the reason naming the field). Where their episodes pair (same task, seed,
+    initial state and instruction per episode) the pair gets paired statistics (exact McNemar, paired
     bootstrap); otherwise unpaired ones (Fisher's exact test, unpaired bootstrap) and ``unpaired_reason`` says why.
     So one odd run (e.g. a LIBERO run next to MetaWorld runs) changes only its own pairs. A pair with no task in
     common is not compared: it is listed in ``not_compared`` (``{"a", "b", "reason"}``). With more than one
@@ -302,6 +322,9 @@ def compare_where_paired(
     for a, b in itertools.combinations(runs, 2):
         if not {e["task"] for e in a.episodes} & {e["task"] for e in b.episodes}:
             not_compared.append({"a": a.key, "b": b.key, "reason": "no task in common"})
+            continue
+        if different := comparable_problem(a, b):  # different protocols: no statistic, paired or not
+            not_compared.append({"a": a.key, "b": b.key, "reason": f"different protocols: {different}"})
             continue
         problem = pairing_problem(a, b, common_tasks_only=True)
         c = compare_pair(

@@ -171,7 +171,9 @@ def _comparison_view(
         "seed": comparison["bootstrap"]["seed"],
         "min_coverage": f"{comparison['coverage_rule']['min_coverage']:.0%}",
         "pairs": [_pair_view(c, stopped_early) for c in comparison["comparisons"]],
-        "not_compared": "; ".join(f"{x['a']} vs {x['b']}" for x in comparison.get("not_compared") or []),
+        "not_compared": "; ".join(
+            f"{x['a']} vs {x['b']} ({x['reason']})" for x in comparison.get("not_compared") or []
+        ),
         "ranking": ranking if len(ranking) > 2 else [],
         "figures": figures,
     }

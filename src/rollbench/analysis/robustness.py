@@ -13,8 +13,9 @@ from rollbench.grading.robustness import ordered_study
 
 def robustness_study(run: RunData, rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any] | None:
     """The robustness table of ``run`` (:func:`rollbench.grading.robustness.ordered_study`: errors under the
-    coverage ``rule``, with its ``trial_order``), or None. ConfigError: an edited shuffled plan."""
-    return ordered_study(run.log.plan if run.log is not None else None, run.episodes, rule)
+    coverage ``rule``, with its ``trial_order``), or None. ConfigError: an edited shuffled plan, a control
+    recorded under another protocol than its perturbed task."""
+    return ordered_study(run.log, run.episodes, rule)
 
 
 def study_env(env: str) -> tuple[str, list[str]]:

@@ -28,7 +28,9 @@ the attempted episodes). Any other rubric: ``rate:LABEL`` for each label except 
 Refused with an error naming the offending paths, never a quiet change of denominators: duplicate run identities
 (:func:`rollbench.analysis.sources.load_runs`), labels outside the rubric, and episodes whose instruction differs from
 their task's canonical instruction unless the run declared it as an instruction variant (``variant``) or
-``instruction`` is one of the ``--by`` keys.
+``instruction`` is one of the ``--by`` keys, and a cell that would pool one task's episodes recorded under different
+protocols (horizon, success rule, success hold...: :mod:`rollbench.grading.protocol`), naming the two runs and the
+field.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from rollbench.analysis.sources import Loaded, RunData
 from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import did_you_mean
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, outcome_of, score, tally
+from rollbench.grading.protocol import first_conflict
 from rollbench.grading.scenes import rate_interval
 
 BY_KEYS: tuple[str, ...] = ("task", "model", "policy", "host", "robot", "run", "variant", "instruction")
@@ -238,11 +241,18 @@ def summarize_runs(
     repeat one already in the cell, and ``warnings`` names the cell: the repeats are independent draws only if the
     policy (or env) is stochastic; for a deterministic pair they are copies and the interval is too narrow.
 
-    Raises ConfigError for instructions that differ from the canonical one (:func:`check_instructions`).
+    Raises ConfigError for instructions that differ from the canonical one (:func:`check_instructions`), and for
+    a cell holding one task recorded under two protocols (:mod:`rollbench.grading.protocol`), naming both runs.
     """
     check_instructions(loaded.runs, by)
     keys = by if "instruction" in by else (*by, "instruction")
     groups = _group_episodes(loaded, by, keys)
+    for members in groups.values():  # one protocol per task in a cell: never pool different measurements
+        if clash := first_conflict((r.source, r.log, ep["task"]) for r, ep in members):
+            raise ConfigError(
+                f"runs {clash[0]} and {clash[1]} ran different protocols and are never pooled into one cell: "
+                f"{clash[2]} (see each run alone with summarize --by {','.join((*by, 'run'))})"
+            )
     warnings: list[str] = loaded.notes()  # damaged runs included (--allow-damaged), byte-copies counted once
     cells = []
     for key in sorted(groups, key=lambda k: tuple("" if v is None else str(v) for v in k)):

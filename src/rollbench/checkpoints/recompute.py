@@ -11,7 +11,8 @@ first look) and the ranking is the elimination's decision on the replayed looks
 (:func:`rollbench.checkpoints.decision.rank_eliminated`: chosen, kept and eliminated steps, descriptive rates, no
 fixed-N test); when the looks cannot be replayed nothing is ranked. Every number of ``checkpoints.json`` (and ``elimination.json``) that differs from the recomputation is
 a **violation**, said in plain words; a run directory that cannot be graded, or grades with violations, is named and
-nothing is ranked.
+nothing is ranked; so are two run directories recorded under different protocols (horizon, success rule, success
+hold...: :mod:`rollbench.grading.protocol`).
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def recompute(out: Path) -> Recomputed:
             continue
         got.statuses[int(d.name)] = result.status
         runs.append((int(d.name), str(d), outcomes(result)))
+    if not got.violations and (different := protocol_violation([Path(r[1]) for r in runs])):
+        got.violations.append(different)
     if got.violations:
         return got
     if not runs:
@@ -119,6 +122,20 @@ def recompute(out: Path) -> Recomputed:
         got.ranking = json.loads(json.dumps(ranked))
     got.violations[:0] = ranking_differences(doc, got.ranking, out / RANKING)
     return got
+
+
+def protocol_violation(run_dirs: list[Path]) -> str | None:
+    """Why the checkpoints' run directories ``run_dirs`` cannot be ranked together: the first two whose tasks ran
+    under different protocols (:func:`rollbench.grading.protocol.first_conflict`), naming them and the field; None
+    when they share one (as the command runs them)."""
+    from rollbench.grading.protocol import first_conflict
+    from rollbench.record.runlog import read_run_log
+
+    logs = [(str(d), read_run_log(d)) for d in run_dirs]
+    clash = first_conflict((name, log, t.name) for name, log in logs if log is not None for t in log.plan.tasks)
+    if clash is None:
+        return None
+    return f"checkpoint runs {clash[0]} and {clash[1]} ran different protocols: {clash[2]}; they are not ranked"
 
 
 def ranking_differences(recorded_doc: dict[str, Any], ranking: dict[str, Any], where: Path) -> list[str]:

@@ -3,7 +3,6 @@ and ``rollbench robustness`` (one code path for both)."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,10 +65,12 @@ def run_with_display(
                 spec, out=out_dir, execution=execution, observer=display, host_label=host_label, robot=robot
             )
     except KeyboardInterrupt as exc:
+        from rollbench.cli.resume import resume_command
+
         where = display.run_dir if display.run_dir else out_dir
-        said = (
+        said = (  # the directory made (not a new timestamped one) and every name a resume must be given again
             f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
-            f"`rollbench eval --resume {shlex.quote(str(where))}`"  # the directory made, not a new timestamped one
+            f"`{resume_command(spec, where)}`"
             if where is not None
             else "interrupted before any run directory was made; nothing was recorded"
         )

@@ -4,6 +4,8 @@ code unasked)."""
 
 from __future__ import annotations
 
+import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,3 +55,21 @@ def resumed_spec(
             "--policy/--env as recorded) or add --trust-run"
         )
     return spec
+
+
+def resume_command(spec: EvalSpec, run_dir: Path) -> str:
+    """The exact command that resumes ``run_dir`` (recording ``spec``), shell-quoted: ``rollbench eval --resume
+    RUN_DIR`` plus every name :func:`resumed_spec` requires typed again (``--policy``, ``--env``,
+    ``--policy-options`` as recorded, for the ones that would import, read or connect), so that the interrupted
+    user's own run resumes without ``--trust-run``."""
+    from rollbench.core.spec import what_it_loads
+
+    loads = {field for field, _ in what_it_loads(spec)}
+    parts = ["rollbench", "eval", "--resume", str(run_dir)]
+    if "env" in loads:
+        parts += ["--env", spec.env]
+    if "policy" in loads:
+        parts += ["--policy", spec.policy]
+    if "policy_options" in loads:
+        parts += ["--policy-options", json.dumps(spec.policy_options, separators=(",", ":"))]
+    return shlex.join(parts)

@@ -36,7 +36,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import order_stream, trial_order
-from rollbench.core.runlog_model import PerturbationRecord, Plan, PlannedEpisode, TrialOrder
+from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode, RunLog, TrialOrder
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
     CoverageRule,
@@ -47,6 +47,7 @@ from rollbench.grading.coverage import (
     tally,
     verdict,
 )
+from rollbench.grading.protocol import protocol_problem
 from rollbench.grading.scenes import cluster_bootstrap_difference, repeats_scenes, scene_differences, sign_flip_test
 from rollbench.grading.stats import bootstrap_difference, holm, mcnemar_exact, wilson_interval
 
@@ -198,14 +199,31 @@ def robustness_study(
     }
 
 
+def check_control_protocols(log: RunLog) -> None:
+    """ConfigError when a perturbed task of ``log``'s plan and its control task differ in their protocol (horizon,
+    success rule, ...: :func:`rollbench.grading.protocol.protocol_problem`): the perturbation must be the only
+    difference between a pair's two episodes."""
+    pairs = sorted(
+        {(p.perturbation.control, p.task) for p in log.plan.episodes if p.perturbation and p.perturbation.control}
+    )
+    if problem := protocol_problem("control", log, "perturbed", log, pairs):
+        raise ConfigError(
+            f"a perturbed task and its control ran different protocols: {problem}; the perturbation must be the only "
+            "difference (evaluate both with the same settings)"
+        )
+
+
 def ordered_study(
-    plan: Plan | None, episodes: list[dict[str, Any]], rule: CoverageRule = DEFAULT_RULE
+    log: RunLog | None, episodes: list[dict[str, Any]], rule: CoverageRule = DEFAULT_RULE
 ) -> dict[str, Any] | None:
-    """:func:`robustness_study` of a run's recorded ``episodes`` under its ``plan`` (run.json's; None for an export),
-    with the study's ``trial_order`` (:func:`check_trial_order`) when there is a plan; None without perturbed
-    episodes. ConfigError: an edited shuffled plan."""
-    if plan is None:
+    """:func:`robustness_study` of a run's recorded ``episodes`` under its run log's plan (run.json; None for an
+    export), with the study's ``trial_order`` (:func:`check_trial_order`) when there is a plan; None without
+    perturbed episodes. ConfigError: an edited shuffled plan, or a control recorded under another protocol than its
+    perturbed task (:func:`check_control_protocols`)."""
+    if log is None:
         return robustness_study([], episodes, rule)
+    plan = log.plan
+    check_control_protocols(log)
     order = check_trial_order(plan.episodes, plan.trial_order)  # ConfigError: an edited shuffled plan
     study = robustness_study(plan.episodes, episodes, rule)
     if study is not None:
@@ -222,7 +240,7 @@ def study_of_run(run_dir: Path, rule: CoverageRule = DEFAULT_RULE) -> dict[str, 
 
     result = grade(run_dir)
     log = read_run_log(run_dir)
-    study = ordered_study(log.plan if log else None, [e.to_json() for e in result.episodes], rule)
+    study = ordered_study(log, [e.to_json() for e in result.episodes], rule)
     if study is None:
         from rollbench.core.contracts import ConfigError
 

@@ -34,15 +34,18 @@ DESCRIPTION = (
 
 def ranking(out: Path) -> dict[str, Any]:
     """The ranking document of ``out`` (see the module doc; :mod:`rollbench.checkpoints.recompute` reads it);
-    ToolError naming the culprit when ``out`` holds no ``checkpoints.json`` or a run directory cannot be graded."""
+    ToolError naming the culprit when ``out`` holds no ``checkpoints.json``, a run directory cannot be graded, or
+    two ran different protocols."""
     from rollbench.api import grade
     from rollbench.checkpoints.rank import outcomes, rank
-    from rollbench.checkpoints.recompute import recorded, step_runs
+    from rollbench.checkpoints.recompute import protocol_violation, recorded, step_runs
 
     try:
         doc, alpha, rule = recorded(out)
         if doc.get("elimination") is None:
             runs = [(int(d.name), str(d), outcomes(grade(d))) for d in step_runs(out)]
+            if different := protocol_violation([Path(r[1]) for r in runs]):
+                raise ToolError(different)
             return rank(runs, alpha=alpha, rule=rule)
     except RollbenchError as exc:
         raise ToolError(str(exc)) from None

@@ -34,6 +34,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.runlog_model import RunLog, SequentialDesignRecord, SequentialRecord
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.grade import grade, load_run_log
+from rollbench.grading.protocol import protocol_problem
 from rollbench.grading.sequential import (
     FINAL,
     MAX_SEQUENTIAL_PAIRS,
@@ -244,6 +245,9 @@ def _pair_up(runs: list[RunData]) -> list[tuple[RunData, RunData, SequentialReco
         for f in ("rule", "task", "family", "alpha_family", "design", "coverage_rule"):
             if getattr(rec, f) != getattr(orec, f):
                 raise ConfigError(f"arms {run.source} and {other.source} record different sequential.{f}")
+        tasks = [t.name for t in run.log.plan.tasks]
+        if different := protocol_problem(run.source, run.log, other.source, other.log, tasks):
+            raise ConfigError(f"arms {run.source} and {other.source} ran different protocols: {different}")
         sa, sb = (r.log.spec.model_dump(mode="json") for r in (run, other))
         if diff := [k for k in sorted({*sa, *sb}) if k not in ARM_FIELDS and sa.get(k) != sb.get(k)]:
             raise ConfigError(

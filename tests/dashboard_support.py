@@ -1,11 +1,15 @@
-"""Helpers of the dashboard tests: small recorded runs (the scripted env, real recording with video) and a real
-uvicorn server on a free loopback port, run in a thread and stopped by the test."""
+"""Helpers of the dashboard tests: small recorded runs (the scripted env, real recording with video), a real
+uvicorn server on a free loopback port, run in a thread and stopped by the test, and a hostile peer (a real loopback
+HTTP server answering fixed bytes, dripped when asked) for the peer-bound tests."""
 
 from __future__ import annotations
 
+import http.server
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +59,41 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+@contextmanager
+def fake_peer(body: bytes, drip_s: float = 0.0, runs_listing: bytes | None = None) -> Iterator[str]:
+    """Serve on loopback and yield the peer's base URL. ``GET /api/runs`` answers ``runs_listing`` at once when it
+    is given; every other GET (and ``/api/runs`` without a listing) answers ``body``, one byte every ``drip_s``
+    seconds when ``drip_s`` is set. The declared Content-Length is always the whole answer's."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            listing = runs_listing is not None and self.path == "/api/runs"
+            data = runs_listing if listing and runs_listing is not None else body
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                if drip_s and not listing:
+                    for b in data:
+                        self.wfile.write(bytes([b]))
+                        self.wfile.flush()
+                        time.sleep(drip_s)
+                else:
+                    self.wfile.write(data)
+            except OSError:
+                pass  # the client gave up, as the bounds under test make it
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -5,18 +5,14 @@ served bytes themselves and the central listing's status and rows."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
+from dashboard_support import fake_peer
 from rollbench.api import evaluate
 from rollbench.dashboard import peers
 from rollbench.dashboard.peers import Peer
@@ -31,41 +27,6 @@ GOOD_RUN = {
 }
 
 
-@contextmanager
-def serving(body: bytes, drip_s: float = 0.0) -> Iterator[str]:
-    """A raw HTTP server answering every GET with ``body`` (one byte every ``drip_s`` seconds when given)."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                if drip_s:
-                    for b in body:
-                        self.wfile.write(bytes([b]))
-                        self.wfile.flush()
-                        time.sleep(drip_s)
-                else:
-                    self.wfile.write(body)
-            except OSError:
-                pass
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-
-
 def _refreshed(url: str) -> Peer:
     p = Peer(url, None)
     p.refresh(force=True)
@@ -73,7 +34,7 @@ def _refreshed(url: str) -> Peer:
 
 
 def test_a_good_peer_listing_is_taken() -> None:
-    with serving(json.dumps({"runs": [GOOD_RUN]}).encode()) as url:
+    with fake_peer(json.dumps({"runs": [GOOD_RUN]}).encode()) as url:
         p = _refreshed(url)
     assert p.error is None and [r["key"] for r in p.runs] == ["h/r/n"]
 
@@ -81,7 +42,7 @@ def test_a_good_peer_listing_is_taken() -> None:
 def test_a_dripping_peer_is_cut_off_at_the_total_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(peers, "TOTAL_S", 1.0)
     body = json.dumps({"runs": [GOOD_RUN]}).encode()
-    with serving(body, drip_s=0.2) as url:  # each read well inside the per-read timeout; the whole far beyond
+    with fake_peer(body, drip_s=0.2) as url:  # each read well inside the per-read timeout; the whole far beyond
         started = time.monotonic()
         p = _refreshed(url)
         took = time.monotonic() - started
@@ -91,7 +52,7 @@ def test_a_dripping_peer_is_cut_off_at_the_total_deadline(monkeypatch: pytest.Mo
 
 def test_a_peer_answering_too_much_is_cut_off_at_the_size_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(peers, "MAX_ANSWER_BYTES", 1000)
-    with serving(json.dumps({"runs": [GOOD_RUN] * 100}).encode()) as url:
+    with fake_peer(json.dumps({"runs": [GOOD_RUN] * 100}).encode()) as url:
         p = _refreshed(url)
     assert p.error is not None and "over 1,000 bytes" in p.error
 
@@ -112,7 +73,7 @@ BAD_LISTINGS = {
 
 @pytest.mark.parametrize("case", sorted(BAD_LISTINGS))
 def test_a_malformed_peer_listing_marks_only_that_peer_bad(case: str) -> None:
-    with serving(json.dumps(BAD_LISTINGS[case]).encode()) as url:
+    with fake_peer(json.dumps(BAD_LISTINGS[case]).encode()) as url:
         p = _refreshed(url)
     assert p.error is not None and p.runs == []
 
@@ -120,12 +81,12 @@ def test_a_malformed_peer_listing_marks_only_that_peer_bad(case: str) -> None:
 def test_the_central_listing_answers_with_its_own_runs_beside_bad_peers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dashboard_support import ServerThread
+    from dashboard_support import ServerThread, fake_peer
 
     monkeypatch.setattr(peers, "TOTAL_S", 1.0)
     evaluate(out=tmp_path / "runs" / "mine", env="scripted/reach", policy="zero", episodes=1, max_steps=2, seed=1)
     odd = json.dumps({"runs": [{**GOOD_RUN, "episodes": 3}]}).encode()
-    with serving(odd) as bad1, serving(json.dumps({"runs": [GOOD_RUN]}).encode(), drip_s=0.2) as bad2:
+    with fake_peer(odd) as bad1, fake_peer(json.dumps({"runs": [GOOD_RUN]}).encode(), drip_s=0.2) as bad2:
         srv = ServerThread([tmp_path / "runs"], tmp_path / "labels.json", cache_dir=tmp_path / "c", peers=[bad1, bad2])
         srv.start()
         try:

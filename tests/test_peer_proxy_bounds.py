@@ -6,19 +6,15 @@ are the status codes, the cache directory's files and the marker bytes the peer 
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from dashboard_support import ServerThread
+from dashboard_support import ServerThread, fake_peer
 from rollbench.dashboard import peers
 
 pytestmark = pytest.mark.timeout(120)
@@ -29,38 +25,9 @@ MARKER = b"PEERBODY-"
 DRIP_BYTES = 150  # at 0.1 s a byte: 15 s for the whole answer, far past the 1 s deadline of these tests
 
 
-@contextmanager
-def peer(body: bytes, drip_s: float = 0.0) -> Iterator[str]:
-    """A peer answering /api/runs with one run and every other GET with ``body`` (dripped when ``drip_s``)."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            data = json.dumps({"runs": [RUN]}).encode() if self.path == "/api/runs" else body
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            try:
-                if drip_s and self.path != "/api/runs":
-                    for b in data:
-                        self.wfile.write(bytes([b]))
-                        self.wfile.flush()
-                        time.sleep(drip_s)
-                else:
-                    self.wfile.write(data)
-            except OSError:
-                pass
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+def peer(body: bytes, drip_s: float = 0.0) -> AbstractContextManager[str]:
+    """A peer answering /api/runs with one run at once and every other GET with ``body`` (dripped when ``drip_s``)."""
+    return fake_peer(body, drip_s, runs_listing=json.dumps({"runs": [RUN]}).encode())
 
 
 @pytest.fixture

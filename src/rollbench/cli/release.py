@@ -90,6 +90,7 @@ def release_cmd(
             for name, g in doc["grades"].items()
             if (n := g["violations"])
         ]
+        + doc.get("warnings", [])
     )
     values = doc["distinct_counts"]  # how many values of each kind, never the values
     counts = (

@@ -162,7 +162,7 @@ def _build(
         raw.decode("utf-8", errors="ignore") for (_, p), raw in zip(sources, raws, strict=True) if p.suffix != ".mp4"
     ]
     hosts, users = _names(runs, logs, texts)
-    scanner = Scanner(hosts, users, rules_obj)
+    scanner = Scanner(hosts, users, rules_obj, run_names=_run_names(logs))
     releaser = Releaser(scanner)
     released = [
         releaser.file(_released_path(scanner, rel), raw, kind)
@@ -175,17 +175,49 @@ def _build(
     doc = manifest(released, excluded, scanner, when, when_source, runs, labels)
     doc["label_entries"] = label_entries
     doc["grades"] = {_released_path(scanner, name): g for name, g in grades.items()}
+    doc["warnings"] = _rewrites(scanner, [rel for rel, _ in sources])
     if not dry_run:
         write_release(out, released, doc)
     return doc
 
 
+def _run_names(logs: list[RunLog]) -> set[str]:
+    """The runs' own names an environment secret's value must not rewrite: tasks, env, policy, robot and host."""
+    names: set[str] = set()
+    for log in logs:
+        names |= {log.spec.env, log.spec.policy, log.plan.policy.name, log.provenance.host}
+        names |= {t.name for t in log.plan.tasks} | set(log.spec.env.split(","))
+        if log.identity is not None:
+            names |= {log.identity.host, log.identity.robot}
+    return {n for n in names if n}
+
+
+def _rewrites(scanner: Scanner, rels: list[str]) -> list[str]:
+    """One warning line per structural rewrite: a released path renamed by a redaction, an environment secret not
+    used (named, never its value)."""
+    lines = [
+        f"environment variable {k} is not used for redaction: its value {why}"
+        for k, why in sorted(scanner.env_unused.items())
+    ]
+    renamed = set()
+    for rel in rels:  # the first renamed segment's path: one line per renamed run directory or file
+        segs, new = rel.split("/"), _released_path(scanner, rel).split("/")
+        at = next((k for k, (a, b) in enumerate(zip(segs, new, strict=True)) if a != b), None)
+        if at is not None:
+            renamed.add("/".join(new[: at + 1]))
+    lines += [
+        f"{r} is released under a redacted name (a path segment held a secret or a private name)"
+        for r in sorted(renamed)
+    ]
+    return lines
+
+
 def _released_path(scanner: Scanner, rel: str) -> str:
     """``rel`` with every path segment redacted (a run or file named after a host, a user or an address), in the
-    segment-safe form of its placeholder."""
+    segment-safe form of its placeholder; a hex run in a segment is kept (a run named by a commit sha)."""
     out = []
     for seg in rel.split("/"):
-        new, pairs = scanner.redact(seg)
+        new, pairs = scanner.redact(seg, structural=True)
         out.append(sanitize_segment(new) if pairs else seg)
     return "/".join(out)
 

@@ -11,7 +11,11 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
 * ``secret_field`` (category ``credential``): the whole string value of a JSON field named ``authorization``,
   ``x-api-key``, ``api_key``, ``apikey``, ``access_token``, ``auth_token``, ``secret``, ``client_secret``,
   ``password``, ``cookie`` or ``set-cookie`` (case-insensitive), and ``name=value`` / ``name: value`` text of the
-  same names;
+  same names (also bare ``token`` and ``secret``) in free text; a placeholder is never matched again, so the check
+  after redaction passes;
+* ``authorization`` (category ``credential``): the value after ``Authorization:`` / ``Proxy-Authorization:`` in
+  free text, with its scheme word (``Basic``, ``Digest`` with its parameters, ``Token``, any word) or bare;
+  ``Bearer``'s token is ``bearer_token``'s;
 * ``high_entropy`` (category ``secret``): a run of 32..200 characters of ``[A-Za-z0-9+/_=-]`` with a Shannon
   entropy above 4.3 bits per character (random keys have about 5; hex digests at most 4) whose longest piece
   between separators (``-_./+=``) has 20 or more characters mixing upper case, lower case and digits (random key
@@ -29,7 +33,8 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   environment whose name looks like a secret's (:data:`SECRET_ENV_NAME`: ``ROLLBENCH_SERVER_TOKEN``,
   ``ROLLBENCH_MCP_TOKEN``, ``HF_TOKEN``, ``OPENAI_API_KEY``, ...) and whose value has
   :data:`ENV_MIN_LENGTH` or more characters, anywhere, also inside a longer word; the values are never printed or
-  written (MANIFEST.json names the variables only);
+  written (MANIFEST.json names the variables only) a value that is one of the runs' own names or an ordinary word
+  is not used (:func:`ordinary_value`);
 * ``email`` (category ``email``);
 * ``home_path`` (category ``private_path``): ``/home/USER``, ``/Users/USER``, ``/root``, ``C:\\Users\\USER`` (the
   rest of the path is kept);
@@ -92,8 +97,16 @@ BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group red
     (
         "secret_field",
         "credential",
-        r"(?i)\b(?:authorization|x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|client[-_]?secret|"
-        r"password|passwd)\b[\"']?\s*[:=]\s*[\"']?((?!bearer\b)[^\s\"',;}]{6,})",
+        r"(?i)\b(?:x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|client[-_]?secret|token|secret|"
+        r"password|passwd)\b[\"']?\s*[:=]\s*[\"']?((?!bearer\b)(?!<REDACTED:)[^\s\"',;}]{6,})",
+        1,
+    ),
+    (  # any scheme (Basic, Digest, Token, ApiKey, ...; Bearer's token is bearer_token's) or a bare value
+        "authorization",
+        "credential",
+        r"(?i)\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?((?!bearer\b)(?!<REDACTED:)"
+        r"(?:[A-Za-z][\w.-]*[ \t]+(?=\S))?(?:[\w-]+=(?:\"[^\"\r\n]*\"|[^\s,\"';}]*)|[^\s\"',;}]+)"
+        r"(?:[ \t]*,[ \t]*(?:[\w-]+=(?:\"[^\"\r\n]*\"|[^\s,\"';}]*)|[^\s\"',;}]+))*)",
         1,
     ),
     ("email", "email", r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b", 0),
@@ -120,8 +133,12 @@ HASH_FIELDS: dict[str, tuple[re.Pattern[str], bool]] = {
     "revision": (re.compile(r"[0-9a-f]{40}"), False),  # LeRobot provenance: a Hub checkpoint's resolved commit
     "requested_revision": (re.compile(r"[0-9a-f]{40}"), False),  # as given: a commit, a branch or a tag
 }
+# rollbench's own names of a run (a run's directory, its files, run.json's run_id and identity name): a hex run in
+# them (a run named by a commit sha or a uuid) is kept, else the run would be renamed; other rules still apply
+STRUCTURAL_FIELDS = frozenset({"run_id", "identity.name"})
 SECRET_ENV_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 ENV_MIN_LENGTH = 8
+ENV_ORDINARY_LENGTH = 12  # a value shorter, with no digit, is a word, not a secret: not used (a warning names it)
 
 
 def entropy(s: str) -> float:
@@ -144,6 +161,17 @@ def environment_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     case: ``ROLLBENCH_SERVER_TOKEN``, ``HF_TOKEN``, ``OPENAI_API_KEY``) with a value of :data:`ENV_MIN_LENGTH` or
     more characters: ``{name: value}``, by name."""
     return {k: v for k, v in sorted(environ.items()) if SECRET_ENV_NAME.search(k) and len(v) >= ENV_MIN_LENGTH}
+
+
+def ordinary_value(value: str, run_names: set[str]) -> str | None:
+    """Why an environment secret's ``value`` is not used for redaction (it would rewrite the runs' own names), or
+    None: it is (part of) one of ``run_names`` (task, env, policy, robot and host names of the released runs), or
+    shorter than :data:`ENV_ORDINARY_LENGTH` with no digit (an ordinary word, e.g. ``MY_SECRET=scripted/reach``)."""
+    if any(value in n for n in run_names):
+        return "is (part of) a task, env, policy, robot or host name of the released runs"
+    if len(value) < ENV_ORDINARY_LENGTH and not re.search(r"[0-9]", value):
+        return f"is shorter than {ENV_ORDINARY_LENGTH} characters with no digit (an ordinary word)"
+    return None
 
 
 def hex_findings(text: str, keep: bool) -> list[Finding]:
@@ -170,6 +198,8 @@ class Scanner:
         rules: the parsed ``--rules`` file, or None.
         environ: the environment whose secrets' values are redacted (:func:`environment_secrets`); None: this
             process's (``os.environ``).
+        run_names: the released runs' own names (tasks, env, policy, robot, host): an environment secret whose
+            value is one of them, or an ordinary word, is not used (:func:`ordinary_value`; ``env_unused`` says why).
     """
 
     def __init__(
@@ -178,11 +208,14 @@ class Scanner:
         user_names: set[str],
         rules: dict[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
+        run_names: set[str] | None = None,
     ) -> None:
         self.patterns: list[tuple[str, str, re.Pattern[str], int]] = [
             (n, c, re.compile(r), g) for n, c, r, g in BUILTIN
         ]
         secrets = environment_secrets(os.environ if environ is None else environ)
+        self.env_unused = {k: why for k, v in secrets.items() if (why := ordinary_value(v, run_names or set()))}
+        secrets = {k: v for k, v in secrets.items() if k not in self.env_unused}
         self.env_names = sorted(secrets)  # only the names are ever shown
         for name, value in secrets.items():  # after BUILTIN: describe() shows BUILTIN's regexes, never these
             self.patterns.append((f"environment:{name}", "env_secret", re.compile(re.escape(value)), 0))
@@ -237,7 +270,12 @@ class Scanner:
                 "min_distinct_digits": HEX_MIN_DISTINCT,
                 "hash_fields": {k: {"form": f.pattern, "strict": st} for k, (f, st) in HASH_FIELDS.items()},
             },
-            "environment": {"variables": self.env_names, "min_length": ENV_MIN_LENGTH, "values": "never shown"},
+            "environment": {
+                "variables": self.env_names,
+                "not_used": sorted(self.env_unused),
+                "min_length": ENV_MIN_LENGTH,
+                "values": "never shown",
+            },
             "extra_rules": self.extra,
             "literal_names": {
                 "host_name": sum(1 for _, c in self.literals if c == "host_name"),
@@ -260,11 +298,13 @@ class Scanner:
             self.placeholders[key] = f"<REDACTED:{category}:{self._counts[category]}>"
         return self.placeholders[key]
 
-    def find(self, text: str, field: str | None = None) -> list[Finding]:
+    def find(self, text: str, field: str | None = None, structural: bool = False) -> list[Finding]:
         """Non-overlapping findings in ``text``; ``field`` (the JSON key or column holding it) enables the
-        field rules (secret fields, digest fields, host and user fields)."""
+        field rules (secret fields, digest fields, host and user fields); ``structural``: ``text`` is one of
+        rollbench's structural names (a path segment), where hex runs are kept (:data:`STRUCTURAL_FIELDS`)."""
         found: list[Finding] = []
         leaf = (field or "").rsplit(".", 1)[-1].lower()
+        structural = structural or field in STRUCTURAL_FIELDS
         digest = HASH_FIELDS.get(leaf) if field is not None else None
         if field is not None and text and not PLACEHOLDER.fullmatch(text) and text != "<redacted>":
             if SECRET_FIELDS.match(leaf) and not text.lower().startswith("bearer "):
@@ -294,7 +334,7 @@ class Scanner:
                 and entropy(run) > ENTROPY_MIN_BITS
             ):
                 found.append(Finding(m.start(), m.end(), "high_entropy", "secret", run))
-        found += hex_findings(text, keep=digest is not None and bool(digest[0].fullmatch(text)))
+        found += hex_findings(text, keep=structural or (digest is not None and bool(digest[0].fullmatch(text))))
         found = [f for f in found if not any(a.search(f.value) for a in self.allow)]
         found.sort(key=lambda f: (f.start, -(f.end - f.start)))
         out: list[Finding] = []
@@ -307,9 +347,11 @@ class Scanner:
             out.append(f)
         return out
 
-    def redact(self, text: str, field: str | None = None) -> tuple[str, list[tuple[Finding, str]]]:
+    def redact(
+        self, text: str, field: str | None = None, structural: bool = False
+    ) -> tuple[str, list[tuple[Finding, str]]]:
         """``text`` with every finding replaced by its placeholder; and ``(finding, placeholder)`` pairs."""
-        findings = self.find(text, field)
+        findings = self.find(text, field, structural)
         if not findings:
             return text, []
         parts, pos, done = [], 0, []

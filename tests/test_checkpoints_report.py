@@ -228,3 +228,19 @@ def test_a_checkpoint_run_recorded_under_another_horizon_is_a_violation_and_noth
 
     with pytest.raises(ToolError, match="ran different protocols: horizon differs"):
         ranking(edited)
+
+
+def test_two_checkpoints_folders_under_one_root_are_refused_with_the_fix_named(out: Path, tmp_path: Path) -> None:
+    """Two OUT folders over the same training run (a fixed-N one and a second, shorter one) hold step runs of the
+    same names: reading both at once is refused in one line that says to report each folder on its own."""
+    got = invoke("checkpoints", out.parent / "train", *ARGS, *OPTIONS, "--episodes", 2, "--out", tmp_path / "short")
+    assert got.returncode == 0, got.stderr
+    for command in (["report", "--out", tmp_path / "r.html"], ["summarize"]):
+        refused = invoke(*command, out, tmp_path / "short")
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+        assert "duplicate run identities" in lines[0] and f"{tmp_path / 'short' / '001000'}" in lines[0]
+        assert lines[0].endswith("both are rollbench checkpoints folders (their step runs share names): report each "
+                                 "folder on its own")  # fmt: skip
+        assert not (tmp_path / "r.html").exists()
+    assert _report(tmp_path, tmp_path / "short").count("<h2>Checkpoints</h2>") == 1  # each on its own is fine

@@ -181,3 +181,15 @@ def test_documented_training_loop_example_runs_as_written(tmp_path: Path, capsys
     assert json.loads((tmp_path / "runs/loop/002000/run.json").read_text())["spec"]["policy"] == (
         "in-memory:__main__.Greedy@step-2000"
     )
+
+
+def test_another_spec_into_an_in_memory_run_says_how_to_resume_from_python(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    rollbench.evaluate(env="scripted/reach", policy=Greedy(), episodes=2, out=run)
+    with pytest.raises(rollbench.ConfigError) as err:
+        rollbench.evaluate(env="scripted/reach", policy=Greedy(), episodes=3, out=run)
+    assert str(err.value).endswith(
+        "choose another output directory (--out), or resume it with the same options "
+        "(evaluate() with the same spec and policy object)"
+    )
+    assert "rollbench eval --resume" not in str(err.value)

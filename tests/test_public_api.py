@@ -138,3 +138,10 @@ def test_no_module_probes_for_an_optional_hook_by_name() -> None:
         if "getattr(" in line and any(f'"{h}"' in line for h in hooks)
     ]
     assert probes == []
+
+
+def test_a_misspelt_evaluate_argument_names_the_field_it_meant(tmp_path: Path) -> None:
+    with pytest.raises(rollbench.ConfigError) as err:
+        rollbench.evaluate(env="scripted/reach", policy="random", episdoes=3, out=tmp_path / "run")
+    assert "episdoes: Extra inputs are not permitted (got 3) Did you mean episodes?" in str(err.value)
+    assert not (tmp_path / "run").exists()

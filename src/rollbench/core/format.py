@@ -21,8 +21,9 @@ pages render these with: :func:`template_environment`.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,3 +138,9 @@ def template_environment(folder: Path) -> Environment:
     env = Environment(loader=FileSystemLoader(folder), autoescape=True, undefined=StrictUndefined, finalize=shown)
     env.filters.update(FILTERS)
     return env
+
+
+def did_you_mean(name: str, valid: Sequence[str], n: int = 3) -> str:
+    """`` Did you mean A, B?`` with the (at most ``n``) valid names closest to ``name`` (difflib), or ``""``."""
+    close = difflib.get_close_matches(name, valid, n=n, cutoff=0.5)
+    return f" Did you mean {', '.join(close)}?" if close else ""

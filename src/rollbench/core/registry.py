@@ -7,7 +7,6 @@ A plug-in package registers ``[project.entry-points."rollbench.envs"] myfamily =
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +17,7 @@ from typing import Any
 from rollbench.core.broken_family import BrokenFamily
 from rollbench.core.contracts import ConfigError, Env, Policy, PolicyInfo, RollbenchError, TaskInfo, describe
 from rollbench.core.family import EnvFamily, EnvOptions, ServedLayout, adopt
+from rollbench.core.format import did_you_mean
 from rollbench.core.import_hint import OWN_POLICY_FORM, cannot_import
 from rollbench.core.interrupts import contained
 from rollbench.core.suite_names import refuse_suite_position
@@ -60,12 +60,6 @@ def check_policy_options(name: str, factory: PolicyFactory, options: Mapping[str
 def _type_names(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join(k.__name__ for k in kinds)
-
-
-def did_you_mean(name: str, valid: Sequence[str], n: int = 3) -> str:
-    """`` Did you mean A, B?`` with the (at most ``n``) valid names closest to ``name`` (difflib), or ``""``."""
-    close = difflib.get_close_matches(name, valid, n=n, cutoff=0.5)
-    return f" Did you mean {', '.join(close)}?" if close else ""
 
 
 _close_matches = did_you_mean

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from rollbench.core.contracts import ConfigError, TaskInfo
-from rollbench.core.format import error_location, quoted
+from rollbench.core.format import did_you_mean, error_location, quoted
 
 MAX_ACTION_NOISE = 1e6  # action units; far above every task's range, far below float overflow
 MAX_EPISODES_PER_TASK = 100_000
@@ -251,7 +251,10 @@ def build_spec(**fields: Any) -> EvalSpec:
         for err in exc.errors():
             where = error_location(err["loc"], "spec")
             got = quoted(err.get("input"))  # a long value is named by its start and size: one readable line
-            parts.append(f"{where}: {err['msg']}" + ("" if got in err["msg"] else f" (got {got})"))
+            hint = ""
+            if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:  # a misspelt field: name the close ones
+                hint = did_you_mean(str(err["loc"][0]), list(EvalSpec.model_fields))
+            parts.append(f"{where}: {err['msg']}" + ("" if got in err["msg"] else f" (got {got})") + hint)
         raise ConfigError("invalid evaluation spec: " + "; ".join(parts)) from None
 
 

@@ -243,9 +243,14 @@ def _refuse_other_run(
     if existing is not None and existing.spec_identity != spec.identity():
         old, new = existing.spec.model_dump(mode="json"), spec.model_dump(mode="json")
         diff = differences(old, new)
+        again = (  # an in-memory policy's run resumes only from Python, with the same object
+            "evaluate() with the same spec and policy object"
+            if spec.policy.startswith("in-memory:")
+            else "rollbench eval --resume RUN_DIR"
+        )
         raise ConfigError(
             f"{run_dir} already holds a run of a different spec ({diff or 'identity ' + existing.spec_identity}); "
-            "choose another --out, or resume it with the same options (rollbench eval --resume RUN_DIR)"
+            f"choose another output directory (--out), or resume it with the same options ({again})"
         )
     if existing is None and run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")

@@ -91,6 +91,7 @@ def test_summarize_refuses_duplicate_run_identities_naming_both_paths(runs: dict
     proc = invoke("summarize", runs["zero"], tmp_path / "copy")
     assert proc.returncode == 2
     assert "duplicate run identities" in proc.stderr and "hostA/sawyer/zero" in proc.stderr
+    assert "report each folder on its own" not in proc.stderr  # the hint is for checkpoints folders only
     assert str(copy) in proc.stderr.replace("\n", "") and str(runs["zero"]) in proc.stderr.replace("\n", "")
 
 

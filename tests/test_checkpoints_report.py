@@ -120,6 +120,47 @@ def test_a_damaged_checkpoints_json_is_named_and_nothing_is_ranked(out: Path, tm
     assert "<strong>Verdict:</strong>" not in section and "<th>step</th>" not in section
 
 
+def _outside(html: str) -> str:
+    """The report less its Checkpoints section and its figures' data (base64 may spell any word)."""
+    start = html.index("<h2>Checkpoints</h2>")
+    return re.sub(r'src="data:[^"]*"', "", html[:start] + html[html.index("<h2>", start + 5) :])
+
+
+def _assert_no_generic_statistics(html: str) -> None:
+    outside = _outside(html)
+    for text in ("McNemar", "Fisher", "better", "unpaired", "UNPAIRED", "Holm", "repeat"):
+        assert text not in outside, text
+    assert "<h2>Comparison</h2>" not in html and "<h2>Success rate per task</h2>" not in html
+
+
+def test_checkpoint_runs_are_reported_in_the_checkpoints_section_only(out: Path, tmp_path: Path) -> None:
+    html = _report(tmp_path, out)
+    _assert_no_generic_statistics(html)
+    runs = html[html.index("<h2>Runs</h2>") : html.index("<h2>Checkpoints</h2>")]
+    assert [f"{step:06d}" for step in SKILLS] == re.findall(r"<td>[^<]*/(\d{6})</td>", runs)  # the run list stays
+
+
+def test_plain_runs_beside_a_checkpoints_folder_are_pooled_and_compared_without_the_checkpoints(
+    out: Path, tmp_path: Path
+) -> None:
+    for name, skill in (("low", 0.2), ("high", 0.8)):
+        folder = write_checkpoint(tmp_path / name, 1, skill, lerobot_layout=False)
+        options = ["--policy-options", json.dumps({"checkpoint": str(folder)})]
+        got = invoke("eval", "--env", "scripted/reach", "--policy", "checkpoint_policies:make", *options,
+                     "--episodes", N, "--out", tmp_path / "plain" / name)  # fmt: skip
+        assert got.returncode == 0, got.stderr
+    html = _report(tmp_path, out, tmp_path / "plain")
+    cells = html[html.index("<h2>Success rate per task</h2>") : html.index("<h2>Checkpoints</h2>")]
+    rows = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", cells)]
+    wins = sum(expected_success(k, seed) for k in (0.2, 0.8) for seed in range(N))
+    assert [(r[4], r[8]) for r in rows if r] == [(str(2 * N), str(wins))]  # the two plain runs only
+    keys = re.findall(r"Reported under Checkpoints instead \(not pooled here\): ([^<]*)\.</p>", cells)
+    assert len(keys) == 1 and [k.rsplit("/", 1)[1] for k in keys[0].split(", ")] == [f"{s:06d}" for s in SKILLS]
+    comparison = html[html.index("<h2>Comparison</h2>") :]
+    assert f"Reported under Checkpoints instead (not compared here): {keys[0]}." in comparison
+    assert not any(k in comparison.replace(keys[0], "") for k in keys[0].split(", "))
+
+
 def test_a_plain_run_folder_has_no_checkpoints_section(out: Path, tmp_path: Path) -> None:
     html = _report(tmp_path, out / "001000")  # a run directory alone: its parent is not among the inputs' folders
     assert "<h2>Checkpoints</h2>" not in html
@@ -156,6 +197,7 @@ def test_report_of_an_eliminate_folder_shows_each_look_and_the_chosen_step(tmp_p
     )
     assert "Holm" not in section and "worse" not in section and "stopped adaptively" not in section
     assert "Violation" not in section
+    _assert_no_generic_statistics(_report(tmp_path, tmp_path / "out"))  # no p-value on its adaptive samples
     (tmp_path / "out" / "elimination.json").write_text(json.dumps({**e, "chosen": 1000}))
     section = _section(_report(tmp_path, tmp_path / "out"))
     assert "elimination.json differs from the replay of the run directories" in section
@@ -186,3 +228,19 @@ def test_a_checkpoint_run_recorded_under_another_horizon_is_a_violation_and_noth
 
     with pytest.raises(ToolError, match="ran different protocols: horizon differs"):
         ranking(edited)
+
+
+def test_two_checkpoints_folders_under_one_root_are_refused_with_the_fix_named(out: Path, tmp_path: Path) -> None:
+    """Two OUT folders over the same training run (a fixed-N one and a second, shorter one) hold step runs of the
+    same names: reading both at once is refused in one line that says to report each folder on its own."""
+    got = invoke("checkpoints", out.parent / "train", *ARGS, *OPTIONS, "--episodes", 2, "--out", tmp_path / "short")
+    assert got.returncode == 0, got.stderr
+    for command in (["report", "--out", tmp_path / "r.html"], ["summarize"]):
+        refused = invoke(*command, out, tmp_path / "short")
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+        assert "duplicate run identities" in lines[0] and f"{tmp_path / 'short' / '001000'}" in lines[0]
+        assert lines[0].endswith("both are rollbench checkpoints folders (their step runs share names): report each "
+                                 "folder on its own")  # fmt: skip
+        assert not (tmp_path / "r.html").exists()
+    assert _report(tmp_path, tmp_path / "short").count("<h2>Checkpoints</h2>") == 1  # each on its own is fine

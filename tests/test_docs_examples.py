@@ -272,7 +272,7 @@ def test_the_checkpoints_one_minute_example_runs_as_written(tmp_path: Path) -> N
     spec.loader.exec_module(page)
     skills = {5000: 0.3, 10000: 0.9, 15000: 0.6}
     wins = {s: sum(page.moves(k, seed) for seed in range(20)) for s, k in skills.items()}
-    doc = json.loads((tmp_path / "runs/toy-checkpoints/checkpoints.json").read_text())
+    doc = json.loads((tmp_path / "checkpoints/toy/checkpoints.json").read_text())
     got = {r["step"]: r["coverage"]["successes"] for r in doc["checkpoints"]}
     assert got == wins and doc["best"] == 10000 == max(wins, key=lambda s: wins[s])
     html = (tmp_path / "toy-report.html").read_text()

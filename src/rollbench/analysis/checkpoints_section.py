@@ -32,6 +32,18 @@ def checkpoint_folders(loaded: Loaded) -> list[Path]:
     return sorted(o for o in outs if {d.resolve() for d in step_runs(o)} <= found)
 
 
+def without_checkpoint_runs(loaded: Loaded) -> tuple[Loaded, list[str]]:
+    """``loaded`` less the runs of every :func:`checkpoint_folders` folder, and those runs' keys (sorted): a
+    checkpoint run is reported in the Checkpoints section only, never pooled into the generic per-task cells nor
+    compared pair by pair as an ordinary run (its checkpoints share one model name; ``--eliminate`` samples are
+    adaptive). Runs left out as in progress and byte-copies stay as they were."""
+    inside = {d.resolve() for out in checkpoint_folders(loaded) for d in step_runs(out)}
+    moved = {id(r) for r in loaded.runs if r.run_dir is not None and r.run_dir.resolve() in inside}
+    rest = [r for r in loaded.runs if id(r) not in moved]
+    keys = sorted(r.key for r in loaded.runs if id(r) in moved)
+    return Loaded(rest, loaded.in_progress, loaded.copies), keys
+
+
 def _figure(ranking: dict[str, Any], plots_dir: Path | None, name: str) -> bytes:
     """The success-against-step figure as PNG bytes (also ``plots_dir``/NAME.png and .svg when given); closed."""
     import matplotlib.pyplot as plt

@@ -24,10 +24,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollbench.analysis.checkpoints_section import checkpoint_sections, checkpoint_warnings
+from rollbench.analysis.checkpoints_section import checkpoint_sections, checkpoint_warnings, without_checkpoint_runs
 from rollbench.analysis.latency_sweep import latency_sweeps
 from rollbench.analysis.sources import Loaded
-from rollbench.analysis.summarize import Labels, summarize_runs
+from rollbench.analysis.summarize import Labels, run_rows, summarize_runs
 from rollbench.core.contracts import RollbenchError
 from rollbench.core.format import (
     MISSING,
@@ -78,12 +78,12 @@ def figure_specs(
     drawn here: call each function when the figure is needed and close its figure once written."""
     from rollbench.analysis import figures
 
-    out: dict[str, Any] = {
-        "success_rate": (
+    out: dict[str, Any] = {}
+    if summary["cells"]:  # none when every run belongs to a checkpoints folder
+        out["success_rate"] = (
             lambda: figures.success_rate_figure(summary),
             "Success rate per task and model (95% Wilson interval).",
-        ),
-    }
+        )
     for i, c in enumerate((comparison or {}).get("comparisons", []), 1):
         cap = f"{c['b']} minus {c['a']} per task and pooled ({c['statistics']} bootstrap 95% interval)."
         out[f"difference_{i}"] = (lambda c=c: figures.difference_figure(c), cap)
@@ -308,7 +308,7 @@ def render_report(
     ``reproductions``: :func:`rollbench.reproduce.reproduce` documents, one section each. ``checkpoints``: the
     :func:`~rollbench.analysis.checkpoints_section.checkpoint_sections` when the caller has them (computed if not)."""
     if summary is None:
-        summary = summarize_runs(loaded, labels=labels)
+        summary = report_summary(loaded, labels)
     sequential, seq_warnings = sequential_comparisons(loaded)
     figures = draw_figures(loaded, summary, comparison, plots_dir, sequential)
     context = report_context(loaded, summary, comparison, figures, dashboard_url)
@@ -316,6 +316,7 @@ def render_report(
     context["sequential"] = [_sequential_view(doc, i) for i, doc in enumerate(sequential, 1)]
     context["latency_sweeps"] = latency_sweeps(loaded.runs)
     context["robustness"] = [{"run": run, **study} for run, study in robustness_studies(loaded)]
+    context["checkpoint_runs"] = ", ".join(without_checkpoint_runs(loaded)[1])
     context["checkpoints"] = checkpoints if checkpoints is not None else checkpoint_sections(loaded, plots_dir)
     context["warnings"] += checkpoint_warnings(context["checkpoints"])
     context["reproductions"] = []
@@ -361,11 +362,22 @@ def report_comparison(
     loaded: Loaded, seed: int = 0, n_resamples: int = 10_000, rule: CoverageRule = DEFAULT_RULE
 ) -> dict[str, Any] | None:
     """The comparison a report shows: :func:`rollbench.analysis.compare.compare_where_paired` over the run
-    directories (pairing decided per pair; errors by the coverage ``rule``); None with fewer than two run
-    directories."""
+    directories outside ``rollbench checkpoints`` folders (those are compared in the Checkpoints section only;
+    pairing decided per pair; errors by the coverage ``rule``); None with fewer than two such run directories."""
     from rollbench.analysis.compare import compare_where_paired
 
-    dirs = [r for r in loaded.runs if r.run_dir is not None]
+    dirs = [r for r in without_checkpoint_runs(loaded)[0].runs if r.run_dir is not None]
     if len(dirs) < 2:
         return None
     return compare_where_paired(dirs, seed=seed, n_resamples=n_resamples, rule=rule)
+
+
+def report_summary(loaded: Loaded, labels: Labels | None = None, rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any]:
+    """The summary a report shows: :func:`summarize_runs` over the runs outside ``rollbench checkpoints`` folders
+    (those are ranked in the Checkpoints section only: never pooled into one cell under their shared model name),
+    with ``runs`` listing every run and ``warnings`` every damaged run and copy among them."""
+    generic, _ = without_checkpoint_runs(loaded)
+    summary = summarize_runs(generic, labels=labels, rule=rule)
+    summary["runs"] = run_rows(loaded.runs)
+    summary["warnings"] = [w for w in loaded.notes() if w not in summary["warnings"]] + summary["warnings"]
+    return summary

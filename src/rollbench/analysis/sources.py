@@ -347,5 +347,15 @@ def load_runs(
     dupes = {k: v for k, v in by_key.items() if len(v) > 1}
     if dupes:
         shown = "; ".join(f"{k} at {' and '.join(v)}" for k, v in sorted(dupes.items()))
-        raise ConfigError(f"duplicate run identities (their episodes would be counted twice): {shown}")
+        raise ConfigError(f"duplicate run identities (their episodes would be counted twice): {shown}{_hint(dupes)}")
     return loaded
+
+
+def _hint(dupes: dict[str, list[str]]) -> str:
+    """The fix when every duplicate is a step run of ``rollbench checkpoints`` folders (two OUT folders evaluate the
+    same steps under the same run names): report each folder on its own; else nothing."""
+    from rollbench.checkpoints.recompute import is_checkpoints_out
+
+    if all(is_checkpoints_out(Path(src).parent) for srcs in dupes.values() for src in srcs):
+        return "; both are rollbench checkpoints folders (their step runs share names): report each folder on its own"
+    return ""

@@ -265,22 +265,28 @@ def summarize_runs(
         "labels": labels.source if labels else None,
         "coverage_rule": rule.to_dict(),
         "cells": cells,
-        "runs": [
-            {
-                "run": r.key,
-                "path": r.source,
-                "policy": r.policy,
-                "model": r.model,
-                "status": r.status,
-                "episodes": len(r.episodes),
-                **r.marks(),
-            }
-            for r in sorted(loaded.runs, key=lambda r: r.key)
-        ],
+        "runs": run_rows(loaded.runs),
         "in_progress": loaded.in_progress,
         **({"copies": loaded.copies} if loaded.copies else {}),
         "warnings": warnings,
     }
+
+
+def run_rows(runs: list[RunData]) -> list[dict[str, Any]]:
+    """The document's ``runs``: per run (sorted by key) its key, path, policy, model, status, episode count and
+    marks."""
+    return [
+        {
+            "run": r.key,
+            "path": r.source,
+            "policy": r.policy,
+            "model": r.model,
+            "status": r.status,
+            "episodes": len(r.episodes),
+            **r.marks(),
+        }
+        for r in sorted(runs, key=lambda r: r.key)
+    ]
 
 
 def _group_episodes(loaded: Loaded, by: tuple[str, ...], keys: tuple[str, ...]) -> dict[tuple[Any, ...], Members]:

@@ -280,9 +280,9 @@ def report_cmd(
     PNG/SVG with --plots), and with --reference the reproduction verdicts. Its warnings are also printed on stderr."""
 
     from rollbench.analysis.checkpoints_section import checkpoint_sections, checkpoint_warnings
-    from rollbench.analysis.html_report import render_report, report_comparison, report_warnings
+    from rollbench.analysis.html_report import render_report, report_comparison, report_summary, report_warnings
     from rollbench.analysis.sources import load_runs
-    from rollbench.analysis.summarize import load_label_set, summarize_runs
+    from rollbench.analysis.summarize import load_label_set
 
     if dashboard_url is not None and not dashboard_url.startswith(("http://", "https://")):
         _fail(f"--dashboard-url {dashboard_url!r} is not an http(s) URL")
@@ -300,7 +300,7 @@ def report_cmd(
             label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
             status.update(f"comparing and pooling {len(loaded.runs)} run(s)")
             comparison = report_comparison(loaded, seed=seed, rule=rule)
-            summary = summarize_runs(loaded, labels=label_set, rule=rule)
+            summary = report_summary(loaded, label_set, rule)  # checkpoint runs: Checkpoints section only
             reproductions = _reproductions(loaded, reference)
             status.update("drawing the figures and writing the page")
             checkpoints = checkpoint_sections(loaded, plots)  # rollbench checkpoints folders, recomputed (issue 43)

@@ -185,6 +185,12 @@ def test_summarize_reads_a_dashboard_export_with_its_labels_and_variant_cells(
     assert (reach[()]["episodes"], reach[("polite",)]["episodes"]) == (2, 1)
     assert reach[("polite",)]["instruction"] == "please reach the goal"
     assert reach[()]["label_counts"]["no_attempt"] == 1 and reach[()]["rates"]["no_attempt_rate"] == 1.0
+    unchecked = (
+        f"dashboard export {export}: an export records no protocol, so its runs' protocol (horizon, success rule, "
+        "success hold) was not checked and their cells may pool protocols"
+    )
+    assert doc["warnings"].count(unchecked) == 1  # one line for the export, not one per run
+    assert invoke("summarize", export).stderr.count("was not checked and their cells may pool protocols") == 1
     both = invoke("summarize", export, runs["zero"])
     assert both.returncode == 2 and "duplicate run identities" in both.stderr
 

@@ -177,3 +177,53 @@ def test_a_missing_or_unreadable_video_is_named(run: Path) -> None:
     (bad,) = [v for v in r["violations"] if v.startswith("episode 4:")]
     assert bad.startswith("episode 4: video file videos/observation.images.top/chunk-000/file-004.mp4 is unreadable (")
     assert not any("-1 frames" in v for v in r["violations"])
+
+
+def _relabel(run: Path, column: str, value: object) -> None:
+    """Set ``column`` to ``value`` on every episode record (as a hand edit with pyarrow would)."""
+    for f in sorted((run / "meta/episodes").rglob("*.parquet")):
+        t = pq.read_table(f)
+        idx = t.schema.get_field_index(column)
+        pq.write_table(t.set_column(idx, column, [[value] * t.num_rows]), f)
+
+
+def test_max_steps_termination_before_the_relabelled_horizon_is_a_violation(tmp_path: Path) -> None:
+    # zero never reaches the goal: every episode ends max_steps after 3 steps; relabel the horizon 30 everywhere
+    out = tmp_path / "run"
+    evaluate(env="scripted/reach", policy="zero", episodes=2, max_steps=3, seed=1, out=out)
+    assert grade(out).violations == []
+    doc = json.loads((out / "run.json").read_text())
+    doc["spec"]["max_steps"] = 30
+    for t in doc["plan"]["tasks"]:
+        t["max_steps"] = 30
+    (out / "run.json").write_text(json.dumps(doc))
+    _relabel(out, "rollbench/max_steps", 30)
+    r = grade(out)
+    for e in (0, 1):
+        assert f"episode {e}: termination max_steps after 3 steps, but its horizon is 30 steps" in r.violations
+    assert r.status == "PARTIAL"  # the status rule: violations make a run PARTIAL
+
+
+def test_a_success_termination_without_a_held_success_is_a_violation(run: Path) -> None:
+    _relabel(run, "rollbench/termination_reason", "success")
+    r = grade(run)  # random on scripted/reach never succeeds: no recorded step completes the rule
+    assert (
+        "episode 0: termination success, but its step data does not reach the success rule (any_step, hold 1) "
+        "first on its last step" in r.violations
+    )
+
+
+def test_an_any_step_success_that_did_not_end_the_episode_is_a_violation(tmp_path: Path) -> None:
+    # hold 3 relabelled hold 1: the expert's first successful step now completes the rule, yet the episode went on
+    out = tmp_path / "run"
+    evaluate(env="scripted/reach", policy="scripted-expert", episodes=1, max_steps=30, seed=1, success_hold=3, out=out)
+    data = pq.read_table(out / "data/chunk-000/file-000.parquet")["next.success"].to_pylist()
+    assert data[-3:] == [True] * 3 and data[-4] is False  # hand count: the hold of 3 ended the episode
+    doc = json.loads((out / "run.json").read_text())
+    doc["spec"]["success_hold"] = 1
+    (out / "run.json").write_text(json.dumps(doc))
+    r = grade(out)
+    assert (
+        "episode 0: termination success, but its step data does not reach the success rule (any_step, hold 1) "
+        "first on its last step" in r.violations
+    )

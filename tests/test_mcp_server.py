@@ -337,3 +337,23 @@ async def test_a_fetch_rollout_leaves_the_clients_terminal_quiet(tmp_path: Path)
             refused = await s.call_tool("run_policy_rollout", {**args, "policy": "no-such"})
     assert done["episodes_recorded"] == 1 and "no-such" in error_text(refused)
     assert errlog.read_text() == ""
+
+
+@pytest.mark.slow
+async def test_get_run_shows_the_reasons_grade_recomputes_not_run_json_recorded_text(tmp_path: Path) -> None:
+    # a run recorded by an older version kept a server's raw text (escape sequences, a token) in its reasons
+    from rollbench.api import evaluate, grade
+    from rollbench.core.format import printable
+
+    run = tmp_path / "old"
+    evaluate(env="scripted/faulty", policy="scripted-expert", episodes=3, max_steps=20, out=run)
+    doc = json.loads((run / "run.json").read_text())
+    doc["results"]["reasons"] = ["\x1b[1A\x1b[2K\x1b[32mstatus: OK\nHTTP 500: Bearer TOPSECRETTOKEN123456"]
+    (run / "run.json").write_text(json.dumps(doc))
+    expected = [printable(r) for r in grade(run).reasons]  # the oracle: grade on the files, one line each
+    with anyio.fail_after(120):
+        async with mcp_session(tmp_path) as s:
+            info = structured(await s.call_tool("get_run", {"run_id": "old"}))
+    assert info["state"] == "finished" and info["reasons"] == expected and expected
+    assert "TOPSECRET" not in json.dumps(info) and "\x1b" not in json.dumps(info) and "\\u001b" not in json.dumps(info)
+    assert "Reasons (recomputed from the files): " in info["summary"]

@@ -214,6 +214,9 @@ def test_allow_damaged_includes_the_run_marked_in_every_output(truncated: tuple[
     # the cut episode has no readable step rows, so it is not graded (not a failure): the runs no longer pair
     cmp = json.loads(invoke("compare", good, run, "--json", "--allow-damaged", "--unpaired").stdout)
     assert [r.get("damaged", False) for r in cmp["runs"]] == [False, True]
+    text = invoke("compare", good, run, "--allow-damaged", "--unpaired").stdout
+    verdicts = [line.strip() for line in text.splitlines() if line.strip().startswith("verdict")]
+    assert verdicts and all(v.startswith("verdict (on damaged runs, --allow-damaged): ") for v in verdicts)
     html = run.parent.parent / "rep.html"
     rep = invoke("report", run, "--out", html, "--allow-damaged")
     assert rep.returncode == 0, rep.stderr

@@ -78,7 +78,8 @@ class Loaded:
     copies: list[dict[str, str]] = field(default_factory=list)
 
     def notes(self) -> list[str]:
-        """Warnings every analysis prints: each damaged run included, each byte-copy left out."""
+        """Warnings every analysis prints: each damaged run included, each byte-copy left out, and one line when
+        dashboard exports (no protocol recorded) are among the runs."""
         out = [
             f"run {r.key} ({r.source}) is damaged and included only because of --allow-damaged: "
             f"{len(r.violations)} violation(s), first: {r.violations[0]}"
@@ -86,6 +87,11 @@ class Loaded:
             if r.damaged
         ]
         out += [f"{c['path']} is a copy of {c['same_as']} (the same run log); counted once" for c in self.copies]
+        if exports := sorted({r.source.rsplit(" (runs[", 1)[0] for r in self.runs if r.log is None}):
+            out.append(
+                f"dashboard export {', '.join(exports)}: an export records no protocol, so its runs' protocol "
+                "(horizon, success rule, success hold) was not checked and their cells may pool protocols"
+            )
         return out
 
 

@@ -86,6 +86,7 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
     """Each pair as a table (per task and pooled), then the ranking when there are more than two runs."""
     if doc["statistics"] == "unpaired":
         out.print("[bold yellow]unpaired statistics[/] (Fisher's exact test, unpaired bootstrap): --unpaired was given")
+    damaged = {r["run"] for r in doc["runs"] if r.get("damaged")}
     for c in doc["comparisons"]:
         paired = c["statistics"] == "paired"
         a, b = f"{said(c['a'])} ({said(c['model_a'])})", f"{said(c['b'])} ({said(c['model_b'])})"
@@ -105,7 +106,7 @@ def print_comparison(out: Console, doc: dict[str, Any]) -> None:
             if len(c["tasks"]) > 1 or r["task"] == "pooled":
                 head = "pooled" if r["task"] == "pooled" else f"task {said(r['task'])}"
                 out.print(f"{head}:", highlight=False)
-                for line in coverage_lines(r):
+                for line in coverage_lines(r, damaged=bool(damaged & {c["a"], c["b"]})):
                     out.print(f"  {said(line)}", highlight=False, soft_wrap=True)
         if c["tasks_not_compared"]:
             not_compared = said(", ".join(c["tasks_not_compared"]))

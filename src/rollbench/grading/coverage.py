@@ -300,12 +300,13 @@ def gated_decision(decision: str, gate: str | None) -> str:
     return INSUFFICIENT_COVERAGE if gate is not None else decision
 
 
-def coverage_lines(block: Mapping[str, Any]) -> list[str]:
+def coverage_lines(block: Mapping[str, Any], damaged: bool = False) -> list[str]:
     """The plain-text lines every surface shows under a comparison block (a ``compare`` task or pooled block:
     ``coverage`` {a, b: :meth:`ArmCoverage.to_dict`}, ``error_notes``, ``verdict``, ``coverage_gate`` and, paired,
     ``pairs``, ``pairs_dropped``, ``pairs_dropped_by_reason``): each arm's attempted / scored / errored by fault, the
     notes naming its errors, the pairs compared and dropped, and the verdict (with the gate's reason when it
-    withheld one)."""
+    withheld one). ``damaged``: an arm is a damaged run included with ``--allow-damaged``, which the verdict
+    line then says."""
     lines = []
     for arm in ("a", "b"):
         cov = block["coverage"][arm]
@@ -325,5 +326,6 @@ def coverage_lines(block: Mapping[str, Any]) -> list[str]:
             + f"; unit: {unit}, {block.get('test', '')}"
         )
     verdict = VERDICT_LABELS.get(block["verdict"], block["verdict"])
-    lines.append(f"verdict: {block['coverage_gate'] or verdict}")
+    head = "verdict (on damaged runs, --allow-damaged)" if damaged else "verdict"
+    lines.append(f"{head}: {block['coverage_gate'] or verdict}")
     return lines

@@ -279,9 +279,14 @@ def run_row(run_id: str, log_: RunLog, mtime: float) -> RunRow:
     )
 
 
-def run_info(run_id: str, run_dir: Path, log_: RunLog, state: Any, live: dict[str, Any] | None) -> RunInfo:
+def run_info(
+    run_id: str, run_dir: Path, log_: RunLog, state: Any, live: dict[str, Any] | None, graded: list[str] | None = None
+) -> RunInfo:
+    """get_run's answer; ``graded``: the reasons ``grade`` recomputes from the files (a finished run), shown instead
+    of run.json's recorded ones (which an older version may have written with raw control characters)."""
     spec = log_.spec
-    n, rate, reasons = _recorded(log_)
+    n, rate, recorded = _recorded(log_)
+    reasons = [printable(r) for r in (recorded if graded is None else graded)]
     requested = log_.plan.episodes_requested
     what = f"Run {run_id} ({requested} episodes of {spec.env} with policy {spec.policy}, max_steps {spec.max_steps})"
     resume = f"call run_policy_rollout again with the same arguments and run_name={run_id!r} to record the rest"
@@ -298,7 +303,8 @@ def run_info(run_id: str, run_dir: Path, log_: RunLog, state: Any, live: dict[st
         )
         text += f", success rate {pct(rate)}." if n else "."
         if reasons:
-            text += " Reasons: " + "; ".join(reasons[:6]) + "."
+            text += " Reasons (recomputed from the files): " if graded is not None else " Reasons: "
+            text += "; ".join(reasons[:6]) + "."
         if n is not None and n < requested:
             text += f" To finish it, {resume}."
         text += f" grade_run({run_id!r}) recomputes the results from the files."
@@ -329,12 +335,14 @@ FOREIGN_LOG = (ValueError, KeyError, TypeError, AttributeError)
 """What reading the fields of a run.json of the wrong types raises (a pydantic ValidationError is a ValueError)."""
 
 
-def checked_run_info(run_id: str, run_dir: Path, log_: RunLog, state: Any, live: dict[str, Any] | None) -> RunInfo:
+def checked_run_info(
+    run_id: str, run_dir: Path, log_: RunLog, state: Any, live: dict[str, Any] | None, graded: list[str] | None = None
+) -> RunInfo:
     """:func:`run_info`, or a ToolError naming the run.json whose fields have the wrong types (a run someone handed
     over), never an "Error executing tool" without a cause."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     try:
-        return run_info(run_id, run_dir, log_, state, live)
+        return run_info(run_id, run_dir, log_, state, live, graded)
     except FOREIGN_LOG as exc:
         raise ToolError(f"{run_dir}/run.json is not a rollbench run log ({type(exc).__name__})") from None

@@ -185,7 +185,13 @@ class RolloutService:
                 live = read_regular_json(run_dir / "run.live.json", run_dir)
         if active is not None:
             live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
-        info = checked_run_info(run_id, run_dir, log_, state, live)
+        graded = None
+        if state == "finished":  # the reasons grade recomputes (as grade_run), never run.json's recorded text
+            try:
+                graded = list(grade(run_dir).reasons)
+            except RollbenchError as exc:
+                graded = [str(exc)]
+        info = checked_run_info(run_id, run_dir, log_, state, live, graded)
         return _call_result(info.summary, info)
 
     def list_runs(self, limit: int) -> list[RunRow]:

@@ -202,3 +202,95 @@ def test_an_edited_decision_in_checkpoints_json_is_a_violation(
     assert f"{edited / 'checkpoints.json'}: step 3000 decision 'chosen' differs from its run directory's 'kept'" in (
         got.violations
     )
+
+
+STOP_WORDS = (
+    "stopped at look 4 (32 episodes): no kept checkpoint's success rate can exceed step 2000's by more than 0.5 "
+    "(every kept one's upper bound on its gain over step 2000 is <= 0.5)"
+)
+
+
+@pytest.mark.slow
+def test_the_elimination_says_why_it_stopped_in_json_checkpoints_json_the_printout_and_recompute(
+    folder: tuple[Path, dict[str, Any]],
+) -> None:
+    from rollbench.checkpoints.recompute import recompute
+
+    base, doc = folder
+    looks, _ = _hand_replay(_wins())
+    low_3000 = looks[-1][3][3000]  # by hand: step 3000 kept (bound <= 0) and within delta (>= -0.5) at the last look
+    assert -DELTA <= low_3000 <= 0 and looks[-1][2] == []
+    assert doc["elimination"]["stopped"] == STOP_WORDS
+    out = base / "root" / "out"
+    assert json.loads((out / "checkpoints.json").read_text())["elimination"]["stopped"] == STOP_WORDS
+    assert json.loads((out / "elimination.json").read_text())["stopped"] == STOP_WORDS
+    got = recompute(out)
+    assert got.violations == [] and got.elimination is not None and got.elimination["stopped"] == STOP_WORDS
+    printed = invoke("checkpoints", base / "train", *ARGS, "--out", out)  # resumes: runs nothing
+    assert printed.returncode == 0, printed.stderr
+    assert STOP_WORDS in " ".join(printed.stdout.split())
+
+
+def test_the_stopping_reason_names_each_of_the_rules_three_stops() -> None:
+    from rollbench.checkpoints.eliminate import design
+    from rollbench.checkpoints.eliminate_run import stopped
+
+    d = design(3, 0.05, 0.05)  # the looks 16, 32, ..., 5348 of a new user's run (delta 0.05, alpha 0.05)
+    assert d.looks[-1] == 5348
+
+    def look(trials: int, lowers: list[float]) -> dict[str, Any]:
+        return {"trials": trials, "best": 10000, "eliminated": [],
+                "bounds": [{"step": 5000 + 10000 * i, "pairs": trials, "mean": 0.3, "lower": lo}
+                           for i, lo in enumerate(lowers)]}  # fmt: skip
+
+    first = [look(16, [-0.1, -0.6]), look(32, [0.04, -0.4]), look(64, [-0.14])]
+    # the user's look 4: step 15000's lower bound on (step 10000 minus it) is -0.00287 >= -0.05
+    assert stopped([*first, look(128, [-0.002870201029636421])], d) == (
+        "stopped at look 4 (128 episodes): no kept checkpoint's success rate can exceed step 10000's by more than "
+        "0.05 (every kept one's upper bound on its gain over step 10000 is <= 0.05)"
+    )
+    assert stopped([*first, look(128, [0.01])], d) == (
+        "stopped at look 4 (128 episodes): every other checkpoint was eliminated; step 10000 is the only one left"
+    )
+    assert stopped([*first, look(5348, [-0.06])], d) == (
+        "stopped at look 4 (5348 episodes): budget exhausted (the last look, 5348 episodes per checkpoint)"
+    )
+
+
+@pytest.mark.slow
+def test_each_checkpoint_run_stopped_by_the_elimination_grades_ok_with_its_look_and_lists_ok(
+    folder: tuple[Path, dict[str, Any]],
+) -> None:
+    base, _ = folder
+    out = base / "root" / "out"
+    # by hand (module docstring): step 1000 eliminated at look 2 (8 episodes), 2000 chosen and 3000 kept at look 4
+    expected = {
+        1000: "stopped by the checkpoint elimination at look 2 (8 episodes): eliminated (24 planned episodes after it "
+        "were not needed)",
+        2000: "stopped by the checkpoint elimination at look 4 (32 episodes): chosen",
+        3000: "stopped by the checkpoint elimination at look 4 (32 episodes): kept",
+    }
+    for step, reason in expected.items():
+        run_dir = out / f"{step:06d}"
+        graded = rollbench.grade(run_dir)
+        assert (graded.status, graded.reasons, graded.episodes_requested) == ("OK", [reason], 32)
+        assert invoke("grade", run_dir).returncode == 0
+    r = invoke("runs", out, "--json")
+    assert r.returncode == 0, r.stderr
+    assert {row["run"]: row["status"] for row in json.loads(r.stdout)} == {f"{s:06d}": "OK" for s in SKILLS}
+
+
+@pytest.mark.slow
+def test_a_lost_episode_the_elimination_needed_keeps_the_run_partial(
+    folder: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    import shutil
+
+    base, _ = folder
+    copy = tmp_path / "001000"
+    shutil.copytree(base / "root" / "out" / "001000", copy)
+    (copy / "meta/episodes/chunk-000/file-003.parquet").unlink()  # episode 3 < 8: the look that eliminated it used it
+    graded = rollbench.grade(copy)
+    assert graded.status == "PARTIAL"
+    assert "1 of 32 requested episodes are not recorded (episode 3)" in graded.reasons
+    assert invoke("grade", copy).returncode == 1

@@ -24,10 +24,11 @@ from rollbench.checkpoints.rank import outcomes
 from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, write_ranking
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import make_plan, trial_order
+from rollbench.core.runlog_model import EliminationRunRecord, RunLog
 from rollbench.core.spec import EvalSpec
 from rollbench.grading.coverage import CoverageRule, score
 from rollbench.record.files import atomic_write_json
-from rollbench.record.runlog import read_run_log
+from rollbench.record.runlog import RunLock, read_run_log, update_run_log
 from rollbench.run.observer import EpisodeSummary, Observers, RunObserver
 from rollbench.run.runners import Execution
 
@@ -123,7 +124,57 @@ def _looks(
         "episodes_used": sum(used.values()),
         "episodes_fixed_n": len(ckpts) * d.to_dict()["fixed_n"],
         "guarantee": f"P(step chosen is more than {d.delta:g} below the best) <= {d.alpha:g}",
+        "stopped": stopped(looks, d),
     }
+
+
+def stopped(looks: list[dict[str, Any]], d: Design) -> str:
+    """Why the rule stopped at its last look, in words (:func:`rollbench.checkpoints.eliminate.decide`'s three
+    stops, in its order): every other checkpoint eliminated; every kept one's lower bound on (highest rate minus
+    it) at least ``-delta``; else the last look (the budget, N_max)."""
+    last = looks[-1]
+    at = f"stopped at look {len(looks)} ({last['trials']} episodes)"
+    kept = [b["lower"] for b in last["bounds"] if b["lower"] <= 0]
+    best = last["best"]
+    if not kept:
+        return f"{at}: every other checkpoint was eliminated; step {best} is the only one left"
+    if all(lower >= -d.delta for lower in kept):
+        return (
+            f"{at}: no kept checkpoint's success rate can exceed step {best}'s by more than {d.delta:g} (every kept "
+            f"one's upper bound on its gain over step {best} is <= {d.delta:g})"
+        )
+    return f"{at}: budget exhausted (the last look, {last['trials']} episodes per checkpoint)"
+
+
+def _decisions(doc: dict[str, Any]) -> dict[int, EliminationRunRecord]:
+    """Per step, the look at which the elimination ended for it: the look that eliminated it, else the last."""
+    looks = doc["looks"]
+    got: dict[int, EliminationRunRecord] = {}
+    for i, look in enumerate(looks, start=1):
+        for step in look["eliminated"]:
+            got[step] = EliminationRunRecord(look=i, trials=look["trials"], decision="eliminated")
+    for step in doc["steps"]:
+        if step not in got:
+            end = EliminationRunRecord(look=len(looks), trials=looks[-1]["trials"], decision="kept")
+            got[step] = end.model_copy(update={"decision": "chosen"}) if step == doc["chosen"] else end
+    return got
+
+
+def _record_stops(ckpts: Sequence[Checkpoint], out: Path, doc: dict[str, Any]) -> None:
+    """Set run.json's ``elimination`` block of every checkpoint's run (under the run's lock), so that grade knows
+    which of its planned episodes the rule needed (:mod:`rollbench.grading.stopped`)."""
+    decisions = _decisions(doc)
+    for c in ckpts:
+        run_dir, record = out / c.label, decisions[c.step]
+        if not (run_dir / "run.json").exists():
+            continue
+
+        def change(log: RunLog, record: EliminationRunRecord = record) -> bool:
+            changed, log.elimination = log.elimination != record, record
+            return changed
+
+        with RunLock(run_dir):
+            update_run_log(run_dir, change)
 
 
 def run_elimination(
@@ -152,6 +203,7 @@ def run_elimination(
     if again != doc:
         raise ConfigError(f"{out}: the looks recomputed from the run directories differ from those just made")
     atomic_write_json(out / ELIMINATION, doc)
+    _record_stops(ckpts, out, doc)
     results = [(c, outcomes(grade(out / c.label))) for c in ckpts if (out / c.label / "run.json").exists()]
     return write_ranking(out, results, settings, doc)
 

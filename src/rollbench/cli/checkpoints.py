@@ -89,6 +89,8 @@ def print_elimination(out: Console, doc: dict[str, Any]) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    if e.get("stopped"):  # absent in an elimination recorded before its stopping reason was
+        out.print(str(e["stopped"]), highlight=False, soft_wrap=True)
     out.print(
         f"episodes used {e['episodes_used']}; the fixed-N design with the same guarantee: {e['episodes_fixed_n']}",
         highlight=False,

@@ -274,6 +274,16 @@ class SequentialRecord(Closed):
     )
 
 
+class EliminationRunRecord(Closed):
+    """``run.json`` ``elimination``: this run is one checkpoint of ``rollbench checkpoints --eliminate`` and the rule
+    stopped it: ``look`` (1-based, of the looks taken) and ``trials`` (its planned episodes 0 .. trials - 1 were
+    needed) of the look that eliminated it, or of the final look for the chosen and kept checkpoints."""
+
+    look: int = Field(ge=1, description="The look (1-based) at which the elimination ended for this checkpoint.")
+    trials: int = Field(ge=1, description="Episodes per checkpoint at that look: planned episodes 0 .. trials - 1.")
+    decision: Literal["eliminated", "chosen", "kept"]
+
+
 class RunLog(Closed):
     """``run.json``: what was asked (spec, plan), where and how it ran, and the results as last graded."""
 
@@ -290,6 +300,9 @@ class RunLog(Closed):
     replacements: list[Replacement] = Field(default_factory=list, description="Present once an episode was replaced.")
     results: GradeDocument | None = Field(default=None, description="The grade document as of the last finish.")
     sequential: SequentialRecord | None = Field(default=None, description="Present in an arm of rollbench sequential.")
+    elimination: EliminationRunRecord | None = Field(
+        default=None, description="Present in a checkpoint's run once rollbench checkpoints --eliminate stopped it."
+    )
 
     @field_serializer("results", mode="wrap")
     def _results_order(self, results: GradeDocument | None, handler: SerializerFunctionWrapHandler) -> object:

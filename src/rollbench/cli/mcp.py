@@ -45,6 +45,7 @@ def mcp_cmd(
     ] = None,
 ) -> None:
     """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
+    from rollbench.core.urlcreds import check_url
     from rollbench.mcp.server import serve
     from rollbench.mcp.strict import check_max_steps_ceiling, outside_policy
     from rollbench.record.safe_files import refuse_inside_run
@@ -57,6 +58,8 @@ def mcp_cmd(
                 f"--allow-policy {bad[0]!r}: give a policy server URL (ws://, wss://, http://, https://) or "
                 "agent:PROVIDER/MODEL (registered policies need no permission; --lerobot-policy for checkpoints)"
             )
+        for p in allow_policy or ():  # the name would be shown to every client and recorded in run.json
+            check_url("--allow-policy", p)
         check_max_steps_ceiling(max_steps_ceiling)  # before the root is made
         refuse_inside_run(root, "--root")  # issue 42, item 8
         checkpoints = (*(lerobot_policy or ()), *(allow_policy or ()))

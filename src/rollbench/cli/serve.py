@@ -114,6 +114,8 @@ def serve_policy_cmd(
         if inject is not None:
             fail("--fault is the deprecated name of --inject: give --inject only")
         inject = fault
+    from rollbench.core.urlcreds import check_spec_urls
+
     try:
         if log_requests is not None:
             from rollbench.record.safe_files import refuse_inside_run
@@ -123,6 +125,7 @@ def serve_policy_cmd(
         limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
         batching = Batching(max_batch, batch_window_ms)
         options, overrides = load_policy_options(policy_options), load_policy_options(obs_map)
+        check_spec_urls(policy, options)  # an upstream server's URL: its name reaches every client's run.json
         served = PolicyHost(policy, options, env, overrides, log_requests, inject, protocol, limits, batching)
         load_protocol(protocol)  # before the port accepts (see load_protocol)
         sock = listen(host, port, bounded=protocol == "ws")

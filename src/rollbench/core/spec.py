@@ -26,6 +26,7 @@ from pydantic import (
 
 from rollbench.core.contracts import ConfigError, TaskInfo
 from rollbench.core.format import did_you_mean, error_location, quoted
+from rollbench.core.urlcreds import check_spec_urls
 
 MAX_ACTION_NOISE = 1e6  # action units; far above every task's range, far below float overflow
 MAX_EPISODES_PER_TASK = 100_000
@@ -243,9 +244,12 @@ def _not_plain_json(value: Any, where: str, depth: int) -> str | None:
 
 
 def build_spec(**fields: Any) -> EvalSpec:
-    """Build an EvalSpec, turning pydantic's validation errors into one ConfigError with plain sentences."""
+    """Build an EvalSpec, turning pydantic's validation errors into one ConfigError with plain sentences; a policy
+    URL carrying credentials (in the name or the options) is a ConfigError too (:func:`check_spec_urls`)."""
     try:
-        return EvalSpec(**fields)
+        spec = EvalSpec(**fields)
+        check_spec_urls(spec.policy, spec.policy_options)
+        return spec
     except ValidationError as exc:
         parts = []
         for err in exc.errors():

@@ -35,6 +35,9 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   :data:`ENV_MIN_LENGTH` or more characters, anywhere, also inside a longer word; the values are never printed or
   written (MANIFEST.json names the variables only) a value that is one of the runs' own names or an ordinary word
   is not used (:func:`ordinary_value`);
+* ``url_credential`` (category ``credential``): the password of a URL's userinfo (``scheme://user:PASSWORD@``)
+  and the value of a secret-named query parameter (:data:`rollbench.core.urlcreds.SECRET_PARAMS`: ``?api_key=``,
+  ``&token=``, ``?sig=``...), for runs recorded before such policy URLs were refused;
 * ``email`` (category ``email``);
 * ``home_path`` (category ``private_path``): ``/home/USER``, ``/Users/USER``, ``/root``, ``C:\\Users\\USER`` (the
   rest of the path is kept);
@@ -67,8 +70,14 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
+from rollbench.core.urlcreds import SECRET_PARAMS
 
 KEY_CHARS = r"[A-Za-z0-9_\-]"
+URL_CREDENTIAL = (  # group 2: a URL's userinfo password (group 1 marks that branch) or a secret query value
+    r"(?i)(?:\b[a-z][a-z0-9+.\-]*://[^\s/?#@:\"'<>]*:(?=[^\s/?#@\"'<>]+@)()|[?&](?:"
+    + "|".join(re.escape(n) for n in sorted(SECRET_PARAMS, key=len, reverse=True))
+    + r")=)((?(1)[^\s/?#@\"'<>]+|[^\s&#\"'<>]+))"
+)
 SECRET_FIELDS = re.compile(
     r"^(authorization|proxy-authorization|x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|secret|"
     r"client[-_]?secret|password|passwd|cookie|set-cookie)$",
@@ -109,6 +118,7 @@ BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group red
         r"(?:[ \t]*,[ \t]*(?:[\w-]+=(?:\"[^\"\r\n]*\"|[^\s,\"';}]*)|[^\s\"',;}]+))*)",
         1,
     ),
+    ("url_credential", "credential", URL_CREDENTIAL, 2),
     ("email", "email", r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b", 0),
     ("home_path", "private_path", r"(?:/home|/Users)/[A-Za-z0-9._\-]+|/root\b|[A-Za-z]:\\+Users\\+[A-Za-z0-9._\-]+", 0),
 ]

@@ -24,6 +24,7 @@ from rollbench.core.registry import EnvFamily, EnvOptions, family_of
 from rollbench.core.runlog_model import Identity, Provenance, RunLog
 from rollbench.core.runlog_model import Plan as PlanRecord
 from rollbench.core.spec import EvalSpec, check_action_noise
+from rollbench.core.urlcreds import check_spec_urls
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.on_disk import check_rowless, check_state_files, committed_lengths
@@ -133,6 +134,7 @@ def prepare_run(
     the identity it recorded, and asking for another one is a ConfigError. ``execution`` is checked against a policy
     that declares ``one_stream`` (see :func:`check_one_stream`). ``run_dir`` None: a new run not yet given a
     directory (:func:`check_spec`; the log's run_id is then ``run``)."""
+    check_spec_urls(spec.policy, spec.policy_options)  # an EvalSpec built directly (API) skipped build_spec's check
     if run_dir is not None:
         check_run_dir(run_dir)
     plan = make_plan(spec)

@@ -1,0 +1,119 @@
+"""Credentials inside a policy URL (hostile finding N1): refused with one line wherever a policy URL enters (eval,
+nested policy options, the API with a built spec, mcp --allow-policy, serve-policy), never echoed; and ``release``
+of a run recorded before the refusal leaves no byte of them. Oracles: the planted secrets' bytes, searched for in
+stderr and in every released file; the masked URLs written by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rollbench
+from rollbench.api import evaluate
+from rollbench.core.contracts import ConfigError
+from rollbench.core.spec import EvalSpec
+from rollbench.core.urlcreds import masked_credentials
+from rollbench.release.copy import build_release
+
+SRC = str(Path(rollbench.__file__).resolve().parents[1])
+PASSWORD = "Pa55wordXyz9"
+KEY = "qQ7rT2mZ9xV4"
+SIG = "Zk3Lw8Pn1Rb6"
+URLS = {  # the URL as typed, the one line names it as
+    "password": (f"http://alice:{PASSWORD}@127.0.0.1:18520/act", "http://***@127.0.0.1:18520/act"),
+    "bare user": (f"ws://{PASSWORD}@127.0.0.1:18520", "ws://***@127.0.0.1:18520"),
+    "api_key": (f"ws://127.0.0.1:18520/?api_key={KEY}&x=1", "ws://127.0.0.1:18520/?api_key=***&x=1"),
+    "access_token": (f"http://h:1/act?ACCESS_TOKEN={KEY}", "http://h:1/act?ACCESS_TOKEN=***"),
+    "sig": (f"https://h/act?v=2&sig={SIG}#f", "https://h/act?v=2&sig=***#f"),
+    "token": (f"http://h:1/act?Token={KEY}", "http://h:1/act?Token=***"),
+}
+
+
+def rb(*args: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    cmd = [sys.executable, "-m", "rollbench", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+
+
+def refusal(r: subprocess.CompletedProcess[str]) -> str:
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (r.returncode, r.stderr)
+    for secret in (PASSWORD, KEY, SIG):
+        assert secret not in r.stdout + r.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", URLS)
+def test_masked_credentials_replaces_only_the_secret(case: str) -> None:
+    url, masked = URLS[case]
+    assert masked_credentials(url) == masked
+
+
+@pytest.mark.parametrize("plain", ["http://127.0.0.1:18520/act", "ws://h:8000/?seed=3", "zero", "agent:openai/gpt"])
+def test_a_url_without_credentials_is_not_touched(plain: str) -> None:
+    assert masked_credentials(plain) is None
+
+
+@pytest.mark.parametrize("case", ["password", "api_key", "sig"])
+def test_eval_with_credentials_in_the_policy_url_exits_2_before_anything_runs(case: str, tmp_path: Path) -> None:
+    url, masked = URLS[case]
+    r = rb("eval", "--env", "scripted/reach", "--policy", url, "--episodes", "1", "--out", tmp_path / "run")
+    line = refusal(r)
+    assert f"policy {masked} carries credentials" in line and "ROLLBENCH_SERVER_TOKEN" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_credentials_in_a_url_nested_in_the_policy_options_are_refused_too(tmp_path: Path) -> None:
+    options = json.dumps({"wrap": [{"inner": URLS["bare user"][0]}]})
+    r = rb("eval", "--env", "scripted/reach", "--policy", "gpu-standin", "--policy-options", options, "--out", tmp_path)
+    assert "policy_options.wrap[0].inner ws://***@127.0.0.1:18520 carries credentials" in refusal(r)
+
+
+def test_mcp_refuses_an_allowed_policy_url_with_credentials_at_start_up(tmp_path: Path) -> None:
+    r = rb("mcp", "--root", tmp_path / "root", "--allow-policy", URLS["api_key"][0])
+    assert "--allow-policy ws://127.0.0.1:18520/?api_key=***&x=1 carries credentials" in refusal(r)
+    assert not (tmp_path / "root").exists()
+
+
+def test_serve_policy_refuses_an_upstream_url_with_credentials() -> None:
+    assert "carries credentials" in refusal(rb("serve-policy", "--policy", URLS["password"][0], "--port", "1"))
+
+
+@pytest.mark.parametrize("built", [False, True])
+def test_api_evaluate_raises_config_error_for_credentials_in_the_url(built: bool, tmp_path: Path) -> None:
+    fields = {"env": "scripted/reach", "policy": URLS["access_token"][0], "episodes": 1}
+    with pytest.raises(ConfigError, match="carries credentials") as err:
+        if built:  # an EvalSpec made directly skips build_spec: the run's preparation refuses it
+            evaluate(EvalSpec(**fields), out=tmp_path / "run")
+        else:
+            evaluate(out=tmp_path / "run", **fields)
+    assert KEY not in str(err.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_release_of_a_run_recorded_before_the_refusal_keeps_no_byte_of_the_credentials(tmp_path: Path) -> None:
+    run = tmp_path / "src" / "run"
+    evaluate(out=run, env="scripted/reach", policy="zero", episodes=1, max_steps=2)
+    log = json.loads((run / "run.json").read_text())
+    # (api_key= / access_token= text is also the secret_field rule's: its placeholder trips release's re-scan, N3)
+    options = {"inner": URLS["token"][0], "more": [URLS["sig"][0]]}
+    log["spec"].update(policy=URLS["password"][0], policy_options=options)
+    log["spec_identity"] = EvalSpec(**log["spec"]).identity()  # what an old version recorded
+    (run / "run.json").write_text(json.dumps(log, indent=2))
+    shutil.copy(run / "run.json", run / "notes.txt")  # free text too
+    build_release([run], tmp_path / "rel", date="2026-01-01")
+    files = [p for p in (tmp_path / "rel").rglob("*") if p.is_file()]
+    assert any(p.name == "run.json" for p in files)
+    for p in files:
+        data = p.read_bytes()
+        for secret in (PASSWORD, KEY, SIG):
+            assert secret.encode() not in data, (p, secret)
+    released = json.loads(next(p for p in files if p.name == "run.json").read_text())
+    assert released["spec"]["policy"].startswith("http://alice:<REDACTED:credential:")
+    assert released["spec"]["policy"].endswith("@127.0.0.1:18520/act")

@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from markupsafe import escape
 
 import rollbench
 from checkpoint_policies import expected_success, write_checkpoint
@@ -172,6 +173,7 @@ def test_report_dashboard_view_and_mcp_show_the_same_decision_without_a_fixed_n_
     section = html[html.index("<h2>Checkpoints</h2>") :]
     assert f"<strong>Verdict:</strong> {doc['says'].replace('<', '&lt;')}" in section
     assert "stopped adaptively" not in section and not FIXED_N_WORDS.search(section.split("<figure>")[0])
+    assert f"Why it stopped: {escape(STOP_WORDS)}." in " ".join(section.split())  # as the command printed it
 
     async def call() -> Any:
         return await build_server(base / "root").call_tool("rank_checkpoints", {"out_name": "out"})

@@ -85,6 +85,7 @@ def _elimination_view(e: dict[str, Any]) -> dict[str, Any]:
         "guarantee": e["guarantee"],
         "episodes_used": e["episodes_used"],
         "episodes_fixed_n": e["episodes_fixed_n"],
+        "stopped": e.get("stopped"),  # why the looks ended (absent from elimination.json written before it existed)
         "design": f"delta {d['delta']:g}, alpha {d['alpha']:g}, looks at {', '.join(str(n) for n in d['looks'])} "
         f"episodes per checkpoint",
         "looks": [

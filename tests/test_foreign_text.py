@@ -192,3 +192,19 @@ def test_server_metadata_over_64_kib_is_refused_before_any_episode_and_below_it_
     assert made.returncode == 0, made.stderr
     run = json.loads((tmp_path / "fits" / "run.json").read_text())
     assert run["plan"]["policy"]["provenance"]["server_metadata"] == fits
+
+
+def test_a_server_echoing_the_clients_token_in_its_metadata_never_gets_it_recorded(tmp_path: Path) -> None:
+    token = "zqTOKzq7788-echoed-back"
+    echoed = {"needs_images": False, "note": f"you sent Bearer {token}", token: "as a key", "tok": [token]}
+    with policy_server(echoed, echo_error=False) as url:
+        made = _eval(url, tmp_path / "run", token=token)
+    assert made.returncode == 0, made.stderr
+    assert token.encode() not in _all_bytes(tmp_path / "run") and token not in made.stdout + made.stderr
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["plan"]["policy"]["provenance"]["server_metadata"] == {
+        "needs_images": False,
+        "note": "you sent Bearer <ROLLBENCH_SERVER_TOKEN>",
+        "<ROLLBENCH_SERVER_TOKEN>": "as a key",
+        "tok": ["<ROLLBENCH_SERVER_TOKEN>"],
+    }

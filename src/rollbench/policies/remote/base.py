@@ -12,6 +12,7 @@ and ``_close_slot``. Options shared by both (``--policy-options``): ``timeout_s`
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -19,6 +20,7 @@ from rollbench.core.contracts import ConfigError, EpisodeError, Observation, Pol
 from rollbench.core.format import quoted
 from rollbench.core.registry import served_layout
 from rollbench.wire.decode import status_error, unquoted_reply
+from rollbench.wire.guard import TOKEN_ENV
 from rollbench.wire.obs_map import (
     ObsMap,
     advertised,
@@ -43,10 +45,12 @@ one is refused before any episode (ConfigError, exit 2), never truncated. Its ne
 
 
 def bounded_metadata(url: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """``metadata`` as run.json records it (:func:`~rollbench.wire.obs_map.jsonable`); ConfigError naming the server
-    and the size when its JSON is larger than :data:`MAX_METADATA_BYTES`."""
+    """``metadata`` as run.json records it (:func:`~rollbench.wire.obs_map.jsonable`), with every copy of the token
+    the clients send (``$ROLLBENCH_SERVER_TOKEN``) that a server echoed back replaced by ``<ROLLBENCH_SERVER_TOKEN>``
+    (the token is never recorded); ConfigError naming the server and the size when its JSON is larger than
+    :data:`MAX_METADATA_BYTES`."""
 
-    recorded: dict[str, Any] = jsonable(metadata)
+    recorded: dict[str, Any] = _without_token(jsonable(metadata), os.environ.get(TOKEN_ENV) or "")
     size = len(json.dumps(recorded, separators=(",", ":"), ensure_ascii=False).encode())
     if size > MAX_METADATA_BYTES:
         raise ConfigError(
@@ -54,6 +58,19 @@ def bounded_metadata(url: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
             "rollbench records in run.json; nothing was run"
         )
     return recorded
+
+
+def _without_token(value: Any, token: str) -> Any:
+    """``value`` (JSON: dicts, lists, strings, numbers) with ``token`` replaced in every string and key."""
+    if not token:
+        return value
+    if isinstance(value, str):
+        return value.replace(token, f"<{TOKEN_ENV}>")
+    if isinstance(value, list):
+        return [_without_token(v, token) for v in value]
+    if isinstance(value, dict):
+        return {_without_token(k, token): _without_token(v, token) for k, v in value.items()}
+    return value
 
 
 OPTIONS: dict[str, type | tuple[type, ...]] = {

@@ -80,7 +80,7 @@ def test_cli_metaworld_on_nodes_without_the_run_directory_records_what_local_wor
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["status"] == "OK" and result["episodes_recorded"] == 3
-    assert result["episodes"] == json.loads(json.dumps(local["episodes"]))
+    assert result["episodes"] == local.to_json()["episodes"]
     same_run(out, tmp_path / "local", videos=1)
     ex = json.loads((out / "run.json").read_text())["executions"][-1]
     assert {a["episodes"] for a in ex["ray"]["actors"]} == {"shipped"}

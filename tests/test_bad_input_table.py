@@ -626,6 +626,7 @@ def test_compare_of_runs_without_a_common_task_is_refused_paired_or_not(tmp_path
         (lambda log: log["tasks"][0].update(design=[1]), "its design of task scripted/reach differs from the arms' run.json (alpha)"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_compare_sequential_names_a_malformed_decision_log_in_one_line(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, damage: Callable[[dict], None], words: str
 ) -> None:
@@ -649,6 +650,7 @@ def test_compare_sequential_names_a_malformed_decision_log_in_one_line(
     assert listing(out) == before
 
 
+@pytest.mark.slow
 def test_robustness_refuses_an_unreachable_ray_cluster_before_writing(tmp_path: Path) -> None:
     """Issue 30 (h-cli 1): ``robustness`` connects to Ray before the study's run directory exists (a perturbed suite
     needs LIBERO, an optional extra, so this case is not in the table)."""

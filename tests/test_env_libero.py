@@ -360,6 +360,7 @@ def test_on_the_ground_panda_base_is_null_mount_after_the_patch_and_only_that_pr
     assert libero_setup.patch_on_the_ground_panda() is True  # idempotent
 
 
+@pytest.mark.slow
 def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() -> None:
     from conftest import run_cli
 

@@ -217,6 +217,7 @@ def test_a_bad_latency_on_the_command_line_exits_2_with_one_line(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_runs_differing_only_in_latency_form_one_sweep_with_grade_numbers(tmp_path: Path) -> None:
     from rollbench.analysis.figures import latency_sweep_figure
     from rollbench.analysis.html_report import render_report

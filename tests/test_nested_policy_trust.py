@@ -106,6 +106,7 @@ INNERS = ["ws://127.0.0.1:{port}", "http://127.0.0.1:{port}/act", "agent:openai/
 
 @pytest.mark.parametrize("inner", INNERS)
 @pytest.mark.parametrize("typed", [(), ("--policy", "gpu-standin")])
+@pytest.mark.slow
 def test_a_nested_inner_policy_in_a_handed_over_run_connects_nowhere_unasked(
     recorded: Path, tmp_path: Path, listener: tuple[int, list[bytes]], inner: str, typed: tuple[str, ...]
 ) -> None:

@@ -83,6 +83,7 @@ def test_48_of_50_against_97_is_consistent_and_says_how_little_50_episodes_rule_
     assert _scipy_power(needed, 0.97, 0.92) >= 0.8 > _scipy_power(needed - 1, 0.97, 0.92)
 
 
+@pytest.mark.slow
 def test_48_of_50_against_88_is_underpowered_not_significant_but_8_points_away(runs):
     row = reproduce([runs["48of50"]], _load(_ref(88.0)))["rows"][0]
     assert row["p_value"] == pytest.approx(binomtest(48, 50, 0.88).pvalue, rel=1e-12)
@@ -297,6 +298,7 @@ def dashboard(runs, tmp_path, monkeypatch):
     srv.stop()
 
 
+@pytest.mark.slow
 def test_the_dashboard_run_page_and_api_show_the_reproduction(dashboard, runs, tmp_path):
     import httpx
 
@@ -314,6 +316,7 @@ def test_the_dashboard_run_page_and_api_show_the_reproduction(dashboard, runs, t
 
 
 @pytest.mark.parametrize("reference", ["/etc/passwd", "pi7-nowhere"])
+@pytest.mark.slow
 def test_the_dashboard_takes_only_shipped_reference_names(dashboard, reference):
     import httpx
 

@@ -319,6 +319,7 @@ FOREIGN = {  # what is planted -> the path the refusal names
 
 
 @pytest.mark.parametrize("case", sorted(FOREIGN))
+@pytest.mark.slow
 def test_resume_refuses_a_link_or_fifo_where_the_writer_works_and_changes_nothing(
     layout: tuple[Path, Path], case: str
 ) -> None:

@@ -29,6 +29,7 @@ def lowered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return out, json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_a_lower_min_coverage_lets_the_eight_scored_pairs_of_twelve_decide(lowered):
     out, doc = lowered
     task = doc["tasks"][0]

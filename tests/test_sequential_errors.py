@@ -30,6 +30,7 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return out, run_sequential(a, b, out, SequentialConfig(delta=0.2, budget=12))
 
 
+@pytest.mark.slow
 def test_environment_errors_are_left_out_of_the_pairs_and_the_verdict_is_insufficient_coverage(faulty):
     out, doc = faulty
     task = doc["tasks"][0]
@@ -91,6 +92,7 @@ def test_a_fixed_n_plan_is_unchanged_by_the_trial_order_field():
     assert [e.initial_state for e in shuffled.episodes] == trials
 
 
+@pytest.mark.slow
 def test_a_budget_below_the_wanted_power_runs_with_a_warning_naming_its_power(tmp_path):
     r = invoke(sequential_argv(tmp_path / "w", "--budget", "8")[3:])
     assert r.returncode == 0, r.stdout + r.stderr

@@ -25,6 +25,7 @@ def arms(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
     return out / "a-scripted_reach", out / "b-scripted_reach", doc["tasks"][0]
 
 
+@pytest.mark.slow
 def test_a_decided_arm_grades_ok_with_the_stop_as_its_reason_and_exit_0(arms: tuple[Path, Path, dict]) -> None:
     a_dir, b_dir, _ = arms
     log = json.loads((a_dir / "run.json").read_text())

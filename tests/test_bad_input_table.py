@@ -511,6 +511,7 @@ def test_the_table_has_at_least_100_cases_over_every_command() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_bad_input_is_exit_2_one_line_and_writes_nothing(
     case: T, recorded: Path, modules: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

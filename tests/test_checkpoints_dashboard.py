@@ -81,6 +81,7 @@ def test_the_folder_page_shows_the_ranking_recomputed_and_the_chart(client: Test
     ]
 
 
+@pytest.mark.slow
 def test_a_checkpoints_json_that_disagrees_shows_a_violation(client: TestClient, root: Path) -> None:
     path = root / "sweep" / "checkpoints.json"
     kept = path.read_text()

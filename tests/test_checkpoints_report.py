@@ -90,6 +90,7 @@ def test_report_shows_the_ranking_figure_and_verdict_of_a_checkpoints_folder(out
     assert "Violation" not in section
 
 
+@pytest.mark.slow
 def test_a_checkpoints_json_that_disagrees_with_the_runs_is_a_violation(out: Path, tmp_path: Path) -> None:
     edited = tmp_path / "edited"
     import shutil
@@ -134,6 +135,7 @@ def _assert_no_generic_statistics(html: str) -> None:
     assert "<h2>Comparison</h2>" not in html and "<h2>Success rate per task</h2>" not in html
 
 
+@pytest.mark.slow
 def test_checkpoint_runs_are_reported_in_the_checkpoints_section_only(out: Path, tmp_path: Path) -> None:
     html = _report(tmp_path, out)
     _assert_no_generic_statistics(html)
@@ -205,6 +207,7 @@ def test_report_of_an_eliminate_folder_shows_each_look_and_the_chosen_step(tmp_p
     assert "elimination.json differs from the replay of the run directories" in section
 
 
+@pytest.mark.slow
 def test_a_checkpoint_run_recorded_under_another_horizon_is_a_violation_and_nothing_is_ranked(
     out: Path, tmp_path: Path
 ) -> None:

@@ -151,6 +151,7 @@ def test_envs_and_policies_list_what_exists(tmp_path: Path) -> None:
         assert name in pols
 
 
+@pytest.mark.slow
 def test_spec_file_with_flag_overrides_and_run_json_as_spec(tmp_path: Path) -> None:
     spec = {"env": "scripted/reach", "policy": "random", "episodes": 3, "max_steps": 5, "seed": 7}
     (tmp_path / "spec.json").write_text(json.dumps(spec))

@@ -113,6 +113,7 @@ def test_resuming_a_run_that_names_a_server_or_an_agent_connects_nowhere_unasked
     assert seen == [] and tree(run) == before
 
 
+@pytest.mark.slow
 def test_the_same_resume_with_the_url_typed_again_reaches_the_server_with_the_token(
     recorded: Path, tmp_path: Path, service: tuple[int, list[Any]]
 ) -> None:
@@ -160,6 +161,7 @@ def test_a_venv_in_the_current_directory_is_never_the_benchmarks_interpreter(tmp
          "meta/info.json declares other features"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_resume_refuses_a_spec_that_no_longer_resolves_to_the_recorded_plan_and_rewrites_nothing(
     recorded: Path, tmp_path: Path, what: str, damage: Callable[[Path], None], words: str
 ) -> None:

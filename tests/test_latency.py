@@ -131,6 +131,7 @@ def test_the_same_spec_twice_records_the_same_run(tmp_path: Path) -> None:
     assert data_a.equals(data_b) and meta_a == meta_b
 
 
+@pytest.mark.slow
 def test_batch_size_4_and_2_workers_record_exactly_what_one_episode_at_a_time_records(tmp_path: Path) -> None:
     kw: dict[str, Any] = {"env": "scripted/reach", "episodes": 6, "max_steps": None}
     _run(tmp_path / "one", 8, 4, "steps:3", **kw)

@@ -78,6 +78,7 @@ def test_a_peer_cannot_make_the_server_connect_to_a_url_it_was_not_started_with(
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+@pytest.mark.slow
 def test_an_allowed_server_is_reached_but_its_reply_never_comes_back_to_the_peer(tmp_path: Path) -> None:
     with recording_service() as (port, seen):
         url, other = f"http://127.0.0.1:{port}/act", f"http://127.0.0.1:{port}/other"

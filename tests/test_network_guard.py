@@ -85,6 +85,7 @@ def served_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _stop(procs)
 
 
+@pytest.mark.slow
 def test_a_reset_naming_a_module_is_refused_over_http_and_nothing_is_imported(serve, planted) -> None:
     url, _ = serve("--protocol", "http")
     r = http.post(url, json={"session": "s1", "reset": {"task": EVIL, "seed": 0}})

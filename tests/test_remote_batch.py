@@ -51,6 +51,7 @@ def _acts(log: Path, since: int = 0) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.slow
 def test_served_batch_size_8_records_exactly_what_batch_size_1_records(protocol: str, tmp_path: Path) -> None:
     with served(tmp_path, "gpu-standin", protocol, "--policy-options", STATEFUL, "--max-batch", "8") as (url, log, _):
         base = _eval(url, tmp_path / "b1", SCRIPTED)
@@ -112,6 +113,7 @@ def test_batches_of_two_worker_processes_share_one_call_of_a_max_batch_server(tm
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.slow
 def test_a_server_batch_with_a_missing_answer_errors_those_episodes_naming_the_counts(
     protocol: str, tmp_path: Path
 ) -> None:

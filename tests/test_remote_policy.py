@@ -175,6 +175,7 @@ def test_the_deprecated_fault_option_still_injects_with_a_warning_and_the_metada
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.slow
 def test_a_server_slower_than_the_timeout_errors_the_episode_in_bounded_time(protocol: str, tmp_path: Path) -> None:
     with served(tmp_path, "scripted-expert", protocol, "--inject", "slow:5") as (url, _, _):
         t0 = time.monotonic()

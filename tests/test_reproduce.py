@@ -92,6 +92,7 @@ def test_48_of_50_against_88_is_underpowered_not_significant_but_8_points_away(r
     assert reproduce([runs["48of50"]], _load(_ref(88.0)), gap_pts=8)["rows"][0]["verdict"] == "consistent"
 
 
+@pytest.mark.slow
 def test_35_of_50_against_97_is_below_with_scipys_exact_binomial_p_value(runs):
     row = reproduce([runs["35of50"]], _load(_ref(97.0)))["rows"][0]
     assert (row["successes"], row["episodes"]) == (35, 50)
@@ -107,6 +108,7 @@ def test_10_of_10_against_60_is_above_because_the_exact_test_rejects(runs):
     assert row["power"] == pytest.approx(_scipy_power(10, 0.6, 0.55), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_146_of_150_against_97_is_consistent(runs):
     row = reproduce([runs["146of150"]], _load(_ref(97.0)))["rows"][0]
     assert (row["successes"], row["episodes"]) == (146, 150)

@@ -51,6 +51,7 @@ def test_environment_errors_are_left_out_of_the_pairs_and_the_verdict_is_insuffi
     assert task["errors"]["coverage"] == {"a": pytest.approx(cover), "b": pytest.approx(cover)} and cover < 0.95
 
 
+@pytest.mark.slow
 def test_both_arms_share_the_seeded_permutation_recorded_in_the_plan(faulty):
     out, _ = faulty
     logs = [json.loads((out / f"{arm}-scripted_faulty" / "run.json").read_text()) for arm in ("a", "b")]

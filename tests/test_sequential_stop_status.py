@@ -43,6 +43,7 @@ def test_a_decided_arm_grades_ok_with_the_stop_as_its_reason_and_exit_0(arms: tu
         assert f"stopped by the sequential rule at pair {at}: B better" in r.stdout
 
 
+@pytest.mark.slow
 def test_rollbench_runs_and_the_dashboard_list_a_decided_arm_as_ok(arms: tuple[Path, Path, dict]) -> None:
     a_dir, _, _ = arms
     for extra in ((), ("--grade",)):

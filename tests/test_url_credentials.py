@@ -61,6 +61,7 @@ def test_a_url_without_credentials_is_not_touched(plain: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["password", "api_key", "sig"])
+@pytest.mark.slow
 def test_eval_with_credentials_in_the_policy_url_exits_2_before_anything_runs(case: str, tmp_path: Path) -> None:
     url, masked = URLS[case]
     r = rb("eval", "--env", "scripted/reach", "--policy", url, "--episodes", "1", "--out", tmp_path / "run")

@@ -86,6 +86,7 @@ def test_a_policy_that_sigkills_itself_in_reset_is_charged_at_once_not_retried(t
     assert last_execution(tmp_path / "r")["worker_deaths"] == 1  # one death: no re-roll
 
 
+@pytest.mark.slow
 def test_an_env_that_ends_its_worker_process_in_step_is_an_environment_error(tmp_path: Path) -> None:
     r = evaluate(env="scripted/reach,gym:fault_envs:RollbenchStepEndsProcess-v0", policy="zero", episodes=2,
                  max_steps=5, out=tmp_path / "e", execution=Execution(workers=2))  # fmt: skip
@@ -94,6 +95,7 @@ def test_an_env_that_ends_its_worker_process_in_step_is_an_environment_error(tmp
     assert last_execution(tmp_path / "e")["episodes_rerun"] == 0
 
 
+@pytest.mark.slow
 def test_a_worker_killed_while_it_waits_for_work_is_infrastructure_and_its_episode_runs_again(tmp_path: Path) -> None:
     ref = evaluate(**SPEC, policy="scripted-expert", out=tmp_path / "ref")
     killer = KillWaitingWorker()

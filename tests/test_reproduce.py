@@ -100,6 +100,7 @@ def test_35_of_50_against_97_is_below_with_scipys_exact_binomial_p_value(runs):
     assert row["verdict"] == "below" and row["test"].startswith("exact binomial")
 
 
+@pytest.mark.slow
 def test_10_of_10_against_60_is_above_because_the_exact_test_rejects(runs):
     row = reproduce([runs["10of10"]], _load(_ref(60.0)))["rows"][0]
     assert (row["successes"], row["episodes"]) == (10, 10)

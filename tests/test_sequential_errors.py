@@ -65,6 +65,7 @@ def test_both_arms_share_the_seeded_permutation_recorded_in_the_plan(faulty):
     assert logs[0]["plan"]["episodes"] == logs[1]["plan"]["episodes"]
 
 
+@pytest.mark.slow
 def test_an_edited_trial_order_is_refused_by_the_recomputation(faulty, tmp_path):
     import shutil
 

@@ -60,6 +60,7 @@ def test_rollbench_runs_and_the_dashboard_list_a_decided_arm_as_ok(arms: tuple[P
     assert status[a_dir.name] == "OK"
 
 
+@pytest.mark.slow
 def test_an_episode_the_decision_needed_that_is_lost_keeps_the_arm_partial(
     arms: tuple[Path, Path, dict], tmp_path: Path
 ) -> None:

@@ -30,7 +30,7 @@ URLS = {  # the URL as typed, the one line names it as
     "bare user": (f"ws://{PASSWORD}@127.0.0.1:18520", "ws://***@127.0.0.1:18520"),
     "api_key": (f"ws://127.0.0.1:18520/?api_key={KEY}&x=1", "ws://127.0.0.1:18520/?api_key=***&x=1"),
     "access_token": (f"http://h:1/act?ACCESS_TOKEN={KEY}", "http://h:1/act?ACCESS_TOKEN=***"),
-    "sig": (f"https://h/act?v=2&sig={SIG}#f", "https://h/act?v=2&sig=***#f"),
+    "sig": (f"https://h/act?v=2&sig={SIG}#f", "https://h/act?v=2&sig=***#***"),
     "token": (f"http://h:1/act?Token={KEY}", "http://h:1/act?Token=***"),
 }
 

@@ -77,6 +77,16 @@ def _standing(s: str, f: Finding) -> str:
     return "word"
 
 
+def _json_metadata(text: str, where: str) -> bool:
+    """True when ``text``, a parquet key-value metadata value, is a JSON object or array."""
+    if not where.endswith("{metadata}") or text.strip()[:1] not in ("{", "["):
+        return False
+    try:
+        return isinstance(json.loads(text), dict | list)
+    except (ValueError, RecursionError):
+        return False
+
+
 def _field_leaf(path: str) -> str:
     return re.sub(r"\[\d+\]$", "", path.split(": ", 1)[-1])
 
@@ -172,11 +182,18 @@ class Releaser:
         redactions: list[dict[str, Any]] = []
 
         def red(text: str, fieldname: str | None, where: str) -> str:
+            if _json_metadata(text, where):  # a JSON document (a run's spec): walked with its field paths
+                new, found = self._json_doc(rel, text, f"{where}: ")
+                redactions.extend(found)
+                return new
             new, pairs = self.scanner.redact(text, fieldname)
             redactions.extend(_record(rel, where, pairs))
             return new
 
         def check(text: str, fieldname: str | None, where: str) -> str:
+            if _json_metadata(text, where):
+                self._verify(rel, [(f"{where}: {p}", s) for p, s in _strings_of_json(text, False)])
+                return text
             left = self.scanner.find(text, fieldname)
             if left:
                 raise RollbenchError(f"{rel}: a {left[0].rule} is still present at {where} after redaction")

@@ -104,7 +104,9 @@ def test_nested_header_values_and_secret_named_keys_are_redacted_in_spec_and_pla
         f"curl -H 'X-Auth: {HDR}' http://127.0.0.1:9/act",
     ],
 )
-def test_cookie_and_header_text_in_a_reason_a_column_and_notes_is_redacted(run: Path, tmp_path: Path, text: str) -> None:
+def test_cookie_and_header_text_in_a_reason_a_column_and_notes_is_redacted(
+    run: Path, tmp_path: Path, text: str
+) -> None:
     log = json.loads((run / "run.json").read_text())
     log["warnings"] = [text]
     (run / "run.json").write_text(json.dumps(log, indent=2))

@@ -73,7 +73,7 @@ from typing import Any
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.urlcreds import SECRET_PARAMS
-from rollbench.release.credentials import COOKIE, SECRET_KEY_COMPOUNDS, SECRET_KEY_WORDS, secret_path, secret_value, url_secrets
+from rollbench.release import credentials as cred
 
 KEY_CHARS = r"[A-Za-z0-9_\-]"
 URL_CREDENTIAL = (  # group 2: a URL's userinfo password (group 1 marks that branch) or a secret query value
@@ -117,7 +117,7 @@ BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group red
         1,
     ),
     ("url_credential", "credential", URL_CREDENTIAL, 2),
-    ("cookie", "credential", *COOKIE),
+    ("cookie", "credential", *cred.COOKIE),
     ("email", "email", r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b", 0),
     ("home_path", "private_path", r"(?:/home|/Users)/[A-Za-z0-9._\-]+|/root\b|[A-Za-z]:\\+Users\\+[A-Za-z0-9._\-]+", 0),
 ]
@@ -292,7 +292,7 @@ class Scanner:
                 "custom": sum(1 for _, c in self.literals if c not in ("host_name", "user_name")),
             },
             "field_only_names": {k: len(v) for k, v in self.field_only.items()},
-            "secret_fields": {"words": sorted(SECRET_KEY_WORDS), "compounds": list(SECRET_KEY_COMPOUNDS)},
+            "secret_fields": {"words": sorted(cred.SECRET_KEY_WORDS), "compounds": list(cred.SECRET_KEY_COMPOUNDS)},
             "allow": [a.pattern for a in self.allow],
         }
 
@@ -316,7 +316,7 @@ class Scanner:
         structural = structural or field in STRUCTURAL_FIELDS
         digest = HASH_FIELDS.get(leaf) if field is not None else None
         if field is not None and text and not PLACEHOLDER.fullmatch(text) and text != "<redacted>":
-            whole = secret_value(text, PLACEHOLDER) if secret_path(field) else None
+            whole = cred.secret_value(text, PLACEHOLDER) if cred.secret_path(field) else None
             if digest is not None and digest[1] and not digest[0].fullmatch(text):
                 return [Finding(0, len(text), "malformed_hash", "secret", text)]
             if leaf == "annotator":  # a label's annotator is a person's name, whatever it is (docs/release.md)
@@ -342,7 +342,7 @@ class Scanner:
                 and entropy(run) > ENTROPY_MIN_BITS
             ):
                 found.append(Finding(m.start(), m.end(), "high_entropy", "secret", run))
-        found += [Finding(s, e, rule, "credential", text[s:e]) for s, e, rule in url_secrets(text)]
+        found += [Finding(s, e, rule, "credential", text[s:e]) for s, e, rule in cred.url_secrets(text)]
         found += hex_findings(text, keep=structural or (digest is not None and bool(digest[0].fullmatch(text))))
         found = [f for f in found if not any(a.search(f.value) for a in self.allow)]
         found.sort(key=lambda f: (f.start, -(f.end - f.start)))

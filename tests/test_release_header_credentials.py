@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollbench.api import evaluate
+from rollbench.core.contracts import RollbenchError
 from rollbench.core.spec import EvalSpec
 from rollbench.policies.basic import make_zero
 from rollbench.release.copy import build_release
@@ -34,9 +35,10 @@ SET_COOKIE = "sc6Id"
 FRAG = "fr4Tok9x"
 PATH_TOKEN = "pth7Tok3n"
 PATH_PAIR = "pp2Key"
-SECRETS = (HDR, BEARER, CUSTOM, APIKEY, PASSWORD, COOKIE, SET_COOKIE, FRAG, PATH_TOKEN, PATH_PAIR)
+PIN = 731904265  # a number under a header container
+SECRETS = (HDR, BEARER, CUSTOM, APIKEY, PASSWORD, COOKIE, SET_COOKIE, FRAG, PATH_TOKEN, PATH_PAIR, str(PIN))
 OPTIONS: dict[str, Any] = {
-    "headers": {"X-Auth": HDR, "Authorization": f"Bearer {BEARER}", "X-Custom": CUSTOM},
+    "headers": {"X-Auth": HDR, "Authorization": f"Bearer {BEARER}", "X-Custom": CUSTOM, "X-Pin": PIN},
     "client": {"xApiKey": APIKEY, "retries": 3, "nested": [{"Password": PASSWORD}]},
     "note": f"last request sent Cookie: session={COOKIE}; theme=dark",
     "mode": "fast",
@@ -86,6 +88,7 @@ def test_nested_header_values_and_secret_named_keys_are_redacted_in_spec_and_pla
     for opts in (log["spec"]["policy_options"], log["plan"]["policy"]["provenance"]["request"]):
         assert opts["headers"]["X-Auth"].startswith("<REDACTED:credential:")
         assert opts["headers"]["X-Custom"].startswith("<REDACTED:credential:")
+        assert opts["headers"]["X-Pin"].startswith("<REDACTED:credential:")
         assert opts["headers"]["Authorization"].startswith("Bearer <REDACTED:token:")
         assert opts["client"]["xApiKey"].startswith("<REDACTED:credential:")
         assert opts["client"]["nested"][0]["Password"].startswith("<REDACTED:credential:")
@@ -158,6 +161,13 @@ def test_a_recorded_policy_url_with_a_secret_in_path_or_fragment_is_redacted(
     policy = json.loads((tmp_path / "rel/run/run.json").read_text())["spec"]["policy"]
     assert policy.startswith("http://127.0.0.1:18521/") or policy.startswith("ws://127.0.0.1:18521/")
     assert "<REDACTED:credential:" in policy
+
+
+def test_a_number_under_a_credential_key_in_a_foreign_json_file_refuses_the_release(run: Path, tmp_path: Path) -> None:
+    (run / "client.json").write_text('{"headers":  {"X-Pin": 731904265}}')  # not a style rollbench writes
+    with pytest.raises(RollbenchError, match=r"client.json: a number at headers.X-Pin is under a credential key"):
+        build_release([run], tmp_path / "rel", date=DATE)
+    assert not (tmp_path / "rel").exists()
 
 
 def test_ordinary_policy_urls_and_paths_are_released_unchanged(run: Path, tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ def served_usage(double: Double, model: str) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow
 def test_an_agent_solves_scripted_reach_with_linked_transcripts_and_usage_graded_from_them(
     double: Double, tmp_path: Path
 ) -> None:
@@ -180,6 +181,7 @@ def test_429_and_503_are_retried_with_backoff_and_the_wire_capture_redacts_the_k
         ("texty", {"max_text_replies": 1}, "EpisodeError: the model replied 2 times in a row without a tool call"),
     ],
 )
+@pytest.mark.slow
 def test_provider_and_model_faults_end_the_episode_as_error_with_the_reason(
     double: Double, tmp_path: Path, model: str, options: dict[str, Any], expected: str
 ) -> None:

@@ -44,6 +44,7 @@ def mixed_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_report_pairs_each_pair_of_runs_on_its_own_and_skips_pairs_with_no_common_task(mixed_root: Path) -> None:
     doc = compare_where_paired(load_runs([mixed_root]).runs, n_resamples=1000)
     got = {(c["a"], c["b"]): c for c in doc["comparisons"]}
@@ -74,6 +75,7 @@ def test_report_pairs_each_pair_of_runs_on_its_own_and_skips_pairs_with_no_commo
     assert (doc["statistics"], doc["unpaired_pairs"]) == ("mixed", 2)
 
 
+@pytest.mark.slow
 def test_report_warns_at_the_top_when_a_comparison_is_unpaired_and_lists_skipped_pairs(
     mixed_root: Path, tmp_path: Path
 ) -> None:
@@ -164,6 +166,7 @@ def _served(tmp: Path, policy: str) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_served_policy_is_labelled_name_via_url_and_kept_apart_unless_merge_served(tmp_path: Path) -> None:
     with _served(tmp_path, "scripted-expert") as url:
         port = url.rsplit(":", 1)[1]

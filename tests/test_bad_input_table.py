@@ -520,6 +520,7 @@ def test_the_table_has_at_least_100_cases_over_every_command() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_bad_input_is_exit_2_one_line_and_writes_nothing(
     case: T, recorded: Path, modules: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -635,6 +636,7 @@ def test_compare_of_runs_without_a_common_task_is_refused_paired_or_not(tmp_path
         (lambda log: log["tasks"][0].update(design=[1]), "its design of task scripted/reach differs from the arms' run.json (alpha)"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_compare_sequential_names_a_malformed_decision_log_in_one_line(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, damage: Callable[[dict], None], words: str
 ) -> None:
@@ -658,6 +660,7 @@ def test_compare_sequential_names_a_malformed_decision_log_in_one_line(
     assert listing(out) == before
 
 
+@pytest.mark.slow
 def test_robustness_refuses_an_unreachable_ray_cluster_before_writing(tmp_path: Path) -> None:
     """Issue 30 (h-cli 1): ``robustness`` connects to Ray before the study's run directory exists (a perturbed suite
     needs LIBERO, an optional extra, so this case is not in the table)."""

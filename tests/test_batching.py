@@ -32,6 +32,7 @@ def _run(tmp_path: Path, name: str, spec: dict[str, Any], **execution: Any) -> t
     return result, (result["episodes"], recorded_tables(out), info_and_stats(out))
 
 
+@pytest.mark.slow
 def test_batch_sizes_3_and_8_record_exactly_what_batch_size_1_records(tmp_path: Path) -> None:
     base, expected = _run(tmp_path, "b1", NOISY)
     lengths = [e["length"] for e in base["episodes"]]
@@ -71,6 +72,7 @@ def test_a_batch_answered_with_too_few_actions_errors_those_episodes_clearly(tmp
         assert e["error"] == "EpisodeError: the policy returned 2 answers for a batch of 3 observations"
 
 
+@pytest.mark.slow
 def test_metaworld_expert_batched_equals_unbatched(tmp_path: Path) -> None:
     pytest.importorskip("metaworld")
     spec = dict(env="metaworld/reach-v3,metaworld/button-press-v3", policy="metaworld-expert", episodes=3, seed=1)

@@ -48,6 +48,7 @@ def test_finds_lerobot_train_checkpoints_in_step_order_and_skips_links(tmp_path:
     assert [(c.step, c.name) for c in find_checkpoints(tmp_path / "flat")] == [(3, "step-3"), (20, "step-20")]
 
 
+@pytest.mark.slow
 def test_ranks_checkpoints_with_hand_counted_rates_and_holm_corrected_paired_p(tmp_path: Path) -> None:
     run, out = _train_run(tmp_path / "train"), tmp_path / "out"
     got = invoke("checkpoints", run, *COMMON, *OPTIONS, "--out", out, "--json")
@@ -75,6 +76,7 @@ def test_ranks_checkpoints_with_hand_counted_rates_and_holm_corrected_paired_p(t
     assert seeds == {0}  # one plan
 
 
+@pytest.mark.slow
 def test_a_second_invocation_runs_nothing_again_and_gives_the_same_ranking(tmp_path: Path) -> None:
     run, out = _train_run(tmp_path / "train"), tmp_path / "out"
     first = json.loads(invoke("checkpoints", run, *COMMON, *OPTIONS, "--out", out, "--json").stdout)
@@ -87,6 +89,7 @@ def test_a_second_invocation_runs_nothing_again_and_gives_the_same_ranking(tmp_p
     assert [r["success_rate"] for r in second["checkpoints"]] == [r["success_rate"] for r in first["checkpoints"]]
 
 
+@pytest.mark.slow
 def test_environment_errors_are_left_out_and_withhold_the_verdict(tmp_path: Path) -> None:
     run, out = _train_run(tmp_path / "train"), tmp_path / "out"
     args = ["--env", "scripted/faulty", "--episodes", "6", "--policy-template", "checkpoint_policies:make"]

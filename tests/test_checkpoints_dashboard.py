@@ -47,6 +47,7 @@ def client(root: Path) -> Iterator[TestClient]:
         yield c
 
 
+@pytest.mark.slow
 def test_the_runs_page_links_each_checkpoints_folder(client: TestClient) -> None:
     page = client.get("/").text
     assert '<a href="/checkpoints/runs/sweep">runs/sweep</a>' in page
@@ -55,6 +56,7 @@ def test_the_runs_page_links_each_checkpoints_folder(client: TestClient) -> None
     }
 
 
+@pytest.mark.slow
 def test_the_folder_page_shows_the_ranking_recomputed_and_the_chart(client: TestClient, root: Path) -> None:
     wins = {s: sum(expected_success(k, seed) for seed in range(N)) for s, k in SKILLS.items()}
     assert wins == {1000: 4, 2000: 12, 3000: 6}  # by hand from the oracle
@@ -79,6 +81,7 @@ def test_the_folder_page_shows_the_ranking_recomputed_and_the_chart(client: Test
     ]
 
 
+@pytest.mark.slow
 def test_a_checkpoints_json_that_disagrees_shows_a_violation(client: TestClient, root: Path) -> None:
     path = root / "sweep" / "checkpoints.json"
     kept = path.read_text()

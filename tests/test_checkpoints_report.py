@@ -56,6 +56,7 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+@pytest.mark.slow
 def test_report_shows_the_ranking_figure_and_verdict_of_a_checkpoints_folder(out: Path, tmp_path: Path) -> None:
     section = _section(_report(tmp_path, out.parent))  # a folder holding the OUT folder
     wins = {s: [expected_success(k, seed) for seed in range(N)] for s, k in SKILLS.items()}
@@ -89,6 +90,7 @@ def test_report_shows_the_ranking_figure_and_verdict_of_a_checkpoints_folder(out
     assert "Violation" not in section
 
 
+@pytest.mark.slow
 def test_a_checkpoints_json_that_disagrees_with_the_runs_is_a_violation(out: Path, tmp_path: Path) -> None:
     edited = tmp_path / "edited"
     import shutil
@@ -133,6 +135,7 @@ def _assert_no_generic_statistics(html: str) -> None:
     assert "<h2>Comparison</h2>" not in html and "<h2>Success rate per task</h2>" not in html
 
 
+@pytest.mark.slow
 def test_checkpoint_runs_are_reported_in_the_checkpoints_section_only(out: Path, tmp_path: Path) -> None:
     html = _report(tmp_path, out)
     _assert_no_generic_statistics(html)
@@ -140,6 +143,7 @@ def test_checkpoint_runs_are_reported_in_the_checkpoints_section_only(out: Path,
     assert [f"{step:06d}" for step in SKILLS] == re.findall(r"<td>[^<]*/(\d{6})</td>", runs)  # the run list stays
 
 
+@pytest.mark.slow
 def test_plain_runs_beside_a_checkpoints_folder_are_pooled_and_compared_without_the_checkpoints(
     out: Path, tmp_path: Path
 ) -> None:
@@ -203,6 +207,7 @@ def test_report_of_an_eliminate_folder_shows_each_look_and_the_chosen_step(tmp_p
     assert "elimination.json differs from the replay of the run directories" in section
 
 
+@pytest.mark.slow
 def test_a_checkpoint_run_recorded_under_another_horizon_is_a_violation_and_nothing_is_ranked(
     out: Path, tmp_path: Path
 ) -> None:
@@ -230,6 +235,7 @@ def test_a_checkpoint_run_recorded_under_another_horizon_is_a_violation_and_noth
         ranking(edited)
 
 
+@pytest.mark.slow
 def test_two_checkpoints_folders_under_one_root_are_refused_with_the_fix_named(out: Path, tmp_path: Path) -> None:
     """Two OUT folders over the same training run (a fixed-N one and a second, shorter one) hold step runs of the
     same names: reading both at once is refused in one line that says to report each folder on its own."""

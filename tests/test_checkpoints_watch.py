@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from checkpoint_policies import expected_success, write_checkpoint
 from conftest import REPO, rollbench_bin
 from rollbench.checkpoints.runner import Settings
@@ -84,6 +86,7 @@ def _wait_for(path: Path, proc: subprocess.Popen[str], limit_s: float = 240) -> 
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_watch_picks_up_a_checkpoint_written_after_it_started(tmp_path: Path) -> None:
     run, out = tmp_path / "train", tmp_path / "out"
     write_checkpoint(run, 1000, 0.3)
@@ -96,6 +99,7 @@ def test_watch_picks_up_a_checkpoint_written_after_it_started(tmp_path: Path) ->
     assert {r["step"]: r["success_rate"] for r in doc["checkpoints"]} == {1000: _rate(0.3), 2000: _rate(0.9)}
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_with_130_and_the_same_command_resumes(tmp_path: Path) -> None:
     run, out = tmp_path / "train", tmp_path / "out"
     write_checkpoint(run, 1000, 0.3)

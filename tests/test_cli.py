@@ -23,6 +23,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([ROLLBENCH, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_eval_prints_the_table_and_grade_json_reproduces_run_json(tmp_path: Path) -> None:
     r = cli(
         "eval",
@@ -67,6 +68,7 @@ def test_unknown_policy_lists_valid_policies(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_invalid_flag_values_exit_2_with_one_line(tmp_path: Path) -> None:
     for args in (
         ["--episodes", "0"],
@@ -99,6 +101,7 @@ def record_small_run(cwd: Path) -> None:
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_existing_out_from_a_different_spec_is_refused_and_left_untouched(tmp_path: Path) -> None:
     record_small_run(tmp_path)
     before = (tmp_path / "run/run.json").read_text()
@@ -138,6 +141,7 @@ def test_partial_run_exits_1_and_prints_the_reason(tmp_path: Path) -> None:
     assert "episode 2 (scripted/faulty, seed 2) ended in error" in r.stdout
 
 
+@pytest.mark.slow
 def test_envs_and_policies_list_what_exists(tmp_path: Path) -> None:
     envs = json.loads(cli("envs", "--json", cwd=tmp_path).stdout)
     scripted = next(f for f in envs if f["family"] == "scripted")
@@ -147,6 +151,7 @@ def test_envs_and_policies_list_what_exists(tmp_path: Path) -> None:
         assert name in pols
 
 
+@pytest.mark.slow
 def test_spec_file_with_flag_overrides_and_run_json_as_spec(tmp_path: Path) -> None:
     spec = {"env": "scripted/reach", "policy": "random", "episodes": 3, "max_steps": 5, "seed": 7}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
@@ -157,6 +162,7 @@ def test_spec_file_with_flag_overrides_and_run_json_as_spec(tmp_path: Path) -> N
     assert json.loads(again.stdout)["episodes"] == json.loads(r.stdout)["episodes"]
 
 
+@pytest.mark.slow
 def test_a_spec_file_without_episodes_runs_the_flags_default_of_ten(tmp_path: Path) -> None:
     """Issue 30 (h-cli 4): `--episodes` has a default (10), so a spec file that names none runs 10, as the same
     command line without `--episodes` does; both record the same spec (same seeds 0..9)."""
@@ -171,6 +177,7 @@ def test_a_spec_file_without_episodes_runs_the_flags_default_of_ten(tmp_path: Pa
     assert json.loads(flags.stdout)["episodes"] == json.loads(r.stdout)["episodes"]
 
 
+@pytest.mark.slow
 def test_resume_refuses_spec_flags_instead_of_ignoring_them(tmp_path: Path) -> None:
     record_small_run(tmp_path)
     r = cli("eval", "--resume", "run", "--episodes", "9", cwd=tmp_path)
@@ -199,6 +206,7 @@ def test_policies_prints_each_description_whole_on_one_line(tmp_path: Path) -> N
     assert len(lines) - 1 == len(json.loads(cli("policies", "--json", cwd=tmp_path).stdout))
 
 
+@pytest.mark.slow
 def test_a_task_typed_without_its_family_suggests_the_full_name_and_writes_nothing(tmp_path: Path) -> None:
     pytest.importorskip("metaworld")
     r = cli("eval", "--env", "pick-place-v3", "--policy", "zero", "--out", "run", cwd=tmp_path)

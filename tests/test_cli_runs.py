@@ -6,6 +6,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rollbench.api import evaluate
@@ -26,6 +27,7 @@ def runs(*args: str) -> tuple[int, str, str]:
     return r.exit_code, r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_runs_lists_each_run_with_tasks_policy_status_episodes_rate_and_date(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     evaluate(out=root / "zero", env="scripted/reach", policy="zero", episodes=2, max_steps=3)

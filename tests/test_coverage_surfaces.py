@@ -91,6 +91,7 @@ def dropped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
     return root / "a", root / "b", root / "c"
 
 
+@pytest.mark.slow
 def test_one_arms_infrastructure_drops_never_make_the_other_better(dropped: tuple[Path, Path, Path]) -> None:
     a, _, c = dropped
     pooled = compare_runs(load_runs([a, c]).runs)["comparisons"][0]["pooled"]
@@ -102,6 +103,7 @@ def test_one_arms_infrastructure_drops_never_make_the_other_better(dropped: tupl
     assert loose["comparisons"][0]["pooled"]["verdict"] == "no_significant_difference"
 
 
+@pytest.mark.slow
 def test_policy_errors_count_as_failures_and_are_named_unless_excluded(dropped: tuple[Path, Path, Path]) -> None:
     a, b, _ = dropped
     doc = compare_runs(load_runs([a, b]).runs, rule=CoverageRule(min_coverage=0.0))
@@ -138,6 +140,7 @@ SIMS, N = 1000, 100
 
 
 @pytest.mark.parametrize("drops", [0, 2, 5])
+@pytest.mark.slow
 def test_seeded_simulation_random_drops_within_the_bound_keep_false_verdicts_at_alpha(drops: int) -> None:
     """Two equal policies (success 0.5, independent), 100 pairs, B's server drops ``drops`` episodes at random
     (coverage >= 0.95, so a verdict is allowed): false "better" verdicts stay at most alpha 0.05 (plus 3 standard

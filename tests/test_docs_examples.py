@@ -213,6 +213,7 @@ def test_quick_commands_of_the_docs_run_as_written(tmp_path: Path) -> None:
     ],
     ids=lambda a: " ".join(a),
 )
+@pytest.mark.slow
 def test_status_page_bad_input_is_one_line_and_exit_2_for_every_command(args: list[str], tmp_path: Path) -> None:
     """docs/status.md, "Every command": bad input is exit 2 with one `error:` line on stderr, and nothing is written."""
     r = subprocess.run([rollbench_bin(), *args], cwd=tmp_path, capture_output=True, text=True, timeout=120)

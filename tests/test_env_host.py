@@ -53,6 +53,7 @@ def test_a_far_side_crash_is_an_environment_fault_naming_the_exit_code(host: Env
     assert not host.child.alive()
 
 
+@pytest.mark.slow
 def test_a_far_side_hang_is_an_environment_fault_after_the_deadline_and_the_host_is_killed(host: EnvHost) -> None:
     t0 = time.monotonic()
     with pytest.raises(EpisodeError, match="did not answer hang within 3 s") as info:
@@ -86,6 +87,7 @@ def test_a_released_host_is_handed_to_the_next_env_of_its_command_only_and_stopp
     assert not first.child.alive() and len(POOL) == 0
 
 
+@pytest.mark.slow
 def test_a_host_whose_call_failed_is_stopped_instead_of_pooled_and_the_pool_keeps_at_most_four() -> None:
     POOL.close_all()
     bad = open_host("toy env host", sys.executable, ADAPTER, [], {}, reuse=True)

@@ -37,6 +37,7 @@ from rollbench.envs.libero.tasks import LAN_SUITES
 
 
 # task table ------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_suites_horizons_and_instructions() -> None:
     assert {s: len(t) for s, t in SUITE_TASKS.items()} == {
         "libero_spatial": 10, "libero_object": 10, "libero_goal": 10, "libero_10": 10, "libero_90": 90,
@@ -271,6 +272,7 @@ def test_libero_env_state_render_and_success(init_states) -> None:
         env.close()
 
 
+@pytest.mark.slow
 def test_task_table_equals_the_installed_libero_task_map_and_lan_instructions_are_the_bddl_paraphrases() -> None:
     pkg = libero_setup.libero_dir()
     if pkg is None:
@@ -360,6 +362,7 @@ def test_on_the_ground_panda_base_is_null_mount_after_the_patch_and_only_that_pr
     assert libero_setup.patch_on_the_ground_panda() is True  # idempotent
 
 
+@pytest.mark.slow
 def test_rollbench_envs_libero_shows_it_installed_with_every_task_instruction() -> None:
     from conftest import run_cli
 

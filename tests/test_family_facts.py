@@ -66,6 +66,7 @@ def _family_literals() -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_no_family_name_is_spelled_as_a_string_outside_envs() -> None:
     assert {"scripted", "metaworld", "libero_ref", "liberoplus", "gym"} <= FAMILY_NAMES  # the oracle is read
     assert _family_literals() == []

@@ -101,6 +101,7 @@ def _run(out: Path, flag: Path, **kw: Any) -> dict[str, Any]:
     )
 
 
+@pytest.mark.slow
 def test_resume_reruns_infrastructure_errored_episodes_and_replaces_them_in_place(tmp_path: Path) -> None:
     flag = tmp_path / "server-down"
     reference = _run(tmp_path / "ref", flag)  # the server was up all along
@@ -140,6 +141,7 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return [[e[k] for k in keys] for e in a["episodes"]] == [[e[k] for k in keys] for e in b["episodes"]]
 
 
+@pytest.mark.slow
 def test_a_crash_while_replacing_episodes_leaves_a_run_that_resumes_to_the_same_dataset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,6 +39,7 @@ def _set_reason(run: Path, value: str) -> None:
         ("ok\x07\x9b", "'ok\\x07\\x9b'"),
     ],
 )
+@pytest.mark.slow
 def test_a_recorded_reason_with_markup_or_control_characters_is_named_and_printed_escaped(
     sound_run: Path, tmp_path: Path, reason: str, shown: str
 ) -> None:
@@ -52,6 +53,7 @@ def test_a_recorded_reason_with_markup_or_control_characters_is_named_and_printe
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\x9b" not in r.stdout
 
 
+@pytest.mark.slow
 def test_resume_keeps_a_file_past_the_plan_and_grade_names_it(sound_run: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(sound_run, run)

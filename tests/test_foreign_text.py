@@ -119,6 +119,7 @@ def test_printable_escapes_controls_escapes_newlines_and_bidi_and_keeps_other_te
     assert printable("two\nlines\x1b", keep_newlines=True) == "two\nlines\\x1b"
 
 
+@pytest.mark.slow
 def test_a_tampered_error_column_is_graded_through_the_cli_as_one_escaped_line_per_error(tmp_path: Path) -> None:
     with policy_server({"needs_images": False}, echo_error=True) as url:
         made = _eval(url, tmp_path / "run")
@@ -142,6 +143,7 @@ def test_a_tampered_error_column_is_graded_through_the_cli_as_one_escaped_line_p
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_a_servers_error_reply_reaches_no_run_file_cli_output_or_mcp_result(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     with policy_server({"needs_images": False}, echo_error=True) as url:
@@ -172,6 +174,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow
 def test_server_metadata_over_64_kib_is_refused_before_any_episode_and_below_it_is_recorded_whole(
     tmp_path: Path,
 ) -> None:
@@ -194,6 +197,7 @@ def test_server_metadata_over_64_kib_is_refused_before_any_episode_and_below_it_
     assert run["plan"]["policy"]["provenance"]["server_metadata"] == fits
 
 
+@pytest.mark.slow
 def test_a_server_echoing_the_clients_token_in_its_metadata_never_gets_it_recorded(tmp_path: Path) -> None:
     token = "zqTOKzq7788-echoed-back"
     echoed = {"needs_images": False, "note": f"you sent Bearer {token}", token: "as a key", "tok": [token]}

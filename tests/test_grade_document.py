@@ -34,6 +34,7 @@ def _copy(name: str, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
+@pytest.mark.slow
 def test_grade_json_prints_the_bytes_main_printed(name: str, tmp_path: Path) -> None:
     run = _copy(name, tmp_path)
     done = subprocess.run(

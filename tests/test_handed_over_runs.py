@@ -98,6 +98,7 @@ def one_line_refusal(r: subprocess.CompletedProcess[str]) -> str:
         ("agent:openrouter/x/y", {"temperature": 0}),
     ],
 )
+@pytest.mark.slow
 def test_resuming_a_run_that_names_a_server_or_an_agent_connects_nowhere_unasked(
     recorded: Path, tmp_path: Path, service: tuple[int, list[Any]], policy: str, options: dict[str, Any]
 ) -> None:
@@ -112,6 +113,7 @@ def test_resuming_a_run_that_names_a_server_or_an_agent_connects_nowhere_unasked
     assert seen == [] and tree(run) == before
 
 
+@pytest.mark.slow
 def test_the_same_resume_with_the_url_typed_again_reaches_the_server_with_the_token(
     recorded: Path, tmp_path: Path, service: tuple[int, list[Any]]
 ) -> None:
@@ -159,6 +161,7 @@ def test_a_venv_in_the_current_directory_is_never_the_benchmarks_interpreter(tmp
          "meta/info.json declares other features"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_resume_refuses_a_spec_that_no_longer_resolves_to_the_recorded_plan_and_rewrites_nothing(
     recorded: Path, tmp_path: Path, what: str, damage: Callable[[Path], None], words: str
 ) -> None:
@@ -188,6 +191,7 @@ def test_resume_refuses_a_spec_that_no_longer_resolves_to_the_recorded_plan_and_
         ("--labels", ["dashboard", "--root", "S", "--labels", "R/labels.json"]),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_an_output_option_inside_a_run_directory_is_refused_before_anything_is_written(
     recorded: Path, tmp_path: Path, option: str, args: list[str]
 ) -> None:
@@ -212,6 +216,7 @@ def test_an_output_option_inside_a_run_directory_is_refused_before_anything_is_w
         ("--out", ["report", "S", "--out", "L"]),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_an_output_file_hard_linked_into_a_run_is_refused_and_the_run_keeps_its_bytes(
     recorded: Path, tmp_path: Path, option: str, args: list[str]
 ) -> None:
@@ -285,6 +290,7 @@ def test_the_request_log_is_opened_only_as_a_lone_regular_file(recorded: Path, t
          "--request-timeout-s must be between 0.1 and 86400 seconds, got 0.01"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_out_of_range_bounds_are_refused_up_front_with_the_range(
     tmp_path: Path, args: list[str], expected: str
 ) -> None:
@@ -312,6 +318,7 @@ def _perturb(log: dict[str, Any], episode: int, control: str, task: str | None =
          "is itself a perturbed task; a control is unperturbed"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_robustness_refuses_a_control_that_cannot_be_the_perturbed_tasks_control(
     recorded: Path, tmp_path: Path, damage: Callable[[dict[str, Any]], None], words: str
 ) -> None:
@@ -325,6 +332,7 @@ def test_robustness_refuses_a_control_that_cannot_be_the_perturbed_tasks_control
 
 
 # ---- item 18: resume of a finished run; Ctrl-C without --out -------------------------------------------------------
+@pytest.mark.slow
 def test_resuming_a_finished_run_again_and_again_adds_no_execution(recorded: Path, tmp_path: Path) -> None:
     run = copy_of(recorded, tmp_path)
     first = json.loads((run / "run.json").read_text())["executions"]

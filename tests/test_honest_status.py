@@ -61,6 +61,7 @@ def test_a_policy_raising_any_base_exception_ends_that_episode_as_a_policy_error
     assert log["status"] == "PARTIAL" and not log["executions"][-1].get("interrupted")
 
 
+@pytest.mark.slow
 def test_in_worker_processes_too_a_policy_base_exception_ends_only_its_episode(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = evaluate(

@@ -79,6 +79,7 @@ def test_a_box_env_in_another_interpreter_records_what_gymnasium_s_own_loop_prod
     assert log["status"] == "OK"
 
 
+@pytest.mark.slow
 def test_a_discrete_env_without_success_rounds_its_actions_and_warns_that_it_is_never_successful(
     tmp_path: Path,
 ) -> None:

@@ -33,6 +33,7 @@ def test_eval_records_the_default_identity(tmp_path: Path):
     assert identity == {"host": sanitize_segment(socket.gethostname(), "localhost"), "robot": "point", "name": "run-1"}
 
 
+@pytest.mark.slow
 def test_eval_flags_set_the_identity_and_a_resume_keeps_it(tmp_path: Path):
     out = tmp_path / "r"
     r = run_cli(
@@ -56,6 +57,7 @@ def test_eval_flags_set_the_identity_and_a_resume_keeps_it(tmp_path: Path):
         evaluate(env="scripted/reach", policy="zero", episodes=1, out=out, host_label="other")
 
 
+@pytest.mark.slow
 def test_an_invalid_host_label_is_refused_before_anything_runs(tmp_path: Path):
     r = run_cli(
         "eval",

@@ -144,6 +144,7 @@ def test_a_checkpoint_id_without_an_object_and_a_non_policy_are_refused(tmp_path
         rollbench.evaluate(env="scripted/reach", policy={"act": 1}, episodes=1, out=tmp_path / "b")
 
 
+@pytest.mark.slow
 def test_a_partial_run_resumes_only_with_the_object_again(tmp_path: Path) -> None:
     run = tmp_path / "run"
 

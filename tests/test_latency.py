@@ -131,6 +131,7 @@ def test_the_same_spec_twice_records_the_same_run(tmp_path: Path) -> None:
     assert data_a.equals(data_b) and meta_a == meta_b
 
 
+@pytest.mark.slow
 def test_batch_size_4_and_2_workers_record_exactly_what_one_episode_at_a_time_records(tmp_path: Path) -> None:
     kw: dict[str, Any] = {"env": "scripted/reach", "episodes": 6, "max_steps": None}
     _run(tmp_path / "one", 8, 4, "steps:3", **kw)
@@ -217,6 +218,7 @@ def test_a_bad_latency_on_the_command_line_exits_2_with_one_line(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_runs_differing_only_in_latency_form_one_sweep_with_grade_numbers(tmp_path: Path) -> None:
     from rollbench.analysis.figures import latency_sweep_figure
     from rollbench.analysis.html_report import render_report

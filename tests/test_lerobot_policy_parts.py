@@ -165,6 +165,7 @@ def test_empty_checkpoint_is_exit_2(tmp_path) -> None:
     assert "give a checkpoint" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_host_that_dies_at_start_is_exit_2_quoting_its_output(tmp_path) -> None:
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho 'ImportError: no module named lerobot' >&2\nexit 1\n")

@@ -54,6 +54,7 @@ ROLLOUT = {"env": "scripted/reach", "n_episodes": 1, "max_steps": 3}
     ["http://127.0.0.1:{port}/act", "ws://127.0.0.1:{port}", "https://localhost:{port}/act", "wss://127.0.0.1:{port}/x",
      "agent:openai/gpt-4o"],
 )  # fmt: skip
+@pytest.mark.slow
 def test_a_peer_cannot_make_the_server_connect_to_a_url_it_was_not_started_with(tmp_path: Path, policy: str) -> None:
     with recording_service() as (port, seen):
         name = policy.format(port=port)
@@ -77,6 +78,7 @@ def test_a_peer_cannot_make_the_server_connect_to_a_url_it_was_not_started_with(
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+@pytest.mark.slow
 def test_an_allowed_server_is_reached_but_its_reply_never_comes_back_to_the_peer(tmp_path: Path) -> None:
     with recording_service() as (port, seen):
         url, other = f"http://127.0.0.1:{port}/act", f"http://127.0.0.1:{port}/other"
@@ -108,6 +110,7 @@ def test_an_allowed_server_is_reached_but_its_reply_never_comes_back_to_the_peer
         ("my.module:make", "--allow-policy 'my.module:make': give a policy server URL"),
     ],
 )
+@pytest.mark.slow
 def test_allow_policy_takes_only_servers_and_agents(tmp_path: Path, value: str, words: str) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "rollbench", "mcp", "--root", str(tmp_path / "runs"), "--allow-policy", value],

@@ -30,6 +30,7 @@ def _call(root: Path, name: str) -> Any:
     return anyio.run(go)
 
 
+@pytest.mark.slow
 def test_rank_checkpoints_recomputes_the_ranking_from_the_run_directories(tmp_path: Path) -> None:
     root, train = tmp_path / "root", tmp_path / "train"
     for step, skill in SKILLS.items():

@@ -106,6 +106,7 @@ INNERS = ["ws://127.0.0.1:{port}", "http://127.0.0.1:{port}/act", "agent:openai/
 
 @pytest.mark.parametrize("inner", INNERS)
 @pytest.mark.parametrize("typed", [(), ("--policy", "gpu-standin")])
+@pytest.mark.slow
 def test_a_nested_inner_policy_in_a_handed_over_run_connects_nowhere_unasked(
     recorded: Path, tmp_path: Path, listener: tuple[int, list[bytes]], inner: str, typed: tuple[str, ...]
 ) -> None:
@@ -118,6 +119,7 @@ def test_a_nested_inner_policy_in_a_handed_over_run_connects_nowhere_unasked(
     assert arrived == []
 
 
+@pytest.mark.slow
 def test_a_policy_name_nested_deeper_in_the_options_is_found_too(
     recorded: Path, tmp_path: Path, listener: tuple[int, list[bytes]]
 ) -> None:
@@ -129,6 +131,7 @@ def test_a_policy_name_nested_deeper_in_the_options_is_found_too(
     assert arrived == []
 
 
+@pytest.mark.slow
 def test_typing_the_options_again_is_the_positive_control_and_reaches_the_inner_server(
     recorded: Path, tmp_path: Path, listener: tuple[int, list[bytes]]
 ) -> None:
@@ -140,6 +143,7 @@ def test_typing_the_options_again_is_the_positive_control_and_reaches_the_inner_
     assert arrived and arrived[0].startswith(b"GET /act ") and f"Bearer {TOKEN}".encode() in arrived[0], r.stderr
 
 
+@pytest.mark.slow
 def test_a_run_of_another_spec_is_refused_before_the_agent_spends_the_key(
     recorded: Path, tmp_path: Path, listener: tuple[int, list[bytes]]
 ) -> None:
@@ -152,6 +156,7 @@ def test_a_run_of_another_spec_is_refused_before_the_agent_spends_the_key(
     assert arrived == []
 
 
+@pytest.mark.slow
 def test_a_foreign_reply_to_the_readiness_probe_is_never_echoed(tmp_path: Path) -> None:
     with recording_service() as (port, seen):
         url = f"http://127.0.0.1:{port}/act"

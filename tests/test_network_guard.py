@@ -85,6 +85,7 @@ def served_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _stop(procs)
 
 
+@pytest.mark.slow
 def test_a_reset_naming_a_module_is_refused_over_http_and_nothing_is_imported(serve, planted) -> None:
     url, _ = serve("--protocol", "http")
     r = http.post(url, json={"session": "s1", "reset": {"task": EVIL, "seed": 0}})
@@ -181,6 +182,7 @@ def test_half_open_websocket_handshakes_do_not_pile_up_threads(serve) -> None:
             time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_mcp_refuses_a_module_task_and_prints_nothing_on_its_protocol_channel(planted, tmp_path: Path) -> None:
     anyio = pytest.importorskip("anyio")
     from mcp import ClientSession, StdioServerParameters
@@ -488,6 +490,7 @@ def _recorded(source: Path, tmp_path: Path) -> Path:
         ("policy_options", {"python": "/tmp/planted-python"}, "python=/tmp/planted-python"),
     ],
 )
+@pytest.mark.slow
 def test_resuming_a_run_that_names_code_or_a_path_loads_nothing_unasked(
     planted, recorded_run, tmp_path, field, value, words
 ):

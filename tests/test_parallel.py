@@ -122,6 +122,7 @@ def test_sigkilled_workers_are_replaced_and_each_episode_is_recorded_exactly_onc
     assert worker_processes() == []
 
 
+@pytest.mark.slow
 def test_env_failing_on_reset_in_a_worker_records_error_episodes_and_the_worker_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = evaluate(

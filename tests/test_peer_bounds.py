@@ -72,12 +72,14 @@ BAD_LISTINGS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_LISTINGS))
+@pytest.mark.slow
 def test_a_malformed_peer_listing_marks_only_that_peer_bad(case: str) -> None:
     with fake_peer(json.dumps(BAD_LISTINGS[case]).encode()) as url:
         p = _refreshed(url)
     assert p.error is not None and p.runs == []
 
 
+@pytest.mark.slow
 def test_the_central_listing_answers_with_its_own_runs_beside_bad_peers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -89,6 +89,7 @@ def test_a_policy_past_its_deadline_is_abandoned_and_a_fresh_one_serves_later_ep
     policy.close()
 
 
+@pytest.mark.slow
 def test_a_served_policy_past_the_deadline_is_an_infrastructure_fault(tmp_path: Path) -> None:
     """The client's own per-call timeout (30 s here) is longer than the deadline (1 s): the deadline fires, and a
     round trip that hangs is the transport's fault, not the model's."""

@@ -64,6 +64,7 @@ def timing(run: Path) -> tuple[int, int]:
     return t["invocations"], t["invocations_unrecorded"]
 
 
+@pytest.mark.slow
 def test_a_policy_calling_os_exit_0_leaves_a_stale_run_that_is_named_and_resumed(tmp_path: Path) -> None:
     marker, run, clean = tmp_path / "marker", tmp_path / "run", tmp_path / "clean"
     marker.touch()
@@ -92,6 +93,7 @@ def test_a_policy_calling_os_exit_0_leaves_a_stale_run_that_is_named_and_resumed
     assert timing(run) == (1, 1)  # hand count: one invocation finished, one ended by the policy
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_counts_no_invocation_without_a_record(tmp_path: Path) -> None:
     marker, run = tmp_path / "never-made", tmp_path / "run"
     assert invoke("eval", *spec_args(marker, "kill"), "--out", run).returncode == 0
@@ -105,6 +107,7 @@ def test_resuming_a_finished_run_counts_no_invocation_without_a_record(tmp_path:
 
 
 @pytest.mark.parametrize("resumes", [1, 3])
+@pytest.mark.slow
 def test_one_killed_invocation_is_counted_once_however_often_the_run_is_resumed(tmp_path: Path, resumes: int) -> None:
     marker, run = tmp_path / "marker", tmp_path / "run"
     marker.touch()

@@ -110,6 +110,7 @@ def test_summarize_by_run_shows_each_protocol_alone_with_its_own_counts(runs: di
         assert (cell["episodes"], cell["successes"]) == (EPISODES, _recorded_successes(runs[name]))
 
 
+@pytest.mark.slow
 def test_summarize_and_report_pool_runs_under_one_protocol(runs: dict[str, Path], tmp_path: Path) -> None:
     twin = _run(tmp_path / "twin", seed=EPISODES)  # the same protocol, the next seeds
     proc = invoke("summarize", runs["base"], twin, "--json")

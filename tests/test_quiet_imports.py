@@ -12,6 +12,7 @@ from rollbench.envs.libero.setup import libero_dir as libero_installed
 from rollbench.envs.quiet import ROBOSUITE_LOGGER, silence_robosuite_notices
 
 
+@pytest.mark.slow
 def test_libero_start_up_prints_no_robosuite_or_gym_notice() -> None:
     if libero_installed() is None:  # found without importing it: its import writes ~/.libero/config.yaml
         pytest.skip("rpent-libero is not installed")

@@ -42,6 +42,7 @@ def command_with(needle: str) -> list[str]:
         ("my_env.py", "--env gym:my_env:Reach1D-v0", "gym/my_env:Reach1D-v0", None),
     ],
 )
+@pytest.mark.slow
 def test_plugin_example_runs_as_written(
     module: str, needle: str, task: str, success_rate: float | None, tmp_path: Path
 ) -> None:
@@ -90,6 +91,7 @@ def test_runs_page_grade_table_is_one_table_naming_exactly_the_fields_grade_emit
     assert set(doc["timing"]) <= mentioned("timing")
 
 
+@pytest.mark.slow
 def test_release_example_runs_as_written_on_a_plain_run_and_its_dashboard_labels(tmp_path: Path) -> None:
     """The runs the set-up and the tour write (here small stand-ins under the same names) and the labels file the
     dashboard example writes (a label of the random run's episode 0, as the tour says) are what the release example

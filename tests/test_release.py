@@ -195,6 +195,7 @@ def test_the_released_run_grades_exactly_as_the_original(source: tuple[Path, Pat
     assert json.dumps(released) == json.dumps(original).replace(EMAIL, "<REDACTED:email:1>")
 
 
+@pytest.mark.slow
 def test_a_second_release_is_byte_identical_and_dry_run_writes_nothing(
     source: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -328,6 +329,7 @@ def _two_runs_and_labels(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     return tmp_path / "runs" / "pick", labels, keys
 
 
+@pytest.mark.slow
 def test_a_release_carries_only_the_released_runs_labels_and_its_dry_run_lists_exactly_them(tmp_path: Path) -> None:
     """Issue 30, item 18, in both label forms (the dashboard's sidecar and JSON lines)."""
     run, labels, keys = _two_runs_and_labels(tmp_path)

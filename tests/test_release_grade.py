@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
 from rollbench.api import evaluate
 from rollbench.release.copy import build_release
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_grade_is_refused_naming_its_violation_unless_allowed_and_then_counted(
     tmp_path: Path,
 ) -> None:

@@ -51,6 +51,7 @@ def _acts(log: Path, since: int = 0) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.slow
 def test_served_batch_size_8_records_exactly_what_batch_size_1_records(protocol: str, tmp_path: Path) -> None:
     with served(tmp_path, "gpu-standin", protocol, "--policy-options", STATEFUL, "--max-batch", "8") as (url, log, _):
         base = _eval(url, tmp_path / "b1", SCRIPTED)
@@ -112,6 +113,7 @@ def test_batches_of_two_worker_processes_share_one_call_of_a_max_batch_server(tm
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.slow
 def test_a_server_batch_with_a_missing_answer_errors_those_episodes_naming_the_counts(
     protocol: str, tmp_path: Path
 ) -> None:
@@ -133,6 +135,7 @@ def test_a_server_batch_with_a_missing_answer_errors_those_episodes_naming_the_c
         ("http", "fault_policies:raise_on_seed", {}),  # a single-observation policy, looped over by the server
     ],
 )
+@pytest.mark.slow
 def test_a_policy_exception_for_one_item_of_a_batch_ends_only_that_episode(
     protocol: str, policy: str, options: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -172,6 +175,7 @@ def test_an_openpi_style_server_without_batch_support_gets_single_observations(t
     assert connections[0] == 5  # the pre-flight probe, then one client per slot
 
 
+@pytest.mark.slow
 def test_a_max_batch_1_server_gets_single_requests_from_a_batch_size_4_client(tmp_path: Path) -> None:
     with served(tmp_path, "fault_policies:stateful", "http") as (url, log, _):
         meta = httpx.get(url).json()["metadata"]
@@ -192,6 +196,7 @@ def test_a_ws_batch_client_of_4_slots_holds_4_server_sessions(tmp_path: Path) ->
     assert sorted({r["session"].split("/")[1] for r in _acts(log)}) == ["slot-0", "slot-1", "slot-2", "slot-3"]
 
 
+@pytest.mark.slow
 def test_a_batch_larger_than_max_batch_or_naming_a_session_twice_is_refused_clearly(tmp_path: Path) -> None:
     from websockets.sync.client import connect
 

@@ -141,6 +141,7 @@ def test_our_http_errors_have_one_shape_and_a_wrong_path_says_where_the_protocol
     assert f"is not ready (GET {wrong} answered HTTP 404)" in stderr.replace("\n", "")
 
 
+@pytest.mark.slow
 def test_http_policy_url_without_a_path_means_act(tmp_path: Path) -> None:
     """`--policy http://HOST:PORT`, the form `rollbench policies` prints, evaluates through /act (issue 15, 10)."""
     with served(tmp_path, "scripted-expert", "http") as (url, log, _):
@@ -155,6 +156,7 @@ def test_http_policy_url_without_a_path_means_act(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("protocol", ["ws", "http"])
+@pytest.mark.slow
 def test_a_server_at_its_session_limit_refuses_with_the_reason_until_a_client_closes(
     protocol: str, tmp_path: Path
 ) -> None:

@@ -90,6 +90,7 @@ def test_served_metaworld_expert_reproduces_the_in_process_expert_exactly(
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.slow
 def test_server_receives_the_instruction_override_and_chunks_are_replanned(protocol: str, tmp_path: Path) -> None:
     """Through the CLI, as a user runs it: --replan-every, --instruction and --policy-options reach the server."""
     with served(tmp_path, "scripted-expert", protocol, "--policy-options", '{"chunk_size": 4}') as (url, log, _):
@@ -115,6 +116,7 @@ def test_server_receives_the_instruction_override_and_chunks_are_replanned(proto
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.slow
 def test_a_server_that_dies_mid_run_errors_the_remaining_episodes(protocol: str, tmp_path: Path) -> None:
     reference = evaluate(env="scripted/reach", policy="scripted-expert", episodes=4, out=tmp_path / "ref")
     first = reference["episodes"][0]["length"]
@@ -144,6 +146,7 @@ INJECTIONS = [
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize(("injection", "reason"), INJECTIONS, ids=[f for f, _ in INJECTIONS])
+@pytest.mark.slow
 def test_a_bad_reply_ends_each_episode_as_error_with_the_reason(
     protocol: str, injection: str, reason: str, tmp_path: Path
 ) -> None:
@@ -172,6 +175,7 @@ def test_the_deprecated_fault_option_still_injects_with_a_warning_and_the_metada
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.slow
 def test_a_server_slower_than_the_timeout_errors_the_episode_in_bounded_time(protocol: str, tmp_path: Path) -> None:
     with served(tmp_path, "scripted-expert", protocol, "--inject", "slow:5") as (url, _, _):
         t0 = time.monotonic()

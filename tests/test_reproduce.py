@@ -83,6 +83,7 @@ def test_48_of_50_against_97_is_consistent_and_says_how_little_50_episodes_rule_
     assert _scipy_power(needed, 0.97, 0.92) >= 0.8 > _scipy_power(needed - 1, 0.97, 0.92)
 
 
+@pytest.mark.slow
 def test_48_of_50_against_88_is_underpowered_not_significant_but_8_points_away(runs):
     row = reproduce([runs["48of50"]], _load(_ref(88.0)))["rows"][0]
     assert row["p_value"] == pytest.approx(binomtest(48, 50, 0.88).pvalue, rel=1e-12)
@@ -91,6 +92,7 @@ def test_48_of_50_against_88_is_underpowered_not_significant_but_8_points_away(r
     assert reproduce([runs["48of50"]], _load(_ref(88.0)), gap_pts=8)["rows"][0]["verdict"] == "consistent"
 
 
+@pytest.mark.slow
 def test_35_of_50_against_97_is_below_with_scipys_exact_binomial_p_value(runs):
     row = reproduce([runs["35of50"]], _load(_ref(97.0)))["rows"][0]
     assert (row["successes"], row["episodes"]) == (35, 50)
@@ -98,6 +100,7 @@ def test_35_of_50_against_97_is_below_with_scipys_exact_binomial_p_value(runs):
     assert row["verdict"] == "below" and row["test"].startswith("exact binomial")
 
 
+@pytest.mark.slow
 def test_10_of_10_against_60_is_above_because_the_exact_test_rejects(runs):
     row = reproduce([runs["10of10"]], _load(_ref(60.0)))["rows"][0]
     assert (row["successes"], row["episodes"]) == (10, 10)
@@ -106,6 +109,7 @@ def test_10_of_10_against_60_is_above_because_the_exact_test_rejects(runs):
     assert row["power"] == pytest.approx(_scipy_power(10, 0.6, 0.55), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_146_of_150_against_97_is_consistent(runs):
     row = reproduce([runs["146of150"]], _load(_ref(97.0)))["rows"][0]
     assert (row["successes"], row["episodes"]) == (146, 150)
@@ -297,6 +301,7 @@ def dashboard(runs, tmp_path, monkeypatch):
     srv.stop()
 
 
+@pytest.mark.slow
 def test_the_dashboard_run_page_and_api_show_the_reproduction(dashboard, runs, tmp_path):
     import httpx
 
@@ -314,6 +319,7 @@ def test_the_dashboard_run_page_and_api_show_the_reproduction(dashboard, runs, t
 
 
 @pytest.mark.parametrize("reference", ["/etc/passwd", "pi7-nowhere"])
+@pytest.mark.slow
 def test_the_dashboard_takes_only_shipped_reference_names(dashboard, reference):
     import httpx
 

@@ -157,6 +157,7 @@ def test_stopped_run_resumed_with_another_worker_count_equals_an_uninterrupted_r
     assert recorded_tables(out)[0].equals(recorded_tables(tmp_path / "ref")[0])
 
 
+@pytest.mark.slow
 def test_a_finished_run_holds_no_lock_file_and_a_held_lock_refuses_a_second_writer(tmp_path: Path) -> None:
     """run.lock exists only while a writer holds it; while it is held, a second writer is refused (exit 2)."""
     from rollbench.record.runlog import RunLock, is_locked

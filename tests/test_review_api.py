@@ -328,6 +328,7 @@ def test_a_custom_rubric_file_drives_labels_and_disagreements(runs_root: Path, t
         srv.stop()
 
 
+@pytest.mark.slow
 def test_a_busy_port_is_exit_2_with_one_line_before_the_dashboard_announces_itself(tmp_path: Path) -> None:
     import socket
 

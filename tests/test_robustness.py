@@ -102,6 +102,7 @@ needs_libero = pytest.mark.skipif(libero_setup.missing() is not None, reason="LI
 
 
 @needs_libero
+@pytest.mark.slow
 def test_robustness_refuses_unperturbed_tasks_and_instruction_overrides_before_running(tmp_path: Path) -> None:
     from conftest import run_cli
 

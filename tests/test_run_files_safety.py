@@ -319,6 +319,7 @@ FOREIGN = {  # what is planted -> the path the refusal names
 
 
 @pytest.mark.parametrize("case", sorted(FOREIGN))
+@pytest.mark.slow
 def test_resume_refuses_a_link_or_fifo_where_the_writer_works_and_changes_nothing(
     layout: tuple[Path, Path], case: str
 ) -> None:
@@ -418,6 +419,7 @@ def test_a_policys_output_and_its_children_never_reach_the_json_or_hold_the_call
         ("meta/episodes/chunk-000/file-000.parquet", f"{DATA}/file-009.parquet"),  # episode rows as a step file
     ],
 )
+@pytest.mark.slow
 def test_a_foreign_parquet_file_is_a_named_violation_on_every_surface(
     layout: tuple[Path, Path], tmp_path: Path, source: str, target: str
 ) -> None:

@@ -74,6 +74,7 @@ def _hashes(root: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("lock_file_gone", [False, True])
+@pytest.mark.slow
 def test_release_refuses_a_run_being_written_and_writes_nothing(
     recorded: Path, tmp_path: Path, lock_file_gone: bool
 ) -> None:

@@ -17,6 +17,7 @@ from served_policy import ROLLBENCH, served
     ("served_as", "asked_as", "hint"),
     [("ws", "http", "use --policy ws://"), ("http", "ws", "use --policy http://")],
 )
+@pytest.mark.slow
 def test_wrong_scheme_names_the_right_one(served_as: str, asked_as: str, hint: str, tmp_path: Path) -> None:
     with served(tmp_path, "zero", served_as) as (url, _, _):
         netloc = urlsplit(url).netloc

@@ -29,6 +29,7 @@ def lowered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return out, json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_a_lower_min_coverage_lets_the_eight_scored_pairs_of_twelve_decide(lowered):
     out, doc = lowered
     task = doc["tasks"][0]
@@ -46,6 +47,7 @@ def test_a_lower_min_coverage_lets_the_eight_scored_pairs_of_twelve_decide(lower
     assert 0.5 <= cover < 0.95
 
 
+@pytest.mark.slow
 def test_the_options_are_recorded_and_compare_sequential_recomputes_under_them(lowered):
     out, doc = lowered
     for arm in ("a", "b"):

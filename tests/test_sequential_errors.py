@@ -30,6 +30,7 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return out, run_sequential(a, b, out, SequentialConfig(delta=0.2, budget=12))
 
 
+@pytest.mark.slow
 def test_environment_errors_are_left_out_of_the_pairs_and_the_verdict_is_insufficient_coverage(faulty):
     out, doc = faulty
     task = doc["tasks"][0]
@@ -50,6 +51,7 @@ def test_environment_errors_are_left_out_of_the_pairs_and_the_verdict_is_insuffi
     assert task["errors"]["coverage"] == {"a": pytest.approx(cover), "b": pytest.approx(cover)} and cover < 0.95
 
 
+@pytest.mark.slow
 def test_both_arms_share_the_seeded_permutation_recorded_in_the_plan(faulty):
     out, _ = faulty
     logs = [json.loads((out / f"{arm}-scripted_faulty" / "run.json").read_text()) for arm in ("a", "b")]
@@ -63,6 +65,7 @@ def test_both_arms_share_the_seeded_permutation_recorded_in_the_plan(faulty):
     assert logs[0]["plan"]["episodes"] == logs[1]["plan"]["episodes"]
 
 
+@pytest.mark.slow
 def test_an_edited_trial_order_is_refused_by_the_recomputation(faulty, tmp_path):
     import shutil
 
@@ -91,6 +94,7 @@ def test_a_fixed_n_plan_is_unchanged_by_the_trial_order_field():
     assert [e.initial_state for e in shuffled.episodes] == trials
 
 
+@pytest.mark.slow
 def test_a_budget_below_the_wanted_power_runs_with_a_warning_naming_its_power(tmp_path):
     r = invoke(sequential_argv(tmp_path / "w", "--budget", "8")[3:])
     assert r.returncode == 0, r.stdout + r.stderr

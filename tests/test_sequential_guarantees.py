@@ -153,6 +153,7 @@ def test_the_schedule_dp_equals_enumeration_of_every_sequence(look_every, futili
     assert oc.b_better + oc.a_better + oc.futility + oc.budget_exhausted == pytest.approx(1.0, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_the_schedule_dp_agrees_with_seeded_simulation_in_rounds_of_eight():
     rule = design(0.2, look_every=8)
     oc = schedule_oc(rule.bounds.upper, rule.bounds.futile, 0.35, 0.15, 8)
@@ -169,6 +170,7 @@ def test_the_schedule_dp_agrees_with_seeded_simulation_in_rounds_of_eight():
 
 
 @pytest.mark.parametrize("look_every", [1, 8])
+@pytest.mark.slow
 def test_the_designs_power_at_delta_is_at_least_the_fixed_n_tests_and_budget_one_less_is_not(look_every):
     rule = design(0.2, look_every=look_every)
     assert rule.power >= rule.power_target > 0.8  # the fixed-N test's exact power at 103 pairs is 0.8018
@@ -177,6 +179,7 @@ def test_the_designs_power_at_delta_is_at_least_the_fixed_n_tests_and_budget_one
     assert rule.budget >= design(0.2).budget
 
 
+@pytest.mark.slow
 def test_a_design_without_futility_has_more_power_at_the_same_budget():
     on = design(0.2)
     off = design(0.2, budget=on.budget, futility=False)

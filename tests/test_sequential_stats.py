@@ -199,6 +199,7 @@ def test_false_positive_rate_is_at_most_alpha_by_simulation(p, rho, look_every):
         assert rejects.mean() > ALPHA + 10 * MC_SE  # about 0.12
 
 
+@pytest.mark.slow
 def test_split_alpha_for_a_suite_keeps_each_task_at_its_share():
     rule = design(0.2, alpha=ALPHA / 4)  # Bonferroni over 4 tasks
     assert rule.type1_error <= ALPHA / 4

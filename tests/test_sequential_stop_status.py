@@ -25,6 +25,7 @@ def arms(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
     return out / "a-scripted_reach", out / "b-scripted_reach", doc["tasks"][0]
 
 
+@pytest.mark.slow
 def test_a_decided_arm_grades_ok_with_the_stop_as_its_reason_and_exit_0(arms: tuple[Path, Path, dict]) -> None:
     a_dir, b_dir, _ = arms
     log = json.loads((a_dir / "run.json").read_text())
@@ -42,6 +43,7 @@ def test_a_decided_arm_grades_ok_with_the_stop_as_its_reason_and_exit_0(arms: tu
         assert f"stopped by the sequential rule at pair {at}: B better" in r.stdout
 
 
+@pytest.mark.slow
 def test_rollbench_runs_and_the_dashboard_list_a_decided_arm_as_ok(arms: tuple[Path, Path, dict]) -> None:
     a_dir, _, _ = arms
     for extra in ((), ("--grade",)):
@@ -58,6 +60,7 @@ def test_rollbench_runs_and_the_dashboard_list_a_decided_arm_as_ok(arms: tuple[P
     assert status[a_dir.name] == "OK"
 
 
+@pytest.mark.slow
 def test_an_episode_the_decision_needed_that_is_lost_keeps_the_arm_partial(
     arms: tuple[Path, Path, dict], tmp_path: Path
 ) -> None:

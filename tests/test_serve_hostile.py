@@ -82,6 +82,7 @@ def test_an_object_dtype_seed_gets_an_error_reply_and_the_ws_server_keeps_servin
         assert_still_serves(url, tmp_path)
 
 
+@pytest.mark.slow
 def test_fuzzed_ws_frames_never_crash_the_server_and_each_gets_a_reply_or_an_error_text(tmp_path: Path) -> None:
     cases = list(ws_cases(seed=0))
     assert len(cases) > 250
@@ -99,6 +100,7 @@ def test_fuzzed_ws_frames_never_crash_the_server_and_each_gets_a_reply_or_an_err
         assert_still_serves(url, tmp_path)
 
 
+@pytest.mark.slow
 def test_fuzzed_http_bodies_never_crash_the_server_and_errors_have_one_shape(tmp_path: Path) -> None:
     cases = list(http_bodies(seed=0))
     assert len(cases) > 100
@@ -130,6 +132,7 @@ def test_an_undecodable_frame_gets_the_error_text_before_a_close_with_a_reason(t
 
 
 @pytest.mark.parametrize("protocol", ["ws", "http"])
+@pytest.mark.slow
 def test_nan_in_an_observation_gets_an_error_reply_not_nan_actions(protocol: str, tmp_path: Path) -> None:
     from rollbench.core.contracts import EpisodeError, Observation
     from rollbench.core.registry import make_policy, resolve_tasks
@@ -173,6 +176,7 @@ def test_limits_are_recorded_in_the_metadata_and_configurable(tmp_path: Path) ->
 # ----------------------------------------------------------------------------------------- sessions
 
 
+@pytest.mark.slow
 def test_an_evicted_or_unknown_http_session_gets_410_never_a_reset_to_env(tmp_path: Path) -> None:
     extra = ("--env", "scripted/reach", "--max-sessions", "2", "--session-idle-s", "0.3")
     act = {"instruction": "x", "state": {"dtype": "float32", "shape": [4], "data": STATE.tolist()}}
@@ -239,6 +243,7 @@ def _latencies_while(url: str, attack: Any) -> tuple[list[float], Any]:
     return times, result
 
 
+@pytest.mark.slow
 def test_an_oversized_ws_frame_is_refused_unread_while_another_client_keeps_its_latency(tmp_path: Path) -> None:
     with served(tmp_path, "scripted-expert", "ws", "--max-request-mb", "1") as (url, _, proc):
         exchange(url, [REACH_ACT])  # warm: imports, first policy instance

@@ -119,6 +119,7 @@ CONTRADICTIONS: dict[str, tuple[Callable[[dict[str, Any]], None], Callable[[pa.T
 
 
 @pytest.mark.parametrize("case", sorted(CONTRADICTIONS))
+@pytest.mark.slow
 def test_a_staged_episode_contradicting_the_plan_is_rerun_as_planned(clean: Path, tmp_path: Path, case: str) -> None:
     run = tmp_path / "run"
     shutil.copytree(clean, run)

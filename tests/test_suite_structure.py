@@ -9,6 +9,8 @@ import ast
 import tomllib
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 BUILTIN_MARKS = {"parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings", "timeout", "anyio"}
 
@@ -38,6 +40,7 @@ def _marks_used(path: Path) -> set[str]:
     return marks
 
 
+@pytest.mark.slow
 def test_no_test_module_imports_another_test_module() -> None:
     test_modules = {p.stem for p in TESTS.rglob("test_*.py")}
     offenders = {str(p.relative_to(TESTS)): sorted(_imported_modules(p) & test_modules) for p in TESTS.rglob("*.py")}

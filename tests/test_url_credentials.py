@@ -76,6 +76,7 @@ def test_a_url_without_credentials_is_not_touched(plain: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["password", "api_key", "sig"])
+@pytest.mark.slow
 def test_eval_with_credentials_in_the_policy_url_exits_2_before_anything_runs(case: str, tmp_path: Path) -> None:
     url, masked = URLS[case]
     r = rb("eval", "--env", "scripted/reach", "--policy", url, "--episodes", "1", "--out", tmp_path / "run")
@@ -114,6 +115,7 @@ def test_credentials_in_a_url_nested_in_the_policy_options_are_refused_too(tmp_p
     assert "policy_options.wrap[0].inner ws://***@127.0.0.1:18520 carries credentials" in refusal(r)
 
 
+@pytest.mark.slow
 def test_mcp_refuses_an_allowed_policy_url_with_credentials_at_start_up(tmp_path: Path) -> None:
     r = rb("mcp", "--root", tmp_path / "root", "--allow-policy", URLS["api_key"][0])
     assert "--allow-policy ws://127.0.0.1:18520/?api_key=***&x=1 carries credentials" in refusal(r)

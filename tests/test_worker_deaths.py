@@ -43,6 +43,7 @@ def outcomes(result: GradeDocument) -> list[tuple[bool, str | None]]:
 
 
 @pytest.mark.parametrize("how", ["exit", "abort"])
+@pytest.mark.slow
 def test_a_policy_that_ends_its_worker_process_fails_that_episode_as_a_policy_error(tmp_path: Path, how: str) -> None:
     ref = evaluate(**SPEC, policy="scripted-expert", out=tmp_path / "ref")
     assert [s for s, _ in outcomes(ref)] == [True] * 8  # the expert reaches every goal: the oracle's hand count
@@ -66,6 +67,7 @@ def test_a_policy_that_ends_its_worker_process_fails_that_episode_as_a_policy_er
     assert task["coverage"]["b"]["coverage"] == 1.0 and task["coverage"]["b"]["policy_errors_as_failures"] == 1
 
 
+@pytest.mark.slow
 def test_with_batch_size_2_only_the_episode_whose_act_ended_the_worker_is_charged(tmp_path: Path) -> None:
     r = evaluate(**SPEC, policy="fault_policies:exits_in_act", policy_options={"bad_seeds": [2]},
                  out=tmp_path / "b2", execution=Execution(workers=2, batch_size=2))  # fmt: skip
@@ -73,6 +75,7 @@ def test_with_batch_size_2_only_the_episode_whose_act_ended_the_worker_is_charge
     assert last_execution(tmp_path / "b2")["worker_deaths"] == 1
 
 
+@pytest.mark.slow
 def test_a_policy_that_sigkills_itself_in_reset_is_charged_at_once_not_retried(tmp_path: Path) -> None:
     r = evaluate(env="scripted/reach", policy="fault_policies:die_on_seed", policy_options={"bad_seed": 1},
                  episodes=3, out=tmp_path / "r", execution=Execution(workers=2))  # fmt: skip
@@ -83,6 +86,7 @@ def test_a_policy_that_sigkills_itself_in_reset_is_charged_at_once_not_retried(t
     assert last_execution(tmp_path / "r")["worker_deaths"] == 1  # one death: no re-roll
 
 
+@pytest.mark.slow
 def test_an_env_that_ends_its_worker_process_in_step_is_an_environment_error(tmp_path: Path) -> None:
     r = evaluate(env="scripted/reach,gym:fault_envs:RollbenchStepEndsProcess-v0", policy="zero", episodes=2,
                  max_steps=5, out=tmp_path / "e", execution=Execution(workers=2))  # fmt: skip
@@ -91,6 +95,7 @@ def test_an_env_that_ends_its_worker_process_in_step_is_an_environment_error(tmp
     assert last_execution(tmp_path / "e")["episodes_rerun"] == 0
 
 
+@pytest.mark.slow
 def test_a_worker_killed_while_it_waits_for_work_is_infrastructure_and_its_episode_runs_again(tmp_path: Path) -> None:
     ref = evaluate(**SPEC, policy="scripted-expert", out=tmp_path / "ref")
     killer = KillWaitingWorker()
@@ -102,6 +107,7 @@ def test_a_worker_killed_while_it_waits_for_work_is_infrastructure_and_its_episo
     assert ex["worker_deaths"] == 1 and ex["episodes_rerun"] == 1 and ex["episodes_lost"] == 0
 
 
+@pytest.mark.slow
 def test_an_episode_whose_workers_keep_dying_outside_any_call_is_an_infrastructure_error(tmp_path: Path) -> None:
     killer = KillWaitingWorker(times=3)  # the same episode, handed to a waiting worker three times, each killed
     r = evaluate(**SPEC, policy="fault_policies:slow", out=tmp_path / "r", execution=Execution(workers=2),
@@ -119,6 +125,7 @@ def committed(run_dir: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.slow
 def test_in_process_episodes_that_ended_are_committed_before_the_policy_ends_the_process(
     tmp_path: Path, k: int
 ) -> None:

@@ -221,6 +221,7 @@ HOSTILE_STAGING = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_STAGING))
+@pytest.mark.slow
 def test_a_hostile_staged_episode_is_named_and_never_committed(run: Path, case: str) -> None:
     recorded_4 = pq.read_table(run / DATA / "file-004.parquet")
     recorded_tasks = pq.read_table(run / ROWS / "file-004.parquet")["tasks"].to_pylist()[0]
@@ -237,6 +238,7 @@ def test_a_hostile_staged_episode_is_named_and_never_committed(run: Path, case: 
 @pytest.mark.parametrize(
     "name", ["episode-4", "episode-0000004", "episode-00000\u0664", "episode-000004 ", "episode-+00004"]
 )
+@pytest.mark.slow
 def test_a_staged_directory_not_named_exactly_is_left_and_never_committed(run: Path, name: str) -> None:
     staged = _stage_last(run)
     _edit_row(**{"rollbench/success": True})(staged)

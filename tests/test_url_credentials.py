@@ -101,6 +101,7 @@ def test_eval_refuses_a_policy_url_with_a_fragment_or_a_secret_path_segment(case
 
 
 @pytest.mark.parametrize("path", ["/v1/act", "/policy/pi0"])
+@pytest.mark.slow
 def test_a_policy_served_at_an_ordinary_path_is_still_evaluated(path: str, tmp_path: Path) -> None:
     with served(tmp_path, "scripted-expert", "http", "--path", path) as (url, _, _):
         assert url.endswith(path)

@@ -166,7 +166,13 @@ def runs_cmd(
         if "error" in r:
             table.add_row(said(r["run"]), "", "", "unreadable (below)", "", "", "")
             continue
-        tasks = r["tasks"][0] if len(r["tasks"]) == 1 else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more" if r["tasks"] else MISSING
+        tasks = (
+            MISSING
+            if not r["tasks"]
+            else r["tasks"][0]
+            if len(r["tasks"]) == 1
+            else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
+        )
         rec = MISSING if r["episodes_recorded"] is None else str(r["episodes_recorded"])
         rate = pct(r["success_rate"])
         table.add_row(

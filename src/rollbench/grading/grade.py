@@ -74,7 +74,7 @@ from rollbench.grading.files import (
     video_violation,
 )
 from rollbench.grading.stats import Z95, wilson_interval
-from rollbench.grading.summary import episode_fault, summarise
+from rollbench.grading.summary import TimeBlocks, episode_fault, summarise
 from rollbench.grading.tables import (
     EPISODE_TYPES,
     PER_EPISODE,
@@ -178,7 +178,7 @@ def _grade(
     missing.sort()
     timing = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
     latency = percentiles(con, bool(data_files))
-    return summarise(log, episodes, len(planned), missing, violations, latency, timing, delay, ungraded)
+    return summarise(log, episodes, len(planned), missing, violations, TimeBlocks(latency, timing, delay), ungraded)
 
 
 def _all_step_files_read(run_dir: Path, loaded: list[Path]) -> bool:

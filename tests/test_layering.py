@@ -198,6 +198,24 @@ def test_no_function_takes_more_than_8_parameters_outside_the_user_interfaces() 
     assert WIDE_BY_DESIGN - seen == set()  # an exemption names a function that exists
 
 
+MAX_FUNCTION_LINES = 80  # the standards' "no function over ~80 lines"
+
+
+def test_no_function_is_over_80_lines_outside_the_typer_commands() -> None:
+    """Lines from ``def`` to the last statement, docstring included. Typer commands are exempt: their signature is
+    the option table (one ``Annotated`` declaration per flag)."""
+    from rollbench.cli.main import COMMANDS
+
+    commands = {(f.__module__, f.__qualname__) for _, f in COMMANDS}
+    long = []
+    for module, path in sorted(_modules().items()):
+        for qualname, fn in _functions(ast.parse(path.read_text(), str(path))):
+            lines = (fn.end_lineno or fn.lineno) - fn.lineno + 1
+            if lines > MAX_FUNCTION_LINES and (module, qualname) not in commands:
+                long.append(f"{path.relative_to(SRC)}:{fn.lineno} {qualname} ({lines} lines)")
+    assert long == []
+
+
 def test_import_rollbench_stays_light() -> None:
     """``import rollbench`` (and the CLI's module) pulls in no simulator, torch, ray, fastapi, duckdb or pyarrow."""
     heavy = ["mujoco", "metaworld", "robosuite", "torch", "ray", "fastapi", "duckdb", "pyarrow", "libero"]

@@ -218,25 +218,11 @@ class SequentialConfig:
     robot: str | None = None
 
 
-def run_sequential(
-    spec_a: EvalSpec,
-    spec_b: EvalSpec,
-    out: Path,
-    config: SequentialConfig,
-    *,
-    on_look: OnLook | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    on_warning: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Run the comparison of ``config`` into ``out`` (see the module docstring) and return :func:`compare_sequential`'s
-    document, which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
-    ``should_stop`` is polled as in :func:`rollbench.api.evaluate`: once True no new episode starts, and the document
-    returned is the comparison as it stands (resumable: the same call goes on). ``on_warning`` receives, before anything runs, the warning of a ``budget`` below the wanted
-    power (:func:`power_warning`).
-
-    Raises ConfigError before anything runs on bad input (specs that do not pair, impossible design, ``out`` holding
-    something else or a comparison with other parameters); ValueError from the design is turned into ConfigError."""
-    execution = config.execution or Execution()
+def _checked(
+    spec_a: EvalSpec, spec_b: EvalSpec, out: Path, config: SequentialConfig, on_warning: Callable[[str], None] | None
+) -> tuple[list[str], SequentialDesign, dict[str, Any]]:
+    """Every check of :func:`run_sequential` before anything is written: ``(tasks, design, parameters)``.
+    ConfigError names the first refusal; the power warning goes to ``on_warning`` only after every refusal."""
     delta, alpha, beta, p_a, discordant = config.delta, config.alpha, config.beta, config.p_a, config.discordant
     look_every, host_label, robot = config.look_every, config.host_label, config.robot
     if look_every < 1:
@@ -267,6 +253,30 @@ def run_sequential(
             check_run_dir(arm_dir(out, arm, t))
     if (warning := power_warning(rule)) and on_warning:  # after every refusal: a refusal stays one line (issue 42)
         on_warning(warning)
+    return tasks, rule, parameters
+
+
+def run_sequential(
+    spec_a: EvalSpec,
+    spec_b: EvalSpec,
+    out: Path,
+    config: SequentialConfig,
+    *,
+    on_look: OnLook | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the comparison of ``config`` into ``out`` (see the module docstring) and return :func:`compare_sequential`'s
+    document, which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
+    ``should_stop`` is polled as in :func:`rollbench.api.evaluate`: once True no new episode starts, and the document
+    returned is the comparison as it stands (resumable: the same call goes on). ``on_warning`` receives, before anything runs, the warning of a ``budget`` below the wanted
+    power (:func:`power_warning`).
+
+    Raises ConfigError before anything runs on bad input (specs that do not pair, impossible design, ``out`` holding
+    something else or a comparison with other parameters); ValueError from the design is turned into ConfigError."""
+    execution = config.execution or Execution()
+    look_every, host_label, robot = config.look_every, config.host_label, config.robot
+    tasks, rule, parameters = _checked(spec_a, spec_b, out, config, on_warning)
     with execution_session(execution):  # Ray connected (or refused) before out is made
         make_dirs(out, "--out")
         labels = {"host_label": host_label, "robot": robot}
@@ -276,7 +286,7 @@ def run_sequential(
         dirs = {t: {arm: arm_dir(out, arm, t) for arm in ("a", "b")} for t in tasks}
         specs = {t: {"a": _arm_spec(spec_a, t, rule.budget), "b": _arm_spec(spec_b, t, rule.budget)} for t in tasks}
         base = {
-            "rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha,
+            "rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": config.alpha,
             "coverage_rule": config.coverage.to_dict(),
         }  # fmt: skip
         blocks = {t: {**base, "task": t, "design": design_record(rule, look_every)} for t in tasks}

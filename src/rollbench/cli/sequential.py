@@ -126,7 +126,7 @@ def sequential_cmd(
     from rollbench.cli.common import out as stdout
     from rollbench.core.interrupts import Terminated
     from rollbench.core.stdio import isolated_output
-    from rollbench.sequential.runner import SequentialConfig, run_sequential
+    from rollbench.sequential.runner import SequentialConfig, SequentialObserver, run_sequential
 
     common = {"seed": seed, "max_steps": max_steps, "video": video, "episodes": 1}
     if not 0 < delta < 1:  # False for NaN too
@@ -142,16 +142,20 @@ def sequential_cmd(
     except ConfigError as exc:
         fail(str(exc))
 
-    def on_look(event: dict[str, Any]) -> None:
-        if as_json:
-            return
-        lk = event["look"]
-        console.print(
-            f"{event['task']}: pair {lk['pairs']}: B only {lk['b_only']}, A only {lk['a_only']}, llr B "
-            f"{lk['llr_b']:+.2f}, llr A {lk['llr_a']:+.2f} -> {lk['decision']}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    class Lines(SequentialObserver):
+        """Each look as one line and the power warning (stdout is the JSON document's alone under --json)."""
+
+        def on_look(self, task: str, look: dict[str, Any]) -> None:
+            if not as_json:
+                console.print(
+                    f"{task}: pair {look['pairs']}: B only {look['b_only']}, A only {look['a_only']}, llr B "
+                    f"{look['llr_b']:+.2f}, llr A {look['llr_a']:+.2f} -> {look['decision']}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+
+        def on_warning(self, text: str) -> None:
+            console.print(f"warning: {said(text)}", highlight=False, soft_wrap=True)
 
     try:
         with (
@@ -164,10 +168,7 @@ def sequential_cmd(
                 look_every=look_every, futility=futility, coverage=coverage, execution=run,
                 host_label=options["host_label"], robot=options["robot"],
             )  # fmt: skip
-            doc = _interruptible(seen, lambda: run_sequential(
-                spec_a, spec_b, out_dir, config, on_look=on_look,
-                on_warning=lambda w: console.print(f"warning: {said(w)}", highlight=False, soft_wrap=True),
-            ))  # fmt: skip
+            doc = _interruptible(seen, lambda: run_sequential(spec_a, spec_b, out_dir, config, Lines()))
     except KeyboardInterrupt as exc:
         console.print(
             f"interrupted: committed episodes are kept; the same command resumes {out_dir} and reaches the same "

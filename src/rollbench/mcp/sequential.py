@@ -137,7 +137,7 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
         run_name: Annotated[str | None, Field(description="Directory under the root; reuse it to resume.")] = None,
     ) -> Annotated[CallToolResult, SequentialResult]:
         from rollbench.run.runners import Execution
-        from rollbench.sequential.runner import SequentialConfig, run_sequential
+        from rollbench.sequential.runner import SequentialConfig, SequentialObserver, run_sequential
 
         spec_a = rollout_spec(svc.bounds, policy_a, env, 1, max_steps, seed, None, False)
         spec_b = rollout_spec(svc.bounds, policy_b, env, 1, max_steps, seed, None, False)
@@ -146,10 +146,16 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
         stop = threading.Event()
         finished = threading.Event()
 
+        class Cancelled(SequentialObserver):
+            """Stops starting episodes once the peer cancelled the call."""
+
+            def should_stop(self) -> bool:
+                return stop.is_set()
+
         def work() -> dict[str, Any]:
             try:
                 config = SequentialConfig(delta=delta, alpha=alpha, p_a=p_a, budget=max_pairs, execution=Execution())
-                return run_sequential(spec_a, spec_b, out, config, should_stop=stop.is_set)
+                return run_sequential(spec_a, spec_b, out, config, Cancelled())
             finally:
                 finished.set()
 

@@ -52,7 +52,6 @@ from rollbench.run.prepare import check_run_dir, check_spec
 from rollbench.run.runners import Execution, execution_session
 from rollbench.sequential.recompute import ARM_FIELDS, LOG_NAME, compare_sequential, design_record, rule_for
 
-OnLook = Callable[[dict[str, Any]], None]
 MAX_RETRIES = 2  # re-runs of one infrastructure-errored episode
 
 
@@ -168,6 +167,20 @@ def _advance(
     )
 
 
+class SequentialObserver(RunObserver):
+    """A sequential comparison's events, typed as :class:`RunObserver`'s: :meth:`on_warning` (the power warning,
+    before anything runs and after every refusal), :meth:`on_look` (each new look of a task, in order), and
+    :meth:`should_stop` (polled as in :func:`rollbench.api.evaluate`: once True no new episode starts). The arms'
+    episode events are not forwarded (each arm is its own run). None may raise."""
+
+    def on_warning(self, text: str) -> None:
+        """A warning about the design (a ``budget`` below the wanted power: :func:`power_warning`)."""
+
+    def on_look(self, task: str, look: dict[str, Any]) -> None:
+        """A new look of ``task``: one entry of ``sequential.json``'s ``tasks[].looks`` (pairs, discordant counts,
+        log-likelihood ratios, decision)."""
+
+
 class _UntilTarget(RunObserver):
     """An arm's observer: stops starting episodes once the first ``target`` planned ones are finished (or the
     comparison is cancelled)."""
@@ -219,10 +232,10 @@ class SequentialConfig:
 
 
 def _checked(
-    spec_a: EvalSpec, spec_b: EvalSpec, out: Path, config: SequentialConfig, on_warning: Callable[[str], None] | None
+    spec_a: EvalSpec, spec_b: EvalSpec, out: Path, config: SequentialConfig, observer: SequentialObserver
 ) -> tuple[list[str], SequentialDesign, dict[str, Any]]:
     """Every check of :func:`run_sequential` before anything is written: ``(tasks, design, parameters)``.
-    ConfigError names the first refusal; the power warning goes to ``on_warning`` only after every refusal."""
+    ConfigError names the first refusal; the power warning goes to ``observer`` only after every refusal."""
     delta, alpha, beta, p_a, discordant = config.delta, config.alpha, config.beta, config.p_a, config.discordant
     look_every, host_label, robot = config.look_every, config.host_label, config.robot
     if look_every < 1:
@@ -251,8 +264,8 @@ def _checked(
     for t in tasks:  # each arm's directory: absent, or a run rollbench may continue (not inside another run)
         for arm in ("a", "b"):
             check_run_dir(arm_dir(out, arm, t))
-    if (warning := power_warning(rule)) and on_warning:  # after every refusal: a refusal stays one line (issue 42)
-        on_warning(warning)
+    if warning := power_warning(rule):  # after every refusal: a refusal stays one line (issue 42)
+        observer.on_warning(warning)
     return tasks, rule, parameters
 
 
@@ -261,27 +274,25 @@ def run_sequential(
     spec_b: EvalSpec,
     out: Path,
     config: SequentialConfig,
-    *,
-    on_look: OnLook | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    on_warning: Callable[[str], None] | None = None,
+    observer: SequentialObserver | None = None,
 ) -> dict[str, Any]:
     """Run the comparison of ``config`` into ``out`` (see the module docstring) and return :func:`compare_sequential`'s
-    document, which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
-    ``should_stop`` is polled as in :func:`rollbench.api.evaluate`: once True no new episode starts, and the document
-    returned is the comparison as it stands (resumable: the same call goes on). ``on_warning`` receives, before anything runs, the warning of a ``budget`` below the wanted
-    power (:func:`power_warning`).
+    document, which is also written to ``out/sequential.json``. ``observer`` (:class:`SequentialObserver`) gets the
+    power warning before anything runs, each new look, and is asked :meth:`~SequentialObserver.should_stop`: once
+    True no new episode starts, and the document returned is the comparison as it stands (resumable: the same call
+    goes on).
 
     Raises ConfigError before anything runs on bad input (specs that do not pair, impossible design, ``out`` holding
     something else or a comparison with other parameters); ValueError from the design is turned into ConfigError."""
     execution = config.execution or Execution()
     look_every, host_label, robot = config.look_every, config.host_label, config.robot
-    tasks, rule, parameters = _checked(spec_a, spec_b, out, config, on_warning)
+    observer = observer or SequentialObserver()
+    tasks, rule, parameters = _checked(spec_a, spec_b, out, config, observer)
     with execution_session(execution):  # Ray connected (or refused) before out is made
         make_dirs(out, "--out")
         labels = {"host_label": host_label, "robot": robot}
         step = max(look_every, execution.workers * execution.batch_size)
-        cancelled = should_stop or (lambda: False)
+        cancelled = observer.should_stop
         seen: dict[str, int] = {}
         dirs = {t: {arm: arm_dir(out, arm, t) for arm in ("a", "b")} for t in tasks}
         specs = {t: {"a": _arm_spec(spec_a, t, rule.budget), "b": _arm_spec(spec_b, t, rule.budget)} for t in tasks}
@@ -305,8 +316,7 @@ def run_sequential(
             for row in doc["tasks"]:
                 task = row["task"]
                 for look in row["looks"][seen.get(task, 0) :]:
-                    if on_look:
-                        on_look({"task": task, "look": look})
+                    observer.on_look(task, look)
                 seen[task] = len(row["looks"])
                 counted[task] = row["pairs_attempted"]
                 errored[task] = _errored(row, execution.retry_errors)

@@ -138,3 +138,28 @@ def test_the_rollout_schema_states_the_episode_bound(tmp_path: Path) -> None:
     tool = next(t for t in server._tool_manager.list_tools() if t.name == "run_policy_rollout")
     prop = tool.parameters["properties"]["n_episodes"]
     assert prop["minimum"] == 1 and prop["maximum"] == 1000 and "(1 to 1000)" in prop["description"]
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+@pytest.mark.slow
+def test_an_allowed_server_that_redirects_cannot_send_the_rollout_to_another(tmp_path: Path, scheme: str) -> None:
+    """Hostile round 5, F3: a redirect from an allowed server is refused, never followed to a server not allowed."""
+    from raw_servers import raw_server, redirect
+
+    with raw_server(lambda conn, _: None) as (other, reached):
+        with raw_server(redirect(307, lambda: f"{scheme}://127.0.0.1:{other}/")) as (port, asked):
+            url = f"{scheme}://127.0.0.1:{port}" + ("/act" if scheme == "http" else "")
+
+            async def main() -> str:
+                async with session(tmp_path / "runs", tmp_path / "err.txt", "--allow-policy", url) as s:
+                    res = await s.call_tool("run_policy_rollout", {"policy": url, **ROLLOUT})
+                    assert res.is_error
+                    return _text(res)
+
+            said = anyio.run(main)
+        assert asked and reached == []
+    assert said == (
+        f"Error executing tool run_policy_rollout: policy {url!r} could not be used (ConfigError); the MCP server's "
+        "log has the reason (what a policy server or provider answered is never passed to a client)"
+    )
+    assert "HTTP 307" in (tmp_path / "err.txt").read_text()  # the operator's log names the status

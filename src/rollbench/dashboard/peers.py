@@ -73,6 +73,8 @@ class Peer:
         deadline = time.monotonic() + total_s
         size = 0
         with httpx.stream("GET", self.url + path, headers=self._headers(), timeout=TIMEOUT_S) as resp:
+            if resp.is_redirect:  # never followed (rollbench.wire.outbound), its Location never quoted
+                raise PeerError(f"it answered HTTP {resp.status_code}, a redirect, which is never followed")
             resp.raise_for_status()
             for chunk in resp.iter_bytes():
                 size += len(chunk)

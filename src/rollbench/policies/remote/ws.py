@@ -29,7 +29,8 @@ instead of ``msgpack_numpy.unpackb`` (which builds arrays of any dtype the serve
 and adds the bounds:
 
 * construction connects and reads the metadata within ``connect_timeout_s`` (default 5 s), else ConfigError
-  (so ``rollbench eval`` fails before any episode with exit code 2);
+  (so ``rollbench eval`` fails before any episode with exit code 2); a handshake answered with a redirect (3xx) is
+  a ConfigError naming the status, never followed (:mod:`rollbench.wire.outbound`);
 * every reply must arrive within ``timeout_s`` (default 30 s), else InfrastructureError (that episode ends as
   ``error``); the connection is then dropped, so a late reply can never be taken for the next call's; a reply frame
   larger than ``rollbench.wire.decode.MAX_REPLY_BYTES`` closes the connection;
@@ -61,6 +62,7 @@ from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack, unquoted_reply
 from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions
+from rollbench.wire.outbound import RedirectRefused, ws_connect
 
 
 class WebsocketPolicy(RemotePolicy):
@@ -84,6 +86,11 @@ class WebsocketPolicy(RemotePolicy):
         try:
             return self._connect()
         except Exception as exc:
+            if isinstance(exc, RedirectRefused):  # never followed (rollbench.wire.outbound), its Location unquoted
+                raise ConfigError(
+                    f"{self.url} answered the websocket handshake with HTTP {exc.status}, a redirect, which rollbench "
+                    "never follows: name the server that serves the policy itself"
+                ) from None
             status = getattr(getattr(exc, "response", None), "status_code", None)  # websockets' InvalidStatus
             if status is not None:
                 http_url = ("https://" if self.url.startswith("wss://") else "http://") + urlsplit(self.url).netloc
@@ -101,9 +108,7 @@ class WebsocketPolicy(RemotePolicy):
         return {"reset": episode}
 
     def _connect(self) -> dict[str, Any]:
-        from websockets.sync.client import connect
-
-        ws = connect(
+        ws = ws_connect(  # a redirect is refused, never followed (rollbench.wire.outbound)
             self.url,
             open_timeout=self.connect_timeout_s,
             close_timeout=1,

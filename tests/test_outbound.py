@@ -7,16 +7,23 @@ then one byte every half second (without a total deadline a request would wait f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from raw_servers import raw_server, redirect
-from rollbench.core.contracts import ConfigError, InfrastructureError
-from rollbench.core.registry import make_policy
+from cli_in_process import invoke
+from raw_servers import Handler, raw_server, redirect, trickle, trickling
+from rollbench.core.contracts import ConfigError, InfrastructureError, Observation
+from rollbench.core.registry import make_policy, resolve_tasks
 from rollbench.dashboard.peers import Peer, PeerError
 from rollbench.policies.agent.client import ChatClient
+from rollbench.wire.outbound import http_client
+
+REACH = resolve_tasks("scripted/reach")[0]
 
 OPTIONS = {"connect_timeout_s": 5, "timeout_s": 5, "retries": 0}
 
@@ -101,3 +108,143 @@ def test_websockets_still_follows_redirects_by_itself_so_the_guard_is_needed() -
         with raw_server(redirect(307, lambda: f"ws://127.0.0.1:{other}/")) as (first, _), pytest.raises(InvalidStatus):
             connect(f"ws://127.0.0.1:{first}", open_timeout=5)  # the second server answers 400
         assert len(reached) == 1
+
+
+# ------------------------------------------------------------------------------------------------- total deadlines
+READY = {"ready": True, "metadata": {"needs_images": False}}
+
+
+def _is_act(request: bytes) -> bool:
+    return b'"instruction"' in request
+
+
+def _is_completion(request: bytes) -> bool:
+    return request.startswith(b"POST")
+
+
+def _http_ready(url: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        make_policy(url, {"connect_timeout_s": 1, "retries": 0})
+    return str(err.value)
+
+
+def _http_act(url: str) -> str:
+    client = make_policy(url + "/act", {"timeout_s": 1, "retries": 0})
+    try:
+        client.reset(REACH, 0)
+        with pytest.raises(InfrastructureError) as err:
+            client.act(Observation(state=np.zeros(4, np.float32)), REACH.instruction)
+    finally:
+        client.close()
+    return str(err.value)
+
+
+def _agent_probe(url: str) -> str:
+    client = ChatClient(url, "sk-x", timeout_s=1, connect_timeout_s=1, retries=0, backoff_s=0)
+    with pytest.raises(ConfigError) as err:
+        client.probe("m")
+    client.close()
+    return str(err.value)
+
+
+def _agent_call(url: str) -> str:
+    client = ChatClient(url, "sk-x", timeout_s=1, connect_timeout_s=1, retries=0, backoff_s=0)
+    try:
+        assert client.probe("m") == {"models_endpoint_status": 200, "model_listed": True}
+        with pytest.raises(InfrastructureError) as err:
+            client.complete({"model": "m", "messages": []}, 3)
+    finally:
+        client.close()
+    return str(err.value)
+
+
+def _peer_fetch(url: str) -> str:
+    with pytest.raises(PeerError) as err:
+        Peer(url, None).fetch("/api/runs", lambda chunk: None, 2**20, total_s=1)
+    return f"{err.value} ({err.value.status})"
+
+
+def _ws_handshake(url: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        make_policy(url.replace("http://", "ws://"), {"connect_timeout_s": 1, "retries": 0})
+    return str(err.value)
+
+
+def _ws_trickle(conn: Any, _: bytes) -> None:
+    conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\n")
+    trickle(conn)
+
+
+TRICKLES: dict[str, tuple[Handler, Callable[[str], str], str]] = {
+    # case: (the server, what the client does against its URL, what the client says)
+    "http readiness": (
+        trickling(lambda r: True),
+        _http_ready,
+        "cannot reach the policy server {url}/act (ReadTimeout: no complete answer within the total deadline of 1 s); "
+        "is `rollbench serve-policy --protocol http` or your /act server running there?",
+    ),
+    "http act": (trickling(_is_act, lambda r: READY), _http_act, "no reply from {url}/act within timeout_s=1 s"),
+    "agent probe": (
+        trickling(lambda r: True),
+        _agent_probe,
+        "cannot reach the model API at {url} (ReadTimeout: no complete answer within the total deadline of 1 s)",
+    ),
+    "agent call": (
+        trickling(_is_completion, lambda r: {"data": [{"id": "m"}]}),
+        _agent_call,
+        "no reply from the model API {url}/chat/completions within timeout_s=1 s (turn 3)",
+    ),
+    "peer dashboard": (trickling(lambda r: True), _peer_fetch, "its answer took over 1 s (504)"),
+    "ws handshake": (
+        _ws_trickle,
+        _ws_handshake,
+        "cannot reach the policy server {ws} within 1 s (TimeoutError: timed out while waiting for handshake "
+        "response); is `rollbench serve-policy` or your openpi server running there?",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TRICKLES))
+def test_a_server_trickling_its_headers_is_cut_off_at_the_total_deadline(case: str) -> None:
+    """A status line, then one header byte every 0.5 s (each read well inside the per-read timeout): the call ends
+    at its total deadline with the timeout as its reason; without one it would wait until the server gives up after
+    120 s and fail with another reason."""
+    handler, use, says = TRICKLES[case]
+    with raw_server(handler) as (port, seen):
+        url = f"http://127.0.0.1:{port}"
+        said = use(url)
+    assert seen
+    assert said == says.format(url=url, ws=url.replace("http://", "ws://"))
+
+
+@pytest.mark.slow
+def test_eval_against_a_trickling_policy_server_ends_the_episode_as_an_infrastructure_error(tmp_path: Path) -> None:
+    """Hostile round 5, F4 end to end: ``eval --policy http://...`` whose server trickles every act reply returns
+    (in the time of its ``timeout_s``, not the server's), the episode an error of the infrastructure (docs/status.md:
+    a served call that timed out), the run recorded."""
+    with raw_server(trickling(_is_act, lambda r: READY)) as (port, _):
+        url = f"http://127.0.0.1:{port}/act"
+        proc = invoke(
+            "eval", "--env", "scripted/reach", "--policy", url, "--episodes", "2", "--max-steps", "3", "--json",
+            "--policy-options", '{"timeout_s": 2, "retries": 0}', "--out", tmp_path / "run",
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    episodes = json.loads(proc.stdout)["episodes"]
+    assert [(e["termination_reason"], e["error_fault"], e["error"]) for e in episodes] == [
+        ("error", "infrastructure", f"InfrastructureError: no reply from {url} within timeout_s=2 s")
+    ] * 2
+
+
+def test_the_deadline_is_installed_in_every_pool_of_a_client_even_with_a_proxy_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """:func:`rollbench.wire.outbound.http_client` reaches into httpx's private pools (no public hook): this fails
+    when httpx or httpcore move them, before any request goes out unbounded."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    client = http_client()
+    try:
+        pools = [client._transport, *client._mounts.values()]
+        assert len(pools) == 2
+        assert {type(t._pool._network_backend).__name__ for t in pools} == {"DeadlineBackend"}  # type: ignore[attr-defined]
+    finally:
+        client.close()

@@ -28,6 +28,8 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * issue 42's classes (``scripts/hostile_trust.py``): run.json naming servers or agents, plans that no longer resolve,
   output options inside a run, out-of-range bounds, impossible robustness controls, MCP peers naming URLs, a
   finished run resumed again.
+* issue 42's hostile servers (``scripts/hostile_network.py``): a policy server answering with a redirect (never
+  followed: exit 2 naming the status) and servers trickling their headers (the client's timeout ends the call).
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -51,6 +53,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hostile_network  # issue 42's hostile servers, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -464,6 +467,7 @@ def main() -> int:
         r.served()
         round4(r, a.n)  # issue 42's classes (scripts/hostile_round4.py)
         hostile_trust.run_all(r, a.n)
+        hostile_network.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

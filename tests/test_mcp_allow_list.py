@@ -140,14 +140,24 @@ def test_the_rollout_schema_states_the_episode_bound(tmp_path: Path) -> None:
     assert prop["minimum"] == 1 and prop["maximum"] == 1000 and "(1 to 1000)" in prop["description"]
 
 
-@pytest.mark.parametrize("scheme", ["ws", "http"])
-@pytest.mark.slow
-def test_an_allowed_server_that_redirects_cannot_send_the_rollout_to_another(tmp_path: Path, scheme: str) -> None:
-    """Hostile round 5, F3: a redirect from an allowed server is refused, never followed to a server not allowed."""
-    from raw_servers import raw_server, redirect
+MISBEHAVING = {  # an allowed server: (its scheme, how it answers, what the operator's log names)
+    "ws redirect": ("ws", "redirect", "HTTP 307"),
+    "http redirect": ("http", "redirect", "HTTP 307"),
+    "http trickling its headers": ("http", "trickle", "no complete answer within the total deadline of 5 s"),
+}
 
+
+@pytest.mark.parametrize("case", list(MISBEHAVING))
+@pytest.mark.slow
+def test_an_allowed_server_that_misbehaves_costs_only_that_rollout(tmp_path: Path, case: str) -> None:
+    """Hostile round 5: a redirect from an allowed server is refused, never followed to a server not allowed (F3);
+    one trickling its headers is cut off by the client's own deadline, not the MCP client's patience (F4)."""
+    from raw_servers import raw_server, redirect, trickling
+
+    scheme, how, logged = MISBEHAVING[case]
     with raw_server(lambda conn, _: None) as (other, reached):
-        with raw_server(redirect(307, lambda: f"{scheme}://127.0.0.1:{other}/")) as (port, asked):
+        answer = redirect(307, lambda: f"{scheme}://127.0.0.1:{other}/") if how == "redirect" else trickling(bool)
+        with raw_server(answer) as (port, asked):
             url = f"{scheme}://127.0.0.1:{port}" + ("/act" if scheme == "http" else "")
 
             async def main() -> str:
@@ -162,4 +172,4 @@ def test_an_allowed_server_that_redirects_cannot_send_the_rollout_to_another(tmp
         f"Error executing tool run_policy_rollout: policy {url!r} could not be used (ConfigError); the MCP server's "
         "log has the reason (what a policy server or provider answered is never passed to a client)"
     )
-    assert "HTTP 307" in (tmp_path / "err.txt").read_text()  # the operator's log names the status
+    assert logged in " ".join((tmp_path / "err.txt").read_text().split())  # the operator's log (wrapped) says why

@@ -91,3 +91,22 @@ def trickling(when: Callable[[bytes], bool], answer: Callable[[bytes], Any] | No
                 return
 
     return handle
+
+
+def deaf_websocket(conn: socket.socket, request: bytes) -> None:
+    """Accept a websocket handshake (RFC 6455 4.2.2), send openpi's metadata frame, then never read again: a client
+    sending more than the socket buffers hold blocks until the server gives up (60 s)."""
+    import base64
+    import hashlib
+    import re
+
+    import msgpack
+
+    found = re.search(rb"sec-websocket-key: *(\S+)", request, re.IGNORECASE)
+    key = found.group(1) if found else b""
+    accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")  # fmt: skip
+    metadata = msgpack.packb({"needs_images": False})
+    conn.sendall(bytes([0x82, len(metadata)]) + metadata)  # one unmasked binary frame of < 126 bytes
+    time.sleep(60)

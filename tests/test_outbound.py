@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from cli_in_process import invoke
-from raw_servers import Handler, raw_server, redirect, trickle, trickling
+from raw_servers import Handler, deaf_websocket, raw_server, redirect, trickle, trickling
 from rollbench.core.contracts import ConfigError, InfrastructureError, Observation
 from rollbench.core.registry import make_policy, resolve_tasks
 from rollbench.dashboard.peers import Peer, PeerError
@@ -248,3 +248,38 @@ def test_the_deadline_is_installed_in_every_pool_of_a_client_even_with_a_proxy_f
         assert {type(t._pool._network_backend).__name__ for t in pools} == {"DeadlineBackend"}  # type: ignore[attr-defined]
     finally:
         client.close()
+
+
+@pytest.mark.slow
+def test_a_websocket_server_that_stops_reading_costs_the_call_its_timeout_not_a_hang() -> None:
+    """websockets' ``send`` has no timeout: a request larger than the socket buffers, to a server that never reads,
+    is cut off at ``timeout_s`` (the socket is shut down) and ends as the infrastructure's timeout."""
+    from openpi_client import msgpack_numpy
+
+    message = {"blob": np.zeros(64 << 20, np.uint8)}  # far more than loopback's socket buffers
+    size = len(msgpack_numpy.Packer().pack(message))
+    with raw_server(deaf_websocket) as (port, seen):
+        url = f"ws://127.0.0.1:{port}"
+        client = make_policy(url, {"timeout_s": 1, "retries": 0})
+        try:
+            with pytest.raises(InfrastructureError) as err:
+                client._request(message)  # the transport under the act/reset calls: a message of any size
+        finally:
+            client.close()
+    assert len(seen) == 1
+    assert str(err.value) == f"{url} did not take a request of {size} bytes within timeout_s=1 s"
+
+
+def test_every_outbound_client_is_made_by_rollbench_wire_outbound() -> None:
+    """The class, not its instances: no module but wire/outbound.py opens an httpx client or a websocket connection
+    itself (each would bypass the redirect refusal and the total deadline)."""
+    import re
+
+    import rollbench
+
+    src = Path(rollbench.__file__).parent
+    opens = re.compile(r"httpx\.(Client|AsyncClient|stream|get|post|put|request)\(|sync\.client import .*\bconnect\b")
+    found = sorted(
+        str(p.relative_to(src)) for p in src.rglob("*.py") if opens.search(p.read_text()) and p.name != "outbound.py"
+    )
+    assert found == []

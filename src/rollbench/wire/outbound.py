@@ -17,14 +17,18 @@ still follows by itself, and that no client does).
 of a client made by :func:`http_client` is given at most the time left, so connect + request + headers + body end
 within the deadline; past it, httpx raises :class:`httpx.ConnectTimeout`, :class:`httpx.WriteTimeout` or
 :class:`httpx.ReadTimeout` saying ``no complete answer within the total deadline of S s``, which each client
-already handles as its timeout. The websocket client is bounded by websockets itself (``open_timeout`` for the whole
-handshake, ``recv(timeout)`` per reply).
+already handles as its timeout. The websocket client is bounded by websockets for the handshake (``open_timeout``)
+and each reply (``recv(timeout)``); websockets' ``send`` has no timeout (a server that stops reading blocks it once
+the socket buffers are full), so :func:`socket_deadline` shuts the socket down when a send outlives its deadline
+(``socket.shutdown`` wakes a blocked send).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
@@ -173,6 +177,27 @@ def _bound_connections(client: httpx.Client) -> None:
                 "of rollbench.wire.outbound cannot be installed (httpx or httpcore changed)"
             )
         pool._network_backend = _backend_class()(inner)  # type: ignore[union-attr,call-arg]
+
+
+@contextlib.contextmanager
+def socket_deadline(sock: socket.socket, seconds: float) -> Iterator[threading.Event]:
+    """Shut ``sock`` down if the block still runs ``seconds`` from now: a send or receive blocked on it then fails at
+    once. Yields an event that is set when that happened (the caller then reports a timeout, not a lost
+    connection)."""
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        with contextlib.suppress(OSError):  # already closed
+            sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()
 
 
 class RedirectRefused(Exception):

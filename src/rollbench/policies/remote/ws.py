@@ -31,8 +31,8 @@ and adds the bounds:
 * construction connects and reads the metadata within ``connect_timeout_s`` (default 5 s), else ConfigError
   (so ``rollbench eval`` fails before any episode with exit code 2); a handshake answered with a redirect (3xx) is
   a ConfigError naming the status, never followed (:mod:`rollbench.wire.outbound`);
-* every reply must arrive within ``timeout_s`` (default 30 s), else InfrastructureError (that episode ends as
-  ``error``); the connection is then dropped, so a late reply can never be taken for the next call's; a reply frame
+* every request must be sent and its reply arrive each within ``timeout_s`` (default 30 s), else
+  InfrastructureError (that episode ends as ``error``); the connection is then dropped, so a late reply can never be taken for the next call's; a reply frame
   larger than ``rollbench.wire.decode.MAX_REPLY_BYTES`` closes the connection;
 * a dropped connection is reopened with exponential backoff (:mod:`rollbench.policies.retry`: 0.25 s, 0.5 s, 1 s ... ``retries`` times, default
   3), then InfrastructureError; after a reconnect the episode's reset is sent again before the pending call is
@@ -62,7 +62,7 @@ from rollbench.policies.retry import with_retries
 from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack, unquoted_reply
 from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions
-from rollbench.wire.outbound import RedirectRefused, ws_connect
+from rollbench.wire.outbound import RedirectRefused, socket_deadline, ws_connect
 
 
 class WebsocketPolicy(RemotePolicy):
@@ -182,7 +182,18 @@ class WebsocketPolicy(RemotePolicy):
             ) from None
 
     def _roundtrip(self, data: bytes) -> Any:
-        self._ws.send(data)
+        from websockets.exceptions import WebSocketException
+
+        with socket_deadline(self._ws.socket, self.timeout_s) as expired:  # websockets' send has no timeout
+            try:
+                self._ws.send(data)
+            except (WebSocketException, OSError):
+                if not expired.is_set():
+                    raise
+                self._drop()
+                raise InfrastructureError(
+                    f"{self.url} did not take a request of {len(data)} bytes within timeout_s={self.timeout_s:g} s"
+                ) from None
         try:
             frame = self._ws.recv(timeout=self.timeout_s)
         except TimeoutError:

@@ -138,12 +138,12 @@ def redirects(r: Any, n: int) -> None:
 def trickles(r: Any) -> None:
     ready = {"ready": True, "metadata": {"needs_images": False}}
     cases: list[tuple[str, Callable[[socket.socket, bytes], None], str, dict[str, str], set[int], str]] = [
-        ("net-trickle-http-ready", lambda c, _: _drip(c), "http://127.0.0.1:{port}/act", {}, {2}, "total deadline"),
+        ("net-trickle-http-ready", lambda c, _: _drip(c), "http://127.0.0.1:{port}/act", {}, {2}, "ReadTimeout"),
         ("net-trickle-http-act", _drip_when(lambda d: b'"instruction"' in d, ready), "http://127.0.0.1:{port}/act",
          {}, {1}, ""),
         ("net-trickle-agent-probe", lambda c, _: _drip(c), "agent:local/m",
          {"ROLLBENCH_AGENT_BASE_URL": "http://127.0.0.1:{port}/v1", "ROLLBENCH_AGENT_API_KEY": "sk-x"}, {2},
-         "total deadline"),
+         "ReadTimeout"),
     ]  # fmt: skip
     for cid, answer, policy, env, exits, words in cases:
         if r.pattern not in cid:

@@ -48,7 +48,7 @@ def _agent(url: str) -> str:
             client.complete({"model": "m", "messages": []}, 0)
     finally:
         client.close()
-    return f"{probed} / {str(err.value).split(': ', 1)[0]}"
+    return f"{probed} / {str(err.value).split(' (not shown', 1)[0]}"
 
 
 def _peer(url: str) -> str:
@@ -70,7 +70,7 @@ CLIENTS: dict[str, tuple[Callable[[str], str], str, str]] = {
         _agent,
         "http",
         "{{'models_endpoint_status': {status}, 'model_listed': None}} / the model API {url}/chat/completions answered "
-        "HTTP {status}",
+        "HTTP {status}, a reply of 0 bytes",
     ),
     "peer dashboard": (_peer, "http", "it answered HTTP {status}, a redirect, which is never followed (502)"),
 }  # fmt: skip
@@ -180,14 +180,14 @@ TRICKLES: dict[str, tuple[Handler, Callable[[str], str], str]] = {
     "http readiness": (
         trickling(lambda r: True),
         _http_ready,
-        "cannot reach the policy server {url}/act (ReadTimeout: no complete answer within the total deadline of 1 s); "
-        "is `rollbench serve-policy --protocol http` or your /act server running there?",
+        "cannot reach the policy server {url}/act (ReadTimeout (its text is not shown: it may quote the server's "
+        "reply)); is `rollbench serve-policy --protocol http` or your /act server running there?",
     ),
     "http act": (trickling(_is_act, lambda r: READY), _http_act, "no reply from {url}/act within timeout_s=1 s"),
     "agent probe": (
         trickling(lambda r: True),
         _agent_probe,
-        "cannot reach the model API at {url} (ReadTimeout: no complete answer within the total deadline of 1 s)",
+        "cannot reach the model API at {url} (ReadTimeout (its text is not shown: it may quote the server's reply))",
     ),
     "agent call": (
         trickling(_is_completion, lambda r: {"data": [{"id": "m"}]}),
@@ -198,8 +198,8 @@ TRICKLES: dict[str, tuple[Handler, Callable[[str], str], str]] = {
     "ws handshake": (
         _ws_trickle,
         _ws_handshake,
-        "cannot reach the policy server {ws} within 1 s (TimeoutError: timed out while waiting for handshake "
-        "response); is `rollbench serve-policy` or your openpi server running there?",
+        "cannot reach the policy server {ws} within 1 s (TimeoutError (its text is not shown: it may quote the "
+        "server's reply)); is `rollbench serve-policy` or your openpi server running there?",
     ),
 }
 

@@ -88,6 +88,7 @@ from rollbench.grading.tables import (
 )
 from rollbench.record.files import is_inside
 from rollbench.record.lerobot import DATA_PATH, chunk_file, current_row
+from rollbench.record.runlog_shape import plan_problems
 from rollbench.record.safe_files import scan_run_files
 from rollbench.record.transcript import check_transcript
 
@@ -117,7 +118,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> GradeDocument:
     """
     run_dir = Path(run_dir)
     log = load_run_log(run_dir)
-    violations: list[str] = link_violations(run_dir)  # files behind a link leading outside are not read
+    violations: list[str] = link_violations(run_dir) + plan_problems(log)  # behind a link leading out: not read
     con = connection()
     try:
         return _grade(run_dir, log, violations, con, check_videos)

@@ -355,6 +355,7 @@ def serve(
     ConfigError, before anything is created, for an unknown transport, an unusable root, or an http host that is
     not loopback and has no token."""
     from rollbench.mcp import http as mcp_http
+    from rollbench.mcp.stdio import run_stdio
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport {transport!r}; valid transports: stdio, http")
@@ -370,6 +371,6 @@ def serve(
     server = build_server(root, max_steps_ceiling, checkpoints)
     log.debug("rollbench mcp: runs are written under %s", root)
     if transport == "stdio":
-        server.run("stdio")
+        run_stdio(server)
     else:
         mcp_http.run_http(server, host, port, token, allow_hosts)

@@ -138,3 +138,38 @@ def test_the_rollout_schema_states_the_episode_bound(tmp_path: Path) -> None:
     tool = next(t for t in server._tool_manager.list_tools() if t.name == "run_policy_rollout")
     prop = tool.parameters["properties"]["n_episodes"]
     assert prop["minimum"] == 1 and prop["maximum"] == 1000 and "(1 to 1000)" in prop["description"]
+
+
+MISBEHAVING = {  # an allowed server: (its scheme, how it answers, what the operator's log names)
+    "ws redirect": ("ws", "redirect", "HTTP 307"),
+    "http redirect": ("http", "redirect", "HTTP 307"),
+    "http trickling its headers": ("http", "trickle", "(ReadTimeout (its text is not shown"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISBEHAVING))
+@pytest.mark.slow
+def test_an_allowed_server_that_misbehaves_costs_only_that_rollout(tmp_path: Path, case: str) -> None:
+    """Hostile round 5: a redirect from an allowed server is refused, never followed to a server not allowed (F3);
+    one trickling its headers is cut off by the client's own deadline, not the MCP client's patience (F4)."""
+    from raw_servers import raw_server, redirect, trickling
+
+    scheme, how, logged = MISBEHAVING[case]
+    with raw_server(lambda conn, _: None) as (other, reached):
+        answer = redirect(307, lambda: f"{scheme}://127.0.0.1:{other}/") if how == "redirect" else trickling(bool)
+        with raw_server(answer) as (port, asked):
+            url = f"{scheme}://127.0.0.1:{port}" + ("/act" if scheme == "http" else "")
+
+            async def main() -> str:
+                async with session(tmp_path / "runs", tmp_path / "err.txt", "--allow-policy", url) as s:
+                    res = await s.call_tool("run_policy_rollout", {"policy": url, **ROLLOUT})
+                    assert res.is_error
+                    return _text(res)
+
+            said = anyio.run(main)
+        assert asked and reached == []
+    assert said == (
+        f"Error executing tool run_policy_rollout: policy {url!r} could not be used (ConfigError); the MCP server's "
+        "log has the reason (what a policy server or provider answered is never passed to a client)"
+    )
+    assert logged in " ".join((tmp_path / "err.txt").read_text().split())  # the operator's log (wrapped) says why

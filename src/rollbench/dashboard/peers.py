@@ -26,6 +26,7 @@ import httpx
 
 from rollbench.core.identity import check_segment
 from rollbench.record.runlog import utc_now
+from rollbench.wire.outbound import http_client, total_deadline
 
 TIMEOUT_S = 3.0  # per read of a peer's answer
 TOTAL_S = 10.0  # the whole answer of /api/runs, an episode or a transcript: a peer dripping bytes is cut off here
@@ -64,15 +65,32 @@ class Peer:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def fetch(self, path: str, sink: Callable[[bytes], object], max_bytes: int, total_s: float | None = None) -> None:
-        """Stream the peer's answer at ``path`` into ``sink`` chunk by chunk, within ``total_s`` seconds in all (each
-        read within :data:`TIMEOUT_S`) and at most ``max_bytes`` bytes: PeerError (status 504 past the deadline, 502
-        over the cap) otherwise, httpx.HTTPStatusError for a non-2xx answer, httpx.HTTPError for a failed request.
-        ``total_s`` defaults to :data:`TOTAL_S`. The one bounded read of every peer answer (listings, episodes,
+        """Stream the peer's answer at ``path`` into ``sink`` chunk by chunk, within ``total_s`` seconds in all
+        (connect, headers and body: :func:`~rollbench.wire.outbound.total_deadline`; each read within
+        :data:`TIMEOUT_S`) and at most ``max_bytes`` bytes: PeerError (status 504 past the deadline, 502 over the cap
+        or for a redirect, never followed) otherwise, httpx.HTTPStatusError for a non-2xx answer, httpx.HTTPError for
+        a failed request. ``total_s`` defaults to :data:`TOTAL_S`. The one bounded read of every peer answer (listings, episodes,
         transcripts, media)."""
         total_s = TOTAL_S if total_s is None else total_s
         deadline = time.monotonic() + total_s
+        try:
+            self._fetch(path, sink, max_bytes, total_s, deadline)
+        except httpx.TimeoutException:
+            if time.monotonic() < deadline:
+                raise
+            raise PeerError(f"its answer took over {total_s:g} s", status=504) from None
+
+    def _fetch(
+        self, path: str, sink: Callable[[bytes], object], max_bytes: int, total_s: float, deadline: float
+    ) -> None:
         size = 0
-        with httpx.stream("GET", self.url + path, headers=self._headers(), timeout=TIMEOUT_S) as resp:
+        with (
+            http_client(timeout=TIMEOUT_S) as client,
+            total_deadline(total_s),  # connect, headers and body (rollbench.wire.outbound): not only the body
+            client.stream("GET", self.url + path, headers=self._headers()) as resp,
+        ):
+            if resp.is_redirect:  # never followed (rollbench.wire.outbound), its Location never quoted
+                raise PeerError(f"it answered HTTP {resp.status_code}, a redirect, which is never followed")
             resp.raise_for_status()
             for chunk in resp.iter_bytes():
                 size += len(chunk)

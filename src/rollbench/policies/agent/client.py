@@ -7,7 +7,8 @@ that the endpoint answers and the key is accepted, before any episode.
 
 Bounds and faults:
 
-* each call must complete within ``timeout_s`` (httpx timeouts plus a watchdog while the body streams in); a timeout
+* each call must complete within ``timeout_s``, connect, headers and body together (:mod:`rollbench.wire.outbound`;
+  the probe too); a redirect is never followed (its status is the reply); a timeout
   raises :class:`~rollbench.core.contracts.InfrastructureError` at once (no retry: the episode ends as ``error``);
 * HTTP 429 and 5xx and dropped connections are retried ``retries`` times (:mod:`rollbench.policies.retry`), waiting
   ``backoff_s * 2**attempt`` seconds (or the server's ``Retry-After`` seconds), capped at 60 s; then
@@ -38,6 +39,7 @@ from typing import Any
 from rollbench.core.contracts import ConfigError, InfrastructureError
 from rollbench.policies.retry import RetryAfter, with_retries
 from rollbench.wire.decode import unquoted_failure, unquoted_reply
+from rollbench.wire.outbound import http_client, total_deadline
 
 MAX_BACKOFF_S = 60.0
 MAX_REPLY_BYTES = 16 * 2**20
@@ -86,7 +88,8 @@ class ChatClient:
         self._key = api_key or None
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
         self.capture = capture
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
+        # no redirect followed, a total deadline per exchange (rollbench.wire.outbound)
+        self._client = http_client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
 
     def redact(self, text: str) -> str:
         """``text`` with the API key replaced (the key must never reach a file)."""
@@ -103,7 +106,8 @@ class ChatClient:
         import httpx
 
         try:
-            r = self._client.get(f"{self.base_url}/models", headers=self._headers())
+            with total_deadline(self.timeout_s):
+                r = self._client.get(f"{self.base_url}/models", headers=self._headers())
         except httpx.HTTPError as exc:
             raise ConfigError(f"cannot reach the model API at {self.base_url} ({unquoted_failure(exc)})") from None
         if r.status_code in (401, 403):
@@ -201,7 +205,10 @@ class ChatClient:
         import httpx
 
         deadline = time.monotonic() + self.timeout_s
-        with self._client.stream("POST", url, content=payload, headers=self._headers()) as r:
+        with (
+            total_deadline(self.timeout_s),
+            self._client.stream("POST", url, content=payload, headers=self._headers()) as r,
+        ):
             parts, size = [], 0
             for part in r.iter_bytes():  # watchdog: a reply trickling in slower than timeout_s is cut off
                 parts.append(part)

@@ -44,8 +44,8 @@ accepts reset requests; ``max_batch``: the most items of a batch request it acce
   policy raised; the traceback), 503 (``--max-sessions`` reached).
 
 Bounds: an unreachable server or one that never becomes ready raises ConfigError at construction (before any
-episode); each call must complete within ``timeout_s`` (default 30 s; a watchdog also stops a reply that trickles
-in slowly); dropped connections are retried with exponential backoff (:mod:`rollbench.policies.retry`: 0.25 s, 0.5 s, ... ``retries`` times,
+episode); each call must complete within ``timeout_s`` (default 30 s), connect, headers and body together (a reply that
+trickles in, headers included, is cut off: :mod:`rollbench.wire.outbound`); a redirect is an error, never followed; dropped connections are retried with exponential backoff (:mod:`rollbench.policies.retry`: 0.25 s, 0.5 s, ... ``retries`` times,
 default 3), re-sending the episode's reset first; a non-2xx reply, a body that is not JSON, or ``actions`` that are
 missing or of the wrong size raise EpisodeError (that episode ends as ``error``, fault ``policy``); timeouts, lost
 connections and 408/410/413/503 raise InfrastructureError (fault ``infrastructure``). Replies are read up to
@@ -82,6 +82,7 @@ from rollbench.wire.decode import (
 )
 from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions, positive
+from rollbench.wire.outbound import http_client, total_deadline
 
 
 def endpoint(url: str) -> str:
@@ -108,7 +109,7 @@ class HttpPolicy(RemotePolicy):
 
         self._session = uuid.uuid4().hex
         # options are read by RemotePolicy.__init__; the client needs the timeouts first
-        self._client = httpx.Client(
+        self._client = http_client(  # no redirect followed, a total deadline per exchange (rollbench.wire.outbound)
             headers=client_headers(),  # $ROLLBENCH_SERVER_TOKEN as a bearer token, when set
             timeout=httpx.Timeout(
                 positive(options, "timeout_s", 30.0), connect=positive(options, "connect_timeout_s", 5.0)
@@ -185,14 +186,18 @@ class HttpPolicy(RemotePolicy):
             ) from None
 
     def _exchange(self, method: str, payload: bytes | None, timeout_s: float) -> tuple[int, bytes]:
-        """One request -> (status, body), reading at most MAX_REPLY_BYTES within ``timeout_s`` (a watchdog cuts off
-        a reply that trickles in slower). Raises httpx errors for transport failures, EpisodeError otherwise."""
+        """One request -> (status, body), reading at most MAX_REPLY_BYTES, all of it (connect, headers, body) within
+        ``timeout_s`` (:func:`~rollbench.wire.outbound.total_deadline`: a reply that trickles in, headers included,
+        is cut off). Raises httpx errors for transport failures and timeouts, EpisodeError otherwise."""
         deadline = time.monotonic() + timeout_s
         headers = {"content-type": "application/json"} if payload is not None else None
         import httpx
 
         per_phase = httpx.Timeout(timeout_s) if method == "GET" else httpx.USE_CLIENT_DEFAULT
-        with self._client.stream(method, self.url, content=payload, headers=headers, timeout=per_phase) as r:
+        with (
+            total_deadline(timeout_s),
+            self._client.stream(method, self.url, content=payload, headers=headers, timeout=per_phase) as r,
+        ):
             parts, size = [], 0
             for part in r.iter_bytes():
                 parts.append(part)

@@ -29,9 +29,10 @@ instead of ``msgpack_numpy.unpackb`` (which builds arrays of any dtype the serve
 and adds the bounds:
 
 * construction connects and reads the metadata within ``connect_timeout_s`` (default 5 s), else ConfigError
-  (so ``rollbench eval`` fails before any episode with exit code 2);
-* every reply must arrive within ``timeout_s`` (default 30 s), else InfrastructureError (that episode ends as
-  ``error``); the connection is then dropped, so a late reply can never be taken for the next call's; a reply frame
+  (so ``rollbench eval`` fails before any episode with exit code 2); a handshake answered with a redirect (3xx) is
+  a ConfigError naming the status, never followed (:mod:`rollbench.wire.outbound`);
+* every request must be sent and its reply arrive each within ``timeout_s`` (default 30 s), else
+  InfrastructureError (that episode ends as ``error``); the connection is then dropped, so a late reply can never be taken for the next call's; a reply frame
   larger than ``rollbench.wire.decode.MAX_REPLY_BYTES`` closes the connection;
 * a dropped connection is reopened with exponential backoff (:mod:`rollbench.policies.retry`: 0.25 s, 0.5 s, 1 s ... ``retries`` times, default
   3), then InfrastructureError; after a reconnect the episode's reset is sent again before the pending call is
@@ -68,6 +69,7 @@ from rollbench.wire.decode import (
 )
 from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions
+from rollbench.wire.outbound import RedirectRefused, socket_deadline, ws_connect
 
 
 class WebsocketPolicy(RemotePolicy):
@@ -91,6 +93,11 @@ class WebsocketPolicy(RemotePolicy):
         try:
             return self._connect()
         except Exception as exc:
+            if isinstance(exc, RedirectRefused):  # never followed (rollbench.wire.outbound), its Location unquoted
+                raise ConfigError(
+                    f"{self.url} answered the websocket handshake with HTTP {exc.status}, a redirect, which rollbench "
+                    "never follows: name the server that serves the policy itself"
+                ) from None
             status = getattr(getattr(exc, "response", None), "status_code", None)  # websockets' InvalidStatus
             if status is not None:
                 http_url = ("https://" if self.url.startswith("wss://") else "http://") + urlsplit(self.url).netloc
@@ -108,9 +115,7 @@ class WebsocketPolicy(RemotePolicy):
         return {"reset": episode}
 
     def _connect(self) -> dict[str, Any]:
-        from websockets.sync.client import connect
-
-        ws = connect(
+        ws = ws_connect(  # a redirect is refused, never followed (rollbench.wire.outbound)
             self.url,
             open_timeout=self.connect_timeout_s,
             close_timeout=1,
@@ -184,7 +189,18 @@ class WebsocketPolicy(RemotePolicy):
             ) from None
 
     def _roundtrip(self, data: bytes) -> Any:
-        self._ws.send(data)
+        from websockets.exceptions import WebSocketException
+
+        with socket_deadline(self._ws.socket, self.timeout_s) as expired:  # websockets' send has no timeout
+            try:
+                self._ws.send(data)
+            except (WebSocketException, OSError):
+                if not expired.is_set():
+                    raise
+                self._drop()
+                raise InfrastructureError(
+                    f"{self.url} did not take a request of {len(data)} bytes within timeout_s={self.timeout_s:g} s"
+                ) from None
         try:
             frame = self._ws.recv(timeout=self.timeout_s)
         except TimeoutError:

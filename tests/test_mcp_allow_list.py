@@ -143,7 +143,7 @@ def test_the_rollout_schema_states_the_episode_bound(tmp_path: Path) -> None:
 MISBEHAVING = {  # an allowed server: (its scheme, how it answers, what the operator's log names)
     "ws redirect": ("ws", "redirect", "HTTP 307"),
     "http redirect": ("http", "redirect", "HTTP 307"),
-    "http trickling its headers": ("http", "trickle", "(ReadTimeout (its text is not shown"),
+    "http trickling its headers": ("http", "trickle", "(ReadTimeout: no answer within the deadline)"),
 }
 
 

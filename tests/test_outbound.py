@@ -180,14 +180,13 @@ TRICKLES: dict[str, tuple[Handler, Callable[[str], str], str]] = {
     "http readiness": (
         trickling(lambda r: True),
         _http_ready,
-        "cannot reach the policy server {url}/act (ReadTimeout (its text is not shown: it may quote the server's "
-        "reply)); is `rollbench serve-policy --protocol http` or your /act server running there?",
+        "cannot reach the policy server {url}/act (ReadTimeout: no answer within the deadline); is `rollbench serve-policy --protocol http` or your /act server running there?",
     ),
     "http act": (trickling(_is_act, lambda r: READY), _http_act, "no reply from {url}/act within timeout_s=1 s"),
     "agent probe": (
         trickling(lambda r: True),
         _agent_probe,
-        "cannot reach the model API at {url} (ReadTimeout (its text is not shown: it may quote the server's reply))",
+        "cannot reach the model API at {url} (ReadTimeout: no answer within the deadline)",
     ),
     "agent call": (
         trickling(_is_completion, lambda r: {"data": [{"id": "m"}]}),
@@ -198,8 +197,7 @@ TRICKLES: dict[str, tuple[Handler, Callable[[str], str], str]] = {
     "ws handshake": (
         _ws_trickle,
         _ws_handshake,
-        "cannot reach the policy server {ws} within 1 s (TimeoutError (its text is not shown: it may quote the "
-        "server's reply)); is `rollbench serve-policy` or your openpi server running there?",
+        "cannot reach the policy server {ws} within 1 s (TimeoutError: no answer within the deadline); is `rollbench serve-policy` or your openpi server running there?",
     ),
 }
 

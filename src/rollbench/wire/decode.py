@@ -90,6 +90,8 @@ def unquoted_failure(exc: BaseException) -> str:
     name = type(exc).__name__
     if isinstance(exc, _OWN_WORDS):
         return f"{name}: {exc}"
+    if isinstance(exc, TimeoutError) or name.endswith("Timeout"):  # httpx's Connect/Read/Write/PoolTimeout
+        return f"{name}: no answer within the deadline"
     status = getattr(getattr(exc, "response", None), "status_code", None)  # websockets' InvalidStatus
     if type(status) is int:
         return f"{name}: HTTP {status}"

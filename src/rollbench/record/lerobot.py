@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.contracts import TaskInfo
 from rollbench.core.episode import EpisodeRecord
-from rollbench.record.episode_row import RENAMED_FIELDS, EpisodeRow
+from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import encode_video, resolve_inside
 
 CODEBASE_VERSION = "v3.0"
@@ -78,18 +78,6 @@ DELAY_COLUMNS: dict[str, pa.DataType] = {
     "policy.chunk_index": pa.int64(),
     "policy.hold": pa.bool_(),
 }
-
-
-def current_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Transitional (grading reads dict rows until it takes :class:`EpisodeRow`): ``row`` with every
-    :data:`RENAMED_FIELDS` column under its current name."""
-    out = dict(row)
-    for old, new in RENAMED_FIELDS.items():
-        if old in out:
-            value = out.pop(old)
-            if out.get(new) is None:
-                out[new] = value
-    return out
 
 
 def chunk_file(episode_index: int) -> tuple[int, int]:

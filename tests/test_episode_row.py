@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from rollbench.grading.tables import connection, episode_rows
 from rollbench.record.derived import meta_schema
 from rollbench.record.episode_row import EpisodeRow, EpisodeRowError, VideoSpan
 
@@ -104,3 +105,34 @@ def test_a_missing_required_column_and_a_non_finite_float_are_named() -> None:
     assert EpisodeRow.from_row({**ROW, "rollbench/return": float("nan")}).return_ != 1.5  # grade names it itself
     with pytest.raises(EpisodeRowError, match=r"^rollbench/return is nan, not a finite number$"):
         EpisodeRow.from_row({**ROW, "rollbench/return": float("nan")}, finite=True)
+
+
+def _graded_rows(rows: list[dict[str, object]]) -> tuple[list[EpisodeRow], list[str]]:
+    """grading's reading of a loaded ``episodes`` table holding ``rows``."""
+    con = connection()
+    try:
+        con.register("given_rows", pa.Table.from_pylist(rows))
+        con.execute("CREATE TEMP TABLE episodes AS SELECT * FROM given_rows")
+        violations: list[str] = []
+        return episode_rows(con, violations), violations
+    finally:
+        con.close()
+
+
+def test_grading_reads_the_rows_duckdb_loaded_as_records() -> None:
+    second = {**ROW, "episode_index": 4, "rollbench/render_failure": None, "rollbench/seed": 1002}
+    rows, violations = _graded_rows([second, ROW])
+    assert violations == []
+    assert [(r.episode_index, r.seed, r.video(KEY).to_timestamp) for r in rows] == [(3, 1001, 1.7), (4, 1002, 1.7)]
+
+
+def test_grading_names_episode_rows_that_do_not_read_and_grades_none_of_them() -> None:
+    rows, violations = _graded_rows([{**ROW, f"videos/{KEY}/to_timestamp": "1.7"}])
+    assert rows == [] and violations == [
+        f"the episode rows (meta/episodes) are not rollbench's (videos/{KEY}/to_timestamp is a str, not a double); "
+        "no episode can be graded"
+    ]
+    rows, violations = _graded_rows([{k: v for k, v in ROW.items() if k != "rollbench/success"}])
+    assert rows == [] and violations == [
+        "the episode rows (meta/episodes) lack the columns ['rollbench/success']; no episode can be graded"
+    ]

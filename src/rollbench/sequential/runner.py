@@ -86,18 +86,17 @@ def _retry_mode(run_dir: Path, execution: Execution, errored: set[int]) -> Execu
     return execution
 
 
-def design_for(
-    m: int, delta: float, alpha: float, beta: float, p_a: float, discordant: float | None, budget: int | None,
-    look_every: int, futility: bool,
-) -> SequentialDesign:  # fmt: skip
-    """Each task's rule of a family of ``m`` tasks (its level from :func:`family_alphas`); ConfigError, one line, when
-    the design is impossible or (without ``budget``) cannot reach the wanted power within the most pairs allowed."""
-    task_alpha, pooled_alpha = family_alphas(alpha, m)
+def design_for(m: int, config: SequentialConfig) -> SequentialDesign:
+    """Each task's rule of a family of ``m`` tasks designed as ``config`` says (its level from :func:`family_alphas`);
+    ConfigError, one line, when the design is impossible or (without ``config.budget``) cannot reach the wanted power
+    within the most pairs allowed."""
+    c = config
+    task_alpha, pooled_alpha = family_alphas(c.alpha, m)
     try:
-        rule = rule_for(delta, p_a, task_alpha, beta, budget, discordant, look_every, futility)
+        rule = rule_for(c.delta, c.p_a, task_alpha, c.beta, c.budget, c.discordant, c.look_every, c.futility)
         if pooled_alpha is not None:
             pooled = min(m * rule.budget, MAX_SEQUENTIAL_PAIRS)
-            rule_for(delta, p_a, pooled_alpha, beta, pooled, discordant, look_every, futility)
+            rule_for(c.delta, c.p_a, pooled_alpha, c.beta, pooled, c.discordant, c.look_every, c.futility)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return rule
@@ -243,7 +242,7 @@ def run_sequential(
     if look_every < 1:
         raise ConfigError(f"--look-every must be >= 1, got {look_every}")
     tasks = check_arms(spec_a, spec_b)
-    rule = design_for(len(tasks), delta, alpha, beta, p_a, discordant, config.budget, look_every, config.futility)
+    rule = design_for(len(tasks), config)
     if look_every > rule.budget:  # issue 42, item 15: refused before anything runs, not by its own log after
         raise ConfigError(f"--look-every must be between 1 and the budget ({rule.budget} pairs), got {look_every}")
     futility = config.futility

@@ -36,11 +36,11 @@ from rollbench.core.runlog_model import RunLog
 from rollbench.dashboard.review_episode import Artifacts, ReviewEpisode, VideoLink
 from rollbench.grading.files import fill_template, read_info
 from rollbench.grading.grade import grade, load_run_log
+from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.runlog import find_run_dirs
 from rollbench.record.safe_files import UnsafeFile, check_no_link_below, is_regular, read_regular_json, run_files
 
-TRANSCRIPT_COLUMN = "rollbench/transcript"
 CACHE_VERSION = 2  # of the on-disk cache of graded records (bump when its JSON changes; 2: the whole run.json)
 
 
@@ -88,32 +88,34 @@ class RunRecord:
     by_index: dict[int, ReviewEpisode] = field(default_factory=dict)
 
 
-def _artifacts(run_dir: Path, info: dict[str, Any], row: dict[str, Any], cameras: list[str]) -> Artifacts:
+def _artifacts(run_dir: Path, info: dict[str, Any], row: EpisodeRow | None, cameras: list[str]) -> Artifacts:
+    """The episode's video, transcript and step-file links (none for an episode without a readable row)."""
+    if row is None:
+        return Artifacts({}, None, None)
     videos: dict[str, VideoLink] = {}
     template = info.get("video_path")
     for cam in cameras:
         key = f"observation.images.{cam}"
-        chunk, file = row.get(f"videos/{key}/chunk_index"), row.get(f"videos/{key}/file_index")
-        if not template or chunk is None or file is None:
+        span = row.video(key)
+        if not template or span.chunk_index is None or span.file_index is None:
             continue
         try:
-            rel = fill_template(template, video_key=key, chunk_index=chunk, file_index=file)
+            rel = fill_template(template, video_key=key, chunk_index=span.chunk_index, file_index=span.file_index)
         except ValueError:  # grade names the template
             continue
         videos[cam] = VideoLink(
             path=rel,
             ready=inside(run_dir / rel, run_dir) is not None,
-            from_s=row.get(f"videos/{key}/from_timestamp"),
-            to_s=row.get(f"videos/{key}/to_timestamp"),
+            from_s=span.from_timestamp,
+            to_s=span.to_timestamp,
         )
-    transcript = row.get(TRANSCRIPT_COLUMN)
     data_rel = None
-    if info.get("data_path") and row.get("data/chunk_index") is not None and row.get("length"):
+    if info.get("data_path") and row.data_chunk_index is not None and row.length:
         with contextlib.suppress(ValueError):  # a damaged data_path: no link to the step file
             data_rel = fill_template(
-                info["data_path"], chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
+                info["data_path"], chunk_index=row.data_chunk_index, file_index=row.data_file_index
             )
-    return Artifacts(videos, transcript if isinstance(transcript, str) else None, data_rel)
+    return Artifacts(videos, row.transcript, data_rel)
 
 
 def read_run(run_dir: Path) -> RunRecord:
@@ -128,18 +130,19 @@ def read_run(run_dir: Path) -> RunRecord:
         for k, v in info.get("features", {}).items()
         if v.get("dtype") == "video" and k.startswith("observation.images.")
     ]
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[int, EpisodeRow] = {}
     for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
         try:
             for r in read_parquet(f).to_pylist():
-                rows[int(r["episode_index"])] = r
-        except Exception:  # grade reported the unreadable file as a violation
+                row = EpisodeRow.from_row(r)
+                rows[row.episode_index] = row
+        except Exception:  # grade reported the unreadable file or the damaged row as a violation
             continue
     episodes = []
     for e in result.episodes:
-        row = rows.get(e.episode_index, {})
-        instruction = row.get("rollbench/instruction")
-        episodes.append(ReviewEpisode(e, instruction, _artifacts(run_dir, info, row, cameras)))
+        found = rows.get(e.episode_index)
+        instruction = found.instruction if found is not None else None
+        episodes.append(ReviewEpisode(e, instruction, _artifacts(run_dir, info, found, cameras)))
     fps = info.get("fps")  # grade named a bad one; the pages then use their default
     if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
         fps = None

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.format import quoted
 from rollbench.grading.files import parquet_files
+from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.lerobot import NUMERIC_FEATURES
 from rollbench.record.safe_files import open_regular, read_regular_json
 
@@ -151,7 +152,7 @@ def read_tasks(run_dir: Path, info: dict[str, Any], violations: list[str]) -> di
 
 
 def check_episode_tasks(
-    meta: list[dict[str, Any]], data: dict[int, dict[str, Any]], tasks: dict[int, str] | None, violations: list[str]
+    meta: list[EpisodeRow], data: dict[int, dict[str, Any]], tasks: dict[int, str] | None, violations: list[str]
 ) -> None:
     """Each episode's step rows name a task index of ``meta/tasks.parquet`` whose task is the one its episode
     record lists (``tasks``); one violation per task index and kind of difference, naming its episodes. Nothing to
@@ -161,13 +162,13 @@ def check_episode_tasks(
     lacking: dict[int, list[int]] = {}
     other: dict[tuple[int, str], list[int]] = {}
     for m in meta:
-        e, d = m["episode_index"], data.get(m["episode_index"])
+        e, d = m.episode_index, data.get(m.episode_index)
         if d is None or d.get("task_index") is None:
             continue
-        ti, listed = int(d["task_index"]), m.get("tasks")
+        ti, listed = int(d["task_index"]), m.tasks
         if ti not in tasks:
             lacking.setdefault(ti, []).append(e)
-        elif isinstance(listed, list) and listed and listed[0] != tasks[ti]:
+        elif listed and listed[0] != tasks[ti]:
             other.setdefault((ti, str(listed[0])), []).append(e)
     for ti, eps in sorted(lacking.items()):
         violations.append(f"{_episodes(eps)}: the step rows name task_index {ti}, which meta/tasks.parquet lacks")

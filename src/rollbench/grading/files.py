@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from rollbench.core.format import quoted
 from rollbench.core.grade_model import Timing
 from rollbench.core.runlog_model import RunLog
+from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import escaping_links, is_inside
 from rollbench.record.safe_files import (
     UnsafeFile,
@@ -33,7 +34,7 @@ from rollbench.record.safe_files import (
 
 MAX_INFO_BYTES = 64 << 20  # meta/info.json: a few KiB for any run rollbench writes
 
-# columns of meta/episodes that grading reads (LeRobot's and rollbench's own; see record.lerobot.EPISODE_FIELDS)
+# columns of meta/episodes that grading reads (LeRobot's and rollbench's own; see record.episode_row.EPISODE_FIELDS)
 REQUIRED_EPISODE_COLUMNS = (
     "episode_index",
     "length",
@@ -202,15 +203,15 @@ def leads_outside(rel: str) -> bool:
     return os.path.isabs(rel) or os.path.normpath(rel).split(os.sep)[0] == ".."
 
 
-def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key: str, length: int) -> str | None:
+def video_violation(run_dir: Path, info: dict[str, Any], m: EpisodeRow, key: str, length: int) -> str | None:
     """None when episode ``m``'s video ``key`` exists inside the run and decodes to ``length`` frames, or is behind
     a link leading outside (:func:`link_violations` names that link, once); else the sentence naming the file and
     what is wrong with it (missing, a link, unreadable, wrong frame count), or the ``video_path`` whose text leads
     outside the run (one sentence for every episode; nothing outside is looked at)."""
     from rollbench.record.files import count_video_frames
 
-    e = m["episode_index"]
-    if m.get(f"videos/{key}/file_index") is None:
+    e, span = m.episode_index, m.video(key)
+    if span.file_index is None:
         return f"episode {e}: no video for {key}"
     template = info.get("video_path")
     if not isinstance(template, str):
@@ -219,8 +220,8 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key:
         rel = fill_template(
             template,
             video_key=key,
-            chunk_index=m[f"videos/{key}/chunk_index"],
-            file_index=m[f"videos/{key}/file_index"],
+            chunk_index=span.chunk_index,
+            file_index=span.file_index,
         )
     except ValueError as exc:
         return f"episode {e}: meta/info.json's video_path {template!r} cannot be filled in ({exc})"

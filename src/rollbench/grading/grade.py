@@ -67,7 +67,6 @@ from rollbench.grading.declared import check_episode_tasks, check_stats, declare
 from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
 from rollbench.grading.files import (
     link_violations,
-    missing_episode_columns,
     parquet_files,
     read_info,
     run_timing,
@@ -82,12 +81,14 @@ from rollbench.grading.tables import (
     STEP_TYPES,
     connection,
     data_location_problems,
+    episode_rows,
     load_or_report,
     percentiles,
     query,
 )
+from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import is_inside
-from rollbench.record.lerobot import DATA_PATH, chunk_file, current_row
+from rollbench.record.lerobot import DATA_PATH, chunk_file
 from rollbench.record.runlog_shape import plan_problems
 from rollbench.record.safe_files import scan_run_files
 from rollbench.record.transcript import check_transcript
@@ -148,13 +149,13 @@ def _grade(
     episodes: list[GradedEpisode] = []
     graded: set[int] = set()
     for m in meta:
-        e = m["episode_index"]
+        e = m.episode_index
         if e in graded or e not in planned:
             continue  # a duplicate or unplanned row is a violation above and never counts (nor inflates a task)
         graded.add(e)
-        if data.get(e) is None and m["length"]:  # its step rows are missing or were not read: no number for it
+        if data.get(e) is None and m.length:  # its step rows are missing or were not read: no number for it
             violations.append(
-                f"episode {e}: its episode record says {m['length']} frames but no step row of it was read "
+                f"episode {e}: its episode record says {m.length} frames but no step row of it was read "
                 f"({DATA_PATH.format(chunk_index=chunk_file(e)[0], file_index=chunk_file(e)[1])}); not graded"
             )
             missing.append(e)
@@ -163,12 +164,12 @@ def _grade(
         for key in video_keys if rows else ():
             if (why := video_violation(run_dir, info, m, key, rows)) is not None:
                 violations.append(why)
-        if m.get("rollbench/transcript") and is_inside(run_dir, run_dir / str(m["rollbench/transcript"])):
-            usage = check_transcript(run_dir, m["rollbench/transcript"], row, violations)
+        if m.transcript and is_inside(run_dir, run_dir / m.transcript):
+            usage = check_transcript(run_dir, m.transcript, row, violations)
             if usage is not None:
                 row.agent_usage = usage  # set: the key exists only with a readable transcript
         episodes.append(row)
-    check_episode_tasks([m for m in meta if m["episode_index"] in graded], data, tasks, violations)
+    check_episode_tasks([m for m in meta if m.episode_index in graded], data, tasks, violations)
     delay = delay_block(con, log, violations)  # before summarise: its violations count in the status
     # stats.json is rewritten when a run finishes (OK, PARTIAL, FAILED); a running or abandoned run's may lag behind
     if log.status in FINISHED and _all_step_files_read(run_dir, data_files):
@@ -176,7 +177,7 @@ def _grade(
     violations[:] = dict.fromkeys(violations)  # each once, in the order found (issue 30, item 8)
     ungraded = bool(set(missing) & graded)
     missing.sort()
-    timing = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
+    timing = run_timing(log, [m.wall_time_s for m in meta if m.episode_index in graded])
     latency = percentiles(con, bool(data_files))
     return summarise(log, episodes, len(planned), missing, violations, TimeBlocks(latency, timing, delay), ungraded)
 
@@ -190,7 +191,7 @@ def _all_step_files_read(run_dir: Path, loaded: list[Path]) -> bool:
 
 def _load_tables(
     run_dir: Path, con: duckdb.DuckDBPyConnection, violations: list[str], info: dict[str, Any], timed: bool = False
-) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], list[Path]]:
+) -> tuple[list[EpisodeRow], dict[int, dict[str, Any]], list[Path]]:
     """The episode rows (ordered by index; empty when their columns are not rollbench's), the per-episode step
     facts (:data:`~rollbench.grading.tables.PER_EPISODE`, by index) and the step files loaded (those whose columns
     are what ``info`` declares, :func:`~rollbench.grading.declared.declared_step_files`); ``timed``: the run has a
@@ -202,16 +203,13 @@ def _load_tables(
     meta_files = load_or_report(con, "episodes", meta_files, "*", violations, EPISODE_TYPES)
     columns = f"{STEP_COLUMNS}, {DELAY_STEP_COLUMNS}" if timed else STEP_COLUMNS
     data_files = load_or_report(con, "steps", data_files, columns, violations, STEP_TYPES)
-    meta = [current_row(m) for m in query(con, "SELECT * FROM episodes ORDER BY episode_index")] if meta_files else []
-    if meta and (lacking := missing_episode_columns(list(meta[0]))):
-        violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")
-        meta = []
+    meta = episode_rows(con, violations) if meta_files else []
     data = {r["episode_index"]: r for r in (query(con, PER_EPISODE) if data_files else [])}
     return meta, data, data_files
 
 
 def _check_counts(
-    meta: list[dict[str, Any]],
+    meta: list[EpisodeRow],
     data: dict[int, dict[str, Any]],
     planned: dict[int, PlannedEpisode],
     info: dict[str, Any],
@@ -227,7 +225,7 @@ def _check_counts(
     requested = len(planned)
     seen: dict[int, int] = {}
     for m in meta:
-        seen[m["episode_index"]] = seen.get(m["episode_index"], 0) + 1
+        seen[m.episode_index] = seen.get(m.episode_index, 0) + 1
     for e, count in sorted(seen.items()):
         if count > 1:
             violations.append(f"episode {e} is recorded {count} times")
@@ -259,24 +257,24 @@ def _lags(info: dict[str, Any], recorded: int, total_rows: int) -> bool:
     return 0 <= episodes < recorded and 0 <= frames < total_rows
 
 
-def _check_steps(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations: list[str]) -> tuple[int, int]:
+def _check_steps(e: int, m: EpisodeRow, d: dict[str, Any] | None, violations: list[str]) -> tuple[int, int]:
     """Episode ``e``'s row counts against its episode record and the frame/index/done invariants; returns
     ``(rows, steps)``: LeRobot frames (the steps, or the one padding frame) and steps executed."""
     rows = int(d["rows"]) if d else 0
     length = int(d["steps"]) if d else 0
-    if m["length"] != rows:
-        violations.append(f"episode {e}: episode record says length {m['length']} but data holds {rows} rows")
-    if d and d["pads"] and (length or d["pads"] != 1 or m["rollbench/termination_reason"] != "error"):
+    if m.length != rows:
+        violations.append(f"episode {e}: episode record says length {m.length} but data holds {rows} rows")
+    if d and d["pads"] and (length or d["pads"] != 1 or m.termination_reason != "error"):
         violations.append(
             f"episode {e}: {d['pads']} rows with a NaN action; only an errored episode without steps may have "
             "one (its padding frame)"
         )
-    if m.get("rollbench/steps") is not None and m["rollbench/steps"] != length:
-        violations.append(f"episode {e}: episode record says {m['rollbench/steps']} steps but data holds {length}")
+    if m.steps is not None and m.steps != length:
+        violations.append(f"episode {e}: episode record says {m.steps} steps but data holds {length}")
     if d:
         if (d["f0"], d["f1"]) != (0, rows - 1):
             violations.append(f"episode {e}: frame_index is not 0..{rows - 1}")
-        if d["offsets"] != 1 or d["i0"] != m["dataset_from_index"] or d["i1"] != m["dataset_to_index"] - 1:
+        if d["offsets"] != 1 or d["i0"] != m.dataset_from_index or d["i1"] + 1 != m.dataset_to_index:
             violations.append(f"episode {e}: global index is not dataset_from_index + frame_index")
         if d["n_task_index"] != 1:
             violations.append(f"episode {e}: expected one task_index, found {d['n_task_index']}")
@@ -296,59 +294,58 @@ def _check_steps(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations
 
 
 def _episode_row(
-    m: dict[str, Any], d: dict[str, Any] | None, plan_ep: PlannedEpisode, hold: int, violations: list[str]
+    m: EpisodeRow, d: dict[str, Any] | None, plan_ep: PlannedEpisode, hold: int, violations: list[str]
 ) -> tuple[GradedEpisode, int]:
     """One episode of ``grade``'s ``episodes``, recomputed from its step facts ``d`` and checked against its
     episode record ``m`` (a DuckDB row of ``meta/episodes``) and its plan entry; success is
     :func:`~rollbench.core.episode.held_success` over the recorded ``next.success`` rows. Returned with its
     ``rows`` (LeRobot frames) for the video check."""
-    e = m["episode_index"]
+    e = m.episode_index
     rows, length = _check_steps(e, m, d, violations)
     for key in ("task", "seed", "initial_state", "success_rule", "max_steps", "instruction", "variant"):
-        if m.get(f"rollbench/{key}") != getattr(plan_ep, key):
+        if getattr(m, key) != getattr(plan_ep, key):
             violations.append(
-                f"episode {e}: recorded {key} {m.get(f'rollbench/{key}')!r} differs from the "
-                f"planned {getattr(plan_ep, key)!r}"
+                f"episode {e}: recorded {key} {getattr(m, key)!r} differs from the planned {getattr(plan_ep, key)!r}"
             )
-    rule = m["rollbench/success_rule"]
-    reason = m["rollbench/termination_reason"]
+    rule = m.success_rule
+    reason = m.termination_reason
     if reason not in TERMINATION_REASONS:  # repr: a recorded string may hold control characters
         violations.append(
             f"episode {e}: termination reason {reason!r} is not one of rollbench's ({', '.join(TERMINATION_REASONS)})"
         )
     reached = d is not None and held_success(d["successes"], hold, rule == "final_step")
-    success = reached and reason != "error" and not m["rollbench/success_at_reset"]
-    if success != m["rollbench/success"]:
+    success = reached and reason != "error" and not m.success_at_reset
+    if success != m.success:
         violations.append(
-            f"episode {e}: recorded success={m['rollbench/success']} but its step data gives "
+            f"episode {e}: recorded success={m.success} but its step data gives "
             f"{success} under the {rule} rule" + (f" with success held {hold} steps" if hold > 1 else "")
         )
     _check_return(e, m, d, violations)
-    wall = m.get("rollbench/wall_time_s")  # a hand-edited row: never summed into timing (grading.files.run_timing)
+    wall = m.wall_time_s  # a hand-edited row: never summed into timing (grading.files.run_timing)
     if isinstance(wall, float) and not (math.isfinite(wall) and wall >= 0):
         violations.append(f"episode {e}: its wall time {wall:g} s is not a finite number >= 0 (not counted)")
-    if length > m["rollbench/max_steps"]:
-        violations.append(f"episode {e}: {length} steps exceed its horizon of {m['rollbench/max_steps']}")
-    _check_termination(e, reason, rule, length, m["rollbench/max_steps"], d["successes"] if d else [], hold, violations)
+    if length > m.max_steps:
+        violations.append(f"episode {e}: {length} steps exceed its horizon of {m.max_steps}")
+    _check_termination(e, reason, rule, length, m.max_steps, d["successes"] if d else [], hold, violations)
     graded = GradedEpisode(
         episode_index=e,
-        task=m["rollbench/task"],
-        trial=m["rollbench/trial"],
-        seed=m["rollbench/seed"],
-        initial_state=m["rollbench/initial_state"],
-        instruction=m.get("rollbench/instruction"),
+        task=m.task,
+        trial=m.trial,  # type: ignore[arg-type]  # null in a damaged row: refused by the model (grade's ConfigError)
+        seed=m.seed,  # type: ignore[arg-type]
+        initial_state=m.initial_state,
+        instruction=m.instruction,
         # an instruction variant the run declared (episode row column, else the plan), None when canonical
-        variant=m.get("rollbench/variant", plan_ep.variant),
+        variant=plan_ep.variant if "rollbench/variant" in m.missing else m.variant,
         success=success,
-        success_at_reset=bool(m["rollbench/success_at_reset"]),
+        success_at_reset=bool(m.success_at_reset),
         length=length,
         return_=_finite(float(d["ret"])) if d else 0.0,  # type: ignore[call-arg]  # populate_by_name: JSON "return"
         termination_reason=reason,
-        error=m["rollbench/error"],
-        error_fault=episode_fault(m) if reason == "error" else None,
-        render_failure=m["rollbench/render_failure"],
-        render_fault=m["rollbench/render_failure"],  # deprecated name of render_failure (issue 29)
-        transcript=m.get("rollbench/transcript"),
+        error=m.error,
+        error_fault=episode_fault(m.error_fault) if reason == "error" else None,
+        render_failure=m.render_failure,
+        render_fault=m.render_failure,  # deprecated name of render_failure (issue 29)
+        transcript=m.transcript,
     )
     return graded, rows
 
@@ -376,10 +373,10 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _check_return(e: int, m: dict[str, Any], d: dict[str, Any] | None, violations: list[str]) -> None:
+def _check_return(e: int, m: EpisodeRow, d: dict[str, Any] | None, violations: list[str]) -> None:
     """The recorded ``rollbench/return`` against the sum of episode ``e``'s ``next.reward`` rows (stored as float32,
     so they may differ by the float32 rounding of each reward: 1e-6 of the sum of absolute rewards); NaN equals NaN."""
-    recorded = m.get("rollbench/return")
+    recorded = m.return_
     if d is not None and d["ret"] is not None and not math.isfinite(float(d["ret"])):
         violations.append(
             f"episode {e}: its next.reward rows sum to {float(d['ret']):g}, not a finite number (return null)"

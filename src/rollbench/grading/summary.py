@@ -4,7 +4,6 @@ errors per fault, agent usage and the status with its reasons: the :class:`~roll
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -43,10 +42,10 @@ class CoverageFields(TypedDict):
     scored_ci95_high: float
 
 
-def episode_fault(meta_row: Mapping[str, object]) -> str:
-    """An errored episode's fault; ``unclassified`` for runs recorded before ``rollbench/error_fault`` existed."""
-    fault = meta_row.get("rollbench/error_fault")
-    return fault if isinstance(fault, str) and fault in FAULTS else "unclassified"
+def episode_fault(fault: str | None) -> str:
+    """An errored episode's fault (its row's ``rollbench/error_fault``); ``unclassified`` for runs recorded before
+    the column existed (None) and for a value that is not a fault."""
+    return fault if fault in FAULTS else "unclassified"
 
 
 def errors_by_fault(eps: list[GradedEpisode]) -> dict[str, int]:

@@ -12,7 +12,8 @@ import duckdb
 
 from rollbench.core.format import quoted
 from rollbench.core.grade_model import Latency, LatencyBlock
-from rollbench.grading.files import fill_template, leads_outside, readable_parquet
+from rollbench.grading.files import fill_template, leads_outside, missing_episode_columns, readable_parquet
+from rollbench.record.episode_row import EpisodeRow, EpisodeRowError, current_columns
 
 
 def _sql_glob(path: Path) -> str:
@@ -54,13 +55,21 @@ EPISODE_TYPES: dict[str, tuple[tuple[str, ...], bool]] = {
     "rollbench/termination_reason": (("VARCHAR",), False),
     "rollbench/error": (("VARCHAR",), True),
     "rollbench/render_failure": (("VARCHAR",), True),
-    "rollbench/render_fault": (("VARCHAR",), True),  # its name before issue 29 (record.lerobot.RENAMED_FIELDS)
+    "rollbench/render_fault": (("VARCHAR",), True),  # its name before issue 29 (record.episode_row.RENAMED_FIELDS)
     "rollbench/steps": (_INT, True),
     "rollbench/instruction": (("VARCHAR",), True),
     "rollbench/variant": (("VARCHAR",), True),
     "rollbench/transcript": (("VARCHAR",), True),
     "rollbench/return": (_FLOAT, True),
     "rollbench/wall_time_s": (_FLOAT, True),
+    # read into record.episode_row.EpisodeRow too (a run of an older rollbench may lack them)
+    "tasks": (("VARCHAR[]",), True),
+    "data/chunk_index": (_INT, True),
+    "data/file_index": (_INT, True),
+    "meta/episodes/chunk_index": (_INT, True),
+    "meta/episodes/file_index": (_INT, True),
+    "rollbench/error_fault": (("VARCHAR",), True),
+    "rollbench/wire_capture": (("VARCHAR",), True),
 }
 STEP_TYPES: dict[str, tuple[tuple[str, ...], bool]] = {
     "episode_index": (_INT, False),
@@ -191,6 +200,21 @@ def query(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     return [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
 
 
+def episode_rows(con: duckdb.DuckDBPyConnection, violations: list[str]) -> list[EpisodeRow]:
+    """The rows of the loaded ``episodes`` table (``meta/episodes``), by index, as :class:`EpisodeRow` records; none
+    (and a violation saying why) when they lack a column grading needs or a row does not read as one (a column of
+    another type: :data:`EPISODE_TYPES` names the files of most such, file by file)."""
+    rows = query(con, "SELECT * FROM episodes ORDER BY episode_index")
+    if rows and (lacking := missing_episode_columns(current_columns(rows[0]))):
+        violations.append(f"the episode rows (meta/episodes) lack the columns {lacking}; no episode can be graded")
+        return []
+    try:
+        return [EpisodeRow.from_row(r) for r in rows]
+    except EpisodeRowError as exc:
+        violations.append(f"the episode rows (meta/episodes) are not rollbench's ({exc}); no episode can be graded")
+        return []
+
+
 PER_EPISODE = """SELECT episode_index, count(*) FILTER (WHERE NOT pad) AS steps, count(*) AS rows,
        count(*) FILTER (WHERE pad) AS pads, sum("next.reward") AS ret,
        sum(abs("next.reward")) AS abs_ret,
@@ -246,7 +270,7 @@ def percentiles(con: duckdb.DuckDBPyConnection, has_steps: bool) -> Latency:
 def data_location_problems(
     con: duckdb.DuckDBPyConnection,
     run_dir: Path,
-    meta: list[dict[str, Any]],
+    meta: list[EpisodeRow],
     info: dict[str, Any],
     data_files: list[Path],
 ) -> list[str]:
@@ -265,12 +289,12 @@ def data_location_problems(
     }
     template, out, seen = info.get("data_path"), [], set()
     for m in meta:
-        e = m["episode_index"]
+        e = m.episode_index
         if e in seen or e not in where:
             continue
         seen.add(e)
         try:
-            rel = fill_template(template, chunk_index=m.get("data/chunk_index"), file_index=m.get("data/file_index"))
+            rel = fill_template(template, chunk_index=m.data_chunk_index, file_index=m.data_file_index)
         except ValueError as exc:
             return [f"meta/info.json's data_path {quoted(str(template))} cannot be filled in for episode {e} ({exc}): "
                     "LeRobot readers cannot find its step rows"]  # fmt: skip

@@ -11,12 +11,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rollbench.record.episode_row import EPISODE_FIELDS
 from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.lerobot import (
     CHUNKS_SIZE,
     CODEBASE_VERSION,
     DATA_PATH,
-    EPISODE_FIELDS,
     EPISODES_PATH,
     VIDEO_PATH,
 )
@@ -25,7 +25,7 @@ from rollbench.record.on_disk import FeatureStats
 
 def meta_schema(video_keys: list[str]) -> pa.Schema:
     """The schema of a ``meta/episodes`` row: LeRobot v3.0's columns (per-camera video columns for ``video_keys``)
-    then rollbench's own (:data:`rollbench.record.lerobot.EPISODE_FIELDS`)."""
+    then rollbench's own (:data:`rollbench.record.episode_row.EPISODE_FIELDS`)."""
     fields: list[tuple[str, pa.DataType]] = [
         ("episode_index", pa.int64()),
         ("tasks", pa.list_(pa.string())),

@@ -55,6 +55,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.contracts import TaskInfo
 from rollbench.core.episode import EpisodeRecord
+from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import encode_video, resolve_inside
 
 CODEBASE_VERSION = "v3.0"
@@ -78,48 +79,6 @@ DELAY_COLUMNS: dict[str, pa.DataType] = {
     "policy.chunk_index": pa.int64(),
     "policy.hold": pa.bool_(),
 }
-
-# rollbench's own per-episode columns in meta/episodes (prefixed so LeRobot readers ignore them)
-EPISODE_FIELDS: dict[str, pa.DataType] = {
-    "rollbench/task": pa.string(),
-    "rollbench/trial": pa.int64(),
-    "rollbench/seed": pa.int64(),
-    "rollbench/initial_state": pa.int64(),
-    "rollbench/instruction": pa.string(),
-    "rollbench/variant": pa.string(),
-    "rollbench/max_steps": pa.int64(),
-    "rollbench/success_rule": pa.string(),
-    "rollbench/success": pa.bool_(),
-    "rollbench/success_at_reset": pa.bool_(),
-    "rollbench/termination_reason": pa.string(),
-    "rollbench/error": pa.string(),
-    "rollbench/error_fault": pa.string(),
-    "rollbench/steps": pa.int64(),
-    "rollbench/return": pa.float64(),
-    "rollbench/wall_time_s": pa.float64(),
-    "rollbench/render_failure": pa.string(),
-    "rollbench/transcript": pa.string(),
-    "rollbench/wire_capture": pa.string(),
-}
-
-
-# episode-row columns renamed since they were first recorded: old name -> current name. Readers of episode rows take
-# them through current_row (a run recorded before, or resumed across, the rename still reads and grades); the writer
-# writes only the current name. rollbench/render_fault: issue 29, "fault" names only the category of an error.
-RENAMED_FIELDS: dict[str, str] = {"rollbench/render_fault": "rollbench/render_failure"}
-
-
-def current_row(row: dict[str, Any]) -> dict[str, Any]:
-    """An episode row (a meta/episodes row or a staged ``episode.json``, of any rollbench version) with every
-    :data:`RENAMED_FIELDS` column under its current name: the old column's value where the current one is missing or
-    null; the old column is dropped."""
-    out = dict(row)
-    for old, new in RENAMED_FIELDS.items():
-        if old in out:
-            value = out.pop(old)
-            if out.get(new) is None:
-                out[new] = value
-    return out
 
 
 def chunk_file(episode_index: int) -> tuple[int, int]:
@@ -285,33 +244,35 @@ def _table(steps: _Steps, fps: int, episode_index: int, task_index: int) -> pa.T
     )
 
 
-def episode_row(rec: EpisodeRecord, render_failure: str | None) -> dict[str, Any]:
-    """The episode's facts: rollbench's ``rollbench/*`` columns plus length, indices and the error traceback."""
+def episode_row(rec: EpisodeRecord, render_failure: str | None) -> EpisodeRow:
+    """The episode's row as staged: rollbench's ``rollbench/*`` facts plus length (steps), indices and the error
+    traceback (the writer adds LeRobot's bookkeeping when it commits it)."""
     p, arts = rec.planned, artifacts_of(rec)
-    return {
-        "rollbench/task": p.task,
-        "rollbench/trial": p.trial,
-        "rollbench/seed": p.seed,
-        "rollbench/initial_state": p.initial_state,
-        "rollbench/instruction": p.instruction,
-        "rollbench/variant": p.variant,
-        "rollbench/max_steps": p.max_steps,
-        "rollbench/success_rule": p.success_rule,
-        "rollbench/success": rec.success,
-        "rollbench/success_at_reset": rec.success_at_reset,
-        "rollbench/termination_reason": rec.termination_reason,
-        "rollbench/error": rec.error,
-        "rollbench/error_fault": rec.error_fault,
-        "rollbench/steps": rec.length,
-        "rollbench/return": float(rec.rewards.astype(np.float64).sum()),
-        "rollbench/wall_time_s": rec.wall_time_s,
-        "rollbench/render_failure": render_failure,
-        **{f"rollbench/{k}": artifact_path(k, p.episode_index) if k in arts else None for k in ARTIFACT_PATHS},
-        "length": rec.length,
-        "episode_index": p.episode_index,
-        "task_index": p.task_index,
-        "traceback": rec.error_traceback,
-    }
+    return EpisodeRow(
+        episode_index=p.episode_index,
+        length=rec.length,
+        task=p.task,
+        trial=p.trial,
+        seed=p.seed,
+        initial_state=p.initial_state,
+        instruction=p.instruction,
+        variant=p.variant,
+        max_steps=p.max_steps,
+        success_rule=p.success_rule,
+        success=rec.success,
+        success_at_reset=rec.success_at_reset,
+        termination_reason=rec.termination_reason,
+        error=rec.error,
+        error_fault=rec.error_fault,
+        steps=rec.length,
+        return_=float(rec.rewards.astype(np.float64).sum()),
+        wall_time_s=rec.wall_time_s,
+        render_failure=render_failure,
+        transcript=artifact_path("transcript", p.episode_index) if "transcript" in arts else None,
+        wire_capture=artifact_path("wire_capture", p.episode_index) if "wire_capture" in arts else None,
+        task_index=p.task_index,
+        traceback=rec.error_traceback,
+    )
 
 
 def stage_episode(run_dir: Path, rec: EpisodeRecord, fps: int, render_failure: str | None = None) -> bool:
@@ -353,7 +314,7 @@ def write_episode_files(directory: Path, rec: EpisodeRecord, fps: int, render_fa
             encode_video(directory / f"{video_key(cam)}.mp4", frames, fps, durable=False)
     for kind, data in artifacts_of(rec).items():
         (directory / f"{kind}.jsonl").write_bytes(data)
-    (directory / "episode.json").write_text(json.dumps(episode_row(rec, render_failure)))
+    (directory / "episode.json").write_text(json.dumps(episode_row(rec, render_failure).to_staged()))
 
 
 def tasks_table(instructions: Sequence[str]) -> pa.Table:

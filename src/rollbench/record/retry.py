@@ -16,11 +16,11 @@ also on a later resume if this one was interrupted first).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.grade_model import GradedEpisode
-from rollbench.core.runlog_model import NewOutcome, Replacement, RunLog
+from rollbench.core.runlog_model import NewOutcome, ReplacedOutcome, Replacement, RunLog
+from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file
 from rollbench.record.runlog import utc_now, write_run_log
@@ -36,19 +36,19 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def _selected(row: dict[str, Any], mode: str) -> bool:
-    if row.get("rollbench/termination_reason") != "error" or mode == "none":
+def _selected(row: EpisodeRow, mode: str) -> bool:
+    if row.termination_reason != "error" or mode == "none":
         return False
-    return mode == "all" or row.get("rollbench/error_fault") == "infrastructure"
+    return mode == "all" or row.error_fault == "infrastructure"
 
 
-def _old(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "termination_reason": row.get("rollbench/termination_reason"),
-        "error": row.get("rollbench/error"),
-        "error_fault": row.get("rollbench/error_fault"),
-        "length": row.get("rollbench/steps", row.get("length")),
-    }
+def _old(row: EpisodeRow) -> ReplacedOutcome:
+    return ReplacedOutcome(
+        termination_reason=row.termination_reason,
+        error=row.error,
+        error_fault=row.error_fault,
+        length=row.length if "rollbench/steps" in row.missing else row.steps,
+    )
 
 
 def retry_errored(run_dir: Path, writer: DatasetWriter, log: RunLog, mode: str) -> list[int]:
@@ -57,15 +57,17 @@ def retry_errored(run_dir: Path, writer: DatasetWriter, log: RunLog, mode: str) 
     check_mode(mode)
     if mode == "none":
         return []
-    chosen: dict[int, dict[str, Any]] = {}
+    chosen: dict[int, EpisodeRow] = {}
     for e in range(writer.committed):
         c, f = chunk_file(e)
-        row = read_parquet(run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)).to_pylist()[0]
+        row = EpisodeRow.from_row(
+            read_parquet(run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)).to_pylist()[0]
+        )
         if _selected(row, mode):
             chosen[e] = row
     staged: set[int] = set()
     for e in writer.staged():
-        row = read_regular_json(run_dir / STAGING / f"episode-{e:06d}" / "episode.json", run_dir)
+        row = EpisodeRow.from_row(read_regular_json(run_dir / STAGING / f"episode-{e:06d}" / "episode.json", run_dir))
         if _selected(row, mode):
             chosen[e] = row
             staged.add(e)
@@ -77,9 +79,9 @@ def retry_errored(run_dir: Path, writer: DatasetWriter, log: RunLog, mode: str) 
         Replacement.model_validate(
             {
                 "episode_index": e,
-                "task": row["rollbench/task"],
-                "trial": row["rollbench/trial"],
-                "seed": row["rollbench/seed"],
+                "task": row.task,
+                "trial": row.trial,
+                "seed": row.seed,
                 "retry_errors": mode,
                 "time": now,
                 "execution": execution,

@@ -6,7 +6,8 @@ handed over with a hostile file in it. Before a staged episode is committed, :fu
 
 * ``episode.json`` is a JSON object whose ``length`` is an integer >= 0, whose ``episode_index`` is the episode's
   own and ``task_index`` an integer index of the run's instructions, and whose every episode-row column
-  (:data:`~rollbench.record.lerobot.EPISODE_FIELDS`) converts to its column type (no object, list or string where
+  (:data:`~rollbench.record.episode_row.EPISODE_FIELDS`, read by
+  :meth:`~rollbench.record.episode_row.EpisodeRow.from_row`) converts to its column type (no object, list or string where
   a number belongs) and, when a float, is a finite number (no NaN or inf return or wall time);
 * given the episode's entry of run.json's plan, every plan field the row carries (:data:`PLAN_FIELDS`: task, trial,
   seed, initial state, instruction, variant, horizon, success rule, task index) is the plan's: a staged episode
@@ -22,7 +23,6 @@ A staged episode that fails is named and removed by the writer (it runs again); 
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rollbench.core.plan import PlannedEpisode
-from rollbench.record.lerobot import DELAY_COLUMNS, EPISODE_FIELDS, current_row, padding_frame
+from rollbench.record.episode_row import EpisodeRow, EpisodeRowError
+from rollbench.record.lerobot import DELAY_COLUMNS, padding_frame
 from rollbench.record.safe_files import open_regular, read_regular_json
 
 STAGED_NAME = re.compile(r"episode-([0-9]{6})")  # stage_files's exact name: episode-EEEEEE
@@ -80,11 +81,10 @@ def _int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _row_damage(row: object, episode_index: int | None, shape: StagedShape | None) -> tuple[str | None, int]:
-    """(why ``episode.json``'s object is not a staged row of this episode, its length)."""
+def _row_damage(row: object, episode_index: int | None, shape: StagedShape | None) -> tuple[str | EpisodeRow, int]:
+    """(why ``episode.json``'s object is not a staged row of this episode, else the row; its length)."""
     if not isinstance(row, dict):
         return f"episode.json holds a {type(row).__name__}, not an object", 0
-    row = current_row(row)
     raw = row.get("length")
     if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
         return f"episode.json: length {repr(raw)[:40]} is not an integer >= 0", 0
@@ -94,40 +94,27 @@ def _row_damage(row: object, episode_index: int | None, shape: StagedShape | Non
     task = row.get("task_index")
     if shape is not None and not (isinstance(task, int) and not isinstance(task, bool) and 0 <= task < shape.n_tasks):
         return f"episode.json: task_index {repr(task)[:40]} is not one of the run's 0..{shape.n_tasks - 1}", length
-    for name, dtype in EPISODE_FIELDS.items():
-        value = row.get(name)
-        if isinstance(value, dict | list) or (value is not None and not _converts(value, dtype)):
-            return f"episode.json: {name} is a {type(value).__name__}, not a {dtype}", length
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"episode.json: {name} is {value}, not a finite number", length
-    return None, length
+    try:
+        return EpisodeRow.from_row(row, finite=True), length
+    except EpisodeRowError as exc:
+        return f"episode.json: {exc}", length
 
 
-def _plan_damage(row: dict[str, Any], planned: PlannedEpisode) -> str | None:
+def _plan_damage(row: EpisodeRow, planned: PlannedEpisode) -> str | None:
     """Why the staged row contradicts its plan entry (the first :data:`PLAN_FIELDS` column that differs), or None."""
     for column, field in PLAN_FIELDS.items():
-        value, want = row.get(column), getattr(planned, field)
+        value, want = getattr(row, field), getattr(planned, field)
         if value != want or isinstance(value, bool) != isinstance(want, bool):
             return f"episode.json: {column} {repr(value)[:60]} is not the plan's {repr(want)[:60]}"
     return None
 
 
-def _converts(value: object, dtype: pa.DataType) -> bool:
-    if pa.types.is_string(dtype):
-        return isinstance(value, str)
-    if pa.types.is_boolean(dtype):
-        return isinstance(value, bool)
-    if pa.types.is_integer(dtype):
-        return _int(value)
-    return _int(value) or isinstance(value, float)
-
-
-def _data_damage(table: pa.Table, row: dict[str, Any], e: int | None, shape: StagedShape) -> str | None:
+def _data_damage(table: pa.Table, row: EpisodeRow, e: int | None, shape: StagedShape) -> str | None:
     schema = table.schema.remove_metadata()
     if not any(schema.equals(s) for s in shape.schemas()):
         return f"data.parquet has columns {', '.join(schema.names)[:200]}, not this run's"
     n = table.num_rows
-    want = {"task_index": row["task_index"], **({"episode_index": e} if e is not None else {})}
+    want = {"task_index": row.task_index, **({"episode_index": e} if e is not None else {})}
     for col, value in want.items():
         if not np.array_equal(table[col].to_numpy(), np.full(n, value)):
             return f"data.parquet: its {col} column is not {value} on every row"
@@ -136,7 +123,7 @@ def _data_damage(table: pa.Table, row: dict[str, Any], e: int | None, shape: Sta
     rewards = table["next.reward"].to_numpy().astype(np.float64)
     if not np.isfinite(rewards).all():
         return "data.parquet: its next.reward column holds NaN or inf"
-    ret = row.get("rollbench/return")
+    ret = row.return_
     if ret is not None and not abs(float(rewards.sum()) - ret) <= 1e-6 * float(np.abs(rewards).sum()) + 1e-9:
         return f"data.parquet: its next.reward rows sum to {rewards.sum():g}, episode.json says return {ret:g}"
     return None
@@ -155,10 +142,10 @@ def staged_damage(
         row = read_regular_json(staged / "episode.json")
     except (OSError, ValueError, TypeError, RecursionError) as exc:
         return f"episode.json: {type(exc).__name__}: {exc}"
-    why, length = _row_damage(row, episode_index, shape)
-    if why is None and planned is not None:
-        why = _plan_damage(current_row(row), planned)
-    if why is not None:
+    parsed, length = _row_damage(row, episode_index, shape)
+    if isinstance(parsed, str):
+        return parsed
+    if planned is not None and (why := _plan_damage(parsed, planned)) is not None:
         return why
     try:
         with open_regular(staged / "data.parquet") as raw, pq.ParquetFile(raw) as f:
@@ -169,7 +156,7 @@ def staged_damage(
     if rows != max(length, 1):
         return f"data.parquet holds {rows} rows, its episode.json says length {length}"
     if table is not None and shape is not None:
-        why = _data_damage(table, current_row(row), episode_index, shape)
+        why = _data_damage(table, parsed, episode_index, shape)
         if why is not None:
             return why
     empty = sorted(f.name for f in staged.iterdir() if f.suffix in (".mp4", ".jsonl") and f.lstat().st_size == 0)

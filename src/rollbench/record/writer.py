@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 from rollbench.core.episode import EpisodeRecord
 from rollbench.core.plan import PlannedEpisode
 from rollbench.record.derived import add_stats, info_document, meta_schema, write_videos_index
+from rollbench.record.episode_row import EpisodeRow, VideoSpan
 from rollbench.record.files import (
     atomic_write_bytes,
     atomic_write_json,
@@ -33,14 +35,12 @@ from rollbench.record.files import (
 from rollbench.record.lerobot import (
     ARTIFACT_PATHS,
     DATA_PATH,
-    EPISODE_FIELDS,
     EPISODES_PATH,
     NUMERIC_FEATURES,
     STAGING,
     VIDEO_PATH,
     artifacts_of,
     chunk_file,
-    current_row,
     episode_row,
     episode_table,
     padding_frame,
@@ -256,8 +256,9 @@ class DatasetWriter:
 
     def _restage(self, e: int) -> None:
         """Stage committed episode ``e`` again from its files (as ``stage_episode`` would have staged it)."""
-        row = read_parquet(self._path(EPISODES_PATH, e)).to_pylist()[0]
-        row["task_index"] = self.instructions.index(row["tasks"][0])
+        row = EpisodeRow.from_row(read_parquet(self._path(EPISODES_PATH, e)).to_pylist()[0])
+        task_index = self.instructions.index(row.tasks[0])
+        row = dataclasses.replace(row, task_index=task_index)
         final = self.run_dir / STAGING / f"episode-{e:06d}"
         tmp = self.run_dir / STAGING / f".tmp-{e:06d}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir(parents=True)
@@ -268,16 +269,16 @@ class DatasetWriter:
                 pq.write_table(table.drop_columns(["index"]), tmp / "data.parquet")
             else:  # recorded before padding frames existed: no data file for an episode without steps
                 dims = (self.features["observation.state"]["shape"][0], self.features["action"]["shape"][0])
-                pq.write_table(padding_frame(*dims, e, row["task_index"]), tmp / "data.parquet")
-                row["rollbench/steps"] = 0
+                pq.write_table(padding_frame(*dims, e, task_index), tmp / "data.parquet")
+                row = dataclasses.replace(row, steps=0)
             for key in self.video_keys:
                 video = self._path(VIDEO_PATH, e, video_key=key)
                 if video.exists():
                     os.link(video, tmp / f"{key}.mp4")
             for kind in self.artifact_kinds:
-                if row.get(f"rollbench/{kind}") is not None and is_regular(art := self._path(ARTIFACT_PATHS[kind], e)):
+                if getattr(row, kind) is not None and is_regular(art := self._path(ARTIFACT_PATHS[kind], e)):
                     os.link(art, tmp / f"{kind}.jsonl")
-            (tmp / "episode.json").write_text(json.dumps(row))
+            (tmp / "episode.json").write_text(json.dumps(row.to_staged()))
             for f in tmp.iterdir():
                 with open(f, "rb") as fh:
                     os.fsync(fh.fileno())
@@ -294,7 +295,7 @@ class DatasetWriter:
         while self.committed in self.staged():
             e = self.committed
             staged = self.run_dir / STAGING / f"episode-{e:06d}"
-            row = read_regular_json(staged / "episode.json")
+            row = EpisodeRow.from_row(read_regular_json(staged / "episode.json"))
             videos = {k: staged / f"{k}.mp4" for k in self.video_keys if is_regular(staged / f"{k}.mp4")}
             videos.update({k: staged / f"{k}.jsonl" for k in ARTIFACT_PATHS if is_regular(staged / f"{k}.jsonl")})
             self._commit(e, read_parquet(staged / "data.parquet"), row, videos)
@@ -329,7 +330,7 @@ class DatasetWriter:
         self._write_info()
         return True
 
-    def _commit(self, e: int, table: pa.Table, row: dict[str, Any], videos: dict[str, Path]) -> None:
+    def _commit(self, e: int, table: pa.Table, row: EpisodeRow, videos: dict[str, Path]) -> None:
         """Write episode ``e``'s data file, place its videos and artifacts (``videos`` holds both: video key or
         artifact kind -> file), then its meta row (the commit point)."""
         n = table.num_rows
@@ -342,33 +343,20 @@ class DatasetWriter:
             src = videos.get(kind)
             if src is not None:
                 _place(src, self._path(ARTIFACT_PATHS[kind], e))
-        c, f = chunk_file(e)
-        meta: dict[str, Any] = {
-            "episode_index": e,
-            "tasks": [self.instructions[row["task_index"]]],
-            "length": n,
-            "data/chunk_index": c,
-            "data/file_index": f,
-            "dataset_from_index": start,
-            "dataset_to_index": start + n,
-        }
+        spans: dict[str, VideoSpan] = {}
         for key in self.video_keys:
             src = videos.get(key)
-            if src is None and row.get("rollbench/steps") == 0:  # the padding frame's video: one black frame
+            if src is None and row.steps == 0:  # the padding frame's video: one black frame
                 src = self._path(VIDEO_PATH, e, video_key=key)
                 encode_video(src, [np.zeros(self.features[key]["shape"], dtype=np.uint8)], self.fps)
             if src is not None:
                 _place(src, self._path(VIDEO_PATH, e, video_key=key))
-            has = src is not None
-            meta[f"videos/{key}/chunk_index"] = c if has else None
-            meta[f"videos/{key}/file_index"] = f if has else None
-            meta[f"videos/{key}/from_timestamp"] = 0.0 if has else None
-            meta[f"videos/{key}/to_timestamp"] = n / self.fps if has else None
-        meta["meta/episodes/chunk_index"] = c
-        meta["meta/episodes/file_index"] = f
-        row = current_row(row)  # a staged row of a rollbench before a column was renamed
-        meta.update({k: row.get(k) for k in EPISODE_FIELDS})  # a run recorded before a column existed: null
-        atomic_write_parquet(self._path(EPISODES_PATH, e), pa.Table.from_pylist([meta], schema=self._meta_schema()))
+                spans[key] = VideoSpan(*chunk_file(e), 0.0, n / self.fps)
+        assert row.task_index is not None  # a staged row: the writer staged it, the staged check read it
+        meta = row.committed([self.instructions[row.task_index]], n, chunk_file(e), start, spans)
+        # a run recorded before a column existed: null
+        table_row = pa.Table.from_pylist([meta.to_row(self.video_keys)], schema=self._meta_schema())
+        atomic_write_parquet(self._path(EPISODES_PATH, e), table_row)
         # ---- commit point passed ----
         self.lengths.append(n)
         self._add_stats(table)

@@ -43,6 +43,7 @@ from typing import Literal, Protocol
 from rollbench.core.contracts import EpisodeError, InfrastructureError, RollbenchError, TaskInfo
 from rollbench.core.episode import failed_episode
 from rollbench.core.plan import PlannedEpisode
+from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import read_parquet
 from rollbench.record.lerobot import EPISODES_PATH, STAGING, chunk_file, stage_episode
 from rollbench.record.safe_files import read_regular_json
@@ -113,22 +114,15 @@ def recorded_summary(run_dir: Path, planned: PlannedEpisode) -> EpisodeSummary |
     e = planned.episode_index
     staged = run_dir / STAGING / f"episode-{e:06d}" / "episode.json"
     if staged.exists():
-        row = read_regular_json(staged, run_dir)
+        row = EpisodeRow.from_row(read_regular_json(staged, run_dir))
     else:
         c, f = chunk_file(e)
         meta = run_dir / EPISODES_PATH.format(chunk_index=c, file_index=f)
         if not meta.exists():
             return None
-        row = read_parquet(meta).to_pylist()[0]
-    steps = row.get("rollbench/steps")  # the committed "length" counts an episode's padding frame
-    return EpisodeSummary(
-        e,
-        planned.task,
-        bool(row["rollbench/success"]),
-        int(row["length"] if steps is None else steps),
-        row["rollbench/termination_reason"],
-        False,
-    )
+        row = EpisodeRow.from_row(read_parquet(meta).to_pylist()[0])
+    steps = row.length if row.steps is None else row.steps  # the committed length counts a padding frame
+    return EpisodeSummary(e, planned.task, row.success, steps, row.termination_reason, False)
 
 
 class _Pool:

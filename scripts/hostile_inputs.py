@@ -28,6 +28,12 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * issue 42's classes (``scripts/hostile_trust.py``): run.json naming servers or agents, plans that no longer resolve,
   output options inside a run, out-of-range bounds, impossible robustness controls, MCP peers naming URLs, a
   finished run resumed again.
+* issue 42's last credential leaks (``scripts/hostile_credentials.py``): policy URLs with a fragment or a secret in
+  their path refused without echoing it; header values nested in policy options, cookie text and URL secrets in a
+  recorded run left out of every byte ``release`` writes.
+* hostile round 5's reply classes (``scripts/hostile_replies.py``): policy servers and model providers whose replies
+  carry the client's credential (bad header lines, websocket ``Upgrade``, dtypes, keys, resets, batch statuses, error
+  bodies, odd ``Retry-After``, oversized replies): never quoted anywhere.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -51,6 +57,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hostile_credentials  # issue 42's last credential leaks, beside this script
+import hostile_replies  # hostile round 5's reply classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -464,6 +472,8 @@ def main() -> int:
         r.served()
         round4(r, a.n)  # issue 42's classes (scripts/hostile_round4.py)
         hostile_trust.run_all(r, a.n)
+        hostile_credentials.run_all(r, a.n)
+        hostile_replies.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

@@ -10,7 +10,9 @@
   the others, ``summarize`` and ``release`` refuse it in one line;
 * a release of a run holding another run or a hard link to a file outside it: exit 2, nothing written;
 * a staged episode contradicting the plan or holding NaN/inf: named, re-run at its planned seed; a file release cannot
-  scan for secrets (random binary under any name): exit 2, one line, nothing written.
+  scan for secrets (random binary under any name): exit 2, one line, nothing written;
+* hostile round 5: a plan naming no task or episodes of a task it does not list (``runs`` lists it as damaged,
+  ``grade`` names it), a ``data_path`` leading outside the run (absolute or climbing out; ``grade`` names it).
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ def round4(r: Any, n: int) -> None:
                ["eval", "--resume", "RUN"], {0}, False, "not named like a staged episode")  # fmt: skip
     _plan_and_unscanned(r, rng)
     _strict_and_release(r, rng)
+    _round5(r, rng)
 
 
 def _plan_and_unscanned(r: Any, rng: Any) -> None:
@@ -186,3 +189,32 @@ def _strict_and_release(r: Any, rng: Any) -> None:
         os.link(run.parent / "canary" / "keep.txt", run / "notes.txt")
 
     r.case("r4-release-hard-link", hard_link, release, {2}, False, "some outside the run")
+
+
+def _round5(r: Any, rng: Any) -> None:
+    """Hostile round 5, F6 and F7 (the policy-output class, F5, is tests/test_json_streams.py's table)."""
+
+    def plan(change: str) -> Any:
+        def tamper(run: Path) -> None:
+            log = json.loads((run / "run.json").read_text())
+            if change == "no-task":
+                log["plan"]["tasks"] = []
+            else:
+                log["plan"]["episodes"][rng.randrange(len(log["plan"]["episodes"]))]["task"] = "scripted/elsewhere"
+            (run / "run.json").write_text(json.dumps(log))
+
+        return tamper
+
+    for change in ("no-task", "stray-episode"):
+        r.case(f"r5-plan-{change}-runs", plan(change), ["runs", "DIR"], {0}, True, "damaged: run")
+        r.case(f"r5-plan-{change}-grade", plan(change), ["grade", "RUN"], {1}, True, "which plan.tasks does not list"
+               if change != "no-task" else "plan names no task")  # fmt: skip
+    outside = rng.choice(["DIR/canary/data", "../canary/data", "data/../../canary/data", "/data"])
+
+    def data_path(run: Path) -> None:
+        info = json.loads((run / "meta/info.json").read_text())
+        where = outside.replace("DIR", str(run.parent))
+        info["data_path"] = where + "/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+        (run / "meta/info.json").write_text(json.dumps(info))
+
+    r.case("r5-data-path-outside", data_path, ["grade", "RUN"], {1}, True, "leads outside the run directory")

@@ -17,7 +17,7 @@ import httpx
 import uvicorn
 
 from rollbench.api import evaluate
-from rollbench.cli.dashboard import build_dashboard
+from rollbench.cli.dashboard import DashboardOptions, build_dashboard
 from rollbench.dashboard.app import create_app
 
 
@@ -38,7 +38,8 @@ class ServerThread:
 
     def __init__(self, roots: list[Path], labels: Path, **options: Any) -> None:
         options.setdefault("sync_budget_s", 600.0)  # tests see every run graded on the first listing
-        self.dashboard = build_dashboard(roots, labels, **options)
+        options["peers"] = tuple(options.get("peers", ()))
+        self.dashboard = build_dashboard(roots, labels, DashboardOptions(**options))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(create_app(self.dashboard), host="127.0.0.1", port=self.port, log_level="warning")

@@ -15,6 +15,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -290,3 +291,65 @@ def hostile_http_server() -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+@dataclass(frozen=True)
+class RawRequest:
+    """One HTTP/1.1 request as a raw server read it: ``n`` counts the server's requests from 0."""
+
+    n: int
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+
+
+@contextmanager
+def raw_http_server(answer: Callable[[RawRequest], bytes]) -> Iterator[str]:
+    """A real TCP server on 127.0.0.1 that reads one HTTP/1.1 request per connection and writes ``answer(request)``
+    as it is, then closes; yields ``http://127.0.0.1:PORT``. It can send what no HTTP server library would: a
+    malformed header line, a ``101`` with a hostile ``Upgrade`` header, an error body echoing the request's
+    ``Authorization``."""
+    import socketserver
+
+    count = [0]
+    lock = threading.Lock()
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                data = self.request.recv(4096)
+                if not data:
+                    return
+                head += data
+            raw, _, body = head.partition(b"\r\n\r\n")
+            first, *lines = raw.decode("latin-1").split("\r\n")
+            headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+            need = int(headers.get("content-length", "0") or 0)
+            while len(body) < need:
+                data = self.request.recv(65536)
+                if not data:
+                    break
+                body += data
+            method, path, *_ = [*first.split(" "), "", ""]
+            with lock:
+                n, count[0] = count[0], count[0] + 1
+            self.request.sendall(answer(RawRequest(n, method, path, headers, body)))
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def http_reply(status: int, body: bytes, *headers: str) -> bytes:
+    """A well-formed HTTP/1.1 reply (``Connection: close``) with ``body`` and the extra ``headers`` lines."""
+    head = [f"HTTP/1.1 {status} X", f"Content-Length: {len(body)}", "Connection: close", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body

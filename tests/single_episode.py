@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from rollbench.core.contracts import Env, Policy
 from rollbench.core.episode import EpisodeRecord
 from rollbench.core.plan import PlannedEpisode
-from rollbench.run.episode import EpisodeRun
+from rollbench.run.episode import EpisodeRun, LoopRules
 
 
 def rollout(
@@ -49,10 +49,7 @@ def rollout(
         planned,
         cameras=cameras,
         record_frames=record_frames,
-        replan_every=replan_every,
-        success_hold=success_hold,
-        latency=latency,
-        stale=stale,
+        rules=LoopRules(replan_every, success_hold, latency, stale),
     )
     run.begin(lambda: policy.reset(env.task, planned.seed))
     while not run.done:

@@ -501,6 +501,15 @@ CASES: list[T] = [
     ("checkpoints-missing-folder", nothing, ["checkpoints", "W/nope", "--env", "scripted/reach", "--out", "W/o"], "W/nope is not a folder of checkpoints"),
     ("checkpoints-incomplete", mkdir("train/checkpoints/000100/pretrained_model"), ["checkpoints", "W/train", "--env", "scripted/reach", "--out", "W/o"], "no complete checkpoint under W/train"),
     ("checkpoints-unknown-family", mkdir("train/checkpoints/000100"), ["checkpoints", "W/train", "--env", "nosuch/x", "--out", "W/o"], "unknown env family 'nosuch'. Valid env families: "),
+    # issue 42: a policy URL's fragment (never sent, only recorded) and secrets in its path are refused like userinfo
+    ("policy-url-fragment", nothing, ["eval", *RUN[:2], "--policy", "http://127.0.0.1:9/act#tok=fR4gS3c", "--out", "W/t"], "policy http://127.0.0.1:9/act#*** has a fragment"),
+    ("policy-url-fragment-access-token", nothing, ["eval", *RUN[:2], "--policy", "ws://127.0.0.1:9#access_token=fR4gS3c", "--out", "W/t"], "ws://127.0.0.1:9#*** has a fragment"),
+    ("policy-url-path-token", nothing, ["eval", *RUN[:2], "--policy", "http://127.0.0.1:9/act/token/pAth5Ecr3t", "--out", "W/t"], "http://127.0.0.1:9/act/token/*** carries credentials"),
+    ("policy-url-path-pair", nothing, ["eval", *RUN[:2], "--policy", "http://127.0.0.1:9/api_key=pAth5Ecr3t/act", "--out", "W/t"], "http://127.0.0.1:9/api_key=***/act carries credentials"),
+    ("policy-url-path-password-segment", nothing, ["eval", *RUN[:2], "--policy", "https://h/Password/Hunter22xyz/act", "--out", "W/t"], "https://h/Password/***/act carries credentials"),
+    ("policy-options-url-fragment", nothing, ["eval", *RUN[:2], "--policy", "gpu-standin", "--policy-options", '{"inner": "ws://h:1/#sig=fR4gS3c"}', "--out", "W/t"], "policy_options.inner ws://h:1/#*** has a fragment"),
+    ("resume-url-fragment", edit_log(lambda log: log["spec"].update(policy="http://127.0.0.1:9/act#tok=fR4gS3c")), ["eval", "--resume", "W/run"], "#*** has a fragment"),
+    ("sequential-url-path-secret", nothing, ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "http://127.0.0.1:9/v1;token=pAth5Ecr3t", "--out", "W/s"], "v1;token=*** carries credentials"),
 ]  # fmt: skip
 
 

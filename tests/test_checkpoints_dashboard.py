@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from checkpoint_policies import expected_success, write_checkpoint
 from cli_in_process import invoke
-from rollbench.cli.dashboard import build_dashboard
+from rollbench.cli.dashboard import DashboardOptions, build_dashboard
 from rollbench.dashboard.app import create_app
 
 SKILLS = {1000: 0.3, 2000: 0.9, 3000: 0.6}
@@ -42,7 +42,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def client(root: Path) -> Iterator[TestClient]:
     labels = root.parent / "labels" / "labels.json"
     labels.parent.mkdir()
-    dash = build_dashboard([root], labels, sync_budget_s=600.0, cache_dir=root.parent / "cache")
+    dash = build_dashboard([root], labels, DashboardOptions(sync_budget_s=600.0, cache_dir=root.parent / "cache"))
     with TestClient(create_app(dash), base_url=BASE) as c:
         yield c
 

@@ -17,7 +17,7 @@ import pytest
 from checkpoint_policies import expected_success, write_checkpoint
 from conftest import REPO, rollbench_bin
 from rollbench.checkpoints.runner import Settings
-from rollbench.checkpoints.watch import watch
+from rollbench.checkpoints.watch import Polling, watch
 from rollbench.run.runners import Execution
 
 N = 6
@@ -41,7 +41,7 @@ def test_a_checkpoint_still_being_written_is_evaluated_only_once_stable(tmp_path
         if skill is not None:
             (folder / "config.json").write_text(json.dumps({"skill": skill, "pad": "x" * len(polls)}))
 
-    doc = watch(run, out, SETTINGS, Execution(), poll_s=0, max_checkpoints=1, sleep=sleep)
+    doc = watch(run, out, SETTINGS, Execution(), Polling(poll_s=0, max_checkpoints=1), sleep=sleep)
     assert polls == [0, 0, 0, 0]  # nothing evaluated while the files changed (3 writes, then one stable poll)
     assert [(r["step"], r["success_rate"]) for r in doc["checkpoints"]] == [(1000, _rate(1.0))]
 
@@ -51,9 +51,8 @@ def test_until_idle_ends_the_watch_and_incomplete_checkpoints_wait(tmp_path: Pat
     write_checkpoint(run, 1000, 0.5)
     (write_checkpoint(run, 2000, 0.5) / "model.safetensors").unlink()  # no weights yet: never evaluated
     clock = iter(float(t) for t in range(100))
-    doc = watch(
-        run, out, SETTINGS, Execution(), poll_s=0, until_idle_s=5, sleep=lambda _: None, clock=lambda: next(clock)
-    )
+    polling = Polling(poll_s=0, until_idle_s=5)
+    doc = watch(run, out, SETTINGS, Execution(), polling, sleep=lambda _: None, clock=lambda: next(clock))
     assert [r["step"] for r in doc["checkpoints"]] == [1000] and not (out / "002000").exists()
 
 

@@ -11,7 +11,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from rollbench.core.contracts import ConfigError
 from rollbench.core.spec import InstructionVariant, build_spec
 from rollbench.mcp.server import build_server
-from rollbench.mcp.strict import check_arguments, rollout_spec
+from rollbench.mcp.strict import ServerBounds, check_arguments, rollout_spec
 
 LIMIT = 4096  # the documented bound, written here by hand
 
@@ -32,7 +32,7 @@ def test_an_instruction_of_the_limit_is_taken_and_one_more_character_is_refused_
 
 def test_the_mcp_tool_refuses_a_longer_instruction_and_its_schema_states_the_bound(tmp_path) -> None:
     with pytest.raises(ToolError, match=f"instruction: String should have at most {LIMIT} characters"):
-        rollout_spec(1000, "scripted-expert", "scripted/reach", 1, 5, 0, "c" * (LIMIT + 1), False)
+        rollout_spec(ServerBounds(1000), "scripted-expert", "scripted/reach", 1, 5, 0, "c" * (LIMIT + 1), False)
     server = build_server(tmp_path)
     (run,) = [t for t in anyio.run(server.list_tools) if t.name == "run_policy_rollout"]
     assert run.input_schema["properties"]["instruction"]["anyOf"][0] == {"maxLength": LIMIT, "type": "string"}

@@ -151,6 +151,71 @@ def test_no_module_over_400_lines() -> None:
     assert long == {}
 
 
+MAX_PARAMETERS = 8  # more travel together in a typed record (issue 41, item 5)
+# Parameter lists that are a user interface (docs/design.md, "Parameters"): the public ``rollbench.evaluate``
+# (keyword arguments of the public API: changing them needs a deprecation) and the MCP tools (their arguments are the
+# tool's published JSON schema). Typer commands (cli.main.COMMANDS) are exempt too: their parameters are the flags.
+WIDE_BY_DESIGN = {
+    ("rollbench.api", "evaluate"),
+    ("rollbench.mcp.server", "_add_run_tool.<locals>.run_policy_rollout"),
+    ("rollbench.mcp.sequential", "add_sequential_tool.<locals>.compare_policies_sequential"),
+}
+
+
+def _functions(node: ast.AST, prefix: str = "") -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function under ``node`` with its ``__qualname__`` (methods and nested functions included)."""
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.append((prefix + child.name, child))
+            found += _functions(child, f"{prefix}{child.name}.<locals>.")
+        elif isinstance(child, ast.ClassDef):
+            found += _functions(child, f"{prefix}{child.name}.")
+        else:
+            found += _functions(child, prefix)
+    return found
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Its parameters, ``*args`` and ``**kwargs`` included, ``self`` and ``cls`` not."""
+    a = fn.args
+    names = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)] + [p.arg for p in (a.vararg, a.kwarg) if p]
+    return len([n for n in names if n not in ("self", "cls")])
+
+
+def test_no_function_takes_more_than_8_parameters_outside_the_user_interfaces() -> None:
+    from rollbench.cli.main import COMMANDS
+
+    commands = {(f.__module__, f.__qualname__) for _, f in COMMANDS}
+    seen: set[tuple[str, str]] = set()
+    wide = []
+    for module, path in sorted(_modules().items()):
+        for qualname, fn in _functions(ast.parse(path.read_text(), str(path))):
+            seen.add((module, qualname))
+            if (n := _parameters(fn)) > MAX_PARAMETERS and (module, qualname) not in commands | WIDE_BY_DESIGN:
+                wide.append(f"{path.relative_to(SRC)}:{fn.lineno} {qualname} ({n} parameters)")
+    assert wide == []
+    assert WIDE_BY_DESIGN - seen == set()  # an exemption names a function that exists
+
+
+MAX_FUNCTION_LINES = 80  # the standards' "no function over ~80 lines"
+
+
+def test_no_function_is_over_80_lines_outside_the_typer_commands() -> None:
+    """Lines from ``def`` to the last statement, docstring included. Typer commands are exempt: their signature is
+    the option table (one ``Annotated`` declaration per flag)."""
+    from rollbench.cli.main import COMMANDS
+
+    commands = {(f.__module__, f.__qualname__) for _, f in COMMANDS}
+    long = []
+    for module, path in sorted(_modules().items()):
+        for qualname, fn in _functions(ast.parse(path.read_text(), str(path))):
+            lines = (fn.end_lineno or fn.lineno) - fn.lineno + 1
+            if lines > MAX_FUNCTION_LINES and (module, qualname) not in commands:
+                long.append(f"{path.relative_to(SRC)}:{fn.lineno} {qualname} ({lines} lines)")
+    assert long == []
+
+
 def test_import_rollbench_stays_light() -> None:
     """``import rollbench`` (and the CLI's module) pulls in no simulator, torch, ray, fastapi, duckdb or pyarrow."""
     heavy = ["mujoco", "metaworld", "robosuite", "torch", "ray", "fastapi", "duckdb", "pyarrow", "libero"]

@@ -55,10 +55,21 @@ def frame_with(header: dict, payload: bytes = b"") -> bytes:
     [
         (b"XXXX\x00\x00\x00\x02{}", "bad magic"),
         (b"RBLR" + struct.pack(">I", frames.MAX_HEADER + 1), "exceeds"),
-        (frame_with({"op": "x", "arrays": [["a", "|O", [1]]]}, b"\x00" * 8), "dtype '|O' is not allowed"),
-        (frame_with({"op": "x", "arrays": [["a", "i4,O", [1]]]}), "is not allowed"),
-        (frame_with({"op": "x", "arrays": [["a", "<f4", [-1]]]}), "bad shape"),
-        (frame_with({"op": "x", "arrays": [["a", "<f4", [1 << 25]]]}), "bad shape"),
+        (
+            frame_with({"op": "x", "arrays": [["a", "|O", [1]]]}, b"\x00" * 8),
+            "^frame header: array entry 0 has a dtype not in",
+        ),
+        (frame_with({"op": "x", "arrays": [["a", "i4,O", [1]]]}), "^frame header: array entry 0 has a dtype not in"),
+        (
+            frame_with({"op": "x", "arrays": [["a", "<f4", [-1]]]}),
+            "^frame header: array entry 0 has a shape that is not 8",
+        ),
+        (
+            frame_with({"op": "x", "arrays": [["<f4", [1]], ["b", "<f4", [1 << 25]]]}),
+            "^frame header: array entry 0 is not",
+        ),
+        (frame_with({"op": "x", "arrays": [["a", "<f4", [1]], ["b", "<f4", [1 << 25]]]}), "entry 1 has a shape"),
+        (b"RBLR" + struct.pack(">I", 3) + b'"\xff"', "^frame header is not UTF-8$"),
         (b"RBLR" + struct.pack(">I", 12) + b'{"a": NaN}  ', "NaN is not allowed"),
         (b"RBLR" + struct.pack(">I", 2) + b"[]", "not a JSON object"),
     ],

@@ -25,7 +25,7 @@ anyio = pytest.importorskip("anyio")
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
-from rollbench.mcp.strict import MAX_EPISODES, rollout_spec  # noqa: E402
+from rollbench.mcp.strict import MAX_EPISODES, ServerBounds, rollout_spec  # noqa: E402
 
 SRC = str(Path(rollbench.__file__).resolve().parents[1])
 TOKEN = "tok-mcp-operator-0123456789"
@@ -123,12 +123,12 @@ def test_allow_policy_takes_only_servers_and_agents(tmp_path: Path, value: str, 
 @pytest.mark.parametrize("n", [MAX_EPISODES + 1, 100_000, 0, -3])
 def test_the_episode_count_of_a_rollout_is_bounded(n: int) -> None:
     with pytest.raises(ToolError) as caught:
-        rollout_spec(100, "zero", "scripted/reach", n, 10, 0, None, False)
+        rollout_spec(ServerBounds(100), "zero", "scripted/reach", n, 10, 0, None, False)
     assert str(caught.value) == (
         f"n_episodes must be between 1 and 1000 (got {n}): it is the number of independently reset episodes to "
         "record per task"
     )
-    assert rollout_spec(100, "zero", "scripted/reach", MAX_EPISODES, 10, 0, None, False).episodes == 1000
+    assert rollout_spec(ServerBounds(100), "zero", "scripted/reach", MAX_EPISODES, 10, 0, None, False).episodes == 1000
 
 
 def test_the_rollout_schema_states_the_episode_bound(tmp_path: Path) -> None:

@@ -437,13 +437,14 @@ def test_a_well_formed_observation_is_answered(served_http) -> None:
 def test_mcp_lerobot_policies_are_only_those_the_server_was_started_with(policy: str) -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from rollbench.mcp.strict import rollout_spec
+    from rollbench.mcp.strict import ServerBounds, rollout_spec
 
+    allowed = ServerBounds(100, ("lerobot:/srv/allowed",))
     with pytest.raises(ToolError, match="not one of the LeRobot checkpoints this server was started with"):
-        rollout_spec(100, policy, "scripted/reach", 1, 10, 0, None, False, ("lerobot:/srv/allowed",))
+        rollout_spec(allowed, policy, "scripted/reach", 1, 10, 0, None, False)
     with pytest.raises(ToolError, match="none"):
-        rollout_spec(100, policy, "scripted/reach", 1, 10, 0, None, False)
-    spec = rollout_spec(100, "lerobot:/srv/allowed", "scripted/reach", 1, 10, 0, None, False, ("lerobot:/srv/allowed",))
+        rollout_spec(ServerBounds(100), policy, "scripted/reach", 1, 10, 0, None, False)
+    spec = rollout_spec(allowed, "lerobot:/srv/allowed", "scripted/reach", 1, 10, 0, None, False)
     assert spec.policy == "lerobot:/srv/allowed"
 
 

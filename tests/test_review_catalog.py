@@ -48,3 +48,24 @@ def test_graded_records_are_reused_after_a_restart_until_the_run_changes(tmp_pat
     assert records == [] and [p.key for p in pending] == ["hostA/point/r"]
     _wait_graded(changed)
     assert sorted(p.name for p in run.rglob("*")) == before  # nothing written inside the run directory
+
+
+def test_a_run_served_from_the_disk_cache_is_the_run_read_from_its_files(tmp_path: Path):
+    """The cache holds the grade document and the dashboard's episodes (graded episode, recorded instruction, file
+    links) as JSON; read back, they are the same models and give the same summary, byte for byte."""
+    import json
+
+    from rollbench.dashboard.catalog import read_run
+    from rollbench.dashboard.summary import run_summary
+
+    run = record_run(tmp_path / "runs" / "r", "hostA", policy="random", episodes=2)
+    Catalog([tmp_path / "runs"], cache_dir=tmp_path / "cache").records()
+    (cached,) = Catalog([tmp_path / "runs"], cache_dir=tmp_path / "cache", sync_budget_s=0).records()[0]
+    fresh = read_run(run)
+    assert cached.result == fresh.result and cached.episodes == fresh.episodes
+    assert [e.instruction for e in fresh.episodes] == ["move the point to the goal"] * 2  # scripted/reach's
+    videos = fresh.episodes[0].artifacts.videos
+    assert {cam: (v.path, v.ready) for cam, v in videos.items()} == {
+        "top": ("videos/observation.images.top/chunk-000/file-000.mp4", True)
+    }
+    assert json.dumps(run_summary(cached)) == json.dumps(run_summary(fresh))

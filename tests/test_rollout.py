@@ -10,7 +10,7 @@ import pytest
 from fault_policies import Overshoot
 from rollbench.core.contracts import Observation, PolicyInfo, PolicyStop, TaskInfo
 from rollbench.policies.basic import RandomPolicy, ScriptedExpert
-from rollbench.run.episode import EpisodeRun
+from rollbench.run.episode import EpisodeRun, LoopRules
 from scripted_replay import make_env, planned, replay
 from single_episode import rollout
 
@@ -215,7 +215,14 @@ def test_images_are_rendered_only_on_the_steps_the_policy_is_asked_and_for_the_v
 
 def test_video_cameras_other_than_the_policys_are_rendered_every_step_and_never_sent() -> None:
     env, pol = _Counting(), _Seeing(chunk=5)
-    run = EpisodeRun(env, planned(max_steps=6), cameras=(), record_frames=True, video_cameras=("top",), replan_every=5)  # type: ignore[arg-type]
+    run = EpisodeRun(
+        env,
+        planned(max_steps=6),
+        cameras=(),
+        record_frames=True,
+        video_cameras=("top",),
+        rules=LoopRules(replan_every=5),
+    )  # type: ignore[arg-type]
     run.begin(lambda: None)
     while not run.done:
         if run.prepare():

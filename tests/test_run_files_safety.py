@@ -529,6 +529,37 @@ def test_a_damaged_path_template_in_info_json_breaks_neither_the_dashboard_nor_g
         assert any("video_path '{file_index:>99999999}' cannot be filled in" in v for v in grade(bad)["violations"])
 
 
+OUTSIDE_TEMPLATES = {
+    "video_path absolute": ("video_path", "{canary}/videos/{{video_key}}/chunk-{{chunk_index:03d}}/file-{{file_index:03d}}.mp4"),
+    "video_path climbing out": ("video_path", "../../canary/videos/{{video_key}}/chunk-{{chunk_index:03d}}/file-{{file_index:03d}}.mp4"),
+    "video_path climbing out midway": ("video_path", "videos/../../../canary/videos/{{video_key}}/chunk-{{chunk_index:03d}}/file-{{file_index:03d}}.mp4"),
+    "data_path absolute": ("data_path", "{canary}/data/chunk-{{chunk_index:03d}}/file-{{file_index:03d}}.parquet"),
+    "data_path climbing out": ("data_path", "../../canary/data/chunk-{{chunk_index:03d}}/file-{{file_index:03d}}.parquet"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(OUTSIDE_TEMPLATES))
+def test_a_path_template_leading_outside_the_run_is_a_named_violation(layout: tuple[Path, Path], case: str) -> None:
+    """Hostile round 5, F7: a meta/info.json data_path/video_path whose text leads outside the run (absolute, or
+    climbing out with ``..``) to a faithful copy of the run's own files is a violation saying so, not OK (no link is
+    involved, so link_violations has nothing to name)."""
+    run, canary = layout
+    shutil.copytree(run / "videos", canary / "videos")  # the copies decode to the right frame counts
+    shutil.copytree(run / "data", canary / "data")
+    field, template = OUTSIDE_TEMPLATES[case]
+    template = template.format(canary=canary)
+    info = json.loads((run / "meta/info.json").read_text())
+    info[field] = template
+    (run / "meta/info.json").write_text(json.dumps(info))
+    r = grade(run)
+    if field == "data_path":  # where episode 0's rows would be read from
+        said = f"leads outside the run directory (to {template.format(chunk_index=0, file_index=0)} for episode 0)"
+    else:
+        said = f"meta/info.json's video_path '{template}' leads outside the run directory; no video it names is read"
+    named = [v for v in r.violations if said in v]
+    assert r.status == "PARTIAL" and len(named) == 1, r.violations
+
+
 # ---- issue 30, a fresh hostile attempt: meta/tasks.parquet, meta/stats.json and step files against meta/info.json ----
 EP1 = f"{DATA}/file-001.parquet"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -128,3 +129,56 @@ def test_a_run_log_object_of_the_wrong_json_type_costs_only_that_run(
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and field in lines[0] and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "rel").exists()
+
+
+def _plan_of_no_task(log: dict) -> None:
+    log["plan"]["tasks"] = []
+
+
+def _plan_task_renamed(log: dict) -> None:
+    log["plan"]["tasks"][0]["name"] = "scripted/reach-final"
+
+
+def _one_episode_of_an_unlisted_task(log: dict) -> None:
+    log["plan"]["episodes"][1]["task"] = "scripted/elsewhere"
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named"),
+    [
+        (_plan_of_no_task, "run.json's plan names no task (plan.tasks is empty)"),
+        (
+            _plan_task_renamed,
+            "plan.episodes[0] names task 'scripted/reach', which plan.tasks does not list (and 1 more",
+        ),
+        (
+            _one_episode_of_an_unlisted_task,
+            "plan.episodes[1] names task 'scripted/elsewhere', which plan.tasks does not",
+        ),
+    ],
+    ids=["no-task", "task-renamed", "episode-of-an-unlisted-task"],
+)
+def test_a_plan_whose_episodes_belong_to_no_listed_task_is_a_damaged_run_costing_only_itself(
+    recorded: Path, tmp_path: Path, tamper: Callable[[dict], None], named: str
+) -> None:
+    """Hostile round 5, F6: ``runs`` (table, JSON, ``--grade``) lists such a run as damaged beside the sound one,
+    never a traceback, and ``grade`` names the violation instead of saying OK."""
+    root = tmp_path / "runs"
+    shutil.copytree(recorded, root / "good")
+    shutil.copytree(recorded, root / "bad")
+    log = json.loads((root / "bad/run.json").read_text())
+    tamper(log)
+    (root / "bad/run.json").write_text(json.dumps(log))
+    for flags in ([], ["--grade"]):
+        listed = invoke("runs", root, "--json", *flags)
+        assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+        rows = {r["run"]: r for r in strict(listed.stdout)}  # type: ignore[union-attr]
+        assert rows["good"]["status"] == "OK" and "damaged" not in rows["good"]
+        assert rows["bad"]["damaged"] is True and named in rows["bad"]["violations"][0]
+        table = invoke("runs", root, *flags)
+        assert table.returncode == 0 and "Traceback" not in table.stderr, table.stderr
+        assert "damaged: bad: " in table.stdout and "(damaged)" in table.stdout
+    graded = invoke("grade", root / "bad", "--json")
+    doc = strict(graded.stdout)
+    assert graded.returncode == 1 and doc["status"] != "OK"  # type: ignore[index]
+    assert [v for v in doc["violations"] if named in v]  # type: ignore[index]

@@ -20,6 +20,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.spec import EvalSpec
 from rollbench.core.urlcreds import masked_credentials
 from rollbench.release.copy import build_release
+from served_policy import served
 
 SRC = str(Path(rollbench.__file__).resolve().parents[1])
 PASSWORD = "Pa55wordXyz9"
@@ -30,9 +31,17 @@ URLS = {  # the URL as typed, the one line names it as
     "bare user": (f"ws://{PASSWORD}@127.0.0.1:18520", "ws://***@127.0.0.1:18520"),
     "api_key": (f"ws://127.0.0.1:18520/?api_key={KEY}&x=1", "ws://127.0.0.1:18520/?api_key=***&x=1"),
     "access_token": (f"http://h:1/act?ACCESS_TOKEN={KEY}", "http://h:1/act?ACCESS_TOKEN=***"),
-    "sig": (f"https://h/act?v=2&sig={SIG}#f", "https://h/act?v=2&sig=***#f"),
+    "sig": (f"https://h/act?v=2&sig={SIG}#f", "https://h/act?v=2&sig=***#***"),
     "token": (f"http://h:1/act?Token={KEY}", "http://h:1/act?Token=***"),
+    # issue 42: a fragment is never sent to a server (only recorded); a secret in the path
+    "fragment": (f"http://127.0.0.1:18520/act#tok={KEY}", "http://127.0.0.1:18520/act#***"),
+    "fragment access_token": (f"ws://h:1/#access_token={KEY}", "ws://h:1/#***"),
+    "path after token": (f"http://h/act/token/{KEY}", "http://h/act/token/***"),
+    "path after API-KEY": (f"http://h/API-KEY/{KEY}/act", "http://h/API-KEY/***/act"),
+    "path pair": (f"http://h/api_key={KEY}/act", "http://h/api_key=***/act"),
+    "path parameter": (f"ws://h:1/v1;Secret={KEY}", "ws://h:1/v1;Secret=***"),
 }
+FRAGMENT_ONLY = ("fragment", "fragment access_token")
 
 
 def rb(*args: object) -> subprocess.CompletedProcess[str]:
@@ -55,7 +64,13 @@ def test_masked_credentials_replaces_only_the_secret(case: str) -> None:
     assert masked_credentials(url) == masked
 
 
-@pytest.mark.parametrize("plain", ["http://127.0.0.1:18520/act", "ws://h:8000/?seed=3", "zero", "agent:openai/gpt"])
+@pytest.mark.parametrize(
+    "plain",
+    [
+        "http://127.0.0.1:18520/act", "ws://h:8000/?seed=3", "zero", "agent:openai/gpt", "http://h/v1/act",
+        "ws://h:1/policy/pi0", "http://h/token/short", "http://h/keys/abc12345xyz", "http://h/act#",
+    ],
+)  # fmt: skip
 def test_a_url_without_credentials_is_not_touched(plain: str) -> None:
     assert masked_credentials(plain) is None
 
@@ -68,6 +83,31 @@ def test_eval_with_credentials_in_the_policy_url_exits_2_before_anything_runs(ca
     line = refusal(r)
     assert f"policy {masked} carries credentials" in line and "ROLLBENCH_SERVER_TOKEN" in line
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("case", [c for c in URLS if c.startswith(("fragment", "path"))])
+def test_eval_refuses_a_policy_url_with_a_fragment_or_a_secret_path_segment(case: str, tmp_path: Path) -> None:
+    url, masked = URLS[case]
+    line = refusal(rb("eval", "--env", "scripted/reach", "--policy", url, "--episodes", "1", "--out", tmp_path / "r"))
+    if case in FRAGMENT_ONLY:
+        assert line == (
+            f"error: policy {masked} has a fragment (#...), which is never sent to a server but would be recorded "
+            "in run.json; drop it (a token goes in ROLLBENCH_SERVER_TOKEN, sent as Authorization: Bearer, never "
+            "recorded)"
+        )
+    else:
+        assert f"policy {masked} carries credentials" in line and "ROLLBENCH_SERVER_TOKEN" in line
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("path", ["/v1/act", "/policy/pi0"])
+@pytest.mark.slow
+def test_a_policy_served_at_an_ordinary_path_is_still_evaluated(path: str, tmp_path: Path) -> None:
+    with served(tmp_path, "scripted-expert", "http", "--path", path) as (url, _, _):
+        assert url.endswith(path)
+        r = rb("eval", "--env", "scripted/reach", "--policy", url, "--episodes", "1", "--out", tmp_path / "run")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "run/run.json").read_text())["spec"]["policy"] == url
 
 
 def test_credentials_in_a_url_nested_in_the_policy_options_are_refused_too(tmp_path: Path) -> None:

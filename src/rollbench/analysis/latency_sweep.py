@@ -26,11 +26,11 @@ _IGNORED = ("latency", "stale")
 
 
 def _point(run: RunData) -> dict[str, Any] | None:
-    if run.log is None:
+    if run.log is None or run.result is None:
         return None
-    result, spec, tasks = run.result or {}, run.log.spec, run.log.plan.tasks
-    overall = result.get("overall")
-    if not overall or not tasks:
+    result, spec, tasks = run.result, run.log.spec, run.log.plan.tasks
+    overall = result.overall
+    if not tasks:
         return None
     fps = int(tasks[0].fps)
     latency = spec.latency
@@ -38,22 +38,22 @@ def _point(run: RunData) -> dict[str, Any] | None:
     if steps is not None:
         delay_ms: float | None = steps * 1000 / fps
     else:  # measured: the mean of the recorded call latencies
-        mean_s = (result.get("latency") or {}).get("mean_s")
+        mean_s = result.latency.mean_s
         delay_ms = mean_s * 1000 if mean_s is not None else None
-    delay = result.get("delay") or {}
+    delay = result.delay
     return {
         "run": run.key,
         "latency": latency,
         "stale": spec.stale if latency != "none" else None,
         "delay_steps": steps,
         "delay_ms": delay_ms,
-        "episodes": overall["episodes"],
-        "successes": overall["successes"],
-        "success_rate": overall["pooled_success_rate"],
-        "ci95_low": overall["pooled_ci95_low"],
-        "ci95_high": overall["pooled_ci95_high"],
-        "hold_share": delay.get("hold_share", 0.0 if latency == "none" else None),
-        "mean_delay_steps": delay.get("mean_delay_steps"),
+        "episodes": overall.episodes,
+        "successes": overall.successes,
+        "success_rate": overall.pooled_success_rate,
+        "ci95_low": overall.pooled_ci95_low,
+        "ci95_high": overall.pooled_ci95_high,
+        "hold_share": delay.hold_share if delay is not None else (0.0 if latency == "none" else None),
+        "mean_delay_steps": delay.mean_delay_steps if delay is not None else None,
     }
 
 

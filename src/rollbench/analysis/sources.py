@@ -28,6 +28,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import quoted
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import PlanTask, RunLog
@@ -36,10 +37,12 @@ from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
 
 @dataclass
 class RunData:
-    """One run to analyse. ``episodes`` are grade's episode rows (``episode_index``, ``task``, ``seed``,
-    ``initial_state``, ``instruction``, ``variant``, ``success``, ``length``, ``termination_reason``, ...);
-    ``result`` is the whole grade document for run directories (None for exports); ``log`` is run.json as read
-    (None for exports); ``embedded_labels`` maps episode_index to the label an export carried."""
+    """One run to analyse. ``episodes`` are its episode rows in the one shape a run directory's graded episodes
+    (:meth:`~rollbench.core.grade_model.GradedEpisode.to_json`) and a dashboard export's episodes share
+    (``episode_index``, ``task``, ``seed``, ``initial_state``, ``instruction``, ``variant``, ``success``, ``length``,
+    ``termination_reason``, ...): an export is a JSON file read tolerantly, so the analyses read rows, not models.
+    ``result`` is the grade document for run directories (None for exports); ``log`` is run.json as read (None for
+    exports); ``embedded_labels`` maps episode_index to the label an export carried."""
 
     identity: RunIdentity
     source: str
@@ -48,7 +51,7 @@ class RunData:
     status: str
     episodes: list[dict[str, Any]]
     run_dir: Path | None = None
-    result: dict[str, Any] | None = None
+    result: GradeDocument | None = None
     log: RunLog | None = None
     embedded_labels: dict[int, str] = field(default_factory=dict)
     damaged: bool = False
@@ -221,7 +224,7 @@ def _from_run_dir(
             status=result.status,
             episodes=[e.to_json() for e in result.episodes],  # analysis reads graded and exported rows alike
             run_dir=run_dir,
-            result=result.to_json(),
+            result=result,
             log=log,
             damaged=bool(result.violations),
             violations=list(result.violations),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +22,32 @@ from rollbench.grading.coverage import Outcome
 from rollbench.run.runners import Execution
 
 
+@dataclass(frozen=True)
+class Polling:
+    """When the watch looks and when it ends: every ``poll_s`` seconds (``--poll-s``); after ``until_idle_s`` seconds
+    without a new checkpoint (``--until-idle``, None: never) or ``max_checkpoints`` evaluated (``--max-checkpoints``,
+    None: no limit)."""
+
+    poll_s: float = 10.0
+    until_idle_s: float | None = None
+    max_checkpoints: int | None = None
+
+
 def watch(
     run: Path,
     out: Path,
     settings: Settings,
     execution: Execution,
+    polling: Polling | None = None,
     *,
-    poll_s: float = 10.0,
-    until_idle_s: float | None = None,
-    max_checkpoints: int | None = None,
     observer: CheckpointObserver | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
-    """Poll ``run`` every ``poll_s`` seconds and evaluate each new stable checkpoint (step order within a poll);
-    return the ranking of those evaluated when a limit is reached (see the module doc)."""
+    """Poll ``run`` as ``polling`` says (default :class:`Polling`) and evaluate each new stable checkpoint (step
+    order within a poll); return the ranking of those evaluated when a limit is reached (see the module doc)."""
+    polling = polling or Polling()
+    max_checkpoints, until_idle_s = polling.max_checkpoints, polling.until_idle_s
     seen: dict[int, tuple[tuple[str, int, int], ...]] = {}
     results: list[tuple[Checkpoint, dict[int, Outcome]]] = []
     done: set[int] = set()
@@ -62,4 +74,4 @@ def watch(
             return write_ranking(out, sorted(results, key=lambda r: r[0].step), settings)
         if observer:
             observer.on_waiting(len(done))
-        sleep(poll_s)
+        sleep(polling.poll_s)

@@ -156,6 +156,7 @@ def checkpoints_cmd(
     the chosen step with its guarantee and the look that eliminated each other step (no fixed-N p-values)."""
     from rollbench.checkpoints.discover import find_checkpoints, is_complete
     from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, evaluate_all
+    from rollbench.checkpoints.watch import Polling
     from rollbench.checkpoints.watch import watch as watch_run
     from rollbench.cli.common import out as stdout
     from rollbench.grading.coverage import CoverageRule
@@ -203,16 +204,8 @@ def checkpoints_cmd(
                 ready, out_dir, settings, runner, design(len(ready), delta, alpha, first_look), progress
             )
         elif watch:
-            doc = watch_run(
-                run,
-                out_dir,
-                settings,
-                runner,
-                poll_s=poll_s,
-                until_idle_s=until_idle,
-                max_checkpoints=max_checkpoints,
-                observer=progress,
-            )
+            polling = Polling(poll_s, until_idle, max_checkpoints)
+            doc = watch_run(run, out_dir, settings, runner, polling, observer=progress)
         else:
             doc = evaluate_all(ready, out_dir, settings, runner, progress)
     except KeyboardInterrupt:

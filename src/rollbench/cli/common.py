@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -21,14 +21,25 @@ from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.format import printable
 from rollbench.core.interrupts import Terminated
 from rollbench.core.jsonfile import strict_dumps
-from rollbench.core.stdio import seal_stdout
+from rollbench.core.stdio import document_stream, reserve_stdout, seal_stdout
 
 
 class _Console(Console):
     """rich's Console that never sends a control or bidirectional character inside printed text to the terminal
     (:func:`~rollbench.core.format.printable`, newlines kept): the net under every ``print`` of a string or table
     cell. Text from outside is also passed through :func:`said` where it is printed, which escapes its newlines
-    (one error, one line) and its markup."""
+    (one error, one line) and its markup. A console for stdout writes to
+    :func:`~rollbench.core.stdio.document_stream` (the caller's stdout, even once descriptor 1 is stderr)."""
+
+    @property
+    def file(self) -> IO[str]:
+        if self._file is None and not self.stderr:
+            return document_stream()
+        return super().file
+
+    @file.setter
+    def file(self, new_file: IO[str]) -> None:
+        self._file = new_file
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         return super().render_str(printable(text, keep_newlines=True), **kwargs)
@@ -64,6 +75,16 @@ def print_json(to: Console, text: str) -> None:
         to.file.write(strict_dumps(doc, indent=2, ensure_ascii=False) + "\n")
         to.file.flush()
     seal_stdout()  # the document is the last thing on stdout, whatever a policy's atexit, __del__ or thread prints
+
+
+def reserve_document_stdout(args: Sequence[str]) -> None:
+    """Before a command that promises a machine-readable document on stdout (``--json``; ``mcp``, whose stdio
+    transport is JSON-RPC on stdout) runs anything: the caller's stdout is rollbench's alone for the rest of the
+    process (:func:`~rollbench.core.stdio.reserve_stdout`), so no policy, child, thread or exit handler writes
+    into it, on any path (issue 42, hostile round 5, F5)."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    if "--json" in args or command == "mcp":
+        reserve_stdout()
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -30,56 +31,65 @@ def _peer(value: str) -> tuple[str, str | None]:
     return url.rstrip("/"), token or None
 
 
-def build_dashboard(
-    roots: list[Path],
-    labels: Path,
-    rubric: str | None = None,
-    peers: list[str] | None = None,
-    token: str | None = None,
-    annotator: str | None = None,
-    cache_dir: Path | None = None,
-    stale_after_s: float = 120.0,
-    peer_refresh_s: float = 5.0,
-    sync_budget_s: float = 2.0,
-    host: str = "127.0.0.1",
-    allow_hosts: tuple[str, ...] = (),
-) -> Dashboard:
-    """Validate the options and return the :class:`rollbench.dashboard.service.Dashboard` (ConfigError if bad)."""
+@dataclass(frozen=True)
+class DashboardOptions:
+    """``rollbench dashboard``'s options as given, before :func:`build_dashboard` checks them: the ``rubric`` (a name
+    or a file, None: outcome-v1), ``peers`` (``URL`` or ``URL#TOKEN``), the ``token`` clients must show, the
+    ``annotator`` (None: the OS user), the ``cache_dir`` (None: the XDG cache), seconds before a run is stale
+    (``stale_after_s``), between peer refreshes (``peer_refresh_s``) and spent grading per listing
+    (``sync_budget_s``), the bound ``host`` and the other Host names clients use (``allow_hosts``)."""
+
+    rubric: str | None = None
+    peers: tuple[str, ...] = ()
+    token: str | None = None
+    annotator: str | None = None
+    cache_dir: Path | None = None
+    stale_after_s: float = 120.0
+    peer_refresh_s: float = 5.0
+    sync_budget_s: float = 2.0
+    host: str = "127.0.0.1"
+    allow_hosts: tuple[str, ...] = ()
+
+
+def build_dashboard(roots: list[Path], labels: Path, options: DashboardOptions | None = None) -> Dashboard:
+    """Validate ``options`` (default :class:`DashboardOptions`) and return the
+    :class:`rollbench.dashboard.service.Dashboard` over ``roots`` with its ``labels`` file (ConfigError if bad)."""
     from rollbench.core.identity import check_segment
     from rollbench.dashboard.labels import default_annotator
     from rollbench.dashboard.rubrics import load_rubric
     from rollbench.dashboard.service import Dashboard, DashboardConfig
     from rollbench.record.safe_files import refuse_inside_run
 
+    o = options or DashboardOptions()
     for root in roots:
         if not root.is_dir():
             raise ConfigError(f"--root {root} is not a directory")
-    if not roots and not peers:
+    if not roots and not o.peers:
         raise ConfigError("give at least one --root DIR or --peer URL")
-    for what, path in (("--labels", labels), ("--cache-dir", cache_dir)):
+    for what, path in (("--labels", labels), ("--cache-dir", o.cache_dir)):
         if path is not None:
             refuse_inside_run(path, what)  # the one check of every output option (issue 42, item 8)
-    if not MIN_STALE_AFTER_S <= stale_after_s <= MAX_STALE_AFTER_S:  # False for NaN too
+    if not MIN_STALE_AFTER_S <= o.stale_after_s <= MAX_STALE_AFTER_S:  # False for NaN too
         raise ConfigError(
             f"--stale-after must be at least {MIN_STALE_AFTER_S:g} and at most {MAX_STALE_AFTER_S:g} seconds, "
-            f"got {stale_after_s:g}"
+            f"got {o.stale_after_s:g}"
         )
-    if annotator is not None:
-        check_segment(annotator, "--annotator")
+    if o.annotator is not None:
+        check_segment(o.annotator, "--annotator")
     cfg = DashboardConfig(
         roots=list(roots),
         labels=labels,
-        rubric=load_rubric(rubric),
-        annotator=annotator or default_annotator(),
-        cache_dir=cache_dir
+        rubric=load_rubric(o.rubric),
+        annotator=o.annotator or default_annotator(),
+        cache_dir=o.cache_dir
         or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rollbench" / "dashboard",
-        peers=[_peer(p) for p in peers or []],
-        token=token,
-        stale_after_s=stale_after_s,
-        peer_refresh_s=peer_refresh_s,
-        sync_budget_s=sync_budget_s,
-        host=host,
-        allow_hosts=tuple(allow_hosts),
+        peers=[_peer(p) for p in o.peers],
+        token=o.token,
+        stale_after_s=o.stale_after_s,
+        peer_refresh_s=o.peer_refresh_s,
+        sync_budget_s=o.sync_budget_s,
+        host=o.host,
+        allow_hosts=tuple(o.allow_hosts),
     )
     return Dashboard(cfg)
 
@@ -137,18 +147,17 @@ def dashboard_cmd(
     labels = labels or default_labels(list(root or []))
     try:
         check_binding(host, token, allow_host or ())
-        dash = build_dashboard(
-            list(root or []),
-            labels,
-            rubric,
-            list(peer or []),
-            token,
-            annotator,
-            cache_dir,
-            stale_after,
+        options = DashboardOptions(
+            rubric=rubric,
+            peers=tuple(peer or ()),
+            token=token,
+            annotator=annotator,
+            cache_dir=cache_dir,
+            stale_after_s=stale_after,
             host=host,
             allow_hosts=tuple(allow_host or ()),
         )
+        dash = build_dashboard(list(root or []), labels, options)
     except ConfigError as exc:
         _fail(str(exc))
         return

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from rollbench.cli.common import fail as _fail
+from rollbench.cli.common import out, print_json
 from rollbench.core.contracts import ConfigError
 
 GAP_HELP = "The gap in points the run should be able to detect (80% power) before agreement counts as consistent."
@@ -47,4 +48,7 @@ def reproduce_cmd(
         doc = reproduce(list(run_dirs), load_reference(str(reference)), gap_pts=gap)
     except ConfigError as exc:
         _fail(str(exc))
-    typer.echo(json.dumps(doc, indent=1) if as_json else render_text(doc), nl=as_json)
+    if as_json:
+        print_json(out, json.dumps(doc))
+    else:
+        typer.echo(render_text(doc), nl=False)

@@ -47,6 +47,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
     from rollbench.grading.stopped import listed_status
     from rollbench.record.files import is_inside
     from rollbench.record.runlog import is_locked, read_run_log
+    from rollbench.record.runlog_shape import plan_problems
 
     base: dict[str, Any] = {"run": run_dir.name, "run_dir": str(run_dir)}
     try:
@@ -69,6 +70,8 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         "created": log.provenance.created,
         "source": "graded now" if regrade else "run.json (graded when the run last finished)",
     }
+    if problems := plan_problems(log):  # damaged whatever its stored results say (hostile round 5, F6)
+        row["damaged"], row["violations"] = True, problems
     if results is not None:
         row["episodes_recorded"] = results.episodes_recorded
         overall = results.overall
@@ -79,7 +82,7 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         if regrade:
             row["status"] = results.status
             if results.violations:  # damaged: what every analysis refuses without --allow-damaged
-                row["damaged"], row["violations"] = True, list(results.violations)
+                row["damaged"], row["violations"] = True, list(dict.fromkeys([*problems, *results.violations]))
     live = run_dir / "run.live.json"
     if log.status == "RUNNING" and not regrade:
         if is_locked(run_dir):
@@ -163,7 +166,13 @@ def runs_cmd(
         if "error" in r:
             table.add_row(said(r["run"]), "", "", "unreadable (below)", "", "", "")
             continue
-        tasks = r["tasks"][0] if len(r["tasks"]) == 1 else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
+        tasks = (
+            MISSING
+            if not r["tasks"]
+            else r["tasks"][0]
+            if len(r["tasks"]) == 1
+            else f"{r['tasks'][0]} +{len(r['tasks']) - 1} more"
+        )
         rec = MISSING if r["episodes_recorded"] is None else str(r["episodes_recorded"])
         rate = pct(r["success_rate"])
         table.add_row(

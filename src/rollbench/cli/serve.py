@@ -20,7 +20,7 @@ from rollbench.core.contracts import RollbenchError
 from rollbench.serve.batch import Batching
 from rollbench.serve.limits import INJECTIONS, Limits, request_bytes
 from rollbench.serve.server import check_address, listen, load_protocol, serve
-from rollbench.serve.sessions import PolicyHost
+from rollbench.serve.sessions import PolicyHost, ServedPolicy
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES
 from rollbench.wire.guard import TOKEN_ENV, Guard
 from rollbench.wire.obs_map import load_policy_options
@@ -126,7 +126,8 @@ def serve_policy_cmd(
         batching = Batching(max_batch, batch_window_ms)
         options, overrides = load_policy_options(policy_options), load_policy_options(obs_map)
         check_spec_urls(policy, options)  # an upstream server's URL: its name reaches every client's run.json
-        served = PolicyHost(policy, options, env, overrides, log_requests, inject, protocol, limits, batching)
+        what = ServedPolicy(policy, options, env, overrides)
+        served = PolicyHost(what, log_requests, inject, protocol, limits, batching)
         load_protocol(protocol)  # before the port accepts (see load_protocol)
         sock = listen(host, port, bounded=protocol == "ws")
     except (RollbenchError, OSError) as exc:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
+from rollbench.core.perturbation import Perturbation
+from rollbench.core.records import JsonRecord
 from rollbench.core.registry import family_of, resolve_tasks
 from rollbench.core.runlog_model import Plan as PlanRecord
 from rollbench.core.runlog_model import PlannedEpisode as PlannedRecord
@@ -30,7 +32,7 @@ from rollbench.core.spec import EvalSpec
 
 
 @dataclass(frozen=True)
-class PlannedEpisode:
+class PlannedEpisode(JsonRecord):
     """One episode to run.
 
     Attributes:
@@ -44,9 +46,9 @@ class PlannedEpisode:
         max_steps: the horizon this episode runs to (steps).
         success_rule: ``any_step`` or ``final_step``.
         variant: name of the instruction variant in a sweep, else None.
-        perturbation: for a perturbed task (LIBERO-PRO, LIBERO-Plus), its category, level, control task and detail
-            (:meth:`rollbench.core.perturbation.Perturbation.to_dict`), recorded per episode so a robustness table is
-            recomputed from run.json alone; else None.
+        perturbation: for a perturbed task (LIBERO-PRO, LIBERO-Plus), the task's
+            :class:`~rollbench.core.perturbation.Perturbation` (category, level, control task and detail), recorded per
+            episode so a robustness table is recomputed from run.json alone; else None.
     """
 
     episode_index: int
@@ -59,12 +61,18 @@ class PlannedEpisode:
     max_steps: int
     success_rule: str
     variant: str | None = None
-    perturbation: dict[str, Any] | None = None
+    perturbation: Perturbation | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        if out["perturbation"] is None:
-            del out["perturbation"]  # run.json of unperturbed runs keeps its earlier form (and run identity)
+        """run.json's ``plan.episodes`` entry (:class:`rollbench.core.runlog_model.PlannedEpisode`): the fields in
+        order (:class:`JsonRecord`), the perturbation as :meth:`Perturbation.to_dict` (its ``rule`` is recorded once,
+        in ``plan.tasks``), and no ``perturbation`` key when unperturbed: run.json of unperturbed runs keeps its
+        earlier form (and run identity)."""
+        out = super().to_dict()
+        if self.perturbation is None:
+            del out["perturbation"]
+        else:
+            out["perturbation"] = self.perturbation.to_dict()
         return out
 
 
@@ -195,7 +203,7 @@ def make_plan(spec: EvalSpec) -> Plan:
                         max_steps=spec.max_steps or task.max_steps,
                         success_rule=spec.success_rule or task.success_rule,
                         variant=variant,
-                        perturbation=task.perturbation.to_dict() if task.perturbation else None,
+                        perturbation=task.perturbation,
                     )
                 )
     return Plan(tuple(tasks), tuple(instructions), tuple(episodes))

@@ -3,11 +3,15 @@
 A policy name is the run's identity: it is written to run.json and shown by every reader (runs, summarize, compare,
 report, dashboard, MCP). A URL carrying userinfo (``http://user:password@host``, or a bare ``http://TOKEN@host``)
 or a secret-named query parameter (:data:`SECRET_PARAMS`: ``?api_key=``, ``?access_token=``, ``?token=``...) would
-put the credential there, so :func:`check_spec_urls` refuses it before anything runs (hostile finding N1).
+put the credential there, so :func:`check_spec_urls` refuses it before anything runs (hostile finding N1). So are
+a secret in the path (:func:`path_secrets`: a segment ``api_key=VALUE`` or ``;token=VALUE``, or a token-like segment
+after a secret-named one, ``/token/VALUE``) and any fragment (``#tok=...``: a fragment is never sent to a server,
+so it can only be there to be recorded; issue 42).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -19,15 +23,42 @@ SECRET_PARAMS = (
 )  # fmt: skip
 """Query parameter names (case-insensitive) whose value is taken for a credential."""
 
+_NAMES = "|".join(re.escape(n) for n in sorted(SECRET_PARAMS, key=len, reverse=True))
+SEGMENT_PAIR = re.compile(rf"(?i)[/;](?:{_NAMES})=([^/?#;\s\"'<>]+)")
+"""A path segment (or ``;`` parameter) ``NAME=VALUE`` with a :data:`SECRET_PARAMS` name; group 1: the value."""
+SEGMENT_AFTER = re.compile(
+    rf"(?i)/(?:{_NAMES})/((?=[^/?#;\s\"'<>]*[0-9])(?=[^/?#;\s\"'<>]*[A-Za-z])[^/?#;\s\"'<>]{{8,}})"
+)
+"""A token-like segment (8 or more characters, letters and digits) after a :data:`SECRET_PARAMS`-named one
+(``/token/VALUE``, ``/api_key/VALUE``); group 1: the value. ``/act``, ``/v1/act``, ``/policy/pi0`` have none."""
+
 ADVICE = (
     "credentials in a URL are recorded in run.json and shown everywhere; pass the token in ROLLBENCH_SERVER_TOKEN "
     "(sent as Authorization: Bearer, never recorded)"
 )
 
 
+def path_secrets(path: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` spans of the secrets in a URL's path (:data:`SEGMENT_PAIR`, :data:`SEGMENT_AFTER`),
+    in order, not overlapping."""
+    spans = sorted({m.span(1) for pat in (SEGMENT_PAIR, SEGMENT_AFTER) for m in pat.finditer(path)})
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if not out or s >= out[-1][1]:
+            out.append((s, e))
+    return out
+
+
+def _mask_path(path: str) -> str:
+    for s, e in reversed(path_secrets(path)):
+        path = path[:s] + "***" + path[e:]
+    return path
+
+
 def masked_credentials(text: str) -> str | None:
-    """``text`` with its credentials replaced by ``***`` when it is a URL (``scheme://...``) carrying userinfo or a
-    :data:`SECRET_PARAMS` query parameter with a value; None when it carries none (or is no URL)."""
+    """``text`` with its credentials replaced by ``***`` when it is a URL (``scheme://...``) carrying userinfo, a
+    :data:`SECRET_PARAMS` query parameter with a value, a secret in its path (:func:`path_secrets`) or a fragment
+    (replaced whole); None when it carries none (or is no URL)."""
     if "://" not in text:
         return None
     try:
@@ -38,12 +69,14 @@ def masked_credentials(text: str) -> str | None:
         return None
     query = parse_qsl(parts.query, keep_blank_values=True)
     secret = [(k, v) for k, v in query if k.lower() in SECRET_PARAMS and v]
-    if "@" not in parts.netloc and not secret:
+    in_path = path_secrets(parts.path)
+    if "@" not in parts.netloc and not secret and not in_path and not parts.fragment:
         return None
     netloc = "***@" + parts.netloc.rpartition("@")[2] if "@" in parts.netloc else parts.netloc
     shown = [(k, "***" if k.lower() in SECRET_PARAMS and v else v) for k, v in query]
     masked = urlencode(shown, safe="*") if secret else parts.query
-    return urlunsplit((parts.scheme, netloc, parts.path, masked, parts.fragment))
+    fragment = "***" if parts.fragment else ""
+    return urlunsplit((parts.scheme, netloc, _mask_path(parts.path), masked, fragment))
 
 
 def _strings(value: Any, where: str) -> list[tuple[str, str]]:
@@ -57,10 +90,18 @@ def _strings(value: Any, where: str) -> list[tuple[str, str]]:
 
 
 def check_url(where: str, text: str) -> None:
-    """ConfigError (one line, the URL shown with its credentials as ``***``) when ``text`` is a URL carrying them."""
+    """ConfigError (one line, the URL shown with its credentials as ``***``) when ``text`` is a URL carrying them,
+    or a fragment (``#...``: never sent to a server, so only recorded)."""
     masked = masked_credentials(text)
-    if masked is not None:
+    if masked is None:
+        return
+    parts = urlsplit(text.strip())
+    if "@" in parts.netloc or masked.split("#", 1)[0] != text.strip().split("#", 1)[0]:
         raise ConfigError(f"{where} {masked} carries credentials; {ADVICE}")
+    raise ConfigError(
+        f"{where} {masked} has a fragment (#...), which is never sent to a server but would be recorded in run.json; "
+        "drop it (a token goes in ROLLBENCH_SERVER_TOKEN, sent as Authorization: Bearer, never recorded)"
+    )
 
 
 def check_spec_urls(policy: str, policy_options: dict[str, Any]) -> None:

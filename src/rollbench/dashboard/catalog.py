@@ -29,9 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import RollbenchError
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json, read_json_or
 from rollbench.core.runlog_model import RunLog
+from rollbench.dashboard.review_episode import Artifacts, ReviewEpisode, VideoLink
 from rollbench.grading.files import fill_template, read_info
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.record.files import atomic_write_json, read_parquet
@@ -39,7 +41,7 @@ from rollbench.record.runlog import find_run_dirs
 from rollbench.record.safe_files import UnsafeFile, check_no_link_below, is_regular, read_regular_json, run_files
 
 TRANSCRIPT_COLUMN = "rollbench/transcript"
-CACHE_VERSION = 2  # of the on-disk cache of graded records (bump when RunRecord changes; 2: the whole run.json)
+CACHE_VERSION = 2  # of the on-disk cache of graded records (bump when its JSON changes; 2: the whole run.json)
 
 
 def inside(path: Path, base: Path) -> Path | None:
@@ -78,16 +80,16 @@ class RunRecord:
     run_dir: Path
     signature: tuple[tuple[int, int], tuple[int, int]]
     log: RunLog
-    result: dict[str, Any]
-    episodes: list[dict[str, Any]]  # grade's episode rows + instruction + artifacts, by position
+    result: GradeDocument
+    episodes: list[ReviewEpisode]  # grade's episodes + instruction + artifacts, by position
     cameras: list[str]
     fps: float | None
     error: str | None = None
-    by_index: dict[int, dict[str, Any]] = field(default_factory=dict)
+    by_index: dict[int, ReviewEpisode] = field(default_factory=dict)
 
 
-def _artifacts(run_dir: Path, info: dict[str, Any], row: dict[str, Any], cameras: list[str]) -> dict[str, Any]:
-    videos: dict[str, Any] = {}
+def _artifacts(run_dir: Path, info: dict[str, Any], row: dict[str, Any], cameras: list[str]) -> Artifacts:
+    videos: dict[str, VideoLink] = {}
     template = info.get("video_path")
     for cam in cameras:
         key = f"observation.images.{cam}"
@@ -98,12 +100,12 @@ def _artifacts(run_dir: Path, info: dict[str, Any], row: dict[str, Any], cameras
             rel = fill_template(template, video_key=key, chunk_index=chunk, file_index=file)
         except ValueError:  # grade names the template
             continue
-        videos[cam] = {
-            "path": rel,
-            "ready": inside(run_dir / rel, run_dir) is not None,
-            "from_s": row.get(f"videos/{key}/from_timestamp"),
-            "to_s": row.get(f"videos/{key}/to_timestamp"),
-        }
+        videos[cam] = VideoLink(
+            path=rel,
+            ready=inside(run_dir / rel, run_dir) is not None,
+            from_s=row.get(f"videos/{key}/from_timestamp"),
+            to_s=row.get(f"videos/{key}/to_timestamp"),
+        )
     transcript = row.get(TRANSCRIPT_COLUMN)
     data_rel = None
     if info.get("data_path") and row.get("data/chunk_index") is not None and row.get("length"):
@@ -111,7 +113,7 @@ def _artifacts(run_dir: Path, info: dict[str, Any], row: dict[str, Any], cameras
             data_rel = fill_template(
                 info["data_path"], chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
             )
-    return {"videos": videos, "transcript": transcript if isinstance(transcript, str) else None, "data": data_rel}
+    return Artifacts(videos, transcript if isinstance(transcript, str) else None, data_rel)
 
 
 def read_run(run_dir: Path) -> RunRecord:
@@ -136,15 +138,13 @@ def read_run(run_dir: Path) -> RunRecord:
     episodes = []
     for e in result.episodes:
         row = rows.get(e.episode_index, {})
-        ep = e.to_json()  # the dashboard's episode: the graded one plus its instruction and artifacts
-        ep["instruction"] = row.get("rollbench/instruction")
-        ep["artifacts"] = _artifacts(run_dir, info, row, cameras)
-        episodes.append(ep)
+        instruction = row.get("rollbench/instruction")
+        episodes.append(ReviewEpisode(e, instruction, _artifacts(run_dir, info, row, cameras)))
     fps = info.get("fps")  # grade named a bad one; the pages then use their default
     if isinstance(fps, bool) or not isinstance(fps, int | float) or not math.isfinite(fps) or fps <= 0:
         fps = None
-    rec = RunRecord(identity, run_dir, signature, log, result.to_json(), episodes, cameras, fps)
-    rec.by_index = {e.episode_index: ep for e, ep in zip(result.episodes, episodes, strict=True)}
+    rec = RunRecord(identity, run_dir, signature, log, result, episodes, cameras, fps)
+    rec.by_index = {ep.episode_index: ep for ep in episodes}
     return rec
 
 
@@ -275,14 +275,14 @@ class Catalog:
                 run_dir,
                 sig,
                 RunLog.model_validate(doc["log"]),
-                doc["result"],
-                doc["episodes"],
+                GradeDocument.model_validate(doc["result"]),
+                [ReviewEpisode.from_json(ep) for ep in doc["episodes"]],
                 doc["cameras"],
                 doc["fps"],
             )
         except (OSError, ValueError, KeyError, TypeError, RollbenchError):  # pydantic's ValidationError is a ValueError
             return None
-        rec.by_index = {ep["episode_index"]: ep for ep in rec.episodes}
+        rec.by_index = {ep.episode_index: ep for ep in rec.episodes}
         return rec
 
     def _store(self, rec: RunRecord) -> None:
@@ -294,8 +294,8 @@ class Catalog:
             "signature": rec.signature,
             "identity": rec.identity.to_dict(),
             "log": rec.log.to_json(),  # the whole run.json: a cached run reads as the run read from its files
-            "result": rec.result,
-            "episodes": rec.episodes,
+            "result": rec.result.to_json(),
+            "episodes": [ep.to_json() for ep in rec.episodes],
             "cameras": rec.cameras,
             "fps": rec.fps,
         }
@@ -339,7 +339,7 @@ class Catalog:
         """The episode's per-step ``timestamp``, ``next.reward``, ``next.success`` and ``action`` (lists; action rows
         are lists of floats), read from the data file the episode row names; empty lists when it has no steps."""
         ep = rec.by_index.get(episode_index)
-        rel = ep["artifacts"]["data"] if ep else None
+        rel = ep.artifacts.data if ep else None
         path = inside(rec.run_dir / rel, rec.run_dir) if rel else None
         if path is None:
             return {"timestamp": [], "reward": [], "success": [], "action": []}

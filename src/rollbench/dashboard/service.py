@@ -207,10 +207,10 @@ class Dashboard:
         if rec is not None:
             from rollbench.grading.robustness import robustness_study
 
-            result = {k: v for k, v in rec.result.items() if k != "episodes"}
+            result = {k: v for k, v in rec.result.to_json().items() if k != "episodes"}
             live = live_progress(rec.run_dir, self.cfg.stale_after_s)
             extra: dict[str, Any] = {"results": result, "live": live, "warnings": list(rec.log.warnings)}
-            study = robustness_study(rec.log.plan.episodes, rec.result.get("episodes", []))  # docs/robustness.md
+            study = robustness_study(rec.log.plan.episodes, rec.result.episodes)  # docs/robustness.md
             if study is not None:
                 extra["robustness"] = study
             if rec.log.sequential is not None:
@@ -241,7 +241,7 @@ class Dashboard:
         from rollbench.reproduce import load_reference, shipped_names
 
         rec = self.catalog.get(ident)
-        suites = set((rec.result.get("suites") or {}) if rec is not None else ())
+        suites = set(rec.result.suites if rec is not None else ())
         return [n for n in shipped_names() if any(e.key in suites for e in load_reference(n).entries)]
 
     def episode_detail(self, ident: RunIdentity, episode_index: int) -> dict[str, Any] | None:
@@ -316,12 +316,12 @@ class Dashboard:
     # ---- files
     def local_video(self, rec: RunRecord, episode_index: int, camera: str) -> Path | None:
         ep = rec.by_index.get(episode_index)
-        video = ep["artifacts"]["videos"].get(camera) if ep else None
-        return inside(rec.run_dir / video["path"], rec.run_dir) if video else None
+        video = ep.artifacts.videos.get(camera) if ep else None
+        return inside(rec.run_dir / video.path, rec.run_dir) if video else None
 
     def local_transcript(self, rec: RunRecord, episode_index: int) -> Path | None:
         ep = rec.by_index.get(episode_index)
-        rel = ep["artifacts"]["transcript"] if ep else None
+        rel = ep.artifacts.transcript if ep else None
         if not rel or Path(rel).is_absolute():
             return None
         return inside(rec.run_dir / rel, rec.run_dir)

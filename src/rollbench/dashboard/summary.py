@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from rollbench.core.grade_model import GradedEpisode, PooledBlock
 from rollbench.core.identity import RunIdentity
 from rollbench.dashboard.catalog import RunRecord
 from rollbench.dashboard.labels import LabelFile
@@ -28,7 +29,10 @@ CSV_COLUMNS = ("key", "label", "note", "annotator", "labeled_at", "task", "instr
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def episode_status(ep: dict[str, Any]) -> str:
+def episode_status(ep: Mapping[str, Any] | GradedEpisode) -> str:
+    """``error``, ``success`` or ``failure``: of a graded episode, or of a summary's episode row (a peer's too)."""
+    if isinstance(ep, GradedEpisode):
+        return "error" if ep.termination_reason == "error" else ("success" if ep.success else "failure")
     if ep.get("termination_reason") == "error":
         return "error"
     return "success" if ep.get("success") else "failure"
@@ -47,39 +51,38 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
     """The label-free summary of one local run (see the module docstring)."""
     ident = rec.identity
     spec = rec.log.spec
-    overall = rec.result.get("overall") or {}
+    result = rec.result
     path = ident.key
     episodes = []
     for ep in rec.episodes:
-        e = ep["episode_index"]
-        arts = ep["artifacts"]
+        g, e, arts = ep.graded, ep.episode_index, ep.artifacts
         videos = {
-            cam: {"url": f"/media/{path}/{e}/{cam}", "ready": v["ready"], "from_s": v["from_s"], "to_s": v["to_s"]}
-            for cam, v in arts["videos"].items()
+            cam: {"url": f"/media/{path}/{e}/{cam}", "ready": v.ready, "from_s": v.from_s, "to_s": v.to_s}
+            for cam, v in arts.videos.items()
         }
         episodes.append(
             {
                 "episode_index": e,
                 "key": ident.episode_key(e),
-                "task": ep["task"],
-                "trial": ep["trial"],
-                "seed": ep["seed"],
-                "initial_state": ep["initial_state"],
-                "instruction": ep["instruction"],
-                "success": ep["success"],
-                "success_at_reset": ep["success_at_reset"],
-                "length": ep["length"],
-                "return": ep["return"],
-                "termination_reason": ep["termination_reason"],
-                "error": ep["error"],
-                "render_failure": ep["render_failure"],
-                "render_fault": ep["render_failure"],  # deprecated name of render_failure (issue 29)
-                "status": episode_status(ep),
+                "task": g.task,
+                "trial": g.trial,
+                "seed": g.seed,
+                "initial_state": g.initial_state,
+                "instruction": ep.instruction,
+                "success": g.success,
+                "success_at_reset": g.success_at_reset,
+                "length": g.length,
+                "return": g.return_,
+                "termination_reason": g.termination_reason,
+                "error": g.error,
+                "render_failure": g.render_failure,
+                "render_fault": g.render_failure,  # deprecated name of render_failure (issue 29)
+                "status": episode_status(g),
                 "video_ready": bool(videos) and all(v["ready"] for v in videos.values()),
                 "videos": videos,
                 "urls": {
                     "review": f"/episode/{path}/{e}",
-                    "transcript": f"/transcript/{path}/{e}" if arts["transcript"] else None,
+                    "transcript": f"/transcript/{path}/{e}" if arts.transcript else None,
                 },
             }
         )
@@ -87,33 +90,40 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
         **ident.to_dict(),
         "key": ident.key,
         "source": "local",
-        "status": rec.result["status"],
-        "violations": list(rec.result.get("violations") or []),  # grade's; analyses refuse such a run by default
+        "status": result.status,
+        "violations": list(result.violations),  # grade's; analyses refuse such a run by default
         "run_status": rec.log.status,
         "env": spec.env,
         "policy": spec.policy,
         "model": policy_model(rec.log.plan.policy.provenance),
         "created": rec.log.provenance.created,
-        "tasks": list(rec.result.get("tasks", {})),
-        "episodes_requested": rec.result["episodes_requested"],
-        "episodes_recorded": rec.result["episodes_recorded"],
-        "successes": overall.get("successes"),
-        "success_rate": overall.get("pooled_success_rate"),
-        "ci95_low": overall.get("pooled_ci95_low"),
-        "ci95_high": overall.get("pooled_ci95_high"),
-        # the coverage rule (docs/analysis.md, "Errors and coverage"): success_rate above counts errors as failures
-        "scored": overall.get("scored"),
-        "coverage": overall.get("coverage"),
-        "scored_success_rate": overall.get("scored_success_rate"),
-        "scored_ci95_low": overall.get("scored_ci95_low"),
-        "scored_ci95_high": overall.get("scored_ci95_high"),
-        "excluded": dict(overall.get("excluded") or {}),
-        "policy_errors_as_failures": overall.get("policy_errors_as_failures"),
-        "errors_by_fault": dict(overall.get("errors_by_fault") or {}),
+        "tasks": list(result.tasks),
+        "episodes_requested": result.episodes_requested,
+        "episodes_recorded": result.episodes_recorded,
+        **_overall_fields(result.overall),
         "cameras": rec.cameras,
         "fps": rec.fps,
         "urls": {"page": f"/run/{path}", "api": f"/api/run/{path}"},
         "episodes": episodes,
+    }
+
+
+def _overall_fields(overall: PooledBlock) -> dict[str, object]:
+    """A run summary's counts from the grade document's ``overall`` block (the coverage rule, docs/analysis.md
+    "Errors and coverage": ``success_rate`` counts errors as failures, ``scored_success_rate`` follows the rule)."""
+    return {
+        "successes": overall.successes,
+        "success_rate": overall.pooled_success_rate,
+        "ci95_low": overall.pooled_ci95_low,
+        "ci95_high": overall.pooled_ci95_high,
+        "scored": overall.scored,
+        "coverage": overall.coverage,
+        "scored_success_rate": overall.scored_success_rate,
+        "scored_ci95_low": overall.scored_ci95_low,
+        "scored_ci95_high": overall.scored_ci95_high,
+        "excluded": dict(overall.excluded or {}),
+        "policy_errors_as_failures": overall.policy_errors_as_failures,
+        "errors_by_fault": dict(overall.errors_by_fault),
     }
 
 

@@ -196,10 +196,17 @@ def fill_template(template: Any, **fields: Any) -> str:
         raise ValueError(str(exc)) from None
 
 
+def leads_outside(rel: str) -> bool:
+    """Whether ``rel``, a filled-in ``data_path``/``video_path``, names a place outside the run directory by its
+    text alone (absolute, or climbing out with ``..``), whatever is on disk: nothing there is looked at."""
+    return os.path.isabs(rel) or os.path.normpath(rel).split(os.sep)[0] == ".."
+
+
 def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key: str, length: int) -> str | None:
     """None when episode ``m``'s video ``key`` exists inside the run and decodes to ``length`` frames, or is behind
     a link leading outside (:func:`link_violations` names that link, once); else the sentence naming the file and
-    what is wrong with it (missing, a link, unreadable, wrong frame count)."""
+    what is wrong with it (missing, a link, unreadable, wrong frame count), or the ``video_path`` whose text leads
+    outside the run (one sentence for every episode; nothing outside is looked at)."""
     from rollbench.record.files import count_video_frames
 
     e = m["episode_index"]
@@ -217,11 +224,13 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: dict[str, Any], key:
         )
     except ValueError as exc:
         return f"episode {e}: meta/info.json's video_path {template!r} cannot be filled in ({exc})"
+    if leads_outside(rel):  # hostile round 5, F7
+        return f"meta/info.json's video_path {template!r} leads outside the run directory; no video it names is read"
     path = run_dir / rel
-    if not (path.exists() or path.is_symlink()):
-        return f"episode {e}: video file {rel} is missing"
     if not is_inside(run_dir, path):
         return None  # a link leading outside the run, named once by link_violations
+    if not (path.exists() or path.is_symlink()):
+        return f"episode {e}: video file {rel} is missing"
     try:
         check_no_link_below(run_dir, path)
         if path.is_symlink():

@@ -74,7 +74,7 @@ from rollbench.grading.files import (
     video_violation,
 )
 from rollbench.grading.stats import Z95, wilson_interval
-from rollbench.grading.summary import episode_fault, summarise
+from rollbench.grading.summary import TimeBlocks, episode_fault, summarise
 from rollbench.grading.tables import (
     EPISODE_TYPES,
     PER_EPISODE,
@@ -88,6 +88,7 @@ from rollbench.grading.tables import (
 )
 from rollbench.record.files import is_inside
 from rollbench.record.lerobot import DATA_PATH, chunk_file, current_row
+from rollbench.record.runlog_shape import plan_problems
 from rollbench.record.safe_files import scan_run_files
 from rollbench.record.transcript import check_transcript
 
@@ -117,7 +118,7 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> GradeDocument:
     """
     run_dir = Path(run_dir)
     log = load_run_log(run_dir)
-    violations: list[str] = link_violations(run_dir)  # files behind a link leading outside are not read
+    violations: list[str] = link_violations(run_dir) + plan_problems(log)  # behind a link leading out: not read
     con = connection()
     try:
         return _grade(run_dir, log, violations, con, check_videos)
@@ -177,7 +178,7 @@ def _grade(
     missing.sort()
     timing = run_timing(log, [m.get("rollbench/wall_time_s") for m in meta if m["episode_index"] in graded])
     latency = percentiles(con, bool(data_files))
-    return summarise(log, episodes, len(planned), missing, violations, latency, timing, delay, ungraded)
+    return summarise(log, episodes, len(planned), missing, violations, TimeBlocks(latency, timing, delay), ungraded)
 
 
 def _all_step_files_read(run_dir: Path, loaded: list[Path]) -> bool:

@@ -210,16 +210,16 @@ def design(
     sizing = paired_sample_size(p_a, p_a + delta, alpha=alpha, power=1 - beta, discordant=discordant)
     fixed_n = sizing.n_exact
     target = max(1 - beta, mcnemar_power(fixed_n, sizing.p_a_only, sizing.p_b_only, alpha))
-    common = (delta, p_a, discordant, alpha, beta, theta1, psi, fixed_n, look_every, futility, target)
+    common = _DesignInputs(delta, p_a, discordant, alpha, beta, theta1, psi, fixed_n, look_every, futility, target)
     if budget is not None:
         if not 1 <= budget <= MAX_SEQUENTIAL_PAIRS:
             raise ValueError(f"budget must be between 1 and {MAX_SEQUENTIAL_PAIRS} pairs, got {budget}")
-        return _calibrated(budget, *common)
+        return _calibrated(budget, common)
     lo, hi = min(fixed_n, MAX_SEQUENTIAL_PAIRS), min(2 * fixed_n, MAX_SEQUENTIAL_PAIRS)  # power rises with budget
-    best = _calibrated(hi, *common)
+    best = _calibrated(hi, common)
     if best.power < target and hi < MAX_SEQUENTIAL_PAIRS:
         lo, hi = hi, MAX_SEQUENTIAL_PAIRS
-        best = _calibrated(hi, *common)
+        best = _calibrated(hi, common)
     if best.power < target:
         raise ValueError(
             f"delta {delta:g} needs a budget of at least {max(fixed_n, MAX_SEQUENTIAL_PAIRS + 1)} pairs for power "
@@ -228,7 +228,7 @@ def design(
         )
     while lo < hi:
         mid = (lo + hi) // 2
-        cand = _calibrated(mid, *common)
+        cand = _calibrated(mid, common)
         if cand.power >= target:
             hi, best = mid, cand
         else:
@@ -236,36 +236,41 @@ def design(
     return best
 
 
-def _calibrated(
-    budget: int,
-    delta: float,
-    p_a: float,
-    discordant: float | None,
-    alpha: float,
-    beta: float,
-    theta1: float,
-    psi: float,
-    fixed_n: int,
-    look_every: int,
-    futility: bool,
-    target: float,
-) -> SequentialDesign:
+@dataclass(frozen=True)
+class _DesignInputs:
+    """What :func:`design` fixes before it tries budgets: the user's parameters, the design's ``theta1`` and ``psi``
+    (:func:`_design_split`), the fixed-N test's ``fixed_n`` and the power wanted (``target``)."""
+
+    delta: float
+    p_a: float
+    discordant: float | None
+    alpha: float
+    beta: float
+    theta1: float
+    psi: float
+    fixed_n: int
+    look_every: int
+    futility: bool
+    target: float
+
+
+def _calibrated(budget: int, c: _DesignInputs) -> SequentialDesign:
     """The design at ``budget``: the smallest efficacy threshold whose exact type-I error is <= alpha (bisection)."""
-    b = math.log(beta / (1 - alpha / 2))
-    lo, hi = 0.0, math.log(2 / alpha)  # at hi, Ville's inequality alone gives type-I error <= alpha
+    b = math.log(c.beta / (1 - c.alpha / 2))
+    lo, hi = 0.0, math.log(2 / c.alpha)  # at hi, Ville's inequality alone gives type-I error <= alpha
     for _ in range(30):
         mid = (lo + hi) / 2
-        if type1_error(boundaries_for(theta1, mid, b, budget), budget) <= alpha:
+        if type1_error(boundaries_for(c.theta1, mid, b, budget), budget) <= c.alpha:
             hi = mid
         else:
             lo = mid
-    bounds = boundaries_for(theta1, hi, b, budget, futility)
+    bounds = boundaries_for(c.theta1, hi, b, budget, c.futility)
     err = type1_error(bounds, budget)
-    fut_err, power = operating_characteristics(bounds, theta1, psi, budget, look_every)
+    fut_err, power = operating_characteristics(bounds, c.theta1, c.psi, budget, c.look_every)
     return SequentialDesign(
-        alpha=alpha, beta=beta, delta=delta, p_a=p_a, discordant=discordant, budget=budget, look_every=look_every,
-        theta1=theta1, efficacy_llr=hi, futility_llr=b, type1_error=err, futility_error=fut_err, power=power,
-        fixed_n=fixed_n, futility=futility, power_target=target,
+        alpha=c.alpha, beta=c.beta, delta=c.delta, p_a=c.p_a, discordant=c.discordant, budget=budget,
+        look_every=c.look_every, theta1=c.theta1, efficacy_llr=hi, futility_llr=b, type1_error=err,
+        futility_error=fut_err, power=power, fixed_n=c.fixed_n, futility=c.futility, power_target=c.target,
     )  # fmt: skip
 
 

@@ -5,6 +5,7 @@ errors per fault, agent usage and the status with its reasons: the :class:`~roll
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TypedDict
 
 from rollbench.core.contracts import FAULTS
@@ -146,21 +147,29 @@ def _reasons(
     return reasons
 
 
+@dataclass(frozen=True)
+class TimeBlocks:
+    """The grade document's run-wide time blocks, each computed from the recorded files: policy-call ``latency``,
+    wall-clock ``timing`` and, for a run with ``--latency``, the action ``delay`` (None otherwise)."""
+
+    latency: Latency
+    timing: Timing
+    delay: Delay | None = None
+
+
 def summarise(
     log: RunLog,
     episodes: list[GradedEpisode],
     requested: int,
     missing: list[int],
     violations: list[str],
-    latency: Latency,
-    timing: Timing,
-    delay: Delay | None = None,
+    times: TimeBlocks,
     ungraded: bool = False,
 ) -> GradeDocument:
-    """The grade document from graded ``episodes``; ``missing``: the planned episodes not among them (not
-    recorded, or with ``ungraded`` some recorded but without readable step rows, named in ``violations``).
-    ``variants`` only for an instruction sweep, ``delay`` only when given, ``agent_usage`` only when an episode has
-    a readable transcript: the keys a document without them never had."""
+    """The grade document from graded ``episodes`` and the run's ``times``; ``missing``: the planned episodes not
+    among them (not recorded, or with ``ungraded`` some recorded but without readable step rows, named in
+    ``violations``). ``variants`` only for an instruction sweep, ``delay`` only when ``times`` has one,
+    ``agent_usage`` only when an episode has a readable transcript: the keys a document without them never had."""
     task_names = [t.name for t in log.plan.tasks]
     tasks = {t: _task_block([e for e in episodes if e.task == t]) for t in task_names}
     suites = {name: _overall({t: tasks[t] for t in members}) for name, members in log.plan.suites.items()}
@@ -186,14 +195,14 @@ def summarise(
         tasks=tasks,
         suites=suites,
         overall=_overall(tasks),
-        latency=latency,
+        latency=times.latency,
         episodes=episodes,
-        timing=timing,
+        timing=times.timing,
     )
     if any(ep.variant is not None for ep in log.plan.episodes):  # set only where it applies: absent otherwise
         doc.variants = _variants(log.plan.episodes, episodes)
-    if delay is not None:
-        doc.delay = delay
+    if times.delay is not None:
+        doc.delay = times.delay
     if any(e.agent_usage is not None for e in episodes):
         doc.agent_usage = agent_usage(episodes)
     return doc

@@ -12,7 +12,7 @@ import duckdb
 
 from rollbench.core.format import quoted
 from rollbench.core.grade_model import Latency, LatencyBlock
-from rollbench.grading.files import fill_template, readable_parquet
+from rollbench.grading.files import fill_template, leads_outside, readable_parquet
 
 
 def _sql_glob(path: Path) -> str:
@@ -274,6 +274,9 @@ def data_location_problems(
         except ValueError as exc:
             return [f"meta/info.json's data_path {quoted(str(template))} cannot be filled in for episode {e} ({exc}): "
                     "LeRobot readers cannot find its step rows"]  # fmt: skip
+        if leads_outside(rel):  # hostile round 5, F7: named as such, not as a mismatch
+            return [f"meta/info.json's data_path {quoted(str(template))} leads outside the run directory (to {rel} "
+                    f"for episode {e}): LeRobot readers would load files that are not this run's"]  # fmt: skip
         if where[e] != [rel]:
             out.append(
                 f"episode {e}: its episode record and meta/info.json's data_path lead LeRobot readers to {rel}, but "

@@ -113,7 +113,7 @@ def result_of(doc: dict[str, Any], run_id: str) -> SequentialResult:
 
 
 def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str, BaseModel], CallToolResult]) -> None:
-    """Register compare_policies_sequential on ``server``; ``svc`` is the server's RolloutService (its ``ceiling``
+    """Register compare_policies_sequential on ``server``; ``svc`` is the server's RolloutService (its ``bounds``
     and ``run_dir``, which confines run names to the root), ``call_result`` its result shape."""
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
 
@@ -139,8 +139,8 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
         from rollbench.run.runners import Execution
         from rollbench.sequential.runner import SequentialConfig, run_sequential
 
-        spec_a = rollout_spec(svc.ceiling, policy_a, env, 1, max_steps, seed, None, False, svc.checkpoints)
-        spec_b = rollout_spec(svc.ceiling, policy_b, env, 1, max_steps, seed, None, False, svc.checkpoints)
+        spec_a = rollout_spec(svc.bounds, policy_a, env, 1, max_steps, seed, None, False)
+        spec_b = rollout_spec(svc.bounds, policy_b, env, 1, max_steps, seed, None, False)
         run_id = run_name if run_name is not None else f"sequential-{uuid.uuid4().hex[:8]}"
         out = svc.run_dir(run_id)
         stop = threading.Event()

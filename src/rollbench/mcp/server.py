@@ -53,7 +53,14 @@ from rollbench.mcp.results import (
     run_row,
 )
 from rollbench.mcp.sequential import add_sequential_tool
-from rollbench.mcp.strict import MAX_EPISODES, check_max_steps_ceiling, make_strict, rollout_spec, tool_error
+from rollbench.mcp.strict import (
+    MAX_EPISODES,
+    ServerBounds,
+    check_max_steps_ceiling,
+    make_strict,
+    rollout_spec,
+    tool_error,
+)
 from rollbench.record.runlog import is_locked, read_run_log, require_run_log
 from rollbench.record.safe_files import iter_run_dirs, read_regular_json
 
@@ -71,8 +78,7 @@ class RolloutService:
     ) -> None:
         check_max_steps_ceiling(max_steps_ceiling)  # 1 to MAX_STEPS_CEILING
         self.root = root.expanduser().resolve()
-        self.ceiling = max_steps_ceiling
-        self.checkpoints = checkpoints  # its lerobot:, URL and agent: policies (mcp.strict.check_allowed)
+        self.bounds = ServerBounds(max_steps_ceiling, checkpoints)  # mcp.strict: the ceiling, the allowed policies
         self.active: dict[str, Active] = {}
 
     def run_dir(self, run_id: str) -> Path:
@@ -239,7 +245,7 @@ def build_server(
 
 def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
     """run_policy_rollout: its arguments' JSON schema carries this server's ``--max-steps-ceiling``."""
-    ceiling = svc.ceiling
+    ceiling = svc.bounds.ceiling
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
 
     @server.tool(annotations=writes, structured_output=True, description=RUN_POLICY_ROLLOUT)
@@ -285,7 +291,7 @@ def _add_run_tool(server: MCPServer, svc: RolloutService) -> None:
         ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RunResult]:
-        spec = rollout_spec(svc.ceiling, policy, env, n_episodes, max_steps, seed, instruction, video, svc.checkpoints)
+        spec = rollout_spec(svc.bounds, policy, env, n_episodes, max_steps, seed, instruction, video)
         return await svc.run(spec, run_name, ctx)
 
 
@@ -355,6 +361,7 @@ def serve(
     ConfigError, before anything is created, for an unknown transport, an unusable root, or an http host that is
     not loopback and has no token."""
     from rollbench.mcp import http as mcp_http
+    from rollbench.mcp.stdio import run_stdio
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport {transport!r}; valid transports: stdio, http")
@@ -370,6 +377,6 @@ def serve(
     server = build_server(root, max_steps_ceiling, checkpoints)
     log.debug("rollbench mcp: runs are written under %s", root)
     if transport == "stdio":
-        server.run("stdio")
+        run_stdio(server)
     else:
         mcp_http.run_http(server, host, port, token, allow_hosts)

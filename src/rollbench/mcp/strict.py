@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -120,8 +121,18 @@ def check_allowed(policy: str, allowed: tuple[str, ...]) -> None:
     )
 
 
+@dataclass(frozen=True)
+class ServerBounds:
+    """What the server was started with that bounds every client's run: ``ceiling``, its ``--max-steps-ceiling``, and
+    ``checkpoints``, the ``lerobot:...``, URL and ``agent:...`` policies it was started with (``--lerobot-policy``,
+    ``--allow-policy``), the only ones of those a client may name (see :func:`check_allowed`)."""
+
+    ceiling: int
+    checkpoints: tuple[str, ...] = ()
+
+
 def rollout_spec(
-    ceiling: int,
+    bounds: ServerBounds,
     policy: str,
     env: str,
     n_episodes: int,
@@ -129,12 +140,10 @@ def rollout_spec(
     seed: int,
     instruction: str | None,
     video: bool,
-    checkpoints: tuple[str, ...] = (),
 ) -> EvalSpec:
-    """``run_policy_rollout``'s arguments validated as far as they can be without the simulator (``ceiling``: the
-    server's ``--max-steps-ceiling``; ``checkpoints``: the ``lerobot:...``, URL and ``agent:...`` policies it was
-    started with, the only ones of those a client may name, see :func:`check_allowed`); returns the EvalSpec.
-    Raises ToolError naming the valid values."""
+    """``run_policy_rollout``'s arguments validated as far as they can be without the simulator, within the server's
+    ``bounds``; returns the EvalSpec. Raises ToolError naming the valid values."""
+    ceiling = bounds.ceiling
     if not 1 <= n_episodes <= MAX_EPISODES:
         raise ToolError(
             f"n_episodes must be between 1 and {MAX_EPISODES} (got {n_episodes}): it is the number of independently "
@@ -144,7 +153,7 @@ def rollout_spec(
         raise ToolError(
             f"max_steps must be between 1 and {ceiling} (this server's --max-steps-ceiling), got {max_steps}"
         )
-    check_allowed(policy, checkpoints)
+    check_allowed(policy, bounds.checkpoints)
     try:
         resolve_remote_tasks(env)  # installed families' named tasks only: never an import (core.registry)
         return build_spec(

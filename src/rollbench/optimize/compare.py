@@ -9,8 +9,8 @@ discordant pairs). The statistics themselves are :mod:`rollbench.grading.stats`'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.records import JsonRecord
 
 
@@ -52,12 +52,12 @@ class Paired(JsonRecord):
     alternative: str
 
 
-def successes_by_trial(result: dict[str, Any], task: str, variant: str) -> dict[int, bool]:
-    """Trial -> success of ``variant`` on ``task``, from a graded result's ``episodes`` rows."""
-    return {e["trial"]: bool(e["success"]) for e in result["episodes"] if e["task"] == task and e["variant"] == variant}
+def successes_by_trial(result: GradeDocument, task: str, variant: str) -> dict[int, bool]:
+    """Trial -> success of ``variant`` on ``task``, from a grade document's ``episodes``."""
+    return {e.trial: e.success for e in result.episodes if e.task == task and e.variant == variant}
 
 
-def paired(result: dict[str, Any], task: str, reference: str, variant: str, alternative: str = "greater") -> Paired:
+def paired(result: GradeDocument, task: str, reference: str, variant: str, alternative: str = "greater") -> Paired:
     """Compare ``variant`` with ``reference`` on ``task`` over the trials both recorded in ``result``."""
     ref, var = successes_by_trial(result, task, reference), successes_by_trial(result, task, variant)
     trials = sorted(set(ref) & set(var))

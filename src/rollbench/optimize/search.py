@@ -194,13 +194,13 @@ class Search:
     def _variants(self, rnd: dict[str, Any]) -> list[tuple[str, str]]:
         return [(INCUMBENT, rnd["incumbent"])] + [(c["name"], c["instruction"]) for c in rnd["candidates"]]
 
-    def _decide(self, rnd: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    def _decide(self, rnd: dict[str, Any], result: GradeDocument) -> dict[str, Any]:
         """Scores, comparisons and the decision of a round, from its graded run (pure: recomputed on resume)."""
         task, e = self.state["task"], self.cfg.episodes_per_candidate
         scores, comparisons = {}, []
         for name, _ in self._variants(rnd):
             won = successes_by_trial(result, task, name)
-            errors = sum(1 for x in result["episodes"] if x["variant"] == name and x["termination_reason"] == "error")
+            errors = sum(1 for x in result.episodes if x.variant == name and x.termination_reason == "error")
             scores[name] = {"successes": sum(won.values()), "episodes": len(won), "errors": errors}
         best = None
         for c in rnd["candidates"]:
@@ -238,18 +238,18 @@ class Search:
             "comparisons": comparisons,
             "decision": decision,
             "perfect": perfect,
-            "status": result["status"],
+            "status": result.status,
         }
 
-    def _run_round(self, rnd: dict[str, Any]) -> dict[str, Any]:
+    def _run_round(self, rnd: dict[str, Any]) -> GradeDocument:
         spec = self._spec(self._variants(rnd), tuple(rnd["seeds"]))
-        return self.evaluate(spec, out=self.out / rnd["run_dir"]).to_json()  # the search reads its JSON blocks
+        return self.evaluate(spec, out=self.out / rnd["run_dir"])
 
     def _verify(self, rnd: dict[str, Any]) -> None:
         """A decided round, re-graded from its run directory, must give the recorded decision."""
         from rollbench.api import grade
 
-        again = self._decide(rnd, grade(self.out / rnd["run_dir"], check_videos=False).to_json())
+        again = self._decide(rnd, grade(self.out / rnd["run_dir"], check_videos=False))
         for key in ("scores", "decision", "perfect"):
             if again[key] != rnd.get(key):
                 raise RollbenchError(
@@ -310,7 +310,7 @@ class Search:
         spec = self._spec([("original", st["original"]), ("winner", st["incumbent"])], seeds)
         self.log(f"held-out: original vs winner on seeds {seeds[0]}..{seeds[1] - 1} (never used in the search)")
         run_dir = f"{st['runs_prefix']}-holdout"
-        result = self.evaluate(spec, out=self.out / run_dir).to_json()
+        result = self.evaluate(spec, out=self.out / run_dir)
         self._check_disjoint(result)
         cmp = paired(result, task, "original", "winner", alternative="greater")
         ref, win = successes_by_trial(result, task, "original"), successes_by_trial(result, task, "winner")
@@ -344,7 +344,7 @@ class Search:
         return {
             "run_dir": run_dir,
             "seeds": list(seeds),
-            "status": result["status"],
+            "status": result.status,
             "original": block("original", cmp.reference_successes),
             "winner": block("winner", cmp.variant_successes),
             "paired": {
@@ -356,11 +356,11 @@ class Search:
             "verdict": verdict,
         }
 
-    def _check_disjoint(self, holdout: dict[str, Any]) -> None:
+    def _check_disjoint(self, holdout: GradeDocument) -> None:
         """No seed of the held-out run appears in any search round's recorded episodes (read from disk)."""
         from rollbench.api import grade
 
-        held = {e["seed"] for e in holdout["episodes"]}
+        held = {e.seed for e in holdout.episodes}
         for rnd in self.state["rounds"]:
             used = {e.seed for e in grade(self.out / rnd["run_dir"], check_videos=False).episodes}
             if used & held:

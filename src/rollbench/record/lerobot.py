@@ -45,6 +45,7 @@ import json
 import shutil
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -227,8 +228,8 @@ def episode_table(rec: EpisodeRecord, fps: int) -> pa.Table:
     if n == 0:
         table = padding_frame(state_dim, action_dim, p.episode_index, p.task_index)
     else:
-        table = _table(rec.states, rec.actions, rec.rewards, rec.successes, rec.dones, rec.latencies, fps,
-                       p.episode_index, p.task_index)  # fmt: skip
+        steps = _Steps(rec.states, rec.actions, rec.rewards, rec.successes, rec.dones, rec.latencies)
+        table = _table(steps, fps, p.episode_index, p.task_index)
     return with_delay_columns(table, rec.action_sources) if rec.action_sources is not None else table
 
 
@@ -247,30 +248,34 @@ def with_delay_columns(table: pa.Table, sources: np.ndarray | None = None) -> pa
 def padding_frame(state_dim: int, action_dim: int, episode_index: int, task_index: int) -> pa.Table:
     """The one data row of an episode without steps (see the module docstring), without ``index``."""
     nan = np.full((1, max(state_dim, action_dim)), np.nan, np.float32)
-    return _table(nan[:, :state_dim], nan[:, :action_dim], np.zeros(1, np.float32), np.zeros(1, bool),
-                  np.ones(1, bool), nan[0, :1], 1, episode_index, task_index)  # fmt: skip
+    steps = _Steps(nan[:, :state_dim], nan[:, :action_dim], np.zeros(1, np.float32), np.zeros(1, bool),
+                   np.ones(1, bool), nan[0, :1])  # fmt: skip
+    return _table(steps, 1, episode_index, task_index)
 
 
-def _table(
-    states: np.ndarray,
-    actions: np.ndarray,
-    rewards: np.ndarray,
-    successes: np.ndarray,
-    dones: np.ndarray,
-    latencies: np.ndarray,
-    fps: int,
-    episode_index: int,
-    task_index: int,
-) -> pa.Table:
-    n, state_dim, action_dim = len(actions), states.shape[1], actions.shape[1]
+@dataclass(frozen=True)
+class _Steps:
+    """An episode's per-step arrays, one row per step: ``states`` ``(T, state_dim)``, ``actions`` ``(T, action_dim)``,
+    ``rewards``, ``successes``, ``dones`` (``next.*``) and policy-call ``latencies`` (seconds) ``(T,)``."""
+
+    states: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    successes: np.ndarray
+    dones: np.ndarray
+    latencies: np.ndarray
+
+
+def _table(steps: _Steps, fps: int, episode_index: int, task_index: int) -> pa.Table:
+    n, state_dim, action_dim = len(steps.actions), steps.states.shape[1], steps.actions.shape[1]
     return pa.Table.from_arrays(
         [
-            _fixed_list(states, state_dim),
-            _fixed_list(actions, action_dim, ACTION_DTYPE),
-            pa.array(rewards, pa.float32()),
-            pa.array(successes, pa.bool_()),
-            pa.array(dones, pa.bool_()),
-            pa.array(latencies, pa.float32()),
+            _fixed_list(steps.states, state_dim),
+            _fixed_list(steps.actions, action_dim, ACTION_DTYPE),
+            pa.array(steps.rewards, pa.float32()),
+            pa.array(steps.successes, pa.bool_()),
+            pa.array(steps.dones, pa.bool_()),
+            pa.array(steps.latencies, pa.float32()),
             pa.array(np.arange(n, dtype=np.float32) / np.float32(fps), pa.float32()),
             pa.array(np.arange(n, dtype=np.int64)),
             pa.array(np.full(n, episode_index, dtype=np.int64)),

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import error_location, quoted
-from rollbench.core.runlog_model import PerturbationRecord
+from rollbench.core.runlog_model import PerturbationRecord, RunLog
 
 
 def check_run_log(log: Any, path: Path) -> None:
@@ -60,6 +60,21 @@ def check_run_log(log: Any, path: Path) -> None:
         raise bad("its 'executions' is not a list of objects")
 
 
+def plan_problems(log: RunLog) -> list[str]:
+    """What makes a well-shaped run log's plan one that cannot be what rollbench planned, each a violation in plain
+    words (``grade`` lists them, ``runs`` marks the run damaged): a plan that names no task, and planned episodes of
+    a task the plan does not list (the first named, with how many). Empty for a sound plan."""
+    if not log.plan.tasks:
+        return ["run.json's plan names no task (plan.tasks is empty): its episodes cannot be attributed to a task"]
+    listed = {t.name for t in log.plan.tasks}
+    strays = [(i, e.task) for i, e in enumerate(log.plan.episodes) if e.task not in listed]
+    if not strays:
+        return []
+    i, task = strays[0]
+    more = f" (and {len(strays) - 1} more episodes)" if len(strays) > 1 else ""
+    return [f"run.json's plan.episodes[{i}] names task {quoted(task)}, which plan.tasks does not list{more}"]
+
+
 def _check_controls(episodes: list[dict[str, Any]], bad: Any) -> None:
     """ConfigError (``bad``) for a perturbed episode whose ``control`` cannot be its matched control: its own task,
     a task that is itself perturbed (two tasks naming each other count every pair twice), a task of another
@@ -100,4 +115,4 @@ def _check_perturbation(block: Any, where: str, bad: Any) -> None:
         raise bad(f"its {where}.level is {record.level}, not a finite number")
 
 
-__all__ = ["check_run_log"]
+__all__ = ["check_run_log", "plan_problems"]

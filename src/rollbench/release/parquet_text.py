@@ -3,7 +3,7 @@
 and struct field names, and the key-value metadata of the schema and of every field (pandas' metadata included).
 
 :func:`map_table` rebuilds a table with each of those strings passed through a callback ``fn(text, field, where)``
-(``field``: the column or struct field holding a value, None for names and metadata; ``where``: its place, for
+(``field``: the dotted path of the column, struct fields and map key holding a value, None for names and metadata; ``where``: its place, for
 MANIFEST.json); the same walk checks a redacted table (a callback that raises on a finding). Binary values that
 are not UTF-8 are read with ``surrogateescape``, so every ASCII secret in them is seen and the other bytes kept.
 """
@@ -84,10 +84,13 @@ def map_value(v: Any, t: pa.DataType, fn: TextFn, field: str, where: str) -> Any
         for i in range(t.num_fields):
             f = t.field(i)
             name = fn(f.name, None, f"{where}{{name}}")
-            out[name] = map_value(v.get(f.name), f.type, fn, f.name, f"{where}.{name}")
+            out[name] = map_value(v.get(f.name), f.type, fn, f"{field}.{f.name}", f"{where}.{name}")
         return out
     if pa.types.is_map(t):
-        return [(map_value(k, t.key_type, fn, field, where), map_value(x, t.item_type, fn, field, where)) for k, x in v]
+        return [  # an item's field is its key's path (headers.X-Auth): credentials are known by their key
+            (map_value(k, t.key_type, fn, field, where), map_value(x, t.item_type, fn, f"{field}.{k}", where))
+            for k, x in v
+        ]
     if isinstance(v, list):
         return [map_value(x, t.value_type, fn, field, f"{where}[{i}]") for i, x in enumerate(v)]
     return v

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.identity import sanitize_segment
+from rollbench.release.credentials import secret_path
 from rollbench.release.kinds import scan_kind, video_findings
 from rollbench.release.parquet_text import map_table
 from rollbench.release.rules import Finding, Scanner
@@ -77,6 +78,29 @@ def _standing(s: str, f: Finding) -> str:
     return "word"
 
 
+def _json_metadata(text: str, where: str) -> bool:
+    """True when ``text``, a parquet key-value metadata value, is a JSON object or array."""
+    if not where.endswith("{metadata}") or text.strip()[:1] not in ("{", "["):
+        return False
+    try:
+        return isinstance(json.loads(text), dict | list)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _number(o: Any) -> bool:
+    return isinstance(o, int | float) and not isinstance(o, bool)
+
+
+def _secret_numbers(o: Any, path: str) -> list[str]:
+    """Field paths of the numbers of a JSON document under a credential key (:func:`secret_path`)."""
+    if isinstance(o, dict):
+        return [p for k, v in o.items() for p in _secret_numbers(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(o, list):
+        return [p for i, v in enumerate(o) for p in _secret_numbers(v, f"{path}[{i}]")]
+    return [path] if _number(o) and secret_path(_field_leaf(path)) else []
+
+
 def _field_leaf(path: str) -> str:
     return re.sub(r"\[\d+\]$", "", path.split(": ", 1)[-1])
 
@@ -133,11 +157,19 @@ class Releaser:
                 }
             if isinstance(o, list):
                 return [walk(v, f"{path}[{i}]") for i, v in enumerate(o)]
+            if _number(o) and secret_path(_field_leaf(path)):  # a PIN or numeric key: its placeholder, a string
+                return red(json.dumps(o), path)
             return red(o, path) if isinstance(o, str) else o
 
         for style in JSON_STYLES:
             if json.dumps(obj, **style) == doc:
                 return json.dumps(walk(obj, ""), **style), redactions
+        numbers = _secret_numbers(obj, "")
+        if numbers:
+            raise RollbenchError(
+                f"{rel}: a number at {prefix}{numbers[0]} is under a credential key and cannot be redacted in place "
+                "(the file is not in a JSON style rollbench writes); edit it out of the run"
+            )
         swaps: dict[tuple[str, str], str] = {}  # (value, how it stands in its string) -> placeholder
         for path, s in _strings_of_json(doc, False, self.key):
             fieldname = None if path.endswith("{key}") else _field_leaf(path)
@@ -172,11 +204,18 @@ class Releaser:
         redactions: list[dict[str, Any]] = []
 
         def red(text: str, fieldname: str | None, where: str) -> str:
+            if _json_metadata(text, where):  # a JSON document (a run's spec): walked with its field paths
+                new, found = self._json_doc(rel, text, f"{where}: ")
+                redactions.extend(found)
+                return new
             new, pairs = self.scanner.redact(text, fieldname)
             redactions.extend(_record(rel, where, pairs))
             return new
 
         def check(text: str, fieldname: str | None, where: str) -> str:
+            if _json_metadata(text, where):
+                self._verify(rel, [(f"{where}: {p}", s) for p, s in _strings_of_json(text, False)])
+                return text
             left = self.scanner.find(text, fieldname)
             if left:
                 raise RollbenchError(f"{rel}: a {left[0].rule} is still present at {where} after redaction")

@@ -8,11 +8,11 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   ``xoxa-``/``xoxb-``/``xoxp-``/..., ``google_api_key`` ``AIza`` + 35 (the public formats these providers document);
 * ``private_key`` (category ``private_key``): a PEM ``-----BEGIN ... PRIVATE KEY-----`` block;
 * ``bearer_token`` (category ``token``): the token after ``Bearer``;
-* ``secret_field`` (category ``credential``): the whole string value of a JSON field named ``authorization``,
-  ``x-api-key``, ``api_key``, ``apikey``, ``access_token``, ``auth_token``, ``secret``, ``client_secret``,
-  ``password``, ``cookie`` or ``set-cookie`` (case-insensitive), and ``name=value`` / ``name: value`` text of the
-  same names (also bare ``token`` and ``secret``) in free text; a placeholder is never matched again, so the check
-  after redaction passes;
+* ``secret_field`` (category ``credential``): the whole string value of a field under a secret-named key or a
+  credential container, at any depth (:mod:`rollbench.release.credentials`: ``headers``, ``X-Auth``, ``x-api-key``,
+  ``password``, ``cookie``...), and ``name=value`` / ``name: value`` text of secret names (``api_key``, ``token``,
+  ``secret``, ``password``, ``X-Auth-Token``...) in free text; ``cookie``: a ``Cookie:`` / ``Set-Cookie:`` header's
+  value in free text; a placeholder is never matched again, so the check after redaction passes;
 * ``authorization`` (category ``credential``): the value after ``Authorization:`` / ``Proxy-Authorization:`` in
   free text, with its scheme word (``Basic``, ``Digest`` with its parameters, ``Token``, any word) or bare;
   ``Bearer``'s token is ``bearer_token``'s;
@@ -37,7 +37,9 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   is not used (:func:`ordinary_value`);
 * ``url_credential`` (category ``credential``): the password of a URL's userinfo (``scheme://user:PASSWORD@``)
   and the value of a secret-named query parameter (:data:`rollbench.core.urlcreds.SECRET_PARAMS`: ``?api_key=``,
-  ``&token=``, ``?sig=``...), for runs recorded before such policy URLs were refused;
+  ``&token=``, ``?sig=``...); ``url_path_credential`` and ``url_fragment``: a secret in a URL's path
+  (``/token/VALUE``, ``/api_key=VALUE``) and its whole fragment (:mod:`rollbench.release.credentials`); for runs
+  recorded before such policy URLs were refused;
 * ``email`` (category ``email``);
 * ``home_path`` (category ``private_path``): ``/home/USER``, ``/Users/USER``, ``/root``, ``C:\\Users\\USER`` (the
   rest of the path is kept);
@@ -71,17 +73,13 @@ from typing import Any
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.urlcreds import SECRET_PARAMS
+from rollbench.release import credentials as cred
 
 KEY_CHARS = r"[A-Za-z0-9_\-]"
 URL_CREDENTIAL = (  # group 2: a URL's userinfo password (group 1 marks that branch) or a secret query value
     r"(?i)(?:\b[a-z][a-z0-9+.\-]*://[^\s/?#@:\"'<>]*:(?=[^\s/?#@\"'<>]+@)()|[?&](?:"
     + "|".join(re.escape(n) for n in sorted(SECRET_PARAMS, key=len, reverse=True))
     + r")=)((?(1)[^\s/?#@\"'<>]+|[^\s&#\"'<>]+))"
-)
-SECRET_FIELDS = re.compile(
-    r"^(authorization|proxy-authorization|x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|secret|"
-    r"client[-_]?secret|password|passwd|cookie|set-cookie)$",
-    re.IGNORECASE,
 )
 HOST_FIELDS = frozenset({"host", "hostname", "host_name"})
 USER_FIELDS = frozenset({"user", "username", "user_name", "operator", "annotator"})  # annotator: the OS user by default
@@ -107,7 +105,7 @@ BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group red
         "secret_field",
         "credential",
         r"(?i)\b(?:x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|client[-_]?secret|token|secret|"
-        r"password|passwd)\b[\"']?\s*[:=]\s*[\"']?((?!bearer\b)(?!<REDACTED:)[^\s\"',;}]{6,})",
+        r"password|passwd|x-auth(?:-[a-z]+)*|x-[a-z-]*-(?:token|key|secret))\b[\"']?\s*[:=]\s*[\"']?((?!bearer\b)(?!<REDACTED:)[^\s\"',;}]{6,})",
         1,
     ),
     (  # any scheme (Basic, Digest, Token, ApiKey, ...; Bearer's token is bearer_token's) or a bare value
@@ -119,6 +117,7 @@ BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group red
         1,
     ),
     ("url_credential", "credential", URL_CREDENTIAL, 2),
+    ("cookie", "credential", *cred.COOKIE),
     ("email", "email", r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b", 0),
     ("home_path", "private_path", r"(?:/home|/Users)/[A-Za-z0-9._\-]+|/root\b|[A-Za-z]:\\+Users\\+[A-Za-z0-9._\-]+", 0),
 ]
@@ -293,7 +292,7 @@ class Scanner:
                 "custom": sum(1 for _, c in self.literals if c not in ("host_name", "user_name")),
             },
             "field_only_names": {k: len(v) for k, v in self.field_only.items()},
-            "secret_fields": SECRET_FIELDS.pattern,
+            "secret_fields": {"words": sorted(cred.SECRET_KEY_WORDS), "compounds": list(cred.SECRET_KEY_COMPOUNDS)},
             "allow": [a.pattern for a in self.allow],
         }
 
@@ -313,12 +312,11 @@ class Scanner:
         field rules (secret fields, digest fields, host and user fields); ``structural``: ``text`` is one of
         rollbench's structural names (a path segment), where hex runs are kept (:data:`STRUCTURAL_FIELDS`)."""
         found: list[Finding] = []
-        leaf = (field or "").rsplit(".", 1)[-1].lower()
+        leaf, whole = (field or "").rsplit(".", 1)[-1].lower(), None
         structural = structural or field in STRUCTURAL_FIELDS
         digest = HASH_FIELDS.get(leaf) if field is not None else None
         if field is not None and text and not PLACEHOLDER.fullmatch(text) and text != "<redacted>":
-            if SECRET_FIELDS.match(leaf) and not text.lower().startswith("bearer "):
-                return [Finding(0, len(text), "secret_field", "credential", text)]
+            whole = cred.secret_value(text, PLACEHOLDER) if cred.secret_path(field) else None
             if digest is not None and digest[1] and not digest[0].fullmatch(text):
                 return [Finding(0, len(text), "malformed_hash", "secret", text)]
             if leaf == "annotator":  # a label's annotator is a person's name, whatever it is (docs/release.md)
@@ -344,6 +342,7 @@ class Scanner:
                 and entropy(run) > ENTROPY_MIN_BITS
             ):
                 found.append(Finding(m.start(), m.end(), "high_entropy", "secret", run))
+        found += [Finding(s, e, rule, "credential", text[s:e]) for s, e, rule in cred.url_secrets(text)]
         found += hex_findings(text, keep=structural or (digest is not None and bool(digest[0].fullmatch(text))))
         found = [f for f in found if not any(a.search(f.value) for a in self.allow)]
         found.sort(key=lambda f: (f.start, -(f.end - f.start)))
@@ -355,6 +354,8 @@ class Scanner:
                     out[-1] = Finding(last.start, f.end, last.rule, last.category, text[last.start : f.end])
                 continue
             out.append(f)
+        if whole and not (len(out) == 1 and (out[0].start, out[0].end) == (whole[0], len(text))):
+            return [Finding(whole[0], len(text), whole[1], whole[2], text[whole[0] :])]  # a known form: its rule's
         return out
 
     def redact(

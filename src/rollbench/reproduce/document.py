@@ -17,6 +17,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import interval, p_value, pct
+from rollbench.core.grade_model import GradeDocument, PooledBlock, TaskBlock
 from rollbench.core.runlog_model import RunLog
 from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE, INSUFFICIENT_COVERAGE
 from rollbench.reproduce.model import Entry, ReferenceSet, reference_successes
@@ -35,19 +36,20 @@ RULE = (
 )
 
 
-def _graded(run_dir: Path) -> tuple[RunLog, dict[str, Any]]:
+def _graded(run_dir: Path) -> tuple[RunLog, GradeDocument]:
     from rollbench.grading.grade import grade, load_run_log
 
-    return load_run_log(run_dir), grade(run_dir).to_json()  # the reproduction document quotes its JSON blocks
+    return load_run_log(run_dir), grade(run_dir)
 
 
-def _counts(graded: dict[str, Any], entry: Entry) -> tuple[str, dict[str, Any]] | None:
+def _counts(graded: GradeDocument, entry: Entry) -> tuple[str, TaskBlock | PooledBlock] | None:
+    block: TaskBlock | PooledBlock | None
     if entry.task:
         name = f"{entry.benchmark}/{entry.task}"
-        block = graded.get("tasks", {}).get(name)
+        block = graded.tasks.get(name)
     else:
         name = f"{entry.benchmark}/{entry.suite}"
-        block = graded.get("suites", {}).get(name)
+        block = graded.suites.get(name)
     return None if block is None else (name, block)
 
 
@@ -63,18 +65,18 @@ def source_label(ref: ReferenceSet) -> str:
 def _row(
     entry: Entry,
     name: str,
-    block: dict[str, Any],
+    block: TaskBlock | PooledBlock,
     run_dir: Path,
     run_log: RunLog,
-    graded: dict[str, Any],
+    graded: GradeDocument,
     ref: ReferenceSet,
     gap_pts: float,
 ) -> dict[str, Any]:
     ref_k = reference_successes(entry)
     ref_n = entry.episodes if ref_k is not None else None
-    attempted = int(block["episodes"])
-    scored = int(block["scored"]) if isinstance(block.get("scored"), int) else attempted  # older grade: no rule
-    v = judge(int(block["successes"]), scored, entry.success_rate, ref_k, ref_n, gap_pts)
+    attempted = block.episodes
+    scored = block.scored if block.scored is not None else attempted  # older grade: no rule
+    v = judge(block.successes, scored, entry.success_rate, ref_k, ref_n, gap_pts)
     diffs = [] if entry.task else compare_protocol(run_log, graded, name, entry, ref.protocol)
     row = {
         "suite": name,
@@ -82,7 +84,7 @@ def _row(
         "reference_entry": entry.model_dump(mode="json", exclude_none=True),
         **v.to_dict(),
         "attempted": attempted,
-        "excluded": dict(block.get("excluded") or {}),
+        "excluded": dict(block.excluded or {}),
         "protocol_differences": diffs,
     }
     return _gated(row)
@@ -144,12 +146,12 @@ def reproduce(run_dirs: list[str | Path], ref: ReferenceSet, gap_pts: float = DE
     for raw in run_dirs:
         run_dir = Path(raw)
         run_log, graded = _graded(run_dir)
-        run_suites |= set(graded.get("suites", {}))
+        run_suites |= set(graded.suites)
         runs.append(
             {
                 "run_dir": str(run_dir),
                 "run_id": run_log.run_id,
-                "status": graded.get("status"),
+                "status": graded.status,
                 "differences": run_wide_differences(run_log, graded),
             }
         )

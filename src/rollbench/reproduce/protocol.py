@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rollbench.core.grade_model import GradeDocument
 from rollbench.core.runlog_model import RunLog
 from rollbench.reproduce.model import Entry, Protocol
 
@@ -56,7 +57,7 @@ def _versions(run_log: RunLog) -> dict[str, Any]:
     return {dist: next((s[dist] for s in sections if s.get(dist)), None) or versions.get(dist) for dist in PINNED_DISTS}
 
 
-def _benchmark_changes(run_log: RunLog, graded: dict[str, Any]) -> list[dict[str, Any]]:
+def _benchmark_changes(run_log: RunLog, graded: GradeDocument) -> list[dict[str, Any]]:
     spec = run_log.spec
     out = []
     if spec.action_noise:
@@ -68,18 +69,19 @@ def _benchmark_changes(run_log: RunLog, graded: dict[str, Any]) -> list[dict[str
         out.append(_diff("instruction_sweep", True, False))
     if spec.success_hold != 1:
         out.append(_diff("success_hold", spec.success_hold, 1))
-    if graded.get("status") != "OK":
-        out.append(_diff("status", graded.get("status"), "OK"))
+    if graded.status != "OK":
+        out.append(_diff("status", graded.status, "OK"))
     return out
 
 
-def _suite_facts(run_log: RunLog, graded: dict[str, Any], suite: str) -> dict[str, Any]:
+def _suite_facts(run_log: RunLog, graded: GradeDocument, suite: str) -> dict[str, Any]:
     plan = run_log.plan
     names = plan.suites.get(suite, [])
     tasks = [t for t in plan.tasks if t.name in names]
-    eps = [e for e in graded.get("episodes", []) if e.get("task") in names]
-    stored_k = bool(eps) and all(e.get("initial_state") == e.get("trial") for e in eps)
-    first = min((e.get("trial", 0) for e in eps), default=0)
+    eps = [e for e in graded.episodes if e.task in names]
+    stored_k = bool(eps) and all(e.initial_state == e.trial for e in eps)
+    first = min((e.trial for e in eps), default=0)
+    block = graded.suites.get(suite)
     return {
         "horizon": sorted({t.max_steps for t in tasks}),
         "settle_steps": sorted({t.settle_steps for t in tasks}),
@@ -87,12 +89,12 @@ def _suite_facts(run_log: RunLog, graded: dict[str, Any], suite: str) -> dict[st
         if stored_k and first == 0
         else (f"stored-k from trial {first}" if stored_k else None),
         "render_size": run_render_size(run_log, names[0]) if names else None,
-        "tasks": graded.get("suites", {}).get(suite, {}).get("tasks"),
+        "tasks": None if block is None else block.tasks,
     }
 
 
 def compare_protocol(
-    run_log: RunLog, graded: dict[str, Any], suite: str, entry: Entry, protocol: Protocol
+    run_log: RunLog, graded: GradeDocument, suite: str, entry: Entry, protocol: Protocol
 ) -> list[dict[str, Any]]:
     """The differences for one suite of one run: a list of ``{"field", "suite", "run", "reference"}`` (empty when
     everything the reference states matches). ``suite`` is the run's suite name (``libero/libero_spatial``)."""
@@ -125,7 +127,7 @@ def compare_protocol(
     return out
 
 
-def run_wide_differences(run_log: RunLog, graded: dict[str, Any]) -> list[dict[str, Any]]:
+def run_wide_differences(run_log: RunLog, graded: GradeDocument) -> list[dict[str, Any]]:
     """Departures from the benchmark's own protocol that hold for the whole run (see the module docstring)."""
     return _benchmark_changes(run_log, graded)
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -97,6 +98,19 @@ def _as_chunk(raw: object, action_dim: int, step: int) -> np.ndarray:
     return arr
 
 
+@dataclass(frozen=True)
+class LoopRules:
+    """The run's rules every episode's loop follows: ``replan_every`` (actions executed from each chunk before the
+    policy is asked again, >= 1), ``success_hold`` (consecutive success steps needed, see :func:`held_success`),
+    ``latency`` and ``stale`` (the simulated policy-call duration and the stale-action rule, canonical
+    ``EvalSpec.latency`` and ``EvalSpec.stale``; see :mod:`rollbench.run.schedule`)."""
+
+    replan_every: int = 1
+    success_hold: int = 1
+    latency: str = "none"
+    stale: str = "skip"
+
+
 class EpisodeRun:
     """One episode, advanced a step at a time: the single implementation of the episode loop's rules.
 
@@ -115,19 +129,17 @@ class EpisodeRun:
         *,
         cameras: Sequence[str] = (),
         record_frames: bool = False,
-        replan_every: int = 1,
-        success_hold: int = 1,
-        latency: str = "none",
-        stale: str = "skip",
         video_cameras: Sequence[str] | None = None,
+        rules: LoopRules | None = None,
     ) -> None:
+        rules = rules or LoopRules()
         self.env, self.planned, self.task = env, planned, env.task
-        self.success_hold, self._streak = success_hold, 0
+        self.success_hold, self._streak = rules.success_hold, 0
         self.cameras = tuple(cameras)  # the policy's: rendered on the steps it is asked for a chunk
         video = tuple(cameras if video_cameras is None else video_cameras) if record_frames else ()
-        self.replan_every = replan_every
-        delay = delay_rule(latency, self.task.fps)
-        self.schedule = ChunkSchedule(replan_every, delay, stale == "skip", self.task.hold)
+        self.replan_every = rules.replan_every
+        delay = delay_rule(rules.latency, self.task.fps)
+        self.schedule = ChunkSchedule(rules.replan_every, delay, rules.stale == "skip", self.task.hold)
         # per step, recorded only with a latency: observation frame the action came from, its chunk row, hold
         self.timed = delay is not None
         self.sources: list[tuple[int, int, bool]] = []

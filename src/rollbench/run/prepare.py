@@ -163,8 +163,7 @@ def prepare_run(
     warnings = _run_warnings(spec, plan, info)
     if existing is not None:
         if run_dir is not None:  # a resume: what the spec resolves to now against what the run recorded
-            fresh = plan_log(spec, plan, info, run.replan_every).model_dump(mode="json")
-            refuse_another_plan(run, fresh, existing.plan.model_dump(mode="json"), run_dir)
+            refuse_another_plan(run, plan_log(spec, plan, info, run.replan_every), existing.plan, run_dir)
         if existing.identity is None:
             existing.identity = identity
         return run, existing
@@ -185,25 +184,25 @@ PLAN_TASK_FIELDS = ("name", "instruction", "max_steps", "success_rule", "cameras
 """What of each recorded ``plan.tasks`` entry a resumed run must resolve to again."""
 
 
-def refuse_another_plan(run: ResolvedRun, fresh: dict[str, Any], recorded: dict[str, Any], run_dir: Path) -> None:
+def refuse_another_plan(run: ResolvedRun, fresh: PlanRecord, recorded: PlanRecord, run_dir: Path) -> None:
     """ConfigError (exit 2, one line, nothing written) when the run being resumed no longer resolves to what it
     recorded: its tasks (``fresh``, this invocation's ``plan_log``, against run.json's ``plan``: the fields in
     :data:`PLAN_TASK_FIELDS`), its planned episodes, or the dataset features its ``meta/info.json`` declares. A
     family that now resolves the same name to another task (another venv, another version) would otherwise
     record other episodes into the run and rewrite its meta/info.json (issue 42, item 3)."""
 
-    def tasks(plan: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{k: t.get(k) for k in PLAN_TASK_FIELDS} for t in plan.get("tasks") or [] if isinstance(t, dict)]
+    def tasks(plan: PlanRecord) -> list[dict[str, object]]:  # JSON values: differences() quotes them
+        dumps = [t.model_dump(mode="json") for t in plan.tasks]
+        return [{k: d.get(k) for k in PLAN_TASK_FIELDS} for d in dumps]
 
-    def episodes(plan: dict[str, Any], keys: Sequence[str]) -> list[dict[str, Any]]:
-        return [{k: e.get(k) for k in keys} for e in plan.get("episodes") or [] if isinstance(e, dict)]
+    def episodes(plan: PlanRecord) -> list[dict[str, object]]:
+        return [e.model_dump(mode="json") for e in plan.episodes]
 
-    keys = sorted({k for e in fresh["episodes"] for k in e})
     there, here = tasks(recorded), tasks(fresh)
     why = "" if len(there) == len(here) else f"{len(there)} tasks recorded, {len(here)} now"
     for t_there, t_here in zip(there, here, strict=False):
         why = why or (f"task {t_there['name']!r}: " + differences(t_there, t_here) if t_there != t_here else "")
-    if not why and episodes(recorded, keys) != episodes(fresh, keys):
+    if not why and episodes(recorded) != episodes(fresh):
         why = "its planned episodes (seeds, initial states, instructions) differ"
     info_path = run_dir / "meta" / "info.json"
     if not why and info_path.exists():

@@ -27,7 +27,7 @@ from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run import phase
 from rollbench.run.deadline import Deadline
-from rollbench.run.episode import EpisodeRun
+from rollbench.run.episode import EpisodeRun, LoopRules
 from rollbench.run.in_memory import borrowed, is_in_memory
 from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
 from rollbench.run.observer import EpisodeProgress, EpisodeStart, EpisodeSummary, RunObserver
@@ -187,10 +187,7 @@ class EpisodeWorker:
             cameras=facts.policy_cameras,  # rendered on the steps the policy is asked for a chunk
             record_frames=spec.video,
             video_cameras=facts.video_cameras,  # rendered every step, only with --video
-            replan_every=self.setup.run.replan_every,
-            success_hold=spec.success_hold,
-            latency=spec.latency,
-            stale=spec.stale,
+            rules=LoopRules(self.setup.run.replan_every, spec.success_hold, spec.latency, spec.stale),
         )
         run.begin(lambda: self.batch.reset_slot(slot, task, planned.seed))
         return run

@@ -116,14 +116,14 @@ def paired_outcomes(a: Any, b: Any, task: str, rule: CoverageRule = DEFAULT_RULE
     if len(orders) != 1:
         raise ConfigError(f"arms {a.source} and {b.source} record different trial orders for {task}")
     out.order = orders.pop()
-    rows = [{e["episode_index"]: e for e in run.episodes if e["task"] == task} for run in (a, b)]
+    rows = [{e.episode_index: e for e in run.episodes if e.task == task} for run in (a, b)]
     for planned_ep in planned:
         ea, eb = (r.get(planned_ep.episode_index) for r in rows)
         if ea is None or eb is None:
             break  # a pair is attempted only when both episodes are committed
         for run, ep in ((a, ea), (b, eb)):
-            if (ep["seed"], ep["initial_state"]) != (planned_ep.seed, planned_ep.initial_state):
-                raise ConfigError(f"{run.source}: episode {ep['episode_index']} is not the planned one (damaged)")
+            if (ep.seed, ep.initial_state) != (planned_ep.seed, planned_ep.initial_state):
+                raise ConfigError(f"{run.source}: episode {ep.episode_index} is not the planned one (damaged)")
         oa, ob = outcome_of(ea), outcome_of(eb)
         for arm, o in (("a", oa), ("b", ob)):
             out.outcomes[arm].append(o)

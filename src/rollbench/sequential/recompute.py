@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.grade_model import GradedEpisode
 from rollbench.core.runlog_model import RunLog, SequentialDesignRecord, SequentialRecord
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.grade import grade, load_run_log
@@ -55,11 +56,11 @@ DERIVED = ("theta1", "efficacy_llr", "futility_llr", "type1_error", "futility_er
 
 @dataclass(frozen=True)
 class RunData:
-    """One arm as recorded: its path (``source``), run.json (``log``), grade's episode rows and its policy's name."""
+    """One arm as recorded: its path (``source``), run.json (``log``), grade's episodes and its policy's name."""
 
     source: str
     log: RunLog
-    episodes: list[dict[str, Any]]
+    episodes: list[GradedEpisode]
 
     @property
     def model(self) -> str:
@@ -82,7 +83,7 @@ def load_arm(run_dir: Path) -> RunData:
             f"{run_dir} is damaged ({n} violation(s) by rollbench grade: {result.violations[0]}); it is not "
             "analysed. Run `rollbench grade` on it for every problem"
         )
-    return RunData(str(run_dir), log, [e.to_json() for e in result.episodes])
+    return RunData(str(run_dir), log, result.episodes)
 
 
 def load_arms(paths: list[Path]) -> list[RunData]:

@@ -86,18 +86,17 @@ def _retry_mode(run_dir: Path, execution: Execution, errored: set[int]) -> Execu
     return execution
 
 
-def design_for(
-    m: int, delta: float, alpha: float, beta: float, p_a: float, discordant: float | None, budget: int | None,
-    look_every: int, futility: bool,
-) -> SequentialDesign:  # fmt: skip
-    """Each task's rule of a family of ``m`` tasks (its level from :func:`family_alphas`); ConfigError, one line, when
-    the design is impossible or (without ``budget``) cannot reach the wanted power within the most pairs allowed."""
-    task_alpha, pooled_alpha = family_alphas(alpha, m)
+def design_for(m: int, config: SequentialConfig) -> SequentialDesign:
+    """Each task's rule of a family of ``m`` tasks designed as ``config`` says (its level from :func:`family_alphas`);
+    ConfigError, one line, when the design is impossible or (without ``config.budget``) cannot reach the wanted power
+    within the most pairs allowed."""
+    c = config
+    task_alpha, pooled_alpha = family_alphas(c.alpha, m)
     try:
-        rule = rule_for(delta, p_a, task_alpha, beta, budget, discordant, look_every, futility)
+        rule = rule_for(c.delta, c.p_a, task_alpha, c.beta, c.budget, c.discordant, c.look_every, c.futility)
         if pooled_alpha is not None:
             pooled = min(m * rule.budget, MAX_SEQUENTIAL_PAIRS)
-            rule_for(delta, p_a, pooled_alpha, beta, pooled, discordant, look_every, futility)
+            rule_for(c.delta, c.p_a, pooled_alpha, c.beta, pooled, c.discordant, c.look_every, c.futility)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return rule
@@ -220,31 +219,17 @@ class SequentialConfig:
     robot: str | None = None
 
 
-def run_sequential(
-    spec_a: EvalSpec,
-    spec_b: EvalSpec,
-    out: Path,
-    config: SequentialConfig,
-    *,
-    on_look: OnLook | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    on_warning: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Run the comparison of ``config`` into ``out`` (see the module docstring) and return :func:`compare_sequential`'s
-    document, which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
-    ``should_stop`` is polled as in :func:`rollbench.api.evaluate`: once True no new episode starts, and the document
-    returned is the comparison as it stands (resumable: the same call goes on). ``on_warning`` receives, before anything runs, the warning of a ``budget`` below the wanted
-    power (:func:`power_warning`).
-
-    Raises ConfigError before anything runs on bad input (specs that do not pair, impossible design, ``out`` holding
-    something else or a comparison with other parameters); ValueError from the design is turned into ConfigError."""
-    execution = config.execution or Execution()
+def _checked(
+    spec_a: EvalSpec, spec_b: EvalSpec, out: Path, config: SequentialConfig, on_warning: Callable[[str], None] | None
+) -> tuple[list[str], SequentialDesign, dict[str, Any]]:
+    """Every check of :func:`run_sequential` before anything is written: ``(tasks, design, parameters)``.
+    ConfigError names the first refusal; the power warning goes to ``on_warning`` only after every refusal."""
     delta, alpha, beta, p_a, discordant = config.delta, config.alpha, config.beta, config.p_a, config.discordant
     look_every, host_label, robot = config.look_every, config.host_label, config.robot
     if look_every < 1:
         raise ConfigError(f"--look-every must be >= 1, got {look_every}")
     tasks = check_arms(spec_a, spec_b)
-    rule = design_for(len(tasks), delta, alpha, beta, p_a, discordant, config.budget, look_every, config.futility)
+    rule = design_for(len(tasks), config)
     if look_every > rule.budget:  # issue 42, item 15: refused before anything runs, not by its own log after
         raise ConfigError(f"--look-every must be between 1 and the budget ({rule.budget} pairs), got {look_every}")
     futility = config.futility
@@ -269,6 +254,30 @@ def run_sequential(
             check_run_dir(arm_dir(out, arm, t))
     if (warning := power_warning(rule)) and on_warning:  # after every refusal: a refusal stays one line (issue 42)
         on_warning(warning)
+    return tasks, rule, parameters
+
+
+def run_sequential(
+    spec_a: EvalSpec,
+    spec_b: EvalSpec,
+    out: Path,
+    config: SequentialConfig,
+    *,
+    on_look: OnLook | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the comparison of ``config`` into ``out`` (see the module docstring) and return :func:`compare_sequential`'s
+    document, which is also written to ``out/sequential.json``. ``on_look`` receives ``{"task", "look"}`` for each new look.
+    ``should_stop`` is polled as in :func:`rollbench.api.evaluate`: once True no new episode starts, and the document
+    returned is the comparison as it stands (resumable: the same call goes on). ``on_warning`` receives, before anything runs, the warning of a ``budget`` below the wanted
+    power (:func:`power_warning`).
+
+    Raises ConfigError before anything runs on bad input (specs that do not pair, impossible design, ``out`` holding
+    something else or a comparison with other parameters); ValueError from the design is turned into ConfigError."""
+    execution = config.execution or Execution()
+    look_every, host_label, robot = config.look_every, config.host_label, config.robot
+    tasks, rule, parameters = _checked(spec_a, spec_b, out, config, on_warning)
     with execution_session(execution):  # Ray connected (or refused) before out is made
         make_dirs(out, "--out")
         labels = {"host_label": host_label, "robot": robot}
@@ -278,7 +287,7 @@ def run_sequential(
         dirs = {t: {arm: arm_dir(out, arm, t) for arm in ("a", "b")} for t in tasks}
         specs = {t: {"a": _arm_spec(spec_a, t, rule.budget), "b": _arm_spec(spec_b, t, rule.budget)} for t in tasks}
         base = {
-            "rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": alpha,
+            "rule": "truncated-sprt-discordant", "family": tasks, "alpha_family": config.alpha,
             "coverage_rule": config.coverage.to_dict(),
         }  # fmt: skip
         blocks = {t: {**base, "task": t, "design": design_record(rule, look_every)} for t in tasks}

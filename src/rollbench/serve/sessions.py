@@ -22,7 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -115,15 +115,24 @@ class Session:
         return answer
 
 
+@dataclass(frozen=True)
+class ServedPolicy:
+    """What ``rollbench serve-policy`` serves: the ``policy`` (a registered name or import path) with its ``options``
+    (``--policy-options``), the ``default_env`` task of a session that sends no reset (``--env``, None: none) and the
+    ``obs_overrides`` of the observation map (``--obs-map``)."""
+
+    policy: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    default_env: str | None = None
+    obs_overrides: Mapping[str, Any] = field(default_factory=dict)
+
+
 class PolicyHost:
     """The served policy: builds instances, keeps sessions within the limits, decodes observations, logs."""
 
     def __init__(
         self,
-        policy: str,
-        options: Mapping[str, Any],
-        default_env: str | None,
-        obs_overrides: Mapping[str, Any],
+        served: ServedPolicy,
         log_path: Path | None,
         injection: str | None,
         protocol: str,
@@ -132,11 +141,12 @@ class PolicyHost:
     ) -> None:
         from rollbench.core.registry import family_of, make_policy
 
-        self.name, self.options, self.protocol = policy, dict(options), protocol
+        policy, default_env = served.policy, served.default_env
+        self.name, self.options, self.protocol = policy, dict(served.options), protocol
         self.limits = limits or Limits()
         self.batching = batching or Batching()
         self.injection = parse_injection(injection)
-        self.obs_overrides = check_overrides(obs_overrides)
+        self.obs_overrides = check_overrides(served.obs_overrides)
         self.default_task = family_of(default_env).task(default_env) if default_env else None
         template = make_policy(policy, self.options)  # unknown names fail here, before the port opens
         self.info = template.info

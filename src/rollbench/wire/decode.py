@@ -28,13 +28,14 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from rollbench.core.contracts import EpisodeError, InfrastructureError
+from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError
 from rollbench.core.format import quoted
 
 MAX_NDIM = 8
@@ -65,14 +66,93 @@ def unquoted_reply(what: str, size: int, unit: str = "bytes") -> str:
     return f"{what}, a reply of {size} {unit} (not shown: a server's text is never quoted)"
 
 
+class ProtocolError(ValueError):
+    """Data from a peer that does not follow the wire format; the message is safe to show and to send back."""
+
+
+class PeerFault(ConnectionError):
+    """A peer that broke the protocol, said in rollbench's own words (its text is safe to show: it quotes nothing
+    the peer sent). A ConnectionError, so a client retries it as it retries a dropped connection."""
+
+
+# exceptions whose text rollbench wrote itself, from the peer's types, sizes and statuses only (never its strings)
+_OWN_WORDS = (ProtocolError, PeerFault, EpisodeError, ConfigError)
+
+
+def unquoted_failure(exc: BaseException) -> str:
+    """How a client names a transport library's failure without quoting it: the exception's class, plus the
+    operating system's words for an OS error in its chain (``"ConnectError: Connection refused"``) or the status of
+    a refused websocket handshake (``"InvalidStatus: HTTP 500"``). The libraries' own texts are never shown: h11's
+    ``RemoteProtocolError`` quotes the offending header line and websockets' ``InvalidUpgrade``/``InvalidHeader*``
+    quote header values, any of which a server may fill with the client's token (issue 42, hostile round 5 F1).
+    rollbench's own exceptions (:class:`ProtocolError`, :class:`PeerFault`, EpisodeError, ConfigError) keep their
+    text, which never quotes a peer."""
+    name = type(exc).__name__
+    if isinstance(exc, _OWN_WORDS):
+        return f"{name}: {exc}"
+    status = getattr(getattr(exc, "response", None), "status_code", None)  # websockets' InvalidStatus
+    if type(status) is int:
+        return f"{name}: HTTP {status}"
+    seen: BaseException | None = exc
+    for _ in range(8):  # the library's own chain (httpx -> httpcore -> socket): bounded, never a cycle
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and isinstance(seen.errno, int) and seen.errno > 0:
+            return f"{name}: {os.strerror(seen.errno)}"
+        seen = seen.__cause__ or seen.__context__
+    return f"{name} (its text is not shown: it may quote the server's reply)"
+
+
+def described(value: Any) -> str:
+    """A peer's value named by its JSON type and size, never its contents: ``"an object of 3 keys"``, ``"a list of
+    2 items"``, ``"a string of 40 characters"``, ``"a number"``, ``"null"``."""
+    if isinstance(value, Mapping):
+        return f"an object of {len(value)} key{'s' * (len(value) != 1)}"
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value)} item{'s' * (len(value) != 1)}"
+    if isinstance(value, str):
+        return f"a string of {len(value)} character{'s' * (len(value) != 1)}"
+    if isinstance(value, bytes | bytearray):
+        return f"{len(value)} bytes"
+    if value is None:
+        return "null"
+    if isinstance(value, bool | np.bool_):
+        return "a boolean"
+    if isinstance(value, int | float | np.number):
+        return "a number"
+    if isinstance(value, np.ndarray):
+        return f"an array of dtype {value.dtype.str} and shape {list(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
+def _numpy_words() -> frozenset[str]:
+    """Every dtype name and type code numpy itself defines (a fixed vocabulary: ``object``, ``|O``, ``complex64``,
+    ``<U``...): a dtype a peer names is shown only when it is one of these."""
+    words: set[str] = {k for k in np.sctypeDict if isinstance(k, str)}
+    for t in set(np.sctypeDict.values()):
+        try:
+            dt = np.dtype(t)
+        except TypeError:
+            continue
+        words |= {dt.name, dt.str, dt.newbyteorder("<").str, dt.newbyteorder(">").str}
+    return frozenset(w for w in words if len(w) <= 16)
+
+
+_NUMPY_WORDS = _numpy_words()
+
+
+def shown_dtype(spec: Any) -> str:
+    """A dtype a peer named, as an error message may show it: quoted when it is one of numpy's own names, else only
+    its type and length (a server may name any text as a dtype, the client's token too)."""
+    if isinstance(spec, str) and spec in _NUMPY_WORDS:
+        return quoted(spec)
+    return f"({described(spec)})"
+
+
 def status_error(status: Any, said: str) -> EpisodeError:
     """The error for a server's non-2xx reply (a whole request's, or one batch item's ``status``):
     InfrastructureError for :data:`INFRA_STATUSES`, else an EpisodeError (the policy's fault)."""
     return InfrastructureError(said) if status in INFRA_STATUSES else EpisodeError(said)
-
-
-class ProtocolError(ValueError):
-    """Data from a peer that does not follow the wire format; the message is safe to show and to send back."""
 
 
 def wire_dtype(spec: Any) -> np.dtype:
@@ -80,9 +160,8 @@ def wire_dtype(spec: Any) -> np.dtype:
     if isinstance(spec, bytes):
         spec = spec.decode("ascii", errors="replace")
     if not isinstance(spec, str) or not (spec in _DTYPE_NAMES or _DTYPE_STR.fullmatch(spec)):
-        shown = quoted(spec) if isinstance(spec, str) else repr(type(spec).__name__)
         raise ProtocolError(
-            f"unsupported array dtype {shown}: only bool, int8-64, uint8-64 and float16-64 arrays are accepted"
+            f"unsupported array dtype {shown_dtype(spec)}: only bool, int8-64, uint8-64 and float16-64 arrays are accepted"
         )
     return np.dtype(spec)
 
@@ -201,8 +280,10 @@ def loads_json(body: bytes | bytearray | str) -> Any:
         raise
     except RecursionError:
         raise ProtocolError(f"the message nests maps and lists more than {MAX_DEPTH} deep") from None
-    except (ValueError, TypeError) as exc:
-        raise ProtocolError(f"not JSON ({str(exc)[:120]})") from None
+    except json.JSONDecodeError as exc:  # its text is its own (position), but say it in ours all the same
+        raise ProtocolError(f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except (ValueError, TypeError) as exc:  # not UTF-8: a UnicodeDecodeError quotes the offending bytes
+        raise ProtocolError(f"not JSON ({type(exc).__name__})") from None
     return check_depth(value)
 
 
@@ -225,7 +306,7 @@ def decode_array(obj: Any) -> np.ndarray:
         raise ProtocolError('an array must be an object with "dtype", "shape" and "data"')
     dtype, shape, data = obj["dtype"], obj["shape"], obj["data"]
     if dtype not in DTYPES:
-        raise ProtocolError(f"unsupported dtype {quoted(str(dtype))}; supported: {', '.join(DTYPES)}")
+        raise ProtocolError(f"unsupported dtype {shown_dtype(dtype)}; supported: {', '.join(DTYPES)}")
     if isinstance(data, str):
         try:
             raw = base64.b64decode(data, validate=True)

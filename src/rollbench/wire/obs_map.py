@@ -51,6 +51,7 @@ from rollbench.core.contracts import ConfigError, EpisodeError, Observation, Tas
 from rollbench.core.family import ServedLayout
 from rollbench.core.jsonfile import parse_json, read_text
 from rollbench.core.records import JsonRecord
+from rollbench.wire.decode import described
 
 STATE_SOURCES = ("state", "raw")
 OVERRIDE_KEYS = ("images", "state_key", "prompt_key", "state_source", "image_size")
@@ -263,17 +264,20 @@ def advertised_image_sizes(metadata: Mapping[str, Any]) -> dict[str, tuple[int, 
 def check_actions(reply: Any, server: str, task: TaskInfo | None) -> np.ndarray:
     """``reply["actions"]`` as a float array of the task's action size, in the server's own float dtype (integers
     become float64), else EpisodeError naming the problem."""
-    if not isinstance(reply, Mapping) or "actions" not in reply:
-        keys = sorted(map(str, reply)) if isinstance(reply, Mapping) else type(reply).__name__
-        raise EpisodeError(f"malformed reply from {server}: no 'actions' (got {keys})")
+    if not isinstance(reply, Mapping) or "actions" not in reply:  # named by its type and size, never its keys
+        raise EpisodeError(f"malformed reply from {server}: no 'actions' (got {described(reply)})")
     try:
         actions = np.asarray(reply["actions"])
-        if actions.dtype.kind != "f":  # the server's floats are kept as sent (float64 from openpi: never rounded)
-            if actions.dtype.kind not in "biu":
-                raise TypeError(f"its dtype is {actions.dtype}")
-            actions = actions.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        raise EpisodeError(f"malformed reply from {server}: 'actions' is not numeric ({exc})") from None
+    except (TypeError, ValueError) as exc:  # ragged lists; numpy's text is its own, but say it in ours
+        raise EpisodeError(
+            f"malformed reply from {server}: 'actions' is not a numeric array ({type(exc).__name__})"
+        ) from None
+    if actions.dtype.kind != "f":  # the server's floats are kept as sent (float64 from openpi: never rounded)
+        if actions.dtype.kind not in "biu":  # numpy's dtype code (kind and size), never the values
+            raise EpisodeError(
+                f"malformed reply from {server}: 'actions' is not numeric (its dtype is {actions.dtype.str})"
+            )
+        actions = actions.astype(np.float64)
     dim = task.action_dim if task is not None else None
     if actions.ndim not in (1, 2) or actions.size == 0 or (dim is not None and actions.shape[-1] != dim):
         raise EpisodeError(

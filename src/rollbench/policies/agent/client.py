@@ -12,16 +12,24 @@ Bounds and faults:
 * HTTP 429 and 5xx and dropped connections are retried ``retries`` times (:mod:`rollbench.policies.retry`), waiting
   ``backoff_s * 2**attempt`` seconds (or the server's ``Retry-After`` seconds), capped at 60 s; then
   InfrastructureError with the status;
-* any other non-2xx status and a body that is not a JSON object raise InfrastructureError.
+* a ``Retry-After`` that is not a finite number of seconds >= 0 (``nan``, ``inf``, ``-1``, a date) is ignored:
+  the backoff above is used instead;
+* any other non-2xx status, a body that is not a JSON object and a reply over :data:`MAX_REPLY_BYTES` raise
+  InfrastructureError.
 
-The API key is held in memory only. Every text that leaves this module (error messages, wire capture) has the key
-replaced by ``<redacted:api_key>``, and captured headers whose names carry credentials (``authorization``,
-``*api-key*``, ``cookie``...) are replaced by ``<redacted>`` at capture time.
+Error texts never quote the provider's reply: they name its status and size, and the provider's error type only
+when it is one of :data:`KNOWN_ERROR_TYPES` (OpenAI-style ``{"error": {"type"|"code": ...}}``); transport failures
+are named by their class (:func:`~rollbench.wire.decode.unquoted_failure`). A provider may put anything in its
+body, the key transformed so that no redaction finds it (hostile round 5, F2). The API key is held in memory only.
+The wire capture (``--wire-capture``, the user's choice to keep raw exchanges) has the key replaced by
+``<redacted:api_key>``, and captured headers whose names carry credentials (``authorization``, ``*api-key*``,
+``cookie``...) are replaced by ``<redacted>`` at capture time.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -29,8 +37,32 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError, InfrastructureError
 from rollbench.policies.retry import RetryAfter, with_retries
+from rollbench.wire.decode import unquoted_failure, unquoted_reply
 
 MAX_BACKOFF_S = 60.0
+MAX_REPLY_BYTES = 16 * 2**20
+"""The most of one provider reply that is read (bytes): a chat completion is a few kB (a long one some hundred)."""
+KNOWN_ERROR_TYPES = frozenset(
+    (
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "permission_denied",
+        "not_found_error",
+        "model_not_found",
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "insufficient_quota",
+        "context_length_exceeded",
+        "server_error",
+        "api_error",
+        "overloaded_error",
+        "request_too_large",
+        "timeout_error",
+    )
+)
+"""Error types and codes of OpenAI-style providers (OpenAI, OpenRouter, vLLM, LiteLLM; Anthropic's names too) that
+an error text may name; anything else a provider says is not shown."""
 SECRET_HEADER = re.compile(r"authorization|api[-_]?key|cookie|token|secret", re.IGNORECASE)
 
 
@@ -73,14 +105,10 @@ class ChatClient:
         try:
             r = self._client.get(f"{self.base_url}/models", headers=self._headers())
         except httpx.HTTPError as exc:
-            raise ConfigError(
-                self.redact(f"cannot reach the model API at {self.base_url} ({type(exc).__name__}: {exc})")
-            ) from None
+            raise ConfigError(f"cannot reach the model API at {self.base_url} ({unquoted_failure(exc)})") from None
         if r.status_code in (401, 403):
             raise ConfigError(
-                self.redact(
-                    f"the model API at {self.base_url} refused the API key: HTTP {r.status_code} {r.text[:300]}"
-                )
+                f"the model API at {self.base_url} refused the API key: {provider_said(r.status_code, r.content)}"
             )
         listed: bool | None = None
         if r.status_code == 200:
@@ -114,7 +142,7 @@ class ChatClient:
                     f"no reply from the model API {url} within timeout_s={self.timeout_s:g} s (turn {turn})"
                 ) from None
             except httpx.TransportError as exc:
-                rec.update(status=None, error=self.redact(f"{type(exc).__name__}: {exc}"))
+                rec.update(status=None, error=unquoted_failure(exc))
                 self._capture(turn, n, url, payload, None, None, rec["error"])
                 wait = self._backoff(n, None)
                 raise RetryAfter(wait) from None
@@ -122,7 +150,7 @@ class ChatClient:
             self._capture(turn, n, url, payload, status, headers, text)
             if status == 429 or status >= 500:
                 wait = self._backoff(n, headers.get("retry-after"))
-                rec["error"] = self.redact(text[:300])
+                rec["error"] = provider_said(status, text.encode())
                 raise RetryAfter(wait)
             return self._reply_of(url, status, text)
 
@@ -137,10 +165,8 @@ class ChatClient:
         except RetryAfter:
             last = attempts[-1]
             raise InfrastructureError(
-                self.redact(
-                    f"the model API {url} failed {len(attempts)} times (HTTP {last.get('status')}: "
-                    f"{last.get('error', '')}); gave up after {self.retries} retries with backoff (turn {turn})"
-                )
+                f"the model API {url} failed {len(attempts)} times (last: {last.get('error', '')}); gave up after "
+                f"{self.retries} retries with backoff (turn {turn})"
             ) from None
         return reply, attempts
 
@@ -148,21 +174,27 @@ class ChatClient:
         """The JSON object of a final (not retried) reply; InfrastructureError for an error status or a body that
         is not a JSON object."""
         if not 200 <= status < 300:
-            raise InfrastructureError(self.redact(f"the model API {url} answered HTTP {status}: {text[:1000]}"))
+            raise InfrastructureError(f"the model API {url} answered {provider_said(status, text.encode())}")
         try:
             reply = json.loads(text)
         except ValueError:
             reply = None
         if not isinstance(reply, dict):
-            raise InfrastructureError(self.redact(f"the model API {url} sent a body that is not JSON: {text[:300]!r}"))
+            raise InfrastructureError(
+                f"the model API {url} sent a body that is not a JSON object (HTTP {status}, {len(text.encode())} bytes)"
+            )
         return reply
 
     def _backoff(self, attempt: int, retry_after: str | None) -> float:
+        """Seconds to wait before the next try: the server's ``Retry-After`` seconds when it is a finite number >= 0
+        (capped at MAX_BACKOFF_S), else ``backoff_s * 2**attempt`` (also capped): ``nan``, ``inf``, negative
+        numbers and HTTP dates fall back to the backoff, never reach ``time.sleep``."""
         try:
-            if retry_after is not None:
-                return min(max(float(retry_after), 0.0), MAX_BACKOFF_S)
+            asked = float(retry_after) if retry_after is not None else math.nan
         except ValueError:
-            pass
+            asked = math.nan
+        if math.isfinite(asked) and asked >= 0:
+            return min(asked, MAX_BACKOFF_S)
         return min(self.backoff_s * 2**attempt, MAX_BACKOFF_S)
 
     def _post(self, url: str, payload: bytes) -> tuple[int, dict[str, str], str]:
@@ -170,9 +202,12 @@ class ChatClient:
 
         deadline = time.monotonic() + self.timeout_s
         with self._client.stream("POST", url, content=payload, headers=self._headers()) as r:
-            parts = []
+            parts, size = [], 0
             for part in r.iter_bytes():  # watchdog: a reply trickling in slower than timeout_s is cut off
                 parts.append(part)
+                size += len(part)
+                if size > MAX_REPLY_BYTES:
+                    raise InfrastructureError(f"the model API {url} sent a reply larger than {MAX_REPLY_BYTES} bytes")
                 if time.monotonic() > deadline:
                     raise httpx.ReadTimeout("reply body still arriving after timeout_s")
             return r.status_code, {k.lower(): v for k, v in r.headers.items()}, b"".join(parts).decode(errors="replace")
@@ -212,6 +247,21 @@ class ChatClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+def provider_said(status: int, body: bytes) -> str:
+    """What a provider's error reply says, in rollbench's words: ``"HTTP 400 (invalid_request_error), a reply of 212
+    bytes (not shown: ...)"``. The type is shown only when the body is OpenAI's ``{"error": {"type": T}}`` (or
+    ``"code"``) with ``T`` in :data:`KNOWN_ERROR_TYPES`; the body itself never."""
+    kind = None
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError, RecursionError):
+        error = None
+    if isinstance(error, dict):
+        said = [error.get(k) for k in ("type", "code")]
+        kind = next((k for k in said if isinstance(k, str) and k in KNOWN_ERROR_TYPES), None)
+    return unquoted_reply(f"HTTP {status}" + (f" ({kind})" if kind else ""), len(body))
 
 
 def parse_prices(value: Any) -> tuple[float, float] | None:

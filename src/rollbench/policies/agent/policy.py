@@ -72,6 +72,7 @@ from rollbench.core.contracts import (
 )
 from rollbench.policies.agent.client import ChatClient, call_cost, parse_prices
 from rollbench.policies.agent.tools import ToolSet
+from rollbench.wire.decode import described
 from rollbench.wire.obs_map import check_options, positive
 
 PROVIDER_URLS = {"openai": "https://api.openai.com/v1", "openrouter": "https://openrouter.ai/api/v1"}
@@ -293,13 +294,11 @@ class AgentPolicy:
             name, raw_args = fn["name"], fn.get("arguments") or "{}"
             args = json.loads(raw_args) if isinstance(raw_args, str) else raw_args
         except (KeyError, TypeError, ValueError) as exc:
-            raise EpisodeError(
-                f"malformed tool call from the model ({type(exc).__name__}: {exc}): {first!r:.300}"
-            ) from None
+            raise EpisodeError(f"malformed tool call ({type(exc).__name__}; the call is {described(first)})") from None
         if not isinstance(args, dict):
-            raise EpisodeError(f"malformed tool call {name}: arguments are not a JSON object: {raw_args!r:.300}")
+            raise EpisodeError(f"malformed tool call: its arguments are {described(raw_args)}, not a JSON object")
         if name not in self.tools.names():
-            raise EpisodeError(f"the model called an unknown tool {name!r}; tools: {', '.join(self.tools.names())}")
+            raise EpisodeError(f"the model called an unknown tool; tools: {', '.join(self.tools.names())}")
         if name == "done":
             self._line("action", turn=self.turn, tool=name, arguments=args, step=self.steps, steps=0)
             raise PolicyStop("the agent called done")
@@ -343,7 +342,7 @@ class AgentPolicy:
             message = choice["message"]
             assert isinstance(message, dict)
         except (KeyError, IndexError, TypeError, AssertionError):
-            raise EpisodeError(f"malformed reply from the model API (no choices[0].message): {reply!r:.300}") from None
+            raise EpisodeError(f"malformed model API reply (no choices[0].message in {described(reply)})") from None
         raw_usage = reply.get("usage")
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
         cost = call_cost(usage, self.prices)

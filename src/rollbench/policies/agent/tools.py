@@ -44,6 +44,7 @@ import numpy as np
 
 from rollbench.core.contracts import EpisodeError, TaskInfo
 from rollbench.core.registry import env_family
+from rollbench.wire.decode import described
 
 _AXES = ("x", "y", "z")
 
@@ -217,11 +218,15 @@ class ToolSet:
 
 def _number(value: Any, tool: str, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise EpisodeError(f"malformed tool call {tool}: argument {key!r} must be a finite number, got {value!r}")
+        raise EpisodeError(
+            f"malformed tool call {tool}: argument {key!r} must be a finite number, got {described(value)}"
+        )
     return float(value)
 
 
 def _numbers(value: Any, tool: str, key: str) -> list[float]:
     if not isinstance(value, list):
-        raise EpisodeError(f"malformed tool call {tool}: argument {key!r} must be a list of numbers, got {value!r}")
+        raise EpisodeError(
+            f"malformed tool call {tool}: argument {key!r} must be a list of numbers, got {described(value)}"
+        )
     return [_number(v, tool, key) for v in value]

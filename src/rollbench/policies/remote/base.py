@@ -17,9 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
-from rollbench.core.format import quoted
 from rollbench.core.registry import served_layout
-from rollbench.wire.decode import status_error, unquoted_reply
+from rollbench.wire.decode import described, status_error, unquoted_reply
 from rollbench.wire.guard import TOKEN_ENV
 from rollbench.wire.obs_map import (
     ObsMap,
@@ -201,8 +200,11 @@ class RemotePolicy:
 
 def check_reset_reply(reply: Any, url: str) -> None:
     """A reset must be answered ``{"reset": true}``; raises EpisodeError otherwise."""
-    if not (isinstance(reply, Mapping) and reply.get("reset") is True):
-        raise EpisodeError(f"malformed reply from {url} to reset: {quoted(jsonable(reply))}")
+    if not (isinstance(reply, Mapping) and reply.get("reset") is True):  # named by its shape, never its text
+        got = f"'reset' is {described(reply['reset'])}" if isinstance(reply, Mapping) and "reset" in reply else None
+        raise EpisodeError(
+            f'malformed reply from {url} to reset: expected {{"reset": true}}, got {got or described(reply)}'
+        )
 
 
 # One client serving B slots with one batch request per lockstep step.
@@ -281,7 +283,7 @@ class RemoteBatch:
             entries = reply.get("batch") if isinstance(reply, Mapping) else None
             if not isinstance(entries, list):
                 raise EpisodeError(
-                    f"malformed reply from {c.url} to a batch request: no 'batch' list ({_shown(reply)})"
+                    f"malformed reply from {c.url} to a batch request: no 'batch' list (got {described(reply)})"
                 )
             if len(entries) != len(slots):
                 raise EpisodeError(
@@ -301,9 +303,8 @@ class RemoteBatch:
         c = self.client
         if isinstance(entry, Mapping) and "error" in entry and "actions" not in entry:
             status = entry.get("status")
-            said = (
-                f"server error from {c.url}: {unquoted_reply(f'HTTP {status}', len(str(entry['error'])), 'characters')}"
-            )
+            what = f"HTTP {status}" if type(status) is int and 100 <= status <= 599 else "an error entry"  # no text
+            said = f"server error from {c.url}: {unquoted_reply(what, len(str(entry['error'])), 'characters')}"
             raise status_error(status, said)
         return check_actions(c._item_reply(entry), c.url, self.tasks[slot])
 
@@ -314,9 +315,3 @@ class RemoteBatch:
                 self.client._close_slot(slot_id)
         finally:
             self.client.close()
-
-
-def _shown(reply: Any) -> str:
-    return (
-        f"got keys {sorted(map(str, reply))[:20]}" if isinstance(reply, Mapping) else f"got {quoted(jsonable(reply))}"
-    )

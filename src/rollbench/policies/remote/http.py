@@ -77,6 +77,7 @@ from rollbench.wire.decode import (
     encode_array,
     loads_json,
     status_error,
+    unquoted_failure,
     unquoted_reply,
 )
 from rollbench.wire.guard import client_headers
@@ -134,7 +135,7 @@ class HttpPolicy(RemotePolicy):
                 status, text = self._exchange("GET", None, self.connect_timeout_s)
             except (httpx.HTTPError, EpisodeError) as exc:
                 raise ConfigError(
-                    f"cannot reach the policy server {self.url} ({type(exc).__name__}: {exc}); is "
+                    f"cannot reach the policy server {self.url} ({unquoted_failure(exc)}); is "
                     "`rollbench serve-policy --protocol http` or your /act server running there?"
                 ) from None
             try:
@@ -180,7 +181,7 @@ class HttpPolicy(RemotePolicy):
             )
         except httpx.TransportError as last:
             raise InfrastructureError(
-                f"lost the connection to {self.url} and {self.retries} retries failed ({type(last).__name__}: {last})"
+                f"lost the connection to {self.url} and {self.retries} retries failed ({unquoted_failure(last)})"
             ) from None
 
     def _exchange(self, method: str, payload: bytes | None, timeout_s: float) -> tuple[int, bytes]:

@@ -58,7 +58,14 @@ import numpy as np
 from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation
 from rollbench.policies.remote.base import RemotePolicy, check_reset_reply
 from rollbench.policies.retry import with_retries
-from rollbench.wire.decode import MAX_REPLY_BYTES, ProtocolError, unpack_msgpack, unquoted_reply
+from rollbench.wire.decode import (
+    MAX_REPLY_BYTES,
+    PeerFault,
+    ProtocolError,
+    unpack_msgpack,
+    unquoted_failure,
+    unquoted_reply,
+)
 from rollbench.wire.guard import client_headers
 from rollbench.wire.obs_map import ObsMap, check_actions
 
@@ -116,10 +123,10 @@ class WebsocketPolicy(RemotePolicy):
             frame = ws.recv(timeout=self.connect_timeout_s)
             if isinstance(frame, str):
                 said = unquoted_reply("an error text frame", len(frame), "characters")
-                raise ConnectionError(f"the server sent an error instead of its metadata: {said}")
+                raise PeerFault(f"the server sent an error instead of its metadata: {said}")
             metadata = self._unpack(frame, "its metadata")
             if not isinstance(metadata, dict):
-                raise ConnectionError(f"the server's metadata is a {type(metadata).__name__}, not a dict")
+                raise PeerFault(f"the server's metadata is a {type(metadata).__name__}, not a dict")
         except BaseException:
             ws.close()
             raise
@@ -226,10 +233,11 @@ def make_ws_policy(name: str, options: Mapping[str, Any]) -> WebsocketPolicy:
 
 def lost(exc: BaseException) -> str:
     """Why a connection was lost, in the client's words: a closed connection by its close code only (its reason is
-    the server's text, never quoted: :func:`~rollbench.wire.decode.unquoted_reply`), else the exception."""
+    the server's text, never quoted: :func:`~rollbench.wire.decode.unquoted_reply`), else the exception's class
+    (:func:`~rollbench.wire.decode.unquoted_failure`: websockets' handshake errors quote the server's headers)."""
     from websockets.exceptions import ConnectionClosed
 
     if isinstance(exc, ConnectionClosed):
         code = exc.rcvd.code if exc.rcvd is not None else "none received"
         return f"{type(exc).__name__}: close code {code}"
-    return f"{type(exc).__name__}: {exc}"
+    return unquoted_failure(exc)

@@ -75,19 +75,21 @@ def _no_constant(name: str) -> Any:
 def _array_sizes(table: Any) -> list[tuple[str, np.dtype, tuple[int, ...], int]]:
     if not isinstance(table, list):
         raise FrameError("frame header: 'arrays' must be a list")
-    out = []
-    for entry in table:
+    out = []  # errors name an entry by its position and types, never the peer's strings
+    for i, entry in enumerate(table):
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
-            raise FrameError(f"frame header: bad array entry {entry!r:.80}")
+            raise FrameError(f"frame header: array entry {i} is not [name, dtype, shape] ({type(entry).__name__})")
         name, dt, shape = entry
         if not isinstance(dt, str) or dt not in DTYPES:
-            raise FrameError(f"array {name!r}: dtype {dt!r:.40} is not allowed")
+            raise FrameError(f"frame header: array entry {i} has a dtype not in {sorted(DTYPES)}")
         if (
             not isinstance(shape, list)
             or len(shape) > MAX_NDIM
             or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_DIM for n in shape)
         ):
-            raise FrameError(f"array {name!r}: bad shape {shape!r:.80}")
+            raise FrameError(
+                f"frame header: array entry {i} has a shape that is not {MAX_NDIM} or fewer sizes <= {MAX_DIM}"
+            )
         dtype = np.dtype(dt)
         out.append((name, dtype, tuple(shape), dtype.itemsize * math.prod(shape)))
     if sum(n for *_, n in out) > MAX_FRAME:
@@ -126,8 +128,10 @@ class FrameReader:
             raise FrameError(f"frame header of {size} bytes exceeds {MAX_HEADER}")
         try:
             message = json.loads(self._exactly(size, deadline), parse_constant=_no_constant)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise FrameError(f"frame header is not JSON: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise FrameError(f"frame header is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        except UnicodeDecodeError:  # its text quotes the bytes
+            raise FrameError("frame header is not UTF-8") from None
         if not isinstance(message, dict):
             raise FrameError("frame header is not a JSON object")
         arrays = {}

@@ -17,6 +17,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from checkpoint_policies import expected_success, write_checkpoint
+from checkpoints_html import assert_no_generic_statistics, checkpoints_section, html_report, table_rows
 from cli_in_process import invoke
 
 SKILLS = {1000: 0.3, 2000: 0.9, 3000: 0.6}
@@ -35,30 +36,13 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "out"
 
 
-def _section(html: str) -> str:
-    start = html.index("<h2>Checkpoints</h2>")
-    return html[start : html.index("<h2>", start + 5)]
-
-
-def _rows(section: str) -> list[list[str]]:
-    table = section.split("<th>eliminated</th>")[-1] if "<th>eliminated</th>" in section else section
-    body = table.split("<th>step</th>", 1)[1].split("</table>", 1)[0]
-    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body)]
-
-
-def _report(tmp_path: Path, *paths: Path) -> str:
-    got = invoke("report", *paths, "--out", tmp_path / "r.html")
-    assert got.returncode == 0, got.stderr
-    return (tmp_path / "r.html").read_text()
-
-
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
 @pytest.mark.slow
 def test_report_shows_the_ranking_figure_and_verdict_of_a_checkpoints_folder(out: Path, tmp_path: Path) -> None:
-    section = _section(_report(tmp_path, out.parent))  # a folder holding the OUT folder
+    section = checkpoints_section(html_report(tmp_path, out.parent))  # a folder holding the OUT folder
     wins = {s: [expected_success(k, seed) for seed in range(N)] for s, k in SKILLS.items()}
     rate = {s: sum(w) / N for s, w in wins.items()}
     order = sorted(SKILLS, key=lambda s: (-rate[s], s))
@@ -80,7 +64,7 @@ def test_report_shows_the_ranking_figure_and_verdict_of_a_checkpoints_folder(out
             shown = f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
             row += [f"{100 * (rate[s] - rate[best]):+.1f}", shown + (" worse" if p <= 0.05 else ""), str(N)]
         expected.append(row)
-    assert _rows(section) == expected
+    assert table_rows(section) == expected
     # by hand: step 2000 wins 12 of 12, 3000 wins 6, 1000 wins 4; both others worse at Holm alpha 0.05
     assert [r[2] for r in expected] == ["100.0%", "50.0%", "33.3%"]
     assert "<strong>Verdict:</strong> step 2000: best: better than every other checkpoint" in section
@@ -103,12 +87,12 @@ def test_a_checkpoints_json_that_disagrees_with_the_runs_is_a_violation(out: Pat
     got = invoke("report", edited, "--out", tmp_path / "r.html")
     assert got.returncode == 0, got.stderr
     html = (tmp_path / "r.html").read_text()
-    section = _section(html)
+    section = checkpoints_section(html)
     said = f"{edited / 'checkpoints.json'}: step 3000 success_rate 0.75 differs from its run directory's 0.5"
     assert f"<strong>Violation:</strong> {said.replace(chr(39), '&#39;')}" in section
     assert f"<strong>Warning:</strong> {edited}: {said.replace(chr(39), '&#39;')}" in html  # also at the top
     assert f"warning: {edited}: {said}" in " ".join(got.stderr.split())  # and on stderr (wrapped at any width)
-    assert _rows(section)[1][:3] == ["3000", "OK", "50.0%"]  # the table shows the recomputed numbers
+    assert table_rows(section)[1][:3] == ["3000", "OK", "50.0%"]  # the table shows the recomputed numbers
 
 
 def test_a_damaged_checkpoints_json_is_named_and_nothing_is_ranked(out: Path, tmp_path: Path) -> None:
@@ -117,28 +101,15 @@ def test_a_damaged_checkpoints_json_is_named_and_nothing_is_ranked(out: Path, tm
     edited = tmp_path / "damaged"
     shutil.copytree(out, edited)
     (edited / "checkpoints.json").write_text('{"alpha": 0.05}')
-    section = _section(_report(tmp_path, edited))
+    section = checkpoints_section(html_report(tmp_path, edited))
     assert f"<strong>Violation:</strong> {edited / 'checkpoints.json'} is damaged: &#39;rule&#39;" in section
     assert "<strong>Verdict:</strong>" not in section and "<th>step</th>" not in section
 
 
-def _outside(html: str) -> str:
-    """The report less its Checkpoints section and its figures' data (base64 may spell any word)."""
-    start = html.index("<h2>Checkpoints</h2>")
-    return re.sub(r'src="data:[^"]*"', "", html[:start] + html[html.index("<h2>", start + 5) :])
-
-
-def _assert_no_generic_statistics(html: str) -> None:
-    outside = _outside(html)
-    for text in ("McNemar", "Fisher", "better", "unpaired", "UNPAIRED", "Holm", "repeat"):
-        assert text not in outside, text
-    assert "<h2>Comparison</h2>" not in html and "<h2>Success rate per task</h2>" not in html
-
-
 @pytest.mark.slow
 def test_checkpoint_runs_are_reported_in_the_checkpoints_section_only(out: Path, tmp_path: Path) -> None:
-    html = _report(tmp_path, out)
-    _assert_no_generic_statistics(html)
+    html = html_report(tmp_path, out)
+    assert_no_generic_statistics(html)
     runs = html[html.index("<h2>Runs</h2>") : html.index("<h2>Checkpoints</h2>")]
     assert [f"{step:06d}" for step in SKILLS] == re.findall(r"<td>[^<]*/(\d{6})</td>", runs)  # the run list stays
 
@@ -153,7 +124,7 @@ def test_plain_runs_beside_a_checkpoints_folder_are_pooled_and_compared_without_
         got = invoke("eval", "--env", "scripted/reach", "--policy", "checkpoint_policies:make", *options,
                      "--episodes", N, "--out", tmp_path / "plain" / name)  # fmt: skip
         assert got.returncode == 0, got.stderr
-    html = _report(tmp_path, out, tmp_path / "plain")
+    html = html_report(tmp_path, out, tmp_path / "plain")
     cells = html[html.index("<h2>Success rate per task</h2>") : html.index("<h2>Checkpoints</h2>")]
     rows = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", cells)]
     wins = sum(expected_success(k, seed) for k in (0.2, 0.8) for seed in range(N))
@@ -166,45 +137,8 @@ def test_plain_runs_beside_a_checkpoints_folder_are_pooled_and_compared_without_
 
 
 def test_a_plain_run_folder_has_no_checkpoints_section(out: Path, tmp_path: Path) -> None:
-    html = _report(tmp_path, out / "001000")  # a run directory alone: its parent is not among the inputs' folders
+    html = html_report(tmp_path, out / "001000")  # a run directory alone: its parent is not among the inputs' folders
     assert "<h2>Checkpoints</h2>" not in html
-
-
-@pytest.mark.slow
-def test_report_of_an_eliminate_folder_shows_each_look_and_the_chosen_step(tmp_path: Path) -> None:
-    skills = {1000: 0.05, 2000: 0.95, 3000: 0.9}
-    for step, skill in skills.items():
-        write_checkpoint(tmp_path / "train", step, skill)
-    got = invoke("checkpoints", tmp_path / "train", *ARGS, *OPTIONS, "--out", tmp_path / "out", "--eliminate",
-                 "--delta", "0.3", "--alpha", "0.2", "--first-look", "8", "--json")  # fmt: skip
-    assert got.returncode == 0, got.stderr
-    e = json.loads(got.stdout)["elimination"]  # what the command decided while it ran
-    section = _section(_report(tmp_path, tmp_path / "out"))
-    looks = re.findall(
-        r"<tr><td>(\d+)</td><td class=n>(\d+)</td><td class=n>(\d+)</td><td class=n>([^<]*)</td>", section
-    )
-    assert looks == [
-        (str(i), str(lk["trials"]), str(lk["best"]), ", ".join(f"step {s}" for s in lk["eliminated"]) or "none")
-        for i, lk in enumerate(e["looks"], 1)
-    ]
-    gone = next(i for i, lk in enumerate(e["looks"], 1) if 1000 in lk["eliminated"])
-    rows = {r[0]: r for r in _rows(section)}
-    assert rows["1000"][-1].startswith(f"look {gone} ({e['looks'][gone - 1]['trials']} episodes): lower bound ")
-    assert rows[str(e["chosen"])][-1] == "chosen"
-    # the episodes used are those attempted, summed over the table's scored/attempted column
-    assert e["episodes_used"] == sum(int(r[4].split("/")[1]) for r in rows.values())
-    assert f"episodes used {e['episodes_used']}, the fixed-N design with the same guarantee: " in section
-    # the elimination's own verdict, no fixed-N test on its adaptive episodes (and so no caveat about one)
-    assert (
-        f"<strong>Verdict:</strong> step {e['chosen']} chosen by early elimination: P(step {e['chosen']} is more "
-        in section
-    )
-    assert "Holm" not in section and "worse" not in section and "stopped adaptively" not in section
-    assert "Violation" not in section
-    _assert_no_generic_statistics(_report(tmp_path, tmp_path / "out"))  # no p-value on its adaptive samples
-    (tmp_path / "out" / "elimination.json").write_text(json.dumps({**e, "chosen": 1000}))
-    section = _section(_report(tmp_path, tmp_path / "out"))
-    assert "elimination.json differs from the replay of the run directories" in section
 
 
 @pytest.mark.slow
@@ -249,4 +183,4 @@ def test_two_checkpoints_folders_under_one_root_are_refused_with_the_fix_named(o
         assert lines[0].endswith("both are rollbench checkpoints folders (their step runs share names): report each "
                                  "folder on its own")  # fmt: skip
         assert not (tmp_path / "r.html").exists()
-    assert _report(tmp_path, tmp_path / "short").count("<h2>Checkpoints</h2>") == 1  # each on its own is fine
+    assert html_report(tmp_path, tmp_path / "short").count("<h2>Checkpoints</h2>") == 1  # each on its own is fine

@@ -55,13 +55,33 @@ class _UpTo(RunObserver):
         return all(i in self.finished for i in range(self.n))
 
 
-def _advance(spec: EvalSpec, run_dir: Path, n: int, execution: Execution, observer: RunObserver | None) -> None:
-    """Run ``spec`` into ``run_dir`` until its first ``n`` planned episodes are recorded (nothing when they are)."""
-    finished = set(outcomes(grade(run_dir))) if (run_dir / "run.json").exists() else set()
+class _Scores:
+    """Each checkpoint's scored episodes (:func:`_scores`), graded once and again only after :meth:`changed` (its
+    run directory advanced): a look grades the directories that changed since the last, not every one."""
+
+    def __init__(self, ckpts: Sequence[Checkpoint], out: Path, rule: CoverageRule) -> None:
+        self.dirs, self.rule = [out / c.label for c in ckpts], rule
+        self.known: dict[int, dict[int, int | None]] = {}
+
+    def __getitem__(self, j: int) -> dict[int, int | None]:
+        if j not in self.known:
+            self.known[j] = _scores(self.dirs[j], self.rule)
+        return self.known[j]
+
+    def changed(self, j: int) -> None:
+        self.known.pop(j, None)
+
+
+def _advance(
+    spec: EvalSpec, run_dir: Path, n: int, execution: Execution, observer: RunObserver | None, finished: set[int]
+) -> bool:
+    """Run ``spec`` into ``run_dir`` until its first ``n`` planned episodes are recorded (nothing when they are:
+    ``finished``, the indices recorded before); whether it ran."""
     stop = _UpTo(finished, n)
     if stop.should_stop():
-        return
+        return False
     evaluate(spec, out=run_dir, execution=execution, observer=Observers(stop, *([observer] if observer else [])))
+    return True
 
 
 def check_orders(ckpts: Sequence[Checkpoint], out: Path) -> None:
@@ -92,9 +112,11 @@ def _looks(
     d: Design,
     rule: CoverageRule,
     out: Path,
-    before: Callable[[int, list[int]], None] | None = None,
+    before: Callable[[int, list[int], _Scores], None] | None = None,
 ) -> dict[str, Any]:
-    """Every look of the rule, in order, from the run directories (``before(n, alive indices)`` runs first)."""
+    """Every look of the rule, in order, from the run directories (``before(n, alive indices, scores)`` runs first
+    and marks the directories it advanced as changed)."""
+    graded = _Scores(ckpts, out, rule)
     alive = np.ones(len(ckpts), dtype=bool)
     looks: list[dict[str, Any]] = []
     chosen: int | None = None
@@ -102,8 +124,8 @@ def _looks(
         if looks and looks[-1]["trials"] == n:
             continue  # a padded look (see Design): the same counts
         if before:
-            before(n, [int(j) for j in np.flatnonzero(alive)])
-        scores = [_scores(out / c.label, rule) for c in ckpts]
+            before(n, [int(j) for j in np.flatnonzero(alive)], graded)
+        scores = [graded[j] for j in range(len(ckpts))]
         was = alive
         alive, chosen, record = decide(look_counts(scores, n), alive, d, last=i == len(d.looks) - 1 or n == d.looks[-1])
         looks.append({
@@ -115,7 +137,7 @@ def _looks(
         })  # fmt: skip
         if chosen is not None:
             break
-    used = {c.step: min(len(_scores(out / c.label, rule)), d.looks[-1]) for c in ckpts}
+    used = {c.step: min(len(graded[j]), d.looks[-1]) for j, c in enumerate(ckpts)}
     return {
         "design": d.to_dict(),
         "steps": [c.step for c in ckpts],
@@ -192,11 +214,12 @@ def run_elimination(
     if len(make_plan(specs[0]).tasks) != 1:
         raise ConfigError("--eliminate runs one task (a suite's episodes are not one exchangeable sequence); give one")
 
-    def before(n: int, alive: list[int]) -> None:
+    def before(n: int, alive: list[int], graded: _Scores) -> None:
         for j in alive:
             if observer:
                 observer.on_checkpoint(CheckpointState(ckpts[j].step, out / ckpts[j].label, f"up to {n} episodes"))
-            _advance(specs[j], out / ckpts[j].label, n, execution, observer)
+            if _advance(specs[j], out / ckpts[j].label, n, execution, observer, set(graded[j])):
+                graded.changed(j)
 
     doc = _looks(ckpts, d, settings.rule, out, before)
     again = replay(ckpts, out, d, settings.rule)

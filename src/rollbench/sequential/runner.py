@@ -155,13 +155,14 @@ def _advance(
 ) -> None:
     """Run the arm until its first ``target`` planned episodes are finished (resuming it if it was interrupted)."""
     log = read_run_log(run_dir) if run_dir.exists() else None
-    if log is not None and log.status not in ("RUNNING", "INTERRUPTED") and _committed(run_dir) >= target:
+    committed = _committed(run_dir)  # read once: it reads every committed episode's file
+    if log is not None and log.status not in ("RUNNING", "INTERRUPTED") and committed >= target:
         return
     evaluate(
         spec,
         out=run_dir,
         execution=execution,
-        observer=_UntilTarget(set(range(_committed(run_dir))), target, cancelled),
+        observer=_UntilTarget(set(range(committed)), target, cancelled),
         host_label=labels["host_label"],
         robot=labels["robot"],
     )

@@ -341,3 +341,26 @@ def test_a_cost_that_overflows_a_float_is_null_with_its_reason() -> None:
     )
     assert call_cost({"cost": 10**400}, None) == (None, "the provider reported usage.cost inf, not a finite number")
     assert call_cost({"cost": True}, None) == (None, None)
+
+
+@pytest.mark.parametrize(("model", "reason"), [("quitter", "give_up"), ("stopper", "policy_stop")])
+def test_an_agent_that_stops_at_its_first_turn_ends_the_episode_with_its_reason_and_grades_ok(
+    double: Double, tmp_path: Path, model: str, reason: str
+) -> None:
+    out = tmp_path / "run"
+    result = evaluate(env=REACH, policy=f"agent:local/{model}", episodes=2, out=out)
+    assert [(e.termination_reason, e.length, e.success, e.error) for e in result.episodes] == [
+        (reason, 0, False, None)
+    ] * 2
+    assert (result.status, result.violations) == ("OK", [])
+    assert grade(out).to_json() == result.to_json()
+    # the writer's padding frame (LeRobot needs a frame per episode): one all-NaN row, steps 0
+    rows = meta_rows(out)
+    assert [(r["length"], r["rollbench/steps"], r["rollbench/termination_reason"]) for r in rows] == [
+        (1, 0, reason)
+    ] * 2
+    data = pq.read_table(out / "data/chunk-000/file-000.parquet").to_pylist()
+    assert len(data) == 1 and all(x != x for x in data[0]["action"])
+    tools = [ln["tool"] for ln in strict_lines(out / rows[0]["rollbench/transcript"]) if ln["type"] == "action"]
+    assert tools == ["give_up" if model == "quitter" else "done"]
+    assert len(double.log) == 2  # one call per episode

@@ -249,7 +249,7 @@ def test_an_upper_cased_api_key_from_the_environment_leaves_no_trace(
 ) -> None:
     # a random-looking key (as providers issue them) that a model's reply repeats in capitals and in mixed case
     key = "sk-proj-q7Rw2Lk9Zt4Xb8Nc1Vm6Hd3Jf5Gs0Pa7Ye2Uo9Ti4We1Qr8Mn3Bv6Cx"
-    planted = [key.upper(), key.swapcase(), key.lower()]
+    planted = [key.upper(), key.swapcase(), key.lower(), "Qx7Lm2Vb9Rt4Ks8Wd1Zp6Hn3Jf5Cy0GaE4"]  # + a secret
     src = tmp_path / "src" / "agent"
     shutil.copytree(recorded[1], src)
     tr = src / "transcripts/chunk-000/file-000.jsonl"
@@ -268,3 +268,7 @@ def test_an_upper_cased_api_key_from_the_environment_leaves_no_trace(
     rules = {r["rule"] for r in doc["redactions"] if r["file"].endswith("transcripts/chunk-000/file-000.jsonl")}
     assert "environment:OPENAI_API_KEY" in rules
     assert key.lower() not in (proc.stdout + proc.stderr).lower()
+    # every redaction is listed with its placeholder exactly as the files hold it (no emoji for ":secret:")
+    for r in doc["redactions"]:
+        assert f"{r['file']}  {r['field']}  {r['rule']} -> {r['placeholder']}" in proc.stdout
+    assert any(r["placeholder"].startswith("<REDACTED:secret:") for r in doc["redactions"])

@@ -39,7 +39,7 @@ from rollbench.core.identity import RunIdentity, check_segment
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.dashboard import checkpoints as checkpoint_pages
 from rollbench.dashboard import pages
-from rollbench.dashboard.peers import TIMEOUT_S, PeerError
+from rollbench.dashboard.peers import TIMEOUT_S, PeerError, peer_failure
 from rollbench.dashboard.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.dashboard.service import Dashboard
 from rollbench.dashboard.summary import label_totals, labels_csv
@@ -252,7 +252,7 @@ def _peer_failure(url: str, exc: Exception) -> ApiError:
         return ApiError(404 if code == 404 else 502, f"peer {url} answered HTTP {code}")
     if isinstance(exc, httpx.TimeoutException):
         return ApiError(504, f"peer {url} did not answer within {TIMEOUT_S:g} s")
-    return ApiError(502, f"peer {url} is unreachable: {type(exc).__name__}")
+    return ApiError(502, f"peer {url} is unreachable: {peer_failure(exc)}")
 
 
 def _add_pages(app: FastAPI, dash: Dashboard) -> None:

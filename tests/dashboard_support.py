@@ -34,7 +34,8 @@ def peer_run(host: str = "h", robot: str = "r", name: str = "n", episodes: int =
     eps = [
         {"episode_index": e, "key": f"{key}/{e}", "task": "scripted/reach", "trial": e, "seed": e,
          "initial_state": None, "instruction": "reach the goal", "success": True, "length": 3, "return": 1.0,
-         "termination_reason": "success", "error": None, "urls": {"review": f"/episode/{key}/{e}"}}
+         "termination_reason": "success", "error": None, "render_failure": None, "status": "success",
+         "video_ready": False, "videos": {}, "urls": {"review": f"/episode/{key}/{e}", "transcript": None}}
         for e in range(episodes)
     ]  # fmt: skip
     return {

@@ -225,7 +225,7 @@ RUN_FIELDS: dict[str, tuple[type, ...]] = {
 }  # fmt: skip
 EPISODE_FIELDS: dict[str, tuple[type, ...]] = {
     "episode_index": (int,), "task": (str,), "instruction": (str, type(None)), "length": (int,),
-    "return": _NUMBER, "termination_reason": (str, type(None)), "urls": (dict,),
+    "return": _NUMBER, "termination_reason": (str, type(None)), "urls": (dict,), "videos": (dict,),
 }  # fmt: skip
 
 

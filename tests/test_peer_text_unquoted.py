@@ -184,3 +184,16 @@ def test_a_peer_listing_without_model_or_urls_leaves_its_episodes_unknown_never_
     assert got["/api/episode/h/r/n/0"].status_code == 404
     assert got["/api/episode/h/r/n/0"].json() == {"error": "no episode h/r/n/0"}
     assert got["/api/run/h/r/n"].json() == {"error": "no run h/r/n"}
+
+
+def test_a_peer_run_page_missing_what_it_draws_is_a_502_naming_the_peer(tmp_path: Path) -> None:
+    """A task row that passes the API's check (no rate, so no interval needed) but lacks the counts the run page
+    draws: the JSON answer carries it as sent, the page is a one-line 502, never a 500."""
+    results = {"tasks": {MARK: {"success_rate": None, "ci95_low": None, "ci95_high": None}}}
+    run_answer = http_reply(200, json.dumps({"results": results, "live": None, "warnings": []}).encode())
+    got = serve(tmp_path, _detail(run_answer, "/api/run/"), ["/api/run/h/r/n", "/run/h/r/n"])
+    assert got["/api/run/h/r/n"].status_code == 200 and got["/api/run/h/r/n"].json()["results"] == results
+    assert got["/run/h/r/n"].status_code == 502
+    assert got["/run/h/r/n"].json() == {
+        "error": f"peer {got['url'].text}: its answer lacks what the page draws (UndefinedError)"
+    }

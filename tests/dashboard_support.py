@@ -27,6 +27,25 @@ def record_run(out: Path, host: str, policy: str = "random", episodes: int = 2, 
     return out
 
 
+def peer_run(host: str = "h", robot: str = "r", name: str = "n", episodes: int = 1) -> dict[str, Any]:
+    """A peer's run summary as ``/api/runs`` serves it (the fields rollbench.dashboard.summary.run_summary writes
+    that a central dashboard reads, written out here by hand), with ``episodes`` episodes that all succeeded."""
+    key = f"{host}/{robot}/{name}"
+    eps = [
+        {"episode_index": e, "key": f"{key}/{e}", "task": "scripted/reach", "trial": e, "seed": e,
+         "initial_state": None, "instruction": "reach the goal", "success": True, "length": 3, "return": 1.0,
+         "termination_reason": "success", "error": None, "render_failure": None, "status": "success",
+         "video_ready": False, "videos": {}, "urls": {"review": f"/episode/{key}/{e}", "transcript": None}}
+        for e in range(episodes)
+    ]  # fmt: skip
+    return {
+        "source": "local", "host": host, "robot": robot, "name": name, "key": key, "status": "OK",
+        "env": "scripted/reach", "policy": "zero", "model": None, "created": None, "tasks": ["scripted/reach"],
+        "episodes_requested": episodes, "episodes_recorded": episodes, "success_rate": 1.0, "ci95_low": 0.5,
+        "ci95_high": 1.0, "cameras": [], "fps": 10, "urls": {"page": f"/run/{key}"}, "episodes": eps,
+    }  # fmt: skip
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

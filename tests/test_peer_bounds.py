@@ -8,23 +8,17 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from dashboard_support import fake_peer
+from dashboard_support import fake_peer, peer_run
 from rollbench.api import evaluate
 from rollbench.dashboard import peers
 from rollbench.dashboard.peers import Peer
 
-GOOD_RUN = {
-    "source": "local",
-    "host": "h",
-    "robot": "r",
-    "name": "n",
-    "key": "h/r/n",
-    "episodes": [{"key": "h/r/n/0", "success": True}],
-}
+GOOD_RUN = peer_run()
 
 
 def _refreshed(url: str) -> Peer:
@@ -57,26 +51,60 @@ def test_a_peer_answering_too_much_is_cut_off_at_the_size_bound(monkeypatch: pyt
     assert p.error is not None and "over 1,000 bytes" in p.error
 
 
-BAD_LISTINGS = {
-    "a list": [GOOD_RUN],
-    "runs an object": {"runs": {"a": 1}},
-    "a run a string": {"runs": ["x"]},
-    "a run without a key": {"runs": [{k: v for k, v in GOOD_RUN.items() if k != "key"}]},
-    "a key of another run": {"runs": [{**GOOD_RUN, "key": "x/y/z"}]},
-    "episodes a number": {"runs": [{**GOOD_RUN, "episodes": 3}]},
-    "an episode without a key": {"runs": [{**GOOD_RUN, "episodes": [{"success": True}]}]},
-    "success a string": {"runs": [{**GOOD_RUN, "episodes": [{"key": "h/r/n/0", "success": "yes"}]}]},
-    "a host that is not a segment": {"runs": [{**GOOD_RUN, "host": "../x", "key": "../x/r/n"}]},
-    "a number for the name": {"runs": [{**GOOD_RUN, "name": 5}]},
+EP0 = GOOD_RUN["episodes"][0]
+NOT_LISTING = "PeerError: its answer is not an object with a list of runs"
+NO_IDENTITY = "PeerError: runs[0] has no valid host, robot, name and key"
+NO_EPISODES = "PeerError: runs[0] has no list of episodes with a key and a success"
+
+
+def _without(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != key}
+
+
+def _episode(**change: Any) -> dict[str, Any]:
+    return {"runs": [{**GOOD_RUN, "episodes": [{**EP0, **change}]}]}
+
+
+def _field(name: str, where: str = "runs[0]") -> str:
+    return f"PeerError: {where} has no {name} of the type a dashboard serves"
+
+
+# (listing, the peer's error as the central dashboard names it: written by hand)
+BAD_LISTINGS: dict[str, tuple[Any, str]] = {
+    "a list": ([GOOD_RUN], NOT_LISTING),
+    "runs an object": ({"runs": {"a": 1}}, NOT_LISTING),
+    "a run a string": ({"runs": ["x"]}, "PeerError: runs[0] is not an object"),
+    "a run without a key": ({"runs": [_without(GOOD_RUN, "key")]}, NO_IDENTITY),
+    "a key of another run": ({"runs": [{**GOOD_RUN, "key": "x/y/z"}]}, NO_IDENTITY),
+    "episodes a number": ({"runs": [{**GOOD_RUN, "episodes": 3}]}, NO_EPISODES),
+    "an episode without a key": (_episode(key=None), NO_EPISODES),
+    "success a string": (_episode(success="yes"), NO_EPISODES),
+    "a host that is not a segment": ({"runs": [{**GOOD_RUN, "host": "../x", "key": "../x/r/n"}]}, NO_IDENTITY),
+    "a number for the name": ({"runs": [{**GOOD_RUN, "name": 5}]}, NO_IDENTITY),
+    # hostile round 6, F6: fields the pages read (a KeyError and a 500 before)
+    "no model": ({"runs": [_without(GOOD_RUN, "model")]}, _field("model")),
+    "no urls": ({"runs": [_without(GOOD_RUN, "urls")]}, _field("urls")),
+    "urls without a page": ({"runs": [{**GOOD_RUN, "urls": {"page": 7}}]}, "PeerError: runs[0] has no urls.page"),
+    "fps a string": ({"runs": [{**GOOD_RUN, "fps": "10"}]}, _field("fps")),
+    "a boolean success rate": ({"runs": [{**GOOD_RUN, "success_rate": True}]}, _field("success_rate")),
+    "tasks a string": ({"runs": [{**GOOD_RUN, "tasks": "scripted/reach"}]}, _field("tasks")),
+    "an episode without an index": (
+        {"runs": [{**GOOD_RUN, "episodes": [_without(EP0, "episode_index")]}]},
+        _field("episode_index", "runs[0].episodes[0]"),
+    ),
+    "an episode index a boolean": (_episode(episode_index=True), _field("episode_index", "runs[0].episodes[0]")),
+    "a return a string": (_episode(**{"return": "1.0"}), _field("return", "runs[0].episodes[0]")),
+    "an episode without a review url": (_episode(urls={}), "PeerError: runs[0].episodes[0] has no urls.review"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_LISTINGS))
 @pytest.mark.slow
-def test_a_malformed_peer_listing_marks_only_that_peer_bad(case: str) -> None:
-    with fake_peer(json.dumps(BAD_LISTINGS[case]).encode()) as url:
+def test_a_malformed_peer_listing_marks_only_that_peer_bad_and_names_why(case: str) -> None:
+    listing, error = BAD_LISTINGS[case]
+    with fake_peer(json.dumps(listing).encode()) as url:
         p = _refreshed(url)
-    assert p.error is not None and p.runs == []
+    assert p.error == error and p.runs == []
 
 
 @pytest.mark.slow

@@ -14,13 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dashboard_support import ServerThread, fake_peer
+from dashboard_support import ServerThread, fake_peer, peer_run
 from rollbench.dashboard import peers
 
 pytestmark = pytest.mark.timeout(120)
 
-RUN = {"source": "local", "host": "h", "robot": "r", "name": "n", "key": "h/r/n",
-       "episodes": [{"key": "h/r/n/0", "success": True}]}  # fmt: skip
+RUN = peer_run()
 MARKER = b"PEERBODY-"
 DRIP_BYTES = 150  # at 0.1 s a byte: 15 s for the whole answer, far past the 1 s deadline of these tests
 

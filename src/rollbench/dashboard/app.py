@@ -24,6 +24,7 @@ Errors are ``{"error": "..."}`` with 400 (bad segment or body), 401/403/413/415/
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
+from jinja2 import TemplateError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
@@ -39,7 +41,7 @@ from rollbench.core.identity import RunIdentity, check_segment
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.dashboard import checkpoints as checkpoint_pages
 from rollbench.dashboard import pages
-from rollbench.dashboard.peers import TIMEOUT_S, PeerError
+from rollbench.dashboard.peers import TIMEOUT_S, PeerError, peer_failure
 from rollbench.dashboard.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.dashboard.service import Dashboard
 from rollbench.dashboard.summary import label_totals, labels_csv
@@ -252,7 +254,19 @@ def _peer_failure(url: str, exc: Exception) -> ApiError:
         return ApiError(404 if code == 404 else 502, f"peer {url} answered HTTP {code}")
     if isinstance(exc, httpx.TimeoutException):
         return ApiError(504, f"peer {url} did not answer within {TIMEOUT_S:g} s")
-    return ApiError(502, f"peer {url} is unreachable: {type(exc).__name__}")
+    return ApiError(502, f"peer {url} is unreachable: {peer_failure(exc)}")
+
+
+def _page(source: str, render: Callable[[], str]) -> Response:
+    """``render()`` as an HTML page. For a peer's run (``source`` its URL), a 502 naming the peer when what it sent
+    lacks a field the page draws or has another type there (the exception's class only, never a value it quotes);
+    a local run's page is rollbench's own data, and a failure there stays a bug."""
+    if source == "local":
+        return HTMLResponse(render())
+    try:
+        return HTMLResponse(render())
+    except (TemplateError, LookupError, TypeError, ValueError, AttributeError) as exc:
+        raise ApiError(502, f"peer {source}: its answer lacks what the page draws ({type(exc).__name__})") from None
 
 
 def _add_pages(app: FastAPI, dash: Dashboard) -> None:
@@ -286,11 +300,11 @@ def _add_pages(app: FastAPI, dash: Dashboard) -> None:
             raise ApiError(404, f"no run {host}/{robot}/{name}")
         repro = None if reference is None else _reproduction(dash, host, robot, name, reference)
         refs = dash.matching_references(_ident(host, robot, name))
-        return HTMLResponse(pages.run_page(detail, reproduction=repro, references=refs))
+        return _page(detail["source"], lambda: pages.run_page(detail, reproduction=repro, references=refs))
 
     @app.get("/episode/{host}/{robot}/{name}/{episode}", response_class=HTMLResponse)
     def episode_page(host: str, robot: str, name: str, episode: str) -> Response:
         detail = dash.episode_detail(_ident(host, robot, name), _episode(episode))
         if detail is None:
             raise ApiError(404, f"no episode {host}/{robot}/{name}/{episode}")
-        return HTMLResponse(pages.episode_page(detail))
+        return _page(detail["run"]["source"], lambda: pages.episode_page(detail))

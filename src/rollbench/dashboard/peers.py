@@ -26,6 +26,7 @@ import httpx
 
 from rollbench.core.identity import check_segment
 from rollbench.record.runlog import utc_now
+from rollbench.wire.decode import unquoted_failure
 from rollbench.wire.outbound import http_client, total_deadline
 
 TIMEOUT_S = 3.0  # per read of a peer's answer
@@ -43,6 +44,18 @@ class PeerError(Exception):
     def __init__(self, message: str, status: int = 502) -> None:
         super().__init__(message)
         self.status = status
+
+
+def peer_failure(exc: BaseException) -> str:
+    """Why a peer could not deliver, in rollbench's own words only: a :class:`PeerError`'s text (written here from
+    sizes, deadlines and field names), ``"HTTPStatusError: HTTP 503"`` for a non-2xx answer (the status code, never
+    its reason phrase), otherwise :func:`~rollbench.wire.decode.unquoted_failure` (the class, the OS's words or "no
+    answer within the deadline"). httpx's and h11's texts quote the peer's status line, reason phrase, header lines,
+    chunk headers and redirect targets, any of which a peer may fill with whatever it likes (issue 42, hostile round
+    6 F1): none of them is ever shown."""
+    if isinstance(exc, PeerError):
+        return f"PeerError: {exc}"
+    return unquoted_failure(exc)
 
 
 class Peer:
@@ -108,8 +121,20 @@ class Peer:
 
     def get_json(self, path: str) -> Any:
         """The peer's JSON answer at ``path``, read within :data:`TOTAL_S` seconds in all and at most
-        :data:`MAX_ANSWER_BYTES` bytes (PeerError otherwise; httpx.HTTPError for a failed request)."""
-        return json.loads(self.get_bytes(path, MAX_ANSWER_BYTES))
+        :data:`MAX_ANSWER_BYTES` bytes (PeerError otherwise, also for an answer that is not JSON; httpx.HTTPError for
+        a failed request)."""
+        body = self.get_bytes(path, MAX_ANSWER_BYTES)
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError):  # UnicodeDecodeError too; its text would quote the peer's bytes
+            raise PeerError(f"its answer is not JSON ({len(body):,} bytes, not shown)") from None
+
+    def get_object(self, path: str) -> dict[str, Any]:
+        """:meth:`get_json`, and PeerError unless the answer is a JSON object."""
+        doc = self.get_json(path)
+        if not isinstance(doc, dict):
+            raise PeerError("its answer is not a JSON object")
+        return doc
 
     def refresh(self, force: bool = False) -> None:
         """Re-read the peer's ``/api/runs`` if the last read is older than ``refresh_s`` (or ``force``)."""
@@ -121,7 +146,7 @@ class Peer:
                 doc = self.get_json("/api/runs")
                 runs = _local_runs(doc)
             except (httpx.HTTPError, PeerError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-                self.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                self.error = peer_failure(exc)
                 self.stale_since = self.stale_since or self.last_ok or utc_now()
                 return
             self.runs = [{**r, "source": self.url} for r in runs]
@@ -135,8 +160,10 @@ class Peer:
             return [{"host": None, "runs": 0, **base}]
         return [{"host": h, "runs": sum(1 for r in self.runs if r["host"] == h), **base} for h in self.hosts]
 
-    def episode(self, key_path: str) -> dict[str, Any]:
-        return dict(self.get_json(f"/api/episode/{key_path}"))
+    def episode_steps(self, key_path: str) -> dict[str, list[Any]]:
+        """The ``steps`` of the peer's ``/api/episode/KEY``: PeerError unless they are the per-step lists a dashboard
+        serves (:func:`checked_steps`)."""
+        return checked_steps(self.get_object(f"/api/episode/{key_path}").get("steps"))
 
     def transcript(self, key_path: str) -> bytes:
         """The peer's ``/transcript/KEY`` text, at most :data:`MAX_TRANSCRIPT_BYTES` within :data:`TOTAL_S`."""
@@ -182,8 +209,74 @@ def _local_runs(doc: Any) -> list[dict[str, Any]]:
             for e in eps
         ):
             raise PeerError(f"runs[{i}] has no list of episodes with a key and a success")
+        _check_summary(r, f"runs[{i}]")
         out.append(r)
     return out
+
+
+_NUMBER = (int, float, type(None))
+# what the central dashboard's pages and API read from a peer's run summary, with the JSON types they need
+# (rollbench.dashboard.summary.run_summary writes them): a missing one is named, never a KeyError or a 500
+RUN_FIELDS: dict[str, tuple[type, ...]] = {
+    "env": (str, type(None)), "policy": (str, type(None)), "model": (str, type(None)), "status": (str,),
+    "created": (str, type(None)), "tasks": (list,), "episodes_requested": (int,), "episodes_recorded": (int,),
+    "success_rate": _NUMBER, "ci95_low": _NUMBER, "ci95_high": _NUMBER, "cameras": (list,), "fps": _NUMBER,
+    "urls": (dict,),
+}  # fmt: skip
+EPISODE_FIELDS: dict[str, tuple[type, ...]] = {
+    "episode_index": (int,), "task": (str,), "instruction": (str, type(None)), "length": (int,),
+    "return": _NUMBER, "termination_reason": (str, type(None)), "urls": (dict,), "videos": (dict,),
+}  # fmt: skip
+
+
+def _check_fields(doc: dict[str, Any], fields: dict[str, tuple[type, ...]], where: str) -> None:
+    for name, types in fields.items():
+        value = doc.get(name, ...)
+        if value is ... or not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise PeerError(f"{where} has no {name} of the type a dashboard serves")
+
+
+def _check_summary(run: dict[str, Any], where: str) -> None:
+    """PeerError naming the first field of a peer's run summary the central dashboard reads that is missing or of
+    another JSON type (its value is never quoted)."""
+    _check_fields(run, RUN_FIELDS, where)
+    if not isinstance(run["urls"].get("page"), str):
+        raise PeerError(f"{where} has no urls.page")
+    for j, ep in enumerate(run["episodes"]):
+        _check_fields(ep, EPISODE_FIELDS, f"{where}.episodes[{j}]")
+        if not isinstance(ep["urls"].get("review"), str):
+            raise PeerError(f"{where}.episodes[{j}] has no urls.review")
+
+
+STEP_FIELDS = ("timestamp", "reward", "success", "action")
+
+
+def checked_steps(steps: Any) -> dict[str, list[Any]]:
+    """A peer's per-step timeline (``timestamp``, ``reward``, ``success``, ``action`` lists of one length; numbers
+    or null, action rows lists of them; a null reward or action value is NaN, as the peer's NaN was sent);
+    PeerError naming what is not."""
+    if not isinstance(steps, dict) or not all(isinstance(steps.get(k), list) for k in STEP_FIELDS):
+        raise PeerError("its episode answer has no steps with timestamp, reward, success and action lists")
+    n = len(steps["reward"])
+    if any(len(steps[k]) != n for k in STEP_FIELDS):
+        raise PeerError("its episode answer has step lists of different lengths")
+
+    def num(v: Any) -> float:
+        if v is None:
+            return float("nan")
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise PeerError("its episode answer has a step value that is not a number")
+        return float(v)
+
+    actions = steps["action"]
+    if not all(isinstance(row, list) for row in actions):
+        raise PeerError("its episode answer has an action row that is not a list")
+    return {
+        "timestamp": [num(t) for t in steps["timestamp"]],
+        "reward": [num(r) for r in steps["reward"]],
+        "success": [bool(s) for s in steps["success"]],
+        "action": [[num(v) for v in row] for row in actions],
+    }
 
 
 def _valid_identity(run: dict[str, Any]) -> bool:

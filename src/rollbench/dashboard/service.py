@@ -19,7 +19,7 @@ from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.dashboard.catalog import Catalog, RunRecord, inside, live_progress
 from rollbench.dashboard.labels import LabelFile, load_labels, set_label
-from rollbench.dashboard.peers import Peer
+from rollbench.dashboard.peers import Peer, PeerError, peer_failure
 from rollbench.dashboard.rubrics import Rubric
 from rollbench.dashboard.summary import disagreement_rows, episode_status, join_labels, pending_summary, run_summary
 from rollbench.record.runlog import utc_now
@@ -218,10 +218,14 @@ class Dashboard:
         else:
             assert peer is not None
             try:
-                doc = peer.get_json(f"/api/run/{ident.key}")
-                extra = {"results": doc.get("results"), "live": doc.get("live"), "warnings": doc.get("warnings", [])}
-            except (httpx.HTTPError, ValueError) as exc:
-                extra = {"results": None, "live": None, "warnings": [], "error": f"peer {peer.url}: {exc}"}
+                extra = _peer_run_extra(peer.get_object(f"/api/run/{ident.key}"))
+            except (httpx.HTTPError, PeerError) as exc:
+                extra = {
+                    "results": None,
+                    "live": None,
+                    "warnings": [],
+                    "error": f"peer {peer.url}: {peer_failure(exc)}",
+                }
         return {**join_labels(summary, self.labels(), self.rubric), **extra}
 
     def reproduction(self, ident: RunIdentity, reference: str) -> dict[str, Any] | None:
@@ -259,9 +263,10 @@ class Dashboard:
         else:
             assert peer is not None
             try:
-                steps = peer.episode(ident.episode_key(episode_index))["steps"]
-            except (httpx.HTTPError, ValueError, KeyError) as exc:
-                steps = {"timestamp": [], "reward": [], "success": [], "action": [], "error": f"peer: {exc}"}
+                steps = peer.episode_steps(ident.episode_key(episode_index))
+            except (httpx.HTTPError, PeerError) as exc:
+                error = f"peer {peer.url}: {peer_failure(exc)}"
+                steps = {"timestamp": [], "reward": [], "success": [], "action": [], "error": error}
         order = [e["episode_index"] for e in joined["episodes"]]
         pos = order.index(episode_index)
         unlabeled = [e for e in joined["episodes"][pos + 1 :] + joined["episodes"][:pos] if e["label"] is None]
@@ -325,6 +330,31 @@ class Dashboard:
         if not rel or Path(rel).is_absolute():
             return None
         return inside(rec.run_dir / rel, rec.run_dir)
+
+
+def _peer_run_extra(doc: dict[str, Any]) -> dict[str, Any]:
+    """``results``, ``live`` and ``warnings`` of a peer's ``/api/run`` answer: PeerError (never quoting it) unless
+    results is null or an object with an object of task rows (:func:`_task_row`), live null or an object, warnings a list of strings."""
+    results, live, warnings = doc.get("results"), doc.get("live"), doc.get("warnings", [])
+    if results is not None and not (isinstance(results, dict) and isinstance(results.get("tasks"), dict)):
+        raise PeerError("its run answer's results are not an object with an object of tasks")
+    if results is not None and not all(_task_row(t) for t in results["tasks"].values()):
+        raise PeerError("its run answer's results.tasks are not rows of rates, intervals and counts")
+    if live is not None and not isinstance(live, dict):
+        raise PeerError("its run answer's live is not an object")
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+        raise PeerError("its run answer's warnings are not a list of strings")
+    return {"results": results, "live": live, "warnings": warnings}
+
+
+def _task_row(row: Any) -> bool:
+    """A graded task row as the run page draws it: numbers or null for the rate and its interval, counts."""
+    numbers = ("success_rate", "ci95_low", "ci95_high")
+    if not isinstance(row, dict) or not all(type(row.get(k, "")) in (int, float, type(None)) for k in numbers):
+        return False
+    return row.get("success_rate") is None or all(
+        type(row.get(k)) in (int, float) for k in (*numbers[1:], "successes", "episodes")
+    )
 
 
 SIBLING = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")

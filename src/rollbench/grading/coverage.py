@@ -109,17 +109,13 @@ class EpisodeFacts(Protocol):
     def error_fault(self) -> str | None: ...
 
 
-def outcome_of(row: EpisodeFacts | Mapping[str, Any]) -> Outcome:
-    """The :class:`Outcome` of an episode (:class:`EpisodeFacts`) or a hand-made row of the same keys
-    (``success``, ``termination_reason``, ``error_fault``): an episode errored when its termination reason is
-    ``error``; its fault is ``error_fault`` when that is one of FAULTS, else ``unclassified``."""
-    if isinstance(row, Mapping):
-        success, reason, fault = bool(row.get("success")), row.get("termination_reason"), row.get("error_fault")
-    else:
-        success, reason, fault = bool(row.success), row.termination_reason, row.error_fault
-    if reason != "error":
-        return Outcome(success, None)
-    return Outcome(success, fault if fault in FAULTS else UNCLASSIFIED)
+def outcome_of(row: EpisodeFacts) -> Outcome:
+    """The :class:`Outcome` of an episode (``success``, ``termination_reason``, ``error_fault``): an episode errored
+    when its termination reason is ``error``; its fault is ``error_fault`` when that is one of FAULTS, else
+    ``unclassified``."""
+    if row.termination_reason != "error":
+        return Outcome(row.success, None)
+    return Outcome(row.success, row.error_fault if row.error_fault in FAULTS else UNCLASSIFIED)
 
 
 def exclusion(outcome: Outcome, rule: CoverageRule = DEFAULT_RULE) -> str | None:

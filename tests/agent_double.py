@@ -11,6 +11,9 @@ wire protocol (``GET /v1/models``, ``POST /v1/chat/completions`` with ``tools``,
 * ``giver``: ``move_delta(0.1, 0)`` then ``give_up("cannot see the goal")``.
 * ``flaky``: like ``solver``, but the first attempt of every turn answers HTTP 429 (``Retry-After: 0``) and the
   second HTTP 503 (no ``Retry-After``).
+* ``quitter``: ``give_up("no way")`` at its first turn; ``stopper``: ``done`` at its first turn (no step run).
+* ``nancost``: like ``giver``, but its ``usage.cost`` is the non-standard JSON constant ``NaN`` (a misbehaving
+  provider; Python's ``json`` reads it as a float NaN).
 * ``always429``: always HTTP 429. ``slow``: sleeps 3 s before answering. ``badjson``: a tool call whose arguments
   are not JSON. ``texty``: plain text, never a tool call.
 
@@ -32,7 +35,7 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 KEY = "sk-test-ROLLBENCHdoubleKEY0123456789abcdefXYZ"
 _NUM = r"(-?\d+(?:\.\d+)?)"
@@ -80,7 +83,11 @@ def _script(model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
         ]
         name, args = plan[min(n, len(plan) - 1)]
         return {"role": "assistant", "content": None, "tool_calls": [_call(name, args, n)]}
-    if model == "giver":
+    if model == "quitter":
+        return {"role": "assistant", "content": None, "tool_calls": [_call("give_up", {"reason": "no way"}, n)]}
+    if model == "stopper":
+        return {"role": "assistant", "content": None, "tool_calls": [_call("done", {}, n)]}
+    if model in ("giver", "nancost"):
         name, args = [("move_delta", {"dx": 0.1, "dy": 0.0}), ("give_up", {"reason": "cannot see the goal"})][min(n, 1)]
         return {"role": "assistant", "content": None, "tool_calls": [_call(name, args, n)]}
     if model == "badjson":
@@ -121,15 +128,16 @@ def make_app(double: Double) -> FastAPI:
         usage["total_tokens"] = usage["prompt_tokens"] + 5
         double.log.append({"model": model, "status": 200, "messages": len(messages), "usage": usage, "body": body})
         message = _script(model, messages)
-        return JSONResponse(
-            {
-                "id": f"chatcmpl-{len(double.log)}",
-                "object": "chat.completion",
-                "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
-                "usage": {**usage, "cost": 0.001},
-            }
-        )
+        reply = {
+            "id": f"chatcmpl-{len(double.log)}",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            "usage": {**usage, "cost": float("nan") if model == "nancost" else 0.001},
+        }
+        if model == "nancost":  # JSONResponse refuses NaN: the raw, non-standard text a broken provider sends
+            return Response(json.dumps(reply), media_type="application/json")
+        return JSONResponse(reply)
 
     return app
 

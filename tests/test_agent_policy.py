@@ -270,3 +270,97 @@ def test_an_api_key_given_as_a_policy_option_is_refused_saying_where_keys_come_f
     with pytest.raises(ConfigError) as err:
         make_policy("agent:openai/gpt-4o", {"api_key": "sk-not-here"})
     assert str(err.value) == ("the API key is read from $ROLLBENCH_AGENT_API_KEY or $<PROVIDER>_API_KEY, not options")
+
+
+def strict_lines(path: Path) -> list[dict[str, Any]]:
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"{path} holds the non-JSON constant {name}")
+
+    return [json.loads(line, parse_constant=refuse) for line in path.read_text().splitlines()]
+
+
+def test_a_provider_cost_of_nan_is_recorded_as_null_with_its_reason_in_strict_json(
+    double: Double, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    result = evaluate(env=REACH, policy="agent:local/nancost", episodes=1, out=out)
+    lines = strict_lines(out / "transcripts/chunk-000/file-000.jsonl")
+    calls = [ln for ln in lines if ln["type"] == "call"]
+    assert len(calls) == 2  # move_delta, then give_up
+    assert [(c["cost_usd"], c["cost_error"]) for c in calls] == [
+        (None, "the provider reported usage.cost nan, not a finite number")
+    ] * 2
+    assert lines[-1]["totals"]["cost_usd"] is None
+    assert result.status == "OK" and result.violations == []
+    assert result.agent_usage.overall.cost_usd is None
+    assert result.agent_usage.overall.model_calls == 2
+
+
+def test_grade_names_a_nan_written_into_a_transcript(double: Double, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    evaluate(env=REACH, policy="agent:local/giver", episodes=1, out=out)
+    rel = "transcripts/chunk-000/file-000.jsonl"
+    text = (out / rel).read_text().splitlines()
+    at = next(i for i, ln in enumerate(text) if '"type": "call"' in ln)
+    text[at] = text[at].replace('"cost_usd": 0.001', '"cost_usd": NaN')
+    assert "NaN" in text[at]
+    (out / rel).write_text("\n".join(text) + "\n")
+    result = grade(out)
+    assert result.status == "PARTIAL"
+    assert result.violations == [
+        f"episode 0: transcript {rel} is unreadable (line {at + 1} is not JSON (NaN is not a JSON number))"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("prices", "says"),
+    [
+        ({"input": "inf", "output": 1}, "price_per_mtok.input must be a number of USD per million tokens from 0 to 1e+06, got 'inf'"),
+        ({"input": 1, "output": 1e308}, "price_per_mtok.output must be a number of USD per million tokens from 0 to 1e+06, got 1e+308"),
+        ({"input": -0.5, "output": 1}, "got -0.5"),
+        ({"input": True, "output": 1}, "got True"),
+        ({"input": 1}, 'price_per_mtok must be {"input": USD, "output": USD} per million tokens'),
+    ],
+)  # fmt: skip
+def test_a_price_that_is_not_a_finite_non_negative_number_is_refused(prices: dict[str, Any], says: str) -> None:
+    from rollbench.policies.agent.client import parse_prices
+
+    with pytest.raises(ConfigError) as err:
+        parse_prices(prices)
+    assert says in str(err.value)
+
+
+def test_a_cost_that_overflows_a_float_is_null_with_its_reason() -> None:
+    from rollbench.policies.agent.client import call_cost, parse_prices
+
+    prices = parse_prices({"input": 1e6, "output": 1e6})
+    assert call_cost({"prompt_tokens": 2_000_000, "completion_tokens": 1_000_000}, prices) == (3e6, None)
+    assert call_cost({"prompt_tokens": 10**400, "completion_tokens": 5}, prices) == (
+        None,
+        "the provider's token counts are not numbers rollbench can price",
+    )
+    assert call_cost({"cost": 10**400}, None) == (None, "the provider reported usage.cost inf, not a finite number")
+    assert call_cost({"cost": True}, None) == (None, None)
+
+
+@pytest.mark.parametrize(("model", "reason"), [("quitter", "give_up"), ("stopper", "policy_stop")])
+def test_an_agent_that_stops_at_its_first_turn_ends_the_episode_with_its_reason_and_grades_ok(
+    double: Double, tmp_path: Path, model: str, reason: str
+) -> None:
+    out = tmp_path / "run"
+    result = evaluate(env=REACH, policy=f"agent:local/{model}", episodes=2, out=out)
+    assert [(e.termination_reason, e.length, e.success, e.error) for e in result.episodes] == [
+        (reason, 0, False, None)
+    ] * 2
+    assert (result.status, result.violations) == ("OK", [])
+    assert grade(out).to_json() == result.to_json()
+    # the writer's padding frame (LeRobot needs a frame per episode): one all-NaN row, steps 0
+    rows = meta_rows(out)
+    assert [(r["length"], r["rollbench/steps"], r["rollbench/termination_reason"]) for r in rows] == [
+        (1, 0, reason)
+    ] * 2
+    data = pq.read_table(out / "data/chunk-000/file-000.parquet").to_pylist()
+    assert len(data) == 1 and all(x != x for x in data[0]["action"])
+    tools = [ln["tool"] for ln in strict_lines(out / rows[0]["rollbench/transcript"]) if ln["type"] == "action"]
+    assert tools == ["give_up" if model == "quitter" else "done"]
+    assert len(double.log) == 2  # one call per episode

@@ -509,6 +509,9 @@ CASES: list[T] = [
     ("policy-url-path-password-segment", nothing, ["eval", *RUN[:2], "--policy", "https://h/Password/Hunter22xyz/act", "--out", "W/t"], "https://h/Password/***/act carries credentials"),
     ("policy-options-url-fragment", nothing, ["eval", *RUN[:2], "--policy", "gpu-standin", "--policy-options", '{"inner": "ws://h:1/#sig=fR4gS3c"}', "--out", "W/t"], "policy_options.inner ws://h:1/#*** has a fragment"),
     ("resume-url-fragment", edit_log(lambda log: log["spec"].update(policy="http://127.0.0.1:9/act#tok=fR4gS3c")), ["eval", "--resume", "W/run"], "#*** has a fragment"),
+    # issue 42 (hostile round 6, F4): a price that would make a transcript's cost NaN or infinite, refused before any call
+    ("agent-price-inf", nothing, ["eval", *RUN[:2], "--policy", "agent:openai/m", "--policy-options", '{"base_url": "http://127.0.0.1:9/v1", "price_per_mtok": {"input": "inf", "output": 1}}', "--out", "W/t"], "policy option price_per_mtok.input must be a number of USD per million tokens from 0 to 1e+06, got 'inf'"),
+    ("agent-price-huge", nothing, ["eval", *RUN[:2], "--policy", "agent:openai/m", "--policy-options", '{"base_url": "http://127.0.0.1:9/v1", "price_per_mtok": {"input": 1, "output": 1e308}}', "--out", "W/t"], "price_per_mtok.output must be a number of USD per million tokens from 0 to 1e+06, got 1e+308"),
     ("sequential-url-path-secret", nothing, ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "http://127.0.0.1:9/v1;token=pAth5Ecr3t", "--out", "W/s"], "v1;token=*** carries credentials"),
 ]  # fmt: skip
 

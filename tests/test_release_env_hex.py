@@ -242,3 +242,33 @@ def test_a_secret_inside_a_word_of_a_json_file_rollbench_did_not_write_is_replac
     releaser = Releaser(Scanner(set(), set(), environ={"ROLLBENCH_SERVER_TOKEN": SERVER_TOKEN}))
     got = releaser.json_file("notes.json", _foreign_json(f"x{SERVER_TOKEN}y and qq{HEX}"), lines=False)
     assert got.data == _foreign_json("x<REDACTED:env_secret:1>y and qq<REDACTED:hex_token:1>")
+
+
+def test_an_upper_cased_api_key_from_the_environment_leaves_no_trace(
+    recorded: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # a random-looking key (as providers issue them) that a model's reply repeats in capitals and in mixed case
+    key = "sk-proj-q7Rw2Lk9Zt4Xb8Nc1Vm6Hd3Jf5Gs0Pa7Ye2Uo9Ti4We1Qr8Mn3Bv6Cx"
+    planted = [key.upper(), key.swapcase(), key.lower(), "Qx7Lm2Vb9Rt4Ks8Wd1Zp6Hn3Jf5Cy0GaE4"]  # + a secret
+    src = tmp_path / "src" / "agent"
+    shutil.copytree(recorded[1], src)
+    tr = src / "transcripts/chunk-000/file-000.jsonl"
+    lines = tr.read_text().splitlines(keepends=True)
+    note = {"type": "message", "t_s": 0.5, "message": {"role": "assistant", "content": " | ".join(planted)}}
+    tr.write_text("".join([lines[0], json.dumps(note) + "\n", *lines[1:]]))
+    assert all(p in tr.read_text() for p in planted)  # where the oracle says (a clean release is not vacuous)
+    out = tmp_path / "rel"
+    proc = invoke("release", src, "--out", out, "--date", DATE, env={"OPENAI_API_KEY": key})
+    assert proc.returncode == 0, proc.stderr
+    for rel, data in _everything(out):
+        for secret in planted:
+            assert secret.encode() not in data and secret not in rel, f"a form of the key is left in {rel}"
+            assert secret.lower().encode() not in data.lower(), f"a form of the key is left in {rel}"
+    doc = json.loads((out / "MANIFEST.json").read_text())
+    rules = {r["rule"] for r in doc["redactions"] if r["file"].endswith("transcripts/chunk-000/file-000.jsonl")}
+    assert "environment:OPENAI_API_KEY" in rules
+    assert key.lower() not in (proc.stdout + proc.stderr).lower()
+    # every redaction is listed with its placeholder exactly as the files hold it (no emoji for ":secret:")
+    for r in doc["redactions"]:
+        assert f"{r['file']}  {r['field']}  {r['rule']} -> {r['placeholder']}" in proc.stdout
+    assert any(r["placeholder"].startswith("<REDACTED:secret:") for r in doc["redactions"])

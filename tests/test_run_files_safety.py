@@ -758,8 +758,8 @@ def test_a_non_finite_action_and_a_file_where_the_data_directory_goes_are_named(
     pq.write_table(t.set_column(t.schema.get_field_index("action"), "action", col), run / EP1)
     r = grade(run)
     assert r["violations"][0] == (
-        "episode 1: 1 step(s) hold an action with a NaN or an infinity, which rollbench never executes (only an "
-        "errored episode's padding frame is all NaN)"
+        "episode 1: 1 step(s) hold an action with a NaN or an infinity, which rollbench never executes (only the "
+        "padding frame of an episode that ended before its first step is all NaN)"
     )
     recorded = json.loads((run / "meta/stats.json").read_text())["action"]["max"][0]
     assert r["violations"][1:] == [f"meta/stats.json: action max[0] is {recorded:.9g} but the step rows give inf"]

@@ -28,8 +28,12 @@ class _Console(Console):
     """rich's Console that never sends a control or bidirectional character inside printed text to the terminal
     (:func:`~rollbench.core.format.printable`, newlines kept): the net under every ``print`` of a string or table
     cell. Text from outside is also passed through :func:`said` where it is printed, which escapes its newlines
-    (one error, one line) and its markup. A console for stdout writes to
+    (one error, one line) and its markup; emoji codes are never replaced. A console for stdout writes to
     :func:`~rollbench.core.stdio.document_stream` (the caller's stdout, even once descriptor 1 is stderr)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("emoji", False)  # ":secret:" in <REDACTED:secret:6> is text, never an emoji (hostile6 F7)
+        super().__init__(*args, **kwargs)
 
     @property
     def file(self) -> IO[str]:

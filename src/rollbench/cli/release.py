@@ -45,7 +45,7 @@ def release_cmd(
     from rollbench.record.safe_files import refuse_inside_run
     from rollbench.release.copy import build_release
 
-    out_console = make_console(width=160)
+    out_console = make_console(width=160, markup=False)  # paths and placeholders print as they are written
     try:
         refuse_inside_run(out)  # never into a recorded run, a released one's or another (issue 42, item 8)
         doc = build_release(

@@ -93,6 +93,7 @@ from rollbench.record.runlog_shape import plan_problems
 from rollbench.record.safe_files import scan_run_files
 from rollbench.record.transcript import check_transcript
 
+ENDS_BEFORE_A_STEP = ("error", "policy_stop", "give_up")  # a policy may stop or give up before acting at all
 FINISHED = ("OK", "PARTIAL", "FAILED")  # run.json statuses written after meta/stats.json was rewritten
 
 __all__ = ["Z95", "grade", "load_run_log", "wilson_interval"]  # the Wilson interval lives in rollbench.grading.stats
@@ -264,10 +265,10 @@ def _check_steps(e: int, m: EpisodeRow, d: dict[str, Any] | None, violations: li
     length = int(d["steps"]) if d else 0
     if m.length != rows:
         violations.append(f"episode {e}: episode record says length {m.length} but data holds {rows} rows")
-    if d and d["pads"] and (length or d["pads"] != 1 or m.termination_reason != "error"):
+    if d and d["pads"] and (length or d["pads"] != 1 or m.termination_reason not in ENDS_BEFORE_A_STEP):
         violations.append(
-            f"episode {e}: {d['pads']} rows with a NaN action; only an errored episode without steps may have "
-            "one (its padding frame)"
+            f"episode {e}: {d['pads']} rows with a NaN action; only an episode that ended before its first step "
+            f"({', '.join(ENDS_BEFORE_A_STEP)}) may have one (its padding frame)"
         )
     if m.steps is not None and m.steps != length:
         violations.append(f"episode {e}: episode record says {m.steps} steps but data holds {length}")
@@ -281,7 +282,7 @@ def _check_steps(e: int, m: EpisodeRow, d: dict[str, Any] | None, violations: li
         if d["bad_actions"]:
             violations.append(
                 f"episode {e}: {d['bad_actions']} step(s) hold an action with a NaN or an infinity, which rollbench "
-                "never executes (only an errored episode's padding frame is all NaN)"
+                "never executes (only the padding frame of an episode that ended before its first step is all NaN)"
             )
         if d["dones"] == 0:
             violations.append(f"episode {e}: no row has next.done (its last frame {rows - 1} must)")

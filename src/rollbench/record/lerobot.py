@@ -16,7 +16,7 @@ Episode ``e`` lives in chunk ``e // 1000``, file ``e % 1000`` (``chunks_size`` =
 Every episode has at least one frame, because LeRobot's reader needs frames for every episode listed in
 ``meta/episodes`` (lerobot 0.4.4 ``LeRobotDataset._check_cached_episodes_sufficient``; otherwise it goes to the hub)
 and HF ``datasets`` cannot load a 0-row parquet file. An episode that ended before its first step (its env failed to
-build or reset, its policy failed before the first action) is therefore recorded with one *padding frame*:
+build or reset, its policy failed, stopped or gave up before the first action) is therefore recorded with one *padding frame*:
 ``observation.state`` and ``action`` all NaN (so it can never pass for a transition: rollbench rejects non-finite
 actions, so no real row has one), ``next.reward`` 0, ``next.success`` false, ``next.done`` true,
 ``policy.latency_s`` NaN, and one black video frame per camera. Its meta row says ``length`` 1 (LeRobot's frame

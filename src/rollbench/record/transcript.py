@@ -16,14 +16,19 @@ from rollbench.record.safe_files import read_regular_text
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
+def _not_a_number(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def read_transcript(path: Path, root: Path | None = None) -> list[dict[str, Any]]:
-    """The transcript's lines; raises ValueError (with the line number) when one is not a JSON object, and OSError
+    """The transcript's lines; raises ValueError (with the line number) when one is not a strict JSON object (a
+    ``NaN`` or ``Infinity`` is no JSON number: RFC 8259 section 6; the writer records null), and OSError
     (:class:`~rollbench.record.safe_files.UnsafeFile`) when ``path`` is not a regular file inside ``root`` reached
     without a link."""
     lines = []
     for i, text in enumerate(read_regular_text(path, root).splitlines(), 1):
         try:
-            obj = json.loads(text)
+            obj = json.loads(text, parse_constant=_not_a_number)
         except ValueError as exc:
             raise ValueError(f"line {i} is not JSON ({exc})") from None
         if not isinstance(obj, dict):

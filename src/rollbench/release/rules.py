@@ -29,8 +29,8 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   ``weights_sha256``, ...) when it has that field's form; ``malformed_hash`` (category ``secret``): the whole value
   of such a field when it does not have the form (a token planted in ``git_commit``). Shorter hex (run.json's
   16-digit ``spec_identity``, run names' suffixes) is never touched;
-* ``environment:NAME`` (category ``env_secret``): the exact value of every variable of the releasing process's
-  environment whose name looks like a secret's (:data:`SECRET_ENV_NAME`: ``ROLLBENCH_SERVER_TOKEN``,
+* ``environment:NAME`` (category ``env_secret``): the value, in any letter case, of every variable of the releasing
+  process's environment whose name looks like a secret's (:data:`SECRET_ENV_NAME`: ``ROLLBENCH_SERVER_TOKEN``,
   ``ROLLBENCH_MCP_TOKEN``, ``HF_TOKEN``, ``OPENAI_API_KEY``, ...) and whose value has
   :data:`ENV_MIN_LENGTH` or more characters, anywhere, also inside a longer word; the values are never printed or
   written (MANIFEST.json names the variables only) a value that is one of the runs' own names or an ordinary word
@@ -176,7 +176,7 @@ def ordinary_value(value: str, run_names: set[str]) -> str | None:
     """Why an environment secret's ``value`` is not used for redaction (it would rewrite the runs' own names), or
     None: it is (part of) one of ``run_names`` (task, env, policy, robot and host names of the released runs), or
     shorter than :data:`ENV_ORDINARY_LENGTH` with no digit (an ordinary word, e.g. ``MY_SECRET=scripted/reach``)."""
-    if any(value in n for n in run_names):
+    if any(value.lower() in n.lower() for n in run_names):  # the value is matched in any case
         return "is (part of) a task, env, policy, robot or host name of the released runs"
     if len(value) < ENV_ORDINARY_LENGTH and not re.search(r"[0-9]", value):
         return f"is shorter than {ENV_ORDINARY_LENGTH} characters with no digit (an ordinary word)"
@@ -227,7 +227,8 @@ class Scanner:
         secrets = {k: v for k, v in secrets.items() if k not in self.env_unused}
         self.env_names = sorted(secrets)  # only the names are ever shown
         for name, value in secrets.items():  # after BUILTIN: describe() shows BUILTIN's regexes, never these
-            self.patterns.append((f"environment:{name}", "env_secret", re.compile(re.escape(value)), 0))
+            pat = re.compile(re.escape(value), re.IGNORECASE)  # in any letter case: KEY.upper() too (hostile6 F2)
+            self.patterns.append((f"environment:{name}", "env_secret", pat, 0))
         self.field_only: dict[str, set[str]] = {"host_name": set(), "user_name": set()}
         self.literals: list[tuple[str, str]] = []
         for category, names in (("host_name", host_names), ("user_name", user_names)):

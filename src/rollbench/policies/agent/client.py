@@ -271,23 +271,51 @@ def provider_said(status: int, body: bytes) -> str:
     return unquoted_reply(f"HTTP {status}" + (f" ({kind})" if kind else ""), len(body))
 
 
+MAX_PRICE_PER_MTOK = 1e6
+"""The highest ``price_per_mtok`` accepted (USD per million tokens; the dearest models cost some hundreds)."""
+
+
 def parse_prices(value: Any) -> tuple[float, float] | None:
     """``price_per_mtok`` ``{"input": USD, "output": USD}`` (per million tokens) -> ``(input, output)``, or None
-    when not given; raises ConfigError for any other form."""
+    when not given; raises ConfigError for any other form, naming the price: each must be a number (not text, not a
+    bool) from 0 to :data:`MAX_PRICE_PER_MTOK`, so that no price makes a cost infinite or NaN."""
     if value is None:
         return None
-    try:
-        return float(value["input"]), float(value["output"])
-    except (KeyError, TypeError, ValueError):
-        raise ConfigError('price_per_mtok must be {"input": USD, "output": USD} per million tokens') from None
+    if not isinstance(value, dict) or set(value) != {"input", "output"}:
+        raise ConfigError('price_per_mtok must be {"input": USD, "output": USD} per million tokens')
+    prices = []
+    for side in ("input", "output"):
+        p = value[side]
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= MAX_PRICE_PER_MTOK:
+            raise ConfigError(
+                f"policy option price_per_mtok.{side} must be a number of USD per million tokens from 0 to {MAX_PRICE_PER_MTOK:g}, "
+                f"got {p!r}"
+            )
+        prices.append(float(p))
+    return prices[0], prices[1]
 
 
-def call_cost(usage: Mapping[str, Any], prices: tuple[float, float] | None) -> float | None:
-    """One model call's cost in USD: from ``prices`` (USD per million prompt / completion tokens) when given, else
-    the provider's own ``usage.cost`` (OpenRouter reports it), else None."""
+def call_cost(usage: Mapping[str, Any], prices: tuple[float, float] | None) -> tuple[float | None, str | None]:
+    """One model call's cost in USD and, when it cannot be known, why: from ``prices`` (USD per million prompt /
+    completion tokens) when given, else the provider's own ``usage.cost`` (OpenRouter reports it), else
+    ``(None, None)``. A cost that is not a finite number (a provider's ``NaN`` or ``Infinity``, token counts too
+    large for a float) is ``(None, reason)``: recorded as null with the reason, never as a non-JSON number."""
     if prices is not None:
-        return (int(usage.get("prompt_tokens") or 0) * prices[0]) / 1e6 + (
-            int(usage.get("completion_tokens") or 0) * prices[1]
-        ) / 1e6
-    cost = usage.get("cost")
-    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+        try:
+            tokens = [int(usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens")]
+            cost = (tokens[0] * prices[0]) / 1e6 + (tokens[1] * prices[1]) / 1e6
+        except (TypeError, ValueError, OverflowError):
+            return None, "the provider's token counts are not numbers rollbench can price"
+        if not math.isfinite(cost):
+            return None, "the provider's token counts priced at price_per_mtok give no finite cost"
+        return cost, None
+    reported = usage.get("cost")
+    if not isinstance(reported, int | float) or isinstance(reported, bool):
+        return None, None
+    try:
+        value = float(reported)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        return None, f"the provider reported usage.cost {value!r}, not a finite number"
+    return value, None

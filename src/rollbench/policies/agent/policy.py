@@ -30,7 +30,8 @@ per line, ``type``:
 * ``message``: ``message`` (as sent/received; an image is replaced by ``{"type": "image_ref", "camera", "step",
   "sha256", "width", "height"}``: the frame of that step is in the episode video when recorded), ``t_s``;
 * ``call``: one model call: ``turn``, ``t_s``, ``duration_s``, ``attempts`` (status, wait before, duration),
-  ``usage`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens``), ``cost_usd``, ``finish_reason``;
+  ``usage`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens``), ``cost_usd``, ``finish_reason``, and
+  ``cost_error`` when the cost is not a finite number (``cost_usd`` is then null and not counted in the totals);
 * ``action``: a tool call executed: ``tool``, ``arguments``, ``step`` (first env step), ``steps``, ``note``,
   ``actions`` (the chunk);
 * ``end``: ``termination_reason``, ``success``, ``length``, ``error``, ``totals`` (``model_calls``,
@@ -42,8 +43,8 @@ them). Other options: ``timeout_s`` (60), ``connect_timeout_s`` (10), ``retries`
 ``max_move_steps`` (50), ``gripper_steps`` (10), ``max_text_replies`` (3), ``images`` (true), ``camera`` (default:
 the first rendered), ``probe`` (true: ``GET /models`` before any episode).
 
-Cost: ``price_per_mtok`` (``{"input": USD, "output": USD}`` per million tokens) when given, else the provider's
-``usage.cost`` when it reports one, else null. ``wire_capture: true`` (``eval --wire-capture``) also writes every
+Cost: ``price_per_mtok`` (``{"input": USD, "output": USD}`` per million tokens, each from 0 to 1e6) when given,
+else the provider's ``usage.cost`` when it reports one, else null (with ``cost_error`` when not finite). ``wire_capture: true`` (``eval --wire-capture``) also writes every
 raw HTTP exchange to ``wire/chunk-CCC/file-FFF.jsonl`` (row column ``rollbench/wire_capture``), credentials redacted.
 """
 
@@ -70,6 +71,7 @@ from rollbench.core.contracts import (
     PolicyStop,
     TaskInfo,
 )
+from rollbench.core.jsonfile import strict_dumps
 from rollbench.policies.agent.client import ChatClient, call_cost, parse_prices
 from rollbench.policies.agent.tools import ToolSet
 from rollbench.wire.decode import described
@@ -200,13 +202,8 @@ class AgentPolicy:
         self._wire.clear()
         self.pending: dict[str, Any] | None = None
         self.steps = self.turn = 0
-        self.totals: dict[str, Any] = {
-            "model_calls": 0,
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "total_tokens": 0,
-            "cost_usd": None,
-        }
+        self.totals: dict[str, Any] = {k: 0 for k in ("model_calls", "prompt_tokens", "completion_tokens")}
+        self.totals.update(total_tokens=0, cost_usd=None)
         self.t0 = time.perf_counter()
         self._active = True
         self._line(
@@ -345,7 +342,7 @@ class AgentPolicy:
             raise EpisodeError(f"malformed model API reply (no choices[0].message in {described(reply)})") from None
         raw_usage = reply.get("usage")
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-        cost = call_cost(usage, self.prices)
+        cost, cost_error = call_cost(usage, self.prices)
         self.totals["model_calls"] += 1
         for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
             self.totals[k] += int(usage.get(k) or 0)
@@ -358,6 +355,7 @@ class AgentPolicy:
             attempts=attempts,
             usage={k: usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
             cost_usd=cost,
+            **({"cost_error": cost_error} if cost_error else {}),  # a provider's NaN cost: null, and why
             finish_reason=choice.get("finish_reason"),
             response_model=reply.get("model"),
         )
@@ -387,7 +385,8 @@ class AgentPolicy:
 
 
 def _jsonl(lines: list[dict[str, Any]], redact: Any) -> bytes:
-    return "".join(redact(json.dumps(line, default=str)) + "\n" for line in lines).encode()
+    """``lines`` as strict JSON Lines (NaN and infinities anywhere: null), the API key redacted."""
+    return "".join(redact(strict_dumps(line, default=str)) + "\n" for line in lines).encode()
 
 
 def make_agent_policy(name: str, options: Mapping[str, Any]) -> AgentPolicy:

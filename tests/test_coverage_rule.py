@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.core.contracts import ConfigError
 from rollbench.grading.coverage import (
     INSUFFICIENT_COVERAGE,
@@ -46,10 +47,10 @@ def test_exclude_policy_errors_leaves_policy_errors_out_too() -> None:
 
 def test_unclassified_and_unrecorded_episodes_are_attempted_but_not_scored() -> None:
     rows = [
-        {"success": True, "termination_reason": "success"},
-        {"success": False, "termination_reason": "error", "error_fault": "unclassified"},
-        {"success": False, "termination_reason": "error"},
-        {"success": False, "termination_reason": "error", "error_fault": "policy"},
+        AnalysisEpisode(0, "t", success=True, termination_reason="success"),
+        AnalysisEpisode(1, "t", success=False, termination_reason="error", error_fault="unclassified"),
+        AnalysisEpisode(2, "t", success=False, termination_reason="error"),
+        AnalysisEpisode(3, "t", success=False, termination_reason="error", error_fault="policy"),
     ]
     arm = tally([outcome_of(r) for r in rows], not_recorded=2)
     assert (arm.attempted, arm.scored, arm.successes) == (6, 2, 1)

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from scipy.stats import binomtest
 
+from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.analysis.robustness import robustness_study
 from rollbench.analysis.sources import RunData
 from rollbench.core.contracts import ConfigError
@@ -22,11 +23,13 @@ from rollbench.envs.libero import setup as libero_setup
 
 
 def _run(
-    rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]], horizons: dict[str, int] | None = None
+    rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]],
+    horizons: dict[str, int] | None = None,
+    faults: dict[int, str] | None = None,
 ) -> RunData:
     """A run of ``(task, trial, success, perturbation, errored)`` rows, as grade and run.json would give them (the
     planned episodes validated; the RunLog and Plan around them hold only them, their tasks (horizon 10 unless
-    ``horizons`` says otherwise) and a spec, built unvalidated)."""
+    ``horizons`` says otherwise) and a spec, built unvalidated); ``faults``: episode_index -> its error's fault."""
     planned, episodes = [], []
     for i, (task, trial, success, pert, errored) in enumerate(rows):
         planned.append(
@@ -35,8 +38,9 @@ def _run(
                            perturbation=PerturbationRecord(**pert) if pert else None)
         )  # fmt: skip
         episodes.append(
-            {"episode_index": i, "task": task, "trial": trial, "success": success,
-             "termination_reason": "error" if errored else ("success" if success else "max_steps")}
+            AnalysisEpisode(episode_index=i, task=task, trial=trial, success=success,
+                            termination_reason="error" if errored else ("success" if success else "max_steps"),
+                            error_fault=(faults or {}).get(i))
         )  # fmt: skip
     tasks = [PlanTask.model_construct(name=t, max_steps=(horizons or {}).get(t, 10), success_rule="any_step",
                                       settle_steps=0) for t in dict.fromkeys(r[0] for r in rows)]  # fmt: skip
@@ -188,10 +192,7 @@ def test_environment_errors_leave_the_pair_and_withhold_the_verdict_policy_error
     rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]] = []
     rows += [("f/base/0", k, True, None, False) for k in range(20)]
     rows += [("f/pos/0", k, False, _pert("position", "f/base/0"), k < 5) for k in range(20)]
-    run = _run(rows)
-    for e in run.episodes:
-        if e["termination_reason"] == "error":
-            e["error_fault"] = "environment" if e["trial"] < 4 else "policy"
+    run = _run(rows, faults={20 + k: "environment" if k < 4 else "policy" for k in range(5)})  # the errored trials
     study = robustness_study(run)
     assert study is not None
     pos = study["categories"]["position"]
@@ -212,10 +213,7 @@ def test_the_coverage_options_set_the_studys_bound_and_leave_policy_errors_out()
     rows: list[tuple[str, int, bool, dict[str, Any] | None, bool]] = []
     rows += [("f/base/0", k, True, None, False) for k in range(20)]
     rows += [("f/pos/0", k, False, _pert("position", "f/base/0"), k < 5) for k in range(20)]
-    run = _run(rows)
-    for e in run.episodes:
-        if e["termination_reason"] == "error":
-            e["error_fault"] = "environment" if e["trial"] < 4 else "policy"
+    run = _run(rows, faults={20 + k: "environment" if k < 4 else "policy" for k in range(5)})  # the errored trials
     strict = robustness_study(run, CoverageRule(min_coverage=0.8, exclude_policy_errors=True))
     assert strict is not None and strict["coverage_rule"] == {"min_coverage": 0.8, "exclude_policy_errors": True}
     pos = strict["categories"]["position"]

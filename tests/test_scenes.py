@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import binomtest, permutation_test
 
 from rollbench.analysis.compare import compare_pair
+from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.analysis.sources import RunData
 from rollbench.core.identity import RunIdentity
 from rollbench.grading.scenes import (
@@ -77,8 +78,8 @@ def test_cluster_bootstrap_resamples_whole_scenes() -> None:
 
 def _run(name: str, outcomes: list[bool], states: list[int]) -> RunData:
     episodes = [
-        {"episode_index": i, "task": "t", "seed": i, "initial_state": s, "instruction": None, "success": ok,
-         "termination_reason": "success" if ok else "max_steps", "error_fault": None}
+        AnalysisEpisode(episode_index=i, task="t", seed=i, initial_state=s, instruction=None, success=bool(ok),
+                        termination_reason="success" if ok else "max_steps", error_fault=None)
         for i, (ok, s) in enumerate(zip(outcomes, states, strict=True))
     ]  # fmt: skip
     return RunData(RunIdentity("h", "r", name), name, name, name, "OK", episodes)

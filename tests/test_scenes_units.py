@@ -16,6 +16,7 @@ from rich.console import Console
 from scipy.stats import binomtest
 from statsmodels.stats.proportion import proportion_confint
 
+from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.analysis.sources import Loaded, RunData
 from rollbench.analysis.summarize import summarize_runs
 from rollbench.cli.analysis_view import print_summary
@@ -57,8 +58,8 @@ def test_one_sample_cluster_bootstrap_equals_an_independent_loop_with_the_same_s
 
 def _run(name: str, outcomes: list[int], states: list[int | None]) -> RunData:
     episodes = [
-        {"episode_index": i, "task": "t", "seed": i, "initial_state": s, "instruction": None, "success": bool(ok),
-         "termination_reason": "success" if ok else "max_steps", "error_fault": None}
+        AnalysisEpisode(episode_index=i, task="t", seed=i, initial_state=s, instruction=None, success=bool(ok),
+                        termination_reason="success" if ok else "max_steps", error_fault=None)
         for i, (ok, s) in enumerate(zip(outcomes, states, strict=True))
     ]  # fmt: skip
     return RunData(RunIdentity("h", "r", name), name, name, name, "OK", episodes)
@@ -102,8 +103,8 @@ def _study(states: list[int]) -> dict[str, Any]:
                 PlannedEpisode(episode_index=i, task=task, trial=k, seed=k, initial_state=s, task_index=0,
                                instruction="do", max_steps=10, success_rule="any_step", perturbation=record)
             )  # fmt: skip
-            episodes.append({"episode_index": i, "task": task, "trial": k, "initial_state": s, "success": ok,
-                             "termination_reason": "success" if ok else "max_steps"})  # fmt: skip
+            episodes.append(AnalysisEpisode(episode_index=i, task=task, trial=k, initial_state=s, success=ok,
+                                            termination_reason="success" if ok else "max_steps"))  # fmt: skip
     study = robustness_study(planned, episodes)
     assert study is not None
     return study
@@ -137,6 +138,6 @@ def test_summarize_pools_two_recorded_reach_init_runs_over_the_same_initial_stat
     loaded = load_runs([tmp_path / "r1", tmp_path / "r2"])
     cell = summarize_runs(loaded)["cells"][0]
     assert (cell["unit"], cell["scenes"], cell["scored"]) == ("scene", 5, 10)
-    rows = [(ep["task"], ep["initial_state"], int(bool(ep["success"]))) for r in loaded.runs for ep in r.episodes]
+    rows = [(ep.task, ep.initial_state, int(ep.success)) for r in loaded.runs for ep in r.episodes]
     assert sorted(s for _, s, _ in rows) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert (cell["ci95_low"], cell["ci95_high"]) == pytest.approx(_loop_interval(rows, 10_000, 0), abs=1e-12)

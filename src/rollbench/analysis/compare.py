@@ -44,6 +44,7 @@ from rollbench.analysis.compare_blocks import (
     unpaired_block,
     with_coverage,
 )
+from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.analysis.sources import RunData
 from rollbench.core.contracts import ConfigError
 from rollbench.grading.coverage import (
@@ -82,16 +83,16 @@ def _compact(values: list[Any]) -> str:
     return ", ".join(parts[:8]) + (" ..." if len(parts) > 8 else "")
 
 
-def _by_task(run: RunData) -> dict[str, dict[EpisodeKey, dict[str, Any]]]:
-    out: dict[str, dict[EpisodeKey, dict[str, Any]]] = {}
+def _by_task(run: RunData) -> dict[str, dict[EpisodeKey, AnalysisEpisode]]:
+    out: dict[str, dict[EpisodeKey, AnalysisEpisode]] = {}
     for ep in run.episodes:
-        key = (ep["seed"], ep["initial_state"], ep.get("instruction"))
-        task = out.setdefault(ep["task"], {})
+        key = (ep.seed, ep.initial_state, ep.instruction)
+        task = out.setdefault(ep.task, {})
         if key in task:
             raise ConfigError(
-                f"run {run.source} has two episodes of task {ep['task']} with seed {key[0]}, initial state "
-                f"{key[1]} and instruction {key[2]!r} (episodes {task[key]['episode_index']} and "
-                f"{ep['episode_index']}); pairing needs one"
+                f"run {run.source} has two episodes of task {ep.task} with seed {key[0]}, initial state "
+                f"{key[1]} and instruction {key[2]!r} (episodes {task[key].episode_index} and "
+                f"{ep.episode_index}); pairing needs one"
             )
         task[key] = ep
     return out
@@ -139,7 +140,7 @@ def comparable_problem(a: RunData, b: RunData) -> str | None:
     """Why runs ``a`` and ``b`` measure different things on a task both ran: the first protocol field that differs
     (:func:`rollbench.grading.protocol.protocol_problem`: horizon, success rule, success hold, ...), or None. Neither
     paired nor unpaired statistics compare such runs."""
-    common = sorted({e["task"] for e in a.episodes} & {e["task"] for e in b.episodes})
+    common = sorted({e.task for e in a.episodes} & {e.task for e in b.episodes})
     return protocol_problem(a.key, a.log, b.key, b.log, common)
 
 
@@ -320,7 +321,7 @@ def compare_where_paired(
     comparisons: list[dict[str, Any]] = []
     not_compared: list[dict[str, str]] = []
     for a, b in itertools.combinations(runs, 2):
-        if not {e["task"] for e in a.episodes} & {e["task"] for e in b.episodes}:
+        if not {e.task for e in a.episodes} & {e.task for e in b.episodes}:
             not_compared.append({"a": a.key, "b": b.key, "reason": "no task in common"})
             continue
         if different := comparable_problem(a, b):  # different protocols: no statistic, paired or not

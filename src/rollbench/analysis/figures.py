@@ -110,8 +110,8 @@ def length_figure(runs: list[RunData]) -> Figure:
     """Episode length (steps) distribution per task and run (box plots; errored episodes included)."""
     groups: list[tuple[str, list[int]]] = []
     for run in runs:
-        for task in sorted({e["task"] for e in run.episodes}):
-            lengths = [int(e["length"]) for e in run.episodes if e["task"] == task]
+        for task in sorted({e.task for e in run.episodes}):
+            lengths = [e.length for e in run.episodes if e.task == task and e.length is not None]  # export: may lack it
             groups.append((f"{_short(task)} · {_run_label(run)}", lengths))
     fig, ax = plt.subplots(figsize=(7.0, max(2.0, 0.3 * len(groups) + 1.0)), layout="constrained")
     if groups:

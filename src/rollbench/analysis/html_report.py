@@ -219,13 +219,13 @@ def _episode_links(loaded: Loaded, url: str) -> list[dict[str, Any]]:
             cams = [k.removeprefix("observation.images.") for k, v in feats.items() if v.get("dtype") == "video"]
         episodes = []
         for ep in run.episodes:
-            key = run.identity.episode_key(ep["episode_index"])
+            key = run.identity.episode_key(ep.episode_index)
             episodes.append(
                 {
-                    "index": ep["episode_index"],
-                    "task": ep["task"],
-                    "seed": ep["seed"],
-                    "outcome": "success" if ep["success"] else ep.get("termination_reason"),
+                    "index": ep.episode_index,
+                    "task": ep.task,
+                    "seed": ep.seed,
+                    "outcome": "success" if ep.success else ep.termination_reason,
                     "review": f"{base}/episode/{key}",
                     "media": [(c, f"{base}/media/{key}/{c}") for c in cams],
                 }

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.core.format import quoted
 from rollbench.core.grade_model import GradeDocument
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json
@@ -37,29 +37,31 @@ from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
 
 @dataclass
 class RunData:
-    """One run to analyse. ``episodes`` are its episode rows in the one shape a run directory's graded episodes
-    (:meth:`~rollbench.core.grade_model.GradedEpisode.to_json`) and a dashboard export's episodes share
-    (``episode_index``, ``task``, ``seed``, ``initial_state``, ``instruction``, ``variant``, ``success``, ``length``,
-    ``termination_reason``, ...): an export is a JSON file read tolerantly, so the analyses read rows, not models.
-    ``result`` is the grade document for run directories (None for exports); ``log`` is run.json as read (None for
-    exports); ``embedded_labels`` maps episode_index to the label an export carried."""
+    """One run to analyse. ``episodes`` are its episodes as :class:`~rollbench.analysis.episodes.AnalysisEpisode`
+    (from a run directory's graded episodes, or read tolerantly from a dashboard export's). ``result`` is the grade
+    document for run directories (None for exports); ``log`` is run.json as read (None for exports);
+    :attr:`embedded_labels` maps episode_index to the label an export carried."""
 
     identity: RunIdentity
     source: str
     policy: str
     model: str
     status: str
-    episodes: list[dict[str, Any]]
+    episodes: list[AnalysisEpisode]
     run_dir: Path | None = None
     result: GradeDocument | None = None
     log: RunLog | None = None
-    embedded_labels: dict[int, str] = field(default_factory=dict)
     damaged: bool = False
     violations: list[str] = field(default_factory=list)
 
     def marks(self) -> dict[str, Any]:
         """``{"damaged": True, "violations": [...]}`` for a damaged run (included with --allow-damaged), else {}."""
         return {"damaged": True, "violations": list(self.violations)} if self.damaged else {}
+
+    @property
+    def embedded_labels(self) -> dict[int, str]:
+        """episode_index -> the label an export carried with that episode (empty for run directories)."""
+        return {e.episode_index: e.label for e in self.episodes if e.label is not None}
 
     @property
     def key(self) -> str:
@@ -222,7 +224,7 @@ def _from_run_dir(
             policy=policy_of(log, merge_served=merge_served),
             model=model_of(log, merge_served=merge_served),
             status=result.status,
-            episodes=[e.to_json() for e in result.episodes],  # analysis reads graded and exported rows alike
+            episodes=[AnalysisEpisode.from_graded(e) for e in result.episodes],
             run_dir=run_dir,
             result=result,
             log=log,
@@ -230,26 +232,6 @@ def _from_run_dir(
             violations=list(result.violations),
         )
     )
-
-
-_EXPORT_FIELDS: dict[str, tuple[type, ...]] = {  # an exported episode's fields the analyses read: their JSON types
-    "task": (str,),
-    "seed": (int, type(None)),
-    "initial_state": (int, type(None)),
-    "instruction": (str, type(None)),
-    "variant": (str, type(None)),
-    "termination_reason": (str, type(None)),
-    "length": (int, type(None)),
-}
-
-
-def _bad_export_fields(ep: dict[str, Any]) -> str | None:
-    """``"FIELD VALUE"`` for the first field of an exported episode whose value is not of its JSON type, else None."""
-    for key, kinds in _EXPORT_FIELDS.items():
-        value = ep.get(key)
-        if isinstance(value, bool) or not isinstance(value, kinds):
-            return f"{key} {quoted(value)} (expected {' or '.join(k.__name__ for k in kinds)})"
-    return None
 
 
 def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None:
@@ -277,15 +259,7 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None
         violations = [str(v) for v in run.get("violations") or []] if isinstance(run.get("violations"), list) else []
         if violations and not allow_damaged:
             raise damaged_error(Path(where), violations, allow_option=allow_damaged is not None)
-        episodes, labels = [], {}
-        for ep in run["episodes"]:
-            if not isinstance(ep, dict) or not isinstance(ep.get("episode_index"), int) or "task" not in ep:
-                raise ConfigError(f"{where}: an episode lacks episode_index or task")
-            if bad := _bad_export_fields(ep):
-                raise ConfigError(f"{where}: episode {ep['episode_index']} has {bad}")
-            episodes.append({**ep, "variant": ep.get("variant"), "success": bool(ep.get("success"))})
-            if isinstance(ep.get("label"), str):
-                labels[ep["episode_index"]] = ep["label"]
+        episodes = [AnalysisEpisode.from_export(ep, where) for ep in run["episodes"]]
         model = run.get("model")
         loaded.runs.append(
             RunData(
@@ -297,7 +271,6 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None
                 else str(run.get("policy") or "unknown"),
                 status=str(run.get("status") or "unknown"),
                 episodes=episodes,
-                embedded_labels=labels,
                 damaged=bool(violations),
                 violations=violations,
             )

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.analysis.sources import Loaded, RunData
 from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import did_you_mean
@@ -162,12 +163,12 @@ def check_instructions(runs: list[RunData], by: tuple[str, ...]) -> None:
     bad: list[str] = []
     for run in runs:
         for ep in run.episodes:
-            instr = ep.get("instruction")
-            if ep.get("variant") is not None or instr is None:
+            instr = ep.instruction
+            if ep.variant is not None or instr is None:
                 continue
-            canon = canonical_instruction(run, ep["task"])
+            canon = canonical_instruction(run, ep.task)
             if canon is not None and instr != canon:
-                bad.append(f"{run.source} episode {ep['episode_index']} ({ep['task']}): {instr!r} vs {canon!r}")
+                bad.append(f"{run.source} episode {ep.episode_index} ({ep.task}): {instr!r} vs {canon!r}")
     if bad:
         shown = "; ".join(bad[:5]) + (f"; ... {len(bad) - 5} more" if len(bad) > 5 else "")
         raise ConfigError(
@@ -176,16 +177,16 @@ def check_instructions(runs: list[RunData], by: tuple[str, ...]) -> None:
         )
 
 
-def _key_value(run: RunData, ep: dict[str, Any], key: str) -> Any:
+def _key_value(run: RunData, ep: AnalysisEpisode, key: str) -> Any:
     return {
-        "task": ep["task"],
+        "task": ep.task,
         "model": run.model,
         "policy": run.policy,
         "host": run.identity.host,
         "robot": run.identity.robot,
         "run": run.key,
-        "variant": ep.get("variant"),
-        "instruction": ep.get("instruction"),
+        "variant": ep.variant,
+        "instruction": ep.instruction,
     }[key]
 
 
@@ -205,16 +206,15 @@ def rubric_rates(rubric: Any, counts: Counter[str]) -> tuple[dict[str, float | N
     return rates, parts
 
 
-def _is_canonical(run: RunData, ep: dict[str, Any]) -> bool:
-    instr = ep.get("instruction")
-    return instr is None or (ep.get("variant") is None) or instr == canonical_instruction(run, ep["task"])
+def _is_canonical(run: RunData, ep: AnalysisEpisode) -> bool:
+    return ep.instruction is None or ep.variant is None or ep.instruction == canonical_instruction(run, ep.task)
 
 
-def _repeat_key(ep: dict[str, Any]) -> tuple[Any, ...]:
-    return (ep["task"], ep.get("seed"), ep.get("initial_state"), ep.get("instruction"))
+def _repeat_key(ep: AnalysisEpisode) -> tuple[Any, ...]:
+    return (ep.task, ep.seed, ep.initial_state, ep.instruction)
 
 
-Members = list[tuple[RunData, dict[str, Any]]]  # the episodes of one cell, each with its run
+Members = list[tuple[RunData, AnalysisEpisode]]  # the episodes of one cell, each with its run
 
 
 def summarize_runs(
@@ -248,7 +248,7 @@ def summarize_runs(
     keys = by if "instruction" in by else (*by, "instruction")
     groups = _group_episodes(loaded, by, keys)
     for members in groups.values():  # one protocol per task in a cell: never pool different measurements
-        if clash := first_conflict((r.source, r.log, ep["task"]) for r, ep in members):
+        if clash := first_conflict((r.source, r.log, ep.task) for r, ep in members):
             raise ConfigError(
                 f"runs {clash[0]} and {clash[1]} ran different protocols and are never pooled into one cell: "
                 f"{clash[2]} (see each run alone with summarize --by {','.join((*by, 'run'))})"
@@ -301,7 +301,7 @@ def _group_episodes(loaded: Loaded, by: tuple[str, ...], keys: tuple[str, ...]) 
             if canonical_null and _is_canonical(run, ep):
                 values[-1] = None
             # an episode without a recorded text: its variant name is the best key left (hidden, last)
-            hidden = ep.get("variant") if ep.get("instruction") is None else None
+            hidden = ep.variant if ep.instruction is None else None
             groups.setdefault((*values, hidden), []).append((run, ep))
     return groups
 
@@ -315,9 +315,7 @@ def _cell(
     cov = tally([outcome_of(ep) for _, ep in members], rule)
     s = cov.successes
     scored = [(ep, v) for _, ep in members if (v := score(outcome_of(ep), rule)) is not None]
-    ci = rate_interval(
-        [v for _, v in scored], [ep["task"] for ep, _ in scored], [ep.get("initial_state") for ep, _ in scored]
-    )
+    ci = rate_interval([v for _, v in scored], [ep.task for ep, _ in scored], [ep.initial_state for ep, _ in scored])
     seen = Counter(_repeat_key(ep) for _, ep in members)
     repeats = sum(c - 1 for c in seen.values())
     runs = sorted({r.key for r, _ in members})
@@ -330,7 +328,7 @@ def _cell(
             f"once, across runs {', '.join(runs)}); each is counted, which is honest only if the policy or env "
             "is stochastic (a deterministic policy repeats the same outcome and the interval is too narrow)"
         )
-    variants = {ep.get("variant") for _, ep in members} - {None}
+    variants = {ep.variant for _, ep in members} - {None}
     if damaged := sorted({r.key for r, _ in members if r.damaged}):
         cell["damaged_runs"] = damaged  # only with --allow-damaged: this cell pools a damaged run
     cell.update(
@@ -340,7 +338,7 @@ def _cell(
             "runs": runs,
             "episodes": n,
             "repeats": repeats,
-            "errored": sum(1 for _, ep in members if ep.get("termination_reason") == "error"),
+            "errored": sum(1 for _, ep in members if ep.termination_reason == "error"),
             "errored_by_fault": dict(cov.errored),
             "scored": cov.scored,
             "coverage": cov.coverage,
@@ -360,7 +358,7 @@ def _label_fields(members: Members, labels: Labels) -> dict[str, Any]:
     """A cell's label counts (every label of the rubric), labelled / unlabelled / invalid counts and rubric rates."""
     counts: Counter[str] = Counter()
     for run, ep in members:
-        lab = labels.by_key.get(run.identity.episode_key(ep["episode_index"]))
+        lab = labels.by_key.get(run.identity.episode_key(ep.episode_index))
         if lab is not None:
             counts[lab] += 1
     n_labeled = sum(counts.values())

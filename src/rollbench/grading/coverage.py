@@ -27,12 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from rollbench.core.contracts import FAULTS, ConfigError
-from rollbench.core.grade_model import GradedEpisode
 
 DEFAULT_MIN_COVERAGE = 0.95
 MIN_COVERAGE_OPTION = "--min-coverage"
@@ -88,18 +87,35 @@ class Outcome:
     fault: str | None = None
 
 
-def outcome_of(row: Mapping[str, Any] | GradedEpisode) -> Outcome:
-    """The :class:`Outcome` of a graded episode or an exported episode row (``success``, ``termination_reason``,
-    ``error_fault``): an episode errored when its termination reason is ``error``; its fault is ``error_fault`` when
-    that is one of FAULTS, else ``unclassified``."""
-    if isinstance(row, GradedEpisode):
-        errored = row.termination_reason == "error"
-        named = row.error_fault if row.error_fault in FAULTS else UNCLASSIFIED
-        return Outcome(row.success, named if errored else None)
-    if row.get("termination_reason") != "error":
-        return Outcome(bool(row.get("success")), None)
-    fault = row.get("error_fault")
-    return Outcome(bool(row.get("success")), fault if fault in FAULTS else UNCLASSIFIED)
+class EpisodeFacts(Protocol):
+    """What the coverage rule and the robustness study read of an episode: grade's
+    :class:`~rollbench.core.grade_model.GradedEpisode`, or an analysis episode
+    (:class:`rollbench.analysis.episodes.AnalysisEpisode`: a run directory's or a dashboard export's). ``trial``
+    None: the episode pairs with nothing; ``error_fault`` outside FAULTS counts as ``unclassified``."""
+
+    @property
+    def episode_index(self) -> int: ...
+    @property
+    def task(self) -> str: ...
+    @property
+    def trial(self) -> int | None: ...
+    @property
+    def initial_state(self) -> int | None: ...
+    @property
+    def success(self) -> bool: ...
+    @property
+    def termination_reason(self) -> str | None: ...
+    @property
+    def error_fault(self) -> str | None: ...
+
+
+def outcome_of(row: EpisodeFacts) -> Outcome:
+    """The :class:`Outcome` of an episode (``success``, ``termination_reason``, ``error_fault``): an episode errored
+    when its termination reason is ``error``; its fault is ``error_fault`` when that is one of FAULTS, else
+    ``unclassified``."""
+    if row.termination_reason != "error":
+        return Outcome(row.success, None)
+    return Outcome(row.success, row.error_fault if row.error_fault in FAULTS else UNCLASSIFIED)
 
 
 def exclusion(outcome: Outcome, rule: CoverageRule = DEFAULT_RULE) -> str | None:

@@ -30,17 +30,17 @@ levels of that category).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.grade_model import GradedEpisode
 from rollbench.core.plan import order_stream, trial_order
 from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode, RunLog, TrialOrder
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
     CoverageRule,
+    EpisodeFacts,
     coverage_gate,
     outcome_of,
     pair,
@@ -54,16 +54,6 @@ from rollbench.grading.stats import bootstrap_difference, holm, mcnemar_exact, w
 
 N_RESAMPLES = 10_000
 SEED = 0
-
-
-Row = GradedEpisode | Mapping[str, Any]
-"""An episode as the study reads it: grade's :class:`GradedEpisode`, or an analysis row of the same keys (a
-dashboard export's episode, :class:`rollbench.analysis.sources.RunData`)."""
-
-
-def _of(e: Row, key: str) -> Any:
-    """``key`` of an episode: the graded episode's attribute, a row's value (None when absent)."""
-    return getattr(e, key) if isinstance(e, GradedEpisode) else e.get(key)
 
 
 def perturbations_of(planned: Sequence[PlannedEpisode]) -> dict[int, PerturbationRecord]:
@@ -147,10 +137,10 @@ def check_trial_order(planned: Sequence[PlannedEpisode], order: TrialOrder | Non
 
 
 def robustness_study(
-    planned: Sequence[PlannedEpisode], episodes: Sequence[Row], rule: CoverageRule = DEFAULT_RULE
+    planned: Sequence[PlannedEpisode], episodes: Sequence[EpisodeFacts], rule: CoverageRule = DEFAULT_RULE
 ) -> dict[str, Any] | None:
     """The robustness table of one run (module docstring) from its planned episodes (run.json ``plan.episodes``)
-    and grade's episodes (or analysis rows of the same keys), errors under the coverage ``rule``, or None when no episode of it is perturbed.
+    and its recorded episodes (grade's, or the analyses' :class:`~rollbench.grading.coverage.EpisodeFacts`), errors under the coverage ``rule``, or None when no episode of it is perturbed.
 
     Returns ``{"categories": {category: block + "p_holm", "levels": [{level, ...block, p_holm}], "details":
     [...]}}, "unpaired": n, "dropped_errors": n (trials that are not pairs under the coverage rule), ... "episodes": {"perturbed": n, "control": n}, "method": str}``;
@@ -159,24 +149,22 @@ def robustness_study(
     perts = perturbations_of(planned)
     if not perts:
         return None
-    by_key = {
-        (_of(e, "task"), _of(e, "trial")): e for e in episodes if type(_of(e, "trial")) is int
-    }  # a record without one pairs with nothing
+    by_key = {(e.task, e.trial): e for e in episodes if type(e.trial) is int}  # a record without one pairs with nothing
     pairs: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     unpaired = dropped = 0
     controls: set[tuple[str, int]] = set()
     for e in episodes:
-        p = perts.get(int(_of(e, "episode_index")))
+        p = perts.get(int(e.episode_index))
         if p is None:
             continue
-        key = (p.control, _of(e, "trial"))
+        key = (p.control, e.trial)
         if p.control is None or key not in by_key or type(key[1]) is not int:
             unpaired += 1
             continue
         controls.add((str(key[0]), key[1]))
         oc, op = outcome_of(by_key[key]), outcome_of(e)
         dropped += score(oc, rule) is None or score(op, rule) is None  # not a pair under the coverage rule
-        init = _of(by_key[key], "initial_state")
+        init = by_key[key].initial_state
         pairs[p.category].append((oc, op, p.control, init, p.level, p.detail))
     categories: dict[str, Any] = {}
     for cat, rows in pairs.items():
@@ -197,7 +185,7 @@ def robustness_study(
         "unpaired": unpaired,
         "dropped_errors": dropped,
         "episodes": {
-            "perturbed": sum(int(_of(e, "episode_index")) in perts for e in episodes),
+            "perturbed": sum(int(e.episode_index) in perts for e in episodes),
             "control": len(controls),
         },
         "method": (
@@ -225,7 +213,7 @@ def check_control_protocols(log: RunLog) -> None:
 
 
 def ordered_study(
-    log: RunLog | None, episodes: Sequence[Row], rule: CoverageRule = DEFAULT_RULE
+    log: RunLog | None, episodes: Sequence[EpisodeFacts], rule: CoverageRule = DEFAULT_RULE
 ) -> dict[str, Any] | None:
     """:func:`robustness_study` of a run's recorded ``episodes`` under its run log's plan (run.json; None for an
     export), with the study's ``trial_order`` (:func:`check_trial_order`) when there is a plan; None without

@@ -1,0 +1,102 @@
+"""One episode as the analyses read it: :class:`AnalysisEpisode`, built from a run directory's graded episode
+(:meth:`AnalysisEpisode.from_graded`) or from a dashboard export's episode (:meth:`AnalysisEpisode.from_export`,
+the one tolerant reader of a JSON file handed over: unknown keys ignored, absent ones None, ``label`` carried).
+It satisfies :class:`rollbench.grading.coverage.EpisodeFacts`, so the coverage rule and the robustness study read
+it as they read grade's episodes.
+
+Errors: :meth:`AnalysisEpisode.from_export` raises :class:`rollbench.core.contracts.ConfigError` naming the episode
+and the field of the wrong JSON type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rollbench.core.contracts import ConfigError
+from rollbench.core.format import quoted
+from rollbench.core.grade_model import GradedEpisode
+
+_EXPORT_FIELDS: dict[str, tuple[type, ...]] = {  # an exported episode's fields the analyses read: their JSON types
+    "task": (str,),
+    "seed": (int, type(None)),
+    "initial_state": (int, type(None)),
+    "instruction": (str, type(None)),
+    "variant": (str, type(None)),
+    "termination_reason": (str, type(None)),
+    "length": (int, type(None)),
+}
+
+
+@dataclass(frozen=True)
+class AnalysisEpisode:
+    """The facts of one recorded episode the analyses use. ``trial`` is None when an export does not carry an
+    integer one (the episode then pairs with nothing in a robustness study); ``seed``, ``initial_state``,
+    ``length`` and ``termination_reason`` are None when an export left them out; ``error_fault`` is the recorded
+    fault text (None when absent or not a string); ``label`` is the label an export joined to the episode, if any
+    (a run directory's episodes have none)."""
+
+    episode_index: int
+    task: str
+    success: bool
+    trial: int | None = None
+    seed: int | None = None
+    initial_state: int | None = None
+    instruction: str | None = None
+    variant: str | None = None
+    length: int | None = None
+    termination_reason: str | None = None
+    error_fault: str | None = None
+    label: str | None = None
+
+    @classmethod
+    def from_graded(cls, e: GradedEpisode) -> AnalysisEpisode:
+        """The analysis facts of grade's episode (no label)."""
+        return cls(
+            episode_index=e.episode_index,
+            task=e.task,
+            success=e.success,
+            trial=e.trial,
+            seed=e.seed,
+            initial_state=e.initial_state,
+            instruction=e.instruction,
+            variant=e.variant,
+            length=e.length,
+            termination_reason=e.termination_reason,
+            error_fault=e.error_fault,
+        )
+
+    @classmethod
+    def from_export(cls, ep: object, where: str) -> AnalysisEpisode:
+        """An exported episode (a JSON object) read tolerantly: ``episode_index`` (an integer) and ``task`` are
+        required; ``seed``, ``initial_state``, ``instruction``, ``variant``, ``termination_reason`` and ``length``
+        must be of their JSON type when present; ``success`` is its truth value; ``trial`` kept only when an
+        integer, ``error_fault`` and ``label`` only when strings; other keys are ignored. Raises ConfigError naming
+        ``where`` (the run in its file) and the episode."""
+        if not isinstance(ep, dict) or not isinstance(ep.get("episode_index"), int) or "task" not in ep:
+            raise ConfigError(f"{where}: an episode lacks episode_index or task")
+        for key, kinds in _EXPORT_FIELDS.items():
+            value = ep.get(key)
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                expected = " or ".join(k.__name__ for k in kinds)
+                raise ConfigError(
+                    f"{where}: episode {ep['episode_index']} has {key} {quoted(value)} (expected {expected})"
+                )
+        return cls(
+            episode_index=ep["episode_index"],
+            task=ep["task"],
+            success=bool(ep.get("success")),
+            trial=ep["trial"] if type(ep.get("trial")) is int else None,
+            seed=ep.get("seed"),
+            initial_state=ep.get("initial_state"),
+            instruction=ep.get("instruction"),
+            variant=ep.get("variant"),
+            length=ep.get("length"),
+            termination_reason=ep.get("termination_reason"),
+            error_fault=_text(ep.get("error_fault")),
+            label=_text(ep.get("label")),
+        )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

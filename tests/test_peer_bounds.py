@@ -83,8 +83,6 @@ BAD_LISTINGS: dict[str, tuple[Any, str]] = {
     "a number for the name": ({"runs": [{**GOOD_RUN, "name": 5}]}, NO_IDENTITY),
     # hostile round 6, F6: fields the pages read (a KeyError and a 500 before)
     "no model": ({"runs": [_without(GOOD_RUN, "model")]}, _field("model")),
-    "no urls": ({"runs": [_without(GOOD_RUN, "urls")]}, _field("urls")),
-    "urls without a page": ({"runs": [{**GOOD_RUN, "urls": {"page": 7}}]}, "PeerError: runs[0] has no urls.page"),
     "fps a string": ({"runs": [{**GOOD_RUN, "fps": "10"}]}, _field("fps")),
     "a boolean success rate": ({"runs": [{**GOOD_RUN, "success_rate": True}]}, _field("success_rate")),
     "tasks a string": ({"runs": [{**GOOD_RUN, "tasks": "scripted/reach"}]}, _field("tasks")),
@@ -94,7 +92,15 @@ BAD_LISTINGS: dict[str, tuple[Any, str]] = {
     ),
     "an episode index a boolean": (_episode(episode_index=True), _field("episode_index", "runs[0].episodes[0]")),
     "a return a string": (_episode(**{"return": "1.0"}), _field("return", "runs[0].episodes[0]")),
-    "an episode without a review url": (_episode(urls={}), "PeerError: runs[0].episodes[0] has no urls.review"),
+    # hostile round 7, F3: a peer's video names become the central's /media routes
+    "a camera name that is not a segment": (
+        _episode(videos={"../x": {"ready": True}}),
+        "PeerError: runs[0].episodes[0] has a camera name that is not a path segment",
+    ),
+    "a video that is not an object": (
+        _episode(videos={"front": "javascript:x"}),
+        "PeerError: runs[0].episodes[0] has a video that is not an object",
+    ),
 }
 
 

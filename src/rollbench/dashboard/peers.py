@@ -7,6 +7,7 @@ marked ``stale``. Episode details and media are fetched from the peer on demand;
 central dashboard's cache directory (never inside a run directory), so a peer that goes down keeps the videos
 already watched. Labels are never sent to peers: the central dashboard keeps them in its own sidecar. Only a peer's own runs
 (``source: local`` in its answer) are taken, so a central dashboard listed as another's peer is not re-exported.
+Every link to a peer's run is the central's own route built from the identity it checked, never a URL the peer sent.
 """
 
 from __future__ import annotations
@@ -210,8 +211,33 @@ def _local_runs(doc: Any) -> list[dict[str, Any]]:
         ):
             raise PeerError(f"runs[{i}] has no list of episodes with a key and a success")
         _check_summary(r, f"runs[{i}]")
-        out.append(r)
+        out.append(_with_central_routes(r, f"runs[{i}]"))
     return out
+
+
+def _with_central_routes(run: dict[str, Any], where: str) -> dict[str, Any]:
+    """The peer's run with every link the central dashboard draws (run page, episode review, transcript, video) and
+    every episode key rebuilt from its checked identity, the central's own routes as for a local run: the peer's
+    ``urls`` and video ``url`` strings are never used (hostile round 7 F3: a ``javascript:`` href, or a link to
+    another run). A camera name that is not a path segment is a PeerError."""
+    key = run["key"]
+    episodes = []
+    for j, ep in enumerate(run["episodes"]):
+        e = ep["episode_index"]
+        videos = {}
+        for cam, v in ep["videos"].items():
+            try:
+                check_segment(cam, "camera")
+            except Exception:
+                raise PeerError(f"{where}.episodes[{j}] has a camera name that is not a path segment") from None
+            if not isinstance(v, dict):
+                raise PeerError(f"{where}.episodes[{j}] has a video that is not an object")
+            videos[cam] = {**v, "url": f"/media/{key}/{e}/{cam}"}
+        sent = ep.get("urls")
+        transcript = isinstance(sent, dict) and isinstance(sent.get("transcript"), str)
+        urls = {"review": f"/episode/{key}/{e}", "transcript": f"/transcript/{key}/{e}" if transcript else None}
+        episodes.append({**ep, "key": f"{key}/{e}", "urls": urls, "videos": videos})
+    return {**run, "urls": {"page": f"/run/{key}", "api": f"/api/run/{key}"}, "episodes": episodes}
 
 
 _NUMBER = (int, float, type(None))
@@ -221,11 +247,10 @@ RUN_FIELDS: dict[str, tuple[type, ...]] = {
     "env": (str, type(None)), "policy": (str, type(None)), "model": (str, type(None)), "status": (str,),
     "created": (str, type(None)), "tasks": (list,), "episodes_requested": (int,), "episodes_recorded": (int,),
     "success_rate": _NUMBER, "ci95_low": _NUMBER, "ci95_high": _NUMBER, "cameras": (list,), "fps": _NUMBER,
-    "urls": (dict,),
 }  # fmt: skip
 EPISODE_FIELDS: dict[str, tuple[type, ...]] = {
     "episode_index": (int,), "task": (str,), "instruction": (str, type(None)), "length": (int,),
-    "return": _NUMBER, "termination_reason": (str, type(None)), "urls": (dict,), "videos": (dict,),
+    "return": _NUMBER, "termination_reason": (str, type(None)), "videos": (dict,),
 }  # fmt: skip
 
 
@@ -240,12 +265,8 @@ def _check_summary(run: dict[str, Any], where: str) -> None:
     """PeerError naming the first field of a peer's run summary the central dashboard reads that is missing or of
     another JSON type (its value is never quoted)."""
     _check_fields(run, RUN_FIELDS, where)
-    if not isinstance(run["urls"].get("page"), str):
-        raise PeerError(f"{where} has no urls.page")
     for j, ep in enumerate(run["episodes"]):
         _check_fields(ep, EPISODE_FIELDS, f"{where}.episodes[{j}]")
-        if not isinstance(ep["urls"].get("review"), str):
-            raise PeerError(f"{where}.episodes[{j}] has no urls.review")
 
 
 STEP_FIELDS = ("timestamp", "reward", "success", "action")

@@ -32,6 +32,7 @@ from rollbench.wire.outbound import http_client, total_deadline
 
 TIMEOUT_S = 3.0  # per read of a peer's answer
 TOTAL_S = 10.0  # the whole answer of /api/runs, an episode or a transcript: a peer dripping bytes is cut off here
+WAIT_S = 1.0  # a request waits at most this long for a peer's listing read in flight, then serves the last one
 MAX_ANSWER_BYTES = 64 * 2**20  # 64 MiB: a listing of thousands of runs is a few MB
 MAX_TRANSCRIPT_BYTES = 4 * 2**20  # 4 MiB: an agent transcript of a long episode is tens of kB
 MEDIA_TOTAL_S = 60.0  # one episode video from a peer: at most a minute in all
@@ -71,7 +72,8 @@ class Peer:
         self.error: str | None = None
         self.stale_since: str | None = None
         self.last_ok: str | None = None
-        self._fetched = 0.0
+        self._fetched = float("-inf")  # when the last read of /api/runs ended
+        self._reading: threading.Event | None = None  # set when the read in flight ends
         self.generation = 0  # bumped on every good answer (the central dashboard's cache key)
         self._lock = threading.Lock()
 
@@ -138,22 +140,39 @@ class Peer:
         return doc
 
     def refresh(self, force: bool = False) -> None:
-        """Re-read the peer's ``/api/runs`` if the last read is older than ``refresh_s`` (or ``force``)."""
+        """Start a background re-read of the peer's ``/api/runs`` when none is in flight and the last one ended at
+        least ``refresh_s`` ago (or ``force``), then wait for the read in flight at most :data:`WAIT_S` (until it
+        ends when ``force``): a caller never waits on a slow peer beyond that, it gets the last listing or the
+        peer's error (hostile round 7 F4). At most one read per peer is in flight; a failed one is retried no
+        sooner than ``refresh_s`` after it ended."""
         with self._lock:
-            if not force and time.monotonic() - self._fetched < self.refresh_s:
-                return
-            self._fetched = time.monotonic()
-            try:
-                doc = self.get_json("/api/runs")
-                runs = _local_runs(doc)
-            except (httpx.HTTPError, PeerError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            if self._reading is None and (force or time.monotonic() - self._fetched >= self.refresh_s):
+                self._reading = threading.Event()
+                name = f"rollbench-peer-{self.url}"
+                threading.Thread(target=self._read_listing, args=(self._reading,), name=name, daemon=True).start()
+            reading = self._reading
+        if reading is not None:
+            reading.wait(None if force else WAIT_S)
+
+    def _read_listing(self, done: threading.Event) -> None:
+        try:
+            doc = self.get_json("/api/runs")
+            runs = [{**r, "source": self.url} for r in _local_runs(doc)]
+        except (httpx.HTTPError, PeerError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            with self._lock:
                 self.error = peer_failure(exc)
                 self.stale_since = self.stale_since or self.last_ok or utc_now()
-                return
-            self.runs = [{**r, "source": self.url} for r in runs]
-            self.generation += 1
-            self.hosts = sorted({r["host"] for r in self.runs})
-            self.error, self.stale_since, self.last_ok = None, None, utc_now()
+        else:
+            with self._lock:
+                self.runs = runs
+                self.generation += 1
+                self.hosts = sorted({r["host"] for r in runs})
+                self.error, self.stale_since, self.last_ok = None, None, utc_now()
+        finally:
+            with self._lock:
+                self._fetched = time.monotonic()  # when the read ended: the next one no sooner than refresh_s later
+                self._reading = None
+            done.set()
 
     def host_rows(self) -> list[dict[str, Any]]:
         base = {"source": self.url, "error": self.error, "stale_since": self.stale_since, "last_ok": self.last_ok}

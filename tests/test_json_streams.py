@@ -191,16 +191,28 @@ def _message(n: int, method: str, params: dict[str, object] | None = None) -> st
 
 def test_the_mcp_stdio_wire_carries_only_json_rpc_whatever_a_plugin_prints(tmp_path: Path) -> None:
     init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
-    lines = [_message(1, "initialize", init), _message(0, "notifications/initialized"), _message(2, "tools/list")]
-    r = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-c", MCP_LEAKING_PLUGIN, str(tmp_path / "root")],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=server_env(),
-        timeout=120,
     )
-    replies = [json.loads(line) for line in r.stdout.splitlines()]
+    assert proc.stdin is not None and proc.stdout is not None
+    replies = []
+    try:  # one request at a time, each answer read before the next is sent (an EOF never races a queued request)
+        for sent in (
+            [_message(1, "initialize", init)],
+            [_message(0, "notifications/initialized"), _message(2, "tools/list")],
+        ):
+            proc.stdin.write("\n".join(sent) + "\n")
+            proc.stdin.flush()
+            replies.append(json.loads(proc.stdout.readline()))
+        rest, stderr = proc.communicate(timeout=120)  # closes stdin: the server ends
+    finally:
+        proc.kill()
+    replies += [json.loads(line) for line in rest.splitlines()]
     assert [m.get("id") for m in replies] == [1, 2]
     assert "run_policy_rollout" in [t["name"] for t in replies[1]["result"]["tools"]]
-    assert "MARK atexit" in r.stderr and "MARK thread" in r.stderr and "MARK at import" in r.stderr
+    assert "MARK atexit" in stderr and "MARK thread" in stderr and "MARK at import" in stderr

@@ -85,8 +85,11 @@ def reserve_document_stdout(args: Sequence[str]) -> None:
     """Before a command that promises a machine-readable document on stdout (``--json``; ``mcp``, whose stdio
     transport is JSON-RPC on stdout) runs anything: the caller's stdout is rollbench's alone for the rest of the
     process (:func:`~rollbench.core.stdio.reserve_stdout`), so no policy, child, thread or exit handler writes
-    into it, on any path (issue 42, hostile round 5, F5)."""
+    into it, on any path (issue 42, hostile round 5, F5). ``--help`` runs nothing but the help, which goes to
+    stdout as for every command."""
     command = next((a for a in args if not a.startswith("-")), None)
+    if "--help" in args:
+        return
     if "--json" in args or command == "mcp":
         reserve_stdout()
 

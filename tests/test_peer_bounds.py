@@ -6,14 +6,17 @@ served bytes themselves and the central listing's status and rows."""
 from __future__ import annotations
 
 import json
+import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from dashboard_support import fake_peer, peer_run
+from dashboard_support import ServerThread, fake_peer, peer_run
+from raw_servers import raw_server
 from rollbench.api import evaluate
 from rollbench.dashboard import peers
 from rollbench.dashboard.peers import Peer
@@ -83,8 +86,6 @@ BAD_LISTINGS: dict[str, tuple[Any, str]] = {
     "a number for the name": ({"runs": [{**GOOD_RUN, "name": 5}]}, NO_IDENTITY),
     # hostile round 6, F6: fields the pages read (a KeyError and a 500 before)
     "no model": ({"runs": [_without(GOOD_RUN, "model")]}, _field("model")),
-    "no urls": ({"runs": [_without(GOOD_RUN, "urls")]}, _field("urls")),
-    "urls without a page": ({"runs": [{**GOOD_RUN, "urls": {"page": 7}}]}, "PeerError: runs[0] has no urls.page"),
     "fps a string": ({"runs": [{**GOOD_RUN, "fps": "10"}]}, _field("fps")),
     "a boolean success rate": ({"runs": [{**GOOD_RUN, "success_rate": True}]}, _field("success_rate")),
     "tasks a string": ({"runs": [{**GOOD_RUN, "tasks": "scripted/reach"}]}, _field("tasks")),
@@ -94,7 +95,15 @@ BAD_LISTINGS: dict[str, tuple[Any, str]] = {
     ),
     "an episode index a boolean": (_episode(episode_index=True), _field("episode_index", "runs[0].episodes[0]")),
     "a return a string": (_episode(**{"return": "1.0"}), _field("return", "runs[0].episodes[0]")),
-    "an episode without a review url": (_episode(urls={}), "PeerError: runs[0].episodes[0] has no urls.review"),
+    # hostile round 7, F3: a peer's video names become the central's /media routes
+    "a camera name that is not a segment": (
+        _episode(videos={"../x": {"ready": True}}),
+        "PeerError: runs[0].episodes[0] has a camera name that is not a path segment",
+    ),
+    "a video that is not an object": (
+        _episode(videos={"front": "javascript:x"}),
+        "PeerError: runs[0].episodes[0] has a video that is not an object",
+    ),
 }
 
 
@@ -111,9 +120,8 @@ def test_a_malformed_peer_listing_marks_only_that_peer_bad_and_names_why(case: s
 def test_the_central_listing_answers_with_its_own_runs_beside_bad_peers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dashboard_support import ServerThread, fake_peer
-
     monkeypatch.setattr(peers, "TOTAL_S", 1.0)
+    monkeypatch.setattr(peers, "WAIT_S", 60.0)  # the first listing waits for both peers' reads to end (within 1 s)
     evaluate(out=tmp_path / "runs" / "mine", env="scripted/reach", policy="zero", episodes=1, max_steps=2, seed=1)
     odd = json.dumps({"runs": [{**GOOD_RUN, "episodes": 3}]}).encode()
     with fake_peer(odd) as bad1, fake_peer(json.dumps({"runs": [GOOD_RUN]}).encode(), drip_s=0.2) as bad2:
@@ -127,3 +135,37 @@ def test_the_central_listing_answers_with_its_own_runs_beside_bad_peers(
     doc = r.json()
     assert [row["key"].rsplit("/", 1)[-1] for row in doc["runs"]] == ["mine"]
     assert sum(1 for h in doc["hosts"] if h.get("error")) == 2
+
+
+def _drip(conn: socket.socket, _: bytes) -> None:
+    """A peer that answers 200 at once, then one byte of its body every 0.5 s (hostile round 7 F4's mode ``drip``)."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+    for _ in range(1000):
+        conn.sendall(b" ")
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_dripping_peer_never_holds_up_the_central_dashboards_requests(tmp_path: Path) -> None:
+    """Hostile round 7 F4: before, every request waited out the peer's 10 s read and parallel ones queued (10, 20,
+    30... s). Now 8 parallel requests to the pages and APIs that list peers all answer within 8 s of being sent
+    (a request waits at most WAIT_S = 1 s on a read in flight; the peer's read itself takes TOTAL_S = 10 s), only
+    one read reaches the peer, and once it is cut off the peer is named bad in rollbench's words."""
+    paths = ["/", "/api/runs", "/api/labels", "/disagreements"] * 2
+    with raw_server(_drip) as (port, seen):
+        url = f"http://127.0.0.1:{port}"
+        srv = ServerThread([], tmp_path / "labels.json", cache_dir=tmp_path / "c", peers=[url]).start()
+        try:
+            with ThreadPoolExecutor(len(paths)) as pool:
+                got = list(pool.map(lambda p: httpx.get(srv.url + p, timeout=8), paths))
+            assert [r.status_code for r in got] == [200] * len(paths)
+            deadline = time.monotonic() + 60
+            while (host := httpx.get(srv.url + "/api/runs", timeout=8).json()["hosts"][0])["error"] is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+            reads = len(seen)
+        finally:
+            srv.stop()
+    assert host["source"] == url and host["error"] == "PeerError: its answer took over 10 s"
+    assert reads == 1

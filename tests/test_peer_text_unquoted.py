@@ -197,3 +197,35 @@ def test_a_peer_run_page_missing_what_it_draws_is_a_502_naming_the_peer(tmp_path
     assert got["/run/h/r/n"].json() == {
         "error": f"peer {got['url'].text}: its answer lacks what the page draws (UndefinedError)"
     }
+
+
+JS = "javascript:alert(1)//" + MARK
+CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-hashes' 'sha256-GZIcz60Uwd6wT3vaYke/atSr53TehbYAPepOa3d03Vw='; "
+    "style-src 'self'; img-src 'self'; media-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)  # the hash: `printf 'return false' | openssl dgst -sha256 -binary | base64`, the pages' onsubmit text
+
+
+def test_a_peer_never_chooses_the_central_dashboards_links(tmp_path: Path) -> None:
+    """Hostile round 7 F3: a peer's ``urls`` and video URLs (``javascript:``, or another run's route) are never drawn;
+    every link to its run is the central's own route for the identity it checked, and every page carries the CSP."""
+    run = peer_run()
+    ep = {**run["episodes"][0], "key": "vm/point/r1/0", "urls": {"review": JS, "transcript": JS}}
+    ep["videos"] = {"front": {"url": JS, "ready": True, "from_s": 0.0, "to_s": None}}
+    listing = http_reply(200, json.dumps({"runs": [{**run, "urls": {"page": JS}, "episodes": [ep]}]}).encode())
+    pages_ = ["/", "/run/h/r/n", "/episode/h/r/n/0", "/disagreements", "/api/runs", "/api/run/h/r/n"]
+    good = _detail(b"", "/nothing/")
+    got = serve(tmp_path, lambda req: listing if req.path == "/api/runs" else good(req), pages_)
+    for path in pages_:
+        assert got[path].status_code == 200, path
+        assert b"javascript" not in got[path].content.lower() and B not in got[path].content, path
+        assert got[path].headers["content-security-policy"] == CSP
+        assert got[path].headers["x-content-type-options"] == "nosniff"
+    assert '<a href="/run/h/r/n">h/r/n</a>' in got["/"].text
+    assert "<a href='/episode/h/r/n/0'>0</a>" in got["/run/h/r/n"].text
+    assert 'src="/media/h/r/n/0/front"' in got["/episode/h/r/n/0"].text
+    assert "<a href='/transcript/h/r/n/0'>open</a>" in got["/episode/h/r/n/0"].text
+    [listed] = got["/api/runs"].json()["runs"]
+    assert listed["urls"] == {"page": "/run/h/r/n", "api": "/api/run/h/r/n"}
+    assert [e["key"] for e in listed["episodes"]] == ["h/r/n/0"]

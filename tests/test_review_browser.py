@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import io
 import os
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -29,6 +31,19 @@ pytestmark = [
 ]
 
 
+def _wait(page: Any, expression: str, timeout: float = 30_000) -> None:
+    """Poll ``expression`` in the page until it is truthy (``timeout`` ms). Playwright's ``wait_for_function``
+    evaluates its predicate with ``eval`` inside the page, which the dashboard's Content-Security-Policy refuses (no
+    'unsafe-eval'); ``page.evaluate`` runs through the DevTools protocol, outside the page's policy."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    end = time.monotonic() + timeout / 1000
+    while not page.evaluate(expression):
+        if time.monotonic() > end:
+            raise PlaywrightTimeout(f"not true within {timeout / 1000:g} s: {expression}")
+        time.sleep(0.05)
+
+
 def test_review_an_episode_with_the_keyboard_and_export_the_label(tmp_path: Path):
     from playwright.sync_api import sync_playwright
 
@@ -37,23 +52,25 @@ def test_review_an_episode_with_the_keyboard_and_export_the_label(tmp_path: Path
     record_run(tmp_path / "runs" / "reach-random", "lab1", policy="random", episodes=2)
     srv = ServerThread([tmp_path / "runs"], tmp_path / "labels.json", annotator="ana", cache_dir=tmp_path / "c").start()
     requests: list[str] = []
+    refused: list[str] = []  # the browser's reports of what the dashboard's Content-Security-Policy blocked
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = browser.new_page(viewport={"width": 1280, "height": 760})
             page.on("request", lambda req: requests.append(req.url))
+            page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
             page.goto(srv.url + "/")
             page.click("text=lab1/point/reach-random")
             page.wait_for_url("**/run/lab1/point/reach-random")
             page.click("table.sortable >> text=1")
             page.wait_for_url("**/episode/lab1/point/reach-random/1")
-            page.wait_for_function("document.querySelector('video').readyState >= 2")
+            _wait(page, "document.querySelector('video').readyState >= 2")
             page.keyboard.press(" ")
-            page.wait_for_function("document.querySelector('video').currentTime > 0.5", timeout=10_000)
+            _wait(page, "document.querySelector('video').currentTime > 0.5", timeout=10_000)
             page.keyboard.press(" ")
             paused_at = page.evaluate("document.querySelector('video').currentTime")
             page.keyboard.press("ArrowRight")  # 50 steps at 10 fps: 10% of the episode is 0.5 s
-            page.wait_for_function(f"Math.abs(document.querySelector('video').currentTime - {paused_at + 0.5}) < 0.05")
+            _wait(page, f"Math.abs(document.querySelector('video').currentTime - {paused_at + 0.5}) < 0.05")
             page.keyboard.press("2")
             page.wait_for_selector("#label-status.ok")
             page.reload()
@@ -70,6 +87,7 @@ def test_review_an_episode_with_the_keyboard_and_export_the_label(tmp_path: Path
             ("lab1/point/reach-random/1", "partial", "ana")
         ]
         assert all(u.startswith(srv.url) for u in requests), [u for u in requests if not u.startswith(srv.url)]
+        assert refused == []  # the pages' scripts, styles, videos and onsubmit all run under the policy
     finally:
         srv.stop()
 
@@ -113,18 +131,18 @@ def test_a_short_episode_steps_a_tenth_links_its_video_and_no_request_fails(tmp_
             page.screenshot(path=str(artifacts / "dashboard-run-short.png"), full_page=True)
             page.click("text=video")
             page.wait_for_url("**/episode/lab1/point/short/0")
-            page.wait_for_function("document.querySelector('video').readyState >= 2")
+            _wait(page, "document.querySelector('video').readyState >= 2")
             assert page.inner_text("#seek-help") == "← → 0.20 s"
             assert page.evaluate(time_now) == 0
             page.keyboard.press("ArrowRight")
-            page.wait_for_function(f"Math.abs({time_now} - 0.2) < 0.01")
+            _wait(page, f"Math.abs({time_now} - 0.2) < 0.01")
             page.keyboard.press("ArrowRight")
-            page.wait_for_function(f"Math.abs({time_now} - 0.4) < 0.01")
+            _wait(page, f"Math.abs({time_now} - 0.4) < 0.01")
             page.keyboard.press("ArrowLeft")
-            page.wait_for_function(f"Math.abs({time_now} - 0.2) < 0.01")
+            _wait(page, f"Math.abs({time_now} - 0.2) < 0.01")
             page.keyboard.press(" ")  # play to the end: the playhead stops at the right edge of the tracks
             try:  # real-time playback of 1.7 s; the bound is for a machine shared with other jobs
-                page.wait_for_function("document.querySelector('video').ended", timeout=60_000)
+                _wait(page, "document.querySelector('video').ended", timeout=60_000)
             except PlaywrightTimeout:
                 state = page.evaluate(
                     "(() => { const v = document.querySelector('video'); return {t: v.currentTime, d: v.duration,"
@@ -181,10 +199,10 @@ def test_every_recorded_camera_plays_in_sync(tmp_path: Path):
             page = browser.new_page()
             page.goto(srv.url + "/episode/lab1/sawyer/two-cams/0")
             assert page.eval_on_selector_all("video", "vs => vs.length") == 2
-            page.wait_for_function("Array.from(document.querySelectorAll('video')).every(v => v.readyState >= 2)")
+            _wait(page, "Array.from(document.querySelectorAll('video')).every(v => v.readyState >= 2)")
             page.select_option("#speed", "0.25")
             page.keyboard.press(" ")
-            page.wait_for_function("document.querySelector('video').currentTime > 0.3", timeout=10_000)
+            _wait(page, "document.querySelector('video').currentTime > 0.3", timeout=10_000)
             page.keyboard.press(" ")
             page.wait_for_timeout(200)
             assert page.evaluate(spread) < 0.1

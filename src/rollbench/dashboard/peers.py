@@ -7,6 +7,7 @@ marked ``stale``. Episode details and media are fetched from the peer on demand;
 central dashboard's cache directory (never inside a run directory), so a peer that goes down keeps the videos
 already watched. Labels are never sent to peers: the central dashboard keeps them in its own sidecar. Only a peer's own runs
 (``source: local`` in its answer) are taken, so a central dashboard listed as another's peer is not re-exported.
+Every link to a peer's run is the central's own route built from the identity it checked, never a URL the peer sent.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rollbench.wire.outbound import http_client, total_deadline
 
 TIMEOUT_S = 3.0  # per read of a peer's answer
 TOTAL_S = 10.0  # the whole answer of /api/runs, an episode or a transcript: a peer dripping bytes is cut off here
+WAIT_S = 1.0  # a request waits at most this long for a peer's listing read in flight, then serves the last one
 MAX_ANSWER_BYTES = 64 * 2**20  # 64 MiB: a listing of thousands of runs is a few MB
 MAX_TRANSCRIPT_BYTES = 4 * 2**20  # 4 MiB: an agent transcript of a long episode is tens of kB
 MEDIA_TOTAL_S = 60.0  # one episode video from a peer: at most a minute in all
@@ -70,7 +72,8 @@ class Peer:
         self.error: str | None = None
         self.stale_since: str | None = None
         self.last_ok: str | None = None
-        self._fetched = 0.0
+        self._fetched = float("-inf")  # when the last read of /api/runs ended
+        self._reading: threading.Event | None = None  # set when the read in flight ends
         self.generation = 0  # bumped on every good answer (the central dashboard's cache key)
         self._lock = threading.Lock()
 
@@ -137,22 +140,39 @@ class Peer:
         return doc
 
     def refresh(self, force: bool = False) -> None:
-        """Re-read the peer's ``/api/runs`` if the last read is older than ``refresh_s`` (or ``force``)."""
+        """Start a background re-read of the peer's ``/api/runs`` when none is in flight and the last one ended at
+        least ``refresh_s`` ago (or ``force``), then wait for the read in flight at most :data:`WAIT_S` (until it
+        ends when ``force``): a caller never waits on a slow peer beyond that, it gets the last listing or the
+        peer's error (hostile round 7 F4). At most one read per peer is in flight; a failed one is retried no
+        sooner than ``refresh_s`` after it ended."""
         with self._lock:
-            if not force and time.monotonic() - self._fetched < self.refresh_s:
-                return
-            self._fetched = time.monotonic()
-            try:
-                doc = self.get_json("/api/runs")
-                runs = _local_runs(doc)
-            except (httpx.HTTPError, PeerError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            if self._reading is None and (force or time.monotonic() - self._fetched >= self.refresh_s):
+                self._reading = threading.Event()
+                name = f"rollbench-peer-{self.url}"
+                threading.Thread(target=self._read_listing, args=(self._reading,), name=name, daemon=True).start()
+            reading = self._reading
+        if reading is not None:
+            reading.wait(None if force else WAIT_S)
+
+    def _read_listing(self, done: threading.Event) -> None:
+        try:
+            doc = self.get_json("/api/runs")
+            runs = [{**r, "source": self.url} for r in _local_runs(doc)]
+        except (httpx.HTTPError, PeerError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            with self._lock:
                 self.error = peer_failure(exc)
                 self.stale_since = self.stale_since or self.last_ok or utc_now()
-                return
-            self.runs = [{**r, "source": self.url} for r in runs]
-            self.generation += 1
-            self.hosts = sorted({r["host"] for r in self.runs})
-            self.error, self.stale_since, self.last_ok = None, None, utc_now()
+        else:
+            with self._lock:
+                self.runs = runs
+                self.generation += 1
+                self.hosts = sorted({r["host"] for r in runs})
+                self.error, self.stale_since, self.last_ok = None, None, utc_now()
+        finally:
+            with self._lock:
+                self._fetched = time.monotonic()  # when the read ended: the next one no sooner than refresh_s later
+                self._reading = None
+            done.set()
 
     def host_rows(self) -> list[dict[str, Any]]:
         base = {"source": self.url, "error": self.error, "stale_since": self.stale_since, "last_ok": self.last_ok}
@@ -210,8 +230,33 @@ def _local_runs(doc: Any) -> list[dict[str, Any]]:
         ):
             raise PeerError(f"runs[{i}] has no list of episodes with a key and a success")
         _check_summary(r, f"runs[{i}]")
-        out.append(r)
+        out.append(_with_central_routes(r, f"runs[{i}]"))
     return out
+
+
+def _with_central_routes(run: dict[str, Any], where: str) -> dict[str, Any]:
+    """The peer's run with every link the central dashboard draws (run page, episode review, transcript, video) and
+    every episode key rebuilt from its checked identity, the central's own routes as for a local run: the peer's
+    ``urls`` and video ``url`` strings are never used (hostile round 7 F3: a ``javascript:`` href, or a link to
+    another run). A camera name that is not a path segment is a PeerError."""
+    key = run["key"]
+    episodes = []
+    for j, ep in enumerate(run["episodes"]):
+        e = ep["episode_index"]
+        videos = {}
+        for cam, v in ep["videos"].items():
+            try:
+                check_segment(cam, "camera")
+            except Exception:
+                raise PeerError(f"{where}.episodes[{j}] has a camera name that is not a path segment") from None
+            if not isinstance(v, dict):
+                raise PeerError(f"{where}.episodes[{j}] has a video that is not an object")
+            videos[cam] = {**v, "url": f"/media/{key}/{e}/{cam}"}
+        sent = ep.get("urls")
+        transcript = isinstance(sent, dict) and isinstance(sent.get("transcript"), str)
+        urls = {"review": f"/episode/{key}/{e}", "transcript": f"/transcript/{key}/{e}" if transcript else None}
+        episodes.append({**ep, "key": f"{key}/{e}", "urls": urls, "videos": videos})
+    return {**run, "urls": {"page": f"/run/{key}", "api": f"/api/run/{key}"}, "episodes": episodes}
 
 
 _NUMBER = (int, float, type(None))
@@ -221,11 +266,10 @@ RUN_FIELDS: dict[str, tuple[type, ...]] = {
     "env": (str, type(None)), "policy": (str, type(None)), "model": (str, type(None)), "status": (str,),
     "created": (str, type(None)), "tasks": (list,), "episodes_requested": (int,), "episodes_recorded": (int,),
     "success_rate": _NUMBER, "ci95_low": _NUMBER, "ci95_high": _NUMBER, "cameras": (list,), "fps": _NUMBER,
-    "urls": (dict,),
 }  # fmt: skip
 EPISODE_FIELDS: dict[str, tuple[type, ...]] = {
     "episode_index": (int,), "task": (str,), "instruction": (str, type(None)), "length": (int,),
-    "return": _NUMBER, "termination_reason": (str, type(None)), "urls": (dict,), "videos": (dict,),
+    "return": _NUMBER, "termination_reason": (str, type(None)), "videos": (dict,),
 }  # fmt: skip
 
 
@@ -240,12 +284,8 @@ def _check_summary(run: dict[str, Any], where: str) -> None:
     """PeerError naming the first field of a peer's run summary the central dashboard reads that is missing or of
     another JSON type (its value is never quoted)."""
     _check_fields(run, RUN_FIELDS, where)
-    if not isinstance(run["urls"].get("page"), str):
-        raise PeerError(f"{where} has no urls.page")
     for j, ep in enumerate(run["episodes"]):
         _check_fields(ep, EPISODE_FIELDS, f"{where}.episodes[{j}]")
-        if not isinstance(ep["urls"].get("review"), str):
-            raise PeerError(f"{where}.episodes[{j}] has no urls.review")
 
 
 STEP_FIELDS = ("timestamp", "reward", "success", "action")

@@ -18,8 +18,8 @@ wire protocol (``GET /v1/models``, ``POST /v1/chat/completions`` with ``tools``,
   are not JSON. ``texty``: plain text, never a tool call.
 
 Usage is deterministic: ``prompt_tokens = 10 * len(messages)``, ``completion_tokens = 5``, ``cost = 0.001``.
-``Double.usage_text``, when a test sets it, replaces every reply's ``usage`` with that raw JSON text (a hostile or
-broken provider).
+``Double.usage_text`` and ``Double.models_text``, when a test sets them, replace every reply's ``usage`` and the
+``/models`` answer with that raw JSON text (a hostile or broken provider).
 Every answered request is appended to ``Double.log`` (model, status, number of messages, usage returned).
 """
 
@@ -49,6 +49,7 @@ class Double:
     log: list[dict[str, Any]] = field(default_factory=list)
     turns: dict[str, int] = field(default_factory=dict)
     usage_text: str | None = None  # when set: the raw JSON text every reply's ``usage`` is (a hostile provider)
+    models_text: str | None = None  # when set: the raw text of the ``/models`` answer
 
 
 def _text_of(message: dict[str, Any]) -> str:
@@ -108,6 +109,8 @@ def make_app(double: Double) -> FastAPI:
     def models(request: Request) -> JSONResponse:
         if not authorised(request):
             return JSONResponse({"error": {"message": "bad key"}}, status_code=401)
+        if double.models_text is not None:
+            return Response(double.models_text, media_type="application/json")
         return JSONResponse({"object": "list", "data": [{"id": m} for m in ("solver", "arm", "giver", "flaky")]})
 
     @app.post("/v1/chat/completions")

@@ -1,8 +1,9 @@
-"""A provider's numbers and listings that are not what they should be (hostile round 7: F1, F2).
+"""A provider's numbers and listings that are not what they should be (hostile round 7: F1, F2, F6).
 
 A ``usage`` token count that is text (carrying the API key), a bool, a list, a fraction, a negative or ``1e400``
 is recorded as null with ``cost_error`` naming the field and the value's kind, never the value; it is not counted
-and the episode goes on. The provider is :mod:`tests.agent_double` (a documented test double: no LLM provider is
+and the episode goes on. A ``/models`` listing of the wrong shape or too deep to parse gives ``model_listed: null``
+and the run goes on. The provider is :mod:`tests.agent_double` (a documented test double: no LLM provider is
 reachable here), served for real on loopback; rollout, recording and grading are the real thing.
 """
 
@@ -105,3 +106,26 @@ def test_the_cli_eval_output_never_shows_a_key_planted_in_usage(double: Double, 
     assert made.returncode == 0, made.stderr
     assert "status: OK" in made.stdout, made.stdout
     assert KEY not in made.stdout + made.stderr and "SEKRETMARK" not in made.stdout + made.stderr
+
+
+MODELS_LISTINGS = [
+    ('{"data": 5}', None),
+    ('{"data": "solver"}', None),
+    ("[1, 2]", None),
+    ('{"data": [5, null, {"id": ["giver"]}]}', False),
+    ('{"data": [{"id": "giver"}]}', True),
+    ("not json", None),
+    ('{"data": ' + "[" * 100_000 + "]" * 100_000 + "}", None),
+]
+
+
+@pytest.mark.parametrize(("listing", "listed"), MODELS_LISTINGS, ids=[t[:16] for t, _ in MODELS_LISTINGS])
+def test_a_malformed_or_too_deep_models_listing_is_model_listed_null_and_the_run_goes_on(
+    double: Double, tmp_path: Path, listing: str, listed: bool | None
+) -> None:
+    double.models_text = listing
+    out = tmp_path / "run"
+    result = evaluate(env=REACH, policy="agent:local/giver", episodes=1, out=out)
+    assert result.status == "OK", result.reasons
+    prov = json.loads((out / "run.json").read_text())["plan"]["policy"]["provenance"]
+    assert (prov["models_endpoint_status"], prov["model_listed"]) == (200, listed)

@@ -68,6 +68,21 @@ an error text may name; anything else a provider says is not shown."""
 SECRET_HEADER = re.compile(r"authorization|api[-_]?key|cookie|token|secret", re.IGNORECASE)
 
 
+def _listed(r: Any, model: str) -> bool | None:
+    """Whether a 200 ``/models`` answer ``{"data": [{"id": ...}, ...]}`` lists ``model``; None for any other status or
+    form (not JSON, nested too deep to parse, ``data`` not a list): the listing is informational, never a refusal."""
+    if r.status_code != 200:
+        return None
+    try:
+        data = r.json()
+    except (ValueError, RecursionError):
+        return None
+    models = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(models, list):
+        return None
+    return any(isinstance(m, dict) and m.get("id") == model for m in models)
+
+
 class ChatClient:
     """One provider endpoint. ``capture`` (when given) receives one JSON-able dict per HTTP exchange."""
 
@@ -114,14 +129,7 @@ class ChatClient:
             raise ConfigError(
                 f"the model API at {self.base_url} refused the API key: {provider_said(r.status_code, r.content)}"
             )
-        listed: bool | None = None
-        if r.status_code == 200:
-            try:
-                ids = [m.get("id") for m in r.json().get("data", []) if isinstance(m, dict)]
-                listed = model in ids
-            except (ValueError, AttributeError):
-                listed = None
-        return {"models_endpoint_status": r.status_code, "model_listed": listed}
+        return {"models_endpoint_status": r.status_code, "model_listed": _listed(r, model)}
 
     def complete(self, body: dict[str, Any], turn: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """POST one chat completion; return ``(reply JSON, attempts)``; ``attempts`` has per try ``status``,

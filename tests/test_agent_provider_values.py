@@ -129,3 +129,31 @@ def test_a_malformed_or_too_deep_models_listing_is_model_listed_null_and_the_run
     assert result.status == "OK", result.reasons
     prov = json.loads((out / "run.json").read_text())["plan"]["policy"]["provenance"]
     assert (prov["models_endpoint_status"], prov["model_listed"]) == (200, listed)
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+DEEP_CALL = {"id": "c1", "type": "function", "function": {"name": "move_delta", "arguments": DEEP}}
+DEEP_REPLIES = [
+    (
+        "body",
+        DEEP,
+        "InfrastructureError: the model API URL/chat/completions sent a body that is not a JSON object "
+        "(HTTP 200, 200000 bytes)",
+    ),
+    (
+        "tool arguments",
+        json.dumps({"choices": [{"message": {"role": "assistant", "tool_calls": [DEEP_CALL]}}]}),
+        "EpisodeError: malformed tool call (RecursionError; the call is an object of 3 keys)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "reply", "says"), DEEP_REPLIES, ids=[w for w, _, _ in DEEP_REPLIES])
+def test_a_reply_nested_too_deep_to_parse_ends_the_episode_with_its_reason(
+    double: Double, tmp_path: Path, what: str, reply: str, says: str
+) -> None:
+    double.reply_text = reply
+    result = evaluate(env=REACH, policy="agent:local/giver", episodes=1, out=tmp_path / "run")
+    [episode] = result.episodes
+    assert episode.termination_reason == "error"
+    assert (episode.error or "").replace(double.url, "URL") == says

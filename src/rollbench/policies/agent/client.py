@@ -189,7 +189,7 @@ class ChatClient:
             raise InfrastructureError(f"the model API {url} answered {provider_said(status, text.encode())}")
         try:
             reply = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
             reply = None
         if not isinstance(reply, dict):
             raise InfrastructureError(

@@ -290,7 +290,7 @@ class AgentPolicy:
             call_id, fn = first["id"], first["function"]
             name, raw_args = fn["name"], fn.get("arguments") or "{}"
             args = json.loads(raw_args) if isinstance(raw_args, str) else raw_args
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:  # RecursionError: arguments nested too deep
             raise EpisodeError(f"malformed tool call ({type(exc).__name__}; the call is {described(first)})") from None
         if not isinstance(args, dict):
             raise EpisodeError(f"malformed tool call: its arguments are {described(raw_args)}, not a JSON object")

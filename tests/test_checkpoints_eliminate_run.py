@@ -98,6 +98,22 @@ def test_eliminate_drops_the_clearly_worse_early_and_replays_from_disk(
     assert e["chosen"] in (2000, 3000)
 
 
+def test_every_checkpoint_runs_json_stores_exactly_what_grade_json_prints(
+    eliminated: tuple[Path, Path, dict[str, Any]],
+) -> None:
+    """docs/runs.md: ``grade --json`` equals run.json's ``results``, for a run the elimination stopped too (its
+    ``elimination`` block is recorded after its last episode was graded, and changes which episodes were needed)."""
+    _, out, e = eliminated
+    assert any(1000 in look["eliminated"] for look in e["looks"])  # one run stopped before the last look
+    for step in SKILLS:
+        run_dir = out / f"{step:06d}"
+        r = invoke("grade", run_dir, "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        log = json.loads((run_dir / "run.json").read_text())
+        assert log["results"] == json.loads(r.stdout)
+        assert log["status"] == log["results"]["status"] == "OK"
+
+
 def test_report_of_an_eliminate_folder_shows_each_look_and_the_chosen_step(
     eliminated: tuple[Path, Path, dict[str, Any]], tmp_path: Path
 ) -> None:

@@ -209,6 +209,43 @@ def _check_only_a_signal_is_the_users_interrupt() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_ctrl_c_under_a_callers_own_sigint_handler_stops_the_run_and_is_never_an_episode_error(tmp_path: Path) -> None:
+    """A caller that installed its own SIGINT handler (raising ``KeyboardInterrupt``, as ``rollbench sequential``
+    did) runs evaluate; the user's Ctrl-C lands inside the policy's ``act`` in episode 1. The run stops INTERRUPTED,
+    the handler still ran, no episode holds an error, and the resume records what an uninterrupted run records."""
+    import signal
+
+    out, marker = tmp_path / "run", tmp_path / "in-flight"
+    options = {"seed": 1, "step": 1, "marker": str(marker), "signal": True, "hold_s": 1}
+    kwargs: dict[str, Any] = dict(env="scripted/reach", episodes=3, max_steps=8, seed=0)
+    calls: list[int] = []
+
+    def callers_handler(signum: int, frame: object) -> None:
+        calls.append(signum)
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGINT, callers_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            evaluate(out=out, policy="interrupting_policies:hold_once", policy_options=options, **kwargs)
+        assert signal.getsignal(signal.SIGINT) is callers_handler  # given back as it was
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert marker.exists() and calls == [signal.SIGINT]  # the signal arrived mid-episode, through the caller's handler
+    log = run_log(out)
+    assert log["status"] == "INTERRUPTED"
+    assert [e["episode_index"] for e in log["results"]["episodes"]] == [0]  # episode 1 was discarded, not recorded
+    assert all(e["error"] is None for e in log["results"]["episodes"])
+    resumed = evaluate(out=out, policy="interrupting_policies:hold_once", policy_options=options, **kwargs)
+    whole = evaluate(out=tmp_path / "whole", policy="scripted-expert", **kwargs)
+
+    def facts(result: Any) -> list[tuple[Any, ...]]:
+        return [(e.episode_index, e.seed, e.success, e.length, e.termination_reason, e.error) for e in result.episodes]
+
+    assert facts(resumed) == facts(whole) and all(e[-1] is None for e in facts(resumed))
+    assert resumed.status == whole.status == "OK"
+
+
 def _as_recorded_before_issue_29(run_dir: Path) -> list[Any]:
     """Rename every episode row's ``rollbench/render_failure`` column back to ``rollbench/render_fault``, its name in
     runs recorded before issue 29; returns the values as they stand in the files."""

@@ -78,3 +78,15 @@ def test_an_episode_the_decision_needed_that_is_lost_keeps_the_arm_partial(
         in (graded["reasons"])
     )
     assert invoke("grade", copy).returncode == 1
+
+
+@pytest.mark.slow
+def test_a_decided_arms_run_json_stores_exactly_what_grade_json_prints(arms: tuple[Path, Path, dict]) -> None:
+    """docs/runs.md: ``grade --json`` equals the ``results`` stored in run.json, for a decided arm too (its decision
+    is recorded after its last episode was graded, and makes the episodes after the deciding pair not needed)."""
+    for run_dir in arms[:2]:
+        r = invoke("grade", run_dir, "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        log = json.loads((run_dir / "run.json").read_text())
+        assert log["results"] == json.loads(r.stdout)
+        assert log["status"] == log["results"]["status"] == "OK"

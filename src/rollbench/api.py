@@ -36,6 +36,7 @@ from rollbench.record.runlog import (
     begin_execution,
     end_execution,
     note_counters,
+    read_run_log,
     record_results,
     write_run_log,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "evaluate",
     "grade",
     "prepare_run",
+    "record_stop",
 ]
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -326,3 +328,21 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> GradeDocument:
     (:class:`~rollbench.core.grade_model.GradeDocument`; see :func:`rollbench.grading.grade.grade` for its blocks,
     units and errors; ``.to_json()`` is the ``grade --json`` dict). Reading it as a dict is deprecated (warns)."""
     return grade_run_dir(Path(run_dir), check_videos=check_videos)
+
+
+def record_stop(run_dir: Path, change: Callable[[RunLog], bool]) -> None:
+    """Let ``change`` set the block of ``run_dir/run.json`` that says a rule stopped the run (``sequential``,
+    ``elimination``: :mod:`rollbench.grading.stopped`; it returns whether it changed anything) and, when it did,
+    regrade the directory and store the result as ``results`` with its status, all under the run's lock: grade's
+    status depends on that block, and ``grade --json`` must equal the ``results`` stored (docs/runs.md). A run
+    still RUNNING keeps that status, and one INTERRUPTED keeps it unless the regrade is OK (as :func:`evaluate`
+    leaves it). Nothing happens without a run.json.
+    Raises ConfigError when another process holds the run's lock."""
+    with RunLock(run_dir):
+        log = read_run_log(run_dir)
+        if log is None or not change(log):
+            return
+        write_run_log(run_dir, log)  # graded from disk: the block must be there first
+        result = grade_run_dir(run_dir)
+        keep = log.status == "RUNNING" or (log.status == "INTERRUPTED" and result.status != "OK")
+        record_results(run_dir, log, result, log.status if keep else result.status)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.api import evaluate, grade
+from rollbench.api import evaluate, grade, record_stop
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.eliminate import Design, decide, look_counts
 from rollbench.checkpoints.rank import outcomes
@@ -28,7 +28,7 @@ from rollbench.core.runlog_model import EliminationRunRecord, RunLog
 from rollbench.core.spec import EvalSpec
 from rollbench.grading.coverage import CoverageRule, score
 from rollbench.record.files import atomic_write_json
-from rollbench.record.runlog import RunLock, read_run_log, update_run_log
+from rollbench.record.runlog import read_run_log
 from rollbench.run.observer import EpisodeSummary, Observers, RunObserver
 from rollbench.run.runners import Execution
 
@@ -183,8 +183,9 @@ def _decisions(doc: dict[str, Any]) -> dict[int, EliminationRunRecord]:
 
 
 def _record_stops(ckpts: Sequence[Checkpoint], out: Path, doc: dict[str, Any]) -> None:
-    """Set run.json's ``elimination`` block of every checkpoint's run (under the run's lock), so that grade knows
-    which of its planned episodes the rule needed (:mod:`rollbench.grading.stopped`)."""
+    """Set run.json's ``elimination`` block of every checkpoint's run, so that grade knows which of its planned
+    episodes the rule needed (:mod:`rollbench.grading.stopped`), and with it the run's regraded ``results`` and
+    status, under the run's lock (:func:`rollbench.api.record_stop`)."""
     decisions = _decisions(doc)
     for c in ckpts:
         run_dir, record = out / c.label, decisions[c.step]
@@ -195,8 +196,7 @@ def _record_stops(ckpts: Sequence[Checkpoint], out: Path, doc: dict[str, Any]) -
             changed, log.elimination = log.elimination != record, record
             return changed
 
-        with RunLock(run_dir):
-            update_run_log(run_dir, change)
+        record_stop(run_dir, change)
 
 
 def run_elimination(

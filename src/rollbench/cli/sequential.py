@@ -143,7 +143,14 @@ def sequential_cmd(
         fail(str(exc))
 
     class Lines(SequentialObserver):
-        """Each look as one line and the power warning (stdout is the JSON document's alone under --json)."""
+        """Each look as one line and the power warning (stdout is the JSON document's alone under --json); once a
+        signal was received (``seen``) no new episode starts, whatever became of the exception it raised."""
+
+        def __init__(self, seen: list[int]) -> None:
+            self.seen = seen
+
+        def should_stop(self) -> bool:
+            return bool(self.seen)
 
         def on_look(self, task: str, look: dict[str, Any]) -> None:
             if not as_json:
@@ -168,7 +175,7 @@ def sequential_cmd(
                 look_every=look_every, futility=futility, coverage=coverage, execution=run,
                 host_label=options["host_label"], robot=options["robot"],
             )  # fmt: skip
-            doc = _interruptible(seen, lambda: run_sequential(spec_a, spec_b, out_dir, config, Lines()))
+            doc = _interruptible(seen, lambda: run_sequential(spec_a, spec_b, out_dir, config, Lines(seen)))
     except KeyboardInterrupt as exc:
         console.print(
             f"interrupted: committed episodes are kept; the same command resumes {out_dir} and reaches the same "
@@ -182,14 +189,17 @@ def sequential_cmd(
 
 @contextlib.contextmanager
 def _signals_seen() -> Iterator[list[int]]:
-    """SIGTERM raises Terminated (as in ``rollbench eval``) and both it and SIGINT are noted in the list yielded: a
-    signal that arrives inside DuckDB (grading) comes out as its RuntimeError("Query interrupted")."""
+    """SIGINT raises UserInterrupt and SIGTERM Terminated, as in ``rollbench eval`` (the user's, never an error of
+    the episode they land in: :mod:`rollbench.core.interrupts`), and both are noted in the list yielded: a signal
+    that arrives inside DuckDB (grading) comes out as its RuntimeError("Query interrupted")."""
+    from rollbench.core.interrupts import UserInterrupt
+
     seen: list[int] = []
     previous = signal.getsignal(signal.SIGINT)
 
     def on_int(signum: int, frame: Any) -> None:
         seen.append(signum)
-        raise KeyboardInterrupt
+        raise UserInterrupt
 
     signal.signal(signal.SIGINT, on_int)
     try:
@@ -208,12 +218,19 @@ def _signals_seen() -> Iterator[list[int]]:
 
 
 def _interruptible(seen: list[int], call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``call()``; any error raised after a signal was received is that interruption."""
-    from rollbench.core.interrupts import Terminated
+    """``call()``; any error raised after a signal was received is that interruption, and so is a return after one
+    (the comparison stopped starting episodes once it was received: it is not finished)."""
+    from rollbench.core.interrupts import Terminated, UserInterrupt
+
+    def interruption() -> UserInterrupt:
+        return Terminated() if seen[-1] == signal.SIGTERM else UserInterrupt()
 
     try:
-        return call()
+        doc = call()
     except Exception:
         if seen:
-            raise (Terminated() if seen[-1] == signal.SIGTERM else KeyboardInterrupt()) from None
+            raise interruption() from None
         raise
+    if seen:
+        raise interruption()
+    return doc

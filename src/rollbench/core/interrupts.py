@@ -9,10 +9,11 @@ run. Every other ``BaseException`` raised by a policy or env ends that episode a
 (see :mod:`rollbench.run.episode`). That rule is written once, :class:`contained`: every place that runs code under
 evaluation (a policy's or env's method, a plug-in's import, a ``close()``) runs it inside one.
 
-Where no handler of ours can be installed (SIGINT already taken over by someone else), a plain ``KeyboardInterrupt``
-caught in the main thread while Python's default handler is in place still counts as the user's, as before; in any
-other thread (a run started by the MCP server, a Ray actor's method) and in worker processes, which ignore SIGINT,
-it never does.
+When SIGINT was already taken over by another Python handler (``rollbench sequential``'s, a caller's own), that
+handler still runs and a ``KeyboardInterrupt`` it raises is the user's too. Outside :func:`user_signals`, a plain
+``KeyboardInterrupt`` caught in the main thread while Python's default handler is in place still counts as the
+user's, as before; in any other thread (a run started by the MCP server, a Ray actor's method) and in worker
+processes, which ignore SIGINT, it never does.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from types import TracebackType
+from types import FrameType, TracebackType
 
 
 class UserInterrupt(KeyboardInterrupt):
@@ -51,21 +52,36 @@ def _raise_user_interrupt(signum: int, frame: object) -> None:
     raise UserInterrupt()
 
 
+def _relay(handler: Callable[[int, FrameType | None], object]) -> Callable[[int, FrameType | None], None]:
+    """``handler`` (a SIGINT handler installed before the run, e.g. a caller's own), with any ``KeyboardInterrupt``
+    it raises turned into :class:`UserInterrupt`: it came from the signal, so it is the user's."""
+
+    def relay(signum: int, frame: FrameType | None) -> None:
+        try:
+            handler(signum, frame)
+        except UserInterrupt:
+            raise
+        except KeyboardInterrupt as exc:
+            raise UserInterrupt(*exc.args) from exc
+
+    return relay
+
+
 @contextlib.contextmanager
 def user_signals() -> Iterator[None]:
-    """While inside, SIGINT raises :class:`UserInterrupt` (only in the main thread, and only when SIGINT has
-    Python's default handler; otherwise nothing changes)."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
+    """While inside, SIGINT raises :class:`UserInterrupt`: in place of Python's default handler, or, when another
+    Python handler is installed (a caller's own), that handler runs and a ``KeyboardInterrupt`` it raises becomes a
+    :class:`UserInterrupt` (so a Ctrl-C is never taken for an error of the code it interrupted). Nothing changes
+    outside the main thread, or when SIGINT is ignored or has the system's default action."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
         yield
         return
-    signal.signal(signal.SIGINT, _raise_user_interrupt)
+    signal.signal(signal.SIGINT, _raise_user_interrupt if previous is signal.default_int_handler else _relay(previous))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, previous)
 
 
 class contained:

@@ -68,7 +68,8 @@ def stop_reason(log: RunLog, not_needed: int) -> str | None:
 def listed_status(log: RunLog) -> str:
     """The status ``rollbench runs`` and MCP ``list_runs`` show for a run from its run.json alone (no regrade): the
     recorded ``results`` re-judged for a sequential stop (OK when the only shortfall is the episodes after the
-    stop; the decision is recorded after the arm's last grade), else run.json's ``status``."""
+    stop: a run recorded before ``rollbench.api.record_stop`` regraded it with its decision stored the grade made
+    before it), else run.json's ``status``."""
     results = log.results
     if log.status != "PARTIAL" or _needed(log) is None or results is None:
         return log.status

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollbench.api import evaluate
+from rollbench.api import evaluate, record_stop
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path, make_dirs
@@ -45,7 +45,7 @@ from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS, SequentialDesign, family_alphas
 from rollbench.record.files import atomic_write_json
-from rollbench.record.runlog import RunLock, read_run_log, update_run_log
+from rollbench.record.runlog import read_run_log
 from rollbench.record.safe_files import refuse_inside_run
 from rollbench.run.observer import EpisodeSummary, RunObserver
 from rollbench.run.prepare import check_run_dir, check_spec
@@ -197,15 +197,16 @@ class _UntilTarget(RunObserver):
 
 
 def _record(run_dir: Path, block: dict[str, Any]) -> None:
-    """Set run.json's ``sequential`` block (under the run's lock: no evaluate writes it meanwhile)."""
+    """Set run.json's ``sequential`` block and, when it changed, the arm's regraded ``results`` and status (a
+    decision makes the episodes after it not needed: grade's status changes), under the run's lock: no evaluate
+    writes it meanwhile (:func:`rollbench.api.record_stop`)."""
     record = SequentialRecord.model_validate(block)
 
     def change(log: RunLog) -> bool:
         changed, log.sequential = log.sequential != record, record
         return changed
 
-    with RunLock(run_dir):
-        update_run_log(run_dir, change)
+    record_stop(run_dir, change)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ wire protocol (``GET /v1/models``, ``POST /v1/chat/completions`` with ``tools``,
   are not JSON. ``texty``: plain text, never a tool call.
 
 Usage is deterministic: ``prompt_tokens = 10 * len(messages)``, ``completion_tokens = 5``, ``cost = 0.001``.
+``Double.usage_text``, ``Double.reply_text`` and ``Double.models_text``, when a test sets them, replace every reply's ``usage``, every whole reply and the
+``/models`` answer with that raw JSON text (a hostile or broken provider).
 Every answered request is appended to ``Double.log`` (model, status, number of messages, usage returned).
 """
 
@@ -46,6 +48,9 @@ class Double:
     url: str = ""
     log: list[dict[str, Any]] = field(default_factory=list)
     turns: dict[str, int] = field(default_factory=dict)
+    usage_text: str | None = None  # when set: the raw JSON text every reply's ``usage`` is (a hostile provider)
+    reply_text: str | None = None  # when set: the raw text of every chat completion reply
+    models_text: str | None = None  # when set: the raw text of the ``/models`` answer
 
 
 def _text_of(message: dict[str, Any]) -> str:
@@ -105,6 +110,8 @@ def make_app(double: Double) -> FastAPI:
     def models(request: Request) -> JSONResponse:
         if not authorised(request):
             return JSONResponse({"error": {"message": "bad key"}}, status_code=401)
+        if double.models_text is not None:
+            return Response(double.models_text, media_type="application/json")
         return JSONResponse({"object": "list", "data": [{"id": m} for m in ("solver", "arm", "giver", "flaky")]})
 
     @app.post("/v1/chat/completions")
@@ -135,6 +142,11 @@ def make_app(double: Double) -> FastAPI:
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
             "usage": {**usage, "cost": float("nan") if model == "nancost" else 0.001},
         }
+        if double.reply_text is not None:
+            return Response(double.reply_text, media_type="application/json")
+        if double.usage_text is not None:  # spliced in as text: JSON numbers Python cannot write (1e400)
+            reply["usage"] = "USAGE"
+            return Response(json.dumps(reply).replace('"USAGE"', double.usage_text), media_type="application/json")
         if model == "nancost":  # JSONResponse refuses NaN: the raw, non-standard text a broken provider sends
             return Response(json.dumps(reply), media_type="application/json")
         return JSONResponse(reply)

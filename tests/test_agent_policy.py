@@ -337,7 +337,7 @@ def test_a_cost_that_overflows_a_float_is_null_with_its_reason() -> None:
     assert call_cost({"prompt_tokens": 2_000_000, "completion_tokens": 1_000_000}, prices) == (3e6, None)
     assert call_cost({"prompt_tokens": 10**400, "completion_tokens": 5}, prices) == (
         None,
-        "the provider's token counts are not numbers rollbench can price",
+        "the provider's usage.prompt_tokens is not a whole number of tokens from 0 to 1,000,000,000,000",
     )
     assert call_cost({"cost": 10**400}, None) == (None, "the provider reported usage.cost inf, not a finite number")
     assert call_cost({"cost": True}, None) == (None, None)

@@ -212,3 +212,52 @@ def test_a_server_echoing_the_clients_token_in_its_metadata_never_gets_it_record
         "<ROLLBENCH_SERVER_TOKEN>": "as a key",
         "tok": ["<ROLLBENCH_SERVER_TOKEN>"],
     }
+
+
+# A token with a padded base64 form whose standard and URL-safe alphabets differ ("/" and "+" vs "_" and "-");
+# every echoed form below was written out by hand from ``printf %s "$T" | base64`` and ``xxd -p``.
+ECHOED = "zq?TOK>zq7788-echoed~~"
+ECHOED_FORMS = [
+    ("exact", f"a {ECHOED} b"),
+    ("upper", "a ZQ?TOK>ZQ7788-ECHOED~~ b"),
+    ("lower", "a zq?tok>zq7788-echoed~~ b"),
+    ("base64", "a enE/VE9LPnpxNzc4OC1lY2hvZWR+fg== b"),
+    ("base64 unpadded", "a enE/VE9LPnpxNzc4OC1lY2hvZWR+fg b"),
+    ("urlsafe base64", "a enE_VE9LPnpxNzc4OC1lY2hvZWR-fg== b"),
+    ("urlsafe base64 unpadded", "a enE_VE9LPnpxNzc4OC1lY2hvZWR-fg b"),
+    ("base64 upper-cased", "a ENE/VE9LPNPXNZC4OC1LY2HVZWR+FG== b"),
+    ("hex", "a 7a713f544f4b3e7a71373738382d6563686f65647e7e b"),
+    ("HEX", "a 7A713F544F4B3E7A71373738382D6563686F65647E7E b"),
+]
+
+
+@pytest.mark.parametrize(("form", "text"), ECHOED_FORMS, ids=[f for f, _ in ECHOED_FORMS])
+def test_every_echoed_form_of_the_token_in_metadata_is_replaced_by_its_placeholder(
+    monkeypatch: pytest.MonkeyPatch, form: str, text: str
+) -> None:
+    from rollbench.policies.remote.base import bounded_metadata
+
+    monkeypatch.setenv("ROLLBENCH_SERVER_TOKEN", ECHOED)
+    recorded = bounded_metadata("http://127.0.0.1:1/act", {"note": text, text: [text]})
+    assert recorded == {
+        "note": "a <ROLLBENCH_SERVER_TOKEN> b",
+        "a <ROLLBENCH_SERVER_TOKEN> b": ["a <ROLLBENCH_SERVER_TOKEN> b"],
+    }
+
+
+@pytest.mark.slow
+def test_a_server_echoing_the_token_in_any_form_gets_none_of_them_into_the_run_or_cli_output(tmp_path: Path) -> None:
+    echoed = {"needs_images": False, **{form: text for form, text in ECHOED_FORMS}}
+    with policy_server(echoed, echo_error=False) as url:
+        made = _eval(url, tmp_path / "run", token=ECHOED)
+    assert made.returncode == 0, made.stderr
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["plan"]["policy"]["provenance"]["server_metadata"] == {
+        "needs_images": False,
+        **{form: "a <ROLLBENCH_SERVER_TOKEN> b" for form, _ in ECHOED_FORMS},
+    }
+    graded = rb("grade", tmp_path / "run", "--json")
+    everything = _all_bytes(tmp_path / "run") + (made.stdout + made.stderr + graded.stdout + graded.stderr).encode()
+    for _, text in ECHOED_FORMS:
+        form = text[2:-2]
+        assert form.encode() not in everything and form.lower().encode() not in everything.lower(), form

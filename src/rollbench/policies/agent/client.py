@@ -68,6 +68,21 @@ an error text may name; anything else a provider says is not shown."""
 SECRET_HEADER = re.compile(r"authorization|api[-_]?key|cookie|token|secret", re.IGNORECASE)
 
 
+def _listed(r: Any, model: str) -> bool | None:
+    """Whether a 200 ``/models`` answer ``{"data": [{"id": ...}, ...]}`` lists ``model``; None for any other status or
+    form (not JSON, nested too deep to parse, ``data`` not a list): the listing is informational, never a refusal."""
+    if r.status_code != 200:
+        return None
+    try:
+        data = r.json()
+    except (ValueError, RecursionError):
+        return None
+    models = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(models, list):
+        return None
+    return any(isinstance(m, dict) and m.get("id") == model for m in models)
+
+
 class ChatClient:
     """One provider endpoint. ``capture`` (when given) receives one JSON-able dict per HTTP exchange."""
 
@@ -114,14 +129,7 @@ class ChatClient:
             raise ConfigError(
                 f"the model API at {self.base_url} refused the API key: {provider_said(r.status_code, r.content)}"
             )
-        listed: bool | None = None
-        if r.status_code == 200:
-            try:
-                ids = [m.get("id") for m in r.json().get("data", []) if isinstance(m, dict)]
-                listed = model in ids
-            except (ValueError, AttributeError):
-                listed = None
-        return {"models_endpoint_status": r.status_code, "model_listed": listed}
+        return {"models_endpoint_status": r.status_code, "model_listed": _listed(r, model)}
 
     def complete(self, body: dict[str, Any], turn: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """POST one chat completion; return ``(reply JSON, attempts)``; ``attempts`` has per try ``status``,
@@ -181,7 +189,7 @@ class ChatClient:
             raise InfrastructureError(f"the model API {url} answered {provider_said(status, text.encode())}")
         try:
             reply = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
             reply = None
         if not isinstance(reply, dict):
             raise InfrastructureError(
@@ -295,20 +303,60 @@ def parse_prices(value: Any) -> tuple[float, float] | None:
     return prices[0], prices[1]
 
 
+MAX_TOKEN_COUNT = 10**12  # tokens one call may report; a larger count is no count rollbench records
+TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def usage_count(usage: Mapping[str, Any], key: str) -> tuple[int | None, str | None]:
+    """The provider's ``usage[key]`` as a token count: ``(n, None)`` for a whole number from 0 to
+    :data:`MAX_TOKEN_COUNT` (an integral float such as ``12.0`` included), ``(None, None)`` when absent or null, and
+    ``(None, reason)`` for anything else (text, a bool, a fraction, a negative, ``1e400``, a list). The reason names
+    the field and the value's JSON type only, never the value (a provider's text may carry the key)."""
+    value = usage.get(key)
+    if value is None:
+        return None, None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int) and 0 <= value <= MAX_TOKEN_COUNT:
+            return value, None
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer() and 0 <= value <= MAX_TOKEN_COUNT:
+            return int(value), None
+        return None, f"the provider's usage.{key} is not a whole number of tokens from 0 to {MAX_TOKEN_COUNT:,}"
+    kind = {str: "text", list: "a list", dict: "an object", bool: "a bool"}.get(type(value), "not a number")
+    return None, f"the provider's usage.{key} is {kind}, not a number of tokens"
+
+
+def call_usage(
+    usage: Mapping[str, Any], prices: tuple[float, float] | None
+) -> tuple[dict[str, int | None], float | None, str | None]:
+    """One model call's token counts (:data:`TOKEN_KEYS`; None when absent or not a count, see
+    :func:`usage_count`), its cost in USD and, when the cost cannot be known, why (:func:`call_cost`). A count that
+    is not a count makes the cost null with that reason: the provider's usage is not trusted for pricing."""
+    counts: dict[str, int | None] = {}
+    reasons = []
+    for k in TOKEN_KEYS:
+        counts[k], why = usage_count(usage, k)
+        if why:
+            reasons.append(why)
+    if reasons:
+        return counts, None, "; ".join(reasons)
+    cost, cost_error = call_cost(usage, prices)
+    return counts, cost, cost_error
+
+
 def call_cost(usage: Mapping[str, Any], prices: tuple[float, float] | None) -> tuple[float | None, str | None]:
     """One model call's cost in USD and, when it cannot be known, why: from ``prices`` (USD per million prompt /
     completion tokens) when given, else the provider's own ``usage.cost`` (OpenRouter reports it), else
-    ``(None, None)``. A cost that is not a finite number (a provider's ``NaN`` or ``Infinity``, token counts too
-    large for a float) is ``(None, reason)``: recorded as null with the reason, never as a non-JSON number."""
+    ``(None, None)``. A cost that is not a finite number (a provider's ``NaN`` or ``Infinity``) or token counts that
+    are not counts (:func:`usage_count`) give ``(None, reason)``: recorded as null with the reason, never as a
+    non-JSON number, never quoting the provider's value."""
     if prices is not None:
-        try:
-            tokens = [int(usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens")]
-            cost = (tokens[0] * prices[0]) / 1e6 + (tokens[1] * prices[1]) / 1e6
-        except (TypeError, ValueError, OverflowError):
-            return None, "the provider's token counts are not numbers rollbench can price"
-        if not math.isfinite(cost):
-            return None, "the provider's token counts priced at price_per_mtok give no finite cost"
-        return cost, None
+        tokens = []
+        for k in ("prompt_tokens", "completion_tokens"):
+            n, why = usage_count(usage, k)
+            if why:
+                return None, why
+            tokens.append(n or 0)
+        return (tokens[0] * prices[0]) / 1e6 + (tokens[1] * prices[1]) / 1e6, None
     reported = usage.get("cost")
     if not isinstance(reported, int | float) or isinstance(reported, bool):
         return None, None

@@ -30,8 +30,8 @@ per line, ``type``:
 * ``message``: ``message`` (as sent/received; an image is replaced by ``{"type": "image_ref", "camera", "step",
   "sha256", "width", "height"}``: the frame of that step is in the episode video when recorded), ``t_s``;
 * ``call``: one model call: ``turn``, ``t_s``, ``duration_s``, ``attempts`` (status, wait before, duration),
-  ``usage`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens``), ``cost_usd``, ``finish_reason``, and
-  ``cost_error`` when the cost is not a finite number (``cost_usd`` is then null and not counted in the totals);
+  ``usage`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens``: null, not counted, when not a count; see
+  ``client.usage_count``), ``cost_usd``, ``finish_reason``, ``cost_error`` when the cost or a count is bad (null cost);
 * ``action``: a tool call executed: ``tool``, ``arguments``, ``step`` (first env step), ``steps``, ``note``,
   ``actions`` (the chunk);
 * ``end``: ``termination_reason``, ``success``, ``length``, ``error``, ``totals`` (``model_calls``,
@@ -72,7 +72,7 @@ from rollbench.core.contracts import (
     TaskInfo,
 )
 from rollbench.core.jsonfile import strict_dumps
-from rollbench.policies.agent.client import ChatClient, call_cost, parse_prices
+from rollbench.policies.agent.client import ChatClient, call_usage, parse_prices
 from rollbench.policies.agent.tools import ToolSet
 from rollbench.wire.decode import described
 from rollbench.wire.obs_map import check_options, positive
@@ -290,7 +290,7 @@ class AgentPolicy:
             call_id, fn = first["id"], first["function"]
             name, raw_args = fn["name"], fn.get("arguments") or "{}"
             args = json.loads(raw_args) if isinstance(raw_args, str) else raw_args
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:  # RecursionError: arguments nested too deep
             raise EpisodeError(f"malformed tool call ({type(exc).__name__}; the call is {described(first)})") from None
         if not isinstance(args, dict):
             raise EpisodeError(f"malformed tool call: its arguments are {described(raw_args)}, not a JSON object")
@@ -342,10 +342,10 @@ class AgentPolicy:
             raise EpisodeError(f"malformed model API reply (no choices[0].message in {described(reply)})") from None
         raw_usage = reply.get("usage")
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-        cost, cost_error = call_cost(usage, self.prices)
+        counts, cost, cost_error = call_usage(usage, self.prices)  # a count that is not one: null, with cost_error
         self.totals["model_calls"] += 1
-        for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            self.totals[k] += int(usage.get(k) or 0)
+        for k, n in counts.items():
+            self.totals[k] += n or 0
         if cost is not None:
             self.totals["cost_usd"] = (self.totals["cost_usd"] or 0.0) + cost
         self._line(
@@ -353,7 +353,7 @@ class AgentPolicy:
             turn=self.turn,
             duration_s=duration,
             attempts=attempts,
-            usage={k: usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+            usage=counts,
             cost_usd=cost,
             **({"cost_error": cost_error} if cost_error else {}),  # a provider's NaN cost: null, and why
             finish_reason=choice.get("finish_reason"),

@@ -11,8 +11,10 @@ and ``_close_slot``. Options shared by both (``--policy-options``): ``timeout_s`
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -59,16 +61,33 @@ def bounded_metadata(url: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
     return recorded
 
 
+def token_forms(token: str) -> re.Pattern[str]:
+    """A pattern matching ``token`` as a server may echo it: itself, its UTF-8 bytes in standard and URL-safe base64
+    (with and without ``=`` padding) and in hex, each in any letter case (``TOK_...``, upper-case hex). A longer form
+    is tried first, so a padded base64 copy is replaced whole. Base64 of a longer text that holds the token starts at
+    another byte boundary and is not matched."""
+    raw = token.encode()
+    forms = {token, raw.hex()}
+    for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        forms |= {encoded.decode(), encoded.decode().rstrip("=")}
+    return re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)), re.IGNORECASE)
+
+
 def _without_token(value: Any, token: str) -> Any:
-    """``value`` (JSON: dicts, lists, strings, numbers) with ``token`` replaced in every string and key."""
+    """``value`` (JSON: dicts, lists, strings, numbers) with ``token`` in any of its :func:`token_forms` replaced by
+    ``<ROLLBENCH_SERVER_TOKEN>`` in every string and key."""
     if not token:
         return value
+    return _replaced(value, token_forms(token), f"<{TOKEN_ENV}>")
+
+
+def _replaced(value: Any, pattern: re.Pattern[str], placeholder: str) -> Any:
     if isinstance(value, str):
-        return value.replace(token, f"<{TOKEN_ENV}>")
+        return pattern.sub(placeholder, value)
     if isinstance(value, list):
-        return [_without_token(v, token) for v in value]
+        return [_replaced(v, pattern, placeholder) for v in value]
     if isinstance(value, dict):
-        return {_without_token(k, token): _without_token(v, token) for k, v in value.items()}
+        return {_replaced(k, pattern, placeholder): _replaced(v, pattern, placeholder) for k, v in value.items()}
     return value
 
 

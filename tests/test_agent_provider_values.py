@@ -157,3 +157,25 @@ def test_a_reply_nested_too_deep_to_parse_ends_the_episode_with_its_reason(
     [episode] = result.episodes
     assert episode.termination_reason == "error"
     assert (episode.error or "").replace(double.url, "URL") == says
+
+
+def test_a_hand_edited_transcripts_token_counts_are_summed_only_where_they_are_whole_numbers() -> None:
+    """grade's recount of a transcript (record/transcript.usage_totals) never parses a count's text: a count that
+    is not a whole number counts 0, so a stated total disagrees and grade names that (never a ValueError quoting
+    the text)."""
+    from rollbench.record.transcript import usage_totals
+
+    lines = [
+        {"type": "call", "usage": {"prompt_tokens": "SECRET 12", "completion_tokens": 5}},
+        {"type": "call", "usage": {"prompt_tokens": 7, "completion_tokens": True, "total_tokens": -3}},
+        {"type": "call", "usage": [1, 2]},
+        {"type": "call", "usage": {"prompt_tokens": 2.5, "total_tokens": 9}, "cost_usd": 0.25},
+        {"type": "end"},
+    ]
+    assert usage_totals(lines) == {
+        "model_calls": 4,
+        "prompt_tokens": 7,  # "SECRET 12", 2.5: not whole numbers
+        "completion_tokens": 5,  # True is not a count
+        "total_tokens": 9,  # -3 is not a count
+        "cost_usd": 0.25,
+    }

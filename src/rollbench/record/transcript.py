@@ -37,12 +37,20 @@ def read_transcript(path: Path, root: Path | None = None) -> list[dict[str, Any]
     return lines
 
 
+def _count(usage: Any, key: str) -> int:
+    """A call line's token count ``key``: what the agent records (a whole number, or null for one the provider did
+    not give as one); anything else, in a transcript edited by hand, counts 0, so the stated totals disagree and the
+    disagreement is the named violation (never the value's text in a traceback)."""
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if type(value) is int and value >= 0 else 0
+
+
 def usage_totals(lines: list[dict[str, Any]]) -> dict[str, Any]:
     """``model_calls``, token sums and ``cost_usd`` (None when no call reports a cost) over the ``call`` lines."""
     calls = [ln for ln in lines if ln.get("type") == "call"]
     out: dict[str, Any] = {"model_calls": len(calls)}
     for k in TOKEN_KEYS:
-        out[k] = sum(int((c.get("usage") or {}).get(k) or 0) for c in calls)
+        out[k] = sum(_count(c.get("usage"), k) for c in calls)
     costs = [float(c["cost_usd"]) for c in calls if isinstance(c.get("cost_usd"), int | float)]
     out["cost_usd"] = sum(costs) if costs else None
     return out

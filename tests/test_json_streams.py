@@ -67,7 +67,14 @@ def make(name, options):
 """
 
 BEHAVIOURS = ["thread", "child", "atexit", "del", "raise"]
-SAID = {"thread": "MARK from a thread (fd 1)", "child": "MARK from a child", "atexit": "MARK from atexit (fd 1)"}
+# what reaches stderr (the positive control: the policy did print). The child's own line is not required there: it
+# prints 2 s after it starts, and when rollbench has ended by then its write may find no reader (never stdout
+# either); the policy's thread in the same "child" case prints through the reserved stdout meanwhile.
+SAID = {
+    "thread": "MARK from a thread (fd 1)",
+    "child": "MARK from a thread (fd 1)",
+    "atexit": "MARK from atexit (fd 1)",
+}
 SAID["del"] = "MARK from __del__ (fd 1)"
 COMMANDS = ["eval", "sequential", "optimize-instruction", "checkpoints"]
 

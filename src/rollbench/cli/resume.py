@@ -5,7 +5,10 @@ code unasked)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,14 +61,14 @@ def resumed_spec(
 
 
 def resume_command(spec: EvalSpec, run_dir: Path) -> str:
-    """The exact command that resumes ``run_dir`` (recording ``spec``), shell-quoted: ``rollbench eval --resume
+    """The exact command that resumes ``run_dir`` (recording ``spec``), shell-quoted: ``PROGRAM eval --resume
     RUN_DIR`` plus every name :func:`resumed_spec` requires typed again (``--policy``, ``--env``,
     ``--policy-options`` as recorded, for the ones that would import, read or connect), so that the interrupted
-    user's own run resumes without ``--trust-run``."""
+    user's own run resumes without ``--trust-run``. ``PROGRAM`` is :func:`invoked_as`."""
     from rollbench.core.spec import what_it_loads
 
     loads = {field for field, _ in what_it_loads(spec)}
-    parts = ["rollbench", "eval", "--resume", str(run_dir)]
+    parts = [invoked_as(), "eval", "--resume", str(run_dir)]
     if "env" in loads:
         parts += ["--env", spec.env]
     if "policy" in loads:
@@ -73,3 +76,16 @@ def resume_command(spec: EvalSpec, run_dir: Path) -> str:
     if "policy_options" in loads:
         parts += ["--policy-options", json.dumps(spec.policy_options, separators=(",", ":"))]
     return shlex.join(parts)
+
+
+def invoked_as() -> str:
+    """How the user started rollbench, for a command they can paste: ``rollbench`` when that name on ``PATH`` is this
+    program (or when it was not started by its console script, e.g. ``python -m rollbench``), else the script's path
+    as typed (``.venv/bin/rollbench``: the set-up does not put the venv on ``PATH``)."""
+    typed = sys.argv[0] if sys.argv else ""
+    if Path(typed).name != "rollbench":
+        return "rollbench"
+    on_path = shutil.which("rollbench")
+    if on_path is not None and os.path.realpath(on_path) == os.path.realpath(typed):
+        return "rollbench"
+    return typed

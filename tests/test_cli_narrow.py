@@ -96,3 +96,21 @@ def test_policies_on_a_pipe_is_one_line_each() -> None:
     print_policies(console, list_policies())
     lines = buf.getvalue().splitlines()
     assert len(lines) == len(list_policies()) + 1 and lines[-1].startswith("module:factory")
+
+
+@pytest.mark.slow
+def test_piped_summarize_and_compare_fit_the_columns_the_user_set(tmp_path: Path) -> None:
+    """Piped (not a terminal), the analysis commands honour ``$COLUMNS`` as every other command does (a new user at
+    100 columns saw 178-column tables), and use 200 columns when it is not set."""
+    for policy in ("zero", "scripted-expert"):
+        evaluate(out=tmp_path / policy, env="scripted/reach", policy=policy, episodes=2, max_steps=20)
+    runs = [str(tmp_path / "zero"), str(tmp_path / "scripted-expert")]
+    for command in ("summarize", "compare"):
+        at_100 = CliRunner().invoke(app, [command, *runs], env={"COLUMNS": "100"})
+        unset = CliRunner().invoke(app, [command, *runs], env={"COLUMNS": None})
+        assert at_100.exit_code == 0 and unset.exit_code == 0, (at_100.stderr, unset.stderr)
+        widths = [len(ln) for ln in at_100.stdout.splitlines()]
+        assert max(widths) <= 100, (command, max(widths))
+        assert max(len(ln) for ln in unset.stdout.splitlines()) > 100, command  # the wide layout: one table
+        for piece in ("scripted/reach", "scripted-expert", "100.0%", "0.0%"):
+            assert piece in at_100.stdout, (command, piece)

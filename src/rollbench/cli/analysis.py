@@ -21,7 +21,7 @@ from rollbench.cli.analysis_view import (
     print_comparison,
     print_summary,
 )
-from rollbench.cli.common import exit_on_errors, make_console, print_doc, print_json, said, stage
+from rollbench.cli.common import exit_on_errors, make_console, output_console, print_doc, print_json, said, stage
 from rollbench.core.contracts import ConfigError
 from rollbench.core.paths import check_output_path
 
@@ -29,8 +29,7 @@ console = make_console(stderr=True)
 
 
 def _out() -> Console:
-    out = make_console()
-    return out if out.is_terminal else make_console(width=200)
+    return output_console(piped_width=200)
 
 
 ALLOW_DAMAGED_HELP = (

@@ -61,11 +61,19 @@ def make_console(**kwargs: Any) -> Console:
     return _Console(**kwargs)
 
 
+def output_console(piped_width: int = 160, **kwargs: Any) -> Console:
+    """A console for a command's standard output (rich's ``Console`` arguments): a terminal's own width, or piped,
+    ``$COLUMNS`` when it is set to 40 or more (issue 42, item 20), else ``piped_width`` columns (a table is never
+    squeezed into rich's 80)."""
+    made = _Console(**kwargs)
+    if made.is_terminal:
+        return made
+    columns = os.environ.get("COLUMNS", "")
+    return _Console(width=int(columns) if columns.isdigit() and int(columns) >= 40 else piped_width, **kwargs)
+
+
 console = _Console(stderr=True)
-out = _Console()
-if not out.is_terminal:  # piped output: $COLUMNS when set (issue 42, item 20), else 160 (never squeezed into 80)
-    _columns = os.environ.get("COLUMNS", "")
-    out = _Console(width=int(_columns) if _columns.isdigit() and int(_columns) >= 40 else 160)
+out = output_console()
 
 
 def print_json(to: Console, text: str) -> None:

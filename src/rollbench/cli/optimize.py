@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rollbench.cli.common import make_console
+from rollbench.cli.common import make_console, output_console
 from rollbench.cli.tables import print_table
 from rollbench.core.format import interval, p_value, pct, points, points_interval
 
@@ -95,9 +95,7 @@ def optimize_instruction(
     from rollbench.optimize.search import Search
     from rollbench.wire.obs_map import load_policy_options
 
-    out = make_console()
-    if not out.is_terminal:  # piped output: do not squeeze tables into 80 columns
-        out = make_console(width=160)
+    out = output_console()
     try:
         with exit_on_errors():
             from rollbench.record.safe_files import refuse_inside_run

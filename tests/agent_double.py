@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -173,3 +174,13 @@ def serve_double() -> Iterator[Double]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def serve_as_provider() -> Iterator[Double]:
+    """:func:`serve_double` named as the agent policies' provider: ``ROLLBENCH_AGENT_BASE_URL`` and
+    ``ROLLBENCH_AGENT_API_KEY`` (= :data:`KEY`) are set while it runs and restored after."""
+    with serve_double() as double, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROLLBENCH_AGENT_BASE_URL", double.url)
+        mp.setenv("ROLLBENCH_AGENT_API_KEY", KEY)
+        yield double

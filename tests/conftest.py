@@ -19,7 +19,11 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,3 +54,13 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture
+def double() -> Iterator[Any]:
+    """The LLM provider test double (:mod:`agent_double`) served on loopback and named as the agent policies'
+    provider (its URL and key in the environment) for one test."""
+    from agent_double import serve_as_provider
+
+    with serve_as_provider() as served:
+        yield served

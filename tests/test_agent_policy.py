@@ -13,20 +13,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from agent_double import KEY, Double, serve_double
+from agent_double import KEY, Double
 from conftest import run_cli
 from rollbench.api import Execution, evaluate, grade
 from rollbench.core.contracts import ConfigError
 
 REACH = "scripted/reach"
-
-
-@pytest.fixture
-def double(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with serve_double() as d:
-        monkeypatch.setenv("ROLLBENCH_AGENT_BASE_URL", d.url)
-        monkeypatch.setenv("ROLLBENCH_AGENT_API_KEY", KEY)
-        yield d
 
 
 def meta_rows(run_dir: Path) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent_double import KEY, Double, serve_double
+from agent_double import KEY, Double
 from conftest import run_cli
 from rollbench.api import evaluate
 from rollbench.policies.agent.client import usage_count
@@ -23,14 +23,6 @@ from rollbench.policies.agent.client import usage_count
 REACH = "scripted/reach"
 PLANTED = f"SEKRETMARK {KEY}"
 NOT_WHOLE = "the provider's usage.prompt_tokens is not a whole number of tokens from 0 to 1,000,000,000,000"
-
-
-@pytest.fixture
-def double(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with serve_double() as d:
-        monkeypatch.setenv("ROLLBENCH_AGENT_BASE_URL", d.url)
-        monkeypatch.setenv("ROLLBENCH_AGENT_API_KEY", KEY)
-        yield d
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from agent_double import KEY, serve_double
+from agent_double import KEY, serve_as_provider
 from conftest import run_cli
 from rollbench.api import evaluate, grade
 from rollbench.core.contracts import ConfigError
@@ -77,23 +77,17 @@ def run_key(run: Path) -> str:
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("release-src")
-    mp = pytest.MonkeyPatch()
-    with serve_double() as double:
-        mp.setenv("ROLLBENCH_AGENT_BASE_URL", double.url)
-        mp.setenv("ROLLBENCH_AGENT_API_KEY", KEY)
-        try:
-            evaluate(
-                env="scripted/reach",
-                policy="agent:local/solver",
-                episodes=2,
-                instruction=INSTRUCTION,
-                video=True,
-                image_size=(32, 32),
-                out=root / "agent-run",
-                policy_options={"wire_capture": True},
-            )
-        finally:
-            mp.undo()
+    with serve_as_provider():
+        evaluate(
+            env="scripted/reach",
+            policy="agent:local/solver",
+            episodes=2,
+            instruction=INSTRUCTION,
+            video=True,
+            image_size=(32, 32),
+            out=root / "agent-run",
+            policy_options={"wire_capture": True},
+        )
     run = root / "agent-run"
     plant(run)
     labels = root / "labels.jsonl"

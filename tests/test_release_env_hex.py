@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import rollbench
-from agent_double import KEY, serve_double
+from agent_double import serve_as_provider
 from cli_in_process import invoke
 from rollbench.api import evaluate, grade
 from rollbench.release.redact import Releaser
@@ -74,14 +74,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     errored = root / "errored"
     evaluate(env="scripted/reach", policy=EchoingServer(), episodes=2, max_steps=3, out=errored)
     _plant_hex_in_error(errored)
-    mp = pytest.MonkeyPatch()
-    with serve_double() as double:
-        mp.setenv("ROLLBENCH_AGENT_BASE_URL", double.url)
-        mp.setenv("ROLLBENCH_AGENT_API_KEY", KEY)
-        try:
-            evaluate(env="scripted/reach", policy="agent:local/solver", episodes=1, out=root / "agent")
-        finally:
-            mp.undo()
+    with serve_as_provider():
+        evaluate(env="scripted/reach", policy="agent:local/solver", episodes=1, out=root / "agent")
     _plant_hex_in_transcript(root / "agent")
     return errored, root / "agent"
 

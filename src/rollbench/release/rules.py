@@ -83,6 +83,8 @@ KEY_CHARS = r"[A-Za-z0-9_\-]"
 # characters costs each rule O(n) steps; tests/test_release_linear.py checks every pattern's structure
 EMAIL_START = r"(?<![A-Za-z0-9._%+\-])"  # an address starts where a run of its characters starts, never inside one
 PEM_BODY = r"(?:[^-]++|-(?!----))*+"  # a PEM body never holds "-----": it cannot span another block's header
+EMAIL = rf"{EMAIL_START}[A-Za-z0-9._%+\-]++@[A-Za-z0-9\-]++(?:\.[A-Za-z0-9\-]++)*\.[A-Za-z]{{2,}}+\b"
+HOME_PATH = r"(?:/home|/Users)/[A-Za-z0-9._\-]++|/root\b|[A-Za-z]:\\++Users\\++[A-Za-z0-9._\-]++"
 URL_CREDENTIAL = (  # group 2: a URL's userinfo password (group 1 marks that branch) or a secret query value
     r"(?i)(?:(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*+://[^\s/?#@:\"'<>]*+:(?=[^\s/?#@\"'<>]++@)()|[?&](?:"
     + "|".join(re.escape(n) for n in sorted(SECRET_PARAMS, key=len, reverse=True))
@@ -126,18 +128,8 @@ BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group red
     ),
     ("url_credential", "credential", URL_CREDENTIAL, 2),
     ("cookie", "credential", *cred.COOKIE),
-    (
-        "email",
-        "email",
-        rf"{EMAIL_START}[A-Za-z0-9._%+\-]++@[A-Za-z0-9\-]++(?:\.[A-Za-z0-9\-]++)*\.[A-Za-z]{{2,}}+\b",
-        0,
-    ),
-    (
-        "home_path",
-        "private_path",
-        r"(?:/home|/Users)/[A-Za-z0-9._\-]++|/root\b|[A-Za-z]:\\++Users\\++[A-Za-z0-9._\-]++",
-        0,
-    ),
+    ("email", "email", EMAIL, 0),
+    ("home_path", "private_path", HOME_PATH, 0),
 ]
 ENTROPY_RUN = re.compile(r"[A-Za-z0-9+/_=\-]{32,}")
 ENTROPY_MIN_BITS = 4.3
@@ -395,22 +387,3 @@ class Scanner:
             done.append((f, ph))
         parts.append(text[pos:])
         return "".join(parts), done
-
-
-MAX_RULES_BYTES = 2**20  # 1 MiB: a --rules file of patterns and literals
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})?)?")
-
-
-def check_date(value: str) -> str:
-    """``--date`` as given when it is an ISO 8601 calendar date, optionally with a time and offset
-    (``2026-03-01``, ``2026-03-01T12:00:00Z``) that exists on the calendar; else ConfigError."""
-    import datetime
-
-    ok = bool(_DATE.fullmatch(value))
-    try:
-        ok = ok and bool(datetime.datetime.fromisoformat(value.replace("Z", "+00:00")))
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(f"--date {value!r} is not an ISO 8601 date, e.g. 2026-03-01 or 2026-03-01T12:00:00Z")
-    return value

@@ -156,6 +156,12 @@ class SecretEcho:
         except _Exhausted:
             return self.names[0]
 
+    def found_outside(self, text: str, spans: list[tuple[int, int]]) -> str | None:
+        """:meth:`found_text` for ``text`` without its sorted, disjoint ``spans`` (``(start, end)``: what a caller
+        replaces in place); the pieces around them are not joined (a break stands for each span)."""
+        cuts = [0, *(i for span in spans for i in span), len(text)]
+        return self.found_text(_BREAK.join(text[a:b] for a, b in zip(cuts[::2], cuts[1::2], strict=True)))
+
     def found_joined(self, container: list[Any] | dict[str, Any]) -> str | None:
         """:meth:`found` for what ``container`` holds only as a whole (its leaves joined, its byte values): the
         check left once each of its strings was checked alone."""

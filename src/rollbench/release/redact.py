@@ -101,6 +101,22 @@ def _secret_numbers(o: Any, path: str) -> list[str]:
     return [path] if _number(o) and secret_path(_field_leaf(path)) else []
 
 
+def _strings_redacted(o: Any, scanner: Scanner) -> Any:
+    if isinstance(o, dict):
+        return {scanner.redact(k)[0]: _strings_redacted(v, scanner) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_strings_redacted(v, scanner) for v in o]
+    return scanner.redact(o)[0] if isinstance(o, str) else o
+
+
+def _containers_hold(o: Any, scanner: Scanner) -> bool:
+    """Whether an array or object of ``o`` holds an environment secret only as a whole."""
+    if not isinstance(o, dict | list):
+        return False
+    inner = o.values() if isinstance(o, dict) else o
+    return scanner.echo.found_joined(o) is not None or any(_containers_hold(v, scanner) for v in inner)
+
+
 def _field_leaf(path: str) -> str:
     return re.sub(r"\[\d+\]$", "", path.split(": ", 1)[-1])
 
@@ -151,19 +167,38 @@ class Releaser:
 
         def walk(o: Any, path: str) -> Any:
             if isinstance(o, dict):
-                return {
-                    red(k, f"{path}{{key}}"): walk(v, f"{path}.{self.key(k)}" if path else self.key(k))
-                    for k, v in o.items()
-                }
+                return whole(
+                    {
+                        red(k, f"{path}{{key}}"): walk(v, f"{path}.{self.key(k)}" if path else self.key(k))
+                        for k, v in o.items()
+                    },
+                    path,
+                )
             if isinstance(o, list):
-                return [walk(v, f"{path}[{i}]") for i, v in enumerate(o)]
+                return whole([walk(v, f"{path}[{i}]") for i, v in enumerate(o)], path)
             if _number(o) and secret_path(_field_leaf(path)):  # a PIN or numeric key: its placeholder, a string
                 return red(json.dumps(o), path)
             return red(o, path) if isinstance(o, str) else o
 
+        def whole(o: Any, path: str) -> Any:
+            """An array or object holding an environment secret only as a whole (split over its items, an array of
+            its bytes: :meth:`rollbench.core.secret_echo.SecretEcho.found_joined`): its placeholder, a string."""
+            name = self.scanner.echo.found_joined(o)
+            if name is None:
+                return o
+            ph = self.scanner.placeholder(json.dumps(o), "env_secret")
+            redactions.append({"file": rel, "field": prefix + path, "rule": f"environment:{name}",
+                               "category": "env_secret", "placeholder": ph})  # fmt: skip
+            return ph
+
         for style in JSON_STYLES:
             if json.dumps(obj, **style) == doc:
                 return json.dumps(walk(obj, ""), **style), redactions
+        if _containers_hold(_strings_redacted(obj, self.scanner), self.scanner):
+            raise RollbenchError(
+                f"{rel}: an array or object holds an environment secret split over its items, which cannot be "
+                "redacted in place (the file is not in a JSON style rollbench writes); edit it out of the run"
+            )
         numbers = _secret_numbers(obj, "")
         if numbers:
             raise RollbenchError(

@@ -31,10 +31,9 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   16-digit ``spec_identity``, run names' suffixes) is never touched;
 * ``environment:NAME`` (category ``env_secret``): the value, in any letter case, of every variable of the releasing
   process's environment whose name looks like a secret's (:data:`SECRET_ENV_NAME`: ``ROLLBENCH_SERVER_TOKEN``,
-  ``ROLLBENCH_MCP_TOKEN``, ``HF_TOKEN``, ``OPENAI_API_KEY``, ...) and whose value has
-  :data:`ENV_MIN_LENGTH` or more characters, anywhere, also inside a longer word; the values are never printed or
+  ``ROLLBENCH_MCP_TOKEN``, ``HF_TOKEN``, ``OPENAI_API_KEY``, ...) and whose value has :data:`ENV_MIN_LENGTH` or more characters, anywhere, also inside a longer word; the values are never printed or
   written (MANIFEST.json names the variables only) a value that is one of the runs' own names or an ordinary word
-  is not used (:func:`ordinary_value`);
+  is not used (:func:`ordinary_value`); in another form (:mod:`rollbench.core.secret_echo`): the whole string;
 * ``url_credential`` (category ``credential``): the password of a URL's userinfo (``scheme://user:PASSWORD@``)
   and the value of a secret-named query parameter (:data:`rollbench.core.urlcreds.SECRET_PARAMS`: ``?api_key=``,
   ``&token=``, ``?sig=``...); ``url_path_credential`` and ``url_fragment``: a secret in a URL's path
@@ -73,6 +72,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
+from rollbench.core.secret_echo import SecretEcho
 from rollbench.core.urlcreds import SECRET_PARAMS
 from rollbench.release import credentials as cred
 
@@ -237,6 +237,7 @@ class Scanner:
         self.env_unused = {k: why for k, v in secrets.items() if (why := ordinary_value(v, run_names or set()))}
         secrets = {k: v for k, v in secrets.items() if k not in self.env_unused}
         self.env_names = sorted(secrets)  # only the names are ever shown
+        self.echo = SecretEcho(secrets)  # their other forms (rollbench.core.secret_echo): a string redacted whole
         for name, value in secrets.items():  # after BUILTIN: describe() shows BUILTIN's regexes, never these
             pat = re.compile(re.escape(value), re.IGNORECASE)  # in any letter case: KEY.upper() too (hostile6 F2)
             self.patterns.append((f"environment:{name}", "env_secret", pat, 0))
@@ -368,7 +369,8 @@ class Scanner:
             out.append(f)
         if whole and not (len(out) == 1 and (out[0].start, out[0].end) == (whole[0], len(text))):
             return [Finding(whole[0], len(text), whole[1], whole[2], text[whole[0] :])]  # a known form: its rule's
-        return out
+        env = None if PLACEHOLDER.fullmatch(text) else self.echo.found_outside(text, [(f.start, f.end) for f in out])
+        return [Finding(0, len(text), f"environment:{env}", "env_secret", text)] if env else out
 
     def redact(
         self, text: str, field: str | None = None, structural: bool = False

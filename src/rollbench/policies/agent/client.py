@@ -22,9 +22,10 @@ Error texts never quote the provider's reply: they name its status and size, and
 when it is one of :data:`KNOWN_ERROR_TYPES` (OpenAI-style ``{"error": {"type"|"code": ...}}``); transport failures
 are named by their class (:func:`~rollbench.wire.decode.unquoted_failure`). A provider may put anything in its
 body, the key transformed so that no redaction finds it (hostile round 5, F2). The API key is held in memory only.
-The wire capture (``--wire-capture``, the user's choice to keep raw exchanges) has the key replaced by
-``<redacted:api_key>``, and captured headers whose names carry credentials (``authorization``, ``*api-key*``,
-``cookie``...) are replaced by ``<redacted>`` at capture time.
+The wire capture (``--wire-capture``, the user's choice to keep raw exchanges) and the transcripts have the key
+replaced by ``<redacted:api_key>`` (:meth:`ChatClient.recorded`: in place, and a body, header value or field that
+holds it in another form replaced whole), and captured headers whose names carry credentials (``authorization``,
+``*api-key*``, ``cookie``...) are replaced by ``<redacted>`` at capture time.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rollbench.core.contracts import ConfigError, InfrastructureError
+from rollbench.core.secret_echo import SecretEcho, scrubbed
 from rollbench.policies.retry import RetryAfter, with_retries
 from rollbench.wire.decode import unquoted_failure, unquoted_reply
 from rollbench.wire.outbound import http_client, total_deadline
@@ -101,6 +103,7 @@ class ChatClient:
 
         self.base_url = base_url.rstrip("/")
         self._key = api_key or None
+        self._echo = SecretEcho({"api_key": self._key or ""})
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
         self.capture = capture
         # no redirect followed, a total deadline per exchange (rollbench.wire.outbound)
@@ -109,6 +112,15 @@ class ChatClient:
     def redact(self, text: str) -> str:
         """``text`` with the API key replaced (the key must never reach a file)."""
         return text.replace(self._key, "<redacted:api_key>") if self._key else text
+
+    def recorded(self, value: Any) -> Any:
+        """``value`` (JSON) as a transcript or the wire capture may hold it: the key replaced in place
+        (:meth:`redact`), then every smallest part (a field, a header value, a body) that holds it in another form
+        :mod:`rollbench.core.secret_echo` recognises (upper case, base64 of ``Bearer KEY``, reversed, escaped,
+        split...) replaced whole by ``<redacted:api_key>``."""
+        if not self._key:
+            return value
+        return scrubbed(value, self._echo, "<redacted:api_key>", self.redact)
 
     def _headers(self) -> dict[str, str]:
         h = {"content-type": "application/json"}
@@ -240,21 +252,23 @@ class ChatClient:
         if self.capture is None:
             return
         self.capture(
-            {
-                "turn": turn,
-                "attempt": attempt,
-                "time": time.time(),
-                "request": {
-                    "method": "POST",
-                    "url": url,
-                    "headers": self.redact_headers(self._headers()),
-                    "body": self.redact(payload.decode()),
-                },
-                "response": None
-                if status is None
-                else {"status": status, "headers": self.redact_headers(headers or {}), "body": self.redact(text)},
-                "error": None if status is not None else self.redact(text),
-            }
+            self.recorded(
+                {
+                    "turn": turn,
+                    "attempt": attempt,
+                    "time": time.time(),
+                    "request": {
+                        "method": "POST",
+                        "url": url,
+                        "headers": self.redact_headers(self._headers()),
+                        "body": self.redact(payload.decode()),
+                    },
+                    "response": None
+                    if status is None
+                    else {"status": status, "headers": self.redact_headers(headers or {}), "body": self.redact(text)},
+                    "error": None if status is not None else self.redact(text),
+                }
+            )
         )
 
     def redact_headers(self, headers: dict[str, str]) -> dict[str, str]:

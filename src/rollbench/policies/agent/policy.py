@@ -375,18 +375,19 @@ class AgentPolicy:
             **{k: outcome.get(k) for k in ("termination_reason", "success", "length", "error")},
             totals=self.totals,
         )
-        out = {"transcript": _jsonl(self.lines, self.client.redact)}
+        out = {"transcript": _jsonl(self.lines, self.client)}
         if self.wire_enabled:
-            out["wire_capture"] = _jsonl(self._wire, self.client.redact)
+            out["wire_capture"] = _jsonl(self._wire, self.client)
         return out
 
     def close(self) -> None:
         self.client.close()
 
 
-def _jsonl(lines: list[dict[str, Any]], redact: Any) -> bytes:
-    """``lines`` as strict JSON Lines (NaN and infinities anywhere: null), the API key redacted."""
-    return "".join(redact(strict_dumps(line, default=str)) + "\n" for line in lines).encode()
+def _jsonl(lines: list[dict[str, Any]], client: ChatClient) -> bytes:
+    """``lines`` as strict JSON Lines (NaN and infinities anywhere: null), the API key redacted in any form."""
+    done = (client.recorded(json.loads(strict_dumps(line, default=str))) for line in lines)
+    return "".join(client.redact(strict_dumps(line)) + "\n" for line in done).encode()
 
 
 def make_agent_policy(name: str, options: Mapping[str, Any]) -> AgentPolicy:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import served_layout
+from rollbench.core.secret_echo import SecretEcho, scrubbed
 from rollbench.wire.decode import described, status_error, unquoted_reply
 from rollbench.wire.guard import TOKEN_ENV
 from rollbench.wire.obs_map import (
@@ -48,17 +49,26 @@ one is refused before any episode (ConfigError, exit 2), never truncated. Its ne
 def bounded_metadata(url: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
     """``metadata`` as run.json records it (:func:`~rollbench.wire.obs_map.jsonable`), with every copy of the token
     the clients send (``$ROLLBENCH_SERVER_TOKEN``) that a server echoed back replaced by ``<ROLLBENCH_SERVER_TOKEN>``
-    (the token is never recorded); ConfigError naming the server and the size when its JSON is larger than
-    :data:`MAX_METADATA_BYTES`."""
+    (the token is never recorded: its exact forms in place, any other form :mod:`rollbench.core.secret_echo`
+    recognises by replacing the smallest part that holds it whole); ConfigError naming the server and the size when
+    its JSON, as sent or as recorded, is larger than :data:`MAX_METADATA_BYTES` (which bounds the detector's work)."""
 
-    recorded: dict[str, Any] = _without_token(jsonable(metadata), os.environ.get(TOKEN_ENV) or "")
-    size = len(json.dumps(recorded, separators=(",", ":"), ensure_ascii=False).encode())
+    sent = jsonable(metadata)
+    size = _json_size(sent)
+    recorded: dict[str, Any] = sent
+    if size <= MAX_METADATA_BYTES:  # checked first: it bounds the detector's work
+        recorded = _without_token(sent, os.environ.get(TOKEN_ENV) or "")
+        size = _json_size(recorded)
     if size > MAX_METADATA_BYTES:
         raise ConfigError(
             f"the policy server {url} sent metadata of {size} bytes as JSON, more than the {MAX_METADATA_BYTES} bytes "
             "rollbench records in run.json; nothing was run"
         )
     return recorded
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def token_forms(token: str) -> re.Pattern[str]:
@@ -75,20 +85,13 @@ def token_forms(token: str) -> re.Pattern[str]:
 
 def _without_token(value: Any, token: str) -> Any:
     """``value`` (JSON: dicts, lists, strings, numbers) with ``token`` in any of its :func:`token_forms` replaced by
-    ``<ROLLBENCH_SERVER_TOKEN>`` in every string and key."""
+    ``<ROLLBENCH_SERVER_TOKEN>`` in every string and key, and then every smallest part that still holds it in another
+    form (:func:`rollbench.core.secret_echo.scrubbed`: an array of its bytes, base32, reversed, split over items...)
+    replaced whole by the same placeholder."""
     if not token:
         return value
-    return _replaced(value, token_forms(token), f"<{TOKEN_ENV}>")
-
-
-def _replaced(value: Any, pattern: re.Pattern[str], placeholder: str) -> Any:
-    if isinstance(value, str):
-        return pattern.sub(placeholder, value)
-    if isinstance(value, list):
-        return [_replaced(v, pattern, placeholder) for v in value]
-    if isinstance(value, dict):
-        return {_replaced(k, pattern, placeholder): _replaced(v, pattern, placeholder) for k, v in value.items()}
-    return value
+    pattern, placeholder = token_forms(token), f"<{TOKEN_ENV}>"
+    return scrubbed(value, SecretEcho({TOKEN_ENV: token}), placeholder, lambda s: pattern.sub(placeholder, s))
 
 
 OPTIONS: dict[str, type | tuple[type, ...]] = {

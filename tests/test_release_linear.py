@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from rollbench.core import urlcreds
+from rollbench.core import secret_echo, urlcreds
 from rollbench.release import credentials, rules
 from rollbench.release.rules import Scanner
 
@@ -202,6 +202,11 @@ def _patterns() -> dict[str, re.Pattern[str]]:
         "urlcreds.SEGMENT_PAIR": urlcreds.SEGMENT_PAIR,
         "urlcreds.SEGMENT_AFTER": urlcreds.SEGMENT_AFTER,
     }
+    # the echoed-secret detector the scanner runs on every string (rollbench.core.secret_echo): its module's
+    # patterns and those it compiles for a secret's length
+    named |= {f"secret_echo.{k}": v for k, v in vars(secret_echo).items() if isinstance(v, re.Pattern)}
+    named["secret_echo.printable"] = scanner.echo._printable
+    named |= {f"secret_echo.run{i}": run[0] for i, run in enumerate(scanner.echo._runs)}
     return named
 
 

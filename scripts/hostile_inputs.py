@@ -36,6 +36,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * hostile round 5's reply classes (``scripts/hostile_replies.py``): policy servers and model providers whose replies
   carry the client's credential (bad header lines, websocket ``Upgrade``, dtypes, keys, resets, batch statuses, error
   bodies, odd ``Retry-After``, oversized replies): never quoted anywhere.
+* hostile round 8's classes (``scripts/hostile_round8.py``): run.json strings built to make a regex backtrack, then
+  ``release`` (linear: it finishes); runs given through links; names that are not UTF-8; counts above their bounds;
+  an ASCII terminal.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -62,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_credentials  # issue 42's last credential leaks, beside this script
 import hostile_network  # issue 42's hostile servers, beside this script
 import hostile_replies  # hostile round 5's reply classes, beside this script
+import hostile_round8  # hostile round 8's classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -478,6 +482,7 @@ def main() -> int:
         hostile_credentials.run_all(r, a.n)
         hostile_network.run_all(r, a.n)
         hostile_replies.run_all(r, a.n)
+        hostile_round8.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

@@ -173,6 +173,13 @@ def mkdir(rel: str) -> Callable[[Path], None]:
     return damage
 
 
+def symlink(rel: str, target: str) -> Callable[[Path], None]:
+    def damage(w: Path) -> None:
+        (w / rel).symlink_to(target)
+
+    return damage
+
+
 def edit_log(change: Callable[[dict], None]) -> Callable[[Path], None]:
     def damage(w: Path) -> None:
         log = json.loads((w / "run/run.json").read_text())
@@ -513,6 +520,16 @@ CASES: list[T] = [
     ("agent-price-inf", nothing, ["eval", *RUN[:2], "--policy", "agent:openai/m", "--policy-options", '{"base_url": "http://127.0.0.1:9/v1", "price_per_mtok": {"input": "inf", "output": 1}}', "--out", "W/t"], "policy option price_per_mtok.input must be a number of USD per million tokens from 0 to 1e+06, got 'inf'"),
     ("agent-price-huge", nothing, ["eval", *RUN[:2], "--policy", "agent:openai/m", "--policy-options", '{"base_url": "http://127.0.0.1:9/v1", "price_per_mtok": {"input": 1, "output": 1e308}}', "--out", "W/t"], "price_per_mtok.output must be a number of USD per million tokens from 0 to 1e+06, got 1e+308"),
     ("sequential-url-path-secret", nothing, ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "http://127.0.0.1:9/v1;token=pAth5Ecr3t", "--out", "W/s"], "v1;token=*** carries credentials"),
+    # hostile8 F5: a run given through a link (also with a trailing "/", a dry run, a dangling link): one line
+    ("release-link-to-run", symlink("ln", "run"), ["release", "W/ln", "--out", "W/rel"], "W/ln is a link (to run); rollbench reads runs only through their real path: give W/run instead"),
+    ("release-link-dry-run", symlink("ln", "run"), ["release", "W/ln", "--dry-run", "--out", "W/rel"], "W/ln is a link (to run)"),
+    ("release-link-trailing-slash", symlink("ln", "run"), ["release", "W/ln/", "--out", "W/rel"], "W/ln is a link (to run)"),
+    ("release-dangling-link", symlink("ln", "gone"), ["release", "W/ln", "--out", "W/rel"], "W/ln is a link to gone, which does not exist"),
+    ("resume-link-to-run", symlink("ln", "run"), ["eval", "--resume", "W/ln/"], "W/ln is a link (to run)"),
+    # hostile8 F7: every count has an upper bound
+    ("eval-workers-huge", nothing, ["eval", *RUN, "--workers", "99999999999", "--out", "W/t"], "--workers must be between 1 and 1024, got 99999999999"),
+    ("sequential-workers-huge", nothing, ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--workers", "1025", "--out", "W/s"], "--workers must be between 1 and 1024, got 1025"),
+    ("eval-batch-size-huge", nothing, ["eval", *RUN, "--batch-size", "257", "--out", "W/t"], "--batch-size must be between 1 and 256, got 257"),
 ]  # fmt: skip
 
 

@@ -99,6 +99,9 @@ def test_a_reset_naming_a_module_is_refused_over_http_and_nothing_is_imported(se
     assert browser.status_code == 403
     plain = http.post(url, content=b'{"reset": {"task": "gym:planted_marker:Foo-v0", "seed": 0}}')  # no type
     assert plain.status_code == 415
+    body = b'{"session": "s3", "reset": {"task": "gym:planted_marker:Foo-v0", "seed": 0}}'
+    utf7 = http.post(url, content=body, headers={"content-type": "application/json; charset=utf-7"})  # hostile8 F8
+    assert utf7.status_code == 415 and "UTF-8" in utf7.json()["error"]
     rebound = http.get(url, headers={"host": "evil.example"})
     assert rebound.status_code == 421
     assert not planted[1].exists()
@@ -226,11 +229,14 @@ def test_dashboard_guard_refuses_cross_origin_writes_and_deep_json(tmp_path: Pat
         url = srv.url + "/api/label/hostA/point/r/0"
         foreign = http.post(url, json={"label": "failed"}, headers={"origin": "http://evil.example"})
         text = http.post(url, content=b'{"label": "failed"}', headers={"content-type": "text/plain"})
+        utf7 = http.post(
+            url, content=b'{"label": "failed"}', headers={"content-type": "application/json;charset=utf-7"}
+        )
         deep = http.post(url, content=b"[" * 30000 + b"]" * 30000, headers={"content-type": "application/json"})
         rebound = http.get(srv.url + "/api/runs", headers={"host": "evil.example"})
     finally:
         srv.stop()
-    assert (foreign.status_code, text.status_code, rebound.status_code) == (403, 415, 421)
+    assert (foreign.status_code, text.status_code, utf7.status_code, rebound.status_code) == (403, 415, 415, 421)
     assert deep.status_code in (400, 413) and "error" in deep.json()
     assert not (tmp_path / "labels.json").exists()
 
@@ -620,3 +626,27 @@ def test_served_states_follow_the_tasks_declared_float32_vector_over_http_and_we
             msgpack.unpackb(ws.recv(timeout=10))
             reply = _ws_state(ws, dtype, values)
         assert isinstance(reply, bytes) and b"actions" in reply, (dtype, values, reply)
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [  # Content-Type values (RFC 9110 8.3: type/subtype, case-insensitive, parameters after ";") -> JSON in UTF-8?
+        ("application/json", True),
+        ("Application/JSON; charset=UTF-8", True),
+        ('application/json;charset="utf-8"', True),
+        ("application/json ; charset=utf8", True),
+        ("application/json; charset=utf-7", False),  # hostile8 F8: another charset is not RFC 8259 JSON
+        ("application/json; charset=latin-1", False),
+        ("application/json; charset=utf-16", False),
+        ("application/jsonx", False),
+        ("application/json, text/plain", False),
+        ("text/plain", False),
+        ("multipart/form-data; boundary=x", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_a_body_is_accepted_only_as_json_in_utf8(value: str | None, accepted: bool) -> None:
+    from rollbench.wire.guard import not_json_media
+
+    assert (not_json_media(value) is None) is accepted

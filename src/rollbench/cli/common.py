@@ -18,7 +18,7 @@ from typer._click import exceptions as click_errors  # typer 0.2x vendors click;
 from typer.core import TyperGroup
 
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.core.format import printable
+from rollbench.core.format import not_utf8, printable
 from rollbench.core.interrupts import Terminated
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.core.stdio import document_stream, reserve_stdout, seal_stdout
@@ -84,7 +84,9 @@ def print_json(to: Console, text: str) -> None:
     if to.is_terminal or to.color_system is not None:
         to.print_json(strict_dumps(doc))
     else:
-        to.file.write(strict_dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        encoding = (getattr(to.file, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "")
+        utf = encoding.startswith("utf")  # else escaped (\u00fc): JSON in any encoding (hostile8 F8)
+        to.file.write(strict_dumps(doc, indent=2, ensure_ascii=not utf) + "\n")
         to.file.flush()
     seal_stdout()  # the document is the last thing on stdout, whatever a policy's atexit, __del__ or thread prints
 
@@ -100,6 +102,22 @@ def reserve_document_stdout(args: Sequence[str]) -> None:
         return
     if "--json" in args or command == "mcp":
         reserve_stdout()
+
+
+def guard_process_streams(args: Sequence[str]) -> None:
+    """Before anything runs (``rollbench``'s entry point): stdout and stderr write what their encoding cannot hold
+    as backslash escapes instead of raising (``PYTHONIOENCODING=ascii`` and a run named ``übung``; hostile8 F8),
+    and an argument that is not valid UTF-8 (a run directory or ``--out`` named with such bytes) ends the command
+    with exit 2 and one line naming it escaped, before anything is read or written (hostile8 F6)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    bad = next((shown for a in args if (shown := not_utf8(a)) is not None), None)
+    if bad is not None:
+        sys.stderr.write(
+            f"error: {bad}: its name is not valid UTF-8 (rollbench records names and paths as UTF-8); rename it\n"
+        )
+        sys.exit(2)
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

@@ -19,7 +19,7 @@ import typer
 
 from rollbench.cli.analysis import compare_cmd, report_cmd, summarize_cmd
 from rollbench.cli.checkpoints import checkpoints_cmd
-from rollbench.cli.common import OneLineErrors, console, out, print_json, reserve_document_stdout
+from rollbench.cli.common import OneLineErrors, console, guard_process_streams, out, print_json, reserve_document_stdout
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.dashboard import dashboard_cmd
 from rollbench.cli.eval_run import new_spec as _new_spec
@@ -194,6 +194,7 @@ for _name, _command in COMMANDS:
 
 
 def main() -> None:
+    guard_process_streams(sys.argv[1:])
     reserve_document_stdout(sys.argv[1:])  # before any policy, env or plug-in is imported
     try:
         app()

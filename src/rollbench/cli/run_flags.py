@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rollbench.cli.spec_flags import SPEC_FLAGS, SpecFlag
+from rollbench.core.spec import MAX_BATCH_SIZE, MAX_WORKERS
 
 if TYPE_CHECKING:
     from rollbench.run.execution import Execution
@@ -52,10 +53,14 @@ class RunFlag:
 
 # the fields of Execution and its RayOptions, in the order `rollbench eval --help` lists them
 EXECUTION_FLAGS: tuple[RunFlag, ...] = (
-    RunFlag("workers", int, 1, "Local worker processes (or Ray actors).", minimum=1),
+    RunFlag("workers", int, 1, f"Local worker processes (or Ray actors), 1 to {MAX_WORKERS}.", minimum=1),
     RunFlag("executor", str, "local", "local or ray."),
     RunFlag(
-        "batch_size", int, 1, "Episodes each worker runs in lockstep, one batched policy call per step.", minimum=1
+        "batch_size",
+        int,
+        1,
+        f"Episodes each worker runs in lockstep, one batched policy call per step, 1 to {MAX_BATCH_SIZE}.",
+        minimum=1,
     ),
     RunFlag("ray_address", str | None, None, "Ray cluster address (default: start a local one)."),
     RunFlag("ray_cpus", float, 1.0, "Ray: CPUs per env worker, 0.0001 to 1e14 (fractional allowed)."),

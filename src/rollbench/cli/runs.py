@@ -17,7 +17,7 @@ import typer
 
 from rollbench.cli.common import print_json, said
 from rollbench.core.contracts import ConfigError
-from rollbench.core.format import MISSING, pct, printable
+from rollbench.core.format import MISSING, not_utf8, pct, printable
 from rollbench.record.safe_files import read_regular_json
 
 # a run whose run.json says RUNNING while no process holds its lock: killed, or ended by code it ran (a policy calling
@@ -121,6 +121,10 @@ def list_runs(root: Path, regrade: bool = False) -> list[dict[str, Any]]:
         raise ConfigError(f"{root} is not a directory (give the directory your runs are in, e.g. runs/)")
     rows = []
     for d in find_run_dirs([root]):
+        if (shown := not_utf8(d)) is not None:  # named escaped, not read: rollbench records names as UTF-8
+            name = not_utf8(d.relative_to(root)) or d.name
+            rows.append({"run": name, "run_dir": shown, "error": f"{shown}: its name is not valid UTF-8; rename it"})
+            continue
         row = run_row(d, regrade)
         if d != root:
             row["run"] = d.relative_to(root).as_posix()

@@ -144,3 +144,16 @@ def did_you_mean(name: str, valid: Sequence[str], n: int = 3) -> str:
     """`` Did you mean A, B?`` with the (at most ``n``) valid names closest to ``name`` (difflib), or ``""``."""
     close = difflib.get_close_matches(name, valid, n=n, cutoff=0.5)
     return f" Did you mean {', '.join(close)}?" if close else ""
+
+
+def not_utf8(text: str | Path) -> str | None:
+    """``text`` (a name or path as the OS gave it) shown with its undecodable bytes escaped (``run\\xff``) when it is
+    not valid UTF-8 (Python keeps such bytes as lone surrogates), else None: rollbench records names and paths as
+    UTF-8 (run.json, parquet, JSON output), so such a name is refused or listed as damaged, never read on
+    (hostile8 F6)."""
+    s = str(text)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return None

@@ -30,6 +30,8 @@ from rollbench.core.urlcreds import check_spec_urls
 
 MAX_ACTION_NOISE = 1e6  # action units; far above every task's range, far below float overflow
 MAX_EPISODES_PER_TASK = 100_000
+MAX_BATCH_SIZE = 256  # episodes (and simulators) one worker keeps in lockstep (rollbench.run.execution)
+MAX_WORKERS = 1024  # worker processes or Ray actors of one run (hostile8 F7: 99999999999 was accepted)
 DEFAULT_POLICY_TIMEOUT_S = 300.0  # generous: a VLA's first call (compilation, warm-up) can take a minute
 # fields added after run directories existed: left out of the identity hash at their default, so those runs resume
 LATER_FIELDS: dict[str, object] = {

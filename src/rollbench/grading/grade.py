@@ -129,8 +129,8 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> GradeDocument:
         # file set named, never a traceback (issue 30, item 6)
         raise ConfigError(
             f"{run_dir} cannot be graded: its files are not what rollbench writes ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"
-        ) from None
+            f"{'no detail' if isinstance(exc, duckdb.Error) or not str(exc) else str(exc).splitlines()[0]})"
+        ) from None  # duckdb's text is not quoted: it can hold a file's bytes (hostile8 F6)
     finally:
         con.close()
 

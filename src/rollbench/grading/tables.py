@@ -137,8 +137,8 @@ def load_or_report(
         try:
             _load(con, table, [f], columns)
             why = _not_rollbenchs(con, table, types, one_file=True)
-        except duckdb.Error as exc:
-            why = str(exc).splitlines()[0]
+        except duckdb.Error as exc:  # named by class: duckdb's text can quote a file's bytes (hostile8 F6)
+            why = f"duckdb cannot read it: {type(exc).__name__}"
         if why:
             violations.append(f"file {f} is not one of rollbench's ({why}); not read")
         else:

@@ -37,7 +37,7 @@ from rollbench.record.files import atomic_write_json, resolve_inside, utc_now
 from rollbench.record.live import LiveSnapshot
 from rollbench.record.locks import DirLock, LockHeld, PathLock, dir_locked, file_lock_held
 from rollbench.record.runlog_shape import check_run_log
-from rollbench.record.safe_files import is_regular, read_regular_json
+from rollbench.record.safe_files import is_regular, read_regular_json, refuse_link
 
 RUN_LOG_VERSION = 1
 __all__ = ["LiveSnapshot", "utc_now"]  # re-exported: rollbench.record.live, rollbench.record.files
@@ -351,6 +351,7 @@ class RunLock:
                 "wait for it to finish or stop it, then resume"
             ) from None
         except OSError as exc:
+            refuse_link(self.path.parent)  # the run directory itself is a link (hostile8 F5): say so
             raise ConfigError(f"{self.path} cannot be used as the run's lock file ({exc.strerror})") from None
         return self
 

@@ -49,6 +49,19 @@ def is_regular(path: Path) -> bool:
         return False
 
 
+def refuse_link(path: Path) -> None:
+    """ConfigError (one line) when ``path`` (a run directory as given, a trailing ``/`` ignored) is a symbolic link:
+    rollbench reads and writes a run only through its real path (the directory lock and ``O_NOFOLLOW`` opens refuse
+    a link; hostile8 F5)."""
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(f"{path} is a link to {os.readlink(path)}, which does not exist; give a run directory")
+    if path.is_symlink():
+        raise ConfigError(
+            f"{path} is a link (to {os.readlink(path)}); rollbench reads runs only through their real path: "
+            f"give {path.resolve()} instead"
+        )
+
+
 def check_no_link_below(root: Path, path: Path) -> None:
     """UnsafeFile when a directory between ``root`` and ``path`` is a symbolic link (or ``path`` is not under it)."""
     real_root = os.path.realpath(root)

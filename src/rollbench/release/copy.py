@@ -47,8 +47,16 @@ from rollbench.grading.grade import load_run_log
 from rollbench.record.safe_files import read_regular_bytes
 from rollbench.release.kinds import scan_kind
 from rollbench.release.redact import Released, Releaser, sha256_hex
-from rollbench.release.rules import BUILTIN, MAX_RULES_BYTES, Scanner, check_date
-from rollbench.release.sources import MAX_FILE_BYTES, MAX_RELEASE_BYTES, check_paths, not_being_written, run_files
+from rollbench.release.rules import BUILTIN, Scanner
+from rollbench.release.sources import (
+    MAX_FILE_BYTES,
+    MAX_RELEASE_BYTES,
+    MAX_RULES_BYTES,
+    check_date,
+    check_paths,
+    not_being_written,
+    run_files,
+)
 
 _HOME = re.compile(BUILTIN[-1][2])
 

@@ -46,10 +46,10 @@ PLAIN_HEADERS = frozenset(
 )  # fmt: skip
 """Standard HTTP headers that never carry a credential: kept under a ``headers`` container."""
 COOKIE = (
-    r"(?i)\b(?:set-)?cookies?\b[\"']?[ \t]*[:=][ \t]*[\"']?((?![ \t])(?!<REDACTED:)(?:=\"[^\"\r\n]*\"|[^\r\n\"'}])+)",
+    r"(?i)\b(?:set-)?cookies?\b[\"']?[ \t]*+[:=][ \t]*+[\"']?((?![ \t])(?!<REDACTED:)(?:=\"[^\"\r\n]*+\"|[^\r\n\"'}])++)",
     1,
 )
-_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s\"'<>]+")
+_URL = re.compile(r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*+://[^\s\"'<>]++")  # starts where a scheme's run starts
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 

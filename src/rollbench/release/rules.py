@@ -61,6 +61,7 @@ every file of a release, and the same input gives the same release.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import re
@@ -76,8 +77,16 @@ from rollbench.core.urlcreds import SECRET_PARAMS
 from rollbench.release import credentials as cred
 
 KEY_CHARS = r"[A-Za-z0-9_\-]"
+# Linear work (hostile8 F4): a rule's match may start only where no other match attempt's run could already be
+# scanning (a negative lookbehind of the run's characters, or a literal prefix the run cannot hold), quantifiers
+# never backtrack into one another (possessive ``++`` / ``*+`` where giving back cannot help), so a string of n
+# characters costs each rule O(n) steps; tests/test_release_linear.py checks every pattern's structure
+EMAIL_START = r"(?<![A-Za-z0-9._%+\-])"  # an address starts where a run of its characters starts, never inside one
+PEM_BODY = r"(?:[^-]++|-(?!----))*+"  # a PEM body never holds "-----": it cannot span another block's header
+EMAIL = rf"{EMAIL_START}[A-Za-z0-9._%+\-]++@[A-Za-z0-9\-]++(?:\.[A-Za-z0-9\-]++)*\.[A-Za-z]{{2,}}+\b"
+HOME_PATH = r"(?:/home|/Users)/[A-Za-z0-9._\-]++|/root\b|[A-Za-z]:\\++Users\\++[A-Za-z0-9._\-]++"
 URL_CREDENTIAL = (  # group 2: a URL's userinfo password (group 1 marks that branch) or a secret query value
-    r"(?i)(?:\b[a-z][a-z0-9+.\-]*://[^\s/?#@:\"'<>]*:(?=[^\s/?#@\"'<>]+@)()|[?&](?:"
+    r"(?i)(?:(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*+://[^\s/?#@:\"'<>]*+:(?=[^\s/?#@\"'<>]++@)()|[?&](?:"
     + "|".join(re.escape(n) for n in sorted(SECRET_PARAMS, key=len, reverse=True))
     + r")=)((?(1)[^\s/?#@\"'<>]+|[^\s&#\"'<>]+))"
 )
@@ -92,34 +101,35 @@ COMMON_NAMES = frozenset(
 )  # fmt: skip
 
 BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group redacted
-    ("private_key", "private_key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----", 0),
-    ("anthropic_key", "api_key", rf"\bsk-ant-{KEY_CHARS}{{20,}}", 0),
-    ("openai_key", "api_key", rf"\bsk-(?!ant-){KEY_CHARS}{{20,}}", 0),
+    ("private_key", "private_key", rf"-----BEGIN [A-Z ]*PRIVATE KEY-----{PEM_BODY}-----END [A-Z ]*PRIVATE KEY-----", 0),
+    ("anthropic_key", "api_key", rf"\bsk-ant-{KEY_CHARS}{{20,}}+", 0),
+    ("openai_key", "api_key", rf"\bsk-(?!ant-){KEY_CHARS}{{20,}}+", 0),
     ("aws_access_key", "api_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", 0),
-    ("github_token", "api_key", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b", 0),
-    ("huggingface_token", "api_key", r"\bhf_[A-Za-z0-9]{30,}\b", 0),
-    ("slack_token", "api_key", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", 0),
+    ("github_token", "api_key", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}+|github_pat_[A-Za-z0-9_]{22,}+)\b", 0),
+    ("huggingface_token", "api_key", r"\bhf_[A-Za-z0-9]{30,}+\b", 0),
+    ("slack_token", "api_key", r"\bxox[abposr]-[A-Za-z0-9-]{10,}+", 0),
     ("google_api_key", "api_key", r"\bAIza[0-9A-Za-z_\-]{35}\b", 0),
-    ("bearer_token", "token", r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)", 1),
+    ("bearer_token", "token", r"(?i)\bbearer\s++([A-Za-z0-9\-._~+/]{8,}+=*+)", 1),
     (
         "secret_field",
         "credential",
         r"(?i)\b(?:x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|client[-_]?secret|token|secret|"
-        r"password|passwd|x-auth(?:-[a-z]+)*|x-[a-z-]*-(?:token|key|secret))\b[\"']?\s*[:=]\s*[\"']?((?!bearer\b)(?!<REDACTED:)[^\s\"',;}]{6,})",
+        r"password|passwd|(?<![\w-])x-auth(?:-[a-z]++)*+|(?<![\w-])x-[a-z-]*-(?:token|key|secret))\b[\"']?\s*+[:=]\s*+[\"']?"
+        r"((?!bearer\b)(?!<REDACTED:)[^\s\"',;}]{6,}+)",
         1,
     ),
     (  # any scheme (Basic, Digest, Token, ApiKey, ...; Bearer's token is bearer_token's) or a bare value
         "authorization",
         "credential",
-        r"(?i)\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?((?!bearer\b)(?!<REDACTED:)"
-        r"(?:[A-Za-z][\w.-]*[ \t]+(?=\S))?(?:[\w-]+=(?:\"[^\"\r\n]*\"|[^\s,\"';}]*)|[^\s\"',;}]+)"
-        r"(?:[ \t]*,[ \t]*(?:[\w-]+=(?:\"[^\"\r\n]*\"|[^\s,\"';}]*)|[^\s\"',;}]+))*)",
+        r"(?i)\b(?:proxy-)?authorization\b[\"']?\s*+[:=]\s*+[\"']?((?!bearer\b)(?!<REDACTED:)"
+        r"(?:[A-Za-z][\w.-]*+[ \t]++(?=\S))?(?:[\w-]++=(?:\"[^\"\r\n]*+\"|[^\s,\"';}]*+)|[^\s\"',;}]++)"
+        r"(?:[ \t]*+,[ \t]*+(?:[\w-]++=(?:\"[^\"\r\n]*+\"|[^\s,\"';}]*+)|[^\s\"',;}]++))*+)",
         1,
     ),
     ("url_credential", "credential", URL_CREDENTIAL, 2),
     ("cookie", "credential", *cred.COOKIE),
-    ("email", "email", r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b", 0),
-    ("home_path", "private_path", r"(?:/home|/Users)/[A-Za-z0-9._\-]+|/root\b|[A-Za-z]:\\+Users\\+[A-Za-z0-9._\-]+", 0),
+    ("email", "email", EMAIL, 0),
+    ("home_path", "private_path", HOME_PATH, 0),
 ]
 ENTROPY_RUN = re.compile(r"[A-Za-z0-9+/_=\-]{32,}")
 ENTROPY_MIN_BITS = 4.3
@@ -192,7 +202,8 @@ def hex_findings(text: str, keep: bool) -> list[Finding]:
     out = []
     for m in HEX_RUN.finditer(text):
         run = m.group(0)
-        if any(s <= m.start() and m.end() <= e for s, e in urls):
+        at = bisect.bisect_right(urls, (m.start(), len(text))) - 1  # the last data URL starting at or before it
+        if at >= 0 and urls[at][1] >= m.end():
             continue
         if re.search(r"[0-9]", run) and re.search(r"[A-Fa-f]", run) and len(set(run.lower())) >= HEX_MIN_DISTINCT:
             out.append(Finding(m.start(), m.end(), "hex_string", "hex_token", run))
@@ -378,22 +389,3 @@ class Scanner:
             done.append((f, ph))
         parts.append(text[pos:])
         return "".join(parts), done
-
-
-MAX_RULES_BYTES = 2**20  # 1 MiB: a --rules file of patterns and literals
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})?)?")
-
-
-def check_date(value: str) -> str:
-    """``--date`` as given when it is an ISO 8601 calendar date, optionally with a time and offset
-    (``2026-03-01``, ``2026-03-01T12:00:00Z``) that exists on the calendar; else ConfigError."""
-    import datetime
-
-    ok = bool(_DATE.fullmatch(value))
-    try:
-        ok = ok and bool(datetime.datetime.fromisoformat(value.replace("Z", "+00:00")))
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(f"--date {value!r} is not an ISO 8601 date, e.g. 2026-03-01 or 2026-03-01T12:00:00Z")
-    return value

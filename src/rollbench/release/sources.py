@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from rollbench.core.contracts import ConfigError
 from rollbench.grading.grade import load_run_log
 from rollbench.record.locks import DirLock, LockHeld, file_lock_held
-from rollbench.record.safe_files import scan_run_files
+from rollbench.record.safe_files import refuse_link, scan_run_files
 
 EXCLUDED = {
     "run.lock": "the writer's lock file (empty; only its flock matters)",
@@ -26,6 +27,7 @@ def _is_inside(a: Path, b: Path) -> bool:
 def check_paths(runs: list[Path], labels: list[Path], out: Path) -> None:
     names = [r.name for r in runs]
     for r in runs:
+        refuse_link(r)
         if not (r / "run.json").is_file():
             load_run_log(r)  # ConfigError: which of missing, not a directory, no run.json
     resolved = [r.resolve() for r in runs]
@@ -101,6 +103,8 @@ def not_being_written(run: Path) -> Iterator[None]:
         lock.acquire()
     except LockHeld:
         raise ConfigError(f"{run} is being written by a rollbench process; release it once it has finished") from None
+    except OSError as exc:  # replaced by a link or a file since it was checked
+        raise ConfigError(f"{run} cannot be locked for reading ({exc.strerror}); give a run directory") from None
     try:
         if file_lock_held(run / "run.lock"):
             raise ConfigError(
@@ -109,3 +113,22 @@ def not_being_written(run: Path) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+MAX_RULES_BYTES = 2**20  # 1 MiB: a --rules file of patterns and literals
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})?)?")
+
+
+def check_date(value: str) -> str:
+    """``--date`` as given when it is an ISO 8601 calendar date, optionally with a time and offset
+    (``2026-03-01``, ``2026-03-01T12:00:00Z``) that exists on the calendar; else ConfigError."""
+    import datetime
+
+    ok = bool(_DATE.fullmatch(value))
+    try:
+        ok = ok and bool(datetime.datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"--date {value!r} is not an ISO 8601 date, e.g. 2026-03-01 or 2026-03-01T12:00:00Z")
+    return value

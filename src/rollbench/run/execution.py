@@ -5,13 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.spec import MAX_BATCH_SIZE, MAX_WORKERS
 from rollbench.record.retry import check_mode
 from rollbench.run.ray_options import MAX_QUANTITY, RayOptions
 
 EXECUTORS = ("local", "ray")
-
-
-MAX_BATCH_SIZE = 256  # episodes (and simulators) one worker keeps in lockstep
 
 
 @dataclass(frozen=True)
@@ -30,8 +28,8 @@ class Execution:
     ray: RayOptions = field(default_factory=RayOptions)
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ConfigError(f"--workers must be >= 1, got {self.workers}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ConfigError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
         if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
             raise ConfigError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}, got {self.batch_size}")
         if self.executor not in EXECUTORS:

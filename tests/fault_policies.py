@@ -494,3 +494,33 @@ class EndsProcessOnSeed:
 
 def ends_process_on_seed(name: str, options: Mapping[str, Any]) -> EndsProcessOnSeed:
     return EndsProcessOnSeed(options)
+
+
+class Counted:
+    """The scripted expert (its ``info`` too) that leaves a file ``built-<pid>-<n>`` in ``options["dir"]`` when built
+    and ``closed-<pid>-<n>`` when closed: how many instances a run built, and whether each was closed."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        import os
+        import uuid
+        from pathlib import Path
+
+        self.inner = make_policy("scripted-expert", {})
+        self.info = self.inner.info
+        self.dir, self.id = Path(str(options["dir"])), f"{os.getpid()}-{uuid.uuid4().hex}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / f"built-{self.id}").touch()
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return self.inner.act(observation, instruction)
+
+    def close(self) -> None:
+        self.inner.close()
+        (self.dir / f"closed-{self.id}").touch()
+
+
+def counted(name: str, options: Mapping[str, Any]) -> Counted:
+    return Counted(options)

@@ -172,7 +172,8 @@ def test_an_openpi_style_server_without_batch_support_gets_single_observations(t
     assert result["status"] == "OK" and result["episodes_recorded"] == 6
     assert len(frames) == sum(e["length"] for e in result["episodes"])
     assert {tuple(sorted(f)) for f in frames} == {("observation/state", "prompt")}  # no batch, slot or reset
-    assert connections[0] == 5  # the pre-flight probe, then one client per slot
+    # one client per slot: the pre-flight probe's connection is slot 0's (rollbench.run.probed), 3 more for slots 1-3
+    assert connections[0] == 4
 
 
 @pytest.mark.slow

@@ -44,6 +44,7 @@ from rollbench.record.writer import DatasetWriter
 from rollbench.run.in_memory import bound, policy_name, refuse_execution
 from rollbench.run.observer import EpisodeSummary, Observers, RunEnd, Running, RunObserver, RunStart
 from rollbench.run.prepare import check_committed, check_run_dir, prepare_run
+from rollbench.run.probed import release as release_probe
 from rollbench.run.ray_options import RayOptions as RayOptions  # public: Execution(ray=RayOptions(...))
 from rollbench.run.runners import Execution, execution_session, run_episodes
 from rollbench.run.worker import WorkerSetup
@@ -134,17 +135,20 @@ def evaluate(
     spec = spec or build_spec(**fields)
     run_dir = Path(out) if out is not None else default_run_dir(spec)
     run, log = prepare_run(spec, run_dir, host_label, robot, execution)
-    with execution_session(execution):  # Ray connected (or refused) before anything is written
-        created = not run_dir.exists()
-        make_dirs(run_dir, "--out")
-        try:
-            with RunLock(run_dir):
-                check_committed(run_dir)  # under the lock: no writer commits between its listings
-                return _execute(run, log, run_dir, execution, observer)
-        except ConfigError:
-            if created and not (run_dir / "run.json").exists():
-                shutil.rmtree(run_dir, ignore_errors=True)
-            raise
+    try:
+        with execution_session(execution):  # Ray connected (or refused) before anything is written
+            created = not run_dir.exists()
+            make_dirs(run_dir, "--out")
+            try:
+                with RunLock(run_dir):
+                    check_committed(run_dir)  # under the lock: no writer commits between its listings
+                    return _execute(run, log, run_dir, execution, observer)
+            except ConfigError:
+                if created and not (run_dir / "run.json").exists():
+                    shutil.rmtree(run_dir, ignore_errors=True)
+                raise
+    finally:
+        release_probe()  # the probed policy, when the run never took it (nothing to run, or refused)
 
 
 def _with_deprecated(

@@ -13,10 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollbench.core.contracts import ChecksTasks, ConfigError, PolicyInfo, describe
+from rollbench.core.contracts import ChecksTasks, ConfigError, Policy, PolicyInfo
 from rollbench.core.format import differences
 from rollbench.core.identity import run_identity
-from rollbench.core.interrupts import contained
 from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
@@ -30,32 +29,31 @@ from rollbench.record.lerobot import dataset_features
 from rollbench.record.on_disk import check_rowless, check_state_files, committed_lengths
 from rollbench.record.runlog import check_resumable, new_run_log, provenance, read_run_log
 from rollbench.record.safe_files import read_regular_json, run_dir_containing
+from rollbench.run.probed import close_probe, keep
 from rollbench.run.worker import build_policy
 
 if TYPE_CHECKING:
     from rollbench.run.runners import Execution
 
 
-def _probe_policy(spec: EvalSpec, plan: Plan, recorded: PlanRecord | None) -> tuple[PolicyInfo, ResolvedRun]:
+def _probe_policy(spec: EvalSpec, plan: Plan, recorded: PlanRecord | None) -> tuple[PolicyInfo, ResolvedRun, Policy]:
     """Build the policy once before any episode and resolve the run with it: unknown names and unreachable servers
     fail here, clearly, and so do tasks refused by the optional hook ``check_tasks(tasks, image_size_of)`` (a LeRobot
-    checkpoint's features), asked with the image sizes the run will render.
+    checkpoint's features), asked with the image sizes the run will render. Returns the policy open (the caller
+    keeps it for the run or closes it: :mod:`rollbench.run.probed`); closed here when it is refused.
 
     ``recorded`` is run.json's ``plan`` of the run being resumed: its replan interval and policy facts are kept (the
     episodes already recorded ran with them), else they come from the policy just built."""
     policy = build_policy(spec)
-    info = policy.info
     try:
+        info = policy.info
         run = resolve_run(spec, plan, *_policy_facts(spec, plan, info, recorded))
         if isinstance(policy, ChecksTasks) and plan.tasks:
             policy.check_tasks(list(plan.tasks), lambda t: run.tasks[t.name].image_size)
-    finally:
-        with contained() as closing:
-            policy.close()
-        if closing.error:
-            exc = closing.error
-            raise ConfigError(f"policy {spec.policy!r}: its close() raised {describe(exc)}") from None
-    return info, run
+    except BaseException:
+        close_probe(spec, policy)
+        raise
+    return info, run, policy
 
 
 def _policy_facts(
@@ -151,7 +149,31 @@ def prepare_run(
     if run_dir is not None and existing is not None and same:
         check_resumable(run_dir)  # its recorded facts are what this run continues with
     _refuse_other_run(spec, run_dir, existing, {"host": host_label, "robot": robot})  # before the policy is built
-    info, run = _probe_policy(spec, plan, existing.plan if existing is not None and same else None)
+    info, run, policy = _probe_policy(spec, plan, existing.plan if existing is not None and same else None)
+    try:
+        resolved = _resolved(spec, run_dir, plan, info, run, existing, identity, execution)
+    except BaseException:
+        close_probe(spec, policy)
+        raise
+    if execution is not None and execution.executor == "local" and execution.workers == 1:
+        keep(spec, policy)  # this process's own worker runs it: built once per run (rollbench.run.probed)
+    else:
+        close_probe(spec, policy)
+    return resolved
+
+
+def _resolved(
+    spec: EvalSpec,
+    run_dir: Path | None,
+    plan: Plan,
+    info: PolicyInfo,
+    run: ResolvedRun,
+    existing: RunLog | None,
+    identity: Identity,
+    execution: Execution | None,
+) -> tuple[ResolvedRun, RunLog]:
+    """The rest of :func:`prepare_run` once the policy is probed: refuse what it cannot run, warn, and the run log
+    (``existing``'s for a resume)."""
     if info.one_stream:
         check_one_stream(info, spec, plan, execution, resuming=existing is not None)
     refuse_options(run)

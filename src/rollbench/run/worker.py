@@ -25,7 +25,7 @@ from rollbench.core.spec import EvalSpec
 from rollbench.envs.hosted.remote import POOL
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
-from rollbench.run import phase
+from rollbench.run import phase, probed
 from rollbench.run.deadline import Deadline
 from rollbench.run.episode import EpisodeRun, LoopRules
 from rollbench.run.in_memory import borrowed, is_in_memory
@@ -40,7 +40,11 @@ STEPS_EVERY_S = 1.0  # progress inside episodes is reported at most this often
 
 def build_policy(spec: EvalSpec) -> Policy:
     """The spec's policy (an in-memory object's borrowed view while it is bound, :mod:`rollbench.run.in_memory`),
-    wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``."""
+    wrapped in seeded Gaussian action noise when ``spec.action_noise > 0``; the one this thread's run probed and
+    kept (:mod:`rollbench.run.probed`) when there is one, as it was built."""
+    kept = probed.take(spec)
+    if kept is not None:
+        return kept
     policy = borrowed(spec.policy) if is_in_memory(spec.policy) else make_policy(spec.policy, spec.policy_options)
     if spec.action_noise > 0:
         policy = ActionNoise(policy, spec.action_noise)

@@ -83,9 +83,10 @@ def _popen(args: list[str], popen: dict[str, object], venv_on_path: bool = True)
 
 
 def printed_command(said: str) -> list[str]:
-    """The resume command an interrupted eval printed (between backticks, one line), split as a shell would."""
-    text = " ".join(said.split())
-    return shlex.split(text.split("resume with `", 1)[1].split("`", 1)[0])
+    """The resume command an interrupted eval printed (the rest of its line after "resume with: "), split as a shell
+    would."""
+    line = next(ln for ln in said.splitlines() if "resume with: " in ln)
+    return shlex.split(line.split("resume with: ", 1)[1])
 
 
 def wait_for_committed(out: Path, n: int) -> None:
@@ -160,7 +161,7 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code
     # the printed command names the plug-in policy again: resume refuses to import a module a run.json names unasked
-    assert f"resume with `rollbench eval --resume {out} --policy fault_policies:slow`" in err
+    assert f"resume with: rollbench eval --resume {out} --policy fault_policies:slow\n" in err
     log = json.loads((out / "run.json").read_text())
     k = log["results"]["episodes_recorded"]
     assert log["status"] == "INTERRUPTED" and log["executions"][-1]["interrupted"] is True

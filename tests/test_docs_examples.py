@@ -146,6 +146,7 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
     assert list(random.glob("videos/*/chunk-000/file-000.mp4")), "the second run records videos for the dashboard"
     assert "McNemar" in outputs[3] or "mcnemar" in outputs[3].lower()
     assert (tmp_path / "report.html").is_file()
+    assert "<td>failed 1</td>" in (tmp_path / "report.html").read_text()  # step 4's label, read from runs/labels.json
 
 
 OBSERVER = "test_docs_examples.py::test_the_observer_of_plugins_md_stops_a_run_after_three_failures"

@@ -286,10 +286,30 @@ def report_context(
         ],
         "in_progress": ", ".join(f"{p['run']} ({p['why']})" for p in loaded.in_progress),
         "cell_rows": cell_rows,
+        "label_rows": _label_rows(summary),
+        "label_rubric": summary.get("rubric"),
+        "label_source": summary.get("labels"),
         "figures": figures,
         "comparison": _comparison_view(comparison, diffs, _sequential_arms(loaded)) if comparison else None,
         "episodes": _episode_links(loaded, dashboard_url) if dashboard_url else None,
     }
+
+
+def _label_rows(summary: dict[str, Any]) -> list[list[Any]]:
+    """Per cell: task, model, its label counts, labelled / unlabelled / invalid and the rubric's rates (none without
+    labels): what ``summarize --labels`` prints, from the same document."""
+    if summary.get("rubric") is None:
+        return []
+    return [
+        [
+            c["task"],
+            c["model"],
+            ", ".join(f"{k} {v}" for k, v in c["label_counts"].items() if v) or None,
+            *(c[k] for k in ("n_labeled", "n_unlabeled", "n_invalid")),
+            ", ".join(f"{k} {pct(v)}" for k, v in c["rates"].items() if v is not None) or None,
+        ]
+        for c in summary["cells"]
+    ]
 
 
 def render_report(

@@ -261,7 +261,13 @@ def report_cmd(
     dashboard_url: Annotated[
         str | None, typer.Option(help="Link episodes to this dashboard's review pages and videos.")
     ] = None,
-    labels: Annotated[Path | None, typer.Option(help="Label sidecar (checked as in summarize).")] = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option(
+            help="Label sidecar (checked as in summarize). Default: the labels.json the dashboard writes for the "
+            "same paths (runs/labels.json for `report runs/`), when it exists."
+        ),
+    ] = None,
     rubric: Annotated[
         str | None, typer.Option(help="Rubric name or file (default: the one the labels record).")
     ] = None,
@@ -296,6 +302,7 @@ def report_cmd(
             loaded = load_runs(list(paths), merge_served=merge_served, allow_damaged=allow_damaged)
             if not loaded.runs:
                 raise ConfigError("no finished run among the inputs")
+            labels = labels if labels is not None else _dashboards_labels(paths)
             label_set = load_label_set(loaded, str(labels) if labels else None, rubric)
             status.update(f"comparing and pooling {len(loaded.runs)} run(s)")
             comparison = report_comparison(loaded, seed=seed, rule=rule)
@@ -339,3 +346,15 @@ def check_outputs(out_path: Path, plots: Path | None) -> None:
     refuse_inside_run(out_path, "--out")
     if plots is not None:
         refuse_inside_run(plots, "--plots")
+
+
+def _dashboards_labels(paths: list[Path]) -> Path | None:
+    """The labels.json ``rollbench dashboard --root PATHS`` writes by default (:func:`default_labels`), when it is a
+    regular file: a report of the folder the dashboard labelled shows those labels without ``--labels``."""
+    from rollbench.cli.dashboard import default_labels
+
+    folders = [p for p in paths if p.is_dir()]
+    if not folders:  # exports only: never the user-wide labels.json default_labels falls back to
+        return None
+    found = default_labels(folders)
+    return found if found.is_file() and not found.is_symlink() else None

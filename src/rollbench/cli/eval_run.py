@@ -68,9 +68,9 @@ def run_with_display(
         from rollbench.cli.resume import resume_command
 
         where = display.run_dir if display.run_dir else out_dir
-        said = (  # the directory made (not a new timestamped one) and every name a resume must be given again
-            f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with "
-            f"`{resume_command(spec, where)}`"
+        said = (  # the directory made (not a new timestamped one) and every name a resume must be given again; the command last on its line, without quotes around it, so it pastes as printed
+            f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with: "
+            f"{resume_command(spec, where)}"
             if where is not None
             else "interrupted before any run directory was made; nothing was recorded"
         )

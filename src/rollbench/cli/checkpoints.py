@@ -159,6 +159,7 @@ def checkpoints_cmd(
     success against training step (OUT/checkpoints.png). With --eliminate, the verdict is the elimination's own:
     the chosen step with its guarantee and the look that eliminated each other step (no fixed-N p-values)."""
     from rollbench.checkpoints.discover import find_checkpoints, is_complete
+    from rollbench.checkpoints.eliminate import design as elimination_design
     from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, evaluate_all
     from rollbench.checkpoints.watch import Polling
     from rollbench.checkpoints.watch import watch as watch_run
@@ -183,6 +184,9 @@ def checkpoints_cmd(
             )
         if not watch and not ready:
             raise ConfigError(f"no complete checkpoint under {run} (a folder with config.json and model.safetensors)")
+        plan = (
+            elimination_design(len(ready), delta, alpha, first_look) if eliminate else None
+        )  # refused before any line
         for c in found if not watch else []:
             if not is_complete(c):
                 console.print(  # the folder's name as written, never as markup (hostile round 9)
@@ -203,13 +207,10 @@ def checkpoints_cmd(
     progress = Lines()
 
     try:
-        if eliminate:
-            from rollbench.checkpoints.eliminate import design
+        if plan is not None:
             from rollbench.checkpoints.eliminate_run import run_elimination
 
-            doc = run_elimination(
-                ready, out_dir, settings, runner, design(len(ready), delta, alpha, first_look), progress
-            )
+            doc = run_elimination(ready, out_dir, settings, runner, plan, progress)
         elif watch:
             doc = watch_run(run, out_dir, settings, runner, polling, observer=progress)
         else:

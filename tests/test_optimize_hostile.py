@@ -248,6 +248,12 @@ STATES: list[tuple[str, list[Callable[[dict[str, Any]], None]], str]] = [
     ("a-round-numbered-out-of-order", [_set("rounds.0.round", 3)], "rounds.0.round is 3, not 0" + DERIVED),
     ("an-incumbent-no-round-chose", [_set("incumbent", "jump")], "incumbent is 'jump', not 'reach the goal'" + DERIVED),
     ("episodes-used-rewritten", [_set("episodes_used", 1)], "episodes_used is 1, not 6" + DERIVED),
+    ("episodes-used-as-text", [_set("episodes_used", "6")], "episodes_used: Input should be a valid integer (got '6')"),
+    (
+        "a-success-as-true",
+        [_set("rounds.0.scores.incumbent.successes", True)],
+        "rounds.0.scores.incumbent.successes: Input should be a valid integer (got True)",
+    ),
     (
         "a-decided-round-without-decision",
         [_set("rounds.0.decision", None)],
@@ -296,3 +302,21 @@ def test_a_state_file_that_is_not_an_object_is_refused_in_one_line(tmp_path: Pat
     assert got.stderr.strip() == (
         f"error: search state {out / 'optimize.json'} is not an instruction search's optimize.json; choose another --out"
     )
+
+
+def test_the_rounds_table_shows_instructions_as_written_never_as_markup() -> None:
+    from rich.console import Console
+
+    from rollbench.cli.optimize import print_search
+
+    inc, cand = "[bold red]reach[/] it", "[link=file:///etc]go[/link] \x1b[2J"
+    comparison = {"variant": "c1", "variant_successes": 2, "p_value": 0.25}
+    rnd = {"round": 0, "status": "decided", "seeds": [2, 4], "incumbent": inc, "candidates": [{"name": "c1", "instruction": cand}],
+           "comparisons": [comparison], "scores": {"incumbent": {"successes": 0}}, "decision": {"accepted": "c1"}}  # fmt: skip
+    state = {"task": "scripted/reach", "config": {"episodes_per_candidate": 2}, "rounds": [rnd], "holdout": None}
+    state |= {"stop_reason": "1 rounds done", "episodes_used": 4}
+    console = Console(record=True, width=300, color_system=None)
+    print_search(console, state, Path("s"))
+    shown = console.export_text()
+    assert "[bold red]reach[/] it" in shown
+    assert "[link=file:///etc]go[/link] \\x1b[2J" in shown

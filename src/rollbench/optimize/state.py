@@ -25,7 +25,7 @@ Seeds = Field(min_length=2, max_length=2)
 
 
 class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "6" is not 6: a retyped value is damage
 
 
 class Candidate(_Closed):

@@ -498,7 +498,8 @@ def ends_process_on_seed(name: str, options: Mapping[str, Any]) -> EndsProcessOn
 
 class Counted:
     """The scripted expert (its ``info`` too) that leaves a file ``built-<pid>-<n>`` in ``options["dir"]`` when built
-    and ``closed-<pid>-<n>`` when closed: how many instances a run built, and whether each was closed."""
+    and ``closed-<pid>-<n>`` when closed: how many instances a run built, and whether each was closed; its close()
+    then raises RuntimeError("close failed") when ``options["close_raises"]``."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         import os
@@ -510,6 +511,7 @@ class Counted:
         self.dir, self.id = Path(str(options["dir"])), f"{os.getpid()}-{uuid.uuid4().hex}"
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / f"built-{self.id}").touch()
+        self.close_raises = bool(options.get("close_raises", False))
 
     def reset(self, task: TaskInfo, seed: int) -> None:
         self.inner.reset(task, seed)
@@ -520,6 +522,8 @@ class Counted:
     def close(self) -> None:
         self.inner.close()
         (self.dir / f"closed-{self.id}").touch()
+        if self.close_raises:
+            raise RuntimeError("close failed")
 
 
 def counted(name: str, options: Mapping[str, Any]) -> Counted:

@@ -292,7 +292,6 @@ CASES: list[T] = [
     ("policy-factory-exits", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:exiting", "--out", "W/t"], "SystemExit"),
     ("policy-factory-none", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:returns_none", "--out", "W/t"], "returned None"),
     ("policy-factory-object", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:returns_object", "--out", "W/t"], "not a policy"),
-    ("policy-close-raises", nothing, ["eval", *RUN[:2], "--policy", "rbt_factories:bad_close", "--out", "W/t"], "close failed"),
     ("policy-wrong-arity", nothing, ["eval", *RUN[:2], "--policy", "os:getcwd", "--out", "W/t"], "os:getcwd"),
     ("policy-unknown", nothing, ["eval", *RUN[:2], "--policy", "nosuch-policy", "--out", "W/t"], "unknown policy 'nosuch-policy'"),
     # output paths

@@ -167,6 +167,15 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and
     assert log["status"] == "INTERRUPTED" and log["executions"][-1]["interrupted"] is True
     assert 3 <= k < EPISODES and log["results"]["violations"] == []
     assert not (out / "run.live.json").exists()
+    graded = subprocess.run([ROLLBENCH, "grade", str(out)], env=_env(), capture_output=True, text=True, timeout=120)
+    assert (
+        graded.returncode == 1
+        and (  # PARTIAL, and grade says why and how to go on
+            f"note: {out}: run.json says INTERRUPTED (Ctrl-C or SIGTERM stopped it; its committed episodes are kept); "
+            f"resume it with: rollbench eval --resume {out} --policy fault_policies:slow\n"
+        )
+        in graded.stderr
+    ), graded.stderr
     again = subprocess.run(
         [ROLLBENCH, *printed_command(err)[1:], "--json"],  # the command exactly as printed
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))},

@@ -279,3 +279,4 @@ def test_the_checkpoints_one_minute_example_runs_as_written(tmp_path: Path) -> N
     assert got == wins and doc["best"] == 10000 == max(wins, key=lambda s: wins[s])
     html = (tmp_path / "toy-report.html").read_text()
     assert "<h2>Checkpoints</h2>" in html and "<strong>Verdict:</strong> step 10000" in html
+    assert doc["says"] == "step 10000: highest rate, not separated from step 15000"  # what the page says of 20

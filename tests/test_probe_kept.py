@@ -68,3 +68,16 @@ def test_a_probed_policy_the_run_never_takes_is_closed(tmp_path: Path) -> None:
         evaluate(out=tmp_path / "fetch", **{**spec, "env": "fetch/Reach"})
     assert _files(tmp_path, "built") == _files(tmp_path, "closed")
     assert probed.take(build_spec(**spec)) is None  # nothing left kept in this thread
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_policy_whose_close_raises_is_a_warning_never_a_refusal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], workers: int
+) -> None:
+    """A close() that raises (after the probe, or after the episodes) is named on stderr; the run is recorded OK."""
+    spec = {**_spec(tmp_path), "policy_options": {"dir": str(tmp_path / "instances"), "close_raises": True}}
+    result = evaluate(out=tmp_path / "run", execution=Execution(workers=workers), **spec)
+    assert result.status == "OK" and result.episodes_recorded == 4
+    said = capfd.readouterr().err
+    assert "warning: policy fault_policies:counted: close() raised RuntimeError: close failed" in said, said
+    assert _files(tmp_path, "built") == _files(tmp_path, "closed") == (1 if workers == 1 else 3)

@@ -77,15 +77,15 @@ def test_a_policy_calling_os_exit_0_leaves_a_stale_run_that_is_named_and_resumed
     note = [ln for ln in g.stderr.splitlines() if ln.startswith("note:")]
     assert note == [
         f"note: {run}: run.json says RUNNING (stale: no process is writing it, the process ended without closing "
-        f"the run); resume it with `rollbench eval --resume {run}`"
-    ]
+        f"the run); resume it with: rollbench eval --resume {run} --policy fault_policies:ends_process_on_seed"
+    ]  # the plug-in named again: a resume never imports a module run.json names unasked
     graded = json.loads(g.stdout)  # stdout stays the JSON document
     assert g.returncode == 1 and graded["status"] != "OK" and graded["episodes_recorded"] < EPISODES
     (row,) = json.loads(invoke("runs", tmp_path, "--json").stdout)
     assert row["status"].startswith("RUNNING (stale: no process is writing it, the process ended without closing")
 
     marker.unlink()
-    resumed = invoke("eval", "--resume", run, "--trust-run")
+    resumed = invoke("eval", "--resume", run, "--policy", "fault_policies:ends_process_on_seed")  # as the note says
     assert resumed.returncode == 0, resumed.stderr
     assert invoke("eval", *spec_args(marker, "exit"), "--out", clean).returncode == 0
     assert rows(run) == rows(clean) and len(rows(clean)) > EPISODES

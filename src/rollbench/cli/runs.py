@@ -26,17 +26,21 @@ STALE = "stale: no process is writing it, the process ended without closing the 
 
 
 def stale_note(run_dir: Path) -> str | None:
-    """One line for a run whose run.json says RUNNING but whose lock no process holds (see :data:`STALE`), else
-    None (a run being written, finished or interrupted, or no readable run.json). Reads only; takes no lock."""
+    """One line for a run that stopped before its end and can be resumed: run.json says RUNNING but no process holds
+    its lock (see :data:`STALE`: killed), or INTERRUPTED (Ctrl-C or SIGTERM); the line ends with the command that
+    resumes it (:func:`rollbench.cli.resume.resume_command`). None for a run being written or finished, or no
+    readable run.json. Reads only; takes no lock."""
+    from rollbench.cli.resume import resume_command
     from rollbench.record.runlog import is_locked, read_run_log
 
     try:
         log = read_run_log(run_dir)
     except ConfigError:
         return None
-    if log is None or log.status != "RUNNING" or is_locked(run_dir):
+    if log is None or log.status not in ("RUNNING", "INTERRUPTED") or is_locked(run_dir):
         return None
-    return f"note: {run_dir}: run.json says RUNNING ({STALE}); resume it with `rollbench eval --resume {run_dir}`"
+    why = STALE if log.status == "RUNNING" else "Ctrl-C or SIGTERM stopped it; its committed episodes are kept"
+    return f"note: {run_dir}: run.json says {log.status} ({why}); resume it with: {resume_command(log.spec, run_dir)}"
 
 
 def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 
-from rollbench.core.contracts import ConfigError, Policy, describe
+from rollbench.core.contracts import Policy, describe
 from rollbench.core.interrupts import contained
 from rollbench.core.spec import EvalSpec
 
@@ -42,19 +42,16 @@ def release() -> None:
     """Close the kept policy, if any (a close() that raises is reported on stderr: nothing depends on it)."""
     kept, _SLOT.kept = getattr(_SLOT, "kept", None), None
     if kept is not None:
-        close_probe(kept[0], kept[1], strict=False)
+        close_probe(kept[0], kept[1])
 
 
-def close_probe(spec: EvalSpec, policy: Policy, strict: bool = True) -> None:
-    """Close a probe's ``policy``. ``strict``: a close() that raises is a ConfigError naming the policy (the run
-    has not started: a policy that cannot be closed is refused), else a warning on stderr."""
+def close_probe(spec: EvalSpec, policy: Policy) -> None:
+    """Close a probe's ``policy``; a close() that raises is a warning on stderr naming the policy, as a worker's is
+    (:meth:`rollbench.run.worker.EpisodeWorker.close`): a policy is never refused for it, whether the run closes its
+    probe at once (worker processes, Ray) or after its episodes (the kept probe)."""
     import sys
 
     with contained() as closing:
         policy.close()
-    if closing.error is None:
-        return
-    said = f"policy {spec.policy!r}: its close() raised {describe(closing.error)}"
-    if strict:
-        raise ConfigError(said) from None
-    print(f"warning: {said}", file=sys.stderr)
+    if closing.error is not None:
+        print(f"warning: policy {spec.policy}: close() raised {describe(closing.error)}", file=sys.stderr)

@@ -41,6 +41,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   an ASCII terminal.
 * hostile round 9's classes (``scripts/hostile_round9.py``): recorded sequential designs and checkpoints.json numbers
   outside their bounds, export integers out of int64, checkpoints options above their bounds, markup folder names.
+* hostile round 9's ``optimize-instruction`` classes (``scripts/hostile_optimize.py``): a doctored
+  ``optimize.json`` (refused in one line, nothing written outside ``--out``) and an LLM provider echoing the API key
+  in many forms or sending a non-string content (the key in no file and no output).
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -66,6 +69,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_credentials  # issue 42's last credential leaks, beside this script
 import hostile_network  # issue 42's hostile servers, beside this script
+import hostile_optimize  # hostile round 9's optimize-instruction classes, beside this script
 import hostile_replies  # hostile round 5's reply classes, beside this script
 import hostile_round8  # hostile round 8's classes, beside this script
 import hostile_round9  # hostile round 9's classes, beside this script
@@ -487,6 +491,7 @@ def main() -> int:
         hostile_replies.run_all(r, a.n)
         hostile_round8.run_all(r, a.n)
         hostile_round9.run_all(r, a.n)
+        hostile_optimize.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

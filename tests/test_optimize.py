@@ -13,17 +13,15 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request  # module level: FastAPI resolves the handler's annotations here
-from fastapi.responses import JSONResponse
 
 from cli_in_process import invoke
+from llm_stand_in import chat_server
 from rollbench.api import grade
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.optimize.compare import Paired
@@ -34,7 +32,7 @@ from rollbench.testing.metaworld_lang_expert import instruction_level
 from served_policy import ROLLBENCH, requests, served
 
 REACH = "metaworld/reach-v3"
-REACH_TEXT = "reach the goal with the gripper"
+REACH_TEXT = "reach the goal with the gripper"  # what the provider's double answers first (llm_stand_in)
 FAST = ["--max-steps", "60"]
 
 
@@ -253,40 +251,9 @@ def test_a_search_killed_mid_round_resumes_to_the_uninterrupted_result(tmp_path:
 # ---------------------------------------------------------------------------------------------- llm proposer
 
 
-@contextlib.contextmanager
-def _chat_server(statuses: list[int]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """Test double of an OpenAI-compatible provider: FastAPI on loopback, answering two fixed instructions and
-    keeping every request (headers and body) it received. Its first answers have the HTTP ``statuses`` given (with
-    a body that quotes the caller's Authorization header, as some providers do), then 200."""
-    import uvicorn
-
-    seen: list[dict[str, Any]] = []
-    app = FastAPI()
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> Any:
-        seen.append({"auth": request.headers.get("authorization"), "body": await request.json()})
-        if statuses:
-            said = {"error": {"message": f"no luck for {request.headers.get('authorization')}"}}
-            return JSONResponse(said, status_code=statuses.pop(0))
-        text = f'1. "{REACH_TEXT}"\n2. move the arm\n'
-        return {
-            "id": "x",
-            "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        }
-
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1", seen
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+def _chat_server(statuses: list[int]) -> contextlib.AbstractContextManager[tuple[str, list[dict[str, Any]]]]:
+    """The provider's test double (tests/llm_stand_in.py) answering two fixed instructions."""
+    return chat_server(statuses)
 
 
 @pytest.fixture

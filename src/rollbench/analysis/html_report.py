@@ -298,18 +298,10 @@ def report_context(
 def _label_rows(summary: dict[str, Any]) -> list[list[Any]]:
     """Per cell: task, model, its label counts, labelled / unlabelled / invalid and the rubric's rates (none without
     labels): what ``summarize --labels`` prints, from the same document."""
-    if summary.get("rubric") is None:
-        return []
-    return [
-        [
-            c["task"],
-            c["model"],
-            ", ".join(f"{k} {v}" for k, v in c["label_counts"].items() if v) or None,
-            *(c[k] for k in ("n_labeled", "n_unlabeled", "n_invalid")),
-            ", ".join(f"{k} {pct(v)}" for k, v in c["rates"].items() if v is not None) or None,
-        ]
-        for c in summary["cells"]
-    ]
+    cells = summary["cells"] if summary.get("rubric") is not None else []
+    return [[c["task"], c["model"], ", ".join(f"{k} {v}" for k, v in c["label_counts"].items() if v) or None,
+             *(c[k] for k in ("n_labeled", "n_unlabeled", "n_invalid")),
+             ", ".join(f"{k} {pct(v)}" for k, v in c["rates"].items() if v is not None) or None] for c in cells]  # fmt: skip
 
 
 def render_report(

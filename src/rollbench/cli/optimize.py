@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rollbench.cli.common import make_console, output_console
+from rollbench.cli.common import make_console, output_console, said
 from rollbench.cli.tables import print_table
 from rollbench.core.format import interval, p_value, pct, points, points_interval
 
@@ -32,12 +32,12 @@ def print_search(out: Console, state: dict[str, Any], out_dir: Path) -> None:
         e = state["config"]["episodes_per_candidate"]
         cands = {c["name"]: c["instruction"] for c in r["candidates"]}
         best = max(r["comparisons"], key=lambda c: (c["variant_successes"], -c["p_value"]))
-        table.add_row(
+        table.add_row(  # instructions may come from an LLM: shown as written, never as markup
             str(r["round"]),
             f"{r['seeds'][0]}..{r['seeds'][1] - 1}",
-            r["incumbent"],
+            said(r["incumbent"]),
             f"{r['scores']['incumbent']['successes']}/{e}",
-            cands[best["variant"]],
+            said(cands[best["variant"]]),
             f"{best['variant_successes']}/{e} (p={p_value(best['p_value'])})",
             f"accepted {r['decision']['accepted']}" if r["decision"]["accepted"] else "kept",
         )

@@ -83,6 +83,22 @@ def quoted(value: object, *, as_text: bool = False) -> str:
     return f"{text[:QUOTED_CHARS]}... ({len(str(value))} characters)"
 
 
+def described(value: object) -> str:
+    """``value`` as an error message names a value it was handed (pydantic's ``input``): quoted whole
+    (:func:`quoted`) when its ``repr`` has at most :data:`QUOTED_CHARS` characters, else by its type and size only
+    (``a string of 5034 characters``, ``a list of 12 items``, ``an object of 3 keys``), never by its content: a long
+    value can carry anything, a credential included (hostile round 9, F2)."""
+    if len(repr(value)) <= QUOTED_CHARS:
+        return quoted(value)
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value)} item{'' if len(value) == 1 else 's'}"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} key{'' if len(value) == 1 else 's'}"
+    return f"a {type(value).__name__} of {len(repr(value))} characters"
+
+
 # what a terminal would obey rather than show: C0 controls (newline included), DEL, C1 controls, the Arabic letter
 # mark, the left-to-right/right-to-left marks, the line and paragraph separators and the bidirectional embeddings,
 # overrides and isolates (U+202A-U+202E, U+2066-U+2069)

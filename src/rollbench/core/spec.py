@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from rollbench.core.contracts import ConfigError, TaskInfo
-from rollbench.core.format import did_you_mean, error_location, quoted
+from rollbench.core.format import described, did_you_mean, error_location
 from rollbench.core.urlcreds import check_spec_urls
 
 MAX_ACTION_NOISE = 1e6  # action units; far above every task's range, far below float overflow
@@ -256,7 +256,7 @@ def build_spec(**fields: Any) -> EvalSpec:
         parts = []
         for err in exc.errors():
             where = error_location(err["loc"], "spec")
-            got = quoted(err.get("input"))  # a long value is named by its start and size: one readable line
+            got = described(err.get("input"))  # a long value is named by its type and size, never its content
             hint = ""
             if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:  # a misspelt field: name the close ones
                 hint = did_you_mean(str(err["loc"][0]), list(EvalSpec.model_fields))

@@ -25,12 +25,22 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.format import printable
 from rollbench.core.lexicon import FILLERS, FRAMES, SYNONYMS, words
+from rollbench.core.spec import MAX_INSTRUCTION_CHARS
 
 BUILT_IN = ("drop", "insert", "reorder", "synonym", "template")
 PROPOSERS = (*BUILT_IN, "mix", "llm")
 LLM_ENV = ("ROLLBENCH_LLM_BASE_URL", "ROLLBENCH_LLM_API_KEY", "ROLLBENCH_LLM_MODEL")
 DEFAULT_LLM_MODEL = "gpt-4o-mini"
+MAX_REPLY_LINES = 256
+"""The most non-empty lines of one LLM reply that are read (a reply asks for at most 63 candidates)."""
+TOO_LONG = (
+    f"longer than {MAX_INSTRUCTION_CHARS} characters (an instruction's limit): dropped, not truncated, since a cut "
+    "text is not what was proposed"
+)
+UNPRINTABLE = "holds control or bidirectional formatting characters: dropped"
+HOLDS_KEY = "holds the API key in a form rollbench.core.secret_echo recognises: dropped, never recorded"
 
 
 @dataclass(frozen=True)
@@ -104,18 +114,36 @@ def _rng(incumbent: str, ctx: Context) -> np.random.Generator:
     return np.random.default_rng([ctx.seed, ctx.round, zlib.crc32(incumbent.encode("utf-8"))])
 
 
+def unfit(text: str) -> str | None:
+    """Why ``text`` cannot be a candidate instruction (:data:`TOO_LONG`, :data:`UNPRINTABLE`), else None: every
+    proposer's candidates are checked before they are saved, so a saved round always builds a valid spec."""
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        return TOO_LONG
+    if printable(text) != text:
+        return UNPRINTABLE
+    return None
+
+
 def propose(name: str, incumbent: str, ctx: Context, n: int) -> list[tuple[str, str]]:
-    """Up to ``n`` new candidates ``(instruction, proposer)`` from ``incumbent``; fewer when the proposer is out of
-    ideas. Raises ConfigError for an unknown proposer and RollbenchError when the ``llm`` endpoint fails."""
+    """:func:`proposal`'s candidates."""
+    return proposal(name, incumbent, ctx, n)[0]
+
+
+def proposal(name: str, incumbent: str, ctx: Context, n: int) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
+    """Up to ``n`` new candidates ``(instruction, proposer)`` from ``incumbent`` (fewer when the proposer is out of
+    ideas), and the ``llm`` reply's lines left out (``{"line", "reason"}``; the built-in rules' unfit texts are
+    skipped silently). Raises ConfigError for an unknown proposer and RollbenchError when the ``llm`` endpoint fails
+    or its reply's content is not a string."""
     if name == "llm":
-        return [(t, "llm") for t in LLMProposer.from_env().propose(incumbent, ctx, n)]
+        texts, dropped = LLMProposer.from_env().proposal(incumbent, ctx, n)
+        return [(t, "llm") for t in texts], dropped
     if name not in _RULES and name != "mix":
         raise ConfigError(f"unknown proposer {name!r}; valid proposers: {', '.join(PROPOSERS)}")
     rng = _rng(incumbent, ctx)
     queues: list[list[tuple[str, str]]] = []
     for rule in BUILT_IN if name == "mix" else (name,):
         cands = [(" ".join(c.split()), rule) for c in _RULES[rule](incumbent, ctx)]
-        cands = [c for c in cands if c[0]]
+        cands = [c for c in cands if c[0] and unfit(c[0]) is None]
         queues.append([cands[i] for i in rng.permutation(len(cands))])
     out: list[tuple[str, str]] = []
     taken = set(ctx.seen) | {incumbent}
@@ -129,7 +157,7 @@ def propose(name: str, incumbent: str, ctx: Context, n: int) -> list[tuple[str, 
                     break
             if len(out) == n:
                 break
-    return out
+    return out, []
 
 
 class LLMProposer:
@@ -138,8 +166,14 @@ class LLMProposer:
     Configured by environment variables: ``ROLLBENCH_LLM_BASE_URL`` (e.g. ``https://api.openai.com/v1``),
     ``ROLLBENCH_LLM_API_KEY`` (sent as ``Authorization: Bearer``), ``ROLLBENCH_LLM_MODEL`` (default
     ``gpt-4o-mini``). Request: ``{"model", "messages": [system, user], "temperature": 0}``; the reply's
-    ``choices[0].message.content`` is read one candidate per line (list numbering, bullets and quotes stripped).
-    The candidates are stored in ``optimize.json`` before they are evaluated, so a resumed search never asks again.
+    ``choices[0].message.content`` is read one candidate per line (list numbering, bullets and quotes stripped; at
+    most :data:`MAX_REPLY_LINES` non-empty lines). The reply is text from outside: a ``content`` that is not a string
+    is a failed proposal (RollbenchError naming its type, never quoting it); a line is dropped, with its line number
+    and reason recorded in the round's ``dropped``, when it is over the instruction limit (:data:`TOO_LONG`), holds
+    control or bidirectional characters (:data:`UNPRINTABLE`) or holds the API key in any form
+    :mod:`rollbench.core.secret_echo` recognises, alone or joined with the candidates kept before it
+    (:data:`HOLDS_KEY`). Only then are the candidates stored in ``optimize.json``, before they are evaluated, so a
+    resumed search never asks again.
 
     The call goes through the agent policy's client (:class:`rollbench.policies.agent.client.ChatClient`): each try
     within ``timeout_s`` (connection within 10 s), HTTP 429/5xx and dropped connections retried ``retries`` times
@@ -182,8 +216,13 @@ class LLMProposer:
         ]
 
     def propose(self, incumbent: str, ctx: Context, n: int) -> list[str]:
-        """Up to ``n`` new instructions from the endpoint; RollbenchError naming the endpoint when the call fails
-        (after the retries) or the reply has no ``choices[0].message.content``."""
+        """:meth:`proposal`'s candidates."""
+        return self.proposal(incumbent, ctx, n)[0]
+
+    def proposal(self, incumbent: str, ctx: Context, n: int) -> tuple[list[str], list[dict[str, Any]]]:
+        """Up to ``n`` new instructions from the endpoint, and the reply's lines left out (``{"line", "reason"}``);
+        RollbenchError naming the endpoint when the call fails (after the retries), the reply has no
+        ``choices[0].message.content`` or that content is not a string."""
         from rollbench.policies.agent.client import ChatClient
 
         body: dict[str, Any] = {"model": self.model, "messages": self.messages(incumbent, ctx, n), "temperature": 0}
@@ -195,21 +234,45 @@ class LLMProposer:
             retries=self.retries,
             backoff_s=self.backoff_s,
         )
+        where = f"the llm proposer's endpoint {self.base_url}/chat/completions"
         try:
             reply, _attempts = client.complete(body, turn=0)
             content = reply["choices"][0]["message"]["content"]
         except RollbenchError as exc:
             raise RollbenchError(f"the llm proposer's endpoint failed: {exc}") from None
         except (KeyError, IndexError, TypeError) as exc:
-            raise RollbenchError(
-                f"the llm proposer's endpoint {self.base_url}/chat/completions sent no choices[0].message.content: "
-                f"{type(exc).__name__}: {exc}"
-            ) from None
+            raise RollbenchError(f"{where} sent no choices[0].message.content: {type(exc).__name__}: {exc}") from None
         finally:
             client.close()
+        if not isinstance(content, str):
+            raise RollbenchError(
+                f"{where} sent a choices[0].message.content that is a {type(content).__name__}, not text "
+                "(not shown: a server's reply is never quoted); no candidate taken"
+            )
+        return self._candidates(content, incumbent, ctx, n)
+
+    def _candidates(self, content: str, incumbent: str, ctx: Context, n: int) -> tuple[list[str], list[dict[str, Any]]]:
+        """The candidate lines of ``content`` and the lines dropped (see the class docstring)."""
+        from rollbench.core.secret_echo import SecretEcho
+
+        echo = SecretEcho({"api_key": self.api_key})
         out: list[str] = []
-        for line in str(content).splitlines():
+        dropped: list[dict[str, Any]] = []
+        read = 0
+        for number, line in enumerate(content.splitlines(), start=1):
             text = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip().strip("\"'`").strip()
-            if text and text != incumbent and text not in ctx.seen and text not in out:
+            if not text:
+                continue
+            read += 1
+            if read > MAX_REPLY_LINES or len(out) == n:
+                break
+            why = unfit(text)
+            if why is None and (
+                (self.api_key and self.api_key in text) or echo.found_text(text) or echo.found_joined([*out, text])
+            ):
+                why = HOLDS_KEY
+            if why is not None:
+                dropped.append({"line": number, "reason": why})
+            elif text != incumbent and text not in ctx.seen and text not in out:
                 out.append(text)
-        return out[:n]
+        return out, dropped

@@ -43,7 +43,8 @@ from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.stats import wilson_interval
 from rollbench.optimize.compare import paired, paired_interval, successes_by_trial
 from rollbench.optimize.config import SearchConfig, is_better
-from rollbench.optimize.proposers import Context, propose
+from rollbench.optimize.proposers import Context, proposal
+from rollbench.optimize.state import check_names, holdout_dir, read_state, round_dir
 from rollbench.record.files import atomic_write_json
 
 STATE = "optimize.json"
@@ -65,6 +66,10 @@ class Search:
         self.cfg, self.out, self.log = cfg, out, log
         self.evaluate = evaluate or _evaluate
         self.state: dict[str, Any] = {}
+        self._dropped = 0
+        self.prefix = sanitize_segment(
+            out.resolve().name, "search"
+        )  # run directories: rounds/PREFIX-rNNN, PREFIX-holdout
 
     # ---- state ----
     def _save(self) -> None:
@@ -94,21 +99,22 @@ class Search:
         check_output_path(self.out, "--out", directory=True)
         path = self.out / STATE
         if path.exists() or path.is_symlink():
-            state = read_json(path, "search state")
-            if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
-                raise ConfigError(f"search state {path} is not an instruction search's {STATE}; choose another --out")
-            self.state = state
-            if self.state.get("config_identity") != self.cfg.identity():
-                old, new = self.state.get("config", {}), self.cfg.model_dump(mode="json")
-                diff = differences(old, new)
+            state = read_state(read_json(path, "search state"), path)
+            if state["config_identity"] != self.cfg.identity() or state["config"] != self.cfg.model_dump(mode="json"):
+                diff = differences(state["config"], self.cfg.model_dump(mode="json"))
                 raise ConfigError(f"{self.out} holds a search with other options ({diff}); choose another --out")
+            if (state["task"], state["original"]) != (task.name, self._start(task.instruction)):
+                raise ConfigError(
+                    f"search state {path} is damaged: its task or original instruction is not the options'"
+                )
+            check_names(state, self.prefix, self.cfg, path)
+            self.state = state
             return
         if self.out.exists() and any(self.out.iterdir()):
             raise ConfigError(f"{self.out} exists and holds no {STATE}; choose another --out")
-        start = self.cfg.start if self.cfg.start is not None else task.instruction
+        start = self._start(task.instruction)
         # the policy, the task and the round spec are checked here, before the first write (exit 2, nothing written)
-        prefix = sanitize_segment(self.out.resolve().name, "search")
-        prepare_run(self._spec([(INCUMBENT, start)], self.cfg.round_seeds(0)), self.out / "rounds" / f"{prefix}-r000")
+        prepare_run(self._spec([(INCUMBENT, start)], self.cfg.round_seeds(0)), self.out / round_dir(self.prefix, 0))
         if self.cfg.proposer == "llm":
             from rollbench.optimize.proposers import LLMProposer
 
@@ -120,7 +126,7 @@ class Search:
             "task": task.name,
             "task_instruction": task.instruction,
             "original": start,
-            "runs_prefix": prefix,
+            "runs_prefix": self.prefix,
             "seeds": {
                 "holdout": list(self.cfg.holdout_seeds()),
                 "rounds": "round r: [seed + H + r*E, seed + H + (r+1)*E)",
@@ -134,6 +140,9 @@ class Search:
         }
         self.out.mkdir(parents=True, exist_ok=True)
         self._save()
+
+    def _start(self, task_instruction: str) -> str:
+        return self.cfg.start if self.cfg.start is not None else task_instruction
 
     # ---- rounds ----
     def _seen(self) -> frozenset[str]:
@@ -176,17 +185,22 @@ class Search:
         ctx = Context(
             self.state["task"], self.state["task_instruction"], r, self.cfg.seed, self._seen(), self._history()
         )
-        cands = propose(self.cfg.proposer, inc, ctx, self.cfg.candidates)
+        cands, dropped = proposal(self.cfg.proposer, inc, ctx, self.cfg.candidates)
+        for d in dropped:  # the reason only: a dropped text is never shown
+            self.log(f"round {r}: line {d['line']} of the proposer's reply {d['reason']}")
         if not cands:
+            self._dropped = len(dropped)
             return None
-        rnd = {
+        rnd: dict[str, Any] = {
             "round": r,
             "seeds": list(self.cfg.round_seeds(r)),
-            "run_dir": f"rounds/{self.state['runs_prefix']}-r{r:03d}",
+            "run_dir": round_dir(self.prefix, r),
             "incumbent": inc,
             "candidates": [{"name": f"c{i + 1}", "instruction": t, "proposer": p} for i, (t, p) in enumerate(cands)],
             "status": "proposed",
         }
+        if dropped:
+            rnd["dropped"] = dropped
         self.state["rounds"].append(rnd)
         self._save()
         return rnd
@@ -243,13 +257,13 @@ class Search:
 
     def _run_round(self, rnd: dict[str, Any]) -> GradeDocument:
         spec = self._spec(self._variants(rnd), tuple(rnd["seeds"]))
-        return self.evaluate(spec, out=self.out / rnd["run_dir"])
+        return self.evaluate(spec, out=self.out / round_dir(self.prefix, rnd["round"]))
 
     def _verify(self, rnd: dict[str, Any]) -> None:
         """A decided round, re-graded from its run directory, must give the recorded decision."""
         from rollbench.api import grade
 
-        again = self._decide(rnd, grade(self.out / rnd["run_dir"], check_videos=False))
+        again = self._decide(rnd, grade(self.out / round_dir(self.prefix, rnd["round"]), check_videos=False))
         for key in ("scores", "decision", "perfect"):
             if again[key] != rnd.get(key):
                 raise RollbenchError(
@@ -273,7 +287,11 @@ class Search:
                     break
                 rnd = self._propose()
                 if rnd is None:
-                    st["stop_reason"] = "the proposer has no new candidate"
+                    st["stop_reason"] = "the proposer has no new candidate" + (
+                        f" ({self._dropped} lines of its reply dropped, each logged with its reason)"
+                        if self._dropped
+                        else ""
+                    )
                     break
             self.log(
                 f"round {rnd['round']}: incumbent {rnd['incumbent']!r} vs {len(rnd['candidates'])} candidates "
@@ -294,7 +312,7 @@ class Search:
             if errors:
                 self.log(
                     f"round {rnd['round']}: warning: {errors} episodes ended in error and count as failures "
-                    f"(see rollbench grade {self.out / rnd['run_dir']})"
+                    f"(see rollbench grade {self.out / round_dir(self.prefix, rnd['round'])})"
                 )
             self._save()
         self._save()
@@ -309,7 +327,7 @@ class Search:
         seeds = self.cfg.holdout_seeds()
         spec = self._spec([("original", st["original"]), ("winner", st["incumbent"])], seeds)
         self.log(f"held-out: original vs winner on seeds {seeds[0]}..{seeds[1] - 1} (never used in the search)")
-        run_dir = f"{st['runs_prefix']}-holdout"
+        run_dir = holdout_dir(self.prefix)
         result = self.evaluate(spec, out=self.out / run_dir)
         self._check_disjoint(result)
         cmp = paired(result, task, "original", "winner", alternative="greater")
@@ -362,7 +380,7 @@ class Search:
 
         held = {e.seed for e in holdout.episodes}
         for rnd in self.state["rounds"]:
-            used = {e.seed for e in grade(self.out / rnd["run_dir"], check_videos=False).episodes}
+            used = {e.seed for e in grade(self.out / round_dir(self.prefix, rnd["round"]), check_videos=False).episodes}
             if used & held:
                 raise RollbenchError(
                     f"held-out seeds {sorted(used & held)} were used in search round {rnd['round']}; "

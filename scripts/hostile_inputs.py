@@ -39,6 +39,8 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * hostile round 8's classes (``scripts/hostile_round8.py``): run.json strings built to make a regex backtrack, then
   ``release`` (linear: it finishes); runs given through links; names that are not UTF-8; counts above their bounds;
   an ASCII terminal.
+* hostile round 9's classes (``scripts/hostile_round9.py``): recorded sequential designs and checkpoints.json numbers
+  outside their bounds, export integers out of int64, checkpoints options above their bounds, markup folder names.
 * hostile round 9's ``optimize-instruction`` classes (``scripts/hostile_optimize.py``): a doctored
   ``optimize.json`` (refused in one line, nothing written outside ``--out``) and an LLM provider echoing the API key
   in many forms or sending a non-string content (the key in no file and no output).
@@ -70,6 +72,7 @@ import hostile_network  # issue 42's hostile servers, beside this script
 import hostile_optimize  # hostile round 9's optimize-instruction classes, beside this script
 import hostile_replies  # hostile round 5's reply classes, beside this script
 import hostile_round8  # hostile round 8's classes, beside this script
+import hostile_round9  # hostile round 9's classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -487,6 +490,7 @@ def main() -> int:
         hostile_network.run_all(r, a.n)
         hostile_replies.run_all(r, a.n)
         hostile_round8.run_all(r, a.n)
+        hostile_round9.run_all(r, a.n)
         hostile_optimize.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:

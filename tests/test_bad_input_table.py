@@ -533,6 +533,10 @@ CASES: list[T] = [
     ("eval-workers-huge", nothing, ["eval", *RUN, "--workers", "99999999999", "--out", "W/t"], "--workers must be between 1 and 1024, got 99999999999"),
     ("sequential-workers-huge", nothing, ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--workers", "1025", "--out", "W/s"], "--workers must be between 1 and 1024, got 1025"),
     ("eval-batch-size-huge", nothing, ["eval", *RUN, "--batch-size", "257", "--out", "W/t"], "--batch-size must be between 1 and 256, got 257"),
+    # hostile round 9: work and waits have upper bounds (F8, F4)
+    ("sequential-scheduled-budget-over", nothing, ["sequential", *SEQ, "--policy-a", "zero", "--policy-b", "zero", "--budget", "1001", "--look-every", "2", "--out", "W/s"], "budget must be between 1 and 1000 pairs looking every 2 pairs, got 1001"),
+    ("checkpoints-poll-inf", mkdir("train/checkpoints/000100"), ["checkpoints", "W/train", "--env", "scripted/reach", "--out", "W/o", "--watch", "--poll-s", "inf"], "--poll-s must be between 0 and 86400 seconds, got inf"),
+    ("checkpoints-until-idle-huge", mkdir("train/checkpoints/000100"), ["checkpoints", "W/train", "--env", "scripted/reach", "--out", "W/o", "--watch", "--until-idle", "1e300"], "--until-idle must be between 0 and 2.592e+06 seconds, got 1e+300"),
 ]  # fmt: skip
 
 

@@ -102,7 +102,7 @@ def test_a_damaged_checkpoints_json_is_named_and_nothing_is_ranked(out: Path, tm
     shutil.copytree(out, edited)
     (edited / "checkpoints.json").write_text('{"alpha": 0.05}')
     section = checkpoints_section(html_report(tmp_path, edited))
-    assert f"<strong>Violation:</strong> {edited / 'checkpoints.json'} is damaged: &#39;rule&#39;" in section
+    assert f"<strong>Violation:</strong> {edited / 'checkpoints.json'} is damaged: rule: Field required" in section
     assert "<strong>Verdict:</strong>" not in section and "<th>step</th>" not in section
 
 

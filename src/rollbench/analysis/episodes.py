@@ -28,6 +28,18 @@ _EXPORT_FIELDS: dict[str, tuple[type, ...]] = {  # an exported episode's fields 
 }
 
 
+MAX_EXPORT_INT = 2**63 - 1  # every integer of an exported episode: 0 .. this (int64, as run directories store them)
+_INTEGERS = ("episode_index", "trial", "seed", "initial_state", "length")
+
+
+def _out_of_range(ep: dict[str, Any]) -> str | None:
+    """The first integer field of an exported episode outside 0 .. MAX_EXPORT_INT, or None."""
+    return next(
+        (k for k in _INTEGERS if type(ep.get(k)) is int and not 0 <= ep[k] <= MAX_EXPORT_INT),
+        None,
+    )
+
+
 @dataclass(frozen=True)
 class AnalysisEpisode:
     """The facts of one recorded episode the analyses use. ``trial`` is None when an export does not carry an
@@ -71,8 +83,9 @@ class AnalysisEpisode:
         """An exported episode (a JSON object) read tolerantly: ``episode_index`` (an integer) and ``task`` are
         required; ``seed``, ``initial_state``, ``instruction``, ``variant``, ``termination_reason`` and ``length``
         must be of their JSON type when present; ``success`` is its truth value; ``trial`` kept only when an
-        integer, ``error_fault`` and ``label`` only when strings; other keys are ignored. Raises ConfigError naming
-        ``where`` (the run in its file) and the episode."""
+        integer, ``error_fault`` and ``label`` only when strings; other keys are ignored. Every integer
+        (``episode_index``, ``trial``, ``seed``, ``initial_state``, ``length``) is within 0 .. MAX_EXPORT_INT.
+        Raises ConfigError naming ``where`` (the run in its file), the episode and the field."""
         if not isinstance(ep, dict) or not isinstance(ep.get("episode_index"), int) or "task" not in ep:
             raise ConfigError(f"{where}: an episode lacks episode_index or task")
         for key, kinds in _EXPORT_FIELDS.items():
@@ -82,6 +95,9 @@ class AnalysisEpisode:
                 raise ConfigError(
                     f"{where}: episode {ep['episode_index']} has {key} {quoted(value)} (expected {expected})"
                 )
+        if (wide := _out_of_range(ep)) is not None:  # a 401-digit length overflowed the figures (hostile round 9)
+            which = "an episode" if wide == "episode_index" else f"episode {ep['episode_index']}"
+            raise ConfigError(f"{where}: {which} has {wide} outside 0 .. {MAX_EXPORT_INT}")
         return cls(
             episode_index=ep["episode_index"],
             task=ep["task"],

@@ -81,14 +81,19 @@ def fixed_n(k: int, delta: float, alpha: float) -> int:
 
 def design(k: int, delta: float, alpha: float, first_look: int = 16) -> Design:
     """The looks for ``k`` checkpoints: ``first_look``, doubling, up to N_max (Hoeffding radius <= delta at the level
-    the number of looks implies). ConfigError for k < 2, delta or alpha outside (0, 1), a first look < 2, or
-    N_max over :data:`MAX_TRIALS`."""
+    the number of looks implies). ConfigError for k < 2, delta or alpha outside (0, 1), a first look < 2 or above
+    the N_max of a single look (the largest N_max of any design here: it would be cut to it), or N_max over
+    :data:`MAX_TRIALS`."""
     if k < 2:
         raise ConfigError(f"--eliminate needs at least 2 checkpoints, found {k}")
     if not 0.0 < delta < 1.0 or not 0.0 < alpha < 1.0:
         raise ConfigError(f"--delta and --alpha must be between 0 and 1, got {delta} and {alpha}")
-    if first_look < 2:
-        raise ConfigError(f"--first-look must be >= 2, got {first_look}")
+    most = _n_for(alpha / (2 * (k - 1)), delta)  # N_max of a single look: a larger first look would be cut to it
+    if not 2 <= first_look <= most:
+        raise ConfigError(
+            f"--first-look must be between 2 and {most} (the episodes per checkpoint of a single look for {k} "
+            f"checkpoints at delta {delta:g}, alpha {alpha:g}), got {first_look}"
+        )
     for n_looks in range(1, 64):
         n_max = _n_for(alpha / (2 * (k - 1) * n_looks), delta)
         if n_max > MAX_TRIALS:

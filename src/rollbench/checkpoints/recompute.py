@@ -26,6 +26,7 @@ from typing import Any
 from rollbench.checkpoints.decision import rank_eliminated
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.rank import outcomes, rank
+from rollbench.checkpoints.recorded import RecordedElimination, RecordedRanking, check_recorded, described
 from rollbench.checkpoints.runner import RANKING
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.grading.coverage import CoverageRule, Outcome
@@ -64,15 +65,13 @@ def recorded(out: Path) -> tuple[dict[str, Any], float, CoverageRule]:
 
     try:
         doc = read_regular_json(out / RANKING, out)
-        alpha = float(doc["alpha"])
-        rule = CoverageRule(**{k: doc["rule"][k] for k in ("min_coverage", "exclude_policy_errors")})
+        typed: RecordedRanking = check_recorded(doc)  # bounded finite numbers, by name (issue 42, hostile round 9)
+        rule = CoverageRule(typed.rule.min_coverage, typed.rule.exclude_policy_errors)
     except FileNotFoundError:
         raise ConfigError(f"{out} holds no {RANKING}: not a folder written by rollbench checkpoints") from None
-    except (OSError, ValueError, KeyError, TypeError, ConfigError) as exc:
+    except (OSError, ValueError, ConfigError) as exc:
         raise ConfigError(f"{out / RANKING} is damaged: {exc}") from None
-    if not 0.0 < alpha < 1.0:
-        raise ConfigError(f"{out / RANKING} is damaged: alpha {alpha} is not between 0 and 1")
-    return doc, alpha, rule
+    return doc, typed.alpha, rule
 
 
 def step_runs(out: Path) -> list[Path]:
@@ -147,13 +146,13 @@ def ranking_differences(recorded_doc: dict[str, Any], ranking: dict[str, Any], w
     steps = [r["step"] for r in ranking["checkpoints"]]
     if sorted(rows, key=str) != sorted(steps, key=str):
         found.append(
-            f"{where} ranks steps {sorted(rows, key=str)} but the run directories are of steps {sorted(steps)} "
+            f"{where} ranks {len(rows)} steps but the run directories are of steps {sorted(steps)} "
             "(stale: an interrupted command? run it again to finish)"
         )
     for key in ("best", "chosen", "verdict"):
         if recorded_doc.get(key) != ranking.get(key):
             found.append(
-                f"{where} says {key} {recorded_doc.get(key)!r}; recomputed from the runs: {ranking.get(key)!r}"
+                f"{where} says {key} {described(recorded_doc.get(key))}; recomputed from the runs: {ranking.get(key)!r}"
             )
     for new in ranking["checkpoints"]:
         old = rows.get(new["step"])
@@ -162,7 +161,7 @@ def ranking_differences(recorded_doc: dict[str, Any], ranking: dict[str, Any], w
         for key in _ROW_KEYS:
             if old.get(key) != new.get(key):
                 found.append(
-                    f"{where}: step {new['step']} {key} {old.get(key)!r} differs from its run directory's "
+                    f"{where}: step {new['step']} {key} {described(old.get(key))} differs from its run directory's "
                     f"{new.get(key)!r}"
                 )
     if len(found) > SHOWN_DIFFERENCES:
@@ -179,12 +178,13 @@ def _replay_elimination(got: Recomputed, recorded_block: Any, rule: CoverageRule
 
     where = got.out / RANKING
     try:
-        d0 = recorded_block["design"]
-        d = design(len(steps), float(d0["delta"]), float(d0["alpha"]), int(d0["looks"][0]))
-        if [int(s) for s in recorded_block["steps"]] != steps:
-            raise ConfigError(f"its elimination ran steps {recorded_block['steps']}, the run directories are {steps}")
-        if list(d0["looks"]) != list(d.looks):
-            raise ConfigError(f"its looks {d0['looks']} are not the design's {list(d.looks)}")
+        typed = check_recorded(recorded_block, RecordedElimination)  # recorded() checked it: no arithmetic before
+        d0 = typed.design
+        d = design(len(steps), d0.delta, d0.alpha, d0.looks[0])
+        if typed.steps != steps:
+            raise ConfigError(f"its elimination ran {len(typed.steps)} steps, not those of the run directories {steps}")
+        if d0.looks != list(d.looks):
+            raise ConfigError(f"its {len(d0.looks)} looks are not the design's {list(d.looks)}")
         ckpts = [Checkpoint(s, f"{s:06d}", got.out / f"{s:06d}") for s in steps]
         got.elimination = json.loads(json.dumps(replay(ckpts, got.out, d, rule)))
     except (ConfigError, KeyError, TypeError, ValueError, IndexError) as exc:

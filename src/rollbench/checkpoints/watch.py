@@ -18,8 +18,12 @@ from typing import Any
 from rollbench.checkpoints.discover import Checkpoint, find_checkpoints, fingerprint, is_complete
 from rollbench.checkpoints.rank import outcomes
 from rollbench.checkpoints.runner import CheckpointObserver, Settings, evaluate_checkpoint, write_ranking
+from rollbench.core.contracts import ConfigError
 from rollbench.grading.coverage import Outcome
 from rollbench.run.runners import Execution
+
+MAX_POLL_S = 86_400.0  # --poll-s: at most a day between polls
+MAX_UNTIL_IDLE_S = 30 * 86_400.0  # --until-idle: at most 30 days
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,16 @@ class Polling:
     poll_s: float = 10.0
     until_idle_s: float | None = None
     max_checkpoints: int | None = None
+
+    def __post_init__(self) -> None:
+        """ConfigError, one line with the bound, for ``poll_s`` outside 0 .. MAX_POLL_S or ``until_idle_s`` outside
+        0 .. MAX_UNTIL_IDLE_S (NaN and infinity included: a sleep of them overflows)."""
+        if not 0.0 <= self.poll_s <= MAX_POLL_S:  # False for NaN too
+            raise ConfigError(f"--poll-s must be between 0 and {MAX_POLL_S:g} seconds, got {self.poll_s:g}")
+        if self.until_idle_s is not None and not 0.0 <= self.until_idle_s <= MAX_UNTIL_IDLE_S:
+            raise ConfigError(
+                f"--until-idle must be between 0 and {MAX_UNTIL_IDLE_S:g} seconds, got {self.until_idle_s:g}"
+            )
 
 
 def watch(

@@ -47,7 +47,7 @@ def _tail(out: Console, doc: dict[str, Any]) -> None:
     for note in doc.get("notes", []):
         out.print(f"note: {said(note)}", highlight=False, soft_wrap=True)
     if doc.get("figure"):
-        out.print(f"figure: {doc['figure']}", highlight=False, soft_wrap=True)
+        out.print(f"figure: {said(doc['figure'])}", highlight=False, soft_wrap=True)
 
 
 def decision_text(r: dict[str, Any]) -> str:
@@ -90,7 +90,7 @@ def print_elimination(out: Console, doc: dict[str, Any]) -> None:
             soft_wrap=True,
         )
     if e.get("stopped"):  # absent in an elimination recorded before its stopping reason was
-        out.print(str(e["stopped"]), highlight=False, soft_wrap=True)
+        out.print(said(e["stopped"]), highlight=False, soft_wrap=True)
     out.print(
         f"episodes used {e['episodes_used']}; the fixed-N design with the same guarantee: {e['episodes_fixed_n']}",
         highlight=False,
@@ -129,9 +129,10 @@ def checkpoints_cmd(
     watch: Annotated[
         bool, typer.Option("--watch", help="Keep polling RUN and evaluate each new checkpoint once stable.")
     ] = False,
-    poll_s: Annotated[float, typer.Option(min=0.0, help="--watch: seconds between polls.")] = 10.0,
+    poll_s: Annotated[float, typer.Option(help="--watch: seconds between polls (0 .. 86400).")] = 10.0,
     until_idle: Annotated[
-        float | None, typer.Option(min=0.0, help="--watch: stop after this many seconds without a new checkpoint.")
+        float | None,
+        typer.Option(help="--watch: stop after this many seconds without a new checkpoint (0 .. 2592000)."),
     ] = None,
     max_checkpoints: Annotated[
         int | None, typer.Option(min=1, help="--watch: stop after evaluating this many.")
@@ -144,7 +145,10 @@ def checkpoints_cmd(
         float, typer.Option(help="--eliminate: guarantee P(chosen more than delta below the best) <= alpha.")
     ] = 0.1,
     first_look: Annotated[
-        int, typer.Option(min=2, help="--eliminate: episodes per checkpoint at the first look (then doubling).")
+        int,
+        typer.Option(
+            help="--eliminate: episodes per checkpoint at the first look (then doubling; 2 .. a single look's N_max)."
+        ),
     ] = 16,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ranking document as JSON.")] = False,
     **options: Any,
@@ -155,6 +159,7 @@ def checkpoints_cmd(
     success against training step (OUT/checkpoints.png). With --eliminate, the verdict is the elimination's own:
     the chosen step with its guarantee and the look that eliminated each other step (no fixed-N p-values)."""
     from rollbench.checkpoints.discover import find_checkpoints, is_complete
+    from rollbench.checkpoints.eliminate import design as elimination_design
     from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, evaluate_all
     from rollbench.checkpoints.watch import Polling
     from rollbench.checkpoints.watch import watch as watch_run
@@ -172,16 +177,20 @@ def checkpoints_cmd(
         settings.check(run)
         found = find_checkpoints(run)
         ready = [c for c in found if is_complete(c)]
+        polling = Polling(poll_s, until_idle, max_checkpoints) if watch else None  # bounds checked before anything
         if eliminate and watch:
             raise ConfigError(
                 "--eliminate and --watch cannot be combined: elimination needs every checkpoint from the start"
             )
         if not watch and not ready:
             raise ConfigError(f"no complete checkpoint under {run} (a folder with config.json and model.safetensors)")
+        plan = (
+            elimination_design(len(ready), delta, alpha, first_look) if eliminate else None
+        )  # refused before any line
         for c in found if not watch else []:
             if not is_complete(c):
-                console.print(
-                    f"skipped step {c.step}: {c.path} lacks config.json or model.safetensors", highlight=False
+                console.print(  # the folder's name as written, never as markup (hostile round 9)
+                    f"skipped step {c.step}: {said(c.path)} lacks config.json or model.safetensors", highlight=False
                 )
     except ConfigError as exc:
         fail(str(exc))
@@ -191,26 +200,25 @@ def checkpoints_cmd(
 
         def on_checkpoint(self, event: CheckpointState) -> None:
             if not as_json:
-                console.print(f"step {event.step}: {event.state} ({event.run_dir})", highlight=False, soft_wrap=True)
+                console.print(
+                    f"step {event.step}: {said(event.state)} ({said(event.run_dir)})", highlight=False, soft_wrap=True
+                )
 
     progress = Lines()
 
     try:
-        if eliminate:
-            from rollbench.checkpoints.eliminate import design
+        if plan is not None:
             from rollbench.checkpoints.eliminate_run import run_elimination
 
-            doc = run_elimination(
-                ready, out_dir, settings, runner, design(len(ready), delta, alpha, first_look), progress
-            )
+            doc = run_elimination(ready, out_dir, settings, runner, plan, progress)
         elif watch:
-            polling = Polling(poll_s, until_idle, max_checkpoints)
             doc = watch_run(run, out_dir, settings, runner, polling, observer=progress)
         else:
             doc = evaluate_all(ready, out_dir, settings, runner, progress)
     except KeyboardInterrupt:
         console.print(
-            f"interrupted: the same command resumes {out_dir}; evaluated checkpoints are not run again", highlight=False
+            f"interrupted: the same command resumes {said(out_dir)}; evaluated checkpoints are not run again",
+            highlight=False,
         )
         raise typer.Exit(130) from None
     except ConfigError as exc:

@@ -15,12 +15,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer, model_validator
 
 from rollbench.core.grade_model import Closed, GradeDocument, run_log_order
 from rollbench.core.spec import EvalSpec
 
 RunStatus = Literal["RUNNING", "INTERRUPTED", "OK", "PARTIAL", "FAILED"]
+MAX_SEQUENTIAL_PAIRS = 5_000  # budget per sequential test: the exact error computation is O(budget^2) per threshold
+# budget per sequential test that looks every few pairs (look_every > 1): its exact power is O(budget^3) (about 4 s at
+# 1,000 pairs on a loaded 2-core machine, minutes at 5,000), so a design, or a recomputation of one handed over, is
+# bounded (issue 42, hostile round 9)
+MAX_SCHEDULED_PAIRS = 1_000
+
+
+def max_pairs(look_every: int) -> int:
+    """The largest budget a sequential test looking every ``look_every`` pairs may have (pairs)."""
+    return MAX_SEQUENTIAL_PAIRS if look_every <= 1 else MAX_SCHEDULED_PAIRS
 
 
 class Identity(Closed):
@@ -233,8 +243,10 @@ class SequentialDesignRecord(Closed):
     delta: float = Field(gt=0, lt=1, description="Design difference in success rate, B - A (a fraction).")
     p_a: float = Field(gt=0, lt=1, description="Assumed success rate of A at the design.")
     discordant: float | None = Field(description="Assumed P(exactly one succeeds); null = independent policies.")
-    budget: int = Field(ge=1, description="Most pairs of episodes.")
-    look_every: int = Field(ge=1, description="Pairs between looks (the budget is always a look).")
+    budget: int = Field(ge=1, le=MAX_SEQUENTIAL_PAIRS, description="Most pairs of episodes.")
+    look_every: int = Field(
+        ge=1, le=MAX_SEQUENTIAL_PAIRS, description="Pairs between looks (the budget is always a look; at most it)."
+    )
     theta1: float = Field(description="P(B only | discordant) at the design.")
     efficacy_llr: float = Field(description="Threshold a on the log-likelihood ratios: reaching it decides.")
     futility_llr: float = Field(description="Threshold b: both log-likelihood ratios at or below it is futility.")
@@ -246,6 +258,25 @@ class SequentialDesignRecord(Closed):
         default=None, description="Whether the rule stops for futility; absent in designs recorded before issue 40."
     )
     power_target: float | None = Field(default=None, description="The power wanted at delta (issue 40 on).")
+
+    @model_validator(mode="after")
+    def _designable(self) -> SequentialDesignRecord:
+        """The bounds ``rollbench sequential`` accepts, so that no reader recomputes a design it would refuse (or
+        one whose exact power takes minutes): p_a + delta < 1, a possible ``discordant``, ``look_every`` at most the
+        budget, and a budget of at most :func:`max_pairs` (``look_every``)."""
+        if self.p_a + self.delta >= 1:
+            raise ValueError(f"p_a + delta must be below 1, got {self.p_a:g} + {self.delta:g}")
+        p_b = self.p_a + self.delta
+        if self.discordant is not None and not self.delta <= self.discordant <= min(p_b + self.p_a, 2 - p_b - self.p_a):
+            raise ValueError(f"discordant {self.discordant:g} is impossible for p_a {self.p_a:g}, delta {self.delta:g}")
+        if self.look_every > self.budget:
+            raise ValueError(f"look_every {self.look_every} is above the budget ({self.budget} pairs)")
+        if self.budget > max_pairs(self.look_every):
+            raise ValueError(
+                f"budget {self.budget} is above the {MAX_SCHEDULED_PAIRS} pairs a test looking every "
+                f"{self.look_every} pairs may have"
+            )
+        return self
 
 
 class CoverageRuleRecord(Closed):

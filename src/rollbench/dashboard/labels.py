@@ -141,7 +141,22 @@ def load_labels(path: str | Path, rubric: Rubric | None = None) -> LabelFile:
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
     text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:  # a context value (from a run.json) that is not text: refused, the file untouched
+        raise ConfigError(f"label file {path} not written: a field of the entry is not UTF-8 text") from None
+    atomic_write_bytes(path, encoded)
+
+
+def _check_text(**fields: str | None) -> None:
+    """ConfigError naming the first field that is not encodable UTF-8 text (a lone surrogate such as ``"\\ud800"``,
+    which JSON can carry but no file can hold)."""
+    for name, text in fields.items():
+        if isinstance(text, str) and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConfigError(f"the {name} is not UTF-8 text (it holds a lone surrogate)") from None
 
 
 def set_label(
@@ -163,8 +178,10 @@ def set_label(
 
     Raises:
         ConfigError: malformed key, label not in ``rubric`` (the message lists the valid labels), note longer than
-            10,000 characters, a file written with another rubric, or the lock not acquired within 30 s.
+            10,000 characters, text that is not encodable UTF-8 (a lone surrogate, in any field of the entry), a
+            file written with another rubric, or the lock not acquired within 30 s.
     """
+    _check_text(key=key, label=label, note=note if isinstance(note, str) else None, annotator=annotator)
     parse_episode_key(key)
     if label is not None:
         rubric.check(label)

@@ -32,13 +32,12 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.grade_model import GradedEpisode
-from rollbench.core.runlog_model import RunLog, SequentialDesignRecord, SequentialRecord
+from rollbench.core.runlog_model import RunLog, SequentialDesignRecord, SequentialRecord, max_pairs
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.grade import grade, load_run_log
 from rollbench.grading.protocol import protocol_problem
 from rollbench.grading.sequential import (
     FINAL,
-    MAX_SEQUENTIAL_PAIRS,
     Look,
     SequentialDesign,
     design,
@@ -141,7 +140,10 @@ def record_of(run: RunData) -> SequentialRecord:
     if rec is None:
         raise ConfigError(f"{run.source} is not an arm of rollbench sequential (its run.json has no sequential block)")
     d = rec.design
-    rule = rule_of(d)
+    try:
+        rule = rule_of(d)  # the record's bounds (SequentialDesignRecord) are those design() accepts: seconds of work
+    except ValueError as exc:
+        raise ConfigError(f"{run.source}/run.json: sequential.design cannot be recomputed: {exc}") from None
     for name in (*DERIVED, "power_target") if d.power_target is not None else DERIVED:
         if getattr(rule, name) != getattr(d, name):
             raise ConfigError(
@@ -210,7 +212,7 @@ def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, An
 
 
 def _pooled(tasks: list[dict[str, Any]], d: SequentialDesignRecord, alpha_family: float) -> dict[str, Any]:
-    budget = min(len(tasks) * d.budget, MAX_SEQUENTIAL_PAIRS)
+    budget = min(len(tasks) * d.budget, max_pairs(d.look_every))
     if d.futility is None:  # recorded before issue 40: the pooled test at the full family level, as it ran
         rule = rule_for(d.delta, d.p_a, alpha_family, d.beta, budget, d.discordant)
     else:

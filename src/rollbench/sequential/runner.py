@@ -40,10 +40,10 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import read_json
 from rollbench.core.paths import check_output_path, make_dirs
 from rollbench.core.plan import make_plan
-from rollbench.core.runlog_model import RunLog, SequentialRecord
+from rollbench.core.runlog_model import RunLog, SequentialRecord, max_pairs
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
-from rollbench.grading.sequential import MAX_SEQUENTIAL_PAIRS, SequentialDesign, family_alphas
+from rollbench.grading.sequential import SequentialDesign, family_alphas
 from rollbench.record.files import atomic_write_json
 from rollbench.record.runlog import read_run_log
 from rollbench.record.safe_files import refuse_inside_run
@@ -94,7 +94,7 @@ def design_for(m: int, config: SequentialConfig) -> SequentialDesign:
     try:
         rule = rule_for(c.delta, c.p_a, task_alpha, c.beta, c.budget, c.discordant, c.look_every, c.futility)
         if pooled_alpha is not None:
-            pooled = min(m * rule.budget, MAX_SEQUENTIAL_PAIRS)
+            pooled = min(m * rule.budget, max_pairs(c.look_every))
             rule_for(c.delta, c.p_a, pooled_alpha, c.beta, pooled, c.discordant, c.look_every, c.futility)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -240,8 +240,11 @@ def _checked(
     ConfigError names the first refusal; the power warning goes to ``observer`` only after every refusal."""
     delta, alpha, beta, p_a, discordant = config.delta, config.alpha, config.beta, config.p_a, config.discordant
     look_every, host_label, robot = config.look_every, config.host_label, config.robot
-    if look_every < 1:
-        raise ConfigError(f"--look-every must be >= 1, got {look_every}")
+    if look_every < 1 or look_every > (config.budget or max_pairs(look_every)):
+        raise ConfigError(
+            f"--look-every must be between 1 and the budget ({config.budget or max_pairs(look_every)} pairs), "
+            f"got {look_every}"
+        )
     tasks = check_arms(spec_a, spec_b)
     rule = design_for(len(tasks), config)
     if look_every > rule.budget:  # issue 42, item 15: refused before anything runs, not by its own log after

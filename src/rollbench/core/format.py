@@ -90,13 +90,20 @@ def described(value: object) -> str:
     value can carry anything, a credential included (hostile round 9, F2)."""
     if len(repr(value)) <= QUOTED_CHARS:
         return quoted(value)
+    return container_size(value) or f"a {type(value).__name__} of {len(repr(value))} characters"
+
+
+def container_size(value: object) -> str | None:
+    """A string, list, tuple or mapping named by its kind and size (``a string of 1 character``, ``a list of 2
+    items``, ``an object of 3 keys``); None for any other value."""
+    n = len(value) if isinstance(value, str | list | tuple | Mapping) else 0
     if isinstance(value, str):
-        return f"a string of {len(value)} characters"
+        return f"a string of {n} character{'s' * (n != 1)}"
     if isinstance(value, list | tuple):
-        return f"a list of {len(value)} item{'' if len(value) == 1 else 's'}"
-    if isinstance(value, dict):
-        return f"an object of {len(value)} key{'' if len(value) == 1 else 's'}"
-    return f"a {type(value).__name__} of {len(repr(value))} characters"
+        return f"a list of {n} item{'s' * (n != 1)}"
+    if isinstance(value, Mapping):
+        return f"an object of {n} key{'s' * (n != 1)}"
+    return None
 
 
 # what a terminal would obey rather than show: C0 controls (newline included), DEL, C1 controls, the Arabic letter

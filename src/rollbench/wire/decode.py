@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError
-from rollbench.core.format import quoted
+from rollbench.core.format import container_size, quoted
 
 MAX_NDIM = 8
 MAX_DIM = 2**24
@@ -108,12 +108,8 @@ def unquoted_failure(exc: BaseException) -> str:
 def described(value: Any) -> str:
     """A peer's value named by its JSON type and size, never its contents: ``"an object of 3 keys"``, ``"a list of
     2 items"``, ``"a string of 40 characters"``, ``"a number"``, ``"null"``."""
-    if isinstance(value, Mapping):
-        return f"an object of {len(value)} key{'s' * (len(value) != 1)}"
-    if isinstance(value, list | tuple):
-        return f"a list of {len(value)} item{'s' * (len(value) != 1)}"
-    if isinstance(value, str):
-        return f"a string of {len(value)} character{'s' * (len(value) != 1)}"
+    if (sized := container_size(value)) is not None:
+        return sized
     if isinstance(value, bytes | bytearray):
         return f"{len(value)} bytes"
     if value is None:

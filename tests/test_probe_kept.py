@@ -81,3 +81,14 @@ def test_a_policy_whose_close_raises_is_a_warning_never_a_refusal(
     said = capfd.readouterr().err
     assert "warning: policy fault_policies:counted: close() raised RuntimeError: close failed" in said, said
     assert _files(tmp_path, "built") == _files(tmp_path, "closed") == (1 if workers == 1 else 3)
+
+
+def test_prepare_run_called_alone_closes_its_probe(tmp_path: Path) -> None:
+    """Only ``evaluate`` (which runs the episodes next and releases what it did not take) keeps the probe: a caller
+    of the public ``prepare_run`` leaves no policy open behind it."""
+    from rollbench.api import prepare_run
+
+    spec = build_spec(**_spec(tmp_path))
+    prepare_run(spec, tmp_path / "run", execution=Execution())
+    assert _files(tmp_path, "built") == _files(tmp_path, "closed") == 1
+    assert probed.take(spec) is None

@@ -134,7 +134,7 @@ def evaluate(
         fields["policy"] = policy
     spec = spec or build_spec(**fields)
     run_dir = Path(out) if out is not None else default_run_dir(spec)
-    run, log = prepare_run(spec, run_dir, host_label, robot, execution)
+    run, log = prepare_run(spec, run_dir, host_label, robot, execution, keep_policy=True)
     try:
         with execution_session(execution):  # Ray connected (or refused) before anything is written
             created = not run_dir.exists()

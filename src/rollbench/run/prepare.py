@@ -122,6 +122,8 @@ def prepare_run(
     host_label: str | None = None,
     robot: str | None = None,
     execution: Execution | None = None,
+    *,
+    keep_policy: bool = False,
 ) -> tuple[ResolvedRun, RunLog]:
     """Validate everything that can be validated before motion; return the resolved run and the run log to write.
 
@@ -131,7 +133,10 @@ def prepare_run(
     ``robot`` set the run's identity (defaults: see :func:`rollbench.core.identity.run_identity`); a resumed run keeps
     the identity it recorded, and asking for another one is a ConfigError. ``execution`` is checked against a policy
     that declares ``one_stream`` (see :func:`check_one_stream`). ``run_dir`` None: a new run not yet given a
-    directory (:func:`check_spec`; the log's run_id is then ``run``)."""
+    directory (:func:`check_spec`; the log's run_id is then ``run``). ``keep_policy``: the caller runs the episodes
+    next in this thread (``api.evaluate``), so the policy built to probe is kept for its in-process worker
+    (:mod:`rollbench.run.probed`, when ``execution`` is local with 1 worker) instead of closed; the caller then
+    calls :func:`rollbench.run.probed.release` when the run ends."""
     check_spec_urls(spec.policy, spec.policy_options)  # an EvalSpec built directly (API) skipped build_spec's check
     if run_dir is not None:
         check_run_dir(run_dir)
@@ -155,7 +160,7 @@ def prepare_run(
     except BaseException:
         close_probe(spec, policy)
         raise
-    if execution is not None and execution.executor == "local" and execution.workers == 1:
+    if keep_policy and execution is not None and execution.executor == "local" and execution.workers == 1:
         keep(spec, policy)  # this process's own worker runs it: built once per run (rollbench.run.probed)
     else:
         close_probe(spec, policy)

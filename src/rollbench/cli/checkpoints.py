@@ -190,7 +190,9 @@ def checkpoints_cmd(
         for c in found if not watch else []:
             if not is_complete(c):
                 console.print(  # the folder's name as written, never as markup (hostile round 9)
-                    f"skipped step {c.step}: {said(c.path)} lacks config.json or model.safetensors", highlight=False
+                    f"skipped step {c.step}: {said(c.path)} lacks config.json or model.safetensors",
+                    highlight=False,
+                    soft_wrap=True,  # one line, as each event line: a path is never cut at the console's width
                 )
     except ConfigError as exc:
         fail(str(exc))
@@ -219,6 +221,7 @@ def checkpoints_cmd(
         console.print(
             f"interrupted: the same command resumes {said(out_dir)}; evaluated checkpoints are not run again",
             highlight=False,
+            soft_wrap=True,
         )
         raise typer.Exit(130) from None
     except ConfigError as exc:

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -82,3 +83,43 @@ def test_an_odd_digit_terminal_size_is_ignored_as_a_non_number_is(name: str, val
                            capture_output=True, text=True, timeout=120, encoding="utf-8")  # fmt: skip
     assert odd.returncode == 0 and "Traceback" not in odd.stderr, odd.stderr[-500:]
     assert (odd.stdout, odd.stderr) == (plain.stdout, plain.stderr)
+
+
+# ---- F5: a policy's os.chdir never moves where rollbench writes ------------------------------------------------------
+def _files(run: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def test_a_policy_that_changes_directory_errors_its_episodes_and_writes_nothing_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rollbench.api import evaluate
+
+    other, work = tmp_path / "other", tmp_path / "work"
+    work.mkdir()
+    evaluate(env="scripted/reach", policy="random", episodes=2, max_steps=3, out=other / "nm")
+    before = _files(other / "nm")
+    monkeypatch.chdir(work)
+    got = evaluate(env="scripted/reach", policy="chdir_policies:in_act", policy_options={"to": str(other)},
+                   episodes=2, max_steps=3, out="nm")  # fmt: skip
+    assert os.getcwd() == str(work)
+    assert _files(other / "nm") == before  # the other run, byte for byte
+    assert got.episodes_recorded == 2 and [e.error_fault for e in got.episodes] == ["policy", "policy"]
+    said = "policy.act changed rollbench's working directory (os.chdir to "
+    assert all(said in (e.error or "") and repr(str(other)) in (e.error or "") for e in got.episodes)
+    assert sorted(p.name for p in (work / "nm/data/chunk-000").iterdir()) == ["file-000.parquet", "file-001.parquet"]
+
+
+def test_a_policy_factory_that_changes_directory_is_refused_and_the_directory_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rollbench.core.registry import make_policy
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        make_policy("chdir_policies:in_factory", {"to": "/"})
+    assert str(caught.value) == (
+        "policy 'chdir_policies:in_factory''s factory changed rollbench's working directory (os.chdir to '/'); "
+        "rollbench changed it back: a policy must not change the working directory (use absolute paths)"
+    )
+    assert os.getcwd() == str(tmp_path)

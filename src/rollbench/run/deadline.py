@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollbench.core.batch import SlotPolicies
 from rollbench.core.contracts import EpisodeError, Fault, InfrastructureError, Observation, TaskInfo, describe
+from rollbench.core.working_dir import check_working_dir, working_dir
 
 if TYPE_CHECKING:
     from rollbench.core.batch import Answer, BatchPolicy
@@ -128,8 +129,9 @@ class Deadline:
         if self._before is not None:
             self._before()
         assert self._caller is not None
+        cwd = working_dir()
         try:
-            return self._caller.call(self.timeout_s, fn, *args)
+            value = self._caller.call(self.timeout_s, fn, *args)
         except queue.Empty:
             self.misses += 1
             self._generation += 1
@@ -137,6 +139,11 @@ class Deadline:
             raise PolicyTimeout(
                 f"policy.{what} did not return within --policy-timeout {self.timeout_s:g} s", self.fault
             ) from None
+        finally:
+            moved = check_working_dir(cwd, f"policy.{what}")
+        if moved is not None:
+            raise EpisodeError(moved, self.fault)
+        return value
 
     def reset_slot(self, slot: int, task: TaskInfo, seed: int) -> None:
         inner = self._live()

@@ -1,0 +1,41 @@
+"""Policies that change the process's working directory (``os.chdir`` to ``options["to"]``), as some libraries do to
+load their assets: in ``act`` (``chdir_policies:in_act``) or in the factory (``chdir_policies:in_factory``). Test
+doubles of a policy under evaluation (hostile round 10, F5)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rollbench.core.contracts import Observation, PolicyInfo, TaskInfo
+
+
+class InAct:
+    """Zero actions; every ``act`` first changes the working directory to ``options["to"]``."""
+
+    info = PolicyInfo(name="chdir-in-act")
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.to = str(options["to"])
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        pass
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        os.chdir(self.to)
+        return np.zeros((1, 2), np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+def in_act(name: str, options: Mapping[str, Any]) -> InAct:
+    return InAct(options)
+
+
+def in_factory(name: str, options: Mapping[str, Any]) -> InAct:
+    os.chdir(str(options["to"]))
+    return InAct({"to": os.getcwd()})

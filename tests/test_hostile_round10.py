@@ -7,6 +7,7 @@ here, and a command run with and without the odd environment variable."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -100,7 +101,7 @@ def test_a_policy_that_changes_directory_errors_its_episodes_and_writes_nothing_
     evaluate(env="scripted/reach", policy="random", episodes=2, max_steps=3, out=other / "nm")
     before = _files(other / "nm")
     monkeypatch.chdir(work)
-    got = evaluate(env="scripted/reach", policy="chdir_policies:in_act", policy_options={"to": str(other)},
+    got = evaluate(env="scripted/reach", policy="misbehaving_policies:in_act", policy_options={"to": str(other)},
                    episodes=2, max_steps=3, out="nm")  # fmt: skip
     assert os.getcwd() == str(work)
     assert _files(other / "nm") == before  # the other run, byte for byte
@@ -117,9 +118,27 @@ def test_a_policy_factory_that_changes_directory_is_refused_and_the_directory_pu
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as caught:
-        make_policy("chdir_policies:in_factory", {"to": "/"})
+        make_policy("misbehaving_policies:in_factory", {"to": "/"})
     assert str(caught.value) == (
-        "policy 'chdir_policies:in_factory''s factory changed rollbench's working directory (os.chdir to '/'); "
+        "policy 'misbehaving_policies:in_factory''s factory changed rollbench's working directory (os.chdir to '/'); "
         "rollbench changed it back: a policy must not change the working directory (use absolute paths)"
     )
     assert os.getcwd() == str(tmp_path)
+
+
+# ---- F6: a policy's close() has the policy deadline ------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_policy_whose_close_never_returns_costs_the_deadline_not_the_run(tmp_path: Path, workers: int) -> None:
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), tests])}
+    args = ["eval", "--env", "scripted/reach", "--policy", "misbehaving_policies:close_hangs", "--episodes", "2",
+            "--max-steps", "3", "--policy-timeout", "2", "--workers", str(workers), "--out", str(tmp_path / "r"),
+            "--json"]  # fmt: skip
+    got = subprocess.run([sys.executable, "-m", "rollbench", *args], env=env, capture_output=True, text=True,
+                         timeout=240)  # fmt: skip
+    assert got.returncode == 0, got.stderr[-800:]
+    doc = json.loads(got.stdout)
+    assert (doc["status"], doc["episodes_recorded"]) == ("OK", 2)
+    warned = "close() did not return within --policy-timeout 2 s; rollbench went on without it"
+    assert f"warning: policy misbehaving_policies:close_hangs: {warned}" in got.stderr

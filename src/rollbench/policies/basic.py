@@ -57,6 +57,7 @@ class ZeroPolicy:
     def close(self) -> None:
         pass
 
+
 MAX_CHUNK_SIZE = 1000  # rows of the scripted expert's chunks: a scripted task's longest horizon is far below it
 
 

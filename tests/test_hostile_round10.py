@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from rollbench.core.contracts import ConfigError
@@ -142,3 +143,54 @@ def test_a_policy_whose_close_never_returns_costs_the_deadline_not_the_run(tmp_p
     assert (doc["status"], doc["episodes_recorded"]) == ("OK", 2)
     warned = "close() did not return within --policy-timeout 2 s; rollbench went on without it"
     assert f"warning: policy misbehaving_policies:close_hangs: {warned}" in got.stderr
+
+
+# ---- F8: bodies from the wire are strict JSON: UTF-8, one value per key ----------------------------------------------
+LABEL = {"label": "partial", "note": "n"}
+NOT_STRICT = {
+    "UTF-16": json.dumps(LABEL).encode("utf-16"),
+    "UTF-32": json.dumps(LABEL).encode("utf-32"),
+    "UTF-8 BOM": b"\xef\xbb\xbf" + json.dumps(LABEL).encode(),
+    "a key twice": b'{"label": "partial", "label": "failed"}',
+    "a key twice, nested": b'{"label": "partial", "note": "n", "x": {"a": 1, "a": 2}}',
+}
+
+
+@pytest.mark.parametrize("body", NOT_STRICT.values(), ids=NOT_STRICT.keys())
+def test_a_wire_body_that_is_not_strict_json_is_a_protocol_error(body: bytes) -> None:
+    from rollbench.wire.decode import ProtocolError, loads_json
+
+    with pytest.raises(ProtocolError):
+        loads_json(body)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body", NOT_STRICT.values(), ids=NOT_STRICT.keys())
+def test_the_label_api_refuses_a_body_that_is_not_strict_json_and_writes_nothing(dashboard: str, body: bytes) -> None:
+    url = f"{dashboard}/api/label/h/point/r/0"
+    got = httpx.post(url, content=body, headers={"Content-Type": "application/json"}, timeout=60)
+    assert got.status_code == 400, got.text
+    assert got.json() == {"error": "the body is not JSON (UTF-8, finite numbers, each key once, at most 32 deep)"}
+    assert httpx.get(f"{dashboard}/api/episode/h/point/r/0", timeout=60).json()["label"] is None
+
+
+# ---- F7: serve-policy takes an instruction of at most an eval's length ----------------------------------------------
+@pytest.mark.slow
+def test_serve_policy_refuses_an_instruction_longer_than_an_eval_takes_and_logs_none_of_it(tmp_path: Path) -> None:
+    from rollbench.core.spec import MAX_INSTRUCTION_CHARS
+    from rollbench.wire.decode import encode_array
+    from served_policy import requests, served
+
+    def act(url: str, instruction: str) -> httpx.Response:
+        body = {"session": "s", "instruction": instruction, "state": encode_array(np.zeros(4, np.float32))}
+        return httpx.post(url, json=body, timeout=60)
+
+    with served(tmp_path, "zero", "http", "--env", "scripted/reach") as (url, log, _):
+        assert httpx.post(
+            url, json={"session": "s", "reset": {"task": "scripted/reach", "seed": 0}}, timeout=60
+        ).is_success
+        longest = act(url, "x" * MAX_INSTRUCTION_CHARS)
+        longer = act(url, "y" * (MAX_INSTRUCTION_CHARS + 1))
+    assert longest.status_code == 200, longest.text
+    assert longer.status_code == 400 and "the instruction is 4,097 characters; at most 4,096 are taken" in longer.text
+    assert "y" * 100 not in log.read_text() and len(requests(log)) >= 2

@@ -23,7 +23,6 @@ Errors are ``{"error": "..."}`` with 400 (bad segment or body), 401/403/413/415/
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from rollbench.dashboard.peers import TIMEOUT_S, PeerError, peer_failure
 from rollbench.dashboard.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.dashboard.service import Dashboard
 from rollbench.dashboard.summary import label_totals, labels_csv
+from rollbench.wire.decode import MAX_DEPTH, ProtocolError, loads_json
 
 STATIC = Path(__file__).with_name("static")
 
@@ -80,9 +80,11 @@ async def _body(request: Request) -> dict[str, Any]:
         if len(data) > MAX_BODY_BYTES:
             raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
     try:
-        body = json.loads(data or b"{}")
-    except (ValueError, RecursionError):  # a deeply nested document exhausts the parser's recursion: still bad input
-        raise ApiError(400, "the body is not JSON") from None
+        body = loads_json(data or b"{}")  # strict: UTF-8, finite numbers, one value per key, bounded depth
+    except ProtocolError:
+        raise ApiError(
+            400, f"the body is not JSON (UTF-8, finite numbers, each key once, at most {MAX_DEPTH} deep)"
+        ) from None
     if not isinstance(body, dict) or set(body) - {"label", "note"}:
         raise ApiError(400, 'the body is {"label": LABEL or null, "note": TEXT}')
     if body.get("label") is not None and not isinstance(body["label"], str):

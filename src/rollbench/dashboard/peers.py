@@ -13,7 +13,6 @@ Every link to a peer's run is the central's own route built from the identity it
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
 import threading
@@ -27,7 +26,7 @@ import httpx
 
 from rollbench.core.identity import check_segment
 from rollbench.record.runlog import utc_now
-from rollbench.wire.decode import unquoted_failure
+from rollbench.wire.decode import ProtocolError, loads_json, unquoted_failure
 from rollbench.wire.outbound import http_client, total_deadline
 
 TIMEOUT_S = 3.0  # per read of a peer's answer
@@ -128,8 +127,8 @@ class Peer:
         a failed request)."""
         body = self.get_bytes(path, MAX_ANSWER_BYTES)
         try:
-            return json.loads(body)
-        except (ValueError, RecursionError):  # UnicodeDecodeError too; its text would quote the peer's bytes
+            return loads_json(body)  # strict (UTF-8, finite, one value per key); its message never quotes the peer
+        except ProtocolError:  # not UTF-8, NaN, a key twice, too deep: said without a byte of it
             raise PeerError(f"its answer is not JSON ({len(body):,} bytes, not shown)") from None
 
     def get_object(self, path: str) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def handle_batch(host: PolicyHost, batch: Any, locate: Locate, decode: Any) -> d
             task = session.ensure_reset()
             obs_map = host.obs_map_for(task)
             obs, instruction = decode(request, obs_map)
-            check_for_task(obs, task, obs_map)
+            check_for_task(obs, task, obs_map, instruction)
         except Exception as exc:
             entries[index] = item_error(exc)
             continue

@@ -342,7 +342,7 @@ class PolicyHost:
         task = session.ensure_reset()
         obs_map = self.obs_map_for(task)
         obs, instruction = decode(request, obs_map)
-        check_for_task(obs, task, obs_map)
+        check_for_task(obs, task, obs_map, instruction)
         record = self.act_record(session, task, obs, instruction)
         t0 = time.perf_counter()
         try:

@@ -14,6 +14,7 @@ import numpy as np
 
 from rollbench.core.contracts import Observation, TaskInfo
 from rollbench.core.format import quoted
+from rollbench.core.spec import MAX_INSTRUCTION_CHARS
 from rollbench.wire.decode import ProtocolError
 
 
@@ -75,11 +76,17 @@ def _exact_in_float32(values: np.ndarray) -> np.ndarray:
     return (magnitude == 0) | (magnitude // np.maximum(lowest, np.uint64(1)) < np.uint64(2**24))
 
 
-def check_for_task(obs: Observation, task: TaskInfo, m: Any) -> Observation:
+def check_for_task(obs: Observation, task: TaskInfo, m: Any, instruction: str = "") -> Observation:
     """``obs`` if it is what ``task`` declares: a state of ``task.state_dim`` values (unless obs map ``m`` says the
     client sends the simulator's raw observation, whose size the task does not declare) and images of known
-    cameras, each ``uint8 (H, W, 3)``; else ProtocolError naming the difference (a 3-value state for
-    ``scripted/reach``, which has 4, is refused, not answered)."""
+    cameras, each ``uint8 (H, W, 3)``, with an ``instruction`` of at most an eval's
+    :data:`~rollbench.core.spec.MAX_INSTRUCTION_CHARS` characters (each is logged: hostile round 10, F7); else
+    ProtocolError naming the difference (a 3-value state for ``scripted/reach``, which has 4, is refused, not
+    answered)."""
+    if len(instruction) > MAX_INSTRUCTION_CHARS:
+        raise ProtocolError(
+            f"the instruction is {len(instruction):,} characters; at most {MAX_INSTRUCTION_CHARS:,} are taken"
+        )
     if getattr(m, "state_source", "state") != "raw" and obs.state.shape != (task.state_dim,):
         raise ProtocolError(f"the state of {task.name} has {task.state_dim} values, got shape {list(obs.state.shape)}")
     for cam, img in obs.images.items():

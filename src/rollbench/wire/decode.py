@@ -266,14 +266,28 @@ def unpack_msgpack(frame: Any) -> Any:
     return check_depth(value)
 
 
+def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ProtocolError("not JSON this reader accepts: an object names a key twice")
+    return obj
+
+
 def _no_constants(name: str) -> Any:
     raise ProtocolError(f"{name} is not JSON (RFC 8259); send finite numbers")
 
 
 def loads_json(body: bytes | bytearray | str) -> Any:
-    """A JSON document from the wire -> Python value; ProtocolError if not JSON, too deep, or with NaN/Infinity."""
+    """A JSON document from the wire -> Python value; ProtocolError if not JSON, not UTF-8 (RFC 8259 §8.1: JSON
+    exchanged between systems is UTF-8, where ``json.loads`` would take UTF-16 and UTF-32 bytes too), too deep, with
+    NaN/Infinity, or with a key twice in one object (which value counts is then a guess: RFC 8259 §4)."""
+    if not isinstance(body, str):
+        try:
+            body = bytes(body).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("not JSON (its bytes are not UTF-8)") from None
     try:
-        value = json.loads(body, parse_constant=_no_constants)
+        value = json.loads(body, parse_constant=_no_constants, object_pairs_hook=_one_value_per_key)
     except ProtocolError:
         raise
     except RecursionError:

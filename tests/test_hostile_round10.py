@@ -194,3 +194,29 @@ def test_serve_policy_refuses_an_instruction_longer_than_an_eval_takes_and_logs_
     assert longest.status_code == 200, longest.text
     assert longer.status_code == 400 and "the instruction is 4,097 characters; at most 4,096 are taken" in longer.text
     assert "y" * 100 not in log.read_text() and len(requests(log)) >= 2
+
+
+# ---- F10: a sequential test whose arm B errored in every episode ends "insufficient coverage" at pair 0 -------------
+@pytest.mark.slow
+def test_a_sequential_test_with_every_b_episode_an_infrastructure_error_decides_insufficient_coverage(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    (tmp_path / "down").touch()  # fail_on_seeds: its server is down while this file exists, for every seed below
+    b_options = json.dumps({"infra_seeds": list(range(2000)), "while_exists": str(tmp_path / "down")})
+    args = ["sequential", "--env", "scripted/reach", "--delta", "0.2", "--policy-a", "zero", "--policy-b",
+            "fault_policies:fail_on_seeds", "--policy-options-b", b_options, "--budget", "6", "--out",
+            str(tmp_path / "s"), "--json"]  # fmt: skip
+    for _ in range(2):  # and once more: the finished test is re-read, not refused
+        got = CliRunner().invoke(app, args)
+        assert got.exit_code == 0, got.output[-800:]
+        (task,) = json.loads(got.stdout)["tasks"]
+        assert (task["decision"], task["stopped_at"], task["pairs_attempted"], task["pairs_counted"]) == (
+            "insufficient_coverage", 0, 6, 0,
+        )  # fmt: skip
+    for arm in ("a", "b"):
+        record = json.loads((tmp_path / "s" / f"{arm}-scripted_reach" / "run.json").read_text())["sequential"]
+        assert (record["decision"], record["stopped_at"]) == ("insufficient_coverage", 0)

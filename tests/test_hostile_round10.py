@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -220,3 +221,39 @@ def test_a_sequential_test_with_every_b_episode_an_infrastructure_error_decides_
     for arm in ("a", "b"):
         record = json.loads((tmp_path / "s" / f"{arm}-scripted_reach" / "run.json").read_text())["sequential"]
         assert (record["decision"], record["stopped_at"]) == ("insufficient_coverage", 0)
+
+
+# ---- F9: a write the machine refuses (a file size limit, a full disk) is one line, and the run resumes -------------
+def _limited(limit_bytes: int) -> Any:
+    import resource
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    return apply
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("limit_kib", "said"),
+    [
+        (60, "error: the run stopped before anything was recorded: File too large"),
+        (150, "error: the run stopped: File too large; finished episodes are committed; once there is room, resume "
+              "with: rollbench eval --resume {run}"),
+    ],
+)  # fmt: skip
+def test_a_file_size_limit_ends_eval_in_one_line_and_a_resume_finishes_the_run(
+    tmp_path: Path, limit_kib: int, said: str
+) -> None:
+    run = tmp_path / "r"
+    args = [sys.executable, "-m", "rollbench", "eval", "--env", "scripted/reach", "--policy", "random", "--episodes",
+            "200", "--out", str(run)]  # fmt: skip
+    got = subprocess.run(args, capture_output=True, text=True, timeout=300, preexec_fn=_limited(limit_kib * 1024))
+    assert got.returncode == 1 and "Traceback" not in got.stderr, got.stderr[-800:]
+    last = got.stderr.strip().splitlines()[-1]
+    assert last.replace(f"{sys.executable} -m ", "") == said.format(run=run)
+    if (run / "run.json").is_file():
+        again = subprocess.run([*args[:3], "eval", "--resume", str(run), "--json"], capture_output=True, text=True,
+                               timeout=300)  # fmt: skip
+        assert again.returncode == 0, again.stderr[-800:]
+        assert json.loads(again.stdout)["episodes_recorded"] == 200

@@ -17,7 +17,7 @@ from rich.text import Text
 from typer._click import exceptions as click_errors  # typer 0.2x vendors click; its errors live here
 from typer.core import TyperGroup
 
-from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.core.contracts import ConfigError, RollbenchError, describe
 from rollbench.core.format import is_decimal, not_utf8, printable
 from rollbench.core.interrupts import Terminated
 from rollbench.core.jsonfile import strict_dumps
@@ -118,6 +118,12 @@ def guard_process_streams(args: Sequence[str]) -> None:
             f"error: {bad}: its name is not valid UTF-8 (rollbench records names and paths as UTF-8); rename it\n"
         )
         sys.exit(2)
+
+
+def os_error(exc: OSError) -> str:
+    """An OSError the machine raised (disk full, a file size limit, permissions) in words, naming the file."""
+    what = exc.strerror or describe(exc)
+    return f"{what}: {said(exc.filename)}" if exc.filename else what
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

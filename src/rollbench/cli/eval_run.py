@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rollbench.cli.common import console, fail
+from rollbench.cli.common import console, fail, os_error
 from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
 from rollbench.cli.spec_flags import SPEC_FLAGS, given_flags, spec_fields
 from rollbench.core.contracts import ConfigError, RollbenchError
@@ -84,6 +84,14 @@ def run_with_display(
         fail(str(exc))
     except RollbenchError as exc:
         fail(str(exc), code=1)
+    except OSError as exc:  # disk full, a file size limit: what was committed stays; say how to go on
+        from rollbench.cli.resume import resume_command
+
+        where = display.run_dir if display.run_dir else out_dir
+        if where is not None and (Path(where) / "run.json").is_file():
+            fail(f"the run stopped: {os_error(exc)}; finished episodes are committed; once there is room, resume "
+                 f"with: {resume_command(spec, where)}", code=1)  # fmt: skip
+        fail(f"the run stopped before anything was recorded: {os_error(exc)}", code=1)
     return result, display.run_dir
 
 

@@ -19,7 +19,15 @@ import typer
 
 from rollbench.cli.analysis import compare_cmd, report_cmd, summarize_cmd
 from rollbench.cli.checkpoints import checkpoints_cmd
-from rollbench.cli.common import OneLineErrors, console, guard_process_streams, out, print_json, reserve_document_stdout
+from rollbench.cli.common import (
+    OneLineErrors,
+    console,
+    guard_process_streams,
+    os_error,
+    out,
+    print_json,
+    reserve_document_stdout,
+)
 from rollbench.cli.common import fail as _fail
 from rollbench.cli.dashboard import dashboard_cmd
 from rollbench.cli.eval_run import new_spec as _new_spec
@@ -201,3 +209,6 @@ def main() -> None:
     except KeyboardInterrupt:
         console.print("interrupted: committed episodes are kept; re-run the same command to resume")
         sys.exit(130)
+    except OSError as exc:  # the machine refused a read or write (disk full, file size limit): one line, exit 1
+        console.print(f"error: {os_error(exc)}", highlight=False, soft_wrap=True, markup=False)
+        sys.exit(1)

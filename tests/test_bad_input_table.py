@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from doctored_files import edit_json
 from rollbench.api import evaluate
 from rollbench.cli.main import app
 from rollbench.envs.libero.setup import libero_dir as libero_installed
@@ -675,9 +676,7 @@ def test_compare_sequential_names_a_malformed_decision_log_in_one_line(
         assert CliRunner().invoke(app, ["sequential", *map(str, args)]).exit_code == 0
     out = tmp_path / "s"
     shutil.copytree(made, out)
-    log = json.loads((out / "sequential.json").read_text())
-    damage(log)
-    (out / "sequential.json").write_text(json.dumps(log))
+    edit_json(out / "sequential.json", damage)
     before = listing(out)
     r = CliRunner().invoke(app, ["compare", "--sequential", str(out)])
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 
 import rollbench
+from doctored_files import copy_of, edit_json
 from recording_service import recording_service
 from rollbench.core.spec import build_spec
 
@@ -66,16 +66,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = rb("eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "2", "--max-steps", "3", "--out", run)
     assert r.returncode == 0, r.stderr
     return run
-
-
-def copy_of(recorded: Path, tmp_path: Path, name: str = "run") -> Path:
-    return Path(shutil.copytree(recorded, tmp_path / name, symlinks=True))
-
-
-def edit_json(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    doc = json.loads(path.read_text())
-    change(doc)
-    path.write_text(json.dumps(doc))
 
 
 def one_line_refusal(r: subprocess.CompletedProcess[str]) -> str:

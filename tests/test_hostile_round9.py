@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from doctored_files import edit_json
 from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.checkpoints.eliminate import design as elimination_design
 from rollbench.checkpoints.recorded import check_recorded, described
@@ -228,9 +229,7 @@ def test_a_checkpoints_folder_with_a_huge_number_is_one_named_violation_in_repor
 
     bad = tmp_path / "bad"
     shutil.copytree(checkpoints_out, bad)
-    doc = json.loads((bad / "checkpoints.json").read_text())
-    edit(doc)
-    (bad / "checkpoints.json").write_text(json.dumps(doc))
+    edit_json(bad / "checkpoints.json", edit)
     got = recompute(bad)
     assert len(got.violations) == 1 and words in got.violations[0] and got.ranking is None
     report = invoke("report", bad, "--out", tmp_path / "r.html")

@@ -49,6 +49,18 @@ def test_a_policy_that_cannot_drive_a_task_is_refused_before_anything_is_written
         ("fetch-expert", {"gian": 2.0}, "policy fetch-expert has no option(s) gian; its options: gain"),
         ("scripted-expert", {"chunk_size": "4"}, "policy scripted-expert: option chunk_size must be int, got '4'"),
         ("scripted-expert", {"chunk_size": True}, "policy scripted-expert: option chunk_size must be int, got True"),
+        # bounded memory, also for a handed-over run.json's options (hostile round 10, F1)
+        (
+            "scripted-expert",
+            {"chunk_size": 400_000_000},
+            "policy scripted-expert: chunk_size must be between 1 and 1000, got 400000000",
+        ),
+        ("scripted-expert", {"chunk_size": 0}, "policy scripted-expert: chunk_size must be between 1 and 1000, got 0"),
+        (
+            "scripted-expert",
+            {"chunk_size": -3},
+            "policy scripted-expert: chunk_size must be between 1 and 1000, got -3",
+        ),
         ("metaworld-expert", {"obs_map": {}}, "policy metaworld-expert takes no options; got obs_map"),
     ],
 )

@@ -133,7 +133,8 @@ def evaluate(
     if policy is not None:
         fields["policy"] = policy
     spec = spec or build_spec(**fields)
-    run_dir = Path(out) if out is not None else default_run_dir(spec)
+    given = Path(out) if out is not None else default_run_dir(spec)
+    run_dir = given.absolute()  # a policy's os.chdir cannot move where the run is written (hostile round 10, F5)
     run, log = prepare_run(spec, run_dir, host_label, robot, execution, keep_policy=True)
     try:
         with execution_session(execution):  # Ray connected (or refused) before anything is written
@@ -142,7 +143,7 @@ def evaluate(
             try:
                 with RunLock(run_dir):
                     check_committed(run_dir)  # under the lock: no writer commits between its listings
-                    return _execute(run, log, run_dir, execution, observer)
+                    return _execute(run, log, (run_dir, given), execution, observer)
             except ConfigError:
                 if created and not (run_dir / "run.json").exists():
                     shutil.rmtree(run_dir, ignore_errors=True)
@@ -209,16 +210,18 @@ class _Recording(RunObserver):
 def _execute(
     run: ResolvedRun,
     log: RunLog,
-    run_dir: Path,
+    where: tuple[Path, Path],
     execution: Execution,
     observer: RunObserver | None,
 ) -> GradeDocument:
-    """Run the episodes ``run_dir`` still lacks, commit them, grade, and keep run.json honest throughout: RUNNING
-    while this invocation runs, INTERRUPTED (resumable, with the reason) if it ends any other way than graded."""
+    """Run the episodes the run directory still lacks, commit them, grade, and keep run.json honest throughout:
+    RUNNING while this invocation runs, INTERRUPTED (resumable, with the reason) if it ends any other way than graded.
+    ``where``: the directory as an absolute path (every file is written there) and as the caller gave it (shown)."""
+    run_dir = where[0]
     begin_execution(run_dir, log, execution.workers, execution.executor, execution.batch_size)
     try:
         with user_signals():  # Ctrl-C raises UserInterrupt: a policy's own KeyboardInterrupt is not taken for it
-            writer, todo, live, idle = _open_run(run, log, run_dir, execution, observer)
+            writer, todo, live, idle = _open_run(run, log, where, execution, observer)
             committer = BackgroundCommitter(writer)
             setup = WorkerSetup(run, run_dir.resolve(), execution.batch_size)
             everyone = Observers(_Recording(live, committer), *([observer] if observer else []))
@@ -245,14 +248,15 @@ def _execute(
 def _open_run(
     run: ResolvedRun,
     log: RunLog,
-    run_dir: Path,
+    where: tuple[Path, Path],
     execution: Execution,
     observer: RunObserver | None,
 ) -> tuple[DatasetWriter, list[PlannedEpisode], LiveSnapshot, bool]:
     """Open the writer (committing what a previous invocation staged), take back the errored episodes to retry, and
     announce the start: the writer, the episodes still to run (plan order), the live snapshot, and whether this
     invocation has nothing to do (a finished run resumed again: it is not recorded as an execution)."""
-    writer, plan = _open_writer(run, run_dir), run.plan
+    (run_dir, shown), plan = where, run.plan
+    writer = _open_writer(run, run_dir)
     promoted = writer.promote_ready()
     retried = retry_errored(run_dir, writer, log, execution.retry_errors)
     already = set(range(writer.committed)) | set(writer.staged())
@@ -263,7 +267,7 @@ def _open_run(
             live.done[e.task] += 1
     live.done_at_start = len(already)
     live.write(force=True)
-    start = RunStart(run_dir, dict(live.totals), dict(live.done), len(retried), tuple(log.warnings))
+    start = RunStart(shown, dict(live.totals), dict(live.done), len(retried), tuple(log.warnings))
     if observer is not None:  # the CLI's progress display prints the warnings (rollbench.cli.display)
         observer.on_run_start(start)
     else:

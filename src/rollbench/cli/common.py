@@ -18,7 +18,7 @@ from typer._click import exceptions as click_errors  # typer 0.2x vendors click;
 from typer.core import TyperGroup
 
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.core.format import not_utf8, printable
+from rollbench.core.format import is_decimal, not_utf8, printable
 from rollbench.core.interrupts import Terminated
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.core.stdio import document_stream, reserve_stdout, seal_stdout
@@ -69,7 +69,7 @@ def output_console(piped_width: int = 160, **kwargs: Any) -> Console:
     if made.is_terminal:
         return made
     columns = os.environ.get("COLUMNS", "")
-    return _Console(width=int(columns) if columns.isdigit() and int(columns) >= 40 else piped_width, **kwargs)
+    return _Console(width=int(columns) if is_decimal(columns) and int(columns) >= 40 else piped_width, **kwargs)
 
 
 console = _Console(stderr=True)

@@ -71,7 +71,7 @@ def run_with_display(
         said = (  # the directory made (not a new timestamped one) and every name a resume must be given again; the command last on its line, without quotes around it, so it pastes as printed
             f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with: "
             f"{resume_command(spec, where)}"
-            if where is not None
+            if where is not None and (Path(where) / "run.json").is_file()
             else "interrupted before any run directory was made; nothing was recorded"
         )
         console.print(

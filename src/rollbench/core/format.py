@@ -180,3 +180,10 @@ def not_utf8(text: str | Path) -> str | None:
     except UnicodeEncodeError:
         return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return None
+
+
+def is_decimal(text: str) -> bool:
+    """True when ``text`` is one or more ASCII digits 0-9, the only form rollbench reads as a whole number from a
+    name, a header or an environment variable: ``str.isdigit`` also accepts ``²``, ``①`` and other scripts' digits,
+    which ``int()`` refuses or reads as another number (hostile round 10, F2/F3)."""
+    return text.isascii() and text.isdigit()

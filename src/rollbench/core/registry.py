@@ -21,6 +21,7 @@ from rollbench.core.format import did_you_mean
 from rollbench.core.import_hint import OWN_POLICY_FORM, cannot_import
 from rollbench.core.interrupts import contained
 from rollbench.core.suite_names import refuse_suite_position
+from rollbench.core.working_dir import check_working_dir, working_dir
 
 PolicyFactory = Callable[[str, Mapping[str, Any]], Policy]
 """``factory(name, options) -> Policy``; ``name`` is what the user typed (a URL for remote policies)."""
@@ -293,9 +294,12 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
     ``close``)."""
     factory = policy_factory(name)
     check_policy_options(name, factory, options or {})
+    cwd = working_dir()
     with contained() as build:  # reading ``info`` too: a property may raise anything, not only AttributeError
         policy = factory(name, dict(options or {}))
         info, missing = getattr(policy, "info", None), [m for m in ("reset", "act", "close") if not callable(getattr(policy, m, None))]  # fmt: skip
+    if (moved := check_working_dir(cwd, f"policy {name!r}'s factory")) is not None:
+        raise ConfigError(moved)
     if isinstance(build.error, RollbenchError):
         raise build.error
     if build.error:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import is_decimal
 
 
 def refuse_suite_position(name: str, suite: str, suites: Mapping[str, Sequence[str]]) -> None:
@@ -13,7 +14,7 @@ def refuse_suite_position(name: str, suite: str, suites: Mapping[str, Sequence[s
     suites list instances named by their package suite: ``liberoplus/libero_spatial_camera``'s first task is
     ``liberoplus/libero_spatial/608``): one name per task, and the message says which it is."""
     head, _, k = suite.rpartition("/")
-    if head not in suites or not k.isdigit():
+    if head not in suites or not is_decimal(k):
         return
     members = list(suites[head])
     if f"{name.split('/', 1)[0]}/{suite}" in members:

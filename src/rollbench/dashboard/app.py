@@ -37,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import is_decimal
 from rollbench.core.identity import RunIdentity, check_segment
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.dashboard import checkpoints as checkpoint_pages
@@ -67,7 +68,7 @@ def _ident(host: str, robot: str, name: str) -> RunIdentity:
 
 
 def _episode(value: str) -> int:
-    if not value.isdigit() or len(value) > 9:
+    if not is_decimal(value) or len(value) > 9:
         raise ApiError(400, f"episode {value!r} is not an episode index (a non-negative integer)")
     return int(value)
 

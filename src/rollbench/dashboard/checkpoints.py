@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from rollbench.checkpoints.recompute import is_checkpoints_out, recompute
 from rollbench.checkpoints.view import section_view
+from rollbench.core.format import is_decimal
 from rollbench.dashboard.catalog import Catalog
 from rollbench.dashboard.charts import step_chart_svg
 
@@ -61,7 +62,7 @@ def detail(catalog: Catalog, name: str) -> dict[str, Any] | None:
         "statuses": {str(s): st for s, st in got.statuses.items()},
         "violations": got.violations,
         "view": section_view(got),
-        "run_pages": {str(int(d.name)): url for d, url in sorted(runs.items()) if d.name.isdigit()},
+        "run_pages": {str(int(d.name)): url for d, url in sorted(runs.items()) if is_decimal(d.name)},
     }
 
 

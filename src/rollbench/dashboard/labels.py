@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import is_decimal
 from rollbench.core.identity import RunIdentity, sanitize_segment
 from rollbench.core.jsonfile import parse_json, read_text
 from rollbench.dashboard.rubrics import BUILTIN_RUBRICS, Rubric
@@ -56,7 +57,7 @@ LOCK_TIMEOUT_S = 30.0
 def parse_episode_key(key: str) -> tuple[RunIdentity, int]:
     """Split ``host/robot/name/episode_index`` into the run identity and the index; ConfigError if malformed."""
     parts = key.split("/") if isinstance(key, str) else []
-    if len(parts) != 4 or not parts[3].isdigit() or len(parts[3]) > 9:
+    if len(parts) != 4 or not is_decimal(parts[3]) or len(parts[3]) > 9:
         raise ConfigError(f"episode key {key!r} is not host/robot/name/episode_index")
     return RunIdentity(parts[0], parts[1], parts[2]), int(parts[3])
 

@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from rollbench.core.format import is_decimal
 from rollbench.wire.guard import Guard
 
 COOKIE = "rollbench_token"
@@ -63,7 +64,7 @@ def make_guard(guard: Guard) -> Callable[[Request, Callable[[Request], Awaitable
         if (
             method not in _SAFE_METHODS
             and length is not None
-            and (not length.isdigit() or int(length) > MAX_BODY_BYTES)
+            and (not is_decimal(length) or int(length) > MAX_BODY_BYTES)
         ):
             return _deny(413, f"request body over {MAX_BODY_BYTES} bytes")
         return await call_next(request)

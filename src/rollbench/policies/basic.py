@@ -58,6 +58,9 @@ class ZeroPolicy:
         pass
 
 
+MAX_CHUNK_SIZE = 1000  # rows of the scripted expert's chunks: a scripted task's longest horizon is far below it
+
+
 class ScriptedExpert:
     """Expert for the ``scripted`` family: steps straight at the goal (state ``[x, y, gx, gy]``, metres).
 
@@ -65,6 +68,8 @@ class ScriptedExpert:
     """
 
     def __init__(self, name: str = "scripted-expert", chunk_size: int = 1) -> None:
+        if not 1 <= chunk_size <= MAX_CHUNK_SIZE:  # an option a handed-over run.json may carry: bounded memory
+            raise ConfigError(f"policy {name}: chunk_size must be between 1 and {MAX_CHUNK_SIZE}, got {chunk_size}")
         self.info = PolicyInfo(name=name, chunk_size=chunk_size, tasks=("scripted/*",), bounded=True)
 
     def reset(self, task: TaskInfo, seed: int) -> None:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollbench.core.batch import SlotPolicies
 from rollbench.core.contracts import EpisodeError, Fault, InfrastructureError, Observation, TaskInfo, describe
+from rollbench.core.working_dir import check_working_dir, working_dir
 
 if TYPE_CHECKING:
     from rollbench.core.batch import Answer, BatchPolicy
@@ -128,8 +129,9 @@ class Deadline:
         if self._before is not None:
             self._before()
         assert self._caller is not None
+        cwd = working_dir()
         try:
-            return self._caller.call(self.timeout_s, fn, *args)
+            value = self._caller.call(self.timeout_s, fn, *args)
         except queue.Empty:
             self.misses += 1
             self._generation += 1
@@ -137,6 +139,11 @@ class Deadline:
             raise PolicyTimeout(
                 f"policy.{what} did not return within --policy-timeout {self.timeout_s:g} s", self.fault
             ) from None
+        finally:
+            moved = check_working_dir(cwd, f"policy.{what}")
+        if moved is not None:
+            raise EpisodeError(moved, self.fault)
+        return value
 
     def reset_slot(self, slot: int, task: TaskInfo, seed: int) -> None:
         inner = self._live()
@@ -170,8 +177,42 @@ class Deadline:
         return self.inner.slot_policy(slot) if isinstance(self.inner, SlotPolicies) else None
 
     def close(self) -> None:
-        """Close the live policy; an abandoned one is left alone (closing it could block behind its hung call)."""
+        """Close the live policy, waiting at most the deadline for a policy that is not ``bounded`` (PolicyTimeout
+        past it: its close() is left running in a daemon thread); an abandoned one is left alone (closing it could
+        block behind its hung call)."""
         if self._caller is not None:
             self._caller.stop()
         if self.inner is not None:
-            self.inner.close()
+            if self.info.bounded:
+                self.inner.close()
+            else:
+                close_within(self.inner.close, self.timeout_s)
+
+
+def close_within(close: Callable[[], None], timeout_s: float) -> None:
+    """``close()`` on a daemon thread of its own, waited for at most ``timeout_s`` seconds: a policy whose close()
+    never returns cannot hang the run after its episodes are recorded (hostile round 10, F6). Raises what close()
+    raised, or :class:`PolicyTimeout` (fault ``policy``) past the deadline, the call left running."""
+    replies: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
+
+    def run() -> None:
+        try:
+            close()
+            replies.put(None)
+        except BaseException as exc:  # handed to the waiting caller, raised there
+            replies.put(exc)
+
+    threading.Thread(target=run, name="rollbench-policy-close", daemon=True).start()
+    try:
+        raised = replies.get(timeout=timeout_s)
+    except queue.Empty:
+        raise PolicyTimeout(
+            f"close() did not return within --policy-timeout {timeout_s:g} s; rollbench went on without it", "policy"
+        ) from None
+    if raised is not None:
+        raise raised
+
+
+def closed_badly(exc: BaseException) -> str:
+    """A failed close() in the words of a warning: its missed deadline, or what it raised."""
+    return str(exc) if isinstance(exc, PolicyTimeout) else f"close() raised {describe(exc)}"

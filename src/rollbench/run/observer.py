@@ -34,7 +34,7 @@ class RunStart:
     """The run is about to execute its episodes.
 
     Attributes:
-        run_dir: the run directory.
+        run_dir: the run directory, as the caller gave it (files are written under its absolute form).
         totals: task -> episodes the plan holds.
         done: task -> episodes already recorded or staged (a resume does not run them again).
         retried: recorded episodes taken back by ``--retry-errors`` to run again (not in ``done``).
@@ -91,7 +91,7 @@ class RunEnd:
     """The invocation ended and the run was graded from its files.
 
     Attributes:
-        run_dir: the run directory.
+        run_dir: the run directory, as the caller gave it (files are written under its absolute form).
         status: the status written to run.json: the graded one (``OK``, ``PARTIAL``, ``FAILED``), or
             ``INTERRUPTED`` when Ctrl-C/SIGTERM stopped it before every episode was recorded.
         episodes_recorded: episodes recorded in the run directory.

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import threading
 
-from rollbench.core.contracts import Policy, describe
+from rollbench.core.contracts import Policy
 from rollbench.core.interrupts import contained
 from rollbench.core.spec import EvalSpec
+from rollbench.run.deadline import close_within, closed_badly
 
 _SLOT = threading.local()
 
@@ -52,6 +53,9 @@ def close_probe(spec: EvalSpec, policy: Policy) -> None:
     import sys
 
     with contained() as closing:
-        policy.close()
+        if policy.info.bounded:
+            policy.close()
+        else:
+            close_within(policy.close, spec.policy_timeout_s)
     if closing.error is not None:
-        print(f"warning: policy {spec.policy}: close() raised {describe(closing.error)}", file=sys.stderr)
+        print(f"warning: policy {spec.policy}: {closed_badly(closing.error)}", file=sys.stderr)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from rollbench.core.batch import BatchPolicy
-from rollbench.core.contracts import Env, Fault, Policy, TaskInfo, describe
+from rollbench.core.contracts import Env, Fault, Policy, TaskInfo
 from rollbench.core.episode import EpisodeRecord, failed_episode
 from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
@@ -26,7 +26,7 @@ from rollbench.envs.hosted.remote import POOL
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run import phase, probed
-from rollbench.run.deadline import Deadline
+from rollbench.run.deadline import Deadline, closed_badly
 from rollbench.run.episode import EpisodeRun, LoopRules
 from rollbench.run.in_memory import borrowed, is_in_memory
 from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
@@ -241,7 +241,7 @@ class EpisodeWorker:
 
 
 def _close_quietly(close: Callable[[], None], what: str) -> None:
-    with contained(lambda exc: print(f"warning: {what}: close() raised {describe(exc)}", file=sys.stderr)):
+    with contained(lambda exc: print(f"warning: {what}: {closed_badly(exc)}", file=sys.stderr)):
         close()
 
 

@@ -31,6 +31,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from rollbench.core.format import is_decimal
 from rollbench.serve.batch import item_error, session_key
 from rollbench.serve.limits import MalformedReply
 from rollbench.serve.requests import handle_batch, http_locate
@@ -117,7 +118,7 @@ def http_app(host: PolicyHost, path: str) -> Any:
         too_large = f"the request body exceeds this server's limit of {limit} bytes (serve-policy --max-request-mb)"
         declared = request.headers.get("content-length")
         if declared is not None:
-            if not declared.isdigit():
+            if not is_decimal(declared):
                 return error(400, "Content-Length is not a number", close=True)
             if int(declared) > limit:
                 return error(413, too_large, close=True)

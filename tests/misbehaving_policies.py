@@ -1,0 +1,60 @@
+"""Policies that misbehave outside their actions (hostile round 10), test doubles of a policy under evaluation:
+they change the process's working directory (``os.chdir`` to ``options["to"]``), as some libraries do to load their
+assets, in ``act`` (``misbehaving_policies:in_act``) or in the factory (``misbehaving_policies:in_factory``); or
+their ``close()`` never returns (``misbehaving_policies:close_hangs``)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rollbench.core.contracts import Observation, PolicyInfo, TaskInfo
+
+
+class InAct:
+    """Zero actions; every ``act`` first changes the working directory to ``options["to"]``."""
+
+    info = PolicyInfo(name="chdir-in-act")
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.to = str(options["to"])
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        pass
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        os.chdir(self.to)
+        return np.zeros((1, 2), np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+def in_act(name: str, options: Mapping[str, Any]) -> InAct:
+    return InAct(options)
+
+
+def in_factory(name: str, options: Mapping[str, Any]) -> InAct:
+    os.chdir(str(options["to"]))
+    return InAct({"to": os.getcwd()})
+
+
+class CloseHangs(InAct):
+    """Zero actions; ``close()`` sleeps for a day."""
+
+    def __init__(self) -> None:
+        super().__init__({"to": "."})
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return np.zeros((1, 2), np.float32)
+
+    def close(self) -> None:
+        time.sleep(86_400)
+
+
+def close_hangs(name: str, options: Mapping[str, Any]) -> CloseHangs:
+    return CloseHangs()

@@ -3,7 +3,7 @@
 # (rollbench run directories opened with lerobot's LeRobotDataset; with --eval, checkpoints run by rollbench against
 # lerobot's own evaluation loop and its lerobot-eval main()). lerobot and torch never enter rollbench's install.
 # The runs are recorded by the core .venv (bash scripts/install.sh --dev first). Safe to run again.
-#   bash scripts/lerobot_compat.sh [--eval] [--lerobot 0.6.1|0.4.4|both] [extra pytest arguments]
+#   bash scripts/lerobot_compat.sh [--eval] [--lerobot 0.6.1|0.4.4|both] [--build-only|--tests-only] [pytest args]
 # --lerobot 0.6.1 (default): .venv-lerobot, lerobot 0.6.1 on a CPython >= 3.12 found here (found by rollbench's
 #   lerobot:CHECKPOINT policy without any option).
 # --lerobot 0.4.4: .venv-lerobot-0.4.4, the older line on Python 3.11 (checkpoints of lerobot 0.4.x; use it with
@@ -11,13 +11,17 @@
 # --lerobot both: both venvs, built one after the other, then each line's tests; prints each line's time (CI).
 # --eval: also install what lerobot's own evaluation loop needs for PushT, ALOHA and LIBERO.
 # --build-only: build (or bring up to date) the venvs and stop; no tests (CI builds them while it lints).
+# --tests-only: run the tests in the venvs as they are, without building or re-checking them (CI: its set-up stage
+#   has just run --build-only with the same lines; the re-check costs ~15-20 CPU-s a line, pip resolving every pin
+#   again and LIBERO's import check, beside the test stage). A venv that is not there is exit 2, one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-with_eval=0 lines=0.6.1 build_only=0
+with_eval=0 lines=0.6.1 build_only=0 tests_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --eval) with_eval=1; shift ;;
     --build-only) build_only=1; shift ;;
+    --tests-only) tests_only=1; shift ;;
     --lerobot) lines=${2:-}; shift 2 || { echo "--lerobot needs 0.6.1, 0.4.4 or both" >&2; exit 2; } ;;
     *) break ;;
   esac
@@ -27,6 +31,7 @@ case "$lines" in
   both) lines="0.6.1 0.4.4" ;;
   *) echo "--lerobot $lines: give 0.6.1 (default), 0.4.4 or both" >&2; exit 2 ;;
 esac
+[ "$build_only$tests_only" != 11 ] || { echo "--build-only and --tests-only exclude each other: give one" >&2; exit 2; }
 [ -x .venv/bin/rollbench ] || { echo "no .venv/bin/rollbench: run bash scripts/install.sh --dev first" >&2; exit 2; }
 INSTALL_TIMEOUT=${LEROBOT_INSTALL_TIMEOUT:-1200}  # seconds per pip call; a fresh 0.6.1 venv took ~2-5 min here
 # Where new venvs are made (the checkout gets a link): pip's HTTP cache does not keep this machine's downloads (its
@@ -151,6 +156,13 @@ run_tests() {  # run_tests LINE [pytest args]: tests/compat offline, with local 
 
 times=()
 for line in $lines; do
+  if [ "$tests_only" = 1 ]; then
+    [ -x "$(venv_of "$line")/bin/python" ] || {
+      echo "--tests-only: no $(venv_of "$line") for lerobot $line: run bash scripts/lerobot_compat.sh --lerobot $line --build-only first" >&2
+      exit 2
+    }
+    continue
+  fi
   t0=$SECONDS
   build "$line"
   times+=("$(printf '%5ds  lerobot %s: build' $((SECONDS - t0)) "$line")")

@@ -257,3 +257,38 @@ def test_a_file_size_limit_ends_eval_in_one_line_and_a_resume_finishes_the_run(
                                timeout=300)  # fmt: skip
         assert again.returncode == 0, again.stderr[-800:]
         assert json.loads(again.stdout)["episodes_recorded"] == 200
+
+
+# ---- F11: a --peer URL carrying credentials is refused, never shown ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("peer", "shown"),
+    [
+        ("http://alice:SecretPw123456789@127.0.0.1:1", "http://***@127.0.0.1:1"),
+        ("http://127.0.0.1:2/?token=SecretQ12345678", "http://127.0.0.1:2/?token=***"),
+        ("http://127.0.0.1:3/;token=SecretP12345678", "http://127.0.0.1:3/;token=***"),
+        ("https://bob@gpu-box:8301#SecretT12345678", "https://***@gpu-box:8301"),
+    ],
+)
+def test_a_peer_url_carrying_credentials_is_refused_naming_it_masked(peer: str, shown: str) -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    got = CliRunner().invoke(app, ["dashboard", "--peer", peer, "--port", "1"])
+    assert got.exit_code == 2
+    assert got.output.strip() == (
+        f"error: --peer {shown} carries credentials, which every viewer of this dashboard (and of a central one "
+        "reading it) would see; give the peer's token after '#' (URL#TOKEN): it is sent as a header, never shown"
+    )
+    assert "Secret" not in got.output
+
+
+def test_a_peer_that_is_not_http_is_refused_without_printing_its_token() -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    got = CliRunner().invoke(app, ["dashboard", "--peer", "ftp://gpu-box#SecretT12345678", "--port", "1"])
+    assert (
+        got.exit_code == 2 and "Secret" not in got.output and "'ftp://gpu-box#***' is not an http(s) URL" in got.output
+    )

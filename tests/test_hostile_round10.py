@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,61 @@ def test_a_peer_that_is_not_http_is_refused_without_printing_its_token() -> None
     assert (
         got.exit_code == 2 and "Secret" not in got.output and "'ftp://gpu-box#***' is not an http(s) URL" in got.output
     )
+
+
+# ---- F12: compare's planning options are refused without --power, never silently ignored -----------------------------
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--alpha", "1e-12"], "--alpha"),
+        (["--alpha", "0.05"], "--alpha"),
+        (["--power-target", "0.9", "--discordant", "0.3"], "--power-target, --discordant"),
+        (["--p-a", "0.5", "--p-b", "0.7"], "--p-a, --p-b"),
+    ],
+)
+def test_compare_refuses_planning_options_without_power(tmp_path: Path, args: list[str], named: str) -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    got = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), *args])
+    assert got.exit_code == 2
+    assert got.output.strip() == (
+        f"error: {named} plan a comparison with --power; a comparison of runs tests at 0.05 (Holm across tasks): "
+        "drop them, or add --power"
+    )
+
+
+def test_compare_power_still_takes_its_planning_options() -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    default = CliRunner().invoke(app, ["compare", "--power", "--p-a", "0.5", "--p-b", "0.8", "--json"])
+    stated = CliRunner().invoke(app, ["compare", "--power", "--p-a", "0.5", "--p-b", "0.8", "--alpha", "0.05",
+                                      "--power-target", "0.8", "--json"])  # fmt: skip
+    stricter = CliRunner().invoke(app, ["compare", "--power", "--p-a", "0.5", "--p-b", "0.8", "--alpha", "0.01",
+                                        "--json"])  # fmt: skip
+    assert default.exit_code == stated.exit_code == stricter.exit_code == 0
+    assert default.stdout == stated.stdout != stricter.stdout
+
+
+# ---- F14: a host process's output costs bounded disk and memory ----------------------------------------------------
+def test_a_child_that_prints_without_end_keeps_a_bounded_log_and_its_last_words(tmp_path: Path) -> None:
+    from rollbench.wire.pipe import child
+
+    flood = "import sys\nfor i in range(2_000):\n    sys.stdout.write('A' * 20_000 + '\\n')\nprint('last words')\n"
+    with pytest.raises(child.ChildFailed) as caught:
+        child.ChildProcess("flood host", [sys.executable, "-c", flood], start_timeout_s=120)
+    logs = list(Path(tempfile.gettempdir()).glob("rollbench-flood-host-*.log"))
+    try:
+        assert str(caught.value).endswith("last words") and len(str(caught.value)) < 2_200
+        (log,) = logs
+        text = log.read_bytes()
+        assert len(text) == child.MAX_LOG_BYTES + len(
+            f"\n[rollbench: output past {child.MAX_LOG_BYTES:,} bytes is not kept]\n"
+        )
+        assert text.startswith(b"A" * 20_000 + b"\n")
+    finally:
+        for log in logs:
+            log.unlink()

@@ -351,3 +351,29 @@ def test_a_child_that_prints_without_end_keeps_a_bounded_log_and_its_last_words(
     finally:
         for log in logs:
             log.unlink()
+
+
+# ---- F13: a Ctrl-C while a worker process starts cannot reach its imports ---------------------------------------------
+def _ignored_signals(pid: int) -> int:
+    (line,) = [ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("SigIgn:")]
+    return int(line.split()[1], 16)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the kernel's /proc/PID/status (Linux)")
+def test_a_worker_process_ignores_sigint_from_its_first_instruction(tmp_path: Path) -> None:
+    import signal
+
+    from rollbench.core.spec import build_spec
+    from rollbench.run.local import LocalBackend
+    from rollbench.run.prepare import prepare_run
+    from rollbench.run.worker import WorkerSetup
+
+    run, _ = prepare_run(build_spec(env="scripted/reach", policy="zero", episodes=1), None)
+    backend, before = LocalBackend(WorkerSetup(run, tmp_path, 1)), signal.getsignal(signal.SIGINT)
+    try:
+        backend.start(0)
+        ignored = _ignored_signals(backend.procs[0].pid)  # long before the worker has imported rollbench
+    finally:
+        backend.close()
+    assert ignored & (1 << (signal.SIGINT - 1))
+    assert signal.getsignal(signal.SIGINT) is before  # this process's own Ctrl-C handling is back

@@ -377,3 +377,48 @@ def test_a_worker_process_ignores_sigint_from_its_first_instruction(tmp_path: Pa
         backend.close()
     assert ignored & (1 << (signal.SIGINT - 1))
     assert signal.getsignal(signal.SIGINT) is before  # this process's own Ctrl-C handling is back
+
+
+# ---- F15: the user's token typed into a spec is refused, never recorded ----------------------------------------------
+TOKEN = "tok_ABCDEFGH12345678zz"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"instruction": f"please {TOKEN}"},
+        {"instruction": "please " + __import__("base64").b64encode(TOKEN.encode()).decode()},
+        {
+            "instructions": [
+                {"name": "v0", "instruction": "reach"},
+                {"name": "v1", "instruction": f"reach {TOKEN[::-1]}"},
+            ]
+        },
+        {"policy": "gpu-standin", "policy_options": {"inner": "zero", "note": TOKEN.upper()}},
+    ],
+    ids=["plain", "base64", "reversed in a variant", "upper-cased in an option"],
+)
+def test_a_spec_holding_the_users_token_is_refused_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any]
+) -> None:
+    from rollbench.api import evaluate
+
+    monkeypatch.setenv("ROLLBENCH_SERVER_TOKEN", TOKEN)
+    with pytest.raises(ConfigError) as caught:
+        evaluate(**{"env": "scripted/reach", "policy": "zero", "episodes": 1, "max_steps": 2, **fields},
+                 out=tmp_path / "r")  # fmt: skip
+    assert str(caught.value) == (
+        "the run's spec holds the value of $ROLLBENCH_SERVER_TOKEN (in an instruction, a name or an option), which "
+        "run.json and the recorded data would keep; take it out"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_spec_without_the_token_runs_with_the_token_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rollbench.api import evaluate
+
+    monkeypatch.setenv("ROLLBENCH_SERVER_TOKEN", TOKEN)
+    got = evaluate(
+        env="scripted/reach", policy="zero", episodes=1, max_steps=2, instruction="reach", out=tmp_path / "r"
+    )
+    assert got.episodes_recorded == 1

@@ -422,3 +422,28 @@ def test_a_spec_without_the_token_runs_with_the_token_set(tmp_path: Path, monkey
         env="scripted/reach", policy="zero", episodes=1, max_steps=2, instruction="reach", out=tmp_path / "r"
     )
     assert got.episodes_recorded == 1
+
+
+# ---- HELD-but-loose: digits of other scripts and repeated cameras in a spec -------------------------------------------
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"latency": "fixed:１０"}, "latency must be one of none, fixed:MS, steps:K, measured"),
+        ({"latency": "steps:٣"}, "latency must be one of none, fixed:MS, steps:K, measured"),
+        ({"cameras": ("top", "top")}, "cameras: Value error, each camera once; repeated: top"),
+        ({"cameras": ("top",) * 5000}, "cameras: Value error, each camera once; repeated: top"),
+    ],
+)
+def test_a_spec_with_other_scripts_digits_or_repeated_cameras_is_refused(fields: dict[str, Any], words: str) -> None:
+    from rollbench.core.spec import build_spec
+
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        build_spec(env="scripted/reach", policy="zero", **fields)
+
+
+def test_a_checkpoint_folder_numbered_in_other_digits_names_no_step(tmp_path: Path) -> None:
+    from rollbench.checkpoints.discover import find_checkpoints
+
+    for name in ("000100", "ckpt_٣", "ckpt_𝟛", "step_200"):
+        (tmp_path / "checkpoints" / name).mkdir(parents=True)
+    assert [(c.step, c.name) for c in find_checkpoints(tmp_path)] == [(100, "000100"), (200, "step_200")]

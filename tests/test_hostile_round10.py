@@ -447,3 +447,25 @@ def test_a_checkpoint_folder_numbered_in_other_digits_names_no_step(tmp_path: Pa
     for name in ("000100", "ckpt_٣", "ckpt_𝟛", "step_200"):
         (tmp_path / "checkpoints" / name).mkdir(parents=True)
     assert [(c.step, c.name) for c in find_checkpoints(tmp_path)] == [(100, "000100"), (200, "step_200")]
+
+
+# ---- round 11, F1: a policy writing into observation.state cannot change what is recorded --------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_policy_that_writes_into_the_observation_leaves_the_recorded_states_the_envs(
+    tmp_path: Path, workers: int
+) -> None:
+    import pyarrow.parquet as pq
+
+    from rollbench.api import evaluate
+    from rollbench.run.execution import Execution
+
+    def states(run: Path) -> list[list[float]]:
+        rows = pq.read_table(run / "data/chunk-000/file-000.parquet", columns=["observation.state"])
+        return [list(map(float, s)) for s in rows.column("observation.state").to_pylist()]
+
+    common = {"env": "scripted/reach", "episodes": 1, "max_steps": 6, "execution": Execution(workers=workers)}
+    evaluate(policy="scripted-expert", out=tmp_path / "expert", **common)
+    evaluate(policy="misbehaving_policies:mutates_state", out=tmp_path / "mutating", **common)
+    assert states(tmp_path / "mutating") == states(tmp_path / "expert")
+    assert all(123.0 not in s for s in states(tmp_path / "mutating"))

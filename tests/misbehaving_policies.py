@@ -83,3 +83,17 @@ class MutatesState:
 
 def mutates_state(name: str, options: Mapping[str, Any]) -> MutatesState:
     return MutatesState()
+
+
+class DelRaises(CloseHangs):
+    """Zero actions; a plain ``close()``, but ``__del__`` raises RuntimeError("del boom")."""
+
+    def close(self) -> None:
+        pass
+
+    def __del__(self) -> None:
+        raise RuntimeError("del boom")
+
+
+def del_raises(name: str, options: Mapping[str, Any]) -> DelRaises:
+    return DelRaises()

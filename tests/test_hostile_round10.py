@@ -469,3 +469,17 @@ def test_a_policy_that_writes_into_the_observation_leaves_the_recorded_states_th
     evaluate(policy="misbehaving_policies:mutates_state", out=tmp_path / "mutating", **common)
     assert states(tmp_path / "mutating") == states(tmp_path / "expert")
     assert all(123.0 not in s for s in states(tmp_path / "mutating"))
+
+
+# ---- round 11, F2: an exception Python can only ignore is one warning line -------------------------------------------
+@pytest.mark.slow
+def test_a_policy_whose_del_raises_gets_one_warning_line_not_a_traceback(tmp_path: Path) -> None:
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), tests])}
+    args = ["eval", "--env", "scripted/reach", "--policy", "misbehaving_policies:del_raises", "--episodes", "1",
+            "--max-steps", "2", "--out", str(tmp_path / "r"), "--json"]  # fmt: skip
+    got = subprocess.run([sys.executable, "-m", "rollbench", *args], env=env, capture_output=True, text=True,
+                         timeout=240)  # fmt: skip
+    assert got.returncode == 0 and json.loads(got.stdout)["status"] == "OK"
+    assert "Traceback" not in got.stderr and "Exception ignored" not in got.stderr, got.stderr
+    assert "warning: RuntimeError: del boom raised in DelRaises.__del__ was ignored" in got.stderr.splitlines()

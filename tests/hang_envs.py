@@ -24,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from fault_envs import Point
+from rollbench import Observation, StepResult
 
 RELEASE = threading.Event()
 
@@ -72,3 +73,41 @@ for _call in ("step", "reset", "close"):
             )
 if "RollbenchHangNever-v0" not in gym.registry:  # behaves: the same env, no hang
     gym.register(id="RollbenchHangNever-v0", entry_point=Hang, max_episode_steps=5)
+
+
+class Gate:
+    """A :class:`rollbench.Env` (not gymnasium) whose calls named in ``blocks`` wait on ``gate`` (a test sets it to let
+    abandoned threads end). ``calls`` lists ``(call, thread id)`` of every call made, the build included;
+    ``expects`` (True) gives it the optional ``expect_images`` hook."""
+
+    def __init__(self, task: Any, gate: threading.Event, blocks: tuple[str, ...] = (), expects: bool = False) -> None:
+        self.task, self.gate, self.blocks = task, gate, blocks
+        self.calls: list[tuple[str, int]] = [("make", threading.get_ident())]
+        if expects:
+            self.expect_images = lambda cameras: self._enter("expect_images")
+
+    def _enter(self, call: str) -> None:
+        self.calls.append((call, threading.get_ident()))
+        if call in self.blocks:
+            self.gate.wait()
+
+    def reset(self, seed: int, initial_state: int | None = None) -> Any:
+        self._enter("reset")
+        return Observation(state=np.array([seed], dtype=np.float32))
+
+    def step(self, action: np.ndarray) -> Any:
+        self._enter("step")
+        if float(action[0]) < 0:
+            raise ValueError("Gate: a negative action")
+        return StepResult(Observation(np.array(action, dtype=np.float32)), 0.5, False, False, True)
+
+    def render(self, camera: str) -> np.ndarray:
+        self._enter("render")
+        return np.full((2, 2, 3), 7, dtype=np.uint8)
+
+    def success(self) -> bool:
+        self._enter("success")
+        return False
+
+    def close(self) -> None:
+        self._enter("close")

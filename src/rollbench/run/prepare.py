@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollbench.core.contracts import ChecksTasks, ConfigError, Policy, PolicyInfo
+from rollbench.core.env_timeout import env_timeout_s
 from rollbench.core.format import differences
 from rollbench.core.identity import run_identity
 from rollbench.core.latency import check_latency
@@ -149,6 +150,7 @@ def prepare_run(
     calls :func:`rollbench.run.probed.release` when the run ends."""
     check_spec_urls(spec.policy, spec.policy_options)  # an EvalSpec built directly (API) skipped build_spec's check
     check_spec_secrets(spec.model_dump(mode="json"), _user_secrets(spec))
+    env_timeout_s()  # $ROLLBENCH_ENV_TIMEOUT_S: a bad value is refused before anything runs
     if run_dir is not None:
         check_run_dir(run_dir)
     plan = make_plan(spec)

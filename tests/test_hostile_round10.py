@@ -20,6 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
+from doctored_files import edit_json
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import is_decimal
 from rollbench.dashboard.labels import parse_episode_key
@@ -483,3 +484,48 @@ def test_a_policy_whose_del_raises_gets_one_warning_line_not_a_traceback(tmp_pat
     assert got.returncode == 0 and json.loads(got.stdout)["status"] == "OK"
     assert "Traceback" not in got.stderr and "Exception ignored" not in got.stderr, got.stderr
     assert "warning: RuntimeError: del boom raised in DelRaises.__del__ was ignored" in got.stderr.splitlines()
+
+
+# ---- round 11, F4/F5: Ctrl-C while the command line imports, and after the run finished -----------------------------
+EARLY_CTRL_C = """
+import os, signal, sys
+class CtrlCDuringImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "rollbench.cli.main":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, CtrlCDuringImport())
+from rollbench.cli.entry import main
+sys.argv = ["rollbench", "--help"]
+main()
+"""
+
+
+def test_ctrl_c_while_the_command_line_imports_is_one_line_and_exit_130() -> None:
+    import signal
+
+    got = subprocess.run([sys.executable, "-c", EARLY_CTRL_C], capture_output=True, text=True, timeout=120,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    assert (got.returncode, got.stderr, got.stdout) == (130, "interrupted before anything ran\n", "")
+
+
+def test_a_ctrl_c_message_says_what_run_json_says(tmp_path: Path) -> None:
+    from rollbench.api import evaluate
+    from rollbench.cli.eval_run import _interrupted
+    from rollbench.core.spec import build_spec
+
+    spec = build_spec(env="scripted/reach", policy="zero", episodes=2, max_steps=2)
+    run = tmp_path / "r"
+    evaluate(spec, out=run)
+    assert (
+        _interrupted(spec, run)
+        == f"interrupted after the run finished: run.json says OK; rollbench grade {run} shows it"
+    )
+    edit_json(run / "run.json", lambda log: log.update(status="INTERRUPTED"))
+    assert _interrupted(spec, run).startswith(
+        "interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with: "
+    )
+    assert (
+        _interrupted(spec, tmp_path / "none") == "interrupted before any run directory was made; nothing was recorded"
+    )
+    assert _interrupted(spec, None) == "interrupted before any run directory was made; nothing was recorded"

@@ -1,8 +1,10 @@
 """``rollbench checkpoints``: evaluate a training run's checkpoints on the same planned episodes and rank them
 (docs/checkpoints.md).
 
-Exit codes: 0 = ranked (whatever the verdict); 2 = bad input (nothing ran); 130 / 143 = interrupted (the same
-command resumes; checkpoints already evaluated are not run again); 1 = a run could not go on.
+Exit codes: 0 = ranked (whatever the verdict; checkpoints that could not be evaluated are skipped and named); 2 = bad
+input (nothing ran), a checkpoint whose files changed since its episodes were made (nothing ran), or every checkpoint
+skipped; 130 / 143 = interrupted (the same command resumes; checkpoints already evaluated are not run again); 1 = a
+run could not go on.
 """
 
 from __future__ import annotations

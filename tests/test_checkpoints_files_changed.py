@@ -42,7 +42,8 @@ def test_a_config_replaced_at_an_evaluated_step_is_refused_and_out_is_untouched(
     run, out = _evaluated(tmp_path)
     before = _snapshot(out)
     (_model(run, 2000) / "config.json").write_text(json.dumps({"skill": 0.25}))  # retrained: another size
-    for extra in ([], ["--watch", "--poll-s", "0", "--until-idle", "0"]):
+    eliminate = ["--eliminate", "--delta", "0.5", "--alpha", "0.3", "--first-look", "4"]
+    for extra in ([], ["--watch", "--poll-s", "0", "--until-idle", "0"], eliminate):
         got = invoke("checkpoints", run, *COMMON, *OPTIONS, "--out", out, *extra)
         assert got.returncode == 2
         assert got.stderr.strip() == (

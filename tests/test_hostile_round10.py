@@ -562,3 +562,20 @@ def test_a_rule_release_cannot_run_is_refused_by_its_place_in_the_file(rules: di
     with pytest.raises(ConfigError) as caught:
         Scanner(set(), set(), rules=rules, environ={})
     assert str(caught.value).startswith(words), str(caught.value)
+
+
+# ---- round 11, F9: a peer's run whose identity another source serves is named, never silently dropped ---------------
+@pytest.mark.slow
+def test_two_peers_serving_one_identity_list_one_run_and_name_the_other(tmp_path: Path) -> None:
+    from dashboard_support import ServerThread, fake_peer, peer_run
+
+    listing_a = json.dumps({"runs": [peer_run("vm", "point", "same")]}).encode()
+    listing_b = json.dumps({"runs": [{**peer_run("vm", "point", "same"), "policy": "random"}]}).encode()
+    with fake_peer(b"{}", runs_listing=listing_a) as a, fake_peer(b"{}", runs_listing=listing_b) as b:
+        central = ServerThread([], tmp_path / "labels.json", peers=[a, b], peer_refresh_s=0).start()
+        try:
+            doc = httpx.get(central.url + "/api/runs", timeout=60).json()
+        finally:
+            central.stop()
+    assert [(r["key"], r["source"], r["policy"]) for r in doc["runs"]] == [("vm/point/same", a, "zero")]
+    assert doc["errors"] == [f"{b}: identity vm/point/same is already served from {a}"]

@@ -44,6 +44,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * hostile round 9's ``optimize-instruction`` classes (``scripts/hostile_optimize.py``): a doctored
   ``optimize.json`` (refused in one line, nothing written outside ``--out``) and an LLM provider echoing the API key
   in many forms or sending a non-string content (the key in no file and no output).
+* hostile round 10's classes (``scripts/hostile_round10.py``): a policy that changes directory or whose close()
+  never returns, a huge chunk size, ``compare --alpha`` without ``--power``, the token in an instruction, other
+  scripts' digits in a latency or ``$COLUMNS``, repeated cameras, dashboard peers carrying credentials.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -73,6 +76,7 @@ import hostile_optimize  # hostile round 9's optimize-instruction classes, besid
 import hostile_replies  # hostile round 5's reply classes, beside this script
 import hostile_round8  # hostile round 8's classes, beside this script
 import hostile_round9  # hostile round 9's classes, beside this script
+import hostile_round10  # hostile round 10's classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -491,6 +495,7 @@ def main() -> int:
         hostile_replies.run_all(r, a.n)
         hostile_round8.run_all(r, a.n)
         hostile_round9.run_all(r, a.n)
+        hostile_round10.run_all(r, a.n)
         hostile_optimize.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:

@@ -58,3 +58,42 @@ class CloseHangs(InAct):
 
 def close_hangs(name: str, options: Mapping[str, Any]) -> CloseHangs:
     return CloseHangs()
+
+
+class MutatesState:
+    """The scripted expert's actions, then it writes 123 into every value of ``observation.state`` it was given."""
+
+    def __init__(self) -> None:
+        from rollbench.core.registry import make_policy
+
+        self.inner = make_policy("scripted-expert", {})
+        self.info = self.inner.info
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        action = np.array(self.inner.act(observation, instruction), copy=True)
+        observation.state[:] = 123
+        return action
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def mutates_state(name: str, options: Mapping[str, Any]) -> MutatesState:
+    return MutatesState()
+
+
+class DelRaises(CloseHangs):
+    """Zero actions; a plain ``close()``, but ``__del__`` raises RuntimeError("del boom")."""
+
+    def close(self) -> None:
+        pass
+
+    def __del__(self) -> None:
+        raise RuntimeError("del boom")
+
+
+def del_raises(name: str, options: Mapping[str, Any]) -> DelRaises:
+    return DelRaises()

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
+from doctored_files import edit_json
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import is_decimal
 from rollbench.dashboard.labels import parse_episode_key
@@ -257,3 +259,273 @@ def test_a_file_size_limit_ends_eval_in_one_line_and_a_resume_finishes_the_run(
                                timeout=300)  # fmt: skip
         assert again.returncode == 0, again.stderr[-800:]
         assert json.loads(again.stdout)["episodes_recorded"] == 200
+
+
+# ---- F11: a --peer URL carrying credentials is refused, never shown ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("peer", "shown"),
+    [
+        ("http://alice:SecretPw123456789@127.0.0.1:1", "http://***@127.0.0.1:1"),
+        ("http://127.0.0.1:2/?token=SecretQ12345678", "http://127.0.0.1:2/?token=***"),
+        ("http://127.0.0.1:3/;token=SecretP12345678", "http://127.0.0.1:3/;token=***"),
+        ("https://bob@gpu-box:8301#SecretT12345678", "https://***@gpu-box:8301"),
+    ],
+)
+def test_a_peer_url_carrying_credentials_is_refused_naming_it_masked(peer: str, shown: str) -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    got = CliRunner().invoke(app, ["dashboard", "--peer", peer, "--port", "1"])
+    assert got.exit_code == 2
+    assert got.output.strip() == (
+        f"error: --peer {shown} carries credentials, which every viewer of this dashboard (and of a central one "
+        "reading it) would see; give the peer's token after '#' (URL#TOKEN): it is sent as a header, never shown"
+    )
+    assert "Secret" not in got.output
+
+
+def test_a_peer_that_is_not_http_is_refused_without_printing_its_token() -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    got = CliRunner().invoke(app, ["dashboard", "--peer", "ftp://gpu-box#SecretT12345678", "--port", "1"])
+    assert (
+        got.exit_code == 2 and "Secret" not in got.output and "'ftp://gpu-box#***' is not an http(s) URL" in got.output
+    )
+
+
+# ---- F12: compare's planning options are refused without --power, never silently ignored -----------------------------
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--alpha", "1e-12"], "--alpha"),
+        (["--alpha", "0.05"], "--alpha"),
+        (["--power-target", "0.9", "--discordant", "0.3"], "--power-target, --discordant"),
+        (["--p-a", "0.5", "--p-b", "0.7"], "--p-a, --p-b"),
+    ],
+)
+def test_compare_refuses_planning_options_without_power(tmp_path: Path, args: list[str], named: str) -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    got = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), *args])
+    assert got.exit_code == 2
+    assert got.output.strip() == (
+        f"error: {named} plan a comparison with --power; a comparison of runs tests at 0.05 (Holm across tasks): "
+        "drop them, or add --power"
+    )
+
+
+def test_compare_power_still_takes_its_planning_options() -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    default = CliRunner().invoke(app, ["compare", "--power", "--p-a", "0.5", "--p-b", "0.8", "--json"])
+    stated = CliRunner().invoke(app, ["compare", "--power", "--p-a", "0.5", "--p-b", "0.8", "--alpha", "0.05",
+                                      "--power-target", "0.8", "--json"])  # fmt: skip
+    stricter = CliRunner().invoke(app, ["compare", "--power", "--p-a", "0.5", "--p-b", "0.8", "--alpha", "0.01",
+                                        "--json"])  # fmt: skip
+    assert default.exit_code == stated.exit_code == stricter.exit_code == 0
+    assert default.stdout == stated.stdout != stricter.stdout
+
+
+# ---- F14: a host process's output costs bounded disk and memory ----------------------------------------------------
+def test_a_child_that_prints_without_end_keeps_a_bounded_log_and_its_last_words(tmp_path: Path) -> None:
+    from rollbench.wire.pipe import child
+
+    flood = "import sys\nfor i in range(2_000):\n    sys.stdout.write('A' * 20_000 + '\\n')\nprint('last words')\n"
+    with pytest.raises(child.ChildFailed) as caught:
+        child.ChildProcess("flood host", [sys.executable, "-c", flood], start_timeout_s=120)
+    logs = list(Path(tempfile.gettempdir()).glob("rollbench-flood-host-*.log"))
+    try:
+        assert str(caught.value).endswith("last words") and len(str(caught.value)) < 2_200
+        (log,) = logs
+        text = log.read_bytes()
+        assert len(text) == child.MAX_LOG_BYTES + len(
+            f"\n[rollbench: output past {child.MAX_LOG_BYTES:,} bytes is not kept]\n"
+        )
+        assert text.startswith(b"A" * 20_000 + b"\n")
+    finally:
+        for log in logs:
+            log.unlink()
+
+
+# ---- F13: a Ctrl-C while a worker process starts cannot reach its imports ---------------------------------------------
+def _ignored_signals(pid: int) -> int:
+    (line,) = [ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("SigIgn:")]
+    return int(line.split()[1], 16)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the kernel's /proc/PID/status (Linux)")
+def test_a_worker_process_ignores_sigint_from_its_first_instruction(tmp_path: Path) -> None:
+    import signal
+
+    from rollbench.core.spec import build_spec
+    from rollbench.run.local import LocalBackend
+    from rollbench.run.prepare import prepare_run
+    from rollbench.run.worker import WorkerSetup
+
+    run, _ = prepare_run(build_spec(env="scripted/reach", policy="zero", episodes=1), None)
+    backend, before = LocalBackend(WorkerSetup(run, tmp_path, 1)), signal.getsignal(signal.SIGINT)
+    try:
+        backend.start(0)
+        ignored = _ignored_signals(backend.procs[0].pid)  # long before the worker has imported rollbench
+    finally:
+        backend.close()
+    assert ignored & (1 << (signal.SIGINT - 1))
+    assert signal.getsignal(signal.SIGINT) is before  # this process's own Ctrl-C handling is back
+
+
+# ---- F15: the user's token typed into a spec is refused, never recorded ----------------------------------------------
+TOKEN = "tok_ABCDEFGH12345678zz"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"instruction": f"please {TOKEN}"},
+        {"instruction": "please " + __import__("base64").b64encode(TOKEN.encode()).decode()},
+        {
+            "instructions": [
+                {"name": "v0", "instruction": "reach"},
+                {"name": "v1", "instruction": f"reach {TOKEN[::-1]}"},
+            ]
+        },
+        {"policy": "gpu-standin", "policy_options": {"inner": "zero", "note": TOKEN.upper()}},
+    ],
+    ids=["plain", "base64", "reversed in a variant", "upper-cased in an option"],
+)
+def test_a_spec_holding_the_users_token_is_refused_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any]
+) -> None:
+    from rollbench.api import evaluate
+
+    monkeypatch.setenv("ROLLBENCH_SERVER_TOKEN", TOKEN)
+    with pytest.raises(ConfigError) as caught:
+        evaluate(**{"env": "scripted/reach", "policy": "zero", "episodes": 1, "max_steps": 2, **fields},
+                 out=tmp_path / "r")  # fmt: skip
+    assert str(caught.value) == (
+        "the run's spec holds the value of $ROLLBENCH_SERVER_TOKEN (in an instruction, a name or an option), which "
+        "run.json and the recorded data would keep; take it out"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_spec_without_the_token_runs_with_the_token_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rollbench.api import evaluate
+
+    monkeypatch.setenv("ROLLBENCH_SERVER_TOKEN", TOKEN)
+    got = evaluate(
+        env="scripted/reach", policy="zero", episodes=1, max_steps=2, instruction="reach", out=tmp_path / "r"
+    )
+    assert got.episodes_recorded == 1
+
+
+# ---- HELD-but-loose: digits of other scripts and repeated cameras in a spec -------------------------------------------
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"latency": "fixed:１０"}, "latency must be one of none, fixed:MS, steps:K, measured"),
+        ({"latency": "steps:٣"}, "latency must be one of none, fixed:MS, steps:K, measured"),
+        ({"cameras": ("top", "top")}, "cameras: Value error, each camera once; repeated: top"),
+        ({"cameras": ("top",) * 5000}, "cameras: Value error, each camera once; repeated: top"),
+    ],
+)
+def test_a_spec_with_other_scripts_digits_or_repeated_cameras_is_refused(fields: dict[str, Any], words: str) -> None:
+    from rollbench.core.spec import build_spec
+
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        build_spec(env="scripted/reach", policy="zero", **fields)
+
+
+def test_a_checkpoint_folder_numbered_in_other_digits_names_no_step(tmp_path: Path) -> None:
+    from rollbench.checkpoints.discover import find_checkpoints
+
+    for name in ("000100", "ckpt_٣", "ckpt_𝟛", "step_200"):
+        (tmp_path / "checkpoints" / name).mkdir(parents=True)
+    assert [(c.step, c.name) for c in find_checkpoints(tmp_path)] == [(100, "000100"), (200, "step_200")]
+
+
+# ---- round 11, F1: a policy writing into observation.state cannot change what is recorded --------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_policy_that_writes_into_the_observation_leaves_the_recorded_states_the_envs(
+    tmp_path: Path, workers: int
+) -> None:
+    import pyarrow.parquet as pq
+
+    from rollbench.api import evaluate
+    from rollbench.run.execution import Execution
+
+    def states(run: Path) -> list[list[float]]:
+        rows = pq.read_table(run / "data/chunk-000/file-000.parquet", columns=["observation.state"])
+        return [list(map(float, s)) for s in rows.column("observation.state").to_pylist()]
+
+    common = {"env": "scripted/reach", "episodes": 1, "max_steps": 6, "execution": Execution(workers=workers)}
+    evaluate(policy="scripted-expert", out=tmp_path / "expert", **common)
+    evaluate(policy="misbehaving_policies:mutates_state", out=tmp_path / "mutating", **common)
+    assert states(tmp_path / "mutating") == states(tmp_path / "expert")
+    assert all(123.0 not in s for s in states(tmp_path / "mutating"))
+
+
+# ---- round 11, F2: an exception Python can only ignore is one warning line -------------------------------------------
+@pytest.mark.slow
+def test_a_policy_whose_del_raises_gets_one_warning_line_not_a_traceback(tmp_path: Path) -> None:
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), tests])}
+    args = ["eval", "--env", "scripted/reach", "--policy", "misbehaving_policies:del_raises", "--episodes", "1",
+            "--max-steps", "2", "--out", str(tmp_path / "r"), "--json"]  # fmt: skip
+    got = subprocess.run([sys.executable, "-m", "rollbench", *args], env=env, capture_output=True, text=True,
+                         timeout=240)  # fmt: skip
+    assert got.returncode == 0 and json.loads(got.stdout)["status"] == "OK"
+    assert "Traceback" not in got.stderr and "Exception ignored" not in got.stderr, got.stderr
+    assert "warning: RuntimeError: del boom raised in DelRaises.__del__ was ignored" in got.stderr.splitlines()
+
+
+# ---- round 11, F4/F5: Ctrl-C while the command line imports, and after the run finished -----------------------------
+EARLY_CTRL_C = """
+import os, signal, sys
+class CtrlCDuringImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "rollbench.cli.main":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, CtrlCDuringImport())
+from rollbench.cli.entry import main
+sys.argv = ["rollbench", "--help"]
+main()
+"""
+
+
+def test_ctrl_c_while_the_command_line_imports_is_one_line_and_exit_130() -> None:
+    import signal
+
+    got = subprocess.run([sys.executable, "-c", EARLY_CTRL_C], capture_output=True, text=True, timeout=120,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    assert (got.returncode, got.stderr, got.stdout) == (130, "interrupted before anything ran\n", "")
+
+
+def test_a_ctrl_c_message_says_what_run_json_says(tmp_path: Path) -> None:
+    from rollbench.api import evaluate
+    from rollbench.cli.eval_run import _interrupted
+    from rollbench.core.spec import build_spec
+
+    spec = build_spec(env="scripted/reach", policy="zero", episodes=2, max_steps=2)
+    run = tmp_path / "r"
+    evaluate(spec, out=run)
+    assert (
+        _interrupted(spec, run)
+        == f"interrupted after the run finished: run.json says OK; rollbench grade {run} shows it"
+    )
+    edit_json(run / "run.json", lambda log: log.update(status="INTERRUPTED"))
+    assert _interrupted(spec, run).startswith(
+        "interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with: "
+    )
+    assert (
+        _interrupted(spec, tmp_path / "none") == "interrupted before any run directory was made; nothing was recorded"
+    )
+    assert _interrupted(spec, None) == "interrupted before any run directory was made; nothing was recorded"

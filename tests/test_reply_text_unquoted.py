@@ -112,7 +112,7 @@ HTTP_CASES: dict[str, tuple[str, Callable[[str], bytes], str]] = {
     "body not UTF-8": (
         "act",
         lambda a: http_reply(200, b"\xff" + a.encode()),
-        f"malformed reply from {{url}}: not JSON (UnicodeDecodeError) (HTTP 200, {1 + len(BEARER)} bytes)",
+        f"malformed reply from {{url}}: not JSON (its bytes are not UTF-8) (HTTP 200, {1 + len(BEARER)} bytes)",
     ),
     "error body echoing the token": (
         "act",

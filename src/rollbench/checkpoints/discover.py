@@ -23,7 +23,7 @@ from rollbench.core.contracts import ConfigError
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 MAX_CHECKPOINTS = 10_000  # entries of one training run's folder considered (a stated bound on the work)
-_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+_NUMBER = re.compile(r"(\d+)(?!.*\d)", re.ASCII)  # ASCII digits: "ckpt_٣" names no step
 
 
 @dataclass(frozen=True)

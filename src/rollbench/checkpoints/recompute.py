@@ -31,7 +31,7 @@ from rollbench.checkpoints.runner import RANKING
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.grading.coverage import CoverageRule, Outcome
 
-STEP_DIR = re.compile(r"\d{6,}")
+STEP_DIR = re.compile(r"\d{6,}", re.ASCII)
 SHOWN_DIFFERENCES = 10  # differing numbers named one by one; the rest are counted
 _ROW_KEYS = ("success_rate", "ci95", "coverage", "paired", "decision", "eliminated_at")
 

@@ -112,12 +112,24 @@ def guard_process_streams(args: Sequence[str]) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError, OSError):
             stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    sys.unraisablehook = _one_line_unraisable
     bad = next((shown for a in args if (shown := not_utf8(a)) is not None), None)
     if bad is not None:
         sys.stderr.write(
             f"error: {bad}: its name is not valid UTF-8 (rollbench records names and paths as UTF-8); rename it\n"
         )
         sys.exit(2)
+
+
+def _one_line_unraisable(unraisable: Any) -> None:
+    """An exception Python can only ignore (raised in a ``__del__``, a weakref callback, a generator's close: often
+    a plug-in's) as one warning line naming its class and where, instead of Python's traceback (hostile round 11,
+    F2); the object itself is never quoted (its text is the plug-in's)."""
+    exc = unraisable.exc_value
+    where = getattr(unraisable.object, "__qualname__", None) or type(unraisable.object).__name__
+    what = describe(exc) if exc is not None else getattr(unraisable.exc_type, "__name__", "an exception")
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"warning: {printable(what)} raised in {printable(where)} was ignored\n")
 
 
 def os_error(exc: OSError) -> str:

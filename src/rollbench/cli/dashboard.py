@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.urlcreds import masked_credentials
 
 if TYPE_CHECKING:
     from rollbench.dashboard.service import Dashboard
@@ -24,9 +25,15 @@ MAX_STALE_AFTER_S = 7 * 86_400.0  # --stale-after: at most a week without run.li
 def _peer(value: str) -> tuple[str, str | None]:
     """``URL`` or ``URL#TOKEN`` (the peer's token; ``#`` never reaches the server)."""
     url, _, token = value.partition("#")
+    shown = url + ("#***" if token else "")  # the token is never printed
     if not url.startswith(("http://", "https://")):
         raise ConfigError(
-            f"--peer {value!r} is not an http(s) URL (e.g. http://gpu-box:8301 or http://gpu-box:8301#TOKEN)"
+            f"--peer {shown!r} is not an http(s) URL (e.g. http://gpu-box:8301 or http://gpu-box:8301#TOKEN)"
+        )
+    if (masked := masked_credentials(url)) is not None:  # the URL is shown to every viewer (hostile round 10, F11)
+        raise ConfigError(
+            f"--peer {masked} carries credentials, which every viewer of this dashboard (and of a central one reading "
+            "it) would see; give the peer's token after '#' (URL#TOKEN): it is sent as a header, never shown"
         )
     return url.rstrip("/"), token or None
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rollbench.cli.common import console, fail, os_error
+from rollbench.cli.common import console, fail, os_error, said
 from rollbench.cli.common import terminate_as_interrupt as _terminate_as_interrupt
 from rollbench.cli.spec_flags import SPEC_FLAGS, given_flags, spec_fields
 from rollbench.core.contracts import ConfigError, RollbenchError
@@ -65,17 +65,8 @@ def run_with_display(
                 spec, out=out_dir, execution=execution, observer=display, host_label=host_label, robot=robot
             )
     except KeyboardInterrupt as exc:
-        from rollbench.cli.resume import resume_command
-
-        where = display.run_dir if display.run_dir else out_dir
-        said = (  # the directory made (not a new timestamped one) and every name a resume must be given again; the command last on its line, without quotes around it, so it pastes as printed
-            f"interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with: "
-            f"{resume_command(spec, where)}"
-            if where is not None and (Path(where) / "run.json").is_file()
-            else "interrupted before any run directory was made; nothing was recorded"
-        )
         console.print(
-            said,
+            _interrupted(spec, display.run_dir if display.run_dir else out_dir),
             highlight=False,
             soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
         )
@@ -93,6 +84,27 @@ def run_with_display(
                  f"with: {resume_command(spec, where)}", code=1)  # fmt: skip
         fail(f"the run stopped before anything was recorded: {os_error(exc)}", code=1)
     return result, display.run_dir
+
+
+def _interrupted(spec: EvalSpec, where: Path | None) -> str:
+    """What a Ctrl-C (or SIGTERM) of an eval says, from what run.json says now: the directory made (not a new
+    timestamped one) and every name a resume must be given again, the command last on its line, without quotes, so
+    it pastes as printed; a run that had already finished says so (hostile round 11, F5)."""
+    from rollbench.cli.resume import resume_command
+    from rollbench.record.runlog import read_run_log
+
+    if where is None or not (Path(where) / "run.json").is_file():
+        return "interrupted before any run directory was made; nothing was recorded"
+    try:
+        status = (log := read_run_log(Path(where))) and log.status
+    except RollbenchError:
+        status = None
+    if status not in (None, "RUNNING", "INTERRUPTED"):
+        return f"interrupted after the run finished: run.json says {status}; rollbench grade {said(where)} shows it"
+    return (
+        "interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with: "
+        f"{resume_command(spec, where)}"
+    )
 
 
 def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str, Any]:

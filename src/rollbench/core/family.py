@@ -87,6 +87,12 @@ class EnvFamily(Protocol):
     """Its observation's layout for a served policy (:mod:`rollbench.wire.obs_map`)."""
     arm: ArmLayout | None = None
     """Its end-effector action layout for the LLM agent's arm tools (None: the agent sets raw actions)."""
+    inline: bool = False
+    """True only for rollbench's own families (their adapter code and a pinned simulator, or an env host whose calls
+    have deadlines of their own): their envs are called inline, with no deadline. False (the default: every plug-in
+    family, and ``gym``, which runs a user's module): every call into their envs (build, reset, step, render,
+    success, close) runs on a helper thread and waits at most the env deadline
+    (:mod:`rollbench.run.env_deadline`, ``$ROLLBENCH_ENV_TIMEOUT_S``)."""
 
     def missing(self) -> str | None:
         """None when the simulator is importable here, else what is missing and how to install it."""
@@ -139,7 +145,7 @@ class EnvFamily(Protocol):
 
 
 OPTIONAL = (
-    "robot", "renderer", "offscreen_gl", "sim_packages", "served", "arm",
+    "robot", "renderer", "offscreen_gl", "sim_packages", "served", "arm", "inline",
     "provenance", "run_warnings", "refuse_options", "registered", "names_code", "variants",
 )  # fmt: skip
 """The optional members of :class:`EnvFamily` (a family that does not define one gets the default)."""

@@ -29,7 +29,7 @@ LATENCY_MODES = ("none", "fixed:MS", "steps:K", "measured")
 STALE_RULES = ("skip", "execute")
 MAX_FIXED_MS = 60_000
 MAX_STEPS = 10_000
-_PATTERN = re.compile(r"^(none|measured|fixed:(\d{1,5}(?:\.\d{1,3})?)|steps:(\d{1,5}))$")
+_PATTERN = re.compile(r"^(none|measured|fixed:(\d{1,5}(?:\.\d{1,3})?)|steps:(\d{1,5}))$", re.ASCII)  # ASCII digits only
 
 
 def canonical_latency(text: str) -> str:

@@ -189,6 +189,16 @@ class EvalSpec(BaseModel):
             raise ValueError(f"instruction variant names must be unique; repeated: {', '.join(dup)}")
         return v
 
+    @field_validator("cameras")
+    @classmethod
+    def _unique_cameras(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None and len(set(v)) != len(v):
+            from collections import Counter
+
+            dup = sorted(c for c, n in Counter(v).items() if n > 1)
+            raise ValueError(f"each camera once; repeated: {', '.join(dup[:5])}")
+        return v
+
     @field_validator("instruction_perturb")
     @classmethod
     def _known_perturbations(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:

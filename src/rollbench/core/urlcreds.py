@@ -12,6 +12,7 @@ so it can only be there to be recorded; issue 42).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -109,3 +110,16 @@ def check_spec_urls(policy: str, policy_options: dict[str, Any]) -> None:
     is a URL carrying credentials (see :func:`masked_credentials`)."""
     for where, text in [("policy", policy), *_strings(policy_options, "policy_options")]:
         check_url(where, text)
+
+
+def check_spec_secrets(spec_fields: dict[str, Any], secrets: Mapping[str, str]) -> None:
+    """ConfigError when a run's spec (``spec_fields``: its JSON, as run.json records it) holds one of the user's
+    ``secrets`` (``{environment variable: value}``) in a form :class:`~rollbench.core.secret_echo.SecretEcho`
+    recognises: typed into an instruction or an option, it would be recorded (hostile round 10, F15)."""
+    from rollbench.core.secret_echo import SecretEcho
+
+    if (name := SecretEcho(secrets).found(spec_fields)) is not None:
+        raise ConfigError(
+            f"the run's spec holds the value of ${name} (in an instruction, a name or an option), which run.json and "
+            "the recorded data would keep; take it out"
+        )

@@ -86,6 +86,7 @@ class AlohaEnv(GymnasiumEnv):
 
 
 class AlohaFamily(TableFamily):
+    inline = True  # rollbench's own adapter: called inline, no env deadline (EnvFamily.inline)
     name = "aloha"
     robot = "aloha"
     renderer = MUJOCO_RENDERER

@@ -98,6 +98,7 @@ class FetchEnv(GymnasiumEnv):
 
 
 class FetchFamily(TableFamily):
+    inline = True  # rollbench's own adapter: called inline, no env deadline (EnvFamily.inline)
     name = "fetch"
     robot = "fetch"
     renderer = MUJOCO_RENDERER

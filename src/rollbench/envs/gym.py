@@ -32,12 +32,15 @@ are passed to ``gymnasium.make`` when the env accepts them (MuJoCo envs do), oth
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from rollbench.core.call_thread import CallThread
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, StepResult, TaskInfo
+from rollbench.core.env_timeout import TIMEOUT_ENV, env_timeout_s
 from rollbench.core.family import EnvFamily, ServedLayout
 from rollbench.core.registry import EnvOptions, unknown_name_error
 
@@ -234,8 +237,27 @@ def _register_plugins(env_id: str) -> None:
             continue
 
 
-def _probe(env_id: str) -> TaskInfo:
-    """Build ``env_id`` once, check its spaces and success key, and describe it as a TaskInfo."""
+def _probe_within(env_id: str) -> TaskInfo:
+    """:func:`_probe` on a helper thread, waiting at most the env deadline (``env_timeout_s``): an env whose
+    constructor, reset, step or close never returns is a ConfigError naming that call, before the run."""
+    timeout_s = env_timeout_s()
+    doing = ["gymnasium.make"]
+    thread = CallThread("rollbench-env-probe")
+    try:
+        info: TaskInfo = thread.call(timeout_s, _probe, env_id, doing)
+        return info
+    except queue.Empty:
+        raise ConfigError(
+            f"gymnasium env {env_id!r}: its {doing[0]} did not return within the env deadline of {timeout_s:g} s "
+            f"(${TIMEOUT_ENV}) while rollbench checked the env before the run"
+        ) from None
+    finally:
+        thread.stop()
+
+
+def _probe(env_id: str, doing: list[str]) -> TaskInfo:
+    """Build ``env_id`` once, check its spaces and success key, and describe it as a TaskInfo; ``doing[0]`` names
+    the env's call under way."""
     configure_gl_quietly()
     import gymnasium
     from gymnasium import spaces
@@ -260,7 +282,9 @@ def _probe(env_id: str) -> TaskInfo:
         boxes = obs_space.spaces.values() if isinstance(obs_space, spaces.Dict) else [obs_space]
         if not all(isinstance(b, spaces.Box) for b in boxes):
             raise ConfigError(f"gymnasium env {env_id!r} has observation space {obs_space}; need Box or Dict of Box")
+        doing[0] = "reset()"
         env.reset(seed=0)
+        doing[0] = "step()"
         _obs, _r, _te, _tr, info = env.step(((low + high) / 2).astype(act.dtype))
         try:
             success_from_info(env_id, info)  # raises ConfigError naming the keys it did report
@@ -283,11 +307,13 @@ def _probe(env_id: str) -> TaskInfo:
             source=f"gymnasium registry entry {env_id!r} (spaces, TimeLimit, render_fps); success from step info",
         )
     finally:
+        doing[0] = "close()"
         env.close()
 
 
 class GymFamily(EnvFamily):
     name = "gym"
+    inline = False  # runs a user's module: every env call has the env deadline (EnvFamily.inline)
     robot = "unknown"  # any gymnasium env: no one embodiment
     served = ServedLayout(main_camera=RENDER_CAMERA)
     description = (
@@ -333,7 +359,7 @@ class GymFamily(EnvFamily):
     def task(self, name: str) -> TaskInfo:
         env_id = gym_id(name)
         if env_id not in self._cache:
-            self._cache[env_id] = _probe(env_id)
+            self._cache[env_id] = _probe_within(env_id)
         return self._cache[env_id]
 
     def make(self, task: TaskInfo, options: EnvOptions) -> GymnasiumEnv:

@@ -359,6 +359,7 @@ class MetaWorldEnv:
 
 
 class MetaWorldFamily(TableFamily):
+    inline = True  # rollbench's own adapter: called inline, no env deadline (EnvFamily.inline)
     name = "metaworld"
     robot = "sawyer"
     renderer = MUJOCO_RENDERER

@@ -83,6 +83,7 @@ class PushTEnv(GymnasiumEnv):
 
 
 class PushTFamily(TableFamily):
+    inline = True  # rollbench's own adapter: called inline, no env deadline (EnvFamily.inline)
     name = "pusht"
     robot = "pusht"
     renderer = "pygame (software, no OpenGL)"

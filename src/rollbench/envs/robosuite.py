@@ -235,6 +235,7 @@ class RobosuiteEnv:
 
 
 class RobosuiteFamily(TableFamily):
+    inline = True  # rollbench's own adapter: called inline, no env deadline (EnvFamily.inline)
     name = "robosuite"
     robot = "panda"
     renderer = MUJOCO_RENDERER

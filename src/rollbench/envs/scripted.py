@@ -148,6 +148,7 @@ class ScriptedEnv:
 
 
 class ScriptedFamily(TableFamily):
+    inline = True  # rollbench's own adapter: called inline, no env deadline (EnvFamily.inline)
     name = "scripted"
     robot = "point"
     renderer = "none"

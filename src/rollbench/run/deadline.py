@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rollbench.core.batch import SlotPolicies
+from rollbench.core.call_thread import CallThread, MissedDeadline
 from rollbench.core.contracts import EpisodeError, Fault, InfrastructureError, Observation, TaskInfo, describe
 from rollbench.core.working_dir import check_working_dir, working_dir
 
@@ -48,38 +49,8 @@ if TYPE_CHECKING:
     from rollbench.core.batch import Answer, BatchPolicy
 
 
-class PolicyTimeout(EpisodeError):
+class PolicyTimeout(MissedDeadline):
     """A policy call did not return within its deadline (see the module docstring for the fault)."""
-
-
-class _Caller:
-    """One helper thread running calls in order; the caller waits for each reply with a timeout."""
-
-    def __init__(self) -> None:
-        # two C-implemented queues: ~30 us of thread hand-off per call; an Event per call measured twice that
-        self.calls: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
-        self.replies: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._serve, name="rollbench-policy-call", daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while (call := self.calls.get()) is not None:
-            fn, args = call
-            try:
-                self.replies.put((True, fn(*args)))
-            except BaseException as exc:  # handed to the waiting caller, raised there
-                self.replies.put((False, exc))
-
-    def call(self, timeout_s: float, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` on the helper thread; raises ``queue.Empty`` past ``timeout_s``."""
-        self.calls.put((fn, args))
-        ok, value = self.replies.get(timeout=timeout_s)
-        if not ok:
-            raise value
-        return value
-
-    def stop(self) -> None:
-        self.calls.put(None)
 
 
 class Deadline:
@@ -107,7 +78,7 @@ class Deadline:
         self.misses = 0
         self.inner: BatchPolicy | None = build()
         self.info = self.inner.info
-        self._caller: _Caller | None = None
+        self._caller: CallThread | None = None
         self._generation = 0  # bumped whenever a policy is abandoned
         self._slot_generation: dict[int, int] = {}
 
@@ -120,7 +91,7 @@ class Deadline:
                     f"could not build a fresh policy after a missed deadline ({describe(exc)})"
                 ) from exc
         if self._caller is None and not self.info.bounded:
-            self._caller = _Caller()
+            self._caller = CallThread("rollbench-policy-call")
         return self.inner
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -215,4 +186,4 @@ def close_within(close: Callable[[], None], timeout_s: float) -> None:
 
 def closed_badly(exc: BaseException) -> str:
     """A failed close() in the words of a warning: its missed deadline, or what it raised."""
-    return str(exc) if isinstance(exc, PolicyTimeout) else f"close() raised {describe(exc)}"
+    return str(exc) if isinstance(exc, MissedDeadline) else f"close() raised {describe(exc)}"

@@ -158,6 +158,7 @@ class EpisodeRun:
         self.latency = float("nan")
         self.done = False
         self.obs: Observation | None = None
+        self._state = np.zeros(0, dtype=np.float32)  # this step's state as recorded (copied in prepare)
         self.watch = RenderWatch()  # black or frozen images, checked on what the policy sees
         self.render_failure: str | None = None
         self._start = time.perf_counter()
@@ -204,6 +205,9 @@ class EpisodeRun:
         self.schedule.arrive(self.step)
         ask = self.schedule.needs_call()
         with contained(self._failing("environment")) as env, inside("env.render", (self.planned.episode_index,)):
+            # the state as the env gave it, copied before the policy sees it: a policy that writes into
+            # observation.state cannot change what is recorded (hostile round 11, F1)
+            self._state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
             wanted = (*self.cameras, *(c for c in self.frames if c not in self.cameras)) if ask else tuple(self.frames)
             images = {c: self.env.render(c) for c in wanted}
             self.obs.images = {c: images[c] for c in self.cameras} if ask else {}
@@ -244,7 +248,7 @@ class EpisodeRun:
             return
         assert self.obs is not None
         with contained(self._failing("environment")) as env, inside("env.step", (self.planned.episode_index,)):
-            state = np.array(self.obs.state, dtype=np.float32, copy=True).reshape(self.task.state_dim)
+            state = self._state
             planned = self.schedule.next(self.step, state)
             action = planned.action
             self._expect(asks=self.schedule.calls_at(self.step + 1))

@@ -127,7 +127,7 @@ class LocalBackend:
             name=f"rollbench-worker-{slot}",
             daemon=True,
         )
-        with _parent_main_hidden():
+        with _parent_main_hidden(), _sigint_ignored():
             proc.start()
         child_end.close()
         self.procs[slot], self._conns[slot] = proc, parent_end
@@ -197,6 +197,23 @@ class LocalBackend:
         deadline = time.monotonic() + CLOSE_GRACE_S
         for slot in list(self.procs):
             self._stop(slot, max(0.0, deadline - time.monotonic()))
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while a worker is spawned (main thread only: elsewhere Python cannot set handlers): the child
+    inherits an ignored SIGINT across exec, so a Ctrl-C (sent to the whole process group) that arrives while it
+    imports cannot raise KeyboardInterrupt there (it printed a traceback per worker; hostile round 10, F13); then
+    :func:`worker_main` ignores it for good. A signal mask is not inherited by multiprocessing's spawn. The cost: a
+    Ctrl-C in the milliseconds of a worker's start is not seen (press it again); measured in BENCHMARKS.md."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollbench.core.contracts import ChecksTasks, ConfigError, Policy, PolicyInfo
+from rollbench.core.env_timeout import env_timeout_s
 from rollbench.core.format import differences
 from rollbench.core.identity import run_identity
 from rollbench.core.latency import check_latency
@@ -23,7 +24,7 @@ from rollbench.core.registry import EnvFamily, EnvOptions, family_of
 from rollbench.core.runlog_model import Identity, Provenance, RunLog
 from rollbench.core.runlog_model import Plan as PlanRecord
 from rollbench.core.spec import EvalSpec, check_action_noise
-from rollbench.core.urlcreds import check_spec_urls
+from rollbench.core.urlcreds import check_spec_secrets, check_spec_urls
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.on_disk import check_rowless, check_state_files, committed_lengths
@@ -116,6 +117,16 @@ def check_spec(spec: EvalSpec, host_label: str | None = None, robot: str | None 
     prepare_run(spec, None, host_label, robot)
 
 
+def _user_secrets(spec: EvalSpec) -> dict[str, str]:
+    """The user's secrets a spec must not hold: ``$ROLLBENCH_SERVER_TOKEN`` and the agent key its options name."""
+    import os
+
+    from rollbench.wire.guard import TOKEN_ENV
+
+    names = [TOKEN_ENV, *([key] if isinstance(key := spec.policy_options.get("api_key_env"), str) else [])]
+    return {n: os.environ.get(n, "") for n in names}
+
+
 def prepare_run(
     spec: EvalSpec,
     run_dir: Path | None,
@@ -138,6 +149,8 @@ def prepare_run(
     (:mod:`rollbench.run.probed`, when ``execution`` is local with 1 worker) instead of closed; the caller then
     calls :func:`rollbench.run.probed.release` when the run ends."""
     check_spec_urls(spec.policy, spec.policy_options)  # an EvalSpec built directly (API) skipped build_spec's check
+    check_spec_secrets(spec.model_dump(mode="json"), _user_secrets(spec))
+    env_timeout_s()  # $ROLLBENCH_ENV_TIMEOUT_S: a bad value is refused before anything runs
     if run_dir is not None:
         check_run_dir(run_dir)
     plan = make_plan(spec)

@@ -17,16 +17,18 @@ from typing import Protocol, runtime_checkable
 
 from rollbench.core.batch import BatchPolicy
 from rollbench.core.contracts import Env, Fault, Policy, TaskInfo
+from rollbench.core.env_timeout import env_timeout_s
 from rollbench.core.episode import EpisodeRecord, failed_episode
 from rollbench.core.interrupts import contained
 from rollbench.core.plan import PlannedEpisode, ResolvedRun, TaskFacts
-from rollbench.core.registry import EnvOptions, make_env, make_policy
+from rollbench.core.registry import EnvOptions, family_of, make_env, make_policy
 from rollbench.core.spec import EvalSpec
 from rollbench.envs.hosted.remote import POOL
 from rollbench.policies.basic import ActionNoise
 from rollbench.record.lerobot import stage_episode
 from rollbench.run import phase, probed
 from rollbench.run.deadline import Deadline, closed_badly
+from rollbench.run.env_deadline import EnvDeadline
 from rollbench.run.episode import EpisodeRun, LoopRules
 from rollbench.run.in_memory import borrowed, is_in_memory
 from rollbench.run.lockstep import NextEpisode, as_batch_policy, run_lockstep
@@ -151,6 +153,7 @@ class EpisodeWorker:
         self._envs: list[Env | None] = [None] * size
         self._env_tasks: list[str | None] = [None] * size
         self._steps_at = 0.0
+        self.env_timeout_s = env_timeout_s()  # checked before the run (prepare_run): valid here
 
     def stepped(self, runs: list[EpisodeRun]) -> None:
         """After a lockstep step: report the running episodes' steps to the observer, at most every
@@ -171,7 +174,12 @@ class EpisodeWorker:
             options = EnvOptions(
                 cameras=facts.render_cameras, image_size=facts.image_size, fast_render=self.setup.spec.fast_render
             )
-            env = self._envs[slot] = make_env(facts.task, options)
+            task = facts.task
+            if family_of(task.name).inline:  # rollbench's own family: called inline, no deadline
+                env = make_env(task, options)
+            else:  # a plug-in's or a user's code: every call bounded by the env deadline (rollbench.run.env_deadline)
+                env = EnvDeadline(lambda: make_env(task, options), self.env_timeout_s, task.name)
+            self._envs[slot] = env
             self._env_tasks[slot] = facts.task.name
         return env
 

@@ -106,6 +106,7 @@ class HostedGymEnv:
 
 
 class HostedGymFamily(EnvFamily):
+    inline = True  # calls go to an env host, which has deadlines of its own (EnvFamily.inline)
     name = NAME
     description = (
         "any gymnasium env in your own interpreter, through the env host: --env hostedgym:PYTHON:ID "

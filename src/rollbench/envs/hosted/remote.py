@@ -18,8 +18,8 @@ start, is a ConfigError (exit 2 before any episode, or, for a later rebuild, the
 fault like any env that cannot be built).
 
 Deadlines (seconds): :data:`START_TIMEOUT_S` for the host's ``hello`` (imports), :data:`MAKE_TIMEOUT_S` for
-building a task's env, :data:`CALL_TIMEOUT_S` for every other call; ``$ROLLBENCH_ENV_HOST_TIMEOUT_S`` overrides the
-last.
+building a task's env, and for every other call the env deadline shared with in-process plug-in envs
+(:func:`rollbench.core.env_timeout.env_timeout_s`: 120 s, ``$ROLLBENCH_ENV_TIMEOUT_S``).
 """
 
 from __future__ import annotations
@@ -37,27 +37,12 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, EpisodeError
+from rollbench.core.env_timeout import env_timeout_s
 from rollbench.wire.pipe.child import ChildFailed, ChildProcess
 
 HOST_SCRIPT = Path(__file__).with_name("far") / "host.py"
 START_TIMEOUT_S = 180.0
 MAKE_TIMEOUT_S = 600.0
-CALL_TIMEOUT_S = 120.0
-TIMEOUT_ENV = "ROLLBENCH_ENV_HOST_TIMEOUT_S"
-
-
-def call_timeout_s() -> float:
-    """The per-call deadline: ``$ROLLBENCH_ENV_HOST_TIMEOUT_S`` when set (a positive number), else CALL_TIMEOUT_S."""
-    raw = os.environ.get(TIMEOUT_ENV)
-    if not raw:
-        return CALL_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
-    if not value > 0:
-        raise ConfigError(f"{TIMEOUT_ENV}={raw!r} must be positive")
-    return value
 
 
 def checkout_root() -> Path | None:
@@ -116,7 +101,7 @@ class EnvHost:
         self.info: dict[str, Any] = self.child.info
         self.pid = self.child.pid
         self.key = host_key(python, adapter, args, env)
-        self.timeout_s = call_timeout_s()
+        self.timeout_s = env_timeout_s()
         self.round_trip_s = 0.0  # sums over every call: wall time of the call, and the far side's own share
         self.far_s = 0.0
         self.healthy = True  # False after any failed call: such a host is never reused

@@ -348,6 +348,7 @@ def build_sim(task: TaskInfo, options: EnvOptions) -> tuple[Any, np.ndarray]:
 
 
 class LiberoFamily(libero_pro.Refusing, TableFamily):
+    inline = True  # rollbench's own adapter: called inline, no env deadline (EnvFamily.inline)
     name = "libero"
     robot = "panda"
     renderer = MUJOCO_RENDERER

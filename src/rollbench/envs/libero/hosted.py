@@ -98,6 +98,8 @@ class HostedLiberoEnv(LiberoEnv):
 class HostedLiberoFamily(TableFamily):
     """A LIBERO-type family whose package runs in its own venv (class attributes below; subclasses set tasks)."""
 
+    inline = True  # calls go to an env host, which has deadlines of its own (EnvFamily.inline)
+
     venv: ClassVar[str]  # folder name, e.g. ".venv-libero-ref"
     python_env: ClassVar[str]  # environment variable naming its interpreter instead
     setup_command: ClassVar[str]  # the one command that builds it

@@ -86,7 +86,7 @@ class HostProcess:
             if exc.refusal is not None:
                 raise ConfigError(f"lerobot policy cannot load {checkpoint}: {exc.refusal}") from None
             raise ConfigError(f"lerobot policy host did not start: {_last_line(str(exc), python)}") from None
-        self.proc, self.log = self.child.proc, self.child.log
+        self.proc, self.log = self.child.proc, self.child.log_path
         self.info: dict[str, Any] = self.child.info
 
     def tail(self, n: int = 2000) -> str:

@@ -82,9 +82,16 @@ def test_moving_the_bowl_onto_the_plate_through_the_simulator_is_a_success(spati
     np.testing.assert_allclose(sim.data.qpos[qpos[0] : qpos[0] + 2], plate[:2], atol=0.02)
 
 
+@pytest.fixture(scope="module")
+def first_states(spatial_env: LiberoEnv) -> list[np.ndarray]:
+    """The state after reset + init state k + settle, k = 0, 1, 2, in this process, as recorded (float32): computed
+    once for both worker counts (each LIBERO reset rebuilds the scene, seconds of CPU)."""
+    return [spatial_env.reset(seed=k, initial_state=k).state.astype(np.float32) for k in range(3)]
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_episode_k_starts_from_init_state_k_with_1_and_2_workers(
-    workers: int, spatial_env: LiberoEnv, tmp_path: Path
+    workers: int, first_states: list[np.ndarray], tmp_path: Path
 ) -> None:
     """The first recorded state of episode k equals the state after reset + init state k + settle in this process
     (the init states differ in the arm's joints, so the state tells which one was used). Two workers for three
@@ -105,7 +112,7 @@ def test_episode_k_starts_from_init_state_k_with_1_and_2_workers(
         for e, s, f in zip(*(table[k] for k in ("episode_index", "observation.state", "frame_index")), strict=True)
         if f == 0
     }
-    expected = [spatial_env.reset(seed=k, initial_state=k).state.astype(np.float32) for k in range(3)]  # recorded
+    expected = first_states
     for k in range(3):
         np.testing.assert_array_equal(first[k], expected[k])
     assert not np.array_equal(expected[0], expected[1])

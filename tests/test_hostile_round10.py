@@ -529,3 +529,53 @@ def test_a_ctrl_c_message_says_what_run_json_says(tmp_path: Path) -> None:
         _interrupted(spec, tmp_path / "none") == "interrupted before any run directory was made; nothing was recorded"
     )
     assert _interrupted(spec, None) == "interrupted before any run directory was made; nothing was recorded"
+
+
+# ---- round 11, F8: a user's release pattern runs in linear time, whatever it is ------------------------------------
+def test_a_users_backtracking_pattern_scans_a_hostile_string_and_still_finds_its_matches() -> None:
+    from rollbench.release.rules import Scanner
+
+    rules = {"patterns": [{"name": "corp-id", "regex": r"([a-z0-9]+[._-]?)+#corp"},
+                          {"name": "alt", "regex": r"(a|aa)+#corp"}]}  # fmt: skip
+    scanner = Scanner(set(), set(), rules=rules, environ={})
+    assert scanner.find("a" * 200_000 + "!") == []  # exponential for a backtracking engine
+    found = scanner.find("ticket jo.doe#corp now")
+    assert [(f.rule, f.value) for f in found] == [("corp-id", "jo.doe#corp")]
+
+
+@pytest.mark.parametrize(
+    ("rules", "words"),
+    [
+        ({"patterns": [{"name": "x", "regex": r"(?<!a)b"}]}, "--rules: patterns[0] is not a pattern release can run in linear time (RE2 syntax: no lookaround, no backreferences): invalid perl operator: (?<!"),
+        ({"patterns": [{"name": "x", "regex": r"(a)\1"}]}, "--rules: patterns[0] is not a pattern release can run in linear time"),
+        ({"allow": ["ok", "(?=x)"]}, "--rules: allow[1] is not a pattern release can run in linear time"),
+        ({"patterns": ["just a string"]}, '--rules: patterns[0] is not an object with a string "name" and "regex"'),
+        ({"patterns": [{"name": "x", "regex": 3}]}, '--rules: patterns[0] is not an object with a string "name" and "regex"'),
+        ({"literals": [{"value": None}]}, '--rules: literals[0] is not an object with a string "value"'),
+        ({"patterns": {"name": "x"}}, "--rules: patterns must be a list"),
+        ({"allow": [7]}, "--rules: allow[0] is not a string"),
+    ],
+)  # fmt: skip
+def test_a_rule_release_cannot_run_is_refused_by_its_place_in_the_file(rules: dict[str, Any], words: str) -> None:
+    from rollbench.release.rules import Scanner
+
+    with pytest.raises(ConfigError) as caught:
+        Scanner(set(), set(), rules=rules, environ={})
+    assert str(caught.value).startswith(words), str(caught.value)
+
+
+# ---- round 11, F9: a peer's run whose identity another source serves is named, never silently dropped ---------------
+@pytest.mark.slow
+def test_two_peers_serving_one_identity_list_one_run_and_name_the_other(tmp_path: Path) -> None:
+    from dashboard_support import ServerThread, fake_peer, peer_run
+
+    listing_a = json.dumps({"runs": [peer_run("vm", "point", "same")]}).encode()
+    listing_b = json.dumps({"runs": [{**peer_run("vm", "point", "same"), "policy": "random"}]}).encode()
+    with fake_peer(b"{}", runs_listing=listing_a) as a, fake_peer(b"{}", runs_listing=listing_b) as b:
+        central = ServerThread([], tmp_path / "labels.json", peers=[a, b], peer_refresh_s=0).start()
+        try:
+            doc = httpx.get(central.url + "/api/runs", timeout=60).json()
+        finally:
+            central.stop()
+    assert [(r["key"], r["source"], r["policy"]) for r in doc["runs"]] == [("vm/point/same", a, "zero")]
+    assert doc["errors"] == [f"{b}: identity vm/point/same is already served from {a}"]

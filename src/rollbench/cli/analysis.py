@@ -124,8 +124,8 @@ def compare_cmd(
     power: Annotated[bool, typer.Option("--power", help="Plan: paired episodes per task needed (no runs).")] = False,
     p_a: Annotated[float | None, typer.Option("--p-a", help="--power: expected success rate of A.")] = None,
     p_b: Annotated[float | None, typer.Option("--p-b", help="--power: expected success rate of B.")] = None,
-    alpha: Annotated[float, typer.Option(help="--power: significance level.")] = 0.05,
-    power_target: Annotated[float, typer.Option(help="--power: wanted power.")] = 0.8,
+    alpha: Annotated[float | None, typer.Option(help="--power: significance level (default 0.05).")] = None,
+    power_target: Annotated[float | None, typer.Option(help="--power: wanted power (default 0.8).")] = None,
     discordant: Annotated[
         float | None,
         typer.Option(help="--power: P(exactly one policy succeeds), e.g. from a pilot; default: independent."),
@@ -147,8 +147,19 @@ def compare_cmd(
     comparison needs. Errors: docs/analysis.md, "Errors and coverage"."""
     out = _out()
     if power:
-        _power_plan(out, bool(runs), (p_a, p_b), alpha, power_target, discordant, as_json)
+        _power_plan(out, bool(runs), (p_a, p_b), 0.05 if alpha is None else alpha,
+                    0.8 if power_target is None else power_target, discordant, as_json)  # fmt: skip
         return
+    planning = {
+        "--p-a": p_a,
+        "--p-b": p_b,
+        "--alpha": alpha,
+        "--power-target": power_target,
+        "--discordant": discordant,
+    }
+    if given := [name for name, value in planning.items() if value is not None]:  # never silently ignored (round 10)
+        _fail(f"{', '.join(given)} plan a comparison with --power; a comparison of runs tests at 0.05 (Holm across "
+              "tasks): drop them, or add --power")  # fmt: skip
     if sequential:
         _compare_sequential(out, runs or [], as_json, unpaired or allow_damaged)
         return

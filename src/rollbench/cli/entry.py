@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from types import FrameType
 
 
@@ -27,4 +26,4 @@ def main() -> None:
 
     if early:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.exit(run())
+    run()

@@ -300,7 +300,9 @@ class SequentialRecord(Closed):
     design: SequentialDesignRecord
     decision: Literal["b_better", "a_better", "futility", "budget_exhausted", "insufficient_coverage"] | None = None
     stopped_at: int | None = Field(
-        default=None, ge=0, description="Pairs at the look that decided (0: no pair scored, e.g. insufficient coverage)."
+        default=None,
+        ge=0,
+        description="Pairs at the look that decided (0: no pair scored, e.g. insufficient coverage).",
     )
     coverage_rule: CoverageRuleRecord | None = Field(
         default=None, description="The coverage rule's options; absent = its defaults (0.95, policy errors counted)."

@@ -56,6 +56,7 @@ class Dashboard:
         self._index: tuple[LabelFile, dict[str, list[tuple[str, dict[str, Any]]]]] | None = None
         self._labels: tuple[Any, LabelFile] | None = None
         self._lock = threading.Lock()
+        self._shadowed: list[str] = []  # peers' runs whose identity another source serves (named in errors)
         self.labels()  # a malformed sidecar or one of another rubric fails at start (ConfigError)
 
     # ---- labels
@@ -97,13 +98,18 @@ class Dashboard:
         if self.peers:
             with ThreadPoolExecutor(max_workers=len(self.peers)) as pool:
                 list(pool.map(lambda p: p.refresh(), self.peers))
-        keys = {s["key"] for _, s, _, _ in out}
+        served = {s["key"]: "this dashboard's roots" for _, s, _, _ in out}
+        shadowed: list[str] = []
         for peer in self.peers:
             for s in peer.runs:
-                if s["key"] not in keys:
-                    keys.add(s["key"])
-                    live = s.get("live")
-                    out.append(((peer.url, peer.generation), s, live, peer.error is not None or bool(s.get("stale"))))
+                if s["key"] in served:  # one identity, one run: the other is named, never silently dropped
+                    shadowed.append(f"{peer.url}: identity {s['key']} is already served from {served[s['key']]}")
+                    continue
+                served[s["key"]] = peer.url
+                live = s.get("live")
+                out.append(((peer.url, peer.generation), s, live, peer.error is not None or bool(s.get("stale"))))
+        with self._lock:
+            self._shadowed = shadowed
         return out, len(pending)
 
     def _joined(
@@ -155,7 +161,7 @@ class Dashboard:
             "hosts": list(hosts.values()) + [row for p in self.peers for row in p.host_rows()],
             "disagreements": [d for _, _, dis, _, _ in rows for d in dis],
             "pending": pending,
-            "errors": list(self.catalog.errors),
+            "errors": [*self.catalog.errors, *self._shadowed],
             "unknown_labels": [{"key": u.key, "label": u.label} for u in labels.unknown],
         }
         return rows, meta

@@ -75,6 +75,7 @@ from rollbench.core.identity import sanitize_segment
 from rollbench.core.secret_echo import SecretEcho
 from rollbench.core.urlcreds import SECRET_PARAMS
 from rollbench.release import credentials as cred
+from rollbench.release.user_rules import linear_pattern, rule_entries
 
 KEY_CHARS = r"[A-Za-z0-9_\-]"
 # Linear work (hostile8 F4): a rule's match may start only where no other match attempt's run could already be
@@ -267,15 +268,17 @@ class Scanner:
     def _add_rules(self, rules: dict[str, Any]) -> None:
         if not isinstance(rules, dict) or set(rules) - {"patterns", "literals", "allow"}:
             raise ConfigError('--rules must be a JSON object with keys "patterns", "literals", "allow"')
-        try:
-            for p in rules.get("patterns", []):
-                self.patterns.append((str(p["name"]), str(p.get("category", "custom")), re.compile(p["regex"]), 0))
-                self.extra.append({"name": p["name"], "category": p.get("category", "custom"), "regex": p["regex"]})
-            for lit in rules.get("literals", []):
-                self.literals.append((str(lit["value"]), str(lit.get("category", "custom"))))
-            self.allow = [re.compile(a) for a in rules.get("allow", [])]
-        except (KeyError, TypeError, re.error) as exc:
-            raise ConfigError(f"--rules: invalid rule ({type(exc).__name__}: {exc})") from None
+        for i, p in enumerate(rule_entries(rules, "patterns")):
+            if not isinstance(p, dict) or not isinstance(p.get("name"), str) or not isinstance(p.get("regex"), str):
+                raise ConfigError(f'--rules: patterns[{i}] is not an object with a string "name" and "regex"')
+            category = str(p.get("category", "custom"))
+            self.patterns.append((p["name"], category, linear_pattern(p["regex"], f"patterns[{i}]"), 0))
+            self.extra.append({"name": p["name"], "category": category, "regex": p["regex"]})
+        for i, lit in enumerate(rule_entries(rules, "literals")):
+            if not isinstance(lit, dict) or not isinstance(lit.get("value"), str):
+                raise ConfigError(f'--rules: literals[{i}] is not an object with a string "value"')
+            self.literals.append((lit["value"], str(lit.get("category", "custom"))))
+        self.allow = [linear_pattern(a, f"allow[{i}]") for i, a in enumerate(rule_entries(rules, "allow"))]
 
     def describe(self) -> dict[str, Any]:
         """The filters, for MANIFEST.json: rule names and regexes; literal names only by placeholder/count."""

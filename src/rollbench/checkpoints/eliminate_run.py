@@ -20,6 +20,7 @@ import numpy as np
 from rollbench.api import evaluate, grade, record_stop
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.eliminate import Design, decide, look_counts
+from rollbench.checkpoints.files_record import record_files
 from rollbench.checkpoints.rank import outcomes
 from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, write_ranking
 from rollbench.core.contracts import ConfigError
@@ -218,6 +219,7 @@ def run_elimination(
         for j in alive:
             if observer:
                 observer.on_checkpoint(CheckpointState(ckpts[j].step, out / ckpts[j].label, f"up to {n} episodes"))
+            record_files(ckpts[j], out)  # what its episodes are made with (FilesChanged when they changed)
             if _advance(specs[j], out / ckpts[j].label, n, execution, observer, set(graded[j])):
                 graded.changed(j)
 

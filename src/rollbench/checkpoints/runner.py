@@ -19,6 +19,7 @@ from rollbench.api import evaluate, grade
 from rollbench.checkpoints.decision import rank_eliminated
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.figure import success_by_step_png
+from rollbench.checkpoints.files_record import record_files
 from rollbench.checkpoints.rank import outcomes, rank
 from rollbench.core.contracts import ConfigError
 from rollbench.core.grade_model import GradeDocument
@@ -45,6 +46,19 @@ class CheckpointState:
     state: str
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A checkpoint not evaluated: its ``step`` and ``why`` (rollbench's own one-line message: its policy could not
+    be built, the run refused it, or it lacks config.json or model.safetensors)."""
+
+    step: int
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"step", "why"}``, an entry of the ranking document's ``skipped`` list."""
+        return {"step": self.step, "why": self.why}
+
+
 class CheckpointObserver(RunObserver):
     """A :class:`~rollbench.run.observer.RunObserver` of every checkpoint's run (handed whole to
     :func:`rollbench.api.evaluate`; its ``should_stop`` also stops between checkpoints) that also hears what happens
@@ -55,6 +69,9 @@ class CheckpointObserver(RunObserver):
 
     def on_waiting(self, evaluated: int) -> None:
         """``--watch`` is about to sleep until the next poll; ``evaluated`` checkpoints so far."""
+
+    def on_skipped(self, skipped: Skipped) -> None:
+        """A checkpoint could not be evaluated (see :class:`Skipped`); the others go on."""
 
 
 @dataclass(frozen=True)
@@ -104,9 +121,11 @@ def evaluate_checkpoint(
     observer: CheckpointObserver | None = None,
 ) -> GradeDocument:
     """The graded result of ``ckpt`` in ``out/<step>``: re-graded when already evaluated, else run (or resumed)
-    with ``observer``."""
+    with ``observer``. Its files are recorded first (:func:`~rollbench.checkpoints.files_record.record_files`:
+    FilesChanged, a ConfigError, when ``out/<step>`` holds episodes of other files)."""
     run_dir = out / ckpt.label
     watcher = observer or CheckpointObserver()
+    record_files(ckpt, out)
     if evaluated(run_dir, spec):
         watcher.on_checkpoint(CheckpointState(ckpt.step, run_dir, "already evaluated"))
         return grade(run_dir)
@@ -119,17 +138,21 @@ def write_ranking(
     results: Sequence[tuple[Checkpoint, dict[int, Outcome]]],
     settings: Settings,
     elimination: dict[str, Any] | None = None,
+    skipped: Sequence[Skipped] = (),
 ) -> dict[str, Any]:
     """Rank ``results``, write ``checkpoints.json`` and the figure into ``out``; return the ranking document. With
     an ``elimination`` block (``--eliminate``) the document is the elimination's decision
     (:func:`rollbench.checkpoints.decision.rank_eliminated`, the block under ``elimination``), else the fixed-N
-    ranking (:func:`rollbench.checkpoints.rank.rank`)."""
+    ranking (:func:`rollbench.checkpoints.rank.rank`). ``skipped`` (checkpoints not evaluated, step order) is its
+    ``skipped`` list (absent when empty)."""
     runs = [(c.step, str(out / c.label), o) for c, o in results]
     if elimination is None:
         doc = rank(runs, alpha=settings.alpha, rule=settings.rule)
     else:
         doc = rank_eliminated(runs, elimination, alpha=settings.alpha, rule=settings.rule)
     doc["checkpoint_paths"] = {str(c.step): str(c.path) for c, _ in results}
+    if skipped:
+        doc["skipped"] = [s.to_dict() for s in sorted(skipped, key=lambda s: s.step)]
     if elimination is not None:
         doc["elimination"] = elimination
     atomic_write_json(out / RANKING, doc)
@@ -144,14 +167,41 @@ def evaluate_all(
     settings: Settings,
     execution: Execution,
     observer: CheckpointObserver | None = None,
+    skipped: Sequence[Skipped] = (),
 ) -> dict[str, Any]:
     """Evaluate every checkpoint of ``ckpts`` (step order) at the settings' episode count, then rank them. Specs
-    are all built first: a bad option is a ConfigError before anything runs."""
+    are all built first: a bad option is a ConfigError before anything runs. A checkpoint whose evaluation raises
+    ConfigError (its policy cannot be built, the run refuses it) is skipped (:meth:`CheckpointObserver.on_skipped`)
+    and listed with ``skipped`` (those the caller skipped before) in the document; ConfigError
+    (:func:`nothing_evaluated`) when every one was skipped."""
     specs = [settings.spec(c) for c in ckpts]
     results: list[tuple[Checkpoint, dict[int, Outcome]]] = []
+    dropped = list(skipped)
     for ckpt, spec in zip(ckpts, specs, strict=True):
         if observer and observer.should_stop():
             break
-        results.append((ckpt, outcomes(evaluate_checkpoint(ckpt, spec, out, execution, observer))))
-        write_ranking(out, results, settings)
-    return write_ranking(out, results, settings)
+        try:
+            result = evaluate_checkpoint(ckpt, spec, out, execution, observer)
+        except ConfigError as exc:
+            dropped.append(skip(ckpt, exc, observer))
+            continue
+        results.append((ckpt, outcomes(result)))
+        write_ranking(out, results, settings, skipped=dropped)
+    if not results and len(dropped) > len(skipped):
+        raise nothing_evaluated(dropped[len(skipped) :])
+    return write_ranking(out, results, settings, skipped=dropped)
+
+
+def skip(ckpt: Checkpoint, exc: ConfigError, observer: CheckpointObserver | None) -> Skipped:
+    """``ckpt`` skipped for ``exc`` (told to ``observer``)."""
+    skipped = Skipped(ckpt.step, str(exc))
+    if observer:
+        observer.on_skipped(skipped)
+    return skipped
+
+
+def nothing_evaluated(skipped: Sequence[Skipped]) -> ConfigError:
+    """The one line when every checkpoint tried was skipped (most often a bad --policy-template: the same reason
+    for each): the first one's reason."""
+    first = skipped[0]
+    return ConfigError(f"no checkpoint could be evaluated ({len(skipped)} skipped); step {first.step}: {first.why}")

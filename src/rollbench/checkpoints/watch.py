@@ -5,6 +5,11 @@ A checkpoint is taken when its ``config.json`` and weights are regular files and
 being written is never evaluated. The loop ends after ``max_checkpoints`` evaluated checkpoints, after
 ``until_idle_s`` seconds without a new one, or on Ctrl-C (KeyboardInterrupt propagates: the run directories are
 resumable and the same command goes on, re-grading the checkpoints already evaluated).
+
+A checkpoint whose evaluation raises ConfigError (its policy cannot be built, e.g. a crashed save whose config.json
+is not JSON; the run refuses it) is skipped (:meth:`~rollbench.checkpoints.runner.CheckpointObserver.on_skipped`),
+listed under ``skipped`` in the ranking, and the watch goes on; it is tried again once its files change and are
+stable again. When the watch ends with every checkpoint it tried skipped, that is a ConfigError (nothing ranked).
 """
 
 from __future__ import annotations
@@ -17,7 +22,15 @@ from typing import Any
 
 from rollbench.checkpoints.discover import Checkpoint, find_checkpoints, fingerprint, is_complete
 from rollbench.checkpoints.rank import outcomes
-from rollbench.checkpoints.runner import CheckpointObserver, Settings, evaluate_checkpoint, write_ranking
+from rollbench.checkpoints.runner import (
+    CheckpointObserver,
+    Settings,
+    Skipped,
+    evaluate_checkpoint,
+    nothing_evaluated,
+    skip,
+    write_ranking,
+)
 from rollbench.core.contracts import ConfigError
 from rollbench.grading.coverage import Outcome
 from rollbench.run.runners import Execution
@@ -64,8 +77,16 @@ def watch(
     max_checkpoints, until_idle_s = polling.max_checkpoints, polling.until_idle_s
     seen: dict[int, tuple[tuple[str, int, int], ...]] = {}
     results: list[tuple[Checkpoint, dict[int, Outcome]]] = []
+    skipped: dict[int, tuple[Skipped, tuple[tuple[str, int, int], ...]]] = {}  # step -> (why, its files then)
     done: set[int] = set()
     last_new = clock()
+
+    def ranking() -> dict[str, Any]:
+        if not results and skipped:
+            raise nothing_evaluated([s for s, _ in skipped.values()])
+        dropped = [s for s, _ in skipped.values()]
+        return write_ranking(out, sorted(results, key=lambda r: r[0].step), settings, skipped=dropped)
+
     while True:
         for ckpt in find_checkpoints(run):
             if ckpt.step in done:
@@ -74,18 +95,28 @@ def watch(
                 seen.pop(ckpt.step, None)
                 continue
             now = fingerprint(ckpt)
+            if ckpt.step in skipped and skipped[ckpt.step][1] == now:
+                continue  # skipped, and not rewritten since
             if seen.get(ckpt.step) != now:  # new or still changing: look again at the next poll
                 seen[ckpt.step] = now
                 continue
-            result = evaluate_checkpoint(ckpt, settings.spec(ckpt), out, execution, observer)
+            last_new = clock()
+            try:
+                result = evaluate_checkpoint(ckpt, settings.spec(ckpt), out, execution, observer)
+            except ConfigError as exc:
+                skipped[ckpt.step] = (skip(ckpt, exc, observer), now)
+                if results:
+                    ranking()  # checkpoints.json names it at once
+                continue
+            skipped.pop(ckpt.step, None)
             results.append((ckpt, outcomes(result)))
             done.add(ckpt.step)
             last_new = clock()
-            doc = write_ranking(out, sorted(results, key=lambda r: r[0].step), settings)
+            doc = ranking()
             if max_checkpoints is not None and len(done) >= max_checkpoints:
                 return doc
         if until_idle_s is not None and clock() - last_new >= until_idle_s:
-            return write_ranking(out, sorted(results, key=lambda r: r[0].step), settings)
+            return ranking()
         if observer:
             observer.on_waiting(len(done))
         sleep(polling.poll_s)

@@ -1,8 +1,10 @@
 """``rollbench checkpoints``: evaluate a training run's checkpoints on the same planned episodes and rank them
 (docs/checkpoints.md).
 
-Exit codes: 0 = ranked (whatever the verdict); 2 = bad input (nothing ran); 130 / 143 = interrupted (the same
-command resumes; checkpoints already evaluated are not run again); 1 = a run could not go on.
+Exit codes: 0 = ranked (whatever the verdict; checkpoints that could not be evaluated are skipped and named); 2 = bad
+input (nothing ran), a checkpoint whose files changed since its episodes were made (nothing ran), or every checkpoint
+skipped; 130 / 143 = interrupted (the same command resumes; checkpoints already evaluated are not run again); 1 = a
+run could not go on.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def print_ranking(out: Console, doc: dict[str, Any]) -> None:
 
 
 def _tail(out: Console, doc: dict[str, Any]) -> None:
+    for s in doc.get("skipped", []):
+        out.print(f"not evaluated: step {s['step']}: {said(s['why'])}", highlight=False, soft_wrap=True)
     out.print(f"verdict: {said(doc['says'])}", highlight=False, soft_wrap=True)
     for note in doc.get("notes", []):
         out.print(f"note: {said(note)}", highlight=False, soft_wrap=True)
@@ -160,7 +164,8 @@ def checkpoints_cmd(
     the chosen step with its guarantee and the look that eliminated each other step (no fixed-N p-values)."""
     from rollbench.checkpoints.discover import find_checkpoints, is_complete
     from rollbench.checkpoints.eliminate import design as elimination_design
-    from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, evaluate_all
+    from rollbench.checkpoints.files_record import check_files
+    from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, Skipped, evaluate_all
     from rollbench.checkpoints.watch import Polling
     from rollbench.checkpoints.watch import watch as watch_run
     from rollbench.cli.common import out as stdout
@@ -187,13 +192,15 @@ def checkpoints_cmd(
         plan = (
             elimination_design(len(ready), delta, alpha, first_look) if eliminate else None
         )  # refused before any line
-        for c in found if not watch else []:
-            if not is_complete(c):
-                console.print(  # the folder's name as written, never as markup (hostile round 9)
-                    f"skipped step {c.step}: {said(c.path)} lacks config.json or model.safetensors",
-                    highlight=False,
-                    soft_wrap=True,  # one line, as each event line: a path is never cut at the console's width
-                )
+        check_files(ready, out_dir)  # a step whose files changed since its episodes were made (hostile round 11, F6)
+        why = "lacks config.json or model.safetensors"
+        incomplete = [] if watch else [Skipped(c.step, f"{c.path} {why}") for c in found if not is_complete(c)]
+        for s in incomplete:
+            console.print(  # the folder's name as written, never as markup (hostile round 9)
+                f"skipped step {s.step}: {said(s.why)}",
+                highlight=False,
+                soft_wrap=True,  # one line, as each event line: a path is never cut at the console's width
+            )
     except ConfigError as exc:
         fail(str(exc))
 
@@ -206,6 +213,9 @@ def checkpoints_cmd(
                     f"step {event.step}: {said(event.state)} ({said(event.run_dir)})", highlight=False, soft_wrap=True
                 )
 
+        def on_skipped(self, skipped: Skipped) -> None:  # always: a warning, on stderr (--json's document names it)
+            console.print(f"skipped step {skipped.step}: {said(skipped.why)}", highlight=False, soft_wrap=True)
+
     progress = Lines()
 
     try:
@@ -216,7 +226,7 @@ def checkpoints_cmd(
         elif watch:
             doc = watch_run(run, out_dir, settings, runner, polling, observer=progress)
         else:
-            doc = evaluate_all(ready, out_dir, settings, runner, progress)
+            doc = evaluate_all(ready, out_dir, settings, runner, progress, incomplete)
     except KeyboardInterrupt:
         console.print(
             f"interrupted: the same command resumes {said(out_dir)}; evaluated checkpoints are not run again",

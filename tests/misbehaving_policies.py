@@ -5,6 +5,7 @@ their ``close()`` never returns (``misbehaving_policies:close_hangs``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping
@@ -97,3 +98,22 @@ class DelRaises(CloseHangs):
 
 def del_raises(name: str, options: Mapping[str, Any]) -> DelRaises:
     return DelRaises()
+
+
+class GarblesChannel(DelRaises):
+    """Zero actions; every ``act`` writes ``b"garbage\\n"`` into every socket its process holds (a worker's channel
+    to rollbench is one), as a native library logging to a wrong descriptor would."""
+
+    def __del__(self) -> None:
+        pass
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        for fd in range(3, 64):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                    os.write(fd, b"garbage\n")
+        return np.zeros((1, 2), np.float32)
+
+
+def garbles_channel(name: str, options: Mapping[str, Any]) -> GarblesChannel:
+    return GarblesChannel()

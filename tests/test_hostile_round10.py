@@ -579,3 +579,43 @@ def test_two_peers_serving_one_identity_list_one_run_and_name_the_other(tmp_path
             central.stop()
     assert [(r["key"], r["source"], r["policy"]) for r in doc["runs"]] == [("vm/point/same", a, "zero")]
     assert doc["errors"] == [f"{b}: identity vm/point/same is already served from {a}"]
+
+
+# ---- round 11, F11/F12: a gym env's raising info is one line; its NaN reward is the env's error -------------------
+def test_a_gym_env_whose_step_info_raises_is_refused_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    got = CliRunner().invoke(app, ["eval", "--env", "gym:odd_envs:RollbenchInfoRaises-v0", "--policy", "zero",
+                                   "--episodes", "1", "--out", str(tmp_path / "r")])  # fmt: skip
+    assert got.exit_code == 2 and "Traceback" not in got.output
+    assert got.output.strip().splitlines() == [
+        "error: gymnasium env 'odd_envs:RollbenchInfoRaises-v0': reading its step info raised RuntimeError: info boom"
+    ]
+
+
+def test_an_env_reward_that_is_not_finite_ends_its_episode_as_the_envs_error(tmp_path: Path) -> None:
+    from rollbench.api import evaluate, grade
+
+    got = evaluate(env="gym:odd_envs:RollbenchNanReward-v0", policy="zero", episodes=2, out=tmp_path / "r")
+    assert [(e.termination_reason, e.length, e.error_fault) for e in got.episodes] == [("error", 2, "environment")] * 2
+    assert {e.error for e in got.episodes} == {"EpisodeError: env returned a non-finite reward (nan) at step 2"}
+    assert grade(tmp_path / "r").violations == []
+
+
+# ---- round 11, F10: stray bytes in a worker's channel cost that worker, never a hang --------------------------------
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="the double finds its sockets in /proc (Linux)")
+def test_stray_bytes_in_a_workers_channel_end_its_episode_and_the_run_goes_on(tmp_path: Path) -> None:
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), tests])}
+    args = ["eval", "--env", "scripted/reach", "--policy", "misbehaving_policies:garbles_channel", "--episodes", "2",
+            "--max-steps", "2", "--workers", "2", "--out", str(tmp_path / "r"), "--json"]  # fmt: skip
+    got = subprocess.run([sys.executable, "-m", "rollbench", *args], env=env, capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert "Traceback" not in got.stderr, got.stderr[-800:]
+    doc = json.loads(got.stdout)
+    assert doc["episodes_recorded"] == 2
+    died = [e for e in doc["episodes"] if e["termination_reason"] == "error"]
+    assert died and all(e["error_fault"] is not None for e in died)

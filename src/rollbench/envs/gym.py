@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.call_thread import CallThread
-from rollbench.core.contracts import ConfigError, EpisodeError, Observation, StepResult, TaskInfo
+from rollbench.core.contracts import ConfigError, EpisodeError, Observation, StepResult, TaskInfo, describe
 from rollbench.core.env_timeout import TIMEOUT_ENV, env_timeout_s
 from rollbench.core.family import EnvFamily, ServedLayout
 from rollbench.core.registry import EnvOptions, unknown_name_error
@@ -282,14 +282,21 @@ def _probe(env_id: str, doing: list[str]) -> TaskInfo:
         boxes = obs_space.spaces.values() if isinstance(obs_space, spaces.Dict) else [obs_space]
         if not all(isinstance(b, spaces.Box) for b in boxes):
             raise ConfigError(f"gymnasium env {env_id!r} has observation space {obs_space}; need Box or Dict of Box")
-        doing[0] = "reset()"
-        env.reset(seed=0)
-        doing[0] = "step()"
-        _obs, _r, _te, _tr, info = env.step(((low + high) / 2).astype(act.dtype))
+        try:
+            doing[0] = "reset()"
+            env.reset(seed=0)
+            doing[0] = "step()"
+            _obs, _r, _te, _tr, info = env.step(((low + high) / 2).astype(act.dtype))
+        except Exception as exc:  # the env's own code (or gymnasium's checks of what it returned) raised
+            raise ConfigError(f"gymnasium env {env_id!r}: its {doing[0]} raised {describe(exc)}") from None
         try:
             success_from_info(env_id, info)  # raises ConfigError naming the keys it did report
         except EpisodeError as exc:
             raise ConfigError(str(exc)) from None
+        except (ConfigError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # an info mapping whose reading raises (hostile round 11, F11)
+            raise ConfigError(f"gymnasium env {env_id!r}: reading its step info raised {describe(exc)}") from None
         spec = env.spec
         fps = env.metadata.get("render_fps") or (1.0 / env.unwrapped.dt if hasattr(env.unwrapped, "dt") else 10)
         return TaskInfo(

@@ -253,11 +253,14 @@ class EpisodeRun:
             action = planned.action
             self._expect(asks=self.schedule.calls_at(self.step + 1))
             result = self.env.step(action.copy())
+            reward = float(result.reward)
+            if not np.isfinite(reward):  # as a non-finite action ends the policy's episode (hostile round 11, F12)
+                raise EpisodeError(f"env returned a non-finite reward ({reward}) at step {self.step}", "environment")
         if env.error:
             return
         self.states.append(state)
         self.actions.append(action)
-        self.rewards.append(float(result.reward))
+        self.rewards.append(reward)
         self.successes.append(bool(result.success))
         self.latencies.append(self.latency)
         self.sources.append((planned.obs_step, planned.chunk_index, planned.hold))

@@ -28,6 +28,7 @@ import types
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from rollbench.core.contracts import describe
@@ -149,7 +150,7 @@ class LocalBackend:
                 conn = self._conns[slot]
                 try:
                     while conn.poll():
-                        msg = conn.recv()
+                        msg = _receive(conn)
                         if msg[0] == "ready":
                             events.append(Event("ready", slot))
                         elif msg[0] == "done":
@@ -158,9 +159,10 @@ class LocalBackend:
                             events.append(Event("steps", slot, running=msg[1]))
                         else:
                             events.append(Event("fatal", slot, detail=msg[1]))
-                except (EOFError, OSError):
+                except EOFError:
                     dead.add(slot)
-                except Exception as exc:  # a half-written message from a worker killed mid-send
+                except Exception as exc:  # a half-written message from a worker killed mid-send, or bytes a policy
+                    # or env wrote into the worker's channel (a length over MAX_MESSAGE_BYTES: OSError at once)
                     self.procs[slot].kill()
                     why = f"unreadable message ({type(exc).__name__})"
                     events.append(Event("died", slot, detail=why, phase=self._boards[slot].read()))
@@ -197,6 +199,15 @@ class LocalBackend:
         deadline = time.monotonic() + CLOSE_GRACE_S
         for slot in list(self.procs):
             self._stop(slot, max(0.0, deadline - time.monotonic()))
+
+
+MAX_MESSAGE_BYTES = 64 * 2**20  # a worker's messages are summaries and progress: kilobytes
+
+
+def _receive(conn: Connection) -> Any:
+    """One message of a worker: at most :data:`MAX_MESSAGE_BYTES` (``recv`` would wait for whatever length stray
+    bytes in the channel spell, ``b"garb"``: 1.7 GB, and hang the run; hostile round 11, F10)."""
+    return ForkingPickler.loads(conn.recv_bytes(MAX_MESSAGE_BYTES))
 
 
 @contextlib.contextmanager

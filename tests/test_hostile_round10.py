@@ -619,3 +619,30 @@ def test_stray_bytes_in_a_workers_channel_end_its_episode_and_the_run_goes_on(tm
     assert doc["episodes_recorded"] == 2
     died = [e for e in doc["episodes"] if e["termination_reason"] == "error"]
     assert died and all(e["error_fault"] is not None for e in died)
+
+
+# ---- round 11, F14: --spec RUN/run.json is handed-over content, as --resume's ---------------------------------------
+def test_a_recorded_run_json_as_spec_imports_nothing_unasked(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.api import evaluate
+    from rollbench.cli.main import app
+
+    evaluate(env="scripted/reach", policy="fault_policies:slow", episodes=1, max_steps=2, out=tmp_path / "theirs")
+    base = ["eval", "--spec", str(tmp_path / "theirs/run.json"), "--episodes", "1"]
+    refused = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "a")])
+    assert refused.exit_code == 2 and not (tmp_path / "a").exists()
+    assert refused.output.strip() == (
+        f"error: --spec {tmp_path}/theirs/run.json is a recorded run.json naming policy 'fault_policies:slow', which "
+        "rollbench would import, run, read, connect to or send your token or API key to; use it only if you trust "
+        "it: repeat the name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
+    )
+    typed = CliRunner().invoke(app, [*base, "--policy", "fault_policies:slow", "--out", str(tmp_path / "b")])
+    trusted = CliRunner().invoke(app, [*base, "--trust-run", "--out", str(tmp_path / "c")])
+    assert (typed.exit_code, trusted.exit_code) == (0, 0), (typed.output, trusted.output)
+    own = tmp_path / "mine.json"
+    own.write_text(json.dumps({"env": "scripted/reach", "policy": "fault_policies:slow", "max_steps": 2}))
+    assert (
+        CliRunner().invoke(app, ["eval", "--spec", str(own), "--episodes", "1", "--out", str(tmp_path / "d")]).exit_code
+        == 0
+    )

@@ -20,13 +20,19 @@ if TYPE_CHECKING:
     from rollbench.run.runners import Execution
 
 
-def new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool) -> EvalSpec:
+def new_spec(
+    ctx: typer.Context, values: dict[str, Any], spec_file: Path | None, wire_capture: bool, trust_run: bool = False
+) -> EvalSpec:
     """The spec of the flags (every one, or with ``--spec FILE`` the file's fields overridden by the flags typed; a
-    file without ``episodes`` gets ``--episodes``' default, 10, as a command line without it does)."""
+    file without ``episodes`` gets ``--episodes``' default, 10, as a command line without it does). A ``--spec``
+    that is a recorded run.json is handed-over content, as ``--resume``'s: what it names to import, run, read or
+    connect to must be typed again or ``--trust-run`` given (hostile round 11, F14)."""
     from rollbench.core.spec import build_spec
 
     fields = load_spec_file(spec_file) if spec_file else {}
-    fields.update(spec_fields(values, given_flags(ctx, SPEC_FLAGS) if spec_file else SPEC_FLAGS))
+    typed = spec_fields(values, given_flags(ctx, SPEC_FLAGS) if spec_file else SPEC_FLAGS)
+    recorded_run = spec_file is not None and _is_run_log(spec_file)
+    fields.update(typed)
     if "episodes" not in fields:  # a spec file without episodes gets the flag's default, as a command without it
         fields["episodes"] = next(f.default for f in SPEC_FLAGS if f.field == "episodes")
     if not fields.get("env") or not fields.get("policy"):
@@ -39,7 +45,25 @@ def new_spec(ctx: typer.Context, values: dict[str, Any], spec_file: Path | None,
         raise ConfigError("--env and --policy are required (or --spec FILE, or --resume RUN_DIR)")
     if wire_capture:
         fields["policy_options"] = _with_wire_capture(fields["policy"], fields.get("policy_options"))
-    return build_spec(**fields)
+    spec = build_spec(**fields)
+    if recorded_run and not trust_run:
+        from rollbench.core.spec import what_it_loads
+
+        if loads := [f"{field} {value!r}" for field, value in what_it_loads(spec) if field not in typed]:
+            raise ConfigError(
+                f"--spec {spec_file} is a recorded run.json naming {', '.join(loads)}, which rollbench would import, "
+                "run, read, connect to or send your token or API key to; use it only if you trust it: repeat the "
+                "name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
+            )
+    return spec
+
+
+def _is_run_log(path: Path) -> bool:
+    """Whether the JSON file ``path`` is a recorded run.json (a ``spec`` and a ``plan``), not a spec file."""
+    from rollbench.core.jsonfile import read_json
+
+    data = read_json(path, "--spec")
+    return isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data
 
 
 def run_with_display(

@@ -94,7 +94,8 @@ def eval_cmd(
     trust_run: Annotated[
         bool,
         typer.Option(
-            "--trust-run", help="--resume: load the modules, paths, servers and agents the run's run.json names."
+            "--trust-run",
+            help="--resume, or --spec RUN/run.json: load the modules, paths, servers and agents that run.json names.",
         ),
     ] = False,
     **options: Any,
@@ -105,7 +106,7 @@ def eval_cmd(
             given = given_flags(ctx, SPEC_FLAGS)
             spec, out_dir = resumed_spec(resume, given, spec_file, options, trust_run), resume
         else:
-            spec = _new_spec(ctx, options, spec_file, options["wire_capture"])
+            spec = _new_spec(ctx, options, spec_file, options["wire_capture"], trust_run)
         run = execution(options)
     except ConfigError as exc:
         _fail(str(exc))

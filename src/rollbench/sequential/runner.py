@@ -261,8 +261,8 @@ def _checked(
         **({"coverage_rule": config.coverage.to_dict()} if config.coverage != DEFAULT_RULE else {}),
     }
     parameters = _parameters(tasks, spec_a, spec_b, {**settings, "budget": rule.budget, "look_every": look_every})
+    refuse_inside_run(out)  # issue 42, item 8; first: a path inside a run is named as such, whatever it is
     check_output_path(out, "--out", directory=True)
-    refuse_inside_run(out)  # issue 42, item 8
     _check_resume(out, parameters)
     for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
         check_spec(spec, host_label, robot)

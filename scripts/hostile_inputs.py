@@ -47,6 +47,8 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * hostile round 10's classes (``scripts/hostile_round10.py``): a policy that changes directory or whose close()
   never returns, a huge chunk size, ``compare --alpha`` without ``--power``, the token in an instruction, other
   scripts' digits in a latency or ``$COLUMNS``, repeated cameras, dashboard peers carrying credentials.
+* hostile round 11's classes (``scripts/hostile_round11.py``): ``--spec RUN/run.json`` naming a planted module,
+  backtracking ``release --rules`` patterns, an env whose reward turns NaN, a policy writing into its observation.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -77,6 +79,7 @@ import hostile_replies  # hostile round 5's reply classes, beside this script
 import hostile_round8  # hostile round 8's classes, beside this script
 import hostile_round9  # hostile round 9's classes, beside this script
 import hostile_round10  # hostile round 10's classes, beside this script
+import hostile_round11  # hostile round 11's classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -496,6 +499,7 @@ def main() -> int:
         hostile_round8.run_all(r, a.n)
         hostile_round9.run_all(r, a.n)
         hostile_round10.run_all(r, a.n)
+        hostile_round11.run_all(r, a.n)
         hostile_optimize.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:

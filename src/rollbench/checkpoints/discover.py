@@ -94,9 +94,9 @@ def is_complete(ckpt: Checkpoint) -> bool:
     return _is_file(ckpt.path / CONFIG) and _is_file(ckpt.path / WEIGHTS)
 
 
-def fingerprint(ckpt: Checkpoint) -> tuple[tuple[str, int, int], ...]:
+def fingerprint(ckpt: Checkpoint, max_files: int | None = None) -> tuple[tuple[str, int, int], ...]:
     """``(relative path, size, mtime ns)`` of every regular file under the checkpoint (links not followed), sorted:
-    equal over two polls means nothing was written in between."""
+    equal over two polls means nothing was written in between. ConfigError past ``max_files`` files when given."""
     out = []
     for dirpath, dirnames, filenames in os.walk(ckpt.path, followlinks=False):
         for name in filenames:
@@ -107,5 +107,7 @@ def fingerprint(ckpt: Checkpoint) -> tuple[tuple[str, int, int], ...]:
                 continue
             if stat.S_ISREG(st.st_mode):
                 out.append((str(p.relative_to(ckpt.path)), st.st_size, st.st_mtime_ns))
+            if max_files is not None and len(out) > max_files:
+                raise ConfigError(f"step {ckpt.step}: {ckpt.path} holds more than {max_files} files")
         dirnames.sort()
     return tuple(sorted(out))

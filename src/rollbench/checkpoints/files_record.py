@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from rollbench.checkpoints.discover import Checkpoint
+from rollbench.checkpoints.discover import Checkpoint, fingerprint
 from rollbench.core.contracts import ConfigError
 from rollbench.record.files import atomic_write_json
 from rollbench.record.safe_files import open_regular, read_regular_json
@@ -72,28 +71,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _listing(ckpt: Checkpoint) -> list[tuple[str, int, int]]:
-    """``(relative path, size, mtime ns)`` of every regular file under ``ckpt`` (links not followed), sorted;
-    ConfigError past :data:`MAX_FILES`."""
-    out: list[tuple[str, int, int]] = []
-    for dirpath, dirnames, filenames in os.walk(ckpt.path, followlinks=False):
-        dirnames.sort()
-        for name in filenames:
-            p = Path(dirpath) / name
-            try:
-                st = os.lstat(p)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                out.append((str(p.relative_to(ckpt.path)), st.st_size, st.st_mtime_ns))
-            if len(out) > MAX_FILES:
-                raise ConfigError(f"step {ckpt.step}: {ckpt.path} holds more than {MAX_FILES} files")
-    return sorted(out)
-
-
 def stamp(ckpt: Checkpoint) -> CheckpointFiles:
     """``ckpt``'s files now, each hashed (OSError when one cannot be read)."""
-    files = [FileStamp(file=f, size=s, mtime_ns=m, sha256=_sha256(ckpt.path / f)) for f, s, m in _listing(ckpt)]
+    files = [
+        FileStamp(file=f, size=s, mtime_ns=m, sha256=_sha256(ckpt.path / f)) for f, s, m in fingerprint(ckpt, MAX_FILES)
+    ]
     return CheckpointFiles(path=str(ckpt.path), files=files)
 
 
@@ -101,7 +83,7 @@ def changes(ckpt: Checkpoint, recorded: CheckpointFiles) -> list[str]:
     """What differs between ``ckpt``'s files now and ``recorded``: ``NAME added``, ``NAME removed``, ``NAME: size A
     -> B bytes``, ``NAME: other bytes`` (an mtime that differs at the same size is hashed again); empty when none."""
     was = {f.file: f for f in recorded.files}
-    now = {f: (s, m) for f, s, m in _listing(ckpt)}
+    now = {f: (s, m) for f, s, m in fingerprint(ckpt, MAX_FILES)}
     found = [f"{name} removed" for name in sorted(set(was) - set(now))]
     found += [f"{name} added" for name in sorted(set(now) - set(was))]
     for name in sorted(set(was) & set(now)):

@@ -646,3 +646,23 @@ def test_a_recorded_run_json_as_spec_imports_nothing_unasked(tmp_path: Path) -> 
         CliRunner().invoke(app, ["eval", "--spec", str(own), "--episodes", "1", "--out", str(tmp_path / "d")]).exit_code
         == 0
     )
+
+
+# ---- round 12, F2: a --peer URL the peer client could not use is refused at start, its host part unshown ------------
+@pytest.mark.parametrize(
+    "peer",
+    ["http://127.0.0.1:9;token=abcdefgh12", "http://[::1", "http://127.0.0.1:99999", "http://127.0.0.1:٩",
+     "http://127.0.0.1:0", "http:///nohost", "https://h:x/"],
+)  # fmt: skip
+def test_a_peer_url_the_client_cannot_use_is_refused_without_showing_its_host_part(peer: str) -> None:
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    got = CliRunner().invoke(app, ["dashboard", "--peer", peer, "--port", "1"])
+    scheme = peer.split("://", 1)[0]
+    assert got.exit_code == 2
+    assert got.output.strip() == (
+        f"error: --peer {scheme}://… is not a valid http(s) URL: give http://HOST:PORT (a port from 1 to 65535), "
+        "and a token after '#'"
+    )

@@ -8,6 +8,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
+from urllib.parse import urlsplit
 
 import typer
 
@@ -29,6 +30,16 @@ def _peer(value: str) -> tuple[str, str | None]:
     if not url.startswith(("http://", "https://")):
         raise ConfigError(
             f"--peer {shown!r} is not an http(s) URL (e.g. http://gpu-box:8301 or http://gpu-box:8301#TOKEN)"
+        )
+    try:  # the parts the peer client will use, as the standard parser reads them (hostile round 12, F2)
+        parts = urlsplit(url)
+        valid = bool(parts.hostname) and ";" not in parts.netloc and (parts.port is None or 0 < parts.port < 65536)
+    except ValueError:  # a port that is not a number, an unclosed [IPv6 literal
+        valid = False
+    if not valid:  # its host part is not shown: it may hold a credential the parser did not separate
+        raise ConfigError(
+            f"--peer {url.split('://', 1)[0]}://… is not a valid http(s) URL: give http://HOST:PORT (a port from 1 "
+            "to 65535), and a token after '#'"
         )
     if (masked := masked_credentials(url)) is not None:  # the URL is shown to every viewer (hostile round 10, F11)
         raise ConfigError(

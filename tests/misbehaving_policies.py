@@ -117,3 +117,12 @@ class GarblesChannel(DelRaises):
 
 def garbles_channel(name: str, options: Mapping[str, Any]) -> GarblesChannel:
     return GarblesChannel()
+
+
+def claims_bounded(name: str, options: Mapping[str, Any]) -> InAct:
+    """A plug-in declaring ``PolicyInfo(bounded=True)``, which would switch its calls' deadline off."""
+    from dataclasses import replace
+
+    policy = InAct({"to": "."})
+    policy.info = replace(InAct.info, bounded=True)  # type: ignore[misc]
+    return policy

@@ -666,3 +666,30 @@ def test_a_peer_url_the_client_cannot_use_is_refused_without_showing_its_host_pa
         f"error: --peer {scheme}://… is not a valid http(s) URL: give http://HOST:PORT (a port from 1 to 65535), "
         "and a token after '#'"
     )
+
+
+# ---- round 12, F5/F7: a plug-in cannot switch its deadline off; an MCP argument that is not UTF-8 is named ----------
+def test_a_plugin_declaring_itself_bounded_is_refused() -> None:
+    from rollbench.core.registry import make_policy
+
+    with pytest.raises(ConfigError) as caught:
+        make_policy("misbehaving_policies:claims_bounded", {})
+    assert str(caught.value) == (
+        "policy 'misbehaving_policies:claims_bounded' declares PolicyInfo(bounded=True), which only rollbench's "
+        "built-in policies may: a bounded policy runs without --policy-timeout; leave it False"
+    )
+    assert make_policy("scripted-expert", {}).info.bounded  # rollbench's own still may
+
+
+def test_an_mcp_argument_holding_a_lone_surrogate_is_a_tool_error_naming_it() -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import BaseModel
+
+    from rollbench.mcp.strict import check_arguments
+
+    class Args(BaseModel):
+        instruction: str
+
+    with pytest.raises(ToolError) as caught:
+        check_arguments("run_policy_rollout", Args, set(), {"instruction": "reach \ud800"})
+    assert str(caught.value) == "run_policy_rollout: argument instruction is not UTF-8 text (it holds a lone surrogate)"

@@ -309,6 +309,11 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
         raise ConfigError(
             f"policy {name!r}: its factory {why} (a policy has info: PolicyInfo and reset, act, close methods)"
         )
+    if info.bounded and not str(getattr(factory, "__module__", "")).startswith("rollbench."):
+        raise ConfigError(  # bounded turns --policy-timeout off: only rollbench's own arithmetic may (round 12, F5)
+            f"policy {name!r} declares PolicyInfo(bounded=True), which only rollbench's built-in policies may: a "
+            "bounded policy runs without --policy-timeout; leave it False"
+        )
     return policy
 
 

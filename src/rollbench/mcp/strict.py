@@ -39,6 +39,9 @@ def check_arguments(tool_name: str, model: Any, skip: set[str], arguments: Mappi
         raise ToolError(
             f"{tool_name}: unknown argument {', '.join(repr(u) for u in unknown)}; valid arguments: {', '.join(valid)}"
         )
+    for name, value in arguments.items():  # a lone surrogate cannot be recorded nor sent back (hostile round 12, F7)
+        if not _utf8(value):
+            raise ToolError(f"{tool_name}: argument {name} is not UTF-8 text (it holds a lone surrogate)")
     try:
         model.model_validate(dict(arguments), strict=True)
     except ValidationError as exc:
@@ -48,6 +51,23 @@ def check_arguments(tool_name: str, model: Any, skip: set[str], arguments: Mappi
         raise ToolError(
             f"{tool_name}: invalid argument {where}: {err['msg']}{given}; valid arguments: {', '.join(valid)}"
         ) from None
+
+
+def _utf8(value: Any, depth: int = 0) -> bool:
+    """Whether every string in ``value`` (keys too, nested at most 32 deep) encodes as UTF-8."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if depth > 32:
+        return True  # deeper than any tool's arguments: the model validation refuses it
+    if isinstance(value, Mapping):
+        return all(_utf8(k, depth + 1) and _utf8(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(_utf8(v, depth + 1) for v in value)
+    return True
 
 
 def make_strict(server: MCPServer) -> None:

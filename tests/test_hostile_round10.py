@@ -693,3 +693,15 @@ def test_an_mcp_argument_holding_a_lone_surrogate_is_a_tool_error_naming_it() ->
     with pytest.raises(ToolError) as caught:
         check_arguments("run_policy_rollout", Args, set(), {"instruction": "reach \ud800"})
     assert str(caught.value) == "run_policy_rollout: argument instruction is not UTF-8 text (it holds a lone surrogate)"
+
+
+@pytest.mark.parametrize("raw", ["٣", "３", "3_0", " 3", "3 "])
+def test_an_env_deadline_in_other_digits_or_with_separators_is_refused(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rollbench.core.env_timeout import env_timeout_s
+
+    monkeypatch.setenv("ROLLBENCH_ENV_TIMEOUT_S", raw)
+    with pytest.raises(ConfigError) as caught:
+        env_timeout_s()
+    assert str(caught.value) == f"ROLLBENCH_ENV_TIMEOUT_S={raw!r} is not a number of seconds"

@@ -33,6 +33,8 @@ def env_timeout_s() -> float:
     if not raw:
         return ENV_TIMEOUT_S
     try:
+        if not raw.isascii() or "_" in raw or raw != raw.strip():  # float() also takes "٣", "3_0", " 3 " (round 12)
+            raise ValueError(raw)
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r} is not a number of seconds") from None

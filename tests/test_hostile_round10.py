@@ -705,3 +705,14 @@ def test_an_env_deadline_in_other_digits_or_with_separators_is_refused(
     with pytest.raises(ConfigError) as caught:
         env_timeout_s()
     assert str(caught.value) == f"ROLLBENCH_ENV_TIMEOUT_S={raw!r} is not a number of seconds"
+
+
+@pytest.mark.parametrize("value", ["３２x３２", "٣٢", "3_2", " 32", "32x 32"])
+def test_an_image_size_in_other_digits_or_with_separators_is_refused(value: str) -> None:
+    import typer
+
+    from rollbench.cli.spec_flags import image_size
+
+    with pytest.raises(typer.BadParameter, match="is not HEIGHTxWIDTH or a single size"):
+        image_size(value)
+    assert image_size("240x320") == (240, 320) and image_size("32") == (32, 32)

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 
+from rollbench.core.format import is_decimal
 from rollbench.core.spec import MAX_INSTRUCTION_CHARS, EvalSpec
 
 _FROM_SPEC: Any = object()  # sentinel: take the value from EvalSpec's field
@@ -28,7 +29,10 @@ def image_size(value: str) -> tuple[int, int]:
     """``"224"`` -> (224, 224); ``"240x320"`` or ``"240,320"`` -> (240, 320) (height, width in pixels).
     Raises typer.BadParameter (exit 2, one line) for anything else."""
     try:
-        parts = [int(v) for v in value.lower().replace("x", ",").split(",")]
+        fields = value.lower().replace("x", ",").split(",")
+        if not all(is_decimal(v) for v in fields):  # int() also takes "３２", " 32" and "3_2"
+            raise ValueError(value)
+        parts = [int(v) for v in fields]
     except ValueError:
         raise typer.BadParameter(
             f"--image-size {value!r} is not HEIGHTxWIDTH or a single size, e.g. 224 or 240x320"

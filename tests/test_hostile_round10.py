@@ -669,15 +669,10 @@ def test_a_peer_url_the_client_cannot_use_is_refused_without_showing_its_host_pa
 
 
 # ---- round 12, F5/F7: a plug-in cannot switch its deadline off; an MCP argument that is not UTF-8 is named ----------
-def test_a_plugin_declaring_itself_bounded_is_refused() -> None:
+def test_a_plugin_declaring_itself_bounded_keeps_its_deadline() -> None:
     from rollbench.core.registry import make_policy
 
-    with pytest.raises(ConfigError) as caught:
-        make_policy("misbehaving_policies:claims_bounded", {})
-    assert str(caught.value) == (
-        "policy 'misbehaving_policies:claims_bounded' declares PolicyInfo(bounded=True), which only rollbench's "
-        "built-in policies may: a bounded policy runs without --policy-timeout; leave it False"
-    )
+    assert not make_policy("misbehaving_policies:claims_bounded", {}).info.bounded
     assert make_policy("scripted-expert", {}).info.bounded  # rollbench's own still may
 
 

@@ -272,7 +272,8 @@ class PolicyInfo:
             Fetch experts): a few microseconds of arithmetic with no I/O and no loop that could fail to end. Their
             calls run inline instead of through the ``--policy-timeout`` helper thread
             (:mod:`rollbench.run.deadline`), whose hand-offs cost up to ~18% of in-process throughput next to
-            the background committer (BENCHMARKS.md). Leave False for anything else.
+            the background committer (BENCHMARKS.md). Leave False for anything else: a plug-in's True (often the
+            info of a built-in it wraps) is set back to False when it is built, so its calls keep their deadline.
         one_stream: empty, or why the episodes draw from one random stream played as its reference run plays it
             (LeRobot with seeding ``lerobot-eval``): several workers/slots/tasks, a resume or a sweep are refused.
         warnings: facts to show before the run (a checkpoint of another lerobot release), kept in run.json.

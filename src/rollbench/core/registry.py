@@ -7,6 +7,7 @@ A plug-in package registers ``[project.entry-points."rollbench.envs"] myfamily =
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -310,10 +311,15 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
             f"policy {name!r}: its factory {why} (a policy has info: PolicyInfo and reset, act, close methods)"
         )
     if info.bounded and not str(getattr(factory, "__module__", "")).startswith("rollbench."):
-        raise ConfigError(  # bounded turns --policy-timeout off: only rollbench's own arithmetic may (round 12, F5)
-            f"policy {name!r} declares PolicyInfo(bounded=True), which only rollbench's built-in policies may: a "
-            "bounded policy runs without --policy-timeout; leave it False"
-        )
+        # bounded turns --policy-timeout off: only rollbench's own arithmetic may; a plug-in's (often a built-in's
+        # info it wraps) is set back to False, its calls keep their deadline (hostile round 12, F5)
+        try:
+            policy.info = dataclasses.replace(info, bounded=False)
+        except (AttributeError, TypeError):
+            raise ConfigError(
+                f"policy {name!r} declares PolicyInfo(bounded=True), which only rollbench's built-in policies may "
+                "(a bounded policy runs without --policy-timeout), and its info cannot be changed; leave it False"
+            ) from None
     return policy
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.call_thread import CallThread, MissedDeadline
-from rollbench.core.contracts import Env, Fault, Observation, StepResult
+from rollbench.core.contracts import Env, ExpectsImages, Fault, Observation, StepResult
 from rollbench.core.env_timeout import TIMEOUT_ENV
 
 
@@ -65,6 +65,8 @@ class EnvDeadline:
         self._thread = CallThread("rollbench-env-call")
         self.inner: Env = self._call("make", build)
         self.task = self.inner.task
+        if isinstance(self.inner, ExpectsImages):  # set here: Python 3.12's isinstance of a protocol reads attributes
+            self.expect_images = self.__getattr__("expect_images")  # statically, never through __getattr__
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         if self.abandoned is not None:

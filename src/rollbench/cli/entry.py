@@ -17,9 +17,8 @@ def _interrupted_early(signum: int, frame: FrameType | None) -> None:
 
 def main() -> None:
     """Run the command line (:func:`rollbench.cli.main.main`), Ctrl-C during its imports included."""
-    early = (
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    )  # not when SIGINT is ignored (a background job)
+    # not when SIGINT is ignored (a background job): then a Ctrl-C cannot reach the imports anyway
+    early = signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if early:
         signal.signal(signal.SIGINT, _interrupted_early)
     from rollbench.cli.main import main as run

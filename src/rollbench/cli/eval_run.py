@@ -29,9 +29,8 @@ def new_spec(
     connect to must be typed again or ``--trust-run`` given (hostile round 11, F14)."""
     from rollbench.core.spec import build_spec
 
-    fields = load_spec_file(spec_file) if spec_file else {}
+    fields, recorded_run = load_spec_file(spec_file) if spec_file else ({}, False)
     typed = spec_fields(values, given_flags(ctx, SPEC_FLAGS) if spec_file else SPEC_FLAGS)
-    recorded_run = spec_file is not None and _is_run_log(spec_file)
     fields.update(typed)
     if "episodes" not in fields:  # a spec file without episodes gets the flag's default, as a command without it
         fields["episodes"] = next(f.default for f in SPEC_FLAGS if f.field == "episodes")
@@ -56,14 +55,6 @@ def new_spec(
                 "name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
             )
     return spec
-
-
-def _is_run_log(path: Path) -> bool:
-    """Whether the JSON file ``path`` is a recorded run.json (a ``spec`` and a ``plan``), not a spec file."""
-    from rollbench.core.jsonfile import read_json
-
-    data = read_json(path, "--spec")
-    return isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data
 
 
 def run_with_display(
@@ -103,11 +94,16 @@ def run_with_display(
         from rollbench.cli.resume import resume_command
 
         where = display.run_dir if display.run_dir else out_dir
-        if where is not None and (Path(where) / "run.json").is_file():
+        if where is not None and _recorded(where):
             fail(f"the run stopped: {os_error(exc)}; finished episodes are committed; once there is room, resume "
                  f"with: {resume_command(spec, where)}", code=1)  # fmt: skip
         fail(f"the run stopped before anything was recorded: {os_error(exc)}", code=1)
     return result, display.run_dir
+
+
+def _recorded(where: Path) -> bool:
+    """Whether ``where`` is a run directory this eval made (it holds a run.json)."""
+    return (Path(where) / "run.json").is_file()
 
 
 def _interrupted(spec: EvalSpec, where: Path | None) -> str:
@@ -117,7 +113,7 @@ def _interrupted(spec: EvalSpec, where: Path | None) -> str:
     from rollbench.cli.resume import resume_command
     from rollbench.record.runlog import read_run_log
 
-    if where is None or not (Path(where) / "run.json").is_file():
+    if where is None or not _recorded(where):
         return "interrupted before any run directory was made; nothing was recorded"
     try:
         status = (log := read_run_log(Path(where))) and log.status
@@ -138,13 +134,15 @@ def _with_wire_capture(policy: str, options: dict[str, Any] | None) -> dict[str,
     return {**(options or {}), "wire_capture": True}
 
 
-def load_spec_file(path: Path) -> dict[str, Any]:
-    """An EvalSpec's fields from a JSON file: a spec object, or a run.json (its ``spec`` is used)."""
+def load_spec_file(path: Path) -> tuple[dict[str, Any], bool]:
+    """An EvalSpec's fields from a JSON file, and whether the file is a recorded run.json (a ``spec`` and a
+    ``plan``: its ``spec`` is used) rather than a spec object."""
     from rollbench.core.jsonfile import read_json
 
     data = read_json(path, "--spec")
-    if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data:
+    recorded_run = isinstance(data, dict) and isinstance(data.get("spec"), dict) and "plan" in data
+    if recorded_run:
         data = data["spec"]
     if not isinstance(data, dict):
         raise ConfigError(f"--spec {path}: expected a JSON object with EvalSpec fields (env, policy, episodes, ...)")
-    return data
+    return data, recorded_run

@@ -36,7 +36,6 @@ Python signal handler cannot end a call blocked in C code.
 from __future__ import annotations
 
 import queue
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -164,24 +163,15 @@ def close_within(close: Callable[[], None], timeout_s: float) -> None:
     """``close()`` on a daemon thread of its own, waited for at most ``timeout_s`` seconds: a policy whose close()
     never returns cannot hang the run after its episodes are recorded (hostile round 10, F6). Raises what close()
     raised, or :class:`PolicyTimeout` (fault ``policy``) past the deadline, the call left running."""
-    replies: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
-
-    def run() -> None:
-        try:
-            close()
-            replies.put(None)
-        except BaseException as exc:  # handed to the waiting caller, raised there
-            replies.put(exc)
-
-    threading.Thread(target=run, name="rollbench-policy-close", daemon=True).start()
+    thread = CallThread("rollbench-policy-close")
     try:
-        raised = replies.get(timeout=timeout_s)
+        thread.call(timeout_s, close)
     except queue.Empty:
         raise PolicyTimeout(
             f"close() did not return within --policy-timeout {timeout_s:g} s; rollbench went on without it", "policy"
         ) from None
-    if raised is not None:
-        raise raised
+    finally:
+        thread.stop()  # a close still running keeps its daemon thread until it returns
 
 
 def closed_badly(exc: BaseException) -> str:

@@ -153,16 +153,17 @@ class Deadline:
         if self._caller is not None:
             self._caller.stop()
         if self.inner is not None:
-            if self.info.bounded:
-                self.inner.close()
-            else:
-                close_within(self.inner.close, self.timeout_s)
+            close_within(self.inner.close, self.timeout_s, inline=self.info.bounded)
 
 
-def close_within(close: Callable[[], None], timeout_s: float) -> None:
+def close_within(close: Callable[[], None], timeout_s: float, inline: bool = False) -> None:
     """``close()`` on a daemon thread of its own, waited for at most ``timeout_s`` seconds: a policy whose close()
     never returns cannot hang the run after its episodes are recorded (hostile round 10, F6). Raises what close()
-    raised, or :class:`PolicyTimeout` (fault ``policy``) past the deadline, the call left running."""
+    raised, or :class:`PolicyTimeout` (fault ``policy``) past the deadline, the call left running. ``inline``: a
+    ``bounded`` policy (rollbench's own), closed in this thread."""
+    if inline:
+        close()
+        return
     thread = CallThread("rollbench-policy-close")
     try:
         thread.call(timeout_s, close)

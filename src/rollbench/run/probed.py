@@ -53,9 +53,6 @@ def close_probe(spec: EvalSpec, policy: Policy) -> None:
     import sys
 
     with contained() as closing:
-        if policy.info.bounded:
-            policy.close()
-        else:
-            close_within(policy.close, spec.policy_timeout_s)
+        close_within(policy.close, spec.policy_timeout_s, inline=policy.info.bounded)
     if closing.error is not None:
         print(f"warning: policy {spec.policy}: {closed_badly(closing.error)}", file=sys.stderr)

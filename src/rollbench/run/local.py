@@ -237,7 +237,7 @@ class LocalBackend:
         if broken is not None:
             why = f"code running in the worker wrote into its channel to rollbench: {broken}; the worker was killed"
             return Event("died", slot, detail=why, phase=phase, broke=True)
-        if proc.exitcode == CHANNEL_LOST_EXIT:
+        if proc.exitcode == CHANNEL_LOST_EXIT and phase.owner == "infrastructure":  # not an os._exit(4) in a call
             why = f"code running in worker process {proc.pid} closed its channel to rollbench"
             return Event("died", slot, detail=why, phase=phase, broke=True)
         return Event("died", slot, detail=_exit_text(proc), phase=phase)

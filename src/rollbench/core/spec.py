@@ -47,8 +47,17 @@ LATER_FIELDS: dict[str, object] = {
 }
 # image_size None (the tasks' own) came later too; old runs stored an explicit size, so their identity is unchanged
 MAX_VARIANTS = 64
+MAX_REPLAN_EVERY = 1_000_000  # actions per chunk executed: at most a horizon (max_steps)
+MIN_IMAGE_SIDE, MAX_IMAGE_SIDE = 16, 4096  # pixels of a rendered image's height and width (--image-size)
 MAX_INSTRUCTION_CHARS = 4096  # a paragraph: benchmarks' instructions are a sentence (LIBERO's longest ~100 characters)
 VARIANT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+def image_side_ok(pixels: object) -> bool:
+    """Whether ``pixels`` can be a rendered image's height or width: an even int (not a bool) from
+    :data:`MIN_IMAGE_SIDE` to :data:`MAX_IMAGE_SIDE` (``--image-size``, a policy's ``PolicyInfo.image_sizes``, a
+    server's advertised ``image_sizes``: one rule for every size a run renders at)."""
+    return type(pixels) is int and MIN_IMAGE_SIDE <= pixels <= MAX_IMAGE_SIDE and pixels % 2 == 0
 
 
 class InstructionVariant(BaseModel):
@@ -120,7 +129,7 @@ class EvalSpec(BaseModel):
     max_steps: int | None = Field(default=None, ge=1, le=1_000_000)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     action_noise: float = Field(default=0.0, ge=0.0, le=MAX_ACTION_NOISE, allow_inf_nan=False)
-    replan_every: int | None = Field(default=None, ge=1, le=1_000_000)  # at most a horizon (max_steps)
+    replan_every: int | None = Field(default=None, ge=1, le=MAX_REPLAN_EVERY)
     video: bool = False
     cameras: tuple[str, ...] | None = None
     image_size: tuple[int, int] | None = None
@@ -161,8 +170,10 @@ class EvalSpec(BaseModel):
     @field_validator("image_size")
     @classmethod
     def _even_positive(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
-        if v is not None and any(d < 16 or d > 4096 or d % 2 for d in v):
-            raise ValueError("image size must be two even numbers of pixels between 16 and 4096")
+        if v is not None and not all(image_side_ok(d) for d in v):
+            raise ValueError(
+                f"image size must be two even numbers of pixels between {MIN_IMAGE_SIDE} and {MAX_IMAGE_SIDE}"
+            )
         return v
 
     @field_validator("policy_options")

@@ -7,9 +7,8 @@ where a policy is built (:func:`rollbench.core.registry.make_policy`: plug-ins, 
 policies alike; :class:`rollbench.run.in_memory.Borrowed`: an object handed to ``rollbench.evaluate``) and refuses
 the first field that is not what the run can use with a ConfigError of one line naming the policy, the field, the
 value and what is allowed (exit 2 before any episode: hostile round 12, F4/F6). The bounds are the ones the rest of
-rollbench already uses: :data:`MAX_CHUNK_SIZE` (the scripted expert's ``chunk_size`` option too), the spec's
-:data:`~rollbench.core.spec.MAX_REPLAN_EVERY` and ``--image-size``'s sides
-(:func:`~rollbench.core.spec.image_side_ok`).
+rollbench already uses (:mod:`rollbench.core.bounds`): ``MAX_CHUNK_SIZE`` (the scripted expert's ``chunk_size``
+option too), the spec's ``MAX_REPLAN_EVERY`` and ``--image-size``'s sides (``image_side_ok``).
 """
 
 from __future__ import annotations
@@ -18,11 +17,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rollbench.core.bounds import MAX_CHUNK_SIZE, MAX_IMAGE_SIDE, MAX_REPLAN_EVERY, MIN_IMAGE_SIDE, image_side_ok
 from rollbench.core.contracts import ConfigError, PolicyInfo
 from rollbench.core.format import described
-from rollbench.core.spec import MAX_IMAGE_SIDE, MAX_REPLAN_EVERY, MIN_IMAGE_SIDE, image_side_ok
 
-MAX_CHUNK_SIZE = 1000  # rows of one action chunk (any policy; the scripted expert's option): real chunks are tens
 MAX_PROVENANCE_BYTES = 1 << 20  # provenance as JSON: recorded in run.json, so bounded (a server's metadata: 64 KiB)
 
 

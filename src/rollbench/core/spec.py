@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from rollbench.core.bounds import MAX_IMAGE_SIDE, MAX_REPLAN_EVERY, MIN_IMAGE_SIDE, image_side_ok
 from rollbench.core.contracts import ConfigError, TaskInfo
 from rollbench.core.format import described, did_you_mean, error_location
 from rollbench.core.urlcreds import check_spec_urls
@@ -47,17 +48,8 @@ LATER_FIELDS: dict[str, object] = {
 }
 # image_size None (the tasks' own) came later too; old runs stored an explicit size, so their identity is unchanged
 MAX_VARIANTS = 64
-MAX_REPLAN_EVERY = 1_000_000  # actions per chunk executed: at most a horizon (max_steps)
-MIN_IMAGE_SIDE, MAX_IMAGE_SIDE = 16, 4096  # pixels of a rendered image's height and width (--image-size)
 MAX_INSTRUCTION_CHARS = 4096  # a paragraph: benchmarks' instructions are a sentence (LIBERO's longest ~100 characters)
 VARIANT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-
-
-def image_side_ok(pixels: object) -> bool:
-    """Whether ``pixels`` can be a rendered image's height or width: an even int (not a bool) from
-    :data:`MIN_IMAGE_SIDE` to :data:`MAX_IMAGE_SIDE` (``--image-size``, a policy's ``PolicyInfo.image_sizes``, a
-    server's advertised ``image_sizes``: one rule for every size a run renders at)."""
-    return type(pixels) is int and MIN_IMAGE_SIDE <= pixels <= MAX_IMAGE_SIDE and pixels % 2 == 0
 
 
 class InstructionVariant(BaseModel):

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.bounds import MAX_CHUNK_SIZE
 from rollbench.core.contracts import ConfigError, Observation, PolicyInfo, TaskInfo
-from rollbench.core.policy_info import MAX_CHUNK_SIZE
 from rollbench.core.registry import policy_options
 
 

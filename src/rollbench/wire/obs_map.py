@@ -47,11 +47,11 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.bounds import image_side_ok
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, TaskInfo
 from rollbench.core.family import ServedLayout
 from rollbench.core.jsonfile import parse_json, read_text
 from rollbench.core.records import JsonRecord
-from rollbench.core.spec import image_side_ok
 from rollbench.wire.decode import described
 
 STATE_SOURCES = ("state", "raw")
@@ -244,7 +244,7 @@ def advertised_tasks(metadata: Mapping[str, Any]) -> tuple[str, ...]:
 def advertised_image_sizes(metadata: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
     """The image size per env family a server's policy needs (``image_sizes``: ``{family: [height, width]}``, as
     ``rollbench serve-policy`` of a LeRobot checkpoint sends it); entries that are not two sides ``--image-size``
-    would take (:func:`~rollbench.core.spec.image_side_ok`: even, 16 to 4096 pixels) are ignored, and nothing is
+    would take (:func:`~rollbench.core.bounds.image_side_ok`: even, 16 to 4096 pixels) are ignored, and nothing is
     used when the server says nothing."""
     sizes = metadata.get("image_sizes")
     out: dict[str, tuple[int, int]] = {}

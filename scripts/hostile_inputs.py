@@ -49,6 +49,10 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   scripts' digits in a latency or ``$COLUMNS``, repeated cameras, dashboard peers carrying credentials.
 * hostile round 11's classes (``scripts/hostile_round11.py``): ``--spec RUN/run.json`` naming a planted module,
   backtracking ``release --rules`` patterns, an env whose reward turns NaN, a policy writing into its observation.
+* hostile round 12's input classes (``scripts/hostile_policy_info.py``): a plug-in's ``PolicyInfo`` fields of the
+  wrong type or bounds, ``compare --power`` with run-only options, an ``--instruction`` that is not UTF-8.
+* hostile round 12's MCP stdio class (``scripts/hostile_mcp_lines.py``): lines the MCP SDK cannot read (lone
+  surrogates, truncated, stray bytes, deep, forbidden ids, not JSON-RPC, over-long) each get one JSON-RPC error.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -73,8 +77,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_credentials  # issue 42's last credential leaks, beside this script
+import hostile_mcp_lines  # hostile round 12's MCP stdio class, beside this script
 import hostile_network  # issue 42's hostile servers, beside this script
 import hostile_optimize  # hostile round 9's optimize-instruction classes, beside this script
+import hostile_policy_info  # hostile round 12's input classes, beside this script
 import hostile_replies  # hostile round 5's reply classes, beside this script
 import hostile_round8  # hostile round 8's classes, beside this script
 import hostile_round9  # hostile round 9's classes, beside this script
@@ -500,7 +506,9 @@ def main() -> int:
         hostile_round9.run_all(r, a.n)
         hostile_round10.run_all(r, a.n)
         hostile_round11.run_all(r, a.n)
+        hostile_mcp_lines.run_all(r, a.n)
         hostile_optimize.run_all(r, a.n)
+        hostile_policy_info.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

@@ -92,6 +92,23 @@ def test_a_path_that_is_not_utf8_is_refused_in_one_line_before_anything_is_writt
     assert tree(root) == before  # nothing written, run.json not rewritten
 
 
+@pytest.mark.parametrize("form", ["separate", "joined"])
+def test_an_instruction_that_is_not_utf8_is_refused_as_text_not_as_a_name(form: str, tmp_path: Path) -> None:
+    """Hostile round 12, F8: an ``--instruction`` with bytes that are not UTF-8 is named as text, with its option;
+    the advice to rename it is for names and paths."""
+    text = b"a\xed\xa0\x80b"  # a UTF-16 surrogate encoded as UTF-8: not valid UTF-8
+    given = [b"--instruction", text] if form == "separate" else [b"--instruction=" + text]
+    done = rollbench_cli(
+        "eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "1", "--out", str(tmp_path / "o"),
+        *given, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.decode().splitlines() == [
+        "error: --instruction: not valid UTF-8 text (a\\xed\\xa0\\x80b); rollbench records text as UTF-8"
+    ]
+    assert not (tmp_path / "o").exists()
+
+
 def test_runs_lists_a_run_whose_name_is_not_utf8_as_unreadable_and_keeps_the_others(root: Path) -> None:
     done = rollbench_cli("runs", str(root), "--json", cwd=root)
     assert done.returncode == 0, done.stderr.decode()

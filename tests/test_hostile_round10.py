@@ -333,6 +333,31 @@ def test_compare_power_still_takes_its_planning_options() -> None:
     assert default.stdout == stated.stdout != stricter.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--sequential"], "--sequential applies"),
+        (["--min-coverage", "0.5"], "--min-coverage applies"),
+        (["--min-coverage", "0.95"], "--min-coverage applies"),  # its default typed: still a run-only option
+        (["--exclude-policy-errors", "--seed", "3"], "--seed, --exclude-policy-errors apply"),
+        (["--unpaired", "--resamples", "500", "--allow-damaged"], "--unpaired, --resamples, --allow-damaged apply"),
+    ],
+)
+def test_compare_power_refuses_the_options_of_a_comparison_of_runs(args: list[str], named: str) -> None:
+    """Hostile round 12, F3: the reverse of the check above: --power with an option only a comparison of runs
+    reads is refused in one line, never silently ignored."""
+    from typer.testing import CliRunner
+
+    from rollbench.cli.main import app
+
+    got = CliRunner().invoke(app, ["compare", "--power", "--p-a", "0.5", "--p-b", "0.6", *args])
+    assert got.exit_code == 2 and got.stdout == ""
+    drop = "it" if " applies " in f"{named} " else "them"
+    assert got.stderr.strip() == (
+        f"error: {named} to a comparison of runs; --power plans one from --p-a and --p-b: drop {drop}, or drop --power"
+    )
+
+
 # ---- F14: a host process's output costs bounded disk and memory ----------------------------------------------------
 def test_a_child_that_prints_without_end_keeps_a_bounded_log_and_its_last_words(tmp_path: Path) -> None:
     from rollbench.wire.pipe import child

@@ -79,3 +79,38 @@ def test_with_a_token_a_request_without_it_gets_401_and_an_unknown_host_name_421
     assert anonymous.headers["www-authenticate"] == "Bearer"
     assert (rebound.status_code, foreign.status_code) == (421, 403)  # the SDK's DNS-rebinding checks are on
     assert ok.status_code == 200 and "rollbench" in ok.text
+
+
+@pytest.mark.slow
+def test_a_body_the_server_cannot_read_is_answered_with_a_parse_error_and_the_session_goes_on(tmp_path: Path) -> None:
+    """Hostile round 12, F7 over HTTP: each POST gets its own answer, so no request waits; the SDK's own JSON reader
+    (strict about lone surrogates, UTF-8 and depth) answers 400 with JSON-RPC -32700, id null (JSON-RPC 2.0 §5.1)."""
+    rollout = b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_policy_rollout","arguments":'
+    bad = {
+        "lone_surrogate": rollout + b'{"policy":"zero","env":"scripted/reach","n_episodes":1,"max_steps":3,'
+        b'"instruction":"\\ud800"}}}',
+        "truncated": b'{"jsonrpc":"2.0","id":6,',
+        "not_utf8": b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"x":"\xff"}}',
+        "deep": b'{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"x":' + b"[" * 10**5 + b"]" * 10**5 + b"}}",
+    }
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "rollbench", "mcp", "--transport", "http", "--root", str(tmp_path)]
+    proc = subprocess.Popen([*cmd, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    try:
+        wait_listening(proc, port, 60, "the http server did not start")
+        init = httpx.post(url, json=INITIALIZE, headers=headers, timeout=60)
+        session = {**headers, "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        answers = {name: httpx.post(url, content=body, headers=session, timeout=60) for name, body in bad.items()}
+        good = httpx.post(url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=session, timeout=60)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    for name, answer in answers.items():
+        assert answer.status_code == 400, name
+        body = answer.json()
+        assert (body["jsonrpc"], body["id"], body["error"]["code"]) == ("2.0", None, -32700), name
+    assert good.status_code == 200 and '"id":9,"result":{}' in good.text

@@ -113,7 +113,20 @@ def summarize_cmd(
         print_summary(out, doc)
 
 
+RUN_ONLY_FLAGS = {
+    "--sequential": "sequential",
+    "--unpaired": "unpaired",
+    "--seed": "seed",
+    "--resamples": "resamples",
+    "--min-coverage": "min_coverage",
+    "--exclude-policy-errors": "exclude_policy_errors",
+    "--allow-damaged": "allow_damaged",
+}
+"""compare's options that apply to a comparison of runs only (option -> parameter): refused with --power."""
+
+
 def compare_cmd(
+    ctx: typer.Context,
     runs: Annotated[list[Path] | None, typer.Argument(help="Two or more run directories.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     unpaired: Annotated[bool, typer.Option(help="Allow runs that are not paired: unpaired statistics.")] = False,
@@ -147,6 +160,12 @@ def compare_cmd(
     comparison needs. Errors: docs/analysis.md, "Errors and coverage"."""
     out = _out()
     if power:
+        given = [
+            f for f, p in RUN_ONLY_FLAGS.items() if getattr(ctx.get_parameter_source(p), "name", "") == "COMMANDLINE"
+        ]
+        if given:  # never silently ignored (hostile round 12, F3), as --alpha without --power is not
+            _fail(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to a comparison of runs; --power plans "
+                  f"one from --p-a and --p-b: drop {'it' if len(given) == 1 else 'them'}, or drop --power")  # fmt: skip
         _power_plan(out, bool(runs), (p_a, p_b), 0.05 if alpha is None else alpha,
                     0.8 if power_target is None else power_target, discordant, as_json)  # fmt: skip
         return

@@ -104,20 +104,32 @@ def reserve_document_stdout(args: Sequence[str]) -> None:
         reserve_stdout()
 
 
+TEXT_OPTIONS = ("--instruction",)
+"""Options whose value is text rather than a name or a path: a value that is not UTF-8 is refused as text."""
+
+
 def guard_process_streams(args: Sequence[str]) -> None:
     """Before anything runs (``rollbench``'s entry point): stdout and stderr write what their encoding cannot hold
     as backslash escapes instead of raising (``PYTHONIOENCODING=ascii`` and a run named ``übung``; hostile8 F8),
     and an argument that is not valid UTF-8 (a run directory or ``--out`` named with such bytes) ends the command
-    with exit 2 and one line naming it escaped, before anything is read or written (hostile8 F6)."""
+    with exit 2 and one line naming it escaped, before anything is read or written (hostile8 F6); the value of a
+    text option (:data:`TEXT_OPTIONS`) is named as text, with its option."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError, OSError):
             stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     sys.unraisablehook = _one_line_unraisable
-    bad = next((shown for a in args if (shown := not_utf8(a)) is not None), None)
+    at, bad = next(((i, shown) for i, a in enumerate(args) if (shown := not_utf8(a)) is not None), (0, None))
     if bad is not None:
-        sys.stderr.write(
-            f"error: {bad}: its name is not valid UTF-8 (rollbench records names and paths as UTF-8); rename it\n"
+        option, _, value = (
+            args[at].partition("=") if args[at].startswith("--") else (args[at - 1] if at else "", "", "")
         )
+        if option in TEXT_OPTIONS:  # text, not a name: nothing to rename (hostile round 12, F8)
+            shown = not_utf8(value) or bad
+            sys.stderr.write(f"error: {option}: not valid UTF-8 text ({shown}); rollbench records text as UTF-8\n")
+        else:
+            sys.stderr.write(
+                f"error: {bad}: its name is not valid UTF-8 (rollbench records names and paths as UTF-8); rename it\n"
+            )
         sys.exit(2)
 
 

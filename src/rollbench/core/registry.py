@@ -21,6 +21,7 @@ from rollbench.core.family import EnvFamily, EnvOptions, ServedLayout, adopt
 from rollbench.core.format import did_you_mean
 from rollbench.core.import_hint import OWN_POLICY_FORM, cannot_import
 from rollbench.core.interrupts import contained
+from rollbench.core.policy_info import check_policy_info
 from rollbench.core.suite_names import refuse_suite_position
 from rollbench.core.working_dir import check_working_dir, working_dir
 
@@ -292,7 +293,8 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
     """Build policy ``name`` with ``options`` (checked against the factory's declared options, see
     :func:`policy_options`). Raises ConfigError for unknown names and options, and when the factory raises
     (anything but the user's Ctrl-C) or returns something that is not a policy (``info``, ``reset``, ``act``,
-    ``close``)."""
+    ``close``) or whose ``info`` has a field of the wrong type or out of bounds
+    (:func:`~rollbench.core.policy_info.check_policy_info`)."""
     factory = policy_factory(name)
     check_policy_options(name, factory, options or {})
     cwd = working_dir()
@@ -310,6 +312,7 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
         raise ConfigError(
             f"policy {name!r}: its factory {why} (a policy has info: PolicyInfo and reset, act, close methods)"
         )
+    check_policy_info(name, info)  # a plug-in fills PolicyInfo itself: its types and bounds (hostile round 12, F4/F6)
     if info.bounded and not str(getattr(factory, "__module__", "")).startswith("rollbench."):
         # bounded turns --policy-timeout off: only rollbench's own arithmetic may; a plug-in's (often a built-in's
         # info it wraps) is set back to False, its calls keep their deadline (hostile round 12, F5)

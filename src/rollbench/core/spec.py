@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from rollbench.core.bounds import MAX_IMAGE_SIDE, MAX_REPLAN_EVERY, MIN_IMAGE_SIDE, image_side_ok
 from rollbench.core.contracts import ConfigError, TaskInfo
 from rollbench.core.format import described, did_you_mean, error_location
 from rollbench.core.urlcreds import check_spec_urls
@@ -120,7 +121,7 @@ class EvalSpec(BaseModel):
     max_steps: int | None = Field(default=None, ge=1, le=1_000_000)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     action_noise: float = Field(default=0.0, ge=0.0, le=MAX_ACTION_NOISE, allow_inf_nan=False)
-    replan_every: int | None = Field(default=None, ge=1, le=1_000_000)  # at most a horizon (max_steps)
+    replan_every: int | None = Field(default=None, ge=1, le=MAX_REPLAN_EVERY)
     video: bool = False
     cameras: tuple[str, ...] | None = None
     image_size: tuple[int, int] | None = None
@@ -161,8 +162,10 @@ class EvalSpec(BaseModel):
     @field_validator("image_size")
     @classmethod
     def _even_positive(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
-        if v is not None and any(d < 16 or d > 4096 or d % 2 for d in v):
-            raise ValueError("image size must be two even numbers of pixels between 16 and 4096")
+        if v is not None and not all(image_side_ok(d) for d in v):
+            raise ValueError(
+                f"image size must be two even numbers of pixels between {MIN_IMAGE_SIDE} and {MAX_IMAGE_SIDE}"
+            )
         return v
 
     @field_validator("policy_options")

@@ -40,7 +40,7 @@ def check_arguments(tool_name: str, model: Any, skip: set[str], arguments: Mappi
             f"{tool_name}: unknown argument {', '.join(repr(u) for u in unknown)}; valid arguments: {', '.join(valid)}"
         )
     for name, value in arguments.items():  # a lone surrogate cannot be recorded nor sent back (hostile round 12, F7)
-        if not _utf8(value):
+        if not utf8_text(value):
             raise ToolError(f"{tool_name}: argument {name} is not UTF-8 text (it holds a lone surrogate)")
     try:
         model.model_validate(dict(arguments), strict=True)
@@ -53,7 +53,7 @@ def check_arguments(tool_name: str, model: Any, skip: set[str], arguments: Mappi
         ) from None
 
 
-def _utf8(value: Any, depth: int = 0) -> bool:
+def utf8_text(value: Any, depth: int = 0) -> bool:
     """Whether every string in ``value`` (keys too, nested at most 32 deep) encodes as UTF-8."""
     if isinstance(value, str):
         try:
@@ -64,9 +64,9 @@ def _utf8(value: Any, depth: int = 0) -> bool:
     if depth > 32:
         return True  # deeper than any tool's arguments: the model validation refuses it
     if isinstance(value, Mapping):
-        return all(_utf8(k, depth + 1) and _utf8(v, depth + 1) for k, v in value.items())
+        return all(utf8_text(k, depth + 1) and utf8_text(v, depth + 1) for k, v in value.items())
     if isinstance(value, list | tuple):
-        return all(_utf8(v, depth + 1) for v in value)
+        return all(utf8_text(v, depth + 1) for v in value)
     return True
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.bounds import MAX_CHUNK_SIZE
 from rollbench.core.contracts import ConfigError, FinishesEpisodes, Observation, Policy, PolicyInfo, TaskInfo
 from rollbench.core.registry import policy_options
 from rollbench.envs.scripted import FAMILY as SCRIPTED
@@ -56,9 +57,6 @@ class ZeroPolicy:
 
     def close(self) -> None:
         pass
-
-
-MAX_CHUNK_SIZE = 1000  # rows of the scripted expert's chunks: a scripted task's longest horizon is far below it
 
 
 class ScriptedExpert:

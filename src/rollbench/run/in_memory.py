@@ -27,6 +27,7 @@ from rollbench.core.contracts import (
     PolicyInfo,
     TaskInfo,
 )
+from rollbench.core.policy_info import check_policy_info
 
 PREFIX = "in-memory:"
 MAX_CHECKPOINT_ID = 200  # characters of a user-supplied checkpoint id
@@ -43,14 +44,17 @@ def class_name(policy: object) -> str:
 
 def policy_name(policy: object, checkpoint_id: str | None = None) -> str:
     """The spec's policy name of an in-memory object: ``in-memory:pkg.mod.Class`` or ``...@<checkpoint_id>``.
-    ConfigError for an object that is not a policy, or a checkpoint id that is empty, too long or has whitespace."""
+    ConfigError for an object that is not a policy or whose ``info`` a built policy's would fail
+    (:func:`~rollbench.core.policy_info.check_policy_info`), or a checkpoint id that is empty, too long or has whitespace."""
     missing = [m for m in ("reset", "act", "close") if not callable(getattr(policy, m, None))]
-    if not isinstance(getattr(policy, "info", None), PolicyInfo) or missing:
+    info = getattr(policy, "info", None)
+    if not isinstance(info, PolicyInfo) or missing:
         raise ConfigError(
             f"policy= got a {type(policy).__name__}, which is not a rollbench.Policy "
             "(it needs info: rollbench.PolicyInfo and reset, act, close methods)"
         )
     name = PREFIX + class_name(policy)
+    check_policy_info(name, info)  # the check every built policy's info passes (rollbench.core.policy_info)
     if checkpoint_id is None:
         return name
     if not checkpoint_id or len(checkpoint_id) > MAX_CHECKPOINT_ID or any(c.isspace() for c in checkpoint_id):

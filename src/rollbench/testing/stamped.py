@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.bounds import MAX_CHUNK_SIZE
 from rollbench.core.contracts import ConfigError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import policy_options
 
@@ -47,8 +48,8 @@ class StampPolicy:
 
 @policy_options(chunk_size=int)
 def make_stamp_policy(name: str, options: Mapping[str, Any]) -> StampPolicy:
-    """``chunk_size``: rows per chunk, 1 .. 1000 (default 8)."""
+    """``chunk_size``: rows per chunk, 1 .. MAX_CHUNK_SIZE (1000; default 8)."""
     k = int(options.get("chunk_size", 8))
-    if not 1 <= k <= 1000:
-        raise ConfigError(f"policy {name}: chunk_size must be 1 .. 1000, got {k}")
+    if not 1 <= k <= MAX_CHUNK_SIZE:
+        raise ConfigError(f"policy {name}: chunk_size must be 1 .. {MAX_CHUNK_SIZE}, got {k}")
     return StampPolicy(name, k)

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from rollbench.core.bounds import image_side_ok
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, TaskInfo
 from rollbench.core.family import ServedLayout
 from rollbench.core.jsonfile import parse_json, read_text
@@ -240,13 +241,11 @@ def advertised_tasks(metadata: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(tasks) if isinstance(tasks, list) and all(isinstance(t, str) for t in tasks) else ()
 
 
-MAX_ADVERTISED_SIDE = 4096  # pixels; a server cannot make its clients render larger images than this
-
-
 def advertised_image_sizes(metadata: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
     """The image size per env family a server's policy needs (``image_sizes``: ``{family: [height, width]}``, as
-    ``rollbench serve-policy`` of a LeRobot checkpoint sends it); entries that are not two integers in
-    ``[1, MAX_ADVERTISED_SIDE]`` are ignored, and nothing is used when the server says nothing."""
+    ``rollbench serve-policy`` of a LeRobot checkpoint sends it); entries that are not two sides ``--image-size``
+    would take (:func:`~rollbench.core.bounds.image_side_ok`: even, 16 to 4096 pixels) are ignored, and nothing is
+    used when the server says nothing."""
     sizes = metadata.get("image_sizes")
     out: dict[str, tuple[int, int]] = {}
     if isinstance(sizes, Mapping):
@@ -255,7 +254,7 @@ def advertised_image_sizes(metadata: Mapping[str, Any]) -> dict[str, tuple[int, 
                 isinstance(family, str)
                 and isinstance(size, list)
                 and len(size) == 2
-                and all(type(n) is int and 1 <= n <= MAX_ADVERTISED_SIDE for n in size)
+                and all(image_side_ok(n) for n in size)
             ):
                 out[family] = (size[0], size[1])
     return out

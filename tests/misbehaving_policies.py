@@ -1,7 +1,9 @@
 """Policies that misbehave outside their actions (hostile round 10), test doubles of a policy under evaluation:
 they change the process's working directory (``os.chdir`` to ``options["to"]``), as some libraries do to load their
 assets, in ``act`` (``misbehaving_policies:in_act``) or in the factory (``misbehaving_policies:in_factory``); or
-their ``close()`` never returns (``misbehaving_policies:close_hangs``)."""
+their ``close()`` never returns (``misbehaving_policies:close_hangs``); or (hostile round 12) they write junk into or
+close every descriptor of their worker process (``misbehaving_policies:breaks_its_worker``), or their ``__del__``
+never returns (``misbehaving_policies:del_never_returns``)."""
 
 from __future__ import annotations
 
@@ -126,3 +128,56 @@ def claims_bounded(name: str, options: Mapping[str, Any]) -> InAct:
     policy = InAct({"to": "."})
     policy.info = replace(InAct.info, bounded=True)  # type: ignore[misc]
     return policy
+
+
+class BreaksItsWorker(CloseHangs):
+    """Zero actions; on its second ``act`` the first instance to claim the file ``options["once"]`` (any process)
+    does to every descriptor 3..39 of its process what ``options["how"]`` says: ``junk`` writes
+    ``b"\\xff\\x00garbage" * 1000`` into each (a worker's channel to rollbench and its exit pipe among them),
+    ``close`` closes each; then it sleeps ``options["then_sleep"]`` seconds (default 1.5) and returns."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.how, self.once = str(options["how"]), str(options["once"])
+        self.then_sleep = float(options.get("then_sleep", 1.5))
+        self.calls = 0
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        self.calls += 1
+        if self.calls == 2 and self._claim():
+            for fd in range(3, 40):
+                with contextlib.suppress(OSError):
+                    if self.how == "junk":
+                        os.write(fd, b"\xff\x00garbage" * 1000)
+                    else:
+                        os.close(fd)
+            time.sleep(self.then_sleep)
+        return np.zeros((1, 2), np.float32)
+
+    def _claim(self) -> bool:
+        try:
+            os.close(os.open(self.once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def breaks_its_worker(name: str, options: Mapping[str, Any]) -> BreaksItsWorker:
+    return BreaksItsWorker(options)
+
+
+class DelNeverReturns(CloseHangs):
+    """Zero actions; a plain ``close()``, but ``__del__`` sleeps for a day (hostile round 12, F1)."""
+
+    def close(self) -> None:
+        pass
+
+    def __del__(self) -> None:
+        time.sleep(86_400)
+
+
+def del_never_returns(name: str, options: Mapping[str, Any]) -> DelNeverReturns:
+    return DelNeverReturns()

@@ -43,6 +43,7 @@ from rollbench.core.batch import SlotPolicies
 from rollbench.core.call_thread import CallThread, MissedDeadline
 from rollbench.core.contracts import EpisodeError, Fault, InfrastructureError, Observation, TaskInfo, describe
 from rollbench.core.working_dir import check_working_dir, working_dir
+from rollbench.run.finalize import finalize_elsewhere
 
 if TYPE_CHECKING:
     from rollbench.core.batch import Answer, BatchPolicy
@@ -105,7 +106,9 @@ class Deadline:
         except queue.Empty:
             self.misses += 1
             self._generation += 1
-            self.inner, self._caller = None, None  # abandoned: never called again, its thread left to finish
+            if self.inner is not None:  # abandoned: never called again, its thread left to finish
+                finalize_elsewhere(self.inner, self.timeout_s)
+            self.inner, self._caller = None, None
             raise PolicyTimeout(
                 f"policy.{what} did not return within --policy-timeout {self.timeout_s:g} s", self.fault
             ) from None
@@ -152,8 +155,13 @@ class Deadline:
         block behind its hung call)."""
         if self._caller is not None:
             self._caller.stop()
-        if self.inner is not None:
-            close_within(self.inner.close, self.timeout_s, inline=self.info.bounded)
+        inner, self.inner = self.inner, None
+        if inner is not None:
+            try:
+                close_within(inner.close, self.timeout_s, inline=self.info.bounded)
+            finally:
+                if not self.info.bounded:  # its __del__ never runs on this thread (rollbench's own: none)
+                    finalize_elsewhere(inner, self.timeout_s)
 
 
 def close_within(close: Callable[[], None], timeout_s: float, inline: bool = False) -> None:

@@ -12,6 +12,15 @@ fault the lost episodes are (:mod:`rollbench.run.pool`).
 
 Workers ignore SIGINT (the parent decides when to stop) and exit on their own within about a second if the parent
 process dies, so a killed run leaves no orphan simulators behind.
+
+Code under evaluation shares the worker process with its channel to the parent. The parent reads that channel
+without ever blocking and reaps workers within a bound (:mod:`rollbench.run.channel`); a worker whose channel holds
+bytes no message can be, whose exit pipe holds bytes, or whose own end of the channel failed (closed by code running
+in it: it exits with :data:`~rollbench.run.channel.CHANNEL_LOST_EXIT`, printing nothing) is a worker *broken by the
+code it ran*: killed, reported as ``died`` with ``Event.broke``, and replaced like any dead worker
+(:mod:`rollbench.run.pool`). A worker also closes its inherited descriptor of multiprocessing's resource tracker,
+which it never uses (its board and channel come from the parent): junk written there made the tracker print
+tracebacks on the user's terminal.
 """
 
 from __future__ import annotations
@@ -28,11 +37,11 @@ import types
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, NoReturn
 
 from rollbench.core.contracts import describe
 from rollbench.core.plan import PlannedEpisode
+from rollbench.run.channel import CHANNEL_LOST_EXIT, Corrupt, Inbox, pipe_has_bytes, reap
 from rollbench.run.observer import EpisodeSummary, Running, RunObserver
 from rollbench.run.phase import PhaseBoard, install
 from rollbench.run.pool import Event
@@ -60,10 +69,40 @@ class _ToParent(RunObserver):
         self.conn = conn
 
     def on_steps(self, worker: str, running: Running) -> None:
-        self.conn.send(("steps", running))
+        _send(self.conn, ("steps", running))
 
     def on_episode_end(self, summary: EpisodeSummary) -> None:
-        self.conn.send(("done", summary))
+        _send(self.conn, ("done", summary))
+
+
+def _send(conn: Connection, message: tuple[str, Any]) -> None:
+    """Send ``message`` to the parent; a channel that fails here was closed by code running in this process: end
+    it at once, printing nothing (the parent reports the exit status, see the module docstring)."""
+    try:
+        conn.send(message)
+    except (OSError, ValueError):
+        _channel_lost()
+
+
+def _channel_lost() -> NoReturn:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(CHANNEL_LOST_EXIT)
+
+
+def _drop_resource_tracker() -> None:
+    """Close the resource tracker's descriptor this process inherited (see the module docstring); code that needs
+    a tracker later gets its own, started on first use."""
+    from multiprocessing import resource_tracker
+
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    fd = getattr(tracker, "_fd", None)
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(AttributeError):
+            tracker._fd = None  # type: ignore[union-attr]
 
 
 def worker_main(conn: Connection, parent: int, setup: WorkerSetup, phase_cells: Any = None) -> None:
@@ -77,12 +116,13 @@ def worker_main(conn: Connection, parent: int, setup: WorkerSetup, phase_cells: 
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent(parent)
+    _drop_resource_tracker()
     if phase_cells is not None:
         install(phase_cells, max(1, setup.batch_size))
     try:
         worker = EpisodeWorker(setup, _ToParent(conn))
     except BaseException as exc:
-        conn.send(("fatal", f"could not build the policy: {describe(exc)}\n{traceback.format_exc()}"))
+        _send(conn, ("fatal", f"could not build the policy: {describe(exc)}\n{traceback.format_exc()}"))
         return
     stopping = False
 
@@ -95,15 +135,17 @@ def worker_main(conn: Connection, parent: int, setup: WorkerSetup, phase_cells: 
             planned: PlannedEpisode | None = conn.recv()
         except EOFError:
             planned = None
+        except (OSError, ValueError):
+            _channel_lost()
         stopping = planned is None
         return planned
 
     try:
-        conn.send(("ready", os.getpid()))
+        _send(conn, ("ready", os.getpid()))
         try:
             worker.run_stream(next_episode)
         except BaseException as exc:
-            conn.send(("fatal", f"{describe(exc)}\n{traceback.format_exc()}"))
+            _send(conn, ("fatal", f"{describe(exc)}\n{traceback.format_exc()}"))
     finally:
         worker.close()
 
@@ -116,6 +158,7 @@ class LocalBackend:
         self._ctx = mp.get_context("spawn")
         self.procs: dict[int, BaseProcess] = {}
         self._conns: dict[int, Connection] = {}
+        self._inboxes: dict[int, Inbox] = {}
         self._boards: dict[int, PhaseBoard] = {}
 
     def start(self, slot: int) -> None:
@@ -131,7 +174,7 @@ class LocalBackend:
         with _parent_main_hidden(), _sigint_ignored():
             proc.start()
         child_end.close()
-        self.procs[slot], self._conns[slot] = proc, parent_end
+        self.procs[slot], self._conns[slot], self._inboxes[slot] = proc, parent_end, Inbox(parent_end)
 
     def submit(self, slot: int, planned: PlannedEpisode) -> None:
         with contextlib.suppress(OSError):  # if it died, wait() reports that through its sentinel
@@ -143,50 +186,70 @@ class LocalBackend:
             by_handle[conn] = (slot, "conn")
             by_handle[self.procs[slot].sentinel] = (slot, "proc")
         events: list[Event] = []
-        dead: set[int] = set()
+        ended: set[int] = set()  # its channel or exit pipe reached its end: the process is ending
+        broken: dict[int, str] = {}  # what code running in it did to its channel
         for handle in wait(list(by_handle), timeout):
             slot, kind = by_handle[handle]
-            if kind == "conn" and slot not in dead:
-                conn = self._conns[slot]
-                try:
-                    while conn.poll():
-                        msg = _receive(conn)
-                        if msg[0] == "ready":
-                            events.append(Event("ready", slot))
-                        elif msg[0] == "done":
-                            events.append(Event("done", slot, summary=msg[1]))
-                        elif msg[0] == "steps":
-                            events.append(Event("steps", slot, running=msg[1]))
-                        else:
-                            events.append(Event("fatal", slot, detail=msg[1]))
-                except EOFError:
-                    dead.add(slot)
-                except Exception as exc:  # a half-written message from a worker killed mid-send, or bytes a policy
-                    # or env wrote into the worker's channel (a length over MAX_MESSAGE_BYTES: OSError at once)
-                    self.procs[slot].kill()
-                    why = f"unreadable message ({type(exc).__name__})"
-                    events.append(Event("died", slot, detail=why, phase=self._boards[slot].read()))
-                    dead.add(slot)
-            elif kind == "proc":
-                dead.add(slot)
-        for slot in sorted(dead):
-            proc = self.procs[slot]
-            proc.join(JOIN_TIMEOUT_S)
-            if not any(e.kind == "died" and e.slot == slot for e in events):
-                events.append(Event("died", slot, detail=_exit_text(proc), phase=self._boards[slot].read()))
-            self._stop(slot)
+            if slot in broken:
+                continue
+            try:
+                if kind == "conn":
+                    if self._drain(slot, events):
+                        ended.add(slot)
+                elif pipe_has_bytes(self.procs[slot].sentinel):
+                    raise Corrupt("bytes in its exit pipe")
+                else:
+                    ended.add(slot)
+            except Corrupt as exc:
+                broken[slot] = str(exc)
+        for slot, inbox in self._inboxes.items():
+            if inbox.stalled() and slot not in broken:
+                broken[slot] = "an incomplete message that stayed incomplete"
+        for slot in sorted(ended | set(broken)):
+            if slot not in broken:
+                try:  # what it sent before its end
+                    self._drain(slot, events)
+                except Corrupt as exc:
+                    broken[slot] = str(exc)
+            events.append(self._died(slot, broken.get(slot)))
         return events
+
+    def _drain(self, slot: int, events: list[Event]) -> bool:
+        """Add the messages now in ``slot``'s channel to ``events``; whether it reached its end. Never blocks."""
+        conn, inbox = self._conns[slot], self._inboxes[slot]
+        while True:
+            try:
+                if not conn.poll(0):
+                    return False
+            except (OSError, ValueError):
+                return True
+            messages, at_end = inbox.read()
+            events.extend(_event(slot, msg) for msg in messages)
+            if at_end:
+                return True
+
+    def _died(self, slot: int, broken: str | None) -> Event:
+        """Reap the worker of ``slot`` (at once when its channel is ``broken``) and report its death."""
+        proc = self.procs[slot]
+        reap(proc, 0.0 if broken else JOIN_TIMEOUT_S)
+        phase = self._boards[slot].read()
+        self._stop(slot)
+        if broken is not None:
+            why = f"code running in the worker wrote into its channel to rollbench: {broken}; the worker was killed"
+            return Event("died", slot, detail=why, phase=phase, broke=True)
+        if proc.exitcode == CHANNEL_LOST_EXIT and phase.owner == "infrastructure":  # not an os._exit(4) in a call
+            why = f"code running in worker process {proc.pid} closed its channel to rollbench"
+            return Event("died", slot, detail=why, phase=phase, broke=True)
+        return Event("died", slot, detail=_exit_text(proc), phase=phase)
 
     def _stop(self, slot: int, timeout: float = JOIN_TIMEOUT_S) -> None:
         conn, proc = self._conns.pop(slot, None), self.procs.pop(slot, None)
+        self._inboxes.pop(slot, None)
         if conn is not None:
             with contextlib.suppress(OSError):
                 conn.send(None)
         if proc is not None:
-            proc.join(timeout)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+            reap(proc, timeout)
         if conn is not None:
             conn.close()
 
@@ -201,13 +264,15 @@ class LocalBackend:
             self._stop(slot, max(0.0, deadline - time.monotonic()))
 
 
-MAX_MESSAGE_BYTES = 64 * 2**20  # a worker's messages are summaries and progress: kilobytes
-
-
-def _receive(conn: Connection) -> Any:
-    """One message of a worker: at most :data:`MAX_MESSAGE_BYTES` (``recv`` would wait for whatever length stray
-    bytes in the channel spell, ``b"garb"``: 1.7 GB, and hang the run; hostile round 11, F10)."""
-    return ForkingPickler.loads(conn.recv_bytes(MAX_MESSAGE_BYTES))
+def _event(slot: int, message: tuple[str, Any]) -> Event:
+    kind, value = message
+    if kind == "ready":
+        return Event("ready", slot)
+    if kind == "done":
+        return Event("done", slot, summary=value)
+    if kind == "steps":
+        return Event("steps", slot, running=value)
+    return Event("fatal", slot, detail=str(value))
 
 
 @contextlib.contextmanager

@@ -9,6 +9,11 @@ episodes to idle slots (in plan order within a task, keeping each worker on one 
   :class:`~rollbench.run.phase.PhaseBoard`, ``Event.phase``) is replaced, and the episodes of that call are recorded
   (by this process) as errors of that side, ``policy`` or ``environment``, and never re-run: a re-run would let a
   policy re-roll the episodes it was losing, and a policy's death must count against it like any other failure.
+* a worker whose channel to this process was broken by code running in it (bytes written into it, or its end
+  closed: ``Event.broke``, :mod:`rollbench.run.channel`) is replaced, and its episodes not yet staged end as
+  ``policy`` errors, never re-run: only code under evaluation runs in a worker besides rollbench's, and rollbench's
+  own envs never touch descriptors they do not own (a plug-in env that does is charged to the policy too: nothing
+  in the process can tell them apart once the bytes are written).
 * a worker that dies anywhere else (in rollbench's own code or waiting for work: SIGKILL from outside, a removed Ray
   node; or in another slot's call, for its episodes not in that call) is replaced by a fresh one and
   the episode is re-run from its planned seed, first in line. If the dead worker had already staged it, the staged
@@ -40,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from rollbench.core.contracts import EpisodeError, InfrastructureError, RollbenchError, TaskInfo
+from rollbench.core.contracts import EpisodeError, Fault, InfrastructureError, RollbenchError, TaskInfo
 from rollbench.core.episode import failed_episode
 from rollbench.core.plan import PlannedEpisode
 from rollbench.record.episode_row import EpisodeRow
@@ -65,7 +70,9 @@ class Event:
     ``died`` (the worker is gone; ``detail`` says how), ``fatal`` (the worker raised outside an episode; ``detail``
     holds the error and traceback), ``steps`` (``running``: its episodes' steps so far, see
     :meth:`rollbench.run.worker.EpisodeWorker.stepped`). ``phase`` (``died`` only, where the backend knows it):
-    which call the worker was inside when it died and for which episodes (:mod:`rollbench.run.phase`).
+    which call the worker was inside when it died and for which episodes (:mod:`rollbench.run.phase`). ``broke``
+    (``died`` only): code running in the worker wrote into or closed its channel to this process, so the worker was
+    stopped (:mod:`rollbench.run.channel`).
     """
 
     kind: Literal["ready", "done", "died", "fatal", "steps"]
@@ -74,6 +81,7 @@ class Event:
     detail: str = ""
     running: Running | None = None
     phase: Phase | None = None
+    broke: bool = False
 
 
 class Backend(Protocol):
@@ -164,7 +172,7 @@ class _Pool:
             self.stats["workers_replaced"] += 1
             self.observer.on_worker(str(slot), "replaced (a policy call missed its deadline)")
 
-    def handle_death(self, slot: int, detail: str, phase: Phase | None = None) -> None:
+    def handle_death(self, slot: int, detail: str, phase: Phase | None = None, broke: bool = False) -> None:
         self.stats["worker_deaths"] += 1
         self.retiring.discard(slot)
         self.alive.discard(slot)
@@ -182,9 +190,13 @@ class _Pool:
             done = recorded_summary(self.run_dir, planned)
             if done is not None:  # it staged the episode before dying: keep that copy
                 self.observer.on_episode_end(done)
+            elif broke:  # code it ran broke its channel: only a policy or a plug-in env runs there
+                why = f"{detail}; not re-run"
+                self.observer.on_episode_end(_record_death(self.run_dir, planned, self.tasks[planned.task], why))
             elif phase is not None and phase.owner != "infrastructure" and planned.episode_index in phase.episodes:
                 task = self.tasks[planned.task]
-                self.observer.on_episode_end(_record_death(self.run_dir, planned, task, phase, detail))
+                why = f"the worker process died ({detail}) while {phase.describe()} ran; not re-run"
+                self.observer.on_episode_end(_record_death(self.run_dir, planned, task, why, phase.owner))
             elif self.attempts[planned.episode_index] >= MAX_ATTEMPTS:
                 self.stats["episodes_lost"] += 1
                 task = self.tasks[planned.task]
@@ -240,7 +252,7 @@ class _Pool:
             if ev.running is not None:
                 self.observer.on_steps(str(ev.slot), ev.running)
         elif ev.kind == "died":
-            self.handle_death(ev.slot, ev.detail, ev.phase)
+            self.handle_death(ev.slot, ev.detail, ev.phase, ev.broke)
         else:
             raise RollbenchError(f"worker {ev.slot} failed: {ev.detail}")
         return None
@@ -301,10 +313,12 @@ def _record_lost(
         return _stage_error(run_dir, planned, task, exc)
 
 
-def _record_death(run_dir: Path, planned: PlannedEpisode, task: TaskInfo, phase: Phase, detail: str) -> EpisodeSummary:
-    """Record ``planned`` as an error of the side whose call its worker died in (never re-run)."""
+def _record_death(
+    run_dir: Path, planned: PlannedEpisode, task: TaskInfo, why: str, owner: Fault = "policy"
+) -> EpisodeSummary:
+    """Record ``planned`` as an error of ``owner``, the side whose code killed or broke its worker (never re-run)."""
     try:  # raised for failed_episode's traceback, as WorkerLost is
-        raise WorkerDied(f"the worker process died ({detail}) while {phase.describe()} ran; not re-run", phase.owner)
+        raise WorkerDied(why, owner)
     except WorkerDied as exc:
         return _stage_error(run_dir, planned, task, exc)
 

@@ -19,6 +19,7 @@ from rollbench.core.contracts import Policy
 from rollbench.core.interrupts import contained
 from rollbench.core.spec import EvalSpec
 from rollbench.run.deadline import close_within, closed_badly
+from rollbench.run.finalize import finalize_elsewhere
 
 _SLOT = threading.local()
 
@@ -54,5 +55,7 @@ def close_probe(spec: EvalSpec, policy: Policy) -> None:
 
     with contained() as closing:
         close_within(policy.close, spec.policy_timeout_s, inline=policy.info.bounded)
+    if not policy.info.bounded:  # its __del__ never runs on this thread (rollbench's own policies have none)
+        finalize_elsewhere(policy, spec.policy_timeout_s)
     if closing.error is not None:
         print(f"warning: policy {spec.policy}: {closed_badly(closing.error)}", file=sys.stderr)

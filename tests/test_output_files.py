@@ -195,3 +195,26 @@ def test_summarize_csv_writes_formula_like_instructions_as_text_and_numbers_as_n
 def test_csv_cell_escapes_formula_text_and_keeps_numbers(value: object, cell: object) -> None:
     assert csv_cell(value) == cell
     assert type(csv_cell(value)) is type(cell) or isinstance(value, np.generic)
+
+
+SEQUENTIAL = ["sequential", "--env", "scripted/reach", "--delta", "0.2", "--policy-a", "zero", "--policy-b", "zero"]
+OPTIMIZE = ["optimize-instruction", "--env", "scripted/reach", "--policy", "scripted-expert", "--rounds", "1"]
+
+
+@pytest.mark.parametrize(
+    ("command", "name"), [(SEQUENTIAL, "sequential.json"), (OPTIMIZE + ["--proposer", "drop"], "optimize.json")]
+)
+def test_a_state_file_hard_linked_to_a_run_is_refused_before_anything_runs(
+    victim: Path, tmp_path: Path, command: list[str], name: str
+) -> None:
+    out = tmp_path / "OUT"
+    out.mkdir()
+    os.link(victim / "run.json", out / name)
+    before = _digests(victim)
+    proc = invoke(*command, "--out", out)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        f"error: --out {out / name} has 2 hard links; rollbench writes only to a file with no other names (give a new "
+        "path)\n"
+    )
+    assert _digests(victim) == before and os.listdir(out) == [name]

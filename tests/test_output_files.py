@@ -202,7 +202,7 @@ OPTIMIZE = ["optimize-instruction", "--env", "scripted/reach", "--policy", "scri
 
 
 @pytest.mark.parametrize(
-    ("command", "name"), [(SEQUENTIAL, "sequential.json"), (OPTIMIZE + ["--proposer", "drop"], "optimize.json")]
+    ("command", "name"), [(SEQUENTIAL, "sequential.json"), ([*OPTIMIZE, "--proposer", "drop"], "optimize.json")]
 )
 def test_a_state_file_hard_linked_to_a_run_is_refused_before_anything_runs(
     victim: Path, tmp_path: Path, command: list[str], name: str

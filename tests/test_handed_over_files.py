@@ -1,0 +1,97 @@
+"""Files someone hands over (a label sidecar, a dashboard export, a run folder) are read as data: a value inside them
+never names a path to open, every field is typed, and one bad run does not break the sound runs beside it (hostile
+round 13: F6, F5, F9). Oracles: hand-written files and hand counts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cli_in_process import invoke
+from rollbench.api import evaluate
+
+SECRET = "MY-PRIVATE-VALUE-sk_live_1234"
+
+
+@pytest.fixture(scope="module")
+def sound_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "R"
+    evaluate(out=out, env="scripted/reach", policy="zero", episodes=3, max_steps=5)
+    return out
+
+
+def _one_line(r: subprocess.CompletedProcess[str]) -> str:
+    """The one error line of a refusal (exit 2, no traceback)."""
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def _handed_folder(tmp_path: Path, sound_run: Path, rubric: object) -> tuple[Path, Path]:
+    """A copy of the run in a folder whose labels.json records ``rubric``, and a private file of the reader's."""
+    private = tmp_path / "private.yaml"
+    private.write_text(f"name: x\nversion: 1\nlabels: [{SECRET}, b]\n")
+    handed = tmp_path / "handed"
+    shutil.copytree(sound_run, handed / "R")
+    entry = {"label": "failed", "annotator": "x", "labeled_at": "2026-01-01T00:00:00Z", "history": []}
+    labels = {"version": 1, "rubric": rubric, "labels": {"vm/point/R/0": entry}}
+    (handed / "labels.json").write_text(json.dumps(labels))
+    return handed, private
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["report", "summarize"])
+def test_a_label_files_rubric_path_is_never_opened_and_its_content_never_quoted(
+    tmp_path: Path, sound_run: Path, command: str
+) -> None:
+    handed, private = _handed_folder(tmp_path, sound_run, None)
+    data = json.loads((handed / "labels.json").read_text())
+    data["rubric"] = str(private)
+    (handed / "labels.json").write_text(json.dumps(data))
+    private.chmod(0o000)  # were it opened, the error would say "not readable"; it must not be touched at all
+    try:
+        if command == "report":
+            r = invoke("report", f"{handed}/", "--out", tmp_path / "rep.html")
+        else:
+            r = invoke("summarize", handed / "R", "--labels", handed / "labels.json")
+    finally:
+        private.chmod(0o600)
+    line = _one_line(r)
+    assert line.startswith(f"error: label file {handed / 'labels.json'} records a value as its rubric")
+    assert "not a built-in rubric (outcome-v1, harm-five-class-v1)" in line
+    everything = r.stdout + r.stderr
+    assert SECRET not in everything and str(private) not in everything and "readable" not in everything
+
+
+@pytest.mark.slow
+def test_a_rubric_typed_on_the_command_line_is_the_one_used_and_must_match_the_label_file(
+    tmp_path: Path, sound_run: Path
+) -> None:
+    handed, private = _handed_folder(tmp_path, sound_run, "grasp-v2")
+    rubric = tmp_path / "grasp.json"
+    rubric.write_text(json.dumps({"name": "grasp", "version": 2, "labels": ["failed", "clean"]}))
+    ok = invoke("summarize", handed / "R", "--labels", handed / "labels.json", "--rubric", rubric, "--json")
+    assert ok.returncode == 0, ok.stderr
+    doc = json.loads(ok.stdout)
+    assert doc["rubric"] == "grasp-v2"
+    other = invoke("summarize", handed / "R", "--labels", handed / "labels.json", "--rubric", "outcome-v1")
+    assert "was written with rubric 'grasp-v2', not 'outcome-v1'" in _one_line(other)
+    # without --rubric the recorded custom id names nothing to read: refused, the id quoted (it has an id's shape)
+    bare = invoke("summarize", handed / "R", "--labels", handed / "labels.json")
+    assert "records 'grasp-v2' as its rubric, which is not a built-in rubric" in _one_line(bare)
+
+
+def test_a_rubric_files_errors_name_the_position_never_the_content(tmp_path: Path, sound_run: Path) -> None:
+    bad = tmp_path / "r.yaml"
+    bad.write_text(f"name: x\nversion: 1\nlabels: [{SECRET}, b]\nsecret_api: 1\n")
+    r = invoke("summarize", sound_run, "--rubric", bad)
+    assert _one_line(r) == f"error: rubric {bad}: 1 unknown field(s); the fields are name, version, labels, description"
+    bad.write_text(f"name: x\nversion: 1\nlabels: [b, {SECRET}]\n")
+    line = _one_line(invoke("summarize", sound_run, "--rubric", bad))
+    assert line == f"error: rubric {bad}: label names must match ^[a-z0-9][a-z0-9_-]*$ (label 2 does not)"

@@ -95,3 +95,49 @@ def test_a_rubric_files_errors_name_the_position_never_the_content(tmp_path: Pat
     bad.write_text(f"name: x\nversion: 1\nlabels: [b, {SECRET}]\n")
     line = _one_line(invoke("summarize", sound_run, "--rubric", bad))
     assert line == f"error: rubric {bad}: label names must match ^[a-z0-9][a-z0-9_-]*$ (label 2 does not)"
+
+
+def _export(tmp_path: Path, episodes: list[dict[str, object]], **run: object) -> Path:
+    """A hand-written dashboard export of one run (scripted/reach) with ``episodes``."""
+    doc = {"runs": [{"host": "vm", "robot": "point", "name": "R", "policy": "zero", "episodes": episodes, **run}]}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _episode(index: int, success: object) -> dict[str, object]:
+    return {"episode_index": index, "task": "scripted/reach", "trial": index, "seed": index, "success": success}
+
+
+@pytest.mark.parametrize("success", ["false", "0", [0], 0.5, 1, None])
+def test_an_exports_success_that_is_not_a_json_bool_is_named_never_counted(tmp_path: Path, success: object) -> None:
+    export = _export(tmp_path, [_episode(0, False), _episode(1, success), _episode(2, False)])
+    for command in ("summarize", "report"):
+        extra = ["--out", str(tmp_path / "r.html")] if command == "report" else []
+        line = _one_line(invoke(command, export, *extra))
+        assert line.startswith(f"error: {export} (runs[0]): episode 1 has success ")
+        assert line.endswith(" (expected bool)")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_an_export_counts_exactly_its_json_true_successes(tmp_path: Path) -> None:
+    export = _export(tmp_path, [_episode(0, True), _episode(1, False), _episode(2, True)])
+    cell = json.loads(invoke("summarize", export, "--json").stdout)["cells"][0]
+    assert (cell["successes"], cell["episodes"]) == (2, 3)  # hand count: episodes 0 and 2
+
+
+@pytest.mark.parametrize(
+    ("episodes", "run", "message"),
+    [
+        ([_episode(0, True), _episode(0, False)], {}, "(runs[0]): episode 0 appears 2 times (episode_index is unique)"),
+        ([_episode(0, True)], {"host": 7}, "(runs[0]): host, robot and name must be strings"),
+        ([{**_episode(0, True), "return": "1.5"}], {}, "episode 0 has return '1.5' (expected int or float or NoneType)"),
+        ([{**_episode(0, True), "trial": "0"}], {}, "episode 0 has trial '0' (expected int or NoneType)"),
+    ],
+)
+def test_an_exports_mistyped_or_repeated_fields_are_named(
+    tmp_path: Path, episodes: list[dict[str, object]], run: dict[str, object], message: str
+) -> None:
+    export = _export(tmp_path, episodes, **run)
+    line = _one_line(invoke("summarize", export))
+    assert line.startswith(f"error: {export} (runs[0])") and line.endswith(message)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,8 +249,11 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None
         where = f"{path} (runs[{i}])"
         if not isinstance(run, dict) or not isinstance(run.get("episodes"), list):
             raise ConfigError(f"{where} has no episodes list")
+        parts = [run.get(k) for k in ("host", "robot", "name")]
         try:
-            identity = RunIdentity(str(run.get("host")), str(run.get("robot")), str(run.get("name")))
+            if not all(isinstance(x, str) for x in parts):
+                raise ConfigError("host, robot and name must be strings")
+            identity = RunIdentity(*parts)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         live = run.get("live") if isinstance(run.get("live"), dict) else None
@@ -260,6 +264,9 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None
         if violations and not allow_damaged:
             raise damaged_error(Path(where), violations, allow_option=allow_damaged is not None)
         episodes = [AnalysisEpisode.from_export(ep, where) for ep in run["episodes"]]
+        seen = Counter(e.episode_index for e in episodes)
+        if twice := sorted(i for i, n in seen.items() if n > 1):
+            raise ConfigError(f"{where}: episode {twice[0]} appears {seen[twice[0]]} times (episode_index is unique)")
         model = run.get("model")
         loaded.runs.append(
             RunData(

@@ -73,7 +73,7 @@ def test_a_label_files_rubric_path_is_never_opened_and_its_content_never_quoted(
 def test_a_rubric_typed_on_the_command_line_is_the_one_used_and_must_match_the_label_file(
     tmp_path: Path, sound_run: Path
 ) -> None:
-    handed, private = _handed_folder(tmp_path, sound_run, "grasp-v2")
+    handed, _ = _handed_folder(tmp_path, sound_run, "grasp-v2")
     rubric = tmp_path / "grasp.json"
     rubric.write_text(json.dumps({"name": "grasp", "version": 2, "labels": ["failed", "clean"]}))
     ok = invoke("summarize", handed / "R", "--labels", handed / "labels.json", "--rubric", rubric, "--json")
@@ -131,7 +131,11 @@ def test_an_export_counts_exactly_its_json_true_successes(tmp_path: Path) -> Non
     [
         ([_episode(0, True), _episode(0, False)], {}, "(runs[0]): episode 0 appears 2 times (episode_index is unique)"),
         ([_episode(0, True)], {"host": 7}, "(runs[0]): host, robot and name must be strings"),
-        ([{**_episode(0, True), "return": "1.5"}], {}, "episode 0 has return '1.5' (expected int or float or NoneType)"),
+        (
+            [{**_episode(0, True), "return": "1.5"}],
+            {},
+            "episode 0 has return '1.5' (expected int or float or NoneType)",
+        ),
         ([{**_episode(0, True), "trial": "0"}], {}, "episode 0 has trial '0' (expected int or NoneType)"),
     ],
 )

@@ -116,7 +116,9 @@ def rubric_from_dict(data: Any, source: str = "<dict>") -> Rubric:
         raise ConfigError(f"rubric {source}: expected an object with name, version and labels")
     extra = set(data) - {"name", "version", "labels", "description"}
     if extra:
-        raise ConfigError(f"rubric {source}: {len(extra)} unknown field(s); the fields are name, version, labels, description")
+        raise ConfigError(
+            f"rubric {source}: {len(extra)} unknown field(s); the fields are name, version, labels, description"
+        )
     name, version, labels = data.get("name"), data.get("version"), data.get("labels")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(f"rubric {source}: name must be a string matching {_NAME.pattern}")

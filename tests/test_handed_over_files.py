@@ -145,3 +145,34 @@ def test_an_exports_mistyped_or_repeated_fields_are_named(
     export = _export(tmp_path, episodes, **run)
     line = _one_line(invoke("summarize", export))
     assert line.startswith(f"error: {export} (runs[0])") and line.endswith(message)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("field", "value"), [("host", "vm/../x"), ("host", ".."), ("robot", "a b")])
+def test_a_run_recording_a_bad_identity_is_damaged_and_the_runs_beside_it_are_still_read(
+    tmp_path: Path, sound_run: Path, field: str, value: str
+) -> None:
+    folder = tmp_path / "F"
+    shutil.copytree(sound_run, folder / "good")
+    shutil.copytree(sound_run, folder / "bad")
+    doc = json.loads((folder / "bad" / "run.json").read_text())
+    doc["identity"][field] = value
+    (folder / "bad" / "run.json").write_text(json.dumps(doc, indent=2))
+    violation = (
+        f"run.json's identity.{field} {value!r} is not an identity segment (letters, digits, '.', '_', '-', "
+        "not starting with '.', '_' or '-', at most 200 characters)"
+    )
+    graded = invoke("grade", folder / "bad", "--json")
+    assert graded.returncode == 1 and json.loads(graded.stdout)["violations"] == [violation]
+    refused = _one_line(invoke("summarize", folder))
+    assert refused.startswith(f"error: {folder / 'bad'} is damaged (1 violation(s) by rollbench grade: {violation})")
+    marked = invoke("summarize", folder, "--allow-damaged", "--json")
+    assert marked.returncode == 0, marked.stderr
+    runs = {r["path"]: r for r in json.loads(marked.stdout)["runs"]}
+    assert (runs[str(folder / "bad")]["damaged"], runs[str(folder / "bad")]["violations"]) == (True, [violation])
+    assert runs[str(folder / "good")]["status"] == "OK" and "damaged" not in runs[str(folder / "good")]
+    assert "is damaged and included only because of --allow-damaged" in marked.stderr
+    cell = json.loads(marked.stdout)["cells"][0]
+    assert cell["episodes"] == 6  # hand count: the good run's 3 and the marked run's 3
+    report = invoke("report", f"{folder}/", "--allow-damaged", "--out", tmp_path / "r.html")
+    assert report.returncode == 0, report.stderr

@@ -30,7 +30,7 @@ from typing import Any
 from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.grade_model import GradeDocument
-from rollbench.core.identity import RunIdentity
+from rollbench.core.identity import RunIdentity, identity_for_reading
 from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import PlanTask, RunLog
 from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
@@ -201,7 +201,7 @@ def _from_run_dir(
     from rollbench.grading.grade import grade, load_run_log
 
     log = load_run_log(run_dir)
-    identity = RunIdentity.from_run_log(log, run_dir)
+    identity = identity_for_reading(log, run_dir)  # a bad recorded one is grade's violation, not a refusal
     fingerprint = run_fingerprint(log)
     if fingerprint in prints:
         loaded.copies.append({"run": identity.key, "path": str(run_dir), "same_as": str(prints[fingerprint])})

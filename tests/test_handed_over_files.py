@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,37 @@ def test_a_run_recording_a_bad_identity_is_damaged_and_the_runs_beside_it_are_st
     assert cell["episodes"] == 6  # hand count: the good run's 3 and the marked run's 3
     report = invoke("report", f"{folder}/", "--allow-damaged", "--out", tmp_path / "r.html")
     assert report.returncode == 0, report.stderr
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        (lambda text: text.replace('"fps": 10', '"fps": ' + "9" * 5000, 1), "is not readable JSON"),
+        (lambda text: '{"codebase_version": "v3.0"}', "has no 'features' object"),
+        (lambda text: "[1, 2]", "is not a JSON object (it holds a list)"),
+        (lambda text: text.replace('"fps": 10', '"fps": 99', 1), "says fps 99, not the plan's 10"),
+    ],
+)
+def test_resume_refuses_a_damaged_info_json_naming_it_and_changes_nothing(
+    tmp_path: Path, sound_run: Path, edit: Callable[[str], str], why: str
+) -> None:
+    run = tmp_path / "R"
+    shutil.copytree(sound_run, run)
+    info = run / "meta" / "info.json"
+    info.write_text(edit(info.read_text()))
+    before = _hashes(run)
+    line = _one_line(invoke("eval", "--resume", run))
+    assert line == (
+        f"error: --resume {run}: meta/info.json {why}; the run is damaged and cannot be resumed (nothing was "
+        f"changed; `rollbench grade {run}` lists every problem)"
+    )
+    assert _hashes(run) == before

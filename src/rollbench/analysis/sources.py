@@ -249,11 +249,11 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None
         where = f"{path} (runs[{i}])"
         if not isinstance(run, dict) or not isinstance(run.get("episodes"), list):
             raise ConfigError(f"{where} has no episodes list")
-        parts = [run.get(k) for k in ("host", "robot", "name")]
+        host, robot, name = (run.get(k) for k in ("host", "robot", "name"))
         try:
-            if not all(isinstance(x, str) for x in parts):
+            if not (isinstance(host, str) and isinstance(robot, str) and isinstance(name, str)):
                 raise ConfigError("host, robot and name must be strings")
-            identity = RunIdentity(*parts)
+            identity = RunIdentity(host, robot, name)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         live = run.get("live") if isinstance(run.get("live"), dict) else None

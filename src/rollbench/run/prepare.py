@@ -249,7 +249,7 @@ def refuse_another_plan(run: ResolvedRun, fresh: PlanRecord, recorded: PlanRecor
         first = run.tasks[run.plan.tasks[0].name]
         features = dataset_features(first.task, first.video_cameras, first.image_size, run.spec.latency != "none")
         info = _resumable_info(info_path, run_dir, first.task.fps)
-        declared = info.get("features")
+        declared: dict[str, Any] = info["features"]  # a dict: _resumable_info refuses anything else
         if declared != features:
             why = f"meta/info.json declares other features ({differences(declared, features) or 'their order'})"
     if why:

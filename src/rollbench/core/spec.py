@@ -305,6 +305,32 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
     return found
 
 
+def what_it_waits(spec: EvalSpec) -> list[tuple[str, str]]:
+    """The deadlines and waits in ``spec`` a handed-over run would hold the user to, as ``(field, "key=value")``:
+    ``policy_timeout_s`` when over :data:`DEFAULT_POLICY_TIMEOUT_S` (the deadline of every policy call, which bounds
+    every wait inside one), and every policy option named in :data:`WAIT_KEYS` (nested ones included), whatever its
+    value. Resuming a run (``eval --resume``, ``eval --spec RUN/run.json``) honours them only when the user types
+    them again or gives ``--trust-run`` (hostile round 13, F10); each is also bounded where it is parsed, typed or
+    recorded alike (policy options: :data:`rollbench.wire.obs_map.MAX_WAIT_S`, ``latency_ms`` at most 60,000)."""
+    found = []
+    if spec.policy_timeout_s > DEFAULT_POLICY_TIMEOUT_S:
+        found.append(("policy_timeout_s", f"policy_timeout_s={spec.policy_timeout_s:g}"))
+    return found + [("policy_options", t) for t in _wait_targets(spec.policy_options, "")]
+
+
+WAIT_KEYS = ("timeout_s", "connect_timeout_s", "start_timeout_s", "latency_ms", "retries", "backoff_s")
+"""Policy options that set a deadline, a sleep or a number of retries (remote, agent, lerobot, ``gpu-standin``)."""
+
+
+def _wait_targets(value: Any, key: str) -> list[str]:
+    """``key=value`` for every :data:`WAIT_KEYS` option in policy options ``value`` (recursively)."""
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in _wait_targets(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list | tuple):
+        return [t for i, v in enumerate(value) for t in _wait_targets(v, f"{key}[{i}]")]
+    return [f"{key}={value}"] if key.rpartition(".")[2].partition("[")[0] in WAIT_KEYS else []
+
+
 LOADING_KEYS = ("python", "base_url")
 """Policy options whose value is an interpreter to run or an address to send the user's API key to, whatever it is."""
 DEVICE_KEYS = ("device",)

@@ -75,7 +75,7 @@ from rollbench.core.jsonfile import strict_dumps
 from rollbench.policies.agent.client import ChatClient, call_usage, parse_prices
 from rollbench.policies.agent.tools import ToolSet
 from rollbench.wire.decode import described
-from rollbench.wire.obs_map import check_options, positive
+from rollbench.wire.obs_map import check_options, positive, retries
 
 PROVIDER_URLS = {"openai": "https://api.openai.com/v1", "openrouter": "https://openrouter.ai/api/v1"}
 OPTIONS: dict[str, type | tuple[type, ...]] = {
@@ -150,9 +150,9 @@ class AgentPolicy:
         self.max_move_steps = int(options.get("max_move_steps", 50))
         self.gripper_steps = int(options.get("gripper_steps", 10))
         self.max_text_replies = int(options.get("max_text_replies", 3))
-        retries = int(options.get("retries", 4))
-        if min(self.max_move_steps, self.gripper_steps) < 1 or min(self.max_text_replies, retries) < 0:
-            raise ConfigError("max_move_steps and gripper_steps must be >= 1; max_text_replies, retries >= 0")
+        tries = retries(options, 4)
+        if min(self.max_move_steps, self.gripper_steps) < 1 or self.max_text_replies < 0:
+            raise ConfigError("max_move_steps and gripper_steps must be >= 1; max_text_replies >= 0")
         self.temperature = options.get("temperature")  # sent only when given: reasoning models refuse it
         self.max_tokens = options.get("max_tokens")
         self.camera = options.get("camera")
@@ -165,7 +165,7 @@ class AgentPolicy:
             os.environ.get(key_env) if key_env else None,
             timeout_s=positive(options, "timeout_s", 60.0),
             connect_timeout_s=positive(options, "connect_timeout_s", 10.0),
-            retries=retries,
+            retries=tries,
             backoff_s=positive(options, "backoff_s", 1.0),
             capture=self._wire.append if self.wire_enabled else None,
         )

@@ -59,6 +59,7 @@ STANDIN = {"policy": "gpu-standin", "policy_options": {"inner": "zero", "latency
         (STANDIN, "latency_ms=1000000000000.0"),
         ({**STANDIN, "policy_timeout_s": 86400.0}, "policy_timeout_s=86400, latency_ms=1000000000000.0"),
         ({"policy": "gpu-standin", "policy_options": {"inner": "zero", "x": {"retries": 7}}}, "x.retries=7"),
+        ({"policy": "gpu-standin", "policy_options": {"inner": "zero", "x": [{"sleep_s": 9}]}}, "x[0].sleep_s=9"),
     ],
 )
 def test_a_handed_over_deadline_or_wait_is_refused_naming_it_before_anything_runs(
@@ -119,6 +120,17 @@ def test_every_wait_option_has_a_stated_maximum_where_it_is_parsed(
 def test_a_gpu_standin_at_its_maximum_latency_is_accepted() -> None:
     policy = make_policy("gpu-standin", {"latency_ms": 60000})
     assert policy.info.provenance["latency_ms"] == 60000.0
+
+
+def test_option_names_that_set_a_wait_are_flagged_and_others_are_not() -> None:
+    from rollbench.core.spec import what_it_waits
+
+    options = {"inner": "zero", "hang_s": 1, "RetryCount": 2, "poll_delay": 3, "latency_ms": 4, "chunk_size": 5,
+               "max_steps": 6, "gain": 7, "obs_map": {"state": "x"}}  # fmt: skip
+    spec = build_spec(env="scripted/reach", policy="gpu-standin", episodes=1, policy_options=options)
+    assert what_it_waits(spec) == [
+        ("policy_options", t) for t in ("hang_s=1", "RetryCount=2", "poll_delay=3", "latency_ms=4")
+    ]
 
 
 def test_the_printed_resume_command_types_the_recorded_waits_again(tmp_path: Path) -> None:

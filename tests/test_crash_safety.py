@@ -162,7 +162,7 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and
     assert proc.returncode == code
     # the printed command names the plug-in policy again: resume refuses to import a module a run.json names unasked
     # and its sleep_s again: a run.json's wait binds only when typed again (hostile round 13, F10)
-    again_typed = f"--policy fault_policies:slow --policy-options '{{\"sleep_s\":0.05}}'"
+    again_typed = "--policy fault_policies:slow --policy-options '{\"sleep_s\":0.05}'"
     assert f"resume with: rollbench eval --resume {out} {again_typed}\n" in err
     log = json.loads((out / "run.json").read_text())
     k = log["results"]["episodes_recorded"]

@@ -225,12 +225,16 @@ class EvalSpec(BaseModel):
 
         Fields of :data:`LATER_FIELDS` at their default are left out, so runs recorded before they existed keep
         their identity (and resume)."""
-        fields = self.model_dump(mode="json")
-        for name, default in LATER_FIELDS.items():
-            if name in fields and fields[name] == default:
-                del fields[name]
-        blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return spec_identity_of(self.model_dump(mode="json"))
+
+
+def spec_identity_of(fields: dict[str, Any]) -> str:
+    """:meth:`EvalSpec.identity` of a spec as run.json records it (``model_dump(mode="json")``): 16 hex digits of
+    the sha256 of its canonical JSON, :data:`LATER_FIELDS` at their default left out. ``rollbench release`` uses it
+    on a spec it redacted, so the released identity is a hash of released values only."""
+    fields = {k: v for k, v in fields.items() if not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
+    blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 MAX_OPTIONS_DEPTH = 32  # nesting of policy_options (an obs_map is 3 deep)

@@ -129,7 +129,7 @@ def _spec_identity_released(rel: str, text: str, redactions: list[dict[str, Any]
 
     if not any(re.match(r"spec(\.|\[|\{|$)", r["field"]) for r in redactions):
         return text, []
-    doc = json.loads(text)
+    doc = loads_strict(text, finite=False)
     spec, old = doc.get("spec") if isinstance(doc, dict) else None, doc.get("spec_identity")
     if not (isinstance(spec, dict) and isinstance(old, str)):
         return text, []

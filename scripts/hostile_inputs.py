@@ -64,6 +64,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * hostile round 13's release classes (``scripts/hostile_round13_release.py``): a dictionary attack on a released
   run's digests (MANIFEST.json, ``spec_identity``) for a planted short value; an e-mail address, home path or long
   host name in a video's bytes (refused).
+* hostile round 13's JSON-reading classes (``scripts/hostile_round13_transcripts.py``): deep values, integers of
+  over 4,300 digits and keys named twice in run.json and meta files; ``serve-policy --obs-map`` files that are not
+  JSON or FIFOs (named as ``--obs-map``).
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -100,6 +103,7 @@ import hostile_round11  # hostile round 11's classes, beside this script
 import hostile_round13_outputs  # hostile round 13's output classes, beside this script
 import hostile_round13_readers  # hostile round 13's reader classes, beside this script
 import hostile_round13_release  # hostile round 13's release classes, beside this script
+import hostile_round13_transcripts  # hostile round 13's JSON-reading classes, beside this script
 import hostile_round13_trust  # hostile round 13's handed-over deadlines and waits, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
@@ -528,6 +532,7 @@ def main() -> int:
         hostile_round13_readers.run_all(r, a.n)
         hostile_round13_trust.run_all(r, a.n)
         hostile_round13_release.run_all(r, a.n)
+        hostile_round13_transcripts.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

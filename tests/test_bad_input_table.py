@@ -461,7 +461,9 @@ CASES: list[T] = [
     ("serve-policy-import", nothing, ["serve-policy", "--policy", "rbt_boom:f"], "boom at import"),
     ("serve-policy-none", nothing, ["serve-policy", "--policy", "rbt_factories:returns_none"], "returned None"),
     ("serve-options-deep", write("o.json", DEEP), ["serve-policy", "--policy", "zero", "--policy-options", "W/o.json"], "nested too deeply"),
-    ("serve-obs-map-fifo", fifo("o.json"), ["serve-policy", "--policy", "zero", "--obs-map", "W/o.json"], "is a FIFO"),
+    ("serve-obs-map-fifo", fifo("o.json"), ["serve-policy", "--policy", "zero", "--obs-map", "W/o.json"], "--obs-map W/o.json is a FIFO"),
+    ("serve-obs-map-not-json", write("o.json", '{"x":'), ["serve-policy", "--policy", "zero", "--obs-map", "W/o.json"], "--obs-map W/o.json is not readable JSON"),
+    ("serve-options-missing-beside-obs-map", nothing, ["serve-policy", "--policy", "zero", "--obs-map", "{}", "--policy-options", "W/none"], "--policy-options"),
     ("serve-env", nothing, ["serve-policy", "--policy", "zero", "--env", "nosuch/x"], "nosuch"),
     # dashboard, mcp, optimize-instruction (each refused before it serves or runs)
     ("dashboard-root", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/nope"], "--root"),

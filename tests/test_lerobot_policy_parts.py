@@ -72,6 +72,10 @@ def frame_with(header: dict, payload: bytes = b"") -> bytes:
         (b"RBLR" + struct.pack(">I", 3) + b'"\xff"', "^frame header is not UTF-8$"),
         (b"RBLR" + struct.pack(">I", 12) + b'{"a": NaN}  ', "NaN is not allowed"),
         (b"RBLR" + struct.pack(">I", 2) + b"[]", "not a JSON object"),
+        (
+            b"RBLR" + struct.pack(">I", 10_000) + b"[" * 5_000 + b"]" * 5_000,  # within a pipe's 64 KiB buffer
+            r"^frame header is not JSON \(it is nested too deeply\)$",
+        ),
     ],
 )
 def test_malformed_frames_are_refused_before_any_array_is_built(frame: bytes, error: str) -> None:

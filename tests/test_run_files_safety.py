@@ -642,7 +642,7 @@ META_DAMAGE: dict[str, tuple[Callable[[Path], None], Callable[[Path], list[str]]
     "stats.json a list": (lambda r: (r / "meta/stats.json").write_text("[1]"),
                           lambda r: ["meta/stats.json is not a JSON object (it holds a list)"]),
     "stats.json nested too deeply": (lambda r: (r / "meta/stats.json").write_text("[" * 100_000 + "]" * 100_000),
-                                     lambda r: ["meta/stats.json is not readable JSON (it is nested too deeply)"]),
+                                     lambda r: ["meta/stats.json is not readable JSON (it is nested too deeply: more than 64 levels)"]),
     "stats.json action max edited": (
         _stats(lambda d: d["action"]["max"].__setitem__(0, 9.0)),
         lambda r: [f"meta/stats.json: action max[0] is 9 but the step rows give {max(_action_col0(r)):.9g}"]),

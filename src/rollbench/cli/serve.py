@@ -124,7 +124,7 @@ def serve_policy_cmd(
         guard = _access(host, token, allow_host or [], protocol, path)
         limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
         batching = Batching(max_batch, batch_window_ms)
-        options, overrides = load_policy_options(policy_options), load_policy_options(obs_map)
+        options, overrides = load_policy_options(policy_options), load_policy_options(obs_map, "--obs-map")
         check_spec_urls(policy, options)  # an upstream server's URL: its name reaches every client's run.json
         what = ServedPolicy(policy, options, env, overrides)
         served = PolicyHost(what, log_requests, inject, protocol, limits, batching)

@@ -22,12 +22,98 @@ import json
 import math
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from rollbench.core.contracts import ConfigError
 
 MAX_JSON_BYTES = 256 * 2**20  # 256 MiB: a run.json of 100,000 planned episodes is ~40 MB
+# maps and lists nested deeper than this are refused: rollbench's own files nest under 10 deep, a user's options
+# (recorded in run.json's spec) get the rest; CPython's parser would give up near 1,000 with a RecursionError
+MAX_JSON_DEPTH = 64
+
+
+class JsonRefused(ValueError):
+    """A JSON text :func:`loads_strict` refuses; the message says why in rollbench's words and never quotes the
+    text (a JSON parser's own message names only a position)."""
+
+
+_DEPTH_CHUNK = 16 * 2**20
+_BRACKET_STEP = np.zeros(256, np.int8)  # +1 for "[" and "{", -1 for "]" and "}"
+_BRACKET_STEP[[0x5B, 0x7B]], _BRACKET_STEP[[0x5D, 0x7D]] = 1, -1
+
+
+def _depth_over(text: str, limit: int) -> bool:
+    """Whether valid JSON ``text`` nests maps and lists more than ``limit`` deep: its brackets outside strings,
+    counted with numpy a chunk at a time (no recursion; memory bounded by the chunk; a document of 40 MB takes a
+    fraction of a second where walking the parsed value took seconds). Escapes are blanked first (``\\\\`` then
+    ``\\"``, left to right as JSON reads them), so every quote left opens or closes a string."""
+    depth, quotes, start = 0, 0, 0
+    while start < len(text):
+        end = min(start + _DEPTH_CHUNK, len(text))
+        while end < len(text) and text[end - 1] == "\\":  # never split a run of backslashes
+            end += 1
+        chunk = np.frombuffer(text[start:end].encode("utf-8").replace(b"\\\\", b"__").replace(b'\\"', b"__"), np.uint8)
+        is_quote = chunk == 0x22
+        inside = (np.cumsum(is_quote, dtype=np.int32) + quotes) & 1
+        steps = _BRACKET_STEP[chunk]
+        steps[inside.astype(bool)] = 0
+        running = np.cumsum(steps, dtype=np.int32) + depth
+        if running.size and int(running.max()) > limit:
+            return True
+        depth = int(running[-1]) if running.size else depth
+        quotes = (quotes + int(np.count_nonzero(is_quote))) % 2
+        start = end
+    return False
+
+
+def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise JsonRefused("an object names a key twice")
+    return obj
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JsonRefused(f"{name} is not a JSON number")
+
+
+def loads_strict(
+    text: str | bytes | bytearray, *, finite: bool = True, depth: int = MAX_JSON_DEPTH, unique_keys: bool = True
+) -> Any:
+    """The one JSON parser for text rollbench did not just write itself (a run directory's files, a file named on
+    the command line, a peer's message: :func:`rollbench.wire.decode.loads_json` is this with the wire's limits).
+
+    Refused with :class:`JsonRefused` (a ValueError whose text never quotes ``text``): bytes that are not UTF-8
+    (RFC 8259 section 8.1), malformed JSON, maps and lists nested more than ``depth`` deep (checked without
+    recursion; a document too deep for CPython's recursive parser is refused the same way), with ``finite`` the
+    non-standard ``NaN``/``Infinity``/``-Infinity`` (RFC 8259 section 6), with ``unique_keys`` an object naming a key
+    twice (which value counts is then a guess: RFC 8259 section 4), and an integer of more than Python's 4,300
+    digits."""
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JsonRefused(f"it is not UTF-8 text (byte {exc.start})") from None
+    hooks: dict[str, Any] = {"parse_constant": _refuse_constant} if finite else {}
+    if unique_keys:
+        hooks["object_pairs_hook"] = _one_value_per_key
+    try:
+        value = json.loads(text, **hooks)
+    except JsonRefused:
+        raise
+    except RecursionError:
+        raise JsonRefused(f"it is nested too deeply: more than {depth} levels") from None
+    except json.JSONDecodeError as exc:
+        raise JsonRefused(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError:  # an integer of more digits than int() takes (sys.get_int_max_str_digits())
+        raise JsonRefused(f"it holds a number of more than {sys.get_int_max_str_digits()} digits") from None
+    if text.count("[") + text.count("{") > depth and _depth_over(text, depth):
+        raise JsonRefused(f"it is nested too deeply: more than {depth} levels")
+    return value
 
 
 def finite_json(obj: Any) -> Any:
@@ -97,20 +183,12 @@ def read_text(path: Path, what: str, max_bytes: int = MAX_JSON_BYTES) -> str:
         raise ConfigError(f"{what} {path} is not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})") from None
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def parse_json(text: str | bytes, what: str, finite: bool = False) -> Any:
-    """``text`` parsed as JSON (``finite``: NaN and Infinity refused). ``what`` names the source in the error (e.g.
-    ``"--policy-options"``). Raises ConfigError for malformed, too deeply nested or non-UTF-8 input."""
+    """``text`` parsed by :func:`loads_strict` (``finite``: NaN and Infinity refused). ``what`` names the source in
+    the error (e.g. ``"--policy-options"``). Raises ConfigError for what :func:`loads_strict` refuses."""
     try:
-        return json.loads(text, parse_constant=_no_constant) if finite else json.loads(text)
-    except RecursionError:
-        raise ConfigError(f"{what} is not readable JSON: it is nested too deeply") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} is not readable JSON: it is not UTF-8 (byte {exc.start})") from None
-    except ValueError as exc:  # json.JSONDecodeError, and _no_constant's
+        return loads_strict(text, finite=finite)
+    except JsonRefused as exc:
         raise ConfigError(f"{what} is not readable JSON ({exc})") from None
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import json
 import os
 import stat
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.jsonfile import kind_of
+from rollbench.core.jsonfile import kind_of, loads_strict
 
 MAX_ENTRIES = 1_000_000  # directory entries one listing may visit: 1,000 runs of 1,000 episodes have ~10 per episode
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -128,10 +127,7 @@ def read_regular_json(
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"it is not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})") from None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("it is nested too deeply") from None
+    return loads_strict(text, finite=False)  # NaN read as written: the checks of the values name it
 
 
 @dataclass

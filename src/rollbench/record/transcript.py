@@ -6,18 +6,14 @@ Token and cost totals are recomputed from the transcript's ``call`` lines (one p
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rollbench.core.grade_model import EpisodeUsage, GradedEpisode
+from rollbench.core.jsonfile import JsonRefused, loads_strict
 from rollbench.record.safe_files import read_regular_text
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
-
-
-def _not_a_number(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def read_transcript(path: Path, root: Path | None = None) -> list[dict[str, Any]]:
@@ -28,8 +24,8 @@ def read_transcript(path: Path, root: Path | None = None) -> list[dict[str, Any]
     lines = []
     for i, text in enumerate(read_regular_text(path, root).splitlines(), 1):
         try:
-            obj = json.loads(text, parse_constant=_not_a_number)
-        except ValueError as exc:
+            obj = loads_strict(text)
+        except JsonRefused as exc:
             raise ValueError(f"line {i} is not JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise ValueError(f"line {i} is not a JSON object")

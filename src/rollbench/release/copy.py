@@ -41,7 +41,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import RunIdentity, sanitize_segment
-from rollbench.core.jsonfile import read_json
+from rollbench.core.jsonfile import loads_strict, read_json
 from rollbench.core.runlog_model import RunLog
 from rollbench.grading.grade import load_run_log
 from rollbench.record.safe_files import read_regular_bytes
@@ -306,8 +306,8 @@ def only_released_labels(
 
     text = raw.decode("utf-8", errors="replace")
     try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
+        doc = loads_strict(text, finite=False)
+    except ValueError:
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("labels"), dict):
         kept = {k: v for k, v in doc["labels"].items() if released(k)}
@@ -323,8 +323,8 @@ def only_released_labels(
     entries = []
     for line in lines:
         try:
-            entry = json.loads(line) if line.strip() else None
-        except (ValueError, RecursionError):
+            entry = loads_strict(line, finite=False) if line.strip() else None
+        except ValueError:
             return raw, {"kept": [], "left_out": 0, "whole": True}
         if line.strip() and not (isinstance(entry, dict) and _episode_run(entry.get("episode"))):
             return raw, {"kept": [], "left_out": 0, "whole": True}

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.identity import sanitize_segment
+from rollbench.core.jsonfile import JsonRefused, loads_strict
 from rollbench.release.credentials import secret_path
 from rollbench.release.kinds import scan_kind, video_findings
 from rollbench.release.parquet_text import map_table
@@ -63,7 +64,7 @@ def _strings_of_json(text: str, lines: bool, key: Callable[[str], str] = str) ->
     docs = [(f"line {i}: ", ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()] if lines else [("", text)]
     for prefix, doc in docs:
         start: list[tuple[str, str]] = []
-        _walk(json.loads(doc), "", start, key)
+        _walk(loads_strict(doc, finite=False), "", start, key)
         found += [(prefix + p, s) for p, s in start]
     return found
 
@@ -84,8 +85,8 @@ def _json_metadata(text: str, where: str) -> bool:
     if not where.endswith("{metadata}") or text.strip()[:1] not in ("{", "["):
         return False
     try:
-        return isinstance(json.loads(text), dict | list)
-    except (ValueError, RecursionError):
+        return isinstance(loads_strict(text, finite=False), dict | list)
+    except ValueError:
         return False
 
 
@@ -128,7 +129,7 @@ def _spec_identity_released(rel: str, text: str, redactions: list[dict[str, Any]
 
     if not any(re.match(r"spec(\.|\[|\{|$)", r["field"]) for r in redactions):
         return text, []
-    doc = json.loads(text)
+    doc = loads_strict(text, finite=False)
     spec, old = doc.get("spec") if isinstance(doc, dict) else None, doc.get("spec_identity")
     if not (isinstance(spec, dict) and isinstance(old, str)):
         return text, []
@@ -164,7 +165,10 @@ class Releaser:
             if not body.strip():
                 out.append(chunk)
                 continue
-            new, found = self._json_doc(rel, body, f"line {n}: " if lines else "")
+            try:
+                new, found = self._json_doc(rel, body, f"line {n}: " if lines else "")
+            except JsonRefused as exc:
+                raise JsonRefused(f"line {n} is not JSON release reads: {exc}" if lines else str(exc)) from None
             out.append(new + chunk[len(body) :])
             redactions += found
         result = "".join(out)
@@ -177,7 +181,7 @@ class Releaser:
     def _json_doc(self, rel: str, doc: str, prefix: str) -> tuple[str, list[dict[str, Any]]]:
         """One JSON document redacted: re-serialised when its writer's style is reproduced exactly (rollbench's own
         files), else by replacing each secret's JSON-encoded text in place."""
-        obj = json.loads(doc)
+        obj = loads_strict(doc, finite=False)
         redactions: list[dict[str, Any]] = []
 
         def red(s: str, path: str) -> str:
@@ -312,7 +316,8 @@ class Releaser:
             if kind == "text":
                 return self.text_file(rel, raw)
         except (ValueError, RecursionError, pa.ArrowException) as exc:
-            raise RollbenchError(f"{rel}: cannot be parsed for redaction ({type(exc).__name__}: {exc})") from None
+            why = str(exc) if isinstance(exc, JsonRefused) else f"{type(exc).__name__}: {exc}"
+            raise RollbenchError(f"{rel}: cannot be parsed for redaction ({why})") from None
         if kind != "video":
             raise ConfigError(f"{rel} is not a file release can scan for secrets; move it out of the run")
         found = video_findings(raw, self.scanner)

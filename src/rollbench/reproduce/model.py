@@ -15,7 +15,6 @@ entries (:func:`check_average`).
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -24,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import error_location
-from rollbench.core.jsonfile import read_text
+from rollbench.core.jsonfile import JsonRefused, loads_strict, read_text
 from rollbench.core.registry import did_you_mean
 
 FORMAT = "rollbench.reference/1"
@@ -199,11 +198,9 @@ def _plain(exc: ValidationError) -> str:
 def parse_reference(text: str, where: str) -> ReferenceSet:
     """Validate a reference file's text. Raises :class:`ReferenceFileError` naming ``where`` and the field."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReferenceFileError(f"reference file {where}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise ReferenceFileError(f"reference file {where}: not JSON (nested too deeply)") from None
+        data = loads_strict(text)
+    except JsonRefused as exc:
+        raise ReferenceFileError(f"reference file {where}: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ReferenceFileError(f"reference file {where}: must be a JSON object")
     try:

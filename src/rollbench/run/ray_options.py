@@ -5,13 +5,13 @@ cluster. Validated on construction (ConfigError, exit 2, naming the flag). No ``
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import quoted
+from rollbench.core.jsonfile import JsonRefused, loads_strict
 from rollbench.record.shipping import MAX_EPISODE_BYTES
 
 PLACEMENTS = ("spread", "pack")
@@ -105,8 +105,8 @@ def parse_resources(text: str | None) -> dict[str, float]:
     if not text:
         return {}
     try:
-        value = json.loads(text)
-    except ValueError as exc:
+        value = loads_strict(text)
+    except JsonRefused as exc:
         raise ConfigError(f"--ray-resources is not JSON: {exc}") from None
     check_resources(value)
     return {k: float(v) for k, v in value.items()}

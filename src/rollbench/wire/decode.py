@@ -26,7 +26,6 @@ dtype.str, b"shape": list}``, scalars as ``{b"__npgeneric__": True, b"data": val
 from __future__ import annotations
 
 import base64
-import json
 import math
 import os
 import re
@@ -37,6 +36,7 @@ import numpy as np
 
 from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError
 from rollbench.core.format import container_size, quoted
+from rollbench.core.jsonfile import JsonRefused, loads_strict
 
 MAX_NDIM = 8
 MAX_DIM = 2**24
@@ -266,37 +266,28 @@ def unpack_msgpack(frame: Any) -> Any:
     return check_depth(value)
 
 
-def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise ProtocolError("not JSON this reader accepts: an object names a key twice")
-    return obj
-
-
-def _no_constants(name: str) -> Any:
-    raise ProtocolError(f"{name} is not JSON (RFC 8259); send finite numbers")
-
-
 def loads_json(body: bytes | bytearray | str) -> Any:
     """A JSON document from the wire -> Python value; ProtocolError if not JSON, not UTF-8 (RFC 8259 §8.1: JSON
-    exchanged between systems is UTF-8, where ``json.loads`` would take UTF-16 and UTF-32 bytes too), too deep, with
-    NaN/Infinity, or with a key twice in one object (which value counts is then a guess: RFC 8259 §4)."""
-    if not isinstance(body, str):
-        try:
-            body = bytes(body).decode("utf-8")
-        except UnicodeDecodeError:
-            raise ProtocolError("not JSON (its bytes are not UTF-8)") from None
+    exchanged between systems is UTF-8, where ``json.loads`` would take UTF-16 and UTF-32 bytes too), more than
+    :data:`MAX_DEPTH` deep, with NaN/Infinity, or with a key twice in one object (which value counts is then a guess:
+    RFC 8259 §4). The parsing is :func:`rollbench.core.jsonfile.loads_strict`'s, in the wire's words."""
     try:
-        value = json.loads(body, parse_constant=_no_constants, object_pairs_hook=_one_value_per_key)
-    except ProtocolError:
-        raise
-    except RecursionError:
-        raise ProtocolError(f"the message nests maps and lists more than {MAX_DEPTH} deep") from None
-    except json.JSONDecodeError as exc:  # its text is its own (position), but say it in ours all the same
-        raise ProtocolError(f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except (ValueError, TypeError) as exc:  # not UTF-8: a UnicodeDecodeError quotes the offending bytes
-        raise ProtocolError(f"not JSON ({type(exc).__name__})") from None
-    return check_depth(value)
+        return loads_strict(body, finite=True, depth=MAX_DEPTH, unique_keys=True)
+    except JsonRefused as exc:
+        raise ProtocolError(_wire_words(str(exc))) from None
+
+
+def _wire_words(why: str) -> str:
+    """What :func:`loads_strict` refused, said as the wire has always said it."""
+    if why.startswith("it is nested too deeply"):
+        return f"the message nests maps and lists more than {MAX_DEPTH} deep"
+    if why.startswith("it is not UTF-8"):
+        return "not JSON (its bytes are not UTF-8)"
+    if why == "an object names a key twice":
+        return "not JSON this reader accepts: an object names a key twice"
+    if " is not a JSON number" in why:
+        return f"{why.split(' ', 1)[0]} is not JSON (RFC 8259); send finite numbers"
+    return f"not JSON ({why})"
 
 
 DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")

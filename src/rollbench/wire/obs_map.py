@@ -188,20 +188,21 @@ def retries(options: Mapping[str, Any], default: int) -> int:
     return value
 
 
-def load_policy_options(value: str | None) -> dict[str, Any]:
-    """Parse ``--policy-options``: a JSON object, or the path of a file holding one. Raises ConfigError."""
+def load_policy_options(value: str | None, option: str = "--policy-options") -> dict[str, Any]:
+    """Parse ``--policy-options`` (or another option taking the same form, named by ``option`` in every error, e.g.
+    ``--obs-map``): a JSON object, or the path of a file holding one. Raises ConfigError."""
     if value is None or not value.strip():
         return {}
-    what = "--policy-options"
+    what = option
     text = value
     if not value.lstrip().startswith("{"):
         path = Path(value).expanduser()
         if not (path.exists() or path.is_symlink()):
-            raise ConfigError(f"--policy-options {value!r} is neither a JSON object nor an existing file")
-        text, what = read_text(path, what), f"--policy-options {path}"
+            raise ConfigError(f"{option} {value!r} is neither a JSON object nor an existing file")
+        text, what = read_text(path, what), f"{option} {path}"
     parsed = parse_json(text, what, finite=True)
     if not isinstance(parsed, dict):
-        raise ConfigError(f"--policy-options must be a JSON object, got {type(parsed).__name__}")
+        raise ConfigError(f"{option} must be a JSON object, got {type(parsed).__name__}")
     return parsed
 
 

@@ -132,6 +132,8 @@ class FrameReader:
             raise FrameError(f"frame header is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
         except UnicodeDecodeError:  # its text quotes the bytes
             raise FrameError("frame header is not UTF-8") from None
+        except RecursionError:  # this file may not import rollbench's loads_strict (see the module docstring)
+            raise FrameError("frame header is not JSON (it is nested too deeply)") from None
         if not isinstance(message, dict):
             raise FrameError("frame header is not a JSON object")
         arrays = {}

@@ -53,6 +53,14 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   wrong type or bounds, ``compare --power`` with run-only options, an ``--instruction`` that is not UTF-8.
 * hostile round 12's MCP stdio class (``scripts/hostile_mcp_lines.py``): lines the MCP SDK cannot read (lone
   surrogates, truncated, stray bytes, deep, forbidden ids, not JSON-RPC, over-long) each get one JSON-RPC error.
+* hostile round 13's reader classes (``scripts/hostile_round13_readers.py``): a label file's rubric naming a path,
+  an export's ``success`` that is not a JSON bool, a recorded identity that is not a segment, moved timestamps or a
+  changed fps, ``eval --resume`` of a damaged meta/info.json.
+* hostile round 13's trust class (``scripts/hostile_round13_trust.py``): a handed-over run.json setting a policy
+  deadline over the default or a policy option that waits (``eval --resume``/``--spec``): refused by name.
+* hostile round 13's release classes (``scripts/hostile_round13_release.py``): a dictionary attack on a released
+  run's digests (MANIFEST.json, ``spec_identity``) for a planted short value; an e-mail address, home path or long
+  host name in a video's bytes (refused).
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -86,6 +94,9 @@ import hostile_round8  # hostile round 8's classes, beside this script
 import hostile_round9  # hostile round 9's classes, beside this script
 import hostile_round10  # hostile round 10's classes, beside this script
 import hostile_round11  # hostile round 11's classes, beside this script
+import hostile_round13_readers  # hostile round 13's reader classes, beside this script
+import hostile_round13_release  # hostile round 13's release classes, beside this script
+import hostile_round13_trust  # hostile round 13's handed-over deadlines and waits, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -509,6 +520,9 @@ def main() -> int:
         hostile_mcp_lines.run_all(r, a.n)
         hostile_optimize.run_all(r, a.n)
         hostile_policy_info.run_all(r, a.n)
+        hostile_round13_readers.run_all(r, a.n)
+        hostile_round13_trust.run_all(r, a.n)
+        hostile_round13_release.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

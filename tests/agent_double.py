@@ -14,6 +14,9 @@ wire protocol (``GET /v1/models``, ``POST /v1/chat/completions`` with ``tools``,
 * ``quitter``: ``give_up("no way")`` at its first turn; ``stopper``: ``done`` at its first turn (no step run).
 * ``nancost``: like ``giver``, but its ``usage.cost`` is the non-standard JSON constant ``NaN`` (a misbehaving
   provider; Python's ``json`` reads it as a float NaN).
+* ``swarm``: every reply holds 12 ``move_delta(0, 0)`` calls with ids ``call_N_I`` (``N`` the turn, from 0), the
+  4th without an id. ``bigcall``: one tool call of over 20,000 characters. ``chatty``: like ``giver`` with a hold
+  move, each reply's text 20,000 characters (``"ab"`` repeated).
 * ``always429``: always HTTP 429. ``slow``: sleeps 3 s before answering. ``badjson``: a tool call whose arguments
   are not JSON. ``texty``: plain text, never a tool call.
 
@@ -96,6 +99,20 @@ def _script(model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     if model in ("giver", "nancost"):
         name, args = [("move_delta", {"dx": 0.1, "dy": 0.0}), ("give_up", {"reason": "cannot see the goal"})][min(n, 1)]
         return {"role": "assistant", "content": None, "tool_calls": [_call(name, args, n)]}
+    if model == "swarm":  # 12 calls per reply; the 4th has no id
+        calls = [_call("move_delta", {"dx": 0.0, "dy": 0.0}, n) for _ in range(12)]
+        calls = [{**c, "id": f"call_{n}_{i}"} for i, c in enumerate(calls)]
+        del calls[3]["id"]
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+    if model == "bigcall":
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("move_delta", {"dx": 0, "pad": "x" * 20000}, n)],
+        }
+    if model == "chatty":
+        name, args = [("move_delta", {"dx": 0.0, "dy": 0.0}), ("give_up", {"reason": "tired"})][min(n, 1)]
+        return {"role": "assistant", "content": "ab" * 10000, "tool_calls": [_call(name, args, n)]}
     if model == "badjson":
         return {"role": "assistant", "content": None, "tool_calls": [_call("move_to", "{x: 1,", n)]}
     return {"role": "assistant", "content": "I think I should move left."}

@@ -125,6 +125,7 @@ def test_a_malformed_or_too_deep_models_listing_is_model_listed_null_and_the_run
 
 DEEP = "[" * 100_000 + "]" * 100_000
 DEEP_CALL = {"id": "c1", "type": "function", "function": {"name": "move_delta", "arguments": DEEP}}
+SHALLOWER_CALL = {**DEEP_CALL, "function": {"name": "move_delta", "arguments": "[" * 5000 + "]" * 5000}}
 DEEP_REPLIES = [
     (
         "body",
@@ -132,9 +133,14 @@ DEEP_REPLIES = [
         "InfrastructureError: the model API URL/chat/completions sent a body that is not a JSON object "
         "(HTTP 200, 200000 bytes)",
     ),
-    (
+    (  # 200,000 characters: over the 16,384 of one kept tool call (agent/replies.py), named before it is parsed
         "tool arguments",
         json.dumps({"choices": [{"message": {"role": "assistant", "tool_calls": [DEEP_CALL]}}]}),
+        "EpisodeError: malformed tool call: an object of 3 keys, over 16384 characters",
+    ),
+    (  # 10,000 characters: within the size bound, too deep for json.loads
+        "tool arguments within the size bound",
+        json.dumps({"choices": [{"message": {"role": "assistant", "tool_calls": [SHALLOWER_CALL]}}]}),
         "EpisodeError: malformed tool call (RecursionError; the call is an object of 3 keys)",
     ),
 ]

@@ -12,12 +12,12 @@ from rollbench.core.grade_model import GradedEpisode
 
 
 def test_an_exported_episode_keeps_its_facts_and_label_and_ignores_unknown_keys() -> None:
-    ep = {"episode_index": 3, "task": "t", "seed": 7, "success": 1, "trial": True, "error_fault": 5,
+    ep = {"episode_index": 3, "task": "t", "seed": 7, "success": True, "trial": None, "error_fault": "policy",
           "termination_reason": "error", "label": "failed", "thumbnail": "x.png", "nested": {"a": [1]}}  # fmt: skip
     got = AnalysisEpisode.from_export(ep, "runs.json (runs[0])")
     assert got == AnalysisEpisode(
         episode_index=3, task="t", success=True, trial=None, seed=7, initial_state=None, instruction=None,
-        variant=None, length=None, termination_reason="error", error_fault=None, label="failed",
+        variant=None, length=None, termination_reason="error", error_fault="policy", label="failed",
     )  # fmt: skip
 
 
@@ -27,8 +27,19 @@ def test_an_exported_episode_keeps_its_facts_and_label_and_ignores_unknown_keys(
         ({"task": "t"}, "runs.json (runs[1]): an episode lacks episode_index or task"),
         ({"episode_index": 0}, "runs.json (runs[1]): an episode lacks episode_index or task"),
         ([1, 2], "runs.json (runs[1]): an episode lacks episode_index or task"),
-        ({"episode_index": 2, "task": "t", "seed": "4"}, "runs.json (runs[1]): episode 2 has seed '4' (expected int or NoneType)"),
-        ({"episode_index": 2, "task": "t", "length": True}, "runs.json (runs[1]): episode 2 has length True (expected int or NoneType)"),
+        ({"episode_index": 2, "task": "t", "success": True, "seed": "4"}, "runs.json (runs[1]): episode 2 has seed '4' (expected int or NoneType)"),
+        ({"episode_index": 2, "task": "t", "success": False, "length": True}, "runs.json (runs[1]): episode 2 has length True (expected int or NoneType)"),
+        ({"episode_index": 2, "task": "t"}, "runs.json (runs[1]): episode 2 has success None (expected bool)"),
+        ({"episode_index": 2, "task": "t", "success": "false"}, "runs.json (runs[1]): episode 2 has success 'false' (expected bool)"),
+        ({"episode_index": 2, "task": "t", "success": "0"}, "runs.json (runs[1]): episode 2 has success '0' (expected bool)"),
+        ({"episode_index": 2, "task": "t", "success": [0]}, "runs.json (runs[1]): episode 2 has success [0] (expected bool)"),
+        ({"episode_index": 2, "task": "t", "success": 0.5}, "runs.json (runs[1]): episode 2 has success 0.5 (expected bool)"),
+        ({"episode_index": 2, "task": "t", "success": 1}, "runs.json (runs[1]): episode 2 has success 1 (expected bool)"),
+        ({"episode_index": 2, "task": "t", "success": True, "trial": "1"}, "runs.json (runs[1]): episode 2 has trial '1' (expected int or NoneType)"),
+        ({"episode_index": 2, "task": "t", "success": True, "trial": True}, "runs.json (runs[1]): episode 2 has trial True (expected int or NoneType)"),
+        ({"episode_index": 2, "task": "t", "success": True, "return": "1.5"}, "runs.json (runs[1]): episode 2 has return '1.5' (expected int or float or NoneType)"),
+        ({"episode_index": 2, "task": "t", "success": True, "return": 1e999}, "runs.json (runs[1]): episode 2 has return inf (expected finite)"),
+        ({"episode_index": 2, "task": "t", "success": True, "label": 5}, "runs.json (runs[1]): episode 2 has label 5 (expected str or NoneType)"),
     ],
 )  # fmt: skip
 def test_an_exported_episode_without_its_identity_or_with_a_mistyped_field_is_named(ep: object, message: str) -> None:

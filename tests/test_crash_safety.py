@@ -161,7 +161,9 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code
     # the printed command names the plug-in policy again: resume refuses to import a module a run.json names unasked
-    assert f"resume with: rollbench eval --resume {out} --policy fault_policies:slow\n" in err
+    # and its sleep_s again: a run.json's wait binds only when typed again (hostile round 13, F10)
+    again_typed = "--policy fault_policies:slow --policy-options '{\"sleep_s\":0.05}'"
+    assert f"resume with: rollbench eval --resume {out} {again_typed}\n" in err
     log = json.loads((out / "run.json").read_text())
     k = log["results"]["episodes_recorded"]
     assert log["status"] == "INTERRUPTED" and log["executions"][-1]["interrupted"] is True
@@ -172,7 +174,7 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and
         graded.returncode == 1
         and (  # PARTIAL, and grade says why and how to go on
             f"note: {out}: run.json says INTERRUPTED (Ctrl-C or SIGTERM stopped it; its committed episodes are kept); "
-            f"resume it with: rollbench eval --resume {out} --policy fault_policies:slow\n"
+            f"resume it with: rollbench eval --resume {out} {again_typed}\n"
         )
         in graded.stderr
     ), graded.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -350,8 +351,11 @@ def test_ctrl_c_without_out_prints_the_exact_resume_command_of_the_directory_it_
     (made,) = list((tmp_path / "runs").iterdir())
     said = " ".join((out + err).split())
     assert proc.returncode == 130
-    printed = f"rollbench eval --resume runs/{made.name} --policy fault_policies:slow"  # the plug-in named again
+    # the plug-in named again, and its recorded sleep_s (a wait binds only when typed again: hostile round 13, F10)
+    printed = f"rollbench eval --resume runs/{made.name} --policy fault_policies:slow --policy-options " + (
+        "'{\"sleep_s\":0.05}'"
+    )
     assert f"resume with: {printed}" in said and "`" not in said, said
     assert "(or the same command)" not in said
-    resumed = rb(*printed.split()[1:], cwd=tmp_path)  # the command exactly as printed
+    resumed = rb(*shlex.split(printed)[1:], cwd=tmp_path)  # the command exactly as printed
     assert resumed.returncode == 0 and list((tmp_path / "runs").iterdir()) == [made]

@@ -18,6 +18,7 @@ from conftest import run_cli
 from rollbench.api import evaluate, grade
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
+from rollbench.core.spec import EvalSpec
 from rollbench.release.copy import build_release
 from rollbench.release.rules import PLACEHOLDER, Scanner
 
@@ -168,11 +169,19 @@ def test_every_planted_secret_is_replaced_consistently_and_nothing_else_changes(
     assert set(counted) | {"MANIFEST.json"} == set(out)
     assert set(src) - set(counted) == set()  # a finished run holds no run.lock (it exists only while held)
     assert any(p.endswith(".mp4") for p in counted) and any(p.startswith("agent-run/data/") for p in counted)
+    # run.json's spec_identity hashes the spec, which held the e-mail: released as the redacted spec's identity
+    recorded_identity = json.loads(src["agent-run/run.json"])["spec_identity"]
+    assert log["spec_identity"] == EvalSpec.model_validate(log["spec"]).identity() != recorded_identity
     for rel, n in counted.items():
         if n == 0:
             assert out[rel] == src[rel], rel
         elif not rel.endswith(".parquet"):
-            assert masked_release(out[rel].decode()) == masked_source(src[rel].decode()), rel
+            text = (
+                out[rel]
+                .decode()
+                .replace(f'"spec_identity": "{log["spec_identity"]}"', f'"spec_identity": "{recorded_identity}"')
+            )
+            assert masked_release(text) == masked_source(src[rel].decode()), rel
     for rel in ("agent-run/meta/episodes/chunk-000/file-000.parquet", "agent-run/meta/tasks.parquet"):
         a, b = pq.read_table(run.parent / rel), pq.read_table(tmp_path / "rel" / rel)
         assert a.schema == b.schema and a.schema.metadata == b.schema.metadata

@@ -1,6 +1,7 @@
 """One episode as the analyses read it: :class:`AnalysisEpisode`, built from a run directory's graded episode
 (:meth:`AnalysisEpisode.from_graded`) or from a dashboard export's episode (:meth:`AnalysisEpisode.from_export`,
-the one tolerant reader of a JSON file handed over: unknown keys ignored, absent ones None, ``label`` carried).
+the one reader of a JSON file handed over: every field it reads typed, unknown keys ignored, absent optional ones
+None, ``label`` carried).
 It satisfies :class:`rollbench.grading.coverage.EpisodeFacts`, so the coverage rule and the robustness study read
 it as they read grade's episodes.
 
@@ -10,6 +11,7 @@ and the field of the wrong JSON type.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,10 @@ _EXPORT_FIELDS: dict[str, tuple[type, ...]] = {  # an exported episode's fields 
     "variant": (str, type(None)),
     "termination_reason": (str, type(None)),
     "length": (int, type(None)),
+    "trial": (int, type(None)),
+    "return": (int, float, type(None)),
+    "error_fault": (str, type(None)),
+    "label": (str, type(None)),
 }
 
 
@@ -80,12 +86,12 @@ class AnalysisEpisode:
 
     @classmethod
     def from_export(cls, ep: object, where: str) -> AnalysisEpisode:
-        """An exported episode (a JSON object) read tolerantly: ``episode_index`` (an integer) and ``task`` are
-        required; ``seed``, ``initial_state``, ``instruction``, ``variant``, ``termination_reason`` and ``length``
-        must be of their JSON type when present; ``success`` is its truth value; ``trial`` kept only when an
-        integer, ``error_fault`` and ``label`` only when strings; other keys are ignored. Every integer
-        (``episode_index``, ``trial``, ``seed``, ``initial_state``, ``length``) is within 0 .. MAX_EXPORT_INT.
-        Raises ConfigError naming ``where`` (the run in its file), the episode and the field."""
+        """An exported episode (a JSON object): ``episode_index`` (an integer), ``task`` and ``success`` (a JSON
+        ``true``/``false``, never a truth value of another type) are required; ``seed``, ``initial_state``,
+        ``instruction``, ``variant``, ``termination_reason``, ``length``, ``trial``, ``return`` (a finite number),
+        ``error_fault`` and ``label`` must be of their JSON type or null when present; other keys are ignored.
+        Every integer (``episode_index``, ``trial``, ``seed``, ``initial_state``, ``length``) is within
+        0 .. MAX_EXPORT_INT. Raises ConfigError naming ``where`` (the run in its file), the episode and the field."""
         if not isinstance(ep, dict) or not isinstance(ep.get("episode_index"), int) or "task" not in ep:
             raise ConfigError(f"{where}: an episode lacks episode_index or task")
         for key, kinds in _EXPORT_FIELDS.items():
@@ -95,24 +101,26 @@ class AnalysisEpisode:
                 raise ConfigError(
                     f"{where}: episode {ep['episode_index']} has {key} {quoted(value)} (expected {expected})"
                 )
+        if not isinstance(ep.get("success"), bool):  # "false", "0", [0], 0.5 would count as successes by truth
+            raise ConfigError(
+                f"{where}: episode {ep['episode_index']} has success {quoted(ep.get('success'))} (expected bool)"
+            )
+        if isinstance(ep.get("return"), float) and not math.isfinite(ep["return"]):
+            raise ConfigError(f"{where}: episode {ep['episode_index']} has return {ep['return']} (expected finite)")
         if (wide := _out_of_range(ep)) is not None:  # a 401-digit length overflowed the figures (hostile round 9)
             which = "an episode" if wide == "episode_index" else f"episode {ep['episode_index']}"
             raise ConfigError(f"{where}: {which} has {wide} outside 0 .. {MAX_EXPORT_INT}")
         return cls(
             episode_index=ep["episode_index"],
             task=ep["task"],
-            success=bool(ep.get("success")),
-            trial=ep["trial"] if type(ep.get("trial")) is int else None,
+            success=ep["success"],
+            trial=ep.get("trial"),
             seed=ep.get("seed"),
             initial_state=ep.get("initial_state"),
             instruction=ep.get("instruction"),
             variant=ep.get("variant"),
             length=ep.get("length"),
             termination_reason=ep.get("termination_reason"),
-            error_fault=_text(ep.get("error_fault")),
-            label=_text(ep.get("label")),
+            error_fault=ep.get("error_fault"),
+            label=ep.get("label"),
         )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

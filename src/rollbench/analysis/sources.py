@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.grade_model import GradeDocument
-from rollbench.core.identity import RunIdentity
+from rollbench.core.identity import RunIdentity, identity_for_reading
 from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import PlanTask, RunLog
 from rollbench.record.runlog import RUN_SEARCH_DEPTH, find_run_dirs, is_locked
@@ -200,7 +201,7 @@ def _from_run_dir(
     from rollbench.grading.grade import grade, load_run_log
 
     log = load_run_log(run_dir)
-    identity = RunIdentity.from_run_log(log, run_dir)
+    identity = identity_for_reading(log, run_dir)  # a bad recorded one is grade's violation, not a refusal
     fingerprint = run_fingerprint(log)
     if fingerprint in prints:
         loaded.copies.append({"run": identity.key, "path": str(run_dir), "same_as": str(prints[fingerprint])})
@@ -248,8 +249,11 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None
         where = f"{path} (runs[{i}])"
         if not isinstance(run, dict) or not isinstance(run.get("episodes"), list):
             raise ConfigError(f"{where} has no episodes list")
+        host, robot, name = (run.get(k) for k in ("host", "robot", "name"))
         try:
-            identity = RunIdentity(str(run.get("host")), str(run.get("robot")), str(run.get("name")))
+            if not (isinstance(host, str) and isinstance(robot, str) and isinstance(name, str)):
+                raise ConfigError("host, robot and name must be strings")
+            identity = RunIdentity(host, robot, name)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         live = run.get("live") if isinstance(run.get("live"), dict) else None
@@ -260,6 +264,9 @@ def _from_export(path: Path, loaded: Loaded, allow_damaged: bool | None) -> None
         if violations and not allow_damaged:
             raise damaged_error(Path(where), violations, allow_option=allow_damaged is not None)
         episodes = [AnalysisEpisode.from_export(ep, where) for ep in run["episodes"]]
+        seen = Counter(e.episode_index for e in episodes)
+        if twice := sorted(i for i, n in seen.items() if n > 1):
+            raise ConfigError(f"{where}: episode {twice[0]} appears {seen[twice[0]]} times (episode_index is unique)")
         model = run.get("model")
         loaded.runs.append(
             RunData(

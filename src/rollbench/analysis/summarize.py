@@ -105,14 +105,13 @@ def load_label_set(loaded: Loaded, labels_path: str | None, rubric_name: str | N
     labels a JSON export carried, else None. Raises ConfigError when any label is outside the rubric (listing the
     episode keys, the labels and the valid ones) or the sidecar is of another rubric."""
     from rollbench.dashboard.labels import load_labels
-    from rollbench.dashboard.rubrics import load_rubric
+    from rollbench.dashboard.rubrics import builtin_rubric_of, load_rubric
 
-    if rubric_name:
-        load_rubric(rubric_name)  # a --rubric given is checked even when no labels use it
+    typed = load_rubric(rubric_name) if rubric_name else None  # a --rubric given is checked even when unused
     if labels_path:
         recorded = load_labels(labels_path).rubric  # the rubric the file records, used when none is given
-        rubric = load_rubric(rubric_name or recorded)
-        lf = load_labels(labels_path, rubric)
+        rubric = typed or builtin_rubric_of(labels_path, recorded)
+        lf = load_labels(labels_path, rubric)  # a file of another rubric than the one typed is refused here
         unknown = [(u.key, u.label) for u in lf.unknown]
         by_key = {k: e["label"] for k, e in lf.labeled().items()}
         source = str(labels_path)
@@ -120,7 +119,7 @@ def load_label_set(loaded: Loaded, labels_path: str | None, rubric_name: str | N
         embedded = {r.identity.episode_key(e): lab for r in loaded.runs for e, lab in r.embedded_labels.items()}
         if not embedded:
             return None
-        rubric = load_rubric(rubric_name)
+        rubric = typed or load_rubric(None)
         unknown = sorted((k, lab) for k, lab in embedded.items() if not rubric.has(lab))
         by_key, source = embedded, "the JSON exports"
     if unknown:

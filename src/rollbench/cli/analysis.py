@@ -74,7 +74,7 @@ def summarize_cmd(
     ],
     labels: Annotated[Path | None, typer.Option(help="Label sidecar (written by rollbench dashboard).")] = None,
     rubric: Annotated[
-        str | None, typer.Option(help="Rubric name or file (default: the one the labels record).")
+        str | None, typer.Option(help="Rubric name or file (default: the built-in one the labels record).")
     ] = None,
     by: Annotated[str, typer.Option(help="Cell keys: task, model, policy, host, robot, run, variant, instruction.")] = (
         "task,model"
@@ -299,7 +299,7 @@ def report_cmd(
         ),
     ] = None,
     rubric: Annotated[
-        str | None, typer.Option(help="Rubric name or file (default: the one the labels record).")
+        str | None, typer.Option(help="Rubric name or file (default: the built-in one the labels record).")
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed.")] = 0,
     merge_served: Annotated[bool, typer.Option(help=MERGE_SERVED_HELP)] = False,

@@ -54,6 +54,10 @@ def new_spec(
                 "run, read, connect to or send your token or API key to; use it only if you trust it: repeat the "
                 "name on the command line (e.g. --policy/--env as recorded) or add --trust-run"
             )
+    if recorded_run:
+        from rollbench.cli.resume import refuse_waits
+
+        refuse_waits(f"--spec {spec_file}", spec, typed, trust_run)
     return spec
 
 

@@ -95,7 +95,8 @@ def eval_cmd(
         bool,
         typer.Option(
             "--trust-run",
-            help="--resume, or --spec RUN/run.json: load the modules, paths, servers and agents that run.json names.",
+            help="--resume, or --spec RUN/run.json: load the modules, paths, servers and agents that run.json names, "
+            "and keep its deadlines and waits.",
         ),
     ] = False,
     **options: Any,

@@ -92,6 +92,10 @@ def release_cmd(
         ]
         + doc.get("warnings", [])
     )
+    if "video_bytes" in doc["filters"]:  # videos are checked, not redacted: say what of them was searched
+        out_console.print(
+            f"videos released as recorded: {doc['filters']['video_bytes']}", highlight=False, soft_wrap=True
+        )
     values = doc["distinct_counts"]  # how many values of each kind, never the values
     counts = (
         "; ".join(

@@ -23,14 +23,15 @@ def resumed_spec(
     resume: Path, given: list[SpecFlag], spec_file: Path | None, values: dict[str, Any], trust_run: bool
 ) -> EvalSpec:
     """The spec stored in ``resume``/run.json; ConfigError if ``--spec`` or spec flags other than a repeated
-    ``--policy``/``--env`` were given. A run.json naming code to import or a path to read (``what_it_loads``) is
-    resumed only when the same ``--policy``/``--env``/``--policy-options`` are typed again or with ``--trust-run``:
-    a copied run directory never runs its code unasked (issue 30, item 14)."""
+    ``--policy``/``--env``/``--policy-options``/``--policy-timeout`` were given. A run.json naming code to import or
+    a path to read (``what_it_loads``) is resumed only when the same ``--policy``/``--env``/``--policy-options`` are
+    typed again or with ``--trust-run``: a copied run directory never runs its code unasked (issue 30, item 14); one
+    setting a deadline or wait likewise (:func:`refuse_waits`)."""
     from rollbench.core.spec import build_spec, what_it_loads
     from rollbench.record.runlog import require_run_log
     from rollbench.run.in_memory import is_in_memory
 
-    confirming = {"policy", "env", "policy_options"}
+    confirming = {"policy", "env", "policy_options", "policy_timeout_s"}
     others = [f for f in given if f.field not in confirming]
     if others or spec_file:
         shown = ", ".join(f.option for f in others) or "--spec"
@@ -57,17 +58,34 @@ def resumed_spec(
             "send your token or API key to; resume only a run you trust: repeat the name on the command line (e.g. "
             "--policy/--env as recorded) or add --trust-run"
         )
+    refuse_waits(f"{resume}/run.json", spec, typed, trust_run)
     return spec
+
+
+def refuse_waits(source: str, spec: EvalSpec, typed: dict[str, Any], trust_run: bool) -> None:
+    """ConfigError when handed-over ``spec`` (from ``source``, a run.json) sets a deadline or wait
+    (:func:`~rollbench.core.spec.what_it_waits`) the user neither typed (``typed``) nor trusted: a run directory
+    someone handed over never holds the user to a longer deadline than the defaults (hostile round 13, F10)."""
+    from rollbench.core.spec import DEFAULT_POLICY_TIMEOUT_S, what_it_waits
+
+    waits = [value for field, value in what_it_waits(spec) if field not in typed]
+    if waits and not trust_run:
+        raise ConfigError(
+            f"{source} sets {', '.join(waits)}: a deadline or wait rollbench would hold you to (the default policy "
+            f"deadline is {DEFAULT_POLICY_TIMEOUT_S:g} s); use it only if you trust it: type it again "
+            "(--policy-timeout, --policy-options as recorded) or add --trust-run"
+        )
 
 
 def resume_command(spec: EvalSpec, run_dir: Path) -> str:
     """The exact command that resumes ``run_dir`` (recording ``spec``), shell-quoted: ``PROGRAM eval --resume
     RUN_DIR`` plus every name :func:`resumed_spec` requires typed again (``--policy``, ``--env``,
-    ``--policy-options`` as recorded, for the ones that would import, read or connect), so that the interrupted
+    ``--policy-options`` as recorded, for the ones that would import, read or connect, and ``--policy-timeout``/
+    ``--policy-options`` when they set a deadline or wait: :func:`refuse_waits`), so that the interrupted
     user's own run resumes without ``--trust-run``. ``PROGRAM`` is :func:`invoked_as`."""
-    from rollbench.core.spec import what_it_loads
+    from rollbench.core.spec import what_it_loads, what_it_waits
 
-    loads = {field for field, _ in what_it_loads(spec)}
+    loads = {field for field, _ in what_it_loads(spec)} | {field for field, _ in what_it_waits(spec)}
     parts = [invoked_as(), "eval", "--resume", str(run_dir)]
     if "env" in loads:
         parts += ["--env", spec.env]
@@ -75,6 +93,8 @@ def resume_command(spec: EvalSpec, run_dir: Path) -> str:
         parts += ["--policy", spec.policy]
     if "policy_options" in loads:
         parts += ["--policy-options", json.dumps(spec.policy_options, separators=(",", ":"))]
+    if "policy_timeout_s" in loads:
+        parts += ["--policy-timeout", f"{spec.policy_timeout_s:g}"]
     return shlex.join(parts)
 
 

@@ -78,6 +78,20 @@ class RunIdentity:
         return cls(host=str(host), robot=str(robot), name=sanitize_segment(run_dir.name, "run"))
 
 
+def identity_for_reading(log: RunLog, run_dir: Path) -> RunIdentity:
+    """The identity a reader of many runs files a run under: :meth:`RunIdentity.from_run_log`, or, when the run
+    records a host or robot that is not a segment (a damaged run: grade names it as a violation), those segments
+    sanitised (:func:`sanitize_segment`) so the run can still be named, marked damaged and skipped while the runs
+    beside it are read."""
+    try:
+        return RunIdentity.from_run_log(log, run_dir)
+    except ConfigError:
+        recorded = log.identity
+        host = (recorded.host if recorded else "") or log.provenance.host
+        robot = (recorded.robot if recorded else "") or "unknown"
+        return RunIdentity(sanitize_segment(host), sanitize_segment(robot), sanitize_segment(run_dir.name, "run"))
+
+
 def default_host() -> str:
     """This machine's name as an identity segment (``socket.gethostname()``, invalid characters replaced)."""
     import socket

@@ -225,12 +225,16 @@ class EvalSpec(BaseModel):
 
         Fields of :data:`LATER_FIELDS` at their default are left out, so runs recorded before they existed keep
         their identity (and resume)."""
-        fields = self.model_dump(mode="json")
-        for name, default in LATER_FIELDS.items():
-            if name in fields and fields[name] == default:
-                del fields[name]
-        blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return spec_identity_of(self.model_dump(mode="json"))
+
+
+def spec_identity_of(fields: dict[str, Any]) -> str:
+    """:meth:`EvalSpec.identity` of a spec as run.json records it (``model_dump(mode="json")``): 16 hex digits of
+    the sha256 of its canonical JSON, :data:`LATER_FIELDS` at their default left out. ``rollbench release`` uses it
+    on a spec it redacted, so the released identity is a hash of released values only."""
+    fields = {k: v for k, v in fields.items() if not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
+    blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 MAX_OPTIONS_DEPTH = 32  # nesting of policy_options (an obs_map is 3 deep)
@@ -303,6 +307,39 @@ def what_it_loads(spec: EvalSpec) -> list[tuple[str, str]]:
         if gives_code:
             found.append(("env", name))
     return found
+
+
+def what_it_waits(spec: EvalSpec) -> list[tuple[str, str]]:
+    """The deadlines and waits in ``spec`` a handed-over run would hold the user to, as ``(field, "key=value")``:
+    ``policy_timeout_s`` when over :data:`DEFAULT_POLICY_TIMEOUT_S` (the deadline of every policy call, which bounds
+    every wait inside one), and every policy option that names a wait (:data:`WAIT_KEYS`, :data:`WAIT_WORDS`; nested
+    ones included), whatever its value. Resuming a run (``eval --resume``, ``eval --spec RUN/run.json``) honours them only when the user types
+    them again or gives ``--trust-run`` (hostile round 13, F10); each is also bounded where it is parsed, typed or
+    recorded alike (policy options: :data:`rollbench.wire.obs_map.MAX_WAIT_S`, ``latency_ms`` at most 60,000)."""
+    found = []
+    if spec.policy_timeout_s > DEFAULT_POLICY_TIMEOUT_S:
+        found.append(("policy_timeout_s", f"policy_timeout_s={spec.policy_timeout_s:g}"))
+    return found + [("policy_options", t) for t in _wait_targets(spec.policy_options, "")]
+
+
+WAIT_KEYS = ("timeout_s", "connect_timeout_s", "start_timeout_s", "latency_ms", "retries", "backoff_s")
+"""Policy options that set a deadline, a sleep or a number of retries (remote, agent, lerobot, ``gpu-standin``);
+a plug-in's option is one too when its name ends in ``_s``/``_ms`` or holds one of :data:`WAIT_WORDS`."""
+WAIT_WORDS = ("timeout", "sleep", "delay", "wait", "retr", "backoff", "latency")
+
+
+def _is_wait(key: str) -> bool:
+    low = key.lower()
+    return low in WAIT_KEYS or low.endswith(("_s", "_ms")) or any(w in low for w in WAIT_WORDS)
+
+
+def _wait_targets(value: Any, key: str) -> list[str]:
+    """``key=value`` for every :data:`WAIT_KEYS` option in policy options ``value`` (recursively)."""
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in _wait_targets(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list | tuple):
+        return [t for i, v in enumerate(value) for t in _wait_targets(v, f"{key}[{i}]")]
+    return [f"{key}={value}"] if _is_wait(key.rpartition(".")[2].partition("[")[0]) else []
 
 
 LOADING_KEYS = ("python", "base_url")

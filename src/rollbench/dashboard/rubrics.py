@@ -19,6 +19,7 @@ A custom rubric is a JSON or YAML file::
                 {"name": "dropped", "implies_success": false}]}
 
 Errors: :class:`rollbench.core.contracts.ConfigError` with a one-line reason (unknown built-in names list the valid ones).
+A rubric file's errors name the file, the field and the label's position, never its content.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ DEFAULT_RUBRIC = "outcome-v1"
 _LABEL = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _MAX_LABELS = 50
+_RUBRIC_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}-v[0-9]{1,9}$")
 
 
 @dataclass(frozen=True)
@@ -114,35 +116,37 @@ def rubric_from_dict(data: Any, source: str = "<dict>") -> Rubric:
         raise ConfigError(f"rubric {source}: expected an object with name, version and labels")
     extra = set(data) - {"name", "version", "labels", "description"}
     if extra:
-        raise ConfigError(f"rubric {source}: unknown field(s) {', '.join(sorted(extra))}")
+        raise ConfigError(
+            f"rubric {source}: {len(extra)} unknown field(s); the fields are name, version, labels, description"
+        )
     name, version, labels = data.get("name"), data.get("version"), data.get("labels")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ConfigError(f"rubric {source}: name must be a string matching {_NAME.pattern}, got {name!r}")
+        raise ConfigError(f"rubric {source}: name must be a string matching {_NAME.pattern}")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ConfigError(f"rubric {source}: version must be a positive integer, got {version!r}")
+        raise ConfigError(f"rubric {source}: version must be a positive integer")
     if not isinstance(labels, list) or not labels:
         raise ConfigError(f"rubric {source}: labels must be a non-empty list")
     if len(labels) > _MAX_LABELS:
         raise ConfigError(f"rubric {source}: at most {_MAX_LABELS} labels, got {len(labels)}")
     parsed: list[RubricLabel] = []
-    for item in labels:
+    for index, item in enumerate(labels, 1):
         entry = {"name": item} if isinstance(item, str) else item
         if not isinstance(entry, dict) or set(entry) - {"name", "implies_success", "description"}:
             raise ConfigError(
-                f"rubric {source}: each label is a string or {{name, implies_success, description}}, got {item!r}"
+                f"rubric {source}: label {index} is not a string or {{name, implies_success, description}}"
             )
         lname, implies, desc = entry.get("name"), entry.get("implies_success"), entry.get("description", "")
         if not isinstance(lname, str) or not _LABEL.fullmatch(lname):
-            raise ConfigError(f"rubric {source}: label names must match {_LABEL.pattern}, got {lname!r}")
+            raise ConfigError(f"rubric {source}: label names must match {_LABEL.pattern} (label {index} does not)")
         if implies is not None and not isinstance(implies, bool):
-            raise ConfigError(f"rubric {source}: implies_success of {lname!r} must be true, false or null")
+            raise ConfigError(f"rubric {source}: implies_success of label {index} must be true, false or null")
         if not isinstance(desc, str):
-            raise ConfigError(f"rubric {source}: description of {lname!r} must be a string")
+            raise ConfigError(f"rubric {source}: description of label {index} must be a string")
         parsed.append(RubricLabel(lname, implies, desc))
     names = [lab.name for lab in parsed]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ConfigError(f"rubric {source}: duplicate label(s) {', '.join(dupes)}")
+        raise ConfigError(f"rubric {source}: {len(dupes)} duplicate label name(s)")
     return Rubric(name, version, tuple(parsed), source=source)
 
 
@@ -192,4 +196,28 @@ def load_rubric(name_or_path: str | Path | None = None) -> Rubric:
         return rubric_from_dict(_parse_file(path), source=str(path))
     raise ConfigError(
         f"unknown rubric {key!r}; built-in rubrics: {', '.join(BUILTIN_RUBRICS)} (or give a .json/.yaml rubric file)"
+    )
+
+
+def builtin_rubric_of(labels_path: str | Path, recorded: object) -> Rubric:
+    """The built-in rubric a label file records (``outcome-v1`` when it records none).
+
+    A label file is data someone may have handed over: its ``"rubric"`` is looked up among the built-in rubrics and
+    never opened as a path (STANDARDS: nothing inside handed-over data names a path to read unless the user named it
+    too). A custom rubric is used only when the user types it with ``--rubric`` (its id must then equal the file's).
+
+    Raises:
+        ConfigError: the recorded rubric is not a built-in one (the message names the label file, quotes the value
+            only when it has the shape of a rubric id, and lists the built-ins).
+    """
+    if recorded is None:
+        return load_rubric(None)
+    found = BUILTIN_RUBRICS.get(recorded) if isinstance(recorded, str) else None
+    if found is not None:
+        return found
+    shown = repr(recorded) if isinstance(recorded, str) and _RUBRIC_ID.fullmatch(recorded) else "a value"
+    raise ConfigError(
+        f"label file {labels_path} records {shown} as its rubric, which is not a built-in rubric "
+        f"({', '.join(BUILTIN_RUBRICS)}); a label file never names a rubric file to read: give the rubric with "
+        "--rubric FILE"
     )

@@ -38,6 +38,8 @@ the step rows (a run not finished may have ``info.json`` totals of an earlier co
 commit point and the ``info.json`` rewrite; behind is no violation there, ahead always is). An episode whose record says it has frames but none of whose step rows was read (its file missing,
 damaged, a link, of other columns) is named and left out of every number (counted with the missing episodes), never
 graded as a failure. A step whose action holds a NaN or an infinity (other than a padding frame) is a violation.
+The time axis (:mod:`rollbench.grading.time_axis`): ``meta/info.json``'s ``fps`` must be the plan's, and every
+``timestamp`` ``frame_index / fps`` within LeRobot's 1e-4 s tolerance.
 
 Status: ``OK`` only when every requested episode is recorded, none errored and no invariant is violated;
 ``FAILED`` when no episode completed without error; otherwise ``PARTIAL``. ``reasons`` says why, in words, naming
@@ -86,6 +88,7 @@ from rollbench.grading.tables import (
     percentiles,
     query,
 )
+from rollbench.grading.time_axis import info_fps_problem, timestamp_problems
 from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import is_inside
 from rollbench.record.lerobot import DATA_PATH, chunk_file
@@ -146,6 +149,7 @@ def _grade(
     tasks = read_tasks(run_dir, info, violations)
     missing = _check_counts(meta, data, planned, info, violations, log.status in FINISHED)
     violations += data_location_problems(con, run_dir, meta, info, data_files)
+    violations += info_fps_problem(log, info) + (timestamp_problems(con, log) if data_files else [])
     video_keys = [k for k, v in info.get("features", {}).items() if v.get("dtype") == "video"] if check_videos else []
     episodes: list[GradedEpisode] = []
     graded: set[int] = set()

@@ -22,6 +22,7 @@ def _sql_glob(path: Path) -> str:
 
 STEP_COLUMNS = (
     'episode_index, frame_index, "index", task_index, "next.reward", "next.success", "next.done", "policy.latency_s", '
+    "timestamp, "
     'isnan("action"[1]) AS pad, '  # the padding frame of an episode without steps (record.lerobot): action all NaN
     'len(list_filter("action", lambda x: isnan(x) OR isinf(x))) > 0 AS bad_action'  # rollbench refuses such an action
 )
@@ -80,6 +81,7 @@ STEP_TYPES: dict[str, tuple[tuple[str, ...], bool]] = {
     "next.success": (("BOOLEAN",), False),
     "next.done": (("BOOLEAN",), False),
     "policy.latency_s": (_FLOAT, True),
+    "timestamp": (_FLOAT, False),
     "pad": (("BOOLEAN",), True),
     "bad_action": (("BOOLEAN",), True),
 }

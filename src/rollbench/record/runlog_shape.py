@@ -61,9 +61,36 @@ def check_run_log(log: Any, path: Path) -> None:
 
 
 def plan_problems(log: RunLog) -> list[str]:
-    """What makes a well-shaped run log's plan one that cannot be what rollbench planned, each a violation in plain
-    words (``grade`` lists them, ``runs`` marks the run damaged): a plan that names no task, and planned episodes of
-    a task the plan does not list (the first named, with how many). Empty for a sound plan."""
+    """What makes a well-shaped run log one that cannot be what rollbench recorded, each a violation in plain
+    words (``grade`` lists them, ``runs`` marks the run damaged, ``summarize``/``report`` refuse the run or, with
+    ``--allow-damaged``, mark it): a recorded identity whose host or robot is not an identity segment
+    (:func:`rollbench.core.identity.check_segment`: ``vm/../x``, ``..``, ``a b``), a plan that names no task, and
+    planned episodes of a task the plan does not list (the first named, with how many). Empty for a sound log."""
+    return identity_problems(log) + _task_problems(log)
+
+
+def identity_problems(log: RunLog) -> list[str]:
+    """A violation for each recorded identity segment (``identity.host``, ``identity.robot``) that is not an
+    identity segment; empty when the run records none (its identity is then derived, always valid)."""
+    if log.identity is None:
+        return []
+    from rollbench.core.identity import check_segment
+
+    problems = []
+    for what in ("host", "robot"):
+        value = getattr(log.identity, what)
+        try:
+            if value:  # empty: derived (RunIdentity.from_run_log)
+                check_segment(value, what)
+        except ConfigError:
+            problems.append(
+                f"run.json's identity.{what} {quoted(value)} is not an identity segment (letters, digits, '.', '_', "
+                "'-', not starting with '.', '_' or '-', at most 200 characters)"
+            )
+    return problems
+
+
+def _task_problems(log: RunLog) -> list[str]:
     if not log.plan.tasks:
         return ["run.json's plan names no task (plan.tasks is empty): its episodes cannot be attributed to a task"]
     listed = {t.name for t in log.plan.tasks}
@@ -115,4 +142,4 @@ def _check_perturbation(block: Any, where: str, bad: Any) -> None:
         raise bad(f"its {where}.level is {record.level}, not a finite number")
 
 
-__all__ = ["check_run_log", "plan_problems"]
+__all__ = ["check_run_log", "identity_problems", "plan_problems"]

@@ -45,7 +45,7 @@ from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import RunLog
 from rollbench.grading.grade import load_run_log
 from rollbench.record.safe_files import read_regular_bytes
-from rollbench.release.kinds import scan_kind
+from rollbench.release.kinds import VIDEO_BYTES_SCOPE, scan_kind
 from rollbench.release.redact import Released, Releaser, sha256_hex
 from rollbench.release.rules import BUILTIN, Scanner
 from rollbench.release.sources import (
@@ -163,6 +163,7 @@ def _build(
     keys = {i.key for i in idents.values()}
     episodes = recorded_episode_keys(idents, sources, raws)
     label_entries: dict[str, dict[str, Any]] = {}
+    recorded = list(raws)  # the bytes as found: a file is ``unchanged`` in MANIFEST.json only when released as them
     for i, (rel, p) in enumerate(sources):
         if rel.startswith("labels/"):
             raws[i], label_entries[rel] = only_released_labels(raws[i], keys, p, episodes)
@@ -176,14 +177,18 @@ def _build(
         releaser.file(_released_path(scanner, rel), raw, kind)
         for (rel, _), raw, kind in zip(sources, raws, kinds, strict=True)
     ]
+    for f, raw in zip(released, recorded, strict=True):
+        f.unchanged = f.data == raw
     label_entries = {
         _released_path(scanner, rel): _redacted_keys(releaser, entries) for rel, entries in label_entries.items()
     }
     excluded = [{**e, "path": _released_path(scanner, e["path"])} for _, ex in listed for e in ex]
     doc = manifest(released, excluded, scanner, when, when_source, runs, labels)
     doc["label_entries"] = label_entries
+    if "video" in kinds:  # checked, not redacted: what of their bytes was searched
+        doc["filters"]["video_bytes"] = VIDEO_BYTES_SCOPE
     doc["grades"] = {_released_path(scanner, name): g for name, g in grades.items()}
-    doc["warnings"] = _rewrites(scanner, [rel for rel, _ in sources])
+    doc["warnings"] = _rewrites(scanner, [rel for rel, _ in sources]) + [w for f in released for w in f.warnings]
     if not dry_run:
         write_release(out, released, doc)
     return doc
@@ -341,15 +346,15 @@ def manifest(
     runs: list[Path],
     labels: list[Path],
 ) -> dict[str, Any]:
-    """MANIFEST.json: files with source and release sha256, every redaction (file, field, rule, category,
-    placeholder), counts per category (occurrences: ``redaction_counts``; distinct values: ``distinct_counts``),
+    """MANIFEST.json: files with their release sha256, size and whether each is released byte for byte as
+    recorded (``unchanged``), every redaction (file, field, rule, category, placeholder), counts per category (occurrences: ``redaction_counts``; distinct values: ``distinct_counts``),
     the filters used, excluded files, the date and where it came from."""
     redactions = [r for f in released for r in f.redactions]
     counts: dict[str, int] = {}
     for r in redactions:
         counts[r["category"]] = counts.get(r["category"], 0) + 1
     return {
-        "rollbench_release": 1,
+        "rollbench_release": 2,  # 2: no source hash (release 1 listed source_sha256)
         "date": date,
         "date_source": date_source,
         "runs": [_released_path(scanner, r.name) for r in runs],
@@ -357,7 +362,7 @@ def manifest(
         "files": [
             {
                 "path": f.path,
-                "source_sha256": f.source_sha256,
+                "unchanged": f.unchanged,
                 "release_sha256": sha256_hex(f.data),
                 "bytes": len(f.data),
                 "redactions": len(f.redactions),

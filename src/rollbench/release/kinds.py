@@ -7,9 +7,13 @@ A release copies only what it scanned (issue 42). The kinds (:func:`scan_kind`):
 * ``text``: a file of a text suffix (:data:`TEXT_SUFFIXES`), or any file that is UTF-8 (no NUL in its first 8 KiB);
 * ``video``: an ``.mp4`` at the writer's own video path of a run (``RUN/videos/KEY/chunk-CCC/file-FFF.mp4``) that
   PyAV opens as a container with a video stream. A video cannot be redacted, so it is checked instead
-  (:func:`video_findings`): its container and stream metadata with every rule, and its bytes with the rules whose
-  matches cannot occur by chance in compressed data (provider keys, PEM private keys); a finding refuses the
-  release (nothing is written);
+  (:func:`video_findings`): its container and stream metadata with every rule; its bytes with the rules whose
+  matches cannot occur by chance in compressed data (provider keys, PEM private keys, the releasing environment's
+  secret values); and every run of :data:`MIN_TEXT_RUN` or more printable ASCII bytes in it (a ``free`` or ``udta``
+  box's text, an encoder's SEI string) with the e-mail and home-path rules and the host, user and ``--rules``
+  literal names of :data:`MIN_BYTE_NAME` or more characters. A finding refuses the release (nothing is written):
+  a video cannot be redacted in place. Not searched in video bytes (said by :data:`VIDEO_BYTES_SCOPE`): shorter
+  text runs, shorter names and the other rules (they match compressed data by chance);
 * anything else (a ``.npy``, a ``.png``, an ``.mp4`` elsewhere, a binary of any name) is ``None``: release refuses
   the run naming the file (exit 2) instead of copying bytes it never read as text.
 """
@@ -31,6 +35,18 @@ BYTE_RULES = frozenset(
         "slack_token", "google_api_key",
     }
 )  # fmt: skip
+# text in a video's bytes: runs of printable ASCII at least this long (random bytes hold one of 16 about once in
+# 7 million positions, and an e-mail address inside it far less often), searched with these rules
+MIN_TEXT_RUN = 16
+TEXT_RUN = re.compile(rb"[\x20-\x7e]{%d,}" % MIN_TEXT_RUN)
+TEXT_RUN_RULES = frozenset({"email", "home_path"})
+NAME_RULES = frozenset({"host_name", "user_name", "literal"})
+MIN_BYTE_NAME = 6  # a shorter name is a common token of encoder strings ("ref=3", "me=hex")
+VIDEO_BYTES_SCOPE = (
+    "a video's bytes are searched for provider and private keys, the environment's secret values, and, in runs of "
+    f"{MIN_TEXT_RUN}+ printable characters, e-mail addresses, home paths and host/user/--rules names of "
+    f"{MIN_BYTE_NAME}+ characters; other rules and shorter names are not searched there"
+)
 
 
 def _utf8_text(raw: bytes) -> bool:
@@ -68,7 +84,8 @@ def scan_kind(rel: str, raw: bytes) -> str | None:
 
 def video_findings(raw: bytes, scanner: Scanner) -> list[str]:
     """Where a video holds a secret, each as ``"RULE in WHERE"``: its container or stream metadata (every rule;
-    the tag's name is the field), or its bytes (:data:`BYTE_RULES`)."""
+    the tag's name is the field), or its bytes (:data:`BYTE_RULES`, environment secrets; text runs: see the module
+    docstring)."""
     import av
 
     found: list[str] = []
@@ -79,6 +96,12 @@ def video_findings(raw: bytes, scanner: Scanner) -> list[str]:
             found += [f"{f.rule} in {where} metadata" for f in scanner.find(str(key)) + scanner.find(str(value), key)]
     text = raw.decode("latin-1")
     for name, _category, pattern, _group in scanner.patterns:
-        if name in BYTE_RULES and pattern.search(text):
+        if (name in BYTE_RULES or name.startswith("environment:")) and pattern.search(text):
             found.append(f"{name} in its bytes")
+    for run in TEXT_RUN.finditer(raw):
+        found += [
+            f"{f.rule} in its bytes (a text run at byte {run.start():,})"
+            for f in scanner.find(run.group().decode("ascii"))
+            if f.rule in TEXT_RUN_RULES or (f.rule in NAME_RULES and len(f.value) >= MIN_BYTE_NAME)
+        ]
     return found

@@ -30,9 +30,10 @@ class Released:
     """One file of the release: where it goes, its bytes, what was replaced in it."""
 
     path: str  # relative to the release directory
-    source_sha256: str
+    unchanged: bool  # released byte for byte as recorded (then its release sha256 is the source's too)
     data: bytes
     redactions: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # structural rewrites said in a warning line
 
 
 def sha256_hex(data: bytes) -> str:
@@ -117,6 +118,28 @@ def _containers_hold(o: Any, scanner: Scanner) -> bool:
     return scanner.echo.found_joined(o) is not None or any(_containers_hold(v, scanner) for v in inner)
 
 
+def _spec_identity_released(rel: str, text: str, redactions: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """run.json's ``spec_identity`` is a hash of its ``spec``: when a redaction fell inside the spec (a header's
+    token in ``policy_options``, a password in the policy URL, an e-mail in the instruction), the recorded identity
+    would let anyone confirm a guessed value by hashing, so it is released as the identity of the redacted spec
+    (:func:`rollbench.core.spec.spec_identity_of`) with a warning line; the text and released bytes otherwise
+    unchanged."""
+    from rollbench.core.spec import spec_identity_of
+
+    if not any(re.match(r"spec(\.|\[|\{|$)", r["field"]) for r in redactions):
+        return text, []
+    doc = json.loads(text)
+    spec, old = doc.get("spec") if isinstance(doc, dict) else None, doc.get("spec_identity")
+    if not (isinstance(spec, dict) and isinstance(old, str)):
+        return text, []
+    new = spec_identity_of(spec)
+    text, n = re.subn(r'("spec_identity"\s*:\s*)"' + re.escape(old) + '"', lambda m: f'{m.group(1)}"{new}"', text)
+    if n != 1:
+        raise RollbenchError(f"{rel}: its spec was redacted but its spec_identity could not be replaced")
+    return text, [f"{rel}: spec_identity is released as the identity of the redacted spec (the recorded one hashes "
+                  "values the release replaced)"]  # fmt: skip
+
+
 def _field_leaf(path: str) -> str:
     return re.sub(r"\[\d+\]$", "", path.split(": ", 1)[-1])
 
@@ -146,7 +169,10 @@ class Releaser:
             redactions += found
         result = "".join(out)
         self._verify(rel, _strings_of_json(result, lines))
-        return Released(rel, sha256_hex(raw), result.encode("utf-8"), redactions)
+        said: list[str] = []
+        if not lines and rel.count("/") == 1 and rel.endswith("/run.json"):
+            result, said = _spec_identity_released(rel, result, redactions)
+        return Released(rel, raw == result.encode("utf-8"), result.encode("utf-8"), redactions, said)
 
     def _json_doc(self, rel: str, doc: str, prefix: str) -> tuple[str, list[dict[str, Any]]]:
         """One JSON document redacted: re-serialised when its writer's style is reproduced exactly (rollbench's own
@@ -258,11 +284,11 @@ class Releaser:
 
         out = map_table(table, red)
         if not redactions:
-            return Released(rel, sha256_hex(raw), raw, redactions)
+            return Released(rel, True, raw, redactions)
         map_table(out, check)
         sink = pa.BufferOutputStream()
         pq.write_table(out, sink)
-        return Released(rel, sha256_hex(raw), sink.getvalue().to_pybytes(), redactions)
+        return Released(rel, False, sink.getvalue().to_pybytes(), redactions)
 
     def text_file(self, rel: str, raw: bytes) -> Released:
         """Scanned as one string (a PEM block spans lines); each finding's field is the line it starts on."""
@@ -271,7 +297,7 @@ class Releaser:
         redactions = []
         for f, ph in pairs:
             redactions += _record(rel, f"line {text.count(chr(10), 0, f.start) + 1}", [(f, ph)])
-        return Released(rel, sha256_hex(raw), result.encode("utf-8"), redactions)
+        return Released(rel, raw == result.encode("utf-8"), result.encode("utf-8"), redactions)
 
     def file(self, rel: str, raw: bytes, kind: str | None = None) -> Released:
         """The released form of ``raw`` (released as ``rel``), scanned as its ``kind``
@@ -291,5 +317,8 @@ class Releaser:
             raise ConfigError(f"{rel} is not a file release can scan for secrets; move it out of the run")
         found = video_findings(raw, self.scanner)
         if found:
-            raise RollbenchError(f"{rel}: the video holds a {found[0]}, which release cannot redact inside a video")
-        return Released(rel, sha256_hex(raw), raw)
+            raise RollbenchError(
+                f"{rel}: the video holds a match of rule {found[0]}, which release cannot redact inside a video "
+                "(move the video out of the run, or re-encode it without that text)"
+            )
+        return Released(rel, True, raw)

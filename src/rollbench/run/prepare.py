@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollbench.core.contracts import ChecksTasks, ConfigError, Policy, PolicyInfo
 from rollbench.core.env_timeout import env_timeout_s
-from rollbench.core.format import differences
+from rollbench.core.format import differences, quoted
 from rollbench.core.identity import run_identity
 from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
@@ -245,20 +245,45 @@ def refuse_another_plan(run: ResolvedRun, fresh: PlanRecord, recorded: PlanRecor
     if not why and episodes(recorded) != episodes(fresh):
         why = "its planned episodes (seeds, initial states, instructions) differ"
     info_path = run_dir / "meta" / "info.json"
-    if not why and info_path.exists():
+    if not why and (info_path.exists() or info_path.is_symlink()):  # absent: no episode committed yet
         first = run.tasks[run.plan.tasks[0].name]
         features = dataset_features(first.task, first.video_cameras, first.image_size, run.spec.latency != "none")
-        try:
-            declared = read_regular_json(info_path, run_dir).get("features")
-        except (OSError, ValueError, AttributeError):
-            declared = None  # a damaged info.json is the writer's and grade's to name
-        if declared is not None and declared != features:
+        info = _resumable_info(info_path, run_dir, first.task.fps)
+        declared: dict[str, Any] = info["features"]  # a dict: _resumable_info refuses anything else
+        if declared != features:
             why = f"meta/info.json declares other features ({differences(declared, features) or 'their order'})"
     if why:
         raise ConfigError(
             f"--resume {run_dir}: the spec no longer resolves to the plan its run.json records ({why[:300]}); "
             "nothing was changed: resume it where it was recorded (the same env family set-up), or start a new --out"
         )
+
+
+def _resumable_info(path: Path, run_dir: Path, fps: int) -> dict[str, Any]:
+    """The run's ``meta/info.json`` as a resume finds it, or ConfigError (exit 2, nothing changed) when it is
+    damaged: unreadable, not JSON, not an object, without a ``features`` object, or of an fps other than the plan's.
+    The writer rewrites it atomically after every commit, so damage is never a crash's: a resume that rewrote it
+    from the plan would replace a damaged input without naming it (docs/design.md, "Bad input and damaged runs":
+    a damaged run is named and not resumed; hostile round 13, F14)."""
+    why = ""
+    try:
+        info = read_regular_json(path, run_dir)
+    except OSError as exc:
+        info, why = {}, f"is unreadable ({exc.strerror or type(exc).__name__})"
+    except ValueError:
+        info, why = {}, "is not readable JSON"
+    if not why and not isinstance(info, dict):
+        why = f"is not a JSON object (it holds a {type(info).__name__})"
+    elif not why and not isinstance(info.get("features"), dict):
+        why = "has no 'features' object"
+    elif not why and info.get("fps") != fps:
+        why = f"says fps {quoted(info.get('fps'))}, not the plan's {fps}"
+    if why:
+        raise ConfigError(
+            f"--resume {run_dir}: meta/info.json {why}; the run is damaged and cannot be resumed (nothing was "
+            f"changed; `rollbench grade {run_dir}` lists every problem)"
+        )
+    return info
 
 
 def refuse_options(run: ResolvedRun) -> None:

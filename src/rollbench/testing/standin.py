@@ -9,7 +9,7 @@ results are therefore those of ``inner`` and its timing that of a batch-size-ind
 Served by ``rollbench serve-policy --max-batch N``, every gathered batch is one ``act_batch`` call (one sleep), one
 slot per client session; slots' ``inner`` instances are built at their first reset.
 
-Options: ``latency_ms`` (float >= 0), ``inner`` (a policy name).
+Options: ``latency_ms`` (float from 0 to 60,000: :data:`MAX_LATENCY_MS`), ``inner`` (a policy name).
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 
 from rollbench.core.contracts import ConfigError, Observation, Policy, PolicyInfo, TaskInfo
+from rollbench.core.latency import MAX_FIXED_MS
 
 OPTIONS = ("latency_ms", "inner")
+MAX_LATENCY_MS = MAX_FIXED_MS  # a minute per call, as --latency fixed:MS: a longer sleep models no GPU (hostile13 F10)
 
 
 class StandinGPU:
@@ -94,8 +96,10 @@ def make_standin(name: str, options: Mapping[str, Any]) -> StandinGPU:
         latency_s = float(options.get("latency_ms", 50.0)) / 1000.0
     except (TypeError, ValueError):
         raise ConfigError(f"gpu-standin: latency_ms must be a number, got {options.get('latency_ms')!r}") from None
-    if not latency_s >= 0:
-        raise ConfigError(f"gpu-standin: latency_ms must be >= 0, got {options.get('latency_ms')!r}")
+    if not 0 <= latency_s <= MAX_LATENCY_MS / 1000.0:
+        raise ConfigError(
+            f"gpu-standin: latency_ms must be from 0 to {MAX_LATENCY_MS}, got {options.get('latency_ms')!r}"
+        )
     inner_name = str(options.get("inner", "zero"))
     try:
         first = make_policy(inner_name, {})

@@ -166,12 +166,26 @@ def check_options(options: Mapping[str, Any], valid: Mapping[str, type | tuple[t
             raise ConfigError(f"policy option {key} has the wrong type: {options[key]!r}")
 
 
-def positive(options: Mapping[str, Any], key: str, default: float) -> float:
-    """A positive finite number option (seconds, counts), else ConfigError."""
+MAX_WAIT_S = 86_400.0
+"""The largest deadline or wait a policy option may set, in seconds (a day, as ``--policy-timeout``'s maximum)."""
+MAX_RETRIES = 100
+"""The most retries a policy option may ask for (each one waits and calls again)."""
+
+
+def positive(options: Mapping[str, Any], key: str, default: float, maximum: float = MAX_WAIT_S) -> float:
+    """A positive finite number option (seconds, counts) at most ``maximum``, else ConfigError."""
     value = options.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) or value <= 0:
-        raise ConfigError(f"policy option {key} must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= maximum:
+        raise ConfigError(f"policy option {key} must be a positive number at most {maximum:g}, got {value!r}")
     return float(value)
+
+
+def retries(options: Mapping[str, Any], default: int) -> int:
+    """The ``retries`` option: an integer from 0 to :data:`MAX_RETRIES`, else ConfigError."""
+    value = options.get("retries", default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES:
+        raise ConfigError(f"policy option retries must be an integer from 0 to {MAX_RETRIES}, got {value!r}")
+    return value
 
 
 def load_policy_options(value: str | None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from rollbench.core.contracts import ConfigError, InfrastructureError
 from rollbench.core.secret_echo import SecretEcho, scrubbed
@@ -276,6 +277,14 @@ class ChatClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+def public_url(url: str) -> str:
+    """``url`` without user name, password, query or fragment (what may be recorded)."""
+    p = urlsplit(url)
+    host = p.hostname or ""
+    netloc = f"{host}:{p.port}" if p.port else host
+    return urlunsplit((p.scheme, netloc, p.path, "", ""))
 
 
 def provider_said(status: int, body: bytes) -> str:

@@ -18,10 +18,10 @@ and query removed) and the options, so summaries can group runs by model.
 One episode: a system message (robot, units, tools), a user message with the goal, the state and (option
 ``images``, default true) a camera picture; then every ``act`` sends the previous tool call's result (the state
 after its actions were executed, steps used so far) and asks the model for the next tool call; the first tool call
-of a reply is executed (others get a "not executed" result), a reply without a tool call gets a reminder, and more
-than ``max_text_replies`` (default 3) in a row end the episode as ``error`` (fault ``policy``), like tool calls
-with unknown names or arguments that are not JSON. ``done`` ends the episode as ``policy_stop``, ``give_up`` as
-``give_up``. The horizon is the step budget (every tool call costs >= 1 env step).
+of a reply is executed (at most 8 kept, the others answered "not executed" or dropped: :mod:`.replies`), a reply
+without a tool call gets a reminder, and more than ``max_text_replies`` (default 3) in a row end the episode as
+``error`` (fault ``policy``), like tool calls with unknown names or arguments that are not JSON. ``done`` ends the
+episode as ``policy_stop``, ``give_up`` as ``give_up``. The horizon is the step budget (a tool call costs >= 1 step).
 
 Transcript (``transcripts/chunk-CCC/file-FFF.jsonl``, the episode row's ``rollbench/transcript``), one JSON object
 per line, ``type``:
@@ -31,7 +31,8 @@ per line, ``type``:
   "sha256", "width", "height"}``: the frame of that step is in the episode video when recorded), ``t_s``;
 * ``call``: one model call: ``turn``, ``t_s``, ``duration_s``, ``attempts`` (status, wait before, duration),
   ``usage`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens``: null, not counted, when not a count; see
-  ``client.usage_count``), ``cost_usd``, ``finish_reason``, ``cost_error`` when the cost or a count is bad (null cost);
+  ``client.usage_count``), ``cost_usd``, ``finish_reason``, ``cost_error`` when the cost or a count is bad (null
+  cost), ``tool_calls_dropped``;
 * ``action``: a tool call executed: ``tool``, ``arguments``, ``step`` (first env step), ``steps``, ``note``,
   ``actions`` (the chunk);
 * ``end``: ``termination_reason``, ``success``, ``length``, ``error``, ``totals`` (``model_calls``,
@@ -58,7 +59,6 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -72,10 +72,11 @@ from rollbench.core.contracts import (
     TaskInfo,
 )
 from rollbench.core.jsonfile import strict_dumps
-from rollbench.policies.agent.client import ChatClient, call_usage, parse_prices
+from rollbench.policies.agent.client import ChatClient, call_usage, parse_prices, public_url
+from rollbench.policies.agent.replies import MAX_CALL_CHARS, answers, kept_reply, oversized
 from rollbench.policies.agent.tools import ToolSet
 from rollbench.wire.decode import described
-from rollbench.wire.obs_map import check_options, positive
+from rollbench.wire.obs_map import check_options, positive, retries
 
 PROVIDER_URLS = {"openai": "https://api.openai.com/v1", "openrouter": "https://openrouter.ai/api/v1"}
 OPTIONS: dict[str, type | tuple[type, ...]] = {
@@ -101,14 +102,6 @@ SYSTEM = (
     "Call `done` when the goal is achieved, `give_up` if you cannot achieve it. Every tool call uses env steps "
     "from a fixed budget."
 )
-
-
-def _public_url(url: str) -> str:
-    """``url`` without user name, password, query or fragment (what may be recorded)."""
-    p = urlsplit(url)
-    host = p.hostname or ""
-    netloc = f"{host}:{p.port}" if p.port else host
-    return urlunsplit((p.scheme, netloc, p.path, "", ""))
 
 
 def png_bytes(img: np.ndarray) -> bytes:
@@ -150,9 +143,9 @@ class AgentPolicy:
         self.max_move_steps = int(options.get("max_move_steps", 50))
         self.gripper_steps = int(options.get("gripper_steps", 10))
         self.max_text_replies = int(options.get("max_text_replies", 3))
-        retries = int(options.get("retries", 4))
-        if min(self.max_move_steps, self.gripper_steps) < 1 or min(self.max_text_replies, retries) < 0:
-            raise ConfigError("max_move_steps and gripper_steps must be >= 1; max_text_replies, retries >= 0")
+        tries = retries(options, 4)
+        if min(self.max_move_steps, self.gripper_steps) < 1 or self.max_text_replies < 0:
+            raise ConfigError("max_move_steps and gripper_steps must be >= 1; max_text_replies >= 0")
         self.temperature = options.get("temperature")  # sent only when given: reasoning models refuse it
         self.max_tokens = options.get("max_tokens")
         self.camera = options.get("camera")
@@ -165,7 +158,7 @@ class AgentPolicy:
             os.environ.get(key_env) if key_env else None,
             timeout_s=positive(options, "timeout_s", 60.0),
             connect_timeout_s=positive(options, "connect_timeout_s", 10.0),
-            retries=retries,
+            retries=tries,
             backoff_s=positive(options, "backoff_s", 1.0),
             capture=self._wire.append if self.wire_enabled else None,
         )
@@ -184,7 +177,7 @@ class AgentPolicy:
                 "kind": "llm-agent",
                 "provider": provider,
                 "model": model,
-                "base_url": _public_url(str(base)),
+                "base_url": public_url(str(base)),
                 "api_key_env": key_env,
                 "protocol": "OpenAI chat completions (tools)",
                 **{k: v for k, v in options.items() if k != "base_url"},
@@ -265,27 +258,27 @@ class AgentPolicy:
         elif self.pending is not None:
             p = self.pending
             text = f"{p['note']}. Now: {self.tools.describe(state)}. Env steps used: {self.steps}."
-            self._add({"role": "tool", "tool_call_id": p["id"], "content": text})
-            for other in p["skipped"]:
-                self._add({"role": "tool", "tool_call_id": other, "content": "not executed: one tool call per turn"})
+            for answer in answers(p, text):
+                self._add(answer)
             if p["name"] == "take_picture":
                 has = self.images and bool(observation.images)
                 self._user("The picture you took:" if has else "No camera image is available in this run.", observation)
             self.pending = None
         text_replies = 0
         while True:
-            message = self._call()
-            calls = message.get("tool_calls") or []
+            calls, dropped = self._call()
             if not calls:
                 text_replies += 1
                 if text_replies > self.max_text_replies:
                     raise EpisodeError(f"the model replied {text_replies} times in a row without a tool call")
                 self._user("Reply with exactly one tool call.", None)
                 continue
-            return self._execute(calls, state)
+            return self._execute(calls, dropped, state)
 
-    def _execute(self, calls: list[Any], state: np.ndarray) -> np.ndarray:
+    def _execute(self, calls: list[Any], dropped: int, state: np.ndarray) -> np.ndarray:
         first = calls[0]
+        if oversized(first):
+            raise EpisodeError(f"malformed tool call: {described(first)}, over {MAX_CALL_CHARS} characters")
         try:
             call_id, fn = first["id"], first["function"]
             name, raw_args = fn["name"], fn.get("arguments") or "{}"
@@ -313,12 +306,13 @@ class AgentPolicy:
             note=note,
             actions=chunk.tolist(),
         )
-        skipped = [c.get("id") for c in calls[1:] if isinstance(c, dict)]
-        self.pending = {"id": call_id, "name": name, "note": note, "skipped": skipped}
+        skipped = [c["id"] for c in calls[1:]]  # kept_reply keeps only other calls with a string id
+        self.pending = {"id": call_id, "name": name, "note": note, "skipped": skipped, "dropped": dropped}
         self.steps += len(chunk)
         return chunk
 
-    def _call(self) -> dict[str, Any]:
+    def _call(self) -> tuple[list[Any], int]:
+        """One model call: its kept tool calls and the number dropped (:func:`.replies.kept_reply`)."""
         self.turn += 1
         body: dict[str, Any] = {
             "model": self.model,
@@ -348,6 +342,7 @@ class AgentPolicy:
             self.totals[k] += n or 0
         if cost is not None:
             self.totals["cost_usd"] = (self.totals["cost_usd"] or 0.0) + cost
+        kept, calls, dropped = kept_reply(message)
         self._line(
             "call",
             turn=self.turn,
@@ -358,12 +353,10 @@ class AgentPolicy:
             **({"cost_error": cost_error} if cost_error else {}),  # a provider's NaN cost: null, and why
             finish_reason=choice.get("finish_reason"),
             response_model=reply.get("model"),
+            tool_calls_dropped=dropped,
         )
-        kept = {"role": "assistant", "content": message.get("content")}
-        if message.get("tool_calls"):
-            kept["tool_calls"] = message["tool_calls"]
         self._add(kept)
-        return message
+        return calls, dropped
 
     def finish_episode(self, outcome: Mapping[str, Any]) -> dict[str, bytes]:
         """The episode's transcript (and wire capture) as JSONL bytes; see the module docstring."""

@@ -19,6 +19,7 @@ import numpy as np
 from rollbench.core.contracts import ConfigError, EpisodeError, InfrastructureError, Observation, PolicyInfo, TaskInfo
 from rollbench.policies.lerobot.client import HostProcess, find_python
 from rollbench.policies.lerobot.observe import FAMILIES, Family, for_host, mismatches, size_warnings
+from rollbench.wire.obs_map import positive
 
 DEFAULT_TIMEOUT_S = 120.0  # one act of all slots; a CPU forward pass of a large VLA can take tens of seconds
 DEFAULT_START_TIMEOUT_S = 300.0  # interpreter start, torch and lerobot imports, config (and Hub) resolution
@@ -57,8 +58,8 @@ class _Host:
         self.python = find_python(options.get("python"))
         self.device = str(options.get("device", "auto"))
         self.dtype = options.get("dtype")
-        self.timeout_s = float(options.get("timeout_s", DEFAULT_TIMEOUT_S))
-        self.start_timeout_s = float(options.get("start_timeout_s", DEFAULT_START_TIMEOUT_S))
+        self.timeout_s = positive(options, "timeout_s", DEFAULT_TIMEOUT_S)
+        self.start_timeout_s = positive(options, "start_timeout_s", DEFAULT_START_TIMEOUT_S)
         self.seeding = str(options.get("seeding", "per-episode"))
         if self.seeding not in SEEDINGS:
             raise ConfigError(f"lerobot policy: seeding {self.seeding!r} is not one of {', '.join(SEEDINGS)}")

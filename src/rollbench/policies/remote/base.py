@@ -35,6 +35,7 @@ from rollbench.wire.obs_map import (
     jsonable,
     positive,
     resolve_obs_map,
+    retries,
 )
 
 if TYPE_CHECKING:
@@ -114,9 +115,7 @@ class RemotePolicy:
         self.url = url
         self.timeout_s = positive(options, "timeout_s", 30.0)
         self.connect_timeout_s = positive(options, "connect_timeout_s", 5.0)
-        self.retries = int(options.get("retries", 3))
-        if self.retries < 0:
-            raise ConfigError(f"policy option retries must be >= 0, got {self.retries}")
+        self.retries = retries(options, 3)
         self._overrides = check_overrides(options.get("obs_map"))
         self._task: TaskInfo | None = None
         self._episode: dict[str, Any] | None = None

@@ -50,12 +50,15 @@ def test_serve_policy_refuses_a_reset_instruction_longer_than_an_act_s_over_http
 
 @pytest.mark.slow
 def test_serve_policy_refuses_a_reset_instruction_longer_than_an_act_s_over_websocket(tmp_path: Path) -> None:
-    from test_serve_hostile import exchange
+    from openpi_client import msgpack_numpy
+    from websockets.sync.client import connect
 
     reset = {"reset": {"task": "scripted/reach", "seed": 0, "instruction": "y" * 4097}}
-    with served(tmp_path, "zero", "ws") as (url, log, _):
-        replies, _closed = exchange(url, [reset])
-    assert replies == [f"ProtocolError: {TOO_LONG}"]
+    with served(tmp_path, "zero", "ws") as (url, log, _), connect(url, max_size=None, open_timeout=60) as ws:
+        ws.recv(timeout=60)  # the server's metadata
+        ws.send(msgpack_numpy.packb(reset))
+        reply = ws.recv(timeout=60)
+    assert reply == f"ProtocolError: {TOO_LONG}"
     assert "y" * 100 not in log.read_text()
 
 

@@ -51,6 +51,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   backtracking ``release --rules`` patterns, an env whose reward turns NaN, a policy writing into its observation.
 * hostile round 12's input classes (``scripts/hostile_policy_info.py``): a plug-in's ``PolicyInfo`` fields of the
   wrong type or bounds, ``compare --power`` with run-only options, an ``--instruction`` that is not UTF-8.
+* hostile round 13's output classes (``scripts/hostile_round13_outputs.py``): a link, hard link or FIFO named like
+  a figure in ``report --plots DIR``, ``checkpoints --out`` inside a run, a formula-like instruction in
+  ``summarize --csv``.
 * hostile round 12's MCP stdio class (``scripts/hostile_mcp_lines.py``): lines the MCP SDK cannot read (lone
   surrogates, truncated, stray bytes, deep, forbidden ids, not JSON-RPC, over-long) each get one JSON-RPC error.
 * hostile round 13's reader classes (``scripts/hostile_round13_readers.py``): a label file's rubric naming a path,
@@ -96,6 +99,7 @@ import hostile_round8  # hostile round 8's classes, beside this script
 import hostile_round9  # hostile round 9's classes, beside this script
 import hostile_round10  # hostile round 10's classes, beside this script
 import hostile_round11  # hostile round 11's classes, beside this script
+import hostile_round13_outputs  # hostile round 13's output classes, beside this script
 import hostile_round13_readers  # hostile round 13's reader classes, beside this script
 import hostile_round13_release  # hostile round 13's release classes, beside this script
 import hostile_round13_trust  # hostile round 13's handed-over deadlines and waits, beside this script
@@ -523,6 +527,7 @@ def main() -> int:
         hostile_mcp_lines.run_all(r, a.n)
         hostile_optimize.run_all(r, a.n)
         hostile_policy_info.run_all(r, a.n)
+        hostile_round13_outputs.run_all(r, a.n)
         hostile_round13_readers.run_all(r, a.n)
         hostile_round13_trust.run_all(r, a.n)
         hostile_round13_release.run_all(r, a.n)

@@ -44,33 +44,24 @@ def without_checkpoint_runs(loaded: Loaded) -> tuple[Loaded, list[str]]:
     return Loaded(rest, loaded.in_progress, loaded.copies), keys
 
 
-def _figure(ranking: dict[str, Any], plots_dir: Path | None, name: str) -> bytes:
-    """The success-against-step figure as PNG bytes (also ``plots_dir``/NAME.png and .svg when given); closed."""
-    import matplotlib.pyplot as plt
-
-    from rollbench.analysis.figures import to_png
+def _figure(ranking: dict[str, Any], plots: dict[str, bytes] | None, name: str) -> bytes:
+    """The success-against-step figure as PNG bytes (its NAME.png and .svg also added to ``plots`` when given)."""
+    from rollbench.analysis.figures import render_figure
     from rollbench.checkpoints.figure import success_by_step_figure
 
-    fig = success_by_step_figure(ranking)
-    try:
-        for ext in ("png", "svg") if plots_dir is not None else ():
-            assert plots_dir is not None
-            fig.savefig(plots_dir / f"{name}.{ext}", format=ext, dpi=150)
-        return to_png(fig)
-    finally:
-        plt.close(fig)
+    return render_figure((name, lambda: success_by_step_figure(ranking)), plots)
 
 
-def checkpoint_sections(loaded: Loaded, plots_dir: Path | None = None) -> list[dict[str, Any]]:
+def checkpoint_sections(loaded: Loaded, plots: dict[str, bytes] | None = None) -> list[dict[str, Any]]:
     """One view per OUT folder (:func:`checkpoint_folders`) for ``templates/checkpoints.html.j2``: ``out``,
     ``violations``, and when it could be ranked ``head``, ``rows``, ``says``, ``evidence``, ``figure`` (base64 PNG,
-    also written to ``plots_dir`` as ``checkpoints_<i>.png``/``.svg``) and ``elimination``."""
+    also added to ``plots`` as ``checkpoints_<i>.png``/``.svg``: file name -> bytes) and ``elimination``."""
     views = []
     for i, out in enumerate(checkpoint_folders(loaded), 1):
         got = recompute(out)
         view = section_view(got)
         if got.ranking is not None:
-            png = _figure(got.ranking, plots_dir, f"checkpoints_{i}")
+            png = _figure(got.ranking, plots, f"checkpoints_{i}")
             caption = (
                 f"{out.name}: success rate against training step (95% Wilson interval; hollow: worse than the best, "
                 "Holm)."

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -247,3 +248,30 @@ def to_png(fig: Figure, dpi: int = 110) -> bytes:
     fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
     return buf.getvalue()
+
+
+PLOT_FORMATS = ("png", "svg")  # the files of one figure in ``report --plots DIR``
+
+
+def plot_files(fig: Figure, name: str, dpi: int = 150) -> dict[str, bytes]:
+    """The figure as the files ``report --plots`` writes: ``NAME.png`` and ``NAME.svg`` -> their bytes (the figure
+    stays open; the caller writes them with :func:`rollbench.record.files.write_outputs`)."""
+    out = {}
+    for ext in PLOT_FORMATS:
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=dpi)
+        out[f"{name}.{ext}"] = buf.getvalue()
+    return out
+
+
+def render_figure(draw: tuple[str, Callable[[], Figure]], plots: dict[str, bytes] | None) -> bytes:
+    """Draw one figure (``draw`` is ``(name, function)``), add its :func:`plot_files` to ``plots`` when given, and
+    return it as PNG bytes; the figure is closed, also when drawing a file failed."""
+    name, make = draw
+    fig = make()
+    try:
+        if plots is not None:
+            plots.update(plot_files(fig, name))
+        return to_png(fig)
+    finally:
+        plt.close(fig)

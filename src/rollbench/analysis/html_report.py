@@ -117,24 +117,6 @@ def robustness_studies(loaded: Loaded) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def render_figure(draw: Any, plots_dir: Path | None) -> bytes:
-    """Draw one figure, write it as ``plots_dir``/NAME.png and .svg when given (``draw`` is ``(name, function)``),
-    and return it as PNG bytes; the figure is closed before returning."""
-    import matplotlib.pyplot as plt
-
-    from rollbench.analysis import figures
-
-    name, make = draw
-    fig = make()
-    try:
-        if plots_dir is not None:
-            for ext in ("png", "svg"):
-                fig.savefig(plots_dir / f"{name}.{ext}", format=ext, dpi=150)
-        return figures.to_png(fig)
-    finally:
-        plt.close(fig)  # also when writing a plot file failed
-
-
 def _pair_view(c: dict[str, Any], stopped_early: frozenset[str] = frozenset()) -> dict[str, Any]:
     """One comparison's heading facts and table (head, rows of plain values) for the template. ``stopped_early``:
     keys of runs that are arms of ``rollbench sequential`` (stopped by its test): such a pair's fixed-N p values
@@ -238,15 +220,15 @@ def draw_figures(
     loaded: Loaded,
     summary: dict[str, Any],
     comparison: dict[str, Any] | None,
-    plots_dir: Path | None,
+    plots: dict[str, bytes] | None,
     sequential: list[dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, str]]:
     """Name -> ``{"caption", "png"}`` (base64) for every figure of :func:`figure_specs`, drawn one at a time (and
-    written to ``plots_dir`` as PNG + SVG when given)."""
-    if plots_dir is not None:
-        plots_dir.mkdir(parents=True, exist_ok=True)
+    their PNG + SVG files added to ``plots`` when given: file name -> bytes)."""
+    from rollbench.analysis import figures
+
     return {
-        name: {"caption": cap, "png": base64.b64encode(render_figure((name, make), plots_dir)).decode()}
+        name: {"caption": cap, "png": base64.b64encode(figures.render_figure((name, make), plots)).decode()}
         for name, (make, cap) in figure_specs(loaded, summary, comparison, sequential).items()
     }
 
@@ -310,26 +292,27 @@ def render_report(
     labels: Labels | None = None,
     comparison: dict[str, Any] | None = None,
     dashboard_url: str | None = None,
-    plots_dir: Path | None = None,
+    plots: dict[str, bytes] | None = None,
     summary: dict[str, Any] | None = None,
     reproductions: list[dict[str, Any]] | None = None,
     checkpoints: list[dict[str, Any]] | None = None,
 ) -> str:
-    """The report as one HTML document (str). Figures are PNG data URIs; ``plots_dir`` also gets PNG + SVG files.
+    """The report as one HTML document (str). Figures are PNG data URIs; ``plots`` (file name -> bytes) also gets
+    every figure as PNG + SVG, for the caller to write (``report --plots``; nothing is written here).
     ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not).
     ``reproductions``: :func:`rollbench.reproduce.reproduce` documents, one section each. ``checkpoints``: the
     :func:`~rollbench.analysis.checkpoints_section.checkpoint_sections` when the caller has them (computed if not)."""
     if summary is None:
         summary = report_summary(loaded, labels)
     sequential, seq_warnings = sequential_comparisons(loaded)
-    figures = draw_figures(loaded, summary, comparison, plots_dir, sequential)
+    figures = draw_figures(loaded, summary, comparison, plots, sequential)
     context = report_context(loaded, summary, comparison, figures, dashboard_url)
     context["warnings"] = [*context["warnings"], *seq_warnings]
     context["sequential"] = [_sequential_view(doc, i) for i, doc in enumerate(sequential, 1)]
     context["latency_sweeps"] = latency_sweeps(loaded.runs)
     context["robustness"] = [{"run": run, **study} for run, study in robustness_studies(loaded)]
     context["checkpoint_runs"] = ", ".join(without_checkpoint_runs(loaded)[1])
-    context["checkpoints"] = checkpoints if checkpoints is not None else checkpoint_sections(loaded, plots_dir)
+    context["checkpoints"] = checkpoints if checkpoints is not None else checkpoint_sections(loaded, plots)
     context["warnings"] += checkpoint_warnings(context["checkpoints"])
     context["reproductions"] = []
     if reproductions:

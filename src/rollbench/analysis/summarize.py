@@ -45,6 +45,7 @@ from typing import Any
 from rollbench.analysis.episodes import AnalysisEpisode
 from rollbench.analysis.sources import Loaded, RunData
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import csv_cell
 from rollbench.core.registry import did_you_mean
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, outcome_of, score, tally
 from rollbench.grading.protocol import first_conflict
@@ -373,7 +374,7 @@ def _label_fields(members: Members, labels: Labels) -> dict[str, Any]:
 
 
 def cells_csv(doc: dict[str, Any]) -> str:
-    """One CSV row per cell: the key columns, counts, rate, interval, then label counts and rubric rates."""
+    """One CSV row per cell (key columns, counts, rate, interval, label counts, rubric rates), each by csv_cell."""
     label_names = list(doc["cells"][0]["label_counts"]) if doc["cells"] and "label_counts" in doc["cells"][0] else []
     rate_names = list(doc["cells"][0]["rates"]) if label_names else []
     head = [*doc["by"], "variants", "hosts", "runs", "episodes", "repeats", "errored", "successes", "success_rate"]
@@ -384,7 +385,7 @@ def cells_csv(doc: dict[str, Any]) -> str:
     head += ["damaged_runs"] if damaged else []
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(head)
+    w.writerow([csv_cell(h) for h in head])
     for c in doc["cells"]:
         row = [c[k] for k in doc["by"]] + [";".join(c["variants"]), ";".join(c["hosts"]), ";".join(c["runs"])]
         row += [c[k] for k in ("episodes", "repeats", "errored", "successes", "success_rate", "ci95_low", "ci95_high")]
@@ -393,5 +394,5 @@ def cells_csv(doc: dict[str, Any]) -> str:
             row += [c["n_labeled"], c["n_unlabeled"], c["n_invalid"], *(c["label_counts"][x] for x in label_names)]
             row += [c["rates"][r] for r in rate_names]
         row += [";".join(c.get("damaged_runs", []))] if damaged else []
-        w.writerow(["" if v is None else v for v in row])
+        w.writerow([csv_cell(v) for v in row])
     return buf.getvalue()

@@ -28,7 +28,7 @@ from rollbench.core.plan import make_plan, trial_order
 from rollbench.core.runlog_model import EliminationRunRecord, RunLog
 from rollbench.core.spec import EvalSpec
 from rollbench.grading.coverage import CoverageRule, score
-from rollbench.record.files import atomic_write_json
+from rollbench.record.files import json_bytes, write_outputs
 from rollbench.record.runlog import read_run_log
 from rollbench.run.observer import EpisodeSummary, Observers, RunObserver
 from rollbench.run.runners import Execution
@@ -227,7 +227,7 @@ def run_elimination(
     again = replay(ckpts, out, d, settings.rule)
     if again != doc:
         raise ConfigError(f"{out}: the looks recomputed from the run directories differ from those just made")
-    atomic_write_json(out / ELIMINATION, doc)
+    write_outputs([(out / ELIMINATION, json_bytes(doc), "--out")])
     _record_stops(ckpts, out, doc)
     results = [(c, outcomes(grade(out / c.label))) for c in ckpts if (out / c.label / "run.json").exists()]
     return write_ranking(out, results, settings, doc)

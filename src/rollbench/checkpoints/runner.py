@@ -26,7 +26,7 @@ from rollbench.core.grade_model import GradeDocument
 from rollbench.core.plan import make_plan
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, Outcome
-from rollbench.record.files import atomic_write_bytes, atomic_write_json
+from rollbench.record.files import json_bytes, write_outputs
 from rollbench.record.runlog import read_run_log
 from rollbench.run.observer import RunObserver
 from rollbench.run.runners import Execution
@@ -155,8 +155,7 @@ def write_ranking(
         doc["skipped"] = [s.to_dict() for s in sorted(skipped, key=lambda s: s.step)]
     if elimination is not None:
         doc["elimination"] = elimination
-    atomic_write_json(out / RANKING, doc)
-    atomic_write_bytes(out / FIGURE, success_by_step_png(doc))
+    write_outputs([(out / RANKING, json_bytes(doc), "--out"), (out / FIGURE, success_by_step_png(doc), "--out")])
     doc["figure"] = str(out / FIGURE)
     return doc
 

@@ -318,6 +318,7 @@ def report_cmd(
     from rollbench.analysis.html_report import render_report, report_comparison, report_summary, report_warnings
     from rollbench.analysis.sources import load_runs
     from rollbench.analysis.summarize import load_label_set
+    from rollbench.record.files import write_outputs
 
     if dashboard_url is not None and not dashboard_url.startswith(("http://", "https://")):
         _fail(f"--dashboard-url {dashboard_url!r} is not an http(s) URL")
@@ -339,28 +340,29 @@ def report_cmd(
             summary = report_summary(loaded, label_set, rule)  # checkpoint runs: Checkpoints section only
             reproductions = _reproductions(loaded, reference)
             status.update("drawing the figures and writing the page")
-            checkpoints = checkpoint_sections(loaded, plots)  # rollbench checkpoints folders, recomputed (issue 43)
+            figure_files: dict[str, bytes] | None = {} if plots is not None else None  # name -> bytes
+            checkpoints = checkpoint_sections(loaded, figure_files)  # checkpoints folders, recomputed (issue 43)
             text = render_report(
                 loaded,
                 labels=label_set,
                 comparison=comparison,
                 dashboard_url=dashboard_url,
-                plots_dir=plots,
+                plots=figure_files,
                 summary=summary,
                 reproductions=reproductions,
                 checkpoints=checkpoints,
             )
         warnings = report_warnings(comparison, summary) + checkpoint_warnings(checkpoints)
+        outputs = [(out_path, text.encode("utf-8"), "--out")]
+        if plots is not None and figure_files is not None:
+            outputs += [(plots / name, data, "--plots") for name, data in figure_files.items()]
+        write_outputs(outputs)  # every target checked (a link, FIFO, hard link: refused), then each renamed over
     except ConfigError as exc:
         _fail(str(exc))
         return
-    print_warnings(warnings)
-    from rollbench.record.files import atomic_write_bytes
-
-    try:  # a temporary file beside the target, renamed onto it, removed on any failure
-        atomic_write_bytes(out_path, text.encode("utf-8"), durable=False)
     except OSError as exc:
-        _fail(f"cannot write {out_path}: {exc}")
+        _fail(f"cannot write the report: {exc}")
+    print_warnings(warnings)
     _out().print(f"report written to {out_path}" + (f"; figures in {plots}" if plots else ""), highlight=False)
 
 

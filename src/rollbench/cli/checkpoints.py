@@ -104,6 +104,21 @@ def print_elimination(out: Console, doc: dict[str, Any]) -> None:
     _tail(out, doc)
 
 
+def check_out(out_dir: Path) -> None:
+    """Before anything is written, ConfigError when ``--out`` is or lies inside a recorded run directory, or when
+    one of the files the command writes there (the files record, the ranking, its figure, the elimination) exists
+    as a link, FIFO, socket, device or file with other hard links (issue 42: outputs never written through)."""
+    from rollbench.checkpoints.eliminate_run import ELIMINATION
+    from rollbench.checkpoints.files_record import FILES_RECORD
+    from rollbench.checkpoints.runner import FIGURE, RANKING
+    from rollbench.record.files import check_output_file
+    from rollbench.record.safe_files import refuse_inside_run
+
+    refuse_inside_run(out_dir, "--out")
+    for name in (FILES_RECORD, RANKING, FIGURE, ELIMINATION):
+        check_output_file(out_dir / name, "--out")
+
+
 @eval_options(EXECUTION_FLAGS)
 def checkpoints_cmd(
     run: Annotated[
@@ -173,6 +188,7 @@ def checkpoints_cmd(
     from rollbench.wire.obs_map import load_policy_options
 
     try:
+        check_out(out_dir)
         fields = {"env": env, "episodes": episodes, "seed": seed, "max_steps": max_steps, "video": video}
         if policy_options:
             fields["policy_options"] = load_policy_options(policy_options)

@@ -108,8 +108,14 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None, rule: Coverage
         )
     if figure is not None:
         from rollbench.analysis.figures import robustness_figure, to_png
+        from rollbench.record.files import write_outputs
 
-        figure.write_bytes(to_png(robustness_figure(study)))
+        try:  # checked again at the write: a link, FIFO or hard link put there since is refused, never written through
+            write_outputs([(figure, to_png(robustness_figure(study)), "--figure")])
+        except ConfigError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(f"cannot write --figure {figure}: {exc.strerror or exc}")
     out = _out()
     if as_json:
         print_json(out, json.dumps(study))

@@ -16,12 +16,14 @@ differs from what is on disk" list of a refused resume. And the two pieces every
 uses: :func:`quoted`, a value quoted with one length rule (:data:`QUOTED_CHARS`), and :func:`error_location`, where
 in a document a pydantic validation error points (``plan.episodes.3.seed``). And :func:`printable`, the one function
 that makes text from outside (a recorded error, a server's reply, a peer's listing) safe to show on a terminal. And the Jinja2 environment the HTML
-pages render these with: :func:`template_environment`.
+pages render these with: :func:`template_environment`. And :func:`csv_cell`, the one rule for a cell of a CSV file
+(numbers as numbers, text that a spreadsheet would evaluate as a formula prefixed with ``'``).
 """
 
 from __future__ import annotations
 
 import difflib
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,6 +66,22 @@ def points_interval(lo: float | None, hi: float | None) -> str:
 def number(x: float | None, digits: int = 1) -> str:
     """A plain number with ``digits`` decimals (a mean length, a delay in ms); None -> :data:`MISSING`."""
     return MISSING if x is None else f"{x:.{digits}f}"
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may evaluate at the start of a cell (OWASP)
+
+
+def csv_cell(value: object) -> object:
+    """One cell of every CSV rollbench writes (``summarize --csv``, the dashboard's ``/api/labels.csv``), for
+    :func:`csv.writer`: None is empty; a number (``int``, ``float``, numpy's; ``-0.5`` stays ``-0.5``) is written as
+    the number; anything else is text, and text starting with one of :data:`FORMULA_START` gets a leading ``'`` so a
+    spreadsheet shows it as text instead of evaluating it (``=HYPERLINK(...)`` -> ``'=HYPERLINK(...)``)."""
+    if value is None:
+        return ""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return value
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def differences(there: Mapping[str, Any], here: Mapping[str, Any]) -> str:

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from rollbench.core.format import csv_cell
 from rollbench.core.grade_model import GradedEpisode, PooledBlock
 from rollbench.core.identity import RunIdentity
 from rollbench.dashboard.catalog import RunRecord
@@ -26,7 +27,6 @@ from rollbench.dashboard.labels import LabelFile
 from rollbench.dashboard.rubrics import Rubric
 
 CSV_COLUMNS = ("key", "label", "note", "annotator", "labeled_at", "task", "instruction", "policy", "model", "status")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def episode_status(ep: Mapping[str, Any] | GradedEpisode) -> str:
@@ -232,18 +232,12 @@ def label_totals(labels: LabelFile) -> dict[str, Any]:
     }
 
 
-def _cell(value: Any) -> str:
-    """A CSV cell: ``None`` is empty; text starting with ``= + - @`` (or tab/CR) gets a leading ``'`` so a
-    spreadsheet shows it as text instead of evaluating it (OWASP "CSV Injection")."""
-    text = "" if value is None else str(value)
-    return "'" + text if text.startswith(_FORMULA_START) else text
-
-
 def labels_csv(labels: LabelFile) -> str:
-    """``/api/labels.csv``: a header then one row per labelled episode (:data:`CSV_COLUMNS`), RFC 4180 quoting."""
+    """``/api/labels.csv``: a header then one row per labelled episode (:data:`CSV_COLUMNS`), RFC 4180 quoting,
+    each cell by :func:`~rollbench.core.format.csv_cell` (formula-like text prefixed with ``'``)."""
     buf = io.StringIO()
     writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
     for key, entry in labels.labeled().items():
-        writer.writerow([_cell(key)] + [_cell(entry.get(c)) for c in CSV_COLUMNS[1:]])
+        writer.writerow([csv_cell(key)] + [csv_cell(entry.get(c)) for c in CSV_COLUMNS[1:]])
     return buf.getvalue()

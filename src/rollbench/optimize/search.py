@@ -45,7 +45,7 @@ from rollbench.optimize.compare import paired, paired_interval, successes_by_tri
 from rollbench.optimize.config import SearchConfig, is_better
 from rollbench.optimize.proposers import Context, proposal
 from rollbench.optimize.state import check_names, holdout_dir, read_state, round_dir
-from rollbench.record.files import atomic_write_json
+from rollbench.record.files import atomic_write_json, check_output_file
 
 STATE = "optimize.json"
 INCUMBENT = "incumbent"
@@ -98,6 +98,7 @@ class Search:
         task = tasks[0]
         check_output_path(self.out, "--out", directory=True)
         path = self.out / STATE
+        check_output_file(path, "--out")  # the search state: never a link, FIFO or hard-linked file
         if path.exists() or path.is_symlink():
             state = read_state(read_json(path, "search state"), path)
             if state["config_identity"] != self.cfg.identity() or state["config"] != self.cfg.model_dump(mode="json"):

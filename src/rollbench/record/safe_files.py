@@ -241,12 +241,18 @@ def refuse_shared_file(out: Path, option: str = "--out") -> None:
     if stat.S_ISDIR(st.st_mode):
         return
     if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"{option} {out} exists and is not a regular file; choose another path")
+        raise ConfigError(f"{option} {out} exists and is not a regular file ({_kind(st.st_mode)}); choose another path")
     if st.st_nlink > 1:
         raise ConfigError(
             f"{option} {out} has {st.st_nlink} hard links; rollbench writes only to a file with no other names "
             "(give a new path)"
         )
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    return next((word for test, word in kinds if test(mode)), "a device")
 
 
 def open_append_private(path: Path, option: str) -> TextIO:

@@ -44,7 +44,7 @@ from rollbench.core.runlog_model import RunLog, SequentialRecord, max_pairs
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 from rollbench.grading.sequential import SequentialDesign, family_alphas
-from rollbench.record.files import atomic_write_json
+from rollbench.record.files import atomic_write_json, check_output_file
 from rollbench.record.runlog import read_run_log
 from rollbench.record.safe_files import refuse_inside_run
 from rollbench.run.observer import EpisodeSummary, RunObserver
@@ -263,6 +263,7 @@ def _checked(
     parameters = _parameters(tasks, spec_a, spec_b, {**settings, "budget": rule.budget, "look_every": look_every})
     refuse_inside_run(out)  # issue 42, item 8; first: a path inside a run is named as such, whatever it is
     check_output_path(out, "--out", directory=True)
+    check_output_file(out / LOG_NAME, "--out")  # the decision log: never a link, FIFO or hard-linked file
     _check_resume(out, parameters)
     for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
         check_spec(spec, host_label, robot)

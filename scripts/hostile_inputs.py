@@ -61,6 +61,8 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   changed fps, ``eval --resume`` of a damaged meta/info.json.
 * hostile round 13's trust class (``scripts/hostile_round13_trust.py``): a handed-over run.json setting a policy
   deadline over the default or a policy option that waits (``eval --resume``/``--spec``): refused by name.
+* hostile round 13's wire classes (``scripts/hostile_round13_wire.py``): an env host interpreter's version probe
+  printing junk, a hello frame header too deep, with a 5000-digit integer or a key twice: refused, exit 2.
 * hostile round 13's release classes (``scripts/hostile_round13_release.py``): a dictionary attack on a released
   run's digests (MANIFEST.json, ``spec_identity``) for a planted short value; an e-mail address, home path or long
   host name in a video's bytes (refused).
@@ -105,6 +107,7 @@ import hostile_round13_readers  # hostile round 13's reader classes, beside this
 import hostile_round13_release  # hostile round 13's release classes, beside this script
 import hostile_round13_transcripts  # hostile round 13's JSON-reading classes, beside this script
 import hostile_round13_trust  # hostile round 13's handed-over deadlines and waits, beside this script
+import hostile_round13_wire  # hostile round 13's wire classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -533,6 +536,7 @@ def main() -> int:
         hostile_round13_trust.run_all(r, a.n)
         hostile_round13_release.run_all(r, a.n)
         hostile_round13_transcripts.run_all(r, a.n)
+        hostile_round13_wire.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

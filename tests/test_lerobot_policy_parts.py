@@ -74,7 +74,7 @@ def frame_with(header: dict, payload: bytes = b"") -> bytes:
         (b"RBLR" + struct.pack(">I", 2) + b"[]", "not a JSON object"),
         (
             b"RBLR" + struct.pack(">I", 10_000) + b"[" * 5_000 + b"]" * 5_000,  # within a pipe's 64 KiB buffer
-            r"^frame header is not JSON \(it is nested too deeply\)$",
+            r"^frame header nests maps and lists more than 32 deep$",
         ),
     ],
 )

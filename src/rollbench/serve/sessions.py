@@ -40,7 +40,7 @@ from rollbench.serve.limits import (
     SessionRefused,
     parse_injection,
 )
-from rollbench.wire.act_request import check_for_task
+from rollbench.wire.act_request import check_for_task, check_instruction
 from rollbench.wire.decode import ProtocolError
 from rollbench.wire.obs_map import check_overrides, jsonable, resolve_obs_map
 
@@ -84,12 +84,14 @@ class Session:
                 f"a reset needs a task name of at most {MAX_TASK_NAME} characters and a seed in [0, 2**63)"
             )
         instruction = request.get("instruction")
+        if instruction is not None and not isinstance(instruction, str):
+            raise ProtocolError(f'a reset\'s "instruction" must be a string, got {type(instruction).__name__}')
         self.host.log(
             session=self.key,
             kind="reset",
             task=name,
             seed=seed,
-            instruction=instruction if isinstance(instruction, str) else None,
+            instruction=None if instruction is None else check_instruction(instruction),
         )
         task = remote_task(name)  # an installed family's named task: a peer can never name a module to import
         with self.lock:

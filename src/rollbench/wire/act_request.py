@@ -76,6 +76,17 @@ def _exact_in_float32(values: np.ndarray) -> np.ndarray:
     return (magnitude == 0) | (magnitude // np.maximum(lowest, np.uint64(1)) < np.uint64(2**24))
 
 
+def check_instruction(instruction: str) -> str:
+    """``instruction`` if it has at most an eval's :data:`~rollbench.core.spec.MAX_INSTRUCTION_CHARS` characters,
+    else ProtocolError: the one bound on every instruction the server takes (an act's, a reset's), each of which is
+    logged (hostile round 10 F7, round 13 F7)."""
+    if len(instruction) > MAX_INSTRUCTION_CHARS:
+        raise ProtocolError(
+            f"the instruction is {len(instruction):,} characters; at most {MAX_INSTRUCTION_CHARS:,} are taken"
+        )
+    return instruction
+
+
 def check_for_task(obs: Observation, task: TaskInfo, m: Any, instruction: str = "") -> Observation:
     """``obs`` if it is what ``task`` declares: a state of ``task.state_dim`` values (unless obs map ``m`` says the
     client sends the simulator's raw observation, whose size the task does not declare) and images of known
@@ -83,10 +94,7 @@ def check_for_task(obs: Observation, task: TaskInfo, m: Any, instruction: str = 
     :data:`~rollbench.core.spec.MAX_INSTRUCTION_CHARS` characters (each is logged: hostile round 10, F7); else
     ProtocolError naming the difference (a 3-value state for ``scripted/reach``, which has 4, is refused, not
     answered)."""
-    if len(instruction) > MAX_INSTRUCTION_CHARS:
-        raise ProtocolError(
-            f"the instruction is {len(instruction):,} characters; at most {MAX_INSTRUCTION_CHARS:,} are taken"
-        )
+    check_instruction(instruction)
     if getattr(m, "state_source", "state") != "raw" and obs.state.shape != (task.state_dim,):
         raise ProtocolError(f"the state of {task.name} has {task.state_dim} values, got shape {list(obs.state.shape)}")
     for cam, img in obs.images.items():

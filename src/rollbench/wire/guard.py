@@ -253,10 +253,21 @@ def not_json_media(value: str | None) -> str | None:
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
 
+def lower_case_names(scope: dict[str, Any]) -> dict[str, Any]:
+    """``scope`` with its ``Host`` and ``Origin`` values in lower case: scheme and host names are case-insensitive
+    (RFC 9110 4.2.3, RFC 3986 3.1/3.2.2), and a check behind the guard that compares them as exact strings (the MCP
+    SDK's ``TransportSecuritySettings``) then agrees with the guard, which has already accepted them (hostile
+    round 13 F13: ``Host: LOCALHOST:PORT`` got the SDK's 421)."""
+    names = (b"host", b"origin")
+    headers = [(k, v.lower() if k.lower() in names else v) for k, v in scope.get("headers") or []]
+    return {**scope, "headers": headers}
+
+
 def asgi_guard(app: ASGIApp, guard: Guard) -> ASGIApp:
     """ASGI middleware applying ``guard`` to every HTTP request and websocket handshake of ``app``; a refusal is
     ``{"error": message}`` with its status (401 adds ``WWW-Authenticate: Bearer``), a refused websocket is closed
-    before it is accepted (the server answers 403)."""
+    before it is accepted (the server answers 403). ``app`` sees an accepted request's ``Host`` and ``Origin`` in
+    lower case (:func:`lower_case_names`)."""
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -266,7 +277,7 @@ def asgi_guard(app: ASGIApp, guard: Guard) -> ASGIApp:
         websocket = scope["type"] == "websocket"
         refused = guard.check(scope.get("method", "GET"), headers, websocket=websocket)
         if refused is None:
-            await app(scope, receive, send)
+            await app(lower_case_names(scope), receive, send)
         elif websocket:
             await send({"type": "websocket.close", "code": 1008})
         else:

@@ -47,12 +47,12 @@ from typing import Any
 
 import numpy as np
 
-from rollbench.core.bounds import image_side_ok
+from rollbench.core.bounds import MAX_CHUNK_SIZE, MAX_REPLAN_EVERY, image_side_ok
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, TaskInfo
 from rollbench.core.family import ServedLayout
 from rollbench.core.jsonfile import parse_json, read_text
 from rollbench.core.records import JsonRecord
-from rollbench.wire.decode import described
+from rollbench.wire.decode import ProtocolError, described
 
 STATE_SOURCES = ("state", "raw")
 OVERRIDE_KEYS = ("images", "state_key", "prompt_key", "state_source", "image_size")
@@ -223,24 +223,56 @@ def jsonable(value: Any) -> Any:
     return repr(value)
 
 
+ADVERTISED_BOUNDS = {
+    "chunk_size": MAX_CHUNK_SIZE,
+    "action_horizon": MAX_CHUNK_SIZE,
+    "replan_every": MAX_REPLAN_EVERY,
+    "replan_steps": MAX_REPLAN_EVERY,
+}
+"""The integer fields of a server's metadata a client reads, each with its upper bound (:mod:`rollbench.core.bounds`:
+the same as a plug-in's PolicyInfo)."""
+
+
 def advertised(metadata: Mapping[str, Any]) -> tuple[int, int | None]:
     """``(chunk_size, replan_every)`` a server advertises in its metadata.
 
     ``replan_every`` (rollbench) or ``replan_steps`` (the name in openpi's LIBERO client) is how many actions of
     each chunk to execute; ``action_horizon`` or ``chunk_size`` is only how long the chunks are. The two are kept
     apart on purpose: executing the whole chunk because a server said how long its chunks are would silently
-    change the executed chunk length, which moves published LIBERO numbers by many points.
+    change the executed chunk length, which moves published LIBERO numbers by many points. Each of these fields
+    present and not null must be an integer from 1 to its bound in :data:`ADVERTISED_BOUNDS`, else ProtocolError
+    naming it (hostile round 13 F11: a server's nonsense is refused, not ignored).
     """
     return _pos_int(metadata, "chunk_size", "action_horizon") or 1, _pos_int(metadata, "replan_every", "replan_steps")
 
 
 def _pos_int(metadata: Mapping[str, Any], *keys: str) -> int | None:
-    """The first of ``keys`` whose value is an integer >= 1 (not a bool), else None."""
+    """The first of ``keys`` with a value (an integer from 1 to its bound in :data:`ADVERTISED_BOUNDS`, not a
+    bool), else None; ProtocolError for a present value that is not such an integer."""
+    found = None
     for k in keys:
         v = metadata.get(k)
-        if isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1:
-            return int(v)
-    return None
+        if v is None:
+            continue
+        whole = isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+        if not (whole and 1 <= v <= ADVERTISED_BOUNDS[k]):
+            raise ProtocolError(f"{k} is {_shown(v)}; {k} must be an integer from 1 to {ADVERTISED_BOUNDS[k]:,}")
+        found = int(v) if found is None else found
+    return found
+
+
+def _shown(value: Any) -> str:
+    """A server's metadata value as an error names it: a bool or a short integer itself, any other value by its type
+    and size (:func:`~rollbench.wire.decode.described`: never a server's text, which may echo a token)."""
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value)).lower()
+    if isinstance(value, int | np.integer) and abs(int(value)) < 10**12:
+        return str(int(value))
+    if isinstance(value, int | np.integer):
+        return f"an integer of {len(str(abs(int(value))))} digits"
+    if isinstance(value, float | np.floating):
+        return repr(float(value))
+    return described(value)
 
 
 def advertised_chunk_size(metadata: Mapping[str, Any]) -> bool:

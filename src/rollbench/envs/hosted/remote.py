@@ -25,7 +25,6 @@ building a task's env, and for every other call the env deadline shared with in-
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import subprocess
 import threading
@@ -38,6 +37,7 @@ import numpy as np
 
 from rollbench.core.contracts import ConfigError, EpisodeError
 from rollbench.core.env_timeout import env_timeout_s
+from rollbench.wire.decode import ProtocolError, described, loads_json
 from rollbench.wire.pipe.child import ChildFailed, ChildProcess
 
 HOST_SCRIPT = Path(__file__).with_name("far") / "host.py"
@@ -68,9 +68,16 @@ def venv_python(venv: str, python_env: str) -> Path | None:
     return candidate if candidate is not None and candidate.is_file() else None
 
 
+MAX_VERSION_CHARS = 200  # one distribution's version string (PEP 440 versions are a few dozen characters)
+MAX_PROBE_BYTES = 64 * 1024  # the version probe's whole output
+
+
 @cache
 def venv_versions(python: str, dists: tuple[str, ...]) -> dict[str, str | None]:
-    """Installed versions of ``dists`` in another interpreter (``importlib.metadata``, no package imported)."""
+    """Installed versions of ``dists`` in another interpreter (``importlib.metadata``, no package imported): each
+    a string of at most :data:`MAX_VERSION_CHARS` characters, or None (not installed). All None when the probe
+    cannot run or exits non-zero; ConfigError (one line naming ``python``) when it prints anything but one strict
+    JSON object mapping exactly ``dists`` to such values (hostile round 13 F16: its output is another program's)."""
     code = (
         "import importlib.metadata as m, json, sys\n"
         "def v(d):\n"
@@ -79,11 +86,36 @@ def venv_versions(python: str, dists: tuple[str, ...]) -> dict[str, str | None]:
         "print(json.dumps({d: v(d) for d in sys.argv[1:]}))"
     )
     try:
-        out = subprocess.run([python, "-c", code, *dists], capture_output=True, text=True, timeout=60, check=True)
-        found = json.loads(out.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
+        out = subprocess.run([python, "-c", code, *dists], capture_output=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
         return dict.fromkeys(dists)
-    return {d: found.get(d) for d in dists}
+    found = _probe_reading(out.stdout, dists)
+    if isinstance(found, str):
+        raise ConfigError(
+            f"the env host interpreter {python}: its version probe printed {found}; expected one JSON object mapping "
+            f"{', '.join(dists)} to a version string (at most {MAX_VERSION_CHARS} characters) or null"
+        )
+    return found
+
+
+def _probe_reading(stdout: bytes, dists: tuple[str, ...]) -> dict[str, str | None] | str:
+    """A version probe's output as ``{dist: version or None}``, or what is wrong with it (a few words, never its
+    text)."""
+    if len(stdout) > MAX_PROBE_BYTES:
+        return f"{len(stdout):,} bytes (at most {MAX_PROBE_BYTES:,} are read)"
+    try:
+        found = loads_json(stdout)
+    except ProtocolError as exc:
+        return f"output that is not strict JSON ({exc})"
+    if not isinstance(found, dict):
+        return described(found)
+    if set(found) != set(dists):
+        return f"{described(found)} whose keys are not the distributions asked for"
+    for d in dists:
+        v = found[d]
+        if not (v is None or (isinstance(v, str) and 0 < len(v) <= MAX_VERSION_CHARS)):
+            return f"{described(v)} as the version of {d}"
+    return {d: found[d] for d in dists}
 
 
 class EnvHost:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rollbench.core.contracts import ConfigError, EpisodeError, Observation, PolicyInfo, TaskInfo
 from rollbench.core.registry import served_layout
 from rollbench.core.secret_echo import SecretEcho, scrubbed
-from rollbench.wire.decode import described, status_error, unquoted_reply
+from rollbench.wire.decode import ProtocolError, described, status_error, unquoted_reply
 from rollbench.wire.guard import TOKEN_ENV
 from rollbench.wire.obs_map import (
     ObsMap,
@@ -123,7 +123,10 @@ class RemotePolicy:
         self._map = ObsMap()
         self.metadata = self._open()
         recorded = bounded_metadata(url, self.metadata)
-        chunk, replan = advertised(self.metadata)
+        try:
+            chunk, replan = advertised(self.metadata)
+        except ProtocolError as exc:  # a server advertising nonsense is refused at connection (hostile13 F11)
+            raise ConfigError(f"the policy server {url} advertises metadata whose {exc}") from None
         self.info = PolicyInfo(
             name=url,
             chunk_size=chunk,

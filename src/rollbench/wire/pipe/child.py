@@ -128,7 +128,11 @@ class ChildProcess:
             failed = ChildFailed(f"{name} refused to start: {self.refusal}")
             failed.refusal = self.refusal
             raise failed
-        self.info: dict[str, Any] = msg.get("info", {})
+        info = msg.get("info", {})
+        if not isinstance(info, dict):
+            self.stop()
+            raise ChildFailed(f"{name} did not start (its hello's info is not a JSON object)")
+        self.info: dict[str, Any] = info
 
     def tail(self, n: int = 2000) -> str:
         """The last ``n`` characters of the child's output (for error messages); a stopped child's output is read

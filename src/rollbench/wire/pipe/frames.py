@@ -13,7 +13,8 @@ One frame, all integers big-endian::
 The header holds the message (``"op"`` and its fields) and ``"arrays": [[name, dtype, shape], ...]``; each array's
 bytes follow in that order, C-contiguous, exactly ``dtype.itemsize * prod(shape)`` of them. Decoding checks
 everything before building an array: the magic, a header of at most :data:`MAX_HEADER` bytes that parses as a JSON
-object without NaN/Infinity literals, dtypes from :data:`DTYPES` only (never an object or structured dtype), at
+object without NaN/Infinity literals, nested at most :data:`MAX_DEPTH` deep, each key once per object and no integer
+longer than Python converts (4300 digits; the same rules as ``rollbench.wire.decode.loads_json``), dtypes from :data:`DTYPES` only (never an object or structured dtype), at
 most :data:`MAX_NDIM` dimensions of at most ``2**24`` each, and at most :data:`MAX_FRAME` array bytes in total.
 A violation raises :class:`FrameError`.
 """
@@ -37,6 +38,7 @@ MAX_HEADER = 1 << 20  # 1 MiB of JSON: names, task strings, provenance
 MAX_FRAME = 256 << 20  # 256 MiB of arrays: B=64 slots x 3 cameras x 480x640x3 uint8 is ~177 MiB
 MAX_NDIM = 8
 MAX_DIM = 1 << 24
+MAX_DEPTH = 32  # maps and lists in a header (rollbench.wire.decode.MAX_DEPTH): real headers nest a few deep
 DTYPES = frozenset({"|b1", "|u1", "|i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f2", "<f4", "<f8"})
 
 
@@ -70,6 +72,47 @@ def encode(message: dict[str, Any], arrays: dict[str, np.ndarray] | None = None)
 
 def _no_constant(name: str) -> Any:
     raise FrameError(f"JSON constant {name} is not allowed in a frame header")
+
+
+def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise FrameError("frame header has a key twice in one object")
+    return out
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests maps and lists more than :data:`MAX_DEPTH` deep (iterative: never recurses)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):  # a tuple: a far side may run Python < 3.10
+            if depth > MAX_DEPTH:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def parse_header(data: bytes) -> dict[str, Any]:
+    """A frame header's bytes -> its JSON object; FrameError in plain words (never the peer's text) for anything
+    else (see the module docstring)."""
+    try:
+        message = json.loads(data, parse_constant=_no_constant, object_pairs_hook=_one_value_per_key)
+    except FrameError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise FrameError(f"frame header is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except UnicodeDecodeError:  # its text quotes the bytes
+        raise FrameError("frame header is not UTF-8") from None
+    except RecursionError:
+        raise FrameError(f"frame header nests maps and lists more than {MAX_DEPTH} deep") from None
+    except ValueError:  # an integer of more digits than int() converts; its text is Python's, not the peer's
+        raise FrameError("frame header holds an integer too long to convert (over 4300 digits)") from None
+    if not isinstance(message, dict):
+        raise FrameError("frame header is not a JSON object")
+    if _too_deep(message):
+        raise FrameError(f"frame header nests maps and lists more than {MAX_DEPTH} deep")
+    return message
 
 
 def _array_sizes(table: Any) -> list[tuple[str, np.dtype, tuple[int, ...], int]]:
@@ -126,16 +169,7 @@ class FrameReader:
         (size,) = struct.unpack(">I", head[4:])
         if size > MAX_HEADER:
             raise FrameError(f"frame header of {size} bytes exceeds {MAX_HEADER}")
-        try:
-            message = json.loads(self._exactly(size, deadline), parse_constant=_no_constant)
-        except json.JSONDecodeError as exc:
-            raise FrameError(f"frame header is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-        except UnicodeDecodeError:  # its text quotes the bytes
-            raise FrameError("frame header is not UTF-8") from None
-        except RecursionError:  # this file may not import rollbench's loads_strict (see the module docstring)
-            raise FrameError("frame header is not JSON (it is nested too deeply)") from None
-        if not isinstance(message, dict):
-            raise FrameError("frame header is not a JSON object")
+        message = parse_header(self._exactly(size, deadline))
         arrays = {}
         for name, dtype, shape, nbytes in _array_sizes(message.pop("arrays", [])):
             buf = self._exactly(nbytes, deadline) if nbytes else b""

@@ -210,7 +210,10 @@ def test_staged_episode_damaged_by_a_power_loss_is_removed_on_reopen_and_runs_ag
     capsys.readouterr()
     again = evaluate(**run, out=out)  # type: ignore[arg-type]
     err = capsys.readouterr().err
-    assert "staged episode 4 is damaged (episode.json: JSONDecodeError" in err and "it will run again" in err
+    assert (
+        "staged episode 4 is damaged (episode.json is not readable JSON: Expecting value at line 1 column 1)" in err
+        and "it will run again" in err
+    )
     assert "staged episode 5" not in err
     assert again["status"] == "OK" and again["violations"] == []
     assert again["episodes"] == ref["episodes"]

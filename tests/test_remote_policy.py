@@ -312,13 +312,20 @@ def test_unknown_client_options_are_refused_before_connecting() -> None:
         make_policy(url_of("ws", free_port()), {"timeout": 3})
 
 
-def test_a_chunk_length_counts_as_advertised_only_when_it_is_a_positive_integer() -> None:
-    """An invalid ``chunk_size`` (0, negative, a bool) is not a declared chunk length: the client keeps the default
-    of 1 and does not check --replan-every against it."""
+def test_an_advertised_chunk_length_that_is_not_a_positive_integer_is_refused_by_name() -> None:
+    """An invalid ``chunk_size`` (0, negative, a bool, a float, a string) is refused, naming the field (hostile round
+    13 F11: it used to be ignored silently); an absent or null one leaves the default of 1, not declared."""
+    from rollbench.wire.decode import ProtocolError
     from rollbench.wire.obs_map import advertised, advertised_chunk_size
 
-    for bad in (0, -3, True, 2.0, "4"):
-        assert advertised({"chunk_size": bad}) == (1, None)
-        assert advertised_chunk_size({"chunk_size": bad}) is False
+    for bad, shown in ((0, "0"), (-3, "-3"), (True, "true"), (2.0, "2.0")):
+        with pytest.raises(
+            ProtocolError, match=rf"^chunk_size is {shown}; chunk_size must be an integer from 1 to 1,000$"
+        ):
+            advertised({"chunk_size": bad})
+    with pytest.raises(ProtocolError, match=r"^chunk_size is a string of 1 character; chunk_size must be an integer"):
+        advertised({"chunk_size": "4"})
+    assert advertised({"chunk_size": None}) == (1, None) and advertised({}) == (1, None)
+    assert advertised_chunk_size({}) is False
     assert advertised({"action_horizon": 10, "replan_steps": 5}) == (10, 5)
     assert advertised_chunk_size({"action_horizon": 10}) is True

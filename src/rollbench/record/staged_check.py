@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rollbench.core.jsonfile import JsonRefused
 from rollbench.core.plan import PlannedEpisode
 from rollbench.record.episode_row import EpisodeRow, EpisodeRowError
 from rollbench.record.lerobot import DELAY_COLUMNS, padding_frame
@@ -140,6 +141,8 @@ def staged_damage(
     ``shape``, ``planned`` (or an index) only what can be checked without them is."""
     try:
         row = read_regular_json(staged / "episode.json")
+    except JsonRefused as exc:  # its message says why in plain words
+        return f"episode.json is not readable JSON: {exc}"
     except (OSError, ValueError, TypeError, RecursionError) as exc:
         return f"episode.json: {type(exc).__name__}: {exc}"
     parsed, length = _row_damage(row, episode_index, shape)

@@ -18,6 +18,7 @@ from cli_in_process import invoke
 from rollbench.api import evaluate, grade
 from rollbench.core.contracts import ConfigError
 from rollbench.release.copy import build_release
+from rollbench.release.rules import Scanner
 from rollbench.release.sources import MAX_FILE_BYTES
 
 SECRET = "sk-proj-Zq8xW3vB7nM2kL5pR9tY1uI4oP6aS0dF"  # an OpenAI-form key
@@ -207,3 +208,52 @@ def test_a_copied_run_left_running_is_refused_unless_violations_are_allowed(run:
     assert not (tmp_path / "rel").exists()
     build_release([run], tmp_path / "rel2", date=DATE, allow_violations=True)
     assert (tmp_path / "rel2/run/run.json").is_file()
+
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+# hostile round 14 (F3, F4): each string as a fresh scanner releases it, written by hand
+RELEASED_AS = [
+    ("files in /home/jürgen/secret", "files in <REDACTED:private_path:1>/secret"),
+    ("see /Users/José.Núñez/x", "see <REDACTED:private_path:1>/x"),
+    (r"C:\Users\Zoë\Desktop", r"<REDACTED:private_path:1>\Desktop"),
+    ("mail jürgen.müller@firma-geheim.de now", "mail <REDACTED:email:1> now"),
+    ("or dörte@例え.jp", "or <REDACTED:email:1>"),
+    ("„jürgen@firma.de“, user@пример.рф.", "„<REDACTED:email:1>“, <REDACTED:email:2>."),
+    ("push with glpat-abcdefghij1234567890", "push with <REDACTED:api_key:1>"),
+    (
+        "deploy gldt-AbCdEfGhIjKlMnOpQrSt12 runner glrt-t1_AbCdEfGhIjKlMnOpQrStU",
+        "deploy <REDACTED:api_key:1> runner <REDACTED:api_key:2>",
+    ),
+    ("trigger glptt-0123456789abcdefABCDEF01 ok", "trigger <REDACTED:api_key:1> ok"),
+    (f"token {JWT} end", "token <REDACTED:token:1> end"),
+    ("unsigned eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0. end", "unsigned <REDACTED:token:1> end"),
+    # ordinary text stays as it is: words of any script, "eyJ" inside words, an address-like word with no domain
+    ("Öffne die Schublade, greife den Würfel (Größe 5 cm) – „schnell“!", None),
+    ("把红色的方块放进盒子里。", None),
+    ("HeyJude, monkeyJump and theyJoined; eyJx.eyJy. is too short", None),
+    ("Zoë@home put the cube in /homework/ and /Usersguide", None),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), RELEASED_AS)
+def test_non_ascii_names_addresses_gitlab_tokens_and_whole_jwts_are_redacted(text: str, expected: str | None) -> None:
+    assert Scanner(set(), set(), environ={}).redact(text)[0] == (text if expected is None else expected)
+
+
+def test_a_non_ascii_name_or_a_gitlab_token_in_the_instruction_leaves_no_part_in_the_release(tmp_path: Path) -> None:
+    instruction = (
+        "files in /home/jürgen/secret and /Users/José.Núñez/x, mail jürgen.müller@firma-geheim.de or dörte@例え.jp; "
+        f"push with glpat-abcdefghij1234567890 and {JWT}"
+    )
+    evaluate(
+        out=tmp_path / "run", env="scripted/reach", policy="zero", episodes=2, max_steps=3, instruction=instruction
+    )
+    build_release([tmp_path / "run"], tmp_path / "rel", date=DATE)
+    assert json.loads((tmp_path / "rel/run/run.json").read_text())["spec"]["instruction"] == (
+        "files in <REDACTED:private_path:1>/secret and <REDACTED:private_path:2>/x, mail <REDACTED:email:1> or "
+        "<REDACTED:email:2>; push with <REDACTED:api_key:1> and <REDACTED:token:1>"
+    )
+    pieces = ["ürgen", "Núñez", "müller", "dörte", "例え", "glpat-", "abcdefghij1234567890", JWT[:8], JWT[-12:]]
+    assert leaked(tmp_path / "rel", *pieces) == []
+    tables = sorted((tmp_path / "rel").rglob("*.parquet"))
+    assert tables and [p.name for p in tables if any(w in str(pq.read_table(p).to_pylist()) for w in pieces)] == []

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from rollbench.core import secret_echo, urlcreds
-from rollbench.release import credentials, rules
+from rollbench.release import credentials, patterns, rules
 from rollbench.release.rules import Scanner
 
 ALPHABET = frozenset(chr(i) for i in range(256)) | {"é", "\u200b", "Ω"}
@@ -212,7 +212,7 @@ def _patterns() -> dict[str, re.Pattern[str]]:
 
 # patterns whose linearity rests on what the structural rule does not model, each checked below instead:
 TEMPERED = {
-    # a PEM body never holds "-----" (rules.PEM_BODY): no attempt starts inside another's body
+    # a PEM body never holds "-----" (patterns.PEM_BODY): no attempt starts inside another's body
     "private_key": "test_pem_body_cannot_span_another_header",
     # [A-Z]+(?![a-z]): giving back one capital always passes the lookahead (a capital follows), so no attempt fails
     "_WORDS": "test_key_words_never_fail_after_a_run_of_capitals",
@@ -227,7 +227,7 @@ def test_every_release_pattern_has_linear_structure(name: str) -> None:
 
 
 def test_pem_body_cannot_span_another_header() -> None:
-    body = re.compile(rules.PEM_BODY)
+    body = re.compile(patterns.PEM_BODY)
     assert body.fullmatch("MIIEv\nQIBADANB-gkq/hkiG9w0=\nProc-Type: 4,ENCRYPTED\n")
     for text in ("-----BEGIN ", "abc-----BEGIN RSA PRIVATE KEY-----", "x-----", "-----"):
         assert body.fullmatch(text) is None

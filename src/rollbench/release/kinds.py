@@ -32,7 +32,7 @@ VIDEO_PATH = re.compile(r"[^/]+/videos/[^/]+/chunk-[0-9]{3}/file-[0-9]{3}\.mp4")
 BYTE_RULES = frozenset(
     {
         "private_key", "anthropic_key", "openai_key", "aws_access_key", "github_token", "huggingface_token",
-        "slack_token", "google_api_key",
+        "slack_token", "google_api_key", "gitlab_token", "jwt",
     }
 )  # fmt: skip
 # text in a video's bytes: runs of printable ASCII at least this long (random bytes hold one of 16 about once in

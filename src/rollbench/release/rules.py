@@ -5,7 +5,9 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
 * provider keys (category ``api_key``): ``openai_key`` ``sk-`` / ``sk-proj-`` + 20 or more key characters,
   ``anthropic_key`` ``sk-ant-...``, ``aws_access_key`` ``AKIA``/``ASIA`` + 16, ``github_token`` ``ghp_`` (``gho_``,
   ``ghu_``, ``ghs_``, ``ghr_``) + 36, ``github_pat_...``, ``huggingface_token`` ``hf_`` + 30, ``slack_token``
-  ``xoxa-``/``xoxb-``/``xoxp-``/..., ``google_api_key`` ``AIza`` + 35 (the public formats these providers document);
+  ``xoxa-``/``xoxb-``/``xoxp-``/..., ``google_api_key`` ``AIza`` + 35, ``gitlab_token`` ``glpat-`` (``gldt-``,
+  ``glrt-``, ``glptt-``, ``glcbt-``, ``glft-``, ``gloas-``, ...; ``GR1348941``) + 20 (the public formats these
+  providers document); ``jwt`` (category ``token``): a whole JSON Web Token ``eyJ….eyJ….SIGNATURE``;
 * ``private_key`` (category ``private_key``): a PEM ``-----BEGIN ... PRIVATE KEY-----`` block;
 * ``bearer_token`` (category ``token``): the token after ``Bearer``;
 * ``secret_field`` (category ``credential``): the whole string value of a field under a secret-named key or a
@@ -39,9 +41,9 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   ``&token=``, ``?sig=``...); ``url_path_credential`` and ``url_fragment``: a secret in a URL's path
   (``/token/VALUE``, ``/api_key=VALUE``) and its whole fragment (:mod:`rollbench.release.credentials`); for runs
   recorded before such policy URLs were refused;
-* ``email`` (category ``email``);
+* ``email`` (category ``email``), internationalised too (RFC 6531: letters of any script, :data:`INTL`);
 * ``home_path`` (category ``private_path``): ``/home/USER``, ``/Users/USER``, ``/root``, ``C:\\Users\\USER`` (the
-  rest of the path is kept);
+  rest of the path is kept; ``USER`` in any script: ``/home/jürgen``);
 * ``host_name`` / ``user_name`` (categories ``host_name``, ``user_name``): the literal names given to
   :class:`Scanner` (the recording machines' host names from run.json provenance and identity, this machine's host
   name and OS user, user names seen in home paths), matched as whole words (a hyphen or a dot ends a word,
@@ -73,24 +75,10 @@ from typing import Any
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.secret_echo import SecretEcho
-from rollbench.core.urlcreds import SECRET_PARAMS
 from rollbench.release import credentials as cred
+from rollbench.release.patterns import BUILTIN
 from rollbench.release.user_rules import linear_pattern, rule_entries
 
-KEY_CHARS = r"[A-Za-z0-9_\-]"
-# Linear work (hostile8 F4): a rule's match may start only where no other match attempt's run could already be
-# scanning (a negative lookbehind of the run's characters, or a literal prefix the run cannot hold), quantifiers
-# never backtrack into one another (possessive ``++`` / ``*+`` where giving back cannot help), so a string of n
-# characters costs each rule O(n) steps; tests/test_release_linear.py checks every pattern's structure
-EMAIL_START = r"(?<![A-Za-z0-9._%+\-])"  # an address starts where a run of its characters starts, never inside one
-PEM_BODY = r"(?:[^-]++|-(?!----))*+"  # a PEM body never holds "-----": it cannot span another block's header
-EMAIL = rf"{EMAIL_START}[A-Za-z0-9._%+\-]++@[A-Za-z0-9\-]++(?:\.[A-Za-z0-9\-]++)*\.[A-Za-z]{{2,}}+\b"
-HOME_PATH = r"(?:/home|/Users)/[A-Za-z0-9._\-]++|/root\b|[A-Za-z]:\\++Users\\++[A-Za-z0-9._\-]++"
-URL_CREDENTIAL = (  # group 2: a URL's userinfo password (group 1 marks that branch) or a secret query value
-    r"(?i)(?:(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*+://[^\s/?#@:\"'<>]*+:(?=[^\s/?#@\"'<>]++@)()|[?&](?:"
-    + "|".join(re.escape(n) for n in sorted(SECRET_PARAMS, key=len, reverse=True))
-    + r")=)((?(1)[^\s/?#@\"'<>]+|[^\s&#\"'<>]+))"
-)
 HOST_FIELDS = frozenset({"host", "hostname", "host_name"})
 USER_FIELDS = frozenset({"user", "username", "user_name", "operator", "annotator"})  # annotator: the OS user by default
 # names that are also ordinary words of run files (``"executor": "ray"``): matched only in their own fields
@@ -101,37 +89,6 @@ COMMON_NAMES = frozenset(
     }
 )  # fmt: skip
 
-BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group redacted
-    ("private_key", "private_key", rf"-----BEGIN [A-Z ]*PRIVATE KEY-----{PEM_BODY}-----END [A-Z ]*PRIVATE KEY-----", 0),
-    ("anthropic_key", "api_key", rf"\bsk-ant-{KEY_CHARS}{{20,}}+", 0),
-    ("openai_key", "api_key", rf"\bsk-(?!ant-){KEY_CHARS}{{20,}}+", 0),
-    ("aws_access_key", "api_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", 0),
-    ("github_token", "api_key", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}+|github_pat_[A-Za-z0-9_]{22,}+)\b", 0),
-    ("huggingface_token", "api_key", r"\bhf_[A-Za-z0-9]{30,}+\b", 0),
-    ("slack_token", "api_key", r"\bxox[abposr]-[A-Za-z0-9-]{10,}+", 0),
-    ("google_api_key", "api_key", r"\bAIza[0-9A-Za-z_\-]{35}\b", 0),
-    ("bearer_token", "token", r"(?i)\bbearer\s++([A-Za-z0-9\-._~+/]{8,}+=*+)", 1),
-    (
-        "secret_field",
-        "credential",
-        r"(?i)\b(?:x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|client[-_]?secret|token|secret|"
-        r"password|passwd|(?<![\w-])x-auth(?:-[a-z]++)*+|(?<![\w-])x-[a-z-]*-(?:token|key|secret))\b[\"']?\s*+[:=]\s*+[\"']?"
-        r"((?!bearer\b)(?!<REDACTED:)[^\s\"',;}]{6,}+)",
-        1,
-    ),
-    (  # any scheme (Basic, Digest, Token, ApiKey, ...; Bearer's token is bearer_token's) or a bare value
-        "authorization",
-        "credential",
-        r"(?i)\b(?:proxy-)?authorization\b[\"']?\s*+[:=]\s*+[\"']?((?!bearer\b)(?!<REDACTED:)"
-        r"(?:[A-Za-z][\w.-]*+[ \t]++(?=\S))?(?:[\w-]++=(?:\"[^\"\r\n]*+\"|[^\s,\"';}]*+)|[^\s\"',;}]++)"
-        r"(?:[ \t]*+,[ \t]*+(?:[\w-]++=(?:\"[^\"\r\n]*+\"|[^\s,\"';}]*+)|[^\s\"',;}]++))*+)",
-        1,
-    ),
-    ("url_credential", "credential", URL_CREDENTIAL, 2),
-    ("cookie", "credential", *cred.COOKIE),
-    ("email", "email", EMAIL, 0),
-    ("home_path", "private_path", HOME_PATH, 0),
-]
 ENTROPY_RUN = re.compile(r"[A-Za-z0-9+/_=\-]{32,}")
 ENTROPY_MIN_BITS = 4.3
 ENTROPY_MIN_PIECE = 20

@@ -53,6 +53,7 @@ from rollbench.release.sources import (
     MAX_RELEASE_BYTES,
     MAX_RULES_BYTES,
     check_date,
+    check_label_annotators,
     check_paths,
     not_being_written,
     run_files,
@@ -172,6 +173,10 @@ def _build(
     ]
     hosts, users = _names(runs, logs, texts)
     scanner = Scanner(hosts, users, rules_obj, run_names=_run_names(logs))
+    for r in runs:  # a run's name derived from a redacted directory name gets the directory's released name
+        derived, released_name = sanitize_segment(r.name, "run"), _released_path(scanner, r.name)
+        if released_name != r.name and derived not in (r.name, "run"):
+            scanner.alias(derived, released_name)
     releaser = Releaser(scanner)
     released = [
         releaser.file(_released_path(scanner, rel), raw, kind)
@@ -311,6 +316,7 @@ def only_released_labels(
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("labels"), dict):
         kept = {k: v for k, v in doc["labels"].items() if released(k)}
+        check_label_annotators(path, kept)
         gone = unrecorded(list(doc["labels"]))
         left_out = len(doc["labels"]) - len(kept) - len(gone)
         data = (
@@ -330,6 +336,7 @@ def only_released_labels(
             return raw, {"kept": [], "left_out": 0, "whole": True}
         entries.append((line, entry))
     kept_lines = [(ln, e) for ln, e in entries if e is None or released(e.get("episode"))]
+    check_label_annotators(path, {str(e.get("episode")): e for _, e in kept_lines if e is not None})
     gone = unrecorded([e.get("episode") for _, e in entries if e is not None])
     left_out = len(entries) - len(kept_lines) - len(gone)
     keys = sorted(e["episode"] for _, e in kept_lines if e is not None)

@@ -112,6 +112,7 @@ HASH_FIELDS: dict[str, tuple[re.Pattern[str], bool]] = {
 }
 # rollbench's own names of a run (a run's directory, its files, run.json's run_id and identity name): a hex run in
 # them (a run named by a commit sha or a uuid) is kept, else the run would be renamed; other rules still apply
+ANNOTATOR_INSIDE = re.compile(r"(?:^|\.)annotator(?:\[\d+\])*\.")  # a string inside an annotator object
 STRUCTURAL_FIELDS = frozenset({"run_id", "identity.name"})
 SECRET_ENV_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 ENV_MIN_LENGTH = 8
@@ -222,6 +223,14 @@ class Scanner:
         self.placeholders: dict[str, str] = {}
         self._counts: Counter[str] = Counter()
 
+    def alias(self, value: str, released: str) -> None:
+        """Replace ``value`` (a run's name derived from its redacted directory name: ``bob.jones-corp-secret.com``
+        from ``bob.jones@corp-secret.com``) by ``released`` (the directory's released name) wherever it stands as a
+        word (rule and category ``run_name``), so the derived form of a secret is never released."""
+        pat = re.compile(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])")
+        self.patterns.append(("run_name", "run_name", pat, 0))
+        self.placeholders[f"run_name\0{value}"] = released
+
     def _add_rules(self, rules: dict[str, Any]) -> None:
         if not isinstance(rules, dict) or set(rules) - {"patterns", "literals", "allow"}:
             raise ConfigError('--rules must be a JSON object with keys "patterns", "literals", "allow"')
@@ -292,7 +301,8 @@ class Scanner:
             whole = cred.secret_value(text, PLACEHOLDER) if cred.secret_path(field) else None
             if digest is not None and digest[1] and not digest[0].fullmatch(text):
                 return [Finding(0, len(text), "malformed_hash", "secret", text)]
-            if leaf == "annotator":  # a label's annotator is a person's name, whatever it is (docs/release.md)
+            if leaf == "annotator" or ANNOTATOR_INSIDE.search(field):  # a person's name, whatever it is, and every
+                # string inside an annotator object (a label file release copies whole: docs/release.md)
                 return [Finding(0, len(text), "annotator", "user_name", text)]
             for category, fields in (("host_name", HOST_FIELDS), ("user_name", USER_FIELDS)):
                 if leaf in fields and text in self.field_only[category]:

@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.grading.grade import load_run_log
@@ -132,3 +133,30 @@ def check_date(value: str) -> str:
     if not ok:
         raise ConfigError(f"--date {value!r} is not an ISO 8601 date, e.g. 2026-03-01 or 2026-03-01T12:00:00Z")
     return value
+
+
+def _odd_annotator(obj: Any) -> str | None:
+    """The JSON type name of the first ``annotator`` value anywhere in ``obj`` (an entry's own, or one in its
+    ``history``) that is neither a string nor null; None when there is none."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k == "annotator" and not (v is None or isinstance(v, str)):
+                return {dict: "an object", list: "an array", bool: "a boolean"}.get(type(v), "a number")
+            if (inner := _odd_annotator(v)) is not None:
+                return inner
+    elif isinstance(obj, list):
+        return next((t for t in map(_odd_annotator, obj) if t is not None), None)
+    return None
+
+
+def check_label_annotators(path: Path, entries: dict[str, Any]) -> None:
+    """Refuse a label file whose released entries (``{episode key: entry}``) give an ``annotator`` that is not a
+    string (or null): release redacts an annotator as one name, so a name inside an object or array is refused
+    (ConfigError naming the file and the label), never released."""
+    for key, entry in entries.items():
+        odd = _odd_annotator(entry)
+        if odd is not None:
+            raise ConfigError(
+                f"--labels {path}: label {key}: its annotator is {odd}, not a string (release redacts an annotator "
+                "as one name); write it as a string or null"
+            )

@@ -114,3 +114,19 @@ def test_runs_lists_nested_runs_like_the_optimisers_rounds_as_the_dashboard_find
     assert sorted(rec.run_dir for rec in Catalog([root]).records()[0]) == sorted(
         (root / name).resolve() for name in listed
     )
+
+
+def test_a_run_json_holding_a_number_too_large_for_a_float_is_listed_as_unreadable_not_inf(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    evaluate(out=root / "a", env="scripted/reach", policy="scripted-expert", episodes=2, max_steps=3)
+    log = root / "a" / "run.json"
+    doc = json.loads(log.read_text())
+    doc["results"]["overall"]["pooled_success_rate"] = "OVERFLOW"
+    log.write_text(json.dumps(doc).replace('"OVERFLOW"', "1e999"))  # JSON grammar; Python reads it as inf
+    code, out, _ = runs(str(root), "--json")
+    assert code == 0
+    [row] = json.loads(out)
+    assert row["error"] == (
+        f"{log} is not a rollbench run log: it is not readable JSON: it holds a number too large for a float"
+    )
+    assert "success_rate" not in row

@@ -16,7 +16,7 @@ import pytest
 
 from cli_in_process import invoke
 from rollbench.api import evaluate, grade
-from rollbench.core.jsonfile import finite_json, strict_dumps
+from rollbench.core.jsonfile import JsonRefused, finite_json, loads_strict, strict_dumps
 
 
 def strict(text: str) -> object:
@@ -182,3 +182,22 @@ def test_a_plan_whose_episodes_belong_to_no_listed_task_is_a_damaged_run_costing
     doc = strict(graded.stdout)
     assert graded.returncode == 1 and doc["status"] != "OK"  # type: ignore[index]
     assert [v for v in doc["violations"] if named in v]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("literal", ["1e999", "-1e999", "1" + "0" * 400 + ".0", "[0.5, 2E+400]"])
+@pytest.mark.parametrize("finite", [True, False])
+def test_a_number_too_large_for_a_float_is_refused_whatever_finite_says(literal: str, finite: bool) -> None:
+    with pytest.raises(JsonRefused) as refused:
+        loads_strict('{"rate": ' + literal + "}", finite=finite)
+    assert str(refused.value) == "it holds a number too large for a float"
+
+
+def test_the_largest_finite_floats_and_huge_integers_still_read_exactly() -> None:
+    # the oracle: the literals' values written by hand (float max, its negative, the smallest subnormal, underflow)
+    assert loads_strict("[1.7976931348623157e308, -1.7976931348623157e308, 5e-324, 1e-999, 12345678901234567890]") == [
+        1.7976931348623157e308,
+        -1.7976931348623157e308,
+        5e-324,
+        0.0,
+        12345678901234567890,
+    ]

@@ -227,7 +227,7 @@ def run_elimination(
     again = replay(ckpts, out, d, settings.rule)
     if again != doc:
         raise ConfigError(f"{out}: the looks recomputed from the run directories differ from those just made")
-    write_outputs([(out / ELIMINATION, json_bytes(doc), "--out")])
+    write_outputs([(out / ELIMINATION, json_bytes(doc), "--out")], own="checkpoints")
     _record_stops(ckpts, out, doc)
     results = [(c, outcomes(grade(out / c.label))) for c in ckpts if (out / c.label / "run.json").exists()]
     return write_ranking(out, results, settings, doc)

@@ -155,7 +155,10 @@ def write_ranking(
         doc["skipped"] = [s.to_dict() for s in sorted(skipped, key=lambda s: s.step)]
     if elimination is not None:
         doc["elimination"] = elimination
-    write_outputs([(out / RANKING, json_bytes(doc), "--out"), (out / FIGURE, success_by_step_png(doc), "--out")])
+    write_outputs(
+        [(out / RANKING, json_bytes(doc), "--out"), (out / FIGURE, success_by_step_png(doc), "--out")],
+        own="checkpoints",
+    )
     doc["figure"] = str(out / FIGURE)
     return doc
 

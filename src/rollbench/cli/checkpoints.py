@@ -116,7 +116,7 @@ def check_out(out_dir: Path) -> None:
 
     refuse_inside_run(out_dir, "--out")
     for name in (FILES_RECORD, RANKING, FIGURE, ELIMINATION):
-        check_output_file(out_dir / name, "--out")
+        check_output_file(out_dir / name, "--out", own="checkpoints")
 
 
 @eval_options(EXECUTION_FLAGS)

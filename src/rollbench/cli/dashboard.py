@@ -86,7 +86,9 @@ def build_dashboard(roots: list[Path], labels: Path, options: DashboardOptions |
         raise ConfigError("give at least one --root DIR or --peer URL")
     for what, path in (("--labels", labels), ("--cache-dir", o.cache_dir)):
         if path is not None:
-            refuse_inside_run(path, what)  # the one check of every output option (issue 42, item 8)
+            refuse_inside_run(
+                path, what, own="labels" if what == "--labels" else None
+            )  # the one check of every output option (issue 42, item 8)
     if not MIN_STALE_AFTER_S <= o.stale_after_s <= MAX_STALE_AFTER_S:  # False for NaN too
         raise ConfigError(
             f"--stale-after must be at least {MIN_STALE_AFTER_S:g} and at most {MAX_STALE_AFTER_S:g} seconds, "

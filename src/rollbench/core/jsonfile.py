@@ -81,6 +81,15 @@ def _refuse_constant(name: str) -> Any:
     raise JsonRefused(f"{name} is not a JSON number")
 
 
+def _finite_float(literal: str) -> float:
+    """A JSON number literal as a float; JsonRefused when it is too large for one (``1e999`` is valid JSON grammar
+    that Python reads as infinity: what no writer of finite numbers produces, so always damage)."""
+    value = float(literal)
+    if math.isinf(value):
+        raise JsonRefused("it holds a number too large for a float")
+    return value
+
+
 def loads_strict(
     text: str | bytes | bytearray, *, finite: bool = True, depth: int = MAX_JSON_DEPTH, unique_keys: bool = True
 ) -> Any:
@@ -91,14 +100,17 @@ def loads_strict(
     (RFC 8259 section 8.1), malformed JSON, maps and lists nested more than ``depth`` deep (checked without
     recursion; a document too deep for CPython's recursive parser is refused the same way), with ``finite`` the
     non-standard ``NaN``/``Infinity``/``-Infinity`` (RFC 8259 section 6), with ``unique_keys`` an object naming a key
-    twice (which value counts is then a guess: RFC 8259 section 4), and an integer of more than Python's 4,300
-    digits."""
+    twice (which value counts is then a guess: RFC 8259 section 4), a number too large for a float (``1e999``,
+    which Python would read as infinity; always, since no writer of finite numbers produces one), and an integer of
+    more than Python's 4,300 digits."""
     if not isinstance(text, str):
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise JsonRefused(f"it is not UTF-8 text (byte {exc.start})") from None
-    hooks: dict[str, Any] = {"parse_constant": _refuse_constant} if finite else {}
+    hooks: dict[str, Any] = {"parse_float": _finite_float}
+    if finite:
+        hooks["parse_constant"] = _refuse_constant
     if unique_keys:
         hooks["object_pairs_hook"] = _one_value_per_key
     try:

@@ -98,7 +98,7 @@ class Search:
         task = tasks[0]
         check_output_path(self.out, "--out", directory=True)
         path = self.out / STATE
-        check_output_file(path, "--out")  # the search state: never a link, FIFO or hard-linked file
+        check_output_file(path, "--out", own="optimize")  # the search state: never a link, FIFO or hard-linked file
         if path.exists() or path.is_symlink():
             state = read_state(read_json(path, "search state"), path)
             if state["config_identity"] != self.cfg.identity() or state["config"] != self.cfg.model_dump(mode="json"):

@@ -86,25 +86,26 @@ def atomic_write_json(path: Path, obj: Any, durable: bool = True) -> None:
     atomic_write_bytes(path, json_bytes(obj), durable)
 
 
-def check_output_file(path: Path, option: str) -> None:
+def check_output_file(path: Path, option: str, own: str | None = None) -> None:
     """ConfigError (one line naming ``option`` and ``path``) when output file ``path`` may not be written: it is,
-    or lies inside, a run directory, or it exists as anything but a regular file with a single name (a directory,
-    a symbolic link, a FIFO, a socket, a device, or a file with other hard links)."""
+    or lies inside, a run directory, it exists as anything but a regular file with a single name (a directory,
+    a symbolic link, a FIFO, a socket, a device, or a file with other hard links), or it is a record rollbench keeps
+    outside runs other than the caller's ``own`` kind (:func:`rollbench.record.safe_files.refuse_record`)."""
     from rollbench.record.safe_files import refuse_inside_run
 
     if os.path.isdir(path) and not os.path.islink(path):
         raise ConfigError(f"{option} {path} is a directory; give the path of a file")
-    refuse_inside_run(path, option)  # with refuse_shared_file: a link, FIFO or hard-linked file is refused
+    refuse_inside_run(path, option, own)  # with refuse_shared_file: a link, FIFO or hard-linked file is refused
 
 
-def write_outputs(files: Sequence[tuple[Path, bytes, str]]) -> None:
+def write_outputs(files: Sequence[tuple[Path, bytes, str]], own: str | None = None) -> None:
     """The one way rollbench writes the files a command produces for the user (a report, its figures, a figure, an
-    export), each ``(path, data, option)``: every target is checked first (:func:`check_output_file`; a refusal
-    writes nothing), then each is written as a new temporary file beside it renamed over it, so a link or hard link
+    export), each ``(path, data, option)``: every target is checked first (:func:`check_output_file`, ``own`` the
+    kind of record the caller rewrites; a refusal writes nothing), then each is written as a new temporary file beside it renamed over it, so a link or hard link
     put there after the check is replaced, never written through. Not durable (no fsync): the files are rebuilt by
     running the command again. OSError (a full disk) leaves the earlier files written and no partial file."""
     for path, _, option in files:
-        check_output_file(path, option)
+        check_output_file(path, option, own)
     for path, data, _ in files:
         atomic_write_bytes(path, data, durable=False)
 

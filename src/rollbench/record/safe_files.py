@@ -214,9 +214,23 @@ def run_dir_containing(path: Path) -> Path | None:
     return None
 
 
-def refuse_inside_run(out: Path, option: str = "--out") -> None:
+# The records rollbench keeps outside run directories, by file name: (the kind of record, what the file is). A study
+# record (every kind but labels) also claims the other files of its directory (a checkpoint selection's figure).
+RECORD_FILES: dict[str, tuple[str, str]] = {
+    "sequential.json": ("sequential", "a sequential study's decision log"),
+    "checkpoints.json": ("checkpoints", "a checkpoint selection's ranking"),
+    "checkpoint_files.json": ("checkpoints", "a checkpoint selection's record of its checkpoint files"),
+    "elimination.json": ("checkpoints", "a checkpoint elimination's record"),
+    "optimize.json": ("optimize", "an optimisation search's state"),
+    "labels.json": ("labels", "a dashboard label file (every label and its history)"),
+}
+
+
+def refuse_inside_run(out: Path, option: str = "--out", own: str | None = None) -> None:
     """ConfigError when output path ``out`` is, or lies inside, a run directory: rollbench never writes its reports,
-    plots or exports into a recorded run (they would replace or join the run's own files)."""
+    plots or exports into a recorded run (they would replace or join the run's own files); or when it is an
+    existing file rollbench keeps as a record (:func:`refuse_record`; ``own``: the kind of record the caller
+    rewrites itself)."""
     run = run_dir_containing(out)
     if run is not None:
         raise ConfigError(
@@ -224,6 +238,22 @@ def refuse_inside_run(out: Path, option: str = "--out") -> None:
             "only what its recorder wrote)"
         )
     refuse_shared_file(out, option)
+    refuse_record(out, option, own)
+
+
+def refuse_record(out: Path, option: str = "--out", own: str | None = None) -> None:
+    """ConfigError when output path ``out`` is an existing regular file that one of :data:`RECORD_FILES` names, or
+    lies in a directory holding a study record, of a kind other than ``own`` (the record a command rewrites in its
+    own output directory: ``sequential --out S`` its ``sequential.json``). A report written over a study's decision
+    log or a label file would lose what only that file records. A new path, or a directory, passes."""
+    if not is_regular(out):
+        return
+    kind, what = RECORD_FILES.get(out.name, (own, ""))
+    if kind != own:
+        raise ConfigError(f"{option} {out} is {what}; choose another path")
+    for name, (kind, what) in RECORD_FILES.items():
+        if kind not in (own, "labels") and is_regular(out.parent / name):
+            raise ConfigError(f"{option} {out} lies beside {what} ({out.parent / name}); choose another path")
 
 
 def refuse_shared_file(out: Path, option: str = "--out") -> None:

@@ -263,7 +263,9 @@ def _checked(
     parameters = _parameters(tasks, spec_a, spec_b, {**settings, "budget": rule.budget, "look_every": look_every})
     refuse_inside_run(out)  # issue 42, item 8; first: a path inside a run is named as such, whatever it is
     check_output_path(out, "--out", directory=True)
-    check_output_file(out / LOG_NAME, "--out")  # the decision log: never a link, FIFO or hard-linked file
+    check_output_file(
+        out / LOG_NAME, "--out", own="sequential"
+    )  # the decision log: never a link, FIFO or hard-linked file
     _check_resume(out, parameters)
     for spec in (spec_a, spec_b):  # unknown names, unreachable servers, undrivable tasks: before anything is written
         check_spec(spec, host_label, robot)

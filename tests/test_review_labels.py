@@ -227,3 +227,21 @@ def test_summarize_and_the_dashboard_refuse_a_damaged_label_file_with_one_line(t
     ):
         r = run_cli(*args, timeout=120)
         assert (r.returncode, r.stderr.strip().splitlines()) == (2, [line]), r.stderr
+
+
+def test_a_label_file_damaged_while_the_dashboard_runs_is_named_with_503_on_every_page(tmp_path: Path):
+    import httpx
+
+    from dashboard_support import ServerThread, record_run
+
+    record_run(tmp_path / "runs" / "r", "h", policy="zero", episodes=1)
+    labels = tmp_path / "l.json"
+    srv = ServerThread([tmp_path / "runs"], labels).start()
+    try:
+        labels.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {"h/point/r/0": {"note": 5}}}))
+        line = f"label file {labels} is damaged: the entry of 'h/point/r/0' has note 5; expected a string or null"
+        for path in ("/", "/api/runs", "/episode/h/point/r/0", "/api/labels"):
+            r = httpx.get(srv.url + path)
+            assert (r.status_code, r.json()) == (503, {"error": line}), path
+    finally:
+        srv.stop()

@@ -69,3 +69,67 @@ def test_a_run_served_from_the_disk_cache_is_the_run_read_from_its_files(tmp_pat
         "top": ("videos/observation.images.top/chunk-000/file-000.mp4", True)
     }
     assert json.dumps(run_summary(cached)) == json.dumps(run_summary(fresh))
+
+
+def _fail_every_step(run: Path) -> None:
+    """Rewrite the first episode's step file with ``next.success`` false everywhere (same schema, other bytes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = run / "data" / "chunk-000" / "file-000.parquet"
+    table = pq.read_table(path)
+    col = table.column_names.index("next.success")
+    flipped = pa.array([False] * table.num_rows, table.schema.field("next.success").type)
+    pq.write_table(table.set_column(col, "next.success", flipped), path)
+
+
+def test_a_changed_step_file_is_regraded_by_a_running_and_a_restarted_dashboard(tmp_path: Path):
+    """Hostile round 14, F10: a data file edited after grading (run.json and info.json untouched) is seen both by the
+    running dashboard and by one restarted on the same cache; the oracle is ``grade`` run on the changed files."""
+    import httpx
+
+    from dashboard_support import ServerThread
+
+    run = record_run(tmp_path / "runs" / "r", "hostA", policy="scripted-expert", episodes=2)
+    assert grade(run, check_videos=False).overall.successes == 2
+    url = "/api/run/hostA/point/r"
+    srv = ServerThread([tmp_path / "runs"], tmp_path / "l.json", cache_dir=tmp_path / "cache").start()
+    try:
+        assert httpx.get(srv.url + url).json()["successes"] == 2
+        _fail_every_step(run)
+        changed = httpx.get(srv.url + url).json()
+    finally:
+        srv.stop()
+    oracle = grade(run, check_videos=False)
+    # by hand: episode 0's steps no longer succeed, so its recorded success and termination contradict them
+    expected = [
+        "episode 0: recorded success=True but its step data gives False under the any_step rule",
+        "episode 0: termination success, but its step data does not reach the success rule (any_step, hold 1) first "
+        "on its last step",
+    ]
+    assert (oracle.overall.successes, oracle.status, oracle.violations) == (1, "PARTIAL", expected)
+    assert (changed["successes"], changed["status"], changed["violations"]) == (1, "PARTIAL", expected)
+    restarted = ServerThread([tmp_path / "runs"], tmp_path / "l.json", cache_dir=tmp_path / "cache").start()
+    try:
+        again = httpx.get(restarted.url + url).json()
+    finally:
+        restarted.stop()
+    assert (again["successes"], again["status"], again["violations"]) == (1, "PARTIAL", expected)
+
+
+def test_the_signature_lists_every_regular_file_but_the_live_file_without_following_links(tmp_path: Path):
+    from rollbench.dashboard.catalog import run_signature
+
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    (run / "data" / "a.parquet").write_bytes(b"12345")
+    (run / "run.json").write_text("{}")
+    (run / "run.live.json").write_text("{}")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "big").write_bytes(b"x" * 99)
+    (run / "link").symlink_to(tmp_path / "outside")
+    (run / "data" / "b.parquet").symlink_to(tmp_path / "outside" / "big")
+    sig = run_signature(run)
+    assert [(p, size) for p, size, _, _ in sig] == [("data/a.parquet", 5), ("run.json", 2)]
+    st = (run / "data" / "a.parquet").stat()
+    assert sig[0] == ("data/a.parquet", 5, st.st_mtime_ns, st.st_ino)

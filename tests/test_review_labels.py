@@ -173,3 +173,75 @@ def test_the_label_file_gets_the_mode_the_umask_allows_and_the_umask_is_left_alo
     out = subprocess.run([sys.executable, "-c", _UMASK_WRITER, str(f)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0o640", "0o27"]  # 0o666 & ~0o027: group may read, others nothing
+
+
+_KEY = "h/r/run/0"
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ({"label": "succeeded", "history": "x"}, "history 'x'"),
+        ({"label": "succeeded", "history": [5]}, "(in its history) is not an object"),
+        ({"label": "succeeded", "history": [{"label": 7}]}, "(in its history) has label 7"),
+        ({"label": "succeeded", "history": [{"label": "failed", "history": []}]}, "(in its history) has history []"),
+        ({"label": 3}, "has label 3"),
+        ({"label": "succeeded", "note": ["n"]}, "has note ['n']"),
+        ({"label": "succeeded", "annotator": {}}, "has annotator {}"),
+        ({"label": "succeeded", "labeled_at": 1}, "has labeled_at 1"),
+        ({"label": "succeeded", "status": True}, "has status True"),
+        ({"label": "succeeded", "task": 1.5}, "has task 1.5"),
+    ],
+)
+def test_an_entry_with_a_field_of_the_wrong_type_names_the_file_as_damaged(tmp_path: Path, entry, named):
+    """Hostile round 14, F7: such an entry used to load, then fail the episode page (500)."""
+    f = tmp_path / "labels.json"
+    f.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {_KEY: entry}}))
+    with pytest.raises(ConfigError) as err:
+        load_labels(f)
+    assert str(err.value).startswith(f"label file {f} is damaged: the entry of {_KEY!r} ")
+    assert named in str(err.value)
+
+
+def test_an_entry_of_nulls_with_a_field_the_format_does_not_name_loads(tmp_path: Path):
+    f = tmp_path / "labels.json"
+    entry = {"label": None, "note": None, "history": None, "reviewed": 3}
+    f.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {_KEY: entry}}))
+    assert load_labels(f).entries == {_KEY: entry} and load_labels(f).label_of(_KEY) is None
+
+
+@pytest.mark.slow
+def test_summarize_and_the_dashboard_refuse_a_damaged_label_file_with_one_line(tmp_path: Path):
+    from conftest import run_cli
+    from rollbench.api import evaluate
+
+    evaluate(out=tmp_path / "runs" / "r", env="scripted/reach", policy="zero", episodes=1, max_steps=5)
+    f = tmp_path / "labels.json"
+    f.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {_KEY: {"history": "x"}}}))
+    line = (
+        f"error: label file {f} is damaged: the entry of {_KEY!r} has history 'x'; expected a list of earlier entries"
+    )
+    for args in (
+        ("summarize", tmp_path / "runs", "--labels", f),
+        ("dashboard", "--root", tmp_path / "runs", "--labels", f),
+    ):
+        r = run_cli(*args, timeout=120)
+        assert (r.returncode, r.stderr.strip().splitlines()) == (2, [line]), r.stderr
+
+
+def test_a_label_file_damaged_while_the_dashboard_runs_is_named_with_503_on_every_page(tmp_path: Path):
+    import httpx
+
+    from dashboard_support import ServerThread, record_run
+
+    record_run(tmp_path / "runs" / "r", "h", policy="zero", episodes=1)
+    labels = tmp_path / "l.json"
+    srv = ServerThread([tmp_path / "runs"], labels).start()
+    try:
+        labels.write_text(json.dumps({"version": 1, "rubric": "outcome-v1", "labels": {"h/point/r/0": {"note": 5}}}))
+        line = f"label file {labels} is damaged: the entry of 'h/point/r/0' has note 5; expected a string or null"
+        for path in ("/", "/api/runs", "/episode/h/point/r/0", "/api/labels"):
+            r = httpx.get(srv.url + path)
+            assert (r.status_code, r.json()) == (503, {"error": line}), path
+    finally:
+        srv.stop()

@@ -128,7 +128,8 @@ def create_app(dash: Dashboard) -> FastAPI:
 
 def _add_error_handlers(app: FastAPI) -> None:
     """Every error as ``{"error": "..."}``: ApiError with its status, Starlette's (404/405...) with theirs, a
-    request FastAPI cannot validate as 400."""
+    request FastAPI cannot validate as 400, a ConfigError no route turned into a 400 (the label file damaged while
+    the dashboard runs) as 503 with its one line, never a traceback."""
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:
@@ -137,6 +138,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+
+    @app.exception_handler(ConfigError)
+    async def config_error(request: Request, exc: ConfigError) -> Response:
+        return JSONResponse({"error": str(exc)}, status_code=503)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:

@@ -2,9 +2,9 @@
 
 Every number comes from :func:`rollbench.grading.grade.grade` over the run directory (``check_videos=False``: decoding
 every video of a thousand runs per listing would be too slow; ``rollbench grade`` checks frame counts). A summary is
-cached under the run's *signature*, the (mtime_ns, size) of ``run.json`` and ``meta/info.json``: the writer rewrites
-``info.json`` after every committed episode and ``run.json`` when a run starts or ends, so a changed run is re-graded
-and an unchanged one costs two ``stat`` calls.
+cached under the run's *signature* (:func:`run_signature`): the path, size, mtime and inode of every regular file in
+the run directory, so a change to any file grade reads re-grades the run, and an unchanged one costs one ``stat`` per
+file (no file is read or hashed).
 
 Artifact paths are read from what the run recorded, never guessed: a video is ``info.json``'s ``video_path``
 template filled with the episode row's ``videos/KEY/chunk_index`` and ``file_index`` (the clip is the episode row's
@@ -41,7 +41,7 @@ from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.runlog import find_run_dirs
 from rollbench.record.safe_files import UnsafeFile, check_no_link_below, is_regular, read_regular_json, run_files
 
-CACHE_VERSION = 2  # of the on-disk cache of graded records (bump when its JSON changes; 2: the whole run.json)
+CACHE_VERSION = 3  # of the on-disk cache of graded records (bump when its JSON changes; 3: every file signed)
 
 
 def inside(path: Path, base: Path) -> Path | None:
@@ -54,18 +54,39 @@ def inside(path: Path, base: Path) -> Path | None:
     return path if is_regular(path) else None
 
 
-def _stat_sig(path: str) -> tuple[int, int]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (0, -1)
-    return (st.st_mtime_ns, st.st_size)
+Signature = tuple[tuple[str, int, int, int], ...]
+MAX_SIGNATURE_FILES = 1_000_000  # a run directory with more files than this is signed by its first ones only
+NOT_GRADED = frozenset({"run.live.json"})  # rewritten every few seconds while a run runs; grade never reads it
 
 
-def run_signature(run_dir: Path) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(mtime_ns, size) of ``run.json`` and ``meta/info.json`` (``(0, -1)`` for a missing file)."""
-    d = os.fspath(run_dir)
-    return _stat_sig(os.path.join(d, "run.json")), _stat_sig(os.path.join(d, "meta", "info.json"))
+def run_signature(run_dir: Path) -> Signature:
+    """(path relative to ``run_dir``, size, mtime_ns, inode) of every regular file below ``run_dir`` but
+    ``run.live.json``, sorted by path: one ``stat`` per file, links neither followed nor listed, nothing hashed.
+
+    It covers every file grade reads (``run.json``, ``meta/`` with ``meta/episodes/``, ``data/``, transcripts,
+    videos), so any rewrite, replacement, addition or removal re-grades the run; an edit that keeps a file's size,
+    mtime and inode is not seen."""
+    out: list[tuple[str, int, int, int]] = []
+    stack = [""]
+    base = os.fspath(run_dir)
+    while stack and len(out) < MAX_SIGNATURE_FILES:
+        rel = stack.pop()
+        try:
+            with os.scandir(os.path.join(base, rel)) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            name = f"{rel}/{e.name}" if rel else e.name
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(name)
+                elif e.is_file(follow_symlinks=False) and name not in NOT_GRADED:
+                    st = e.stat(follow_symlinks=False)
+                    out.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
+            except OSError:  # removed while listed
+                continue
+    return tuple(sorted(out))
 
 
 def _iso(ts: float) -> str:
@@ -78,7 +99,7 @@ class RunRecord:
 
     identity: RunIdentity
     run_dir: Path
-    signature: tuple[tuple[int, int], tuple[int, int]]
+    signature: Signature
     log: RunLog
     result: GradeDocument
     episodes: list[ReviewEpisode]  # grade's episodes + instruction + artifacts, by position

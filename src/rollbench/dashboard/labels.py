@@ -111,9 +111,28 @@ def _read_raw(path: Path) -> dict[str, Any]:
     if data.get("version") != SIDECAR_VERSION:
         raise ConfigError(f"label file {path} has version {data.get('version')!r}; this rollbench reads version 1")
     for key, entry in data["labels"].items():
-        if not isinstance(entry, dict):
-            raise ConfigError(f"label file {path}: the entry of {key!r} is not an object")
+        _check_entry(path, key, entry)
     return data
+
+
+def _check_entry(path: Path, key: str, entry: Any, *, in_history: bool = False) -> None:
+    """ConfigError naming the label file, the episode key and the field when an entry is not as the format says:
+    ``label`` and every text field a string or null, ``history`` a list of such entries (without their own history).
+    Fields the format does not name are kept untyped."""
+    where = f"label file {path} is damaged: the entry of {key!r}" + (" (in its history)" if in_history else "")
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} is not an object")
+    for name in ENTRY_FIELDS:
+        value = entry.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where} has {name} {value!r}; expected a string or null")
+    if "history" not in entry:
+        return
+    history = entry["history"]
+    if in_history or not (history is None or isinstance(history, list)):
+        raise ConfigError(f"{where} has history {history!r}; expected a list of earlier entries")
+    for earlier in history or []:
+        _check_entry(path, key, earlier, in_history=True)
 
 
 def load_labels(path: str | Path, rubric: Rubric | None = None) -> LabelFile:

@@ -65,7 +65,9 @@ def print_sequential(out: Console, doc: dict[str, Any]) -> None:
             soft_wrap=False,  # wrapped at words to the width (issue 42, item 20)
         )
     if doc.get("log"):
-        out.print(f"decision log {doc['log']['path']}: agrees with the run directories", highlight=False)
+        out.print(  # one line: a path is never broken across lines
+            f"decision log {doc['log']['path']}: agrees with the run directories", highlight=False, soft_wrap=True
+        )
 
 
 def _wanted(d: dict[str, Any]) -> str:

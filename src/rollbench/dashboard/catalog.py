@@ -3,8 +3,8 @@
 Every number comes from :func:`rollbench.grading.grade.grade` over the run directory (``check_videos=False``: decoding
 every video of a thousand runs per listing would be too slow; ``rollbench grade`` checks frame counts). A summary is
 cached under the run's *signature* (:func:`run_signature`): the path, size, mtime and inode of every regular file in
-the run directory, so a change to any file grade reads re-grades the run, and an unchanged one costs one ``stat`` per
-file (no file is read or hashed).
+the run directory, so a change to any file grade reads re-grades the run, and an unchanged one costs one ``lstat`` per
+entry (no file is read or hashed).
 
 Artifact paths are read from what the run recorded, never guessed: a video is ``info.json``'s ``video_path``
 template filled with the episode row's ``videos/KEY/chunk_index`` and ``file_index`` (the clip is the episode row's

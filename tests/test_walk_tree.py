@@ -228,3 +228,20 @@ def test_a_checkpoint_fingerprint_refuses_or_truncates_past_its_bound(tmp_path: 
         ("config.json", 2, mtimes["config.json"]),
         ("model.safetensors", 7, mtimes["model.safetensors"]),
     )
+
+
+def test_a_run_signature_past_its_bound_is_the_same_truncated_one_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rollbench.dashboard import catalog
+
+    run = _tree(tmp_path / "run")
+    (run / "run.live.json").write_text("{}")
+    monkeypatch.setattr(catalog, "SIGNATURE_BOUNDS", Bounds(max_entries=5, max_depth=10, on_excess="truncate"))
+    # the root's 5 entries fit (a, a-c.txt, c, run.live.json, z.txt); "a" (2 entries) does not, so nothing below it
+    expected = tuple(
+        (rel, os.lstat(run / rel).st_size, os.lstat(run / rel).st_mtime_ns, os.lstat(run / rel).st_ino)
+        for rel in ("a-c.txt", "z.txt")
+    )
+    assert catalog.run_signature(run) == expected
+    assert catalog.run_signature(run) == expected

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dashboard_support import ServerThread, fake_peer, peer_run, record_run
+from dashboard_support import ServerThread, fake_peer, peer_run
 from rollbench.api import evaluate
 from rollbench.dashboard import media_cache
 

@@ -42,7 +42,7 @@ from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.runlog import find_run_dirs
 from rollbench.record.safe_files import UnsafeFile, check_no_link_below, is_regular, read_regular_json, run_files
 
-CACHE_VERSION = 3  # of the on-disk cache of graded records (bump when its JSON changes; 3: every file signed)
+CACHE_VERSION = 4  # of the on-disk cache of graded records (bump when its JSON changes; 4: video sizes)
 
 
 def inside(path: Path, base: Path) -> Path | None:
@@ -108,11 +108,12 @@ def _artifacts(run_dir: Path, info: dict[str, Any], row: EpisodeRow | None, came
             rel = fill_template(template, video_key=key, chunk_index=span.chunk_index, file_index=span.file_index)
         except ValueError:  # grade names the template
             continue
+        found = inside(run_dir / rel, run_dir)
+        size = None
+        with contextlib.suppress(OSError):  # removed since: not ready
+            size = os.lstat(found).st_size if found is not None else None
         videos[cam] = VideoLink(
-            path=rel,
-            ready=inside(run_dir / rel, run_dir) is not None,
-            from_s=span.from_timestamp,
-            to_s=span.to_timestamp,
+            path=rel, ready=size is not None, from_s=span.from_timestamp, to_s=span.to_timestamp, size=size
         )
     data_rel = None
     if info.get("data_path") and row.data_chunk_index is not None and row.length:

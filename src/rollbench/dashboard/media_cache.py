@@ -33,12 +33,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from rollbench.core.walk import Bounds, walk_tree
 from rollbench.record.safe_files import UnsafeFile, check_no_link_below
 
 MEDIA_DIR = "peer-media"
 MAX_CACHED_VIDEOS = 1_000  # entries in all; an episode's mp4 is a few MB, so about a few GB at most in practice
 MAX_CACHE_BYTES = 8 * 2**30  # 8 GiB in all (each entry is at most peers.MAX_MEDIA_BYTES, 256 MiB)
 MAX_WALK_ENTRIES = 100_000  # directory entries one bound check visits
+# a bound check's walk (rollbench.core.walk): an entry lies 6 levels below peer-media/; past the bounds it stops
+WALK_BOUNDS = Bounds(max_entries=MAX_WALK_ENTRIES, max_depth=16, on_excess="truncate")
 ABANDONED_PART_S = 3_600.0  # a download's temporary file untouched this long was abandoned (a download takes <= 60 s)
 PART_PREFIX, PART_SUFFIX = ".dl-", ".part"
 _ENTRY = re.compile(r"[0-9a-f]{32}\.mp4")
@@ -147,20 +150,12 @@ def _prune_siblings(path: Path) -> None:
 def _enforce_bounds(root: Path, keep: Path) -> None:
     """Delete the least recently used entries (never ``keep``) until at most :data:`MAX_CACHED_VIDEOS` entries of
     at most :data:`MAX_CACHE_BYTES` bytes in all remain; then remove the directories left empty."""
-    entries: list[tuple[float, int, str]] = []
-    seen = 0
-    stack = [os.fspath(root)]
-    while stack and seen < MAX_WALK_ENTRIES:
-        top = stack.pop()
-        with contextlib.suppress(OSError), os.scandir(top) as it:
-            for e in it:
-                seen += 1
-                with contextlib.suppress(OSError):
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-                    elif e.is_file(follow_symlinks=False) and _ENTRY.fullmatch(e.name) and e.path != os.fspath(keep):
-                        st = e.stat(follow_symlinks=False)
-                        entries.append((st.st_mtime, st.st_size, e.path))
+    listing = walk_tree(root, WALK_BOUNDS)  # past the bounds: the entries of the directories read (the same each time)
+    entries = [
+        (f.mtime_ns, f.size, os.fspath(root / f.rel))
+        for f in listing.files
+        if _ENTRY.fullmatch(f.name) and root / f.rel != keep
+    ]
     total = sum(size for _, size, _ in entries) + _size(keep)
     count = len(entries) + 1
     for _, size, name in sorted(entries):

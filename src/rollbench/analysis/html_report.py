@@ -300,17 +300,16 @@ def render_report(
     summary: dict[str, Any] | None = None,
     reproductions: list[dict[str, Any]] | None = None,
     checkpoints: list[dict[str, Any]] | None = None,
-    rule: CoverageRule = DEFAULT_RULE,
 ) -> str:
     """The report as one HTML document (str). Figures are PNG data URIs; ``plots`` (file name -> bytes) also gets
     every figure as PNG + SVG, for the caller to write (``report --plots``; nothing is written here).
     ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not).
     ``reproductions``: :func:`rollbench.reproduce.reproduce` documents, one section each. ``checkpoints``: the
     :func:`~rollbench.analysis.checkpoints_section.checkpoint_sections` when the caller has them (computed if not).
-    ``rule``: the coverage rule of the sequential decisions (that of ``comparison``: the two never disagree)."""
+    The sequential decisions are made under the summary's coverage rule (the report's, as its comparisons)."""
     if summary is None:
         summary = report_summary(loaded, labels)
-    sequential, seq_warnings = sequential_comparisons(loaded, rule)
+    sequential, seq_warnings = sequential_comparisons(loaded, CoverageRule(**summary["coverage_rule"]))
     figures = draw_figures(loaded, summary, comparison, plots, sequential)
     context = report_context(loaded, summary, comparison, figures, dashboard_url)
     context["warnings"] = [*context["warnings"], *seq_warnings]

@@ -346,7 +346,6 @@ def report_cmd(
                 summary=summary,
                 reproductions=reproductions,
                 checkpoints=checkpoints,
-                rule=rule,
             )
         warnings = report_warnings(comparison, summary) + checkpoint_warnings(checkpoints)
         outputs = [(out_path, text.encode("utf-8"), "--out")]

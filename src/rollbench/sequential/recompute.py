@@ -7,6 +7,11 @@ pairs in plan order (:mod:`rollbench.sequential.pairs`: the plans checked, a shu
 pairs with an environment or infrastructure error left out, policy errors counted as failures, the coverage gate) and
 replays every look of the rule (:func:`rollbench.grading.sequential.run_looks`) on the counted pairs.
 
+The coverage rule of the decisions is the caller's (the user's ``--min-coverage`` / ``--exclude-policy-errors``, else
+the defaults), never the arms': the rule an arm records (``sequential.coverage_rule``, the one its study ran under)
+only checks its recorded decision and the decision log, and a document whose arms record another rule says so in
+``coverage_rule_note`` (hostile round 15, F5).
+
 Refused (ConfigError, one line naming the file and the reason): a run without the block; a block that is malformed or
 whose derived values (thresholds, exact errors) are not what its parameters give (edited); arms that do not name each
 other, disagree on the design or the family, or whose plans differ; a recorded decision or stopping look that the

@@ -528,3 +528,28 @@ class Counted:
 
 def counted(name: str, options: Mapping[str, Any]) -> Counted:
     return Counted(options)
+
+
+class FinishRaises:
+    """``options["inner"]`` (default the scripted expert), whose ``finish_episode`` hook (called after the last step,
+    as an agent's transcript is) raises ``RuntimeError("transcript store is full")``."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.inner = make_policy(options.get("inner", "scripted-expert"), {})
+        self.info = PolicyInfo(name="finish-raises")
+
+    def reset(self, task: TaskInfo, seed: int) -> None:
+        self.inner.reset(task, seed)
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        return self.inner.act(observation, instruction)
+
+    def finish_episode(self, outcome: Mapping[str, Any]) -> Mapping[str, bytes]:
+        raise RuntimeError("transcript store is full")
+
+    def close(self) -> None:
+        pass
+
+
+def finish_raises(name: str, options: Mapping[str, Any]) -> FinishRaises:
+    return FinishRaises(options)

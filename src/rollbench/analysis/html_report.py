@@ -50,9 +50,10 @@ def _env() -> Environment:
     return template_environment(Path(__file__).with_name("templates"))
 
 
-def sequential_comparisons(loaded: Loaded) -> tuple[list[dict[str, Any]], list[str]]:
+def sequential_comparisons(loaded: Loaded, rule: CoverageRule = DEFAULT_RULE) -> tuple[list[dict[str, Any]], list[str]]:
     """The sequential comparisons among the run directories (arms of ``rollbench sequential``, grouped by the
-    directory holding them), each recomputed from its arms; and a warning per group that cannot be."""
+    directory holding them), each recomputed from its arms under ``rule`` (the report's, as its comparisons); and a
+    warning per group that cannot be, or whose arms record another coverage rule."""
     from rollbench.sequential.recompute import compare_sequential
 
     groups: dict[Path, list[Path]] = {}
@@ -62,9 +63,12 @@ def sequential_comparisons(loaded: Loaded) -> tuple[list[dict[str, Any]], list[s
     docs, warnings = [], []
     for parent, dirs in sorted(groups.items()):
         try:
-            docs.append(compare_sequential(dirs))
+            docs.append(compare_sequential(dirs, rule))
         except RollbenchError as exc:
             warnings.append(f"sequential comparison in {parent} not shown: {exc}")
+            continue
+        if docs[-1]["coverage_rule_note"]:
+            warnings.append(f"sequential comparison in {parent}: {docs[-1]['coverage_rule_note']}")
     return docs, warnings
 
 
@@ -301,10 +305,11 @@ def render_report(
     every figure as PNG + SVG, for the caller to write (``report --plots``; nothing is written here).
     ``summary``: ``summarize_runs(loaded, labels=labels)`` when the caller has it already (computed here if not).
     ``reproductions``: :func:`rollbench.reproduce.reproduce` documents, one section each. ``checkpoints``: the
-    :func:`~rollbench.analysis.checkpoints_section.checkpoint_sections` when the caller has them (computed if not)."""
+    :func:`~rollbench.analysis.checkpoints_section.checkpoint_sections` when the caller has them (computed if not).
+    The sequential decisions are made under the summary's coverage rule (the report's, as its comparisons)."""
     if summary is None:
         summary = report_summary(loaded, labels)
-    sequential, seq_warnings = sequential_comparisons(loaded)
+    sequential, seq_warnings = sequential_comparisons(loaded, CoverageRule(**summary["coverage_rule"]))
     figures = draw_figures(loaded, summary, comparison, plots, sequential)
     context = report_context(loaded, summary, comparison, figures, dashboard_url)
     context["warnings"] = [*context["warnings"], *seq_warnings]
@@ -328,7 +333,10 @@ def _sequential_arms(loaded: Loaded) -> frozenset[str]:
 
 
 def _sequential_view(doc: dict[str, Any], i: int) -> dict[str, Any]:
-    """One sequential comparison for the template: a row per task (and pooled) and its figures' names."""
+    """One sequential comparison for the template: a row per task (and pooled), what each task counts, and its
+    figures' names."""
+    from rollbench.sequential.pairs import counts_line
+
     says = {"b_better": "B better", "a_better": "A better", "futility": "futility (no difference of delta)",
             "budget_exhausted": "undecided (budget exhausted)", None: "undecided so far",
             "insufficient_coverage": "insufficient coverage (no verdict)"}  # fmt: skip
@@ -350,6 +358,7 @@ def _sequential_view(doc: dict[str, Any], i: int) -> dict[str, Any]:
         "design": f"delta {d0['delta']:g} at p_a {d0['p_a']:g}; exact type-I error {d0['type1_error']:.4f}, "
         f"power {d0['power']:.3f}, futility error {d0['futility_error']:.3f}; look every {d0['look_every']}",
         "correction": doc["correction"],
+        "counts": [counts_line(t) for t in doc["tasks"]],
     }
 
 

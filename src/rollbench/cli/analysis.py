@@ -123,6 +123,13 @@ RUN_ONLY_FLAGS = {
     "--allow-damaged": "allow_damaged",
 }
 """compare's options that apply to a comparison of runs only (option -> parameter): refused with --power."""
+SEQUENTIAL_REFUSES = ("--unpaired", "--seed", "--resamples", "--allow-damaged")
+"""compare's options for a fixed-N comparison that a sequential test has no use for: refused with --sequential."""
+
+
+def _typed(ctx: typer.Context, param: str) -> bool:
+    """Whether the user gave ``param`` on the command line (a default is not given)."""
+    return getattr(ctx.get_parameter_source(param), "name", "") == "COMMANDLINE"
 
 
 def compare_cmd(
@@ -160,9 +167,7 @@ def compare_cmd(
     comparison needs. Errors: docs/analysis.md, "Errors and coverage"."""
     out = _out()
     if power:
-        given = [
-            f for f, p in RUN_ONLY_FLAGS.items() if getattr(ctx.get_parameter_source(p), "name", "") == "COMMANDLINE"
-        ]
+        given = [f for f, p in RUN_ONLY_FLAGS.items() if _typed(ctx, p)]
         if given:  # never silently ignored (hostile round 12, F3), as --alpha without --power is not
             _fail(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to a comparison of runs; --power plans "
                   f"one from --p-a and --p-b: drop {'it' if len(given) == 1 else 'them'}, or drop --power")  # fmt: skip
@@ -180,7 +185,11 @@ def compare_cmd(
         _fail(f"{', '.join(given)} plan a comparison with --power; a comparison of runs tests at 0.05 (Holm across "
               "tasks): drop them, or add --power")  # fmt: skip
     if sequential:
-        _compare_sequential(out, runs or [], as_json, unpaired or allow_damaged)
+        from rollbench.cli.sequential import recompute_sequential
+
+        fixed_n = [f for f in SEQUENTIAL_REFUSES if _typed(ctx, RUN_ONLY_FLAGS[f])]
+        with exit_on_errors():
+            recompute_sequential(out, runs or [], as_json, fixed_n, coverage_rule(min_coverage, exclude_policy_errors))
         return
     from rollbench.analysis.compare import compare_runs
     from rollbench.analysis.sources import load_runs
@@ -241,20 +250,6 @@ def _power_plan(
         + (" (independent policies; give --discordant from a pilot run)" if discordant is None else ""),
         highlight=False,
     )
-
-
-def _compare_sequential(out: Console, runs: list[Path], as_json: bool, other_options: bool) -> None:
-    """``compare --sequential``: the decision and every look recomputed from the arms (exit 2 when refused)."""
-    from rollbench.cli.sequential import print_sequential
-    from rollbench.sequential.recompute import compare_sequential
-
-    with exit_on_errors():
-        if other_options:
-            raise ConfigError("--sequential recomputes a sequential test; --unpaired and --allow-damaged do not apply")
-        if not runs:
-            raise ConfigError("--sequential needs the two arms of a rollbench sequential run, or its --out directory")
-        doc = compare_sequential(list(runs))
-    print_doc(out, doc, as_json, print_sequential)
 
 
 def _reproductions(loaded: Any, reference: str | None) -> list[dict[str, Any]]:

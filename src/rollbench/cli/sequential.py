@@ -1,5 +1,5 @@
-"""``rollbench sequential``: a paired A/B evaluation that stops when the answer is known (docs/sequential.md), and the
-printing shared with ``rollbench compare --sequential``.
+"""``rollbench sequential``: a paired A/B evaluation that stops when the answer is known (docs/sequential.md), and
+``rollbench compare --sequential`` (:func:`recompute_sequential`), which shares its printing.
 
 Exit codes: 0 = every task decided (B better, A better, futility or budget exhausted); 2 = bad input (nothing ran);
 130 / 143 = interrupted (the same command resumes); 1 = a run could not go on.
@@ -23,7 +23,7 @@ from rollbench.cli.run_flags import EXECUTION_FLAGS, IDENTITY_FLAGS, eval_option
 from rollbench.cli.tables import print_table
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING
-from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE
+from rollbench.grading.coverage import DEFAULT_MIN_COVERAGE, CoverageRule
 
 SAYS = {
     "b_better": "B better",
@@ -36,23 +36,29 @@ SAYS = {
 
 
 def print_sequential(out: Console, doc: dict[str, Any]) -> None:
-    """One table per comparison: per task the decision, the look that made it, the counts, the design."""
+    """One table per comparison: per task the decision, the look that made it, the counts, the design; under it a
+    line per task saying what its counts are, and the coverage rule's note when the arms record another rule."""
+    from rollbench.sequential.pairs import counts_line
+
     table = Table(title=f"sequential paired test ({doc['rule']}), family alpha {doc['alpha_family']:g}")
-    for col in ("task", "decision", "at pair", "pairs run (A/B)", "B only", "A only", "llr B", "llr A", "alpha"):
+    cols = ("task", "decision", "at pair", "pairs attempted", "pairs tested", "B only", "A only", "llr B", "llr A")
+    for col in (*cols, "alpha"):
         table.add_column(col, justify="left" if col in ("task", "decision") else "right")
     for t in doc["tasks"]:
         last = t["looks"][-1] if t["looks"] else {"b_only": 0, "a_only": 0, "llr_b": 0.0, "llr_a": 0.0}
-        ran = f"{t['episodes_recorded']['a']}/{t['episodes_recorded']['b']}"
         at = MISSING if t["stopped_at"] is None else str(t["stopped_at"])
-        row = [t["task"], SAYS[t["decision"]], at, ran, str(last["b_only"]), str(last["a_only"])]
+        row = [t["task"], SAYS[t["decision"]], at, str(t["errors"]["pairs_to_decision"])]
+        row += [str(t["pairs_counted"]), str(last["b_only"]), str(last["a_only"])]
         table.add_row(*row, f"{last['llr_b']:.2f}", f"{last['llr_a']:.2f}", f"{t['design']['alpha']:.3g}")
     if doc.get("pooled"):
         p = doc["pooled"]
         last = p["looks"][-1] if p["looks"] else {"b_only": 0, "a_only": 0, "llr_b": 0.0, "llr_a": 0.0}
         at = MISSING if p["stopped_at"] is None else str(p["stopped_at"])
-        row = ["pooled", SAYS[p["decision"]], at, "", str(last["b_only"]), str(last["a_only"])]
+        row = ["pooled", SAYS[p["decision"]], at, "", "", str(last["b_only"]), str(last["a_only"])]
         table.add_row(*row, f"{last['llr_b']:.2f}", f"{last['llr_a']:.2f}", f"{p['design']['alpha']:.3g}")
     print_table(out, table)
+    for line in [*map(counts_line, doc["tasks"]), *filter(None, [doc.get("coverage_rule_note")])]:
+        out.print(said(line), highlight=False, soft_wrap=True)
     d = doc["tasks"][0]["design"] if doc["tasks"] else None
     if d:
         out.print(
@@ -66,8 +72,29 @@ def print_sequential(out: Console, doc: dict[str, Any]) -> None:
         )
     if doc.get("log"):
         out.print(  # one line: a path is never broken across lines
-            f"decision log {doc['log']['path']}: agrees with the run directories", highlight=False, soft_wrap=True
+            f"decision log {doc['log']['path']}: agrees with the run directories"
+            + (" (under the coverage rule they record)" if doc["coverage_rule_note"] else ""),
+            highlight=False,
+            soft_wrap=True,
         )
+
+
+def recompute_sequential(out: Console, runs: list[Path], as_json: bool, refused: list[str], rule: CoverageRule) -> None:
+    """``compare --sequential``: the decision and every look recomputed from the arms under ``rule`` (the user's
+    --min-coverage / --exclude-policy-errors, else the defaults); ConfigError (exit 2) for ``refused`` options, which
+    a sequential test has no use for (never silently ignored: hostile round 15, F5)."""
+    from rollbench.sequential.recompute import compare_sequential
+
+    if refused:
+        raise ConfigError(
+            f"{', '.join(refused)} appl{'ies' if len(refused) == 1 else 'y'} to a fixed-N comparison of runs; "
+            f"--sequential recomputes a sequential test (its coverage gate: --min-coverage, --exclude-policy-errors): "
+            f"drop {'it' if len(refused) == 1 else 'them'}, or drop --sequential"
+        )
+    if not runs:
+        raise ConfigError("--sequential needs the two arms of a rollbench sequential run, or its --out directory")
+    doc = compare_sequential(list(runs), rule)
+    print_doc(out, doc, as_json, print_sequential)
 
 
 def _wanted(d: dict[str, Any]) -> str:

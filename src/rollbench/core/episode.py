@@ -33,7 +33,8 @@ class EpisodeRecord:
         latencies: ``float32 (T,)`` seconds spent in ``policy.act`` on steps that called it, NaN on steps served
             from a queued action chunk.
         frames: camera -> list of ``uint8 (H, W, 3)``, one per step (empty unless video was asked for).
-        error: ``"ExceptionType: message"`` when termination_reason is ``error``.
+        error: ``"ExceptionType: message"`` when termination_reason is ``error`` (prefixed with
+            :data:`FINISH_EPISODE_ERROR` when the policy's ``finish_episode`` raised it, after the last step).
         error_fault: whose fault the error was (``policy``, ``environment``, ``infrastructure``), else None.
         render_failure: why the images the policy was given were black or frozen (then the episode is an
             ``environment`` error), else None; see :class:`rollbench.run.render_check.RenderWatch`.
@@ -80,6 +81,12 @@ def held_success(successes: Sequence[bool], hold: int = 1, final_step: bool = Fa
         if run >= hold:
             return True
     return False
+
+
+FINISH_EPISODE_ERROR = "policy.finish_episode raised "
+"""The start of the recorded error of an episode whose policy's ``finish_episode`` hook raised: it is called after
+the last step, so it is one of the two errors that may follow a step that ended the episode (success, the horizon);
+grade names such an error that nothing recorded explains (:mod:`rollbench.grading.termination`)."""
 
 
 def fault_of(exc: BaseException, default: Fault) -> Fault:

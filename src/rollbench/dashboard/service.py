@@ -368,8 +368,8 @@ SIBLING = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 
 def sequential_of(run_dir: Path, partner: str) -> dict[str, Any]:
     """An arm's sequential test recomputed from it and its partner (a sibling directory whose plain name run.json
-    ``sequential.partner`` gives; never a link, never another path), as ``{"task": task document}`` or
-    ``{"error": why}``."""
+    ``sequential.partner`` gives; never a link, never another path) under the default coverage rule, as ``{"task":
+    task document, "note": the coverage rule's note or None}`` or ``{"error": why}``."""
     from rollbench.core.contracts import RollbenchError
     from rollbench.sequential.recompute import compare_sequential
 
@@ -382,4 +382,4 @@ def sequential_of(run_dir: Path, partner: str) -> dict[str, Any]:
         doc = compare_sequential([run_dir, other])
     except RollbenchError as exc:
         return {"error": str(exc)}
-    return {"task": doc["tasks"][0]}
+    return {"task": doc["tasks"][0], "note": doc["coverage_rule_note"]}  # the default gate, never the recorded one

@@ -27,8 +27,10 @@ LLM agent runs (episodes with a ``rollbench/transcript``): ``agent_usage`` gives
 stated totals or termination reason disagree with its lines or the episode row, is a violation.
 
 An episode's termination reason must fit its steps as the episode loop sets it: ``max_steps`` only at its
-horizon, ``success`` only under ``any_step`` on the step that first completes the hold, and an ``any_step`` episode
-whose steps complete the hold ends there as ``success`` (or ``error``); anything else is a violation.
+horizon, ``success`` only under ``any_step`` on the step that first completes the hold, an ``any_step`` episode
+whose steps complete the hold ends there as ``success``, and an ``error`` after a step that ended the episode only
+where a render failure or the policy's ``finish_episode`` explains it (:mod:`rollbench.grading.termination`);
+anything else is a violation.
 
 What the run's own ``meta/`` declares is checked too (:mod:`rollbench.grading.declared`): every step file's columns
 against ``meta/info.json``'s ``features`` (dtype and width; a file that differs is named and not read),
@@ -88,6 +90,7 @@ from rollbench.grading.tables import (
     percentiles,
     query,
 )
+from rollbench.grading.termination import Ending, check_termination
 from rollbench.grading.time_axis import info_fps_problem, timestamp_problems
 from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import is_inside
@@ -331,7 +334,8 @@ def _episode_row(
         violations.append(f"episode {e}: its wall time {wall:g} s is not a finite number >= 0 (not counted)")
     if length > m.max_steps:
         violations.append(f"episode {e}: {length} steps exceed its horizon of {m.max_steps}")
-    _check_termination(e, reason, rule, length, m.max_steps, d["successes"] if d else [], hold, violations)
+    end = Ending(reason, rule, m.max_steps, m.error, m.error_fault, m.render_failure)
+    check_termination(e, end, length, d["successes"] if d else [], hold, violations)
     graded = GradedEpisode(
         episode_index=e,
         task=m.task,
@@ -353,25 +357,6 @@ def _episode_row(
         transcript=m.transcript,
     )
     return graded, rows
-
-
-def _check_termination(
-    e: int, reason: str, rule: str, length: int, horizon: int, successes: list[bool], hold: int, out: list[str]
-) -> None:
-    """Episode ``e``'s termination reason against its steps, as the episode loop (:mod:`rollbench.run.episode`)
-    sets it: ``max_steps`` only at the horizon; ``success`` only under ``any_step``, on the first step that
-    completes ``hold`` consecutive successful steps; an ``any_step`` success always ends as ``success``."""
-    held = held_success(successes, hold)
-    if reason == "max_steps" and length != horizon:
-        out.append(f"episode {e}: termination max_steps after {length} steps, but its horizon is {horizon} steps")
-    first = held and not held_success(successes[:-1], hold)  # the hold is first reached on the last step
-    if reason == "success" and (rule != "any_step" or not first):
-        out.append(
-            f"episode {e}: termination success, but its step data does not reach the success rule "
-            f"({rule}, hold {hold}) first on its last step"
-        )
-    if reason not in ("success", "error") and rule == "any_step" and held:
-        out.append(f"episode {e}: termination {reason}, but its step data reached success (hold {hold}) before it")
 
 
 def _finite(x: float) -> float | None:

@@ -62,7 +62,7 @@ from rollbench.core.contracts import (
     PolicyStop,
     describe,
 )
-from rollbench.core.episode import EpisodeRecord, fault_of, held_success
+from rollbench.core.episode import FINISH_EPISODE_ERROR, EpisodeRecord, fault_of, held_success
 from rollbench.core.interrupts import contained
 from rollbench.core.latency import delay_rule
 from rollbench.core.plan import PlannedEpisode
@@ -316,6 +316,7 @@ class EpisodeRun:
                 artifacts = {str(k): bytes(v) for k, v in policy.finish_episode(outcome).items()}
             if artifact.error and self.reason != "error":
                 self.fail(artifact.error)
+                self.error = f"{FINISH_EPISODE_ERROR}{self.error}"  # after the last step: grade tells it apart
                 success = False
         return EpisodeRecord(
             planned=self.planned,

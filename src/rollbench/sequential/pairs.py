@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import MISSING
 from rollbench.core.plan import recorded_stream, trial_order
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
@@ -139,3 +140,30 @@ def paired_outcomes(a: Any, b: Any, task: str, rule: CoverageRule = DEFAULT_RULE
         out.xb.append(sb)
         out.attempted_at.append(out.attempted)
     return out
+
+
+def counts_line(t: dict[str, Any]) -> str:
+    """What a task's decision counts, in one line: pairs attempted up to the decision, tested and left out (and any
+    recorded after it, not counted), each arm's episodes recorded and errors by fault over every attempted pair, each
+    arm's coverage (scored / attempted up to the decision) against the gate applied."""
+    e = t["errors"]
+    attempted = e["pairs_to_decision"]
+    after = t["pairs_attempted"] - attempted
+    gate = "left out" if e["exclude_policy_errors"] else "counted as failures"
+
+    def faults(arm: str) -> str:
+        return ", ".join(f"{n} {f}" for f, n in sorted(e["by_fault"][arm].items()) if n) or "none"
+
+    def cover(arm: str) -> str:
+        return MISSING if e["coverage"][arm] is None else f"{e['coverage'][arm]:.1%}"
+
+    recorded = t["episodes_recorded"]
+    return (
+        f"{t['task']}: {attempted} pairs attempted{' up to the decision' if t['decision'] else ''}: "
+        f"{t['pairs_counted']} tested, {attempted - t['pairs_counted']} left out (an error the rule does not score "
+        "on either side)"
+        + (f"; {after} more attempted after it, not counted" if after else "")
+        + f". Episodes recorded A {recorded['a']}, B {recorded['b']}; errored by fault (all {t['pairs_attempted']} "
+        f"attempted pairs): A {faults('a')}; B {faults('b')}. Coverage (scored / attempted): A {cover('a')}, B "
+        f"{cover('b')}; gate {e['coverage_min']:.0%} (policy errors {gate})"
+    )

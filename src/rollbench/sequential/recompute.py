@@ -7,6 +7,11 @@ pairs in plan order (:mod:`rollbench.sequential.pairs`: the plans checked, a shu
 pairs with an environment or infrastructure error left out, policy errors counted as failures, the coverage gate) and
 replays every look of the rule (:func:`rollbench.grading.sequential.run_looks`) on the counted pairs.
 
+The coverage rule of the decisions is the caller's (the user's ``--min-coverage`` / ``--exclude-policy-errors``, else
+the defaults), never the arms': the rule an arm records (``sequential.coverage_rule``, the one its study ran under)
+only checks its recorded decision and the decision log, and a document whose arms record another rule says so in
+``coverage_rule_note`` (hostile round 15, F5).
+
 Refused (ConfigError, one line naming the file and the reason): a run without the block; a block that is malformed or
 whose derived values (thresholds, exact errors) are not what its parameters give (edited); arms that do not name each
 other, disagree on the design or the family, or whose plans differ; a recorded decision or stopping look that the
@@ -171,12 +176,17 @@ def _final_look(looks: list[Look], pairs: Any, rule: SequentialDesign, planned: 
     return looks
 
 
-def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, Any]:
-    """Every look of the task's test and its decision, recomputed from the two arms."""
+def recorded_rule(rec: SequentialRecord) -> CoverageRule:
+    """The coverage rule an arm's ``sequential.coverage_rule`` records (absent: the defaults): the rule its study ran
+    under, against which its recorded decision is checked; never the gate of a verdict (issue 42, round 15 F5)."""
+    cov = rec.coverage_rule
+    return CoverageRule(cov.min_coverage, cov.exclude_policy_errors) if cov is not None else DEFAULT_RULE
+
+
+def task_document(a: RunData, b: RunData, rec: SequentialRecord, coverage: CoverageRule) -> dict[str, Any]:
+    """Every look of the task's test and its decision, recomputed from the two arms under ``coverage``."""
     d = rec.design
     rule = rule_of(d)
-    cov = rec.coverage_rule
-    coverage = CoverageRule(cov.min_coverage, cov.exclude_policy_errors) if cov is not None else DEFAULT_RULE
     pairs = paired_outcomes(a, b, rec.task, coverage)
     planned = sum(1 for e in a.log.plan.episodes if e.task == rec.task)
     looks = _final_look(run_looks(rule, pairs.xa, pairs.xb, d.look_every), pairs, rule, planned)
@@ -204,6 +214,7 @@ def task_document(a: RunData, b: RunData, rec: SequentialRecord) -> dict[str, An
             "coverage_min": coverage.min_coverage,
             "exclude_policy_errors": coverage.exclude_policy_errors,
             "gate": pairs.gate(attempted),
+            "pairs_to_decision": attempted,  # the attempted pairs the coverage counts (all when undecided)
         },
         "episodes_recorded": {"a": len(a.episodes), "b": len(b.episodes)},
         "outcomes": {"a": pairs.xa[:counted], "b": pairs.xb[:counted]},
@@ -270,22 +281,56 @@ def _correction(rec: SequentialRecord, m: int) -> str:
     return "bonferroni-tasks-only" if rec.design.futility is None else "bonferroni-tasks-and-pooled"
 
 
-def compare_sequential(paths: list[Path]) -> dict[str, Any]:
-    """The sequential comparison held by the run directories under ``paths`` (the two arms of a task, or every arm of
-    a suite, or the directory holding them), recomputed from the arms alone; see the module docstring.
+def _rule_words(rule: CoverageRule) -> str:
+    errors = "left out" if rule.exclude_policy_errors else "counted as failures"
+    return f"min coverage {rule.min_coverage:g}, policy errors {errors}"
 
-    Returns ``{"statistics": "sequential", "rule", "alpha_family", "correction", "tasks": [task documents, family
-    order], "pooled": {...} or None (one task), "log": {"path", "agrees"} or None}``. Raises ConfigError (see
-    the module docstring)."""
+
+def rule_note(recorded: list[CoverageRule], applied: CoverageRule) -> str | None:
+    """One line when a recorded coverage rule differs from the one ``applied`` (None when none does)."""
+    other = next((r for r in recorded if r != applied), None)
+    if other is None:
+        return None
+    return (
+        f"the arms' run.json record the coverage rule ({_rule_words(other)}) their study ran under; this comparison "
+        f"applies {_rule_words(applied)} (the --min-coverage / --exclude-policy-errors given, else the defaults: a "
+        "handed-over file never sets the gate), so its decisions may differ from the recorded ones"
+    )
+
+
+def _documents(
+    pairs: list[tuple[RunData, RunData, SequentialRecord]], family: list[str], rule: CoverageRule | None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Per task of ``family`` its document, and the pooled test (None: one task, or a task not decided), under
+    ``rule`` (None: each task's recorded rule)."""
+    by_task = {rec.task: (a, b, rec) for a, b, rec in pairs}
+    tasks = [task_document(*by_task[t], rule or recorded_rule(by_task[t][2])) for t in family if t in by_task]
+    # the pooled test is defined once every task has stopped (its pairs are each task's counted ones, in family
+    # order: while tasks advance in turns, an earlier task's new pairs would shift a later task's)
+    complete = len(tasks) == len(family) and all(t["decision"] for t in tasks)
+    rec0 = pairs[0][2]
+    return tasks, _pooled(tasks, rec0.design, rec0.alpha_family) if len(family) > 1 and complete else None
+
+
+def compare_sequential(paths: list[Path], rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any]:
+    """The sequential comparison held by the run directories under ``paths`` (the two arms of a task, or every arm of
+    a suite, or the directory holding them), recomputed from the arms alone; see the module docstring. ``rule``: the
+    coverage rule of the decisions (the user's options, else the defaults). The recorded decisions and the decision
+    log are checked against a recomputation under the rule each arm records (the one its study ran under); where
+    that differs from ``rule``, the decisions are recomputed under ``rule`` and ``coverage_rule_note`` says so.
+
+    Returns ``{"statistics": "sequential", "rule", "alpha_family", "correction", "coverage_rule" (applied),
+    "recorded_coverage_rule", "coverage_rule_note" (str or None), "tasks": [task documents, family order],
+    "pooled": {...} or None (one task), "log": {"path", "agrees"} or None}``. Raises ConfigError (see the module
+    docstring)."""
     pairs = _pair_up(load_arms(paths))
     if not pairs:
         raise ConfigError("no arm of a rollbench sequential comparison was given")
     family = pairs[0][2].family
-    by_task = {rec.task: (a, b, rec) for a, b, rec in pairs}
-    if any(rec.family != family for *_, rec in pairs) or len(by_task) != len(pairs):
+    if any(rec.family != family for *_, rec in pairs) or len({rec.task for *_, rec in pairs}) != len(pairs):
         raise ConfigError("the runs given belong to more than one sequential comparison; give one at a time")
-    missing = [t for t in family if t not in by_task]
-    tasks = [task_document(*by_task[t]) for t in family if t in by_task]
+    missing = [t for t in family if t not in {rec.task for *_, rec in pairs}]
+    tasks, pooled = _documents(pairs, family, None)  # under the recorded rules: what the study decided
     for t in tasks:
         rec = t["recorded"]
         if rec["decision"] is not None and (rec["decision"], rec["stopped_at"]) != (t["decision"], t["stopped_at"]):
@@ -300,7 +345,7 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
                 f"{theirs.decision} at {theirs.stopped_at}): one was edited or removed"
             )
     rec0 = pairs[0][2]
-    complete = not missing and all(t["decision"] for t in tasks)
+    recorded = [recorded_rule(rec) for *_, rec in pairs]
     doc: dict[str, Any] = {
         "statistics": "sequential",
         "rule": rec0.rule,
@@ -309,11 +354,14 @@ def compare_sequential(paths: list[Path]) -> dict[str, Any]:
         "family": family,
         "tasks_missing": missing,
         "tasks": tasks,
-        # the pooled test is defined once every task has stopped (its pairs are each task's counted ones, in family
-        # order: while tasks advance in turns, an earlier task's new pairs would shift a later task's)
-        "pooled": _pooled(tasks, rec0.design, rec0.alpha_family) if len(family) > 1 and complete else None,
+        "pooled": pooled,
         "log": None,
     }
     specs = {rec.task: (a.log.spec.model_dump(mode="json"), b.log.spec.model_dump(mode="json")) for a, b, rec in pairs}
-    doc["log"] = check_log(doc, {Path(t["a"]).parent for t in tasks}, specs)
+    doc["log"] = check_log(doc, {Path(t["a"]).parent for t in tasks}, specs)  # the log: the study's own decisions
+    if any(r != rule for r in recorded):
+        doc["tasks"], doc["pooled"] = _documents(pairs, family, rule)
+    doc["coverage_rule"] = rule.to_dict()
+    doc["recorded_coverage_rule"] = recorded_rule(rec0).to_dict()
+    doc["coverage_rule_note"] = rule_note(recorded, rule)
     return doc

@@ -320,7 +320,7 @@ def run_sequential(
                     _advance(specs[task][arm], dirs[task][arm], target, run, labels, cancelled)
                     block = {**blocks[task], "arm": arm, "partner": dirs[task][other].name, "decision": None}
                     _record(dirs[task][arm], block)
-            doc = compare_sequential([d for d in so_far if d.exists()])
+            doc = compare_sequential([d for d in so_far if d.exists()], config.coverage)
             for row in doc["tasks"]:
                 task = row["task"]
                 for look in row["looks"][seen.get(task, 0) :]:
@@ -336,7 +336,7 @@ def run_sequential(
                             dirs[task][arm], {**blocks[task], "arm": arm, "partner": dirs[task][other].name, **decided}
                         )
             _write_log(out, parameters, doc)
-        doc = compare_sequential([d for d in so_far if d.exists()])
+        doc = compare_sequential([d for d in so_far if d.exists()], config.coverage)
         _write_log(out, parameters, doc)
         return {**doc, "parameters": parameters, "out": str(out)}
 

@@ -199,6 +199,53 @@ def run_dir_containing(path: Path) -> Path | None:
     return None
 
 
+RELEASE_MANIFEST = "MANIFEST.json"  # the record ``rollbench release`` writes last in every release directory
+RELEASE_MARK = b'"rollbench_release"'  # the key that marks a MANIFEST.json as a rollbench release's
+_SCAN_CHUNK = 1 << 20  # bytes read at a time while looking for the mark (memory bound of the scan)
+
+
+def is_release_manifest(path: Path) -> bool:
+    """True when ``path`` is a regular file (not a link) holding a JSON object with the key
+    ``"rollbench_release"``: the manifest of a directory ``rollbench release`` wrote. Read in 1 MiB chunks, the end
+    first (its keys are sorted, so the mark lies near the end), at most :data:`MAX_JSON_BYTES`; a link, FIFO or
+    unreadable file is not one."""
+    try:
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if f.read(_SCAN_CHUNK).lstrip()[:1] != b"{":
+                return False
+            starts = [max(0, size - _SCAN_CHUNK), *range(0, min(size, MAX_JSON_BYTES), _SCAN_CHUNK)]
+            for start in starts:  # each window overlaps the next by the mark's length less one byte
+                f.seek(start)
+                if RELEASE_MARK in f.read(_SCAN_CHUNK + len(RELEASE_MARK) - 1):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def release_dir_containing(path: Path) -> Path | None:
+    """The release directory (one whose ``MANIFEST.json`` :func:`is_release_manifest`) that ``path`` is, or lies
+    inside (links resolved)."""
+    real = Path(os.path.realpath(path))
+    for d in (real, *real.parents):
+        if is_regular(d / RELEASE_MANIFEST) and is_release_manifest(d / RELEASE_MANIFEST):
+            return d
+    return None
+
+
+def refuse_inside_release(out: Path, option: str = "--out") -> None:
+    """ConfigError when output path ``out`` is, or lies inside, a release directory: its MANIFEST.json is the record
+    of every released file (sha256, size) and redaction, written once by ``rollbench release``, so nothing is
+    written over it or beside it (hostile round 15, F4)."""
+    release = release_dir_containing(out)
+    if release is not None:
+        raise ConfigError(
+            f"{option} {out} lies inside the release directory {release} (its {RELEASE_MANIFEST} records every "
+            "released file and redaction); write outputs elsewhere"
+        )
+
+
 # The records rollbench keeps outside run directories, by file name: (the kind of record, what the file is). A study
 # record (every kind but labels) also claims the other files of its directory (a checkpoint selection's figure).
 RECORD_FILES: dict[str, tuple[str, str]] = {
@@ -213,7 +260,8 @@ RECORD_FILES: dict[str, tuple[str, str]] = {
 
 def refuse_inside_run(out: Path, option: str = "--out", own: str | None = None) -> None:
     """ConfigError when output path ``out`` is, or lies inside, a run directory: rollbench never writes its reports,
-    plots or exports into a recorded run (they would replace or join the run's own files); or when it is an
+    plots or exports into a recorded run (they would replace or join the run's own files); or a release directory
+    (:func:`refuse_inside_release`); or when it is an
     existing file rollbench keeps as a record (:func:`refuse_record`; ``own``: the kind of record the caller
     rewrites itself)."""
     run = run_dir_containing(out)
@@ -222,6 +270,7 @@ def refuse_inside_run(out: Path, option: str = "--out", own: str | None = None) 
             f"{option} {out} lies inside the run directory {run}; write outputs elsewhere (a run directory holds "
             "only what its recorder wrote)"
         )
+    refuse_inside_release(out, option)
     refuse_shared_file(out, option)
     refuse_record(out, option, own)
 

@@ -82,7 +82,9 @@ def test_eval_out_and_the_dashboards_default_labels_in_a_release_are_refused(rel
 
 
 @pytest.mark.slow
-def test_a_directory_whose_manifest_is_not_rollbenchs_takes_a_report(release: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_directory_whose_manifest_is_not_rollbenchs_takes_a_report(
+    release: tuple[Path, Path], tmp_path: Path
+) -> None:
     run, _ = release
     (tmp_path / "MANIFEST.json").write_text('{"name": "someone else\'s package", "files": []}\n')
     proc = invoke("report", run, "--out", tmp_path / "report.html")

@@ -100,14 +100,47 @@ def open_regular(path: Path, root: Path | None = None, *, follow_links: bool = F
 
 
 def read_regular_bytes(
-    path: Path, root: Path | None = None, *, follow_links: bool = False, max_bytes: int | None = None
+    path: Path,
+    root: Path | None = None,
+    *,
+    follow_links: bool = False,
+    max_bytes: int | None = None,
+    dense: bool = False,
 ) -> bytes:
     """The bytes of regular file ``path`` (see :func:`open_regular` for what is refused); with ``max_bytes``,
-    UnsafeFile when it is larger (checked on the open descriptor before anything is read)."""
+    UnsafeFile when it is larger; with ``dense``, UnsafeFile when it has a hole (:func:`check_dense`). Both are
+    checked on the open descriptor before anything is read."""
     with open_regular(path, root, follow_links=follow_links) as f:
-        if max_bytes is not None and (size := os.fstat(f.fileno()).st_size) > max_bytes:
-            raise UnsafeFile(f"{path} is {size} bytes, over the {max_bytes} rollbench reads; not read")
+        size = os.fstat(f.fileno()).st_size
+        if max_bytes is not None and size > max_bytes:
+            raise UnsafeFile(f"{path} is {size:,} bytes, over the {max_bytes:,} rollbench reads; not read")
+        if dense:
+            check_dense(path, f.fileno())
         return f.read()
+
+
+SPARSE_RATIO = 256  # a file with under 1/256 of its size allocated is read as holey (compressed file systems: <~32x)
+
+
+def check_dense(path: Path, fd: int) -> None:
+    """UnsafeFile when open file ``fd`` has a hole (``lseek(SEEK_HOLE)`` finds one before its end) or, where the
+    file system does not report holes, under 1/:data:`SPARSE_RATIO` of its size (over 1 MiB) on disk
+    (``st_blocks``): a hole reads as NUL bytes, which no JSON document rollbench writes holds, so such a file
+    (``truncate -s 1G run.json``) is named as damaged without reading it (hostile round 15, F7). The file offset is
+    left at 0."""
+    st = os.fstat(fd)
+    try:
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)
+    except OSError:  # the file system cannot say
+        hole = st.st_size
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
+    on_disk = st.st_blocks * 512
+    if hole < st.st_size or (st.st_size > 1 << 20 and on_disk * SPARSE_RATIO < st.st_size):
+        raise UnsafeFile(
+            f"{path} is a sparse file ({st.st_size:,} bytes, {on_disk:,} of them on disk, a hole at byte {hole:,}); "
+            "not read"
+        )
 
 
 def read_regular_text(path: Path, root: Path | None = None, *, follow_links: bool = False) -> str:
@@ -116,6 +149,7 @@ def read_regular_text(path: Path, root: Path | None = None, *, follow_links: boo
 
 
 MAX_JSON_BYTES = 1 << 30  # a run file's JSON document (run.json, meta/*.json) larger than 1 GiB is not read
+MAX_LIVE_BYTES = 1 << 20  # run.live.json: a few progress counts (~200 bytes), rewritten every few seconds
 
 
 def read_regular_json(
@@ -123,8 +157,8 @@ def read_regular_json(
 ) -> Any:
     """The JSON document in regular file ``path``; ValueError saying why when it is not UTF-8 JSON (malformed, not
     UTF-8, or nested deeper than the parser's recursion limit); OSError (:class:`UnsafeFile`) as :func:`open_regular`,
-    and for a file over ``max_bytes``."""
-    data = read_regular_bytes(path, root, follow_links=follow_links, max_bytes=max_bytes)
+    and for a file over ``max_bytes`` or with a hole (:func:`check_dense`: no JSON document has one)."""
+    data = read_regular_bytes(path, root, follow_links=follow_links, max_bytes=max_bytes, dense=True)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

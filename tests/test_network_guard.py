@@ -232,11 +232,20 @@ def test_dashboard_guard_refuses_cross_origin_writes_and_deep_json(tmp_path: Pat
         utf7 = http.post(
             url, content=b'{"label": "failed"}', headers={"content-type": "application/json;charset=utf-7"}
         )
+        repeated = http.post(
+            url,
+            content=b'{"label": "failed"}',
+            headers={"content-type": "application/json; charset=utf-8; charset=utf-7"},
+        )
         deep = http.post(url, content=b"[" * 30000 + b"]" * 30000, headers={"content-type": "application/json"})
         rebound = http.get(srv.url + "/api/runs", headers={"host": "evil.example"})
     finally:
         srv.stop()
     assert (foreign.status_code, text.status_code, utf7.status_code, rebound.status_code) == (403, 415, 415, 421)
+    assert repeated.status_code == 415
+    assert repeated.json()["error"] == (
+        "send the body as Content-Type: application/json with each parameter once (charset is repeated)"
+    )
     assert deep.status_code in (400, 413) and "error" in deep.json()
     assert not (tmp_path / "labels.json").exists()
 
@@ -637,6 +646,9 @@ def test_served_states_follow_the_tasks_declared_float32_vector_over_http_and_we
         ("application/json ; charset=utf8", True),
         ("application/json; charset=utf-7", False),  # hostile8 F8: another charset is not RFC 8259 JSON
         ("application/json; charset=latin-1", False),
+        ("application/json; charset=utf-8; charset=utf-7", False),  # hostile round 15 F6: which one holds?
+        ("application/json; charset=utf-7; charset=utf-8", False),
+        ("application/json; charset=utf-8; Charset=utf-8", False),  # parameter names are case-insensitive
         ("application/json; charset=utf-16", False),
         ("application/jsonx", False),
         ("application/json, text/plain", False),

@@ -41,7 +41,7 @@ def without_checkpoint_runs(loaded: Loaded) -> tuple[Loaded, list[str]]:
     moved = {id(r) for r in loaded.runs if r.run_dir is not None and r.run_dir.resolve() in inside}
     rest = [r for r in loaded.runs if id(r) not in moved]
     keys = sorted(r.key for r in loaded.runs if id(r) in moved)
-    return Loaded(rest, loaded.in_progress, loaded.copies), keys
+    return Loaded(rest, loaded.in_progress, loaded.copies, loaded.unreadable), keys
 
 
 def _figure(ranking: dict[str, Any], plots: dict[str, bytes] | None, name: str) -> bytes:

@@ -271,6 +271,7 @@ def report_context(
             for r in summary["runs"]
         ],
         "in_progress": ", ".join(f"{p['run']} ({p['why']})" for p in loaded.in_progress),
+        "unreadable": "; ".join(f"{u['path']} ({u['why']})" for u in loaded.unreadable),
         "cell_rows": cell_rows,
         "label_rows": _label_rows(summary),
         "label_rubric": summary.get("rubric"),

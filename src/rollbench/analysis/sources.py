@@ -11,7 +11,9 @@ ignored; a run without an identity or episodes is an error naming the file.
 
 Damaged runs (grade reports violations: an unreadable, cut or missing file, counts that disagree) are refused
 with a ConfigError naming the run and its first violations, unless ``allow_damaged`` (``--allow-damaged``): then
-the run is kept with ``damaged`` set and its ``violations``, which every output marks. A byte-copy of a run (the
+the run is kept with ``damaged`` set and its ``violations``, which every output marks; a run that cannot be read at
+all (its run.json does not parse, is not a run log, or over its bound) is then left out, listed in ``unreadable``
+with why, and the runs beside it are read (hostile round 15, F8). A byte-copy of a run (the
 same run log, :func:`run_fingerprint`) is one run: the first path given is read, the copy is listed in
 ``copies`` and never pooled again.
 
@@ -82,6 +84,7 @@ class Loaded:
     runs: list[RunData]
     in_progress: list[dict[str, str]]
     copies: list[dict[str, str]] = field(default_factory=list)
+    unreadable: list[dict[str, str]] = field(default_factory=list)  # --allow-damaged: {"path", "why"}, left out
 
     def notes(self) -> list[str]:
         """Warnings every analysis prints: each damaged run included, each byte-copy left out, and one line when
@@ -93,6 +96,7 @@ class Loaded:
             if r.damaged
         ]
         out += [f"{c['path']} is a copy of {c['same_as']} (the same run log); counted once" for c in self.copies]
+        out += [f"{u['path']} is left out, unreadable: {u['why']}" for u in self.unreadable]
         if exports := sorted({r.source.rsplit(" (runs[", 1)[0] for r in self.runs if r.log is None}):
             out.append(
                 f"dashboard export {', '.join(exports)}: an export records no protocol, so its runs' protocol "
@@ -329,7 +333,9 @@ def load_runs(
             try:
                 _from_run_dir(d, loaded, merge_served, allow_damaged, prints)
             except RollbenchError as exc:
-                raise ConfigError(str(exc)) from None
+                if not allow_damaged:
+                    raise ConfigError(str(exc)) from None
+                loaded.unreadable.append({"path": str(d), "why": str(exc)})
     by_key: dict[str, list[str]] = {}
     for r in loaded.runs:
         by_key.setdefault(r.key, []).append(r.source)

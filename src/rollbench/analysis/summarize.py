@@ -225,7 +225,7 @@ def summarize_runs(
     rule: CoverageRule = DEFAULT_RULE,
 ) -> dict[str, Any]:
     """The ``summarize --json`` document: ``by``, ``rubric``, ``labels``, ``cells``, ``runs``, ``in_progress``,
-    ``warnings``.
+    ``copies`` and ``unreadable`` (when any: runs left out), ``warnings``.
 
     Cells are sorted by their key values. ``instruction`` (the text the policy was given) is always part of a cell's
     key: two episodes are pooled only when their instruction texts are equal, whatever their variant names (names
@@ -268,6 +268,7 @@ def summarize_runs(
         "runs": run_rows(loaded.runs),
         "in_progress": loaded.in_progress,
         **({"copies": loaded.copies} if loaded.copies else {}),
+        **({"unreadable": loaded.unreadable} if loaded.unreadable else {}),  # left out (--allow-damaged)
         "warnings": warnings,
     }
 
@@ -382,7 +383,8 @@ def cells_csv(doc: dict[str, Any]) -> str:
     if label_names:
         head += ["n_labeled", "n_unlabeled", "n_invalid", *(f"label:{x}" for x in label_names), *rate_names]
     damaged = any("damaged_runs" in c for c in doc["cells"])  # --allow-damaged: the column marks those cells
-    head += ["damaged_runs"] if damaged else []
+    unreadable = ";".join(u["path"] for u in doc.get("unreadable", []))  # runs left out: every row names them
+    head += (["damaged_runs"] if damaged else []) + (["unreadable_runs_left_out"] if unreadable else [])
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([csv_cell(h) for h in head])
@@ -393,6 +395,6 @@ def cells_csv(doc: dict[str, Any]) -> str:
         if label_names:
             row += [c["n_labeled"], c["n_unlabeled"], c["n_invalid"], *(c["label_counts"][x] for x in label_names)]
             row += [c["rates"][r] for r in rate_names]
-        row += [";".join(c.get("damaged_runs", []))] if damaged else []
+        row += ([";".join(c.get("damaged_runs", []))] if damaged else []) + ([unreadable] if unreadable else [])
         w.writerow([csv_cell(v) for v in row])
     return buf.getvalue()

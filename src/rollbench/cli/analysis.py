@@ -208,6 +208,8 @@ def compare_cmd(
             raise ConfigError(
                 f"{loaded.in_progress[0]['path']} is {loaded.in_progress[0]['why']}; compare finished runs"
             )
+        if loaded.unreadable:  # each argument is one arm: an unreadable one is named, not dropped
+            raise ConfigError(loaded.unreadable[0]["why"])
         if len(loaded.runs) != len(runs):
             _distinct_paths(list(runs))  # the same directory twice says so; else a path held several runs
             raise ConfigError(f"give one run directory per argument ({len(runs)} paths hold {len(loaded.runs)} runs)")

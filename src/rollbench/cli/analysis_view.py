@@ -80,6 +80,8 @@ def print_summary(out: Console, doc: dict[str, Any]) -> None:
         )
     for p in doc["in_progress"]:
         out.print(f"left out: {said(p['run'])} ({said(p['path'])}) is {said(p['why'])}", highlight=False)
+    for u in doc.get("unreadable", []):
+        out.print(f"left out: {said(u['path'])} is unreadable: {said(u['why'])}", highlight=False)
 
 
 def print_comparison(out: Console, doc: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ import typer
 from rollbench.cli.common import print_json, said
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING, not_utf8, pct, printable
-from rollbench.record.safe_files import read_regular_json
+from rollbench.record.safe_files import MAX_LIVE_BYTES, read_regular_json
 
 # a run whose run.json says RUNNING while no process holds its lock: killed, or ended by code it ran (a policy calling
 # os._exit ends rollbench with the policy's exit code, nothing can run after it in that process: docs/status.md)
@@ -92,7 +92,9 @@ def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:
         if is_locked(run_dir):
             with contextlib.suppress(OSError, ValueError):
                 if is_inside(run_dir, live):
-                    row["episodes_recorded"] = read_regular_json(live, run_dir).get("episodes_done")
+                    row["episodes_recorded"] = read_regular_json(live, run_dir, max_bytes=MAX_LIVE_BYTES).get(
+                        "episodes_done"
+                    )
             row["source"] = "run.live.json (running)"
         else:
             row["status"] = f"RUNNING ({STALE}; resume it with eval --resume RUN_DIR)"

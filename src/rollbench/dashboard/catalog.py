@@ -31,7 +31,7 @@ from typing import Any
 from rollbench.core.contracts import RollbenchError
 from rollbench.core.grade_model import GradeDocument
 from rollbench.core.identity import RunIdentity
-from rollbench.core.jsonfile import read_json, read_json_or
+from rollbench.core.jsonfile import read_json
 from rollbench.core.runlog_model import RunLog
 from rollbench.core.walk import Bounds, walk_tree
 from rollbench.dashboard.review_episode import Artifacts, ReviewEpisode, VideoLink
@@ -40,7 +40,14 @@ from rollbench.grading.grade import grade, load_run_log
 from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.runlog import find_run_dirs
-from rollbench.record.safe_files import UnsafeFile, check_no_link_below, is_regular, read_regular_json, run_files
+from rollbench.record.safe_files import (
+    MAX_LIVE_BYTES,
+    UnsafeFile,
+    check_no_link_below,
+    is_regular,
+    read_regular_json,
+    run_files,
+)
 
 CACHE_VERSION = 4  # of the on-disk cache of graded records (bump when its JSON changes; 4: video sizes)
 
@@ -162,10 +169,9 @@ def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None)
     path = os.path.join(os.fspath(run_dir), "run.live.json")
     try:
         mtime = os.stat(path).st_mtime
-        live = read_regular_json(Path(path), run_dir)
+        live = read_regular_json(Path(path), run_dir, max_bytes=MAX_LIVE_BYTES)
     except (OSError, ValueError):
         return None
-    live = read_json_or(Path(path), None)
     if not isinstance(live, dict):
         return None
     age = (now or time.time()) - mtime
@@ -180,7 +186,8 @@ def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None)
 
 
 class Catalog:
-    """The runs below ``roots``; thread-safe; re-grades a run only when its signature changes.
+    """The runs below ``roots``; thread-safe; re-grades a run only when its signature changes, and re-reads a run
+    that could not be read only then too (it is named in ``errors`` on each listing from memory).
 
     A listing grades stale or new runs itself for up to ``sync_budget_s`` seconds, then hands the rest to one
     background thread and reports them as *pending* (so a first listing of a thousand runs answers at once and fills
@@ -200,6 +207,7 @@ class Catalog:
         self.cache_dir = cache_dir / "graded" if cache_dir else None
         self.sync_budget_s = sync_budget_s
         self._cache: dict[Path, RunRecord] = {}
+        self._unreadable: dict[Path, tuple[Signature, str]] = {}  # a run that cannot be read, until its files change
         self._index: dict[str, Path] = {}
         self._lock = threading.Lock()
         self._queue: queue.Queue[Path] = queue.Queue()
@@ -251,8 +259,12 @@ class Catalog:
         sig = run_signature(run_dir)
         with self._lock:
             cached = self._cache.get(run_dir)
+            known = self._unreadable.get(run_dir)
         if cached is not None and cached.signature == sig:
             return cached
+        if known is not None and known[0] == sig:  # named again, never read again (hostile round 15, F7)
+            errors.append(known[1])
+            return None
         stored = self._load_stored(run_dir, sig)
         if stored is not None:
             with self._lock:
@@ -264,10 +276,14 @@ class Catalog:
         try:
             rec = read_run(run_dir)
         except (RollbenchError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # one run only
-            errors.append(f"{run_dir}: cannot read the run ({type(exc).__name__}: {exc})")
+            why = f"{run_dir}: cannot read the run ({type(exc).__name__}: {exc})"
+            errors.append(why)
+            with self._lock:
+                self._unreadable[run_dir] = (sig, why)
             return None
         with self._lock:
             self._cache[run_dir] = rec
+            self._unreadable.pop(run_dir, None)
         self._store(rec)
         return rec
 

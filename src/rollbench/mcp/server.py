@@ -62,7 +62,7 @@ from rollbench.mcp.strict import (
     tool_error,
 )
 from rollbench.record.runlog import is_locked, read_run_log, require_run_log
-from rollbench.record.safe_files import iter_run_dirs, read_regular_json
+from rollbench.record.safe_files import MAX_LIVE_BYTES, iter_run_dirs, read_regular_json
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class RolloutService:
         live = None
         if state == "running":
             with contextlib.suppress(OSError, ValueError):  # a link, FIFO or device is not read (UnsafeFile)
-                live = read_regular_json(run_dir / "run.live.json", run_dir)
+                live = read_regular_json(run_dir / "run.live.json", run_dir, max_bytes=MAX_LIVE_BYTES)
         if active is not None:
             live = {**(live or {}), "episodes_done": active.done, "episodes_total": active.total, "last": active.last}
         graded = None

@@ -33,7 +33,7 @@ from rollbench.core.runlog_model import (
     RunStatus,
 )
 from rollbench.core.spec import EvalSpec
-from rollbench.record.files import atomic_write_json, resolve_inside, utc_now
+from rollbench.record.files import atomic_write_json, json_bytes, resolve_inside, utc_now
 from rollbench.record.live import LiveSnapshot
 from rollbench.record.locks import DirLock, LockHeld, PathLock, dir_locked, file_lock_held
 from rollbench.record.runlog_shape import check_run_log
@@ -41,6 +41,13 @@ from rollbench.record.safe_files import is_regular, read_regular_json, refuse_li
 
 RUN_LOG_VERSION = 1
 __all__ = ["LiveSnapshot", "utc_now"]  # re-exported: rollbench.record.live, rollbench.record.files
+# run.json is read whole, so its size is bounded (hostile round 15, F7). Measured (scripted/reach, one-sentence
+# instruction): 294 bytes of plan and 507 of results per planned episode, 0.87 KB in all, so 256 MiB holds ~300,000
+# planned episodes, 3x the 100,000 one task may plan (spec.MAX_EPISODES_PER_TASK). A new run whose plan alone would
+# pass a quarter of it is refused before it starts (:func:`check_plan_bytes`), so every run.json rollbench writes
+# stays readable (results measured at 1.7x the plan's bytes per episode: 3x is left for them).
+MAX_RUN_JSON_BYTES = 256 << 20
+MAX_PLAN_BYTES = MAX_RUN_JSON_BYTES // 4
 RUN_SEARCH_DEPTH = 3  # run directories are found at most this many levels below a root (runs/NAME/rounds/RUN)
 
 
@@ -302,7 +309,7 @@ def _read_raw(run_dir: Path) -> dict[str, Any] | None:
         return None
     resolve_inside(run_dir, path)
     try:
-        log = read_regular_json(path, run_dir)
+        log = read_regular_json(path, run_dir, max_bytes=MAX_RUN_JSON_BYTES)  # a hole or over it: not read
     except OSError as exc:
         raise ConfigError(f"{path} is not a rollbench run log: {exc}") from None
     except ValueError as exc:
@@ -310,6 +317,18 @@ def _read_raw(run_dir: Path) -> dict[str, Any] | None:
     check_run_log(log, path)
     assert isinstance(log, dict)  # check_run_log refuses anything else
     return log
+
+
+def check_plan_bytes(plan: Plan) -> None:
+    """ConfigError when run.json's ``plan`` would take more than :data:`MAX_PLAN_BYTES` as written (so the run log
+    with its results could pass :data:`MAX_RUN_JSON_BYTES`, which readers refuse)."""
+    size = len(json_bytes(plan.model_dump(mode="json", by_alias=True, exclude_unset=True)))
+    if size > MAX_PLAN_BYTES:
+        raise ConfigError(
+            f"the plan of {len(plan.episodes):,} episodes would take {size:,} bytes of run.json, over the "
+            f"{MAX_PLAN_BYTES:,} a run may plan (run.json is read up to {MAX_RUN_JSON_BYTES:,} bytes with its "
+            "results); split it into several runs (fewer tasks, episodes or instruction variants each)"
+        )
 
 
 def require_run_log(run_dir: Path) -> RunLog:

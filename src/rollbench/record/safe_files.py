@@ -100,14 +100,47 @@ def open_regular(path: Path, root: Path | None = None, *, follow_links: bool = F
 
 
 def read_regular_bytes(
-    path: Path, root: Path | None = None, *, follow_links: bool = False, max_bytes: int | None = None
+    path: Path,
+    root: Path | None = None,
+    *,
+    follow_links: bool = False,
+    max_bytes: int | None = None,
+    dense: bool = False,
 ) -> bytes:
     """The bytes of regular file ``path`` (see :func:`open_regular` for what is refused); with ``max_bytes``,
-    UnsafeFile when it is larger (checked on the open descriptor before anything is read)."""
+    UnsafeFile when it is larger; with ``dense``, UnsafeFile when it has a hole (:func:`check_dense`). Both are
+    checked on the open descriptor before anything is read."""
     with open_regular(path, root, follow_links=follow_links) as f:
-        if max_bytes is not None and (size := os.fstat(f.fileno()).st_size) > max_bytes:
-            raise UnsafeFile(f"{path} is {size} bytes, over the {max_bytes} rollbench reads; not read")
+        size = os.fstat(f.fileno()).st_size
+        if max_bytes is not None and size > max_bytes:
+            raise UnsafeFile(f"{path} is {size:,} bytes, over the {max_bytes:,} rollbench reads; not read")
+        if dense:
+            check_dense(path, f.fileno())
         return f.read()
+
+
+SPARSE_RATIO = 256  # a file with under 1/256 of its size allocated is read as holey (compressed file systems: <~32x)
+
+
+def check_dense(path: Path, fd: int) -> None:
+    """UnsafeFile when open file ``fd`` has a hole (``lseek(SEEK_HOLE)`` finds one before its end) or, where the
+    file system does not report holes, under 1/:data:`SPARSE_RATIO` of its size (over 1 MiB) on disk
+    (``st_blocks``): a hole reads as NUL bytes, which no JSON document rollbench writes holds, so such a file
+    (``truncate -s 1G run.json``) is named as damaged without reading it (hostile round 15, F7). The file offset is
+    left at 0."""
+    st = os.fstat(fd)
+    try:
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)
+    except OSError:  # the file system cannot say
+        hole = st.st_size
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
+    on_disk = st.st_blocks * 512
+    if hole < st.st_size or (st.st_size > 1 << 20 and on_disk * SPARSE_RATIO < st.st_size):
+        raise UnsafeFile(
+            f"{path} is a sparse file ({st.st_size:,} bytes, {on_disk:,} of them on disk, a hole at byte {hole:,}); "
+            "not read"
+        )
 
 
 def read_regular_text(path: Path, root: Path | None = None, *, follow_links: bool = False) -> str:
@@ -116,6 +149,7 @@ def read_regular_text(path: Path, root: Path | None = None, *, follow_links: boo
 
 
 MAX_JSON_BYTES = 1 << 30  # a run file's JSON document (run.json, meta/*.json) larger than 1 GiB is not read
+MAX_LIVE_BYTES = 1 << 20  # run.live.json: a few progress counts (~200 bytes), rewritten every few seconds
 
 
 def read_regular_json(
@@ -123,8 +157,8 @@ def read_regular_json(
 ) -> Any:
     """The JSON document in regular file ``path``; ValueError saying why when it is not UTF-8 JSON (malformed, not
     UTF-8, or nested deeper than the parser's recursion limit); OSError (:class:`UnsafeFile`) as :func:`open_regular`,
-    and for a file over ``max_bytes``."""
-    data = read_regular_bytes(path, root, follow_links=follow_links, max_bytes=max_bytes)
+    and for a file over ``max_bytes`` or with a hole (:func:`check_dense`: no JSON document has one)."""
+    data = read_regular_bytes(path, root, follow_links=follow_links, max_bytes=max_bytes, dense=True)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -199,6 +233,53 @@ def run_dir_containing(path: Path) -> Path | None:
     return None
 
 
+RELEASE_MANIFEST = "MANIFEST.json"  # the record ``rollbench release`` writes last in every release directory
+RELEASE_MARK = b'"rollbench_release"'  # the key that marks a MANIFEST.json as a rollbench release's
+_SCAN_CHUNK = 1 << 20  # bytes read at a time while looking for the mark (memory bound of the scan)
+
+
+def is_release_manifest(path: Path) -> bool:
+    """True when ``path`` is a regular file (not a link) holding a JSON object with the key
+    ``"rollbench_release"``: the manifest of a directory ``rollbench release`` wrote. Read in 1 MiB chunks, the end
+    first (its keys are sorted, so the mark lies near the end), at most :data:`MAX_JSON_BYTES`; a link, FIFO or
+    unreadable file is not one."""
+    try:
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if f.read(_SCAN_CHUNK).lstrip()[:1] != b"{":
+                return False
+            starts = [max(0, size - _SCAN_CHUNK), *range(0, min(size, MAX_JSON_BYTES), _SCAN_CHUNK)]
+            for start in starts:  # each window overlaps the next by the mark's length less one byte
+                f.seek(start)
+                if RELEASE_MARK in f.read(_SCAN_CHUNK + len(RELEASE_MARK) - 1):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def release_dir_containing(path: Path) -> Path | None:
+    """The release directory (one whose ``MANIFEST.json`` :func:`is_release_manifest`) that ``path`` is, or lies
+    inside (links resolved)."""
+    real = Path(os.path.realpath(path))
+    for d in (real, *real.parents):
+        if is_regular(d / RELEASE_MANIFEST) and is_release_manifest(d / RELEASE_MANIFEST):
+            return d
+    return None
+
+
+def refuse_inside_release(out: Path, option: str = "--out") -> None:
+    """ConfigError when output path ``out`` is, or lies inside, a release directory: its MANIFEST.json is the record
+    of every released file (sha256, size) and redaction, written once by ``rollbench release``, so nothing is
+    written over it or beside it (hostile round 15, F4)."""
+    release = release_dir_containing(out)
+    if release is not None:
+        raise ConfigError(
+            f"{option} {out} lies inside the release directory {release} (its {RELEASE_MANIFEST} records every "
+            "released file and redaction); write outputs elsewhere"
+        )
+
+
 # The records rollbench keeps outside run directories, by file name: (the kind of record, what the file is). A study
 # record (every kind but labels) also claims the other files of its directory (a checkpoint selection's figure).
 RECORD_FILES: dict[str, tuple[str, str]] = {
@@ -213,7 +294,8 @@ RECORD_FILES: dict[str, tuple[str, str]] = {
 
 def refuse_inside_run(out: Path, option: str = "--out", own: str | None = None) -> None:
     """ConfigError when output path ``out`` is, or lies inside, a run directory: rollbench never writes its reports,
-    plots or exports into a recorded run (they would replace or join the run's own files); or when it is an
+    plots or exports into a recorded run (they would replace or join the run's own files); or a release directory
+    (:func:`refuse_inside_release`); or when it is an
     existing file rollbench keeps as a record (:func:`refuse_record`; ``own``: the kind of record the caller
     rewrites itself)."""
     run = run_dir_containing(out)
@@ -222,6 +304,7 @@ def refuse_inside_run(out: Path, option: str = "--out", own: str | None = None) 
             f"{option} {out} lies inside the run directory {run}; write outputs elsewhere (a run directory holds "
             "only what its recorder wrote)"
         )
+    refuse_inside_release(out, option)
     refuse_shared_file(out, option)
     refuse_record(out, option, own)
 

@@ -28,8 +28,8 @@ from rollbench.core.urlcreds import check_spec_secrets, check_spec_urls
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
 from rollbench.record.on_disk import check_rowless, check_state_files, committed_lengths
-from rollbench.record.runlog import check_resumable, new_run_log, provenance, read_run_log
-from rollbench.record.safe_files import read_regular_json, run_dir_containing
+from rollbench.record.runlog import check_plan_bytes, check_resumable, new_run_log, provenance, read_run_log
+from rollbench.record.safe_files import read_regular_json, refuse_inside_release, run_dir_containing
 from rollbench.run.probed import close_probe, keep
 from rollbench.run.worker import build_policy
 
@@ -74,6 +74,7 @@ def check_run_dir(run_dir: Path) -> None:
     check_output_path(run_dir, "--out", directory=True)  # the path can be a directory: nothing else to check
     if (outer := run_dir_containing(run_dir.parent)) is not None:  # issue 30, item 10
         raise ConfigError(f"--out {run_dir} lies inside the run directory {outer}; a run never goes inside another run")
+    refuse_inside_release(run_dir)  # a release is written once by `rollbench release` (hostile round 15, F4)
     if not run_dir.exists():
         return
     check_state_files(run_dir)
@@ -208,6 +209,7 @@ def _resolved(
             existing.identity = identity
         return run, existing
     plan_block = plan_log(spec, plan, info, run.replan_every)
+    check_plan_bytes(plan_block)  # every run.json rollbench writes stays within what it reads (hostile 15, F7)
     log = new_run_log(
         run_dir.name if run_dir is not None else "run",
         identity,

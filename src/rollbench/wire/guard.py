@@ -238,12 +238,16 @@ class Guard:
 def not_json_media(value: str | None) -> str | None:
     """Why a request's ``Content-Type`` header ``value`` is not JSON in UTF-8 (one line), or None: the media type must
     be ``application/json`` and a ``charset`` parameter, when given, ``utf-8`` (``charset=utf-7`` is refused: RFC 8259
-    JSON is UTF-8; hostile8 F8). Parsed by the standard library's MIME header parser (:class:`email.message.Message`),
-    not by splitting."""
+    JSON is UTF-8; hostile8 F8); a parameter named twice (``charset=utf-8; charset=utf-7``: which one holds is up to
+    the reader) is refused too (hostile round 15, F6). Parsed by the standard library's MIME header parser
+    (:class:`email.message.Message`, which lowers parameter names), not by splitting."""
     msg = email.message.Message()
     msg["content-type"] = value or ""
     if not value or msg.get_content_type() != "application/json":
         return "send the body as Content-Type: application/json"
+    names = [name for name, _ in (msg.get_params() or [])[1:]]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        return f"send the body as Content-Type: application/json with each parameter once ({twice[0]} is repeated)"
     charset = msg.get_param("charset")
     if charset is not None and str(charset).strip().lower() not in ("utf-8", "utf8"):
         return "send the body as Content-Type: application/json in UTF-8 (no other charset)"

@@ -102,6 +102,9 @@ def recompute(out: Path) -> Recomputed:
             shown = "; ".join(result.violations[:3])
             got.violations.append(f"step {int(d.name)}: {d} is damaged: {shown}")
             continue
+        if wrong := _records_disagree(d, doc):
+            got.violations.append(wrong)
+            continue
         got.statuses[int(d.name)] = result.status
         runs.append((int(d.name), str(d), outcomes(result)))
     if not got.violations and (different := protocol_violation([Path(r[1]) for r in runs])):
@@ -121,6 +124,20 @@ def recompute(out: Path) -> Recomputed:
         got.ranking = json.loads(json.dumps(ranked))
     got.violations[:0] = ranking_differences(doc, got.ranking, out / RANKING)
     return got
+
+
+def _records_disagree(run_dir: Path, doc: dict[str, Any]) -> str | None:
+    """Why ``run_dir`` is not the run of the step its name gives, by what it and checkpoints.json record
+    (:func:`rollbench.checkpoints.step_records.step_record_violations`); None when they agree."""
+    from rollbench.checkpoints.step_records import step_record_violations
+    from rollbench.record.runlog import read_run_log
+
+    log = read_run_log(run_dir)  # grade read it already: a regular run.json of the model
+    step = int(run_dir.name)
+    found = step_record_violations(step, run_dir.name, log, doc.get("checkpoint_paths")) if log else []
+    if not found:
+        return None
+    return f"step {step}: {run_dir} is not the run of step {step} (renamed, swapped or copied?): " + "; ".join(found)
 
 
 def protocol_violation(run_dirs: list[Path]) -> str | None:

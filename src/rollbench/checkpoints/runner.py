@@ -20,7 +20,7 @@ from rollbench.checkpoints.decision import rank_eliminated
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.figure import success_by_step_png
 from rollbench.checkpoints.files_record import record_files
-from rollbench.checkpoints.rank import outcomes, rank
+from rollbench.checkpoints.rank import ONLY, outcomes, rank
 from rollbench.core.contracts import ConfigError
 from rollbench.core.grade_model import GradeDocument
 from rollbench.core.plan import make_plan
@@ -153,6 +153,10 @@ def write_ranking(
     doc["checkpoint_paths"] = {str(c.step): str(c.path) for c, _ in results}
     if skipped:
         doc["skipped"] = [s.to_dict() for s in sorted(skipped, key=lambda s: s.step)]
+        if doc["verdict"] == ONLY:  # what it was compared with: nothing, and what was not evaluated
+            doc["says"] += (
+                f" ({len(skipped)} not evaluated: " + ", ".join(f"step {s['step']}" for s in doc["skipped"]) + ")"
+            )
     if elimination is not None:
         doc["elimination"] = elimination
     write_outputs(

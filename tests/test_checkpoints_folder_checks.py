@@ -149,3 +149,22 @@ def test_one_checkpoint_evaluated_is_compared_with_nothing(tmp_path: Path) -> No
     assert (doc["verdict"], doc["best"]) == ("only_one_evaluated", None)
     section = checkpoints_section(html_report(tmp_path, tmp_path / "out"))  # recomputed: the same verdict
     assert f"<strong>Verdict:</strong> {says}" in section and "Violation" not in section
+
+
+@pytest.mark.slow
+def test_the_command_run_again_skips_a_damaged_step_run_naming_it(out: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "dm"
+    shutil.copytree(out, folder)
+    run = folder / "002000"
+    rows = sorted((run / "meta" / "episodes").rglob("file-*.parquet"))[-1]
+    lost = pq.read_table(rows).num_rows
+    rows.unlink(), (run / "data" / rows.parent.name / rows.name).unlink()
+    got = invoke("checkpoints", out.parent / "train", *ARGS, *OPTIONS, "--out", folder, "--json")
+    assert got.returncode == 0, got.stderr
+    first = f"by rollbench grade: meta/info.json says total_episodes={N} but {N - lost} episodes are recorded); "
+    doc = json.loads(got.stdout)
+    [skipped] = doc["skipped"]
+    assert skipped["step"] == 2000 and skipped["why"].startswith(f"{run} is damaged (") and first in skipped["why"]
+    assert skipped["why"].endswith("it is not ranked: move it away to evaluate step 2000 again")
+    assert [r["step"] for r in doc["checkpoints"]] == [1000]  # the damaged run is never ranked
+    assert doc["says"] == "step 1000: only checkpoint evaluated; nothing compared (1 not evaluated: step 2000)"

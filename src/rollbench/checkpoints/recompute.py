@@ -10,8 +10,9 @@ use. With ``--eliminate``, every look is replayed from the run directories
 first look) and the ranking is the elimination's decision on the replayed looks
 (:func:`rollbench.checkpoints.decision.rank_eliminated`: chosen, kept and eliminated steps, descriptive rates, no
 fixed-N test); when the looks cannot be replayed nothing is ranked. Every number of ``checkpoints.json`` (and ``elimination.json``) that differs from the recomputation is
-a **violation**, said in plain words; a run directory that cannot be graded, or grades with violations, is named and
-nothing is ranked; so are two run directories recorded under different protocols (horizon, success rule, success
+a **violation**, said in plain words; a run directory that cannot be graded, grades with violations, or is not the
+run of its step (its run name, its spec's checkpoint or checkpoints.json's ``checkpoint_paths`` name another:
+:mod:`rollbench.checkpoints.step_records`) is named and nothing is ranked; so are two run directories recorded under different protocols (horizon, success rule, success
 hold...: :mod:`rollbench.grading.protocol`).
 """
 

@@ -23,10 +23,12 @@ from rollbench.checkpoints.view import section_view
 
 def checkpoint_folders(loaded: Loaded) -> list[Path]:
     """The OUT folders of ``rollbench checkpoints`` whose every ``<step>`` run directory is among the loaded ones
-    (or those left out as in progress): the inputs named the folder, or a folder holding it, not one of its runs
+    (or those left out as in progress or as byte-copies of another: the recomputation names a copied step run,
+    hostile round 15, F1): the inputs named the folder, or a folder holding it, not one of its runs
     alone. In path order."""
     dirs = [r.run_dir for r in loaded.runs if r.run_dir is not None]
     dirs += [Path(p["path"]) for p in loaded.in_progress if p.get("path")]
+    dirs += [Path(c["path"]) for c in loaded.copies if c.get("path")]  # a step run copied over another: named there
     found = {d.resolve() for d in dirs}
     outs = {d.parent for d in dirs if is_checkpoints_out(d.parent)}
     return sorted(o for o in outs if {d.resolve() for d in step_runs(o)} <= found)

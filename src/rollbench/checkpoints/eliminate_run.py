@@ -22,7 +22,7 @@ from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.eliminate import Design, decide, look_counts
 from rollbench.checkpoints.files_record import record_files
 from rollbench.checkpoints.rank import outcomes
-from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, write_ranking
+from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, undamaged, write_ranking
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import make_plan, trial_order
 from rollbench.core.runlog_model import EliminationRunRecord, RunLog
@@ -39,7 +39,8 @@ ELIMINATION = "elimination.json"
 def _scores(run_dir: Path, rule: CoverageRule) -> dict[int, int | None]:
     if not (run_dir / "run.json").exists():
         return {}
-    return {e: score(o, rule) for e, o in outcomes(grade(run_dir)).items()}
+    graded = undamaged(grade(run_dir), run_dir, int(run_dir.name))  # a damaged step run: ConfigError, never scored
+    return {e: score(o, rule) for e, o in outcomes(graded).items()}
 
 
 class _UpTo(RunObserver):

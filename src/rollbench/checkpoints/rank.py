@@ -31,8 +31,10 @@ from rollbench.grading.stats import holm, mcnemar_exact, wilson_interval
 BEST = "best"  # the best is better than every other checkpoint at alpha (Holm)
 TIED = "best_not_separated"  # the highest rate, but some checkpoint is not significantly worse
 INSUFFICIENT = "insufficient_coverage"
+ONLY = "only_one_evaluated"  # one checkpoint ranked: compared with nothing, so no "best" (hostile round 15, F3)
 SAYS = {
     BEST: "best: better than every other checkpoint",
+    ONLY: "only checkpoint evaluated; nothing compared",
     TIED: "highest rate, not separated from",
     INSUFFICIENT: "no verdict: insufficient coverage",
 }
@@ -55,7 +57,8 @@ def rank(
     checkpoint in rank order (highest rate first; ties: more successes, then the earlier step): ``step``,
     ``run_dir``, ``coverage`` (the rule's counts), ``success_rate`` (None when nothing was scored),
     ``ci95`` (Wilson), and for all but the best ``paired`` (``pairs``, ``difference`` = this rate minus the best's
-    on the pairs, ``p_value``, ``p_holm``, ``worse``: p_holm <= alpha and difference < 0)."""
+    on the pairs, ``p_value``, ``p_holm``, ``worse``: p_holm <= alpha and difference < 0). One checkpoint alone is
+    compared with nothing: verdict :data:`ONLY`, no ``best``."""
     rows: list[dict[str, Any]] = []
     for step, run_dir, outs in runs:
         cov = tally(outs.values(), rule)
@@ -81,6 +84,8 @@ def rank(
     notes = [n for r in rows for n in r["coverage"].notes(f"step {r['step']}")]
     if gates:
         verdict, says = INSUFFICIENT, f"{SAYS[INSUFFICIENT]} ({gates[0]})"
+    elif len(rows) == 1:
+        verdict, says = ONLY, f"step {best['step']}: {SAYS[ONLY]}"
     else:
         doc["best"] = best["step"]
         tied = [r["step"] for r in rows[1:] if not r["paired"]["worse"]]

@@ -10,8 +10,9 @@ use. With ``--eliminate``, every look is replayed from the run directories
 first look) and the ranking is the elimination's decision on the replayed looks
 (:func:`rollbench.checkpoints.decision.rank_eliminated`: chosen, kept and eliminated steps, descriptive rates, no
 fixed-N test); when the looks cannot be replayed nothing is ranked. Every number of ``checkpoints.json`` (and ``elimination.json``) that differs from the recomputation is
-a **violation**, said in plain words; a run directory that cannot be graded, or grades with violations, is named and
-nothing is ranked; so are two run directories recorded under different protocols (horizon, success rule, success
+a **violation**, said in plain words; a run directory that cannot be graded, grades with violations, or is not the
+run of its step (its run name, its spec's checkpoint or checkpoints.json's ``checkpoint_paths`` name another:
+:mod:`rollbench.checkpoints.step_records`) is named and nothing is ranked; so are two run directories recorded under different protocols (horizon, success rule, success
 hold...: :mod:`rollbench.grading.protocol`).
 """
 
@@ -102,6 +103,9 @@ def recompute(out: Path) -> Recomputed:
             shown = "; ".join(result.violations[:3])
             got.violations.append(f"step {int(d.name)}: {d} is damaged: {shown}")
             continue
+        if wrong := _records_disagree(d, doc):
+            got.violations.append(wrong)
+            continue
         got.statuses[int(d.name)] = result.status
         runs.append((int(d.name), str(d), outcomes(result)))
     if not got.violations and (different := protocol_violation([Path(r[1]) for r in runs])):
@@ -121,6 +125,20 @@ def recompute(out: Path) -> Recomputed:
         got.ranking = json.loads(json.dumps(ranked))
     got.violations[:0] = ranking_differences(doc, got.ranking, out / RANKING)
     return got
+
+
+def _records_disagree(run_dir: Path, doc: dict[str, Any]) -> str | None:
+    """Why ``run_dir`` is not the run of the step its name gives, by what it and checkpoints.json record
+    (:func:`rollbench.checkpoints.step_records.step_record_violations`); None when they agree."""
+    from rollbench.checkpoints.step_records import step_record_violations
+    from rollbench.record.runlog import read_run_log
+
+    log = read_run_log(run_dir)  # grade read it already: a regular run.json of the model
+    step = int(run_dir.name)
+    found = step_record_violations(step, run_dir.name, log, doc.get("checkpoint_paths")) if log else []
+    if not found:
+        return None
+    return f"step {step}: {run_dir} is not the run of step {step} (renamed, swapped or copied?): " + "; ".join(found)
 
 
 def protocol_violation(run_dirs: list[Path]) -> str | None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rollbench.checkpoints.decision import CHOSEN, UNDECIDED
 from rollbench.checkpoints.eliminate import MAX_TRIALS
-from rollbench.checkpoints.rank import BEST, INSUFFICIENT, TIED
+from rollbench.checkpoints.rank import BEST, INSUFFICIENT, ONLY, TIED
 from rollbench.core.format import error_location
 
 MAX_STEP = 10**18  # a training step (lerobot-train names them with 6 or more digits)
@@ -70,7 +70,7 @@ def check_recorded(doc: Any, model: type[M] = RecordedRanking) -> M:  # type: ig
 
 
 # the words a ranking records (decisions and verdicts): shown as written when a recorded one disagrees
-WORDS = frozenset({"chosen", "kept", "eliminated", BEST, TIED, INSUFFICIENT, CHOSEN, UNDECIDED})
+WORDS = frozenset({"chosen", "kept", "eliminated", BEST, TIED, INSUFFICIENT, ONLY, CHOSEN, UNDECIDED})
 SHOWN_INT = 10**15
 
 

@@ -20,7 +20,7 @@ from rollbench.checkpoints.decision import rank_eliminated
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.figure import success_by_step_png
 from rollbench.checkpoints.files_record import record_files
-from rollbench.checkpoints.rank import outcomes, rank
+from rollbench.checkpoints.rank import ONLY, outcomes, rank
 from rollbench.core.contracts import ConfigError
 from rollbench.core.grade_model import GradeDocument
 from rollbench.core.plan import make_plan
@@ -121,16 +121,28 @@ def evaluate_checkpoint(
     observer: CheckpointObserver | None = None,
 ) -> GradeDocument:
     """The graded result of ``ckpt`` in ``out/<step>``: re-graded when already evaluated, else run (or resumed)
-    with ``observer``. Its files are recorded first (:func:`~rollbench.checkpoints.files_record.record_files`:
+    with ``observer``; ConfigError when an evaluated one is damaged (:func:`undamaged`). Its files are recorded first (:func:`~rollbench.checkpoints.files_record.record_files`:
     FilesChanged, a ConfigError, when ``out/<step>`` holds episodes of other files)."""
     run_dir = out / ckpt.label
     watcher = observer or CheckpointObserver()
     record_files(ckpt, out)
     if evaluated(run_dir, spec):
         watcher.on_checkpoint(CheckpointState(ckpt.step, run_dir, "already evaluated"))
-        return grade(run_dir)
+        return undamaged(grade(run_dir), run_dir, ckpt.step)
     watcher.on_checkpoint(CheckpointState(ckpt.step, run_dir, "evaluating"))
     return evaluate(spec, out=run_dir, execution=execution, observer=watcher)
+
+
+def undamaged(result: GradeDocument, run_dir: Path, step: int) -> GradeDocument:
+    """``result`` (the grade of ``run_dir``, recorded OK), or ConfigError naming its first violation when its files
+    are damaged since (an episode's files removed...): never ranked, as ``report``, the dashboard and MCP refuse it
+    (:func:`rollbench.checkpoints.recompute.recompute`); the command skips that checkpoint with this line."""
+    if not result.violations:
+        return result
+    raise ConfigError(
+        f"{run_dir} is damaged ({len(result.violations)} violation(s) by rollbench grade: {result.violations[0]}); "
+        f"it is not ranked: move it away to evaluate step {step} again"
+    )
 
 
 def write_ranking(
@@ -153,6 +165,10 @@ def write_ranking(
     doc["checkpoint_paths"] = {str(c.step): str(c.path) for c, _ in results}
     if skipped:
         doc["skipped"] = [s.to_dict() for s in sorted(skipped, key=lambda s: s.step)]
+        if doc["verdict"] == ONLY:  # what it was compared with: nothing, and what was not evaluated
+            doc["says"] += (
+                f" ({len(skipped)} not evaluated: " + ", ".join(f"step {s['step']}" for s in doc["skipped"]) + ")"
+            )
     if elimination is not None:
         doc["elimination"] = elimination
     write_outputs(

@@ -8,6 +8,10 @@ ranked by :func:`rollbench.checkpoints.rank.rank` at the ``alpha`` and coverage 
 ``OUT/checkpoints.json`` (read as a regular file, never through a link). A folder written with ``--eliminate``
 gets the elimination's own decision instead (its looks replayed from the run directories: the chosen step and its
 guarantee, each eliminated step's look, descriptive rates; no fixed-N p-value). Nothing is written.
+
+The folder is read by :func:`rollbench.checkpoints.recompute.recompute`, as ``rollbench report`` and the dashboard
+read it, so every surface gives the same answer: a folder that cannot be ranked (a step run damaged, not the run
+of its step, or of another protocol) is a tool error naming each violation, never a ranking.
 """
 
 from __future__ import annotations
@@ -20,47 +24,30 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from rollbench.core.contracts import RollbenchError
-
 DESCRIPTION = (
     "Rank the checkpoints of a folder written by `rollbench checkpoints --out` under the server's root: each "
     "checkpoint's success rate with its 95% interval and scored/attempted episodes, its paired difference to the best "
     "with a Holm-corrected exact McNemar p, and the verdict; for a folder written with `--eliminate`, the elimination's "
     "decision instead: the chosen step with its guarantee P(chosen more than delta below the best) <= alpha, the "
     "look that eliminated each other step, descriptive rates, no p-values; recomputed from the run directories "
-    "(nothing runs)."
+    "(nothing runs). A folder with a damaged step run, or a step directory that is not its step's run (renamed, "
+    "swapped, copied), is not ranked: a tool error naming each violation."
 )
 
 
 def ranking(out: Path) -> dict[str, Any]:
-    """The ranking document of ``out`` (see the module doc; :mod:`rollbench.checkpoints.recompute` reads it);
-    ToolError naming the culprit when ``out`` holds no ``checkpoints.json``, a run directory cannot be graded, or
-    two ran different protocols."""
-    from rollbench.api import grade
-    from rollbench.checkpoints.rank import outcomes, rank
-    from rollbench.checkpoints.recompute import protocol_violation, recorded, step_runs
-
-    try:
-        doc, alpha, rule = recorded(out)
-        if doc.get("elimination") is None:
-            runs = [(int(d.name), str(d), outcomes(grade(d))) for d in step_runs(out)]
-            if different := protocol_violation([Path(r[1]) for r in runs]):
-                raise ToolError(different)
-            return rank(runs, alpha=alpha, rule=rule)
-    except RollbenchError as exc:
-        raise ToolError(str(exc)) from None
-    return _eliminated(out)
-
-
-def _eliminated(out: Path) -> dict[str, Any]:
-    """An ``--eliminate`` folder: the elimination's decision on the looks replayed from the run directories
-    (:func:`rollbench.checkpoints.recompute.recompute`), the replayed ``elimination`` block and any
-    ``violations`` (recorded numbers that differ); ToolError when it cannot be replayed."""
+    """The ranking document of ``out``, read by :func:`rollbench.checkpoints.recompute.recompute` (the reader
+    ``rollbench report`` and the dashboard use: the same answer on every surface) with the replayed ``elimination``
+    block (None without ``--eliminate``) and ``violations`` (recorded numbers of checkpoints.json that differ from
+    the recomputation). ToolError "OUT is not ranked: VIOLATION; ..." naming every violation when nothing can be
+    ranked: no ``checkpoints.json``, a step run that cannot be graded, is damaged (grade names violations) or is not
+    the run of its step (renamed, swapped, copied), two that ran different protocols, looks that cannot be
+    replayed."""
     from rollbench.checkpoints.recompute import recompute
 
     got = recompute(out)
     if got.ranking is None:
-        raise ToolError("; ".join(got.violations) or f"{out}: nothing to rank")
+        raise ToolError(f"{out} is not ranked: " + ("; ".join(got.violations) or "nothing to rank"))
     return {**got.ranking, "elimination": got.elimination, "violations": got.violations}
 
 

@@ -127,3 +127,34 @@ def test_a_recorded_number_that_disagrees_at_the_recorded_level_is_still_a_viola
     [said] = got["violations"]
     assert said.startswith(f"{path}: step 1000 paired an object of 6 keys differs from its run directory's {{")
     assert "'p_holm': 0.125, 'worse': True}" in said and got["verdict"] == "best_not_separated"
+
+
+@pytest.mark.slow
+def test_an_elimination_run_at_a_looser_alpha_decides_nothing_at_the_default_level(tmp_path: Path) -> None:
+    """Steps 1000 (skill 0) and 2000 (skill 1), ``--eliminate --delta 0.5 --alpha 0.3 --first-look 4``. By hand:
+    N_max = ceil(8 ln(2 * 4 / 0.3)) = 27, looks 4, 8, 16, 27 (L = 4, level 0.075); at look 1 the 4 paired differences
+    are all 1 and the Hoeffding radius sqrt(2 ln(2 / 0.075) / 4) = 1.281, so the lower bound is -0.281 >= -0.5: the
+    rule stops and chooses step 2000 with its guarantee at 0.3. At the default 0.05 that choice is not made: no
+    decision, nothing eliminated, and the line naming the recorded level; the recorded looks stay as they ran."""
+    train, root = tmp_path / "train", tmp_path / "root"
+    write_checkpoint(train, 1000, 0.0), write_checkpoint(train, 2000, 1.0)
+    more = ["--eliminate", "--delta", "0.5", "--alpha", "0.3", "--first-look", "4"]
+    got = invoke("checkpoints", train, *ARGS[:2], *ARGS[4:], *OPTIONS, *more, "--out", root / "el")
+    assert got.returncode == 0, got.stderr
+    doc = _mcp(root, "el")
+    assert (doc["verdict"], doc["chosen"], doc["guarantee"], doc["violations"]) == ("undecided", None, None, [])
+    assert doc["says"] == (
+        "no decision at alpha 0.05: the elimination ran at alpha 0.3 and its recorded looks do not decide at alpha "
+        "0.05 (run it with --alpha 0.05 to decide at that level)"
+    )
+    assert [(r["step"], r["decision"]) for r in doc["checkpoints"]] == [(2000, "kept"), (1000, "kept")]
+    note = NOTE.replace("alpha 0.5", "alpha 0.3")
+    assert doc["level_note"] == note and doc["recorded_alpha"] == 0.3
+    looks = doc["elimination"]["looks"]  # the record of what ran: one look of 4 episodes, step 2000 chosen at 0.3
+    assert [(look["trials"], look["best"]) for look in looks] == [(4, 2000)] and doc["elimination"]["chosen"] == 2000
+    assert doc["elimination"]["design"]["looks"] == [4, 8, 16, 27]
+    api, page = _api(root, "el")
+    assert (api["ranking"]["verdict"], api["level_note"]) == ("undecided", note)
+    assert f"<b>Verdict:</b> {doc['says']}" in page and f"<li>{note}</li>" in page
+    section = html.unescape(checkpoints_section(html_report(tmp_path, root / "el")))
+    assert f"<strong>Verdict:</strong> {doc['says']}" in section and f"<li>{note}</li>" in section

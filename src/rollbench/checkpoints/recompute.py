@@ -3,9 +3,10 @@ recorded (what ``rollbench report`` and the dashboard show).
 
 The checkpoints are the run directories ``OUT/<step>`` (6 or more digits, as the command names them; links and other
 entries are skipped). Each is graded from its files (:func:`rollbench.api.grade`) and ranked by
-:func:`rollbench.checkpoints.rank.rank` at the ``alpha`` and coverage rule recorded in ``OUT/checkpoints.json`` (a
-regular file, never read through a link): the same code the command's resume and the MCP tool ``rank_checkpoints``
-use. With ``--eliminate``, every look is replayed from the run directories
+:func:`rollbench.checkpoints.rank.rank` at the reader's ``alpha`` and coverage rule (the defaults unless given): the
+same code the command's resume and the MCP tool ``rank_checkpoints`` use. The ``alpha`` and rule recorded in
+``OUT/checkpoints.json`` (a regular file, never read through a link) only check the recorded numbers; where they
+differ from the reader's, :func:`level_note` says so (a handed-over file never sets the level of a verdict). With ``--eliminate``, every look is replayed from the run directories
 (:func:`rollbench.checkpoints.eliminate_run.replay`, on the design recomputed from the recorded delta, alpha and
 first look) and the ranking is the elimination's decision on the replayed looks
 (:func:`rollbench.checkpoints.decision.rank_eliminated`: chosen, kept and eliminated steps, descriptive rates, no

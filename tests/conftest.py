@@ -9,6 +9,10 @@ Offscreen GL: MuJoCo fixes its GL back-end when first imported, and a test modul
 ``pytest.importorskip("metaworld")``) before anything of rollbench runs; so the back-end is chosen here, once, the
 way rollbench chooses it (:func:`rollbench.core.gl.configure_offscreen_gl`), before any test module is imported.
 
+Output width: rollbench's piped output is ``$COLUMNS`` wide when that is set; the launcher's (a CI's terminal of 80
+columns) is removed here, before anything of rollbench is imported, so that what a test reads never depends on how
+the suite was launched (tests of the width set ``COLUMNS`` themselves).
+
 ``tests/compat`` (read run directories with lerobot's own ``LeRobotDataset``) is collected only where lerobot is
 importable: ``scripts/lerobot_compat.sh`` runs it in its own venv; lerobot never enters the core install.
 """
@@ -26,6 +30,9 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 collect_ignore = [] if importlib.util.find_spec("lerobot") else ["compat"]
 

@@ -7,9 +7,7 @@ Every directory is a real run recorded by ``rollbench.api.evaluate`` (scripted/r
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import run_cli
+from file_trees import tree_hash
 from rollbench.api import evaluate
 from rollbench.cli.main import app
 
@@ -31,15 +30,6 @@ RUN_ARGS = ["--env", "scripted/reach", "--policy", "zero", "--episodes", "3", "-
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("recorded") / "run"
     evaluate(out=out, env="scripted/reach", policy="zero", episodes=3, max_steps=3, seed=2)
-    return out
-
-
-def tree_hash(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            p = Path(dirpath) / f
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 
 

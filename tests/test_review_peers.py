@@ -46,7 +46,8 @@ def test_central_dashboard_lists_two_peers_and_survives_one_going_down(tmp_path:
             httpx.get(central.url + "/media/hostB/point/run-b/0/top", headers={"Range": "bytes=0-9"}).content
             == video[:10]
         )
-        assert (tmp_path / "central-cache/media/hostB/point/run-b/0/top.mp4").read_bytes() == video
+        [cached] = (tmp_path / "central-cache/peer-media").rglob("*.mp4")  # keyed by peer and recording
+        assert cached.read_bytes() == video and cached.parent.parts[-5:] == ("hostB", "point", "run-b", "0", "top")
         # the episode page of a peer's run (timeline fetched from the peer) and a label kept centrally
         page = httpx.get(central.url + "/episode/hostB/point/run-b/0")
         assert page.status_code == 200 and "timeline" in page.text

@@ -10,13 +10,12 @@ Real runs throughout: ``scripted/reach`` recorded with video by ``rollbench.api.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from file_trees import tree_hash
 from rollbench.api import evaluate, grade
 from rollbench.core.contracts import ConfigError
 
@@ -29,17 +28,6 @@ CAM = "videos/observation.images.top"
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("recorded") / "run"
     evaluate(out=out, **ARGS)
-    return out
-
-
-def tree_hash(root: Path) -> dict[str, str]:
-    """Path -> sha256 of every file under ``root`` (links not followed; a link hashes its target's name)."""
-    out = {}
-    for dirpath, _dirs, files in os.walk(root, followlinks=False):
-        for f in files:
-            p = Path(dirpath) / f
-            data = os.readlink(p).encode() if p.is_symlink() else p.read_bytes()
-            out[str(p.relative_to(root))] = hashlib.sha256(data).hexdigest()
     return out
 
 

@@ -33,6 +33,7 @@ from rollbench.record.safe_files import scan_run_files
 sys.path.insert(0, str(Path(__file__).parent))
 from cli_in_process import invoke
 from conftest import run_cli
+from file_trees import tree_hash
 
 ARGS = {"env": "scripted/reach", "policy": "random", "episodes": 3, "max_steps": 4, "seed": 1, "video": True}
 ARGS["image_size"] = (32, 32)
@@ -51,17 +52,6 @@ def other(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A second recording with the same arguments: paired with ``recorded``, a different run (its own run log)."""
     out = tmp_path_factory.mktemp("other") / "other"
     evaluate(out=out, **ARGS)
-    return out
-
-
-def tree_hash(root: Path) -> dict[str, str]:
-    """Path -> sha256 of every file under ``root`` (links not followed: a link hashes its target's name)."""
-    out = {}
-    for dirpath, _dirs, files in os.walk(root, followlinks=False):
-        for f in files:
-            p = Path(dirpath) / f
-            data = os.readlink(p).encode() if p.is_symlink() else p.read_bytes()
-            out[str(p.relative_to(root))] = hashlib.sha256(data).hexdigest()
     return out
 
 

@@ -70,6 +70,15 @@ FORMS: dict[str, Callable[[str], Any]] = {
     "split over nested containers": lambda k: [[k[:4]], {"a": k[4:11]}, [[k[11:]]]],
     "URL-safe base64 inside a sentence": lambda k: "see " + base64.urlsafe_b64encode(_b("id=" + k)).decode() + " ok",
     "split over an object's key and value": lambda k: {k[:9]: k[9:]},
+    # hostile round 14, F9: characters moved or repeated rather than encoded
+    "each pair of characters swapped": lambda k: "".join(k[i + 1 : i + 2] + k[i] for i in range(0, len(k), 2)),
+    "every character doubled": lambda k: "".join(c * 2 for c in k),
+    "every character tripled, dash-separated": lambda k: "-".join(c * 3 for c in k),
+    "shuffled inside a sentence": lambda k: "your key is " + "".join(random.Random(3).sample(k, len(k))) + " ok",
+    "reversed pairs in upper case": lambda k: "".join(k[i + 1 : i + 2] + k[i] for i in range(0, len(k), 2))[
+        ::-1
+    ].upper(),
+    "sorted (fail closed: a permutation is not told from a reversible one)": lambda k: "".join(sorted(k)),
 }
 # forms of a secret that is not ASCII (its bytes in several encodings)
 ACCENTED_FORMS: dict[str, Callable[[str], Any]] = {
@@ -83,7 +92,10 @@ ORDINARY: dict[str, Any] = {
     "openpi metadata": {"action_horizon": 10, "norm_stats": {"state": {"mean": [0.1, 0.2], "std": [1.0, 2.5]}}},
     "a model name": "pi0_fast_droid",
     "a short string sharing letters": SECRET[:6],
-    "the secret's letters in another order": "".join(sorted(SECRET)),
+    "the secret's letters in another order, one of them changed": "".join(sorted(SECRET))[:-1] + "y",
+    "the secret's letters in another order, one of them dropped, twice": "".join(sorted(SECRET))[1:] * 2,
+    "half the secret doubled": "".join(c * 2 for c in SECRET[:10]),
+    "a megabyte of base64 of random bytes": base64.b64encode(random.Random(2).randbytes(750_000)).decode(),
     "every byte value in order": list(range(256)),
     "an image row": list(random.Random(0).randbytes(4096)),
     "base64 of random bytes": base64.b64encode(random.Random(1).randbytes(3000)).decode(),
@@ -259,7 +271,8 @@ def _provider(key_forms: str, raw_content: str) -> Callable[[RawRequest], bytes]
 
 def test_an_agent_provider_echoing_the_key_leaves_it_in_no_transcript_or_wire_capture(tmp_path: Path) -> None:
     forms = [SECRET.upper(), SECRET.swapcase(), base64.b64encode(_b("Bearer " + SECRET)).decode(), SECRET[::-1],
-             base64.b32encode(_b(SECRET)).decode(), ".".join(SECRET)]  # fmt: skip
+             base64.b32encode(_b(SECRET)).decode(), ".".join(SECRET), FORMS["each pair of characters swapped"](SECRET),
+             FORMS["every character doubled"](SECRET)]  # fmt: skip
     escaped = "".join(f"\\u{ord(c):04x}" for c in SECRET)
     env = {"ROLLBENCH_AGENT_API_KEY": SECRET}
     with raw_http_server(_provider(" ".join(["SEKRETMARK", *forms]), escaped)) as url:

@@ -5,9 +5,7 @@ before the resume, and pyarrow's own reading of the committed rows."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cli_in_process import invoke
+from file_trees import tree_hash
 from rollbench.api import evaluate, grade
 from rollbench.record.files import writer_temps
 from rollbench.record.on_disk import committed_lengths
@@ -37,15 +36,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run(recorded: Path, tmp_path: Path) -> Path:
     out = tmp_path / "run"
     shutil.copytree(recorded, out, symlinks=True)
-    return out
-
-
-def hashes(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            p = Path(dirpath) / f
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 
 
@@ -114,10 +104,10 @@ MISSING_ROWS: dict[str, Callable[[Path], None]] = {
 @pytest.mark.parametrize("case", sorted(MISSING_ROWS))
 def test_rows_missing_for_more_than_one_episode_refuse_the_resume_and_delete_nothing(run: Path, case: str) -> None:
     MISSING_ROWS[case](run)
-    before = hashes(run)
+    before = tree_hash(run)
     code, lines = resume(run)
     assert code == 2 and len(lines) == 1 and "no episode row" in lines[0], lines
-    assert hashes(run) == before
+    assert tree_hash(run) == before
     assert all((run / DATA / f"file-00{i}.parquet").is_file() for i in range(5))
 
 
@@ -154,10 +144,10 @@ WRONG_NODES = {
 def test_a_wrong_node_type_refuses_the_resume_naming_it_and_changes_nothing(run: Path, case: str) -> None:
     plant, named = WRONG_NODES[case]
     plant(run)
-    before = hashes(run)
+    before = tree_hash(run)
     code, lines = resume(run)
     assert code == 2 and len(lines) == 1 and named in lines[0], lines
-    assert hashes(run) == before
+    assert tree_hash(run) == before
     assert "Traceback" not in invoke("grade", run).stderr
 
 

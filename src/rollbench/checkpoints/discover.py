@@ -7,7 +7,7 @@ folder). A folder's step is the last number in its name (``005000``, ``step-5000
 followed (``last`` is one; a link could lead outside DIR), and entries that are not folders are ignored.
 
 A checkpoint is **complete** when its ``config.json`` and weights file (``model.safetensors``) are regular files;
-:func:`fingerprint` (every file's size and mtime) lets ``--watch`` wait until it stops changing.
+:func:`fingerprint` (every file's size and mtime, within stated bounds) lets ``--watch`` wait until it stops changing.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.walk import Bounds, OnExcess, TreeTooLarge, walk_tree
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 MAX_CHECKPOINTS = 10_000  # entries of one training run's folder considered (a stated bound on the work)
+MAX_CHECKPOINT_ENTRIES = 10_000  # directory entries under one checkpoint read for its fingerprint
+MAX_CHECKPOINT_DEPTH = 32  # directory levels under one checkpoint read for its fingerprint
 _NUMBER = re.compile(r"(\d+)(?!.*\d)", re.ASCII)  # ASCII digits: "ckpt_٣" names no step
 
 
@@ -94,20 +97,16 @@ def is_complete(ckpt: Checkpoint) -> bool:
     return _is_file(ckpt.path / CONFIG) and _is_file(ckpt.path / WEIGHTS)
 
 
-def fingerprint(ckpt: Checkpoint, max_files: int | None = None) -> tuple[tuple[str, int, int], ...]:
+def fingerprint(
+    ckpt: Checkpoint, max_entries: int = MAX_CHECKPOINT_ENTRIES, on_excess: OnExcess = "truncate"
+) -> tuple[tuple[str, int, int], ...]:
     """``(relative path, size, mtime ns)`` of every regular file under the checkpoint (links not followed), sorted:
-    equal over two polls means nothing was written in between. ConfigError past ``max_files`` files when given."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(ckpt.path, followlinks=False):
-        for name in filenames:
-            p = Path(dirpath) / name
-            try:
-                st = os.lstat(p)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                out.append((str(p.relative_to(ckpt.path)), st.st_size, st.st_mtime_ns))
-            if max_files is not None and len(out) > max_files:
-                raise ConfigError(f"step {ckpt.step}: {ckpt.path} holds more than {max_files} files")
-        dirnames.sort()
-    return tuple(sorted(out))
+    equal over two polls means nothing was written in between. At most ``max_entries`` directory entries and
+    :data:`MAX_CHECKPOINT_DEPTH` levels are read (:func:`rollbench.core.walk.walk_tree`); past them,
+    ``on_excess="refuse"`` raises ConfigError naming the step, ``"truncate"`` gives the files of the directories read
+    (the same ones on every poll of an unchanged folder)."""
+    try:
+        listing = walk_tree(ckpt.path, Bounds(max_entries, MAX_CHECKPOINT_DEPTH, on_excess))
+    except TreeTooLarge as exc:
+        raise ConfigError(f"step {ckpt.step}: {exc}") from None
+    return tuple(sorted((f.rel, f.size, f.mtime_ns) for f in listing.files))

@@ -28,7 +28,7 @@ from rollbench.record.files import atomic_write_json
 from rollbench.record.safe_files import open_regular, read_regular_json
 
 FILES_RECORD = "checkpoint_files.json"
-MAX_FILES = 10_000  # files under one checkpoint recorded (a stated bound on the work); more is refused
+MAX_FILES = 10_000  # directory entries under one checkpoint recorded (a stated bound on the work); more is refused
 SHOWN = 3  # changed files named one by one in the refusal; the rest are counted
 
 
@@ -74,7 +74,8 @@ def _sha256(path: Path) -> str:
 def stamp(ckpt: Checkpoint) -> CheckpointFiles:
     """``ckpt``'s files now, each hashed (OSError when one cannot be read)."""
     files = [
-        FileStamp(file=f, size=s, mtime_ns=m, sha256=_sha256(ckpt.path / f)) for f, s, m in fingerprint(ckpt, MAX_FILES)
+        FileStamp(file=f, size=s, mtime_ns=m, sha256=_sha256(ckpt.path / f))
+        for f, s, m in fingerprint(ckpt, MAX_FILES, "refuse")
     ]
     return CheckpointFiles(path=str(ckpt.path), files=files)
 
@@ -83,7 +84,7 @@ def changes(ckpt: Checkpoint, recorded: CheckpointFiles) -> list[str]:
     """What differs between ``ckpt``'s files now and ``recorded``: ``NAME added``, ``NAME removed``, ``NAME: size A
     -> B bytes``, ``NAME: other bytes`` (an mtime that differs at the same size is hashed again); empty when none."""
     was = {f.file: f for f in recorded.files}
-    now = {f: (s, m) for f, s, m in fingerprint(ckpt, MAX_FILES)}
+    now = {f: (s, m) for f, s, m in fingerprint(ckpt, MAX_FILES, "refuse")}
     found = [f"{name} removed" for name in sorted(set(was) - set(now))]
     found += [f"{name} added" for name in sorted(set(now) - set(was))]
     for name in sorted(set(was) & set(now)):

@@ -18,6 +18,9 @@ normalised text, reversed or rot13 too, is a substring of the normalised text of
 * normalised (both sides): Unicode NFKC, case-folded, then every character that is not a letter or digit dropped
   (format characters such as zero-width spaces, whitespace, punctuation, ``_``).
 
+A value also holds a secret when a candidate holds its characters in another order or each written up to three times
+(pairs swapped, shuffled, doubled: :mod:`~rollbench.core.secret_permutation`, secrets of 16 letters and digits or more).
+
 Not detectable, so never reported: a secret with fewer than :data:`MIN_SECRET_CHARS` letters and digits (a short
 one would match ordinary text). Not caught, and cannot be by any detector: a peer that was sent a secret can always
 hide it (in the low bits of numbers it returns, in an encryption of its own); this detector finds the echoes a
@@ -42,6 +45,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
+
+from rollbench.core.secret_permutation import Permutations
 
 MIN_SECRET_CHARS = 8
 """The fewest letters and digits a secret needs (after normalisation) to be detected at all."""
@@ -117,6 +122,7 @@ class SecretEcho:
                 rot = codecs.encode(n, "rot13")
                 self._targets.append((name, tuple(dict.fromkeys((n, n[::-1], rot, rot[::-1])))))
         self.names = [n for n, _ in self._targets]
+        self._permutations = Permutations([(name, t) for name, ts in self._targets for t in ts])
         shortest = min((len(t[0]) for _, t in self._targets), default=MIN_SECRET_CHARS)
         longest = max((len(t[0]) for _, t in self._targets), default=MIN_SECRET_CHARS)
         self._ascii = all(t[0].isascii() for _, t in self._targets)
@@ -260,7 +266,7 @@ class SecretEcho:
         for name, targets in self._byte_targets:
             if any(t in n for t in targets):
                 return name
-        return None
+        return self._permutations.found(n) if self._permutations else None
 
     def _hit(self, text: str) -> str | None:
         self._work -= len(text)
@@ -272,7 +278,7 @@ class SecretEcho:
         for name, targets in self._targets:
             if any(t in n for t in targets):
                 return name
-        return None
+        return self._permutations.found(n) if self._permutations else None
 
     def _decodings(self, text: str | bytes) -> Iterator[str | bytes]:
         """What ``text`` may encode (see the module docstring): escapes, entities, alphabet runs, numbers. Every

@@ -241,15 +241,17 @@ def _add_media(app: FastAPI, dash: Dashboard) -> None:
             check_segment(camera, "camera")
         except ConfigError as exc:
             raise ApiError(400, str(exc)) from None
-        rec, peer, _ = dash.find(ident)
+        rec, peer, summary = dash.find(ident)
         path: Path | None = None
         if rec is not None:
             path = dash.local_video(rec, e, camera)
-        elif peer is not None:
+        elif peer is not None and summary is not None:
             try:
-                path = peer.cached_media(dash.cfg.cache_dir, ident.episode_key(e), camera)
+                path = peer.cached_media(dash.cfg.cache_dir, summary, e, camera)
             except (httpx.HTTPError, PeerError) as exc:
                 raise _peer_failure(peer.url, exc) from None
+            except OSError as exc:  # the cache directory: a link in it, no space, no permission
+                raise ApiError(500, f"the video cache in {dash.cfg.cache_dir}: {exc.strerror or exc}") from None
         if path is None:
             raise ApiError(404, f"no recorded video {camera} for {ident.episode_key(e)}")
         return FileResponse(path, media_type="video/mp4")

@@ -3,8 +3,8 @@
 Every number comes from :func:`rollbench.grading.grade.grade` over the run directory (``check_videos=False``: decoding
 every video of a thousand runs per listing would be too slow; ``rollbench grade`` checks frame counts). A summary is
 cached under the run's *signature* (:func:`run_signature`): the path, size, mtime and inode of every regular file in
-the run directory, so a change to any file grade reads re-grades the run, and an unchanged one costs one ``stat`` per
-file (no file is read or hashed).
+the run directory, so a change to any file grade reads re-grades the run, and an unchanged one costs one ``lstat`` per
+entry (no file is read or hashed).
 
 Artifact paths are read from what the run recorded, never guessed: a video is ``info.json``'s ``video_path``
 template filled with the episode row's ``videos/KEY/chunk_index`` and ``file_index`` (the clip is the episode row's
@@ -33,6 +33,7 @@ from rollbench.core.grade_model import GradeDocument
 from rollbench.core.identity import RunIdentity
 from rollbench.core.jsonfile import read_json, read_json_or
 from rollbench.core.runlog_model import RunLog
+from rollbench.core.walk import Bounds, walk_tree
 from rollbench.dashboard.review_episode import Artifacts, ReviewEpisode, VideoLink
 from rollbench.grading.files import fill_template, read_info
 from rollbench.grading.grade import grade, load_run_log
@@ -41,7 +42,7 @@ from rollbench.record.files import atomic_write_json, read_parquet
 from rollbench.record.runlog import find_run_dirs
 from rollbench.record.safe_files import UnsafeFile, check_no_link_below, is_regular, read_regular_json, run_files
 
-CACHE_VERSION = 3  # of the on-disk cache of graded records (bump when its JSON changes; 3: every file signed)
+CACHE_VERSION = 4  # of the on-disk cache of graded records (bump when its JSON changes; 4: video sizes)
 
 
 def inside(path: Path, base: Path) -> Path | None:
@@ -55,38 +56,21 @@ def inside(path: Path, base: Path) -> Path | None:
 
 
 Signature = tuple[tuple[str, int, int, int], ...]
-MAX_SIGNATURE_FILES = 1_000_000  # a run directory with more files than this is signed by its first ones only
+# a run directory with more entries than this, or deeper, is signed by the files of its first directories only
+SIGNATURE_BOUNDS = Bounds(max_entries=1_000_000, max_depth=64, on_excess="truncate")
 NOT_GRADED = frozenset({"run.live.json"})  # rewritten every few seconds while a run runs; grade never reads it
 
 
 def run_signature(run_dir: Path) -> Signature:
     """(path relative to ``run_dir``, size, mtime_ns, inode) of every regular file below ``run_dir`` but
-    ``run.live.json``, sorted by path: one ``stat`` per file, links neither followed nor listed, nothing hashed.
+    ``run.live.json``, sorted by path: one ``lstat`` per entry (:func:`rollbench.core.walk.walk_tree`, within
+    :data:`SIGNATURE_BOUNDS`), links neither followed nor listed, nothing hashed.
 
     It covers every file grade reads (``run.json``, ``meta/`` with ``meta/episodes/``, ``data/``, transcripts,
     videos), so any rewrite, replacement, addition or removal re-grades the run; an edit that keeps a file's size,
     mtime and inode is not seen."""
-    out: list[tuple[str, int, int, int]] = []
-    stack = [""]
-    base = os.fspath(run_dir)
-    while stack and len(out) < MAX_SIGNATURE_FILES:
-        rel = stack.pop()
-        try:
-            with os.scandir(os.path.join(base, rel)) as it:
-                entries = list(it)
-        except OSError:
-            continue
-        for e in entries:
-            name = f"{rel}/{e.name}" if rel else e.name
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(name)
-                elif e.is_file(follow_symlinks=False) and name not in NOT_GRADED:
-                    st = e.stat(follow_symlinks=False)
-                    out.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
-            except OSError:  # removed while listed
-                continue
-    return tuple(sorted(out))
+    listing = walk_tree(run_dir, SIGNATURE_BOUNDS)
+    return tuple(sorted((f.rel, f.size, f.mtime_ns, f.inode) for f in listing.files if f.rel not in NOT_GRADED))
 
 
 def _iso(ts: float) -> str:
@@ -124,11 +108,12 @@ def _artifacts(run_dir: Path, info: dict[str, Any], row: EpisodeRow | None, came
             rel = fill_template(template, video_key=key, chunk_index=span.chunk_index, file_index=span.file_index)
         except ValueError:  # grade names the template
             continue
+        found = inside(run_dir / rel, run_dir)
+        size = None
+        with contextlib.suppress(OSError):  # removed since: not ready
+            size = os.lstat(found).st_size if found is not None else None
         videos[cam] = VideoLink(
-            path=rel,
-            ready=inside(run_dir / rel, run_dir) is not None,
-            from_s=span.from_timestamp,
-            to_s=span.to_timestamp,
+            path=rel, ready=size is not None, from_s=span.from_timestamp, to_s=span.to_timestamp, size=size
         )
     data_rel = None
     if info.get("data_path") and row.data_chunk_index is not None and row.length:

@@ -4,8 +4,8 @@ The central dashboard reads a peer's ``/api/runs`` (with the peer's token as a b
 answer, and when the peer stops answering reports it in ``hosts[]`` with ``error`` and ``stale_since`` (the time
 of the last good answer, or of the first failure if there never was one) while still listing the runs it last saw,
 marked ``stale``. Episode details and media are fetched from the peer on demand; media files are cached under the
-central dashboard's cache directory (never inside a run directory), so a peer that goes down keeps the videos
-already watched. Labels are never sent to peers: the central dashboard keeps them in its own sidecar. Only a peer's own runs
+central dashboard's cache directory (never inside a run directory; :mod:`rollbench.dashboard.media_cache`: keyed by
+the peer and the run's announced signature), so a peer that goes down keeps the videos already watched. Labels are never sent to peers: the central dashboard keeps them in its own sidecar. Only a peer's own runs
 (``source: local`` in its answer) are taken, so a central dashboard listed as another's peer is not re-exported.
 Every link to a peer's run is the central's own route built from the identity it checked, never a URL the peer sent.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from rollbench.core.identity import check_segment
+from rollbench.dashboard import media_cache
 from rollbench.record.runlog import utc_now
 from rollbench.wire.decode import ProtocolError, loads_json, unquoted_failure
 from rollbench.wire.outbound import http_client, total_deadline
@@ -188,24 +188,31 @@ class Peer:
         """The peer's ``/transcript/KEY`` text, at most :data:`MAX_TRANSCRIPT_BYTES` within :data:`TOTAL_S`."""
         return self.get_bytes(f"/transcript/{key_path}", MAX_TRANSCRIPT_BYTES)
 
-    def cached_media(self, cache_dir: Path, key_path: str, camera: str) -> Path:
-        """The peer's video ``/media/KEY/CAMERA`` as a local file under ``cache_dir`` (downloaded once; temp file +
-        rename; at most :data:`MAX_MEDIA_BYTES` within :data:`MEDIA_TOTAL_S`). Raises httpx.HTTPError when the peer
-        cannot deliver it, PeerError when it is too slow or too large (nothing is then kept)."""
+    def cached_media(self, cache_dir: Path, run: dict[str, Any], episode_index: int, camera: str) -> Path:
+        """The peer's video ``/media/KEY/CAMERA`` of episode ``episode_index`` of ``run`` (its summary as this peer
+        listed it) as a local file of the cache (:mod:`rollbench.dashboard.media_cache`: keyed by this peer and the
+        run's announced signature, used only while a regular file of the announced size; downloaded to a temporary
+        file moved in when complete, at most :data:`MAX_MEDIA_BYTES` within :data:`MEDIA_TOTAL_S`). Raises
+        httpx.HTTPError when the peer cannot deliver it, PeerError when it is too slow, too large or not of the size
+        its listing announced (nothing is then kept), UnsafeFile (an OSError) for a cache path through a link."""
+        key_path = f"{run['key']}/{episode_index}"
         for seg in [*key_path.split("/"), camera]:
             check_segment(seg, "path segment")
-        dest = cache_dir / "media" / key_path / f"{camera}.mp4"
-        if dest.is_file():
+        version, size = media_cache.announced(run, episode_index, camera)
+        dest = media_cache.entry_path(cache_dir, self.url, key_path, camera, version)
+        if media_cache.lookup(dest, size):
             return dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, suffix=".part")
+        fd, tmp = media_cache.temp_file(dest)
         try:
             with os.fdopen(fd, "wb") as fh:
                 self.fetch(f"/media/{key_path}/{quote(camera)}", fh.write, MAX_MEDIA_BYTES, MEDIA_TOTAL_S)
-            os.replace(tmp, dest)
+                got = fh.tell()
+            if size is not None and got != size:
+                raise PeerError(f"its video is {got:,} bytes, not the {size:,} its listing announced")
+            media_cache.store(tmp, dest, cache_dir)
         finally:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)  # a partial, slow or oversized download is never left in the cache
+                os.unlink(tmp)  # a partial, slow, oversized or mis-sized download is never left in the cache
         return dest
 
 
@@ -250,6 +257,9 @@ def _with_central_routes(run: dict[str, Any], where: str) -> dict[str, Any]:
                 raise PeerError(f"{where}.episodes[{j}] has a camera name that is not a path segment") from None
             if not isinstance(v, dict):
                 raise PeerError(f"{where}.episodes[{j}] has a video that is not an object")
+            size = v.get("size")
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+                raise PeerError(f"{where}.episodes[{j}] has a video size that is not a number of bytes")
             videos[cam] = {**v, "url": f"/media/{key}/{e}/{cam}"}
         sent = ep.get("urls")
         transcript = isinstance(sent, dict) and isinstance(sent.get("transcript"), str)
@@ -283,6 +293,8 @@ def _check_summary(run: dict[str, Any], where: str) -> None:
     """PeerError naming the first field of a peer's run summary the central dashboard reads that is missing or of
     another JSON type (its value is never quoted)."""
     _check_fields(run, RUN_FIELDS, where)
+    if not isinstance(run.get("signature"), str | None):  # optional: an older peer announces none
+        raise PeerError(f"{where} has a signature that is not text")
     for j, ep in enumerate(run["episodes"]):
         _check_fields(ep, EPISODE_FIELDS, f"{where}.episodes[{j}]")
 

@@ -16,12 +16,14 @@ from rollbench.core.records import JsonRecord
 @dataclass(frozen=True)
 class VideoLink(JsonRecord):
     """One camera's clip: ``path`` relative to the run directory (``info.json``'s ``video_path`` filled from the
-    episode row), whether that file is there (``ready``), and the clip's ``from_s``..``to_s`` (seconds) in it."""
+    episode row), whether that file is there (``ready``), the clip's ``from_s``..``to_s`` (seconds) in it, and the
+    file's ``size`` in bytes (None when it is not there; a central dashboard checks its cached copy against it)."""
 
     path: str
     ready: bool
     from_s: float | None
     to_s: float | None
+    size: int | None = None
 
 
 @dataclass(frozen=True)

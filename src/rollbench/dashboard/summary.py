@@ -14,7 +14,9 @@ or ``failure``. A *disagreement* is a labelled episode whose label implies a suc
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import json
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 from rollbench.core.format import csv_cell
 from rollbench.core.grade_model import GradedEpisode, PooledBlock
 from rollbench.core.identity import RunIdentity
-from rollbench.dashboard.catalog import RunRecord
+from rollbench.dashboard.catalog import RunRecord, Signature
 from rollbench.dashboard.labels import LabelFile
 from rollbench.dashboard.rubrics import Rubric
 
@@ -47,6 +49,13 @@ def policy_model(prov: Mapping[str, Any]) -> str | None:
     return None
 
 
+def signature_digest(signature: Signature) -> str:
+    """The run's ``signature`` as a summary carries it: the first 32 hex digits of the SHA-256 of the catalog's
+    :func:`~rollbench.dashboard.catalog.run_signature` (path, size, mtime_ns and inode of every file) as JSON. It
+    changes whenever a file of the run does; a central dashboard keys its cached copies of the run's videos by it."""
+    return hashlib.sha256(json.dumps(signature, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
 def run_summary(rec: RunRecord) -> dict[str, Any]:
     """The label-free summary of one local run (see the module docstring)."""
     ident = rec.identity
@@ -57,7 +66,13 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
     for ep in rec.episodes:
         g, e, arts = ep.graded, ep.episode_index, ep.artifacts
         videos = {
-            cam: {"url": f"/media/{path}/{e}/{cam}", "ready": v.ready, "from_s": v.from_s, "to_s": v.to_s}
+            cam: {
+                "url": f"/media/{path}/{e}/{cam}",
+                "ready": v.ready,
+                "from_s": v.from_s,
+                "to_s": v.to_s,
+                "size": v.size,
+            }
             for cam, v in arts.videos.items()
         }
         episodes.append(
@@ -90,6 +105,7 @@ def run_summary(rec: RunRecord) -> dict[str, Any]:
         **ident.to_dict(),
         "key": ident.key,
         "source": "local",
+        "signature": signature_digest(rec.signature),
         "status": result.status,
         "violations": list(result.violations),  # grade's; analyses refuse such a run by default
         "run_status": rec.log.status,
@@ -133,6 +149,7 @@ def pending_summary(ident: RunIdentity) -> dict[str, Any]:
         **ident.to_dict(),
         "key": ident.key,
         "source": "local",
+        "signature": None,
         "status": "GRADING",
         "run_status": None,
         "env": None,

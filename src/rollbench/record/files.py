@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -21,7 +22,8 @@ import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import finite_json, strict_dumps
-from rollbench.record.safe_files import is_regular, open_regular, run_files
+from rollbench.core.walk import walk_tree
+from rollbench.record.safe_files import RUN_BOUNDS, is_regular, open_regular, run_files
 
 VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
 VIDEO_PIX_FMT = "yuv420p"
@@ -200,16 +202,14 @@ def escaping_links(root: Path) -> list[tuple[Path, Path]]:
     """Every symbolic link under ``root`` (not followed while walking) whose target lies outside ``root``.
 
     Returns ``(link, resolved target)`` pairs, sorted; a dangling link counts by where it points. Cost: one
-    ``scandir`` per directory of the run (a few per thousand episodes).
+    ``scandir`` per directory of the run (a few per thousand episodes), within
+    :data:`~rollbench.record.safe_files.RUN_BOUNDS` (:func:`rollbench.core.walk.walk_tree`; ConfigError past them).
     """
     found: list[tuple[Path, Path]] = []
-    if not root.is_dir():
-        return found
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            if p.is_symlink() and not is_inside(root, p):
-                found.append((p, Path(os.path.realpath(p))))
+    for e in walk_tree(root, RUN_BOUNDS).others:
+        p = root / e.rel
+        if stat.S_ISLNK(e.mode) and not is_inside(root, p):
+            found.append((p, Path(os.path.realpath(p))))
     return sorted(found)
 
 

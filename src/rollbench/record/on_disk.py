@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.jsonfile import kind_of
+from rollbench.core.walk import Bounds, TreeEntry, walk_tree
 from rollbench.record.files import is_inside, read_parquet, resolve_inside
 from rollbench.record.lerobot import ARTIFACT_PATHS, CHUNKS_SIZE, DATA_PATH, STAGING, chunk_file
-from rollbench.record.safe_files import MAX_ENTRIES, open_regular, run_files
+from rollbench.record.safe_files import MAX_DEPTH, MAX_ENTRIES, open_regular, run_files
 
 
 class FeatureStats:
@@ -73,32 +73,14 @@ def foreign_entries(run_dir: Path, limit: int = MAX_ENTRIES) -> list[tuple[Path,
     """Every entry in the writer's namespace of ``run_dir`` (:data:`WRITER_NAMES`, and the writer's temporaries at
     the top level) that is neither a regular file nor a directory: ``(path, what it is)``, path order. Symbolic
     links (leading inside the run or out, dangling or not), FIFOs, sockets and devices: the writer creates none of
-    them. Walked with ``lstat`` only (nothing is opened, nothing followed); ConfigError beyond ``limit`` entries."""
-    found: list[tuple[Path, str]] = []
-    try:
-        top = sorted(os.listdir(run_dir))
-    except OSError:
-        return found
-    stack = [run_dir / n for n in reversed(top) if n in WRITER_NAMES or (n.startswith(".run.") and n.endswith(".tmp"))]
-    visited = 0
-    while stack:  # depth-first, iterative: a hostile tree's depth is bounded by the path length only
-        p = stack.pop()
-        visited += 1
-        if visited > limit:
-            raise ConfigError(f"{run_dir}: more than {limit} entries under one run directory; refused")
-        try:
-            mode = os.lstat(p).st_mode
-        except OSError:
-            continue
-        if stat.S_ISDIR(mode):
-            try:
-                names = sorted(os.listdir(p), reverse=True)
-            except OSError:
-                continue
-            stack.extend(p / n for n in names)
-        elif not stat.S_ISREG(mode):
-            found.append((p, kind_of(mode)))
-    return found
+    them. Walked with ``lstat`` only (:func:`rollbench.core.walk.walk_tree`: nothing is opened but directories,
+    nothing followed); ConfigError beyond ``limit`` entries or :data:`MAX_DEPTH` levels."""
+
+    def writers(e: TreeEntry) -> bool:
+        return e.depth > 0 or e.name in WRITER_NAMES or (e.name.startswith(".run.") and e.name.endswith(".tmp"))
+
+    tree = walk_tree(run_dir, Bounds(limit, MAX_DEPTH, "refuse"), descend=writers)
+    return [(run_dir / e.rel, e.kind) for e in tree.others if writers(e) and not e.is_dir]
 
 
 _CHUNK = re.compile(r"chunk-[0-9]{3}")

@@ -31,8 +31,10 @@ from typing import Any, BinaryIO, TextIO
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import kind_of, loads_strict
+from rollbench.core.walk import Bounds, TreeEntry, walk_tree
 
 MAX_ENTRIES = 1_000_000  # directory entries one listing may visit: 1,000 runs of 1,000 episodes have ~10 per episode
+MAX_DEPTH = 64  # directory levels below a run directory one listing enters (the writer's tree is 3 deep)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -138,56 +140,38 @@ class Listing:
     skipped: list[tuple[Path, str]] = field(default_factory=list)
 
 
-def _entries(d: str, budget: list[int]) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(d) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError:
-        return []
-    budget[0] -= len(entries)
-    if budget[0] < 0:
-        raise ConfigError(f"{d}: more than {MAX_ENTRIES} directory entries under one run directory; refused")
-    return entries
+RUN_BOUNDS = Bounds(max_entries=MAX_ENTRIES, max_depth=MAX_DEPTH, on_excess="refuse")
 
 
 def scan_run_files(root: Path, pattern: str = "**") -> Listing:
     """The regular files under run directory ``root`` matching ``pattern`` (``/``-separated ``fnmatch`` segments,
     e.g. ``data/chunk-*/file-*.parquet``; ``**`` alone: every file at any depth), by the rules of the module
-    docstring. Entries that match but are links, FIFOs, sockets, devices, directories (where the pattern's last
-    segment names a file) or a second name of a listed file are in ``skipped``. A missing ``root`` gives an empty listing."""
-    out, seen, budget = Listing(), set(), [MAX_ENTRIES]
+    docstring (one :func:`rollbench.core.walk.walk_tree` within :data:`RUN_BOUNDS`: ConfigError past them). Entries
+    that match but are links, FIFOs, sockets, devices, directories (where the pattern's last segment names a file)
+    or a second name of a listed file are in ``skipped``. A missing ``root`` gives an empty listing."""
     parts = pattern.split("/")
+    everywhere = parts == ["**"]
+    last = len(parts) - 1
 
-    def visit(d: str, i: int) -> None:
-        for entry in _entries(d, budget):
-            everywhere = parts == ["**"]
-            if not everywhere and not fnmatch.fnmatchcase(entry.name, parts[i]):
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            path = Path(entry.path)
-            last = everywhere or i == len(parts) - 1
-            if stat.S_ISDIR(st.st_mode):
-                if everywhere or not last:
-                    visit(entry.path, i + 1)
-                else:  # a directory where the pattern names a file
-                    out.skipped.append((path, "a directory, not a regular file"))
-            elif stat.S_ISREG(st.st_mode):
-                if not last:  # a file where the pattern names a directory (data/ replaced by a file)
-                    out.skipped.append((path, "a regular file where a directory is expected"))
-                    continue
-                if (st.st_dev, st.st_ino) in seen:
-                    out.skipped.append((path, "a second name (hard link) of a file already read"))
-                else:
-                    seen.add((st.st_dev, st.st_ino))
-                    out.files.append(path)
-            else:
-                out.skipped.append((path, f"a {kind_of(st.st_mode)}, not a regular file"))
+    def matches(e: TreeEntry) -> bool:
+        return everywhere or (e.depth <= last and fnmatch.fnmatchcase(e.name, parts[e.depth]))
 
-    if os.path.isdir(root):
-        visit(os.fspath(root), 0)
+    tree = walk_tree(root, RUN_BOUNDS, lambda e: matches(e) and (everywhere or e.depth < last))
+    out, seen = Listing(), set()
+    for e in tree.files:  # path order: the first name of a hard-linked file is the one listed
+        path = root / e.rel
+        if not matches(e):
+            continue
+        if not everywhere and e.depth < last:  # a file where the pattern names a directory (data/ replaced by a file)
+            out.skipped.append((path, "a regular file where a directory is expected"))
+        elif (e.device, e.inode) in seen:
+            out.skipped.append((path, "a second name (hard link) of a file already read"))
+        else:
+            seen.add((e.device, e.inode))
+            out.files.append(path)
+    for e in tree.others:
+        if matches(e):  # a directory not entered is one where the pattern names a file
+            out.skipped.append((root / e.rel, f"a {e.kind}, not a regular file"))
     out.files.sort()
     out.skipped.sort()
     return out
@@ -200,9 +184,10 @@ def run_files(root: Path, pattern: str = "**") -> list[Path]:
 
 def iter_run_dirs(parent: Path) -> Iterator[Path]:
     """The directories directly in ``parent`` (not links) holding a regular ``run.json``, in name order."""
-    for entry in _entries(os.fspath(parent), [MAX_ENTRIES]):
-        if entry.is_dir(follow_symlinks=False) and is_regular(Path(entry.path) / "run.json"):
-            yield Path(entry.path)
+    tree = walk_tree(parent, Bounds(MAX_ENTRIES, 0, "refuse"), descend=lambda e: False)
+    for e in tree.others:
+        if e.is_dir and is_regular(parent / e.rel / "run.json"):
+            yield parent / e.rel
 
 
 def run_dir_containing(path: Path) -> Path | None:

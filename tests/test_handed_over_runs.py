@@ -5,7 +5,7 @@ rewrite what was recorded; output options never point inside a run; every bound 
 ``rollbench`` commands on copies of one recorded ``scripted/reach`` run, run in the test process
 (``tests/cli_in_process.py``: the claims are about what a command refuses, writes and connects to, not about the
 process boundary); a real ``python -m rollbench`` process where the process is the point (Ctrl-C, and the
-interpreter a listing might run from the current directory). The oracle for "connects" is a loopback HTTP server
+interpreter a listing might run from the current directory) and for the commands that serve until stopped. The oracle for "connects" is a loopback HTTP server
 started here that records every request it gets (and the Authorization header it carried): a refused resume leaves
 it untouched, the same resume with the URL typed again reaches it.
 """
@@ -41,8 +41,15 @@ def env_with(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS]), "ROLLBENCH_SERVER_TOKEN": TOKEN, **extra}
 
 
+# commands that serve until stopped: a refusal of theirs that regressed would serve forever in the test process
+SERVERS = ("serve-policy", "dashboard", "mcp")
+
+
 def rb(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``rollbench ARGS`` in this process, with the server token in the environment."""
+    """``rollbench ARGS`` in this process, with the server token in the environment (a server command in a process
+    of its own)."""
+    if str(args[0]) in SERVERS:
+        return rb_process(*args, cwd=cwd)
     return invoke(*args, cwd=cwd, env={"ROLLBENCH_SERVER_TOKEN": TOKEN})
 
 

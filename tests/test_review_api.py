@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cli_in_process import invoke
+from conftest import run_cli
 from dashboard_support import ServerThread, record_run
 from rollbench.grading.grade import grade
 
@@ -250,12 +250,11 @@ def test_non_loopback_names_are_refused_without_a_token(server: ServerThread):
 
 @pytest.mark.slow
 def test_cli_refuses_a_public_address_without_token_and_bad_options(tmp_path: Path):
-    """In the test process (tests/cli_in_process.py): the refusals come before any server starts."""
-    r = invoke("dashboard", "--root", tmp_path, "--labels", tmp_path / "l.json", "--host", "0.0.0.0")
+    r = run_cli("dashboard", "--root", tmp_path, "--labels", tmp_path / "l.json", "--host", "0.0.0.0")
     assert r.returncode == 2 and "--token" in r.stderr
-    r = invoke("dashboard", "--root", tmp_path / "nope", "--labels", tmp_path / "l.json")
+    r = run_cli("dashboard", "--root", tmp_path / "nope", "--labels", tmp_path / "l.json")
     assert r.returncode == 2 and "is not a directory" in r.stderr
-    r = invoke("dashboard", "--root", tmp_path, "--labels", tmp_path / "l.json", "--rubric", "bogus")
+    r = run_cli("dashboard", "--root", tmp_path, "--labels", tmp_path / "l.json", "--rubric", "bogus")
     assert r.returncode == 2 and "outcome-v1, harm-five-class-v1" in r.stderr
 
 

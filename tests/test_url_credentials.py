@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli_in_process import invoke
+from conftest import run_cli
 from rollbench.api import evaluate
 from rollbench.core.contracts import ConfigError
 from rollbench.core.spec import EvalSpec
@@ -43,7 +44,10 @@ FRAGMENT_ONLY = ("fragment", "fragment access_token")
 
 def rb(*args: object) -> subprocess.CompletedProcess[str]:
     """``rollbench ARGS`` in the test process (tests/cli_in_process.py): the claims are what a command refuses and
-    prints, not the process boundary."""
+    prints, not the process boundary. A command that serves until stopped runs as a process of its own (a refusal
+    of its that regressed would serve forever in the test process)."""
+    if str(args[0]) in ("serve-policy", "mcp", "dashboard"):
+        return run_cli(*args)
     return invoke(*args)
 
 

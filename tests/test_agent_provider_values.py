@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agent_double import KEY, Double
+from cli_in_process import invoke
 from conftest import run_cli
 from rollbench.api import evaluate
 from rollbench.policies.agent.client import usage_count
@@ -83,7 +84,7 @@ def test_a_usage_count_that_is_not_a_count_is_recorded_null_with_cost_error_and_
     }  # fmt: skip
     usage = result.agent_usage.overall
     assert (usage.model_calls, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd) == (4, 0, 20, None)
-    graded = run_cli("grade", out, "--json")
+    graded = invoke("grade", out, "--json")  # in the test process (tests/cli_in_process.py): what it prints
     assert graded.returncode == 0 and json.loads(graded.stdout)["status"] == "OK", graded.stdout + graded.stderr
     seen = capfd.readouterr()
     everything = b"".join(p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from cli_in_process import invoke  # `report` in the test process: what it writes and refuses
 from rollbench.api import evaluate, grade
 
 pytest.importorskip("metaworld")
@@ -40,7 +40,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (scripts/install.sh --dev)")
 def test_report_is_one_offline_file_that_chromium_renders_with_every_image(root: Path, tmp_path: Path) -> None:
     out, plots = tmp_path / "report.html", tmp_path / "plots"
-    proc = run_cli("report", root, "--out", out, "--plots", plots, "--dashboard-url", "http://127.0.0.1:8301")
+    proc = invoke("report", root, "--out", out, "--plots", plots, "--dashboard-url", "http://127.0.0.1:8301")
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert "<script" not in text and 'src="http' not in text and "<link" not in text  # self-contained, offline
@@ -76,6 +76,6 @@ def test_report_is_one_offline_file_that_chromium_renders_with_every_image(root:
 
 
 def test_report_refuses_a_bad_dashboard_url_and_writes_nothing(root: Path, tmp_path: Path) -> None:
-    proc = run_cli("report", root, "--out", tmp_path / "r.html", "--dashboard-url", "ftp://x")
+    proc = invoke("report", root, "--out", tmp_path / "r.html", "--dashboard-url", "ftp://x")
     assert proc.returncode == 2 and "--dashboard-url" in proc.stderr
     assert not (tmp_path / "r.html").exists()

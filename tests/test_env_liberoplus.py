@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import invoke  # refusals in the test process; the runs as real processes
 from rollbench.core.contracts import ConfigError
 from rollbench.envs.libero import plus_tasks as pt
 from rollbench.envs.libero.plus import FAMILY, package_dir
@@ -60,13 +61,7 @@ def test_instructions_are_the_bddl_language_never_file_name_metadata() -> None:
 def test_an_instance_whose_assets_are_not_on_pypi_is_refused_naming_the_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"assets/scenes/tabletop_table_Cobblestone01_GLOSS_6K\.xml"):
         FAMILY.task("liberoplus/libero_spatial/0")
-    r = subprocess.run(
-        [str(ROLLBENCH), "eval", "--env", "liberoplus/libero_spatial_light", "--policy", "zero", "--out", "run"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = invoke("eval", "--env", "liberoplus/libero_spatial_light", "--policy", "zero", "--out", "run", cwd=tmp_path)
     assert r.returncode == 2 and "Light Conditions" in r.stderr and "scenes/lights/" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "run").exists()
     assert FAMILY.runnable_categories() == ["camera", "robot", "language", "noise"]
@@ -74,9 +69,8 @@ def test_an_instance_whose_assets_are_not_on_pypi_is_refused_naming_the_files(tm
 
 def test_a_sensor_noise_instance_at_a_size_its_code_cannot_take_is_refused_before_anything_runs(tmp_path: Path) -> None:
     noise = next(t.name for t in FAMILY.tasks() if t.perturbation and t.perturbation.category == "noise")
-    cmd = [str(ROLLBENCH), "eval", "--env", noise, "--policy", "zero", "--episodes", "1", "--image-size", "128x128"]
-    cmd += ["--out", "run"]
-    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    args = ["eval", "--env", noise, "--policy", "zero", "--episodes", "1", "--image-size", "128x128", "--out", "run"]
+    r = invoke(*args, cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr and not (tmp_path / "run").exists()
     assert len(r.stderr.strip().splitlines()) == 1
     assert f"cannot evaluate {noise}: a LIBERO-Plus Sensor Noise instance renders at 256x256 only" in r.stderr

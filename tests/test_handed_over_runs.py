@@ -2,9 +2,12 @@
 rewrite what was recorded; output options never point inside a run; every bound is stated (issue 42, items 1, 3,
 8, 14, 15, 18).
 
-Real ``rollbench`` processes (``python -m rollbench``) on copies of one recorded ``scripted/reach`` run. The oracle
-for "connects" is a loopback HTTP server started here that records every request it gets (and the Authorization
-header it carried): a refused resume leaves it untouched, the same resume with the URL typed again reaches it.
+``rollbench`` commands on copies of one recorded ``scripted/reach`` run, run in the test process
+(``tests/cli_in_process.py``: the claims are about what a command refuses, writes and connects to, not about the
+process boundary); a real ``python -m rollbench`` process where the process is the point (Ctrl-C, and the
+interpreter a listing might run from the current directory) and for the commands that serve until stopped. The oracle for "connects" is a loopback HTTP server
+started here that records every request it gets (and the Authorization header it carried): a refused resume leaves
+it untouched, the same resume with the URL typed again reaches it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import pytest
 
 import rollbench
+from cli_in_process import invoke
 from doctored_files import copy_of, edit_json
 from recording_service import recording_service
 from rollbench.core.spec import build_spec
@@ -37,7 +41,20 @@ def env_with(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS]), "ROLLBENCH_SERVER_TOKEN": TOKEN, **extra}
 
 
-def rb(*args: object, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+# commands that serve until stopped: a refusal of theirs that regressed would serve forever in the test process
+SERVERS = ("serve-policy", "dashboard", "mcp")
+
+
+def rb(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``rollbench ARGS`` in this process, with the server token in the environment (a server command in a process
+    of its own)."""
+    if str(args[0]) in SERVERS:
+        return rb_process(*args, cwd=cwd)
+    return invoke(*args, cwd=cwd, env={"ROLLBENCH_SERVER_TOKEN": TOKEN})
+
+
+def rb_process(*args: object, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m rollbench ARGS`` as a process of its own."""
     cmd = [sys.executable, "-m", "rollbench", *map(str, args)]
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, env=env_with(), cwd=cwd, stdin=subprocess.DEVNULL
@@ -129,7 +146,7 @@ def test_a_venv_in_the_current_directory_is_never_the_benchmarks_interpreter(tmp
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env_with())
     found = r.stdout.strip()
     assert r.returncode == 0 and found != str(python) and not found.startswith(str(tmp_path)), found
-    listing = rb("envs", "libero_ref", "--no-tasks", cwd=tmp_path)
+    listing = rb_process("envs", "libero_ref", "--no-tasks", cwd=tmp_path)  # a fresh process: nothing cached
     assert "Traceback" not in listing.stderr and not marker.exists()
 
 
@@ -219,7 +236,7 @@ def test_an_output_file_hard_linked_into_a_run_is_refused_and_the_run_keeps_its_
     os.link(run / "meta" / "stats.json", link)
     before = tree(tmp_path)
     argv = [str(link) if a == "L" else str(other) if a == "S" else a for a in args]
-    line = one_line_refusal(rb(*argv, timeout=120))
+    line = one_line_refusal(rb(*argv))
     assert line == (
         f"error: {option} {link} has 2 hard links; rollbench writes only to a file with no other names (give a new "
         "path)"

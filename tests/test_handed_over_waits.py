@@ -3,8 +3,10 @@
 ``eval --resume RUN`` and ``eval --spec RUN/run.json`` honour a recorded ``policy_timeout_s`` over the 300 s
 default, or any recorded policy option that sets a deadline, a sleep or retries (``timeout_s``, ``latency_ms``,
 ``retries``...), only when the user types it again or adds ``--trust-run``; and every such option has a stated
-maximum where it is parsed, typed or recorded alike. Real ``rollbench`` processes on copies of one recorded
-``scripted/reach`` run whose run.json is edited with its identity recomputed (a consistent hand-over).
+maximum where it is parsed, typed or recorded alike. ``rollbench`` commands, run in the test process
+(``tests/cli_in_process.py``: the claims are about what a command refuses or resumes, not about the process boundary),
+on copies of one recorded ``scripted/reach`` run whose run.json is edited with its identity recomputed (a consistent
+hand-over).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from cli_in_process import invoke
 from rollbench.core.contracts import ConfigError
 from rollbench.core.registry import make_policy
 from rollbench.core.spec import build_spec
@@ -25,7 +27,7 @@ from rollbench.core.spec import build_spec
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("recorded") / "run"
-    r = run_cli("eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "2", "--max-steps", "3",
+    r = invoke("eval", "--env", "scripted/reach", "--policy", "zero", "--episodes", "2", "--max-steps", "3",
                 "--out", run)  # fmt: skip
     assert r.returncode == 0, r.stderr
     return run
@@ -68,7 +70,7 @@ def test_a_handed_over_deadline_or_wait_is_refused_naming_it_before_anything_run
     run = handed_over(recorded, tmp_path, **spec)
     before = (run / "run.json").read_bytes()
     for args in (["--resume", run], ["--spec", run / "run.json", "--out", tmp_path / "other"]):
-        line = one_line_refusal(run_cli("eval", *args))
+        line = one_line_refusal(invoke("eval", *args))
         assert f"run.json sets {named}: a deadline or wait rollbench would hold you to" in line
         assert line.endswith("type it again (--policy-timeout, --policy-options as recorded) or add --trust-run")
     assert (run / "run.json").read_bytes() == before and not (tmp_path / "other").exists()
@@ -78,23 +80,23 @@ def test_a_handed_over_deadline_or_wait_is_refused_naming_it_before_anything_run
 def test_typing_the_recorded_deadline_or_trusting_the_run_resumes_it(recorded: Path, tmp_path: Path) -> None:
     run = handed_over(recorded, tmp_path, policy_timeout_s=900.0)
     for extra in (["--policy-timeout", "900"], ["--trust-run"]):
-        r = run_cli("eval", "--resume", run, *extra)
+        r = invoke("eval", "--resume", run, *extra)
         assert r.returncode == 0, r.stderr
-    line = one_line_refusal(run_cli("eval", "--resume", run, "--policy-timeout", "5"))
+    line = one_line_refusal(invoke("eval", "--resume", run, "--policy-timeout", "5"))
     assert "its run.json records policy_timeout_s 900.0, not 5.0" in line
 
 
 @pytest.mark.slow
 def test_a_recorded_deadline_within_the_default_resumes_with_nothing_typed(recorded: Path, tmp_path: Path) -> None:
     run = handed_over(recorded, tmp_path, policy_timeout_s=30.0)
-    r = run_cli("eval", "--resume", run)
+    r = invoke("eval", "--resume", run)
     assert r.returncode == 0, r.stderr
 
 
 @pytest.mark.slow
 def test_a_trusted_latency_past_its_maximum_is_still_refused_by_the_stand_in(recorded: Path, tmp_path: Path) -> None:
     run = handed_over(recorded, tmp_path, **STANDIN)
-    line = one_line_refusal(run_cli("eval", "--resume", run, "--trust-run"))
+    line = one_line_refusal(invoke("eval", "--resume", run, "--trust-run"))
     assert line.endswith("gpu-standin: latency_ms must be from 0 to 60000, got 1000000000000.0")
 
 

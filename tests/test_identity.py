@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from cli_in_process import invoke  # the commands in the test process: what they refuse, write and print
 from rollbench.api import evaluate
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import family_robot, sanitize_segment
@@ -36,7 +36,7 @@ def test_eval_records_the_default_identity(tmp_path: Path):
 @pytest.mark.slow
 def test_eval_flags_set_the_identity_and_a_resume_keeps_it(tmp_path: Path):
     out = tmp_path / "r"
-    r = run_cli(
+    r = invoke(
         "eval",
         "--env",
         "scripted/reach",
@@ -59,7 +59,7 @@ def test_eval_flags_set_the_identity_and_a_resume_keeps_it(tmp_path: Path):
 
 @pytest.mark.slow
 def test_an_invalid_host_label_is_refused_before_anything_runs(tmp_path: Path):
-    r = run_cli(
+    r = invoke(
         "eval",
         "--env",
         "scripted/reach",

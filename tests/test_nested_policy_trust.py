@@ -3,7 +3,8 @@ as the run's own policy: resuming connects nowhere and spends no key unless the 
 adds ``--trust-run``; every run/spec refusal comes before a policy is built; a foreign reply body is never echoed
 (issue 42, class 1).
 
-Real ``rollbench`` processes on copies of one recorded ``scripted/reach`` run. The oracle for "connects" is a bare
+``rollbench`` commands, run in the test process (what they refuse and connect to, not the process boundary), on
+copies of one recorded ``scripted/reach`` run. The oracle for "connects" is a bare
 loopback socket listener started here (a bounded thread that records every byte that arrives: an HTTP request, a
 websocket upgrade, an agent's ``GET /v1/models``) that never answers.
 """
@@ -11,11 +12,9 @@ websocket upgrade, an agent's ``GET /v1/models``) that never answers.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,13 +22,11 @@ from typing import Any
 
 import pytest
 
-import rollbench
+from cli_in_process import invoke
 from recording_service import SECRET, recording_service
 from rollbench.core.spec import build_spec
 from rollbench.policies.remote.http import server_said
 
-SRC = str(Path(rollbench.__file__).resolve().parents[1])
-TESTS = str(Path(__file__).resolve().parent)
 TOKEN = "tok-nested-inner-0123456789"
 KEY = "sk-nested-inner-key-0123456789"
 
@@ -66,15 +63,10 @@ def listener() -> Iterator[tuple[int, list[bytes]]]:
 
 
 def rb(*args: object, port: int = 9) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([SRC, TESTS]),
-        "ROLLBENCH_SERVER_TOKEN": TOKEN,
-        "OPENAI_API_KEY": KEY,
-        "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
-    }
-    cmd = [sys.executable, "-m", "rollbench", *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    """``rollbench ARGS`` in the test process (tests/cli_in_process.py), with the token, the key and the provider's
+    URL in the environment for the command's duration (the agent policy reads them when it is built)."""
+    env = {"ROLLBENCH_SERVER_TOKEN": TOKEN, "OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"}
+    return invoke(*args, env=env)
 
 
 @pytest.fixture(scope="module")

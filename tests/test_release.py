@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from agent_double import KEY, serve_as_provider
-from conftest import run_cli
+from cli_in_process import invoke
 from rollbench.api import evaluate, grade
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
@@ -215,7 +215,7 @@ def test_a_second_release_is_byte_identical_and_dry_run_writes_nothing(
     dry = build_release([run], tmp_path / "dry", labels=[labels], dry_run=True)
     assert not (tmp_path / "dry").exists()
     assert dry["redactions"] == first["redactions"]
-    proc = run_cli("release", run, "--out", tmp_path / "cli", "--labels", labels, "--dry-run")
+    proc = invoke("release", run, "--out", tmp_path / "cli", "--labels", labels, "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "would replace" in proc.stdout and "openai_key -> <REDACTED:api_key:" in proc.stdout
     assert not (tmp_path / "cli").exists()
@@ -230,7 +230,7 @@ def test_a_release_into_or_around_a_source_is_refused_and_sources_stay_untouched
         with pytest.raises(ConfigError):
             build_release([run], bad)
     assert not (run / "release").exists()
-    proc = run_cli("release", run, "--out", run / "sub")
+    proc = invoke("release", run, "--out", run / "sub")
     assert proc.returncode == 2  # the one check of every output option (issue 42, item 8)
     assert (
         proc.stderr
@@ -311,7 +311,7 @@ def test_a_damaged_run_json_is_a_one_line_error_naming_it_and_nothing_is_written
     run = tmp_path / "damaged"
     run.mkdir()
     (run / "run.json").write_text("{not json")
-    proc = run_cli("release", run, "--out", tmp_path / "out")
+    proc = invoke("release", run, "--out", tmp_path / "out")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith(f"error: {run / 'run.json'} is not a rollbench run log: it is not readable JSON")
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
@@ -340,7 +340,7 @@ def test_a_release_carries_only_the_released_runs_labels_and_its_dry_run_lists_e
     released = json.loads((tmp_path / "rel/labels/labels.json").read_text())
     assert list(released["labels"]) == [f"{run_key(tmp_path / 'rel/pick')}/0"]  # its host redacted like run.json's
     assert b"SECRET" not in b"".join(p.read_bytes() for p in (tmp_path / "rel").rglob("*") if p.is_file())
-    dry = run_cli("release", run, "--out", tmp_path / "dry", "--labels", labels, "--dry-run")
+    dry = invoke("release", run, "--out", tmp_path / "dry", "--labels", labels, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     listed = [ln for ln in dry.stdout.splitlines() if ln.startswith("labels/labels.json  ") and "->" not in ln]
     # spelled as the release spells them (host replaced), though the dry run writes nothing
@@ -383,7 +383,7 @@ def test_a_label_of_an_episode_the_released_run_does_not_record_is_dropped_and_s
         "left_out": 2 - len(unrecorded),
         "left_out_unrecorded": unrecorded,
     }
-    dry = run_cli("release", run, "--out", tmp_path / "dry", "--labels", labels, "--dry-run")
+    dry = invoke("release", run, "--out", tmp_path / "dry", "--labels", labels, "--dry-run")
     assert dry.returncode == 0 and not (tmp_path / "dry").exists(), dry.stderr
     said = " ".join(dry.stdout.split())
     if unrecorded:

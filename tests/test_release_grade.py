@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from cli_in_process import invoke  # the commands in the test process: what they refuse, write and print
 from rollbench.api import evaluate
 from rollbench.release.copy import build_release
 
@@ -25,14 +25,14 @@ def test_a_run_that_fails_grade_is_refused_naming_its_violation_unless_allowed_a
     assert info["total_frames"] == 4  # 2 episodes of 2 steps, a row each
     info["total_frames"] = 5
     (run / "meta/info.json").write_text(json.dumps(info))
-    proc = run_cli("release", run, "--out", tmp_path / "out")
+    proc = invoke("release", run, "--out", tmp_path / "out")
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (
         f"error: {run} fails rollbench grade: meta/info.json says total_frames=5 but the data files hold 4 rows; "
         "release it anyway with --allow-violations\n"
     )
     assert not (tmp_path / "out").exists()
-    proc = run_cli("release", run, "--out", tmp_path / "out", "--allow-violations")
+    proc = invoke("release", run, "--out", tmp_path / "out", "--allow-violations")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "warning: damaged is released with 1 grade violation (--allow-violations)\n"
     manifest = json.loads((tmp_path / "out/MANIFEST.json").read_text())

@@ -108,16 +108,16 @@ needs_libero = pytest.mark.skipif(libero_setup.missing() is not None, reason="LI
 @needs_libero
 @pytest.mark.slow
 def test_robustness_refuses_unperturbed_tasks_and_instruction_overrides_before_running(tmp_path: Path) -> None:
-    from conftest import run_cli
+    from cli_in_process import invoke  # the refusals, in the test process
 
-    r = run_cli("robustness", "--env", "libero/libero_spatial/0", "--policy", "zero", "--out", tmp_path / "a")
+    r = invoke("robustness", "--env", "libero/libero_spatial/0", "--policy", "zero", "--out", tmp_path / "a")
     assert r.returncode == 2 and "libero/libero_spatial/0 is not perturbed" in r.stderr, r.stderr
-    r = run_cli(
+    r = invoke(
         "robustness", "--env", "libero/libero_spatial_swap", "--policy", "zero", "--instruction", "pick it up",
         "--out", tmp_path / "b",
     )  # fmt: skip
     assert r.returncode == 2 and "--instruction" in r.stderr, r.stderr
-    r = run_cli("robustness", "--env", "libero/libero_spatial_task", "--policy", "zero", "--out", tmp_path / "c")
+    r = invoke("robustness", "--env", "libero/libero_spatial_task", "--policy", "zero", "--out", tmp_path / "c")
     assert r.returncode == 2 and "not run in-process" in r.stderr, r.stderr
     assert not any(tmp_path.iterdir())  # nothing was recorded
 
@@ -168,7 +168,9 @@ def test_libero_pro_study_records_each_episode_category_and_never_runs_a_perturb
             first[idx[("libero/libero_spatial_swap/0", k)]], first[idx[("libero/libero_spatial/0", k)]]
         )
     # recomputed from disk: the same document, from the CLI and from the MCP server's tool
-    again = run_cli("robustness", run_dir, "--json")
+    from cli_in_process import invoke
+
+    again = invoke("robustness", run_dir, "--json")  # in the test process: the document it prints
     assert again.returncode == 0 and json.loads(again.stdout) == study
     from rollbench.mcp.server import RolloutService
 

@@ -3,32 +3,30 @@ name another policy, success rule or horizon, a log listing no task, one arm's d
 specs differ beyond the policy, and an arm B that is another policy's run with the sequential block copied over are
 refused in one line (exit 2), where they used to "agree".
 
-One real ``rollbench sequential`` (zero against the scripted expert, 6 pairs: B better at pair 6), copied per case.
+One real ``rollbench sequential`` (zero against the scripted expert, 6 pairs: B better at pair 6), copied per case;
+every command runs in the test process.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import rollbench
+from cli_in_process import invoke
 
-SRC = str(Path(rollbench.__file__).resolve().parents[1])
 pytestmark = pytest.mark.slow  # one sequential comparison and an eval (tens of seconds on 2 cores)
 
 
 def rb(*args: object) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": SRC, "COLUMNS": "200"}
-    cmd = [sys.executable, "-m", "rollbench", *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
+    """``rollbench ARGS`` in this process (tests/cli_in_process.py): the refusals are about the records, not the
+    process boundary."""
+    return invoke(*args, env={"COLUMNS": "200"})
 
 
 @pytest.fixture(scope="module")

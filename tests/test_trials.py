@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import run_cli
+from cli_in_process import invoke  # the commands in the test process: what they refuse, write and print
 from rollbench.api import evaluate
 
 TASKS = "scripted/reach-init,scripted/reach,gym:fault_envs:RollbenchPoint-v0"
@@ -48,11 +48,11 @@ def test_trials_k_to_m_run_alone_equal_the_same_trials_of_the_full_run(tmp_path:
 @pytest.mark.slow
 def test_first_trial_beyond_the_stored_initial_states_is_refused_before_anything_runs(tmp_path: Path) -> None:
     out = tmp_path / "r"
-    ok = run_cli("eval", "--env", "scripted/reach-init", "--policy", "zero", "--first-trial", "7", "--episodes", "3",
+    ok = invoke("eval", "--env", "scripted/reach-init", "--policy", "zero", "--first-trial", "7", "--episodes", "3",
                  "--max-steps", "2", "--out", out, "--json")  # fmt: skip
     assert ok.returncode == 0, ok.stderr
     assert [e["initial_state"] for e in json.loads(ok.stdout)["episodes"]] == [7, 8, 9]
-    bad = run_cli("eval", "--env", "scripted/reach-init", "--policy", "zero", "--first-trial", "8", "--episodes", "3",
+    bad = invoke("eval", "--env", "scripted/reach-init", "--policy", "zero", "--first-trial", "8", "--episodes", "3",
                   "--out", tmp_path / "bad")  # fmt: skip
     assert bad.returncode == 2
     assert (

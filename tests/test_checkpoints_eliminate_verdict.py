@@ -159,9 +159,12 @@ def test_report_dashboard_view_and_mcp_show_the_same_decision_without_a_fixed_n_
 
     base, doc = folder
     out = base / "root" / "out"
-    got = recompute(out)
-    assert got.violations == [] and got.ranking == {k: v for k, v in doc.items() if k not in ("checkpoint_paths",
-                                                                                               "elimination", "figure")}  # fmt: skip
+    got = recompute(out, alpha=ALPHA)  # read at the level it ran at (the readers below apply the default 0.05)
+    assert got.violations == [] and got.level_note is None
+    level_keys = ("level_note", "recorded_alpha", "recorded_rule")
+    assert {k: v for k, v in got.ranking.items() if k not in level_keys} == {
+        k: v for k, v in doc.items() if k not in ("checkpoint_paths", "elimination", "figure")
+    }
     view = section_view(got)
     assert view["says"] == doc["says"] and view["head"][-1] == "decision"
     assert [r[-1] for r in view["rows"]][:2] == ["chosen", "kept"] and view["rows"][2][-1].startswith(
@@ -171,7 +174,9 @@ def test_report_dashboard_view_and_mcp_show_the_same_decision_without_a_fixed_n_
     assert invoke("report", out, "--out", tmp_path / "r.html").returncode == 0
     html = (tmp_path / "r.html").read_text()
     section = html[html.index("<h2>Checkpoints</h2>") :]
-    assert f"<strong>Verdict:</strong> {doc['says'].replace('<', '&lt;')}" in section
+    # the report states the verdict at the default alpha 0.05: the choice made at 0.3 is not made there
+    no_decision = "no decision at alpha 0.05: the elimination ran at alpha 0.3 and its recorded looks do not decide "
+    assert f"<strong>Verdict:</strong> {no_decision}" in section
     assert "stopped adaptively" not in section and not FIXED_N_WORDS.search(section.split("<figure>")[0])
     assert f"Why it stopped: {escape(STOP_WORDS)}." in " ".join(section.split())  # as the command printed it
 
@@ -179,8 +184,8 @@ def test_report_dashboard_view_and_mcp_show_the_same_decision_without_a_fixed_n_
         return await build_server(base / "root").call_tool("rank_checkpoints", {"out_name": "out"})
 
     mcp = anyio.run(call).structured_content
-    assert (mcp["verdict"], mcp["chosen"], mcp["violations"]) == ("chosen_by_elimination", 2000, [])
-    assert mcp["elimination"] == doc["elimination"]
+    assert (mcp["verdict"], mcp["chosen"], mcp["violations"], mcp["recorded_alpha"]) == ("undecided", None, [], 0.3)
+    assert mcp["elimination"] == doc["elimination"]  # the recorded looks: the record of what ran
     _no_fixed_n_test({k: v for k, v in mcp.items() if k != "checkpoint_paths"})
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from rollbench.analysis.sources import Loaded
 from rollbench.checkpoints.recompute import is_checkpoints_out, recompute, step_runs
 from rollbench.checkpoints.view import section_view
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule
 
 
 def checkpoint_folders(loaded: Loaded) -> list[Path]:
@@ -54,13 +55,16 @@ def _figure(ranking: dict[str, Any], plots: dict[str, bytes] | None, name: str) 
     return render_figure((name, lambda: success_by_step_figure(ranking)), plots)
 
 
-def checkpoint_sections(loaded: Loaded, plots: dict[str, bytes] | None = None) -> list[dict[str, Any]]:
+def checkpoint_sections(
+    loaded: Loaded, plots: dict[str, bytes] | None = None, rule: CoverageRule = DEFAULT_RULE
+) -> list[dict[str, Any]]:
     """One view per OUT folder (:func:`checkpoint_folders`) for ``templates/checkpoints.html.j2``: ``out``,
     ``violations``, and when it could be ranked ``head``, ``rows``, ``says``, ``evidence``, ``figure`` (base64 PNG,
-    also added to ``plots`` as ``checkpoints_<i>.png``/``.svg``: file name -> bytes) and ``elimination``."""
+    also added to ``plots`` as ``checkpoints_<i>.png``/``.svg``: file name -> bytes) and ``elimination``; the verdict
+    at the default alpha and ``rule`` (the report's coverage options), never those the folder records."""
     views = []
     for i, out in enumerate(checkpoint_folders(loaded), 1):
-        got = recompute(out)
+        got = recompute(out, rule=rule)
         view = section_view(got)
         if got.ranking is not None:
             png = _figure(got.ranking, plots, f"checkpoints_{i}")
@@ -77,6 +81,7 @@ def checkpoint_sections(loaded: Loaded, plots: dict[str, bytes] | None = None) -
 
 
 def checkpoint_warnings(sections: list[dict[str, Any]]) -> list[str]:
-    """Every violation of :func:`checkpoint_sections`, prefixed with its folder (the report's top warnings and the
+    """Every violation of :func:`checkpoint_sections` and its level note, prefixed with its folder (the report's top warnings and the
     command's stderr)."""
-    return [f"{c['out']}: {v}" for c in sections for v in c["violations"]]
+    notes = [[c["level_note"]] if c.get("level_note") else [] for c in sections]
+    return [f"{c['out']}: {v}" for c, n in zip(sections, notes, strict=True) for v in [*c["violations"], *n]]

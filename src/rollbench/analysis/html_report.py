@@ -318,7 +318,11 @@ def render_report(
     context["latency_sweeps"] = latency_sweeps(loaded.runs)
     context["robustness"] = [{"run": run, **study} for run, study in robustness_studies(loaded)]
     context["checkpoint_runs"] = ", ".join(without_checkpoint_runs(loaded)[1])
-    context["checkpoints"] = checkpoints if checkpoints is not None else checkpoint_sections(loaded, plots)
+    context["checkpoints"] = (
+        checkpoints
+        if checkpoints is not None
+        else checkpoint_sections(loaded, plots, CoverageRule(**summary["coverage_rule"]))
+    )
     context["warnings"] += checkpoint_warnings(context["checkpoints"])
     context["reproductions"] = []
     if reproductions:

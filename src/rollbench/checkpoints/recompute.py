@@ -3,9 +3,10 @@ recorded (what ``rollbench report`` and the dashboard show).
 
 The checkpoints are the run directories ``OUT/<step>`` (6 or more digits, as the command names them; links and other
 entries are skipped). Each is graded from its files (:func:`rollbench.api.grade`) and ranked by
-:func:`rollbench.checkpoints.rank.rank` at the ``alpha`` and coverage rule recorded in ``OUT/checkpoints.json`` (a
-regular file, never read through a link): the same code the command's resume and the MCP tool ``rank_checkpoints``
-use. With ``--eliminate``, every look is replayed from the run directories
+:func:`rollbench.checkpoints.rank.rank` at the reader's ``alpha`` and coverage rule (the defaults unless given): the
+same code the command's resume and the MCP tool ``rank_checkpoints`` use. The ``alpha`` and rule recorded in
+``OUT/checkpoints.json`` (a regular file, never read through a link) only check the recorded numbers; where they
+differ from the reader's, :func:`level_note` says so (a handed-over file never sets the level of a verdict). With ``--eliminate``, every look is replayed from the run directories
 (:func:`rollbench.checkpoints.eliminate_run.replay`, on the design recomputed from the recorded delta, alpha and
 first look) and the ranking is the elimination's decision on the replayed looks
 (:func:`rollbench.checkpoints.decision.rank_eliminated`: chosen, kept and eliminated steps, descriptive rates, no
@@ -24,15 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rollbench.checkpoints.decision import rank_eliminated
+from rollbench.checkpoints.decision import UNDECIDED, rank_eliminated
 from rollbench.checkpoints.discover import Checkpoint
 from rollbench.checkpoints.rank import outcomes, rank
 from rollbench.checkpoints.recorded import RecordedElimination, RecordedRanking, check_recorded, described
 from rollbench.checkpoints.runner import RANKING
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.grading.coverage import CoverageRule, Outcome
+from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, Outcome
 
 STEP_DIR = re.compile(r"\d{6,}", re.ASCII)
+DEFAULT_ALPHA = 0.05  # rollbench checkpoints --alpha's default: the level of a verdict no option sets
 SHOWN_DIFFERENCES = 10  # differing numbers named one by one; the rest are counted
 _ROW_KEYS = ("success_rate", "ci95", "coverage", "paired", "decision", "eliminated_at")
 
@@ -49,6 +51,7 @@ class Recomputed:
     elimination: dict[str, Any] | None = None
     statuses: dict[int, str] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    level_note: str | None = None  # one line when the recorded alpha / rule differ from those applied (round 15 F5)
 
 
 def is_checkpoints_out(folder: Path) -> bool:
@@ -82,13 +85,33 @@ def step_runs(out: Path) -> list[Path]:
     return sorted((d for d in iter_run_dirs(out) if STEP_DIR.fullmatch(d.name)), key=lambda d: int(d.name))
 
 
-def recompute(out: Path) -> Recomputed:
-    """Recompute ``out`` (see the module doc). Never raises for a damaged folder: its problems are violations."""
+def level_note(recorded_alpha: float, recorded_rule: CoverageRule, alpha: float, rule: CoverageRule) -> str | None:
+    """One line when the level checkpoints.json records (``alpha``, coverage ``rule``) differs from the one applied
+    to the verdict (None when they agree): the recorded one only checks the recorded numbers."""
+    if (recorded_alpha, recorded_rule) == (alpha, rule):
+        return None
+
+    def words(a: float, r: CoverageRule) -> str:
+        errors = "left out" if r.exclude_policy_errors else "counted as failures"
+        return f"alpha {a:g}, min coverage {r.min_coverage:g}, policy errors {errors}"
+
+    return (
+        f"checkpoints.json records the level its ranking was made at ({words(recorded_alpha, recorded_rule)}); the "
+        f"verdict here is stated at {words(alpha, rule)} (the reader's options, else rollbench's defaults: a "
+        "handed-over file never sets the level of a verdict); the recorded numbers are checked at the recorded level"
+    )
+
+
+def recompute(out: Path, alpha: float = DEFAULT_ALPHA, rule: CoverageRule = DEFAULT_RULE) -> Recomputed:
+    """Recompute ``out`` (see the module doc). Never raises for a damaged folder: its problems are violations.
+    The recorded numbers are checked against a recomputation at the recorded alpha and rule; the ranking returned
+    (its verdict) is at ``alpha`` and ``rule`` (the reader's: the defaults unless given), with
+    :attr:`Recomputed.level_note` where the recorded ones differ (hostile round 15, neighbour of F5)."""
     from rollbench.api import grade
 
     got = Recomputed(out)
     try:
-        doc, alpha, rule = recorded(out)
+        doc, rec_alpha, rec_rule = recorded(out)
     except ConfigError as exc:
         got.violations.append(str(exc))
         return got
@@ -115,16 +138,48 @@ def recompute(out: Path) -> Recomputed:
     if not runs:
         got.violations.append(f"{out} holds no run directory OUT/<step> to rank")
         return got
+    got.level_note = level_note(rec_alpha, rec_rule, alpha, rule)
     if doc.get("elimination") is None:
-        got.ranking = json.loads(json.dumps(rank(runs, alpha=alpha, rule=rule)))
+        as_recorded = json.loads(json.dumps(rank(runs, alpha=rec_alpha, rule=rec_rule)))
+        got.ranking = json.loads(json.dumps(rank(runs, alpha=alpha, rule=rule))) if got.level_note else as_recorded
     else:
-        _replay_elimination(got, doc["elimination"], rule, sorted(step for step, _, _ in runs))
+        _replay_elimination(got, doc["elimination"], rec_rule, sorted(step for step, _, _ in runs))
         if got.elimination is None:
             return got  # not replayed: no decision to show, and no fixed-N test on adaptive data
-        ranked = rank_eliminated(runs, got.elimination, alpha=alpha, rule=rule)
-        got.ranking = json.loads(json.dumps(ranked))
-    got.violations[:0] = ranking_differences(doc, got.ranking, out / RANKING)
+        as_recorded = json.loads(json.dumps(rank_eliminated(runs, got.elimination, alpha=rec_alpha, rule=rec_rule)))
+        got.level_note = level_note(float(got.elimination["design"]["alpha"]), rec_rule, alpha, rule)
+        if got.level_note is None:
+            got.ranking = as_recorded
+        else:
+            got.ranking = _eliminated_at(runs, got.elimination, rec_rule, alpha, rule)
+    got.violations[:0] = ranking_differences(doc, as_recorded, out / RANKING)
+    got.ranking.update(level_note=got.level_note, recorded_alpha=rec_alpha, recorded_rule=rec_rule.to_dict())
     return got
+
+
+def _eliminated_at(
+    runs: list[tuple[int, str, dict[int, Outcome]]],
+    elimination: dict[str, Any],
+    scored_under: CoverageRule,
+    alpha: float,
+    rule: CoverageRule,
+) -> dict[str, Any]:
+    """The elimination's decision stated at ``alpha`` and ``rule`` (the reader's), its looks as recorded: a choice
+    made at a design alpha at most ``alpha`` under the same treatment of policy errors holds at ``alpha`` too (its
+    guarantee is the stronger recorded one; the gate is ``rule``'s); otherwise the recorded looks do not decide at
+    ``alpha`` and nothing is chosen nor eliminated (the same command with ``--alpha`` runs the rule at that level).
+    ``scored_under``: the rule the looks scored episodes by (the recorded one)."""
+    design = elimination["design"]
+    if float(design["alpha"]) <= alpha and rule.exclude_policy_errors == scored_under.exclude_policy_errors:
+        return json.loads(json.dumps(rank_eliminated(runs, elimination, alpha=alpha, rule=rule)))
+    undecided = {**elimination, "chosen": None, "looks": []}  # its eliminations were decided at another level
+    doc = json.loads(json.dumps(rank_eliminated(runs, undecided, alpha=alpha, rule=rule)))
+    if doc["verdict"] == UNDECIDED:
+        doc["says"] = (
+            f"no decision at alpha {alpha:g}: the elimination ran at alpha {float(design['alpha']):g} and its "
+            f"recorded looks do not decide at alpha {alpha:g} (run it with --alpha {alpha:g} to decide at that level)"
+        )
+    return doc
 
 
 def _records_disagree(run_dir: Path, doc: dict[str, Any]) -> str | None:

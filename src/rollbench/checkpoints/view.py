@@ -72,6 +72,8 @@ def _evidence(got: Recomputed) -> list[str]:
             f"rates and intervals: {rk['rates']}",
         ]
     lines += rk.get("notes", [])
+    if got.level_note:
+        lines.append(got.level_note)
     not_ok = [f"step {s} ({st})" for s, st in sorted(got.statuses.items()) if st != "OK"]
     if not_ok and got.elimination is None:
         lines.append("runs not complete: " + ", ".join(not_ok) + " (the same command resumes them)")
@@ -101,7 +103,8 @@ def section_view(got: Recomputed) -> dict[str, Any]:
     best in points, Holm p with "worse", pairs; with ``--eliminate`` instead of those three the step's decision:
     chosen, kept, or the look whose anytime bound eliminated it; no p-value), ``says``,
     ``evidence`` (sentences) and ``elimination`` (None without ``--eliminate``)."""
-    view: dict[str, Any] = {"out": str(got.out), "violations": got.violations, "ranking": got.ranking is not None}
+    view: dict[str, Any] = {"out": str(got.out), "violations": got.violations, "ranking": got.ranking is not None,
+                            "level_note": got.level_note}  # fmt: skip
     if got.ranking is not None:
         view.update(
             head=ELIMINATION_HEAD if got.elimination is not None else HEAD,

@@ -338,7 +338,7 @@ def report_cmd(
             reproductions = _reproductions(loaded, reference)
             status.update("drawing the figures and writing the page")
             figure_files: dict[str, bytes] | None = {} if plots is not None else None  # name -> bytes
-            checkpoints = checkpoint_sections(loaded, figure_files)  # checkpoints folders, recomputed (issue 43)
+            checkpoints = checkpoint_sections(loaded, figure_files, rule)  # checkpoints folders, recomputed (issue 43)
             text = render_report(
                 loaded,
                 labels=label_set,

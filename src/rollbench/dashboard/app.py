@@ -11,7 +11,7 @@ API (JSON unless said; identities are ``HOST/ROBOT/NAME``, each segment ``^[A-Za
   the valid labels for an unknown one; 413 over 64 kB; 404 for an unknown episode).
 * ``GET /api/checkpoints``: the ``rollbench checkpoints`` folders among the local runs (``name``, ``page``,
   ``api``); ``GET /api/checkpoints/NAME``: one recomputed from its run directories (``ranking``, ``elimination``,
-  ``statuses``, ``violations``, ``run_pages``; :mod:`rollbench.dashboard.checkpoints`), 404 for another name.
+  ``statuses``, ``violations``, ``level_note``, ``run_pages``; :mod:`rollbench.dashboard.checkpoints`), 404 for another name.
 * ``GET /api/labels``: totals per label, task and model; ``GET /api/labels.csv``: one row per labelled episode.
 * ``GET /favicon.ico``: the dashboard's icon (SVG, ``image/svg+xml``; the pages link ``/static/favicon.svg``).
 * ``GET /media/HOST/ROBOT/NAME/E/CAMERA`` (video/mp4, HTTP range requests: 206, 416) and

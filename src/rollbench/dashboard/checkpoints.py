@@ -46,7 +46,8 @@ def listing(catalog: Catalog) -> list[dict[str, str]]:
 
 
 def detail(catalog: Catalog, name: str) -> dict[str, Any] | None:
-    """``/api/checkpoints/NAME``: the folder recomputed (``ranking``, ``elimination``, ``statuses``, ``violations``),
+    """``/api/checkpoints/NAME``: the folder recomputed at the default alpha and coverage rule (``ranking``,
+    ``elimination``, ``statuses``, ``violations``, ``level_note``: one line when checkpoints.json records another),
     the page's view (:func:`rollbench.checkpoints.view.section_view`) and each step's run page; None for a name
     that is not a found folder."""
     folder = folders(catalog).get(name)
@@ -61,6 +62,7 @@ def detail(catalog: Catalog, name: str) -> dict[str, Any] | None:
         "elimination": got.elimination,
         "statuses": {str(s): st for s, st in got.statuses.items()},
         "violations": got.violations,
+        "level_note": got.level_note,  # the folder records another alpha / rule than the verdict's (defaults)
         "view": section_view(got),
         "run_pages": {str(int(d.name)): url for d, url in sorted(runs.items()) if is_decimal(d.name)},
     }

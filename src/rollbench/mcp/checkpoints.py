@@ -4,8 +4,9 @@ its run directories (read-only).
 The folder is named like a run (a name under the server's ``--root``, confined by
 :meth:`rollbench.mcp.server.RolloutService.run_dir`). Its checkpoints are the run directories ``OUT/<step>`` (a
 6-digit step, as the command names them; links and other entries are skipped); each is graded from its files and
-ranked by :func:`rollbench.checkpoints.rank.rank` at the ``alpha`` and coverage rule the command recorded in
-``OUT/checkpoints.json`` (read as a regular file, never through a link). A folder written with ``--eliminate``
+ranked by :func:`rollbench.checkpoints.rank.rank` at rollbench's default alpha (0.05) and coverage rule, never
+at the ``alpha`` and rule ``OUT/checkpoints.json`` records (read as a regular file, never through a link), which only
+check the recorded numbers (``level_note`` names them where they differ). A folder written with ``--eliminate``
 gets the elimination's own decision instead (its looks replayed from the run directories: the chosen step and its
 guarantee, each eliminated step's look, descriptive rates; no fixed-N p-value). Nothing is written.
 

@@ -281,7 +281,8 @@ def test_the_resume_command_printed_after_ctrl_c_repeats_every_name_resume_requi
     out = tmp_path / "run"
     options = {"sleep_s": 0.05, "endpoint": "ws://127.0.0.1:9/unused"}  # a string with ':' in the options
     args = [ROLLBENCH, "eval", "--env", "scripted/reach", "--policy", "fault_policies:slow", "--policy-options",
-            json.dumps(options), "--episodes", str(EPISODES), "--max-steps", "10", "--out", str(out)]  # fmt: skip
+            json.dumps(options), "--episodes", str(EPISODES), "--max-steps", "10", "--out", str(out),
+            "--workers", "2"]  # fmt: skip
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         proc = _popen(args, {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}, venv_on_path=False)
@@ -295,7 +296,8 @@ def test_the_resume_command_printed_after_ctrl_c_repeats_every_name_resume_requi
     # rollbench is not on PATH (the README's set-up does not put it there): the program is named as it was typed
     assert command[:4] == [ROLLBENCH, "eval", "--resume", str(out)]
     assert command[4:6] == ["--policy", "fault_policies:slow"] and command[6] == "--policy-options"
-    assert json.loads(command[7]) == options and len(command) == 8
+    assert json.loads(command[7]) == options
+    assert command[8:] == ["--workers", "2"]  # how it ran is not in run.json: typed for the user (new-user check)
     resumed = subprocess.run(  # the command exactly as printed
         command,
         env=_env(venv_on_path=False),

@@ -143,3 +143,18 @@ def test_the_printed_resume_command_types_the_recorded_waits_again(tmp_path: Pat
     assert resume_command(spec, tmp_path / "r").split(" ", 1)[1] == (
         f"eval --resume {tmp_path / 'r'} --policy-options '{{\"latency_ms\":300}}' --policy-timeout 900"
     )
+
+
+def test_the_printed_resume_command_runs_the_resume_as_the_interrupted_invocation_ran(tmp_path: Path) -> None:
+    from rollbench.cli.resume import resume_command
+    from rollbench.run.execution import Execution
+    from rollbench.run.ray_options import RayOptions
+
+    spec = build_spec(env="scripted/reach", policy="zero", episodes=2)
+    ray = RayOptions(gpus=0.25, resources={"libero": 1.0}, placement="pack", policy="node", shared_fs=True)
+    execution = Execution(workers=16, executor="ray", ray_address="HEAD:6379", batch_size=4, ray=ray)
+    assert resume_command(spec, tmp_path / "r", execution).split(" ", 1)[1] == (
+        f"eval --resume {tmp_path / 'r'} --workers 16 --executor ray --ray-address HEAD:6379 --batch-size 4 "
+        "--ray-gpus 0.25 --ray-resources '{\"libero\":1.0}' --ray-placement pack --ray-policy-per-node --ray-shared-fs"
+    )
+    assert resume_command(spec, tmp_path / "r", Execution()).split(" ", 1)[1] == f"eval --resume {tmp_path / 'r'}"

@@ -85,7 +85,7 @@ def run_with_display(
             )
     except KeyboardInterrupt as exc:
         console.print(
-            _interrupted(spec, display.run_dir if display.run_dir else out_dir),
+            _interrupted(spec, display.run_dir if display.run_dir else out_dir, execution),
             highlight=False,
             soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
         )
@@ -100,7 +100,7 @@ def run_with_display(
         where = display.run_dir if display.run_dir else out_dir
         if where is not None and _recorded(where):
             fail(f"the run stopped: {os_error(exc)}; finished episodes are committed; once there is room, resume "
-                 f"with: {resume_command(spec, where)}", code=1)  # fmt: skip
+                 f"with: {resume_command(spec, where, execution)}", code=1)  # fmt: skip
         fail(f"the run stopped before anything was recorded: {os_error(exc)}", code=1)
     return result, display.run_dir
 
@@ -110,7 +110,7 @@ def _recorded(where: Path) -> bool:
     return (Path(where) / "run.json").is_file()
 
 
-def _interrupted(spec: EvalSpec, where: Path | None) -> str:
+def _interrupted(spec: EvalSpec, where: Path | None, execution: Execution) -> str:
     """What a Ctrl-C (or SIGTERM) of an eval says, from what run.json says now: the directory made (not a new
     timestamped one) and every name a resume must be given again, the command last on its line, without quotes, so
     it pastes as printed; a run that had already finished says so (hostile round 11, F5)."""
@@ -127,7 +127,7 @@ def _interrupted(spec: EvalSpec, where: Path | None) -> str:
         return f"interrupted after the run finished: run.json says {status}; rollbench grade {said(where)} shows it"
     return (
         "interrupted: finished episodes are committed and run.json says INTERRUPTED; resume with: "
-        f"{resume_command(spec, where)}"
+        f"{resume_command(spec, where, execution)}"
     )
 
 

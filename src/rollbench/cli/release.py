@@ -108,4 +108,5 @@ def release_cmd(
         f"{verb} {len(doc['redactions'])} occurrences of {doc['distinct_secrets']} distinct values ({counts}) "
         f"in {len(doc['files'])} files" + ("" if dry_run else f"; release written to {out} with MANIFEST.json"),
         highlight=False,
+        soft_wrap=True,  # one line: the path is never broken
     )

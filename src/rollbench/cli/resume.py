@@ -17,6 +17,7 @@ from rollbench.core.contracts import ConfigError
 
 if TYPE_CHECKING:
     from rollbench.core.spec import EvalSpec
+    from rollbench.run.execution import Execution
 
 
 def resumed_spec(
@@ -77,12 +78,14 @@ def refuse_waits(source: str, spec: EvalSpec, typed: dict[str, Any], trust_run: 
         )
 
 
-def resume_command(spec: EvalSpec, run_dir: Path) -> str:
+def resume_command(spec: EvalSpec, run_dir: Path, execution: Execution | None = None) -> str:
     """The exact command that resumes ``run_dir`` (recording ``spec``), shell-quoted: ``PROGRAM eval --resume
     RUN_DIR`` plus every name :func:`resumed_spec` requires typed again (``--policy``, ``--env``,
     ``--policy-options`` as recorded, for the ones that would import, read or connect, and ``--policy-timeout``/
     ``--policy-options`` when they set a deadline or wait: :func:`refuse_waits`), so that the interrupted
-    user's own run resumes without ``--trust-run``. ``PROGRAM`` is :func:`invoked_as`."""
+    user's own run resumes without ``--trust-run``; and, given the interrupted invocation's ``execution``, each of
+    its options that is not the default (``--workers``, ``--executor ray``, ``--ray-address``...: how to run is not
+    recorded in the spec, so a bare resume would run locally in one process). ``PROGRAM`` is :func:`invoked_as`."""
     from rollbench.core.spec import what_it_loads, what_it_waits
 
     loads = {field for field, _ in what_it_loads(spec)} | {field for field, _ in what_it_waits(spec)}
@@ -95,7 +98,29 @@ def resume_command(spec: EvalSpec, run_dir: Path) -> str:
         parts += ["--policy-options", json.dumps(spec.policy_options, separators=(",", ":"))]
     if "policy_timeout_s" in loads:
         parts += ["--policy-timeout", f"{spec.policy_timeout_s:g}"]
-    return shlex.join(parts)
+    return shlex.join(parts + (execution_flags(execution) if execution is not None else []))
+
+
+def execution_flags(execution: Execution) -> list[str]:
+    """The command-line options that give ``execution`` again, each only where it is not the default."""
+    from rollbench.run.execution import Execution
+    from rollbench.run.ray_options import RayOptions
+
+    default, ray, plain = Execution(), execution.ray, RayOptions()
+    flags: list[tuple[bool, list[str]]] = [
+        (execution.workers != default.workers, ["--workers", str(execution.workers)]),
+        (execution.executor != default.executor, ["--executor", execution.executor]),
+        (execution.ray_address is not None, ["--ray-address", str(execution.ray_address)]),
+        (execution.batch_size != default.batch_size, ["--batch-size", str(execution.batch_size)]),
+        (execution.retry_errors != default.retry_errors, ["--retry-errors", execution.retry_errors]),
+        (ray.cpus != plain.cpus, ["--ray-cpus", f"{ray.cpus:g}"]),
+        (ray.gpus != plain.gpus, ["--ray-gpus", f"{ray.gpus:g}"]),
+        (ray.resources != plain.resources, ["--ray-resources", json.dumps(ray.resources, separators=(",", ":"))]),
+        (ray.placement != plain.placement, ["--ray-placement", ray.placement]),
+        (ray.policy != plain.policy, ["--ray-policy-per-node"]),
+        (ray.shared_fs != plain.shared_fs, ["--ray-shared-fs"]),
+    ]
+    return [part for differs, parts in flags if differs for part in parts]
 
 
 def invoked_as() -> str:

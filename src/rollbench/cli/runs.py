@@ -43,7 +43,9 @@ def stale_note(run_dir: Path) -> str | None:
     if log is None or log.status not in ("RUNNING", "INTERRUPTED") or is_locked(run_dir):
         return None
     why = STALE if log.status == "RUNNING" else "Ctrl-C or SIGTERM stopped it; its committed episodes are kept"
-    line = f"note: {run_dir}: run.json says {log.status} ({why}); resume it with: {invoked_as()} eval --resume {run_dir}"
+    line = (
+        f"note: {run_dir}: run.json says {log.status} ({why}); resume it with: {invoked_as()} eval --resume {run_dir}"
+    )
     if names := [f"{field} {value!r}" for field, value in [*what_it_loads(log.spec), *what_it_waits(log.spec)]]:
         line += (
             f" (its run.json names {', '.join(dict.fromkeys(names))}: resume uses them only when you type them again "

@@ -110,7 +110,7 @@ def _recorded(where: Path) -> bool:
     return (Path(where) / "run.json").is_file()
 
 
-def _interrupted(spec: EvalSpec, where: Path | None, execution: Execution) -> str:
+def _interrupted(spec: EvalSpec, where: Path | None, execution: Execution | None = None) -> str:
     """What a Ctrl-C (or SIGTERM) of an eval says, from what run.json says now: the directory made (not a new
     timestamped one) and every name a resume must be given again, the command last on its line, without quotes, so
     it pastes as printed; a run that had already finished says so (hostile round 11, F5)."""

@@ -23,6 +23,7 @@ import numpy as np
 
 from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
 from rollbench.core.perturbation import Perturbation
+from rollbench.core.plan_size import check_plan_size
 from rollbench.core.records import JsonRecord
 from rollbench.core.registry import family_of, resolve_tasks
 from rollbench.core.runlog_model import Plan as PlanRecord
@@ -156,6 +157,7 @@ def trial_order(seed: int, task: str, first: int, end: int, episodes: int) -> li
 def make_plan(spec: EvalSpec) -> Plan:
     """Resolve the spec's tasks and plan every episode. Raises ConfigError on unknown names or bad values."""
     tasks = resolve_tasks(spec.env)
+    check_plan_size(spec, len(tasks))  # T x V x E from the spec, before one episode is built (hostile round 16, F4)
     check_compatible(tasks)
     if spec.image_size is None and len({t.image_size for t in tasks}) > 1:
         sizes = ", ".join(sorted({f"{t.name}: {t.image_size[0]}x{t.image_size[1]}" for t in tasks}))
@@ -172,9 +174,7 @@ def make_plan(spec: EvalSpec) -> Plan:
                 instructions.append(instruction)
         last = spec.first_trial + spec.episodes - 1
         if task.initial_states and last >= task.initial_states:
-            asked = f"--episodes {spec.episodes}" + (
-                f" from --first-trial {spec.first_trial}" if spec.first_trial else ""
-            )
+            asked = f"--episodes {spec.episodes}" + (f" from --first-trial {spec.first_trial}" * bool(spec.first_trial))
             raise ConfigError(
                 f"task {task.name} has {task.initial_states} stored initial states; {asked} would need more "
                 f"(trials up to {last}; trial k starts from initial state k)"

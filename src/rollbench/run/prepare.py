@@ -9,7 +9,8 @@ written here: ``api.evaluate`` creates the directory only after all four passed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from rollbench.core.identity import run_identity
 from rollbench.core.latency import check_latency
 from rollbench.core.paths import check_output_path
 from rollbench.core.plan import Plan, ResolvedRun, make_plan, plan_log, replan_interval, resolve_run
+from rollbench.core.plan_size import planned_episodes
 from rollbench.core.registry import EnvFamily, EnvOptions, family_of
 from rollbench.core.runlog_model import Identity, Provenance, RunLog
 from rollbench.core.runlog_model import Plan as PlanRecord
@@ -154,7 +156,8 @@ def prepare_run(
     env_timeout_s()  # $ROLLBENCH_ENV_TIMEOUT_S: a bad value is refused before anything runs
     if run_dir is not None:
         check_run_dir(run_dir)
-    plan = make_plan(spec)
+    with planning_memory(spec):
+        plan = make_plan(spec)
     check_action_noise(spec.action_noise, plan.tasks)
     identity = Identity.model_validate(
         run_identity(run_dir or Path("run"), [t.family for t in plan.tasks], host_label, robot).to_dict()
@@ -170,7 +173,8 @@ def prepare_run(
     _refuse_other_run(spec, run_dir, existing, {"host": host_label, "robot": robot})  # before the policy is built
     info, run, policy = _probe_policy(spec, plan, existing.plan if existing is not None and same else None)
     try:
-        resolved = _resolved(spec, run_dir, plan, info, run, existing, identity, execution)
+        with planning_memory(spec, len(plan.tasks)):
+            resolved = _resolved(spec, run_dir, plan, info, run, existing, identity, execution)
     except BaseException:
         close_probe(spec, policy)
         raise
@@ -179,6 +183,21 @@ def prepare_run(
     else:
         close_probe(spec, policy)
     return resolved
+
+
+@contextlib.contextmanager
+def planning_memory(spec: EvalSpec, tasks: int | None = None) -> Iterator[None]:
+    """A MemoryError while the run is planned (its episodes, run.json's plan) as a ConfigError: one line naming the
+    plan's size (``tasks`` resolved tasks, when known), never a traceback (hostile round 16, F4)."""
+    try:
+        yield
+    except MemoryError:
+        size = f"{spec.episodes:,} episodes of each task and instruction variant"
+        size = f"{planned_episodes(spec, tasks):,} planned episodes" if tasks is not None else size
+        raise ConfigError(
+            f"out of memory while planning the run ({size}); split it into several runs (fewer tasks, episodes or "
+            "instruction variants each) or free memory"
+        ) from None
 
 
 def _resolved(

@@ -174,7 +174,9 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and
         graded.returncode == 1
         and (  # PARTIAL, and grade says why and how to go on
             f"note: {out}: run.json says INTERRUPTED (Ctrl-C or SIGTERM stopped it; its committed episodes are kept); "
-            f"resume it with: rollbench eval --resume {out} {again_typed}\n"
+            f"resume it with: rollbench eval --resume {out} (its run.json names policy 'fault_policies:slow', "
+            "policy_options 'sleep_s=0.05': resume uses them only when you type them again or add --trust-run; "
+            "do so only for a run you recorded yourself)\n"
         )
         in graded.stderr
     ), graded.stderr

@@ -77,8 +77,10 @@ def test_a_policy_calling_os_exit_0_leaves_a_stale_run_that_is_named_and_resumed
     note = [ln for ln in g.stderr.splitlines() if ln.startswith("note:")]
     assert note == [
         f"note: {run}: run.json says RUNNING (stale: no process is writing it, the process ended without closing "
-        f"the run); resume it with: rollbench eval --resume {run} --policy fault_policies:ends_process_on_seed"
-    ]  # the plug-in named again: a resume never imports a module run.json names unasked
+        f"the run); resume it with: rollbench eval --resume {run} (its run.json names policy "
+        "'fault_policies:ends_process_on_seed': resume uses them only when you type them again or add --trust-run; "
+        "do so only for a run you recorded yourself)"
+    ]  # never typed for the user: the run may be handed over (hostile round 16, F1)
     graded = json.loads(g.stdout)  # stdout stays the JSON document
     assert g.returncode == 1 and graded["status"] != "OK" and graded["episodes_recorded"] < EPISODES
     (row,) = json.loads(invoke("runs", tmp_path, "--json").stdout)

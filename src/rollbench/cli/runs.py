@@ -27,10 +27,13 @@ STALE = "stale: no process is writing it, the process ended without closing the 
 
 def stale_note(run_dir: Path) -> str | None:
     """One line for a run that stopped before its end and can be resumed: run.json says RUNNING but no process holds
-    its lock (see :data:`STALE`: killed), or INTERRUPTED (Ctrl-C or SIGTERM); the line ends with the command that
-    resumes it (:func:`rollbench.cli.resume.resume_command`). None for a run being written or finished, or no
-    readable run.json. Reads only; takes no lock."""
-    from rollbench.cli.resume import resume_command
+    its lock (see :data:`STALE`: killed), or INTERRUPTED (Ctrl-C or SIGTERM), with the bare command that resumes it.
+    The run may be a handed-over one, so the command never types again what its run.json names to import, run,
+    connect to or wait on (that would confirm it for the user: hostile round 16, F1); the line names those instead,
+    and says that resume asks for them. None for a run being written or finished, or no readable run.json. Reads
+    only; takes no lock."""
+    from rollbench.cli.resume import invoked_as
+    from rollbench.core.spec import what_it_loads, what_it_waits
     from rollbench.record.runlog import is_locked, read_run_log
 
     try:
@@ -40,7 +43,15 @@ def stale_note(run_dir: Path) -> str | None:
     if log is None or log.status not in ("RUNNING", "INTERRUPTED") or is_locked(run_dir):
         return None
     why = STALE if log.status == "RUNNING" else "Ctrl-C or SIGTERM stopped it; its committed episodes are kept"
-    return f"note: {run_dir}: run.json says {log.status} ({why}); resume it with: {resume_command(log.spec, run_dir)}"
+    line = (
+        f"note: {run_dir}: run.json says {log.status} ({why}); resume it with: {invoked_as()} eval --resume {run_dir}"
+    )
+    if names := [f"{field} {value!r}" for field, value in [*what_it_loads(log.spec), *what_it_waits(log.spec)]]:
+        line += (
+            f" (its run.json names {', '.join(dict.fromkeys(names))}: resume uses them only when you type them again "
+            "or add --trust-run; do so only for a run you recorded yourself)"
+        )
+    return line
 
 
 def run_row(run_dir: Path, regrade: bool = False) -> dict[str, Any]:

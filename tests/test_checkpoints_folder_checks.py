@@ -1,7 +1,8 @@
 """A handed-over ``rollbench checkpoints`` folder is read the same way by every surface (``rollbench report``, the
 dashboard's checkpoints page, the MCP tool ``rank_checkpoints``): a damaged step run, or a step directory that is
 not its step's run (swapped with another, a copy of another), is named and the folder is not ranked (hostile round
-15, F9 and F1); a checkpoint compared with nothing is not called "best" (F3).
+15, F9 and F1); a checkpoint compared with nothing is not called "best" (F3); a wrongly typed checkpoints.json field is
+named, never a traceback (hostile round 16, F3).
 
 Oracle: hand counts (the episodes removed, read back from the removed row file), the steps the test itself swapped
 or copied, and the exact sentences the documents promise."""
@@ -168,3 +169,36 @@ def test_the_command_run_again_skips_a_damaged_step_run_naming_it(out: Path, tmp
     assert skipped["why"].endswith("it is not ranked: move it away to evaluate step 2000 again")
     assert [r["step"] for r in doc["checkpoints"]] == [1000]  # the damaged run is never ranked
     assert doc["says"] == "step 1000: only checkpoint evaluated; nothing compared (1 not evaluated: step 2000)"
+
+
+WRONG_TYPES = [  # (the edit, what the reader must say): the expected sentences are written by hand
+    (lambda d: d["checkpoints"][0].update(step=[1, 2]), "checkpoints.0.step: Input should be a valid integer"),
+    (lambda d: d["checkpoints"][0].update(step={"a": 1}), "checkpoints.0.step: Input should be a valid integer"),
+    (lambda d: d["checkpoints"][0].update(step="1000"), "checkpoints.0.step: Input should be a valid integer"),
+    (lambda d: d.update(checkpoints=None), "checkpoints: Input should be a valid list"),
+    (lambda d: d.update(checkpoints=5), "checkpoints: Input should be a valid list"),
+    (lambda d: d.update(checkpoints=[5]), "checkpoints.0: Input should be an object"),
+    (lambda d: d["checkpoint_paths"].update({"1000": 7}), "checkpoint_paths.1000: Input should be a valid string"),
+]
+
+
+@pytest.mark.slow
+def test_a_wrongly_typed_checkpoints_json_field_is_named_by_report_and_mcp_never_a_traceback(
+    out: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    for i, (edit, said) in enumerate(WRONG_TYPES):
+        folder = root / f"t{i}"
+        shutil.copytree(out, folder)
+        doc = json.loads((folder / "checkpoints.json").read_text())
+        edit(doc)
+        (folder / "checkpoints.json").write_text(json.dumps(doc))
+        violation = f"{folder / 'checkpoints.json'} is damaged: {said}"
+        got = invoke("report", folder, "--out", tmp_path / f"r{i}.html")  # named in the report, nothing ranked
+        assert got.returncode == 0 and "Traceback" not in got.stderr, got.stderr
+        assert got.stderr.splitlines()[0] == f"warning: {folder}: {violation}"
+        section = checkpoints_section((tmp_path / f"r{i}.html").read_text())
+        assert f"<strong>Violation:</strong> {violation}" in section and "<th>step</th>" not in section
+        with pytest.raises(ToolError) as raised:  # MCP: a tool error naming it
+            _mcp(root, f"t{i}")
+        assert str(raised.value) == f"{TOOL_ERROR}{folder} is not ranked: {violation}"

@@ -142,6 +142,7 @@ def _ranking() -> dict[str, Any]:
         "alpha": 0.05,
         "rule": {"min_coverage": 0.95, "exclude_policy_errors": False},
         "elimination": {"design": {"delta": 0.1, "alpha": 0.05, "looks": [16, 32, 738]}, "steps": [1000, 2000]},
+        "checkpoints": [{"step": 1000}, {"step": 2000}],
     }
 
 

@@ -213,9 +213,10 @@ def protocol_violation(run_dirs: list[Path]) -> str | None:
 def ranking_differences(recorded_doc: dict[str, Any], ranking: dict[str, Any], where: Path) -> list[str]:
     """Sentences naming each number of the recorded ranking that differs from ``ranking`` (recomputed): the
     checkpoints ranked, the best and verdict, and per checkpoint its rate, interval, coverage and paired
-    comparison. At most :data:`SHOWN_DIFFERENCES` are named; the rest are counted."""
+    comparison. At most :data:`SHOWN_DIFFERENCES` are named; the rest are counted. ``recorded_doc``: checkpoints.json
+    as :func:`recorded` read and typed it (``checkpoints`` a list of objects with integer steps)."""
     found: list[str] = []
-    rows = {r.get("step"): r for r in recorded_doc.get("checkpoints", []) if isinstance(r, dict)}
+    rows = {r["step"]: r for r in recorded_doc["checkpoints"]}
     steps = [r["step"] for r in ranking["checkpoints"]]
     if sorted(rows, key=str) != sorted(steps, key=str):
         found.append(

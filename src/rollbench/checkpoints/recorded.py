@@ -3,7 +3,10 @@
 :func:`rollbench.checkpoints.recompute.recorded` reads ``alpha``, the coverage ``rule`` and, with ``--eliminate``,
 ``elimination.design`` (``delta``, ``alpha``, ``looks``) and ``elimination.steps`` through :class:`RecordedRanking`:
 each is a finite number within the range ``rollbench checkpoints`` accepts (a 401-digit integer, NaN or a string is
-refused by name, as a violation, before any arithmetic). Every other key is compared with the recomputation as read
+refused by name, as a violation, before any arithmetic). The keys the comparison looks rows up by are typed too:
+``checkpoints`` is a list of objects, each with an integer ``step``, and ``checkpoint_paths`` (when present) maps
+steps to strings (a row's step as a list, ``checkpoints`` null or a number is refused by name, never a traceback:
+hostile round 16, F3). Every other key is compared with the recomputation as read
 (:func:`rollbench.checkpoints.recompute.ranking_differences`), never used in arithmetic.
 """
 
@@ -48,6 +51,13 @@ class RecordedElimination(_Open):
     steps: list[Annotated[int, Field(ge=0, le=MAX_STEP)]]
 
 
+class RecordedRow(_Open):
+    """A row of ``checkpoints``: its ``step`` (an integer, never a string, float or boolean: rows are looked up by
+    it); its numbers are compared with the recomputation as read."""
+
+    step: int = Field(strict=True, ge=0, le=MAX_STEP)
+
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -56,6 +66,8 @@ class RecordedRanking(_Open):
 
     alpha: float = Field(gt=0, lt=1, allow_inf_nan=False)
     rule: RecordedRule
+    checkpoints: list[RecordedRow]
+    checkpoint_paths: dict[str, str] | None = None  # step -> the checkpoint folder evaluated (step_records)
     elimination: RecordedElimination | None = None
 
 
@@ -66,7 +78,8 @@ def check_recorded(doc: Any, model: type[M] = RecordedRanking) -> M:  # type: ig
         return model.model_validate(doc)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise ValueError(f"{error_location(err['loc'], 'the document')}: {err['msg']}") from None
+        msg = "Input should be an object" if err["type"] == "model_type" else err["msg"]  # no class name
+        raise ValueError(f"{error_location(err['loc'], 'the document')}: {msg}") from None
 
 
 # the words a ranking records (decisions and verdicts): shown as written when a recorded one disagrees

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -125,8 +126,8 @@ def test_a_cached_video_that_is_not_a_regular_file_of_the_announced_size_is_fetc
         peer.stop()
 
 
-def listing(episodes: int, size: int | None = None) -> bytes:
-    run = peer_run(episodes=episodes)
+def listing(episodes: int, size: int | None = None, host: str = "h") -> bytes:
+    run = peer_run(host=host, episodes=episodes)
     for ep in run["episodes"]:
         ep["videos"] = {"top": {"url": "/x", "ready": True, "from_s": 0.0, "to_s": 1.0, "size": size}}
     return json.dumps({"runs": [run]}).encode()
@@ -160,3 +161,48 @@ def test_the_cache_keeps_at_most_its_bound_of_videos_the_least_recently_used_del
     assert kept == ["h/r/n/0/top", "h/r/n/2/top"]
     assert not (peer_dir / "h/r/n/1").exists()  # its emptied directories removed too
     assert sorted(os.listdir(tmp_path / "cc")) == ["peer-media"]
+
+
+@pytest.mark.slow
+def test_slow_peer_downloads_are_bounded_and_the_central_pages_answer_while_they_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hostile round 16, F5: before, every /media request for a dripping peer's video held a worker thread for up to
+    60 s and ~60 of them stalled the central dashboard's own pages. Now at most MAX_DOWNLOADS_PER_PEER (2) downloads
+    per peer and MAX_DOWNLOADS in all are in flight, one per video; a request past them is a 503 at once, and the
+    pages answer while the downloads run; the downloads themselves still complete with the peer's bytes."""
+    monkeypatch.setattr(media_cache, "MAX_DOWNLOADS", 3)
+    body = bytes(range(100))  # one byte every 0.2 s: each download takes ~20 s, within the 60 s bound
+    with (
+        fake_peer(body, drip_s=0.2, runs_listing=listing(3)) as a,
+        fake_peer(body, drip_s=0.2, runs_listing=listing(3, host="g")) as b,
+    ):
+        central = ServerThread([], tmp_path / "cl.json", peers=[a, b], cache_dir=tmp_path / "cc").start()
+        try:
+            keys = {r["key"] for r in httpx.get(central.url + "/api/runs", timeout=60).json()["runs"]}
+            assert keys == {"h/r/n", "g/r/n"}
+            slow = ["/media/h/r/n/0/top", "/media/h/r/n/1/top", "/media/g/r/n/0/top"]
+            with ThreadPoolExecutor(len(slow)) as pool:
+                downloads = [pool.submit(httpx.get, central.url + p, timeout=120) for p in slow]
+                deadline = time.monotonic() + 60
+                while len(media_cache._DOWNLOADS) < len(slow):  # all three reached the peers (white-box wait only)
+                    assert time.monotonic() < deadline and not any(f.done() for f in downloads)
+                    time.sleep(0.1)
+                over = {p: httpx.get(central.url + p, timeout=60) for p in
+                        ("/media/h/r/n/2/top", "/media/g/r/n/1/top", "/media/h/r/n/0/top")}  # fmt: skip
+                pages = [httpx.get(central.url + p, timeout=60) for p in ("/", "/api/runs")]
+                in_flight = not any(f.done() for f in downloads)
+                done = [f.result() for f in downloads]
+            again = httpx.get(central.url + "/media/g/r/n/1/top", timeout=120)  # its slot was given back
+        finally:
+            central.stop()
+    assert [r.status_code for r in over.values()] == [503, 503, 503]
+    per_peer, in_all, same = (r.json()["error"] for r in over.values())
+    assert (
+        per_peer == f"peer {a}: 2 of its videos are being fetched (at most 2 per peer at once); retry in a few seconds"
+    )
+    assert in_all == f"peer {b}: 3 peer videos are being fetched (at most 3 at once); retry in a few seconds"
+    assert same == f"peer {a}: this video is being fetched by another request; retry in a few seconds"
+    assert [r.status_code for r in pages] == [200, 200] and in_flight
+    assert [(r.status_code, r.content) for r in done] == [(200, body)] * 3
+    assert (again.status_code, again.content) == (200, body)

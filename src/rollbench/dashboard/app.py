@@ -18,7 +18,9 @@ API (JSON unless said; identities are ``HOST/ROBOT/NAME``, each segment ``^[A-Za
   ``GET /transcript/HOST/ROBOT/NAME/E``.
 
 Errors are ``{"error": "..."}`` with 400 (bad segment or body), 401/403/413/415/421 (see
-:mod:`rollbench.dashboard.security`), 404 (no such run, episode or file) or 502 (a peer failed).
+:mod:`rollbench.dashboard.security`), 404 (no such run, episode or file), 502 (a peer failed), 504 (a peer past its
+deadline) or 503 (a peer's video while its downloads in flight are at their bound: retry;
+:func:`rollbench.dashboard.media_cache.download_slot`).
 """
 
 from __future__ import annotations

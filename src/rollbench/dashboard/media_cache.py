@@ -16,6 +16,11 @@ used entries (by mtime; a cache hit touches its entry) are deleted until both ho
 (``VERSION.mp4``, and its own ``.dl-*.part`` downloads once abandoned) are ever deleted, by ``lstat`` as regular
 files, in directories walked without following links. Errors: :class:`UnsafeFile` (an ``OSError``) when the entry's
 path passes through a symbolic link below the cache directory.
+
+Downloads in flight (hostile round 16, F5): each holds a request thread for up to ``peers.MEDIA_TOTAL_S``, so at most
+:data:`MAX_DOWNLOADS` run at once in this process and at most :data:`MAX_DOWNLOADS_PER_PEER` from one peer, and one
+entry is downloaded by one request at a time (:func:`download_slot`); a request past these gets :class:`Busy` at once
+(the dashboard's 503), never a queued thread, so a peer dripping its videos never holds the threads its pages need.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,9 +52,43 @@ ABANDONED_PART_S = 3_600.0  # a download's temporary file untouched this long wa
 PART_PREFIX, PART_SUFFIX = ".dl-", ".part"
 _ENTRY = re.compile(r"[0-9a-f]{32}\.mp4")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+MAX_DOWNLOADS = 8  # peer videos downloading at once, in all: 8 of the server's 40 worker threads at most
+MAX_DOWNLOADS_PER_PEER = 2  # from one peer (an episode page's cameras): a bad peer holds 2 threads, not the pool
+_DOWNLOADS: dict[str, str] = {}  # the entry path of each download in flight -> its peer's digest
+_DOWNLOADS_LOCK = threading.Lock()
 _LOCK = threading.Lock()  # storing, pruning and creating directories: one thread at a time
 # what a peer's listing adds to an episode on its side (its own labels), which says nothing of the recording
 _NOT_RECORDED = frozenset({"label", "note", "annotator", "labeled_at", "disagreement", "live", "stale"})
+
+
+class Busy(Exception):
+    """No download slot for a peer's video now (:func:`download_slot`): the text says which bound and to retry."""
+
+
+@contextlib.contextmanager
+def download_slot(peer_url: str, path: Path) -> Iterator[None]:
+    """Hold one of the :data:`MAX_DOWNLOADS` download slots (at most :data:`MAX_DOWNLOADS_PER_PEER` for
+    ``peer_url``) for the entry ``path`` while the block runs; :class:`Busy` at once when the entry is already being
+    downloaded or a bound is reached (never waits)."""
+    key, peer = os.fspath(path), peer_digest(peer_url)
+    with _DOWNLOADS_LOCK:
+        if key in _DOWNLOADS:
+            raise Busy("this video is being fetched by another request; retry in a few seconds")
+        if sum(p == peer for p in _DOWNLOADS.values()) >= MAX_DOWNLOADS_PER_PEER:
+            raise Busy(
+                f"{MAX_DOWNLOADS_PER_PEER} of its videos are being fetched (at most {MAX_DOWNLOADS_PER_PEER} per peer "
+                "at once); retry in a few seconds"
+            )
+        if len(_DOWNLOADS) >= MAX_DOWNLOADS:
+            raise Busy(
+                f"{MAX_DOWNLOADS} peer videos are being fetched (at most {MAX_DOWNLOADS} at once); retry in a few seconds"
+            )
+        _DOWNLOADS[key] = peer
+    try:
+        yield
+    finally:
+        with _DOWNLOADS_LOCK:
+            del _DOWNLOADS[key]
 
 
 def peer_digest(url: str) -> str:

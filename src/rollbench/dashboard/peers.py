@@ -194,7 +194,9 @@ class Peer:
         run's announced signature, used only while a regular file of the announced size; downloaded to a temporary
         file moved in when complete, at most :data:`MAX_MEDIA_BYTES` within :data:`MEDIA_TOTAL_S`). Raises
         httpx.HTTPError when the peer cannot deliver it, PeerError when it is too slow, too large or not of the size
-        its listing announced (nothing is then kept), UnsafeFile (an OSError) for a cache path through a link."""
+        its listing announced (nothing is then kept), PeerError with status 503 at once when the entry is being
+        downloaded already or the downloads in flight are at their bound (:func:`media_cache.download_slot`),
+        UnsafeFile (an OSError) for a cache path through a link."""
         key_path = f"{run['key']}/{episode_index}"
         for seg in [*key_path.split("/"), camera]:
             check_segment(seg, "path segment")
@@ -202,10 +204,20 @@ class Peer:
         dest = media_cache.entry_path(cache_dir, self.url, key_path, camera, version)
         if media_cache.lookup(dest, size):
             return dest
+        try:
+            with media_cache.download_slot(self.url, dest):  # bounded downloads in flight (hostile round 16, F5)
+                return self._download(f"/media/{key_path}/{quote(camera)}", dest, size, cache_dir)
+        except media_cache.Busy as exc:
+            raise PeerError(str(exc), status=503) from None
+
+    def _download(self, path: str, dest: Path, size: int | None, cache_dir: Path) -> Path:
+        """Download the peer's ``path`` into the cache entry ``dest`` (of ``size`` bytes when announced)."""
+        if media_cache.lookup(dest, size):  # stored by another request since the lookup above
+            return dest
         fd, tmp = media_cache.temp_file(dest)
         try:
             with os.fdopen(fd, "wb") as fh:
-                self.fetch(f"/media/{key_path}/{quote(camera)}", fh.write, MAX_MEDIA_BYTES, MEDIA_TOTAL_S)
+                self.fetch(path, fh.write, MAX_MEDIA_BYTES, MEDIA_TOTAL_S)
                 got = fh.tell()
             if size is not None and got != size:
                 raise PeerError(f"its video is {got:,} bytes, not the {size:,} its listing announced")

@@ -92,8 +92,7 @@ def level_note(recorded_alpha: float, recorded_rule: CoverageRule, alpha: float,
         return None
 
     def words(a: float, r: CoverageRule) -> str:
-        errors = "left out" if r.exclude_policy_errors else "counted as failures"
-        return f"alpha {a:g}, min coverage {r.min_coverage:g}, policy errors {errors}"
+        return f"alpha {a:g}, {r.in_words()}"
 
     return (
         f"checkpoints.json records the level its ranking was made at ({words(recorded_alpha, recorded_rule)}); the "

@@ -74,6 +74,11 @@ class CoverageRule:
     def to_dict(self) -> dict[str, Any]:
         return {"min_coverage": self.min_coverage, "exclude_policy_errors": self.exclude_policy_errors}
 
+    def in_words(self) -> str:
+        """The rule as a note states it: ``min coverage 0.95, policy errors counted as failures`` (or ``left out``)."""
+        errors = "left out" if self.exclude_policy_errors else "counted as failures"
+        return f"min coverage {self.min_coverage:g}, policy errors {errors}"
+
 
 DEFAULT_RULE = CoverageRule()
 

@@ -281,19 +281,14 @@ def _correction(rec: SequentialRecord, m: int) -> str:
     return "bonferroni-tasks-only" if rec.design.futility is None else "bonferroni-tasks-and-pooled"
 
 
-def _rule_words(rule: CoverageRule) -> str:
-    errors = "left out" if rule.exclude_policy_errors else "counted as failures"
-    return f"min coverage {rule.min_coverage:g}, policy errors {errors}"
-
-
 def rule_note(recorded: list[CoverageRule], applied: CoverageRule) -> str | None:
     """One line when a recorded coverage rule differs from the one ``applied`` (None when none does)."""
     other = next((r for r in recorded if r != applied), None)
     if other is None:
         return None
     return (
-        f"the arms' run.json record the coverage rule ({_rule_words(other)}) their study ran under; this comparison "
-        f"applies {_rule_words(applied)} (the --min-coverage / --exclude-policy-errors given, else the defaults: a "
+        f"the arms' run.json record the coverage rule ({other.in_words()}) their study ran under; this comparison "
+        f"applies {applied.in_words()} (the --min-coverage / --exclude-policy-errors given, else the defaults: a "
         "handed-over file never sets the gate), so its decisions may differ from the recorded ones"
     )
 

@@ -19,7 +19,11 @@ normalised text, reversed or rot13 too, is a substring of the normalised text of
   (format characters such as zero-width spaces, whitespace, punctuation, ``_``).
 
 A value also holds a secret when a candidate holds its characters in another order or each written up to three times
-(pairs swapped, shuffled, doubled: :mod:`~rollbench.core.secret_permutation`, secrets of 16 letters and digits or more).
+(pairs swapped, shuffled, doubled: :mod:`~rollbench.core.secret_permutation`, secrets of 16 letters and digits or more),
+and when a candidate holds a long enough piece of it (12 letters and digits of a secret of 24 or more; half of one
+from 16 to 23; 8 below: :mod:`~rollbench.core.secret_pieces`), so a secret cut in two and written apart is found;
+pieces are looked for in the candidates as written, not in their decodings (a secret cut and each part encoded is
+not found).
 
 Not detectable, so never reported: a secret with fewer than :data:`MIN_SECRET_CHARS` letters and digits (a short
 one would match ordinary text). Not caught, and cannot be by any detector: a peer that was sent a secret can always
@@ -34,9 +38,8 @@ exhaust the detector is not recorded). Callers bound what they pass (a server's 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import codecs
+import functools
 import html
 import json
 import re
@@ -44,9 +47,9 @@ import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import numpy as np
-
+from rollbench.core.secret_decode import a85, b32, b64, b85, hex_runs
 from rollbench.core.secret_permutation import Permutations
+from rollbench.core.secret_pieces import Pieces, piece_length
 
 MIN_SECRET_CHARS = 8
 """The fewest letters and digits a secret needs (after normalisation) to be detected at all."""
@@ -112,9 +115,12 @@ _LATIN1, _LATIN1_DROPPED = _latin1_table()
 
 class SecretEcho:
     """The detector for ``secrets`` (``{name: value}``; see the module docstring). ``names`` lists the secrets it
-    can detect (those with :data:`MIN_SECRET_CHARS` or more letters and digits), in the order given."""
+    can detect (those with :data:`MIN_SECRET_CHARS` or more letters and digits), in the order given. With
+    ``pieces`` False, a piece of a secret (:mod:`~rollbench.core.secret_pieces`) is not looked for:
+    :attr:`without_pieces` is that detector for the same secrets."""
 
-    def __init__(self, secrets: Mapping[str, str]) -> None:
+    def __init__(self, secrets: Mapping[str, str], pieces: bool = True) -> None:
+        self._secrets, self._use_pieces = dict(secrets), pieces
         self._targets: list[tuple[str, tuple[str, ...]]] = []
         for name, value in secrets.items():
             n = normalised(value)
@@ -123,16 +129,19 @@ class SecretEcho:
                 self._targets.append((name, tuple(dict.fromkeys((n, n[::-1], rot, rot[::-1])))))
         self.names = [n for n, _ in self._targets]
         self._permutations = Permutations([(name, t) for name, ts in self._targets for t in ts])
+        self._pieces = Pieces([(name, t) for name, ts in self._targets for t in ts])
         shortest = min((len(t[0]) for _, t in self._targets), default=MIN_SECRET_CHARS)
+        # the shortest text as written that can hold a target: its shortest piece (rollbench.core.secret_pieces)
+        self._shortest_piece = min((piece_length(len(t[0])) for _, t in self._targets), default=MIN_SECRET_CHARS)
         longest = max((len(t[0]) for _, t in self._targets), default=MIN_SECRET_CHARS)
         self._ascii = all(t[0].isascii() for _, t in self._targets)
         self._window = 16 * longest + 64  # the longest form of a secret this detector decodes, with margin
         self._runs = [
-            (re.compile(rf"[A-Za-z0-9+/_\-]{{{4 * shortest // 3},}}"), 4, _b64),
-            (re.compile(rf"[A-Za-z2-7]{{{8 * shortest // 5},}}"), 8, _b32),
-            (re.compile(rf"[0-9A-Fa-f]{{{2 * shortest},}}"), 2, _hex),
-            (re.compile(f"[{_B85}]{{{5 * shortest // 4},}}"), 5, _b85),
-            (re.compile(rf"[!-u]{{{5 * shortest // 4},}}"), 5, _a85),
+            (re.compile(rf"[A-Za-z0-9+/_\-]{{{4 * shortest // 3},}}"), 4, b64),
+            (re.compile(rf"[A-Za-z2-7]{{{8 * shortest // 5},}}"), 8, b32),
+            (re.compile(rf"[0-9A-Fa-f]{{{2 * shortest},}}"), 2, hex_runs),
+            (re.compile(f"[{_B85}]{{{5 * shortest // 4},}}"), 5, b85),
+            (re.compile(rf"[!-u]{{{5 * shortest // 4},}}"), 5, a85),
         ]
         self._shortest = shortest
         self._printable = re.compile(rf"[\t\n\r -~]{{{shortest},}}")
@@ -140,6 +149,22 @@ class SecretEcho:
         self._byte_targets = [(name, tuple(t.encode() for t in ts)) for name, ts in self._targets if ts[0].isascii()]
         self._work = 0
         self._clean: dict[str, None] = {}
+
+    @functools.cached_property
+    def without_pieces(self) -> SecretEcho:
+        """This detector without the piece test (the first pass of :func:`scrubbed`)."""
+        return SecretEcho(self._secrets, pieces=False)
+
+    def piece_in(self, value: str | list[Any] | dict[str, Any]) -> str | None:
+        """The name of the first secret a piece of which ``value`` holds as written (a string, or an array or
+        object's leaves joined and byte values; no decoding), else None (see :mod:`~rollbench.core.secret_pieces`)."""
+        if not self._pieces:
+            return None
+        joins, octets = self._joins(value) if isinstance(value, dict | list) else ([value], b"")
+        for text in joins:
+            if len(text) >= self._shortest_piece and (hit := self._pieces.found(normalised(text))):
+                return hit
+        return self._pieces.found(octets.translate(_LATIN1, _LATIN1_DROPPED)) if octets else None
 
     def found(self, value: Any) -> str | None:
         """The name of the first secret ``value`` (a JSON value: object, array, string, number) holds in a form
@@ -200,7 +225,7 @@ class SecretEcho:
     def _in_string(self, text: str, level: int) -> str | None:
         """One string: a JSON object or array in it is read as that document (two levels), else as text. A long
         string found clean is remembered (:data:`CLEAN_MEMO` of them): an agent's request bodies repeat its images."""
-        if len(text) < self._shortest and text.isascii():
+        if len(text) < self._shortest_piece and text.isascii():
             return None
         if text in self._clean:
             return None
@@ -219,8 +244,18 @@ class SecretEcho:
         return hit
 
     def _in_joined(self, container: Any, budget: bool = False) -> str | None:
-        """The container's leaves joined (with its keys, then without: a token split over an object's values),
-        long strings cut to their ends; and its integral leaves from 0 to 255 as bytes."""
+        """The container's texts and bytes (:meth:`_joins`) searched."""
+        joins, octets = self._joins(container)
+        if budget:
+            self._work = WORK_FACTOR * (len(joins[0]) + len(joins[1]) + len(octets)) + WORK_FLOOR
+        for joined in dict.fromkeys(joins):
+            if joined and (hit := self._in_text(joined)):
+                return hit
+        return self._in_bytes(octets, 0) if len(octets) >= self._shortest_piece else None
+
+    def _joins(self, container: Any) -> tuple[list[str], bytes]:
+        """The container's leaves joined (with its keys, then without: a token split over an object's values; ""
+        for a single leaf), long strings cut to their ends; and its integral leaves from 0 to 255 as bytes."""
         w, joins, octets = self._window, [], bytearray()
         for keys in (True, False):
             parts = []
@@ -232,16 +267,11 @@ class SecretEcho:
                     if keys and n <= 255:
                         octets.append(n)
             joins.append("".join(parts) if len(parts) > 1 else "")
-        if budget:
-            self._work = WORK_FACTOR * (len(joins[0]) + len(joins[1]) + len(octets)) + WORK_FLOOR
-        for joined in dict.fromkeys(joins):
-            if joined and (hit := self._in_text(joined)):
-                return hit
-        return self._in_bytes(bytes(octets), 0) if len(octets) >= self._shortest else None
+        return joins, bytes(octets)
 
     def _in_text(self, text: str | bytes, level: int = 0) -> str | None:
         """``text`` (bytes: read as Latin-1) and its decodings (levels 1 and 2) searched for every target."""
-        if hit := self._hit(text) if isinstance(text, str) else self._hit_bytes(text):
+        if hit := self._hit(text, level) if isinstance(text, str) else self._hit_bytes(text, level):
             return hit
         if level >= 2:
             return None
@@ -256,7 +286,7 @@ class SecretEcho:
                 return hit
         return None
 
-    def _hit_bytes(self, data: bytes) -> str | None:
+    def _hit_bytes(self, data: bytes, level: int) -> str | None:
         """:meth:`_hit` for bytes read as Latin-1, normalised with :data:`_LATIN1` (C speed: a decoded image is
         large); a secret that is not ASCII is looked for in the bytes' UTF-8 and UTF-16 texts instead."""
         self._work -= len(data)
@@ -266,19 +296,26 @@ class SecretEcho:
         for name, targets in self._byte_targets:
             if any(t in n for t in targets):
                 return name
-        return self._permutations.found(n) if self._permutations else None
+        return self._moved(n, level)
 
-    def _hit(self, text: str) -> str | None:
+    def _moved(self, n: str | bytes, level: int) -> str | None:
+        """A target whose characters ``n`` (normalised) holds in another order, or (a text as written, ``level``
+        0) one of whose pieces it holds."""
+        if self._permutations and (hit := self._permutations.found(n)):
+            return hit
+        return self._pieces.found(n) if self._pieces and self._use_pieces and not level else None
+
+    def _hit(self, text: str, level: int) -> str | None:
         self._work -= len(text)
         if self._work < 0:
             raise _Exhausted
         n = normalised(text)
-        if len(n) < self._shortest:
+        if len(n) < (self._shortest if level else self._shortest_piece):
             return None
         for name, targets in self._targets:
             if any(t in n for t in targets):
                 return name
-        return self._permutations.found(n) if self._permutations else None
+        return self._moved(n, level)
 
     def _decodings(self, text: str | bytes) -> Iterator[str | bytes]:
         """What ``text`` may encode (see the module docstring): escapes, entities, alphabet runs, numbers. Every
@@ -323,78 +360,37 @@ def _unicode_char(m: re.Match[str]) -> str:
     return chr(n) if n <= 0x10FFFF else ""
 
 
-def _each(decode: Callable[[str], bytes]) -> Callable[[list[str]], list[bytes]]:
-    def each(pieces: list[str]) -> list[bytes]:
-        out = []
-        for piece in pieces:
-            try:
-                out.append(decode(piece))
-            except (ValueError, binascii.Error):
-                continue
-        return out
-
-    return each
-
-
-@_each
-def _b64(piece: str) -> bytes:
-    piece = piece[: len(piece) - 1] if len(piece) % 4 == 1 else piece  # a lone last character encodes no byte
-    return base64.b64decode(piece.replace("-", "+").replace("_", "/") + "=" * (-len(piece) % 4), validate=True)
-
-
-@_each
-def _b32(piece: str) -> bytes:
-    piece = piece[: len(piece) // 8 * 8 + (0, 0, 2, 2, 4, 5, 5, 7)[len(piece) % 8]]  # the lengths that end a group
-    return base64.b32decode(piece.upper() + "=" * (-len(piece) % 8))
-
-
-@_each
-def _hex(piece: str) -> bytes:
-    return bytes.fromhex(piece[: len(piece) // 2 * 2])
-
-
-def _base85_table(alphabet: str) -> np.ndarray:
-    table = np.zeros(128, dtype=np.uint64)
-    table[np.frombuffer(alphabet.encode(), dtype=np.uint8)] = np.arange(85, dtype=np.uint64)
-    return table
-
-
-_B85_TABLE = _base85_table("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~")
-_A85_TABLE = _base85_table("".join(map(chr, range(33, 118))))
-_POWERS = np.array([85**4, 85**3, 85**2, 85, 1], dtype=np.uint64)
-
-
-def _base85(pieces: list[str], table: np.ndarray, top: str) -> list[bytes]:
-    """Base85 ``pieces`` decoded together with numpy (the standard library's decoder is pure Python): each padded
-    with the alphabet's top digit to whole groups and followed by one group of it, which is over 2**32 and, like
-    every group over 2**32, decodes to 0xFF bytes (a letter in Latin-1: a break)."""
-    if not pieces:
-        return []
-    joined = "".join(p + top * (-len(p) % 5 + 5) for p in pieces)
-    groups = table[np.frombuffer(joined.encode("ascii"), dtype=np.uint8)].reshape(-1, 5) @ _POWERS
-    return [np.minimum(groups, 0xFFFFFFFF).astype(">u4").tobytes()]
-
-
-def _b85(pieces: list[str]) -> list[bytes]:
-    return _base85(pieces, _B85_TABLE, "~")
-
-
-def _a85(pieces: list[str]) -> list[bytes]:
-    return _base85(pieces, _A85_TABLE, "u")
-
-
 def scrubbed(value: Any, echo: SecretEcho, placeholder: str, exact: Callable[[str], str] | None = None) -> Any:
     """``value`` (a JSON value) as it may be recorded: each string first through ``exact`` (a caller's in-place
     replacement of the secret's exact forms), then every smallest part that still holds a secret of ``echo`` (a
     string, a key, or an array or object that holds it only as a whole: split over its items, an array of its
-    bytes) replaced whole by ``placeholder``. Numbers, booleans and null are kept."""
+    bytes) replaced whole by ``placeholder``; then, on what is left, every smallest part that holds a piece of one
+    (:meth:`SecretEcho.piece_in`). In that order, so an array holding a secret split over its items is replaced
+    whole, never item by item (which would keep the items shorter than a piece). Numbers, booleans and null are
+    kept."""
+    return _pieces_scrubbed(_scrubbed(value, echo.without_pieces, placeholder, exact), echo, placeholder)
+
+
+def _scrubbed(value: Any, echo: SecretEcho, placeholder: str, exact: Callable[[str], str] | None) -> Any:
     if isinstance(value, str):
         s = exact(value) if exact else value
         return placeholder if echo.found_text(s) else s
     if isinstance(value, list):
-        out: Any = [scrubbed(v, echo, placeholder, exact) for v in value]
+        out: Any = [_scrubbed(v, echo, placeholder, exact) for v in value]
     elif isinstance(value, dict):
-        out = {scrubbed(k, echo, placeholder, exact): scrubbed(v, echo, placeholder, exact) for k, v in value.items()}
+        out = {_scrubbed(k, echo, placeholder, exact): _scrubbed(v, echo, placeholder, exact) for k, v in value.items()}
     else:
         return value
     return placeholder if echo.found_joined(out) else out
+
+
+def _pieces_scrubbed(value: Any, echo: SecretEcho, placeholder: str) -> Any:
+    if isinstance(value, str):
+        return placeholder if value != placeholder and echo.piece_in(value) else value
+    if isinstance(value, list):
+        out: Any = [_pieces_scrubbed(v, echo, placeholder) for v in value]
+    elif isinstance(value, dict):
+        out = {_pieces_scrubbed(k, echo, placeholder): _pieces_scrubbed(v, echo, placeholder) for k, v in value.items()}
+    else:
+        return value
+    return placeholder if echo.piece_in(out) else out

@@ -145,6 +145,59 @@ def _field_leaf(path: str) -> str:
     return re.sub(r"\[\d+\]$", "", path.split(": ", 1)[-1])
 
 
+class _DocWalk:
+    """One JSON document of a rollbench style redacted as values (:meth:`Releaser._json_doc`), in two passes over
+    it: pass 1 (``pieces`` False) every rule, and each array or object that holds an environment secret only as a
+    whole; pass 2, on pass 1's result, what still holds a piece of one (:meth:`SecretEcho.piece_in`). In that order,
+    so an array holding a secret split over its items is replaced whole, never item by item (which would keep the
+    items shorter than a piece). Each redaction is appended to ``redactions``."""
+
+    def __init__(self, releaser: Releaser, rel: str, prefix: str, redactions: list[dict[str, Any]]) -> None:
+        self.releaser, self.scanner, self.rel, self.prefix, self.redactions = (
+            releaser, releaser.scanner, rel, prefix, redactions
+        )  # fmt: skip
+
+    def walk(self, o: Any, path: str, pieces: bool) -> Any:
+        """``o`` (at field ``path``) redacted by the pass ``pieces`` names."""
+        if isinstance(o, dict):
+            key = self.releaser.key
+            items = {self.text(k, f"{path}{{key}}", pieces): self.walk(v, f"{path}.{key(k)}" if path else key(k), pieces)
+                     for k, v in o.items()}  # fmt: skip
+            return self.whole(items, path, pieces)
+        if isinstance(o, list):
+            return self.whole([self.walk(v, f"{path}[{i}]", pieces) for i, v in enumerate(o)], path, pieces)
+        if not pieces and _number(o) and secret_path(_field_leaf(path)):  # a PIN or numeric key: a string
+            return self.red(json.dumps(o), path, False)
+        return self.text(o, path, pieces) if isinstance(o, str) else o
+
+    def text(self, s: str, path: str, pieces: bool) -> str:
+        return self.red(s, path, pieces) if not pieces or self.scanner.echo.piece_in(s) else s
+
+    def red(self, s: str, path: str, pieces: bool) -> str:
+        fieldname = None if path.endswith("{key}") else _field_leaf(path)
+        new, pairs = self.scanner.redact(s, fieldname, pieces=pieces)
+        found = _record(self.rel, self.prefix + path, pairs)
+        if pairs and _field_leaf(path) in IDENTITY_SEGMENT_FIELDS:  # must stay a valid identity segment
+            new = sanitize_segment(new)
+            for r in found:
+                r["placeholder"] = sanitize_segment(r["placeholder"])
+        self.redactions.extend(found)
+        return new
+
+    def whole(self, o: Any, path: str, pieces: bool) -> Any:
+        """An array or object holding an environment secret only as a whole (split over its items, an array of its
+        bytes: :meth:`rollbench.core.secret_echo.SecretEcho.found_joined`), or in pass 2 a piece of one: its
+        placeholder, a string."""
+        echo = self.scanner.echo
+        name = echo.piece_in(o) if pieces else echo.without_pieces.found_joined(o)
+        if name is None:
+            return o
+        ph = self.scanner.placeholder(json.dumps(o), "env_secret")
+        self.redactions.append({"file": self.rel, "field": self.prefix + path, "rule": f"environment:{name}",
+                                "category": "env_secret", "placeholder": ph})  # fmt: skip
+        return ph
+
+
 class Releaser:
     """Builds the release in memory (see the module docstring); ``write`` puts it on disk."""
 
@@ -184,46 +237,10 @@ class Releaser:
         obj = loads_strict(doc, finite=False)
         redactions: list[dict[str, Any]] = []
 
-        def red(s: str, path: str) -> str:
-            fieldname = None if path.endswith("{key}") else _field_leaf(path)
-            new, pairs = self.scanner.redact(s, fieldname)
-            found = _record(rel, prefix + path, pairs)
-            if pairs and _field_leaf(path) in IDENTITY_SEGMENT_FIELDS:  # must stay a valid identity segment
-                new = sanitize_segment(new)
-                for r in found:
-                    r["placeholder"] = sanitize_segment(r["placeholder"])
-            redactions.extend(found)
-            return new
-
-        def walk(o: Any, path: str) -> Any:
-            if isinstance(o, dict):
-                return whole(
-                    {
-                        red(k, f"{path}{{key}}"): walk(v, f"{path}.{self.key(k)}" if path else self.key(k))
-                        for k, v in o.items()
-                    },
-                    path,
-                )
-            if isinstance(o, list):
-                return whole([walk(v, f"{path}[{i}]") for i, v in enumerate(o)], path)
-            if _number(o) and secret_path(_field_leaf(path)):  # a PIN or numeric key: its placeholder, a string
-                return red(json.dumps(o), path)
-            return red(o, path) if isinstance(o, str) else o
-
-        def whole(o: Any, path: str) -> Any:
-            """An array or object holding an environment secret only as a whole (split over its items, an array of
-            its bytes: :meth:`rollbench.core.secret_echo.SecretEcho.found_joined`): its placeholder, a string."""
-            name = self.scanner.echo.found_joined(o)
-            if name is None:
-                return o
-            ph = self.scanner.placeholder(json.dumps(o), "env_secret")
-            redactions.append({"file": rel, "field": prefix + path, "rule": f"environment:{name}",
-                               "category": "env_secret", "placeholder": ph})  # fmt: skip
-            return ph
-
         for style in JSON_STYLES:
             if json.dumps(obj, **style) == doc:
-                return json.dumps(walk(obj, ""), **style), redactions
+                walk = _DocWalk(self, rel, prefix, redactions)
+                return json.dumps(walk.walk(walk.walk(obj, "", False), "", True), **style), redactions
         if _containers_hold(_strings_redacted(obj, self.scanner), self.scanner):
             raise RollbenchError(
                 f"{rel}: an array or object holds an environment secret split over its items, which cannot be "

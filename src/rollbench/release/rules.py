@@ -289,10 +289,12 @@ class Scanner:
             self.placeholders[key] = f"<REDACTED:{category}:{self._counts[category]}>"
         return self.placeholders[key]
 
-    def find(self, text: str, field: str | None = None, structural: bool = False) -> list[Finding]:
+    def find(self, text: str, field: str | None = None, structural: bool = False, pieces: bool = True) -> list[Finding]:
         """Non-overlapping findings in ``text``; ``field`` (the JSON key or column holding it) enables the
         field rules (secret fields, digest fields, host and user fields); ``structural``: ``text`` is one of
-        rollbench's structural names (a path segment), where hex runs are kept (:data:`STRUCTURAL_FIELDS`)."""
+        rollbench's structural names (a path segment), where hex runs are kept (:data:`STRUCTURAL_FIELDS`);
+        ``pieces`` False: a piece of an environment secret is not looked for (the first pass over a JSON document,
+        :mod:`rollbench.release.redact`)."""
         found: list[Finding] = []
         leaf, whole = (field or "").rsplit(".", 1)[-1].lower(), None
         structural = structural or field in STRUCTURAL_FIELDS
@@ -339,14 +341,15 @@ class Scanner:
             out.append(f)
         if whole and not (len(out) == 1 and (out[0].start, out[0].end) == (whole[0], len(text))):
             return [Finding(whole[0], len(text), whole[1], whole[2], text[whole[0] :])]  # a known form: its rule's
-        env = None if PLACEHOLDER.fullmatch(text) else self.echo.found_outside(text, [(f.start, f.end) for f in out])
+        echo = self.echo if pieces else self.echo.without_pieces
+        env = None if PLACEHOLDER.fullmatch(text) else echo.found_outside(text, [(f.start, f.end) for f in out])
         return [Finding(0, len(text), f"environment:{env}", "env_secret", text)] if env else out
 
     def redact(
-        self, text: str, field: str | None = None, structural: bool = False
+        self, text: str, field: str | None = None, structural: bool = False, pieces: bool = True
     ) -> tuple[str, list[tuple[Finding, str]]]:
         """``text`` with every finding replaced by its placeholder; and ``(finding, placeholder)`` pairs."""
-        findings = self.find(text, field, structural)
+        findings = self.find(text, field, structural, pieces)
         if not findings:
             return text, []
         parts, pos, done = [], 0, []

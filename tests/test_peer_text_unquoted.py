@@ -229,3 +229,31 @@ def test_a_peer_never_chooses_the_central_dashboards_links(tmp_path: Path) -> No
     [listed] = got["/api/runs"].json()["runs"]
     assert listed["urls"] == {"page": "/run/h/r/n", "api": "/api/run/h/r/n"}
     assert [e["key"] for e in listed["episodes"]] == ["h/r/n/0"]
+
+
+# fields the runs page reads when a peer sends them (an older peer may not): of another JSON type, the peer is bad
+WRONG_OPTIONAL = {
+    "live": ("running", "live"),
+    "live.episodes_done": ({"episodes_done": "3", "episodes_total": 4, "stale": False}, "live.episodes_done"),
+    "coverage": ("x", "coverage"),
+    "scored_success_rate": ("q", "scored_success_rate"),
+    "excluded a list": ([1], "excluded"),
+    "excluded of strings": ({"policy": "two"}, "excluded"),
+    "scored": (2.5, "scored"),
+    "policy_errors_as_failures": ("yes", "policy_errors_as_failures"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_OPTIONAL))
+def test_a_peer_run_with_an_optional_field_of_another_type_marks_the_peer_bad_and_the_page_stays_up(
+    tmp_path: Path, case: str
+) -> None:
+    value, named = WRONG_OPTIONAL[case]
+    field = case.split(" ")[0].split(".")[0]
+    listing = json.dumps({"runs": [{**peer_run(), field: value}]}).encode()
+    got = serve(tmp_path, lambda req: http_reply(200, listing), ["/api/runs", "/"])
+    assert got["/"].status_code == got["/api/runs"].status_code == 200
+    hosts = got["/api/runs"].json()["hosts"]
+    error = f"PeerError: runs[0]{'.live' if '.' in case else ''} has no {named.split('.')[-1]} of the type a dashboard serves"
+    assert [(h["host"], h["runs"], h["error"]) for h in hosts] == [(None, 0, error)]
+    assert got["/api/runs"].json()["runs"] == []

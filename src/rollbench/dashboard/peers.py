@@ -288,15 +288,27 @@ RUN_FIELDS: dict[str, tuple[type, ...]] = {
     "created": (str, type(None)), "tasks": (list,), "episodes_requested": (int,), "episodes_recorded": (int,),
     "success_rate": _NUMBER, "ci95_low": _NUMBER, "ci95_high": _NUMBER, "cameras": (list,), "fps": _NUMBER,
 }  # fmt: skip
+# read by the pages when present (an older peer may lack them): of their type, or the peer is bad
+OPTIONAL_RUN_FIELDS: dict[str, tuple[type, ...]] = {
+    "run_status": (str, type(None)), "successes": (int, type(None)), "scored": (int, type(None)),
+    "coverage": _NUMBER, "scored_success_rate": _NUMBER, "scored_ci95_low": _NUMBER, "scored_ci95_high": _NUMBER,
+    "excluded": (dict,), "policy_errors_as_failures": (bool, type(None)), "errors_by_fault": (dict,),
+    "violations": (list,), "live": (dict, type(None)), "stale": (bool,),
+}  # fmt: skip
+LIVE_FIELDS: dict[str, tuple[type, ...]] = {
+    "episodes_done": (int, type(None)), "episodes_total": (int, type(None)), "eta_s": _NUMBER, "stale": (bool,),
+}  # fmt: skip
 EPISODE_FIELDS: dict[str, tuple[type, ...]] = {
     "episode_index": (int,), "task": (str,), "instruction": (str, type(None)), "length": (int,),
     "return": _NUMBER, "termination_reason": (str, type(None)), "videos": (dict,),
 }  # fmt: skip
 
 
-def _check_fields(doc: dict[str, Any], fields: dict[str, tuple[type, ...]], where: str) -> None:
+def _check_fields(doc: dict[str, Any], fields: dict[str, tuple[type, ...]], where: str, optional: bool = False) -> None:
     for name, types in fields.items():
         value = doc.get(name, ...)
+        if value is ... and optional:
+            continue
         if value is ... or not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise PeerError(f"{where} has no {name} of the type a dashboard serves")
 
@@ -305,6 +317,11 @@ def _check_summary(run: dict[str, Any], where: str) -> None:
     """PeerError naming the first field of a peer's run summary the central dashboard reads that is missing or of
     another JSON type (its value is never quoted)."""
     _check_fields(run, RUN_FIELDS, where)
+    _check_fields(run, OPTIONAL_RUN_FIELDS, where, optional=True)
+    if isinstance(run.get("live"), dict):
+        _check_fields(run["live"], LIVE_FIELDS, f"{where}.live", optional=True)
+    if not all(isinstance(k, int) and not isinstance(k, bool) for k in run.get("excluded", {}).values()):
+        raise PeerError(f"{where} has no excluded of the type a dashboard serves")
     if not isinstance(run.get("signature"), str | None):  # optional: an older peer announces none
         raise PeerError(f"{where} has a signature that is not text")
     for j, ep in enumerate(run["episodes"]):

@@ -225,6 +225,25 @@ def test_live_progress_turns_stale(runs_root: Path, tmp_path: Path):
         srv.stop()
 
 
+def test_a_live_file_with_counts_of_another_type_shows_them_unknown_and_a_central_still_lists_the_peer(
+    runs_root: Path, tmp_path: Path
+):
+    run = tmp_path / "root" / "live"
+    shutil.copytree(runs_root / "expert", run)
+    (run / "run.live.json").write_text(json.dumps({"episodes_done": "1", "episodes_total": True, "eta_s": [3]}))
+    peer = ServerThread([tmp_path / "root"], tmp_path / "l.json", cache_dir=tmp_path / "c").start()
+    central = ServerThread([], tmp_path / "cl.json", peers=[peer.url], cache_dir=tmp_path / "cc").start()
+    try:
+        got = httpx.get(peer.url + "/api/runs").json()["runs"][0]["live"]
+        assert (got["episodes_done"], got["episodes_total"], got["eta_s"]) == (None, None, None)
+        listing = httpx.get(central.url + "/api/runs").json()
+        assert [h["error"] for h in listing["hosts"]] == [None]
+        assert [r["key"] for r in listing["runs"]] == [httpx.get(peer.url + "/api/runs").json()["runs"][0]["key"]]
+    finally:
+        central.stop()
+        peer.stop()
+
+
 def test_token_is_required_from_header_or_cookie(runs_root: Path, tmp_path: Path):
     srv = ServerThread([runs_root], tmp_path / "l.json", token="s3cret-0123456789ab", cache_dir=tmp_path / "c").start()
     try:

@@ -165,7 +165,8 @@ def read_run(run_dir: Path) -> RunRecord:
 
 
 def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None) -> dict[str, Any] | None:
-    """``run.live.json`` (progress of a running run) with ``stale``: not rewritten for ``stale_after_s`` seconds."""
+    """``run.live.json`` (progress of a running run) with ``stale``: not rewritten for ``stale_after_s`` seconds; a
+    count or ``eta_s`` of another JSON type is None (unknown)."""
     path = os.path.join(os.fspath(run_dir), "run.live.json")
     try:
         mtime = os.stat(path).st_mtime
@@ -175,10 +176,14 @@ def live_progress(run_dir: Path, stale_after_s: float, now: float | None = None)
     if not isinstance(live, dict):
         return None
     age = (now or time.time()) - mtime
+
+    def counted(v: Any, kind: type | tuple[type, ...] = int) -> Any:  # a value of another type is unknown (None)
+        return v if isinstance(v, kind) and not isinstance(v, bool) else None
+
     return {
-        "episodes_done": live.get("episodes_done"),
-        "episodes_total": live.get("episodes_total"),
-        "eta_s": live.get("eta_s"),
+        "episodes_done": counted(live.get("episodes_done")),
+        "episodes_total": counted(live.get("episodes_total")),
+        "eta_s": counted(live.get("eta_s"), (int, float)),
         "updated": _iso(mtime),
         "age_s": round(age, 1),
         "stale": age > stale_after_s,

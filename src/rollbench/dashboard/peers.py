@@ -292,7 +292,7 @@ RUN_FIELDS: dict[str, tuple[type, ...]] = {
 OPTIONAL_RUN_FIELDS: dict[str, tuple[type, ...]] = {
     "run_status": (str, type(None)), "successes": (int, type(None)), "scored": (int, type(None)),
     "coverage": _NUMBER, "scored_success_rate": _NUMBER, "scored_ci95_low": _NUMBER, "scored_ci95_high": _NUMBER,
-    "excluded": (dict,), "policy_errors_as_failures": (bool, type(None)), "errors_by_fault": (dict,),
+    "excluded": (dict,), "policy_errors_as_failures": (int, type(None)), "errors_by_fault": (dict,),
     "violations": (list,), "live": (dict, type(None)), "stale": (bool,),
 }  # fmt: skip
 LIVE_FIELDS: dict[str, tuple[type, ...]] = {

@@ -6,9 +6,12 @@ What is found and what replaces it: :mod:`rollbench.release.rules`. How each kin
   labels and notes): every string (and key) is parsed and scanned with its field path (``plan.policy.provenance.
   host``, ``line 3: message.content``); each secret found is then replaced in the file's own text by its
   placeholder, so every other byte stays as it was (formatting, key order, numbers);
-* ``*.parquet`` (``meta/episodes``, ``meta/tasks``, ``data``): string and list-of-string columns are scanned value
-  by value (field = column name); a file with a finding is rewritten with pyarrow with the same schema and schema
-  metadata, rows and order; a file without one is copied byte for byte (the per-step data files have no strings);
+* ``*.parquet`` (``meta/episodes``, ``meta/tasks``, ``data``): columns of every type that can hold text are
+  scanned value by value (field = column name; :mod:`rollbench.release.parquet_text`), a type release can neither
+  read nor knows to be text-free refuses the file; a file with a finding, or with a dictionary-encoded text column,
+  is rewritten with pyarrow with the same schema and schema metadata, rows and order; a file without one is copied
+  byte for byte (the per-step data files have no strings); the released bytes are searched last
+  (:meth:`rollbench.release.redact.Releaser.parquet_file`);
 * other UTF-8 text (``.md``, ``.txt``, ``.csv``, ``.log``, ...): scanned line by line;
 * a run's own videos (``videos/KEY/chunk-CCC/file-FFF.mp4`` that open as one) are checked, not redacted: a secret
   in their metadata or bytes refuses the release (:mod:`rollbench.release.kinds`);

@@ -94,6 +94,15 @@ def video_findings(raw: bytes, scanner: Scanner) -> list[str]:
     for where, metadata in tags:
         for key, value in (metadata or {}).items():
             found += [f"{f.rule} in {where} metadata" for f in scanner.find(str(key)) + scanner.find(str(value), key)]
+    return found + byte_findings(raw, scanner)
+
+
+def byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
+    """Where a file's bytes, read as they are (not decoded), hold a secret, each as ``"RULE in its bytes ..."``:
+    :data:`BYTE_RULES` and environment secrets (any letter case) anywhere, and in each run of :data:`MIN_TEXT_RUN`
+    or more printable ASCII bytes the e-mail and home-path rules and host, user and ``--rules`` literal names of
+    :data:`MIN_BYTE_NAME` or more characters (a video's bytes; a parquet file's as released)."""
+    found: list[str] = []
     text = raw.decode("latin-1")
     for name, _category, pattern, _group in scanner.patterns:
         if (name in BYTE_RULES or name.startswith("environment:")) and pattern.search(text):
@@ -103,5 +112,34 @@ def video_findings(raw: bytes, scanner: Scanner) -> list[str]:
             f"{f.rule} in its bytes (a text run at byte {run.start():,})"
             for f in scanner.find(run.group().decode("ascii"))
             if f.rule in TEXT_RUN_RULES or (f.rule in NAME_RULES and len(f.value) >= MIN_BYTE_NAME)
+        ]
+    return found
+
+
+def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
+    """:func:`byte_findings` without decoding (each rule's own pattern only; cheap on large files, used for a
+    parquet file as released): environment secrets' values (any letter case) anywhere, and in each run of
+    :data:`MIN_TEXT_RUN` or more printable ASCII bytes the e-mail and home-path rules and host, user and ``--rules``
+    literal names of :data:`MIN_BYTE_NAME` or more characters; a match of an ``allow`` regex is no finding."""
+
+    def hit(pattern: re.Pattern[str], group: int, text: str, shortest: int) -> bool:
+        return any(
+            len(m.group(group)) >= shortest and not any(a.search(m.group(group)) for a in scanner.allow)
+            for m in pattern.finditer(text)
+        )
+
+    text = raw.decode("latin-1")
+    found = [
+        f"{name} in its bytes"
+        for name, _category, pattern, group in scanner.patterns
+        if name.startswith("environment:") and hit(pattern, group, text, 1)
+    ]
+    rules = [(n, p, g) for n, _c, p, g in scanner.patterns if n in TEXT_RUN_RULES or n in NAME_RULES]
+    for run in TEXT_RUN.finditer(raw):
+        s = run.group().decode("ascii")
+        found += [
+            f"{name} in its bytes (a text run at byte {run.start():,})"
+            for name, pattern, group in rules
+            if hit(pattern, group, s, 1 if name in TEXT_RUN_RULES else MIN_BYTE_NAME)
         ]
     return found

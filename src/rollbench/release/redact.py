@@ -17,8 +17,9 @@ from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.jsonfile import JsonRefused, loads_strict
 from rollbench.release.credentials import secret_path
-from rollbench.release.kinds import scan_kind, video_findings
-from rollbench.release.parquet_text import map_table
+from rollbench.release.kinds import plain_byte_findings, scan_kind, video_findings
+from rollbench.release.parquet_redact import TableRedaction
+from rollbench.release.parquet_text import UnscannableType, has_dictionary, has_text
 from rollbench.release.rules import Finding, Scanner
 
 IDENTITY_SEGMENT_FIELDS = ("identity.host", "identity.robot", "identity.name")
@@ -279,18 +280,22 @@ class Releaser:
                 raise RollbenchError(f"{rel}: a {left[0].rule} is still present at {path} after redaction")
 
     def parquet_file(self, rel: str, raw: bytes) -> Released:
-        """Every string the file carries (:mod:`rollbench.release.parquet_text`: values of every string-bearing
-        type, column and field names, key-value metadata) redacted; rewritten only when something was found, then
-        scanned again."""
+        """Every string the file carries (:mod:`rollbench.release.parquet_text`: values of every text type, column
+        and field names, key-value metadata) and every list, struct or map value holding an environment secret as a
+        whole (:mod:`rollbench.release.parquet_redact`) redacted; rewritten when something was found or a text
+        column is dictionary-encoded (the rewrite keeps only the entries rows use: the others are never read), then
+        scanned again; copied byte for byte otherwise. The released bytes are searched last
+        (:func:`rollbench.release.kinds.plain_byte_findings`: page statistics, unused pages): a secret there is an error.
+        ConfigError naming the file and column for a column of a type release cannot read."""
         table = pq.read_table(pa.BufferReader(raw))
         redactions: list[dict[str, Any]] = []
 
-        def red(text: str, fieldname: str | None, where: str) -> str:
+        def red(text: str, fieldname: str | None, where: str, pieces: bool) -> str:
             if _json_metadata(text, where):  # a JSON document (a run's spec): walked with its field paths
                 new, found = self._json_doc(rel, text, f"{where}: ")
                 redactions.extend(found)
                 return new
-            new, pairs = self.scanner.redact(text, fieldname)
+            new, pairs = self.scanner.redact(text, fieldname, pieces=pieces)
             redactions.extend(_record(rel, where, pairs))
             return new
 
@@ -303,13 +308,28 @@ class Releaser:
                 raise RollbenchError(f"{rel}: a {left[0].rule} is still present at {where} after redaction")
             return text
 
-        out = map_table(table, red)
-        if not redactions:
-            return Released(rel, True, raw, redactions)
-        map_table(out, check)
-        sink = pa.BufferOutputStream()
-        pq.write_table(out, sink)
-        return Released(rel, False, sink.getvalue().to_pybytes(), redactions)
+        passes = TableRedaction(self.scanner, rel, red, redactions)
+        try:
+            out = passes.redacted(table)
+        except UnscannableType as exc:
+            raise ConfigError(
+                f"{rel}: column {exc.column!r} is of type {exc.type}, which release cannot read for secrets (it reads "
+                "text, numbers, booleans, times, decimals and nulls, and lists, structs, maps, dictionaries and "
+                "extension types of those); move the file out of the run"
+            ) from None
+        data = raw
+        if redactions or any(has_dictionary(f.type) and has_text(f.type) for f in table.schema):
+            passes.check(out, check)
+            sink = pa.BufferOutputStream()
+            pq.write_table(out, sink)
+            data = sink.getvalue().to_pybytes()
+        found = plain_byte_findings(data, self.scanner)
+        if found:
+            raise RollbenchError(
+                f"{rel}: the parquet file's bytes hold a match of rule {found[0]} where release does not read "
+                "(page statistics, an unused page); rewrite the file without it or move it out of the run"
+            )
+        return Released(rel, data == raw, data, redactions)
 
     def text_file(self, rel: str, raw: bytes) -> Released:
         """Scanned as one string (a PEM block spans lines); each finding's field is the line it starts on."""

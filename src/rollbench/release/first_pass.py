@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from rollbench.core.jsonfile import loads_strict
 from rollbench.release import credentials as cred
 from rollbench.release.learnt import LEARNT_RULES, MAX_LENGTH, MIN_LENGTH, taught
-from rollbench.release.parquet_text import map_table
+from rollbench.release.parquet_text import UnscannableType, map_table
 from rollbench.release.redact import _field_leaf, _json_metadata
 from rollbench.release.rules import BUILTIN, HASH_FIELDS, PLACEHOLDER, Scanner, ordinary_value
 
@@ -124,7 +124,7 @@ def learn_values(scanner: Scanner, files: list[tuple[bytes, str | None]], run_na
     for raw, kind in files:
         try:
             learning.file(raw, kind)
-        except (ValueError, RecursionError, pa.ArrowException):
+        except (ValueError, RecursionError, pa.ArrowException, UnscannableType):
             continue  # refused, naming the file, by the redaction pass
     for value, (category, rule) in learning.found.items():
         own = scanner.find(value)

@@ -122,7 +122,8 @@ def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
     """:func:`byte_findings` without decoding (each rule's own pattern only; cheap on large files, used for a
     parquet file as released): environment secrets' values (any letter case) anywhere, and in each run of
     :data:`MIN_TEXT_RUN` or more printable ASCII bytes the e-mail and home-path rules and host, user and ``--rules``
-    literal names of :data:`MIN_BYTE_NAME` or more characters; a match of an ``allow`` regex is no finding."""
+    literal names of :data:`MIN_BYTE_NAME` or more characters and learnt values (:mod:`rollbench.release.learnt`); a
+    match of an ``allow`` regex is no finding."""
 
     def hit(pattern: re.Pattern[str], group: int, text: str, shortest: int) -> bool:
         return any(
@@ -137,6 +138,8 @@ def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
         if name.startswith("environment:") and hit(pattern, group, text, 1)
     ]
     rules = [(n, p, g) for n, _c, p, g in scanner.patterns if n in TEXT_RUN_RULES or n in NAME_RULES]
+    if scanner.learnt.pattern is not None:
+        rules.append(("learnt value", scanner.learnt.pattern, 0))
     for run in TEXT_RUN.finditer(raw):
         s = run.group().decode("ascii")
         found += [

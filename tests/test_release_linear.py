@@ -206,6 +206,11 @@ def _patterns() -> dict[str, re.Pattern[str]]:
     # patterns and those it compiles for a secret's length
     named |= {f"secret_echo.{k}": v for k, v in vars(secret_echo).items() if isinstance(v, re.Pattern)}
     named["secret_echo.printable"] = scanner.echo._printable
+    scanner.learnt.add("Blue-Falcon-77", "credential", "secret_field")  # the trie of learnt values (hostile17 F6)
+    scanner.learnt.add("Blue-Fox-7788", "credential", "secret_field")
+    scanner.learnt.compile()
+    assert scanner.learnt.pattern is not None
+    named["learnt.trie"] = scanner.learnt.pattern
     named |= {f"secret_echo.run{i}": run[0] for i, run in enumerate(scanner.echo._runs)}
     return named
 
@@ -271,6 +276,10 @@ ADVERSARIAL = [
     ("-----BEGIN RSA PRIVATE KEY-----", "", []),
     ("Authorization: a,", "", [("authorization", "a,Authorization:")] * (N // 34)),  # one per two units
     ("token=", "", [("secret_field", None)]),
+    ("a=", "", []),  # a name that is not secret at every other character (hostile17 F3: any name is decided)
+    ('HF_TOKEN="', "", [("secret_field", "HF_TOKEN=")] * (N // 10 // 2)),  # a quoted value: one per two units
+    ("x_token='a ", "", [("secret_field", "a x_token=")] * (N // 11 // 2)),
+    ('token="a\n', "", []),  # a quote not closed on its line, on every line
     ("bearer ", "", []),
     ('cookie: ="', "", [("cookie", None)]),
     ("sk-", "", [("openai_key", None)]),

@@ -48,6 +48,7 @@ from rollbench.core.jsonfile import loads_strict, read_json
 from rollbench.core.runlog_model import RunLog
 from rollbench.grading.grade import load_run_log
 from rollbench.record.safe_files import read_regular_bytes
+from rollbench.release.first_pass import learn_values
 from rollbench.release.kinds import VIDEO_BYTES_SCOPE, scan_kind
 from rollbench.release.redact import Released, Releaser, sha256_hex
 from rollbench.release.rules import BUILTIN, Scanner
@@ -55,10 +56,10 @@ from rollbench.release.sources import (
     MAX_FILE_BYTES,
     MAX_RELEASE_BYTES,
     MAX_RULES_BYTES,
-    check_date,
     check_label_annotators,
     check_paths,
     not_being_written,
+    release_date,
     run_files,
 )
 
@@ -82,19 +83,6 @@ def _names(runs: list[Path], logs: list[RunLog], texts: list[str]) -> tuple[set[
             if seg and seg.lower() not in ("home", "users", "root"):
                 users.add(seg)
     return {h for h in hosts if h}, {u for u in users if u}
-
-
-def _release_date(logs: list[RunLog], date: str | None) -> tuple[str, str]:
-    if date is not None:
-        return check_date(date), "--date"
-    stamps: list[str | None] = []
-    for log in logs:
-        stamps.append(log.provenance.created)
-        stamps += [e.finished for e in log.executions]
-    found = sorted(s for s in stamps if isinstance(s, str))
-    if not found:
-        raise ConfigError("the runs record no creation time; give the release date with --date YYYY-MM-DD")
-    return found[-1], "latest provenance.created / executions[].finished of the released runs"
 
 
 def build_release(
@@ -137,7 +125,7 @@ def _build(
     for r, log in zip(runs, logs, strict=True):  # no live writer (checked above), yet its last execution never ended
         if log.status == "RUNNING" and not allow_violations:
             raise ConfigError(f"{r} is still RUNNING or was interrupted; resume or grade it first")
-    when, when_source = _release_date(logs, date)  # --date checked before any run is graded
+    when, when_source = release_date(logs, date)  # --date checked before any run is graded
     listed = [run_files(r) for r in runs]  # links, nested runs and oversized files refused before anything is read
     grades = graded_runs(runs, allow_violations)
     sources: list[tuple[str, Path]] = [
@@ -171,15 +159,9 @@ def _build(
     for i, (rel, p) in enumerate(sources):
         if rel.startswith("labels/"):
             raws[i], label_entries[rel] = only_released_labels(raws[i], keys, p, episodes)
-    texts = [
-        raw.decode("utf-8", errors="ignore") for (_, p), raw in zip(sources, raws, strict=True) if p.suffix != ".mp4"
-    ]
-    hosts, users = _names(runs, logs, texts)
-    scanner = Scanner(hosts, users, rules_obj, run_names=_run_names(logs))
-    for r in runs:  # a run's name derived from a redacted directory name gets the directory's released name
-        derived, released_name = sanitize_segment(r.name, "run"), _released_path(scanner, r.name)
-        if released_name != r.name and derived not in (r.name, "run"):
-            scanner.alias(derived, released_name)
+    scanner = _scanner(
+        runs, logs, rules_obj, [(p, raw, kind) for (_, p), raw, kind in zip(sources, raws, kinds, strict=True)]
+    )
     releaser = Releaser(scanner)
     released = [
         releaser.file(_released_path(scanner, rel), raw, kind)
@@ -202,6 +184,25 @@ def _build(
     return doc
 
 
+def _scanner(
+    runs: list[Path], logs: list[RunLog], rules: dict[str, Any] | None, files: list[tuple[Path, bytes, str | None]]
+) -> Scanner:
+    """The release's scanner: the names to redact (:func:`_names`), the values the first pass learns from ``files``
+    (``(source, bytes as released, kind)``: :func:`rollbench.release.first_pass.learn_values`) and each run's name
+    derived from a redacted directory name, which gets the directory's released name (:meth:`Scanner.alias`)."""
+    hosts, users = _names(
+        runs, logs, [raw.decode("utf-8", errors="ignore") for p, raw, _ in files if p.suffix != ".mp4"]
+    )
+    run_names = _run_names(logs)
+    scanner = Scanner(hosts, users, rules, run_names=run_names)
+    learn_values(scanner, [(raw, kind) for _, raw, kind in files], run_names)
+    for r in runs:
+        derived, released_name = sanitize_segment(r.name, "run"), _released_path(scanner, r.name)
+        if released_name != r.name and derived not in (r.name, "run"):
+            scanner.alias(derived, released_name)
+    return scanner
+
+
 def _run_names(logs: list[RunLog]) -> set[str]:
     """The runs' own names an environment secret's value must not rewrite: tasks, env, policy, robot and host."""
     names: set[str] = set()
@@ -219,7 +220,8 @@ def _rewrites(scanner: Scanner, rels: list[str]) -> list[str]:
     lines = [
         f"environment variable {k} is not used for redaction: its value {why}"
         for k, why in sorted(scanner.env_unused.items())
-    ]
+    ] + [f"{n} values found as credentials are redacted only where found (ordinary words, run names or over 256 "
+         "characters: docs/release.md)" for n in [scanner.learnt.not_used] if n]  # fmt: skip
     renamed = set()
     for rel in rels:  # the first renamed segment's path: one line per renamed run directory or file
         segs, new = rel.split("/"), _released_path(scanner, rel).split("/")

@@ -11,7 +11,7 @@ A release copies only what it scanned (issue 42). The kinds (:func:`scan_kind`):
   matches cannot occur by chance in compressed data (provider keys, PEM private keys, the releasing environment's
   secret values); and every run of :data:`MIN_TEXT_RUN` or more printable ASCII bytes in it (a ``free`` or ``udta``
   box's text, an encoder's SEI string) with the e-mail and home-path rules and the host, user and ``--rules``
-  literal names of :data:`MIN_BYTE_NAME` or more characters. A finding refuses the release (nothing is written):
+  literal names and learnt values (:mod:`rollbench.release.learnt`) of :data:`MIN_BYTE_NAME` or more characters. A finding refuses the release (nothing is written):
   a video cannot be redacted in place. Not searched in video bytes (said by :data:`VIDEO_BYTES_SCOPE`): shorter
   text runs, shorter names and the other rules (they match compressed data by chance);
 * anything else (a ``.npy``, a ``.png``, an ``.mp4`` elsewhere, a binary of any name) is ``None``: release refuses
@@ -44,8 +44,8 @@ NAME_RULES = frozenset({"host_name", "user_name", "literal"})
 MIN_BYTE_NAME = 6  # a shorter name is a common token of encoder strings ("ref=3", "me=hex")
 VIDEO_BYTES_SCOPE = (
     "a video's bytes are searched for provider and private keys, the environment's secret values, and, in runs of "
-    f"{MIN_TEXT_RUN}+ printable characters, e-mail addresses, home paths and host/user/--rules names of "
-    f"{MIN_BYTE_NAME}+ characters; other rules and shorter names are not searched there"
+    f"{MIN_TEXT_RUN}+ printable characters, e-mail addresses, home paths, host/user/--rules names of "
+    f"{MIN_BYTE_NAME}+ characters and values learnt as credentials; other rules and shorter names are not searched there"
 )
 
 
@@ -111,7 +111,9 @@ def byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
         found += [
             f"{f.rule} in its bytes (a text run at byte {run.start():,})"
             for f in scanner.find(run.group().decode("ascii"))
-            if f.rule in TEXT_RUN_RULES or (f.rule in NAME_RULES and len(f.value) >= MIN_BYTE_NAME)
+            if f.rule in TEXT_RUN_RULES
+            or f.rule.startswith("learnt:")
+            or (f.rule in NAME_RULES and len(f.value) >= MIN_BYTE_NAME)
         ]
     return found
 
@@ -120,7 +122,8 @@ def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
     """:func:`byte_findings` without decoding (each rule's own pattern only; cheap on large files, used for a
     parquet file as released): environment secrets' values (any letter case) anywhere, and in each run of
     :data:`MIN_TEXT_RUN` or more printable ASCII bytes the e-mail and home-path rules and host, user and ``--rules``
-    literal names of :data:`MIN_BYTE_NAME` or more characters; a match of an ``allow`` regex is no finding."""
+    literal names of :data:`MIN_BYTE_NAME` or more characters and learnt values (:mod:`rollbench.release.learnt`); a
+    match of an ``allow`` regex is no finding."""
 
     def hit(pattern: re.Pattern[str], group: int, text: str, shortest: int) -> bool:
         return any(
@@ -135,6 +138,8 @@ def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
         if name.startswith("environment:") and hit(pattern, group, text, 1)
     ]
     rules = [(n, p, g) for n, _c, p, g in scanner.patterns if n in TEXT_RUN_RULES or n in NAME_RULES]
+    if scanner.learnt.pattern is not None:
+        rules.append(("learnt value", scanner.learnt.pattern, 0))
     for run in TEXT_RUN.finditer(raw):
         s = run.group().decode("ascii")
         found += [

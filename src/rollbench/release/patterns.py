@@ -51,14 +51,8 @@ BUILTIN: list[tuple[str, str, str, int]] = [  # name, category, regex, group red
     ("gitlab_token", "api_key", rf"{GITLAB}[0-9A-Za-z_\-]{{20,}}+(?:\.[0-9A-Za-z_\-]++)*+", 0),
     ("jwt", "token", rf"(?<!{JWT_PART})eyJ{JWT_PART}{{8,}}+\.eyJ{JWT_PART}++\.{JWT_PART}*+", 0),
     ("bearer_token", "token", r"(?i)\bbearer\s++([A-Za-z0-9\-._~+/]{8,}+=*+)", 1),
-    (
-        "secret_field",
-        "credential",
-        r"(?i)\b(?:x-api-key|api[-_]?key|apikey|access[-_]?token|auth[-_]?token|client[-_]?secret|token|secret|"
-        r"password|passwd|(?<![\w-])x-auth(?:-[a-z]++)*+|(?<![\w-])x-[a-z-]*-(?:token|key|secret))\b[\"']?\s*+[:=]\s*+[\"']?"
-        r"((?!bearer\b)(?!<REDACTED:)[^\s\"',;}]{6,}+)",
-        1,
-    ),
+    ("secret_field", "credential", cred.PAIR, 1),  # free-text pairs: the name decided, the value taken by
+    # rollbench.release.credentials.pair_secrets
     (  # any scheme (Basic, Digest, Token, ApiKey, ...; Bearer's token is bearer_token's) or a bare value
         "authorization",
         "credential",

@@ -52,6 +52,10 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   (``host``, ``user``, a label's ``annotator``); a host name as the first segment of an identity key ``HOST/ROBOT/NAME[/EPISODE]``
   (labels, URLs) is matched at any length (rule ``host_segment``), and replaced by the segment-safe form of its
   placeholder (``REDACTED-host_name-1-``, what run.json's ``identity.host`` gets), so released labels still join;
+* ``learnt:RULE`` (the category of the finding that taught it): a value one of the context rules (``RULE``:
+  ``secret_field``, ``bearer_token``, ``authorization``, ``cookie``, the URL rules, ``malformed_hash``) found in some
+  file of the release, wherever else it stands (:mod:`rollbench.release.learnt`: 8 to 256 characters, not an ordinary
+  word; found by a first pass over every file, :mod:`rollbench.release.first_pass`);
 * ``--rules FILE``: extra ``{"patterns": [{"name", "regex", "category"}], "literals": [{"value", "category"}],
   "allow": [regex...]}``; a match of an ``allow`` regex is never redacted.
 
@@ -76,6 +80,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.secret_echo import SecretEcho
 from rollbench.release import credentials as cred
+from rollbench.release.learnt import LEARNT_RULES, MAX_LENGTH, MIN_LENGTH, LearntValues
 from rollbench.release.patterns import BUILTIN
 from rollbench.release.user_rules import linear_pattern, rule_entries
 
@@ -222,6 +227,7 @@ class Scanner:
             self.patterns.append((rule, category, pat, 0))
         self.placeholders: dict[str, str] = {}
         self._counts: Counter[str] = Counter()
+        self.learnt = LearntValues()  # filled by the first pass (rollbench.release.first_pass)
 
     def alias(self, value: str, released: str) -> None:
         """Replace ``value`` (a run's name derived from its redacted directory name: ``bob.jones-corp-secret.com``
@@ -267,6 +273,14 @@ class Scanner:
                 "min_length": ENV_MIN_LENGTH,
                 "values": "never shown",
             },
+            "learnt_values": {
+                "rules": list(LEARNT_RULES),
+                "min_length": MIN_LENGTH,
+                "max_length": MAX_LENGTH,
+                "used": self.learnt.count(),
+                "not_used": self.learnt.not_used,
+                "values": "never shown",
+            },
             "extra_rules": self.extra,
             "literal_names": {
                 "host_name": sum(1 for _, c in self.literals if c == "host_name"),
@@ -310,10 +324,14 @@ class Scanner:
                 if leaf in fields and text in self.field_only[category]:
                     return [Finding(0, len(text), category, category, text)]
         for name, category, pat, group in self.patterns:
+            if name == "secret_field":  # free-text pairs: the name decided by its words
+                found += [Finding(s, e, name, category, text[s:e]) for s, e in cred.pair_secrets(text, pat)]
+                continue
             for m in pat.finditer(text):
                 s, e = m.span(group)
                 if e > s:
                     found.append(Finding(s, e, name, category, text[s:e]))
+        found += [Finding(s, e, rule, category, text[s:e]) for s, e, rule, category in self.learnt.find(text)]
         for m in ENTROPY_RUN.finditer(text):
             run = m.group(0)
             piece = max(re.split(r"[-_./+=]", run), key=len)  # identifiers are words joined by separators
@@ -339,7 +357,11 @@ class Scanner:
                     out[-1] = Finding(last.start, f.end, last.rule, last.category, text[last.start : f.end])
                 continue
             out.append(f)
-        if whole and not (len(out) == 1 and (out[0].start, out[0].end) == (whole[0], len(text))):
+        if whole and not (
+            len(out) == 1
+            and (out[0].start, out[0].end) == (whole[0], len(text))
+            and not out[0].rule.startswith("learnt:")
+        ):
             return [Finding(whole[0], len(text), whole[1], whole[2], text[whole[0] :])]  # a known form: its rule's
         echo = self.echo if pieces else self.echo.without_pieces
         env = None if PLACEHOLDER.fullmatch(text) else echo.found_outside(text, [(f.start, f.end) for f in out])
@@ -354,7 +376,9 @@ class Scanner:
             return text, []
         parts, pos, done = [], 0, []
         for f in findings:
-            ph = self.placeholder(f.value, f.category)
+            ph = self.placeholder(
+                self.learnt.canonical(f.value) if f.rule.startswith("learnt:") else f.value, f.category
+            )
             if f.rule == "host_segment":  # stays a valid identity segment, as run.json's identity.host does
                 ph = sanitize_segment(ph)
             parts += [text[pos : f.start], ph]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.runlog_model import RunLog
 from rollbench.grading.grade import load_run_log
 from rollbench.record.locks import DirLock, LockHeld, file_lock_held
 from rollbench.record.safe_files import refuse_link, scan_run_files
@@ -160,3 +161,19 @@ def check_label_annotators(path: Path, entries: dict[str, Any]) -> None:
                 f"--labels {path}: label {key}: its annotator is {odd}, not a string (release redacts an annotator "
                 "as one name); write it as a string or null"
             )
+
+
+def release_date(logs: list[RunLog], date: str | None) -> tuple[str, str]:
+    """MANIFEST.json's ``date`` and where it came from: ``date`` (``--date``, checked: :func:`check_date`), else the
+    latest ``provenance.created`` / ``executions[].finished`` of the runs' ``logs``; ConfigError when they record
+    none."""
+    if date is not None:
+        return check_date(date), "--date"
+    stamps: list[str | None] = []
+    for log in logs:
+        stamps.append(log.provenance.created)
+        stamps += [e.finished for e in log.executions]
+    found = sorted(s for s in stamps if isinstance(s, str))
+    if not found:
+        raise ConfigError("the runs record no creation time; give the release date with --date YYYY-MM-DD")
+    return found[-1], "latest provenance.created / executions[].finished of the released runs"

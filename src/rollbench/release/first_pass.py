@@ -1,0 +1,137 @@
+"""The first pass of ``rollbench release`` (hostile17 F6): every file the release scans is read, before anything is
+redacted, for the values the context rules find as credentials (:data:`rollbench.release.learnt.LEARNT_RULES`: a
+secret-named field's value, a ``token=`` pair's value, a URL's password, an ``Authorization`` or ``Cookie``
+value...), so the redaction pass replaces each of them wherever else it stands, with the same placeholder
+(:mod:`rollbench.release.learnt`).
+
+Only those rules run here (no format, entropy, hex or environment rule, and no placeholder is given), on the same
+strings with the same field paths as the redaction pass (:mod:`rollbench.release.redact`: JSON strings, keys and the
+numbers under a credential key; parquet values, names and metadata; text files whole). Videos are not read here
+(their bytes are only checked, in the redaction pass). A file that does not parse teaches nothing: the redaction pass
+refuses it. Not taught: a value shorter than :data:`rollbench.release.learnt.MIN_LENGTH` characters; a value that is
+whole one finding of a rule that finds it anywhere by itself (a provider key, a hex token, an environment value, a
+host name: that rule's placeholder stays); and, counted in ``not_used``, a value longer than
+:data:`rollbench.release.learnt.MAX_LENGTH`, an ordinary word or (part of) a run's own name
+(:func:`rollbench.release.rules.ordinary_value`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rollbench.core.jsonfile import loads_strict
+from rollbench.release import credentials as cred
+from rollbench.release.learnt import LEARNT_RULES, MAX_LENGTH, MIN_LENGTH, taught
+from rollbench.release.parquet_text import UnscannableType, map_table
+from rollbench.release.redact import _field_leaf, _json_metadata
+from rollbench.release.rules import BUILTIN, HASH_FIELDS, PLACEHOLDER, Scanner, ordinary_value
+
+_MAY_HOLD = re.compile(r"[:=]|(?i:bearer)")  # a pair's or header's separator, a URL's, Bearer's scheme word
+
+
+def context_findings(scanner: Scanner, text: str, field: str | None) -> list[tuple[str, str, str]]:
+    """``(rule, category, value)`` of every finding of a :data:`LEARNT_RULES` rule in ``text`` (at ``field``, as
+    :meth:`Scanner.find` takes it), overlaps not resolved, the ``--rules`` allow-list applied."""
+    if not text or PLACEHOLDER.fullmatch(text):
+        return []
+    out: list[tuple[str, str, str]] = []
+    if field is not None and text != "<redacted>":
+        whole = cred.secret_value(text, PLACEHOLDER) if cred.secret_path(field) else None
+        if whole:
+            out.append((whole[1], whole[2], text[whole[0] :]))
+        digest = HASH_FIELDS.get(field.rsplit(".", 1)[-1].lower())
+        if digest is not None and digest[1] and not digest[0].fullmatch(text):
+            out.append(("malformed_hash", "secret", text))
+    if not _MAY_HOLD.search(text):  # every context rule's match holds one of these
+        return [o for o in out if not any(a.search(o[2]) for a in scanner.allow)]
+    for name, category, pat, group in scanner.patterns[: len(BUILTIN)]:
+        if name == "secret_field":
+            out += [(name, category, text[s:e]) for s, e in cred.pair_secrets(text, pat)]
+        elif name in LEARNT_RULES:
+            out += [(name, category, m.group(group)) for m in pat.finditer(text) if m.group(group)]
+    out += [(rule, "credential", text[s:e]) for s, e, rule in cred.url_secrets(text)]
+    return [o for o in out if not any(a.search(o[2]) for a in scanner.allow)]
+
+
+class _Pass:
+    """The values found so far, in file order: ``{value: (category, rule)}``."""
+
+    def __init__(self, scanner: Scanner) -> None:
+        self.scanner = scanner
+        self.found: dict[str, tuple[str, str]] = {}
+        self._spelled: dict[str, str] = {}
+
+    def take(self, text: str, field: str | None) -> None:
+        for rule, category, value in context_findings(self.scanner, text, field):
+            for v in taught(rule, value):
+                if len(v) >= MIN_LENGTH:
+                    self.found.setdefault(v, (category, rule))
+
+    def key(self, k: str) -> str:
+        """A JSON key as the redaction pass spells it in a field path (:meth:`Releaser.key`), with no placeholder
+        given: each finding's placeholder numbered 0 (the words of a field path are what matter)."""
+        if k not in self._spelled:
+            parts, pos = [], 0
+            for f in self.scanner.find(k):
+                parts += [k[pos : f.start], f"<REDACTED:{f.category}:0>"]
+                pos = f.end
+            self._spelled[k] = "".join(parts) + k[pos:]
+        return self._spelled[k]
+
+    def walk(self, o: Any, path: str) -> None:
+        """A JSON document's strings, keys and numbers under a credential key (as the redaction pass turns them into
+        strings), each with its field path."""
+        if isinstance(o, dict):
+            for k, v in o.items():
+                self.take(k, None)
+                self.walk(v, f"{path}.{self.key(k)}" if path else self.key(k))
+        elif isinstance(o, list):
+            for i, v in enumerate(o):
+                self.walk(v, f"{path}[{i}]")
+        elif isinstance(o, str):
+            self.take(o, _field_leaf(path))
+        elif isinstance(o, int | float) and not isinstance(o, bool) and cred.secret_path(_field_leaf(path)):
+            self.take(json.dumps(o), _field_leaf(path))
+
+    def file(self, raw: bytes, kind: str | None) -> None:
+        if kind in ("json", "jsonl"):
+            text = raw.decode("utf-8")
+            for doc in text.splitlines() if kind == "jsonl" else [text]:
+                if doc.strip():
+                    self.walk(loads_strict(doc, finite=False), "")
+        elif kind == "parquet":
+            map_table(pq.read_table(pa.BufferReader(raw)), self.parquet_text)
+        elif kind == "text":
+            self.take(raw.decode("utf-8"), None)
+
+    def parquet_text(self, text: str, field: str | None, where: str) -> str:
+        if _json_metadata(text, where):
+            self.walk(loads_strict(text, finite=False), "")
+        else:
+            self.take(text, field)
+        return text
+
+
+def learn_values(scanner: Scanner, files: list[tuple[bytes, str | None]], run_names: set[str]) -> None:
+    """Fill ``scanner.learnt`` with the values the context rules find in ``files`` (``(bytes, kind)`` in release
+    order, :func:`rollbench.release.kinds.scan_kind`), within the bounds of the module docstring; ``run_names``: the
+    released runs' own names."""
+    learning = _Pass(scanner)
+    for raw, kind in files:
+        try:
+            learning.file(raw, kind)
+        except (ValueError, RecursionError, pa.ArrowException, UnscannableType):
+            continue  # refused, naming the file, by the redaction pass
+    for value, (category, rule) in learning.found.items():
+        own = scanner.find(value)
+        if len(own) == 1 and (own[0].start, own[0].end) == (0, len(value)) and own[0].rule not in LEARNT_RULES:
+            continue  # found everywhere by its own rule
+        if len(value) > MAX_LENGTH or "REDACTED" in value.upper() or ordinary_value(value, run_names):
+            scanner.learnt.not_used += 1
+        else:
+            scanner.learnt.add(value, category, rule)
+    scanner.learnt.compile()

@@ -149,6 +149,45 @@ def test_interrupted_commit_is_repaired_from_the_staged_copy(tmp_path: Path) -> 
     assert again["violations"] == [] and again["episodes"] == ref["episodes"]
 
 
+FRAMES_BEHIND = "meta/info.json says total_frames=10 but the data files hold 15 rows"  # 3 episodes of 5 steps
+
+
+def _killed_before_the_commit_point(out: Path, status: str, drop: int = 2) -> None:
+    """A 3-episode run as a SIGKILL between writing episode ``drop``'s data file and its meta row leaves it: no
+    meta row for it, info.json as the writer rewrote it after the commit before, run.json's ``status``."""
+    (out / f"meta/episodes/chunk-000/file-{drop:03d}.parquet").unlink()
+    info = json.loads((out / "meta/info.json").read_text())
+    kept = [e for e in range(3) if e != drop]
+    rows = sum(pq.read_table(out / f"data/chunk-000/file-{e:03d}.parquet").num_rows for e in kept)
+    info.update(total_episodes=2, total_frames=rows, splits={"train": "0:2"})
+    (out / "meta/info.json").write_text(json.dumps(info, indent=4))
+    log = json.loads((out / "run.json").read_text())
+    (out / "run.json").write_text(json.dumps({**log, "status": status}, indent=2))
+
+
+@pytest.mark.parametrize(
+    ("status", "drop", "violations"),
+    [
+        ("RUNNING", 2, []),
+        ("INTERRUPTED", 2, []),
+        ("OK", 2, ["data rows exist for episodes without an episode record: [2]", FRAMES_BEHIND]),
+        ("RUNNING", 1, ["data rows exist for episodes without an episode record: [1]", FRAMES_BEHIND]),
+    ],
+    ids=["running", "interrupted", "finished: damage", "not the next commit: damage"],
+)
+def test_a_killed_commits_data_file_is_a_leftover_of_an_unfinished_run_never_damage(
+    tmp_path: Path, status: str, drop: int, violations: list[str]
+) -> None:
+    out = tmp_path / "run"
+    evaluate(env="scripted/reach", policy="random", episodes=3, max_steps=5, out=out)
+    _killed_before_the_commit_point(out, status, drop)
+    r = grade(out).to_json()
+    # hostile round 17 (b, F2): the next commit's data file without its meta row was called damage ("data rows
+    # exist...", total_frames behind the data files) and every reader refused the killed run
+    assert [v for v in r["violations"] if "data rows" in v or "total_frames" in v] == violations
+    assert [e["episode_index"] for e in r["episodes"]] == [e for e in range(3) if e != drop]
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.slow
 def test_ctrl_c_or_sigterm_marks_the_run_interrupted_keeps_finished_episodes_and_says_how_to_resume(

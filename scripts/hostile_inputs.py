@@ -69,6 +69,11 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * hostile round 13's JSON-reading classes (``scripts/hostile_round13_transcripts.py``): deep values, integers of
   over 4,300 digits and keys named twice in run.json and meta files; ``serve-policy --obs-map`` files that are not
   JSON or FIFOs (named as ``--obs-map``).
+* hostile rounds 16 and 17's classes (``scripts/hostile_round17.py``): an environment secret cut in two over
+  ``--instructions`` lines or a JSON list's items, a planted value in parquet columns of every type (view, JSON
+  extension, unused dictionary entries, split over a list, struct or map; its bytes as numbers refused), free-text
+  ``NAME_TOKEN=value`` pairs and a secret field's value repeated elsewhere: ``release`` keeps none of them; a dashboard
+  peer's run summary field of another JSON type: the central dashboard marks the peer bad, never a 500.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -108,6 +113,7 @@ import hostile_round13_release  # hostile round 13's release classes, beside thi
 import hostile_round13_transcripts  # hostile round 13's JSON-reading classes, beside this script
 import hostile_round13_trust  # hostile round 13's handed-over deadlines and waits, beside this script
 import hostile_round13_wire  # hostile round 13's wire classes, beside this script
+import hostile_round17  # hostile rounds 16 and 17's release and peer classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -537,6 +543,7 @@ def main() -> int:
         hostile_round13_release.run_all(r, a.n)
         hostile_round13_transcripts.run_all(r, a.n)
         hostile_round13_wire.run_all(r, a.n)
+        hostile_round17.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

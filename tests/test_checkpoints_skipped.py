@@ -118,3 +118,27 @@ def test_every_checkpoint_skipped_is_exit_2_naming_the_first(tmp_path: Path) -> 
         f"error: no checkpoint could be evaluated (2 skipped); step 1000: {_why_not_json()}",
     ]
     assert not (out / "checkpoints.json").exists()
+
+
+def test_a_second_command_on_a_folder_being_written_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """Hostile round 17 (b, F4): two ``checkpoints`` on one --out each rewrote checkpoints.json from what it alone
+    saw, dropping the other's evaluated step. The folder is locked for a command's whole work: another process's
+    lock (a DirLock on the folder, as a running command holds it) makes the second exit 2 before anything runs."""
+    from rollbench.record.locks import DirLock
+
+    run, out = tmp_path / "train", tmp_path / "out"
+    write_checkpoint(run, 1000, 0.5)
+    out.mkdir()
+    other = DirLock(out)
+    other.acquire()  # a separate open file description: flock refuses this process's own second lock too
+    try:
+        got = invoke("checkpoints", run, *COMMON, *OPTIONS, "--out", out)
+    finally:
+        other.release()
+    assert got.returncode == 2
+    assert got.stderr.splitlines() == [
+        f"error: {out} is being written by another rollbench checkpoints process; wait for it to end, or choose "
+        "another --out"
+    ]
+    assert list(out.iterdir()) == []
+    assert invoke("checkpoints", run, *COMMON, *OPTIONS, "--out", out).returncode == 0  # free again: it runs

@@ -350,3 +350,39 @@ def test_the_resume_command_printed_after_ctrl_c_repeats_every_name_resume_requi
     log = json.loads((out / "run.json").read_text())
     assert log["status"] == "OK" and log["results"]["episodes_recorded"] == EPISODES
     assert len(list(out.glob("meta/episodes/chunk-000/*.parquet"))) == EPISODES
+
+
+def test_a_run_killed_before_its_first_run_json_is_started_afresh_by_the_same_command(tmp_path: Path) -> None:
+    """Hostile round 17 (b, F3): a SIGKILL after ``run.lock`` was made and before run.json was written left a
+    directory every later command refused ("exists and is not a rollbench run directory"). Holding only run.lock
+    and run.json's own temporaries, it is started afresh; with anything else in it, still refused."""
+    from cli_in_process import invoke
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.lock").touch()
+    (out / ".run.json.k3x9_a0q.tmp").write_text('{"half": ')
+    argv = [
+        "eval",
+        "--env",
+        "scripted/reach",
+        "--policy",
+        "random",
+        "--episodes",
+        "2",
+        "--max-steps",
+        "3",
+        "--out",
+        out,
+    ]
+    r = invoke(*argv)
+    assert r.returncode == 0, r.stdout
+    assert grade(out)["episodes_recorded"] == 2
+    assert not (out / ".run.json.k3x9_a0q.tmp").exists()  # the writer's own temporary, removed under its lock
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "run.lock").touch()
+    (other / "draft.txt").write_text("mine")
+    r = invoke(*argv[:-1], other)
+    assert r.returncode == 2 and "exists and is not a rollbench run directory; choose another --out" in r.stderr
+    assert sorted(p.name for p in other.iterdir()) == ["draft.txt", "run.lock"]

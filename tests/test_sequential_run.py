@@ -165,6 +165,23 @@ def test_resuming_with_other_parameters_is_refused_before_anything_runs(decided)
     assert (out / "sequential.json").read_bytes() == before
 
 
+def test_a_comparison_killed_before_its_first_log_is_resumed_by_the_same_call(decided, tmp_path):
+    """Hostile round 17 (b, F1): a SIGKILL before the first look left ``out`` with arm directories and no
+    sequential.json, which the same command refused ("holds no sequential.json"). Only this comparison's arm
+    directories: resumed, to the looks and decision of the uninterrupted run; anything else beside them: refused."""
+    out = tmp_path / "killed"
+    shutil.copytree(decided[0], out)
+    (out / "sequential.json").unlink()
+    whole = decided[1]["tasks"][0]
+    a, b = _specs(seed=SEED)
+    resumed = run_sequential(a, b, out, SequentialConfig(delta=0.2, look_every=1))["tasks"][0]
+    assert (resumed["looks"], resumed["decision"]) == (whole["looks"], whole["decision"])
+    (out / "sequential.json").unlink()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"exists and holds no sequential\.json; choose another --out"):
+        run_sequential(a, b, out, SequentialConfig(delta=0.2, look_every=1))
+
+
 def _interrupt(out: Path, sig: int, at_pair: int) -> int:
     """Start (or resume) the command, send ``sig`` to its process group once pair ``at_pair`` is logged, mid-round
     (the next episodes are being run or committed), and return the exit status."""

@@ -9,8 +9,9 @@ the checkpoint's path), so every pair of checkpoints is paired episode for episo
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,12 @@ from rollbench.checkpoints.files_record import record_files
 from rollbench.checkpoints.rank import ONLY, outcomes, rank
 from rollbench.core.contracts import ConfigError
 from rollbench.core.grade_model import GradeDocument
+from rollbench.core.paths import make_dirs
 from rollbench.core.plan import make_plan
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, Outcome
 from rollbench.record.files import json_bytes, write_outputs
+from rollbench.record.locks import DirLock, LockHeld
 from rollbench.record.runlog import read_run_log
 from rollbench.run.observer import RunObserver
 from rollbench.run.runners import Execution
@@ -223,3 +226,26 @@ def nothing_evaluated(skipped: Sequence[Skipped]) -> ConfigError:
     for each): the first one's reason."""
     first = skipped[0]
     return ConfigError(f"no checkpoint could be evaluated ({len(skipped)} skipped); step {first.step}: {first.why}")
+
+
+@contextlib.contextmanager
+def folder_lock(out: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the checkpoints folder ``out`` (created if absent) for a command's whole work, so a
+    second ``rollbench checkpoints`` on it is refused (ConfigError, nothing written) instead of rewriting
+    checkpoints.json from what it alone saw (hostile round 17, b F4). A file system that cannot lock a directory
+    (some NFS mounts) takes no lock (:class:`~rollbench.record.locks.DirLock`)."""
+    make_dirs(out, "--out")
+    lock = DirLock(out, timeout_s=0.5)
+    try:
+        lock.acquire()
+    except LockHeld:
+        raise ConfigError(
+            f"{out} is being written by another rollbench checkpoints process; wait for it to end, or choose another "
+            "--out"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"--out {out} cannot be locked: {exc.strerror or exc}") from None
+    try:
+        yield
+    finally:
+        lock.release()

@@ -180,7 +180,14 @@ def checkpoints_cmd(
     from rollbench.checkpoints.discover import find_checkpoints, is_complete
     from rollbench.checkpoints.eliminate import design as elimination_design
     from rollbench.checkpoints.files_record import check_files
-    from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, Skipped, evaluate_all
+    from rollbench.checkpoints.runner import (
+        CheckpointObserver,
+        CheckpointState,
+        Settings,
+        Skipped,
+        evaluate_all,
+        folder_lock,
+    )
     from rollbench.checkpoints.watch import Polling
     from rollbench.checkpoints.watch import watch as watch_run
     from rollbench.cli.common import out as stdout
@@ -235,14 +242,15 @@ def checkpoints_cmd(
     progress = Lines()
 
     try:
-        if plan is not None:
-            from rollbench.checkpoints.eliminate_run import run_elimination
+        with folder_lock(out_dir):  # one command at a time on a folder (hostile round 17, b F4)
+            if plan is not None:
+                from rollbench.checkpoints.eliminate_run import run_elimination
 
-            doc = run_elimination(ready, out_dir, settings, runner, plan, progress)
-        elif watch:
-            doc = watch_run(run, out_dir, settings, runner, polling, observer=progress)
-        else:
-            doc = evaluate_all(ready, out_dir, settings, runner, progress, incomplete)
+                doc = run_elimination(ready, out_dir, settings, runner, plan, progress)
+            elif watch:
+                doc = watch_run(run, out_dir, settings, runner, polling, observer=progress)
+            else:
+                doc = evaluate_all(ready, out_dir, settings, runner, progress, incomplete)
     except KeyboardInterrupt:
         console.print(
             f"interrupted: the same command resumes {said(out_dir)}; evaluated checkpoints are not run again",

@@ -5,6 +5,7 @@ Used by :class:`rollbench.record.writer.DatasetWriter` and by the run's start-up
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import stat
@@ -21,7 +22,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.walk import Bounds, TreeEntry, walk_tree
 from rollbench.record.files import is_inside, read_parquet, resolve_inside
 from rollbench.record.lerobot import ARTIFACT_PATHS, CHUNKS_SIZE, DATA_PATH, STAGING, chunk_file
-from rollbench.record.safe_files import MAX_DEPTH, MAX_ENTRIES, open_regular, run_files
+from rollbench.record.safe_files import MAX_DEPTH, MAX_ENTRIES, is_regular, open_regular, run_files
 
 
 class FeatureStats:
@@ -83,6 +84,23 @@ def foreign_entries(run_dir: Path, limit: int = MAX_ENTRIES) -> list[tuple[Path,
     return [(run_dir / e.rel, e.kind) for e in tree.others if writers(e) and not e.is_dir]
 
 
+_RUN_JSON_TEMP = re.compile(r"\.run\.json\.[a-z0-9_]{8}\.tmp")  # record.files.writer_temps' run.json temporary
+
+
+def interrupted_start(run_dir: Path) -> bool:
+    """True when ``run_dir`` holds only what a writer killed before its first run.json leaves: ``run.lock`` and
+    run.json's own temporaries (``.run.json.XXXXXXXX.tmp``), all regular files. The same command starts it afresh
+    (the writer removes its temporaries once it holds the lock); anything else there is not a run's start."""
+    with os.scandir(run_dir) as entries:  # at most a few entries read: a large directory is no start
+        names = [e.name for e in itertools.islice(entries, 2 + MAX_START_TEMPS)]
+    return (
+        "run.lock" in names
+        and len(names) <= 1 + MAX_START_TEMPS
+        and all((n == "run.lock" or _RUN_JSON_TEMP.fullmatch(n)) and is_regular(run_dir / n) for n in names)
+    )
+
+
+MAX_START_TEMPS = 8  # run.json temporaries a killed start may leave beside run.lock (one a try, a few tries)
 _CHUNK = re.compile(r"chunk-[0-9]{3}")
 _CHUNKED = ("data", "meta/episodes", *sorted({t.split("/")[0] for t in ARTIFACT_PATHS.values()}))
 _FILES = ("run.json", "run.live.json", "meta/info.json", "meta/stats.json", "meta/tasks.parquet")

@@ -29,7 +29,7 @@ from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.core.urlcreds import check_spec_secrets, check_spec_urls
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import dataset_features
-from rollbench.record.on_disk import check_rowless, check_state_files, committed_lengths
+from rollbench.record.on_disk import check_rowless, check_state_files, committed_lengths, interrupted_start
 from rollbench.record.runlog import check_plan_bytes, check_resumable, new_run_log, provenance, read_run_log
 from rollbench.record.safe_files import read_regular_json, refuse_inside_release, run_dir_containing
 from rollbench.run.probed import close_probe, keep
@@ -340,6 +340,8 @@ def _refuse_other_run(
             f"choose another output directory (--out), or resume it with the same options ({again})"
         )
     if existing is None and run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
+        if interrupted_start(run_dir):  # killed before its first run.json (hostile round 17, b F3): start afresh
+            return
         raise ConfigError(f"{run_dir} exists and is not a rollbench run directory; choose another --out")
     if existing is not None and existing.identity is not None:
         recorded = existing.identity.model_dump()

@@ -29,6 +29,7 @@ arm re-runs no more errors. A decision with either arm's coverage below the gate
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -121,9 +122,13 @@ def _parameters(tasks: list[str], spec_a: EvalSpec, spec_b: EvalSpec, settings: 
 
 
 def _check_resume(out: Path, parameters: dict[str, Any]) -> None:
+    """ConfigError unless ``out`` is absent, empty, a comparison with these ``parameters``, or one killed before its
+    first log: only this comparison's arm directories (``a-TASK``, ``b-TASK``: each arm's own writer then checks
+    that what it holds is this arm's run, hostile round 17, b F1)."""
     path = out / LOG_NAME
     if not path.exists():
-        if out.exists() and any(out.iterdir()):
+        arms = {arm_dir(out, arm, t).name for t in parameters["tasks"] for arm in ("a", "b")}
+        if out.exists() and any(e.name not in arms or not e.is_dir(follow_symlinks=False) for e in os.scandir(out)):
             raise ConfigError(f"{out} exists and holds no {LOG_NAME}; choose another --out")
         return
     old = read_json(path, "decision log")

@@ -146,6 +146,7 @@ def _free_box(video: Path, payload: bytes) -> None:
         (b"user alice@example.com at /home/alice/proj", "email"),
         (b"encoded by someone in /home/alice/proj/out", "home_path"),
         (b"encoded on workstation-gpu01 (x264)", "host_name"),
+        (b"db login token=Hunter2Hunter2xyz at prod", "secret_field"),  # a named credential (hostile round 18, F3)
     ],
 )
 def test_a_name_address_or_home_path_in_a_videos_bytes_refuses_the_release(

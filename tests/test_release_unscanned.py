@@ -141,3 +141,49 @@ def test_a_secret_in_the_videos_metadata_refuses_the_release(run: Path, tmp_path
     code, lines = release(run, tmp_path / "rel", "--allow-violations")
     assert code == 1 and len(lines) == 1 and "in container metadata" in lines[0], lines
     assert not (tmp_path / "rel").exists()
+
+
+def _with_chapter(video: Path, title: str) -> None:
+    """``video`` remuxed (same packets) with one chapter titled ``title``: PyAV writes it as an mp4 chapter list
+    (``chpl``) and a chapter text track (a data stream), as ffmpeg and video editors do."""
+    import fractions
+
+    import av
+
+    chaptered = video.with_name("chaptered.mp4")
+    with av.open(str(video)) as inp, av.open(str(chaptered), "w", format="mp4") as out:
+        stream = out.add_stream_from_template(inp.streams.video[0])
+        for packet in inp.demux(inp.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = stream
+                out.mux(packet)
+        chapter = {
+            "id": 1,
+            "start": 0,
+            "end": 500,
+            "time_base": fractions.Fraction(1, 1000),
+            "metadata": {"title": title},
+        }
+        out.set_chapters([chapter])
+    with av.open(str(chaptered)) as back:  # the oracle: PyAV reads the chapter back
+        assert [c["metadata"]["title"] for c in back.chapters()] == [title]
+    chaptered.replace(video)
+
+
+def test_a_secret_in_a_videos_chapter_title_refuses_the_release(run: Path, tmp_path: Path) -> None:
+    _with_chapter(run / VIDEO, "db login token=Hunter2Hunter2xyz at prod")  # hostile round 18, F3
+    code, lines = release(run, tmp_path / "rel", "--allow-violations")
+    assert code == 1 and len(lines) == 1, lines
+    assert f"run/{VIDEO}: the video holds a match of rule secret_field in chapter 0 metadata" in lines[0]
+    assert "Hunter2" not in lines[0] and not (tmp_path / "rel").exists()
+
+
+def test_a_video_carrying_a_stream_other_than_video_is_refused_naming_it(run: Path, tmp_path: Path) -> None:
+    _with_chapter(run / VIDEO, "intro")  # no secret anywhere: its chapter text track is what release cannot read
+    code, lines = release(run, tmp_path / "rel", "--allow-violations")
+    assert lines == [
+        f"error: run/{VIDEO}: the video carries a data stream (stream 1), which release cannot read for secrets "
+        "(rollbench writes one video stream only); move the video out of the run, or re-encode it with its video "
+        "stream alone"
+    ]
+    assert code == 2 and not (tmp_path / "rel").exists()

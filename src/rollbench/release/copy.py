@@ -14,14 +14,16 @@ What is found and what replaces it: :mod:`rollbench.release.rules`. How each kin
   (:meth:`rollbench.release.redact.Releaser.parquet_file`);
 * other UTF-8 text (``.md``, ``.txt``, ``.csv``, ``.log``, ...): scanned line by line;
 * a run's own videos (``videos/KEY/chunk-CCC/file-FFF.mp4`` that open as one) are checked, not redacted: a secret
-  in their metadata or bytes refuses the release (:mod:`rollbench.release.kinds`);
+  in their metadata (chapters' too) or bytes, or a stream other than video, refuses the release
+  (:mod:`rollbench.release.kinds`);
 * anything else (a ``.npy``, an image, any binary release cannot read as text) refuses the release, naming the file
   (exit 2): nothing is copied unscanned. ``run.lock``, ``run.live.json`` and ``.staging/`` (uncommitted
   episodes) are not copied, and symbolic links are refused; MANIFEST.json lists what was left out and why.
 
 Invariants: sources are only read (copies, never moves); the output directory must not exist or be empty, and must
 not be a source or inside one (nor hold one); every released text is scanned again after redaction and any finding
-left is an error (nothing is written then). The released runs stay LeRobot datasets that ``rollbench grade``
+left is an error (nothing is written then); every released path is worked out and checked before the first write
+(two sources on one path, a run released as ``MANIFEST.json`` or ``labels``: :mod:`rollbench.release.layout`). The released runs stay LeRobot datasets that ``rollbench grade``
 scores as the originals (a secret inside an error message is replaced there too).
 
 Determinism: files are visited in a fixed order (the runs in the order given, then their files sorted by path, then
@@ -50,6 +52,7 @@ from rollbench.grading.grade import load_run_log
 from rollbench.record.safe_files import read_regular_bytes
 from rollbench.release.first_pass import learn_values
 from rollbench.release.kinds import VIDEO_BYTES_SCOPE, scan_kind
+from rollbench.release.layout import LABELS, check_files, check_runs, released_path, renamed, write_release
 from rollbench.release.redact import Released, Releaser, sha256_hex
 from rollbench.release.rules import BUILTIN, Scanner
 from rollbench.release.sources import (
@@ -133,14 +136,14 @@ def _build(
         for r, (files, _) in zip(runs, listed, strict=True)
         for p in files
     ]
-    sources += [(f"labels/{f.name}", f) for f in labels]
+    n_run = len(sources)  # then the label files: a source is one by its place, never by its path (a run named labels)
+    sources += [(f"{LABELS}/{f.name}", f) for f in labels]
     total = sum(os.lstat(p).st_size for _, p in sources)
     if total > MAX_RELEASE_BYTES:
         raise ConfigError(f"the release would be {total:,} bytes, over its {MAX_RELEASE_BYTES:,}-byte bound")
     try:  # each file read once, bounded, as a regular file (a FIFO or device swapped in since listing is refused)
         raws = [
-            read_regular_bytes(p, follow_links=rel.startswith("labels/"), max_bytes=MAX_FILE_BYTES)
-            for rel, p in sources
+            read_regular_bytes(p, follow_links=i >= n_run, max_bytes=MAX_FILE_BYTES) for i, (_, p) in enumerate(sources)
         ]
     except OSError as exc:
         raise ConfigError(f"cannot read a file to release: {exc}") from None
@@ -153,31 +156,32 @@ def _build(
         )
     idents = {r.name: RunIdentity.from_run_log(log, r) for log, r in zip(logs, runs, strict=True)}
     keys = {i.key for i in idents.values()}
-    episodes = recorded_episode_keys(idents, sources, raws)
+    episodes = recorded_episode_keys(idents, sources[:n_run], raws[:n_run])
     label_entries: dict[str, dict[str, Any]] = {}
     recorded = list(raws)  # the bytes as found: a file is ``unchanged`` in MANIFEST.json only when released as them
-    for i, (rel, p) in enumerate(sources):
-        if rel.startswith("labels/"):
-            raws[i], label_entries[rel] = only_released_labels(raws[i], keys, p, episodes)
+    for i, (rel, p) in enumerate(sources[n_run:], start=n_run):
+        raws[i], label_entries[rel] = only_released_labels(raws[i], keys, p, episodes)
     scanner = _scanner(
         runs, logs, rules_obj, [(p, raw, kind) for (_, p), raw, kind in zip(sources, raws, kinds, strict=True)]
     )
+    check_runs(runs, [released_path(scanner, r.name) for r in runs], bool(labels))  # before the first write
     releaser = Releaser(scanner)
     released = [
-        releaser.file(_released_path(scanner, rel), raw, kind)
+        releaser.file(released_path(scanner, rel), raw, kind)
         for (rel, _), raw, kind in zip(sources, raws, kinds, strict=True)
     ]
+    check_files([(f.path, p) for f, (_, p) in zip(released, sources, strict=True)])
     for f, raw in zip(released, recorded, strict=True):
         f.unchanged = f.data == raw
     label_entries = {
-        _released_path(scanner, rel): _redacted_keys(releaser, entries) for rel, entries in label_entries.items()
+        released_path(scanner, rel): _redacted_keys(releaser, entries) for rel, entries in label_entries.items()
     }
-    excluded = [{**e, "path": _released_path(scanner, e["path"])} for _, ex in listed for e in ex]
+    excluded = [{**e, "path": released_path(scanner, e["path"])} for _, ex in listed for e in ex]
     doc = manifest(released, excluded, scanner, when, when_source, runs, labels)
     doc["label_entries"] = label_entries
     if "video" in kinds:  # checked, not redacted: what of their bytes was searched
         doc["filters"]["video_bytes"] = VIDEO_BYTES_SCOPE
-    doc["grades"] = {_released_path(scanner, name): g for name, g in grades.items()}
+    doc["grades"] = {released_path(scanner, name): g for name, g in grades.items()}
     doc["warnings"] = _rewrites(scanner, [rel for rel, _ in sources]) + [w for f in released for w in f.warnings]
     if not dry_run:
         write_release(out, released, doc)
@@ -197,7 +201,7 @@ def _scanner(
     scanner = Scanner(hosts, users, rules, run_names=run_names)
     learn_values(scanner, [(raw, kind) for _, raw, kind in files], run_names)
     for r in runs:
-        derived, released_name = sanitize_segment(r.name, "run"), _released_path(scanner, r.name)
+        derived, released_name = sanitize_segment(r.name, "run"), released_path(scanner, r.name)
         if released_name != r.name and derived not in (r.name, "run"):
             scanner.alias(derived, released_name)
     return scanner
@@ -222,27 +226,7 @@ def _rewrites(scanner: Scanner, rels: list[str]) -> list[str]:
         for k, why in sorted(scanner.env_unused.items())
     ] + [f"{n} values found as credentials are redacted only where found (ordinary words, run names or over 256 "
          "characters: docs/release.md)" for n in [scanner.learnt.not_used] if n]  # fmt: skip
-    renamed = set()
-    for rel in rels:  # the first renamed segment's path: one line per renamed run directory or file
-        segs, new = rel.split("/"), _released_path(scanner, rel).split("/")
-        at = next((k for k, (a, b) in enumerate(zip(segs, new, strict=True)) if a != b), None)
-        if at is not None:
-            renamed.add("/".join(new[: at + 1]))
-    lines += [
-        f"{r} is released under a redacted name (a path segment held a secret or a private name)"
-        for r in sorted(renamed)
-    ]
-    return lines
-
-
-def _released_path(scanner: Scanner, rel: str) -> str:
-    """``rel`` with every path segment redacted (a run or file named after a host, a user or an address), in the
-    segment-safe form of its placeholder; a hex run in a segment is kept (a run named by a commit sha)."""
-    out = []
-    for seg in rel.split("/"):
-        new, pairs = scanner.redact(seg, structural=True)
-        out.append(sanitize_segment(new) if pairs else seg)
-    return "/".join(out)
+    return lines + renamed(scanner, rels)
 
 
 def _redacted_keys(releaser: Releaser, entries: dict[str, Any]) -> dict[str, Any]:
@@ -369,8 +353,8 @@ def manifest(
         "rollbench_release": 2,  # 2: no source hash (release 1 listed source_sha256)
         "date": date,
         "date_source": date_source,
-        "runs": [_released_path(scanner, r.name) for r in runs],
-        "labels": [_released_path(scanner, f"labels/{f.name}") for f in labels],
+        "runs": [released_path(scanner, r.name) for r in runs],
+        "labels": [released_path(scanner, f"{LABELS}/{f.name}") for f in labels],
         "files": [
             {
                 "path": f.path,
@@ -388,13 +372,3 @@ def manifest(
         "distinct_counts": scanner.distinct_counts(),
         "filters": scanner.describe(),
     }
-
-
-def write_release(out: Path, released: list[Released], doc: dict[str, Any]) -> None:
-    """Write every file, then MANIFEST.json (sorted keys, 2-space indent) last."""
-    from rollbench.record.files import atomic_write_bytes
-
-    out.mkdir(parents=True, exist_ok=True)
-    for f in released:
-        atomic_write_bytes(out / f.path, f.data, durable=False)
-    atomic_write_bytes(out / "MANIFEST.json", (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())

@@ -7,13 +7,16 @@ A release copies only what it scanned (issue 42). The kinds (:func:`scan_kind`):
 * ``text``: a file of a text suffix (:data:`TEXT_SUFFIXES`), or any file that is UTF-8 (no NUL in its first 8 KiB);
 * ``video``: an ``.mp4`` at the writer's own video path of a run (``RUN/videos/KEY/chunk-CCC/file-FFF.mp4``) that
   PyAV opens as a container with a video stream. A video cannot be redacted, so it is checked instead
-  (:func:`video_findings`): its container and stream metadata with every rule; its bytes with the rules whose
-  matches cannot occur by chance in compressed data (provider keys, PEM private keys, the releasing environment's
-  secret values); and every run of :data:`MIN_TEXT_RUN` or more printable ASCII bytes in it (a ``free`` or ``udta``
-  box's text, an encoder's SEI string) with the e-mail and home-path rules and the host, user and ``--rules``
-  literal names and learnt values (:mod:`rollbench.release.learnt`) of :data:`MIN_BYTE_NAME` or more characters. A finding refuses the release (nothing is written):
-  a video cannot be redacted in place. Not searched in video bytes (said by :data:`VIDEO_BYTES_SCOPE`): shorter
-  text runs, shorter names and the other rules (they match compressed data by chance);
+  (:func:`video_findings`): its container, stream and chapter metadata (a chapter's title) with every rule; its
+  bytes with the rules whose matches cannot occur by chance in compressed data (provider keys, PEM private keys,
+  the releasing environment's secret values); and every run of :data:`MIN_TEXT_RUN` or more printable ASCII bytes
+  in it (a ``free`` or ``udta`` box's text, a chapter list, an encoder's SEI string) with the e-mail, home-path and
+  named-credential rules (:data:`NAMED_RULES`: ``token=``, ``Bearer``, ...) and the host, user and ``--rules``
+  literal names and learnt values (:mod:`rollbench.release.learnt`) of :data:`MIN_BYTE_NAME` or more characters. A
+  finding refuses the release (nothing is written): a video cannot be redacted in place. Not searched in video bytes
+  (said by :data:`VIDEO_BYTES_SCOPE`): shorter text runs, shorter names and the other rules (they match compressed
+  data by chance). A video carrying a stream other than video (audio, subtitle or chapter text, data, attachment:
+  rollbench writes none) is refused too (:func:`video_unread`): release cannot read its samples;
 * anything else (a ``.npy``, a ``.png``, an ``.mp4`` elsewhere, a binary of any name) is ``None``: release refuses
   the run naming the file (exit 2) instead of copying bytes it never read as text.
 """
@@ -40,11 +43,18 @@ BYTE_RULES = frozenset(
 MIN_TEXT_RUN = 16
 TEXT_RUN = re.compile(rb"[\x20-\x7e]{%d,}" % MIN_TEXT_RUN)
 TEXT_RUN_RULES = frozenset({"email", "home_path"})
+# credentials named where they stand (``token=``, ``password:``, ``Bearer``, ``Authorization:``, ``Cookie:``, a URL's
+# ``user:PASSWORD@`` or ``?sig=``), searched in a video's text runs too (hostile18 F3: a chapter title written as
+# text in the file): each match needs its name or scheme spelt out, which compressed data does not hold by chance
+NAMED_RULES = frozenset(
+    {"secret_field", "bearer_token", "authorization", "cookie", "url_credential", "url_path_credential", "url_fragment"}
+)
 NAME_RULES = frozenset({"host_name", "user_name", "literal"})
 MIN_BYTE_NAME = 6  # a shorter name is a common token of encoder strings ("ref=3", "me=hex")
 VIDEO_BYTES_SCOPE = (
     "a video's bytes are searched for provider and private keys, the environment's secret values, and, in runs of "
-    f"{MIN_TEXT_RUN}+ printable characters, e-mail addresses, home paths, host/user/--rules names of "
+    f"{MIN_TEXT_RUN}+ printable characters, e-mail addresses, home paths, named credentials (token=, password:, "
+    "Bearer, Authorization, Cookie, URL passwords and secret query values), host/user/--rules names of "
     f"{MIN_BYTE_NAME}+ characters and values learnt as credentials; other rules and shorter names are not searched there"
 )
 
@@ -82,19 +92,34 @@ def scan_kind(rel: str, raw: bytes) -> str | None:
     return None
 
 
-def video_findings(raw: bytes, scanner: Scanner) -> list[str]:
-    """Where a video holds a secret, each as ``"RULE in WHERE"``: its container or stream metadata (every rule;
-    the tag's name is the field), or its bytes (:data:`BYTE_RULES`, environment secrets; text runs: see the module
-    docstring)."""
+def _video_parts(raw: bytes) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
+    """What a video carries besides its frames: ``(where, tags)`` of its container, each stream and each chapter
+    (a chapter's title is a tag), and the parts release cannot read, each described (a stream that is not video:
+    audio, subtitle or chapter text, data, attachment; rollbench writes one video stream only)."""
     import av
 
-    found: list[str] = []
     with av.open(io.BytesIO(raw), mode="r") as container:
-        tags = [("container", container.metadata)] + [(f"stream {s.index}", s.metadata) for s in container.streams]
-    for where, metadata in tags:
-        for key, value in (metadata or {}).items():
+        tags = [("container", dict(container.metadata or {}))]
+        tags += [(f"stream {s.index}", dict(s.metadata or {})) for s in container.streams]
+        tags += [(f"chapter {i}", dict(ch.get("metadata") or {})) for i, ch in enumerate(container.chapters())]
+        unread = [f"a {s.type} stream (stream {s.index})" for s in container.streams if s.type != "video"]
+    return tags, unread
+
+
+def video_findings(raw: bytes, scanner: Scanner) -> list[str]:
+    """Where a video holds a secret, each as ``"RULE in WHERE"``: its container, stream or chapter metadata (every
+    rule; the tag's name is the field), or its bytes (:func:`byte_findings`)."""
+    found: list[str] = []
+    for where, metadata in _video_parts(raw)[0]:
+        for key, value in metadata.items():
             found += [f"{f.rule} in {where} metadata" for f in scanner.find(str(key)) + scanner.find(str(value), key)]
     return found + byte_findings(raw, scanner)
+
+
+def video_unread(raw: bytes) -> list[str]:
+    """The parts of a video release cannot read for secrets (:func:`_video_parts`), each described; a video
+    holding one is refused (its text, a subtitle's or a chapter track's samples, is never scanned)."""
+    return _video_parts(raw)[1]
 
 
 def byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
@@ -112,6 +137,7 @@ def byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
             f"{f.rule} in its bytes (a text run at byte {run.start():,})"
             for f in scanner.find(run.group().decode("ascii"))
             if f.rule in TEXT_RUN_RULES
+            or f.rule in NAMED_RULES
             or f.rule.startswith("learnt:")
             or (f.rule in NAME_RULES and len(f.value) >= MIN_BYTE_NAME)
         ]

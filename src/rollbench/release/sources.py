@@ -29,6 +29,8 @@ def _is_inside(a: Path, b: Path) -> bool:
 def check_paths(runs: list[Path], labels: list[Path], out: Path) -> None:
     names = [r.name for r in runs]
     for r in runs:
+        if r.name in ("", ".", ".."):  # released as RUN/...: "." would put the run's files outside --out
+            raise ConfigError(f"the run {r} has no directory name of its own; give it by its folder's name (../NAME)")
         refuse_link(r)
         if not (r / "run.json").is_file():
             load_run_log(r)  # ConfigError: which of missing, not a directory, no run.json

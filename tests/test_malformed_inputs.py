@@ -81,6 +81,19 @@ def run_json_without_plan(work: Path) -> None:
     (work / "run/run.json").write_text(json.dumps(log))
 
 
+def planned_episode_field(field: str, value: object) -> Callable[[Path], None]:
+    """run.json's first planned episode with ``field`` of another JSON type (hostile round 18, b F2: a list or an
+    object there was hashed by the robustness-control check before its type was, a traceback in every reader)."""
+
+    def damage(work: Path) -> None:
+        log = json.loads((work / "run/run.json").read_text())
+        log["plan"]["episodes"][0][field] = value
+        (work / "run/run.json").write_text(json.dumps(log))
+
+    damage.__name__ = f"planned_episode_field({field}={value!r})"
+    return damage
+
+
 def info_json(text: str) -> Callable[[Path], None]:
     def damage(work: Path) -> None:
         (work / "run/meta/info.json").write_text(text)
@@ -119,6 +132,12 @@ CASES = [
     Case(nothing, ["grade", "TARGET"], 2, "does not exist"),
     Case(run_json_not_json, ["grade", "RUN"], 2, "run.json is not a rollbench run log: it is not readable JSON"),
     Case(run_json_without_plan, ["eval", "--resume", "RUN"], 2, "run.json is not a rollbench run log: it has no 'plan'"),
+    Case(planned_episode_field("trial", [0]), ["grade", "RUN"], 2,
+         "run.json is not a rollbench run log: plan.episodes.0.trial: Input should be a valid integer"),
+    Case(planned_episode_field("task", {"a": 1}), ["summarize", "RUN"], 2,
+         "run.json is not a rollbench run log: plan.episodes.0.task: Input should be a valid string"),
+    Case(planned_episode_field("trial", [0]), ["eval", "--resume", "RUN"], 2,
+         "run.json is not a rollbench run log: plan.episodes.0.trial: Input should be a valid integer"),
     Case(truncated_data_file, ["eval", "--resume", "RUN"], 2,
          "is damaged and cannot be resumed: data file data/chunk-000/file-001.parquet is unreadable"),
     Case(truncated_data_file, ["eval", *RUN_ARGS, "--out", "RUN"], 2, "is damaged and cannot be resumed"),

@@ -107,9 +107,11 @@ def _check_controls(episodes: list[dict[str, Any]], bad: Any) -> None:
     a task that is itself perturbed (two tasks naming each other count every pair twice), a task of another
     family, or one whose episode of the same trial is planned with another seed or horizon (an
     unrelated task). Issue 42, item 14."""
-    perturbed = {e.get("task") for e in episodes if isinstance(e.get("perturbation"), dict)}
-    by_trial = {(e.get("task"), e.get("trial")): e for e in episodes}
-    for i, e in enumerate(episodes):
+    # an episode whose task or trial is of another type is left to the run log model, which names the field
+    typed = [(i, e) for i, e in enumerate(episodes) if isinstance(e.get("task"), str) and type(e.get("trial")) is int]
+    perturbed = {e["task"] for _, e in typed if isinstance(e.get("perturbation"), dict)}
+    by_trial = {(e["task"], e["trial"]): e for _, e in typed}
+    for i, e in typed:
         control = e["perturbation"].get("control") if isinstance(e.get("perturbation"), dict) else None
         if not isinstance(control, str):
             continue

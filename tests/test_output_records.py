@@ -128,3 +128,35 @@ def test_record_names_are_the_names_their_writers_use() -> None:
     from rollbench.sequential.decision_log import LOG_NAME
 
     assert {LOG_NAME, RANKING, FILES_RECORD, ELIMINATION, STATE, "labels.json"} == set(RECORD_FILES)
+
+
+@pytest.mark.parametrize(
+    ("option", "name"),
+    [("--labels", "mine.json"), ("--rubric", "myrub.json"), ("PATHS", "export.json")],
+    ids=["label file of another name", "rubric file", "a dashboard export given as input"],
+)
+def test_report_out_naming_one_of_its_own_input_files_is_refused_and_the_file_kept(
+    study: tuple[Path, Path], tmp_path: Path, option: str, name: str
+) -> None:
+    """Hostile round 18 (b, F1): only labels.json was protected; ``--labels mine.json --out mine.json`` (or the
+    rubric, or an export given as input) wrote the report over what the command reads."""
+    run, _ = study
+    given = tmp_path / name
+    text = {"--labels": LABELS, "--rubric": '{"name": "myrub", "version": 1, "labels": ["good", "bad"]}'}
+    given.write_text(text.get(option, '{"runs": []}'))
+    before = given.read_bytes()
+    args = (
+        [run, "--labels", given]
+        if option == "--labels"
+        else [run, "--rubric", given]
+        if option == "--rubric"
+        else [given]
+    )
+    (tmp_path / "sub").mkdir()
+    out = tmp_path / "sub" / ".." / name  # another spelling of the same file
+    proc = invoke("report", *args, "--out", out)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"error: --out {out} is the file this command reads as {option} {given}; choose another path"
+    )
+    assert given.read_bytes() == before

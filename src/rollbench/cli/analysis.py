@@ -316,6 +316,7 @@ def report_cmd(
     from rollbench.analysis.sources import load_runs
     from rollbench.analysis.summarize import load_label_set
     from rollbench.record.files import write_outputs
+    from rollbench.record.safe_files import refuse_own_input
 
     if dashboard_url is not None and not dashboard_url.startswith(("http://", "https://")):
         _fail(f"--dashboard-url {dashboard_url!r} is not an http(s) URL")
@@ -324,6 +325,7 @@ def report_cmd(
         if plots is not None:
             check_output_path(plots, "--plots", directory=True)
         check_outputs(out_path, plots)
+        refuse_own_input(out_path, "--out", {"PATHS": paths, "--labels": [labels], "--rubric": [rubric]})
         rule = coverage_rule(min_coverage, exclude_policy_errors)
         status = stage("reading and grading the runs")  # progress on a terminal only (issue 42, item 20)
         with status:

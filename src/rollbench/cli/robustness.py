@@ -123,15 +123,17 @@ def _from_disk(run_dir: Path, as_json: bool, figure: Path | None, rule: Coverage
         print_study(out, study)
 
 
-def _check_figure(figure: Path) -> None:
-    """Exit 2 (one line) when ``--figure`` cannot be written as a file or lies inside a run directory (a PNG over
-    a run's meta/info.json: issue 42, item 8), before anything runs."""
+def _check_figure(figure: Path, inputs: dict[str, list[Any]]) -> None:
+    """Exit 2 (one line) when ``--figure`` cannot be written as a file, lies inside a run directory (a PNG over
+    a run's meta/info.json: issue 42, item 8) or is one of the command's own input files (``inputs``), before
+    anything runs."""
     from rollbench.core.paths import check_output_path
-    from rollbench.record.safe_files import refuse_inside_run
+    from rollbench.record.safe_files import refuse_inside_run, refuse_own_input
 
     try:
         check_output_path(figure, "--figure", directory=False)
         refuse_inside_run(figure, "--figure")
+        refuse_own_input(figure, "--figure", inputs)
     except ConfigError as exc:
         fail(str(exc))
 
@@ -157,7 +159,8 @@ def robustness_cmd(
     except ConfigError as exc:
         fail(str(exc))
     if figure is not None:
-        _check_figure(figure)
+        files = {f"--{k.replace('_', '-')}": [v] for k, v in options.items() if isinstance(v, str | Path)}
+        _check_figure(figure, {**files, "RUN_DIR": [run_dir]})
     if run_dir is not None:
         if given_flags(ctx, EVAL_OPTIONS) or out_dir is not None:
             fail("give a recorded RUN_DIR or a new study's --env/--policy (and options), not both")

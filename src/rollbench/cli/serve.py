@@ -118,9 +118,11 @@ def serve_policy_cmd(
 
     try:
         if log_requests is not None:
-            from rollbench.record.safe_files import refuse_inside_run
+            from rollbench.record.safe_files import refuse_inside_run, refuse_own_input
 
             refuse_inside_run(log_requests, "--log-requests")  # issue 42, item 8
+            inputs = {"--policy-options": [policy_options], "--obs-map": [obs_map]}
+            refuse_own_input(log_requests, "--log-requests", inputs)  # hostile round 18, b F1
         guard = _access(host, token, allow_host or [], protocol, path)
         limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
         batching = Batching(max_batch, batch_window_ms)

@@ -24,7 +24,7 @@ import errno
 import fnmatch
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -309,6 +309,30 @@ def refuse_inside_run(out: Path, option: str = "--out", own: str | None = None) 
     refuse_inside_release(out, option)
     refuse_shared_file(out, option)
     refuse_record(out, option, own)
+
+
+def refuse_own_input(out: Path, option: str, inputs: Mapping[str, Sequence[Path | str | None]]) -> None:
+    """ConfigError when output path ``out`` is one of the command's own input files (``inputs``: each option's name,
+    ``"PATHS"`` for the arguments, with the paths it was given; a value that is not an existing regular file is
+    left out, as text that names no file, e.g. a rubric's name): writing it would replace what the command reads
+    (``report --labels mine.json --out mine.json``: hostile round 18, b F1). Compared as files (device and inode),
+    so another spelling or a symbolic link of the same file counts."""
+    try:
+        st = os.stat(out)
+    except OSError:
+        return  # a new path is no input
+    for name, given in inputs.items():
+        for path in given:
+            if path is None:
+                continue
+            try:
+                other = os.stat(path)
+            except (OSError, ValueError):
+                continue
+            if stat.S_ISREG(other.st_mode) and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                raise ConfigError(
+                    f"{option} {out} is the file this command reads as {name} {path}; choose another path"
+                )
 
 
 def refuse_record(out: Path, option: str = "--out", own: str | None = None) -> None:

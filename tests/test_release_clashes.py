@@ -181,3 +181,41 @@ def test_a_run_given_as_dot_or_dotdot_is_refused_and_nothing_lands_outside_out(r
             f"error: the run {given} has no directory name of its own; give it by its folder's name (../NAME)"
         )
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_release_into_an_out_another_release_holds_or_filled_since_is_refused(
+    recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hostile round 18 (b, F3): two releases into one new --out both passed the "new or empty" check and wrote into
+    it, the last MANIFEST.json replacing the other. The write holds a lock on --out and finds it still empty."""
+    from rollbench.record.locks import DirLock
+    from rollbench.release import copy as release_copy
+
+    run = copy(recorded, tmp_path / "src" / "run")
+    out = tmp_path / "rel"
+    out.mkdir()
+    other = DirLock(out)
+    other.acquire()  # another release writing it (a separate open file description: flock refuses this one)
+    try:
+        code, err, _ = release(run, "--out", out)
+    finally:
+        other.release()
+    assert (code, err) == (
+        2,
+        [f"error: --out {out} is being written by another rollbench release; a release needs its own"],
+    )
+    assert list(out.iterdir()) == []
+    checked = release_copy.check_files
+
+    def another_release_writes_meanwhile(*args: object, **kwargs: object) -> object:
+        result = checked(*args, **kwargs)  # type: ignore[arg-type]
+        (out / "MANIFEST.json").write_text("{}")  # after this command's first check, before its first write
+        return result
+
+    monkeypatch.setattr(release_copy, "check_files", another_release_writes_meanwhile)
+    code, err, _ = release(run, "--out", out)
+    assert (code, err) == (
+        2,
+        [f"error: --out {out} is no longer empty (another release wrote into it); a release needs a fresh one"],
+    )
+    assert [p.name for p in out.iterdir()] == ["MANIFEST.json"] and (out / "MANIFEST.json").read_text() == "{}"

@@ -234,6 +234,7 @@ def folder_lock(out: Path) -> Iterator[None]:
     second ``rollbench checkpoints`` on it is refused (ConfigError, nothing written) instead of rewriting
     checkpoints.json from what it alone saw (hostile round 17, b F4). A file system that cannot lock a directory
     (some NFS mounts) takes no lock (:class:`~rollbench.record.locks.DirLock`)."""
+    created = not out.exists()
     make_dirs(out, "--out")
     lock = DirLock(out, timeout_s=0.5)
     try:
@@ -247,5 +248,10 @@ def folder_lock(out: Path) -> Iterator[None]:
         raise ConfigError(f"--out {out} cannot be locked: {exc.strerror or exc}") from None
     try:
         yield
+    except BaseException:
+        if created:  # a refusal before anything was written leaves no folder (only an empty one it made goes)
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
     finally:
         lock.release()

@@ -29,7 +29,7 @@ from rollbench.core.plan import make_plan
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.coverage import DEFAULT_RULE, CoverageRule, Outcome
 from rollbench.record.files import json_bytes, write_outputs
-from rollbench.record.locks import DirLock, LockHeld
+from rollbench.record.locks import directory_held
 from rollbench.record.runlog import read_run_log
 from rollbench.run.observer import RunObserver
 from rollbench.run.runners import Execution
@@ -236,22 +236,14 @@ def folder_lock(out: Path) -> Iterator[None]:
     (some NFS mounts) takes no lock (:class:`~rollbench.record.locks.DirLock`)."""
     created = not out.exists()
     make_dirs(out, "--out")
-    lock = DirLock(out, timeout_s=0.5)
+    busy = (
+        f"{out} is being written by another rollbench checkpoints process; wait for it to end, or choose another --out"
+    )
     try:
-        lock.acquire()
-    except LockHeld:
-        raise ConfigError(
-            f"{out} is being written by another rollbench checkpoints process; wait for it to end, or choose another "
-            "--out"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"--out {out} cannot be locked: {exc.strerror or exc}") from None
-    try:
-        yield
+        with directory_held(out, busy):
+            yield
     except BaseException:
         if created:  # a refusal before anything was written leaves no folder (only an empty one it made goes)
             with contextlib.suppress(OSError):
                 out.rmdir()
         raise
-    finally:
-        lock.release()

@@ -20,8 +20,11 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from rollbench.core.contracts import ConfigError
 
 RETRY_S = 0.05
 
@@ -165,3 +168,22 @@ def _held(path: Path, flags: int, is_kind: Callable[[int], bool]) -> bool:
     finally:
         os.close(fd)  # closing releases a probe's lock
     return False
+
+
+@contextmanager
+def directory_held(path: Path, busy: str) -> Iterator[None]:
+    """A :class:`DirLock` on the existing directory ``path`` held for the ``with`` block: ConfigError ``busy`` (one
+    line for the user) when another process holds it, ConfigError naming ``path`` when it cannot be locked. What a
+    command that writes a folder of its own for a long time takes (a checkpoints OUT, a release's --out), so a
+    second command on the same folder is refused instead of mixing two records."""
+    lock = DirLock(path, timeout_s=0.5)
+    try:
+        lock.acquire()
+    except LockHeld:
+        raise ConfigError(busy) from None
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be locked: {exc.strerror or exc}") from None
+    try:
+        yield
+    finally:
+        lock.release()

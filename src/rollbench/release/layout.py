@@ -134,17 +134,10 @@ def write_release(out: Path, released: list[Released], doc: dict[str, Any]) -> N
     still empty under that lock: ConfigError (nothing written) when another ``release`` holds it or wrote into it
     since the command's first check (two releases into one new --out: hostile round 18, b F3)."""
     from rollbench.record.files import atomic_write_bytes
-    from rollbench.record.locks import DirLock, LockHeld
+    from rollbench.record.locks import directory_held
 
     out.mkdir(parents=True, exist_ok=True)
-    lock = DirLock(out, timeout_s=0.5)
-    try:
-        lock.acquire()
-    except LockHeld:
-        raise ConfigError(
-            f"--out {out} is being written by another rollbench release; a release needs its own"
-        ) from None
-    try:
+    with directory_held(out, f"--out {out} is being written by another rollbench release; a release needs its own"):
         if any(out.iterdir()):
             raise ConfigError(
                 f"--out {out} is no longer empty (another release wrote into it); a release needs a fresh one"
@@ -152,5 +145,3 @@ def write_release(out: Path, released: list[Released], doc: dict[str, Any]) -> N
         for f in released:
             atomic_write_bytes(out / f.path, f.data, durable=False)
         atomic_write_bytes(out / MANIFEST, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
-    finally:
-        lock.release()

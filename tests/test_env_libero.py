@@ -334,13 +334,18 @@ def test_a_mujoco_other_than_the_reference_is_warned_about(monkeypatch) -> None:
     assert any("reflections and shadows are off" in w for w in FAMILY.run_warnings(fast))
 
 
-def test_the_assets_link_is_made_by_rollbench_with_libero_own_function() -> None:
+def test_the_assets_link_is_made_by_rollbench_with_libero_own_function(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pkg, assets = libero_setup.libero_dir(), libero_setup.assets_dir()
     if pkg is None or assets is None:
         pytest.skip("rpent-libero or the assets packages are not installed")
-    target = pkg / "assets"
-    if target.is_symlink():
-        target.unlink()  # as on a fresh install: rpent-libero ships no assets folder
+    # a package folder of its own, as on a fresh install (rpent-libero ships no assets folder): the installed one's
+    # link is never removed here, since other processes (CI runs the LeRobot lines beside this) read scenes through it
+    fresh = tmp_path / "site-packages" / "libero" / "libero"
+    fresh.mkdir(parents=True)
+    monkeypatch.setattr(libero_setup, "libero_dir", lambda: fresh)
+    target = fresh / "assets"
     assert not target.exists()
     assert libero_setup.link_assets() == assets
     assert target.is_symlink() and target.resolve() == assets.resolve() and (target / "scenes").is_dir()

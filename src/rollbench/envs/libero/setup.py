@@ -154,7 +154,7 @@ def link_assets() -> Path:
         with FileLock(str(cfg.parent / "assets-link.lock")):
             if target.resolve() != assets.resolve():
                 with contextlib.redirect_stdout(io.StringIO()):  # it prints what it did
-                    libero_assets_link(str(assets))
+                    libero_assets_link(str(assets), str(target))  # the package's own place, named
     except OSError as exc:
         raise ConfigError(f"cannot link LIBERO's assets folder {target} to {assets}: {exc}") from None
     return assets

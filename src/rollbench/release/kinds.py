@@ -16,7 +16,7 @@ A release copies only what it scanned (issue 42). The kinds (:func:`scan_kind`):
   finding refuses the release (nothing is written): a video cannot be redacted in place. Not searched in video bytes
   (said by :data:`VIDEO_BYTES_SCOPE`): shorter text runs, shorter names and the other rules (they match compressed
   data by chance). A video carrying a stream other than video (audio, subtitle or chapter text, data, attachment:
-  rollbench writes none) is refused too (:func:`video_unread`): release cannot read its samples;
+  rollbench writes none) is refused too (:func:`video_parts`): release cannot read its samples;
 * anything else (a ``.npy``, a ``.png``, an ``.mp4`` elsewhere, a binary of any name) is ``None``: release refuses
   the run naming the file (exit 2) instead of copying bytes it never read as text.
 """
@@ -92,10 +92,11 @@ def scan_kind(rel: str, raw: bytes) -> str | None:
     return None
 
 
-def _video_parts(raw: bytes) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
-    """What a video carries besides its frames: ``(where, tags)`` of its container, each stream and each chapter
-    (a chapter's title is a tag), and the parts release cannot read, each described (a stream that is not video:
-    audio, subtitle or chapter text, data, attachment; rollbench writes one video stream only)."""
+def video_parts(raw: bytes) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
+    """What a video carries besides its frames, read with one opening of the file: ``(where, tags)`` of its
+    container, each stream and each chapter (a chapter's title is a tag), and the parts release cannot read, each
+    described (a stream that is not video: audio, subtitle or chapter text, data, attachment; rollbench writes one
+    video stream only). A video holding such a part is refused: its samples are never scanned."""
     import av
 
     with av.open(io.BytesIO(raw), mode="r") as container:
@@ -106,20 +107,15 @@ def _video_parts(raw: bytes) -> tuple[list[tuple[str, dict[str, str]]], list[str
     return tags, unread
 
 
-def video_findings(raw: bytes, scanner: Scanner) -> list[str]:
-    """Where a video holds a secret, each as ``"RULE in WHERE"``: its container, stream or chapter metadata (every
-    rule; the tag's name is the field), or its bytes (:func:`byte_findings`)."""
+def video_findings(raw: bytes, tags: list[tuple[str, dict[str, str]]], scanner: Scanner) -> list[str]:
+    """Where a video holds a secret, each as ``"RULE in WHERE"``: its container, stream or chapter metadata
+    (``tags``, from :func:`video_parts`; every rule, the tag's name is the field), or its bytes
+    (:func:`byte_findings`)."""
     found: list[str] = []
-    for where, metadata in _video_parts(raw)[0]:
+    for where, metadata in tags:
         for key, value in metadata.items():
             found += [f"{f.rule} in {where} metadata" for f in scanner.find(str(key)) + scanner.find(str(value), key)]
     return found + byte_findings(raw, scanner)
-
-
-def video_unread(raw: bytes) -> list[str]:
-    """The parts of a video release cannot read for secrets (:func:`_video_parts`), each described; a video
-    holding one is refused (its text, a subtitle's or a chapter track's samples, is never scanned)."""
-    return _video_parts(raw)[1]
 
 
 def byte_findings(raw: bytes, scanner: Scanner) -> list[str]:

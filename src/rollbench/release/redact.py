@@ -17,7 +17,7 @@ from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.jsonfile import JsonRefused, loads_strict
 from rollbench.release.credentials import secret_path
-from rollbench.release.kinds import plain_byte_findings, scan_kind, video_findings, video_unread
+from rollbench.release.kinds import plain_byte_findings, scan_kind, video_findings, video_parts
 from rollbench.release.parquet_redact import TableRedaction
 from rollbench.release.parquet_text import UnscannableType, has_dictionary, has_text
 from rollbench.release.rules import Finding, Scanner
@@ -344,7 +344,7 @@ class Releaser:
         """The released form of ``raw`` (released as ``rel``), scanned as its ``kind``
         (:func:`rollbench.release.kinds.scan_kind`, computed when not given). RollbenchError when it cannot be
         redacted safely (a secret inside a video); ConfigError for a file release cannot scan (a video with a stream
-        other than video: :func:`rollbench.release.kinds.video_unread`)."""
+        other than video: :func:`rollbench.release.kinds.video_parts`)."""
         kind = kind or scan_kind(rel, raw)
         try:
             if kind in ("json", "jsonl"):
@@ -358,13 +358,13 @@ class Releaser:
             raise RollbenchError(f"{rel}: cannot be parsed for redaction ({why})") from None
         if kind != "video":
             raise ConfigError(f"{rel} is not a file release can scan for secrets; move it out of the run")
-        found = video_findings(raw, self.scanner)
+        tags, unread = video_parts(raw)
+        found = video_findings(raw, tags, self.scanner)
         if found:
             raise RollbenchError(
                 f"{rel}: the video holds a match of rule {found[0]}, which release cannot redact inside a video "
                 "(move the video out of the run, or re-encode it without that text)"
             )
-        unread = video_unread(raw)
         if unread:  # a subtitle's or chapter track's samples are text release never reads: refused, as a .npy is
             raise ConfigError(
                 f"{rel}: the video carries {unread[0]}, which release cannot read for secrets (rollbench writes one "

@@ -253,7 +253,7 @@ def _check_counts(
     recorded = len(seen)  # distinct episode rows (info.json counts each committed episode once)
     total_rows = sum(int(d["rows"]) for d in data.values())
     if info and not finished and _lags(info, recorded, total_rows):
-        return sorted(set(planned) - set(seen))
+        return missing
     if info and info.get("total_episodes") != recorded:
         violations.append(
             f"meta/info.json says total_episodes={info.get('total_episodes')} but {recorded} episodes are recorded"
@@ -262,7 +262,7 @@ def _check_counts(
         violations.append(
             f"meta/info.json says total_frames={info.get('total_frames')} but the data files hold {total_rows} rows"
         )
-    return sorted(set(planned) - set(seen))
+    return missing
 
 
 def _lags(info: dict[str, Any], recorded: int, total_rows: int) -> bool:

@@ -82,10 +82,13 @@ class ServerThread:
 
 
 @contextmanager
-def fake_peer(body: bytes, drip_s: float = 0.0, runs_listing: bytes | None = None) -> Iterator[str]:
+def fake_peer(
+    body: bytes, drip_s: float = 0.0, runs_listing: bytes | None = None, gate: threading.Event | None = None
+) -> Iterator[str]:
     """Serve on loopback and yield the peer's base URL. ``GET /api/runs`` answers ``runs_listing`` at once when it
     is given; every other GET (and ``/api/runs`` without a listing) answers ``body``, one byte every ``drip_s``
-    seconds when ``drip_s`` is set. The declared Content-Length is always the whole answer's."""
+    seconds when ``drip_s`` is set, and the rest at once after ``gate`` is set (a test's way to end its slow answers
+    when it has looked at them in flight). The declared Content-Length is always the whole answer's."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -97,7 +100,10 @@ def fake_peer(body: bytes, drip_s: float = 0.0, runs_listing: bytes | None = Non
             self.end_headers()
             try:
                 if drip_s and not listing:
-                    for b in data:
+                    for i, b in enumerate(data):
+                        if gate is not None and gate.is_set():
+                            self.wfile.write(data[i:])
+                            break
                         self.wfile.write(bytes([b]))
                         self.wfile.flush()
                         time.sleep(drip_s)

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -172,10 +173,11 @@ def test_slow_peer_downloads_are_bounded_and_the_central_pages_answer_while_they
     per peer and MAX_DOWNLOADS in all are in flight, one per video; a request past them is a 503 at once, and the
     pages answer while the downloads run; the downloads themselves still complete with the peer's bytes."""
     monkeypatch.setattr(media_cache, "MAX_DOWNLOADS", 3)
-    body = bytes(range(100))  # one byte every 0.2 s: each download takes ~20 s, within the 60 s bound
+    body = bytes(range(100))  # one byte every 0.2 s until the test has looked (then the rest): within the 60 s bound
+    gate = threading.Event()
     with (
-        fake_peer(body, drip_s=0.2, runs_listing=listing(3)) as a,
-        fake_peer(body, drip_s=0.2, runs_listing=listing(3, host="g")) as b,
+        fake_peer(body, drip_s=0.2, runs_listing=listing(3), gate=gate) as a,
+        fake_peer(body, drip_s=0.2, runs_listing=listing(3, host="g"), gate=gate) as b,
     ):
         central = ServerThread([], tmp_path / "cl.json", peers=[a, b], cache_dir=tmp_path / "cc").start()
         try:
@@ -192,6 +194,7 @@ def test_slow_peer_downloads_are_bounded_and_the_central_pages_answer_while_they
                         ("/media/h/r/n/2/top", "/media/g/r/n/1/top", "/media/h/r/n/0/top")}  # fmt: skip
                 pages = [httpx.get(central.url + p, timeout=60) for p in ("/", "/api/runs")]
                 in_flight = not any(f.done() for f in downloads)
+                gate.set()
                 done = [f.result() for f in downloads]
             again = httpx.get(central.url + "/media/g/r/n/1/top", timeout=120)  # its slot was given back
         finally:

@@ -46,9 +46,10 @@ class _Noted:
 
 def test_a_closed_policy_is_finalised_off_the_thread_that_drops_it_last() -> None:
     seen: list[str] = []
+    before = set(threading.enumerate())  # threads of earlier tests in this process (a hung policy's) are not waited on
     deadline = Deadline(lambda: as_batch_policy(_Noted(seen), lambda: _Noted(seen), 1), 30.0, "policy")
     deadline.close()
-    for thread in threading.enumerate():  # the close's helper thread let go of the policy: the main thread is last
+    for thread in set(threading.enumerate()) - before:  # the close's helper let go of the policy: main is last
         if thread.name.startswith("rollbench-policy-c"):
             thread.join(10)
     del deadline

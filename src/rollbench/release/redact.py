@@ -260,7 +260,10 @@ class Releaser:
             redactions += _record(rel, prefix + path, pairs)
             for f, ph in pairs:
                 swaps[(f.value, _standing(s, f))] = ph
-        for (value, standing), ph in sorted(swaps.items(), key=lambda kv: -len(kv[0][0])):
+        # longest first; of one value, whole before word before inside (each later pattern finds every earlier
+        # one's matches: a value whole in one field and a word in another would else be found twice, then not at all)
+        order = ("whole", "word", "inside")
+        for (value, standing), ph in sorted(swaps.items(), key=lambda kv: (-len(kv[0][0]), order.index(kv[0][1]))):
             enc = json.dumps(value)[1:-1]
             if standing == "whole":
                 pattern, repl = re.escape(f'"{enc}"'), f'"{ph}"'

@@ -63,9 +63,11 @@ def episode_key(run: Path) -> str:
     return f"{ident['host']}/{ident['robot']}/{ident['name']}/0"
 
 
-def label_file(path: Path, key: str, annotator: str, note: str, history: list[tuple[str, str]]) -> Path:
+def label_file(
+    path: Path, key: str, annotator: str, note: str, history: list[tuple[str, str]], ascii_only: bool = True
+) -> Path:
     """A dashboard label file as a hand would write it (indent 1: not a style rollbench writes, so it is redacted in
-    place), one label of ``key`` with ``history`` entries ``(annotator, note)``."""
+    place; UTF-8 text unless ``ascii_only``), one label of ``key`` with ``history`` entries ``(annotator, note)``."""
     entry = {
         "label": "succeeded",
         "note": note,
@@ -74,8 +76,8 @@ def label_file(path: Path, key: str, annotator: str, note: str, history: list[tu
         "history": [{"label": "failed", "note": n, "annotator": a, "labeled_at": "2026-11-30T00:00:00Z"}
                     for a, n in history],
     }  # fmt: skip
-    path.write_text(json.dumps({"version": 1, "rubric": {"name": "outcome-v1", "version": 1}, "labels": {key: entry}},
-                               indent=1))  # fmt: skip
+    doc = {"version": 1, "rubric": {"name": "outcome-v1", "version": 1}, "labels": {key: entry}}
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=ascii_only), encoding="utf-8")
     return path
 
 
@@ -316,3 +318,21 @@ def test_names_left_out_are_counted_and_said_in_one_warning_line(recorded: Path,
     assert USER_PLACEHOLDER.fullmatch(entry["annotator"]) and entry["history"][0]["note"] == "by expert"
     learnt = json.loads((rel / "MANIFEST.json").read_text())["filters"]["learnt_names"]
     assert (learnt["used"], learnt["not_used"]) == (0, 2)
+
+
+def test_a_non_ascii_annotator_name_in_a_hand_written_utf8_label_file_is_replaced_everywhere(
+    recorded: Path, tmp_path: Path
+) -> None:
+    """A label file written as UTF-8 text (not ``\\u`` escapes) in a style rollbench does not write is redacted in
+    place: the name is replaced in its UTF-8 spelling (it was refused, exit 1, "could not replace it")."""
+    run = run_with(recorded, tmp_path, {"n.txt": "jürgen and jürgens\n"})
+    labels = label_file(tmp_path / "labels.json", episode_key(run), "jürgen", "by jürgen", [], ascii_only=False)
+    assert "jürgen".encode() in labels.read_bytes()
+    rel = tmp_path / "rel"
+    done = invoke("release", run, "--labels", labels, "--out", rel, "--date", DATE, env=AS_RELEASER)
+    assert done.returncode == 0, done.stderr
+    (entry,) = json.loads((rel / "labels/labels.json").read_text())["labels"].values()
+    one = entry["annotator"]
+    assert USER_PLACEHOLDER.fullmatch(one) and entry["note"] == f"by {one}"
+    assert (rel / "run/notes/n.txt").read_text() == f"{one} and jürgens\n"  # a longer word keeps it
+    assert holding(rel, "jürgen") == ["run/notes/n.txt"] and holding(rel, "j\\u00fcrgen") == []

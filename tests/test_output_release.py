@@ -53,7 +53,7 @@ def test_report_out_or_plots_in_a_release_is_refused_and_the_manifest_keeps_its_
         assert proc.stderr.strip() == _refusal(option, out, rel)
     assert manifest.read_bytes() == before
     assert not (rel / "report.html").exists() and not (rel / "labels" / "figs").exists()
-    assert json.loads(before)["rollbench_release"] == 2
+    assert json.loads(before)["rollbench_release"] == 3
 
 
 @pytest.mark.slow

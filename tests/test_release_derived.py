@@ -107,7 +107,7 @@ def test_manifest_holds_no_field_derived_from_a_redacted_source(run: Path, tmp_p
     code, _, err = _release(run, tmp_path / "rel")
     assert code == 0, err
     manifest = json.loads((tmp_path / "rel/MANIFEST.json").read_text())
-    assert manifest["rollbench_release"] == 2
+    assert manifest["rollbench_release"] == 3
     sources = {p.relative_to(run.parent).as_posix(): p.read_bytes() for p in run.rglob("*") if p.is_file()}
     changed = []
     for f in manifest["files"]:

@@ -23,6 +23,7 @@ import rollbench
 from agent_double import serve_as_provider
 from cli_in_process import invoke
 from rollbench.api import evaluate, grade
+from rollbench.release.manifest import filters
 from rollbench.release.redact import Releaser
 from rollbench.release.rules import Scanner, environment_secrets
 
@@ -216,7 +217,7 @@ def test_a_secret_value_is_found_inside_a_longer_word_and_never_shown_in_the_fil
         ("environment:HF_TOKEN", "env_secret", SERVER_TOKEN)
     ]
     assert scanner.redact(text)[0] == "prefix<REDACTED:env_secret:1>suffix"
-    described = json.dumps(scanner.describe())
+    described = json.dumps(filters(scanner))
     assert SERVER_TOKEN not in described and "HF_TOKEN" in described
 
 

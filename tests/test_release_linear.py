@@ -26,6 +26,7 @@ import pytest
 
 from rollbench.core import secret_echo, urlcreds
 from rollbench.release import credentials, patterns, rules
+from rollbench.release.learnt import LearntNames
 from rollbench.release.rules import Scanner
 
 ALPHABET = frozenset(chr(i) for i in range(256)) | {"é", "\u200b", "Ω"}
@@ -211,6 +212,10 @@ def _patterns() -> dict[str, re.Pattern[str]]:
     scanner.learnt.compile()
     assert scanner.learnt.pattern is not None
     named["learnt.trie"] = scanner.learnt.pattern
+    names = LearntNames({"kwendeborn": "annotator", "kwen": "annotator", "Jane Doe": "annotator"})
+    names.compile()  # the trie of learnt names, bounded by words of any script (hostile19 F2)
+    assert names.pattern is not None
+    named["learnt.names"] = names.pattern
     named |= {f"secret_echo.run{i}": run[0] for i, run in enumerate(scanner.echo._runs)}
     return named
 

@@ -22,7 +22,8 @@ What is found and what replaces it: :mod:`rollbench.release.rules`. How each kin
 
 Invariants: sources are only read (copies, never moves); the output directory must not exist or be empty, and must
 not be a source or inside one (nor hold one); every released text is scanned again after redaction and any finding
-left is an error (nothing is written then); every released path is worked out and checked before the first write
+left is an error (nothing is written then), and so is MANIFEST.json's, read back from its final bytes
+(:func:`rollbench.release.manifest.check_manifest`); every released path is worked out and checked before the first write
 (two sources on one path, a run released as ``MANIFEST.json`` or ``labels``: :mod:`rollbench.release.layout`). The released runs stay LeRobot datasets that ``rollbench grade``
 scores as the originals (a secret inside an error message is replaced there too).
 
@@ -53,7 +54,8 @@ from rollbench.record.safe_files import read_regular_bytes
 from rollbench.release.first_pass import learn_values
 from rollbench.release.kinds import VIDEO_BYTES_SCOPE, scan_kind
 from rollbench.release.layout import LABELS, check_files, check_runs, released_path, renamed, write_release
-from rollbench.release.redact import Released, Releaser, sha256_hex
+from rollbench.release.manifest import check_manifest, check_rules_shown, manifest, manifest_bytes
+from rollbench.release.redact import Releaser
 from rollbench.release.rules import BUILTIN, Scanner
 from rollbench.release.sources import (
     MAX_FILE_BYTES,
@@ -183,8 +185,10 @@ def _build(
         doc["filters"]["video_bytes"] = VIDEO_BYTES_SCOPE
     doc["grades"] = {released_path(scanner, name): g for name, g in grades.items()}
     doc["warnings"] = _rewrites(scanner, [rel for rel, _ in sources]) + [w for f in released for w in f.warnings]
+    data = manifest_bytes(doc)
+    check_manifest(scanner, data)  # released too: a value release replaced must not be in it (nothing written)
     if not dry_run:
-        write_release(out, released, doc)
+        write_release(out, released, data)
     return doc
 
 
@@ -200,6 +204,7 @@ def _scanner(
     run_names = _run_names(logs)
     scanner = Scanner(hosts, users, rules, run_names=run_names)
     learn_values(scanner, [(raw, kind) for _, raw, kind in files], run_names)
+    check_rules_shown(scanner, rules)
     for r in runs:
         derived, released_name = sanitize_segment(r.name, "run"), released_path(scanner, r.name)
         if released_name != r.name and derived not in (r.name, "run"):
@@ -225,7 +230,9 @@ def _rewrites(scanner: Scanner, rels: list[str]) -> list[str]:
         f"environment variable {k} is not used for redaction: its value {why}"
         for k, why in sorted(scanner.env_unused.items())
     ] + [f"{n} values found as credentials are redacted only where found (ordinary words, run names or over 256 "
-         "characters: docs/release.md)" for n in [scanner.learnt.not_used] if n]  # fmt: skip
+         "characters: docs/release.md)" for n in [scanner.learnt.not_used] if n] + [
+         f"{n} names found as annotators are redacted only where found (common words, words of run names, under 3 "
+         "or over 256 characters: docs/release.md)" for n in [scanner.names.not_used] if n]  # fmt: skip
     return lines + renamed(scanner, rels)
 
 
@@ -331,44 +338,3 @@ def only_released_labels(
     keys = sorted(e["episode"] for _, e in kept_lines if e is not None)
     data = b"".join(ln for ln, _ in kept_lines) if len(kept_lines) < len(entries) else raw
     return data, {"kept": keys, "left_out": left_out, "left_out_unrecorded": gone}
-
-
-def manifest(
-    released: list[Released],
-    excluded: list[dict[str, str]],
-    scanner: Scanner,
-    date: str,
-    date_source: str,
-    runs: list[Path],
-    labels: list[Path],
-) -> dict[str, Any]:
-    """MANIFEST.json: files with their release sha256, size and whether each is released byte for byte as
-    recorded (``unchanged``), every redaction (file, field, rule, category, placeholder), counts per category (occurrences: ``redaction_counts``; distinct values: ``distinct_counts``),
-    the filters used, excluded files, the date and where it came from."""
-    redactions = [r for f in released for r in f.redactions]
-    counts: dict[str, int] = {}
-    for r in redactions:
-        counts[r["category"]] = counts.get(r["category"], 0) + 1
-    return {
-        "rollbench_release": 2,  # 2: no source hash (release 1 listed source_sha256)
-        "date": date,
-        "date_source": date_source,
-        "runs": [released_path(scanner, r.name) for r in runs],
-        "labels": [released_path(scanner, f"{LABELS}/{f.name}") for f in labels],
-        "files": [
-            {
-                "path": f.path,
-                "unchanged": f.unchanged,
-                "release_sha256": sha256_hex(f.data),
-                "bytes": len(f.data),
-                "redactions": len(f.redactions),
-            }
-            for f in released
-        ],
-        "excluded": excluded,
-        "redactions": redactions,
-        "redaction_counts": dict(sorted(counts.items())),
-        "distinct_secrets": len(scanner.placeholders),
-        "distinct_counts": scanner.distinct_counts(),
-        "filters": scanner.describe(),
-    }

@@ -12,7 +12,11 @@ refuses it. Not taught: a value shorter than :data:`rollbench.release.learnt.MIN
 whole one finding of a rule that finds it anywhere by itself (a provider key, a hex token, an environment value, a
 host name: that rule's placeholder stays); and, counted in ``not_used``, a value longer than
 :data:`rollbench.release.learnt.MAX_LENGTH`, an ordinary word or (part of) a run's own name
-(:func:`rollbench.release.rules.ordinary_value`)."""
+(:func:`rollbench.release.rules.ordinary_value`).
+
+Names (hostile19 F2): a value release redacts as a user name by the field holding it (a label's ``annotator``:
+:meth:`rollbench.release.rules.Scanner.field_name`) is learnt too, and redacted wherever else it stands as a whole
+word, as written (:class:`rollbench.release.learnt.LearntNames`), unless :func:`unused_name` leaves it out."""
 
 from __future__ import annotations
 
@@ -25,10 +29,18 @@ import pyarrow.parquet as pq
 
 from rollbench.core.jsonfile import loads_strict
 from rollbench.release import credentials as cred
-from rollbench.release.learnt import LEARNT_RULES, MAX_LENGTH, MIN_LENGTH, taught
+from rollbench.release.learnt import (
+    LEARNT_RULES,
+    MAX_LENGTH,
+    MIN_LENGTH,
+    NAME_BOUNDARY,
+    NAME_MIN_LENGTH,
+    LearntNames,
+    taught,
+)
 from rollbench.release.parquet_text import UnscannableType, map_table
 from rollbench.release.redact import _field_leaf, _json_metadata
-from rollbench.release.rules import BUILTIN, HASH_FIELDS, PLACEHOLDER, Scanner, ordinary_value
+from rollbench.release.rules import BUILTIN, COMMON_NAMES, HASH_FIELDS, PLACEHOLDER, Scanner, ordinary_value
 
 _MAY_HOLD = re.compile(r"[:=]|(?i:bearer)")  # a pair's or header's separator, a URL's, Bearer's scheme word
 
@@ -63,9 +75,14 @@ class _Pass:
     def __init__(self, scanner: Scanner) -> None:
         self.scanner = scanner
         self.found: dict[str, tuple[str, str]] = {}
+        self.names: dict[str, str] = {}  # a user name found by its field (a label's annotator) -> that rule
         self._spelled: dict[str, str] = {}
 
     def take(self, text: str, field: str | None) -> None:
+        if field is not None and text.strip() and not PLACEHOLDER.fullmatch(text) and text != "<redacted>":
+            named = self.scanner.field_name(text, field)
+            if named is not None and named.category == "user_name":
+                self.names.setdefault(text.strip(), named.rule)
         for rule, category, value in context_findings(self.scanner, text, field):
             for v in taught(rule, value):
                 if len(v) >= MIN_LENGTH:
@@ -135,3 +152,35 @@ def learn_values(scanner: Scanner, files: list[tuple[bytes, str | None]], run_na
         else:
             scanner.learnt.add(value, category, rule)
     scanner.learnt.compile()
+    scanner.learn_names(_names_used(scanner, learning.names, run_names))
+
+
+def unused_name(scanner: Scanner, name: str, run_names: set[str]) -> str | None:
+    """Why a user name found by its field (``name``: a label's annotator) is not redacted wherever else it stands, or
+    None when it is: shorter than :data:`NAME_MIN_LENGTH` or longer than :data:`MAX_LENGTH` characters, a common word
+    (:data:`rollbench.release.rules.COMMON_NAMES`), a word of one of ``run_names`` (the runs' own task, env, policy,
+    robot and host names: ``expert`` of ``scripted-expert``) or holding a placeholder; ``"found"`` when the scanner
+    already finds it whole by another rule (this machine's user, an e-mail address): redacted everywhere by that."""
+    own = scanner.find(name)
+    if len(own) == 1 and (own[0].start, own[0].end) == (0, len(name)):
+        return "found"
+    if not NAME_MIN_LENGTH <= len(name) <= MAX_LENGTH or name.lower() in COMMON_NAMES or "REDACTED" in name.upper():
+        return "a common word, or of a length release does not match everywhere"
+    word = re.compile(rf"(?<!{NAME_BOUNDARY}){re.escape(name)}(?!{NAME_BOUNDARY})")
+    if any(word.search(n) for n in run_names):
+        return "a word of the runs' own names"
+    return None
+
+
+def _names_used(scanner: Scanner, names: dict[str, str], run_names: set[str]) -> LearntNames:
+    """The user names of ``names`` that :func:`unused_name` keeps, compiled; the others counted in ``not_used``
+    (a name another rule finds whole is not counted: it is redacted everywhere)."""
+    learnt = LearntNames()
+    for name, rule in names.items():
+        why = unused_name(scanner, name, run_names)
+        if why is None:
+            learnt.names[name] = rule
+        elif why != "found":
+            learnt.not_used += 1
+    learnt.compile()
+    return learnt

@@ -19,10 +19,8 @@ composed and decomposed forms) as one file, so one of the two would overwrite th
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from pathlib import Path
-from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
@@ -128,9 +126,9 @@ def check_files(files: list[tuple[str, Path]]) -> None:
             )
 
 
-def write_release(out: Path, released: list[Released], doc: dict[str, Any]) -> None:
-    """Write every file (each released path once: :func:`check_files` was passed), then MANIFEST.json (sorted keys,
-    2-space indent) last, holding a lock on ``out`` (:class:`~rollbench.record.locks.DirLock`) and having found it
+def write_release(out: Path, released: list[Released], manifest: bytes) -> None:
+    """Write every file (each released path once: :func:`check_files` was passed), then MANIFEST.json (``manifest``,
+    its bytes as checked: :func:`rollbench.release.manifest.check_manifest`) last, holding a lock on ``out`` (:class:`~rollbench.record.locks.DirLock`) and having found it
     still empty under that lock: ConfigError (nothing written) when another ``release`` holds it or wrote into it
     since the command's first check (two releases into one new --out: hostile round 18, b F3)."""
     from rollbench.record.files import atomic_write_bytes
@@ -144,4 +142,4 @@ def write_release(out: Path, released: list[Released], doc: dict[str, Any]) -> N
             )
         for f in released:
             atomic_write_bytes(out / f.path, f.data, durable=False)
-        atomic_write_bytes(out / MANIFEST, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
+        atomic_write_bytes(out / MANIFEST, manifest)

@@ -93,3 +93,30 @@ class LearntValues:
     def canonical(self, matched: str) -> str:
         """The value as learnt for a ``matched`` form of it: its placeholder's key, so every form shares one."""
         return self.forms.get(matched.lower(), (matched, "", ""))[0]
+
+
+NAME_MIN_LENGTH = 3  # a shorter name (``"x"``, ``"t"``) is redacted only in its field, as the other user names
+NAME_BOUNDARY = r"[^\W_]"  # a letter or digit of any script: a name is matched only where none stands beside it
+
+
+@dataclass
+class LearntNames:
+    """User names learnt where they stand (a label's ``annotator``: :meth:`rollbench.release.rules.Scanner.field_name`),
+    redacted wherever else they stand in the release (hostile19 F2): ``names`` in the order met, each with the rule
+    that found it; ``not_used``: how many the bounds left out (:func:`rollbench.release.first_pass.learn_values`).
+
+    A name is matched as written (case-sensitive) and as a whole word: no letter or digit of any script on either side
+    (``kwendeborn:`` and ``kwendeborn_notes`` are, ``kwendeborns`` and ``anaïs`` for ``ana`` are not); the names are
+    one regex, a trie, as learnt values are."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    not_used: int = 0
+    pattern: re.Pattern[str] | None = None
+
+    def compile(self) -> None:
+        if self.names:
+            body = _trie(sorted(self.names))
+            self.pattern = re.compile(rf"(?<!{NAME_BOUNDARY})(?:{body})(?!{NAME_BOUNDARY})")
+
+    def count(self) -> int:
+        return len(self.names)

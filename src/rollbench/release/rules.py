@@ -52,12 +52,15 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   (``host``, ``user``, a label's ``annotator``); a host name as the first segment of an identity key ``HOST/ROBOT/NAME[/EPISODE]``
   (labels, URLs) is matched at any length (rule ``host_segment``), and replaced by the segment-safe form of its
   placeholder (``REDACTED-host_name-1-``, what run.json's ``identity.host`` gets), so released labels still join;
+  a name redacted by its field (:meth:`Scanner.field_name`: a label's annotator) is learnt by the first pass and
+  matched wherever it stands too (:class:`rollbench.release.learnt.LearntNames`: as written, a whole word);
 * ``learnt:RULE`` (the category of the finding that taught it): a value one of the context rules (``RULE``:
   ``secret_field``, ``bearer_token``, ``authorization``, ``cookie``, the URL rules, ``malformed_hash``) found in some
   file of the release, wherever else it stands (:mod:`rollbench.release.learnt`: 8 to 256 characters, not an ordinary
   word; found by a first pass over every file, :mod:`rollbench.release.first_pass`);
 * ``--rules FILE``: extra ``{"patterns": [{"name", "regex", "category"}], "literals": [{"value", "category"}],
-  "allow": [regex...]}``; a match of an ``allow`` regex is never redacted.
+  "allow": [regex...]}``; a match of an ``allow`` regex is never redacted. MANIFEST.json shows the patterns' names
+  and categories only, never a regex nor an allow pattern (:mod:`rollbench.release.manifest`).
 
 Overlapping matches: the earliest start wins, then the longest; a match that runs past the end of the one kept
 extends it (one placeholder over both), so no part of either is left. Placeholders are numbered per category in the order
@@ -80,7 +83,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.secret_echo import SecretEcho
 from rollbench.release import credentials as cred
-from rollbench.release.learnt import LEARNT_RULES, MAX_LENGTH, MIN_LENGTH, LearntValues
+from rollbench.release.learnt import LearntNames, LearntValues
 from rollbench.release.patterns import BUILTIN
 from rollbench.release.user_rules import linear_pattern, rule_entries
 
@@ -91,6 +94,7 @@ COMMON_NAMES = frozenset(
     {
         "root", "user", "admin", "ubuntu", "runner", "debian", "localhost", "vm", "host", "test", "ray", "dev",
         "docker", "agent", "robot", "local", "server", "jenkins", "gitlab", "github", "ci", "ml", "gpu", "node",
+        "unknown", "nobody", "anonymous", "default", "none", "null",  # the dashboard's annotator with no OS user
     }
 )  # fmt: skip
 
@@ -202,7 +206,7 @@ class Scanner:
         secrets = {k: v for k, v in secrets.items() if k not in self.env_unused}
         self.env_names = sorted(secrets)  # only the names are ever shown
         self.echo = SecretEcho(secrets)  # their other forms (rollbench.core.secret_echo): a string redacted whole
-        for name, value in secrets.items():  # after BUILTIN: describe() shows BUILTIN's regexes, never these
+        for name, value in secrets.items():  # after BUILTIN: MANIFEST.json shows BUILTIN's regexes only
             pat = re.compile(re.escape(value), re.IGNORECASE)  # in any letter case: KEY.upper() too (hostile6 F2)
             self.patterns.append((f"environment:{name}", "env_secret", pat, 0))
         self.field_only: dict[str, set[str]] = {"host_name": set(), "user_name": set()}
@@ -228,6 +232,14 @@ class Scanner:
         self.placeholders: dict[str, str] = {}
         self._counts: Counter[str] = Counter()
         self.learnt = LearntValues()  # filled by the first pass (rollbench.release.first_pass)
+        self.names = LearntNames()  # likewise: user names found where they stand (a label's annotator)
+
+    def learn_names(self, names: LearntNames) -> None:
+        """Redact ``names`` (compiled; the first pass's :class:`LearntNames`) wherever they stand, as the other user
+        names (rule and category ``user_name``: whole words, as written)."""
+        self.names = names
+        if names.pattern is not None:
+            self.patterns.append(("user_name", "user_name", names.pattern, 0))
 
     def alias(self, value: str, released: str) -> None:
         """Replace ``value`` (a run's name derived from its redacted directory name: ``bob.jones-corp-secret.com``
@@ -245,52 +257,12 @@ class Scanner:
                 raise ConfigError(f'--rules: patterns[{i}] is not an object with a string "name" and "regex"')
             category = str(p.get("category", "custom"))
             self.patterns.append((p["name"], category, linear_pattern(p["regex"], f"patterns[{i}]"), 0))
-            self.extra.append({"name": p["name"], "category": category, "regex": p["regex"]})
+            self.extra.append({"name": p["name"], "category": category})  # never the regex (MANIFEST.json)
         for i, lit in enumerate(rule_entries(rules, "literals")):
             if not isinstance(lit, dict) or not isinstance(lit.get("value"), str):
                 raise ConfigError(f'--rules: literals[{i}] is not an object with a string "value"')
             self.literals.append((lit["value"], str(lit.get("category", "custom"))))
         self.allow = [linear_pattern(a, f"allow[{i}]") for i, a in enumerate(rule_entries(rules, "allow"))]
-
-    def describe(self) -> dict[str, Any]:
-        """The filters, for MANIFEST.json: rule names and regexes; literal names only by placeholder/count."""
-        return {
-            "rules": [{"name": n, "category": c, "regex": p.pattern} for n, c, p, _ in self.patterns[: len(BUILTIN)]],
-            "high_entropy": {
-                "min_length": 32,
-                "max_length": 200,
-                "min_bits_per_char": ENTROPY_MIN_BITS,
-                "min_unbroken_piece": ENTROPY_MIN_PIECE,
-            },
-            "hex_string": {
-                "min_length": 32,
-                "min_distinct_digits": HEX_MIN_DISTINCT,
-                "hash_fields": {k: {"form": f.pattern, "strict": st} for k, (f, st) in HASH_FIELDS.items()},
-            },
-            "environment": {
-                "variables": self.env_names,
-                "not_used": sorted(self.env_unused),
-                "min_length": ENV_MIN_LENGTH,
-                "values": "never shown",
-            },
-            "learnt_values": {
-                "rules": list(LEARNT_RULES),
-                "min_length": MIN_LENGTH,
-                "max_length": MAX_LENGTH,
-                "used": self.learnt.count(),
-                "not_used": self.learnt.not_used,
-                "values": "never shown",
-            },
-            "extra_rules": self.extra,
-            "literal_names": {
-                "host_name": sum(1 for _, c in self.literals if c == "host_name"),
-                "user_name": sum(1 for _, c in self.literals if c == "user_name"),
-                "custom": sum(1 for _, c in self.literals if c not in ("host_name", "user_name")),
-            },
-            "field_only_names": {k: len(v) for k, v in self.field_only.items()},
-            "secret_fields": {"words": sorted(cred.SECRET_KEY_WORDS), "compounds": list(cred.SECRET_KEY_COMPOUNDS)},
-            "allow": [a.pattern for a in self.allow],
-        }
 
     def distinct_counts(self) -> dict[str, int]:
         """How many distinct values of each category got a placeholder so far (never the values)."""
@@ -302,6 +274,19 @@ class Scanner:
             self._counts[category] += 1
             self.placeholders[key] = f"<REDACTED:{category}:{self._counts[category]}>"
         return self.placeholders[key]
+
+    def field_name(self, text: str, field: str) -> Finding | None:
+        """The finding of ``text`` as a whole when it is a name by the field holding it (``field``: its path): any
+        string of a label's ``annotator`` (a person's name, whatever it is, and every string inside an annotator
+        object: docs/release.md), or a host or user field's value that is a name matched only there
+        (``field_only``); else None."""
+        leaf = field.rsplit(".", 1)[-1].lower()
+        if leaf == "annotator" or ANNOTATOR_INSIDE.search(field):
+            return Finding(0, len(text), "annotator", "user_name", text)
+        for category, fields in (("host_name", HOST_FIELDS), ("user_name", USER_FIELDS)):
+            if leaf in fields and text in self.field_only[category]:
+                return Finding(0, len(text), category, category, text)
+        return None
 
     def find(self, text: str, field: str | None = None, structural: bool = False, pieces: bool = True) -> list[Finding]:
         """Non-overlapping findings in ``text``; ``field`` (the JSON key or column holding it) enables the
@@ -317,12 +302,9 @@ class Scanner:
             whole = cred.secret_value(text, PLACEHOLDER) if cred.secret_path(field) else None
             if digest is not None and digest[1] and not digest[0].fullmatch(text):
                 return [Finding(0, len(text), "malformed_hash", "secret", text)]
-            if leaf == "annotator" or ANNOTATOR_INSIDE.search(field):  # a person's name, whatever it is, and every
-                # string inside an annotator object (a label file release copies whole: docs/release.md)
-                return [Finding(0, len(text), "annotator", "user_name", text)]
-            for category, fields in (("host_name", HOST_FIELDS), ("user_name", USER_FIELDS)):
-                if leaf in fields and text in self.field_only[category]:
-                    return [Finding(0, len(text), category, category, text)]
+            named = self.field_name(text, field)
+            if named is not None:
+                return [named]
         for name, category, pat, group in self.patterns:
             if name == "secret_field":  # free-text pairs: the name decided by its words
                 found += [Finding(s, e, name, category, text[s:e]) for s, e in cred.pair_secrets(text, pat)]

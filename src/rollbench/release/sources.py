@@ -20,6 +20,8 @@ EXCLUDED = {
     "run.lock": "the writer's lock file (empty; only its flock matters)",
     "run.live.json": "live progress, not a result",
 }
+STAGED = "staged episode not committed"  # why .staging/ is excluded
+RECORDED_DATE = "latest provenance.created / executions[].finished of the released runs"  # MANIFEST.json date_source
 
 
 def _is_inside(a: Path, b: Path) -> bool:
@@ -89,7 +91,7 @@ def run_files(run: Path) -> tuple[list[Path], list[dict[str, str]]]:
                 "move it out of the run to release it"
             )
         if rel.split("/")[0] == ".staging":
-            excluded.append({"path": f"{run.name}/{rel}", "why": "staged episode not committed"})
+            excluded.append({"path": f"{run.name}/{rel}", "why": STAGED})
         elif rel in EXCLUDED:
             excluded.append({"path": f"{run.name}/{rel}", "why": EXCLUDED[rel]})
         else:
@@ -167,15 +169,18 @@ def check_label_annotators(path: Path, entries: dict[str, Any]) -> None:
 
 def release_date(logs: list[RunLog], date: str | None) -> tuple[str, str]:
     """MANIFEST.json's ``date`` and where it came from: ``date`` (``--date``, checked: :func:`check_date`), else the
-    latest ``provenance.created`` / ``executions[].finished`` of the runs' ``logs``; ConfigError when they record
-    none."""
+    latest ``provenance.created`` / ``executions[].finished`` of the runs' ``logs`` of the ISO 8601 form ``--date``
+    takes (a time of another form is not used: it would be released as it is); ConfigError when they record none."""
     if date is not None:
         return check_date(date), "--date"
     stamps: list[str | None] = []
     for log in logs:
         stamps.append(log.provenance.created)
         stamps += [e.finished for e in log.executions]
-    found = sorted(s for s in stamps if isinstance(s, str))
-    if not found:
-        raise ConfigError("the runs record no creation time; give the release date with --date YYYY-MM-DD")
-    return found[-1], "latest provenance.created / executions[].finished of the released runs"
+    found = sorted(s for s in stamps if isinstance(s, str) and _DATE.fullmatch(s))  # a date only: MANIFEST.json
+    if not found:  # is released unredacted, and a handed-over run.json's time can be any text (an address, a name)
+        raise ConfigError(
+            "the runs record no creation time (an ISO 8601 provenance.created or executions[].finished); give the "
+            "release date with --date YYYY-MM-DD"
+        )
+    return found[-1], RECORDED_DATE

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.jsonfile import loads_strict
 from rollbench.release import credentials as cred
+from rollbench.release.invisible import INVISIBLE, stripped
 from rollbench.release.learnt import LEARNT_RULES, MAX_LENGTH, MIN_LENGTH, taught
 from rollbench.release.parquet_text import UnscannableType, map_table
 from rollbench.release.redact import _field_leaf, _json_metadata
@@ -66,10 +67,13 @@ class _Pass:
         self._spelled: dict[str, str] = {}
 
     def take(self, text: str, field: str | None) -> None:
-        for rule, category, value in context_findings(self.scanner, text, field):
-            for v in taught(rule, value):
-                if len(v) >= MIN_LENGTH:
-                    self.found.setdefault(v, (category, rule))
+        """The values ``text`` (at ``field``) teaches, and those it teaches without its invisible characters
+        (:mod:`rollbench.release.invisible`: ``password=Hun\\u200bter2…`` teaches ``Hunter2…``)."""
+        for t in (text, stripped(text)) if INVISIBLE.search(text) else (text,):
+            for rule, category, value in context_findings(self.scanner, t, field):
+                for v in taught(rule, value):
+                    if len(v) >= MIN_LENGTH:
+                        self.found.setdefault(v, (category, rule))
 
     def key(self, k: str) -> str:
         """A JSON key as the redaction pass spells it in a field path (:meth:`Releaser.key`), with no placeholder

@@ -261,14 +261,16 @@ class Releaser:
             for f, ph in pairs:
                 swaps[(f.value, _standing(s, f))] = ph
         for (value, standing), ph in sorted(swaps.items(), key=lambda kv: -len(kv[0][0])):
-            enc = json.dumps(value)[1:-1]
-            if standing == "whole":
-                pattern, repl = re.escape(f'"{enc}"'), f'"{ph}"'
-            elif standing == "word":
-                pattern, repl = rf"(?<![A-Za-z0-9]){re.escape(enc)}(?![A-Za-z0-9])", ph
-            else:  # found inside a longer word (an environment secret's value, a hex run after a letter)
-                pattern, repl = re.escape(enc), ph
-            doc, n = re.subn(pattern, lambda _m, r=repl: r, doc)  # type: ignore[misc]
+            n = 0  # its text escaped as json.dumps does, or written as UTF-8 (a zero-width space, an emoji)
+            for enc in dict.fromkeys((json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1])):
+                if standing == "whole":
+                    pattern, repl = re.escape(f'"{enc}"'), f'"{ph}"'
+                elif standing == "word":
+                    pattern, repl = rf"(?<![A-Za-z0-9]){re.escape(enc)}(?![A-Za-z0-9])", ph
+                else:  # found inside a longer word (an environment secret's value, a hex run after a letter)
+                    pattern, repl = re.escape(enc), ph
+                doc, k = re.subn(pattern, lambda _m, r=repl: r, doc)  # type: ignore[misc]
+                n += k
             if n == 0:
                 raise RollbenchError(f"{rel}: found a {ph[1:-1]} but could not replace it in the file's text")
         return doc, redactions

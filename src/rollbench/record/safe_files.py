@@ -117,11 +117,11 @@ def read_regular_bytes(
     root: Path | None = None,
     *,
     follow_links: bool = False,
-    max_bytes: int | None = None,
+    max_bytes: int,
     dense: bool = False,
 ) -> bytes:
-    """The bytes of regular file ``path`` (see :func:`open_regular` for what is refused, ``max_bytes`` and
-    ``dense`` included)."""
+    """The bytes of regular file ``path``, at most ``max_bytes`` of them (every reader states its bound; hostile
+    round 19, F2); see :func:`open_regular` for what is refused, ``max_bytes`` and ``dense`` included."""
     with open_regular(path, root, follow_links=follow_links, max_bytes=max_bytes, dense=dense) as f:
         return f.read()
 
@@ -150,11 +150,6 @@ def check_dense(path: Path, fd: int) -> None:
             f"{path} is a sparse file ({st.st_size:,} bytes, {on_disk:,} of them on disk, a hole at byte {hole:,}); "
             "not read"
         )
-
-
-def read_regular_text(path: Path, root: Path | None = None, *, follow_links: bool = False) -> str:
-    """The UTF-8 text of regular file ``path``; UnicodeDecodeError for other bytes."""
-    return read_regular_bytes(path, root, follow_links=follow_links).decode("utf-8")
 
 
 MAX_JSON_BYTES = 1 << 28  # 256 MiB: a larger JSON run file is not read (parsed, `[0,0,...]` takes ~7x its bytes)

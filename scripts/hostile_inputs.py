@@ -86,6 +86,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   dashboard and MCP over HTTP whose headers or body stop arriving (at once or dripped) are closed or answered 408 at
   ``--request-timeout-s``; a connection over ``--max-connections`` is answered 503; a burst of connections past a
   low open-file limit leaves each server running and answering, with no traceback.
+* hostile round 19's bounded-reader classes (``scripts/hostile_round19_bounds.py``): a sparse transcript or step
+  file of a random size is one named violation, graded under a 4 GiB address-space limit; a video with more frames
+  than steps, of another frame size than the run records, or sparse costs grade at most ``length + 1`` frames.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -127,6 +130,7 @@ import hostile_round13_trust  # hostile round 13's handed-over deadlines and wai
 import hostile_round13_wire  # hostile round 13's wire classes, beside this script
 import hostile_round17  # hostile rounds 16 and 17's release and peer classes, beside this script
 import hostile_round19  # hostile round 19's encoding classes, beside this script
+import hostile_round19_bounds  # hostile round 19's bounded-reader classes, beside this script
 import hostile_round19_http  # hostile round 19's HTTP server classes, beside this script
 import hostile_round19_manifest  # hostile round 19's release manifest and annotator name classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
@@ -562,6 +566,7 @@ def main() -> int:
         hostile_round19_manifest.run_all(r, a.n)
         hostile_round19.run_all(r, a.n)
         hostile_round19_http.run_all(r, a.n)
+        hostile_round19_bounds.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.walk import Bounds, TreeEntry, walk_tree
-from rollbench.record.files import is_inside, read_parquet, resolve_inside
+from rollbench.record.files import is_inside, open_parquet, read_parquet, resolve_inside
 from rollbench.record.lerobot import ARTIFACT_PATHS, CHUNKS_SIZE, DATA_PATH, STAGING, chunk_file
-from rollbench.record.safe_files import MAX_DEPTH, MAX_ENTRIES, is_regular, open_regular, run_files
+from rollbench.record.safe_files import MAX_DEPTH, MAX_ENTRIES, is_regular, run_files
 
 
 class FeatureStats:
@@ -266,7 +266,7 @@ def committed_lengths(run_dir: Path) -> list[int]:
         c, i = chunk_file(e)
         path = run_dir / DATA_PATH.format(chunk_index=c, file_index=i)
         try:
-            with open_regular(resolve_inside(run_dir, path), run_dir) as raw:
+            with open_parquet(resolve_inside(run_dir, path), run_dir) as raw:
                 rows = pq.ParquetFile(raw).metadata.num_rows
         except FileNotFoundError:
             raise damaged(f"episode {e} has no data file {path.relative_to(run_dir)}") from None

@@ -201,6 +201,12 @@ class _UntilTarget(RunObserver):
         return self.cancelled() or all(i in self.finished for i in range(self.target))
 
 
+def _recorded_decision(run_dir: Path) -> str | None:
+    """The decision ``run_dir``'s run.json records (None: none, or no run.json yet)."""
+    log = read_run_log(run_dir) if (run_dir / "run.json").exists() else None
+    return log.sequential.decision if log is not None and log.sequential is not None else None
+
+
 def _record(run_dir: Path, block: dict[str, Any]) -> None:
     """Set run.json's ``sequential`` block and, when it changed, the arm's regraded ``results`` and status (a
     decision makes the episodes after it not needed: grade's status changes), under the run's lock: no evaluate
@@ -321,11 +327,13 @@ def run_sequential(
             for task in undecided:
                 target = min(rule.budget, counted[task] + step)
                 for arm, other in (("a", "b"), ("b", "a")):
+                    if _recorded_decision(dirs[task][arm]) is not None:
+                        continue  # decided: no episode more, and only the recomputation below rewrites its block
                     run = _retry_mode(dirs[task][arm], execution, errored[task][arm])
                     _advance(specs[task][arm], dirs[task][arm], target, run, labels, cancelled)
                     block = {**blocks[task], "arm": arm, "partner": dirs[task][other].name, "decision": None}
                     _record(dirs[task][arm], block)
-            doc = compare_sequential([d for d in so_far if d.exists()], config.coverage)
+            doc = compare_sequential([d for d in so_far if d.exists()], config.coverage, resuming=True)
             for row in doc["tasks"]:
                 task = row["task"]
                 for look in row["looks"][seen.get(task, 0) :]:
@@ -341,7 +349,7 @@ def run_sequential(
                             dirs[task][arm], {**blocks[task], "arm": arm, "partner": dirs[task][other].name, **decided}
                         )
             _write_log(out, parameters, doc)
-        doc = compare_sequential([d for d in so_far if d.exists()], config.coverage)
+        doc = compare_sequential([d for d in so_far if d.exists()], config.coverage, resuming=True)
         _write_log(out, parameters, doc)
         return {**doc, "parameters": parameters, "out": str(out)}
 

@@ -151,7 +151,11 @@ def test_a_damaged_trial_population_is_one_line_in_compare_report_and_the_resume
     out = copy(decided, tmp_path)
     set_population(out, value)
     before = arm_bytes(out)
-    for args in (("compare", "--sequential", out), ("report", out, "--out", tmp_path / "r.html"), (*STUDY, "--out", out)):
+    for args in (
+        ("compare", "--sequential", out),
+        ("report", out, "--out", tmp_path / "r.html"),
+        (*STUDY, "--out", out),
+    ):
         r = rb(*args)
         assert (r.returncode, r.stderr.strip()) == (2, refusal(out, value)), args
     assert arm_bytes(out) == before

@@ -69,9 +69,10 @@ def population_problem(value: object) -> str | None:
     rollbench plans: exactly two integers ``[first, end)`` (not bools) with ``0 <= first <=``
     :data:`~rollbench.core.spec.MAX_EPISODES_PER_TASK` and ``first <= end <= first +`` :data:`MAX_TRIAL_POPULATION`;
     None when nothing does. Pure: reads no more than the two items."""
-    ok = isinstance(value, list) and len(value) == 2 and all(type(x) is int for x in value)
-    if ok and 0 <= value[0] <= MAX_EPISODES_PER_TASK and value[0] <= value[1] <= value[0] + MAX_TRIAL_POPULATION:
-        return None
+    if isinstance(value, list) and len(value) == 2 and all(type(x) is int for x in value):
+        first, end = value
+        if 0 <= first <= MAX_EPISODES_PER_TASK and first <= end <= first + MAX_TRIAL_POPULATION:
+            return None
     return (
         f"is {_shown(value)}: not a population [first, end) of trials (two integers, 0 <= first <= "
         f"{MAX_EPISODES_PER_TASK:,}, first <= end <= first + {MAX_TRIAL_POPULATION:,})"

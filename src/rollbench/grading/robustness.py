@@ -116,7 +116,8 @@ def check_trial_order(planned: Sequence[PlannedEpisode], order: TrialOrder | Non
     """How the study's trials were ordered: ``"plan order"``, or for a shuffled plan (run.json ``plan.trial_order``)
     the seed, after checking that every task's planned trials are the ones its recorded permutation gives (a perturbed
     task draws its control's: :func:`rollbench.core.plan.order_stream`, one permutation per pair of tasks).
-    Raises ConfigError naming the first planned trial that differs (an edited plan) or a task without population."""
+    Raises ConfigError naming the first planned trial that differs (an edited plan), a task without population or
+    one smaller than its planned trials."""
     if order is None:
         return "plan order"
     by_task: dict[str, list[PlannedEpisode]] = defaultdict(list)

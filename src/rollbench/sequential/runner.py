@@ -8,7 +8,9 @@ look and the decision, rewritten after every round).
 Rounds: each arm runs until the first ``target`` planned episodes of the task are committed (``should_stop`` stops
 starting episodes once they are finished; episodes in flight still finish and are kept), then the test is recomputed
 *from disk* (:func:`rollbench.sequential.recompute.compare_sequential`, the same code ``compare --sequential`` runs),
-so a pair counts only when both episodes are committed. ``target`` grows by the look interval, or by the episodes in
+so a pair counts only when both episodes are committed; an arm's ``sequential`` block gets decision null after its
+round while it has none, and a recorded decision is rewritten only with the recomputation's, never withdrawn first (a
+kill while a decided study is re-run leaves it decided). ``target`` grows by the look interval, or by the episodes in
 flight at once (workers x batch size) when that is larger. The decision is that of the first deciding look in plan
 order, whatever the round size, the finishing order or an interruption: a SIGKILL or Ctrl-C leaves resumable arms,
 and the same command resumes them and reaches the same decision (the episodes are pure functions of task, seed,

@@ -89,6 +89,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * hostile round 19's bounded-reader classes (``scripts/hostile_round19_bounds.py``): a sparse transcript or step
   file of a random size is one named violation, graded under a 4 GiB address-space limit; a video with more frames
   than steps, of another frame size than the run records, or sparse costs grade at most ``length + 1`` frames.
+* hostile round 20's sequential-study classes (``scripts/hostile_round20.py``): a re-run of a decided study killed
+  at a random time leaves both arms' run.json as they were; a damaged ``plan.trial_order.populations`` entry is one
+  line (exit 2) in ``compare --sequential``, ``report`` and the resume under 2 GiB of address space, nothing written.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -133,6 +136,7 @@ import hostile_round19  # hostile round 19's encoding classes, beside this scrip
 import hostile_round19_bounds  # hostile round 19's bounded-reader classes, beside this script
 import hostile_round19_http  # hostile round 19's HTTP server classes, beside this script
 import hostile_round19_manifest  # hostile round 19's release manifest and annotator name classes, beside this script
+import hostile_round20  # hostile round 20's sequential-study classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -567,6 +571,7 @@ def main() -> int:
         hostile_round19.run_all(r, a.n)
         hostile_round19_http.run_all(r, a.n)
         hostile_round19_bounds.run_all(r, a.n)
+        hostile_round20.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

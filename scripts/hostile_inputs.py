@@ -78,6 +78,10 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   patterns and allow patterns that are the texts to hide (a host, a password, an environment secret's value) are in
   no released byte, MANIFEST.json included; an annotator's name in the label's note and history, the run's notes,
   JSON keys and parquet columns is in no released byte.
+* hostile round 19's resume class (``scripts/hostile_round19_resume.py``): ``eval --resume`` of a run with one
+  episode-row cell of another type or restating another plan entry, two row files swapped, or a data file column of
+  another dtype, width or kind than meta/info.json declares: refused in one line naming the file and the column,
+  the run unchanged.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -119,6 +123,7 @@ import hostile_round13_trust  # hostile round 13's handed-over deadlines and wai
 import hostile_round13_wire  # hostile round 13's wire classes, beside this script
 import hostile_round17  # hostile rounds 16 and 17's release and peer classes, beside this script
 import hostile_round19_manifest  # hostile round 19's release manifest and annotator name classes, beside this script
+import hostile_round19_resume  # hostile round 19's resume of damaged committed files, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -550,6 +555,7 @@ def main() -> int:
         hostile_round13_wire.run_all(r, a.n)
         hostile_round17.run_all(r, a.n)
         hostile_round19_manifest.run_all(r, a.n)
+        hostile_round19_resume.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

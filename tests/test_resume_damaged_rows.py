@@ -198,6 +198,17 @@ def test_a_data_file_of_other_columns_than_info_json_declares_is_refused_as_grad
     assert f"file {DATA.format(episode)}: {why}; not read" in grade(run).violations  # one check, both readers
 
 
+def test_a_data_file_holding_a_column_twice_is_refused_and_grade_names_it(sound_run: Path, tmp_path: Path) -> None:
+    """A repeated column name used to stop the resume with pyarrow's KeyError, and grade as a whole."""
+    run = copy_of(sound_run, tmp_path)
+    path = run / DATA.format(2)
+    t = pq.read_table(path)
+    pq.write_table(t.append_column("next.reward", t["next.reward"]), path)
+    why = "column next.reward is held 2 times"
+    assert_refused_unchanged(run, ["eval", "--resume", run], f"data file {DATA.format(2)}: {why}")
+    assert f"file {DATA.format(2)}: {why}; not read" in grade(run).violations
+
+
 def test_an_errored_run_is_refused_before_its_retry_logs_or_takes_back_anything(
     errored_run: Path, tmp_path: Path
 ) -> None:

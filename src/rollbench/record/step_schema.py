@@ -86,10 +86,10 @@ def _same_width(want: str) -> tuple[str, ...]:
 
 
 def _schema_differences(declared: Mapping[str, str], schema: pa.Schema) -> list[tuple[str, str]]:
-    """``(column, why)`` for every column of ``schema`` that differs from ``declared``: missing, of another dtype or
-    width, or not declared."""
-    found = {field.name: type_text(field.type) for field in schema}  # (a repeated name: its last column)
-    out = []
+    """``(column, why)`` for every column of ``schema`` that differs from ``declared``: held more than once, missing,
+    of another dtype or width, or not declared."""
+    found = {field.name: type_text(field.type) for field in schema}
+    out = [(n, f"column {n} is held {schema.names.count(n)} times") for n in found if schema.names.count(n) > 1]
     for name, want in declared.items():
         if name not in found:
             out.append((name, f"column {name} declared in meta/info.json ({want}) is missing"))

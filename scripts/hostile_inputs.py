@@ -78,6 +78,20 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   patterns and allow patterns that are the texts to hide (a host, a password, an environment secret's value) are in
   no released byte, MANIFEST.json included; an annotator's name in the label's note and history, the run's notes,
   JSON keys and parquet columns is in no released byte.
+* hostile round 19's encoding classes (``scripts/hostile_round19.py``): text in UTF-16/32 without a byte order mark
+  (refused by name), a key interleaved with NULs or zero-width characters in JSON and parquet strings (never
+  released), an environment secret in UTF-8/UTF-16 or UTF-16 text with an e-mail, home path or ``token=`` in a
+  video's bytes (refused).
+* hostile round 19's HTTP server classes (``scripts/hostile_round19_http.py``): requests to serve-policy, the
+  dashboard and MCP over HTTP whose headers or body stop arriving (at once or dripped) are closed or answered 408 at
+  ``--request-timeout-s``; a connection over ``--max-connections`` is answered 503; a burst of connections past a
+  low open-file limit leaves each server running and answering, with no traceback.
+* hostile round 19's bounded-reader classes (``scripts/hostile_round19_bounds.py``): a sparse transcript or step
+  file of a random size is one named violation, graded under a 4 GiB address-space limit; a video with more frames
+  than steps, of another frame size than the run records, or sparse costs grade at most ``length + 1`` frames.
+* hostile round 20's sequential-study classes (``scripts/hostile_round20.py``): a re-run of a decided study killed
+  at a random time leaves both arms' run.json as they were; a damaged ``plan.trial_order.populations`` entry is one
+  line (exit 2) in ``compare --sequential``, ``report`` and the resume under 2 GiB of address space, nothing written.
 * hostile round 19's resume class (``scripts/hostile_round19_resume.py``): ``eval --resume`` of a run with one
   episode-row cell of another type or restating another plan entry, two row files swapped, or a data file column of
   another dtype, width or kind than meta/info.json declares: refused in one line naming the file and the column,
@@ -122,8 +136,12 @@ import hostile_round13_transcripts  # hostile round 13's JSON-reading classes, b
 import hostile_round13_trust  # hostile round 13's handed-over deadlines and waits, beside this script
 import hostile_round13_wire  # hostile round 13's wire classes, beside this script
 import hostile_round17  # hostile rounds 16 and 17's release and peer classes, beside this script
+import hostile_round19  # hostile round 19's encoding classes, beside this script
+import hostile_round19_bounds  # hostile round 19's bounded-reader classes, beside this script
+import hostile_round19_http  # hostile round 19's HTTP server classes, beside this script
 import hostile_round19_manifest  # hostile round 19's release manifest and annotator name classes, beside this script
 import hostile_round19_resume  # hostile round 19's resume of damaged committed files, beside this script
+import hostile_round20  # hostile round 20's sequential-study classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -555,6 +573,10 @@ def main() -> int:
         hostile_round13_wire.run_all(r, a.n)
         hostile_round17.run_all(r, a.n)
         hostile_round19_manifest.run_all(r, a.n)
+        hostile_round19.run_all(r, a.n)
+        hostile_round19_http.run_all(r, a.n)
+        hostile_round19_bounds.run_all(r, a.n)
+        hostile_round20.run_all(r, a.n)
         hostile_round19_resume.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:

@@ -1,6 +1,7 @@
 """Helpers of the dashboard tests: small recorded runs (the scripted env, real recording with video), a real
-uvicorn server on a free loopback port, run in a thread and stopped by the test, and a hostile peer (a real loopback
-HTTP server answering fixed bytes, dripped when asked) for the peer-bound tests."""
+uvicorn server on a free loopback port (the bounded one `rollbench dashboard` runs), run in a thread and stopped by
+the test, and a hostile peer (a real loopback HTTP server answering fixed bytes, dripped when asked) for the
+peer-bound tests."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from rollbench.api import evaluate
 from rollbench.cli.dashboard import DashboardOptions, build_dashboard
 from rollbench.dashboard.app import create_app
+from rollbench.wire.inbound import ConnectionBounds
+from rollbench.wire.inbound_http import bounded_server
 
 
 def record_run(out: Path, host: str, policy: str = "random", episodes: int = 2, env: str = "scripted/reach") -> Path:
@@ -55,14 +57,14 @@ def free_port() -> int:
 class ServerThread:
     """``rollbench dashboard`` served by uvicorn on 127.0.0.1:PORT in a thread (``stop()`` shuts it down)."""
 
-    def __init__(self, roots: list[Path], labels: Path, **options: Any) -> None:
+    def __init__(self, roots: list[Path], labels: Path, bounds: ConnectionBounds | None = None, **options: Any) -> None:
         options.setdefault("sync_budget_s", 600.0)  # tests see every run graded on the first listing
         options["peers"] = tuple(options.get("peers", ()))
         self.dashboard = build_dashboard(roots, labels, DashboardOptions(**options))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(self.dashboard), host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
+        app = create_app(self.dashboard)  # served as `rollbench dashboard` serves it (rollbench.wire.inbound_http)
+        self.server = bounded_server(app, bounds or ConnectionBounds(), "rollbench dashboard", port=self.port)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def start(self) -> ServerThread:

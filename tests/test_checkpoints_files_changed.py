@@ -122,3 +122,22 @@ def test_a_damaged_record_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert got.returncode == 2
     assert got.stderr.strip() == f"error: {out}/checkpoint_files.json is damaged: 1 invalid field"
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint_files.json"]
+
+
+def test_sparse_weights_are_skipped_by_name_without_reading_them(tmp_path: Path) -> None:
+    """Hostile round 20 (a, F1): a 1 TiB sparse model.safetensors (``truncate -s 1T``, a few KB on disk) was hashed
+    byte by byte before the first episode (hours). Now that step is skipped at once, naming the file as sparse, and
+    the other checkpoint is evaluated and ranked as usual."""
+    run, out = tmp_path / "train", tmp_path / "out"
+    for step, skill in SKILLS.items():
+        write_checkpoint(run, step, skill)
+    weights = _model(run, 1000) / "model.safetensors"
+    os.truncate(weights, 1 << 40)
+    got = invoke("checkpoints", run, *COMMON, *OPTIONS, "--out", out)
+    assert got.returncode == 0, got.stderr
+    doc = json.loads((out / "checkpoints.json").read_text())
+    assert [s["step"] for s in doc["skipped"]] == [1000]
+    why = doc["skipped"][0]["why"]
+    assert why.startswith(f"{_model(run, 1000)} cannot be read: {weights} is a sparse file (1,099,511,627,776 bytes")
+    assert [r["step"] for r in doc["checkpoints"]] == [2000]
+    assert not (out / "001000").exists()

@@ -15,6 +15,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from rollbench.api import evaluate
+from rollbench.cli import common
 from rollbench.cli.analysis import print_summary
 from rollbench.cli.display import print_envs, print_policies
 from rollbench.cli.main import app
@@ -114,3 +115,57 @@ def test_piped_summarize_and_compare_fit_the_columns_the_user_set(tmp_path: Path
         assert max(len(ln) for ln in unset.stdout.splitlines()) > 100, command  # the wide layout: one table
         for piece in ("scripted/reach", "scripted-expert", "100.0%", "0.0%"):
             assert piece in at_100.stdout, (command, piece)
+
+
+def test_runs_at_80_100_120_columns_keeps_every_rate_and_task_whole_within_the_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's `runs` at 100 columns (default timestamped run names, metaworld-length task names) had its
+    split first table run past the terminal: rich widened the foldable run column again, and the success rates were
+    cut at the edge. Oracle: the `--json` rows, formatted here; every table line within the width."""
+    root = tmp_path / "runs"
+    for name, policy in (("scripted-reach-scripted-expert-20261207T152548Z", "scripted-expert"), ("z", "zero")):
+        evaluate(out=root / name, env="scripted/reach", policy=policy, episodes=2, max_steps=20)
+    rows = json.loads(CliRunner().invoke(app, ["runs", str(root), "--json"]).stdout)
+    rates = [f"{100 * r['success_rate']:.1f}%" for r in rows]
+    assert sorted(rates) == ["0.0%", "100.0%"]
+    for width in (80, 100, 120):
+        monkeypatch.setenv("COLUMNS", str(width))  # read when the output console is made, as at a command's start
+        monkeypatch.setattr(common, "out", common.output_console())
+        got = CliRunner().invoke(app, ["runs", str(root)])
+        assert got.exit_code == 0, got.stderr
+        table = [ln for ln in got.stdout.splitlines() if ln[:1] in "┏┃┡│└"]
+        assert table and max(len(ln) for ln in table) <= width, (width, got.stdout)
+        cells = [c.strip() for ln in table for c in ln.split("│")]
+        for piece in (*rates, "scripted/reach", "2/2"):
+            assert piece in cells, (width, piece, got.stdout)
+
+
+def test_a_split_table_keeps_its_foldable_columns_within_the_width() -> None:
+    """The rows a new user's `runs` showed at 100 columns (hand-copied): the table must split (task names stay
+    whole), and each part's foldable run column must fold within the width; before, rich widened it again in the
+    first part and the success rates were cut at the terminal's edge."""
+    from rich.table import Table
+
+    from rollbench.cli.tables import print_table
+
+    rows = [
+        ("push-noise/b-metaworld_push-v3", "metaworld/push-v3", "metaworld-expert", "OK", "17/135", "94.1%"),
+        ("metaworld-pick-place-v3-random-20261207T152548Z", "metaworld/pick-place-v3", "random", "INTERRUPTED",
+         "1/20", "0.0%"),
+        ("pick-place-expert", "metaworld/pick-place-v3", "metaworld-expert", "OK", "20/20", "100.0%"),
+    ]  # fmt: skip
+    for width in (80, 100):
+        table = Table(title="runs")
+        for col in ("run", "task(s)", "policy", "status", "episodes", "success rate", "created (UTC)"):
+            numeric = col in ("episodes", "success rate")
+            table.add_column(col, justify="right" if numeric else "left", overflow="ellipsis" if numeric else "fold")
+        for r in rows:
+            table.add_row(*r, "2026-12-07T15:27:48Z")
+        console, buf = _console(width, terminal=True)
+        print_table(console, table, breakable=("run", "policy", "created (UTC)"))
+        lines = buf.getvalue().splitlines()
+        assert max(len(ln) for ln in lines) <= width, (width, buf.getvalue())
+        cells = [c.strip() for ln in lines for c in ln.replace("┃", "│").split("│")]
+        for piece in ("94.1%", "0.0%", "100.0%", "metaworld/pick-place-v3", "17/135", "INTERRUPTED"):
+            assert piece in cells, (width, piece, buf.getvalue())

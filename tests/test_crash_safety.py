@@ -386,3 +386,38 @@ def test_a_run_killed_before_its_first_run_json_is_started_afresh_by_the_same_co
     r = invoke(*argv[:-1], other)
     assert r.returncode == 2 and "exists and is not a rollbench run directory; choose another --out" in r.stderr
     assert sorted(p.name for p in other.iterdir()) == ["draft.txt", "run.lock"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_narrow_terminal_prints_the_resume_command_whole_on_a_line_of_its_own(tmp_path: Path) -> None:
+    """A new user's terminal word-wrapped the resume command, and pasting its two lines ran `rollbench eval` alone.
+    On a terminal (a pseudo-terminal of 60 columns here) the sentence is wrapped and the command is one line."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    out = tmp_path / "run"
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 60, 0, 0))
+    proc = start_slow_run(out, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    wait_for_committed(out, 2)
+    proc.send_signal(signal.SIGINT)
+    said = b""
+    while True:  # until the child closed the terminal (EIO on Linux)
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        said += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 130
+    lines = said.decode().replace("\r", "").splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.rstrip().endswith("resume with:"))
+    expected = ["rollbench", "eval", "--resume", str(out), "--policy", "fault_policies:slow", "--policy-options",
+                '{"sleep_s":0.05}']  # fmt: skip
+    assert shlex.split(lines[at + 1]) == expected, lines[at - 2 : at + 3]
+    assert len(lines[at + 1]) > 60  # longer than the terminal: left to it to wrap, never broken by rollbench

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from rollbench.checkpoints.discover import Checkpoint, fingerprint
 from rollbench.core.contracts import ConfigError
 from rollbench.record.files import atomic_write_json
-from rollbench.record.safe_files import open_regular, read_regular_json
+from rollbench.record.safe_files import check_dense, open_regular, read_regular_json
 
 FILES_RECORD = "checkpoint_files.json"
 MAX_FILES = 10_000  # directory entries under one checkpoint recorded (a stated bound on the work); more is refused
@@ -64,8 +64,11 @@ class FilesChanged(ConfigError):
 
 
 def _sha256(path: Path) -> str:
+    """The SHA-256 of regular file ``path``'s bytes; UnsafeFile (an OSError) for a sparse file, never read: weights
+    are written whole, and a hole would cost a read of its whole apparent size (``truncate -s 1T``: hours)."""
     digest = hashlib.sha256()
     with open_regular(path) as f:
+        check_dense(path, f.fileno())
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()

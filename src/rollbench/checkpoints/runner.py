@@ -215,7 +215,7 @@ def evaluate_all(
 
 def skip(ckpt: Checkpoint, exc: ConfigError, observer: CheckpointObserver | None) -> Skipped:
     """``ckpt`` skipped for ``exc`` (told to ``observer``)."""
-    skipped = Skipped(ckpt.step, str(exc))
+    skipped = Skipped(ckpt.step, str(exc).removeprefix(f"step {ckpt.step}: "))  # the entry names its step
     if observer:
         observer.on_skipped(skipped)
     return skipped

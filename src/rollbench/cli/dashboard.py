@@ -14,6 +14,7 @@ import typer
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.urlcreds import masked_credentials
+from rollbench.wire.inbound import DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT_S, ConnectionBounds
 
 if TYPE_CHECKING:
     from rollbench.dashboard.service import Dashboard
@@ -156,10 +157,14 @@ def dashboard_cmd(
     stale_after: Annotated[
         float, typer.Option(help="Seconds without run.live.json updates before 'stale' (1 to 604800).")
     ] = 120.0,
+    request_timeout_s: Annotated[
+        float, typer.Option(help="Seconds to receive one HTTP request (headers and body); a late body gets 408.")
+    ] = DEFAULT_REQUEST_TIMEOUT_S,
+    max_connections: Annotated[
+        int, typer.Option(help="Connections held at once; one more is answered 503.")
+    ] = DEFAULT_MAX_CONNECTIONS,
 ) -> None:
     """Watch, label and export every episode: a web dashboard over run directories (and other dashboards)."""
-    import uvicorn
-
     from rollbench.cli.common import fail as _fail
     from rollbench.dashboard.app import create_app
     from rollbench.dashboard.security import check_binding
@@ -177,6 +182,7 @@ def dashboard_cmd(
             host=host,
             allow_hosts=tuple(allow_host or ()),
         )
+        bounds = ConnectionBounds(request_timeout_s, max_connections)  # rollbench.wire.inbound
         dash = build_dashboard(list(root or []), labels, options)
     except ConfigError as exc:
         _fail(str(exc))
@@ -185,7 +191,9 @@ def dashboard_cmd(
     shown = "localhost" if host in ("127.0.0.1", "::1") else host
     typer.echo(f"rollbench dashboard on http://{shown}:{port}/ (labels: {labels}, rubric: {dash.rubric.id})", err=True)
     dash.warm_up()
-    server = uvicorn.Server(uvicorn.Config(create_app(dash), log_level="warning"))
+    from rollbench.wire.inbound_http import bounded_server
+
+    server = bounded_server(create_app(dash), bounds, "rollbench dashboard")
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it caught, once it has shut down

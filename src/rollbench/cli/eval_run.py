@@ -84,11 +84,15 @@ def run_with_display(
                 spec, out=out_dir, execution=execution, observer=display, host_label=host_label, robot=robot
             )
     except KeyboardInterrupt as exc:
-        console.print(
-            _interrupted(spec, display.run_dir if display.run_dir else out_dir, execution),
-            highlight=False,
-            soft_wrap=not console.is_terminal,  # a terminal: wrapped at words; a pipe: one line
-        )
+        said_now = _interrupted(spec, display.run_dir if display.run_dir else out_dir, execution)
+        head, _, command = said_now.partition("resume with: ")
+        if console.is_terminal and command:  # the sentence wrapped at words, the command whole on a line of its own
+            console.print(head + "resume with:", highlight=False, markup=False)
+            console.print(command, highlight=False, markup=False, soft_wrap=True)
+        elif command:  # a pipe: one line
+            console.print(said_now, highlight=False, markup=False, soft_wrap=True)
+        else:  # its paths escaped for markup (said)
+            console.print(said_now, highlight=False, soft_wrap=not console.is_terminal)
         raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
     except ConfigError as exc:
         fail(str(exc))

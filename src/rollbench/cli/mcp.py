@@ -9,6 +9,7 @@ import typer
 
 from rollbench.cli.common import fail
 from rollbench.core.contracts import ConfigError
+from rollbench.wire.inbound import DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT_S, ConnectionBounds
 
 
 def mcp_cmd(
@@ -36,6 +37,13 @@ def mcp_cmd(
         list[str] | None,
         typer.Option(help="A lerobot:PATH_OR_REPO policy clients may run (the only ones they may name); repeatable."),
     ] = None,
+    request_timeout_s: Annotated[
+        float,
+        typer.Option(help="http only: seconds to receive one request (headers and body); a late body gets 408."),
+    ] = DEFAULT_REQUEST_TIMEOUT_S,
+    max_connections: Annotated[
+        int, typer.Option(help="http only: connections held at once; one more is answered 503.")
+    ] = DEFAULT_MAX_CONNECTIONS,
     allow_policy: Annotated[
         list[str] | None,
         typer.Option(
@@ -46,6 +54,7 @@ def mcp_cmd(
 ) -> None:
     """Serve run_policy_rollout and the run tools to LLM agents over the Model Context Protocol (docs/mcp.md)."""
     from rollbench.core.urlcreds import check_url
+    from rollbench.mcp.http import HttpBinding
     from rollbench.mcp.server import serve
     from rollbench.mcp.strict import check_max_steps_ceiling, outside_policy
     from rollbench.record.safe_files import refuse_inside_run
@@ -63,6 +72,8 @@ def mcp_cmd(
         check_max_steps_ceiling(max_steps_ceiling)  # before the root is made
         refuse_inside_run(root, "--root")  # issue 42, item 8
         checkpoints = (*(lerobot_policy or ()), *(allow_policy or ()))
-        serve(transport, root, max_steps_ceiling, host, port, token, tuple(allow_host or ()), checkpoints)
+        bounds = ConnectionBounds(request_timeout_s, max_connections)  # rollbench.wire.inbound
+        binding = HttpBinding(host, port, token, tuple(allow_host or ()), bounds)
+        serve(transport, root, max_steps_ceiling, checkpoints, binding)
     except ConfigError as exc:
         fail(str(exc))

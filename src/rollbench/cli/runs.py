@@ -180,7 +180,9 @@ def runs_cmd(
         table.add_column(
             col,
             justify="right" if col in ("episodes", "success rate") else "left",
-            overflow="fold" if col in ("run", "status", "task(s)", "policy") else "ellipsis",  # never cut
+            overflow="fold"
+            if col in ("run", "status", "task(s)", "policy", "created (UTC)")
+            else "ellipsis",  # never cut
         )
     unreadable = [r for r in rows if "error" in r]
     for r in rows:
@@ -201,7 +203,9 @@ def runs_cmd(
             f"{rec}/{r['episodes_requested']}", rate,
             said(r["created"] or ""),
         )  # fmt: skip
-    print_table(out, table, breakable=("run", "policy"))  # one table at 100 columns (issue 42, item 20)
+    # run names, policies and times may fold (a time at its T: date over time), so one table fits 100 columns unless
+    # task names are long; then it splits, task names whole (issue 42, item 20)
+    print_table(out, table, breakable=("run", "policy", "created (UTC)"))
     for r in unreadable:
         out.print(
             f"unreadable: {printable(r['run'])}: {printable(r['error'])}", highlight=False, soft_wrap=True, markup=False

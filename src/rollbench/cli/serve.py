@@ -18,11 +18,12 @@ import typer
 from rollbench.cli.common import fail
 from rollbench.core.contracts import RollbenchError
 from rollbench.serve.batch import Batching
-from rollbench.serve.limits import INJECTIONS, Limits, request_bytes
+from rollbench.serve.limits import INJECTIONS, Limits, connection_cap, request_bytes
 from rollbench.serve.server import check_address, listen, load_protocol, serve
 from rollbench.serve.sessions import PolicyHost, ServedPolicy
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES
 from rollbench.wire.guard import TOKEN_ENV, Guard
+from rollbench.wire.inbound import ConnectionBounds
 from rollbench.wire.obs_map import load_policy_options
 
 # who may connect, and where
@@ -69,6 +70,12 @@ SessionIdle = Annotated[
 RequestTimeout = Annotated[
     float, typer.Option(help="Seconds to receive one HTTP request (headers and body) or a websocket handshake.")
 ]
+MaxConnections = Annotated[
+    int | None,
+    typer.Option(
+        help="http: connections held at once; one more is answered 503 (default: 256, or 4 x --max-sessions if more)."
+    ),
+]
 # batching
 MaxBatch = Annotated[
     int,
@@ -105,6 +112,7 @@ def serve_policy_cmd(
     max_sessions: MaxSessions = 64,
     session_idle_s: SessionIdle = 60.0,
     request_timeout_s: RequestTimeout = 30.0,
+    max_connections: MaxConnections = None,
     max_batch: MaxBatch = 1,
     batch_window_ms: BatchWindow = 5.0,
     fault: OldInjection = None,
@@ -125,6 +133,7 @@ def serve_policy_cmd(
             refuse_own_input(log_requests, "--log-requests", inputs)  # hostile round 18, b F1
         guard = _access(host, token, allow_host or [], protocol, path)
         limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
+        bounds = ConnectionBounds(request_timeout_s, max_connections or connection_cap(max_sessions))
         batching = Batching(max_batch, batch_window_ms)
         options, overrides = load_policy_options(policy_options), load_policy_options(obs_map, "--obs-map")
         check_spec_urls(policy, options)  # an upstream server's URL: its name reaches every client's run.json
@@ -137,7 +146,7 @@ def serve_policy_cmd(
     if fault is not None:  # after the checks: bad input stays one line
         typer.echo("warning: --fault is deprecated: use --inject (the same values)", err=True)
     try:
-        serve(served, sock, host, protocol, path, guard)
+        serve(served, sock, host, protocol, path, guard, bounds)
     except KeyboardInterrupt:  # Ctrl-C: exit 130, the one rule of every command (docs/status.md)
         raise typer.Exit(130) from None
 

@@ -119,7 +119,9 @@ def print_table(console: Console, table: Table, keys: int = 1, breakable: tuple[
         _print_vertical(console, table)
         return
     for n, group in enumerate(groups):
-        console.print(_sub_table(table, group, title=n == 0))
+        sub = _sub_table(table, group, title=n == 0)
+        _fit_breakable(sub, [widths[i] for i in group], breakable, console.width)  # else rich widens them past it
+        console.print(sub)
 
 
 def _fit_breakable(table: Table, widths: list[int], breakable: tuple[str, ...], width: int) -> None:

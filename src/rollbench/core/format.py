@@ -154,6 +154,13 @@ def error_location(loc: tuple[int | str, ...] | list[int | str], whole: str = ""
     return ".".join(str(part) for part in loc) or whole
 
 
+def error_message(err: Any) -> str:
+    """A pydantic error's message (``err``: one item of ``ValidationError.errors()``) as a plain sentence: our own
+    validators' text without pydantic's ``Value error, `` / ``Assertion failed, `` prefix."""
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
 def shown(value: Any) -> Any:
     """A Jinja2 ``finalize``: a None printed by a template reads :data:`MISSING`, like every formatter's."""
     return MISSING if value is None else value

@@ -23,7 +23,7 @@ import numpy as np
 
 from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
 from rollbench.core.perturbation import Perturbation
-from rollbench.core.plan_size import check_plan_size
+from rollbench.core.plan_size import check_plan_size, check_population
 from rollbench.core.records import JsonRecord
 from rollbench.core.registry import family_of, resolve_tasks
 from rollbench.core.runlog_model import Plan as PlanRecord
@@ -113,11 +113,11 @@ def check_compatible(tasks: list[TaskInfo]) -> None:
 
 
 def trial_population(spec: EvalSpec, task: TaskInfo) -> tuple[int, int]:
-    """``[first, end)``: the trials a task's episodes are drawn from (the stored initial states from ``first_trial``
-    on when the task has them and the plan is shuffled; else the ``episodes`` trials from ``first_trial``)."""
-    if spec.trial_order_seed is not None and task.initial_states:
-        return spec.first_trial, max(task.initial_states, spec.first_trial + spec.episodes)
-    return spec.first_trial, spec.first_trial + spec.episodes
+    """``[first, end)``: a task's trials, from ``first_trial``: ``episodes`` of them (shuffled: its stored initial
+    states when more). ConfigError when run.json could not record it (:func:`.plan_size.check_population`)."""
+    end = max(task.initial_states if spec.trial_order_seed is not None else 0, spec.first_trial + spec.episodes)
+    check_population(task.name, spec.first_trial, end)
+    return spec.first_trial, end
 
 
 def order_stream(task: str, control: str | None) -> str:

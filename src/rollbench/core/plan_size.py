@@ -10,7 +10,7 @@ for a plan under it (long instructions or task names take more bytes per episode
 from __future__ import annotations
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.spec import EvalSpec
+from rollbench.core.spec import MAX_EPISODES_PER_TASK, EvalSpec
 
 # Measured (docs/design.md, record/runlog.py): 294 bytes of run.json's ``plan`` per planned episode of scripted/reach
 # with a one-sentence instruction (~300 with a sweep's variant name), so 200,000 planned episodes take ~60 MB, under
@@ -49,3 +49,46 @@ def check_plan_size(spec: EvalSpec, tasks: int) -> None:
         "(run.json records every planned episode and is read whole); split it into several runs (fewer tasks, "
         "episodes or instruction variants each)"
     )
+
+
+# A shuffled task's population [first, end) of trials (run.json ``plan.trial_order.populations``): first is
+# ``--first-trial`` (at most MAX_EPISODES_PER_TASK) and end - first is the task's ``--episodes`` (at most
+# MAX_EPISODES_PER_TASK), or its stored initial states from first on when there are more (LIBERO: 50); the
+# permutation drawn over it is materialised whole (core.plan.trial_order: 16 bytes a trial), so it is bounded as a
+# plan is.
+MAX_TRIAL_POPULATION = MAX_PLANNED_EPISODES
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def population_problem(value: object) -> str | None:
+    """What keeps ``value`` (one task's entry of run.json ``plan.trial_order.populations``) from being a population
+    rollbench plans: exactly two integers ``[first, end)`` (not bools) with ``0 <= first <=``
+    :data:`~rollbench.core.spec.MAX_EPISODES_PER_TASK` and ``first <= end <= first +`` :data:`MAX_TRIAL_POPULATION`;
+    None when nothing does. Pure: reads no more than the two items."""
+    if isinstance(value, list) and len(value) == 2 and all(type(x) is int for x in value):
+        first, end = value
+        if 0 <= first <= MAX_EPISODES_PER_TASK and first <= end <= first + MAX_TRIAL_POPULATION:
+            return None
+    return (
+        f"is {_shown(value)}: not a population [first, end) of trials (two integers, 0 <= first <= "
+        f"{MAX_EPISODES_PER_TASK:,}, first <= end <= first + {MAX_TRIAL_POPULATION:,})"
+    )
+
+
+def population_short(first: int, end: int, planned: int) -> str | None:
+    """The problem of a population ``[first, end)`` too small for the ``planned`` trials drawn from it (a planned
+    trial appears once), None when it holds them."""
+    if end - first >= planned:
+        return None
+    return f"holds {end - first} trial(s) [{first}, {end}), fewer than the {planned} planned from it"
+
+
+def check_population(task: str, first: int, end: int) -> None:
+    """ConfigError (one line) when a task's population ``[first, end)`` would be one run.json's model refuses
+    (:func:`population_problem`): a shuffled task with more stored initial states than a plan may hold."""
+    if why := population_problem([first, end]):
+        raise ConfigError(f"task {task}'s trials to shuffle {why}; give fewer with --first-trial or do not shuffle")

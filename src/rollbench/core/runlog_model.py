@@ -15,9 +15,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_validator,
+)
 
 from rollbench.core.grade_model import Closed, GradeDocument, run_log_order
+from rollbench.core.plan_size import population_problem
 from rollbench.core.spec import EvalSpec
 
 RunStatus = Literal["RUNNING", "INTERRUPTED", "OK", "PARTIAL", "FAILED"]
@@ -103,12 +112,22 @@ class PlannedEpisode(Closed):
     perturbation: PerturbationRecord | None = None
 
 
+def _population(value: Any) -> Any:
+    if why := population_problem(value):
+        raise ValueError(why)
+    return value
+
+
+# [first, end) of one task's shuffled trials, checked before its items (one line: core.plan_size.population_problem)
+Population = Annotated[list[int], BeforeValidator(_population), Field(min_length=2, max_length=2)]
+
+
 class TrialOrder(Closed):
     """``plan.trial_order``: a shuffled plan's trials (``rollbench sequential``; :func:`rollbench.core.plan.trial_order`)."""
 
     method: Literal["seeded-permutation"]
     seed: int = Field(ge=0, description="EvalSpec.trial_order_seed.")
-    populations: dict[str, list[int]] = Field(description="Task -> [first, end): the trials drawn from.")
+    populations: dict[str, Population] = Field(description="Task -> [first, end): the trials drawn from.")
 
 
 class Plan(Closed):

@@ -26,7 +26,7 @@ from pydantic import (
 
 from rollbench.core.bounds import MAX_IMAGE_SIDE, MAX_REPLAN_EVERY, MIN_IMAGE_SIDE, image_side_ok
 from rollbench.core.contracts import ConfigError, TaskInfo
-from rollbench.core.format import described, did_you_mean, error_location
+from rollbench.core.format import described, did_you_mean, error_location, error_message
 from rollbench.core.urlcreds import check_spec_urls
 
 MAX_ACTION_NOISE = 1e6  # action units; far above every task's range, far below float overflow
@@ -277,7 +277,8 @@ def build_spec(**fields: Any) -> EvalSpec:
             hint = ""
             if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:  # a misspelt field: name the close ones
                 hint = did_you_mean(str(err["loc"][0]), list(EvalSpec.model_fields))
-            parts.append(f"{where}: {err['msg']}" + ("" if got in err["msg"] else f" (got {got})") + hint)
+            msg = error_message(err)
+            parts.append(f"{where}: {msg}" + ("" if got in msg else f" (got {got})") + hint)
         raise ConfigError("invalid evaluation spec: " + "; ".join(parts)) from None
 
 

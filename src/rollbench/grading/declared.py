@@ -22,8 +22,9 @@ import pyarrow.parquet as pq
 from rollbench.core.format import quoted
 from rollbench.grading.files import parquet_files
 from rollbench.record.episode_row import EpisodeRow
+from rollbench.record.files import open_parquet
 from rollbench.record.lerobot import NUMERIC_FEATURES
-from rollbench.record.safe_files import open_regular, read_regular_json
+from rollbench.record.safe_files import read_regular_json
 from rollbench.record.step_schema import declared_columns, step_file_differences
 
 MAX_TASKS = 1_000_000  # rows of meta/tasks.parquet (one per distinct instruction; LIBERO-Plus has ~10,000)
@@ -43,7 +44,7 @@ def declared_step_files(run_dir: Path, files: list[Path], info: dict[str, Any], 
     schemas: dict[Path, pa.Schema] = {}
     for f in files:
         try:
-            with open_regular(f, run_dir) as raw:
+            with open_parquet(f, run_dir) as raw:
                 schemas[f] = pq.read_schema(raw)
         except Exception:
             continue
@@ -68,7 +69,7 @@ def read_tasks(run_dir: Path, info: dict[str, Any], violations: list[str]) -> di
             violations.append(f"{rel} is missing")
         return None
     try:
-        with open_regular(path, run_dir) as raw:
+        with open_parquet(path, run_dir) as raw:
             pf = pq.ParquetFile(raw)
             if pf.metadata.num_rows > MAX_TASKS:
                 violations.append(f"{rel} holds {pf.metadata.num_rows} rows, over the {MAX_TASKS} rollbench reads")

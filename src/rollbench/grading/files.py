@@ -23,11 +23,10 @@ from rollbench.core.format import quoted
 from rollbench.core.grade_model import Timing
 from rollbench.core.runlog_model import RunLog
 from rollbench.record.episode_row import EpisodeRow
-from rollbench.record.files import escaping_links, is_inside
+from rollbench.record.files import escaping_links, is_inside, open_parquet, why_not_read
 from rollbench.record.safe_files import (
     UnsafeFile,
     check_no_link_below,
-    open_regular,
     read_regular_json,
     scan_run_files,
 )
@@ -100,13 +99,16 @@ def _named_link(run_dir: Path, link: Path, pattern: str) -> bool:
 
 
 def readable_parquet(files: list[Path], violations: list[str]) -> list[Path]:
-    """The ``files`` whose parquet footer reads; the others are named in ``violations`` (unreadable)."""
+    """The ``files`` whose parquet footer reads; the others are named in ``violations`` (unreadable, or not read:
+    over :data:`~rollbench.record.files.MAX_PARQUET_BYTES` or with a hole, :func:`~rollbench.record.files.open_parquet`)."""
     ok = []
     for f in files:
         try:
-            with open_regular(f) as raw:
+            with open_parquet(f) as raw:  # within MAX_PARQUET_BYTES, no hole: the file duckdb then reads
                 pq.ParquetFile(raw).metadata  # noqa: B018 - reading the footer is the check
             ok.append(f)
+        except UnsafeFile as exc:
+            violations.append(f"file {f} is not read ({why_not_read(exc, f)})")
         except Exception as exc:
             violations.append(f"file {f} is unreadable ({type(exc).__name__}: {exc})")
     return ok
@@ -203,12 +205,23 @@ def leads_outside(rel: str) -> bool:
     return os.path.isabs(rel) or os.path.normpath(rel).split(os.sep)[0] == ".."
 
 
+def recorded_frame_size(info: dict[str, Any], key: str) -> tuple[int, int] | None:
+    """``(height, width)`` of video feature ``key`` in ``info`` (its ``shape``, ``[height, width, channels]`` as
+    rollbench records it), or None when it records no such shape."""
+    shape = (info.get("features") or {}).get(key, {}).get("shape")
+    if isinstance(shape, list) and len(shape) == 3 and all(_count(d, 1) for d in shape):
+        return shape[0], shape[1]
+    return None
+
+
 def video_violation(run_dir: Path, info: dict[str, Any], m: EpisodeRow, key: str, length: int) -> str | None:
     """None when episode ``m``'s video ``key`` exists inside the run and decodes to ``length`` frames, or is behind
     a link leading outside (:func:`link_violations` names that link, once); else the sentence naming the file and
-    what is wrong with it (missing, a link, unreadable, wrong frame count), or the ``video_path`` whose text leads
-    outside the run (one sentence for every episode; nothing outside is looked at)."""
-    from rollbench.record.files import count_video_frames
+    what is wrong with it (missing, a link, unreadable, a hole, wrong frame count, frames of another size than
+    meta/info.json's shape for ``key``), or the ``video_path`` whose text leads outside the run (one sentence for
+    every episode; nothing outside is looked at). Decoding is bounded (hostile round 19, F4): never a stream of
+    another size than the recorded one, at most ``length + 1`` frames (enough to say it has more)."""
+    from rollbench.record.files import VideoRefused, count_video_frames
 
     e, span = m.episode_index, m.video(key)
     if span.file_index is None:
@@ -232,15 +245,21 @@ def video_violation(run_dir: Path, info: dict[str, Any], m: EpisodeRow, key: str
         return None  # a link leading outside the run, named once by link_violations
     if not (path.exists() or path.is_symlink()):
         return f"episode {e}: video file {rel} is missing"
+    if (size := recorded_frame_size(info, key)) is None:
+        return f"episode {e}: video file {rel} ({key}) is not decoded: meta/info.json records no frame size for it"
     try:
         check_no_link_below(run_dir, path)
         if path.is_symlink():
             return f"episode {e}: video file {rel} is a symbolic link (to {os.readlink(path)}); not read"
-        frames = count_video_frames(path, run_dir)
+        frames = count_video_frames(path, run_dir, limit=length + 1, size=size)
     except UnsafeFile as exc:
-        return f"episode {e}: video file {rel} is not read ({str(exc).removeprefix(str(path) + ' ')})"
+        return f"episode {e}: video file {rel} is not read ({why_not_read(exc, path)})"
+    except VideoRefused as exc:
+        return f"episode {e}: video file {rel} ({key}) {exc}"
     except Exception as exc:
         return f"episode {e}: video file {rel} is unreadable ({type(exc).__name__}: {exc})"
+    if frames > length:
+        return f"episode {e}: video file {rel} ({key}) has more than {length} frames for {length} steps"
     if frames != length:
         return f"episode {e}: video file {rel} ({key}) has {frames} frames for {length} steps"
     return None

@@ -36,6 +36,7 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import order_stream, trial_order
+from rollbench.core.plan_size import population_short
 from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode, RunLog, TrialOrder
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
@@ -115,7 +116,8 @@ def check_trial_order(planned: Sequence[PlannedEpisode], order: TrialOrder | Non
     """How the study's trials were ordered: ``"plan order"``, or for a shuffled plan (run.json ``plan.trial_order``)
     the seed, after checking that every task's planned trials are the ones its recorded permutation gives (a perturbed
     task draws its control's: :func:`rollbench.core.plan.order_stream`, one permutation per pair of tasks).
-    Raises ConfigError naming the first planned trial that differs (an edited plan) or a task without population."""
+    Raises ConfigError naming the first planned trial that differs (an edited plan), a task without population or
+    one smaller than its planned trials."""
     if order is None:
         return "plan order"
     by_task: dict[str, list[PlannedEpisode]] = defaultdict(list)
@@ -125,6 +127,8 @@ def check_trial_order(planned: Sequence[PlannedEpisode], order: TrialOrder | Non
         pop = order.populations.get(task)
         if pop is None or len(pop) != 2:
             raise ConfigError(f"run.json: plan.trial_order has no population for task {task}")
+        if short := population_short(pop[0], pop[1], len(eps)):  # the bounds: run.json's model (TrialOrder)
+            raise ConfigError(f"run.json: plan.trial_order.populations[{task!r}] {short} (edited)")
         control = eps[0].perturbation.control if eps[0].perturbation is not None else None
         want = trial_order(order.seed, order_stream(task, control), pop[0], pop[1], len(eps))
         for j, (p, k) in enumerate(zip(eps, want, strict=True)):

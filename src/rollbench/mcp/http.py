@@ -11,16 +11,36 @@ dashboard share, applied by :func:`rollbench.wire.guard.asgi_guard`):
 * ``Host`` must be a bound name (421), a browser's ``Origin`` the server's own (403), a body JSON (415).
 
 The MCP SDK's own DNS-rebinding protection (``TransportSecuritySettings``) stays on as well, for the same names.
+
+The server is :func:`rollbench.wire.inbound_http.bounded_server`, the one of every rollbench HTTP surface
+(:mod:`rollbench.wire.inbound`): a request's headers and body must arrive within ``--request-timeout-s`` (else the
+connection is closed, or a short body answered 408), a connection over ``--max-connections`` is answered 503, and
+running out of file descriptors is one line on stderr, not the end of the process. Only a request's arrival is
+timed: the event streams the SDK answers with (``text/event-stream``) last as long as the session needs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from rollbench.wire.guard import Guard, asgi_guard
+from rollbench.wire.inbound import ConnectionBounds
 
 TOKEN_ENV = "ROLLBENCH_MCP_TOKEN"
+
+
+@dataclass(frozen=True)
+class HttpBinding:
+    """Where and to whom ``--transport http`` answers: the bound ``host`` and ``port``, the ``token`` clients must
+    send (None: none, loopback only), the other ``allow_hosts`` names, and the connections' ``bounds``."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    allow_hosts: tuple[str, ...] = ()
+    bounds: ConnectionBounds = field(default_factory=ConnectionBounds)
 
 
 def mcp_guard(host: str, token: str | None, allow_hosts: Sequence[str]) -> Guard:
@@ -44,10 +64,10 @@ def security(names: Sequence[str]) -> Any:
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def run_http(server: Any, host: str, port: int, token: str | None, allow_hosts: Sequence[str]) -> None:
+def run_http(server: Any, binding: HttpBinding) -> None:
     """Serve ``server`` (an ``MCPServer``) at ``http://host:port/mcp`` until stopped; checks as in the docstring."""
-    import uvicorn
+    from rollbench.wire.inbound_http import bounded_server
 
-    guard = mcp_guard(host, token, allow_hosts)
-    app: Any = server.streamable_http_app(transport_security=security(guard.names), host=host)
-    uvicorn.Server(uvicorn.Config(asgi_guard(app, guard), host=host, port=port, log_level="warning")).run()
+    guard = mcp_guard(binding.host, binding.token, binding.allow_hosts)
+    app: Any = server.streamable_http_app(transport_security=security(guard.names), host=binding.host)
+    bounded_server(asgi_guard(app, guard), binding.bounds, "rollbench mcp", binding.host, binding.port).run()

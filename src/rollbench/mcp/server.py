@@ -39,6 +39,7 @@ from rollbench.grading.coverage import DEFAULT_RULE, EXCLUDE_POLICY_ERRORS_HELP,
 from rollbench.grading.robustness import study_of_run
 from rollbench.mcp.catalog import env_listing
 from rollbench.mcp.checkpoints import add_checkpoints_tool
+from rollbench.mcp.http import HttpBinding
 from rollbench.mcp.progress import Active, Notifier
 from rollbench.mcp.results import (
     FOREIGN_LOG,
@@ -350,24 +351,22 @@ def serve(
     transport: str = "stdio",
     root: Path = Path("runs"),
     max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    token: str | None = None,
-    allow_hosts: tuple[str, ...] = (),
     checkpoints: tuple[str, ...] = (),
+    http: HttpBinding | None = None,
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http: streamable HTTP at
-    ``http://host:port/mcp``, with the token and Host/Origin checks of :mod:`rollbench.mcp.http`). Raises
-    ConfigError, before anything is created, for an unknown transport, an unusable root, or an http host that is
-    not loopback and has no token."""
+    ``http://host:port/mcp`` of ``http`` (default :class:`~rollbench.mcp.http.HttpBinding`), with the token and
+    Host/Origin checks of :mod:`rollbench.mcp.http`). Raises ConfigError, before anything is created, for an unknown
+    transport, an unusable root, or an http host that is not loopback and has no token."""
     from rollbench.mcp import http as mcp_http
     from rollbench.mcp.stdio import run_stdio
 
+    binding = http or HttpBinding()
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport {transport!r}; valid transports: stdio, http")
-    if transport == "http":
-        mcp_http.allowed_names(host, token, allow_hosts)  # refuse an unsafe host before anything is created
-    elif token is not None or allow_hosts:
+    if transport == "http":  # refuse an unsafe host before anything is created
+        mcp_http.allowed_names(binding.host, binding.token, binding.allow_hosts)
+    elif binding.token is not None or binding.allow_hosts:
         raise ConfigError("--token and --allow-host apply to --transport http only")
     root = root.expanduser().resolve()
     try:
@@ -379,4 +378,4 @@ def serve(
     if transport == "stdio":
         run_stdio(server)
     else:
-        mcp_http.run_http(server, host, port, token, allow_hosts)
+        mcp_http.run_http(server, binding)

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from rollbench.core import registry as report_rows
 from rollbench.core.contracts import ConfigError
-from rollbench.core.format import described, error_location
+from rollbench.core.format import described, error_location, error_message
 from rollbench.core.registry import is_import_path, resolve_remote_tasks
 from rollbench.core.spec import EvalSpec, build_spec
 
@@ -49,7 +49,7 @@ def check_arguments(tool_name: str, model: Any, skip: set[str], arguments: Mappi
         where = error_location(err["loc"], "arguments")
         given = "" if err["type"] == "missing" else f", got {described(err.get('input'))}"
         raise ToolError(
-            f"{tool_name}: invalid argument {where}: {err['msg']}{given}; valid arguments: {', '.join(valid)}"
+            f"{tool_name}: invalid argument {where}: {error_message(err)}{given}; valid arguments: {', '.join(valid)}"
         ) from None
 
 

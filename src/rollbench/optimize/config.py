@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.format import error_location
+from rollbench.core.format import error_location, error_message
 from rollbench.optimize.compare import Paired
 from rollbench.optimize.proposers import PROPOSERS
 
@@ -68,7 +68,7 @@ def build_config(**fields: Any) -> SearchConfig:
     try:
         return SearchConfig(**fields)
     except ValidationError as exc:
-        parts = [f"{error_location(e['loc'], 'options')}: {e['msg']}" for e in exc.errors()]
+        parts = [f"{error_location(e['loc'], 'options')}: {error_message(e)}" for e in exc.errors()]
         raise ConfigError("invalid optimize-instruction options: " + "; ".join(parts)) from None
 
 

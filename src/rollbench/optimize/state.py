@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.format import described, error_location
+from rollbench.core.format import described, error_location, error_message
 from rollbench.core.spec import MAX_INSTRUCTION_CHARS
 from rollbench.optimize.config import SearchConfig
 
@@ -156,7 +156,7 @@ def read_state(raw: Any, path: Path) -> dict[str, Any]:
         err = exc.errors(include_url=False)[0]
         where = error_location(err["loc"], "state")
         got = "" if err["type"] == "missing" else f" (got {described(err.get('input'))})"
-        raise ConfigError(f"search state {path} is damaged: {where}: {err['msg']}{got}") from None
+        raise ConfigError(f"search state {path} is damaged: {where}: {error_message(err)}{got}") from None
     return state.model_dump(mode="json", exclude_unset=True)
 
 

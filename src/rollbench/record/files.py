@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -122,13 +122,32 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+MAX_PARQUET_BYTES = 1 << 28  # 256 MiB: a run's parquet file (an episode's steps or row; tasks) is KBs to a few MB
+
+
+def open_parquet(path: Path, root: Path | None = None) -> BinaryIO:
+    """A run's parquet file opened for pyarrow: :func:`~rollbench.record.safe_files.open_regular` (inside ``root``
+    when given) within :data:`MAX_PARQUET_BYTES` and without a hole (``check_dense``: pyarrow reads a column chunk
+    whole, so a footer pointing into a hole of a sparse file would make it allocate the hole's size; hostile round
+    19, F2); UnsafeFile (an OSError) otherwise."""
+    return open_regular(path, root, max_bytes=MAX_PARQUET_BYTES, dense=True)
+
+
+def why_not_read(exc: OSError, path: Path) -> str:
+    """What an :class:`~rollbench.record.safe_files.UnsafeFile` of ``path`` says, without the path and the closing
+    "not read" (``"21,474,836,480 bytes, over the 268,435,456 rollbench reads"``, ``"a FIFO, not a regular
+    file"``): for a reader's own sentence that names the file its way."""
+    return str(exc).removeprefix(f"{path} ").removeprefix("is ").removesuffix("; not read")
+
+
 def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """One parquet file as a table (``columns``: only those). The same table as ``pq.read_table``, which goes through
     pyarrow's dataset layer and takes about twice as long on rollbench's small per-episode files (0.68 vs 0.35 ms
     for a 53-row data file, ``benchmarks/bench_micro.py``); raises what pyarrow raises for a missing or damaged file,
     and :class:`~rollbench.record.safe_files.UnsafeFile` (an OSError) when ``path`` is a link, FIFO, socket or
-    device (:func:`~rollbench.record.safe_files.open_regular`: never blocks, never follows the last link)."""
-    with open_regular(path) as raw, pq.ParquetFile(raw) as f:
+    device, or over :data:`MAX_PARQUET_BYTES` or holey (:func:`open_parquet`: never blocks, never follows the last
+    link)."""
+    with open_parquet(path) as raw, pq.ParquetFile(raw) as f:
         return f.read(columns=list(columns) if columns is not None else None)
 
 
@@ -160,13 +179,78 @@ def encode_video(path: Path, frames: Sequence[np.ndarray], fps: int, durable: bo
         container.mux(stream.encode(None))
 
 
-def count_video_frames(path: Path, root: Path | None = None) -> int:
-    """Decode ``path`` and count its video frames (decoding, not trusting container metadata). The file is opened
-    with :func:`~rollbench.record.safe_files.open_regular` (inside ``root`` when given): UnsafeFile otherwise."""
+Size = tuple[int, int] | None  # (height, width) in pixels, or no size to check
+
+
+class VideoRefused(ValueError):
+    """A video :func:`count_video_frames` stops decoding; the text is a clause that follows the file's name
+    (``"is 8192x4320 pixels (width x height), not the 32x32 the run records (meta/info.json); not decoded"``)."""
+
+
+def count_video_frames(path: Path, root: Path | None = None, *, limit: int | None = None, size: Size = None) -> int:
+    """The number of frames ``path``'s first video stream decodes to (decoding, not trusting container metadata),
+    counted up to ``limit``: ``limit`` means "``limit`` or more" (decoding stops there, so a video's cost is at most
+    ``limit`` frames of the run's size, whatever its length; hostile round 19, F4). Bounds, each a
+    :class:`VideoRefused` (a ValueError) naming what it found:
+
+    * ``size`` ``(height, width)``, the run's recorded frame size: the stream's size is checked before a frame is
+      decoded, and each decoded frame's (an H.264 stream may change size within its packets);
+    * at most ``limit`` packets that hold data are decoded (then the decoder is drained): rollbench writes one frame
+      per packet, so reaching the bound with fewer than ``limit`` frames is a video rollbench did not write; and at
+      most ``2 * limit`` packets of any stream are read (rollbench writes one video stream, one packet per frame
+      and the demuxer's last, empty one).
+
+    The file is opened with :func:`~rollbench.record.safe_files.open_regular` (inside ``root`` when given), and a
+    file with a hole (:func:`~rollbench.record.safe_files.check_dense`) is refused: UnsafeFile (an OSError)."""
     import av
 
-    with open_regular(path, root) as raw, av.open(raw, mode="r") as container:
-        return sum(1 for _ in container.decode(video=0))
+    with open_regular(path, root, dense=True) as raw, av.open(raw, mode="r") as container:
+        stream = container.streams.video[0]  # IndexError: no video stream
+        if size is not None:
+            _check_frame_size(stream.codec_context, size, None)
+        frames = data_packets = 0
+        for n, packet in enumerate(container.demux()):  # every stream's: another stream's packets cost reading too
+            if limit is not None and n > 2 * limit:
+                others = True
+                break
+            if packet.stream.index != stream.index:
+                continue
+            data_packets += bool(packet.size)
+            if limit is not None and data_packets > limit:
+                others = False
+                break
+            for frame in stream.decode(packet):
+                _check_frame_size(frame, size, frames)
+                frames += 1
+                if limit is not None and frames >= limit:
+                    return limit
+        else:
+            return frames  # the demuxer's last, empty packet drained the decoder
+        assert limit is not None  # the loop stops early only with a limit
+        for frame in stream.decode(None):  # drain the frames of the packets fed
+            _check_frame_size(frame, size, frames)
+            frames += 1
+        if frames >= limit:
+            return limit
+        why = (
+            f"holds more than {2 * limit} packets (of all its streams) before {limit} frames"
+            if others
+            else f"holds more than {limit} packets and its first {limit} decode to {frames} frames"
+        )
+        raise VideoRefused(f"{why} (rollbench writes one frame per packet); not decoded further")
+
+
+def _check_frame_size(frame: Any, size: Size, index: int | None) -> None:
+    """VideoRefused when ``frame`` (a decoded frame, or with ``index`` None the stream's codec context) is not
+    ``size`` ``(height, width)``; nothing when ``size`` is None."""
+    if size is None or (frame.height, frame.width) == tuple(size):
+        return
+    what = "is" if index is None else f"has a frame (frame {index}) of"
+    until = "not decoded" if index is None else "not decoded further"
+    raise VideoRefused(
+        f"{what} {frame.width}x{frame.height} pixels (width x height), not the {size[1]}x{size[0]} the run records "
+        f"(meta/info.json); {until}"
+    )
 
 
 # ---- staying inside a run directory ----------------------------------------------------------------------------

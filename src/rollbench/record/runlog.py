@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from rollbench.core.contracts import ConfigError, RollbenchError, describe
 from rollbench.core.family import EnvFamily
-from rollbench.core.format import error_location
+from rollbench.core.format import error_location, error_message
 from rollbench.core.grade_model import GradeDocument
 from rollbench.core.runlog_model import (
     ExecutionEntry,
@@ -243,7 +243,7 @@ def _dump(model: BaseModel) -> dict[str, Any]:
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = error_location(err["loc"], "the document")
-    return f"{where}: {err['msg']}" + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+    return f"{where}: {error_message(err)}" + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
 
 
 def find_run_dirs(roots: list[Path], max_depth: int = RUN_SEARCH_DEPTH) -> list[Path]:

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.format import described, error_location, quoted
+from rollbench.core.format import described, error_location, error_message, quoted
 from rollbench.core.runlog_model import PerturbationRecord, RunLog
 
 
@@ -138,7 +138,7 @@ def _check_perturbation(block: Any, where: str, bad: Any) -> None:
         if err["type"] == "missing":
             raise bad(f"its {where} has no {field}") from None
         raise bad(
-            f"its {where}{'.' + field if field else ''} is {described(str(err.get('input')))}: {err['msg']}"
+            f"its {where}{'.' + field if field else ''} is {described(str(err.get('input')))}: {error_message(err)}"
         ) from None
     if record.level is not None and not math.isfinite(record.level):
         raise bad(f"its {where}.level is {record.level}, not a finite number")

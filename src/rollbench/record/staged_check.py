@@ -36,8 +36,9 @@ import pyarrow.parquet as pq
 from rollbench.core.jsonfile import JsonRefused
 from rollbench.core.plan import PlannedEpisode
 from rollbench.record.episode_row import EpisodeRow, EpisodeRowError
+from rollbench.record.files import open_parquet
 from rollbench.record.lerobot import DELAY_COLUMNS, padding_frame
-from rollbench.record.safe_files import open_regular, read_regular_json
+from rollbench.record.safe_files import read_regular_json
 
 STAGED_NAME = re.compile(r"episode-([0-9]{6})")  # stage_files's exact name: episode-EEEEEE
 # the staged row's columns that restate its plan entry (rollbench.core.plan.PlannedEpisode): column -> plan field
@@ -160,7 +161,7 @@ def staged_damage(
     if planned is not None and (why := _plan_damage(parsed, planned)) is not None:
         return why
     try:
-        with open_regular(staged / "data.parquet") as raw, pq.ParquetFile(raw) as f:
+        with open_parquet(staged / "data.parquet") as raw, pq.ParquetFile(raw) as f:
             rows = f.metadata.num_rows
             table = f.read() if shape is not None and rows == max(length, 1) else None
     except Exception as exc:  # pyarrow raises several types for a cut, empty or foreign file

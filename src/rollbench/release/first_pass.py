@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.jsonfile import loads_strict
 from rollbench.release import credentials as cred
+from rollbench.release.invisible import INVISIBLE, stripped
 from rollbench.release.learnt import (
     LEARNT_RULES,
     MAX_LENGTH,
@@ -79,14 +80,18 @@ class _Pass:
         self._spelled: dict[str, str] = {}
 
     def take(self, text: str, field: str | None) -> None:
+        """The values ``text`` (at ``field``) teaches (a user field's user name among them), and those it teaches
+        without its invisible characters (:mod:`rollbench.release.invisible`: ``password=Hun\\u200bter2…`` teaches
+        ``Hunter2…``)."""
         if field is not None and text.strip() and not PLACEHOLDER.fullmatch(text) and text != "<redacted>":
             named = self.scanner.field_name(text, field)
             if named is not None and named.category == "user_name":
                 self.names.setdefault(text.strip(), named.rule)
-        for rule, category, value in context_findings(self.scanner, text, field):
-            for v in taught(rule, value):
-                if len(v) >= MIN_LENGTH:
-                    self.found.setdefault(v, (category, rule))
+        for t in (text, stripped(text)) if INVISIBLE.search(text) else (text,):
+            for rule, category, value in context_findings(self.scanner, t, field):
+                for v in taught(rule, value):
+                    if len(v) >= MIN_LENGTH:
+                        self.found.setdefault(v, (category, rule))
 
     def key(self, k: str) -> str:
         """A JSON key as the redaction pass spells it in a field path (:meth:`Releaser.key`), with no placeholder

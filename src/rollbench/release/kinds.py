@@ -4,15 +4,21 @@ A release copies only what it scanned (issue 42). The kinds (:func:`scan_kind`):
 
 * ``json`` / ``jsonl`` (by suffix), ``parquet`` (by suffix): every string they carry is redacted
   (:mod:`rollbench.release.redact`, :mod:`rollbench.release.parquet_text`);
-* ``text``: a file of a text suffix (:data:`TEXT_SUFFIXES`), or any file that is UTF-8 (no NUL in its first 8 KiB);
+* ``text``: a file of a text suffix (:data:`TEXT_SUFFIXES`), or any file that is UTF-8 text; either holding no NUL
+  byte anywhere (hostile19 F1: UTF-16 or UTF-32 text is ASCII with NULs between, valid UTF-8 that no rule reads).
+  A file of a text suffix holding one is refused by name (:func:`scan_kind`: ConfigError, exit 2); other control
+  characters (an ANSI colour's ESC, a backspace) are kept, and a secret they hide is found without them
+  (:mod:`rollbench.release.invisible`);
 * ``video``: an ``.mp4`` at the writer's own video path of a run (``RUN/videos/KEY/chunk-CCC/file-FFF.mp4``) that
   PyAV opens as a container with a video stream. A video cannot be redacted, so it is checked instead
   (:func:`video_findings`): its container, stream and chapter metadata (a chapter's title) with every rule; its
   bytes with the rules whose matches cannot occur by chance in compressed data (provider keys, PEM private keys,
-  the releasing environment's secret values); and every run of :data:`MIN_TEXT_RUN` or more printable ASCII bytes
-  in it (a ``free`` or ``udta`` box's text, a chapter list, an encoder's SEI string) with the e-mail, home-path and
-  named-credential rules (:data:`NAMED_RULES`: ``token=``, ``Bearer``, ...) and the host, user and ``--rules``
-  literal names and learnt values (:mod:`rollbench.release.learnt`) of :data:`MIN_BYTE_NAME` or more characters. A
+  the releasing environment's secret values, read as Latin-1 and encoded as UTF-8, UTF-16LE and UTF-16BE:
+  :func:`env_spellings`); and every run of :data:`MIN_TEXT_RUN` or more printable ASCII bytes or UTF-16LE/BE
+  characters in it (:func:`text_runs`: a ``free`` or ``udta`` box's text, a chapter list, an encoder's SEI string)
+  with the e-mail, home-path and named-credential rules (:data:`NAMED_RULES`: ``token=``, ``Bearer``, ...) and the
+  host, user and ``--rules`` literal names and learnt values (:mod:`rollbench.release.learnt`) of
+  :data:`MIN_BYTE_NAME` or more characters. A
   finding refuses the release (nothing is written): a video cannot be redacted in place. Not searched in video bytes
   (said by :data:`VIDEO_BYTES_SCOPE`): shorter text runs, shorter names and the other rules (they match compressed
   data by chance). A video carrying a stream other than video (audio, subtitle or chapter text, data, attachment:
@@ -25,9 +31,11 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 
-from rollbench.release.rules import Scanner
+from rollbench.core.contracts import ConfigError
+from rollbench.release.rules import Finding, Scanner
 
 TEXT_SUFFIXES = {".md", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".toml", ".ini", ".html"}
 VIDEO_PATH = re.compile(r"[^/]+/videos/[^/]+/chunk-[0-9]{3}/file-[0-9]{3}\.mp4")  # a run's, as record.lerobot names it
@@ -43,6 +51,16 @@ BYTE_RULES = frozenset(
 MIN_TEXT_RUN = 16
 TEXT_RUN = re.compile(rb"[\x20-\x7e]{%d,}" % MIN_TEXT_RUN)
 TEXT_RUN_RULES = frozenset({"email", "home_path"})
+# the same text in UTF-16 (hostile19 F3: a ``free`` box written by a Windows tool): runs of MIN_TEXT_RUN or more
+# characters of U+0020..U+007E and U+00A0..U+00FF; each pattern starts with a NUL byte, so re's literal-prefix search
+# finds the candidates (about 3 ms per 8 MB of video bytes, where a character class first would cost 100 times more)
+_CHAR = rb"[\x20-\x7e\xa0-\xff]"
+UTF16BE_RUN = re.compile(rb"\x00%s(?:\x00%s){%d,}" % (_CHAR, _CHAR, MIN_TEXT_RUN - 1))
+UTF16LE_TAIL = re.compile(rb"\x00(?:%s\x00){%d,}" % (_CHAR, MIN_TEXT_RUN - 1))  # a UTF-16LE run from its 1st NUL
+# an environment secret's value is searched in a file's bytes in these encodings too (label, codec, errors: a value
+# os.environ decoded with surrogate escapes is encoded back to its bytes)
+ENV_ENCODINGS = (("UTF-8", "utf-8", "surrogateescape"), ("UTF-16LE", "utf-16-le", "surrogatepass"),
+                 ("UTF-16BE", "utf-16-be", "surrogatepass"))  # fmt: skip
 # credentials named where they stand (``token=``, ``password:``, ``Bearer``, ``Authorization:``, ``Cookie:``, a URL's
 # ``user:PASSWORD@`` or ``?sig=``), searched in a video's text runs too (hostile18 F3: a chapter title written as
 # text in the file): each match needs its name or scheme spelt out, which compressed data does not hold by chance
@@ -52,15 +70,16 @@ NAMED_RULES = frozenset(
 NAME_RULES = frozenset({"host_name", "user_name", "literal"})
 MIN_BYTE_NAME = 6  # a shorter name is a common token of encoder strings ("ref=3", "me=hex")
 VIDEO_BYTES_SCOPE = (
-    "a video's bytes are searched for provider and private keys, the environment's secret values, and, in runs of "
-    f"{MIN_TEXT_RUN}+ printable characters, e-mail addresses, home paths, named credentials (token=, password:, "
+    "a video's bytes are searched for provider and private keys, the environment's secret values (as Latin-1, UTF-8, "
+    f"UTF-16LE and UTF-16BE), and, in runs of {MIN_TEXT_RUN}+ printable characters (ASCII, UTF-16LE, UTF-16BE), "
+    "e-mail addresses, home paths, named credentials (token=, password:, "
     "Bearer, Authorization, Cookie, URL passwords and secret query values), host/user/--rules names of "
     f"{MIN_BYTE_NAME}+ characters and values learnt as credentials; other rules and shorter names are not searched there"
 )
 
 
 def _utf8_text(raw: bytes) -> bool:
-    if b"\0" in raw[:8192]:  # a binary header
+    if b"\0" in raw:  # a binary, or UTF-16/32 text (ASCII with NULs between: valid UTF-8 no rule reads)
         return False
     try:
         raw.decode("utf-8")
@@ -81,10 +100,16 @@ def _opens_as_video(raw: bytes) -> bool:
 
 def scan_kind(rel: str, raw: bytes) -> str | None:
     """How release scans the file ``rel`` (``RUN/inner/path`` or ``labels/NAME``) holding ``raw``: ``"json"``,
-    ``"jsonl"``, ``"parquet"``, ``"text"``, ``"video"``, or None when it cannot (see the module docstring)."""
+    ``"jsonl"``, ``"parquet"``, ``"text"``, ``"video"``, or None when it cannot (see the module docstring).
+    ConfigError naming ``rel`` and the byte for a file of a text suffix holding a NUL byte."""
     suffix = PurePosixPath(rel).suffix.lower()
     if suffix in (".json", ".jsonl", ".parquet"):
         return suffix[1:]
+    if suffix in TEXT_SUFFIXES and b"\0" in raw:
+        raise ConfigError(
+            f"{rel} holds a NUL byte (at byte {raw.index(0):,}): it is UTF-16 or UTF-32 text or a binary, not UTF-8 "
+            "text release can scan for secrets; convert it to UTF-8 or move it out of the run to release the rest"
+        )
     if suffix in TEXT_SUFFIXES or _utf8_text(raw):
         return "text"
     if suffix == ".mp4" and VIDEO_PATH.fullmatch(rel) and _opens_as_video(raw):
@@ -118,40 +143,127 @@ def video_findings(raw: bytes, tags: list[tuple[str, dict[str, str]]], scanner: 
     return found + byte_findings(raw, scanner)
 
 
+def _printable(b: int) -> bool:
+    return 0x20 <= b <= 0x7E or b >= 0xA0
+
+
+def text_runs(raw: bytes) -> Iterator[tuple[str, str]]:
+    """``(where, text)`` of each run of text in ``raw``: :data:`MIN_TEXT_RUN` or more printable ASCII bytes, and as
+    many UTF-16LE or UTF-16BE characters of U+0020..U+007E and U+00A0..U+00FF (:data:`UTF16LE_TAIL`,
+    :data:`UTF16BE_RUN`); ``where`` names the run's kind and byte offset."""
+    for m in TEXT_RUN.finditer(raw):
+        yield f"a text run at byte {m.start():,}", m.group().decode("ascii")
+    for m in UTF16LE_TAIL.finditer(raw):
+        s, e = m.span()
+        if s and _printable(raw[s - 1]):  # its first character; else the bytes from s are UTF16BE_RUN's run
+            yield f"a UTF-16LE text run at byte {s - 1:,}", raw[s - 1 : e].decode("utf-16-le")
+    for m in UTF16BE_RUN.finditer(raw):
+        yield f"a UTF-16BE text run at byte {m.start():,}", m.group().decode("utf-16-be")
+
+
+def _cased_outside_ascii(c: str) -> bool:
+    return not c.isascii() and c.lower() != c.upper()
+
+
+def _decoded_match(
+    raw: bytes, low: bytes, value: str, pattern: re.Pattern[str], encoding: tuple[str, str, str]
+) -> str | None:
+    """The first match of ``pattern`` (an environment secret's, any letter case) in ``raw`` decoded as ``encoding``
+    (an item of :data:`ENV_ENCODINGS`; UTF-16 at both byte alignments), for a ``value`` with cased letters outside
+    ASCII. Only the bytes around each place holding the longest piece of ``value`` without such letters (searched in
+    ``low``, ``raw`` lower-cased) are decoded when that piece has 4 or more characters; all of ``raw`` otherwise.
+    Linear: overlapping windows are merged before decoding."""
+    label, codec, errors = encoding
+    anchor = max(re.split("|".join(map(re.escape, {c for c in value if _cased_outside_ascii(c)})), value), key=len)
+    how = "surrogateescape" if label == "UTF-8" else "replace"  # invalid bytes as os.environ reads them
+    spans: list[list[int]] = [[0, len(raw)]]
+    if len(anchor) >= 4:
+        needle, reach, spans = anchor.encode(codec, errors).lower(), 4 * len(value) + 8, []
+        at = low.find(needle)
+        while at >= 0:
+            if spans and at - reach <= spans[-1][1]:
+                spans[-1][1] = at + reach
+            else:
+                spans.append([max(0, at - reach), at + reach])
+            at = low.find(needle, at + 1)
+    for s, e in spans:
+        for a in (0,) if label == "UTF-8" else (0, 1):
+            if m := pattern.search(raw[s + a : e].decode(codec, errors=how)):
+                return m.group()
+    return None
+
+
+def env_spellings(raw: bytes, scanner: Scanner) -> list[tuple[str, str, str]]:
+    """``(rule, encoding, text)`` for each environment secret whose value ``raw`` holds in any letter case encoded as
+    UTF-8 (a value that is not ASCII: an ASCII one's UTF-8 is its Latin-1, which the rule's own pattern finds),
+    UTF-16LE or UTF-16BE (:data:`ENV_ENCODINGS`); ``text`` is the first match decoded (an ``allow`` regex is matched
+    against it). A value whose cased letters are all ASCII (the usual token) is a substring search of the bytes
+    lower-cased, a few milliseconds per 10 MB; one with other cased letters (``Pässwort``) is the rule's own pattern
+    on the bytes decoded (:func:`_decoded_match`), as its Latin-1 spelling is."""
+    low, out = raw.lower(), []
+    for name, _category, pattern, _group in scanner.patterns:
+        if not name.startswith("environment:"):
+            continue
+        value = scanner.env_values[name.split(":", 1)[1]]
+        for encoding in ENV_ENCODINGS:
+            label, codec, errors = encoding
+            if label == "UTF-8" and value.isascii():
+                continue
+            if any(map(_cased_outside_ascii, value)):
+                found = _decoded_match(raw, low, value, pattern, encoding)
+            else:
+                needle = value.encode(codec, errors).lower()
+                at = low.find(needle)
+                found = raw[at : at + len(needle)].decode(codec, errors="replace") if at >= 0 else None
+            if found is not None:
+                out.append((name, label, found))
+    return out
+
+
+def _run_rule(f: Finding) -> bool:
+    """Whether finding ``f`` in a text run of a file's bytes counts (see :func:`byte_findings`)."""
+    rule = f.rule.removeprefix("interleaved:")
+    return (
+        rule in TEXT_RUN_RULES
+        or rule in NAMED_RULES
+        or rule in BYTE_RULES  # found anywhere in the bytes too; in a UTF-16 run only here
+        or rule.startswith(("learnt:", "environment:"))
+        or (rule in NAME_RULES and len(f.value) >= MIN_BYTE_NAME)
+    )
+
+
 def byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
     """Where a file's bytes, read as they are (not decoded), hold a secret, each as ``"RULE in its bytes ..."``:
-    :data:`BYTE_RULES` and environment secrets (any letter case) anywhere, and in each run of :data:`MIN_TEXT_RUN`
-    or more printable ASCII bytes the e-mail and home-path rules and host, user and ``--rules`` literal names of
-    :data:`MIN_BYTE_NAME` or more characters (a video's bytes; a parquet file's as released)."""
-    found: list[str] = []
+    :data:`BYTE_RULES` anywhere; environment secrets' values anywhere, read as Latin-1 in any letter case and
+    encoded as UTF-8, UTF-16LE and UTF-16BE (:func:`env_spellings`); and in each text run (:func:`text_runs`: ASCII,
+    UTF-16LE, UTF-16BE) the e-mail, home-path and named-credential rules, :data:`BYTE_RULES` (a UTF-16 key),
+    environment secrets in their other forms, learnt values, and host, user and ``--rules`` literal names of
+    :data:`MIN_BYTE_NAME` or more characters (a video's bytes)."""
     text = raw.decode("latin-1")
-    for name, _category, pattern, _group in scanner.patterns:
-        if (name in BYTE_RULES or name.startswith("environment:")) and pattern.search(text):
-            found.append(f"{name} in its bytes")
-    for run in TEXT_RUN.finditer(raw):
-        found += [
-            f"{f.rule} in its bytes (a text run at byte {run.start():,})"
-            for f in scanner.find(run.group().decode("ascii"))
-            if f.rule in TEXT_RUN_RULES
-            or f.rule in NAMED_RULES
-            or f.rule.startswith("learnt:")
-            or (f.rule in NAME_RULES and len(f.value) >= MIN_BYTE_NAME)
-        ]
+    found = [
+        f"{name} in its bytes"
+        for name, _category, pattern, _group in scanner.patterns
+        if (name in BYTE_RULES or name.startswith("environment:")) and pattern.search(text)
+    ]
+    found += [f"{rule} in its bytes (as {label})" for rule, label, _ in env_spellings(raw, scanner)]
+    for where, run in text_runs(raw):
+        found += [f"{f.rule} in its bytes ({where})" for f in scanner.find(run) if _run_rule(f)]
     return found
 
 
 def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
     """:func:`byte_findings` without decoding (each rule's own pattern only; cheap on large files, used for a
-    parquet file as released): environment secrets' values (any letter case) anywhere, and in each run of
-    :data:`MIN_TEXT_RUN` or more printable ASCII bytes the e-mail and home-path rules and host, user and ``--rules``
-    literal names of :data:`MIN_BYTE_NAME` or more characters and learnt values (:mod:`rollbench.release.learnt`); a
-    match of an ``allow`` regex is no finding."""
+    parquet file as released): environment secrets' values anywhere (read as Latin-1 in any letter case, and as
+    UTF-8, UTF-16LE and UTF-16BE: :func:`env_spellings`), and in each text run (:func:`text_runs`: ASCII, UTF-16LE,
+    UTF-16BE) the e-mail and home-path rules and host, user and ``--rules`` literal names of :data:`MIN_BYTE_NAME` or
+    more characters and learnt values (:mod:`rollbench.release.learnt`); a match of an ``allow`` regex is no
+    finding."""
+
+    def allowed(value: str) -> bool:
+        return any(a.search(value) for a in scanner.allow)
 
     def hit(pattern: re.Pattern[str], group: int, text: str, shortest: int) -> bool:
-        return any(
-            len(m.group(group)) >= shortest and not any(a.search(m.group(group)) for a in scanner.allow)
-            for m in pattern.finditer(text)
-        )
+        return any(len(m.group(group)) >= shortest and not allowed(m.group(group)) for m in pattern.finditer(text))
 
     text = raw.decode("latin-1")
     found = [
@@ -159,13 +271,13 @@ def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
         for name, _category, pattern, group in scanner.patterns
         if name.startswith("environment:") and hit(pattern, group, text, 1)
     ]
+    found += [f"{rule} in its bytes (as {label})" for rule, label, s in env_spellings(raw, scanner) if not allowed(s)]
     rules = [(n, p, g) for n, _c, p, g in scanner.patterns if n in TEXT_RUN_RULES or n in NAME_RULES]
     if scanner.learnt.pattern is not None:
         rules.append(("learnt value", scanner.learnt.pattern, 0))
-    for run in TEXT_RUN.finditer(raw):
-        s = run.group().decode("ascii")
+    for where, s in text_runs(raw):
         found += [
-            f"{name} in its bytes (a text run at byte {run.start():,})"
+            f"{name} in its bytes ({where})"
             for name, pattern, group in rules
             if hit(pattern, group, s, 1 if name in TEXT_RUN_RULES else MIN_BYTE_NAME)
         ]

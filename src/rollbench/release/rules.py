@@ -58,6 +58,8 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   ``secret_field``, ``bearer_token``, ``authorization``, ``cookie``, the URL rules, ``malformed_hash``) found in some
   file of the release, wherever else it stands (:mod:`rollbench.release.learnt`: 8 to 256 characters, not an ordinary
   word; found by a first pass over every file, :mod:`rollbench.release.first_pass`);
+* ``interleaved:RULE`` (``RULE``'s category): a string holding a finding of ``RULE`` only once its invisible
+  characters are removed (:mod:`rollbench.release.invisible`: ``s\\u200bk-…``), the whole string;
 * ``--rules FILE``: extra ``{"patterns": [{"name", "regex", "category"}], "literals": [{"value", "category"}],
   "allow": [regex...]}``; a match of an ``allow`` regex is never redacted. MANIFEST.json shows the patterns' names
   and categories only, never a regex nor an allow pattern (:mod:`rollbench.release.manifest`).
@@ -83,6 +85,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.secret_echo import SecretEcho
 from rollbench.release import credentials as cred
+from rollbench.release.invisible import hidden
 from rollbench.release.learnt import LearntNames, LearntValues
 from rollbench.release.patterns import BUILTIN
 from rollbench.release.user_rules import linear_pattern, rule_entries
@@ -206,6 +209,7 @@ class Scanner:
         secrets = {k: v for k, v in secrets.items() if k not in self.env_unused}
         self.env_names = sorted(secrets)  # only the names are ever shown
         self.echo = SecretEcho(secrets)  # their other forms (rollbench.core.secret_echo): a string redacted whole
+        self.env_values = secrets  # {name: value}: searched in bytes by rollbench.release.kinds, never shown
         for name, value in secrets.items():  # after BUILTIN: MANIFEST.json shows BUILTIN's regexes only
             pat = re.compile(re.escape(value), re.IGNORECASE)  # in any letter case: KEY.upper() too (hostile6 F2)
             self.patterns.append((f"environment:{name}", "env_secret", pat, 0))
@@ -293,7 +297,8 @@ class Scanner:
         field rules (secret fields, digest fields, host and user fields); ``structural``: ``text`` is one of
         rollbench's structural names (a path segment), where hex runs are kept (:data:`STRUCTURAL_FIELDS`);
         ``pieces`` False: a piece of an environment secret is not looked for (the first pass over a JSON document,
-        :mod:`rollbench.release.redact`)."""
+        :mod:`rollbench.release.redact`). A finding only ``text`` without its invisible characters holds is the whole
+        ``text`` (``interleaved:RULE``: :mod:`rollbench.release.invisible`)."""
         found: list[Finding] = []
         leaf, whole = (field or "").rsplit(".", 1)[-1].lower(), None
         structural = structural or field in STRUCTURAL_FIELDS
@@ -347,6 +352,9 @@ class Scanner:
             return [Finding(whole[0], len(text), whole[1], whole[2], text[whole[0] :])]  # a known form: its rule's
         echo = self.echo if pieces else self.echo.without_pieces
         env = None if PLACEHOLDER.fullmatch(text) else echo.found_outside(text, [(f.start, f.end) for f in out])
+        h = None if env else hidden(text, out, lambda s: self.find(s, field, structural, pieces))
+        if h is not None:
+            return [Finding(0, len(text), f"interleaved:{h.rule}", h.category, text)]
         return [Finding(0, len(text), f"environment:{env}", "env_secret", text)] if env else out
 
     def redact(

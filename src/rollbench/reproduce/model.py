@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.format import error_location
+from rollbench.core.format import error_location, error_message
 from rollbench.core.jsonfile import JsonRefused, loads_strict, read_text
 from rollbench.core.registry import did_you_mean
 
@@ -186,7 +186,7 @@ def _plain(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         loc = error_location(err["loc"], "(file)")
-        msg = err["msg"].removeprefix("Value error, ")
+        msg = error_message(err)
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
         elif err["type"] == "missing":

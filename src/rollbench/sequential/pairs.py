@@ -24,6 +24,7 @@ from typing import Any
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING
 from rollbench.core.plan import recorded_stream, trial_order
+from rollbench.core.plan_size import population_short
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
     CoverageRule,
@@ -76,6 +77,8 @@ def _check_order(run: Any, task: str, planned: list[Any]) -> str:
     pop = order.populations.get(task)
     if pop is None or len(pop) != 2:
         raise ConfigError(f"{run.source}/run.json: plan.trial_order has no population for task {task}")
+    if short := population_short(pop[0], pop[1], len(planned)):  # the bounds: run.json's model (TrialOrder)
+        raise ConfigError(f"{run.source}/run.json: plan.trial_order.populations[{task!r}] {short} (edited)")
     want = trial_order(order.seed, recorded_stream(run.log.plan, task), pop[0], pop[1], len(planned))
     got = [p.trial for p in planned]
     if got != want:

@@ -307,7 +307,16 @@ def _documents(
     return tasks, _pooled(tasks, rec0.design, rec0.alpha_family) if len(family) > 1 and complete else None
 
 
-def compare_sequential(paths: list[Path], rule: CoverageRule = DEFAULT_RULE) -> dict[str, Any]:
+def _one_arm_behind(rec_a: SequentialRecord, rec_b: SequentialRecord, t: dict[str, Any]) -> bool:
+    """Whether two arms' differing recorded decisions are one of them not yet written: one records none and the
+    other the decision and look ``t`` (the task's recomputation) gives (a runner stopped between the two writes)."""
+    recorded = [(r.decision, r.stopped_at) for r in (rec_a, rec_b)]
+    return (None, None) in recorded and (t["decision"], t["stopped_at"]) in recorded
+
+
+def compare_sequential(
+    paths: list[Path], rule: CoverageRule = DEFAULT_RULE, *, resuming: bool = False
+) -> dict[str, Any]:
     """The sequential comparison held by the run directories under ``paths`` (the two arms of a task, or every arm of
     a suite, or the directory holding them), recomputed from the arms alone; see the module docstring. ``rule``: the
     coverage rule of the decisions (the user's options, else the defaults). The recorded decisions and the decision
@@ -317,7 +326,9 @@ def compare_sequential(paths: list[Path], rule: CoverageRule = DEFAULT_RULE) -> 
     Returns ``{"statistics": "sequential", "rule", "alpha_family", "correction", "coverage_rule" (applied),
     "recorded_coverage_rule", "coverage_rule_note" (str or None), "tasks": [task documents, family order],
     "pooled": {...} or None (one task), "log": {"path", "agrees"} or None}``. Raises ConfigError (see the module
-    docstring)."""
+    docstring). ``resuming`` (the runner's own recomputation, :mod:`rollbench.sequential.runner`): arms of which one
+    records no decision yet and the other the one recomputed are accepted (a runner stopped between writing the two);
+    a recorded decision the episodes do not give is still refused."""
     pairs = _pair_up(load_arms(paths))
     if not pairs:
         raise ConfigError("no arm of a rollbench sequential comparison was given")
@@ -335,6 +346,8 @@ def compare_sequential(paths: list[Path], rule: CoverageRule = DEFAULT_RULE) -> 
             )
     for a, b, rec in pairs:  # after the check above: an edited decision is named as such first (issue 42, item 14)
         if (theirs := record_of(b)).decision != rec.decision or theirs.stopped_at != rec.stopped_at:
+            if resuming and _one_arm_behind(rec, theirs, next(t for t in tasks if t["task"] == rec.task)):
+                continue
             raise ConfigError(
                 f"arms {a.source} and {b.source} record different decisions ({rec.decision} at {rec.stopped_at}, "
                 f"{theirs.decision} at {theirs.stopped_at}): one was edited or removed"

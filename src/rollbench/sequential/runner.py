@@ -8,7 +8,9 @@ look and the decision, rewritten after every round).
 Rounds: each arm runs until the first ``target`` planned episodes of the task are committed (``should_stop`` stops
 starting episodes once they are finished; episodes in flight still finish and are kept), then the test is recomputed
 *from disk* (:func:`rollbench.sequential.recompute.compare_sequential`, the same code ``compare --sequential`` runs),
-so a pair counts only when both episodes are committed. ``target`` grows by the look interval, or by the episodes in
+so a pair counts only when both episodes are committed; an arm's ``sequential`` block gets decision null after its
+round while it has none, and a recorded decision is rewritten only with the recomputation's, never withdrawn first (a
+kill while a decided study is re-run leaves it decided). ``target`` grows by the look interval, or by the episodes in
 flight at once (workers x batch size) when that is larger. The decision is that of the first deciding look in plan
 order, whatever the round size, the finishing order or an interruption: a SIGKILL or Ctrl-C leaves resumable arms,
 and the same command resumes them and reaches the same decision (the episodes are pure functions of task, seed,
@@ -201,6 +203,12 @@ class _UntilTarget(RunObserver):
         return self.cancelled() or all(i in self.finished for i in range(self.target))
 
 
+def _recorded_decision(run_dir: Path) -> str | None:
+    """The decision ``run_dir``'s run.json records (None: none, or no run.json yet)."""
+    log = read_run_log(run_dir) if (run_dir / "run.json").exists() else None
+    return log.sequential.decision if log is not None and log.sequential is not None else None
+
+
 def _record(run_dir: Path, block: dict[str, Any]) -> None:
     """Set run.json's ``sequential`` block and, when it changed, the arm's regraded ``results`` and status (a
     decision makes the episodes after it not needed: grade's status changes), under the run's lock: no evaluate
@@ -321,11 +329,13 @@ def run_sequential(
             for task in undecided:
                 target = min(rule.budget, counted[task] + step)
                 for arm, other in (("a", "b"), ("b", "a")):
+                    if _recorded_decision(dirs[task][arm]) is not None:
+                        continue  # decided: no episode more, and only the recomputation below rewrites its block
                     run = _retry_mode(dirs[task][arm], execution, errored[task][arm])
                     _advance(specs[task][arm], dirs[task][arm], target, run, labels, cancelled)
                     block = {**blocks[task], "arm": arm, "partner": dirs[task][other].name, "decision": None}
                     _record(dirs[task][arm], block)
-            doc = compare_sequential([d for d in so_far if d.exists()], config.coverage)
+            doc = compare_sequential([d for d in so_far if d.exists()], config.coverage, resuming=True)
             for row in doc["tasks"]:
                 task = row["task"]
                 for look in row["looks"][seen.get(task, 0) :]:
@@ -341,7 +351,7 @@ def run_sequential(
                             dirs[task][arm], {**blocks[task], "arm": arm, "partner": dirs[task][other].name, **decided}
                         )
             _write_log(out, parameters, doc)
-        doc = compare_sequential([d for d in so_far if d.exists()], config.coverage)
+        doc = compare_sequential([d for d in so_far if d.exists()], config.coverage, resuming=True)
         _write_log(out, parameters, doc)
         return {**doc, "parameters": parameters, "out": str(out)}
 

@@ -7,13 +7,14 @@ untrusted peers needs (limits in :class:`rollbench.serve.sessions.Limits`):
 
 * the body is read by the endpoint itself, not by FastAPI's ``Body``: a declared ``Content-Length`` above
   ``max_request_bytes`` is answered 413 before a byte of the body is read, a chunked body is cut off at the limit
-  (uvicorn stops reading from the socket while the app does not consume, so memory stays bounded), and a body
-  that does not arrive within ``request_timeout_s`` is answered 408; these three close the connection;
+  (uvicorn stops reading from the socket while the app does not consume, so memory stays bounded); both close
+  the connection;
 * parsing (JSON, base64, numpy), the policy call and the reply's encoding run in a worker thread
   (``anyio.to_thread``), so a large body never blocks the event loop that serves the other clients;
-* a connection whose request headers do not arrive within ``request_timeout_s`` is closed (uvicorn 0.54 only
-  times out idle connections after a response: :func:`timed_protocol`); idle keep-alive connections close after
-  uvicorn's 5 s;
+* the server is :func:`rollbench.wire.inbound_http.bounded_server`, the one of every rollbench HTTP surface: a
+  request whose headers do not arrive within ``request_timeout_s`` is closed, one whose body does not is answered
+  408, a connection over ``--max-connections`` is answered 503 (:mod:`rollbench.wire.inbound`); idle keep-alive
+  connections close after 5 s;
 * every non-2xx reply has one shape, ``{"error": "message"}``, FastAPI's own 404/405/422 included.
 """
 
@@ -33,12 +34,13 @@ from starlette.requests import ClientDisconnect
 
 from rollbench.core.format import is_decimal
 from rollbench.serve.batch import item_error, session_key
-from rollbench.serve.limits import MalformedReply
+from rollbench.serve.limits import MalformedReply, connection_cap
 from rollbench.serve.requests import handle_batch, http_locate
 from rollbench.serve.sessions import PolicyHost, Session
 from rollbench.wire.act_request import decode_json
 from rollbench.wire.decode import ProtocolError, loads_json
 from rollbench.wire.guard import Guard, asgi_guard
+from rollbench.wire.inbound import ConnectionBounds
 
 JSON = "application/json"
 
@@ -95,7 +97,7 @@ def session_of(host: PolicyHost, request: dict[str, Any], sid: Any) -> Session:
 def http_app(host: PolicyHost, path: str) -> Any:
     """The FastAPI app of the JSON /act protocol at ``path``."""
     app = FastAPI(title="rollbench serve-policy", description="JSON /act protocol v1 (rollbench.policies.remote.http)")
-    limit, timeout = host.limits.max_request_bytes, host.limits.request_timeout_s
+    limit = host.limits.max_request_bytes
 
     def error(status: int, message: str, close: bool = False, headers: Any = None) -> Response:
         extra = {**(headers or {}), **({"connection": "close"} if close else {})}
@@ -123,14 +125,11 @@ def http_app(host: PolicyHost, path: str) -> Any:
             if int(declared) > limit:
                 return error(413, too_large, close=True)
         body = bytearray()
-        try:
-            with anyio.fail_after(timeout):
-                async for chunk in request.stream():
-                    body += chunk
-                    if len(body) > limit:
-                        return error(413, too_large, close=True)
-        except TimeoutError:
-            return error(408, f"the request body did not arrive within {timeout:g} s", close=True)
+        try:  # the server answers 408 (and this reads a disconnect) when the body is late: wire.inbound_http
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    return error(413, too_large, close=True)
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is left to read it
         status, payload, media = await anyio.to_thread.run_sync(serve_body, host, body)
@@ -140,67 +139,14 @@ def http_app(host: PolicyHost, path: str) -> Any:
     return app
 
 
-def timed_protocol(timeout_s: float) -> type:
-    """uvicorn's h11 protocol, closing a connection whose request headers do not arrive within ``timeout_s``.
-
-    uvicorn 0.54's ``H11Protocol`` arms its keep-alive timer only after a response, and cancels it on the first
-    byte, so a peer that connects and sends nothing, or half a request line, holds the connection forever (a
-    slowloris). Here a timer runs from connection (and from each response) until a request's headers are complete.
-    """
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class TimedH11Protocol(H11Protocol):
-        _header_timer: Any = None
-
-        def _arm(self) -> None:
-            self._disarm()
-            self._header_timer = self.loop.call_later(timeout_s, self._header_timeout)
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _header_timeout(self) -> None:
-            self._header_timer = None
-            waiting = self.cycle is None or self.cycle.response_complete  # no request in progress
-            if waiting and not self.transport.is_closing():
-                self.transport.close()
-
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self.cycle is not None and not self.cycle.response_complete:
-                self._disarm()  # headers complete: the app's body timeout takes over
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-    return TimedH11Protocol
-
-
-def run_http(host: PolicyHost, path: str, sock: socket.socket, guard: Guard | None = None) -> None:
+def run_http(
+    host: PolicyHost, path: str, sock: socket.socket, guard: Guard | None = None, bounds: ConnectionBounds | None = None
+) -> None:
     """Serve the JSON /act protocol on ``sock`` until interrupted, every request passing ``guard`` first
-    (:func:`rollbench.wire.guard.asgi_guard`; default: loopback names, no token)."""
-    import uvicorn
+    (:func:`rollbench.wire.guard.asgi_guard`; default: loopback names, no token), the connections held to ``bounds``
+    (default: ``--request-timeout-s`` of ``host.limits`` and :func:`connection_cap`)."""
+    from rollbench.wire.inbound_http import bounded_server
 
     checks = guard or Guard.for_binding("127.0.0.1", None, what="run the served policy")
-    config = uvicorn.Config(
-        asgi_guard(http_app(host, path), checks),
-        http=timed_protocol(host.limits.request_timeout_s),
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=5,
-        # connections plus running requests; beyond it uvicorn answers 503 at once instead of queueing
-        limit_concurrency=max(256, 4 * host.limits.max_sessions),
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    limits = bounds or ConnectionBounds(host.limits.request_timeout_s, connection_cap(host.limits.max_sessions))
+    bounded_server(asgi_guard(http_app(host, path), checks), limits, "rollbench serve-policy").run(sockets=[sock])

@@ -7,13 +7,12 @@ from dataclasses import dataclass
 
 from rollbench.core.contracts import ConfigError, RollbenchError
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES
+from rollbench.wire.inbound import DEFAULT_MAX_CONNECTIONS, check_seconds
 
 INJECTIONS = ("wrong-shape", "malformed", "error", "short-batch", "slow:SECONDS", "die-after:N")
 DIE_EXIT_CODE = 70
 MAX_REQUEST_MB = 1024.0  # upper limit of --max-request-mb (MiB): one frame/body is held in memory whole
 MAX_SESSIONS = 1024  # upper limit of --max-sessions: each websocket session is a thread and a policy instance
-MIN_SECONDS = 0.1  # lower limit of --session-idle-s and --request-timeout-s (1e-300 s is no bound: issue 42)
-MAX_SECONDS = 86_400.0  # upper limit of --session-idle-s and --request-timeout-s (one day)
 
 
 def request_bytes(max_request_mb: float) -> int:
@@ -43,22 +42,27 @@ class Limits:
         max_request_bytes: the largest websocket frame / HTTP body, bytes (default: ``rollbench.wire.decode.DEFAULT_MAX_REQUEST_BYTES``).
         max_sessions: live sessions at once.
         session_idle_s: an HTTP session idle this long (seconds) may be evicted when the server is full.
-        request_timeout_s: seconds to receive one HTTP request (headers and body) or a websocket handshake.
+        request_timeout_s: seconds to receive one HTTP request (headers and body; :mod:`rollbench.wire.inbound`) or
+            a websocket handshake.
     """
 
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_sessions: int = 64
     session_idle_s: float = 60.0
-    request_timeout_s: float = 30.0
+    request_timeout_s: float = 30.0  # the dashboard's and MCP's 10 s (wire.inbound), for bodies of images
 
     def __post_init__(self) -> None:
         if not 1024 <= self.max_request_bytes <= MAX_REQUEST_MB * 2**20:
             raise ConfigError(f"--max-request-mb must be between 0.001 and {MAX_REQUEST_MB:g}")
         if not 1 <= self.max_sessions <= MAX_SESSIONS:
             raise ConfigError(f"--max-sessions must be between 1 and {MAX_SESSIONS}, got {self.max_sessions}")
-        for name, value in (("--session-idle-s", self.session_idle_s), ("--request-timeout-s", self.request_timeout_s)):
-            if not MIN_SECONDS <= value <= MAX_SECONDS:  # False for NaN too
-                raise ConfigError(f"{name} must be between {MIN_SECONDS:g} and {MAX_SECONDS:g} seconds, got {value:g}")
+        check_seconds("--session-idle-s", self.session_idle_s)
+        check_seconds("--request-timeout-s", self.request_timeout_s)
+
+
+def connection_cap(max_sessions: int) -> int:
+    """serve-policy's default ``--max-connections`` (HTTP): the shared default, or 4 per session if that is more."""
+    return max(DEFAULT_MAX_CONNECTIONS, 4 * max_sessions)
 
 
 def parse_injection(option: str | None) -> tuple[str, float] | None:

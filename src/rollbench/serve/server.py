@@ -21,7 +21,9 @@ twice over; larger ones are refused, websocket close 1009 / HTTP 413, before the
 ``--max-sessions`` (default 64; past it a new session is refused: websocket close 1013 after an error text frame,
 HTTP 503), ``--session-idle-s`` (an HTTP session idle this long may be evicted to make room),
 ``--request-timeout-s`` (an HTTP request's headers and body, and a websocket handshake, must arrive within it; idle
-keep-alive HTTP connections close after 5 s, idle websocket peers are detected by pings). Decoding happens off the
+keep-alive HTTP connections close after 5 s, idle websocket peers are detected by pings). Not in the metadata: HTTP's
+``--max-connections`` (default 256, or 4 x ``--max-sessions`` if more; one more connection is answered 503), which
+with the request deadline is the HTTP server every rollbench surface shares (:mod:`rollbench.wire.inbound`). Decoding happens off the
 event loop: websocket connections each run in their own thread, HTTP bodies are parsed in a worker thread.
 
 Access (:mod:`rollbench.wire.guard`, the guard every surface shares): loopback by default; another ``--host``
@@ -80,6 +82,7 @@ from rollbench.serve.requests import WsConnection
 from rollbench.serve.sessions import PolicyHost
 from rollbench.wire.decode import unpack_msgpack
 from rollbench.wire.guard import Guard
+from rollbench.wire.inbound import ConnectionBounds
 
 MAX_QUEUE = 2  # frames a websocket connection buffers before it stops reading: bounds memory per connection
 HANDSHAKE_SLOTS = 16  # websocket connections beyond --max-sessions that may be handshaking (then refused or 1013)
@@ -244,9 +247,18 @@ def load_protocol(protocol: str) -> None:
         import rollbench.serve.http  # noqa: F401
 
 
-def serve(served: PolicyHost, sock: socket.socket, host: str, protocol: str, path: str, guard: Guard) -> None:
+def serve(
+    served: PolicyHost,
+    sock: socket.socket,
+    host: str,
+    protocol: str,
+    path: str,
+    guard: Guard,
+    bounds: ConnectionBounds | None = None,
+) -> None:
     """Print the URL clients use, then serve on ``sock`` until interrupted (Ctrl-C: KeyboardInterrupt propagates,
-    the command exits 130 as every rollbench command does; SIGTERM ends the process by the signal)."""
+    the command exits 130 as every rollbench command does; SIGTERM ends the process by the signal). ``bounds``: the
+    HTTP server's request deadline and connection cap (:mod:`rollbench.wire.inbound`; default from the limits)."""
     bound = sock.getsockname()[1]
     url = f"ws://{host}:{bound}" if protocol == "ws" else f"http://{host}:{bound}{path}"
     print(f"serving {served.name} at {url}", flush=True)
@@ -255,4 +267,4 @@ def serve(served: PolicyHost, sock: socket.socket, host: str, protocol: str, pat
     else:
         from rollbench.serve.http import run_http
 
-        run_http(served, path, sock, guard)
+        run_http(served, path, sock, guard, bounds)

@@ -92,6 +92,10 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * hostile round 20's sequential-study classes (``scripts/hostile_round20.py``): a re-run of a decided study killed
   at a random time leaves both arms' run.json as they were; a damaged ``plan.trial_order.populations`` entry is one
   line (exit 2) in ``compare --sequential``, ``report`` and the resume under 2 GiB of address space, nothing written.
+* hostile round 19's resume class (``scripts/hostile_round19_resume.py``): ``eval --resume`` of a run with one
+  episode-row cell of another type or restating another plan entry, two row files swapped, or a data file column of
+  another dtype, width or kind than meta/info.json declares: refused in one line naming the file and the column,
+  the run unchanged.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -136,6 +140,7 @@ import hostile_round19  # hostile round 19's encoding classes, beside this scrip
 import hostile_round19_bounds  # hostile round 19's bounded-reader classes, beside this script
 import hostile_round19_http  # hostile round 19's HTTP server classes, beside this script
 import hostile_round19_manifest  # hostile round 19's release manifest and annotator name classes, beside this script
+import hostile_round19_resume  # hostile round 19's resume of damaged committed files, beside this script
 import hostile_round20  # hostile round 20's sequential-study classes, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
@@ -572,6 +577,7 @@ def main() -> int:
         hostile_round19_http.run_all(r, a.n)
         hostile_round19_bounds.run_all(r, a.n)
         hostile_round20.run_all(r, a.n)
+        hostile_round19_resume.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

@@ -129,7 +129,9 @@ def plan_drift(r: Any, n: int) -> None:
 
         def plant(run: Path, how: str = how, value: int = value) -> None:
             if how in ("instruction", "max_steps", "fps", "cameras"):
-                new = {"instruction": f"do {value}", "max_steps": value, "fps": value, "cameras": [f"c{value}"]}[how]
+                own = {"max_steps": 50, "fps": 10}.get(how)  # scripted/reach's own: no drift
+                other = value + 1 if value == own else value
+                new = {"instruction": f"do {value}", "max_steps": other, "fps": other, "cameras": [f"c{value}"]}[how]
                 _edit(run / "run.json", lambda log: log["plan"]["tasks"][0].update({how: new}))
             elif how in ("seed", "trial"):
                 _edit(run / "run.json", lambda log: log["plan"]["episodes"][-1].update({how: value + 1000}))

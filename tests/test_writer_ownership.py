@@ -17,8 +17,8 @@ import pytest
 from cli_in_process import invoke
 from file_trees import tree_hash
 from rollbench.api import evaluate, grade
+from rollbench.record.committed import committed_lengths
 from rollbench.record.files import writer_temps
-from rollbench.record.on_disk import committed_lengths
 from rollbench.record.staged_check import staged_index
 
 ARGS = {"env": "scripted/reach", "policy": "random", "episodes": 5, "max_steps": 4, "seed": 1}

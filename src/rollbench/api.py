@@ -27,7 +27,7 @@ from rollbench.core.runlog_model import RunLog, RunStatus
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
-from rollbench.record.lerobot import dataset_features
+from rollbench.record.lerobot import run_features
 from rollbench.record.retry import record_outcomes, retry_errored
 from rollbench.record.runlog import (
     LiveSnapshot,
@@ -142,8 +142,8 @@ def evaluate(
             make_dirs(run_dir, "--out")
             try:
                 with RunLock(run_dir):
-                    check_committed(run_dir)  # under the lock: no writer commits between its listings
-                    return _execute(run, log, (run_dir, given), execution, observer)
+                    committed = check_committed(run_dir, run)  # under the lock: no writer commits meanwhile
+                    return _execute(run, log, (run_dir, given, committed), execution, observer)
             except ConfigError:
                 if created and not (run_dir / "run.json").exists():
                     shutil.rmtree(run_dir, ignore_errors=True)
@@ -210,13 +210,14 @@ class _Recording(RunObserver):
 def _execute(
     run: ResolvedRun,
     log: RunLog,
-    where: tuple[Path, Path],
+    where: tuple[Path, Path, list[int] | None],
     execution: Execution,
     observer: RunObserver | None,
 ) -> GradeDocument:
     """Run the episodes the run directory still lacks, commit them, grade, and keep run.json honest throughout:
     RUNNING while this invocation runs, INTERRUPTED (resumable, with the reason) if it ends any other way than graded.
-    ``where``: the directory as an absolute path (every file is written there) and as the caller gave it (shown)."""
+    ``where``: the directory as an absolute path (every file is written there) and as the caller gave it (shown),
+    and its committed episodes' lengths as :func:`~rollbench.run.prepare.check_committed` read them."""
     run_dir = where[0]
     begin_execution(run_dir, log, execution.workers, execution.executor, execution.batch_size)
     try:
@@ -248,15 +249,15 @@ def _execute(
 def _open_run(
     run: ResolvedRun,
     log: RunLog,
-    where: tuple[Path, Path],
+    where: tuple[Path, Path, list[int] | None],
     execution: Execution,
     observer: RunObserver | None,
 ) -> tuple[DatasetWriter, list[PlannedEpisode], LiveSnapshot, bool]:
     """Open the writer (committing what a previous invocation staged), take back the errored episodes to retry, and
     announce the start: the writer, the episodes still to run (plan order), the live snapshot, and whether this
     invocation has nothing to do (a finished run resumed again: it is not recorded as an execution)."""
-    (run_dir, shown), plan = where, run.plan
-    writer = _open_writer(run, run_dir)
+    (run_dir, shown, committed), plan = where, run.plan
+    writer = _open_writer(run, run_dir, committed)
     promoted = writer.promote_ready()
     retried = retry_errored(run_dir, writer, log, execution.retry_errors)
     already = set(range(writer.committed)) | set(writer.staged())
@@ -276,19 +277,19 @@ def _open_run(
     return writer, todo, live, not (todo or promoted or retried)
 
 
-def _open_writer(run: ResolvedRun, run_dir: Path) -> DatasetWriter:
-    """The dataset writer of the run: its features from the first task (every task records the same cameras, see
-    :func:`rollbench.core.plan.resolve_run`), images at the size the run renders."""
+def _open_writer(run: ResolvedRun, run_dir: Path, committed: list[int] | None) -> DatasetWriter:
+    """The dataset writer of the run, of the features it records (:func:`~rollbench.record.lerobot.run_features`);
+    ``committed``: the lengths of the episodes it holds, as checked under the run lock held since (None: read them)."""
     first = run.tasks[run.plan.tasks[0].name]
     return DatasetWriter(
         run_dir,
-        dataset_features(first.task, first.video_cameras, first.image_size, delay_columns=run.spec.latency != "none"),
+        run_features(run),
         first.task.fps,
         run.plan.instructions,
         robot_type=first.task.family,
-        planned=len(run.plan.episodes),
         artifact_kinds=_artifact_kinds(run.spec),
         plan=run.plan.episodes,
+        lengths=committed,
     )
 
 

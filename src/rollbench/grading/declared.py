@@ -1,5 +1,6 @@
 """A run's files checked against what its own ``meta/`` declares: every step file's columns against the
-``features`` of ``meta/info.json`` (dtype and width), ``meta/tasks.parquet`` (its schema, and the task every
+``features`` of ``meta/info.json`` (dtype and width; the comparison is :mod:`rollbench.record.step_schema`'s, which
+a resume refuses by too), ``meta/tasks.parquet`` (its schema, and the task every
 episode's rows name), and ``meta/stats.json`` against the statistics recomputed from the step rows.
 
 Each reader turns damage into a sentence appended to ``violations`` (see :mod:`rollbench.grading.files`) and
@@ -15,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -25,36 +25,10 @@ from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import open_parquet
 from rollbench.record.lerobot import NUMERIC_FEATURES
 from rollbench.record.safe_files import read_regular_json
+from rollbench.record.step_schema import declared_columns, step_file_differences
 
 MAX_TASKS = 1_000_000  # rows of meta/tasks.parquet (one per distinct instruction; LIBERO-Plus has ~10,000)
 MAX_META_BYTES = 256 * 2**20  # a meta/ JSON file larger than this is not read
-_NOT_IN_DATA = ("video", "image")  # feature dtypes stored beside the step rows, not in them
-
-
-def type_text(t: pa.DataType) -> str:
-    """An arrow type in info.json's terms: ``float32``, ``bool``, ``int64``, a fixed-size list ``float32[4]``,
-    a variable list ``float32[]``; other types by arrow's own name (``string``, ``uint64``)."""
-    if pa.types.is_fixed_size_list(t):
-        return f"{type_text(t.value_type)}[{t.list_size}]"
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return f"{type_text(t.value_type)}[]"
-    if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t):
-        return np.dtype(t.to_pandas_dtype()).name  # float32, int64, uint64, bool: numpy's names, as info.json's
-    return str(t)
-
-
-def declared_text(feature: dict[str, Any]) -> str | None:
-    """What info.json's ``feature`` declares a step column to hold, as :func:`type_text` spells a column (shape
-    ``[1]`` is a scalar column, as LeRobot writes it; ``[n]`` a fixed-size list of n); None for a feature stored
-    outside the step files (video, image)."""
-    dtype, shape = feature.get("dtype"), feature.get("shape")
-    if dtype in _NOT_IN_DATA or not isinstance(dtype, str) or not isinstance(shape, list):
-        return None
-    text = dtype
-    if shape != [1]:
-        for n in reversed(shape):
-            text += f"[{n}]"
-    return text
 
 
 def declared_step_files(run_dir: Path, files: list[Path], info: dict[str, Any], violations: list[str]) -> list[Path]:
@@ -64,50 +38,22 @@ def declared_step_files(run_dir: Path, files: list[Path], info: dict[str, Any], 
     and no file is left out for it. Files whose footer does not read are returned (the loader names them).
     Without declared features (a damaged info.json, named by :func:`~rollbench.grading.files.read_info`) every
     file is returned."""
-    declared = {k: t for k, f in (info.get("features") or {}).items() if (t := declared_text(f)) is not None}
+    declared = declared_columns(info)
     if not declared:
         return files
-    found: dict[Path, dict[str, str]] = {}
+    schemas: dict[Path, pa.Schema] = {}
     for f in files:
         try:
             with open_parquet(f, run_dir) as raw:
-                schema = pq.read_schema(raw)
+                schemas[f] = pq.read_schema(raw)
         except Exception:
             continue
-        found[f] = {name: type_text(schema.field(name).type) for name in schema.names}
-    differences = {f: _schema_differences(declared, cols) for f, cols in found.items()}
-    shared = set.intersection(*(set(d) for d in differences.values())) if len(differences) > 1 else set()
-    for _column, why in sorted(shared):
-        violations.append(f"meta/info.json: every step file differs from it: {why}")
-    good = []
+    shared, own = step_file_differences(declared, schemas)
+    violations += [f"meta/info.json: every step file differs from it: {why}" for why in shared]
     for f in files:
-        own = [d for d in differences.get(f, []) if d not in shared]
-        if own:
-            violations.append(f"file {f.relative_to(run_dir)}: {own[0][1]}; not read")
-        else:
-            good.append(f)
-    return good
-
-
-def _same_width(want: str) -> tuple[str, ...]:
-    """The spellings of a declared type: a one-wide column is a scalar (LeRobot's way) or a list of one
-    (rollbench's ``action`` and ``observation.state`` of a 1-D space)."""
-    if want.endswith("[1]"):
-        return (want, want[:-3])
-    return (want, want + "[1]") if "[" not in want else (want,)
-
-
-def _schema_differences(declared: dict[str, str], found: dict[str, str]) -> list[tuple[str, str]]:
-    """``(column, why)`` for every column of ``found`` (a file's columns as :func:`type_text` spells them) that
-    differs from ``declared``: missing, of another dtype or width, or not declared."""
-    out = []
-    for name, want in declared.items():
-        if name not in found:
-            out.append((name, f"column {name} declared in meta/info.json ({want}) is missing"))
-        elif found[name] not in _same_width(want):
-            out.append((name, f"column {name} is declared {want} in meta/info.json but holds {found[name]}"))
-    out += [(n, f"column {n} ({found[n]}) is not declared in meta/info.json") for n in found if n not in declared]
-    return out
+        if f in own:
+            violations.append(f"file {f.relative_to(run_dir)}: {own[f]}; not read")
+    return [f for f in files if f not in own]
 
 
 def read_tasks(run_dir: Path, info: dict[str, Any], violations: list[str]) -> dict[int, str] | None:
@@ -281,4 +227,4 @@ def recompute_stats(con: duckdb.DuckDBPyConnection, files: list[Path]) -> dict[s
     return out
 
 
-__all__ = ["check_episode_tasks", "check_stats", "declared_step_files", "read_tasks", "recompute_stats", "type_text"]
+__all__ = ["check_episode_tasks", "check_stats", "declared_step_files", "read_tasks", "recompute_stats"]

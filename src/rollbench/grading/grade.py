@@ -318,7 +318,7 @@ def _episode_row(
     ``rows`` (LeRobot frames) for the video check."""
     e = m.episode_index
     rows, length = _check_steps(e, m, d, violations)
-    for key in ("task", "seed", "initial_state", "success_rule", "max_steps", "instruction", "variant"):
+    for key in ("task", "trial", "seed", "initial_state", "success_rule", "max_steps", "instruction", "variant"):
         if getattr(m, key) != getattr(plan_ep, key):
             violations.append(
                 f"episode {e}: recorded {key} {getattr(m, key)!r} differs from the planned {getattr(plan_ep, key)!r}"

@@ -55,6 +55,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.contracts import TaskInfo
 from rollbench.core.episode import EpisodeRecord
+from rollbench.core.plan import ResolvedRun
 from rollbench.record.episode_row import EpisodeRow
 from rollbench.record.files import encode_video, resolve_inside
 
@@ -154,6 +155,14 @@ def dataset_features(
             },
         }
     return feats
+
+
+def run_features(run: ResolvedRun) -> dict[str, Any]:
+    """The LeRobot ``features`` of ``run`` (meta/info.json's): :func:`dataset_features` of its first task (every task
+    records the same cameras, see :func:`rollbench.core.plan.resolve_run`), images at the size the run renders, and
+    the delay columns of a run with a latency."""
+    first = run.tasks[run.plan.tasks[0].name]
+    return dataset_features(first.task, first.video_cameras, first.image_size, run.spec.latency != "none")
 
 
 def _data_schema(state_dim: int, action_dim: int, with_index: bool) -> pa.Schema:

@@ -1,5 +1,6 @@
-"""What a run directory holds on disk, read without a writer: the committed episodes' lengths (for resuming), staged
-episodes (their index, and whether one reads back whole), and LeRobot's per-feature statistics as they accumulate.
+"""What a run directory holds on disk, read without a writer: its writer's namespace (no link, FIFO or misplaced node),
+files without an episode row, staged episodes (their index, removal), and LeRobot's per-feature statistics as they
+accumulate (the committed episodes themselves: :mod:`rollbench.record.committed`).
 Used by :class:`rollbench.record.writer.DatasetWriter` and by the run's start-up checks (:mod:`rollbench.api`)."""
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.walk import Bounds, TreeEntry, walk_tree
-from rollbench.record.files import is_inside, open_parquet, read_parquet, resolve_inside
-from rollbench.record.lerobot import ARTIFACT_PATHS, CHUNKS_SIZE, DATA_PATH, STAGING, chunk_file
+from rollbench.record.files import is_inside, open_parquet, resolve_inside
+from rollbench.record.lerobot import ARTIFACT_PATHS, CHUNKS_SIZE, STAGING
 from rollbench.record.safe_files import MAX_DEPTH, MAX_ENTRIES, is_regular, run_files
 
 
@@ -212,69 +213,16 @@ def check_rowless(run_dir: Path, committed: int) -> None:
 
 
 def recorded_artifact_kinds(run_dir: Path) -> set[str]:
-    """The artifact kinds (:data:`~rollbench.record.lerobot.ARTIFACT_PATHS`) some committed episode row names."""
+    """The artifact kinds (:data:`~rollbench.record.lerobot.ARTIFACT_PATHS`) some committed episode row names (only
+    those columns are read)."""
     kinds: set[str] = set()
     for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
         with contextlib.suppress(OSError, ValueError, KeyError, pa.ArrowException):
-            t = read_parquet(resolve_inside(run_dir, f))
-            kinds |= {
-                k
-                for k in ARTIFACT_PATHS
-                if f"rollbench/{k}" in t.column_names and t[f"rollbench/{k}"].null_count < t.num_rows
-            }
+            with open_parquet(resolve_inside(run_dir, f), run_dir) as raw, pq.ParquetFile(raw) as pf:
+                named = {k: c for k in ARTIFACT_PATHS if (c := f"rollbench/{k}") in pf.schema_arrow.names}
+                t = pf.read(columns=list(named.values()))
+            kinds |= {k for k, c in named.items() if t[c].null_count < t.num_rows}
     return kinds
-
-
-def committed_lengths(run_dir: Path) -> list[int]:
-    """Lengths (steps) of the committed episodes ``0..k-1`` of ``run_dir``, read from ``meta/episodes``.
-
-    Raises ConfigError (one line, nothing changed) when the committed episodes cannot be resumed from: an unreadable
-    episode row file, duplicate or non-contiguous episode rows, a data file missing, unreadable or of another length
-    than its row says. Commits happen strictly in episode order, so anything else was damaged or edited outside
-    rollbench; ``rollbench grade`` reports every problem.
-    """
-
-    def damaged(why: str) -> ConfigError:
-        return ConfigError(
-            f"{run_dir} is damaged and cannot be resumed: {why}; nothing was changed "
-            f"(`rollbench grade {run_dir}` reports every problem)"
-        )
-
-    found: dict[int, int] = {}
-    for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
-        try:
-            t = read_parquet(resolve_inside(run_dir, f), columns=["episode_index", "length"])
-        except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
-            raise damaged(f"episode row file {f.relative_to(run_dir)} is unreadable ({type(exc).__name__})") from None
-        missing = [c for c in ("episode_index", "length") if c not in t.column_names]
-        if missing:
-            raise damaged(f"episode row file {f.relative_to(run_dir)} has no column {', '.join(missing)}")
-        for e, n in zip(t["episode_index"].to_pylist(), t["length"].to_pylist(), strict=True):
-            if not (isinstance(e, int) and isinstance(n, int) and e >= 0 and n >= 0):
-                raise damaged(f"episode row file {f.relative_to(run_dir)} has episode_index {e!r}, length {n!r}")
-            if e in found:
-                raise damaged(f"episode {e} has more than one episode row")
-            found[e] = n
-    lengths = []
-    for e in range(len(found)):
-        if e not in found:
-            raise damaged(f"episode {e} has no episode row but episode {max(found)} has one")
-        lengths.append(found[e])
-    for e, n in enumerate(lengths):
-        if not n:
-            continue
-        c, i = chunk_file(e)
-        path = run_dir / DATA_PATH.format(chunk_index=c, file_index=i)
-        try:
-            with open_parquet(resolve_inside(run_dir, path), run_dir) as raw:
-                rows = pq.ParquetFile(raw).metadata.num_rows
-        except FileNotFoundError:
-            raise damaged(f"episode {e} has no data file {path.relative_to(run_dir)}") from None
-        except (OSError, ValueError, pa.ArrowException) as exc:
-            raise damaged(f"data file {path.relative_to(run_dir)} is unreadable ({type(exc).__name__})") from None
-        if rows != n:
-            raise damaged(f"data file {path.relative_to(run_dir)} holds {rows} rows but episode {e} has {n} steps")
-    return lengths
 
 
 _MKSTEMP_MP4 = re.compile(r"[a-z0-9_]{8}\.mp4")  # encode_video's temporary: mkstemp's 8 characters, its suffix

@@ -24,6 +24,7 @@ A staged episode that fails is named and removed by the writer (it runs again); 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,13 +103,21 @@ def _row_damage(row: object, episode_index: int | None, shape: StagedShape | Non
         return f"episode.json: {exc}", length
 
 
+def plan_difference(row: EpisodeRow, planned: Any, columns: Iterable[str] = PLAN_FIELDS) -> str | None:
+    """The first of ``columns`` (:data:`PLAN_FIELDS`) whose value in ``row`` is not the one of ``planned`` (the
+    episode's plan entry: :class:`~rollbench.core.plan.PlannedEpisode` or run.json's record of it), as
+    ``rollbench/seed 8 is not the plan's 7``; None when they agree (a bool never equals an integer)."""
+    for column in columns:
+        value, want = getattr(row, PLAN_FIELDS[column]), getattr(planned, PLAN_FIELDS[column])
+        if value != want or isinstance(value, bool) != isinstance(want, bool):
+            return f"{column} {repr(value)[:60]} is not the plan's {repr(want)[:60]}"
+    return None
+
+
 def _plan_damage(row: EpisodeRow, planned: PlannedEpisode) -> str | None:
     """Why the staged row contradicts its plan entry (the first :data:`PLAN_FIELDS` column that differs), or None."""
-    for column, field in PLAN_FIELDS.items():
-        value, want = getattr(row, field), getattr(planned, field)
-        if value != want or isinstance(value, bool) != isinstance(want, bool):
-            return f"episode.json: {column} {repr(value)[:60]} is not the plan's {repr(want)[:60]}"
-    return None
+    why = plan_difference(row, planned)
+    return None if why is None else f"episode.json: {why}"
 
 
 def _data_damage(table: pa.Table, row: EpisodeRow, e: int | None, shape: StagedShape) -> str | None:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.episode import EpisodeRecord
 from rollbench.core.plan import PlannedEpisode
+from rollbench.record.committed import committed_lengths
 from rollbench.record.derived import add_stats, info_document, meta_schema, write_videos_index
 from rollbench.record.episode_row import EpisodeRow, VideoSpan
 from rollbench.record.files import (
@@ -55,7 +56,6 @@ from rollbench.record.on_disk import (
     FeatureStats,
     check_rowless,
     check_state_files,
-    committed_lengths,
     file_episode,
     is_real_dir,
     recorded_artifact_kinds,
@@ -89,7 +89,10 @@ class DatasetWriter:
     episodes, half-written ``.staging/.tmp-*`` directories, temporary ``.NAME.XXXX.tmp`` files and partial videos)
     and rewrites info.json/stats.json from the committed episodes. It refuses (OutsideRunDirError, a ConfigError) a
     directory holding a link that leads outside it, before touching anything. ``plan``: run.json's planned episodes
-    (in index order): a staged episode that contradicts its entry is removed and runs again.
+    (in index order): a staged episode that contradicts its entry is removed and runs again, and a file of an episode
+    past them is never this run's. ``lengths``: the
+    committed episodes' lengths as read (and checked, :func:`rollbench.run.prepare.check_committed`) under the run
+    lock the caller still holds, else read here (:func:`~rollbench.record.committed.committed_lengths`).
     """
 
     def __init__(
@@ -99,13 +102,14 @@ class DatasetWriter:
         fps: int,
         instructions: Sequence[str],
         robot_type: str,
-        planned: int | None = None,
         artifact_kinds: Sequence[str] = (),
         plan: Sequence[PlannedEpisode] = (),
+        lengths: Sequence[int] | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.plan = {p.episode_index: p for p in plan}
-        self.planned = planned  # episodes the plan holds: a file at a higher index was never this writer's
+        # episodes the plan holds (no bound without one): a file at a higher index was never this writer's
+        self.planned = len(plan) if plan else None
         self.features = features
         self.fps = fps
         self.robot_type = robot_type
@@ -117,7 +121,7 @@ class DatasetWriter:
         if not tasks_path.exists():
             atomic_write_parquet(tasks_path, tasks_table(instructions))
         self.instructions = list(instructions)
-        self.lengths: list[int] = self._scan_committed()
+        self.lengths: list[int] = list(lengths) if lengths is not None else self._scan_committed()
         check_rowless(run_dir, self.committed)  # recorded episodes whose rows are gone are not leftovers
         # the artifacts this run writes (its policy's, or named by a committed row): only those are ever deleted
         self.artifact_kinds = sorted(set(artifact_kinds) | recorded_artifact_kinds(run_dir))

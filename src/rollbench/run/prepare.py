@@ -27,9 +27,10 @@ from rollbench.core.runlog_model import Identity, Provenance, RunLog
 from rollbench.core.runlog_model import Plan as PlanRecord
 from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.core.urlcreds import check_spec_secrets, check_spec_urls
+from rollbench.record.committed import committed_lengths
 from rollbench.record.files import check_no_escaping_links
-from rollbench.record.lerobot import dataset_features
-from rollbench.record.on_disk import check_rowless, check_state_files, committed_lengths, interrupted_start
+from rollbench.record.lerobot import run_features
+from rollbench.record.on_disk import check_rowless, check_state_files, interrupted_start
 from rollbench.record.runlog import check_plan_bytes, check_resumable, new_run_log, provenance, read_run_log
 from rollbench.record.safe_files import read_regular_json, refuse_inside_release, run_dir_containing
 from rollbench.run.probed import close_probe, keep
@@ -72,7 +73,8 @@ def _policy_facts(
 
 def check_run_dir(run_dir: Path) -> None:
     """ConfigError (nothing touched) unless ``run_dir`` is absent or a directory rollbench may open: no link in it
-    leads outside it, and its committed episodes are intact (see ``record.writer.committed_lengths``)."""
+    leads outside it, and its committed episodes are intact (see ``record.committed.committed_lengths``; their
+    types and plan are checked by :func:`check_committed`, once the run is resolved)."""
     check_output_path(run_dir, "--out", directory=True)  # the path can be a directory: nothing else to check
     if (outer := run_dir_containing(run_dir.parent)) is not None:  # issue 30, item 10
         raise ConfigError(f"--out {run_dir} lies inside the run directory {outer}; a run never goes inside another run")
@@ -85,11 +87,16 @@ def check_run_dir(run_dir: Path) -> None:
         committed_lengths(run_dir)
 
 
-def check_committed(run_dir: Path) -> None:
-    """ConfigError (nothing touched) unless the committed episodes of ``run_dir`` can be resumed from and no other
-    episode's files lack their row (:func:`~rollbench.record.on_disk.check_rowless`). Call holding the run lock."""
-    if (run_dir / "run.json").exists():
-        check_rowless(run_dir, len(committed_lengths(run_dir)))
+def check_committed(run_dir: Path, run: ResolvedRun) -> list[int] | None:
+    """ConfigError (nothing touched) unless the committed episodes of ``run_dir`` are whole episodes of ``run`` (as
+    its run.json and meta/info.json record it; :func:`~rollbench.record.committed.committed_lengths` names the file
+    and column) and no other episode's files lack their row (:func:`~rollbench.record.on_disk.check_rowless`).
+    Returns their lengths (None without a run.json: nothing checked). Call holding the run lock."""
+    if not (run_dir / "run.json").exists():
+        return None
+    lengths = committed_lengths(run_dir, run.plan, run_features(run))
+    check_rowless(run_dir, len(lengths))
+    return lengths
 
 
 def check_one_stream(info: PolicyInfo, spec: EvalSpec, plan: Plan, execution: Execution | None, resuming: bool) -> None:
@@ -267,9 +274,8 @@ def refuse_another_plan(run: ResolvedRun, fresh: PlanRecord, recorded: PlanRecor
         why = "its planned episodes (seeds, initial states, instructions) differ"
     info_path = run_dir / "meta" / "info.json"
     if not why and (info_path.exists() or info_path.is_symlink()):  # absent: no episode committed yet
-        first = run.tasks[run.plan.tasks[0].name]
-        features = dataset_features(first.task, first.video_cameras, first.image_size, run.spec.latency != "none")
-        info = _resumable_info(info_path, run_dir, first.task.fps)
+        features = run_features(run)
+        info = _resumable_info(info_path, run_dir, run.tasks[run.plan.tasks[0].name].task.fps)
         declared: dict[str, Any] = info["features"]  # a dict: _resumable_info refuses anything else
         if declared != features:
             why = f"meta/info.json declares other features ({differences(declared, features) or 'their order'})"

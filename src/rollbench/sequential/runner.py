@@ -147,7 +147,7 @@ def _check_resume(out: Path, parameters: dict[str, Any]) -> None:
 
 def _committed(run_dir: Path) -> int:
     """Committed episodes of an arm (they are the plan's first ones: the writer commits in plan order)."""
-    from rollbench.record.on_disk import committed_lengths
+    from rollbench.record.committed import committed_lengths
 
     return len(committed_lengths(run_dir)) if (run_dir / "run.json").exists() else 0
 

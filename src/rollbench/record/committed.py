@@ -1,0 +1,135 @@
+"""The committed episodes of a run directory as a resume reads them: their lengths, and (before a resume writes
+anything) whether every committed row and data file is what rollbench's writer wrote. Commits happen strictly in
+episode order, one row file and one data file per episode (:mod:`rollbench.record.lerobot`), so anything else was
+damaged or edited outside rollbench: the run is refused in one line naming the file, never repaired (repairing
+would mean deleting recorded data). Used by :class:`rollbench.record.writer.DatasetWriter` and the run's
+start-up checks (:mod:`rollbench.run.prepare`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rollbench.core.contracts import ConfigError
+from rollbench.core.plan import Plan
+from rollbench.record.episode_row import EpisodeRow, EpisodeRowError
+from rollbench.record.files import open_parquet, resolve_inside
+from rollbench.record.lerobot import DATA_PATH, chunk_file
+from rollbench.record.on_disk import file_episode
+from rollbench.record.safe_files import run_files
+from rollbench.record.staged_check import PLAN_FIELDS, plan_difference
+from rollbench.record.step_schema import declared_columns, file_difference
+
+
+def committed_lengths(run_dir: Path, plan: Plan | None = None, features: Mapping[str, Any] | None = None) -> list[int]:
+    """Lengths (steps) of the committed episodes ``0..k-1`` of ``run_dir``, read from ``meta/episodes``.
+
+    Raises ConfigError (one line, nothing changed) when the committed episodes cannot be resumed from: an unreadable
+    episode row file, duplicate or non-contiguous episode rows, a data file missing, unreadable or of another length
+    than its row says; ``rollbench grade`` reports every problem.
+
+    Given the run being resumed (its ``plan`` and LeRobot ``features``, which its run.json and meta/info.json were
+    found to record: :func:`rollbench.run.prepare.refuse_another_plan`), the files are checked as what the writer
+    wrote, since the writer, the retry of errored episodes and the statistics it rebuilds read them all: with
+    ``plan`` every row is read whole and must be the row of episode e in e's own file, of rollbench's types (the
+    typed model every reader takes it as, :class:`~rollbench.record.episode_row.EpisodeRow`), restating e's plan
+    entry (the staged check's :func:`~rollbench.record.staged_check.plan_difference`, and ``tasks`` its
+    instruction); with ``features`` every data file must hold the columns they declare (grade's check,
+    :func:`rollbench.record.step_schema.file_difference`, on the footer read anyway). The refusal names the file and
+    the column. Cost: one read of each row file and data-file footer, as without them (about 1 ms an episode).
+    """
+
+    def damaged(why: str) -> ConfigError:
+        return ConfigError(
+            f"{run_dir} is damaged and cannot be resumed: {why}; nothing was changed "
+            f"(`rollbench grade {run_dir}` reports every problem)"
+        )
+
+    found = _row_lengths(run_dir, damaged, plan)
+    lengths = []
+    for e in range(len(found)):
+        if e not in found:
+            raise damaged(f"episode {e} has no episode row but episode {max(found)} has one")
+        lengths.append(found[e])
+    schemas = _data_schemas(run_dir, lengths, damaged)
+    declared = declared_columns({"features": features}) if features is not None else {}
+    accepted: list[pa.Schema] = []  # a run's data files share one schema: each distinct one is compared once
+    for path, schema in schemas.items() if declared else ():
+        if any(schema.equals(s) for s in accepted):
+            continue
+        if (why := file_difference(declared, schema)) is not None:
+            raise damaged(f"data file {path.relative_to(run_dir)}: {why}")
+        accepted.append(schema)
+    return lengths
+
+
+def _row_lengths(run_dir: Path, damaged: Callable[[str], ConfigError], plan: Plan | None) -> dict[int, int]:
+    """Episode index -> length of every row of ``meta/episodes`` (see :func:`committed_lengths`)."""
+    found: dict[int, int] = {}
+    for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
+        rel = f.relative_to(run_dir)
+        try:  # (one thread: a row file is one small row group, and a thread pool costs more than it reads)
+            with open_parquet(resolve_inside(run_dir, f), run_dir) as raw, pq.ParquetFile(raw) as pf:
+                t = pf.read(columns=None if plan else ["episode_index", "length"], use_threads=False)
+        except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+            raise damaged(f"episode row file {rel} is unreadable ({type(exc).__name__})") from None
+        missing = [c for c in ("episode_index", "length") if c not in t.column_names]
+        if missing:
+            raise damaged(f"episode row file {rel} has no column {', '.join(missing)}")
+        for row in t.to_pylist():
+            e, n = row["episode_index"], row["length"]
+            if not (isinstance(e, int) and isinstance(n, int) and e >= 0 and n >= 0):
+                raise damaged(f"episode row file {rel} has episode_index {e!r}, length {n!r}")
+            if plan is not None and (why := _row_damage(row, e, file_episode(f), plan)):
+                raise damaged(f"episode row file {rel} {why}")
+            if e in found:
+                raise damaged(f"episode {e} has more than one episode row")
+            found[e] = n
+    return found
+
+
+def _row_damage(row: dict[str, Any], e: int, position: int, plan: Plan) -> str | None:
+    """Why ``row`` (of episode ``e``, in the row file of episode ``position``) is not the row the writer wrote for
+    e's entry of ``plan``, or None."""
+    if e != position:
+        return f"holds the row of episode {e}"
+    try:
+        parsed = EpisodeRow.from_row(row)
+    except EpisodeRowError as exc:
+        return f"is not one of rollbench's ({exc})"
+    planned = plan.episodes[e] if e < len(plan.episodes) else None
+    if planned is None or planned.episode_index != e:
+        return f"is of episode {e}, which the run's plan does not hold"
+    why = plan_difference(parsed, planned, [c for c in PLAN_FIELDS if c != "task_index" and c not in parsed.missing])
+    i = planned.task_index
+    task = [plan.instructions[i]] if i < len(plan.instructions) else None
+    if why is None and list(parsed.tasks) != task:
+        why = f"tasks {repr(list(parsed.tasks))[:60]} is not the plan's {repr(task)[:60]}"
+    return None if why is None else f"contradicts the run's plan ({why})"
+
+
+def _data_schemas(run_dir: Path, lengths: list[int], damaged: Callable[[str], ConfigError]) -> dict[Path, pa.Schema]:
+    """The arrow schema of every committed episode's data file (an episode without steps recorded before padding
+    frames existed has none); each must be there, readable and hold as many rows as its episode's length."""
+    schemas: dict[Path, pa.Schema] = {}
+    for e, n in enumerate(lengths):
+        if not n:
+            continue
+        c, i = chunk_file(e)
+        path = run_dir / DATA_PATH.format(chunk_index=c, file_index=i)
+        rel = path.relative_to(run_dir)
+        try:
+            with open_parquet(resolve_inside(run_dir, path), run_dir) as raw:
+                footer = pq.ParquetFile(raw)
+                rows, schemas[path] = footer.metadata.num_rows, footer.schema_arrow
+        except FileNotFoundError:
+            raise damaged(f"episode {e} has no data file {rel}") from None
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise damaged(f"data file {rel} is unreadable ({type(exc).__name__})") from None
+        if rows != n:
+            raise damaged(f"data file {rel} holds {rows} rows but episode {e} has {n} steps")
+    return schemas

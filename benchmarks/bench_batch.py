@@ -67,7 +67,7 @@ def run(policy: str, options: dict[str, Any], episodes: int, max_steps: int, bat
         execution=Execution(batch_size=batch),
     )
     wall = time.perf_counter() - t0
-    facts = [(e["length"], e["success"], e["termination_reason"]) for e in result["episodes"]]
+    facts = [(e.length, e.success, e.termination_reason) for e in result.episodes]
     return wall, facts
 
 

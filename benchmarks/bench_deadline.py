@@ -63,8 +63,8 @@ def eval_seconds(policy: str, episodes: int) -> tuple[float, list[int]]:
         r = evaluate(env="metaworld/MT10", policy=policy, episodes=episodes, seed=0, out=Path(tmp) / "run",
                      execution=Execution(workers=1))  # fmt: skip
         elapsed = time.perf_counter() - t0
-    assert r["status"] == "OK", r["reasons"]
-    return elapsed, [e["length"] for e in r["episodes"]]
+    assert r.status == "OK", r.reasons
+    return elapsed, [e.length for e in r.episodes]
 
 
 def compare_eval(episodes: int, reps: int) -> None:

@@ -85,8 +85,8 @@ def rollbench_eval(episodes: int, max_steps: int, seed: int) -> tuple[list[int],
             out=Path(tmp) / "run",
         )
         elapsed = time.perf_counter() - t0
-    assert result["status"] == "OK", result["reasons"]
-    return [e["length"] for e in result["episodes"]], elapsed
+    assert result.status == "OK", result.reasons
+    return [e.length for e in result.episodes], elapsed
 
 
 def profile(episodes: int, max_steps: int, seed: int) -> None:

@@ -151,8 +151,8 @@ def run_rollbench(task: str, port: int, episodes: int, horizon: int, video: bool
             out=Path(tmp) / "r",
         )
         wall = time.perf_counter() - t0
-    assert result["status"] == "OK", result["reasons"]
-    return sum(int(e["length"]) for e in result["episodes"]), wall
+    assert result.status == "OK", result.reasons
+    return sum(int(e.length) for e in result.episodes), wall
 
 
 _MEMORY = """

@@ -67,12 +67,12 @@ def run_rollbench(
         execution=execution,
         observer=EndTimes(),
     )
-    assert result["status"] == "OK", result["reasons"]
+    assert result.status == "OK", result.reasons
     return {
         "ends": ends,
-        "steps": sum(e["length"] for e in result["episodes"]),
-        "lengths": [e["length"] for e in result["episodes"]],
-        "successes": sum(e["success"] for e in result["episodes"]),
+        "steps": sum(e.length for e in result.episodes),
+        "lengths": [e.length for e in result.episodes],
+        "successes": sum(e.success for e in result.episodes),
     }
 
 

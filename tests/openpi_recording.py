@@ -132,5 +132,5 @@ def evaluate_episode(env: str, port: int, seed: int, trial: int, horizon: int, r
         max_steps=horizon,
         out=run_dir,
     )
-    assert result["status"] == "OK", result["reasons"]
+    assert result.status == "OK", result.reasons
     return json.loads((run_dir / "run.json").read_text())

@@ -47,15 +47,15 @@ def invoke(argv: list[str]) -> subprocess.CompletedProcess[str]:
 def replay(a_dir: Path, b_dir: Path, design: dict[str, Any]) -> dict[str, Any]:
     """The rule replayed by hand from ``rollbench grade`` of both arms: pairs by seed in plan (episode index) order,
     counts, the likelihood ratios with ``math.log``, the first look at which a threshold is reached."""
-    ga = grade(a_dir, check_videos=False)["episodes"]
-    ea = {e["seed"]: e for e in ga}
-    eb = {e["seed"]: e for e in grade(b_dir, check_videos=False)["episodes"]}
+    ga = grade(a_dir, check_videos=False).episodes
+    ea = {e.seed: e for e in ga}
+    eb = {e.seed: e for e in grade(b_dir, check_videos=False).episodes}
     t1 = design["theta1"]
     d = k = 0
-    for n, seed in enumerate([e["seed"] for e in sorted(ga, key=lambda e: e["episode_index"])], start=1):
+    for n, seed in enumerate([e.seed for e in sorted(ga, key=lambda e: e.episode_index)], start=1):
         if seed not in eb:
             break
-        sa, sb = bool(ea[seed]["success"]), bool(eb[seed]["success"])
+        sa, sb = bool(ea[seed].success), bool(eb[seed].success)
         d += sa != sb
         k += sb and not sa
         if n % design["look_every"] and n != design["budget"]:

@@ -12,10 +12,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from rollbench import GradeDocument
 
 ROLLBENCH = str(Path(sys.executable).parent / "rollbench")
 PROTOCOLS = ("ws", "http")
@@ -72,9 +75,9 @@ def url_of(protocol: str, port: int) -> str:
     return f"ws://127.0.0.1:{port}" if protocol == "ws" else f"http://127.0.0.1:{port}/act"
 
 
-def rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
+def rows(result: GradeDocument) -> list[tuple[Any, ...]]:
     keys = ("episode_index", "seed", "success", "length", "return", "termination_reason", "error")
-    return [tuple(e[k] for k in keys) for e in result["episodes"]]
+    return [tuple(e.to_json()[k] for k in keys) for e in result.episodes]
 
 
 def actions(run_dir: Path) -> np.ndarray:

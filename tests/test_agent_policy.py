@@ -52,8 +52,8 @@ def test_an_agent_solves_scripted_reach_with_linked_transcripts_and_usage_graded
     out = tmp_path / "run"
     # two worker processes: episodes are staged (transcript included) and committed by the main process
     result = evaluate(env=REACH, policy="agent:local/solver", episodes=2, out=out, execution=Execution(workers=2))
-    assert result["status"] == "OK", result["reasons"]
-    assert [e["termination_reason"] for e in result["episodes"]] == ["success", "success"]
+    assert result.status == "OK", result.reasons
+    assert [e.termination_reason for e in result.episodes] == ["success", "success"]
     rows = meta_rows(out)
     assert [r["rollbench/transcript"] for r in rows] == [
         "transcripts/chunk-000/file-000.jsonl",
@@ -67,14 +67,14 @@ def test_an_agent_solves_scripted_reach_with_linked_transcripts_and_usage_graded
     assert lines[-1]["type"] == "end" and lines[-1]["termination_reason"] == "success"
     actions = [ln for ln in lines if ln["type"] == "action"]
     assert actions[0]["tool"] == "move_to" and actions[0]["step"] == 0
-    assert sum(a["steps"] for a in actions) >= result["episodes"][0]["length"]
+    assert sum(a["steps"] for a in actions) >= result.episodes[0].length
     # usage in grade = what the double returned, summed from the transcripts (cost: 0.001 per call)
-    usage = result["agent_usage"]["overall"]
+    usage = result.agent_usage.overall
     served = served_usage(double, "solver")
-    assert {k: usage[k] for k in served} == served
-    assert usage["cost_usd"] == pytest.approx(0.001 * served["model_calls"])
-    assert result["agent_usage"]["by_task"][REACH]["episodes"] == 2
-    assert grade(out)["agent_usage"] == result["agent_usage"]
+    assert {k: usage.to_json()[k] for k in served} == served
+    assert usage.cost_usd == pytest.approx(0.001 * served["model_calls"])
+    assert result.agent_usage.by_task[REACH].episodes == 2
+    assert grade(out).agent_usage == result.agent_usage
     log = json.loads((out / "run.json").read_text())
     prov = log["plan"]["policy"]["provenance"]
     assert (prov["provider"], prov["model"], prov["api_key_env"]) == ("local", "solver", "ROLLBENCH_AGENT_API_KEY")
@@ -92,15 +92,15 @@ def test_give_up_is_its_own_termination_reason(double: Double, tmp_path: Path, b
         out=tmp_path / "run",
         execution=Execution(batch_size=batch_size),
     )
-    for i, ep in enumerate(result["episodes"]):
-        assert (ep["termination_reason"], ep["length"], ep["success"]) == ("give_up", 1, False)
-        assert ep["transcript"] == f"transcripts/chunk-000/file-{i:03d}.jsonl"
-        lines = transcript(tmp_path / "run", ep["transcript"])
+    for i, ep in enumerate(result.episodes):
+        assert (ep.termination_reason, ep.length, ep.success) == ("give_up", 1, False)
+        assert ep.transcript == f"transcripts/chunk-000/file-{i:03d}.jsonl"
+        lines = transcript(tmp_path / "run", ep.transcript)
         assert (lines[0]["seed"], lines[-1]["termination_reason"]) == (i, "give_up")
         assert [a["tool"] for a in lines if a["type"] == "action"] == ["move_delta", "give_up"]
         assert lines[-2]["arguments"] == {"reason": "cannot see the goal"}
-    assert result["tasks"][REACH]["termination_reasons"] == {"give_up": 3}
-    assert result["status"] == "OK"  # giving up is a failure of the task, not a broken run
+    assert result.tasks[REACH].termination_reasons == {"give_up": 3}
+    assert result.status == "OK"  # giving up is a failure of the task, not a broken run
 
 
 @pytest.mark.sim
@@ -117,14 +117,14 @@ def test_an_agent_drives_metaworld_with_cartesian_gripper_and_picture_tools(doub
         out=out,
         policy_options={"gripper_steps": 4},
     )
-    assert result["status"] == "OK", result["reasons"]
-    ep = result["episodes"][0]
+    assert result.status == "OK", result.reasons
+    ep = result.episodes[0]
     # move_delta dz=0.05 m at 1 cm per step = 5 steps, gripper 4 steps, picture 1 hold step, then done
-    assert (ep["termination_reason"], ep["length"]) == ("policy_stop", 10)
+    assert (ep.termination_reason, ep.length) == ("policy_stop", 10)
     data = pq.read_table(out / "data/chunk-000/file-000.parquet").to_pylist()
     assert [round(r["action"][2], 6) for r in data[:5]] == [1.0] * 5  # dz units: 0.05 m / (5 steps * 0.01 m)
     assert [r["action"][3] for r in data] == [-1.0] * 5 + [1.0] * 5  # open, then closed and kept closed
-    lines = transcript(out, ep["transcript"])
+    lines = transcript(out, ep.transcript)
     assert lines[0]["tool_set"] == "arm"
     refs = [
         p
@@ -136,7 +136,7 @@ def test_an_agent_drives_metaworld_with_cartesian_gripper_and_picture_tools(doub
     assert [(r["camera"], r["step"], r["width"]) for r in refs] == [("corner", 0, 64), ("corner", 10, 64)]
     sent = [r["body"] for r in double.log if r["model"] == "arm"]
     assert "data:image/png;base64," in json.dumps(sent[-1]["messages"])  # the picture went to the model
-    assert "data:image/png;base64," not in (out / ep["transcript"]).read_text()  # referenced, not copied
+    assert "data:image/png;base64," not in (out / ep.transcript).read_text()  # referenced, not copied
     assert (out / "videos/observation.images.corner/chunk-000/file-000.mp4").exists()
 
 
@@ -151,8 +151,8 @@ def test_429_and_503_are_retried_with_backoff_and_the_wire_capture_redacts_the_k
         out=out,
         policy_options={"backoff_s": 0.01, "wire_capture": True},
     )
-    assert result["status"] == "OK", result["reasons"]
-    lines = transcript(out, result["episodes"][0]["transcript"])
+    assert result.status == "OK", result.reasons
+    lines = transcript(out, result.episodes[0].transcript)
     calls = [ln for ln in lines if ln["type"] == "call"]
     # Retry-After: 0 is obeyed after the 429; the 503 has none, so the second wait is backoff_s * 2**1
     waits = [[(a["status"], a["waited_s"]) for a in c["attempts"]] for c in calls]
@@ -179,13 +179,13 @@ def test_provider_and_model_faults_end_the_episode_as_error_with_the_reason(
 ) -> None:
     out = tmp_path / "run"
     result = evaluate(env=REACH, policy=f"agent:local/{model}", episodes=2, out=out, policy_options=options)
-    assert result["status"] == "FAILED"
-    assert [e["termination_reason"] for e in result["episodes"]] == ["error", "error"]  # the run went on
-    for e in result["episodes"]:
-        assert e["error"].startswith(expected), e["error"]
-        assert transcript(out, e["transcript"])[-1]["error"] == e["error"]
+    assert result.status == "FAILED"
+    assert [e.termination_reason for e in result.episodes] == ["error", "error"]  # the run went on
+    for e in result.episodes:
+        assert e.error.startswith(expected), e.error
+        assert transcript(out, e.transcript)[-1]["error"] == e.error
     if model == "always429":
-        assert "HTTP 429" in result["episodes"][0]["error"]
+        assert "HTTP 429" in result.episodes[0].error
         assert [r["status"] for r in double.log] == [429] * 4  # 2 episodes x (1 try + 1 retry)
 
 
@@ -247,8 +247,8 @@ def test_grade_reports_a_transcript_that_disagrees_with_its_calls_or_is_missing(
     tr0.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
     (out / "transcripts/chunk-000/file-001.jsonl").unlink()
     result = grade(out)
-    assert result["status"] == "PARTIAL"
-    assert result["violations"] == [
+    assert result.status == "PARTIAL"
+    assert result.violations == [
         f"episode 0: transcript transcripts/chunk-000/file-000.jsonl states total_tokens="
         f"{lines[-1]['totals']['total_tokens']} but its call lines sum to {lines[-1]['totals']['total_tokens'] - 1}",
         "episode 1: transcript transcripts/chunk-000/file-001.jsonl is unreadable ([Errno 2] No such file or directory: "

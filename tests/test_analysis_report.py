@@ -47,9 +47,9 @@ def test_report_is_one_offline_file_that_chromium_renders_with_every_image(root:
     assert "McNemar p" in text and "hostA" not in text and "lab/sawyer/zero" in text
     assert 'href="http://127.0.0.1:8301/episode/lab/sawyer/zero/0"' in text
     for policy in ("metaworld-expert", "zero"):  # each task row's rate and interval are grade's, as recorded
-        for task, t in grade(root / policy, check_videos=False)["tasks"].items():
+        for task, t in grade(root / policy, check_videos=False).tasks.items():
             row = f"<tr><td>{task}</td><td>{policy}</td>"
-            rate, ci = f"{100 * t['success_rate']:.1f}%", f"{100 * t['ci95_low']:.1f}% – {100 * t['ci95_high']:.1f}%"
+            rate, ci = f"{100 * t.success_rate:.1f}%", f"{100 * t.ci95_low:.1f}% – {100 * t.ci95_high:.1f}%"
             end = f"<td class=n>{rate}</td><td class=n>{ci}</td></tr>"
             assert re.search(re.escape(row) + r"(?:(?!</tr>).)*" + re.escape(end), text), (task, policy)
     assert 'href="http://127.0.0.1:8301/media/lab/sawyer/zero/0/' in text

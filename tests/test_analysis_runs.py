@@ -48,8 +48,8 @@ def _successes(run_dir: Path) -> dict[str, list[bool]]:
     """Per task, the success of episodes in seed order, read straight from grade's episode rows."""
     doc = grade(run_dir)
     out: dict[str, list[bool]] = {}
-    for ep in sorted(doc["episodes"], key=lambda e: e["seed"]):
-        out.setdefault(ep["task"], []).append(ep["success"])
+    for ep in sorted(doc.episodes, key=lambda e: e.seed):
+        out.setdefault(ep.task, []).append(ep.success)
     return out
 
 

@@ -593,10 +593,10 @@ def test_a_policy_exception_that_cannot_be_printed_ends_its_episode_as_a_policy_
         max_steps=3,
         policy_options={"kind": kind},
     )
-    assert [e["termination_reason"] for e in r["episodes"]] == ["error", "error"]
-    assert {e["error_fault"] for e in r["episodes"]} == {"policy"}
+    assert [e.termination_reason for e in r.episodes] == ["error", "error"]
+    assert {e.error_fault for e in r.episodes} == {"policy"}
     name = {"str": "_StrRaises", "text": "_StrNotText", "fault": "_FaultRaises", "base": "_BaseStrRaises"}[kind]
-    assert all(e["error"].startswith(f"{name}: ") for e in r["episodes"])
+    assert all(e.error.startswith(f"{name}: ") for e in r.episodes)
     assert json.loads((tmp_path / "r/run.json").read_text())["status"] != "INTERRUPTED"
 
 

@@ -29,17 +29,17 @@ NOISY = dict(env="scripted/reach", policy="scripted-expert", episodes=13, seed=5
 def _run(tmp_path: Path, name: str, spec: dict[str, Any], **execution: Any) -> tuple[dict[str, Any], Any]:
     out = tmp_path / name
     result = evaluate(**spec, out=out, execution=Execution(**execution))
-    return result, (result["episodes"], recorded_tables(out), info_and_stats(out))
+    return result, (result.episodes, recorded_tables(out), info_and_stats(out))
 
 
 @pytest.mark.slow
 def test_batch_sizes_3_and_8_record_exactly_what_batch_size_1_records(tmp_path: Path) -> None:
     base, expected = _run(tmp_path, "b1", NOISY)
-    lengths = [e["length"] for e in base["episodes"]]
-    assert base["episodes_recorded"] == 13 and max(lengths) - min(lengths) >= 5  # a real spread of lengths
+    lengths = [e.length for e in base.episodes]
+    assert base.episodes_recorded == 13 and max(lengths) - min(lengths) >= 5  # a real spread of lengths
     for b in (3, 8):
         result, got = _run(tmp_path, f"b{b}", NOISY, batch_size=b)
-        assert result["status"] == base["status"] and result["episodes_recorded"] == 13
+        assert result.status == base.status and result.episodes_recorded == 13
         assert got[0] == expected[0]  # per-episode results
         assert got[1][0].equals(expected[1][0])  # every recorded step, global index included
         assert got[1][1] == expected[1][1]  # every episode record
@@ -51,9 +51,9 @@ def test_a_slot_whose_env_raises_errors_only_that_episode(tmp_path: Path) -> Non
     spec = dict(env="scripted/faulty", policy="scripted-expert", episodes=9, seed=0)
     _base, expected = _run(tmp_path, "b1", spec)
     result, got = _run(tmp_path, "b4", spec, batch_size=4)
-    errored = [e["trial"] for e in result["episodes"] if e["termination_reason"] == "error"]
+    errored = [e.trial for e in result.episodes if e.termination_reason == "error"]
     assert errored == [2, 5, 8]  # seed % 3 == 2 fails at reset; its batch-mates go on
-    assert result["tasks"]["scripted/faulty"]["successes"] == 6
+    assert result.tasks["scripted/faulty"].successes == 6
     assert got[0] == expected[0] and got[1][0].equals(expected[1][0])
 
 
@@ -66,10 +66,10 @@ def test_a_batch_answered_with_too_few_actions_errors_those_episodes_clearly(tmp
         out=tmp_path / "r",
         execution=Execution(batch_size=3),
     )
-    assert result["status"] == "FAILED" and result["episodes_recorded"] == 3
-    for e in result["episodes"]:
-        assert e["termination_reason"] == "error" and e["length"] == 0
-        assert e["error"] == "EpisodeError: the policy returned 2 answers for a batch of 3 observations"
+    assert result.status == "FAILED" and result.episodes_recorded == 3
+    for e in result.episodes:
+        assert e.termination_reason == "error" and e.length == 0
+        assert e.error == "EpisodeError: the policy returned 2 answers for a batch of 3 observations"
 
 
 @pytest.mark.slow
@@ -78,7 +78,7 @@ def test_metaworld_expert_batched_equals_unbatched(tmp_path: Path) -> None:
     spec = dict(env="metaworld/reach-v3,metaworld/button-press-v3", policy="metaworld-expert", episodes=3, seed=1)
     spec["max_steps"] = 60
     base, expected = _run(tmp_path, "b1", spec)
-    assert base["status"] == "OK"
+    assert base.status == "OK"
     _result, got = _run(tmp_path, "b4", spec, batch_size=4)
     assert got[0] == expected[0] and got[1][0].equals(expected[1][0]) and got[1][1] == expected[1][1]
 
@@ -126,8 +126,8 @@ def test_sigkill_mid_run_with_batch_size_4_then_resume_records_exactly_the_plan(
     reference = tmp_path / "reference"
     sys.path.insert(0, str(TESTS))
     spec = dict(env="scripted/reach", policy="fault_policies:slow", policy_options={"sleep_s": 0}, episodes=40)
-    assert evaluate(**spec, max_steps=10, seed=2, out=reference)["status"] == "OK"
+    assert evaluate(**spec, max_steps=10, seed=2, out=reference).status == "OK"
     resumed, clean = grade(out), grade(reference)
-    assert resumed["status"] == "OK" and resumed["episodes_recorded"] == 40
-    assert resumed["episodes"] == clean["episodes"]
+    assert resumed.status == "OK" and resumed.episodes_recorded == 40
+    assert resumed.episodes == clean.episodes
     assert recorded_tables(out)[0].equals(recorded_tables(reference)[0])

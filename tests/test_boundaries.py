@@ -58,27 +58,23 @@ def test_buffer_reusing_policy_env_and_renderer_record_the_same_episodes_as_fres
     assert len(fa) == len(fb) == 16
     for x, y in zip(fa, fb, strict=True):
         np.testing.assert_array_equal(x, y)
-    assert (
-        [e["render_failure"] for e in reused["episodes"]]
-        == [None, None]
-        == [e["render_failure"] for e in fresh["episodes"]]
-    )
-    assert reused["status"] == "OK"
+    assert [e.render_failure for e in reused.episodes] == [None, None] == [e.render_failure for e in fresh.episodes]
+    assert reused.status == "OK"
 
 
 @pytest.mark.parametrize("key", ["success", "is_success"])
 def test_gym_env_reporting_success_in_its_reset_info_is_flagged_success_at_reset(tmp_path: Path, key: str) -> None:
     env_id = {"success": "RollbenchSolvedSuccess-v0", "is_success": "RollbenchSolvedIsSuccess-v0"}[key]
     r = evaluate(env=f"gym:fault_envs:{env_id}", policy="zero", episodes=2, max_steps=5, out=tmp_path / "r")
-    (task,) = r["tasks"].values()
-    assert [e["success_at_reset"] for e in r["episodes"]] == [True, True]
-    assert [e["success"] for e in r["episodes"]] == [False, False]
-    assert (task["successes"], task["success_at_reset"]) == (0, 2)
+    (task,) = r.tasks.values()
+    assert [e.success_at_reset for e in r.episodes] == [True, True]
+    assert [e.success for e in r.episodes] == [False, False]
+    assert (task.successes, task.success_at_reset) == (0, 2)
 
 
 def test_gym_env_without_success_in_its_reset_info_is_not_flagged(tmp_path: Path) -> None:
     r = evaluate(env="gym:fault_envs:RollbenchPoint-v0", policy="zero", episodes=2, max_steps=3, out=tmp_path / "r")
-    assert [e["success_at_reset"] for e in r["episodes"]] == [False, False]
+    assert [e.success_at_reset for e in r.episodes] == [False, False]
 
 
 def test_random_policy_draws_are_independent_of_the_env_reset_stream_of_the_same_seed(tmp_path: Path) -> None:
@@ -90,7 +86,7 @@ def test_random_policy_draws_are_independent_of_the_env_reset_stream_of_the_same
     first_actions = data["action"][::2]
     same_stream = -1.0 + 2.0 * (starts - 0.1) / 0.8
     assert np.abs(first_actions - same_stream).min() > 1e-3
-    for k, seed in enumerate(e["seed"] for e in r["episodes"]):
+    for k, seed in enumerate(e.seed for e in r.episodes):
         u = np.random.default_rng(seed).uniform(0.1, 0.9, size=2)  # the env's stream: the recorded start
         np.testing.assert_allclose(starts[k], u, rtol=1e-6)
         expected = np.random.default_rng([seed, RANDOM_POLICY_TAG]).uniform([-1, -1], [1, 1])  # the policy's own

@@ -96,8 +96,8 @@ def test_json_is_the_eliminations_hand_replayed_decision_with_descriptive_rates(
     base, doc = folder
     wins = _wins()
     for s in SKILLS:  # the recorded outcomes are the oracle's on the shuffled plan
-        rows = sorted(rollbench.grade(base / "root" / "out" / f"{s:06d}")["episodes"], key=lambda e: e["episode_index"])
-        assert [bool(e["success"]) for e in rows] == wins[s][: len(rows)]
+        rows = sorted(rollbench.grade(base / "root" / "out" / f"{s:06d}").episodes, key=lambda e: e.episode_index)
+        assert [bool(e.success) for e in rows] == wins[s][: len(rows)]
     looks, chosen = _hand_replay(wins)
     assert [(n, lead, dropped) for n, lead, dropped, _ in looks] == [
         (4, 2000, []), (8, 2000, [1000]), (16, 2000, []), (32, 2000, [])

@@ -41,7 +41,7 @@ def test_resume_says_how_many_episodes_are_recorded_and_how_many_will_run(tmp_pa
     r = cli("eval", "--resume", str(run))
     assert r.exit_code == 0, r.stderr
     assert f"resuming {run}: 3 of 5 episodes already recorded, 2 to run" in r.stderr
-    assert grade(run)["episodes_recorded"] == 5
+    assert grade(run).episodes_recorded == 5
 
 
 def test_success_rule_override_warning_is_printed(tmp_path: Path) -> None:
@@ -66,14 +66,14 @@ def test_lengths_and_returns_are_over_the_episodes_that_ran(tmp_path: Path) -> N
     run = tmp_path / "run"
     options = {"inner": "scripted-expert", "bad_seed": 1, "step": 0}
     r = evaluate(out=run, env="scripted/reach", policy="fault_policies:nan_on_seed", policy_options=options, episodes=3)
-    eps = r["episodes"]
-    assert [e["length"] for e in eps][1] == 0 and eps[1]["termination_reason"] == "error"
+    eps = r.episodes
+    assert [e.length for e in eps][1] == 0 and eps[1].termination_reason == "error"
     ran = [eps[0], eps[2]]
-    task = r["tasks"]["scripted/reach"]
-    assert task["episodes"] == 3 and task["episodes_ran"] == 2 and task["success_rate"] == 2 / 3
-    assert task["mean_length"] == sum(e["length"] for e in ran) / 2
-    assert task["median_length"] == sum(e["length"] for e in ran) / 2  # the median of two is their mean
-    assert task["mean_return"] == pytest.approx(sum(e["return"] for e in ran) / 2, rel=1e-12)
+    task = r.tasks["scripted/reach"]
+    assert task.episodes == 3 and task.episodes_ran == 2 and task.success_rate == 2 / 3
+    assert task.mean_length == sum(e.length for e in ran) / 2
+    assert task.median_length == sum(e.length for e in ran) / 2  # the median of two is their mean
+    assert task.mean_return == pytest.approx(sum(e.return_ for e in ran) / 2, rel=1e-12)
 
 
 def test_table_shows_mean_return_and_eval_wall_time_from_disk(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_table_shows_mean_return_and_eval_wall_time_from_disk(tmp_path: Path) ->
     assert f"eval wall time: {timing['eval_wall_time_s']:.1f} s; episode times summed" in r.stdout
     mean_return = log["results"]["tasks"]["scripted/reach"]["mean_return"]
     assert "mean return" in r.stdout and f"{mean_return:.2f}" in r.stdout
-    assert grade(run) == log["results"]
+    assert grade(run).to_json() == log["results"]
 
 
 def test_videos_index_maps_each_episode_to_its_video_file_and_time_range(tmp_path: Path) -> None:
@@ -98,9 +98,9 @@ def test_videos_index_maps_each_episode_to_its_video_file_and_time_range(tmp_pat
     )
     index = json.loads((run / "meta/videos_index.json").read_text())
     assert index["fps"] == 10 and [e["episode_index"] for e in index["episodes"]] == [0, 1, 2]
-    for entry, ep in zip(index["episodes"], r["episodes"], strict=True):
-        assert (entry["task"], entry["trial"], entry["seed"]) == (ep["task"], ep["trial"], ep["seed"])
+    for entry, ep in zip(index["episodes"], r.episodes, strict=True):
+        assert (entry["task"], entry["trial"], entry["seed"]) == (ep.task, ep.trial, ep.seed)
         video = entry["videos"]["observation.images.top"]
-        assert video["file"] == f"videos/observation.images.top/chunk-000/file-{ep['episode_index']:03d}.mp4"
-        assert count_video_frames(run / video["file"]) == ep["length"]
-        assert (video["from_s"], video["to_s"]) == (0.0, ep["length"] / 10)
+        assert video["file"] == f"videos/observation.images.top/chunk-000/file-{ep.episode_index:03d}.mp4"
+        assert count_video_frames(run / video["file"]) == ep.length
+        assert (video["from_s"], video["to_s"]) == (0.0, ep.length / 10)

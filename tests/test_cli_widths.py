@@ -51,11 +51,11 @@ def _whole(text: str, pieces: list[str]) -> list[str]:
 def test_grade_table_shows_every_task_and_number_whole_at_80_100_120_columns(runs: tuple[Path, Path]) -> None:
     doc = grade(runs[0])
     pieces = []
-    for name, t in doc["tasks"].items():
-        pieces += [name, _pct(t["success_rate"]), f"{_pct(t['ci95_low'])} – {_pct(t['ci95_high'])}"]
-        pieces += [f"{t['mean_length']:.1f}", f"{t['mean_return']:.2f}"]
-    pieces += ["metaworld/MT10 (suite, pooled)", _pct(doc["overall"]["pooled_success_rate"])]
-    assert len(doc["tasks"]) == 10
+    for name, t in doc.tasks.items():
+        pieces += [name, _pct(t.success_rate), f"{_pct(t.ci95_low)} – {_pct(t.ci95_high)}"]
+        pieces += [f"{t.mean_length:.1f}", f"{t.mean_return:.2f}"]
+    pieces += ["metaworld/MT10 (suite, pooled)", _pct(doc.overall.pooled_success_rate)]
+    assert len(doc.tasks) == 10
     for width in WIDTHS:
         text = _render(width, print_result, doc, None)
         assert _whole(text, pieces) == [], width

@@ -176,10 +176,10 @@ def test_seeded_simulation_drops_beyond_the_bound_never_give_a_verdict_even_aime
 def test_grade_keeps_its_rate_and_adds_the_scored_rate_of_the_coverage_rule(faulty: tuple[Path, Path]) -> None:
     from rollbench.api import grade
 
-    task = grade(faulty[0])["tasks"]["scripted/faulty"]
-    assert (task["episodes"], task["successes"], task["success_rate"]) == (12, 8, 8 / 12)  # errors as failures
-    assert (task["scored"], task["coverage"], task["scored_success_rate"]) == (8, 8 / 12, 1.0)
-    assert (task["excluded"], task["policy_errors_as_failures"]) == ({"environment": 4}, 0)
+    task = grade(faulty[0]).tasks["scripted/faulty"]
+    assert (task.episodes, task.successes, task.success_rate) == (12, 8, 8 / 12)  # errors as failures
+    assert (task.scored, task.coverage, task.scored_success_rate) == (8, 8 / 12, 1.0)
+    assert (task.excluded, task.policy_errors_as_failures) == ({"environment": 4}, 0)
     r = invoke("grade", faulty[0])
     assert "scored (coverage rule): 8 of 12 episodes (66.7% coverage; left out: 4 environment" in r.stdout
 

@@ -103,15 +103,15 @@ def test_sigkill_mid_run_leaves_committed_episodes_readable_and_resume_completes
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     r = grade(out)
-    k = r["episodes_recorded"]
+    k = r.episodes_recorded
     assert 5 <= k < EPISODES, f"{k} episodes committed when the process was killed (expected a mid-run kill)"
-    assert r["violations"] == []  # every committed episode is whole and consistent
-    assert [e["episode_index"] for e in r["episodes"]] == list(range(k))
+    assert r.violations == []  # every committed episode is whole and consistent
+    assert [e.episode_index for e in r.episodes] == list(range(k))
     for e in range(k):
-        assert pq.read_table(out / f"data/chunk-000/file-{e:03d}.parquet").num_rows == r["episodes"][e]["length"]
+        assert pq.read_table(out / f"data/chunk-000/file-{e:03d}.parquet").num_rows == r.episodes[e].length
     done = evaluate(**SLOW_RUN, out=out)  # type: ignore[arg-type]
-    assert done["status"] == "OK" and done["episodes_recorded"] == EPISODES
-    assert [e["episode_index"] for e in done["episodes"]] == list(range(EPISODES))
+    assert done.status == "OK" and done.episodes_recorded == EPISODES
+    assert [e.episode_index for e in done.episodes] == list(range(EPISODES))
 
 
 def test_interrupted_commit_is_repaired_from_the_staged_copy(tmp_path: Path) -> None:
@@ -146,7 +146,7 @@ def test_interrupted_commit_is_repaired_from_the_staged_copy(tmp_path: Path) -> 
     assert writer.promote_ready() == [2]
     writer.write_stats()  # as a resume does after promoting (grade checks stats.json against the step rows)
     again = grade(out)
-    assert again["violations"] == [] and again["episodes"] == ref["episodes"]
+    assert again.violations == [] and again.episodes == ref.episodes
 
 
 FRAMES_BEHIND = "meta/info.json says total_frames=10 but the data files hold 15 rows"  # 3 episodes of 5 steps
@@ -256,8 +256,8 @@ def test_staged_episode_damaged_by_a_power_loss_is_removed_on_reopen_and_runs_ag
         and "it will run again" in err
     )
     assert "staged episode 5" not in err
-    assert again["status"] == "OK" and again["violations"] == []
-    assert again["episodes"] == ref["episodes"]
+    assert again.status == "OK" and again.violations == []
+    assert again.episodes == ref.episodes
     assert not (out / ".staging").exists()
 
 
@@ -308,11 +308,11 @@ def test_info_json_one_commit_behind_is_a_crash_of_an_unfinished_run_not_damage(
     log["status"] = status
     log_path.write_text(json.dumps(log))
     r = grade(out)
-    assert r["episodes_recorded"] == 3
+    assert r.episodes_recorded == 3
     if violation is None:
-        assert r["violations"] == []
+        assert r.violations == []
     else:
-        assert violation in r["violations"]
+        assert violation in r.violations
 
 
 @pytest.mark.slow
@@ -377,7 +377,7 @@ def test_a_run_killed_before_its_first_run_json_is_started_afresh_by_the_same_co
     ]
     r = invoke(*argv)
     assert r.returncode == 0, r.stdout
-    assert grade(out)["episodes_recorded"] == 2
+    assert grade(out).episodes_recorded == 2
     assert not (out / ".run.json.k3x9_a0q.tmp").exists()  # the writer's own temporary, removed under its lock
     other = tmp_path / "other"
     other.mkdir()

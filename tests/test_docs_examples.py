@@ -166,7 +166,7 @@ def test_the_observer_of_plugins_md_stops_a_run_after_three_failures(tmp_path: P
     result = rollbench.evaluate(
         env="scripted/reach", policy="zero", episodes=6, max_steps=2, out=tmp_path / "run", observer=space["Stopper"]()
     )
-    assert result["episodes_recorded"] == 3 and result["status"] == "PARTIAL"
+    assert result.episodes_recorded == 3 and result.status == "PARTIAL"
 
 
 QUICK = "test_docs_examples.py::test_quick_commands_of_the_docs_run_as_written"

@@ -105,7 +105,7 @@ def test_episode_k_starts_from_init_state_k_with_1_and_2_workers(
         out=tmp_path / "run",
         execution=Execution(workers=workers),
     )
-    assert result["status"] == "OK", result["reasons"]
+    assert result.status == "OK", result.reasons
     table = pq.read_table(tmp_path / "run" / "data").to_pydict()
     first = {
         e: np.asarray(s, dtype=np.float32)
@@ -116,7 +116,7 @@ def test_episode_k_starts_from_init_state_k_with_1_and_2_workers(
     for k in range(3):
         np.testing.assert_array_equal(first[k], expected[k])
     assert not np.array_equal(expected[0], expected[1])
-    assert [e["initial_state"] for e in result["episodes"]] == [0, 1, 2]
+    assert [e.initial_state for e in result.episodes] == [0, 1, 2]
 
 
 class _OpenpiLikeServer:
@@ -162,7 +162,7 @@ def test_an_openpi_server_receives_the_perturbed_instruction_both_images_and_the
         )
     finally:
         server.close()
-    assert result["status"] == "OK", result["reasons"]
+    assert result.status == "OK", result.reasons
     lan_bddl = libero_setup.liberopro_dir() / "bddl_files" / "libero_spatial_lan"
     paraphrase = bddl_language(next(lan_bddl.glob("pick_up_the_black_bowl_between_*.bddl")))
     assert paraphrase == "lift the black bowl between the plate and ramekin and set it on the plate"

@@ -27,7 +27,7 @@ def _copy(run: Path, to: Path) -> Path:
 
 
 def test_a_sound_run_points_every_episode_at_its_own_file(sound: Path) -> None:
-    assert grade(sound)["violations"] == []
+    assert grade(sound).violations == []
 
 
 def test_an_episode_row_naming_another_data_file_is_a_violation(sound: Path, tmp_path: Path) -> None:
@@ -38,11 +38,11 @@ def test_an_episode_row_naming_another_data_file_is_a_violation(sound: Path, tmp
     i = table.column_names.index("data/file_index")
     pq.write_table(table.set_column(i, table.schema.field(i), pa.array([2], pa.int64())), row)
     doc = grade(run)
-    assert doc["violations"] == [
+    assert doc.violations == [
         "episode 1: its episode record and meta/info.json's data_path lead LeRobot readers to "
         "data/chunk-000/file-002.parquet, but its step rows are in data/chunk-000/file-001.parquet"
     ]
-    assert doc["status"] == "PARTIAL"
+    assert doc.status == "PARTIAL"
 
 
 def test_a_data_path_template_leading_nowhere_is_one_violation_naming_it(sound: Path, tmp_path: Path) -> None:
@@ -51,14 +51,14 @@ def test_a_data_path_template_leading_nowhere_is_one_violation_naming_it(sound: 
     assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
     info["data_path"] = "data/chunk-{chunk_index:03d}/ep-{file_index:03d}.parquet"
     (run / "meta/info.json").write_text(json.dumps(info))
-    assert grade(run)["violations"] == [
+    assert grade(run).violations == [
         "meta/info.json's data_path 'data/chunk-{chunk_index:03d}/ep-{file_index:03d}.parquet' leads LeRobot readers "
         "to none of the 3 episodes' step rows (episode 0: its episode record and meta/info.json's data_path lead "
         "LeRobot readers to data/chunk-000/ep-000.parquet, but its step rows are in data/chunk-000/file-000.parquet)"
     ]
     info["data_path"] = "data/{chunk_index.real}/x.parquet"
     (run / "meta/info.json").write_text(json.dumps(info))
-    (only,) = grade(run)["violations"]
+    (only,) = grade(run).violations
     assert only.startswith(
         "meta/info.json's data_path 'data/{chunk_index.real}/x.parquet' cannot be filled in for episode 0"
     )

@@ -51,12 +51,12 @@ def test_a_policy_raising_any_base_exception_ends_that_episode_as_a_policy_error
         seed=0,
         execution=Execution(batch_size=batch_size),
     )
-    eps = {e["seed"]: e for e in result["episodes"]}
+    eps = {e.seed: e for e in result.episodes}
     bad = eps[1]
-    assert (bad["termination_reason"], bad["error_fault"], bad["length"]) == ("error", "policy", 1)
-    assert bad["error"] == f"{SHOWN.get(kind, kind)}: the policy failed on seed 1"
-    assert [eps[s]["termination_reason"] != "error" for s in (0, 2)] == [True, True]
-    assert result["status"] == "PARTIAL"
+    assert (bad.termination_reason, bad.error_fault, bad.length) == ("error", "policy", 1)
+    assert bad.error == f"{SHOWN.get(kind, kind)}: the policy failed on seed 1"
+    assert [eps[s].termination_reason != "error" for s in (0, 2)] == [True, True]
+    assert result.status == "PARTIAL"
     log = run_log(out)
     assert log["status"] == "PARTIAL" and not log["executions"][-1].get("interrupted")
 
@@ -68,10 +68,10 @@ def test_in_worker_processes_too_a_policy_base_exception_ends_only_its_episode(t
         out=out, env="scripted/reach", policy="fault_policies:raise_on_seed", episodes=4, max_steps=4, seed=0,
         policy_options={"kind": "KeyboardInterrupt", "bad_seed": 2, "step": 0}, execution=Execution(workers=2),
     )  # fmt: skip
-    assert [(e["seed"], e["termination_reason"] == "error", e["error_fault"]) for e in result["episodes"]] == [
+    assert [(e.seed, e.termination_reason == "error", e.error_fault) for e in result.episodes] == [
         (0, False, None), (1, False, None), (2, True, "policy"), (3, False, None),
     ]  # fmt: skip
-    assert result["episodes"][2]["error"] == "KeyboardInterrupt: the policy failed on seed 2"
+    assert result.episodes[2].error == "KeyboardInterrupt: the policy failed on seed 2"
     assert run_log(out)["status"] == "PARTIAL"
 
 
@@ -100,11 +100,11 @@ def test_an_env_raising_any_base_exception_ends_that_episode_as_an_environment_e
 ) -> None:
     out = tmp_path / "run"
     result = evaluate(out=out, env=f"gym:fault_envs:{env_id}", policy="random", episodes=2, max_steps=5, seed=0)
-    assert [(e["termination_reason"], e["error_fault"], e["length"]) for e in result["episodes"]] == [
+    assert [(e.termination_reason, e.error_fault, e.length) for e in result.episodes] == [
         ("error", "environment", 2)
     ] * 2  # step() raises at its third call (step_error_at=2): two steps recorded
-    assert {e["error"] for e in result["episodes"]} == {f"{shown}: fault_envs: the simulator failed at step 2"}
-    assert result["status"] == "FAILED" and run_log(out)["status"] == "FAILED"
+    assert {e.error for e in result.episodes} == {f"{shown}: fault_envs: the simulator failed at step 2"}
+    assert result.status == "FAILED" and run_log(out)["status"] == "FAILED"
 
 
 def test_black_frames_the_policy_sees_end_the_episode_as_an_environment_error_without_video(tmp_path: Path) -> None:
@@ -114,12 +114,12 @@ def test_black_frames_the_policy_sees_end_the_episode_as_an_environment_error_wi
         max_steps=5, seed=0, success_rule="final_step",
     )  # fmt: skip
     assert not (out / "videos").exists()
-    for e in result["episodes"]:  # frame 0 is drawn, frame 1 (before step 1's action) is all zeros
-        assert (e["termination_reason"], e["error_fault"], e["length"]) == ("error", "environment", 1)
-        assert e["render_failure"].endswith(": black: the frame of step 1 has no pixel brighter than 8")
-        assert e["error"] == f"RenderFailure: render failure: {e['render_failure']}"
-    assert result["status"] == "FAILED"
-    assert any("render failure" in r for r in result["reasons"])
+    for e in result.episodes:  # frame 0 is drawn, frame 1 (before step 1's action) is all zeros
+        assert (e.termination_reason, e.error_fault, e.length) == ("error", "environment", 1)
+        assert e.render_failure.endswith(": black: the frame of step 1 has no pixel brighter than 8")
+        assert e.error == f"RenderFailure: render failure: {e.render_failure}"
+    assert result.status == "FAILED"
+    assert any("render failure" in r for r in result.reasons)
 
 
 def test_a_frozen_picture_while_the_state_moves_is_an_environment_error_without_video(tmp_path: Path) -> None:
@@ -128,9 +128,9 @@ def test_a_frozen_picture_while_the_state_moves_is_an_environment_error_without_
         out=out, env="gym:fault_envs:RollbenchFrozenRender-v0", policy="fault_policies:constant", episodes=1,
         max_steps=5, seed=0, success_rule="final_step",
     )  # fmt: skip
-    (e,) = result["episodes"]
-    assert (e["termination_reason"], e["error_fault"], e["length"], e["success"]) == ("error", "environment", 5, False)
-    assert e["render_failure"].endswith(
+    (e,) = result.episodes
+    assert (e.termination_reason, e.error_fault, e.length, e.success) == ("error", "environment", 5, False)
+    assert e.render_failure.endswith(
         ": frozen: all 5 frames are identical while the state changed (first change at step 1)"
     )
 
@@ -140,8 +140,8 @@ def test_a_sound_renderer_is_not_flagged(tmp_path: Path) -> None:
         out=tmp_path / "run", env="gym:fault_envs:RollbenchPoint-v0", policy="fault_policies:constant", episodes=1,
         max_steps=5, seed=0, success_rule="final_step",
     )  # fmt: skip
-    (e,) = result["episodes"]
-    assert (e["termination_reason"], e["render_failure"], e["length"]) == ("max_steps", None, 5)
+    (e,) = result.episodes
+    assert (e.termination_reason, e.render_failure, e.length) == ("max_steps", None, 5)
 
 
 def test_a_complex_action_is_refused_not_cast_to_its_real_part(tmp_path: Path) -> None:
@@ -149,9 +149,9 @@ def test_a_complex_action_is_refused_not_cast_to_its_real_part(tmp_path: Path) -
         out=tmp_path / "run", env="scripted/reach", policy="fault_policies:constant", episodes=1, max_steps=3,
         policy_options={"dtype": "complex64", "images": False},
     )  # fmt: skip
-    (e,) = result["episodes"]
-    assert (e["termination_reason"], e["error_fault"], e["length"]) == ("error", "policy", 0)
-    assert e["error"] == (
+    (e,) = result.episodes
+    assert (e.termination_reason, e.error_fault, e.length) == ("error", "policy", 0)
+    assert e.error == (
         "EpisodeError: policy returned a non-numeric action at step 0: its dtype is complex64, not a real number type"
     )
 
@@ -273,12 +273,13 @@ def test_a_run_recorded_with_the_old_render_fault_column_still_grades_and_resume
     old = _as_recorded_before_issue_29(out)
     assert len(old) == 2 and all(v.endswith(black) for v in old)
     graded = grade(out)
-    assert graded["violations"] == [] and graded["status"] == "FAILED"
-    assert [e["render_failure"] for e in graded["episodes"]] == old
-    assert [e["render_fault"] for e in graded["episodes"]] == old  # the deprecated name, the same value
+    assert graded.violations == [] and graded.status == "FAILED"
+    assert [e.render_failure for e in graded.episodes] == old
+    with pytest.deprecated_call():  # the deprecated name (pydantic warns on reading it), the same value
+        assert [e.render_fault for e in graded.episodes] == old
     # episode 1 as if the old run stopped before committing it: the resume records it under the new column
     (out / "meta/episodes/chunk-000/file-001.parquet").unlink()
     resumed = evaluate(out=out, success_rule="final_step", **kwargs)
-    assert resumed["violations"] == [] and resumed["episodes_recorded"] == 2
-    assert [e["render_failure"] for e in resumed["episodes"]] == old
-    assert [e["render_failure"] for e in grade(out)["episodes"]] == old
+    assert resumed.violations == [] and resumed.episodes_recorded == 2
+    assert [e.render_failure for e in resumed.episodes] == old
+    assert [e.render_failure for e in grade(out).episodes] == old

@@ -79,8 +79,8 @@ def _marked_blocks(path: Path, test: str) -> list[str]:
     return found
 
 
-def _episodes(result: dict[str, Any]) -> list[tuple[Any, ...]]:
-    return [tuple(e[f] for f in EPISODE_FIELDS) for e in result["episodes"]]
+def _episodes(result: rollbench.GradeDocument) -> list[tuple[Any, ...]]:
+    return [tuple(e.to_json()[f] for f in EPISODE_FIELDS) for e in result.episodes]
 
 
 def test_an_object_runs_the_episodes_the_same_policy_by_name_runs(tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ def test_an_object_runs_the_episodes_the_same_policy_by_name_runs(tmp_path: Path
     want = rollbench.evaluate(env="scripted/reach", policy="scripted-expert", episodes=5, seed=7, out=tmp_path / "name")
     assert _episodes(got) == _episodes(want)
     assert _episodes(rollbench.grade(tmp_path / "obj")) == _episodes(got)  # the result is the directory's
-    assert got["status"] == "OK" and policy.closed == 0  # the caller's object is not closed
+    assert got.status == "OK" and policy.closed == 0  # the caller's object is not closed
 
 
 def test_run_json_names_the_class_and_the_checkpoint_id(tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_a_partial_run_resumes_only_with_the_object_again(tmp_path: Path) -> Non
             return next(self.calls) >= 1
 
     first = rollbench.evaluate(env="scripted/reach", policy=Greedy(), episodes=4, out=run, observer=StopAfterOne())
-    done = len(first["episodes"])
+    done = len(first.episodes)
     assert 0 < done < 4
     for trusted in ((), ("--trust-run",)):  # with or without --trust-run: the object cannot be rebuilt from a name
         cli = run_cli("eval", "--resume", str(run), *trusted)

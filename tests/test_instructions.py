@@ -175,13 +175,13 @@ def test_variant_ladder_is_graded_per_variant_and_matches_an_independent_replay(
         instructions=tuple(read_variants(sweep_file(tmp_path))),
     )
     result = evaluate(spec, out=tmp_path / "run")
-    assert result["status"] == "OK", result["reasons"]
-    by_variant = result["variants"][REACH]
+    assert result.status == "OK", result.reasons
+    by_variant = result.variants[REACH]
     assert list(by_variant) == list(LADDER)
     # seeds 0..9 draw u = 0.42 0.05 0.61 0.80 0.13 0.25 0.98 0.41 0.81 0.67: 2 below 0.2, 7 below 0.8
-    assert {v: b["successes"] for v, b in by_variant.items()} == {"none": 0, "object": 2, "verb": 7, "full": 10}
-    assert {v: b["instruction"] for v, b in by_variant.items()} == {n: t for n, (t, _) in LADDER.items()}
-    assert by_variant["full"]["paired"] == {
+    assert {v: b.successes for v, b in by_variant.items()} == {"none": 0, "object": 2, "verb": 7, "full": 10}
+    assert {v: b.instruction for v, b in by_variant.items()} == {n: t for n, (t, _) in LADDER.items()}
+    assert by_variant["full"].paired.to_json() == {
         "reference": "none",
         "pairs": 10,
         "both": 0,
@@ -191,12 +191,12 @@ def test_variant_ladder_is_graded_per_variant_and_matches_an_independent_replay(
     }
     # every episode: recorded instruction and variant, success = the policy's rule, = a replay of its actions
     actions = recorded_actions(tmp_path / "run")
-    for e in result["episodes"]:
-        text, _ = LADDER[e["variant"]]
-        assert e["instruction"] == text
-        assert e["success"] == acts(e["seed"], REACH_TEXT, text)
-    replayed = replay_successes([(e["seed"], actions[e["episode_index"]]) for e in result["episodes"]])
-    assert replayed == [e["success"] for e in result["episodes"]]
+    for e in result.episodes:
+        text, _ = LADDER[e.variant]
+        assert e.instruction == text
+        assert e.success == acts(e.seed, REACH_TEXT, text)
+    replayed = replay_successes([(e.seed, actions[e.episode_index]) for e in result.episodes])
+    assert replayed == [e.success for e in result.episodes]
     assert grade(tmp_path / "run") == result
 
 
@@ -229,7 +229,7 @@ def test_the_instruction_the_server_received_is_the_recorded_one(tmp_path: Path)
         ),
         out=tmp_path / "local",
     )
-    assert [e["success"] for e in local["episodes"]] == [e["success"] for e in result["episodes"]]
+    assert [e.success for e in local.episodes] == [e["success"] for e in result["episodes"]]
 
 
 @pytest.mark.sim
@@ -242,14 +242,14 @@ def test_instruction_perturb_reports_robustness_paired_with_the_original(tmp_pat
     for word in ("instruction variants", "original", "paraphrase", "synonym", "drop-object", "distractor", "b / c"):
         assert word in proc.stdout
     result = grade(tmp_path / "run")
-    variants = result["variants"][REACH]
+    variants = result.variants[REACH]
     assert list(variants) == ["original", "paraphrase", "synonym", "drop-object", "distractor"]
     for name, block in variants.items():
         text = REACH_TEXT if name == "original" else perturb(REACH_TEXT, name)
-        assert block["instruction"] == text
+        assert block.instruction == text
         expected = sum(acts(s, REACH_TEXT, text) for s in range(5))
-        assert block["successes"] == expected, name
-    assert [variants[n]["successes"] for n in variants] == [5, 5, 0, 0, 4]  # u(seed 3) = 0.80 is not < 0.8
+        assert block.successes == expected, name
+    assert [variants[n].successes for n in variants] == [5, 5, 0, 0, 4]  # u(seed 3) = 0.80 is not < 0.8
     run_log = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run_log["spec"]["instruction_perturb"] == ["paraphrase", "synonym", "drop-object", "distractor"]
     assert [v["name"] for v in run_log["plan"]["tasks"][0]["variants"]] == list(variants)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_cli
+from rollbench import GradeDocument
 from rollbench.api import Execution, evaluate
 from rollbench.core.contracts import ConfigError, PolicyInfo, TaskInfo
 from rollbench.core.latency import check_latency, delay_rule
@@ -36,7 +37,7 @@ H = (-1, -1)
 T = 12  # steps per episode of the tables
 
 
-def _run(out: Path, chunk: int, replan: int, latency: str = "none", stale: str = "skip", **kw: Any) -> dict[str, Any]:
+def _run(out: Path, chunk: int, replan: int, latency: str = "none", stale: str = "skip", **kw: Any) -> GradeDocument:
     fields: dict[str, Any] = {"env": "scripted/clock", "episodes": 1, "max_steps": T, "policy": STAMP}
     fields.update(kw)
     fields.setdefault("policy_options", {"chunk_size": chunk})
@@ -83,16 +84,16 @@ def test_each_step_runs_the_hand_worked_action_for_the_delay_and_stale_rule(
     from_actions, from_columns = _executed(tmp_path / "run")
     assert from_actions == expected
     assert from_columns == expected
-    assert result["status"] == "OK"
+    assert result.status == "OK"
 
 
 def test_grade_reports_the_mean_delay_and_the_hold_share_of_the_recorded_steps(tmp_path: Path) -> None:
-    delay = _run(tmp_path / "run", 8, 4, "steps:3", "skip")["delay"]
+    delay = _run(tmp_path / "run", 8, 4, "steps:3", "skip").delay
     # the steps:3 skip table above: actions of ages 3, 4, 5, 6, 7 (steps 3-7) and 3, 4 (steps 10-11); 5 holds
-    assert Fraction(delay["mean_delay_steps"]).limit_denominator(100) == Fraction(32, 7)
-    assert (delay["hold_steps"], delay["steps"], delay["max_delay_steps"]) == (5, 12, 7)
-    assert delay["hold_share"] == 5 / 12
-    assert (delay["latency"], delay["stale"], delay["call_delay_steps"]) == ("steps:3", "skip", 3)
+    assert Fraction(delay.mean_delay_steps).limit_denominator(100) == Fraction(32, 7)
+    assert (delay.hold_steps, delay.steps, delay.max_delay_steps) == (5, 12, 7)
+    assert delay.hold_share == 5 / 12
+    assert (delay.latency, delay.stale, delay.call_delay_steps) == ("steps:3", "skip", 3)
 
 
 def test_latency_none_runs_what_steps_0_runs_and_records_no_delay_columns(tmp_path: Path) -> None:
@@ -100,7 +101,7 @@ def test_latency_none_runs_what_steps_0_runs_and_records_no_delay_columns(tmp_pa
     zero = _run(tmp_path / "zero", 8, 4, "steps:0")
     assert _executed(tmp_path / "none") == (TABLES[5][4], [])
     assert _executed(tmp_path / "zero")[0] == TABLES[5][4]
-    assert "delay" not in none and zero["delay"]["hold_steps"] == 0
+    assert "delay" not in none.to_json() and zero.delay.hold_steps == 0
     features = json.loads((tmp_path / "none/meta/info.json").read_text())["features"]
     assert "policy.hold" not in features
     features = json.loads((tmp_path / "zero/meta/info.json").read_text())["features"]
@@ -159,7 +160,7 @@ def test_measured_latency_delays_every_call_at_least_one_step_and_warns_it_is_no
     result = _run(tmp_path / "run", 8, 4, "measured")
     steps, _ = _executed(tmp_path / "run")
     assert steps[0] == H  # no call takes zero time: the first chunk arrives at step 1 or later
-    assert result["delay"]["call_delay_steps"] is None
+    assert result.delay.call_delay_steps is None
     log = json.loads((tmp_path / "run/run.json").read_text())
     assert any("not reproducible" in w for w in log["warnings"])
 
@@ -167,10 +168,10 @@ def test_measured_latency_delays_every_call_at_least_one_step_and_warns_it_is_no
 def test_an_episode_that_never_started_gets_the_delay_columns_too(tmp_path: Path) -> None:
     """LeRobot's reader needs one schema across data files: the padding frame of an errored episode has them."""
     result = evaluate(out=tmp_path / "run", env="scripted/faulty", policy="zero", episodes=3, latency="steps:1")
-    assert [e["termination_reason"] for e in result["episodes"]][2] == "error"  # seed 2: reset fails on purpose
+    assert [e.termination_reason for e in result.episodes][2] == "error"  # seed 2: reset fails on purpose
     schemas = {str(pq.read_schema(f)) for f in (tmp_path / "run").glob("data/chunk-*/file-*.parquet")}
     assert len(schemas) == 1
-    assert not result["violations"]
+    assert not result.violations
 
 
 def test_hold_actions_keep_the_gripper_command_and_start_from_the_robot_state() -> None:
@@ -244,15 +245,15 @@ def test_runs_differing_only_in_latency_form_one_sweep_with_grade_numbers(tmp_pa
         ("steps:3", 3, 300.0),
     ]
     for p in sweep["points"]:
-        overall = results[p["latency"]]["overall"]
-        assert (p["successes"], p["episodes"]) == (overall["successes"], overall["episodes"])
-        assert (p["ci95_low"], p["ci95_high"]) == (overall["pooled_ci95_low"], overall["pooled_ci95_high"])
-    assert sweep["points"][1]["hold_share"] == results["fixed:100"]["delay"]["hold_share"]
+        overall = results[p["latency"]].overall
+        assert (p["successes"], p["episodes"]) == (overall.successes, overall.episodes)
+        assert (p["ci95_low"], p["ci95_high"]) == (overall.pooled_ci95_low, overall.pooled_ci95_high)
+    assert sweep["points"][1]["hold_share"] == results["fixed:100"].delay.hold_share
     fig = latency_sweep_figure(sweep)
     assert [t.get_text() for t in fig.axes[0].texts] == ["none", "fixed:100", "steps:3"]
     section = render_report(loaded)  # the report's "Success rate against latency" section
     assert "<td>fixed:100</td><td class=num>1</td><td class=num>100.0</td>" in section
-    ok = results["fixed:100"]["overall"]["successes"]
+    ok = results["fixed:100"].overall.successes
     assert f"<td class=num>{ok}/4</td>" in section
 
 
@@ -267,8 +268,8 @@ def test_a_recorded_row_that_contradicts_the_latency_rules_is_a_violation(tmp_pa
     i = table.schema.get_field_index("policy.obs_frame_index")
     pq.write_table(table.set_column(i, table.schema.field(i), pa.array(src, pa.int64())), data)
     result = grade(tmp_path / "run", check_videos=False)
-    assert result["status"] == "PARTIAL"
-    assert result["violations"] == [
+    assert result.status == "PARTIAL"
+    assert result.violations == [
         "1 step row contradicts the latency rules (a hold row with a source, or a policy row whose observation is "
         "negative or later than its step, or a negative chunk index)"
     ]
@@ -286,6 +287,6 @@ def test_summarize_keeps_runs_with_and_without_latency_apart(tmp_path: Path) -> 
     cells = summarize_runs(load_runs([tmp_path / "none", tmp_path / "s3"]))["cells"]
     by_model = {c["model"]: (c["episodes"], c["successes"]) for c in cells}
     assert by_model == {
-        "scripted-expert": (3, frozen["overall"]["successes"]),
-        "scripted-expert (latency steps:3, stale execute)": (3, moving["overall"]["successes"]),
+        "scripted-expert": (3, frozen.overall.successes),
+        "scripted-expert (latency steps:3, stale execute)": (3, moving.overall.successes),
     }

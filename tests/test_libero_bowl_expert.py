@@ -47,7 +47,7 @@ def facts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _eval(env: str, facts: Path, out: Path) -> dict[str, Any]:
+def _eval(env: str, facts: Path, out: Path) -> rollbench.GradeDocument:
     opts = json.dumps({"facts": str(facts), "base_seed": 0})
     cmd = [sys.executable, "-m", "rollbench", "eval", "--env", env, "--policy", "libero_bowl_expert:make"]
     cmd += ["--policy-options", opts, "--episodes", "1", "--out", str(out)]
@@ -69,9 +69,9 @@ def test_the_expert_solves_the_hand_checked_episode_in_process_at_the_step_the_i
     facts: Path, tmp_path: Path
 ) -> None:
     result = _eval("libero/libero_spatial/0", facts, tmp_path / "run")
-    (ep,) = result["episodes"]
-    assert (ep["seed"], ep["initial_state"], ep["success"], ep["length"]) == (0, 0, True, 97)
-    assert ep["termination_reason"] == "success"
+    (ep,) = result.episodes
+    assert (ep.seed, ep.initial_state, ep.success, ep.length) == (0, 0, True, 97)
+    assert ep.termination_reason == "success"
 
 
 @pytest.mark.venv
@@ -87,5 +87,5 @@ def test_the_expert_solves_it_on_the_reference_stack_from_a_process_whose_in_pro
         pytest.skip(str(FAMILY.missing()))
     assert "LIBERO_CONFIG_PATH" in os.environ  # the precondition the fixture's in-process decode creates
     result = _eval("libero_ref/libero_spatial/0", facts, tmp_path / "run")
-    (ep,) = result["episodes"]
-    assert (ep["seed"], ep["initial_state"], ep["success"]) == (0, 0, True)
+    (ep,) = result.episodes
+    assert (ep.seed, ep.initial_state, ep.success) == (0, 0, True)

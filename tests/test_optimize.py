@@ -48,7 +48,7 @@ def run_dirs(out: Path) -> list[Path]:
 
 def recorded_instructions(out: Path) -> set[str]:
     runs = run_dirs(out)
-    return {e["instruction"] for r in runs for e in grade(r, check_videos=False)["episodes"]}
+    return {e.instruction for r in runs for e in grade(r, check_videos=False).episodes}
 
 
 def comparison(b: int, c: int, pairs: int = 10) -> Paired:
@@ -164,9 +164,9 @@ def test_the_search_climbs_from_a_vague_instruction_to_a_precise_one_over_served
     assert {d.resolve() for d in run_dirs(out)} <= listed
     held = set(range(0, 6))
     for r in state["rounds"]:
-        seeds = {e["seed"] for e in grade(out / r["run_dir"], check_videos=False)["episodes"]}
+        seeds = {e.seed for e in grade(out / r["run_dir"], check_videos=False).episodes}
         assert seeds == set(range(*r["seeds"])) and not seeds & held
-        assert grade(out / r["run_dir"], check_videos=False)["status"] == "OK"
+        assert grade(out / r["run_dir"], check_videos=False).status == "OK"
 
 
 @pytest.mark.sim
@@ -243,7 +243,7 @@ def test_a_search_killed_mid_round_resumes_to_the_uninterrupted_result(tmp_path:
     assert resumed["rounds"] == reference["rounds"]
     assert resumed["holdout"] == reference["holdout"]
     r0 = grade(killed / "rounds" / "killed-r000", check_videos=False)
-    assert (r0["status"], r0["episodes_recorded"], r0["episodes_requested"]) == ("OK", 9, 9)
+    assert (r0.status, r0.episodes_recorded, r0.episodes_requested) == ("OK", 9, 9)
     run_log = json.loads((killed / "rounds" / "killed-r000" / "run.json").read_text())
     assert len(run_log["executions"]) == 2  # killed, then resumed
 

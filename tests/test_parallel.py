@@ -42,8 +42,8 @@ def test_episode_k_starts_from_stored_initial_state_k_with_1_and_3_workers(tmp_p
     for k in (1, 3):
         out = tmp_path / f"w{k}"
         result = evaluate(**spec, out=out, execution=Execution(workers=k))
-        assert result["status"] == "OK"
-        assert [e["initial_state"] for e in result["episodes"]] == list(range(7))
+        assert result.status == "OK"
+        assert [e.initial_state for e in result.episodes] == list(range(7))
         data = recorded_tables(out)[0]
         frames, states = data["frame_index"].to_pylist(), data["observation.state"].to_pylist()
         first_states[k] = [s for s, f in zip(states, frames, strict=True) if f == 0]
@@ -64,13 +64,13 @@ def test_recorded_run_is_identical_with_1_2_and_3_workers(tmp_path: Path) -> Non
     for k in (1, 2, 3):
         out = tmp_path / f"w{k}"
         result = evaluate(**spec, out=out, execution=Execution(workers=k))
-        assert result["status"] == "OK" and result["episodes_recorded"] == 7
-        runs[k] = (result["episodes"], recorded_tables(out), info_and_stats(out))
+        assert result.status == "OK" and result.episodes_recorded == 7
+        runs[k] = (result.episodes, recorded_tables(out), info_and_stats(out))
         assert last_execution(out)["workers"] == k
         assert not (out / "run.live.json").exists()
         assert not (out / ".staging").exists()  # everything staged was committed and the empty folder removed
-    assert [e["episode_index"] for e in runs[1][0]] == list(range(7))
-    assert len({e["length"] for e in runs[1][0]}) > 1  # the noise makes episodes differ: a real comparison
+    assert [e.episode_index for e in runs[1][0]] == list(range(7))
+    assert len({e.length for e in runs[1][0]}) > 1  # the noise makes episodes differ: a real comparison
     for k in (2, 3):
         assert runs[k][0] == runs[1][0]  # per-episode results
         assert runs[k][1][0].equals(runs[1][1][0])  # every recorded step, including the global index
@@ -128,12 +128,12 @@ def test_env_failing_on_reset_in_a_worker_records_error_episodes_and_the_worker_
     result = evaluate(
         env="scripted/faulty", policy="scripted-expert", episodes=7, out=out, execution=Execution(workers=2)
     )
-    assert result["status"] == "PARTIAL" and result["episodes_recorded"] == 7
-    errors = {e["episode_index"]: e["error"] for e in result["episodes"] if e["termination_reason"] == "error"}
+    assert result.status == "PARTIAL" and result.episodes_recorded == 7
+    errors = {e.episode_index: e.error for e in result.episodes if e.termination_reason == "error"}
     assert sorted(errors) == [2, 5]  # seeds 2 and 5: seed % 3 == 2
     assert all("reset fails on purpose" in why for why in errors.values())
-    assert sum(1 for e in result["episodes"] if e["success"]) == 5
-    assert any("episode 2 (scripted/faulty, seed 2) ended in error" in r for r in result["reasons"])
+    assert sum(1 for e in result.episodes if e.success) == 5
+    assert any("episode 2 (scripted/faulty, seed 2) ended in error" in r for r in result.reasons)
     ex = last_execution(out)
     assert ex["worker_deaths"] == 0 and ex["worker_starts"] == 2  # no worker was lost to the env errors
 
@@ -186,8 +186,8 @@ def test_metaworld_episodes_identical_with_one_and_two_workers(tmp_path: Path) -
     spec = dict(env="metaworld/reach-v3", policy="random", episodes=3, max_steps=40, seed=5)
     one = evaluate(**spec, out=tmp_path / "w1")
     two = evaluate(**spec, out=tmp_path / "w2", execution=Execution(workers=2))
-    assert one["status"] == two["status"] == "OK"
-    assert two["episodes"] == one["episodes"]
+    assert one.status == two.status == "OK"
+    assert two.episodes == one.episodes
     d1, m1 = recorded_tables(tmp_path / "w1")
     d2, m2 = recorded_tables(tmp_path / "w2")
     assert d2.equals(d1) and m2 == m1

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rollbench import GradeDocument
 from rollbench.api import Execution, evaluate
 from rollbench.core.registry import make_policy
 from rollbench.run.deadline import Deadline, PolicyTimeout
@@ -24,13 +25,13 @@ TESTS = Path(__file__).resolve().parent
 HANG = {"bad_seed": 1, "hang_s": 120}
 
 
-def check_hung_run(result: dict, seconds: float) -> None:
-    eps = result["episodes"]
-    assert [e["termination_reason"] for e in eps] == ["success", "error", "success", "success"]
-    assert eps[1]["error"] == "PolicyTimeout: policy.act did not return within --policy-timeout 1 s"
-    assert eps[1]["error_fault"] == "policy"  # an in-process policy that hangs is the policy's fault
-    assert eps[1]["length"] == 0
-    assert result["overall"]["errors_by_fault"] == {"policy": 1, "environment": 0, "infrastructure": 0}
+def check_hung_run(result: GradeDocument, seconds: float) -> None:
+    eps = result.episodes
+    assert [e.termination_reason for e in eps] == ["success", "error", "success", "success"]
+    assert eps[1].error == "PolicyTimeout: policy.act did not return within --policy-timeout 1 s"
+    assert eps[1].error_fault == "policy"  # an in-process policy that hangs is the policy's fault
+    assert eps[1].length == 0
+    assert result.overall.errors_by_fault == {"policy": 1, "environment": 0, "infrastructure": 0}
     assert seconds < 60  # one 1 s deadline, not the 120 s hang
 
 
@@ -98,9 +99,9 @@ def test_a_served_policy_past_the_deadline_is_an_infrastructure_fault(tmp_path: 
     with served(tmp_path, "scripted-expert", "ws", "--inject", "slow:4") as (url, _, _):
         r = evaluate(env="scripted/reach", policy=url, episodes=1, policy_timeout_s=1.0, out=tmp_path / "r",
                      policy_options={"timeout_s": 30})  # fmt: skip
-    (e,) = r["episodes"]
-    assert (e["termination_reason"], e["error_fault"]) == ("error", "infrastructure")
-    assert "did not return within --policy-timeout 1 s" in e["error"]
+    (e,) = r.episodes
+    assert (e.termination_reason, e.error_fault) == ("error", "infrastructure")
+    assert "did not return within --policy-timeout 1 s" in e.error
 
 
 def test_with_batch_size_2_the_missed_call_ends_the_episodes_it_was_for_and_later_ones_get_a_fresh_policy(
@@ -109,10 +110,10 @@ def test_with_batch_size_2_the_missed_call_ends_the_episodes_it_was_for_and_late
     """Episodes 0 and 1 run in lockstep: the one batched call that hangs (on seed 1) was for both."""
     r = evaluate(env="scripted/reach", policy="fault_policies:hang", policy_options=HANG, episodes=4,
                  policy_timeout_s=1.0, out=tmp_path / "b", execution=Execution(batch_size=2))  # fmt: skip
-    eps = r["episodes"]
-    assert [e["termination_reason"] for e in eps] == ["error", "error", "success", "success"]
-    assert {e["error"] for e in eps[:2]} == {"PolicyTimeout: policy.act did not return within --policy-timeout 1 s"}
-    assert r["overall"]["errors_by_fault"]["policy"] == 2
+    eps = r.episodes
+    assert [e.termination_reason for e in eps] == ["error", "error", "success", "success"]
+    assert {e.error for e in eps[:2]} == {"PolicyTimeout: policy.act did not return within --policy-timeout 1 s"}
+    assert r.overall.errors_by_fault["policy"] == 2
 
 
 def test_builtin_bounded_policies_run_inline_and_any_other_policy_on_the_deadline_thread() -> None:

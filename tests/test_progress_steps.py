@@ -53,7 +53,7 @@ def test_a_users_observer_hears_a_three_episode_run_event_by_event(
     monkeypatch.setattr(worker, "STEPS_EVERY_S", 0.0)  # report after every step (default: at most once a second)
     heard, out = Heard(), tmp_path / "run"
     result = rollbench.evaluate(env=TASK, policy="zero", episodes=3, max_steps=3, out=out, observer=heard)
-    assert result["status"] == "OK"
+    assert result.status == "OK"
 
     def episode(i: int) -> list[tuple[Any, ...]]:
         # the zero policy never reaches the goal: 3 steps, ended by the horizon; after each of steps 1 and 2 the
@@ -96,7 +96,7 @@ def test_an_observer_that_says_stop_ends_the_run_after_the_episode_in_flight(tmp
 
     heard, out = StopAfterOne(), tmp_path / "run"
     result = rollbench.evaluate(env=TASK, policy="zero", episodes=3, max_steps=2, out=out, observer=heard)
-    assert result["episodes_recorded"] == 1 and result["status"] == "PARTIAL"
+    assert result.episodes_recorded == 1 and result.status == "PARTIAL"
     assert [e[1].episode_index for e in heard.events if e[0] == "episode start"] == [0]
     assert heard.events[-1] == ("run end", RunEnd(out, "PARTIAL", 1, 3))
 
@@ -114,7 +114,7 @@ def test_the_deprecated_progress_callback_still_gets_its_dict_events_with_a_warn
     assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
         "rollbench.evaluate(progress=) is deprecated: pass observer=, a rollbench.RunObserver"
     ]
-    assert result["status"] == "OK"
+    assert result.status == "OK"
     assert events[0] == {
         "event": "start",
         "run_dir": str(tmp_path / "run"),

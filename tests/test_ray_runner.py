@@ -150,17 +150,17 @@ def test_corrupted_and_oversized_replies_are_infrastructure_errors_and_a_resume_
     bad = evaluate(
         **SCRIPTED, episodes=2, action_noise=0.3, out=out, execution=_ray(cluster, max_episode_bytes=1_000_000)
     )
-    rows = {e["episode_index"]: e for e in bad["episodes"]}
-    assert sorted(rows) == [0, 1, 2, 3] and rows[1]["termination_reason"] == rows[2]["termination_reason"] == "error"
-    assert rows[1]["error_fault"] == rows[2]["error_fault"] == "infrastructure"
-    assert "failed its SHA-256 checksum" in rows[1]["error"]
-    assert "over the 1,000,000-byte bound" in rows[2]["error"]
+    rows = {e.episode_index: e for e in bad.episodes}
+    assert sorted(rows) == [0, 1, 2, 3] and rows[1].termination_reason == rows[2].termination_reason == "error"
+    assert rows[1].error_fault == rows[2].error_fault == "infrastructure"
+    assert "failed its SHA-256 checksum" in rows[1].error
+    assert "over the 1,000,000-byte bound" in rows[2].error
     for i in (0, 3):
-        assert rows[i] == ref["episodes"][i]
+        assert rows[i] == ref.episodes[i]
     monkeypatch.undo()
     again = evaluate(**SCRIPTED, episodes=2, action_noise=0.3, out=out, execution=_ray(cluster))
-    assert again["status"] == "OK" and [e["termination_reason"] for e in again["episodes"]] == [
-        e["termination_reason"] for e in ref["episodes"]
+    assert again.status == "OK" and [e.termination_reason for e in again.episodes] == [
+        e.termination_reason for e in ref.episodes
     ]
     same_run(out, tmp_path / "ref")
 
@@ -176,7 +176,7 @@ def test_gpu_share_custom_resources_and_one_policy_per_node_give_the_in_process_
     out = tmp_path / "node"
     ex = replace(_ray(cluster, gpus=0.5, resources={"gpu_node": 1}, policy="node", shared_fs=True), batch_size=2)
     result = evaluate(**SCRIPTED, episodes=4, action_noise=0.3, out=out, execution=ex)
-    assert result["status"] == "OK"
+    assert result.status == "OK"
     same_run(out, tmp_path / "ref")
     full = json.loads((out / "run.json").read_text())
     assert RunLog.model_validate(full).model_dump(mode="json", by_alias=True, exclude_unset=True) == full
@@ -196,7 +196,7 @@ def test_gpu_share_custom_resources_and_one_policy_per_node_give_the_in_process_
     again = evaluate(
         **spec, episodes=4, action_noise=0.3, out=out2, execution=_ray(cluster, gpus=0.5, placement="pack")
     )
-    assert again["status"] == "OK"
+    assert again.status == "OK"
     same_run(out2, tmp_path / "ref")
     log2 = json.loads((out2 / "run.json").read_text())["executions"][-1]["ray"]
     assert [a["gpu_ids"] for a in log2["actors"]] == [["0"], ["0"]] and log2["placement"] == "pack"
@@ -216,7 +216,7 @@ def test_a_served_policy_per_node_records_what_an_in_process_client_of_the_same_
         evaluate(**spec, policy=url, out=tmp_path / "ref")
         ex = replace(_ray(cluster, policy="node"), batch_size=2)
         result = evaluate(**spec, policy=url, out=cluster.runs / "served", execution=ex)
-    assert result["status"] == "OK"
+    assert result.status == "OK"
     same_run(cluster.runs / "served", tmp_path / "ref")
     log = json.loads((cluster.runs / "served/run.json").read_text())["executions"][-1]["ray"]
     assert log["policy"] == "node"
@@ -249,8 +249,8 @@ def test_a_node_killed_mid_run_and_one_added_the_run_has_exactly_n_episodes(
         observer=OnEpisodeEnd(kill_a_node),
     )
     assert killed
-    assert result["status"] == "OK" and result["violations"] == []
-    assert [e["episode_index"] for e in result["episodes"]] == list(range(16))
+    assert result.status == "OK" and result.violations == []
+    assert [e.episode_index for e in result.episodes] == list(range(16))
     assert grade(out) == result
     ex = json.loads((out / "run.json").read_text())["executions"][-1]
     assert ex["worker_deaths"] >= 1 and ex["episodes_lost"] == 0

@@ -107,7 +107,7 @@ def test_a_run_named_after_an_address_is_released_under_a_placeholder(recorded: 
     doc = build_release([run], tmp_path / "rel", date=DATE)
     assert leaked(tmp_path / "rel", EMAIL) == [] and EMAIL not in json.dumps(doc)
     (released,) = [p for p in (tmp_path / "rel").iterdir() if p.is_dir()]
-    assert grade(released)["episodes_recorded"] == 2
+    assert grade(released).episodes_recorded == 2
 
 
 @pytest.mark.parametrize("annotator", ["Jane Doe", "reviewer-7", "x"])

@@ -23,6 +23,7 @@ import httpx
 import numpy as np
 import pytest
 
+from rollbench import GradeDocument
 from rollbench.api import Execution, evaluate
 from rollbench.wire.decode import unpack_msgpack
 from run_tables import recorded_tables
@@ -42,7 +43,7 @@ def _tests_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(TESTS))
 
 
-def _eval(url: str, out: Path, spec: dict[str, Any], **execution: Any) -> dict[str, Any]:
+def _eval(url: str, out: Path, spec: dict[str, Any], **execution: Any) -> GradeDocument:
     return evaluate(**spec, policy=url, out=out, execution=Execution(**execution))
 
 
@@ -58,15 +59,15 @@ def test_served_batch_size_8_records_exactly_what_batch_size_1_records(protocol:
         single = len(requests(log))
         batched = _eval(url, tmp_path / "b8", SCRIPTED, batch_size=8)
         meta = httpx.get(url).json()["metadata"] if protocol == "http" else None
-    assert base["status"] == "OK" and base["episodes_recorded"] == 13
-    assert [e["length"] for e in base["episodes"]] == [6, 2, 7, 2, 6, 1, 6, 9, 7, 6, 9, 5, 3]
+    assert base.status == "OK" and base.episodes_recorded == 13
+    assert [e.length for e in base.episodes] == [6, 2, 7, 2, 6, 1, 6, 9, 7, 6, 9, 5, 3]
     assert rows(batched) == rows(base)  # seeds, successes, lengths, returns, reasons
     np.testing.assert_array_equal(actions(tmp_path / "b8"), actions(tmp_path / "b1"))
     got, expected = recorded_tables(tmp_path / "b8"), recorded_tables(tmp_path / "b1")
     assert got[0].equals(expected[0]) and got[1] == expected[1]  # every recorded step and episode record
 
     # B = 1 sent single observations; B = 8 sent batch requests, at most 8 items, each slot in its own session
-    assert all("batch" not in r for r in _acts(log)[: sum(e["length"] for e in base["episodes"])])
+    assert all("batch" not in r for r in _acts(log)[: sum(e.length for e in base.episodes)])
     sizes = [r["batch"] for r in _acts(log, single)]
     assert len(sizes) == 69 and max(sizes) == 8 and set(sizes) <= set(range(1, 9))
     assert len({r["session"] for r in _acts(log, single)}) == 8
@@ -85,7 +86,7 @@ def test_served_metaworld_pick_place_batch_size_8_equals_batch_size_1(tmp_path: 
         base = _eval(url, tmp_path / "b1", spec)
         single = len(requests(log))
         batched = _eval(url, tmp_path / "b8", spec, batch_size=8)
-    assert base["status"] == "OK" and base["episodes_recorded"] == 8
+    assert base.status == "OK" and base.episodes_recorded == 8
     assert rows(batched) == rows(base)
     np.testing.assert_array_equal(actions(tmp_path / "b8"), actions(tmp_path / "b1"))
     assert max(r["batch"] for r in _acts(log, single)) == 8
@@ -101,11 +102,11 @@ def test_batches_of_two_worker_processes_share_one_call_of_a_max_batch_server(tm
     extra = ("--policy-options", json.dumps({"inner": "fault_policies:stateful", "latency_ms": 20}))
     with served(tmp_path, "gpu-standin", "ws", *extra, "--max-batch", "8", "--batch-window-ms", "100") as (url, log, _):
         result = _eval(url, tmp_path / "run", SCRIPTED, workers=2, batch_size=4)
-    assert result["status"] == "OK"
+    assert result.status == "OK"
     assert rows(result) == rows(reference)
     np.testing.assert_array_equal(actions(tmp_path / "run"), actions(tmp_path / "ref"))
     batches = [r["batch"] for r in _acts(log)]
-    assert max(batches) == 4 and len(batches) == sum(e["length"] for e in reference["episodes"])
+    assert max(batches) == 4 and len(batches) == sum(e.length for e in reference.episodes)
     # some calls of the served policy answered slots of both workers' connections at once
     connections = [{key.split("/")[0] for key in c["sessions"]} for c in requests(log) if c["kind"] == "call"]
     assert len(set().union(*connections)) == 2
@@ -121,11 +122,11 @@ def test_a_server_batch_with_a_missing_answer_errors_those_episodes_naming_the_c
     extra = ("--max-batch", "8", "--inject", "short-batch")
     with served(tmp_path, "scripted-expert", protocol, *extra) as (url, _, _):
         result = _eval(url, tmp_path / "run", spec, batch_size=3)
-    assert result["status"] == "PARTIAL" and result["episodes_recorded"] == 4
-    reasons = [(e["termination_reason"], e["error"], e["length"]) for e in result["episodes"]]
+    assert result.status == "PARTIAL" and result.episodes_recorded == 4
+    reasons = [(e.termination_reason, e.error, e.length) for e in result.episodes]
     error = f"EpisodeError: malformed reply from {url}: 2 answers for a batch of 3 observations"
     assert reasons == [("error", error, 0)] * 3 + [("success", None, 6)]  # the 4th ran alone: a batch of 1
-    assert result["overall"]["errors_by_fault"] == {"policy": 3, "environment": 0, "infrastructure": 0}
+    assert result.overall.errors_by_fault == {"policy": 3, "environment": 0, "infrastructure": 0}
 
 
 @pytest.mark.parametrize(
@@ -143,9 +144,9 @@ def test_a_policy_exception_for_one_item_of_a_batch_ends_only_that_episode(
     extra = ("--policy-options", json.dumps(options), "--max-batch", "4")
     with served(tmp_path, policy, protocol, *extra) as (url, log, _):
         result = _eval(url, tmp_path / "run", spec, batch_size=4)
-    outcome = [(e["seed"], e["termination_reason"], e["length"]) for e in result["episodes"]]
+    outcome = [(e.seed, e.termination_reason, e.length) for e in result.episodes]
     assert outcome == [(0, "success", 5), (1, "success", 3), (2, "error", 1), (3, "success", 6)]
-    error = result["episodes"][2]["error"]
+    error = result.episodes[2].error
     # the server's traceback is never quoted (it may hold anything): its status and size only; its log says why
     said = re.fullmatch(
         rf"EpisodeError: server error from {re.escape(url)}: HTTP 500, a reply of (\d+) characters \(not shown: a server's text is never quoted\)",
@@ -154,7 +155,7 @@ def test_a_policy_exception_for_one_item_of_a_batch_ends_only_that_episode(
     assert said is not None, error
     failed = [r for r in _acts(log) if "RuntimeError" in json.dumps(r)]
     assert "RuntimeError: the policy failed on seed 2" in json.dumps(failed)
-    assert result["overall"]["errors_by_fault"] == {"policy": 1, "environment": 0, "infrastructure": 0}
+    assert result.overall.errors_by_fault == {"policy": 1, "environment": 0, "infrastructure": 0}
     assert max(r["batch"] for r in _acts(log)) == 4
 
 
@@ -169,8 +170,8 @@ def test_an_openpi_style_server_without_batch_support_gets_single_observations(t
             out=tmp_path / "run",
             execution=Execution(batch_size=4),
         )
-    assert result["status"] == "OK" and result["episodes_recorded"] == 6
-    assert len(frames) == sum(e["length"] for e in result["episodes"])
+    assert result.status == "OK" and result.episodes_recorded == 6
+    assert len(frames) == sum(e.length for e in result.episodes)
     assert {tuple(sorted(f)) for f in frames} == {("observation/state", "prompt")}  # no batch, slot or reset
     # one client per slot: the pre-flight probe's connection is slot 0's (rollbench.run.probed), 3 more for slots 1-3
     assert connections[0] == 4
@@ -182,7 +183,7 @@ def test_a_max_batch_1_server_gets_single_requests_from_a_batch_size_4_client(tm
         meta = httpx.get(url).json()["metadata"]
         result = _eval(url, tmp_path / "run", SCRIPTED, batch_size=4)
     assert (meta["max_batch"], meta["batched_form"]) == (1, False)
-    assert result["status"] == "OK"
+    assert result.status == "OK"
     assert all("batch" not in r for r in _acts(log)) and len({r["session"] for r in _acts(log)}) == 4
     assert not [r for r in requests(log) if r["kind"] == "call"]  # no gathering
 
@@ -193,7 +194,7 @@ def test_a_ws_batch_client_of_4_slots_holds_4_server_sessions(tmp_path: Path) ->
     extra = ("--max-batch", "4", "--max-sessions", "4")
     with served(tmp_path, "fault_policies:stateful", "ws", *extra) as (url, log, _):
         result = _eval(url, tmp_path / "run", SCRIPTED, batch_size=4)
-    assert result["status"] == "OK", result["reasons"]
+    assert result.status == "OK", result.reasons
     assert sorted({r["session"].split("/")[1] for r in _acts(log)}) == ["slot-0", "slot-1", "slot-2", "slot-3"]
 
 
@@ -218,7 +219,7 @@ def test_a_batch_larger_than_max_batch_or_naming_a_session_twice_is_refused_clea
     assert twice.json() == {
         "error": "ProtocolError: a batch names one session more than once; each item must be for its own session"
     }
-    assert result["status"] == "OK"
+    assert result.status == "OK"
 
     from openpi_client import msgpack_numpy
 

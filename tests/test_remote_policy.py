@@ -54,7 +54,7 @@ def test_served_metaworld_expert_reproduces_the_in_process_expert_exactly(
     protocol: str, tmp_path: Path, in_process_pick_place: tuple[dict[str, Any], np.ndarray]
 ) -> None:
     expected, expected_actions = in_process_pick_place
-    assert expected["status"] == "OK"
+    assert expected.status == "OK"
     with served(tmp_path, "metaworld-expert", protocol) as (url, log, _):
         # images are sent although the expert reads none, to check them on the server side
         result = evaluate(
@@ -65,15 +65,15 @@ def test_served_metaworld_expert_reproduces_the_in_process_expert_exactly(
             out=tmp_path / "run",
             policy_options={"needs_images": True},
         )
-    assert result["status"] == "OK", result["reasons"]
+    assert result.status == "OK", result.reasons
     assert rows(result) == rows(expected)
     np.testing.assert_array_equal(actions(tmp_path / "run"), expected_actions)
 
-    lengths = [e["length"] for e in result["episodes"]]
-    assert result["latency"]["policy_calls"] == sum(lengths)  # replan_every 1: one call per step
-    assert len(lengths) == EPISODES and result["latency"]["calls_per_episode"] == pytest.approx(sum(lengths) / 2)
-    assert result["latency"]["by_task"][MW_TASK]["policy_calls"] == sum(lengths)
-    assert 0 < result["latency"]["p50_s"] <= result["latency"]["p95_s"] <= result["latency"]["p99_s"]
+    lengths = [e.length for e in result.episodes]
+    assert result.latency.policy_calls == sum(lengths)  # replan_every 1: one call per step
+    assert len(lengths) == EPISODES and result.latency.calls_per_episode == pytest.approx(sum(lengths) / 2)
+    assert result.latency.by_task[MW_TASK].policy_calls == sum(lengths)
+    assert 0 < result.latency.p50_s <= result.latency.p95_s <= result.latency.p99_s
 
     # server side: a reset with the episode's task and seed, then exactly `length` calls with the task's instruction
     got = [(r["kind"], r["seed"]) for r in requests(log)]
@@ -123,7 +123,7 @@ def test_server_receives_the_instruction_override_and_chunks_are_replanned(proto
 @pytest.mark.slow
 def test_a_server_that_dies_mid_run_errors_the_remaining_episodes(protocol: str, tmp_path: Path) -> None:
     reference = evaluate(env="scripted/reach", policy="scripted-expert", episodes=4, out=tmp_path / "ref")
-    first = reference["episodes"][0]["length"]
+    first = reference.episodes[0].length
     die_after = first + 1  # answers all of episode 0 and one call of episode 1, then exits without replying
     with served(tmp_path, "scripted-expert", protocol, "--inject", f"die-after:{die_after}") as (url, _, proc):
         t0 = time.monotonic()
@@ -132,12 +132,12 @@ def test_a_server_that_dies_mid_run_errors_the_remaining_episodes(protocol: str,
         )
         elapsed = time.monotonic() - t0
         assert proc.wait(timeout=5) == 70  # serve.DIE_EXIT_CODE: it really crashed
-    assert result["status"] == "PARTIAL"
+    assert result.status == "PARTIAL"
     assert rows(result)[0] == rows(reference)[0]
-    eps = result["episodes"]
-    assert [e["termination_reason"] for e in eps] == ["success", "error", "error", "error"]
-    assert eps[1]["length"] == 1  # the step answered before the crash is kept
-    assert all("lost the connection" in e["error"] and url in e["error"] for e in eps[1:])
+    eps = result.episodes
+    assert [e.termination_reason for e in eps] == ["success", "error", "error", "error"]
+    assert eps[1].length == 1  # the step answered before the crash is kept
+    assert all("lost the connection" in e.error and url in e.error for e in eps[1:])
     assert elapsed < 60  # bounded: 3 episodes x 2 reconnects with backoff, not a hang
 
 
@@ -156,11 +156,11 @@ def test_a_bad_reply_ends_each_episode_as_error_with_the_reason(
 ) -> None:
     with served(tmp_path, "scripted-expert", protocol, "--inject", injection) as (url, _, _):
         result = evaluate(env="scripted/reach", policy=url, episodes=2, out=tmp_path / "run")
-    assert result["status"] == "FAILED"
-    assert result["episodes_recorded"] == 2
-    for e in result["episodes"]:
-        assert (e["termination_reason"], e["length"], e["success"]) == ("error", 0, False)
-        assert reason in e["error"], e["error"]
+    assert result.status == "FAILED"
+    assert result.episodes_recorded == 2
+    for e in result.episodes:
+        assert (e.termination_reason, e.length, e.success) == ("error", 0, False)
+        assert reason in e.error, e.error
 
 
 def test_the_deprecated_fault_option_still_injects_with_a_warning_and_the_metadata_names_the_injection(
@@ -173,7 +173,7 @@ def test_the_deprecated_fault_option_still_injects_with_a_warning_and_the_metada
         proc.kill()
         _, err = proc.communicate(timeout=10)
     assert "warning: --fault is deprecated: use --inject (the same values)" in err
-    assert result["episodes"][0]["error"].startswith(f"EpisodeError: server error from {url}: HTTP 500, a reply of ")
+    assert result.episodes[0].error.startswith(f"EpisodeError: server error from {url}: HTTP 500, a reply of ")
     meta = json.loads((tmp_path / "run" / "run.json").read_text())["plan"]["policy"]["provenance"]["server_metadata"]
     assert (meta["injection"], meta["fault"]) == ("error:0", "error:0")
 
@@ -187,8 +187,8 @@ def test_a_server_slower_than_the_timeout_errors_the_episode_in_bounded_time(pro
             env="scripted/reach", policy=url, episodes=2, out=tmp_path / "run", policy_options={"timeout_s": 0.5}
         )
         elapsed = time.monotonic() - t0
-    assert [e["termination_reason"] for e in result["episodes"]] == ["error", "error"]
-    assert all("within timeout_s=0.5 s" in e["error"] for e in result["episodes"])
+    assert [e.termination_reason for e in result.episodes] == ["error", "error"]
+    assert all("within timeout_s=0.5 s" in e.error for e in result.episodes)
     assert elapsed < 8  # two 0.5 s timeouts; waiting for the replies would take >= 10 s
 
 
@@ -230,15 +230,13 @@ def test_obs_map_overrides_rename_keys_on_both_sides_and_a_mismatch_is_an_episod
         plain = evaluate(
             env="scripted/reach", policy=url, episodes=1, out=tmp_path / "plain", policy_options={"obs_map": renamed}
         )
-    assert ok["status"] == "OK"
+    assert ok.status == "OK"
     assert requests(log)[1]["images"] == {"top": [224, 224, 3]}  # the server mapped cam/top back to its camera
     # the served scripted expert says it reads no images: by default none are rendered or sent
-    assert plain["status"] == "OK" and requests(log)[-1]["images"] == {}
-    assert bad["status"] == "FAILED"
-    assert bad["episodes"][0]["error"].startswith(
-        f"EpisodeError: server error from {url}: an error text frame, a reply"
-    )
-    assert "obs/state" not in bad["episodes"][0]["error"]  # the server's words ("the observation has no ...") stay out
+    assert plain.status == "OK" and requests(log)[-1]["images"] == {}
+    assert bad.status == "FAILED"
+    assert bad.episodes[0].error.startswith(f"EpisodeError: server error from {url}: an error text frame, a reply")
+    assert "obs/state" not in bad.episodes[0].error  # the server's words ("the observation has no ...") stay out
 
 
 def test_the_server_speaks_openpi_to_openpis_own_client(tmp_path: Path) -> None:

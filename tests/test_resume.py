@@ -79,9 +79,9 @@ def test_main_process_sigkilled_mid_run_then_resumed_holds_exactly_the_planned_e
     wait_for(lambda: not any(alive(p) for p in workers), timeout=10)  # no orphan simulators left behind
 
     partial = grade(out)
-    k = partial["episodes_recorded"]
-    assert 8 <= k < 30 and partial["violations"] == []
-    assert [e["episode_index"] for e in partial["episodes"]] == list(range(k))
+    k = partial.episodes_recorded
+    assert 8 <= k < 30 and partial.violations == []
+    assert [e.episode_index for e in partial.episodes] == list(range(k))
 
     r = subprocess.run(
         [ROLLBENCH, "eval", "--resume", str(out), "--policy", "fault_policies:slow", "--workers", "3", "--json"],
@@ -100,16 +100,16 @@ def test_main_process_sigkilled_mid_run_then_resumed_holds_exactly_the_planned_e
         out=tmp_path / "ref",
     )
     done = grade(out)
-    assert done["status"] == "OK" and done["violations"] == []
-    assert done["episodes"] == ref["episodes"]  # exactly 0..29, each once, the planned seeds and outcomes
+    assert done.status == "OK" and done.violations == []
+    assert done.episodes == ref.episodes  # exactly 0..29, each once, the planned seeds and outcomes
     printed = json.loads(r.stdout)
     assert printed.pop("run_dir") == str(out)  # --json also says where the run went
-    assert done == printed == json.loads((out / "run.json").read_text())["results"]
+    assert done.to_json() == printed == json.loads((out / "run.json").read_text())["results"]
     info = json.loads((out / "meta/info.json").read_text())
-    assert info["total_episodes"] == 30 and info["total_frames"] == sum(e["length"] for e in done["episodes"])
-    for e in done["episodes"]:  # every LeRobot data file is readable on its own
-        table = pq.read_table(out / f"data/chunk-000/file-{e['episode_index']:03d}.parquet")
-        assert table.num_rows == e["length"]
+    assert info["total_episodes"] == 30 and info["total_frames"] == sum(e.length for e in done.episodes)
+    for e in done.episodes:  # every LeRobot data file is readable on its own
+        table = pq.read_table(out / f"data/chunk-000/file-{e.episode_index:03d}.parquet")
+        assert table.num_rows == e.length
     assert recorded_tables(out)[0].equals(recorded_tables(tmp_path / "ref")[0])
     log = json.loads((out / "run.json").read_text())
     assert [(x["workers"], "finished" in x) for x in log["executions"]] == [(2, False), (3, True)]
@@ -133,7 +133,7 @@ def test_second_process_writing_the_same_run_dir_is_refused_with_exit_2(tmp_path
     finally:
         assert first.wait(timeout=300) == 0  # the first run is unharmed and finishes
     result = grade(out)
-    assert result["status"] == "OK" and result["episodes_recorded"] == 80 and result["violations"] == []
+    assert result.status == "OK" and result.episodes_recorded == 80 and result.violations == []
 
 
 @pytest.mark.slow
@@ -148,12 +148,12 @@ def test_stopped_run_resumed_with_another_worker_count_equals_an_uninterrupted_r
         execution=Execution(workers=2),
         observer=OnEpisodeEnd(lambda summary: finished.append(1), stop=lambda: len(finished) >= 3),
     )
-    k = stopped["episodes_recorded"]
-    assert 3 <= k < 9 and stopped["status"] == "PARTIAL"
-    assert any(f"{9 - k} of 9 requested episodes are not recorded" in r for r in stopped["reasons"])
+    k = stopped.episodes_recorded
+    assert 3 <= k < 9 and stopped.status == "PARTIAL"
+    assert any(f"{9 - k} of 9 requested episodes are not recorded" in r for r in stopped.reasons)
     resumed = evaluate(**spec, out=out, execution=Execution(workers=3))
-    assert resumed["status"] == "OK"
-    assert resumed["episodes"] == ref["episodes"]
+    assert resumed.status == "OK"
+    assert resumed.episodes == ref.episodes
     assert recorded_tables(out)[0].equals(recorded_tables(tmp_path / "ref")[0])
 
 

@@ -62,7 +62,7 @@ def test_runs_lists_every_run_under_its_identity_with_episode_urls(server: Serve
     assert doc["hosts"] == [{"host": "hostA", "source": "local", "runs": 3, "error": None, "stale_since": None}]
     rand = next(r for r in doc["runs"] if r["name"] == "rand")
     graded = grade(runs_root / "rand", check_videos=False)
-    assert rand["status"] == graded["status"] and rand["successes"] == graded["overall"]["successes"]
+    assert rand["status"] == graded.status and rand["successes"] == graded.overall.successes
     ep = rand["episodes"][1]
     assert ep["key"] == "hostA/point/rand/1" and ep["video_ready"] is True
     assert ep["videos"]["top"]["url"] == "/media/hostA/point/rand/1/top"

@@ -108,7 +108,7 @@ def test_a_short_episode_steps_a_tenth_links_its_video_and_no_request_fails(tmp_
         env="scripted/reach", policy="zero", episodes=1, max_steps=19, video=True, image_size=(64, 64), out=out,
         host_label="lab1",
     )  # fmt: skip
-    assert grade(out, check_videos=False)["tasks"]["scripted/reach"]["mean_length"] == 19
+    assert grade(out, check_videos=False).tasks["scripted/reach"].mean_length == 19
     srv = ServerThread([tmp_path / "runs"], tmp_path / "labels.json", cache_dir=tmp_path / "c").start()
     problems: list[str] = []
     time_now = "document.querySelector('video').currentTime"

@@ -156,8 +156,8 @@ def test_success_hold_k_stops_k_minus_1_steps_after_the_first_success_and_grade_
     result = evaluate(
         env="scripted/reach", policy="scripted-expert", episodes=2, seed=seed, success_hold=3, out=tmp_path / "r"
     )
-    assert result["status"] == "OK" and result["violations"] == []
-    assert result["episodes"][0]["length"] == one.length + 2
+    assert result.status == "OK" and result.violations == []
+    assert result.episodes[0].length == one.length + 2
 
 
 class _Counting:

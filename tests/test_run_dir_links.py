@@ -101,8 +101,8 @@ def test_grade_reports_the_link_and_leaves_the_outside_unread(linked: tuple[Path
     run, outside = linked
     before = tree_hash(outside)
     r = grade(run)
-    assert r["status"] in ("PARTIAL", "FAILED")  # FAILED when the episode rows themselves are behind the link
-    link = [v for v in r["violations"] if "is a link leading outside the run directory" in v]
+    assert r.status in ("PARTIAL", "FAILED")  # FAILED when the episode rows themselves are behind the link
+    link = [v for v in r.violations if "is a link leading outside the run directory" in v]
     assert len(link) == 1 and link[0].endswith("; not read")
     assert tree_hash(outside) == before
 
@@ -114,8 +114,8 @@ def test_grade_counts_nothing_read_through_an_outside_link(recorded: Path, tmp_p
     outside.mkdir()
     move_out(run, "meta/episodes", outside)
     r = grade(run)
-    assert r["episodes_recorded"] == 0 and r["status"] == "FAILED"
-    assert "3 of 3 requested episodes are not recorded (episodes 0, 1, 2)" in r["reasons"]
+    assert r.episodes_recorded == 0 and r.status == "FAILED"
+    assert "3 of 3 requested episodes are not recorded (episodes 0, 1, 2)" in r.reasons
 
 
 def test_a_link_that_stays_inside_the_run_directory_is_allowed(recorded: Path, tmp_path: Path) -> None:
@@ -123,8 +123,8 @@ def test_a_link_that_stays_inside_the_run_directory_is_allowed(recorded: Path, t
     shutil.copytree(recorded, run, symlinks=True)
     (run / "notes").mkdir()
     (run / "notes" / "info-link.json").symlink_to(run / "meta" / "info.json")
-    assert grade(run)["status"] == "OK"
-    assert evaluate(out=run, **ARGS)["status"] == "OK"
+    assert grade(run).status == "OK"
+    assert evaluate(out=run, **ARGS).status == "OK"
 
 
 def test_resume_removes_a_crashed_writers_temp_files_inside_the_run(recorded: Path, tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_resume_removes_a_crashed_writers_temp_files_inside_the_run(recorded: Pa
     staged_tmp.mkdir(parents=True)
     (staged_tmp / "data.parquet").write_bytes(b"partial")
     r = evaluate(out=run, **ARGS)
-    assert r["status"] == "OK" and r["episodes_recorded"] == 3
+    assert r.status == "OK" and r.episodes_recorded == 3
     assert not any(t.exists() for t in temps) and not staged_tmp.exists()
     after = tree_hash(run)
     for f in ("data/chunk-000/file-000.parquet", "meta/episodes/chunk-000/file-002.parquet"):

@@ -77,8 +77,8 @@ def test_a_directory_link_inside_the_run_is_not_followed_nor_deleted_through(lay
     os.symlink("chunk-000", run / "data/chunk-001")  # the same files seen twice through the link
     before, canary_before = tree_hash(run / DATA), tree_hash(canary)
     r = grade(run)
-    assert (r["status"], r["violations"], r["episodes_recorded"]) == ("OK", [], 3)
-    assert r["overall"]["successes"] == successes_on_disk(run)
+    assert (r.status, r.violations, r.episodes_recorded) == ("OK", [], 3)
+    assert r.overall.successes == successes_on_disk(run)
     with pytest.raises(ConfigError, match="data/chunk-001 is a symbolic link"):  # the writer would write through it
         evaluate(out=run, **ARGS)
     assert tree_hash(run / DATA) == before and tree_hash(canary) == canary_before
@@ -363,7 +363,7 @@ def test_resume_deletes_only_the_writers_own_temporaries_by_exact_name(layout: t
     assert [rel for rel in NOT_THE_WRITERS if (run / rel).read_text() != "mine"] == []
     assert not any(p.exists() for p in own)
     assert not (run / ".staging/.tmp-000009-0badf00d/data.parquet").exists()
-    assert grade(run)["episodes_recorded"] == 3
+    assert grade(run).episodes_recorded == 3
 
 
 def test_a_policys_output_and_its_children_never_reach_the_json_or_hold_the_caller(tmp_path: Path) -> None:
@@ -423,8 +423,8 @@ def test_a_foreign_parquet_file_is_a_named_violation_on_every_surface(
     run, _ = layout
     shutil.copyfile(run / source, run / target)
     r = grade(run)
-    named = [v for v in r["violations"] if target in v]
-    assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3 and len(named) == 1, r["violations"]
+    named = [v for v in r.violations if target in v]
+    assert r.status == "PARTIAL" and r.episodes_recorded == 3 and len(named) == 1, r.violations
     cli = invoke("grade", run, "--json")
     assert cli.returncode == 1 and "Traceback" not in cli.stderr and target in cli.stdout
     runs = invoke("runs", run.parent, "--grade", "--json")
@@ -455,11 +455,11 @@ def test_a_return_that_its_reward_rows_do_not_sum_to_is_a_named_violation(layout
     r = grade(run)
     want = f"episode 1: episode record says return {rows['rollbench/return']:g} but its next.reward rows sum to "
     recorded_max = json.loads((run / "meta/stats.json").read_text())["next.reward"]["max"][0]
-    assert r["violations"] == [  # and meta/stats.json no longer describes the rows
+    assert r.violations == [  # and meta/stats.json no longer describes the rows
         want + f"{100.0 * table.num_rows:g}",
         f"meta/stats.json: next.reward max[0] is {recorded_max:.9g} but the step rows give 100",
     ]
-    assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3
+    assert r.status == "PARTIAL" and r.episodes_recorded == 3
 
 
 @pytest.mark.parametrize("field", [{"results": "x"}, {"status": {"x": [1]}}, {"provenance": [1]}])
@@ -516,7 +516,7 @@ def test_a_damaged_path_template_in_info_json_breaks_neither_the_dashboard_nor_g
     assert listed.status_code == 200 and sorted(r["name"] for r in listed.json()["runs"]) == ["bad", "r"]
     assert pages == [200, 200]
     if "video_path" in template:
-        assert any("video_path '{file_index:>99999999}' cannot be filled in" in v for v in grade(bad)["violations"])
+        assert any("video_path '{file_index:>99999999}' cannot be filled in" in v for v in grade(bad).violations)
 
 
 OUTSIDE_TEMPLATES = {
@@ -661,9 +661,9 @@ def test_a_damaged_tasks_or_stats_file_is_one_named_violation_and_every_episode_
     want = expected(run)  # computed from the sound files (the oracle) before the damage
     damage(run)
     r = grade(run)
-    assert r["violations"] == want
-    assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 3
-    assert r["overall"]["successes"] == successes_on_disk(run)
+    assert r.violations == want
+    assert r.status == "PARTIAL" and r.episodes_recorded == 3
+    assert r.overall.successes == successes_on_disk(run)
 
 
 STEP_DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
@@ -715,14 +715,14 @@ def test_a_step_file_unlike_what_info_json_declares_is_named_and_its_episode_not
     successes = successes_on_disk(run) - any(pq.read_table(run / EP1).column("next.success").to_pylist())
     damage(run)
     r = grade(run)
-    assert r["violations"] == [
+    assert r.violations == [
         named,
         f"meta/info.json says total_frames={total} but the data files hold {total - ep1} rows",
         f"episode 1: its episode record says {ep1} frames but no step row of it was read ({EP1}); not graded",
     ]
-    assert r["status"] == "PARTIAL" and r["episodes_recorded"] == 2
-    assert [e["episode_index"] for e in r["episodes"]] == [0, 2] and r["overall"]["successes"] == successes
-    assert "1 of 3 requested episodes are not recorded or not graded (episode 1)" in r["reasons"]
+    assert r.status == "PARTIAL" and r.episodes_recorded == 2
+    assert [e.episode_index for e in r.episodes] == [0, 2] and r.overall.successes == successes
+    assert "1 of 3 requested episodes are not recorded or not graded (episode 1)" in r.reasons
 
 
 def test_a_difference_every_step_file_shares_is_info_jsons_named_once(layout: tuple[Path, Path]) -> None:
@@ -732,11 +732,11 @@ def test_a_difference_every_step_file_shares_is_info_jsons_named_once(layout: tu
     info["features"]["action"]["dtype"] = "float16"
     (run / "meta/info.json").write_text(json.dumps(info))
     r = grade(run)
-    assert r["violations"] == [
+    assert r.violations == [
         "meta/info.json: every step file differs from it: column action is declared float16[2] in meta/info.json "
         "but holds float64[2]"
     ]
-    assert r["episodes_recorded"] == 3 and r["overall"]["successes"] == successes_on_disk(run)
+    assert r.episodes_recorded == 3 and r.overall.successes == successes_on_disk(run)
 
 
 def test_a_non_finite_action_and_a_file_where_the_data_directory_goes_are_named(layout: tuple[Path, Path]) -> None:
@@ -747,17 +747,17 @@ def test_a_non_finite_action_and_a_file_where_the_data_directory_goes_are_named(
     col = pa.FixedSizeListArray.from_arrays(pa.array([x for a in actions for x in a], pa.float64()), 2)
     pq.write_table(t.set_column(t.schema.get_field_index("action"), "action", col), run / EP1)
     r = grade(run)
-    assert r["violations"][0] == (
+    assert r.violations[0] == (
         "episode 1: 1 step(s) hold an action with a NaN or an infinity, which rollbench never executes (only the "
         "padding frame of an episode that ended before its first step is all NaN)"
     )
     recorded = json.loads((run / "meta/stats.json").read_text())["action"]["max"][0]
-    assert r["violations"][1:] == [f"meta/stats.json: action max[0] is {recorded:.9g} but the step rows give inf"]
+    assert r.violations[1:] == [f"meta/stats.json: action max[0] is {recorded:.9g} but the step rows give inf"]
     shutil.rmtree(run / "data")
     (run / "data").write_text("not a directory")
     r = grade(run)
-    assert r["violations"][0] == "data is a regular file where a directory is expected; not read"
-    assert r["episodes_recorded"] == 0 and r["status"] == "FAILED"
+    assert r.violations[0] == "data is a regular file where a directory is expected; not read"
+    assert r.episodes_recorded == 0 and r.status == "FAILED"
 
 
 def test_a_video_link_leading_outside_is_named_once(layout: tuple[Path, Path]) -> None:
@@ -769,7 +769,7 @@ def test_a_video_link_leading_outside_is_named_once(layout: tuple[Path, Path]) -
     os.symlink(canary / "v.mp4", video)
     r = grade(run)
     rel = video.relative_to(run)
-    assert r["violations"] == [f"{rel} is a link leading outside the run directory (to {canary / 'v.mp4'}); not read"]
+    assert r.violations == [f"{rel} is a link leading outside the run directory (to {canary / 'v.mp4'}); not read"]
     cli = invoke("grade", run)
     assert cli.stdout.count(str(rel)) == 1, cli.stdout
 

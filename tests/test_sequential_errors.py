@@ -34,11 +34,11 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 def test_environment_errors_are_left_out_of_the_pairs_and_the_verdict_is_insufficient_coverage(faulty):
     out, doc = faulty
     task = doc["tasks"][0]
-    ga = {e["episode_index"]: e for e in grade(out / "a-scripted_faulty", check_videos=False)["episodes"]}
-    gb = {e["episode_index"]: e for e in grade(out / "b-scripted_faulty", check_videos=False)["episodes"]}
+    ga = {e.episode_index: e for e in grade(out / "a-scripted_faulty", check_videos=False).episodes}
+    gb = {e.episode_index: e for e in grade(out / "b-scripted_faulty", check_videos=False).episodes}
     both = sorted(set(ga) & set(gb))[: task["pairs_attempted"]]
-    lost = [i for i in both if ga[i]["seed"] % 3 == 2]  # by hand: reset fails on these seeds, in both arms
-    assert all(gb[i]["seed"] % 3 == 2 for i in lost)
+    lost = [i for i in both if ga[i].seed % 3 == 2]  # by hand: reset fails on these seeds, in both arms
+    assert all(gb[i].seed % 3 == 2 for i in lost)
     assert [p["episode_index"] for p in task["errors"]["pairs_left_out"]] == lost
     assert all(p["a"] == p["b"] == "environment" for p in task["errors"]["pairs_left_out"])
     assert task["errors"]["by_fault"]["a"] == {"environment": len(lost)}

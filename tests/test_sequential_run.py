@@ -68,9 +68,9 @@ def test_each_arm_is_an_ordinary_run_whose_run_json_names_the_rule_and_the_decid
         run_dir = out / f"{arm}-scripted_reach"
         graded = grade(run_dir)
         # gradeable as any run: no violation; OK, the budget's remaining episodes were not needed (issue 40 item 5)
-        assert (graded["status"], graded["violations"]) == ("OK", [])
+        assert (graded.status, graded.violations) == ("OK", [])
         left = task["design"]["budget"] - task["stopped_at"]
-        assert graded["reasons"] == [
+        assert graded.reasons == [
             f"stopped by the sequential rule at pair {task['stopped_at']}: B better ({left} planned episodes after "
             "it were not needed)"
         ]

@@ -34,8 +34,8 @@ def test_a_decided_arm_grades_ok_with_the_stop_as_its_reason_and_exit_0(arms: tu
     assert log["sequential"]["decision"] == "b_better" and at < budget
     for run_dir in (a_dir, b_dir):
         graded = grade(run_dir)
-        assert graded["status"] == "OK"
-        assert graded["reasons"] == [
+        assert graded.status == "OK"
+        assert graded.reasons == [
             f"stopped by the sequential rule at pair {at}: B better ({budget - at} planned episodes after it were "
             "not needed)"
         ]
@@ -73,10 +73,9 @@ def test_an_episode_the_decision_needed_that_is_lost_keeps_the_arm_partial(
     log["sequential"]["stopped_at"] = at + 2  # the decision claims two pairs more than were recorded: both lost
     (copy / "run.json").write_text(json.dumps(log))
     graded = grade(copy)
-    assert graded["status"] == "PARTIAL"
-    assert (
-        f"2 of {len(log['plan']['episodes'])} requested episodes are not recorded (episodes {at}, {at + 1})"
-        in (graded["reasons"])
+    assert graded.status == "PARTIAL"
+    assert f"2 of {len(log['plan']['episodes'])} requested episodes are not recorded (episodes {at}, {at + 1})" in (
+        graded.reasons
     )
     assert invoke("grade", copy).returncode == 1
 

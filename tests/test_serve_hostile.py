@@ -51,7 +51,7 @@ def exchange(url: str, frames: list[Any], timeout: float = 10) -> tuple[list[Any
 
 def assert_still_serves(url: str, tmp: Path) -> None:
     result = evaluate(env="scripted/reach", policy=url, episodes=1, out=tmp / f"after-{time.monotonic_ns()}")
-    assert result["status"] == "OK", result["reasons"]
+    assert result.status == "OK", result.reasons
 
 
 def vm_hwm_kb(pid: int) -> int:

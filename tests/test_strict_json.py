@@ -56,7 +56,7 @@ def test_non_finite_rewards_are_null_with_a_named_violation_in_every_json(
     assert any(
         v.startswith("episode 1: its next.reward rows sum to") and "not a finite number" in v for v in doc["violations"]
     )
-    assert grade(good)["violations"] == []
+    assert grade(good).violations == []
     runs = invoke("runs", root, "--grade", "--json")
     assert runs.returncode == 0 and len(strict(runs.stdout)) == 2  # type: ignore[arg-type]
 

@@ -76,11 +76,9 @@ def test_an_episode_whose_env_reports_a_bad_flag_ends_as_an_environment_error(tm
     env_id = f"RbFlag{sorted(BAD).index(case)}-v0"
     gymnasium.register(id=env_id, entry_point=FlagEnv, kwargs={"value": BAD[case]})
     r = evaluate(out=tmp_path / "run", env=f"gym:{env_id}", policy="zero", episodes=2, max_steps=4, seed=0)
-    eps = r["episodes"]
-    assert [(e["success"], e["termination_reason"], e["error_fault"]) for e in eps] == [
-        (False, "error", "environment")
-    ] * 2
-    assert all("not a success flag" in e["error"] for e in eps)
+    eps = r.episodes
+    assert [(e.success, e.termination_reason, e.error_fault) for e in eps] == [(False, "error", "environment")] * 2
+    assert all("not a success flag" in e.error for e in eps)
 
 
 def test_a_bad_flag_on_the_probe_step_is_a_one_line_refusal(tmp_path: Path) -> None:

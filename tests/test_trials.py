@@ -28,20 +28,20 @@ def test_trials_k_to_m_run_alone_equal_the_same_trials_of_the_full_run(tmp_path:
     full = evaluate(env=TASKS, policy="random", episodes=6, max_steps=8, seed=40, out=tmp_path / "full")
     part = evaluate(env=TASKS, policy="random", episodes=2, max_steps=8, seed=40, first_trial=3, out=tmp_path / "part")
     keys = ("task", "trial", "seed", "initial_state", "length", "return", "termination_reason")
-    by_trial = {(e["task"], e["trial"]): e for e in full["episodes"]}
-    assert [e["episode_index"] for e in part["episodes"]] == list(range(6))  # indices of this run: 0..N-1
-    assert [(e["trial"], e["seed"]) for e in part["episodes"][:2]] == [(3, 43), (4, 44)]
-    assert [e["initial_state"] for e in part["episodes"]] == [3, 4, None, None, None, None]
-    for e in part["episodes"]:
-        f = by_trial[(e["task"], e["trial"])]
-        assert [e[k] for k in keys] == [f[k] for k in keys]
+    by_trial = {(e.task, e.trial): e for e in full.episodes}
+    assert [e.episode_index for e in part.episodes] == list(range(6))  # indices of this run: 0..N-1
+    assert [(e.trial, e.seed) for e in part.episodes[:2]] == [(3, 43), (4, 44)]
+    assert [e.initial_state for e in part.episodes] == [3, 4, None, None, None, None]
+    for e in part.episodes:
+        f = by_trial[(e.task, e.trial)]
+        assert [e.to_json()[k] for k in keys] == [f.to_json()[k] for k in keys]
         mine, theirs = (
-            episode_rows(tmp_path / "part", e["episode_index"]),
-            episode_rows(tmp_path / "full", f["episode_index"]),
+            episode_rows(tmp_path / "part", e.episode_index),
+            episode_rows(tmp_path / "full", f.episode_index),
         )
         for col in mine:
-            np.testing.assert_array_equal(mine[col], theirs[col], err_msg=f"{e['task']} trial {e['trial']} {col}")
-    assert part["status"] == "OK"
+            np.testing.assert_array_equal(mine[col], theirs[col], err_msg=f"{e.task} trial {e.trial} {col}")
+    assert part.status == "OK"
     assert json.loads((tmp_path / "part" / "run.json").read_text())["spec"]["first_trial"] == 3
 
 

@@ -89,7 +89,7 @@ def test_files_of_kinds_the_run_never_writes_are_kept_beside_an_interrupted_comm
     (run / rel).write_text("mine")
     code, _ = resume(run)
     assert code == 0 and (run / rel).read_text() == "mine"
-    assert grade(run)["episodes_recorded"] == 5
+    assert grade(run).episodes_recorded == 5
 
 
 # ---- item 5: missing rows are never taken for leftovers -----------------------------------------------------------
@@ -114,7 +114,7 @@ def test_rows_missing_for_more_than_one_episode_refuse_the_resume_and_delete_not
 def test_one_missing_last_row_is_an_interrupted_commit_and_runs_again(run: Path) -> None:
     (run / ROWS / "file-004.parquet").unlink()
     code, _ = resume(run)
-    assert code == 0 and committed_lengths(run) == [4] * 5 and grade(run)["episodes_recorded"] == 5
+    assert code == 0 and committed_lengths(run) == [4] * 5 and grade(run).episodes_recorded == 5
 
 
 # ---- item 6: wrong node types ----------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def test_a_hostile_staged_episode_is_named_and_never_committed(run: Path, case: 
     code, lines = resume(run)
     assert code == 0 and any("staged episode 4 is damaged" in ln for ln in lines), lines
     g = grade(run)
-    assert (g["status"], g["episodes_recorded"], g["violations"]) == ("OK", 5, [])
+    assert (g.status, g.episodes_recorded, g.violations) == ("OK", 5, [])
     again = pq.read_table(run / DATA / "file-004.parquet")  # re-run: this run's columns, episode 4's rows
     assert again.schema.equals(recorded_4.schema) and set(again["episode_index"].to_pylist()) == {4}
     assert pq.read_table(run / ROWS / "file-004.parquet")["tasks"].to_pylist() == [recorded_tasks]
@@ -235,7 +235,7 @@ def test_a_staged_directory_not_named_exactly_is_left_and_never_committed(run: P
     staged.rename(staged.with_name(name))
     code, lines = resume(run)
     assert code == 0 and any("not named like a staged episode" in ln for ln in lines), lines
-    assert (run / ".staging" / name).is_dir() and grade(run)["episodes_recorded"] == 5
+    assert (run / ".staging" / name).is_dir() and grade(run).episodes_recorded == 5
     assert staged_index(name) is None
 
 

@@ -6,7 +6,7 @@ yet reads as the key once those characters are dropped.
 newline, carriage return and form feed, which separate words; every format character (category ``Cf``: zero-width
 space and joiners, soft hyphen, bidirectional marks and isolates, word joiner, the byte order mark, tag characters,
 ...); and the other default-ignorable characters (variation selectors, the combining grapheme joiner, Hangul fillers,
-Mongolian free variation selectors). :func:`hidden` finds what the rules see only once they are removed;
+Mongolian free variation selectors); and a terminal's control sequences whole (:data:`ANSI_ESCAPE`). :func:`hidden` finds what the rules see only once they are removed;
 :meth:`rollbench.release.rules.Scanner.find` then replaces the whole string (rule ``interleaved:RULE``). A string
 holding them and no hidden finding (an emoji sequence joined by U+200D, Persian text with U+200C) is left as it is.
 """
@@ -18,12 +18,17 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
+ANSI_ESCAPE = r"\x1b\[[0-?]*+[ -/]*+[@-~]"
+"""A terminal's control sequence (ECMA-48 CSI: ``ESC [``, parameters, intermediates, a final byte), as coloured logs
+hold them: ``\\x1b[32msk-…`` shows the key in green, and its ``m`` joins the key's first letter into one word."""
+
 INVISIBLE = re.compile(
+    f"(?:{ANSI_ESCAPE}|"
     "[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
     "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]+"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff])+"
 )
-"""A run of invisible characters (see the module docstring; tests/test_release_encodings.py checks that it holds
+"""A run of invisible characters and control sequences (see the module docstring; tests/test_release_encodings.py checks that it holds
 every ``Cc`` but the four separators and every ``Cf`` character of this Python's Unicode database)."""
 
 

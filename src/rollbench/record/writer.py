@@ -92,7 +92,9 @@ class DatasetWriter:
     (in index order): a staged episode that contradicts its entry is removed and runs again, and a file of an episode
     past them is never this run's. ``lengths``: the
     committed episodes' lengths as read (and checked, :func:`rollbench.run.prepare.check_committed`) under the run
-    lock the caller still holds, else read here (:func:`~rollbench.record.committed.committed_lengths`).
+    lock the caller still holds, else read here (:func:`~rollbench.record.committed.committed_lengths`); ``stats``:
+    their data files' statistics computed by that check from the same reads
+    (:func:`~rollbench.record.committed.committed_episodes`), else computed here from a read of every data file.
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class DatasetWriter:
         artifact_kinds: Sequence[str] = (),
         plan: Sequence[PlannedEpisode] = (),
         lengths: Sequence[int] | None = None,
+        stats: dict[str, FeatureStats] | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.plan = {p.episode_index: p for p in plan}
@@ -127,7 +130,10 @@ class DatasetWriter:
         self.artifact_kinds = sorted(set(artifact_kinds) | recorded_artifact_kinds(run_dir))
         self._remove_leftovers()
         self._remove_damaged_staged()
-        self._rebuild_stats()
+        if stats is None:
+            self._rebuild_stats()
+        else:  # computed by the resume's check from the same files (record.committed.committed_episodes)
+            self.stats = stats
         self._write_info()
         self.write_stats()
         self.write_videos_index()

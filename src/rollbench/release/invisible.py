@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 ANSI_ESCAPE = r"\x1b\[[0-?]*+[ -/]*+[@-~]"
 """A terminal's control sequence (ECMA-48 CSI: ``ESC [``, parameters, intermediates, a final byte), as coloured logs
@@ -69,6 +69,32 @@ def hidden(text: str, found: Sequence[_Span], find: Callable[[str], list[F]]) ->
         if f.end > f.start and not _covered(text, placed(f.start), placed(f.end - 1) + 1, spans):
             return f
     return None
+
+
+class _Piece(NamedTuple):
+    start: int
+    end: int
+
+
+def hidden_lines(text: str, found: Sequence[_Span], find: Callable[[str], list[F]]) -> list[tuple[int, int, F]]:
+    """``(start, end, finding)`` for every line of ``text`` (split at newlines, which are never invisible) that holds
+    a :func:`hidden` finding: the line's offsets in ``text`` and the finding :func:`hidden` makes in it, given
+    ``found`` (the findings in ``text`` as written, sorted, not overlapping, clipped to each line)."""
+    out, start, j = [], 0, 0
+    for line in text.split("\n"):
+        end = start + len(line)
+        while j < len(found) and found[j].end <= start:  # sorted and apart: each is passed once
+            j += 1
+        own = []
+        for f in found[j:]:
+            if f.start >= end:
+                break
+            own.append(_Piece(max(f.start, start) - start, min(f.end, end) - start))
+        h = hidden(line, [p for p in own if p.end > p.start], find) if line else None
+        if h is not None:
+            out.append((start, end, h))
+        start = end + 1
+    return out
 
 
 def _covered(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> bool:

@@ -291,8 +291,7 @@ def _open_writer(run: ResolvedRun, run_dir: Path, committed: Committed | None) -
         robot_type=first.task.family,
         artifact_kinds=_artifact_kinds(run.spec),
         plan=run.plan.episodes,
-        lengths=committed.lengths if committed else None,
-        stats=committed.stats if committed else None,
+        committed=committed,
     )
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import invoke
+
 TESTS = Path(__file__).resolve().parent
 ROLLBENCH = str(Path(sys.executable).with_name("rollbench"))
 
@@ -149,6 +151,18 @@ def test_envs_and_policies_list_what_exists(tmp_path: Path) -> None:
     pols = cli("policies", cwd=tmp_path).stdout
     for name in ("random", "zero", "scripted-expert", "metaworld-expert"):
         assert name in pols
+
+
+def test_envs_alone_lists_families_and_a_family_named_lists_its_tasks(tmp_path: Path) -> None:
+    """All families' tasks printed ~1,400 lines by default (a new user's hour): now the families, and how to see more."""
+    alone = invoke("envs", env={"COLUMNS": "200"})
+    assert "scripted/reach" not in alone.stdout and "metaworld/reach-v3" not in alone.stdout
+    assert "scripted — " in alone.stdout and "metaworld — " in alone.stdout
+    assert alone.stdout.rstrip().endswith("rollbench envs FAMILY lists a family's tasks; --tasks lists every family's.")
+    named = invoke("envs", "scripted", env={"COLUMNS": "200"})
+    assert "scripted/reach" in named.stdout and "metaworld" not in named.stdout
+    everything = invoke("envs", "--tasks", env={"COLUMNS": "200"})
+    assert "scripted/reach" in everything.stdout and "metaworld/reach-v3" in everything.stdout
 
 
 @pytest.mark.slow

@@ -152,7 +152,14 @@ def grade_cmd(
 def envs_cmd(
     family: Annotated[str | None, typer.Argument(help="Only this family (e.g. metaworld).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
-    tasks: Annotated[bool, typer.Option("--tasks/--no-tasks", help="List every task, not just families.")] = True,
+    tasks: Annotated[
+        bool | None,
+        typer.Option(
+            "--tasks/--no-tasks",
+            help="List every task, not just families (default: the tasks of a family named, the families alone).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """List env families, their tasks (horizon, cameras, success rule) and whether each is installed."""
     from rollbench.cli.display import print_envs
@@ -164,7 +171,10 @@ def envs_cmd(
     if as_json:
         print_json(out, json.dumps(rows))
     else:
-        print_envs(out, rows, show_tasks=tasks)
+        show = tasks if tasks is not None else family is not None
+        print_envs(out, rows, show_tasks=show)
+        if not show and family is None:  # the whole list is ~1,400 lines (a new user's hour)
+            out.print("[dim]rollbench envs FAMILY lists a family's tasks; --tasks lists every family's.[/]")
 
 
 def policies_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:

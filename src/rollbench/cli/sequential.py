@@ -99,7 +99,7 @@ def recompute_sequential(out: Console, runs: list[Path], as_json: bool, refused:
 
 def _wanted(d: dict[str, Any]) -> str:
     target = d.get("power_target")
-    return "" if target is None else f" at these looks (wanted {target:.3f})"
+    return "" if target is None else f" at these looks (a fixed-N McNemar test of this budget: {target:.3f})"
 
 
 def _spec(env: str, policy: str, noise: float, options: str | None, common: dict[str, Any]) -> Any:

@@ -191,6 +191,22 @@ def test_a_recorded_transcript_is_served_and_linked(server: ServerThread):
     assert httpx.get(server.url + ep["urls"]["transcript"]).text == "agent: moving to the goal"
 
 
+def test_a_sparse_transcript_is_not_served_and_the_answer_says_why(runs_root: Path, server: ServerThread):
+    """A 20 GiB transcript of one hole was streamed whole to whoever asked (hostile round 19's left-over)."""
+    path = runs_root / "transcripts/transcripts/ep0.txt"
+    text = path.read_text()
+    try:
+        os.truncate(path, 20 << 30)
+        resp = httpx.get(server.url + "/transcript/hostA/point/transcripts/0")
+        assert resp.status_code == 422
+        assert resp.json()["error"].startswith(
+            "the transcript of hostA/point/transcripts/0 is not served (21,474,836,480 bytes, over the 268,435,456"
+        )
+    finally:
+        path.write_text(text)
+    assert httpx.get(server.url + "/transcript/hostA/point/transcripts/0").text == text
+
+
 def test_pages_render(server: ServerThread):
     for path in ("/", "/run/hostA/point/rand", "/episode/hostA/point/rand/1", "/disagreements"):
         resp = httpx.get(server.url + path)

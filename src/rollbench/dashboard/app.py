@@ -47,6 +47,9 @@ from rollbench.dashboard.peers import TIMEOUT_S, PeerError, peer_failure
 from rollbench.dashboard.security import MAX_BODY_BYTES, dashboard_guard, make_guard
 from rollbench.dashboard.service import Dashboard
 from rollbench.dashboard.summary import label_totals, labels_csv
+from rollbench.record.files import why_not_read
+from rollbench.record.safe_files import open_regular
+from rollbench.record.transcript import MAX_TRANSCRIPT_BYTES
 from rollbench.wire.decode import MAX_DEPTH, ProtocolError, loads_json
 
 STATIC = Path(__file__).with_name("static")
@@ -266,6 +269,7 @@ def _add_media(app: FastAPI, dash: Dashboard) -> None:
             path = dash.local_transcript(rec, e)
             if path is None:
                 raise ApiError(404, f"no recorded transcript for {ident.episode_key(e)}")
+            _servable_transcript(path, rec.run_dir, ident.episode_key(e))
             return FileResponse(path, media_type="text/plain; charset=utf-8")
         if peer is not None:
             try:
@@ -274,6 +278,18 @@ def _add_media(app: FastAPI, dash: Dashboard) -> None:
                 raise _peer_failure(peer.url, exc) from None
             return Response(body, media_type="text/plain; charset=utf-8")
         raise ApiError(404, f"no run {ident.key}")
+
+
+def _servable_transcript(path: Path, run_dir: Path, key: str) -> None:
+    """ApiError unless ``path`` is a regular file inside ``run_dir`` that every reader of transcripts reads
+    (:data:`~rollbench.record.transcript.MAX_TRANSCRIPT_BYTES`, no hole): a 20 GiB sparse one was streamed whole."""
+    try:
+        with open_regular(path, run_dir, max_bytes=MAX_TRANSCRIPT_BYTES, dense=True):
+            pass
+    except FileNotFoundError:
+        raise ApiError(404, f"no recorded transcript for {key}") from None
+    except OSError as exc:
+        raise ApiError(422, f"the transcript of {key} is not served ({why_not_read(exc, path)})") from None
 
 
 def _peer_failure(url: str, exc: Exception) -> ApiError:

@@ -12,15 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import Plan
 from rollbench.record.episode_row import EpisodeRow, EpisodeRowError
-from rollbench.record.files import open_parquet, resolve_inside
+from rollbench.record.files import open_parquet, resolve_inside, why_not_read
 from rollbench.record.lerobot import DATA_PATH, chunk_file
 from rollbench.record.on_disk import file_episode
-from rollbench.record.safe_files import run_files
+from rollbench.record.safe_files import UnsafeFile, run_files
 from rollbench.record.staged_check import PLAN_FIELDS, plan_difference
 from rollbench.record.step_schema import declared_columns, file_difference
 
@@ -73,8 +72,10 @@ def _row_lengths(run_dir: Path, damaged: Callable[[str], ConfigError], plan: Pla
     for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
         rel = f.relative_to(run_dir)
         try:  # (one thread: a row file is one small row group, and a thread pool costs more than it reads)
-            with open_parquet(resolve_inside(run_dir, f), run_dir) as raw, pq.ParquetFile(raw) as pf:
+            with open_parquet(resolve_inside(run_dir, f), run_dir) as pf:
                 t = pf.read(columns=None if plan else ["episode_index", "length"], use_threads=False)
+        except UnsafeFile as exc:  # over a bound (its size, a hole, what it decodes to): named with its numbers
+            raise damaged(f"episode row file {rel} is not read ({why_not_read(exc, f)})") from None
         except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
             raise damaged(f"episode row file {rel} is unreadable ({type(exc).__name__})") from None
         missing = [c for c in ("episode_index", "length") if c not in t.column_names]
@@ -123,11 +124,12 @@ def _data_schemas(run_dir: Path, lengths: list[int], damaged: Callable[[str], Co
         path = run_dir / DATA_PATH.format(chunk_index=c, file_index=i)
         rel = path.relative_to(run_dir)
         try:
-            with open_parquet(resolve_inside(run_dir, path), run_dir) as raw:
-                footer = pq.ParquetFile(raw)
+            with open_parquet(resolve_inside(run_dir, path), run_dir) as footer:
                 rows, schemas[path] = footer.metadata.num_rows, footer.schema_arrow
         except FileNotFoundError:
             raise damaged(f"episode {e} has no data file {rel}") from None
+        except UnsafeFile as exc:
+            raise damaged(f"data file {rel} is not read ({why_not_read(exc, path)})") from None
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise damaged(f"data file {rel} is unreadable ({type(exc).__name__})") from None
         if rows != n:

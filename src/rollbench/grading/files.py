@@ -103,16 +103,17 @@ def readable_parquet(files: list[Path], violations: list[str]) -> list[Path]:
     return list(parquet_footers(files, violations))
 
 
-def parquet_footers(files: list[Path], violations: list[str], root: Path | None = None) -> dict[Path, pa.Schema]:
-    """The arrow schema of each of ``files`` whose parquet footer reads, by file, in their order; the others are
-    named in ``violations``: unreadable, or not read (:func:`~rollbench.record.files.open_parquet`, inside ``root``
-    when given: over :data:`~rollbench.record.files.MAX_PARQUET_BYTES`, with a hole, or decoding to more than
-    :data:`~rollbench.record.parquet_bounds.MAX_DECODED_BYTES`). Grading checks every file this way before DuckDB
-    reads it. Cost: the footer (and a page header per list column), ~0.1-0.2 ms a file."""
+def parquet_footers(files: list[Path], violations: list[str]) -> dict[Path, pa.Schema]:
+    """The arrow schema of each of ``files`` (listed by :func:`parquet_files`) whose parquet footer reads, by file,
+    in their order; the others are named in ``violations``: unreadable, or not read
+    (:func:`~rollbench.record.files.open_parquet`: a link, over :data:`~rollbench.record.files.MAX_PARQUET_BYTES`,
+    with a hole, or decoding to more than :data:`~rollbench.record.parquet_bounds.MAX_DECODED_BYTES`). Grading
+    checks every file this way before DuckDB reads it. Cost: the footer (and a page header per list column),
+    ~0.2-0.3 ms a file on the shared 2-core machine."""
     ok: dict[Path, pa.Schema] = {}
     for f in files:
         try:
-            with open_parquet(f, root) as pf:
+            with open_parquet(f) as pf:
                 ok[f] = pf.schema_arrow
         except UnsafeFile as exc:
             violations.append(f"file {f} is not read ({why_not_read(exc, f)})")

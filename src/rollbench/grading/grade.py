@@ -213,9 +213,9 @@ def _load_tables(
     latency, so its step rows carry :data:`~rollbench.grading.delay.DELAY_STEP_COLUMNS` too."""
     # every file's footer checked before DuckDB reads it (within its bounds: a decompression bomb is named, not read)
     meta_listed = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
-    meta_files = list(parquet_footers(meta_listed, violations, run_dir))
+    meta_files = list(parquet_footers(meta_listed, violations))
     data_listed = parquet_files(run_dir, "data/chunk-*/file-*.parquet", violations)
-    data_files = declared_step_files(run_dir, parquet_footers(data_listed, violations, run_dir), info, violations)
+    data_files = declared_step_files(run_dir, parquet_footers(data_listed, violations), info, violations)
     con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles
     meta_files = load_or_report(con, "episodes", meta_files, "*", violations, EPISODE_TYPES)
     columns = f"{STEP_COLUMNS}, {DELAY_STEP_COLUMNS}" if timed else STEP_COLUMNS

@@ -20,12 +20,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from cli_in_process import invoke
+from dashboard_support import ServerThread
 from file_trees import tree_hash
 from rollbench.api import evaluate, grade
 from rollbench.grading import tables
@@ -132,6 +134,30 @@ def test_a_bomb_in_a_recorded_run_is_named_by_grade_and_refused_by_resume_and_re
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == f"error: cannot read a file to release: {bomb} is {said}; not read\n"
     assert not (tmp_path / "out").exists() and tree_hash(run) == before
+
+
+def test_every_other_run_still_lists_beside_a_run_with_a_bomb(
+    recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``runs --grade``, ``summarize --allow-damaged`` and the dashboard's listing, with the bomb's run among them."""
+    root = tmp_path / "root"
+    _copy(recorded, root / "good")
+    bomb = _copy(recorded, root / "bad") / ROW
+    _repeat_first_row(bomb, 20_000)
+    monkeypatch.setattr(parquet_bounds, "MAX_DECODED_BYTES", MiB)
+    r = invoke("runs", root, "--grade")
+    assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr
+    assert [ln.split("│")[1].strip() for ln in r.stdout.splitlines() if ln.startswith("│")] == ["bad", "good"]
+    assert f"file {bomb} is not read ({_refusal(bomb, MiB)})" in " ".join(r.stdout.split())
+    r = invoke("summarize", root, "--allow-damaged")
+    assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr
+    srv = ServerThread([root], tmp_path / "labels.json", cache_dir=tmp_path / "cache").start()
+    try:
+        listing = httpx.get(srv.url + "/api/runs", timeout=120)
+        assert listing.status_code == 200
+        assert sorted(run["name"] for run in listing.json()["runs"]) == ["bad", "good"]
+    finally:
+        srv.stop()
 
 
 def test_a_file_one_byte_over_the_bound_is_not_read_and_one_at_it_is(

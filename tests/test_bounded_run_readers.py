@@ -6,7 +6,7 @@ decoded at most to ``length + 1`` frames, and never when its frames are of anoth
 shape.
 
 Oracles: the violation lines are written out by hand (sizes as the test made them); memory is the child process's
-own ``ru_maxrss`` under an ``RLIMIT_AS`` far below the file's size; the videos are written with PyAV directly and
+own peak resident size (``VmHWM``) under an ``RLIMIT_AS`` far below the file's size; the videos are written with PyAV directly and
 their frames counted by PyAV's own decoder; the work done is counted on the demuxer's packets.
 """
 
@@ -79,8 +79,10 @@ resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 from rollbench.api import grade
 t = time.monotonic()
 violations = grade(sys.argv[1]).violations
-print(json.dumps({"violations": violations, "s": time.monotonic() - t,
-                  "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+# VmHWM: this process image's own peak. ru_maxrss is not: Linux carries it across execve, so a child forked from a
+# large pytest worker reports the worker's size (CI read 1.7 GiB there for a 0.27 GiB grade).
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"violations": violations, "s": time.monotonic() - t, "peak_rss_kib": int(hwm.split()[1])}))
 """
 
 
@@ -100,7 +102,7 @@ def test_a_sparse_20_gib_transcript_is_one_violation_graded_promptly_in_bounded_
         f"episode 0: transcript {TRANSCRIPT} is not read (21,474,836,480 bytes, over the 268,435,456 rollbench reads)"
     ]
     assert got["s"] < 30
-    assert got["maxrss_kib"] < 3 << 20  # under 3 GiB (CI measured 1.7 GiB) for 20 GiB (whole: MemoryError)
+    assert got["peak_rss_kib"] < 1 << 20  # under 1 GiB (measured 0.27 GiB) for 20 GiB (whole: MemoryError)
 
 
 def test_a_sparse_transcript_under_the_bound_is_named_as_sparse_and_not_read(agent_run: Path, tmp_path: Path) -> None:

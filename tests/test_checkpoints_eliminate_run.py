@@ -91,9 +91,19 @@ def test_eliminate_drops_the_clearly_worse_early_and_replays_from_disk(
     shutil.copytree(out, edited)
     changed = json.loads((edited / "003000" / "run.json").read_text())
     plan = changed["plan"]["episodes"]
-    plan[0]["trial"], plan[1]["trial"] = plan[1]["trial"], plan[0]["trial"]
+    first, second = plan[0]["trial"], plan[1]["trial"]
+    plan[0]["trial"], plan[1]["trial"] = second, first
     (edited / "003000" / "run.json").write_text(json.dumps(changed))
-    with pytest.raises(rollbench.ConfigError, match=r"003000/run.json: its planned trials are not the recorded perm"):
+    task, seed = changed["plan"]["tasks"][0]["name"], changed["plan"]["trial_order"]["seed"]
+    said = f"003000/run.json: planned trial 0 of {task} is {second}, but the recorded permutation (seed {seed}) gives {first} (edited)"
+    with pytest.raises(rollbench.ConfigError, match=re.escape(said)):
+        replay(find_checkpoints(run), edited, d, DEFAULT_RULE)
+    plan[0]["trial"], plan[1]["trial"] = first, second  # the order restored, the population cut short (review of 21)
+    changed["plan"]["trial_order"]["populations"][task] = [0, 1]
+    (edited / "003000" / "run.json").write_text(json.dumps(changed))
+    with pytest.raises(
+        rollbench.ConfigError, match=re.escape(f"003000/run.json: plan.trial_order.populations[{task!r}] ")
+    ):
         replay(find_checkpoints(run), edited, d, DEFAULT_RULE)
     assert e["chosen"] in (2000, 3000)
 

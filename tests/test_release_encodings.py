@@ -133,12 +133,37 @@ def test_control_characters_that_hide_nothing_are_released_byte_for_byte(run: Pa
         assert (tmp_path / "rel/run/notes" / name).read_bytes() == (run / "notes" / name).read_bytes()
 
 
-def test_a_key_split_by_control_characters_in_a_text_file_replaces_the_whole_file(run: Path, tmp_path: Path) -> None:
-    (run / "notes/term.log").write_bytes(b"key " + "\x1b".join(KEY).encode() + b" done\n")
+def test_a_key_split_by_control_characters_in_a_text_file_replaces_its_line_and_keeps_the_others(
+    run: Path, tmp_path: Path
+) -> None:
+    log = b"start ok\nkey " + "\x1b".join(KEY).encode() + b" done\n\x1b[32mepisode 1 ok\x1b[0m\nend\n"
+    (run / "notes/term.log").write_bytes(log)
     code, lines = release(run, "--out", tmp_path / "rel")
     assert code == 0, lines
-    assert (tmp_path / "rel/run/notes/term.log").read_bytes() == b"<REDACTED:api_key:1>"
+    assert (tmp_path / "rel/run/notes/term.log").read_bytes() == (
+        b"start ok\n<REDACTED:api_key:1>\n\x1b[32mepisode 1 ok\x1b[0m\nend\n"
+    )
+    assert ("run/notes/term.log", "line 2", "interleaved:openai_key") in _rules(tmp_path / "rel")
+
+
+def test_a_key_coloured_by_terminal_escapes_is_replaced_whole_in_a_log_and_in_a_json_string(
+    run: Path, tmp_path: Path
+) -> None:
+    """``\\x1b[32m`` before the key: its final ``m`` joins the key's ``s`` into one word, so no rule's word start
+    matches as written; without the control sequence the key is found (hostile round 20, left over)."""
+    key = "sk-" + "abcdefghijklmnopqrstuvwx"  # too regular for the entropy rule: only openai_key finds it
+    coloured = f"\x1b[1;32m{key}\x1b[0m"
+    (run / "notes/term.log").write_bytes(f"key {coloured} done\n".encode())
+    (run / "notes/keys.json").write_text(json.dumps({"note": f"key {coloured}", "ok": "\x1b[32mfine\x1b[0m"}))
+    code, lines = release(run, "--out", tmp_path / "rel")
+    assert code == 0, lines
+    log = (tmp_path / "rel/run/notes/term.log").read_bytes()
+    back = json.loads((tmp_path / "rel/run/notes/keys.json").read_text())
+    assert sorted([log.decode(), back["note"] + "\n"]) == ["<REDACTED:api_key:1>\n", "<REDACTED:api_key:2>\n"]
+    assert back["ok"] == "\x1b[32mfine\x1b[0m"
+    assert held(tmp_path / "rel", [key, key[3:]]) == []
     assert ("run/notes/term.log", "line 1", "interleaved:openai_key") in _rules(tmp_path / "rel")
+    assert ("run/notes/keys.json", "note", "interleaved:openai_key") in _rules(tmp_path / "rel")
 
 
 # F1: strings in JSON and parquet

@@ -113,11 +113,14 @@ def test_environment_variable_spellings_of_credential_pairs_in_free_text_are_rep
         ("--client-secret=abcdef1 run", "--client-secret=<REDACTED:credential:1> run"),
         ("apiKey: abcdef1", "apiKey: <REDACTED:credential:1>"),
         ("token: Bearer abcdefgh", "token: Bearer <REDACTED:token:1>"),  # the scheme word stays, as in a field
+        ("export MY_SERVICE_KEY=hunter2hunter", "export MY_SERVICE_KEY=<REDACTED:credential:1>"),  # *_KEY variable
+        ("STRIPE_KEY: abcdef1 ok", "STRIPE_KEY: <REDACTED:credential:1> ok"),
         # kept: names of where a secret is or what kind (as JSON keys), headers' container, too short a bare value
         ("api_key_env=OPENAI_API_KEY token_type: bearer", "api_key_env=OPENAI_API_KEY token_type: bearer"),
         ("headers: Content-Type", "headers: Content-Type"),
         ("PASS_WORD=abcdef1 tokenizer=gpt2-large", "PASS_WORD=abcdef1 tokenizer=gpt2-large"),
         ("DB_PASSWORD=abc", "DB_PASSWORD=abc"),
+        ("sort_key: timestamp KEY=abcdefgh", "sort_key: timestamp KEY=abcdefgh"),  # not a variable's *_KEY
         ('token=""', 'token=""'),
         ("see <REDACTED:credential:7>:abcdef12", "see <REDACTED:credential:7>:abcdef12"),  # a category, not a name
     ],

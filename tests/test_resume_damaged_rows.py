@@ -209,6 +209,63 @@ def test_a_data_file_holding_a_column_twice_is_refused_and_grade_names_it(sound_
     assert f"file {DATA.format(2)}: {why}; not read" in grade(run).violations
 
 
+def _null_first(column: str) -> Callable[[pa.Table], pa.Array]:
+    def values(t: pa.Table) -> pa.Array:
+        cells = t[column].to_pylist()
+        return pa.array([None, *cells[1:]], t.schema.field(column).type)  # same type: the footer's schema is sound
+
+    return values
+
+
+@pytest.mark.parametrize(
+    ("episode", "column"),
+    [(1, "observation.state"), (0, "action"), (2, "next.reward"), (1, "next.success")],
+)
+def test_a_data_file_holding_a_null_step_value_is_refused_before_run_json_is_touched(
+    sound_run: Path, tmp_path: Path, episode: int, column: str
+) -> None:
+    """Hostile round 21, F1: the schema was checked, the values were not; the writer's statistics then stopped on
+    pyarrow's ArrowInvalid after run.json had gone from OK to INTERRUPTED."""
+    run = copy_of(sound_run, tmp_path)
+    path = run / DATA.format(episode)
+    set_column(path, column, _null_first(column)(pq.read_table(path)))
+    r = invoke("eval", "--resume", run)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    line = r.stderr.splitlines()[0]
+    assert line.startswith(f"error: {run} is damaged and cannot be resumed: data file {DATA.format(episode)} "), line
+    assert json.loads((run / "run.json").read_text())["status"] == "OK"
+
+
+def test_a_data_file_with_a_damaged_page_is_refused_as_unreadable_not_as_a_full_disk(
+    sound_run: Path, tmp_path: Path
+) -> None:
+    """Bytes flipped inside a column chunk, the footer intact: pyarrow's OSError used to reach the run's disk-full
+    advice ("once there is room, resume with ...") after run.json said INTERRUPTED."""
+    run = copy_of(sound_run, tmp_path)
+    path = run / DATA.format(1)
+    data = bytearray(path.read_bytes())
+    first_page = pq.ParquetFile(path).metadata.row_group(0).column(0).data_page_offset
+    for i in range(first_page + 20, first_page + 28):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(OSError):
+        pq.read_table(path)  # the oracle: pyarrow itself cannot read it
+    assert_refused_unchanged(run, ["eval", "--resume", run], f"data file {DATA.format(1)} is unreadable (OSError)")
+
+
+def test_an_episode_row_file_of_many_rows_is_refused_from_its_footer(sound_run: Path, tmp_path: Path) -> None:
+    """The writer writes one row per row file; a handed-over one of 200,000 rows is refused without being read."""
+    run = copy_of(sound_run, tmp_path)
+    path = run / ROW.format(2)
+    row = pq.read_table(path)
+    pq.write_table(pa.concat_tables([row] * 200_000), path)
+    assert_refused_unchanged(
+        run,
+        ["eval", "--resume", run],
+        f"episode row file {ROW.format(2)} holds 200,000 rows, where the writer writes one",
+    )
+
+
 def test_an_errored_run_is_refused_before_its_retry_logs_or_takes_back_anything(
     errored_run: Path, tmp_path: Path
 ) -> None:

@@ -27,6 +27,7 @@ from rollbench.core.runlog_model import RunLog, RunStatus
 from rollbench.core.spec import EvalSpec, build_spec
 from rollbench.grading.grade import grade as grade_run_dir
 from rollbench.record.background import BackgroundCommitter
+from rollbench.record.committed import Committed
 from rollbench.record.lerobot import run_features
 from rollbench.record.retry import record_outcomes, retry_errored
 from rollbench.record.runlog import (
@@ -210,7 +211,7 @@ class _Recording(RunObserver):
 def _execute(
     run: ResolvedRun,
     log: RunLog,
-    where: tuple[Path, Path, list[int] | None],
+    where: tuple[Path, Path, Committed | None],
     execution: Execution,
     observer: RunObserver | None,
 ) -> GradeDocument:
@@ -249,7 +250,7 @@ def _execute(
 def _open_run(
     run: ResolvedRun,
     log: RunLog,
-    where: tuple[Path, Path, list[int] | None],
+    where: tuple[Path, Path, Committed | None],
     execution: Execution,
     observer: RunObserver | None,
 ) -> tuple[DatasetWriter, list[PlannedEpisode], LiveSnapshot, bool]:
@@ -277,9 +278,10 @@ def _open_run(
     return writer, todo, live, not (todo or promoted or retried)
 
 
-def _open_writer(run: ResolvedRun, run_dir: Path, committed: list[int] | None) -> DatasetWriter:
+def _open_writer(run: ResolvedRun, run_dir: Path, committed: Committed | None) -> DatasetWriter:
     """The dataset writer of the run, of the features it records (:func:`~rollbench.record.lerobot.run_features`);
-    ``committed``: the lengths of the episodes it holds, as checked under the run lock held since (None: read them)."""
+    ``committed``: the episodes it holds (lengths, statistics), as checked under the run lock held since (None: read
+    them)."""
     first = run.tasks[run.plan.tasks[0].name]
     return DatasetWriter(
         run_dir,
@@ -289,7 +291,7 @@ def _open_writer(run: ResolvedRun, run_dir: Path, committed: list[int] | None) -
         robot_type=first.task.family,
         artifact_kinds=_artifact_kinds(run.spec),
         plan=run.plan.episodes,
-        lengths=committed,
+        committed=committed,
     )
 
 

@@ -24,7 +24,8 @@ from rollbench.checkpoints.files_record import record_files
 from rollbench.checkpoints.rank import outcomes
 from rollbench.checkpoints.runner import CheckpointObserver, CheckpointState, Settings, undamaged, write_ranking
 from rollbench.core.contracts import ConfigError
-from rollbench.core.plan import make_plan, trial_order
+from rollbench.core.plan import make_plan
+from rollbench.core.recorded_order import order_problem
 from rollbench.core.runlog_model import EliminationRunRecord, RunLog
 from rollbench.core.spec import EvalSpec
 from rollbench.grading.coverage import CoverageRule, score
@@ -100,10 +101,8 @@ def check_orders(ckpts: Sequence[Checkpoint], out: Path) -> None:
         if plan.trial_order is None:
             raise ConfigError(f"{run_dir}/run.json: its trials are in plan order; --eliminate needs the seeded order")
         task = plan.tasks[0].name
-        first, end = plan.trial_order.populations.get(task, (0, 0))
-        got = [e.trial for e in plan.episodes]
-        if got != trial_order(plan.trial_order.seed, task, first, end, len(got)):
-            raise ConfigError(f"{run_dir}/run.json: its planned trials are not the recorded permutation (edited)")
+        if why := order_problem(plan.trial_order, task, task, [e.trial for e in plan.episodes]):
+            raise ConfigError(f"{run_dir}/run.json: {why}")
         seeds.add(plan.trial_order.seed)
     if len(seeds) > 1:
         raise ConfigError(f"{out}: the checkpoints' runs were shuffled with different seeds {sorted(seeds)}")

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
@@ -18,7 +19,7 @@ from typer._click import exceptions as click_errors  # typer 0.2x vendors click;
 from typer.core import TyperGroup
 
 from rollbench.core.contracts import ConfigError, RollbenchError, describe
-from rollbench.core.format import is_decimal, not_utf8, printable
+from rollbench.core.format import described, is_decimal, not_utf8, printable, typed_value_message
 from rollbench.core.interrupts import Terminated
 from rollbench.core.jsonfile import strict_dumps
 from rollbench.core.stdio import document_stream, reserve_stdout, seal_stdout
@@ -222,8 +223,13 @@ class OneLineErrors(TyperGroup):
 
 
 def _usage_message(exc: click_errors.UsageError) -> str:
-    """click's message, except for an unknown option: the closest real options of that command (difflib over all
+    """click's message, except for a value typer's pydantic check refused (``--episodes 0: must be at least 1``)
+    and for an unknown option: the closest real options of that command (difflib over all
     its option names, not click's prefix matches: ``--episode`` -> ``--episodes``), then where to see them all."""
+    if isinstance(exc, click_errors.BadParameter) and isinstance(exc.__cause__, ValidationError) and exc.param:
+        err = exc.__cause__.errors()[0]  # typer checks a typed value with pydantic: its words, not pydantic's
+        option = max(exc.param.opts, key=len)
+        return f"{option} {described(err.get('input'))}: {typed_value_message(err)}"
     if not isinstance(exc, click_errors.NoSuchOption) or exc.ctx is None:
         return exc.format_message()
     from rollbench.core.registry import did_you_mean

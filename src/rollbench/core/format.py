@@ -161,6 +161,29 @@ def error_message(err: Any) -> str:
     return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
 
+_BOUNDS = {
+    "greater_than_equal": ("ge", "must be at least {}"),
+    "greater_than": ("gt", "must be more than {}"),
+    "less_than_equal": ("le", "must be at most {}"),
+    "less_than": ("lt", "must be less than {}"),
+}
+
+
+def typed_value_message(err: Any) -> str:
+    """What a value typed on the command line lacks, from typer's pydantic check of it (``err``: one item of
+    ``ValidationError.errors()``): a bound as "must be at least 1" (pydantic: "Input should be greater than or equal
+    to 1"), a type as "must be a whole number" / "must be a number", else :func:`error_message`."""
+    kind, ctx = err.get("type"), err.get("ctx") or {}
+    if kind in _BOUNDS and _BOUNDS[kind][0] in ctx:
+        key, said = _BOUNDS[kind]
+        return said.format(ctx[key])
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return "must be a whole number"
+    if kind in ("float_parsing", "float_type"):
+        return "must be a number"
+    return error_message(err)
+
+
 def shown(value: Any) -> Any:
     """A Jinja2 ``finalize``: a None printed by a template reads :data:`MISSING`, like every formatter's."""
     return MISSING if value is None else value

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
-from rollbench.core.plan import order_stream, trial_order
-from rollbench.core.plan_size import population_short
+from rollbench.core.plan import order_stream
+from rollbench.core.recorded_order import order_problem
 from rollbench.core.runlog_model import PerturbationRecord, PlannedEpisode, RunLog, TrialOrder
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
@@ -124,19 +124,9 @@ def check_trial_order(planned: Sequence[PlannedEpisode], order: TrialOrder | Non
     for p in planned:
         by_task[p.task].append(p)
     for task, eps in by_task.items():
-        pop = order.populations.get(task)
-        if pop is None or len(pop) != 2:
-            raise ConfigError(f"run.json: plan.trial_order has no population for task {task}")
-        if short := population_short(pop[0], pop[1], len(eps)):  # the bounds: run.json's model (TrialOrder)
-            raise ConfigError(f"run.json: plan.trial_order.populations[{task!r}] {short} (edited)")
         control = eps[0].perturbation.control if eps[0].perturbation is not None else None
-        want = trial_order(order.seed, order_stream(task, control), pop[0], pop[1], len(eps))
-        for j, (p, k) in enumerate(zip(eps, want, strict=True)):
-            if p.trial != k:
-                raise ConfigError(
-                    f"run.json: planned trial {j} of {task} is {p.trial!r}, but the recorded permutation "
-                    f"(seed {order.seed}) gives {k} (edited)"
-                )
+        if why := order_problem(order, task, order_stream(task, control), [p.trial for p in eps]):
+            raise ConfigError(f"run.json: {why}")
     return f"shuffled (seed {order.seed}; each perturbed task shares its control's permutation)"
 
 

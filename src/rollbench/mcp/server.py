@@ -64,6 +64,7 @@ from rollbench.mcp.strict import (
 )
 from rollbench.record.runlog import is_locked, read_run_log, require_run_log
 from rollbench.record.safe_files import MAX_LIVE_BYTES, iter_run_dirs, read_regular_json
+from rollbench.wire.inbound import ConnectionBounds
 
 log = logging.getLogger(__name__)
 
@@ -366,8 +367,10 @@ def serve(
         raise ConfigError(f"unknown transport {transport!r}; valid transports: stdio, http")
     if transport == "http":  # refuse an unsafe host before anything is created
         mcp_http.allowed_names(binding.host, binding.token, binding.allow_hosts)
-    elif binding.token is not None or binding.allow_hosts:
-        raise ConfigError("--token and --allow-host apply to --transport http only")
+    elif binding.token is not None or binding.allow_hosts or binding.bounds != ConnectionBounds():
+        raise ConfigError(
+            "--token, --allow-host, --request-timeout-s and --max-connections apply to --transport http only"
+        )
     root = root.expanduser().resolve()
     try:
         root.mkdir(parents=True, exist_ok=True)

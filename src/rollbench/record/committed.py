@@ -8,6 +8,7 @@ start-up checks (:mod:`rollbench.run.prepare`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,31 @@ import pyarrow as pa
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import Plan
+from rollbench.record.derived import add_stats
 from rollbench.record.episode_row import EpisodeRow, EpisodeRowError
 from rollbench.record.files import open_parquet, resolve_inside, why_not_read
-from rollbench.record.lerobot import DATA_PATH, chunk_file
-from rollbench.record.on_disk import file_episode
+from rollbench.record.lerobot import DATA_PATH, NUMERIC_FEATURES, chunk_file
+from rollbench.record.on_disk import FeatureStats, file_episode
 from rollbench.record.safe_files import UnsafeFile, run_files
 from rollbench.record.staged_check import PLAN_FIELDS, plan_difference
 from rollbench.record.step_schema import declared_columns, file_difference
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The committed episodes of a run as the resume's check read them: ``lengths`` (steps, episode ``e`` at index
+    e) and the per-feature statistics of their data files (:func:`rollbench.record.derived.add_stats`, the writer's
+    ``meta/stats.json``), computed from the same whole reads, so the writer does not read the files again."""
+
+    lengths: list[int]
+    stats: dict[str, FeatureStats]
+
+
+def committed_episodes(run_dir: Path, plan: Plan, features: Mapping[str, Any]) -> Committed:
+    """:func:`committed_lengths` given the run's ``plan`` and ``features``, with the statistics of the data files it
+    reads whole; the same ConfigError."""
+    stats = {k: FeatureStats() for k in NUMERIC_FEATURES}
+    return Committed(_committed(run_dir, plan, features, stats), stats)
 
 
 def committed_lengths(run_dir: Path, plan: Plan | None = None, features: Mapping[str, Any] | None = None) -> list[int]:
@@ -38,9 +57,21 @@ def committed_lengths(run_dir: Path, plan: Plan | None = None, features: Mapping
     typed model every reader takes it as, :class:`~rollbench.record.episode_row.EpisodeRow`), restating e's plan
     entry (the staged check's :func:`~rollbench.record.staged_check.plan_difference`, and ``tasks`` its
     instruction); with ``features`` every data file must hold the columns they declare (grade's check,
-    :func:`rollbench.record.step_schema.file_difference`, on the footer read anyway). The refusal names the file and
-    the column. Cost: one read of each row file and data-file footer, as without them (about 1 ms an episode).
+    :func:`rollbench.record.step_schema.file_difference`) and be read whole without a null step value or an
+    unreadable page (:func:`committed_episodes` keeps the statistics of those reads for the writer). The refusal names
+    the file and the column. Cost without ``features``: one read of each row file and data-file footer.
     """
+
+    return _committed(run_dir, plan, features, None)
+
+
+def _committed(
+    run_dir: Path,
+    plan: Plan | None,
+    features: Mapping[str, Any] | None,
+    stats: dict[str, FeatureStats] | None,
+) -> list[int]:
+    """:func:`committed_lengths`, adding the data files' statistics to ``stats`` when given."""
 
     def damaged(why: str) -> ConfigError:
         return ConfigError(
@@ -54,15 +85,8 @@ def committed_lengths(run_dir: Path, plan: Plan | None = None, features: Mapping
         if e not in found:
             raise damaged(f"episode {e} has no episode row but episode {max(found)} has one")
         lengths.append(found[e])
-    schemas = _data_schemas(run_dir, lengths, damaged)
-    declared = declared_columns({"features": features}) if features is not None else {}
-    accepted: list[pa.Schema] = []  # a run's data files share one schema: each distinct one is compared once
-    for path, schema in schemas.items() if declared else ():
-        if any(schema.equals(s) for s in accepted):
-            continue
-        if (why := file_difference(declared, schema)) is not None:
-            raise damaged(f"data file {path.relative_to(run_dir)}: {why}")
-        accepted.append(schema)
+    declared = declared_columns({"features": features}) if features is not None else None
+    _check_data_files(run_dir, lengths, damaged, declared, stats)
     return lengths
 
 
@@ -73,11 +97,15 @@ def _row_lengths(run_dir: Path, damaged: Callable[[str], ConfigError], plan: Pla
         rel = f.relative_to(run_dir)
         try:  # (one thread: a row file is one small row group, and a thread pool costs more than it reads)
             with open_parquet(resolve_inside(run_dir, f), run_dir) as pf:
-                t = pf.read(columns=None if plan else ["episode_index", "length"], use_threads=False)
+                rows = pf.metadata.num_rows
+                if rows <= 1:  # one episode's row: a file of millions of tiny rows is never read (review of 21)
+                    t = pf.read(columns=None if plan else ["episode_index", "length"], use_threads=False)
         except UnsafeFile as exc:  # over a bound (its size, a hole, what it decodes to): named with its numbers
             raise damaged(f"episode row file {rel} is not read ({why_not_read(exc, f)})") from None
         except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
             raise damaged(f"episode row file {rel} is unreadable ({type(exc).__name__})") from None
+        if rows > 1:
+            raise damaged(f"episode row file {rel} holds {rows:,} rows, where the writer writes one")
         missing = [c for c in ("episode_index", "length") if c not in t.column_names]
         if missing:
             raise damaged(f"episode row file {rel} has no column {', '.join(missing)}")
@@ -113,10 +141,21 @@ def _row_damage(row: dict[str, Any], e: int, position: int, plan: Plan) -> str |
     return None if why is None else f"contradicts the run's plan ({why})"
 
 
-def _data_schemas(run_dir: Path, lengths: list[int], damaged: Callable[[str], ConfigError]) -> dict[Path, pa.Schema]:
-    """The arrow schema of every committed episode's data file (an episode without steps recorded before padding
-    frames existed has none); each must be there, readable and hold as many rows as its episode's length."""
-    schemas: dict[Path, pa.Schema] = {}
+def _check_data_files(
+    run_dir: Path,
+    lengths: list[int],
+    damaged: Callable[[str], ConfigError],
+    declared: Mapping[str, str] | None,
+    stats: dict[str, FeatureStats] | None,
+) -> None:
+    """Every committed episode's data file (an episode without steps recorded before padding frames existed has
+    none) must be there, readable and hold as many rows as its episode's length. With the ``declared`` columns of the
+    run's features (:func:`~rollbench.record.step_schema.declared_columns`), each must also hold them
+    (:func:`~rollbench.record.step_schema.file_difference` on its footer) and be read whole, its statistics computed
+    as the writer computes them when it opens the run (:func:`rollbench.record.derived.add_stats`, into ``stats``): a
+    damaged page or a null step value is refused here, before anything is written, not found by the writer after
+    run.json says RUNNING (hostile round 21, F1)."""
+    accepted: list[pa.Schema] = []  # a run's data files share one schema: each distinct one is compared once
     for e, n in enumerate(lengths):
         if not n:
             continue
@@ -125,13 +164,35 @@ def _data_schemas(run_dir: Path, lengths: list[int], damaged: Callable[[str], Co
         rel = path.relative_to(run_dir)
         try:
             with open_parquet(resolve_inside(run_dir, path), run_dir) as footer:
-                rows, schemas[path] = footer.metadata.num_rows, footer.schema_arrow
+                rows, schema = footer.metadata.num_rows, footer.schema_arrow
+                if rows != n:
+                    raise damaged(f"data file {rel} holds {rows} rows but episode {e} has {n} steps")
+                if declared is None:
+                    continue
+                if not any(schema.equals(s) for s in accepted):
+                    if declared and (why := file_difference(declared, schema)) is not None:
+                        raise damaged(f"data file {rel}: {why}")
+                    accepted.append(schema)
+                table = footer.read(use_threads=False)
         except FileNotFoundError:
             raise damaged(f"episode {e} has no data file {rel}") from None
         except UnsafeFile as exc:
             raise damaged(f"data file {rel} is not read ({why_not_read(exc, path)})") from None
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise damaged(f"data file {rel} is unreadable ({type(exc).__name__})") from None
-        if rows != n:
-            raise damaged(f"data file {rel} holds {rows} rows but episode {e} has {n} steps")
-    return schemas
+        if (why := _unreadable_values(table, stats)) is not None:
+            raise damaged(f"data file {rel} {why}")
+
+
+def _unreadable_values(table: pa.Table, stats: dict[str, FeatureStats] | None) -> str | None:
+    """Why the writer could not compute a data file's statistics from ``table`` (a null where a step value must be,
+    a column it needs missing: :func:`~rollbench.record.derived.add_stats`), or None, the file's statistics added to
+    ``stats`` (a throwaway set when None)."""
+    nulls = [c for c in table.column_names if table[c].null_count]
+    if nulls:
+        return f"holds a null in column {nulls[0]}"
+    try:
+        add_stats(stats if stats is not None else {k: FeatureStats() for k in NUMERIC_FEATURES}, table)
+    except (KeyError, ValueError, TypeError, pa.ArrowException) as exc:
+        return f"is unreadable ({type(exc).__name__})"
+    return None

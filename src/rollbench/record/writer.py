@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.episode import EpisodeRecord
 from rollbench.core.plan import PlannedEpisode
-from rollbench.record.committed import committed_lengths
+from rollbench.record.committed import Committed, committed_lengths
 from rollbench.record.derived import add_stats, info_document, meta_schema, write_videos_index
 from rollbench.record.episode_row import EpisodeRow, VideoSpan
 from rollbench.record.files import (
@@ -90,9 +90,10 @@ class DatasetWriter:
     and rewrites info.json/stats.json from the committed episodes. It refuses (OutsideRunDirError, a ConfigError) a
     directory holding a link that leads outside it, before touching anything. ``plan``: run.json's planned episodes
     (in index order): a staged episode that contradicts its entry is removed and runs again, and a file of an episode
-    past them is never this run's. ``lengths``: the
-    committed episodes' lengths as read (and checked, :func:`rollbench.run.prepare.check_committed`) under the run
-    lock the caller still holds, else read here (:func:`~rollbench.record.committed.committed_lengths`).
+    past them is never this run's. ``committed``: the
+    committed episodes' lengths and data-file statistics as read (and checked,
+    :func:`rollbench.run.prepare.check_committed`) under the run lock the caller still holds, else read here
+    (:func:`~rollbench.record.committed.committed_lengths`, and every data file for the statistics).
     """
 
     def __init__(
@@ -104,7 +105,7 @@ class DatasetWriter:
         robot_type: str,
         artifact_kinds: Sequence[str] = (),
         plan: Sequence[PlannedEpisode] = (),
-        lengths: Sequence[int] | None = None,
+        committed: Committed | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.plan = {p.episode_index: p for p in plan}
@@ -121,13 +122,16 @@ class DatasetWriter:
         if not tasks_path.exists():
             atomic_write_parquet(tasks_path, tasks_table(instructions))
         self.instructions = list(instructions)
-        self.lengths: list[int] = list(lengths) if lengths is not None else self._scan_committed()
+        self.lengths: list[int] = list(committed.lengths) if committed is not None else self._scan_committed()
         check_rowless(run_dir, self.committed)  # recorded episodes whose rows are gone are not leftovers
         # the artifacts this run writes (its policy's, or named by a committed row): only those are ever deleted
         self.artifact_kinds = sorted(set(artifact_kinds) | recorded_artifact_kinds(run_dir))
         self._remove_leftovers()
         self._remove_damaged_staged()
-        self._rebuild_stats()
+        if committed is None:
+            self._rebuild_stats()
+        else:  # computed by the resume's check from the same files (record.committed.committed_episodes)
+            self.stats = committed.stats
         self._write_info()
         self.write_stats()
         self.write_videos_index()

@@ -12,7 +12,8 @@ rules :class:`rollbench.release.rules.Scanner` applies on top of its patterns:
   (``bearer_token``'s placeholder in place of the token, at any length); in free text, a ``NAME=VALUE`` /
   ``NAME: VALUE`` pair (:func:`pair_secrets`) whose ``NAME`` (any run of ``[A-Za-z0-9_.-]``: ``HF_TOKEN``,
   ``export DB_PASSWORD``, ``x-api-key``) is such a key by the same words (:func:`pair_name`; the container words
-  ``header``/``headers`` excepted there, and ``X-…-Key`` / ``X-…-Token`` / ``X-…-Secret`` header names added):
+  ``header``/``headers`` excepted there, and ``X-…-Key`` / ``X-…-Token`` / ``X-…-Secret`` header names and
+  upper-case variable names ending in ``_KEY`` added):
   the value to the next space, quote, ``,``, ``;`` or ``}`` (6 or more characters), or a quoted value
   (``KEY="value with spaces"``, ``KEY='v'``) whole;
 * ``cookie`` (category ``credential``): the value after ``Cookie:`` / ``Set-Cookie:`` (also ``cookies=``) in free
@@ -64,6 +65,9 @@ _HOLDS_SECRET_WORD = re.compile(r"(?i)auth|token|secret|pass|pwd|credential|cook
 FREE_TEXT_CONTAINERS = frozenset({"header", "headers"})
 """Container words of :data:`SECRET_KEY_WORDS` that do not make a free-text name secret (``headers: X-Auth: v``
 names the header after them)."""
+ENV_KEY_NAME = re.compile(r"[A-Z][A-Z0-9]*+(?:_[A-Z0-9]++)*_KEY")
+"""An environment variable's name ending in ``_KEY`` (``STRIPE_KEY``, ``MY_SERVICE_KEY``): a credential in a free-text
+pair, as rollbench treats such a variable's value (a ``key`` in a JSON document or ``sort_key: v`` is not one)."""
 _URL = re.compile(r"(?i)(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]*+://[^\s\"'<>]++")  # starts where a scheme's run starts
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
@@ -80,9 +84,12 @@ def secret_key(name: str) -> bool:
 def pair_name(name: str) -> bool:
     """True when a free-text ``name=value`` / ``name: value`` pair's ``name`` (``HF_TOKEN``, ``db.password``,
     ``X-Custom-Key``) names a credential: a :func:`secret_key` whose secret words are not only
-    :data:`FREE_TEXT_CONTAINERS`, or an ``X-…-Key`` / ``X-…-Token`` / ``X-…-Secret`` header name."""
+    :data:`FREE_TEXT_CONTAINERS`, an ``X-…-Key`` / ``X-…-Token`` / ``X-…-Secret`` header name, or an
+    environment variable's :data:`ENV_KEY_NAME` (``STRIPE_KEY``)."""
     words = [w.lower() for w in _WORDS.findall(name)]
     if len(words) > 2 and words[0] == "x" and words[-1] in ("key", "token", "secret"):
+        return True
+    if ENV_KEY_NAME.fullmatch(name):
         return True
     if not secret_key(name):
         return False

@@ -34,10 +34,10 @@ from rollbench.release.learnt import (
     LEARNT_RULES,
     MAX_LENGTH,
     MIN_LENGTH,
-    NAME_BOUNDARY,
     NAME_MIN_LENGTH,
     LearntNames,
     taught,
+    whole_word,
 )
 from rollbench.release.parquet_text import UnscannableType, map_table
 from rollbench.release.redact import _field_leaf, _json_metadata
@@ -171,7 +171,7 @@ def unused_name(scanner: Scanner, name: str, run_names: set[str]) -> str | None:
         return "found"
     if not NAME_MIN_LENGTH <= len(name) <= MAX_LENGTH or name.lower() in COMMON_NAMES or "REDACTED" in name.upper():
         return "a common word, or of a length release does not match everywhere"
-    word = re.compile(rf"(?<!{NAME_BOUNDARY}){re.escape(name)}(?!{NAME_BOUNDARY})")
+    word = whole_word(re.escape(name))
     if any(word.search(n) for n in run_names):
         return "a word of the runs' own names"
     return None

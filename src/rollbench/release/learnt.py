@@ -99,6 +99,12 @@ NAME_MIN_LENGTH = 3  # a shorter name (``"x"``, ``"t"``) is redacted only in its
 NAME_BOUNDARY = r"[^\W_]"  # a letter or digit of any script: a name is matched only where none stands beside it
 
 
+def whole_word(body: str) -> re.Pattern[str]:
+    """A pattern matching regex ``body`` as a whole word (no letter or digit of any script either side:
+    :data:`NAME_BOUNDARY`), as learnt names are found and replaced."""
+    return re.compile(rf"(?<!{NAME_BOUNDARY})(?:{body})(?!{NAME_BOUNDARY})")
+
+
 @dataclass
 class LearntNames:
     """User names learnt where they stand (a label's ``annotator``: :meth:`rollbench.release.rules.Scanner.field_name`),
@@ -116,7 +122,7 @@ class LearntNames:
     def compile(self) -> None:
         if self.names:
             body = _trie(sorted(self.names))
-            self.pattern = re.compile(rf"(?<!{NAME_BOUNDARY})(?:{body})(?!{NAME_BOUNDARY})")
+            self.pattern = whole_word(body)
 
     def count(self) -> int:
         return len(self.names)

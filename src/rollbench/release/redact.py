@@ -337,9 +337,10 @@ class Releaser:
         return Released(rel, data == raw, data, redactions)
 
     def text_file(self, rel: str, raw: bytes) -> Released:
-        """Scanned as one string (a PEM block spans lines); each finding's field is the line it starts on."""
+        """Scanned as one string (a PEM block spans lines); each finding's field is the line it starts on; a secret
+        hidden by invisible characters replaces its line (:meth:`~rollbench.release.rules.Scanner.find`)."""
         text = raw.decode("utf-8")
-        result, pairs = self.scanner.redact(text)
+        result, pairs = self.scanner.redact(text, lines=True)
         redactions = []
         for f, ph in pairs:
             redactions += _record(rel, f"line {text.count(chr(10), 0, f.start) + 1}", [(f, ph)])

@@ -85,7 +85,7 @@ from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.secret_echo import SecretEcho
 from rollbench.release import credentials as cred
-from rollbench.release.invisible import hidden
+from rollbench.release.invisible import hidden, hidden_lines
 from rollbench.release.learnt import LearntNames, LearntValues
 from rollbench.release.patterns import BUILTIN
 from rollbench.release.user_rules import linear_pattern, rule_entries
@@ -292,13 +292,17 @@ class Scanner:
                 return Finding(0, len(text), category, category, text)
         return None
 
-    def find(self, text: str, field: str | None = None, structural: bool = False, pieces: bool = True) -> list[Finding]:
+    def find(
+        self, text: str, field: str | None = None, structural: bool = False, pieces: bool = True, lines: bool = False
+    ) -> list[Finding]:
         """Non-overlapping findings in ``text``; ``field`` (the JSON key or column holding it) enables the
         field rules (secret fields, digest fields, host and user fields); ``structural``: ``text`` is one of
         rollbench's structural names (a path segment), where hex runs are kept (:data:`STRUCTURAL_FIELDS`);
         ``pieces`` False: a piece of an environment secret is not looked for (the first pass over a JSON document,
         :mod:`rollbench.release.redact`). A finding only ``text`` without its invisible characters holds is the whole
-        ``text`` (``interleaved:RULE``: :mod:`rollbench.release.invisible`)."""
+        ``text`` (``interleaved:RULE``: :mod:`rollbench.release.invisible`), or with ``lines`` (a text file's
+        content) each line holding one (:func:`~rollbench.release.invisible.hidden_lines`), a text file losing that
+        line and not all of its lines (review of hostile round 21)."""
         found: list[Finding] = []
         leaf, whole = (field or "").rsplit(".", 1)[-1].lower(), None
         structural = structural or field in STRUCTURAL_FIELDS
@@ -335,15 +339,7 @@ class Scanner:
         found += [Finding(s, e, rule, "credential", text[s:e]) for s, e, rule in cred.url_secrets(text)]
         found += hex_findings(text, keep=structural or (digest is not None and bool(digest[0].fullmatch(text))))
         found = [f for f in found if not any(a.search(f.value) for a in self.allow)]
-        found.sort(key=lambda f: (f.start, -(f.end - f.start)))
-        out: list[Finding] = []
-        for f in found:
-            if out and f.start < out[-1].end:
-                if f.end > out[-1].end:  # overlaps past the one kept: one span over both, no part of either left
-                    last = out[-1]
-                    out[-1] = Finding(last.start, f.end, last.rule, last.category, text[last.start : f.end])
-                continue
-            out.append(f)
+        out = _merged(found, text)
         if whole and not (
             len(out) == 1
             and (out[0].start, out[0].end) == (whole[0], len(text))
@@ -353,15 +349,26 @@ class Scanner:
         echo = self.echo if pieces else self.echo.without_pieces
         env = None if PLACEHOLDER.fullmatch(text) else echo.found_outside(text, [(f.start, f.end) for f in out])
         h = None if env else hidden(text, out, lambda s: self.find(s, field, structural, pieces))
+        if h is not None and lines and "\n" in text:  # each line that hides one, whole; then one spanning lines
+            out = _merged(
+                out
+                + [
+                    Finding(s, e, f"interleaved:{x.rule}", x.category, text[s:e])
+                    for s, e, x in hidden_lines(text, out, lambda s: self.find(s, field, structural, pieces))
+                ],
+                text,
+            )
+            h = hidden(text, out, lambda s: self.find(s, field, structural, pieces))
         if h is not None:
             return [Finding(0, len(text), f"interleaved:{h.rule}", h.category, text)]
         return [Finding(0, len(text), f"environment:{env}", "env_secret", text)] if env else out
 
     def redact(
-        self, text: str, field: str | None = None, structural: bool = False, pieces: bool = True
+        self, text: str, field: str | None = None, structural: bool = False, pieces: bool = True, lines: bool = False
     ) -> tuple[str, list[tuple[Finding, str]]]:
-        """``text`` with every finding replaced by its placeholder; and ``(finding, placeholder)`` pairs."""
-        findings = self.find(text, field, structural, pieces)
+        """``text`` with every finding replaced by its placeholder; and ``(finding, placeholder)`` pairs
+        (``lines``: see :meth:`find`)."""
+        findings = self.find(text, field, structural, pieces, lines)
         if not findings:
             return text, []
         parts, pos, done = [], 0, []
@@ -376,3 +383,17 @@ class Scanner:
             done.append((f, ph))
         parts.append(text[pos:])
         return "".join(parts), done
+
+
+def _merged(found: list[Finding], text: str) -> list[Finding]:
+    """``found`` (findings of ``text``) sorted and without overlaps: a finding overlapping the one kept past its end
+    makes one span over both, so no part of either is left."""
+    out: list[Finding] = []
+    for f in sorted(found, key=lambda f: (f.start, -(f.end - f.start))):
+        if out and f.start < out[-1].end:
+            if f.end > out[-1].end:
+                last = out[-1]
+                out[-1] = Finding(last.start, f.end, last.rule, last.category, text[last.start : f.end])
+            continue
+        out.append(f)
+    return out

@@ -27,7 +27,7 @@ from rollbench.core.runlog_model import Identity, Provenance, RunLog
 from rollbench.core.runlog_model import Plan as PlanRecord
 from rollbench.core.spec import EvalSpec, check_action_noise
 from rollbench.core.urlcreds import check_spec_secrets, check_spec_urls
-from rollbench.record.committed import committed_lengths
+from rollbench.record.committed import Committed, committed_episodes, committed_lengths
 from rollbench.record.files import check_no_escaping_links
 from rollbench.record.lerobot import run_features
 from rollbench.record.on_disk import check_rowless, check_state_files, interrupted_start
@@ -87,16 +87,17 @@ def check_run_dir(run_dir: Path) -> None:
         committed_lengths(run_dir)
 
 
-def check_committed(run_dir: Path, run: ResolvedRun) -> list[int] | None:
+def check_committed(run_dir: Path, run: ResolvedRun) -> Committed | None:
     """ConfigError (nothing touched) unless the committed episodes of ``run_dir`` are whole episodes of ``run`` (as
     its run.json and meta/info.json record it; :func:`~rollbench.record.committed.committed_lengths` names the file
     and column) and no other episode's files lack their row (:func:`~rollbench.record.on_disk.check_rowless`).
-    Returns their lengths (None without a run.json: nothing checked). Call holding the run lock."""
+    Returns their lengths and their data files' statistics (None without a run.json: nothing checked). Call holding
+    the run lock."""
     if not (run_dir / "run.json").exists():
         return None
-    lengths = committed_lengths(run_dir, run.plan, run_features(run))
-    check_rowless(run_dir, len(lengths))
-    return lengths
+    committed = committed_episodes(run_dir, run.plan, run_features(run))
+    check_rowless(run_dir, len(committed.lengths))
+    return committed
 
 
 def check_one_stream(info: PolicyInfo, spec: EvalSpec, plan: Plan, execution: Execution | None, resuming: bool) -> None:

@@ -23,8 +23,8 @@ from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.format import MISSING
-from rollbench.core.plan import recorded_stream, trial_order
-from rollbench.core.plan_size import population_short
+from rollbench.core.plan import recorded_stream
+from rollbench.core.recorded_order import order_problem
 from rollbench.grading.coverage import (
     DEFAULT_RULE,
     CoverageRule,
@@ -74,19 +74,8 @@ def _check_order(run: Any, task: str, planned: list[Any]) -> str:
     order = run.log.plan.trial_order
     if order is None:
         return "plan order"
-    pop = order.populations.get(task)
-    if pop is None or len(pop) != 2:
-        raise ConfigError(f"{run.source}/run.json: plan.trial_order has no population for task {task}")
-    if short := population_short(pop[0], pop[1], len(planned)):  # the bounds: run.json's model (TrialOrder)
-        raise ConfigError(f"{run.source}/run.json: plan.trial_order.populations[{task!r}] {short} (edited)")
-    want = trial_order(order.seed, recorded_stream(run.log.plan, task), pop[0], pop[1], len(planned))
-    got = [p.trial for p in planned]
-    if got != want:
-        n = next(i for i, (x, y) in enumerate(zip(got, want, strict=False)) if x != y)
-        raise ConfigError(
-            f"{run.source}/run.json: planned trial {n} of {task} is {got[n]!r}, but the recorded permutation (seed "
-            f"{order.seed}) gives {want[n]} (edited)"
-        )
+    if why := order_problem(order, task, recorded_stream(run.log.plan, task), [p.trial for p in planned]):
+        raise ConfigError(f"{run.source}/run.json: {why}")
     return f"shuffled (seed {order.seed})"
 
 

@@ -256,8 +256,26 @@ def test_the_page_headers_of_a_list_column_sum_to_what_its_footer_states(recorde
 
 def test_a_page_header_claiming_a_list_of_2_to_the_40_elements_is_refused_at_64_kib() -> None:
     header = b"\x19\xf8" + bytes([0x80] * 5) + b"\x20" + bytes(1 << 20)  # field 1: a list of 2^40 empty strings
-    with pytest.raises(PageHeaderError, match=r"^over 65,536 bytes$"):
+    with pytest.raises(PageHeaderError, match=r"^over 65,536 bytes$") as refused:
         read_page_header(io.BytesIO(header), 0, HeaderBudget())
+    assert refused.value.bound  # a bound (UnsafeFile, "not read"), not damage
+
+
+def test_a_damaged_page_header_is_damage_named_with_its_file_and_byte(recorded: Path, tmp_path: Path) -> None:
+    """A field of a type Thrift does not have (15) where observation.state's dictionary page header starts: an
+    OSError, as pyarrow's own for a damaged page, so readers call the file unreadable."""
+    path = tmp_path / "steps.parquet"
+    data = bytearray((recorded / DATA).read_bytes())
+    start = pq.read_metadata(recorded / DATA).row_group(0).column(0).dictionary_page_offset
+    data[start] = 0x1F
+    path.write_bytes(bytes(data))
+    with pytest.raises(PageHeaderError, match=r"^a field of unknown type 15$") as damaged:
+        read_page_header(io.BytesIO(bytes(data)), start, HeaderBudget())
+    assert not damaged.value.bound
+    with pytest.raises(OSError) as refused:
+        read_parquet(path)
+    assert not isinstance(refused.value, UnsafeFile)
+    assert str(refused.value) == f"{path} has a page header at byte {start:,} that does not read (a field of unknown type 15)"  # fmt: skip
 
 
 def test_a_file_of_more_page_headers_than_a_file_may_hold_is_refused() -> None:

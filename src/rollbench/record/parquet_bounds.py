@@ -112,8 +112,8 @@ def decoded_bytes(pf: pq.ParquetFile, source: Any, path: Path | str) -> int:
     """What reading parquet file ``pf`` (opened on ``source``, a binary file or ``pa.BufferReader``; ``path`` names
     it in errors) holds in memory by the module docstring's model, its page headers read where its footer cannot
     be taken at its word, its dictionary-encoded strings measured only where the bound needs them (a file over the
-    bound without them is given without them: at least that much). UnsafeFile for a page header that does not read
-    or past :mod:`rollbench.record.parquet_pages`' bounds."""
+    bound without them is given without them: at least that much). OSError for a page header that does not read,
+    UnsafeFile for one past :mod:`rollbench.record.parquet_pages`' bounds."""
     chunks = _chunks(pf.metadata)
     budget = HeaderBudget()
     for c in chunks:
@@ -187,7 +187,8 @@ def _dictionary_bytes(arr: Any) -> int:
 def _scan(c: _Chunk, source: Any, path: Path | str, budget: HeaderBudget) -> None:
     """Replace ``c``'s pages and values by the sums of its page headers' (every header in its compressed span, where
     a reader finds its pages; the headers' own bytes counted, as the footer's ``total_uncompressed_size`` counts
-    them); UnsafeFile naming ``path`` and the byte for a header that does not read."""
+    them); naming ``path`` and the byte, OSError for a header that does not read (damage, as pyarrow would find it),
+    UnsafeFile for one past a bound of :mod:`rollbench.record.parquet_pages`."""
     pages = values = 0
     pos = c.meta.dictionary_page_offset if c.meta.has_dictionary_page else c.meta.data_page_offset
     end = pos + c.compressed
@@ -195,7 +196,9 @@ def _scan(c: _Chunk, source: Any, path: Path | str, budget: HeaderBudget) -> Non
         try:
             h = read_page_header(source, pos, budget)
         except PageHeaderError as exc:
-            raise UnsafeFile(f"{path} has a page header at byte {pos:,} that is not read ({exc}); not read") from None
+            if exc.bound:
+                raise UnsafeFile(f"{path} has a page header at byte {pos:,} past a bound ({exc}); not read") from None
+            raise OSError(f"{path} has a page header at byte {pos:,} that does not read ({exc})") from None
         pages, values, pos = pages + h.size + h.uncompressed, values + h.values, pos + h.size + h.compressed
     c.pages, c.values, c.scanned = pages, values, True
 

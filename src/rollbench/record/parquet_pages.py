@@ -22,7 +22,12 @@ _STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _M
 
 
 class PageHeaderError(ValueError):
-    """A page header that does not read, or one past a bound; the text says which (no file name)."""
+    """A page header that does not read (damage: a cut, an unknown type), or with ``bound`` True one past a bound of
+    this module; the text says what (no file name)."""
+
+    def __init__(self, why: str, bound: bool = False) -> None:
+        super().__init__(why)
+        self.bound = bound
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,8 @@ class HeaderBudget:
         if self.pages < 0 or self.bytes < 0:
             raise PageHeaderError(
                 f"over the {MAX_PAGES:,} page headers or {MAX_HEADER_BYTES_READ:,} bytes of them rollbench reads "
-                "of a file"
+                "of a file",
+                bound=True,
             )
 
 
@@ -71,7 +77,7 @@ def read_page_header(source: Any, pos: int, budget: HeaderBudget) -> PageHeader:
             if len(buf) < n:
                 raise PageHeaderError("cut short by the end of the file") from None
             if n >= MAX_HEADER_BYTES:
-                raise PageHeaderError(f"over {MAX_HEADER_BYTES:,} bytes") from None
+                raise PageHeaderError(f"over {MAX_HEADER_BYTES:,} bytes", bound=True) from None
             n *= 4
 
 
@@ -104,7 +110,7 @@ def _field(buf: bytes, pos: int, last: int) -> tuple[int, int, int]:
 def _skip(buf: bytes, pos: int, kind: int, depth: int) -> int:
     """The position after a value of type ``kind`` at ``pos``."""
     if depth > MAX_DEPTH:
-        raise PageHeaderError(f"structs nested over {MAX_DEPTH} deep")
+        raise PageHeaderError(f"structs nested over {MAX_DEPTH} deep", bound=True)
     if kind in (_TRUE, _FALSE):
         return pos
     if kind in (_I16, _I32, _I64):

@@ -96,6 +96,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   episode-row cell of another type or restating another plan entry, two row files swapped, or a data file column of
   another dtype, width or kind than meta/info.json declares: refused in one line naming the file and the column,
   the run unchanged.
+* hostile round 21's decompression bombs (``scripts/hostile_round21_bombs.py``): a step or episode row file of a few
+  hundred KiB that decodes to GiBs (zeros with zstd, one dictionary entry repeated, or a footer understating its
+  pages) is named by ``grade``, refused by ``eval --resume`` and ``release``, under a 4 GiB address-space limit.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -142,6 +145,7 @@ import hostile_round19_http  # hostile round 19's HTTP server classes, beside th
 import hostile_round19_manifest  # hostile round 19's release manifest and annotator name classes, beside this script
 import hostile_round19_resume  # hostile round 19's resume of damaged committed files, beside this script
 import hostile_round20  # hostile round 20's sequential-study classes, beside this script
+import hostile_round21_bombs  # hostile round 21's parquet decompression bombs, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -578,6 +582,7 @@ def main() -> int:
         hostile_round19_bounds.run_all(r, a.n)
         hostile_round20.run_all(r, a.n)
         hostile_round19_resume.run_all(r, a.n)
+        hostile_round21_bombs.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

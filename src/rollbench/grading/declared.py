@@ -17,7 +17,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rollbench.core.format import quoted
 from rollbench.grading.files import parquet_files
@@ -31,23 +30,19 @@ MAX_TASKS = 1_000_000  # rows of meta/tasks.parquet (one per distinct instructio
 MAX_META_BYTES = 256 * 2**20  # a meta/ JSON file larger than this is not read
 
 
-def declared_step_files(run_dir: Path, files: list[Path], info: dict[str, Any], violations: list[str]) -> list[Path]:
-    """The step ``files`` whose columns are exactly the step features ``info`` declares, each of the declared dtype
-    and width; each other file is named in ``violations`` (its first differing column: declared vs found) and left
-    out. A difference every step file shares (two or more files) is meta/info.json's: named once, as info.json's,
-    and no file is left out for it. Files whose footer does not read are returned (the loader names them).
-    Without declared features (a damaged info.json, named by :func:`~rollbench.grading.files.read_info`) every
-    file is returned."""
+def declared_step_files(
+    run_dir: Path, schemas: dict[Path, pa.Schema], info: dict[str, Any], violations: list[str]
+) -> list[Path]:
+    """The step files (``schemas``: each file's arrow schema, read by
+    :func:`~rollbench.grading.files.parquet_footers`) whose columns are exactly the step features ``info``
+    declares, each of the declared dtype and width; each other file is named in ``violations`` (its first differing
+    column: declared vs found) and left out. A difference every step file shares (two or more files) is
+    meta/info.json's: named once, as info.json's, and no file is left out for it. Without declared features (a
+    damaged info.json, named by :func:`~rollbench.grading.files.read_info`) every file is returned."""
+    files = list(schemas)
     declared = declared_columns(info)
     if not declared:
         return files
-    schemas: dict[Path, pa.Schema] = {}
-    for f in files:
-        try:
-            with open_parquet(f, run_dir) as raw:
-                schemas[f] = pq.read_schema(raw)
-        except Exception:
-            continue
     shared, own = step_file_differences(declared, schemas)
     violations += [f"meta/info.json: every step file differs from it: {why}" for why in shared]
     for f in files:
@@ -69,8 +64,7 @@ def read_tasks(run_dir: Path, info: dict[str, Any], violations: list[str]) -> di
             violations.append(f"{rel} is missing")
         return None
     try:
-        with open_parquet(path, run_dir) as raw:
-            pf = pq.ParquetFile(raw)
+        with open_parquet(path, run_dir) as pf:
             if pf.metadata.num_rows > MAX_TASKS:
                 violations.append(f"{rel} holds {pf.metadata.num_rows} rows, over the {MAX_TASKS} rollbench reads")
                 return None

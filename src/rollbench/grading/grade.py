@@ -72,6 +72,7 @@ from rollbench.grading.delay import DELAY_STEP_COLUMNS, delay_block
 from rollbench.grading.files import (
     link_violations,
     parquet_files,
+    parquet_footers,
     read_info,
     run_timing,
     video_violation,
@@ -80,6 +81,7 @@ from rollbench.grading.stats import Z95, wilson_interval
 from rollbench.grading.summary import TimeBlocks, episode_fault, summarise
 from rollbench.grading.tables import (
     EPISODE_TYPES,
+    GRADE_MEMORY_BYTES,
     PER_EPISODE,
     STEP_COLUMNS,
     STEP_TYPES,
@@ -130,6 +132,11 @@ def grade(run_dir: str | Path, *, check_videos: bool = True) -> GradeDocument:
     con = connection()
     try:
         return _grade(run_dir, log, violations, con, check_videos)
+    except duckdb.OutOfMemoryException:  # a file loaded alone past the bound is a violation; this is a later query
+        raise ConfigError(
+            f"{run_dir} cannot be graded: its step and episode files need more than the {GRADE_MEMORY_BYTES:,} bytes "
+            "grading lets DuckDB use"
+        ) from None
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, duckdb.Error) as exc:
         # every damage grading knows is a violation; what is left is content no reader expected: one line, the
         # file set named, never a traceback (issue 30, item 6)
@@ -204,9 +211,11 @@ def _load_tables(
     facts (:data:`~rollbench.grading.tables.PER_EPISODE`, by index) and the step files loaded (those whose columns
     are what ``info`` declares, :func:`~rollbench.grading.declared.declared_step_files`); ``timed``: the run has a
     latency, so its step rows carry :data:`~rollbench.grading.delay.DELAY_STEP_COLUMNS` too."""
-    meta_files = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
-    data_files = parquet_files(run_dir, "data/chunk-*/file-*.parquet", violations)
-    data_files = declared_step_files(run_dir, data_files, info, violations)
+    # every file's footer checked before DuckDB reads it (within its bounds: a decompression bomb is named, not read)
+    meta_listed = parquet_files(run_dir, "meta/episodes/chunk-*/file-*.parquet", violations)
+    meta_files = list(parquet_footers(meta_listed, violations))
+    data_listed = parquet_files(run_dir, "data/chunk-*/file-*.parquet", violations)
+    data_files = declared_step_files(run_dir, parquet_footers(data_listed, violations), info, violations)
     con.execute("SET parquet_can_have_nan = true")  # see tables.percentiles
     meta_files = load_or_report(con, "episodes", meta_files, "*", violations, EPISODE_TYPES)
     columns = f"{STEP_COLUMNS}, {DELAY_STEP_COLUMNS}" if timed else STEP_COLUMNS

@@ -15,6 +15,14 @@ from rollbench.core.grade_model import Latency, LatencyBlock
 from rollbench.grading.files import fill_template, leads_outside, missing_episode_columns, readable_parquet
 from rollbench.record.episode_row import EpisodeRow, EpisodeRowError, current_columns
 
+# The most memory grading's DuckDB database may hold (its memory_limit; nothing is spilled to disk: grading writes
+# nothing). Every file it reads was checked first (grading.files.parquet_footers: at most 1 GiB decoded each), so this
+# is the bound for a run of many files together, and the second line against a file whose sizes lie: past it a query
+# ends in OutOfMemoryException, which grading names (a violation, or one line), never the process killed. A step row
+# holds ~62 bytes of the steps table (measured: 14 million rows, 864 MB), so 2 GiB is ~34 million steps (68,000
+# episodes of 500 steps); a run's episode rows are one per episode.
+GRADE_MEMORY_BYTES = 2 << 30
+
 
 def _sql_glob(path: Path) -> str:
     return str(path).replace("'", "''")
@@ -124,8 +132,9 @@ def load_or_report(
     (:data:`EPISODE_TYPES`, :data:`STEP_TYPES`), a loaded table whose columns are of other types or hold nulls
     where rollbench never writes one, or that cannot be read together at all (a file whose column types clash with
     the others'), is checked file by file: each file that is not rollbench's (a foreign parquet file in place of an
-    episode's, any schema, any dtype) is named in ``violations`` and left out. (Footers and
-    single files are read only after a failure, so a sound run's files are opened once.)"""
+    episode's, any schema, any dtype) is named in ``violations`` and left out. (``files`` passed their footer check
+    first, :func:`~rollbench.grading.files.parquet_footers`; single files are loaded only after a failure, so DuckDB
+    reads a sound run's files once.)"""
     loaded = _load_reporting(con, table, files, columns, violations, give_up=types is None)
     if types is None:
         return loaded or []
@@ -157,11 +166,15 @@ def _load_reporting(
     violations: list[str],
     give_up: bool = True,
 ) -> list[Path] | None:
-    """Load ``files`` (those whose footer does not read named and left out); when the rest cannot be read
-    together: None unless ``give_up``, else an empty table and a violation saying why."""
+    """Load ``files`` (those whose footer does not read, and those DuckDB cannot load alone within
+    :data:`GRADE_MEMORY_BYTES`, named and left out); when the rest cannot be read together: None unless ``give_up``
+    (and they fit in memory), else an empty table and a violation saying why."""
     try:
         _load(con, table, files, columns)
         return files
+    except duckdb.OutOfMemoryException:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+        files = _within_memory(con, files, columns, violations)
     except duckdb.Error:
         con.execute(f"DROP TABLE IF EXISTS {table}")
     files = readable_parquet(files, violations)
@@ -169,12 +182,17 @@ def _load_reporting(
         _load(con, table, files, columns)
         return files
     except duckdb.Error as exc:
-        if not give_up:
-            con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+        memory = isinstance(exc, duckdb.OutOfMemoryException)  # each file fits alone: no file to leave out
+        if not give_up and not memory:
             return None
         what = "episode rows (meta/episodes)" if table == "episodes" else "step rows (data/)"
-        violations.append(f"the {what} cannot be read as rollbench's: {str(exc).splitlines()[0]}")
-        con.execute(f"DROP TABLE IF EXISTS {table}")
+        violations.append(
+            f"the {what} are not read: together they need more than the {GRADE_MEMORY_BYTES:,} bytes grading lets "
+            "DuckDB use"
+            if memory
+            else f"the {what} cannot be read as rollbench's: {str(exc).splitlines()[0]}"
+        )
         _load(con, table, [], columns)
         return []
 
@@ -188,11 +206,15 @@ def connection() -> duckdb.DuckDBPyConnection:
 
     Opening a database costs ~13 ms, a connection to an open one well under 0.1 ms, grading a 20-episode run ~30 ms
     (``benchmarks/bench_micro.py``). A child process made by ``fork`` opens its own database: DuckDB's threads do
-    not survive a fork."""
+    not survive a fork. The database holds at most :data:`GRADE_MEMORY_BYTES`, for every connection together."""
     global _database
     with _database_lock:
         if _database is None or _database[0] != os.getpid():
-            _database = (os.getpid(), duckdb.connect())
+            config: dict[str, str | bool | int | float | list[str]] = {
+                "memory_limit": f"{GRADE_MEMORY_BYTES >> 20}MiB",
+                "temp_directory": "",
+            }
+            _database = (os.getpid(), duckdb.connect(config=config))
         return _database[1].cursor()
 
 
@@ -313,3 +335,26 @@ def data_location_problems(
         return [f"meta/info.json's data_path {quoted(str(template))} leads LeRobot readers to none of the {len(seen)} "
                 f"episodes' step rows (episode {first})"]  # fmt: skip
     return out
+
+
+def _within_memory(
+    con: duckdb.DuckDBPyConnection, files: list[Path], columns: str, violations: list[str]
+) -> list[Path]:
+    """The ``files`` DuckDB can load one at a time within :data:`GRADE_MEMORY_BYTES`; each other file (its footer
+    understates what its pages hold: its own check passed) is named in ``violations`` and left out. Only after
+    loading them together ran out of memory."""
+    kept = []
+    for f in files:
+        try:
+            _load(con, "_one_file", [f], columns)
+            kept.append(f)
+        except duckdb.OutOfMemoryException:
+            violations.append(
+                f"file {f} is not read (DuckDB needs more than the {GRADE_MEMORY_BYTES:,} bytes grading lets it use "
+                "to read it)"
+            )
+        except duckdb.Error:
+            kept.append(f)  # named by the loader's other checks
+        finally:
+            con.execute("DROP TABLE IF EXISTS _one_file")
+    return kept

@@ -13,16 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.plan import Plan
 from rollbench.record.derived import add_stats
 from rollbench.record.episode_row import EpisodeRow, EpisodeRowError
-from rollbench.record.files import open_parquet, resolve_inside
+from rollbench.record.files import open_parquet, resolve_inside, why_not_read
 from rollbench.record.lerobot import DATA_PATH, NUMERIC_FEATURES, chunk_file
 from rollbench.record.on_disk import FeatureStats, file_episode
-from rollbench.record.safe_files import run_files
+from rollbench.record.safe_files import UnsafeFile, run_files
 from rollbench.record.staged_check import PLAN_FIELDS, plan_difference
 from rollbench.record.step_schema import declared_columns, file_difference
 
@@ -97,10 +96,12 @@ def _row_lengths(run_dir: Path, damaged: Callable[[str], ConfigError], plan: Pla
     for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
         rel = f.relative_to(run_dir)
         try:  # (one thread: a row file is one small row group, and a thread pool costs more than it reads)
-            with open_parquet(resolve_inside(run_dir, f), run_dir) as raw, pq.ParquetFile(raw) as pf:
+            with open_parquet(resolve_inside(run_dir, f), run_dir) as pf:
                 rows = pf.metadata.num_rows
                 if rows <= 1:  # one episode's row: a file of millions of tiny rows is never read (review of 21)
                     t = pf.read(columns=None if plan else ["episode_index", "length"], use_threads=False)
+        except UnsafeFile as exc:  # over a bound (its size, a hole, what it decodes to): named with its numbers
+            raise damaged(f"episode row file {rel} is not read ({why_not_read(exc, f)})") from None
         except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
             raise damaged(f"episode row file {rel} is unreadable ({type(exc).__name__})") from None
         if rows > 1:
@@ -162,7 +163,7 @@ def _check_data_files(
         path = run_dir / DATA_PATH.format(chunk_index=c, file_index=i)
         rel = path.relative_to(run_dir)
         try:
-            with open_parquet(resolve_inside(run_dir, path), run_dir) as raw, pq.ParquetFile(raw) as footer:
+            with open_parquet(resolve_inside(run_dir, path), run_dir) as footer:
                 rows, schema = footer.metadata.num_rows, footer.schema_arrow
                 if rows != n:
                     raise damaged(f"data file {rel} holds {rows} rows but episode {e} has {n} steps")
@@ -175,6 +176,8 @@ def _check_data_files(
                 table = footer.read(use_threads=False)
         except FileNotFoundError:
             raise damaged(f"episode {e} has no data file {rel}") from None
+        except UnsafeFile as exc:
+            raise damaged(f"data file {rel} is not read ({why_not_read(exc, path)})") from None
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise damaged(f"data file {rel} is unreadable ({type(exc).__name__})") from None
         if (why := _unreadable_values(table, stats)) is not None:

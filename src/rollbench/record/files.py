@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import finite_json, strict_dumps
 from rollbench.core.walk import walk_tree
+from rollbench.record.parquet_bounds import check_decoded
 from rollbench.record.safe_files import RUN_BOUNDS, is_regular, open_regular, run_files
 
 VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
@@ -123,14 +124,22 @@ def _json_default(obj: Any) -> Any:
 
 
 MAX_PARQUET_BYTES = 1 << 28  # 256 MiB: a run's parquet file (an episode's steps or row; tasks) is KBs to a few MB
+# and what it may decode to: MAX_DECODED_BYTES, 1 GiB (record.parquet_bounds: pages and arrays, from its footer and
+# page headers; a few KiB of zstd-compressed zeros decode to GiBs, so the file's size alone does not bound a reader)
 
 
-def open_parquet(path: Path, root: Path | None = None) -> BinaryIO:
-    """A run's parquet file opened for pyarrow: :func:`~rollbench.record.safe_files.open_regular` (inside ``root``
-    when given) within :data:`MAX_PARQUET_BYTES` and without a hole (``check_dense``: pyarrow reads a column chunk
-    whole, so a footer pointing into a hole of a sparse file would make it allocate the hole's size; hostile round
-    19, F2); UnsafeFile (an OSError) otherwise."""
-    return open_regular(path, root, max_bytes=MAX_PARQUET_BYTES, dense=True)
+@contextlib.contextmanager
+def open_parquet(path: Path, root: Path | None = None) -> Iterator[pq.ParquetFile]:
+    """A run's parquet file opened for pyarrow (its footer read, no value decoded; closed on leaving the ``with``):
+    :func:`~rollbench.record.safe_files.open_regular` (inside ``root`` when given) within :data:`MAX_PARQUET_BYTES`
+    and without a hole (``check_dense``: pyarrow reads a column chunk whole, so a footer pointing into a hole of a
+    sparse file would make it allocate the hole's size; hostile round 19, F2), and decoding to at most
+    :data:`~rollbench.record.parquet_bounds.MAX_DECODED_BYTES` (:func:`~rollbench.record.parquet_bounds.check_decoded`:
+    a decompression bomb). UnsafeFile (an OSError) naming the file and its numbers otherwise; what pyarrow raises for
+    a footer that does not read."""
+    with open_regular(path, root, max_bytes=MAX_PARQUET_BYTES, dense=True) as raw, pq.ParquetFile(raw) as pf:
+        check_decoded(pf, raw, path)
+        yield pf
 
 
 def why_not_read(exc: OSError, path: Path) -> str:
@@ -145,9 +154,10 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     pyarrow's dataset layer and takes about twice as long on rollbench's small per-episode files (0.68 vs 0.35 ms
     for a 53-row data file, ``benchmarks/bench_micro.py``); raises what pyarrow raises for a missing or damaged file,
     and :class:`~rollbench.record.safe_files.UnsafeFile` (an OSError) when ``path`` is a link, FIFO, socket or
-    device, or over :data:`MAX_PARQUET_BYTES` or holey (:func:`open_parquet`: never blocks, never follows the last
-    link)."""
-    with open_parquet(path) as raw, pq.ParquetFile(raw) as f:
+    device, over :data:`MAX_PARQUET_BYTES`, holey or decoding to more than
+    :data:`~rollbench.record.parquet_bounds.MAX_DECODED_BYTES` (:func:`open_parquet`: never blocks, never follows
+    the last link)."""
+    with open_parquet(path) as f:
         return f.read(columns=list(columns) if columns is not None else None)
 
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.walk import Bounds, TreeEntry, walk_tree
@@ -218,7 +217,7 @@ def recorded_artifact_kinds(run_dir: Path) -> set[str]:
     kinds: set[str] = set()
     for f in run_files(run_dir, "meta/episodes/chunk-*/file-*.parquet"):
         with contextlib.suppress(OSError, ValueError, KeyError, pa.ArrowException):
-            with open_parquet(resolve_inside(run_dir, f), run_dir) as raw, pq.ParquetFile(raw) as pf:
+            with open_parquet(resolve_inside(run_dir, f), run_dir) as pf:
                 named = {k: c for k in ARTIFACT_PATHS if (c := f"rollbench/{k}") in pf.schema_arrow.names}
                 t = pf.read(columns=list(named.values()))
             kinds |= {k for k, c in named.items() if t[c].null_count < t.num_rows}

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rollbench.core.jsonfile import JsonRefused
 from rollbench.core.plan import PlannedEpisode
@@ -161,7 +160,7 @@ def staged_damage(
     if planned is not None and (why := _plan_damage(parsed, planned)) is not None:
         return why
     try:
-        with open_parquet(staged / "data.parquet") as raw, pq.ParquetFile(raw) as f:
+        with open_parquet(staged / "data.parquet") as f:
             rows = f.metadata.num_rows
             table = f.read() if shape is not None and rows == max(length, 1) else None
     except Exception as exc:  # pyarrow raises several types for a cut, empty or foreign file

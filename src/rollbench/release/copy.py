@@ -50,6 +50,7 @@ from rollbench.core.identity import RunIdentity, sanitize_segment
 from rollbench.core.jsonfile import loads_strict, read_json
 from rollbench.core.runlog_model import RunLog
 from rollbench.grading.grade import load_run_log
+from rollbench.record.parquet_bounds import check_parquet_bytes
 from rollbench.record.safe_files import read_regular_bytes
 from rollbench.release.first_pass import learn_values
 from rollbench.release.kinds import VIDEO_BYTES_SCOPE, scan_kind
@@ -150,6 +151,7 @@ def _build(
     except OSError as exc:
         raise ConfigError(f"cannot read a file to release: {exc}") from None
     kinds = [scan_kind(rel, raw) for (rel, _), raw in zip(sources, raws, strict=True)]
+    refuse_bombs([p for _, p in sources], raws, kinds)  # before any parquet file is parsed
     unknown = next((p for (_, p), kind in zip(sources, kinds, strict=True) if kind is None), None)
     if unknown is not None:  # copied only what was scanned: never bytes release cannot read for secrets
         raise ConfigError(
@@ -190,6 +192,18 @@ def _build(
     if not dry_run:
         write_release(out, released, data)
     return doc
+
+
+def refuse_bombs(paths: list[Path], raws: list[bytes], kinds: list[str | None]) -> None:
+    """ConfigError naming the first parquet file of ``paths`` (its bytes ``raws``, its kind ``kinds``) that decodes
+    to more than :data:`~rollbench.record.parquet_bounds.MAX_DECODED_BYTES` (a decompression bomb: a few KiB of
+    zstd-compressed zeros), checked from its footer and page headers before release parses any."""
+    try:
+        for p, raw, kind in zip(paths, raws, kinds, strict=True):
+            if kind == "parquet":
+                check_parquet_bytes(raw, p)
+    except OSError as exc:
+        raise ConfigError(f"cannot read a file to release: {exc}") from None
 
 
 def _scanner(

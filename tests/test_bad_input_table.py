@@ -370,6 +370,8 @@ CASES: list[T] = [
     *_deep_cases("rubric", "r.json", ["summarize", "W/run", "--labels", "W/l.json", "--rubric", "W/r.json"], "rubric file"),
     ("rubric-yaml-deep", write("r.yaml", "[" * 1000 + "]" * 1000), ["summarize", "W/run", "--rubric", "W/r.yaml"], "nested too deeply"),
     ("rubric-unknown", nothing, ["summarize", "W/run", "--rubric", "nosuch-v9"], "nosuch-v9"),
+    ("rubric-yaml-impossible-date", write("r.yaml", "name: r\nversion: 2001-02-30\nlabels: [a]\n"), ["summarize", "W/run", "--rubric", "W/r.yaml"], "holds a value YAML cannot read: day is out of range for month"),
+    ("rubric-yaml-bad-int-tag", write("r.yaml", 'name: r\nversion: !!int "zz"\nlabels: [a]\n'), ["report", "W/run", "--rubric", "W/r.yaml", "--out", "W/rep.html"], "holds a value YAML cannot read: invalid literal for int()"),
     ("summarize-by", nothing, ["summarize", "W/run", "--by", "colour"], "colour"),
     ("summarize-json-csv", nothing, ["summarize", "W/run", "--json", "--csv"], "--json or --csv"),
     ("summarize-missing", nothing, ["summarize", "W/nope"], "nope"),

@@ -39,6 +39,25 @@ def test_an_arms_run_page_shows_its_decision_and_the_chart_of_every_look(tmp_pat
     assert log["sequential"]["partner"] == "a-scripted_reach"
 
 
+def test_an_arm_whose_test_cannot_be_recomputed_shows_why_on_its_page(tmp_path: Path) -> None:
+    """An arm handed over without its partner: the page said 500 (its template read ``sequential.task`` of the error
+    answer under StrictUndefined; hostile round 22, b F2); it shows the reason, as ``/api/run`` gives it."""
+    a = build_spec(env="scripted/reach", policy="zero", episodes=1, seed=0)
+    b = build_spec(env="scripted/reach", policy="scripted-expert", episodes=1, seed=0)
+    run_sequential(a, b, tmp_path / "made", SequentialConfig(delta=0.3, look_every=5, host_label="h"))
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "made" / "a-scripted_reach").rename(tmp_path / "runs" / "a-scripted_reach")  # its partner left behind
+    server = ServerThread([tmp_path / "runs"], tmp_path / "labels.json").start()
+    try:
+        api = httpx.get(f"{server.url}/api/run/h/point/a-scripted_reach", timeout=60).json()
+        page = httpx.get(f"{server.url}/run/h/point/a-scripted_reach", timeout=60)
+    finally:
+        server.stop()
+    assert api["sequential"] == {"error": "its partner arm b-scripted_reach is not beside it"}
+    assert page.status_code == 200
+    assert '<h2>Sequential test</h2><p class="warn">its partner arm b-scripted_reach is not beside it</p>' in page.text
+
+
 def test_a_partner_that_is_not_a_plain_sibling_name_is_not_followed(tmp_path: Path) -> None:
     from rollbench.dashboard.service import sequential_of
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import printable
 from rollbench.core.jsonfile import parse_json, read_text
 
 MAX_RUBRIC_BYTES = 2**20  # 1 MiB: a rubric is at most _MAX_LABELS labels with a sentence each
@@ -107,6 +108,8 @@ def _parse_file(path: Path) -> Any:
             raise ConfigError(f"rubric file {path} is not valid YAML: it is nested too deeply") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"rubric file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        except (ValueError, TypeError, OverflowError) as exc:  # a value its tag cannot build: 2001-13-45, !!int "zz"
+            raise ConfigError(f"rubric file {path} holds a value YAML cannot read: {printable(exc)[:200]}") from None
     return parse_json(text, f"rubric file {path}")
 
 

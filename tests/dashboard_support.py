@@ -83,6 +83,19 @@ class ServerThread:
         self.thread.join(timeout=10)
 
 
+def listed_by_a_dashboard(root: Path, tmp_path: Path) -> list[str]:
+    """The run names a dashboard over ``root`` lists (``/api/runs``, sorted), after checking that its listing and its
+    front page answer 200: what one damaged run among others must not break."""
+    srv = ServerThread([root], tmp_path / "labels.json", cache_dir=tmp_path / "cache").start()
+    try:
+        listing = httpx.get(srv.url + "/api/runs", timeout=120)
+        assert listing.status_code == 200
+        assert httpx.get(srv.url + "/", timeout=120).status_code == 200
+        return sorted(run["name"] for run in listing.json()["runs"])
+    finally:
+        srv.stop()
+
+
 @contextmanager
 def fake_peer(
     body: bytes, drip_s: float = 0.0, runs_listing: bytes | None = None, gate: threading.Event | None = None

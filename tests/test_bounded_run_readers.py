@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -30,6 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from agent_double import serve_as_provider
+from caged_grade import grade_in_a_cage
 from cli_in_process import invoke
 from dashboard_support import ServerThread
 from rollbench.api import evaluate, grade
@@ -73,18 +72,6 @@ def _length(run: Path, episode: int) -> int:
 
 # ---- F2: transcripts ---------------------------------------------------------------------------------------------
 
-_GRADE_IN_A_CAGE = """
-import json, resource, sys, time
-resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-from rollbench.api import grade
-t = time.monotonic()
-violations = grade(sys.argv[1]).violations
-# VmHWM: this process image's own peak. ru_maxrss is not: Linux carries it across execve, so a child forked from a
-# large pytest worker reports the worker's size (CI read 1.7 GiB there for a 0.27 GiB grade).
-hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps({"violations": violations, "s": time.monotonic() - t, "peak_rss_kib": int(hwm.split()[1])}))
-"""
-
 
 @pytest.mark.slow
 def test_a_sparse_20_gib_transcript_is_one_violation_graded_promptly_in_bounded_memory(
@@ -92,12 +79,7 @@ def test_a_sparse_20_gib_transcript_is_one_violation_graded_promptly_in_bounded_
 ) -> None:
     run = _copy(agent_run, tmp_path / "run")
     os.truncate(run / TRANSCRIPT, 20 << 30)  # a hole: no disk used
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run(
-        [sys.executable, "-c", _GRADE_IN_A_CAGE, str(run)], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.splitlines()[-1])
+    got = grade_in_a_cage(run)
     assert got["violations"] == [
         f"episode 0: transcript {TRANSCRIPT} is not read (21,474,836,480 bytes, over the 268,435,456 rollbench reads)"
     ]

@@ -13,21 +13,18 @@ pyarrow trusts the pages); memory as the child process's own peak resident size 
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from caged_grade import grade_in_a_cage
 from cli_in_process import invoke
-from dashboard_support import ServerThread
+from dashboard_support import listed_by_a_dashboard
 from file_trees import tree_hash
 from rollbench.api import evaluate, grade
 from rollbench.grading import tables
@@ -151,13 +148,7 @@ def test_every_other_run_still_lists_beside_a_run_with_a_bomb(
     assert f"file {bomb} is not read ({_refusal(bomb, MiB)})" in " ".join(r.stdout.split())
     r = invoke("summarize", root, "--allow-damaged")
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr
-    srv = ServerThread([root], tmp_path / "labels.json", cache_dir=tmp_path / "cache").start()
-    try:
-        listing = httpx.get(srv.url + "/api/runs", timeout=120)
-        assert listing.status_code == 200
-        assert sorted(run["name"] for run in listing.json()["runs"]) == ["bad", "good"]
-    finally:
-        srv.stop()
+    assert listed_by_a_dashboard(root, tmp_path) == ["bad", "good"]
 
 
 def test_a_file_one_byte_over_the_bound_is_not_read_and_one_at_it_is(
@@ -317,18 +308,6 @@ def test_step_files_duckdb_can_load_one_at_a_time_but_not_together_are_named_tog
     ) in grade(run).violations
 
 
-_GRADE_IN_A_CAGE = """
-import json, resource, sys, time
-resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-from rollbench.api import grade
-t = time.monotonic()
-violations = grade(sys.argv[1]).violations
-# VmHWM: this process image's own peak (ru_maxrss is carried across execve: a forked pytest worker's size)
-hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps({"violations": violations, "s": time.monotonic() - t, "peak_rss_kib": int(hwm.split()[1])}))
-"""
-
-
 @pytest.mark.slow
 def test_an_episode_row_file_decoding_to_1_1_gib_is_named_by_grade_in_bounded_memory(
     recorded: Path, tmp_path: Path
@@ -340,12 +319,7 @@ def test_an_episode_row_file_decoding_to_1_1_gib_is_named_by_grade_in_bounded_me
     bomb = run / ROW
     _repeat_first_row(bomb, 1_100, batch=64, **{"rollbench/task": "\0" * MiB})
     assert bomb.stat().st_size < 512 << 10 and _modelled(bomb) > 2 << 30
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run(
-        [sys.executable, "-c", _GRADE_IN_A_CAGE, str(run)], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.splitlines()[-1])
+    got = grade_in_a_cage(run)
     assert got["violations"][0] == f"file {bomb} is not read ({_refusal(bomb, 1 << 30)})"
     assert got["s"] < 30
     assert got["peak_rss_kib"] < 600 << 10  # under 600 MiB (a sound run's grade: ~200 MiB)

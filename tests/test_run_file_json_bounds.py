@@ -13,12 +13,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agent_double import serve_as_provider
 from conftest import run_cli
-from dashboard_support import ServerThread
+from dashboard_support import listed_by_a_dashboard
 from rollbench.api import evaluate, grade
 from rollbench.core.jsonfile import JsonRefused, loads_strict
 from rollbench.wire.decode import ProtocolError, loads_json
@@ -115,14 +114,7 @@ def test_one_run_with_a_deep_transcript_line_costs_only_itself(agent_run: Path, 
     assert f"first: {said}" in r.stdout
     r = run_cli("summarize", root, "--allow-damaged")
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr
-    srv = ServerThread([root], tmp_path / "labels.json", cache_dir=tmp_path / "cache").start()
-    try:
-        listing = httpx.get(srv.url + "/api/runs", timeout=120)
-        assert listing.status_code == 200
-        assert sorted(run["name"] for run in listing.json()["runs"]) == ["bad", "good"]
-        assert httpx.get(srv.url + "/", timeout=120).status_code == 200
-    finally:
-        srv.stop()
+    assert listed_by_a_dashboard(root, tmp_path) == ["bad", "good"]
 
 
 def test_the_strict_parser_counts_levels_outside_strings_only() -> None:

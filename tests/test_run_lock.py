@@ -41,6 +41,30 @@ def test_deleting_run_lock_while_a_writer_holds_it_lets_no_second_writer_in(tmp_
         assert (run / "run.lock").is_file()
 
 
+def test_an_eval_refused_the_lock_of_a_directory_it_saw_missing_deletes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `eval --out X` started at once both saw no X; the one refused the lock deleted the other's directory
+    while it was starting (hostile round 22, read in the code). Here the other writer makes X, takes its lock and
+    writes, between this call's look and its lock."""
+    import rollbench.api as api
+    from rollbench.core.paths import make_dirs
+
+    run, held = tmp_path / "X", []
+
+    def the_other_writer_first(path: Path, what: str) -> bool:
+        made = make_dirs(path, what)
+        held.append(RunLock(path).__enter__())
+        (path / "meta").mkdir()  # what the other writer has written so far
+        return made
+
+    monkeypatch.setattr(api, "make_dirs", the_other_writer_first)
+    with pytest.raises(ConfigError, match="is being written by another rollbench process"):
+        evaluate(out=run, env="scripted/reach", policy="zero", episodes=1, max_steps=2)
+    assert (run / "meta").is_dir() and (run / "run.lock").exists()
+    held[0].__exit__(None, None, None)
+
+
 def test_a_writer_in_another_process_holds_the_directory_against_this_one(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()

@@ -139,14 +139,16 @@ def evaluate(
     run, log = prepare_run(spec, run_dir, host_label, robot, execution, keep_policy=True)
     try:
         with execution_session(execution):  # Ray connected (or refused) before anything is written
-            created = not run_dir.exists()
-            make_dirs(run_dir, "--out")
+            created, locked = make_dirs(run_dir, "--out"), False
             try:
                 with RunLock(run_dir):
+                    locked = True
                     committed = check_committed(run_dir, run)  # under the lock: no writer commits meanwhile
                     return _execute(run, log, (run_dir, given, committed), execution, observer)
             except ConfigError:
-                if created and not (run_dir / "run.json").exists():
+                # only a directory this call made, and only after holding its lock: two `eval --out X` started at
+                # once both saw no X; the one refused the lock used to delete the other's run (hostile round 22)
+                if created and locked and not (run_dir / "run.json").exists():
                     shutil.rmtree(run_dir, ignore_errors=True)
                 raise
     finally:

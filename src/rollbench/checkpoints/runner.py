@@ -234,16 +234,16 @@ def folder_lock(out: Path) -> Iterator[None]:
     second ``rollbench checkpoints`` on it is refused (ConfigError, nothing written) instead of rewriting
     checkpoints.json from what it alone saw (hostile round 17, b F4). A file system that cannot lock a directory
     (some NFS mounts) takes no lock (:class:`~rollbench.record.locks.DirLock`)."""
-    created = not out.exists()
-    make_dirs(out, "--out")
+    created, held = make_dirs(out, "--out"), False
     busy = (
         f"{out} is being written by another rollbench checkpoints process; wait for it to end, or choose another --out"
     )
     try:
         with directory_held(out, busy):
+            held = True
             yield
     except BaseException:
-        if created:  # a refusal before anything was written leaves no folder (only an empty one it made goes)
+        if created and held:  # a refusal after it held the folder it made leaves none (only an empty one goes)
             with contextlib.suppress(OSError):
                 out.rmdir()
         raise

@@ -60,10 +60,16 @@ def check_output_path(path: Path, what: str, *, directory: bool) -> None:
         raise ConfigError(f"{what} {path}: {parent} is not writable")
 
 
-def make_dirs(path: Path, what: str) -> None:
+def make_dirs(path: Path, what: str) -> bool:
     """``path.mkdir(parents=True, exist_ok=True)``, with the file system's refusal as a ConfigError naming
-    ``what`` and ``path``."""
+    ``what`` and ``path``. Returns whether this call made ``path`` itself (atomically: of two processes making it
+    at once, exactly one is told so), False when it was a directory already."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True)
+        return True
+    except FileExistsError as exc:
+        if path.is_dir():
+            return False
+        raise ConfigError(f"{what} {path} cannot be created: {exc.strerror or exc}") from None
     except OSError as exc:
         raise ConfigError(f"{what} {path} cannot be created: {exc.strerror or exc}") from None

@@ -166,6 +166,27 @@ def test_a_key_coloured_by_terminal_escapes_is_replaced_whole_in_a_log_and_in_a_
     assert ("run/notes/keys.json", "note", "interleaved:openai_key") in _rules(tmp_path / "rel")
 
 
+@pytest.mark.parametrize(
+    "cut",
+    ["\x1b(B", "\x1b=", "\x1b]8;;\x1b\\", "\x1b]0;title\x07", "(\x08", "ab\x08\x08", "\x9b1m"],
+    ids=["esc-charset", "esc-keypad", "osc8-link", "osc-title", "overstrike", "overstrike-two", "c1-csi"],
+)
+def test_a_key_cut_by_any_terminal_sequence_is_found_as_a_terminal_shows_it(
+    run: Path, tmp_path: Path, cut: str
+) -> None:
+    """Hostile round 22, a F4: ESC ( B (tput sgr0), ESC =, OSC strings and overstruck characters left their
+    printable bytes inside the key, so no rule matched; a terminal shows the key whole."""
+    head, tail = GH[:20], GH[20:]
+    (run / "notes/console.log").write_bytes(f"ok line\ntoken {head}{cut}{tail} end\nlast\n".encode())
+    (run / "notes/keys.json").write_text(json.dumps({"msg": f"{head}{cut}{tail}"}))
+    code, lines = release(run, "--out", tmp_path / "rel")
+    assert code == 0, lines
+    log = (tmp_path / "rel/run/notes/console.log").read_bytes().decode()
+    assert log.startswith("ok line\n<REDACTED:api_key:") and log.endswith(">\nlast\n") and log.count("\n") == 3
+    assert json.loads((tmp_path / "rel/run/notes/keys.json").read_text())["msg"].startswith("<REDACTED:api_key:")
+    assert held(tmp_path / "rel", [head, tail]) == []
+
+
 # F1: strings in JSON and parquet
 
 

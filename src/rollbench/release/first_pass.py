@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.jsonfile import loads_strict
 from rollbench.release import credentials as cred
-from rollbench.release.invisible import INVISIBLE, stripped
+from rollbench.release.invisible import views
 from rollbench.release.learnt import (
     LEARNT_RULES,
     MAX_LENGTH,
@@ -87,7 +87,7 @@ class _Pass:
             named = self.scanner.field_name(text, field)
             if named is not None and named.category == "user_name":
                 self.names.setdefault(text.strip(), named.rule)
-        for t in (text, stripped(text)) if INVISIBLE.search(text) else (text,):
+        for t in (text, *views(text)):
             for rule, category, value in context_findings(self.scanner, t, field):
                 for v in taught(rule, value):
                     if len(v) >= MIN_LENGTH:

@@ -3,8 +3,9 @@
 subprocess on 127.0.0.1 started by its command with ``--request-timeout-s`` and ``--max-connections``, driven with
 raw sockets. A request whose headers or body stop arriving is closed (408 for the body) at the deadline; a connection
 over the cap is answered 503 while the others are held, and the server answers once they close; a burst of
-connections past the process's open-file limit leaves it serving, with one plain line on stderr. Only a request's
-arrival is timed: a slow video download and an MCP event stream outlast the deadline."""
+connections past the process's open-file limit leaves it serving, with one plain line on stderr. A client that
+stops reading its answers (hostile round 21, F2) is cut off once it has taken no byte for the deadline, and its
+slot given back; a slow video download that keeps reading and an MCP event stream outlast the deadline."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ INITIALIZE = {
     "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
 }
+ESTABLISHED = 1  # Linux's TCP state of an open connection (tcp_info.tcpi_state)
 MCP_HEADERS = "accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n"
 
 
@@ -205,14 +207,74 @@ def test_the_server_survives_a_burst_of_connections_past_its_open_file_limit(sur
     assert lines[0].endswith("; the limit is 64, `ulimit -n`): new connections wait until some close")
 
 
+def unread_flood(port: int, request: bytes) -> tuple[socket.socket, float]:
+    """A client with a 1 kB receive buffer that pipelines ``request`` until the server stops reading, and never
+    reads: (its socket, the time its sends stalled)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)  # small segments: the server's send buffer stays small
+    s.connect(("127.0.0.1", port))
+    s.setblocking(False)
+    stall = None
+    while stall is None or time.monotonic() - stall < 0.3:
+        try:
+            s.send(request * 50)
+            stall = None
+        except BlockingIOError:
+            stall = stall or time.monotonic()
+            time.sleep(0.01)
+    return s, stall
+
+
+def cut_after(s: socket.socket, since: float, within_s: float = 30) -> float | None:
+    """Seconds from ``since`` until the server drops ``s`` (its TCP state leaves ESTABLISHED: a reset or a close),
+    looked at without reading or sending; None if the server still holds it after ``within_s``."""
+    while time.monotonic() - since < within_s:
+        if s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != ESTABLISHED:
+            return time.monotonic() - since
+        time.sleep(0.05)
+    return None
+
+
 @pytest.mark.slow
-def test_a_slow_video_download_outlasts_the_request_deadline(tmp_path: Path) -> None:
-    """A range request's answer is not timed: the client reads 4 kB, waits twice the deadline, reads the rest."""
+def test_clients_that_pipeline_requests_and_never_read_are_cut_off_and_their_slots_given_back(
+    server: tuple[str, int],
+) -> None:
+    """``--max-connections`` clients that never read their answers lock everyone out (503) only until they have
+    taken nothing for the deadline; then the server aborts them and answers again (hostile round 21, F2)."""
+    surface, port = server
+    floods = [unread_flood(port, b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n") for _ in range(CAP)]
+    try:
+        during = answer(exchange(port, normal_request(surface))[1])[0]
+        cuts = [cut_after(s, stall) for s, stall in floods]
+    finally:
+        for s, _ in floods:
+            s.close()
+    assert during == 503  # the cap is held by the clients that do not read
+    # each stalled when the server stopped reading, as it stopped answering (its answers untaken): cut a deadline on
+    assert all(cut is not None and DEADLINE - 0.2 < cut < 1.25 * DEADLINE + 3 for cut in cuts), cuts
+    assert status_soon(port, normal_request(surface), within_s=3) == 200
+
+
+def _big_video(tmp_path: Path) -> tuple[Path, bytes]:
+    """A recorded run whose video has 4 MiB more bytes: still being sent long after the deadline to a client with a
+    4 kB receive buffer."""
     run = record_run(tmp_path / "runs" / "rand", "hostA", episodes=1)
     video = run / "videos/observation.images.top/chunk-000/file-000.mp4"
-    with video.open("ab") as f:  # 4 MiB more: still being sent when the deadline passes (a 4 kB receive buffer)
+    with video.open("ab") as f:
         f.write(os.urandom(4 * 2**20))
-    data = video.read_bytes()
+    return video, video.read_bytes()
+
+
+VIDEO_REQUEST = (b"GET /media/hostA/point/rand/0/top HTTP/1.1\r\nhost: 127.0.0.1\r\nrange: bytes=0-\r\n"
+                 b"connection: close\r\n\r\n")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_slow_video_download_that_keeps_reading_outlasts_the_deadline(tmp_path: Path) -> None:
+    """A range request's answer is timed only by the client's taking of it: a client that reads 4 kB every third of
+    the deadline for twice the deadline (never pausing a whole deadline) gets the whole video, then reads the rest."""
+    _, data = _big_video(tmp_path)
     srv = ServerThread(
         [tmp_path / "runs"], tmp_path / "labels.json", ConnectionBounds(DEADLINE), cache_dir=tmp_path / "c"
     )
@@ -222,16 +284,43 @@ def test_a_slow_video_download_outlasts_the_request_deadline(tmp_path: Path) -> 
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             s.settimeout(30)
             s.connect(("127.0.0.1", srv.port))
-            s.sendall(b"GET /media/hostA/point/rand/0/top HTTP/1.1\r\nhost: 127.0.0.1\r\nrange: bytes=0-\r\n"
-                      b"connection: close\r\n\r\n")  # fmt: skip
-            first = s.recv(4096)
-            time.sleep(2 * DEADLINE)
-            reply = first + read_all(s)
+            s.sendall(VIDEO_REQUEST)
+            reply, t0 = b"", time.monotonic()
+            while time.monotonic() - t0 < 2 * DEADLINE:
+                reply += s.recv(4096)
+                time.sleep(DEADLINE / 3)
+            reply += read_all(s)
     finally:
         srv.stop()
     status, headers, body = answer(reply)
     assert (status, headers["content-range"]) == (206, f"bytes 0-{len(data) - 1}/{len(data)}")
     assert body == data
+
+
+@pytest.mark.slow
+def test_a_video_download_whose_client_stops_reading_is_cut_at_the_deadline_and_others_are_served(
+    tmp_path: Path,
+) -> None:
+    """The same download, never read: aborted between one and 1.25 deadlines after its answer stopped being taken,
+    while another client is served meanwhile; the slot is free after."""
+    _big_video(tmp_path)
+    srv = ServerThread(
+        [tmp_path / "runs"], tmp_path / "labels.json", ConnectionBounds(DEADLINE, 2), cache_dir=tmp_path / "c"
+    )
+    srv.start()
+    try:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", srv.port))
+            s.sendall(VIDEO_REQUEST)
+            t0 = time.monotonic()
+            meanwhile = answer(exchange(srv.port, normal_request("dashboard"))[1])[0]
+            cut = cut_after(s, t0)
+        after = [answer(exchange(srv.port, normal_request("dashboard"))[1])[0] for _ in range(2)]
+    finally:
+        srv.stop()
+    assert meanwhile == 200 and after == [200, 200]
+    assert cut is not None and DEADLINE - 0.1 < cut < 1.25 * DEADLINE + 1.5, cut
 
 
 @pytest.mark.slow
@@ -268,6 +357,8 @@ def test_an_mcp_event_stream_stays_open_past_the_request_deadline(tmp_path: Path
          "--max-connections must be between 1 and 65536, got 65537"),
         (["serve-policy", "--policy", "zero", "--protocol", "http", "--max-connections", "-1"],
          "--max-connections must be between 1 and 65536, got -1"),
+        (["serve-policy", "--policy", "zero", "--protocol", "http", "--max-connections", "0"],
+         "--max-connections must be between 1 and 65536, got 0"),
     ],
 )  # fmt: skip
 def test_an_out_of_range_bound_is_refused_in_one_line_before_the_server_starts(

@@ -341,6 +341,92 @@ def test_silent_half_sent_and_slow_http_requests_are_closed_after_the_request_ti
     assert json.loads(body) == {"error": "the request body did not arrive within 1 s"}
 
 
+# ----------------------------------------------------------------------------------------- clients that stop reading
+
+ESTABLISHED = 1  # Linux's TCP state of an open connection (tcp_info.tcpi_state)
+
+
+def _unread_ws(port: int, frame: bytes) -> tuple[socket.socket, float]:
+    """A websocket client with a 1 kB receive buffer (and small segments, so the server's send buffer stays small)
+    that handshakes, then sends ``frame`` (a masked frame) until the server stops reading, and never reads again:
+    (its socket, the time its sends stalled)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"GET / HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+              "sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n".encode())  # fmt: skip
+    s.settimeout(10)
+    assert s.recv(12) == b"HTTP/1.1 101"
+    s.setblocking(False)
+    stall = None
+    while stall is None or time.monotonic() - stall < 0.3:
+        try:
+            s.send(frame * 32)
+            stall = None
+        except BlockingIOError:
+            stall = stall or time.monotonic()
+            time.sleep(0.01)
+    return s, stall
+
+
+def _refusal(url: str) -> tuple[int, str] | None:
+    """The close (code, reason) a new connection gets after an error text instead of the metadata; None if served."""
+    with connect(url, compression=None, open_timeout=10) as ws:
+        if isinstance(ws.recv(timeout=10), bytes):
+            return None
+        try:
+            ws.recv(timeout=10)
+        except ConnectionClosed as exc:
+            return (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (-1, "no close frame")
+    return (0, "no close")
+
+
+def _masked(opcode: int, payload: bytes) -> bytes:
+    """A client's websocket frame (FIN, ``opcode``) with a zero mask, so the payload is sent as is."""
+    n = len(payload)
+    size = bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    return bytes([0x80 | opcode]) + size + b"\0\0\0\0" + payload
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sent", ["act requests", "pings"])
+def test_a_ws_client_that_never_reads_its_replies_is_closed_at_the_deadline_and_its_session_freed(
+    sent: str, tmp_path: Path
+) -> None:
+    """Hostile round 21, F1: a client that sends act requests (or pings, answered by pongs) and never reads holds
+    the only session (--max-sessions 1: others are refused 1013) until a reply has waited the deadline; then the
+    server resets the connection, says so in one line on stderr, and the next client gets the session."""
+    from openpi_client import msgpack_numpy
+
+    deadline = 1.5
+    act = msgpack_numpy.packb(REACH_ACT)
+    frame = _masked(2, act) if sent == "act requests" else _masked(9, b"p" * 125)
+    extra = ("--env", "scripted/reach", "--max-sessions", "1", "--request-timeout-s", str(deadline))
+    with served(tmp_path, "scripted-expert", "ws", *extra) as (url, _, proc):
+        s, stall = _unread_ws(int(url.rsplit(":", 1)[1]), frame)
+        with s:
+            client = f"127.0.0.1:{s.getsockname()[1]}"
+            refused = _refusal(url)  # meanwhile: the only session is held
+            cut = None
+            while cut is None and time.monotonic() - stall < 30:
+                if s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != ESTABLISHED:  # reset by the server
+                    cut = time.monotonic() - stall
+                time.sleep(0.05)
+        replies, closed = exchange(url, [REACH_ACT])
+        assert proc.poll() is None
+    said = proc.stderr.read() if proc.stderr else ""
+    busy = "SessionRefused: server busy: 1 sessions are open (serve-policy --max-sessions); try again later"
+    assert refused == (1013, busy)
+    assert cut is not None and deadline - 0.2 < cut < 1.25 * deadline + 3, cut
+    assert closed is None and unpack_msgpack(replies[0])["actions"].shape == (1, 2)
+    lines = [line for line in said.splitlines() if line.strip()]
+    assert lines == [
+        f"rollbench serve-policy: closed the websocket connection of {client}: it took no reply within 1.5 s "
+        "(--request-timeout-s); its session is released"
+    ], said
+
+
 # ----------------------------------------------------------------------------------------- no cross-talk
 
 

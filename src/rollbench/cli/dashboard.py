@@ -158,7 +158,11 @@ def dashboard_cmd(
         float, typer.Option(help="Seconds without run.live.json updates before 'stale' (1 to 604800).")
     ] = 120.0,
     request_timeout_s: Annotated[
-        float, typer.Option(help="Seconds to receive one HTTP request (headers and body); a late body gets 408.")
+        float,
+        typer.Option(
+            help="Seconds to receive one HTTP request (headers and body; a late body gets 408); a client that takes "
+            "no byte of an answer for that long is cut off."
+        ),
     ] = DEFAULT_REQUEST_TIMEOUT_S,
     max_connections: Annotated[
         int, typer.Option(help="Connections held at once; one more is answered 503.")

@@ -39,7 +39,10 @@ def mcp_cmd(
     ] = None,
     request_timeout_s: Annotated[
         float,
-        typer.Option(help="http only: seconds to receive one request (headers and body); a late body gets 408."),
+        typer.Option(
+            help="http only: seconds to receive one request (headers and body; a late body gets 408); a client that "
+            "takes no byte of an answer for that long is cut off."
+        ),
     ] = DEFAULT_REQUEST_TIMEOUT_S,
     max_connections: Annotated[
         int, typer.Option(help="http only: connections held at once; one more is answered 503.")

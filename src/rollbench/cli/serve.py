@@ -68,7 +68,11 @@ SessionIdle = Annotated[
     float, typer.Option(help="http: a session idle this many seconds may be evicted when the server is full.")
 ]
 RequestTimeout = Annotated[
-    float, typer.Option(help="Seconds to receive one HTTP request (headers and body) or a websocket handshake.")
+    float,
+    typer.Option(
+        help="Seconds to receive one HTTP request (headers and body) or a websocket handshake; also the longest a "
+        "client may leave an answer untaken (HTTP: no byte of it; websocket: a reply) before it is cut off."
+    ),
 ]
 MaxConnections = Annotated[
     int | None,
@@ -133,7 +137,8 @@ def serve_policy_cmd(
             refuse_own_input(log_requests, "--log-requests", inputs)  # hostile round 18, b F1
         guard = _access(host, token, allow_host or [], protocol, path)
         limits = Limits(request_bytes(max_request_mb), max_sessions, session_idle_s, request_timeout_s)
-        bounds = ConnectionBounds(request_timeout_s, max_connections or connection_cap(max_sessions))
+        cap = connection_cap(max_sessions) if max_connections is None else max_connections  # 0 is refused, not 256
+        bounds = ConnectionBounds(request_timeout_s, cap)
         batching = Batching(max_batch, batch_window_ms)
         options, overrides = load_policy_options(policy_options), load_policy_options(obs_map, "--obs-map")
         check_spec_urls(policy, options)  # an upstream server's URL: its name reaches every client's run.json

@@ -15,8 +15,9 @@ The MCP SDK's own DNS-rebinding protection (``TransportSecuritySettings``) stays
 The server is :func:`rollbench.wire.inbound_http.bounded_server`, the one of every rollbench HTTP surface
 (:mod:`rollbench.wire.inbound`): a request's headers and body must arrive within ``--request-timeout-s`` (else the
 connection is closed, or a short body answered 408), a connection over ``--max-connections`` is answered 503, and
-running out of file descriptors is one line on stderr, not the end of the process. Only a request's arrival is
-timed: the event streams the SDK answers with (``text/event-stream``) last as long as the session needs.
+running out of file descriptors is one line on stderr, not the end of the process. An answer is timed only by the
+client's taking of it: one whose bytes the client stops taking for the deadline is cut off; the event streams the
+SDK answers with (``text/event-stream``) last as long as the session needs while the client reads them.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ untrusted peers needs (limits in :class:`rollbench.serve.sessions.Limits`):
   (``anyio.to_thread``), so a large body never blocks the event loop that serves the other clients;
 * the server is :func:`rollbench.wire.inbound_http.bounded_server`, the one of every rollbench HTTP surface: a
   request whose headers do not arrive within ``request_timeout_s`` is closed, one whose body does not is answered
-  408, a connection over ``--max-connections`` is answered 503 (:mod:`rollbench.wire.inbound`); idle keep-alive
-  connections close after 5 s;
+  408, a client that takes no byte of its answer for that long is cut off, a connection over ``--max-connections``
+  is answered 503 (:mod:`rollbench.wire.inbound`); idle keep-alive connections close after 5 s;
 * every non-2xx reply has one shape, ``{"error": "message"}``, FastAPI's own 404/405/422 included.
 """
 

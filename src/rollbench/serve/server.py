@@ -20,8 +20,11 @@ Limits, recorded in the metadata under ``"limits"`` (:class:`rollbench.serve.ses
 twice over; larger ones are refused, websocket close 1009 / HTTP 413, before they are read),
 ``--max-sessions`` (default 64; past it a new session is refused: websocket close 1013 after an error text frame,
 HTTP 503), ``--session-idle-s`` (an HTTP session idle this long may be evicted to make room),
-``--request-timeout-s`` (an HTTP request's headers and body, and a websocket handshake, must arrive within it; idle
-keep-alive HTTP connections close after 5 s, idle websocket peers are detected by pings). Not in the metadata: HTTP's
+``--request-timeout-s`` (an HTTP request's headers and body, and a websocket handshake, must arrive within it; a
+client must take each answer within it too: an HTTP connection whose peer takes no byte of its answer for that
+long is aborted, and a websocket reply, pong or ping the peer has not taken within it closes the connection and
+releases its session, with one line on stderr; idle keep-alive HTTP connections close after 5 s, idle websocket
+peers are detected by pings). Not in the metadata: HTTP's
 ``--max-connections`` (default 256, or 4 x ``--max-sessions`` if more; one more connection is answered 503), which
 with the request deadline is the HTTP server every rollbench surface shares (:mod:`rollbench.wire.inbound`). Decoding happens off the
 event loop: websocket connections each run in their own thread, HTTP bodies are parsed in a worker thread.
@@ -72,6 +75,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
+import sys
 import threading
 import traceback
 from typing import Any
@@ -158,6 +163,7 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
     def handler(conn: ServerConnection) -> None:
         key = f"ws-{id(conn):x}"
         connection = WsConnection(host, key)
+        peer = conn.remote_address
         try:
             try:
                 connection.session = host.open_session(key, evictable=False, wait_s=1.0)
@@ -184,8 +190,9 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
                     conn.close(code=1011, reason=close_reason(text))
                     return
                 conn.send(reply)
-        except ConnectionClosed:
-            pass
+        except ConnectionClosed as exc:
+            if isinstance(exc.__cause__, TimeoutError):  # a send past the deadline: the client stopped reading
+                stalled(peer, host.limits.request_timeout_s)
         finally:
             connection.close()
 
@@ -208,8 +215,43 @@ def serve_ws(host: PolicyHost, sock: socket.socket, guard: Guard | None = None) 
         max_queue=MAX_QUEUE,
         open_timeout=limits.request_timeout_s,
         process_request=health,
+        create_connection=timed_connection(limits.request_timeout_s),
     ) as server:
         server.serve_forever()
+
+
+def timed_connection(send_timeout_s: float) -> Any:
+    """websockets' sync ``ServerConnection`` whose socket has a send deadline of ``send_timeout_s`` seconds: each
+    frame (a reply, a pong, a keepalive ping) must be taken by the peer within it. Without one, a peer that stops
+    reading blocks ``sendall`` forever while it holds the connection's lock, so even the keepalive that drops silent
+    peers never runs (hostile round 21, F1); with it, the send raises ``TimeoutError``, websockets closes the socket
+    (with a reset: what the peer never took is dropped, not left to the kernel) and the handler's ``recv``/``send``
+    raise ``ConnectionClosed`` (its ``__cause__`` the ``TimeoutError``)."""
+    from websockets.sync.server import ServerConnection
+
+    class TimedConnection(ServerConnection):
+        def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+            sock.settimeout(send_timeout_s)  # reads are unaffected: websockets reads only once select() says ready
+            super().__init__(sock, *args, **kwargs)
+
+        def close_socket(self) -> None:
+            if isinstance(self.connection_exc, TimeoutError):  # a reset: the kernel drops what the peer never took
+                with contextlib.suppress(OSError):
+                    self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            super().close_socket()
+
+    return TimedConnection
+
+
+def stalled(peer: Any, timeout_s: float) -> None:
+    """The one stderr line of a websocket connection closed because its peer took no reply within ``timeout_s``."""
+    where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "a client"
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(
+            f"rollbench serve-policy: closed the websocket connection of {where}: it took no reply within "
+            f"{timeout_s:g} s (--request-timeout-s); its session is released\n"
+        )
+        sys.stderr.flush()
 
 
 def listen(host: str, port: int, bounded: bool = False) -> socket.socket:

@@ -6,12 +6,16 @@ that applies them is :mod:`rollbench.wire.inbound_http` (imported only to serve:
   and MCP, whose requests are a few kB of JSON; serve-policy: 30 s, for bodies of camera images): a request's headers
   and body must arrive within that many seconds of the connection opening, or of the previous answer on a kept-alive
   connection. A connection whose headers do not arrive is closed; a request whose declared body does not arrive is
-  answered 408 ``{"error": ...}`` and closed. Only receiving is timed: once a request has arrived, its answer (a
-  long video download, an MCP event stream) takes as long as it takes.
+  answered 408 ``{"error": ...}`` and closed.
+* **Answer deadline** (the same seconds; hostile round 21, F2): an answer is timed only by the peer's taking of it.
+  A connection whose peer takes no byte of what the server has written for that long (it stopped reading) is
+  aborted with a reset, and while an answer waits to be taken the server starts no further pipelined request and
+  reads at most 64 kB of them. A long answer the peer keeps reading, however slowly (a video download, an MCP event
+  stream), takes as long as it takes.
 * **Connection cap** (``--max-connections``, default :data:`DEFAULT_MAX_CONNECTIONS`; serve-policy: the larger of
   that and 4 x ``--max-sessions``): a connection opened while that many are held is answered 503
-  ``{"error": ...}`` with ``Retry-After`` and closed without being read, so a flood of idle connections costs
-  the server at most that many sockets for at most the request deadline.
+  ``{"error": ...}`` with ``Retry-After`` and closed without being read, so a flood of idle connections, or of
+  connections that stop reading their answers, costs the server at most that many sockets for about the deadline.
 * **Out of file descriptors** (``ulimit -n``): the server keeps running. It stops accepting for a second (asyncio's
   own pause), says so in one plain line on stderr (at most every :data:`NOTICE_EVERY_S` seconds), and answers again
   once connections close.
@@ -40,7 +44,8 @@ class ConnectionBounds:
     Attributes:
         request_timeout_s: seconds from a connection's opening (or its previous answer) until a request's headers
             and body have all arrived; past it the connection is closed, or a request whose body is short is
-            answered 408. From :data:`MIN_SECONDS` to :data:`MAX_SECONDS`.
+            answered 408. Also the longest the peer may take no byte of an answer before the connection is
+            aborted. From :data:`MIN_SECONDS` to :data:`MAX_SECONDS`.
         max_connections: connections held at once; one more is answered 503. From 1 to :data:`MAX_CONNECTIONS`.
 
     Raises:

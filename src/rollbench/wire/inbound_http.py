@@ -14,7 +14,9 @@ handler, which imports a module on its first traceback, failed to open it, and e
 19, F3). Here:
 
 * :class:`BoundedH11Protocol` times each request's arrival (headers, then body) from the connection's opening or
-  its previous answer, and refuses a connection over the cap before reading it;
+  its previous answer, refuses a connection over the cap before reading it (a running count, not a scan of every
+  connection), and times the sending of answers: a peer that takes no byte of them for the deadline is cut off,
+  and no pipelined request is started while an answer waits to be taken (hostile round 21, F2);
 * :class:`BoundedServer` runs on asyncio's own loop (not uvloop, whose accept errors take another path) and gives
   the loop an exception handler that reports running out of file descriptors in one plain line, written with
   ``os.write``: no logging handler and no import runs while the process has no descriptor to spare.
@@ -26,6 +28,8 @@ import asyncio
 import contextlib
 import errno
 import os
+import socket
+import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -41,6 +45,8 @@ from rollbench.wire.inbound import (
 
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # asyncio pauses accept() on these
 LINGER_S = 1.0  # a refused connection is read (and dropped) this long after its 503, then closed
+PIPELINED_BYTES = 65_536  # unparsed bytes of further requests read behind the one in progress before reading stops
+WATCH_STEPS = 4  # a stalled answer is looked at this many times per deadline: cut between 1 and 1.25 deadlines
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.h11_impl import H11Protocol as _Protocol
@@ -49,31 +55,53 @@ else:
     _Protocol = _Server = object
 
 
-class BoundedH11Protocol(_Protocol):
-    """uvicorn's h11 protocol (``H11Protocol``, behind this mixin) with a request deadline and a connection cap
-    (``bounds``, set per server by :func:`bounded_server`).
+class Held:
+    """The connections one server holds (refused ones not counted): a running count, kept by the protocol."""
 
-    The deadline runs from the connection's opening, and again from each complete answer, until a request's headers
-    and body have all arrived. When it passes: with no request in progress (headers incomplete, or nothing sent)
-    the connection is closed; with the headers in and the body short, a 408 ``{"error": ...}`` is sent and the
-    connection closed (the app's ``receive()`` then reports a disconnect, and what it sends is dropped). A request
-    that has arrived is never timed again, so a long answer (a video, an event stream) is not cut.
+    def __init__(self) -> None:
+        self.count = 0
+
+
+class BoundedH11Protocol(_Protocol):
+    """uvicorn's h11 protocol (``H11Protocol``, behind this mixin) with a request deadline, an answer deadline and a
+    connection cap (``bounds`` and ``held``, set per server by :func:`bounded_server`).
+
+    The request deadline runs from the connection's opening, and again from each complete answer, until a request's
+    headers and body have all arrived. When it passes: with no request in progress (headers incomplete, or nothing
+    sent) the connection is closed; with the headers in and the body short, a 408 ``{"error": ...}`` is sent and
+    the connection closed (the app's ``receive()`` then reports a disconnect, and what it sends is dropped). A
+    request that has arrived is never timed again.
+
+    The answer deadline (the same seconds) times the peer's taking of what the server has written: once bytes wait
+    in the transport's buffer (its writing paused, or the connection closing with bytes unsent), the connection is
+    aborted when the peer has taken none of them (:func:`unsent` did not shrink) for that long. A slow reader that
+    keeps taking bytes (a video download, an event stream) is never cut. While an answer waits to be taken, the next
+    pipelined request is not started, and reading stops while :data:`PIPELINED_BYTES` of them wait unparsed.
     """
 
     bounds: ClassVar[ConnectionBounds] = ConnectionBounds()
+    held: ClassVar[Held] = Held()
     refused = False  # over the cap: answered 503 at once; read and dropped until it closes
+    _counted = False  # counted in held: given back when the connection is lost
     _timer: asyncio.TimerHandle | None = None
+    _watch: asyncio.TimerHandle | None = None  # the answer deadline's next look, while bytes wait to be taken
+    _resumes = 0  # times the transport resumed our writing (the peer took enough bytes)
+    _seen: tuple[int, int] = (0, 0)  # (unsent bytes, resumes) at the last look
+    _stalled_since = 0.0  # loop time of the last look at which the peer had taken bytes
+    _next_waits = False  # an answer completed while not taken: the next pipelined request waits for resume_writing
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
-        held = sum(1 for c in self.connections if not getattr(c, "refused", False))
-        if held > self.bounds.max_connections:
+        self.flow.resume_reading = self._resume_reading  # type: ignore[method-assign]
+        if self.held.count >= self.bounds.max_connections:
             self.refused = True
             transport.write(error_reply(503, "Service Unavailable", too_many(self.bounds.max_connections), 1))
             if transport.can_write_eof():
                 transport.write_eof()  # the answer, then FIN; closing only later keeps an unread request from resetting it
             self._arm(LINGER_S)
         else:
+            self.held.count += 1
+            self._counted = True
             self._arm(self.bounds.request_timeout_s)
 
     def data_received(self, data: bytes) -> None:
@@ -84,17 +112,65 @@ class BoundedH11Protocol(_Protocol):
             self._disarm()
 
     def on_response_complete(self) -> None:
+        if self.flow.write_paused and not self.transport.is_closing():
+            self._next_waits = True  # backpressure: the next pipelined request once this answer is taken
+            return
         super().on_response_complete()  # may start a pipelined request
         if not self.transport.is_closing() and not self._arrived():
             self._arm(self.bounds.request_timeout_s)
+        self._watch_answer()  # closed (Connection: close) with bytes unsent: they are timed too
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._watch_answer()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._resumes += 1
+        if self._next_waits and not self.transport.is_closing():
+            self._next_waits = False
+            self.on_response_complete()
+
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._watch_answer()
+
+    def shutdown(self) -> None:
+        super().shutdown()  # the server stops: a connection closed with bytes unsent must not hold it up forever
+        self._watch_answer()
+
+    def send_400_response(self, msg: str) -> None:
+        import h11
+
+        try:
+            super().send_400_response(msg)
+        except h11.LocalProtocolError:  # garbage pipelined behind an answer in progress: no room for a 400
+            abort(self.transport)  # (uvicorn let it escape data_received: asyncio's "Fatal error" and a traceback)
+            return
+        self._watch_answer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        if self._counted:
+            self._counted = False
+            self.held.count -= 1
         super().connection_lost(exc)
 
     def _arrived(self) -> bool:
         """A request is in progress and all of it (headers and body) has arrived."""
         return self.cycle is not None and not self.cycle.response_complete and not self.cycle.more_body
+
+    def _resume_reading(self) -> None:
+        """uvicorn's ``flow.resume_reading`` (called at every answer, and whenever the app awaits ``receive()``, as
+        a file answer does), held back while more than :data:`PIPELINED_BYTES` of further requests wait unparsed:
+        each read takes up to 256 kB, so a peer pipelining small requests made the server buffer ~200 MB. No
+        deadlock: so many bytes always hold a complete request (h11 refuses an incomplete one over 16 kB), whose
+        answer resumes reading again."""
+        if len(self.conn.trailing_data[0]) <= PIPELINED_BYTES:
+            type(self.flow).resume_reading(self.flow)
 
     def _arm(self, seconds: float) -> None:
         self._disarm()
@@ -116,6 +192,57 @@ class BoundedH11Protocol(_Protocol):
             cycle.disconnected = True  # the app's receive() says the peer left; its own answer is dropped
             cycle.message_event.set()
         self.transport.close()
+        self._watch_answer()
+
+    def _watch_answer(self) -> None:
+        """Start the answer deadline if bytes wait in the transport's buffer and it is not running yet."""
+        if self._watch is None and self.transport.get_write_buffer_size() > 0:
+            self._seen = (unsent(self.transport), self._resumes)
+            self._stalled_since = self.loop.time()
+            self._watch = self.loop.call_later(self.bounds.request_timeout_s / WATCH_STEPS, self._look)
+
+    def _look(self) -> None:
+        """One look of the answer deadline: done when the buffer is empty, on while the peer takes bytes; the
+        connection aborted once it has taken none for the deadline."""
+        self._watch = None
+        if self.transport.get_write_buffer_size() == 0:
+            return  # all handed to the kernel: the app writes on (a later pause starts the deadline again)
+        now, seen = self.loop.time(), (unsent(self.transport), self._resumes)
+        if seen[0] < self._seen[0] or seen[1] != self._seen[1]:
+            self._stalled_since = now
+        self._seen = seen
+        if now - self._stalled_since >= self.bounds.request_timeout_s - 1e-3:
+            abort(self.transport)  # the peer stopped reading: the app's sends are dropped, the slot is given back
+            return
+        self._watch = self.loop.call_later(self.bounds.request_timeout_s / WATCH_STEPS, self._look)
+
+
+def abort(transport: Any) -> None:
+    """Close ``transport`` at once with a reset (``SO_LINGER`` 0): what it and the kernel hold unsent is dropped, so
+    the kernel keeps no orphan socket trying to deliver it to a peer that does not read, and the peer learns it."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+def unsent(transport: Any) -> int:
+    """Bytes written to ``transport`` that its peer has not taken: its buffer plus, on Linux, the socket's send queue
+    (``TIOCOUTQ``: not yet sent or not yet acknowledged), so a peer that reads slowly shows progress at once."""
+    size = int(transport.get_write_buffer_size())
+    sock = transport.get_extra_info("socket")
+    try:
+        import fcntl
+        import termios
+
+        outq = termios.TIOCOUTQ
+    except (ImportError, AttributeError):  # pragma: no cover - not Linux: the buffer alone
+        return size
+    if sock is not None:
+        with contextlib.suppress(OSError, ValueError):
+            size += struct.unpack("i", fcntl.ioctl(sock.fileno(), outq, b"\0\0\0\0"))[0]
+    return size
 
 
 class BoundedServer(_Server):
@@ -186,7 +313,7 @@ def bounded_server(
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    protocol = type("BoundedH11Protocol", (BoundedH11Protocol, H11Protocol), {"bounds": bounds})
+    protocol = type("BoundedH11Protocol", (BoundedH11Protocol, H11Protocol), {"bounds": bounds, "held": Held()})
     config = uvicorn.Config(
         app,
         host=host,

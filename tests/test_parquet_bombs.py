@@ -17,6 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -323,3 +324,185 @@ def test_an_episode_row_file_decoding_to_1_1_gib_is_named_by_grade_in_bounded_me
     assert got["violations"][0] == f"file {bomb} is not read ({_refusal(bomb, 1 << 30)})"
     assert got["s"] < 30
     assert got["peak_rss_kib"] < 600 << 10  # under 600 MiB (a sound run's grade: ~200 MiB)
+
+
+def _span_stated(raw: bytes, real: int, says: int) -> bytes:
+    """``raw`` (one uncompressed column chunk of ``real`` bytes of pages) with its footer's ``total_compressed_size``
+    replaced by ``says``, written in as many bytes: the i64 field after ``total_uncompressed_size`` (the same
+    number, header byte 0x16 each; the row group's sizes follow other fields)."""
+    (length,) = np.frombuffer(raw[-8:-4], dtype="<i4")
+    footer = raw[-8 - int(length) : -8]
+    width = -(-(2 * real).bit_length() // 7)
+    pair = b"\x16" + _zigzag_varint(real, width)
+    assert footer.count(pair + pair) == 1
+    forged = footer.replace(pair + pair, pair + b"\x16" + _zigzag_varint(says, width))
+    return raw[: -8 - int(length)] + forged + raw[-8:]
+
+
+def test_a_dictionary_page_offset_after_the_data_page_offset_is_damage_and_the_resume_changes_nothing(
+    recorded: Path, tmp_path: Path
+) -> None:
+    """Hostile round 22, F1: pyarrow reads from the smaller offset, DuckDB from the dictionary's; a footer putting
+    the dictionary page after the data pages sent the bound to pages pyarrow never read. Here an episode row
+    file's first dictionary-encoded chunk gets a dictionary offset one past its data offset (the footer's data and
+    dictionary page offsets: fields 9 and 11, header byte 0x26 each, written in the same width)."""
+    run = _copy(recorded, tmp_path / "run")
+    row = run / "meta/episodes/chunk-000/file-000.parquet"
+    md = pq.read_metadata(row)
+    chunk = next(
+        md.row_group(0).column(i) for i in range(md.num_columns) if md.row_group(0).column(i).has_dictionary_page
+    )
+    data, dictionary = chunk.data_page_offset, chunk.dictionary_page_offset
+    raw = row.read_bytes()
+    (length,) = np.frombuffer(raw[-8:-4], dtype="<i4")
+    width = -(-(2 * data).bit_length() // 7)
+    pair = b"\x26" + _zigzag_varint(data, width) + b"\x26" + _zigzag_varint(dictionary, width)
+    assert raw[-8 - int(length) :].count(pair) == 1  # same width: both offsets of a small file
+    forged = raw.replace(pair, b"\x26" + _zigzag_varint(data, width) + b"\x26" + _zigzag_varint(data + 1, width))
+    row.write_bytes(forged)
+    said = (
+        f"{row} has a column chunk {chunk.path_in_schema} of row group 0 whose dictionary page offset {data + 1:,} "
+        f"is not before its data page offset {data:,} (damaged)"
+    )
+    with pytest.raises(OSError) as refused:
+        read_parquet(row)
+    assert not isinstance(refused.value, UnsafeFile) and str(refused.value) == said
+    assert f"file {row} is unreadable (OSError: {said})" in grade(run).violations
+
+    before = tree_hash(run)
+    r = invoke("eval", "--resume", run)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert "episode row file meta/episodes/chunk-000/file-000.parquet is unreadable (OSError)" in r.stderr
+    assert tree_hash(run) == before  # run.json too: the resume refused before it wrote anything
+
+
+def _paged(path: Path) -> tuple[bytes, list[int]]:
+    """A file of one DOUBLE column of 300 rows in pages of 100 values (uncompressed, plain), and each page's
+    length (header and data, read back with the page header reader)."""
+    pq.write_table(
+        pa.table({"x": np.arange(300, dtype=np.float64)}),
+        path,
+        compression="none",
+        use_dictionary=False,
+        write_statistics=False,
+        data_page_size=1,
+        write_batch_size=100,
+    )
+    raw = path.read_bytes()
+    chunk = pq.read_metadata(path).row_group(0).column(0)
+    pos, lengths = chunk.data_page_offset, []
+    while pos < chunk.data_page_offset + chunk.total_compressed_size:
+        h = read_page_header(io.BytesIO(raw), pos, HeaderBudget())
+        lengths.append(h.size + h.compressed)
+        pos += lengths[-1]
+    assert len(lengths) == 3 and sum(lengths) == chunk.total_compressed_size
+    return raw, lengths
+
+
+@pytest.mark.parametrize("stated", ["first page", "into the second page"])
+def test_a_chunk_whose_pages_do_not_end_with_its_stated_span_is_damage(tmp_path: Path, stated: str) -> None:
+    """Hostile round 22, F2: DuckDB reads page headers past a chunk's ``total_compressed_size`` (field 7, header byte
+    0x16) until it has the chunk's values; a footer stating only the first page hid 199 pages of 256 MB from the
+    bound. The pages in the span must hold the chunk's 300 values and end where the span ends."""
+    path = tmp_path / "x.parquet"
+    raw, lengths = _paged(path)
+    says = lengths[0] + (0 if stated == "first page" else 1)
+    path.write_bytes(_span_stated(raw, sum(lengths), says))
+    start = pq.read_metadata(path).row_group(0).column(0).data_page_offset
+    if stated == "first page":  # the lie is real: pyarrow stops at the span, DuckDB reads on past it
+        assert pq.read_table(path).num_rows == 100
+        assert duckdb.connect().execute(f"SELECT sum(x) FROM read_parquet('{path}')").fetchone() == (sum(range(300)),)
+    end, values = (start + lengths[0], 100) if stated == "first page" else (start + lengths[0] + lengths[1], 200)
+    with pytest.raises(OSError) as refused:
+        read_parquet(path)
+    assert not isinstance(refused.value, UnsafeFile)
+    assert str(refused.value) == (
+        f"{path} has a column chunk x of row group 0 whose pages (bytes {start:,} to {end:,}, {values:,} values) "
+        f"are not the {says:,} bytes and 300 values its footer states (damaged)"
+    )
+
+
+def test_a_chunk_whose_span_runs_into_the_footer_is_damage(tmp_path: Path) -> None:
+    path = tmp_path / "x.parquet"
+    raw, lengths = _paged(path)
+    (length,) = np.frombuffer(raw[-8:-4], dtype="<i4")
+    body = len(raw) - 8 - int(length)
+    start = pq.read_metadata(path).row_group(0).column(0).data_page_offset
+    path.write_bytes(_span_stated(raw, sum(lengths), body - start + 1))
+    with pytest.raises(OSError, match=r"whose pages \(bytes 4 to ") as refused:
+        read_parquet(path)
+    assert str(refused.value) == (
+        f"{path} has a column chunk x of row group 0 whose pages (bytes {start:,} to {body + 1:,}) are not within the "
+        f"file's {body:,} bytes before its footer (damaged)"
+    )
+
+
+def _many_row_groups(path: Path, groups: int) -> int:
+    """A file of ``groups`` one-row row groups of one int8 column; its footer's length (the 4 bytes before PAR1)."""
+    pq.write_table(pa.table({"c": pa.array([1] * groups, pa.int8())}), path, row_group_size=1)
+    return int(np.frombuffer(path.read_bytes()[-8:-4], dtype="<i4")[0])
+
+
+def test_a_footer_over_its_bound_is_refused_before_any_parser_reads_it(
+    recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hostile round 22, F3: a 40 MB footer of repeated row groups took open_parquet's own check to 2.66 GB and
+    grade to 6.46 GB. Here the bound is set down to 4 KiB and an episode row file gets a footer of 200 row groups;
+    pyarrow's footer parser is made to fail the test if called on it."""
+    run = _copy(recorded, tmp_path / "run")
+    row = run / ROW
+    footer = _many_row_groups(row, 200)
+    assert footer > 4096
+    monkeypatch.setattr(parquet_bounds, "MAX_FOOTER_BYTES", 4096)
+    real = pq.ParquetFile
+
+    def parse(source: object, **kwargs: object) -> pq.ParquetFile:
+        assert source.seek(0, 2) != row.stat().st_size, "the footer was parsed"  # type: ignore[attr-defined]
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(parquet_bounds.pq, "ParquetFile", parse)
+    said = f"{row.stat().st_size:,} bytes whose footer is {footer:,}, over the 4,096 bytes of footer rollbench reads"
+    with pytest.raises(UnsafeFile) as refused:
+        read_parquet(row)
+    assert str(refused.value) == f"{row} is {said}; not read"
+    assert f"file {row} is not read ({said})" in grade(run).violations
+    with pytest.raises(UnsafeFile, match=r"bytes of footer rollbench reads; not read$"):
+        parquet_bounds.check_parquet_bytes(row.read_bytes(), row)
+
+
+def test_a_file_of_more_column_chunks_than_its_bound_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "many.parquet"
+    _many_row_groups(path, 200)
+    monkeypatch.setattr(parquet_bounds, "MAX_COLUMN_CHUNKS", 199)
+    with pytest.raises(UnsafeFile) as refused:
+        read_parquet(path)
+    assert str(refused.value) == (
+        f"{path} is {path.stat().st_size:,} bytes of 200 column chunks, over the 199 rollbench reads; not read"
+    )
+    monkeypatch.setattr(parquet_bounds, "MAX_COLUMN_CHUNKS", 200)
+    assert read_parquet(path).num_rows == 200
+
+
+def test_a_chunk_whose_pages_overlap_another_chunks_is_damage(tmp_path: Path) -> None:
+    """Two equal columns, the second's data page offset (field 9 after field 7: header byte 0x26) moved to the
+    first's: each span's pages add up alone, together they are one span read twice."""
+    path = tmp_path / "two.parquet"
+    pq.write_table(pa.table({"a": [1.0, 2.0], "b": [1.0, 2.0]}), path, compression="none", use_dictionary=False)
+    md = pq.read_metadata(path)
+    a, b = md.row_group(0).column(0), md.row_group(0).column(1)
+    raw = path.read_bytes()
+    (length,) = np.frombuffer(raw[-8:-4], dtype="<i4")
+    footer = raw[-8 - int(length) : -8]
+    width = -(-(2 * b.data_page_offset).bit_length() // 7)
+    was = b"\x26" + _zigzag_varint(b.data_page_offset, width)
+    assert footer.count(was) == 1
+    forged = footer.replace(was, b"\x26" + _zigzag_varint(a.data_page_offset, width))
+    path.write_bytes(raw[: -8 - int(length)] + forged + raw[-8:])
+    assert pq.read_metadata(path).row_group(0).column(1).data_page_offset == a.data_page_offset
+    with pytest.raises(OSError) as refused:
+        read_parquet(path)
+    assert str(refused.value) == (
+        f"{path} has a column chunk b of row group 0 whose pages overlap another column chunk's (damaged)"
+    )

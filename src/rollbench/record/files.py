@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from rollbench.core.contracts import ConfigError
 from rollbench.core.jsonfile import finite_json, strict_dumps
 from rollbench.core.walk import walk_tree
-from rollbench.record.parquet_bounds import check_decoded
+from rollbench.record.parquet_bounds import check_decoded, open_bounded
 from rollbench.record.safe_files import RUN_BOUNDS, is_regular, open_regular, run_files
 
 VIDEO_CODEC = "libx264"  # H.264 in PyAV's bundled FFmpeg; decodable by LeRobot's pyav and torchcodec back-ends
@@ -135,9 +135,11 @@ def open_parquet(path: Path, root: Path | None = None) -> Iterator[pq.ParquetFil
     and without a hole (``check_dense``: pyarrow reads a column chunk whole, so a footer pointing into a hole of a
     sparse file would make it allocate the hole's size; hostile round 19, F2), and decoding to at most
     :data:`~rollbench.record.parquet_bounds.MAX_DECODED_BYTES` (:func:`~rollbench.record.parquet_bounds.check_decoded`:
-    a decompression bomb). UnsafeFile (an OSError) naming the file and its numbers otherwise; what pyarrow raises for
-    a footer that does not read."""
-    with open_regular(path, root, max_bytes=MAX_PARQUET_BYTES, dense=True) as raw, pq.ParquetFile(raw) as pf:
+    a decompression bomb), its footer within :data:`~rollbench.record.parquet_bounds.MAX_FOOTER_BYTES` before pyarrow
+    parses it (:func:`~rollbench.record.parquet_bounds.open_bounded`). UnsafeFile (an OSError) naming the file and its
+    numbers otherwise; an OSError naming a column chunk whose span or pages do not add up (damage); what pyarrow
+    raises for a footer that does not read."""
+    with open_regular(path, root, max_bytes=MAX_PARQUET_BYTES, dense=True) as raw, open_bounded(raw, path) as pf:
         check_decoded(pf, raw, path)
         yield pf
 

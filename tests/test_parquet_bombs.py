@@ -506,3 +506,34 @@ def test_a_chunk_whose_pages_overlap_another_chunks_is_damage(tmp_path: Path) ->
     assert str(refused.value) == (
         f"{path} has a column chunk b of row group 0 whose pages overlap another column chunk's (damaged)"
     )
+
+
+def _header(page_type: int, *structs: tuple[int, int]) -> bytes:
+    """A Thrift compact PageHeader written by hand (parquet.thrift): type, 10 bytes uncompressed and compressed, then
+    ``(field, num_values)`` data page header structs (5: DataPageHeader, 8: DataPageHeaderV2)."""
+    out, last = bytearray([0x15, page_type * 2, 0x15, 20, 0x15, 20]), 3
+    for field, values in structs:
+        out += bytes([((field - last) << 4) | 12, 0x15]) + bytes([(values * 2) & 0x7F | 0x80, (values * 2) >> 7, 0])
+        last = field
+    return bytes(out + b"\0")
+
+
+@pytest.mark.parametrize(
+    ("header", "values"),
+    [(_header(0, (5, 99)), 99), (_header(3, (8, 99)), 99), (_header(2), 0), (_header(1), 0)],
+    ids=["data-page", "data-page-v2", "dictionary-page", "index-page"],
+)
+def test_a_page_header_counts_the_values_of_its_own_type_only(header: bytes, values: int) -> None:
+    assert read_page_header(io.BytesIO(header + b"\0" * 10), 0, HeaderBudget()).values == values
+
+
+@pytest.mark.parametrize(
+    "header",
+    [_header(1, (5, 99)), _header(2, (8, 99)), _header(0, (5, 1), (8, 99)), _header(3, (5, 99))],
+    ids=["index-page-with-values", "dictionary-page-with-v2-values", "v1-and-v2-values", "v2-page-with-v1-values"],
+)
+def test_a_value_count_on_a_page_of_another_type_is_damage(header: bytes) -> None:
+    """Hostile round 23, a F1: an INDEX_PAGE, or a data page holding both headers, made a chunk's pages add up for
+    the bound while DuckDB, counting data pages by their type, read on past the chunk's span (55 s for a 0.6 MB file)."""
+    with pytest.raises(PageHeaderError, match="holding the header of a data page of another kind"):
+        read_page_header(io.BytesIO(header + b"\0" * 10), 0, HeaderBudget())

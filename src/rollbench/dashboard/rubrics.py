@@ -108,8 +108,10 @@ def _parse_file(path: Path) -> Any:
             raise ConfigError(f"rubric file {path} is not valid YAML: it is nested too deeply") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"rubric file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-        except (ValueError, TypeError, OverflowError) as exc:  # a value its tag cannot build: 2001-13-45, !!int "zz"
-            raise ConfigError(f"rubric file {path} holds a value YAML cannot read: {printable(exc)[:200]}") from None
+        except Exception as exc:  # a value its tag cannot build: 2001-13-45, !!int "zz", !!int "", !!bool "maybe"
+            # (PyYAML's constructors raise ValueError, IndexError, KeyError, AttributeError...: hostile 22b, 23b F1)
+            said = printable(exc)[:200] or type(exc).__name__
+            raise ConfigError(f"rubric file {path} holds a value YAML cannot read: {said}") from None
     return parse_json(text, f"rubric file {path}")
 
 

@@ -1,7 +1,8 @@
 """The page headers of a parquet column chunk, read without decompressing a page: each header's sizes and value
 count, what the file's footer only sums (and may misstate). A header is a Thrift compact-protocol ``PageHeader``
-(apache/parquet-format, ``parquet.thrift``): field 2 the uncompressed size, 3 the compressed size, 5 (a data page)
-or 8 (a data page, version 2) a struct whose field 1 is its value count; every other field is skipped by its type.
+(apache/parquet-format, ``parquet.thrift``): field 1 the page type, 2 the uncompressed size, 3 the compressed size,
+5 (a data page) or 8 (a data page, version 2) a struct whose field 1 is its value count, counted only on a page of
+that type (any other, or both, is damage); every other field is skipped by its type.
 
 Bounds, each a :class:`PageHeaderError`: a header of at most :data:`MAX_HEADER_BYTES`, structs nested at most
 :data:`MAX_DEPTH` deep, and per :class:`HeaderBudget` (one per file) at most :data:`MAX_PAGES` headers and
@@ -142,20 +143,24 @@ def _skip(buf: bytes, pos: int, kind: int, depth: int) -> int:
     raise PageHeaderError(f"a field of unknown type {kind}")
 
 
+_DATA_PAGE_FIELD = {0: 5, 3: 8}  # page type (DATA_PAGE, DATA_PAGE_V2) -> the field of its header struct
+
+
 def _parse(buf: bytes) -> PageHeader:
-    sizes = {2: -1, 3: -1}
-    values = 0
+    ints = {1: -1, 2: -1, 3: -1}  # the page type, the uncompressed and the compressed sizes
+    counted: dict[int, int] = {}  # 5 or 8 -> the value count of that data page header
     fid, kind, pos = _field(buf, 0, 0)
     while kind != _STOP:
-        if fid in sizes and kind == _I32:
+        if fid in ints and kind == _I32:
             v, pos = _varint(buf, pos)
-            sizes[fid] = (v >> 1) ^ -(v & 1)
+            ints[fid] = (v >> 1) ^ -(v & 1)
         elif fid in (5, 8) and kind == _STRUCT:  # DataPageHeader, DataPageHeaderV2: field 1 is num_values
+            counted[fid] = 0
             inner, inner_kind, pos = _field(buf, pos, 0)
             while inner_kind != _STOP:
                 if inner == 1 and inner_kind == _I32:
                     v, pos = _varint(buf, pos)
-                    values = (v >> 1) ^ -(v & 1)
+                    counted[fid] = (v >> 1) ^ -(v & 1)
                 else:
                     pos = _skip(buf, pos, inner_kind, 1)
                 inner, inner_kind, pos = _field(buf, pos, inner)
@@ -164,9 +169,14 @@ def _parse(buf: bytes) -> PageHeader:
         fid, kind, pos = _field(buf, pos, fid)
     if pos > len(buf):
         raise IndexError("past the end")  # a skipped binary or double ran past what was read
-    if min(sizes.values()) < 0 or values < 0:
-        raise PageHeaderError("no page sizes, or a negative size or value count")
-    return PageHeader(pos, sizes[2], sizes[3], values)
+    if min(ints.values()) < 0 or any(v < 0 for v in counted.values()):
+        raise PageHeaderError("no page type or sizes, or a negative size or value count")
+    # a reader counts a page's values by its type alone (DuckDB, pyarrow): a value count on a page of another type,
+    # or two of them, would make the chunk's pages seem to add up while the reader reads on past them (hostile 23a)
+    own = _DATA_PAGE_FIELD.get(ints[1])
+    if set(counted) - {own}:
+        raise PageHeaderError(f"a page of type {ints[1]} holding the header of a data page of another kind")
+    return PageHeader(pos, ints[2], ints[3], counted.get(own, 0) if own is not None else 0)
 
 
 __all__ = ["HeaderBudget", "PageHeader", "PageHeaderError", "read_page_header"]

@@ -215,10 +215,11 @@ def unread_flood(port: int, request: bytes) -> tuple[socket.socket, float]:
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)  # small segments: the server's send buffer stays small
     s.connect(("127.0.0.1", port))
     s.setblocking(False)
-    stall = None
+    stall, pending = None, b""
     while stall is None or time.monotonic() - stall < 0.3:
         try:
-            s.send(request * 50)
+            pending = pending or request * 50
+            pending = pending[s.send(pending) :]  # whole requests: a cut one would be answered 400 and closed
             stall = None
         except BlockingIOError:
             stall = stall or time.monotonic()

@@ -359,10 +359,11 @@ def _unread_ws(port: int, frame: bytes) -> tuple[socket.socket, float]:
     s.settimeout(10)
     assert s.recv(12) == b"HTTP/1.1 101"
     s.setblocking(False)
-    stall = None
+    stall, pending = None, b""
     while stall is None or time.monotonic() - stall < 0.3:
         try:
-            s.send(frame * 32)
+            pending = pending or frame * 32
+            pending = pending[s.send(pending) :]  # whole frames: a cut one would be a protocol error, closed at once
             stall = None
         except BlockingIOError:
             stall = stall or time.monotonic()

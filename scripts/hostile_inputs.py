@@ -99,6 +99,10 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * hostile round 21's decompression bombs (``scripts/hostile_round21_bombs.py``): a step or episode row file of a few
   hundred KiB that decodes to GiBs (zeros with zstd, one dictionary entry repeated, or a footer understating its
   pages) is named by ``grade``, refused by ``eval --resume`` and ``release``, under a 4 GiB address-space limit.
+* hostile round 21's slow-reader classes (``scripts/hostile_round21_slow.py``): clients that pipeline requests to
+  serve-policy, the dashboard and MCP over HTTP, or flood serve-policy's websocket with act requests or pings, and
+  never read: each is reset about ``--request-timeout-s`` after the server stopped reading, and others are served
+  after (websocket: one line on stderr).
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -146,6 +150,7 @@ import hostile_round19_manifest  # hostile round 19's release manifest and annot
 import hostile_round19_resume  # hostile round 19's resume of damaged committed files, beside this script
 import hostile_round20  # hostile round 20's sequential-study classes, beside this script
 import hostile_round21_bombs  # hostile round 21's parquet decompression bombs, beside this script
+import hostile_round21_slow  # hostile round 21's clients that never read their answers, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -583,6 +588,7 @@ def main() -> int:
         hostile_round20.run_all(r, a.n)
         hostile_round19_resume.run_all(r, a.n)
         hostile_round21_bombs.run_all(r, a.n)
+        hostile_round21_slow.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

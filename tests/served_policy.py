@@ -71,6 +71,25 @@ def wait_listening(
             time.sleep(0.2)
 
 
+def dropped_after(client: socket.socket, since: float, within_s: float = 30) -> float | None:
+    """Seconds from ``since`` until the loopback server ``client`` is connected to no longer holds its end of the
+    connection (its socket gone from ``/proc/net/tcp``: closed or reset), looked at without reading or sending on
+    ``client`` (whose own view may learn of a reset only at its next zero-window probe, seconds later); None if the
+    server still holds it after ``within_s``."""
+    here, there = client.getsockname()[1], client.getpeername()[1]
+    while time.monotonic() - since < within_s:
+        if not any(_tcp_ports(line) == (there, here) for line in Path("/proc/net/tcp").read_text().splitlines()[1:]):
+            return time.monotonic() - since
+        time.sleep(0.05)
+    return None
+
+
+def _tcp_ports(line: str) -> tuple[int, int]:
+    """(local port, remote port) of one /proc/net/tcp line (``sl local rem st ...``, ports in hex)."""
+    local, remote = line.split()[1:3]
+    return int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16)
+
+
 def url_of(protocol: str, port: int) -> str:
     return f"ws://127.0.0.1:{port}" if protocol == "ws" else f"http://127.0.0.1:{port}/act"
 

@@ -7,6 +7,7 @@ HTTP connections (websockets, httpx, raw sockets); fuzz cases come from tests/ho
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -23,7 +24,7 @@ from websockets.sync.client import connect
 from hostile_peers import http_bodies, ws_cases
 from rollbench.api import evaluate
 from rollbench.wire.decode import DEFAULT_MAX_REQUEST_BYTES, unpack_msgpack
-from served_policy import served
+from served_policy import dropped_after, served
 
 OBJECT_SEED = {b"__ndarray__": True, b"data": b"\x01" * 8, b"dtype": "|O", b"shape": [1]}
 STATE = np.array([0.1, 0.1, 0.5, 0.1], np.float32)  # a scripted/reach state
@@ -343,8 +344,6 @@ def test_silent_half_sent_and_slow_http_requests_are_closed_after_the_request_ti
 
 # ----------------------------------------------------------------------------------------- clients that stop reading
 
-ESTABLISHED = 1  # Linux's TCP state of an open connection (tcp_info.tcpi_state)
-
 
 def _unread_ws(port: int, frame: bytes) -> tuple[socket.socket, float]:
     """A websocket client with a 1 kB receive buffer (and small segments, so the server's send buffer stays small)
@@ -359,10 +358,11 @@ def _unread_ws(port: int, frame: bytes) -> tuple[socket.socket, float]:
     s.settimeout(10)
     assert s.recv(12) == b"HTTP/1.1 101"
     s.setblocking(False)
-    stall = None
+    stall, pending = None, b""
     while stall is None or time.monotonic() - stall < 0.3:
         try:
-            s.send(frame * 32)
+            pending = pending or frame * 32
+            pending = pending[s.send(pending) :]  # whole frames: a cut one would be a protocol error, closed at once
             stall = None
         except BlockingIOError:
             stall = stall or time.monotonic()
@@ -370,16 +370,22 @@ def _unread_ws(port: int, frame: bytes) -> tuple[socket.socket, float]:
     return s, stall
 
 
-def _refusal(url: str) -> tuple[int, str] | None:
-    """The close (code, reason) a new connection gets after an error text instead of the metadata; None if served."""
-    with connect(url, compression=None, open_timeout=10) as ws:
-        if isinstance(ws.recv(timeout=10), bytes):
-            return None
-        try:
-            ws.recv(timeout=10)
-        except ConnectionClosed as exc:
-            return (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (-1, "no close frame")
-    return (0, "no close")
+def _two_clients(url: str) -> list[tuple[int, str] | None]:
+    """Two websocket clients connected at once: for each, None if it is served (its first message is the
+    metadata), else the close (code, reason) it gets after the error text."""
+    out: list[tuple[int, str] | None] = []
+    with contextlib.ExitStack() as stack:
+        for _ in range(2):
+            ws = stack.enter_context(connect(url, compression=None, open_timeout=10))
+            if isinstance(ws.recv(timeout=10), bytes):
+                out.append(None)
+                continue
+            try:
+                ws.recv(timeout=10)
+                out.append((0, "no close"))
+            except ConnectionClosed as exc:
+                out.append((exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (-1, "no close frame"))
+    return out
 
 
 def _masked(opcode: int, payload: bytes) -> bytes:
@@ -395,34 +401,32 @@ def test_a_ws_client_that_never_reads_its_replies_is_closed_at_the_deadline_and_
     sent: str, tmp_path: Path
 ) -> None:
     """Hostile round 21, F1: a client that sends act requests (or pings, answered by pongs) and never reads holds
-    the only session (--max-sessions 1: others are refused 1013) until a reply has waited the deadline; then the
-    server resets the connection, says so in one line on stderr, and the next client gets the session."""
+    one of the two sessions until a reply has waited the deadline (meanwhile one client is served, a second refused
+    1013); then the server resets the connection, says so in one line on stderr, and two clients are served."""
     from openpi_client import msgpack_numpy
 
-    deadline = 1.5
+    deadline = 3.0  # room for the meanwhile check (its second client waits 1 s for a session) before the cut
     act = msgpack_numpy.packb(REACH_ACT)
     frame = _masked(2, act) if sent == "act requests" else _masked(9, b"p" * 125)
-    extra = ("--env", "scripted/reach", "--max-sessions", "1", "--request-timeout-s", str(deadline))
+    extra = ("--env", "scripted/reach", "--max-sessions", "2", "--request-timeout-s", str(deadline))
     with served(tmp_path, "scripted-expert", "ws", *extra) as (url, _, proc):
         s, stall = _unread_ws(int(url.rsplit(":", 1)[1]), frame)
         with s:
             client = f"127.0.0.1:{s.getsockname()[1]}"
-            refused = _refusal(url)  # meanwhile: the only session is held
-            cut = None
-            while cut is None and time.monotonic() - stall < 30:
-                if s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != ESTABLISHED:  # reset by the server
-                    cut = time.monotonic() - stall
-                time.sleep(0.05)
+            meanwhile = _two_clients(url)
+            cut = dropped_after(s, stall)
+        after = _two_clients(url)
         replies, closed = exchange(url, [REACH_ACT])
         assert proc.poll() is None
     said = proc.stderr.read() if proc.stderr else ""
-    busy = "SessionRefused: server busy: 1 sessions are open (serve-policy --max-sessions); try again later"
-    assert refused == (1013, busy)
-    assert cut is not None and deadline - 0.2 < cut < 1.25 * deadline + 3, cut
+    busy = "SessionRefused: server busy: 2 sessions are open (serve-policy --max-sessions); try again later"
+    assert meanwhile == [None, (1013, busy)] and after == [None, None]
+    # cut a deadline after its reply's send began, about when the server stopped reading it
+    assert cut is not None and 0.5 * deadline < cut < deadline + 3, cut
     assert closed is None and unpack_msgpack(replies[0])["actions"].shape == (1, 2)
     lines = [line for line in said.splitlines() if line.strip()]
     assert lines == [
-        f"rollbench serve-policy: closed the websocket connection of {client}: it took no reply within 1.5 s "
+        f"rollbench serve-policy: closed the websocket connection of {client}: it took no reply within 3 s "
         "(--request-timeout-s); its session is released"
     ], said
 

@@ -43,7 +43,8 @@ class Limits:
         max_sessions: live sessions at once.
         session_idle_s: an HTTP session idle this long (seconds) may be evicted when the server is full.
         request_timeout_s: seconds to receive one HTTP request (headers and body; :mod:`rollbench.wire.inbound`) or
-            a websocket handshake.
+            a websocket handshake, and the longest a client may leave an answer untaken (HTTP: no byte of it taken;
+            websocket: a frame not taken in full) before its connection is reset.
     """
 
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES

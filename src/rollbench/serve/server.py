@@ -224,15 +224,25 @@ def timed_connection(send_timeout_s: float) -> Any:
     """websockets' sync ``ServerConnection`` whose socket has a send deadline of ``send_timeout_s`` seconds: each
     frame (a reply, a pong, a keepalive ping) must be taken by the peer within it. Without one, a peer that stops
     reading blocks ``sendall`` forever while it holds the connection's lock, so even the keepalive that drops silent
-    peers never runs (hostile round 21, F1); with it, the send raises ``TimeoutError``, websockets closes the socket
-    (with a reset: what the peer never took is dropped, not left to the kernel) and the handler's ``recv``/``send``
-    raise ``ConnectionClosed`` (its ``__cause__`` the ``TimeoutError``)."""
+    peers never runs (hostile round 21, F1); with it, the send raises ``TimeoutError``, the socket is shut so that
+    the connection's other threads waiting to send fail at once (one deadline in all, not one per thread),
+    websockets closes it (with a reset: what the peer never took is dropped, not left to the kernel) and the
+    handler's ``recv``/``send`` raise ``ConnectionClosed`` (its ``__cause__`` the ``TimeoutError``)."""
     from websockets.sync.server import ServerConnection
 
     class TimedConnection(ServerConnection):
         def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
             sock.settimeout(send_timeout_s)  # reads are unaffected: websockets reads only once select() says ready
             super().__init__(sock, *args, **kwargs)
+
+        def send_data(self) -> None:
+            try:
+                super().send_data()
+            except TimeoutError:  # no later frame waits again (the handler's reply after a pong, a keepalive ping):
+                with contextlib.suppress(OSError):  # their sends fail at once, and the close is a reset
+                    self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.socket.shutdown(socket.SHUT_RDWR)
+                raise
 
         def close_socket(self) -> None:
             if isinstance(self.connection_exc, TimeoutError):  # a reset: the kernel drops what the peer never took

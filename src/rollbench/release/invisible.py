@@ -36,9 +36,8 @@ _CHARACTERS = (
     "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
-CONTROL = re.compile(_CHARACTERS)
 CONTROLS = re.compile(f"{_CHARACTERS}+")
-"""One invisible character (:data:`CONTROLS`: a run of them): every control sequence holds one, so a string without any (:func:`has_invisible`) is
+"""A run of invisible characters: every control sequence holds one, so a string without any (:func:`has_invisible`) is
 looked at once, at the speed of a character class, not by :data:`INVISIBLE`'s alternatives at every position."""
 
 INVISIBLE = re.compile(f"(?:{ANSI_ESCAPE}|{_CHARACTERS})+")
@@ -49,7 +48,7 @@ database)."""
 
 def has_invisible(text: str) -> bool:
     """Whether ``text`` holds an invisible character (then :data:`INVISIBLE` may remove something from it)."""
-    return CONTROL.search(text) is not None
+    return CONTROLS.search(text) is not None
 
 
 class _Span(Protocol):

@@ -28,13 +28,27 @@ def steps(run_dir: Path) -> dict[str, np.ndarray]:
     }
 
 
-def frames(run_dir: Path) -> list[np.ndarray]:
+def packets(run_dir: Path) -> list[bytes]:
+    """The encoded video packets of every mp4 of the run, in file order: the recording itself, before a decoder."""
     import av
 
     out = []
     for mp4 in sorted(run_dir.glob("videos/*/chunk-*/file-*.mp4")):
         with av.open(str(mp4)) as c:
-            out += [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+            out += [bytes(p) for p in c.demux(video=0) if p.size]
+    return out
+
+
+def frames(run_dir: Path) -> list[np.ndarray]:
+    """The decoded frames, by one decoder thread (the oracle's own decoding cannot vary with the machine's load)."""
+    import av
+
+    out = []
+    for mp4 in sorted(run_dir.glob("videos/*/chunk-*/file-*.mp4")):
+        with av.open(str(mp4)) as c:
+            stream = c.streams.video[0]
+            stream.thread_type, stream.codec_context.thread_count = "NONE", 1
+            out += [f.to_ndarray(format="rgb24") for f in c.decode(stream)]
     return out
 
 
@@ -54,6 +68,9 @@ def test_buffer_reusing_policy_env_and_renderer_record_the_same_episodes_as_fres
         np.testing.assert_array_equal(a[col], b[col], err_msg=col)
     # every recorded state differs from the next one: nothing was overwritten by a later step
     assert (np.abs(np.diff(b["observation.state"][:8, :2], axis=0)).sum(axis=1) > 0).all()
+    pa, pb = packets(tmp_path / "fresh"), packets(tmp_path / "reused")
+    assert len(pa) == len(pb) == 16
+    assert [k for k, (x, y) in enumerate(zip(pa, pb, strict=True)) if x != y] == []  # the same bytes encoded
     fa, fb = frames(tmp_path / "fresh"), frames(tmp_path / "reused")
     assert len(fa) == len(fb) == 16
     for x, y in zip(fa, fb, strict=True):

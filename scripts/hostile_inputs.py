@@ -103,6 +103,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   serve-policy, the dashboard and MCP over HTTP, or flood serve-policy's websocket with act requests or pings, and
   never read: each is reset about ``--request-timeout-s`` after the server stopped reading, and others are served
   after (websocket: one line on stderr).
+* the MCP session lockout class (``scripts/hostile_mcp_sessions.py``): a client opening far more MCP sessions than
+  ``mcp --transport http --max-sessions`` never locks a fresh client out (the least recently used idle session is
+  evicted); only when every session has a request in flight is a new one answered 503 naming the option.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -128,6 +131,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_credentials  # issue 42's last credential leaks, beside this script
 import hostile_mcp_lines  # hostile round 12's MCP stdio class, beside this script
+import hostile_mcp_sessions  # the MCP session lockout class, beside this script
 import hostile_network  # issue 42's hostile servers, beside this script
 import hostile_optimize  # hostile round 9's optimize-instruction classes, beside this script
 import hostile_policy_info  # hostile round 12's input classes, beside this script
@@ -589,6 +593,7 @@ def main() -> int:
         hostile_round19_resume.run_all(r, a.n)
         hostile_round21_bombs.run_all(r, a.n)
         hostile_round21_slow.run_all(r, a.n)
+        hostile_mcp_sessions.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

@@ -35,6 +35,10 @@ pytestmark = pytest.mark.timeout(60)
 
 DEEP = "[" * 200_000 + "]" * 200_000  # deeper than CPython's json recursion limit: RecursionError when parsed
 NOT_UTF8 = b'{"env": "\xff\xfe"}'
+STDIO_HTTP_ONLY = (
+    "--token, --allow-host, --request-timeout-s, --max-connections, --max-sessions and --session-idle-s apply to "
+    "--transport http only"
+)
 LONG = "n" * 300  # a file name longer than 255 bytes (NAME_MAX on Linux)
 RUN = ["--env", "scripted/reach", "--policy", "zero", "--episodes", "3", "--max-steps", "3", "--seed", "2"]
 
@@ -479,9 +483,11 @@ CASES: list[T] = [
     ("dashboard-host", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/run", "--host", "0.0.0.0"], "token"),
     ("dashboard-annotator", nothing, ["dashboard", "--labels", "W/l.json", "--root", "W/run", "--annotator", "a/b"], "--annotator"),
     ("mcp-transport", nothing, ["mcp", "--transport", "pigeon", "--root", "W/mcp"], "pigeon"),
-    ("mcp-stdio-token", nothing, ["mcp", "--token", "t0k3n-abcdefgh", "--root", "W/mcp"], "--token, --allow-host, --request-timeout-s and --max-connections apply to --transport http only"),
-    ("mcp-stdio-max-connections", nothing, ["mcp", "--max-connections", "5", "--root", "W/mcp"], "--token, --allow-host, --request-timeout-s and --max-connections apply to --transport http only"),
-    ("mcp-stdio-request-timeout", nothing, ["mcp", "--request-timeout-s", "3", "--root", "W/mcp"], "--token, --allow-host, --request-timeout-s and --max-connections apply to --transport http only"),
+    ("mcp-stdio-token", nothing, ["mcp", "--token", "t0k3n-abcdefgh", "--root", "W/mcp"], STDIO_HTTP_ONLY),
+    ("mcp-stdio-max-connections", nothing, ["mcp", "--max-connections", "5", "--root", "W/mcp"], STDIO_HTTP_ONLY),
+    ("mcp-stdio-request-timeout", nothing, ["mcp", "--request-timeout-s", "3", "--root", "W/mcp"], STDIO_HTTP_ONLY),
+    ("mcp-stdio-max-sessions", nothing, ["mcp", "--max-sessions", "4", "--root", "W/mcp"], STDIO_HTTP_ONLY),
+    ("mcp-stdio-session-idle", nothing, ["mcp", "--session-idle-s", "5", "--root", "W/mcp"], STDIO_HTTP_ONLY),
     ("mcp-host", nothing, ["mcp", "--transport", "http", "--host", "0.0.0.0", "--root", "W/mcp"], "token"),
     ("optimize-proposer", nothing, ["optimize-instruction", *RUN[:4], "--out", "W/o", "--proposer", "magic"], "magic"),
     ("optimize-options", write("o.json", DEEP), ["optimize-instruction", *RUN[:4], "--out", "W/o", "--policy-options", "W/o.json"], "nested too deeply"),

@@ -9,6 +9,7 @@ import typer
 
 from rollbench.cli.common import fail
 from rollbench.core.contracts import ConfigError
+from rollbench.mcp.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_S
 from rollbench.wire.inbound import DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT_S, ConnectionBounds
 
 
@@ -47,6 +48,16 @@ def mcp_cmd(
     max_connections: Annotated[
         int, typer.Option(help="http only: connections held at once; one more is answered 503.")
     ] = DEFAULT_MAX_CONNECTIONS,
+    max_sessions: Annotated[
+        int,
+        typer.Option(
+            help="http only: MCP sessions held at once; a new one past it closes the least recently used session "
+            "with no request in flight (503 if every one has)."
+        ),
+    ] = DEFAULT_MAX_SESSIONS,
+    session_idle_s: Annotated[
+        float, typer.Option(help="http only: a session with no request in flight for this many seconds is closed.")
+    ] = DEFAULT_SESSION_IDLE_S,
     allow_policy: Annotated[
         list[str] | None,
         typer.Option(
@@ -59,6 +70,7 @@ def mcp_cmd(
     from rollbench.core.urlcreds import check_url
     from rollbench.mcp.http import HttpBinding
     from rollbench.mcp.server import serve
+    from rollbench.mcp.sessions import SessionBounds
     from rollbench.mcp.strict import check_max_steps_ceiling, outside_policy
     from rollbench.record.safe_files import refuse_inside_run
 
@@ -76,7 +88,8 @@ def mcp_cmd(
         refuse_inside_run(root, "--root")  # issue 42, item 8
         checkpoints = (*(lerobot_policy or ()), *(allow_policy or ()))
         bounds = ConnectionBounds(request_timeout_s, max_connections)  # rollbench.wire.inbound
-        binding = HttpBinding(host, port, token, tuple(allow_host or ()), bounds)
+        sessions = SessionBounds(max_sessions, session_idle_s)  # rollbench.mcp.sessions
+        binding = HttpBinding(host, port, token, tuple(allow_host or ()), bounds, sessions)
         serve(transport, root, max_steps_ceiling, checkpoints, binding)
     except ConfigError as exc:
         fail(str(exc))

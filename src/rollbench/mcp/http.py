@@ -18,6 +18,9 @@ connection is closed, or a short body answered 408), a connection over ``--max-c
 running out of file descriptors is one line on stderr, not the end of the process. An answer is timed only by the
 client's taking of it: one whose bytes the client stops taking for the deadline is cut off; the event streams the
 SDK answers with (``text/event-stream``) last as long as the session needs while the client reads them.
+
+The sessions are bounded by :mod:`rollbench.mcp.sessions`: at most ``--max-sessions``, each closed after
+``--session-idle-s`` with no request in flight, the least recently used idle one evicted for a new client.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rollbench.mcp.sessions import SessionBounds, app_options, bound_sessions
 from rollbench.wire.guard import Guard, asgi_guard
 from rollbench.wire.inbound import ConnectionBounds
 
@@ -35,13 +39,15 @@ TOKEN_ENV = "ROLLBENCH_MCP_TOKEN"
 @dataclass(frozen=True)
 class HttpBinding:
     """Where and to whom ``--transport http`` answers: the bound ``host`` and ``port``, the ``token`` clients must
-    send (None: none, loopback only), the other ``allow_hosts`` names, and the connections' ``bounds``."""
+    send (None: none, loopback only), the other ``allow_hosts`` names, the connections' ``bounds`` and the MCP
+    ``sessions``' bounds."""
 
     host: str = "127.0.0.1"
     port: int = 8000
     token: str | None = None
     allow_hosts: tuple[str, ...] = ()
     bounds: ConnectionBounds = field(default_factory=ConnectionBounds)
+    sessions: SessionBounds = field(default_factory=SessionBounds)
 
 
 def mcp_guard(host: str, token: str | None, allow_hosts: Sequence[str]) -> Guard:
@@ -70,5 +76,7 @@ def run_http(server: Any, binding: HttpBinding) -> None:
     from rollbench.wire.inbound_http import bounded_server
 
     guard = mcp_guard(binding.host, binding.token, binding.allow_hosts)
-    app: Any = server.streamable_http_app(transport_security=security(guard.names), host=binding.host)
+    options = app_options(binding.sessions)
+    app: Any = server.streamable_http_app(transport_security=security(guard.names), host=binding.host, **options)
+    bound_sessions(app, server.session_manager, binding.sessions)
     bounded_server(asgi_guard(app, guard), binding.bounds, "rollbench mcp", binding.host, binding.port).run()

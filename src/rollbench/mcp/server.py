@@ -54,6 +54,7 @@ from rollbench.mcp.results import (
     run_row,
 )
 from rollbench.mcp.sequential import add_sequential_tool
+from rollbench.mcp.sessions import SessionBounds
 from rollbench.mcp.strict import (
     MAX_EPISODES,
     ServerBounds,
@@ -69,6 +70,7 @@ from rollbench.wire.inbound import ConnectionBounds
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_STEPS_CEILING = 1000
+HTTP_DEFAULTS = (ConnectionBounds(), SessionBounds())  # the http-only bounds a stdio server must be left at
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -367,9 +369,10 @@ def serve(
         raise ConfigError(f"unknown transport {transport!r}; valid transports: stdio, http")
     if transport == "http":  # refuse an unsafe host before anything is created
         mcp_http.allowed_names(binding.host, binding.token, binding.allow_hosts)
-    elif binding.token is not None or binding.allow_hosts or binding.bounds != ConnectionBounds():
+    elif binding.token is not None or binding.allow_hosts or (binding.bounds, binding.sessions) != HTTP_DEFAULTS:
         raise ConfigError(
-            "--token, --allow-host, --request-timeout-s and --max-connections apply to --transport http only"
+            "--token, --allow-host, --request-timeout-s, --max-connections, --max-sessions and --session-idle-s "
+            "apply to --transport http only"
         )
     root = root.expanduser().resolve()
     try:

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import PurePosixPath
 
 from rollbench.core.contracts import ConfigError
-from rollbench.release.rules import Finding, Scanner
+from rollbench.release import credentials as cred
+from rollbench.release.rules import PLACEHOLDER, Finding, Scanner
 
 TEXT_SUFFIXES = {".md", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".toml", ".ini", ".html"}
 VIDEO_PATH = re.compile(r"[^/]+/videos/[^/]+/chunk-[0-9]{3}/file-[0-9]{3}\.mp4")  # a run's, as record.lerobot names it
@@ -232,6 +233,33 @@ def _run_rule(f: Finding) -> bool:
     )
 
 
+# what is left of a named credential's value once release has replaced every string in it: JSON's punctuation and the
+# names of its fields (``{"sid": "<REDACTED:credential:3>"}``, the key-value metadata release decoded and redacted)
+_REDACTED_STRUCTURE = re.compile(r'(?:[\s{}\[\],:]|"[^"\\]*+"[ \t]*+:|"")*+')
+
+
+def _named_or_keys(run: str, scanner: Scanner, allowed: Callable[[str], bool]) -> list[str]:
+    """The rules of :data:`BYTE_RULES` (a UTF-16 key) and :data:`NAMED_RULES` matching in ``run`` (a text run of a
+    parquet file's bytes), each rule's own pattern alone (no other rule's longer match hides it: ``token=`` before a
+    high-entropy value is a named credential here); a named credential's value that holds nothing but placeholders
+    in JSON's structure (``"cookies": {"sid": "<REDACTED:credential:3>"}``: what release wrote where it decoded and
+    redacted) is no match, nor is a value ``allowed`` (an ``allow`` regex)."""
+    out = []
+    for name, _category, pattern, group in scanner.patterns:
+        if name == "secret_field":
+            values = [run[a:b] for a, b in cred.pair_secrets(run, pattern)]
+        elif name in NAMED_RULES or name in BYTE_RULES:
+            values = [m.group(group) for m in pattern.finditer(run)]
+        else:
+            continue
+        if any(
+            v and not allowed(v) and (name in BYTE_RULES or not _REDACTED_STRUCTURE.fullmatch(PLACEHOLDER.sub("", v)))
+            for v in values
+        ):
+            out.append(name)
+    return out
+
+
 def byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
     """Where a file's bytes, read as they are (not decoded), hold a secret, each as ``"RULE in its bytes ..."``:
     :data:`BYTE_RULES` anywhere; environment secrets' values anywhere, read as Latin-1 in any letter case and
@@ -253,11 +281,13 @@ def byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
 
 def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
     """:func:`byte_findings` without decoding (each rule's own pattern only; cheap on large files, used for a
-    parquet file as released): environment secrets' values anywhere (read as Latin-1 in any letter case, and as
-    UTF-8, UTF-16LE and UTF-16BE: :func:`env_spellings`), and in each text run (:func:`text_runs`: ASCII, UTF-16LE,
-    UTF-16BE) the e-mail and home-path rules and host, user and ``--rules`` literal names of :data:`MIN_BYTE_NAME` or
-    more characters and learnt values (:mod:`rollbench.release.learnt`); a match of an ``allow`` regex is no
-    finding."""
+    parquet file as released: its footer's ``created_by``, page statistics, an unused page, a number column's raw
+    bytes): :data:`BYTE_RULES` (provider and private keys) and environment secrets' values anywhere (the values read
+    as Latin-1 in any letter case, and as UTF-8, UTF-16LE and UTF-16BE: :func:`env_spellings`), and in each text run
+    (:func:`text_runs`: ASCII, UTF-16LE, UTF-16BE) the e-mail, home-path and named-credential rules
+    (:data:`NAMED_RULES`), :data:`BYTE_RULES` (a UTF-16 key), and host, user and ``--rules`` literal names of
+    :data:`MIN_BYTE_NAME` or more characters and learnt values (:mod:`rollbench.release.learnt`); a match of an
+    ``allow`` regex is no finding (hostile24a F1: the provider keys and named credentials were left out)."""
 
     def allowed(value: str) -> bool:
         return any(a.search(value) for a in scanner.allow)
@@ -269,7 +299,7 @@ def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
     found = [
         f"{name} in its bytes"
         for name, _category, pattern, group in scanner.patterns
-        if name.startswith("environment:") and hit(pattern, group, text, 1)
+        if (name in BYTE_RULES or name.startswith("environment:")) and hit(pattern, group, text, 1)
     ]
     found += [f"{rule} in its bytes (as {label})" for rule, label, s in env_spellings(raw, scanner) if not allowed(s)]
     rules = [(n, p, g) for n, _c, p, g in scanner.patterns if n in TEXT_RUN_RULES or n in NAME_RULES]
@@ -281,4 +311,5 @@ def plain_byte_findings(raw: bytes, scanner: Scanner) -> list[str]:
             for name, pattern, group in rules
             if hit(pattern, group, s, 1 if name in TEXT_RUN_RULES else MIN_BYTE_NAME)
         ]
+        found += [f"{rule} in its bytes ({where})" for rule in _named_or_keys(s, scanner, allowed)]
     return found

@@ -332,7 +332,7 @@ class Releaser:
         if found:
             raise RollbenchError(
                 f"{rel}: the parquet file's bytes hold a match of rule {found[0]} where release does not read "
-                "(page statistics, an unused page); rewrite the file without it or move it out of the run"
+                "(the footer, page statistics, an unused page, a number column's bytes); rewrite the file without it or move it out of the run"
             )
         return Released(rel, data == raw, data, redactions)
 

@@ -103,6 +103,10 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   serve-policy, the dashboard and MCP over HTTP, or flood serve-policy's websocket with act requests or pings, and
   never read: each is reset about ``--request-timeout-s`` after the server stopped reading, and others are served
   after (websocket: one line on stderr).
+* hostile round 24's resume classes (``scripts/hostile_round24_resume.py``): ``eval --resume`` of a run holding a
+  data or video file without an episode row past the next episode to commit, or a damaged, foreign or missing
+  ``meta/tasks.parquet``: refused in one line naming the file, the run unchanged; the next commit's own leftover is
+  deleted and the episode recorded again.
 * the MCP session lockout class (``scripts/hostile_mcp_sessions.py``): a client opening far more MCP sessions than
   ``mcp --transport http --max-sessions`` never locks a fresh client out (the least recently used idle session is
   evicted); only when every session has a request in flight is a new one answered 503 naming the option.
@@ -155,6 +159,7 @@ import hostile_round19_resume  # hostile round 19's resume of damaged committed 
 import hostile_round20  # hostile round 20's sequential-study classes, beside this script
 import hostile_round21_bombs  # hostile round 21's parquet decompression bombs, beside this script
 import hostile_round21_slow  # hostile round 21's clients that never read their answers, beside this script
+import hostile_round24_resume  # hostile round 24's rowless files and meta/tasks.parquet on resume, beside this script
 import hostile_trust  # issue 42's classes, beside this script
 from hostile_round4 import round4
 
@@ -593,6 +598,7 @@ def main() -> int:
         hostile_round19_resume.run_all(r, a.n)
         hostile_round21_bombs.run_all(r, a.n)
         hostile_round21_slow.run_all(r, a.n)
+        hostile_round24_resume.run_all(r, a.n)
         hostile_mcp_sessions.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:

@@ -266,6 +266,100 @@ def test_an_episode_row_file_of_many_rows_is_refused_from_its_footer(sound_run: 
     )
 
 
+# ---- hostile round 24, F4: meta/tasks.parquet is read before the resume writes anything -------------------------
+TASKS = "meta/tasks.parquet"
+SWEEP = ("reach the goal", "touch the goal")  # the sweep run's instructions (task_index 0, 1)
+
+
+@pytest.fixture(scope="module")
+def sweep_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "S"
+    variants = [{"name": n, "instruction": i} for n, i in zip("ab", SWEEP, strict=True)]
+    evaluate(out=out, env="scripted/reach", policy="scripted-expert", episodes=1, instructions=variants)
+    assert json.loads((out / "run.json").read_text())["plan"]["instructions"] == list(SWEEP)
+    return out
+
+
+@pytest.fixture(scope="module")
+def other_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another run of the same task, told another instruction: its tasks.parquet is a sound file of another run."""
+    out = tmp_path_factory.mktemp("runs") / "O"
+    evaluate(out=out, env="scripted/reach", policy="scripted-expert", episodes=1, instruction="reach the red dot")
+    return out
+
+
+def write_tasks(run: Path, rows: list[tuple[int, str]], index: pa.DataType | None = None) -> None:
+    columns = {"task_index": pa.array([i for i, _ in rows], index or pa.int64()), "task": [t for _, t in rows]}
+    pq.write_table(pa.table(columns), run / TASKS)
+
+
+def truncate(path: Path, size: int) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(size)
+
+
+TASKS_DAMAGE: dict[str, tuple[Callable[[Path, Path], None], str]] = {
+    "truncated": (lambda run, other: truncate(run / TASKS, 100), "is unreadable (ArrowInvalid)"),
+    "another run's": (
+        lambda run, other: shutil.copyfile(other / TASKS, run / TASKS),
+        f"row 0 is task 0 'reach the red dot', where the run's plan has task 0 {TASK!r}",
+    ),
+    "an extra task": (
+        lambda run, other: write_tasks(run, [(0, TASK), (1, "pick the cube")]),
+        "holds 2 tasks, where the run's plan has 1",
+    ),
+    "missing": (
+        lambda run, other: (run / TASKS).unlink(),
+        "is missing, yet episodes are committed (the writer writes it before the first)",
+    ),
+    "task_index of int32": (
+        lambda run, other: write_tasks(run, [(0, TASK)], pa.int32()),
+        "has columns task_index (int32), task (string), not task_index (int64) and task (string)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TASKS_DAMAGE))
+def test_a_damaged_or_foreign_tasks_parquet_is_refused_naming_it_before_anything_is_written(
+    sound_run: Path, other_run: Path, tmp_path: Path, case: str
+) -> None:
+    """The resume used to record the missing episodes into the run, then end PARTIAL (grade's complaint)."""
+    run = copy_of(sound_run, tmp_path)
+    plant, why = TASKS_DAMAGE[case]
+    plant(run, other_run)
+    assert_refused_unchanged(run, ["eval", "--resume", run], f"{TASKS} {why}")
+
+
+@pytest.mark.parametrize(
+    ("rows", "why"),
+    [
+        ([(0, SWEEP[1]), (1, SWEEP[0])], f"row 0 is task 0 {SWEEP[1]!r}, where the run's plan has task 0 {SWEEP[0]!r}"),
+        ([(1, SWEEP[0]), (0, SWEEP[1])], f"row 0 is task 1 {SWEEP[0]!r}, where the run's plan has task 0 {SWEEP[0]!r}"),
+        ([(0, SWEEP[0]), (1, SWEEP[0])], f"row 1 is task 1 {SWEEP[0]!r}, where the run's plan has task 1 {SWEEP[1]!r}"),
+    ],
+    ids=["tasks-swapped", "indices-swapped", "a-task-twice"],
+)
+def test_a_tasks_parquet_of_the_plans_tasks_in_another_order_is_refused(
+    sweep_run: Path, tmp_path: Path, rows: list[tuple[int, str]], why: str
+) -> None:
+    run = copy_of(sweep_run, tmp_path)
+    write_tasks(run, rows)
+    assert_refused_unchanged(run, ["eval", "--resume", run], f"{TASKS} {why}")
+
+
+def test_a_tasks_parquet_absent_before_the_first_commit_is_written_by_the_resume(
+    sound_run: Path, tmp_path: Path
+) -> None:
+    """A run killed after its run.json and before its writer opened holds no tasks.parquet and no episode."""
+    run = copy_of(sound_run, tmp_path)
+    for f in [run / TASKS, *(run / "meta/episodes/chunk-000").iterdir(), *(run / "data/chunk-000").iterdir()]:
+        f.unlink()
+    r = invoke("eval", "--resume", run)
+    assert r.returncode == 0, r.stderr
+    assert pq.read_table(run / TASKS).to_pylist() == [{"task_index": 0, "task": TASK}]
+    assert grade(run).episodes_recorded == 3
+
+
 def test_an_errored_run_is_refused_before_its_retry_logs_or_takes_back_anything(
     errored_run: Path, tmp_path: Path
 ) -> None:

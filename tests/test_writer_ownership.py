@@ -117,6 +117,76 @@ def test_one_missing_last_row_is_an_interrupted_commit_and_runs_again(run: Path)
     assert code == 0 and committed_lengths(run) == [4] * 5 and grade(run).episodes_recorded == 5
 
 
+# ---- hostile round 24, F3: a rowless file can only be the next commit's ------------------------------------------
+VIDEO = "videos/observation.images.top/chunk-000"  # scripted/reach's camera
+
+
+@pytest.fixture(scope="module")
+def recorded_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("recorded") / "run"
+    evaluate(out=out, video=True, **ARGS)
+    return out
+
+
+def handed_over(recorded: Path, tmp_path: Path, kept: dict[str, list[int]]) -> Path:
+    """A copy of ``recorded`` (episodes 0..4) with only episodes 0..1 committed: the rows of 2..4 gone and, of
+    their data and video files, only the episodes ``kept`` lists per tree (``DATA``, ``VIDEO``)."""
+    out = Path(shutil.copytree(recorded, tmp_path / "run", symlinks=True))
+    for e in (2, 3, 4):
+        (out / ROWS / f"file-00{e}.parquet").unlink()
+        for tree, suffix in ((DATA, "parquet"), (VIDEO, "mp4")):
+            if e not in kept.get(tree, []) and (f := out / tree / f"file-00{e}.{suffix}").exists():
+                f.unlink()
+    return out
+
+
+def rowless_refusal(run: Path, files_and_verb: str) -> str:
+    return (
+        f"error: {run} is damaged and cannot be resumed: {files_and_verb} no episode row, but an interrupted commit "
+        "leaves files without a row only for episode 2, the next to commit, so episode rows were removed or moved; "
+        f"nothing was changed (`rollbench grade {run}` reports every problem)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("video", "kept", "named", "rowless_data"),
+    [
+        (False, {DATA: [3]}, f"{DATA}/file-003.parquet has", [3]),  # the hostile repro: the episode after the next
+        (False, {DATA: [4]}, f"{DATA}/file-004.parquet has", [4]),  # the plan's last episode
+        (True, {VIDEO: [3]}, f"{VIDEO}/file-003.mp4 has", []),  # a video alone (grade does not look for one)
+        (True, {DATA: [2, 4], VIDEO: [2, 4]}, f"{DATA}/file-004.parquet, {VIDEO}/file-004.mp4 have", [2, 4]),
+    ],
+    ids=["data-next-plus-one", "data-last", "video-only", "data-and-video-beside-the-leftover"],
+)
+def test_a_rowless_file_past_the_next_commit_refuses_the_resume_naming_it_and_changes_nothing(
+    recorded: Path,
+    recorded_video: Path,
+    tmp_path: Path,
+    video: bool,
+    kept: dict[str, list[int]],
+    named: str,
+    rowless_data: list[int],
+) -> None:
+    run = handed_over(recorded_video if video else recorded, tmp_path, kept)
+    said = [v for v in grade(run).violations if v.startswith("data rows exist")]  # grade: damage, not a leftover
+    assert said == [f"data rows exist for episodes without an episode record: {rowless_data}"] * bool(rowless_data)
+    before, log = tree_hash(run), (run / "run.json").read_bytes()
+    r = invoke("eval", "--resume", run)
+    assert (r.returncode, r.stderr.splitlines()) == (2, [rowless_refusal(run, named)])
+    assert tree_hash(run) == before and (run / "run.json").read_bytes() == log
+
+
+@pytest.mark.parametrize("video", [False, True], ids=["data", "data-and-video"])
+def test_the_next_commits_own_leftover_is_deleted_and_the_episode_recorded_again(
+    recorded: Path, recorded_video: Path, tmp_path: Path, video: bool
+) -> None:
+    run = handed_over(recorded_video if video else recorded, tmp_path, {DATA: [2], VIDEO: [2]})
+    code, lines = resume(run)
+    assert code == 0 and lines == [], lines
+    assert committed_lengths(run) == [4] * 5 and grade(run).episodes_recorded == 5
+    assert all((run / DATA / f"file-00{e}.parquet").is_file() for e in range(5))
+
+
 # ---- item 6: wrong node types ----------------------------------------------------------------------------------
 def _file_for_dir(rel: str) -> Callable[[Path], None]:
     return lambda r: (shutil.rmtree(r / rel), (r / rel).write_text("x"))

@@ -1,13 +1,14 @@
 """The committed episodes of a run directory as a resume reads them: their lengths, and (before a resume writes
-anything) whether every committed row and data file is what rollbench's writer wrote. Commits happen strictly in
-episode order, one row file and one data file per episode (:mod:`rollbench.record.lerobot`), so anything else was
-damaged or edited outside rollbench: the run is refused in one line naming the file, never repaired (repairing
-would mean deleting recorded data). Used by :class:`rollbench.record.writer.DatasetWriter` and the run's
-start-up checks (:mod:`rollbench.run.prepare`)."""
+anything) whether every committed row and data file, and ``meta/tasks.parquet``, is what rollbench's writer wrote.
+Commits happen strictly in episode order, one row file and one data file per episode
+(:mod:`rollbench.record.lerobot`), so anything else was damaged or edited outside rollbench: the run is refused in
+one line naming the file, never repaired (repairing would mean deleting recorded data). Used by
+:class:`rollbench.record.writer.DatasetWriter` and the run's start-up checks (:mod:`rollbench.run.prepare`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from rollbench.core.contracts import ConfigError
+from rollbench.core.format import quoted
 from rollbench.core.plan import Plan
 from rollbench.record.derived import add_stats
 from rollbench.record.episode_row import EpisodeRow, EpisodeRowError
@@ -58,8 +60,9 @@ def committed_lengths(run_dir: Path, plan: Plan | None = None, features: Mapping
     entry (the staged check's :func:`~rollbench.record.staged_check.plan_difference`, and ``tasks`` its
     instruction); with ``features`` every data file must hold the columns they declare (grade's check,
     :func:`rollbench.record.step_schema.file_difference`) and be read whole without a null step value or an
-    unreadable page (:func:`committed_episodes` keeps the statistics of those reads for the writer). The refusal names
-    the file and the column. Cost without ``features``: one read of each row file and data-file footer.
+    unreadable page (:func:`committed_episodes` keeps the statistics of those reads for the writer); with ``plan``,
+    ``meta/tasks.parquet`` must hold the plan's instructions (:func:`tasks_damage`). The refusal names the file and
+    the column. Cost without ``features``: one read of each row file and data-file footer.
     """
 
     return _committed(run_dir, plan, features, None)
@@ -87,7 +90,50 @@ def _committed(
         lengths.append(found[e])
     declared = declared_columns({"features": features}) if features is not None else None
     _check_data_files(run_dir, lengths, damaged, declared, stats)
+    if plan is not None and (why := tasks_damage(run_dir, plan.instructions, len(lengths))) is not None:
+        raise damaged(why)
     return lengths
+
+
+TASKS = "meta/tasks.parquet"
+_TASKS_SCHEMA = pa.schema([("task_index", pa.int64()), ("task", pa.string())])  # record.lerobot.tasks_table's
+
+
+def tasks_damage(run_dir: Path, instructions: Sequence[str], committed: int) -> str | None:
+    """Why ``meta/tasks.parquet`` of ``run_dir`` is not the one the writer wrote for a run of ``instructions`` (the
+    plan's, in task_index order) with ``committed`` episodes committed, or None. The writer writes it once, when it
+    first opens the run, before any commit (:func:`rollbench.record.lerobot.tasks_table`; never rewritten): absent
+    is sound only before the first commit (the writer writes it when it opens the run again). Present, it must read
+    with the bounded reader (:func:`~rollbench.record.files.open_parquet`) and hold exactly two columns,
+    ``task_index`` (int64) and ``task`` (string), and one row per instruction, row i ``(i, instructions[i])``; its
+    row count is taken from the footer before anything is decoded. A run resumed into a damaged one ended PARTIAL
+    only after recording its episodes (hostile round 24, F4)."""
+    path = run_dir / TASKS
+    if not os.path.lexists(path):  # (a link, FIFO or directory there: refused before, record.on_disk)
+        if not committed:
+            return None
+        return f"{TASKS} is missing, yet episodes are committed (the writer writes it before the first)"
+    try:
+        with open_parquet(resolve_inside(run_dir, path), run_dir) as pf:
+            rows, schema = pf.metadata.num_rows, pf.schema_arrow
+            if rows != len(instructions):
+                return f"{TASKS} holds {rows:,} tasks, where the run's plan has {len(instructions):,}"
+            if not schema.equals(_TASKS_SCHEMA):  # (metadata aside: pandas' index note)
+                found = ", ".join(f"{f.name} ({f.type})" for f in list(schema)[:6])
+                return f"{TASKS} has columns {found}, not task_index (int64) and task (string)"
+            table = pf.read(use_threads=False)
+    except UnsafeFile as exc:
+        return f"{TASKS} is not read ({why_not_read(exc, path)})"
+    except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+        return f"{TASKS} is unreadable ({type(exc).__name__})"
+    pairs = zip(table["task_index"].to_pylist(), table["task"].to_pylist(), strict=True)
+    for i, (index, task) in enumerate(pairs):
+        if (index, task) != (i, instructions[i]):
+            return (
+                f"{TASKS} row {i} is task {index!r} {quoted(task)}, where the run's plan has task {i} "
+                f"{quoted(instructions[i])}"
+            )
+    return None
 
 
 def _row_lengths(run_dir: Path, damaged: Callable[[str], ConfigError], plan: Plan | None) -> dict[int, int]:

@@ -36,7 +36,9 @@ Commit protocol, so that a crash at any instant leaves every committed episode r
    column needs every earlier episode's length): data file, then videos, then the episode's meta row, which is
    the commit point; then ``info.json`` and ``stats.json`` are rewritten. A policy's episode artifacts (an LLM
    agent's transcript and wire capture, :data:`ARTIFACT_PATHS`) are staged and placed like the videos. Data or video files without a meta row
-   are leftovers of an interrupted commit and are removed (their staged copy is still there) when the writer opens.
+   of the next episode to commit are leftovers of an interrupted commit and are removed (their staged copy is still
+   there) when the writer opens; such files of a later episode were never a commit's, and refuse the resume
+   (:func:`rollbench.record.on_disk.check_rowless`).
 """
 
 from __future__ import annotations

@@ -190,25 +190,36 @@ def file_episode(f: Path) -> int:
     return int(f.parent.name.split("-")[1]) * CHUNKS_SIZE + int(f.stem.split("-")[1])
 
 
-def rowless_episodes(run_dir: Path, committed: int) -> list[int]:
-    """Indices at or past ``committed`` that hold a data, video or artifact file (:data:`LEFTOVER_PATTERNS`): files
-    without an episode row. An interrupted commit (or take-back) leaves them for one episode at most."""
-    return sorted({e for p in LEFTOVER_PATTERNS for f in run_files(run_dir, p) if (e := file_episode(f)) >= committed})
+def rowless_files(run_dir: Path, committed: int) -> list[tuple[int, Path]]:
+    """``(episode index, path)`` of every data, video or artifact file (:data:`LEFTOVER_PATTERNS`) at an index at or
+    past ``committed``: files without an episode row, in index then path order. An interrupted commit (or take-back)
+    leaves them for episode ``committed`` only (the next to commit)."""
+    found = ((file_episode(f), f) for p in LEFTOVER_PATTERNS for f in run_files(run_dir, p))
+    return sorted((e, f) for e, f in found if e >= committed)
 
 
-def check_rowless(run_dir: Path, committed: int) -> None:
-    """ConfigError (one line, nothing changed) when episodes past the ``committed`` ones hold data, video or
-    artifact files for more than one episode (:func:`rowless_episodes`): an interrupted commit leaves one at most,
-    so these are recorded episodes whose rows were removed or moved, and the writer must not take them for
-    leftovers. Call while holding the run lock (a writer commits between two listings otherwise)."""
-    rowless = rowless_episodes(run_dir, committed)
-    if len(rowless) > 1:
-        listed = ", ".join(map(str, rowless[:10])) + (f" (and {len(rowless) - 10} more)" if len(rowless) > 10 else "")
-        raise ConfigError(
-            f"{run_dir} is damaged and cannot be resumed: episodes {listed} have data, video or artifact files but "
-            "no episode row (an interrupted commit leaves one at most), so episode rows were removed or moved; "
-            f"nothing was changed (`rollbench grade {run_dir}` reports every problem)"
-        )
+def check_rowless(run_dir: Path, committed: int, planned: int | None = None) -> None:
+    """ConfigError (one line naming the files, nothing changed) unless every data, video or artifact file without an
+    episode row (:func:`rowless_files`) is one an interrupted commit can leave. Commits (and the retry's take-backs)
+    go strictly in episode order, so only episode ``committed``, the next to commit, can hold such files; the writer
+    deletes those when it opens. A rowless file of a later episode of the plan (``planned`` episodes; None: no
+    bound) is a recorded episode whose row was removed or moved, and the writer would delete or overwrite it (hostile
+    round 24, F3: episode 3's data file, only 0..1 committed, was deleted and recorded again without a word); rowless
+    files of two or more episodes are damage too. A rowless file past the plan alone is not this run's: the writer
+    names it and leaves it (grade names it). Call while holding the run lock (a writer commits between two listings
+    otherwise)."""
+    found = rowless_files(run_dir, committed)
+    later = [(e, f) for e, f in found if e > committed]
+    if not any(planned is None or e < planned for e, _ in later) and len({e for e, _ in found}) < 2:
+        return
+    names = [str(f.relative_to(run_dir)) for _, f in later]
+    listed = ", ".join(names[:3]) + (f" (and {len(names) - 3} more)" if len(names) > 3 else "")
+    raise ConfigError(
+        f"{run_dir} is damaged and cannot be resumed: {listed} {'has' if len(names) == 1 else 'have'} no episode "
+        f"row, but an interrupted commit leaves files without a row only for episode {committed}, the next to "
+        f"commit, so episode rows were removed or moved; nothing was changed (`rollbench grade {run_dir}` reports "
+        "every problem)"
+    )
 
 
 def recorded_artifact_kinds(run_dir: Path) -> set[str]:

@@ -85,13 +85,13 @@ def _unlink_regular(path: Path) -> None:
 class DatasetWriter:
     """Owns a run directory's dataset files. Only one process may hold one (the run lock ensures it).
 
-    Opening repairs what an interrupted commit left behind (files without a meta row, staged copies of committed
-    episodes, half-written ``.staging/.tmp-*`` directories, temporary ``.NAME.XXXX.tmp`` files and partial videos)
-    and rewrites info.json/stats.json from the committed episodes. It refuses (OutsideRunDirError, a ConfigError) a
-    directory holding a link that leads outside it, before touching anything. ``plan``: run.json's planned episodes
-    (in index order): a staged episode that contradicts its entry is removed and runs again, and a file of an episode
-    past them is never this run's. ``committed``: the
-    committed episodes' lengths and data-file statistics as read (and checked,
+    Opening repairs what an interrupted commit left behind (the next episode's files without a meta row, staged
+    copies of committed episodes, half-written ``.staging/.tmp-*`` directories, temporary ``.NAME.XXXX.tmp`` files
+    and partial videos) and rewrites info.json/stats.json from the committed episodes. It refuses (a ConfigError,
+    OutsideRunDirError among them) a directory holding a link that leads outside it, or a rowless file of a later
+    episode of the plan, before touching anything. ``plan``: run.json's planned episodes (in index order): a staged
+    episode that contradicts its entry is removed and runs again, and a file of an episode past them is never this
+    run's. ``committed``: the committed episodes' lengths and data-file statistics as read (and checked,
     :func:`rollbench.run.prepare.check_committed`) under the run lock the caller still holds, else read here
     (:func:`~rollbench.record.committed.committed_lengths`, and every data file for the statistics).
     """
@@ -117,13 +117,13 @@ class DatasetWriter:
         self.video_keys = [k for k, v in features.items() if v["dtype"] == "video"]
         check_no_escaping_links(run_dir)
         check_state_files(run_dir)  # no link, FIFO, socket or device where the writer reads, writes or deletes
+        self.lengths: list[int] = list(committed.lengths) if committed is not None else self._scan_committed()
+        check_rowless(run_dir, self.committed, self.planned)  # recorded episodes whose rows are gone: refused
         (run_dir / STAGING).mkdir(parents=True, exist_ok=True)
         tasks_path = run_dir / "meta" / "tasks.parquet"
-        if not tasks_path.exists():
+        if not tasks_path.exists():  # (before the first commit; a resume checked it: record.committed.tasks_damage)
             atomic_write_parquet(tasks_path, tasks_table(instructions))
         self.instructions = list(instructions)
-        self.lengths: list[int] = list(committed.lengths) if committed is not None else self._scan_committed()
-        check_rowless(run_dir, self.committed)  # recorded episodes whose rows are gone are not leftovers
         # the artifacts this run writes (its policy's, or named by a committed row): only those are ever deleted
         self.artifact_kinds = sorted(set(artifact_kinds) | recorded_artifact_kinds(run_dir))
         self._remove_leftovers()
@@ -151,9 +151,10 @@ class DatasetWriter:
         return committed_lengths(self.run_dir)
 
     def _remove_leftovers(self) -> None:
-        """Delete what an interrupted commit left (files of episode ``committed`` without a row, the writer's exact
-        temporaries): only files this run writes (its cameras' videos, its policy's artifacts), only within its
-        plan. :func:`~rollbench.record.on_disk.check_rowless` refused rowless files of more than one episode."""
+        """Delete what an interrupted commit left (files of episode ``committed``, the next to commit, without a
+        row; the writer's exact temporaries): only files this run writes (its cameras' videos, its policy's
+        artifacts), only within its plan. Any other rowless file is named on stderr and left as it is;
+        :func:`~rollbench.record.on_disk.check_rowless` refused those of a later episode of the plan."""
         k = len(self.lengths)
         artifact_dirs = [ARTIFACT_PATHS[a].split("/")[0] for a in self.artifact_kinds]
         own_dirs = {
@@ -166,15 +167,16 @@ class DatasetWriter:
                 index, tree = file_episode(f), f.relative_to(self.run_dir).parts[:-2]
                 if index < k:
                     continue
-                if tree not in own_dirs or (self.planned is not None and index >= self.planned):
-                    why = (
-                        "not a kind of file it writes"
-                        if tree not in own_dirs
-                        else f"its plan has {self.planned} episodes"
-                    )
-                    print(f"warning: {f} is not this run's ({why}); left as it is", file=sys.stderr)
+                if tree not in own_dirs:
+                    why = "not a kind of file it writes"
+                elif self.planned is not None and index >= self.planned:
+                    why = f"its plan has {self.planned} episodes"
+                elif index > k:
+                    why = f"only episode {k}, the next to commit, can hold an interrupted commit's files"
                 else:
                     _unlink_regular(resolve_inside(self.run_dir, f))
+                    continue
+                print(f"warning: {f} is not this run's ({why}); left as it is", file=sys.stderr)
         for entry in sorted(os.scandir(self.run_dir / STAGING), key=lambda x: x.name):
             d, e = Path(entry.path), staged_index(entry.name)
             if e is None and entry.name.startswith("episode-"):  # not stage_files's exact name: never committed

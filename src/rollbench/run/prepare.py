@@ -89,14 +89,14 @@ def check_run_dir(run_dir: Path) -> None:
 
 def check_committed(run_dir: Path, run: ResolvedRun) -> Committed | None:
     """ConfigError (nothing touched) unless the committed episodes of ``run_dir`` are whole episodes of ``run`` (as
-    its run.json and meta/info.json record it; :func:`~rollbench.record.committed.committed_lengths` names the file
-    and column) and no other episode's files lack their row (:func:`~rollbench.record.on_disk.check_rowless`).
-    Returns their lengths and their data files' statistics (None without a run.json: nothing checked). Call holding
-    the run lock."""
+    its run.json and meta/info.json record it, its instructions in meta/tasks.parquet; ``committed_lengths`` names
+    the file and column) and no episode of the plan but the next to commit has files without a row
+    (:func:`~rollbench.record.on_disk.check_rowless`). Returns their lengths and their data files' statistics (None
+    without a run.json: nothing checked). Call holding the run lock."""
     if not (run_dir / "run.json").exists():
         return None
     committed = committed_episodes(run_dir, run.plan, run_features(run))
-    check_rowless(run_dir, len(committed.lengths))
+    check_rowless(run_dir, len(committed.lengths), len(run.plan.episodes))
     return committed
 
 

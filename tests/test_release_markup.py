@@ -1,0 +1,95 @@
+"""hostile24a F2: a key split by markup a viewer drops (HTML tags, a comment, a character reference, Markdown
+emphasis or an escaping backslash) is found in the text a browser or a Markdown viewer shows: the whole file is
+released as one placeholder (rule ``markup:RULE``), said on stderr. The oracle: the released file read by the
+standard library's HTML parser (a renderer of its own, not release's view) and by markdown-it, the CommonMark
+renderer rich ships with, holds no key; markup without a hidden key is copied byte for byte."""
+
+from __future__ import annotations
+
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from cli_in_process import invoke
+from rollbench.api import evaluate
+
+GH = "ghp_" + "Z8x2kQ7mZ4vN1pL6tY9wB3cD5fH0jS2aE4gU"
+AWS = "AKIA" + "Q3EGRLCJ4XYZ7ABC"
+CASES = {
+    "tags.html": f"<p>GitHub <span>{GH[:16]}</span><span>{GH[16:]}</span></p>\n<p>fine</p>\n",
+    "reference.html": f"<p>ok</p>\n<p>aws key id: {AWS[:4]}&#81;{AWS[5:]}</p>\n",
+    "attribute.html": f'<p><abbr title="{AWS[:4]}&#x51;{AWS[5:]}">key</abbr></p>\n',
+    "comment.md": f"# calibration\n\naws key id: {AWS[:4]}<!-- -->{AWS[4:]}\n",
+    "emphasis.md": f"# calibration\n\naws key id: {AWS[:4]}**{AWS[4]}**{AWS[5:]}\n",
+    "escape.md": f"token {GH[:3]}\\_{GH[4:]}\n",
+}
+
+
+class _Shown(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self.attributes: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.attributes += [v for _, v in attrs if v]
+
+
+def shown(name: str, text: str) -> str:
+    """What a viewer shows of ``text``: text nodes joined, attribute values, references decoded."""
+    parser = _Shown()
+    parser.feed(MarkdownIt("commonmark").render(text) if name.endswith(".md") else text)
+    parser.close()
+    return "\n".join(["".join(parser.text), *parser.attributes])
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("markup") / "run"
+    evaluate(out=out, env="scripted/reach", policy="zero", episodes=1, max_steps=3, seed=1)
+    return out
+
+
+@pytest.fixture
+def run(recorded: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "src" / "run"
+    shutil.copytree(recorded, out)
+    (out / "notes").mkdir()
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_key_split_by_markup_a_viewer_drops_is_released_as_one_placeholder(
+    run: Path, tmp_path: Path, name: str
+) -> None:
+    text = CASES[name]
+    assert GH in shown(name, text) or AWS in shown(name, text)  # the viewer shows the key
+    assert GH not in text and AWS not in text  # no rule sees it as written
+    (run / "notes" / name).write_text(text)
+    r = invoke("release", str(run), "--out", str(tmp_path / "rel"), "--date", "2026-01-01")
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    released = (tmp_path / "rel/run/notes" / name).read_text()
+    assert GH not in shown(name, released) and AWS not in shown(name, released)
+    assert released.startswith("<REDACTED:") and "\n" not in released.rstrip("\n")
+    assert f"run/notes/{name}: " in r.stderr and "(rule markup:" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("page.html", '<p class="x">a &lt; b &amp;&amp; <b>bold</b> <!-- note --></p>\n<a href="#top">top</a>\n'),
+        ("notes.md", "# Results\n\n*12* of **20** episodes, `seed_base` = 3, a\\_b, ~~old~~ <br>\n"),
+    ],
+)
+def test_markup_without_a_hidden_key_is_copied_byte_for_byte(run: Path, tmp_path: Path, name: str, text: str) -> None:
+    (run / "notes" / name).write_text(text)
+    r = invoke("release", str(run), "--out", str(tmp_path / "rel"), "--date", "2026-01-01")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "rel/run/notes" / name).read_text() == text

@@ -103,6 +103,10 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   serve-policy, the dashboard and MCP over HTTP, or flood serve-policy's websocket with act requests or pings, and
   never read: each is reset about ``--request-timeout-s`` after the server stopped reading, and others are served
   after (websocket: one line on stderr).
+* keys a terminal reassembles by moving its cursor (``scripts/hostile_cursor.py``, found after round 22): a key cut
+  in two and put together on the screen by CSI D/G, ESC 7/8, CSI s/u, ``\r``, backspaces, CSI A/H, ESC M or VT, in a
+  log, a JSON string or a parquet value, is in no released string as written or as pyte draws it; a progress log of
+  carriage returns, colours, redraws and backspaces is released byte for byte.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -127,6 +131,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_credentials  # issue 42's last credential leaks, beside this script
+import hostile_cursor  # keys a terminal reassembles by moving its cursor (after round 22), beside this script
 import hostile_mcp_lines  # hostile round 12's MCP stdio class, beside this script
 import hostile_network  # issue 42's hostile servers, beside this script
 import hostile_optimize  # hostile round 9's optimize-instruction classes, beside this script
@@ -589,6 +594,7 @@ def main() -> int:
         hostile_round19_resume.run_all(r, a.n)
         hostile_round21_bombs.run_all(r, a.n)
         hostile_round21_slow.run_all(r, a.n)
+        hostile_cursor.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

@@ -110,6 +110,10 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
 * the MCP session lockout class (``scripts/hostile_mcp_sessions.py``): a client opening far more MCP sessions than
   ``mcp --transport http --max-sessions`` never locks a fresh client out (the least recently used idle session is
   evicted); only when every session has a request in flight is a new one answered 503 naming the option.
+* keys a terminal reassembles by moving its cursor (``scripts/hostile_cursor.py``, found after round 22): a key cut
+  in two and put together on the screen by CSI D/G, ESC 7/8, CSI s/u, ``\r``, backspaces, CSI A/H, ESC M or VT, in a
+  log, a JSON string or a parquet value, is in no released string as written or as pyte draws it; a progress log of
+  carriage returns, colours, redraws and backspaces is released byte for byte.
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.
@@ -134,6 +138,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_credentials  # issue 42's last credential leaks, beside this script
+import hostile_cursor  # keys a terminal reassembles by moving its cursor (after round 22), beside this script
 import hostile_mcp_lines  # hostile round 12's MCP stdio class, beside this script
 import hostile_mcp_sessions  # the MCP session lockout class, beside this script
 import hostile_network  # issue 42's hostile servers, beside this script
@@ -600,6 +605,7 @@ def main() -> int:
         hostile_round21_slow.run_all(r, a.n)
         hostile_round24_resume.run_all(r, a.n)
         hostile_mcp_sessions.run_all(r, a.n)
+        hostile_cursor.run_all(r, a.n)
         print(f"{r.count} hostile inputs, {len(r.failures)} failed, {time.monotonic() - started:.0f} s (seed {a.seed})")
         for f in r.failures:
             print("FAIL", f)

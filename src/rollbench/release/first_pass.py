@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from rollbench.core.jsonfile import loads_strict
 from rollbench.release import credentials as cred
+from rollbench.release import cursor
 from rollbench.release.invisible import views
 from rollbench.release.learnt import (
     LEARNT_RULES,
@@ -82,12 +83,12 @@ class _Pass:
     def take(self, text: str, field: str | None) -> None:
         """The values ``text`` (at ``field``) teaches (a user field's user name among them), and those it teaches
         without its invisible characters (:mod:`rollbench.release.invisible`: ``password=Hun\\u200bter2…`` teaches
-        ``Hunter2…``)."""
+        ``Hunter2…``) and as a terminal shows it (:mod:`rollbench.release.cursor`)."""
         if field is not None and text.strip() and not PLACEHOLDER.fullmatch(text) and text != "<redacted>":
             named = self.scanner.field_name(text, field)
             if named is not None and named.category == "user_name":
                 self.names.setdefault(text.strip(), named.rule)
-        for t in (text, *views(text)):
+        for t in (text, *views(text), *cursor.views(text)):
             for rule, category, value in context_findings(self.scanner, t, field):
                 for v in taught(rule, value):
                     if len(v) >= MIN_LENGTH:

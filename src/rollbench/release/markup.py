@@ -24,7 +24,8 @@ import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
-from rollbench.release.rules import Finding, Scanner
+from rollbench.release.findings import Finding
+from rollbench.release.rules import Scanner
 
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml", ".svg", ".xml"})
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})

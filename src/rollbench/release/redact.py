@@ -150,6 +150,16 @@ def _markup_said(rel: str, rule: str) -> str:
             f"placeholder (rule markup:{rule})")  # fmt: skip
 
 
+def _cursor_said(rel: str, rule: str) -> str:
+    """The warning line of a text file released as one placeholder because it moves a terminal's cursor
+    (:mod:`rollbench.release.cursor`)."""
+    if rule == "cursor:withheld":
+        return (f"{rel}: its text moves a terminal's cursor and is too long or costly to draw as a terminal shows it, "
+                "so the whole file is released as one placeholder (rule cursor:withheld)")  # fmt: skip
+    return (f"{rel}: once its text moves the cursor between lines, a terminal shows a match of rule {rule[7:]} in "
+            f"it, and rows cannot be traced back to lines: the whole file is released as one placeholder (rule {rule})")  # fmt: skip
+
+
 def _field_leaf(path: str) -> str:
     return re.sub(r"\[\d+\]$", "", path.split(": ", 1)[-1])
 
@@ -357,7 +367,9 @@ class Releaser:
         redactions = []
         for f, ph in pairs:
             redactions += _record(rel, f"line {text.count(chr(10), 0, f.start) + 1}", [(f, ph)])
-        return Released(rel, raw == result.encode("utf-8"), result.encode("utf-8"), redactions)
+        said = [_cursor_said(rel, f.rule) for f, _ in pairs if f.rule.startswith("cursor:") and f.end - f.start >= len(
+            text.rstrip("\n")) and (f.rule == "cursor:withheld" or "\n" in text.rstrip("\n"))]  # fmt: skip
+        return Released(rel, raw == result.encode("utf-8"), result.encode("utf-8"), redactions, said)
 
     def file(self, rel: str, raw: bytes, kind: str | None = None) -> Released:
         """The released form of ``raw`` (released as ``rel``), scanned as its ``kind``

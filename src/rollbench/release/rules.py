@@ -60,6 +60,10 @@ Rules (``name`` → category; the category names the placeholder ``<REDACTED:cat
   word; found by a first pass over every file, :mod:`rollbench.release.first_pass`);
 * ``interleaved:RULE`` (``RULE``'s category): a string holding a finding of ``RULE`` only once its invisible
   characters are removed (:mod:`rollbench.release.invisible`: ``s\\u200bk-…``), the whole string;
+* ``cursor:RULE`` (``RULE``'s category): a string whose finding of ``RULE`` only a terminal shows, once the text
+  moves its cursor (:mod:`rollbench.release.cursor`: ``sk-ant-…XXXX\\x1b[4Dabcd…``), the whole string (in a text
+  file, the line when the cursor stays in its row); ``cursor:withheld`` (category ``withheld``): a string that moves
+  the cursor and is too costly to draw, whole;
 * ``--rules FILE``: extra ``{"patterns": [{"name", "regex", "category"}], "literals": [{"value", "category"}],
   "allow": [regex...]}``; a match of an ``allow`` regex is never redacted. MANIFEST.json shows the patterns' names
   and categories only, never a regex nor an allow pattern (:mod:`rollbench.release.manifest`).
@@ -78,13 +82,14 @@ import os
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from rollbench.core.contracts import ConfigError
 from rollbench.core.identity import sanitize_segment
 from rollbench.core.secret_echo import SecretEcho
 from rollbench.release import credentials as cred
+from rollbench.release.cursor import assembled
+from rollbench.release.findings import Finding, merged
 from rollbench.release.invisible import hidden, hidden_lines
 from rollbench.release.learnt import LearntNames, LearntValues
 from rollbench.release.patterns import BUILTIN
@@ -135,15 +140,6 @@ def entropy(s: str) -> float:
     """Shannon entropy of ``s`` in bits per character."""
     n = len(s)
     return -sum(c / n * math.log2(c / n) for c in Counter(s).values()) if n else 0.0
-
-
-@dataclass(frozen=True)
-class Finding:
-    start: int
-    end: int
-    rule: str
-    category: str
-    value: str
 
 
 def environment_secrets(environ: Mapping[str, str]) -> dict[str, str]:
@@ -293,7 +289,13 @@ class Scanner:
         return None
 
     def find(
-        self, text: str, field: str | None = None, structural: bool = False, pieces: bool = True, lines: bool = False
+        self,
+        text: str,
+        field: str | None = None,
+        structural: bool = False,
+        pieces: bool = True,
+        lines: bool = False,
+        drawn: bool = True,
     ) -> list[Finding]:
         """Non-overlapping findings in ``text``; ``field`` (the JSON key or column holding it) enables the
         field rules (secret fields, digest fields, host and user fields); ``structural``: ``text`` is one of
@@ -302,7 +304,9 @@ class Scanner:
         :mod:`rollbench.release.redact`). A finding only ``text`` without its invisible characters holds is the whole
         ``text`` (``interleaved:RULE``: :mod:`rollbench.release.invisible`), or with ``lines`` (a text file's
         content) each line holding one (:func:`~rollbench.release.invisible.hidden_lines`), a text file losing that
-        line and not all of its lines (review of hostile round 21)."""
+        line and not all of its lines (review of hostile round 21). A finding only a terminal shows once ``text``
+        moves its cursor is the whole ``text``, or a line's (``cursor:RULE``: :mod:`rollbench.release.cursor`), unless
+        ``drawn`` is False (``text`` is a view of another without its invisible characters, itself drawn)."""
         found: list[Finding] = []
         leaf, whole = (field or "").rsplit(".", 1)[-1].lower(), None
         structural = structural or field in STRUCTURAL_FIELDS
@@ -339,7 +343,7 @@ class Scanner:
         found += [Finding(s, e, rule, "credential", text[s:e]) for s, e, rule in cred.url_secrets(text)]
         found += hex_findings(text, keep=structural or (digest is not None and bool(digest[0].fullmatch(text))))
         found = [f for f in found if not any(a.search(f.value) for a in self.allow)]
-        out = _merged(found, text)
+        out = merged(found, text)
         if whole and not (
             len(out) == 1
             and (out[0].start, out[0].end) == (whole[0], len(text))
@@ -348,20 +352,38 @@ class Scanner:
             return [Finding(whole[0], len(text), whole[1], whole[2], text[whole[0] :])]  # a known form: its rule's
         echo = self.echo if pieces else self.echo.without_pieces
         env = None if PLACEHOLDER.fullmatch(text) else echo.found_outside(text, [(f.start, f.end) for f in out])
-        h = None if env else hidden(text, out, lambda s: self.find(s, field, structural, pieces))
+        again = lambda s: self.find(s, field, structural, pieces, drawn=False)  # noqa: E731 (a view, scanned alike)
+        h = None if env else hidden(text, out, again)
         if h is not None and lines and "\n" in text:  # each line that hides one, whole; then one spanning lines
-            out = _merged(
-                out
-                + [
-                    Finding(s, e, f"interleaved:{x.rule}", x.category, text[s:e])
-                    for s, e, x in hidden_lines(text, out, lambda s: self.find(s, field, structural, pieces))
-                ],
+            out = merged(
+                out + [Finding(s, e, f"interleaved:{x.rule}", x.category, text[s:e]) for s, e, x in hidden_lines(text, out, again)],
                 text,
-            )
-            h = hidden(text, out, lambda s: self.find(s, field, structural, pieces))
+            )  # fmt: skip
+            h = hidden(text, out, again)
         if h is not None:
             return [Finding(0, len(text), f"interleaved:{h.rule}", h.category, text)]
-        return [Finding(0, len(text), f"environment:{env}", "env_secret", text)] if env else out
+        if env:
+            return [Finding(0, len(text), f"environment:{env}", "env_secret", text)]
+        if not drawn:
+            return out
+        return assembled(text, out, again, lambda found: self.placeholders_of(found, False), lines)
+
+    def placeholders_of(self, findings: list[Finding], assign: bool = True) -> list[str]:
+        """The placeholder of each of ``findings`` (in order, as :meth:`redact` puts them in); ``assign`` False: the
+        ones they would get now, none given (:mod:`rollbench.release.cursor` renders a text as it will be released)."""
+        out, new, counts = [], dict[str, int](), Counter[str]()
+        for f in findings:
+            value = self.learnt.canonical(f.value) if f.rule.startswith("learnt:") else f.value
+            key = f"{f.category}\0{value}"
+            if assign or key in self.placeholders:
+                ph = self.placeholder(value, f.category)
+            else:  # numbered as placeholder() would number it, the counts left as they are
+                if key not in new:
+                    counts[f.category] += 1
+                    new[key] = self._counts[f.category] + counts[f.category]
+                ph = f"<REDACTED:{f.category}:{new[key]}>"
+            out.append(sanitize_segment(ph) if f.rule == "host_segment" else ph)  # a valid identity segment
+        return out
 
     def redact(
         self, text: str, field: str | None = None, structural: bool = False, pieces: bool = True, lines: bool = False
@@ -369,31 +391,8 @@ class Scanner:
         """``text`` with every finding replaced by its placeholder; and ``(finding, placeholder)`` pairs
         (``lines``: see :meth:`find`)."""
         findings = self.find(text, field, structural, pieces, lines)
-        if not findings:
-            return text, []
-        parts, pos, done = [], 0, []
-        for f in findings:
-            ph = self.placeholder(
-                self.learnt.canonical(f.value) if f.rule.startswith("learnt:") else f.value, f.category
-            )
-            if f.rule == "host_segment":  # stays a valid identity segment, as run.json's identity.host does
-                ph = sanitize_segment(ph)
+        parts, pos = [], 0
+        for f, ph in zip(findings, placeholders := self.placeholders_of(findings), strict=True):
             parts += [text[pos : f.start], ph]
             pos = f.end
-            done.append((f, ph))
-        parts.append(text[pos:])
-        return "".join(parts), done
-
-
-def _merged(found: list[Finding], text: str) -> list[Finding]:
-    """``found`` (findings of ``text``) sorted and without overlaps: a finding overlapping the one kept past its end
-    makes one span over both, so no part of either is left."""
-    out: list[Finding] = []
-    for f in sorted(found, key=lambda f: (f.start, -(f.end - f.start))):
-        if out and f.start < out[-1].end:
-            if f.end > out[-1].end:
-                last = out[-1]
-                out[-1] = Finding(last.start, f.end, last.rule, last.category, text[last.start : f.end])
-            continue
-        out.append(f)
-    return out
+        return "".join(parts) + text[pos:], list(zip(findings, placeholders, strict=True))

@@ -105,7 +105,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   after (websocket: one line on stderr).
 * the MCP session lockout class (``scripts/hostile_mcp_sessions.py``): a client opening far more MCP sessions than
   ``mcp --transport http --max-sessions`` never locks a fresh client out (the least recently used idle session is
-  evicted); only when every session has a request in flight is a new one answered 503 naming the option.
+  evicted), nor does one holding an idle event stream on every session; only when every session has a call in
+  progress is a new one answered 503 naming the option; rollouts past ``--max-rollouts`` wait or are refused, a
+  waiting one cancelled is released at once, a closed call's rollout stops (hostile round 24).
 
 Exit status 0 when every case held, 1 otherwise (each failing case is printed with what was seen). Needs only
 rollbench installed (``rollbench`` on PATH or ``--rollbench PATH``); takes a few minutes on two cores.

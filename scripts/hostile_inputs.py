@@ -109,7 +109,9 @@ Classes (each case is generated from a seeded RNG, so another ``--seed`` gives n
   deleted and the episode recorded again.
 * the MCP session lockout class (``scripts/hostile_mcp_sessions.py``): a client opening far more MCP sessions than
   ``mcp --transport http --max-sessions`` never locks a fresh client out (the least recently used idle session is
-  evicted); only when every session has a request in flight is a new one answered 503 naming the option.
+  evicted), nor does one holding an idle event stream on every session; only when every session has a call in
+  progress is a new one answered 503 naming the option; rollouts past ``--max-rollouts`` wait or are refused, a
+  waiting one cancelled is released at once, a closed call's rollout stops (hostile round 24).
 * keys a terminal reassembles by moving its cursor (``scripts/hostile_cursor.py``, found after round 22): a key cut
   in two and put together on the screen by CSI D/G, ESC 7/8, CSI s/u, ``\r``, backspaces, CSI A/H, ESC M or VT, in a
   log, a JSON string or a parquet value, is in no released string as written or as pyte draws it; a progress log of

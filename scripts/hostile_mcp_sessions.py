@@ -9,14 +9,27 @@ Each variant is its own ``mcp --transport http`` with a random ``--max-sessions`
   may have been evicted): every ``initialize`` is answered 200; then a fresh client initializes and lists the tools;
   the session used least recently before it is answered 404 (evicted) while the fresh one answers; the server is
   still running and printed no traceback;
-* ``mcpsess-busy-i``: a cap of 1 to 3, every session holding an open event stream (a request in flight): a new
-  ``initialize`` is answered 503 ``{"error": ...}`` naming ``--max-sessions``; once the streams close, a new one is
-  answered 200 within 15 s.
+* ``mcpsess-busy-i``: a cap of 1 to 3, every session answering a call (a long rollout): a new ``initialize`` is
+  answered 503 ``{"error": ...}`` naming ``--max-sessions``; once the calls' connections close (which cancels them),
+  a new one is answered 200 within 15 s;
+* ``mcpsess-streams-i`` (hostile round 24, F1: each new client got 503 for as long as the streams stayed open): a
+  cap of 1 to 6, every session holding an idle standalone event stream (``GET /mcp``) that the client never reads
+  from: a fresh client initializes and lists the tools; the stream of the session opened first is ended by the
+  server, the others stay open;
+* ``mcpsess-rollouts-i`` (hostile round 24, F2 and F3: a rollout cancelled while it waited for a worker thread held
+  one for good, 40 of them hung every tool and SIGTERM; a closed call's rollout ran on): ``--max-rollouts`` 1 to 3,
+  that many long rollouts running, as many waiting, one more refused with a tool error naming the option; the
+  waiting ones cancelled at random by ``notifications/cancelled`` or by closing their connection: each released
+  within 10 s (an answer -32800, or its connection closed) with no run directory; ``list_runs`` answers within 10
+  s; the running ones' connections closed: each run stops within 30 s with ``run.json`` status PARTIAL; a waiting
+  one's run name runs to OK; SIGTERM ends the server within 15 s.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import threading
 import time
 from typing import Any
 
@@ -86,6 +99,52 @@ def flood(r: Any, n: int) -> None:
         _judge(r, cid, f"--max-sessions {cap}, {count} initializes", problems, err)
 
 
+LONG = {"policy": "zero", "env": "scripted/reach", "n_episodes": 1000, "max_steps": 1000}  # minutes: never ends here
+SHORT = {"policy": "scripted-expert", "env": "scripted/reach", "n_episodes": 1, "max_steps": 20}
+
+
+def _call(url: str, session: dict[str, str], rid: int, args: dict[str, Any]) -> tuple[Any, Any]:
+    """A run_policy_rollout POST on a connection of its own, its answer not read yet: (client, open response)."""
+    import httpx
+
+    client = httpx.Client(timeout=httpx.Timeout(30, read=None))
+    body = {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "tools/call",
+        "params": {"name": "run_policy_rollout", "arguments": args},
+    }
+    return client, client.send(client.build_request("POST", url, json=body, headers=session), stream=True)
+
+
+def _answer(response: Any, rid: int) -> dict[str, Any]:
+    """The JSON-RPC answer to ``rid`` in an event stream ({} if it ended without one)."""
+    with contextlib.suppress(Exception):
+        for line in response.iter_lines():
+            if line.startswith("data: ") and (message := json.loads(line[6:])).get("id") == rid:
+                return dict(message)
+    return {}
+
+
+def _until(what: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := what()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return value
+
+
+def _live(run: Any) -> int:
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return int(json.loads((run / "run.live.json").read_text())["episodes_done"])
+    return 0
+
+
+def _status(run: Any) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        return str(json.loads((run / "run.json").read_text()).get("status"))
+    return ""
+
+
 def busy(r: Any, n: int) -> None:
     """mcpsess-busy: ``n`` variants."""
     import httpx
@@ -104,10 +163,12 @@ def busy(r: Any, n: int) -> None:
             url = f"http://127.0.0.1:{port}/mcp"
             with httpx.Client(timeout=30) as client:
                 sessions = [_open(client, url)[1] for _ in range(cap)]
-                with contextlib.ExitStack() as streams:
-                    for s in sessions:
-                        streams.enter_context(client.stream("GET", url, headers={**s, "accept": "text/event-stream"}))
-                    refused = client.post(url, json=h19.INITIALIZE, headers=HEADERS)
+                calls = [_call(url, s, 3, {**LONG, "run_name": f"long{k}"}) for k, s in enumerate(sessions)]
+                runs = r.work / "mcpsess" / cid / "runs"
+                _until(lambda runs=runs, cap=cap: all(_live(runs / f"long{k}") for k in range(cap)), 60)
+                refused = client.post(url, json=h19.INITIALIZE, headers=HEADERS)
+                for c, _ in calls:
+                    c.close()
                 deadline = time.monotonic() + 15
                 while (later := _open(client, url)[0]) == 503 and time.monotonic() < deadline:
                     time.sleep(0.2)
@@ -115,10 +176,142 @@ def busy(r: Any, n: int) -> None:
             if f"limit of {cap} MCP sessions (--max-sessions)" not in said:
                 problems.append(f"a new session while all were busy got {refused.status_code} {refused.text[:200]!r}")
             if later != 200:
-                problems.append(f"a new session after the streams closed got {later}")
+                problems.append(f"a new session after the calls' connections closed got {later}")
         finally:
             h19._stop(proc)
         _judge(r, cid, f"--max-sessions {cap}, all busy", problems, err)
+
+
+def _hold(url: str, session: dict[str, str]) -> tuple[threading.Event, Any]:
+    """Open the session's standalone event stream and hold it in a thread, reading only pings: (set once the server
+    ended it, the client to close); returns once the stream is open (or ended)."""
+    import httpx
+
+    opened, ended = threading.Event(), threading.Event()
+    client = httpx.Client(timeout=httpx.Timeout(30, read=None))
+
+    def hold() -> None:
+        with (
+            contextlib.suppress(Exception),
+            client.stream("GET", url, headers={**session, "accept": "text/event-stream"}) as stream,
+        ):
+            if stream.status_code == 200:
+                opened.set()
+                for _ in stream.iter_bytes():
+                    pass
+        ended.set()
+
+    threading.Thread(target=hold, daemon=True).start()
+    _until(lambda: opened.is_set() or ended.is_set(), 30)
+    return ended, client
+
+
+def streams(r: Any, n: int) -> None:
+    """mcpsess-streams: ``n`` variants."""
+    import httpx
+
+    for i in range(n):
+        cid, cap = f"mcpsess-streams-{i}", r.rng.randint(1, 6)
+        if r.pattern not in cid:
+            continue
+        r.count += 1
+        proc, port, err = h19._start(r, "mcp", r.work / "mcpsess" / cid, "--max-sessions", cap)
+        problems: list[str] = []
+        held: list[tuple[threading.Event, Any]] = []
+        try:
+            if not port:
+                r.failures.append(f"{cid}: the server did not start: {err.read_text()[-400:]!r}")
+                continue
+            url = f"http://127.0.0.1:{port}/mcp"
+            with httpx.Client(timeout=30) as client:
+                held = [_hold(url, _open(client, url)[1]) for _ in range(cap)]
+                if any(e.is_set() for e, _ in held):
+                    problems.append("an event stream ended as soon as it opened")
+                status, fresh = _open(client, url)
+                tools = client.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=fresh)
+                if status != 200 or tools.status_code != 200 or '"run_policy_rollout"' not in tools.text:
+                    problems.append(f"a fresh client got {status}, then {tools.status_code} for tools/list")
+                _until(held[0][0].is_set, 15)
+                time.sleep(0.5)
+                closed = [e.is_set() for e, _ in held]
+                if closed != [True] + [False] * (cap - 1):
+                    problems.append(f"the streams the server ended (first opened first): {closed}")
+        finally:
+            for _, c in held:
+                c.close()
+            h19._stop(proc)
+        _judge(r, cid, f"--max-sessions {cap}, an idle event stream on each", problems, err)
+
+
+def rollouts(r: Any, n: int) -> None:
+    """mcpsess-rollouts: ``n`` variants."""
+    import httpx
+
+    for i in range(n):
+        cid, slots = f"mcpsess-rollouts-{i}", r.rng.randint(1, 3)
+        how = [r.rng.choice(["notification", "close"]) for _ in range(slots)]
+        if r.pattern not in cid:
+            continue
+        r.count += 1
+        runs = r.work / "mcpsess" / cid / "runs"
+        proc, port, err = h19._start(r, "mcp", r.work / "mcpsess" / cid, "--max-rollouts", slots)
+        problems: list[str] = []
+        calls: list[tuple[Any, Any]] = []
+        try:
+            if not port:
+                r.failures.append(f"{cid}: the server did not start: {err.read_text()[-400:]!r}")
+                continue
+            url = f"http://127.0.0.1:{port}/mcp"
+            with httpx.Client(timeout=30) as client:
+                s = _open(client, url)[1]
+                calls = [_call(url, s, 10 + k, {**LONG, "run_name": f"long{k}"}) for k in range(slots)]
+                if not _until(lambda runs=runs, slots=slots: all(_live(runs / f"long{k}") for k in range(slots)), 60):
+                    problems.append("the long rollouts did not all start within 60 s")
+                waiting = [_call(url, s, 20 + k, {**SHORT, "run_name": f"w{k}"}) for k in range(slots)]
+                time.sleep(1)  # they wait for a slot
+                more = _answer(_call(url, s, 30, {**SHORT, "run_name": "more"})[1], 30)
+                if f"(--max-rollouts {slots}) and {slots} waiting" not in json.dumps(more):
+                    problems.append(f"one more than the waiting ones got {json.dumps(more)[:300]}")
+                for k, ((c, response), way) in enumerate(zip(waiting, how, strict=True)):
+                    started = time.monotonic()
+                    if way == "close":
+                        c.close()
+                    else:
+                        note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 20 + k}}
+                        client.post(url, json=note, headers=s)
+                        if _answer(response, 20 + k).get("error", {}).get("code") != -32800:
+                            problems.append(f"waiting call {k}, cancelled, was not answered -32800")
+                    if time.monotonic() - started > 10 or (runs / f"w{k}").exists():
+                        problems.append(f"waiting call {k} ({way}) was not released at once with nothing recorded")
+                started = time.monotonic()
+                listed = client.post(
+                    url,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 40,
+                        "method": "tools/call",
+                        "params": {"name": "list_runs", "arguments": {}},
+                    },
+                    headers=s,
+                )
+                if listed.status_code != 200 or time.monotonic() - started > 10:
+                    problems.append(f"list_runs got {listed.status_code} after {time.monotonic() - started:.0f} s")
+                for c, _ in calls:
+                    c.close()
+                stopped = [runs / f"long{k}" for k in range(slots)]
+                if not _until(lambda stopped=stopped: all(_status(d) == "PARTIAL" for d in stopped), 30):
+                    problems.append(f"closed rollouts' status: {[_status(runs / f'long{k}') for k in range(slots)]}")
+                again = _answer(_call(url, s, 50, {**SHORT, "run_name": "w0"})[1], 50)
+                if '"status":"OK"' not in json.dumps(again, separators=(",", ":")):
+                    problems.append(f"the cancelled run name w0, run again, got {json.dumps(again)[:300]}")
+            proc.terminate()
+            if not _until(lambda proc=proc: proc.poll() is not None, 15):
+                problems.append("SIGTERM did not end the server within 15 s")
+        finally:
+            for c, _ in calls:
+                c.close()
+            h19._stop(proc)
+        _judge(r, cid, f"--max-rollouts {slots}, cancelled by {how}", problems, err)
 
 
 def _judge(r: Any, cid: str, what: str, problems: list[str], err: Any) -> None:
@@ -129,6 +322,8 @@ def _judge(r: Any, cid: str, what: str, problems: list[str], err: Any) -> None:
 
 
 def run_all(r: Any, n: int) -> None:
-    """Both classes: ``n`` flood variants and ``max(1, n // 4)`` busy ones (a server each)."""
+    """``n`` flood variants and ``max(1, n // 4)`` of each other class (a server each)."""
     flood(r, n)
     busy(r, max(1, n // 4))
+    streams(r, max(1, n // 4))
+    rollouts(r, max(1, n // 4))

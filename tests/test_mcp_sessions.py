@@ -1,6 +1,7 @@
 """``rollbench mcp --transport http`` holds at most ``--max-sessions`` MCP sessions and closes one idle for
 ``--session-idle-s`` (:mod:`rollbench.mcp.sessions`): a client that opens sessions without end (each ``initialize``
-POST opens one) no longer locks every other client out. Each test starts the real command on 127.0.0.1 and drives
+POST opens one), or holds an idle event stream open on each (:mod:`rollbench.mcp.inflight`), no longer locks every
+other client out. Each test starts the real command on 127.0.0.1 and drives
 it with httpx; which sessions are alive is seen only from the server's answers (200, or the SDK's 404
 ``Session not found``). Out-of-range bounds are refused in one line here; with ``--transport stdio`` the options
 are refused as the other http-only ones are (tests/test_bad_input_table.py)."""
@@ -8,68 +9,22 @@ are refused as the other http-only ones are (tests/test_bad_input_table.py)."""
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
+import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from cli_in_process import invoke
-from served_policy import free_port, wait_listening
+from mcp_http_support import HEADERS, INITIALIZE, mcp_http, open_session, ping, poll, tool_request
 
-VERSION = "2025-06-18"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
-}
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-GONE = ("Session not found", "Not Found: Session has been terminated")  # the SDK's 404s (the latter: while it ends)
-
-
-@contextlib.contextmanager
-def mcp_http(root: Path, *extra: str) -> Iterator[tuple[str, Path]]:
-    """``rollbench mcp --transport http`` with ``extra`` options on a free port: (its /mcp URL, its stderr file)."""
-    port, err = free_port(), root.parent / "mcp.stderr"
-    cmd = [sys.executable, "-m", "rollbench", "mcp", "--transport", "http", "--root", str(root), "--port", str(port)]
-    env = {k: v for k, v in os.environ.items() if k != "ROLLBENCH_MCP_TOKEN"}
-    with err.open("wb") as stderr:
-        proc = subprocess.Popen([*cmd, *extra], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-    try:
-        wait_listening(proc, port, 60, lambda: f"the server did not start: {err.read_text()}")
-        yield f"http://127.0.0.1:{port}/mcp", err
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def open_session(client: httpx.Client, url: str) -> dict[str, str]:
-    """Initialize a session (and say so, as a client does): the headers that name it."""
-    answer = client.post(url, json=INITIALIZE, headers=HEADERS)
-    assert answer.status_code == 200, answer.text
-    session = {**HEADERS, "mcp-session-id": answer.headers["mcp-session-id"], "mcp-protocol-version": VERSION}
-    assert (
-        client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session).status_code
-        == 202
-    )
-    return session
-
-
-def ping(client: httpx.Client, url: str, session: dict[str, str]) -> int:
-    """The status of a ping in ``session`` (200, or 404 once the server no longer holds it)."""
-    answer = client.post(url, json={"jsonrpc": "2.0", "id": 7, "method": "ping"}, headers=session)
-    assert answer.status_code != 404 or answer.json()["error"]["message"] in GONE, answer.text
-    return answer.status_code
+LONG = {"policy": "zero", "env": "scripted/reach", "n_episodes": 1000, "max_steps": 1000}  # minutes: never ends here
 
 
 @pytest.mark.slow
 def test_after_ten_times_the_cap_of_initializes_a_fresh_client_initializes_and_lists_the_tools(tmp_path: Path) -> None:
-    with mcp_http(tmp_path / "runs", "--max-sessions", "4") as (url, err), httpx.Client(timeout=30) as client:
+    with mcp_http(tmp_path / "runs", "--max-sessions", "4") as (url, err, _), httpx.Client(timeout=30) as client:
         flood = [client.post(url, json=INITIALIZE, headers=HEADERS).status_code for _ in range(40)]
         session = open_session(client, url)
         tools = client.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session)
@@ -80,7 +35,7 @@ def test_after_ten_times_the_cap_of_initializes_a_fresh_client_initializes_and_l
 
 @pytest.mark.slow
 def test_a_session_past_the_cap_evicts_the_least_recently_used_one_and_no_other(tmp_path: Path) -> None:
-    with mcp_http(tmp_path / "runs", "--max-sessions", "4") as (url, _), httpx.Client(timeout=30) as client:
+    with mcp_http(tmp_path / "runs", "--max-sessions", "4") as (url, _, _), httpx.Client(timeout=30) as client:
         a, b, c, d = (open_session(client, url) for _ in range(4))
         assert ping(client, url, a) == 200  # a is now used more recently than b
         e = open_session(client, url)  # the fifth: b, the least recently used, is evicted
@@ -94,7 +49,10 @@ def test_a_session_past_the_cap_evicts_the_least_recently_used_one_and_no_other(
 @pytest.mark.slow
 def test_a_session_idle_for_session_idle_s_is_closed_and_one_in_use_is_not(tmp_path: Path) -> None:
     idle_s = 2.0
-    with mcp_http(tmp_path / "runs", "--session-idle-s", str(idle_s)) as (url, _), httpx.Client(timeout=30) as client:
+    with (
+        mcp_http(tmp_path / "runs", "--session-idle-s", str(idle_s)) as (url, _, _),
+        httpx.Client(timeout=30) as client,
+    ):
         session = open_session(client, url)
         started, kept = time.monotonic(), []
         while time.monotonic() - started < 1.5 * idle_s:  # used every idle_s / 4: never idle for idle_s
@@ -108,25 +66,90 @@ def test_a_session_idle_for_session_idle_s_is_closed_and_one_in_use_is_not(tmp_p
 
 
 @pytest.mark.slow
-def test_with_every_session_answering_a_request_a_new_one_gets_503_naming_the_option(tmp_path: Path) -> None:
-    with mcp_http(tmp_path / "runs", "--max-sessions", "2") as (url, _), httpx.Client(timeout=30) as client:
+def test_with_every_session_answering_a_call_a_new_one_gets_503_naming_the_option(tmp_path: Path) -> None:
+    with mcp_http(tmp_path / "runs", "--max-sessions", "2") as (url, _, _), httpx.Client(timeout=30) as client:
         a, b = open_session(client, url), open_session(client, url)
-        with contextlib.ExitStack() as streams:
-            for s in (a, b):  # an open event stream is a request in flight: the session is busy
-                stream = streams.enter_context(client.stream("GET", url, headers={**s, "accept": "text/event-stream"}))
-                assert stream.status_code == 200
+        with contextlib.ExitStack() as calls:
+            for n, s in enumerate((a, b)):  # a call being answered (a long rollout) keeps its session busy
+                caller = calls.enter_context(httpx.Client(timeout=30))
+                body = tool_request(3, "run_policy_rollout", {**LONG, "run_name": f"long{n}"})
+                answer = calls.enter_context(caller.stream("POST", url, json=body, headers=s))
+                assert answer.status_code == 200
+            poll(lambda: (tmp_path / "runs" / "long1" / "run.json").exists(), 60, "the second rollout starting")
             refused = client.post(url, json=INITIALIZE, headers=HEADERS)
-        deadline = time.monotonic() + 15  # the streams closed: the server sees them go, and a and b are idle
-        while (later := client.post(url, json=INITIALIZE, headers=HEADERS)).status_code == 503:
-            assert time.monotonic() < deadline, later.text
-            time.sleep(0.2)
+        # the calls' connections closed: the rollouts are cancelled and the sessions idle again
+        later = poll(
+            lambda: (r := client.post(url, json=INITIALIZE, headers=HEADERS)).status_code != 503 and r,
+            30,
+            "a new session",
+        )
         alive = sorted(ping(client, url, s) for s in (a, b))
     assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
     assert refused.json() == {
-        "error": "this server already holds its limit of 2 MCP sessions (--max-sessions), each with a request in "
-        "flight; try again in a moment"
+        "error": "this server already holds its limit of 2 MCP sessions (--max-sessions), each with a call in "
+        "progress; try again in a moment"
     }
     assert later.status_code == 200 and alive == [200, 404]  # one of a and b made room
+
+
+def hold_stream(url: str, session: dict[str, str]) -> tuple[threading.Event, httpx.Client]:
+    """Open ``session``'s standalone event stream and hold it in a thread, reading nothing but its pings: (set once
+    the server ended it, the client to close at the end). Returns once the stream is open."""
+    opened, ended = threading.Event(), threading.Event()
+    client = httpx.Client(timeout=httpx.Timeout(30, read=None))
+
+    def hold() -> None:
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            client.stream("GET", url, headers={**session, "accept": "text/event-stream"}) as stream,
+        ):
+            assert stream.status_code == 200
+            opened.set()
+            for _ in stream.iter_bytes():
+                pass
+        ended.set()
+
+    threading.Thread(target=hold, daemon=True).start()
+    poll(lambda: opened.is_set() or ended.is_set(), 30, "the event stream opening")
+    assert not ended.is_set(), "the event stream ended at once"
+    return ended, client
+
+
+@pytest.mark.slow
+def test_sessions_holding_only_an_idle_event_stream_do_not_keep_a_new_client_out(tmp_path: Path) -> None:
+    """A client holding an idle GET event stream on every one of --max-sessions sessions (hostile round 24, F1: each
+    new client got 503 for as long as they stayed open): the new client gets in, and one stream is closed."""
+    with mcp_http(tmp_path / "runs", "--max-sessions", "4") as (url, err, _), httpx.Client(timeout=30) as client:
+        held = [open_session(client, url) for _ in range(4)]
+        ended, readers = zip(*(hold_stream(url, s) for s in held), strict=True)  # held[0]'s opened first
+        fresh = open_session(client, url)
+        tools = client.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=fresh)
+        poll(lambda: any(e.is_set() for e in ended), 15, "the evicted session's stream closing")
+        alive = [ping(client, url, s) for s in held]
+        closed = [e.is_set() for e in ended]
+        for reader in readers:
+            reader.close()
+    assert tools.status_code == 200 and '"name":"run_policy_rollout"' in tools.text
+    assert sorted(alive) == [200, 200, 200, 404] and alive[0] == 404  # the least recently used one went
+    assert closed == [True, False, False, False]
+    assert "Traceback" not in err.read_text()
+
+
+@pytest.mark.slow
+def test_a_session_whose_only_activity_is_an_open_event_stream_idles_out_and_its_stream_ends(tmp_path: Path) -> None:
+    idle_s = 2.0
+    with (
+        mcp_http(tmp_path / "runs", "--session-idle-s", str(idle_s)) as (url, _, _),
+        httpx.Client(timeout=30) as client,
+    ):
+        session = open_session(client, url)
+        started = time.monotonic()
+        ended, reader = hold_stream(url, session)
+        poll(ended.is_set, 10 * idle_s, "the idle session's stream ending")
+        took = time.monotonic() - started
+        after = ping(client, url, session)
+        reader.close()
+    assert after == 404 and took >= idle_s * 0.9
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import typer
 from rollbench.cli.common import fail
 from rollbench.core.contracts import ConfigError
 from rollbench.mcp.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_S
+from rollbench.mcp.slots import DEFAULT_MAX_ROLLOUTS
 from rollbench.wire.inbound import DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT_S, ConnectionBounds
 
 
@@ -52,12 +53,23 @@ def mcp_cmd(
         int,
         typer.Option(
             help="http only: MCP sessions held at once; a new one past it closes the least recently used session "
-            "with no request in flight (503 if every one has)."
+            "with no call in progress (503 if every one has one; an open event stream alone is no call)."
         ),
     ] = DEFAULT_MAX_SESSIONS,
     session_idle_s: Annotated[
-        float, typer.Option(help="http only: a session with no request in flight for this many seconds is closed.")
+        float,
+        typer.Option(
+            help="http only: a session with no call in progress for this many seconds is closed (an open event "
+            "stream alone is no call)."
+        ),
     ] = DEFAULT_SESSION_IDLE_S,
+    max_rollouts: Annotated[
+        int,
+        typer.Option(
+            help="Rollouts (run_policy_rollout, compare_policies_sequential) run at once, each in its own thread; as "
+            "many more wait for a slot, and one more is a tool error."
+        ),
+    ] = DEFAULT_MAX_ROLLOUTS,
     allow_policy: Annotated[
         list[str] | None,
         typer.Option(
@@ -90,6 +102,6 @@ def mcp_cmd(
         bounds = ConnectionBounds(request_timeout_s, max_connections)  # rollbench.wire.inbound
         sessions = SessionBounds(max_sessions, session_idle_s)  # rollbench.mcp.sessions
         binding = HttpBinding(host, port, token, tuple(allow_host or ()), bounds, sessions)
-        serve(transport, root, max_steps_ceiling, checkpoints, binding)
+        serve(transport, root, max_steps_ceiling, checkpoints, binding, max_rollouts)
     except ConfigError as exc:
         fail(str(exc))

@@ -20,7 +20,8 @@ client's taking of it: one whose bytes the client stops taking for the deadline 
 SDK answers with (``text/event-stream``) last as long as the session needs while the client reads them.
 
 The sessions are bounded by :mod:`rollbench.mcp.sessions`: at most ``--max-sessions``, each closed after
-``--session-idle-s`` with no request in flight, the least recently used idle one evicted for a new client.
+``--session-idle-s`` with no call in progress (an open event stream alone is none), the least recently used idle one
+evicted for a new client; a call whose POST closes before its answer is cancelled (:mod:`rollbench.mcp.inflight`).
 """
 
 from __future__ import annotations
@@ -78,5 +79,5 @@ def run_http(server: Any, binding: HttpBinding) -> None:
     guard = mcp_guard(binding.host, binding.token, binding.allow_hosts)
     options = app_options(binding.sessions)
     app: Any = server.streamable_http_app(transport_security=security(guard.names), host=binding.host, **options)
-    bound_sessions(app, server.session_manager, binding.sessions)
+    app = bound_sessions(app, server.session_manager, binding.sessions)  # (and rollbench.mcp.inflight)
     bounded_server(asgi_guard(app, guard), binding.bounds, "rollbench mcp", binding.host, binding.port).run()

@@ -1,5 +1,6 @@
-"""A run the MCP server executes (:class:`Active`: its stop and completion flags, live counts for ``get_run``) and
-its observer (:class:`Notifier`: the start and each finished episode as an MCP progress notification)."""
+"""A run the MCP server executes (:class:`Active`: its stop flag, where its worker thread is in its life, live counts
+for ``get_run``) and its observer (:class:`Notifier`: the start and each finished episode as an MCP progress
+notification)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+import anyio
 import anyio.from_thread
 from mcp.server.mcpserver import Context
 
@@ -17,14 +19,49 @@ log = logging.getLogger("rollbench.mcp.server")
 
 @dataclass
 class Active:
-    """A run this server is executing: its stop flag, completion flag and live counts (for get_run)."""
+    """A run this server is executing: its stop flag, live counts (for get_run), and where its work is in its life.
+
+    The work goes ``waiting`` (for a rollout slot or a worker thread) -> ``running`` (its thread called
+    :meth:`begin`) -> ``ended`` (:meth:`end`), or ``waiting`` -> ``dropped`` (:meth:`drop`: cancelled before any
+    thread began it; a thread that picks it up later does nothing). ``ended`` (an ``anyio.Event``, so waiting for it
+    takes no worker thread) is set in both last states, so whoever waits for it never waits for what cannot come.
+    Create it in the event loop (``anyio.Event`` needs one)."""
 
     stop: threading.Event = field(default_factory=threading.Event)
-    finished: threading.Event = field(default_factory=threading.Event)
+    ended: anyio.Event = field(default_factory=anyio.Event)
     done: int = 0
     total: int = 0
     done_at_start: int = 0
     last: str = ""
+    state: str = "waiting"
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def begin(self) -> bool:
+        """In the worker thread, before the work: True to go on; False when the call was dropped (do nothing)."""
+        with self._lock:
+            if self.state == "dropped":
+                return False
+            self.state = "running"
+            return True
+
+    def end(self) -> None:
+        """In the worker thread, after the work (however it ended): ``ended`` is set in the event loop."""
+        with self._lock:
+            self.state = "ended"
+        try:
+            anyio.from_thread.run_sync(self.ended.set)
+        except RuntimeError:  # the event loop is gone (the process is ending): nobody is left to wait
+            log.debug("run ended after its event loop closed")
+
+    def drop(self) -> bool:
+        """In the event loop, on cancellation: True (and ``ended`` set) when no thread began the work, so none ever
+        will; False when it is running or ended (wait for ``ended``)."""
+        with self._lock:
+            if self.state != "waiting":
+                return False
+            self.state = "dropped"
+        self.ended.set()
+        return True
 
 
 class Notifier(RunObserver):

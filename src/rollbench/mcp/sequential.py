@@ -9,18 +9,16 @@ cancellation stops starting episodes; the same call with the same ``run_name`` r
 No ``from __future__ import annotations``: the tool's signature is evaluated when the server is built (its schema).
 """
 
-import threading
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-import anyio
-import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from rollbench.core.contracts import ConfigError, RollbenchError
+from rollbench.mcp.progress import Active
 from rollbench.mcp.strict import rollout_spec, tool_error
 
 DESCRIPTION = (
@@ -113,8 +111,9 @@ def result_of(doc: dict[str, Any], run_id: str) -> SequentialResult:
 
 
 def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str, BaseModel], CallToolResult]) -> None:
-    """Register compare_policies_sequential on ``server``; ``svc`` is the server's RolloutService (its ``bounds``
-    and ``run_dir``, which confines run names to the root), ``call_result`` its result shape."""
+    """Register compare_policies_sequential on ``server``; ``svc`` is the server's RolloutService (its ``bounds``,
+    its ``run_dir``, which confines run names to the root, and its rollout ``slots``), ``call_result`` its result
+    shape."""
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
 
     @server.tool(annotations=writes, structured_output=True, description=DESCRIPTION)
@@ -143,29 +142,20 @@ def add_sequential_tool(server: MCPServer, svc: Any, call_result: Callable[[str,
         spec_b = rollout_spec(svc.bounds, policy_b, env, 1, max_steps, seed, None, False)
         run_id = run_name if run_name is not None else f"sequential-{uuid.uuid4().hex[:8]}"
         out = svc.run_dir(run_id)
-        stop = threading.Event()
-        finished = threading.Event()
+        active = Active()  # its stop flag and its work's life (rollbench.mcp.slots: cancellation never waits in vain)
 
         class Cancelled(SequentialObserver):
             """Stops starting episodes once the peer cancelled the call."""
 
             def should_stop(self) -> bool:
-                return stop.is_set()
+                return active.stop.is_set()
 
         def work() -> dict[str, Any]:
-            try:
-                config = SequentialConfig(delta=delta, alpha=alpha, p_a=p_a, budget=max_pairs, execution=Execution())
-                return run_sequential(spec_a, spec_b, out, config, Cancelled())
-            finally:
-                finished.set()
+            config = SequentialConfig(delta=delta, alpha=alpha, p_a=p_a, budget=max_pairs, execution=Execution())
+            return run_sequential(spec_a, spec_b, out, config, Cancelled())
 
-        try:
-            doc = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            stop.set()
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(finished.wait)
-            raise
+        try:  # one rollout slot of the server's --max-rollouts (both arms run in the one thread)
+            doc = await svc.slots.run(active, work)
         except ConfigError as exc:  # the names' hint only where a name was wrong (a design error is about numbers)
             hint = " (list_envs and list_policies give every valid name)" if "unknown " in str(exc) else ""
             raise tool_error(exc, (policy_a, policy_b), hint) from None

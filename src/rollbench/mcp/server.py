@@ -7,9 +7,11 @@ Tools: ``run_policy_rollout``, ``list_envs``, ``list_policies``, ``get_run``, ``
 in a worker thread, so one code path serves the CLI, this server and the tests. Its ``status`` is what
 :func:`rollbench.grading.grade.grade` computed from the run directory, never a default: ``OK`` only when every
 requested episode is recorded and none errored. Each finished episode is sent as an MCP progress notification; a
-client cancellation (``notifications/cancelled``) stops the run between episodes and leaves a resumable run
-directory. Runs live only under ``--root``; bad arguments return a tool error (``isError``) naming the valid values,
-and write nothing. Protocol: https://modelcontextprotocol.io/specification (tools, progress, cancellation).
+client cancellation (``notifications/cancelled``, or over HTTP the call's connection closed) stops the run between
+episodes and leaves a resumable run directory. At most ``--max-rollouts`` rollouts run at once
+(:mod:`rollbench.mcp.slots`). Runs live only under ``--root``; bad arguments return a tool error (``isError``)
+naming the valid values, and write nothing. Protocol: https://modelcontextprotocol.io/specification (tools,
+progress, cancellation).
 
 No ``from __future__ import annotations``: tool signatures are evaluated when the server is built (the published
 JSON schema carries the configured ``--max-steps-ceiling``)."""
@@ -23,8 +25,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
-import anyio.from_thread
-import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -33,7 +33,6 @@ from pydantic import BaseModel, Field
 from rollbench.api import default_run_dir, evaluate, grade
 from rollbench.core import registry as report_rows
 from rollbench.core.contracts import ConfigError, RollbenchError
-from rollbench.core.grade_model import GradeDocument
 from rollbench.core.spec import MAX_INSTRUCTION_CHARS, EvalSpec
 from rollbench.grading.coverage import DEFAULT_RULE, EXCLUDE_POLICY_ERRORS_HELP, MIN_COVERAGE_HELP, CoverageRule
 from rollbench.grading.robustness import study_of_run
@@ -55,6 +54,7 @@ from rollbench.mcp.results import (
 )
 from rollbench.mcp.sequential import add_sequential_tool
 from rollbench.mcp.sessions import SessionBounds
+from rollbench.mcp.slots import DEFAULT_MAX_ROLLOUTS, RolloutSlots, check_max_rollouts
 from rollbench.mcp.strict import (
     MAX_EPISODES,
     ServerBounds,
@@ -78,11 +78,16 @@ class RolloutService:
     """The tools' behaviour, independent of the transport. ``root`` confines every run directory."""
 
     def __init__(
-        self, root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
+        self,
+        root: Path,
+        max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING,
+        checkpoints: tuple[str, ...] = (),
+        max_rollouts: int = DEFAULT_MAX_ROLLOUTS,
     ) -> None:
         check_max_steps_ceiling(max_steps_ceiling)  # 1 to MAX_STEPS_CEILING
         self.root = root.expanduser().resolve()
         self.bounds = ServerBounds(max_steps_ceiling, checkpoints)  # mcp.strict: the ceiling, the allowed policies
+        self.slots = RolloutSlots(max_rollouts)  # mcp.slots: at most max_rollouts run at once, as many wait
         self.active: dict[str, Active] = {}
 
     def run_dir(self, run_id: str) -> Path:
@@ -113,27 +118,20 @@ class RolloutService:
         run_dir = self.run_dir(run_id)
         await self._wait_for_stopping(run_id)
         active = self.active[run_id] = Active()
-
-        def work() -> GradeDocument:
-            try:
-                return evaluate(spec, out=run_dir, observer=Notifier(run_id, active, ctx))
-            finally:
-                active.finished.set()
-
-        try:
-            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        try:  # cancelled (the client cancelled or went away): see rollbench.mcp.slots; the directory stays resumable
+            result = await self.slots.run(
+                active, lambda: evaluate(spec, out=run_dir, observer=Notifier(run_id, active, ctx))
+            )
         except anyio.get_cancelled_exc_class():
-            # The client cancelled (or went away): no new episode starts, the finished ones are committed and
-            # graded, and the directory stays resumable. Wait for that, shielded, before giving up the request.
-            active.stop.set()
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(active.finished.wait)
+            if active.state == "ended":
                 log.info("run %s stopped on cancellation after %d episodes", run_id, active.done)
             raise
         except ConfigError as exc:
             raise tool_error(exc, (spec.policy,), " (list_envs and list_policies give every valid name)") from None
         except RollbenchError as exc:
             raise tool_error(exc, (spec.policy,)) from None
+        except ToolError:
+            raise
         except Exception as exc:
             log.exception("run %s failed", run_id)
             raise ToolError(
@@ -147,7 +145,8 @@ class RolloutService:
         return _call_result(res.summary, res)
 
     async def _wait_for_stopping(self, run_id: str) -> None:
-        """A cancelled run of the same name finishes its current episode first; a live one is refused."""
+        """A cancelled run of the same name finishes its current episode first (a wait that takes no worker
+        thread, and ends at once for one that never started); a live one is refused."""
         current = self.active.get(run_id)
         if current is None:
             return
@@ -156,7 +155,7 @@ class RolloutService:
                 f"run {run_id!r} is already running in this server ({current.last or 'starting'}); "
                 "call get_run to follow it, or choose another run_name"
             )
-        await anyio.to_thread.run_sync(current.finished.wait)
+        await current.ended.wait()
         if self.active.get(run_id) is current:
             del self.active[run_id]
         if run_id in self.active:
@@ -228,10 +227,14 @@ def _call_result(summary: str, model: BaseModel) -> CallToolResult:
 
 
 def build_server(
-    root: Path, max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING, checkpoints: tuple[str, ...] = ()
+    root: Path,
+    max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING,
+    checkpoints: tuple[str, ...] = (),
+    max_rollouts: int = DEFAULT_MAX_ROLLOUTS,
 ) -> MCPServer:
-    """The MCP server with rollbench's tools; every run directory is created under ``root``."""
-    svc = RolloutService(root, max_steps_ceiling, checkpoints)
+    """The MCP server with rollbench's tools; every run directory is created under ``root``; at most
+    ``max_rollouts`` rollouts run at once (:mod:`rollbench.mcp.slots`)."""
+    svc = RolloutService(root, max_steps_ceiling, checkpoints, max_rollouts)
     from importlib.metadata import version
 
     # WARNING: the SDK's INFO lines (one per request, and each refused call as a block) would reach the terminal
@@ -356,15 +359,18 @@ def serve(
     max_steps_ceiling: int = DEFAULT_MAX_STEPS_CEILING,
     checkpoints: tuple[str, ...] = (),
     http: HttpBinding | None = None,
+    max_rollouts: int = DEFAULT_MAX_ROLLOUTS,
 ) -> None:
     """Run the server until the client disconnects (stdio) or the process is stopped (http: streamable HTTP at
     ``http://host:port/mcp`` of ``http`` (default :class:`~rollbench.mcp.http.HttpBinding`), with the token and
-    Host/Origin checks of :mod:`rollbench.mcp.http`). Raises ConfigError, before anything is created, for an unknown
-    transport, an unusable root, or an http host that is not loopback and has no token."""
+    Host/Origin checks of :mod:`rollbench.mcp.http`); at most ``max_rollouts`` rollouts run at once. Raises
+    ConfigError, before anything is created, for an unknown transport, an unusable root, ``max_rollouts`` out of range,
+    or an http host that is not loopback and has no token."""
     from rollbench.mcp import http as mcp_http
     from rollbench.mcp.stdio import run_stdio
 
     binding = http or HttpBinding()
+    check_max_rollouts(max_rollouts)
     if transport not in ("stdio", "http"):
         raise ConfigError(f"unknown transport {transport!r}; valid transports: stdio, http")
     if transport == "http":  # refuse an unsafe host before anything is created
@@ -379,7 +385,7 @@ def serve(
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the runs root {root}: {exc}") from None
-    server = build_server(root, max_steps_ceiling, checkpoints)
+    server = build_server(root, max_steps_ceiling, checkpoints, max_rollouts)
     log.debug("rollbench mcp: runs are written under %s", root)
     if transport == "stdio":
         run_stdio(server)

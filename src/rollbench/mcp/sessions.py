@@ -1,34 +1,37 @@
 """The sessions ``rollbench mcp --transport http`` holds: at most ``--max-sessions``, none idle past
-``--session-idle-s``, and a new client always let in while some session has no request in flight.
+``--session-idle-s``, and a new client always let in while some session has no call in progress.
 
 Every ``initialize`` POST opens a streamable-HTTP session in the MCP SDK's ``StreamableHTTPSessionManager`` (a task,
-its streams, a few kB), kept until the client deletes it or it has had no request in flight for the idle timeout.
-The SDK's own defaults (10,000 sessions, 30 minutes) let one client lock every other out: about 10,000 initializes
-that are never used again, sent in under a minute on loopback, and the SDK answered 503 "Too many open sessions" to
-everyone for half an hour. Here:
+its streams, a few kB), kept until the client deletes it or it has been idle for the idle timeout. The SDK's own
+defaults (10,000 sessions, 30 minutes) let one client lock every other out: about 10,000 initializes that are never
+used again, sent in under a minute on loopback, and the SDK answered 503 "Too many open sessions" to everyone for
+half an hour. Here:
 
 * the SDK's own idle timeout and session cap are set to ``--session-idle-s`` (default
   :data:`DEFAULT_SESSION_IDLE_S`) and ``--max-sessions`` (default :data:`DEFAULT_MAX_SESSIONS`): a session with no
-  request in flight (no call being answered, no open event stream) for that long is closed;
-* when a new session would pass the cap, the least recently used session with no request in flight is closed first
+  call in progress (no POST of it being answered; an open standalone event stream does not count,
+  :mod:`rollbench.mcp.inflight`) for that long is closed, its event stream with it;
+* when a new session would pass the cap, the least recently used session with no call in progress is closed first
   (evicted, by the same means as the idle timeout: its idle scope is cancelled, and it is forgotten at once), so a
-  new client always gets in and an old idle one is dropped. A request naming a closed or evicted session gets the
-  SDK's own 404 ``Session not found``; the client initializes again. A session that is answering a request (a
-  rollout in progress) is never evicted;
-* only when every session has a request in flight is a new one answered 503 ``{"error": ...}`` naming the limit and
+  new client gets in and an old idle one is dropped. A request naming a closed or evicted session gets the SDK's
+  own 404 ``Session not found``; the client initializes again. A session that is answering a call (a rollout in
+  progress, or waiting for a slot) is never evicted;
+* only when every session has a call in progress is a new one answered 503 ``{"error": ...}`` naming the limit and
   the option, with ``Retry-After: 1``.
 
 Memory and work stay bounded: at most ``--max-sessions`` sessions, and choosing one to evict looks at each once.
 The SDK (pinned, ``mcp==2.3.0``) has no eviction of its own; it is added by replacing one method of the session
 manager instance, ``_admit_session`` (the admission decision, made under the manager's creation lock), so the rest
-of the SDK's session handling is its own. Each session's ``idle_scope.deadline`` (public) tells both whether a
-request is in flight (infinite) and when it was last used (the deadline less the idle timeout).
+of the SDK's session handling is its own. Each session's ``idle_scope.deadline`` (public; kept by
+:class:`~rollbench.mcp.inflight.SessionRequests` to the last use plus the idle timeout while no POST is in flight)
+tells when it was last used; the SDK sets it infinite while a request of it comes in.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +52,8 @@ class SessionBounds:
 
     Attributes:
         max_sessions: sessions held at once; a new one past it evicts the least recently used idle session (503 if
-            every session has a request in flight). From 1 to :data:`MAX_SESSIONS`.
-        session_idle_s: seconds a session may go with no request in flight before it is closed. From
+            every session has a call in progress). From 1 to :data:`MAX_SESSIONS`.
+        session_idle_s: seconds a session may go with no call in progress before it is closed. From
             :data:`~rollbench.wire.inbound.MIN_SECONDS` to :data:`~rollbench.wire.inbound.MAX_SECONDS`.
 
     Raises:
@@ -67,7 +70,7 @@ class SessionBounds:
 
 
 class SessionsBusy(Exception):
-    """Every one of the ``max_sessions`` sessions has a request in flight: a new one cannot be admitted (503)."""
+    """Every one of the ``max_sessions`` sessions has a call in progress: a new one cannot be admitted (503)."""
 
     def __init__(self, max_sessions: int) -> None:
         super().__init__(busy(max_sessions))
@@ -77,8 +80,8 @@ class SessionsBusy(Exception):
 def busy(max_sessions: int) -> str:
     """The 503 message: every session is busy."""
     return (
-        f"this server already holds its limit of {max_sessions} MCP sessions (--max-sessions), each with a request "
-        "in flight; try again in a moment"
+        f"this server already holds its limit of {max_sessions} MCP sessions (--max-sessions), each with a call in "
+        "progress; try again in a moment"
     )
 
 
@@ -87,19 +90,24 @@ def app_options(bounds: SessionBounds) -> dict[str, Any]:
     return {"session_idle_timeout": bounds.session_idle_s, "max_sessions": bounds.max_sessions}
 
 
-def bound_sessions(app: Any, manager: Any, bounds: SessionBounds) -> None:
+def bound_sessions(app: Any, manager: Any, bounds: SessionBounds) -> Any:
     """Make ``manager`` (the ``StreamableHTTPSessionManager`` of the Starlette ``app``, built with
     :func:`app_options`) evict the least recently used idle session when a new one would pass
-    ``bounds.max_sessions``, and ``app`` answer 503 ``{"error": ...}`` when none is idle. Call before serving."""
+    ``bounds.max_sessions``, and ``app`` answer 503 ``{"error": ...}`` when none is idle. Returns the ASGI app to
+    serve: ``app`` behind :class:`~rollbench.mcp.inflight.SessionRequests` (only a POST in flight keeps a session
+    busy; a closed POST cancels its call). Call before serving."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
 
+    from rollbench.mcp.inflight import SessionRequests
+
+    requests = SessionRequests(manager, bounds.session_idle_s)
     admit = manager._admit_session  # sync, called under the manager's session creation lock
 
     def admit_or_evict(requestor: Any) -> Any:
         sessions = manager._server_instances
         while len(sessions) >= bounds.max_sessions:
-            victim = least_recent_idle(sessions)
+            victim = least_recent_idle(sessions, requests.posting)
             if victim is None:
                 raise SessionsBusy(bounds.max_sessions)
             evict(manager, victim)
@@ -110,12 +118,14 @@ def bound_sessions(app: Any, manager: Any, bounds: SessionBounds) -> None:
 
     manager._admit_session = admit_or_evict
     app.add_exception_handler(SessionsBusy, refuse)
+    return requests.app(app)
 
 
-def least_recent_idle(sessions: dict[str, Any]) -> str | None:
+def least_recent_idle(sessions: dict[str, Any], posting: Callable[[str], bool] = lambda _: False) -> str | None:
     """The id of the session to evict from ``sessions`` (id -> the SDK's transport): one already ending, else the
-    one whose last request finished longest ago; None when every session has a request in flight or has not
-    answered its opening request yet."""
+    one idle longest (its idle countdown started first); None when every session has a POST in flight
+    (``posting``), has its countdown suspended (the SDK's infinite deadline: a request of it just came in) or has
+    not answered its opening request yet."""
     chosen, oldest = None, math.inf
     for session_id, transport in sessions.items():
         scope = transport.idle_scope  # None until the session's task has started
@@ -123,7 +133,7 @@ def least_recent_idle(sessions: dict[str, Any]) -> str | None:
             continue
         if scope.cancel_called:  # timed out, its task not yet ended: it is going anyway
             return session_id
-        if scope.deadline < oldest:  # infinite while a request is in flight
+        if not posting(session_id) and scope.deadline < oldest:  # infinite while a request is coming in
             chosen, oldest = session_id, scope.deadline
     return chosen
 

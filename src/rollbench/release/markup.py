@@ -77,3 +77,10 @@ def markup_hidden(text: str, kind: str, found: Sequence[tuple[Finding, str]], sc
             if not any(f.value in w for w in written):
                 return f
     return None
+
+
+def markup_said(rel: str, rule: str) -> str:
+    """The warning line of a markup file released as one placeholder (:mod:`rollbench.release.markup`)."""
+    return (f"{rel}: a browser or Markdown viewer shows a match of rule {rule} that its text does not hold as written "
+            f"(split by tags, a comment, a character reference or Markdown marks): the whole file is released as one "
+            f"placeholder (rule markup:{rule})")  # fmt: skip

@@ -18,7 +18,7 @@ from rollbench.core.identity import sanitize_segment
 from rollbench.core.jsonfile import JsonRefused, loads_strict
 from rollbench.release.credentials import secret_path
 from rollbench.release.kinds import plain_byte_findings, scan_kind, video_findings, video_parts
-from rollbench.release.markup import markup_hidden, markup_kind
+from rollbench.release.markup import markup_hidden, markup_kind, markup_said
 from rollbench.release.parquet_redact import TableRedaction
 from rollbench.release.parquet_text import UnscannableType, has_dictionary, has_text
 from rollbench.release.rules import Finding, Scanner
@@ -141,13 +141,6 @@ def _spec_identity_released(rel: str, text: str, redactions: list[dict[str, Any]
         raise RollbenchError(f"{rel}: its spec was redacted but its spec_identity could not be replaced")
     return text, [f"{rel}: spec_identity is released as the identity of the redacted spec (the recorded one hashes "
                   "values the release replaced)"]  # fmt: skip
-
-
-def _markup_said(rel: str, rule: str) -> str:
-    """The warning line of a markup file released as one placeholder (:mod:`rollbench.release.markup`)."""
-    return (f"{rel}: a browser or Markdown viewer shows a match of rule {rule} that its text does not hold as written "
-            f"(split by tags, a comment, a character reference or Markdown marks): the whole file is released as one "
-            f"placeholder (rule markup:{rule})")  # fmt: skip
 
 
 def _cursor_said(rel: str, rule: str) -> str:
@@ -363,7 +356,7 @@ class Releaser:
             whole = Finding(0, len(text), f"markup:{shown.rule}", shown.category, text)
             ph = self.scanner.placeholder(text, shown.category)
             return Released(rel, False, f"{ph}\n".encode(), _record(rel, "the whole file", [(whole, ph)]),
-                            [_markup_said(rel, shown.rule)])  # fmt: skip
+                            [markup_said(rel, shown.rule)])  # fmt: skip
         redactions = []
         for f, ph in pairs:
             redactions += _record(rel, f"line {text.count(chr(10), 0, f.start) + 1}", [(f, ph)])

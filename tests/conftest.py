@@ -71,3 +71,25 @@ def double() -> Iterator[Any]:
 
     with serve_as_provider() as served:
         yield served
+
+
+@pytest.fixture(scope="module")
+def reach_recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One episode of ``scripted/reach`` (policy ``zero``, 3 steps, seed 1), recorded once per test module."""
+    from rollbench.api import evaluate
+
+    out = tmp_path_factory.mktemp("reach") / "run"
+    evaluate(out=out, env="scripted/reach", policy="zero", episodes=1, max_steps=3, seed=1)
+    return out
+
+
+@pytest.fixture
+def notes_run(reach_recorded: Path, tmp_path: Path) -> Path:
+    """A copy of :func:`reach_recorded` at ``tmp_path/src/run`` with an empty ``notes/`` directory, where release tests
+    plant the files they hand over."""
+    import shutil
+
+    out = tmp_path / "src" / "run"
+    shutil.copytree(reach_recorded, out)
+    (out / "notes").mkdir()
+    return out

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,7 +20,6 @@ import pyte
 import pytest
 
 from cli_in_process import invoke
-from rollbench.api import evaluate
 from rollbench.release.cursor import drawn, moves, render
 from rollbench.release.invisible import CONTROLS, INVISIBLE
 
@@ -51,19 +49,9 @@ def shown(text: str) -> str:
     return "\n".join(row.rstrip() for row in screen.display)
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("cursor") / "run"
-    evaluate(out=out, env="scripted/reach", policy="zero", episodes=1, max_steps=3, seed=1)
-    return out
-
-
 @pytest.fixture
-def run(recorded: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "src" / "run"
-    shutil.copytree(recorded, out)
-    (out / "notes").mkdir()
-    return out
+def run(notes_run: Path) -> Path:
+    return notes_run
 
 
 def release(run: Path, out: Path) -> tuple[int, str]:

@@ -6,7 +6,6 @@ renderer rich ships with, holds no key; markup without a hidden key is copied by
 
 from __future__ import annotations
 
-import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import pytest
 from markdown_it import MarkdownIt
 
 from cli_in_process import invoke
-from rollbench.api import evaluate
 
 GH = "ghp_" + "Z8x2kQ7mZ4vN1pL6tY9wB3cD5fH0jS2aE4gU"
 AWS = "AKIA" + "Q3EGRLCJ4XYZ7ABC"
@@ -49,19 +47,9 @@ def shown(name: str, text: str) -> str:
     return "\n".join(["".join(parser.text), *parser.attributes])
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("markup") / "run"
-    evaluate(out=out, env="scripted/reach", policy="zero", episodes=1, max_steps=3, seed=1)
-    return out
-
-
 @pytest.fixture
-def run(recorded: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "src" / "run"
-    shutil.copytree(recorded, out)
-    (out / "notes").mkdir()
-    return out
+def run(notes_run: Path) -> Path:
+    return notes_run
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

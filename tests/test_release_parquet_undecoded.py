@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import struct
 from pathlib import Path
 
@@ -16,25 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from cli_in_process import invoke
-from rollbench.api import evaluate
 
 GH = "ghp_" + "R8x2kQ7mZ4vN1pL6tY9wB3cD5fH0jS2aE4gU"  # a GitHub token
 ANT = "sk-ant-api03-" + "R8x2kQ7mZ4vN1pL6tY9wB3cD5fH0jS2aE4gU7hK1mP3qR5tV8xZ0bN2cD4fG6hJ8kL0mN2pQ4rS6tU8vW0xY2zA4bC6d"
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("undecoded") / "run"
-    evaluate(out=out, env="scripted/reach", policy="zero", episodes=2, max_steps=3, seed=1)
-    return out
-
-
 @pytest.fixture
-def run(recorded: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "src" / "run"
-    shutil.copytree(recorded, out)
-    (out / "notes").mkdir()
-    return out
+def run(notes_run: Path) -> Path:
+    return notes_run
 
 
 def with_created_by(text: str) -> bytes:

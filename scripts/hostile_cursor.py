@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import re
 import string
-from pathlib import Path
 from typing import Any
+
+import hostile_round19
 
 ALNUM = string.ascii_letters + string.digits
 WORDS = ["reach", "the", "goal", "then", "stop", "grasp", "cube", "left", "near", "bowl", "after", "lift"]
@@ -75,29 +76,6 @@ def _holds(s: str, key: str) -> bool:
     return key in s or (re.search(r"[\x08\x0b\x0c\r\x1b\x84\x85\x8d\x9b]", s) is not None and key in shown(s))
 
 
-def _strings(path: Path) -> list[str]:
-    import pyarrow.parquet as pq
-
-    if path.suffix == ".parquet":
-        return [str(v) for col in pq.read_table(path).to_pydict().values() for v in col if v is not None]
-    text = path.read_bytes().decode(errors="replace")
-    if path.suffix == ".json":
-        out: list[str] = []
-
-        def walk(o: Any) -> None:
-            if isinstance(o, dict):
-                out.extend(map(str, o))
-                list(map(walk, o.values()))
-            elif isinstance(o, list):
-                list(map(walk, o))
-            elif isinstance(o, str):
-                out.append(o)
-
-        walk(json.loads(text))
-        return out
-    return [text]
-
-
 def reassembled(r: Any, n: int) -> None:
     """A key a terminal reassembles, in a log, a JSON string or a parquet value, is in no released string."""
     import pyarrow as pa
@@ -122,7 +100,9 @@ def reassembled(r: Any, n: int) -> None:
             (d / "run/notes/n.json").write_text(text)
         res = r.cli("release", d / "run", "--out", d / "rel", "--allow-violations", check=False)
         files = [p for p in sorted((d / "rel").rglob("*")) if p.is_file()]
-        kept = [str(p.relative_to(d / "rel")) for p in files if any(_holds(s, key) for s in _strings(p))]
+        kept = [
+            str(p.relative_to(d / "rel")) for p in files if any(_holds(s, key) for s in hostile_round19._strings(p))
+        ]
         problems = ["the case does not show the key"] * (f"key {key}" not in shown(trick))  # the generator's own check
         problems += ["exit not 0"] * (res.returncode != 0) + ["traceback"] * ("Traceback" in res.stderr)
         problems += [f"kept the key in {k} (as written or as a terminal shows it)" for k in kept]

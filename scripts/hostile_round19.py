@@ -81,7 +81,7 @@ def _strings(path: Path) -> list[str]:
 
     if path.suffix == ".parquet":
         return [str(v) for col in pq.read_table(path).to_pydict().values() for v in col if v is not None]
-    text = path.read_text(errors="replace")
+    text = path.read_bytes().decode(errors="replace")  # not read_text: a "\r" stays as written
     if path.suffix == ".json":
         out: list[str] = []
 

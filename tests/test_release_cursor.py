@@ -220,6 +220,28 @@ def test_a_text_too_costly_to_draw_is_withheld_whole_and_said(run: Path, tmp_pat
 
 
 @pytest.mark.parametrize(
+    "edit",
+    [
+        "\x1b[67;1;24;1;24$x",  # DECFRA: a "C" filled into row 1, column 24
+        "\x1b[1;1;1;30;1;1;24;1$v",  # DECCRA: a rectangle copied
+        "\x1b[1;1;1;10$z",  # DECERA
+        "\x1b[1;1;1;10${",  # DECSERA
+        "\x1b[3'~",  # DECDC: three columns deleted
+        "\x1b[3'}",  # DECIC
+    ],
+)
+def test_a_vt420_rectangle_or_column_edit_is_withheld_whole(run: Path, tmp_path: Path, edit: str) -> None:
+    """hostile25a F3: the screen does not draw these edits, so what they would put together is not scanned as if
+    they did nothing: the file is withheld whole."""
+    (run / "notes/edit.log").write_bytes(f"key {KEY[:-1]}{edit}\nnext line\n".encode())
+    code, err = release(run, tmp_path / "rel")
+    assert code == 0, err
+    assert (tmp_path / "rel/run/notes/edit.log").read_bytes() == b"<REDACTED:withheld:1>\n"
+    assert ("run/notes/edit.log", "line 1", "cursor:withheld") in _rules(tmp_path / "rel")
+    assert "or edits rectangles or columns (VT420)" in " ".join(err.split())
+
+
+@pytest.mark.parametrize(
     ("text", "moving"),
     [
         ("plain text\twith a tab", False),

@@ -56,6 +56,11 @@ _ESCAPES = {"7": "save_cursor", "8": "restore_cursor", "D": "index", "E": "next_
 _CONTROLS = {"\n": "newline", "\r": "carriage_return", "\x08": "backspace", "\t": "tab", "\x0b": "linefeed",
              "\x0c": "linefeed", "\x84": "index", "\x85": "next_line", "\x88": "set_tab_stop",
              "\x8d": "reverse_index"}  # fmt: skip
+EDITS = frozenset({"$x", "$v", "$z", "${", "'~", "'}"})
+"""VT420's rectangle and column edits (an intermediate byte and a final: DECFRA fills a rectangle with a character,
+DECCRA copies one, DECERA and DECSERA erase one, DECDC and DECIC delete and insert columns; xterm in VT420 mode and
+Windows Terminal act on them; hostile25a F3): the screen does not draw them, so a string holding one is withheld
+whole (``cursor:withheld``) rather than scanned as if they did nothing."""
 HORIZONTAL = frozenset("@CDGIKPXZ`ab")
 """CSI finals that move the cursor or change cells within its row only: with these, ``\\r``, backspace and tab
 alone, row N shows line N of the text (and nothing of another line)."""
@@ -90,6 +95,8 @@ def _act(screen: Screen, m: re.Match[str]) -> None:
     params = "".join(c for c in raw if c >= " ")
     private = params.startswith("?")
     params = params[private:]
+    if m["i"] and m["i"][-1] + m["f"] in EDITS:
+        raise TooCostly  # a rectangle or column edit the screen does not model: the string is withheld whole
     if m["i"] or m["f"] not in _SEQUENCES or (private and m["f"] not in "hlJK") or not _PARAMETERS.fullmatch(params):
         return  # a sequence that moves nothing (SGR), or one pyte and xterm may read otherwise: passed over
     name, arity = _SEQUENCES[m["f"]]

@@ -148,7 +148,7 @@ def _cursor_said(rel: str, rule: str) -> str:
     (:mod:`rollbench.release.cursor`)."""
     if rule == "cursor:withheld":
         return (f"{rel}: its text moves a terminal's cursor and is too long or costly to draw as a terminal shows it, "
-                "so the whole file is released as one placeholder (rule cursor:withheld)")  # fmt: skip
+                "or edits rectangles or columns (VT420), so the whole file is released as one placeholder (rule cursor:withheld)")  # fmt: skip
     return (f"{rel}: once its text moves the cursor between lines, a terminal shows a match of rule {rule[7:]} in "
             f"it, and rows cannot be traced back to lines: the whole file is released as one placeholder (rule {rule})")  # fmt: skip
 

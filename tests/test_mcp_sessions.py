@@ -173,3 +173,22 @@ def test_an_out_of_range_session_bound_is_refused_in_one_line_before_anything_is
     proc = invoke("mcp", "--transport", "http", "--root", tmp_path / "mcp", option, value)
     assert (proc.returncode, proc.stdout + proc.stderr) == (2, f"error: {expected}\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_whose_answer_went_out_but_whose_countdown_is_not_restored_yet_is_evicted_before_refusing() -> None:
+    """hostile runner, mcpsess-flood-0 (``--max-sessions 1``): the SDK restores a session's idle countdown only after
+    its handler returns, after the client may already have the answer and sent the next ``initialize``; with no POST
+    in flight that session is evictable (after every one idle with a countdown), not a reason for 503."""
+    import math
+    from types import SimpleNamespace
+
+    from rollbench.mcp.sessions import least_recent_idle
+
+    def transport(deadline: float) -> SimpleNamespace:
+        return SimpleNamespace(idle_scope=SimpleNamespace(deadline=deadline, cancel_called=False))
+
+    sessions = {"answered": transport(math.inf), "idle-late": transport(20.0), "idle-early": transport(10.0)}
+    assert least_recent_idle(sessions) == "idle-early"
+    assert least_recent_idle({"answered": transport(math.inf)}) == "answered"
+    assert least_recent_idle({"answered": transport(math.inf)}, posting=lambda s: s == "answered") is None
+    assert least_recent_idle({"new": SimpleNamespace(idle_scope=None)}) is None

@@ -78,17 +78,27 @@ class SessionRequests:
                 body.extend(message.get("body", b""))
             return message
 
+        counted = True
+
+        def uncount() -> None:  # once: when the answer's last bytes go out, else when the SDK's handler returns
+            nonlocal counted
+            if counted:
+                counted = False
+                if left := self.posts.pop(session_id) - 1:
+                    self.posts[session_id] = left
+
         async def send_seen(message: Any) -> None:
             nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                answered = True
+                uncount()  # before the client can read the answer and send its next request
             await send(message)
-            answered = answered or (message["type"] == "http.response.body" and not message.get("more_body"))
 
         self.posts[session_id] = self.posts.get(session_id, 0) + 1
         try:
             await inner(scope, receive_kept, send_seen)
         finally:
-            if left := self.posts.pop(session_id) - 1:
-                self.posts[session_id] = left
+            uncount()
             if not answered and (request_id := _request_id(bytes(body))) is not None:
                 with anyio.CancelScope(shield=True):
                     await self._cancel(session_id, request_id)

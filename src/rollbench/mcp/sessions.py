@@ -123,19 +123,24 @@ def bound_sessions(app: Any, manager: Any, bounds: SessionBounds) -> Any:
 
 def least_recent_idle(sessions: dict[str, Any], posting: Callable[[str], bool] = lambda _: False) -> str | None:
     """The id of the session to evict from ``sessions`` (id -> the SDK's transport): one already ending, else the
-    one idle longest (its idle countdown started first); None when every session has a POST in flight
-    (``posting``), has its countdown suspended (the SDK's infinite deadline: a request of it just came in) or has
-    not answered its opening request yet."""
-    chosen, oldest = None, math.inf
+    one idle longest (its idle countdown started first), else one with no POST in flight whose countdown the SDK has
+    not restored yet (its infinite deadline: a request of it was just answered, the SDK's handler not yet returned;
+    counted busy, one ``initialize`` right after another with ``--max-sessions 1`` was answered 503); None when
+    every session has a POST in flight (``posting``) or has not started its task."""
+    chosen, oldest, suspended = None, math.inf, None
     for session_id, transport in sessions.items():
         scope = transport.idle_scope  # None until the session's task has started
         if scope is None:
             continue
         if scope.cancel_called:  # timed out, its task not yet ended: it is going anyway
             return session_id
-        if not posting(session_id) and scope.deadline < oldest:  # infinite while a request is coming in
+        if posting(session_id):
+            continue
+        if scope.deadline < oldest:
             chosen, oldest = session_id, scope.deadline
-    return chosen
+        elif suspended is None and scope.deadline == math.inf:
+            suspended = session_id
+    return chosen if chosen is not None else suspended
 
 
 def evict(manager: Any, session_id: str) -> None:

@@ -31,6 +31,7 @@ import contextlib
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import hostile_round19_http as h19  # the HTTP surfaces' start and stop, beside this script
@@ -62,11 +63,10 @@ def flood(r: Any, n: int) -> None:
         if r.pattern not in cid:
             continue
         r.count += 1
-        proc, port, err = h19._start(r, "mcp", r.work / "mcpsess" / cid, "--max-sessions", cap)
         problems: list[str] = []
+        proc, port, err = _served(r, cid, "--max-sessions", cap)
         try:
             if not port:
-                r.failures.append(f"{cid}: the server did not start: {err.read_text()[-400:]!r}")
                 continue
             url, used = f"http://127.0.0.1:{port}/mcp", []  # sessions, least recently used first
             with httpx.Client(timeout=30) as client:
@@ -139,6 +139,15 @@ def _live(run: Any) -> int:
     return 0
 
 
+def _served(r: Any, cid: str, *options: object) -> tuple[Any, int | None, Path]:
+    """``rollbench mcp`` started for case ``cid`` with ``options``: (process, port or None, its stderr file); a
+    server that did not start is the case's failure, said here."""
+    proc, port, err = h19._start(r, "mcp", r.work / "mcpsess" / cid, *options)
+    if not port:
+        r.failures.append(f"{cid}: the server did not start: {err.read_text()[-400:]!r}")
+    return proc, port, err
+
+
 def _status(run: Any) -> str:
     with contextlib.suppress(OSError, ValueError):
         return str(json.loads((run / "run.json").read_text()).get("status"))
@@ -154,11 +163,10 @@ def busy(r: Any, n: int) -> None:
         if r.pattern not in cid:
             continue
         r.count += 1
-        proc, port, err = h19._start(r, "mcp", r.work / "mcpsess" / cid, "--max-sessions", cap)
         problems: list[str] = []
+        proc, port, err = _served(r, cid, "--max-sessions", cap)
         try:
             if not port:
-                r.failures.append(f"{cid}: the server did not start: {err.read_text()[-400:]!r}")
                 continue
             url = f"http://127.0.0.1:{port}/mcp"
             with httpx.Client(timeout=30) as client:
@@ -215,12 +223,11 @@ def streams(r: Any, n: int) -> None:
         if r.pattern not in cid:
             continue
         r.count += 1
-        proc, port, err = h19._start(r, "mcp", r.work / "mcpsess" / cid, "--max-sessions", cap)
         problems: list[str] = []
         held: list[tuple[threading.Event, Any]] = []
+        proc, port, err = _served(r, cid, "--max-sessions", cap)
         try:
             if not port:
-                r.failures.append(f"{cid}: the server did not start: {err.read_text()[-400:]!r}")
                 continue
             url = f"http://127.0.0.1:{port}/mcp"
             with httpx.Client(timeout=30) as client:
@@ -254,12 +261,11 @@ def rollouts(r: Any, n: int) -> None:
             continue
         r.count += 1
         runs = r.work / "mcpsess" / cid / "runs"
-        proc, port, err = h19._start(r, "mcp", r.work / "mcpsess" / cid, "--max-rollouts", slots)
         problems: list[str] = []
         calls: list[tuple[Any, Any]] = []
+        proc, port, err = _served(r, cid, "--max-rollouts", slots)
         try:
             if not port:
-                r.failures.append(f"{cid}: the server did not start: {err.read_text()[-400:]!r}")
                 continue
             url = f"http://127.0.0.1:{port}/mcp"
             with httpx.Client(timeout=30) as client:
